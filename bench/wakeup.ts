@@ -1,0 +1,163 @@
+// Submit → claim latency through a real epd with idle enrolled agents (issue 3).
+//   npx esbuild bench/wakeup.ts --bundle --platform=node --format=esm --packages=external \
+//     --outfile=dist/bench/wakeup.mjs && node dist/bench/wakeup.mjs [--tasks 2000] [--rate 200] [--agents 24] [--poll-ms 60000] [--runs shell|none]
+// EP_BENCH_PROF=<dir> writes a CPU profile of epd there.
+//
+// The tower runs in this process (real HTTP on loopback, SQLite file), so the submitter's clock
+// and the tower's are the same performance.now(): a task's latency is from the moment the
+// submitter starts its CreateTask call to the commit of the claim by an epd agent (the hub
+// publishes `task.claimed` right after that commit). epd is the freshly bundled binary in a child
+// process with `shell` agents running `true`; tasks are submitted at a fixed rate (open loop)
+// after a warm-up. The poll is 60 s, so every claim comes from a link wake-up.
+//
+// The target is about waking an idle agent, not about queueing behind busy ones, so the bench
+// enrols enough agents for one to be idle whenever a task arrives and reports how many tasks
+// arrived while every agent was busy (`created_with_no_idle_agent`, counted from the tower's own
+// claimed/succeeded events); the figures mean what the target means only when that is ~0.
+import { spawn } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { parseArgs } from "node:util";
+import { jsonRpcCall } from "../daemon/mgmt/client.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { buildBinaries, FIXTURES, registerNode, stopChild } from "../tests/epd-harness.js";
+import { startTower, tempHome, waitFor } from "../tests/harness.js";
+
+const { values } = parseArgs({
+  options: {
+    tasks: { type: "string", default: "2000" },
+    rate: { type: "string", default: "200" },
+    agents: { type: "string", default: "24" },
+    "poll-ms": { type: "string", default: "60000" },
+    warmup: { type: "string", default: "200" },
+    // shell: each task runs `bash -c true`; none: the shell runtime's binary is missing, so a
+    // claimed task fails at once without a process (the wake-up path alone, no fork per task)
+    runs: { type: "string", default: "shell" },
+  },
+});
+const N = Number(values.tasks);
+const RATE = Number(values.rate);
+const AGENTS = Number(values.agents);
+const POLL = values["poll-ms"]!;
+const WARMUP = Number(values.warmup);
+
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return +s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))].toFixed(2);
+};
+const procCpuMs = (pid: number | "self") => {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+};
+
+const home = tempHome("ep-bench-wakeup-");
+const t = await startTower({ home: home.dir, env: { EP_LEASE_MS: "60000" } });
+
+// what the tower commits, timed in this process
+const created = new Map<string, number>();
+const claimed = new Map<string, number>();
+const holding = new Map<string, string>(); // agent -> task it holds
+let noIdleAtCreate = 0;
+let measuring = false;
+t.tower.deps.hub.subscribe((events) => {
+  const now = performance.now();
+  for (const e of events) {
+    if (!e.taskId) continue;
+    if (e.name === "task.created") {
+      created.set(e.taskId, now);
+      if (measuring && holding.size >= AGENTS) noIdleAtCreate++;
+    } else if (e.name === "task.claimed" && !claimed.has(e.taskId)) {
+      claimed.set(e.taskId, now);
+      holding.set(e.agentId, e.taskId);
+    } else if ((e.name === "task.succeeded" || e.name === "task.failed") && holding.get(e.agentId) === e.taskId) {
+      holding.delete(e.agentId);
+    }
+  }
+});
+
+const rpcCounts = new Map<string, number>();
+t.tower.app.server.on("request", (req: { url?: string }) => {
+  if (measuring) rpcCounts.set(req.url!, (rpcCounts.get(req.url!) ?? 0) + 1);
+});
+
+const nodeFile = join(home.dir, "node.json");
+await registerNode(t.url, t.adminToken, nodeFile);
+const work = t.client(WorkService);
+const domainId = (await work.createDomain({ name: "bench" })).domain!.id;
+const missionId = (await work.createMission({ domainId, title: "wakeup" })).mission!.id;
+
+if (values.runs === "none") {
+  mkdirSync(join(home.dir, "epd"), { recursive: true, mode: 0o700 });
+  writeFileSync(join(home.dir, "epd", "runtimes.toml"), '[shell]\ncommand = "/nonexistent/ep-bench-no-process"\n');
+} else if (values.runs !== "shell") throw new Error("--runs must be shell or none");
+const { epd: epdMain } = await buildBinaries();
+const prof = process.env.EP_BENCH_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.EP_BENCH_PROF}`] : [];
+const epd = spawn(process.execPath, [...prof, epdMain, "run", "--backend-url", t.url], {
+  env: { ...process.env, EP_HOME: home.dir, EP_NODE_FILE: nodeFile, EP_LOG_LEVEL: "warn", EP_POLL_MS: POLL, PATH: `${FIXTURES}:${process.env.PATH}` },
+  stdio: ["ignore", "ignore", "inherit"],
+});
+const mgmt = join(home.dir, "epd", "mgmt.sock");
+const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 10_000 });
+await waitFor(async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected", 15_000);
+for (let i = 0; i < AGENTS; i++) await call("agent.enroll", { domainId, runtime: "shell", name: `bench-${i}` });
+
+const submit = (title: string) => work.createTask({ missionId, title, runtime: "shell", input: { command: "true" } });
+
+/** Open-loop submission at RATE; returns each task's submit start time. */
+async function offer(count: number, label: string): Promise<Map<string, number>> {
+  const startedAt = new Map<string, number>();
+  const start = performance.now();
+  const pending: Promise<unknown>[] = [];
+  for (let i = 0; i < count; i++) {
+    const due = start + (i * 1000) / RATE;
+    // timers only (no busy wait: it would stall the tower, which shares this event loop);
+    // each task's latency starts at its actual submit time, so pacing jitter does not count
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const t0 = performance.now();
+    pending.push(submit(`${label} ${i}`).then((r) => startedAt.set(r.task!.id, t0)));
+  }
+  await Promise.all(pending);
+  await waitFor(() => [...startedAt.keys()].every((id) => claimed.has(id)), 120_000, 20);
+  await waitFor(() => holding.size === 0, 60_000, 20);
+  return startedAt;
+}
+
+// warm-up at the same rate: JIT, connections, the SQLite page cache
+await offer(WARMUP, "warm");
+const load0 = loadavg()[0];
+const epdCpu0 = procCpuMs(epd.pid!);
+const selfCpu0 = procCpuMs("self");
+measuring = true;
+const t0 = performance.now();
+const startedAt = await offer(N, "task");
+const elapsed = (performance.now() - t0) / 1000;
+measuring = false;
+const epdCpu = procCpuMs(epd.pid!) - epdCpu0;
+const selfCpu = procCpuMs("self") - selfCpu0;
+
+const fromSubmit = [...startedAt].map(([id, s]) => claimed.get(id)! - s);
+const fromCommit = [...startedAt.keys()].map((id) => claimed.get(id)! - created.get(id)!);
+console.log(
+  JSON.stringify({
+    tasks: N,
+    offered_rate: RATE,
+    agents: AGENTS,
+    runs: values.runs,
+    poll_ms: Number(POLL),
+    submit_to_claim_ms: { p50: pct(fromSubmit, 50), p90: pct(fromSubmit, 90), p99: pct(fromSubmit, 99), max: pct(fromSubmit, 100) },
+    commit_to_claim_ms: { p50: pct(fromCommit, 50), p90: pct(fromCommit, 90), p99: pct(fromCommit, 99) },
+    created_with_no_idle_agent: noIdleAtCreate,
+    requests_per_task: Object.fromEntries([...rpcCounts].map(([u, c]) => [u.replace(/^\/ep\.tower\.v1\./, ""), +(c / N).toFixed(2)])),
+    cpu_ms_per_task: { epd: +(epdCpu / N).toFixed(3), tower_and_submitter: +(selfCpu / N).toFixed(3) },
+    seconds: +elapsed.toFixed(2),
+    load_average_1m: { before: +load0.toFixed(2), after: +loadavg()[0].toFixed(2) },
+    cores: cpus().length,
+  }),
+);
+await stopChild(epd, "SIGTERM");
+await t.close();
+home.cleanup();
+process.exit(0);

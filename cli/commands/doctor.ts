@@ -1,0 +1,300 @@
+// ep system doctor [--fix]: one entry per check {check, ok, level, detail, hint}; exit 1 when an
+// error-level check fails. Warnings (a vendor CLI that is not installed) do not fail the run.
+import { randomBytes } from "node:crypto";
+import { accessSync, constants, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import { basename, delimiter, join } from "node:path";
+import { readNodeIdentity } from "../../common/node-identity.js";
+import { daemonHome, daemonSockets, epHome, nodeFile } from "../../common/paths.js";
+import { runtimeCommands, type RuntimeCommandKind } from "../../common/runtime-commands.js";
+import type { Context } from "../context.js";
+import { json } from "../output.js";
+
+export interface CheckResult {
+  check: string;
+  ok: boolean;
+  level: "error" | "warn";
+  detail: string;
+  hint?: string;
+}
+
+/**
+ * The binaries epd would start: each runtime kind's command from $EP_HOME/epd/runtimes.toml over the
+ * defaults (common/runtime-commands.ts), grouped by command, plus tmux for muxhost_hosted.
+ * Missing bash (shell runtime, cron bash dispatch) is an error; a missing vendor CLI a warning.
+ */
+function runtimeChecks(env: NodeJS.ProcessEnv): CheckResult[] {
+  const out: CheckResult[] = [];
+  const file = join(daemonHome(env), "runtimes.toml");
+  let text: string | undefined;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") out.push({ check: "runtimes_config", ok: false, level: "error", detail: `${file}: cannot read: ${(err as Error).message}`, hint: "make it readable by the daemon's user" });
+  }
+  let commands = runtimeCommands(undefined);
+  if (text !== undefined) {
+    try {
+      commands = runtimeCommands(text, file);
+      out.push({ check: "runtimes_config", ok: true, level: "error", detail: `${file} read` });
+    } catch (err) {
+      out.push({ check: "runtimes_config", ok: false, level: "error", detail: (err as Error).message, hint: "fix the file (docs/runtimes.md): epd refuses to start with it; the defaults are checked below" });
+    }
+  }
+  const byCommand = new Map<string, RuntimeCommandKind[]>();
+  for (const [kind, command] of Object.entries(commands) as [RuntimeCommandKind, string][]) byCommand.set(command, [...(byCommand.get(command) ?? []), kind]);
+  const binaries: { command: string; uses: string; level: "error" | "warn"; kinds: string[] }[] = [...byCommand].map(([command, kinds]) => ({
+    command,
+    kinds,
+    uses: `${kinds.join(" / ")} runtime${kinds.length > 1 ? "s" : ""}${kinds.includes("shell") ? ", cron bash dispatch" : ""}`,
+    level: kinds.includes("shell") ? "error" : "warn",
+  }));
+  binaries.push({ command: "tmux", kinds: [], uses: "muxhost_hosted runtime", level: "warn" });
+  for (const b of binaries) {
+    const found = b.command.includes("/") ? (executable(b.command) ? b.command : undefined) : onPath(b.command, env);
+    const where = b.command.includes("/") ? `${b.command} is not an executable file` : `${b.command} is not on PATH`;
+    out.push({
+      check: `runtime_${basename(b.command)}`,
+      ok: Boolean(found),
+      level: b.level,
+      detail: found ? `${found} (${b.uses})` : `${where} (${b.uses} unavailable)`,
+      hint: found ? undefined : b.kinds.length ? `install ${basename(b.command)} or set [${b.kinds[0]}] command in ${file}` : `install ${b.command}`,
+    });
+  }
+  return out;
+}
+
+function executable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
+export const MAX_SKEW_MS = 5_000;
+
+export function skillsHome(env: NodeJS.ProcessEnv): string {
+  return env.EP_SKILLS_HOME || join(epHome(env), "skills");
+}
+
+export function onPath(bin: string, env: NodeJS.ProcessEnv): string | undefined {
+  for (const dir of (env.PATH ?? "").split(delimiter)) {
+    if (!dir) continue;
+    const p = join(dir, bin);
+    try {
+      accessSync(p, constants.X_OK);
+      return p;
+    } catch {
+      // next
+    }
+  }
+  return undefined;
+}
+
+/** "live" when something answers, "stale" when the file is there but nobody listens, "missing". */
+export function probeSocket(path: string, timeoutMs = 2000): Promise<"live" | "stale" | "missing"> {
+  if (!existsSync(path)) return Promise.resolve("missing");
+  return new Promise((resolve) => {
+    const s = net.connect(path);
+    const t = setTimeout(() => (s.destroy(), resolve("live")), timeoutMs);
+    s.once("connect", () => (clearTimeout(t), s.destroy(), resolve("live")));
+    s.once("error", (err: NodeJS.ErrnoException) => (clearTimeout(t), resolve(err.code === "ECONNREFUSED" || err.code === "ENOTSOCK" ? "stale" : "live")));
+  });
+}
+
+async function timedFetch(url: string, init: RequestInit & { timeoutMs?: number } = {}): Promise<Response> {
+  const ctl = new AbortController();
+  const t = setTimeout(() => ctl.abort(), init.timeoutMs ?? 5000);
+  try {
+    return await fetch(url, { ...init, signal: ctl.signal });
+  } finally {
+    clearTimeout(t);
+  }
+}
+
+function fix(env: NodeJS.ProcessEnv): string[] {
+  const done: string[] = [];
+  for (const dir of [epHome(env), skillsHome(env)]) {
+    if (!existsSync(dir)) {
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      done.push(`created ${dir}`);
+    }
+  }
+  const idFile = join(epHome(env), "agent_id");
+  if (!existsSync(idFile)) {
+    writeFileSync(idFile, `agt_local_${randomBytes(8).toString("hex")}\n`, { mode: 0o644, flag: "wx" });
+    done.push(`seeded ${idFile}`);
+  }
+  return done;
+}
+
+export async function runChecks(ctx: Context): Promise<CheckResult[]> {
+  const env = ctx.env;
+  const results: CheckResult[] = [];
+  const add = (r: CheckResult) => results.push(r);
+  const url = ctx.url();
+  const token = ctx.token();
+  const auth: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+
+  // local setup
+  for (const [check, dir] of [["ep_home", epHome(env)], ["skills_home", skillsHome(env)]] as const) {
+    const ok = existsSync(dir);
+    add({ check, ok, level: "error", detail: ok ? dir : `${dir} does not exist`, hint: ok ? undefined : "run 'ep system doctor --fix'" });
+  }
+  const idFile = join(epHome(env), "agent_id");
+  const agentId = existsSync(idFile) ? readFileSync(idFile, "utf8").trim() : "";
+  add({ check: "agent_id", ok: Boolean(agentId), level: "error", detail: agentId ? `${agentId} (${idFile})` : `${idFile} is missing`, hint: agentId ? undefined : "run 'ep system doctor --fix' to seed a stable agent id for local swarms" });
+
+  // tower
+  let towerUp = false;
+  try {
+    const started = Date.now();
+    const res = await timedFetch(`${url}/healthz`);
+    const rtt = Date.now() - started;
+    towerUp = res.ok;
+    add({ check: "tower_health", ok: res.ok, level: "error", detail: `${url}/healthz → ${res.status} in ${rtt} ms`, hint: res.ok ? undefined : "the tower answers but is not healthy; see its log" });
+    const date = res.headers.get("date");
+    if (date) {
+      // the Date header is truncated to the second: its middle is the best estimate
+      const skew = Date.parse(date) + 500 + rtt / 2 - Date.now();
+      const ok = Math.abs(skew) <= MAX_SKEW_MS;
+      add({ check: "clock_skew", ok, level: "error", detail: `local clock is ${Math.round(-skew)} ms ${skew > 0 ? "behind" : "ahead of"} the tower (±1 s resolution)`, hint: ok ? undefined : "sync the clock (timedatectl set-ntp true / chrony); leases and tokens depend on it" });
+    }
+  } catch (err) {
+    add({ check: "tower_health", ok: false, level: "error", detail: `cannot reach ${url}/healthz: ${(err as Error).cause ? String(((err as Error).cause as Error).message ?? (err as Error).cause) : (err as Error).message}`, hint: "start the tower ('ep up' or 'ep-tower') or point --url / EP_BASE_URL at it" });
+  }
+  if (towerUp) {
+    try {
+      const res = await timedFetch(`${url}/mcp/tools`, { headers: auth });
+      let detail = `GET /mcp/tools → ${res.status}`;
+      if (res.ok) {
+        const body = (await res.json()) as { tools?: unknown[] };
+        detail += `, ${body.tools?.length ?? 0} tools`;
+      }
+      add({ check: "tools", ok: res.ok, level: "error", detail, hint: res.ok ? undefined : res.status === 401 || res.status === 403 ? "log in with 'ep login --url <url> --token <token>' or set EP_TOKEN" : "the tower does not serve the tool catalog; upgrade it" });
+    } catch (err) {
+      add({ check: "tools", ok: false, level: "error", detail: `GET /mcp/tools failed: ${(err as Error).message}`, hint: "see the tower log" });
+    }
+    try {
+      const ctl = new AbortController();
+      const t = setTimeout(() => ctl.abort(), 5000);
+      const res = await fetch(`${url}/events/stream`, { headers: { ...auth, accept: "text/event-stream" }, signal: ctl.signal });
+      clearTimeout(t);
+      const type = res.headers.get("content-type") ?? "";
+      const ok = res.ok && type.startsWith("text/event-stream");
+      ctl.abort();
+      add({ check: "matrix", ok, level: "error", detail: `GET /events/stream → ${res.status} ${type}`, hint: ok ? undefined : res.status === 401 || res.status === 403 ? "log in with 'ep login' or set EP_TOKEN" : "the tower's event stream is not available; upgrade it or see its log" });
+    } catch (err) {
+      add({ check: "matrix", ok: false, level: "error", detail: `GET /events/stream failed: ${(err as Error).message}`, hint: "see the tower log" });
+    }
+  } else {
+    for (const check of ["tools", "matrix"]) add({ check, ok: false, level: "error", detail: "not checked: the tower is unreachable", hint: "fix tower_health first" });
+  }
+
+  // node identity
+  const idPath = nodeFile(env);
+  try {
+    const id = await readNodeIdentity(idPath);
+    add({ check: "node_identity", ok: true, level: "error", detail: `${idPath}: node ${id.node_id} (${id.hostname}) at ${id.tower_url}` });
+  } catch (err) {
+    add({ check: "node_identity", ok: false, level: "error", detail: (err as Error).message, hint: "register this machine: 'ep agent node register --hostname <h>' (EP_NODE_FILE picks the path)" });
+  }
+
+  // daemon sockets
+  const sockets = daemonSockets(env);
+  for (const [name, path, required] of [["mgmt", sockets.mgmt, true], ["secrets", sockets.secrets, false], ["attach", sockets.attach, false]] as const) {
+    const state = await probeSocket(path);
+    if (state === "missing" && !required) continue;
+    const ok = state === "live";
+    add({
+      check: `socket_${name}`,
+      ok,
+      level: "error",
+      detail: `${path}: ${state === "live" ? "a daemon answers" : state === "stale" ? "stale socket (nobody listens; a daemon died and left it)" : "no socket (the daemon is not running)"}`,
+      hint: ok ? undefined : state === "stale" ? `start the daemon ('ep daemon up'), which removes it, or delete ${path}` : "start the daemon with 'ep daemon up'",
+    });
+  }
+
+  // runtimes: the commands epd would run
+  for (const r of runtimeChecks(env)) add(r);
+
+  // throttling seen by the local fan-out
+  if (env.EP_FANOUT_LISTEN) add(await fanoutCheck(env.EP_FANOUT_LISTEN));
+  return results;
+}
+
+/** What the fan-out's GET /stats answers (daemon/fanout/fanout.ts FanoutStats), as far as doctor reads it. */
+interface FanoutStatsView {
+  upstream?: string;
+  lastEventId?: number;
+  throttledSince?: string | null;
+  throttledUntil?: string | null;
+  throttleEpisodes?: number;
+  downSince?: string | null;
+  clients?: number;
+}
+
+/**
+ * Asks the daemon's local fan-out (EP_FANOUT_LISTEN) for its /stats: a rate-limit pause (the tower
+ * said rate_limit.remaining 0) or an upstream outage is reported. Reading /events would not do:
+ * while throttled the fan-out holds retransmission, the chunk that says so included.
+ */
+async function fanoutCheck(listen: string): Promise<CheckResult> {
+  const check = "fanout_rate_limit";
+  const base = `http://${listen.replace(/^https?:\/\//, "").replace(/\/+$/, "")}`;
+  let stats: FanoutStatsView;
+  try {
+    const res = await timedFetch(`${base}/stats`, { timeoutMs: 2000 });
+    if (!res.ok) {
+      return {
+        check,
+        ok: false,
+        level: "error",
+        detail: `${base}/stats → ${res.status}`,
+        hint: res.status === 404 ? "this epd's fan-out does not serve /stats; upgrade epd" : "is epd running with the local fan-out (EP_FANOUT_LISTEN)?",
+      };
+    }
+    stats = (await res.json()) as FanoutStatsView;
+  } catch (err) {
+    return { check, ok: false, level: "error", detail: `cannot reach the local fan-out at ${base}: ${(err as Error).message}`, hint: "start epd with EP_FANOUT_LISTEN set to this address, or unset EP_FANOUT_LISTEN here" };
+  }
+  if (stats.throttledUntil) {
+    return {
+      check,
+      ok: false,
+      level: "warn",
+      detail: `the tower is throttling the daemon's event stream (rate_limit.remaining 0 since ${stats.throttledSince ?? "?"}); the fan-out holds retransmission until ${stats.throttledUntil} (${stats.throttleEpisodes ?? 1} pause(s) so far)`,
+      hint: "nothing is lost: events go out when the pause ends. The tower allows EP_STREAM_RATE_LIMIT new stream connections per minute per token: raise it on the tower, or find what reconnects so often ('ep daemon logs')",
+    };
+  }
+  if (stats.upstream === "down") {
+    return {
+      check,
+      ok: false,
+      level: "error",
+      detail: `the fan-out cannot follow the tower's event stream (matrix-down since ${stats.downSince ?? "?"})`,
+      hint: "check that the tower is up and accepts epd's node token ('ep daemon logs' shows the answer)",
+    };
+  }
+  const earlier = stats.throttleEpisodes ? `; ${stats.throttleEpisodes} earlier rate-limit pause(s)` : "";
+  return { check, ok: true, level: "warn", detail: `${base}/events: upstream ${stats.upstream ?? "?"}, last event ${stats.lastEventId ?? 0}, ${stats.clients ?? 0} local client(s), not throttled${earlier}` };
+}
+
+export async function run(ctx: Context): Promise<number> {
+  const fixed = ctx.opts.fix ? fix(ctx.env) : [];
+  const results = await runChecks(ctx);
+  const failed = results.filter((r) => !r.ok && r.level === "error");
+  if (ctx.json) ctx.out(json({ ok: failed.length === 0, fixed, checks: results }));
+  else {
+    for (const f of fixed) ctx.out(`fixed: ${f}`);
+    for (const r of results) {
+      const mark = r.ok ? "ok  " : r.level === "warn" ? "warn" : "FAIL";
+      ctx.out(`${mark}  ${r.check.padEnd(18)} ${r.detail}`);
+      if (!r.ok && r.hint) ctx.out(`      ${"".padEnd(18)} hint: ${r.hint}`);
+    }
+    ctx.out(failed.length ? `\n${failed.length} check(s) failed` : "\nall checks passed");
+  }
+  return failed.length ? 1 : 0;
+}

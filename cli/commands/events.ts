@@ -1,0 +1,150 @@
+// ep events tail: follows GET /events/stream (SSE). On a dropped connection it waits 1 s,
+// doubling up to 30 s, and resumes after the last id it printed (Last-Event-ID), so nothing is
+// printed twice and nothing is skipped.
+import { EpError, isErrorCode } from "../../common/errors.js";
+import { UsageError, type Context } from "../context.js";
+import { withHint } from "../fail.js";
+
+export interface SseMessage {
+  id?: string;
+  event?: string;
+  data: string;
+}
+
+/** Incremental SSE parser: feed text, get complete messages (comments and keep-alives dropped). */
+export function createSseParser(): { push(text: string): SseMessage[] } {
+  let buf = "";
+  return {
+    push(text) {
+      buf += text;
+      const out: SseMessage[] = [];
+      for (;;) {
+        const m = /\r?\n\r?\n/.exec(buf);
+        if (!m) break;
+        const block = buf.slice(0, m.index);
+        buf = buf.slice(m.index + m[0].length);
+        const msg: SseMessage = { data: "" };
+        const data: string[] = [];
+        for (const line of block.split(/\r?\n/)) {
+          if (!line || line.startsWith(":")) continue;
+          const colon = line.indexOf(":");
+          const field = colon === -1 ? line : line.slice(0, colon);
+          const value = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
+          if (field === "data") data.push(value);
+          else if (field === "id") msg.id = value;
+          else if (field === "event") msg.event = value;
+        }
+        if (data.length || msg.event) {
+          msg.data = data.join("\n");
+          out.push(msg);
+        }
+      }
+      return out;
+    },
+  };
+}
+
+/** The reconnect delays of the seed: 1 s, doubling, at most 30 s; reset after a good connection. */
+export function createBackoff(firstMs = 1000, maxMs = 30_000): { next(): number; reset(): void } {
+  let delay = firstMs;
+  return {
+    next() {
+      const d = delay;
+      delay = Math.min(delay * 2, maxMs);
+      return d;
+    },
+    reset() {
+      delay = firstMs;
+    },
+  };
+}
+
+export function streamUrl(base: string, f: { types: string[]; domain?: string; mission?: string }): string {
+  const q = new URLSearchParams();
+  if (f.types.length) q.set("type", f.types.join(","));
+  if (f.domain) q.set("domain_id", f.domain);
+  if (f.mission) q.set("mission_id", f.mission);
+  const qs = q.toString();
+  return `${base}/events/stream${qs ? `?${qs}` : ""}`;
+}
+
+function human(id: string | undefined, e: Record<string, unknown>): string {
+  const parts = [id ?? "-", String(e.created_at ?? e.createdAt ?? ""), String(e.type ?? "?"), String(e.name ?? "")];
+  if (e.status) parts.push(`status=${e.status}`);
+  for (const k of ["domain_id", "mission_id", "agent_id", "task_id"]) if (e[k]) parts.push(`${k.replace("_id", "")}=${e[k]}`);
+  const rl = e.rate_limit as { remaining?: number; reset_at?: string } | undefined;
+  if (rl) parts.push(`rate_limit.remaining=${rl.remaining} reset_at=${rl.reset_at}`);
+  if (e.payload && Object.keys(e.payload as object).length) parts.push(JSON.stringify(e.payload));
+  return parts.filter(Boolean).join("  ");
+}
+
+const FINAL_STATUSES = new Set([400, 401, 403, 404]);
+
+export async function run(ctx: Context): Promise<number> {
+  const types = ctx.list("type").flatMap((t) => t.split(",")).filter(Boolean);
+  for (const t of types) if (!["approval", "inbox", "matrix", "progress"].includes(t)) throw new UsageError(`--type must be approval, inbox, matrix or progress (got ${JSON.stringify(t)})`);
+  const since = ctx.str("since");
+  if (since !== undefined && !/^\d+$/.test(since)) throw new UsageError(`--since must be an event id (a number; got ${JSON.stringify(since)})`);
+  const limitRaw = ctx.str("limit");
+  const limit = limitRaw === undefined ? Infinity : Number(limitRaw);
+  if (limitRaw !== undefined && (!Number.isInteger(limit) || limit <= 0)) throw new UsageError(`--limit must be a positive integer (got ${JSON.stringify(limitRaw)})`);
+
+  const url = streamUrl(ctx.url(), { types, domain: ctx.str("domain"), mission: ctx.str("mission") });
+  const token = ctx.token();
+  const backoff = createBackoff();
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+  let lastId = since;
+  let printed = 0;
+  try {
+    while (!stop.signal.aborted) {
+      let res: Response | undefined;
+      try {
+        const headers: Record<string, string> = { accept: "text/event-stream" };
+        if (token) headers.authorization = `Bearer ${token}`;
+        if (lastId) headers["last-event-id"] = lastId;
+        res = await fetch(url, { headers, signal: stop.signal });
+        if (FINAL_STATUSES.has(res.status)) {
+          const body = (await res.json().catch(() => ({}))) as { error?: { code?: string; message?: string } };
+          const code = body.error?.code;
+          const err = new EpError(code && isErrorCode(code) ? code : res.status === 404 ? "route_not_found" : "invalid_argument", `${url}: ${res.status} ${body.error?.message ?? res.statusText}`);
+          throw res.status === 404 && code === "route_not_found" ? withHint(err, "this tower has no event stream yet; upgrade it") : err;
+        }
+        if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+        backoff.reset();
+        const parser = createSseParser();
+        const decoder = new TextDecoder();
+        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+          for (const msg of parser.push(decoder.decode(chunk, { stream: true }))) {
+            if (msg.id) lastId = msg.id;
+            if (!msg.data) continue;
+            let e: Record<string, unknown>;
+            try {
+              e = JSON.parse(msg.data) as Record<string, unknown>;
+            } catch {
+              e = { type: msg.event ?? "message", payload: { text: msg.data } };
+            }
+            ctx.out(ctx.json ? JSON.stringify(msg.id ? { id: Number(msg.id), ...e } : e) : human(msg.id, e));
+            if (++printed >= limit) return 0;
+          }
+        }
+        throw new Error("the stream ended");
+      } catch (err) {
+        if (err instanceof EpError) throw err;
+        if (stop.signal.aborted) break;
+        const wait = backoff.next();
+        ctx.err(`ep: ${new Date().toISOString()} event stream lost (${(err as Error).message}); reconnecting in ${wait / 1000} s${lastId ? ` after id ${lastId}` : ""}`);
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, wait);
+          stop.signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
+        });
+      }
+    }
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+  return 0;
+}

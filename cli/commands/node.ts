@@ -1,0 +1,84 @@
+// ep agent node register --hostname <h>: NodeService.RegisterNode, then the node identity file.
+// ep node reload <node_id>: NodeService.ReloadNodeConfig (the node reloads its config files).
+import { constants } from "node:fs";
+import { access, stat } from "node:fs/promises";
+import { dirname } from "node:path";
+import { EpError } from "../../common/errors.js";
+import { writeNodeIdentity, type NodeIdentity } from "../../common/node-identity.js";
+import { nodeFile } from "../../common/paths.js";
+import { NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
+import { UsageError, type Context } from "../context.js";
+import { withHint } from "../fail.js";
+import { json } from "../output.js";
+import { tower } from "../tower.js";
+
+/** Fails early (before the tower issues an identity) when the file cannot be written. */
+export async function checkWritable(path: string): Promise<void> {
+  // the file itself when it exists, else its nearest existing ancestor, which must be a writable directory
+  const probe = async (p: string, isFile: boolean): Promise<string | undefined> => {
+    try {
+      const st = await stat(p);
+      if (!isFile && !st.isDirectory()) return `${p} is not a directory`;
+      await access(p, constants.W_OK);
+      return undefined;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "ENOENT" || code === "ENOTDIR") {
+        const parent = dirname(p);
+        return parent === p ? `${p} does not exist` : probe(parent, false);
+      }
+      return code === "EACCES" || code === "EPERM" || code === "EROFS" ? `${p} is not writable by this user` : (err as Error).message;
+    }
+  };
+  const why = await probe(path, true);
+  if (why) {
+    throw withHint(
+      new EpError("forbidden", `cannot write the node identity file ${path}: ${why}`, { file: path }),
+      `run it with sudo, or choose a writable path with EP_NODE_FILE=<path> (epd must then get the same EP_NODE_FILE)`,
+    );
+  }
+}
+
+export async function registerNode(ctx: Context, hostname: string, path: string): Promise<NodeIdentity> {
+  await checkWritable(path);
+  const res = await tower(ctx, NodeService).registerNode({ hostname });
+  const identity: NodeIdentity = { node_id: res.node!.id, hostname: res.node!.hostname, token: res.token, tower_url: res.towerUrl || ctx.url() };
+  try {
+    await writeNodeIdentity(identity, path);
+  } catch (err) {
+    if (err instanceof EpError) throw err;
+    throw withHint(new EpError("forbidden", `cannot write ${path}: ${(err as Error).message}`, { file: path }), "use sudo or EP_NODE_FILE=<writable path>");
+  }
+  return identity;
+}
+
+/** ep node reload <node_id>: ok → 0; the node found errors → 2 (like `ep agent cron reload`); no answer in time → 0 with a note. */
+async function reload(ctx: Context): Promise<number> {
+  const raw = ctx.str("wait");
+  const waitMs = raw === undefined ? undefined : Number(raw);
+  if (waitMs !== undefined && (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > 60_000)) throw new UsageError(`--wait must be milliseconds between 0 and 60000 (got ${JSON.stringify(raw)})`);
+  const nodeId = ctx.args[0]!;
+  const res = await tower(ctx, NodeService).reloadNodeConfig({ nodeId, waitMs });
+  const errors = res.errors.map((e) => ({ file: e.file, line: e.line, field: e.field, item: e.item, message: e.message }));
+  if (ctx.json) {
+    ctx.out(json({ node_id: nodeId, request_id: res.requestId, status: res.status, results: res.results, errors, event_id: Number(res.eventId) }));
+  } else if (res.status === "sent") {
+    ctx.out(`config_reload sent to ${nodeId} (request ${res.requestId}); no answer yet — its config.reload event will say how it went (ep events tail --type matrix)`);
+  } else {
+    const lines = [`${nodeId}: configuration reload ${res.status === "ok" ? "ok" : "failed"}`, ...res.results.map((r) => `  ${r}`)];
+    for (const e of errors) lines.push(`  ${e.file}${e.line ? `, line ${e.line}` : ""}${e.item ? `, ${e.item}` : ""}${e.field ? `, field ${e.field}` : ""}: ${e.message}`);
+    ctx.out(lines.join("\n"));
+  }
+  return res.status === "failed" ? 2 : 0;
+}
+
+export async function run(ctx: Context): Promise<number> {
+  if (ctx.spec.path.join(" ") === "node reload") return reload(ctx);
+  const hostname = ctx.str("hostname");
+  if (!hostname) throw new UsageError("ep agent node register needs --hostname <hostname>");
+  if (!/^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$/.test(hostname)) throw new UsageError(`--hostname must be a host name (letters, digits, dots, dashes; got ${JSON.stringify(hostname)})`);
+  const path = nodeFile(ctx.env);
+  const id = await registerNode(ctx, hostname, path);
+  ctx.out(ctx.json ? json({ node_id: id.node_id, hostname: id.hostname, tower_url: id.tower_url, file: path }) : `registered node ${id.node_id} (${id.hostname}) with ${id.tower_url}; identity written to ${path} (0600)`);
+  return 0;
+}

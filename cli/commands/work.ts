@@ -1,0 +1,122 @@
+// Domains, missions, tasks, and the tower's view of agents and nodes.
+import { GetTaskResponseSchema, ListDomainsResponseSchema, WorkService, ListMissionsResponseSchema, ListTasksResponseSchema, CreateDomainResponseSchema, CreateMissionResponseSchema, CreateTaskResponseSchema, RetryTaskResponseSchema, CancelTaskResponseSchema } from "../../gen/ep/tower/v1/work_pb.js";
+import { AgentService, ListAgentsResponseSchema, ListNodesResponseSchema, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
+import { UsageError, type Context } from "../context.js";
+import { json, kv, table, type Row } from "../output.js";
+import { protoJson, tower } from "../tower.js";
+
+const missionCols = { id: "id", domain: "domain_id", title: "title", status: "status", created: "created_at" };
+const taskCols = { id: "id", title: "title", status: "status", policy: "claim_policy", priority: "priority", attempts: "attempts", claimed_by: "claimed_by", runtime: "runtime" };
+
+function int32(ctx: Context, name: string): number | undefined {
+  const raw = ctx.str(name);
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (!/^-?\d+$/.test(raw.trim()) || n < -2147483648 || n > 2147483647) throw new UsageError(`--${name} must be a 32-bit integer (got ${JSON.stringify(raw)})`);
+  return n;
+}
+
+function printTask(ctx: Context, task: Row, runs: Row[] = []): void {
+  ctx.out(kv(task, ["id", "title", "kind", "status", "claim_policy", "priority", "capabilities", "assignee_agent_id", "runtime", "attempts", "max_attempts", "claimed_by", "lease_expires_at", "mission_id", "domain_id", "created_at", "updated_at"]));
+  const result = task.result as Row | undefined;
+  if (result && (result.output || result.error || result.exit_code !== undefined)) {
+    ctx.out(`result:\n${kv(result, ["exit_code", "error", "output"])}`);
+  }
+  if (runs.length) ctx.out(`runs:\n${table(runs, taskCols)}`);
+}
+
+export async function run(ctx: Context): Promise<number> {
+  const work = () => tower(ctx, WorkService);
+  switch (ctx.spec.path.join(" ")) {
+    case "domain ls": {
+      const res = protoJson(ListDomainsResponseSchema, await work().listDomains({}));
+      ctx.out(ctx.json ? json(res) : table(res.domains as Row[], { id: "id", name: "name", created: "created_at" }));
+      return 0;
+    }
+    case "domain create": {
+      const res = protoJson(CreateDomainResponseSchema, await work().createDomain({ name: ctx.args[0] }));
+      ctx.out(ctx.json ? json(res) : `created domain ${(res.domain as Row).id} (${ctx.args[0]})`);
+      return 0;
+    }
+    case "mission ls": {
+      const domain = ctx.str("domain");
+      let missions: Row[];
+      if (domain) missions = protoJson(ListMissionsResponseSchema, await work().listMissions({ domainId: domain })).missions as Row[];
+      else {
+        missions = [];
+        for (const d of (await work().listDomains({})).domains) {
+          missions.push(...(protoJson(ListMissionsResponseSchema, await work().listMissions({ domainId: d.id })).missions as Row[]));
+        }
+      }
+      ctx.out(ctx.json ? json({ missions }) : table(missions, missionCols));
+      return 0;
+    }
+    case "mission create": {
+      const res = protoJson(
+        CreateMissionResponseSchema,
+        await work().createMission({ domainId: ctx.required("domain"), title: ctx.args.join(" "), description: ctx.str("description") ?? "" }),
+      );
+      ctx.out(ctx.json ? json(res) : `created mission ${(res.mission as Row).id}: ${ctx.args.join(" ")}`);
+      return 0;
+    }
+    case "task ls": {
+      const res = protoJson(
+        ListTasksResponseSchema,
+        await work().listTasks({ missionId: ctx.required("mission"), status: ctx.str("status") ?? "", kind: ctx.str("kind") ?? "" }),
+      );
+      ctx.out(ctx.json ? json(res) : table(res.tasks as Row[], taskCols));
+      return 0;
+    }
+    case "task submit": {
+      const command = ctx.str("command");
+      const res = protoJson(
+        CreateTaskResponseSchema,
+        await work().createTask({
+          missionId: ctx.required("mission"),
+          kind: "claimable",
+          title: ctx.args.join(" "),
+          description: ctx.str("description") ?? "",
+          claimPolicy: ctx.str("claim-policy") ?? "",
+          priority: int32(ctx, "priority") ?? 0,
+          capabilities: ctx.list("capability"),
+          assigneeAgentId: ctx.str("assignee") ?? "",
+          maxAttempts: int32(ctx, "max-attempts") ?? 0,
+          runtime: ctx.str("runtime") ?? (command !== undefined ? "shell" : ""),
+          input: command !== undefined ? { command } : undefined,
+        }),
+      );
+      const task = res.task as Row;
+      const runs = (res.runs as Row[]) ?? [];
+      ctx.out(ctx.json ? json(res) : `submitted task ${task.id} (${task.status})${runs.length ? `, ${runs.length} broadcast run(s)` : ""}`);
+      return 0;
+    }
+    case "task get": {
+      const res = protoJson(GetTaskResponseSchema, await work().getTask({ taskId: ctx.args[0] }));
+      if (ctx.json) ctx.out(json(res));
+      else printTask(ctx, res.task as Row, res.runs as Row[]);
+      return 0;
+    }
+    case "task retry": {
+      const res = protoJson(RetryTaskResponseSchema, await work().retryTask({ taskId: ctx.args[0] }));
+      ctx.out(ctx.json ? json(res) : `task ${ctx.args[0]} is ${(res.task as Row).status} again (attempt ${(res.task as Row).attempts})`);
+      return 0;
+    }
+    case "task cancel": {
+      const res = protoJson(CancelTaskResponseSchema, await work().cancelTask({ taskId: ctx.args[0], reason: ctx.str("reason") ?? "" }));
+      ctx.out(ctx.json ? json(res) : `task ${ctx.args[0]} is ${(res.task as Row).status}`);
+      return 0;
+    }
+    case "agent ls": {
+      const res = protoJson(ListAgentsResponseSchema, await tower(ctx, AgentService).listAgents({ domainId: ctx.str("domain") ?? "" }));
+      ctx.out(ctx.json ? json(res) : table(res.agents as Row[], { id: "id", name: "name", domain: "domain_id", node: "node_id", runtime: "runtime", state: "state", capabilities: "capabilities" }));
+      return 0;
+    }
+    case "node ls": {
+      const res = protoJson(ListNodesResponseSchema, await tower(ctx, NodeService).listNodes({}));
+      ctx.out(ctx.json ? json(res) : table(res.nodes as Row[], { id: "id", hostname: "hostname", status: "status", last_seen: "last_seen_at" }));
+      return 0;
+    }
+    default:
+      throw new UsageError(`no handler for ${ctx.spec.path.join(" ")}`);
+  }
+}

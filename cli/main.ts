@@ -1,0 +1,134 @@
+// ep: the operator CLI. A light dispatcher: it parses the words against the command table and
+// loads only the module of the command being run (tower client, Ink and the rest stay unloaded).
+import { existsSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { createContext, UsageError, type Context, type OptionValue } from "./context.js";
+import { commandHelp, groupHelp, mainHelp } from "./help.js";
+import { commandName, commandsUnder, findCommand, GLOBAL_OPTIONS, type CommandSpec, type ModuleName } from "./registry.js";
+
+export interface CommandModule {
+  run(ctx: Context): Promise<number | void>;
+}
+
+// static strings so the bundler splits each group into its own chunk
+const MODULES: Record<ModuleName, () => Promise<CommandModule>> = {
+  node: () => import("./commands/node.js"),
+  daemon: () => import("./commands/daemon.js"),
+  mgmt: () => import("./commands/mgmt.js"),
+  doctor: () => import("./commands/doctor.js"),
+  work: () => import("./commands/work.js"),
+  approvals: () => import("./commands/approvals.js"),
+  ai: () => import("./commands/ai.js"),
+  events: () => import("./commands/events.js"),
+  secret: () => import("./commands/secret.js"),
+  token: () => import("./commands/token.js"),
+  session: () => import("./commands/session.js"),
+  meta: () => import("./commands/meta.js"),
+  up: () => import("./commands/up.js"),
+  attach: () => import("./commands/attach.js"),
+};
+
+function version(): string {
+  // dist/cli/main.js and cli/main.ts both sit two levels below the package root
+  const pkg = fileURLToPath(new URL("../../package.json", import.meta.url));
+  try {
+    return (JSON.parse(readFileSync(pkg, "utf8")) as { version: string }).version;
+  } catch {
+    return "0.0.0";
+  }
+}
+
+async function openTui(): Promise<number> {
+  // the release build bundles Ink into dist/cli/tui.js (cli/build-tui.mjs); otherwise the split chunk
+  const bundled = new URL("./tui.js", import.meta.url);
+  const mod = (existsSync(fileURLToPath(bundled)) ? await import(bundled.href) : await import("./tui/run.js")) as { runTui(): Promise<number> };
+  return mod.runTui();
+}
+
+async function dispatch(argv: string[]): Promise<number> {
+  if (argv.length === 0) {
+    if (process.stdin.isTTY && process.stdout.isTTY) return openTui();
+    process.stdout.write(mainHelp());
+    return 0;
+  }
+  const words: string[] = [];
+  for (const a of argv) {
+    if (a.startsWith("-")) break;
+    words.push(a);
+  }
+  if (words[0] === "help") {
+    const target = findCommand(words.slice(1));
+    process.stdout.write(words.length === 1 ? mainHelp() : target && target.used === words.length - 1 ? commandHelp(target.spec) : groupHelp(words.slice(1)));
+    return 0;
+  }
+  const found = findCommand(words);
+  if (!found || (found.used < words.length && commandsUnder(words.slice(0, found.used)).length > 0 && found.spec.args === undefined)) {
+    return noCommand(argv, words);
+  }
+  const { spec, used } = found;
+  const rest = argv.slice(used);
+  const options = Object.fromEntries(
+    [...GLOBAL_OPTIONS, ...(spec.options ?? [])].map((o) => [o.name, { type: o.type, multiple: o.multiple ?? false, ...(o.short ? { short: o.short } : {}) }]),
+  ) as NonNullable<Parameters<typeof parseArgs>[0]>["options"];
+  let parsed: { values: Record<string, OptionValue>; positionals: string[] };
+  try {
+    parsed = parseArgs({ args: rest, options, allowPositionals: true, strict: true }) as typeof parsed;
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message.replace(/\. To specify a positional argument.*$/s, "")}`);
+  }
+  if (parsed.values.help) {
+    process.stdout.write(commandHelp(spec));
+    return 0;
+  }
+  const min = spec.args?.min ?? 0;
+  const max = spec.args?.max ?? (spec.args ? Infinity : 0);
+  if (parsed.positionals.length < min) throw new UsageError(`${commandName(spec)} needs ${spec.usage.split(" [")[0] || "more arguments"}`);
+  if (parsed.positionals.length > max) {
+    const extra = parsed.positionals.slice(max);
+    if (commandsUnder(spec.path).length) return noCommand(argv, [...spec.path, extra[0]]);
+    throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])} for ${commandName(spec)}`);
+  }
+  const ctx = createContext(spec, parsed.positionals, parsed.values);
+  ctx.version = version();
+  current = ctx;
+  const mod = await MODULES[spec.module]();
+  return (await mod.run(ctx)) ?? 0;
+}
+
+function noCommand(argv: string[], words: string[]): number {
+  const group = commandsUnder(words.slice(0, -1).length ? words.slice(0, -1) : []);
+  const asGroup = commandsUnder(words);
+  if (asGroup.length && words.length > 0) {
+    // `ep agent cron` or `ep agent cron --help`: the group's commands
+    const wantsHelp = argv.includes("--help") || argv.includes("-h");
+    (wantsHelp ? process.stdout : process.stderr).write(groupHelp(words));
+    return wantsHelp ? 0 : 2;
+  }
+  const known = words.length > 1 && group.length ? ` (commands under 'ep ${words.slice(0, -1).join(" ")}': ${[...new Set(group.map((c) => c.path[words.length - 1]))].join(", ")})` : "";
+  throw new UsageError(`unknown command 'ep ${words.join(" ")}'${known}`);
+}
+
+let current: Context | undefined;
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (argv[0] === "--version" || (argv[0] === "-v" && argv.length === 1)) {
+    process.stdout.write(`ep ${version()}\n`);
+    return;
+  }
+  if (argv[0] === "--help" || argv[0] === "-h") {
+    process.stdout.write(mainHelp());
+    return;
+  }
+  try {
+    process.exitCode = await dispatch(argv);
+  } catch (err) {
+    const { reportError } = await import("./fail.js");
+    process.exitCode = await reportError(err, current, argv);
+  }
+}
+
+void main();
+
+export type { CommandSpec };

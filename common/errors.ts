@@ -1,0 +1,155 @@
+// One error catalog for every surface. A code is stable; its class decides the
+// HTTP status, the Connect code, the JSON-RPC code and the CLI exit code.
+import { Code, ConnectError } from "@connectrpc/connect";
+
+export type ErrorClass =
+  | "invalid"
+  | "unauthenticated"
+  | "forbidden"
+  | "not_found"
+  | "conflict"
+  | "too_large"
+  | "rate_limited"
+  | "internal"
+  | "unavailable";
+
+interface ClassMapping {
+  http: number;
+  connect: Code;
+  jsonRpc: number;
+  exit: number;
+}
+
+export const ERROR_CLASSES: Record<ErrorClass, ClassMapping> = {
+  invalid: { http: 400, connect: Code.InvalidArgument, jsonRpc: -32602, exit: 2 },
+  unauthenticated: { http: 401, connect: Code.Unauthenticated, jsonRpc: -32001, exit: 3 },
+  forbidden: { http: 403, connect: Code.PermissionDenied, jsonRpc: -32003, exit: 3 },
+  not_found: { http: 404, connect: Code.NotFound, jsonRpc: -32004, exit: 4 },
+  // aborted is the Connect code whose HTTP mapping is 409, like the REST surface
+  conflict: { http: 409, connect: Code.Aborted, jsonRpc: -32009, exit: 5 },
+  too_large: { http: 413, connect: Code.ResourceExhausted, jsonRpc: -32013, exit: 2 },
+  rate_limited: { http: 429, connect: Code.ResourceExhausted, jsonRpc: -32029, exit: 6 },
+  internal: { http: 500, connect: Code.Internal, jsonRpc: -32603, exit: 1 },
+  unavailable: { http: 503, connect: Code.Unavailable, jsonRpc: -32053, exit: 7 },
+};
+
+/** Every stable error code, its class, and the default message telling what to do. */
+export const ERROR_CATALOG = {
+  invalid_argument: ["invalid", "The request is malformed."],
+  unknown_field: ["invalid", "The request has a field this API does not know."],
+  invalid_json: ["invalid", "The body is not valid JSON."],
+  config_invalid: ["invalid", "The server configuration is invalid; fix the named setting and restart."],
+  unauthenticated: ["unauthenticated", "Send a valid token as 'Authorization: Bearer <token>'."],
+  token_expired: ["unauthenticated", "The token has expired; create a new one."],
+  token_revoked: ["unauthenticated", "The token was revoked; use a current one."],
+  forbidden: ["forbidden", "Your role does not allow this."],
+  not_found: ["not_found", "No such resource."],
+  domain_not_found: ["not_found", "No such domain; list them with 'ep domain ls'."],
+  mission_not_found: ["not_found", "No such mission; list them with 'ep mission ls'."],
+  task_not_found: ["not_found", "No such task."],
+  agent_not_found: ["not_found", "No such agent; list them with 'ep agent ls'."],
+  node_not_found: ["not_found", "No such node."],
+  session_not_found: ["not_found", "No such AI session."],
+  action_not_found: ["not_found", "No such pending action."],
+  token_not_found: ["not_found", "No such token."],
+  secret_not_found: ["not_found", "No such secret."],
+  route_not_found: ["not_found", "No such route."],
+  tool_not_found: ["not_found", "No such tool; list them with GET /mcp/tools."],
+  conflict: ["conflict", "The resource is not in a state that allows this."],
+  task_not_retryable: ["conflict", "Only failed or cancelled tasks can be retried."],
+  task_not_claimable: ["conflict", "The task cannot be claimed in its current state."],
+  task_wrong_kind: ["conflict", "The operation does not apply to this kind of task."],
+  task_finished: ["conflict", "The task has already finished."],
+  lease_not_held: ["conflict", "The task's lease is not held by this agent (it expired or was taken)."],
+  lease_expired: ["conflict", "The lease expired; the task went back to the queue."],
+  action_decided: ["conflict", "The action was already decided the other way."],
+  already_exists: ["conflict", "A resource with that name exists already."],
+  no_matching_agents: ["conflict", "No agent in the domain matches the task's runtime and capabilities; enroll one first."],
+  payload_too_large: ["too_large", "The request body is larger than the limit."],
+  rate_limited: ["rate_limited", "Too many requests; wait for the reset time."],
+  internal: ["internal", "Internal error; see the tower log."],
+  unavailable: ["unavailable", "The service is not available right now; retry shortly."],
+  node_offline: ["unavailable", "The agent's node is not connected."],
+  runtime_missing: ["unavailable", "The runtime's executable was not found on this node."],
+} as const satisfies Record<string, readonly [ErrorClass, string]>;
+
+export type ErrorCode = keyof typeof ERROR_CATALOG;
+
+export class EpError extends Error {
+  override readonly name = "EpError";
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: ErrorCode, message?: string, details?: Record<string, unknown>) {
+    super(message ?? ERROR_CATALOG[code][1]);
+    this.code = code;
+    this.details = details;
+  }
+
+  get errorClass(): ErrorClass {
+    return ERROR_CATALOG[this.code][0];
+  }
+
+  get httpStatus(): number {
+    return ERROR_CLASSES[this.errorClass].http;
+  }
+
+  get exitCode(): number {
+    return ERROR_CLASSES[this.errorClass].exit;
+  }
+
+  get jsonRpcCode(): number {
+    return ERROR_CLASSES[this.errorClass].jsonRpc;
+  }
+
+  toJSON(): { error: { code: string; message: string; details: Record<string, unknown> } } {
+    return { error: { code: this.code, message: this.message, details: this.details ?? {} } };
+  }
+
+  toConnectError(): ConnectError {
+    const err = new ConnectError(this.message, ERROR_CLASSES[this.errorClass].connect);
+    err.metadata.set("ep-error-code", this.code);
+    if (this.details) err.metadata.set("ep-error-details", JSON.stringify(this.details));
+    return err;
+  }
+}
+
+export function isErrorCode(code: string): code is ErrorCode {
+  return Object.hasOwn(ERROR_CATALOG, code);
+}
+
+const connectToClass = new Map<Code, ErrorClass>(
+  (Object.entries(ERROR_CLASSES) as [ErrorClass, ClassMapping][]).map(([k, v]) => [v.connect, k]),
+);
+
+/** Rebuilds an EpError from whatever a client received (Connect error, JSON body, or anything). */
+export function toEpError(err: unknown): EpError {
+  if (err instanceof EpError) return err;
+  if (err instanceof ConnectError) {
+    const code = err.metadata.get("ep-error-code");
+    const details = err.metadata.get("ep-error-details");
+    if (code && isErrorCode(code)) {
+      return new EpError(code, err.rawMessage, details ? (JSON.parse(details) as Record<string, unknown>) : undefined);
+    }
+    const cls = connectToClass.get(err.code);
+    if (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded) return new EpError("unavailable", err.rawMessage);
+    const fallback: Record<ErrorClass, ErrorCode> = {
+      invalid: "invalid_argument",
+      unauthenticated: "unauthenticated",
+      forbidden: "forbidden",
+      not_found: "not_found",
+      conflict: "conflict",
+      too_large: "payload_too_large",
+      rate_limited: "rate_limited",
+      internal: "internal",
+      unavailable: "unavailable",
+    };
+    return new EpError(cls ? fallback[cls] : "internal", err.rawMessage);
+  }
+  return new EpError("internal", err instanceof Error ? err.message : String(err));
+}
+
+/** Shorthand for the most common error: a request field that is wrong. */
+export function invalidField(field: string, message: string): EpError {
+  return new EpError("invalid_argument", `${field}: ${message}`, { field });
+}

@@ -1,0 +1,299 @@
+// Assembles epd: identity, daemon home, runtimes, the task worker, the link to the tower, the
+// periodic poll, and the local sockets. `epd run` is createDaemon() + start() + signal handling.
+import type { ConnectRouter } from "@connectrpc/connect";
+import { randomBytes } from "node:crypto";
+import { chmod, mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { systemClock, type Clock, type ClockTimer } from "../common/clock.js";
+import { EpError } from "../common/errors.js";
+import type { Logger } from "../common/log.js";
+import type { NodeIdentity } from "../common/node-identity.js";
+import { daemonHome, daemonSockets, nodeFile } from "../common/paths.js";
+import type { LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
+import { createAttachGateway, createAttachHub, createTargetResolver } from "./attach/index.js";
+import { createFanout, fanoutEnv, type Fanout } from "./fanout/fanout.js";
+import { serveMgmtSocket } from "./mgmt/mgmt-socket.js";
+import { serveSecretsSocket, type GetSecret } from "./mgmt/secrets-line.js";
+import type { UnixSocketServer } from "./mgmt/socket-server.js";
+import { createFleet, fleetRoutes, type Fleet } from "./fleet/index.js";
+import { createTowerClients, type TowerClients } from "./link/tower-client.js";
+import { createTowerLink, type TowerLink } from "./link/tower-link.js";
+import { createSecretsBroker, towerResolver } from "./secrets/broker.js";
+import { redactingLogger } from "./secrets/redact.js";
+import { createRuntimeRegistry, type RuntimeRegistry } from "./runtimes/registry.js";
+import { loadRuntimesConfig, runtimesConfigPath } from "./runtimes/runtimes-config.js";
+import { writeAgentMcpConfig } from "./mcp/agent-config.js";
+import { openToolCaller } from "./mcp/tool-call.js";
+import { mgmtRoutes } from "./services/mgmt-services.js";
+import { createAgentStore, type AgentStore } from "./worker/agent-store.js";
+import { createJournal } from "./worker/journal.js";
+import { createSessionTable, type SessionTable } from "./worker/sessions.js";
+import { createSignalRunner } from "./worker/signal-runner.js";
+import { createTaskWorker, type TaskWorker } from "./worker/worker.js";
+
+export const EPD_VERSION = "0.1.0";
+
+export interface DaemonOptions {
+  identity: NodeIdentity;
+  backendUrl: string;
+  log: Logger;
+  env?: NodeJS.ProcessEnv;
+  clock?: Clock;
+  /** periodic safety-net poll (EP_POLL_MS, default 5000) */
+  pollMs?: number;
+  /** how long SIGTERM waits for running tasks before failing them (EP_SHUTDOWN_GRACE_MS, default 30000) */
+  shutdownGraceMs?: number;
+  /** the script that runs epd (process.argv[1]); an `epd` launcher for it goes first on every run's PATH */
+  epdEntry?: string;
+  boosterWasm?: string;
+  /** The secrets broker; until it exists every request is refused. */
+  getSecret?: (sessions: SessionTable) => GetSecret;
+  /** More management services (cron, supervision) on mgmt.sock. */
+  extraRoutes?: (router: ConnectRouter) => void;
+  /** Link commands nobody here handles (signal, supervise, attach, config_reload and the worker's are). */
+  onLinkCommand?: (msg: LinkResponse) => void;
+  /** Fault injection for tests: return true to drop a link message as if it was lost. */
+  dropLinkMessage?: (msg: LinkResponse) => boolean;
+  linkBackoff?: { initialMs?: number; maxMs?: number };
+}
+
+export interface Daemon {
+  readonly home: string;
+  readonly tower: TowerClients;
+  readonly agents: AgentStore;
+  readonly worker: TaskWorker;
+  readonly link: TowerLink;
+  readonly sessions: SessionTable;
+  /** Profile agents (agents.toml), signals, supervision and cron. */
+  readonly fleet: Fleet;
+  readonly sockets: { mgmt: string; secrets: string; attach: string };
+  start(): Promise<void>;
+  /** Graceful: stop claiming, let runs finish within the grace (else fail them retryably), close sockets. */
+  close(): Promise<void>;
+}
+
+const SCRUBBED_ENV = ["EP_TOKEN", "EP_SECRET_KEY", "EP_NODE_FILE", "EP_ADMIN_TOKEN"];
+
+function positiveInt(name: string, raw: string | undefined, fallback: number): number {
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n <= 0) throw new EpError("config_invalid", `${name} must be a positive integer (got ${JSON.stringify(raw)})`);
+  return n;
+}
+
+export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
+  const env = opts.env ?? process.env;
+  const clock = opts.clock ?? systemClock;
+  // the secrets broker (docs/secrets.md); every value it hands out is redacted from the log and from what runs report
+  const broker = createSecretsBroker({ sessions: { get: (id) => sessions.get(id) }, resolve: towerResolver(() => tower.transport), log: opts.log.child({ part: "secrets" }) });
+  const log = redactingLogger(opts.log, () => broker.values());
+  const home = daemonHome(env);
+  const sockets = daemonSockets(env);
+  const pollMs = opts.pollMs ?? positiveInt("EP_POLL_MS", env.EP_POLL_MS, 5000);
+  const graceMs = opts.shutdownGraceMs ?? positiveInt("EP_SHUTDOWN_GRACE_MS", env.EP_SHUTDOWN_GRACE_MS, 30_000);
+  const startedAt = clock.now();
+
+  await mkdir(home, { recursive: true, mode: 0o700 });
+  await chmod(home, 0o700);
+  const binDir = join(home, "bin");
+  await mkdir(binDir, { recursive: true, mode: 0o700 });
+  if (opts.epdEntry) {
+    const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+    await writeFile(join(binDir, "epd"), `#!/bin/sh\nexec ${q(process.execPath)} ${q(opts.epdEntry)} "$@"\n`, { mode: 0o755 });
+    await chmod(join(binDir, "epd"), 0o755);
+  }
+
+  const baseEnv: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && !SCRUBBED_ENV.includes(k)) baseEnv[k] = v;
+
+  const runtimesConfig = await loadRuntimesConfig(runtimesConfigPath(env));
+  // every run's output is also followed by the attach gateway (docs/attach.md)
+  const attachHub = createAttachHub({ clock, log: log.child({ part: "attach" }), env, idleMs: positiveInt("EP_ATTACH_IDLE_MS", env.EP_ATTACH_IDLE_MS, 30 * 60_000) });
+  const runtimes: RuntimeRegistry = attachHub.wrapRuntimes(createRuntimeRegistry(runtimesConfig, { clock, logger: log }));
+  const agents = createAgentStore(home);
+  await agents.load();
+  const journal = createJournal(home);
+  const sessions = createSessionTable(() => clock.now());
+  const tower = createTowerClients(opts.backendUrl, opts.identity.token);
+  const common = { tower, runtimes, sessions, clock, log, home, secretsSocket: sockets.secrets, binDir, baseEnv, redactor: broker.redactor };
+  // every run gets an MCP config starting `epd mcp` for its agent (EP_MCP_CONFIG; docs/ai.md)
+  const mcpConfig = (cwd: string, run: { agentId: string; domainId: string }) =>
+    writeAgentMcpConfig(cwd, {
+      command: opts.epdEntry ? join(binDir, "epd") : "epd",
+      agentId: run.agentId,
+      domainId: run.domainId,
+      boosterWasm: opts.boosterWasm,
+      env: { EP_NODE_FILE: nodeFile(env), EP_BASE_URL: opts.backendUrl, ...(env.EP_SCHEMA_PACK_FILE ? { EP_SCHEMA_PACK_FILE: env.EP_SCHEMA_PACK_FILE } : {}) },
+    });
+  const signals = createSignalRunner(common);
+  // the validated MCP path (docs/booster.md): schema pack, booster, then /mcp/call with the node token
+  const tools = await openToolCaller({
+    towerUrl: opts.backendUrl,
+    token: opts.identity.token,
+    log: log.child({ part: "tools" }),
+    schemaPackFile: env.EP_SCHEMA_PACK_FILE,
+    boosterWasm: opts.boosterWasm,
+    publish: (events) => tower.nodes.publishEvents({ events }),
+  });
+  const fleet = await createFleet({
+    ...common,
+    env,
+    log: log.child({ part: "fleet" }),
+    enrolled: { find: (target) => agents.find(target), deliver: (agent, prompt) => signals.deliver(agent, prompt) },
+    // config_reload: new runs use the new runtimes.toml (an invalid file throws and changes nothing)
+    reloadRuntimes: async () => runtimes.reload(await loadRuntimesConfig(runtimesConfigPath(env))),
+    // a profile enrolled late (the tower was unreachable at start) claims at once
+    onEnrolled: (agentId) => worker.wake({ agentId }),
+  });
+  // Profiles enrolled at the tower claim too: the tower routes assigned tasks, broadcast runs and
+  // first_claim tasks of their domain to them, and nothing else would ever take those.
+  const worker = createTaskWorker({
+    ...common,
+    agents,
+    journal,
+    mcpConfig,
+    profiles: { list: () => fleet.claimers(), place: (profileId) => fleet.taskPlace(profileId) },
+  });
+
+  // a fresh attach secret per daemon start: the tower refuses dial-backs proven with an older one
+  const attachSecret = randomBytes(32).toString("base64url");
+  const attach = createAttachGateway({
+    path: sockets.attach,
+    hub: attachHub,
+    resolve: createTargetResolver({ fleet, agents, hub: attachHub, runSocketName: runtimesConfig.muxhost_hosted.socketName }),
+    log: log.child({ part: "attach" }),
+    tower: { baseUrl: opts.backendUrl, token: opts.identity.token, attachSecret },
+  });
+
+  const link = createTowerLink({
+    nodes: tower.nodes,
+    clock,
+    log: log.child({ part: "link" }),
+    attachSecret,
+    version: EPD_VERSION,
+    backoff: opts.linkBackoff,
+    onConnected() {
+      // anything that became ready while we were away is picked up now
+      worker.announceAgents();
+      worker.pollAll();
+      fleet.reportState();
+    },
+    onState: (state) => log.info("link state", { state }),
+    onMessage(msg) {
+      if (opts.dropLinkMessage?.(msg)) return;
+      if (fleet.handleLink(msg)) return; // signal/supervise for a profile agent, config_reload
+      switch (msg.kind) {
+        case "task_ready":
+          worker.wake({
+            agentId: msg.agentId || undefined,
+            domainId: (msg.data?.domain_id as string | undefined) || undefined,
+            taskId: msg.taskId || undefined,
+            runtime: typeof msg.data?.runtime === "string" ? msg.data.runtime : undefined,
+            capabilities: Array.isArray(msg.data?.capabilities) ? msg.data.capabilities.filter((c): c is string => typeof c === "string") : undefined,
+          });
+          return;
+        case "cancel":
+          worker.cancel(msg.taskId, typeof msg.data?.reason === "string" ? msg.data.reason : "cancelled on the tower");
+          return;
+        case "signal": {
+          const agent = agents.find(msg.agentId);
+          const prompt = typeof msg.data?.prompt === "string" ? msg.data.prompt : "";
+          if (!agent) return log.warn("signal for an agent not on this node", { agent_id: msg.agentId });
+          try {
+            signals.deliver(agent, prompt);
+          } catch (err) {
+            log.warn("signal not delivered", { agent_id: agent.id, error: (err as Error).message });
+          }
+          return;
+        }
+        case "attach":
+          attach.handleLink(msg);
+          return;
+        default:
+          if (opts.onLinkCommand) opts.onLinkCommand(msg);
+          else log.info("link command not handled by this daemon", { kind: msg.kind, agent_id: msg.agentId });
+      }
+    },
+  });
+
+  const getSecret: GetSecret = opts.getSecret ? opts.getSecret(sessions) : broker.getSecret;
+  // the local event fan-out (docs/events.md), on when EP_FANOUT_LISTEN is set; a bad value is refused at start
+  const fanoutConfig = fanoutEnv(env);
+  let fanout: Fanout | undefined;
+
+  let mgmtServer: UnixSocketServer | undefined;
+  let secretsServer: UnixSocketServer | undefined;
+  let pollTimer: ClockTimer | undefined;
+  let closing: Promise<void> | undefined;
+
+  return {
+    home,
+    tower,
+    agents,
+    worker,
+    link,
+    sessions,
+    fleet,
+    sockets: { mgmt: sockets.mgmt, secrets: sockets.secrets, attach: sockets.attach },
+
+    async start() {
+      const routes = mgmtRoutes({
+        identity: opts.identity,
+        tower,
+        agents,
+        worker,
+        link,
+        signals,
+        fleet,
+        tools,
+        version: EPD_VERSION,
+        startedAt,
+        booster: opts.boosterWasm ?? "",
+      });
+      mgmtServer = await serveMgmtSocket({
+        path: sockets.mgmt,
+        log: log.child({ part: "mgmt" }),
+        routes: (router) => {
+          routes(router);
+          fleetRoutes(fleet)(router);
+          opts.extraRoutes?.(router);
+        },
+      });
+      secretsServer = await serveSecretsSocket({ path: sockets.secrets, log: log.child({ part: "secrets" }), getSecret });
+      await attach.listen();
+      await worker.recover();
+      link.start();
+      if (fanoutConfig) {
+        fanout = createFanout({ upstreamUrl: opts.backendUrl, token: opts.identity.token, listen: fanoutConfig.listen, mqtt: fanoutConfig.mqtt, clock, log: log.child({ part: "fanout" }) });
+        await fanout.start();
+      }
+      await fleet.start();
+      worker.pollAll();
+      const poll = () => {
+        worker.pollAll();
+        pollTimer = clock.setTimeout(poll, pollMs);
+      };
+      pollTimer = clock.setTimeout(poll, pollMs);
+      log.info("epd started", { node_id: opts.identity.node_id, backend_url: opts.backendUrl, home, agents: agents.list().length, poll_ms: pollMs });
+    },
+
+    close() {
+      closing ??= (async () => {
+        if (pollTimer) clock.clearTimeout(pollTimer);
+        await worker.shutdown(graceMs);
+        await fleet.close();
+        await link.close();
+        await fanout?.close();
+        await attach.close();
+        await attachHub.close();
+        await runtimes.close();
+        await signals.close();
+        await Promise.all([mgmtServer?.close(), secretsServer?.close()]);
+        broker.close();
+        await tools.close();
+        log.info("epd stopped");
+      })();
+      return closing;
+    },
+  };
+}

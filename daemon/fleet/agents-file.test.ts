@@ -1,0 +1,65 @@
+import { describe, expect, it } from "vitest";
+import { parseAgentsFile } from "./agents-file.js";
+
+describe("agents.toml", () => {
+  it("parses profiles with defaults", () => {
+    const r = parseAgentsFile(`[[agent]]
+id = "pm"
+runtime = "muxhost_hosted"
+cwd = "/srv/pm"
+command = ["claude", "--resume"]
+supervise = true
+capabilities = ["plan"]
+[agent.env]
+FOO = "bar"
+
+[[agent]]
+id = "oneshot"
+runtime = "vendorB"
+`);
+    expect(r).toEqual({
+      ok: true,
+      profiles: [
+        { id: "pm", name: "pm", runtime: "muxhost_hosted", session: "pm", cwd: "/srv/pm", env: { FOO: "bar" }, capabilities: ["plan"], command: ["claude", "--resume"], supervise: true, line: 1 },
+        { id: "oneshot", name: "oneshot", runtime: "vendorB", session: "oneshot", env: {}, capabilities: [], supervise: false, line: 11 },
+      ],
+    });
+  });
+
+  it("reports every error with its line", () => {
+    const r = parseAgentsFile(`[[agent]]
+id = "a"
+runtime = "nope"
+
+[[agent]]
+runtime = "shell"
+supervise = "yes"
+
+[[agent]]
+id = "a"
+runtime = "shell"
+supervise = true
+cwd = "relative"
+colour = "red"
+session = "x.y"
+`);
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.errors.map((e) => [e.line, e.agent, e.field])).toEqual([
+      [3, "a", "runtime"],
+      [5, "#2", "id"],
+      [7, "#2", "supervise"],
+      [9, "a", "command"],
+      [10, "a", "id"],
+      [13, "a", "cwd"],
+      [14, "a", "colour"],
+      [15, "a", "session"],
+    ]);
+  });
+
+  it("gives the line of a TOML syntax error", () => {
+    const r = parseAgentsFile(`[[agent]]\nid = "a"\nruntime = \n`);
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.errors[0].line).toBe(3);
+  });
+});

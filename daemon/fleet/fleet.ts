@@ -1,0 +1,752 @@
+// The node's fleet: profile agents from agents.toml (tmux panes that outlive the daemon, ACP
+// sessions, one-shot runs), the one signal path (`ep agent signal`, cron `signal` jobs, the
+// tower's `signal` link command), the watchdog over supervised agents, and the cron dispatcher.
+// Every signal is an `inbox` event, every cron fire and supervision step a `matrix` event.
+import type { JsonObject } from "@bufbuild/protobuf";
+import { randomBytes } from "node:crypto";
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import type { Clock, ClockTimer } from "../../common/clock.js";
+import { EpError, invalidField, toEpError } from "../../common/errors.js";
+import type { Logger } from "../../common/log.js";
+import { epHome } from "../../common/paths.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { LinkResponse, ReportNodeStateRequestSchema } from "../../gen/ep/tower/v1/fleet_pb.js";
+import { createCronDispatcher, createFileCronStore, createJobDispatch, type CronDispatcher, type CronFire, type CronStore } from "../cron/index.js";
+import type { TowerClients } from "../link/tower-client.js";
+import type { RunHandle } from "../runtimes/runtime.js";
+import type { RuntimeRegistry } from "../runtimes/registry.js";
+import type { RunRedactor } from "../secrets/broker.js";
+import { chooseServiceBackend, createWatchdog, type ServiceBackend, type SupervisedStatus, type Watchdog, type WatchdogEvent } from "../supervise/index.js";
+import type { LocalAgentRecord } from "../worker/agent-store.js";
+import { createFrameBatcher } from "../worker/frame-batcher.js";
+import { createJsonFileWriter, readJsonFile } from "../worker/json-file.js";
+import type { SessionTable } from "../worker/sessions.js";
+import { formatAgentsFileError, readAgentsFile, type AgentsFileError, type FleetProfile } from "./agents-file.js";
+import { createEventPublisher, type EventPublisher, type FleetEvent } from "./events.js";
+import { createAcpHost, createFleetBackend, createTmuxHost, type AcpHost, type HostedAgent, type TmuxHost } from "./hosts.js";
+import { fleetSettings, type FleetSettings } from "./settings.js";
+import { createStateReporter } from "./state-report.js";
+
+export type Delivery = "tmux_send_keys" | "acp_prompt" | "one_shot_run" | string;
+export type SignalSource = "cli" | "cron" | "tower";
+
+export interface FleetDeps {
+  env: NodeJS.ProcessEnv;
+  clock: Clock;
+  log: Logger;
+  /** The daemon home ($EP_HOME/epd). */
+  home: string;
+  tower: TowerClients;
+  runtimes: RuntimeRegistry;
+  sessions: SessionTable;
+  /** The daemon's environment without credentials; base of every agent's environment. */
+  baseEnv: Record<string, string>;
+  /** Holds the `epd` launcher; first on every agent's PATH. */
+  binDir: string;
+  secretsSocket: string;
+  /** The secrets broker's redaction: fetched values become [redacted:NAME] in what the fleet publishes. */
+  redactor?: (sessionId: string) => RunRedactor;
+  /** Agents enrolled with `ep daemon agent enroll` (not profiles): signalled through the worker's one-shot runner. */
+  enrolled?: { find(target: string): LocalAgentRecord | undefined; deliver(agent: LocalAgentRecord, prompt: string): string };
+  /** Overrides of the env settings (tests). */
+  settings?: Partial<FleetSettings>;
+  /** A ready backend instead of chooseServiceBackend (tests). */
+  serviceBackend?: ServiceBackend;
+  /** Re-reads runtimes.toml into the runtime registry (config_reload); throws the file's EpError. */
+  reloadRuntimes?: () => Promise<void>;
+  /** A profile was enrolled at the tower (its tower agent id): it can claim now. */
+  onEnrolled?: (agentId: string) => void;
+}
+
+/** One problem found by a config reload (NodeConfigError in proto JSON terms). */
+export interface ConfigReloadError {
+  file: string;
+  line: number;
+  field: string;
+  /** the cron job or agent profile at fault */
+  item: string;
+  message: string;
+}
+
+/** What ReportNodeState sends. */
+export type NodeState = MessageInitShape<typeof ReportNodeStateRequestSchema>;
+
+export interface ConfigReloadResult {
+  status: "ok" | "failed";
+  /** one line per file: "cron.toml: 2 jobs", "agents.toml: unchanged", … */
+  results: string[];
+  errors: ConfigReloadError[];
+}
+
+/** What mgmt.sock shows for a profile (ep.daemon.v1.LocalAgent in proto JSON terms). */
+export interface ProfileView {
+  id: string;
+  domainId: string;
+  name: string;
+  runtime: string;
+  capabilities: string[];
+  state: string;
+  supervised: boolean;
+  paused: boolean;
+  pid: number;
+  session: string;
+  lastRestartAt: string;
+  restarts: number;
+  detail: string;
+}
+
+export interface Fleet {
+  readonly settings: FleetSettings;
+  readonly cron: CronDispatcher;
+  readonly watchdog: Watchdog;
+  readonly tmux: TmuxHost;
+  /** Adopts or starts profile agents, enrolls profiles that name a domain, starts cron. */
+  start(): Promise<void>;
+  /** Stops cron and the watchdog; tmux panes and process-backend agents keep running for the next daemon. */
+  close(): Promise<void>;
+  profiles(): FleetProfile[];
+  /** agents.toml errors of the last load (empty when it was valid). */
+  loadErrors(): AgentsFileError[];
+  /** By profile id, tmux session, tower agent id or name. */
+  findProfile(target: string): FleetProfile | undefined;
+  /** The one signal path: delivers and records an inbox event (unless the tower already did). */
+  signal(target: string, prompt: string, opts?: { source?: SignalSource; inbox?: boolean }): Promise<Delivery>;
+  /** A `signal`/`supervise` link command for a profile: handled (true) or not ours (false). */
+  handleLink(msg: LinkResponse): boolean;
+  /** Every profile with its live state. */
+  views(): Promise<ProfileView[]>;
+  /** A supervised profile by id, tower agent id or session; agent_not_found otherwise. */
+  supervised(target: string): FleetProfile;
+  view(profile: FleetProfile, status?: SupervisedStatus): Promise<ProfileView>;
+  towerAgentId(profileId: string): string | undefined;
+  /**
+   * Profiles enrolled at the tower as claimers for the task worker: the tower routes `assigned`
+   * tasks, broadcast runs and matching `first_claim` tasks to them, so the worker claims under
+   * their tower agent id (`id`), with `profile` set to the profile id.
+   */
+  claimers(): LocalAgentRecord[];
+  /** Where a claimed task of a profile runs: the profile's cwd and env (the worker adds the per-run EP_* variables). */
+  taskPlace(profileId: string): { cwd: string; env: Record<string, string> } | undefined;
+  /**
+   * Reloads cron.toml (invalid: the running jobs are kept), re-checks agents.toml (profile
+   * changes apply when epd restarts) and reloads runtimes.toml (new runs use it); publishes a
+   * `config.reload` matrix event with every error and its line.
+   */
+  reloadConfig(opts?: { requestId?: string; source?: string }): Promise<ConfigReloadResult>;
+  /** The state ReportNodeState sends: cron jobs, supervised agents, config errors. */
+  stateSnapshot(): Promise<NodeState>;
+  /** Something the tower shows changed (or the link is back): push the state soon. */
+  reportState(): void;
+}
+
+const MAX_PROMPT = 100_000;
+/** The id of the fleet's redaction view at the secrets broker (session ids are `ses_…`). */
+const REDACTION_VIEW = "fleet-events";
+
+interface EnrolledState {
+  agentId: string;
+  domainId: string;
+  runtime: string;
+}
+
+export async function createFleet(deps: FleetDeps): Promise<Fleet> {
+  const { clock, log, home, tower } = deps;
+  const rc = deps.runtimes.config;
+  const settings: FleetSettings = { ...fleetSettings(deps.env, rc.muxhost_hosted.socketName), ...deps.settings };
+  const agentsFile = join(home, "agents.toml");
+  const logDir = join(home, "logs");
+  await mkdir(logDir, { recursive: true, mode: 0o700 });
+
+  // ---- profiles
+  let profiles: FleetProfile[] = [];
+  let errors: AgentsFileError[] = [];
+  const loaded = readAgentsFile(agentsFile);
+  if (loaded.ok) profiles = loaded.profiles;
+  else {
+    errors = loaded.errors;
+    log.error(`${agentsFile} is invalid; no profile agents run until it is fixed and the daemon restarted`, {
+      file: agentsFile,
+      errors: errors.map(formatAgentsFileError),
+    });
+  }
+
+  // ---- tower enrollment of profiles that name a domain
+  const statePath = join(home, "fleet-state.json");
+  const state = await readJsonFile<{ version?: number; enrolled?: Record<string, EnrolledState> }>(statePath, {});
+  const enrolled: Record<string, EnrolledState> = state.enrolled && typeof state.enrolled === "object" ? state.enrolled : {};
+  const stateWriter = createJsonFileWriter(statePath, () => ({ version: 1, enrolled }));
+  const towerAgentId = (id: string) => enrolled[id]?.agentId;
+
+  // ---- events
+  // Everything the fleet publishes (signal progress and results, inbox, cron fires, supervision)
+  // is redacted like the worker's frames and results (docs/secrets.md): a value the broker handed
+  // to any agent becomes [redacted:NAME] before it leaves the daemon. The view's own id is no
+  // session (it can never fetch a value); it redacts against every value the broker holds.
+  const redaction = deps.redactor?.(REDACTION_VIEW);
+  const events: EventPublisher = createEventPublisher({ tower, clock, log: log.child({ part: "fleet-events" }) });
+  const publish = (e: FleetEvent) => events.publish(redaction ? { ...e, payload: redaction.deep(e.payload) } : e);
+  const profileEvent = (p: FleetProfile | undefined, e: Omit<FleetEvent, "agentId" | "domainId">): FleetEvent => ({
+    ...e,
+    agentId: p ? towerAgentId(p.id) ?? "" : "",
+    domainId: p ? enrolled[p.id]?.domainId ?? "" : "",
+    payload: { ...(p ? { profile: p.id } : {}), ...e.payload },
+  });
+
+  // ---- hosts and the watchdog
+  const tmux = createTmuxHost({ socketName: settings.tmuxSocket, log });
+  const acp: AcpHost = createAcpHost({
+    clock,
+    log,
+    permission: rc.vendorA_agent_acp.permission,
+    killGraceMs: rc.vendorA_agent_acp.killGraceSeconds * 1000,
+    // a frame belongs to the turn in progress (the run id of its agent.signal.finished), or to
+    // the delivery that opened the session; frames outside any turn are the session's own
+    onFrame: (id, f, turnId) => progress(profiles.find((p) => p.id === id), turnId ?? "acp_session", f),
+  });
+  const service =
+    deps.serviceBackend ??
+    (await chooseServiceBackend({
+      prefer: settings.backend,
+      systemd: { epHome: epHome(deps.env) },
+      process: { stateDir: join(home, "supervise"), logDir, keepOnClose: true, log },
+    }));
+  const backend = createFleetBackend({ service, tmux, acp });
+  const watchdog = createWatchdog({
+    clock,
+    backend,
+    log: log.child({ part: "watchdog" }),
+    pollMs: settings.pollMs,
+    graceMs: settings.graceMs,
+    throttleMs: settings.throttleMs,
+    nightly: settings.nightly,
+    onEvent: (e: WatchdogEvent) => {
+      reporter.changed();
+      publish(
+        profileEvent(profiles.find((p) => p.id === e.agentId), {
+          type: "matrix",
+          name: `supervise.${e.action}`,
+          status: e.action,
+          payload: { agent: e.agentId, name: e.name, action: e.action, reason: e.reason, at: e.at, ...(e.error ? { error: e.error } : {}) },
+        }),
+      );
+    },
+  });
+
+  // ---- cron
+  const cronStore: CronStore = createFileCronStore(join(home, "cron-state.json"), { log });
+  const cron = createCronDispatcher({
+    clock,
+    log: log.child({ part: "cron" }),
+    store: cronStore,
+    file: join(home, "cron.toml"),
+    tickMs: settings.cronTickMs,
+    dispatch: createJobDispatch({
+      signal: async (job) => {
+        const via = await fleet.signal(job.session, job.prompt, { source: "cron" });
+        return { status: "ok", output: `delivered to ${job.session} via ${via}` };
+      },
+      bash: { env: { ...deps.baseEnv }, cwd: home, timeoutMs: 10 * 60_000 },
+    }),
+    onFire: (fire: CronFire) => {
+      reporter.changed();
+      publish({
+        type: "matrix",
+        name: "cron.fired",
+        status: fire.status,
+        payload: {
+          job: fire.job,
+          slot: fire.slot,
+          fired_at: fire.firedAt,
+          status: fire.status,
+          ...(fire.exitCode !== undefined ? { exit_code: fire.exitCode } : {}),
+          ...(fire.error ? { error: fire.error } : {}),
+          ...(fire.output ? { output: fire.output.slice(-2048) } : {}),
+        },
+      });
+    },
+  });
+
+  // ---- the state the tower shows (list_cron_jobs, get_supervision)
+  const cronFile = join(home, "cron.toml");
+  const cronErrors = (): ConfigReloadError[] =>
+    cron.loadErrors().map((e) => ({ file: cronFile, line: e.line, field: e.field ?? "", item: e.job ?? "", message: e.message }));
+  const agentsErrors = (): ConfigReloadError[] =>
+    errors.map((e) => ({ file: agentsFile, line: e.line, field: e.field ?? "", item: e.agent ?? "", message: e.message }));
+  async function stateSnapshot(): Promise<NodeState> {
+    const cronJobs = cron.list().map((j) => ({
+          name: j.name,
+          kind: j.kind,
+          schedule: j.schedule ?? "",
+          interval: j.interval ?? "",
+          dispatch: j.dispatch,
+          session: j.session ?? "",
+          prompt: j.prompt,
+          missed: j.missed,
+          nextFireAt: j.nextFireAt ?? "",
+          running: j.running,
+          line: j.line,
+      ...(j.lastFire
+        ? {
+            lastFire: {
+              slot: j.lastFire.slot,
+              firedAt: j.lastFire.firedAt,
+              status: j.lastFire.status,
+              error: j.lastFire.error ?? "",
+              ...(j.lastFire.exitCode !== undefined ? { exitCode: j.lastFire.exitCode } : {}),
+            },
+          }
+        : {}),
+    }));
+    const supervisedAgents = watchdog.list().map((st) => {
+      const p = profiles.find((x) => x.id === st.id);
+      const backendName = p?.runtime === "muxhost_hosted" ? "tmux" : p?.runtime === "vendorA_agent_acp" ? "acp" : st.backend;
+      return {
+        profile: st.id,
+        agentId: towerAgentId(st.id) ?? "",
+        domainId: enrolled[st.id]?.domainId ?? p?.domain ?? "",
+        name: st.name,
+        runtime: p?.runtime ?? "",
+        backend: backendName,
+        state: st.state,
+        paused: st.paused,
+        pid: st.pid ?? 0,
+        restarts: st.restarts,
+        lastRestartAt: st.lastRestartAt ?? "",
+        lastRestartReason: st.lastRestartReason ?? "",
+        lastCheckAt: st.lastCheckAt ?? "",
+        nextRetryAt: st.nextRetryAt ?? "",
+        detail: st.detail ?? "",
+      };
+    });
+    return { cronJobs, supervised: supervisedAgents, configErrors: [...cronErrors(), ...agentsErrors()] };
+  }
+  const reporter = createStateReporter({
+    clock,
+    log: log.child({ part: "state-report" }),
+    intervalMs: settings.stateReportMs,
+    snapshot: stateSnapshot,
+    send: (req) => tower.nodes.reportNodeState(req),
+  });
+
+  // ---- agent processes
+  const secretsSessions = new Map<string, string>();
+  const cwdOf = (p: FleetProfile) => p.cwd ?? join(home, "agents", p.id);
+
+  function agentEnv(p: FleetProfile, full: boolean): Record<string, string> {
+    let session = secretsSessions.get(p.id);
+    if (!session) {
+      session = deps.sessions.open({ taskId: `profile:${p.id}`, agentId: towerAgentId(p.id) ?? p.id, domainId: enrolled[p.id]?.domainId ?? "" }).id;
+      secretsSessions.set(p.id, session);
+    }
+    return { ...profileEnv(p, full), EP_SECRETS_SESSION: session };
+  }
+
+  /** A profile's environment without a secrets session (task runs open their own). */
+  function profileEnv(p: FleetProfile, full: boolean): Record<string, string> {
+    const runtimeEnv = (deps.runtimes.config as unknown as Record<string, { env?: Record<string, string> }>)[p.runtime]?.env ?? {};
+    const base = full ? { ...deps.baseEnv, ...runtimeEnv } : {};
+    return {
+      ...base,
+      ...p.env,
+      PATH: [deps.binDir, p.env.PATH ?? deps.baseEnv.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(":"),
+      EP_AGENT_ID: towerAgentId(p.id) ?? p.id,
+      EP_PROFILE: p.id,
+      EP_BASE_URL: tower.baseUrl,
+      EP_SECRETS_SOCKET: deps.secretsSocket,
+      ...(enrolled[p.id] ? { EP_DOMAIN_ID: enrolled[p.id].domainId } : {}),
+    };
+  }
+
+  /** An enrolled profile whose enrolment still fits agents.toml (same domain and runtime). */
+  const enrolledNow = (p: FleetProfile): EnrolledState | undefined => {
+    const e = enrolled[p.id];
+    return e && p.domain && e.domainId === p.domain && e.runtime === p.runtime ? e : undefined;
+  };
+  function claimers(): LocalAgentRecord[] {
+    const out: LocalAgentRecord[] = [];
+    for (const p of profiles) {
+      const e = enrolledNow(p);
+      if (e) out.push({ id: e.agentId, domainId: e.domainId, name: p.name, runtime: p.runtime, capabilities: [...p.capabilities], enrolledAt: "", profile: p.id });
+    }
+    return out;
+  }
+
+  function hosted(p: FleetProfile): HostedAgent {
+    if (p.runtime === "muxhost_hosted") {
+      return {
+        id: p.id,
+        name: p.name,
+        mode: "tmux",
+        session: p.session,
+        command: p.command ?? [rc.muxhost_hosted.command, ...rc.muxhost_hosted.args],
+        cwd: cwdOf(p),
+        env: agentEnv(p, true),
+        logFile: join(logDir, `${p.id}.pane.log`),
+      };
+    }
+    if (p.runtime === "vendorA_agent_acp") {
+      return { id: p.id, name: p.name, mode: "acp", command: p.command ?? [rc.vendorA_agent_acp.command, ...rc.vendorA_agent_acp.args], cwd: cwdOf(p), env: agentEnv(p, true) };
+    }
+    if (!p.command) throw new EpError("invalid_argument", `profile ${p.id} (${p.runtime}) has no command to keep running`, { field: "command" });
+    return { id: p.id, name: p.name, mode: "service", command: p.command, cwd: cwdOf(p), env: agentEnv(p, false) };
+  }
+
+  // ---- progress of signal runs
+  function progress(p: FleetProfile | undefined, runId: string, f: { kind: string; text: string }) {
+    publish(profileEvent(p, { type: "progress", name: "agent.signal.progress", payload: { run_id: runId, kind: f.kind, text: f.text.slice(0, 8192) } }));
+  }
+
+  const liveRuns = new Set<RunHandle>();
+  async function oneShot(p: FleetProfile, prompt: string): Promise<void> {
+    const runId = `sig_${randomBytes(6).toString("hex")}`;
+    const cwd = cwdOf(p);
+    await mkdir(cwd, { recursive: true, mode: 0o700 });
+    const batcher = createFrameBatcher({
+      clock,
+      windowMs: 100,
+      send: async (frames) => frames.forEach((f) => progress(p, runId, f)),
+    });
+    const handle = deps.runtimes.start(p.runtime, {
+      taskId: runId,
+      agentId: towerAgentId(p.id) ?? p.id,
+      prompt,
+      input: { prompt, command: prompt },
+      cwd,
+      env: agentEnv(p, true),
+      onFrame: (f) => batcher.push(f),
+    });
+    liveRuns.add(handle);
+    void handle.result.then(async (result) => {
+      liveRuns.delete(handle);
+      await batcher.flush();
+      publish(
+        profileEvent(p, {
+          type: "matrix",
+          name: "agent.signal.finished",
+          status: result.ok ? "succeeded" : "failed",
+          payload: { run_id: runId, ok: result.ok, output: result.output.slice(-8192), error: result.error ?? "", ...(result.exitCode !== undefined ? { exit_code: result.exitCode } : {}) },
+        }),
+      );
+    });
+  }
+
+  function findProfile(target: string): FleetProfile | undefined {
+    const t = target.trim();
+    return (
+      profiles.find((p) => p.id === t) ??
+      profiles.find((p) => p.runtime === "muxhost_hosted" && p.session === t) ??
+      profiles.find((p) => towerAgentId(p.id) === t) ??
+      profiles.find((p) => p.name === t)
+    );
+  }
+
+  async function deliver(p: FleetProfile, prompt: string): Promise<Delivery> {
+    if (p.runtime === "muxhost_hosted") {
+      const agent = hosted(p);
+      if (!(await tmux.isAlive(p.session))) {
+        if (p.supervise && watchdog.list().some((s) => s.id === p.id && s.paused)) {
+          throw new EpError("unavailable", `agent ${p.id}'s tmux pane is not running and its supervision is paused; resume or restart it first`);
+        }
+        await tmux.ensure(agent);
+      }
+      await tmux.send(p.session, prompt);
+      return "tmux_send_keys";
+    }
+    if (p.runtime === "vendorA_agent_acp") {
+      const agent = hosted(p);
+      const runId = `acp_${randomBytes(6).toString("hex")}`;
+      await acp.start(agent, runId);
+      void acp.prompt(agent, prompt, runId).then(
+        (turn) =>
+          publish(
+            profileEvent(p, {
+              type: "matrix",
+              name: "agent.signal.finished",
+              status: turn.stopReason === "end_turn" ? "succeeded" : "failed",
+              payload: { run_id: runId, ok: turn.stopReason === "end_turn", stop_reason: turn.stopReason, output: turn.text.slice(-8192) },
+            }),
+          ),
+        (err: Error) =>
+          publish(profileEvent(p, { type: "matrix", name: "agent.signal.finished", status: "failed", payload: { run_id: runId, ok: false, error: err.message } })),
+      );
+      return "acp_prompt";
+    }
+    await oneShot(p, prompt);
+    return "one_shot_run";
+  }
+
+  function supervised(target: string): FleetProfile {
+    const p = findProfile(target);
+    if (!p) throw new EpError("agent_not_found", `No supervised agent "${target}"; list them with 'ep agent supervise list'.`, { id: target });
+    if (!p.supervise) throw new EpError("agent_not_found", `Agent "${p.id}" is not supervised; set supervise = true in agents.toml.`, { id: target });
+    return p;
+  }
+
+  async function view(p: FleetProfile, status?: SupervisedStatus): Promise<ProfileView> {
+    let state = "idle";
+    let pid = 0;
+    if (status) {
+      state = status.state;
+      pid = status.pid ?? 0;
+    } else if (p.runtime === "muxhost_hosted") {
+      const alive = await tmux.isAlive(p.session).catch(() => false);
+      state = alive ? "running" : "dead";
+      pid = alive ? (await tmux.pid(p.session).catch(() => undefined)) ?? 0 : 0;
+    } else if (p.runtime === "vendorA_agent_acp" && acp.isAlive(p.id)) {
+      state = "running";
+      pid = acp.pid(p.id) ?? 0;
+    }
+    const detail = [
+      status?.detail,
+      status?.lastRestartReason && `last restart: ${status.lastRestartReason}`,
+      status?.nextRetryAt && `next retry at ${status.nextRetryAt}`,
+      status && `backend ${p.runtime === "muxhost_hosted" ? `tmux (-L ${settings.tmuxSocket})` : p.runtime === "vendorA_agent_acp" ? "acp session" : status.backend}`,
+      towerAgentId(p.id) && `tower agent ${towerAgentId(p.id)}`,
+    ]
+      .filter(Boolean)
+      .join("; ");
+    return {
+      id: p.id,
+      domainId: enrolled[p.id]?.domainId ?? p.domain ?? "",
+      name: p.name,
+      runtime: p.runtime,
+      capabilities: p.capabilities,
+      state,
+      supervised: p.supervise,
+      paused: status?.paused ?? false,
+      pid,
+      session: p.runtime === "muxhost_hosted" ? p.session : "",
+      lastRestartAt: status?.lastRestartAt ?? "",
+      restarts: status?.restarts ?? 0,
+      detail,
+    };
+  }
+
+  // ---- enrollment (retried until the tower answers)
+  let enrollTimer: ClockTimer | undefined;
+  let closed = false;
+  async function enrollProfiles(): Promise<void> {
+    let failed = false;
+    for (const p of profiles) {
+      if (!p.domain) continue;
+      const have = enrolled[p.id];
+      if (have && have.domainId === p.domain && have.runtime === p.runtime) continue;
+      try {
+        const res = await tower.agents.enrollAgent({ domainId: p.domain, runtime: p.runtime, capabilities: p.capabilities, name: p.name });
+        if (!res.agent) throw new Error("the tower answered without the agent");
+        enrolled[p.id] = { agentId: res.agent.id, domainId: res.agent.domainId, runtime: p.runtime };
+        await stateWriter.save();
+        log.info("profile enrolled at the tower", { profile: p.id, agent_id: res.agent.id, domain_id: p.domain });
+        deps.onEnrolled?.(res.agent.id);
+      } catch (err) {
+        const e = toEpError(err);
+        failed = true;
+        log.warn("profile not enrolled at the tower yet; retrying in 30 s", { profile: p.id, domain_id: p.domain, error: e.message, code: e.code });
+      }
+    }
+    if (failed && !closed) {
+      enrollTimer = clock.setTimeout(() => {
+        enrollTimer = undefined;
+        void enrollProfiles();
+      }, 30_000);
+    }
+  }
+
+  // ---- config_reload (the tower's ReloadNodeConfig, `ep node reload <node_id>`)
+  /** An EpError from a config file as reload errors: per-problem details when it has them. */
+  function fileErrors(file: string, err: unknown): ConfigReloadError[] {
+    const e = toEpError(err);
+    const d = (e.details ?? {}) as Record<string, unknown>;
+    const list = Array.isArray(d.errors) ? (d.errors as Record<string, unknown>[]) : [];
+    if (list.length) {
+      return list.map((x) => ({
+        file,
+        line: typeof x.line === "number" ? x.line : 0,
+        field: String(x.field ?? x.key ?? ""),
+        item: String(x.job ?? x.agent ?? ""),
+        message: String(x.message ?? ""),
+      }));
+    }
+    return [{ file, line: typeof d.line === "number" ? d.line : 0, field: typeof d.field === "string" ? d.field : "", item: "", message: e.message }];
+  }
+
+  const nErrors = (n: number) => (n === 1 ? "1 error" : `${n} errors`);
+  async function reloadConfig(opts: { requestId?: string; source?: string } = {}): Promise<ConfigReloadResult> {
+    const results: string[] = [];
+    const problems: ConfigReloadError[] = [];
+    // cron.toml: an invalid file keeps the running jobs
+    try {
+      results.push(`cron.toml: ${cron.reload().jobs} jobs`);
+    } catch (err) {
+      const found = fileErrors(cronFile, err);
+      problems.push(...found);
+      results.push(`cron.toml: ${nErrors(found.length)}; the running jobs were kept`);
+    }
+    // agents.toml: checked, not applied (the fleet starts profile agents only at daemon start)
+    const again = readAgentsFile(agentsFile);
+    if (!again.ok) {
+      errors = again.errors;
+      problems.push(...agentsErrors());
+      results.push(`agents.toml: ${nErrors(again.errors.length)}; the running profiles were kept`);
+    } else {
+      errors = [];
+      const same = JSON.stringify(again.profiles) === JSON.stringify(profiles);
+      results.push(same ? `agents.toml: unchanged (${profiles.length} profiles)` : "agents.toml: changed; profile changes apply when epd restarts (profiles are not reloaded live)");
+    }
+    // runtimes.toml: new runs use the new commands, runs already going keep theirs
+    if (deps.reloadRuntimes) {
+      try {
+        await deps.reloadRuntimes();
+        results.push("runtimes.toml: reloaded");
+      } catch (err) {
+        const found = fileErrors(join(home, "runtimes.toml"), err);
+        problems.push(...found);
+        results.push(`runtimes.toml: ${nErrors(found.length)}; the running runtime settings were kept`);
+      }
+    } else {
+      results.push("runtimes.toml: not reloadable in this daemon");
+    }
+    const status = problems.length ? "failed" : "ok";
+    (status === "ok" ? log.info : log.warn).call(log, "configuration reloaded", { status, results, errors: problems });
+    publish({
+      type: "matrix",
+      name: "config.reload",
+      status,
+      payload: {
+        ...(opts.requestId ? { request_id: opts.requestId } : {}),
+        source: opts.source ?? "cli",
+        status,
+        results,
+        errors: problems as unknown as JsonObject[],
+      },
+    });
+    reporter.changed();
+    return { status, results, errors: problems };
+  }
+
+  const fleet: Fleet = {
+    settings,
+    cron,
+    watchdog,
+    tmux,
+
+    async start() {
+      reporter.start();
+      await enrollProfiles();
+      for (const p of profiles) {
+        try {
+          await mkdir(cwdOf(p), { recursive: true, mode: 0o700 });
+          if (p.supervise) {
+            const agent = hosted(p);
+            backend.register(agent);
+            await watchdog.add(agent);
+          } else if (p.runtime === "muxhost_hosted") {
+            const how = await tmux.ensure(hosted(p));
+            publish(profileEvent(p, { type: "matrix", name: `agent.${how}`, status: "running", payload: { session: p.session, socket: settings.tmuxSocket } }));
+          }
+        } catch (err) {
+          log.error("profile agent did not start", { profile: p.id, error: (err as Error).message });
+          publish(profileEvent(p, { type: "matrix", name: "agent.start_failed", status: "error", payload: { error: (err as Error).message } }));
+        }
+      }
+      await cron.start();
+      reporter.changed();
+      log.info("fleet started", { profiles: profiles.length, supervised: profiles.filter((p) => p.supervise).length, cron_jobs: cron.list().length, tmux_socket: settings.tmuxSocket, backend: service.kind });
+    },
+
+    async close() {
+      closed = true;
+      reporter.close();
+      if (enrollTimer) clock.clearTimeout(enrollTimer);
+      await cron.close();
+      await watchdog.close();
+      await Promise.all([...liveRuns].map((h) => h.cancel("the daemon is shutting down")));
+      await acp.close();
+      await backend.close();
+      for (const id of secretsSessions.values()) deps.sessions.end(id);
+      await events.close();
+      redaction?.release();
+      cronStore.close();
+    },
+
+    profiles: () => [...profiles],
+    loadErrors: () => errors,
+    findProfile,
+
+    async signal(target, prompt, opts = {}) {
+      if (!target.trim()) throw invalidField("target", "is required");
+      if (!prompt.trim()) throw invalidField("prompt", "is required");
+      if (prompt.length > MAX_PROMPT) throw invalidField("prompt", `is longer than ${MAX_PROMPT} characters`);
+      const source = opts.source ?? "cli";
+      const p = findProfile(target);
+      if (p) {
+        const via = await deliver(p, prompt);
+        log.info("signal delivered", { profile: p.id, via, source });
+        if (opts.inbox !== false) {
+          publish(profileEvent(p, { type: "inbox", name: "agent.signal", status: "delivered", payload: { agent_id: towerAgentId(p.id) ?? p.id, prompt, via, source } }));
+        }
+        return via;
+      }
+      const agent = deps.enrolled?.find(target.trim());
+      if (!agent) throw new EpError("agent_not_found", `no agent or profile named ${target} on this node`, { target });
+      const via = deps.enrolled!.deliver(agent, prompt);
+      if (opts.inbox !== false) {
+        publish({ type: "inbox", name: "agent.signal", domainId: agent.domainId, agentId: agent.id, status: "delivered", payload: { agent_id: agent.id, prompt, via, source } });
+      }
+      return via;
+    },
+
+    handleLink(msg) {
+      if (msg.kind === "config_reload") {
+        const requestId = typeof msg.data?.request_id === "string" ? msg.data.request_id : undefined;
+        reloadConfig({ requestId, source: "tower" }).catch((err: Error) => log.error("config reload failed", { error: err.message }));
+        return true;
+      }
+      if (msg.kind !== "signal" && msg.kind !== "supervise") return false;
+      const p = findProfile(msg.agentId);
+      if (!p) return false;
+      const data = (msg.data ?? {}) as JsonObject;
+      if (msg.kind === "signal") {
+        const prompt = typeof data.prompt === "string" ? data.prompt : "";
+        // the tower recorded the inbox event when it accepted the signal
+        fleet.signal(p.id, prompt, { source: "tower", inbox: false }).catch((err: Error) => {
+          log.warn("signal from the tower not delivered", { profile: p.id, error: err.message });
+          publish(profileEvent(p, { type: "matrix", name: "agent.signal.failed", status: "failed", payload: { error: err.message, source: "tower" } }));
+        });
+        return true;
+      }
+      const op = typeof data.op === "string" ? data.op : "";
+      const act = async () => {
+        supervised(p.id);
+        if (op === "restart") await watchdog.restart(p.id);
+        else if (op === "pause") watchdog.pause(p.id);
+        else if (op === "resume") watchdog.resume(p.id);
+        else throw new EpError("invalid_argument", `unknown supervise op ${JSON.stringify(op)}`, { field: "op" });
+      };
+      act().catch((err: Error) => {
+        log.warn("supervise command from the tower failed", { profile: p.id, op, error: err.message });
+        publish(profileEvent(p, { type: "matrix", name: "supervise.failed", status: "failed", payload: { op, error: err.message, source: "tower" } }));
+      });
+      return true;
+    },
+
+    async views() {
+      const statuses = new Map(watchdog.list().map((s) => [s.id, s]));
+      return Promise.all(profiles.map((p) => view(p, statuses.get(p.id))));
+    },
+    supervised,
+    view,
+    towerAgentId,
+    claimers,
+    taskPlace(profileId) {
+      const p = profiles.find((x) => x.id === profileId);
+      return p ? { cwd: cwdOf(p), env: profileEnv(p, true) } : undefined;
+    },
+    reloadConfig,
+    stateSnapshot,
+    reportState: () => reporter.changed(),
+  };
+  return fleet;
+}
+

@@ -1,0 +1,214 @@
+// Where a profile agent's long-running process lives, behind the watchdog's ServiceBackend
+// interface: a tmux pane (muxhost_hosted; the pane outlives the daemon and is re-adopted), a
+// persistent ACP session (vendorA_agent_acp; a child of the daemon), or the service manager
+// chosen by chooseServiceBackend (systemd user unit, else the process backend) for the rest.
+import type { Clock } from "../../common/clock.js";
+import { EpError } from "../../common/errors.js";
+import type { Logger } from "../../common/log.js";
+import { openAcpSession, type AcpSession, type AcpTurn } from "../runtimes/acp-session.js";
+import { resolveExecutable } from "../runtimes/process-group.js";
+import type { ProgressFrame } from "../runtimes/runtime.js";
+import type { PermissionPolicy } from "../runtimes/runtimes-config.js";
+import { tmuxKillSession, tmuxNewSession, tmuxPaneState, tmuxSendKeys, tmuxSessionExists, type TmuxOptions } from "../runtimes/tmux.js";
+import type { ServiceBackend, SupervisedAgent } from "../supervise/index.js";
+
+export type HostMode = "tmux" | "acp" | "service";
+
+/** A SupervisedAgent that also says where it lives. The watchdog hands it back to start(). */
+export interface HostedAgent extends SupervisedAgent {
+  mode: HostMode;
+  /** tmux session name (mode tmux). */
+  session?: string;
+  /** Appended raw pane output (mode tmux). */
+  logFile?: string;
+}
+
+export interface TmuxHost {
+  readonly socketName: string;
+  /** Creates the pane's session unless it exists; says which happened. */
+  ensure(agent: HostedAgent): Promise<"adopted" | "started">;
+  isAlive(session: string): Promise<boolean>;
+  pid(session: string): Promise<number | undefined>;
+  stop(session: string): Promise<void>;
+  send(session: string, text: string): Promise<void>;
+}
+
+export function createTmuxHost(opts: { socketName: string; log: Logger }): TmuxHost {
+  const tmux: TmuxOptions = { socketName: opts.socketName };
+  const alive = async (session: string) => {
+    if (!(await tmuxSessionExists(session, tmux))) return false;
+    const state = await tmuxPaneState(session, tmux);
+    return !!state && !state.dead;
+  };
+  return {
+    socketName: opts.socketName,
+    async ensure(agent) {
+      const session = agent.session ?? agent.id;
+      if (await tmuxSessionExists(session, tmux)) {
+        const state = await tmuxPaneState(session, tmux);
+        if (state && !state.dead) {
+          opts.log.info("re-adopted the tmux pane of a profile agent", { agent: agent.id, session, pid: state.pid, socket: opts.socketName });
+          return "adopted";
+        }
+        await tmuxKillSession(session, tmux); // a dead pane kept by remain-on-exit
+      }
+      const env = agent.env ?? {};
+      const executable = resolveExecutable(agent.command[0], env, agent.cwd);
+      if (!executable) {
+        throw new EpError("runtime_missing", `agent ${agent.id}: executable '${agent.command[0]}' was not found on PATH; set command in agents.toml`, { field: "command" });
+      }
+      await tmuxNewSession({ ...tmux, session, executable, args: agent.command.slice(1), cwd: agent.cwd ?? process.cwd(), env, logFile: agent.logFile });
+      opts.log.info("started a profile agent in a tmux pane", { agent: agent.id, session, socket: opts.socketName });
+      return "started";
+    },
+    isAlive: alive,
+    async pid(session) {
+      const state = await tmuxPaneState(session, tmux);
+      return state && !state.dead ? state.pid : undefined;
+    },
+    stop: (session) => tmuxKillSession(session, tmux),
+    send: (session, text) => tmuxSendKeys(session, text, tmux),
+  };
+}
+
+export interface AcpHost {
+  /** Opens the session unless it is open; its opening frames carry `turnId` (the delivery that opened it). */
+  start(agent: HostedAgent, turnId?: string): Promise<void>;
+  isAlive(id: string): boolean;
+  pid(id: string): number | undefined;
+  stop(id: string): Promise<void>;
+  /**
+   * Prompts the agent's session (opening it when needed); turns run one after another. Frames
+   * that arrive while this turn runs are handed to onFrame with its `turnId`.
+   */
+  prompt(agent: HostedAgent, text: string, turnId?: string): Promise<AcpTurn>;
+  close(): Promise<void>;
+}
+
+export function createAcpHost(opts: {
+  clock: Clock;
+  log: Logger;
+  permission: PermissionPolicy;
+  killGraceMs: number;
+  /** `turnId`: the id of the turn in progress (or of the delivery opening the session); undefined outside any. */
+  onFrame(agentId: string, frame: ProgressFrame, turnId?: string): void;
+}): AcpHost {
+  type Entry = { session: Promise<AcpSession>; resolved?: AcpSession; dead: boolean; queue: Promise<unknown>; turnId?: string };
+  const live = new Map<string, Entry>();
+
+  function open(agent: HostedAgent, turnId?: string) {
+    const entry: Entry = {
+      turnId,
+      dead: false,
+      queue: Promise.resolve(),
+      session: Promise.resolve() as unknown as Promise<AcpSession>,
+    };
+    entry.session = openAcpSession({
+      command: agent.command[0],
+      args: agent.command.slice(1),
+      cwd: agent.cwd ?? process.cwd(),
+      env: agent.env ?? {},
+      permission: opts.permission,
+      killGraceMs: opts.killGraceMs,
+      clock: opts.clock,
+      logger: opts.log,
+      onFrame: (f) => opts.onFrame(agent.id, f, entry.turnId),
+    });
+    entry.session.then(
+      (s) => {
+        entry.resolved = s;
+        void s.exited.then((reason) => {
+          entry.dead = true;
+          if (reason) opts.log.warn("ACP profile agent exited", { agent: agent.id, reason });
+        });
+      },
+      () => (entry.dead = true),
+    );
+    live.set(agent.id, entry);
+    return entry;
+  }
+
+  const current = (id: string) => {
+    const e = live.get(id);
+    return e && !e.dead ? e : undefined;
+  };
+
+  return {
+    async start(agent, turnId) {
+      const e = current(agent.id) ?? open(agent, turnId);
+      await e.session;
+    },
+    isAlive: (id) => !!current(id),
+    pid: (id) => current(id)?.resolved?.pid,
+    async stop(id) {
+      const e = live.get(id);
+      live.delete(id);
+      if (!e) return;
+      e.dead = true;
+      const s = await e.session.catch(() => undefined);
+      await s?.close();
+    },
+    prompt(agent, text, turnId) {
+      const e = current(agent.id) ?? open(agent, turnId);
+      const turn = e.queue.catch(() => undefined).then(async () => {
+        const session = await e.session;
+        e.turnId = turnId;
+        try {
+          return await session.prompt(text);
+        } finally {
+          // the turn's updates all come before its answer: later frames belong to no turn
+          if (e.turnId === turnId) e.turnId = undefined;
+        }
+      });
+      e.queue = turn.catch(() => undefined);
+      return turn;
+    },
+    async close() {
+      await Promise.all([...live.keys()].map((id) => this.stop(id)));
+    },
+  };
+}
+
+/** The watchdog's backend: routes each agent to its host by `mode`. */
+export function createFleetBackend(opts: { service: ServiceBackend; tmux: TmuxHost; acp: AcpHost }): ServiceBackend & { register(agent: HostedAgent): void } {
+  const agents = new Map<string, HostedAgent>();
+  const known = (id: string) => {
+    const a = agents.get(id);
+    if (!a) throw new EpError("agent_not_found", `no profile agent ${id} on this node`, { id });
+    return a;
+  };
+  return {
+    kind: opts.service.kind,
+    register(agent) {
+      agents.set(agent.id, agent);
+    },
+    async start(raw) {
+      const agent = raw as HostedAgent;
+      agents.set(agent.id, agent);
+      if (agent.mode === "tmux") await opts.tmux.ensure(agent);
+      else if (agent.mode === "acp") await opts.acp.start(agent);
+      else await opts.service.start(agent);
+    },
+    async stop(id) {
+      const a = known(id);
+      if (a.mode === "tmux") await opts.tmux.stop(a.session ?? a.id);
+      else if (a.mode === "acp") await opts.acp.stop(id);
+      else await opts.service.stop(id);
+    },
+    async isAlive(id) {
+      const a = known(id);
+      if (a.mode === "tmux") return opts.tmux.isAlive(a.session ?? a.id);
+      if (a.mode === "acp") return opts.acp.isAlive(id);
+      return opts.service.isAlive(id);
+    },
+    async pid(id) {
+      const a = known(id);
+      if (a.mode === "tmux") return opts.tmux.pid(a.session ?? a.id);
+      if (a.mode === "acp") return opts.acp.pid(id);
+      return opts.service.pid(id);
+    },
+    async close() {
+      await opts.service.close();
+    },
+  };
+}

@@ -1,0 +1,30 @@
+// The daemon's side of the tower API: Connect clients over HTTP/1.1 carrying the node JWT.
+import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { AgentService, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
+import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
+
+export interface TowerClients {
+  baseUrl: string;
+  token: string;
+  transport: Transport;
+  work: Client<typeof WorkService>;
+  nodes: Client<typeof NodeService>;
+  agents: Client<typeof AgentService>;
+}
+
+export function createTowerClients(baseUrl: string, token: string): TowerClients {
+  const bearer: Interceptor = (next) => (req) => {
+    req.header.set("authorization", `Bearer ${token}`);
+    return next(req);
+  };
+  const transport = createConnectTransport({ baseUrl, httpVersion: "1.1", interceptors: [bearer] });
+  return {
+    baseUrl,
+    token,
+    transport,
+    work: createClient(WorkService, transport),
+    nodes: createClient(NodeService, transport),
+    agents: createClient(AgentService, transport),
+  };
+}

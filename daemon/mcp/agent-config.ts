@@ -1,0 +1,35 @@
+// How agents launched by the daemon get the EP tools: an MCP config file in the run's
+// working directory that starts `epd mcp` for that agent. vendorA_code takes it with
+// `--mcp-config <file>`; the same `mcpServers` shape is what other MCP-capable CLIs read.
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+
+export const MCP_CONFIG_FILE = ".ep-mcp.json";
+
+export interface AgentMcpOptions {
+  /** The command that runs epd (e.g. process.execPath) and the args before `mcp` (e.g. [epd entry script]). */
+  command: string;
+  commandArgs?: string[];
+  agentId?: string;
+  domainId?: string;
+  /** The daemon's --booster-wasm, so the agent's calls are boosted the same way. */
+  boosterWasm?: string;
+  /** Extra environment for the server (EP_NODE_FILE, EP_BASE_URL, EP_SCHEMA_PACK_FILE, EP_HOME …). */
+  env?: Record<string, string>;
+}
+
+/** The `mcpServers` config that starts `epd mcp` for one agent. */
+export function agentMcpConfig(o: AgentMcpOptions): { mcpServers: Record<string, { type: "stdio"; command: string; args: string[]; env: Record<string, string> }> } {
+  const args = [...(o.commandArgs ?? []), "mcp", ...(o.boosterWasm ? ["--booster-wasm", o.boosterWasm] : [])];
+  const env: Record<string, string> = { ...(o.env ?? {}) };
+  if (o.agentId) env.EP_AGENT_ID = o.agentId;
+  if (o.domainId) env.EP_DOMAIN_ID = o.domainId;
+  return { mcpServers: { ep: { type: "stdio", command: o.command, args, env } } };
+}
+
+/** Writes the config into `dir` (0600: it names the node file) and returns its path. */
+export async function writeAgentMcpConfig(dir: string, o: AgentMcpOptions): Promise<string> {
+  const path = join(dir, MCP_CONFIG_FILE);
+  await writeFile(path, JSON.stringify(agentMcpConfig(o), null, 2) + "\n", { mode: 0o600 });
+  return path;
+}

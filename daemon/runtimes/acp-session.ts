@@ -1,0 +1,249 @@
+// One Agent Client Protocol session with an agent subprocess, spoken through the official SDK
+// over the child's stdio (newline-delimited JSON-RPC). The vendorA_agent_acp runtime opens one per
+// task; long-running profile agents can keep one open and prompt it again.
+import { spawn } from "node:child_process";
+import { relative, isAbsolute, resolve as resolvePath } from "node:path";
+import { Readable, Writable } from "node:stream";
+import {
+  client,
+  methods,
+  ndJsonStream,
+  PROTOCOL_VERSION,
+  type ClientConnection,
+  type RequestPermissionRequest,
+  type RequestPermissionResponse,
+  type SessionNotification,
+  type StopReason,
+} from "@agentclientprotocol/sdk";
+import type { Clock } from "../../common/clock.js";
+import { EpError } from "../../common/errors.js";
+import type { Logger } from "../../common/log.js";
+import { createLineSplitter, createTailBuffer, resolveExecutable, terminateGroup } from "./process-group.js";
+import { clip } from "./process-runtime.js";
+import type { ProgressFrame } from "./runtime.js";
+import type { PermissionPolicy } from "./runtimes-config.js";
+
+export interface AcpSessionOptions {
+  command: string;
+  args: string[];
+  cwd: string;
+  env: Record<string, string>;
+  permission: PermissionPolicy;
+  killGraceMs: number;
+  clock: Clock;
+  logger: Logger;
+  onFrame(frame: ProgressFrame): void;
+}
+
+export interface AcpTurn {
+  stopReason: StopReason;
+  /** The agent's message text of this turn (its `agent_message_chunk` updates joined). */
+  text: string;
+}
+
+export interface AcpSession {
+  readonly pid: number | undefined;
+  readonly sessionId: string;
+  /** Sends one prompt and resolves when the agent ends the turn. */
+  prompt(text: string): Promise<AcpTurn>;
+  /** Asks the agent to stop the current turn (`session/cancel`); the prompt then resolves `cancelled`. */
+  cancelTurn(): Promise<void>;
+  /** Closes the connection and ends the agent's process group. */
+  close(): Promise<void>;
+  /** Settles when the agent process exited, with a reason when it was not asked to. */
+  readonly exited: Promise<string | undefined>;
+}
+
+/** Starts the agent, runs `initialize` and `session/new`; rejects with an EpError when it cannot. */
+export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> {
+  const executable = resolveExecutable(o.command, o.env, o.cwd);
+  if (!executable) {
+    throw new EpError(
+      "runtime_missing",
+      `runtime vendorA_agent_acp: executable '${o.command}' was not found on this node's PATH; install it or set [vendorA_agent_acp].command in runtimes.toml`,
+    );
+  }
+  const log = o.logger.child({ runtime: "vendorA_agent_acp" });
+  const child = spawn(executable, o.args, { cwd: o.cwd, env: o.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
+  const pid = child.pid;
+  const stderrTail = createTailBuffer(4096);
+  const stderrLines = createLineSplitter((line) => {
+    stderrTail.append(line + "\n");
+    if (line) o.onFrame({ kind: "text", text: line, data: { stream: "stderr" } });
+  });
+  child.stderr!.setEncoding("utf8").on("data", (c: string) => stderrLines.push(c));
+  child.stdin!.on("error", () => {}); // EPIPE after the agent died; the exit handler reports it
+  let closing = false;
+  const exited = new Promise<string | undefined>((resolveExit) => {
+    child.on("error", (err) => resolveExit(`could not start '${executable}': ${err.message}`));
+    child.on("exit", (code, signal) => {
+      stderrLines.end();
+      const stderr = stderrTail.text().trim();
+      resolveExit(
+        closing ? undefined : `ACP agent ${signal ? `was killed by ${signal}` : `exited with code ${code}`}${stderr ? `: ${stderr}` : ""}`,
+      );
+    });
+  });
+
+  let turnText = "";
+  const emit = (frame: ProgressFrame) => {
+    try {
+      o.onFrame(frame);
+    } catch (err) {
+      log.warn("progress frame handler threw", { error: (err as Error).message });
+    }
+  };
+  const app = client({ name: "epd" })
+    .onRequest(methods.client.session.requestPermission, ({ params }) => {
+      const answer = decidePermission(params, o.permission, o.cwd);
+      const chosen = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled";
+      emit({
+        kind: "status",
+        text: `permission ${chosen}: ${params.toolCall.title ?? params.toolCall.toolCallId}`,
+        data: { toolCallId: params.toolCall.toolCallId, outcome: answer.outcome },
+      });
+      return answer;
+    })
+    .onNotification(methods.client.session.update, ({ params }) => {
+      const frame = frameOfUpdate(params);
+      if (params.update.sessionUpdate === "agent_message_chunk" && params.update.content.type === "text") {
+        turnText += params.update.content.text;
+      }
+      if (frame) emit(frame);
+    });
+
+  const stream = ndJsonStream(
+    Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>,
+    Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>,
+  );
+  const connection: ClientConnection = app.connect(stream);
+  let terminated: Promise<void> | undefined;
+  const close = async () => {
+    closing = true;
+    connection.close();
+    child.stdin!.end();
+    if (pid !== undefined) terminated ??= terminateGroup(pid, o.killGraceMs, o.clock);
+    await terminated;
+  };
+
+  // A request to a dead agent would wait forever, and one the closing connection rejects says
+  // only "connection closed": race every call against the agent's exit and prefer its reason.
+  const orExit = async <T>(call: Promise<T>, what: string): Promise<T> => {
+    const died = exited.then((reason) => {
+      throw new Error(`${what}: ${reason ?? "ACP agent exited"}`);
+    });
+    died.catch(() => {});
+    try {
+      return await Promise.race([call, died]);
+    } catch (err) {
+      const reason = await Promise.race([exited, new Promise<undefined>((r) => o.clock.setTimeout(() => r(undefined), 1000))]);
+      throw reason ? new Error(`${what}: ${reason}`) : err;
+    }
+  };
+
+  try {
+    const init = await orExit(
+      connection.agent.request(methods.agent.initialize, {
+        protocolVersion: PROTOCOL_VERSION,
+        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+        clientInfo: { name: "epd", version: "0.1.0" },
+      }),
+      "initialize",
+    );
+    emit({ kind: "status", text: "agent initialized", data: { protocolVersion: init.protocolVersion, agentInfo: init.agentInfo ?? null } });
+    const session = await orExit(connection.agent.request(methods.agent.session.new, { cwd: o.cwd, mcpServers: [] }), "session/new");
+    emit({ kind: "status", text: "session started", data: { sessionId: session.sessionId } });
+    log.debug("acp session open", { pid, session_id: session.sessionId });
+
+    return {
+      pid,
+      sessionId: session.sessionId,
+      exited,
+      close,
+      async prompt(text) {
+        turnText = "";
+        const response = await orExit(
+          connection.agent.request(methods.agent.session.prompt, { sessionId: session.sessionId, prompt: [{ type: "text", text }] }),
+          "session/prompt",
+        );
+        return { stopReason: response.stopReason, text: turnText };
+      },
+      async cancelTurn() {
+        await connection.agent.notify(methods.agent.session.cancel, { sessionId: session.sessionId }).catch(() => {});
+      },
+    };
+  } catch (err) {
+    await close();
+    throw err instanceof EpError ? err : new EpError("internal", `runtime vendorA_agent_acp: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * Answers a permission request without a human: the policy picks an allow or a reject option
+ * among those the agent offered. `allow_once_in_cwd` allows a call only when every file it names
+ * lies inside the run's working directory.
+ */
+export function decidePermission(req: RequestPermissionRequest, policy: PermissionPolicy, cwd: string): RequestPermissionResponse {
+  const pick = (kinds: string[]) => {
+    for (const kind of kinds) {
+      const option = req.options.find((o) => o.kind === kind);
+      if (option) return option;
+    }
+    return undefined;
+  };
+  let allow: boolean;
+  switch (policy) {
+    case "reject":
+      allow = false;
+      break;
+    case "allow_once":
+    case "allow_always":
+      allow = true;
+      break;
+    case "allow_once_in_cwd":
+      allow = (req.toolCall.locations ?? []).every((loc) => isInside(cwd, loc.path));
+      break;
+  }
+  const option = allow
+    ? pick(policy === "allow_always" ? ["allow_always", "allow_once"] : ["allow_once", "allow_always"])
+    : pick(["reject_once", "reject_always"]);
+  return { outcome: option ? { outcome: "selected", optionId: option.optionId } : { outcome: "cancelled" } };
+}
+
+function isInside(dir: string, path: string): boolean {
+  const rel = relative(resolvePath(dir), resolvePath(dir, path));
+  return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
+}
+
+function frameOfUpdate(n: SessionNotification): ProgressFrame | undefined {
+  const u = n.update;
+  switch (u.sessionUpdate) {
+    case "agent_message_chunk":
+      return u.content.type === "text" ? { kind: "text", text: u.content.text } : { kind: "json", text: `agent sent ${u.content.type}`, data: { update: u } };
+    case "agent_thought_chunk":
+      return u.content.type === "text" ? { kind: "text", text: u.content.text, data: { thought: true } } : undefined;
+    case "user_message_chunk":
+      return undefined;
+    case "tool_call":
+      return {
+        kind: "tool",
+        text: u.title,
+        data: { phase: "call", toolCallId: u.toolCallId, toolKind: u.kind, status: u.status, rawInput: u.rawInput },
+      };
+    case "tool_call_update":
+      return {
+        kind: "tool",
+        text: `${u.title ?? u.toolCallId}${u.status ? ` ${u.status}` : ""}`,
+        data: {
+          phase: "update",
+          toolCallId: u.toolCallId,
+          status: u.status,
+          rawOutput: u.rawOutput === undefined ? undefined : clip(JSON.stringify(u.rawOutput)),
+        },
+      };
+    case "plan":
+      return { kind: "status", text: `plan: ${u.entries.map((e) => e.content).join("; ")}`, data: { entries: u.entries } };
+    default:
+      return { kind: "json", text: u.sessionUpdate, data: { update: u } };
+  }
+}

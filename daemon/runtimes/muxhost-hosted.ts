@@ -1,0 +1,219 @@
+// muxhost_hosted: a run inside a detached tmux session, so an operator can attach and watch or
+// type. The pane's output is piped to a log file and read as text frames; the run ends when the
+// pane's process exits (its status is kept by remain-on-exit) and the session is then removed.
+import { mkdtemp, open, readFile, rm } from "node:fs/promises";
+import { constants, tmpdir } from "node:os";
+import { join } from "node:path";
+import { StringDecoder } from "node:string_decoder";
+import type { Clock, ClockTimer } from "../../common/clock.js";
+import { EpError } from "../../common/errors.js";
+import type { Logger } from "../../common/log.js";
+import { createLineSplitter, createTailBuffer, fillArgs, resolveExecutable, terminateGroup } from "./process-group.js";
+import { checkCwd, formatSeconds, missingRuntime, settledHandle, templateValues } from "./process-runtime.js";
+import type { ProgressFrame, RunHandle, RunResult, RunSpec, RuntimeAdapter } from "./runtime.js";
+import type { MuxhostRuntimeConfig } from "./runtimes-config.js";
+import {
+  stripAnsi,
+  tmuxInstalled,
+  tmuxKillSession,
+  tmuxNewSession,
+  tmuxPaneState,
+  tmuxSessionExists,
+  tmuxSessionName,
+  type TmuxOptions,
+} from "./tmux.js";
+
+/** The tmux session a task's run lives in (attach with `tmux attach -t <name>`). */
+export function taskSessionName(taskId: string): string {
+  return tmuxSessionName(`ep-task-${taskId}`);
+}
+
+export function createMuxhostHostedRuntime(config: MuxhostRuntimeConfig, deps: { clock: Clock; logger: Logger }): RuntimeAdapter {
+  const tmux: TmuxOptions = { socketName: config.socketName };
+  return {
+    kind: "muxhost_hosted",
+    async check(env = process.env) {
+      if (!tmuxInstalled(env)) return { ok: false, detail: "tmux was not found on this node's PATH; install tmux to use muxhost_hosted" };
+      const path = resolveExecutable(config.command, env);
+      return path ? { ok: true, detail: path } : { ok: false, detail: missingRuntime("muxhost_hosted", config.command).error! };
+    },
+    start(spec) {
+      const invalid = checkCwd(spec);
+      if (invalid) return settledHandle({ ok: false, output: "", error: invalid.message, errorCode: invalid.code });
+      const env = { ...config.env, ...spec.env };
+      if (!tmuxInstalled(env)) {
+        const err = new EpError("runtime_missing", "runtime muxhost_hosted: tmux was not found on this node's PATH; install tmux");
+        return settledHandle({ ok: false, output: "", error: err.message, errorCode: err.code });
+      }
+      const executable = resolveExecutable(config.command, env, spec.cwd);
+      if (!executable) return settledHandle(missingRuntime("muxhost_hosted", config.command));
+      return runInPane(spec, config, env, executable, tmux, deps);
+    },
+  };
+}
+
+const OUTPUT_LIMIT = 1024 * 1024;
+
+/** Runs the program and records its exit status in the file named by $1 (128+n for signal n). */
+const STATUS_WRAPPER = 'f=$1; shift; "$@"; s=$?; echo "$s" > "$f"; exit "$s"';
+
+async function readStatusFile(path: string): Promise<number | undefined> {
+  try {
+    const text = (await readFile(path, "utf8")).trim();
+    return /^\d+$/.test(text) ? Number(text) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function signalName(signo: number): string {
+  const entry = Object.entries(constants.signals).find(([, n]) => n === signo);
+  return entry ? entry[0] : `signal ${signo}`;
+}
+
+function runInPane(
+  spec: RunSpec,
+  config: MuxhostRuntimeConfig,
+  env: Record<string, string>,
+  executable: string,
+  tmux: TmuxOptions,
+  deps: { clock: Clock; logger: Logger },
+): RunHandle {
+  const { clock } = deps;
+  const log = deps.logger.child({ runtime: "muxhost_hosted", task_id: spec.taskId });
+  const session = taskSessionName(spec.taskId);
+  const graceMs = config.killGraceSeconds * 1000;
+  const timeoutMs = spec.timeoutMs ?? config.timeoutSeconds * 1000;
+  const output = createTailBuffer(OUTPUT_LIMIT);
+  let panePid: number | undefined;
+  let stop: { cancelled?: true; timedOut?: true; error: string } | undefined;
+  let stopping: Promise<void> | undefined;
+  let timer: ClockTimer | undefined;
+
+  const emit = (frame: ProgressFrame) => {
+    try {
+      spec.onFrame(frame);
+    } catch (err) {
+      log.warn("progress frame handler threw", { error: (err as Error).message });
+    }
+  };
+  const lines = createLineSplitter((raw) => {
+    const line = stripAnsi(raw);
+    output.append(line + "\n");
+    if (line.trim()) emit({ kind: "text", text: line });
+  });
+
+  const halt = (reason: NonNullable<typeof stop>) => {
+    if (stop) return;
+    stop = reason;
+    log.info(reason.cancelled ? "run cancelled" : "run timed out", { session, pid: panePid });
+    if (panePid !== undefined) stopping = terminateGroup(panePid, graceMs, clock);
+  };
+
+  const sleep = (ms: number) => new Promise<void>((r) => clock.setTimeout(r, ms));
+
+  const run = async (): Promise<RunResult> => {
+    const dir = await mkdtemp(join(tmpdir(), "ep-pane-"));
+    const logFile = join(dir, "pane.log");
+    const statusFile = join(dir, "status");
+    const file = await open(logFile, "a+");
+    const decoder = new StringDecoder("utf8");
+    let offset = 0;
+    const drain = async () => {
+      const buf = Buffer.alloc(64 * 1024);
+      for (;;) {
+        const { bytesRead } = await file.read(buf, 0, buf.length, offset);
+        if (bytesRead === 0) return;
+        offset += bytesRead;
+        lines.push(decoder.write(buf.subarray(0, bytesRead)));
+      }
+    };
+    try {
+      if (await tmuxSessionExists(session, tmux)) {
+        log.warn("replacing a stale tmux session of this task", { session });
+        await tmuxKillSession(session, tmux);
+      }
+      await tmuxNewSession({
+        ...tmux,
+        session,
+        executable: "/bin/sh",
+        args: ["-c", STATUS_WRAPPER, "ep-pane", statusFile, executable, ...fillArgs(config.taskArgs, templateValues(spec))],
+        cwd: spec.cwd,
+        env,
+        remainOnExit: true,
+        logFile,
+      });
+      const first = await tmuxPaneState(session, tmux);
+      panePid = first?.pid;
+      emit({ kind: "status", text: `running in tmux session ${session}`, data: { session, pid: panePid, socket: tmux.socketName ?? null } });
+      if (stop && panePid !== undefined) stopping = terminateGroup(panePid, graceMs, clock);
+
+      let exitStatus: number | undefined;
+      let exitSignal: number | undefined;
+      let vanished = false;
+      for (;;) {
+        await drain();
+        const state = await tmuxPaneState(session, tmux);
+        if (!state) {
+          vanished = true;
+          break;
+        }
+        if (state.dead) {
+          // tmux sometimes marks a pane dead without ever learning its exit status; the wrapper's
+          // status file is the reliable record, tmux's own status the fallback.
+          exitStatus = (await readStatusFile(statusFile)) ?? state.exitStatus;
+          exitSignal = state.exitSignal;
+          break;
+        }
+        await sleep(config.pollIntervalMs);
+      }
+      // The pipe's reader may still be writing the last output; read until the file stops growing.
+      for (let i = 0; i < 10; i++) {
+        const before = offset;
+        await sleep(Math.min(config.pollIntervalMs, 50));
+        await drain();
+        if (offset === before && i > 0) break;
+      }
+      lines.push(decoder.end());
+      lines.end();
+      if (stopping) await stopping;
+      const text = output.text().replace(/\s+$/, "");
+      const base: RunResult = { ok: false, output: text };
+      if (exitStatus !== undefined) base.exitCode = exitStatus;
+      if (exitSignal !== undefined) base.signal = signalName(exitSignal);
+      if (stop) return { ...base, ...stop };
+      if (vanished) return { ...base, error: `runtime muxhost_hosted: tmux session ${session} disappeared before its program ended` };
+      if (exitStatus === 0) return { ...base, ok: true };
+      const how = exitSignal !== undefined ? `was killed by ${base.signal}` : `exited with code ${String(exitStatus)}`;
+      return { ...base, error: `runtime muxhost_hosted: '${config.command}' ${how}` };
+    } catch (err) {
+      const e = err instanceof EpError ? err : new EpError("internal", (err as Error).message);
+      return { ok: false, output: output.text(), error: e.message, errorCode: e.code };
+    } finally {
+      if (panePid !== undefined) await terminateGroup(panePid, graceMs, clock);
+      await tmuxKillSession(session, tmux).catch(() => {});
+      await file.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  };
+
+  if (timeoutMs > 0) {
+    timer = clock.setTimeout(
+      () => halt({ timedOut: true, error: `runtime muxhost_hosted: timed out after ${formatSeconds(timeoutMs)}; the process group was killed` }),
+      timeoutMs,
+    );
+  }
+  const result = run().finally(() => {
+    if (timer) clock.clearTimeout(timer);
+  });
+  return {
+    get pid() {
+      return panePid;
+    },
+    result,
+    cancel(reason) {
+      halt({ cancelled: true, error: `cancelled${reason ? `: ${reason}` : ""}` });
+      return result;
+    },
+  };
+}

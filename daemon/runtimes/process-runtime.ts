@@ -1,0 +1,278 @@
+// The one-shot runner behind vendorA_code, vendorB, vendorC and shell: one child per run in its
+// own process group, no TTY, stdout read as JSON lines by the vendor's stream parser.
+import { spawn, type ChildProcess } from "node:child_process";
+import { statSync } from "node:fs";
+import { isAbsolute } from "node:path";
+import type { Clock, ClockTimer } from "../../common/clock.js";
+import { EpError, invalidField } from "../../common/errors.js";
+import type { Logger } from "../../common/log.js";
+import { createLineSplitter, createTailBuffer, fillArgs, liveGroupMembers, resolveExecutable, terminateGroup } from "./process-group.js";
+import type { ProgressFrame, RunHandle, RunResult, RunSpec, RuntimeAdapter, RuntimeCheck, RuntimeKind } from "./runtime.js";
+import type { CommandRuntimeConfig } from "./runtimes-config.js";
+
+/** What a vendor's JSON-lines stream said; `final` is set once its closing event was seen. */
+export interface StreamOutcome {
+  final: boolean;
+  ok: boolean;
+  output: string;
+  error?: string;
+}
+
+/** Turns one vendor CLI's JSON events into frames and remembers the outcome. One per run. */
+export interface StreamParser {
+  event(event: Record<string, unknown>): ProgressFrame[];
+  outcome(): StreamOutcome;
+}
+
+export interface ProcessRuntimeOptions {
+  kind: RuntimeKind;
+  config: CommandRuntimeConfig;
+  clock: Clock;
+  logger: Logger;
+  /** Without a parser every stdout line is a text frame and the output is stdout itself. */
+  parser?: () => StreamParser;
+  /** Returns an EpError when the spec cannot run on this runtime. */
+  validate?: (spec: RunSpec) => EpError | undefined;
+  /** What this run adds to the configured command, read from the task (e.g. vendorA_code's `input.claude`). */
+  extend?: (spec: RunSpec) => RunAdditions | EpError;
+}
+
+/** Per-run additions to a runtime's configured command. */
+export interface RunAdditions {
+  /** Appended after the configured args. */
+  args?: string[];
+  /** Added to the child's environment; wins over the runtime's `env` table and the run's env. */
+  env?: Record<string, string>;
+  /** The run's timeout when the caller gave none (`RunSpec.timeoutMs`); 0 = none. */
+  timeoutMs?: number;
+}
+
+const OUTPUT_LIMIT = 1024 * 1024;
+const STDERR_TAIL = 4096;
+/** How long after the leader's exit we wait for stragglers holding stdout before giving up on it. */
+const DRAIN_MS = 2000;
+
+export function templateValues(spec: RunSpec): Record<string, string> {
+  const command = typeof spec.input.command === "string" ? spec.input.command : "";
+  return { prompt: spec.prompt, command, task_id: spec.taskId, agent_id: spec.agentId, cwd: spec.cwd };
+}
+
+export function missingRuntime(kind: RuntimeKind, command: string): RunResult {
+  const err = new EpError(
+    "runtime_missing",
+    `runtime ${kind}: executable '${command}' was not found on this node's PATH; install it or set [${kind}].command in runtimes.toml`,
+  );
+  return { ok: false, output: "", error: err.message, errorCode: err.code };
+}
+
+export function checkCommand(kind: RuntimeKind, command: string, env: Record<string, string | undefined>): Promise<RuntimeCheck> {
+  const path = resolveExecutable(command, env);
+  return Promise.resolve(path ? { ok: true, detail: path } : { ok: false, detail: missingRuntime(kind, command).error! });
+}
+
+/** The run's cwd must be an existing absolute directory (a spawn there would fail as ENOENT). */
+export function checkCwd(spec: RunSpec): EpError | undefined {
+  if (!isAbsolute(spec.cwd)) return invalidField("cwd", `must be an absolute path, got '${spec.cwd}'`);
+  try {
+    if (statSync(spec.cwd).isDirectory()) return undefined;
+  } catch {
+    // fall through
+  }
+  return invalidField("cwd", `'${spec.cwd}' is not an existing directory`);
+}
+
+/** A handle for a run that ended before it started (bad input, missing binary). */
+export function settledHandle(result: RunResult): RunHandle {
+  const done = Promise.resolve(result);
+  return { pid: undefined, result: done, cancel: () => done };
+}
+
+export function createProcessRuntime(opts: ProcessRuntimeOptions): RuntimeAdapter {
+  const { kind, config } = opts;
+  return {
+    kind,
+    check: (env = process.env) => checkCommand(kind, config.command, env),
+    start(spec) {
+      const invalid = checkCwd(spec) ?? opts.validate?.(spec);
+      if (invalid) return settledHandle({ ok: false, output: "", error: invalid.message, errorCode: invalid.code });
+      const extra = opts.extend?.(spec) ?? {};
+      if (extra instanceof EpError) return settledHandle({ ok: false, output: "", error: extra.message, errorCode: extra.code });
+      const env = { ...config.env, ...spec.env, ...extra.env };
+      const executable = resolveExecutable(config.command, env, spec.cwd);
+      if (!executable) return settledHandle(missingRuntime(kind, config.command));
+      const args = [...fillArgs(config.args, templateValues(spec)), ...(extra.args ?? [])];
+      const timeoutMs = spec.timeoutMs ?? extra.timeoutMs ?? config.timeoutSeconds * 1000;
+      return runProcess({ ...opts, spec, env, executable, args, timeoutMs });
+    },
+  };
+}
+
+interface RunProcessOptions extends ProcessRuntimeOptions {
+  spec: RunSpec;
+  env: Record<string, string>;
+  executable: string;
+  args: string[];
+  timeoutMs: number;
+}
+
+function runProcess(o: RunProcessOptions): RunHandle {
+  const { spec, clock } = o;
+  const log = o.logger.child({ runtime: o.kind, task_id: spec.taskId });
+  const graceMs = o.config.killGraceSeconds * 1000;
+  const timeoutMs = o.timeoutMs;
+  const parser = o.parser?.();
+  const rawOutput = createTailBuffer(OUTPUT_LIMIT);
+  const stderrTail = createTailBuffer(STDERR_TAIL);
+  const emit = (frame: ProgressFrame) => {
+    try {
+      spec.onFrame(frame);
+    } catch (err) {
+      log.warn("progress frame handler threw", { error: (err as Error).message });
+    }
+  };
+
+  let stopReason: { kind: "cancelled" | "timeout"; message: string } | undefined;
+  let spawnError: NodeJS.ErrnoException | undefined;
+  let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  let timeoutTimer: ClockTimer | undefined;
+  let terminating: Promise<void> | undefined;
+  let resolveResult!: (r: RunResult) => void;
+  const result = new Promise<RunResult>((r) => (resolveResult = r));
+
+  const child: ChildProcess = spawn(o.executable, o.args, {
+    cwd: spec.cwd,
+    env: o.env,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const pid = child.pid;
+  log.debug("run started", { pid, command: o.executable });
+
+  const terminate = () => {
+    if (pid === undefined) return Promise.resolve();
+    terminating ??= terminateGroup(pid, graceMs, clock);
+    return terminating;
+  };
+
+  const stdoutLines = createLineSplitter((line) => {
+    if (parser) {
+      const event = parseJsonObject(line);
+      if (event) {
+        for (const frame of parser.event(event)) emit(frame);
+        return;
+      }
+    }
+    rawOutput.append(line + "\n");
+    if (line.length > 0) emit({ kind: "text", text: line });
+  });
+  const stderrLines = createLineSplitter((line) => {
+    stderrTail.append(line + "\n");
+    if (line.length > 0) emit({ kind: "text", text: line, data: { stream: "stderr" } });
+  });
+  child.stdout!.setEncoding("utf8").on("data", (c: string) => stdoutLines.push(c));
+  child.stderr!.setEncoding("utf8").on("data", (c: string) => stderrLines.push(c));
+
+  let settled = false;
+  const finish = async () => {
+    if (settled) return;
+    settled = true;
+    if (timeoutTimer) clock.clearTimeout(timeoutTimer);
+    stdoutLines.end();
+    stderrLines.end();
+    // The leader is gone; anything it left behind in its group is an orphan of this run.
+    if (pid !== undefined && liveGroupMembers(pid).length > 0) await terminate();
+    else if (terminating) await terminating;
+    const r = buildResult();
+    log.debug("run finished", { pid, ok: r.ok, exit_code: r.exitCode, error: r.error });
+    resolveResult(r);
+  };
+
+  const buildResult = (): RunResult => {
+    const outcome = parser?.outcome();
+    const output = outcome && (outcome.final || outcome.output) ? outcome.output : rawOutput.text();
+    const base: RunResult = { ok: false, output };
+    if (exit?.code !== null && exit?.code !== undefined) base.exitCode = exit.code;
+    if (exit?.signal) base.signal = exit.signal;
+    if (spawnError) {
+      if (spawnError.code === "ENOENT") return { ...missingRuntime(o.kind, o.config.command), output };
+      return { ...base, error: `runtime ${o.kind}: could not start '${o.executable}': ${spawnError.message}` };
+    }
+    if (stopReason?.kind === "cancelled") return { ...base, cancelled: true, error: stopReason.message };
+    if (stopReason?.kind === "timeout") return { ...base, timedOut: true, error: stopReason.message };
+    const exitedOk = exit?.code === 0;
+    const stderr = stderrTail.text().trim();
+    const exitText = exit?.signal ? `was killed by ${exit.signal}` : `exited with code ${exit?.code}`;
+    if (outcome?.final) {
+      if (outcome.ok && exitedOk) return { ...base, ok: true };
+      return { ...base, error: outcome.error ?? `${o.kind} ${exitText}${stderr ? `: ${stderr}` : ""}` };
+    }
+    if (exitedOk) return { ...base, ok: true };
+    return { ...base, error: outcome?.error ?? `${o.kind} ${exitText}${stderr ? `: ${stderr}` : ""}` };
+  };
+
+  child.on("error", (err: NodeJS.ErrnoException) => {
+    spawnError = err;
+    void finish();
+  });
+  child.on("exit", (code, signal) => {
+    exit = { code, signal };
+    // Stragglers of the group may hold stdout open; end them, and stop waiting for them after a while.
+    if (pid !== undefined && liveGroupMembers(pid).length > 0) void terminate();
+    clock.setTimeout(() => {
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      void finish();
+    }, graceMs + DRAIN_MS);
+  });
+  child.on("close", () => void finish());
+
+  if (timeoutMs > 0) {
+    timeoutTimer = clock.setTimeout(() => {
+      if (settled || stopReason) return;
+      stopReason = { kind: "timeout", message: `runtime ${o.kind}: timed out after ${formatSeconds(timeoutMs)}; the process group was killed` };
+      log.info("run timed out", { pid });
+      void terminate();
+    }, timeoutMs);
+  }
+
+  return {
+    pid,
+    result,
+    cancel(reason) {
+      if (!settled && !stopReason) {
+        stopReason = { kind: "cancelled", message: `cancelled${reason ? `: ${reason}` : ""}` };
+        log.info("run cancelled", { pid, reason });
+        void terminate();
+      }
+      return result;
+    },
+  };
+}
+
+export function parseJsonObject(line: string): Record<string, unknown> | undefined {
+  const trimmed = line.trim();
+  if (!trimmed.startsWith("{")) return undefined;
+  try {
+    const value: unknown = JSON.parse(trimmed);
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function formatSeconds(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+/** Shortens tool inputs and outputs so a frame stays a line, not a file. */
+export function clip(text: string, max = 500): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
+export function asString(value: unknown): string | undefined {
+  return typeof value === "string" ? value : undefined;
+}
+
+export function asRecord(value: unknown): Record<string, unknown> | undefined {
+  return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+}

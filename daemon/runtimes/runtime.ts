@@ -1,0 +1,82 @@
+// The one contract every runtime adapter satisfies. The task worker starts a run with a RunSpec,
+// relays its progress frames to the tower, and reports the RunResult; it never needs to know
+// which vendor CLI, ACP agent or tmux pane is behind the adapter.
+import type { ErrorCode } from "../../common/errors.js";
+
+export const RUNTIME_KINDS = [
+  "vendorA_code",
+  "vendorA_agent_acp",
+  "vendorB",
+  "vendorC",
+  "muxhost_hosted",
+  "shell",
+] as const;
+
+export type RuntimeKind = (typeof RUNTIME_KINDS)[number];
+
+export function isRuntimeKind(kind: string): kind is RuntimeKind {
+  return (RUNTIME_KINDS as readonly string[]).includes(kind);
+}
+
+/** One unit of progress from a running agent; becomes a `progress` event upstream. */
+export interface ProgressFrame {
+  /** `text`: agent prose or raw output; `tool`: a tool call or its result; `status`: lifecycle; `json`: any other structured line. */
+  kind: "text" | "tool" | "status" | "json";
+  text: string;
+  data?: Record<string, unknown>;
+}
+
+export interface RunSpec {
+  taskId: string;
+  agentId: string;
+  /** What an agent runtime is asked to do (the worker picks input.prompt, else title and description). */
+  prompt: string;
+  /** The task's input object; the shell runtime runs `input.command`. */
+  input: Record<string, unknown>;
+  /** Absolute working directory of this run; created by the caller. */
+  cwd: string;
+  /** The complete environment of the child (the caller adds EP_SECRETS_SOCKET, EP_SECRETS_SESSION, PATH…). */
+  env: Record<string, string>;
+  /** Overrides the runtime's configured timeout; 0 means none. */
+  timeoutMs?: number;
+  onFrame(frame: ProgressFrame): void;
+}
+
+export interface RunResult {
+  ok: boolean;
+  /** The agent's final answer (or the command's output for shell and tmux runs). */
+  output: string;
+  exitCode?: number;
+  signal?: string;
+  /** Why the run failed, in words an operator can act on. */
+  error?: string;
+  /** A catalog code when the failure has one (`runtime_missing`, `invalid_argument`). */
+  errorCode?: ErrorCode;
+  cancelled?: boolean;
+  timedOut?: boolean;
+}
+
+export interface RunHandle {
+  /** Leader of the run's process group, once known. */
+  readonly pid: number | undefined;
+  /** Settles once the run ended and its process group is gone; never rejects. */
+  readonly result: Promise<RunResult>;
+  /** Stops the run: the whole process group gets SIGTERM, then SIGKILL after the grace. Resolves with the result. */
+  cancel(reason?: string): Promise<RunResult>;
+}
+
+export interface RuntimeCheck {
+  ok: boolean;
+  /** The executable that would run, or why there is none. */
+  detail: string;
+}
+
+export interface RuntimeAdapter {
+  readonly kind: RuntimeKind;
+  /** Starts one run. Never throws: bad input and missing binaries come back as a failed RunResult. */
+  start(spec: RunSpec): RunHandle;
+  /** Whether the runtime's executable is present, for `ep system doctor`. */
+  check(env?: Record<string, string | undefined>): Promise<RuntimeCheck>;
+}
+
+export { createRuntimeRegistry, type RuntimeRegistry, type RuntimeRegistryDeps } from "./registry.js";

@@ -1,0 +1,238 @@
+// runtimes.toml: which command each runtime kind runs. Every key is optional; a missing file or
+// table means the documented defaults (docs/runtimes.md). A bad file is refused with every
+// problem named by key and line, so the operator fixes it once.
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { parse, TomlError } from "smol-toml";
+import { EpError } from "../../common/errors.js";
+import { DEFAULT_RUNTIME_COMMANDS as CMD } from "../../common/runtime-commands.js";
+import { daemonHome } from "../../common/paths.js";
+import { RUNTIME_KINDS, isRuntimeKind, type RuntimeKind } from "./runtime.js";
+
+/** What an ACP client answers when the agent asks permission for a tool call. */
+export type PermissionPolicy = "allow_once_in_cwd" | "allow_once" | "allow_always" | "reject";
+export const PERMISSION_POLICIES: readonly PermissionPolicy[] = ["allow_once_in_cwd", "allow_once", "allow_always", "reject"];
+
+export interface CommandRuntimeConfig {
+  /** Executable name (looked up on the run's PATH) or absolute path. */
+  command: string;
+  /** Arguments; `{prompt}`, `{command}`, `{task_id}`, `{agent_id}` and `{cwd}` are filled in per run. */
+  args: string[];
+  /** Extra environment for the child; the run's own environment wins on conflicts. */
+  env: Record<string, string>;
+  /** Default run timeout when the task gives none; 0 disables it. */
+  timeoutSeconds: number;
+  /** Time between SIGTERM and SIGKILL of the process group on cancel or timeout. */
+  killGraceSeconds: number;
+}
+
+export interface AcpRuntimeConfig extends CommandRuntimeConfig {
+  permission: PermissionPolicy;
+}
+
+export interface MuxhostRuntimeConfig extends CommandRuntimeConfig {
+  /** Arguments for a claimed task's run in a pane (`args` is for long-running hosted agents). */
+  taskArgs: string[];
+  /** tmux `-L` socket name; unset means the user's default tmux server. */
+  socketName: string | undefined;
+  /** How often a task's pane is checked for output and exit. */
+  pollIntervalMs: number;
+}
+
+export interface RuntimesConfig {
+  vendorA_code: CommandRuntimeConfig;
+  vendorA_agent_acp: AcpRuntimeConfig;
+  vendorB: CommandRuntimeConfig;
+  vendorC: CommandRuntimeConfig;
+  muxhost_hosted: MuxhostRuntimeConfig;
+  shell: CommandRuntimeConfig;
+  /** The file the config came from, or undefined for the built-in defaults. */
+  source: string | undefined;
+}
+
+export const PLACEHOLDERS = ["prompt", "command", "task_id", "agent_id", "cwd"] as const;
+
+const COMMON = { env: {}, timeoutSeconds: 3600, killGraceSeconds: 5 };
+
+export function defaultRuntimesConfig(): RuntimesConfig {
+  return {
+    vendorA_code: { ...COMMON, command: CMD.vendorA_code, args: ["-p", "{prompt}", "--output-format", "stream-json", "--verbose"] },
+    vendorA_agent_acp: { ...COMMON, command: CMD.vendorA_agent_acp, args: [], permission: "allow_once_in_cwd" },
+    vendorB: { ...COMMON, command: CMD.vendorB, args: ["exec", "--json", "{prompt}"] },
+    vendorC: { ...COMMON, command: CMD.vendorC, args: ["-p", "{prompt}", "-o", "stream-json"] },
+    muxhost_hosted: {
+      ...COMMON,
+      command: CMD.muxhost_hosted,
+      args: [],
+      taskArgs: ["-p", "{prompt}"],
+      socketName: undefined,
+      pollIntervalMs: 250,
+    },
+    shell: { ...COMMON, command: CMD.shell, args: ["-c", "{command}"] },
+    source: undefined,
+  };
+}
+
+export function runtimesConfigPath(env: NodeJS.ProcessEnv = process.env): string {
+  return join(daemonHome(env), "runtimes.toml");
+}
+
+/** Reads `$EP_HOME/epd/runtimes.toml` (or `path`); a missing file gives the defaults. */
+export async function loadRuntimesConfig(
+  path: string = runtimesConfigPath(),
+): Promise<RuntimesConfig> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return defaultRuntimesConfig();
+    throw new EpError("invalid_argument", `${path}: cannot read: ${(err as Error).message}`, { file: path });
+  }
+  return parseRuntimesConfig(text, path);
+}
+
+interface ConfigProblem {
+  key: string;
+  line: number | undefined;
+  message: string;
+}
+
+/** Parses runtimes.toml text over the defaults; throws one EpError listing every problem. */
+export function parseRuntimesConfig(text: string, source = "runtimes.toml"): RuntimesConfig {
+  let doc: Record<string, unknown>;
+  try {
+    doc = parse(text) as Record<string, unknown>;
+  } catch (err) {
+    if (err instanceof TomlError) {
+      const first = err.message.split("\n")[0]?.replace(/^Invalid TOML document: /, "") ?? err.message;
+      throw new EpError("invalid_argument", `${source}:${err.line}:${err.column}: invalid TOML: ${first}`, {
+        file: source,
+        line: err.line,
+        column: err.column,
+      });
+    }
+    throw err;
+  }
+
+  const config = defaultRuntimesConfig();
+  config.source = source;
+  const problems: ConfigProblem[] = [];
+  const problem = (table: string, key: string | undefined, message: string) => {
+    problems.push({ key: key ? `${table}.${key}` : table, line: lineOf(text, table, key), message });
+  };
+
+  for (const [table, value] of Object.entries(doc)) {
+    if (!isRuntimeKind(table)) {
+      problem(table, undefined, `unknown runtime '${table}' (known: ${RUNTIME_KINDS.join(", ")})`);
+      continue;
+    }
+    if (!isPlainObject(value)) {
+      problem(table, undefined, "must be a table");
+      continue;
+    }
+    applyTable(config, table, value, (key, message) => problem(table, key, message));
+  }
+
+  if (problems.length > 0) {
+    const lines = problems.map((p) => `${source}${p.line ? `:${p.line}` : ""}: ${p.key}: ${p.message}`);
+    throw new EpError("invalid_argument", lines.join("\n"), {
+      file: source,
+      field: problems[0]!.key,
+      line: problems[0]!.line,
+      errors: problems,
+    });
+  }
+  return config;
+}
+
+type Problem = (key: string, message: string) => void;
+
+const COMMON_KEYS = ["command", "args", "env", "timeout_seconds", "kill_grace_seconds"];
+const EXTRA_KEYS: Partial<Record<RuntimeKind, string[]>> = {
+  vendorA_agent_acp: ["permission"],
+  muxhost_hosted: ["task_args", "socket_name", "poll_interval_ms"],
+};
+
+function applyTable(config: RuntimesConfig, kind: RuntimeKind, table: Record<string, unknown>, problem: Problem): void {
+  const allowed = [...COMMON_KEYS, ...(EXTRA_KEYS[kind] ?? [])];
+  const target = config[kind] as CommandRuntimeConfig & Partial<AcpRuntimeConfig> & Partial<MuxhostRuntimeConfig>;
+  for (const [key, value] of Object.entries(table)) {
+    if (!allowed.includes(key)) {
+      problem(key, `unknown key (allowed here: ${allowed.join(", ")})`);
+      continue;
+    }
+    switch (key) {
+      case "command":
+        if (typeof value !== "string" || value.trim() === "") problem(key, "must be a non-empty string");
+        else target.command = value;
+        break;
+      case "args":
+      case "task_args":
+        if (!Array.isArray(value) || !value.every((a) => typeof a === "string")) problem(key, "must be an array of strings");
+        else if (key === "args") target.args = value as string[];
+        else target.taskArgs = value as string[];
+        break;
+      case "env":
+        if (!isPlainObject(value) || !Object.values(value).every((v) => typeof v === "string")) {
+          problem(key, "must be a table of strings");
+        } else target.env = { ...(value as Record<string, string>) };
+        break;
+      case "timeout_seconds":
+      case "kill_grace_seconds":
+        if (typeof value !== "number" || !Number.isFinite(value) || value < 0) problem(key, "must be a number >= 0");
+        else if (key === "timeout_seconds") target.timeoutSeconds = value;
+        else target.killGraceSeconds = value;
+        break;
+      case "permission":
+        if (typeof value !== "string" || !(PERMISSION_POLICIES as readonly string[]).includes(value)) {
+          problem(key, `must be one of ${PERMISSION_POLICIES.join(", ")}`);
+        } else target.permission = value as PermissionPolicy;
+        break;
+      case "socket_name":
+        if (typeof value !== "string" || !/^[A-Za-z0-9_.-]+$/.test(value)) {
+          problem(key, "must be a name of letters, digits, '_', '.', '-'");
+        } else target.socketName = value;
+        break;
+      case "poll_interval_ms":
+        if (typeof value !== "number" || !Number.isInteger(value) || value < 1) problem(key, "must be an integer >= 1");
+        else target.pollIntervalMs = value;
+        break;
+    }
+  }
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value) && !(value instanceof Date);
+}
+
+/**
+ * Finds the 1-based line where `table` (or `table.key`) is written. smol-toml gives positions only
+ * for syntax errors, so this scans the text for the usual spellings: a `[table]` header with
+ * `key = …` below it, a dotted `table.key = …`, or an inline `table = { key = … }`.
+ */
+export function lineOf(text: string, table: string, key?: string): number | undefined {
+  const lines = text.split(/\r?\n/);
+  const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const name = (s: string) => `(?:${esc(s)}|"${esc(s)}"|'${esc(s)}')`;
+  const header = new RegExp(`^\\s*\\[\\s*${name(table)}\\s*\\]`);
+  const anyHeader = /^\s*\[/;
+  const dotted = new RegExp(`^\\s*${name(table)}\\s*\\.\\s*${key ? name(key) : ""}`);
+  const inlineTable = new RegExp(`^\\s*${name(table)}\\s*=`);
+  const keyLine = key ? new RegExp(`^\\s*${name(key)}\\s*=`) : undefined;
+  const inlineKey = key ? new RegExp(`[{,]\\s*${name(key)}\\s*=`) : undefined;
+  let inTable = false;
+  let atTop = true;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!;
+    if (anyHeader.test(line)) {
+      atTop = false;
+      inTable = header.test(line);
+      if (inTable && !key) return i + 1;
+      continue;
+    }
+    if (inTable && keyLine?.test(line)) return i + 1;
+    if (atTop && dotted.test(line)) return i + 1;
+    if (atTop && inlineTable.test(line) && (!inlineKey || inlineKey.test(line))) return i + 1;
+  }
+  return undefined;
+}

@@ -1,0 +1,144 @@
+// vendorA_agent_acp end to end against fixtures/claude-code-acp, a real ACP agent built on the
+// official SDK: initialize, session/new, session/prompt, session updates, permission requests.
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { RequestPermissionRequest } from "@agentclientprotocol/sdk";
+import { decidePermission } from "./acp-session.js";
+import { gone, grandchildPid, makeSpec, testConfig, waitFor } from "./fixtures/harness.js";
+import { createRuntimeRegistry, type RuntimeRegistry } from "./runtime.js";
+
+let registry: RuntimeRegistry;
+afterEach(async () => {
+  await registry?.close();
+});
+
+describe("vendorA_agent_acp", () => {
+  it("runs one prompt turn: updates become frames, the message text is the output", async () => {
+    registry = createRuntimeRegistry(testConfig());
+    const { spec, frames } = await makeSpec({ prompt: "write notes" });
+    const handle = registry.start("vendorA_agent_acp", spec);
+    const result = await handle.result;
+    expect(result).toEqual({ ok: true, output: "Working on: write notes\nDone: write notes" });
+    expect(frames.map((f) => `${f.kind}:${f.text}`)).toEqual([
+      "status:agent initialized",
+      "status:session started",
+      "text:Working on: write notes\n",
+      "status:plan: write notes.txt",
+      `tool:Write ${join(spec.cwd, "notes.txt")}`,
+      `status:permission allow: Write ${join(spec.cwd, "notes.txt")}`,
+      "tool:call_1 completed",
+      "text:Done: write notes",
+    ]);
+    expect(frames[0]?.data).toMatchObject({ agentInfo: { name: "fake-acp-agent" } });
+    // The default policy allowed a write inside the run's own cwd, so the agent wrote it.
+    expect(readFileSync(join(spec.cwd, "notes.txt"), "utf8")).toBe("notes for write notes\n");
+    expect(gone(handle.pid!)).toBe(true);
+  });
+
+  it("the default policy rejects a tool call that touches files outside the cwd", async () => {
+    registry = createRuntimeRegistry(testConfig());
+    const { spec, frames } = await makeSpec({ prompt: "[outside] write" });
+    const result = await registry.start("vendorA_agent_acp", spec).result;
+    expect(result.ok).toBe(true);
+    expect(frames).toContainEqual(expect.objectContaining({ kind: "status", text: expect.stringMatching(/^permission reject:/) }));
+    expect(frames).toContainEqual(expect.objectContaining({ kind: "tool", text: "call_1 failed" }));
+    expect(existsSync("/etc/ep-fake-acp-outside.txt")).toBe(false);
+  });
+
+  it("permission = reject refuses even inside the cwd", async () => {
+    const config = testConfig();
+    config.vendorA_agent_acp.permission = "reject";
+    registry = createRuntimeRegistry(config);
+    const { spec } = await makeSpec({ prompt: "write" });
+    await registry.start("vendorA_agent_acp", spec).result;
+    expect(existsSync(join(spec.cwd, "notes.txt"))).toBe(false);
+  });
+
+  it("a turn that stops for another reason than end_turn fails the run", async () => {
+    registry = createRuntimeRegistry(testConfig());
+    const { spec } = await makeSpec({ prompt: "[refuse]" });
+    const result = await registry.start("vendorA_agent_acp", spec).result;
+    expect(result).toMatchObject({ ok: false, error: "vendorA_agent_acp: the agent stopped the turn: refusal" });
+  });
+
+  it("an agent that dies mid-turn fails the run with its exit code", async () => {
+    registry = createRuntimeRegistry(testConfig());
+    const { spec } = await makeSpec({ prompt: "[crash]" });
+    const result = await registry.start("vendorA_agent_acp", spec).result;
+    expect(result.ok).toBe(false);
+    expect(result.error).toContain("session/prompt: ACP agent exited with code 3");
+  });
+
+  it("an agent that is not an ACP agent fails with a clear reason", async () => {
+    const config = testConfig();
+    config.vendorA_agent_acp.command = "bash";
+    config.vendorA_agent_acp.args = ["-c", "echo not acp >&2; exit 9"];
+    registry = createRuntimeRegistry(config);
+    const { spec } = await makeSpec({ prompt: "hi" });
+    const result = await registry.start("vendorA_agent_acp", spec).result;
+    expect(result.ok).toBe(false);
+    expect(result.error).toContain("initialize: ACP agent exited with code 9: not acp");
+  });
+
+  it("cancel sends session/cancel; a cooperative agent ends the turn and its group is gone", async () => {
+    registry = createRuntimeRegistry(testConfig());
+    const { spec, frames } = await makeSpec({ prompt: "[hang]" });
+    const handle = registry.start("vendorA_agent_acp", spec);
+    const grandchild = await waitFor(() => grandchildPid(frames));
+    const result = await handle.cancel("stop");
+    expect(result).toMatchObject({ ok: false, cancelled: true, error: "cancelled: stop" });
+    expect(result.output).toContain("grandchild");
+    expect(gone(handle.pid!)).toBe(true);
+    expect(gone(grandchild)).toBe(true);
+  });
+
+  it("an agent that ignores session/cancel is killed with its group after the grace", async () => {
+    registry = createRuntimeRegistry(testConfig());
+    const { spec, frames } = await makeSpec({ prompt: "[hang] [stubborn]" });
+    const handle = registry.start("vendorA_agent_acp", spec);
+    const grandchild = await waitFor(() => grandchildPid(frames));
+    const result = await handle.cancel();
+    expect(result).toMatchObject({ ok: false, cancelled: true });
+    expect(gone(handle.pid!)).toBe(true);
+    expect(gone(grandchild)).toBe(true);
+  });
+
+  it("times out like the other runtimes", async () => {
+    registry = createRuntimeRegistry(testConfig());
+    // long enough for the fake agent (node + the ACP SDK) to start and print its grandchild on a
+    // loaded machine: with 300 ms the timeout sometimes struck first and the pid never came
+    const { spec, frames } = await makeSpec({ prompt: "[hang] [stubborn]", timeoutMs: 2000 });
+    const handle = registry.start("vendorA_agent_acp", spec);
+    const grandchild = await waitFor(() => grandchildPid(frames));
+    const result = await handle.result;
+    expect(result).toMatchObject({ ok: false, timedOut: true });
+    expect(gone(grandchild)).toBe(true);
+  });
+});
+
+describe("permission policy", () => {
+  const request = (paths: string[]): RequestPermissionRequest => ({
+    sessionId: "s",
+    toolCall: { toolCallId: "t", locations: paths.map((path) => ({ path })) },
+    options: [
+      { optionId: "once", name: "Allow once", kind: "allow_once" },
+      { optionId: "always", name: "Always", kind: "allow_always" },
+      { optionId: "no", name: "Reject", kind: "reject_once" },
+    ],
+  });
+  const chosen = (r: ReturnType<typeof decidePermission>) => (r.outcome.outcome === "selected" ? r.outcome.optionId : "cancelled");
+
+  it("allow_once_in_cwd allows inside the cwd and rejects outside or via ..", () => {
+    expect(chosen(decidePermission(request(["/w/run/a.txt", "b/c.txt"]), "allow_once_in_cwd", "/w/run"))).toBe("once");
+    expect(chosen(decidePermission(request([]), "allow_once_in_cwd", "/w/run"))).toBe("once");
+    expect(chosen(decidePermission(request(["/w/run/../x"]), "allow_once_in_cwd", "/w/run"))).toBe("no");
+    expect(chosen(decidePermission(request(["/w/runner/x"]), "allow_once_in_cwd", "/w/run"))).toBe("no");
+  });
+
+  it("allow_always prefers the always option; no matching option cancels", () => {
+    expect(chosen(decidePermission(request(["/etc/x"]), "allow_always", "/w"))).toBe("always");
+    const onlyAllow = { ...request([]), options: [{ optionId: "once", name: "Allow", kind: "allow_once" as const }] };
+    expect(chosen(decidePermission(onlyAllow, "reject", "/w"))).toBe("cancelled");
+  });
+});

@@ -1,0 +1,107 @@
+// vendorA_agent_acp: an ACP agent (default `claude-code-acp`) run for one task: initialize,
+// session/new in the task's cwd, one session/prompt with the task's prompt; session updates
+// become progress frames and the agent's message text is the output.
+import type { Clock, ClockTimer } from "../../common/clock.js";
+import { EpError, invalidField } from "../../common/errors.js";
+import type { Logger } from "../../common/log.js";
+import { openAcpSession, type AcpSession } from "./acp-session.js";
+import { fillArgs } from "./process-group.js";
+import { checkCommand, checkCwd, formatSeconds, settledHandle, templateValues } from "./process-runtime.js";
+import type { ProgressFrame, RunHandle, RunResult, RunSpec, RuntimeAdapter } from "./runtime.js";
+import type { AcpRuntimeConfig } from "./runtimes-config.js";
+
+export function createVendorAAgentAcpRuntime(config: AcpRuntimeConfig, deps: { clock: Clock; logger: Logger }): RuntimeAdapter {
+  return {
+    kind: "vendorA_agent_acp",
+    check: (env = process.env) => checkCommand("vendorA_agent_acp", config.command, env),
+    start(spec) {
+      const err = checkCwd(spec) ?? (spec.prompt.trim() === "" ? invalidField("prompt", "must not be empty for runtime vendorA_agent_acp") : undefined);
+      if (err) return settledHandle({ ok: false, output: "", error: err.message, errorCode: err.code });
+      return runAcp(spec, config, deps);
+    },
+  };
+}
+
+function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; logger: Logger }): RunHandle {
+  const { clock } = deps;
+  const graceMs = config.killGraceSeconds * 1000;
+  const timeoutMs = spec.timeoutMs ?? config.timeoutSeconds * 1000;
+  let session: AcpSession | undefined;
+  let stop: { cancelled?: true; timedOut?: true; error: string } | undefined;
+  let text = "";
+  let timer: ClockTimer | undefined;
+  // Read through a function: cancel() changes `stop` while run() awaits, which narrowing cannot see.
+  const stopState = () => stop;
+
+  const onFrame = (frame: ProgressFrame) => {
+    if (frame.kind === "text" && !frame.data) text += frame.text;
+    spec.onFrame(frame);
+  };
+
+  const halt = (reason: NonNullable<typeof stop>) => {
+    if (stop) return;
+    stop = reason;
+    if (!session) return;
+    const s = session;
+    // Ask politely first; an agent that does not end the turn within the grace is killed.
+    void s.cancelTurn();
+    clock.setTimeout(() => void s.close(), graceMs);
+  };
+
+  const run = async (): Promise<RunResult> => {
+    try {
+      session = await openAcpSession({
+        command: config.command,
+        args: fillArgs(config.args, templateValues(spec)),
+        cwd: spec.cwd,
+        env: { ...config.env, ...spec.env },
+        permission: config.permission,
+        killGraceMs: graceMs,
+        clock,
+        logger: deps.logger.child({ task_id: spec.taskId }),
+        onFrame,
+      });
+    } catch (err) {
+      const e = err instanceof EpError ? err : new EpError("internal", String(err));
+      return { ok: false, output: "", error: e.message, errorCode: e.code };
+    }
+    if (stop) {
+      await session.close();
+      return { ok: false, output: "", ...stop };
+    }
+    try {
+      const turn = await session.prompt(spec.prompt);
+      const output = turn.text || text;
+      const stopped = stopState();
+      if (stopped) return { ok: false, output, ...stopped };
+      if (turn.stopReason === "end_turn") return { ok: true, output };
+      return { ok: false, output, error: `vendorA_agent_acp: the agent stopped the turn: ${turn.stopReason}` };
+    } catch (err) {
+      const stopped = stopState();
+      if (stopped) return { ok: false, output: text, ...stopped };
+      return { ok: false, output: text, error: `vendorA_agent_acp: ${(err as Error).message}` };
+    } finally {
+      await session.close();
+    }
+  };
+
+  if (timeoutMs > 0) {
+    timer = clock.setTimeout(
+      () => halt({ timedOut: true, error: `runtime vendorA_agent_acp: timed out after ${formatSeconds(timeoutMs)}; the process group was killed` }),
+      timeoutMs,
+    );
+  }
+  const result = run().finally(() => {
+    if (timer) clock.clearTimeout(timer);
+  });
+  return {
+    get pid() {
+      return session?.pid;
+    },
+    result,
+    cancel(reason) {
+      halt({ cancelled: true, error: `cancelled${reason ? `: ${reason}` : ""}` });
+      return result;
+    },
+  };
+}

@@ -1,0 +1,138 @@
+// vendorA_code: `claude -p <prompt> --output-format stream-json --verbose`. Each stdout line is one
+// event: `system` (init), `assistant`/`user` messages with content blocks (text, tool_use,
+// tool_result), and a closing `result` whose `result` field is the final answer.
+// Per run, the task's `input.claude` settings and the daemon's MCP config become CLI flags.
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { EpError, invalidField } from "../../common/errors.js";
+import { MCP_CONFIG_FILE } from "../mcp/agent-config.js";
+import type { ProgressFrame, RunSpec } from "./runtime.js";
+import { asRecord, asString, clip, type RunAdditions, type StreamOutcome, type StreamParser } from "./process-runtime.js";
+
+/** The environment variable the claude CLI reads its output-token limit from. */
+export const MAX_OUTPUT_TOKENS_ENV = "CLAUDE_CODE_MAX_OUTPUT_TOKENS";
+/** The fields of `input.claude` (tower/domain/ai/settings.ts `ClaudeRuntimeSettings`). */
+const CLAUDE_SETTINGS = ["model", "max_tokens", "timeout_seconds"];
+
+/**
+ * What one vendorA_code run adds to the configured command:
+ * - `input.claude` (work created from an AI session carries the tower's EP_CLAUDE_* settings
+ *   there): `model` → `--model <model>`, `max_tokens` → CLAUDE_CODE_MAX_OUTPUT_TOKENS,
+ *   `timeout_seconds` → the run's timeout (unless the caller set one);
+ * - the MCP config the worker wrote for the run (EP_MCP_CONFIG, else `<cwd>/.ep-mcp.json`)
+ *   → `--mcp-config <file>`, so the agent has the EP tools through `epd mcp`.
+ * Flags come after the configured args (the CLI takes the last `--model`), and `--mcp-config`
+ * comes last because it takes a list of values. A malformed `input.claude` fails the run
+ * naming the field.
+ */
+export function vendorACodeRun(spec: RunSpec): RunAdditions | EpError {
+  const args: string[] = [];
+  const env: Record<string, string> = {};
+  let timeoutMs: number | undefined;
+  const raw = spec.input.claude;
+  if (raw !== undefined && raw !== null) {
+    const claude = asRecord(raw);
+    if (!claude) return invalidField("input.claude", "must be an object with model, max_tokens or timeout_seconds");
+    for (const key of Object.keys(claude)) {
+      if (!CLAUDE_SETTINGS.includes(key)) return invalidField(`input.claude.${key}`, `unknown field (expected ${CLAUDE_SETTINGS.join(", ")})`);
+    }
+    const { model, max_tokens: maxTokens, timeout_seconds: timeoutSeconds } = claude;
+    if (model !== undefined) {
+      if (typeof model !== "string" || model.trim() === "" || model.startsWith("-")) return invalidField("input.claude.model", "must be a model name");
+      args.push("--model", model.trim());
+    }
+    if (maxTokens !== undefined) {
+      if (typeof maxTokens !== "number" || !Number.isInteger(maxTokens) || maxTokens <= 0) return invalidField("input.claude.max_tokens", "must be a positive integer");
+      env[MAX_OUTPUT_TOKENS_ENV] = String(maxTokens);
+    }
+    if (timeoutSeconds !== undefined) {
+      if (typeof timeoutSeconds !== "number" || !Number.isFinite(timeoutSeconds) || timeoutSeconds <= 0) {
+        return invalidField("input.claude.timeout_seconds", "must be a positive number of seconds");
+      }
+      timeoutMs = Math.round(timeoutSeconds * 1000);
+    }
+  }
+  const mcpConfig = spec.env.EP_MCP_CONFIG || join(spec.cwd, MCP_CONFIG_FILE);
+  if (existsSync(mcpConfig)) args.push("--mcp-config", mcpConfig);
+  return timeoutMs === undefined ? { args, env } : { args, env, timeoutMs };
+}
+
+export function createVendorACodeParser(): StreamParser {
+  const texts: string[] = [];
+  const outcome: StreamOutcome = { final: false, ok: false, output: "" };
+
+  const blocks = (event: Record<string, unknown>): Record<string, unknown>[] => {
+    const content = asRecord(event.message)?.content;
+    if (typeof content === "string") return [{ type: "text", text: content }];
+    return Array.isArray(content) ? content.map(asRecord).filter((b): b is Record<string, unknown> => !!b) : [];
+  };
+
+  return {
+    event(event) {
+      const frames: ProgressFrame[] = [];
+      switch (event.type) {
+        case "system":
+          frames.push({
+            kind: "status",
+            text: event.subtype === "init" ? "session started" : `system: ${String(event.subtype ?? "event")}`,
+            data: pick(event, ["subtype", "session_id", "model", "cwd", "mcp_servers"]),
+          });
+          break;
+        case "assistant":
+          for (const block of blocks(event)) {
+            if (block.type === "text" && typeof block.text === "string") {
+              texts.push(block.text);
+              frames.push({ kind: "text", text: block.text });
+            } else if (block.type === "tool_use") {
+              const name = asString(block.name) ?? "tool";
+              frames.push({
+                kind: "tool",
+                text: `${name} ${clip(JSON.stringify(block.input ?? {}), 200)}`,
+                data: { phase: "call", id: block.id, name, input: block.input },
+              });
+            }
+          }
+          break;
+        case "user":
+          for (const block of blocks(event)) {
+            if (block.type !== "tool_result") continue;
+            const content = typeof block.content === "string" ? block.content : JSON.stringify(block.content ?? "");
+            frames.push({
+              kind: "tool",
+              text: `${block.is_error ? "tool failed" : "tool result"}: ${clip(content, 200)}`,
+              data: { phase: "result", id: block.tool_use_id, is_error: block.is_error === true, content: clip(content) },
+            });
+          }
+          break;
+        case "result": {
+          outcome.final = true;
+          outcome.ok = event.subtype === "success" && event.is_error !== true;
+          outcome.output = asString(event.result) ?? texts.join("\n");
+          if (!outcome.ok) {
+            const errors = Array.isArray(event.errors) ? event.errors.map(String).join("; ") : "";
+            outcome.error = `vendorA_code: ${String(event.subtype ?? "error")}${asString(event.result) ? `: ${event.result}` : ""}${errors ? `: ${errors}` : ""}`;
+          }
+          frames.push({
+            kind: "status",
+            text: outcome.ok ? "finished" : `failed: ${String(event.subtype ?? "error")}`,
+            data: pick(event, ["subtype", "is_error", "duration_ms", "num_turns", "total_cost_usd", "usage", "session_id"]),
+          });
+          break;
+        }
+        case "stream_event":
+          break; // partial deltas (only with --include-partial-messages); whole messages follow
+        default:
+          frames.push({ kind: "json", text: String(event.type ?? "event"), data: event });
+      }
+      if (!outcome.final) outcome.output = texts.join("\n");
+      return frames;
+    },
+    outcome: () => outcome,
+  };
+}
+
+export function pick(event: Record<string, unknown>, keys: string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of keys) if (event[key] !== undefined) out[key] = event[key];
+  return out;
+}

@@ -1,0 +1,88 @@
+// vendorB: `codex exec --json <prompt>`. Events: `thread.started`, `turn.started`,
+// `item.started|updated|completed` carrying an item (agent_message, reasoning, command_execution,
+// file_change, mcp_tool_call, web_search, todo_list, error), then `turn.completed` or
+// `turn.failed`; a top-level `error` reports stream trouble. The last agent_message is the answer.
+import type { ProgressFrame } from "./runtime.js";
+import { asRecord, asString, clip, type StreamOutcome, type StreamParser } from "./process-runtime.js";
+import { pick } from "./vendor-a-code.js";
+
+export function createVendorBParser(): StreamParser {
+  const outcome: StreamOutcome = { final: false, ok: false, output: "" };
+  let lastError: string | undefined;
+
+  const itemFrame = (phase: "started" | "completed", item: Record<string, unknown>): ProgressFrame | undefined => {
+    const type = asString(item.type);
+    const data = { phase, ...item };
+    switch (type) {
+      case "agent_message":
+        if (phase !== "completed") return undefined;
+        outcome.output = asString(item.text) ?? "";
+        return { kind: "text", text: outcome.output };
+      case "reasoning":
+        return phase === "completed" ? { kind: "text", text: asString(item.text) ?? "", data: { reasoning: true } } : undefined;
+      case "command_execution": {
+        const command = asString(item.command) ?? "";
+        if (phase === "started") return { kind: "tool", text: `$ ${command}`, data };
+        const output = asString(item.aggregated_output) ?? "";
+        return {
+          kind: "tool",
+          text: `$ ${command} → exit ${String(item.exit_code ?? "?")}`,
+          data: { ...data, aggregated_output: clip(output) },
+        };
+      }
+      case "file_change": {
+        const changes = Array.isArray(item.changes) ? item.changes.map(asRecord) : [];
+        const paths = changes.map((c) => `${asString(c?.kind) ?? "update"} ${asString(c?.path) ?? "?"}`);
+        return phase === "completed" ? { kind: "tool", text: `files: ${paths.join(", ")}`, data } : undefined;
+      }
+      case "mcp_tool_call":
+        return { kind: "tool", text: `${asString(item.server) ?? "mcp"}.${asString(item.tool) ?? "tool"} ${phase}`, data };
+      case "web_search":
+        return { kind: "tool", text: `search: ${asString(item.query) ?? ""}`, data };
+      case "todo_list":
+        return { kind: "status", text: "plan updated", data };
+      case "error":
+        return { kind: "status", text: `warning: ${asString(item.message) ?? ""}`, data };
+      default:
+        return { kind: "json", text: `item ${type ?? "?"} ${phase}`, data };
+    }
+  };
+
+  return {
+    event(event) {
+      const item = asRecord(event.item);
+      switch (event.type) {
+        case "thread.started":
+          return [{ kind: "status", text: "thread started", data: pick(event, ["thread_id"]) }];
+        case "turn.started":
+          return [{ kind: "status", text: "turn started" }];
+        case "item.started":
+        case "item.completed": {
+          if (!item) return [];
+          const frame = itemFrame(event.type === "item.started" ? "started" : "completed", item);
+          return frame ? [frame] : [];
+        }
+        case "item.updated":
+          return item?.type === "todo_list" ? [{ kind: "status", text: "plan updated", data: item }] : [];
+        case "turn.completed":
+          outcome.final = true;
+          outcome.ok = true;
+          return [{ kind: "status", text: "finished", data: pick(event, ["usage"]) }];
+        case "turn.failed": {
+          outcome.final = true;
+          outcome.ok = false;
+          const message = asString(asRecord(event.error)?.message) ?? lastError ?? "turn failed";
+          outcome.error = `vendorB: ${message}`;
+          return [{ kind: "status", text: `failed: ${message}`, data: pick(event, ["error", "usage"]) }];
+        }
+        case "error":
+          lastError = asString(event.message) ?? "error";
+          outcome.error = `vendorB: ${lastError}`;
+          return [{ kind: "status", text: `error: ${lastError}`, data: event }];
+        default:
+          return [{ kind: "json", text: String(event.type ?? "event"), data: event }];
+      }
+    },
+    outcome: () => outcome,
+  };
+}

@@ -1,0 +1,59 @@
+// vendorC: `gemini -p <prompt> -o stream-json`. Events: `init` (session id, model), `message`
+// (role user|assistant, assistant text streamed as `delta: true` chunks), `tool_use`,
+// `tool_result`, non-fatal `error`, and a closing `result` with `status` success|error and stats.
+import { asRecord, asString, clip, type StreamOutcome, type StreamParser } from "./process-runtime.js";
+import { pick } from "./vendor-a-code.js";
+
+export function createVendorCParser(): StreamParser {
+  const outcome: StreamOutcome = { final: false, ok: false, output: "" };
+  let answer = "";
+  let lastError: string | undefined;
+
+  return {
+    event(event) {
+      switch (event.type) {
+        case "init":
+          return [{ kind: "status", text: "session started", data: pick(event, ["session_id", "model"]) }];
+        case "message": {
+          if (event.role !== "assistant") return [];
+          const text = asString(event.content) ?? "";
+          // Chunks marked delta continue the previous text; a whole message starts a new paragraph.
+          answer += event.delta === true || answer === "" ? text : `\n${text}`;
+          if (!outcome.final) outcome.output = answer;
+          return text ? [{ kind: "text", text, data: { delta: event.delta === true } }] : [];
+        }
+        case "tool_use":
+          return [
+            {
+              kind: "tool",
+              text: `${asString(event.tool_name) ?? "tool"} ${clip(JSON.stringify(event.parameters ?? {}), 200)}`,
+              data: { phase: "call", ...pick(event, ["tool_name", "tool_id", "parameters"]) },
+            },
+          ];
+        case "tool_result": {
+          const output = asString(event.output) ?? asString(asRecord(event.error)?.message) ?? "";
+          return [
+            {
+              kind: "tool",
+              text: `${String(event.tool_id ?? "tool")} ${String(event.status ?? "done")}: ${clip(output, 200)}`,
+              data: { phase: "result", ...pick(event, ["tool_id", "status"]), output: clip(output) },
+            },
+          ];
+        }
+        case "error":
+          lastError = asString(event.message) ?? "error";
+          return [{ kind: "status", text: `${String(event.severity ?? "error")}: ${lastError}`, data: event }];
+        case "result": {
+          outcome.final = true;
+          outcome.ok = event.status === "success";
+          outcome.output = answer;
+          if (!outcome.ok) outcome.error = `vendorC: ${asString(asRecord(event.error)?.message) ?? lastError ?? `status ${String(event.status)}`}`;
+          return [{ kind: "status", text: outcome.ok ? "finished" : `failed: ${outcome.error}`, data: pick(event, ["status", "error", "stats"]) }];
+        }
+        default:
+          return [{ kind: "json", text: String(event.type ?? "event"), data: event }];
+      }
+    },
+    outcome: () => outcome,
+  };
+}

@@ -1,0 +1,347 @@
+// The watchdog: polls every supervised agent and restarts a dead one, unless it is paused,
+// never within the grace after a restart, and — when a restart did not bring it back — at most
+// once per throttle window. Optional nightly restart at a local time. Every restart and every
+// skipped restart is reported through onEvent (the daemon makes `matrix` events of them).
+import { Cron } from "croner";
+import type { Clock, ClockTimer } from "../../common/clock.js";
+import { iso } from "../../common/clock.js";
+import { EpError } from "../../common/errors.js";
+import type { Logger } from "../../common/log.js";
+import { silentLogger } from "../../common/log.js";
+import type { ServiceBackend, SupervisedAgent } from "./service-backend.js";
+import { validateAgent } from "./service-backend.js";
+
+export type WatchdogAction = "start" | "restart" | "skip" | "pause" | "resume";
+
+export interface WatchdogEvent {
+  agentId: string;
+  name: string;
+  action: WatchdogAction;
+  /** Why, in words (the `matrix` event's reason). */
+  reason: string;
+  at: string;
+  /** Set when a start or restart failed. */
+  error?: string;
+}
+
+export type SupervisedState = "unknown" | "running" | "dead" | "error";
+
+/** What `ep agent supervise list|status` shows (maps onto ep.daemon.v1.LocalAgent). */
+export interface SupervisedStatus {
+  id: string;
+  name: string;
+  backend: ServiceBackend["kind"];
+  state: SupervisedState;
+  paused: boolean;
+  pid?: number;
+  restarts: number;
+  lastRestartAt?: string;
+  lastRestartReason?: string;
+  lastCheckAt?: string;
+  /** While throttled: the earliest automatic retry. */
+  nextRetryAt?: string;
+  detail?: string;
+}
+
+export interface WatchdogOptions {
+  clock: Clock;
+  backend: ServiceBackend;
+  pollMs?: number;
+  graceMs?: number;
+  throttleMs?: number;
+  /** Local time "HH:MM" for a daily restart of every unpaused agent; off when absent. */
+  nightly?: string;
+  /** IANA zone for `nightly` (default: the process's local zone). */
+  timeZone?: string;
+  onEvent?: (event: WatchdogEvent) => void;
+  /** Poll on a timer every pollMs (default true); tests may drive poll() themselves. */
+  autoPoll?: boolean;
+  log?: Logger;
+}
+
+export interface Watchdog {
+  /** Supervises an agent (replacing an earlier definition with the same id); starts it when it is not running and not paused. */
+  add(agent: SupervisedAgent, opts?: { paused?: boolean }): Promise<SupervisedStatus>;
+  /** Stops supervising; the agent itself is left as it is. False when unknown. */
+  remove(id: string): boolean;
+  list(): SupervisedStatus[];
+  /** Throws agent_not_found. */
+  status(id: string): SupervisedStatus;
+  /** Operator restart: always happens (also when paused); grace starts again. */
+  restart(id: string): Promise<SupervisedStatus>;
+  /** Disables auto-restart. */
+  pause(id: string): SupervisedStatus;
+  /** Re-enables auto-restart. */
+  resume(id: string): SupervisedStatus;
+  /** One poll of every agent now; resolves with the events it caused. */
+  poll(): Promise<WatchdogEvent[]>;
+  close(): Promise<void>;
+}
+
+interface Supervised {
+  agent: SupervisedAgent;
+  paused: boolean;
+  state: SupervisedState;
+  pid?: number;
+  restarts: number;
+  lastRestartAt?: number;
+  lastRestartReason?: string;
+  /** A restart happened and has not yet been judged (alive or dead at the first poll after grace). */
+  verifying: boolean;
+  /** The last restart did not bring the agent back: retries are throttled. */
+  failing: boolean;
+  /** Category of the last skip event, so a long pause or throttle is reported once, not every poll. */
+  lastSkip?: string;
+  lastCheckAt?: number;
+  detail?: string;
+}
+
+const seconds = (ms: number) => `${Math.round(ms / 1000)} s`;
+const minutes = (ms: number) => (ms % 60_000 === 0 ? `${ms / 60_000} min` : seconds(ms));
+
+function parseNightly(nightly: string, timeZone?: string): Cron {
+  const m = /^([01]\d|2[0-3]):([0-5]\d)$/.exec(nightly);
+  if (!m) throw new EpError("invalid_argument", `nightly must be a local time "HH:MM", not "${nightly}"`, { field: "nightly" });
+  try {
+    return new Cron(`${Number(m[2])} ${Number(m[1])} * * *`, { paused: true, ...(timeZone ? { timezone: timeZone } : {}) });
+  } catch (err) {
+    throw new EpError("invalid_argument", `cannot use time zone "${timeZone}": ${(err as Error).message}`, { field: "timeZone" });
+  }
+}
+
+export function createWatchdog(opts: WatchdogOptions): Watchdog {
+  const { clock, backend } = opts;
+  const pollMs = opts.pollMs ?? 60_000;
+  const graceMs = opts.graceMs ?? 90_000;
+  const throttleMs = opts.throttleMs ?? 30 * 60_000;
+  const log = opts.log ?? silentLogger;
+  for (const [field, v] of [["pollMs", pollMs], ["graceMs", graceMs], ["throttleMs", throttleMs]] as const) {
+    if (!(v >= 0) || !Number.isFinite(v)) throw new EpError("invalid_argument", `${field} must be a non-negative number`, { field });
+  }
+  const nightly = opts.nightly ? parseNightly(opts.nightly, opts.timeZone) : undefined;
+  let nextNightlyAt = nightly?.nextRun(new Date(clock.now()))?.getTime();
+
+  const agents = new Map<string, Supervised>();
+  let closed = false;
+  let timer: ClockTimer | undefined;
+  let chain: Promise<unknown> = Promise.resolve();
+
+  function emit(s: Supervised, action: WatchdogAction, reason: string, error?: string): WatchdogEvent {
+    const event: WatchdogEvent = { agentId: s.agent.id, name: s.agent.name, action, reason, at: iso(clock.now()), ...(error ? { error } : {}) };
+    log.info("watchdog", { ...event });
+    try {
+      opts.onEvent?.(event);
+    } catch (err) {
+      log.warn("watchdog onEvent callback failed", { error: String(err) });
+    }
+    return event;
+  }
+
+  function skip(s: Supervised, category: string, reason: string, events: WatchdogEvent[]) {
+    if (s.lastSkip === category) return;
+    s.lastSkip = category;
+    events.push(emit(s, "skip", reason));
+  }
+
+  function get(id: string): Supervised {
+    const s = agents.get(id);
+    if (!s) throw new EpError("agent_not_found", `No supervised agent "${id}"; list them with 'ep agent supervise list'.`, { id });
+    return s;
+  }
+
+  function view(s: Supervised): SupervisedStatus {
+    const nextRetry = s.failing && s.lastRestartAt !== undefined ? s.lastRestartAt + throttleMs : undefined;
+    return {
+      id: s.agent.id,
+      name: s.agent.name,
+      backend: backend.kind,
+      state: s.state,
+      paused: s.paused,
+      ...(s.pid !== undefined ? { pid: s.pid } : {}),
+      restarts: s.restarts,
+      ...(s.lastRestartAt !== undefined ? { lastRestartAt: iso(s.lastRestartAt) } : {}),
+      ...(s.lastRestartReason ? { lastRestartReason: s.lastRestartReason } : {}),
+      ...(s.lastCheckAt !== undefined ? { lastCheckAt: iso(s.lastCheckAt) } : {}),
+      ...(nextRetry !== undefined && nextRetry > clock.now() ? { nextRetryAt: iso(nextRetry) } : {}),
+      ...(s.detail ? { detail: s.detail } : {}),
+    };
+  }
+
+  /** Stops whatever is left and starts it again; counts as a restart either way. */
+  async function restartNow(s: Supervised, action: "start" | "restart", reason: string, events: WatchdogEvent[]) {
+    const at = clock.now();
+    s.lastRestartAt = at;
+    s.lastRestartReason = reason;
+    s.verifying = true;
+    s.lastSkip = undefined;
+    if (action === "restart") s.restarts++;
+    let error: string | undefined;
+    try {
+      if (action === "restart") await backend.stop(s.agent.id).catch((err) => log.warn("stop before restart failed", { agentId: s.agent.id, error: String(err) }));
+      await backend.start(s.agent);
+      s.pid = await backend.pid(s.agent.id);
+      s.state = "running";
+      s.detail = undefined;
+    } catch (err) {
+      error = err instanceof Error ? err.message : String(err);
+      s.state = "dead";
+      s.pid = undefined;
+      s.detail = `${action} failed: ${error}`;
+    }
+    events.push(emit(s, action, reason, error));
+  }
+
+  async function check(s: Supervised, events: WatchdogEvent[]) {
+    let alive: boolean;
+    try {
+      alive = await backend.isAlive(s.agent.id);
+    } catch (err) {
+      s.state = "error";
+      s.detail = `cannot check: ${err instanceof Error ? err.message : String(err)}`;
+      return;
+    }
+    const now = clock.now();
+    s.lastCheckAt = now;
+    const sinceRestart = s.lastRestartAt === undefined ? Infinity : now - s.lastRestartAt;
+    if (alive) {
+      s.state = "running";
+      s.pid = await backend.pid(s.agent.id).catch(() => undefined);
+      s.detail = undefined;
+      s.lastSkip = undefined;
+      if (s.verifying && sinceRestart >= graceMs) {
+        s.verifying = false;
+        s.failing = false;
+      }
+      return;
+    }
+    s.state = "dead";
+    s.pid = undefined;
+    if (s.paused) {
+      skip(s, "paused", "not restarting a dead agent: auto-restart is paused", events);
+      return;
+    }
+    if (sinceRestart < graceMs) {
+      skip(s, "grace", `not restarting: within the ${seconds(graceMs)} grace after the restart at ${iso(s.lastRestartAt!)}`, events);
+      return;
+    }
+    if (s.verifying) {
+      // First look after the grace: the restart did not bring it back.
+      s.verifying = false;
+      s.failing = true;
+    }
+    if (s.failing && sinceRestart < throttleMs) {
+      skip(
+        s,
+        "throttle",
+        `not restarting: the restart at ${iso(s.lastRestartAt!)} did not bring it back; at most one retry per ${minutes(throttleMs)}, next at ${iso(s.lastRestartAt! + throttleMs)}`,
+        events,
+      );
+      return;
+    }
+    const reason = s.failing
+      ? `still dead after the restart at ${iso(s.lastRestartAt!)}; throttled retry`
+      : "found dead by the watchdog poll";
+    await restartNow(s, "restart", reason, events);
+  }
+
+  async function pollOnce(): Promise<WatchdogEvent[]> {
+    const events: WatchdogEvent[] = [];
+    const now = clock.now();
+    if (nightly && nextNightlyAt !== undefined && now >= nextNightlyAt) {
+      nextNightlyAt = nightly.nextRun(new Date(now))?.getTime();
+      for (const s of agents.values()) {
+        if (s.paused) events.push(emit(s, "skip", `nightly restart at ${opts.nightly} skipped: auto-restart is paused`));
+        else {
+          s.failing = false;
+          await restartNow(s, "restart", `nightly restart at ${opts.nightly}`, events);
+        }
+      }
+    }
+    await Promise.all([...agents.values()].map((s) => check(s, events)));
+    return events;
+  }
+
+  function poll(): Promise<WatchdogEvent[]> {
+    if (closed) return Promise.resolve([]);
+    const run = chain.then(pollOnce, pollOnce);
+    chain = run.catch(() => undefined);
+    return run;
+  }
+
+  function schedule() {
+    if (closed || opts.autoPoll === false) return;
+    timer = clock.setTimeout(() => {
+      schedule();
+      poll().catch((err) => log.error("watchdog poll failed", { error: String(err) }));
+    }, pollMs);
+  }
+  schedule();
+
+  return {
+    async add(agent, addOpts = {}) {
+      validateAgent(agent);
+      const existing = agents.get(agent.id);
+      const s: Supervised = existing ?? { agent, paused: !!addOpts.paused, state: "unknown", restarts: 0, verifying: false, failing: false };
+      s.agent = agent;
+      if (addOpts.paused !== undefined) s.paused = addOpts.paused;
+      agents.set(agent.id, s);
+      const events: WatchdogEvent[] = [];
+      const run = chain.then(async () => {
+        let alive = false;
+        try {
+          alive = await backend.isAlive(agent.id);
+        } catch (err) {
+          s.state = "error";
+          s.detail = `cannot check: ${err instanceof Error ? err.message : String(err)}`;
+          return;
+        }
+        s.lastCheckAt = clock.now();
+        if (alive) {
+          s.state = "running";
+          s.pid = await backend.pid(agent.id).catch(() => undefined);
+        } else if (!s.paused) {
+          await restartNow(s, "start", "supervision started and the agent was not running", events);
+        } else s.state = "dead";
+      });
+      chain = run.catch(() => undefined);
+      await run;
+      return view(s);
+    },
+    remove: (id) => agents.delete(id),
+    list: () => [...agents.values()].map(view),
+    status: (id) => view(get(id)),
+    async restart(id) {
+      const s = get(id);
+      const run = chain.then(() => {
+        s.failing = false;
+        return restartNow(s, "restart", "restart requested by an operator", []);
+      });
+      chain = run.catch(() => undefined);
+      await run;
+      return view(s);
+    },
+    pause(id) {
+      const s = get(id);
+      if (!s.paused) {
+        s.paused = true;
+        emit(s, "pause", "auto-restart paused by an operator");
+      }
+      return view(s);
+    },
+    resume(id) {
+      const s = get(id);
+      if (s.paused) {
+        s.paused = false;
+        s.lastSkip = undefined;
+        emit(s, "resume", "auto-restart resumed by an operator");
+      }
+      return view(s);
+    },
+    poll,
+    async close() {
+      closed = true;
+      if (timer) clock.clearTimeout(timer);
+      await chain;
+    },
+  };
+}

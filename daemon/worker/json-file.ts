@@ -1,0 +1,53 @@
+// Small JSON files in the daemon home, written atomically (temp file + rename) and coalesced:
+// a save while another is in flight is folded into one more write of the newest state.
+import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { dirname } from "node:path";
+import { EpError } from "../../common/errors.js";
+
+export async function readJsonFile<T>(path: string, fallback: T): Promise<T> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return fallback;
+    throw new EpError("config_invalid", `${path}: cannot read: ${(err as Error).message}`, { file: path });
+  }
+  try {
+    return JSON.parse(text) as T;
+  } catch (err) {
+    throw new EpError("config_invalid", `${path} is not valid JSON (${(err as Error).message}); fix or remove it`, { file: path });
+  }
+}
+
+export interface JsonFileWriter {
+  /** Persists the value `snapshot()` returns at write time; resolves once a write that includes this call's state is on disk. */
+  save(): Promise<void>;
+}
+
+export function createJsonFileWriter(path: string, snapshot: () => unknown): JsonFileWriter {
+  let writing: Promise<void> | undefined;
+  let queued: Promise<void> | undefined;
+  let seq = 0;
+  const writeOnce = async () => {
+    const tmp = `${path}.${process.pid}.${++seq}.tmp`;
+    await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+    await writeFile(tmp, JSON.stringify(snapshot(), null, 1) + "\n", { mode: 0o600 });
+    await rename(tmp, path);
+  };
+  return {
+    save() {
+      if (!writing) {
+        writing = writeOnce().finally(() => (writing = undefined));
+        return writing;
+      }
+      if (!queued) {
+        queued = writing.catch(() => undefined).then(() => {
+          queued = undefined;
+          writing = writeOnce().finally(() => (writing = undefined));
+          return writing;
+        });
+      }
+      return queued;
+    },
+  };
+}

@@ -1,0 +1,111 @@
+// A prompt delivered to an agent (`ep agent signal`, or a `signal` on the link) becomes a new
+// one-shot run of the agent's runtime. muxhost_hosted agents get their prompt typed into their
+// pane by the supervision part; until that is wired, it is logged and refused here.
+import type { JsonObject } from "@bufbuild/protobuf";
+import { randomBytes } from "node:crypto";
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import type { Clock } from "../../common/clock.js";
+import { EpError } from "../../common/errors.js";
+import type { Logger } from "../../common/log.js";
+import type { TowerClients } from "../link/tower-client.js";
+import type { RuntimeRegistry } from "../runtimes/registry.js";
+import type { LocalAgentRecord } from "./agent-store.js";
+import { createFrameBatcher } from "./frame-batcher.js";
+import type { SessionTable } from "./sessions.js";
+import type { RunRedactor } from "../secrets/broker.js";
+import { OUTPUT_LIMIT } from "./worker.js";
+
+export interface SignalRunnerDeps {
+  tower: TowerClients;
+  runtimes: RuntimeRegistry;
+  sessions: SessionTable;
+  clock: Clock;
+  log: Logger;
+  home: string;
+  secretsSocket: string;
+  binDir: string;
+  baseEnv: Record<string, string>;
+  /** the secrets broker's redaction: fetched values become [redacted:NAME] in frames and results */
+  redactor?: (sessionId: string) => RunRedactor;
+}
+
+export type SignalDelivery = "one_shot_run";
+
+/** Starts the run and returns at once; the run's frames and end are published as events. */
+export function createSignalRunner(deps: SignalRunnerDeps) {
+  const live = new Set<Promise<void>>();
+  return {
+    deliver(agent: LocalAgentRecord, prompt: string): SignalDelivery {
+      if (!prompt.trim()) throw new EpError("invalid_argument", "prompt: is required", { field: "prompt" });
+      if (agent.runtime === "muxhost_hosted") {
+        deps.log.warn("signal to a muxhost_hosted agent not delivered: pane delivery belongs to fleet supervision", { agent_id: agent.id });
+        throw new EpError("unavailable", `agent ${agent.id} runs in a tmux pane; signals to hosted agents need fleet supervision (agents.toml profiles)`);
+      }
+      const runId = `sig_${randomBytes(6).toString("hex")}`;
+      const p = run(agent, prompt, runId).catch((err: Error) => deps.log.error("signal run failed", { agent_id: agent.id, error: err.message }));
+      live.add(p);
+      void p.finally(() => live.delete(p));
+      return "one_shot_run";
+    },
+    async close(): Promise<void> {
+      await Promise.all([...live]);
+    },
+  };
+
+  async function publish(events: { type: string; name: string; status?: string; payload: JsonObject }[], agent: LocalAgentRecord) {
+    await deps.tower.nodes
+      .publishEvents({ events: events.map((e) => ({ ...e, domainId: agent.domainId, agentId: agent.id, status: e.status ?? "" })) })
+      .catch((err: Error) => deps.log.debug("signal events not published", { error: err.message }));
+  }
+
+  async function run(agent: LocalAgentRecord, prompt: string, runId: string): Promise<void> {
+    const cwd = join(deps.home, "work", runId);
+    await mkdir(cwd, { recursive: true, mode: 0o700 });
+    const session = deps.sessions.open({ taskId: runId, agentId: agent.id, domainId: agent.domainId });
+    const redactor = deps.redactor?.(session.id);
+    const batcher = createFrameBatcher({
+      clock: deps.clock,
+      windowMs: 100,
+      send: (frames) => publish(frames.map((f) => ({ type: "progress", name: "agent.signal.progress", payload: { run_id: runId, kind: f.kind, text: f.text } })), agent),
+    });
+    try {
+      const handle = deps.runtimes.start(agent.runtime, {
+        taskId: runId,
+        agentId: agent.id,
+        prompt,
+        input: { prompt, command: prompt },
+        cwd,
+        env: {
+          ...deps.baseEnv,
+          PATH: [deps.binDir, deps.baseEnv.PATH ?? "/usr/bin:/bin"].join(":"),
+          EP_SECRETS_SOCKET: deps.secretsSocket,
+          EP_SECRETS_SESSION: session.id,
+          EP_AGENT_ID: agent.id,
+          EP_DOMAIN_ID: agent.domainId,
+          EP_BASE_URL: deps.tower.baseUrl,
+        },
+        onFrame: (f) => batcher.push(redactor ? redactor.frame(f) : f),
+      });
+      let result = await handle.result;
+      await batcher.flush();
+      if (redactor) result = redactor.result(result);
+      await publish(
+        [
+          {
+            type: "matrix",
+            name: "agent.signal.finished",
+            status: result.ok ? "succeeded" : "failed",
+            payload: { run_id: runId, ok: result.ok, output: result.output.slice(-OUTPUT_LIMIT), error: result.error ?? "", exit_code: result.exitCode ?? null },
+          },
+        ],
+        agent,
+      );
+    } finally {
+      deps.sessions.end(session.id);
+      redactor?.release();
+    }
+  }
+}
+
+export type SignalRunner = ReturnType<typeof createSignalRunner>;

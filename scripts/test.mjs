@@ -1,0 +1,41 @@
+// `npm test`: build, typecheck, then the whole vitest suite; ends with one plain
+// summary line ("Tests: N passed, N failed, N skipped") that any CI can read.
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const run = (cmd, args, opts = {}) => spawnSync(cmd, args, { stdio: "inherit", ...opts }).status ?? 1;
+const bin = (name) => join("node_modules", ".bin", name);
+
+const started = Date.now();
+if (run(process.execPath, ["scripts/build.mjs"]) !== 0) {
+  console.error("build failed");
+  process.exit(1);
+}
+if (run(bin("tsc"), ["--noEmit", "-p", "."]) !== 0) {
+  console.error("typecheck failed");
+  process.exit(1);
+}
+if (existsSync("web/tsconfig.json") && run(bin("tsc"), ["--noEmit", "-p", "web"]) !== 0) {
+  console.error("typecheck of web/ failed");
+  process.exit(1);
+}
+
+const dir = mkdtempSync(join(tmpdir(), "ep-vitest-"));
+const report = join(dir, "report.json");
+const status = run(bin("vitest"), ["run", "--reporter=default", "--reporter=json", `--outputFile.json=${report}`, ...process.argv.slice(2)]);
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+if (existsSync(report)) {
+  const r = JSON.parse(readFileSync(report, "utf8"));
+  passed = r.numPassedTests ?? 0;
+  failed = (r.numFailedTests ?? 0) + (r.numFailedTestSuites && !r.numFailedTests ? r.numFailedTestSuites : 0);
+  skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
+}
+rmSync(dir, { recursive: true, force: true });
+if (status !== 0 && failed === 0) failed = 1;
+console.log(`\nsuite took ${Math.round((Date.now() - started) / 1000)} s`);
+console.log(`Tests: ${passed} passed, ${failed} failed, ${skipped} skipped`);
+process.exit(status === 0 && failed === 0 && passed > 0 ? 0 : 1);

@@ -1,0 +1,49 @@
+// ep up: tower + this machine as a node + a local epd, the CLI logged in, signals to both children.
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { assertBuilt, ep, EP_BIN } from "./cli-helpers.js";
+import { freePort, tempHome, waitFor } from "./harness.js";
+
+describe("ep up", () => {
+  it("runs the tower and epd, registers the node, logs the CLI in, and stops both on SIGINT", async () => {
+    assertBuilt();
+    const home = tempHome("ep-cli-up-").dir;
+    const port = await freePort();
+    const nodeFile = join(home, "node.json");
+    const env = { ...process.env, EP_HOME: home, EP_NODE_FILE: nodeFile, EP_BASE_URL: "", EP_TOKEN: "" };
+    const child = spawn(process.execPath, [EP_BIN, "up", "--listen", `127.0.0.1:${port}`], { env, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+    try {
+      await waitFor(() => out.includes("Ctrl-C stops everything") || child.exitCode !== null, 40_000, 50);
+      expect(out, err).toContain(`EP is up at http://localhost:${port}`);
+      expect(out).toContain(`console:        http://localhost:${port}/ui/`);
+      expect(out).toMatch(/one-time login: http:\/\/localhost:\d+\/ui\/login#ticket=\S+/);
+      const creds = join(home, "cli", "credentials.json");
+      expect(statSync(creds).mode & 0o777).toBe(0o600);
+      expect(JSON.parse(readFileSync(creds, "utf8")).url).toBe(`http://localhost:${port}`);
+      expect(JSON.parse(readFileSync(nodeFile, "utf8")).tower_url).toBe(`http://localhost:${port}`);
+
+      // the saved credentials are enough for the next commands
+      const cliEnv = { EP_HOME: home, EP_NODE_FILE: nodeFile };
+      const domain = await ep(["domain", "create", "one-machine", "--json"], { env: cliEnv });
+      expect(domain.code, domain.stderr).toBe(0);
+      await waitFor(async () => (await ep(["daemon", "status"], { env: cliEnv })).code === 0, 20_000, 200);
+      const nodes = await ep(["node", "ls", "--json"], { env: cliEnv });
+      expect(nodes.json().nodes).toHaveLength(1);
+      const again = await ep(["up", "--listen", `127.0.0.1:${port}`], { env: cliEnv });
+      expect(again.code).toBe(5);
+      expect(again.stderr).toMatch(/a tower already answers/);
+    } finally {
+      child.kill("SIGINT");
+      await exited;
+    }
+    expect(existsSync(join(home, "epd", "mgmt.sock"))).toBe(false);
+    await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
+  }, 90_000);
+});

@@ -1,0 +1,177 @@
+// Cross-process helpers for the daemon tests: the tower and epd bundled exactly like
+// `npm run build` does (esbuild, same options) and run as child processes.
+import { createClient } from "@connectrpc/connect";
+import { build } from "esbuild";
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { writeNodeIdentity } from "../common/node-identity.js";
+import { jsonRpcCall } from "../daemon/mgmt/client.js";
+import { NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
+import { freePort, startTower, waitFor, type TestTower } from "./harness.js";
+import { dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createConnectTransport } from "@connectrpc/connect-node";
+
+/** The repository root, found from this file also when it is bundled (bench/). */
+export const ROOT = (() => {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, "package.json")) && dirname(dir) !== dir) dir = dirname(dir);
+  return dir;
+})();
+export const FIXTURES = join(ROOT, "daemon", "runtimes", "fixtures");
+const OUT = join(ROOT, "dist", "epd-test");
+let built: Promise<{ tower: string; epd: string }> | undefined;
+
+/**
+ * Bundles entry points with the options of scripts/build.mjs into `outdir`. Test files run in
+ * parallel worker processes and each bundles the same sources into the same directory while
+ * another may be starting a binary from it: every file is written to a temporary name and
+ * renamed into place (only when its content changed), so a reader never sees a half-written one.
+ */
+export async function bundleEntries(entryPoints: Record<string, string>, outdir: string): Promise<void> {
+  const result = await build({
+    entryPoints,
+    outdir,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    packages: "external",
+    splitting: true,
+    chunkNames: "chunks/[name]-[hash]",
+    logLevel: "warning",
+    write: false,
+    banner: { js: "import { createRequire as __epCreateRequire } from 'node:module'; const require = __epCreateRequire(import.meta.url);" },
+  });
+  for (const file of result.outputFiles) {
+    const same = existsSync(file.path) && Buffer.compare(readFileSync(file.path), file.contents) === 0;
+    if (same) continue;
+    mkdirSync(dirname(file.path), { recursive: true });
+    const tmp = `${file.path}.${process.pid}.tmp`;
+    writeFileSync(tmp, file.contents);
+    renameSync(tmp, file.path);
+  }
+}
+
+/** Bundles tower/main.ts and daemon/main.ts with the options of scripts/build.mjs (without the CLI entry). */
+export function buildBinaries(): Promise<{ tower: string; epd: string }> {
+  built ??= bundleEntries({ "tower/main": join(ROOT, "tower/main.ts"), "daemon/main": join(ROOT, "daemon/main.ts") }, OUT).then(() => ({
+    tower: join(OUT, "tower", "main.js"),
+    epd: join(OUT, "daemon", "main.js"),
+  }));
+  return built;
+}
+
+export interface TowerProcess {
+  child: ChildProcess;
+  url: string;
+  port: number;
+  adminToken: string;
+  stop(): Promise<void>;
+}
+
+/** Starts ep-tower on `port` (a free one unless given), so a test can restart it on the same address. */
+export async function spawnTowerProcess(home: string, env: Record<string, string> = {}, port?: number): Promise<TowerProcess> {
+  const { tower } = await buildBinaries();
+  port ??= await freePort();
+  const child = spawn(process.execPath, [tower, "--listen", `127.0.0.1:${port}`], {
+    env: { ...process.env, EP_HOME: home, EP_LOG_LEVEL: "warn", EP_SECRET_KEY: "test", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  child.stdout!.resume();
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(async () => {
+    if (child.exitCode !== null) throw new Error(`ep-tower exited ${child.exitCode}: ${stderr}`);
+    return (await fetch(url + "/healthz").catch(() => undefined))?.ok === true;
+  }, 15_000);
+  return {
+    child,
+    url,
+    port,
+    adminToken: readFileSync(join(home, "tower", "admin.token"), "utf8").trim(),
+    stop: () => stopChild(child, "SIGTERM"),
+  };
+}
+
+export function stopChild(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode) return resolve();
+    child.once("exit", () => resolve());
+    child.kill(signal);
+  });
+}
+
+/** Registers a node with the tower (admin token) and writes its identity file. */
+export async function registerNode(url: string, adminToken: string, nodeFile: string, hostname = "worker-1"): Promise<{ nodeId: string; token: string }> {
+  const transport = createConnectTransport({
+    baseUrl: url,
+    httpVersion: "1.1",
+    interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${adminToken}`), next(req))],
+  });
+  const res = await createClient(NodeService, transport).registerNode({ hostname });
+  await writeNodeIdentity({ node_id: res.node!.id, hostname, token: res.token, tower_url: url }, nodeFile);
+  return { nodeId: res.node!.id, token: res.token };
+}
+
+export interface EpdProcess {
+  child: ChildProcess;
+  mgmt: string;
+  logs: Record<string, unknown>[];
+  stderr(): string;
+  call<T = any>(method: string, params?: Record<string, unknown>): Promise<T>;
+  stop(): Promise<void>;
+  kill9(): Promise<void>;
+}
+
+/** Runs the built epd against a tower; resolves once mgmt.sock answers daemon.status. */
+export async function spawnEpd(opts: { home: string; nodeFile: string; backendUrl: string; env?: Record<string, string>; waitLink?: boolean }): Promise<EpdProcess> {
+  const { epd } = await buildBinaries();
+  const child = spawn(process.execPath, [epd, "run", "--backend-url", opts.backendUrl], {
+    env: {
+      ...process.env,
+      EP_HOME: opts.home,
+      EP_NODE_FILE: opts.nodeFile,
+      EP_LOG_LEVEL: "debug",
+      PATH: `${FIXTURES}:${process.env.PATH}`,
+      ...opts.env,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  const logs: Record<string, unknown>[] = [];
+  child.stderr!.on("data", (d: Buffer) => {
+    stderr += d.toString();
+    const lines = stderr.split("\n");
+    stderr = lines.pop()!;
+    for (const l of lines) {
+      try {
+        logs.push(JSON.parse(l) as Record<string, unknown>);
+      } catch {
+        logs.push({ raw: l });
+      }
+    }
+  });
+  child.stdout!.resume();
+  const mgmt = join(opts.home, "epd", "mgmt.sock");
+  const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 10_000 });
+  await waitFor(async () => {
+    if (child.exitCode !== null) throw new Error(`epd exited ${child.exitCode}: ${JSON.stringify(logs)} ${stderr}`);
+    if (!existsSync(mgmt)) return false;
+    const s = await call<{ link: string }>("daemon.status").catch(() => undefined);
+    return s !== undefined && (opts.waitLink === false || s.link === "connected");
+  }, 15_000);
+  return {
+    child,
+    mgmt,
+    logs,
+    stderr: () => logs.map((l) => JSON.stringify(l)).join("\n") + stderr,
+    call,
+    stop: () => stopChild(child, "SIGTERM"),
+    kill9: () => stopChild(child, "SIGKILL"),
+  };
+}
+
+export { startTower, type TestTower };

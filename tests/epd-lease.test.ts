@@ -1,0 +1,177 @@
+// The daemon keeps what it holds: lease heartbeats during a long run, and completion reports
+// retried until the tower acknowledges them (across a tower outage and across a daemon restart).
+// The built ep-tower and epd as child processes.
+import { createClient, type Client } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { EventService } from "../gen/ep/tower/v1/events_pb.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { buildBinaries, registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
+import { tempHome, waitFor } from "./harness.js";
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+});
+
+beforeAll(async () => {
+  await buildBinaries();
+}, 60_000);
+
+function clients(url: string, token: string) {
+  const transport = createConnectTransport({
+    baseUrl: url,
+    httpVersion: "1.1",
+    interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))],
+  });
+  return { work: createClient(WorkService, transport), events: createClient(EventService, transport) };
+}
+
+interface Setup {
+  home: string;
+  nodeFile: string;
+  tower: TowerProcess;
+  work: Client<typeof WorkService>;
+  events: Client<typeof EventService>;
+  domainId: string;
+  missionId: string;
+}
+
+async function setup(towerEnv: Record<string, string> = {}): Promise<Setup> {
+  const h = tempHome("ep-lease-");
+  cleanups.push(() => h.cleanup());
+  const nodeFile = join(h.dir, "etc", "node.json");
+  const tower = await spawnTowerProcess(h.dir, towerEnv);
+  cleanups.push(() => tower.stop());
+  await registerNode(tower.url, tower.adminToken, nodeFile);
+  const { work, events } = clients(tower.url, tower.adminToken);
+  const domainId = (await work.createDomain({ name: "lease" })).domain!.id;
+  const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
+  return { home: h.dir, nodeFile, tower, work, events, domainId, missionId };
+}
+
+async function startEpd(s: Setup, env: Record<string, string> = {}): Promise<EpdProcess> {
+  const epd = await spawnEpd({ home: s.home, nodeFile: s.nodeFile, backendUrl: s.tower.url, env });
+  cleanups.push(() => epd.stop());
+  return epd;
+}
+
+async function waitStatus(work: Client<typeof WorkService>, taskId: string, statuses: string[], timeoutMs = 15_000) {
+  let last = "";
+  await waitFor(async () => {
+    last = (await work.getTask({ taskId })).task!.status;
+    return statuses.includes(last);
+  }, timeoutMs).catch(() => {
+    throw new Error(`task ${taskId} stayed ${last}, wanted ${statuses.join("|")}`);
+  });
+  return (await work.getTask({ taskId })).task!;
+}
+
+async function taskEventNames(events: Client<typeof EventService>, taskId: string): Promise<string[]> {
+  const res = await events.listEvents({ types: ["task"], limit: 1000 } as never);
+  return res.events.filter((e) => e.taskId === taskId).map((e) => e.name);
+}
+
+/** The entries of the daemon's journal ($EP_HOME/epd/inflight.json). */
+function journal(home: string): { taskId: string; state: string; outcome?: { ok: boolean; output: string } }[] {
+  try {
+    return (JSON.parse(readFileSync(join(home, "epd", "inflight.json"), "utf8")) as { tasks: never[] }).tasks;
+  } catch {
+    return [];
+  }
+}
+
+describe("epd lease heartbeats", () => {
+  it("a 5 s run under a 1.5 s lease stays running on its first attempt and succeeds; nothing is requeued", async () => {
+    const s = await setup({ EP_LEASE_MS: "1500", EP_SWEEP_MS: "100" });
+    const epd = await startEpd(s);
+    await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
+    const t = (await s.work.createTask({ missionId: s.missionId, title: "long", runtime: "shell", input: { command: "echo begin; sleep 5; echo end" } })).task!;
+    await waitStatus(s.work, t.id, ["running"]);
+    const seen = new Set<string>();
+    let maxAttempts = 0;
+    let firstLease = "";
+    const leases = new Set<string>();
+    // poll through the run: a missed heartbeat would let the sweeper (every 100 ms) requeue it
+    for (;;) {
+      const task = (await s.work.getTask({ taskId: t.id })).task!;
+      seen.add(task.status);
+      maxAttempts = Math.max(maxAttempts, task.attempts);
+      if (task.status !== "running") break;
+      firstLease ||= task.leaseExpiresAt;
+      leases.add(task.leaseExpiresAt);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const done = await waitStatus(s.work, t.id, ["succeeded", "failed", "queued"]);
+    expect(done.status, JSON.stringify(done.result)).toBe("succeeded");
+    expect(done.attempts).toBe(1);
+    expect(maxAttempts).toBe(1);
+    expect([...seen].filter((st) => st !== "running" && st !== "succeeded")).toEqual([]);
+    expect(done.result!.output).toMatch(/begin\s+end/);
+    // the lease moved forward several times (every lease/3 = 500 ms over 5 s)
+    expect(leases.size).toBeGreaterThanOrEqual(4);
+    const names = await taskEventNames(s.events, t.id);
+    expect(names).not.toContain("task.requeued");
+    expect(names.filter((n) => n === "task.claimed")).toHaveLength(1);
+    expect(epd.logs.some((l) => l.msg === "lease lost; stopping the run")).toBe(false);
+  }, 60_000);
+});
+
+describe("epd completion reports", () => {
+  it("a run that ends while the tower is down is reported once the tower is back (same home and port)", async () => {
+    const s = await setup();
+    const epd = await startEpd(s, { EP_LOG_LEVEL: "debug" });
+    await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
+    const t = (await s.work.createTask({ missionId: s.missionId, title: "outage", runtime: "shell", input: { command: "echo start; sleep 1.5; echo finished-while-down" } })).task!;
+    await waitStatus(s.work, t.id, ["running"]);
+    await s.tower.stop();
+    // the run ends with the tower away: the outcome waits in the journal and is retried with backoff
+    await waitFor(() => epd.logs.some((l) => l.msg === "outcome not acknowledged; retrying" && l.task_id === t.id), 15_000);
+    expect(journal(s.home)).toEqual([expect.objectContaining({ taskId: t.id, state: "reporting", outcome: expect.objectContaining({ ok: true }) })]);
+    await new Promise((r) => setTimeout(r, 1500)); // a few more failed attempts
+    const again = await spawnTowerProcess(s.home, {}, s.tower.port);
+    cleanups.push(() => again.stop());
+    const w = clients(again.url, again.adminToken).work;
+    const done = await waitStatus(w, t.id, ["succeeded", "failed", "queued"], 40_000);
+    expect(done.status).toBe("succeeded");
+    expect(done.attempts).toBe(1);
+    expect(done.result!.output).toMatch(/start\s+finished-while-down/);
+    expect(done.result!.exitCode).toBe(0);
+    await waitFor(() => journal(s.home).length === 0);
+    const retries = epd.logs.filter((l) => l.msg === "outcome not acknowledged; retrying" && l.task_id === t.id).map((l) => Number(l.in_ms));
+    expect(retries.length).toBeGreaterThanOrEqual(2);
+    // the delays back off: each at least the one before
+    expect(retries.every((d, i) => i === 0 || d >= retries[i - 1])).toBe(true);
+    expect(retries[1]).toBeGreaterThan(retries[0]);
+  }, 90_000);
+
+  it("an outcome still pending when epd stops is reported by the next epd from its journal", async () => {
+    const s = await setup();
+    let epd = await startEpd(s, { EP_SHUTDOWN_GRACE_MS: "1000" });
+    await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
+    const t = (await s.work.createTask({ missionId: s.missionId, title: "journal", runtime: "shell", input: { command: "echo from-the-journal; sleep 1; exit 0" } })).task!;
+    await waitStatus(s.work, t.id, ["running"]);
+    await s.tower.stop();
+    await waitFor(() => journal(s.home).some((e) => e.taskId === t.id && e.state === "reporting"), 15_000);
+    await epd.stop();
+    expect(epd.child.exitCode).toBe(0);
+    // the outcome survived the daemon
+    const left = journal(s.home);
+    expect(left).toEqual([expect.objectContaining({ taskId: t.id, state: "reporting", outcome: expect.objectContaining({ ok: true, output: expect.stringContaining("from-the-journal") }) })]);
+
+    const again = await spawnTowerProcess(s.home, {}, s.tower.port);
+    cleanups.push(() => again.stop());
+    const w = clients(again.url, again.adminToken).work;
+    // the tower still thinks the task is running: nobody told it otherwise
+    expect((await w.getTask({ taskId: t.id })).task!.status).toBe("running");
+    epd = await startEpd({ ...s, tower: again });
+    const done = await waitStatus(w, t.id, ["succeeded", "failed", "queued"]);
+    expect(done.status).toBe("succeeded");
+    expect(done.attempts).toBe(1);
+    expect(done.result!.output).toMatch(/from-the-journal/);
+    expect(epd.logs.some((l) => l.msg === "resending an outcome the tower did not acknowledge" && l.task_id === t.id)).toBe(true);
+    await waitFor(() => journal(s.home).length === 0);
+  }, 90_000);
+});

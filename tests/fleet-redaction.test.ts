@@ -1,0 +1,73 @@
+// The fleet's events go through the secrets broker's redaction like the worker's: a profile
+// agent's signal run that prints a secret it fetched publishes [redacted:NAME], never the value.
+// In-process tower (with a secret-store key) and daemon; the run is a real `shell` subprocess
+// reading the secret with a raw line on $EP_SECRETS_SOCKET.
+import { randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { silentLogger } from "../common/log.js";
+import { createDaemon, type Daemon } from "../daemon/daemon.js";
+import { jsonRpcCall } from "../daemon/mgmt/client.js";
+import { SecretService } from "../gen/ep/tower/v1/ai_pb.js";
+import { NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { startTower, waitFor, type TestTower } from "./harness.js";
+
+const VALUE = `Fl33t-${randomBytes(12).toString("hex")}`;
+/** Prints the secret DB_PASSWORD as the broker answers it (a raw request line on the socket). */
+const PRINT_SECRET = `${JSON.stringify(process.execPath)} -e 'const s=require("net").connect(process.env.EP_SECRETS_SOCKET);s.on("connect",()=>s.write(JSON.stringify({op:"get",session:process.env.EP_SECRETS_SESSION,name:"DB_PASSWORD"})+"\\n"));let b="";s.on("data",d=>{b+=d;if(b.includes("\\n")){const r=JSON.parse(b);console.log("password is "+r.value);s.end()}})'`;
+
+let t: TestTower;
+let daemon: Daemon;
+let home: string;
+
+beforeAll(async () => {
+  t = await startTower({ env: { EP_SECRET_KEY: randomBytes(32).toString("base64") } });
+  const reg = await t.client(NodeService).registerNode({ hostname: "fleet-redaction" });
+  const domainId = (await t.client(WorkService).createDomain({ name: "fleet-secrets" })).domain!.id;
+  const secrets = t.client(SecretService);
+  await secrets.setSecret({ name: "DB_PASSWORD", domainId, value: VALUE });
+  await secrets.grantSecret({ name: "DB_PASSWORD", domainId });
+
+  home = mkdtempSync(join(tmpdir(), "ep-fleet-redaction-"));
+  mkdirSync(join(home, "epd"), { recursive: true, mode: 0o700 });
+  writeFileSync(join(home, "epd", "agents.toml"), `[[agent]]\nid = "leaky"\nruntime = "shell"\ndomain = "${domainId}"\n`);
+  daemon = await createDaemon({
+    identity: { node_id: reg.node!.id, hostname: "fleet-redaction", token: reg.token, tower_url: t.url },
+    backendUrl: t.url,
+    log: silentLogger,
+    env: { EP_HOME: home, PATH: process.env.PATH, EP_SUPERVISE_BACKEND: "process" },
+    pollMs: 60_000,
+  });
+  await daemon.start();
+  await waitFor(() => daemon.fleet.towerAgentId("leaky") !== undefined);
+}, 30_000);
+
+afterAll(async () => {
+  await daemon?.close();
+  await t?.close();
+  if (home) rmSync(home, { recursive: true, force: true });
+});
+
+async function fleetEvents() {
+  return (await t.tower.deps.store.listEvents({ afterId: 0, limit: 10_000 })).filter((e) => e.agentId === daemon.fleet.towerAgentId("leaky"));
+}
+
+describe("fleet redaction", () => {
+  it("a profile agent's signal run that prints a fetched secret publishes [redacted:NAME]", async () => {
+    const sent = await jsonRpcCall<{ deliveredVia: string }>(daemon.sockets.mgmt, "agent.signal", { target: "leaky", prompt: PRINT_SECRET });
+    expect(sent.deliveredVia).toBe("one_shot_run");
+    let finished: Awaited<ReturnType<typeof fleetEvents>>[number] | undefined;
+    await waitFor(async () => (finished = (await fleetEvents()).find((e) => e.name === "agent.signal.finished")) !== undefined);
+    expect(finished!.status, JSON.stringify(finished!.payload)).toBe("succeeded");
+    expect(finished!.payload.output).toContain("password is [redacted:DB_PASSWORD]");
+    await waitFor(async () => (await fleetEvents()).some((e) => e.type === "progress"));
+    const progress = (await fleetEvents()).filter((e) => e.type === "progress").map((e) => e.payload.text);
+    expect(progress).toContain("password is [redacted:DB_PASSWORD]");
+    // the value itself is in no event at all
+    const everything = JSON.stringify(await t.tower.deps.store.listEvents({ afterId: 0, limit: 10_000 }));
+    expect(everything).not.toContain(VALUE);
+  });
+});

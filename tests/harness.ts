@@ -1,0 +1,135 @@
+// Starts real towers for tests: in-process (real HTTP on a loopback port, injectable
+// clock) or as the built ep-tower binary in a child process.
+import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import type { DescService } from "@bufbuild/protobuf";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Clock } from "../common/clock.js";
+import { silentLogger } from "../common/log.js";
+import { createTower, type Tower } from "../tower/app.js";
+import { bootstrap } from "../tower/bootstrap.js";
+import { loadConfig } from "../tower/config.js";
+import { openStore } from "../tower/store/open-store.js";
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+export function tempHome(prefix = "ep-test-"): { dir: string; cleanup(): void } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export interface TestTower {
+  tower: Tower;
+  url: string;
+  home: string;
+  adminToken: string;
+  /** fetch against the tower with a token (admin by default); JSON in and out */
+  api(method: string, path: string, body?: unknown, token?: string | null): Promise<{ status: number; body: any; headers: Headers }>;
+  transport(token?: string): Transport;
+  client<S extends DescService>(service: S, token?: string): Client<S>;
+  close(): Promise<void>;
+}
+
+export async function startTower(opts: { clock?: Clock; env?: Record<string, string>; home?: string } = {}): Promise<TestTower> {
+  const home = opts.home ?? tempHome().dir;
+  const env: Record<string, string> = { EP_HOME: home, ...opts.env };
+  const config = loadConfig({ listen: "127.0.0.1:0" }, env);
+  const store = await openStore(env.EP_DATABASE_URL ?? `sqlite:${join(home, "tower", "ep.db")}`);
+  // the tower reads only this env (AI settings, EP_SECRET_KEY, replica settings), never process.env
+  const tower = await createTower({ config, store, clock: opts.clock, log: silentLogger, env });
+  await bootstrap(tower, config.home, config.publicUrl, { ...env, EP_SECRET_KEY: "test" });
+  await tower.app.listen({ host: "127.0.0.1", port: 0 });
+  const addr = tower.app.server.address() as { port: number };
+  const url = `http://127.0.0.1:${addr.port}`;
+  const adminToken = readFileSync(join(config.home, "admin.token"), "utf8").trim();
+  return harness(tower, url, home, adminToken);
+}
+
+function harness(tower: Tower, url: string, home: string, adminToken: string): TestTower {
+  const transport = (token = adminToken): Transport => {
+    const auth: Interceptor = (next) => (req) => {
+      if (token) req.header.set("authorization", `Bearer ${token}`);
+      return next(req);
+    };
+    return createConnectTransport({ baseUrl: url, httpVersion: "1.1", interceptors: [auth] });
+  };
+  return {
+    tower,
+    url,
+    home,
+    adminToken,
+    async api(method, path, body, token = adminToken) {
+      const headers: Record<string, string> = {};
+      if (token) headers.authorization = `Bearer ${token}`;
+      if (body !== undefined) headers["content-type"] = "application/json";
+      const res = await fetch(url + path, { method, headers, body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body) });
+      const text = await res.text();
+      let parsed: unknown = text;
+      try {
+        parsed = text ? JSON.parse(text) : undefined;
+      } catch {
+        // not JSON: keep the text
+      }
+      return { status: res.status, body: parsed, headers: res.headers };
+    },
+    transport,
+    client: (service, token) => createClient(service, transport(token)),
+    close: () => tower.close(),
+  };
+}
+
+/** Runs the built ep-tower binary; `npm run build` must have run. */
+export async function spawnTower(home: string, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<{ child: ChildProcess; url: string; adminToken: string; stop(): Promise<void> }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, "bin", "ep-tower.js"), "--listen", `127.0.0.1:${port}`], {
+    env: { ...process.env, EP_HOME: home, EP_LOG_LEVEL: "warn", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  child.stdout!.resume();
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(async () => {
+    if (child.exitCode !== null) throw new Error(`ep-tower exited ${child.exitCode}: ${stderr}`);
+    const res = await fetch(url + "/healthz").catch(() => undefined);
+    return res?.ok === true;
+  }, 15_000);
+  const adminToken = readFileSync(join(home, "tower", "admin.token"), "utf8").trim();
+  return {
+    child,
+    url,
+    adminToken,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode) return resolve();
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+      }),
+  };
+}
+
+export async function freePort(): Promise<number> {
+  const { createServer } = await import("node:net");
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Polls a condition (real time, short interval) until it holds or the deadline passes. */
+export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 10_000, everyMs = 20): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await cond()) return;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

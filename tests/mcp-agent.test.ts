@@ -1,0 +1,65 @@
+// Agents launched by a real epd get an MCP config starting `epd mcp` for them: a shell task
+// prints $EP_MCP_CONFIG, and a real MCP client started from that config (the built epd)
+// lists the tools and submits work as that agent.
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
+import { tempHome, waitFor } from "./harness.js";
+
+const cleanups: (() => unknown)[] = [];
+afterAll(async () => {
+  for (const fn of cleanups.reverse()) await fn();
+});
+
+describe("agents launched by epd", () => {
+  it("get an MCP config for `epd mcp` that works as that agent", async () => {
+    const h = tempHome("ep-mcp-agent-");
+    cleanups.push(() => h.cleanup());
+    const tower: TowerProcess = await spawnTowerProcess(h.dir);
+    cleanups.push(() => tower.stop());
+    const nodeFile = join(h.dir, "etc", "node.json");
+    await registerNode(tower.url, tower.adminToken, nodeFile);
+    const work = createClient(
+      WorkService,
+      createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))] }),
+    );
+    const domainId = (await work.createDomain({ name: "agents-mcp" })).domain!.id;
+    const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
+    const epd: EpdProcess = await spawnEpd({ home: h.dir, nodeFile, backendUrl: tower.url });
+    cleanups.push(() => epd.stop());
+    const agent = (await epd.call<{ agent: { id: string } }>("agent.enroll", { domainId, runtime: "shell" })).agent;
+
+    const task = (await work.createTask({ missionId, kind: "claimable", title: "show config", runtime: "shell", input: { command: 'cat "$EP_MCP_CONFIG"' } })).task!;
+    let output = "";
+    await waitFor(async () => {
+      const t = (await work.getTask({ taskId: task.id })).task!;
+      output = t.result?.output ?? "";
+      return t.status === "succeeded";
+    }, 20_000);
+    const config = JSON.parse(output) as { mcpServers: { ep: { command: string; args: string[]; env: Record<string, string> } } };
+    const server = config.mcpServers.ep;
+    expect(server.args[0]).toBe("mcp");
+    expect(server.env).toMatchObject({ EP_AGENT_ID: agent.id, EP_DOMAIN_ID: domainId, EP_NODE_FILE: nodeFile });
+
+    const client = new Client({ name: "agent", version: "1.0.0" });
+    const transport = new StdioClientTransport({ command: server.command, args: server.args, env: { ...(process.env as Record<string, string>), EP_HOME: h.dir, ...server.env }, stderr: "pipe" });
+    let stderr = "";
+    transport.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+    await client.connect(transport).catch((err: Error) => {
+      throw new Error(`epd mcp did not start: ${err.message}\n${stderr}`);
+    });
+    try {
+      expect((await client.listTools()).tools.map((x) => x.name)).toContain("claim_mesh_task");
+      const res = await client.callTool({ name: "submit_mesh_task", arguments: { mission_id: missionId, title: "from an agent's MCP", runtime: "shell", input: { command: "true" } } });
+      expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
+      expect((res.structuredContent as any).task.title).toBe("from an agent's MCP");
+    } finally {
+      await client.close();
+    }
+  }, 90_000);
+});

@@ -1,0 +1,114 @@
+// `ep node reload <node_id>` end to end: a built tower and epd; the tower's ReloadNodeConfig
+// sends config_reload over the link, the node reloads cron.toml and runtimes.toml, checks
+// agents.toml, and answers with a config.reload matrix event the command waits for. Errors come
+// back with their file and line, and the running configuration is kept.
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { EpdProcess } from "./epd-harness.js";
+import { buildAll, fleetSetup, runEp, startFleetEpd, towerEvents, writeDaemonFile, type FleetSetup } from "./fleet-harness.js";
+import { waitFor } from "./harness.js";
+
+let s: FleetSetup;
+let epd: EpdProcess | undefined;
+
+beforeAll(async () => {
+  await buildAll();
+  s = await fleetSetup("ep-node-reload-");
+}, 90_000);
+
+afterAll(async () => {
+  await epd?.stop();
+  await s?.cleanup();
+});
+
+const ep = (...args: string[]) => runEp(s.home, [...args, "--url", s.tower.url, "--token", s.tower.adminToken]);
+
+async function cronJobs(): Promise<{ reportedAt: string; names: string[]; errors: any[] }> {
+  const res = await fetch(`${s.tower.url}/mcp/call`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${s.tower.adminToken}`, "content-type": "application/json" },
+    body: JSON.stringify({ tool: "list_cron_jobs", arguments: { node_id: s.nodeId } }),
+  });
+  const node = ((await res.json()) as any).result.nodes[0];
+  return { reportedAt: node.reported_at, names: node.jobs.map((j: any) => j.name).sort(), errors: node.config_errors };
+}
+
+const job = (name: string) => `[[job]]\nname = "${name}"\nschedule = "0 3 * * *"\ndispatch = "bash"\nprompt = "true"\n`;
+
+describe("ep node reload", () => {
+  it("reloads cron.toml and runtimes.toml on the node, reports errors with lines, keeps the running config", async () => {
+    writeDaemonFile(s, "cron.toml", job("nightly"));
+    epd = await startFleetEpd(s, { EP_NODE_STATE_MS: "3600000" });
+    await waitFor(async () => (await cronJobs()).names.join() === "nightly", 15_000);
+    const domainId = (await s.work.createDomain({ name: "reload" })).domain!.id;
+    const missionId = (await s.work.createMission({ domainId, title: "m" })).mission!.id;
+    await epd.call("agent.enroll", { domainId, runtime: "shell", name: "sh" });
+    const runShell = async (title: string) => {
+      const task = (await s.work.createTask({ missionId, kind: "claimable", title, runtime: "shell", input: { command: 'echo "greeting=${EP_GREETING:-none}"' } })).task!;
+      let output = "";
+      await waitFor(async () => {
+        const t = (await s.work.getTask({ taskId: task.id })).task!;
+        output = t.result?.output ?? "";
+        return t.status === "succeeded";
+      }, 15_000);
+      return output;
+    };
+    expect(await runShell("before")).toContain("greeting=none");
+
+    // valid changes: a second cron job, an env var for shell runs
+    writeDaemonFile(s, "cron.toml", `${job("nightly")}\n${job("backup")}`);
+    writeFileSync(join(s.epdHome, "runtimes.toml"), `[shell]\nenv = { EP_GREETING = "hello" }\n`);
+    const ok = await ep("node", "reload", s.nodeId, "--json");
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.json()).toMatchObject({ node_id: s.nodeId, status: "ok", errors: [] });
+    expect(ok.json().results).toEqual(["cron.toml: 2 jobs", "agents.toml: unchanged (0 profiles)", "runtimes.toml: reloaded"]);
+    expect(ok.json().event_id).toBeGreaterThan(0);
+    // the tower's copy follows without waiting for the periodic push, and new runs use the new runtimes.toml
+    await waitFor(async () => (await cronJobs()).names.join() === "backup,nightly", 10_000);
+    expect(await runShell("after")).toContain("greeting=hello");
+
+    // broken files: every error with its file and line; the running jobs and runtimes are kept
+    writeDaemonFile(s, "cron.toml", `${job("nightly")}\n[[job]]\nname = "bad"\nschedule = "0 25 * * *"\nprompt = "x"\ndispatch = "bash"\n`);
+    writeFileSync(join(s.epdHome, "runtimes.toml"), `[shell]\nenv = { EP_GREETING = "bye" }\ntimeout_second = 5\n`);
+    writeDaemonFile(s, "agents.toml", `[[agent]]\nid = "x"\nruntime = "nope"\n`);
+    const bad = await ep("node", "reload", s.nodeId);
+    expect(bad.code).toBe(2);
+    expect(bad.stdout).toContain(`${s.nodeId}: configuration reload failed`);
+    expect(bad.stdout).toMatch(/cron\.toml, line 9, bad, field schedule: .*25/);
+    expect(bad.stdout).toMatch(/runtimes\.toml, line 3, field shell\.timeout_second: /);
+    expect(bad.stdout).toMatch(/agents\.toml, line \d, x, field runtime: /);
+    expect(bad.stdout).toContain("cron.toml: 1 error; the running jobs were kept");
+    const events = await towerEvents(s, "matrix", "config.reload");
+    expect(events.map((e) => e.status)).toEqual(["ok", "failed"]);
+    expect(events[1].payload).toMatchObject({ source: "tower", status: "failed", node_id: s.nodeId });
+    expect(events[1].payload.errors.map((e: any) => [e.file.split("/").pop(), e.line])).toEqual([
+      ["cron.toml", 9],
+      ["agents.toml", 3],
+      ["runtimes.toml", 3],
+    ]);
+    expect(await runShell("kept")).toContain("greeting=hello");
+    await waitFor(async () => (await cronJobs()).errors.length === 2, 10_000);
+    expect((await cronJobs()).names).toEqual(["backup", "nightly"]);
+
+    // not waiting; and a node that is not connected
+    const sent = await ep("node", "reload", s.nodeId, "--wait", "0");
+    expect(sent.code, sent.stderr).toBe(0);
+    expect(sent.stdout).toContain("config_reload sent to");
+    expect((await ep("node", "reload", s.nodeId, "--wait", "x")).code).toBe(2);
+    await epd.stop();
+    epd = undefined;
+    await waitFor(async () => {
+      const res = await fetch(`${s.tower.url}/mcp/call`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${s.tower.adminToken}`, "content-type": "application/json" },
+        body: JSON.stringify({ tool: "list_nodes", arguments: {} }),
+      });
+      return ((await res.json()) as any).result.nodes.some((n: any) => n.id === s.nodeId && n.status === "offline");
+    }, 10_000);
+    const offline = await ep("node", "reload", s.nodeId);
+    expect(offline.code).toBe(7);
+    expect(offline.stderr).toContain("not connected");
+    expect((await ep("node", "reload", "nod_nope")).code).toBe(4);
+  }, 120_000);
+});

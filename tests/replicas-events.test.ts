@@ -1,0 +1,227 @@
+// Two (or three) in-process towers on one PostgreSQL schema: events committed on one replica
+// reach the SSE clients, hub listeners and long-polling claimers of the others exactly once and
+// in order; concurrent writers on both replicas never make a follower skip an id; node-link
+// commands (signal, supervise, attach proof) reach the replica holding the link; the bootstrap
+// admin token is made once; cluster locks exclude each other.
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { afterEach, describe, expect, it } from "vitest";
+import { silentLogger } from "../common/log.js";
+import { AgentService, NodeService, type LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { createTower } from "../tower/app.js";
+import { bootstrap } from "../tower/bootstrap.js";
+import { loadConfig } from "../tower/config.js";
+import { commit } from "../tower/domain/event-hub.js";
+import { attachProof } from "../tower/edges/attach/attach-ws.js";
+import { openStore } from "../tower/store/open-store.js";
+import { tempHome, waitFor, type TestTower } from "./harness.js";
+import { followSse, freshSchema, gapsAndDuplicates, requirePg, skipPg, startReplica, type Schema } from "./replicas-harness.js";
+
+requirePg("replicas-events");
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+});
+
+async function replicas(n: number, env: Record<string, string> = {}): Promise<{ schema: Schema; towers: TestTower[] }> {
+  const schema = await freshSchema();
+  cleanups.push(() => schema.drop());
+  const home = tempHome("ep-rep-");
+  cleanups.push(() => home.cleanup());
+  const towers: TestTower[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = await startReplica(schema, home.dir, env);
+    cleanups.push(() => t.close());
+    towers.push(t);
+  }
+  return { schema, towers };
+}
+
+async function storeIds(t: TestTower, afterId: number): Promise<number[]> {
+  return (await t.tower.deps.store.listEvents({ afterId, limit: 1_000_000 })).map((e) => e.id);
+}
+
+describe.skipIf(skipPg)("replicas: events across towers", () => {
+  it("an SSE client and a long-polling claimer on B hear what A commits", async () => {
+    const { towers } = await replicas(2);
+    const [a, b] = towers;
+    const start = await a.tower.deps.store.lastEventId();
+    const sse = followSse([b.url], b.adminToken, { afterId: start });
+    cleanups.push(() => sse.close());
+
+    const workA = a.client(WorkService);
+    const domainId = (await workA.createDomain({ name: "rep" })).domain!.id;
+    const missionId = (await workA.createMission({ domainId, title: "m" })).mission!.id;
+    const agentId = (await b.client(AgentService).enrollAgent({ domainId, runtime: "shell" })).agent!.id;
+
+    // a long poll on B, a task created on A: B's claimer wakes from A's commit
+    const figures: number[] = [];
+    for (let i = 0; i < 11; i++) {
+      const claim = b.client(WorkService).claimTask({ agentId, waitMs: 10_000 });
+      await new Promise((r) => setTimeout(r, 100)); // the claim is waiting on B
+      const t0 = performance.now();
+      const created = (await workA.createTask({ missionId, title: `t${i}` })).task!;
+      const claimed = await claim;
+      if (i > 0) figures.push(performance.now() - t0); // the first warms up statements and connections
+      expect(claimed.task?.id).toBe(created.id);
+    }
+    const sorted = [...figures].sort((x, y) => x - y);
+    console.log(`replicas-events: create on A -> claim answered on B (long poll): p50 ${sorted[5].toFixed(1)} ms, max ${sorted.at(-1)!.toFixed(1)} ms (${figures.map((f) => f.toFixed(0)).join(", ")})`);
+    expect(sorted[5]).toBeLessThan(250);
+    expect(sorted.at(-1)!).toBeLessThan(1000);
+
+    const expected = await storeIds(a, start);
+    await waitFor(() => sse.ids.length >= expected.length, 5000);
+    expect(sse.ids).toEqual(expected);
+    expect(sse.rows.filter((r) => r.name === "task.claimed")).toHaveLength(11);
+  }, 30_000);
+
+  it("concurrent writers on two replicas: every hub and SSE client sees every id once, SSE in id order, across resumes", async () => {
+    const { towers } = await replicas(2);
+    const [a, b] = towers;
+    const start = await a.tower.deps.store.lastEventId();
+    const hubIds = towers.map((t) => {
+      const got: number[] = [];
+      t.tower.deps.hub.subscribe((rows) => rows.forEach((r) => got.push(r.id)));
+      return got;
+    });
+    const onA = followSse([a.url], a.adminToken, { afterId: start });
+    const onB = followSse([b.url], b.adminToken, { afterId: start });
+    // this one hops between the replicas, resuming with Last-Event-ID each time
+    const hopping = followSse([a.url, b.url], a.adminToken, { afterId: start, retryMs: 5 });
+    cleanups.push(() => (onA.close(), onB.close(), hopping.close()));
+    await new Promise((r) => setTimeout(r, 100));
+
+    const WRITERS = 4;
+    const COMMITS = 40;
+    const writer = (t: TestTower, w: number) => async () => {
+      for (let i = 0; i < COMMITS; i++) {
+        await commit(t.tower.deps, async (_tx, emit) => {
+          for (let j = 0; j <= (i % 3); j++) emit({ type: "matrix", name: "test.tick", status: "ok", payload: { w, i, j } });
+        });
+      }
+    };
+    const hops = setInterval(() => hopping.drop(), 40);
+    await Promise.all(towers.flatMap((t, r) => Array.from({ length: WRITERS }, (_, w) => writer(t, r * 10 + w)())));
+    clearInterval(hops);
+
+    const expected = await storeIds(a, start);
+    // commits of 1, 2, 3 events in turn
+    const perWriter = Array.from({ length: COMMITS }, (_, i) => (i % 3) + 1).reduce((x, y) => x + y, 0);
+    expect(expected.length).toBe(2 * WRITERS * perWriter);
+    for (const f of [onA, onB, hopping]) await waitFor(() => f.ids.length >= expected.length || f.ids.at(-1) === expected.at(-1), 10_000);
+    for (const [name, f] of [["A", onA], ["B", onB], ["hopping", hopping]] as const) {
+      const check = gapsAndDuplicates(f.ids, expected);
+      expect(check, `SSE ${name}`).toEqual({ missing: [], duplicates: [], outOfOrder: 0 });
+    }
+    expect(hopping.connections.length).toBeGreaterThan(3);
+    await waitFor(() => hubIds.every((ids) => ids.length >= expected.length), 5000);
+    for (const ids of hubIds) {
+      expect(new Set(ids).size).toBe(ids.length); // exactly once per replica
+      expect([...ids].sort((x, y) => x - y)).toEqual(expected);
+    }
+  }, 60_000);
+
+  it("event ids become visible in commit order: a second writer waits for the first one's commit", async () => {
+    const { towers } = await replicas(2);
+    const [a, b] = towers;
+    let release!: () => void;
+    let firstIds: number[] = [];
+    const first = a.tower.deps.store.transaction(async (tx) => {
+      firstIds = (await tx.appendEvents([{ type: "matrix", name: "test.slow" }], new Date().toISOString())).map((e) => e.id);
+      await new Promise<void>((r) => (release = r)); // holds its ids uncommitted
+    });
+    await waitFor(() => firstIds.length > 0);
+    let secondIds: number[] = [];
+    const second = b.tower.deps.store.transaction(async (tx) => {
+      secondIds = (await tx.appendEvents([{ type: "matrix", name: "test.fast" }], new Date().toISOString())).map((e) => e.id);
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    // the second writer cannot have drawn an id yet, so no reader can see a higher id before the lower one commits
+    expect(secondIds).toEqual([]);
+    expect((await b.tower.deps.store.listEvents({ afterId: firstIds[0] - 1 })).map((e) => e.id)).toEqual([]);
+    release();
+    await Promise.all([first, second]);
+    expect(secondIds[0]).toBeGreaterThan(firstIds[0]);
+    expect((await b.tower.deps.store.listEvents({ afterId: firstIds[0] - 1 })).map((e) => e.id)).toEqual([firstIds[0], secondIds[0]]);
+  }, 30_000);
+
+  it("a node linked to A gets signal and supervise commands sent through B; B asks A for the attach proof", async () => {
+    const { towers } = await replicas(2);
+    const [a, b] = towers;
+    const domainId = (await a.client(WorkService).createDomain({ name: "links" })).domain!.id;
+    const reg = await a.client(NodeService).registerNode({ hostname: "worker-1" });
+    const nodeId = reg.node!.id;
+    const agentId = (await a.client(AgentService).enrollAgent({ domainId, runtime: "shell", nodeId })).agent!.id;
+
+    const nodeTransport = createConnectTransport({
+      baseUrl: a.url,
+      httpVersion: "1.1",
+      interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${reg.token}`), next(req))],
+    });
+    const ac = new AbortController();
+    const got: LinkResponse[] = [];
+    const stream = (async () => {
+      try {
+        for await (const m of createClient(NodeService, nodeTransport).link({ attachSecret: "s3cret" }, { signal: ac.signal })) got.push(m);
+      } catch {
+        // aborted below
+      }
+    })();
+    await waitFor(() => got.some((m) => m.kind === "hello"));
+    await waitFor(async () => (await b.tower.deps.store.getMeta(`link:${nodeId}`))?.startsWith(a.tower.replication!.replicaId) === true);
+
+    expect(b.tower.services.fleet.isLinked(nodeId)).toBe(false);
+    expect(await b.tower.services.fleet.linkedAnywhere(nodeId)).toBe(true);
+    await b.client(AgentService).superviseAgent({ agentId, op: "pause" });
+    const prompt = "é".repeat(30_000) + " done"; // larger than one NOTIFY: sent in frames
+    await b.client(AgentService).signalAgent({ agentId, prompt });
+    await waitFor(() => got.some((m) => m.kind === "signal"));
+    expect(got.find((m) => m.kind === "supervise")?.data).toMatchObject({ op: "pause" });
+    expect(got.find((m) => m.kind === "signal")?.data).toMatchObject({ prompt });
+    expect(await b.tower.replication!.proof(nodeId, "att_1")).toBe(attachProof("s3cret", "att_1"));
+    // an unassigned task created on B wakes the link on A (through the event relay, not the command relay)
+    const missionId = (await b.client(WorkService).createMission({ domainId, title: "m" })).mission!.id;
+    const task = (await b.client(WorkService).createTask({ missionId, title: "x", runtime: "shell" })).task!;
+    await waitFor(() => got.some((m) => m.kind === "task_ready" && m.taskId === task.id));
+    expect(got.filter((m) => m.kind === "task_ready" && m.taskId === task.id)).toHaveLength(1);
+
+    ac.abort();
+    await stream;
+    await waitFor(async () => (await b.tower.deps.store.getNode(nodeId))?.status === "offline");
+    expect(await b.tower.services.fleet.linkedAnywhere(nodeId)).toBe(false);
+    await expect(b.client(AgentService).superviseAgent({ agentId, op: "resume" })).rejects.toThrow(/not connected/);
+    expect(await b.tower.replication!.proof(nodeId, "att_2")).toBeUndefined();
+  }, 30_000);
+
+  it("replicas starting together make one bootstrap admin token; cluster locks exclude each other", async () => {
+    const schema = await freshSchema();
+    cleanups.push(() => schema.drop());
+    const started = await Promise.all(
+      [0, 1, 2].map(async () => {
+        const home = tempHome("ep-rep-boot-");
+        cleanups.push(() => home.cleanup());
+        const env = { EP_HOME: home.dir, EP_DATABASE_URL: schema.url, EP_SECRET_KEY: "test" };
+        const config = loadConfig({ listen: "127.0.0.1:0" }, env);
+        const store = await openStore(schema.url);
+        const tower = await createTower({ config, store, log: silentLogger });
+        cleanups.push(() => tower.close());
+        return { tower, boot: await bootstrap(tower, config.home, config.publicUrl, env) };
+      }),
+    );
+    expect(started.filter((s) => s.boot.adminTokenFile)).toHaveLength(1);
+    expect((await started[0].tower.deps.store.listTokens()).filter((t) => t.name === "bootstrap-admin")).toHaveLength(1);
+
+    const [r1, r2] = started.map((s) => s.tower.replication!);
+    let release!: () => void;
+    const held = r1.exclusive("sweep", () => new Promise<string>((r) => (release = () => r("done"))));
+    await waitFor(() => release !== undefined);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await r2.tryExclusive("sweep", async () => "ran")).toBeUndefined();
+    release();
+    expect(await held).toBe("done");
+    expect(await r2.tryExclusive("sweep", async () => "ran")).toBe("ran");
+  }, 30_000);
+});

@@ -1,0 +1,249 @@
+// Helpers for the multi-replica tests (tests/replicas-*.test.ts): a fresh PostgreSQL schema
+// per test, towers sharing it (in-process or the built ep-tower), a TCP load balancer that
+// fails over, and an SSE follower that resumes with Last-Event-ID.
+import { randomBytes } from "node:crypto";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { connect, createServer, type Server, type Socket } from "node:net";
+import { request, type IncomingMessage } from "node:http";
+import { join } from "node:path";
+import pg from "pg";
+import { withDefaultUser } from "../tower/store/postgres/postgres-store.js";
+import { buildBinaries, stopChild } from "./epd-harness.js";
+import { sseParser } from "./events-helpers.js";
+import { freePort, startTower, waitFor, type TestTower } from "./harness.js";
+
+export const PG_URL = process.env.EP_TEST_PG_URL ?? "postgres://127.0.0.1:5432/test";
+
+async function probe(): Promise<string | undefined> {
+  const c = new pg.Client({ connectionString: withDefaultUser(PG_URL), connectionTimeoutMillis: 3000 });
+  c.on("error", () => {});
+  try {
+    await c.connect();
+    await c.query("SELECT 1");
+    return undefined;
+  } catch (err) {
+    return err instanceof Error ? err.message || err.name : String(err);
+  } finally {
+    await c.end().catch(() => {});
+  }
+}
+
+/** Why PostgreSQL tests cannot run here (undefined when they can). Under CI an absent server is a failure, not a skip. */
+export const pgProblem = await probe();
+export const skipPg = Boolean(pgProblem) && !process.env.CI;
+
+export function requirePg(suite: string): void {
+  if (skipPg) console.log(`${suite}: skipping (PostgreSQL at ${PG_URL} unreachable: ${pgProblem}); set EP_TEST_PG_URL to run it`);
+}
+
+export interface Schema {
+  name: string;
+  /** EP_DATABASE_URL pointing into the schema (search_path through the connection options) */
+  url: string;
+  drop(): Promise<void>;
+}
+
+export async function freshSchema(): Promise<Schema> {
+  if (pgProblem) throw new Error(`PostgreSQL at ${PG_URL} is unreachable under CI: ${pgProblem}`);
+  const name = `ep_rep_${randomBytes(6).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: withDefaultUser(PG_URL) });
+  await admin.connect();
+  await admin.query(`CREATE SCHEMA ${name}`);
+  await admin.end();
+  const u = new URL(PG_URL);
+  u.searchParams.set("options", `-c search_path=${name}`);
+  return {
+    name,
+    url: u.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: withDefaultUser(PG_URL) });
+      await c.connect();
+      await c.query(`DROP SCHEMA IF EXISTS ${name} CASCADE`);
+      await c.end();
+    },
+  };
+}
+
+/** An in-process tower on the schema. Replicas share `home` so they find the one admin.token. */
+export function startReplica(schema: Schema, home: string, env: Record<string, string> = {}): Promise<TestTower> {
+  return startTower({ home, env: { EP_DATABASE_URL: schema.url, EP_PUBLIC_URL: "http://ep.test", ...env } });
+}
+
+export interface ReplicaProcess {
+  child: ChildProcess;
+  url: string;
+  port: number;
+  stderr(): string;
+  stop(): Promise<void>;
+  kill9(): Promise<void>;
+}
+
+/** The built ep-tower (tests/epd-harness.ts bundle) on the schema, as a child process. */
+export async function spawnReplica(schema: Schema, home: string, env: Record<string, string> = {}): Promise<ReplicaProcess> {
+  const { tower } = await buildBinaries();
+  const port = await freePort();
+  mkdirSync(home, { recursive: true });
+  const child = spawn(process.execPath, [tower, "--listen", `127.0.0.1:${port}`], {
+    env: { ...process.env, EP_HOME: home, EP_LOG_LEVEL: "warn", EP_SECRET_KEY: "test", EP_DATABASE_URL: schema.url, EP_PUBLIC_URL: "http://ep.test", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  child.stdout!.resume();
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(async () => {
+    if (child.exitCode !== null) throw new Error(`ep-tower exited ${child.exitCode}: ${stderr}`);
+    return (await fetch(url + "/readyz").catch(() => undefined))?.ok === true;
+  }, 20_000);
+  return { child, url, port, stderr: () => stderr, stop: () => stopChild(child, "SIGTERM"), kill9: () => stopChild(child, "SIGKILL") };
+}
+
+export interface Balancer {
+  port: number;
+  url: string;
+  /** connections currently spliced, per target port */
+  open(): Map<number, number>;
+  close(): Promise<void>;
+}
+
+/**
+ * A TCP load balancer with fail-over: each new connection goes to the first target that
+ * accepts it. When a target dies its connections drop (the clients reconnect) and new
+ * ones go to the next target, like nginx's `proxy_next_upstream` on a refused connection.
+ */
+export async function failoverBalancer(targets: number[]): Promise<Balancer> {
+  const sockets = new Set<Socket>();
+  const counts = new Map<number, number>();
+  const server: Server = createServer((client) => {
+    sockets.add(client);
+    client.pause();
+    client.on("error", () => client.destroy());
+    client.on("close", () => sockets.delete(client));
+    const attempt = (i: number) => {
+      if (i >= targets.length || client.destroyed) return void client.destroy();
+      const port = targets[i];
+      const upstream = connect(port, "127.0.0.1");
+      let connected = false;
+      upstream.once("connect", () => {
+        connected = true;
+        counts.set(port, (counts.get(port) ?? 0) + 1);
+        sockets.add(upstream);
+        client.pipe(upstream);
+        upstream.pipe(client);
+        client.resume();
+      });
+      upstream.on("error", () => {
+        if (!connected) return attempt(i + 1);
+        client.destroy();
+      });
+      upstream.on("close", () => {
+        sockets.delete(upstream);
+        if (connected) {
+          counts.set(port, (counts.get(port) ?? 1) - 1);
+          client.destroy();
+        }
+      });
+      client.on("close", () => upstream.destroy());
+    };
+    attempt(0);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as { port: number }).port;
+  return {
+    port,
+    url: `http://127.0.0.1:${port}`,
+    open: () => new Map(counts),
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  };
+}
+
+export interface SseFollower {
+  /** every event id received, in arrival order, across reconnects */
+  ids: number[];
+  rows: { id: number; name: string; task_id: string; status: string }[];
+  /** base URLs each connection went to, in order */
+  connections: string[];
+  /** time of arrival (performance.now()) of each event id */
+  arrivals: Map<number, number>;
+  /** drops the current connection (a network fault); the follower resumes on the next base */
+  drop(): void;
+  close(): void;
+}
+
+/**
+ * Follows /events/stream like a browser's EventSource: on a dropped connection it
+ * reconnects (to the next base URL in `bases`, round robin) with Last-Event-ID.
+ */
+export function followSse(bases: string[] | (() => string), token: string, opts: { afterId?: number; retryMs?: number } = {}): SseFollower {
+  const out: SseFollower = { ids: [], rows: [], connections: [], arrivals: new Map(), drop: () => {}, close: () => {} };
+  let closed = false;
+  let current: ReturnType<typeof request> | undefined;
+  let n = 0;
+  let last = opts.afterId;
+  const pick = typeof bases === "function" ? bases : () => bases[n++ % bases.length];
+  const open = () => {
+    if (closed) return;
+    const base = pick();
+    out.connections.push(base);
+    const u = new URL("/events/stream", base);
+    const headers: Record<string, string> = { accept: "text/event-stream", authorization: `Bearer ${token}` };
+    if (last !== undefined) headers["last-event-id"] = String(last);
+    const req = request(u, { headers });
+    current = req;
+    let over = false;
+    const again = () => {
+      if (over) return; // error and close both report the one ending
+      over = true;
+      if (current === req && !closed) setTimeout(open, opts.retryMs ?? 100);
+    };
+    req.on("error", again);
+    req.on("response", (res: IncomingMessage) => {
+      if (res.statusCode !== 200) {
+        res.resume();
+        res.on("end", again);
+        return;
+      }
+      res.setEncoding("utf8");
+      const parse = sseParser((m) => {
+        if (!m.id || m.event) return;
+        const id = Number(m.id);
+        const row = JSON.parse(m.data) as SseFollower["rows"][number];
+        out.ids.push(id);
+        out.rows.push(row);
+        out.arrivals.set(id, performance.now());
+        last = id;
+      });
+      res.on("data", parse);
+      res.on("error", again);
+      res.on("close", again);
+    });
+    req.end();
+  };
+  open();
+  out.drop = () => current?.destroy();
+  out.close = () => {
+    closed = true;
+    current?.destroy();
+  };
+  return out;
+}
+
+/** Checks that `ids` is exactly `expected` (same ids, same order): no gap, no duplicate. */
+export function gapsAndDuplicates(ids: readonly number[], expected: readonly number[]): { missing: number[]; duplicates: number[]; outOfOrder: number } {
+  const seen = new Set<number>();
+  const duplicates: number[] = [];
+  let outOfOrder = 0;
+  ids.forEach((id, i) => {
+    if (seen.has(id)) duplicates.push(id);
+    seen.add(id);
+    if (i && id <= ids[i - 1]) outOfOrder++;
+  });
+  return { missing: expected.filter((id) => !seen.has(id)), duplicates, outOfOrder };
+}
+
+export { join };

@@ -1,0 +1,148 @@
+// The nginx configuration of docs/deploy.md, run for real: nginx (a non-daemon child with a temp
+// prefix) in front of two in-process replicas on one PostgreSQL schema. SSE and a WebSocket go
+// through it and see events committed on both replicas in id order; a Connect call and a REST
+// call go through it; when one replica stops, the SSE client resumes through nginx on the other
+// with no gap.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { commit } from "../tower/domain/event-hub.js";
+import { freePort, ROOT, tempHome, waitFor, type TestTower } from "./harness.js";
+import { followSse, freshSchema, gapsAndDuplicates, requirePg, skipPg, startReplica } from "./replicas-harness.js";
+
+requirePg("replicas-nginx");
+
+const NGINX = ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"].find((p) => spawnSync(p, ["-v"]).status === 0) ?? (spawnSync("nginx", ["-v"]).status === 0 ? "nginx" : undefined);
+const skipNginx = !NGINX && !process.env.CI;
+if (!NGINX) console.log(`replicas-nginx: ${process.env.CI ? "FAILING" : "skipping"}: nginx is not installed (apt-get install nginx-light)`);
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+});
+
+/** The ```nginx block of docs/deploy.md with the upstream servers and the listen port replaced. */
+function deployConfig(upstreams: number[], port: number): string {
+  const doc = readFileSync(join(ROOT, "docs", "deploy.md"), "utf8");
+  const block = /```nginx\n([\s\S]*?)```/.exec(doc)?.[1];
+  if (!block) throw new Error("docs/deploy.md has no ```nginx block");
+  const servers = block.match(/^\s*server\s+[\d.]+:\d+[^;]*;$/gm);
+  if (!servers || servers.length < 2) throw new Error("the nginx block's upstream has no server lines");
+  let out = block.replace(servers[0], upstreams.map((p) => servers[0].replace(/[\d.]+:\d+/, `127.0.0.1:${p}`)).join("\n"));
+  for (const s of servers.slice(1)) out = out.replace(s + "\n", "");
+  if (!/^\s*listen 80;$/m.test(out)) throw new Error("the nginx block does not listen on 80");
+  return out.replace(/^(\s*)listen 80;$/m, `$1listen 127.0.0.1:${port};`);
+}
+
+async function startNginx(upstreams: number[]): Promise<{ url: string; child: ChildProcess; stop(): Promise<void> }> {
+  const dir = tempHome("ep-nginx-");
+  cleanups.push(() => dir.cleanup());
+  const port = await freePort();
+  for (const d of ["logs", "body", "proxy"]) mkdirSync(join(dir.dir, d));
+  const conf = join(dir.dir, "nginx.conf");
+  writeFileSync(
+    conf,
+    `worker_processes 1;
+pid ${dir.dir}/nginx.pid;
+error_log ${dir.dir}/logs/error.log warn;
+events { worker_connections 512; }
+http {
+  access_log off;
+  client_body_temp_path ${dir.dir}/body;
+  proxy_temp_path ${dir.dir}/proxy;
+${deployConfig(upstreams, port)}
+}
+`,
+  );
+  const test = spawnSync(NGINX!, ["-t", "-p", dir.dir, "-c", conf], { encoding: "utf8" });
+  if (test.status !== 0) throw new Error(`nginx -t failed: ${test.stderr}`);
+  const child = spawn(NGINX!, ["-p", dir.dir, "-c", conf, "-g", "daemon off;"], { stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(async () => {
+    if (child.exitCode !== null) throw new Error(`nginx exited ${child.exitCode}: ${stderr}`);
+    return (await fetch(url + "/healthz").catch(() => undefined))?.ok === true;
+  }, 10_000);
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode) return resolve();
+      child.once("exit", () => resolve());
+      child.kill("SIGTERM");
+    });
+  cleanups.push(stop);
+  return { url, child, stop };
+}
+
+describe.skipIf(skipPg || skipNginx)("replicas: nginx in front (docs/deploy.md)", () => {
+  it("streams SSE and a WebSocket through nginx from two replicas, and SSE fails over when one stops", async () => {
+    expect(NGINX, "nginx must be installed under CI (.ci/run installs nginx-light)").toBeDefined();
+    const schema = await freshSchema();
+    cleanups.push(() => schema.drop());
+    const home = tempHome("ep-rep-nginx-");
+    cleanups.push(() => home.cleanup());
+    const a: TestTower = await startReplica(schema, home.dir);
+    cleanups.push(() => a.close());
+    const b: TestTower = await startReplica(schema, home.dir);
+    let bClosed = false;
+    cleanups.push(() => (bClosed ? undefined : b.close()));
+    const port = (u: string) => Number(new URL(u).port);
+    const nginx = await startNginx([port(a.url), port(b.url)]);
+    const token = a.adminToken;
+    const start = await a.tower.deps.store.lastEventId();
+
+    const sse = followSse([nginx.url], token, { afterId: start, retryMs: 100 });
+    cleanups.push(() => sse.close());
+    const wsIds: number[] = [];
+    const ws = new WebSocket(`${nginx.url.replace("http", "ws")}/events/ws?last_event_id=${start}`, { headers: { authorization: `Bearer ${token}` } });
+    cleanups.push(() => ws.terminate());
+    ws.on("message", (data) => {
+      const m = JSON.parse(String(data)) as { id?: number };
+      if (typeof m.id === "number") wsIds.push(m.id);
+    });
+    await new Promise<void>((resolve, reject) => (ws.once("open", () => resolve()), ws.once("error", reject)));
+
+    // REST and Connect through nginx as well
+    const rest = await fetch(`${nginx.url}/domains`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify({ name: "via-nginx" }) });
+    expect(rest.status).toBe(201);
+    const { createClient } = await import("@connectrpc/connect");
+    const { createConnectTransport } = await import("@connectrpc/connect-node");
+    const viaNginx = createClient(WorkService, createConnectTransport({ baseUrl: nginx.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] }));
+    expect((await viaNginx.listDomains({})).domains.map((d) => d.name)).toContain("via-nginx");
+
+    // events committed on both replicas, one at a time, each timed to its arrival through nginx
+    const latencies: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const t = i % 2 ? b : a;
+      const t0 = performance.now();
+      const [row] = await commit(t.tower.deps, async (_tx, emit) => emit({ type: "matrix", name: "test.tick", status: "ok", payload: { i } })).then(async () => [await t.tower.deps.store.lastEventId()]);
+      await waitFor(() => sse.arrivals.has(row) && wsIds.includes(row), 5000, 1);
+      latencies.push(sse.arrivals.get(row)! - t0);
+    }
+    latencies.sort((x, y) => x - y);
+    console.log(`replicas-nginx: commit on a replica -> SSE event through nginx: p50 ${latencies[10].toFixed(1)} ms, max ${latencies.at(-1)!.toFixed(1)} ms`);
+
+    let expected = (await a.tower.deps.store.listEvents({ afterId: start, limit: 100_000 })).map((e) => e.id);
+    await waitFor(() => sse.ids.at(-1) === expected.at(-1) && wsIds.at(-1) === expected.at(-1), 5000);
+    expect(gapsAndDuplicates(sse.ids, expected)).toEqual({ missing: [], duplicates: [], outOfOrder: 0 });
+    expect(gapsAndDuplicates(wsIds, expected)).toEqual({ missing: [], duplicates: [], outOfOrder: 0 });
+
+    // one replica stops: SSE clients it served reconnect through nginx to the other and resume.
+    // nginx alternates between the upstreams, so of four clients opened in a row some are on B.
+    const more = [0, 1, 2, 3].map(() => followSse([nginx.url], token, { afterId: start, retryMs: 100 }));
+    cleanups.push(() => more.forEach((f) => f.close()));
+    await waitFor(() => more.every((f) => f.ids.at(-1) === expected.at(-1)), 5000);
+    bClosed = true;
+    await b.close();
+    for (let i = 0; i < 5; i++) await commit(a.tower.deps, async (_tx, emit) => emit({ type: "matrix", name: "test.after", status: "ok", payload: { i } }));
+    expected = (await a.tower.deps.store.listEvents({ afterId: start, limit: 100_000 })).map((e) => e.id);
+    for (const f of [sse, ...more]) {
+      await waitFor(() => f.ids.at(-1) === expected.at(-1), 10_000);
+      expect(gapsAndDuplicates(f.ids, expected)).toEqual({ missing: [], duplicates: [], outOfOrder: 0 });
+    }
+    expect([sse, ...more].filter((f) => f.connections.length > 1).length).toBeGreaterThan(0);
+  }, 60_000);
+});

@@ -1,0 +1,107 @@
+// The built ep-tower on a non-loopback address: plain HTTP is refused unless EP_ALLOW_INSECURE=1
+// says a TLS proxy sits in front; with EP_TLS_CERT/EP_TLS_KEY it serves HTTPS.
+import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { request } from "node:https";
+import { join } from "node:path";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { buildBinaries, stopChild } from "./epd-harness.js";
+import { freePort, tempHome, waitFor } from "./harness.js";
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+});
+
+let towerBin: string;
+beforeAll(async () => {
+  towerBin = (await buildBinaries()).tower;
+}, 60_000);
+
+function env(home: string, extra: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !/^EP_(TLS_|ALLOW_INSECURE|LISTEN)/.test(k)) out[k] = v;
+  return { ...out, EP_HOME: home, EP_LOG_LEVEL: "warn", EP_SECRET_KEY: "test", ...extra };
+}
+
+function spawnOn(home: string, port: number, extra: Record<string, string>): { child: ChildProcess; stderr(): string } {
+  const child = spawn(process.execPath, [towerBin, "--listen", `0.0.0.0:${port}`], { env: env(home, extra), stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  child.stdout!.resume();
+  cleanups.push(() => stopChild(child, "SIGTERM"));
+  return { child, stderr: () => stderr };
+}
+
+function httpsGet(port: number, path: string, ca: Buffer): Promise<{ status: number; body: string; protocol: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", servername: "localhost", port, path, ca, method: "GET", agent: false, timeout: 5000 }, (res) => {
+      const protocol = (res.socket as { getProtocol?(): string | null }).getProtocol?.() ?? "";
+      let body = "";
+      res.on("data", (d: Buffer) => (body += d.toString()));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body, protocol }));
+    });
+    req.on("error", reject);
+    req.on("timeout", () => req.destroy(new Error("timed out")));
+    req.end();
+  });
+}
+
+describe("ep-tower on a non-loopback address", () => {
+  it("refuses plain HTTP with exit 2, naming EP_TLS_CERT and EP_ALLOW_INSECURE", async () => {
+    const h = tempHome("ep-tls-");
+    cleanups.push(() => h.cleanup());
+    const port = await freePort();
+    const r = spawnSync(process.execPath, [towerBin, "--listen", `0.0.0.0:${port}`], { env: env(h.dir, {}), encoding: "utf8", timeout: 15_000 });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/^ep-tower: refusing plain HTTP on non-loopback address 0\.0\.0\.0/);
+    expect(r.stderr).toContain("EP_TLS_CERT");
+    expect(r.stderr).toContain("EP_ALLOW_INSECURE=1");
+    // nothing listens there
+    expect(await fetch(`http://127.0.0.1:${port}/healthz`).then(() => "up", () => "down")).toBe("down");
+
+    // half a TLS setup is refused too
+    const half = spawnSync(process.execPath, [towerBin, "--listen", `0.0.0.0:${port}`], { env: env(h.dir, { EP_TLS_CERT: "/nope" }), encoding: "utf8", timeout: 15_000 });
+    expect(half.status).toBe(2);
+    expect(half.stderr).toMatch(/EP_TLS_CERT and EP_TLS_KEY must be set together/);
+  }, 30_000);
+
+  it("serves plain HTTP there with EP_ALLOW_INSECURE=1 (behind a TLS proxy)", async () => {
+    const h = tempHome("ep-tls-");
+    cleanups.push(() => h.cleanup());
+    const port = await freePort();
+    const t = spawnOn(h.dir, port, { EP_ALLOW_INSECURE: "1" });
+    await waitFor(async () => {
+      if (t.child.exitCode !== null) throw new Error(`ep-tower exited ${t.child.exitCode}: ${t.stderr()}`);
+      return (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined))?.ok === true;
+    }, 15_000);
+    const token = readFileSync(join(h.dir, "tower", "admin.token"), "utf8").trim();
+    const res = await fetch(`http://127.0.0.1:${port}/domains`, { headers: { authorization: `Bearer ${token}` } });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ domains: [] });
+  }, 30_000);
+
+  it("serves HTTPS with EP_TLS_CERT and EP_TLS_KEY, and no plain HTTP", async () => {
+    const h = tempHome("ep-tls-");
+    cleanups.push(() => h.cleanup());
+    execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=localhost", "-keyout", "k", "-out", "c"], {
+      cwd: h.dir,
+      stdio: "ignore",
+    });
+    const ca = readFileSync(join(h.dir, "c"));
+    const port = await freePort();
+    const t = spawnOn(h.dir, port, { EP_TLS_CERT: join(h.dir, "c"), EP_TLS_KEY: join(h.dir, "k") });
+    let health: Awaited<ReturnType<typeof httpsGet>> | undefined;
+    await waitFor(async () => {
+      if (t.child.exitCode !== null) throw new Error(`ep-tower exited ${t.child.exitCode}: ${t.stderr()}`);
+      health = await httpsGet(port, "/healthz", ca).catch(() => undefined);
+      return health?.status === 200;
+    }, 15_000);
+    expect(health!.protocol).toMatch(/^TLSv1\.[23]$/);
+    // a client that does not trust the certificate is refused
+    await expect(httpsGet(port, "/healthz", Buffer.from(""))).rejects.toThrow(/self[- ]signed|unable to verify|certificate/i);
+    // and plain HTTP on the same port gets no answer a client could mistake for the API
+    const plain = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(3000) }).then((r) => r.status, () => 0);
+    expect(plain === 0 || plain === 400).toBe(true);
+  }, 30_000);
+});

@@ -1,0 +1,304 @@
+// The web console in a real browser (Debian's chromium driven by playwright-core) against a
+// real in-process tower serving the built console at /ui/.
+import { create } from "@bufbuild/protobuf";
+import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
+import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
+import { CreateTaskRequestSchema } from "../gen/ep/tower/v1/work_pb.js";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { gzipSync } from "node:zlib";
+import type { BrowserContext, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CHROMIUM, ensureConsoleBuilt, launchChromium } from "./browser.js";
+import { ROOT, startTower, waitFor, type TestTower } from "./harness.js";
+import { optionalTool } from "./optional-tools.js";
+
+const chromiumTool = optionalTool(CHROMIUM, { pkg: "chromium", suite: "web-console" });
+
+describe("console bundle", () => {
+  it("loads at most 200 KB of gzipped JavaScript up front", async () => {
+    await ensureConsoleBuilt();
+    const html = readFileSync(join(ROOT, "dist", "web", "index.html"), "utf8");
+    // what index.html loads before the app runs: module scripts and their preloads
+    const initial = [...html.matchAll(/<(?:script[^>]*type="module"[^>]*src|link[^>]*rel="modulepreload"[^>]*href)="\/ui\/([^"]+\.js)"/g)].map((m) => m[1]);
+    expect(initial.length).toBeGreaterThan(0);
+    const gzipped = initial.reduce((sum, f) => sum + gzipSync(readFileSync(join(ROOT, "dist", "web", f)), { level: 9 }).length, 0);
+    expect(gzipped).toBeLessThanOrEqual(200 * 1024);
+  }, 60_000);
+});
+
+let t: TestTower;
+let ctx: BrowserContext;
+let page: Page;
+let profile: string;
+const dialogs: string[] = [];
+const pageErrors: string[] = [];
+
+async function loginTicket(): Promise<string> {
+  const res = await t.client(AuthService).createTicket({ purpose: "login" });
+  return res.ticket;
+}
+
+async function setup(name: string) {
+  const d = await t.api("POST", "/domains", { name });
+  expect(d.status).toBe(201);
+  const m = await t.api("POST", `/domains/${d.body.domain.id}/m`, { title: `${name} mission` });
+  expect(m.status).toBe(201);
+  return { domainId: d.body.domain.id as string, missionId: m.body.mission.id as string, missionTitle: `${name} mission` };
+}
+
+async function tab(name: "Console" | "Missions" | "Agents" | "Approvals") {
+  await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: new RegExp(`^${name}`) }).click();
+}
+
+const missionCard = (title: string) => page.locator("article.mission", { has: page.getByRole("heading", { name: title, exact: true }) });
+
+describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
+  beforeAll(async () => {
+    chromiumTool.require();
+    await ensureConsoleBuilt();
+    t = await startTower();
+    profile = mkdtempSync(join(tmpdir(), "ep-chromium-"));
+    ctx = await launchChromium(profile, { viewport: { width: 1280, height: 800 } });
+    page = ctx.pages()[0] ?? (await ctx.newPage());
+    page.on("dialog", (d) => {
+      dialogs.push(d.message());
+      void d.dismiss();
+    });
+    page.on("pageerror", (err) => pageErrors.push(err.message));
+  }, 60_000);
+
+  afterAll(async () => {
+    await ctx?.close();
+    await t?.close();
+    if (profile) rmSync(profile, { recursive: true, force: true });
+  });
+
+  it("logs in with the one-time URL the tower prints, into an HttpOnly cookie", async () => {
+    const ticket = await loginTicket();
+    await page.goto(`${t.url}/ui/login#ticket=${ticket}`);
+    await page.getByRole("navigation", { name: "Views" }).waitFor();
+    expect(new URL(page.url()).pathname).toBe("/ui/");
+    expect(page.url()).not.toContain("ticket");
+    const cookie = (await ctx.cookies(t.url)).find((c) => c.name === "ep_session");
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: "Strict", path: "/" });
+    // scripts see no credential: not in document.cookie, nothing but the theme in localStorage
+    expect(await page.evaluate(() => document.cookie)).not.toContain("ep_session");
+    expect(await page.evaluate(() => Object.keys(localStorage).filter((k) => k !== "ep.theme"))).toEqual([]);
+    // the ticket works once
+    const again = await t.api("POST", "/auth/session", { ticket }, null);
+    expect(again.status).toBeGreaterThanOrEqual(400);
+    await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toBe("composer-input");
+  });
+
+  it("shows a task created through the REST API live in the Missions tab", async () => {
+    const { missionId, missionTitle } = await setup("live");
+    await tab("Missions");
+    await missionCard(missionTitle).waitFor();
+    await page.evaluate(() => ((window as unknown as { __noReload: boolean }).__noReload = true));
+    const created = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "compile the release", description: "", claim_policy: "first_claim", priority: 3 });
+    expect(created.status).toBe(201);
+    const row = missionCard(missionTitle).locator(`tr[data-task-id="${created.body.task.id}"]`);
+    await row.waitFor({ timeout: 10_000 });
+    expect(await row.innerText()).toContain("compile the release");
+    expect(await row.innerText()).toContain("queued");
+    expect(await page.evaluate(() => (window as unknown as { __noReload?: boolean }).__noReload)).toBe(true);
+  });
+
+  it("renders a task titled with HTML as text", async () => {
+    const { missionId, missionTitle } = await setup("xss");
+    await tab("Missions");
+    const hostile = "<img src=x onerror=alert(1)>";
+    const created = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: hostile, description: "", claim_policy: "first_claim", priority: 0 });
+    expect(created.status).toBe(201);
+    const card = missionCard(missionTitle);
+    await card.getByText(hostile, { exact: true }).waitFor({ timeout: 10_000 });
+    expect(await card.locator("img").count()).toBe(0);
+    await page.waitForTimeout(300);
+    expect(dialogs).toEqual([]);
+  });
+
+  it("keeps the theme toggle's choice across a reload", async () => {
+    await tab("Missions");
+    const html = page.locator("html");
+    expect(await html.getAttribute("data-theme")).toBe("dark");
+    await page.getByRole("button", { name: "Switch to light theme" }).click();
+    expect(await html.getAttribute("data-theme")).toBe("light");
+    await page.reload();
+    await page.getByRole("navigation", { name: "Views" }).waitFor();
+    expect(await html.getAttribute("data-theme")).toBe("light");
+    expect(await page.evaluate(() => ({ ...localStorage }))).toEqual({ "ep.theme": "light" });
+    // the toggle sits in the header's top-right corner
+    const box = (await page.getByRole("button", { name: "Switch to dark theme" }).boundingBox())!;
+    expect(box.y).toBeLessThan(60);
+    expect(box.x + box.width).toBeGreaterThan(1280 - 80);
+    await page.getByRole("button", { name: "Switch to dark theme" }).click();
+    expect(await html.getAttribute("data-theme")).toBe("dark");
+  });
+
+  it("shows the reconnect banner while the event stream is down and hides it after recovery", async () => {
+    const { missionId, missionTitle } = await setup("outage");
+    await tab("Missions");
+    await missionCard(missionTitle).waitFor();
+    const banner = page.locator("#stream-banner");
+    expect(await banner.count()).toBe(0);
+    const server = t.tower.app.server;
+    const { port } = server.address() as { port: number };
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+    let taskId: string;
+    try {
+      await banner.waitFor({ state: "visible", timeout: 10_000 });
+      expect(await banner.innerText()).toContain("reconnecting");
+      // a task created while the console is cut off shows up once the stream is back
+      const created = await t.tower.services.work.createTask(
+        { subject: "test", role: "admin", via: "internal" },
+        create(CreateTaskRequestSchema, { missionId, title: "made during the outage", claimPolicy: "first_claim" }),
+      );
+      taskId = created.task!.id;
+    } finally {
+      if (!server.listening) await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", () => resolve()));
+    }
+    await banner.waitFor({ state: "detached", timeout: 20_000 });
+    await missionCard(missionTitle).locator(`tr[data-task-id="${taskId}"]`).waitFor({ timeout: 10_000 });
+  });
+
+  it("lists agents with node, runtime, state and last seen, live, and sends supervise actions to the node", async () => {
+    const { domainId } = await setup("fleet");
+    const reg = await t.client(NodeService).registerNode({ hostname: "worker-7" });
+    const agent = (await t.client(AgentService).enrollAgent({ domainId, runtime: "shell", name: "nightly-builder", nodeId: reg.node!.id })).agent!;
+    await tab("Agents");
+    const row = page.locator(`tr[data-agent-id="${agent.id}"]`);
+    await row.waitFor({ timeout: 10_000 });
+    const text = await row.innerText();
+    for (const part of ["nightly-builder", "worker-7", "shell", "idle", "just now"]) expect(text).toContain(part);
+    // a state change reported by the node shows up live
+    await t.client(AgentService, reg.token).updateAgentState({ agentId: agent.id, state: "busy", reason: "test" });
+    await row.locator(".badge", { hasText: "busy" }).waitFor({ timeout: 10_000 });
+    // the node is not linked: the tower refuses and the console says why
+    await row.getByRole("button", { name: "Pause" }).click();
+    await row.getByText(/pause failed: .*not connected/).waitFor({ timeout: 10_000 });
+    // with the node linked, the request reaches it
+    const ac = new AbortController();
+    const received: { kind: string; agentId: string; op?: unknown }[] = [];
+    const link = (async () => {
+      try {
+        for await (const msg of t.client(NodeService, reg.token).link({ attachSecret: "s", version: "test" }, { signal: ac.signal })) {
+          received.push({ kind: msg.kind, agentId: msg.agentId, op: msg.data?.op });
+        }
+      } catch {
+        // aborted at the end of the test
+      }
+    })();
+    try {
+      await waitFor(() => t.tower.services.fleet.isLinked(reg.node!.id));
+      await row.getByRole("button", { name: "Restart" }).click();
+      await row.getByText("restart sent").waitFor({ timeout: 10_000 });
+      await waitFor(() => received.some((m) => m.kind === "supervise" && m.agentId === agent.id && m.op === "restart"));
+    } finally {
+      ac.abort();
+      await link;
+    }
+  });
+
+  it("logs out, and logs in again with a token", async () => {
+    await page.getByRole("button", { name: "Log out" }).click();
+    await page.getByLabel("API token").waitFor();
+    expect(await page.evaluate(async () => (await fetch("/auth/session")).status)).toBe(401);
+    await page.getByLabel("API token").fill("ept_not-a-token");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("alert").waitFor();
+    await page.getByLabel("API token").fill(t.adminToken);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("navigation", { name: "Views" }).waitFor();
+    expect(await page.evaluate(() => Object.keys(localStorage).filter((k) => k !== "ep.theme"))).toEqual([]);
+  });
+
+  describe("AI console", () => {
+    async function ask(text: string) {
+      await tab("Console");
+      const box = page.getByLabel("Message the tower");
+      await box.fill(text);
+      await box.press("Enter");
+    }
+
+    it("answers 'list missions' with a table", async () => {
+      const { missionTitle } = await setup("ai-list");
+      await ask("list missions");
+      const table = page.locator(".msg-assistant .vs-table table").last();
+      await table.waitFor({ timeout: 15_000 });
+      expect(await table.innerText()).toContain(missionTitle);
+    });
+
+    it("proposes a mission, approves it inline, and the Missions tab shows it without reload", async () => {
+      await setup("launchpad");
+      await ask('create mission "Launch plan" in domain launchpad');
+      const approve = page.locator(".msg-assistant").last().getByRole("button", { name: /approve/i }).first();
+      await approve.waitFor({ timeout: 15_000 });
+      await page.evaluate(() => ((window as unknown as { __noReload: boolean }).__noReload = true));
+      // by keyboard: focus the button, press Enter
+      await approve.focus();
+      await page.keyboard.press("Enter");
+      await page.locator(".msg-assistant").last().getByText("approved").first().waitFor({ timeout: 15_000 });
+      await tab("Missions");
+      await missionCard("Launch plan").waitFor({ timeout: 10_000 });
+      expect(await page.evaluate(() => (window as unknown as { __noReload?: boolean }).__noReload)).toBe(true);
+    });
+
+    it("rejects a proposal, and nothing is created", async () => {
+      const { domainId } = await setup("sandbox");
+      await ask('create mission "Never made" in domain sandbox');
+      const reject = page.locator(".msg-assistant").last().getByRole("button", { name: /reject/i }).first();
+      await reject.waitFor({ timeout: 15_000 });
+      await reject.click();
+      await page.locator(".msg-assistant").last().getByText("rejected").first().waitFor({ timeout: 15_000 });
+      const missions = await t.api("GET", `/domains/${domainId}/m`);
+      expect(missions.body.missions.map((m: { title: string }) => m.title)).not.toContain("Never made");
+      await tab("Missions");
+      await page.waitForTimeout(300);
+      expect(await missionCard("Never made").count()).toBe(0);
+    });
+
+    it("lists pending actions with counts in the Approvals tab and decides them there", async () => {
+      await setup("ai-queue");
+      await ask('create mission "Queued one" in domain ai-queue');
+      await page.locator(".msg-assistant").last().getByRole("button", { name: /approve/i }).first().waitFor({ timeout: 15_000 });
+      await tab("Approvals");
+      const card = page.locator(".action-card", { hasText: "Queued one" });
+      await card.waitFor({ timeout: 10_000 });
+      expect(await page.getByRole("list", { name: "Action counts" }).innerText()).toMatch(/[1-9]\d* pending/);
+      await card.getByRole("button", { name: "Approve" }).click();
+      await card.waitFor({ state: "detached", timeout: 10_000 });
+      await tab("Missions");
+      await missionCard("Queued one").waitFor({ timeout: 10_000 });
+    });
+  });
+
+  it("fits a 375 px wide screen without sideways scrolling", async () => {
+    await page.setViewportSize({ width: 375, height: 740 });
+    try {
+      for (const name of ["Console", "Missions", "Agents", "Approvals"] as const) {
+        await tab(name);
+        await page.waitForTimeout(150);
+        expect(await page.evaluate(() => document.documentElement.scrollWidth), name).toBeLessThanOrEqual(375);
+      }
+      await tab("Console");
+      // long ids and summaries in the transcript wrap instead of pushing it sideways
+      await page.locator(".msg-assistant").first().waitFor();
+      expect(await page.locator(".transcript").evaluate((el) => el.scrollWidth - el.clientWidth)).toBeLessThanOrEqual(0);
+      const box = (await page.getByLabel("Message the tower").boundingBox())!;
+      expect(box.y + box.height).toBeLessThanOrEqual(740);
+      expect(box.width).toBeGreaterThan(200);
+      expect(await page.getByRole("button", { name: /Switch to (light|dark) theme/ }).isVisible()).toBe(true);
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
+  });
+
+  it("raised no page errors", () => {
+    expect(pageErrors).toEqual([]);
+  });
+});

@@ -1,0 +1,274 @@
+// Assembles the tower: store, domain services, and the edges over them.
+import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import { createContextValues } from "@connectrpc/connect";
+import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
+import { readFileSync } from "node:fs";
+import { systemClock, type Clock } from "../common/clock.js";
+import { EpError } from "../common/errors.js";
+import { createLogger, type Logger } from "../common/log.js";
+import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
+import { EventService } from "../gen/ep/tower/v1/events_pb.js";
+import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
+import { SecretService } from "../gen/ep/tower/v1/ai_pb.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import type { TowerConfig } from "./config.js";
+import { createAuth, type Auth } from "./domain/auth.js";
+import { createAuthService } from "./domain/auth-service.js";
+import type { Caller } from "./domain/caller.js";
+import type { Deps } from "./domain/deps.js";
+import { createEventHub, type EventHub } from "./domain/event-hub.js";
+import { createEventService } from "./domain/events.js";
+import { createEventStream } from "./domain/event-stream.js";
+import { createFleetService, type FleetService } from "./domain/fleet.js";
+import { replicatedStore, startReplication, type Replication } from "./domain/replication.js";
+import { createSecretService, envKeySource, type SecretServiceImpl } from "./domain/secrets.js";
+import { createWorkService, type WorkService as Work } from "./domain/work.js";
+import { registerAiConsole } from "./edges/ai/register.js";
+import { kCaller } from "./edges/caller-key.js";
+import { bindService } from "./edges/connect/bind.js";
+import { registerRestRoutes, workRoutes } from "./edges/rest/work-routes.js";
+import { registerConsoleRoutes } from "./edges/ui/console-routes.js";
+import { registerEventStreamRoute } from "./edges/sse/events-sse.js";
+import { attachEventsWebSocket, EVENTS_WS_PATH } from "./edges/ws/events-ws.js";
+import { attachAttachWebSocket, attachProof, ATTACH_PATHS, refuseUnknownUpgrades } from "./edges/attach/attach-ws.js";
+import type { Store } from "./store/store.js";
+
+export const SESSION_COOKIE = "ep_session";
+
+export interface TowerServices {
+  auth: Auth;
+  work: Work;
+  fleet: FleetService;
+  secrets: SecretServiceImpl;
+}
+
+export interface Tower {
+  app: FastifyInstance;
+  deps: Deps;
+  services: TowerServices;
+  /** Cross-replica delivery when the store is PostgreSQL (docs/deploy.md); undefined on SQLite. */
+  replication?: Replication;
+  /** Extension points for the other edges (events stream, AI, MCP, attach, console). */
+  onClose(fn: () => Promise<void> | void): void;
+  close(): Promise<void>;
+}
+
+export interface TowerOptions {
+  config: TowerConfig;
+  store: Store;
+  clock?: Clock;
+  log?: Logger;
+  hub?: EventHub;
+  /**
+   * The environment the tower reads its settings from: AI console (EP_AI_*, PROVIDER*_API_KEY,
+   * EP_CENTRAL_RUNTIME_DEFAULT, EP_CLAUDE_*), the secret-store key (EP_SECRET_KEY, _FILE,
+   * _PREVIOUS) and replicas (EP_REPLICA_ID, EP_REPLICA_URL); default process.env.
+   */
+  env?: Record<string, string | undefined>;
+}
+
+/** Paths served without a bearer token. */
+function isPublic(url: string, method: string): boolean {
+  const path = url.split("?", 1)[0];
+  return (
+    path === "/healthz" ||
+    path === "/readyz" ||
+    path === "/ui" ||
+    path.startsWith("/ui/") ||
+    path === "/.well-known/jwks.json" ||
+    (path === "/auth/session" && method !== "GET")
+  );
+}
+
+function readCookie(header: string | undefined, name: string): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(";")) {
+    const [k, ...v] = part.trim().split("=");
+    if (k === name) return decodeURIComponent(v.join("="));
+  }
+  return undefined;
+}
+
+export function credentialOf(req: FastifyRequest): string | undefined {
+  const h = req.headers.authorization;
+  if (h) {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+    if (!m) throw new EpError("unauthenticated", "the Authorization header must be 'Bearer <token>'");
+    return m[1];
+  }
+  return readCookie(req.headers.cookie, SESSION_COOKIE);
+}
+
+export async function createTower(opts: TowerOptions): Promise<Tower> {
+  const { config, store } = opts;
+  const clock = opts.clock ?? systemClock;
+  const log = opts.log ?? createLogger("tower");
+  const hub = opts.hub ?? createEventHub();
+  const deps: Deps = { store, clock, hub, log, limits: config.limits };
+  const closers: (() => Promise<void> | void)[] = [];
+  const env = opts.env ?? process.env;
+
+  // several replicas on one PostgreSQL database: events and link commands cross between them
+  const shared = replicatedStore(store);
+  const replication = shared ? await startReplication({ store: shared, hub, log, clock }, { replicaId: env.EP_REPLICA_ID || undefined }) : undefined;
+
+  const auth = createAuth(deps, { oidc: config.oidc, issuer: config.publicUrl, keyRotationMs: config.keyRotationMs });
+  if (replication) {
+    // replicas starting together make the bootstrap admin token once
+    const bootstrapAdmin = auth.bootstrapAdmin.bind(auth);
+    auth.bootstrapAdmin = () => replication.exclusive("bootstrap_admin", bootstrapAdmin);
+  }
+  const work = createWorkService(deps);
+  const fleet = createFleetService(deps, auth, { towerUrl: config.publicUrl, replication });
+  replication?.serveLinks(fleet, attachProof);
+  const authService = createAuthService(auth);
+  const secrets = createSecretService(deps, envKeySource(config.home, env));
+  // rotation: values under EP_SECRET_KEY_PREVIOUS are re-encrypted under the current key (docs/secrets.md)
+  await secrets.reencrypt().catch((err: Error) => log.error("secret re-encryption failed", { error: err.message }));
+  const eventStream = createEventStream(deps, { ...config.stream, retention: config.eventRetention });
+  const events = createEventService(deps, eventStream);
+
+  const app = Fastify({
+    logger: false,
+    bodyLimit: config.bodyLimit,
+    https: config.tls ? { cert: readFileSync(config.tls.cert), key: readFileSync(config.tls.key) } : null,
+    forceCloseConnections: "idle",
+    return503OnClosing: true,
+    routerOptions: { ignoreTrailingSlash: true },
+  } as Parameters<typeof Fastify>[0]) as unknown as FastifyInstance;
+
+  app.addHook("onRequest", async (req) => {
+    if (isPublic(req.url, req.method)) return;
+    // a WebSocket that cannot send headers may carry a ticket instead (attach, console)
+    req.caller = await auth.authenticate(credentialOf(req));
+  });
+
+  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
+    let ep: EpError;
+    if (err instanceof EpError) ep = err;
+    else if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") ep = new EpError("payload_too_large", `the body is larger than ${config.bodyLimit} bytes`);
+    else if (err.code === "FST_ERR_CTP_INVALID_JSON_BODY" || err instanceof SyntaxError || err.code === "FST_ERR_CTP_EMPTY_JSON_BODY") {
+      ep = new EpError("invalid_json", `the body is not valid JSON: ${err.message}`);
+    } else if (err.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") ep = new EpError("invalid_argument", "send the body as Content-Type: application/json");
+    else if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) ep = new EpError("invalid_argument", err.message);
+    else {
+      log.error("request failed", { method: req.method, url: req.url.split("?")[0], error: err.message, stack: err.stack });
+      ep = new EpError("internal");
+    }
+    void reply.code(ep.httpStatus).type("application/json").send(ep.toJSON());
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    const ep = new EpError("route_not_found", `no route ${req.method} ${req.url.split("?")[0]}`);
+    void reply.code(404).send(ep.toJSON());
+  });
+
+  app.get("/healthz", async () => ({ status: "ok" }));
+  app.get("/readyz", async (_req, reply) => {
+    try {
+      await store.lastEventId();
+      return { status: "ready" };
+    } catch (err) {
+      return reply.code(503).send(new EpError("unavailable", `the store is not answering: ${(err as Error).message}`).toJSON());
+    }
+  });
+  app.get("/.well-known/jwks.json", async () => auth.jwks());
+
+  // Console login: a one-time ticket (or a token) becomes an HttpOnly session cookie.
+  app.post("/auth/session", async (req, reply) => {
+    const body = (req.body ?? {}) as { ticket?: unknown; token?: unknown };
+    let token: string;
+    if (typeof body.ticket === "string") {
+      const redeemed = await auth.redeemTicket(body.ticket, "login");
+      token = (await auth.createToken({ subject: "tower", role: "admin", via: "internal" }, { name: redeemed.subject, role: redeemed.role, ttlSeconds: 7 * 86_400 })).secret;
+    } else if (typeof body.token === "string") {
+      await auth.authenticate(body.token);
+      token = body.token;
+    } else {
+      throw new EpError("invalid_argument", "send {\"ticket\": …} or {\"token\": …}", { field: "ticket" });
+    }
+    const caller = await auth.authenticate(token);
+    const secure = config.tls ? "; Secure" : "";
+    void reply.header("set-cookie", `${SESSION_COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/${secure}; Max-Age=604800`);
+    return { role: caller.role, subject: caller.principal ?? caller.subject };
+  });
+  app.get("/auth/session", async (req) => ({ role: req.caller!.role, subject: req.caller!.principal ?? req.caller!.subject }));
+  app.delete("/auth/session", async (_req, reply) => {
+    void reply.header("set-cookie", `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
+    return { ok: true };
+  });
+
+  registerRestRoutes(app, workRoutes(work));
+  const aiConsole = registerAiConsole(app, deps, { work, fleet, env: opts.env });
+  registerConsoleRoutes(app);
+  registerEventStreamRoute(app, eventStream, clock);
+  const eventsWs = attachEventsWebSocket(app, { stream: eventStream, auth, store, clock, log });
+  const attachWs = attachAttachWebSocket(app, {
+    auth,
+    store,
+    fleet,
+    clock,
+    log,
+    replicaUrl: env.EP_REPLICA_URL,
+    relay: replication && { isLinked: (n) => replication.linked(n), send: (n, m) => replication.send(n, m), proof: (n, id) => replication.proof(n, id) },
+  });
+  refuseUnknownUpgrades(app, [EVENTS_WS_PATH, ...ATTACH_PATHS]);
+
+  await app.register(fastifyConnectPlugin, {
+    jsonOptions: { ignoreUnknownFields: false },
+    readMaxBytes: config.bodyLimit,
+    contextValues: (req: FastifyRequest) => createContextValues().set(kCaller, req.caller as Caller | undefined),
+    routes: (router) => {
+      bindService(router, WorkService, work);
+      bindService(router, NodeService, fleet);
+      bindService(router, AgentService, fleet);
+      bindService(router, AuthService, authService);
+      bindService(router, EventService, events);
+      aiConsole.bind(router);
+      bindService(router, SecretService, secrets);
+    },
+  });
+
+  // the sweeper: expired leases go back to the queue (or fail past max_attempts)
+  let sweeping = false;
+  let sweepTimer = clock.setTimeout(function sweep() {
+    if (!sweeping) {
+      sweeping = true;
+      // with several replicas one sweeps at a time (the others skip this round)
+      (replication ? replication.tryExclusive("sweep", () => work.sweepExpiredLeases()) : work.sweepExpiredLeases())
+        .catch((err: Error) => log.warn("lease sweep failed", { error: err.message }))
+        .finally(() => (sweeping = false));
+    }
+    sweepTimer = clock.setTimeout(sweep, config.sweepMs);
+  }, config.sweepMs);
+
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    deps,
+    services: { auth, work, fleet, secrets },
+    replication,
+    onClose: (fn) => closers.push(fn),
+    close() {
+      closing ??= closeOnce();
+      return closing;
+    },
+  };
+
+  async function closeOnce(): Promise<void> {
+    clock.clearTimeout(sweepTimer);
+    work.close();
+    fleet.close();
+    await eventStream.close();
+    await eventsWs.close();
+    await attachWs.close();
+    for (const fn of closers.reverse()) await fn();
+    // forceCloseConnections "idle" closes the connections idle when close starts; a keep-alive
+    // connection whose request is answered after that (a released long poll, a claim awaiting its
+    // group commit) would keep the server open until the client drops it: close those as they idle.
+    const idleCloser = setInterval(() => app.server.closeIdleConnections(), 20);
+    await app.close().finally(() => clearInterval(idleCloser));
+    await replication?.close();
+    await store.close();
+  }
+}

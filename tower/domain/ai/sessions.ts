@@ -1,0 +1,482 @@
+// AI console sessions: a transcript of turns, the pending actions write tools create, and
+// the session's events for replay. A turn is planned; read tools run at once through the
+// tool executor and come back as view_specs; write tools become pending actions that
+// mutate nothing until a human approves one (POST …/approve). Approval is one conditional
+// UPDATE (pending -> approved | rejected), so under any race exactly one decision wins and
+// only its winner executes the action, once. A new message never approves anything.
+import { create, type JsonObject } from "@bufbuild/protobuf";
+import { iso } from "../../../common/clock.js";
+import { EpError, invalidField, toEpError } from "../../../common/errors.js";
+import { newId } from "../../../common/ids.js";
+import * as pb from "../../../gen/ep/tower/v1/ai_pb.js";
+import type { AiActionRow, AiSessionRow, AiTurnRow } from "../../store/ai-store.js";
+import type { EventRow, NewEvent, Store } from "../../store/store.js";
+import { authorize, principalOf, type Caller } from "../caller.js";
+import { eventMsg } from "../convert.js";
+import type { Deps } from "../deps.js";
+import { commit, type Emit } from "../event-hub.js";
+import { findTool, summarizeToolCall, TOOLS, validateToolArgs } from "../tools/catalog.js";
+import { withSessionDefaults, type ToolExecutor } from "../tools/executor.js";
+import type { ChatMessage, PlannerContext, PlanResult, Planner } from "./planner.js";
+import type { AiSettings } from "./settings.js";
+import { actionBarFor, toViewSpecs, type ViewSpec } from "./view-spec.js";
+
+export interface AiServiceOptions {
+  planner: Planner;
+  settings: AiSettings;
+  executor: ToolExecutor;
+  /** Safety net over the planner's own deadline (EP_AI_TIMEOUT_SECONDS); default 120 s. */
+  planTimeoutMs?: number;
+  /** Turns of history given to the planner; default 20. */
+  historyTurns?: number;
+}
+
+const MAX_CONTENT = 20_000;
+const MAX_TITLE = 200;
+/** Event payloads carry at most this much of a turn's text or an action's result. */
+const EVENT_TEXT = 4_000;
+const EVENT_JSON = 64 * 1024;
+/** A live session stream ends (the client resumes) rather than buffer more than this. */
+const STREAM_BUFFER = 10_000;
+
+// ---- contract messages
+
+export function sessionMsg(s: AiSessionRow): pb.Session {
+  return create(pb.SessionSchema, { id: s.id, title: s.title, owner: s.owner, status: s.status, createdAt: s.createdAt, updatedAt: s.updatedAt });
+}
+
+/** Struct fields hold objects; anything else is wrapped as {value}. */
+function asStruct(v: unknown): JsonObject | undefined {
+  if (v === undefined || v === null) return undefined;
+  return (typeof v === "object" && !Array.isArray(v) ? v : { value: v }) as JsonObject;
+}
+
+export function turnMsg(t: AiTurnRow): pb.Turn {
+  return create(pb.TurnSchema, {
+    id: t.id,
+    sessionId: t.sessionId,
+    role: t.role,
+    content: t.content,
+    toolCalls: t.toolCalls.map((c) =>
+      create(pb.ToolCallSchema, {
+        tool: String(c.tool ?? ""),
+        arguments: asStruct(c.arguments),
+        kind: String(c.kind ?? ""),
+        result: asStruct(c.result),
+        error: String(c.error ?? ""),
+        actionId: String(c.action_id ?? ""),
+      }),
+    ),
+    viewSpecs: t.viewSpecs as JsonObject[],
+    error: t.error,
+    createdAt: t.createdAt,
+  });
+}
+
+export function actionMsg(a: AiActionRow): pb.PendingAction {
+  return create(pb.PendingActionSchema, {
+    id: a.id,
+    sessionId: a.sessionId,
+    tool: a.tool,
+    arguments: a.arguments as JsonObject,
+    status: a.status,
+    result: asStruct(a.result),
+    error: a.error,
+    decidedBy: a.decidedBy,
+    decidedAt: a.decidedAt,
+    createdAt: a.createdAt,
+    summary: a.summary,
+  });
+}
+
+function clip(text: string, max = EVENT_TEXT): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/** The value itself when its JSON is small enough for an event, else a marker. */
+function small(v: unknown): unknown {
+  if (v === undefined) return undefined;
+  const s = JSON.stringify(v);
+  return s.length <= EVENT_JSON ? v : { truncated: true, bytes: s.length };
+}
+
+function turnEvent(t: AiTurnRow): NewEvent {
+  return {
+    type: "matrix",
+    name: "ai.turn",
+    sessionId: t.sessionId,
+    payload: {
+      session_id: t.sessionId,
+      turn_id: t.id,
+      seq: t.seq,
+      role: t.role,
+      content: clip(t.content),
+      ...(t.error ? { error: t.error } : {}),
+      ...(t.toolCalls.length
+        ? { tool_calls: t.toolCalls.map((c) => ({ tool: c.tool, kind: c.kind, ...(c.action_id ? { action_id: c.action_id } : {}), ...(c.error ? { error: c.error } : {}) })) }
+        : {}),
+      ...(t.viewSpecs.length ? { view_specs: small(t.viewSpecs) } : {}),
+    },
+  };
+}
+
+function actionEvent(a: AiActionRow, name: string, extra: Record<string, unknown> = {}): NewEvent {
+  return {
+    type: "approval",
+    name,
+    sessionId: a.sessionId,
+    status: a.status,
+    payload: {
+      session_id: a.sessionId,
+      action_id: a.id,
+      tool: a.tool,
+      summary: a.summary,
+      status: a.status,
+      ...(name === "action.pending" ? { arguments: small(a.arguments) } : {}),
+      ...(a.decidedBy ? { decided_by: a.decidedBy } : {}),
+      ...extra,
+    },
+  };
+}
+
+/** Rejects after ms (on the injected clock) unless the promise settles first. */
+function withDeadline<T>(deps: Deps, p: Promise<T>, ms: number, what: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = deps.clock.setTimeout(() => reject(new EpError("unavailable", `${what} did not answer within ${Math.round(ms / 1000)}s`)), ms);
+    p.then(
+      (v) => {
+        deps.clock.clearTimeout(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        deps.clock.clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}
+
+export type AiService = ReturnType<typeof createAiService>;
+
+export function createAiService(deps: Deps, opts: AiServiceOptions) {
+  const { store, clock } = deps;
+  const now = () => iso(clock.now());
+  const planTimeoutMs = opts.planTimeoutMs ?? 120_000;
+  const historyTurns = opts.historyTurns ?? 20;
+
+  /** The caller's own session; anyone else's is indistinguishable from a missing one. */
+  async function ownSession(caller: Caller, sessionId: string): Promise<AiSessionRow> {
+    if (!sessionId) throw invalidField("session_id", "is required");
+    const s = await store.getAiSession(sessionId);
+    if (!s || s.owner !== principalOf(caller)) throw new EpError("session_not_found", `AI session ${sessionId} does not exist`);
+    return s;
+  }
+
+  async function sessionAction(session: AiSessionRow, actionId: string): Promise<AiActionRow> {
+    if (!actionId) throw invalidField("action_id", "is required");
+    const a = await store.getAiAction(actionId);
+    if (!a || a.sessionId !== session.id) throw new EpError("action_not_found", `action ${actionId} does not exist in session ${session.id}`);
+    return a;
+  }
+
+  async function appendTurn(tx: Store, emit: Emit, turn: Omit<AiTurnRow, "seq">): Promise<AiTurnRow> {
+    const seq = (await tx.listAiTurns(turn.sessionId)).length + 1;
+    const row: AiTurnRow = { ...turn, seq };
+    await tx.insertAiTurn(row);
+    await tx.updateAiSession(turn.sessionId, { updatedAt: row.createdAt });
+    emit(turnEvent(row));
+    return row;
+  }
+
+  function plannerContext(session: AiSessionRow): PlannerContext {
+    const same = (a: string, b: string) => a.trim().toLowerCase() === b.trim().toLowerCase();
+    const unique = <T>(rows: T[]): T | undefined => (rows.length === 1 ? rows[0] : undefined);
+    return {
+      async findDomain(ref) {
+        const byId = await store.getDomain(ref);
+        if (byId) return { id: byId.id, name: byId.name };
+        const d = unique((await store.listDomains()).filter((x) => same(x.name, ref)));
+        return d && { id: d.id, name: d.name };
+      },
+      async findMission(ref, domainId) {
+        const byId = await store.getMission(ref);
+        if (byId) return { id: byId.id, title: byId.title, domain_id: byId.domainId };
+        const m = unique((await store.listMissions(domainId)).filter((x) => same(x.title, ref)));
+        return m && { id: m.id, title: m.title, domain_id: m.domainId };
+      },
+      async findTask(ref, missionId) {
+        const byId = await store.getTask(ref);
+        if (byId) return { id: byId.id, title: byId.title, mission_id: byId.missionId, status: byId.status };
+        const t = unique((await store.listTasks({ missionId, limit: 5000 })).filter((x) => same(x.title, ref) && !x.parentTaskId));
+        return t && { id: t.id, title: t.title, mission_id: t.missionId, status: t.status };
+      },
+      async findAgent(ref) {
+        const byId = await store.getAgent(ref);
+        if (byId) return { id: byId.id, name: byId.name, domain_id: byId.domainId, state: byId.state };
+        const a = unique((await store.listAgents({})).filter((x) => x.name !== "" && same(x.name, ref)));
+        return a && { id: a.id, name: a.name, domain_id: a.domainId, state: a.state };
+      },
+      async listPendingActionIds() {
+        return (await store.listAiActions({ sessionId: session.id, status: "pending" })).map((a) => a.id);
+      },
+      async defaultDomain() {
+        const all = await store.listDomains();
+        return all.length === 1 ? { id: all[0].id, name: all[0].name } : undefined;
+      },
+      async snapshot() {
+        const [domains, missions, agents] = await Promise.all([store.listDomains(), store.listMissions(), store.listAgents({})]);
+        const lines = [
+          `domains: ${domains.slice(0, 50).map((d) => `${d.name} (${d.id})`).join(", ") || "none"}`,
+          `missions: ${missions.slice(0, 50).map((m) => `${m.title} (${m.id}, domain ${m.domainId})`).join(", ") || "none"}`,
+          `agents: ${agents.slice(0, 50).map((a) => `${a.name || a.id} (${a.id}, ${a.runtime}, ${a.state})`).join(", ") || "none"}`,
+        ];
+        return lines.join("\n");
+      },
+      defaultRuntime: opts.settings.centralRuntimeDefault,
+    };
+  }
+
+  /** Checks the caller may follow the session, then streams its events after afterId: stored ones, then live. */
+  async function openSessionEvents(caller: Caller, sessionId: string, afterId: number, signal: AbortSignal): Promise<AsyncGenerator<EventRow>> {
+    authorize(caller, "read");
+    await ownSession(caller, sessionId);
+    return sessionEvents(sessionId, afterId, signal);
+  }
+
+  async function* sessionEvents(sessionId: string, afterId: number, signal: AbortSignal): AsyncGenerator<EventRow> {
+    const queue: EventRow[] = [];
+    let overflow = false;
+    let wake: (() => void) | undefined;
+    // subscribe before the replay so nothing committed meanwhile is missed; ids dedupe the overlap
+    const unsubscribe = deps.hub.subscribe((events) => {
+      for (const e of events) if (e.sessionId === sessionId) queue.push(e);
+      if (queue.length > STREAM_BUFFER) overflow = true;
+      wake?.();
+    });
+    const onAbort = () => wake?.();
+    signal.addEventListener("abort", onAbort);
+    let last = afterId;
+    try {
+      for (;;) {
+        const page = await store.listEvents({ sessionId, afterId: last, limit: 500 });
+        for (const e of page) {
+          if (signal.aborted) return;
+          yield e;
+          last = e.id;
+        }
+        if (page.length < 500) break;
+      }
+      while (!signal.aborted) {
+        if (overflow) throw new EpError("unavailable", `the session stream fell more than ${STREAM_BUFFER} events behind; reconnect with Last-Event-ID ${last}`);
+        const e = queue.shift();
+        if (e) {
+          if (e.id <= last) continue;
+          yield e;
+          last = e.id;
+          continue;
+        }
+        await new Promise<void>((r) => (wake = r));
+        wake = undefined;
+      }
+    } finally {
+      unsubscribe();
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** Runs a planned turn's tool calls: reads now, writes as pending actions (returned, not yet stored). */
+  async function settle(caller: Caller, session: AiSessionRow, plan: PlanResult, turnId: string) {
+    const toolCalls: JsonObject[] = [];
+    const viewSpecs: ViewSpec[] = [...(plan.viewSpecs ?? [])];
+    const actions: AiActionRow[] = [];
+    const notes: string[] = [];
+    for (const call of plan.toolCalls) {
+      const tool = findTool(call.tool);
+      if (!tool) continue;
+      if (tool.kind === "read") {
+        const args = call.tool === "list_pending_actions" && !call.arguments.session_id ? { ...call.arguments, session_id: session.id } : call.arguments;
+        try {
+          const result = await opts.executor.run(caller, call.tool, args);
+          viewSpecs.push(...toViewSpecs(call.tool, result));
+          toolCalls.push({ tool: call.tool, kind: "read", arguments: args as JsonObject, result: small(result) as JsonObject });
+        } catch (err) {
+          const ep = toEpError(err);
+          notes.push(`${call.tool} failed: ${ep.message}`);
+          toolCalls.push({ tool: call.tool, kind: "read", arguments: args as JsonObject, error: ep.message, code: ep.code });
+        }
+        continue;
+      }
+      const args = validateToolArgs(tool, withSessionDefaults(call.tool, call.arguments, opts.settings));
+      const ts = now();
+      const action: AiActionRow = {
+        id: newId("act", clock.now()),
+        sessionId: session.id,
+        turnId,
+        tool: call.tool,
+        arguments: args,
+        summary: summarizeToolCall(call.tool, args),
+        status: "pending",
+        result: null,
+        error: "",
+        decidedBy: "",
+        decidedAt: "",
+        executedAt: "",
+        createdAt: ts,
+      };
+      actions.push(action);
+      toolCalls.push({ tool: call.tool, kind: "write", arguments: args as JsonObject, action_id: action.id });
+    }
+    const bar = actionBarFor(actions.map((a) => a.id));
+    if (bar) viewSpecs.push(bar);
+    return { toolCalls, viewSpecs, actions, notes };
+  }
+
+  async function decide(caller: Caller, req: { sessionId: string; actionId: string }, status: "approved" | "rejected"): Promise<AiActionRow> {
+    authorize(caller, "operate");
+    const session = await ownSession(caller, req.sessionId);
+    const action = await sessionAction(session, req.actionId);
+    const won = await commit(deps, async (tx, emit) => {
+      const row = await tx.decideAiAction(action.id, { status, decidedBy: caller.subject, decidedAt: now() });
+      if (row) emit(actionEvent(row, status === "approved" ? "action.approved" : "action.rejected"));
+      return row;
+    });
+    if (!won) {
+      const current = (await store.getAiAction(action.id))!;
+      if (current.status === status) return current; // the same decision again: idempotent
+      throw new EpError("action_decided", `action ${action.id} was already ${current.status}`, { action_id: action.id, status: current.status });
+    }
+    if (status === "rejected") return won;
+    // this call made the decision, so it alone executes the action, once
+    let result: unknown = null;
+    let error = "";
+    try {
+      result = await opts.executor.run(caller, won.tool, won.arguments);
+    } catch (err) {
+      const ep = toEpError(err);
+      error = `${ep.code}: ${ep.message}`;
+    }
+    const recorded = await commit(deps, async (tx, emit) => {
+      const row = await tx.recordAiActionOutcome(won.id, { result, error, executedAt: now() });
+      if (row) emit(actionEvent(row, error ? "action.failed" : "action.executed", error ? { error } : { result: small(result) }));
+      return row;
+    });
+    return recorded ?? (await store.getAiAction(won.id))!;
+  }
+
+  return {
+    openSessionEvents,
+
+    async createSession(caller: Caller, req: pb.CreateSessionRequest): Promise<pb.CreateSessionResponse> {
+      authorize(caller, "operate");
+      const title = req.title.trim();
+      if (title.length > MAX_TITLE) throw invalidField("title", `is longer than ${MAX_TITLE} characters`);
+      const ts = now();
+      const row: AiSessionRow = { id: newId("ses", clock.now()), owner: principalOf(caller), title: title || "New session", status: "active", createdAt: ts, updatedAt: ts };
+      await commit(deps, async (tx, emit) => {
+        await tx.insertAiSession(row);
+        emit({ type: "matrix", name: "ai.session.created", sessionId: row.id, status: row.status, payload: { session_id: row.id, title: row.title, owner: row.owner } });
+      });
+      return create(pb.CreateSessionResponseSchema, { session: sessionMsg(row) });
+    },
+
+    async listSessions(caller: Caller, _req: pb.ListSessionsRequest): Promise<pb.ListSessionsResponse> {
+      authorize(caller, "read");
+      return create(pb.ListSessionsResponseSchema, { sessions: (await store.listAiSessions(principalOf(caller))).map(sessionMsg) });
+    },
+
+    async getSession(caller: Caller, req: pb.GetSessionRequest): Promise<pb.GetSessionResponse> {
+      authorize(caller, "read");
+      const s = await ownSession(caller, req.sessionId);
+      const events: EventRow[] = [];
+      for (let after = 0; events.length < 10_000; ) {
+        const page = await store.listEvents({ sessionId: s.id, afterId: after, limit: 1000 });
+        events.push(...page);
+        if (page.length < 1000) break;
+        after = page[page.length - 1].id;
+      }
+      return create(pb.GetSessionResponseSchema, {
+        session: sessionMsg(s),
+        turns: (await store.listAiTurns(s.id)).map(turnMsg),
+        events: events.map(eventMsg),
+        actions: (await store.listAiActions({ sessionId: s.id })).map(actionMsg),
+      });
+    },
+
+    async submitTurn(caller: Caller, req: pb.SubmitTurnRequest): Promise<pb.SubmitTurnResponse> {
+      authorize(caller, "operate");
+      const content = req.content.trim();
+      if (!content) throw invalidField("content", "is required");
+      if (content.length > MAX_CONTENT) throw invalidField("content", `is longer than ${MAX_CONTENT} characters`);
+      const session = await ownSession(caller, req.sessionId);
+      if (session.status !== "active") throw new EpError("conflict", `AI session ${session.id} is ${session.status}`);
+      const previous = await store.listAiTurns(session.id);
+      const history: ChatMessage[] = previous.slice(-historyTurns).map((t) => ({ role: t.role, content: t.content }));
+
+      const userTurn = await commit(deps, (tx, emit) =>
+        appendTurn(tx, emit, { id: newId("trn", clock.now()), sessionId: session.id, role: "user", content, toolCalls: [], viewSpecs: [], error: "", createdAt: now() }),
+      );
+
+      const replyId = newId("trn", clock.now());
+      let reply: Omit<AiTurnRow, "seq">;
+      let actions: AiActionRow[] = [];
+      try {
+        const plan = await withDeadline(
+          deps,
+          opts.planner.plan({ content, history, tools: [...TOOLS], context: plannerContext(session) }),
+          planTimeoutMs,
+          `the ${opts.planner.name} planner`,
+        );
+        const settled = await settle(caller, session, plan, replyId);
+        actions = settled.actions;
+        const text = [plan.reply, ...settled.notes].filter(Boolean).join("\n\n");
+        reply = {
+          id: replyId,
+          sessionId: session.id,
+          role: "assistant",
+          content: text,
+          toolCalls: settled.toolCalls,
+          viewSpecs: settled.viewSpecs as unknown as JsonObject[],
+          error: "",
+          createdAt: now(),
+        };
+      } catch (err) {
+        // a planner failure (provider down, timeout, bad key) is the turn's visible error, never a hung turn
+        const ep = toEpError(err);
+        deps.log.warn("AI turn failed", { session_id: session.id, planner: opts.planner.name, code: ep.code, error: ep.message });
+        reply = {
+          id: replyId,
+          sessionId: session.id,
+          role: "assistant",
+          content: `The ${opts.planner.name} planner failed: ${ep.message}`,
+          toolCalls: [],
+          viewSpecs: [],
+          error: ep.message,
+          createdAt: now(),
+        };
+      }
+      const replyTurn = await commit(deps, async (tx, emit) => {
+        const row = await appendTurn(tx, emit, reply);
+        for (const a of actions) {
+          await tx.insertAiAction(a);
+          emit(actionEvent(a, "action.pending"));
+        }
+        return row;
+      });
+      return create(pb.SubmitTurnResponseSchema, { turn: turnMsg(userTurn), reply: turnMsg(replyTurn), actions: actions.map(actionMsg) });
+    },
+
+    async approveAction(caller: Caller, req: pb.ApproveActionRequest): Promise<pb.ApproveActionResponse> {
+      return create(pb.ApproveActionResponseSchema, { action: actionMsg(await decide(caller, req, "approved")) });
+    },
+
+    async rejectAction(caller: Caller, req: pb.RejectActionRequest): Promise<pb.RejectActionResponse> {
+      return create(pb.RejectActionResponseSchema, { action: actionMsg(await decide(caller, req, "rejected")) });
+    },
+
+    async *streamSession(caller: Caller, req: pb.StreamSessionRequest, signal: AbortSignal): AsyncGenerator<pb.StreamSessionResponse> {
+      for await (const e of await openSessionEvents(caller, req.sessionId, Number(req.afterId), signal)) {
+        yield create(pb.StreamSessionResponseSchema, { event: eventMsg(e) });
+      }
+    },
+  };
+}

@@ -1,0 +1,34 @@
+// The AuthService contract over the Auth core.
+import { create } from "@bufbuild/protobuf";
+import * as pb from "../../gen/ep/tower/v1/auth_pb.js";
+import { iso } from "../../common/clock.js";
+import { invalidField } from "../../common/errors.js";
+import type { Auth } from "./auth.js";
+import { authorize, type Caller } from "./caller.js";
+import { tokenMsg } from "./convert.js";
+
+export function createAuthService(auth: Auth) {
+  return {
+    async createToken(caller: Caller, req: pb.CreateTokenRequest): Promise<pb.CreateTokenResponse> {
+      if (req.ttlSeconds < 0n) throw invalidField("ttl_seconds", "must be zero (no expiry) or positive");
+      const { token, secret } = await auth.createToken(caller, { name: req.name, role: req.role, domainId: req.domainId, ttlSeconds: Number(req.ttlSeconds) });
+      return create(pb.CreateTokenResponseSchema, { token: tokenMsg(token), secret });
+    },
+    async listTokens(caller: Caller, _req: pb.ListTokensRequest): Promise<pb.ListTokensResponse> {
+      return create(pb.ListTokensResponseSchema, { tokens: (await auth.listTokens(caller)).map(tokenMsg) });
+    },
+    async revokeToken(caller: Caller, req: pb.RevokeTokenRequest): Promise<pb.RevokeTokenResponse> {
+      if (!req.tokenId) throw invalidField("token_id", "is required");
+      return create(pb.RevokeTokenResponseSchema, { token: tokenMsg(await auth.revokeToken(caller, req.tokenId)) });
+    },
+    async whoAmI(caller: Caller, _req: pb.WhoAmIRequest): Promise<pb.WhoAmIResponse> {
+      authorize(caller, "read");
+      return create(pb.WhoAmIResponseSchema, { subject: caller.subject, role: caller.role, domainId: caller.domainId ?? "", tokenId: caller.tokenId ?? "" });
+    },
+    async createTicket(caller: Caller, req: pb.CreateTicketRequest): Promise<pb.CreateTicketResponse> {
+      authorize(caller, "read");
+      const { ticket, expiresMs } = await auth.createTicket(caller, { purpose: req.purpose, agentId: req.agentId });
+      return create(pb.CreateTicketResponseSchema, { ticket, expiresAt: iso(expiresMs) });
+    },
+  };
+}

@@ -1,0 +1,358 @@
+// Authentication: service-account tokens (opaque, hashed, several per account,
+// expiring, revocable), node JWTs signed by the tower's rotating key set, OIDC
+// tokens verified against the issuer's JWKS, and single-use tickets.
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import * as jose from "jose";
+import { iso } from "../../common/clock.js";
+import { EpError, invalidField } from "../../common/errors.js";
+import { newId } from "../../common/ids.js";
+import type { TokenRow } from "../store/store.js";
+import { authorize, principalOf, ROLES, type Caller, type Role } from "./caller.js";
+import type { Deps } from "./deps.js";
+
+export const TOKEN_PREFIX = "ept_";
+const KEY_ALG = "ES256";
+
+export const hashSecret = (secret: string): string => createHash("sha256").update(secret).digest("hex");
+
+/**
+ * How long a verified credential is reused without going back to the store (docs/api.md,
+ * "Authentication and roles"): a revoke on this replica drops it at once; on another replica
+ * it takes effect within this bound. Expiry is checked on every request.
+ */
+export const AUTH_CACHE_MS = 1000;
+const AUTH_CACHE_MAX = 4096;
+
+export interface OidcConfig {
+  issuer: string;
+  audience: string;
+  roleClaim: string;
+  defaultRole: Role;
+}
+
+export interface AuthOptions {
+  oidc?: OidcConfig;
+  /** node JWT issuer string */
+  issuer: string;
+  /** a new signing key is made when the newest is older than this */
+  keyRotationMs: number;
+}
+
+interface KeyEntry {
+  kid: string;
+  createdMs: number;
+  privateKey: CryptoKey | Uint8Array;
+  publicKey: CryptoKey | Uint8Array;
+}
+
+export interface Auth {
+  authenticate(bearer: string | undefined): Promise<Caller>;
+  createToken(caller: Caller, input: { name: string; role: string; domainId?: string; ttlSeconds?: number }): Promise<{ token: TokenRow; secret: string }>;
+  listTokens(caller: Caller): Promise<TokenRow[]>;
+  revokeToken(caller: Caller, tokenId: string): Promise<TokenRow>;
+  /** Signs a node identity JWT. */
+  signNodeToken(nodeId: string, hostname: string): Promise<string>;
+  /** Adds a new signing key; older keys still verify tokens they signed. */
+  rotateSigningKey(): Promise<string>;
+  /** The public key set, for anyone verifying node tokens. */
+  jwks(): Promise<jose.JSONWebKeySet>;
+  createTicket(caller: Caller, input: { purpose: string; agentId?: string; ttlMs?: number }): Promise<{ ticket: string; expiresMs: number }>;
+  /** Redeems a single-use ticket into the caller that created it. */
+  redeemTicket(ticket: string, purpose: string): Promise<Caller & { agentId: string }>;
+  /** Makes the bootstrap admin token if there are no tokens yet; returns its secret once. */
+  bootstrapAdmin(): Promise<string | undefined>;
+}
+
+export function createAuth(deps: Deps, opts: AuthOptions): Auth {
+  const { store, clock } = deps;
+  let keys: KeyEntry[] | undefined;
+  let oidcJwks: ReturnType<typeof jose.createRemoteJWKSet> | undefined;
+  const lastUsedWrites = new Map<string, number>();
+  // service tokens verified lately, keyed by the token's hash
+  const verified = new Map<string, { caller: Caller; untilMs: number }>();
+  // node JWTs whose signature was verified lately
+  const signedNodes = new Map<string, { nodeId: string; untilMs: number }>();
+
+  function cached(key: string): Caller | undefined {
+    const hit = verified.get(key);
+    if (!hit) return undefined;
+    const now = clock.now();
+    if (hit.untilMs <= now || (hit.caller.expiresMs !== undefined && hit.caller.expiresMs <= now)) {
+      verified.delete(key);
+      return undefined;
+    }
+    return hit.caller;
+  }
+
+  function remember(key: string, caller: Caller): void {
+    if (verified.size >= AUTH_CACHE_MAX) verified.clear();
+    verified.set(key, { caller: Object.freeze(caller), untilMs: clock.now() + AUTH_CACHE_MS });
+  }
+
+  async function loadKeys(): Promise<KeyEntry[]> {
+    if (keys) return keys;
+    const rows = await store.listSigningKeys();
+    const loaded: KeyEntry[] = [];
+    for (const r of rows) {
+      loaded.push({
+        kid: r.kid,
+        createdMs: Date.parse(r.createdAt),
+        privateKey: await jose.importJWK(JSON.parse(r.privateJwk) as jose.JWK, r.alg),
+        publicKey: await jose.importJWK(JSON.parse(r.publicJwk) as jose.JWK, r.alg),
+      });
+    }
+    keys = loaded;
+    const newest = loaded.at(-1);
+    if (!newest || clock.now() - newest.createdMs > opts.keyRotationMs) await rotateSigningKey();
+    return keys;
+  }
+
+  async function rotateSigningKey(): Promise<string> {
+    const { privateKey, publicKey } = await jose.generateKeyPair(KEY_ALG, { extractable: true });
+    const kid = newId("key", clock.now());
+    const privateJwk = await jose.exportJWK(privateKey);
+    const publicJwk = await jose.exportJWK(publicKey);
+    await store.insertSigningKey({
+      kid,
+      alg: KEY_ALG,
+      privateJwk: JSON.stringify(privateJwk),
+      publicJwk: JSON.stringify({ ...publicJwk, kid, alg: KEY_ALG, use: "sig" }),
+      createdAt: iso(clock.now()),
+      retiredAt: "",
+    });
+    keys = [...(keys ?? []), { kid, createdMs: clock.now(), privateKey, publicKey }];
+    return kid;
+  }
+
+  async function verifyNodeToken(jwt: string): Promise<Caller> {
+    // the signature check (ES256) is the costly part and is reused; the node and its
+    // domains are read on every call, so a removed node or a new enrolment counts at once
+    const signed = signedNodes.get(jwt);
+    const nodeId = signed && signed.untilMs > clock.now() ? signed.nodeId : await verifyNodeSignature(jwt);
+    const node = await store.getNode(nodeId);
+    if (!node) throw new EpError("unauthenticated", `node ${nodeId} is not registered with this tower`);
+    const nodeDomains = [...new Set((await store.listAgents({ nodeId })).map((a) => a.domainId))];
+    return { subject: nodeId, role: "node", via: "node", nodeId, nodeDomains };
+  }
+
+  /**
+   * Another replica may have made a key since this one loaded them: on an unknown key id,
+   * read the key set again (at most once a second, so forged kids cannot hammer the store).
+   */
+  let lastReload = 0;
+  async function reloadFor(kid: string | undefined): Promise<KeyEntry | undefined> {
+    if (!kid || clock.now() - lastReload < 1000) return undefined;
+    lastReload = clock.now();
+    keys = undefined;
+    return (await loadKeys()).find((k) => k.kid === kid);
+  }
+
+  async function verifyNodeSignature(jwt: string): Promise<string> {
+    signedNodes.delete(jwt);
+    const all = await loadKeys();
+    let header: jose.ProtectedHeaderParameters;
+    try {
+      header = jose.decodeProtectedHeader(jwt);
+    } catch {
+      throw new EpError("unauthenticated", "the bearer token is not a valid JWT");
+    }
+    const key = all.find((k) => k.kid === header.kid) ?? (await reloadFor(header.kid));
+    if (!key) throw new EpError("unauthenticated", "the node token was signed by a key this tower does not know");
+    let payload: jose.JWTPayload;
+    try {
+      ({ payload } = await jose.jwtVerify(jwt, key.publicKey, { issuer: opts.issuer, currentDate: new Date(clock.now()) }));
+    } catch (err) {
+      if (err instanceof jose.errors.JWTExpired) throw new EpError("token_expired", "the node token has expired; register the node again");
+      throw new EpError("unauthenticated", "the node token failed verification");
+    }
+    const nodeId = payload.sub ?? "";
+    if (signedNodes.size >= AUTH_CACHE_MAX) signedNodes.clear();
+    const untilMs = Math.min(clock.now() + AUTH_CACHE_MS, payload.exp ? payload.exp * 1000 : Infinity);
+    signedNodes.set(jwt, { nodeId, untilMs });
+    return nodeId;
+  }
+
+  async function verifyOidc(jwt: string): Promise<Caller> {
+    const cfg = opts.oidc;
+    if (!cfg) throw new EpError("unauthenticated", "the token is not known to this tower (OIDC is not configured)");
+    if (!oidcJwks) {
+      const discovery = `${cfg.issuer.replace(/\/+$/, "")}/.well-known/openid-configuration`;
+      let jwksUri: string;
+      try {
+        const res = await fetch(discovery);
+        if (!res.ok) throw new Error(`HTTP ${res.status}`);
+        jwksUri = ((await res.json()) as { jwks_uri: string }).jwks_uri;
+      } catch (err) {
+        throw new EpError("unavailable", `OIDC discovery at ${discovery} failed: ${(err as Error).message}`);
+      }
+      oidcJwks = jose.createRemoteJWKSet(new URL(jwksUri));
+    }
+    let payload: jose.JWTPayload;
+    try {
+      ({ payload } = await jose.jwtVerify(jwt, oidcJwks, { issuer: cfg.issuer, audience: cfg.audience, currentDate: new Date(clock.now()) }));
+    } catch (err) {
+      if (err instanceof jose.errors.JWTExpired) throw new EpError("token_expired", "the OIDC token has expired; sign in again");
+      throw new EpError("unauthenticated", `the OIDC token failed verification: ${(err as Error).message}`);
+    }
+    const claim = payload[cfg.roleClaim];
+    const claimed = (Array.isArray(claim) ? claim : [claim]).find((r): r is Role => typeof r === "string" && ROLES.includes(r as Role) && r !== "node");
+    return {
+      subject: `oidc:${payload.sub ?? "unknown"}`,
+      role: claimed ?? cfg.defaultRole,
+      via: "oidc",
+      expiresMs: payload.exp ? payload.exp * 1000 : undefined,
+    };
+  }
+
+  /** last_used_at is advisory: written at most once a minute per token. */
+  async function noteUse(tokenId: string): Promise<void> {
+    const now = clock.now();
+    if ((lastUsedWrites.get(tokenId) ?? 0) < now - 60_000) {
+      lastUsedWrites.set(tokenId, now);
+      await store.updateToken(tokenId, { lastUsedAt: iso(now) });
+    }
+  }
+
+  async function verifyServiceToken(secret: string): Promise<Caller> {
+    const hash = hashSecret(secret);
+    const hit = cached(hash);
+    if (hit) {
+      await noteUse(hit.tokenId!);
+      return hit;
+    }
+    const row = await store.getTokenByHash(hash);
+    if (!row || !timingSafeEqual(Buffer.from(row.hash), Buffer.from(hash))) {
+      throw new EpError("unauthenticated", "the token is not known to this tower");
+    }
+    if (row.revokedAt) throw new EpError("token_revoked", `token ${row.id} was revoked at ${row.revokedAt}`);
+    const now = clock.now();
+    if (row.expiresAt && Date.parse(row.expiresAt) <= now) throw new EpError("token_expired", `token ${row.id} expired at ${row.expiresAt}`);
+    await noteUse(row.id);
+    const caller: Caller = {
+      subject: row.id,
+      principal: row.name,
+      role: row.role as Role,
+      via: "token",
+      tokenId: row.id,
+      domainId: row.domainId || undefined,
+      expiresMs: row.expiresAt ? Date.parse(row.expiresAt) : undefined,
+    };
+    remember(hash, caller);
+    return caller;
+  }
+
+  async function createToken(caller: Caller, input: { name: string; role: string; domainId?: string; ttlSeconds?: number }) {
+    authorize(caller, "admin");
+    if (!input.name?.trim()) throw invalidField("name", "is required");
+    if (!ROLES.includes(input.role as Role) || input.role === "node") {
+      throw invalidField("role", `must be one of admin, operator, viewer, agent (got ${JSON.stringify(input.role)})`);
+    }
+    if (input.role === "agent" && !input.domainId) throw invalidField("domain_id", "is required for agent tokens");
+    if (input.domainId && !(await store.getDomain(input.domainId))) throw new EpError("domain_not_found", `domain ${input.domainId} does not exist`);
+    const ttl = input.ttlSeconds ?? 0;
+    if (ttl < 0) throw invalidField("ttl_seconds", "must be zero (no expiry) or positive");
+    const secret = TOKEN_PREFIX + randomBytes(24).toString("base64url");
+    const now = clock.now();
+    const row: TokenRow = {
+      id: newId("tok", now),
+      name: input.name.trim(),
+      role: input.role,
+      domainId: input.domainId ?? "",
+      hash: hashSecret(secret),
+      expiresAt: ttl ? iso(now + ttl * 1000) : "",
+      createdAt: iso(now),
+      revokedAt: "",
+      lastUsedAt: "",
+    };
+    await store.insertToken(row);
+    return { token: row, secret };
+  }
+
+  return {
+    async authenticate(bearer) {
+      if (!bearer) throw new EpError("unauthenticated", "no credentials: send 'Authorization: Bearer <token>'");
+      if (bearer.startsWith(TOKEN_PREFIX)) return verifyServiceToken(bearer);
+      if (signedNodes.has(bearer)) return verifyNodeToken(bearer);
+      if (bearer.split(".").length === 3) {
+        let header: jose.ProtectedHeaderParameters | undefined;
+        try {
+          header = jose.decodeProtectedHeader(bearer);
+        } catch {
+          throw new EpError("unauthenticated", "the bearer token is not a valid JWT");
+        }
+        const mine = (await loadKeys()).some((k) => k.kid === header?.kid) || Boolean(await reloadFor(header?.kid));
+        return mine ? verifyNodeToken(bearer) : verifyOidc(bearer);
+      }
+      throw new EpError("unauthenticated", "the token is not known to this tower");
+    },
+
+    createToken,
+
+    async listTokens(caller) {
+      authorize(caller, "admin");
+      return store.listTokens();
+    },
+
+    async revokeToken(caller, tokenId) {
+      authorize(caller, "admin");
+      const row = await store.getToken(tokenId);
+      if (!row) throw new EpError("token_not_found", `token ${tokenId} does not exist`);
+      if (row.revokedAt) return row;
+      const revoked = (await store.updateToken(tokenId, { revokedAt: iso(clock.now()) }))!;
+      // takes effect at once on this replica: the next request goes back to the store
+      for (const [key, hit] of verified) if (hit.caller.tokenId === tokenId) verified.delete(key);
+      return revoked;
+    },
+
+    async signNodeToken(nodeId, hostname) {
+      const all = await loadKeys();
+      const key = all[all.length - 1];
+      return new jose.SignJWT({ hostname, role: "node" })
+        .setProtectedHeader({ alg: KEY_ALG, kid: key.kid, typ: "JWT" })
+        .setIssuer(opts.issuer)
+        .setSubject(nodeId)
+        .setIssuedAt(Math.floor(clock.now() / 1000))
+        .sign(key.privateKey);
+    },
+
+    rotateSigningKey: async () => {
+      await loadKeys();
+      return rotateSigningKey();
+    },
+
+    async jwks() {
+      await loadKeys();
+      const rows = await store.listSigningKeys();
+      return { keys: rows.map((r) => JSON.parse(r.publicJwk) as jose.JWK) };
+    },
+
+    async createTicket(caller, input) {
+      const ttlMs = Math.min(input.ttlMs ?? 60_000, 24 * 3_600_000);
+      if (!["attach", "login", "events"].includes(input.purpose)) throw invalidField("purpose", "must be attach, login or events");
+      const ticket = "tkt_" + randomBytes(24).toString("base64url");
+      const expiresMs = clock.now() + ttlMs;
+      await store.insertTicket({
+        hash: hashSecret(ticket),
+        purpose: input.purpose,
+        subject: principalOf(caller),
+        role: caller.role,
+        agentId: input.agentId ?? "",
+        expiresMs,
+      });
+      return { ticket, expiresMs };
+    },
+
+    async redeemTicket(ticket, purpose) {
+      const row = await store.consumeTicket(hashSecret(ticket), clock.now());
+      if (!row || row.purpose !== purpose) throw new EpError("unauthenticated", "the ticket is unknown, used or expired; ask for a new one");
+      return { subject: row.subject, principal: row.subject, role: row.role as Role, via: "ticket", agentId: row.agentId };
+    },
+
+    async bootstrapAdmin() {
+      if ((await store.getMeta("bootstrap_admin")) || (await store.listTokens()).length) return undefined;
+      const { token, secret } = await createToken({ subject: "tower", role: "admin", via: "internal" }, { name: "bootstrap-admin", role: "admin" });
+      await store.setMeta("bootstrap_admin", token.id);
+      return secret;
+    },
+  };
+}

@@ -1,0 +1,68 @@
+// Who is calling, and what their role lets them do. Every domain function checks
+// here, so no edge can forget.
+import { EpError } from "../../common/errors.js";
+
+export type Role = "admin" | "operator" | "viewer" | "node" | "agent";
+export const ROLES: readonly Role[] = ["admin", "operator", "viewer", "node", "agent"];
+
+export interface Caller {
+  /** token id, OIDC subject, node id: who exactly presented the credential */
+  subject: string;
+  /**
+   * the account behind the credential, stable across token rotation and console logins:
+   * a service token's name, the OIDC subject, the node id. Owns AI sessions.
+   */
+  principal?: string;
+  role: Role;
+  via: "token" | "oidc" | "node" | "ticket" | "internal";
+  /** agent tokens are scoped to one domain */
+  domainId?: string;
+  nodeId?: string;
+  /** for nodes: the domains their agents are enrolled in (where they may operate) */
+  nodeDomains?: readonly string[];
+  tokenId?: string;
+  /** when the credential stops being valid (ms), if it does */
+  expiresMs?: number;
+}
+
+/**
+ * read: see resources and streams; operate: change work, approvals, AI sessions;
+ * work: the claim loop (claim, heartbeat, complete, progress); admin: tokens, nodes,
+ * secrets; node: calls only a node makes (link, publish events, resolve secrets).
+ */
+export type Permission = "read" | "operate" | "work" | "admin" | "node";
+
+const GRANTS: Record<Role, readonly Permission[]> = {
+  admin: ["read", "operate", "work", "admin"],
+  operator: ["read", "operate", "work"],
+  viewer: ["read"],
+  node: ["read", "operate", "work", "node"],
+  agent: ["read", "operate", "work"],
+};
+
+export function can(caller: Caller, permission: Permission, scope: { domainId?: string } = {}): boolean {
+  if (!GRANTS[caller.role].includes(permission)) return false;
+  if (caller.role === "agent" && caller.domainId && scope.domainId !== undefined && scope.domainId !== caller.domainId) return false;
+  // a node operates (submits and retries work for its agents) only in its agents' domains
+  if (caller.role === "node" && permission === "operate") return scope.domainId !== undefined && (caller.nodeDomains ?? []).includes(scope.domainId);
+  return true;
+}
+
+export function authorize(caller: Caller, permission: Permission, scope: { domainId?: string } = {}): void {
+  if (!can(caller, permission, scope)) {
+    throw new EpError(
+      "forbidden",
+      scope.domainId && caller.role === "agent"
+        ? `role agent is scoped to domain ${caller.domainId ?? "(none)"}; this is ${scope.domainId}`
+        : caller.role === "node" && permission === "operate"
+          ? `a node may operate only in domains where its agents are enrolled${scope.domainId ? ` (not ${scope.domainId})` : ""}`
+        : `role ${caller.role} may not ${permission}`,
+      { role: caller.role, needs: permission },
+    );
+  }
+}
+
+export const principalOf = (caller: Caller): string => caller.principal ?? caller.subject;
+
+/** The tower acting on its own behalf (sweeper, bootstrap, approvals executing). */
+export const INTERNAL_CALLER: Caller = { subject: "tower", role: "admin", via: "internal" };

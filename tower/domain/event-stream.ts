@@ -1,0 +1,623 @@
+// Following the event log live. One feed per tower reads committed events (the hub is
+// only the wake-up; the store decides the order), keeps the newest ones serialized once
+// in a ring, and moves every subscriber along its own cursor: first from the store
+// (replay), then from the ring, then live. A subscriber switches to live in the same
+// tick in which it has taken the ring's last event, so no event is missed or sent twice.
+// Transports (SSE, WebSocket, Connect) plug in as a StreamSink.
+import type { Clock, ClockTimer } from "../../common/clock.js";
+import { EpError, invalidField } from "../../common/errors.js";
+import type { Logger } from "../../common/log.js";
+import type { EventQuery, EventRow, Store } from "../store/store.js";
+import { type Caller } from "./caller.js";
+import type { EventHub } from "./event-hub.js";
+import { createStreamRateLimiter, type Bucket, type RateLimitInfo, type StreamRateLimiter } from "./event-stream-limiter.js";
+import { EVENT_TYPES, eventQuery } from "./events.js";
+
+export type { RateLimitInfo } from "./event-stream-limiter.js";
+
+/** One event, serialized once for every subscriber. */
+export interface StreamFrame {
+  readonly id: number;
+  readonly row: EventRow;
+  /** the chunk as JSON (snake_case fields, `id` included, no `rate_limit`) */
+  readonly json: string;
+  /** the SSE message: `id: N\ndata: <json>\n\n` */
+  readonly sse: Buffer;
+  /** `sse` framed as one HTTP/1.1 chunk; built by the SSE transport on first use, then shared */
+  chunked?: Buffer;
+}
+
+/** Several events going out together to every subscriber that takes them all unchanged. */
+export interface FrameBatch {
+  readonly frames: readonly StreamFrame[];
+  /** their SSE messages concatenated */
+  readonly sse: Buffer;
+  /** `sse` framed as one HTTP/1.1 chunk; built by the SSE transport on first use, then shared */
+  chunked?: Buffer;
+}
+
+export type StreamEndCode = "slow_consumer" | "token_revoked" | "token_expired" | "unauthenticated" | "shutting_down" | "internal";
+
+/** Why a stream ended, sent to the client as the last message. */
+export interface StreamEnd {
+  code: StreamEndCode;
+  message: string;
+  /** the last event id this stream delivered (or skipped by filter): resume after it */
+  last_event_id: number;
+}
+
+/** What a transport provides to carry one subscriber's stream. */
+export interface StreamSink {
+  /** Queues one event (with the throttling block while the caller is throttled). */
+  send(frame: StreamFrame, rateLimit: RateLimitInfo | undefined): void;
+  /**
+   * Optional: queues several events at once for a subscriber that takes each of them unchanged
+   * (it matches them all and is not throttled). The batch is built once for every subscriber;
+   * a transport without this method gets one send() per frame.
+   */
+  sendBatch?(batch: FrameBatch): void;
+  /** Bytes accepted but not yet taken by the client. */
+  buffered(): number;
+  /** Resolves when the client has taken most of what is buffered (or the transport closed). */
+  drained(): Promise<void>;
+  /** A no-op message that keeps proxies from timing the connection out. */
+  keepAlive(): void;
+  /** Tells the client, between events, that its caller is now throttled. */
+  rateLimited(info: RateLimitInfo): void;
+  /** Sends the final message (when `why` is given) and closes. Called once. */
+  end(why: StreamEnd | undefined): void;
+}
+
+export interface StreamFilterInput {
+  types?: readonly string[];
+  domainId?: string;
+  missionId?: string;
+  agentId?: string;
+  sessionId?: string;
+}
+
+export interface StreamRequest {
+  /** resume after this id; undefined starts at the newest event (live only) */
+  afterId?: number;
+  filter: StreamFilterInput;
+}
+
+/** A caller checked and counted against the rate limit, ready to be attached to a sink. */
+export interface Admission {
+  readonly caller: Caller;
+  readonly query: EventQuery;
+  readonly afterId: number;
+  readonly bucket: Bucket;
+  readonly rateLimit: RateLimitInfo;
+}
+
+export interface Subscription {
+  readonly cursor: number;
+  close(): void;
+}
+
+export interface EventStreamOptions {
+  /** connections per minute per token (EP_STREAM_RATE_LIMIT) */
+  rateLimit: number;
+  /** keep-alive comment interval (ms) */
+  keepAliveMs: number;
+  /** how often open streams re-check their credential (ms) */
+  recheckMs: number;
+  /** a live subscriber with more than this many bytes not yet taken is cut off */
+  maxBufferedBytes: number;
+  /** newest events kept serialized in memory for subscribers that are live or nearly so */
+  ringSize: number;
+  /** events per store page while replaying */
+  replayPage: number;
+  /** keep at most this many events in the store (EP_EVENT_RETENTION); 0 keeps all */
+  retention: number;
+  /** how often retention runs (ms) */
+  pruneEveryMs: number;
+}
+
+export const DEFAULT_STREAM_OPTIONS: EventStreamOptions = {
+  rateLimit: 120,
+  keepAliveMs: 15_000,
+  recheckMs: 5_000,
+  maxBufferedBytes: 1024 * 1024,
+  ringSize: 8192,
+  replayPage: 1000,
+  retention: 1_000_000,
+  pruneEveryMs: 60_000,
+};
+
+export interface EventStreamStats {
+  subscribers: number;
+  live: number;
+  head: number;
+  cutOff: number;
+  opened: number;
+}
+
+export interface EventStream {
+  /** Resolves once the feed knows the newest committed event. */
+  readonly ready: Promise<void>;
+  /** Newest event id the feed has taken in. */
+  readonly head: number;
+  /** Checks the caller's role and scope, validates the filter and takes a rate-limit token. */
+  admit(caller: Caller, req: StreamRequest): Promise<Admission>;
+  /** Starts delivering to `sink`. Nothing is sent before this returns to the caller's tick. */
+  attach(admission: Admission, sink: StreamSink): Subscription;
+  /** Re-reads the store for events the hub has not announced (another process wrote them). */
+  poke(): void;
+  /** Runs retention once: drops events beyond the newest `retention`. */
+  prune(): Promise<number>;
+  stats(): EventStreamStats;
+  close(): Promise<void>;
+}
+
+/** The chunk a client sees: the seed's fields in snake_case plus id, name, task/session and time. */
+export function chunkOf(row: EventRow): Record<string, unknown> {
+  return {
+    id: row.id,
+    type: row.type,
+    name: row.name,
+    domain_id: row.domainId,
+    mission_id: row.missionId,
+    agent_id: row.agentId,
+    task_id: row.taskId,
+    session_id: row.sessionId,
+    status: row.status,
+    payload: row.payload,
+    created_at: row.createdAt,
+  };
+}
+
+export function frameOf(row: EventRow): StreamFrame {
+  const json = JSON.stringify(chunkOf(row));
+  return { id: row.id, row, json, sse: Buffer.from(`id: ${row.id}\ndata: ${json}\n\n`) };
+}
+
+/** The chunk JSON with the throttling block added (only for throttled callers, so the shared JSON stays shared). */
+export function withRateLimit(json: string, rateLimit: RateLimitInfo): string {
+  return `${json.slice(0, -1)},"rate_limit":${JSON.stringify(rateLimit)}}`;
+}
+
+const ID_RE = /^\d{1,16}$/;
+
+/** Parses an event id sent by a client (Last-Event-ID header or last_event_id parameter). */
+export function parseEventId(raw: string, field: string): number {
+  const s = raw.trim();
+  if (!ID_RE.test(s) || !Number.isSafeInteger(Number(s))) throw invalidField(field, `must be a non-negative integer event id (got ${JSON.stringify(raw.slice(0, 40))})`);
+  return Number(s);
+}
+
+const FILTER_PARAMS = new Set(["type", "domain_id", "mission_id", "agent_id", "session_id", "last_event_id"]);
+
+/**
+ * Reads the stream's query parameters and Last-Event-ID header, naming the field at fault.
+ * `type` may repeat or be a comma list. The header wins over the parameter: browsers keep
+ * the original URL when they reconnect and send the newer id in the header.
+ */
+export function parseStreamParams(
+  query: Record<string, unknown>,
+  lastEventIdHeader: string | string[] | undefined,
+  extraParams: readonly string[] = [],
+): StreamRequest {
+  for (const key of Object.keys(query)) {
+    if (!FILTER_PARAMS.has(key) && !extraParams.includes(key)) {
+      throw new EpError("invalid_argument", `${key}: unknown parameter; use type, domain_id, mission_id, agent_id, session_id or last_event_id`, { field: key });
+    }
+  }
+  const one = (key: string): string | undefined => {
+    const v = query[key];
+    if (v === undefined) return undefined;
+    if (Array.isArray(v)) {
+      if (v.length !== 1) throw invalidField(key, "give it once");
+      return String(v[0]);
+    }
+    return String(v);
+  };
+  const rawTypes = query.type === undefined ? [] : Array.isArray(query.type) ? query.type.map(String) : [String(query.type)];
+  const types: string[] = [];
+  for (const part of rawTypes.flatMap((t) => t.split(","))) {
+    const t = part.trim();
+    if (!t) continue;
+    if (!EVENT_TYPES.includes(t as (typeof EVENT_TYPES)[number])) throw invalidField("type", `must be one of ${EVENT_TYPES.join(", ")} (got ${JSON.stringify(t.slice(0, 40))})`);
+    if (!types.includes(t)) types.push(t);
+  }
+  if (rawTypes.length && !types.length) throw invalidField("type", "is empty");
+  const filter: StreamFilterInput = { types };
+  for (const [key, prop] of [
+    ["domain_id", "domainId"],
+    ["mission_id", "missionId"],
+    ["agent_id", "agentId"],
+    ["session_id", "sessionId"],
+  ] as const) {
+    const v = one(key);
+    if (v === undefined) continue;
+    if (!/^[\w.:-]{1,128}$/.test(v)) throw invalidField(key, `is not a valid id (got ${JSON.stringify(v.slice(0, 40))})`);
+    filter[prop] = v;
+  }
+  let afterId: number | undefined;
+  const header = Array.isArray(lastEventIdHeader) ? lastEventIdHeader[0] : lastEventIdHeader;
+  if (header !== undefined && header.trim() !== "") afterId = parseEventId(header, "Last-Event-ID");
+  else {
+    const q = one("last_event_id");
+    if (q !== undefined) afterId = parseEventId(q, "last_event_id");
+  }
+  return { afterId, filter };
+}
+
+/** True when the query lets every event through (no type, domain, mission, agent or session filter). */
+function matchesAll(q: EventQuery): boolean {
+  return !q.types?.length && !q.domainId && !q.missionId && !q.agentId && !q.sessionId;
+}
+
+function matches(q: EventQuery, row: EventRow): boolean {
+  if (q.types?.length && !q.types.includes(row.type)) return false;
+  if (q.domainId && row.domainId !== q.domainId) return false;
+  if (q.missionId && row.missionId !== q.missionId) return false;
+  if (q.agentId && row.agentId !== q.agentId) return false;
+  if (q.sessionId && row.sessionId !== q.sessionId) return false;
+  return true;
+}
+
+/** Fixed-capacity ring of frames in id order. */
+class FrameRing {
+  private readonly buf: (StreamFrame | undefined)[];
+  private start = 0;
+  length = 0;
+  constructor(readonly capacity: number) {
+    this.buf = new Array<StreamFrame | undefined>(capacity);
+  }
+  at(i: number): StreamFrame {
+    return this.buf[(this.start + i) % this.capacity]!;
+  }
+  /** Appends; returns the evicted frame when full. */
+  push(f: StreamFrame): StreamFrame | undefined {
+    if (this.length < this.capacity) {
+      this.buf[(this.start + this.length++) % this.capacity] = f;
+      return undefined;
+    }
+    const old = this.buf[this.start]!;
+    this.buf[this.start] = f;
+    this.start = (this.start + 1) % this.capacity;
+    return old;
+  }
+  /** Index of the first frame with id > cursor (length when none). */
+  indexAfter(cursor: number): number {
+    let lo = 0;
+    let hi = this.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.at(mid).id <= cursor) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+}
+
+interface Sub extends Subscription {
+  cursor: number;
+  live: boolean;
+  closed: boolean;
+  readonly admission: Admission;
+  readonly sink: StreamSink;
+  /** the query has no filter: every event goes to this subscriber */
+  readonly matchesAll: boolean;
+  expiryTimer?: ClockTimer;
+}
+
+/** Keys a caller for rate limiting and credential checks: the token when there is one. */
+export function callerKey(caller: Caller): string {
+  return caller.tokenId ?? `${caller.via}:${caller.subject}`;
+}
+
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+export function createEventStream(
+  deps: { store: Store; hub: EventHub; clock: Clock; log: Logger },
+  options: Partial<EventStreamOptions> = {},
+): EventStream {
+  const { store, hub, clock, log } = deps;
+  const opts: EventStreamOptions = { ...DEFAULT_STREAM_OPTIONS, ...options };
+  const limiter: StreamRateLimiter = createStreamRateLimiter({ limit: opts.rateLimit, clock });
+  const ring = new FrameRing(opts.ringSize);
+  const subs = new Set<Sub>();
+  const live = new Set<Sub>();
+  let head = 0;
+  /** every event with id > ringBase that the feed has taken in is in the ring */
+  let ringBase = 0;
+  let initialized = false;
+  let catchingUp = false;
+  let dirty = false;
+  let closed = false;
+  let cutOff = 0;
+  let opened = 0;
+
+  // ---- the feed ------------------------------------------------------------------
+
+  function append(rows: readonly EventRow[]): void {
+    const frames: StreamFrame[] = [];
+    for (const row of rows) {
+      if (row.id <= head) continue;
+      const f = frameOf(row);
+      frames.push(f);
+      const evicted = ring.push(f);
+      if (evicted) ringBase = evicted.id;
+      head = row.id;
+    }
+    if (frames.length) deliver(frames);
+  }
+
+  async function catchUp(): Promise<void> {
+    if (catchingUp) {
+      dirty = true;
+      return;
+    }
+    catchingUp = true;
+    try {
+      do {
+        dirty = false;
+        for (;;) {
+          const rows = await store.listEvents({ afterId: head, limit: opts.replayPage });
+          if (closed) return;
+          append(rows);
+          if (rows.length < opts.replayPage) break;
+        }
+      } while (dirty);
+    } catch (err) {
+      log.warn("event feed could not read the store", { error: (err as Error).message });
+    } finally {
+      catchingUp = false;
+    }
+  }
+
+  const unsubscribe = hub.subscribe((rows) => {
+    if (closed || !rows.length) return;
+    if (!initialized || catchingUp) {
+      dirty = true;
+      return;
+    }
+    if (rows[rows.length - 1].id <= head) return;
+    // the usual case: the next events in order; anything else is settled by the store
+    let contiguous = rows[0].id === head + 1;
+    for (let i = 1; contiguous && i < rows.length; i++) contiguous = rows[i].id === rows[i - 1].id + 1;
+    if (contiguous) append(rows);
+    else void catchUp();
+  });
+
+  const ready = (async () => {
+    head = await store.lastEventId();
+    ringBase = head;
+    initialized = true;
+    if (dirty) await catchUp();
+  })();
+  ready.catch((err: Error) => log.error("event feed failed to start", { error: err.message }));
+
+  // ---- delivery --------------------------------------------------------------------
+
+  function deliver(frames: readonly StreamFrame[]): void {
+    const first = frames[0].id;
+    const last = frames[frames.length - 1].id;
+    // several events for the usual unfiltered subscriber: one buffer, one write per socket
+    let batch: FrameBatch | undefined;
+    for (const sub of live) {
+      const q = sub.admission.query;
+      const rl = limiter.throttleInfo(sub.admission.bucket);
+      if (frames.length > 1 && !rl && sub.sink.sendBatch && sub.cursor < first && sub.matchesAll) {
+        batch ??= { frames, sse: Buffer.concat(frames.map((f) => f.sse)) };
+        sub.sink.sendBatch(batch);
+        sub.cursor = last;
+      } else {
+        for (const f of frames) {
+          if (f.id <= sub.cursor) continue;
+          if (matches(q, f.row)) sub.sink.send(f, rl);
+          sub.cursor = f.id;
+        }
+      }
+      if (sub.sink.buffered() > opts.maxBufferedBytes) {
+        cutOff++;
+        finish(sub, {
+          code: "slow_consumer",
+          message: `the client fell more than ${opts.maxBufferedBytes} bytes behind; reconnect with Last-Event-ID to resume`,
+          last_event_id: sub.cursor,
+        });
+      }
+    }
+  }
+
+  /** Replays from the store, then from the ring, then joins the live set. */
+  async function catchUpSub(sub: Sub): Promise<void> {
+    const q = sub.admission.query;
+    try {
+      await ready;
+      while (!sub.closed) {
+        if (sub.cursor >= ringBase) {
+          let i = ring.indexAfter(sub.cursor);
+          const rl = limiter.throttleInfo(sub.admission.bucket);
+          while (i < ring.length && sub.sink.buffered() <= opts.maxBufferedBytes) {
+            const f = ring.at(i++);
+            if (matches(q, f.row)) sub.sink.send(f, rl);
+            sub.cursor = f.id;
+          }
+          if (i >= ring.length) {
+            sub.live = true;
+            live.add(sub);
+            return;
+          }
+          await sub.sink.drained();
+          continue;
+        }
+        const headAtQuery = head;
+        const rows = await store.listEvents({ ...q, afterId: sub.cursor, limit: opts.replayPage });
+        if (sub.closed) return;
+        const rl = limiter.throttleInfo(sub.admission.bucket);
+        for (const row of rows) sub.sink.send(frameOf(row), rl);
+        // a short page holds every matching event committed up to the query, so the
+        // cursor may move past the non-matching ones too
+        const last = rows.length ? rows[rows.length - 1].id : sub.cursor;
+        sub.cursor = rows.length === opts.replayPage ? last : Math.max(last, headAtQuery, sub.cursor);
+        if (sub.sink.buffered() > opts.maxBufferedBytes / 2) await sub.sink.drained();
+      }
+    } catch (err) {
+      log.warn("event stream replay failed", { error: (err as Error).message });
+      finish(sub, { code: "internal", message: "the tower could not read the event log; reconnect to resume", last_event_id: sub.cursor });
+    }
+  }
+
+  function finish(sub: Sub, why: StreamEnd | undefined): void {
+    if (sub.closed) return;
+    sub.closed = true;
+    subs.delete(sub);
+    live.delete(sub);
+    if (sub.expiryTimer) clock.clearTimeout(sub.expiryTimer);
+    try {
+      sub.sink.end(why);
+    } catch (err) {
+      log.debug("event stream sink failed to end", { error: (err as Error).message });
+    }
+  }
+
+  // ---- credentials -----------------------------------------------------------------
+
+  async function credentialProblem(caller: Caller): Promise<StreamEnd | undefined> {
+    const now = clock.now();
+    if (caller.expiresMs !== undefined && caller.expiresMs <= now) {
+      return { code: "token_expired", message: "the credential expired; reconnect with a current one", last_event_id: 0 };
+    }
+    if (caller.tokenId) {
+      const row = await store.getToken(caller.tokenId);
+      if (!row) return { code: "unauthenticated", message: "the token no longer exists", last_event_id: 0 };
+      if (row.revokedAt) return { code: "token_revoked", message: `token ${row.id} was revoked at ${row.revokedAt}`, last_event_id: 0 };
+      if (row.expiresAt && Date.parse(row.expiresAt) <= now) return { code: "token_expired", message: `token ${row.id} expired at ${row.expiresAt}`, last_event_id: 0 };
+    }
+    return undefined;
+  }
+
+  let rechecking = false;
+  async function recheck(): Promise<void> {
+    if (rechecking) return;
+    rechecking = true;
+    try {
+      const byKey = new Map<string, Sub[]>();
+      for (const s of subs) {
+        const k = callerKey(s.admission.caller);
+        const list = byKey.get(k);
+        if (list) list.push(s);
+        else byKey.set(k, [s]);
+      }
+      for (const list of byKey.values()) {
+        const problem = await credentialProblem(list[0].admission.caller);
+        if (problem) for (const s of list) finish(s, { ...problem, last_event_id: s.cursor });
+      }
+    } catch (err) {
+      log.warn("event stream credential check failed", { error: (err as Error).message });
+    } finally {
+      rechecking = false;
+    }
+  }
+
+  // ---- timers ----------------------------------------------------------------------
+
+  let keepAliveTimer = clock.setTimeout(function keepAlive() {
+    for (const s of subs) s.sink.keepAlive();
+    const inUse = new Set<string>();
+    for (const s of subs) inUse.add(s.admission.bucket.key);
+    limiter.sweep(inUse);
+    keepAliveTimer = clock.setTimeout(keepAlive, opts.keepAliveMs);
+  }, opts.keepAliveMs);
+
+  let recheckTimer = clock.setTimeout(function tick() {
+    void recheck();
+    recheckTimer = clock.setTimeout(tick, opts.recheckMs);
+  }, opts.recheckMs);
+
+  async function prune(): Promise<number> {
+    if (!opts.retention) return 0;
+    const last = await store.lastEventId();
+    if (last <= opts.retention) return 0;
+    return store.pruneEvents(last - opts.retention + 1);
+  }
+  let pruneTimer = clock.setTimeout(function pruneTick() {
+    prune()
+      .then((n) => n && log.info("event retention pruned events", { pruned: n, keep: opts.retention }))
+      .catch((err: Error) => log.warn("event retention failed", { error: err.message }))
+      .finally(() => {
+        if (!closed) pruneTimer = clock.setTimeout(pruneTick, opts.pruneEveryMs);
+      });
+  }, opts.pruneEveryMs);
+
+  return {
+    ready,
+    get head() {
+      return head;
+    },
+
+    async admit(caller, req) {
+      if (closed) throw new EpError("unavailable", "the tower is shutting down");
+      const query = eventQuery(caller, 0, {
+        types: [...(req.filter.types ?? [])],
+        domainId: req.filter.domainId ?? "",
+        missionId: req.filter.missionId ?? "",
+        agentId: req.filter.agentId ?? "",
+        sessionId: req.filter.sessionId ?? "",
+      } as Parameters<typeof eventQuery>[2]);
+      const problem = await credentialProblem(caller);
+      if (problem) throw new EpError(problem.code === "token_revoked" ? "token_revoked" : problem.code === "token_expired" ? "token_expired" : "unauthenticated", problem.message);
+      await ready;
+      const { bucket, info } = limiter.take(callerKey(caller));
+      return { caller, query, afterId: req.afterId ?? head, bucket, rateLimit: info };
+    },
+
+    attach(admission, sink) {
+      if (closed) {
+        sink.end({ code: "shutting_down", message: "the tower is shutting down", last_event_id: admission.afterId });
+        return { cursor: admission.afterId, close() {} };
+      }
+      opened++;
+      const sub: Sub = {
+        cursor: admission.afterId,
+        live: false,
+        closed: false,
+        admission,
+        sink,
+        matchesAll: matchesAll(admission.query),
+        close: () => finish(sub, undefined),
+      };
+      subs.add(sub);
+      const exp = admission.caller.expiresMs;
+      if (exp !== undefined && exp - clock.now() < MAX_TIMER_MS) {
+        sub.expiryTimer = clock.setTimeout(
+          () => finish(sub, { code: "token_expired", message: "the credential expired; reconnect with a current one", last_event_id: sub.cursor }),
+          Math.max(0, exp - clock.now()),
+        );
+      }
+      if (admission.rateLimit.remaining === 0) {
+        // this connection used the caller's last token: every stream of the caller hears it now
+        const info = limiter.throttleInfo(admission.bucket);
+        if (info) for (const s of subs) if (s.admission.bucket === admission.bucket) s.sink.rateLimited(info);
+      }
+      // the first delivery happens after the transport's current tick (headers written)
+      queueMicrotask(() => void catchUpSub(sub));
+      return sub;
+    },
+
+    poke() {
+      if (initialized && !closed) void catchUp();
+    },
+
+    prune,
+
+    stats() {
+      return { subscribers: subs.size, live: live.size, head, cutOff, opened };
+    },
+
+    async close() {
+      if (closed) return;
+      closed = true;
+      unsubscribe();
+      clock.clearTimeout(keepAliveTimer);
+      clock.clearTimeout(recheckTimer);
+      clock.clearTimeout(pruneTimer);
+      for (const s of [...subs]) finish(s, undefined);
+      await ready.catch(() => undefined);
+    },
+  };
+}

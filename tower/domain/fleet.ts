@@ -1,0 +1,411 @@
+// Nodes, agents and the node link: the one outbound stream from each epd over
+// which the tower sends commands (task ready, cancel, signal, supervise, attach).
+import { randomBytes } from "node:crypto";
+import { create, toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import type { JsonObject } from "@bufbuild/protobuf";
+import { iso } from "../../common/clock.js";
+import { EpError, invalidField } from "../../common/errors.js";
+import { newId } from "../../common/ids.js";
+import * as fleet from "../../gen/ep/tower/v1/fleet_pb.js";
+import type { EventRow, NewEvent } from "../store/store.js";
+import type { Auth } from "./auth.js";
+import { authorize, type Caller } from "./caller.js";
+import { agentMsg, nodeMsg } from "./convert.js";
+import type { Deps } from "./deps.js";
+import { commit } from "./event-hub.js";
+import type { Replication } from "./replication.js";
+import { RUNTIMES } from "./work.js";
+
+const AGENT_STATES = ["starting", "idle", "busy", "paused", "restarting", "dead", "offline"] as const;
+const HOSTNAME = /^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$/;
+/** Bounds of one node state report (ReportNodeState). */
+const MAX_REPORTED = 1000;
+const MAX_REPORTED_TEXT = 4000;
+/** ReloadNodeConfig waits this long for the node's config.reload event unless told otherwise. */
+const RELOAD_WAIT_MS = 10_000;
+
+/** A reported message as the tools show it: snake_case JSON, long strings cut. */
+function reportedJson<D extends DescMessage>(schema: D, msg: MessageShape<D>): Record<string, unknown> {
+  const j = toJson(schema, msg, { useProtoFieldName: true, alwaysEmitImplicit: true }) as Record<string, unknown>;
+  for (const [k, v] of Object.entries(j)) if (typeof v === "string" && v.length > MAX_REPORTED_TEXT) j[k] = `${v.slice(0, MAX_REPORTED_TEXT)}…`;
+  return j;
+}
+
+/** The `errors` of a config.reload event payload as NodeConfigError messages. */
+function configErrors(v: unknown): fleet.NodeConfigError[] {
+  if (!Array.isArray(v)) return [];
+  return v
+    .filter((e): e is Record<string, unknown> => e !== null && typeof e === "object")
+    .map((e) =>
+      create(fleet.NodeConfigErrorSchema, {
+        file: String(e.file ?? ""),
+        line: Number.isInteger(e.line) ? (e.line as number) : 0,
+        field: String(e.field ?? ""),
+        item: String(e.item ?? ""),
+        message: String(e.message ?? ""),
+      }),
+    );
+}
+
+type LinkMessage = fleet.LinkResponse;
+
+interface LinkConnection {
+  nodeId: string;
+  attachSecret: string;
+  push(msg: LinkMessage): void;
+}
+
+export interface LinkStream {
+  messages: AsyncIterable<LinkMessage>;
+}
+
+export type FleetService = ReturnType<typeof createFleetService>;
+
+export interface FleetOptions {
+  towerUrl: string;
+  pingMs?: number;
+  /** Several replicas (PostgreSQL): link ownership in the store, commands relayed to the owner. */
+  replication?: Pick<Replication, "linked" | "send" | "linkToken">;
+}
+
+export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
+  const { store, clock } = deps;
+  const links = new Map<string, LinkConnection>();
+  /** agent id -> node id, for routing events to links without a query per event */
+  const agentNodes = new Map<string, string>();
+
+  async function nodeOf(agentId: string): Promise<string | undefined> {
+    const cached = agentNodes.get(agentId);
+    if (cached) return cached;
+    const a = await store.getAgent(agentId);
+    if (a) agentNodes.set(agentId, a.nodeId);
+    return a?.nodeId;
+  }
+
+  function send(nodeId: string, msg: { kind: string; taskId?: string; agentId?: string; data?: JsonObject }): boolean {
+    const link = links.get(nodeId);
+    if (!link) return false;
+    link.push(create(fleet.LinkResponseSchema, msg));
+    return true;
+  }
+
+  /** send(), or through the replica holding the node's link. */
+  async function deliver(nodeId: string, msg: { kind: string; taskId?: string; agentId?: string; data?: JsonObject }): Promise<boolean> {
+    return send(nodeId, msg) || ((await opts.replication?.send(nodeId, msg)) ?? false);
+  }
+
+  async function linkedAnywhere(nodeId: string): Promise<boolean> {
+    return links.has(nodeId) || ((await opts.replication?.linked(nodeId)) ?? false);
+  }
+
+  // Route committed events to the links that care: queued work and cancels.
+  const unsubscribe = deps.hub.subscribe((events: readonly EventRow[]) => {
+    if (!links.size) return;
+    for (const e of events) {
+      if (e.type !== "matrix" || !e.taskId) continue;
+      if (e.status === "queued") {
+        const assignee = e.agentId;
+        if (assignee) {
+          void nodeOf(assignee).then((n) => n && send(n, { kind: "task_ready", taskId: e.taskId, agentId: assignee }));
+        } else {
+          // runtime and capabilities let the node pick one agent that can take the task
+          const data: JsonObject = { domain_id: e.domainId };
+          if (typeof e.payload.runtime === "string") data.runtime = e.payload.runtime;
+          if (Array.isArray(e.payload.capabilities)) data.capabilities = e.payload.capabilities;
+          for (const link of links.values()) send(link.nodeId, { kind: "task_ready", taskId: e.taskId, data });
+        }
+      } else if (e.name === "task.cancelled" && e.agentId) {
+        void nodeOf(e.agentId).then((n) => n && send(n, { kind: "cancel", taskId: e.taskId, agentId: e.agentId }));
+      }
+    }
+  });
+
+  async function mustAgent(id: string) {
+    if (!id) throw invalidField("agent_id", "is required");
+    const a = await store.getAgent(id);
+    if (!a) throw new EpError("agent_not_found", `agent ${id} does not exist`);
+    return a;
+  }
+
+  async function emitAll(events: NewEvent[]) {
+    await commit(deps, async (_tx, emit) => events.forEach(emit));
+  }
+
+  return {
+    close() {
+      unsubscribe();
+      for (const link of links.values()) link.push(create(fleet.LinkResponseSchema, { kind: "close" }));
+      links.clear();
+    },
+
+    /** Whether this replica holds the node's link (linkedAnywhere: any replica). */
+    isLinked: (nodeId: string) => links.has(nodeId),
+    attachSecretOf: (nodeId: string) => links.get(nodeId)?.attachSecret,
+    /** Pushes a command on a link this replica holds; false otherwise (deliver: any replica). */
+    send,
+    deliver,
+    linkedAnywhere,
+
+    async registerNode(caller: Caller, req: fleet.RegisterNodeRequest): Promise<fleet.RegisterNodeResponse> {
+      authorize(caller, "admin");
+      const hostname = req.hostname.trim();
+      if (!HOSTNAME.test(hostname)) throw invalidField("hostname", "must be a host name (letters, digits, dots, dashes)");
+      const ts = iso(clock.now());
+      const row = { id: newId("nod", clock.now()), hostname, status: "registered", lastSeenAt: "", createdAt: ts };
+      await commit(deps, async (tx, emit) => {
+        await tx.insertNode(row);
+        emit({ type: "matrix", name: "node.registered", status: "registered", payload: { node_id: row.id, hostname } });
+      });
+      const token = await auth.signNodeToken(row.id, hostname);
+      return create(fleet.RegisterNodeResponseSchema, { node: nodeMsg(row), token, towerUrl: opts.towerUrl });
+    },
+
+    async listNodes(caller: Caller, _req: fleet.ListNodesRequest): Promise<fleet.ListNodesResponse> {
+      authorize(caller, "read");
+      return create(fleet.ListNodesResponseSchema, { nodes: (await store.listNodes()).map(nodeMsg) });
+    },
+
+    async getNode(caller: Caller, req: fleet.GetNodeRequest): Promise<fleet.GetNodeResponse> {
+      authorize(caller, "read");
+      const n = await store.getNode(req.nodeId);
+      if (!n) throw new EpError("node_not_found", `node ${req.nodeId} does not exist`);
+      return create(fleet.GetNodeResponseSchema, { node: nodeMsg(n) });
+    },
+
+    /** The node's command stream. Ends when the signal aborts (client gone) or the tower closes. */
+    async *link(caller: Caller, req: fleet.LinkRequest, signal: AbortSignal): AsyncGenerator<LinkMessage> {
+      authorize(caller, "node");
+      const nodeId = caller.nodeId!;
+      const queue: LinkMessage[] = [];
+      let wake: (() => void) | undefined;
+      const conn: LinkConnection = {
+        nodeId,
+        attachSecret: req.attachSecret,
+        push(msg) {
+          queue.push(msg);
+          wake?.();
+        },
+      };
+      links.get(nodeId)?.push(create(fleet.LinkResponseSchema, { kind: "close", data: { reason: "replaced by a newer link" } }));
+      links.set(nodeId, conn);
+      // several replicas: the store says which one holds the link (tower/domain/replication.ts)
+      const ownerKey = `link:${nodeId}`;
+      const ownerToken = opts.replication?.linkToken(randomBytes(9).toString("base64url"));
+      const onAbort = () => wake?.();
+      signal.addEventListener("abort", onAbort);
+      const ping = setInterval(() => conn.push(create(fleet.LinkResponseSchema, { kind: "ping" })), opts.pingMs ?? 15_000);
+      ping.unref();
+      await commit(deps, async (tx, emit) => {
+        await tx.updateNode(nodeId, { status: "online", lastSeenAt: iso(clock.now()) });
+        if (ownerToken) await tx.setMeta(ownerKey, ownerToken);
+        emit({ type: "matrix", name: "node.online", status: "online", payload: { node_id: nodeId } });
+      });
+      try {
+        yield create(fleet.LinkResponseSchema, { kind: "hello", data: { node_id: nodeId, tower_time: iso(clock.now()) } });
+        while (!signal.aborted) {
+          const msg = queue.shift();
+          if (msg) {
+            if (msg.kind === "close") return;
+            yield msg;
+            continue;
+          }
+          await new Promise<void>((r) => (wake = r));
+          wake = undefined;
+        }
+      } finally {
+        clearInterval(ping);
+        signal.removeEventListener("abort", onAbort);
+        if (links.get(nodeId) === conn) {
+          links.delete(nodeId);
+          await commit(deps, async (tx, emit) => {
+            if (ownerToken) {
+              // the node row lock orders this against a newer link's "online" on another replica
+              await tx.updateNode(nodeId, { lastSeenAt: iso(clock.now()) });
+              if ((await tx.getMeta(ownerKey)) !== ownerToken) return;
+              await tx.setMeta(ownerKey, "");
+            }
+            await tx.updateNode(nodeId, { status: "offline", lastSeenAt: iso(clock.now()) });
+            emit({ type: "matrix", name: "node.offline", status: "offline", payload: { node_id: nodeId } });
+            // its agents cannot run while the node is away
+            for (const a of await tx.listAgents({ nodeId })) {
+              if (a.state === "offline") continue;
+              await tx.updateAgent(a.id, { state: "offline" });
+              emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId: a.id, status: "offline", payload: { agent_id: a.id, from: a.state, to: "offline", reason: "node link closed" } });
+            }
+          }).catch(() => undefined);
+        }
+      }
+    },
+
+    async publishEvents(caller: Caller, req: fleet.PublishEventsRequest): Promise<fleet.PublishEventsResponse> {
+      authorize(caller, "node");
+      if (req.events.length > 500) throw invalidField("events", "at most 500 events per call");
+      const events: NewEvent[] = req.events.map((e, i) => {
+        if (!["inbox", "matrix", "progress"].includes(e.type)) throw invalidField(`events[${i}].type`, "must be inbox, matrix or progress");
+        if (!e.name) throw invalidField(`events[${i}].name`, "is required");
+        return {
+          type: e.type as NewEvent["type"],
+          name: e.name,
+          domainId: e.domainId,
+          missionId: e.missionId,
+          agentId: e.agentId,
+          taskId: e.taskId,
+          status: e.status,
+          payload: { ...(e.payload ?? {}), node_id: caller.nodeId },
+        };
+      });
+      const written = await store.transaction((tx) => tx.appendEvents(events, iso(clock.now())));
+      deps.hub.publish(written);
+      return create(fleet.PublishEventsResponseSchema, { ids: written.map((e) => BigInt(e.id)) });
+    },
+
+    /** The node's cron jobs and supervised agents; the latest report per node is kept (node_state). */
+    async reportNodeState(caller: Caller, req: fleet.ReportNodeStateRequest): Promise<fleet.ReportNodeStateResponse> {
+      authorize(caller, "node");
+      for (const [field, n] of [["cron_jobs", req.cronJobs.length], ["supervised", req.supervised.length], ["config_errors", req.configErrors.length]] as const) {
+        if (n > MAX_REPORTED) throw invalidField(field, `at most ${MAX_REPORTED} per report`);
+      }
+      req.cronJobs.forEach((j, i) => {
+        if (!j.name) throw invalidField(`cron_jobs[${i}].name`, "is required");
+      });
+      req.supervised.forEach((a, i) => {
+        if (!a.profile) throw invalidField(`supervised[${i}].profile`, "is required");
+      });
+      const reportedAt = iso(clock.now());
+      await store.putNodeState({
+        nodeId: caller.nodeId!,
+        cronJobs: req.cronJobs.map((j) => reportedJson(fleet.NodeCronJobSchema, j)),
+        supervised: req.supervised.map((a) => reportedJson(fleet.NodeSupervisedAgentSchema, a)),
+        configErrors: req.configErrors.map((e) => reportedJson(fleet.NodeConfigErrorSchema, e)),
+        reportedAt,
+      });
+      return create(fleet.ReportNodeStateResponseSchema, { reportedAt });
+    },
+
+    /**
+     * Sends `config_reload` to the node (through the replica holding its link) and waits up to
+     * wait_ms for the node's `config.reload` event naming this request.
+     */
+    async reloadNodeConfig(caller: Caller, req: fleet.ReloadNodeConfigRequest): Promise<fleet.ReloadNodeConfigResponse> {
+      authorize(caller, "admin");
+      if (!req.nodeId) throw invalidField("node_id", "is required");
+      const waitMs = req.waitMs ?? RELOAD_WAIT_MS;
+      if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > 60_000) throw invalidField("wait_ms", "must be between 0 and 60000");
+      if (!(await store.getNode(req.nodeId))) throw new EpError("node_not_found", `node ${req.nodeId} does not exist`, { field: "node_id" });
+      const requestId = `rld_${randomBytes(8).toString("hex")}`;
+      // listen before sending: the answer can come back before deliver() returns
+      let settle: ((e: EventRow | undefined) => void) | undefined;
+      const answered = new Promise<EventRow | undefined>((r) => (settle = r));
+      const unsubscribe = deps.hub.subscribe((events: readonly EventRow[]) => {
+        const e = events.find((x) => x.type === "matrix" && x.name === "config.reload" && x.payload.request_id === requestId);
+        if (e) settle?.(e);
+      });
+      const timer = waitMs > 0 ? clock.setTimeout(() => settle?.(undefined), waitMs) : undefined;
+      try {
+        if (!(await deliver(req.nodeId, { kind: "config_reload", data: { request_id: requestId } }))) {
+          throw new EpError("node_offline", `node ${req.nodeId} is not connected; its configuration was not reloaded`, { node_id: req.nodeId });
+        }
+        await emitAll([{ type: "matrix", name: "node.config_reload_requested", payload: { node_id: req.nodeId, request_id: requestId, by: caller.subject } }]);
+        const e = waitMs > 0 ? await answered : undefined;
+        if (!e) return create(fleet.ReloadNodeConfigResponseSchema, { requestId, status: "sent" });
+        return create(fleet.ReloadNodeConfigResponseSchema, {
+          requestId,
+          status: e.status === "ok" ? "ok" : "failed",
+          errors: configErrors(e.payload.errors),
+          results: Array.isArray(e.payload.results) ? e.payload.results.map(String) : [],
+          eventId: BigInt(e.id),
+        });
+      } finally {
+        unsubscribe();
+        if (timer) clock.clearTimeout(timer);
+      }
+    },
+
+    // ---- agents
+
+    async enrollAgent(caller: Caller, req: fleet.EnrollAgentRequest): Promise<fleet.EnrollAgentResponse> {
+      const runtime = req.runtime;
+      if (!RUNTIMES.includes(runtime as (typeof RUNTIMES)[number])) {
+        throw invalidField("runtime", `must be one of ${RUNTIMES.join(", ")} (got ${JSON.stringify(runtime)})`);
+      }
+      const nodeId = caller.role === "node" ? caller.nodeId! : req.nodeId;
+      if (caller.role === "node" && req.nodeId && req.nodeId !== caller.nodeId) throw new EpError("forbidden", "a node enrolls agents only on itself");
+      if (caller.role !== "node") authorize(caller, "admin");
+      return commit(deps, async (tx, emit) => {
+        if (!req.domainId) throw invalidField("domain_id", "is required");
+        const d = await tx.getDomain(req.domainId);
+        if (!d) throw new EpError("domain_not_found", `domain ${req.domainId} does not exist`);
+        if (nodeId && !(await tx.getNode(nodeId))) throw new EpError("node_not_found", `node ${nodeId} does not exist`);
+        const ts = iso(clock.now());
+        const row = {
+          id: newId("agt", clock.now()),
+          domainId: d.id,
+          nodeId: nodeId ?? "",
+          name: req.name.trim().slice(0, 200),
+          runtime,
+          capabilities: req.capabilities.map((c) => c.trim()).filter(Boolean),
+          state: "idle",
+          lastSeenAt: ts,
+          createdAt: ts,
+        };
+        await tx.insertAgent(row);
+        agentNodes.set(row.id, row.nodeId);
+        emit({ type: "matrix", name: "agent.enrolled", domainId: d.id, agentId: row.id, status: "idle", payload: { agent_id: row.id, runtime, node_id: row.nodeId } });
+        return create(fleet.EnrollAgentResponseSchema, { agent: agentMsg(row) });
+      });
+    },
+
+    async listAgents(caller: Caller, req: fleet.ListAgentsRequest): Promise<fleet.ListAgentsResponse> {
+      authorize(caller, "read", { domainId: req.domainId || (caller.role === "agent" ? caller.domainId : undefined) });
+      const rows = await store.listAgents({ domainId: req.domainId || (caller.role === "agent" ? caller.domainId : undefined), nodeId: req.nodeId });
+      return create(fleet.ListAgentsResponseSchema, { agents: rows.map(agentMsg) });
+    },
+
+    async getAgent(caller: Caller, req: fleet.GetAgentRequest): Promise<fleet.GetAgentResponse> {
+      const a = await mustAgent(req.agentId);
+      authorize(caller, "read", { domainId: a.domainId });
+      return create(fleet.GetAgentResponseSchema, { agent: agentMsg(a) });
+    },
+
+    async updateAgentState(caller: Caller, req: fleet.UpdateAgentStateRequest): Promise<fleet.UpdateAgentStateResponse> {
+      authorize(caller, "node");
+      const a = await mustAgent(req.agentId);
+      if (a.nodeId !== caller.nodeId) throw new EpError("forbidden", `agent ${a.id} runs on another node`);
+      if (!AGENT_STATES.includes(req.state as (typeof AGENT_STATES)[number])) throw invalidField("state", `must be one of ${AGENT_STATES.join(", ")}`);
+      return commit(deps, async (tx, emit) => {
+        const updated = (await tx.updateAgent(a.id, { state: req.state, lastSeenAt: iso(clock.now()) }))!;
+        if (a.state !== req.state) {
+          emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId: a.id, status: req.state, payload: { agent_id: a.id, from: a.state, to: req.state, reason: req.reason } });
+        }
+        return create(fleet.UpdateAgentStateResponseSchema, { agent: agentMsg(updated) });
+      });
+    },
+
+    async signalAgent(caller: Caller, req: fleet.SignalAgentRequest): Promise<fleet.SignalAgentResponse> {
+      const a = await mustAgent(req.agentId);
+      authorize(caller, "operate", { domainId: a.domainId });
+      const prompt = req.prompt.trim();
+      if (!prompt) throw invalidField("prompt", "is required");
+      if (prompt.length > 100_000) throw invalidField("prompt", "is longer than 100000 characters");
+      if (!a.nodeId || !(await linkedAnywhere(a.nodeId))) throw new EpError("node_offline", `agent ${a.id}'s node is not connected; the signal was not delivered`);
+      const [written] = await store.transaction((tx) =>
+        tx.appendEvents([{ type: "inbox", name: "agent.signal", domainId: a.domainId, agentId: a.id, payload: { agent_id: a.id, prompt, from: caller.subject } }], iso(clock.now())),
+      );
+      deps.hub.publish([written]);
+      const id = written.id;
+      await deliver(a.nodeId, { kind: "signal", agentId: a.id, data: { prompt } as JsonObject });
+      return create(fleet.SignalAgentResponseSchema, { eventId: BigInt(id) });
+    },
+
+    async superviseAgent(caller: Caller, req: fleet.SuperviseAgentRequest): Promise<fleet.SuperviseAgentResponse> {
+      const a = await mustAgent(req.agentId);
+      authorize(caller, "operate", { domainId: a.domainId });
+      if (!["restart", "pause", "resume"].includes(req.op)) throw invalidField("op", "must be restart, pause or resume");
+      if (!a.nodeId || !(await deliver(a.nodeId, { kind: "supervise", agentId: a.id, data: { op: req.op } }))) {
+        throw new EpError("node_offline", `agent ${a.id}'s node is not connected`);
+      }
+      await emitAll([{ type: "matrix", name: `agent.${req.op}_requested`, domainId: a.domainId, agentId: a.id, payload: { agent_id: a.id, op: req.op, by: caller.subject } }]);
+      return create(fleet.SuperviseAgentResponseSchema, { agent: agentMsg(a) });
+    },
+  };
+}

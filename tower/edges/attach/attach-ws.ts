@@ -1,0 +1,370 @@
+// Mediated attach (docs/attach.md): browser → /api/attach-ws → tower → (link command) → the
+// agent's daemon dials /api/attach-dial → the tower splices the two WebSockets. The node never
+// accepts a connection; both sockets are opened towards the tower.
+//
+// Browsers cannot set headers on a WebSocket, so /api/attach-ws takes a one-time `?ticket=`
+// from AuthService.CreateTicket {purpose: "attach", agent_id}; a Bearer header or the console's
+// session cookie with `?agent_id=` works too. admin/operator attach read-write (unless they ask
+// for `mode=ro`), viewers read-only: the tower drops their input and resizes, and tells the
+// daemon the mode so it drops them as well.
+//
+// The dial-back proves itself twice: the node JWT (Authorization) and
+// x-ep-attach-proof = base64url(HMAC-SHA256(attach secret, attach id)), where the attach secret
+// is the one the node's *current* link announced. A daemon that restarted links again with a new
+// secret, so a dial-back from an older process is refused and the next attach just works.
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import { WebSocketServer, type RawData, type WebSocket } from "ws";
+import type { JsonObject } from "@bufbuild/protobuf";
+import type { Clock, ClockTimer } from "../../../common/clock.js";
+import { EpError, toEpError } from "../../../common/errors.js";
+import type { Logger } from "../../../common/log.js";
+import type { Auth } from "../../domain/auth.js";
+import { authorize, can, type Caller } from "../../domain/caller.js";
+import type { FleetService } from "../../domain/fleet.js";
+import type { Store } from "../../store/store.js";
+
+export const ATTACH_WS_PATH = "/api/attach-ws";
+export const ATTACH_DIAL_PATH = "/api/attach-dial";
+export const ATTACH_PROOF_HEADER = "x-ep-attach-proof";
+export const ATTACH_PATHS = [ATTACH_WS_PATH, ATTACH_DIAL_PATH] as const;
+
+/** The dial-back proof; the daemon computes the same (daemon/attach/gateway.ts). */
+export function attachProof(secret: string, attachId: string): string {
+  return createHmac("sha256", secret).update(attachId).digest("base64url");
+}
+
+/** Close codes shared with the daemon's gateway (daemon/attach/frames.ts). */
+const CLOSE = { normal: 1000, going_away: 1001, internal: 1011, unavailable: 4503 } as const;
+
+/**
+ * How an attach reaches the node's link when this replica may not hold it (PostgreSQL, several
+ * replicas). The single-replica default uses the local links. A multi-replica relay delivers the
+ * command to the replica holding the link and asks that replica for the expected proof, so the
+ * attach secret never leaves the replica it was announced to.
+ */
+export interface AttachRelay {
+  /** Whether some replica holds the node's link now. */
+  isLinked(nodeId: string): Promise<boolean>;
+  /** Delivers the `attach` command on the node's link; false when no replica holds it. */
+  send(nodeId: string, msg: { kind: "attach"; agentId: string; data: JsonObject }): Promise<boolean>;
+  /** attachProof(current attach secret of the node's link, attachId), or undefined without a link. */
+  proof(nodeId: string, attachId: string): Promise<string | undefined>;
+}
+
+export function localAttachRelay(fleet: Pick<FleetService, "isLinked" | "send" | "attachSecretOf">): AttachRelay {
+  return {
+    isLinked: async (nodeId) => fleet.isLinked(nodeId),
+    send: async (nodeId, msg) => fleet.send(nodeId, msg),
+    async proof(nodeId, attachId) {
+      const secret = fleet.attachSecretOf(nodeId);
+      return secret ? attachProof(secret, attachId) : undefined;
+    },
+  };
+}
+
+export interface AttachEdgeDeps {
+  auth: Auth;
+  store: Store;
+  fleet: FleetService;
+  clock: Clock;
+  log: Logger;
+  relay?: AttachRelay;
+  /** This replica's own URL as nodes reach it (EP_REPLICA_URL); sent as the dial-back address. */
+  replicaUrl?: string;
+  /** How long the node has to dial back (default 10 s). */
+  dialTimeoutMs?: number;
+}
+
+export interface AttachEdge {
+  /** Attaches waiting for their node's dial-back. */
+  pending(): number;
+  /** Spliced pairs. */
+  active(): number;
+  close(): Promise<void>;
+}
+
+interface Pending {
+  id: string;
+  nodeId: string;
+  agentId: string;
+  mode: "rw" | "ro";
+  browser: WebSocket;
+  queued: { data: RawData; isBinary: boolean }[];
+  queuedBytes: number;
+  timer: ClockTimer;
+  /** Set once spliced: where the browser's messages go from then on. */
+  forward?: (data: RawData, isBinary: boolean) => void;
+}
+
+const MAX_QUEUED = 64 * 1024;
+const HIGH_WATER = 4 * 1024 * 1024;
+
+function refuse(socket: Duplex, err: EpError): void {
+  const body = JSON.stringify(err.toJSON());
+  const status = err.httpStatus;
+  const text = { 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 503: "Service Unavailable" }[status] ?? "Error";
+  socket.once("finish", () => socket.destroy());
+  socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+}
+
+function bearerOf(req: IncomingMessage): string | undefined {
+  const h = req.headers.authorization;
+  if (h) {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+    if (!m) throw new EpError("unauthenticated", "the Authorization header must be 'Bearer <token>'");
+    return m[1];
+  }
+  for (const part of (req.headers.cookie ?? "").split(";")) {
+    const [k, ...v] = part.trim().split("=");
+    if (k === "ep_session") return decodeURIComponent(v.join("="));
+  }
+  return undefined;
+}
+
+function sizeParam(url: URL, name: string, fallback: number): number {
+  const raw = url.searchParams.get(name);
+  if (raw === null || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > 1000) throw new EpError("invalid_argument", `${name} must be an integer from 1 to 1000`, { field: name });
+  return n;
+}
+
+const validClose = (code: number) => code === 1000 || code === 1001 || code === 1011 || (code >= 3000 && code <= 4999);
+
+export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps): AttachEdge {
+  const { auth, store, clock, log } = deps;
+  const relay = deps.relay ?? localAttachRelay(deps.fleet);
+  const dialTimeoutMs = deps.dialTimeoutMs ?? 10_000;
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
+  const pendings = new Map<string, Pending>();
+  let spliced = 0;
+
+  // ---- the browser (or `ep agent attach` through the tower)
+
+  async function admitViewer(req: IncomingMessage, url: URL) {
+    const ticket = url.searchParams.get("ticket");
+    let caller: Caller;
+    let agentId = url.searchParams.get("agent_id") ?? "";
+    if (ticket && !req.headers.authorization) {
+      const redeemed = await auth.redeemTicket(ticket, "attach");
+      if (redeemed.agentId && agentId && redeemed.agentId !== agentId) throw new EpError("forbidden", `the ticket was issued for agent ${redeemed.agentId}, not ${agentId}`);
+      agentId = redeemed.agentId || agentId;
+      caller = redeemed;
+    } else {
+      caller = await auth.authenticate(bearerOf(req));
+    }
+    if (!agentId) throw new EpError("invalid_argument", "say which agent: a ticket created with agent_id, or ?agent_id=", { field: "agent_id" });
+    if (caller.role === "node" || caller.role === "agent") throw new EpError("forbidden", `role ${caller.role} may not attach to terminals; use an operator or viewer token`);
+    const agent = await store.getAgent(agentId);
+    if (!agent) throw new EpError("agent_not_found", `agent ${agentId} does not exist`);
+    authorize(caller, "read", { domainId: agent.domainId });
+    const wanted = url.searchParams.get("mode");
+    if (wanted !== null && wanted !== "rw" && wanted !== "ro") throw new EpError("invalid_argument", "mode must be rw or ro", { field: "mode" });
+    const mode: "rw" | "ro" = wanted !== "ro" && can(caller, "operate", { domainId: agent.domainId }) ? "rw" : "ro";
+    const cols = sizeParam(url, "cols", 80);
+    const rows = sizeParam(url, "rows", 24);
+    const sinceRaw = url.searchParams.get("since");
+    const since = sinceRaw === null || sinceRaw === "" ? undefined : Number(sinceRaw);
+    if (since !== undefined && (!Number.isSafeInteger(since) || since < 0)) throw new EpError("invalid_argument", "since must be a byte offset", { field: "since" });
+    if (!agent.nodeId || !(await relay.isLinked(agent.nodeId))) {
+      throw new EpError("node_offline", `agent ${agent.id}'s node is not connected to the tower; attach again once it is`);
+    }
+    return { caller, agent, mode, cols, rows, since };
+  }
+
+  async function viewerUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, url: URL) {
+    let a: Awaited<ReturnType<typeof admitViewer>>;
+    try {
+      a = await admitViewer(req, url);
+    } catch (err) {
+      refuse(socket, toEpError(err));
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (browser) => {
+      const p: Pending = {
+        id: `att_${randomBytes(18).toString("base64url")}`,
+        nodeId: a.agent.nodeId,
+        agentId: a.agent.id,
+        mode: a.mode,
+        browser,
+        queued: [],
+        queuedBytes: 0,
+        timer: clock.setTimeout(() => {
+          if (!pendings.delete(p.id)) return;
+          fail(browser, new EpError("node_offline", `the node of agent ${p.agentId} did not dial back within ${Math.round(dialTimeoutMs / 1000)} s; attach again`));
+        }, dialTimeoutMs),
+      };
+      pendings.set(p.id, p);
+      browser.on("message", (data, isBinary) => {
+        if (p.forward) return p.forward(data, isBinary);
+        // keystrokes typed while the node dials back are kept (a little) and sent once spliced
+        const size = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : (data as Buffer | ArrayBuffer).byteLength;
+        if (p.queuedBytes + size <= MAX_QUEUED) {
+          p.queued.push({ data, isBinary });
+          p.queuedBytes += size;
+        }
+      });
+      browser.on("close", () => {
+        if (pendings.delete(p.id)) clock.clearTimeout(p.timer);
+      });
+      browser.on("error", () => undefined);
+      browser.send(JSON.stringify({ type: "status", state: "dialing" }));
+      const data: JsonObject = { attach_id: p.id, mode: a.mode, cols: a.cols, rows: a.rows };
+      if (a.since !== undefined) data.since = a.since;
+      if (deps.replicaUrl) data.dial_url = deps.replicaUrl;
+      log.info("attach requested", { attach_id: p.id, agent_id: p.agentId, node_id: p.nodeId, mode: a.mode, by: a.caller.subject });
+      relay.send(p.nodeId, { kind: "attach", agentId: p.agentId, data }).then(
+        (sent) => {
+          if (!sent && pendings.delete(p.id)) {
+            clock.clearTimeout(p.timer);
+            fail(browser, new EpError("node_offline", `agent ${p.agentId}'s node is not connected to the tower`));
+          }
+        },
+        (err: Error) => {
+          if (pendings.delete(p.id)) {
+            clock.clearTimeout(p.timer);
+            fail(browser, toEpError(err));
+          }
+        },
+      );
+    });
+  }
+
+  function fail(ws: WebSocket, err: EpError) {
+    if (ws.readyState !== ws.OPEN) return;
+    ws.send(JSON.stringify({ type: "error", code: err.code, message: err.message }));
+    ws.close(err.errorClass === "unavailable" ? CLOSE.unavailable : CLOSE.internal, err.code);
+  }
+
+  // ---- the node's dial-back
+
+  async function admitDial(req: IncomingMessage, url: URL): Promise<Pending> {
+    const attachId = url.searchParams.get("attach_id") ?? "";
+    if (!attachId) throw new EpError("invalid_argument", "attach_id is required", { field: "attach_id" });
+    if (!req.headers.authorization) throw new EpError("unauthenticated", "a dial-back carries the node token as 'Authorization: Bearer <node JWT>'");
+    const caller = await auth.authenticate(bearerOf(req));
+    if (caller.role !== "node") throw new EpError("forbidden", "only a node dials back an attach");
+    const p = pendings.get(attachId);
+    if (!p) throw new EpError("not_found", `attach ${attachId} is unknown, already connected or timed out`);
+    if (p.nodeId !== caller.nodeId) throw new EpError("forbidden", `attach ${attachId} was asked of another node`);
+    const given = String(req.headers[ATTACH_PROOF_HEADER] ?? "");
+    const expected = await relay.proof(p.nodeId, attachId);
+    const ok = expected !== undefined && given.length === expected.length && timingSafeEqual(Buffer.from(given), Buffer.from(expected));
+    if (!ok) {
+      log.warn("attach dial-back refused: stale or wrong attach secret", { attach_id: attachId, node_id: p.nodeId });
+      throw new EpError("unauthenticated", "the attach proof does not match the attach secret of this node's current link (a daemon that restarted has a new secret)");
+    }
+    pendings.delete(attachId);
+    clock.clearTimeout(p.timer);
+    return p;
+  }
+
+  async function dialUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, url: URL) {
+    let p: Pending;
+    try {
+      p = await admitDial(req, url);
+    } catch (err) {
+      refuse(socket, toEpError(err));
+      return;
+    }
+    if (p.browser.readyState !== p.browser.OPEN) return refuse(socket, new EpError("not_found", "the viewer left before the dial-back arrived"));
+    wss.handleUpgrade(req, socket, head, (node) => splice(p, node));
+  }
+
+  function splice(p: Pending, node: WebSocket) {
+    const { browser } = p;
+    spliced++;
+    log.info("attach connected", { attach_id: p.id, agent_id: p.agentId, node_id: p.nodeId, mode: p.mode });
+    browser.send(JSON.stringify({ type: "status", state: "connected" }));
+    const fromBrowser = (data: RawData, isBinary: boolean) => {
+      // a read-only viewer's keystrokes and resizes stop here
+      if (p.mode === "ro") return;
+      if (node.readyState === node.OPEN) node.send(data, { binary: isBinary });
+    };
+    for (const q of p.queued) fromBrowser(q.data, q.isBinary);
+    p.queued = [];
+    p.forward = fromBrowser;
+    let paused = false;
+    let resumeTimer: ClockTimer | undefined;
+    const resumeWhenDrained = () => {
+      resumeTimer = undefined;
+      if (browser.bufferedAmount > HIGH_WATER / 2 && browser.readyState === browser.OPEN) resumeTimer = clock.setTimeout(resumeWhenDrained, 5);
+      else {
+        paused = false;
+        node.resume();
+      }
+    };
+    node.on("message", (data, isBinary) => {
+      if (browser.readyState !== browser.OPEN) return;
+      browser.send(data, { binary: isBinary });
+      // a slow browser slows the node down instead of filling the tower's memory
+      if (!paused && browser.bufferedAmount > HIGH_WATER) {
+        paused = true;
+        node.pause();
+        resumeTimer = clock.setTimeout(resumeWhenDrained, 5);
+      }
+    });
+    let ended = false;
+    const end = (from: WebSocket, to: WebSocket) => (code: number, reason: Buffer) => {
+      if (ended) return;
+      ended = true;
+      spliced--;
+      if (resumeTimer) clock.clearTimeout(resumeTimer);
+      if (to.readyState === to.OPEN || to.readyState === to.CONNECTING) to.close(validClose(code) ? code : CLOSE.normal, reason.toString().slice(0, 120));
+      log.info("attach ended", { attach_id: p.id, agent_id: p.agentId, closed_by: from === browser ? "viewer" : "node", code });
+    };
+    browser.on("close", end(browser, node));
+    node.on("close", end(node, browser));
+    browser.on("error", () => node.terminate());
+    node.on("error", () => browser.terminate());
+  }
+
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const url = new URL(req.url ?? "/", "http://tower");
+    const handler = url.pathname === ATTACH_WS_PATH ? viewerUpgrade : url.pathname === ATTACH_DIAL_PATH ? dialUpgrade : undefined;
+    if (!handler) return;
+    socket.on("error", () => undefined);
+    handler(req, socket, head, url).catch((err: Error) => {
+      log.warn("attach upgrade failed", { path: url.pathname, error: err.message });
+      socket.destroy();
+    });
+  };
+  app.server.on("upgrade", onUpgrade);
+
+  for (const path of ATTACH_PATHS) {
+    app.get(path, async (_req, reply) => {
+      const err = new EpError("invalid_argument", `GET ${path} needs 'Connection: Upgrade' and 'Upgrade: websocket' (docs/attach.md)`);
+      return reply.code(426).header("upgrade", "websocket").send(err.toJSON());
+    });
+  }
+
+  return {
+    pending: () => pendings.size,
+    active: () => spliced,
+    close: () =>
+      new Promise<void>((resolve) => {
+        app.server.off("upgrade", onUpgrade);
+        for (const p of pendings.values()) clock.clearTimeout(p.timer);
+        pendings.clear();
+        for (const ws of wss.clients) ws.terminate();
+        wss.close(() => resolve());
+      }),
+  };
+}
+
+/**
+ * Answers upgrade requests no edge serves with a 404 instead of leaving the socket open: each
+ * WebSocket edge listens for its own paths on the server's `upgrade` event and ignores the rest.
+ */
+export function refuseUnknownUpgrades(app: FastifyInstance, knownPaths: readonly string[]): void {
+  const known = new Set(knownPaths);
+  app.server.on("upgrade", (req: IncomingMessage, socket: Duplex) => {
+    const path = new URL(req.url ?? "/", "http://tower").pathname;
+    if (known.has(path)) return;
+    socket.on("error", () => undefined);
+    refuse(socket, new EpError("route_not_found", `no WebSocket route ${path}`));
+  });
+}

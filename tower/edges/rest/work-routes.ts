@@ -1,0 +1,141 @@
+// The seed's REST paths for work, as thin shims over the WorkService domain functions.
+import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { EpError } from "../../../common/errors.js";
+import * as pb from "../../../gen/ep/tower/v1/work_pb.js";
+import type { Caller } from "../../domain/caller.js";
+import type { WorkService } from "../../domain/work.js";
+import { decodeRequest, encodeResponse } from "./codec.js";
+
+type Params = Record<string, string>;
+
+interface RestRoute<I extends DescMessage, O extends DescMessage> {
+  method: "GET" | "POST" | "PATCH" | "PUT" | "DELETE";
+  url: string;
+  input: I;
+  output: O;
+  status?: number;
+  /** fixed request fields (e.g. kind) merged under the body */
+  fixed?: Record<string, string>;
+  /** query parameters copied into the request */
+  query?: string[];
+  /** checks, before the call, path parameters that the request message does not carry */
+  guard?: (caller: Caller, params: Params) => Promise<void>;
+  call: (caller: Caller, req: MessageShape<I>) => Promise<MessageShape<O>>;
+}
+
+export function route<I extends DescMessage, O extends DescMessage>(r: RestRoute<I, O>): RestRoute<I, O> {
+  return r;
+}
+
+export function registerRestRoutes(app: FastifyInstance, routes: RestRoute<DescMessage, DescMessage>[]): void {
+  for (const r of routes) {
+    app.route({
+      method: r.method,
+      url: r.url,
+      handler: async (request: FastifyRequest, reply) => {
+        const params = { ...(request.params as Params) };
+        const pathFields: Params = {};
+        for (const [k, v] of Object.entries(params)) if (r.input.fields.some((f) => f.name === k)) pathFields[k] = v;
+        const query = request.query as Record<string, string>;
+        const fromQuery: Record<string, unknown> = {};
+        for (const q of r.query ?? []) {
+          if (query[q] === undefined) continue;
+          const field = r.input.fields.find((f) => f.name === q);
+          fromQuery[q] = field?.fieldKind === "scalar" && field.scalar !== 9 /* string */ ? Number(query[q]) : query[q];
+        }
+        const body = r.method === "GET" || r.method === "DELETE" ? fromQuery : { ...fromQuery, ...(request.body as object | undefined) };
+        const req = decodeRequest(r.input, { ...r.fixed, ...body }, pathFields);
+        await r.guard?.(request.caller!, params);
+        const res = await r.call(request.caller!, req);
+        reply.code(r.status ?? 200);
+        return encodeResponse(r.output, res);
+      },
+    });
+  }
+}
+
+export function workRoutes(work: WorkService): RestRoute<DescMessage, DescMessage>[] {
+  const missionIn = async (caller: Caller, p: Params) => {
+    const { mission } = await work.getMission(caller, create(pb.GetMissionRequestSchema, { missionId: p.mission_id }));
+    if (mission?.domainId !== p.domain_id) throw new EpError("mission_not_found", `mission ${p.mission_id} is not in domain ${p.domain_id}`);
+  };
+  /** Kanban routes live under /domains/{domain_id}/m/{mission_id}/t and touch only kind=assigned tasks. */
+  const kanbanTask = async (caller: Caller, p: Params) => {
+    await missionIn(caller, p);
+    const { task } = await work.getTask(caller, create(pb.GetTaskRequestSchema, { taskId: p.task_id }));
+    if (!task || task.missionId !== p.mission_id || task.kind !== "assigned") {
+      throw new EpError("task_not_found", `no Kanban task ${p.task_id} in mission ${p.mission_id}`);
+    }
+  };
+  const routes = [
+    route({ method: "GET", url: "/domains", input: pb.ListDomainsRequestSchema, output: pb.ListDomainsResponseSchema, call: work.listDomains }),
+    route({ method: "POST", url: "/domains", status: 201, input: pb.CreateDomainRequestSchema, output: pb.CreateDomainResponseSchema, call: work.createDomain }),
+    route({ method: "GET", url: "/domains/:domain_id", input: pb.GetDomainRequestSchema, output: pb.GetDomainResponseSchema, call: work.getDomain }),
+    route({ method: "GET", url: "/domains/:domain_id/m", input: pb.ListMissionsRequestSchema, output: pb.ListMissionsResponseSchema, call: work.listMissions }),
+    route({ method: "POST", url: "/domains/:domain_id/m", status: 201, input: pb.CreateMissionRequestSchema, output: pb.CreateMissionResponseSchema, call: work.createMission }),
+    route({
+      method: "GET",
+      url: "/domains/:domain_id/m/:mission_id",
+      input: pb.GetMissionRequestSchema,
+      output: pb.GetMissionResponseSchema,
+      guard: missionIn,
+      call: work.getMission,
+    }),
+    route({
+      method: "GET",
+      url: "/domains/:domain_id/m/:mission_id/t",
+      input: pb.ListTasksRequestSchema,
+      output: pb.ListTasksResponseSchema,
+      fixed: { kind: "assigned" },
+      query: ["status", "limit"],
+      guard: missionIn,
+      call: work.listTasks,
+    }),
+    route({
+      method: "POST",
+      url: "/domains/:domain_id/m/:mission_id/t",
+      status: 201,
+      input: pb.CreateTaskRequestSchema,
+      output: pb.CreateTaskResponseSchema,
+      fixed: { kind: "assigned" },
+      guard: missionIn,
+      call: work.createTask,
+    }),
+    route({
+      method: "GET",
+      url: "/domains/:domain_id/m/:mission_id/t/:task_id",
+      input: pb.GetTaskRequestSchema,
+      output: pb.GetTaskResponseSchema,
+      guard: kanbanTask,
+      call: work.getTask,
+    }),
+    route({
+      method: "PATCH",
+      url: "/domains/:domain_id/m/:mission_id/t/:task_id",
+      input: pb.UpdateTaskRequestSchema,
+      output: pb.UpdateTaskResponseSchema,
+      guard: kanbanTask,
+      call: work.updateTask,
+    }),
+    route({
+      method: "DELETE",
+      url: "/domains/:domain_id/m/:mission_id/t/:task_id",
+      input: pb.DeleteTaskRequestSchema,
+      output: pb.DeleteTaskResponseSchema,
+      guard: kanbanTask,
+      call: work.deleteTask,
+    }),
+    route({ method: "POST", url: "/work/missions/:mission_id/tasks", status: 201, input: pb.CreateTaskRequestSchema, output: pb.CreateTaskResponseSchema, fixed: { kind: "claimable" }, call: work.createTask }),
+    route({ method: "GET", url: "/work/missions/:mission_id/tasks", input: pb.ListTasksRequestSchema, output: pb.ListTasksResponseSchema, query: ["kind", "status", "limit"], call: work.listTasks }),
+    route({ method: "GET", url: "/work/tasks/:task_id", input: pb.GetTaskRequestSchema, output: pb.GetTaskResponseSchema, call: work.getTask }),
+    route({ method: "POST", url: "/work/tasks/:task_id/retry", input: pb.RetryTaskRequestSchema, output: pb.RetryTaskResponseSchema, call: work.retryTask }),
+    route({ method: "POST", url: "/work/tasks/:task_id/cancel", input: pb.CancelTaskRequestSchema, output: pb.CancelTaskResponseSchema, call: work.cancelTask }),
+    route({ method: "POST", url: "/work/agents/:agent_id/claim", input: pb.ClaimTaskRequestSchema, output: pb.ClaimTaskResponseSchema, call: work.claimTask }),
+    route({ method: "POST", url: "/work/tasks/:task_id/start", input: pb.StartTaskRequestSchema, output: pb.StartTaskResponseSchema, call: work.startTask }),
+    route({ method: "POST", url: "/work/tasks/:task_id/heartbeat", input: pb.HeartbeatTaskRequestSchema, output: pb.HeartbeatTaskResponseSchema, call: work.heartbeatTask }),
+    route({ method: "POST", url: "/work/tasks/:task_id/complete", input: pb.CompleteTaskRequestSchema, output: pb.CompleteTaskResponseSchema, call: work.completeTask }),
+    route({ method: "POST", url: "/work/tasks/:task_id/fail", input: pb.FailTaskRequestSchema, output: pb.FailTaskResponseSchema, call: work.failTask }),
+  ];
+  return routes as unknown as RestRoute<DescMessage, DescMessage>[];
+}

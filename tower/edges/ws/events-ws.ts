@@ -1,0 +1,161 @@
+// GET /events/ws: the same feed as /events/stream over a WebSocket. Each text message is
+// one chunk (JSON, with its id); the last message before a close the server chose is
+// {"error": {code, message, last_event_id}}. Browsers cannot set headers on a WebSocket,
+// so besides a Bearer header and the console's session cookie it accepts a one-time
+// `?ticket=` from AuthService.CreateTicket (purpose "events" or "attach").
+import type { FastifyInstance } from "fastify";
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import { WebSocketServer, type WebSocket } from "ws";
+import type { Clock } from "../../../common/clock.js";
+import { EpError, toEpError } from "../../../common/errors.js";
+import type { Logger } from "../../../common/log.js";
+import type { Auth } from "../../domain/auth.js";
+import type { Caller } from "../../domain/caller.js";
+import { parseStreamParams, withRateLimit, type EventStream, type StreamEnd, type StreamSink } from "../../domain/event-stream.js";
+import type { Store } from "../../store/store.js";
+
+export const EVENTS_WS_PATH = "/events/ws";
+const FLUSH_GRACE_MS = 30_000;
+
+/** Close codes (4000–4999 are the application's). */
+export const WS_CLOSE = { slow_consumer: 4008, token_revoked: 4001, token_expired: 4001, unauthenticated: 4001, shutting_down: 1001, internal: 1011 } as const;
+
+function createWsSink(ws: WebSocket, socket: Duplex, clock: Clock): StreamSink {
+  let ended = false;
+  return {
+    send(frame, rateLimit) {
+      if (!ended) ws.send(rateLimit ? withRateLimit(frame.json, rateLimit) : frame.json);
+    },
+    buffered: () => ws.bufferedAmount,
+    drained: () =>
+      new Promise<void>((resolve) => {
+        if (ended || ws.readyState !== ws.OPEN || !(socket as { writableNeedDrain?: boolean }).writableNeedDrain) return resolve();
+        const done = () => {
+          socket.off("drain", done);
+          socket.off("close", done);
+          resolve();
+        };
+        socket.on("drain", done);
+        socket.on("close", done);
+      }),
+    keepAlive() {
+      if (!ended && ws.readyState === ws.OPEN) ws.ping();
+    },
+    rateLimited(info) {
+      if (!ended) ws.send(JSON.stringify({ rate_limit: info }));
+    },
+    end(why: StreamEnd | undefined) {
+      if (ended) return;
+      ended = true;
+      if (ws.readyState !== ws.OPEN) return;
+      if (why) ws.send(JSON.stringify({ error: why }));
+      ws.close(why ? WS_CLOSE[why.code] : 1001, why?.code ?? "going away");
+      const timer = clock.setTimeout(() => ws.terminate(), FLUSH_GRACE_MS);
+      ws.once("close", () => clock.clearTimeout(timer));
+    },
+  };
+}
+
+function refuse(socket: Duplex, err: EpError, headers: Record<string, string> = {}): void {
+  const body = JSON.stringify(err.toJSON());
+  const status = err.httpStatus;
+  const lines = [
+    `HTTP/1.1 ${status} ${status === 429 ? "Too Many Requests" : status === 401 ? "Unauthorized" : status === 403 ? "Forbidden" : status === 400 ? "Bad Request" : "Error"}`,
+    "content-type: application/json",
+    `content-length: ${Buffer.byteLength(body)}`,
+    "connection: close",
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+  ];
+  socket.once("finish", () => socket.destroy());
+  socket.end(`${lines.join("\r\n")}\r\n\r\n${body}`);
+}
+
+/** Bearer header, else the console's session cookie (as the tower's onRequest hook reads them). */
+function credentialOf(req: IncomingMessage): string | undefined {
+  const h = req.headers.authorization;
+  if (h) {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+    if (!m) throw new EpError("unauthenticated", "the Authorization header must be 'Bearer <token>'");
+    return m[1];
+  }
+  for (const part of (req.headers.cookie ?? "").split(";")) {
+    const [k, ...v] = part.trim().split("=");
+    if (k === "ep_session") return decodeURIComponent(v.join("="));
+  }
+  return undefined;
+}
+
+export interface EventsWsDeps {
+  stream: EventStream;
+  auth: Auth;
+  store: Store;
+  clock: Clock;
+  log: Logger;
+}
+
+/** Serves upgrades to /events/ws on the tower's HTTP server; other upgrade paths are left to their owners. */
+export function attachEventsWebSocket(app: FastifyInstance, deps: EventsWsDeps): { close(): Promise<void> } {
+  const { stream, auth, clock, log } = deps;
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 4096, clientTracking: true });
+
+  async function callerOf(req: IncomingMessage, ticket: string | undefined): Promise<Caller> {
+    if (!req.headers.authorization && ticket) {
+      return auth.redeemTicket(ticket, "events");
+    }
+    return auth.authenticate(credentialOf(req));
+  }
+
+  async function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, url: URL): Promise<void> {
+    const query: Record<string, string | string[]> = {};
+    for (const [k, v] of url.searchParams) {
+      const prev = query[k];
+      query[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+    }
+    let admission;
+    try {
+      const ticket = typeof query.ticket === "string" ? query.ticket : undefined;
+      const params = parseStreamParams(query, req.headers["last-event-id"], ["ticket"]);
+      const caller = await callerOf(req, ticket);
+      admission = await stream.admit(caller, params);
+    } catch (err) {
+      const ep = toEpError(err);
+      refuse(socket, ep, ep.code === "rate_limited" ? { "retry-after": String(ep.details?.retry_after_s ?? 1) } : {});
+      return;
+    }
+    const a = admission;
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      const sub = stream.attach(a, createWsSink(ws, socket, clock));
+      ws.on("close", () => sub.close());
+      ws.on("error", () => sub.close());
+      // the feed is one way: anything the client sends is ignored
+      ws.on("message", () => undefined);
+    });
+  }
+
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const url = new URL(req.url ?? "/", "http://tower");
+    if (url.pathname !== EVENTS_WS_PATH) return;
+    socket.on("error", () => undefined);
+    upgrade(req, socket, head, url).catch((err: Error) => {
+      log.warn("events websocket upgrade failed", { error: err.message });
+      socket.destroy();
+    });
+  };
+  app.server.on("upgrade", onUpgrade);
+
+  // a plain GET (no Upgrade header) gets a clear answer instead of a hang
+  app.get(EVENTS_WS_PATH, async (_req, reply) => {
+    const err = new EpError("invalid_argument", "GET /events/ws needs 'Connection: Upgrade' and 'Upgrade: websocket'; use /events/stream for SSE");
+    return reply.code(426).header("upgrade", "websocket").send(err.toJSON());
+  });
+
+  return {
+    close: () =>
+      new Promise<void>((resolve) => {
+        app.server.off("upgrade", onUpgrade);
+        for (const ws of wss.clients) ws.terminate();
+        wss.close(() => resolve());
+      }),
+  };
+}

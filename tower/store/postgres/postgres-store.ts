@@ -1,0 +1,1130 @@
+// The scale-out store: PostgreSQL through a `pg` pool, shared by several tower
+// replicas. Same interface, same numbered migrations and the same test suite as
+// the SQLite store. Claims take the best eligible row with FOR UPDATE SKIP LOCKED,
+// task order and event ids come from sequences, migrations run under an advisory
+// lock, and LISTEN/NOTIFY helpers carry wake-ups between replicas.
+import { userInfo } from "node:os";
+import pg from "pg";
+import { EpError } from "../../../common/errors.js";
+import { dollarPlaceholders, mixInAiStore, type AiStore } from "../ai-store.js";
+import { mixInNodeStateStore, type NodeStateStore } from "../node-state-store.js";
+import { mixInSecretStore, type SecretStore } from "../secret-store.js";
+import { loadMigrations } from "../migrations.js";
+import { JSON_TASK_FIELDS, TASK_COLUMNS, TASK_INSERT_COLUMNS, taskInsertValues, toAgent, toDomain, toEvent, toMission, toNode, toSigningKey, toTask, toTicket, toToken, type Row } from "../rows.js";
+import type {
+  AgentRow,
+  Claimant,
+  DomainRow,
+  EventQuery,
+  EventRow,
+  MissionRow,
+  NewEvent,
+  NodeRow,
+  SigningKeyRow,
+  Store,
+  TaskExpectation,
+  TaskPatch,
+  TaskQuery,
+  TaskRow,
+  TicketRow,
+  TokenRow,
+} from "../store.js";
+
+const TASK_INSERT_PLACEHOLDERS = TASK_INSERT_COLUMNS.split(",").map((_, i) => `$${i + 1}`).join(", ");
+
+export interface PostgresStoreOptions {
+  /** Connections in the pool (default 10). The listener uses one more of its own. */
+  max?: number;
+  /** Schema holding the tables; created if missing and put first on every connection's search_path. */
+  schema?: string;
+  /** application_name shown in pg_stat_activity (default "ep-tower"). */
+  applicationName?: string;
+  /** First listener reconnect delay in ms, doubling up to maxReconnectMs (default 250). */
+  reconnectMs?: number;
+  /** Longest listener reconnect delay in ms (default 10,000). */
+  maxReconnectMs?: number;
+}
+
+export interface ListenOptions {
+  /**
+   * Called after the listener connection was lost and came back. Notifications sent
+   * while it was down are gone, so a subscriber catches up from the tables here.
+   */
+  onReconnect?: () => void;
+}
+
+/** NOTIFY payloads must stay below PostgreSQL's 8,000-byte limit. */
+export const MAX_NOTIFY_BYTES = 7999;
+
+// Advisory lock class ids (first key of the two-int form); the second key is the schema's hash.
+const MIGRATE_LOCK = 0x45500001;
+const EVENTS_LOCK = 0x45500002;
+const INT8_OID = 20;
+const EVENTS_PER_INSERT = 1000;
+const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+const CHANNEL = /^[A-Za-z_][A-Za-z0-9_.:-]{0,62}$/;
+
+/** BIGINT columns (seq, lease deadlines, event ids) come back as numbers, not strings. */
+const types: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: "text" | "binary") =>
+    oid === INT8_OID && format !== "binary" ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig["getTypeParser"],
+};
+
+function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+/**
+ * Like libpq: a URL without a user connects as PGUSER, else the operating-system user
+ * (pg itself only looks at $USER, which service managers often leave unset).
+ */
+export function withDefaultUser(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return url;
+  }
+  if (parsed.username) return url;
+  let user = process.env.PGUSER || process.env.USER;
+  try {
+    user ||= userInfo().username;
+  } catch {
+    return url;
+  }
+  if (!user) return url;
+  parsed.username = encodeURIComponent(user);
+  return parsed.toString();
+}
+
+function redact(url: string): string {
+  return url.replace(/\/\/[^@/]*@/, "//…@");
+}
+
+function pgCode(err: unknown): string | undefined {
+  return typeof err === "object" && err !== null && "code" in err ? String((err as { code: unknown }).code) : undefined;
+}
+
+/** Maps constraint violations to the same EpErrors the SQLite store throws. */
+function constraintError(err: unknown, table: string): unknown {
+  const code = pgCode(err);
+  const detail = err instanceof Error ? err.message : String(err);
+  if (code === "23505") return new EpError("already_exists", `a row with that key exists already in ${table}`, { table, detail });
+  if (code === "23503") return new EpError("not_found", `a row referenced by this ${table} row does not exist`, { table, detail });
+  return err;
+}
+
+/** One logical transaction inside a group-commit batch. */
+interface TxState {
+  client: pg.PoolClient;
+  batch: Batch;
+  /** its SAVEPOINT (none for the batch's first transaction: a failure there rolls the batch back) */
+  savepoint?: string;
+  /** its first statement went out (with the batch's BEGIN and its SAVEPOINT in the same write) */
+  sent: boolean;
+  /** appendFinalEvents was called: the transaction is over, its events wait for the batch's COMMIT */
+  finalized: boolean;
+  /** a statement failed (the PostgreSQL transaction is in error until the savepoint is rolled back) */
+  error?: unknown;
+}
+
+interface Deferred<T> {
+  promise: Promise<T>;
+  resolve: (v: T) => void;
+  reject: (err: unknown) => void;
+}
+
+function deferred<T>(): Deferred<T> {
+  let resolve!: (v: T) => void;
+  let reject!: (err: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(() => {}); // its waiters handle the failure; this only keeps it from being "unhandled"
+  return { promise, resolve, reject };
+}
+
+/**
+ * Group commit: the transactions that arrive while a batch is open share its connection
+ * and its PostgreSQL transaction, one after another, each in its own SAVEPOINT (rolled
+ * back alone when it fails), and each is answered only after the batch's COMMIT. Their
+ * events are inserted at that COMMIT, in one statement sent together with it, so the
+ * event-order lock and the WAL flush are paid once per batch instead of once per
+ * transaction.
+ */
+interface Batch {
+  client: Promise<pg.PoolClient>;
+  /** a transaction runs on the connection */
+  busy: boolean;
+  /** transactions waiting for their turn; true tells them to join another batch */
+  queue: ((reroute: boolean) => void)[];
+  /** a transaction inserted events mid-way, taking the event-order lock until this batch commits */
+  eventLock: boolean;
+  /** transactions that joined (a cap keeps the subtransaction count low) */
+  members: number;
+  savepoints: number;
+  /** the last successful transaction's savepoint, released with the next SAVEPOINT */
+  unreleased?: string;
+  /** BEGIN went out (it travels with the batch's first statement) */
+  begun: boolean;
+  /** events of finished transactions, inserted at COMMIT */
+  events: { events: readonly NewEvent[]; createdAt: string; done: Deferred<EventRow[]> }[];
+  /** no new members (committing, or full) */
+  closed: boolean;
+  /** the connection failed: nothing of the batch commits */
+  failed?: { err: unknown };
+  commitQueued: boolean;
+  done: Deferred<void>;
+}
+
+/** Transactions per batch at most (PostgreSQL caches 64 subtransactions per backend). */
+const BATCH_MAX = 32;
+/**
+ * Batches open at once (besides those committing). Two or four measured no better than one
+ * in bench/claim.ts --pg on the 2-core VM, and with two open batches a transaction in each
+ * could wait for a row the other holds (PostgreSQL breaks such a cycle after deadlock_timeout
+ * by failing one of them), which separate transactions touching one row each never do.
+ */
+const BATCH_LANES = 1;
+
+interface Shared {
+  pool: pg.Pool;
+  config: pg.PoolConfig;
+  opts: PostgresStoreOptions;
+  names: Map<string, string>;
+  listener: Listener | undefined;
+  /** the group-commit batches new transactions join (at most BATCH_LANES) */
+  open: Batch[];
+  /** set by announceEvents(): every event insert also NOTIFYs this channel on commit */
+  announce?: { channel: string; from: string };
+}
+
+// The AiStore methods (tower/store/ai-store.ts) run their shared SQL through aiQuery.
+export interface PostgresStore extends AiStore, SecretStore, NodeStateStore {}
+
+export class PostgresStore implements Store {
+  readonly dialect = "postgres" as const;
+
+  private constructor(
+    private readonly shared: Shared,
+    private readonly client: pg.PoolClient | undefined,
+    private readonly tx?: TxState,
+  ) {}
+
+  /** Opens a pool on `url` (postgres://…) and checks that the server answers. Call migrate() next. */
+  static async connect(url: string, opts: PostgresStoreOptions = {}): Promise<PostgresStore> {
+    if (opts.schema !== undefined && !IDENT.test(opts.schema)) {
+      throw new EpError("invalid_argument", `schema must be a plain identifier (letters, digits, _), got ${JSON.stringify(opts.schema)}`);
+    }
+    const config: pg.PoolConfig = {
+      connectionString: withDefaultUser(url),
+      max: opts.max ?? 10,
+      application_name: opts.applicationName ?? "ep-tower",
+      types,
+      // Pipeline mode: a query goes out as soon as it is issued, without waiting for the answers
+      // before it. A batch's BEGIN and a transaction's SAVEPOINT travel with the first statement,
+      // the batch's event insert with its COMMIT (answers still come back one per query, in order).
+      pipeline: true,
+      ...(opts.schema ? { options: `-c search_path=${opts.schema}` } : {}),
+    };
+    const pool = new pg.Pool(config);
+    // An idle pooled connection that dies (server restart) must not crash the tower; the pool replaces it.
+    pool.on("error", () => {});
+    try {
+      if (opts.schema) {
+        try {
+          await pool.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(opts.schema)}`);
+        } catch (err) {
+          // Two replicas creating the schema at once: one wins, the other sees a duplicate.
+          if (pgCode(err) !== "23505" && pgCode(err) !== "42P06") throw err;
+        }
+      } else {
+        await pool.query("SELECT 1");
+      }
+    } catch (err) {
+      await pool.end().catch(() => {});
+      throw new EpError("unavailable", `cannot use PostgreSQL at ${redact(url)}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    return new PostgresStore({ pool, config, opts, names: new Map(), listener: undefined, open: [] }, undefined);
+  }
+
+  /** The pool, for tools that need raw access (benchmarks, diagnostics). */
+  get pool(): pg.Pool {
+    return this.shared.pool;
+  }
+
+  /** One statement; `prepare` names it so each connection parses and plans it once. */
+  private async q(sql: string, args: readonly unknown[] = [], prepare = true): Promise<Row[]> {
+    const tx = this.tx;
+    if (tx?.finalized) throw new EpError("internal", "a statement after appendFinalEvents: the transaction is over");
+    const on = this.client ?? this.shared.pool;
+    let name: string | undefined;
+    if (prepare) {
+      name = this.shared.names.get(sql);
+      if (!name) {
+        name = `ep_${this.shared.names.size + 1}`;
+        this.shared.names.set(sql, name);
+      }
+    }
+    const query = name ? { text: sql, values: args as unknown[], name } : { text: sql, values: args as unknown[] };
+    try {
+      if (tx && !tx.sent) {
+        tx.sent = true;
+        return (await withPrefix(tx.client, openingText(tx), () => tx.client.query<Row>(query))).rows;
+      }
+      return (await on.query<Row>(query)).rows;
+    } catch (err) {
+      if (tx) tx.error ??= err;
+      throw err;
+    }
+  }
+
+  private async insert(table: string, sql: string, args: readonly unknown[]): Promise<void> {
+    try {
+      await this.q(sql, args);
+    } catch (err) {
+      throw constraintError(err, table);
+    }
+  }
+
+  async migrate(): Promise<void> {
+    const client = await this.shared.pool.connect();
+    let broken = false;
+    try {
+      // Replicas starting together: the first applies the migrations, the others wait and find them applied.
+      await client.query("SELECT pg_advisory_lock($1, hashtext(COALESCE(current_schema(), '')))", [MIGRATE_LOCK]);
+      try {
+        await client.query("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)");
+        const applied = new Set((await client.query<Row>("SELECT version FROM schema_migrations")).rows.map((r) => Number(r.version)));
+        for (const m of loadMigrations("postgres")) {
+          if (applied.has(m.version)) continue;
+          try {
+            await client.query("BEGIN");
+            await client.query(m.sql);
+            await client.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)", [m.version, m.name, new Date().toISOString()]);
+            await client.query("COMMIT");
+          } catch (err) {
+            await client.query("ROLLBACK").catch(() => (broken = true));
+            const num = String(m.version).padStart(4, "0");
+            throw new EpError("internal", `migration ${num}_${m.name} failed on PostgreSQL: ${err instanceof Error ? err.message : String(err)}`);
+          }
+        }
+      } finally {
+        await client.query("SELECT pg_advisory_unlock($1, hashtext(COALESCE(current_schema(), '')))", [MIGRATE_LOCK]).catch(() => (broken = true));
+      }
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.client) return;
+    const listener = this.shared.listener;
+    this.shared.listener = undefined;
+    await listener?.close();
+    await this.shared.pool.end();
+  }
+
+  async transaction<T>(fn: (tx: Store) => Promise<T>): Promise<T> {
+    if (this.client) return fn(this);
+    const batch = await this.joinBatch();
+    let client: pg.PoolClient;
+    try {
+      if (batch.failed) throw batch.failed.err;
+      client = await batch.client;
+    } catch (err) {
+      this.leave(batch);
+      throw err;
+    }
+    const state: TxState = { client, batch, finalized: false, sent: false };
+    // Sent with the transaction's first statement (see q()). The batch's first transaction
+    // needs none: if it fails, the batch so far is only its own work.
+    if (batch.savepoints > 0) state.savepoint = `ep_tx_${++batch.savepoints}`;
+    else batch.savepoints = 1;
+    let out: T;
+    try {
+      out = await fn(new PostgresStore(this.shared, client, state));
+      // A statement failed and fn carried on: PostgreSQL would roll the work back at COMMIT.
+      if (state.error && !state.finalized) throw new EpError("internal", `a statement of the transaction failed: ${errorText(state.error)}`);
+    } catch (err) {
+      if (state.finalized) throw err; // the batch's COMMIT failed; appendFinalEvents has said so
+      await this.undo(state);
+      throw err;
+    }
+    if (!state.finalized) {
+      if (state.sent && state.savepoint) batch.unreleased = state.savepoint;
+      this.leave(batch);
+      await batch.done.promise;
+    }
+    return out;
+  }
+
+  /** The open batch if it takes members, else a new one; resolves when it is this transaction's turn. */
+  private async joinBatch(): Promise<Batch> {
+    // An idle open batch, else a new one while there are fewer than BATCH_LANES, else the shortest queue.
+    const open = this.shared.open;
+    let batch = open.find((b) => !b.busy);
+    if (!batch && open.length >= BATCH_LANES) batch = open.reduce((a, b) => (b.queue.length < a.queue.length ? b : a));
+    if (!batch) {
+      const client = this.shared.pool.connect();
+      client.catch(() => {});
+      batch = { client, busy: false, queue: [], eventLock: false, begun: false, members: 0, savepoints: 0, events: [], closed: false, commitQueued: false, done: deferred() };
+      open.push(batch);
+    }
+    batch.members++;
+    if (batch.members >= BATCH_MAX) this.closeBatch(batch);
+    if (batch.busy) {
+      const b = batch;
+      if (await new Promise<boolean>((resolve) => b.queue.push(resolve))) {
+        b.members--;
+        return this.joinBatch();
+      }
+    }
+    batch.busy = true;
+    return batch;
+  }
+
+  private closeBatch(batch: Batch): void {
+    batch.closed = true;
+    const i = this.shared.open.indexOf(batch);
+    if (i >= 0) this.shared.open.splice(i, 1);
+  }
+
+  /** A transaction is done with the connection: the next one runs, or the batch commits at the end of the turn. */
+  private leave(batch: Batch): void {
+    if (batch.failed) return;
+    // Holding the event-order lock, the batch must not make anyone else wait: what still
+    // waits for it joins another batch, and it commits now.
+    if (batch.eventLock) for (const next of batch.queue.splice(0)) next(true);
+    const next = batch.queue.shift();
+    if (next) return next(false); // stays busy
+    batch.busy = false;
+    if (batch.commitQueued) return;
+    batch.commitQueued = true;
+    // Transactions arriving in this turn still join; then the batch commits.
+    setImmediate(() => {
+      batch.commitQueued = false;
+      if (batch.busy || batch.queue.length) return; // someone joined: the last one to leave commits
+      this.closeBatch(batch);
+      void this.commitBatch(batch);
+    });
+  }
+
+  /** Rolls a failed transaction's work back (its savepoint, or the batch so far when it was the first) and moves on. */
+  private async undo(state: TxState): Promise<void> {
+    const { batch, client } = state;
+    try {
+      if (!state.sent) {
+        // no statement went out: nothing to undo
+      } else if (state.savepoint) await client.query(`ROLLBACK TO SAVEPOINT ${state.savepoint}; RELEASE SAVEPOINT ${state.savepoint}`);
+      else {
+        // the batch's first transaction: nothing of anyone else's is in it yet
+        await client.query("ROLLBACK");
+        batch.begun = false;
+        batch.savepoints = 0;
+        batch.members = Math.max(0, batch.members - 1);
+      }
+    } catch (err) {
+      // the connection is unusable: the batch fails as a whole (nothing of it committed)
+      this.closeBatch(batch);
+      this.failBatch(batch, err, true);
+      return;
+    }
+    this.leave(batch);
+  }
+
+  private failBatch(batch: Batch, err: unknown, broken: boolean): void {
+    batch.failed = { err };
+    for (const e of batch.events) e.done.reject(err);
+    batch.done.reject(err);
+    for (const next of batch.queue.splice(0)) next(false); // they see batch.failed and fail
+    void batch.client.then((c) => c.release(broken), () => {});
+  }
+
+  private async commitBatch(batch: Batch): Promise<void> {
+    let client: pg.PoolClient;
+    try {
+      client = await batch.client;
+    } catch (err) {
+      return this.failBatch(batch, err, true);
+    }
+    try {
+      const items = batch.events.flatMap((b) => b.events.map((e) => ({ e, createdAt: b.createdAt })));
+      let rows: EventRow[] = [];
+      if (batch.begun || items.length) {
+        let commit: Promise<pg.QueryResult> | undefined;
+        const begin = batch.begun ? "" : "BEGIN";
+        batch.begun = true;
+        // the last insert and the COMMIT leave in one write (and the BEGIN, for a batch of bare appends)
+        const last = (send: () => Promise<Row[]>) =>
+          withPrefix(client, items.length <= EVENTS_PER_INSERT ? begin : "", () => {
+            const out = send();
+            commit = client.query("COMMIT");
+            commit.catch(() => {});
+            return out;
+          });
+        if (begin && items.length > EVENTS_PER_INSERT) client.query(begin).catch(() => {});
+        const run = (sql: string, args: unknown[], prepare: boolean) => queryRows(client, this.shared.names, sql, args, prepare);
+        rows = items.length ? await insertEvents(run, items, this.shared.announce, last) : (await last(async () => []), []);
+        const done = await commit!;
+        // a COMMIT in a failed transaction answers ROLLBACK
+        if (done.command !== "COMMIT") throw new EpError("internal", "PostgreSQL rolled the batch back");
+      }
+      let at = 0;
+      for (const b of batch.events) {
+        b.done.resolve(rows.slice(at, at + b.events.length));
+        at += b.events.length;
+      }
+      batch.done.resolve();
+      client.release();
+    } catch (err) {
+      for (const e of batch.events) e.done.reject(err);
+      batch.done.reject(err);
+      client.query("ROLLBACK").then(
+        () => client.release(),
+        () => client.release(true),
+      );
+    }
+  }
+
+  // ---- cross-replica signalling
+
+  /**
+   * Subscribes to NOTIFYs on `channel` over one dedicated connection (shared by all
+   * subscriptions of this store, re-established with backoff when it drops). Resolves
+   * once the LISTEN is active; returns the unsubscribe function.
+   */
+  async listen(channel: string, onPayload: (payload: string) => void, opts: ListenOptions = {}): Promise<() => Promise<void>> {
+    if (!CHANNEL.test(channel)) throw new EpError("invalid_argument", `channel must be 1-63 characters of letters, digits, _ . : -, got ${JSON.stringify(channel)}`);
+    if (this.client) throw new EpError("invalid_argument", "listen() is not available on a transaction's store");
+    this.shared.listener ??= new Listener(
+      { ...this.shared.config, pipeline: false, application_name: `${this.shared.config.application_name}-listen` },
+      this.shared.opts.reconnectMs ?? 250,
+      this.shared.opts.maxReconnectMs ?? 10_000,
+    );
+    return this.shared.listener.subscribe(channel, onPayload, opts.onReconnect);
+  }
+
+  /**
+   * From now on every appendEvents also sends `NOTIFY channel, '{"id": <its max id>, "from": from}'`
+   * in its own transaction (delivered at commit, in commit order, with no extra round trip).
+   * Cross-replica delivery (tower/domain/replication.ts) listens to it. Pass undefined to stop.
+   */
+  announceEvents(channel: string | undefined, from = ""): void {
+    if (channel !== undefined && !CHANNEL.test(channel)) throw new EpError("invalid_argument", `channel must be 1-63 characters of letters, digits, _ . : -, got ${JSON.stringify(channel)}`);
+    this.shared.announce = channel === undefined ? undefined : { channel, from };
+  }
+
+  /**
+   * Sends `payload` to every listener of `channel` on any replica. Called on a
+   * transaction's store, it is delivered only when (and if) that transaction commits.
+   */
+  async notify(channel: string, payload: string): Promise<void> {
+    if (!CHANNEL.test(channel)) throw new EpError("invalid_argument", `channel must be 1-63 characters of letters, digits, _ . : -, got ${JSON.stringify(channel)}`);
+    if (Buffer.byteLength(payload) > MAX_NOTIFY_BYTES) {
+      throw new EpError("invalid_argument", `payload must be at most ${MAX_NOTIFY_BYTES} bytes (send an id and read the rest from the tables)`);
+    }
+    await this.q("SELECT pg_notify($1, $2)", [channel, payload]);
+  }
+
+  // ---- domains
+
+  async insertDomain(row: DomainRow): Promise<void> {
+    await this.insert("domains", "INSERT INTO domains (id, name, created_at) VALUES ($1, $2, $3)", [row.id, row.name, row.createdAt]);
+  }
+
+  async getDomain(id: string): Promise<DomainRow | undefined> {
+    const [r] = await this.q("SELECT * FROM domains WHERE id = $1", [id]);
+    return r && toDomain(r);
+  }
+
+  async getDomainByName(name: string): Promise<DomainRow | undefined> {
+    const [r] = await this.q("SELECT * FROM domains WHERE name = $1", [name]);
+    return r && toDomain(r);
+  }
+
+  async listDomains(): Promise<DomainRow[]> {
+    return (await this.q('SELECT * FROM domains ORDER BY created_at COLLATE "C", id COLLATE "C"')).map(toDomain);
+  }
+
+  // ---- missions
+
+  async insertMission(row: MissionRow): Promise<void> {
+    await this.insert(
+      "missions",
+      "INSERT INTO missions (id, domain_id, title, description, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+      [row.id, row.domainId, row.title, row.description, row.status, row.createdAt, row.updatedAt],
+    );
+  }
+
+  async getMission(id: string): Promise<MissionRow | undefined> {
+    const [r] = await this.q("SELECT * FROM missions WHERE id = $1", [id]);
+    return r && toMission(r);
+  }
+
+  async listMissions(domainId?: string): Promise<MissionRow[]> {
+    const rows = domainId
+      ? await this.q('SELECT * FROM missions WHERE domain_id = $1 ORDER BY created_at COLLATE "C", id COLLATE "C"', [domainId])
+      : await this.q('SELECT * FROM missions ORDER BY created_at COLLATE "C", id COLLATE "C"');
+    return rows.map(toMission);
+  }
+
+  async updateMission(id: string, patch: Partial<Pick<MissionRow, "title" | "description" | "status" | "updatedAt">>): Promise<MissionRow | undefined> {
+    const cols: Record<string, string> = { title: "title", description: "description", status: "status", updatedAt: "updated_at" };
+    const sets = Object.entries(patch).filter(([k, v]) => v !== undefined && cols[k]);
+    if (!sets.length) return this.getMission(id);
+    const [r] = await this.q(
+      `UPDATE missions SET ${sets.map(([k], i) => `${cols[k]} = $${i + 2}`).join(", ")} WHERE id = $1 RETURNING *`,
+      [id, ...sets.map(([, v]) => v)],
+    );
+    return r && toMission(r);
+  }
+
+  // ---- tasks
+
+  async insertTask(row: TaskRow): Promise<void> {
+    await this.insert(
+      "tasks",
+      `INSERT INTO tasks (${TASK_INSERT_COLUMNS}) VALUES (${TASK_INSERT_PLACEHOLDERS})`,
+      taskInsertValues(row),
+    );
+  }
+
+  async getTask(id: string): Promise<TaskRow | undefined> {
+    const [r] = await this.q("SELECT * FROM tasks WHERE id = $1", [id]);
+    return r && toTask(r);
+  }
+
+  async listTasks(query: TaskQuery): Promise<TaskRow[]> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    const add = (col: string, v: string | undefined) => {
+      if (v === undefined || v === "") return;
+      args.push(v);
+      where.push(`${col} = $${args.length}`);
+    };
+    add("mission_id", query.missionId);
+    add("domain_id", query.domainId);
+    add("kind", query.kind);
+    add("status", query.status);
+    add("parent_task_id", query.parentTaskId);
+    args.push(query.limit && query.limit > 0 ? query.limit : null);
+    const sql = `SELECT * FROM tasks ${where.length ? "WHERE " + where.join(" AND ") : ""} ORDER BY seq LIMIT $${args.length}`;
+    return (await this.q(sql, args)).map(toTask);
+  }
+
+  async updateTask(id: string, patch: TaskPatch, expect?: TaskExpectation): Promise<TaskRow | undefined> {
+    const args: unknown[] = [id];
+    const sets: string[] = [];
+    for (const [k, v] of Object.entries(patch) as [keyof TaskPatch, unknown][]) {
+      if (v === undefined || !TASK_COLUMNS[k]) continue;
+      args.push(JSON_TASK_FIELDS.has(k) && v !== null ? JSON.stringify(v) : v);
+      sets.push(`${TASK_COLUMNS[k]} = $${args.length}`);
+    }
+    const where = ["id = $1"];
+    if (expect?.status) {
+      args.push(expect.status);
+      where.push(`status = ANY($${args.length}::text[])`);
+    }
+    if (expect?.claimedBy !== undefined) {
+      args.push(expect.claimedBy);
+      where.push(`claimed_by = $${args.length}`);
+    }
+    if (expect?.attempts !== undefined) {
+      args.push(expect.attempts);
+      where.push(`attempts = $${args.length}`);
+    }
+    if (expect?.leaseAfterMs !== undefined) {
+      args.push(expect.leaseAfterMs);
+      where.push(`(lease_expires_ms IS NULL OR lease_expires_ms > $${args.length})`);
+    }
+    if (!sets.length) sets.push("id = id");
+    const [r] = await this.q(`UPDATE tasks SET ${sets.join(", ")} WHERE ${where.join(" AND ")} RETURNING *`, args);
+    return r && toTask(r);
+  }
+
+  async deleteTask(id: string): Promise<boolean> {
+    return (await this.q("DELETE FROM tasks WHERE id = $1 RETURNING id", [id])).length > 0;
+  }
+
+  async claimTask(c: Claimant, nowMs: number, leaseMs: number): Promise<TaskRow | undefined> {
+    // One statement: the subquery locks the best eligible row, skipping rows other
+    // claimers hold, so concurrent claimers never wait on or take the same task.
+    const [r] = await this.q(
+      `UPDATE tasks SET status = 'claimed', claimed_by = $1, attempts = attempts + 1, lease_expires_ms = $2, updated_at = $3
+       WHERE id = (
+         SELECT t.id FROM tasks t
+         WHERE t.domain_id = $4 AND t.status = 'queued' AND t.kind = 'claimable'
+           AND (t.runtime = '' OR t.runtime = $5)
+           AND ((t.claim_policy = 'assigned' AND t.assignee_agent_id = $1)
+             OR (t.claim_policy = 'first_claim' AND (t.capabilities = '[]' OR t.capabilities::jsonb <@ $6::jsonb)))
+         ORDER BY t.priority DESC, t.seq ASC
+         LIMIT 1
+         FOR UPDATE SKIP LOCKED)
+       RETURNING *`,
+      [c.agentId, nowMs + leaseMs, new Date(nowMs).toISOString(), c.domainId, c.runtime, JSON.stringify(c.capabilities)],
+    );
+    return r && toTask(r);
+  }
+
+  async listExpiredLeases(nowMs: number, limit: number): Promise<TaskRow[]> {
+    return (
+      await this.q("SELECT * FROM tasks WHERE status IN ('claimed', 'running') AND lease_expires_ms <= $1 ORDER BY lease_expires_ms LIMIT $2", [nowMs, limit])
+    ).map(toTask);
+  }
+
+  // ---- nodes
+
+  async insertNode(row: NodeRow): Promise<void> {
+    await this.insert("nodes", "INSERT INTO nodes (id, hostname, status, last_seen_at, created_at) VALUES ($1, $2, $3, $4, $5)", [
+      row.id,
+      row.hostname,
+      row.status,
+      row.lastSeenAt,
+      row.createdAt,
+    ]);
+  }
+
+  async getNode(id: string): Promise<NodeRow | undefined> {
+    const [r] = await this.q("SELECT * FROM nodes WHERE id = $1", [id]);
+    return r && toNode(r);
+  }
+
+  async listNodes(): Promise<NodeRow[]> {
+    return (await this.q('SELECT * FROM nodes ORDER BY created_at COLLATE "C", id COLLATE "C"')).map(toNode);
+  }
+
+  async updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt">>): Promise<NodeRow | undefined> {
+    const cols: Record<string, string> = { hostname: "hostname", status: "status", lastSeenAt: "last_seen_at" };
+    const sets = Object.entries(patch).filter(([k, v]) => v !== undefined && cols[k]);
+    if (!sets.length) return this.getNode(id);
+    const [r] = await this.q(`UPDATE nodes SET ${sets.map(([k], i) => `${cols[k]} = $${i + 2}`).join(", ")} WHERE id = $1 RETURNING *`, [
+      id,
+      ...sets.map(([, v]) => v),
+    ]);
+    return r && toNode(r);
+  }
+
+  // ---- agents
+
+  async insertAgent(row: AgentRow): Promise<void> {
+    await this.insert(
+      "agents",
+      "INSERT INTO agents (id, domain_id, node_id, name, runtime, capabilities, state, last_seen_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+      [row.id, row.domainId, row.nodeId, row.name, row.runtime, JSON.stringify(row.capabilities), row.state, row.lastSeenAt, row.createdAt],
+    );
+  }
+
+  async getAgent(id: string): Promise<AgentRow | undefined> {
+    const [r] = await this.q("SELECT * FROM agents WHERE id = $1", [id]);
+    return r && toAgent(r);
+  }
+
+  async listAgents(query: { domainId?: string; nodeId?: string }): Promise<AgentRow[]> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (query.domainId) {
+      args.push(query.domainId);
+      where.push(`domain_id = $${args.length}`);
+    }
+    if (query.nodeId) {
+      args.push(query.nodeId);
+      where.push(`node_id = $${args.length}`);
+    }
+    const sql = `SELECT * FROM agents ${where.length ? "WHERE " + where.join(" AND ") : ""} ORDER BY created_at COLLATE "C", id COLLATE "C"`;
+    return (await this.q(sql, args)).map(toAgent);
+  }
+
+  async updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime">>): Promise<AgentRow | undefined> {
+    const cols: Record<string, string> = { state: "state", lastSeenAt: "last_seen_at", name: "name", capabilities: "capabilities", runtime: "runtime" };
+    const sets = Object.entries(patch).filter(([k, v]) => v !== undefined && cols[k]);
+    if (!sets.length) return this.getAgent(id);
+    const [r] = await this.q(`UPDATE agents SET ${sets.map(([k], i) => `${cols[k]} = $${i + 2}`).join(", ")} WHERE id = $1 RETURNING *`, [
+      id,
+      ...sets.map(([k, v]) => (k === "capabilities" ? JSON.stringify(v) : v)),
+    ]);
+    return r && toAgent(r);
+  }
+
+  // ---- tokens, keys, tickets
+
+  async insertToken(row: TokenRow): Promise<void> {
+    await this.insert(
+      "tokens",
+      "INSERT INTO tokens (id, name, role, domain_id, hash, expires_at, created_at, revoked_at, last_used_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+      [row.id, row.name, row.role, row.domainId, row.hash, row.expiresAt, row.createdAt, row.revokedAt, row.lastUsedAt],
+    );
+  }
+
+  async getToken(id: string): Promise<TokenRow | undefined> {
+    const [r] = await this.q("SELECT * FROM tokens WHERE id = $1", [id]);
+    return r && toToken(r);
+  }
+
+  async getTokenByHash(hash: string): Promise<TokenRow | undefined> {
+    const [r] = await this.q("SELECT * FROM tokens WHERE hash = $1", [hash]);
+    return r && toToken(r);
+  }
+
+  async listTokens(): Promise<TokenRow[]> {
+    return (await this.q('SELECT * FROM tokens ORDER BY created_at COLLATE "C", id COLLATE "C"')).map(toToken);
+  }
+
+  async updateToken(id: string, patch: Partial<Pick<TokenRow, "revokedAt" | "lastUsedAt">>): Promise<TokenRow | undefined> {
+    const [r] = await this.q(
+      "UPDATE tokens SET revoked_at = COALESCE($2, revoked_at), last_used_at = COALESCE($3, last_used_at) WHERE id = $1 RETURNING *",
+      [id, patch.revokedAt ?? null, patch.lastUsedAt ?? null],
+    );
+    return r && toToken(r);
+  }
+
+  async insertSigningKey(row: SigningKeyRow): Promise<void> {
+    await this.insert(
+      "signing_keys",
+      "INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, retired_at) VALUES ($1, $2, $3, $4, $5, $6)",
+      [row.kid, row.alg, row.privateJwk, row.publicJwk, row.createdAt, row.retiredAt],
+    );
+  }
+
+  async listSigningKeys(): Promise<SigningKeyRow[]> {
+    return (await this.q('SELECT * FROM signing_keys ORDER BY created_at COLLATE "C", kid COLLATE "C"')).map(toSigningKey);
+  }
+
+  async retireSigningKey(kid: string, at: string): Promise<void> {
+    await this.q("UPDATE signing_keys SET retired_at = $2 WHERE kid = $1", [kid, at]);
+  }
+
+  async insertTicket(row: TicketRow): Promise<void> {
+    await this.insert("tickets", "INSERT INTO tickets (hash, purpose, subject, role, agent_id, expires_ms) VALUES ($1, $2, $3, $4, $5, $6)", [
+      row.hash,
+      row.purpose,
+      row.subject,
+      row.role,
+      row.agentId,
+      row.expiresMs,
+    ]);
+  }
+
+  async consumeTicket(hash: string, nowMs: number): Promise<TicketRow | undefined> {
+    // A concurrent consumer waits on the row lock, then re-checks used = 0 and gets nothing.
+    const [r] = await this.q("UPDATE tickets SET used = 1 WHERE hash = $1 AND used = 0 AND expires_ms > $2 RETURNING *", [hash, nowMs]);
+    await this.q("DELETE FROM tickets WHERE expires_ms <= $1", [nowMs - 3_600_000]);
+    return r && toTicket(r);
+  }
+
+  // ---- events
+
+  async appendEvents(events: readonly NewEvent[], createdAt: string): Promise<EventRow[]> {
+    return this.writeEvents(events, createdAt, false);
+  }
+
+  /** appendEvents with the transaction's COMMIT sent right behind the last insert (Store.appendFinalEvents). */
+  async appendFinalEvents(events: readonly NewEvent[], createdAt: string): Promise<EventRow[]> {
+    return this.writeEvents(events, createdAt, true);
+  }
+
+  private async writeEvents(events: readonly NewEvent[], createdAt: string, final: boolean): Promise<EventRow[]> {
+    if (!events.length) return [];
+    const tx = this.tx;
+    if (!tx) return this.transaction((t) => (t as PostgresStore).writeEvents(events, createdAt, true));
+    if (final) {
+      if (tx.error) throw new EpError("internal", `a statement of the transaction failed: ${errorText(tx.error)}`);
+      // The transaction is over: its events wait for the batch's COMMIT, the next transaction runs.
+      const done = deferred<EventRow[]>();
+      tx.batch.events.push({ events, createdAt, done });
+      tx.finalized = true;
+      if (tx.sent && tx.savepoint) tx.batch.unreleased = tx.savepoint;
+      this.leave(tx.batch);
+      return done.promise;
+    }
+    // In the middle of a transaction: inserted now, which takes the event-order lock until the
+    // batch commits; the batch takes no more members so it commits soon.
+    this.closeBatch(tx.batch);
+    tx.batch.eventLock = true;
+    return insertEvents((sql, args, prepare) => this.q(sql, args, prepare), events.map((e) => ({ e, createdAt })), this.shared.announce);
+  }
+
+  async listEvents(query: EventQuery): Promise<EventRow[]> {
+    const args: unknown[] = [query.afterId ?? 0];
+    const where = ["id > $1"];
+    if (query.types?.length) {
+      args.push(query.types);
+      where.push(`type = ANY($${args.length}::text[])`);
+    }
+    for (const [col, v] of [
+      ["domain_id", query.domainId],
+      ["mission_id", query.missionId],
+      ["agent_id", query.agentId],
+      ["session_id", query.sessionId],
+    ] as const) {
+      if (v) {
+        args.push(v);
+        where.push(`${col} = $${args.length}`);
+      }
+    }
+    args.push(query.limit && query.limit > 0 ? query.limit : 1000);
+    return (await this.q(`SELECT * FROM events WHERE ${where.join(" AND ")} ORDER BY id LIMIT $${args.length}`, args)).map(toEvent);
+  }
+
+  async lastEventId(): Promise<number> {
+    const [r] = await this.q("SELECT COALESCE(MAX(id), 0) AS id FROM events");
+    return Number(r.id);
+  }
+
+  async pruneEvents(beforeId: number): Promise<number> {
+    return (await this.q("DELETE FROM events WHERE id < $1 AND id < (SELECT MAX(id) FROM events) RETURNING id", [beforeId])).length;
+  }
+
+  async getMeta(key: string): Promise<string | undefined> {
+    const [r] = await this.q("SELECT value FROM meta WHERE key = $1", [key]);
+    return r?.value as string | undefined;
+  }
+
+  async setMeta(key: string, value: string): Promise<void> {
+    await this.q("INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value", [key, value]);
+  }
+
+  // ---- AI sessions, pending actions, docs, artifacts (shared SQL in ../ai-store.ts)
+
+  async aiQuery(sql: string, args: readonly unknown[]): Promise<Row[]> {
+    try {
+      return await this.q(dollarPlaceholders(sql), args);
+    } catch (err) {
+      throw constraintError(err, /(?:INTO|UPDATE|FROM)\s+(\w+)/i.exec(sql)?.[1] ?? "ai_sessions");
+    }
+  }
+}
+
+mixInAiStore(PostgresStore.prototype);
+mixInSecretStore(PostgresStore.prototype);
+mixInNodeStateStore(PostgresStore.prototype);
+
+/** What goes out before a transaction's first statement: the batch's BEGIN, the previous SAVEPOINT's RELEASE, its SAVEPOINT. */
+function openingText(tx: TxState): string {
+  const batch = tx.batch;
+  let text = batch.begun ? "" : "BEGIN;";
+  batch.begun = true;
+  if (tx.savepoint) {
+    if (batch.unreleased) text += ` RELEASE SAVEPOINT ${batch.unreleased};`;
+    batch.unreleased = undefined;
+    text += ` SAVEPOINT ${tx.savepoint}`;
+  }
+  return text.trim();
+}
+
+/**
+ * Sends `prefix` (a simple query, not awaited: an error there fails what follows) and the
+ * queries `send` issues in one socket write: on this VM a write costs more CPU than the pg
+ * driver's work for a statement.
+ */
+function withPrefix<T>(client: pg.PoolClient, prefix: string, send: () => Promise<T>): Promise<T> {
+  const stream = (client as unknown as { connection?: { stream?: { cork?(): void; uncork?(): void } } }).connection?.stream;
+  stream?.cork?.();
+  try {
+    if (prefix) client.query(prefix).catch(() => {});
+    return send();
+  } finally {
+    stream?.uncork?.();
+  }
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** One statement on a connection, prepared by name (see PostgresStore.q). */
+async function queryRows(client: pg.PoolClient, names: Map<string, string>, sql: string, args: readonly unknown[], prepare: boolean): Promise<Row[]> {
+  let name: string | undefined;
+  if (prepare) {
+    name = names.get(sql);
+    if (!name) {
+      name = `ep_${names.size + 1}`;
+      names.set(sql, name);
+    }
+  }
+  return (await client.query<Row>(name ? { text: sql, values: args as unknown[], name } : { text: sql, values: args as unknown[] })).rows;
+}
+
+/**
+ * Inserts events and returns them with their ids. Event writers take turns until commit, so
+ * ids become visible in id order: a reader resuming after id N can never miss a lower id
+ * that commits later. The lock is taken by the first INSERT itself (its rows, and so their
+ * ids, come out of a join with the lock), and the announcement NOTIFY rides on the last one:
+ * one round trip per chunk. `last` sends the last chunk (the batch sends its COMMIT in the
+ * same write, so the lock is held for the commit alone).
+ */
+async function insertEvents(
+  run: (sql: string, args: unknown[], prepare: boolean) => Promise<Row[]>,
+  items: readonly { e: NewEvent; createdAt: string }[],
+  announce: Shared["announce"],
+  last?: (send: () => Promise<Row[]>) => Promise<Row[]>,
+): Promise<EventRow[]> {
+  const out: EventRow[] = [];
+  for (let start = 0; start < items.length; start += EVENTS_PER_INSERT) {
+    const chunk = items.slice(start, start + EVENTS_PER_INSERT);
+    const first = start === 0;
+    const isLast = start + EVENTS_PER_INSERT >= items.length;
+    const args: unknown[] = first ? [EVENTS_LOCK] : [];
+    const values = chunk.map(({ e, createdAt }) => {
+      args.push(e.type, e.name, e.domainId ?? "", e.missionId ?? "", e.agentId ?? "", e.taskId ?? "", e.sessionId ?? "", e.status ?? "");
+      args.push(JSON.stringify(e.payload ?? {}), createdAt);
+      const n = args.length - 10;
+      return `(${Array.from({ length: 10 }, (_, i) => `$${n + i + 1}`).join(", ")})`;
+    });
+    const ctes = [
+      first ? "lk AS MATERIALIZED (SELECT pg_advisory_xact_lock($1, hashtext(COALESCE(current_schema(), ''))) AS l)" : "lk AS (SELECT 1 AS l)",
+      `ins AS (INSERT INTO events (type, name, domain_id, mission_id, agent_id, task_id, session_id, status, payload, created_at)
+         SELECT v.* FROM lk, (VALUES ${values.join(", ")}) AS v (type, name, domain_id, mission_id, agent_id, task_id, session_id, status, payload, created_at)
+         RETURNING id)`,
+    ];
+    if (isLast && announce) {
+      args.push(announce.channel, announce.from);
+      ctes.push(`nt AS MATERIALIZED (SELECT pg_notify($${args.length - 1}, json_build_object('id', (SELECT max(id) FROM ins), 'from', $${args.length}::text)::text) AS n)`);
+    }
+    const send = () =>
+      run(
+        `WITH ${ctes.join(", ")} SELECT id FROM ins${ctes.length > 2 ? ", nt" : ""} ORDER BY id`,
+        args,
+        chunk.length <= 8, // one text per batch size: only the common small inserts are worth preparing
+      );
+    const rows = await (isLast && last ? last(send) : send());
+    chunk.forEach(({ e, createdAt }, i) =>
+      out.push({
+        id: Number(rows[i].id),
+        type: e.type,
+        name: e.name,
+        domainId: e.domainId ?? "",
+        missionId: e.missionId ?? "",
+        agentId: e.agentId ?? "",
+        taskId: e.taskId ?? "",
+        sessionId: e.sessionId ?? "",
+        status: e.status ?? "",
+        payload: e.payload ?? {},
+        createdAt,
+      }),
+    );
+  }
+  return out;
+}
+
+/** One LISTEN connection per store, outside the pool, re-established with backoff. */
+class Listener {
+  private client: pg.Client | undefined;
+  private connecting: Promise<pg.Client> | undefined;
+  private readonly handlers = new Map<string, Set<(payload: string) => void>>();
+  private readonly reconnectHandlers = new Set<() => void>();
+  private timer: NodeJS.Timeout | undefined;
+  private delayMs: number;
+  private closed = false;
+
+  constructor(
+    private readonly config: pg.ClientConfig,
+    private readonly firstDelayMs: number,
+    private readonly maxDelayMs: number,
+  ) {
+    this.delayMs = firstDelayMs;
+  }
+
+  async subscribe(channel: string, onPayload: (payload: string) => void, onReconnect?: () => void): Promise<() => Promise<void>> {
+    if (this.closed) throw new EpError("unavailable", "the store is closed");
+    let set = this.handlers.get(channel);
+    const fresh = !set;
+    if (!set) this.handlers.set(channel, (set = new Set()));
+    set.add(onPayload);
+    if (onReconnect) this.reconnectHandlers.add(onReconnect);
+    const unsubscribe = async (): Promise<void> => {
+      if (onReconnect) this.reconnectHandlers.delete(onReconnect);
+      const current = this.handlers.get(channel);
+      if (!current?.delete(onPayload) || current.size) return;
+      this.handlers.delete(channel);
+      await this.client?.query(`UNLISTEN ${quoteIdent(channel)}`).catch(() => {});
+    };
+    try {
+      const client = this.client ?? (await (this.connecting ??= this.open()));
+      // open() listened to every channel known when it ran; a newer one is added here.
+      if (fresh) await client.query(`LISTEN ${quoteIdent(channel)}`);
+    } catch (err) {
+      await unsubscribe();
+      if (err instanceof EpError) throw err;
+      throw new EpError("unavailable", `cannot listen on PostgreSQL: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    return unsubscribe;
+  }
+
+  private async open(): Promise<pg.Client> {
+    const client = new pg.Client(this.config);
+    client.on("notification", (msg) => {
+      for (const fn of this.handlers.get(msg.channel) ?? []) {
+        try {
+          fn(msg.payload ?? "");
+        } catch {
+          // A subscriber's bug must not stop delivery to the others.
+        }
+      }
+    });
+    client.on("error", () => this.lost(client));
+    client.on("end", () => this.lost(client));
+    try {
+      await client.connect();
+      for (const channel of this.handlers.keys()) await client.query(`LISTEN ${quoteIdent(channel)}`);
+    } catch (err) {
+      client.removeAllListeners("end");
+      await client.end().catch(() => {});
+      throw err;
+    } finally {
+      this.connecting = undefined;
+    }
+    if (this.closed) {
+      await client.end().catch(() => {});
+      throw new EpError("unavailable", "the store is closed");
+    }
+    this.client = client;
+    return client;
+  }
+
+  private lost(client: pg.Client): void {
+    if (this.client !== client) return;
+    this.client = undefined;
+    client.removeAllListeners("end");
+    client.end().catch(() => {});
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.closed || this.timer || !this.handlers.size) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      if (this.closed || this.client || this.connecting) return;
+      (this.connecting = this.open()).then(
+        () => {
+          this.delayMs = this.firstDelayMs;
+          for (const fn of this.reconnectHandlers) {
+            try {
+              fn();
+            } catch {
+              // Same as notifications: one subscriber cannot break the others.
+            }
+          }
+        },
+        () => {
+          this.delayMs = Math.min(this.delayMs * 2, this.maxDelayMs);
+          this.schedule();
+        },
+      );
+    }, this.delayMs);
+    this.timer.unref();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    const client = this.client ?? (await this.connecting?.catch(() => undefined));
+    this.client = undefined;
+    if (client) {
+      client.removeAllListeners("end");
+      await client.end().catch(() => {});
+    }
+  }
+}

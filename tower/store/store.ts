@@ -1,0 +1,248 @@
+// The one store interface. Every query the tower makes goes through it, so SQLite
+// (embedded default) and PostgreSQL (scale-out) pass the same test suite.
+
+import type { AiStore } from "./ai-store.js";
+import type { NodeStateStore } from "./node-state-store.js";
+import type { SecretStore } from "./secret-store.js";
+
+export type JsonObject = Record<string, unknown>;
+
+export interface DomainRow {
+  id: string;
+  name: string;
+  createdAt: string;
+}
+
+export interface MissionRow {
+  id: string;
+  domainId: string;
+  title: string;
+  description: string;
+  status: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface TaskResultRow {
+  output: string;
+  exitCode?: number;
+  error: string;
+}
+
+export interface TaskRow {
+  id: string;
+  domainId: string;
+  missionId: string;
+  kind: "assigned" | "claimable";
+  title: string;
+  description: string;
+  status: string;
+  claimPolicy: string;
+  priority: number;
+  capabilities: string[];
+  assigneeAgentId: string;
+  attempts: number;
+  maxAttempts: number;
+  runtime: string;
+  input: JsonObject | null;
+  result: TaskResultRow | null;
+  claimedBy: string;
+  leaseExpiresMs: number | null;
+  parentTaskId: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export type TaskPatch = Partial<Omit<TaskRow, "id" | "domainId" | "missionId" | "kind" | "createdAt">>;
+
+export interface TaskQuery {
+  missionId?: string;
+  domainId?: string;
+  kind?: string;
+  status?: string;
+  parentTaskId?: string;
+  limit?: number;
+}
+
+/** What a task must still look like for a conditional update to apply. */
+export interface TaskExpectation {
+  status?: readonly string[];
+  claimedBy?: string;
+  /** the claim this update is about (attempts count claims), so a newer claim is never touched */
+  attempts?: number;
+  /** the lease runs past this time (ms), or the task has none */
+  leaseAfterMs?: number;
+}
+
+export interface Claimant {
+  agentId: string;
+  domainId: string;
+  runtime: string;
+  capabilities: readonly string[];
+}
+
+export interface NodeRow {
+  id: string;
+  hostname: string;
+  status: string;
+  lastSeenAt: string;
+  createdAt: string;
+}
+
+export interface AgentRow {
+  id: string;
+  domainId: string;
+  nodeId: string;
+  name: string;
+  runtime: string;
+  capabilities: string[];
+  state: string;
+  lastSeenAt: string;
+  createdAt: string;
+}
+
+export interface TokenRow {
+  id: string;
+  name: string;
+  role: string;
+  domainId: string;
+  hash: string;
+  expiresAt: string;
+  createdAt: string;
+  revokedAt: string;
+  lastUsedAt: string;
+}
+
+export interface SigningKeyRow {
+  kid: string;
+  alg: string;
+  privateJwk: string;
+  publicJwk: string;
+  createdAt: string;
+  retiredAt: string;
+}
+
+export interface TicketRow {
+  hash: string;
+  purpose: string;
+  subject: string;
+  role: string;
+  agentId: string;
+  expiresMs: number;
+}
+
+export interface NewEvent {
+  type: "approval" | "inbox" | "matrix" | "progress";
+  name: string;
+  domainId?: string;
+  missionId?: string;
+  agentId?: string;
+  taskId?: string;
+  sessionId?: string;
+  status?: string;
+  payload?: JsonObject;
+}
+
+export interface EventRow {
+  id: number;
+  type: string;
+  name: string;
+  domainId: string;
+  missionId: string;
+  agentId: string;
+  taskId: string;
+  sessionId: string;
+  status: string;
+  payload: JsonObject;
+  createdAt: string;
+}
+
+export interface EventQuery {
+  afterId?: number;
+  limit?: number;
+  types?: readonly string[];
+  domainId?: string;
+  missionId?: string;
+  agentId?: string;
+  sessionId?: string;
+}
+
+/**
+ * Inserts throw EpError "already_exists" on a duplicate key and "not_found" when a
+ * referenced row (domain, mission) is missing, in both dialects. On PostgreSQL such an
+ * error also aborts the surrounding transaction: let it propagate, do not catch and go on.
+ */
+/** AiStore (tower/store/ai-store.ts): AI sessions, turns, pending actions, docs and artifacts; SecretStore (tower/store/secret-store.ts): encrypted secrets and grants; NodeStateStore (tower/store/node-state-store.ts): the latest state report of each node. */
+export interface Store extends AiStore, SecretStore, NodeStateStore {
+  readonly dialect: "sqlite" | "postgres";
+  /** Applies pending numbered migrations. */
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+  /** Runs fn atomically; fn must use the store it is given. */
+  transaction<T>(fn: (tx: Store) => Promise<T>): Promise<T>;
+
+  insertDomain(row: DomainRow): Promise<void>;
+  getDomain(id: string): Promise<DomainRow | undefined>;
+  getDomainByName(name: string): Promise<DomainRow | undefined>;
+  listDomains(): Promise<DomainRow[]>;
+
+  insertMission(row: MissionRow): Promise<void>;
+  getMission(id: string): Promise<MissionRow | undefined>;
+  listMissions(domainId?: string): Promise<MissionRow[]>;
+  updateMission(id: string, patch: Partial<Pick<MissionRow, "title" | "description" | "status" | "updatedAt">>): Promise<MissionRow | undefined>;
+
+  insertTask(row: TaskRow): Promise<void>;
+  getTask(id: string): Promise<TaskRow | undefined>;
+  listTasks(query: TaskQuery): Promise<TaskRow[]>;
+  /** Applies patch if the task exists and meets `expect`; returns the updated row, else undefined. */
+  updateTask(id: string, patch: TaskPatch, expect?: TaskExpectation): Promise<TaskRow | undefined>;
+  deleteTask(id: string): Promise<boolean>;
+  /**
+   * Atomically claims the best queued claimable task this agent may run (priority
+   * desc, then oldest): status claimed, claimed_by, attempts + 1, lease deadline.
+   */
+  claimTask(claimant: Claimant, nowMs: number, leaseMs: number): Promise<TaskRow | undefined>;
+  /** Claimed or running tasks whose lease deadline is at or before nowMs. */
+  listExpiredLeases(nowMs: number, limit: number): Promise<TaskRow[]>;
+
+  insertNode(row: NodeRow): Promise<void>;
+  getNode(id: string): Promise<NodeRow | undefined>;
+  listNodes(): Promise<NodeRow[]>;
+  updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt">>): Promise<NodeRow | undefined>;
+
+  insertAgent(row: AgentRow): Promise<void>;
+  getAgent(id: string): Promise<AgentRow | undefined>;
+  listAgents(query: { domainId?: string; nodeId?: string }): Promise<AgentRow[]>;
+  updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime">>): Promise<AgentRow | undefined>;
+
+  insertToken(row: TokenRow): Promise<void>;
+  getToken(id: string): Promise<TokenRow | undefined>;
+  getTokenByHash(hash: string): Promise<TokenRow | undefined>;
+  listTokens(): Promise<TokenRow[]>;
+  updateToken(id: string, patch: Partial<Pick<TokenRow, "revokedAt" | "lastUsedAt">>): Promise<TokenRow | undefined>;
+
+  insertSigningKey(row: SigningKeyRow): Promise<void>;
+  listSigningKeys(): Promise<SigningKeyRow[]>;
+  retireSigningKey(kid: string, at: string): Promise<void>;
+
+  insertTicket(row: TicketRow): Promise<void>;
+  /** Marks the ticket used and returns it, once, if it exists and has not expired. */
+  consumeTicket(hash: string, nowMs: number): Promise<TicketRow | undefined>;
+
+  /** Appends events and returns them with their ids (strictly increasing). */
+  appendEvents(events: readonly NewEvent[], createdAt: string): Promise<EventRow[]>;
+  /**
+   * appendEvents as a transaction's last statement: the store may send its COMMIT along
+   * with it (PostgresStore, one round trip), so nothing may run on the transaction after
+   * it. The transaction still succeeds only if that COMMIT does. Optional: callers fall
+   * back to appendEvents.
+   */
+  appendFinalEvents?(events: readonly NewEvent[], createdAt: string): Promise<EventRow[]>;
+  listEvents(query: EventQuery): Promise<EventRow[]>;
+  lastEventId(): Promise<number>;
+  /** Deletes events with id below beforeId, always keeping the newest so ids never restart; returns how many. */
+  pruneEvents(beforeId: number): Promise<number>;
+
+  getMeta(key: string): Promise<string | undefined>;
+  setMeta(key: string, value: string): Promise<void>;
+}

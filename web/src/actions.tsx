@@ -1,0 +1,88 @@
+// Pending actions: approve or reject from the transcript or the Approvals tab.
+import { useCallback, useState } from "react";
+import type { PendingAction } from "@gen/ep/tower/v1/ai_pb.js";
+import { api, describeError } from "./api.js";
+import { ErrorNote, StatusBadge } from "./ui.js";
+import { cellText, KvList } from "./view-spec.js";
+
+export type Decision = "approve" | "reject";
+
+export interface Decisions {
+  busy(actionId: string): boolean;
+  error(actionId: string): string | undefined;
+  decide(sessionId: string, actionId: string, decision: Decision): Promise<PendingAction | undefined>;
+}
+
+/** Sends decisions, tracks which are in flight and what failed; `onDecided` refreshes the views. */
+export function useDecisions(onDecided: (action: PendingAction) => void): Decisions {
+  const [inFlight, setInFlight] = useState<Record<string, boolean>>({});
+  const [errors, setErrors] = useState<Record<string, string | undefined>>({});
+  const decide = useCallback(
+    async (sessionId: string, actionId: string, decision: Decision) => {
+      setInFlight((s) => ({ ...s, [actionId]: true }));
+      setErrors((s) => ({ ...s, [actionId]: undefined }));
+      try {
+        const req = { sessionId, actionId };
+        const res = decision === "approve" ? await api.ai.approveAction(req) : await api.ai.rejectAction(req);
+        if (res.action) onDecided(res.action);
+        return res.action;
+      } catch (err) {
+        setErrors((s) => ({ ...s, [actionId]: describeError(err) }));
+        return undefined;
+      } finally {
+        setInFlight((s) => ({ ...s, [actionId]: false }));
+      }
+    },
+    [onDecided],
+  );
+  return {
+    busy: (id) => inFlight[id] === true,
+    error: (id) => errors[id],
+    decide,
+  };
+}
+
+function argumentItems(args: unknown) {
+  if (!args || typeof args !== "object") return [];
+  return Object.entries(args as Record<string, unknown>).map(([key, value]) => ({
+    key,
+    value: typeof value === "string" || typeof value === "number" || typeof value === "boolean" || value === null ? value : JSON.stringify(value),
+  }));
+}
+
+/** One pending (or decided) action with its arguments and, while pending, approve/reject buttons. */
+export function ActionCard({ action, decisions, context }: { action: PendingAction; decisions: Decisions; context?: string }) {
+  const pending = action.status === "pending";
+  const busy = decisions.busy(action.id);
+  const label = action.summary || action.tool;
+  return (
+    <article className="action-card" aria-label={`Action ${label}`} data-action-id={action.id}>
+      <header className="card-head">
+        <span>
+          <strong>{cellText(label)}</strong> <code className="muted">{action.tool}</code>
+        </span>
+        <StatusBadge status={action.status} />
+      </header>
+      {context && <p className="muted small">{context}</p>}
+      <KvList items={argumentItems(action.arguments)} />
+      {action.error && <ErrorNote error={`Execution failed: ${action.error}`} />}
+      {!pending && action.decidedBy && (
+        <p className="muted small">
+          {action.status} by {action.decidedBy}
+          {action.decidedAt ? ` at ${action.decidedAt}` : ""}
+        </p>
+      )}
+      {pending && (
+        <div className="action-bar" role="group" aria-label={`Decide ${label}`}>
+          <button type="button" className="btn btn-approve" disabled={busy} onClick={() => void decisions.decide(action.sessionId, action.id, "approve")}>
+            Approve
+          </button>
+          <button type="button" className="btn btn-reject" disabled={busy} onClick={() => void decisions.decide(action.sessionId, action.id, "reject")}>
+            Reject
+          </button>
+        </div>
+      )}
+      <ErrorNote error={decisions.error(action.id)} />
+    </article>
+  );
+}

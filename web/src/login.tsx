@@ -1,0 +1,70 @@
+// Login: the one-time URL the tower prints (`/ui/login#ticket=…`) or an API token. Either is
+// exchanged at POST /auth/session for an HttpOnly SameSite=Strict cookie; the page keeps neither.
+import { useEffect, useRef, useState, type FormEvent } from "react";
+import { describeError, loginWithTicket, loginWithToken, type Identity } from "./api.js";
+import { useTheme } from "./theme.js";
+import { ErrorNote } from "./ui.js";
+
+/** Reads and removes `#ticket=…` so the one-time secret leaves the address bar and history. */
+export function takeTicketFromUrl(): string | undefined {
+  const m = /(?:^#|&)ticket=([^&]+)/.exec(window.location.hash);
+  if (!m) return undefined;
+  window.history.replaceState(null, "", window.location.pathname + window.location.search);
+  return decodeURIComponent(m[1]);
+}
+
+export function LoginView({ onLogin, ticket, notice }: { onLogin(id: Identity): void; ticket?: string; notice?: string }) {
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(ticket !== undefined);
+  const [token, setToken] = useState("");
+  const redeemed = useRef(false);
+  const [theme, toggleTheme] = useTheme();
+
+  useEffect(() => {
+    if (!ticket || redeemed.current) return;
+    redeemed.current = true;
+    loginWithTicket(ticket)
+      .then((id) => id && onLogin(id))
+      .catch((err) => setError(`The login link did not work (${describeError(err)}). It is valid once; ask for a new one or use a token.`))
+      .finally(() => setBusy(false));
+  }, [ticket, onLogin]);
+
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    if (!token.trim()) return;
+    setBusy(true);
+    setError(undefined);
+    try {
+      const id = await loginWithToken(token.trim());
+      setToken("");
+      if (id) onLogin(id);
+    } catch (err) {
+      setError(describeError(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <main className="login" id="main">
+      <button type="button" className="btn btn-small theme-toggle login-theme" onClick={toggleTheme} aria-label={theme === "dark" ? "Switch to light theme" : "Switch to dark theme"}>
+        <span aria-hidden="true">{theme === "dark" ? "☀" : "☾"}</span>
+        <span className="toggle-label">{theme === "dark" ? "Light" : "Dark"}</span>
+      </button>
+      <div className="login-box">
+        <h1>EP console</h1>
+        {busy && ticket ? <p aria-live="polite">Signing in…</p> : <p className="muted">Open the login link the tower printed on its first start, or sign in with an API token.</p>}
+        {notice && <p className="muted">{notice}</p>}
+        <ErrorNote error={error} />
+        <form onSubmit={submit} className="login-form">
+          <label htmlFor="token-input">API token</label>
+          <input id="token-input" type="password" autoComplete="off" spellCheck={false} value={token} onChange={(e) => setToken(e.target.value)} placeholder="ept_…" autoFocus={!ticket} />
+          <button type="submit" className="btn btn-primary" disabled={busy || !token.trim()}>
+            Sign in
+          </button>
+        </form>
+        <p className="muted small">The session is kept in an HttpOnly cookie for 7 days; the token is not stored by this page.</p>
+      </div>
+    </main>
+  );
+}
