@@ -6,6 +6,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMgmtTransport } from "../daemon/mgmt/client.js";
+import { processGone } from "../daemon/runtimes/process-group.js";
 import { SuperviseService } from "../gen/ep/daemon/v1/mgmt_pb.js";
 import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import type { EpdProcess } from "./epd-harness.js";
@@ -33,14 +34,8 @@ afterAll(async () => {
   await s?.cleanup();
 });
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
+// A killed agent stays a zombie until epd reaps it (asynchronously, on SIGCHLD): that is gone, not alive.
+const alive = (pid: number) => !processGone(pid);
 
 describe("supervised profile agents", () => {
   it("watchdog restarts a killed agent, honours pause/resume, takes tower commands, survives epd restarts", async () => {
