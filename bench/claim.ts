@@ -53,11 +53,12 @@ const reference = values.pg ? await pgReference() : undefined;
 const schema = values.pg ? await freshSchema() : undefined;
 const towers: { child: import("node:child_process").ChildProcess; url: string; stop(): Promise<void> }[] = [];
 let adminToken: string;
+const profileArgs = process.env.EP_BENCH_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.EP_BENCH_PROF}`] : [];
 if (schema) {
-  for (let i = 0; i < REPLICAS; i++) towers.push(await spawnReplica(schema, home.dir, { EP_LOG_LEVEL: "error" }));
+  for (let i = 0; i < REPLICAS; i++) towers.push(await spawnReplica(schema, home.dir, { EP_LOG_LEVEL: "error" }, profileArgs));
   adminToken = readFileSync(join(home.dir, "tower", "admin.token"), "utf8").trim();
 } else {
-  const t = await spawnTower(home.dir, { EP_LOG_LEVEL: "error" }, process.env.EP_BENCH_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.EP_BENCH_PROF}`] : []);
+  const t = await spawnTower(home.dir, { EP_LOG_LEVEL: "error" }, profileArgs);
   towers.push(t);
   adminToken = t.adminToken;
 }

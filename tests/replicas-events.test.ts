@@ -124,28 +124,60 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     }
   }, 60_000);
 
-  it("event ids become visible in commit order: a second writer waits for the first one's commit", async () => {
+  it("writers commit in parallel, yet no reader sees an id above one still being written; a rolled-back id is crossed", async () => {
     const { towers } = await replicas(2);
     const [a, b] = towers;
+    const base = await b.tower.deps.store.lastEventId();
+    const hubIds: number[] = [];
+    b.tower.deps.hub.subscribe((rows) => hubIds.push(...rows.map((r) => r.id)));
     let release!: () => void;
     let firstIds: number[] = [];
     const first = a.tower.deps.store.transaction(async (tx) => {
       firstIds = (await tx.appendEvents([{ type: "matrix", name: "test.slow" }], new Date().toISOString())).map((e) => e.id);
-      await new Promise<void>((r) => (release = r)); // holds its ids uncommitted
+      await new Promise<void>((r) => (release = r)); // holds its id uncommitted
     });
     await waitFor(() => firstIds.length > 0);
-    let secondIds: number[] = [];
-    const second = b.tower.deps.store.transaction(async (tx) => {
-      secondIds = (await tx.appendEvents([{ type: "matrix", name: "test.fast" }], new Date().toISOString())).map((e) => e.id);
-    });
-    await new Promise((r) => setTimeout(r, 300));
-    // the second writer cannot have drawn an id yet, so no reader can see a higher id before the lower one commits
-    expect(secondIds).toEqual([]);
-    expect((await b.tower.deps.store.listEvents({ afterId: firstIds[0] - 1 })).map((e) => e.id)).toEqual([]);
-    release();
-    await Promise.all([first, second]);
+    // the second writer does not wait for the first: it draws a higher id and commits
+    const secondIds = await b.tower.deps.store.transaction(async (tx) =>
+      (await tx.appendEvents([{ type: "matrix", name: "test.fast" }], new Date().toISOString())).map((e) => e.id),
+    );
     expect(secondIds[0]).toBeGreaterThan(firstIds[0]);
-    expect((await b.tower.deps.store.listEvents({ afterId: firstIds[0] - 1 })).map((e) => e.id)).toEqual([firstIds[0], secondIds[0]]);
+    const raw = await b.tower.deps.store.transaction(async (tx) => (await tx.listEvents({ afterId: base })).map((e) => e.id));
+    expect(raw).toContain(secondIds[0]); // committed and visible in the table…
+    // …but held back by every reader: the store, its newest final id, the filtered reads, the hubs
+    expect((await b.tower.deps.store.listEvents({ afterId: base })).map((e) => e.id)).toEqual([]);
+    expect(await b.tower.deps.store.lastEventId()).toBe(base);
+    expect((await b.tower.deps.store.listEvents({ afterId: base, types: ["matrix"] })).map((e) => e.id)).toEqual([]);
+    await b.tower.replication!.catchUp();
+    expect(hubIds.filter((id) => id > base)).toEqual([]);
+    release();
+    await first;
+    expect((await b.tower.deps.store.listEvents({ afterId: base })).map((e) => e.id)).toEqual([firstIds[0], secondIds[0]]);
+    await waitFor(() => hubIds.includes(secondIds[0]), 5000);
+    expect(hubIds.filter((id) => id > base)).toEqual([firstIds[0], secondIds[0]]);
+
+    // a writer that rolls back after drawing its id: the readers wait while it runs, then go past
+    const lastBefore = await b.tower.deps.store.lastEventId();
+    let abort!: () => void;
+    let doomed: number[] = [];
+    const third = a.tower.deps.store
+      .transaction(async (tx) => {
+        doomed = (await tx.appendEvents([{ type: "matrix", name: "test.doomed" }], new Date().toISOString())).map((e) => e.id);
+        await new Promise<void>((r) => (abort = r));
+        throw new Error("roll back");
+      })
+      .catch((err: Error) => err.message);
+    await waitFor(() => doomed.length > 0);
+    const after = await b.tower.deps.store.transaction(async (tx) =>
+      (await tx.appendEvents([{ type: "matrix", name: "test.after" }], new Date().toISOString())).map((e) => e.id),
+    );
+    expect((await b.tower.deps.store.listEvents({ afterId: lastBefore })).map((e) => e.id)).toEqual([]);
+    abort();
+    expect(await third).toBe("roll back");
+    expect((await b.tower.deps.store.listEvents({ afterId: lastBefore })).map((e) => e.id)).toEqual([after[0]]);
+    expect(await b.tower.deps.store.lastEventId()).toBe(after[0]);
+    await waitFor(() => hubIds.includes(after[0]), 5000);
+    expect(hubIds.filter((id) => id > lastBefore)).toEqual([after[0]]);
   }, 30_000);
 
   it("a node linked to A gets signal and supervise commands sent through B; B asks A for the attach proof", async () => {

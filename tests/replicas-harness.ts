@@ -80,11 +80,11 @@ export interface ReplicaProcess {
 }
 
 /** The built ep-tower (tests/epd-harness.ts bundle) on the schema, as a child process. */
-export async function spawnReplica(schema: Schema, home: string, env: Record<string, string> = {}): Promise<ReplicaProcess> {
+export async function spawnReplica(schema: Schema, home: string, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<ReplicaProcess> {
   const { tower } = await buildBinaries();
   const port = await freePort();
   mkdirSync(home, { recursive: true });
-  const child = spawn(process.execPath, [tower, "--listen", `127.0.0.1:${port}`], {
+  const child = spawn(process.execPath, [...nodeArgs, tower, "--listen", `127.0.0.1:${port}`], {
     env: { ...process.env, EP_HOME: home, EP_LOG_LEVEL: "warn", EP_SECRET_KEY: "test", EP_DATABASE_URL: schema.url, EP_PUBLIC_URL: "http://ep.test", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

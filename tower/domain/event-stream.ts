@@ -113,6 +113,11 @@ export interface EventStreamOptions {
   retention: number;
   /** how often retention runs (ms) */
   pruneEveryMs: number;
+  /**
+   * How long events that committed before a lower id wait for it before the feed reads the
+   * store (ms, doubling while the gap stays, up to 1 s).
+   */
+  gapWaitMs: number;
 }
 
 export const DEFAULT_STREAM_OPTIONS: EventStreamOptions = {
@@ -124,6 +129,7 @@ export const DEFAULT_STREAM_OPTIONS: EventStreamOptions = {
   replayPage: 1000,
   retention: 1_000_000,
   pruneEveryMs: 60_000,
+  gapWaitMs: 20,
 };
 
 export interface EventStreamStats {
@@ -359,6 +365,7 @@ export function createEventStream(
           const rows = await store.listEvents({ afterId: head, limit: opts.replayPage });
           if (closed) return;
           append(rows);
+          takeEarly();
           if (rows.length < opts.replayPage) break;
         }
       } while (dirty);
@@ -366,21 +373,56 @@ export function createEventStream(
       log.warn("event feed could not read the store", { error: (err as Error).message });
     } finally {
       catchingUp = false;
+      if (!closed) watchGap();
     }
+  }
+
+  // Committed events arrive from the hub in the order their commits came back, which on
+  // PostgreSQL is not always id order (transactions commit in parallel). Those above the next
+  // id wait here for the ones below them; a gap that stays (an id rolled back, or written by
+  // another replica and not relayed yet) is settled by reading the store, which only returns
+  // events up to the first id still being written.
+  const early = new Map<number, EventRow>();
+  let gapTimer: ClockTimer | undefined;
+  let gapWaitMs = opts.gapWaitMs;
+
+  function takeEarly(): void {
+    for (const id of early.keys()) if (id <= head) early.delete(id);
+    if (!early.size) return;
+    const next: EventRow[] = [];
+    for (let row = early.get(head + 1); row; row = early.get(head + 1 + next.length)) next.push(row);
+    if (next.length) {
+      for (const r of next) early.delete(r.id);
+      append(next);
+    }
+  }
+
+  function watchGap(): void {
+    if (!early.size) {
+      if (gapTimer) clock.clearTimeout(gapTimer);
+      gapTimer = undefined;
+      gapWaitMs = opts.gapWaitMs;
+      return;
+    }
+    // SQLite commits one transaction after another: a gap there is settled by the store at once
+    if (early.size > opts.ringSize || store.dialect !== "postgres") return void catchUp();
+    gapTimer ??= clock.setTimeout(() => {
+      gapTimer = undefined;
+      // still stuck after the read: look again later, less often
+      gapWaitMs = Math.min(gapWaitMs * 2, 1000);
+      void catchUp();
+    }, gapWaitMs);
   }
 
   const unsubscribe = hub.subscribe((rows) => {
     if (closed || !rows.length) return;
+    for (const r of rows) if (r.id > head) early.set(r.id, r);
     if (!initialized || catchingUp) {
       dirty = true;
       return;
     }
-    if (rows[rows.length - 1].id <= head) return;
-    // the usual case: the next events in order; anything else is settled by the store
-    let contiguous = rows[0].id === head + 1;
-    for (let i = 1; contiguous && i < rows.length; i++) contiguous = rows[i].id === rows[i - 1].id + 1;
-    if (contiguous) append(rows);
-    else void catchUp();
+    takeEarly();
+    watchGap();
   });
 
   const ready = (async () => {
@@ -616,6 +658,8 @@ export function createEventStream(
       clock.clearTimeout(keepAliveTimer);
       clock.clearTimeout(recheckTimer);
       clock.clearTimeout(pruneTimer);
+      if (gapTimer) clock.clearTimeout(gapTimer);
+      early.clear();
       for (const s of [...subs]) finish(s, undefined);
       await ready.catch(() => undefined);
     },

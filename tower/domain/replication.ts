@@ -2,11 +2,11 @@
 // own in-process hub; this module makes every committed event reach every replica's hub
 // exactly once, and carries node-link commands to the replica that holds the link.
 //
-// Events. Ids are assigned in commit order: PostgresStore.appendEvents takes a
-// transaction-scoped advisory lock before it draws ids and holds it until commit, so when
-// event N is visible every lower id is either visible or never will be (rolled back). The
-// relay therefore keeps one cursor, "every committed event ≤ cursor has reached the local
-// hub", and moves it by reading `id > cursor` from the store, in order. After a local
+// Events. Transactions commit in parallel, so ids can become visible out of order, but
+// PostgresStore.listEvents only returns events up to its horizon (store/postgres/
+// event-horizon.ts): when it returns event N, every lower id is visible or never will be
+// (rolled back). The relay therefore keeps one cursor, "every committed event ≤ cursor has
+// reached the local hub", and moves it by reading `id > cursor` from the store, in order. After a local
 // commit the replica NOTIFYs `ep_events` with the new max id (batched per loop turn);
 // every replica LISTENs and reads what it has not seen. Relayed events are published to
 // the local hub, which drops ids it already published (events this replica committed
@@ -109,8 +109,8 @@ export interface Replication {
 }
 
 const NAMED_LOCK = 0x45500010;
-/** How long after its own announcement a replica checks that the cursor moved past it (ms). */
-const OWN_SETTLE_MS = 50;
+/** How long the cursor may stay below a known id before the store is read (ms; doubles up to pollMs). */
+const GAP_WAIT_MS = 20;
 const PAGE = 1000;
 /** Bytes of message text per NOTIFY; PostgreSQL allows 7,999 and the frame header needs a few. */
 const CHUNK = 7000;
@@ -180,7 +180,7 @@ export async function startReplication(
             const rows = await store.listEvents({ afterId: cursor, limit: PAGE });
             if (closed) return;
             if (rows.length) {
-              // ids are visible in commit order: nothing ≤ the last row can still appear
+              // the store returns events up to its horizon: nothing ≤ the last row can still appear
               cursor = Math.max(cursor, rows[rows.length - 1].id);
               for (const id of ahead) if (id <= cursor) ahead.delete(id);
               while (ahead.delete(cursor + 1)) cursor++;
@@ -199,6 +199,7 @@ export async function startReplication(
         if (!closed) log.warn("replication could not read the event log", { error: (err as Error).message });
       } finally {
         reading = false;
+        settle();
       }
     })();
     return idle;
@@ -221,8 +222,10 @@ export async function startReplication(
       if (r.id > max) max = r.id;
     }
     while (ahead.delete(cursor + 1)) cursor++;
-    // a gap that stays (an id rolled back, or another replica's event not read yet) is crossed by the next read
+    if (max > known) known = max;
+    // a gap that stays (an id rolled back, or another replica's event not read yet) is crossed by a read
     if (ahead.size > 4 * PAGE) void read();
+    else settle();
     if (announced) return;
     if (max > notifyMax) notifyMax = max;
     if (notifyQueued) return;
@@ -238,18 +241,26 @@ export async function startReplication(
     });
   });
 
-  // This replica's own announcements: its events reach the local hub from commit() itself,
-  // so they need no read; a read only moves the cursor over a gap (a rolled-back id) they
-  // leave. The announcement usually arrives before that local publish, so look a little later.
-  let ownMax = 0;
-  let ownTimer: ClockTimer | undefined;
-  function ownAnnounced(id: number): void {
-    if (id > ownMax) ownMax = id;
-    if (ownTimer || closed) return;
-    ownTimer = clock.setTimeout(() => {
-      ownTimer = undefined;
-      if (ownMax > cursor) void read();
-    }, OWN_SETTLE_MS);
+  // Behind: an id above the cursor is known (announced, or committed here) but the ids below
+  // it have not all arrived. This replica's own events reach the local hub from commit()
+  // itself, usually right after their announcement, and the store holds back events above an
+  // id still being written; so look again a little later, less often while the gap stays.
+  let known = cursor;
+  let gapTimer: ClockTimer | undefined;
+  let gapWaitMs = GAP_WAIT_MS;
+  function settle(): void {
+    if (closed) return;
+    if (cursor >= known) {
+      if (gapTimer) clock.clearTimeout(gapTimer);
+      gapTimer = undefined;
+      gapWaitMs = GAP_WAIT_MS;
+      return;
+    }
+    gapTimer ??= clock.setTimeout(() => {
+      gapTimer = undefined;
+      gapWaitMs = Math.min(gapWaitMs * 2, pollMs);
+      void read();
+    }, gapWaitMs);
   }
 
   const unlistenEvents = await store.listen(
@@ -264,8 +275,10 @@ export async function startReplication(
         // an unreadable signal still means "look"
       }
       if (id <= cursor) return;
-      if (from === replicaId && Number.isFinite(id)) ownAnnounced(id);
-      else void read();
+      if (from === replicaId && Number.isFinite(id)) {
+        known = Math.max(known, id);
+        settle();
+      } else void read();
     },
     { onReconnect: () => void read() },
   );
@@ -445,8 +458,8 @@ export async function startReplication(
       if (announced) store.announceEvents!(undefined);
       if (pollTimer) clock.clearTimeout(pollTimer);
       pollTimer = undefined;
-      if (ownTimer) clock.clearTimeout(ownTimer);
-      ownTimer = undefined;
+      if (gapTimer) clock.clearTimeout(gapTimer);
+      gapTimer = undefined;
       for (const p of pending.values()) {
         clock.clearTimeout(p.timer);
         p.resolve(undefined);

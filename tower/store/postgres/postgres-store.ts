@@ -10,6 +10,7 @@ import { dollarPlaceholders, mixInAiStore, type AiStore } from "../ai-store.js";
 import { mixInNodeStateStore, type NodeStateStore } from "../node-state-store.js";
 import { mixInSecretStore, type SecretStore } from "../secret-store.js";
 import { loadMigrations } from "../migrations.js";
+import { EventHorizon, parseSnapshot } from "./event-horizon.js";
 import { JSON_TASK_FIELDS, TASK_COLUMNS, TASK_INSERT_COLUMNS, taskInsertValues, toAgent, toDomain, toEvent, toMission, toNode, toSigningKey, toTask, toTicket, toToken, type Row } from "../rows.js";
 import type {
   AgentRow,
@@ -58,7 +59,6 @@ export const MAX_NOTIFY_BYTES = 7999;
 
 // Advisory lock class ids (first key of the two-int form); the second key is the schema's hash.
 const MIGRATE_LOCK = 0x45500001;
-const EVENTS_LOCK = 0x45500002;
 const INT8_OID = 20;
 const EVENTS_PER_INSERT = 1000;
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
@@ -149,9 +149,10 @@ function deferred<T>(): Deferred<T> {
  * Group commit: the transactions that arrive while a batch is open share its connection
  * and its PostgreSQL transaction, one after another, each in its own SAVEPOINT (rolled
  * back alone when it fails), and each is answered only after the batch's COMMIT. Their
- * events are inserted at that COMMIT, in one statement sent together with it, so the
- * event-order lock and the WAL flush are paid once per batch instead of once per
- * transaction.
+ * events are inserted at that COMMIT, in one statement sent together with it, so the WAL
+ * flush and the round trips of BEGIN, event insert and COMMIT are paid once per batch
+ * instead of once per transaction. Event ids need no lock: readers stop below an id still
+ * being written (event-horizon.ts).
  */
 interface Batch {
   client: Promise<pg.PoolClient>;
@@ -159,8 +160,6 @@ interface Batch {
   busy: boolean;
   /** transactions waiting for their turn; true tells them to join another batch */
   queue: ((reroute: boolean) => void)[];
-  /** a transaction inserted events mid-way, taking the event-order lock until this batch commits */
-  eventLock: boolean;
   /** transactions that joined (a cap keeps the subtransaction count low) */
   members: number;
   savepoints: number;
@@ -181,10 +180,11 @@ interface Batch {
 /** Transactions per batch at most (PostgreSQL caches 64 subtransactions per backend). */
 const BATCH_MAX = 32;
 /**
- * Batches open at once (besides those committing). Two or four measured no better than one
- * in bench/claim.ts --pg on the 2-core VM, and with two open batches a transaction in each
- * could wait for a row the other holds (PostgreSQL breaks such a cycle after deadlock_timeout
- * by failing one of them), which separate transactions touching one row each never do.
+ * Batches open at once (besides those committing). Four measured no better than one in
+ * bench/claim.ts --pg on the 2-core VM (672 vs 732 tasks/s: smaller batches, more round
+ * trips, more tower CPU per task), and with two open batches a transaction in each could
+ * wait for a row the other holds (PostgreSQL breaks such a cycle after deadlock_timeout by
+ * failing one of them), which separate transactions touching one row each never do.
  */
 const BATCH_LANES = 1;
 
@@ -196,6 +196,10 @@ interface Shared {
   listener: Listener | undefined;
   /** the group-commit batches new transactions join (at most BATCH_LANES) */
   open: Batch[];
+  /** which event ids are final (see event-horizon.ts) */
+  horizon: EventHorizon;
+  /** horizon reads run one after another (each builds on the ones before it) */
+  horizonTail: Promise<unknown>;
   /** set by announceEvents(): every event insert also NOTIFYs this channel on commit */
   announce?: { channel: string; from: string };
 }
@@ -246,7 +250,7 @@ export class PostgresStore implements Store {
       await pool.end().catch(() => {});
       throw new EpError("unavailable", `cannot use PostgreSQL at ${redact(url)}: ${err instanceof Error ? err.message : String(err)}`);
     }
-    return new PostgresStore({ pool, config, opts, names: new Map(), listener: undefined, open: [] }, undefined);
+    return new PostgresStore({ pool, config, opts, names: new Map(), listener: undefined, open: [], horizon: new EventHorizon(), horizonTail: Promise.resolve() }, undefined);
   }
 
   /** The pool, for tools that need raw access (benchmarks, diagnostics). */
@@ -369,7 +373,7 @@ export class PostgresStore implements Store {
     if (!batch) {
       const client = this.shared.pool.connect();
       client.catch(() => {});
-      batch = { client, busy: false, queue: [], eventLock: false, begun: false, members: 0, savepoints: 0, events: [], closed: false, commitQueued: false, done: deferred() };
+      batch = { client, busy: false, queue: [], begun: false, members: 0, savepoints: 0, events: [], closed: false, commitQueued: false, done: deferred() };
       open.push(batch);
     }
     batch.members++;
@@ -394,9 +398,6 @@ export class PostgresStore implements Store {
   /** A transaction is done with the connection: the next one runs, or the batch commits at the end of the turn. */
   private leave(batch: Batch): void {
     if (batch.failed) return;
-    // Holding the event-order lock, the batch must not make anyone else wait: what still
-    // waits for it joins another batch, and it commits now.
-    if (batch.eventLock) for (const next of batch.queue.splice(0)) next(true);
     const next = batch.queue.shift();
     if (next) return next(false); // stays busy
     batch.busy = false;
@@ -838,16 +839,34 @@ export class PostgresStore implements Store {
       this.leave(tx.batch);
       return done.promise;
     }
-    // In the middle of a transaction: inserted now, which takes the event-order lock until the
-    // batch commits; the batch takes no more members so it commits soon.
-    this.closeBatch(tx.batch);
-    tx.batch.eventLock = true;
+    // In the middle of a transaction: inserted now.
     return insertEvents((sql, args, prepare) => this.q(sql, args, prepare), events.map((e) => ({ e, createdAt })), this.shared.announce);
   }
 
+  /**
+   * Events after `afterId` in id order, only up to the horizon (event-horizon.ts): an event
+   * whose id is above one still being written is held back until that one commits or is gone.
+   */
   async listEvents(query: EventQuery): Promise<EventRow[]> {
-    const args: unknown[] = [query.afterId ?? 0];
-    const where = ["id > $1"];
+    const afterId = query.afterId ?? 0;
+    const limit = query.limit && query.limit > 0 ? query.limit : 1000;
+    const filtered = Boolean(query.types?.length || query.domainId || query.missionId || query.agentId || query.sessionId);
+    if (!filtered && !this.tx) {
+      // one statement: the snapshot and the rows, from which the horizon moves
+      return this.horizonRead(async (h) => {
+        const from = Math.min(afterId, h.final);
+        const rows = await this.q(
+          "SELECT s.snap, e.* FROM (SELECT pg_current_snapshot()::text AS snap) s LEFT JOIN LATERAL (SELECT * FROM events WHERE id > $1 ORDER BY id LIMIT $2) e ON true",
+          [from, limit + (afterId - from)],
+        );
+        const ids = rows[0].id === null ? [] : rows.map((r) => Number(r.id));
+        const final = h.advance(from, ids, parseSnapshot(String(rows[0].snap)));
+        return ids.length ? rows.filter((r) => Number(r.id) > afterId && Number(r.id) <= final).map(toEvent) : [];
+      });
+    }
+    const final = this.tx ? Number.MAX_SAFE_INTEGER : await this.advanceHorizon();
+    const args: unknown[] = [afterId, final];
+    const where = ["id > $1", "id <= $2"];
     if (query.types?.length) {
       args.push(query.types);
       where.push(`type = ANY($${args.length}::text[])`);
@@ -863,13 +882,44 @@ export class PostgresStore implements Store {
         where.push(`${col} = $${args.length}`);
       }
     }
-    args.push(query.limit && query.limit > 0 ? query.limit : 1000);
+    args.push(limit);
     return (await this.q(`SELECT * FROM events WHERE ${where.join(" AND ")} ORDER BY id LIMIT $${args.length}`, args)).map(toEvent);
   }
 
+  /** The newest id every lower id of which is final: events ≤ it are all there is, or will be. */
   async lastEventId(): Promise<number> {
-    const [r] = await this.q("SELECT COALESCE(MAX(id), 0) AS id FROM events");
-    return Number(r.id);
+    if (this.tx) {
+      const [r] = await this.q("SELECT COALESCE(MAX(id), 0) AS id FROM events");
+      return Number(r.id);
+    }
+    return this.advanceHorizon();
+  }
+
+  /** Moves the horizon as far as the ids visible now allow and returns it. */
+  private advanceHorizon(): Promise<number> {
+    return this.horizonRead(async (h) => {
+      for (;;) {
+        const before = h.final;
+        const [r] = await this.q(
+          "SELECT pg_current_snapshot()::text AS snap, ARRAY(SELECT id FROM events WHERE id > $1 ORDER BY id LIMIT 10000) AS ids",
+          [before],
+        );
+        const ids = (r.ids as (string | number)[]).map(Number);
+        h.advance(before, ids, parseSnapshot(String(r.snap)));
+        // a long run of new events: keep going while whole pages become final
+        if (ids.length < 10000 || h.final <= before) return h.final;
+      }
+    });
+  }
+
+  /**
+   * Runs horizon reads one at a time: a read may only build on horizons established by
+   * snapshots older than its own.
+   */
+  private horizonRead<T>(fn: (h: EventHorizon) => Promise<T>): Promise<T> {
+    const run = this.shared.horizonTail.then(() => fn(this.shared.horizon));
+    this.shared.horizonTail = run.catch(() => {});
+    return run;
   }
 
   async pruneEvents(beforeId: number): Promise<number> {
@@ -947,12 +997,11 @@ async function queryRows(client: pg.PoolClient, names: Map<string, string>, sql:
 }
 
 /**
- * Inserts events and returns them with their ids. Event writers take turns until commit, so
- * ids become visible in id order: a reader resuming after id N can never miss a lower id
- * that commits later. The lock is taken by the first INSERT itself (its rows, and so their
- * ids, come out of a join with the lock), and the announcement NOTIFY rides on the last one:
- * one round trip per chunk. `last` sends the last chunk (the batch sends its COMMIT in the
- * same write, so the lock is held for the commit alone).
+ * Inserts events and returns them with their ids. The rows come out of a join with
+ * `pg_current_xact_id()`, so the transaction has its xid before it draws the first id: what
+ * event-horizon.ts needs to tell an id still being written from one that is gone. The
+ * announcement NOTIFY rides on the last insert: one round trip per chunk. `last` sends the
+ * last chunk (with the transaction's COMMIT in the same write).
  */
 async function insertEvents(
   run: (sql: string, args: unknown[], prepare: boolean) => Promise<Row[]>,
@@ -965,7 +1014,7 @@ async function insertEvents(
     const chunk = items.slice(start, start + EVENTS_PER_INSERT);
     const first = start === 0;
     const isLast = start + EVENTS_PER_INSERT >= items.length;
-    const args: unknown[] = first ? [EVENTS_LOCK] : [];
+    const args: unknown[] = [];
     const values = chunk.map(({ e, createdAt }) => {
       args.push(e.type, e.name, e.domainId ?? "", e.missionId ?? "", e.agentId ?? "", e.taskId ?? "", e.sessionId ?? "", e.status ?? "");
       args.push(JSON.stringify(e.payload ?? {}), createdAt);
@@ -973,7 +1022,7 @@ async function insertEvents(
       return `(${Array.from({ length: 10 }, (_, i) => `$${n + i + 1}`).join(", ")})`;
     });
     const ctes = [
-      first ? "lk AS MATERIALIZED (SELECT pg_advisory_xact_lock($1, hashtext(COALESCE(current_schema(), ''))) AS l)" : "lk AS (SELECT 1 AS l)",
+      first ? "lk AS MATERIALIZED (SELECT pg_current_xact_id() AS l)" : "lk AS (SELECT 1 AS l)",
       `ins AS (INSERT INTO events (type, name, domain_id, mission_id, agent_id, task_id, session_id, status, payload, created_at)
          SELECT v.* FROM lk, (VALUES ${values.join(", ")}) AS v (type, name, domain_id, mission_id, agent_id, task_id, session_id, status, payload, created_at)
          RETURNING id)`,

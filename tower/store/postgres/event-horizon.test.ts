@@ -1,0 +1,72 @@
+import { describe, expect, it } from "vitest";
+import { EventHorizon, endedBefore, parseSnapshot } from "./event-horizon.js";
+
+const snap = (text: string) => parseSnapshot(text);
+
+describe("parseSnapshot / endedBefore", () => {
+  it("reads xmin:xmax:xip and says which transactions had ended", () => {
+    const s = snap("100:105:101,103");
+    expect(s).toEqual({ xmin: 100n, xmax: 105n, xip: [101n, 103n] });
+    expect(endedBefore(99n, s)).toBe(true);
+    expect(endedBefore(101n, s)).toBe(false); // running
+    expect(endedBefore(102n, s)).toBe(true);
+    expect(endedBefore(105n, s)).toBe(false); // not started yet when it was taken
+    expect(snap("7:7:").xip).toEqual([]);
+  });
+
+  it("refuses text that is not a snapshot, naming it", () => {
+    expect(() => parseSnapshot("1:2")).toThrow(/not a PostgreSQL snapshot: "1:2"/);
+    expect(() => parseSnapshot("a:b:c")).toThrow(/not a PostgreSQL snapshot/);
+  });
+});
+
+describe("EventHorizon", () => {
+  it("moves over contiguous ids", () => {
+    const h = new EventHorizon();
+    expect(h.advance(0, [1, 2, 3], snap("10:12:11"))).toBe(3);
+    expect(h.advance(3, [4], snap("10:12:11"))).toBe(4);
+  });
+
+  it("stops below an id that may still be written, and goes on once its writer has ended", () => {
+    const h = new EventHorizon();
+    // 2 is missing while xid 11 runs: 3 and 4 wait
+    expect(h.advance(0, [1, 3, 4], snap("10:13:11,12"))).toBe(1);
+    // still running in a later snapshot: still waiting
+    expect(h.advance(1, [3, 4, 5], snap("11:14:11,13"))).toBe(1);
+    // 11 committed it: contiguous again
+    expect(h.advance(1, [2, 3, 4, 5], snap("12:14:12,13"))).toBe(5);
+  });
+
+  it("goes past an id whose writer rolled back, once every writer running at the gap has ended", () => {
+    const h = new EventHorizon();
+    expect(h.advance(0, [1, 3], snap("10:13:11,12"))).toBe(1);
+    // new writers keep the running list busy, but 11 and 12 ended: 2 is gone for good
+    expect(h.advance(1, [3, 4, 6], snap("13:16:13,15"))).toBe(4);
+    expect(h.oldestGap()).toEqual({ since: expect.any(Number), waitingFor: [13n, 15n] });
+    // 5 was rolled back too; its possible writers 13 and 15 have ended
+    expect(h.advance(4, [6, 7], snap("16:17:"))).toBe(7);
+    expect(h.oldestGap()).toBeUndefined();
+  });
+
+  it("crosses a gap at once when nothing is running", () => {
+    const h = new EventHorizon();
+    expect(h.advance(0, [1, 5, 6], snap("20:20:"))).toBe(6);
+  });
+
+  it("never moves back, and refuses a read that starts above it", () => {
+    const h = new EventHorizon();
+    h.advance(0, [1, 2], snap("5:5:"));
+    expect(h.advance(0, [1], snap("5:5:"))).toBe(2);
+    expect(() => h.advance(3, [4], snap("5:5:"))).toThrow(/at or below 2/);
+  });
+
+  it("settles gaps one after another as their writers end", () => {
+    const h = new EventHorizon();
+    expect(h.advance(0, [1, 3], snap("10:12:10,11"))).toBe(1); // 2 waits for 10, 11
+    expect(h.advance(1, [3, 5], snap("10:14:10,13"))).toBe(1); // 2 and 4 wait for 10, 13
+    // 10 committed 2, 13 still runs: 4 may still come
+    expect(h.advance(1, [2, 3, 5], snap("13:15:13,14"))).toBe(3);
+    // 13 rolled back: 4 is gone, 5 follows
+    expect(h.advance(3, [5, 6], snap("14:16:14"))).toBe(6);
+  });
+});
