@@ -1,7 +1,7 @@
 // `npm test`: build, typecheck, then the whole vitest suite; ends with one plain
 // summary line ("Tests: N passed, N failed, N skipped") that any CI can read.
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -24,7 +24,13 @@ if (existsSync("web/tsconfig.json") && run(bin("tsc"), ["--noEmit", "-p", "web"]
 
 const dir = mkdtempSync(join(tmpdir(), "ep-vitest-"));
 const report = join(dir, "report.json");
-const status = run(bin("vitest"), ["run", "--reporter=default", "--reporter=json", `--outputFile.json=${report}`, ...process.argv.slice(2)]);
+// Every temporary folder the tests make (homes, sockets, browser profiles) lands under one
+// folder of this run, removed at the end unless EP_KEEP_TEST_TMP=1 (to look at a failure).
+const scratch = join(dir, "t");
+mkdirSync(scratch);
+const status = run(bin("vitest"), ["run", "--reporter=default", "--reporter=json", `--outputFile.json=${report}`, ...process.argv.slice(2)], {
+  env: { ...process.env, TMPDIR: scratch },
+});
 let passed = 0;
 let failed = 0;
 let skipped = 0;
@@ -34,7 +40,14 @@ if (existsSync(report)) {
   failed = (r.numFailedTests ?? 0) + (r.numFailedTestSuites && !r.numFailedTests ? r.numFailedTestSuites : 0);
   skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
 }
-rmSync(dir, { recursive: true, force: true });
+if (process.env.EP_KEEP_TEST_TMP === "1") console.log(`\ntest scratch kept in ${scratch}`);
+else {
+  try {
+    rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+  } catch (err) {
+    console.warn(`could not remove ${dir}: ${err.message}`);
+  }
+}
 if (status !== 0 && failed === 0) failed = 1;
 console.log(`\nsuite took ${Math.round((Date.now() - started) / 1000)} s`);
 console.log(`Tests: ${passed} passed, ${failed} failed, ${skipped} skipped`);

@@ -13,7 +13,8 @@ import {
   withDeadline,
 } from "./provider-common.js";
 
-export const PROVIDER_A_DEFAULT_MODEL = "claude-sonnet-4-5";
+// The newest Sonnet the pinned SDK knows; a test fails when the SDK marks it deprecated.
+export const PROVIDER_A_DEFAULT_MODEL = "claude-sonnet-5-5";
 const DEFAULT_MAX_TOKENS = 4096;
 
 export function createProviderAPlanner(opts: ProviderOptions): Planner {

@@ -1,9 +1,12 @@
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { EpError } from "../../../common/errors.js";
 import { TOOLS } from "../tools/catalog.js";
 import { anthropicMessage, openAiCompletion, startFakeLlmServer, type FakeLlmServer, type FakeReply, type RecordedRequest } from "./fake-llm-server.js";
 import { createPlanner, type Env, type Planner, type PlannerContext } from "./planner.js";
 import { anthropicBaseUrl, openAiBaseUrl } from "./provider-common.js";
+import { PROVIDER_A_DEFAULT_MODEL } from "./provider-a.js";
 
 const ctx: PlannerContext = {
   findDomain: (v) => (v === "acme" || v === "dom_acme0001" ? { id: "dom_acme0001", name: "acme" } : undefined),
@@ -68,6 +71,16 @@ describe("createPlanner", () => {
   it("takes the model from EP_AI_MODEL", () => {
     expect(createPlanner({ EP_AI_PROVIDER: "providerA", PROVIDERA_API_KEY: "k", EP_AI_MODEL: "m-1" }).model).toBe("m-1");
     expect(createPlanner({ EP_AI_PROVIDER: "providerB", PROVIDERB_API_KEY: "k" }).model).toBe("gpt-4o-mini");
+  });
+});
+
+describe("default models", () => {
+  it("providerA's default is not on the Anthropic SDK's list of deprecated models", async () => {
+    // not exported by the package: read the SDK's own table from its installed files
+    const file = join(dirname(createRequire(import.meta.url).resolve("@anthropic-ai/sdk")), "internal", "data", "deprecated-models.js");
+    const { DEPRECATED_MODELS } = createRequire(import.meta.url)(file) as { DEPRECATED_MODELS: Record<string, string> };
+    expect(Object.keys(DEPRECATED_MODELS).length).toBeGreaterThan(0);
+    expect(DEPRECATED_MODELS[PROVIDER_A_DEFAULT_MODEL], `${PROVIDER_A_DEFAULT_MODEL} reaches end-of-life`).toBeUndefined();
   });
 });
 
