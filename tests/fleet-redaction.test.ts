@@ -1,9 +1,12 @@
 // The fleet's events go through the secrets broker's redaction like the worker's: a profile
 // agent's signal run that prints a secret it fetched publishes [redacted:NAME], never the value.
+// A tmux-hosted profile agent that prints it on its terminal: the pane log on disk has
+// [redacted:NAME] (tmux pipes the pane into a FIFO the daemon reads, runtimes/pane-pipe.ts).
 // In-process tower (with a secret-store key) and daemon; the run is a real `shell` subprocess
 // reading the secret with a raw line on $EP_SECRETS_SOCKET.
 import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,6 +17,10 @@ import { SecretService } from "../gen/ep/tower/v1/ai_pb.js";
 import { NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { startTower, waitFor, type TestTower } from "./harness.js";
+import { optionalTool } from "./optional-tools.js";
+
+const tmuxTool = optionalTool("tmux", { pkg: "tmux", suite: "fleet-redaction" });
+const SOCKET = `ep-redact-${process.pid}`;
 
 const VALUE = `Fl33t-${randomBytes(12).toString("hex")}`;
 /** Prints the secret DB_PASSWORD as the broker answers it (a raw request line on the socket). */
@@ -33,12 +40,17 @@ beforeAll(async () => {
 
   home = mkdtempSync(join(tmpdir(), "ep-fleet-redaction-"));
   mkdirSync(join(home, "epd"), { recursive: true, mode: 0o700 });
-  writeFileSync(join(home, "epd", "agents.toml"), `[[agent]]\nid = "leaky"\nruntime = "shell"\ndomain = "${domainId}"\n`);
+  let agents = `[[agent]]\nid = "leaky"\nruntime = "shell"\ndomain = "${domainId}"\n`;
+  if (!tmuxTool.skip) {
+    tmuxTool.require();
+    agents += `\n[[agent]]\nid = "paney"\nruntime = "muxhost_hosted"\nsession = "paney"\ncommand = ["bash", "--norc", "--noprofile"]\ndomain = "${domainId}"\nsupervise = true\n`;
+  }
+  writeFileSync(join(home, "epd", "agents.toml"), agents);
   daemon = await createDaemon({
     identity: { node_id: reg.node!.id, hostname: "fleet-redaction", token: reg.token, tower_url: t.url },
     backendUrl: t.url,
     log: silentLogger,
-    env: { EP_HOME: home, PATH: process.env.PATH, EP_SUPERVISE_BACKEND: "process" },
+    env: { EP_HOME: home, PATH: process.env.PATH, EP_SUPERVISE_BACKEND: "process", EP_TMUX_SOCKET: SOCKET },
     pollMs: 60_000,
   });
   await daemon.start();
@@ -48,6 +60,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await daemon?.close();
   await t?.close();
+  if (!tmuxTool.skip) spawnSync("tmux", ["-L", SOCKET, "kill-server"]);
   if (home) rmSync(home, { recursive: true, force: true });
 });
 
@@ -69,5 +82,28 @@ describe("fleet redaction", () => {
     // the value itself is in no event at all
     const everything = JSON.stringify(await t.tower.deps.store.listEvents({ afterId: 0, limit: 10_000 }));
     expect(everything).not.toContain(VALUE);
+  });
+
+  it.skipIf(tmuxTool.skip)("a tmux-hosted agent that prints a fetched secret on its terminal: the pane log on disk has [redacted:NAME]", async () => {
+    await waitFor(() => daemon.fleet.towerAgentId("paney") !== undefined, 15_000);
+    const logs = join(home, "epd", "logs");
+    await waitFor(() => readdirSync(logs).includes("paney.pane.fifo"), 10_000);
+    // send-keys: the command line itself holds no secret; the value only appears in its output
+    await jsonRpcCall(daemon.sockets.mgmt, "agent.signal", { target: "paney", prompt: PRINT_SECRET });
+    const paneLog = join(logs, "paney.pane.log");
+    await waitFor(() => {
+      try {
+        return readFileSync(paneLog, "utf8").includes("password is [redacted:DB_PASSWORD]");
+      } catch {
+        return false;
+      }
+    }, 15_000);
+    const capture = spawnSync("tmux", ["-L", SOCKET, "capture-pane", "-p", "-t", "=paney:"], { encoding: "utf8" }).stdout;
+    expect(capture).toContain(`password is ${VALUE}`); // the terminal itself shows it (the agent printed it)
+    expect(statSync(paneLog).mode & 0o777).toBe(0o600);
+    // no file anywhere in the daemon's home holds the value
+    const files = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.isFile() ? [join(dir, e.name)] : []));
+    for (const f of files(home)) expect(readFileSync(f).includes(Buffer.from(VALUE)), f).toBe(false);
   });
 });

@@ -194,7 +194,7 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
   });
 
   // ---- hosts and the watchdog
-  const tmux = createTmuxHost({ socketName: settings.tmuxSocket, log });
+  const tmux = createTmuxHost({ socketName: settings.tmuxSocket, log, clock, redact: redaction && ((t) => redaction.text(t)) });
   const acp: AcpHost = createAcpHost({
     clock,
     log,
@@ -664,6 +664,7 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
       await Promise.all([...liveRuns].map((h) => h.cancel("the daemon is shutting down")));
       await acp.close();
       await backend.close();
+      tmux.close(); // flushes the pane logs (redacted) before the values are released below
       for (const id of secretsSessions.values()) deps.sessions.end(id);
       await events.close();
       redaction?.release();

@@ -2,6 +2,7 @@
 // interface: a tmux pane (muxhost_hosted; the pane outlives the daemon and is re-adopted), a
 // persistent ACP session (vendorA_agent_acp; a child of the daemon), or the service manager
 // chosen by chooseServiceBackend (systemd user unit, else the process backend) for the rest.
+import { createWriteStream, type WriteStream } from "node:fs";
 import type { Clock } from "../../common/clock.js";
 import { EpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
@@ -9,7 +10,8 @@ import { openAcpSession, type AcpSession, type AcpTurn } from "../runtimes/acp-s
 import { resolveExecutable } from "../runtimes/process-group.js";
 import type { ProgressFrame } from "../runtimes/runtime.js";
 import type { PermissionPolicy } from "../runtimes/runtimes-config.js";
-import { tmuxKillSession, tmuxNewSession, tmuxPaneState, tmuxSendKeys, tmuxSessionExists, type TmuxOptions } from "../runtimes/tmux.js";
+import { createLineWriter, openPanePipe, type LineWriter, type PanePipe } from "../runtimes/pane-pipe.js";
+import { tmuxKillSession, tmuxNewSession, tmuxPaneState, tmuxPipePane, tmuxSendKeys, tmuxSessionExists, type TmuxOptions } from "../runtimes/tmux.js";
 import type { ServiceBackend, SupervisedAgent } from "../supervise/index.js";
 
 export type HostMode = "tmux" | "acp" | "service";
@@ -19,7 +21,7 @@ export interface HostedAgent extends SupervisedAgent {
   mode: HostMode;
   /** tmux session name (mode tmux). */
   session?: string;
-  /** Appended raw pane output (mode tmux). */
+  /** The pane's output log (mode tmux): written by the daemon, redacted, from a FIFO beside it. */
   logFile?: string;
 }
 
@@ -31,10 +33,41 @@ export interface TmuxHost {
   pid(session: string): Promise<number | undefined>;
   stop(session: string): Promise<void>;
   send(session: string, text: string): Promise<void>;
+  /** Stops reading the panes' output (the panes and their FIFOs stay for the next daemon). */
+  close(): void;
 }
 
-export function createTmuxHost(opts: { socketName: string; log: Logger }): TmuxHost {
+export function createTmuxHost(opts: {
+  socketName: string;
+  log: Logger;
+  clock: Clock;
+  /** applied to every line of pane output before it is written to the pane log */
+  redact?: (text: string) => string;
+}): TmuxHost {
   const tmux: TmuxOptions = { socketName: opts.socketName };
+  // Pane output reaches the disk only through the daemon: tmux pipes it into `<log>.fifo`, the
+  // daemon appends it line by line, redacted, to the log (runtimes/pane-pipe.ts).
+  const logs = new Map<string, { pipe: PanePipe; lines: LineWriter; out: WriteStream }>();
+  const fifoOf = (logFile: string) => logFile.replace(/\.log$/, "") + ".fifo";
+  function readLog(agent: HostedAgent): string | undefined {
+    if (!agent.logFile) return undefined;
+    const fifo = fifoOf(agent.logFile);
+    if (logs.get(agent.id)?.pipe.path === fifo) return fifo;
+    closeLog(agent.id);
+    const out = createWriteStream(agent.logFile, { flags: "a", mode: 0o600 });
+    out.on("error", (err) => opts.log.warn("cannot write a pane log", { agent: agent.id, file: agent.logFile, error: err.message }));
+    const lines = createLineWriter({ write: (t) => out.write(t), redact: opts.redact ?? ((t) => t), clock: opts.clock });
+    logs.set(agent.id, { pipe: openPanePipe(fifo, (t) => lines.push(t)), lines, out });
+    return fifo;
+  }
+  function closeLog(id: string): void {
+    const l = logs.get(id);
+    if (!l) return;
+    logs.delete(id);
+    l.pipe.close();
+    l.lines.close();
+    l.out.end();
+  }
   const alive = async (session: string) => {
     if (!(await tmuxSessionExists(session, tmux))) return false;
     const state = await tmuxPaneState(session, tmux);
@@ -47,6 +80,9 @@ export function createTmuxHost(opts: { socketName: string; log: Logger }): TmuxH
       if (await tmuxSessionExists(session, tmux)) {
         const state = await tmuxPaneState(session, tmux);
         if (state && !state.dead) {
+          const fifo = readLog(agent);
+          // the previous daemon's pipe may have died with it (EPIPE): -o opens one only when none is live
+          if (fifo) await tmuxPipePane(session, fifo, tmux).catch((err: Error) => opts.log.warn("cannot pipe the pane's output", { agent: agent.id, error: err.message }));
           opts.log.info("re-adopted the tmux pane of a profile agent", { agent: agent.id, session, pid: state.pid, socket: opts.socketName });
           return "adopted";
         }
@@ -57,7 +93,7 @@ export function createTmuxHost(opts: { socketName: string; log: Logger }): TmuxH
       if (!executable) {
         throw new EpError("runtime_missing", `agent ${agent.id}: executable '${agent.command[0]}' was not found on PATH; set command in agents.toml`, { field: "command" });
       }
-      await tmuxNewSession({ ...tmux, session, executable, args: agent.command.slice(1), cwd: agent.cwd ?? process.cwd(), env, logFile: agent.logFile });
+      await tmuxNewSession({ ...tmux, session, executable, args: agent.command.slice(1), cwd: agent.cwd ?? process.cwd(), env, logFile: readLog(agent) });
       opts.log.info("started a profile agent in a tmux pane", { agent: agent.id, session, socket: opts.socketName });
       return "started";
     },
@@ -68,6 +104,9 @@ export function createTmuxHost(opts: { socketName: string; log: Logger }): TmuxH
     },
     stop: (session) => tmuxKillSession(session, tmux),
     send: (session, text) => tmuxSendKeys(session, text, tmux),
+    close() {
+      for (const id of [...logs.keys()]) closeLog(id);
+    },
   };
 }
 

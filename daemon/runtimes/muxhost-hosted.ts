@@ -1,13 +1,13 @@
 // muxhost_hosted: a run inside a detached tmux session, so an operator can attach and watch or
 // type. The pane's output is piped to a log file and read as text frames; the run ends when the
 // pane's process exits (its status is kept by remain-on-exit) and the session is then removed.
-import { mkdtemp, open, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { constants, tmpdir } from "node:os";
 import { join } from "node:path";
-import { StringDecoder } from "node:string_decoder";
 import type { Clock, ClockTimer } from "../../common/clock.js";
 import { EpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
+import { openPanePipe, type PanePipe } from "./pane-pipe.js";
 import { createLineSplitter, createTailBuffer, fillArgs, resolveExecutable, terminateGroup } from "./process-group.js";
 import { checkCwd, formatSeconds, missingRuntime, settledHandle, templateValues } from "./process-runtime.js";
 import type { ProgressFrame, RunHandle, RunResult, RunSpec, RuntimeAdapter } from "./runtime.js";
@@ -114,21 +114,13 @@ function runInPane(
 
   const run = async (): Promise<RunResult> => {
     const dir = await mkdtemp(join(tmpdir(), "ep-pane-"));
-    const logFile = join(dir, "pane.log");
     const statusFile = join(dir, "status");
-    const file = await open(logFile, "a+");
-    const decoder = new StringDecoder("utf8");
-    let offset = 0;
-    const drain = async () => {
-      const buf = Buffer.alloc(64 * 1024);
-      for (;;) {
-        const { bytesRead } = await file.read(buf, 0, buf.length, offset);
-        if (bytesRead === 0) return;
-        offset += bytesRead;
-        lines.push(decoder.write(buf.subarray(0, bytesRead)));
-      }
-    };
+    let pipe: PanePipe | undefined;
     try {
+      // the pane's output comes through a FIFO straight into memory: it never touches the disk
+      // output that comes before the run's status frame waits for it (frames keep that order)
+      let early: string[] | undefined = [];
+      pipe = openPanePipe(join(dir, "pane.fifo"), (text) => (early ? early.push(text) : lines.push(text)));
       if (await tmuxSessionExists(session, tmux)) {
         log.warn("replacing a stale tmux session of this task", { session });
         await tmuxKillSession(session, tmux);
@@ -141,18 +133,19 @@ function runInPane(
         cwd: spec.cwd,
         env,
         remainOnExit: true,
-        logFile,
+        logFile: pipe.path,
       });
       const first = await tmuxPaneState(session, tmux);
       panePid = first?.pid;
       emit({ kind: "status", text: `running in tmux session ${session}`, data: { session, pid: panePid, socket: tmux.socketName ?? null } });
+      for (const text of early) lines.push(text);
+      early = undefined;
       if (stop && panePid !== undefined) stopping = terminateGroup(panePid, graceMs, clock);
 
       let exitStatus: number | undefined;
       let exitSignal: number | undefined;
       let vanished = false;
       for (;;) {
-        await drain();
         const state = await tmuxPaneState(session, tmux);
         if (!state) {
           vanished = true;
@@ -167,14 +160,12 @@ function runInPane(
         }
         await sleep(config.pollIntervalMs);
       }
-      // The pipe's reader may still be writing the last output; read until the file stops growing.
+      // tmux's pipe may still be passing on the last output; read until it stops coming.
       for (let i = 0; i < 10; i++) {
-        const before = offset;
+        const before = pipe.bytes;
         await sleep(Math.min(config.pollIntervalMs, 50));
-        await drain();
-        if (offset === before && i > 0) break;
+        if (pipe.bytes === before && i > 0) break;
       }
-      lines.push(decoder.end());
       lines.end();
       if (stopping) await stopping;
       const text = output.text().replace(/\s+$/, "");
@@ -192,7 +183,7 @@ function runInPane(
     } finally {
       if (panePid !== undefined) await terminateGroup(panePid, graceMs, clock);
       await tmuxKillSession(session, tmux).catch(() => {});
-      await file.close();
+      pipe?.close({ remove: true });
       await rm(dir, { recursive: true, force: true });
     }
   };

@@ -78,7 +78,7 @@ export interface TmuxNewSessionOptions extends TmuxOptions {
   env: Record<string, string>;
   /** Keep the dead pane so its exit status can be read (task runs). */
   remainOnExit?: boolean;
-  /** Append everything the pane prints to this file (raw terminal output). */
+  /** Append everything the pane prints to this file or FIFO (raw terminal output; see pane-pipe.ts). */
   logFile?: string;
   width?: number;
   height?: number;
@@ -123,6 +123,11 @@ export interface TmuxPaneState {
 }
 
 /** The session's active pane: its process id and, once dead (remain-on-exit), how it ended. */
+/** Pipes the pane's output into `path` (appending), unless the pane has a live pipe already. */
+export async function tmuxPipePane(session: string, path: string, opts: TmuxOptions = {}): Promise<void> {
+  await tmuxOk(["pipe-pane", "-t", paneTarget(session), "-o", `cat >> ${shellQuote(path)}`], opts, "pipe-pane");
+}
+
 export async function tmuxPaneState(session: string, opts: TmuxOptions = {}): Promise<TmuxPaneState | undefined> {
   const r = await runTmux(
     ["display-message", "-p", "-t", paneTarget(session), "#{pane_pid} #{pane_dead} #{pane_dead_status} #{pane_dead_signal}"],
