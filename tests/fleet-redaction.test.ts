@@ -50,7 +50,7 @@ beforeAll(async () => {
     identity: { node_id: reg.node!.id, hostname: "fleet-redaction", token: reg.token, tower_url: t.url },
     backendUrl: t.url,
     log: silentLogger,
-    env: { EP_HOME: home, PATH: process.env.PATH, EP_SUPERVISE_BACKEND: "process", EP_TMUX_SOCKET: SOCKET },
+    env: { EP_HOME: home, PATH: process.env.PATH, EP_SUPERVISE_BACKEND: "process", EP_TMUX_SOCKET: SOCKET, EP_CRON_TICK_MS: "200" },
     pollMs: 60_000,
   });
   await daemon.start();
@@ -105,5 +105,25 @@ describe("fleet redaction", () => {
     const files = (dir: string): string[] =>
       readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.isFile() ? [join(dir, e.name)] : []));
     for (const f of files(home)) expect(readFileSync(f).includes(Buffer.from(VALUE)), f).toBe(false);
+
+    // a cron bash job that prints a value the broker holds (the pane agent fetched it): its fire
+    // history on disk has [redacted:NAME]
+    const outside = mkdtempSync(join(tmpdir(), "ep-fleet-redaction-src-"));
+    try {
+      writeFileSync(join(outside, "leak.txt"), `cron saw ${VALUE}\n`);
+      writeFileSync(join(home, "epd", "cron.toml"), `[[job]]\nname = "leak"\nkind = "heartbeat"\ninterval = "1s"\ndispatch = "bash"\nprompt = "cat '${join(outside, "leak.txt")}'"\n`);
+      await jsonRpcCall(daemon.sockets.mgmt, "cron.reload", {});
+      const state = join(home, "epd", "cron-state.json");
+      await waitFor(() => {
+        try {
+          return readFileSync(state, "utf8").includes("cron saw [redacted:DB_PASSWORD]");
+        } catch {
+          return false;
+        }
+      }, 15_000);
+      expect(readFileSync(state).includes(Buffer.from(VALUE))).toBe(false);
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+    }
   });
 });

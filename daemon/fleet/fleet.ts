@@ -234,7 +234,9 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
   });
 
   // ---- cron
-  const cronStore: CronStore = createFileCronStore(join(home, "cron-state.json"), { log });
+  const fileCronStore: CronStore = createFileCronStore(join(home, "cron-state.json"), { log });
+  // the fire history (a bash job's output, a signal's outcome) is on disk: redacted first
+  const cronStore: CronStore = redaction ? { ...fileCronStore, record: (fire) => fileCronStore.record(redaction.deep(fire)) } : fileCronStore;
   const cron = createCronDispatcher({
     clock,
     log: log.child({ part: "cron" }),
