@@ -130,6 +130,26 @@ describe("tasks for profile agents", () => {
     await waitFor(() => !readFileSync(join(s.epdHome, "inflight.json"), "utf8").includes(t.id), 5_000);
   }, 40_000);
 
+  it("agent.list says which task a profile agent runs while it runs", async () => {
+    const gate = join(s.epdHome, "..", `gate-${Date.now()}`);
+    const t = (
+      await s.work.createTask({
+        missionId,
+        title: "held open",
+        runtime: "shell",
+        claimPolicy: "assigned",
+        assigneeAgentId: opsAgentId,
+        input: { command: `while [ ! -e '${gate}' ]; do sleep 0.05; done; echo released` },
+      })
+    ).task!;
+    type Listed = { agents: { id: string; detail: string }[] };
+    const ops = async () => (await epd!.call<Listed>("agent.list")).agents.find((a) => a.id === "ops")!;
+    await waitFor(async () => (await ops()).detail.includes(`running task ${t.id}`), 15_000);
+    writeFileSync(gate, "");
+    expect((await waitTask(t.id)).status).toBe("succeeded");
+    await waitFor(async () => !(await ops()).detail.includes("running task"), 10_000);
+  }, 40_000);
+
   it("a broadcast to a domain with an enrolled worker agent and a profile agent succeeds with both runs", async () => {
     const worker = await epd!.call<{ agent: { id: string } }>("agent.enroll", { domainId, runtime: "shell", name: "worker" });
     const created = await s.work.createTask({

@@ -24,7 +24,7 @@ export interface MgmtServicesDeps {
   link: TowerLink;
   signals: SignalRunner;
   /** Profile agents: listed with the enrolled ones; signals go through the fleet's one signal path. */
-  fleet?: Pick<Fleet, "signal" | "views">;
+  fleet?: Pick<Fleet, "signal" | "views" | "towerAgentId">;
   tools: Pick<ToolCaller, "call">;
   version: string;
   startedAt: number;
@@ -88,7 +88,15 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
         return create(mgmt.AgentServiceEnrollResponseSchema, { agent: localAgentMsg(record, d.worker) });
       },
       async list() {
-        const profiles = d.fleet ? (await d.fleet.views()).map((v) => create(mgmt.LocalAgentSchema, v)) : [];
+        // a profile agent also claims its tower agent's work: say which task it runs
+        const runs = d.worker.running();
+        const profiles = d.fleet
+          ? (await d.fleet.views()).map((v) => {
+              const towerId = d.fleet!.towerAgentId(v.id);
+              const run = towerId ? runs.find((r) => r.agentId === towerId) : undefined;
+              return create(mgmt.LocalAgentSchema, run ? { ...v, detail: [v.detail, `running task ${run.taskId}`].filter(Boolean).join("; ") } : v);
+            })
+          : [];
         return create(mgmt.AgentServiceListResponseSchema, { agents: [...d.agents.list().map((a) => localAgentMsg(a, d.worker)), ...profiles] });
       },
       async signal(req) {
