@@ -64,6 +64,14 @@ afterAll(async () => {
   if (home) rmSync(home, { recursive: true, force: true });
 });
 
+function fileIncludes(path: string, text: string): boolean {
+  try {
+    return readFileSync(path, "utf8").includes(text);
+  } catch {
+    return false; // not written yet
+  }
+}
+
 async function fleetEvents() {
   return (await t.tower.deps.store.listEvents({ afterId: 0, limit: 10_000 })).filter((e) => e.agentId === daemon.fleet.towerAgentId("leaky"));
 }
@@ -91,13 +99,7 @@ describe("fleet redaction", () => {
     // send-keys: the command line itself holds no secret; the value only appears in its output
     await jsonRpcCall(daemon.sockets.mgmt, "agent.signal", { target: "paney", prompt: PRINT_SECRET });
     const paneLog = join(logs, "paney.pane.log");
-    await waitFor(() => {
-      try {
-        return readFileSync(paneLog, "utf8").includes("password is [redacted:DB_PASSWORD]");
-      } catch {
-        return false;
-      }
-    }, 15_000);
+    await waitFor(() => fileIncludes(paneLog, "password is [redacted:DB_PASSWORD]"), 15_000);
     const capture = spawnSync("tmux", ["-L", SOCKET, "capture-pane", "-p", "-t", "=paney:"], { encoding: "utf8" }).stdout;
     expect(capture).toContain(`password is ${VALUE}`); // the terminal itself shows it (the agent printed it)
     expect(statSync(paneLog).mode & 0o777).toBe(0o600);
@@ -114,13 +116,7 @@ describe("fleet redaction", () => {
       writeFileSync(join(home, "epd", "cron.toml"), `[[job]]\nname = "leak"\nkind = "heartbeat"\ninterval = "1s"\ndispatch = "bash"\nprompt = "cat '${join(outside, "leak.txt")}'"\n`);
       await jsonRpcCall(daemon.sockets.mgmt, "cron.reload", {});
       const state = join(home, "epd", "cron-state.json");
-      await waitFor(() => {
-        try {
-          return readFileSync(state, "utf8").includes("cron saw [redacted:DB_PASSWORD]");
-        } catch {
-          return false;
-        }
-      }, 15_000);
+      await waitFor(() => fileIncludes(state, "cron saw [redacted:DB_PASSWORD]"), 15_000);
       expect(readFileSync(state).includes(Buffer.from(VALUE))).toBe(false);
     } finally {
       rmSync(outside, { recursive: true, force: true });
