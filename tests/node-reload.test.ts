@@ -5,6 +5,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { processGone } from "../daemon/runtimes/process-group.js";
 import type { EpdProcess } from "./epd-harness.js";
 import { buildAll, fleetSetup, runEp, startFleetEpd, towerEvents, writeDaemonFile, type FleetSetup } from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
@@ -111,4 +112,42 @@ describe("ep node reload", () => {
     expect(offline.stderr).toContain("not connected");
     expect((await ep("node", "reload", "nod_nope")).code).toBe(4);
   }, 120_000);
+
+  it("applies a valid agents.toml live: a new profile starts, a changed one restarts, a removed one stops", async () => {
+    const alive = (pid: number) => !processGone(pid);
+    const profile = (id: string, seconds: number) => `[[agent]]\nid = "${id}"\nruntime = "shell"\ncommand = ["sleep", "${seconds}"]\nsupervise = true\n`;
+    writeDaemonFile(s, "cron.toml", "");
+    writeFileSync(join(s.epdHome, "runtimes.toml"), ""); // the first test left a broken one
+    writeDaemonFile(s, "agents.toml", profile("keep", 3600) + profile("change", 3600) + profile("drop", 3600));
+    epd = await startFleetEpd(s, { EP_NODE_STATE_MS: "3600000", EP_WATCHDOG_POLL_MS: "200" });
+    type Listed = { agents: { id: string; pid: number; state: string }[] };
+    const pids = async () => new Map((await epd!.call<Listed>("agent.list")).agents.map((a) => [a.id, a.pid] as const));
+    await waitFor(async () => {
+      const p = await pids();
+      return ["keep", "change", "drop"].every((id) => (p.get(id) ?? 0) > 0);
+    }, 15_000);
+    const before = await pids();
+
+    writeDaemonFile(s, "agents.toml", profile("keep", 3600) + profile("change", 3599) + profile("add", 3600));
+    const res = await ep("node", "reload", s.nodeId, "--json");
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.json().results).toContain("agents.toml: applied (added add; restarted change; removed drop)");
+    await waitFor(async () => ((await pids()).get("add") ?? 0) > 0, 15_000);
+    const after = await pids();
+    expect([...after.keys()].filter((id) => ["add", "change", "keep", "drop"].includes(id)).sort()).toEqual(["add", "change", "keep"]);
+    expect(after.get("keep")).toBe(before.get("keep")); // untouched
+    expect(after.get("change")).not.toBe(before.get("change"));
+    expect(alive(after.get("change")!)).toBe(true);
+    await waitFor(() => !alive(before.get("change")!) && !alive(before.get("drop")!), 10_000);
+    const stopped = (await towerEvents(s, "matrix", "agent.stopped")).map((e) => e.payload.reason);
+    expect(stopped).toEqual(expect.arrayContaining(["removed from agents.toml", "changed in agents.toml; restarting"]));
+
+    // the same file again: nothing moves
+    const again = await ep("node", "reload", s.nodeId, "--json");
+    expect(again.json().results).toContain("agents.toml: unchanged (3 profiles)");
+    expect((await pids()).get("change")).toBe(after.get("change"));
+    await epd.stop();
+    epd = undefined;
+    for (const id of ["add", "change", "keep"]) if (alive(after.get(id)!)) process.kill(after.get(id)!, "SIGKILL");
+  }, 60_000);
 });

@@ -129,9 +129,10 @@ export interface Fleet {
   /** Where a claimed task of a profile runs: the profile's cwd and env (the worker adds the per-run EP_* variables). */
   taskPlace(profileId: string): { cwd: string; env: Record<string, string> } | undefined;
   /**
-   * Reloads cron.toml (invalid: the running jobs are kept), re-checks agents.toml (profile
-   * changes apply when epd restarts) and reloads runtimes.toml (new runs use it); publishes a
-   * `config.reload` matrix event with every error and its line.
+   * Reloads cron.toml (invalid: the running jobs are kept) and runtimes.toml (new runs use it),
+   * then applies agents.toml (invalid: the running profiles are kept; valid: removed profiles
+   * stop, changed ones restart, new ones start); publishes a `config.reload` matrix event with
+   * every error and its line.
    */
   reloadConfig(opts?: { requestId?: string; source?: string }): Promise<ConfigReloadResult>;
   /** The state ReportNodeState sends: cron jobs, supervised agents, config errors. */
@@ -165,7 +166,7 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
   if (loaded.ok) profiles = loaded.profiles;
   else {
     errors = loaded.errors;
-    log.error(`${agentsFile} is invalid; no profile agents run until it is fixed and the daemon restarted`, {
+    log.error(`${agentsFile} is invalid; no profile agents run until it is fixed (then ep node reload, or restart epd)`, {
       file: agentsFile,
       errors: errors.map(formatAgentsFileError),
     });
@@ -555,6 +556,68 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     }
   }
 
+  // ---- starting and stopping profile agents (daemon start, config reload)
+  async function startProfile(p: FleetProfile): Promise<void> {
+    try {
+      await mkdir(cwdOf(p), { recursive: true, mode: 0o700 });
+      if (p.supervise) {
+        const agent = hosted(p);
+        backend.register(agent);
+        await watchdog.add(agent);
+      } else if (p.runtime === "muxhost_hosted") {
+        const how = await tmux.ensure(hosted(p));
+        publish(profileEvent(p, { type: "matrix", name: `agent.${how}`, status: "running", payload: { session: p.session, socket: settings.tmuxSocket } }));
+      }
+    } catch (err) {
+      log.error("profile agent did not start", { profile: p.id, error: (err as Error).message });
+      publish(profileEvent(p, { type: "matrix", name: "agent.start_failed", status: "error", payload: { error: (err as Error).message } }));
+    }
+  }
+
+  /** Stops what runs for a profile (its supervised process, tmux pane or ACP session) and ends its secrets session. */
+  async function stopProfile(p: FleetProfile, reason: string): Promise<void> {
+    try {
+      if (p.supervise) {
+        watchdog.remove(p.id);
+        await backend.stop(p.id);
+      } else if (p.runtime === "muxhost_hosted") {
+        await tmux.stop(p.session);
+      } else if (p.runtime === "vendorA_agent_acp" && acp.isAlive(p.id)) {
+        await acp.stop(p.id);
+      }
+    } catch (err) {
+      log.warn("profile agent did not stop cleanly", { profile: p.id, error: (err as Error).message });
+    }
+    const session = secretsSessions.get(p.id);
+    if (session) {
+      deps.sessions.end(session);
+      secretsSessions.delete(p.id);
+    }
+    publish(profileEvent(p, { type: "matrix", name: "agent.stopped", status: "stopped", payload: { reason } }));
+  }
+
+  /**
+   * Applies a valid agents.toml: removed profiles stop, changed ones restart with their new
+   * definition, new ones are enrolled and start; unchanged ones are left alone.
+   */
+  async function applyProfiles(next: FleetProfile[]): Promise<string> {
+    const before = new Map(profiles.map((p) => [p.id, p]));
+    const ids = new Set(next.map((p) => p.id));
+    const removed = profiles.filter((p) => !ids.has(p.id));
+    const changed = next.filter((p) => before.has(p.id) && JSON.stringify(before.get(p.id)) !== JSON.stringify(p));
+    const added = next.filter((p) => !before.has(p.id));
+    if (!removed.length && !changed.length && !added.length) return `agents.toml: unchanged (${profiles.length} profiles)`;
+    for (const p of removed) await stopProfile(p, "removed from agents.toml");
+    for (const p of changed) await stopProfile(before.get(p.id)!, "changed in agents.toml; restarting");
+    profiles = next;
+    await enrollProfiles();
+    for (const p of [...changed, ...added]) await startProfile(p);
+    reporter.changed();
+    log.info("agents.toml applied", { added: added.map((p) => p.id), changed: changed.map((p) => p.id), removed: removed.map((p) => p.id) });
+    const list = (what: string, ps: FleetProfile[]) => (ps.length ? [`${what} ${ps.map((p) => p.id).join(", ")}`] : []);
+    return `agents.toml: applied (${[...list("added", added), ...list("restarted", changed), ...list("removed", removed)].join("; ")})`;
+  }
+
   // ---- config_reload (the tower's ReloadNodeConfig, `ep node reload <node_id>`)
   /** An EpError from a config file as reload errors: per-problem details when it has them. */
   function fileErrors(file: string, err: unknown): ConfigReloadError[] {
@@ -585,17 +648,20 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
       problems.push(...found);
       results.push(`cron.toml: ${nErrors(found.length)}; the running jobs were kept`);
     }
-    // agents.toml: checked, not applied (the fleet starts profile agents only at daemon start)
+    // agents.toml: an invalid file keeps the running profiles; a valid one is applied after
+    // runtimes.toml (below), so new and changed profiles start with the new runtime settings
     const again = readAgentsFile(agentsFile);
+    let agentsResult: string | (() => Promise<string>);
     if (!again.ok) {
       errors = again.errors;
       problems.push(...agentsErrors());
-      results.push(`agents.toml: ${nErrors(again.errors.length)}; the running profiles were kept`);
+      agentsResult = `agents.toml: ${nErrors(again.errors.length)}; the running profiles were kept`;
     } else {
       errors = [];
-      const same = JSON.stringify(again.profiles) === JSON.stringify(profiles);
-      results.push(same ? `agents.toml: unchanged (${profiles.length} profiles)` : "agents.toml: changed; profile changes apply when epd restarts (profiles are not reloaded live)");
+      const next = again.profiles;
+      agentsResult = () => applyProfiles(next);
     }
+    const agentsAt = results.push("") - 1;
     // runtimes.toml: new runs use the new commands, runs already going keep theirs
     if (deps.reloadRuntimes) {
       try {
@@ -609,6 +675,7 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     } else {
       results.push("runtimes.toml: not reloadable in this daemon");
     }
+    results[agentsAt] = typeof agentsResult === "string" ? agentsResult : await agentsResult();
     const status = problems.length ? "failed" : "ok";
     (status === "ok" ? log.info : log.warn).call(log, "configuration reloaded", { status, results, errors: problems });
     publish({
@@ -636,22 +703,7 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     async start() {
       reporter.start();
       await enrollProfiles();
-      for (const p of profiles) {
-        try {
-          await mkdir(cwdOf(p), { recursive: true, mode: 0o700 });
-          if (p.supervise) {
-            const agent = hosted(p);
-            backend.register(agent);
-            await watchdog.add(agent);
-          } else if (p.runtime === "muxhost_hosted") {
-            const how = await tmux.ensure(hosted(p));
-            publish(profileEvent(p, { type: "matrix", name: `agent.${how}`, status: "running", payload: { session: p.session, socket: settings.tmuxSocket } }));
-          }
-        } catch (err) {
-          log.error("profile agent did not start", { profile: p.id, error: (err as Error).message });
-          publish(profileEvent(p, { type: "matrix", name: "agent.start_failed", status: "error", payload: { error: (err as Error).message } }));
-        }
-      }
+      for (const p of profiles) await startProfile(p);
       await cron.start();
       reporter.changed();
       log.info("fleet started", { profiles: profiles.length, supervised: profiles.filter((p) => p.supervise).length, cron_jobs: cron.list().length, tmux_socket: settings.tmuxSocket, backend: service.kind });
