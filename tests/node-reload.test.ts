@@ -5,7 +5,10 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import { processGone } from "../daemon/runtimes/process-group.js";
+import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import type { EpdProcess } from "./epd-harness.js";
 import { buildAll, fleetSetup, runEp, startFleetEpd, towerEvents, writeDaemonFile, type FleetSetup } from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
@@ -115,7 +118,14 @@ describe("ep node reload", () => {
 
   it("applies a valid agents.toml live: a new profile starts, a changed one restarts, a removed one stops", async () => {
     const alive = (pid: number) => !processGone(pid);
-    const profile = (id: string, seconds: number) => `[[agent]]\nid = "${id}"\nruntime = "shell"\ncommand = ["sleep", "${seconds}"]\nsupervise = true\n`;
+    const domainId = (await s.work.createDomain({ name: "live-profiles" })).domain!.id;
+    const profile = (id: string, seconds: number) =>
+      `[[agent]]\nid = "${id}"\nname = "${id}"\nruntime = "shell"\ncommand = ["sleep", "${seconds}"]\nsupervise = true\ndomain = "${domainId}"\n`;
+    const agents = createClient(
+      AgentService,
+      createConnectTransport({ baseUrl: s.tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${s.tower.adminToken}`), next(req))] }),
+    );
+    const towerAgents = async () => new Map((await agents.listAgents({ domainId })).agents.map((a) => [a.name, a] as const));
     writeDaemonFile(s, "cron.toml", "");
     writeFileSync(join(s.epdHome, "runtimes.toml"), ""); // the first test left a broken one
     writeDaemonFile(s, "agents.toml", profile("keep", 3600) + profile("change", 3600) + profile("drop", 3600));
@@ -139,6 +149,13 @@ describe("ep node reload", () => {
     expect(after.get("change")).not.toBe(before.get("change"));
     expect(alive(after.get("change")!)).toBe(true);
     await waitFor(() => !alive(before.get("change")!) && !alive(before.get("drop")!), 10_000);
+    // the removed profile's tower agent is marked dead, saying why; the others are still its own
+    await waitFor(async () => (await towerAgents()).get("drop")?.state === "dead", 10_000);
+    const dropId = (await towerAgents()).get("drop")!.id;
+    const dead = (await towerEvents(s, "matrix", "agent.state")).find((e) => e.agentId === dropId);
+    expect(dead?.payload).toMatchObject({ to: "dead", reason: "profile drop was removed from agents.toml" });
+    expect((await towerAgents()).get("keep")?.state).not.toBe("dead");
+    expect([...(await towerAgents()).keys()].sort()).toEqual(["add", "change", "drop", "keep"]);
     const stopped = (await towerEvents(s, "matrix", "agent.stopped")).map((e) => e.payload.reason);
     expect(stopped).toEqual(expect.arrayContaining(["removed from agents.toml", "changed in agents.toml; restarting"]));
 

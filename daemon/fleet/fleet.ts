@@ -542,6 +542,7 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
         await stateWriter.save();
         log.info("profile enrolled at the tower", { profile: p.id, agent_id: res.agent.id, domain_id: p.domain });
         deps.onEnrolled?.(res.agent.id);
+        if (have) await retire(have.agentId, `replaced by ${res.agent.id}: profile ${p.id} now runs ${p.runtime} in domain ${p.domain}`);
       } catch (err) {
         const e = toEpError(err);
         failed = true;
@@ -607,7 +608,15 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     const changed = next.filter((p) => before.has(p.id) && JSON.stringify(before.get(p.id)) !== JSON.stringify(p));
     const added = next.filter((p) => !before.has(p.id));
     if (!removed.length && !changed.length && !added.length) return `agents.toml: unchanged (${profiles.length} profiles)`;
-    for (const p of removed) await stopProfile(p, "removed from agents.toml");
+    for (const p of removed) {
+      await stopProfile(p, "removed from agents.toml");
+      const gone = enrolled[p.id];
+      if (gone) {
+        delete enrolled[p.id];
+        await stateWriter.save();
+        await retire(gone.agentId, `profile ${p.id} was removed from agents.toml`);
+      }
+    }
     for (const p of changed) await stopProfile(before.get(p.id)!, "changed in agents.toml; restarting");
     profiles = next;
     await enrollProfiles();
@@ -616,6 +625,16 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     log.info("agents.toml applied", { added: added.map((p) => p.id), changed: changed.map((p) => p.id), removed: removed.map((p) => p.id) });
     const list = (what: string, ps: FleetProfile[]) => (ps.length ? [`${what} ${ps.map((p) => p.id).join(", ")}`] : []);
     return `agents.toml: applied (${[...list("added", added), ...list("restarted", changed), ...list("removed", removed)].join("; ")})`;
+  }
+
+  /** Marks a tower agent that no profile acts for any more as dead, with why (best effort). */
+  async function retire(agentId: string, reason: string): Promise<void> {
+    try {
+      await tower.agents.updateAgentState({ agentId, state: "dead", reason });
+      log.info("retired a tower agent no profile uses", { agent_id: agentId, reason });
+    } catch (err) {
+      log.warn("could not mark a tower agent dead", { agent_id: agentId, reason, error: toEpError(err).message });
+    }
   }
 
   // ---- config_reload (the tower's ReloadNodeConfig, `ep node reload <node_id>`)
@@ -703,6 +722,15 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     async start() {
       reporter.start();
       await enrollProfiles();
+      // profiles removed from a valid agents.toml while epd was down: their tower agents go
+      if (loaded.ok) {
+        for (const [id, gone] of Object.entries(enrolled)) {
+          if (profiles.some((p) => p.id === id)) continue;
+          delete enrolled[id];
+          await stateWriter.save();
+          await retire(gone.agentId, `profile ${id} was removed from agents.toml`);
+        }
+      }
       for (const p of profiles) await startProfile(p);
       await cron.start();
       reporter.changed();
