@@ -861,7 +861,7 @@ export class PostgresStore implements Store {
         );
         const ids = rows[0].id === null ? [] : rows.map((r) => Number(r.id));
         const final = h.advance(from, ids, parseSnapshot(String(rows[0].snap)));
-        return ids.length ? rows.filter((r) => Number(r.id) > afterId && Number(r.id) <= final).map(toEvent) : [];
+        return ids.length ? rows.filter((r) => Number(r.id) > afterId && Number(r.id) <= final).slice(0, limit).map(toEvent) : [];
       });
     }
     const final = this.tx ? Number.MAX_SAFE_INTEGER : await this.advanceHorizon();
