@@ -28,6 +28,7 @@ const PRINT_SECRET = `${JSON.stringify(process.execPath)} -e 'const s=require("n
 
 let t: TestTower;
 let daemon: Daemon;
+let daemonOptions: Parameters<typeof createDaemon>[0];
 let home: string;
 
 beforeAll(async () => {
@@ -46,13 +47,14 @@ beforeAll(async () => {
     agents += `\n[[agent]]\nid = "paney"\nruntime = "muxhost_hosted"\nsession = "paney"\ncommand = ["bash", "--norc", "--noprofile"]\ndomain = "${domainId}"\nsupervise = true\n`;
   }
   writeFileSync(join(home, "epd", "agents.toml"), agents);
-  daemon = await createDaemon({
+  daemonOptions = {
     identity: { node_id: reg.node!.id, hostname: "fleet-redaction", token: reg.token, tower_url: t.url },
     backendUrl: t.url,
     log: silentLogger,
     env: { EP_HOME: home, PATH: process.env.PATH, EP_SUPERVISE_BACKEND: "process", EP_TMUX_SOCKET: SOCKET, EP_CRON_TICK_MS: "200" },
     pollMs: 60_000,
-  });
+  };
+  daemon = await createDaemon(daemonOptions);
   await daemon.start();
   await waitFor(() => daemon.fleet.towerAgentId("leaky") !== undefined);
 }, 30_000);
@@ -121,5 +123,23 @@ describe("fleet redaction", () => {
     } finally {
       rmSync(outside, { recursive: true, force: true });
     }
+  });
+
+  it.skipIf(tmuxTool.skip)("a pane re-adopted by a restarted epd keeps its secrets session: it still reads secrets, and they stay redacted", async () => {
+    const paneLog = join(home, "epd", "logs", "paney.pane.log");
+    const count = () => (readFileSync(paneLog, "utf8").match(/password is \[redacted:DB_PASSWORD\]/g) ?? []).length;
+    const before = count();
+    expect(before).toBeGreaterThan(0);
+    const pid = spawnSync("tmux", ["-L", SOCKET, "display-message", "-p", "-t", "=paney:", "#{pane_pid}"], { encoding: "utf8" }).stdout.trim();
+    await daemon.close();
+    daemon = await createDaemon(daemonOptions);
+    await daemon.start();
+    await waitFor(() => daemon.fleet.towerAgentId("paney") !== undefined, 15_000);
+    // the same pane (adopted, not started again)
+    expect(spawnSync("tmux", ["-L", SOCKET, "display-message", "-p", "-t", "=paney:", "#{pane_pid}"], { encoding: "utf8" }).stdout.trim()).toBe(pid);
+    await jsonRpcCall(daemon.sockets.mgmt, "agent.signal", { target: "paney", prompt: PRINT_SECRET });
+    await waitFor(() => count() > before, 15_000);
+    expect(readFileSync(paneLog, "utf8")).not.toContain("password is undefined");
+    expect(readFileSync(paneLog).includes(Buffer.from(VALUE))).toBe(false);
   });
 });

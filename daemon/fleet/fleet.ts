@@ -21,7 +21,7 @@ import { chooseServiceBackend, createWatchdog, type ServiceBackend, type Supervi
 import type { LocalAgentRecord } from "../worker/agent-store.js";
 import { createFrameBatcher } from "../worker/frame-batcher.js";
 import { createJsonFileWriter, readJsonFile } from "../worker/json-file.js";
-import type { SessionTable } from "../worker/sessions.js";
+import { SESSION_ID, type SessionTable } from "../worker/sessions.js";
 import { formatAgentsFileError, readAgentsFile, type AgentsFileError, type FleetProfile } from "./agents-file.js";
 import { createEventPublisher, type EventPublisher, type FleetEvent } from "./events.js";
 import { createAcpHost, createFleetBackend, createTmuxHost, type AcpHost, type HostedAgent, type TmuxHost } from "./hosts.js";
@@ -174,9 +174,16 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
 
   // ---- tower enrollment of profiles that name a domain
   const statePath = join(home, "fleet-state.json");
-  const state = await readJsonFile<{ version?: number; enrolled?: Record<string, EnrolledState> }>(statePath, {});
+  const state = await readJsonFile<{ version?: number; enrolled?: Record<string, EnrolledState>; sessions?: Record<string, string> }>(statePath, {});
   const enrolled: Record<string, EnrolledState> = state.enrolled && typeof state.enrolled === "object" ? state.enrolled : {};
-  const stateWriter = createJsonFileWriter(statePath, () => ({ version: 1, enrolled }));
+  // Each profile's secrets session id, kept across daemon restarts: a pane or process the next
+  // daemon re-adopts still has it in its environment (the file is 0600 in the 0700 home).
+  const profileSessions: Record<string, string> = {};
+  for (const [id, ses] of Object.entries(state.sessions && typeof state.sessions === "object" ? state.sessions : {})) {
+    if (typeof ses === "string" && SESSION_ID.test(ses)) profileSessions[id] = ses;
+  }
+  const stateWriter = createJsonFileWriter(statePath, () => ({ version: 1, enrolled, sessions: profileSessions }));
+  const saveState = () => stateWriter.save().catch((err: Error) => log.warn("could not save the fleet state", { file: statePath, error: err.message }));
   const towerAgentId = (id: string) => enrolled[id]?.agentId;
 
   // ---- events
@@ -339,8 +346,22 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
   function agentEnv(p: FleetProfile, full: boolean): Record<string, string> {
     let session = secretsSessions.get(p.id);
     if (!session) {
-      session = deps.sessions.open({ taskId: `profile:${p.id}`, agentId: towerAgentId(p.id) ?? p.id, domainId: enrolled[p.id]?.domainId ?? "" }).id;
+      const info = { taskId: `profile:${p.id}`, agentId: towerAgentId(p.id) ?? p.id, domainId: enrolled[p.id]?.domainId ?? "" };
+      const saved = profileSessions[p.id];
+      let opened: string | undefined;
+      if (saved) {
+        try {
+          opened = deps.sessions.open(info, { id: saved }).id;
+        } catch (err) {
+          log.warn("could not re-open a profile's secrets session; it gets a new one", { profile: p.id, error: (err as Error).message });
+        }
+      }
+      session = opened ?? deps.sessions.open(info).id;
       secretsSessions.set(p.id, session);
+      if (profileSessions[p.id] !== session) {
+        profileSessions[p.id] = session;
+        void saveState();
+      }
     }
     return { ...profileEnv(p, full), EP_SECRETS_SESSION: session };
   }
@@ -564,6 +585,8 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
       if (p.supervise) {
         const agent = hosted(p);
         backend.register(agent);
+        // a pane the watchdog finds running is adopted without a start: read its log from here
+        if (agent.mode === "tmux") await tmux.attachLog(agent);
         await watchdog.add(agent);
       } else if (p.runtime === "muxhost_hosted") {
         const how = await tmux.ensure(hosted(p));
@@ -593,6 +616,10 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     if (session) {
       deps.sessions.end(session);
       secretsSessions.delete(p.id);
+    }
+    if (profileSessions[p.id]) {
+      delete profileSessions[p.id];
+      await saveState();
     }
     publish(profileEvent(p, { type: "matrix", name: "agent.stopped", status: "stopped", payload: { reason } }));
   }
@@ -724,6 +751,7 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
       await enrollProfiles();
       // profiles removed from a valid agents.toml while epd was down: their tower agents go
       if (loaded.ok) {
+        for (const id of Object.keys(profileSessions)) if (!profiles.some((p) => p.id === id)) delete profileSessions[id];
         for (const [id, gone] of Object.entries(enrolled)) {
           if (profiles.some((p) => p.id === id)) continue;
           delete enrolled[id];

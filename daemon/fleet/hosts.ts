@@ -33,6 +33,11 @@ export interface TmuxHost {
   pid(session: string): Promise<number | undefined>;
   stop(session: string): Promise<void>;
   send(session: string, text: string): Promise<void>;
+  /**
+   * Reads the pane log of an agent whose pane may already run (a supervised pane the watchdog
+   * adopts without starting it): opens the FIFO and makes sure the pane pipes into it.
+   */
+  attachLog(agent: HostedAgent): Promise<void>;
   /** Stops reading the panes' output (the panes and their FIFOs stay for the next daemon). */
   close(): void;
 }
@@ -81,7 +86,7 @@ export function createTmuxHost(opts: {
         const state = await tmuxPaneState(session, tmux);
         if (state && !state.dead) {
           const fifo = readLog(agent);
-          // the previous daemon's pipe may have died with it (EPIPE): -o opens one only when none is live
+          // the previous daemon's pipe may have died with it (EPIPE): a new one only when none is live
           if (fifo) await tmuxPipePane(session, fifo, tmux).catch((err: Error) => opts.log.warn("cannot pipe the pane's output", { agent: agent.id, error: err.message }));
           opts.log.info("re-adopted the tmux pane of a profile agent", { agent: agent.id, session, pid: state.pid, socket: opts.socketName });
           return "adopted";
@@ -104,6 +109,11 @@ export function createTmuxHost(opts: {
     },
     stop: (session) => tmuxKillSession(session, tmux),
     send: (session, text) => tmuxSendKeys(session, text, tmux),
+    async attachLog(agent) {
+      const fifo = readLog(agent);
+      const session = agent.session ?? agent.id;
+      if (fifo && (await tmuxSessionExists(session, tmux))) await tmuxPipePane(session, fifo, tmux);
+    },
     close() {
       for (const id of [...logs.keys()]) closeLog(id);
     },

@@ -7,7 +7,7 @@
 // daemon stops: a pane re-adopted by the next daemon keeps writing into the same FIFO. Output a
 // pane prints while no daemon reads is held by the pipe (64 KiB) and then by tmux; when the
 // daemon is gone for good the writer dies on EPIPE and tmux drops the pipe (the next daemon
-// re-opens it with `pipe-pane -o`).
+// pipes the pane again when it has no live pipe).
 import { spawnSync } from "node:child_process";
 import { constants, lstatSync, openSync, rmSync } from "node:fs";
 import { Socket } from "node:net";

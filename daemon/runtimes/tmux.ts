@@ -123,9 +123,14 @@ export interface TmuxPaneState {
 }
 
 /** The session's active pane: its process id and, once dead (remain-on-exit), how it ended. */
-/** Pipes the pane's output into `path` (appending), unless the pane has a live pipe already. */
+/**
+ * Pipes the pane's output into `path` (appending), unless the pane has a live pipe already
+ * (`pipe-pane -o` would not do: it toggles, closing a live pipe).
+ */
 export async function tmuxPipePane(session: string, path: string, opts: TmuxOptions = {}): Promise<void> {
-  await tmuxOk(["pipe-pane", "-t", paneTarget(session), "-o", `cat >> ${shellQuote(path)}`], opts, "pipe-pane");
+  const piped = (await tmuxOk(["display-message", "-p", "-t", paneTarget(session), "#{pane_pipe}"], opts, "display-message")).trim();
+  if (piped === "1") return;
+  await tmuxOk(["pipe-pane", "-t", paneTarget(session), `cat >> ${shellQuote(path)}`], opts, "pipe-pane");
 }
 
 export async function tmuxPaneState(session: string, opts: TmuxOptions = {}): Promise<TmuxPaneState | undefined> {

@@ -11,8 +11,15 @@ export interface SecretsSession {
   pid?: number;
 }
 
+/** What a session id looks like (`ses_` + 18 random bytes, base64url). */
+export const SESSION_ID = /^ses_[A-Za-z0-9_-]{24}$/;
+
 export interface SessionTable {
-  open(info: Omit<SecretsSession, "id" | "startedAt">): SecretsSession;
+  /**
+   * Opens a session. `id` re-opens one a previous daemon handed to a process that outlived it
+   * (a re-adopted profile agent); it must look like a session id and not be open already.
+   */
+  open(info: Omit<SecretsSession, "id" | "startedAt">, opts?: { id?: string }): SecretsSession;
   get(id: string): SecretsSession | undefined;
   end(id: string): void;
   list(): SecretsSession[];
@@ -21,8 +28,11 @@ export interface SessionTable {
 export function createSessionTable(now: () => number = Date.now): SessionTable {
   const sessions = new Map<string, SecretsSession>();
   return {
-    open(info) {
-      const s: SecretsSession = { ...info, id: `ses_${randomBytes(18).toString("base64url")}`, startedAt: now() };
+    open(info, opts = {}) {
+      if (opts.id !== undefined && (!SESSION_ID.test(opts.id) || sessions.has(opts.id))) {
+        throw new Error(`cannot re-open secrets session ${JSON.stringify(opts.id)}: ${SESSION_ID.test(opts.id) ? "it is open already" : "not a session id"}`);
+      }
+      const s: SecretsSession = { ...info, id: opts.id ?? `ses_${randomBytes(18).toString("base64url")}`, startedAt: now() };
       sessions.set(s.id, s);
       return s;
     },
