@@ -69,4 +69,17 @@ describe("EventHorizon", () => {
     // 13 rolled back: 4 is gone, 5 follows
     expect(h.advance(3, [5, 6], snap("14:16:14"))).toBe(6);
   });
+
+  it("starts at the newest id when nothing runs, or once everything running then has ended", () => {
+    const quiet = new EventHorizon();
+    quiet.start(500, snap("90:90:"));
+    expect(quiet.final).toBe(500);
+    const busy = new EventHorizon();
+    busy.start(500, snap("90:95:91,93"), snap("92:96:93,95")); // 93 still runs
+    expect(busy.final).toBe(0); // found by reading instead
+    expect(busy.started).toBe(true);
+    const settled = new EventHorizon();
+    settled.start(500, snap("90:95:91,93"), snap("95:97:96"));
+    expect(settled.final).toBe(500);
+  });
 });

@@ -82,6 +82,19 @@ export class EventHorizon {
     return this.final;
   }
 
+  /** A first read has set the horizon (start()), or found it could not. */
+  started = false;
+
+  /**
+   * The first read of a store: `top` is the newest visible id in snapshot `snap`. With nothing
+   * running then, every id up to it is final at once; otherwise when every transaction running
+   * then has ended (`ended`, a later snapshot) — else the horizon is found by reading from 0.
+   */
+  start(top: number, snap: Snapshot, ended?: Snapshot): void {
+    this.started = true;
+    if (!snap.xip.length || (ended && snap.xip.every((x) => endedBefore(x, ended)))) this.final = Math.max(this.final, top);
+  }
+
   /** The oldest unsettled gap: since when, and which transactions it waits for (diagnostics). */
   oldestGap(): { since: number; waitingFor: bigint[] } | undefined {
     const p = this.pending[0];

@@ -10,7 +10,7 @@ import { dollarPlaceholders, mixInAiStore, type AiStore } from "../ai-store.js";
 import { mixInNodeStateStore, type NodeStateStore } from "../node-state-store.js";
 import { mixInSecretStore, type SecretStore } from "../secret-store.js";
 import { loadMigrations } from "../migrations.js";
-import { EventHorizon, parseSnapshot } from "./event-horizon.js";
+import { EventHorizon, endedBefore, parseSnapshot, type Snapshot } from "./event-horizon.js";
 import { JSON_TASK_FIELDS, TASK_COLUMNS, TASK_INSERT_COLUMNS, taskInsertValues, toAgent, toDomain, toEvent, toMission, toNode, toSigningKey, toTask, toTicket, toToken, type Row } from "../rows.js";
 import type {
   AgentRow,
@@ -854,6 +854,7 @@ export class PostgresStore implements Store {
     if (!filtered && !this.tx) {
       // one statement: the snapshot and the rows, from which the horizon moves
       return this.horizonRead(async (h) => {
+        if (!h.started) await this.startHorizon(h);
         const from = Math.min(afterId, h.final);
         const rows = await this.q(
           "SELECT s.snap, e.* FROM (SELECT pg_current_snapshot()::text AS snap) s LEFT JOIN LATERAL (SELECT * FROM events WHERE id > $1 ORDER BY id LIMIT $2) e ON true",
@@ -898,6 +899,7 @@ export class PostgresStore implements Store {
   /** Moves the horizon as far as the ids visible now allow and returns it. */
   private advanceHorizon(): Promise<number> {
     return this.horizonRead(async (h) => {
+      if (!h.started) await this.startHorizon(h);
       for (;;) {
         const before = h.final;
         const [r] = await this.q(
@@ -910,6 +912,23 @@ export class PostgresStore implements Store {
         if (ids.length < 10000 || h.final <= before) return h.final;
       }
     });
+  }
+
+  /**
+   * The first horizon read jumps to the newest id once the transactions running at that moment
+   * have ended (usually at once), instead of reading every id from the first one.
+   */
+  private async startHorizon(h: EventHorizon): Promise<void> {
+    const snapNow = async () => parseSnapshot(String((await this.q("SELECT pg_current_snapshot()::text AS snap"))[0].snap));
+    const [r] = await this.q("SELECT pg_current_snapshot()::text AS snap, COALESCE(MAX(id), 0) AS top FROM events");
+    const first = parseSnapshot(String(r.snap));
+    let later: Snapshot | undefined;
+    for (let waited = 0; first.xip.length && waited < 2000; waited += 10) {
+      later = await snapNow();
+      if (first.xip.every((x) => endedBefore(x, later!))) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    h.start(Number(r.top), first, later);
   }
 
   /**
