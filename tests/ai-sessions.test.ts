@@ -99,6 +99,28 @@ describe("turns and pending actions", () => {
     expect(res.body.action.error).toMatch(/^already_exists:/);
   });
 
+  it("an approved action the tower never finished (stopped mid-run) is marked interrupted by the sweep", async () => {
+    const s = await session();
+    const r = await turn(s, 'create domain "half-done"');
+    const id = r.actions[0].id;
+    // the decision committed, then the tower stopped before the run recorded an outcome
+    const decidedAt = new Date(Date.now() - 11 * 60_000).toISOString();
+    expect(await t.tower.deps.store.decideAiAction(id, { status: "approved", decidedBy: "tok_admin", decidedAt })).toBeDefined();
+    const ai = t.tower.services.ai;
+    expect(await ai.sweepInterruptedActions()).toBe(1);
+    expect(await ai.sweepInterruptedActions()).toBe(0); // once
+    const got = await t.tower.deps.store.getAiAction(id);
+    expect(got).toMatchObject({ status: "approved", error: expect.stringMatching(/^interrupted: the tower stopped while running this action .* may or may not have taken effect/) });
+    expect(got!.executedAt).not.toBe("");
+    expect(await domainNames()).not.toContain("half-done"); // the sweep never runs the tool
+    const failed = (await t.tower.deps.store.listEvents({ types: ["approval"], limit: 10_000 })).filter((e) => e.name === "action.failed" && e.payload.action_id === id);
+    expect(failed).toHaveLength(1);
+    // a fresh approval is left alone
+    const fresh = (await turn(s, 'create domain "fresh-one"')).actions[0].id;
+    await t.tower.deps.store.decideAiAction(fresh, { status: "approved", decidedBy: "tok_admin", decidedAt: new Date().toISOString() });
+    expect(await ai.sweepInterruptedActions()).toBe(0);
+  });
+
   it("20 concurrent approve/reject calls on one action: one decision, at most one execution", async () => {
     const s = await session();
     const r = await turn(s, 'create domain "race-domain"');

@@ -1,4 +1,5 @@
 // Assembles the tower: store, domain services, and the edges over them.
+import type { AiService as AiServiceImpl } from "./domain/ai/sessions.js";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { createContextValues } from "@connectrpc/connect";
 import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
@@ -40,6 +41,7 @@ export interface TowerServices {
   work: Work;
   fleet: FleetService;
   secrets: SecretServiceImpl;
+  ai: AiServiceImpl;
 }
 
 export interface Tower {
@@ -229,14 +231,20 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     },
   });
 
-  // the sweeper: expired leases go back to the queue (or fail past max_attempts)
+  // the sweeper: expired leases go back to the queue (or fail past max_attempts); approved AI
+  // actions that never got an outcome (the tower stopped mid-run) are marked interrupted
   let sweeping = false;
   let sweepTimer = clock.setTimeout(function sweep() {
     if (!sweeping) {
       sweeping = true;
       // with several replicas one sweeps at a time (the others skip this round)
-      (replication ? replication.tryExclusive("sweep", () => work.sweepExpiredLeases()) : work.sweepExpiredLeases())
-        .catch((err: Error) => log.warn("lease sweep failed", { error: err.message }))
+      const sweepAll = async () => {
+        await work.sweepExpiredLeases();
+        const interrupted = await aiConsole.ai.sweepInterruptedActions();
+        if (interrupted) log.warn("approved AI actions without an outcome marked interrupted", { count: interrupted });
+      };
+      (replication ? replication.tryExclusive("sweep", sweepAll) : sweepAll())
+        .catch((err: Error) => log.warn("sweep failed", { error: err.message }))
         .finally(() => (sweeping = false));
     }
     sweepTimer = clock.setTimeout(sweep, config.sweepMs);
@@ -246,7 +254,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   return {
     app,
     deps,
-    services: { auth, work, fleet, secrets },
+    services: { auth, work, fleet, secrets, ai: aiConsole.ai },
     replication,
     onClose: (fn) => closers.push(fn),
     close() {

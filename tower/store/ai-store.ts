@@ -52,6 +52,8 @@ export interface AiActionQuery {
   /** only actions of sessions this subject owns */
   owner?: string;
   status?: AiActionStatus;
+  /** only approved actions with no outcome recorded yet, decided before this time (ISO 8601) */
+  unexecutedBefore?: string;
   limit?: number;
 }
 
@@ -243,6 +245,10 @@ export function createAiStore(q: AiQuery): AiStore {
       if (query.status) {
         where.push("a.status = ?");
         args.push(query.status);
+      }
+      if (query.unexecutedBefore !== undefined) {
+        where.push("a.status = 'approved' AND a.executed_at = '' AND a.decided_at < ?");
+        args.push(query.unexecutedBefore);
       }
       const limit = query.limit && query.limit > 0 ? query.limit : 1000;
       const sql = `SELECT a.* FROM ai_actions a JOIN ai_sessions s ON s.id = a.session_id

@@ -789,6 +789,11 @@ describe.each(dialects)("store ($dialect)", ({ dialect, skip, fixture }) => {
       }
       expect(await store.recordAiActionOutcome("act_1", { result: { ok: false }, error: "", executedAt: iso(T0 + 4) })).toBeUndefined();
       expect((await store.listAiActions({ sessionId: "ses_1", status: "pending" })).map((a) => a.id)).toEqual(["act_2"]);
+      // approved with no outcome, decided before a time: what the interrupted-action sweep takes
+      expect(await store.listAiActions({ unexecutedBefore: iso(T0 + 10) })).toEqual([]); // act_1 has its outcome (or was rejected)
+      await store.decideAiAction("act_2", { status: "approved", decidedBy: "u", decidedAt: iso(T0 + 5) });
+      expect((await store.listAiActions({ unexecutedBefore: iso(T0 + 10) })).map((a) => a.id)).toEqual(["act_2"]);
+      expect(await store.listAiActions({ unexecutedBefore: iso(T0 + 5) })).toEqual([]);
     });
 
     test("docs and artifacts are upserted with a version and listed by name", async () => {

@@ -38,6 +38,8 @@ const EVENT_TEXT = 4_000;
 const EVENT_JSON = 64 * 1024;
 /** A live session stream ends (the client resumes) rather than buffer more than this. */
 const STREAM_BUFFER = 10_000;
+/** An approved action with no outcome after this long was interrupted (tool calls take seconds). */
+export const INTERRUPTED_AFTER_MS = 10 * 60_000;
 
 // ---- contract messages
 
@@ -363,8 +365,29 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
     return recorded ?? (await store.getAiAction(won.id))!;
   }
 
+  /**
+   * An approved action whose run never recorded an outcome (the tower stopped while it ran):
+   * after `afterMs` it is recorded as failed, saying it may or may not have taken effect, so
+   * nobody waits on it. Runs in the tower's sweep (one replica at a time).
+   */
+  async function sweepInterruptedActions(afterMs = INTERRUPTED_AFTER_MS): Promise<number> {
+    const stale = await store.listAiActions({ unexecutedBefore: iso(clock.now() - afterMs), limit: 100 });
+    let swept = 0;
+    for (const a of stale) {
+      const error = `interrupted: the tower stopped while running this action (approved ${a.decidedAt}); it may or may not have taken effect — check, and propose it again if needed`;
+      const row = await commit(deps, async (tx, emit) => {
+        const r = await tx.recordAiActionOutcome(a.id, { result: null, error, executedAt: now() });
+        if (r) emit(actionEvent(r, "action.failed", { error }));
+        return r;
+      });
+      if (row) swept++;
+    }
+    return swept;
+  }
+
   return {
     openSessionEvents,
+    sweepInterruptedActions,
 
     async createSession(caller: Caller, req: pb.CreateSessionRequest): Promise<pb.CreateSessionResponse> {
       authorize(caller, "operate");
