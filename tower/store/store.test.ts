@@ -729,13 +729,19 @@ describe.each(dialects)("store ($dialect)", ({ dialect, skip, fixture }) => {
         await t.setMeta("b", "1");
       });
       await new Promise((r) => setTimeout(r, 20));
-      const read = Promise.all([store.getMeta("a"), store.getMeta("b")]);
-      release();
-      await tx;
-      const [a, b] = await read;
-      // SQLite serializes (the read sees both); PostgreSQL isolates (it sees neither). Never half.
-      expect(a === undefined).toBe(b === undefined);
-      expect(await store.getMeta("b")).toBe("1");
+      if (store.dialect === "postgres") {
+        // PostgreSQL isolates: a read outside does not wait and sees nothing of the open transaction
+        expect(await Promise.all([store.getMeta("a"), store.getMeta("b")])).toEqual([undefined, undefined]);
+        release();
+        await tx;
+      } else {
+        // SQLite serializes: the read waits for the transaction and sees all of it
+        const read = Promise.all([store.getMeta("a"), store.getMeta("b")]);
+        release();
+        await tx;
+        expect(await read).toEqual(["1", "1"]);
+      }
+      expect(await Promise.all([store.getMeta("a"), store.getMeta("b")])).toEqual(["1", "1"]);
     });
   });
 
