@@ -183,15 +183,22 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       if (opts.dropLinkMessage?.(msg)) return;
       if (fleet.handleLink(msg)) return; // signal/supervise for a profile agent, config_reload
       switch (msg.kind) {
-        case "task_ready":
-          worker.wake({
-            agentId: msg.agentId || undefined,
-            domainId: (msg.data?.domain_id as string | undefined) || undefined,
-            taskId: msg.taskId || undefined,
-            runtime: typeof msg.data?.runtime === "string" ? msg.data.runtime : undefined,
-            capabilities: Array.isArray(msg.data?.capabilities) ? msg.data.capabilities.filter((c): c is string => typeof c === "string") : undefined,
-          });
+        case "task_ready": {
+          // several tasks of one committed batch come coalesced in data.tasks (tower/domain/fleet.ts)
+          const tasks: unknown[] = Array.isArray(msg.data?.tasks) ? msg.data.tasks : [{ ...msg.data, task_id: msg.taskId }];
+          for (const t of tasks) {
+            if (t === null || typeof t !== "object" || Array.isArray(t)) continue;
+            const { domain_id, task_id, runtime, capabilities } = t as Record<string, unknown>;
+            worker.wake({
+              agentId: msg.agentId || undefined,
+              domainId: typeof domain_id === "string" && domain_id ? domain_id : undefined,
+              taskId: typeof task_id === "string" && task_id ? task_id : undefined,
+              runtime: typeof runtime === "string" ? runtime : undefined,
+              capabilities: Array.isArray(capabilities) ? capabilities.filter((c): c is string => typeof c === "string") : undefined,
+            });
+          }
           return;
+        }
         case "cancel":
           worker.cancel(msg.taskId, typeof msg.data?.reason === "string" ? msg.data.reason : "cancelled on the tower");
           return;

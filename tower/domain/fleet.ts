@@ -98,26 +98,37 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
     return links.has(nodeId) || ((await opts.replication?.linked(nodeId)) ?? false);
   }
 
+  // Targeted wake-ups (docs/PERFORMANCE.md, "Scale"): for the nodes linked to this replica, the
+  // agents they carry, by domain. A queued task wakes only the nodes with an agent that could
+  // claim it, so the work per task grows with the matching nodes, not with every linked node.
+  const reach = createWakeIndex();
+
+  async function indexNode(nodeId: string): Promise<void> {
+    const rows = await store.listAgents({ nodeId });
+    if (!links.has(nodeId)) return; // the link closed while we read
+    for (const a of rows) if (a.state !== "dead") reach.add(a);
+  }
+
+  async function indexAgent(agentId: string): Promise<void> {
+    const a = await store.getAgent(agentId);
+    if (a && a.state !== "dead" && links.has(a.nodeId)) reach.add(a);
+  }
+
   // Route committed events to the links that care: queued work and cancels.
   const unsubscribe = deps.hub.subscribe((events: readonly EventRow[]) => {
     if (!links.size) return;
     for (const e of events) {
-      if (e.type !== "matrix" || !e.taskId) continue;
-      if (e.status === "queued") {
+      if (e.type !== "matrix") continue;
+      if (e.name === "agent.enrolled" && e.agentId) void indexAgent(e.agentId);
+      else if (e.name === "agent.state" && e.status === "dead" && e.agentId) reach.remove(e.agentId);
+      else if (e.taskId && e.status === "queued" && e.agentId) {
         const assignee = e.agentId;
-        if (assignee) {
-          void nodeOf(assignee).then((n) => n && send(n, { kind: "task_ready", taskId: e.taskId, agentId: assignee }));
-        } else {
-          // runtime and capabilities let the node pick one agent that can take the task
-          const data: JsonObject = { domain_id: e.domainId };
-          if (typeof e.payload.runtime === "string") data.runtime = e.payload.runtime;
-          if (Array.isArray(e.payload.capabilities)) data.capabilities = e.payload.capabilities;
-          for (const link of links.values()) send(link.nodeId, { kind: "task_ready", taskId: e.taskId, data });
-        }
-      } else if (e.name === "task.cancelled" && e.agentId) {
+        void nodeOf(assignee).then((n) => n && send(n, { kind: "task_ready", taskId: e.taskId, agentId: assignee }));
+      } else if (e.taskId && e.name === "task.cancelled" && e.agentId) {
         void nodeOf(e.agentId).then((n) => n && send(n, { kind: "cancel", taskId: e.taskId, agentId: e.agentId }));
       }
     }
+    for (const [nodeId, msg] of wakeUps(events, reach)) send(nodeId, msg);
   });
 
   async function mustAgent(id: string) {
@@ -140,6 +151,8 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
 
     /** Whether this replica holds the node's link (linkedAnywhere: any replica). */
     isLinked: (nodeId: string) => links.has(nodeId),
+    /** The linked nodes a queued task in this domain would wake (tests, bench). */
+    wakeTargets: (domainId: string, runtime = "", capabilities: string[] = []) => [...reach.nodesFor(domainId, runtime, capabilities)],
     attachSecretOf: (nodeId: string) => links.get(nodeId)?.attachSecret,
     /** Pushes a command on a link this replica holds; false otherwise (deliver: any replica). */
     send,
@@ -188,6 +201,7 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
       };
       links.get(nodeId)?.push(create(fleet.LinkResponseSchema, { kind: "close", data: { reason: "replaced by a newer link" } }));
       links.set(nodeId, conn);
+      reach.dropNode(nodeId);
       // several replicas: the store says which one holds the link (tower/domain/replication.ts)
       const ownerKey = `link:${nodeId}`;
       const ownerToken = opts.replication?.linkToken(randomBytes(9).toString("base64url"));
@@ -201,6 +215,9 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
         emit({ type: "matrix", name: "node.online", status: "online", payload: { node_id: nodeId } });
       });
       try {
+        // indexed before hello: epd claims everything queued so far when it sees hello, and
+        // every later task finds this node in the index
+        await indexNode(nodeId);
         yield create(fleet.LinkResponseSchema, { kind: "hello", data: { node_id: nodeId, tower_time: iso(clock.now()) } });
         while (!signal.aborted) {
           const msg = queue.shift();
@@ -217,6 +234,7 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
         signal.removeEventListener("abort", onAbort);
         if (links.get(nodeId) === conn) {
           links.delete(nodeId);
+          reach.dropNode(nodeId);
           await commit(deps, async (tx, emit) => {
             if (ownerToken) {
               // the node row lock orders this against a newer link's "online" on another replica
@@ -350,6 +368,7 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
         };
         await tx.insertAgent(row);
         agentNodes.set(row.id, row.nodeId);
+        if (links.has(row.nodeId)) reach.add(row);
         emit({ type: "matrix", name: "agent.enrolled", domainId: d.id, agentId: row.id, status: "idle", payload: { agent_id: row.id, runtime, node_id: row.nodeId } });
         return create(fleet.EnrollAgentResponseSchema, { agent: agentMsg(row) });
       });
@@ -408,4 +427,93 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
       return create(fleet.SuperviseAgentResponseSchema, { agent: agentMsg(a) });
     },
   };
+}
+
+interface Reachable {
+  nodeId: string;
+  runtime: string;
+  capabilities: string[];
+}
+
+/**
+ * Agents of linked nodes by domain. nodesFor() is O(agents of the task's domain on linked nodes):
+ * a task never looks at nodes that serve only other domains.
+ */
+export function createWakeIndex() {
+  const byDomain = new Map<string, Map<string, Reachable>>();
+  const agentDomain = new Map<string, string>();
+  const nodeAgents = new Map<string, Set<string>>();
+
+  function remove(agentId: string): void {
+    const domainId = agentDomain.get(agentId);
+    if (domainId === undefined) return;
+    agentDomain.delete(agentId);
+    const inDomain = byDomain.get(domainId)!;
+    const nodeId = inDomain.get(agentId)!.nodeId;
+    inDomain.delete(agentId);
+    if (!inDomain.size) byDomain.delete(domainId);
+    nodeAgents.get(nodeId)?.delete(agentId);
+  }
+
+  return {
+    add(a: { id: string; domainId: string; nodeId: string; runtime: string; capabilities: string[] }): void {
+      if (!a.nodeId) return;
+      remove(a.id);
+      let inDomain = byDomain.get(a.domainId);
+      if (!inDomain) byDomain.set(a.domainId, (inDomain = new Map()));
+      inDomain.set(a.id, { nodeId: a.nodeId, runtime: a.runtime, capabilities: a.capabilities });
+      agentDomain.set(a.id, a.domainId);
+      let mine = nodeAgents.get(a.nodeId);
+      if (!mine) nodeAgents.set(a.nodeId, (mine = new Set()));
+      mine.add(a.id);
+    },
+    remove,
+    dropNode(nodeId: string): void {
+      for (const id of nodeAgents.get(nodeId) ?? []) remove(id);
+      nodeAgents.delete(nodeId);
+    },
+    /** Nodes with an agent in the domain that runs the runtime (any when empty) and has every capability. */
+    nodesFor(domainId: string, runtime: string, capabilities: readonly string[]): Set<string> {
+      const out = new Set<string>();
+      for (const a of byDomain.get(domainId)?.values() ?? []) {
+        if (out.has(a.nodeId)) continue;
+        if (runtime && a.runtime !== runtime) continue;
+        if (capabilities.every((c) => a.capabilities.includes(c))) out.add(a.nodeId);
+      }
+      return out;
+    },
+  };
+}
+
+type WakeIndex = ReturnType<typeof createWakeIndex>;
+
+/**
+ * The task_ready messages for the queued unassigned tasks of one committed batch: one message
+ * per node with an agent that could claim one of them, the tasks coalesced in data.tasks (the
+ * first one also in the message's own fields, for an epd that reads only those). Assigned work
+ * goes to the assignee's node elsewhere; a broadcast parent wakes nobody (its runs are assigned).
+ */
+export function wakeUps(events: readonly EventRow[], reach: WakeIndex): Map<string, { kind: string; taskId: string; data: JsonObject }> {
+  const perNode = new Map<string, JsonObject[]>();
+  for (const e of events) {
+    if (e.type !== "matrix" || !e.taskId || e.status !== "queued" || e.agentId || e.payload.claim_policy === "broadcast") continue;
+    // runtime and capabilities let the node pick one agent that can take the task
+    const runtime = typeof e.payload.runtime === "string" ? e.payload.runtime : "";
+    const capabilities = Array.isArray(e.payload.capabilities) ? e.payload.capabilities.filter((c): c is string => typeof c === "string") : [];
+    const hint: JsonObject = { task_id: e.taskId, domain_id: e.domainId };
+    if (typeof e.payload.runtime === "string") hint.runtime = runtime;
+    if (Array.isArray(e.payload.capabilities)) hint.capabilities = capabilities;
+    for (const nodeId of reach.nodesFor(e.domainId, runtime, capabilities)) {
+      const list = perNode.get(nodeId);
+      if (list) list.push(hint);
+      else perNode.set(nodeId, [hint]);
+    }
+  }
+  const out = new Map<string, { kind: string; taskId: string; data: JsonObject }>();
+  for (const [nodeId, tasks] of perNode) {
+    const { task_id, ...data } = tasks[0];
+    if (tasks.length > 1) data.tasks = tasks;
+    out.set(nodeId, { kind: "task_ready", taskId: task_id as string, data });
+  }
+  return out;
 }

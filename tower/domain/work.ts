@@ -78,7 +78,7 @@ function taskEvent(emit: Emit, t: TaskRow, name: string, extra: JsonObject = {})
       claimed_by: t.claimedBy,
       ...(t.parentTaskId ? { parent_task_id: t.parentTaskId } : {}),
       // what a claimer needs, so a node wakes one agent that can take it (fleet task_ready)
-      ...(t.status === "queued" ? { runtime: t.runtime, capabilities: t.capabilities } : {}),
+      ...(t.status === "queued" ? { runtime: t.runtime, capabilities: t.capabilities, claim_policy: t.claimPolicy } : {}),
       ...extra,
     },
   });
