@@ -4,7 +4,7 @@ import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { createContextValues } from "@connectrpc/connect";
 import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import { readFileSync } from "node:fs";
-import { systemClock, type Clock } from "../common/clock.js";
+import { iso, systemClock, type Clock } from "../common/clock.js";
 import { EpError } from "../common/errors.js";
 import { createLogger, type Logger } from "../common/log.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
@@ -15,7 +15,7 @@ import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import type { TowerConfig } from "./config.js";
 import { createAuth, type Auth } from "./domain/auth.js";
 import { createAuthService } from "./domain/auth-service.js";
-import type { Caller } from "./domain/caller.js";
+import { principalOf, type Caller } from "./domain/caller.js";
 import type { Deps } from "./domain/deps.js";
 import { createEventHub, type EventHub } from "./domain/event-hub.js";
 import { createEventService } from "./domain/events.js";
@@ -179,23 +179,21 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   // Console login: a one-time ticket (or a token) becomes an HttpOnly session cookie.
   app.post("/auth/session", async (req, reply) => {
     const body = (req.body ?? {}) as { ticket?: unknown; token?: unknown };
-    let token: string;
-    if (typeof body.ticket === "string") {
-      const redeemed = await auth.redeemTicket(body.ticket, "login");
-      token = (await auth.createToken({ subject: "tower", role: "admin", via: "internal" }, { name: redeemed.subject, role: redeemed.role, ttlSeconds: 7 * 86_400 })).secret;
-    } else if (typeof body.token === "string") {
-      await auth.authenticate(body.token);
-      token = body.token;
-    } else {
-      throw new EpError("invalid_argument", "send {\"ticket\": …} or {\"token\": …}", { field: "ticket" });
-    }
-    const caller = await auth.authenticate(token);
+    let source: Caller;
+    if (typeof body.ticket === "string") source = await auth.redeemTicket(body.ticket, "login");
+    else if (typeof body.token === "string") source = await auth.authenticate(body.token);
+    else throw new EpError("invalid_argument", "send {\"ticket\": …} or {\"token\": …}", { field: "ticket" });
+    // the session is bound to the credential it came from: it ends with it, never outlives it
+    const session = await auth.createSession(source);
     const secure = config.tls ? "; Secure" : "";
-    void reply.header("set-cookie", `${SESSION_COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/${secure}; Max-Age=604800`);
-    return { role: caller.role, subject: caller.principal ?? caller.subject };
+    const maxAge = Math.max(1, Math.floor((session.expiresMs - clock.now()) / 1000));
+    void reply.header("set-cookie", `${SESSION_COOKIE}=${encodeURIComponent(session.secret)}; HttpOnly; SameSite=Strict; Path=/${secure}; Max-Age=${maxAge}`);
+    return { role: source.role, subject: principalOf(source), expires_at: iso(session.expiresMs) };
   });
   app.get("/auth/session", async (req) => ({ role: req.caller!.role, subject: req.caller!.principal ?? req.caller!.subject }));
-  app.delete("/auth/session", async (_req, reply) => {
+  app.delete("/auth/session", async (req, reply) => {
+    const cookie = readCookie(req.headers.cookie, SESSION_COOKIE);
+    if (cookie) await auth.endSession(cookie);
     void reply.header("set-cookie", `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
     return { ok: true };
   });

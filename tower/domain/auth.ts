@@ -6,11 +6,28 @@ import * as jose from "jose";
 import { iso } from "../../common/clock.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import { newId } from "../../common/ids.js";
-import type { TokenRow } from "../store/store.js";
+import type { TicketRow, TokenRow } from "../store/store.js";
 import { authorize, principalOf, ROLES, type Caller, type Role } from "./caller.js";
 import type { Deps } from "./deps.js";
 
 export const TOKEN_PREFIX = "ept_";
+/** Console session cookies (POST /auth/session). */
+export const SESSION_PREFIX = "eps_";
+export const SESSION_MAX_MS = 7 * 86_400_000;
+const TICKET_PURPOSES = ["attach", "login", "events"];
+
+/**
+ * What a ticket or console session carries from the credential that made it (stored as JSON in
+ * tickets.scope). Redeeming rebuilds the caller from it and checks the source token again.
+ */
+interface TicketScope {
+  via: Caller["via"];
+  tokenId?: string;
+  domainId?: string;
+  nodeId?: string;
+  principal?: string;
+  expiresMs?: number;
+}
 const KEY_ALG = "ES256";
 
 export const hashSecret = (secret: string): string => createHash("sha256").update(secret).digest("hex");
@@ -57,8 +74,17 @@ export interface Auth {
   /** The public key set, for anyone verifying node tokens. */
   jwks(): Promise<jose.JSONWebKeySet>;
   createTicket(caller: Caller, input: { purpose: string; agentId?: string; ttlMs?: number }): Promise<{ ticket: string; expiresMs: number }>;
-  /** Redeems a single-use ticket into the caller that created it. */
+  /**
+   * Redeems a single-use ticket into the caller that created it: the same role, domain, node,
+   * token and expiry, checked again against the source credential (revoked or expired: refused).
+   */
   redeemTicket(ticket: string, purpose: string): Promise<Caller & { agentId: string }>;
+  /**
+   * A console session for a caller (POST /auth/session): bound to the caller's credential, it
+   * ends when that token is revoked or expires, after 7 days, or at logout (endSession).
+   */
+  createSession(caller: Caller): Promise<{ secret: string; expiresMs: number }>;
+  endSession(secret: string): Promise<void>;
   /** Makes the bootstrap admin token if there are no tokens yet; returns its secret once. */
   bootstrapAdmin(): Promise<string | undefined>;
 }
@@ -129,6 +155,10 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     // domains are read on every call, so a removed node or a new enrolment counts at once
     const signed = signedNodes.get(jwt);
     const nodeId = signed && signed.untilMs > clock.now() ? signed.nodeId : await verifyNodeSignature(jwt);
+    return nodeCaller(nodeId);
+  }
+
+  async function nodeCaller(nodeId: string): Promise<Caller> {
     const node = await store.getNode(nodeId);
     if (!node) throw new EpError("unauthenticated", `node ${nodeId} is not registered with this tower`);
     const nodeDomains = [...new Set((await store.listAgents({ nodeId })).map((a) => a.domainId))];
@@ -241,6 +271,63 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     return caller;
   }
 
+  async function verifySession(secret: string): Promise<Caller> {
+    const hash = hashSecret(secret);
+    const hit = cached(hash);
+    if (hit) return hit;
+    const row = await store.findTicket(hash, clock.now());
+    if (!row || row.purpose !== "console") throw new EpError("unauthenticated", "the console session has ended (logged out, expired or unknown); sign in again");
+    const caller: Caller = { ...(await callerOf(row)), sessionHash: hash };
+    remember(hash, caller);
+    return caller;
+  }
+
+  /** The caller of a token, by id: the source of a ticket or session, checked on every use. */
+  async function tokenCaller(tokenId: string): Promise<Caller> {
+    const row = await store.getToken(tokenId);
+    if (!row) throw new EpError("unauthenticated", `token ${tokenId}, which this credential came from, no longer exists`);
+    if (row.revokedAt) throw new EpError("token_revoked", `token ${row.id}, which this credential came from, was revoked at ${row.revokedAt}`);
+    if (row.expiresAt && Date.parse(row.expiresAt) <= clock.now()) throw new EpError("token_expired", `token ${row.id}, which this credential came from, expired at ${row.expiresAt}`);
+    return {
+      subject: row.id,
+      principal: row.name,
+      role: row.role as Role,
+      via: "token",
+      tokenId: row.id,
+      domainId: row.domainId || undefined,
+      expiresMs: row.expiresAt ? Date.parse(row.expiresAt) : undefined,
+    };
+  }
+
+  const scopeOf = (caller: Caller): TicketScope => ({
+    via: caller.via,
+    tokenId: caller.tokenId,
+    domainId: caller.domainId,
+    nodeId: caller.nodeId,
+    principal: principalOf(caller),
+    expiresMs: caller.expiresMs,
+  });
+
+  /** Rebuilds the caller a ticket or session was made by, from the source credential as it is now. */
+  async function callerOf(row: TicketRow): Promise<Caller> {
+    let scope: TicketScope;
+    try {
+      scope = JSON.parse(row.scope) as TicketScope;
+    } catch {
+      scope = { via: "ticket" };
+    }
+    let source: Caller;
+    if (scope.tokenId) source = await tokenCaller(scope.tokenId);
+    else if (scope.nodeId) source = await nodeCaller(scope.nodeId);
+    else {
+      // OIDC (or a ticket from before scopes were kept): what was stored, until it expires
+      if (scope.expiresMs !== undefined && scope.expiresMs <= clock.now()) throw new EpError("token_expired", "the credential this came from has expired; sign in again");
+      source = { subject: row.subject, principal: scope.principal ?? row.subject, role: row.role as Role, via: scope.via, domainId: scope.domainId, expiresMs: scope.expiresMs };
+    }
+    const expiresMs = Math.min(source.expiresMs ?? Infinity, row.purpose === "console" ? row.expiresMs : Infinity);
+    return { ...source, principal: source.principal ?? row.subject, expiresMs: Number.isFinite(expiresMs) ? expiresMs : undefined };
+  }
+
   async function createToken(caller: Caller, input: { name: string; role: string; domainId?: string; ttlSeconds?: number }) {
     authorize(caller, "admin");
     if (!input.name?.trim()) throw invalidField("name", "is required");
@@ -272,6 +359,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     async authenticate(bearer) {
       if (!bearer) throw new EpError("unauthenticated", "no credentials: send 'Authorization: Bearer <token>'");
       if (bearer.startsWith(TOKEN_PREFIX)) return verifyServiceToken(bearer);
+      if (bearer.startsWith(SESSION_PREFIX)) return verifySession(bearer);
       if (signedNodes.has(bearer)) return verifyNodeToken(bearer);
       if (bearer.split(".").length === 3) {
         let header: jose.ProtectedHeaderParameters | undefined;
@@ -327,10 +415,14 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     },
 
     async createTicket(caller, input) {
-      const ttlMs = Math.min(input.ttlMs ?? 60_000, 24 * 3_600_000);
-      if (!["attach", "login", "events"].includes(input.purpose)) throw invalidField("purpose", "must be attach, login or events");
+      if (!TICKET_PURPOSES.includes(input.purpose)) throw invalidField("purpose", "must be attach, login or events");
+      if (input.purpose === "login" && caller.role === "node") throw new EpError("forbidden", "a node token cannot open a console session");
+      const now = clock.now();
+      // a ticket never outlives the credential that made it
+      const ttlMs = Math.min(input.ttlMs ?? 60_000, 24 * 3_600_000, (caller.expiresMs ?? Infinity) - now);
+      if (ttlMs <= 0) throw new EpError("token_expired", "the credential has expired; a ticket cannot outlive it");
       const ticket = "tkt_" + randomBytes(24).toString("base64url");
-      const expiresMs = clock.now() + ttlMs;
+      const expiresMs = now + ttlMs;
       await store.insertTicket({
         hash: hashSecret(ticket),
         purpose: input.purpose,
@@ -338,6 +430,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
         role: caller.role,
         agentId: input.agentId ?? "",
         expiresMs,
+        scope: JSON.stringify(scopeOf(caller)),
       });
       return { ticket, expiresMs };
     },
@@ -345,7 +438,32 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     async redeemTicket(ticket, purpose) {
       const row = await store.consumeTicket(hashSecret(ticket), clock.now());
       if (!row || row.purpose !== purpose) throw new EpError("unauthenticated", "the ticket is unknown, used or expired; ask for a new one");
-      return { subject: row.subject, principal: row.subject, role: row.role as Role, via: "ticket", agentId: row.agentId };
+      return { ...(await callerOf(row)), via: "ticket", agentId: row.agentId };
+    },
+
+    async createSession(caller) {
+      if (caller.role === "node") throw new EpError("forbidden", "a node token cannot open a console session");
+      const now = clock.now();
+      const expiresMs = Math.min(now + SESSION_MAX_MS, caller.expiresMs ?? Infinity);
+      if (expiresMs <= now) throw new EpError("token_expired", "the credential has expired");
+      const secret = SESSION_PREFIX + randomBytes(24).toString("base64url");
+      await store.insertTicket({
+        hash: hashSecret(secret),
+        purpose: "console",
+        subject: principalOf(caller),
+        role: caller.role,
+        agentId: "",
+        expiresMs,
+        scope: JSON.stringify(scopeOf(caller)),
+      });
+      return { secret, expiresMs };
+    },
+
+    async endSession(secret) {
+      if (!secret.startsWith(SESSION_PREFIX)) return;
+      const hash = hashSecret(secret);
+      verified.delete(hash);
+      await store.consumeTicket(hash, clock.now());
     },
 
     async bootstrapAdmin() {

@@ -23,6 +23,8 @@ export interface Caller {
   tokenId?: string;
   /** when the credential stops being valid (ms), if it does */
   expiresMs?: number;
+  /** a console session: the hash of its cookie (ends at logout; tower/domain/auth.ts) */
+  sessionHash?: string;
 }
 
 /**

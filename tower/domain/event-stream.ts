@@ -530,6 +530,9 @@ export function createEventStream(
       if (row.revokedAt) return { code: "token_revoked", message: `token ${row.id} was revoked at ${row.revokedAt}`, last_event_id: 0 };
       if (row.expiresAt && Date.parse(row.expiresAt) <= now) return { code: "token_expired", message: `token ${row.id} expired at ${row.expiresAt}`, last_event_id: 0 };
     }
+    if (caller.sessionHash && !(await store.findTicket(caller.sessionHash, now))) {
+      return { code: "unauthenticated", message: "the console session has ended; sign in again", last_event_id: 0 };
+    }
     return undefined;
   }
 

@@ -156,4 +156,5 @@ export const toTicket = (r: Row): TicketRow => ({
   role: r.role as string,
   agentId: r.agent_id as string,
   expiresMs: Number(r.expires_ms),
+  scope: (r.scope as string | undefined) ?? "{}",
 });

@@ -529,10 +529,14 @@ describe.each(dialects)("store ($dialect)", ({ dialect, skip, fixture }) => {
     });
 
     test("a ticket is consumed once, and never after it expires", async () => {
-      const ticket = { hash: "t1", purpose: "console", subject: "tok_1", role: "admin", agentId: "", expiresMs: T0 + 60_000 };
+      const ticket = { hash: "t1", purpose: "console", subject: "tok_1", role: "admin", agentId: "", expiresMs: T0 + 60_000, scope: '{"via":"token","tokenId":"tok_1"}' };
       await store.insertTicket(ticket);
       await store.insertTicket({ ...ticket, hash: "t2" });
+      // found without being consumed (console sessions), until it is consumed or expires
+      expect(await store.findTicket("t1", T0)).toEqual(ticket);
+      expect(await store.findTicket("t1", T0 + 60_000)).toBeUndefined();
       expect(await store.consumeTicket("t1", T0)).toEqual(ticket);
+      expect(await store.findTicket("t1", T0)).toBeUndefined();
       expect(await store.consumeTicket("t1", T0)).toBeUndefined();
       expect(await store.consumeTicket("t2", T0 + 60_000)).toBeUndefined();
       expect(await store.consumeTicket("missing", T0)).toBeUndefined();
@@ -540,7 +544,7 @@ describe.each(dialects)("store ($dialect)", ({ dialect, skip, fixture }) => {
     });
 
     test("concurrent consumers of one ticket: exactly one gets it", async () => {
-      await store.insertTicket({ hash: "t1", purpose: "attach", subject: "s", role: "operator", agentId: "agt_1", expiresMs: T0 + 60_000 });
+      await store.insertTicket({ hash: "t1", purpose: "attach", subject: "s", role: "operator", agentId: "agt_1", expiresMs: T0 + 60_000, scope: "{}" });
       const other = await fx.openAnother({ max: 5 });
       const got = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? other : store).consumeTicket("t1", T0)));
       expect(got.filter(Boolean)).toHaveLength(1);

@@ -129,6 +129,8 @@ export interface TicketRow {
   role: string;
   agentId: string;
   expiresMs: number;
+  /** the credential it was made with (TicketScope in tower/domain/auth.ts), JSON */
+  scope: string;
 }
 
 export interface NewEvent {
@@ -228,6 +230,8 @@ export interface Store extends AiStore, SecretStore, NodeStateStore {
   insertTicket(row: TicketRow): Promise<void>;
   /** Marks the ticket used and returns it, once, if it exists and has not expired. */
   consumeTicket(hash: string, nowMs: number): Promise<TicketRow | undefined>;
+  /** The ticket if it exists, is unused and has not expired, without consuming it (console sessions). */
+  findTicket(hash: string, nowMs: number): Promise<TicketRow | undefined>;
 
   /** Appends events and returns them with their ids (strictly increasing). */
   appendEvents(events: readonly NewEvent[], createdAt: string): Promise<EventRow[]>;

@@ -797,13 +797,14 @@ export class PostgresStore implements Store {
   }
 
   async insertTicket(row: TicketRow): Promise<void> {
-    await this.insert("tickets", "INSERT INTO tickets (hash, purpose, subject, role, agent_id, expires_ms) VALUES ($1, $2, $3, $4, $5, $6)", [
+    await this.insert("tickets", "INSERT INTO tickets (hash, purpose, subject, role, agent_id, expires_ms, scope) VALUES ($1, $2, $3, $4, $5, $6, $7)", [
       row.hash,
       row.purpose,
       row.subject,
       row.role,
       row.agentId,
       row.expiresMs,
+      row.scope,
     ]);
   }
 
@@ -811,6 +812,11 @@ export class PostgresStore implements Store {
     // A concurrent consumer waits on the row lock, then re-checks used = 0 and gets nothing.
     const [r] = await this.q("UPDATE tickets SET used = 1 WHERE hash = $1 AND used = 0 AND expires_ms > $2 RETURNING *", [hash, nowMs]);
     await this.q("DELETE FROM tickets WHERE expires_ms <= $1", [nowMs - 3_600_000]);
+    return r && toTicket(r);
+  }
+
+  async findTicket(hash: string, nowMs: number): Promise<TicketRow | undefined> {
+    const [r] = await this.q("SELECT * FROM tickets WHERE hash = $1 AND used = 0 AND expires_ms > $2", [hash, nowMs]);
     return r && toTicket(r);
   }
 

@@ -736,13 +736,14 @@ export class SqliteStore implements Store {
   async insertTicket(row: TicketRow): Promise<void> {
     return this.run(true, () => {
       try {
-        this.stmt("INSERT INTO tickets (hash, purpose, subject, role, agent_id, expires_ms) VALUES (?, ?, ?, ?, ?, ?)").run(
+        this.stmt("INSERT INTO tickets (hash, purpose, subject, role, agent_id, expires_ms, scope) VALUES (?, ?, ?, ?, ?, ?, ?)").run(
           row.hash,
           row.purpose,
           row.subject,
           row.role,
           row.agentId,
           row.expiresMs,
+          row.scope,
         );
       } catch (err) {
         throw constraintError(err, "tickets");
@@ -754,6 +755,13 @@ export class SqliteStore implements Store {
     return this.run(true, () => {
       const r = this.stmt("UPDATE tickets SET used = 1 WHERE hash = ? AND used = 0 AND expires_ms > ? RETURNING *").get(hash, nowMs) as Row | undefined;
       this.stmt("DELETE FROM tickets WHERE expires_ms <= ?").run(nowMs - 3_600_000);
+      return r && toTicket(r);
+    });
+  }
+
+  async findTicket(hash: string, nowMs: number): Promise<TicketRow | undefined> {
+    return this.run(false, () => {
+      const r = this.stmt("SELECT * FROM tickets WHERE hash = ? AND used = 0 AND expires_ms > ?").get(hash, nowMs) as Row | undefined;
       return r && toTicket(r);
     });
   }
