@@ -114,7 +114,8 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const shared = replicatedStore(store);
   const replication = shared ? await startReplication({ store: shared, hub, log, clock }, { replicaId: env.EP_REPLICA_ID || undefined }) : undefined;
 
-  const auth = createAuth(deps, { oidc: config.oidc, issuer: config.publicUrl, keyRotationMs: config.keyRotationMs });
+  const secretKeys = envKeySource(config.home, env);
+  const auth = createAuth(deps, { oidc: config.oidc, issuer: config.publicUrl, keyRotationMs: config.keyRotationMs, keyring: () => secretKeys.keyring() });
   if (replication) {
     // replicas starting together make the bootstrap admin token once
     const bootstrapAdmin = auth.bootstrapAdmin.bind(auth);
@@ -124,9 +125,10 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const fleet = createFleetService(deps, auth, { towerUrl: config.publicUrl, replication });
   replication?.serveLinks(fleet, attachProof);
   const authService = createAuthService(auth);
-  const secrets = createSecretService(deps, envKeySource(config.home, env));
+  const secrets = createSecretService(deps, secretKeys);
   // rotation: values under EP_SECRET_KEY_PREVIOUS are re-encrypted under the current key (docs/secrets.md)
   await secrets.reencrypt().catch((err: Error) => log.error("secret re-encryption failed", { error: err.message }));
+  await auth.resealSigningKeys().catch((err: Error) => log.error("signing key re-sealing failed", { error: err.message }));
   const eventStream = createEventStream(deps, { ...config.stream, retention: config.eventRetention });
   const events = createEventService(deps, eventStream);
 

@@ -8,6 +8,7 @@ import { EpError, invalidField } from "../../common/errors.js";
 import { newId } from "../../common/ids.js";
 import type { TicketRow, TokenRow } from "../store/store.js";
 import { authorize, principalOf, ROLES, type Caller, type Role } from "./caller.js";
+import { decryptSecret, encryptSecret, type SecretKeyring } from "./secrets-crypto.js";
 import type { Deps } from "./deps.js";
 
 export const TOKEN_PREFIX = "ept_";
@@ -53,7 +54,13 @@ export interface AuthOptions {
   issuer: string;
   /** a new signing key is made when the newest is older than this */
   keyRotationMs: number;
+  /** the secret-store keyring: private signing keys are kept encrypted under it */
+  keyring?: () => SecretKeyring | undefined;
 }
+
+/** A private signing key as stored: AES-256-GCM under the secret-store key, the kid as AAD. */
+const SEALED = "sealed:v1:";
+const sealName = (kid: string) => `signing_key/${kid}`;
 
 interface KeyEntry {
   kid: string;
@@ -85,6 +92,11 @@ export interface Auth {
    */
   createSession(caller: Caller): Promise<{ secret: string; expiresMs: number }>;
   endSession(secret: string): Promise<void>;
+  /**
+   * Seals stored signing keys under the current secret-store key (those in clear, or under
+   * EP_SECRET_KEY_PREVIOUS); run at start. A key that cannot be opened is logged, not thrown.
+   */
+  resealSigningKeys(): Promise<void>;
   /** Makes the bootstrap admin token if there are no tokens yet; returns its secret once. */
   bootstrapAdmin(): Promise<string | undefined>;
 }
@@ -115,6 +127,43 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     verified.set(key, { caller: Object.freeze(caller), untilMs: clock.now() + AUTH_CACHE_MS });
   }
 
+  const unsealFailures = new Set<string>();
+
+  /** The private JWK as stored: sealed under the secret-store key when there is one. */
+  function seal(kid: string, jwk: string): string {
+    const ring = opts.keyring?.();
+    if (!ring) {
+      deps.log.warn("no secret-store key: the node-token signing key is stored unencrypted until one is configured", { kid });
+      return jwk;
+    }
+    return SEALED + JSON.stringify(encryptSecret(ring.current, sealName(kid), jwk));
+  }
+
+  async function unseal(kid: string, stored: string): Promise<string> {
+    const ring = opts.keyring?.();
+    if (!stored.startsWith(SEALED)) {
+      // written before keys were sealed, or while no key was configured: seal it now
+      if (ring) await store.updateSigningKeyPrivate(kid, seal(kid, stored));
+      return stored;
+    }
+    if (!ring) throw new EpError("config_invalid", `signing key ${kid} is encrypted under the secret-store key, which this tower does not have; set EP_SECRET_KEY or restore the key file`);
+    const cipher = JSON.parse(stored.slice(SEALED.length));
+    let jwk: string;
+    try {
+      jwk = decryptSecret(ring, sealName(kid), cipher);
+    } catch (err) {
+      const e = new EpError("config_invalid", `node-token signing key ${kid} is sealed under secret-store key ${cipher.keyId}, which this tower does not have (current ${ring.current.id}); start with the old key in EP_SECRET_KEY_PREVIOUS`, { setting: "EP_SECRET_KEY_PREVIOUS" });
+      if (!unsealFailures.has(kid)) {
+        unsealFailures.add(kid);
+        deps.log.error(e.message, { kid, error: (err as Error).message });
+      }
+      throw e;
+    }
+    // sealed under EP_SECRET_KEY_PREVIOUS: re-seal under the current key (rotation)
+    if (cipher.keyId !== ring.current.id) await store.updateSigningKeyPrivate(kid, seal(kid, jwk));
+    return jwk;
+  }
+
   async function loadKeys(): Promise<KeyEntry[]> {
     if (keys) return keys;
     const rows = await store.listSigningKeys();
@@ -123,7 +172,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
       loaded.push({
         kid: r.kid,
         createdMs: Date.parse(r.createdAt),
-        privateKey: await jose.importJWK(JSON.parse(r.privateJwk) as jose.JWK, r.alg),
+        privateKey: await jose.importJWK(JSON.parse(await unseal(r.kid, r.privateJwk)) as jose.JWK, r.alg),
         publicKey: await jose.importJWK(JSON.parse(r.publicJwk) as jose.JWK, r.alg),
       });
     }
@@ -141,7 +190,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     await store.insertSigningKey({
       kid,
       alg: KEY_ALG,
-      privateJwk: JSON.stringify(privateJwk),
+      privateJwk: seal(kid, JSON.stringify(privateJwk)),
       publicJwk: JSON.stringify({ ...publicJwk, kid, alg: KEY_ALG, use: "sig" }),
       createdAt: iso(clock.now()),
       retiredAt: "",
@@ -464,6 +513,11 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
       const hash = hashSecret(secret);
       verified.delete(hash);
       await store.consumeTicket(hash, clock.now());
+    },
+
+    async resealSigningKeys() {
+      if (!opts.keyring?.()) return;
+      for (const r of await store.listSigningKeys()) await unseal(r.kid, r.privateJwk).catch(() => undefined);
     },
 
     async bootstrapAdmin() {

@@ -224,6 +224,8 @@ export interface Store extends AiStore, SecretStore, NodeStateStore {
   updateToken(id: string, patch: Partial<Pick<TokenRow, "revokedAt" | "lastUsedAt">>): Promise<TokenRow | undefined>;
 
   insertSigningKey(row: SigningKeyRow): Promise<void>;
+  /** Replaces a signing key's stored private part (sealed under a new secret-store key). */
+  updateSigningKeyPrivate(kid: string, privateJwk: string): Promise<void>;
   listSigningKeys(): Promise<SigningKeyRow[]>;
   retireSigningKey(kid: string, at: string): Promise<void>;
 

@@ -792,6 +792,10 @@ export class PostgresStore implements Store {
     return (await this.q('SELECT * FROM signing_keys ORDER BY created_at COLLATE "C", kid COLLATE "C"')).map(toSigningKey);
   }
 
+  async updateSigningKeyPrivate(kid: string, privateJwk: string): Promise<void> {
+    await this.q("UPDATE signing_keys SET private_jwk = $1 WHERE kid = $2", [privateJwk, kid]);
+  }
+
   async retireSigningKey(kid: string, at: string): Promise<void> {
     await this.q("UPDATE signing_keys SET retired_at = $2 WHERE kid = $1", [kid, at]);
   }

@@ -11,7 +11,7 @@
 // holds the gate; the batch is never committed in the middle of one.
 import Database from "better-sqlite3";
 import { EpError } from "../../../common/errors.js";
-import { mkdirSync } from "node:fs";
+import { chmodSync, closeSync, mkdirSync, openSync } from "node:fs";
 import { dirname } from "node:path";
 import { mixInAiStore, type AiStore } from "../ai-store.js";
 import { mixInNodeStateStore, type NodeStateStore } from "../node-state-store.js";
@@ -160,7 +160,20 @@ export class SqliteStore implements Store {
   ) {}
 
   static open(opts: SqliteStoreOptions): SqliteStore {
-    if (opts.path !== ":memory:") mkdirSync(dirname(opts.path), { recursive: true, mode: 0o700 });
+    if (opts.path !== ":memory:") {
+      mkdirSync(dirname(opts.path), { recursive: true, mode: 0o700 });
+      // 0600 whatever the directory or umask (EP_DATABASE_URL may point into a shared folder):
+      // the file is made before SQLite opens it, and SQLite gives -wal and -shm the mode of the
+      // database file. An existing install's files are narrowed too.
+      closeSync(openSync(opts.path, "a", 0o600));
+      for (const f of [opts.path, `${opts.path}-wal`, `${opts.path}-shm`]) {
+        try {
+          chmodSync(f, 0o600);
+        } catch {
+          // -wal and -shm exist only while a connection is open
+        }
+      }
+    }
     const db = new Database(opts.path);
     db.pragma("journal_mode = WAL");
     db.pragma(`synchronous = ${opts.synchronous ?? "NORMAL"}`);
@@ -168,6 +181,9 @@ export class SqliteStore implements Store {
     // connection in the same process, deadlock it). Lock waits are async, see begin().
     db.pragma("busy_timeout = 0");
     db.pragma("foreign_keys = ON");
+    // deleted and overwritten content is zeroed where that costs no extra I/O (a re-sealed
+    // signing key leaves no clear copy in a free page; tests/at-rest.test.ts)
+    db.pragma("secure_delete = FAST");
     // 32 MiB of page cache (default 2 MiB): the queue's pages and indexes stay in memory.
     db.pragma("cache_size = -32768");
     return new SqliteStore({ db, gate: new Gate(), batch: undefined, nextSeq: 1, stmts: new Map(), taskStmts: new Map() }, false);
@@ -725,6 +741,14 @@ export class SqliteStore implements Store {
     return this.run(false, () => {
       return (this.stmt("SELECT * FROM signing_keys ORDER BY created_at, kid").all() as Row[]).map(toSigningKey);
     });
+  }
+
+  async updateSigningKeyPrivate(kid: string, privateJwk: string): Promise<void> {
+    await this.run(true, () => {
+      this.stmt("UPDATE signing_keys SET private_jwk = ? WHERE kid = ?").run(privateJwk, kid);
+    });
+    // the replaced value may still sit in old WAL frames: checkpoint and empty the WAL
+    if (!this.inTransaction) this.shared.db.pragma("wal_checkpoint(TRUNCATE)");
   }
 
   async retireSigningKey(kid: string, at: string): Promise<void> {
