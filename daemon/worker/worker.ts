@@ -7,7 +7,8 @@ import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Clock, ClockTimer } from "../../common/clock.js";
 import { iso } from "../../common/clock.js";
-import { toEpError } from "../../common/errors.js";
+import { ConnectError } from "@connectrpc/connect";
+import { toEpError, type EpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { TowerClients } from "../link/tower-client.js";
@@ -285,13 +286,13 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
     try {
       await tower.work.startTask({ taskId: task.id, agentId: agent.id });
     } catch (err) {
-      const e = toEpError(err);
-      if (e.errorClass !== "unavailable" && e.errorClass !== "internal") {
-        tlog.warn("task not started; dropping it", { code: e.code, error: e.message });
+      const refused = refusedByTower(err);
+      if (refused) {
+        tlog.warn("task not started; dropping it", { code: refused.code, error: refused.message });
         await journal.remove(task.id);
         return;
       }
-      tlog.warn("start not acknowledged; running anyway", { error: e.message });
+      tlog.warn("start not acknowledged; running anyway", { error: toEpError(err).message });
     }
 
     // work/<task_id>/ is fresh for every run: the run's cwd, and where its MCP config is written.
@@ -359,8 +360,8 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
               if (runs.has(task.id) && !run.stop) beat();
             },
             (err: unknown) => {
-              const e = toEpError(err);
-              if (e.errorClass === "conflict" || e.errorClass === "not_found") {
+              const e = refusedByTower(err) ?? toEpError(err);
+              if (refusedByTower(err) && (e.errorClass === "conflict" || e.errorClass === "not_found")) {
                 tlog.warn("lease lost; stopping the run", { code: e.code, error: e.message });
                 run.stop ??= "lease_lost";
                 void run.handle?.cancel(`lease lost: ${e.message}`);
@@ -427,13 +428,17 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
         else await tower.work.failTask({ taskId: entry.taskId, agentId: entry.agentId, result, retryable: o.retryable });
         break;
       } catch (err) {
-        const e = toEpError(err);
-        if (!["unavailable", "internal", "rate_limited"].includes(e.errorClass)) {
+        const refused = refusedByTower(err);
+        if (refused) {
           // the tower decided otherwise (lease expired and requeued, cancelled, gone): nothing to report any more
-          log.warn("outcome refused by the tower", { task_id: entry.taskId, code: e.code, error: e.message });
+          log.warn("outcome refused by the tower", { task_id: entry.taskId, code: refused.code, error: refused.message });
           break;
         }
+        const e = toEpError(err);
         if (closed) return; // stays in the journal; the next start reports it
+        // hold the lease while the outcome cannot get through (best effort: a tower that is down
+        // answers neither; one that is up but unreachable on this path keeps the task ours)
+        tower.work.heartbeatTask({ taskId: entry.taskId, agentId: entry.agentId }).catch(() => undefined);
         const delay = backoff.next();
         log.warn("outcome not acknowledged; retrying", { task_id: entry.taskId, in_ms: delay, error: e.message });
         await new Promise<void>((resolve) => {
@@ -552,3 +557,14 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
   };
 }
 
+/**
+ * The tower's decision against a call, or undefined when there was none. A refusal is an answer
+ * from the tower, which always names its EP error code; a transport failure (a reset or refused
+ * connection, a tower killed mid-request: connect-node reports ECONNRESET as "aborted", which
+ * would read as a conflict) or an overloaded or failing tower is never one, so the call is retried.
+ */
+export function refusedByTower(err: unknown): EpError | undefined {
+  if (!(err instanceof ConnectError) || !err.metadata.get("ep-error-code")) return undefined;
+  const e = toEpError(err);
+  return ["unavailable", "internal", "rate_limited"].includes(e.errorClass) ? undefined : e;
+}
