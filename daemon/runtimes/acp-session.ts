@@ -2,7 +2,8 @@
 // over the child's stdio (newline-delimited JSON-RPC). The vendorA_agent_acp runtime opens one per
 // task; long-running profile agents can keep one open and prompt it again.
 import { spawn } from "node:child_process";
-import { relative, isAbsolute, resolve as resolvePath } from "node:path";
+import { basename, dirname, isAbsolute, join as joinPath, relative, resolve as resolvePath } from "node:path";
+import { realpathSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import {
   client,
@@ -180,8 +181,11 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
 
 /**
  * Answers a permission request without a human: the policy picks an allow or a reject option
- * among those the agent offered. `allow_once_in_cwd` allows a call only when every file it names
- * lies inside the run's working directory.
+ * among those the agent offered. `allow_once_in_cwd` allows a call only when it names at least
+ * one path the policy can check (toolCall.locations, or rawInput's file_path, path, paths, cwd,
+ * notebook_path, or the path-like words of a command) and every one of them, symlinks resolved,
+ * lies inside the run's working directory. Real agents (claude-code-acp) send no locations, so
+ * rawInput is where the paths are; a request naming none is rejected.
  */
 export function decidePermission(req: RequestPermissionRequest, policy: PermissionPolicy, cwd: string): RequestPermissionResponse {
   const pick = (kinds: string[]) => {
@@ -200,9 +204,11 @@ export function decidePermission(req: RequestPermissionRequest, policy: Permissi
     case "allow_always":
       allow = true;
       break;
-    case "allow_once_in_cwd":
-      allow = (req.toolCall.locations ?? []).every((loc) => isInside(cwd, loc.path));
+    case "allow_once_in_cwd": {
+      const named = pathsOf(req);
+      allow = named !== undefined && named.every((p) => isInside(cwd, p));
       break;
+    }
   }
   const option = allow
     ? pick(policy === "allow_always" ? ["allow_always", "allow_once"] : ["allow_once", "allow_always"])
@@ -210,9 +216,56 @@ export function decidePermission(req: RequestPermissionRequest, policy: Permissi
   return { outcome: option ? { outcome: "selected", optionId: option.optionId } : { outcome: "cancelled" } };
 }
 
+const PATH_KEYS = ["file_path", "filePath", "path", "notebook_path", "cwd", "directory", "dir"];
+
+/**
+ * Every path a permission request names, or undefined when it names nothing the policy can
+ * check. A command counts as naming its cwd (the run's, unless rawInput.cwd says otherwise) plus
+ * each word that looks like a path outside it (absolute, ~, or climbing with ..).
+ */
+export function pathsOf(req: RequestPermissionRequest): string[] | undefined {
+  const out: string[] = [];
+  for (const loc of req.toolCall.locations ?? []) if (typeof loc.path === "string") out.push(loc.path);
+  const raw = req.toolCall.rawInput;
+  let command = false;
+  if (raw && typeof raw === "object" && !Array.isArray(raw)) {
+    const r = raw as Record<string, unknown>;
+    for (const k of PATH_KEYS) if (typeof r[k] === "string" && r[k]) out.push(r[k] as string);
+    if (Array.isArray(r.paths)) for (const p of r.paths) if (typeof p === "string") out.push(p);
+    if (typeof r.command === "string" && r.command.trim()) {
+      command = true;
+      for (const word of r.command.split(/[\s;|&<>()'"`=]+/)) {
+        if (word.startsWith("/") || word.startsWith("~") || word === ".." || word.startsWith("../") || word.includes("/../") || word.endsWith("/..")) out.push(word);
+      }
+    }
+  }
+  if (!out.length && !command) return undefined;
+  if (!out.length) out.push("."); // a command with no path words runs in the run's directory
+  return out;
+}
+
+/** Whether `path` (relative to dir, ~ never inside) lies in dir once both are resolved, symlinks included. */
 function isInside(dir: string, path: string): boolean {
-  const rel = relative(resolvePath(dir), resolvePath(dir, path));
+  if (path.startsWith("~")) return false;
+  const base = realOrSelf(resolvePath(dir));
+  const rel = relative(base, realOrSelf(resolvePath(dir, path)));
   return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
+}
+
+/** The real path of p, or of its deepest existing ancestor with the rest appended (a file not made yet). */
+function realOrSelf(p: string): string {
+  let head = p;
+  const tail: string[] = [];
+  for (;;) {
+    try {
+      return joinPath(realpathSync(head), ...tail.reverse());
+    } catch {
+      const parent = dirname(head);
+      if (parent === head) return p;
+      tail.push(basename(head));
+      head = parent;
+    }
+  }
 }
 
 function frameOfUpdate(n: SessionNotification): ProgressFrame | undefined {

@@ -1,6 +1,7 @@
 // vendorA_agent_acp end to end against fixtures/claude-code-acp, a real ACP agent built on the
 // official SDK: initialize, session/new, session/prompt, session updates, permission requests.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { RequestPermissionRequest } from "@agentclientprotocol/sdk";
@@ -44,6 +45,21 @@ describe("vendorA_agent_acp", () => {
     expect(frames).toContainEqual(expect.objectContaining({ kind: "status", text: expect.stringMatching(/^permission reject:/) }));
     expect(frames).toContainEqual(expect.objectContaining({ kind: "tool", text: "call_1 failed" }));
     expect(existsSync("/etc/ep-fake-acp-outside.txt")).toBe(false);
+  });
+
+  it("the default policy reads a real agent's rawInput: outside is rejected, inside allowed, no path rejected", async () => {
+    registry = createRuntimeRegistry(testConfig());
+    const outside = await makeSpec({ prompt: "[real] [outside] write" });
+    await registry.start("vendorA_agent_acp", outside.spec).result;
+    expect(outside.frames).toContainEqual(expect.objectContaining({ kind: "tool", text: "call_1 failed" }));
+    expect(existsSync("/etc/ep-fake-acp-outside.txt")).toBe(false);
+    const inside = await makeSpec({ prompt: "[real] write" });
+    await registry.start("vendorA_agent_acp", inside.spec).result;
+    expect(readFileSync(join(inside.spec.cwd, "notes.txt"), "utf8")).toBe("notes for [real] write\n");
+    const nopath = await makeSpec({ prompt: "[nopath] write" });
+    await registry.start("vendorA_agent_acp", nopath.spec).result;
+    expect(nopath.frames).toContainEqual(expect.objectContaining({ kind: "status", text: expect.stringMatching(/^permission reject:/) }));
+    expect(existsSync(join(nopath.spec.cwd, "notes.txt"))).toBe(false);
   });
 
   it("permission = reject refuses even inside the cwd", async () => {
@@ -131,9 +147,40 @@ describe("permission policy", () => {
 
   it("allow_once_in_cwd allows inside the cwd and rejects outside or via ..", () => {
     expect(chosen(decidePermission(request(["/w/run/a.txt", "b/c.txt"]), "allow_once_in_cwd", "/w/run"))).toBe("once");
-    expect(chosen(decidePermission(request([]), "allow_once_in_cwd", "/w/run"))).toBe("once");
+    // a request naming no path cannot be checked: rejected (it used to pass vacuously)
+    expect(chosen(decidePermission(request([]), "allow_once_in_cwd", "/w/run"))).toBe("no");
     expect(chosen(decidePermission(request(["/w/run/../x"]), "allow_once_in_cwd", "/w/run"))).toBe("no");
     expect(chosen(decidePermission(request(["/w/runner/x"]), "allow_once_in_cwd", "/w/run"))).toBe("no");
+  });
+
+  it("allow_once_in_cwd reads the paths from rawInput, as real agents send them", () => {
+    const raw = (rawInput: Record<string, unknown>): RequestPermissionRequest => ({ ...request([]), toolCall: { toolCallId: "t", rawInput } });
+    const decide = (rawInput: Record<string, unknown>) => chosen(decidePermission(raw(rawInput), "allow_once_in_cwd", "/w/run"));
+    expect(decide({ file_path: "/w/run/a.txt" })).toBe("once");
+    expect(decide({ file_path: "/etc/passwd" })).toBe("no");
+    expect(decide({ notebook_path: "/w/other/n.ipynb" })).toBe("no");
+    expect(decide({ paths: ["a.txt", "/tmp/x"] })).toBe("no");
+    expect(decide({ command: "ls -la" })).toBe("once"); // runs in the run's directory
+    expect(decide({ command: "cat /etc/shadow" })).toBe("no");
+    expect(decide({ command: "cat ../../secret" })).toBe("no");
+    expect(decide({ command: "cat ~/.ssh/id_rsa" })).toBe("no");
+    expect(decide({ command: "ls", cwd: "/" })).toBe("no");
+    expect(decide({ content: "no path here" })).toBe("no");
+    expect(decide({})).toBe("no");
+  });
+
+  it("allow_once_in_cwd follows symlinks out of the run's directory", () => {
+    const dir = mkdtempSync(join(tmpdir(), "ep-acp-perm-"));
+    try {
+      mkdirSync(join(dir, "run"));
+      symlinkSync("/etc", join(dir, "run", "etc-link"));
+      const req = { ...request([]), toolCall: { toolCallId: "t", rawInput: { file_path: join(dir, "run", "etc-link", "passwd") } } };
+      expect(chosen(decidePermission(req, "allow_once_in_cwd", join(dir, "run")))).toBe("no");
+      const inside = { ...request([]), toolCall: { toolCallId: "t", rawInput: { file_path: join(dir, "run", "new", "file.txt") } } };
+      expect(chosen(decidePermission(inside, "allow_once_in_cwd", join(dir, "run")))).toBe("once");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("allow_always prefers the always option; no matching option cancels", () => {
