@@ -4,6 +4,8 @@ import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { createContextValues } from "@connectrpc/connect";
 import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import { readFileSync } from "node:fs";
+import { createServer as createHttpServer, type RequestListener } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import { iso, systemClock, type Clock } from "../common/clock.js";
 import { EpError } from "../common/errors.js";
 import { createLogger, type Logger } from "../common/log.js";
@@ -26,6 +28,7 @@ import { createSecretService, envKeySource, type SecretServiceImpl } from "./dom
 import { createWorkService, type WorkService as Work } from "./domain/work.js";
 import { registerAiConsole } from "./edges/ai/register.js";
 import { kCaller } from "./edges/caller-key.js";
+import { mendProtocolErrors } from "../common/connect-errors.js";
 import { bindService } from "./edges/connect/bind.js";
 import { registerRestRoutes, workRoutes } from "./edges/rest/work-routes.js";
 import { registerConsoleRoutes } from "./edges/ui/console-routes.js";
@@ -132,10 +135,22 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const eventStream = createEventStream(deps, { ...config.stream, retention: config.eventRetention });
   const events = createEventService(deps, eventStream);
 
+  // Slow clients (a header line every few seconds, a body at a byte a second) are cut off: the
+  // headers must arrive within headersTimeoutMs and the whole request within requestTimeoutMs,
+  // checked every second. Responses may last (event streams, links, long polls): only receiving
+  // the request is bounded.
+  const serverOptions = {
+    headersTimeout: config.headersTimeoutMs,
+    requestTimeout: config.requestTimeoutMs,
+    connectionsCheckingInterval: Math.min(1000, config.headersTimeoutMs),
+  };
   const app = Fastify({
     logger: false,
     bodyLimit: config.bodyLimit,
-    https: config.tls ? { cert: readFileSync(config.tls.cert), key: readFileSync(config.tls.key) } : null,
+    serverFactory: (handler: RequestListener) =>
+      config.tls
+        ? createHttpsServer({ ...serverOptions, cert: readFileSync(config.tls.cert), key: readFileSync(config.tls.key) }, handler)
+        : createHttpServer(serverOptions, handler),
     forceCloseConnections: "idle",
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true },
@@ -228,6 +243,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
       bindService(router, EventService, events);
       aiConsole.bind(router);
       bindService(router, SecretService, secrets);
+      mendProtocolErrors(router.handlers, config.bodyLimit);
     },
   });
 

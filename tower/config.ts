@@ -18,6 +18,9 @@ export interface TowerConfig {
   oidc?: OidcConfig;
   limits: TowerLimits;
   bodyLimit: number;
+  /** slow clients: all request headers within headersTimeoutMs, the whole request within requestTimeoutMs */
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
   keyRotationMs: number;
   sweepMs: number;
   eventRetention: number;
@@ -79,6 +82,8 @@ export function loadConfig(flags: { listen?: string }, env: NodeJS.ProcessEnv = 
       maxClaimWaitMs: positiveInt("EP_MAX_CLAIM_WAIT_MS", env.EP_MAX_CLAIM_WAIT_MS, DEFAULT_LIMITS.maxClaimWaitMs),
     },
     bodyLimit: positiveInt("EP_BODY_LIMIT", env.EP_BODY_LIMIT, 1024 * 1024),
+    headersTimeoutMs: positiveInt("EP_HEADERS_TIMEOUT_MS", env.EP_HEADERS_TIMEOUT_MS, 10_000),
+    requestTimeoutMs: positiveInt("EP_REQUEST_TIMEOUT_MS", env.EP_REQUEST_TIMEOUT_MS, 30_000),
     keyRotationMs: positiveInt("EP_KEY_ROTATION_DAYS", env.EP_KEY_ROTATION_DAYS, 30) * 86_400_000,
     sweepMs: positiveInt("EP_SWEEP_MS", env.EP_SWEEP_MS, 1000),
     eventRetention: positiveInt("EP_EVENT_RETENTION", env.EP_EVENT_RETENTION, 1_000_000),

@@ -50,6 +50,25 @@ afterEach(async () => {
 });
 
 describe("serveUnixSocket", () => {
+  it("answers a malformed binary protobuf body with invalid_argument, no parser text, and keeps serving", async () => {
+    await serve();
+    const post = (body: Buffer) =>
+      new Promise<{ status: number; text: string; code?: string }>((resolve, reject) => {
+        const req = http.request({ socketPath: path, method: "POST", path: "/ep.daemon.v1.DaemonService/Status", headers: { "content-type": "application/proto", "content-length": body.length } }, (res) => {
+          let text = "";
+          res.on("data", (d) => (text += d));
+          res.on("end", () => resolve({ status: res.statusCode!, text, code: res.headers["ep-error-code"] as string | undefined }));
+        });
+        req.on("error", reject);
+        req.end(body);
+      });
+    const bad = await post(Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f]));
+    expect(bad.status).toBe(400);
+    expect(JSON.parse(bad.text)).toEqual({ code: "invalid_argument", message: "the request body is not a valid binary ep.daemon.v1.DaemonServiceStatusRequest message" });
+    expect(bad.code).toBe("invalid_argument");
+    expect((await post(Buffer.alloc(0))).status).toBe(200);
+  });
+
   it("creates the socket with mode 0600 by default, or the mode asked for", async () => {
     const server = await serve();
     expect(statSync(path).isSocket()).toBe(true);

@@ -7,6 +7,7 @@ import net from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { ConnectError } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { mendProtocolErrors } from "../../common/connect-errors.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 
@@ -60,7 +61,15 @@ export async function serveUnixSocket(opts: UnixSocketServerOptions): Promise<Un
   await removeStaleSocket(path);
 
   const httpServer = http.createServer(
-    connectNodeAdapter({ routes: opts.routes, interceptors: [epErrorInterceptor(log)], readMaxBytes: maxLineBytes }),
+    connectNodeAdapter({
+      routes: (router) => {
+        opts.routes(router);
+        // a malformed protobuf body is invalid_argument, without the parser's text (common/connect-errors.ts)
+        mendProtocolErrors(router.handlers, maxLineBytes);
+      },
+      interceptors: [epErrorInterceptor(log)],
+      readMaxBytes: maxLineBytes,
+    }),
   );
   httpServer.on("clientError", (err, socket) => {
     log.debug("bad HTTP request on socket", { path, error: err.message });

@@ -1,0 +1,105 @@
+// Issue 14, point 7: failures leave in EP's shape and the right protocol, with no internals, and
+// slow clients are cut off. A real tower over real sockets; the timeouts are configured small.
+import { connect } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTower, type TestTower } from "./harness.js";
+
+let t: TestTower;
+let port: number;
+
+beforeAll(async () => {
+  t = await startTower({ env: { EP_HEADERS_TIMEOUT_MS: "1000", EP_REQUEST_TIMEOUT_MS: "2000", EP_BODY_LIMIT: String(64 * 1024) } });
+  port = Number(new URL(t.url).port);
+});
+
+afterAll(async () => {
+  const closing = t?.close();
+  t?.tower.app.server.closeAllConnections();
+  await closing;
+});
+
+const INTERNALS = /premature|RangeError|invalid wire type|index out of range|at [\w.]+ \(|node_modules|\.js:\d+/i;
+
+async function post(path: string, contentType: string, body: Uint8Array | string) {
+  const payload: BodyInit = typeof body === "string" ? body : Buffer.from(body);
+  const res = await fetch(`${t.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${t.adminToken}`, "content-type": contentType }, body: payload });
+  const text = await res.text();
+  return { status: res.status, text, json: (() => { try { return JSON.parse(text); } catch { return undefined; } })(), headers: res.headers };
+}
+
+/** Writes raw bytes to the tower a piece at a time; resolves what came back and when the socket closed. */
+function trickle(pieces: string[], everyMs: number): Promise<{ response: string; closedAfterMs: number; sent: number }> {
+  return new Promise((resolve) => {
+    const started = Date.now();
+    const s = connect(port, "127.0.0.1");
+    let response = "";
+    let sent = 0;
+    let timer: NodeJS.Timeout | undefined;
+    s.on("data", (d) => (response += d.toString()));
+    const done = () => {
+      clearTimeout(timer);
+      resolve({ response, closedAfterMs: Date.now() - started, sent });
+    };
+    s.on("close", done);
+    s.on("error", () => undefined);
+    const next = () => {
+      if (sent >= pieces.length || s.destroyed) return;
+      s.write(pieces[sent++]);
+      timer = setTimeout(next, everyMs);
+    };
+    next();
+  });
+}
+
+describe("protocol-correct failures", () => {
+  it("a malformed binary protobuf body is 400 invalid_argument in the Connect shape, with no parser text", async () => {
+    for (const ct of ["application/proto", "application/grpc-web+proto"]) {
+      const body = ct.startsWith("application/grpc-web") ? new Uint8Array([0, 0, 0, 0, 3, 0xff, 0xff, 0xff]) : new Uint8Array([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f]);
+      const r = await post("/ep.tower.v1.WorkService/ListDomains", ct, body);
+      expect({ ct, text: r.text }).not.toMatchObject({ text: expect.stringMatching(INTERNALS) });
+      if (ct === "application/proto") {
+        expect(r.status).toBe(400);
+        expect(r.json).toMatchObject({ code: "invalid_argument" });
+        expect(r.headers.get("ep-error-code")).toBe("invalid_argument");
+      } else {
+        // gRPC-Web answers 200 with the status in the trailer frame: 3 = INVALID_ARGUMENT
+        expect(r.status).toBe(200);
+        expect(r.text).toMatch(/grpc-status: 3\r\n/);
+        expect(r.text).toContain("ep-error-code: invalid_argument");
+      }
+    }
+  });
+
+  it("an oversized body gets EP's error shape on REST and Connect routes", async () => {
+    const big = "x".repeat(200 * 1024);
+    const rest = await post("/domains", "application/json", JSON.stringify({ name: big }));
+    expect(rest.status).toBe(413);
+    expect(rest.json).toMatchObject({ error: { code: "payload_too_large" } });
+    // the Connect protocol says resource_exhausted (HTTP 429); EP's code rides in ep-error-code
+    const connectJson = await post("/ep.tower.v1.WorkService/CreateDomain", "application/json", JSON.stringify({ name: big }));
+    expect(connectJson.status).toBe(429);
+    expect(connectJson.json).toEqual({ code: "resource_exhausted", message: `the body is larger than ${64 * 1024} bytes` });
+    expect(connectJson.headers.get("ep-error-code")).toBe("payload_too_large");
+    expect(connectJson.text).not.toMatch(INTERNALS);
+  });
+
+  it("a body announced far larger than the limit is refused at once in EP's shape", async () => {
+    const r = await trickle([`POST /domains HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.adminToken}\r\nContent-Type: application/json\r\nContent-Length: 104857600\r\n\r\n{"name":"`], 10);
+    expect(r.response).toMatch(/^HTTP\/1.1 413/);
+    expect(r.response).toContain('"code":"payload_too_large"');
+  });
+
+  it("cuts off a client that sends a header line every 300 ms (headers timeout 1 s)", async () => {
+    const lines = ["GET /healthz HTTP/1.1\r\n", ...Array.from({ length: 40 }, (_, i) => `X-Slow-${i}: y\r\n`)];
+    const r = await trickle(lines, 300);
+    expect(r.sent).toBeLessThan(lines.length); // closed before the headers were done
+    expect(r.closedAfterMs).toBeLessThan(6000);
+  });
+
+  it("cuts off a body sent at a few bytes a second (request timeout 2 s)", async () => {
+    const head = `POST /domains HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.adminToken}\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n`;
+    const r = await trickle([head, ...Array.from({ length: 200 }, () => " ")], 250);
+    expect(r.sent).toBeLessThan(201);
+    expect(r.closedAfterMs).toBeLessThan(8000);
+  });
+});
