@@ -54,10 +54,13 @@ export const COMMANDS: CommandSpec[] = [
   {
     path: ["agent", "node", "register"],
     summary: "register this machine with the tower and write its node identity file",
-    usage: "--hostname <hostname>",
-    example: "sudo ep agent node register --hostname worker-1",
+    usage: "--hostname <hostname> [--domain <id|name>]…",
+    example: "sudo ep agent node register --hostname worker-1 --domain demo",
     module: "node",
-    options: [{ name: "hostname", type: "string", value: "<hostname>", desc: "name of this node (required)" }],
+    options: [
+      { name: "hostname", type: "string", value: "<hostname>", desc: "name of this node (required)" },
+      { name: "domain", type: "string", multiple: true, value: "<id|name>", desc: "a domain this node serves (repeatable); without it the node serves all domains (*)" },
+    ],
   },
   {
     path: ["daemon"],
@@ -235,7 +238,19 @@ export const COMMANDS: CommandSpec[] = [
     module: "work",
     options: [{ ...domainOpt, desc: "only this domain" }],
   },
-  { path: ["node", "ls"], summary: "list registered nodes", usage: "", example: "ep node ls", module: "work" },
+  { path: ["node", "ls"], summary: "list registered nodes and the domains each serves", usage: "", example: "ep node ls", module: "work" },
+  {
+    path: ["node", "domains", "set"],
+    summary: "change the domains a node serves (admin); its agents, claims and reads stay inside them",
+    usage: "<node_id> (--domain <id|name>… | --all)",
+    example: "ep node domains set nod_01 --domain demo --domain ops",
+    module: "node",
+    args: { min: 1, max: 1 },
+    options: [
+      { name: "domain", type: "string", multiple: true, value: "<id|name>", desc: "a domain the node serves (repeatable)" },
+      { name: "all", type: "boolean", desc: "serve every domain (recorded as *)" },
+    ],
+  },
   {
     path: ["node", "reload"],
     summary: "make a node reload cron.toml, agents.toml and runtimes.toml (admin; waits for its answer)",

@@ -198,6 +198,21 @@ export async function runChecks(ctx: Context): Promise<CheckResult[]> {
   try {
     const id = await readNodeIdentity(idPath);
     add({ check: "node_identity", ok: true, level: "error", detail: `${idPath}: node ${id.node_id} (${id.hostname}) at ${id.tower_url}` });
+    // the domains it serves, as the tower has them (its own token may read its own node)
+    try {
+      const res = await fetch(`${url}/ep.tower.v1.NodeService/GetNode`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${id.token}`, "content-type": "application/json" },
+        body: JSON.stringify({ nodeId: id.node_id }),
+        signal: AbortSignal.timeout(3000),
+      });
+      const body = (await res.json()) as { node?: { domains?: string[] }; message?: string };
+      const domains = body.node?.domains ?? [];
+      if (res.ok) add({ check: "node_domains", ok: true, level: "warn", detail: domains.length && !domains.includes("*") ? `serves ${domains.join(", ")}` : "serves * (all domains) — narrow it with 'ep node domains set'" });
+      else add({ check: "node_domains", ok: false, level: "warn", detail: `GetNode → ${res.status}: ${body.message ?? ""}`, hint: "register the node again if the tower no longer knows it" });
+    } catch (err) {
+      add({ check: "node_domains", ok: false, level: "warn", detail: `could not ask the tower: ${(err as Error).message}` });
+    }
   } catch (err) {
     add({ check: "node_identity", ok: false, level: "error", detail: (err as Error).message, hint: "register this machine: 'ep agent node register --hostname <h>' (EP_NODE_FILE picks the path)" });
   }

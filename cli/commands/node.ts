@@ -7,6 +7,7 @@ import { EpError } from "../../common/errors.js";
 import { writeNodeIdentity, type NodeIdentity } from "../../common/node-identity.js";
 import { nodeFile } from "../../common/paths.js";
 import { NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
+import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import { UsageError, type Context } from "../context.js";
 import { withHint } from "../fail.js";
 import { json } from "../output.js";
@@ -39,9 +40,27 @@ export async function checkWritable(path: string): Promise<void> {
   }
 }
 
-export async function registerNode(ctx: Context, hostname: string, path: string): Promise<NodeIdentity> {
+/**
+ * Domain ids for ids or names (a name must be unique; "*" means all domains). The tower checks
+ * the ids again; this gives a newcomer's `--domain demo` its meaning.
+ */
+export async function resolveDomains(ctx: Context, refs: readonly string[]): Promise<string[]> {
+  if (!refs.length || refs.includes("*")) return refs.includes("*") ? ["*"] : [];
+  const all = (await tower(ctx, WorkService).listDomains({})).domains;
+  return refs.map((ref) => {
+    if (all.some((d) => d.id === ref)) return ref;
+    const named = all.filter((d) => d.name === ref);
+    if (named.length === 1) return named[0].id;
+    if (named.length > 1) throw new UsageError(`--domain ${ref} is ambiguous: ${named.map((d) => d.id).join(", ")} are all named ${JSON.stringify(ref)}; give the id`);
+    throw new EpError("domain_not_found", `domain ${ref} does not exist (no domain has this id or name; 'ep domain ls' lists them)`, { field: "domain" });
+  });
+}
+
+export const domainsText = (domains: readonly string[]): string => (domains.includes("*") || !domains.length ? "* (all domains)" : domains.join(", "));
+
+export async function registerNode(ctx: Context, hostname: string, path: string, domainIds: string[] = []): Promise<NodeIdentity> {
   await checkWritable(path);
-  const res = await tower(ctx, NodeService).registerNode({ hostname });
+  const res = await tower(ctx, NodeService).registerNode({ hostname, domainIds: domainIds.filter((d) => d !== "*") });
   const identity: NodeIdentity = { node_id: res.node!.id, hostname: res.node!.hostname, token: res.token, tower_url: res.towerUrl || ctx.url() };
   try {
     await writeNodeIdentity(identity, path);
@@ -72,13 +91,32 @@ async function reload(ctx: Context): Promise<number> {
   return res.status === "failed" ? 2 : 0;
 }
 
+/** ep node domains set <node> (--domain <id|name>… | --all): NodeService.SetNodeDomains. */
+async function setDomains(ctx: Context): Promise<number> {
+  const refs = ctx.list("domain");
+  const all = ctx.opts.all === true;
+  if (all === refs.length > 0) throw new UsageError("give --domain <id|name> (repeatable) or --all");
+  const domainIds = all ? [] : await resolveDomains(ctx, refs);
+  const res = await tower(ctx, NodeService).setNodeDomains({ nodeId: ctx.args[0]!, domainIds: domainIds.filter((d) => d !== "*"), all: all || domainIds.includes("*") });
+  const node = res.node!;
+  ctx.out(ctx.json ? json({ node_id: node.id, hostname: node.hostname, domains: node.domains }) : `node ${node.id} (${node.hostname}) now serves ${domainsText(node.domains)}`);
+  return 0;
+}
+
 export async function run(ctx: Context): Promise<number> {
   if (ctx.spec.path.join(" ") === "node reload") return reload(ctx);
+  if (ctx.spec.path.join(" ") === "node domains set") return setDomains(ctx);
   const hostname = ctx.str("hostname");
   if (!hostname) throw new UsageError("ep agent node register needs --hostname <hostname>");
   if (!/^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$/.test(hostname)) throw new UsageError(`--hostname must be a host name (letters, digits, dots, dashes; got ${JSON.stringify(hostname)})`);
   const path = nodeFile(ctx.env);
-  const id = await registerNode(ctx, hostname, path);
-  ctx.out(ctx.json ? json({ node_id: id.node_id, hostname: id.hostname, tower_url: id.tower_url, file: path }) : `registered node ${id.node_id} (${id.hostname}) with ${id.tower_url}; identity written to ${path} (0600)`);
+  const domains = await resolveDomains(ctx, ctx.list("domain"));
+  const id = await registerNode(ctx, hostname, path, domains);
+  const serves = domains.length && !domains.includes("*") ? domains : ["*"];
+  ctx.out(
+    ctx.json
+      ? json({ node_id: id.node_id, hostname: id.hostname, tower_url: id.tower_url, file: path, domains: serves })
+      : `registered node ${id.node_id} (${id.hostname}) with ${id.tower_url}; identity written to ${path} (0600)\nserves ${domainsText(serves)}${serves.includes("*") ? " — narrow it with --domain, or later with 'ep node domains set'" : ""}`,
+  );
   return 0;
 }

@@ -113,7 +113,8 @@ export async function run(ctx: Context): Promise<number> {
     }
     case "node ls": {
       const res = protoJson(ListNodesResponseSchema, await tower(ctx, NodeService).listNodes({}));
-      ctx.out(ctx.json ? json(res) : table(res.nodes as Row[], { id: "id", hostname: "hostname", status: "status", last_seen: "last_seen_at" }));
+      const rows = (res.nodes as Row[]).map((n) => ({ ...n, serves: Array.isArray(n.domains) && n.domains.length && !n.domains.includes("*") ? n.domains.join(",") : "*" }));
+      ctx.out(ctx.json ? json(res) : table(rows, { id: "id", hostname: "hostname", status: "status", domains: "serves", last_seen: "last_seen_at" }));
       return 0;
     }
     default:

@@ -55,7 +55,7 @@ describe("verified-credential cache", () => {
 
   it("a node token reuses its signature check but still needs its node and reads its domains each call", async () => {
     const ts = new Date(T0).toISOString();
-    await store.insertNode({ id: "nod_1", hostname: "h", status: "offline", lastSeenAt: ts, createdAt: ts });
+    await store.insertNode({ id: "nod_1", hostname: "h", status: "offline", lastSeenAt: ts, createdAt: ts , domains: ["*"] });
     await store.insertDomain({ id: "dom_1", name: "d", createdAt: ts });
     const jwt = await auth.signNodeToken("nod_1", "h");
     expect((await auth.authenticate(jwt)).nodeDomains).toEqual([]);

@@ -211,7 +211,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     const node = await store.getNode(nodeId);
     if (!node) throw new EpError("unauthenticated", `node ${nodeId} is not registered with this tower`);
     const nodeDomains = [...new Set((await store.listAgents({ nodeId })).map((a) => a.domainId))];
-    return { subject: nodeId, role: "node", via: "node", nodeId, nodeDomains };
+    return { subject: nodeId, role: "node", via: "node", nodeId, nodeDomains, nodeServes: node.domains };
   }
 
   /**

@@ -20,6 +20,8 @@ export interface Caller {
   nodeId?: string;
   /** for nodes: the domains their agents are enrolled in (where they may operate) */
   nodeDomains?: readonly string[];
+  /** for nodes: the domains they serve (registered; "*" for all): nothing outside them */
+  nodeServes?: readonly string[];
   tokenId?: string;
   /** when the credential stops being valid (ms), if it does */
   expiresMs?: number;
@@ -42,8 +44,20 @@ const GRANTS: Record<Role, readonly Permission[]> = {
   agent: ["read", "operate", "work"],
 };
 
+/**
+ * The domains a caller is confined to, or undefined for all: an agent token's domain, a node's
+ * registered set unless it serves "*". Lists are narrowed to these; single reads check them.
+ */
+export function scopeDomains(caller: Caller): readonly string[] | undefined {
+  if (caller.role === "agent") return caller.domainId ? [caller.domainId] : [];
+  if (caller.role === "node" && caller.nodeServes && !caller.nodeServes.includes("*")) return caller.nodeServes;
+  return undefined;
+}
+
 export function can(caller: Caller, permission: Permission, scope: { domainId?: string } = {}): boolean {
   if (!GRANTS[caller.role].includes(permission)) return false;
+  // a node reads, claims and enrolls only in the domains it serves ("" = across domains: lists narrow instead)
+  if (caller.role === "node" && scope.domainId && caller.nodeServes && !caller.nodeServes.includes("*") && !caller.nodeServes.includes(scope.domainId)) return false;
   if (caller.role === "agent" && caller.domainId && scope.domainId !== undefined && scope.domainId !== caller.domainId) return false;
   // a node operates (submits and retries work for its agents) only in its agents' domains
   if (caller.role === "node" && permission === "operate") return scope.domainId !== undefined && (caller.nodeDomains ?? []).includes(scope.domainId);
@@ -56,6 +70,8 @@ export function authorize(caller: Caller, permission: Permission, scope: { domai
       "forbidden",
       scope.domainId && caller.role === "agent"
         ? `role agent is scoped to domain ${caller.domainId ?? "(none)"}; this is ${scope.domainId}`
+        : caller.role === "node" && scope.domainId && caller.nodeServes && !caller.nodeServes.includes("*") && !caller.nodeServes.includes(scope.domainId)
+          ? `this node serves only ${caller.nodeServes.join(", ")}, not ${scope.domainId} (an admin changes it with 'ep node domains set')`
         : caller.role === "node" && permission === "operate"
           ? `a node may operate only in domains where its agents are enrolled${scope.domainId ? ` (not ${scope.domainId})` : ""}`
         : `role ${caller.role} may not ${permission}`,

@@ -252,12 +252,13 @@ export function parseStreamParams(
 
 /** True when the query lets every event through (no type, domain, mission, agent or session filter). */
 function matchesAll(q: EventQuery): boolean {
-  return !q.types?.length && !q.domainId && !q.missionId && !q.agentId && !q.sessionId;
+  return !q.types?.length && !q.domainId && !q.domainIds && !q.missionId && !q.agentId && !q.sessionId;
 }
 
 function matches(q: EventQuery, row: EventRow): boolean {
   if (q.types?.length && !q.types.includes(row.type)) return false;
   if (q.domainId && row.domainId !== q.domainId) return false;
+  if (q.domainIds && !q.domainIds.includes(row.domainId)) return false;
   if (q.missionId && row.missionId !== q.missionId) return false;
   if (q.agentId && row.agentId !== q.agentId) return false;
   if (q.sessionId && row.sessionId !== q.sessionId) return false;

@@ -4,7 +4,7 @@ import * as pb from "../../gen/ep/tower/v1/events_pb.js";
 import { RateLimitSchema } from "../../gen/ep/tower/v1/resources_pb.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import type { EventQuery } from "../store/store.js";
-import { authorize, type Caller } from "./caller.js";
+import { authorize, scopeDomains, type Caller } from "./caller.js";
 import { eventMsg } from "./convert.js";
 import type { Deps } from "./deps.js";
 import type { EventStream, RateLimitInfo, StreamEnd, StreamFrame, StreamSink } from "./event-stream.js";
@@ -16,13 +16,16 @@ export function eventQuery(caller: Caller, afterId: bigint | number, filter: pb.
   types.forEach((t, i) => {
     if (!EVENT_TYPES.includes(t as (typeof EVENT_TYPES)[number])) throw invalidField(`filter.types[${i}]`, `must be one of ${EVENT_TYPES.join(", ")}`);
   });
-  const domainId = filter?.domainId || (caller.role === "agent" ? caller.domainId : undefined);
-  authorize(caller, "read", { domainId: domainId ?? "" });
+  const domainId = filter?.domainId || undefined;
+  if (domainId) authorize(caller, "read", { domainId });
+  else authorize(caller, "read");
   return {
     afterId: Number(afterId),
     limit,
     types,
     domainId,
+    // a caller confined to some domains reads only their events
+    domainIds: domainId ? undefined : scopeDomains(caller),
     missionId: filter?.missionId || undefined,
     agentId: filter?.agentId || undefined,
     sessionId: filter?.sessionId || undefined,

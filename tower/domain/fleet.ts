@@ -9,7 +9,7 @@ import { newId } from "../../common/ids.js";
 import * as fleet from "../../gen/ep/tower/v1/fleet_pb.js";
 import type { EventRow, NewEvent } from "../store/store.js";
 import type { Auth } from "./auth.js";
-import { authorize, type Caller } from "./caller.js";
+import { authorize, scopeDomains, type Caller } from "./caller.js";
 import { agentMsg, nodeMsg } from "./convert.js";
 import type { Deps } from "./deps.js";
 import { commit } from "./event-hub.js";
@@ -131,6 +131,30 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
     for (const [nodeId, msg] of wakeUps(events, reach)) send(nodeId, msg);
   });
 
+  /** Domain ids a node is to serve, checked; none given: all ("*"). */
+  async function servedDomains(ids: readonly string[], field: string): Promise<string[]> {
+    if (!ids.length) return ["*"];
+    const out: string[] = [];
+    for (const [i, id] of ids.entries()) {
+      if (id === "*") return ["*"];
+      if (!(await store.getDomain(id))) throw new EpError("domain_not_found", `domain ${id} does not exist`, { field: `${field}[${i}]` });
+      if (!out.includes(id)) out.push(id);
+    }
+    return out;
+  }
+
+  /**
+   * The nodes a caller may see, or undefined for all: an agent token sees the nodes that carry
+   * agents of its domain; a node serving some domains sees itself and the nodes with agents there.
+   */
+  async function visibleNodeIds(caller: Caller): Promise<Set<string> | undefined> {
+    const scope = scopeDomains(caller);
+    if (!scope) return undefined;
+    const ids = new Set<string>(caller.nodeId ? [caller.nodeId] : []);
+    for (const d of scope) for (const a of await store.listAgents({ domainId: d })) if (a.nodeId) ids.add(a.nodeId);
+    return ids;
+  }
+
   async function mustAgent(id: string) {
     if (!id) throw invalidField("agent_id", "is required");
     const a = await store.getAgent(id);
@@ -164,10 +188,11 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
       const hostname = req.hostname.trim();
       if (!HOSTNAME.test(hostname)) throw invalidField("hostname", "must be a host name (letters, digits, dots, dashes)");
       const ts = iso(clock.now());
-      const row = { id: newId("nod", clock.now()), hostname, status: "registered", lastSeenAt: "", createdAt: ts };
+      const domains = await servedDomains(req.domainIds, "domain_ids");
+      const row = { id: newId("nod", clock.now()), hostname, status: "registered", lastSeenAt: "", createdAt: ts, domains };
       await commit(deps, async (tx, emit) => {
         await tx.insertNode(row);
-        emit({ type: "matrix", name: "node.registered", status: "registered", payload: { node_id: row.id, hostname } });
+        emit({ type: "matrix", name: "node.registered", status: "registered", payload: { node_id: row.id, hostname, domains } });
       });
       const token = await auth.signNodeToken(row.id, hostname);
       return create(fleet.RegisterNodeResponseSchema, { node: nodeMsg(row), token, towerUrl: opts.towerUrl });
@@ -175,14 +200,34 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
 
     async listNodes(caller: Caller, _req: fleet.ListNodesRequest): Promise<fleet.ListNodesResponse> {
       authorize(caller, "read");
-      return create(fleet.ListNodesResponseSchema, { nodes: (await store.listNodes()).map(nodeMsg) });
+      const visible = await visibleNodeIds(caller);
+      const rows = (await store.listNodes()).filter((n) => !visible || visible.has(n.id));
+      return create(fleet.ListNodesResponseSchema, { nodes: rows.map(nodeMsg) });
     },
 
     async getNode(caller: Caller, req: fleet.GetNodeRequest): Promise<fleet.GetNodeResponse> {
       authorize(caller, "read");
       const n = await store.getNode(req.nodeId);
-      if (!n) throw new EpError("node_not_found", `node ${req.nodeId} does not exist`);
+      const visible = await visibleNodeIds(caller);
+      if (!n || (visible && !visible.has(n.id))) throw new EpError("node_not_found", `node ${req.nodeId} does not exist`);
       return create(fleet.GetNodeResponseSchema, { node: nodeMsg(n) });
+    },
+
+    visibleNodeIds,
+
+    async setNodeDomains(caller: Caller, req: fleet.SetNodeDomainsRequest): Promise<fleet.SetNodeDomainsResponse> {
+      authorize(caller, "admin");
+      if (!req.nodeId) throw invalidField("node_id", "is required");
+      if (req.all && req.domainIds.length) throw invalidField("domain_ids", "give the domains or all = true, not both");
+      if (!req.all && !req.domainIds.length) throw invalidField("domain_ids", "name at least one domain, or give all = true");
+      const domains = req.all ? ["*"] : await servedDomains(req.domainIds, "domain_ids");
+      return commit(deps, async (tx, emit) => {
+        const before = await tx.getNode(req.nodeId);
+        if (!before) throw new EpError("node_not_found", `node ${req.nodeId} does not exist`, { field: "node_id" });
+        const node = (await tx.updateNode(req.nodeId, { domains }))!;
+        emit({ type: "matrix", name: "node.domains_set", payload: { node_id: node.id, from: before.domains, to: domains, by: caller.subject } });
+        return create(fleet.SetNodeDomainsResponseSchema, { node: nodeMsg(node) });
+      });
     },
 
     /** The node's command stream. Ends when the signal aborts (client gone) or the tower closes. */
@@ -353,7 +398,12 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
         if (!req.domainId) throw invalidField("domain_id", "is required");
         const d = await tx.getDomain(req.domainId);
         if (!d) throw new EpError("domain_not_found", `domain ${req.domainId} does not exist`);
-        if (nodeId && !(await tx.getNode(nodeId))) throw new EpError("node_not_found", `node ${nodeId} does not exist`);
+        const node = nodeId ? await tx.getNode(nodeId) : undefined;
+        if (nodeId && !node) throw new EpError("node_not_found", `node ${nodeId} does not exist`);
+        // a node takes agents only in the domains it serves (registered, or set by an admin)
+        if (node && !node.domains.includes("*") && !node.domains.includes(d.id)) {
+          throw new EpError("forbidden", `node ${node.id} serves only ${node.domains.join(", ")}, not domain ${d.id}; an admin can widen it with 'ep node domains set'`, { node_id: node.id, domain_id: d.id });
+        }
         const ts = iso(clock.now());
         const row = {
           id: newId("agt", clock.now()),
@@ -375,8 +425,10 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
     },
 
     async listAgents(caller: Caller, req: fleet.ListAgentsRequest): Promise<fleet.ListAgentsResponse> {
-      authorize(caller, "read", { domainId: req.domainId || (caller.role === "agent" ? caller.domainId : undefined) });
-      const rows = await store.listAgents({ domainId: req.domainId || (caller.role === "agent" ? caller.domainId : undefined), nodeId: req.nodeId });
+      const scope = scopeDomains(caller);
+      if (req.domainId) authorize(caller, "read", { domainId: req.domainId });
+      else authorize(caller, "read");
+      const rows = (await store.listAgents({ domainId: req.domainId || undefined, nodeId: req.nodeId })).filter((a) => !scope || scope.includes(a.domainId));
       return create(fleet.ListAgentsResponseSchema, { agents: rows.map(agentMsg) });
     },
 

@@ -109,8 +109,8 @@ describe.each([
     const at = "2025-01-01T00:00:00.000Z";
     await fx.store.insertDomain({ id: "dom_a", name: "a", createdAt: at });
     await fx.store.insertDomain({ id: "dom_b", name: "b", createdAt: at });
-    await fx.store.insertNode({ id: "nod_1", hostname: "h1", status: "online", lastSeenAt: at, createdAt: at });
-    await fx.store.insertNode({ id: "nod_2", hostname: "h2", status: "online", lastSeenAt: at, createdAt: at });
+    await fx.store.insertNode({ id: "nod_1", hostname: "h1", status: "online", lastSeenAt: at, createdAt: at , domains: ["*"] });
+    await fx.store.insertNode({ id: "nod_2", hostname: "h2", status: "online", lastSeenAt: at, createdAt: at , domains: ["*"] });
     const agent = (id: string, domainId: string, nodeId: string) =>
       fx.store.insertAgent({ id, domainId, nodeId, name: id, runtime: "shell", capabilities: [], state: "idle", lastSeenAt: at, createdAt: at });
     await agent("agt_a1", "dom_a", "nod_1");

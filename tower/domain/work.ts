@@ -7,7 +7,7 @@ import { EpError, invalidField } from "../../common/errors.js";
 import { newId } from "../../common/ids.js";
 import * as pb from "../../gen/ep/tower/v1/work_pb.js";
 import type { AgentRow, Store, TaskRow } from "../store/store.js";
-import { authorize, type Caller } from "./caller.js";
+import { authorize, scopeDomains, type Caller } from "./caller.js";
 import { domainMsg, missionMsg, taskMsg } from "./convert.js";
 import type { Deps } from "./deps.js";
 import { commit, type Emit } from "./event-hub.js";
@@ -283,7 +283,8 @@ export function createWorkService(deps: Deps) {
     async listDomains(caller: Caller, _req: pb.ListDomainsRequest): Promise<pb.ListDomainsResponse> {
       authorize(caller, "read");
       const rows = await store.listDomains();
-      const visible = caller.role === "agent" ? rows.filter((d) => d.id === caller.domainId) : rows;
+      const scope = scopeDomains(caller);
+      const visible = scope ? rows.filter((d) => scope.includes(d.id)) : rows;
       return create(pb.ListDomainsResponseSchema, { domains: visible.map(domainMsg) });
     },
 
@@ -311,9 +312,11 @@ export function createWorkService(deps: Deps) {
 
     async listMissions(caller: Caller, req: pb.ListMissionsRequest): Promise<pb.ListMissionsResponse> {
       if (req.domainId) await mustDomain(store, req.domainId);
-      const domainId = req.domainId || (caller.role === "agent" ? caller.domainId : undefined);
-      authorize(caller, "read", { domainId: domainId ?? "" });
-      return create(pb.ListMissionsResponseSchema, { missions: (await store.listMissions(domainId)).map(missionMsg) });
+      const scope = scopeDomains(caller);
+      if (req.domainId) authorize(caller, "read", { domainId: req.domainId });
+      else authorize(caller, "read");
+      const rows = await store.listMissions(req.domainId || (scope?.length === 1 ? scope[0] : undefined));
+      return create(pb.ListMissionsResponseSchema, { missions: rows.filter((m) => !scope || scope.includes(m.domainId)).map(missionMsg) });
     },
 
     async getMission(caller: Caller, req: pb.GetMissionRequest): Promise<pb.GetMissionResponse> {
@@ -410,9 +413,11 @@ export function createWorkService(deps: Deps) {
       let domainId = req.domainId;
       if (req.missionId) domainId = (await mustMission(store, req.missionId)).domainId;
       else if (domainId) await mustDomain(store, domainId);
-      else if (caller.role === "agent") domainId = caller.domainId ?? "";
-      authorize(caller, "read", { domainId });
-      const rows = await store.listTasks({ missionId: req.missionId, domainId, kind: req.kind, status: req.status, limit: req.limit || 1000 });
+      // a caller confined to some domains lists only there
+      const scope = domainId ? undefined : scopeDomains(caller);
+      if (domainId) authorize(caller, "read", { domainId });
+      else authorize(caller, "read");
+      const rows = await store.listTasks({ missionId: req.missionId, domainId, domainIds: scope, kind: req.kind, status: req.status, limit: req.limit || 1000 });
       return create(pb.ListTasksResponseSchema, { tasks: rows.map(taskMsg) });
     },
 

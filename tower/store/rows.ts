@@ -100,7 +100,12 @@ export const toNode = (r: Row): NodeRow => ({
   status: r.status as string,
   lastSeenAt: r.last_seen_at as string,
   createdAt: r.created_at as string,
+  domains: nodeDomains(r.domains as string | undefined),
 });
+
+/** nodes.domains: '*' or ids joined by commas. */
+export const nodeDomains = (v: string | undefined): string[] => (!v || v === "*" ? ["*"] : v.split(",").filter(Boolean));
+export const nodeDomainsText = (d: readonly string[]): string => (d.includes("*") ? "*" : d.join(","));
 
 export const toAgent = (r: Row): AgentRow => ({
   id: r.id as string,

@@ -434,7 +434,7 @@ describe.each(dialects)("store ($dialect)", ({ dialect, skip, fixture }) => {
 
   describe("nodes and agents", () => {
     test("nodes round-trip, list and update", async () => {
-      const node = { id: "nod_1", hostname: "h1", status: "online", lastSeenAt: "", createdAt: iso(T0) };
+      const node = { id: "nod_1", hostname: "h1", status: "online", lastSeenAt: "", createdAt: iso(T0), domains: ["*"] };
       await store.insertNode(node);
       await store.insertNode({ ...node, id: "nod_0", createdAt: iso(T0 + 1) });
       expect(await store.getNode("nod_1")).toEqual(node);
@@ -442,6 +442,10 @@ describe.each(dialects)("store ($dialect)", ({ dialect, skip, fixture }) => {
       expect((await store.listNodes()).map((x) => x.id)).toEqual(["nod_1", "nod_0"]);
       expect(await store.updateNode("nod_1", { status: "offline", lastSeenAt: iso(T0 + 5) })).toEqual({ ...node, status: "offline", lastSeenAt: iso(T0 + 5) });
       expect(await store.updateNode("nod_x", { status: "offline" })).toBeUndefined();
+      // the domains a node serves: "*" or a list, both ways
+      expect((await store.updateNode("nod_1", { domains: ["dom_a", "dom_b"] }))!.domains).toEqual(["dom_a", "dom_b"]);
+      expect((await store.getNode("nod_1"))!.domains).toEqual(["dom_a", "dom_b"]);
+      expect((await store.updateNode("nod_1", { domains: ["*"] }))!.domains).toEqual(["*"]);
       await expect(store.insertNode(node)).rejects.toSatisfy(expectEpError("already_exists"));
     });
 
@@ -477,8 +481,8 @@ describe.each(dialects)("store ($dialect)", ({ dialect, skip, fixture }) => {
 
   describe("node state reports", () => {
     test("the latest report per node replaces the previous one, lists by node id, and needs the node", async () => {
-      await store.insertNode({ id: "nod_b", hostname: "hb", status: "online", lastSeenAt: "", createdAt: iso(T0) });
-      await store.insertNode({ id: "nod_a", hostname: "ha", status: "online", lastSeenAt: "", createdAt: iso(T0) });
+      await store.insertNode({ id: "nod_b", hostname: "hb", status: "online", lastSeenAt: "", createdAt: iso(T0), domains: ["dom_a", "dom_b"] });
+      await store.insertNode({ id: "nod_a", hostname: "ha", status: "online", lastSeenAt: "", createdAt: iso(T0), domains: ["dom_a", "dom_b"] });
       expect(await store.listNodeStates()).toEqual([]);
       const first = {
         nodeId: "nod_b",

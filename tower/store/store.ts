@@ -58,6 +58,8 @@ export type TaskPatch = Partial<Omit<TaskRow, "id" | "domainId" | "missionId" | 
 export interface TaskQuery {
   missionId?: string;
   domainId?: string;
+  /** only these domains (a caller scoped to several) */
+  domainIds?: readonly string[];
   kind?: string;
   status?: string;
   parentTaskId?: string;
@@ -87,6 +89,8 @@ export interface NodeRow {
   status: string;
   lastSeenAt: string;
   createdAt: string;
+  /** the domains the node serves: ["*"] for all (the explicit wide grant) */
+  domains: string[];
 }
 
 export interface AgentRow {
@@ -164,6 +168,8 @@ export interface EventQuery {
   limit?: number;
   types?: readonly string[];
   domainId?: string;
+  /** only these domains (a caller scoped to several) */
+  domainIds?: readonly string[];
   missionId?: string;
   agentId?: string;
   sessionId?: string;
@@ -210,7 +216,7 @@ export interface Store extends AiStore, SecretStore, NodeStateStore {
   insertNode(row: NodeRow): Promise<void>;
   getNode(id: string): Promise<NodeRow | undefined>;
   listNodes(): Promise<NodeRow[]>;
-  updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt">>): Promise<NodeRow | undefined>;
+  updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt" | "domains">>): Promise<NodeRow | undefined>;
 
   insertAgent(row: AgentRow): Promise<void>;
   getAgent(id: string): Promise<AgentRow | undefined>;

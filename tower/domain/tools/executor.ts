@@ -9,7 +9,7 @@ import * as fleetpb from "../../../gen/ep/tower/v1/fleet_pb.js";
 import * as resourcespb from "../../../gen/ep/tower/v1/resources_pb.js";
 import * as workpb from "../../../gen/ep/tower/v1/work_pb.js";
 import type { AiSettings } from "../ai/settings.js";
-import { authorize, type Caller } from "../caller.js";
+import { authorize, scopeDomains, type Caller } from "../caller.js";
 import type { Deps } from "../deps.js";
 import { eventMsg } from "../convert.js";
 import { eventQuery } from "../events.js";
@@ -102,6 +102,10 @@ export async function actingCaller(deps: Deps, caller: Caller, scope: { agentId?
   }
   // a domain only narrows what the node may do (`ep run <tool> --domain <id>`)
   if (!(await deps.store.getDomain(scope.domainId!))) throw new EpError("domain_not_found", `domain ${scope.domainId} does not exist`, { field: "domain_id" });
+  // narrows, never widens: only a domain the node serves and has agents in
+  if (!(caller.nodeDomains ?? []).includes(scope.domainId!) || (caller.nodeServes && !caller.nodeServes.includes("*") && !caller.nodeServes.includes(scope.domainId!))) {
+    throw new EpError("forbidden", `node ${caller.nodeId} has no agents in domain ${scope.domainId}; it may act only where its agents are`, { field: "domain_id" });
+  }
   return { subject: `${caller.subject}@${scope.domainId}`, role: "agent", via: "node", domainId: scope.domainId, nodeId: caller.nodeId };
 }
 
@@ -112,16 +116,20 @@ export function createToolExecutor(x: ToolExecutorDeps): ToolExecutor {
   const supervise = async (caller: Caller, a: Args, op: string) =>
     json(fleetpb.SuperviseAgentResponseSchema, await fleet.superviseAgent(caller, create(fleetpb.SuperviseAgentRequestSchema, { agentId: str(a.agent_id), op })));
 
-  /** The nodes (one, or every node) with their latest state report, if any. */
-  async function nodeReports(nodeId: string) {
+  /**
+   * The nodes (one, or every node) with their latest state report, if any; a caller confined to
+   * some domains (an agent token, a narrowed node) sees only the nodes with agents there.
+   */
+  async function nodeReports(caller: Caller, nodeId: string) {
+    const visible = await fleet.visibleNodeIds(caller);
     if (nodeId) {
       const node = await deps.store.getNode(nodeId);
-      if (!node) throw new EpError("node_not_found", `node ${nodeId} does not exist`, { field: "node_id" });
+      if (!node || (visible && !visible.has(node.id))) throw new EpError("node_not_found", `node ${nodeId} does not exist`, { field: "node_id" });
       const [state] = await deps.store.listNodeStates(nodeId);
       return [{ node, state }];
     }
     const states = new Map((await deps.store.listNodeStates()).map((s) => [s.nodeId, s]));
-    return (await deps.store.listNodes()).filter((n) => states.has(n.id)).map((node) => ({ node, state: states.get(node.id) }));
+    return (await deps.store.listNodes()).filter((n) => states.has(n.id) && (!visible || visible.has(n.id))).map((node) => ({ node, state: states.get(node.id) }));
   }
   const nodeHead = (node: { id: string; hostname: string; status: string }, reportedAt: string | undefined) => ({
     node_id: node.id,
@@ -195,7 +203,7 @@ export function createToolExecutor(x: ToolExecutorDeps): ToolExecutor {
     // on change and periodically, and the tower answers with the latest report per node
     list_cron_jobs: async (c, a) => {
       authorize(c, "read");
-      const reports = await nodeReports(str(a.node_id));
+      const reports = await nodeReports(c, str(a.node_id));
       return {
         nodes: reports.map(({ node, state }) => ({
           ...nodeHead(node, state?.reportedAt),
@@ -216,14 +224,14 @@ export function createToolExecutor(x: ToolExecutorDeps): ToolExecutor {
         nodeId = agent.nodeId;
         if (!nodeId) return { nodes: [] };
       }
-      const scope = c.role === "agent" ? c.domainId : undefined;
-      const reports = await nodeReports(nodeId);
+      const scope = scopeDomains(c);
+      const reports = await nodeReports(c, nodeId);
       const nodes = [];
       for (const { node, state } of reports) {
         const towerAgents = new Map((await deps.store.listAgents({ nodeId: node.id })).map((r) => [r.id, r]));
         const agents = (state?.supervised ?? [])
           .filter((x) => !agentId || x.agent_id === agentId)
-          .filter((x) => !scope || x.domain_id === scope)
+          .filter((x) => !scope || scope.includes(String(x.domain_id)))
           .map((x) => {
             const t = typeof x.agent_id === "string" ? towerAgents.get(x.agent_id) : undefined;
             return t ? { ...x, tower_state: t.state, tower_last_seen_at: t.lastSeenAt } : x;

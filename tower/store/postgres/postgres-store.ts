@@ -3,6 +3,7 @@
 // the SQLite store. Claims take the best eligible row with FOR UPDATE SKIP LOCKED,
 // task order and event ids come from sequences, migrations run under an advisory
 // lock, and LISTEN/NOTIFY helpers carry wake-ups between replicas.
+import { nodeDomainsText } from "../rows.js";
 import { userInfo } from "node:os";
 import pg from "pg";
 import { EpError } from "../../../common/errors.js";
@@ -607,6 +608,10 @@ export class PostgresStore implements Store {
     };
     add("mission_id", query.missionId);
     add("domain_id", query.domainId);
+    if (query.domainIds) {
+      args.push(query.domainIds);
+      where.push(`domain_id = ANY($${args.length}::text[])`);
+    }
     add("kind", query.kind);
     add("status", query.status);
     add("parent_task_id", query.parentTaskId);
@@ -678,12 +683,13 @@ export class PostgresStore implements Store {
   // ---- nodes
 
   async insertNode(row: NodeRow): Promise<void> {
-    await this.insert("nodes", "INSERT INTO nodes (id, hostname, status, last_seen_at, created_at) VALUES ($1, $2, $3, $4, $5)", [
+    await this.insert("nodes", "INSERT INTO nodes (id, hostname, status, last_seen_at, created_at, domains) VALUES ($1, $2, $3, $4, $5, $6)", [
       row.id,
       row.hostname,
       row.status,
       row.lastSeenAt,
       row.createdAt,
+      nodeDomainsText(row.domains),
     ]);
   }
 
@@ -696,9 +702,9 @@ export class PostgresStore implements Store {
     return (await this.q('SELECT * FROM nodes ORDER BY created_at COLLATE "C", id COLLATE "C"')).map(toNode);
   }
 
-  async updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt">>): Promise<NodeRow | undefined> {
-    const cols: Record<string, string> = { hostname: "hostname", status: "status", lastSeenAt: "last_seen_at" };
-    const sets = Object.entries(patch).filter(([k, v]) => v !== undefined && cols[k]);
+  async updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt" | "domains">>): Promise<NodeRow | undefined> {
+    const cols: Record<string, string> = { hostname: "hostname", status: "status", lastSeenAt: "last_seen_at", domains: "domains" };
+    const sets = Object.entries({ ...patch, domains: patch.domains && nodeDomainsText(patch.domains) }).filter(([k, v]) => v !== undefined && cols[k]);
     if (!sets.length) return this.getNode(id);
     const [r] = await this.q(`UPDATE nodes SET ${sets.map(([k], i) => `${cols[k]} = $${i + 2}`).join(", ")} WHERE id = $1 RETURNING *`, [
       id,
@@ -860,7 +866,7 @@ export class PostgresStore implements Store {
   async listEvents(query: EventQuery): Promise<EventRow[]> {
     const afterId = query.afterId ?? 0;
     const limit = query.limit && query.limit > 0 ? query.limit : 1000;
-    const filtered = Boolean(query.types?.length || query.domainId || query.missionId || query.agentId || query.sessionId);
+    const filtered = Boolean(query.types?.length || query.domainId || query.domainIds || query.missionId || query.agentId || query.sessionId);
     if (!filtered && !this.tx) {
       // one statement: the snapshot and the rows, from which the horizon moves
       return this.horizonRead(async (h) => {
@@ -892,6 +898,10 @@ export class PostgresStore implements Store {
         args.push(v);
         where.push(`${col} = $${args.length}`);
       }
+    }
+    if (query.domainIds) {
+      args.push(query.domainIds);
+      where.push(`domain_id = ANY($${args.length}::text[])`);
     }
     args.push(limit);
     return (await this.q(`SELECT * FROM events WHERE ${where.join(" AND ")} ORDER BY id LIMIT $${args.length}`, args)).map(toEvent);

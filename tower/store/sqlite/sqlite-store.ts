@@ -17,6 +17,7 @@ import { mixInAiStore, type AiStore } from "../ai-store.js";
 import { mixInNodeStateStore, type NodeStateStore } from "../node-state-store.js";
 import { mixInSecretStore, type SecretStore } from "../secret-store.js";
 import { loadMigrations } from "../migrations.js";
+import { nodeDomainsText } from "../rows.js";
 import { JSON_TASK_FIELDS, TASK_COLUMNS, TASK_INSERT_COLUMNS, taskInsertValues, toAgent, toDomain, toEvent, toMission, toNode, toSigningKey, toTask, toTicket, toToken, type Row } from "../rows.js";
 import type {
   AgentRow,
@@ -501,6 +502,10 @@ export class SqliteStore implements Store {
       };
       add("mission_id", q.missionId);
       add("domain_id", q.domainId);
+      if (q.domainIds) {
+        where.push(q.domainIds.length ? `domain_id IN (${q.domainIds.map(() => "?").join(", ")})` : "0");
+        args.push(...q.domainIds);
+      }
       add("kind", q.kind);
       add("status", q.status);
       add("parent_task_id", q.parentTaskId);
@@ -589,12 +594,13 @@ export class SqliteStore implements Store {
   async insertNode(row: NodeRow): Promise<void> {
     return this.run(true, () => {
       try {
-        this.stmt("INSERT INTO nodes (id, hostname, status, last_seen_at, created_at) VALUES (?, ?, ?, ?, ?)").run(
+        this.stmt("INSERT INTO nodes (id, hostname, status, last_seen_at, created_at, domains) VALUES (?, ?, ?, ?, ?, ?)").run(
           row.id,
           row.hostname,
           row.status,
           row.lastSeenAt,
           row.createdAt,
+          nodeDomainsText(row.domains),
         );
       } catch (err) {
         throw constraintError(err, "nodes");
@@ -615,10 +621,10 @@ export class SqliteStore implements Store {
     });
   }
 
-  async updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt">>): Promise<NodeRow | undefined> {
+  async updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt" | "domains">>): Promise<NodeRow | undefined> {
     return this.run(true, () => {
-      const cols: Record<string, string> = { hostname: "hostname", status: "status", lastSeenAt: "last_seen_at" };
-      const sets = Object.entries(patch).filter(([, v]) => v !== undefined);
+      const cols: Record<string, string> = { hostname: "hostname", status: "status", lastSeenAt: "last_seen_at", domains: "domains" };
+      const sets = Object.entries({ ...patch, domains: patch.domains && nodeDomainsText(patch.domains) }).filter(([, v]) => v !== undefined);
       if (sets.length) {
         this.shared.db.prepare(`UPDATE nodes SET ${sets.map(([k]) => `${cols[k]} = ?`).join(", ")} WHERE id = ?`).run(...sets.map(([, v]) => v), id);
       }
@@ -849,6 +855,10 @@ export class SqliteStore implements Store {
           where.push(`${col} = ?`);
           args.push(v);
         }
+      }
+      if (q.domainIds) {
+        where.push(q.domainIds.length ? `domain_id IN (${q.domainIds.map(() => "?").join(", ")})` : "0");
+        args.push(...q.domainIds);
       }
       const sql = `SELECT * FROM events WHERE ${where.join(" AND ")} ORDER BY id LIMIT ?`;
       return (this.stmt(sql).all(...args, q.limit && q.limit > 0 ? q.limit : 1000) as Row[]).map(toEvent);

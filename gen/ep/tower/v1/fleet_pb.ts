@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ep/tower/v1/fleet.proto.
  */
 export const file_ep_tower_v1_fleet: GenFile = /*@__PURE__*/
-  fileDesc("ChdlcC90b3dlci92MS9mbGVldC5wcm90bxILZXAudG93ZXIudjEiJwoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIQCghob3N0bmFtZRgBIAEoCSJZChRSZWdpc3Rlck5vZGVSZXNwb25zZRIfCgRub2RlGAEgASgLMhEuZXAudG93ZXIudjEuTm9kZRINCgV0b2tlbhgCIAEoCRIRCgl0b3dlcl91cmwYAyABKAkiEgoQTGlzdE5vZGVzUmVxdWVzdCI1ChFMaXN0Tm9kZXNSZXNwb25zZRIgCgVub2RlcxgBIAMoCzIRLmVwLnRvd2VyLnYxLk5vZGUiIQoOR2V0Tm9kZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSIyCg9HZXROb2RlUmVzcG9uc2USHwoEbm9kZRgBIAEoCzIRLmVwLnRvd2VyLnYxLk5vZGUiNQoLTGlua1JlcXVlc3QSFQoNYXR0YWNoX3NlY3JldBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJImYKDExpbmtSZXNwb25zZRIMCgRraW5kGAEgASgJEg8KB3Rhc2tfaWQYAiABKAkSEAoIYWdlbnRfaWQYAyABKAkSJQoEZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiOgoUUHVibGlzaEV2ZW50c1JlcXVlc3QSIgoGZXZlbnRzGAEgAygLMhIuZXAudG93ZXIudjEuRXZlbnQiJAoVUHVibGlzaEV2ZW50c1Jlc3BvbnNlEgsKA2lkcxgBIAMoBCLzAQoLTm9kZUNyb25Kb2ISDAoEbmFtZRgBIAEoCRIMCgRraW5kGAIgASgJEhAKCHNjaGVkdWxlGAMgASgJEhAKCGludGVydmFsGAQgASgJEhAKCGRpc3BhdGNoGAUgASgJEg8KB3Nlc3Npb24YBiABKAkSDgoGcHJvbXB0GAcgASgJEg4KBm1pc3NlZBgIIAEoCRIUCgxuZXh0X2ZpcmVfYXQYCSABKAkSDwoHcnVubmluZxgKIAEoCBIMCgRsaW5lGAsgASgFEiwKCWxhc3RfZmlyZRgMIAEoCzIZLmVwLnRvd2VyLnYxLk5vZGVDcm9uRmlyZSJzCgxOb2RlQ3JvbkZpcmUSDAoEc2xvdBgBIAEoCRIQCghmaXJlZF9hdBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSFgoJZXhpdF9jb2RlGAQgASgFSACIAQESDQoFZXJyb3IYBSABKAlCDAoKX2V4aXRfY29kZSKtAgoTTm9kZVN1cGVydmlzZWRBZ2VudBIPCgdwcm9maWxlGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEhEKCWRvbWFpbl9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEg8KB3J1bnRpbWUYBSABKAkSDwoHYmFja2VuZBgGIAEoCRINCgVzdGF0ZRgHIAEoCRIOCgZwYXVzZWQYCCABKAgSCwoDcGlkGAkgASgFEhAKCHJlc3RhcnRzGAogASgFEhcKD2xhc3RfcmVzdGFydF9hdBgLIAEoCRIbChNsYXN0X3Jlc3RhcnRfcmVhc29uGAwgASgJEhUKDWxhc3RfY2hlY2tfYXQYDSABKAkSFQoNbmV4dF9yZXRyeV9hdBgOIAEoCRIOCgZkZXRhaWwYDyABKAkiWwoPTm9kZUNvbmZpZ0Vycm9yEgwKBGZpbGUYASABKAkSDAoEbGluZRgCIAEoBRINCgVmaWVsZBgDIAEoCRIMCgRpdGVtGAQgASgJEg8KB21lc3NhZ2UYBSABKAkisAEKFlJlcG9ydE5vZGVTdGF0ZVJlcXVlc3QSKwoJY3Jvbl9qb2JzGAEgAygLMhguZXAudG93ZXIudjEuTm9kZUNyb25Kb2ISNAoKc3VwZXJ2aXNlZBgCIAMoCzIgLmVwLnRvd2VyLnYxLk5vZGVTdXBlcnZpc2VkQWdlbnQSMwoNY29uZmlnX2Vycm9ycxgDIAMoCzIcLmVwLnRvd2VyLnYxLk5vZGVDb25maWdFcnJvciIuChdSZXBvcnROb2RlU3RhdGVSZXNwb25zZRITCgtyZXBvcnRlZF9hdBgBIAEoCSJMChdSZWxvYWROb2RlQ29uZmlnUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhQKB3dhaXRfbXMYAiABKAVIAIgBAUIKCghfd2FpdF9tcyKPAQoYUmVsb2FkTm9kZUNvbmZpZ1Jlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSDgoGc3RhdHVzGAIgASgJEiwKBmVycm9ycxgDIAMoCzIcLmVwLnRvd2VyLnYxLk5vZGVDb25maWdFcnJvchIPCgdyZXN1bHRzGAQgAygJEhAKCGV2ZW50X2lkGAUgASgEIm0KEkVucm9sbEFnZW50UmVxdWVzdBIRCglkb21haW5faWQYASABKAkSDwoHcnVudGltZRgCIAEoCRIUCgxjYXBhYmlsaXRpZXMYAyADKAkSDAoEbmFtZRgEIAEoCRIPCgdub2RlX2lkGAUgASgJIjgKE0Vucm9sbEFnZW50UmVzcG9uc2USIQoFYWdlbnQYASABKAsyEi5lcC50b3dlci52MS5BZ2VudCI3ChFMaXN0QWdlbnRzUmVxdWVzdBIRCglkb21haW5faWQYASABKAkSDwoHbm9kZV9pZBgCIAEoCSI4ChJMaXN0QWdlbnRzUmVzcG9uc2USIgoGYWdlbnRzGAEgAygLMhIuZXAudG93ZXIudjEuQWdlbnQiIwoPR2V0QWdlbnRSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJIjUKEEdldEFnZW50UmVzcG9uc2USIQoFYWdlbnQYASABKAsyEi5lcC50b3dlci52MS5BZ2VudCJKChdVcGRhdGVBZ2VudFN0YXRlUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRINCgVzdGF0ZRgCIAEoCRIOCgZyZWFzb24YAyABKAkiPQoYVXBkYXRlQWdlbnRTdGF0ZVJlc3BvbnNlEiEKBWFnZW50GAEgASgLMhIuZXAudG93ZXIudjEuQWdlbnQiNgoSU2lnbmFsQWdlbnRSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEg4KBnByb21wdBgCIAEoCSInChNTaWduYWxBZ2VudFJlc3BvbnNlEhAKCGV2ZW50X2lkGAEgASgEIjUKFVN1cGVydmlzZUFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIKCgJvcBgCIAEoCSI7ChZTdXBlcnZpc2VBZ2VudFJlc3BvbnNlEiEKBWFnZW50GAEgASgLMhIuZXAudG93ZXIudjEuQWdlbnQyygQKC05vZGVTZXJ2aWNlElMKDFJlZ2lzdGVyTm9kZRIgLmVwLnRvd2VyLnYxLlJlZ2lzdGVyTm9kZVJlcXVlc3QaIS5lcC50b3dlci52MS5SZWdpc3Rlck5vZGVSZXNwb25zZRJKCglMaXN0Tm9kZXMSHS5lcC50b3dlci52MS5MaXN0Tm9kZXNSZXF1ZXN0Gh4uZXAudG93ZXIudjEuTGlzdE5vZGVzUmVzcG9uc2USRAoHR2V0Tm9kZRIbLmVwLnRvd2VyLnYxLkdldE5vZGVSZXF1ZXN0GhwuZXAudG93ZXIudjEuR2V0Tm9kZVJlc3BvbnNlEj0KBExpbmsSGC5lcC50b3dlci52MS5MaW5rUmVxdWVzdBoZLmVwLnRvd2VyLnYxLkxpbmtSZXNwb25zZTABElYKDVB1Ymxpc2hFdmVudHMSIS5lcC50b3dlci52MS5QdWJsaXNoRXZlbnRzUmVxdWVzdBoiLmVwLnRvd2VyLnYxLlB1Ymxpc2hFdmVudHNSZXNwb25zZRJcCg9SZXBvcnROb2RlU3RhdGUSIy5lcC50b3dlci52MS5SZXBvcnROb2RlU3RhdGVSZXF1ZXN0GiQuZXAudG93ZXIudjEuUmVwb3J0Tm9kZVN0YXRlUmVzcG9uc2USXwoQUmVsb2FkTm9kZUNvbmZpZxIkLmVwLnRvd2VyLnYxLlJlbG9hZE5vZGVDb25maWdSZXF1ZXN0GiUuZXAudG93ZXIudjEuUmVsb2FkTm9kZUNvbmZpZ1Jlc3BvbnNlMoYECgxBZ2VudFNlcnZpY2USUAoLRW5yb2xsQWdlbnQSHy5lcC50b3dlci52MS5FbnJvbGxBZ2VudFJlcXVlc3QaIC5lcC50b3dlci52MS5FbnJvbGxBZ2VudFJlc3BvbnNlEk0KCkxpc3RBZ2VudHMSHi5lcC50b3dlci52MS5MaXN0QWdlbnRzUmVxdWVzdBofLmVwLnRvd2VyLnYxLkxpc3RBZ2VudHNSZXNwb25zZRJHCghHZXRBZ2VudBIcLmVwLnRvd2VyLnYxLkdldEFnZW50UmVxdWVzdBodLmVwLnRvd2VyLnYxLkdldEFnZW50UmVzcG9uc2USXwoQVXBkYXRlQWdlbnRTdGF0ZRIkLmVwLnRvd2VyLnYxLlVwZGF0ZUFnZW50U3RhdGVSZXF1ZXN0GiUuZXAudG93ZXIudjEuVXBkYXRlQWdlbnRTdGF0ZVJlc3BvbnNlElAKC1NpZ25hbEFnZW50Eh8uZXAudG93ZXIudjEuU2lnbmFsQWdlbnRSZXF1ZXN0GiAuZXAudG93ZXIudjEuU2lnbmFsQWdlbnRSZXNwb25zZRJZCg5TdXBlcnZpc2VBZ2VudBIiLmVwLnRvd2VyLnYxLlN1cGVydmlzZUFnZW50UmVxdWVzdBojLmVwLnRvd2VyLnYxLlN1cGVydmlzZUFnZW50UmVzcG9uc2ViBnByb3RvMw", [file_ep_tower_v1_resources, file_google_protobuf_struct]);
+  fileDesc("ChdlcC90b3dlci92MS9mbGVldC5wcm90bxILZXAudG93ZXIudjEiOwoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIQCghob3N0bmFtZRgBIAEoCRISCgpkb21haW5faWRzGAIgAygJIkkKFVNldE5vZGVEb21haW5zUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhIKCmRvbWFpbl9pZHMYAiADKAkSCwoDYWxsGAMgASgIIjkKFlNldE5vZGVEb21haW5zUmVzcG9uc2USHwoEbm9kZRgBIAEoCzIRLmVwLnRvd2VyLnYxLk5vZGUiWQoUUmVnaXN0ZXJOb2RlUmVzcG9uc2USHwoEbm9kZRgBIAEoCzIRLmVwLnRvd2VyLnYxLk5vZGUSDQoFdG9rZW4YAiABKAkSEQoJdG93ZXJfdXJsGAMgASgJIhIKEExpc3ROb2Rlc1JlcXVlc3QiNQoRTGlzdE5vZGVzUmVzcG9uc2USIAoFbm9kZXMYASADKAsyES5lcC50b3dlci52MS5Ob2RlIiEKDkdldE5vZGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkiMgoPR2V0Tm9kZVJlc3BvbnNlEh8KBG5vZGUYASABKAsyES5lcC50b3dlci52MS5Ob2RlIjUKC0xpbmtSZXF1ZXN0EhUKDWF0dGFjaF9zZWNyZXQYASABKAkSDwoHdmVyc2lvbhgCIAEoCSJmCgxMaW5rUmVzcG9uc2USDAoEa2luZBgBIAEoCRIPCgd0YXNrX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEiUKBGRhdGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IjoKFFB1Ymxpc2hFdmVudHNSZXF1ZXN0EiIKBmV2ZW50cxgBIAMoCzISLmVwLnRvd2VyLnYxLkV2ZW50IiQKFVB1Ymxpc2hFdmVudHNSZXNwb25zZRILCgNpZHMYASADKAQi8wEKC05vZGVDcm9uSm9iEgwKBG5hbWUYASABKAkSDAoEa2luZBgCIAEoCRIQCghzY2hlZHVsZRgDIAEoCRIQCghpbnRlcnZhbBgEIAEoCRIQCghkaXNwYXRjaBgFIAEoCRIPCgdzZXNzaW9uGAYgASgJEg4KBnByb21wdBgHIAEoCRIOCgZtaXNzZWQYCCABKAkSFAoMbmV4dF9maXJlX2F0GAkgASgJEg8KB3J1bm5pbmcYCiABKAgSDAoEbGluZRgLIAEoBRIsCglsYXN0X2ZpcmUYDCABKAsyGS5lcC50b3dlci52MS5Ob2RlQ3JvbkZpcmUicwoMTm9kZUNyb25GaXJlEgwKBHNsb3QYASABKAkSEAoIZmlyZWRfYXQYAiABKAkSDgoGc3RhdHVzGAMgASgJEhYKCWV4aXRfY29kZRgEIAEoBUgAiAEBEg0KBWVycm9yGAUgASgJQgwKCl9leGl0X2NvZGUirQIKE05vZGVTdXBlcnZpc2VkQWdlbnQSDwoHcHJvZmlsZRgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRIRCglkb21haW5faWQYAyABKAkSDAoEbmFtZRgEIAEoCRIPCgdydW50aW1lGAUgASgJEg8KB2JhY2tlbmQYBiABKAkSDQoFc3RhdGUYByABKAkSDgoGcGF1c2VkGAggASgIEgsKA3BpZBgJIAEoBRIQCghyZXN0YXJ0cxgKIAEoBRIXCg9sYXN0X3Jlc3RhcnRfYXQYCyABKAkSGwoTbGFzdF9yZXN0YXJ0X3JlYXNvbhgMIAEoCRIVCg1sYXN0X2NoZWNrX2F0GA0gASgJEhUKDW5leHRfcmV0cnlfYXQYDiABKAkSDgoGZGV0YWlsGA8gASgJIlsKD05vZGVDb25maWdFcnJvchIMCgRmaWxlGAEgASgJEgwKBGxpbmUYAiABKAUSDQoFZmllbGQYAyABKAkSDAoEaXRlbRgEIAEoCRIPCgdtZXNzYWdlGAUgASgJIrABChZSZXBvcnROb2RlU3RhdGVSZXF1ZXN0EisKCWNyb25fam9icxgBIAMoCzIYLmVwLnRvd2VyLnYxLk5vZGVDcm9uSm9iEjQKCnN1cGVydmlzZWQYAiADKAsyIC5lcC50b3dlci52MS5Ob2RlU3VwZXJ2aXNlZEFnZW50EjMKDWNvbmZpZ19lcnJvcnMYAyADKAsyHC5lcC50b3dlci52MS5Ob2RlQ29uZmlnRXJyb3IiLgoXUmVwb3J0Tm9kZVN0YXRlUmVzcG9uc2USEwoLcmVwb3J0ZWRfYXQYASABKAkiTAoXUmVsb2FkTm9kZUNvbmZpZ1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIUCgd3YWl0X21zGAIgASgFSACIAQFCCgoIX3dhaXRfbXMijwEKGFJlbG9hZE5vZGVDb25maWdSZXNwb25zZRISCgpyZXF1ZXN0X2lkGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIsCgZlcnJvcnMYAyADKAsyHC5lcC50b3dlci52MS5Ob2RlQ29uZmlnRXJyb3ISDwoHcmVzdWx0cxgEIAMoCRIQCghldmVudF9pZBgFIAEoBCJtChJFbnJvbGxBZ2VudFJlcXVlc3QSEQoJZG9tYWluX2lkGAEgASgJEg8KB3J1bnRpbWUYAiABKAkSFAoMY2FwYWJpbGl0aWVzGAMgAygJEgwKBG5hbWUYBCABKAkSDwoHbm9kZV9pZBgFIAEoCSI4ChNFbnJvbGxBZ2VudFJlc3BvbnNlEiEKBWFnZW50GAEgASgLMhIuZXAudG93ZXIudjEuQWdlbnQiNwoRTGlzdEFnZW50c1JlcXVlc3QSEQoJZG9tYWluX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkiOAoSTGlzdEFnZW50c1Jlc3BvbnNlEiIKBmFnZW50cxgBIAMoCzISLmVwLnRvd2VyLnYxLkFnZW50IiMKD0dldEFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSI1ChBHZXRBZ2VudFJlc3BvbnNlEiEKBWFnZW50GAEgASgLMhIuZXAudG93ZXIudjEuQWdlbnQiSgoXVXBkYXRlQWdlbnRTdGF0ZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSDQoFc3RhdGUYAiABKAkSDgoGcmVhc29uGAMgASgJIj0KGFVwZGF0ZUFnZW50U3RhdGVSZXNwb25zZRIhCgVhZ2VudBgBIAEoCzISLmVwLnRvd2VyLnYxLkFnZW50IjYKElNpZ25hbEFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIOCgZwcm9tcHQYAiABKAkiJwoTU2lnbmFsQWdlbnRSZXNwb25zZRIQCghldmVudF9pZBgBIAEoBCI1ChVTdXBlcnZpc2VBZ2VudFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSCgoCb3AYAiABKAkiOwoWU3VwZXJ2aXNlQWdlbnRSZXNwb25zZRIhCgVhZ2VudBgBIAEoCzISLmVwLnRvd2VyLnYxLkFnZW50MqUFCgtOb2RlU2VydmljZRJTCgxSZWdpc3Rlck5vZGUSIC5lcC50b3dlci52MS5SZWdpc3Rlck5vZGVSZXF1ZXN0GiEuZXAudG93ZXIudjEuUmVnaXN0ZXJOb2RlUmVzcG9uc2USSgoJTGlzdE5vZGVzEh0uZXAudG93ZXIudjEuTGlzdE5vZGVzUmVxdWVzdBoeLmVwLnRvd2VyLnYxLkxpc3ROb2Rlc1Jlc3BvbnNlEkQKB0dldE5vZGUSGy5lcC50b3dlci52MS5HZXROb2RlUmVxdWVzdBocLmVwLnRvd2VyLnYxLkdldE5vZGVSZXNwb25zZRI9CgRMaW5rEhguZXAudG93ZXIudjEuTGlua1JlcXVlc3QaGS5lcC50b3dlci52MS5MaW5rUmVzcG9uc2UwARJWCg1QdWJsaXNoRXZlbnRzEiEuZXAudG93ZXIudjEuUHVibGlzaEV2ZW50c1JlcXVlc3QaIi5lcC50b3dlci52MS5QdWJsaXNoRXZlbnRzUmVzcG9uc2USXAoPUmVwb3J0Tm9kZVN0YXRlEiMuZXAudG93ZXIudjEuUmVwb3J0Tm9kZVN0YXRlUmVxdWVzdBokLmVwLnRvd2VyLnYxLlJlcG9ydE5vZGVTdGF0ZVJlc3BvbnNlEl8KEFJlbG9hZE5vZGVDb25maWcSJC5lcC50b3dlci52MS5SZWxvYWROb2RlQ29uZmlnUmVxdWVzdBolLmVwLnRvd2VyLnYxLlJlbG9hZE5vZGVDb25maWdSZXNwb25zZRJZCg5TZXROb2RlRG9tYWlucxIiLmVwLnRvd2VyLnYxLlNldE5vZGVEb21haW5zUmVxdWVzdBojLmVwLnRvd2VyLnYxLlNldE5vZGVEb21haW5zUmVzcG9uc2UyhgQKDEFnZW50U2VydmljZRJQCgtFbnJvbGxBZ2VudBIfLmVwLnRvd2VyLnYxLkVucm9sbEFnZW50UmVxdWVzdBogLmVwLnRvd2VyLnYxLkVucm9sbEFnZW50UmVzcG9uc2USTQoKTGlzdEFnZW50cxIeLmVwLnRvd2VyLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh8uZXAudG93ZXIudjEuTGlzdEFnZW50c1Jlc3BvbnNlEkcKCEdldEFnZW50EhwuZXAudG93ZXIudjEuR2V0QWdlbnRSZXF1ZXN0Gh0uZXAudG93ZXIudjEuR2V0QWdlbnRSZXNwb25zZRJfChBVcGRhdGVBZ2VudFN0YXRlEiQuZXAudG93ZXIudjEuVXBkYXRlQWdlbnRTdGF0ZVJlcXVlc3QaJS5lcC50b3dlci52MS5VcGRhdGVBZ2VudFN0YXRlUmVzcG9uc2USUAoLU2lnbmFsQWdlbnQSHy5lcC50b3dlci52MS5TaWduYWxBZ2VudFJlcXVlc3QaIC5lcC50b3dlci52MS5TaWduYWxBZ2VudFJlc3BvbnNlElkKDlN1cGVydmlzZUFnZW50EiIuZXAudG93ZXIudjEuU3VwZXJ2aXNlQWdlbnRSZXF1ZXN0GiMuZXAudG93ZXIudjEuU3VwZXJ2aXNlQWdlbnRSZXNwb25zZWIGcHJvdG8z", [file_ep_tower_v1_resources, file_google_protobuf_struct]);
 
 /**
  * @generated from message ep.tower.v1.RegisterNodeRequest
@@ -23,6 +23,13 @@ export type RegisterNodeRequest = Message<"ep.tower.v1.RegisterNodeRequest"> & {
    * @generated from field: string hostname = 1;
    */
   hostname: string;
+
+  /**
+   * the domains the node serves (ids); empty: all domains, recorded as "*"
+   *
+   * @generated from field: repeated string domain_ids = 2;
+   */
+  domainIds: string[];
 };
 
 /**
@@ -31,6 +38,52 @@ export type RegisterNodeRequest = Message<"ep.tower.v1.RegisterNodeRequest"> & {
  */
 export const RegisterNodeRequestSchema: GenMessage<RegisterNodeRequest> = /*@__PURE__*/
   messageDesc(file_ep_tower_v1_fleet, 0);
+
+/**
+ * @generated from message ep.tower.v1.SetNodeDomainsRequest
+ */
+export type SetNodeDomainsRequest = Message<"ep.tower.v1.SetNodeDomainsRequest"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * the domains the node serves from now on (ids); give all = true instead to serve every domain
+   *
+   * @generated from field: repeated string domain_ids = 2;
+   */
+  domainIds: string[];
+
+  /**
+   * @generated from field: bool all = 3;
+   */
+  all: boolean;
+};
+
+/**
+ * Describes the message ep.tower.v1.SetNodeDomainsRequest.
+ * Use `create(SetNodeDomainsRequestSchema)` to create a new message.
+ */
+export const SetNodeDomainsRequestSchema: GenMessage<SetNodeDomainsRequest> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 1);
+
+/**
+ * @generated from message ep.tower.v1.SetNodeDomainsResponse
+ */
+export type SetNodeDomainsResponse = Message<"ep.tower.v1.SetNodeDomainsResponse"> & {
+  /**
+   * @generated from field: ep.tower.v1.Node node = 1;
+   */
+  node?: Node | undefined;
+};
+
+/**
+ * Describes the message ep.tower.v1.SetNodeDomainsResponse.
+ * Use `create(SetNodeDomainsResponseSchema)` to create a new message.
+ */
+export const SetNodeDomainsResponseSchema: GenMessage<SetNodeDomainsResponse> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 2);
 
 /**
  * @generated from message ep.tower.v1.RegisterNodeResponse
@@ -59,7 +112,7 @@ export type RegisterNodeResponse = Message<"ep.tower.v1.RegisterNodeResponse"> &
  * Use `create(RegisterNodeResponseSchema)` to create a new message.
  */
 export const RegisterNodeResponseSchema: GenMessage<RegisterNodeResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 1);
+  messageDesc(file_ep_tower_v1_fleet, 3);
 
 /**
  * @generated from message ep.tower.v1.ListNodesRequest
@@ -72,7 +125,7 @@ export type ListNodesRequest = Message<"ep.tower.v1.ListNodesRequest"> & {
  * Use `create(ListNodesRequestSchema)` to create a new message.
  */
 export const ListNodesRequestSchema: GenMessage<ListNodesRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 2);
+  messageDesc(file_ep_tower_v1_fleet, 4);
 
 /**
  * @generated from message ep.tower.v1.ListNodesResponse
@@ -89,7 +142,7 @@ export type ListNodesResponse = Message<"ep.tower.v1.ListNodesResponse"> & {
  * Use `create(ListNodesResponseSchema)` to create a new message.
  */
 export const ListNodesResponseSchema: GenMessage<ListNodesResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 3);
+  messageDesc(file_ep_tower_v1_fleet, 5);
 
 /**
  * @generated from message ep.tower.v1.GetNodeRequest
@@ -106,7 +159,7 @@ export type GetNodeRequest = Message<"ep.tower.v1.GetNodeRequest"> & {
  * Use `create(GetNodeRequestSchema)` to create a new message.
  */
 export const GetNodeRequestSchema: GenMessage<GetNodeRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 4);
+  messageDesc(file_ep_tower_v1_fleet, 6);
 
 /**
  * @generated from message ep.tower.v1.GetNodeResponse
@@ -123,7 +176,7 @@ export type GetNodeResponse = Message<"ep.tower.v1.GetNodeResponse"> & {
  * Use `create(GetNodeResponseSchema)` to create a new message.
  */
 export const GetNodeResponseSchema: GenMessage<GetNodeResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 5);
+  messageDesc(file_ep_tower_v1_fleet, 7);
 
 /**
  * @generated from message ep.tower.v1.LinkRequest
@@ -147,7 +200,7 @@ export type LinkRequest = Message<"ep.tower.v1.LinkRequest"> & {
  * Use `create(LinkRequestSchema)` to create a new message.
  */
 export const LinkRequestSchema: GenMessage<LinkRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 6);
+  messageDesc(file_ep_tower_v1_fleet, 8);
 
 /**
  * @generated from message ep.tower.v1.LinkResponse
@@ -181,7 +234,7 @@ export type LinkResponse = Message<"ep.tower.v1.LinkResponse"> & {
  * Use `create(LinkResponseSchema)` to create a new message.
  */
 export const LinkResponseSchema: GenMessage<LinkResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 7);
+  messageDesc(file_ep_tower_v1_fleet, 9);
 
 /**
  * @generated from message ep.tower.v1.PublishEventsRequest
@@ -198,7 +251,7 @@ export type PublishEventsRequest = Message<"ep.tower.v1.PublishEventsRequest"> &
  * Use `create(PublishEventsRequestSchema)` to create a new message.
  */
 export const PublishEventsRequestSchema: GenMessage<PublishEventsRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 8);
+  messageDesc(file_ep_tower_v1_fleet, 10);
 
 /**
  * @generated from message ep.tower.v1.PublishEventsResponse
@@ -215,7 +268,7 @@ export type PublishEventsResponse = Message<"ep.tower.v1.PublishEventsResponse">
  * Use `create(PublishEventsResponseSchema)` to create a new message.
  */
 export const PublishEventsResponseSchema: GenMessage<PublishEventsResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 9);
+  messageDesc(file_ep_tower_v1_fleet, 11);
 
 /**
  * A cron job as the node's dispatcher has it (mirrors ep.daemon.v1.CronJob).
@@ -299,7 +352,7 @@ export type NodeCronJob = Message<"ep.tower.v1.NodeCronJob"> & {
  * Use `create(NodeCronJobSchema)` to create a new message.
  */
 export const NodeCronJobSchema: GenMessage<NodeCronJob> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 10);
+  messageDesc(file_ep_tower_v1_fleet, 12);
 
 /**
  * A recorded fire (mirrors ep.daemon.v1.CronFire).
@@ -340,7 +393,7 @@ export type NodeCronFire = Message<"ep.tower.v1.NodeCronFire"> & {
  * Use `create(NodeCronFireSchema)` to create a new message.
  */
 export const NodeCronFireSchema: GenMessage<NodeCronFire> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 11);
+  messageDesc(file_ep_tower_v1_fleet, 13);
 
 /**
  * A supervised profile agent as the node's watchdog has it.
@@ -437,7 +490,7 @@ export type NodeSupervisedAgent = Message<"ep.tower.v1.NodeSupervisedAgent"> & {
  * Use `create(NodeSupervisedAgentSchema)` to create a new message.
  */
 export const NodeSupervisedAgentSchema: GenMessage<NodeSupervisedAgent> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 12);
+  messageDesc(file_ep_tower_v1_fleet, 14);
 
 /**
  * A configuration problem in one of the node's files.
@@ -480,7 +533,7 @@ export type NodeConfigError = Message<"ep.tower.v1.NodeConfigError"> & {
  * Use `create(NodeConfigErrorSchema)` to create a new message.
  */
 export const NodeConfigErrorSchema: GenMessage<NodeConfigError> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 13);
+  messageDesc(file_ep_tower_v1_fleet, 15);
 
 /**
  * @generated from message ep.tower.v1.ReportNodeStateRequest
@@ -509,7 +562,7 @@ export type ReportNodeStateRequest = Message<"ep.tower.v1.ReportNodeStateRequest
  * Use `create(ReportNodeStateRequestSchema)` to create a new message.
  */
 export const ReportNodeStateRequestSchema: GenMessage<ReportNodeStateRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 14);
+  messageDesc(file_ep_tower_v1_fleet, 16);
 
 /**
  * @generated from message ep.tower.v1.ReportNodeStateResponse
@@ -528,7 +581,7 @@ export type ReportNodeStateResponse = Message<"ep.tower.v1.ReportNodeStateRespon
  * Use `create(ReportNodeStateResponseSchema)` to create a new message.
  */
 export const ReportNodeStateResponseSchema: GenMessage<ReportNodeStateResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 15);
+  messageDesc(file_ep_tower_v1_fleet, 17);
 
 /**
  * @generated from message ep.tower.v1.ReloadNodeConfigRequest
@@ -552,7 +605,7 @@ export type ReloadNodeConfigRequest = Message<"ep.tower.v1.ReloadNodeConfigReque
  * Use `create(ReloadNodeConfigRequestSchema)` to create a new message.
  */
 export const ReloadNodeConfigRequestSchema: GenMessage<ReloadNodeConfigRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 16);
+  messageDesc(file_ep_tower_v1_fleet, 18);
 
 /**
  * @generated from message ep.tower.v1.ReloadNodeConfigResponse
@@ -597,7 +650,7 @@ export type ReloadNodeConfigResponse = Message<"ep.tower.v1.ReloadNodeConfigResp
  * Use `create(ReloadNodeConfigResponseSchema)` to create a new message.
  */
 export const ReloadNodeConfigResponseSchema: GenMessage<ReloadNodeConfigResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 17);
+  messageDesc(file_ep_tower_v1_fleet, 19);
 
 /**
  * @generated from message ep.tower.v1.EnrollAgentRequest
@@ -636,7 +689,7 @@ export type EnrollAgentRequest = Message<"ep.tower.v1.EnrollAgentRequest"> & {
  * Use `create(EnrollAgentRequestSchema)` to create a new message.
  */
 export const EnrollAgentRequestSchema: GenMessage<EnrollAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 18);
+  messageDesc(file_ep_tower_v1_fleet, 20);
 
 /**
  * @generated from message ep.tower.v1.EnrollAgentResponse
@@ -653,7 +706,7 @@ export type EnrollAgentResponse = Message<"ep.tower.v1.EnrollAgentResponse"> & {
  * Use `create(EnrollAgentResponseSchema)` to create a new message.
  */
 export const EnrollAgentResponseSchema: GenMessage<EnrollAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 19);
+  messageDesc(file_ep_tower_v1_fleet, 21);
 
 /**
  * @generated from message ep.tower.v1.ListAgentsRequest
@@ -675,7 +728,7 @@ export type ListAgentsRequest = Message<"ep.tower.v1.ListAgentsRequest"> & {
  * Use `create(ListAgentsRequestSchema)` to create a new message.
  */
 export const ListAgentsRequestSchema: GenMessage<ListAgentsRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 20);
+  messageDesc(file_ep_tower_v1_fleet, 22);
 
 /**
  * @generated from message ep.tower.v1.ListAgentsResponse
@@ -692,7 +745,7 @@ export type ListAgentsResponse = Message<"ep.tower.v1.ListAgentsResponse"> & {
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export const ListAgentsResponseSchema: GenMessage<ListAgentsResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 21);
+  messageDesc(file_ep_tower_v1_fleet, 23);
 
 /**
  * @generated from message ep.tower.v1.GetAgentRequest
@@ -709,7 +762,7 @@ export type GetAgentRequest = Message<"ep.tower.v1.GetAgentRequest"> & {
  * Use `create(GetAgentRequestSchema)` to create a new message.
  */
 export const GetAgentRequestSchema: GenMessage<GetAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 22);
+  messageDesc(file_ep_tower_v1_fleet, 24);
 
 /**
  * @generated from message ep.tower.v1.GetAgentResponse
@@ -726,7 +779,7 @@ export type GetAgentResponse = Message<"ep.tower.v1.GetAgentResponse"> & {
  * Use `create(GetAgentResponseSchema)` to create a new message.
  */
 export const GetAgentResponseSchema: GenMessage<GetAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 23);
+  messageDesc(file_ep_tower_v1_fleet, 25);
 
 /**
  * @generated from message ep.tower.v1.UpdateAgentStateRequest
@@ -753,7 +806,7 @@ export type UpdateAgentStateRequest = Message<"ep.tower.v1.UpdateAgentStateReque
  * Use `create(UpdateAgentStateRequestSchema)` to create a new message.
  */
 export const UpdateAgentStateRequestSchema: GenMessage<UpdateAgentStateRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 24);
+  messageDesc(file_ep_tower_v1_fleet, 26);
 
 /**
  * @generated from message ep.tower.v1.UpdateAgentStateResponse
@@ -770,7 +823,7 @@ export type UpdateAgentStateResponse = Message<"ep.tower.v1.UpdateAgentStateResp
  * Use `create(UpdateAgentStateResponseSchema)` to create a new message.
  */
 export const UpdateAgentStateResponseSchema: GenMessage<UpdateAgentStateResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 25);
+  messageDesc(file_ep_tower_v1_fleet, 27);
 
 /**
  * @generated from message ep.tower.v1.SignalAgentRequest
@@ -792,7 +845,7 @@ export type SignalAgentRequest = Message<"ep.tower.v1.SignalAgentRequest"> & {
  * Use `create(SignalAgentRequestSchema)` to create a new message.
  */
 export const SignalAgentRequestSchema: GenMessage<SignalAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 26);
+  messageDesc(file_ep_tower_v1_fleet, 28);
 
 /**
  * @generated from message ep.tower.v1.SignalAgentResponse
@@ -809,7 +862,7 @@ export type SignalAgentResponse = Message<"ep.tower.v1.SignalAgentResponse"> & {
  * Use `create(SignalAgentResponseSchema)` to create a new message.
  */
 export const SignalAgentResponseSchema: GenMessage<SignalAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 27);
+  messageDesc(file_ep_tower_v1_fleet, 29);
 
 /**
  * @generated from message ep.tower.v1.SuperviseAgentRequest
@@ -833,7 +886,7 @@ export type SuperviseAgentRequest = Message<"ep.tower.v1.SuperviseAgentRequest">
  * Use `create(SuperviseAgentRequestSchema)` to create a new message.
  */
 export const SuperviseAgentRequestSchema: GenMessage<SuperviseAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 28);
+  messageDesc(file_ep_tower_v1_fleet, 30);
 
 /**
  * @generated from message ep.tower.v1.SuperviseAgentResponse
@@ -850,7 +903,7 @@ export type SuperviseAgentResponse = Message<"ep.tower.v1.SuperviseAgentResponse
  * Use `create(SuperviseAgentResponseSchema)` to create a new message.
  */
 export const SuperviseAgentResponseSchema: GenMessage<SuperviseAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 29);
+  messageDesc(file_ep_tower_v1_fleet, 31);
 
 /**
  * NodeService: node registration and the node's outbound link.
@@ -925,6 +978,16 @@ export const NodeService: GenService<{
     methodKind: "unary";
     input: typeof ReloadNodeConfigRequestSchema;
     output: typeof ReloadNodeConfigResponseSchema;
+  },
+  /**
+   * admin: change the domains a node serves (its agents, claims and reads stay inside them)
+   *
+   * @generated from rpc ep.tower.v1.NodeService.SetNodeDomains
+   */
+  setNodeDomains: {
+    methodKind: "unary";
+    input: typeof SetNodeDomainsRequestSchema;
+    output: typeof SetNodeDomainsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ep_tower_v1_fleet, 0);
