@@ -51,6 +51,8 @@ export interface Tower {
   app: FastifyInstance;
   deps: Deps;
   services: TowerServices;
+  /** Every HTTP route served (method and path pattern), in registration order. */
+  routes: readonly { method: string; url: string }[];
   /** Cross-replica delivery when the store is PostgreSQL (docs/deploy.md); undefined on SQLite. */
   replication?: Replication;
   /** Extension points for the other edges (events stream, AI, MCP, attach, console). */
@@ -155,6 +157,12 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true },
   } as Parameters<typeof Fastify>[0]) as unknown as FastifyInstance;
+
+  // every route the tower serves, for the authorization matrix (tests/authz-matrix.test.ts)
+  const routes: { method: string; url: string }[] = [];
+  app.addHook("onRoute", (r) => {
+    for (const method of [r.method].flat()) if (method !== "HEAD") routes.push({ method, url: r.url });
+  });
 
   app.addHook("onRequest", async (req) => {
     if (isPublic(req.url, req.method)) return;
@@ -270,6 +278,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   return {
     app,
     deps,
+    routes,
     services: { auth, work, fleet, secrets, ai: aiConsole.ai },
     replication,
     onClose: (fn) => closers.push(fn),
