@@ -206,6 +206,8 @@ describe("--json", () => {
     await check("agent ls", ["agent", "ls"]);
     await check("node ls", ["node", "ls"]);
     const nodeId = (await ep(["node", "ls", "--json"])).json().nodes[0].id as string;
+    const served = (await check("node domains set", ["node", "domains", "set", nodeId, "--all"])) as { domains: string[] };
+    expect(served.domains).toEqual(["*"]);
     await check("node reload", ["node", "reload", nodeId], { codes: [0, 2] });
 
     const agent = (await check("daemon agent enroll", ["daemon", "agent", "enroll", "--domain", domainId, "--runtime", "shell"])).agent;

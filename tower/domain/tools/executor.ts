@@ -102,9 +102,9 @@ export async function actingCaller(deps: Deps, caller: Caller, scope: { agentId?
   }
   // a domain only narrows what the node may do (`ep run <tool> --domain <id>`)
   if (!(await deps.store.getDomain(scope.domainId!))) throw new EpError("domain_not_found", `domain ${scope.domainId} does not exist`, { field: "domain_id" });
-  // narrows, never widens: only a domain the node serves and has agents in
-  if (!(caller.nodeDomains ?? []).includes(scope.domainId!) || (caller.nodeServes && !caller.nodeServes.includes("*") && !caller.nodeServes.includes(scope.domainId!))) {
-    throw new EpError("forbidden", `node ${caller.nodeId} has no agents in domain ${scope.domainId}; it may act only where its agents are`, { field: "domain_id" });
+  // narrows, never widens: only into a domain the node serves (its registered set, or "*")
+  if (caller.nodeServes && !caller.nodeServes.includes("*") && !caller.nodeServes.includes(scope.domainId!)) {
+    throw new EpError("forbidden", `node ${caller.nodeId} serves only ${caller.nodeServes.join(", ")}, not domain ${scope.domainId}`, { field: "domain_id" });
   }
   return { subject: `${caller.subject}@${scope.domainId}`, role: "agent", via: "node", domainId: scope.domainId, nodeId: caller.nodeId };
 }
