@@ -52,11 +52,25 @@ async function dispatch(argv: string[]): Promise<number> {
     process.stdout.write(mainHelp());
     return 0;
   }
+  // global options may come before the command words too (`ep --json domain ls`, as in gh and
+  // kubectl): they are moved behind the words before the command's own options are parsed
   const words: string[] = [];
-  for (const a of argv) {
+  const globals: string[] = [];
+  let i = 0;
+  for (; i < argv.length; i++) {
+    const a = argv[i];
+    const name = a.startsWith("--") ? a.slice(2).split("=", 1)[0] : a === "-h" ? "help" : undefined;
+    const global = name !== undefined ? GLOBAL_OPTIONS.find((o) => o.name === name) : undefined;
+    if (global && words.length === 0 && name !== "help") {
+      globals.push(a);
+      if (global.type === "string" && !a.includes("=") && i + 1 < argv.length) globals.push(argv[++i]);
+      continue;
+    }
     if (a.startsWith("-")) break;
     words.push(a);
   }
+  if (globals.length && words.length === 0) throw new UsageError("say which command: options like --json go with a command (see 'ep --help')");
+  if (globals.length) argv = [...words, ...globals, ...argv.slice(i)];
   if (words[0] === "help") {
     const target = findCommand(words.slice(1));
     process.stdout.write(words.length === 1 ? mainHelp() : target && target.used === words.length - 1 ? commandHelp(target.spec) : groupHelp(words.slice(1)));

@@ -29,6 +29,7 @@ import { createWorkService, type WorkService as Work } from "./domain/work.js";
 import { registerAiConsole } from "./edges/ai/register.js";
 import { kCaller } from "./edges/caller-key.js";
 import { mendProtocolErrors } from "../common/connect-errors.js";
+import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import { bindService } from "./edges/connect/bind.js";
 import { registerRestRoutes, workRoutes } from "./edges/rest/work-routes.js";
 import { registerConsoleRoutes } from "./edges/ui/console-routes.js";
@@ -75,6 +76,9 @@ export interface TowerOptions {
 }
 
 /** Paths served without a bearer token. */
+/** A Connect / gRPC-Web procedure path: /ep.<package>.<Service>/<Method>. */
+const CONNECT_PATH = /^\/ep\.[a-z0-9.]+\.[A-Za-z]+\/[A-Za-z]+$/;
+
 function isPublic(url: string, method: string): boolean {
   const path = url.split("?", 1)[0];
   return (
@@ -181,6 +185,25 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     else {
       log.error("request failed", { method: req.method, url: req.url.split("?")[0], error: err.message, stack: err.stack });
       ep = new EpError("internal");
+    }
+    // a Connect or gRPC-Web call refused before its handler (credentials, body limits) gets
+    // the error in its own protocol, so every generated client reads the code and message
+    const path = req.url.split("?", 1)[0];
+    if (CONNECT_PATH.test(path)) {
+      const ce = ep.toConnectError();
+      const type = String(req.headers["content-type"] ?? "");
+      void reply.header("ep-error-code", ep.code);
+      if (type.startsWith("application/grpc-web")) {
+        void reply
+          .code(200)
+          .header("content-type", type.includes("text") ? "application/grpc-web-text+proto" : "application/grpc-web+proto")
+          .header("grpc-status", String(ce.code))
+          .header("grpc-message", encodeURIComponent(ep.message))
+          .send("");
+        return;
+      }
+      void reply.code(codeToHttpStatus(ce.code)).type("application/json").send({ code: codeToString(ce.code), message: ep.message });
+      return;
     }
     void reply.code(ep.httpStatus).type("application/json").send(ep.toJSON());
   });

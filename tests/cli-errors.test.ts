@@ -1,0 +1,64 @@
+// Issue 16, points 2 and 3: the CLI always shows the tower's own message (a bad token on a
+// Connect call used to print "ep: " with an empty message), and global options work before the
+// command as after it. Also the same refusal in the Connect and gRPC-Web protocols.
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { toEpError } from "../common/errors.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { assertBuilt, ep } from "./cli-helpers.js";
+import { startTower, tempHome, type TestTower } from "./harness.js";
+
+let t: TestTower;
+const home = tempHome("ep-cli-errors-");
+
+beforeAll(async () => {
+  assertBuilt();
+  t = await startTower();
+});
+
+afterAll(async () => {
+  await t?.close();
+  home.cleanup();
+});
+
+describe("refusals reach people and clients whole", () => {
+  it("a Connect client gets unauthenticated with the tower's message and EP code", async () => {
+    const transport = createConnectTransport({ baseUrl: t.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", "Bearer bad"), next(req))] });
+    const err = await createClient(WorkService, transport).listDomains({}).catch((e: unknown) => e);
+    const e = toEpError(err);
+    expect(e.code).toBe("unauthenticated");
+    expect(e.message).toBe("the token is not known to this tower");
+  });
+
+  it("a gRPC-Web client gets the status in its own protocol", async () => {
+    const res = await fetch(`${t.url}/ep.tower.v1.WorkService/ListDomains`, { method: "POST", headers: { "content-type": "application/grpc-web+proto", authorization: "Bearer bad" }, body: new Uint8Array([0, 0, 0, 0, 0]) });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("grpc-status")).toBe("16");
+    expect(decodeURIComponent(res.headers.get("grpc-message") ?? "")).toBe("the token is not known to this tower");
+  });
+
+  it("ep prints the tower's message for a bad token, in text and in --json", async () => {
+    const env = { EP_HOME: home.dir, EP_BASE_URL: t.url, EP_TOKEN: "bad" };
+    const text = await ep(["domain", "ls"], { env });
+    expect(text.code).toBe(3);
+    expect(text.stderr).toContain("ep: the token is not known to this tower");
+    const json = await ep(["domain", "ls", "--json"], { env });
+    expect(json.json().error).toMatchObject({ code: "unauthenticated", message: "the token is not known to this tower" });
+  });
+
+  it("global options work before the command", async () => {
+    const env = { EP_HOME: home.dir, EP_BASE_URL: t.url };
+    await t.api("POST", "/domains", { name: "global-opts" });
+    const before = await ep(["--json", "--token", t.adminToken, "domain", "ls"], { env });
+    expect(before.code).toBe(0);
+    expect(before.json().domains.map((d: { name: string }) => d.name)).toContain("global-opts");
+    const eq = await ep([`--token=${t.adminToken}`, "domain", "ls", "--json"], { env });
+    expect(eq.code).toBe(0);
+    const url = await ep(["--url", t.url, "--token", t.adminToken, "domain", "ls"], { env: { EP_HOME: home.dir } });
+    expect(url.stdout).toContain("global-opts");
+    const alone = await ep(["--json"], { env });
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toContain("say which command");
+  });
+});
