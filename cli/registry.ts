@@ -346,6 +346,13 @@ export const COMMANDS: CommandSpec[] = [
   { path: ["version"], summary: "print the version", usage: "", example: "ep version --json", module: "meta" },
   { path: ["completion"], summary: "print a shell completion script", usage: "bash|zsh|fish", example: "ep completion bash > /etc/bash_completion.d/ep", module: "meta", args: { min: 1 } },
   {
+    path: ["ui"],
+    summary: "print the console's address and a fresh one-time login link (valid 24 h)",
+    usage: "",
+    example: "ep ui",
+    module: "up",
+  },
+  {
     path: ["up"],
     summary: "one-machine mode: the tower on 127.0.0.1:8008, this machine as a node, a local epd",
     usage: "[--listen <host:port>] [--no-daemon]",

@@ -136,6 +136,14 @@ describe("a console session is bound to the credential it came from", () => {
     expect((await withCookie(cookies[1])).status).toBe(200); // other sessions go on
   });
 
+  it("a login link lasts 24 hours by default (opened 10 minutes later it works); socket tickets a minute", async () => {
+    const res = await t.client(AuthService).createTicket({ purpose: "login" });
+    expect(Date.parse(res.expiresAt) - clock.now()).toBe(24 * 3_600_000);
+    expect(Date.parse((await t.client(AuthService).createTicket({ purpose: "events" })).expiresAt) - clock.now()).toBe(60_000);
+    clock.advance(10 * 60_000);
+    expect((await login({ ticket: res.ticket })).status).toBe(200);
+  });
+
   it("a node token cannot open a console session", async () => {
     const { NodeService } = await import("../gen/ep/tower/v1/fleet_pb.js");
     const node = await t.client(NodeService).registerNode({ hostname: "scope-node" });

@@ -32,6 +32,15 @@ export function upNodeFile(env: NodeJS.ProcessEnv): string {
   return join(epHome(env), "node.json");
 }
 
+/** A one-time console login link and when it expires (24 h; `ep ui` prints a fresh one). */
+export async function loginLink(ctx: Context, url: string): Promise<string> {
+  const t = await tower(ctx, AuthService).createTicket({ purpose: "login" });
+  const until = new Date(t.expiresAt);
+  const hours = Math.round((until.getTime() - Date.now()) / 3_600_000);
+  const when = until.toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" });
+  return `${url}/ui/login#ticket=${t.ticket}\n                  (one use, valid until ${when}${hours > 0 ? `, ${hours} h` : ""}; 'ep ui' prints a fresh link)`;
+}
+
 async function healthy(url: string): Promise<boolean> {
   try {
     return (await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000) })).ok;
@@ -40,7 +49,17 @@ async function healthy(url: string): Promise<boolean> {
   }
 }
 
+/** ep ui: the console's address and a fresh login link, with the CLI's credentials. */
+async function ui(ctx: Context): Promise<number> {
+  const url = ctx.url();
+  const t = await tower(ctx, AuthService).createTicket({ purpose: "login" });
+  const link = `${url}/ui/login#ticket=${t.ticket}`;
+  ctx.out(ctx.json ? JSON.stringify({ console: `${url}/ui/`, login_link: link, expires_at: t.expiresAt }) : `console:        ${url}/ui/\none-time login: ${link}\n                (one use, valid until ${new Date(t.expiresAt).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" })})`);
+  return 0;
+}
+
 export async function run(ctx: Context): Promise<number> {
+  if (ctx.spec.path[0] === "ui") return ui(ctx);
   const env = ctx.env;
   const listen = ctx.str("listen") ?? "127.0.0.1:8008";
   const m = /^(.*):(\d+)$/.exec(listen);
@@ -52,19 +71,40 @@ export async function run(ctx: Context): Promise<number> {
   const childEnv: NodeJS.ProcessEnv = { ...env, EP_HOME: epHome(env), EP_LOG_LEVEL: env.EP_LOG_LEVEL ?? "warn" };
   mkdirSync(epHome(env), { recursive: true, mode: 0o700 });
   const children: ChildProcess[] = [];
-  const towerChild = spawn(process.execPath, [siblingBin("ep-tower", env), "--listen", listen], { env: childEnv, stdio: ["ignore", "ignore", "pipe"] });
+  const towerChild = spawn(process.execPath, [siblingBin("ep-tower", env), "--listen", listen], { env: childEnv, stdio: ["ignore", "ignore", "pipe"], detached: true });
   children.push(towerChild);
   let towerErr = "";
   towerChild.stderr!.on("data", (d: Buffer) => {
     towerErr = (towerErr + d.toString()).slice(-4000);
     process.stderr.write(d);
   });
-  const stopAll = (signal: NodeJS.Signals) => {
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill(signal);
+  const exited = (c: ChildProcess) => new Promise<number>((res) => (c.exitCode !== null || c.signalCode !== null ? res(c.exitCode ?? 128) : c.once("exit", (code, sig) => res(code ?? (sig ? 128 : 1)))));
+  const alive = (c: ChildProcess) => c.exitCode === null && c.signalCode === null;
+  /** Stops one child: SIGTERM, then SIGKILL after `graceMs`. */
+  const stopChild = async (c: ChildProcess, graceMs: number) => {
+    if (!alive(c)) return;
+    c.kill("SIGTERM");
+    const timer = setTimeout(() => alive(c) && c.kill("SIGKILL"), graceMs);
+    await exited(c);
+    clearTimeout(timer);
   };
-  process.on("SIGINT", () => stopAll("SIGINT"));
-  process.on("SIGTERM", () => stopAll("SIGTERM"));
-  const exited = (c: ChildProcess) => new Promise<number>((res) => (c.exitCode !== null ? res(c.exitCode) : c.once("exit", (code, sig) => res(code ?? (sig ? 128 : 1)))));
+  // Children run in their own process groups, so Ctrl-C reaches only this process, which stops
+  // them in order: epd first (its runs end and are reported, retryably, while the tower is still
+  // there to hear it), then the tower. No "link failed" or "retrying" noise, no orphans.
+  let stopping: Promise<void> | undefined;
+  const stopAll = () =>
+    (stopping ??= (async () => {
+      const [towerProc, ...rest] = children;
+      for (const c of rest.reverse()) await stopChild(c, 6000);
+      await stopChild(towerProc, 5000);
+    })());
+  const onSignal = () => {
+    if (stopping) return;
+    process.stderr.write("\nstopping… (epd, then the tower)\n");
+    void stopAll().then(() => process.stderr.write("stopped\n"));
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
   const towerExit = exited(towerChild);
 
   try {
@@ -95,8 +135,7 @@ export async function run(ctx: Context): Promise<number> {
 
     const lines = [`EP is up at ${url}`, `  console:        ${url}/ui/`];
     try {
-      const t = await tower(towerCtx, AuthService).createTicket({ purpose: "login" });
-      lines.push(`  one-time login: ${url}/ui/login#ticket=${t.ticket}`);
+      lines.push(`  one-time login: ${await loginLink(towerCtx, url)}`);
     } catch (err) {
       lines.push(`  (no login link: ${(err as Error).message})`);
     }
@@ -104,7 +143,12 @@ export async function run(ctx: Context): Promise<number> {
 
     if (!ctx.opts["no-daemon"]) {
       const epd = siblingBin("epd", env);
-      const daemonChild = spawn(process.execPath, [epd, "run", "--backend-url", url], { env: { ...childEnv, EP_NODE_FILE: nodePath, EP_BASE_URL: url }, stdio: ["ignore", "inherit", "inherit"] });
+      const daemonChild = spawn(process.execPath, [epd, "run", "--backend-url", url], {
+        // Ctrl-C should not wait 30 s for a running task: runs get 2 s, then end retryably
+        env: { ...childEnv, EP_NODE_FILE: nodePath, EP_BASE_URL: url, EP_SHUTDOWN_GRACE_MS: env.EP_SHUTDOWN_GRACE_MS ?? "2000" },
+        stdio: ["ignore", "inherit", "inherit"],
+        detached: true,
+      });
       children.push(daemonChild);
       lines.push(`  daemon:         epd (pid ${daemonChild.pid}), sockets in ${join(epHome(env), "epd")}`);
       void exited(daemonChild).then((code) => {
@@ -114,12 +158,11 @@ export async function run(ctx: Context): Promise<number> {
     lines.push("", "Ctrl-C stops everything.");
     ctx.out(lines.join("\n"));
   } catch (err) {
-    stopAll("SIGTERM");
-    await Promise.all(children.map(exited));
+    await stopAll();
     throw err;
   }
   const code = await towerExit;
-  stopAll("SIGTERM");
+  await stopAll();
   await Promise.all(children.map(exited));
-  return code;
+  return stopping && code !== 0 ? 0 : code;
 }

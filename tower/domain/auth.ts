@@ -468,7 +468,8 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
       if (input.purpose === "login" && caller.role === "node") throw new EpError("forbidden", "a node token cannot open a console session");
       const now = clock.now();
       // a ticket never outlives the credential that made it
-      const ttlMs = Math.min(input.ttlMs ?? 60_000, 24 * 3_600_000, (caller.expiresMs ?? Infinity) - now);
+      // a login link lives 24 h by default (docs/api.md), the socket tickets a minute
+      const ttlMs = Math.min(input.ttlMs ?? (input.purpose === "login" ? 24 * 3_600_000 : 60_000), 24 * 3_600_000, (caller.expiresMs ?? Infinity) - now);
       if (ttlMs <= 0) throw new EpError("token_expired", "the credential has expired; a ticket cannot outlive it");
       const ticket = "tkt_" + randomBytes(24).toString("base64url");
       const expiresMs = now + ttlMs;

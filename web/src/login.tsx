@@ -25,7 +25,7 @@ export function LoginView({ onLogin, ticket, notice }: { onLogin(id: Identity): 
     redeemed.current = true;
     loginWithTicket(ticket)
       .then((id) => id && onLogin(id))
-      .catch((err) => setError(`The login link did not work (${describeError(err)}). It is valid once; ask for a new one or use a token.`))
+      .catch((err) => setError(`The login link did not work (${describeError(err)}). It is valid once, for 24 hours; run 'ep ui' for a new one or use a token.`))
       .finally(() => setBusy(false));
   }, [ticket, onLogin]);
 
@@ -53,7 +53,7 @@ export function LoginView({ onLogin, ticket, notice }: { onLogin(id: Identity): 
       </button>
       <div className="login-box">
         <h1>EP console</h1>
-        {busy && ticket ? <p aria-live="polite">Signing in…</p> : <p className="muted">Open the login link the tower printed on its first start, or sign in with an API token.</p>}
+        {busy && ticket ? <p aria-live="polite">Signing in…</p> : <p className="muted">Open the login link <code>ep up</code> printed (run <code>ep ui</code> for a fresh one), or sign in with an API token: the admin token is in <code>~/.ep/tower/admin.token</code> on the tower's machine.</p>}
         {notice && <p className="muted">{notice}</p>}
         <ErrorNote error={error} />
         <form onSubmit={submit} className="login-form">
@@ -63,7 +63,7 @@ export function LoginView({ onLogin, ticket, notice }: { onLogin(id: Identity): 
             Sign in
           </button>
         </form>
-        <p className="muted small">The session is kept in an HttpOnly cookie for 7 days; the token is not stored by this page.</p>
+        <p className="muted small">The session is kept in an HttpOnly cookie for at most 7 days and ends with the token it came from; the token is not stored by this page.</p>
       </div>
     </main>
   );
