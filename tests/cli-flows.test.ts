@@ -208,6 +208,7 @@ describe("--json", () => {
     const nodeId = (await ep(["node", "ls", "--json"])).json().nodes[0].id as string;
     const served = (await check("node domains set", ["node", "domains", "set", nodeId, "--all"])) as { domains: string[] };
     expect(served.domains).toEqual(["*"]);
+    expect((await check("ui", ["ui"])).login_link).toMatch(/\/ui\/login#ticket=tkt_/);
     await check("node reload", ["node", "reload", nodeId], { codes: [0, 2] });
 
     const agent = (await check("daemon agent enroll", ["daemon", "agent", "enroll", "--domain", domainId, "--runtime", "shell"])).agent;

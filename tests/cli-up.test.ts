@@ -44,6 +44,12 @@ describe("ep up", () => {
       const domain = await ep(["domain", "create", "one-machine", "--json"], { env: cliEnv });
       expect(domain.code, domain.stderr).toBe(0);
       await waitFor(async () => (await ep(["daemon", "status"], { env: cliEnv })).code === 0, 20_000, 200);
+      // doctor is green on a fresh one-machine setup, and never says ok with level error
+      const doctor = await ep(["system", "doctor", "--json"], { env: cliEnv });
+      expect(doctor.code, doctor.stdout).toBe(0);
+      const checks = doctor.json().checks as { ok: boolean; level: string }[];
+      expect(checks.filter((c) => c.ok && c.level !== "ok")).toEqual([]);
+      expect(checks.filter((c) => !c.ok && c.level === "error")).toEqual([]);
       const nodes = await ep(["node", "ls", "--json"], { env: cliEnv });
       expect(nodes.json().nodes).toHaveLength(1);
       const again = await ep(["up", "--listen", `127.0.0.1:${port}`], { env: cliEnv });

@@ -13,7 +13,8 @@ import { json } from "../output.js";
 export interface CheckResult {
   check: string;
   ok: boolean;
-  level: "error" | "warn";
+  /** how bad a failure is; "ok" when the check passed (never ok: true with level "error") */
+  level: "error" | "warn" | "ok";
   detail: string;
   hint?: string;
 }
@@ -114,7 +115,8 @@ async function timedFetch(url: string, init: RequestInit & { timeoutMs?: number 
   }
 }
 
-function fix(env: NodeJS.ProcessEnv): string[] {
+/** Creates what a healthy home has (ep_home, skills_home, agent_id); `ep up` runs it too. */
+export function fix(env: NodeJS.ProcessEnv): string[] {
   const done: string[] = [];
   for (const dir of [epHome(env), skillsHome(env)]) {
     if (!existsSync(dir)) {
@@ -237,7 +239,7 @@ export async function runChecks(ctx: Context): Promise<CheckResult[]> {
 
   // throttling seen by the local fan-out
   if (env.EP_FANOUT_LISTEN) add(await fanoutCheck(env.EP_FANOUT_LISTEN));
-  return results;
+  return results.map((r) => (r.ok ? { ...r, level: "ok" as const } : r));
 }
 
 /** What the fan-out's GET /stats answers (daemon/fanout/fanout.ts FanoutStats), as far as doctor reads it. */

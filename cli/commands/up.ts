@@ -12,6 +12,7 @@ import { AuthService } from "../../gen/ep/tower/v1/auth_pb.js";
 import { createContext, type Context } from "../context.js";
 import { siblingBin } from "../daemon-service.js";
 import { withHint } from "../fail.js";
+import { fix } from "./doctor.js";
 import { registerNode } from "./node.js";
 import { tower } from "../tower.js";
 
@@ -70,6 +71,7 @@ export async function run(ctx: Context): Promise<number> {
 
   const childEnv: NodeJS.ProcessEnv = { ...env, EP_HOME: epHome(env), EP_LOG_LEVEL: env.EP_LOG_LEVEL ?? "warn" };
   mkdirSync(epHome(env), { recursive: true, mode: 0o700 });
+  fix(env); // what 'ep system doctor' expects of a home: skills folder, local agent id
   const children: ChildProcess[] = [];
   const towerChild = spawn(process.execPath, [siblingBin("ep-tower", env), "--listen", listen], { env: childEnv, stdio: ["ignore", "ignore", "pipe"], detached: true });
   children.push(towerChild);
