@@ -33,8 +33,16 @@ describe("ep events tail", () => {
     const after = await ep(["events", "tail", "--since", String(ids[0]), "--limit", "1", "--json"], { env });
     expect(JSON.parse(after.stdout.trim()).id).toBe(ids[1]);
 
-    const human = await ep(["events", "tail", "--since", "0", "--limit", "1", "--type", "matrix"], { env });
-    expect(human.stdout).toMatch(new RegExp(`^${ids[0]}\\s+\\S+\\s+matrix`));
+    // for people: one short line per event, with the names from the payload, no raw JSON
+    const human = await ep(["events", "tail", "--since", "0", "--limit", "3", "--type", "matrix"], { env });
+    const rows = human.stdout.trim().split("\n");
+    expect(rows).toHaveLength(3);
+    expect(rows[0]).toMatch(new RegExp(`^\\s*${ids[0]}  \\d\\d:\\d\\d:\\d\\d  matrix\\s+domain.created\\s+"ev"`));
+    expect(rows[1]).toMatch(/mission.created\s+"one" → open$/);
+    for (const r of rows) {
+      expect(r.length).toBeLessThanOrEqual(200);
+      expect(r).not.toContain("{");
+    }
   });
 
   it("stops with exit 3 and a hint when the token is refused (no retry loop)", async () => {

@@ -3,6 +3,7 @@
 // printed twice and nothing is skipped.
 import { EpError, isErrorCode } from "../../common/errors.js";
 import { UsageError, type Context } from "../context.js";
+import { eventLine } from "../event-line.js";
 import { withHint } from "../fail.js";
 
 export interface SseMessage {
@@ -68,16 +69,6 @@ export function streamUrl(base: string, f: { types: string[]; domain?: string; m
   return `${base}/events/stream${qs ? `?${qs}` : ""}`;
 }
 
-function human(id: string | undefined, e: Record<string, unknown>): string {
-  const parts = [id ?? "-", String(e.created_at ?? e.createdAt ?? ""), String(e.type ?? "?"), String(e.name ?? "")];
-  if (e.status) parts.push(`status=${e.status}`);
-  for (const k of ["domain_id", "mission_id", "agent_id", "task_id"]) if (e[k]) parts.push(`${k.replace("_id", "")}=${e[k]}`);
-  const rl = e.rate_limit as { remaining?: number; reset_at?: string } | undefined;
-  if (rl) parts.push(`rate_limit.remaining=${rl.remaining} reset_at=${rl.reset_at}`);
-  if (e.payload && Object.keys(e.payload as object).length) parts.push(JSON.stringify(e.payload));
-  return parts.filter(Boolean).join("  ");
-}
-
 const FINAL_STATUSES = new Set([400, 401, 403, 404]);
 
 export async function run(ctx: Context): Promise<number> {
@@ -126,7 +117,7 @@ export async function run(ctx: Context): Promise<number> {
             } catch {
               e = { type: msg.event ?? "message", payload: { text: msg.data } };
             }
-            ctx.out(ctx.json ? JSON.stringify(msg.id ? { id: Number(msg.id), ...e } : e) : human(msg.id, e));
+            ctx.out(ctx.json ? JSON.stringify(msg.id ? { id: Number(msg.id), ...e } : e) : eventLine(msg.id, e));
             if (++printed >= limit) return 0;
           }
         }
