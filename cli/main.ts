@@ -106,6 +106,9 @@ async function dispatch(argv: string[]): Promise<number> {
   const ctx = createContext(spec, parsed.positionals, parsed.values);
   ctx.version = version();
   current = ctx;
+  if (OPTIONS_WITH_NAMES.some((o) => typeof parsed.values[o] === "string" && !/^(dom|msn|agt)_/.test(parsed.values[o] as string))) {
+    await (await import("./names.js")).resolveNames(ctx);
+  }
   const mod = await MODULES[spec.module]();
   return (await mod.run(ctx)) ?? 0;
 }
@@ -124,6 +127,9 @@ function noCommand(argv: string[], words: string[]): number {
 }
 
 let current: Context | undefined;
+
+/** Options that take an id and accept a name too (cli/names.ts, loaded only when a name is given). */
+const OPTIONS_WITH_NAMES = ["domain", "mission", "assignee", "agent"];
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);

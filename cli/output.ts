@@ -23,10 +23,13 @@ export function table(rows: Row[], columns: Record<string, string>, maxWidth = 6
 }
 
 /** Key/value lines for one object. */
+/** snake_case for people, as everywhere else in the CLI's output (domainId → domain_id). */
+const snake = (k: string): string => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
 export function kv(obj: Row, keys?: string[]): string {
   const ks = keys ?? Object.keys(obj);
-  const width = Math.max(...ks.map((k) => k.length));
-  return ks.map((k) => `${k.padEnd(width)}  ${cell(obj[k])}`).join("\n") + "\n";
+  const width = Math.max(...ks.map((k) => snake(k).length));
+  return ks.map((k) => `${snake(k).padEnd(width)}  ${cell(obj[k])}`).join("\n") + "\n";
 }
 
 export function json(value: unknown): string {

@@ -203,12 +203,12 @@ export const COMMANDS: CommandSpec[] = [
   {
     path: ["task", "submit"],
     summary: "submit a claimable task to a mission",
-    usage: "--mission <id> <title> [--priority <n>] [--capability <c>]… [--claim-policy <p>] [--assignee <agent>] [--runtime <r>] [--command <sh>]",
-    example: "ep task submit --mission msn_01 'run the tests' --runtime shell --command 'npm test'",
+    usage: "--mission <id|title> <title> [--priority <n>] [--capability <c>]… [--claim-policy <p>] [--assignee <agent>] [--runtime <r>] [--command <sh>] [--wait]",
+    example: "ep task submit --mission msn_01 'run the tests' --runtime shell --command 'npm test' --wait",
     module: "work",
     args: { min: 1 },
     options: [
-      { name: "mission", type: "string", value: "<id>", desc: "mission id (required)" },
+      { name: "mission", type: "string", value: "<id|title>", desc: "mission id or title (required)" },
       { name: "description", type: "string", value: "<text>", desc: "longer description" },
       { name: "priority", type: "string", value: "<n>", desc: "32-bit integer, higher first (default 0)" },
       { name: "capability", type: "string", multiple: true, value: "<cap>", desc: "required capability (repeatable)" },
@@ -217,6 +217,7 @@ export const COMMANDS: CommandSpec[] = [
       { name: "runtime", type: "string", value: "<runtime>", desc: "runtime that must run it" },
       { name: "command", type: "string", value: "<sh>", desc: "input.command for the shell runtime" },
       { name: "max-attempts", type: "string", value: "<n>", desc: "attempts before the task fails (default 3)" },
+      { name: "wait", type: "boolean", desc: "wait until the task ends and print its output (exit 1 when it failed)" },
     ],
   },
   { path: ["task", "get"], summary: "show a task and its result", usage: "<id>", example: "ep task get tsk_01 --json", module: "work", args: { min: 1 } },

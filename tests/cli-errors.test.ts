@@ -61,4 +61,23 @@ describe("refusals reach people and clients whole", () => {
     expect(alone.code).toBe(2);
     expect(alone.stderr).toContain("say which command");
   });
+
+  it("names work where ids are taken; an ambiguous name is an error listing the matches", async () => {
+    const env = { EP_HOME: home.dir, EP_BASE_URL: t.url, EP_TOKEN: t.adminToken };
+    const d = (await t.api("POST", "/domains", { name: "named" })).body.domain.id as string;
+    const one = (await t.api("POST", `/domains/${d}/m`, { title: "dup" })).body.mission.id as string;
+    const two = (await t.api("POST", `/domains/${d}/m`, { title: "dup" })).body.mission.id as string;
+    await t.api("POST", `/domains/${d}/m`, { title: "solo" });
+    const byName = await ep(["mission", "ls", "--domain", "named", "--json"], { env });
+    expect(byName.code, byName.stderr).toBe(0);
+    expect(byName.json().missions.map((m: { title: string }) => m.title).sort()).toEqual(["dup", "dup", "solo"]);
+    const solo = await ep(["task", "submit", "--mission", "solo", "by name", "--json"], { env });
+    expect(solo.code, solo.stderr).toBe(0);
+    const amb = await ep(["task", "submit", "--mission", "dup", "x"], { env });
+    expect(amb.code).toBe(2);
+    expect(amb.stderr).toContain(`mission "dup" is ambiguous: ${one}, ${two}`);
+    const none = await ep(["mission", "ls", "--domain", "nowhere"], { env });
+    expect(none.code).toBe(4);
+    expect(none.stderr).toContain("domain nowhere does not exist");
+  });
 });

@@ -15,7 +15,9 @@ async function printJson(ctx: Context, method: string, res: unknown): Promise<bo
 async function printAgent(ctx: Context, method: string, res: { agent?: Row }): Promise<void> {
   if (await printJson(ctx, method, res)) return;
   const agent = res.agent;
-  ctx.out(kv(agent ?? {}, ["id", "name", "domainId", "runtime", "capabilities", "state", "supervised", "paused", "pid", "session", "restarts", "lastRestartAt", "detail"]));
+  // a process that is not running has no pid: leave the row out rather than print "pid 0"
+  const keys = ["id", "name", "domainId", "runtime", "capabilities", "state", "supervised", "paused", "pid", "session", "restarts", "lastRestartAt", "detail"];
+  ctx.out(kv(agent ?? {}, keys.filter((k) => k !== "pid" || Number(agent?.pid ?? 0) > 0)));
 }
 
 /** `--arg k=v` values: JSON when they parse as JSON (numbers, true, objects), strings otherwise. */

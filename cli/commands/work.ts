@@ -25,6 +25,17 @@ function printTask(ctx: Context, task: Row, runs: Row[] = []): void {
   if (runs.length) ctx.out(`runs:\n${table(runs, taskCols)}`);
 }
 
+const FINAL = new Set(["succeeded", "failed", "cancelled"]);
+
+/** Polls a task until it ends (every 250 ms). */
+async function waitForEndIn(ctx: Context, taskId: string): Promise<Row> {
+  for (;;) {
+    const t = protoJson(GetTaskResponseSchema, await tower(ctx, WorkService).getTask({ taskId })).task as Row;
+    if (FINAL.has(String(t.status))) return t;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
 export async function run(ctx: Context): Promise<number> {
   const work = () => tower(ctx, WorkService);
   switch (ctx.spec.path.join(" ")) {
@@ -87,8 +98,16 @@ export async function run(ctx: Context): Promise<number> {
       );
       const task = res.task as Row;
       const runs = (res.runs as Row[]) ?? [];
-      ctx.out(ctx.json ? json(res) : `submitted task ${task.id} (${task.status})${runs.length ? `, ${runs.length} broadcast run(s)` : ""}`);
-      return 0;
+      if (ctx.opts.wait !== true) {
+        ctx.out(ctx.json ? json(res) : `submitted task ${task.id} (${task.status})${runs.length ? `, ${runs.length} broadcast run(s)` : ""}`);
+        return 0;
+      }
+      if (!ctx.json) ctx.out(`submitted task ${task.id}; waiting for it to end (Ctrl-C stops waiting, not the task)`);
+      const done = await waitForEndIn(ctx, String(task.id));
+      const r = (done.result ?? {}) as Row;
+      if (ctx.json) ctx.out(json({ task: done }));
+      else ctx.out([`task ${done.id} ${done.status} after ${done.attempts} attempt(s)${done.claimed_by ? ` on ${done.claimed_by}` : ""}`, r.output ? String(r.output).trimEnd() : "", r.error ? `error: ${r.error}` : ""].filter(Boolean).join("\n"));
+      return done.status === "succeeded" ? 0 : 1;
     }
     case "task get": {
       const res = protoJson(GetTaskResponseSchema, await work().getTask({ taskId: ctx.args[0] }));
@@ -98,7 +117,7 @@ export async function run(ctx: Context): Promise<number> {
     }
     case "task retry": {
       const res = protoJson(RetryTaskResponseSchema, await work().retryTask({ taskId: ctx.args[0] }));
-      ctx.out(ctx.json ? json(res) : `task ${ctx.args[0]} is ${(res.task as Row).status} again (attempt ${(res.task as Row).attempts})`);
+      ctx.out(ctx.json ? json(res) : `task ${ctx.args[0]} is ${(res.task as Row).status} again; its attempts start over (at most ${(res.task as Row).max_attempts ?? "?"})`);
       return 0;
     }
     case "task cancel": {
