@@ -89,7 +89,7 @@ async function dispatch(argv: string[]): Promise<number> {
   try {
     parsed = parseArgs({ args: rest, options, allowPositionals: true, strict: true }) as typeof parsed;
   } catch (err) {
-    throw new UsageError(`${(err as Error).message.replace(/\. To specify a positional argument.*$/s, "")}`);
+    throw Object.assign(new UsageError(`${(err as Error).message.replace(/\. To specify a positional argument.*$/s, "")}`), { hint: `see '${commandName(spec)} --help'` });
   }
   if (parsed.values.help) {
     process.stdout.write(commandHelp(spec));
@@ -97,11 +97,12 @@ async function dispatch(argv: string[]): Promise<number> {
   }
   const min = spec.args?.min ?? 0;
   const max = spec.args?.max ?? (spec.args ? Infinity : 0);
-  if (parsed.positionals.length < min) throw new UsageError(`${commandName(spec)} needs ${spec.usage.split(" [")[0] || "more arguments"}`);
+  const usageHint = `usage: ${commandName(spec)} ${spec.usage}`.trimEnd() + `  (see '${commandName(spec)} --help')`;
+  if (parsed.positionals.length < min) throw Object.assign(new UsageError(`${commandName(spec)} needs ${spec.usage.split(" [")[0] || "more arguments"}`), { hint: usageHint });
   if (parsed.positionals.length > max) {
     const extra = parsed.positionals.slice(max);
     if (commandsUnder(spec.path).length) return noCommand(argv, [...spec.path, extra[0]]);
-    throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])} for ${commandName(spec)}`);
+    throw Object.assign(new UsageError(`unexpected argument ${JSON.stringify(extra[0])} for ${commandName(spec)}`), { hint: usageHint });
   }
   const ctx = createContext(spec, parsed.positionals, parsed.values);
   ctx.version = version();

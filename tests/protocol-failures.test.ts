@@ -89,6 +89,20 @@ describe("protocol-correct failures", () => {
     expect(r.response).toContain('"code":"payload_too_large"');
   });
 
+  it("an empty body sent as JSON is no body: a retry without fields is accepted", async () => {
+    const d = (await t.api("POST", "/domains", { name: "empty-body" })).body.domain.id;
+    const m = (await t.api("POST", `/domains/${d}/m`, { title: "m" })).body.mission.id;
+    const task = (await t.api("POST", `/work/missions/${m}/tasks`, { title: "x", runtime: "shell", input: { command: "true" } })).body.task.id;
+    await t.api("POST", `/work/tasks/${task}/cancel`, {});
+    const r = await fetch(`${t.url}/work/tasks/${task}/retry`, { method: "POST", headers: { authorization: `Bearer ${t.adminToken}`, "content-type": "application/json" } });
+    expect(r.status).toBe(200);
+    expect(((await r.json()) as { task: { status: string } }).task.status).toBe("queued");
+    // a body that is there and broken is still invalid_json
+    const bad = await post("/domains", "application/json", "{nope");
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.code).toBe("invalid_json");
+  });
+
   it("cuts off a client that sends a header line every 300 ms (headers timeout 1 s)", async () => {
     const lines = ["GET /healthz HTTP/1.1\r\n", ...Array.from({ length: 40 }, (_, i) => `X-Slow-${i}: y\r\n`)];
     const r = await trickle(lines, 300);

@@ -111,6 +111,8 @@ export async function run(ctx: Context): Promise<number> {
     }
     case "task get": {
       const res = protoJson(GetTaskResponseSchema, await work().getTask({ taskId: ctx.args[0] }));
+      // runs belong to broadcast tasks; an empty list on any other task reads as "it never ran"
+      if ((res.task as Row).claim_policy !== "broadcast") delete res.runs;
       if (ctx.json) ctx.out(json(res));
       else printTask(ctx, res.task as Row, res.runs as Row[]);
       return 0;
