@@ -112,6 +112,8 @@ schedual = "oops"
     expect((rpcErr as { details: { errors: { line: number }[] } }).details.errors.map((e) => e.line)).toEqual([10, 13]);
     const after = await ep("agent", "cron", "list");
     expect(after.json().jobs.map((j: { name: string }) => j.name)).toEqual(["pulse", "disk"]);
+    // and the list says the file has errors (the running jobs are the previous file's)
+    expect(after.json().problems.map((p: { level: string; line: number }) => `${p.level} ${p.line}`)).toEqual(["error 10", "error 13"]);
 
     // fixed: reload takes it
     writeDaemonFile(s, "cron.toml", `[[job]]\nname = "only"\nschedule = "@daily"\ndispatch = "bash"\nprompt = "true"\n`);

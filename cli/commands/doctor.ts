@@ -8,6 +8,7 @@ import { readNodeIdentity } from "../../common/node-identity.js";
 import { daemonHome, daemonSockets, epHome, nodeFile } from "../../common/paths.js";
 import { runtimeCommands, type RuntimeCommandKind } from "../../common/runtime-commands.js";
 import type { Context } from "../context.js";
+import { mgmtCall } from "../mgmt-client.js";
 import { json } from "../output.js";
 
 export interface CheckResult {
@@ -232,6 +233,21 @@ export async function runChecks(ctx: Context): Promise<CheckResult[]> {
       detail: `${path}: ${state === "live" ? "a daemon answers" : state === "stale" ? "stale socket (nobody listens; a daemon died and left it)" : "no socket (the daemon is not running)"}`,
       hint: ok ? undefined : state === "stale" ? `start the daemon ('ep daemon up'), which removes it, or delete ${path}` : "start the daemon with 'ep daemon up'",
     });
+  }
+
+  // cron.toml as the daemon loaded it: errors mean no cron job runs; warnings are ignored fields
+  if ((await probeSocket(sockets.mgmt)) === "live") {
+    try {
+      const res = await mgmtCall<{ problems?: { level: string; line: number; job?: string; field?: string; message: string }[] }>("cron.list", {}, { env, timeoutMs: 3000 });
+      const problems = res.problems ?? [];
+      const errors = problems.filter((p) => p.level === "error");
+      const say = (p: (typeof problems)[number]) => `line ${p.line}${p.job ? ` (job ${p.job})` : ""}: ${p.message}`;
+      if (errors.length) add({ check: "cron_file", ok: false, level: "error", detail: `cron.toml has ${errors.length} error(s), so no cron job runs; ${say(errors[0])}`, hint: "fix it, then 'ep agent cron reload' ('ep agent cron list' shows every problem)" });
+      else if (problems.length) add({ check: "cron_file", ok: false, level: "warn", detail: `cron.toml: ${problems.length} field(s) ignored; ${say(problems[0])}`, hint: "remove the fields that do not apply ('ep agent cron list' shows them)" });
+      else add({ check: "cron_file", ok: true, level: "ok", detail: "cron.toml loaded (or none)" });
+    } catch (err) {
+      add({ check: "cron_file", ok: false, level: "warn", detail: `could not ask the daemon: ${(err as Error).message}` });
+    }
   }
 
   // runtimes: the commands epd would run

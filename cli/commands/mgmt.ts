@@ -49,6 +49,7 @@ export function toolArguments(pairs: string[], argsJson: string | undefined): Re
   return out;
 }
 
+
 export async function run(ctx: Context): Promise<number> {
   const cmd = ctx.spec.path.join(" ");
   const call = <T = Row>(method: string, params: Record<string, unknown> = {}) => mgmtCall<T>(method, params, { env: ctx.env });
@@ -78,8 +79,14 @@ export async function run(ctx: Context): Promise<number> {
       return 0;
     }
     case "agent cron list": {
-      const res = await call<{ jobs?: Row[] }>("cron.list");
-      if (!(await printJson(ctx, "cron.list", res))) ctx.out(table((res.jobs ?? []).map((j) => ({ ...j, last: (j.lastFire as Row | undefined)?.status })), { name: "name", schedule: "schedule", dispatch: "dispatch", session: "session", next: "nextFireAt", last: "last" }));
+      const res = await call<{ jobs?: Row[]; problems?: Row[] }>("cron.list");
+      if (!(await printJson(ctx, "cron.list", res))) {
+        const problems = res.problems ?? [];
+        const errors = problems.filter((p) => p.level === "error");
+        if (errors.length) ctx.out(`cron.toml has errors, so no cron jobs run until it is fixed ('ep agent cron reload' after the fix):`);
+        for (const p of problems) ctx.out(`  ${p.level === "error" ? "error" : "warning"}: line ${p.line}${p.job ? `, job "${p.job}"` : ""}${p.field ? `, field ${p.field}` : ""}: ${p.message}`);
+        if (!errors.length || (res.jobs ?? []).length) ctx.out(table((res.jobs ?? []).map((j) => ({ ...j, last: (j.lastFire as Row | undefined)?.status })), { name: "name", schedule: "schedule", dispatch: "dispatch", session: "session", next: "nextFireAt", last: "last" }));
+      }
       return 0;
     }
     case "agent cron describe": {

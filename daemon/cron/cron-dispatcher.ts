@@ -67,6 +67,8 @@ export interface CronDispatcher {
   gcNow(): number;
   /** The errors of the last failed load (empty after a successful one). */
   loadErrors(): CronFileError[];
+  /** Fields of the last load that do not apply and were ignored. */
+  loadWarnings(): CronFileError[];
 }
 
 export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
@@ -89,6 +91,7 @@ export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
   /** Cron jobs chain slot to slot (as croner does), so a slot moved by a DST gap is not lost. */
   const cursors = new Map<string, { key: string; next: number | null }>();
   let errors: CronFileError[] = [];
+  let warnings: CronFileError[] = [];
   let timer: ClockTimer | undefined;
   let closed = false;
   let started = false;
@@ -98,6 +101,8 @@ export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
 
   function load(): { ok: true } | { ok: false; errors: CronFileError[] } {
     const result = readCronFile(file);
+    warnings = result.warnings ?? [];
+    if (warnings.length) log.warn("cron.toml has fields that do not apply; they are ignored", { file, warnings });
     if (!result.ok) return result;
     jobs = new Map(result.jobs.map((j) => [j.name, j]));
     for (const name of cursors.keys()) if (!jobs.has(name)) cursors.delete(name);
@@ -327,5 +332,6 @@ export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
     },
     gcNow: () => store.gc(clock.now() - retentionMs),
     loadErrors: () => errors,
+    loadWarnings: () => warnings,
   };
 }

@@ -100,14 +100,14 @@ prompt = "check in"
       "17 ok interval",
       "20 #4 name",
       "21 #4 schedule",
-      "24 #4 session",
     ]);
     expect(result.errors.find((e) => e.line === 15)!.message).toMatch(/duplicate job name "ok" \(first defined on line 1\)/);
+    expect(result.warnings?.map((e) => `${e.line} ${e.field}`)).toEqual(["24 session"]); // does not apply to bash: a warning
     expect(result.errors.find((e) => e.line === 10)!.message).toMatch(/"signal", "bash"/);
     const err = cronFileError("/x/cron.toml", result.errors);
     expect(err.code).toBe("invalid_argument");
     expect(err.message).toContain("line 9, job \"bad\", field schedule");
-    expect(err.details?.errors).toHaveLength(8);
+    expect(err.details?.errors).toHaveLength(7);
   });
 
   it("required fields depend on kind and dispatch", () => {
@@ -136,13 +136,24 @@ kind = 3
     const msgs = result.errors.map((e) => `${e.job}.${e.field}: ${e.message}`);
     expect(msgs).toEqual([
       expect.stringMatching(/^a\.interval: interval is required for kind = "heartbeat"/),
-      expect.stringMatching(/^a\.schedule: schedule is not used by kind = "heartbeat"/),
       expect.stringMatching(/^b\.schedule: schedule is required/),
       expect.stringMatching(/^b\.session: session is required for dispatch = "signal"/),
-      expect.stringMatching(/^b\.interval: interval is only used by kind = "heartbeat"/),
       expect.stringMatching(/^c\.prompt: prompt must not be empty/),
       expect.stringMatching(/^c\.kind: kind must be a string/),
     ]);
+    // fields that do not apply are warnings (ignored), not errors
+    expect((result.warnings ?? []).map((e) => `${e.job}.${e.field}: ${e.message}`)).toEqual([
+      expect.stringMatching(/^a\.schedule: schedule is not used by kind = "heartbeat"; it is ignored/),
+      expect.stringMatching(/^b\.interval: interval is only used by kind = "heartbeat"; it is ignored/),
+    ]);
+  });
+
+  it("a bash job written with a session (as in the seed's table) loads, with a warning", () => {
+    const result = parseCronFile(['[[job]]', 'name = "backup"', 'schedule = "0 3 * * *"', 'dispatch = "bash"', 'session = "ops"', 'prompt = "tar czf /tmp/b.tgz /srv"'].join("\n"));
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    expect(result.jobs.map((j) => j.name)).toEqual(["backup"]);
+    expect(result.warnings).toEqual([{ line: 5, field: "session", job: "backup", message: 'session is not used by dispatch = "bash" (bash jobs run with no session); it is ignored' }]);
   });
 
   it("keys outside [[job]] and a non-table job are errors", () => {

@@ -36,7 +36,8 @@ export interface CronFileError {
   message: string;
 }
 
-export type CronFileResult = { ok: true; jobs: CronJob[] } | { ok: false; errors: CronFileError[] };
+/** ok: the jobs, and warnings for fields that do not apply (the job still loads). */
+export type CronFileResult = { ok: true; jobs: CronJob[]; warnings?: CronFileError[] } | { ok: false; errors: CronFileError[]; warnings?: CronFileError[] };
 
 export const CRON_JOB_FIELDS = ["name", "schedule", "session", "prompt", "dispatch", "kind", "interval", "missed"] as const;
 const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -107,6 +108,7 @@ export function parseCronFile(text: string): CronFileResult {
 
   const lines = text.split(/\r?\n/);
   const errors: CronFileError[] = [];
+  const warnings: CronFileError[] = [];
   for (const key of Object.keys(doc)) {
     if (key !== "job") {
       errors.push({
@@ -139,6 +141,9 @@ export function parseCronFile(text: string): CronFileResult {
     const name = typeof table.name === "string" && table.name ? table.name : undefined;
     const fail = (field: string, message: string) =>
       errors.push({ line: lineOf(field), field, job: name ?? `#${index + 1}`, message });
+    // a field that does not apply to this kind of job is ignored with a warning, never fatal
+    const warn = (field: string, message: string) =>
+      warnings.push({ line: lineOf(field), field, job: name ?? `#${index + 1}`, message });
     const before = errors.length;
 
     for (const key of Object.keys(table)) {
@@ -188,7 +193,7 @@ export function parseCronFile(text: string): CronFileResult {
     } else if (session !== undefined && !session.trim()) {
       fail("session", "session must not be empty");
     } else if (dispatch === "bash" && table.session !== undefined) {
-      fail("session", 'session is not used by dispatch = "bash" (bash jobs run with no session); remove it');
+      warn("session", 'session is not used by dispatch = "bash" (bash jobs run with no session); it is ignored');
     }
 
     const schedule = str("schedule");
@@ -202,7 +207,7 @@ export function parseCronFile(text: string): CronFileResult {
         const problem = validateSchedule(schedule);
         if (problem) fail("schedule", problem);
       }
-      if (table.interval !== undefined) fail("interval", 'interval is only used by kind = "heartbeat"; use schedule');
+      if (table.interval !== undefined) warn("interval", 'interval is only used by kind = "heartbeat"; it is ignored (schedule applies)');
     } else {
       if (table.interval === undefined) fail("interval", 'interval is required for kind = "heartbeat" (e.g. "30m", "2h30m")');
       else if (interval !== undefined) {
@@ -212,7 +217,7 @@ export function parseCronFile(text: string): CronFileResult {
           fail("interval", (err as Error).message);
         }
       }
-      if (table.schedule !== undefined) fail("schedule", 'schedule is not used by kind = "heartbeat"; use interval');
+      if (table.schedule !== undefined) warn("schedule", 'schedule is not used by kind = "heartbeat"; it is ignored (interval applies)');
     }
 
     if (errors.length > before || !name || prompt === undefined || !kind || !dispatch) return;
@@ -227,8 +232,10 @@ export function parseCronFile(text: string): CronFileResult {
       line: header,
     });
   });
-  errors.sort((a, b) => a.line - b.line || (a.field ?? "").localeCompare(b.field ?? ""));
-  return errors.length ? { ok: false, errors } : { ok: true, jobs };
+  const byLine = (a: CronFileError, b: CronFileError) => a.line - b.line || (a.field ?? "").localeCompare(b.field ?? "");
+  errors.sort(byLine);
+  warnings.sort(byLine);
+  return errors.length ? { ok: false, errors, warnings } : { ok: true, jobs, warnings };
 }
 
 /** Reads and parses cron.toml; a missing file is an empty job list (cron is optional). */

@@ -50,7 +50,14 @@ export function fleetRoutes(fleet: Fleet): (router: ConnectRouter) => void {
   };
   return (router) => {
     router.service(mgmt.CronService, {
-      list: () => create(mgmt.CronServiceListResponseSchema, { jobs: fleet.cron.list().map(cronJobMsg) }),
+      list: () =>
+        create(mgmt.CronServiceListResponseSchema, {
+          jobs: fleet.cron.list().map(cronJobMsg),
+          problems: [
+            ...fleet.cron.loadErrors().map((e) => ({ level: "error", line: e.line, field: e.field ?? "", job: e.job ?? "", message: e.message })),
+            ...fleet.cron.loadWarnings().map((e) => ({ level: "warning", line: e.line, field: e.field ?? "", job: e.job ?? "", message: e.message })),
+          ],
+        }),
       describe(req) {
         if (!req.name.trim()) throw invalidField("name", "is required");
         return create(mgmt.CronServiceDescribeResponseSchema, { job: cronJobMsg(fleet.cron.describe(req.name.trim())) });

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ep/daemon/v1/mgmt.proto.
  */
 export const file_ep_daemon_v1_mgmt: GenFile = /*@__PURE__*/
-  fileDesc("ChdlcC9kYWVtb24vdjEvbWdtdC5wcm90bxIMZXAuZGFlbW9uLnYxIhwKGkRhZW1vblNlcnZpY2VTdGF0dXNSZXF1ZXN0ItoBChtEYWVtb25TZXJ2aWNlU3RhdHVzUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRIQCghob3N0bmFtZRgCIAEoCRITCgtiYWNrZW5kX3VybBgDIAEoCRIMCgRsaW5rGAQgASgJEg8KB3ZlcnNpb24YBSABKAkSEgoKc3RhcnRlZF9hdBgGIAEoCRIVCg1ydW5uaW5nX3Rhc2tzGAcgASgFEigKBmFnZW50cxgIIAMoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50Eg8KB2Jvb3N0ZXIYCSABKAki7AEKCkxvY2FsQWdlbnQSCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSDwoHcnVudGltZRgEIAEoCRIUCgxjYXBhYmlsaXRpZXMYBSADKAkSDQoFc3RhdGUYBiABKAkSEgoKc3VwZXJ2aXNlZBgHIAEoCBIOCgZwYXVzZWQYCCABKAgSCwoDcGlkGAkgASgFEg8KB3Nlc3Npb24YCiABKAkSFwoPbGFzdF9yZXN0YXJ0X2F0GAsgASgJEhAKCHJlc3RhcnRzGAwgASgFEg4KBmRldGFpbBgNIAEoCSJjChlBZ2VudFNlcnZpY2VFbnJvbGxSZXF1ZXN0EhEKCWRvbWFpbl9pZBgBIAEoCRIPCgdydW50aW1lGAIgASgJEhQKDGNhcGFiaWxpdGllcxgDIAMoCRIMCgRuYW1lGAQgASgJIkUKGkFnZW50U2VydmljZUVucm9sbFJlc3BvbnNlEicKBWFnZW50GAEgASgLMhguZXAuZGFlbW9uLnYxLkxvY2FsQWdlbnQiGQoXQWdlbnRTZXJ2aWNlTGlzdFJlcXVlc3QiRAoYQWdlbnRTZXJ2aWNlTGlzdFJlc3BvbnNlEigKBmFnZW50cxgBIAMoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50IjsKGUFnZW50U2VydmljZVNpZ25hbFJlcXVlc3QSDgoGdGFyZ2V0GAEgASgJEg4KBnByb21wdBgCIAEoCSIzChpBZ2VudFNlcnZpY2VTaWduYWxSZXNwb25zZRIVCg1kZWxpdmVyZWRfdmlhGAEgASgJIs0BCgdDcm9uSm9iEgwKBG5hbWUYASABKAkSEAoIc2NoZWR1bGUYAiABKAkSDwoHc2Vzc2lvbhgDIAEoCRIOCgZwcm9tcHQYBCABKAkSEAoIZGlzcGF0Y2gYBSABKAkSDAoEa2luZBgGIAEoCRIQCghpbnRlcnZhbBgHIAEoCRIOCgZtaXNzZWQYCCABKAkSFAoMbmV4dF9maXJlX2F0GAkgASgJEikKCWxhc3RfZmlyZRgKIAEoCzIWLmVwLmRhZW1vbi52MS5Dcm9uRmlyZSKMAQoIQ3JvbkZpcmUSCwoDam9iGAEgASgJEgwKBHNsb3QYAiABKAkSEAoIZmlyZWRfYXQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhYKCWV4aXRfY29kZRgFIAEoBUgAiAEBEg4KBm91dHB1dBgGIAEoCRINCgVlcnJvchgHIAEoCUIMCgpfZXhpdF9jb2RlIhgKFkNyb25TZXJ2aWNlTGlzdFJlcXVlc3QiPgoXQ3JvblNlcnZpY2VMaXN0UmVzcG9uc2USIwoEam9icxgBIAMoCzIVLmVwLmRhZW1vbi52MS5Dcm9uSm9iIioKGkNyb25TZXJ2aWNlRGVzY3JpYmVSZXF1ZXN0EgwKBG5hbWUYASABKAkiQQobQ3JvblNlcnZpY2VEZXNjcmliZVJlc3BvbnNlEiIKA2pvYhgBIAEoCzIVLmVwLmRhZW1vbi52MS5Dcm9uSm9iIjgKGUNyb25TZXJ2aWNlSGlzdG9yeVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVsaW1pdBgCIAEoBSJDChpDcm9uU2VydmljZUhpc3RvcnlSZXNwb25zZRIlCgVmaXJlcxgBIAMoCzIWLmVwLmRhZW1vbi52MS5Dcm9uRmlyZSIaChhDcm9uU2VydmljZVJlbG9hZFJlcXVlc3QiKQoZQ3JvblNlcnZpY2VSZWxvYWRSZXNwb25zZRIMCgRqb2JzGAEgASgFIhkKF0Nyb25TZXJ2aWNlR2NOb3dSZXF1ZXN0IisKGENyb25TZXJ2aWNlR2NOb3dSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgFIh0KG1N1cGVydmlzZVNlcnZpY2VMaXN0UmVxdWVzdCJIChxTdXBlcnZpc2VTZXJ2aWNlTGlzdFJlc3BvbnNlEigKBmFnZW50cxgBIAMoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50IisKHVN1cGVydmlzZVNlcnZpY2VTdGF0dXNSZXF1ZXN0EgoKAmlkGAEgASgJIkkKHlN1cGVydmlzZVNlcnZpY2VTdGF0dXNSZXNwb25zZRInCgVhZ2VudBgBIAEoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50IiwKHlN1cGVydmlzZVNlcnZpY2VSZXN0YXJ0UmVxdWVzdBIKCgJpZBgBIAEoCSJKCh9TdXBlcnZpc2VTZXJ2aWNlUmVzdGFydFJlc3BvbnNlEicKBWFnZW50GAEgASgLMhguZXAuZGFlbW9uLnYxLkxvY2FsQWdlbnQiKgocU3VwZXJ2aXNlU2VydmljZVBhdXNlUmVxdWVzdBIKCgJpZBgBIAEoCSJICh1TdXBlcnZpc2VTZXJ2aWNlUGF1c2VSZXNwb25zZRInCgVhZ2VudBgBIAEoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50IisKHVN1cGVydmlzZVNlcnZpY2VSZXN1bWVSZXF1ZXN0EgoKAmlkGAEgASgJIkkKHlN1cGVydmlzZVNlcnZpY2VSZXN1bWVSZXNwb25zZRInCgVhZ2VudBgBIAEoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50ImQKFVRvb2xTZXJ2aWNlUnVuUmVxdWVzdBIMCgR0b29sGAEgASgJEhEKCWRvbWFpbl9pZBgCIAEoCRIqCglhcmd1bWVudHMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IlkKFlRvb2xTZXJ2aWNlUnVuUmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhcKD3Nob3J0X2NpcmN1aXRlZBgCIAEoCDJuCg1EYWVtb25TZXJ2aWNlEl0KBlN0YXR1cxIoLmVwLmRhZW1vbi52MS5EYWVtb25TZXJ2aWNlU3RhdHVzUmVxdWVzdBopLmVwLmRhZW1vbi52MS5EYWVtb25TZXJ2aWNlU3RhdHVzUmVzcG9uc2UynwIKDEFnZW50U2VydmljZRJbCgZFbnJvbGwSJy5lcC5kYWVtb24udjEuQWdlbnRTZXJ2aWNlRW5yb2xsUmVxdWVzdBooLmVwLmRhZW1vbi52MS5BZ2VudFNlcnZpY2VFbnJvbGxSZXNwb25zZRJVCgRMaXN0EiUuZXAuZGFlbW9uLnYxLkFnZW50U2VydmljZUxpc3RSZXF1ZXN0GiYuZXAuZGFlbW9uLnYxLkFnZW50U2VydmljZUxpc3RSZXNwb25zZRJbCgZTaWduYWwSJy5lcC5kYWVtb24udjEuQWdlbnRTZXJ2aWNlU2lnbmFsUmVxdWVzdBooLmVwLmRhZW1vbi52MS5BZ2VudFNlcnZpY2VTaWduYWxSZXNwb25zZTLUAwoLQ3JvblNlcnZpY2USUwoETGlzdBIkLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZUxpc3RSZXF1ZXN0GiUuZXAuZGFlbW9uLnYxLkNyb25TZXJ2aWNlTGlzdFJlc3BvbnNlEl8KCERlc2NyaWJlEiguZXAuZGFlbW9uLnYxLkNyb25TZXJ2aWNlRGVzY3JpYmVSZXF1ZXN0GikuZXAuZGFlbW9uLnYxLkNyb25TZXJ2aWNlRGVzY3JpYmVSZXNwb25zZRJcCgdIaXN0b3J5EicuZXAuZGFlbW9uLnYxLkNyb25TZXJ2aWNlSGlzdG9yeVJlcXVlc3QaKC5lcC5kYWVtb24udjEuQ3JvblNlcnZpY2VIaXN0b3J5UmVzcG9uc2USWQoGUmVsb2FkEiYuZXAuZGFlbW9uLnYxLkNyb25TZXJ2aWNlUmVsb2FkUmVxdWVzdBonLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZVJlbG9hZFJlc3BvbnNlElYKBUdjTm93EiUuZXAuZGFlbW9uLnYxLkNyb25TZXJ2aWNlR2NOb3dSZXF1ZXN0GiYuZXAuZGFlbW9uLnYxLkNyb25TZXJ2aWNlR2NOb3dSZXNwb25zZTKFBAoQU3VwZXJ2aXNlU2VydmljZRJdCgRMaXN0EikuZXAuZGFlbW9uLnYxLlN1cGVydmlzZVNlcnZpY2VMaXN0UmVxdWVzdBoqLmVwLmRhZW1vbi52MS5TdXBlcnZpc2VTZXJ2aWNlTGlzdFJlc3BvbnNlEmMKBlN0YXR1cxIrLmVwLmRhZW1vbi52MS5TdXBlcnZpc2VTZXJ2aWNlU3RhdHVzUmVxdWVzdBosLmVwLmRhZW1vbi52MS5TdXBlcnZpc2VTZXJ2aWNlU3RhdHVzUmVzcG9uc2USZgoHUmVzdGFydBIsLmVwLmRhZW1vbi52MS5TdXBlcnZpc2VTZXJ2aWNlUmVzdGFydFJlcXVlc3QaLS5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVJlc3RhcnRSZXNwb25zZRJgCgVQYXVzZRIqLmVwLmRhZW1vbi52MS5TdXBlcnZpc2VTZXJ2aWNlUGF1c2VSZXF1ZXN0GisuZXAuZGFlbW9uLnYxLlN1cGVydmlzZVNlcnZpY2VQYXVzZVJlc3BvbnNlEmMKBlJlc3VtZRIrLmVwLmRhZW1vbi52MS5TdXBlcnZpc2VTZXJ2aWNlUmVzdW1lUmVxdWVzdBosLmVwLmRhZW1vbi52MS5TdXBlcnZpc2VTZXJ2aWNlUmVzdW1lUmVzcG9uc2UyXwoLVG9vbFNlcnZpY2USUAoDUnVuEiMuZXAuZGFlbW9uLnYxLlRvb2xTZXJ2aWNlUnVuUmVxdWVzdBokLmVwLmRhZW1vbi52MS5Ub29sU2VydmljZVJ1blJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("ChdlcC9kYWVtb24vdjEvbWdtdC5wcm90bxIMZXAuZGFlbW9uLnYxIhwKGkRhZW1vblNlcnZpY2VTdGF0dXNSZXF1ZXN0ItoBChtEYWVtb25TZXJ2aWNlU3RhdHVzUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRIQCghob3N0bmFtZRgCIAEoCRITCgtiYWNrZW5kX3VybBgDIAEoCRIMCgRsaW5rGAQgASgJEg8KB3ZlcnNpb24YBSABKAkSEgoKc3RhcnRlZF9hdBgGIAEoCRIVCg1ydW5uaW5nX3Rhc2tzGAcgASgFEigKBmFnZW50cxgIIAMoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50Eg8KB2Jvb3N0ZXIYCSABKAki7AEKCkxvY2FsQWdlbnQSCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSDwoHcnVudGltZRgEIAEoCRIUCgxjYXBhYmlsaXRpZXMYBSADKAkSDQoFc3RhdGUYBiABKAkSEgoKc3VwZXJ2aXNlZBgHIAEoCBIOCgZwYXVzZWQYCCABKAgSCwoDcGlkGAkgASgFEg8KB3Nlc3Npb24YCiABKAkSFwoPbGFzdF9yZXN0YXJ0X2F0GAsgASgJEhAKCHJlc3RhcnRzGAwgASgFEg4KBmRldGFpbBgNIAEoCSJjChlBZ2VudFNlcnZpY2VFbnJvbGxSZXF1ZXN0EhEKCWRvbWFpbl9pZBgBIAEoCRIPCgdydW50aW1lGAIgASgJEhQKDGNhcGFiaWxpdGllcxgDIAMoCRIMCgRuYW1lGAQgASgJIkUKGkFnZW50U2VydmljZUVucm9sbFJlc3BvbnNlEicKBWFnZW50GAEgASgLMhguZXAuZGFlbW9uLnYxLkxvY2FsQWdlbnQiGQoXQWdlbnRTZXJ2aWNlTGlzdFJlcXVlc3QiRAoYQWdlbnRTZXJ2aWNlTGlzdFJlc3BvbnNlEigKBmFnZW50cxgBIAMoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50IjsKGUFnZW50U2VydmljZVNpZ25hbFJlcXVlc3QSDgoGdGFyZ2V0GAEgASgJEg4KBnByb21wdBgCIAEoCSIzChpBZ2VudFNlcnZpY2VTaWduYWxSZXNwb25zZRIVCg1kZWxpdmVyZWRfdmlhGAEgASgJIs0BCgdDcm9uSm9iEgwKBG5hbWUYASABKAkSEAoIc2NoZWR1bGUYAiABKAkSDwoHc2Vzc2lvbhgDIAEoCRIOCgZwcm9tcHQYBCABKAkSEAoIZGlzcGF0Y2gYBSABKAkSDAoEa2luZBgGIAEoCRIQCghpbnRlcnZhbBgHIAEoCRIOCgZtaXNzZWQYCCABKAkSFAoMbmV4dF9maXJlX2F0GAkgASgJEikKCWxhc3RfZmlyZRgKIAEoCzIWLmVwLmRhZW1vbi52MS5Dcm9uRmlyZSKMAQoIQ3JvbkZpcmUSCwoDam9iGAEgASgJEgwKBHNsb3QYAiABKAkSEAoIZmlyZWRfYXQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhYKCWV4aXRfY29kZRgFIAEoBUgAiAEBEg4KBm91dHB1dBgGIAEoCRINCgVlcnJvchgHIAEoCUIMCgpfZXhpdF9jb2RlIhgKFkNyb25TZXJ2aWNlTGlzdFJlcXVlc3QibwoXQ3JvblNlcnZpY2VMaXN0UmVzcG9uc2USIwoEam9icxgBIAMoCzIVLmVwLmRhZW1vbi52MS5Dcm9uSm9iEi8KCHByb2JsZW1zGAIgAygLMh0uZXAuZGFlbW9uLnYxLkNyb25GaWxlUHJvYmxlbSJbCg9Dcm9uRmlsZVByb2JsZW0SDQoFbGV2ZWwYASABKAkSDAoEbGluZRgCIAEoBRINCgVmaWVsZBgDIAEoCRILCgNqb2IYBCABKAkSDwoHbWVzc2FnZRgFIAEoCSIqChpDcm9uU2VydmljZURlc2NyaWJlUmVxdWVzdBIMCgRuYW1lGAEgASgJIkEKG0Nyb25TZXJ2aWNlRGVzY3JpYmVSZXNwb25zZRIiCgNqb2IYASABKAsyFS5lcC5kYWVtb24udjEuQ3JvbkpvYiI4ChlDcm9uU2VydmljZUhpc3RvcnlSZXF1ZXN0EgwKBG5hbWUYASABKAkSDQoFbGltaXQYAiABKAUiQwoaQ3JvblNlcnZpY2VIaXN0b3J5UmVzcG9uc2USJQoFZmlyZXMYASADKAsyFi5lcC5kYWVtb24udjEuQ3JvbkZpcmUiGgoYQ3JvblNlcnZpY2VSZWxvYWRSZXF1ZXN0IikKGUNyb25TZXJ2aWNlUmVsb2FkUmVzcG9uc2USDAoEam9icxgBIAEoBSIZChdDcm9uU2VydmljZUdjTm93UmVxdWVzdCIrChhDcm9uU2VydmljZUdjTm93UmVzcG9uc2USDwoHcmVtb3ZlZBgBIAEoBSIdChtTdXBlcnZpc2VTZXJ2aWNlTGlzdFJlcXVlc3QiSAocU3VwZXJ2aXNlU2VydmljZUxpc3RSZXNwb25zZRIoCgZhZ2VudHMYASADKAsyGC5lcC5kYWVtb24udjEuTG9jYWxBZ2VudCIrCh1TdXBlcnZpc2VTZXJ2aWNlU3RhdHVzUmVxdWVzdBIKCgJpZBgBIAEoCSJJCh5TdXBlcnZpc2VTZXJ2aWNlU3RhdHVzUmVzcG9uc2USJwoFYWdlbnQYASABKAsyGC5lcC5kYWVtb24udjEuTG9jYWxBZ2VudCIsCh5TdXBlcnZpc2VTZXJ2aWNlUmVzdGFydFJlcXVlc3QSCgoCaWQYASABKAkiSgofU3VwZXJ2aXNlU2VydmljZVJlc3RhcnRSZXNwb25zZRInCgVhZ2VudBgBIAEoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50IioKHFN1cGVydmlzZVNlcnZpY2VQYXVzZVJlcXVlc3QSCgoCaWQYASABKAkiSAodU3VwZXJ2aXNlU2VydmljZVBhdXNlUmVzcG9uc2USJwoFYWdlbnQYASABKAsyGC5lcC5kYWVtb24udjEuTG9jYWxBZ2VudCIrCh1TdXBlcnZpc2VTZXJ2aWNlUmVzdW1lUmVxdWVzdBIKCgJpZBgBIAEoCSJJCh5TdXBlcnZpc2VTZXJ2aWNlUmVzdW1lUmVzcG9uc2USJwoFYWdlbnQYASABKAsyGC5lcC5kYWVtb24udjEuTG9jYWxBZ2VudCJkChVUb29sU2VydmljZVJ1blJlcXVlc3QSDAoEdG9vbBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJZChZUb29sU2VydmljZVJ1blJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIXCg9zaG9ydF9jaXJjdWl0ZWQYAiABKAgybgoNRGFlbW9uU2VydmljZRJdCgZTdGF0dXMSKC5lcC5kYWVtb24udjEuRGFlbW9uU2VydmljZVN0YXR1c1JlcXVlc3QaKS5lcC5kYWVtb24udjEuRGFlbW9uU2VydmljZVN0YXR1c1Jlc3BvbnNlMp8CCgxBZ2VudFNlcnZpY2USWwoGRW5yb2xsEicuZXAuZGFlbW9uLnYxLkFnZW50U2VydmljZUVucm9sbFJlcXVlc3QaKC5lcC5kYWVtb24udjEuQWdlbnRTZXJ2aWNlRW5yb2xsUmVzcG9uc2USVQoETGlzdBIlLmVwLmRhZW1vbi52MS5BZ2VudFNlcnZpY2VMaXN0UmVxdWVzdBomLmVwLmRhZW1vbi52MS5BZ2VudFNlcnZpY2VMaXN0UmVzcG9uc2USWwoGU2lnbmFsEicuZXAuZGFlbW9uLnYxLkFnZW50U2VydmljZVNpZ25hbFJlcXVlc3QaKC5lcC5kYWVtb24udjEuQWdlbnRTZXJ2aWNlU2lnbmFsUmVzcG9uc2Uy1AMKC0Nyb25TZXJ2aWNlElMKBExpc3QSJC5lcC5kYWVtb24udjEuQ3JvblNlcnZpY2VMaXN0UmVxdWVzdBolLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZUxpc3RSZXNwb25zZRJfCghEZXNjcmliZRIoLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZURlc2NyaWJlUmVxdWVzdBopLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZURlc2NyaWJlUmVzcG9uc2USXAoHSGlzdG9yeRInLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZUhpc3RvcnlSZXF1ZXN0GiguZXAuZGFlbW9uLnYxLkNyb25TZXJ2aWNlSGlzdG9yeVJlc3BvbnNlElkKBlJlbG9hZBImLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZVJlbG9hZFJlcXVlc3QaJy5lcC5kYWVtb24udjEuQ3JvblNlcnZpY2VSZWxvYWRSZXNwb25zZRJWCgVHY05vdxIlLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZUdjTm93UmVxdWVzdBomLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZUdjTm93UmVzcG9uc2UyhQQKEFN1cGVydmlzZVNlcnZpY2USXQoETGlzdBIpLmVwLmRhZW1vbi52MS5TdXBlcnZpc2VTZXJ2aWNlTGlzdFJlcXVlc3QaKi5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZUxpc3RSZXNwb25zZRJjCgZTdGF0dXMSKy5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVN0YXR1c1JlcXVlc3QaLC5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVN0YXR1c1Jlc3BvbnNlEmYKB1Jlc3RhcnQSLC5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVJlc3RhcnRSZXF1ZXN0Gi0uZXAuZGFlbW9uLnYxLlN1cGVydmlzZVNlcnZpY2VSZXN0YXJ0UmVzcG9uc2USYAoFUGF1c2USKi5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVBhdXNlUmVxdWVzdBorLmVwLmRhZW1vbi52MS5TdXBlcnZpc2VTZXJ2aWNlUGF1c2VSZXNwb25zZRJjCgZSZXN1bWUSKy5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVJlc3VtZVJlcXVlc3QaLC5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVJlc3VtZVJlc3BvbnNlMl8KC1Rvb2xTZXJ2aWNlElAKA1J1bhIjLmVwLmRhZW1vbi52MS5Ub29sU2VydmljZVJ1blJlcXVlc3QaJC5lcC5kYWVtb24udjEuVG9vbFNlcnZpY2VSdW5SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * @generated from message ep.daemon.v1.DaemonServiceStatusRequest
@@ -415,6 +415,14 @@ export type CronServiceListResponse = Message<"ep.daemon.v1.CronServiceListRespo
    * @generated from field: repeated ep.daemon.v1.CronJob jobs = 1;
    */
   jobs: CronJob[];
+
+  /**
+   * what is wrong with cron.toml: errors (the file did not load: no jobs run) and warnings
+   * (fields that do not apply, ignored)
+   *
+   * @generated from field: repeated ep.daemon.v1.CronFileProblem problems = 2;
+   */
+  problems: CronFileProblem[];
 };
 
 /**
@@ -423,6 +431,45 @@ export type CronServiceListResponse = Message<"ep.daemon.v1.CronServiceListRespo
  */
 export const CronServiceListResponseSchema: GenMessage<CronServiceListResponse> = /*@__PURE__*/
   messageDesc(file_ep_daemon_v1_mgmt, 12);
+
+/**
+ * @generated from message ep.daemon.v1.CronFileProblem
+ */
+export type CronFileProblem = Message<"ep.daemon.v1.CronFileProblem"> & {
+  /**
+   * error | warning
+   *
+   * @generated from field: string level = 1;
+   */
+  level: string;
+
+  /**
+   * @generated from field: int32 line = 2;
+   */
+  line: number;
+
+  /**
+   * @generated from field: string field = 3;
+   */
+  field: string;
+
+  /**
+   * @generated from field: string job = 4;
+   */
+  job: string;
+
+  /**
+   * @generated from field: string message = 5;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message ep.daemon.v1.CronFileProblem.
+ * Use `create(CronFileProblemSchema)` to create a new message.
+ */
+export const CronFileProblemSchema: GenMessage<CronFileProblem> = /*@__PURE__*/
+  messageDesc(file_ep_daemon_v1_mgmt, 13);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceDescribeRequest
@@ -439,7 +486,7 @@ export type CronServiceDescribeRequest = Message<"ep.daemon.v1.CronServiceDescri
  * Use `create(CronServiceDescribeRequestSchema)` to create a new message.
  */
 export const CronServiceDescribeRequestSchema: GenMessage<CronServiceDescribeRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 13);
+  messageDesc(file_ep_daemon_v1_mgmt, 14);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceDescribeResponse
@@ -456,7 +503,7 @@ export type CronServiceDescribeResponse = Message<"ep.daemon.v1.CronServiceDescr
  * Use `create(CronServiceDescribeResponseSchema)` to create a new message.
  */
 export const CronServiceDescribeResponseSchema: GenMessage<CronServiceDescribeResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 14);
+  messageDesc(file_ep_daemon_v1_mgmt, 15);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceHistoryRequest
@@ -478,7 +525,7 @@ export type CronServiceHistoryRequest = Message<"ep.daemon.v1.CronServiceHistory
  * Use `create(CronServiceHistoryRequestSchema)` to create a new message.
  */
 export const CronServiceHistoryRequestSchema: GenMessage<CronServiceHistoryRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 15);
+  messageDesc(file_ep_daemon_v1_mgmt, 16);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceHistoryResponse
@@ -495,7 +542,7 @@ export type CronServiceHistoryResponse = Message<"ep.daemon.v1.CronServiceHistor
  * Use `create(CronServiceHistoryResponseSchema)` to create a new message.
  */
 export const CronServiceHistoryResponseSchema: GenMessage<CronServiceHistoryResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 16);
+  messageDesc(file_ep_daemon_v1_mgmt, 17);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceReloadRequest
@@ -508,7 +555,7 @@ export type CronServiceReloadRequest = Message<"ep.daemon.v1.CronServiceReloadRe
  * Use `create(CronServiceReloadRequestSchema)` to create a new message.
  */
 export const CronServiceReloadRequestSchema: GenMessage<CronServiceReloadRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 17);
+  messageDesc(file_ep_daemon_v1_mgmt, 18);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceReloadResponse
@@ -525,7 +572,7 @@ export type CronServiceReloadResponse = Message<"ep.daemon.v1.CronServiceReloadR
  * Use `create(CronServiceReloadResponseSchema)` to create a new message.
  */
 export const CronServiceReloadResponseSchema: GenMessage<CronServiceReloadResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 18);
+  messageDesc(file_ep_daemon_v1_mgmt, 19);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceGcNowRequest
@@ -538,7 +585,7 @@ export type CronServiceGcNowRequest = Message<"ep.daemon.v1.CronServiceGcNowRequ
  * Use `create(CronServiceGcNowRequestSchema)` to create a new message.
  */
 export const CronServiceGcNowRequestSchema: GenMessage<CronServiceGcNowRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 19);
+  messageDesc(file_ep_daemon_v1_mgmt, 20);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceGcNowResponse
@@ -555,7 +602,7 @@ export type CronServiceGcNowResponse = Message<"ep.daemon.v1.CronServiceGcNowRes
  * Use `create(CronServiceGcNowResponseSchema)` to create a new message.
  */
 export const CronServiceGcNowResponseSchema: GenMessage<CronServiceGcNowResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 20);
+  messageDesc(file_ep_daemon_v1_mgmt, 21);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceListRequest
@@ -568,7 +615,7 @@ export type SuperviseServiceListRequest = Message<"ep.daemon.v1.SuperviseService
  * Use `create(SuperviseServiceListRequestSchema)` to create a new message.
  */
 export const SuperviseServiceListRequestSchema: GenMessage<SuperviseServiceListRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 21);
+  messageDesc(file_ep_daemon_v1_mgmt, 22);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceListResponse
@@ -585,7 +632,7 @@ export type SuperviseServiceListResponse = Message<"ep.daemon.v1.SuperviseServic
  * Use `create(SuperviseServiceListResponseSchema)` to create a new message.
  */
 export const SuperviseServiceListResponseSchema: GenMessage<SuperviseServiceListResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 22);
+  messageDesc(file_ep_daemon_v1_mgmt, 23);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceStatusRequest
@@ -602,7 +649,7 @@ export type SuperviseServiceStatusRequest = Message<"ep.daemon.v1.SuperviseServi
  * Use `create(SuperviseServiceStatusRequestSchema)` to create a new message.
  */
 export const SuperviseServiceStatusRequestSchema: GenMessage<SuperviseServiceStatusRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 23);
+  messageDesc(file_ep_daemon_v1_mgmt, 24);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceStatusResponse
@@ -619,7 +666,7 @@ export type SuperviseServiceStatusResponse = Message<"ep.daemon.v1.SuperviseServ
  * Use `create(SuperviseServiceStatusResponseSchema)` to create a new message.
  */
 export const SuperviseServiceStatusResponseSchema: GenMessage<SuperviseServiceStatusResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 24);
+  messageDesc(file_ep_daemon_v1_mgmt, 25);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceRestartRequest
@@ -636,7 +683,7 @@ export type SuperviseServiceRestartRequest = Message<"ep.daemon.v1.SuperviseServ
  * Use `create(SuperviseServiceRestartRequestSchema)` to create a new message.
  */
 export const SuperviseServiceRestartRequestSchema: GenMessage<SuperviseServiceRestartRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 25);
+  messageDesc(file_ep_daemon_v1_mgmt, 26);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceRestartResponse
@@ -653,7 +700,7 @@ export type SuperviseServiceRestartResponse = Message<"ep.daemon.v1.SuperviseSer
  * Use `create(SuperviseServiceRestartResponseSchema)` to create a new message.
  */
 export const SuperviseServiceRestartResponseSchema: GenMessage<SuperviseServiceRestartResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 26);
+  messageDesc(file_ep_daemon_v1_mgmt, 27);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServicePauseRequest
@@ -670,7 +717,7 @@ export type SuperviseServicePauseRequest = Message<"ep.daemon.v1.SuperviseServic
  * Use `create(SuperviseServicePauseRequestSchema)` to create a new message.
  */
 export const SuperviseServicePauseRequestSchema: GenMessage<SuperviseServicePauseRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 27);
+  messageDesc(file_ep_daemon_v1_mgmt, 28);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServicePauseResponse
@@ -687,7 +734,7 @@ export type SuperviseServicePauseResponse = Message<"ep.daemon.v1.SuperviseServi
  * Use `create(SuperviseServicePauseResponseSchema)` to create a new message.
  */
 export const SuperviseServicePauseResponseSchema: GenMessage<SuperviseServicePauseResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 28);
+  messageDesc(file_ep_daemon_v1_mgmt, 29);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceResumeRequest
@@ -704,7 +751,7 @@ export type SuperviseServiceResumeRequest = Message<"ep.daemon.v1.SuperviseServi
  * Use `create(SuperviseServiceResumeRequestSchema)` to create a new message.
  */
 export const SuperviseServiceResumeRequestSchema: GenMessage<SuperviseServiceResumeRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 29);
+  messageDesc(file_ep_daemon_v1_mgmt, 30);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceResumeResponse
@@ -721,7 +768,7 @@ export type SuperviseServiceResumeResponse = Message<"ep.daemon.v1.SuperviseServ
  * Use `create(SuperviseServiceResumeResponseSchema)` to create a new message.
  */
 export const SuperviseServiceResumeResponseSchema: GenMessage<SuperviseServiceResumeResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 30);
+  messageDesc(file_ep_daemon_v1_mgmt, 31);
 
 /**
  * @generated from message ep.daemon.v1.ToolServiceRunRequest
@@ -748,7 +795,7 @@ export type ToolServiceRunRequest = Message<"ep.daemon.v1.ToolServiceRunRequest"
  * Use `create(ToolServiceRunRequestSchema)` to create a new message.
  */
 export const ToolServiceRunRequestSchema: GenMessage<ToolServiceRunRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 31);
+  messageDesc(file_ep_daemon_v1_mgmt, 32);
 
 /**
  * @generated from message ep.daemon.v1.ToolServiceRunResponse
@@ -772,7 +819,7 @@ export type ToolServiceRunResponse = Message<"ep.daemon.v1.ToolServiceRunRespons
  * Use `create(ToolServiceRunResponseSchema)` to create a new message.
  */
 export const ToolServiceRunResponseSchema: GenMessage<ToolServiceRunResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 32);
+  messageDesc(file_ep_daemon_v1_mgmt, 33);
 
 /**
  * @generated from service ep.daemon.v1.DaemonService
