@@ -76,6 +76,10 @@ describe("refusals reach people and clients whole", () => {
     const amb = await ep(["task", "submit", "--mission", "dup", "x"], { env });
     expect(amb.code).toBe(2);
     expect(amb.stderr).toContain(`mission "dup" is ambiguous: ${one}, ${two}`);
+    // a shell task without a command is refused when it is made, naming the field
+    const noCommand = await ep(["task", "submit", "--mission", "solo", "no command", "--runtime", "shell"], { env });
+    expect(noCommand.code).toBe(2);
+    expect(noCommand.stderr).toContain("input.command: is required for runtime shell");
     const none = await ep(["mission", "ls", "--domain", "nowhere"], { env });
     expect(none.code).toBe(4);
     expect(none.stderr).toContain("domain nowhere does not exist");

@@ -319,7 +319,7 @@ describe("the claimable task state machine", () => {
     const plain = await enroll(domainId, []);
     const acp = await enroll(domainId, ["gpu", "linux"], "vendorA_agent_acp");
     const work = t.client(WorkService);
-    const needsGpu = await work.createTask({ missionId, title: "gpu job", capabilities: ["gpu"], runtime: "shell" });
+    const needsGpu = await work.createTask({ missionId, title: "gpu job", capabilities: ["gpu"], runtime: "shell", input: { command: "true" } });
     const forPlain = await work.createTask({ missionId, title: "for plain", claimPolicy: "assigned", assigneeAgentId: plain });
     expect((await work.claimTask({ agentId: acp })).task).toBeUndefined(); // wrong runtime, not assigned
     expect((await work.claimTask({ agentId: plain })).task!.id).toBe(forPlain.task!.id);

@@ -332,6 +332,12 @@ export function createWorkService(deps: Deps) {
       const title = text("title", req.title, { required: true });
       const description = text("description", req.description, { max: MAX_TEXT });
       const runtime = req.runtime ? oneOf("runtime", req.runtime, RUNTIMES) : "";
+      // a shell task runs input.command: without one it could only fail when it runs
+      if (runtime === "shell") {
+        const command = (req.input as JsonObject | undefined)?.command;
+        if (command === undefined) throw invalidField("input.command", "is required for runtime shell (the command to run; ep task submit --command '…')");
+        if (typeof command !== "string" || !command.trim()) throw invalidField("input.command", "must be a non-empty string");
+      }
       const capabilities = req.capabilities.map((c, i) => text(`capabilities[${i}]`, c, { required: true, max: 100 }));
       if (req.maxAttempts < 0 || req.maxAttempts > 100) throw invalidField("max_attempts", "must be between 1 and 100");
       if (req.input && JSON.stringify(req.input).length > 256 * 1024) throw invalidField("input", "is larger than 256 KiB");
