@@ -33,7 +33,7 @@ export function groupHelp(words: string[]): string {
     "",
     ...under.map((c) => `  ${commandName(c).padEnd(width)}  ${c.summary}`),
     "",
-    `Run '${commandName(under[0])} --help' for a command's options and an example.`,
+    `Run 'ep ${words.join(" ")} <command> --help' for a command's options and an example.`,
     "",
   ].join("\n");
 }

@@ -54,7 +54,7 @@ describe("ep daemon and the mgmt commands with a real epd", () => {
 
     const cron = await ep(["agent", "cron", "list", "--json"], { env });
     expect(cron.code, cron.stderr).toBe(0);
-    expect(cron.json()).toEqual({ jobs: [] });
+    expect(cron.json()).toEqual({ jobs: [], problems: [] });
     expect((await ep(["agent", "cron", "list"], { env })).stdout).toContain("(none)");
     const describeMissing = await ep(["agent", "cron", "describe", "nightly"], { env });
     expect(describeMissing.code).toBe(4);

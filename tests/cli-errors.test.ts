@@ -57,6 +57,14 @@ describe("refusals reach people and clients whole", () => {
     expect(eq.code).toBe(0);
     const url = await ep(["--url", t.url, "--token", t.adminToken, "domain", "ls"], { env: { EP_HOME: home.dir } });
     expect(url.stdout).toContain("global-opts");
+    // a group alone prints the group's commands, and points at their help, not at one of them
+    const group = await ep(["agent"], { env });
+    expect(group.code).toBe(2);
+    expect(group.stderr).toContain("Commands under 'ep agent':");
+    expect(group.stderr).toContain("Run 'ep agent <command> --help'");
+    // a missing argument points at the command's own help
+    const missing = await ep(["task", "get"], { env });
+    expect(missing.stderr).toContain("hint: usage: ep task get <id>  (see 'ep task get --help')");
     const alone = await ep(["--json"], { env });
     expect(alone.code).toBe(2);
     expect(alone.stderr).toContain("say which command");

@@ -56,6 +56,9 @@ describe("ep up", () => {
       expect(again.code).toBe(5);
       expect(again.stderr).toMatch(/a tower already answers/);
 
+      // epd's log is where 'ep daemon logs' reads it
+      const logs = await ep(["daemon", "logs", "-n", "200"], { env: cliEnv });
+      expect(logs.code, logs.stderr).toBe(0);
       // ep ui: a fresh link that logs in
       const ui = await ep(["ui", "--json"], { env: cliEnv });
       expect(ui.code, ui.stderr).toBe(0);

@@ -1,6 +1,6 @@
 // ep daemon [--booster-wasm <path>] | up | down | status | logs.
 import { spawn } from "node:child_process";
-import { openSync, readFileSync, readSync, closeSync, statSync, watchFile, unwatchFile } from "node:fs";
+import { existsSync, openSync, readFileSync, readSync, closeSync, statSync, watchFile, unwatchFile } from "node:fs";
 import { resolve } from "node:path";
 import { EpError } from "../../common/errors.js";
 import { ExitCode, UsageError, type Context } from "../context.js";
@@ -137,7 +137,8 @@ async function logs(ctx: Context): Promise<number> {
   if (!Number.isInteger(lines) || lines <= 0) throw new UsageError(`--lines must be a positive integer (got ${JSON.stringify(raw)})`);
   const follow = ctx.opts.follow === true;
   const files = svc.daemonFiles(env);
-  if (svc.readPid(env) === undefined && svc.systemdAvailable(env)) {
+  // a log file (ep daemon up without systemd, or ep up) wins over the journal
+  if (!existsSync(files.log) && svc.readPid(env) === undefined && svc.systemdAvailable(env)) {
     const child = spawn("journalctl", ["--user", "-u", svc.UNIT_NAME, "-n", String(lines), ...(follow ? ["-f"] : []), "--no-pager"], { stdio: "inherit" });
     return new Promise((res) => child.on("exit", (code) => res(code ?? 1)));
   }

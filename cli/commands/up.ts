@@ -1,7 +1,7 @@
 // ep up: one machine, everything. The tower (embedded store) and a local epd as children, this
 // machine registered as a node, the CLI logged in; signals go to both children.
 import { spawn, type ChildProcess } from "node:child_process";
-import { accessSync, constants, existsSync, mkdirSync, readFileSync } from "node:fs";
+import { accessSync, constants, createWriteStream, existsSync, mkdirSync, readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { writeCredentials } from "../../common/credentials.js";
@@ -10,7 +10,7 @@ import { readNodeIdentity } from "../../common/node-identity.js";
 import { cliCredentialsFile, epHome, towerHome } from "../../common/paths.js";
 import { AuthService } from "../../gen/ep/tower/v1/auth_pb.js";
 import { createContext, type Context } from "../context.js";
-import { siblingBin } from "../daemon-service.js";
+import { daemonFiles, siblingBin } from "../daemon-service.js";
 import { withHint } from "../fail.js";
 import { fix } from "./doctor.js";
 import { registerNode } from "./node.js";
@@ -40,6 +40,23 @@ export async function loginLink(ctx: Context, url: string): Promise<string> {
   const hours = Math.round((until.getTime() - Date.now()) / 3_600_000);
   const when = until.toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" });
   return `${url}/ui/login#ticket=${t.ticket}\n                  (one use, valid until ${when}${hours > 0 ? `, ${hours} h` : ""}; 'ep ui' prints a fresh link)`;
+}
+
+/** epd's JSON log lines as people read them: "epd warn  link state  state=connected". */
+export function humanLog(text: string): string {
+  return text
+    .split("\n")
+    .map((line) => {
+      if (!line.startsWith("{")) return line;
+      try {
+        const { ts: _ts, level, msg, ...fields } = JSON.parse(line) as Record<string, unknown>;
+        const rest = Object.entries(fields).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(" ");
+        return `epd ${String(level).padEnd(5)} ${msg}${rest ? `  ${rest}` : ""}`;
+      } catch {
+        return line;
+      }
+    })
+    .join("\n");
 }
 
 async function healthy(url: string): Promise<boolean> {
@@ -148,9 +165,18 @@ export async function run(ctx: Context): Promise<number> {
       const daemonChild = spawn(process.execPath, [epd, "run", "--backend-url", url], {
         // Ctrl-C should not wait 30 s for a running task: runs get 2 s, then end retryably
         env: { ...childEnv, EP_NODE_FILE: nodePath, EP_BASE_URL: url, EP_SHUTDOWN_GRACE_MS: env.EP_SHUTDOWN_GRACE_MS ?? "2000" },
-        stdio: ["ignore", "inherit", "inherit"],
+        stdio: ["ignore", "pipe", "pipe"],
         detached: true,
       });
+      // epd's log goes where 'ep daemon logs' reads it (as written) and to this terminal (for people)
+      mkdirSync(dirname(daemonFiles(env).log), { recursive: true, mode: 0o700 });
+      const logFile = createWriteStream(daemonFiles(env).log, { flags: "a", mode: 0o600 });
+      logFile.on("error", (err) => process.stderr.write(`ep: cannot write ${daemonFiles(env).log}: ${err.message}\n`));
+      for (const stream of [daemonChild.stdout!, daemonChild.stderr!]) {
+        stream.pipe(logFile, { end: false });
+        stream.on("data", (d: Buffer) => process.stderr.write(humanLog(d.toString())));
+      }
+      daemonChild.once("exit", () => setTimeout(() => logFile.end(), 50));
       children.push(daemonChild);
       lines.push(`  daemon:         epd (pid ${daemonChild.pid}), sockets in ${join(epHome(env), "epd")}`);
       void exited(daemonChild).then((code) => {
