@@ -216,6 +216,7 @@ export const COMMANDS: CommandSpec[] = [
       { name: "assignee", type: "string", value: "<agent>", desc: "agent id for --claim-policy assigned" },
       { name: "runtime", type: "string", value: "<runtime>", desc: "runtime that must run it" },
       { name: "command", type: "string", value: "<sh>", desc: "input.command for the shell runtime" },
+      { name: "prompt", type: "string", value: "<text>", desc: "input.prompt for an agent runtime (default: the title and description)" },
       { name: "max-attempts", type: "string", value: "<n>", desc: "attempts before the task fails (default 3)" },
       { name: "wait", type: "boolean", desc: "wait until the task ends and print its output (exit 1 when it failed)" },
     ],

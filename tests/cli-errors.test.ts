@@ -84,6 +84,10 @@ describe("refusals reach people and clients whole", () => {
     const amb = await ep(["task", "submit", "--mission", "dup", "x"], { env });
     expect(amb.code).toBe(2);
     expect(amb.stderr).toContain(`mission "dup" is ambiguous: ${one}, ${two}`);
+    // --prompt is the agent's prompt (input.prompt), apart from the title
+    const prompted = await ep(["task", "submit", "--mission", "solo", "review", "--runtime", "vendorA_code", "--prompt", "review the diff in detail", "--json"], { env });
+    expect(prompted.code, prompted.stderr).toBe(0);
+    expect(prompted.json().task.input).toEqual({ prompt: "review the diff in detail" });
     // a shell task without a command is refused when it is made, naming the field
     const noCommand = await ep(["task", "submit", "--mission", "solo", "no command", "--runtime", "shell"], { env });
     expect(noCommand.code).toBe(2);

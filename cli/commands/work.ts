@@ -93,7 +93,7 @@ export async function run(ctx: Context): Promise<number> {
           assigneeAgentId: ctx.str("assignee") ?? "",
           maxAttempts: int32(ctx, "max-attempts") ?? 0,
           runtime: ctx.str("runtime") ?? (command !== undefined ? "shell" : ""),
-          input: command !== undefined ? { command } : undefined,
+          input: command !== undefined || ctx.str("prompt") !== undefined ? { ...(command !== undefined ? { command } : {}), ...(ctx.str("prompt") !== undefined ? { prompt: ctx.str("prompt")! } : {}) } : undefined,
         }),
       );
       const task = res.task as Row;

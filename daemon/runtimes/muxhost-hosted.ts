@@ -1,6 +1,7 @@
 // muxhost_hosted: a run inside a detached tmux session, so an operator can attach and watch or
 // type. The pane's output is piped to a log file and read as text frames; the run ends when the
 // pane's process exits (its status is kept by remain-on-exit) and the session is then removed.
+import { runEnv } from "./runtime.js";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { constants, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -40,7 +41,7 @@ export function createMuxhostHostedRuntime(config: MuxhostRuntimeConfig, deps: {
     start(spec) {
       const invalid = checkCwd(spec);
       if (invalid) return settledHandle({ ok: false, output: "", error: invalid.message, errorCode: invalid.code });
-      const env = { ...config.env, ...spec.env };
+      const env = runEnv(config.env, spec.env);
       if (!tmuxInstalled(env)) {
         const err = new EpError("runtime_missing", "runtime muxhost_hosted: tmux was not found on this node's PATH; install tmux");
         return settledHandle({ ok: false, output: "", error: err.message, errorCode: err.code });

@@ -1,5 +1,7 @@
 // The one-shot runner behind vendorA_code, vendorB, vendorC and shell: one child per run in its
 // own process group, no TTY, stdout read as JSON lines by the vendor's stream parser.
+import { runEnv } from "./runtime.js";
+import { stripAnsi } from "./tmux.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { statSync } from "node:fs";
 import { isAbsolute } from "node:path";
@@ -97,7 +99,7 @@ export function createProcessRuntime(opts: ProcessRuntimeOptions): RuntimeAdapte
       if (invalid) return settledHandle({ ok: false, output: "", error: invalid.message, errorCode: invalid.code });
       const extra = opts.extend?.(spec) ?? {};
       if (extra instanceof EpError) return settledHandle({ ok: false, output: "", error: extra.message, errorCode: extra.code });
-      const env = { ...config.env, ...spec.env, ...extra.env };
+      const env = { ...runEnv(config.env, spec.env), ...extra.env };
       const executable = resolveExecutable(config.command, env, spec.cwd);
       if (!executable) return settledHandle(missingRuntime(kind, config.command));
       const args = [...fillArgs(config.args, templateValues(spec)), ...(extra.args ?? [])];
@@ -200,7 +202,8 @@ function runProcess(o: RunProcessOptions): RunHandle {
     if (stopReason?.kind === "cancelled") return { ...base, cancelled: true, error: stopReason.message };
     if (stopReason?.kind === "timeout") return { ...base, timedOut: true, error: stopReason.message };
     const exitedOk = exit?.code === 0;
-    const stderr = stderrTail.text().trim();
+    // a CLI's colours (gemini's error text) are for terminals, not for a task's error
+    const stderr = stripAnsi(stderrTail.text()).trim();
     const exitText = exit?.signal ? `was killed by ${exit.signal}` : `exited with code ${exit?.code}`;
     if (outcome?.final) {
       if (outcome.ok && exitedOk) return { ...base, ok: true };

@@ -80,3 +80,15 @@ export interface RuntimeAdapter {
 }
 
 export { createRuntimeRegistry, type RuntimeRegistry, type RuntimeRegistryDeps } from "./registry.js";
+
+/**
+ * The child's environment: the daemon's (inherited) environment, then runtimes.toml's `env`
+ * (explicit configuration beats ambient environment: an inherited IS_SANDBOX=yes can be set to 1),
+ * then the run's own EP_* variables (secrets session, task and agent ids), which no config may
+ * change.
+ */
+export function runEnv(configured: Record<string, string>, run: Record<string, string>): Record<string, string> {
+  const own: Record<string, string> = {};
+  for (const [k, v] of Object.entries(run)) if (k.startsWith("EP_")) own[k] = v;
+  return { ...run, ...configured, ...own };
+}

@@ -21,11 +21,14 @@ describe("runtimes.toml", () => {
     const config = await loadRuntimesConfig(runtimesConfigPath({ EP_HOME: home }));
     expect(config.source).toBeUndefined();
     expect(config.vendorA_code.command).toBe("claude");
-    expect(config.vendorA_code.args).toEqual(["-p", "{prompt}", "--output-format", "stream-json", "--verbose"]);
+    expect(config.vendorA_code.args).toEqual(["-p", "{prompt}", "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__ep"]);
     expect(config.vendorA_agent_acp.command).toBe("claude-code-acp");
     expect(config.vendorA_agent_acp.permission).toBe("allow_once_in_cwd");
-    expect([config.vendorB.command, ...config.vendorB.args]).toEqual(["codex", "exec", "--json", "{prompt}"]);
+    // the defaults work in epd's scratch work directory (issue 15): codex outside a git repository,
+    // gemini in a folder it was not told to trust
+    expect([config.vendorB.command, ...config.vendorB.args]).toEqual(["codex", "exec", "--json", "--skip-git-repo-check", "{prompt}"]);
     expect([config.vendorC.command, ...config.vendorC.args]).toEqual(["gemini", "-p", "{prompt}", "-o", "stream-json"]);
+    expect(config.vendorC.env).toEqual({ GEMINI_CLI_TRUST_WORKSPACE: "true" });
     expect([config.shell.command, ...config.shell.args]).toEqual(["bash", "-c", "{command}"]);
     expect(config.muxhost_hosted.socketName).toBeUndefined();
   });

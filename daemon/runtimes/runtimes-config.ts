@@ -18,7 +18,7 @@ export interface CommandRuntimeConfig {
   command: string;
   /** Arguments; `{prompt}`, `{command}`, `{task_id}`, `{agent_id}` and `{cwd}` are filled in per run. */
   args: string[];
-  /** Extra environment for the child; the run's own environment wins on conflicts. */
+  /** Environment for the child: beats the daemon's inherited environment; EP_* run variables beat it. */
   env: Record<string, string>;
   /** Default run timeout when the task gives none; 0 disables it. */
   timeoutSeconds: number;
@@ -56,10 +56,15 @@ const COMMON = { env: {}, timeoutSeconds: 3600, killGraceSeconds: 5 };
 
 export function defaultRuntimesConfig(): RuntimesConfig {
   return {
-    vendorA_code: { ...COMMON, command: CMD.vendorA_code, args: ["-p", "{prompt}", "--output-format", "stream-json", "--verbose"] },
+    // --allowedTools mcp__ep: claude -p asks permission for every MCP tool, and there is nobody to
+    // answer; EP's own tools (epd mcp, server "ep") are allowed, other tools keep claude's rules
+    vendorA_code: { ...COMMON, command: CMD.vendorA_code, args: ["-p", "{prompt}", "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__ep"] },
     vendorA_agent_acp: { ...COMMON, command: CMD.vendorA_agent_acp, args: [], permission: "allow_once_in_cwd" },
-    vendorB: { ...COMMON, command: CMD.vendorB, args: ["exec", "--json", "{prompt}"] },
-    vendorC: { ...COMMON, command: CMD.vendorC, args: ["-p", "{prompt}", "-o", "stream-json"] },
+    // --skip-git-repo-check: codex exec refuses to run outside a trusted git repository, and a
+    // task's work directory is a fresh scratch folder
+    vendorB: { ...COMMON, command: CMD.vendorB, args: ["exec", "--json", "--skip-git-repo-check", "{prompt}"] },
+    // GEMINI_CLI_TRUST_WORKSPACE: gemini exits 55 in a folder it has not been told to trust
+    vendorC: { ...COMMON, env: { GEMINI_CLI_TRUST_WORKSPACE: "true" }, command: CMD.vendorC, args: ["-p", "{prompt}", "-o", "stream-json"] },
     muxhost_hosted: {
       ...COMMON,
       command: CMD.muxhost_hosted,

@@ -1,6 +1,7 @@
 // vendorA_agent_acp: an ACP agent (default `claude-code-acp`) run for one task: initialize,
 // session/new in the task's cwd, one session/prompt with the task's prompt; session updates
 // become progress frames and the agent's message text is the output.
+import { runEnv } from "./runtime.js";
 import type { Clock, ClockTimer } from "../../common/clock.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
@@ -54,7 +55,7 @@ function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; l
         command: config.command,
         args: fillArgs(config.args, templateValues(spec)),
         cwd: spec.cwd,
-        env: { ...config.env, ...spec.env },
+        env: runEnv(config.env, spec.env),
         permission: config.permission,
         killGraceMs: graceMs,
         clock,

@@ -110,11 +110,14 @@ export function createVendorACodeParser(): StreamParser {
           outcome.output = asString(event.result) ?? texts.join("\n");
           if (!outcome.ok) {
             const errors = Array.isArray(event.errors) ? event.errors.map(String).join("; ") : "";
-            outcome.error = `vendorA_code: ${String(event.subtype ?? "error")}${asString(event.result) ? `: ${event.result}` : ""}${errors ? `: ${errors}` : ""}`;
+            // claude reports an API error as subtype "success" with is_error: the result text is
+            // the error ("API Error: 400 …"), not a success
+            const why = event.subtype === "success" ? "" : String(event.subtype ?? "error");
+            outcome.error = `vendorA_code: ${[why, asString(event.result), errors].filter(Boolean).join(": ") || "failed"}`;
           }
           frames.push({
             kind: "status",
-            text: outcome.ok ? "finished" : `failed: ${String(event.subtype ?? "error")}`,
+            text: outcome.ok ? "finished" : `failed: ${event.subtype === "success" ? asString(event.result)?.slice(0, 200) ?? "error" : String(event.subtype ?? "error")}`,
             data: pick(event, ["subtype", "is_error", "duration_ms", "num_turns", "total_cost_usd", "usage", "session_id"]),
           });
           break;

@@ -34,7 +34,8 @@ describe("vendorA_code (claude stream-json)", () => {
     const result = await registry.start("vendorA_code", spec).result;
     expect(result.ok).toBe(false);
     expect(result.exitCode).toBe(1);
-    expect(result.error).toContain("API Error: 401 invalid x-api-key");
+    // claude says subtype "success" with is_error: the error reads as the API error, not "success"
+    expect(result.error).toBe("vendorA_code: API Error: 401 invalid x-api-key");
   });
 
   it("non-JSON lines become text frames", async () => {
@@ -62,7 +63,7 @@ describe("vendorA_code (claude stream-json)", () => {
     const result = await registry.start("vendorA_code", spec).result;
     expect(result.ok, result.error).toBe(true);
     expect(JSON.parse(result.output)).toEqual({
-      argv: ["-p", "[argv]", "--output-format", "stream-json", "--verbose", "--model", "claude-opus-test"],
+      argv: ["-p", "[argv]", "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__ep", "--model", "claude-opus-test"],
       max_output_tokens: "2048",
     });
     expect(frames[0]).toMatchObject({ kind: "status", data: { model: "claude-opus-test", mcp_servers: [] } });
@@ -85,7 +86,7 @@ describe("vendorA_code (claude stream-json)", () => {
     spec.env = { ...spec.env, EP_MCP_CONFIG: file };
     const result = await registry.start("vendorA_code", spec).result;
     expect(result.ok, result.error).toBe(true);
-    expect(JSON.parse(result.output)).toEqual({ argv: ["-p", "[argv]", "--output-format", "stream-json", "--verbose", "--mcp-config", file], max_output_tokens: null });
+    expect(JSON.parse(result.output)).toEqual({ argv: ["-p", "[argv]", "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__ep", "--mcp-config", file], max_output_tokens: null });
     expect(frames[0]).toMatchObject({ data: { mcp_servers: [{ name: "ep", status: "connected" }] } });
   });
 
@@ -93,7 +94,7 @@ describe("vendorA_code (claude stream-json)", () => {
     registry = createRuntimeRegistry(testConfig());
     const { spec } = await makeSpec({ prompt: "[argv]", env: fixtureEnv({ EP_MCP_CONFIG: "/nonexistent/.ep-mcp.json" }) });
     const result = await registry.start("vendorA_code", spec).result;
-    expect(JSON.parse(result.output)).toEqual({ argv: ["-p", "[argv]", "--output-format", "stream-json", "--verbose"], max_output_tokens: null });
+    expect(JSON.parse(result.output)).toEqual({ argv: ["-p", "[argv]", "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__ep"], max_output_tokens: null });
   });
 
   it.each([
