@@ -180,6 +180,14 @@ export const COMMANDS: CommandSpec[] = [
     options: [{ ...domainOpt, desc: "only this domain (default: every domain)" }],
   },
   {
+    path: ["mission", "get"],
+    summary: "show a mission and the tokens and cost its tasks used so far",
+    usage: "<id|title>",
+    example: "ep mission get msn_01",
+    module: "work",
+    args: { min: 1, max: 1 },
+  },
+  {
     path: ["mission", "create"],
     summary: "create a mission",
     usage: "--domain <id> <title>",

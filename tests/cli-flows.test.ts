@@ -196,6 +196,7 @@ describe("--json", () => {
     const domainId = (await check("domain create", ["domain", "create", "json"])).domain.id as string;
     await check("domain ls", ["domain", "ls"]);
     const missionId = (await check("mission create", ["mission", "create", "--domain", domainId, "J"])).mission.id as string;
+    expect((await check("mission get", ["mission", "get", missionId])).mission.id).toBe(missionId);
     await check("mission ls", ["mission", "ls", "--domain", domainId]);
     const taskId = (await check("task submit", ["task", "submit", "--mission", missionId, "t", "--command", "exit 0", "--capability", "gpu"])).task.id as string;
     await check("task ls", ["task", "ls", "--mission", missionId]);

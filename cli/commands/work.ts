@@ -1,5 +1,5 @@
 // Domains, missions, tasks, and the tower's view of agents and nodes.
-import { GetTaskResponseSchema, ListDomainsResponseSchema, WorkService, ListMissionsResponseSchema, ListTasksResponseSchema, CreateDomainResponseSchema, CreateMissionResponseSchema, CreateTaskResponseSchema, RetryTaskResponseSchema, CancelTaskResponseSchema } from "../../gen/ep/tower/v1/work_pb.js";
+import { GetMissionResponseSchema, GetTaskResponseSchema, ListDomainsResponseSchema, WorkService, ListMissionsResponseSchema, ListTasksResponseSchema, CreateDomainResponseSchema, CreateMissionResponseSchema, CreateTaskResponseSchema, RetryTaskResponseSchema, CancelTaskResponseSchema } from "../../gen/ep/tower/v1/work_pb.js";
 import { AgentService, ListAgentsResponseSchema, ListNodesResponseSchema, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { UsageError, type Context } from "../context.js";
 import { json, kv, table, type Row } from "../output.js";
@@ -22,7 +22,17 @@ function printTask(ctx: Context, task: Row, runs: Row[] = []): void {
   if (result && (result.output || result.error || result.exit_code !== undefined)) {
     ctx.out(`result:\n${kv(result, ["exit_code", "error", "output"])}`);
   }
+  if (result?.usage) ctx.out(`usage:\n${usageText(result.usage as Row)}`);
   if (runs.length) ctx.out(`runs:\n${table(runs, taskCols)}`);
+}
+
+/** Tokens and cost as people read them. */
+function usageText(u: Row): string {
+  const n = (v: unknown) => Number(v ?? 0).toLocaleString("en-US");
+  const lines = [`  tokens  ${n(u.input_tokens)} in (${n(u.cached_input_tokens)} cached), ${n(u.output_tokens)} out`];
+  if (u.cost_usd) lines.push(`  cost    $${Number(u.cost_usd).toFixed(4)}`);
+  if (u.model) lines.push(`  model   ${u.model}`);
+  return lines.join("\n");
 }
 
 const FINAL = new Set(["succeeded", "failed", "cancelled"]);
@@ -47,6 +57,17 @@ export async function run(ctx: Context): Promise<number> {
     case "domain create": {
       const res = protoJson(CreateDomainResponseSchema, await work().createDomain({ name: ctx.args[0] }));
       ctx.out(ctx.json ? json(res) : `created domain ${(res.domain as Row).id} (${ctx.args[0]})`);
+      return 0;
+    }
+    case "mission get": {
+      const { resolveRef } = await import("../names.js");
+      const res = protoJson(GetMissionResponseSchema, await work().getMission({ missionId: await resolveRef(ctx, "mission", ctx.args[0]!).catch(() => ctx.args[0]!) }));
+      if (ctx.json) ctx.out(json(res));
+      else {
+        ctx.out(kv(res.mission as Row, ["id", "title", "status", "domain_id", "description", "created_at", "updated_at"]));
+        const u = res.usage as Row | undefined;
+        ctx.out(u ? `usage (sum of its tasks):\n${usageText(u)}` : "usage: none reported yet");
+      }
       return 0;
     }
     case "mission ls": {

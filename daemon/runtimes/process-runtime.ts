@@ -9,7 +9,7 @@ import type { Clock, ClockTimer } from "../../common/clock.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import { createLineSplitter, createTailBuffer, fillArgs, liveGroupMembers, resolveExecutable, terminateGroup } from "./process-group.js";
-import type { ProgressFrame, RunHandle, RunResult, RunSpec, RuntimeAdapter, RuntimeCheck, RuntimeKind } from "./runtime.js";
+import type { ProgressFrame, RunHandle, RunResult, RunSpec, RunUsage, RuntimeAdapter, RuntimeCheck, RuntimeKind } from "./runtime.js";
 import type { CommandRuntimeConfig } from "./runtimes-config.js";
 
 /** What a vendor's JSON-lines stream said; `final` is set once its closing event was seen. */
@@ -18,6 +18,7 @@ export interface StreamOutcome {
   ok: boolean;
   output: string;
   error?: string;
+  usage?: RunUsage;
 }
 
 /** Turns one vendor CLI's JSON events into frames and remembers the outcome. One per run. */
@@ -192,7 +193,7 @@ function runProcess(o: RunProcessOptions): RunHandle {
   const buildResult = (): RunResult => {
     const outcome = parser?.outcome();
     const output = outcome && (outcome.final || outcome.output) ? outcome.output : rawOutput.text();
-    const base: RunResult = { ok: false, output };
+    const base: RunResult = { ok: false, output, ...(outcome?.usage ? { usage: outcome.usage } : {}) };
     if (exit?.code !== null && exit?.code !== undefined) base.exitCode = exit.code;
     if (exit?.signal) base.signal = exit.signal;
     if (spawnError) {

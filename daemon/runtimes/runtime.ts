@@ -54,6 +54,22 @@ export interface RunResult {
   errorCode?: ErrorCode;
   cancelled?: boolean;
   timedOut?: boolean;
+  /** tokens and cost, when the CLI reports them */
+  usage?: RunUsage;
+}
+
+export interface RunUsage {
+  input_tokens: number;
+  output_tokens: number;
+  cached_input_tokens: number;
+  cost_usd: number;
+  model: string;
+}
+
+/** A RunUsage from loosely typed numbers (missing = 0). */
+export function usageOf(u: { input?: unknown; output?: unknown; cached?: unknown; cost?: unknown; model?: unknown }): RunUsage {
+  const n = (v: unknown) => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : 0);
+  return { input_tokens: n(u.input), output_tokens: n(u.output), cached_input_tokens: n(u.cached), cost_usd: n(u.cost), model: typeof u.model === "string" ? u.model : "" };
 }
 
 export interface RunHandle {

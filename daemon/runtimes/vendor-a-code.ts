@@ -6,7 +6,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { EpError, invalidField } from "../../common/errors.js";
 import { MCP_CONFIG_FILE } from "../mcp/agent-config.js";
-import type { ProgressFrame, RunSpec } from "./runtime.js";
+import { usageOf, type ProgressFrame, type RunSpec } from "./runtime.js";
 import { asRecord, asString, clip, type RunAdditions, type StreamOutcome, type StreamParser } from "./process-runtime.js";
 
 /** The environment variable the claude CLI reads its output-token limit from. */
@@ -60,6 +60,7 @@ export function vendorACodeRun(spec: RunSpec): RunAdditions | EpError {
 export function createVendorACodeParser(): StreamParser {
   const texts: string[] = [];
   const outcome: StreamOutcome = { final: false, ok: false, output: "" };
+  let model = "";
 
   const blocks = (event: Record<string, unknown>): Record<string, unknown>[] => {
     const content = asRecord(event.message)?.content;
@@ -72,6 +73,7 @@ export function createVendorACodeParser(): StreamParser {
       const frames: ProgressFrame[] = [];
       switch (event.type) {
         case "system":
+          if (event.subtype === "init" && typeof event.model === "string") model = event.model;
           frames.push({
             kind: "status",
             text: event.subtype === "init" ? "session started" : `system: ${String(event.subtype ?? "event")}`,
@@ -106,6 +108,10 @@ export function createVendorACodeParser(): StreamParser {
           break;
         case "result": {
           outcome.final = true;
+          const u = asRecord(event.usage);
+          if (u || typeof event.total_cost_usd === "number") {
+            outcome.usage = usageOf({ input: u?.input_tokens, output: u?.output_tokens, cached: u?.cache_read_input_tokens, cost: event.total_cost_usd, model });
+          }
           outcome.ok = event.subtype === "success" && event.is_error !== true;
           outcome.output = asString(event.result) ?? texts.join("\n");
           if (!outcome.ok) {

@@ -2,7 +2,7 @@
 // `item.started|updated|completed` carrying an item (agent_message, reasoning, command_execution,
 // file_change, mcp_tool_call, web_search, todo_list, error), then `turn.completed` or
 // `turn.failed`; a top-level `error` reports stream trouble. The last agent_message is the answer.
-import type { ProgressFrame } from "./runtime.js";
+import { usageOf, type ProgressFrame } from "./runtime.js";
 import { asRecord, asString, clip, type StreamOutcome, type StreamParser } from "./process-runtime.js";
 import { pick } from "./vendor-a-code.js";
 
@@ -64,10 +64,13 @@ export function createVendorBParser(): StreamParser {
         }
         case "item.updated":
           return item?.type === "todo_list" ? [{ kind: "status", text: "plan updated", data: item }] : [];
-        case "turn.completed":
+        case "turn.completed": {
           outcome.final = true;
           outcome.ok = true;
+          const u = asRecord(event.usage);
+          if (u) outcome.usage = usageOf({ input: u.input_tokens, output: u.output_tokens, cached: u.cached_input_tokens });
           return [{ kind: "status", text: "finished", data: pick(event, ["usage"]) }];
+        }
         case "turn.failed": {
           outcome.final = true;
           outcome.ok = false;

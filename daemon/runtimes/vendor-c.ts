@@ -1,6 +1,7 @@
 // vendorC: `gemini -p <prompt> -o stream-json`. Events: `init` (session id, model), `message`
 // (role user|assistant, assistant text streamed as `delta: true` chunks), `tool_use`,
 // `tool_result`, non-fatal `error`, and a closing `result` with `status` success|error and stats.
+import { usageOf } from "./runtime.js";
 import { asRecord, asString, clip, type StreamOutcome, type StreamParser } from "./process-runtime.js";
 import { pick } from "./vendor-a-code.js";
 
@@ -46,6 +47,10 @@ export function createVendorCParser(): StreamParser {
         case "result": {
           outcome.final = true;
           outcome.ok = event.status === "success";
+          const st = asRecord(event.stats);
+          if (st && (typeof st.input_tokens === "number" || typeof st.output_tokens === "number")) {
+            outcome.usage = usageOf({ input: st.input_tokens, output: st.output_tokens, cached: st.cached ?? st.cached_input_tokens });
+          }
           outcome.output = answer;
           if (!outcome.ok) outcome.error = `vendorC: ${asString(asRecord(event.error)?.message) ?? lastError ?? `status ${String(event.status)}`}`;
           return [{ kind: "status", text: outcome.ok ? "finished" : `failed: ${outcome.error}`, data: pick(event, ["status", "error", "stats"]) }];

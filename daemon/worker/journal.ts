@@ -10,6 +10,8 @@ export interface TaskOutcome {
   error?: string;
   /** for failures: may the tower requeue it (attempts permitting) */
   retryable: boolean;
+  /** tokens and cost the runtime reported */
+  usage?: { input_tokens: number; output_tokens: number; cached_input_tokens: number; cost_usd: number; model: string };
 }
 
 export interface InflightEntry {

@@ -392,7 +392,7 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
       return;
     }
     const outcome: TaskOutcome = result.ok
-      ? { ok: true, output: tail(result.output), exitCode: result.exitCode, retryable: false }
+      ? { ok: true, output: tail(result.output), exitCode: result.exitCode, retryable: false, ...(result.usage ? { usage: result.usage } : {}) }
       : {
           ok: false,
           output: tail(result.output),
@@ -400,6 +400,7 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
           error: run.stop === "shutdown" ? "epd shut down before the task finished" : result.error || (result.timedOut ? "timed out" : "failed"),
           // a run that failed on its own is final (the operator retries it); one we interrupted may run elsewhere
           retryable: run.stop === "shutdown",
+          ...(result.usage ? { usage: result.usage } : {}),
         };
     tlog.info("run finished", { ok: outcome.ok, exit_code: outcome.exitCode, error: outcome.error });
     // the agent stays busy until the tower has the outcome, but a shutdown waits for the report
@@ -421,7 +422,9 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
     await journal.put(entry);
     const o = entry.outcome!;
     const backoff = createBackoff(deps.reportBackoff);
-    const result = { output: o.output, exitCode: o.exitCode, error: o.error ?? "" };
+    const u = o.usage;
+    const usage = u && { inputTokens: BigInt(Math.trunc(u.input_tokens)), outputTokens: BigInt(Math.trunc(u.output_tokens)), cachedInputTokens: BigInt(Math.trunc(u.cached_input_tokens)), costUsd: u.cost_usd, model: u.model };
+    const result = { output: o.output, exitCode: o.exitCode, error: o.error ?? "", ...(usage ? { usage } : {}) };
     for (;;) {
       try {
         if (o.ok) await tower.work.completeTask({ taskId: entry.taskId, agentId: entry.agentId, result });

@@ -1,5 +1,5 @@
 // Store rows to contract messages.
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   AgentSchema,
   DomainSchema,
@@ -8,6 +8,7 @@ import {
   NodeSchema,
   TaskSchema,
   TokenSchema,
+  type UsageSchema,
   type Agent,
   type Domain,
   type Event,
@@ -17,7 +18,7 @@ import {
   type Token,
 } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { JsonObject } from "@bufbuild/protobuf";
-import type { AgentRow, DomainRow, EventRow, MissionRow, NodeRow, TaskRow, TokenRow } from "../store/store.js";
+import type { AgentRow, DomainRow, EventRow, MissionRow, NodeRow, TaskRow, TokenRow, UsageRow } from "../store/store.js";
 
 export const domainMsg = (r: DomainRow): Domain => create(DomainSchema, r);
 export const missionMsg = (r: MissionRow): Mission => create(MissionSchema, r);
@@ -41,7 +42,7 @@ export function taskMsg(r: TaskRow): Task {
     maxAttempts: r.maxAttempts,
     runtime: r.runtime,
     input: (r.input ?? undefined) as JsonObject | undefined,
-    result: r.result ?? undefined,
+    result: r.result ? { ...r.result, usage: r.result.usage && usageMsg(r.result.usage) } : undefined,
     claimedBy: r.claimedBy,
     leaseExpiresAt: r.leaseExpiresMs == null ? "" : new Date(r.leaseExpiresMs).toISOString(),
     parentTaskId: r.parentTaskId,
@@ -77,4 +78,9 @@ export function eventMsg(r: EventRow): Event {
     payload: r.payload as JsonObject,
     createdAt: r.createdAt,
   });
+}
+
+/** A stored usage (numbers) as the proto message (int64 token counts). */
+export function usageMsg(u: UsageRow): MessageInitShape<typeof UsageSchema> {
+  return { inputTokens: BigInt(Math.trunc(u.inputTokens)), outputTokens: BigInt(Math.trunc(u.outputTokens)), cachedInputTokens: BigInt(Math.trunc(u.cachedInputTokens)), costUsd: u.costUsd, model: u.model };
 }

@@ -6,9 +6,10 @@ import { iso } from "../../common/clock.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import { newId } from "../../common/ids.js";
 import * as pb from "../../gen/ep/tower/v1/work_pb.js";
-import type { AgentRow, Store, TaskRow } from "../store/store.js";
+import type { AgentRow, Store, TaskRow, UsageRow } from "../store/store.js";
 import { authorize, scopeDomains, type Caller } from "./caller.js";
-import { domainMsg, missionMsg, taskMsg } from "./convert.js";
+import { domainMsg, missionMsg, taskMsg, usageMsg } from "./convert.js";
+import type { TaskResult } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { Deps } from "./deps.js";
 import { commit, type Emit } from "./event-hub.js";
 
@@ -97,6 +98,33 @@ function assignmentEvent(emit: Emit, t: TaskRow): void {
     status: t.status,
     payload: { task_id: t.id, kind: t.kind, title: t.title, agent_id: t.assigneeAgentId, ...(t.parentTaskId ? { parent_task_id: t.parentTaskId } : {}) },
   });
+}
+
+/** The usage a runtime reported, as stored in a task's result (none: no field). */
+function usageOf(u: TaskResult["usage"] | undefined): { usage?: UsageRow } {
+  if (!u) return {};
+  const n = (v: bigint | number) => Math.max(0, Number(v));
+  return { usage: { inputTokens: n(u.inputTokens), outputTokens: n(u.outputTokens), cachedInputTokens: n(u.cachedInputTokens), costUsd: Math.max(0, u.costUsd || 0), model: u.model.slice(0, 200) } };
+}
+
+/** The usage in a task event's payload (snake_case, as events are). */
+function usageEvent(u: UsageRow | undefined): JsonObject {
+  return u ? { usage: { input_tokens: u.inputTokens, output_tokens: u.outputTokens, cached_input_tokens: u.cachedInputTokens, cost_usd: u.costUsd, model: u.model } } : {};
+}
+
+/** The sum of the usage of tasks (a mission's total). */
+export function sumUsage(rows: readonly { result: { usage?: UsageRow } | null }[]): UsageRow | undefined {
+  let total: UsageRow | undefined;
+  for (const r of rows) {
+    const u = r.result?.usage;
+    if (!u) continue;
+    total ??= { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, costUsd: 0, model: "" };
+    total.inputTokens += u.inputTokens;
+    total.outputTokens += u.outputTokens;
+    total.cachedInputTokens += u.cachedInputTokens;
+    total.costUsd = Math.round((total.costUsd + u.costUsd) * 1e6) / 1e6;
+  }
+  return total;
 }
 
 function covers(agent: AgentRow, t: { capabilities: string[]; runtime: string }): boolean {
@@ -322,7 +350,9 @@ export function createWorkService(deps: Deps) {
     async getMission(caller: Caller, req: pb.GetMissionRequest): Promise<pb.GetMissionResponse> {
       const m = await mustMission(store, req.missionId);
       authorize(caller, "read", { domainId: m.domainId });
-      return create(pb.GetMissionResponseSchema, { mission: missionMsg(m) });
+      // what the mission's runs cost so far, as their runtimes reported it
+      const usage = sumUsage(await store.listTasks({ missionId: m.id, limit: 100_000 }));
+      return create(pb.GetMissionResponseSchema, { mission: missionMsg(m), usage: usage && usageMsg(usage) });
     },
 
     // ---- tasks
@@ -504,7 +534,7 @@ export function createWorkService(deps: Deps) {
     async completeTask(caller: Caller, req: pb.CompleteTaskRequest): Promise<pb.CompleteTaskResponse> {
       await mustActingAgent(caller, req.agentId);
       return commit(deps, async (tx, emit) => {
-        const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error ?? "" };
+        const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error ?? "", ...usageOf(req.result?.usage) };
         // One statement when the agent holds a live lease (the usual case); only when it does
         // not is the task read, to say why (finished, expired, taken, not there, Kanban).
         const updated = await tx.updateTask(
@@ -516,7 +546,7 @@ export function createWorkService(deps: Deps) {
           await mustHeld(tx, req.taskId, req.agentId);
           throw new EpError("lease_not_held", `task ${req.taskId} changed while completing`);
         }
-        taskEvent(emit, updated, "task.succeeded");
+        taskEvent(emit, updated, "task.succeeded", usageEvent(result.usage));
         await settleBroadcast(tx, emit, updated.parentTaskId);
         return create(pb.CompleteTaskResponseSchema, { task: taskMsg(updated) });
       });
@@ -526,7 +556,7 @@ export function createWorkService(deps: Deps) {
       await mustActingAgent(caller, req.agentId);
       return commit(deps, async (tx, emit) => {
         const t = await mustHeld(tx, req.taskId, req.agentId);
-        const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error || "failed" };
+        const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error || "failed", ...usageOf(req.result?.usage) };
         const requeue = req.retryable && t.attempts < t.maxAttempts;
         const updated = await tx.updateTask(
           t.id,
@@ -536,7 +566,7 @@ export function createWorkService(deps: Deps) {
           { status: HELD, claimedBy: req.agentId },
         );
         if (!updated) throw new EpError("lease_not_held", `task ${t.id} changed while failing`);
-        taskEvent(emit, updated, requeue ? "task.requeued" : "task.failed", { reason: result.error });
+        taskEvent(emit, updated, requeue ? "task.requeued" : "task.failed", { reason: result.error, ...usageEvent(result.usage) });
         await settleBroadcast(tx, emit, updated.parentTaskId);
         return create(pb.FailTaskResponseSchema, { task: taskMsg(updated) });
       });

@@ -27,6 +27,16 @@ export interface TaskResultRow {
   output: string;
   exitCode?: number;
   error: string;
+  /** tokens and cost the runtime reported (proto Usage field names) */
+  usage?: UsageRow;
+}
+
+export interface UsageRow {
+  inputTokens: number;
+  outputTokens: number;
+  cachedInputTokens: number;
+  costUsd: number;
+  model: string;
 }
 
 export interface TaskRow {

@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ep/tower/v1/resources.proto.
  */
 export const file_ep_tower_v1_resources: GenFile = /*@__PURE__*/
-  fileDesc("ChtlcC90b3dlci92MS9yZXNvdXJjZXMucHJvdG8SC2VwLnRvd2VyLnYxIjYKBkRvbWFpbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmNyZWF0ZWRfYXQYAyABKAkihAEKB01pc3Npb24SCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEg4KBnN0YXR1cxgFIAEoCRISCgpjcmVhdGVkX2F0GAYgASgJEhIKCnVwZGF0ZWRfYXQYByABKAkiUQoKVGFza1Jlc3VsdBIOCgZvdXRwdXQYASABKAkSFgoJZXhpdF9jb2RlGAIgASgFSACIAQESDQoFZXJyb3IYAyABKAlCDAoKX2V4aXRfY29kZSLMAwoEVGFzaxIKCgJpZBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSEgoKbWlzc2lvbl9pZBgDIAEoCRIMCgRraW5kGAQgASgJEg0KBXRpdGxlGAUgASgJEhMKC2Rlc2NyaXB0aW9uGAYgASgJEg4KBnN0YXR1cxgHIAEoCRIUCgxjbGFpbV9wb2xpY3kYCCABKAkSEAoIcHJpb3JpdHkYCSABKAUSFAoMY2FwYWJpbGl0aWVzGAogAygJEhkKEWFzc2lnbmVlX2FnZW50X2lkGAsgASgJEhAKCGF0dGVtcHRzGAwgASgFEhQKDG1heF9hdHRlbXB0cxgNIAEoBRIPCgdydW50aW1lGA4gASgJEiYKBWlucHV0GA8gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBInCgZyZXN1bHQYECABKAsyFy5lcC50b3dlci52MS5UYXNrUmVzdWx0EhIKCmNsYWltZWRfYnkYESABKAkSGAoQbGVhc2VfZXhwaXJlc19hdBgSIAEoCRIWCg5wYXJlbnRfdGFza19pZBgTIAEoCRISCgpjcmVhdGVkX2F0GBQgASgJEhIKCnVwZGF0ZWRfYXQYFSABKAkibwoETm9kZRIKCgJpZBgBIAEoCRIQCghob3N0bmFtZRgCIAEoCRIOCgZzdGF0dXMYAyABKAkSFAoMbGFzdF9zZWVuX2F0GAQgASgJEhIKCmNyZWF0ZWRfYXQYBSABKAkSDwoHZG9tYWlucxgGIAMoCSKlAQoFQWdlbnQSCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEg8KB25vZGVfaWQYAyABKAkSDAoEbmFtZRgEIAEoCRIPCgdydW50aW1lGAUgASgJEhQKDGNhcGFiaWxpdGllcxgGIAMoCRINCgVzdGF0ZRgHIAEoCRIUCgxsYXN0X3NlZW5fYXQYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSI/CglSYXRlTGltaXQSDQoFbGltaXQYASABKAUSEQoJcmVtYWluaW5nGAIgASgFEhAKCHJlc2V0X2F0GAMgASgJIocCCgVFdmVudBIKCgJpZBgBIAEoBBIMCgR0eXBlGAIgASgJEgwKBG5hbWUYAyABKAkSEQoJZG9tYWluX2lkGAQgASgJEhIKCm1pc3Npb25faWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSDwoHdGFza19pZBgHIAEoCRISCgpzZXNzaW9uX2lkGAggASgJEg4KBnN0YXR1cxgJIAEoCRIoCgdwYXlsb2FkGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIqCgpyYXRlX2xpbWl0GAsgASgLMhYuZXAudG93ZXIudjEuUmF0ZUxpbWl0EhIKCmNyZWF0ZWRfYXQYDCABKAkilAEKBVRva2VuEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEcm9sZRgDIAEoCRIRCglkb21haW5faWQYBCABKAkSEgoKZXhwaXJlc19hdBgFIAEoCRISCgpjcmVhdGVkX2F0GAYgASgJEhIKCnJldm9rZWRfYXQYByABKAkSFAoMbGFzdF91c2VkX2F0GAggASgJYgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("ChtlcC90b3dlci92MS9yZXNvdXJjZXMucHJvdG8SC2VwLnRvd2VyLnYxIjYKBkRvbWFpbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmNyZWF0ZWRfYXQYAyABKAkihAEKB01pc3Npb24SCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEg4KBnN0YXR1cxgFIAEoCRISCgpjcmVhdGVkX2F0GAYgASgJEhIKCnVwZGF0ZWRfYXQYByABKAkidAoKVGFza1Jlc3VsdBIOCgZvdXRwdXQYASABKAkSFgoJZXhpdF9jb2RlGAIgASgFSACIAQESDQoFZXJyb3IYAyABKAkSIQoFdXNhZ2UYBCABKAsyEi5lcC50b3dlci52MS5Vc2FnZUIMCgpfZXhpdF9jb2RlInIKBVVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAIgASgDEhsKE2NhY2hlZF9pbnB1dF90b2tlbnMYAyABKAMSEAoIY29zdF91c2QYBCABKAESDQoFbW9kZWwYBSABKAkizAMKBFRhc2sSCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEhIKCm1pc3Npb25faWQYAyABKAkSDAoEa2luZBgEIAEoCRINCgV0aXRsZRgFIAEoCRITCgtkZXNjcmlwdGlvbhgGIAEoCRIOCgZzdGF0dXMYByABKAkSFAoMY2xhaW1fcG9saWN5GAggASgJEhAKCHByaW9yaXR5GAkgASgFEhQKDGNhcGFiaWxpdGllcxgKIAMoCRIZChFhc3NpZ25lZV9hZ2VudF9pZBgLIAEoCRIQCghhdHRlbXB0cxgMIAEoBRIUCgxtYXhfYXR0ZW1wdHMYDSABKAUSDwoHcnVudGltZRgOIAEoCRImCgVpbnB1dBgPIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJwoGcmVzdWx0GBAgASgLMhcuZXAudG93ZXIudjEuVGFza1Jlc3VsdBISCgpjbGFpbWVkX2J5GBEgASgJEhgKEGxlYXNlX2V4cGlyZXNfYXQYEiABKAkSFgoOcGFyZW50X3Rhc2tfaWQYEyABKAkSEgoKY3JlYXRlZF9hdBgUIAEoCRISCgp1cGRhdGVkX2F0GBUgASgJIm8KBE5vZGUSCgoCaWQYASABKAkSEAoIaG9zdG5hbWUYAiABKAkSDgoGc3RhdHVzGAMgASgJEhQKDGxhc3Rfc2Vlbl9hdBgEIAEoCRISCgpjcmVhdGVkX2F0GAUgASgJEg8KB2RvbWFpbnMYBiADKAkipQEKBUFnZW50EgoKAmlkGAEgASgJEhEKCWRvbWFpbl9pZBgCIAEoCRIPCgdub2RlX2lkGAMgASgJEgwKBG5hbWUYBCABKAkSDwoHcnVudGltZRgFIAEoCRIUCgxjYXBhYmlsaXRpZXMYBiADKAkSDQoFc3RhdGUYByABKAkSFAoMbGFzdF9zZWVuX2F0GAggASgJEhIKCmNyZWF0ZWRfYXQYCSABKAkiPwoJUmF0ZUxpbWl0Eg0KBWxpbWl0GAEgASgFEhEKCXJlbWFpbmluZxgCIAEoBRIQCghyZXNldF9hdBgDIAEoCSKHAgoFRXZlbnQSCgoCaWQYASABKAQSDAoEdHlwZRgCIAEoCRIMCgRuYW1lGAMgASgJEhEKCWRvbWFpbl9pZBgEIAEoCRISCgptaXNzaW9uX2lkGAUgASgJEhAKCGFnZW50X2lkGAYgASgJEg8KB3Rhc2tfaWQYByABKAkSEgoKc2Vzc2lvbl9pZBgIIAEoCRIOCgZzdGF0dXMYCSABKAkSKAoHcGF5bG9hZBgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKgoKcmF0ZV9saW1pdBgLIAEoCzIWLmVwLnRvd2VyLnYxLlJhdGVMaW1pdBISCgpjcmVhdGVkX2F0GAwgASgJIpQBCgVUb2tlbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBHJvbGUYAyABKAkSEQoJZG9tYWluX2lkGAQgASgJEhIKCmV4cGlyZXNfYXQYBSABKAkSEgoKY3JlYXRlZF9hdBgGIAEoCRISCgpyZXZva2VkX2F0GAcgASgJEhQKDGxhc3RfdXNlZF9hdBgIIAEoCWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * @generated from message ep.tower.v1.Domain
@@ -107,6 +107,13 @@ export type TaskResult = Message<"ep.tower.v1.TaskResult"> & {
    * @generated from field: string error = 3;
    */
   error: string;
+
+  /**
+   * tokens and cost as the agent CLI reported them (absent when it reports none)
+   *
+   * @generated from field: ep.tower.v1.Usage usage = 4;
+   */
+  usage?: Usage | undefined;
 };
 
 /**
@@ -115,6 +122,45 @@ export type TaskResult = Message<"ep.tower.v1.TaskResult"> & {
  */
 export const TaskResultSchema: GenMessage<TaskResult> = /*@__PURE__*/
   messageDesc(file_ep_tower_v1_resources, 2);
+
+/**
+ * Token use and cost of a run (or a sum of runs), from the CLI's own final event.
+ *
+ * @generated from message ep.tower.v1.Usage
+ */
+export type Usage = Message<"ep.tower.v1.Usage"> & {
+  /**
+   * @generated from field: int64 input_tokens = 1;
+   */
+  inputTokens: bigint;
+
+  /**
+   * @generated from field: int64 output_tokens = 2;
+   */
+  outputTokens: bigint;
+
+  /**
+   * @generated from field: int64 cached_input_tokens = 3;
+   */
+  cachedInputTokens: bigint;
+
+  /**
+   * @generated from field: double cost_usd = 4;
+   */
+  costUsd: number;
+
+  /**
+   * @generated from field: string model = 5;
+   */
+  model: string;
+};
+
+/**
+ * Describes the message ep.tower.v1.Usage.
+ * Use `create(UsageSchema)` to create a new message.
+ */
+export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_resources, 3);
 
 /**
  * @generated from message ep.tower.v1.Task
@@ -242,7 +288,7 @@ export type Task = Message<"ep.tower.v1.Task"> & {
  * Use `create(TaskSchema)` to create a new message.
  */
 export const TaskSchema: GenMessage<Task> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 3);
+  messageDesc(file_ep_tower_v1_resources, 4);
 
 /**
  * @generated from message ep.tower.v1.Node
@@ -288,7 +334,7 @@ export type Node = Message<"ep.tower.v1.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 4);
+  messageDesc(file_ep_tower_v1_resources, 5);
 
 /**
  * @generated from message ep.tower.v1.Agent
@@ -347,7 +393,7 @@ export type Agent = Message<"ep.tower.v1.Agent"> & {
  * Use `create(AgentSchema)` to create a new message.
  */
 export const AgentSchema: GenMessage<Agent> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 5);
+  messageDesc(file_ep_tower_v1_resources, 6);
 
 /**
  * @generated from message ep.tower.v1.RateLimit
@@ -374,7 +420,7 @@ export type RateLimit = Message<"ep.tower.v1.RateLimit"> & {
  * Use `create(RateLimitSchema)` to create a new message.
  */
 export const RateLimitSchema: GenMessage<RateLimit> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 6);
+  messageDesc(file_ep_tower_v1_resources, 7);
 
 /**
  * @generated from message ep.tower.v1.Event
@@ -450,7 +496,7 @@ export type Event = Message<"ep.tower.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 7);
+  messageDesc(file_ep_tower_v1_resources, 8);
 
 /**
  * @generated from message ep.tower.v1.Token
@@ -504,5 +550,5 @@ export type Token = Message<"ep.tower.v1.Token"> & {
  * Use `create(TokenSchema)` to create a new message.
  */
 export const TokenSchema: GenMessage<Token> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 8);
+  messageDesc(file_ep_tower_v1_resources, 9);
 
