@@ -43,6 +43,8 @@ export interface AcpTurn {
 }
 
 export interface AcpSession {
+  /** the last lines the agent wrote to stderr (for error messages) */
+  stderrTail(): string;
   readonly pid: number | undefined;
   readonly sessionId: string;
   /** Sends one prompt and resolves when the agent ends the turn. */
@@ -161,6 +163,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
       sessionId: session.sessionId,
       exited,
       close,
+      stderrTail: () => stderrTail.text().trim(),
       async prompt(text) {
         turnText = "";
         const response = await orExit(
@@ -299,4 +302,23 @@ function frameOfUpdate(n: SessionNotification): ProgressFrame | undefined {
     default:
       return { kind: "json", text: u.sessionUpdate, data: { update: u } };
   }
+}
+
+/**
+ * An ACP error as people need it: the JSON-RPC message ("Internal error") says little; the
+ * agent's own words are in its data (`details`, `message`), and often in its stderr.
+ */
+export function acpErrorText(err: unknown, stderr: string): string {
+  const e = err as { message?: string; data?: unknown };
+  const parts = [e.message ?? String(err)];
+  const data = e.data;
+  if (typeof data === "string" && data) parts.push(data);
+  else if (data && typeof data === "object") {
+    const d = data as Record<string, unknown>;
+    const said = d.details ?? d.message ?? d.error;
+    parts.push(typeof said === "string" ? said : JSON.stringify(data).slice(0, 500));
+  }
+  let text = parts.filter(Boolean).join(": ");
+  if (stderr && !text.includes(stderr)) text += ` (agent stderr: ${stderr.slice(-500)})`;
+  return text;
 }

@@ -62,6 +62,15 @@ describe("vendorA_agent_acp", () => {
     expect(existsSync(join(nopath.spec.cwd, "notes.txt"))).toBe(false);
   });
 
+  it("an agent's failure carries its own message and stderr, not only 'Internal error'", async () => {
+    registry = createRuntimeRegistry(testConfig());
+    const { spec } = await makeSpec({ prompt: "[throw] go" });
+    const result = await registry.start("vendorA_agent_acp", spec).result;
+    expect(result.ok).toBe(false);
+    expect(result.error).toContain("the model API answered 529: overloaded");
+    expect(result.error).toContain("agent stderr: fake-acp: calling the model failed");
+  });
+
   it("permission = reject refuses even inside the cwd", async () => {
     const config = testConfig();
     config.vendorA_agent_acp.permission = "reject";

@@ -2,6 +2,7 @@
 // session/new in the task's cwd, one session/prompt with the task's prompt; session updates
 // become progress frames and the agent's message text is the output.
 import { runEnv } from "./runtime.js";
+import { acpErrorText } from "./acp-session.js";
 import type { Clock, ClockTimer } from "../../common/clock.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
@@ -80,7 +81,7 @@ function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; l
     } catch (err) {
       const stopped = stopState();
       if (stopped) return { ok: false, output: text, ...stopped };
-      return { ok: false, output: text, error: `vendorA_agent_acp: ${(err as Error).message}` };
+      return { ok: false, output: text, error: `vendorA_agent_acp: ${acpErrorText(err, session.stderrTail())}` };
     } finally {
       await session.close();
     }
