@@ -21,7 +21,7 @@ import { createTowerLink, type TowerLink } from "./link/tower-link.js";
 import { createSecretsBroker, towerResolver } from "./secrets/broker.js";
 import { redactingLogger } from "./secrets/redact.js";
 import { createRuntimeRegistry, type RuntimeRegistry } from "./runtimes/registry.js";
-import { loadRuntimesConfig, runtimesConfigPath } from "./runtimes/runtimes-config.js";
+import { loadRuntimesConfig, runtimeReport, runtimesConfigPath } from "./runtimes/runtimes-config.js";
 import { writeAgentMcpConfig } from "./mcp/agent-config.js";
 import { openToolCaller } from "./mcp/tool-call.js";
 import { mgmtRoutes } from "./services/mgmt-services.js";
@@ -256,6 +256,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
         version: EPD_VERSION,
         startedAt,
         booster: opts.boosterWasm ?? "",
+        runtimes: () => runtimeReport(runtimesConfig, { ...baseEnv, PATH: [binDir, baseEnv.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(":") }),
       });
       mgmtServer = await serveMgmtSocket({
         path: sockets.mgmt,

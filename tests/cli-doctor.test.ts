@@ -143,3 +143,23 @@ describe("ep system doctor: runtime binaries", () => {
     expect(readFileSync(join(h.dir, "epd", "runtimes.toml"), "utf8")).toContain("command = 1"); // doctor never rewrites it
   }, 60_000);
 });
+
+describe("ep system doctor: runtimes as epd sees them", () => {
+  it("reports the executables on epd's PATH, with their version, not the shell's", async () => {
+    const h = tempHome("ep-doctor-epd-");
+    cleanups.push(() => h.cleanup());
+    const tower = await spawnTowerProcess(h.dir);
+    cleanups.push(() => tower.stop());
+    const nodeFile = join(h.dir, "node.json");
+    await registerNode(tower.url, tower.adminToken, nodeFile);
+    // epd runs with the fixture CLIs on its PATH; the shell running `ep` does not have them
+    const epd = await spawnEpd({ home: h.dir, nodeFile, backendUrl: tower.url });
+    cleanups.push(() => epd.stop());
+    const env = { EP_HOME: h.dir, EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken, EP_NODE_FILE: nodeFile, PATH: "/usr/bin:/bin" };
+    const c = checks(await doctor(env));
+    expect(c.runtime_claude).toMatchObject({ ok: true, level: "ok" });
+    expect(c.runtime_claude.detail).toMatch(/fixtures\/claude.*as epd sees it/);
+    expect(c.runtime_codex).toMatchObject({ ok: true });
+    expect(c.runtime_bash.detail).toMatch(/GNU bash/); // its --version
+  }, 60_000);
+});

@@ -250,8 +250,37 @@ export async function runChecks(ctx: Context): Promise<CheckResult[]> {
     }
   }
 
-  // runtimes: the commands epd would run
-  for (const r of runtimeChecks(env)) add(r);
+  // runtimes: the commands epd would run — as the running daemon sees them (its PATH, --version),
+  // else as this shell sees them
+  const local = runtimeChecks(env);
+  let fromDaemon: CheckResult[] | undefined;
+  if ((await probeSocket(sockets.mgmt)) === "live") {
+    try {
+      const res = await mgmtCall<{ runtimes?: { kind: string; command: string; path?: string; version?: string; usable?: boolean; detail?: string }[] }>("daemon.runtimes", {}, { env, timeoutMs: 15_000 });
+      if (res.runtimes?.length) {
+        const byCommand = new Map<string, { kinds: string[]; r: NonNullable<typeof res.runtimes>[number] }>();
+        for (const r of res.runtimes) {
+          const key = basename(r.command);
+          const seen = byCommand.get(key);
+          if (seen) seen.kinds.push(r.kind);
+          else byCommand.set(key, { kinds: [r.kind], r });
+        }
+        fromDaemon = [...byCommand].map(([name, { kinds, r }]) => {
+          const level: "error" | "warn" = kinds.includes("shell") ? "error" : "warn";
+          const uses = `${kinds.join(" / ")} runtime${kinds.length > 1 ? "s" : ""}`;
+          return r.usable
+            ? { check: `runtime_${name}`, ok: true, level, detail: `${r.path}${r.version ? ` — ${r.version}` : ""} (${uses}, as epd sees it)` }
+            : { check: `runtime_${name}`, ok: false, level, detail: `${r.detail ?? `${r.command} not found`} (${uses} unavailable to epd)`, hint: `install ${name} where epd's PATH finds it, or set [${kinds[0]}] command in runtimes.toml` };
+        });
+      }
+    } catch {
+      // an older daemon without DaemonService.Runtimes: this shell's view below
+    }
+  }
+  if (fromDaemon) {
+    const names = new Set(fromDaemon.map((c) => c.check));
+    for (const r of [...local.filter((c) => !c.check.startsWith("runtime_") || !names.has(c.check)), ...fromDaemon]) add(r);
+  } else for (const r of local) add(r);
 
   // throttling seen by the local fan-out
   if (env.EP_FANOUT_LISTEN) add(await fanoutCheck(env.EP_FANOUT_LISTEN));

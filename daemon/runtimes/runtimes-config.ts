@@ -1,13 +1,19 @@
 // runtimes.toml: which command each runtime kind runs. Every key is optional; a missing file or
 // table means the documented defaults (docs/runtimes.md). A bad file is refused with every
 // problem named by key and line, so the operator fixes it once.
+import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
+import { basename } from "node:path";
+import { promisify } from "node:util";
 import { join } from "node:path";
 import { parse, TomlError } from "smol-toml";
 import { EpError } from "../../common/errors.js";
 import { DEFAULT_RUNTIME_COMMANDS as CMD } from "../../common/runtime-commands.js";
 import { daemonHome } from "../../common/paths.js";
+import { resolveExecutable } from "./process-group.js";
 import { RUNTIME_KINDS, isRuntimeKind, type RuntimeKind } from "./runtime.js";
+
+const execFileP = promisify(execFile);
 
 /** What an ACP client answers when the agent asks permission for a tool call. */
 export type PermissionPolicy = "allow_once_in_cwd" | "allow_once" | "allow_always" | "reject";
@@ -240,4 +246,30 @@ export function lineOf(text: string, table: string, key?: string): number | unde
     if (atTop && inlineTable.test(line) && (!inlineKey || inlineKey.test(line))) return i + 1;
   }
   return undefined;
+}
+
+/**
+ * Each runtime as the daemon would run it: the executable found on the runs' PATH, what it says
+ * to --version (3 s at most), and whether it is usable. `ep system doctor` asks this over
+ * mgmt.sock, so it reports epd's view, not the PATH of the shell running `ep`.
+ */
+export async function runtimeReport(config: RuntimesConfig, env: Record<string, string>): Promise<{ kind: string; command: string; path: string; version: string; usable: boolean; detail: string }[]> {
+  const out = [];
+  for (const kind of RUNTIME_KINDS) {
+    const c = config[kind];
+    const path = resolveExecutable(c.command, env, process.cwd()) ?? "";
+    let version = "";
+    let detail = path ? `${path}` : `${c.command} is not on the runs' PATH (${env.PATH ?? ""})`;
+    if (path) {
+      const flag = kind === "muxhost_hosted" && basename(path) === "tmux" ? "-V" : "--version";
+      try {
+        const { stdout, stderr } = await execFileP(path, [flag], { env, timeout: 3000, maxBuffer: 64 * 1024 });
+        version = (stdout || stderr).trim().split("\n")[0]?.slice(0, 200) ?? "";
+      } catch (err) {
+        detail = `${path} did not answer ${flag}: ${(err as Error).message.split("\n")[0]}`;
+      }
+    }
+    out.push({ kind, command: c.command, path, version, usable: Boolean(path), detail });
+  }
+  return out;
 }

@@ -29,6 +29,8 @@ export interface MgmtServicesDeps {
   version: string;
   startedAt: number;
   booster: string;
+  /** each runtime's executable, version and usability on the runs' PATH (DaemonService.Runtimes) */
+  runtimes?: () => Promise<{ kind: string; command: string; path: string; version: string; usable: boolean; detail: string }[]>;
 }
 
 export function localAgentMsg(a: LocalAgentRecord, worker: TaskWorker): mgmt.LocalAgent {
@@ -61,6 +63,9 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
           agents: d.agents.list().map((a) => localAgentMsg(a, d.worker)),
           booster: d.booster,
         });
+      },
+      async runtimes() {
+        return create(mgmt.DaemonServiceRuntimesResponseSchema, { runtimes: (await d.runtimes?.()) ?? [] });
       },
     });
 

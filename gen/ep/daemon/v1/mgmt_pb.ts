@@ -12,7 +12,83 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ep/daemon/v1/mgmt.proto.
  */
 export const file_ep_daemon_v1_mgmt: GenFile = /*@__PURE__*/
-  fileDesc("ChdlcC9kYWVtb24vdjEvbWdtdC5wcm90bxIMZXAuZGFlbW9uLnYxIhwKGkRhZW1vblNlcnZpY2VTdGF0dXNSZXF1ZXN0ItoBChtEYWVtb25TZXJ2aWNlU3RhdHVzUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRIQCghob3N0bmFtZRgCIAEoCRITCgtiYWNrZW5kX3VybBgDIAEoCRIMCgRsaW5rGAQgASgJEg8KB3ZlcnNpb24YBSABKAkSEgoKc3RhcnRlZF9hdBgGIAEoCRIVCg1ydW5uaW5nX3Rhc2tzGAcgASgFEigKBmFnZW50cxgIIAMoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50Eg8KB2Jvb3N0ZXIYCSABKAki7AEKCkxvY2FsQWdlbnQSCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSDwoHcnVudGltZRgEIAEoCRIUCgxjYXBhYmlsaXRpZXMYBSADKAkSDQoFc3RhdGUYBiABKAkSEgoKc3VwZXJ2aXNlZBgHIAEoCBIOCgZwYXVzZWQYCCABKAgSCwoDcGlkGAkgASgFEg8KB3Nlc3Npb24YCiABKAkSFwoPbGFzdF9yZXN0YXJ0X2F0GAsgASgJEhAKCHJlc3RhcnRzGAwgASgFEg4KBmRldGFpbBgNIAEoCSJjChlBZ2VudFNlcnZpY2VFbnJvbGxSZXF1ZXN0EhEKCWRvbWFpbl9pZBgBIAEoCRIPCgdydW50aW1lGAIgASgJEhQKDGNhcGFiaWxpdGllcxgDIAMoCRIMCgRuYW1lGAQgASgJIkUKGkFnZW50U2VydmljZUVucm9sbFJlc3BvbnNlEicKBWFnZW50GAEgASgLMhguZXAuZGFlbW9uLnYxLkxvY2FsQWdlbnQiGQoXQWdlbnRTZXJ2aWNlTGlzdFJlcXVlc3QiRAoYQWdlbnRTZXJ2aWNlTGlzdFJlc3BvbnNlEigKBmFnZW50cxgBIAMoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50IjsKGUFnZW50U2VydmljZVNpZ25hbFJlcXVlc3QSDgoGdGFyZ2V0GAEgASgJEg4KBnByb21wdBgCIAEoCSIzChpBZ2VudFNlcnZpY2VTaWduYWxSZXNwb25zZRIVCg1kZWxpdmVyZWRfdmlhGAEgASgJIs0BCgdDcm9uSm9iEgwKBG5hbWUYASABKAkSEAoIc2NoZWR1bGUYAiABKAkSDwoHc2Vzc2lvbhgDIAEoCRIOCgZwcm9tcHQYBCABKAkSEAoIZGlzcGF0Y2gYBSABKAkSDAoEa2luZBgGIAEoCRIQCghpbnRlcnZhbBgHIAEoCRIOCgZtaXNzZWQYCCABKAkSFAoMbmV4dF9maXJlX2F0GAkgASgJEikKCWxhc3RfZmlyZRgKIAEoCzIWLmVwLmRhZW1vbi52MS5Dcm9uRmlyZSKMAQoIQ3JvbkZpcmUSCwoDam9iGAEgASgJEgwKBHNsb3QYAiABKAkSEAoIZmlyZWRfYXQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhYKCWV4aXRfY29kZRgFIAEoBUgAiAEBEg4KBm91dHB1dBgGIAEoCRINCgVlcnJvchgHIAEoCUIMCgpfZXhpdF9jb2RlIhgKFkNyb25TZXJ2aWNlTGlzdFJlcXVlc3QibwoXQ3JvblNlcnZpY2VMaXN0UmVzcG9uc2USIwoEam9icxgBIAMoCzIVLmVwLmRhZW1vbi52MS5Dcm9uSm9iEi8KCHByb2JsZW1zGAIgAygLMh0uZXAuZGFlbW9uLnYxLkNyb25GaWxlUHJvYmxlbSJbCg9Dcm9uRmlsZVByb2JsZW0SDQoFbGV2ZWwYASABKAkSDAoEbGluZRgCIAEoBRINCgVmaWVsZBgDIAEoCRILCgNqb2IYBCABKAkSDwoHbWVzc2FnZRgFIAEoCSIqChpDcm9uU2VydmljZURlc2NyaWJlUmVxdWVzdBIMCgRuYW1lGAEgASgJIkEKG0Nyb25TZXJ2aWNlRGVzY3JpYmVSZXNwb25zZRIiCgNqb2IYASABKAsyFS5lcC5kYWVtb24udjEuQ3JvbkpvYiI4ChlDcm9uU2VydmljZUhpc3RvcnlSZXF1ZXN0EgwKBG5hbWUYASABKAkSDQoFbGltaXQYAiABKAUiQwoaQ3JvblNlcnZpY2VIaXN0b3J5UmVzcG9uc2USJQoFZmlyZXMYASADKAsyFi5lcC5kYWVtb24udjEuQ3JvbkZpcmUiGgoYQ3JvblNlcnZpY2VSZWxvYWRSZXF1ZXN0IikKGUNyb25TZXJ2aWNlUmVsb2FkUmVzcG9uc2USDAoEam9icxgBIAEoBSIZChdDcm9uU2VydmljZUdjTm93UmVxdWVzdCIrChhDcm9uU2VydmljZUdjTm93UmVzcG9uc2USDwoHcmVtb3ZlZBgBIAEoBSIdChtTdXBlcnZpc2VTZXJ2aWNlTGlzdFJlcXVlc3QiSAocU3VwZXJ2aXNlU2VydmljZUxpc3RSZXNwb25zZRIoCgZhZ2VudHMYASADKAsyGC5lcC5kYWVtb24udjEuTG9jYWxBZ2VudCIrCh1TdXBlcnZpc2VTZXJ2aWNlU3RhdHVzUmVxdWVzdBIKCgJpZBgBIAEoCSJJCh5TdXBlcnZpc2VTZXJ2aWNlU3RhdHVzUmVzcG9uc2USJwoFYWdlbnQYASABKAsyGC5lcC5kYWVtb24udjEuTG9jYWxBZ2VudCIsCh5TdXBlcnZpc2VTZXJ2aWNlUmVzdGFydFJlcXVlc3QSCgoCaWQYASABKAkiSgofU3VwZXJ2aXNlU2VydmljZVJlc3RhcnRSZXNwb25zZRInCgVhZ2VudBgBIAEoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50IioKHFN1cGVydmlzZVNlcnZpY2VQYXVzZVJlcXVlc3QSCgoCaWQYASABKAkiSAodU3VwZXJ2aXNlU2VydmljZVBhdXNlUmVzcG9uc2USJwoFYWdlbnQYASABKAsyGC5lcC5kYWVtb24udjEuTG9jYWxBZ2VudCIrCh1TdXBlcnZpc2VTZXJ2aWNlUmVzdW1lUmVxdWVzdBIKCgJpZBgBIAEoCSJJCh5TdXBlcnZpc2VTZXJ2aWNlUmVzdW1lUmVzcG9uc2USJwoFYWdlbnQYASABKAsyGC5lcC5kYWVtb24udjEuTG9jYWxBZ2VudCJkChVUb29sU2VydmljZVJ1blJlcXVlc3QSDAoEdG9vbBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJZChZUb29sU2VydmljZVJ1blJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIXCg9zaG9ydF9jaXJjdWl0ZWQYAiABKAgybgoNRGFlbW9uU2VydmljZRJdCgZTdGF0dXMSKC5lcC5kYWVtb24udjEuRGFlbW9uU2VydmljZVN0YXR1c1JlcXVlc3QaKS5lcC5kYWVtb24udjEuRGFlbW9uU2VydmljZVN0YXR1c1Jlc3BvbnNlMp8CCgxBZ2VudFNlcnZpY2USWwoGRW5yb2xsEicuZXAuZGFlbW9uLnYxLkFnZW50U2VydmljZUVucm9sbFJlcXVlc3QaKC5lcC5kYWVtb24udjEuQWdlbnRTZXJ2aWNlRW5yb2xsUmVzcG9uc2USVQoETGlzdBIlLmVwLmRhZW1vbi52MS5BZ2VudFNlcnZpY2VMaXN0UmVxdWVzdBomLmVwLmRhZW1vbi52MS5BZ2VudFNlcnZpY2VMaXN0UmVzcG9uc2USWwoGU2lnbmFsEicuZXAuZGFlbW9uLnYxLkFnZW50U2VydmljZVNpZ25hbFJlcXVlc3QaKC5lcC5kYWVtb24udjEuQWdlbnRTZXJ2aWNlU2lnbmFsUmVzcG9uc2Uy1AMKC0Nyb25TZXJ2aWNlElMKBExpc3QSJC5lcC5kYWVtb24udjEuQ3JvblNlcnZpY2VMaXN0UmVxdWVzdBolLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZUxpc3RSZXNwb25zZRJfCghEZXNjcmliZRIoLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZURlc2NyaWJlUmVxdWVzdBopLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZURlc2NyaWJlUmVzcG9uc2USXAoHSGlzdG9yeRInLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZUhpc3RvcnlSZXF1ZXN0GiguZXAuZGFlbW9uLnYxLkNyb25TZXJ2aWNlSGlzdG9yeVJlc3BvbnNlElkKBlJlbG9hZBImLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZVJlbG9hZFJlcXVlc3QaJy5lcC5kYWVtb24udjEuQ3JvblNlcnZpY2VSZWxvYWRSZXNwb25zZRJWCgVHY05vdxIlLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZUdjTm93UmVxdWVzdBomLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZUdjTm93UmVzcG9uc2UyhQQKEFN1cGVydmlzZVNlcnZpY2USXQoETGlzdBIpLmVwLmRhZW1vbi52MS5TdXBlcnZpc2VTZXJ2aWNlTGlzdFJlcXVlc3QaKi5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZUxpc3RSZXNwb25zZRJjCgZTdGF0dXMSKy5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVN0YXR1c1JlcXVlc3QaLC5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVN0YXR1c1Jlc3BvbnNlEmYKB1Jlc3RhcnQSLC5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVJlc3RhcnRSZXF1ZXN0Gi0uZXAuZGFlbW9uLnYxLlN1cGVydmlzZVNlcnZpY2VSZXN0YXJ0UmVzcG9uc2USYAoFUGF1c2USKi5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVBhdXNlUmVxdWVzdBorLmVwLmRhZW1vbi52MS5TdXBlcnZpc2VTZXJ2aWNlUGF1c2VSZXNwb25zZRJjCgZSZXN1bWUSKy5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVJlc3VtZVJlcXVlc3QaLC5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVJlc3VtZVJlc3BvbnNlMl8KC1Rvb2xTZXJ2aWNlElAKA1J1bhIjLmVwLmRhZW1vbi52MS5Ub29sU2VydmljZVJ1blJlcXVlc3QaJC5lcC5kYWVtb24udjEuVG9vbFNlcnZpY2VSdW5SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct]);
+  fileDesc("ChdlcC9kYWVtb24vdjEvbWdtdC5wcm90bxIMZXAuZGFlbW9uLnYxIh4KHERhZW1vblNlcnZpY2VSdW50aW1lc1JlcXVlc3QiTAodRGFlbW9uU2VydmljZVJ1bnRpbWVzUmVzcG9uc2USKwoIcnVudGltZXMYASADKAsyGS5lcC5kYWVtb24udjEuUnVudGltZUluZm8iawoLUnVudGltZUluZm8SDAoEa2luZBgBIAEoCRIPCgdjb21tYW5kGAIgASgJEgwKBHBhdGgYAyABKAkSDwoHdmVyc2lvbhgEIAEoCRIOCgZ1c2FibGUYBSABKAgSDgoGZGV0YWlsGAYgASgJIhwKGkRhZW1vblNlcnZpY2VTdGF0dXNSZXF1ZXN0ItoBChtEYWVtb25TZXJ2aWNlU3RhdHVzUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRIQCghob3N0bmFtZRgCIAEoCRITCgtiYWNrZW5kX3VybBgDIAEoCRIMCgRsaW5rGAQgASgJEg8KB3ZlcnNpb24YBSABKAkSEgoKc3RhcnRlZF9hdBgGIAEoCRIVCg1ydW5uaW5nX3Rhc2tzGAcgASgFEigKBmFnZW50cxgIIAMoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50Eg8KB2Jvb3N0ZXIYCSABKAki7AEKCkxvY2FsQWdlbnQSCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSDwoHcnVudGltZRgEIAEoCRIUCgxjYXBhYmlsaXRpZXMYBSADKAkSDQoFc3RhdGUYBiABKAkSEgoKc3VwZXJ2aXNlZBgHIAEoCBIOCgZwYXVzZWQYCCABKAgSCwoDcGlkGAkgASgFEg8KB3Nlc3Npb24YCiABKAkSFwoPbGFzdF9yZXN0YXJ0X2F0GAsgASgJEhAKCHJlc3RhcnRzGAwgASgFEg4KBmRldGFpbBgNIAEoCSJjChlBZ2VudFNlcnZpY2VFbnJvbGxSZXF1ZXN0EhEKCWRvbWFpbl9pZBgBIAEoCRIPCgdydW50aW1lGAIgASgJEhQKDGNhcGFiaWxpdGllcxgDIAMoCRIMCgRuYW1lGAQgASgJIkUKGkFnZW50U2VydmljZUVucm9sbFJlc3BvbnNlEicKBWFnZW50GAEgASgLMhguZXAuZGFlbW9uLnYxLkxvY2FsQWdlbnQiGQoXQWdlbnRTZXJ2aWNlTGlzdFJlcXVlc3QiRAoYQWdlbnRTZXJ2aWNlTGlzdFJlc3BvbnNlEigKBmFnZW50cxgBIAMoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50IjsKGUFnZW50U2VydmljZVNpZ25hbFJlcXVlc3QSDgoGdGFyZ2V0GAEgASgJEg4KBnByb21wdBgCIAEoCSIzChpBZ2VudFNlcnZpY2VTaWduYWxSZXNwb25zZRIVCg1kZWxpdmVyZWRfdmlhGAEgASgJIs0BCgdDcm9uSm9iEgwKBG5hbWUYASABKAkSEAoIc2NoZWR1bGUYAiABKAkSDwoHc2Vzc2lvbhgDIAEoCRIOCgZwcm9tcHQYBCABKAkSEAoIZGlzcGF0Y2gYBSABKAkSDAoEa2luZBgGIAEoCRIQCghpbnRlcnZhbBgHIAEoCRIOCgZtaXNzZWQYCCABKAkSFAoMbmV4dF9maXJlX2F0GAkgASgJEikKCWxhc3RfZmlyZRgKIAEoCzIWLmVwLmRhZW1vbi52MS5Dcm9uRmlyZSKMAQoIQ3JvbkZpcmUSCwoDam9iGAEgASgJEgwKBHNsb3QYAiABKAkSEAoIZmlyZWRfYXQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhYKCWV4aXRfY29kZRgFIAEoBUgAiAEBEg4KBm91dHB1dBgGIAEoCRINCgVlcnJvchgHIAEoCUIMCgpfZXhpdF9jb2RlIhgKFkNyb25TZXJ2aWNlTGlzdFJlcXVlc3QibwoXQ3JvblNlcnZpY2VMaXN0UmVzcG9uc2USIwoEam9icxgBIAMoCzIVLmVwLmRhZW1vbi52MS5Dcm9uSm9iEi8KCHByb2JsZW1zGAIgAygLMh0uZXAuZGFlbW9uLnYxLkNyb25GaWxlUHJvYmxlbSJbCg9Dcm9uRmlsZVByb2JsZW0SDQoFbGV2ZWwYASABKAkSDAoEbGluZRgCIAEoBRINCgVmaWVsZBgDIAEoCRILCgNqb2IYBCABKAkSDwoHbWVzc2FnZRgFIAEoCSIqChpDcm9uU2VydmljZURlc2NyaWJlUmVxdWVzdBIMCgRuYW1lGAEgASgJIkEKG0Nyb25TZXJ2aWNlRGVzY3JpYmVSZXNwb25zZRIiCgNqb2IYASABKAsyFS5lcC5kYWVtb24udjEuQ3JvbkpvYiI4ChlDcm9uU2VydmljZUhpc3RvcnlSZXF1ZXN0EgwKBG5hbWUYASABKAkSDQoFbGltaXQYAiABKAUiQwoaQ3JvblNlcnZpY2VIaXN0b3J5UmVzcG9uc2USJQoFZmlyZXMYASADKAsyFi5lcC5kYWVtb24udjEuQ3JvbkZpcmUiGgoYQ3JvblNlcnZpY2VSZWxvYWRSZXF1ZXN0IikKGUNyb25TZXJ2aWNlUmVsb2FkUmVzcG9uc2USDAoEam9icxgBIAEoBSIZChdDcm9uU2VydmljZUdjTm93UmVxdWVzdCIrChhDcm9uU2VydmljZUdjTm93UmVzcG9uc2USDwoHcmVtb3ZlZBgBIAEoBSIdChtTdXBlcnZpc2VTZXJ2aWNlTGlzdFJlcXVlc3QiSAocU3VwZXJ2aXNlU2VydmljZUxpc3RSZXNwb25zZRIoCgZhZ2VudHMYASADKAsyGC5lcC5kYWVtb24udjEuTG9jYWxBZ2VudCIrCh1TdXBlcnZpc2VTZXJ2aWNlU3RhdHVzUmVxdWVzdBIKCgJpZBgBIAEoCSJJCh5TdXBlcnZpc2VTZXJ2aWNlU3RhdHVzUmVzcG9uc2USJwoFYWdlbnQYASABKAsyGC5lcC5kYWVtb24udjEuTG9jYWxBZ2VudCIsCh5TdXBlcnZpc2VTZXJ2aWNlUmVzdGFydFJlcXVlc3QSCgoCaWQYASABKAkiSgofU3VwZXJ2aXNlU2VydmljZVJlc3RhcnRSZXNwb25zZRInCgVhZ2VudBgBIAEoCzIYLmVwLmRhZW1vbi52MS5Mb2NhbEFnZW50IioKHFN1cGVydmlzZVNlcnZpY2VQYXVzZVJlcXVlc3QSCgoCaWQYASABKAkiSAodU3VwZXJ2aXNlU2VydmljZVBhdXNlUmVzcG9uc2USJwoFYWdlbnQYASABKAsyGC5lcC5kYWVtb24udjEuTG9jYWxBZ2VudCIrCh1TdXBlcnZpc2VTZXJ2aWNlUmVzdW1lUmVxdWVzdBIKCgJpZBgBIAEoCSJJCh5TdXBlcnZpc2VTZXJ2aWNlUmVzdW1lUmVzcG9uc2USJwoFYWdlbnQYASABKAsyGC5lcC5kYWVtb24udjEuTG9jYWxBZ2VudCJkChVUb29sU2VydmljZVJ1blJlcXVlc3QSDAoEdG9vbBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJZChZUb29sU2VydmljZVJ1blJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIXCg9zaG9ydF9jaXJjdWl0ZWQYAiABKAgy0wEKDURhZW1vblNlcnZpY2USXQoGU3RhdHVzEiguZXAuZGFlbW9uLnYxLkRhZW1vblNlcnZpY2VTdGF0dXNSZXF1ZXN0GikuZXAuZGFlbW9uLnYxLkRhZW1vblNlcnZpY2VTdGF0dXNSZXNwb25zZRJjCghSdW50aW1lcxIqLmVwLmRhZW1vbi52MS5EYWVtb25TZXJ2aWNlUnVudGltZXNSZXF1ZXN0GisuZXAuZGFlbW9uLnYxLkRhZW1vblNlcnZpY2VSdW50aW1lc1Jlc3BvbnNlMp8CCgxBZ2VudFNlcnZpY2USWwoGRW5yb2xsEicuZXAuZGFlbW9uLnYxLkFnZW50U2VydmljZUVucm9sbFJlcXVlc3QaKC5lcC5kYWVtb24udjEuQWdlbnRTZXJ2aWNlRW5yb2xsUmVzcG9uc2USVQoETGlzdBIlLmVwLmRhZW1vbi52MS5BZ2VudFNlcnZpY2VMaXN0UmVxdWVzdBomLmVwLmRhZW1vbi52MS5BZ2VudFNlcnZpY2VMaXN0UmVzcG9uc2USWwoGU2lnbmFsEicuZXAuZGFlbW9uLnYxLkFnZW50U2VydmljZVNpZ25hbFJlcXVlc3QaKC5lcC5kYWVtb24udjEuQWdlbnRTZXJ2aWNlU2lnbmFsUmVzcG9uc2Uy1AMKC0Nyb25TZXJ2aWNlElMKBExpc3QSJC5lcC5kYWVtb24udjEuQ3JvblNlcnZpY2VMaXN0UmVxdWVzdBolLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZUxpc3RSZXNwb25zZRJfCghEZXNjcmliZRIoLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZURlc2NyaWJlUmVxdWVzdBopLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZURlc2NyaWJlUmVzcG9uc2USXAoHSGlzdG9yeRInLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZUhpc3RvcnlSZXF1ZXN0GiguZXAuZGFlbW9uLnYxLkNyb25TZXJ2aWNlSGlzdG9yeVJlc3BvbnNlElkKBlJlbG9hZBImLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZVJlbG9hZFJlcXVlc3QaJy5lcC5kYWVtb24udjEuQ3JvblNlcnZpY2VSZWxvYWRSZXNwb25zZRJWCgVHY05vdxIlLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZUdjTm93UmVxdWVzdBomLmVwLmRhZW1vbi52MS5Dcm9uU2VydmljZUdjTm93UmVzcG9uc2UyhQQKEFN1cGVydmlzZVNlcnZpY2USXQoETGlzdBIpLmVwLmRhZW1vbi52MS5TdXBlcnZpc2VTZXJ2aWNlTGlzdFJlcXVlc3QaKi5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZUxpc3RSZXNwb25zZRJjCgZTdGF0dXMSKy5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVN0YXR1c1JlcXVlc3QaLC5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVN0YXR1c1Jlc3BvbnNlEmYKB1Jlc3RhcnQSLC5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVJlc3RhcnRSZXF1ZXN0Gi0uZXAuZGFlbW9uLnYxLlN1cGVydmlzZVNlcnZpY2VSZXN0YXJ0UmVzcG9uc2USYAoFUGF1c2USKi5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVBhdXNlUmVxdWVzdBorLmVwLmRhZW1vbi52MS5TdXBlcnZpc2VTZXJ2aWNlUGF1c2VSZXNwb25zZRJjCgZSZXN1bWUSKy5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVJlc3VtZVJlcXVlc3QaLC5lcC5kYWVtb24udjEuU3VwZXJ2aXNlU2VydmljZVJlc3VtZVJlc3BvbnNlMl8KC1Rvb2xTZXJ2aWNlElAKA1J1bhIjLmVwLmRhZW1vbi52MS5Ub29sU2VydmljZVJ1blJlcXVlc3QaJC5lcC5kYWVtb24udjEuVG9vbFNlcnZpY2VSdW5SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct]);
+
+/**
+ * @generated from message ep.daemon.v1.DaemonServiceRuntimesRequest
+ */
+export type DaemonServiceRuntimesRequest = Message<"ep.daemon.v1.DaemonServiceRuntimesRequest"> & {
+};
+
+/**
+ * Describes the message ep.daemon.v1.DaemonServiceRuntimesRequest.
+ * Use `create(DaemonServiceRuntimesRequestSchema)` to create a new message.
+ */
+export const DaemonServiceRuntimesRequestSchema: GenMessage<DaemonServiceRuntimesRequest> = /*@__PURE__*/
+  messageDesc(file_ep_daemon_v1_mgmt, 0);
+
+/**
+ * @generated from message ep.daemon.v1.DaemonServiceRuntimesResponse
+ */
+export type DaemonServiceRuntimesResponse = Message<"ep.daemon.v1.DaemonServiceRuntimesResponse"> & {
+  /**
+   * @generated from field: repeated ep.daemon.v1.RuntimeInfo runtimes = 1;
+   */
+  runtimes: RuntimeInfo[];
+};
+
+/**
+ * Describes the message ep.daemon.v1.DaemonServiceRuntimesResponse.
+ * Use `create(DaemonServiceRuntimesResponseSchema)` to create a new message.
+ */
+export const DaemonServiceRuntimesResponseSchema: GenMessage<DaemonServiceRuntimesResponse> = /*@__PURE__*/
+  messageDesc(file_ep_daemon_v1_mgmt, 1);
+
+/**
+ * @generated from message ep.daemon.v1.RuntimeInfo
+ */
+export type RuntimeInfo = Message<"ep.daemon.v1.RuntimeInfo"> & {
+  /**
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * @generated from field: string command = 2;
+   */
+  command: string;
+
+  /**
+   * the resolved executable, or empty when it is not found
+   *
+   * @generated from field: string path = 3;
+   */
+  path: string;
+
+  /**
+   * @generated from field: string version = 4;
+   */
+  version: string;
+
+  /**
+   * @generated from field: bool usable = 5;
+   */
+  usable: boolean;
+
+  /**
+   * why not usable, or what was found
+   *
+   * @generated from field: string detail = 6;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message ep.daemon.v1.RuntimeInfo.
+ * Use `create(RuntimeInfoSchema)` to create a new message.
+ */
+export const RuntimeInfoSchema: GenMessage<RuntimeInfo> = /*@__PURE__*/
+  messageDesc(file_ep_daemon_v1_mgmt, 2);
 
 /**
  * @generated from message ep.daemon.v1.DaemonServiceStatusRequest
@@ -25,7 +101,7 @@ export type DaemonServiceStatusRequest = Message<"ep.daemon.v1.DaemonServiceStat
  * Use `create(DaemonServiceStatusRequestSchema)` to create a new message.
  */
 export const DaemonServiceStatusRequestSchema: GenMessage<DaemonServiceStatusRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 0);
+  messageDesc(file_ep_daemon_v1_mgmt, 3);
 
 /**
  * @generated from message ep.daemon.v1.DaemonServiceStatusResponse
@@ -84,7 +160,7 @@ export type DaemonServiceStatusResponse = Message<"ep.daemon.v1.DaemonServiceSta
  * Use `create(DaemonServiceStatusResponseSchema)` to create a new message.
  */
 export const DaemonServiceStatusResponseSchema: GenMessage<DaemonServiceStatusResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 1);
+  messageDesc(file_ep_daemon_v1_mgmt, 4);
 
 /**
  * @generated from message ep.daemon.v1.LocalAgent
@@ -161,7 +237,7 @@ export type LocalAgent = Message<"ep.daemon.v1.LocalAgent"> & {
  * Use `create(LocalAgentSchema)` to create a new message.
  */
 export const LocalAgentSchema: GenMessage<LocalAgent> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 2);
+  messageDesc(file_ep_daemon_v1_mgmt, 5);
 
 /**
  * @generated from message ep.daemon.v1.AgentServiceEnrollRequest
@@ -193,7 +269,7 @@ export type AgentServiceEnrollRequest = Message<"ep.daemon.v1.AgentServiceEnroll
  * Use `create(AgentServiceEnrollRequestSchema)` to create a new message.
  */
 export const AgentServiceEnrollRequestSchema: GenMessage<AgentServiceEnrollRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 3);
+  messageDesc(file_ep_daemon_v1_mgmt, 6);
 
 /**
  * @generated from message ep.daemon.v1.AgentServiceEnrollResponse
@@ -210,7 +286,7 @@ export type AgentServiceEnrollResponse = Message<"ep.daemon.v1.AgentServiceEnrol
  * Use `create(AgentServiceEnrollResponseSchema)` to create a new message.
  */
 export const AgentServiceEnrollResponseSchema: GenMessage<AgentServiceEnrollResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 4);
+  messageDesc(file_ep_daemon_v1_mgmt, 7);
 
 /**
  * @generated from message ep.daemon.v1.AgentServiceListRequest
@@ -223,7 +299,7 @@ export type AgentServiceListRequest = Message<"ep.daemon.v1.AgentServiceListRequ
  * Use `create(AgentServiceListRequestSchema)` to create a new message.
  */
 export const AgentServiceListRequestSchema: GenMessage<AgentServiceListRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 5);
+  messageDesc(file_ep_daemon_v1_mgmt, 8);
 
 /**
  * @generated from message ep.daemon.v1.AgentServiceListResponse
@@ -240,7 +316,7 @@ export type AgentServiceListResponse = Message<"ep.daemon.v1.AgentServiceListRes
  * Use `create(AgentServiceListResponseSchema)` to create a new message.
  */
 export const AgentServiceListResponseSchema: GenMessage<AgentServiceListResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 6);
+  messageDesc(file_ep_daemon_v1_mgmt, 9);
 
 /**
  * @generated from message ep.daemon.v1.AgentServiceSignalRequest
@@ -264,7 +340,7 @@ export type AgentServiceSignalRequest = Message<"ep.daemon.v1.AgentServiceSignal
  * Use `create(AgentServiceSignalRequestSchema)` to create a new message.
  */
 export const AgentServiceSignalRequestSchema: GenMessage<AgentServiceSignalRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 7);
+  messageDesc(file_ep_daemon_v1_mgmt, 10);
 
 /**
  * @generated from message ep.daemon.v1.AgentServiceSignalResponse
@@ -281,7 +357,7 @@ export type AgentServiceSignalResponse = Message<"ep.daemon.v1.AgentServiceSigna
  * Use `create(AgentServiceSignalResponseSchema)` to create a new message.
  */
 export const AgentServiceSignalResponseSchema: GenMessage<AgentServiceSignalResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 8);
+  messageDesc(file_ep_daemon_v1_mgmt, 11);
 
 /**
  * @generated from message ep.daemon.v1.CronJob
@@ -343,7 +419,7 @@ export type CronJob = Message<"ep.daemon.v1.CronJob"> & {
  * Use `create(CronJobSchema)` to create a new message.
  */
 export const CronJobSchema: GenMessage<CronJob> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 9);
+  messageDesc(file_ep_daemon_v1_mgmt, 12);
 
 /**
  * @generated from message ep.daemon.v1.CronFire
@@ -392,7 +468,7 @@ export type CronFire = Message<"ep.daemon.v1.CronFire"> & {
  * Use `create(CronFireSchema)` to create a new message.
  */
 export const CronFireSchema: GenMessage<CronFire> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 10);
+  messageDesc(file_ep_daemon_v1_mgmt, 13);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceListRequest
@@ -405,7 +481,7 @@ export type CronServiceListRequest = Message<"ep.daemon.v1.CronServiceListReques
  * Use `create(CronServiceListRequestSchema)` to create a new message.
  */
 export const CronServiceListRequestSchema: GenMessage<CronServiceListRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 11);
+  messageDesc(file_ep_daemon_v1_mgmt, 14);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceListResponse
@@ -430,7 +506,7 @@ export type CronServiceListResponse = Message<"ep.daemon.v1.CronServiceListRespo
  * Use `create(CronServiceListResponseSchema)` to create a new message.
  */
 export const CronServiceListResponseSchema: GenMessage<CronServiceListResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 12);
+  messageDesc(file_ep_daemon_v1_mgmt, 15);
 
 /**
  * @generated from message ep.daemon.v1.CronFileProblem
@@ -469,7 +545,7 @@ export type CronFileProblem = Message<"ep.daemon.v1.CronFileProblem"> & {
  * Use `create(CronFileProblemSchema)` to create a new message.
  */
 export const CronFileProblemSchema: GenMessage<CronFileProblem> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 13);
+  messageDesc(file_ep_daemon_v1_mgmt, 16);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceDescribeRequest
@@ -486,7 +562,7 @@ export type CronServiceDescribeRequest = Message<"ep.daemon.v1.CronServiceDescri
  * Use `create(CronServiceDescribeRequestSchema)` to create a new message.
  */
 export const CronServiceDescribeRequestSchema: GenMessage<CronServiceDescribeRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 14);
+  messageDesc(file_ep_daemon_v1_mgmt, 17);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceDescribeResponse
@@ -503,7 +579,7 @@ export type CronServiceDescribeResponse = Message<"ep.daemon.v1.CronServiceDescr
  * Use `create(CronServiceDescribeResponseSchema)` to create a new message.
  */
 export const CronServiceDescribeResponseSchema: GenMessage<CronServiceDescribeResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 15);
+  messageDesc(file_ep_daemon_v1_mgmt, 18);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceHistoryRequest
@@ -525,7 +601,7 @@ export type CronServiceHistoryRequest = Message<"ep.daemon.v1.CronServiceHistory
  * Use `create(CronServiceHistoryRequestSchema)` to create a new message.
  */
 export const CronServiceHistoryRequestSchema: GenMessage<CronServiceHistoryRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 16);
+  messageDesc(file_ep_daemon_v1_mgmt, 19);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceHistoryResponse
@@ -542,7 +618,7 @@ export type CronServiceHistoryResponse = Message<"ep.daemon.v1.CronServiceHistor
  * Use `create(CronServiceHistoryResponseSchema)` to create a new message.
  */
 export const CronServiceHistoryResponseSchema: GenMessage<CronServiceHistoryResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 17);
+  messageDesc(file_ep_daemon_v1_mgmt, 20);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceReloadRequest
@@ -555,7 +631,7 @@ export type CronServiceReloadRequest = Message<"ep.daemon.v1.CronServiceReloadRe
  * Use `create(CronServiceReloadRequestSchema)` to create a new message.
  */
 export const CronServiceReloadRequestSchema: GenMessage<CronServiceReloadRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 18);
+  messageDesc(file_ep_daemon_v1_mgmt, 21);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceReloadResponse
@@ -572,7 +648,7 @@ export type CronServiceReloadResponse = Message<"ep.daemon.v1.CronServiceReloadR
  * Use `create(CronServiceReloadResponseSchema)` to create a new message.
  */
 export const CronServiceReloadResponseSchema: GenMessage<CronServiceReloadResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 19);
+  messageDesc(file_ep_daemon_v1_mgmt, 22);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceGcNowRequest
@@ -585,7 +661,7 @@ export type CronServiceGcNowRequest = Message<"ep.daemon.v1.CronServiceGcNowRequ
  * Use `create(CronServiceGcNowRequestSchema)` to create a new message.
  */
 export const CronServiceGcNowRequestSchema: GenMessage<CronServiceGcNowRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 20);
+  messageDesc(file_ep_daemon_v1_mgmt, 23);
 
 /**
  * @generated from message ep.daemon.v1.CronServiceGcNowResponse
@@ -602,7 +678,7 @@ export type CronServiceGcNowResponse = Message<"ep.daemon.v1.CronServiceGcNowRes
  * Use `create(CronServiceGcNowResponseSchema)` to create a new message.
  */
 export const CronServiceGcNowResponseSchema: GenMessage<CronServiceGcNowResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 21);
+  messageDesc(file_ep_daemon_v1_mgmt, 24);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceListRequest
@@ -615,7 +691,7 @@ export type SuperviseServiceListRequest = Message<"ep.daemon.v1.SuperviseService
  * Use `create(SuperviseServiceListRequestSchema)` to create a new message.
  */
 export const SuperviseServiceListRequestSchema: GenMessage<SuperviseServiceListRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 22);
+  messageDesc(file_ep_daemon_v1_mgmt, 25);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceListResponse
@@ -632,7 +708,7 @@ export type SuperviseServiceListResponse = Message<"ep.daemon.v1.SuperviseServic
  * Use `create(SuperviseServiceListResponseSchema)` to create a new message.
  */
 export const SuperviseServiceListResponseSchema: GenMessage<SuperviseServiceListResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 23);
+  messageDesc(file_ep_daemon_v1_mgmt, 26);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceStatusRequest
@@ -649,7 +725,7 @@ export type SuperviseServiceStatusRequest = Message<"ep.daemon.v1.SuperviseServi
  * Use `create(SuperviseServiceStatusRequestSchema)` to create a new message.
  */
 export const SuperviseServiceStatusRequestSchema: GenMessage<SuperviseServiceStatusRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 24);
+  messageDesc(file_ep_daemon_v1_mgmt, 27);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceStatusResponse
@@ -666,7 +742,7 @@ export type SuperviseServiceStatusResponse = Message<"ep.daemon.v1.SuperviseServ
  * Use `create(SuperviseServiceStatusResponseSchema)` to create a new message.
  */
 export const SuperviseServiceStatusResponseSchema: GenMessage<SuperviseServiceStatusResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 25);
+  messageDesc(file_ep_daemon_v1_mgmt, 28);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceRestartRequest
@@ -683,7 +759,7 @@ export type SuperviseServiceRestartRequest = Message<"ep.daemon.v1.SuperviseServ
  * Use `create(SuperviseServiceRestartRequestSchema)` to create a new message.
  */
 export const SuperviseServiceRestartRequestSchema: GenMessage<SuperviseServiceRestartRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 26);
+  messageDesc(file_ep_daemon_v1_mgmt, 29);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceRestartResponse
@@ -700,7 +776,7 @@ export type SuperviseServiceRestartResponse = Message<"ep.daemon.v1.SuperviseSer
  * Use `create(SuperviseServiceRestartResponseSchema)` to create a new message.
  */
 export const SuperviseServiceRestartResponseSchema: GenMessage<SuperviseServiceRestartResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 27);
+  messageDesc(file_ep_daemon_v1_mgmt, 30);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServicePauseRequest
@@ -717,7 +793,7 @@ export type SuperviseServicePauseRequest = Message<"ep.daemon.v1.SuperviseServic
  * Use `create(SuperviseServicePauseRequestSchema)` to create a new message.
  */
 export const SuperviseServicePauseRequestSchema: GenMessage<SuperviseServicePauseRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 28);
+  messageDesc(file_ep_daemon_v1_mgmt, 31);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServicePauseResponse
@@ -734,7 +810,7 @@ export type SuperviseServicePauseResponse = Message<"ep.daemon.v1.SuperviseServi
  * Use `create(SuperviseServicePauseResponseSchema)` to create a new message.
  */
 export const SuperviseServicePauseResponseSchema: GenMessage<SuperviseServicePauseResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 29);
+  messageDesc(file_ep_daemon_v1_mgmt, 32);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceResumeRequest
@@ -751,7 +827,7 @@ export type SuperviseServiceResumeRequest = Message<"ep.daemon.v1.SuperviseServi
  * Use `create(SuperviseServiceResumeRequestSchema)` to create a new message.
  */
 export const SuperviseServiceResumeRequestSchema: GenMessage<SuperviseServiceResumeRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 30);
+  messageDesc(file_ep_daemon_v1_mgmt, 33);
 
 /**
  * @generated from message ep.daemon.v1.SuperviseServiceResumeResponse
@@ -768,7 +844,7 @@ export type SuperviseServiceResumeResponse = Message<"ep.daemon.v1.SuperviseServ
  * Use `create(SuperviseServiceResumeResponseSchema)` to create a new message.
  */
 export const SuperviseServiceResumeResponseSchema: GenMessage<SuperviseServiceResumeResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 31);
+  messageDesc(file_ep_daemon_v1_mgmt, 34);
 
 /**
  * @generated from message ep.daemon.v1.ToolServiceRunRequest
@@ -795,7 +871,7 @@ export type ToolServiceRunRequest = Message<"ep.daemon.v1.ToolServiceRunRequest"
  * Use `create(ToolServiceRunRequestSchema)` to create a new message.
  */
 export const ToolServiceRunRequestSchema: GenMessage<ToolServiceRunRequest> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 32);
+  messageDesc(file_ep_daemon_v1_mgmt, 35);
 
 /**
  * @generated from message ep.daemon.v1.ToolServiceRunResponse
@@ -819,7 +895,7 @@ export type ToolServiceRunResponse = Message<"ep.daemon.v1.ToolServiceRunRespons
  * Use `create(ToolServiceRunResponseSchema)` to create a new message.
  */
 export const ToolServiceRunResponseSchema: GenMessage<ToolServiceRunResponse> = /*@__PURE__*/
-  messageDesc(file_ep_daemon_v1_mgmt, 33);
+  messageDesc(file_ep_daemon_v1_mgmt, 36);
 
 /**
  * @generated from service ep.daemon.v1.DaemonService
@@ -832,6 +908,17 @@ export const DaemonService: GenService<{
     methodKind: "unary";
     input: typeof DaemonServiceStatusRequestSchema;
     output: typeof DaemonServiceStatusResponseSchema;
+  },
+  /**
+   * each runtime as this daemon sees it: the executable it would run (on the runs' PATH), its
+   * --version, and whether it is usable (ep system doctor)
+   *
+   * @generated from rpc ep.daemon.v1.DaemonService.Runtimes
+   */
+  runtimes: {
+    methodKind: "unary";
+    input: typeof DaemonServiceRuntimesRequestSchema;
+    output: typeof DaemonServiceRuntimesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ep_daemon_v1_mgmt, 0);
