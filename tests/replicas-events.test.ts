@@ -221,7 +221,7 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     expect(await b.tower.replication!.proof(nodeId, "att_1")).toBe(attachProof("s3cret", "att_1"));
     // an unassigned task created on B wakes the link on A (through the event relay, not the command relay)
     const missionId = (await b.client(WorkService).createMission({ domainId, title: "m" })).mission!.id;
-    const task = (await b.client(WorkService).createTask({ missionId, title: "x", runtime: "shell" })).task!;
+    const task = (await b.client(WorkService).createTask({ missionId, title: "x", runtime: "shell", input: { command: "true" } })).task!;
     await waitFor(() => got.some((m) => m.kind === "task_ready" && m.taskId === task.id));
     expect(got.filter((m) => m.kind === "task_ready" && m.taskId === task.id)).toHaveLength(1);
 
