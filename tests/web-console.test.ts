@@ -137,6 +137,15 @@ describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
     expect(await html.getAttribute("data-theme")).toBe("dark");
   });
 
+  it("shows a not-found page for an unknown console route, with a way back", async () => {
+    await page.goto(`${t.url}/ui/nonexistent`);
+    await page.getByRole("heading", { name: "Page not found" }).waitFor({ timeout: 10_000 });
+    expect(await page.locator("main").textContent()).toContain("/ui/nonexistent");
+    await page.getByRole("link", { name: "Back to the console" }).click();
+    await page.getByRole("heading", { name: "Page not found" }).waitFor({ state: "detached" });
+    expect(new URL(page.url()).pathname).toBe("/ui/");
+  });
+
   it("shows the reconnect banner while the event stream is down and hides it after recovery", async () => {
     const { missionId, missionTitle } = await setup("outage");
     await tab("Missions");

@@ -24,6 +24,13 @@ function tabOf(path: string): TabId {
   return (TABS.find((t) => t.id === seg)?.id ?? "console") as TabId;
 }
 
+/** Whether the console has a page at this path (/ui, a tab, the login page); else "not found". */
+function knownPath(path: string): boolean {
+  const seg = path.replace(/\/+$/, "").split("/").slice(2);
+  if (seg.length === 0) return true;
+  return seg.length === 1 && (seg[0] === "login" || TABS.some((t) => t.id === seg[0]));
+}
+
 function usePath(): [string, (to: string) => void] {
   const [path, setPath] = useState(window.location.pathname);
   useEffect(() => {
@@ -176,10 +183,29 @@ function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: She
       </header>
       <StreamBanner dashboard={dashboard} />
       <main id="main" className={`main main-${tab}`} tabIndex={-1}>
-        {tab === "console" && <ChatView dashboard={dashboard} sessionId={sessionId} selectSession={setSessionId} onUnauthenticated={onUnauthenticated} composerRef={composerRef} />}
-        {tab === "missions" && <MissionsView dashboard={dashboard} />}
-        {tab === "agents" && <AgentsView dashboard={dashboard} canOperate={canOperate} />}
-        {tab === "approvals" && <ApprovalsView dashboard={dashboard} />}
+        {!knownPath(path) && (
+          <section className="not-found" aria-labelledby="not-found-title">
+            <h1 id="not-found-title">Page not found</h1>
+            <p className="muted">
+              The console has no page at <code>{path}</code>.
+            </p>
+            <p>
+              <a
+                href={`${BASE}/`}
+                onClick={(e) => {
+                  e.preventDefault();
+                  navigate(`${BASE}/`);
+                }}
+              >
+                Back to the console
+              </a>
+            </p>
+          </section>
+        )}
+        {knownPath(path) && tab === "console" && <ChatView dashboard={dashboard} sessionId={sessionId} selectSession={setSessionId} onUnauthenticated={onUnauthenticated} composerRef={composerRef} />}
+        {knownPath(path) && tab === "missions" && <MissionsView dashboard={dashboard} />}
+        {knownPath(path) && tab === "agents" && <AgentsView dashboard={dashboard} canOperate={canOperate} />}
+        {knownPath(path) && tab === "approvals" && <ApprovalsView dashboard={dashboard} />}
       </main>
     </div>
   );
