@@ -103,7 +103,25 @@ describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
     await row.waitFor({ timeout: 10_000 });
     expect(await row.innerText()).toContain("compile the release");
     expect(await row.innerText()).toContain("queued");
+    // the Kind column says the kind, not the claim policy (that is in its tooltip)
+    expect(await row.innerText()).toContain("claimable");
+    expect(await row.innerText()).not.toContain("first_claim");
     expect(await page.evaluate(() => (window as unknown as { __noReload?: boolean }).__noReload)).toBe(true);
+  });
+
+  it("names the agent of a task in the Missions table (the id in its tooltip)", async () => {
+    const { domainId, missionId, missionTitle } = await setup("names");
+    const reg = await t.client(NodeService).registerNode({ hostname: "names-node" });
+    const agent = (await t.client(AgentService).enrollAgent({ domainId, runtime: "shell", name: "release-bot", nodeId: reg.node!.id })).agent!;
+    const created = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "tag it", claim_policy: "assigned", assignee_agent_id: agent.id, runtime: "shell", input: { command: "true" } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    await page.reload();
+    await tab("Missions");
+    const row = missionCard(missionTitle).locator(`tr[data-task-id="${created.body.task.id}"]`);
+    await row.waitFor({ timeout: 10_000 });
+    await row.getByText("release-bot").waitFor({ timeout: 10_000 });
+    expect(await row.innerText()).not.toContain(agent.id);
+    expect(await row.getByText("release-bot").getAttribute("title")).toBe(agent.id);
   });
 
   it("renders a task titled with HTML as text", async () => {

@@ -5,7 +5,9 @@ import type { Dashboard } from "./dashboard.js";
 import { Ago, Empty, ErrorNote, StatusBadge, useNow } from "./ui.js";
 
 export function MissionsView({ dashboard }: { dashboard: Dashboard }) {
-  const { domains, missions, tasks, errors, loaded } = dashboard.data;
+  const { domains, missions, tasks, errors, loaded, agents } = dashboard.data;
+  // agents by id, so the table shows a name (the id stays in the tooltip)
+  const agentNames = useMemo(() => new Map(agents.map((a) => [a.id, a.name || a.id])), [agents]);
   const [domainId, setDomainId] = useState("");
   const now = useNow();
   const domainName = useMemo(() => new Map(domains.map((d) => [d.id, d.name])), [domains]);
@@ -80,10 +82,14 @@ export function MissionsView({ dashboard }: { dashboard: Dashboard }) {
                         <td>
                           <StatusBadge status={t.status} />
                         </td>
-                        <td className="col-opt">{t.kind === "claimable" ? t.claimPolicy || "claimable" : "kanban"}</td>
+                        <td className="col-opt" title={t.kind === "claimable" ? `claim policy: ${t.claimPolicy || "first_claim"}` : undefined}>
+                          {t.kind === "claimable" ? "claimable" : "kanban"}
+                        </td>
                         <td className="col-opt">{t.priority}</td>
                         <td className="col-opt">{t.kind === "claimable" ? `${t.attempts}/${t.maxAttempts}` : "—"}</td>
-                        <td className="col-opt">{t.claimedBy || t.assigneeAgentId || "—"}</td>
+                        <td className="col-opt" title={t.claimedBy || t.assigneeAgentId || undefined}>
+                          {agentNames.get(t.claimedBy || t.assigneeAgentId) ?? (t.claimedBy || t.assigneeAgentId || "—")}
+                        </td>
                         <td>
                           <Ago iso={t.updatedAt} now={now} />
                         </td>
