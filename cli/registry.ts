@@ -229,6 +229,14 @@ export const COMMANDS: CommandSpec[] = [
       { name: "wait", type: "boolean", desc: "wait until the task ends and print its output (exit 1 when it failed)" },
     ],
   },
+  {
+    path: ["task", "watch"],
+    summary: "follow a task live: progress as the agent works, then the output (exit 1 if it fails)",
+    usage: "<id>",
+    example: "ep task watch tsk_01",
+    module: "work",
+    args: { min: 1, max: 1 },
+  },
   { path: ["task", "get"], summary: "show a task and its result", usage: "<id>", example: "ep task get tsk_01 --json", module: "work", args: { min: 1 } },
   { path: ["task", "retry"], summary: "put a failed or cancelled task back in the queue", usage: "<id>", example: "ep task retry tsk_01", module: "work", args: { min: 1 } },
   {
@@ -247,6 +255,15 @@ export const COMMANDS: CommandSpec[] = [
     example: "ep agent ls --domain dom_01",
     module: "work",
     options: [{ ...domainOpt, desc: "only this domain" }],
+  },
+  {
+    path: ["agent", "get"],
+    summary: "show an agent and what the tasks it ran cost",
+    usage: "<agent>",
+    example: "ep agent get reviewer",
+    module: "work",
+    args: { min: 1, max: 1 },
+    options: [{ ...domainOpt, desc: "look the name up in this domain" }],
   },
   { path: ["node", "ls"], summary: "list registered nodes and the domains each serves", usage: "", example: "ep node ls", module: "work" },
   {

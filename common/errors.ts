@@ -57,6 +57,7 @@ export const ERROR_CATALOG = {
   tool_not_found: ["not_found", "No such tool; list them with GET /mcp/tools."],
   conflict: ["conflict", "The resource is not in a state that allows this."],
   task_not_retryable: ["conflict", "Only failed or cancelled tasks can be retried."],
+  agent_not_supervised: ["conflict", "Only agents their node supervises (agents.toml profiles with supervise = true) can be restarted, paused or resumed."],
   task_not_claimable: ["conflict", "The task cannot be claimed in its current state."],
   task_wrong_kind: ["conflict", "The operation does not apply to this kind of task."],
   task_finished: ["conflict", "The task has already finished."],

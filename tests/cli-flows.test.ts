@@ -213,6 +213,7 @@ describe("--json", () => {
     await check("node reload", ["node", "reload", nodeId], { codes: [0, 2] });
 
     const agent = (await check("daemon agent enroll", ["daemon", "agent", "enroll", "--domain", domainId, "--runtime", "shell"])).agent;
+    expect((await check("agent get", ["agent", "get", agent.id])).agent.id).toBe(agent.id);
     await check("run", ["run", "claim_mesh_task", "--domain", domainId, "--arg", `agent_id=${agent.id}`]);
     await check("agent signal", ["agent", "signal", "svc", "echo hi"]);
     await check("agent cron list", ["agent", "cron", "list"]);

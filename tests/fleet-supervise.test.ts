@@ -106,6 +106,8 @@ capabilities = ["ops"]
       httpVersion: "1.1",
       interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${s.tower.adminToken}`), next(req))],
     });
+    // the tower knows its node supervises it (the console offers restart, pause, resume only then)
+    expect((await createClient(AgentService, towerTransport).getAgent({ agentId: towerAgent })).agent!.supervised).toBe(true);
     await createClient(AgentService, towerTransport).superviseAgent({ agentId: towerAgent, op: "pause" });
     await waitFor(async () => (await ep("agent", "supervise", "status", towerAgent)).json().agent.paused === true, 10_000);
     await createClient(AgentService, towerTransport).superviseAgent({ agentId: towerAgent, op: "resume" });

@@ -56,7 +56,15 @@ describe("usage and cost", () => {
     const mission = await ep(["mission", "get", "costed", "--json"], { env });
     expect(mission.code, mission.stderr).toBe(0);
     expect(mission.json().usage).toMatchObject({ input_tokens: "140", output_tokens: "70", cost_usd: 0.0024 });
-    expect((await ep(["mission", "get", missionId], { env })).stdout).toContain("140 in (0 cached), 70 out");
+    const human2 = (await ep(["mission", "get", missionId], { env })).stdout;
+    expect(human2).toContain("140 in (0 cached), 70 out");
+    // split by the agent that ran each task, most expensive first, by name in the human output
+    expect(mission.json().usage_by_agent.map((a: { usage: { input_tokens: string } }) => a.usage.input_tokens)).toEqual(["20", "120"]);
+    expect(human2).toMatch(/by agent:\n\s+vendorA_code\s+20 in, 40 out, \$0\.0024\n\s+vendorB\s+120 in, 30 out/);
+    // and per agent
+    const agentView = await ep(["agent", "get", "vendorA_code", "--json"], { env });
+    expect(agentView.code, agentView.stderr).toBe(0);
+    expect(agentView.json().usage).toMatchObject({ input_tokens: "20", output_tokens: "40", cost_usd: 0.0024 });
 
     const events = (await createClient(EventService, transport).listEvents({ afterId: 0n, limit: 1000 })).events;
     const done = events.find((e) => e.name === "task.succeeded" && e.taskId === ids[0])!;

@@ -3,7 +3,7 @@
 import { create } from "@bufbuild/protobuf";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
-import { CreateTaskRequestSchema } from "../gen/ep/tower/v1/work_pb.js";
+import { CreateTaskRequestSchema, WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -122,6 +122,17 @@ describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
     await row.getByText("release-bot").waitFor({ timeout: 10_000 });
     expect(await row.innerText()).not.toContain(agent.id);
     expect(await row.getByText("release-bot").getAttribute("title")).toBe(agent.id);
+
+    // the node runs it and reports usage: the row shows the cost, the mission the sum
+    const claimed = await t.client(WorkService, reg.token).claimTask({ agentId: agent.id });
+    expect(claimed.task?.id).toBe(created.body.task.id);
+    await t.client(WorkService, reg.token).completeTask({
+      taskId: claimed.task!.id,
+      agentId: agent.id,
+      result: { output: "tagged", usage: { inputTokens: 1200n, outputTokens: 340n, costUsd: 0.0123, model: "fake-model" } },
+    });
+    await row.getByText("$0.0123").waitFor({ timeout: 10_000 });
+    expect(await missionCard(missionTitle).locator(".mission-usage").innerText()).toContain("1,200 tokens in, 340 out · $0.0123");
   });
 
   it("renders a task titled with HTML as text", async () => {
@@ -193,22 +204,26 @@ describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
     await missionCard(missionTitle).locator(`tr[data-task-id="${taskId}"]`).waitFor({ timeout: 10_000 });
   });
 
-  it("lists agents with node, runtime, state and last seen, live, and sends supervise actions to the node", async () => {
-    const { domainId } = await setup("fleet");
+  it("lists agents by name with node, runtime, state from the node link and the task each runs; supervise actions only for supervised agents", async () => {
+    const { domainId, missionId } = await setup("fleet");
     const reg = await t.client(NodeService).registerNode({ hostname: "worker-7" });
-    const agent = (await t.client(AgentService).enrollAgent({ domainId, runtime: "shell", name: "nightly-builder", nodeId: reg.node!.id })).agent!;
+    const agent = (await t.client(AgentService).enrollAgent({ domainId, runtime: "shell", name: "nightly-builder", nodeId: reg.node!.id, supervised: true })).agent!;
+    const adhoc = (await t.client(AgentService).enrollAgent({ domainId, runtime: "vendorB", name: "adhoc-coder", nodeId: reg.node!.id })).agent!;
     await tab("Agents");
     const row = page.locator(`tr[data-agent-id="${agent.id}"]`);
+    const adhocRow = page.locator(`tr[data-agent-id="${adhoc.id}"]`);
     await row.waitFor({ timeout: 10_000 });
     const text = await row.innerText();
-    for (const part of ["nightly-builder", "worker-7", "shell", "idle", "just now"]) expect(text).toContain(part);
-    // a state change reported by the node shows up live
-    await t.client(AgentService, reg.token).updateAgentState({ agentId: agent.id, state: "busy", reason: "test" });
-    await row.locator(".badge", { hasText: "busy" }).waitFor({ timeout: 10_000 });
-    // the node is not linked: the tower refuses and the console says why
-    await row.getByRole("button", { name: "Pause" }).click();
-    await row.getByText(/pause failed: .*not connected/).waitFor({ timeout: 10_000 });
-    // with the node linked, the request reaches it
+    for (const part of ["nightly-builder", "worker-7", "Shell", "offline", "supervised", "just now"]) expect(text).toContain(part);
+    // the id once, in the name's tooltip and behind a copy button, not as text
+    expect(text).not.toContain(agent.id);
+    expect(await row.getByText("nightly-builder").getAttribute("title")).toBe(agent.id);
+    expect(await adhocRow.innerText()).toContain("Codex");
+    // the node is not linked: nothing can reach the agent, so its actions are disabled
+    expect(await row.getByRole("button", { name: "Pause" }).isDisabled()).toBe(true);
+    // an agent its node does not supervise offers no supervise actions at all
+    expect(await adhocRow.getByRole("button", { name: /Restart|Pause|Resume/ }).count()).toBe(0);
+
     const ac = new AbortController();
     const received: { kind: string; agentId: string; op?: unknown }[] = [];
     const link = (async () => {
@@ -222,9 +237,22 @@ describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
     })();
     try {
       await waitFor(() => t.tower.services.fleet.isLinked(reg.node!.id));
+      // linked: the state is what the node reports, live
+      await row.getByText("connected").waitFor({ timeout: 10_000 });
+      await t.client(AgentService, reg.token).updateAgentState({ agentId: agent.id, state: "busy", reason: "test" });
+      await row.locator(".badge", { hasText: "busy" }).waitFor({ timeout: 10_000 });
+      // the task it runs, linked to the task page
+      const created = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "nightly build", claim_policy: "assigned", assignee_agent_id: agent.id, runtime: "shell", input: { command: "make" } });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      expect((await t.client(WorkService, reg.token).claimTask({ agentId: agent.id })).task?.id).toBe(created.body.task.id);
+      await row.getByRole("link", { name: "nightly build" }).waitFor({ timeout: 10_000 });
+      expect(await row.getByRole("link", { name: "nightly build" }).getAttribute("href")).toBe(`/ui/tasks/${created.body.task.id}`);
       await row.getByRole("button", { name: "Restart" }).click();
       await row.getByText("restart sent").waitFor({ timeout: 10_000 });
       await waitFor(() => received.some((m) => m.kind === "supervise" && m.agentId === agent.id && m.op === "restart"));
+      // the tower refuses supervising an unsupervised agent, naming why
+      const refused = await t.client(AgentService).superviseAgent({ agentId: adhoc.id, op: "restart" }).catch((e: Error) => e);
+      expect(String(refused)).toContain("not supervised by its node");
     } finally {
       ac.abort();
       await link;

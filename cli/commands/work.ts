@@ -1,6 +1,6 @@
 // Domains, missions, tasks, and the tower's view of agents and nodes.
 import { GetMissionResponseSchema, GetTaskResponseSchema, ListDomainsResponseSchema, WorkService, ListMissionsResponseSchema, ListTasksResponseSchema, CreateDomainResponseSchema, CreateMissionResponseSchema, CreateTaskResponseSchema, RetryTaskResponseSchema, CancelTaskResponseSchema } from "../../gen/ep/tower/v1/work_pb.js";
-import { AgentService, ListAgentsResponseSchema, ListNodesResponseSchema, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
+import { AgentService, GetAgentResponseSchema, ListAgentsResponseSchema, ListNodesResponseSchema, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { UsageError, type Context } from "../context.js";
 import { json, kv, table, type Row } from "../output.js";
 import { protoJson, tower } from "../tower.js";
@@ -67,6 +67,16 @@ export async function run(ctx: Context): Promise<number> {
         ctx.out(kv(res.mission as Row, ["id", "title", "status", "domain_id", "description", "created_at", "updated_at"]));
         const u = res.usage as Row | undefined;
         ctx.out(u ? `usage (sum of its tasks):\n${usageText(u)}` : "usage: none reported yet");
+        const byAgent = (res.usage_by_agent as Row[] | undefined) ?? [];
+        if (byAgent.length) {
+          const names = new Map((await tower(ctx, AgentService).listAgents({ domainId: String((res.mission as Row).domain_id) })).agents.map((a) => [a.id, a.name]));
+          ctx.out("by agent:");
+          for (const a of byAgent) {
+            const au = a.usage as Row;
+            const who = names.get(String(a.agent_id)) || String(a.agent_id);
+            ctx.out(`  ${who}  ${Number(au.input_tokens ?? 0).toLocaleString("en-US")} in, ${Number(au.output_tokens ?? 0).toLocaleString("en-US")} out${au.cost_usd ? `, $${Number(au.cost_usd).toFixed(4)}` : ""}`);
+          }
+        }
       }
       return 0;
     }
@@ -151,6 +161,22 @@ export async function run(ctx: Context): Promise<number> {
     case "agent ls": {
       const res = protoJson(ListAgentsResponseSchema, await tower(ctx, AgentService).listAgents({ domainId: ctx.str("domain") ?? "" }));
       ctx.out(ctx.json ? json(res) : table(res.agents as Row[], { id: "id", name: "name", domain: "domain_id", node: "node_id", runtime: "runtime", state: "state", capabilities: "capabilities" }));
+      return 0;
+    }
+    case "task watch": {
+      const { watchTask } = await import("./watch.js");
+      return watchTask(ctx, ctx.args[0]!);
+    }
+    case "agent get": {
+      const { resolveRef } = await import("../names.js");
+      const agentId = await resolveRef(ctx, "agent", ctx.args[0]!, ctx.str("domain")).catch(() => ctx.args[0]!);
+      const res = protoJson(GetAgentResponseSchema, await tower(ctx, AgentService).getAgent({ agentId }));
+      if (ctx.json) ctx.out(json(res));
+      else {
+        ctx.out(kv(res.agent as Row, ["id", "name", "domain_id", "node_id", "runtime", "state", "capabilities", "last_seen_at"]));
+        const u = res.usage as Row | undefined;
+        ctx.out(u ? `usage (sum of the tasks it ran):\n${usageText(u)}` : "usage: none reported yet");
+      }
       return 0;
     }
     case "node ls": {

@@ -550,14 +550,25 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
   // ---- enrollment (retried until the tower answers)
   let enrollTimer: ClockTimer | undefined;
   let closed = false;
+  const reported = new Set<string>();
   async function enrollProfiles(): Promise<void> {
     let failed = false;
     for (const p of profiles) {
       if (!p.domain) continue;
       const have = enrolled[p.id];
-      if (have && have.domainId === p.domain && have.runtime === p.runtime) continue;
+      if (have && have.domainId === p.domain && have.runtime === p.runtime) {
+        // agents enrolled before the tower knew: tell it (once per start) whether this one is supervised
+        if (!reported.has(have.agentId)) {
+          await tower.agents
+            .updateAgentState({ agentId: have.agentId, state: "", reason: "epd", supervised: p.supervise })
+            .then(() => reported.add(have.agentId))
+            .catch((err: unknown) => log.debug("could not report supervision to the tower; next start tries again", { profile: p.id, error: toEpError(err).message }));
+        }
+        continue;
+      }
       try {
-        const res = await tower.agents.enrollAgent({ domainId: p.domain, runtime: p.runtime, capabilities: p.capabilities, name: p.name });
+        const res = await tower.agents.enrollAgent({ domainId: p.domain, runtime: p.runtime, capabilities: p.capabilities, name: p.name, supervised: p.supervise });
+        reported.add(res.agent?.id ?? "");
         if (!res.agent) throw new Error("the tower answered without the agent");
         enrolled[p.id] = { agentId: res.agent.id, domainId: res.agent.domainId, runtime: p.runtime };
         await stateWriter.save();

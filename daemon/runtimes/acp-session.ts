@@ -21,7 +21,7 @@ import { EpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import { createLineSplitter, createTailBuffer, resolveExecutable, terminateGroup } from "./process-group.js";
 import { clip } from "./process-runtime.js";
-import type { ProgressFrame } from "./runtime.js";
+import { usageOf, type ProgressFrame, type RunUsage } from "./runtime.js";
 import type { PermissionPolicy } from "./runtimes-config.js";
 
 export interface AcpSessionOptions {
@@ -40,6 +40,9 @@ export interface AcpTurn {
   stopReason: StopReason;
   /** The agent's message text of this turn (its `agent_message_chunk` updates joined). */
   text: string;
+  /** What the agent reported of its usage, when it did: tokens from the prompt response's `usage`
+   * (ACP unstable), cost from the last `usage_update` (cumulative for the session; USD only). */
+  usage?: RunUsage;
 }
 
 export interface AcpSession {
@@ -89,6 +92,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
   });
 
   let turnText = "";
+  let costUsd: number | undefined;
   const emit = (frame: ProgressFrame) => {
     try {
       o.onFrame(frame);
@@ -109,9 +113,9 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
     })
     .onNotification(methods.client.session.update, ({ params }) => {
       const frame = frameOfUpdate(params);
-      if (params.update.sessionUpdate === "agent_message_chunk" && params.update.content.type === "text") {
-        turnText += params.update.content.text;
-      }
+      const u = params.update;
+      if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") turnText += u.content.text;
+      if (u.sessionUpdate === "usage_update" && u.cost && u.cost.currency.toUpperCase() === "USD") costUsd = u.cost.amount;
       if (frame) emit(frame);
     });
 
@@ -144,6 +148,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
     }
   };
 
+  let phase = "initialize";
   try {
     const init = await orExit(
       connection.agent.request(methods.agent.initialize, {
@@ -154,6 +159,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
       "initialize",
     );
     emit({ kind: "status", text: "agent initialized", data: { protocolVersion: init.protocolVersion, agentInfo: init.agentInfo ?? null } });
+    phase = "session/new";
     const session = await orExit(connection.agent.request(methods.agent.session.new, { cwd: o.cwd, mcpServers: [] }), "session/new");
     emit({ kind: "status", text: "session started", data: { sessionId: session.sessionId } });
     log.debug("acp session open", { pid, session_id: session.sessionId });
@@ -170,15 +176,23 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
           connection.agent.request(methods.agent.session.prompt, { sessionId: session.sessionId, prompt: [{ type: "text", text }] }),
           "session/prompt",
         );
-        return { stopReason: response.stopReason, text: turnText };
+        const tokens = (response as { usage?: { inputTokens?: number; outputTokens?: number; cachedReadTokens?: number | null } | null }).usage;
+        const usage = tokens || costUsd !== undefined
+          ? usageOf({ input: tokens?.inputTokens, output: tokens?.outputTokens, cached: tokens?.cachedReadTokens, cost: costUsd })
+          : undefined;
+        return { stopReason: response.stopReason, text: turnText, ...(usage ? { usage } : {}) };
       },
       async cancelTurn() {
         await connection.agent.notify(methods.agent.session.cancel, { sessionId: session.sessionId }).catch(() => {});
       },
     };
   } catch (err) {
+    const stderr = stderrTail.text().trim();
     await close();
-    throw err instanceof EpError ? err : new EpError("internal", `runtime vendorA_agent_acp: ${(err as Error).message}`);
+    if (err instanceof EpError) throw err;
+    // orExit's own errors already name the phase; an agent's JSON-RPC error does not
+    const text = acpErrorText(err, stderr);
+    throw new EpError("internal", `runtime vendorA_agent_acp: ${text.startsWith(phase) ? text : `${phase}: ${text}`}`);
   }
 }
 
@@ -299,6 +313,12 @@ function frameOfUpdate(n: SessionNotification): ProgressFrame | undefined {
       };
     case "plan":
       return { kind: "status", text: `plan: ${u.entries.map((e) => e.content).join("; ")}`, data: { entries: u.entries } };
+    case "usage_update":
+      return {
+        kind: "status",
+        text: `context ${u.used}/${u.size} tokens${u.cost ? `, cost ${u.cost.amount} ${u.cost.currency}` : ""}`,
+        data: { used: u.used, size: u.size, cost: u.cost ?? null },
+      };
     default:
       return { kind: "json", text: u.sessionUpdate, data: { update: u } };
   }

@@ -24,7 +24,10 @@ export interface CommandRuntimeConfig {
   command: string;
   /** Arguments; `{prompt}`, `{command}`, `{task_id}`, `{agent_id}` and `{cwd}` are filled in per run. */
   args: string[];
-  /** Environment for the child: beats the daemon's inherited environment; EP_* run variables beat it. */
+  /**
+   * Environment for the child: beats the daemon's inherited environment; EP_* run variables beat
+   * it. A file's `env` table is merged over the defaults' key by key ("" clears a value).
+   */
   env: Record<string, string>;
   /** Default run timeout when the task gives none; 0 disables it. */
   timeoutSeconds: number;
@@ -64,8 +67,14 @@ export function defaultRuntimesConfig(): RuntimesConfig {
   return {
     // --allowedTools mcp__ep: claude -p asks permission for every MCP tool, and there is nobody to
     // answer; EP's own tools (epd mcp, server "ep") are allowed, other tools keep claude's rules
-    vendorA_code: { ...COMMON, command: CMD.vendorA_code, args: ["-p", "{prompt}", "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__ep"] },
-    vendorA_agent_acp: { ...COMMON, command: CMD.vendorA_agent_acp, args: [], permission: "allow_once_in_cwd" },
+    // MCP_CONNECTION_NONBLOCKING=false: claude connects MCP servers in the background by default and
+    // can send its first model request while `ep` is still pending; this makes it connect first
+    vendorA_code: { ...COMMON, env: { MCP_CONNECTION_NONBLOCKING: "false" }, command: CMD.vendorA_code, args: ["-p", "{prompt}", "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__ep"] },
+    // IS_SANDBOX="": claude-code-acp offers claude's bypass-permissions mode whenever IS_SANDBOX is
+    // set, and claude refuses that mode as root unless it is exactly "1", so an ambient value
+    // (e.g. IS_SANDBOX=yes) breaks every session as root. EP answers permission requests itself
+    // (`permission`); set IS_SANDBOX = "1" here only on a sandboxed root node that wants bypass.
+    vendorA_agent_acp: { ...COMMON, env: { IS_SANDBOX: "" }, command: CMD.vendorA_agent_acp, args: [], permission: "allow_once_in_cwd" },
     // --skip-git-repo-check: codex exec refuses to run outside a trusted git repository, and a
     // task's work directory is a fresh scratch folder
     vendorB: { ...COMMON, command: CMD.vendorB, args: ["exec", "--json", "--skip-git-repo-check", "{prompt}"] },
@@ -186,7 +195,7 @@ function applyTable(config: RuntimesConfig, kind: RuntimeKind, table: Record<str
       case "env":
         if (!isPlainObject(value) || !Object.values(value).every((v) => typeof v === "string")) {
           problem(key, "must be a table of strings");
-        } else target.env = { ...(value as Record<string, string>) };
+        } else target.env = { ...target.env, ...(value as Record<string, string>) }; // over the defaults' env, key by key
         break;
       case "timeout_seconds":
       case "kill_grace_seconds":

@@ -71,6 +71,27 @@ describe("vendorA_agent_acp", () => {
     expect(result.error).toContain("agent stderr: fake-acp: calling the model failed");
   });
 
+  it("usage: tokens from the prompt response, cost from the last usage_update", async () => {
+    registry = createRuntimeRegistry(testConfig());
+    const { spec, frames } = await makeSpec({ prompt: "[usage] count" });
+    const result = await registry.start("vendorA_agent_acp", spec).result;
+    expect(result.ok, result.error).toBe(true);
+    expect(result.usage).toEqual({ input_tokens: 1200, output_tokens: 140, cached_input_tokens: 300, cost_usd: 0.0031, model: "" });
+    expect(frames).toContainEqual(expect.objectContaining({ kind: "status", text: "context 900/200000 tokens, cost 0.0031 USD" }));
+  });
+
+  it("a session that cannot start says which step failed, the agent's message and its stderr", async () => {
+    const config = testConfig();
+    config.vendorA_agent_acp.env = { FAKE_ACP_FAIL_SESSION_NEW: "1" };
+    registry = createRuntimeRegistry(config);
+    const { spec } = await makeSpec({ prompt: "go" });
+    const result = await registry.start("vendorA_agent_acp", spec).result;
+    expect(result.ok).toBe(false);
+    expect(result.error).toMatch(/^runtime vendorA_agent_acp: session\/new: /);
+    expect(result.error).toContain("Query closed before response received");
+    expect(result.error).toContain("agent stderr: fake-acp: claude refused to start as root");
+  });
+
   it("permission = reject refuses even inside the cwd", async () => {
     const config = testConfig();
     config.vendorA_agent_acp.permission = "reject";

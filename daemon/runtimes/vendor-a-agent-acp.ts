@@ -64,7 +64,7 @@ function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; l
         onFrame,
       });
     } catch (err) {
-      const e = err instanceof EpError ? err : new EpError("internal", String(err));
+      const e = err instanceof EpError ? err : new EpError("internal", `runtime vendorA_agent_acp: ${acpErrorText(err, "")}`);
       return { ok: false, output: "", error: e.message, errorCode: e.code };
     }
     if (stop) {
@@ -75,9 +75,10 @@ function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; l
       const turn = await session.prompt(spec.prompt);
       const output = turn.text || text;
       const stopped = stopState();
-      if (stopped) return { ok: false, output, ...stopped };
-      if (turn.stopReason === "end_turn") return { ok: true, output };
-      return { ok: false, output, error: `vendorA_agent_acp: the agent stopped the turn: ${turn.stopReason}` };
+      const usage = turn.usage ? { usage: turn.usage } : {};
+      if (stopped) return { ok: false, output, ...usage, ...stopped };
+      if (turn.stopReason === "end_turn") return { ok: true, output, ...usage };
+      return { ok: false, output, ...usage, error: `vendorA_agent_acp: the agent stopped the turn: ${turn.stopReason}` };
     } catch (err) {
       const stopped = stopState();
       if (stopped) return { ok: false, output: text, ...stopped };

@@ -59,7 +59,7 @@ describe("verified-credential cache", () => {
     await store.insertDomain({ id: "dom_1", name: "d", createdAt: ts });
     const jwt = await auth.signNodeToken("nod_1", "h");
     expect((await auth.authenticate(jwt)).nodeDomains).toEqual([]);
-    await store.insertAgent({ id: "agt_1", domainId: "dom_1", nodeId: "nod_1", name: "", runtime: "shell", capabilities: [], state: "idle", lastSeenAt: ts, createdAt: ts });
+    await store.insertAgent({ id: "agt_1", domainId: "dom_1", nodeId: "nod_1", name: "", runtime: "shell", capabilities: [], state: "idle", lastSeenAt: ts, createdAt: ts, supervised: false });
     expect((await auth.authenticate(jwt)).nodeDomains).toEqual(["dom_1"]);
     expect(await code(auth.authenticate(jwt.slice(0, -4) + "AAAA"))).toBe("unauthenticated"); // a forged signature is not "cached"
   });

@@ -74,6 +74,7 @@ export interface StreamFilterInput {
   missionId?: string;
   agentId?: string;
   sessionId?: string;
+  taskId?: string;
 }
 
 export interface StreamRequest {
@@ -234,6 +235,7 @@ export function parseStreamParams(
     ["mission_id", "missionId"],
     ["agent_id", "agentId"],
     ["session_id", "sessionId"],
+    ["task_id", "taskId"],
   ] as const) {
     const v = one(key);
     if (v === undefined) continue;
@@ -252,7 +254,7 @@ export function parseStreamParams(
 
 /** True when the query lets every event through (no type, domain, mission, agent or session filter). */
 function matchesAll(q: EventQuery): boolean {
-  return !q.types?.length && !q.domainId && !q.domainIds && !q.missionId && !q.agentId && !q.sessionId;
+  return !q.types?.length && !q.domainId && !q.domainIds && !q.missionId && !q.agentId && !q.sessionId && !q.taskId;
 }
 
 function matches(q: EventQuery, row: EventRow): boolean {
@@ -262,6 +264,7 @@ function matches(q: EventQuery, row: EventRow): boolean {
   if (q.missionId && row.missionId !== q.missionId) return false;
   if (q.agentId && row.agentId !== q.agentId) return false;
   if (q.sessionId && row.sessionId !== q.sessionId) return false;
+  if (q.taskId && row.taskId !== q.taskId) return false;
   return true;
 }
 
@@ -604,6 +607,7 @@ export function createEventStream(
         missionId: req.filter.missionId ?? "",
         agentId: req.filter.agentId ?? "",
         sessionId: req.filter.sessionId ?? "",
+        taskId: req.filter.taskId ?? "",
       } as Parameters<typeof eventQuery>[2]);
       const problem = await credentialProblem(caller);
       if (problem) throw new EpError(problem.code === "token_revoked" ? "token_revoked" : problem.code === "token_expired" ? "token_expired" : "unauthenticated", problem.message);

@@ -29,6 +29,7 @@ export function eventQuery(caller: Caller, afterId: bigint | number, filter: pb.
     missionId: filter?.missionId || undefined,
     agentId: filter?.agentId || undefined,
     sessionId: filter?.sessionId || undefined,
+    taskId: filter?.taskId || undefined,
   };
 }
 
@@ -48,7 +49,7 @@ export function createEventService(deps: Deps, stream?: EventStream) {
       const filter = req.filter;
       const admission = await stream.admit(caller, {
         afterId: req.afterId > 0n ? Number(req.afterId) : undefined,
-        filter: { types: filter?.types, domainId: filter?.domainId, missionId: filter?.missionId, agentId: filter?.agentId, sessionId: filter?.sessionId },
+        filter: { types: filter?.types, domainId: filter?.domainId, missionId: filter?.missionId, agentId: filter?.agentId, sessionId: filter?.sessionId, taskId: filter?.taskId },
       });
       const queue: { frame: StreamFrame; rateLimit: RateLimitInfo | undefined }[] = [];
       let bytes = 0;

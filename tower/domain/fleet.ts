@@ -10,11 +10,11 @@ import * as fleet from "../../gen/ep/tower/v1/fleet_pb.js";
 import type { EventRow, NewEvent } from "../store/store.js";
 import type { Auth } from "./auth.js";
 import { authorize, scopeDomains, type Caller } from "./caller.js";
-import { agentMsg, nodeMsg } from "./convert.js";
+import { agentMsg, nodeMsg, usageMsg } from "./convert.js";
 import type { Deps } from "./deps.js";
 import { commit } from "./event-hub.js";
 import type { Replication } from "./replication.js";
-import { RUNTIMES } from "./work.js";
+import { RUNTIMES, sumUsage } from "./work.js";
 
 const AGENT_STATES = ["starting", "idle", "busy", "paused", "restarting", "dead", "offline"] as const;
 const HOSTNAME = /^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$/;
@@ -415,6 +415,7 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
           state: "idle",
           lastSeenAt: ts,
           createdAt: ts,
+          supervised: req.supervised,
         };
         await tx.insertAgent(row);
         agentNodes.set(row.id, row.nodeId);
@@ -435,17 +436,22 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
     async getAgent(caller: Caller, req: fleet.GetAgentRequest): Promise<fleet.GetAgentResponse> {
       const a = await mustAgent(req.agentId);
       authorize(caller, "read", { domainId: a.domainId });
-      return create(fleet.GetAgentResponseSchema, { agent: agentMsg(a) });
+      // what the tasks this agent ran cost, as their runtimes reported it
+      const usage = sumUsage((await store.listTasks({ domainId: a.domainId, limit: 100_000 })).filter((t) => t.claimedBy === a.id));
+      return create(fleet.GetAgentResponseSchema, { agent: agentMsg(a), usage: usage && usageMsg(usage) });
     },
 
     async updateAgentState(caller: Caller, req: fleet.UpdateAgentStateRequest): Promise<fleet.UpdateAgentStateResponse> {
       authorize(caller, "node");
       const a = await mustAgent(req.agentId);
       if (a.nodeId !== caller.nodeId) throw new EpError("forbidden", `agent ${a.id} runs on another node`);
-      if (!AGENT_STATES.includes(req.state as (typeof AGENT_STATES)[number])) throw invalidField("state", `must be one of ${AGENT_STATES.join(", ")}`);
+      // an empty state keeps it: the call only says whether the node supervises the agent
+      if (req.state === "" && req.supervised === undefined) throw invalidField("state", "is required unless supervised is given");
+      if (req.state !== "" && !AGENT_STATES.includes(req.state as (typeof AGENT_STATES)[number])) throw invalidField("state", `must be one of ${AGENT_STATES.join(", ")}`);
       return commit(deps, async (tx, emit) => {
-        const updated = (await tx.updateAgent(a.id, { state: req.state, lastSeenAt: iso(clock.now()) }))!;
-        if (a.state !== req.state) {
+        const patch = { ...(req.state ? { state: req.state } : {}), ...(req.supervised !== undefined ? { supervised: req.supervised } : {}), lastSeenAt: iso(clock.now()) };
+        const updated = (await tx.updateAgent(a.id, patch))!;
+        if (req.state && a.state !== req.state) {
           emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId: a.id, status: req.state, payload: { agent_id: a.id, from: a.state, to: req.state, reason: req.reason } });
         }
         return create(fleet.UpdateAgentStateResponseSchema, { agent: agentMsg(updated) });
@@ -472,6 +478,9 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
       const a = await mustAgent(req.agentId);
       authorize(caller, "operate", { domainId: a.domainId });
       if (!["restart", "pause", "resume"].includes(req.op)) throw invalidField("op", "must be restart, pause or resume");
+      if (!a.supervised) {
+        throw new EpError("agent_not_supervised", `agent ${a.name || a.id} is not supervised by its node, so there is nothing to ${req.op}; only agents.toml profiles with supervise = true are`, { agent_id: a.id });
+      }
       if (!a.nodeId || !(await deliver(a.nodeId, { kind: "supervise", agentId: a.id, data: { op: req.op } }))) {
         throw new EpError("node_offline", `agent ${a.id}'s node is not connected`);
       }

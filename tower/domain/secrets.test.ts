@@ -112,7 +112,7 @@ describe.each([
     await fx.store.insertNode({ id: "nod_1", hostname: "h1", status: "online", lastSeenAt: at, createdAt: at , domains: ["*"] });
     await fx.store.insertNode({ id: "nod_2", hostname: "h2", status: "online", lastSeenAt: at, createdAt: at , domains: ["*"] });
     const agent = (id: string, domainId: string, nodeId: string) =>
-      fx.store.insertAgent({ id, domainId, nodeId, name: id, runtime: "shell", capabilities: [], state: "idle", lastSeenAt: at, createdAt: at });
+      fx.store.insertAgent({ id, domainId, nodeId, name: id, runtime: "shell", capabilities: [], state: "idle", lastSeenAt: at, createdAt: at, supervised: false });
     await agent("agt_a1", "dom_a", "nod_1");
     await agent("agt_a2", "dom_a", "nod_1");
     await agent("agt_b1", "dom_b", "nod_1");

@@ -127,6 +127,20 @@ export function sumUsage(rows: readonly { result: { usage?: UsageRow } | null }[
   return total;
 }
 
+/** The same sum split by the agent that ran each task (its last claimant), most expensive first. */
+export function usageByAgent(rows: readonly { claimedBy: string; result: { usage?: UsageRow } | null }[]): { agentId: string; usage: UsageRow }[] {
+  const byAgent = new Map<string, { claimedBy: string; result: { usage?: UsageRow } | null }[]>();
+  for (const r of rows) {
+    if (!r.result?.usage || !r.claimedBy) continue;
+    const list = byAgent.get(r.claimedBy) ?? [];
+    list.push(r);
+    byAgent.set(r.claimedBy, list);
+  }
+  return [...byAgent]
+    .map(([agentId, list]) => ({ agentId, usage: sumUsage(list)! }))
+    .sort((a, b) => b.usage.costUsd - a.usage.costUsd || b.usage.outputTokens - a.usage.outputTokens || a.agentId.localeCompare(b.agentId));
+}
+
 function covers(agent: AgentRow, t: { capabilities: string[]; runtime: string }): boolean {
   return (!t.runtime || t.runtime === agent.runtime) && t.capabilities.every((c) => agent.capabilities.includes(c));
 }
@@ -351,8 +365,10 @@ export function createWorkService(deps: Deps) {
       const m = await mustMission(store, req.missionId);
       authorize(caller, "read", { domainId: m.domainId });
       // what the mission's runs cost so far, as their runtimes reported it
-      const usage = sumUsage(await store.listTasks({ missionId: m.id, limit: 100_000 }));
-      return create(pb.GetMissionResponseSchema, { mission: missionMsg(m), usage: usage && usageMsg(usage) });
+      const tasks = await store.listTasks({ missionId: m.id, limit: 100_000 });
+      const usage = sumUsage(tasks);
+      const usageByAgentMsg = usageByAgent(tasks).map((a) => ({ agentId: a.agentId, usage: usageMsg(a.usage) }));
+      return create(pb.GetMissionResponseSchema, { mission: missionMsg(m), usage: usage && usageMsg(usage), usageByAgent: usageByAgentMsg });
     },
 
     // ---- tasks

@@ -117,6 +117,7 @@ export const toAgent = (r: Row): AgentRow => ({
   state: r.state as string,
   lastSeenAt: r.last_seen_at as string,
   createdAt: r.created_at as string,
+  supervised: r.supervised === true || r.supervised === 1,
 });
 
 export const toToken = (r: Row): TokenRow => ({

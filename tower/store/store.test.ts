@@ -462,6 +462,7 @@ describe.each(dialects)("store ($dialect)", ({ dialect, skip, fixture }) => {
         state: "idle",
         lastSeenAt: "",
         createdAt: iso(T0),
+        supervised: true,
       };
       await store.insertAgent(agent);
       await store.insertAgent({ ...agent, id: "agt_2", nodeId: "nod_2", createdAt: iso(T0 + 1) });
@@ -475,6 +476,8 @@ describe.each(dialects)("store ($dialect)", ({ dialect, skip, fixture }) => {
       const u = await store.updateAgent("agt_1", { state: "busy", capabilities: ["gpu", "arm"], runtime: "vendorB", name: "b", lastSeenAt: iso(T0 + 3) });
       expect(u).toEqual({ ...agent, state: "busy", capabilities: ["gpu", "arm"], runtime: "vendorB", name: "b", lastSeenAt: iso(T0 + 3) });
       expect(await store.updateAgent("agt_x", { state: "busy" })).toBeUndefined();
+      expect((await store.updateAgent("agt_1", { supervised: false }))!.supervised).toBe(false);
+      expect((await store.getAgent("agt_2"))!.supervised).toBe(true);
       await expect(store.insertAgent({ ...agent, id: "agt_9", domainId: "dom_missing" })).rejects.toSatisfy(expectEpError("not_found"));
     });
   });
@@ -615,6 +618,24 @@ describe.each(dialects)("store ($dialect)", ({ dialect, skip, fixture }) => {
       expect(await names({ afterId: rows[0].id, limit: 2 })).toEqual(["b", "c"]);
       expect(await names({ types: [] })).toEqual(["a", "b", "c", "d"]);
       expect(await names({ afterId: rows[3].id })).toEqual([]);
+    });
+
+    test("listEvents filters by task: its progress (through the partial index) or all its events", async () => {
+      await store.appendEvents(
+        [
+          ev({ type: "matrix", name: "task.created", taskId: "tsk_1" }),
+          ev({ type: "progress", name: "p1", taskId: "tsk_1" }),
+          ev({ type: "progress", name: "other", taskId: "tsk_2" }),
+          ev({ type: "progress", name: "p2", taskId: "tsk_1" }),
+          ev({ type: "matrix", name: "task.succeeded", taskId: "tsk_1" }),
+        ],
+        iso(T0),
+      );
+      const names = async (q: Parameters<Store["listEvents"]>[0]) => (await store.listEvents(q)).map((e) => e.name);
+      expect(await names({ taskId: "tsk_1", types: ["progress"] })).toEqual(["p1", "p2"]);
+      expect(await names({ taskId: "tsk_1" })).toEqual(["task.created", "p1", "p2", "task.succeeded"]);
+      expect(await names({ taskId: "tsk_1", types: ["matrix"] })).toEqual(["task.created", "task.succeeded"]);
+      expect(await names({ taskId: "tsk_2", types: ["progress"], limit: 5 })).toEqual(["other"]);
     });
 
     test("pruneEvents deletes below an id and never lets ids restart", async () => {

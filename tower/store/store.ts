@@ -113,6 +113,8 @@ export interface AgentRow {
   state: string;
   lastSeenAt: string;
   createdAt: string;
+  /** its node supervises it (restart, pause, resume apply) */
+  supervised: boolean;
 }
 
 export interface TokenRow {
@@ -183,6 +185,7 @@ export interface EventQuery {
   missionId?: string;
   agentId?: string;
   sessionId?: string;
+  taskId?: string;
 }
 
 /**
@@ -231,7 +234,7 @@ export interface Store extends AiStore, SecretStore, NodeStateStore {
   insertAgent(row: AgentRow): Promise<void>;
   getAgent(id: string): Promise<AgentRow | undefined>;
   listAgents(query: { domainId?: string; nodeId?: string }): Promise<AgentRow[]>;
-  updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime">>): Promise<AgentRow | undefined>;
+  updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>): Promise<AgentRow | undefined>;
 
   insertToken(row: TokenRow): Promise<void>;
   getToken(id: string): Promise<TokenRow | undefined>;

@@ -1,10 +1,11 @@
-// Agents tab: where each agent runs, its runtime and state, when it was last seen, and the
-// supervision actions (restart, pause auto-restart, resume) forwarded to its node.
+// Agents tab: where each agent runs, its runtime and state (offline when its node is not linked),
+// the task it is running, and the actions that apply to it: a terminal while its node is linked,
+// and for supervised agents restart, pause auto-restart and resume, forwarded to its node.
 import { useMemo, useState } from "react";
 import { api, describeError } from "./api.js";
 import type { Dashboard } from "./dashboard.js";
 import { TerminalPanel } from "./terminal/index.js";
-import { Ago, Empty, ErrorNote, StatusBadge, useNow } from "./ui.js";
+import { Ago, CopyId, Empty, ErrorNote, StatusBadge, runtimeLabel, useNow } from "./ui.js";
 
 const OPS = [
   { op: "restart", label: "Restart" },
@@ -12,7 +13,7 @@ const OPS = [
   { op: "resume", label: "Resume" },
 ] as const;
 
-export function AgentsView({ dashboard, canOperate }: { dashboard: Dashboard; canOperate: boolean }) {
+export function AgentsView({ dashboard, canOperate, navigate }: { dashboard: Dashboard; canOperate: boolean; navigate(to: string): void }) {
   const { agents, nodes, domains, errors, loaded } = dashboard.data;
   const now = useNow();
   const [busy, setBusy] = useState<string>();
@@ -34,6 +35,13 @@ export function AgentsView({ dashboard, canOperate }: { dashboard: Dashboard; ca
     }
   };
 
+  // the task each agent is running, from the dashboard's tasks
+  const runningOf = useMemo(() => {
+    const m = new Map<string, { id: string; title: string }>();
+    for (const t of dashboard.data.tasks) if (t.claimedBy && (t.status === "claimed" || t.status === "running")) m.set(t.claimedBy, { id: t.id, title: t.title });
+    return m;
+  }, [dashboard.data.tasks]);
+
   return (
     <section className="tab-panel" aria-labelledby="agents-heading">
       <div className="panel-head">
@@ -53,48 +61,69 @@ export function AgentsView({ dashboard, canOperate }: { dashboard: Dashboard; ca
                 <th scope="col">Node</th>
                 <th scope="col" className="col-opt">Runtime</th>
                 <th scope="col">State</th>
+                <th scope="col" className="col-opt">Running</th>
                 <th scope="col" className="col-opt">Last seen</th>
-                {canOperate && <th scope="col">Supervise</th>}
+                {canOperate && <th scope="col">Actions</th>}
               </tr>
             </thead>
             <tbody>
               {agents.map((a) => {
                 const node = nodeOf.get(a.nodeId);
                 const note = notes[a.id];
+                const linked = node?.status === "online";
+                // what the agent is now: offline when its node is not linked, else what the node reports
+                const state = a.state === "dead" ? "dead" : !linked ? "offline" : a.state;
+                const running = runningOf.get(a.id);
                 return (
                   <tr key={a.id} data-agent-id={a.id}>
                     <td>
-                      <strong>{a.name || a.id}</strong>{" "}
-                      <button type="button" className="btn btn-small" onClick={() => setTerminal({ id: a.id, label: a.name || a.id })}>
-                        Terminal
-                      </button>
-                      <div className="muted small">
-                        <code>{a.id}</code> · {domainName.get(a.domainId) ?? a.domainId}
-                      </div>
+                      <strong title={a.id}>{a.name || a.id}</strong>
+                      <CopyId id={a.id} />
+                      <div className="muted small">{domainName.get(a.domainId) ?? a.domainId}</div>
+                    </td>
+                    <td>{node?.hostname ?? (a.nodeId || "—")}</td>
+                    <td className="col-opt" title={a.runtime}>
+                      {runtimeLabel(a.runtime)}
                     </td>
                     <td>
-                      {node?.hostname ?? (a.nodeId || "—")}
-                      {node && (
-                        <div>
-                          <StatusBadge status={node.status} />
-                        </div>
-                      )}
-                    </td>
-                    <td className="col-opt">{a.runtime}</td>
-                    <td>
-                      <StatusBadge status={a.state} />
+                      <StatusBadge status={state} />
+                      {a.supervised && <div className="muted small">supervised</div>}
                     </td>
                     <td className="col-opt">
-                      <Ago iso={a.lastSeenAt} now={now} />
+                      {running ? (
+                        <a href={`/ui/tasks/${running.id}`} onClick={(e) => {
+                          if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey) return;
+                          e.preventDefault();
+                          navigate(`/ui/tasks/${running.id}`);
+                        }}>
+                          {running.title}
+                        </a>
+                      ) : (
+                        <span className="muted">—</span>
+                      )}
                     </td>
+                    <td className="col-opt">{linked && state !== "dead" ? <span title="its node is connected now">connected</span> : <Ago iso={a.lastSeenAt} now={now} />}</td>
                     {canOperate && (
                       <td>
-                        <div className="button-row" role="group" aria-label={`Supervise ${a.name || a.id}`}>
-                          {OPS.map(({ op, label }) => (
-                            <button key={op} type="button" className="btn btn-small" disabled={busy !== undefined} onClick={() => void supervise(a.id, op)}>
-                              {label}
+                        <div className="button-row" role="group" aria-label={`Actions for ${a.name || a.id}`}>
+                          {linked && state !== "dead" && (
+                            <button type="button" className="btn btn-small" onClick={() => setTerminal({ id: a.id, label: a.name || a.id })}>
+                              Terminal
                             </button>
-                          ))}
+                          )}
+                          {a.supervised &&
+                            OPS.filter(({ op }) => (op === "pause" ? a.state !== "paused" : op === "resume" ? a.state === "paused" : true)).map(({ op, label }) => (
+                              <button
+                                key={op}
+                                type="button"
+                                className="btn btn-small"
+                                disabled={busy !== undefined || !linked}
+                                title={linked ? undefined : "its node is not connected"}
+                                onClick={() => void supervise(a.id, op)}
+                              >
+                                {label}
+                              </button>
+                            ))}
                         </div>
                         {note && <div className={note.ok ? "muted small" : "error-text small"}>{note.text}</div>}
                       </td>

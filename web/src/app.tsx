@@ -8,6 +8,7 @@ import { ChatView } from "./chat.js";
 import { approvalsOf, useDashboard, type Dashboard } from "./dashboard.js";
 import { LoginView, takeTicketFromUrl } from "./login.js";
 import { MissionsView } from "./missions.js";
+import { TaskView } from "./task.js";
 import { useTheme } from "./theme.js";
 
 const BASE = "/ui";
@@ -21,13 +22,20 @@ type TabId = (typeof TABS)[number]["id"];
 
 function tabOf(path: string): TabId {
   const seg = path.replace(/\/+$/, "").split("/")[2] ?? "";
+  if (seg === "tasks") return "missions"; // a task page lives under Missions
   return (TABS.find((t) => t.id === seg)?.id ?? "console") as TabId;
+}
+
+/** The task id of a task page (/ui/tasks/<id>), else undefined. */
+function taskOf(path: string): string | undefined {
+  const seg = path.replace(/\/+$/, "").split("/").slice(2);
+  return seg.length === 2 && seg[0] === "tasks" && /^[\w-]{1,64}$/.test(seg[1]) ? seg[1] : undefined;
 }
 
 /** Whether the console has a page at this path (/ui, a tab, the login page); else "not found". */
 function knownPath(path: string): boolean {
   const seg = path.replace(/\/+$/, "").split("/").slice(2);
-  if (seg.length === 0) return true;
+  if (seg.length === 0 || taskOf(path)) return true;
   return seg.length === 1 && (seg[0] === "login" || TABS.some((t) => t.id === seg[0]));
 }
 
@@ -203,8 +211,9 @@ function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: She
           </section>
         )}
         {knownPath(path) && tab === "console" && <ChatView dashboard={dashboard} sessionId={sessionId} selectSession={setSessionId} onUnauthenticated={onUnauthenticated} composerRef={composerRef} />}
-        {knownPath(path) && tab === "missions" && <MissionsView dashboard={dashboard} />}
-        {knownPath(path) && tab === "agents" && <AgentsView dashboard={dashboard} canOperate={canOperate} />}
+        {taskOf(path) && <TaskView key={taskOf(path)} taskId={taskOf(path)!} dashboard={dashboard} canOperate={canOperate} navigate={navigate} />}
+        {knownPath(path) && !taskOf(path) && tab === "missions" && <MissionsView dashboard={dashboard} navigate={navigate} canOperate={canOperate} />}
+        {knownPath(path) && tab === "agents" && <AgentsView dashboard={dashboard} canOperate={canOperate} navigate={navigate} />}
         {knownPath(path) && tab === "approvals" && <ApprovalsView dashboard={dashboard} />}
       </main>
     </div>

@@ -60,8 +60,63 @@ export function useNow(everyMs = 10_000): number {
   return now;
 }
 
+/** A time for people: relative ("3 min ago"), the absolute local time on hover. */
 export function Ago({ iso, now }: { iso?: string; now: number }) {
-  return <time dateTime={iso || undefined} title={iso || undefined}>{relativeTime(iso, now)}</time>;
+  const t = iso ? Date.parse(iso) : NaN;
+  const title = Number.isNaN(t) ? iso || undefined : new Date(t).toLocaleString();
+  return (
+    <time dateTime={iso || undefined} title={title}>
+      {relativeTime(iso, now)}
+    </time>
+  );
+}
+
+/** "850 ms", "12 s", "3 min 5 s", "2 h 4 min". */
+export function duration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return "—";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min${s % 60 ? ` ${s % 60} s` : ""}`;
+  return `${Math.floor(s / 3600)} h${Math.floor((s % 3600) / 60) ? ` ${Math.floor((s % 3600) / 60)} min` : ""}`;
+}
+
+/** Dollars: four decimals under $1 (agent runs cost cents), two above. */
+export const usd = (v: number) => `$${v >= 1 ? v.toFixed(2) : v.toFixed(4)}`;
+
+/** What people call each runtime kind; the kind itself stays in tooltips and the API. */
+export const RUNTIME_LABELS: Record<string, string> = {
+  vendorA_code: "Claude Code",
+  vendorA_agent_acp: "ACP agent",
+  vendorB: "Codex",
+  vendorC: "Gemini CLI",
+  muxhost_hosted: "Claude in tmux",
+  shell: "Shell",
+};
+
+export function runtimeLabel(kind: string): string {
+  return RUNTIME_LABELS[kind] ?? kind;
+}
+
+/** A small button that copies an id, for the places that show a name instead. */
+export function CopyId({ id }: { id: string }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <button
+      type="button"
+      className="copy-id"
+      title={copied ? "Copied" : `Copy ${id}`}
+      aria-label={`Copy id ${id}`}
+      onClick={() => {
+        void navigator.clipboard?.writeText(id).then(() => {
+          setCopied(true);
+          window.setTimeout(() => setCopied(false), 1500);
+        });
+      }}
+    >
+      {copied ? "✓" : "⧉"}
+    </button>
+  );
 }
 
 export function ErrorNote({ error }: { error?: string }) {

@@ -718,8 +718,8 @@ export class PostgresStore implements Store {
   async insertAgent(row: AgentRow): Promise<void> {
     await this.insert(
       "agents",
-      "INSERT INTO agents (id, domain_id, node_id, name, runtime, capabilities, state, last_seen_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-      [row.id, row.domainId, row.nodeId, row.name, row.runtime, JSON.stringify(row.capabilities), row.state, row.lastSeenAt, row.createdAt],
+      "INSERT INTO agents (id, domain_id, node_id, name, runtime, capabilities, state, last_seen_at, created_at, supervised) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+      [row.id, row.domainId, row.nodeId, row.name, row.runtime, JSON.stringify(row.capabilities), row.state, row.lastSeenAt, row.createdAt, row.supervised],
     );
   }
 
@@ -743,8 +743,8 @@ export class PostgresStore implements Store {
     return (await this.q(sql, args)).map(toAgent);
   }
 
-  async updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime">>): Promise<AgentRow | undefined> {
-    const cols: Record<string, string> = { state: "state", lastSeenAt: "last_seen_at", name: "name", capabilities: "capabilities", runtime: "runtime" };
+  async updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>): Promise<AgentRow | undefined> {
+    const cols: Record<string, string> = { state: "state", lastSeenAt: "last_seen_at", name: "name", capabilities: "capabilities", runtime: "runtime", supervised: "supervised" };
     const sets = Object.entries(patch).filter(([k, v]) => v !== undefined && cols[k]);
     if (!sets.length) return this.getAgent(id);
     const [r] = await this.q(`UPDATE agents SET ${sets.map(([k], i) => `${cols[k]} = $${i + 2}`).join(", ")} WHERE id = $1 RETURNING *`, [
@@ -866,7 +866,7 @@ export class PostgresStore implements Store {
   async listEvents(query: EventQuery): Promise<EventRow[]> {
     const afterId = query.afterId ?? 0;
     const limit = query.limit && query.limit > 0 ? query.limit : 1000;
-    const filtered = Boolean(query.types?.length || query.domainId || query.domainIds || query.missionId || query.agentId || query.sessionId);
+    const filtered = Boolean(query.types?.length || query.domainId || query.domainIds || query.missionId || query.agentId || query.sessionId || query.taskId);
     if (!filtered && !this.tx) {
       // one statement: the snapshot and the rows, from which the horizon moves
       return this.horizonRead(async (h) => {
@@ -884,7 +884,9 @@ export class PostgresStore implements Store {
     const final = this.tx ? Number.MAX_SAFE_INTEGER : await this.advanceHorizon();
     const args: unknown[] = [afterId, final];
     const where = ["id > $1", "id <= $2"];
-    if (query.types?.length) {
+    // one task's progress: the literal lets PostgreSQL use the partial index events_task_progress
+    if (query.taskId && query.types?.length === 1 && query.types[0] === "progress") where.push("type = 'progress'");
+    else if (query.types?.length) {
       args.push(query.types);
       where.push(`type = ANY($${args.length}::text[])`);
     }
@@ -893,6 +895,7 @@ export class PostgresStore implements Store {
       ["mission_id", query.missionId],
       ["agent_id", query.agentId],
       ["session_id", query.sessionId],
+      ["task_id", query.taskId],
     ] as const) {
       if (v) {
         args.push(v);

@@ -638,8 +638,8 @@ export class SqliteStore implements Store {
     return this.run(true, () => {
       try {
         this.stmt(
-          "INSERT INTO agents (id, domain_id, node_id, name, runtime, capabilities, state, last_seen_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        ).run(row.id, row.domainId, row.nodeId, row.name, row.runtime, JSON.stringify(row.capabilities), row.state, row.lastSeenAt, row.createdAt);
+          "INSERT INTO agents (id, domain_id, node_id, name, runtime, capabilities, state, last_seen_at, created_at, supervised) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        ).run(row.id, row.domainId, row.nodeId, row.name, row.runtime, JSON.stringify(row.capabilities), row.state, row.lastSeenAt, row.createdAt, row.supervised ? 1 : 0);
       } catch (err) {
         throw constraintError(err, "agents");
       }
@@ -671,14 +671,14 @@ export class SqliteStore implements Store {
     });
   }
 
-  async updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime">>): Promise<AgentRow | undefined> {
+  async updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>): Promise<AgentRow | undefined> {
     return this.run(true, () => {
-      const cols: Record<string, string> = { state: "state", lastSeenAt: "last_seen_at", name: "name", capabilities: "capabilities", runtime: "runtime" };
+      const cols: Record<string, string> = { state: "state", lastSeenAt: "last_seen_at", name: "name", capabilities: "capabilities", runtime: "runtime", supervised: "supervised" };
       const sets = Object.entries(patch).filter(([, v]) => v !== undefined);
       if (sets.length) {
         this.shared.db
           .prepare(`UPDATE agents SET ${sets.map(([k]) => `${cols[k]} = ?`).join(", ")} WHERE id = ?`)
-          .run(...sets.map(([k, v]) => (k === "capabilities" ? JSON.stringify(v) : v)), id);
+          .run(...sets.map(([k, v]) => (k === "capabilities" ? JSON.stringify(v) : typeof v === "boolean" ? (v ? 1 : 0) : v)), id);
       }
       return this.getAgent(id);
     });
@@ -841,7 +841,9 @@ export class SqliteStore implements Store {
     return this.run(false, () => {
       const where = ["id > ?"];
       const args: unknown[] = [q.afterId ?? 0];
-      if (q.types?.length) {
+      // one task's progress: the literal lets SQLite use the partial index events_task_progress
+      if (q.taskId && q.types?.length === 1 && q.types[0] === "progress") where.push("type = 'progress'");
+      else if (q.types?.length) {
         where.push(`type IN (${q.types.map(() => "?").join(", ")})`);
         args.push(...q.types);
       }
@@ -850,6 +852,7 @@ export class SqliteStore implements Store {
         ["mission_id", q.missionId],
         ["agent_id", q.agentId],
         ["session_id", q.sessionId],
+        ["task_id", q.taskId],
       ] as const) {
         if (v) {
           where.push(`${col} = ?`);

@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ep/tower/v1/resources.proto.
  */
 export const file_ep_tower_v1_resources: GenFile = /*@__PURE__*/
-  fileDesc("ChtlcC90b3dlci92MS9yZXNvdXJjZXMucHJvdG8SC2VwLnRvd2VyLnYxIjYKBkRvbWFpbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmNyZWF0ZWRfYXQYAyABKAkihAEKB01pc3Npb24SCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEg4KBnN0YXR1cxgFIAEoCRISCgpjcmVhdGVkX2F0GAYgASgJEhIKCnVwZGF0ZWRfYXQYByABKAkidAoKVGFza1Jlc3VsdBIOCgZvdXRwdXQYASABKAkSFgoJZXhpdF9jb2RlGAIgASgFSACIAQESDQoFZXJyb3IYAyABKAkSIQoFdXNhZ2UYBCABKAsyEi5lcC50b3dlci52MS5Vc2FnZUIMCgpfZXhpdF9jb2RlInIKBVVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAIgASgDEhsKE2NhY2hlZF9pbnB1dF90b2tlbnMYAyABKAMSEAoIY29zdF91c2QYBCABKAESDQoFbW9kZWwYBSABKAkizAMKBFRhc2sSCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEhIKCm1pc3Npb25faWQYAyABKAkSDAoEa2luZBgEIAEoCRINCgV0aXRsZRgFIAEoCRITCgtkZXNjcmlwdGlvbhgGIAEoCRIOCgZzdGF0dXMYByABKAkSFAoMY2xhaW1fcG9saWN5GAggASgJEhAKCHByaW9yaXR5GAkgASgFEhQKDGNhcGFiaWxpdGllcxgKIAMoCRIZChFhc3NpZ25lZV9hZ2VudF9pZBgLIAEoCRIQCghhdHRlbXB0cxgMIAEoBRIUCgxtYXhfYXR0ZW1wdHMYDSABKAUSDwoHcnVudGltZRgOIAEoCRImCgVpbnB1dBgPIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJwoGcmVzdWx0GBAgASgLMhcuZXAudG93ZXIudjEuVGFza1Jlc3VsdBISCgpjbGFpbWVkX2J5GBEgASgJEhgKEGxlYXNlX2V4cGlyZXNfYXQYEiABKAkSFgoOcGFyZW50X3Rhc2tfaWQYEyABKAkSEgoKY3JlYXRlZF9hdBgUIAEoCRISCgp1cGRhdGVkX2F0GBUgASgJIm8KBE5vZGUSCgoCaWQYASABKAkSEAoIaG9zdG5hbWUYAiABKAkSDgoGc3RhdHVzGAMgASgJEhQKDGxhc3Rfc2Vlbl9hdBgEIAEoCRISCgpjcmVhdGVkX2F0GAUgASgJEg8KB2RvbWFpbnMYBiADKAkipQEKBUFnZW50EgoKAmlkGAEgASgJEhEKCWRvbWFpbl9pZBgCIAEoCRIPCgdub2RlX2lkGAMgASgJEgwKBG5hbWUYBCABKAkSDwoHcnVudGltZRgFIAEoCRIUCgxjYXBhYmlsaXRpZXMYBiADKAkSDQoFc3RhdGUYByABKAkSFAoMbGFzdF9zZWVuX2F0GAggASgJEhIKCmNyZWF0ZWRfYXQYCSABKAkiPwoJUmF0ZUxpbWl0Eg0KBWxpbWl0GAEgASgFEhEKCXJlbWFpbmluZxgCIAEoBRIQCghyZXNldF9hdBgDIAEoCSKHAgoFRXZlbnQSCgoCaWQYASABKAQSDAoEdHlwZRgCIAEoCRIMCgRuYW1lGAMgASgJEhEKCWRvbWFpbl9pZBgEIAEoCRISCgptaXNzaW9uX2lkGAUgASgJEhAKCGFnZW50X2lkGAYgASgJEg8KB3Rhc2tfaWQYByABKAkSEgoKc2Vzc2lvbl9pZBgIIAEoCRIOCgZzdGF0dXMYCSABKAkSKAoHcGF5bG9hZBgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKgoKcmF0ZV9saW1pdBgLIAEoCzIWLmVwLnRvd2VyLnYxLlJhdGVMaW1pdBISCgpjcmVhdGVkX2F0GAwgASgJIpQBCgVUb2tlbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBHJvbGUYAyABKAkSEQoJZG9tYWluX2lkGAQgASgJEhIKCmV4cGlyZXNfYXQYBSABKAkSEgoKY3JlYXRlZF9hdBgGIAEoCRISCgpyZXZva2VkX2F0GAcgASgJEhQKDGxhc3RfdXNlZF9hdBgIIAEoCWIGcHJvdG8z", [file_google_protobuf_struct]);
+  fileDesc("ChtlcC90b3dlci92MS9yZXNvdXJjZXMucHJvdG8SC2VwLnRvd2VyLnYxIjYKBkRvbWFpbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmNyZWF0ZWRfYXQYAyABKAkihAEKB01pc3Npb24SCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEg4KBnN0YXR1cxgFIAEoCRISCgpjcmVhdGVkX2F0GAYgASgJEhIKCnVwZGF0ZWRfYXQYByABKAkidAoKVGFza1Jlc3VsdBIOCgZvdXRwdXQYASABKAkSFgoJZXhpdF9jb2RlGAIgASgFSACIAQESDQoFZXJyb3IYAyABKAkSIQoFdXNhZ2UYBCABKAsyEi5lcC50b3dlci52MS5Vc2FnZUIMCgpfZXhpdF9jb2RlInIKBVVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAIgASgDEhsKE2NhY2hlZF9pbnB1dF90b2tlbnMYAyABKAMSEAoIY29zdF91c2QYBCABKAESDQoFbW9kZWwYBSABKAkiQQoKQWdlbnRVc2FnZRIQCghhZ2VudF9pZBgBIAEoCRIhCgV1c2FnZRgCIAEoCzISLmVwLnRvd2VyLnYxLlVzYWdlIswDCgRUYXNrEgoKAmlkGAEgASgJEhEKCWRvbWFpbl9pZBgCIAEoCRISCgptaXNzaW9uX2lkGAMgASgJEgwKBGtpbmQYBCABKAkSDQoFdGl0bGUYBSABKAkSEwoLZGVzY3JpcHRpb24YBiABKAkSDgoGc3RhdHVzGAcgASgJEhQKDGNsYWltX3BvbGljeRgIIAEoCRIQCghwcmlvcml0eRgJIAEoBRIUCgxjYXBhYmlsaXRpZXMYCiADKAkSGQoRYXNzaWduZWVfYWdlbnRfaWQYCyABKAkSEAoIYXR0ZW1wdHMYDCABKAUSFAoMbWF4X2F0dGVtcHRzGA0gASgFEg8KB3J1bnRpbWUYDiABKAkSJgoFaW5wdXQYDyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EicKBnJlc3VsdBgQIAEoCzIXLmVwLnRvd2VyLnYxLlRhc2tSZXN1bHQSEgoKY2xhaW1lZF9ieRgRIAEoCRIYChBsZWFzZV9leHBpcmVzX2F0GBIgASgJEhYKDnBhcmVudF90YXNrX2lkGBMgASgJEhIKCmNyZWF0ZWRfYXQYFCABKAkSEgoKdXBkYXRlZF9hdBgVIAEoCSJvCgROb2RlEgoKAmlkGAEgASgJEhAKCGhvc3RuYW1lGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIUCgxsYXN0X3NlZW5fYXQYBCABKAkSEgoKY3JlYXRlZF9hdBgFIAEoCRIPCgdkb21haW5zGAYgAygJIrkBCgVBZ2VudBIKCgJpZBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSDwoHbm9kZV9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEg8KB3J1bnRpbWUYBSABKAkSFAoMY2FwYWJpbGl0aWVzGAYgAygJEg0KBXN0YXRlGAcgASgJEhQKDGxhc3Rfc2Vlbl9hdBgIIAEoCRISCgpjcmVhdGVkX2F0GAkgASgJEhIKCnN1cGVydmlzZWQYCiABKAgiPwoJUmF0ZUxpbWl0Eg0KBWxpbWl0GAEgASgFEhEKCXJlbWFpbmluZxgCIAEoBRIQCghyZXNldF9hdBgDIAEoCSKHAgoFRXZlbnQSCgoCaWQYASABKAQSDAoEdHlwZRgCIAEoCRIMCgRuYW1lGAMgASgJEhEKCWRvbWFpbl9pZBgEIAEoCRISCgptaXNzaW9uX2lkGAUgASgJEhAKCGFnZW50X2lkGAYgASgJEg8KB3Rhc2tfaWQYByABKAkSEgoKc2Vzc2lvbl9pZBgIIAEoCRIOCgZzdGF0dXMYCSABKAkSKAoHcGF5bG9hZBgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKgoKcmF0ZV9saW1pdBgLIAEoCzIWLmVwLnRvd2VyLnYxLlJhdGVMaW1pdBISCgpjcmVhdGVkX2F0GAwgASgJIpQBCgVUb2tlbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBHJvbGUYAyABKAkSEQoJZG9tYWluX2lkGAQgASgJEhIKCmV4cGlyZXNfYXQYBSABKAkSEgoKY3JlYXRlZF9hdBgGIAEoCRISCgpyZXZva2VkX2F0GAcgASgJEhQKDGxhc3RfdXNlZF9hdBgIIAEoCWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * @generated from message ep.tower.v1.Domain
@@ -163,6 +163,30 @@ export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
   messageDesc(file_ep_tower_v1_resources, 3);
 
 /**
+ * One agent's share of a sum of runs (a mission's total, by the agent that ran each task).
+ *
+ * @generated from message ep.tower.v1.AgentUsage
+ */
+export type AgentUsage = Message<"ep.tower.v1.AgentUsage"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+
+  /**
+   * @generated from field: ep.tower.v1.Usage usage = 2;
+   */
+  usage?: Usage | undefined;
+};
+
+/**
+ * Describes the message ep.tower.v1.AgentUsage.
+ * Use `create(AgentUsageSchema)` to create a new message.
+ */
+export const AgentUsageSchema: GenMessage<AgentUsage> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_resources, 4);
+
+/**
  * @generated from message ep.tower.v1.Task
  */
 export type Task = Message<"ep.tower.v1.Task"> & {
@@ -288,7 +312,7 @@ export type Task = Message<"ep.tower.v1.Task"> & {
  * Use `create(TaskSchema)` to create a new message.
  */
 export const TaskSchema: GenMessage<Task> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 4);
+  messageDesc(file_ep_tower_v1_resources, 5);
 
 /**
  * @generated from message ep.tower.v1.Node
@@ -334,7 +358,7 @@ export type Node = Message<"ep.tower.v1.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 5);
+  messageDesc(file_ep_tower_v1_resources, 6);
 
 /**
  * @generated from message ep.tower.v1.Agent
@@ -386,6 +410,14 @@ export type Agent = Message<"ep.tower.v1.Agent"> & {
    * @generated from field: string created_at = 9;
    */
   createdAt: string;
+
+  /**
+   * its node supervises it (an agents.toml profile with supervise = true): restart, pause and
+   * resume apply; other agents are ad-hoc enrollments that run claimed tasks only
+   *
+   * @generated from field: bool supervised = 10;
+   */
+  supervised: boolean;
 };
 
 /**
@@ -393,7 +425,7 @@ export type Agent = Message<"ep.tower.v1.Agent"> & {
  * Use `create(AgentSchema)` to create a new message.
  */
 export const AgentSchema: GenMessage<Agent> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 6);
+  messageDesc(file_ep_tower_v1_resources, 7);
 
 /**
  * @generated from message ep.tower.v1.RateLimit
@@ -420,7 +452,7 @@ export type RateLimit = Message<"ep.tower.v1.RateLimit"> & {
  * Use `create(RateLimitSchema)` to create a new message.
  */
 export const RateLimitSchema: GenMessage<RateLimit> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 7);
+  messageDesc(file_ep_tower_v1_resources, 8);
 
 /**
  * @generated from message ep.tower.v1.Event
@@ -496,7 +528,7 @@ export type Event = Message<"ep.tower.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 8);
+  messageDesc(file_ep_tower_v1_resources, 9);
 
 /**
  * @generated from message ep.tower.v1.Token
@@ -550,5 +582,5 @@ export type Token = Message<"ep.tower.v1.Token"> & {
  * Use `create(TokenSchema)` to create a new message.
  */
 export const TokenSchema: GenMessage<Token> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 9);
+  messageDesc(file_ep_tower_v1_resources, 10);
 

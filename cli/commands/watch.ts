@@ -1,0 +1,159 @@
+// ep task watch <id>: a task's header, then its progress as the agent produces it, then its output,
+// like a CI job's live log. The stream (`/events/stream?task_id=`) is opened first; the frames so
+// far are then read from the tower (ListEvents, one task's progress index) and the two are merged
+// by event id, so a frame is printed once and in order. Ends when the task does: exit 0 when it
+// succeeded, 1 when it failed or was cancelled. A dropped stream is resumed after the last id seen.
+import { toJson, type JsonObject } from "@bufbuild/protobuf";
+import { EpError } from "../../common/errors.js";
+import { EventService } from "../../gen/ep/tower/v1/events_pb.js";
+import { TaskSchema, type Task } from "../../gen/ep/tower/v1/resources_pb.js";
+import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
+import type { Context } from "../context.js";
+import { tower } from "../tower.js";
+import { createBackoff, createSseParser } from "./events.js";
+
+const FINAL = new Set(["succeeded", "failed", "cancelled", "done"]);
+const PAGE = 500;
+
+export interface WatchFrame {
+  id: number;
+  kind: string;
+  text: string;
+  data?: Record<string, unknown>;
+}
+
+/** One frame as a terminal line: text as written, tool calls and status lines marked. */
+export function frameLine(f: WatchFrame, color: boolean): string {
+  const dim = (s: string) => (color ? `\x1b[2m${s}\x1b[0m` : s);
+  const cyan = (s: string) => (color ? `\x1b[36m${s}\x1b[0m` : s);
+  const text = f.text.replace(/\n+$/, "");
+  if (f.kind === "tool") return `${cyan(f.data?.phase === "result" || f.data?.phase === "update" ? "  ↳" : "  ⚙")} ${text}`;
+  if (f.kind === "status") return dim(`  · ${text}`);
+  if (f.kind === "json") return dim(`  {} ${text}`);
+  return f.data?.stream === "stderr" ? dim(text) : text;
+}
+
+function header(t: Task): string {
+  const who = t.claimedBy || t.assigneeAgentId || "not claimed yet";
+  return [`${t.title}  [${t.status}]`, `  task ${t.id} · agent ${who}${t.runtime ? ` · ${t.runtime}` : ""} · attempt ${t.attempts} of ${t.maxAttempts}`].join("\n");
+}
+
+export async function watchTask(ctx: Context, taskId: string): Promise<number> {
+  const work = tower(ctx, WorkService);
+  const events = tower(ctx, EventService);
+  const color = !ctx.json && Boolean(process.stdout.isTTY) && !process.env.NO_COLOR;
+  const printed = new Set<number>();
+  let lastId = 0;
+  const emit = (f: WatchFrame) => {
+    if (printed.has(f.id)) return;
+    printed.add(f.id);
+    lastId = Math.max(lastId, f.id);
+    ctx.out(ctx.json ? JSON.stringify({ id: f.id, kind: f.kind, text: f.text, ...(f.data ? { data: f.data } : {}) }) : frameLine(f, color));
+  };
+
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+  try {
+    let ended = false;
+    const finish = async (): Promise<number> => {
+      const t = (await work.getTask({ taskId })).task!;
+      if (ctx.json) ctx.out(JSON.stringify({ task: toJson(TaskSchema, t, { useProtoFieldName: true }) }));
+      else {
+        if (t.result?.output) ctx.out(`\n${t.result.output.replace(/\n+$/, "")}`);
+        if (t.result?.error) ctx.err(`\n${t.title}: ${t.status}: ${t.result.error}`);
+        const u = t.result?.usage;
+        const usage = u ? ` · ${u.inputTokens} tokens in, ${u.outputTokens} out${u.costUsd ? `, $${u.costUsd.toFixed(4)}` : ""}` : "";
+        ctx.err(`\n${t.status}${usage}`);
+      }
+      return t.status === "succeeded" || t.status === "done" ? 0 : 1;
+    };
+
+    // 1. the stream first, so nothing between it and the replay is lost
+    const url = `${ctx.url()}/events/stream?task_id=${encodeURIComponent(taskId)}`;
+    const token = ctx.token();
+    const backoff = createBackoff();
+    let resumeAfter: number | undefined;
+    const queue: Record<string, unknown>[] = [];
+    let wake: (() => void) | undefined;
+    const open = async (): Promise<AsyncIterable<Uint8Array>> => {
+      const headers: Record<string, string> = { accept: "text/event-stream" };
+      if (token) headers.authorization = `Bearer ${token}`;
+      if (resumeAfter !== undefined) headers["last-event-id"] = String(resumeAfter);
+      const res = await fetch(url, { headers, signal: stop.signal });
+      if (res.status >= 400 && res.status < 500) {
+        const body = (await res.json().catch(() => ({}))) as { error?: { message?: string } };
+        throw new EpError("invalid_argument", `${url}: ${res.status} ${body.error?.message ?? res.statusText}`);
+      }
+      if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+      return res.body as unknown as AsyncIterable<Uint8Array>;
+    };
+    let body = await open();
+    const pump = (async () => {
+      while (!stop.signal.aborted && !ended) {
+        try {
+          const parser = createSseParser();
+          const decoder = new TextDecoder();
+          for await (const chunk of body) {
+            backoff.reset();
+            for (const msg of parser.push(decoder.decode(chunk, { stream: true }))) {
+              if (!msg.data || !msg.id) continue;
+              resumeAfter = Number(msg.id);
+              queue.push({ id: Number(msg.id), ...(JSON.parse(msg.data) as Record<string, unknown>) });
+              wake?.();
+            }
+          }
+          throw new Error("the stream ended");
+        } catch (err) {
+          if (err instanceof EpError || stop.signal.aborted || ended) throw err;
+          const wait = backoff.next();
+          ctx.err(`ep: event stream lost (${(err as Error).message}); reconnecting in ${wait / 1000} s`);
+          await new Promise((r) => setTimeout(r, wait));
+          body = await open().catch(() => body);
+        }
+      }
+    })();
+    pump.catch(() => wake?.());
+
+    // 2. where the task stands, and what it printed so far
+    const first = (await work.getTask({ taskId })).task!;
+    if (!ctx.json) ctx.err(header(first));
+    let after = 0n;
+    for (;;) {
+      const page = await events.listEvents({ afterId: after, limit: PAGE, filter: { taskId, types: ["progress"] } });
+      for (const e of page.events) {
+        const p = (e.payload ?? {}) as JsonObject;
+        emit({ id: Number(e.id), kind: String(p.kind ?? "text"), text: String(p.text ?? ""), data: p.data as Record<string, unknown> | undefined });
+      }
+      if (page.events.length < PAGE) break;
+      after = page.events[page.events.length - 1].id;
+    }
+    if (FINAL.has(first.status)) {
+      ended = true;
+      return await finish();
+    }
+
+    // 3. live until the task ends
+    for (;;) {
+      while (queue.length) {
+        const e = queue.shift()!;
+        if (e.type === "progress") {
+          const p = (e.payload ?? {}) as Record<string, unknown>;
+          emit({ id: Number(e.id), kind: String(p.kind ?? "text"), text: String(p.text ?? ""), data: p.data as Record<string, unknown> | undefined });
+        } else if (typeof e.status === "string" && FINAL.has(e.status) && String(e.name ?? "").startsWith("task.")) {
+          ended = true;
+          return await finish();
+        }
+      }
+      if (stop.signal.aborted) return 130;
+      const failed = await Promise.race([new Promise<false>((r) => (wake = () => r(false))), pump.then(() => false, (err: unknown) => err)]);
+      wake = undefined;
+      if (failed && !stop.signal.aborted) throw failed;
+    }
+  } finally {
+    stop.abort();
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+}

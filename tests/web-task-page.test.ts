@@ -1,0 +1,186 @@
+// The console's task page (issue 17) in Debian's chromium, against a real tower process and a
+// real epd running shell tasks: progress frames arrive live and the output follows; Cancel and
+// Retry act with the API's rules. The shell tasks wait on gate files the test creates, so
+// "running" is a state the test controls rather than a timing it hopes for.
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { BrowserContext, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { CHROMIUM, ensureConsoleBuilt, launchChromium } from "./browser.js";
+import { buildBinaries, registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
+import { tempHome, waitFor } from "./harness.js";
+import { optionalTool } from "./optional-tools.js";
+
+const chromiumTool = optionalTool(CHROMIUM, { pkg: "chromium", suite: "web-task-page" });
+
+const home = tempHome("ep-task-page-");
+const gates = mkdtempSync(join(tmpdir(), "ep-gates-"));
+let tower: TowerProcess;
+let epd: EpdProcess;
+let ctx: BrowserContext;
+let page: Page;
+let profile: string;
+let work: ReturnType<typeof createClient<typeof WorkService>>;
+let missionId = "";
+const pageErrors: string[] = [];
+
+/** A shell task that prints, waits for `gate` to exist, prints again and ends with `code`. */
+function gated(gate: string, code = 0): string {
+  return `echo "warming up"; echo "step one of two"; while [ ! -e ${join(gates, gate)} ]; do sleep 0.05; done; echo "step two of two"; echo "all done"; exit ${code}`;
+}
+
+async function submit(title: string, command: string, maxAttempts = 3): Promise<string> {
+  return (await work.createTask({ missionId, title, runtime: "shell", input: { command }, maxAttempts })).task!.id;
+}
+
+async function status(id: string): Promise<string> {
+  return (await work.getTask({ taskId: id })).task!.status;
+}
+
+describe.skipIf(chromiumTool.skip)("the console's task page", () => {
+  beforeAll(async () => {
+    chromiumTool.require();
+    await Promise.all([ensureConsoleBuilt(), buildBinaries()]);
+    tower = await spawnTowerProcess(home.dir);
+    const nodeFile = join(home.dir, "node.json");
+    await registerNode(tower.url, tower.adminToken, nodeFile);
+    epd = await spawnEpd({ home: home.dir, nodeFile, backendUrl: tower.url });
+    const transport = createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))] });
+    work = createClient(WorkService, transport);
+    const domainId = (await work.createDomain({ name: "pages" })).domain!.id;
+    missionId = (await work.createMission({ domainId, title: "page tour" })).mission!.id;
+    await epd.call("agent.enroll", { domainId, runtime: "shell", name: "sheller" });
+
+    profile = mkdtempSync(join(tmpdir(), "ep-chromium-"));
+    ctx = await launchChromium(profile, { viewport: { width: 1280, height: 900 } });
+    page = ctx.pages()[0] ?? (await ctx.newPage());
+    page.on("pageerror", (err) => pageErrors.push(err.message));
+    const ticket = (await createClient(AuthService, transport).createTicket({ purpose: "login" })).ticket;
+    await page.goto(`${tower.url}/ui/login#ticket=${ticket}`);
+    await page.getByRole("navigation", { name: "Views" }).waitFor();
+  }, 90_000);
+
+  afterAll(async () => {
+    await ctx?.close();
+    await epd?.stop();
+    await tower?.stop();
+    home.cleanup();
+    rmSync(gates, { recursive: true, force: true });
+    if (profile) rmSync(profile, { recursive: true, force: true });
+  });
+
+  it("opens from the Missions table and shows progress live, then the output", async () => {
+    const id = await submit("live log", gated("live"));
+    await waitFor(async () => (await status(id)) === "running", 15_000);
+    await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: /^Missions/ }).click();
+    await page.getByRole("link", { name: "live log" }).click();
+    expect(new URL(page.url()).pathname).toBe(`/ui/tasks/${id}`);
+    await page.getByRole("heading", { name: "live log" }).waitFor();
+    const frames = page.getByRole("list", { name: "Progress frames" });
+    // replayed: what the task printed before the page opened
+    await frames.getByText("step one of two").waitFor({ timeout: 10_000 });
+    expect(await page.locator(".task-head .badge").innerText()).toBe("running");
+    expect(await page.locator(".facts").innerText()).toContain("sheller");
+    expect(await page.locator(".facts").innerText()).toContain("Shell");
+    // live: what it prints while the page is open, without a reload
+    await page.evaluate(() => ((window as unknown as { __noReload: boolean }).__noReload = true));
+    writeFileSync(join(gates, "live"), "");
+    await frames.getByText("step two of two").waitFor({ timeout: 10_000 });
+    await page.locator(".task-output").waitFor({ timeout: 10_000 });
+    expect(await page.locator(".task-output").innerText()).toContain("all done");
+    expect(await page.locator(".task-head .badge").innerText()).toBe("succeeded");
+    expect(await page.evaluate(() => (window as unknown as { __noReload?: boolean }).__noReload)).toBe(true);
+    // frames arrive once each, in order
+    const texts = await frames.locator(".frame-body").allInnerTexts();
+    const mine = texts.filter((t) => /step|warming|all done/.test(t));
+    expect(mine).toEqual(["warming up", "step one of two", "step two of two", "all done"]);
+  }, 60_000);
+
+  it("cancels a running task from its page", async () => {
+    const id = await submit("to cancel", gated("never"));
+    await waitFor(async () => (await status(id)) === "running", 15_000);
+    await page.goto(`${tower.url}/ui/tasks/${id}`);
+    await page.getByRole("list", { name: "Progress frames" }).getByText("step one of two").waitFor({ timeout: 10_000 });
+    await page.getByRole("button", { name: "Cancel" }).click();
+    await page.getByText("Cancelled.").waitFor();
+    await waitFor(async () => (await status(id)) === "cancelled", 10_000);
+    await expect.poll(() => page.locator(".task-head .badge").innerText(), { timeout: 10_000 }).toBe("cancelled");
+    // a cancelled task offers Retry, no longer Cancel
+    expect(await page.getByRole("button", { name: "Cancel" }).count()).toBe(0);
+    expect(await page.getByRole("button", { name: "Retry" }).count()).toBe(1);
+  }, 60_000);
+
+  it("retries a failed task from its page; the run goes again", async () => {
+    const id = await submit("to retry", "echo 'trying'; exit 3", 1);
+    await waitFor(async () => (await status(id)) === "failed", 15_000);
+    await page.goto(`${tower.url}/ui/tasks/${id}`);
+    await page.locator(".task-error").waitFor({ timeout: 10_000 });
+    expect(await page.locator(".task-error").innerText()).toMatch(/exit|code 3/);
+    expect(await page.locator(".facts").innerText()).toContain("1 of 1");
+    await page.getByRole("button", { name: "Retry" }).click();
+    await page.getByText("Queued again.").waitFor();
+    // it runs again (and fails again): a second "trying" frame arrives live
+    await expect.poll(async () => (await page.getByRole("list", { name: "Progress frames" }).getByText("trying").count()), { timeout: 15_000 }).toBe(2);
+    await waitFor(async () => (await status(id)) === "failed", 15_000);
+  }, 60_000);
+
+  it("creates a domain, a mission and a task from forms, with the API's messages on the fields; the task runs", async () => {
+    await page.goto(`${tower.url}/ui/missions`);
+    await page.getByRole("button", { name: "New domain" }).click();
+    const domainForm = page.getByRole("form", { name: "New domain" });
+    await domainForm.getByRole("button", { name: "Create domain" }).click();
+    // the API's own message, on the field it names
+    const nameError = domainForm.locator('[data-field="name"] .field-error');
+    await nameError.waitFor();
+    expect(await nameError.innerText()).toMatch(/empty|required/);
+    await domainForm.getByLabel("Name").fill("formed");
+    await domainForm.getByRole("button", { name: "Create domain" }).click();
+    await domainForm.waitFor({ state: "detached" });
+    const domainId = (await work.listDomains({})).domains.find((d) => d.name === "formed")!.id;
+    await epd.call("agent.enroll", { domainId, runtime: "shell", name: "form-runner" });
+
+    await page.getByRole("button", { name: "New mission" }).click();
+    const missionForm = page.getByRole("form", { name: "New mission" });
+    await missionForm.getByLabel("Domain").selectOption({ label: "formed" });
+    await missionForm.getByLabel("Title").fill("made in forms");
+    await missionForm.getByRole("button", { name: "Create mission" }).click();
+    await missionForm.waitFor({ state: "detached" });
+    const card = page.locator("article.mission", { has: page.getByRole("heading", { name: "made in forms", exact: true }) });
+    await card.waitFor();
+
+    await card.getByRole("button", { name: "New task in made in forms" }).click();
+    const taskForm = page.getByRole("form", { name: "New task" });
+    await taskForm.getByLabel("Title").fill("form task");
+    await taskForm.getByLabel("Runtime").selectOption({ label: "Shell" });
+    await taskForm.getByRole("button", { name: "Submit task" }).click();
+    const commandError = taskForm.locator('[data-field="input"] .field-error');
+    await commandError.waitFor();
+    expect(await commandError.innerText()).toContain("input.command");
+    await taskForm.getByLabel("Command").fill("echo from the form");
+    await taskForm.getByRole("button", { name: "Submit task" }).click();
+    // it lands on the new task's page and runs there
+    await page.waitForURL(/\/ui\/tasks\/tsk_/);
+    await page.getByRole("heading", { name: "form task" }).waitFor();
+    await page.locator(".task-output").waitFor({ timeout: 15_000 });
+    expect(await page.locator(".task-output").innerText()).toContain("from the form");
+    await expect.poll(() => page.locator(".task-head .badge").innerText(), { timeout: 10_000 }).toBe("succeeded");
+    expect(await page.locator(".facts").innerText()).toContain("form-runner");
+  }, 60_000);
+
+  it("says so for a task that does not exist, with a way back", async () => {
+    await page.goto(`${tower.url}/ui/tasks/tsk_doesnotexist`);
+    await page.getByRole("alert").waitFor();
+    expect(await page.getByRole("alert").innerText()).toContain("tsk_doesnotexist");
+    await page.getByRole("link", { name: "Back to missions" }).click();
+    await page.getByRole("heading", { name: "Missions" }).waitFor();
+  }, 30_000);
+
+  it("raised no page errors", () => {
+    expect(pageErrors).toEqual([]);
+  });
+});

@@ -1,0 +1,338 @@
+// The task page (/ui/tasks/<id>): what one task is, who runs it, and what it is doing right now.
+// The header comes from GetTask (re-read whenever an event about the task or one of its broadcast
+// runs arrives); the transcript is the task's progress frames, replayed from the tower when the
+// page opens and then appended live from the console's event feed, deduplicated by event id.
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import type { Task } from "@gen/ep/tower/v1/resources_pb.js";
+import { api, describeError } from "./api.js";
+import type { Dashboard } from "./dashboard.js";
+import type { StreamEvent } from "./live-stream.js";
+import { TerminalPanel } from "./terminal/index.js";
+import { Ago, CopyId, ErrorNote, StatusBadge, duration, runtimeLabel, usd, useNow } from "./ui.js";
+
+export interface Frame {
+  id: number;
+  kind: string;
+  text: string;
+  data?: Record<string, unknown>;
+  at?: string;
+}
+
+const FINAL = new Set(["succeeded", "failed", "cancelled", "done"]);
+const CANCELLABLE = new Set(["queued", "claimed", "running"]);
+const RETRYABLE = new Set(["failed", "cancelled"]);
+const PAGE = 500;
+
+function frameOf(id: number, payload: Record<string, unknown> | undefined, at?: string): Frame {
+  const p = payload ?? {};
+  return { id, kind: String(p.kind ?? "text"), text: String(p.text ?? ""), data: (p.data as Record<string, unknown> | undefined) ?? undefined, at };
+}
+
+/** The task's progress frames: replayed, then live; in id order, each once. */
+function useTranscript(taskId: string, dashboard: Dashboard): { frames: Frame[]; error?: string } {
+  const [frames, setFrames] = useState<Map<number, Frame>>(new Map());
+  const [error, setError] = useState<string>();
+  const add = useCallback((list: Frame[]) => {
+    if (!list.length) return;
+    setFrames((old) => {
+      const next = new Map(old);
+      for (const f of list) next.set(f.id, f);
+      return next;
+    });
+  }, []);
+
+  useEffect(() => {
+    setFrames(new Map());
+    // subscribe before replaying, so nothing falls between the two
+    const off = dashboard.subscribe((ev: StreamEvent) => {
+      if (ev.type === "progress" && ev.task_id === taskId) add([frameOf(Number(ev.id), ev.payload, ev.created_at)]);
+    });
+    let stop = false;
+    void (async () => {
+      try {
+        let after = 0n;
+        for (;;) {
+          const res = await api.events.listEvents({ afterId: after, limit: PAGE, filter: { taskId, types: ["progress"] } });
+          if (stop) return;
+          add(res.events.map((e) => frameOf(Number(e.id), e.payload as Record<string, unknown> | undefined, e.createdAt)));
+          if (res.events.length < PAGE) return;
+          after = res.events[res.events.length - 1].id;
+        }
+      } catch (err) {
+        if (!stop) setError(`could not load the progress: ${describeError(err)}`);
+      }
+    })();
+    return () => {
+      stop = true;
+      off();
+    };
+  }, [taskId, dashboard, add]);
+
+  const sorted = useMemo(() => [...frames.values()].sort((a, b) => a.id - b.id), [frames]);
+  return { frames: sorted, error };
+}
+
+export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: string; dashboard: Dashboard; canOperate: boolean; navigate(to: string): void }) {
+  const [task, setTask] = useState<Task>();
+  const [runs, setRuns] = useState<Task[]>([]);
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState<string>();
+  const [note, setNote] = useState<{ ok: boolean; text: string }>();
+  const [terminal, setTerminal] = useState(false);
+  const now = useNow(5_000);
+  const { frames, error: transcriptError } = useTranscript(taskId, dashboard);
+  const { agents, nodes, missions, domains } = dashboard.data;
+  const agentOf = useMemo(() => new Map(agents.map((a) => [a.id, a])), [agents]);
+  const nodeName = useMemo(() => new Map(nodes.map((n) => [n.id, n.hostname])), [nodes]);
+
+  const load = useCallback(async () => {
+    try {
+      const res = await api.work.getTask({ taskId });
+      setTask(res.task);
+      setRuns(res.runs);
+      setError(undefined);
+    } catch (err) {
+      setError(describeError(err));
+    }
+  }, [taskId]);
+
+  // the header follows the task's own events and its runs'
+  const runIds = useRef(new Set<string>());
+  runIds.current = new Set(runs.map((r) => r.id));
+  useEffect(() => {
+    void load();
+    let timer: number | undefined;
+    const off = dashboard.subscribe((ev) => {
+      if (ev.type === "progress" || !ev.task_id || (ev.task_id !== taskId && !runIds.current.has(ev.task_id))) return;
+      window.clearTimeout(timer);
+      timer = window.setTimeout(() => void load(), 80);
+    });
+    return () => {
+      off();
+      window.clearTimeout(timer);
+    };
+  }, [taskId, dashboard, load]);
+
+  const act = async (op: "cancel" | "retry") => {
+    setBusy(op);
+    setNote(undefined);
+    try {
+      const res = op === "cancel" ? await api.work.cancelTask({ taskId, reason: "cancelled from the console" }) : await api.work.retryTask({ taskId });
+      if (res.task) setTask(res.task);
+      setNote({ ok: true, text: op === "cancel" ? "Cancelled." : "Queued again." });
+    } catch (err) {
+      setNote({ ok: false, text: `${op === "cancel" ? "Cancel" : "Retry"} failed: ${describeError(err)}` });
+    } finally {
+      setBusy(undefined);
+    }
+  };
+
+  const link = (to: string) => (e: React.MouseEvent) => {
+    if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey) return;
+    e.preventDefault();
+    navigate(to);
+  };
+
+  if (!task) {
+    return (
+      <section className="tab-panel task-page" aria-label="Task">
+        {error ? <ErrorNote error={`Task ${taskId}: ${error}`} /> : <p className="muted">Loading task…</p>}
+        <p>
+          <a href="/ui/missions" onClick={link("/ui/missions")}>
+            Back to missions
+          </a>
+        </p>
+      </section>
+    );
+  }
+
+  const mission = missions.find((m) => m.id === task.missionId);
+  const domain = domains.find((d) => d.id === task.domainId);
+  const agentId = task.claimedBy || task.assigneeAgentId;
+  const agent = agentOf.get(agentId);
+  const usage = task.result?.usage;
+  const started = frames[0]?.at;
+  const final = FINAL.has(task.status);
+  const attachable = !!agent && !final && agent.state !== "dead";
+
+  return (
+    <section className="tab-panel task-page" aria-labelledby="task-title" data-task-id={task.id}>
+      <nav className="crumbs small muted" aria-label="Breadcrumb">
+        <a href="/ui/missions" onClick={link("/ui/missions")}>
+          Missions
+        </a>{" "}
+        › {domain?.name ?? task.domainId} › {mission?.title ?? task.missionId}
+        {task.parentTaskId && (
+          <>
+            {" "}
+            ›{" "}
+            <a href={`/ui/tasks/${task.parentTaskId}`} onClick={link(`/ui/tasks/${task.parentTaskId}`)}>
+              broadcast
+            </a>
+          </>
+        )}
+      </nav>
+      <header className="task-head">
+        <h2 id="task-title">{task.title}</h2>
+        <StatusBadge status={task.status} />
+        <div className="button-row task-actions">
+          {canOperate && CANCELLABLE.has(task.status) && (
+            <button type="button" className="btn" disabled={busy !== undefined} onClick={() => void act("cancel")}>
+              Cancel
+            </button>
+          )}
+          {canOperate && RETRYABLE.has(task.status) && (
+            <button type="button" className="btn btn-primary" disabled={busy !== undefined} onClick={() => void act("retry")}>
+              Retry
+            </button>
+          )}
+          {attachable && (
+            <button type="button" className="btn" onClick={() => setTerminal((v) => !v)}>
+              {terminal ? "Hide terminal" : "Attach terminal"}
+            </button>
+          )}
+        </div>
+      </header>
+      {note && (
+        <p className={note.ok ? "muted small" : "error-note"} role={note.ok ? "status" : "alert"}>
+          {note.text}
+        </p>
+      )}
+      <ErrorNote error={error} />
+      <dl className="facts">
+        <div>
+          <dt>Id</dt>
+          <dd>
+            <code>{task.id}</code> <CopyId id={task.id} />
+          </dd>
+        </div>
+        <div>
+          <dt>Agent</dt>
+          <dd title={agentId || undefined}>{agent ? agent.name || agent.id : agentId || (task.kind === "claimable" ? "not claimed yet" : "unassigned")}</dd>
+        </div>
+        <div>
+          <dt>Node</dt>
+          <dd>{agent ? nodeName.get(agent.nodeId) ?? agent.nodeId : "—"}</dd>
+        </div>
+        <div>
+          <dt>Runtime</dt>
+          <dd title={task.runtime || undefined}>{task.runtime ? runtimeLabel(task.runtime) : agent ? runtimeLabel(agent.runtime) : "any"}</dd>
+        </div>
+        <div>
+          <dt>Attempts</dt>
+          <dd>{task.kind === "claimable" ? `${task.attempts} of ${task.maxAttempts}` : "—"}</dd>
+        </div>
+        <div>
+          <dt>Created</dt>
+          <dd>
+            <Ago iso={task.createdAt} now={now} />
+          </dd>
+        </div>
+        <div>
+          <dt>{final ? "Ended" : "Updated"}</dt>
+          <dd>
+            <Ago iso={task.updatedAt} now={now} />
+            {final && started && <span className="muted"> · ran {duration(Date.parse(task.updatedAt) - Date.parse(started))}</span>}
+          </dd>
+        </div>
+        {usage && (
+          <div>
+            <dt>Usage</dt>
+            <dd className="task-usage">
+              {Number(usage.inputTokens).toLocaleString("en-US")} tokens in ({Number(usage.cachedInputTokens).toLocaleString("en-US")} cached), {Number(usage.outputTokens).toLocaleString("en-US")} out
+              {usage.costUsd > 0 && ` · ${usd(usage.costUsd)}`}
+              {usage.model && <span className="muted"> · {usage.model}</span>}
+            </dd>
+          </div>
+        )}
+      </dl>
+      {terminal && agent && <TerminalPanel key={agent.id} agentId={agent.id} label={agent.name || agent.id} onClose={() => setTerminal(false)} />}
+      {runs.length > 0 && (
+        <section aria-labelledby="runs-heading">
+          <h3 id="runs-heading">Runs ({runs.length})</h3>
+          <div className="table-scroll" tabIndex={0} role="region" aria-label="Runs">
+            <table className="tasks">
+              <thead>
+                <tr>
+                  <th scope="col">Agent</th>
+                  <th scope="col">State</th>
+                  <th scope="col">Updated</th>
+                </tr>
+              </thead>
+              <tbody>
+                {runs.map((r) => (
+                  <tr key={r.id} data-task-id={r.id}>
+                    <td>
+                      <a href={`/ui/tasks/${r.id}`} onClick={link(`/ui/tasks/${r.id}`)} title={r.id}>
+                        {agentOf.get(r.assigneeAgentId)?.name || r.assigneeAgentId}
+                      </a>
+                    </td>
+                    <td>
+                      <StatusBadge status={r.status} />
+                    </td>
+                    <td>
+                      <Ago iso={r.updatedAt} now={now} />
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        </section>
+      )}
+      <section aria-labelledby="progress-heading">
+        <h3 id="progress-heading">
+          Progress <span className="muted small">{final ? `${frames.length} frames` : "live"}</span>
+        </h3>
+        <ErrorNote error={transcriptError} />
+        <Transcript frames={frames} live={!final} />
+      </section>
+      {task.result?.error && (
+        <section aria-labelledby="error-heading">
+          <h3 id="error-heading">Error</h3>
+          <pre className="task-error">{task.result.error}</pre>
+        </section>
+      )}
+      {task.result && (task.result.output || final) && (
+        <section aria-labelledby="output-heading">
+          <h3 id="output-heading">Output</h3>
+          {task.result.output ? <pre className="task-output">{task.result.output}</pre> : <p className="muted small">No output.</p>}
+        </section>
+      )}
+    </section>
+  );
+}
+
+/** The frames as a log: text as written, tool calls and results marked, status lines muted. */
+export function Transcript({ frames, live }: { frames: Frame[]; live: boolean }) {
+  const end = useRef<HTMLDivElement>(null);
+  const box = useRef<HTMLOListElement>(null);
+  // follow the tail while the reader is at the bottom (like a CI log), not when they scrolled up
+  useEffect(() => {
+    const el = box.current;
+    if (!el || !live) return;
+    if (el.scrollHeight - el.scrollTop - el.clientHeight < 80) el.scrollTop = el.scrollHeight;
+  }, [frames.length, live]);
+  if (!frames.length) return <p className="muted small">{live ? "Waiting for the agent's first output…" : "No progress was reported."}</p>;
+  return (
+    <>
+      <ol className="frames" ref={box} aria-live={live ? "polite" : undefined} aria-label="Progress frames">
+        {frames.map((f) => (
+          <li key={f.id} className={`frame frame-${f.kind}${f.data?.stream === "stderr" ? " frame-stderr" : ""}`} data-frame-id={f.id}>
+            {f.kind === "tool" && <span className="frame-tag">{f.data?.phase === "result" || f.data?.phase === "update" ? "result" : "tool"}</span>}
+            {f.kind === "status" && <span className="frame-tag">status</span>}
+            {f.kind === "json" ? (
+              <details>
+                <summary>{f.text}</summary>
+                <pre>{JSON.stringify(f.data ?? {}, null, 2)}</pre>
+              </details>
+            ) : (
+              <span className="frame-body">{f.text}</span>
+            )}
+          </li>
+        ))}
+      </ol>
+      <div ref={end} />
+    </>
+  );
+}
