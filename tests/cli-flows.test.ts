@@ -202,6 +202,7 @@ describe("--json", () => {
     await check("task ls", ["task", "ls", "--mission", missionId]);
     await check("task get", ["task", "get", taskId]);
     await check("task cancel", ["task", "cancel", taskId]);
+    await check("task watch", ["task", "watch", taskId], { lines: true, codes: [1] }); // cancelled: replays, then the task
     await check("task retry", ["task", "retry", taskId]);
     await check("task get", ["task", "get", "tsk_missing"], { codes: [4] }); // the error document
     await check("agent ls", ["agent", "ls"]);

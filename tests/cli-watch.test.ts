@@ -11,7 +11,7 @@ import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { assertBuilt, ep, EP_BIN } from "./cli-helpers.js";
 import { buildBinaries, registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome, waitFor } from "./harness.js";
-import { frameLine } from "../cli/commands/watch.js";
+import { frameLine, outputShown } from "../cli/commands/watch.js";
 
 const home = tempHome("ep-watch-");
 const gates = mkdtempSync(join(tmpdir(), "ep-watch-gates-"));
@@ -36,6 +36,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
+  for (const gate of ["ok", "bad", "json"]) writeFileSync(join(gates, gate), ""); // a failed test leaves no task running
   await epd?.stop();
   await tower?.stop();
   home.cleanup();
@@ -80,7 +81,7 @@ describe("ep task watch", () => {
     const r = await done;
     expect(r.code, r.stderr).toBe(0);
     const frames = r.stdout.split("\n").filter((l) => /gate|the end/.test(l));
-    expect(frames.filter((l) => l === "before the gate")).toHaveLength(1);
+    expect(frames.filter((l) => l === "before the gate"), r.stdout).toHaveLength(1);
     expect(frames.indexOf("before the gate")).toBeLessThan(frames.indexOf("after the gate"));
     expect(r.stderr).toContain("watch me  [running]");
     expect(r.stderr).toMatch(/succeeded\s*$/);
@@ -109,11 +110,19 @@ describe("ep task watch", () => {
     expect(docs.slice(0, -1).every((d) => typeof d.id === "number")).toBe(true);
   }, 60_000);
 
-  it("an unknown task is an error naming it", async () => {
+  it("an unknown task is an error naming it; an unreachable tower says so", async () => {
     const r = await ep(["task", "watch", "tsk_nope"], { env: env() });
     expect(r.code).toBe(4);
     expect(r.stderr).toContain("tsk_nope");
+    const down = await ep(["task", "watch", "tsk_nope"], { env: { ...env(), EP_BASE_URL: "http://127.0.0.1:1" } });
+    expect(down.stderr).toContain("cannot reach the tower at http://127.0.0.1:1");
   }, 30_000);
+
+  it("prints an output the frames did not already show", () => {
+    expect(outputShown("before\nafter\n", "before\nafter")).toBe(true);
+    expect(outputShown("thinking about it\n", "the answer is 4")).toBe(false);
+    expect(outputShown("", "")).toBe(false);
+  });
 
   it("marks tool and status frames; stderr text is dimmed only in color", () => {
     expect(frameLine({ id: 1, kind: "tool", text: "Bash ls", data: { phase: "call" } }, false)).toBe("  ⚙ Bash ls");

@@ -191,7 +191,7 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     const domainId = (await a.client(WorkService).createDomain({ name: "links" })).domain!.id;
     const reg = await a.client(NodeService).registerNode({ hostname: "worker-1" });
     const nodeId = reg.node!.id;
-    const agentId = (await a.client(AgentService).enrollAgent({ domainId, runtime: "shell", nodeId })).agent!.id;
+    const agentId = (await a.client(AgentService).enrollAgent({ domainId, runtime: "shell", nodeId, supervised: true })).agent!.id;
 
     const nodeTransport = createConnectTransport({
       baseUrl: a.url,

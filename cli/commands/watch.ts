@@ -33,6 +33,15 @@ export function frameLine(f: WatchFrame, color: boolean): string {
   return f.data?.stream === "stderr" ? dim(text) : text;
 }
 
+/**
+ * Whether the task's output is what its text frames already showed (a shell task's stdout is both),
+ * so the watch does not print it twice. An agent's reply differs from its transcript and is printed.
+ */
+export function outputShown(stdoutText: string, output: string): boolean {
+  const out = output.trim();
+  return out !== "" && stdoutText.trim().endsWith(out);
+}
+
 function header(t: Task): string {
   const who = t.claimedBy || t.assigneeAgentId || "not claimed yet";
   return [`${t.title}  [${t.status}]`, `  task ${t.id} · agent ${who}${t.runtime ? ` · ${t.runtime}` : ""} · attempt ${t.attempts} of ${t.maxAttempts}`].join("\n");
@@ -43,11 +52,13 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
   const events = tower(ctx, EventService);
   const color = !ctx.json && Boolean(process.stdout.isTTY) && !process.env.NO_COLOR;
   const printed = new Set<number>();
+  let stdoutText = "";
   let lastId = 0;
   const emit = (f: WatchFrame) => {
     if (printed.has(f.id)) return;
     printed.add(f.id);
     lastId = Math.max(lastId, f.id);
+    if (f.kind === "text" && f.data?.stream !== "stderr") stdoutText += f.text.endsWith("\n") ? f.text : `${f.text}\n`;
     ctx.out(ctx.json ? JSON.stringify({ id: f.id, kind: f.kind, text: f.text, ...(f.data ? { data: f.data } : {}) }) : frameLine(f, color));
   };
 
@@ -61,7 +72,7 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
       const t = (await work.getTask({ taskId })).task!;
       if (ctx.json) ctx.out(JSON.stringify({ task: toJson(TaskSchema, t, { useProtoFieldName: true }) }));
       else {
-        if (t.result?.output) ctx.out(`\n${t.result.output.replace(/\n+$/, "")}`);
+        if (t.result?.output && !outputShown(stdoutText, t.result.output)) ctx.out(`\n${t.result.output.replace(/\n+$/, "")}`);
         if (t.result?.error) ctx.err(`\n${t.title}: ${t.status}: ${t.result.error}`);
         const u = t.result?.usage;
         const usage = u ? ` · ${u.inputTokens} tokens in, ${u.outputTokens} out${u.costUsd ? `, $${u.costUsd.toFixed(4)}` : ""}` : "";
@@ -70,7 +81,11 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
       return t.status === "succeeded" || t.status === "done" ? 0 : 1;
     };
 
-    // 1. the stream first, so nothing between it and the replay is lost
+    // 0. the task exists and the tower answers (the usual errors: not found, unreachable, denied)
+    const first = (await work.getTask({ taskId })).task!;
+    if (!ctx.json) ctx.err(header(first));
+
+    // 1. the stream, before the replay, so nothing between the two is lost
     const url = `${ctx.url()}/events/stream?task_id=${encodeURIComponent(taskId)}`;
     const token = ctx.token();
     const backoff = createBackoff();
@@ -100,7 +115,7 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
             for (const msg of parser.push(decoder.decode(chunk, { stream: true }))) {
               if (!msg.data || !msg.id) continue;
               resumeAfter = Number(msg.id);
-              queue.push({ id: Number(msg.id), ...(JSON.parse(msg.data) as Record<string, unknown>) });
+              queue.push({ ...(JSON.parse(msg.data) as Record<string, unknown>), id: Number(msg.id) });
               wake?.();
             }
           }
@@ -116,9 +131,7 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
     })();
     pump.catch(() => wake?.());
 
-    // 2. where the task stands, and what it printed so far
-    const first = (await work.getTask({ taskId })).task!;
-    if (!ctx.json) ctx.err(header(first));
+    // 2. what it printed so far, then where it stands now
     let after = 0n;
     for (;;) {
       const page = await events.listEvents({ afterId: after, limit: PAGE, filter: { taskId, types: ["progress"] } });
@@ -129,7 +142,7 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
       if (page.events.length < PAGE) break;
       after = page.events[page.events.length - 1].id;
     }
-    if (FINAL.has(first.status)) {
+    if (FINAL.has(first.status) || FINAL.has((await work.getTask({ taskId })).task!.status)) {
       ended = true;
       return await finish();
     }

@@ -194,7 +194,7 @@ export function parseEventId(raw: string, field: string): number {
   return Number(s);
 }
 
-const FILTER_PARAMS = new Set(["type", "domain_id", "mission_id", "agent_id", "session_id", "last_event_id"]);
+const FILTER_PARAMS = new Set(["type", "domain_id", "mission_id", "agent_id", "session_id", "task_id", "last_event_id"]);
 
 /**
  * Reads the stream's query parameters and Last-Event-ID header, naming the field at fault.
@@ -208,7 +208,7 @@ export function parseStreamParams(
 ): StreamRequest {
   for (const key of Object.keys(query)) {
     if (!FILTER_PARAMS.has(key) && !extraParams.includes(key)) {
-      throw new EpError("invalid_argument", `${key}: unknown parameter; use type, domain_id, mission_id, agent_id, session_id or last_event_id`, { field: key });
+      throw new EpError("invalid_argument", `${key}: unknown parameter; use type, domain_id, mission_id, agent_id, session_id, task_id or last_event_id`, { field: key });
     }
   }
   const one = (key: string): string | undefined => {

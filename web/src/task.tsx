@@ -29,7 +29,7 @@ function frameOf(id: number, payload: Record<string, unknown> | undefined, at?: 
 }
 
 /** The task's progress frames: replayed, then live; in id order, each once. */
-function useTranscript(taskId: string, dashboard: Dashboard): { frames: Frame[]; error?: string } {
+function useTranscript(taskId: string, subscribe: Dashboard["subscribe"]): { frames: Frame[]; error?: string } {
   const [frames, setFrames] = useState<Map<number, Frame>>(new Map());
   const [error, setError] = useState<string>();
   const add = useCallback((list: Frame[]) => {
@@ -44,7 +44,7 @@ function useTranscript(taskId: string, dashboard: Dashboard): { frames: Frame[];
   useEffect(() => {
     setFrames(new Map());
     // subscribe before replaying, so nothing falls between the two
-    const off = dashboard.subscribe((ev: StreamEvent) => {
+    const off = subscribe((ev: StreamEvent) => {
       if (ev.type === "progress" && ev.task_id === taskId) add([frameOf(Number(ev.id), ev.payload, ev.created_at)]);
     });
     let stop = false;
@@ -66,13 +66,14 @@ function useTranscript(taskId: string, dashboard: Dashboard): { frames: Frame[];
       stop = true;
       off();
     };
-  }, [taskId, dashboard, add]);
+  }, [taskId, subscribe, add]); // subscribe is stable; the dashboard object changes with every event
 
   const sorted = useMemo(() => [...frames.values()].sort((a, b) => a.id - b.id), [frames]);
   return { frames: sorted, error };
 }
 
 export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: string; dashboard: Dashboard; canOperate: boolean; navigate(to: string): void }) {
+  const { subscribe } = dashboard;
   const [task, setTask] = useState<Task>();
   const [runs, setRuns] = useState<Task[]>([]);
   const [error, setError] = useState<string>();
@@ -80,7 +81,7 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
   const [note, setNote] = useState<{ ok: boolean; text: string }>();
   const [terminal, setTerminal] = useState(false);
   const now = useNow(5_000);
-  const { frames, error: transcriptError } = useTranscript(taskId, dashboard);
+  const { frames, error: transcriptError } = useTranscript(taskId, subscribe);
   const { agents, nodes, missions, domains } = dashboard.data;
   const agentOf = useMemo(() => new Map(agents.map((a) => [a.id, a])), [agents]);
   const nodeName = useMemo(() => new Map(nodes.map((n) => [n.id, n.hostname])), [nodes]);
@@ -102,7 +103,7 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
   useEffect(() => {
     void load();
     let timer: number | undefined;
-    const off = dashboard.subscribe((ev) => {
+    const off = subscribe((ev) => {
       if (ev.type === "progress" || !ev.task_id || (ev.task_id !== taskId && !runIds.current.has(ev.task_id))) return;
       window.clearTimeout(timer);
       timer = window.setTimeout(() => void load(), 80);
@@ -111,7 +112,7 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
       off();
       window.clearTimeout(timer);
     };
-  }, [taskId, dashboard, load]);
+  }, [taskId, subscribe, load]);
 
   const act = async (op: "cancel" | "retry") => {
     setBusy(op);
