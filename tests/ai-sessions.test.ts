@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
+import { titleFromTurn } from "../tower/domain/ai/sessions.js";
 import { startTower, type TestTower } from "./harness.js";
 
 let t: TestTower;
@@ -264,6 +265,29 @@ describe("session stream", () => {
     await turn(s, "list domains");
     const [next] = await live;
     expect(next.data).toMatchObject({ name: "ai.turn", session_id: s, payload: { role: "user", content: "list domains" } });
+  });
+});
+
+describe("session titles", () => {
+  it("an untitled session is named after its first question; a given title stays", async () => {
+    const ai = t.client(AiService);
+    const { session: plain } = await ai.createSession({ title: "" });
+    expect(plain!.title).toBe("New session");
+    await ai.submitTurn({ sessionId: plain!.id, content: "  list   domains\nand more on a second line" });
+    await ai.submitTurn({ sessionId: plain!.id, content: "list missions" });
+    expect((await ai.getSession({ sessionId: plain!.id })).session!.title).toBe("list domains");
+    const events = (await ai.getSession({ sessionId: plain!.id })).events.filter((e) => e.name === "ai.session.updated");
+    expect(events).toHaveLength(1);
+
+    const { session: named } = await ai.createSession({ title: "release triage" });
+    await ai.submitTurn({ sessionId: named!.id, content: "list domains" });
+    expect((await ai.getSession({ sessionId: named!.id })).session!.title).toBe("release triage");
+  });
+
+  it("a long first question is cut at a word", () => {
+    const title = titleFromTurn("please list every mission in the research domain that has a failed task and also show me their agents");
+    expect(title.length).toBeLessThanOrEqual(61);
+    expect(title).toBe("please list every mission in the research domain that has a…");
   });
 });
 

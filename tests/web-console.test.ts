@@ -298,9 +298,36 @@ describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
       await approve.focus();
       await page.keyboard.press("Enter");
       await page.locator(".msg-assistant").last().getByText("approved").first().waitFor({ timeout: 15_000 });
-      await tab("Missions");
+      // the outcome, with a link to what was made
+      const outcome = page.locator(".msg-assistant").last().locator(".action-outcome");
+      await outcome.waitFor({ timeout: 10_000 });
+      expect(await outcome.innerText()).toBe("Created mission Launch plan");
+      await outcome.getByRole("link", { name: "Launch plan" }).click();
+      expect(new URL(page.url()).pathname).toBe("/ui/missions");
       await missionCard("Launch plan").waitFor({ timeout: 10_000 });
       expect(await page.evaluate(() => (window as unknown as { __noReload?: boolean }).__noReload)).toBe(true);
+    });
+
+    it("an approved task shows its outcome, linked to the task page; no tool names or action ids; unquoted mission names", async () => {
+      await setup("outcome");
+      await ask('submit task "ui hello" to mission outcome mission with command "echo hi"');
+      const reply = page.locator(".msg-assistant").last();
+      await reply.getByRole("button", { name: /approve/i }).first().click({ timeout: 15_000 });
+      const outcome = reply.locator(".action-outcome");
+      await outcome.waitFor({ timeout: 15_000 });
+      expect(await outcome.innerText()).toBe("Submitted task ui hello");
+      const shown = await reply.innerText();
+      expect(shown, shown).not.toContain("submit_mesh_task");
+      expect(shown).not.toMatch(/act_[0-9a-z]{6}/);
+      expect(shown).toContain("Submit task");
+      await outcome.getByRole("link", { name: "ui hello" }).click();
+      await page.getByRole("heading", { name: "ui hello" }).waitFor({ timeout: 10_000 });
+      expect(new URL(page.url()).pathname).toMatch(/^\/ui\/tasks\/tsk_/);
+      // the session is named after its first question, not "New session"
+      await tab("Console");
+      const titles = await page.getByRole("navigation", { name: "Session history" }).locator(".session-title").allInnerTexts();
+      expect(titles).toContain("list missions");
+      expect(titles).not.toContain("New session");
     });
 
     it("rejects a proposal, and nothing is created", async () => {

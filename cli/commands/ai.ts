@@ -25,7 +25,7 @@ export async function run(ctx: Context): Promise<number> {
   const ai = tower(ctx, AiService);
   let sessionId = ctx.str("session");
   const ensureSession = async () => {
-    if (!sessionId) sessionId = (await ai.createSession({ title: "ep ai chat" })).session!.id;
+    if (!sessionId) sessionId = (await ai.createSession({ title: "" })).session!.id;
     return sessionId;
   };
   const turn = async (content: string) => protoJson(SubmitTurnResponseSchema, await ai.submitTurn({ sessionId: await ensureSession(), content }));

@@ -11,27 +11,12 @@ import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import type { Context } from "../context.js";
 import { tower } from "../tower.js";
 import { createBackoff, createSseParser } from "./events.js";
+import { frameLine, type WatchFrame } from "../frames.js";
+
+export { frameLine };
 
 const FINAL = new Set(["succeeded", "failed", "cancelled", "done"]);
 const PAGE = 500;
-
-export interface WatchFrame {
-  id: number;
-  kind: string;
-  text: string;
-  data?: Record<string, unknown>;
-}
-
-/** One frame as a terminal line: text as written, tool calls and status lines marked. */
-export function frameLine(f: WatchFrame, color: boolean): string {
-  const dim = (s: string) => (color ? `\x1b[2m${s}\x1b[0m` : s);
-  const cyan = (s: string) => (color ? `\x1b[36m${s}\x1b[0m` : s);
-  const text = f.text.replace(/\n+$/, "");
-  if (f.kind === "tool") return `${cyan(f.data?.phase === "result" || f.data?.phase === "update" ? "  ↳" : "  ⚙")} ${text}`;
-  if (f.kind === "status") return dim(`  · ${text}`);
-  if (f.kind === "json") return dim(`  {} ${text}`);
-  return f.data?.stream === "stderr" ? dim(text) : text;
-}
 
 /**
  * Whether the task's output is what its text frames already showed (a shell task's stdout is both),

@@ -5,8 +5,9 @@ import { afterAll, describe, expect, it } from "vitest";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import { startTower, type TestTower } from "../../tests/harness.js";
 import { App } from "./app.js";
-import type { ApprovalItem, EventItem, TuiDataSource } from "./data-source.js";
-import { createTowerSource } from "./tower-source.js";
+import type { ApprovalItem, EventItem, FrameItem, TaskDetail, TuiDataSource } from "./data-source.js";
+import { createTowerSource, eventDetail } from "./tower-source.js";
+import { viewSpecLines } from "./view-spec-text.js";
 
 async function until(cond: () => boolean, ms = 5000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -16,6 +17,7 @@ async function until(cond: () => boolean, ms = 5000): Promise<void> {
   }
 }
 
+
 /** A small in-memory source: the TUI's interface boundary, not our tower code. */
 function memorySource() {
   const approvals: ApprovalItem[] = [
@@ -23,17 +25,37 @@ function memorySource() {
     { sessionId: "ses_1", id: "act_2", tool: "retry_task", summary: "retry tsk_9", status: "pending" },
   ];
   const decisions: string[] = [];
+  const chats: string[] = [];
   let push: ((e: EventItem) => void) | undefined;
+  const task: TaskDetail = { id: "tsk_1", missionId: "msn_1", title: "Run the tests", status: "running", runtime: "vendorA_code", agent: "builder", attempts: 1, maxAttempts: 3, createdAt: "2026-11-26T06:00:00Z", output: "", error: "", usage: "" };
+  const frames: FrameItem[] = [
+    { id: 10, kind: "status", text: "session started" },
+    { id: 11, kind: "text", text: "reading the test suite" },
+    { id: 12, kind: "tool", text: "Bash npm test", data: { phase: "call" } },
+  ];
   const source: TuiDataSource = {
     label: "memory",
-    missions: async () => [{ id: "msn_1", domainId: "dom_1", title: "Ship v2", status: "open" }],
-    agents: async () => [{ id: "agt_1", name: "builder", domainId: "dom_1", runtime: "shell", state: "idle" }],
+    missions: async () => [{ id: "msn_1", domainId: "dom_1", domainName: "acme", title: "Ship v2", status: "open" }],
+    agents: async () => [{ id: "agt_1", name: "builder", domainId: "dom_1", runtime: "shell", state: "busy", taskTitle: "Run the tests" }],
     approvals: async () => approvals.filter((a) => a.status === "pending"),
+    tasks: async () => [task],
+    task: async () => ({ ...task }),
+    frames: async () => frames,
+    cancelTask: async () => ({ ...Object.assign(task, { status: "cancelled" }) }),
+    retryTask: async () => ({ ...Object.assign(task, { status: "queued" }) }),
     subscribe(onEvent) {
       push = onEvent;
       return () => (push = undefined);
     },
-    chat: async (content) => ({ sessionId: "ses_1", text: `heard: ${content}`, actions: [] }),
+    chat: async (content) => {
+      chats.push(content);
+      return {
+        sessionId: "ses_1",
+        text: `heard: ${content}`,
+        actions: [],
+        viewSpecs: [{ type: "table", title: "Missions", columns: ["title", "status"], rows: [["Ship v2", "open"], ["Q3 audit", "done"]] }],
+      };
+    },
     async approve(s, a) {
       decisions.push(`approve ${s}/${a}`);
       const item = approvals.find((x) => x.id === a)!;
@@ -48,8 +70,10 @@ function memorySource() {
     },
     close() {},
   };
-  return { source, decisions, emit: (e: EventItem) => push?.(e) };
+  return { source, decisions, chats, emit: (e: EventItem) => push?.(e) };
 }
+
+const lineWith = (frame: string, text: string) => frame.split("\n").find((l) => l.includes(text));
 
 describe("the ep console", () => {
   it("navigates the tabs from the keyboard", async () => {
@@ -74,8 +98,7 @@ describe("the ep console", () => {
     ui.stdin.write("a");
     await until(() => decisions.length === 1);
     expect(decisions).toEqual(["approve ses_1/act_1"]);
-    await until(() => !ui.lastFrame()!.includes("create mission 'Ship v2'"));
-    expect(ui.lastFrame()).toContain("act_1 approved");
+    await until(() => ui.lastFrame()!.includes("create mission 'Ship v2': approved"));
     ui.stdin.write("r");
     await until(() => decisions.length === 2);
     expect(decisions[1]).toBe("reject ses_1/act_2");
@@ -83,21 +106,114 @@ describe("the ep console", () => {
     ui.unmount();
   });
 
-  it("sends the composer's text to the AI session and shows live events", async () => {
+  it("sends the composer's text to the AI session and shows live events, one line each", async () => {
     const { source, emit } = memorySource();
     const ui = render(<App source={source} initialTab="console" />);
     await until(() => ui.lastFrame()!.includes("> "));
-    await new Promise((r) => setTimeout(r, 50));
     for (const ch of "list missions") ui.stdin.write(ch);
     await until(() => ui.lastFrame()!.includes("list missions"));
     ui.stdin.write("\r");
     await until(() => ui.lastFrame()!.includes("heard: list missions"));
     ui.stdin.write("\u001b"); // Esc leaves the composer
-    await until(() => ui.lastFrame()!.includes("Ship v2"));
+    await until(() => ui.lastFrame()!.includes("Enter open tasks"));
     ui.stdin.write("4");
-    emit({ id: 41, type: "matrix", name: "task.succeeded", status: "succeeded", detail: "task=tsk_1" });
+    emit({ id: 41, type: "matrix", name: "task.succeeded", status: "succeeded", detail: '"Run the tests"', at: "2026-11-26T06:01:02Z" });
     await until(() => ui.lastFrame()!.includes("task.succeeded"));
+    expect(lineWith(ui.lastFrame()!, "task.succeeded")!.trim()).toMatch(/^\d\d:\d\d:\d\d\s+task\.succeeded\s+succeeded\s+"Run the tests"$/);
     ui.unmount();
+  });
+
+  it("a pasted multi-word prompt arrives whole, also when Enter follows in the same tick", async () => {
+    const { source, chats } = memorySource();
+    const ui = render(<App source={source} initialTab="console" />);
+    await until(() => ui.lastFrame()!.includes("> "));
+    ui.stdin.write("fix the flaky test in mission Ship v2");
+    ui.stdin.write("\r");
+    await until(() => chats.length === 1);
+    expect(chats[0]).toBe("fix the flaky test in mission Ship v2");
+    // typed fast: every key lands, in order; a line pasted with a break stays one line
+    for (const ch of "abc") ui.stdin.write(ch);
+    ui.stdin.write(" def\nghi");
+    ui.stdin.write("\r");
+    await until(() => chats.length === 2);
+    expect(chats[1]).toBe("abc def ghi");
+    ui.unmount();
+  });
+
+  it("the console tab renders a table result with aligned columns", async () => {
+    const { source } = memorySource();
+    const ui = render(<App source={source} initialTab="console" />);
+    await until(() => ui.lastFrame()!.includes("> "));
+    ui.stdin.write("list missions");
+    ui.stdin.write("\r");
+    await until(() => ui.lastFrame()!.includes("Q3 audit"));
+    const frame = ui.lastFrame()!;
+    const head = lineWith(frame, "TITLE")!;
+    expect(head.trim()).toMatch(/^TITLE\s+STATUS$/);
+    expect(lineWith(frame, "Ship v2  ")!.trim()).toMatch(/^Ship v2\s+open$/);
+    expect(lineWith(frame, "Q3 audit")!.trim()).toMatch(/^Q3 audit\s+done$/);
+    // the STATUS column starts at the same place on every row
+    expect(lineWith(frame, "Q3 audit")!.indexOf("done")).toBe(head.indexOf("STATUS"));
+    ui.unmount();
+  });
+
+  it("opens a task from its mission: header, frames so far, live frames; cancel; Esc goes back", async () => {
+    const { source, emit } = memorySource();
+    const ui = render(<App source={source} />);
+    await until(() => ui.lastFrame()!.includes("Ship v2"));
+    expect(ui.lastFrame()).toContain("acme"); // the domain by name
+    ui.stdin.write("\r");
+    await until(() => ui.lastFrame()!.includes("Run the tests"));
+    expect(ui.lastFrame()).toContain("Claude Code");
+    expect(ui.lastFrame()).toContain("Enter open task");
+    ui.stdin.write("\r");
+    await until(() => ui.lastFrame()!.includes("reading the test suite"));
+    const frame = ui.lastFrame()!;
+    expect(frame).toContain("[running]");
+    expect(frame).toContain("agent builder");
+    expect(frame).toContain("  · session started");
+    expect(frame).toContain("  ⚙ Bash npm test");
+    expect(frame).toContain("c cancel · r retry · Esc back");
+    emit({ id: 13, type: "progress", name: "task.progress", status: "", detail: "12 passed", taskId: "tsk_1", frame: { id: 13, kind: "text", text: "12 passed" } });
+    await until(() => ui.lastFrame()!.includes("12 passed"));
+    ui.stdin.write("c");
+    await until(() => ui.lastFrame()!.includes("[cancelled]"));
+    ui.stdin.write("\u001b");
+    await until(() => ui.lastFrame()!.includes("Enter open task ·"));
+    ui.stdin.write("\u001b");
+    await until(() => ui.lastFrame()!.includes("Enter open tasks"));
+    ui.unmount();
+  });
+
+  it("shows the keys of each tab in the footer", async () => {
+    const { source } = memorySource();
+    const ui = render(<App source={source} />);
+    await until(() => ui.lastFrame()!.includes("Ship v2"));
+    expect(ui.lastFrame()).toContain("1-5 or Tab: switch");
+    ui.stdin.write("3");
+    await until(() => ui.lastFrame()!.includes("a approve · r reject"));
+    ui.stdin.write("2");
+    await until(() => ui.lastFrame()!.includes("Run the tests")); // the agent's running task
+    ui.stdin.write("5");
+    await until(() => ui.lastFrame()!.includes("Enter send"));
+    ui.unmount();
+  });
+});
+
+describe("view_specs and events as text", () => {
+  it("renders kv, cards, timelines and unknown views; strips control characters; fits the width", () => {
+    expect(viewSpecLines({ type: "kv", items: [{ key: "status", value: "open" }, { key: "priority", value: 3 }] }, 80)).toEqual(["status    open", "priority  3"]);
+    expect(viewSpecLines({ type: "cards", cards: [{ title: "builder", status: "idle", fields: [{ key: "runtime", value: "shell" }] }] }, 80)).toEqual(["• builder  [idle]", "    runtime  shell"]);
+    expect(viewSpecLines({ type: "timeline", items: [{ at: "2026-11-26T06:00:00Z", title: "task.succeeded" }] }, 80)).toEqual(["2026-11-26 06:00:00  task.succeeded"]);
+    expect(viewSpecLines({ type: "log_stream", lines: ["a\u001b[31mred", "b"] }, 80)).toEqual(["a [31mred", "b"]);
+    expect(viewSpecLines({ type: "chart" }, 80)[0]).toContain("cannot show");
+    expect(viewSpecLines({ type: "table", columns: ["a"], rows: [["x".repeat(100)]] }, 20)[1]).toHaveLength(20);
+  });
+
+  it("an event's detail names what it is about, never its JSON", () => {
+    expect(eventDetail({ type: "matrix", payload: { title: "Run tests", error: "exit 1" }, taskId: "tsk_1", agentId: "", missionId: "" })).toBe('"Run tests" · exit 1');
+    expect(eventDetail({ type: "progress", payload: { kind: "text", text: "line\none" }, taskId: "tsk_1", agentId: "", missionId: "" })).toBe("line one");
+    expect(eventDetail({ type: "matrix", payload: { x: { y: 1 } }, taskId: "tsk_1", agentId: "", missionId: "" })).toBe("tsk_1");
   });
 });
 

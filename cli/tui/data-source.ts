@@ -4,6 +4,8 @@
 export interface MissionItem {
   id: string;
   domainId: string;
+  /** the domain's name, for people (the id when unknown) */
+  domainName: string;
   title: string;
   status: string;
 }
@@ -14,6 +16,50 @@ export interface AgentItem {
   domainId: string;
   runtime: string;
   state: string;
+  /** the task it is running, if any */
+  taskTitle?: string;
+}
+
+export interface TaskItem {
+  id: string;
+  missionId: string;
+  title: string;
+  status: string;
+  runtime: string;
+  /** who runs (or ran) it, by name; "" when nobody claimed it yet */
+  agent: string;
+}
+
+export interface TaskDetail extends TaskItem {
+  attempts: number;
+  maxAttempts: number;
+  createdAt: string;
+  output: string;
+  error: string;
+  /** tokens and cost in one line, "" when the runtime reported none */
+  usage: string;
+}
+
+/** One progress frame of a task (what the agent printed, a tool call, a status line). */
+export interface FrameItem {
+  id: number;
+  kind: string;
+  text: string;
+  data?: Record<string, unknown>;
+}
+
+export interface EventItem {
+  id: number;
+  type: string;
+  name: string;
+  status: string;
+  /** what happened, in words: the resource's title or name, a message; never raw JSON */
+  detail: string;
+  /** ISO time, when known */
+  at?: string;
+  taskId?: string;
+  /** set for progress events */
+  frame?: FrameItem;
 }
 
 export interface ApprovalItem {
@@ -24,18 +70,12 @@ export interface ApprovalItem {
   status: string;
 }
 
-export interface EventItem {
-  id: number;
-  type: string;
-  name: string;
-  status: string;
-  detail: string;
-}
-
 export interface ChatReply {
   sessionId: string;
   text: string;
   actions: ApprovalItem[];
+  /** the reply's view_specs (tables, key/value lists…), rendered like the web console */
+  viewSpecs?: unknown[];
 }
 
 export interface TuiDataSource {
@@ -44,6 +84,12 @@ export interface TuiDataSource {
   missions(): Promise<MissionItem[]>;
   agents(): Promise<AgentItem[]>;
   approvals(): Promise<ApprovalItem[]>;
+  tasks(missionId: string): Promise<TaskItem[]>;
+  task(taskId: string): Promise<TaskDetail>;
+  /** the task's progress so far, oldest first */
+  frames(taskId: string): Promise<FrameItem[]>;
+  cancelTask(taskId: string): Promise<TaskDetail>;
+  retryTask(taskId: string): Promise<TaskDetail>;
   /** follows the event log; returns a function that stops following */
   subscribe(onEvent: (e: EventItem) => void, onError: (err: Error) => void): () => void;
   chat(content: string): Promise<ChatReply>;

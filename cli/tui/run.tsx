@@ -17,6 +17,11 @@ function lazyTowerSource(url: string, token: string | undefined): TuiDataSource 
     missions: async () => (await get()).missions(),
     agents: async () => (await get()).agents(),
     approvals: async () => (await get()).approvals(),
+    tasks: async (m) => (await get()).tasks(m),
+    task: async (t) => (await get()).task(t),
+    frames: async (t) => (await get()).frames(t),
+    cancelTask: async (t) => (await get()).cancelTask(t),
+    retryTask: async (t) => (await get()).retryTask(t),
     subscribe(onEvent, onError) {
       let stop: (() => void) | undefined;
       void get().then((s) => {

@@ -1,17 +1,46 @@
 // The TUI's data from a real tower: generated Connect clients; live events from
 // EventService.StreamEvents, resumed after the last id with the 1 s → 30 s backoff.
+import type { JsonObject } from "@bufbuild/protobuf";
 import { createClient, type Transport } from "@connectrpc/connect";
 import { AiService } from "../../gen/ep/tower/v1/ai_pb.js";
 import { EventService } from "../../gen/ep/tower/v1/events_pb.js";
 import { AgentService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
-import type { Event } from "../../gen/ep/tower/v1/resources_pb.js";
-import type { ApprovalItem, EventItem, TuiDataSource } from "./data-source.js";
+import type { Event, Task } from "../../gen/ep/tower/v1/resources_pb.js";
+import type { ApprovalItem, EventItem, FrameItem, TaskDetail, TaskItem, TuiDataSource } from "./data-source.js";
+
+const oneLine = (s: string, max = 160) => {
+  const t = s.replace(/\s+/g, " ").trim();
+  return t.length > max ? `${t.slice(0, max - 1)}…` : t;
+};
+
+export function frameOf(id: number, payload: JsonObject | undefined): FrameItem {
+  const p = payload ?? {};
+  return { id, kind: String(p.kind ?? "text"), text: String(p.text ?? ""), data: p.data && typeof p.data === "object" && !Array.isArray(p.data) ? (p.data as Record<string, unknown>) : undefined };
+}
+
+/** An event in words: what its payload names (a title, a name, a message), never its JSON. */
+export function eventDetail(e: Pick<Event, "type" | "payload" | "taskId" | "agentId" | "missionId">): string {
+  const p = (e.payload ?? {}) as Record<string, unknown>;
+  const str = (k: string) => (typeof p[k] === "string" && p[k] ? String(p[k]) : "");
+  if (e.type === "progress") return oneLine(str("text"));
+  const what = str("title") || str("name") || str("summary") || str("hostname");
+  const why = str("error") || str("reason") || str("message") || str("op") || (typeof p.content === "string" ? oneLine(p.content, 80) : "");
+  const fallback = e.taskId || e.agentId || e.missionId || "";
+  return oneLine([what ? `"${what}"` : fallback, why].filter(Boolean).join(" · "));
+}
 
 function eventItem(e: Event): EventItem {
-  const ids = [e.domainId && `domain=${e.domainId}`, e.missionId && `mission=${e.missionId}`, e.taskId && `task=${e.taskId}`, e.agentId && `agent=${e.agentId}`].filter(Boolean).join(" ");
-  const payload = e.payload ? JSON.stringify(e.payload) : "";
-  return { id: Number(e.id), type: e.type, name: e.name, status: e.status, detail: [ids, payload === "{}" ? "" : payload].filter(Boolean).join(" ") };
+  return {
+    id: Number(e.id),
+    type: e.type,
+    name: e.name,
+    status: e.status,
+    detail: eventDetail(e),
+    at: e.createdAt,
+    taskId: e.taskId || undefined,
+    frame: e.type === "progress" ? frameOf(Number(e.id), e.payload as JsonObject | undefined) : undefined,
+  };
 }
 
 export function createTowerSource(transport: Transport, label: string): TuiDataSource {
@@ -22,16 +51,37 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
   let sessionId: string | undefined;
   const stops = new Set<() => void>();
   const toItem = (a: { sessionId: string; id: string; tool: string; summary: string; status: string }): ApprovalItem => ({ sessionId: a.sessionId, id: a.id, tool: a.tool, summary: a.summary, status: a.status });
+  // agent names, refreshed with each agents() call (tasks show who runs them)
+  let agentNames = new Map<string, string>();
+  const loadAgents = async () => {
+    const list = (await agents.listAgents({})).agents;
+    agentNames = new Map(list.map((a) => [a.id, a.name || a.id]));
+    return list;
+  };
+  const taskItem = (t: Task): TaskItem => {
+    const who = t.claimedBy || t.assigneeAgentId;
+    return { id: t.id, missionId: t.missionId, title: t.title, status: t.status, runtime: t.runtime, agent: who ? (agentNames.get(who) ?? who) : "" };
+  };
+  const taskDetail = (t: Task): TaskDetail => {
+    const u = t.result?.usage;
+    const usage = u && (u.inputTokens || u.outputTokens || u.costUsd) ? `${u.inputTokens} tokens in, ${u.outputTokens} out${u.costUsd ? `, $${u.costUsd.toFixed(4)}` : ""}${u.model ? ` (${u.model})` : ""}` : "";
+    return { ...taskItem(t), attempts: t.attempts, maxAttempts: t.maxAttempts, createdAt: t.createdAt, output: t.result?.output ?? "", error: t.result?.error ?? "", usage };
+  };
 
   return {
     label,
     async missions() {
       const out = [];
-      for (const d of (await work.listDomains({})).domains) out.push(...(await work.listMissions({ domainId: d.id })).missions);
-      return out.map((m) => ({ id: m.id, domainId: m.domainId, title: m.title, status: m.status }));
+      for (const d of (await work.listDomains({})).domains) {
+        for (const m of (await work.listMissions({ domainId: d.id })).missions) out.push({ id: m.id, domainId: m.domainId, domainName: d.name || d.id, title: m.title, status: m.status });
+      }
+      return out;
     },
     async agents() {
-      return (await agents.listAgents({})).agents.map((a) => ({ id: a.id, name: a.name, domainId: a.domainId, runtime: a.runtime, state: a.state }));
+      const list = await loadAgents();
+      const running = new Map<string, string>();
+      for (const t of (await work.listTasks({ status: "running", limit: 500 })).tasks) if (t.claimedBy) running.set(t.claimedBy, t.title);
+      return list.map((a) => ({ id: a.id, name: a.name, domainId: a.domainId, runtime: a.runtime, state: a.state, taskTitle: running.get(a.id) }));
     },
     async approvals() {
       const out: ApprovalItem[] = [];
@@ -43,6 +93,28 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
       }
       for (const s of sessions) for (const a of (await ai.getSession({ sessionId: s.id })).actions) if (a.status === "pending") out.push(toItem(a));
       return out;
+    },
+    async tasks(missionId) {
+      if (!agentNames.size) await loadAgents().catch(() => undefined);
+      return (await work.listTasks({ missionId, limit: 500 })).tasks.filter((t) => !t.parentTaskId).map(taskItem);
+    },
+    async task(taskId) {
+      return taskDetail((await work.getTask({ taskId })).task!);
+    },
+    async frames(taskId) {
+      const out: FrameItem[] = [];
+      for (let after = 0n; ; ) {
+        const page = await events.listEvents({ afterId: after, limit: 500, filter: { taskId, types: ["progress"] } });
+        out.push(...page.events.map((e) => frameOf(Number(e.id), e.payload as JsonObject | undefined)));
+        if (page.events.length < 500) return out;
+        after = page.events[page.events.length - 1].id;
+      }
+    },
+    async cancelTask(taskId) {
+      return taskDetail((await work.cancelTask({ taskId, reason: "cancelled from ep console" })).task!);
+    },
+    async retryTask(taskId) {
+      return taskDetail((await work.retryTask({ taskId })).task!);
     },
     subscribe(onEvent, onError) {
       const ctl = new AbortController();
@@ -73,12 +145,12 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
       };
     },
     async chat(content) {
-      if (!sessionId) sessionId = (await ai.createSession({ title: "ep console" })).session!.id;
+      if (!sessionId) sessionId = (await ai.createSession({ title: "" })).session!.id;
       const res = await ai.submitTurn({ sessionId, content });
       const reply = res.reply;
       const parts = [reply?.content ?? ""];
       if (reply?.error) parts.push(`error: ${reply.error}`);
-      return { sessionId, text: parts.filter(Boolean).join("\n"), actions: res.actions.map(toItem) };
+      return { sessionId, text: parts.filter(Boolean).join("\n"), actions: res.actions.map(toItem), viewSpecs: reply?.viewSpecs ?? [] };
     },
     async approve(s, a) {
       return toItem((await ai.approveAction({ sessionId: s, actionId: a })).action!);

@@ -2,7 +2,7 @@
 import { useCallback, useState } from "react";
 import type { PendingAction } from "@gen/ep/tower/v1/ai_pb.js";
 import { api, describeError } from "./api.js";
-import { ErrorNote, StatusBadge } from "./ui.js";
+import { AppLink, ErrorNote, StatusBadge, toolLabel } from "./ui.js";
 import { cellText, KvList } from "./view-spec.js";
 
 export type Decision = "approve" | "reject";
@@ -42,6 +42,48 @@ export function useDecisions(onDecided: (action: PendingAction) => void): Decisi
   };
 }
 
+type Obj = Record<string, unknown>;
+const obj = (v: unknown): Obj | undefined => (v && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : undefined);
+const text = (v: unknown): string => (typeof v === "string" ? v : "");
+
+/** What a decided action did, for people: the resource it made or changed (with a link), or why not. */
+export function outcomeOf(action: Pick<PendingAction, "status" | "error" | "result" | "tool">): { text: string; href?: string; linkText?: string; tone: "ok" | "bad" | "muted" } | undefined {
+  if (action.status === "pending") return undefined;
+  if (action.status === "rejected") return { text: "Rejected: nothing was done.", tone: "muted" };
+  if (action.error) return { text: `Failed: ${action.error}`, tone: "bad" };
+  const r = obj(action.result) ?? {};
+  const task = obj(r.task);
+  if (task) {
+    const verb = action.tool === "cancel_task" ? "Cancelled" : action.tool === "retry_mesh_task" ? "Queued again" : "Submitted";
+    return { text: `${verb} task`, linkText: text(task.title) || text(task.id), href: `/ui/tasks/${text(task.id)}`, tone: "ok" };
+  }
+  const mission = obj(r.mission);
+  if (mission) return { text: "Created mission", linkText: text(mission.title) || text(mission.id), href: `/ui/missions#${text(mission.id)}`, tone: "ok" };
+  const domain = obj(r.domain);
+  if (domain) return { text: "Created domain", linkText: text(domain.name) || text(domain.id), href: "/ui/missions", tone: "ok" };
+  const doc = obj(r.doc) ?? obj(r.artifact);
+  if (doc) return { text: `Wrote ${text(doc.name) || "the document"}`, tone: "ok" };
+  if (r.delivered === true) return { text: "Signal delivered", tone: "ok" };
+  return { text: `${toolLabel(action.tool)}: done`, tone: "ok" };
+}
+
+/** The outcome line of a decided action (nothing while it is pending). */
+export function ActionOutcome({ action }: { action: Pick<PendingAction, "status" | "error" | "result" | "tool"> }) {
+  const o = outcomeOf(action);
+  if (!o) return null;
+  return (
+    <p className={`action-outcome outcome-${o.tone}`} role="status">
+      {o.text}
+      {o.href && (
+        <>
+          {" "}
+          <AppLink href={o.href}>{o.linkText}</AppLink>
+        </>
+      )}
+    </p>
+  );
+}
+
 function argumentItems(args: unknown) {
   if (!args || typeof args !== "object") return [];
   return Object.entries(args as Record<string, unknown>).map(([key, value]) => ({
@@ -59,13 +101,13 @@ export function ActionCard({ action, decisions, context }: { action: PendingActi
     <article className="action-card" aria-label={`Action ${label}`} data-action-id={action.id}>
       <header className="card-head">
         <span>
-          <strong>{cellText(label)}</strong> <code className="muted">{action.tool}</code>
+          <strong>{cellText(label)}</strong>
         </span>
         <StatusBadge status={action.status} />
       </header>
       {context && <p className="muted small">{context}</p>}
       <KvList items={argumentItems(action.arguments)} />
-      {action.error && <ErrorNote error={`Execution failed: ${action.error}`} />}
+      <ActionOutcome action={action} />
       {!pending && action.decidedBy && (
         <p className="muted small">
           {action.status} by {action.decidedBy}

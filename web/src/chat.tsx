@@ -2,11 +2,11 @@
 // follows `/ai/sessions/{id}/stream` and re-reads the session when something happens in it.
 import { useCallback, useEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEvent } from "react";
 import type { GetSessionResponse, PendingAction, Turn } from "@gen/ep/tower/v1/ai_pb.js";
-import { ActionCard, useDecisions, type Decisions } from "./actions.js";
+import { ActionCard, ActionOutcome, useDecisions, type Decisions } from "./actions.js";
 import { api, describeError, isUnauthenticated } from "./api.js";
 import type { Dashboard } from "./dashboard.js";
 import { createLiveStream } from "./live-stream.js";
-import { Empty, ErrorNote } from "./ui.js";
+import { Empty, ErrorNote, toolLabel } from "./ui.js";
 import { ViewSpecView, type ActionContext } from "./view-spec.js";
 
 interface ChatProps {
@@ -215,6 +215,10 @@ function TurnView({ turn, actions: byId, decisions }: { turn: Turn; actions: Map
     },
     busy: (id) => decisions.busy(id),
     decide: (id, decision) => void decisions.decide(byId.get(id)?.sessionId ?? turn.sessionId, id, decision),
+    outcome: (id) => {
+      const a = byId.get(id);
+      return a ? <ActionOutcome action={a} /> : null;
+    },
   };
   if (turn.role === "user") {
     return (
@@ -231,7 +235,6 @@ function TurnView({ turn, actions: byId, decisions }: { turn: Turn; actions: Map
     }
   }
   const loose = turn.toolCalls.filter((c) => c.actionId && !barred.has(c.actionId)).map((c) => byId.get(c.actionId));
-  const writeCalls = new Set(turn.toolCalls.filter((c) => c.actionId).map((c) => c.actionId));
   return (
     <div className="msg msg-assistant" data-turn-id={turn.id}>
       {turn.content && <p className="reply-text">{turn.content}</p>}
@@ -239,7 +242,7 @@ function TurnView({ turn, actions: byId, decisions }: { turn: Turn; actions: Map
         <ul className="tool-calls" aria-label="Tools used">
           {turn.toolCalls.map((c, i) => (
             <li key={i}>
-              <code>{c.tool}</code> <span className="muted small">{c.kind === "write" ? "proposed (needs approval)" : c.error ? `failed: ${c.error}` : "ran"}</span>
+              <span title={c.tool}>{toolLabel(c.tool)}</span> <span className="muted small">{c.kind === "write" ? "proposed, needs approval" : c.error ? `failed: ${c.error}` : ""}</span>
             </li>
           ))}
         </ul>
@@ -248,9 +251,6 @@ function TurnView({ turn, actions: byId, decisions }: { turn: Turn; actions: Map
         <ViewSpecView key={i} spec={spec} ctx={ctx} />
       ))}
       {loose.map((a) => a && <ActionCard key={a.id} action={a} decisions={decisions} />)}
-      {[...barred].filter((id) => !writeCalls.has(id) && byId.get(id)?.error).map((id) => (
-        <ErrorNote key={id} error={`${id}: ${byId.get(id)!.error}`} />
-      ))}
       {[...barred].map((id) => decisions.error(id) && <ErrorNote key={`e-${id}`} error={decisions.error(id)} />)}
       {turn.error && <ErrorNote error={turn.error} />}
     </div>

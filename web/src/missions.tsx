@@ -96,7 +96,7 @@ export function MissionsView({ dashboard, navigate, canOperate }: { dashboard: D
         // broadcast runs carry the usage; the parent has none of its own
         const usage = usageSum(tasks.filter((t) => t.missionId === m.id));
         return (
-          <article className="mission" key={m.id} aria-label={`Mission ${m.title}`} data-mission-id={m.id}>
+          <article className="mission" key={m.id} id={m.id} aria-label={`Mission ${m.title}`} data-mission-id={m.id}>
             <header className="card-head">
               <h3>{m.title}</h3>
               <StatusBadge status={m.status} />

@@ -98,6 +98,37 @@ export function runtimeLabel(kind: string): string {
   return RUNTIME_LABELS[kind] ?? kind;
 }
 
+/** A link inside the console: follows without a page load (the router listens to popstate). */
+export function AppLink({ href, children, className }: { href: string; children: React.ReactNode; className?: string }) {
+  return (
+    <a
+      href={href}
+      className={className}
+      onClick={(e) => {
+        if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+        e.preventDefault();
+        const [path, hash] = href.split("#");
+        if (path !== window.location.pathname) {
+          window.history.pushState(null, "", href);
+          window.dispatchEvent(new PopStateEvent("popstate"));
+        }
+        if (hash) window.setTimeout(() => document.getElementById(hash)?.scrollIntoView({ block: "start" }), 50);
+      }}
+    >
+      {children}
+    </a>
+  );
+}
+
+const TOOL_VERBS: Record<string, string> = { list: "Listed", get: "Looked up", create: "Create", submit: "Submit", retry: "Retry", cancel: "Cancel", put: "Write", claim: "Claim", signal: "Signal", restart: "Restart", pause: "Pause", resume: "Resume" };
+
+/** A tool as people read it: list_missions → "Listed missions", submit_mesh_task → "Submit task". */
+export function toolLabel(tool: string): string {
+  const [verb, ...rest] = tool.split("_");
+  const noun = rest.filter((w) => w !== "mesh").join(" ").replace(/\bdoc\b/, "document");
+  return `${TOOL_VERBS[verb] ?? verb.charAt(0).toUpperCase() + verb.slice(1)} ${noun}`.trim();
+}
+
 /** A small button that copies an id, for the places that show a name instead. */
 export function CopyId({ id }: { id: string }) {
   const [copied, setCopied] = useState(false);

@@ -31,6 +31,8 @@ export interface ActionContext {
   summaryOf?(actionId: string): string | undefined;
   busy(actionId: string): boolean;
   decide(actionId: string, decision: "approve" | "reject"): void;
+  /** what a decided action did (its outcome line) */
+  outcome?(actionId: string): ReactNode;
 }
 
 export function cellText(v: unknown): string {
@@ -169,8 +171,9 @@ export function ActionBarView({ spec, ctx }: { spec: Extract<ViewSpec, { type: "
         const buttons = actions.filter((a) => a.action_id === id);
         return (
           <div className="action-bar" key={id} role="group" aria-label={`action ${id}`}>
-            {ctx?.summaryOf?.(id) && <span className="action-summary">{ctx.summaryOf(id)}</span>}
-            <code className="action-id">{id}</code>
+            <span className="action-summary" title={id}>
+              {ctx?.summaryOf?.(id) ?? "Proposed action"}
+            </span>
             {status === "pending" && ctx ? (
               buttons.map((b, i) => (
                 <button
@@ -186,6 +189,7 @@ export function ActionBarView({ spec, ctx }: { spec: Extract<ViewSpec, { type: "
             ) : (
               <StatusBadge status={status} />
             )}
+            {status !== "pending" && ctx?.outcome?.(id)}
           </div>
         );
       })}

@@ -14,6 +14,7 @@ const missions: MissionRef[] = [
   { id: "msn_launch0001", title: "Launch prep", domain_id: "dom_acme0001" },
   { id: "msn_audit00001", title: "Q3 audit", domain_id: "dom_acme0001" },
   { id: "msn_retrylogic", title: "retry-logic", domain_id: "dom_acme0001" },
+  { id: "msn_first00001", title: "first mission", domain_id: "dom_acme0001" },
 ];
 const tasks: TaskRef[] = [
   { id: "tsk_tests00001", title: "Run tests", mission_id: "msn_launch0001", status: "failed" },
@@ -100,6 +101,8 @@ const TABLE: Row[] = [
   ['create a new mission titled "Onboarding" in the Research Lab domain', "create_mission", { domain_id: "dom_research01", title: "Onboarding" }],
   // submit
   ['submit a task "Lint" to mission Launch prep', "submit_mesh_task", { mission_id: "msn_launch0001", title: "Lint" }],
+  ['submit task "ui hello" to mission first mission', "submit_mesh_task", { mission_id: "msn_first00001", title: "ui hello" }],
+  ["show mission first mission", "get_mission", { mission_id: "msn_first00001" }],
   [
     'queue task "Build site" in mission msn_launch0001 with priority 5',
     "submit_mesh_task",

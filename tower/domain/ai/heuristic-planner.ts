@@ -65,11 +65,11 @@ class Message {
     this.lower = this.masked.replace(COMPOUND, (word) => (VOCABULARY.test(word) ? word : NAME_MARK)).toLowerCase();
   }
 
-  /** Puts quoted spans back and trims articles and filler. */
-  unmask(s: string): string {
+  /** Puts quoted spans back and trims articles and filler (`keepFiller`: only the spans). */
+  unmask(s: string, keepFiller = false): string {
     const quoted = new RegExp(`^${QUOTE}$`).test(s.trim());
     const out = s.replace(new RegExp(`${Q_OPEN}(\\d+)${Q_CLOSE}`, "g"), (_m, i: string) => this.quotes[Number(i)] ?? "").trim();
-    if (quoted) return out;
+    if (quoted || keepFiller) return out;
     return out
       .replace(/^(?:the|a|an|my|our|this|that)\s+/i, "")
       .replace(/\s+(?:details?|status|info|please|now|agent|mission|task|domain)$/i, "")
@@ -82,10 +82,10 @@ class Message {
   }
 
   /** First capture of a pattern over the masked text (case-insensitive), unmasked. */
-  capture(pattern: string): string | undefined {
+  capture(pattern: string, keepFiller = false): string | undefined {
     const m = new RegExp(pattern, "i").exec(this.masked);
     if (!m || m[1] === undefined) return undefined;
-    const v = this.unmask(m[1]);
+    const v = this.unmask(m[1], keepFiller);
     return v === "" ? undefined : v;
   }
 
@@ -127,9 +127,14 @@ async function resolveRef<T extends { id: string }>(
   for (const p of patterns) {
     const name = msg.capture(p);
     if (!name || /^(?:s|es|list|ls)$/i.test(name)) continue;
-    // "agent reviewer doing" -> try "agent reviewer doing", then "reviewer"... shorter unquoted prefixes
-    const words = name.split(/\s+/);
-    const candidates = msg.quotes.includes(name) ? [name] : words.map((_, i) => words.slice(0, words.length - i).join(" "));
+    // "agent reviewer doing" -> try "agent reviewer doing", then "reviewer"... shorter unquoted prefixes;
+    // the words as written first ("mission first mission" names "first mission", filler and all)
+    const prefixes = (n: string) => {
+      const words = n.split(/\s+/);
+      return words.map((_, i) => words.slice(0, words.length - i).join(" "));
+    };
+    const asWritten = msg.capture(p, true) ?? name;
+    const candidates = msg.quotes.includes(name) ? [name] : [...new Set([...prefixes(asWritten), ...prefixes(name)])];
     for (const candidate of candidates) {
       const ref = await find(candidate);
       if (ref) return { ref };

@@ -15,11 +15,25 @@ import { authorize, principalOf, type Caller } from "../caller.js";
 import { eventMsg } from "../convert.js";
 import type { Deps } from "../deps.js";
 import { commit, type Emit } from "../event-hub.js";
-import { findTool, summarizeToolCall, TOOLS, validateToolArgs } from "../tools/catalog.js";
+import { findTool, TOOLS, validateToolArgs } from "../tools/catalog.js";
+import { describeAction, storeNames } from "./describe.js";
 import { withSessionDefaults, type ToolExecutor } from "../tools/executor.js";
 import type { ChatMessage, PlannerContext, PlanResult, Planner } from "./planner.js";
 import type { AiSettings } from "./settings.js";
 import { actionBarFor, toViewSpecs, type ViewSpec } from "./view-spec.js";
+
+const NEW_SESSION = "New session";
+/** Titles that say nothing: the session takes its first question's words instead. */
+const UNTITLED = new Set([NEW_SESSION, "ep ai chat", ""]);
+
+/** A session title from a first question: its first line, whitespace folded, cut at a word near 60 characters. */
+export function titleFromTurn(content: string): string {
+  const line = content.split("\n").find((l) => l.trim())?.replace(/\s+/g, " ").trim() ?? NEW_SESSION;
+  if (line.length <= 60) return line;
+  const cut = line.slice(0, 60);
+  const space = cut.lastIndexOf(" ");
+  return `${(space > 30 ? cut.slice(0, space) : cut).replace(/[\s,.;:!?-]+$/, "")}…`;
+}
 
 export interface AiServiceOptions {
   planner: Planner;
@@ -292,6 +306,7 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
     const viewSpecs: ViewSpec[] = [...(plan.viewSpecs ?? [])];
     const actions: AiActionRow[] = [];
     const notes: string[] = [];
+    const names = storeNames(store);
     for (const call of plan.toolCalls) {
       const tool = findTool(call.tool);
       if (!tool) continue;
@@ -303,7 +318,7 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
           toolCalls.push({ tool: call.tool, kind: "read", arguments: args as JsonObject, result: small(result) as JsonObject });
         } catch (err) {
           const ep = toEpError(err);
-          notes.push(`${call.tool} failed: ${ep.message}`);
+          notes.push(`Could not ${call.tool.replace(/_/g, " ").replace(/ mesh /, " ")}: ${ep.message}`);
           toolCalls.push({ tool: call.tool, kind: "read", arguments: args as JsonObject, error: ep.message, code: ep.code });
         }
         continue;
@@ -316,7 +331,7 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
         turnId,
         tool: call.tool,
         arguments: args,
-        summary: summarizeToolCall(call.tool, args),
+        summary: await describeAction(call.tool, args, names),
         status: "pending",
         result: null,
         error: "",
@@ -394,7 +409,7 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
       const title = req.title.trim();
       if (title.length > MAX_TITLE) throw invalidField("title", `is longer than ${MAX_TITLE} characters`);
       const ts = now();
-      const row: AiSessionRow = { id: newId("ses", clock.now()), owner: principalOf(caller), title: title || "New session", status: "active", createdAt: ts, updatedAt: ts };
+      const row: AiSessionRow = { id: newId("ses", clock.now()), owner: principalOf(caller), title: title || NEW_SESSION, status: "active", createdAt: ts, updatedAt: ts };
       await commit(deps, async (tx, emit) => {
         await tx.insertAiSession(row);
         emit({ type: "matrix", name: "ai.session.created", sessionId: row.id, status: row.status, payload: { session_id: row.id, title: row.title, owner: row.owner } });
@@ -435,9 +450,16 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
       const previous = await store.listAiTurns(session.id);
       const history: ChatMessage[] = previous.slice(-historyTurns).map((t) => ({ role: t.role, content: t.content }));
 
-      const userTurn = await commit(deps, (tx, emit) =>
-        appendTurn(tx, emit, { id: newId("trn", clock.now()), sessionId: session.id, role: "user", content, toolCalls: [], viewSpecs: [], error: "", createdAt: now() }),
-      );
+      const userTurn = await commit(deps, async (tx, emit) => {
+        const row = await appendTurn(tx, emit, { id: newId("trn", clock.now()), sessionId: session.id, role: "user", content, toolCalls: [], viewSpecs: [], error: "", createdAt: now() });
+        // an untitled session is named after its first question, as chat tools do
+        if (previous.length === 0 && UNTITLED.has(session.title)) {
+          const title = titleFromTurn(content);
+          await tx.updateAiSession(session.id, { title });
+          emit({ type: "matrix", name: "ai.session.updated", sessionId: session.id, status: session.status, payload: { session_id: session.id, title } });
+        }
+        return row;
+      });
 
       const replyId = newId("trn", clock.now());
       let reply: Omit<AiTurnRow, "seq">;

@@ -452,7 +452,7 @@ export function actionBarFor(actionIds: string[]): ActionBarView | undefined {
   for (const id of actionIds) {
     if (!/^act_[0-9a-z]{1,64}$/.test(id)) continue;
     if (actions.length + 2 > VIEW_SPEC_LIMITS.actions) break;
-    actions.push({ action_id: id, label: `Approve ${id}`, kind: "approve" }, { action_id: id, label: `Reject ${id}`, kind: "reject" });
+    actions.push({ action_id: id, label: "Approve", kind: "approve" }, { action_id: id, label: "Reject", kind: "reject" });
   }
   return actions.length > 0 ? { type: "action_bar", title: "Pending actions", actions } : undefined;
 }
