@@ -10,6 +10,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const outDir = join(root, "docs", "screenshots");
+const seeded = { reviewTask: "" };
 
 // the console, fresh
 const { build: viteBuild } = await import("vite");
@@ -71,7 +72,12 @@ try {
     await shoot("approvals", "/ui/approvals", 1280, theme);
     await shoot("console", "/ui/", 375, theme);
     await shoot("missions", "/ui/missions", 375, theme);
+    if (seeded.reviewTask) {
+      await shoot("task", `/ui/tasks/${seeded.reviewTask}`, 1280, theme);
+      await shoot("task", `/ui/tasks/${seeded.reviewTask}`, 375, theme);
+    }
   }
+  if (!seeded.reviewTask) throw new Error("the sample agent task was not claimed by the reviewer: no task page screenshot");
   // the login page (logged out)
   await page.setViewportSize({ width: 1280, height: 800 });
   await page.evaluate(() => localStorage.setItem("ep.theme", "dark"));
@@ -119,6 +125,44 @@ async function seed(t) {
   const c = await claim(builder.id);
   await rpc("WorkService", "StartTask", { taskId: c.id, agentId: builder.id });
   void [t1, t2, t3];
+  await rpc("WorkService", "ReportProgress", {
+    taskId: c.id,
+    agentId: builder.id,
+    frames: [
+      { kind: "text", text: "$ ./scripts/changelog.sh --since v1.9.0" },
+      { kind: "text", text: "collecting 42 merged pull requests" },
+      { kind: "text", text: "writing CHANGELOG.md" },
+    ],
+  });
+  // an agent's task, finished: transcript with tool calls, output, usage and cost
+  const review = (await task(release.id, "Review the release notes", { priority: 10, runtime: "vendorA_code", input: { prompt: "Review CHANGELOG.md for v2.0 and list what is missing." } })).task;
+  const r = await claim(reviewer.id);
+  if (r?.id === review.id) {
+    await rpc("WorkService", "StartTask", { taskId: r.id, agentId: reviewer.id });
+    await rpc("WorkService", "ReportProgress", {
+      taskId: r.id,
+      agentId: reviewer.id,
+      frames: [
+        { kind: "status", text: "session started (claude-sonnet-4)" },
+        { kind: "text", text: "I'll read the changelog and compare it with the merged pull requests." },
+        { kind: "tool", text: "Read CHANGELOG.md", data: { phase: "call", tool: "Read" } },
+        { kind: "tool", text: "tool result: 212 lines", data: { phase: "result" } },
+        { kind: "tool", text: "Bash git log --oneline v1.9.0..HEAD | wc -l", data: { phase: "call", tool: "Bash" } },
+        { kind: "tool", text: "tool result: 42", data: { phase: "result" } },
+        { kind: "text", text: "Two entries lack their pull request links, and the breaking change to the claim API is not called out." },
+      ],
+    });
+    await rpc("WorkService", "CompleteTask", {
+      taskId: r.id,
+      agentId: reviewer.id,
+      result: {
+        output: "Missing from CHANGELOG.md for v2.0:\n- links for #481 and #502\n- a 'Breaking changes' section for the claim API (first_claim is now the default)",
+        exitCode: 0,
+        usage: { inputTokens: 18240, outputTokens: 1312, cachedInputTokens: 12000, costUsd: 0.0731, model: "claude-sonnet-4" },
+      },
+    });
+    seeded.reviewTask = r.id;
+  }
   await call("POST", `/domains/${domain.id}/m/${docs.id}/t`, { title: "Write the console guide", status: "in_progress" });
   await call("POST", `/domains/${domain.id}/m/${docs.id}/t`, { title: "Screenshots for the README" });
   await rpc("AgentService", "UpdateAgentState", { agentId: reviewer.id, state: "busy", reason: "reviewing" }, node2Token);

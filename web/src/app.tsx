@@ -1,6 +1,6 @@
 // The console shell: login gate, header (tabs, who, logout, theme toggle at the top right),
 // the reconnect banner, and the tab panels. Tabs are paths under /ui/ so reloads keep them.
-import { useCallback, useEffect, useRef, useState } from "react";
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { AgentsView } from "./agents.js";
 import { describeError, logout, whoAmI, type Identity } from "./api.js";
 import { ApprovalsView } from "./approvals.js";
@@ -10,6 +10,7 @@ import { LoginView, takeTicketFromUrl } from "./login.js";
 import { MissionsView } from "./missions.js";
 import { TaskView } from "./task.js";
 import { useTheme } from "./theme.js";
+import { NamesContext } from "./view-spec.js";
 
 const BASE = "/ui";
 const TABS = [
@@ -108,6 +109,17 @@ interface ShellProps {
 
 function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: ShellProps) {
   const dashboard = useDashboard(onUnauthenticated);
+  // ids in view_specs read as names: what the console has loaded
+  const { domains, missions, tasks, agents, nodes } = dashboard.data;
+  const nameOf = useMemo(() => {
+    const m = new Map<string, string>();
+    for (const d of domains) m.set(d.id, d.name);
+    for (const x of missions) m.set(x.id, x.title);
+    for (const t of tasks) m.set(t.id, t.title);
+    for (const a of agents) if (a.name) m.set(a.id, a.name);
+    for (const n of nodes) m.set(n.id, n.hostname);
+    return (id: string) => m.get(id) || undefined;
+  }, [domains, missions, tasks, agents, nodes]);
   const [theme, toggleTheme] = useTheme();
   const [sessionId, setSessionId] = useState<string>();
   const composerRef = useRef<HTMLTextAreaElement>(null);
@@ -190,6 +202,7 @@ function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: She
         </div>
       </header>
       <StreamBanner dashboard={dashboard} />
+      <NamesContext.Provider value={nameOf}>
       <main id="main" className={`main main-${tab}`} tabIndex={-1}>
         {!knownPath(path) && (
           <section className="not-found" aria-labelledby="not-found-title">
@@ -216,6 +229,7 @@ function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: She
         {knownPath(path) && tab === "agents" && <AgentsView dashboard={dashboard} canOperate={canOperate} navigate={navigate} />}
         {knownPath(path) && tab === "approvals" && <ApprovalsView dashboard={dashboard} />}
       </main>
+      </NamesContext.Provider>
     </div>
   );
 }

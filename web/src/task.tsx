@@ -202,12 +202,6 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
       <ErrorNote error={error} />
       <dl className="facts">
         <div>
-          <dt>Id</dt>
-          <dd>
-            <code>{task.id}</code> <CopyId id={task.id} />
-          </dd>
-        </div>
-        <div>
           <dt>Agent</dt>
           <dd title={agentId || undefined}>{agent ? agent.name || agent.id : agentId || (task.kind === "claimable" ? "not claimed yet" : "unassigned")}</dd>
         </div>
@@ -237,7 +231,7 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
           </dd>
         </div>
         {usage && (
-          <div>
+          <div className="fact-wide">
             <dt>Usage</dt>
             <dd className="task-usage">
               {Number(usage.inputTokens).toLocaleString("en-US")} tokens in ({Number(usage.cachedInputTokens).toLocaleString("en-US")} cached), {Number(usage.outputTokens).toLocaleString("en-US")} out
@@ -246,6 +240,12 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
             </dd>
           </div>
         )}
+        <div className="fact-wide">
+          <dt>Id</dt>
+          <dd>
+            <code>{task.id}</code> <CopyId id={task.id} />
+          </dd>
+        </div>
       </dl>
       {terminal && agent && <TerminalPanel key={agent.id} agentId={agent.id} label={agent.name || agent.id} onClose={() => setTerminal(false)} />}
       {runs.length > 0 && (

@@ -145,7 +145,14 @@ export function CopyId({ id }: { id: string }) {
         });
       }}
     >
-      {copied ? "✓" : "⧉"}
+      {copied ? (
+        "✓"
+      ) : (
+        <svg width="12" height="12" viewBox="0 0 16 16" aria-hidden="true" fill="none" stroke="currentColor" strokeWidth="1.5">
+          <rect x="5" y="5" width="9" height="9" rx="1.5" />
+          <path d="M11 5V3.5A1.5 1.5 0 0 0 9.5 2h-6A1.5 1.5 0 0 0 2 3.5v6A1.5 1.5 0 0 0 3.5 11H5" />
+        </svg>
+      )}
     </button>
   );
 }

@@ -1,8 +1,24 @@
 // Renderers for the planner's view_specs. Everything is React text: no HTML from the server,
 // no links or URLs built from data, no script. A malformed spec renders as a short notice
 // (with its JSON as text) instead of breaking the transcript.
-import { Component, type ReactNode } from "react";
-import { StatusBadge } from "./ui.js";
+import { Component, createContext, useContext, type ReactNode } from "react";
+import { AppLink, StatusBadge } from "./ui.js";
+
+/** Resolves a resource id to its name (the console's loaded data); undefined when unknown. */
+export const NamesContext = createContext<(id: string) => string | undefined>(() => undefined);
+
+const ID_RE = /^(dom|msn|tsk|agt|nod)_[0-9a-z]{4,}$/;
+const HEADERS: Record<string, string> = { claimed_by: "agent", assignee_agent_id: "assignee", agent_id: "agent", mission_id: "mission", domain_id: "domain", node_id: "node", claim_policy: "claim policy", created_at: "created", updated_at: "updated", last_seen_at: "last seen", max_attempts: "max attempts" };
+
+/** A cell: a known id reads as its name (id in the tooltip; a task links to its page), else text. */
+function CellValue({ value }: { value: unknown }) {
+  const nameOf = useContext(NamesContext);
+  const text = cellText(value);
+  if (typeof value !== "string" || !ID_RE.test(value)) return <>{text}</>;
+  const name = nameOf(value);
+  if (value.startsWith("tsk_")) return <AppLink href={`/ui/tasks/${value}`}>{name ?? value}</AppLink>;
+  return name ? <span title={value}>{name}</span> : <>{text}</>;
+}
 
 export type Cell = string | number | boolean | null;
 export interface KvItem {
@@ -61,7 +77,7 @@ export function TableView({ spec }: { spec: Extract<ViewSpec, { type: "table" }>
             <tr>
               {columns.map((c, i) => (
                 <th key={i} scope="col">
-                  {cellText(c)}
+                  {HEADERS[cellText(c)] ?? cellText(c).replace(/_/g, " ")}
                 </th>
               ))}
             </tr>
@@ -77,7 +93,7 @@ export function TableView({ spec }: { spec: Extract<ViewSpec, { type: "table" }>
               rows.map((row, r) => (
                 <tr key={r}>
                   {arr<Cell>(row).map((cell, c) => (
-                    <td key={c}>{columns[c] === "status" || columns[c] === "state" ? <StatusBadge status={cellText(cell)} /> : cellText(cell)}</td>
+                    <td key={c}>{columns[c] === "status" || columns[c] === "state" ? <StatusBadge status={cellText(cell)} /> : columns[c] === "id" ? <code className="muted">{cellText(cell)}</code> : <CellValue value={cell} />}</td>
                   ))}
                 </tr>
               ))
@@ -94,8 +110,10 @@ export function KvList({ items }: { items: KvItem[] }) {
     <dl className="kv">
       {items.map((it, i) => (
         <div className="kv-row" key={i}>
-          <dt>{cellText(it?.key)}</dt>
-          <dd>{cellText(it?.value)}</dd>
+          <dt>{HEADERS[cellText(it?.key)] ?? cellText(it?.key).replace(/_/g, " ")}</dt>
+          <dd>
+            <CellValue value={it?.value} />
+          </dd>
         </div>
       ))}
     </dl>

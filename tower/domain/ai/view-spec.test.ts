@@ -145,17 +145,17 @@ describe("toViewSpecs", () => {
     expect(spec).toEqual({
       type: "table",
       title: "Tasks",
-      columns: ["id", "title", "status", "kind", "priority", "attempts"],
+      columns: ["title", "status", "kind", "priority", "attempts", "id"], // names first, ids last
       rows: [
-        ["tsk_1", "Run tests", "failed", "claimable", 1, 3],
-        ["tsk_2", "Lint", "queued", "claimable", 0, 0],
+        ["Run tests", "failed", "claimable", 1, 3, "tsk_1"],
+        ["Lint", "queued", "claimable", 0, 0, "tsk_2"],
       ],
     });
   });
 
   it("accepts bare arrays and unknown list tools", () => {
-    expect(toViewSpec("list_domains", [{ id: "dom_1", name: "acme", created_at: "t" }])).toMatchObject({ type: "table", columns: ["id", "name", "created_at"] });
-    expect(toViewSpec("list_nodes", { nodes: [] })).toEqual({ type: "table", title: "Nodes", columns: ["id", "hostname", "status", "last_seen_at"], rows: [] });
+    expect(toViewSpec("list_domains", [{ id: "dom_1", name: "acme", created_at: "t" }])).toMatchObject({ type: "table", columns: ["name", "created_at", "id"] });
+    expect(toViewSpec("list_nodes", { nodes: [] })).toEqual({ type: "table", title: "Nodes", columns: ["hostname", "status", "last_seen_at", "id"], rows: [] });
     expect(toViewSpec("something_else", [{ a: 1, b: { c: 2 } }])).toMatchObject({ type: "table", columns: ["a", "b"], rows: [[1, '{"c":2}']] });
   });
 

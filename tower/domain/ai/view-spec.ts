@@ -292,16 +292,17 @@ function toLabel(k: string): string {
 }
 
 const LIST_COLUMNS: Record<string, { key: string; columns: string[]; title: string }> = {
-  list_domains: { key: "domains", columns: ["id", "name", "created_at"], title: "Domains" },
-  list_missions: { key: "missions", columns: ["id", "title", "status", "domain_id", "created_at"], title: "Missions" },
+  // names first, ids last: people read the table, the id column is for copying
+  list_domains: { key: "domains", columns: ["name", "created_at", "id"], title: "Domains" },
+  list_missions: { key: "missions", columns: ["title", "status", "domain_id", "created_at", "id"], title: "Missions" },
   list_tasks: {
     key: "tasks",
-    columns: ["id", "title", "status", "kind", "claim_policy", "priority", "attempts", "claimed_by", "mission_id"],
+    columns: ["title", "status", "kind", "claim_policy", "priority", "attempts", "claimed_by", "mission_id", "id"],
     title: "Tasks",
   },
-  list_agents: { key: "agents", columns: ["id", "name", "runtime", "state", "node_id", "domain_id"], title: "Agents" },
-  list_nodes: { key: "nodes", columns: ["id", "hostname", "status", "last_seen_at"], title: "Nodes" },
-  list_pending_actions: { key: "actions", columns: ["id", "tool", "status", "summary", "created_at"], title: "Pending actions" },
+  list_agents: { key: "agents", columns: ["name", "runtime", "state", "node_id", "domain_id", "id"], title: "Agents" },
+  list_nodes: { key: "nodes", columns: ["hostname", "status", "last_seen_at", "id"], title: "Nodes" },
+  list_pending_actions: { key: "actions", columns: ["summary", "status", "created_at", "tool", "id"], title: "Pending actions" },
 };
 
 /** Tools answering `{nodes: [{node_id, reported_at, <key>: [...]}]}`: one table, a row per item with its node. */
