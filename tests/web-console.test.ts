@@ -286,6 +286,9 @@ describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
       const table = page.locator(".msg-assistant .vs-table table").last();
       await table.waitFor({ timeout: 15_000 });
       expect(await table.innerText()).toContain(missionTitle);
+      // the domain column names the domain (its id in the tooltip); the id column keeps the mission id
+      const domainCell = table.locator("tr", { hasText: missionTitle }).locator("td span[title^='dom_']");
+      expect(await domainCell.innerText()).toBe("ai-list");
     });
 
     it("proposes a mission, approves it inline, and the Missions tab shows it without reload", async () => {
