@@ -111,11 +111,6 @@ type Row = Record<string, unknown>;
 /** Runs one statement with `?` placeholders and returns its rows (none for plain writes). */
 export type AiQuery = (sql: string, args: readonly unknown[]) => Promise<Row[]>;
 
-/** `?` placeholders to PostgreSQL's `$1, $2, …` (the SQL here has no `?` inside literals). */
-export function dollarPlaceholders(sql: string): string {
-  let n = 0;
-  return sql.replace(/\?/g, () => `$${++n}`);
-}
 
 const json = (v: unknown): string => JSON.stringify(v);
 const parse = <T>(v: unknown, fallback: T): T => (v == null ? fallback : (JSON.parse(v as string) as T));
@@ -298,40 +293,4 @@ export function createAiStore(q: AiQuery): AiStore {
       return (await q("SELECT * FROM artifacts WHERE task_id = ? ORDER BY name", [taskId])).map(toArtifact);
     },
   };
-}
-
-export const AI_STORE_METHODS = [
-  "insertAiSession",
-  "getAiSession",
-  "listAiSessions",
-  "updateAiSession",
-  "insertAiTurn",
-  "listAiTurns",
-  "insertAiAction",
-  "getAiAction",
-  "listAiActions",
-  "decideAiAction",
-  "recordAiActionOutcome",
-  "putDoc",
-  "getDoc",
-  "listDocs",
-  "putArtifact",
-  "listArtifacts",
-] as const satisfies readonly (keyof AiStore)[];
-
-/**
- * Adds the AiStore methods to a store class whose instances answer `aiQuery(sql, args)`
- * (on the transaction's connection when the instance is a transaction).
- */
-export function mixInAiStore(proto: { aiQuery(sql: string, args: readonly unknown[]): Promise<Row[]> }): void {
-  for (const name of AI_STORE_METHODS) {
-    Object.defineProperty(proto, name, {
-      configurable: true,
-      writable: true,
-      value(this: { aiQuery: AiQuery }, ...args: unknown[]) {
-        const impl = createAiStore((sql, a) => this.aiQuery(sql, a))[name] as (...a: unknown[]) => Promise<unknown>;
-        return impl(...args);
-      },
-    });
-  }
 }

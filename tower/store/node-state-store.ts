@@ -1,6 +1,6 @@
 // The latest state report of each node (cron jobs, supervised agents, config errors), one row
-// per node replaced by every report. One dialect-neutral implementation over the store's
-// `aiQuery` (the same as AiStore and SecretStore), so SQLite and PostgreSQL run the same SQL.
+// per node replaced by every report. One dialect-neutral implementation over a query function,
+// bound by SqlStore (sql-store.ts), so SQLite and PostgreSQL run the same SQL.
 // The lists are kept as JSON text: the tower only stores and shows them.
 
 export interface NodeStateRow {
@@ -58,20 +58,4 @@ export function createNodeStateStore(q: Query): NodeStateStore {
       return rows.map(toRow);
     },
   };
-}
-
-export const NODE_STATE_STORE_METHODS = ["putNodeState", "listNodeStates"] as const satisfies readonly (keyof NodeStateStore)[];
-
-/** Adds the NodeStateStore methods to a store class whose instances answer `aiQuery(sql, args)`. */
-export function mixInNodeStateStore(proto: { aiQuery(sql: string, args: readonly unknown[]): Promise<Row[]> }): void {
-  for (const name of NODE_STATE_STORE_METHODS) {
-    Object.defineProperty(proto, name, {
-      configurable: true,
-      writable: true,
-      value(this: { aiQuery: Query }, ...args: unknown[]) {
-        const impl = createNodeStateStore((sql, a) => this.aiQuery(sql, a))[name] as (...a: unknown[]) => Promise<unknown>;
-        return impl(...args);
-      },
-    });
-  }
 }

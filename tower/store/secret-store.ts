@@ -1,6 +1,6 @@
 // The secret store's rows and methods: encrypted values (never plaintext) and grants.
-// One dialect-neutral implementation over a single query function (the same `aiQuery`
-// the AiStore methods use), so SQLite and PostgreSQL run the same SQL.
+// One dialect-neutral implementation over a single query function; SqlStore (sql-store.ts)
+// binds it to each store and transaction, so SQLite and PostgreSQL run the same SQL.
 
 /** One stored secret. The value exists here only as AES-256-GCM ciphertext (base64 fields). */
 export interface SecretRow {
@@ -133,32 +133,4 @@ export function createSecretStore(q: SecretQuery): SecretStore {
       return rows.map(toGrant);
     },
   };
-}
-
-export const SECRET_STORE_METHODS = [
-  "putSecret",
-  "getSecret",
-  "listSecrets",
-  "deleteSecret",
-  "updateSecretCipher",
-  "insertSecretGrant",
-  "deleteSecretGrant",
-  "listSecretGrants",
-] as const satisfies readonly (keyof SecretStore)[];
-
-/**
- * Adds the SecretStore methods to a store class whose instances answer `aiQuery(sql, args)`
- * (`?` placeholders; on the transaction's connection when the instance is a transaction).
- */
-export function mixInSecretStore(proto: { aiQuery(sql: string, args: readonly unknown[]): Promise<Row[]> }): void {
-  for (const name of SECRET_STORE_METHODS) {
-    Object.defineProperty(proto, name, {
-      configurable: true,
-      writable: true,
-      value(this: { aiQuery: SecretQuery }, ...args: unknown[]) {
-        const impl = createSecretStore((sql, a) => this.aiQuery(sql, a))[name] as (...a: unknown[]) => Promise<unknown>;
-        return impl(...args);
-      },
-    });
-  }
 }

@@ -3,33 +3,23 @@
 // the SQLite store. Claims take the best eligible row with FOR UPDATE SKIP LOCKED,
 // task order and event ids come from sequences, migrations run under an advisory
 // lock, and LISTEN/NOTIFY helpers carry wake-ups between replicas.
-import { nodeDomainsText } from "../rows.js";
 import { userInfo } from "node:os";
 import pg from "pg";
 import { EpError } from "../../../common/errors.js";
-import { dollarPlaceholders, mixInAiStore, type AiStore } from "../ai-store.js";
-import { mixInNodeStateStore, type NodeStateStore } from "../node-state-store.js";
-import { mixInSecretStore, type SecretStore } from "../secret-store.js";
+import { dollarPlaceholders, SqlStore } from "../sql-store.js";
 import { loadMigrations } from "../migrations.js";
 import { EventHorizon, endedBefore, parseSnapshot, type Snapshot } from "./event-horizon.js";
-import { JSON_TASK_FIELDS, TASK_COLUMNS, TASK_INSERT_COLUMNS, taskInsertValues, toAgent, toDomain, toEvent, toMission, toNode, toSigningKey, toTask, toTicket, toToken, type Row } from "../rows.js";
+import { TASK_INSERT_COLUMNS, taskInsertValues, toEvent, toTask, type Row } from "../rows.js";
 import type {
-  AgentRow,
   Claimant,
-  DomainRow,
   EventQuery,
   EventRow,
-  MissionRow,
   NewEvent,
-  NodeRow,
-  SigningKeyRow,
   Store,
   TaskExpectation,
   TaskPatch,
   TaskQuery,
   TaskRow,
-  TicketRow,
-  TokenRow,
 } from "../store.js";
 
 const TASK_INSERT_PLACEHOLDERS = TASK_INSERT_COLUMNS.split(",").map((_, i) => `$${i + 1}`).join(", ");
@@ -194,6 +184,8 @@ interface Shared {
   config: pg.PoolConfig;
   opts: PostgresStoreOptions;
   names: Map<string, string>;
+  /** the shared SQL's `?` text → its `$n` text */
+  dollar: Map<string, string>;
   listener: Listener | undefined;
   /** the group-commit batches new transactions join (at most BATCH_LANES) */
   open: Batch[];
@@ -205,17 +197,16 @@ interface Shared {
   announce?: { channel: string; from: string };
 }
 
-// The AiStore methods (tower/store/ai-store.ts) run their shared SQL through aiQuery.
-export interface PostgresStore extends AiStore, SecretStore, NodeStateStore {}
-
-export class PostgresStore implements Store {
+export class PostgresStore extends SqlStore implements Store {
   readonly dialect = "postgres" as const;
 
   private constructor(
     private readonly shared: Shared,
     private readonly client: pg.PoolClient | undefined,
     private readonly tx?: TxState,
-  ) {}
+  ) {
+    super();
+  }
 
   /** Opens a pool on `url` (postgres://…) and checks that the server answers. Call migrate() next. */
   static async connect(url: string, opts: PostgresStoreOptions = {}): Promise<PostgresStore> {
@@ -251,7 +242,7 @@ export class PostgresStore implements Store {
       await pool.end().catch(() => {});
       throw new EpError("unavailable", `cannot use PostgreSQL at ${redact(url)}: ${err instanceof Error ? err.message : String(err)}`);
     }
-    return new PostgresStore({ pool, config, opts, names: new Map(), listener: undefined, open: [], horizon: new EventHorizon(), horizonTail: Promise.resolve() }, undefined);
+    return new PostgresStore({ pool, config, opts, names: new Map(), dollar: new Map(), listener: undefined, open: [], horizon: new EventHorizon(), horizonTail: Promise.resolve() }, undefined);
   }
 
   /** The pool, for tools that need raw access (benchmarks, diagnostics). */
@@ -285,7 +276,7 @@ export class PostgresStore implements Store {
     }
   }
 
-  private async insert(table: string, sql: string, args: readonly unknown[]): Promise<void> {
+  private async insertRow(table: string, sql: string, args: readonly unknown[]): Promise<void> {
     try {
       await this.q(sql, args);
     } catch (err) {
@@ -530,63 +521,10 @@ export class PostgresStore implements Store {
     await this.q("SELECT pg_notify($1, $2)", [channel, payload]);
   }
 
-  // ---- domains
-
-  async insertDomain(row: DomainRow): Promise<void> {
-    await this.insert("domains", "INSERT INTO domains (id, name, created_at) VALUES ($1, $2, $3)", [row.id, row.name, row.createdAt]);
-  }
-
-  async getDomain(id: string): Promise<DomainRow | undefined> {
-    const [r] = await this.q("SELECT * FROM domains WHERE id = $1", [id]);
-    return r && toDomain(r);
-  }
-
-  async getDomainByName(name: string): Promise<DomainRow | undefined> {
-    const [r] = await this.q("SELECT * FROM domains WHERE name = $1", [name]);
-    return r && toDomain(r);
-  }
-
-  async listDomains(): Promise<DomainRow[]> {
-    return (await this.q('SELECT * FROM domains ORDER BY created_at COLLATE "C", id COLLATE "C"')).map(toDomain);
-  }
-
-  // ---- missions
-
-  async insertMission(row: MissionRow): Promise<void> {
-    await this.insert(
-      "missions",
-      "INSERT INTO missions (id, domain_id, title, description, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-      [row.id, row.domainId, row.title, row.description, row.status, row.createdAt, row.updatedAt],
-    );
-  }
-
-  async getMission(id: string): Promise<MissionRow | undefined> {
-    const [r] = await this.q("SELECT * FROM missions WHERE id = $1", [id]);
-    return r && toMission(r);
-  }
-
-  async listMissions(domainId?: string): Promise<MissionRow[]> {
-    const rows = domainId
-      ? await this.q('SELECT * FROM missions WHERE domain_id = $1 ORDER BY created_at COLLATE "C", id COLLATE "C"', [domainId])
-      : await this.q('SELECT * FROM missions ORDER BY created_at COLLATE "C", id COLLATE "C"');
-    return rows.map(toMission);
-  }
-
-  async updateMission(id: string, patch: Partial<Pick<MissionRow, "title" | "description" | "status" | "updatedAt">>): Promise<MissionRow | undefined> {
-    const cols: Record<string, string> = { title: "title", description: "description", status: "status", updatedAt: "updated_at" };
-    const sets = Object.entries(patch).filter(([k, v]) => v !== undefined && cols[k]);
-    if (!sets.length) return this.getMission(id);
-    const [r] = await this.q(
-      `UPDATE missions SET ${sets.map(([k], i) => `${cols[k]} = $${i + 2}`).join(", ")} WHERE id = $1 RETURNING *`,
-      [id, ...sets.map(([, v]) => v)],
-    );
-    return r && toMission(r);
-  }
-
   // ---- tasks
 
   async insertTask(row: TaskRow): Promise<void> {
-    await this.insert(
+    await this.insertRow(
       "tasks",
       `INSERT INTO tasks (${TASK_INSERT_COLUMNS}) VALUES (${TASK_INSERT_PLACEHOLDERS})`,
       taskInsertValues(row),
@@ -599,54 +537,13 @@ export class PostgresStore implements Store {
   }
 
   async listTasks(query: TaskQuery): Promise<TaskRow[]> {
-    const where: string[] = [];
-    const args: unknown[] = [];
-    const add = (col: string, v: string | undefined) => {
-      if (v === undefined || v === "") return;
-      args.push(v);
-      where.push(`${col} = $${args.length}`);
-    };
-    add("mission_id", query.missionId);
-    add("domain_id", query.domainId);
-    if (query.domainIds) {
-      args.push(query.domainIds);
-      where.push(`domain_id = ANY($${args.length}::text[])`);
-    }
-    add("kind", query.kind);
-    add("status", query.status);
-    add("parent_task_id", query.parentTaskId);
-    args.push(query.limit && query.limit > 0 ? query.limit : null);
-    const sql = `SELECT * FROM tasks ${where.length ? "WHERE " + where.join(" AND ") : ""} ORDER BY seq LIMIT $${args.length}`;
-    return (await this.q(sql, args)).map(toTask);
+    const { sql, args } = this.taskListSql(query);
+    return (await this.query(sql, args)).map(toTask);
   }
 
   async updateTask(id: string, patch: TaskPatch, expect?: TaskExpectation): Promise<TaskRow | undefined> {
-    const args: unknown[] = [id];
-    const sets: string[] = [];
-    for (const [k, v] of Object.entries(patch) as [keyof TaskPatch, unknown][]) {
-      if (v === undefined || !TASK_COLUMNS[k]) continue;
-      args.push(JSON_TASK_FIELDS.has(k) && v !== null ? JSON.stringify(v) : v);
-      sets.push(`${TASK_COLUMNS[k]} = $${args.length}`);
-    }
-    const where = ["id = $1"];
-    if (expect?.status) {
-      args.push(expect.status);
-      where.push(`status = ANY($${args.length}::text[])`);
-    }
-    if (expect?.claimedBy !== undefined) {
-      args.push(expect.claimedBy);
-      where.push(`claimed_by = $${args.length}`);
-    }
-    if (expect?.attempts !== undefined) {
-      args.push(expect.attempts);
-      where.push(`attempts = $${args.length}`);
-    }
-    if (expect?.leaseAfterMs !== undefined) {
-      args.push(expect.leaseAfterMs);
-      where.push(`(lease_expires_ms IS NULL OR lease_expires_ms > $${args.length})`);
-    }
-    if (!sets.length) sets.push("id = id");
-    const [r] = await this.q(`UPDATE tasks SET ${sets.join(", ")} WHERE ${where.join(" AND ")} RETURNING *`, args);
+    const { sql, args } = this.taskUpdateSql(id, patch, expect);
+    const [r] = await this.query(sql, args);
     return r && toTask(r);
   }
 
@@ -678,156 +575,6 @@ export class PostgresStore implements Store {
     return (
       await this.q("SELECT * FROM tasks WHERE status IN ('claimed', 'running') AND lease_expires_ms <= $1 ORDER BY lease_expires_ms LIMIT $2", [nowMs, limit])
     ).map(toTask);
-  }
-
-  // ---- nodes
-
-  async insertNode(row: NodeRow): Promise<void> {
-    await this.insert("nodes", "INSERT INTO nodes (id, hostname, status, last_seen_at, created_at, domains) VALUES ($1, $2, $3, $4, $5, $6)", [
-      row.id,
-      row.hostname,
-      row.status,
-      row.lastSeenAt,
-      row.createdAt,
-      nodeDomainsText(row.domains),
-    ]);
-  }
-
-  async getNode(id: string): Promise<NodeRow | undefined> {
-    const [r] = await this.q("SELECT * FROM nodes WHERE id = $1", [id]);
-    return r && toNode(r);
-  }
-
-  async listNodes(): Promise<NodeRow[]> {
-    return (await this.q('SELECT * FROM nodes ORDER BY created_at COLLATE "C", id COLLATE "C"')).map(toNode);
-  }
-
-  async updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt" | "domains">>): Promise<NodeRow | undefined> {
-    const cols: Record<string, string> = { hostname: "hostname", status: "status", lastSeenAt: "last_seen_at", domains: "domains" };
-    const sets = Object.entries({ ...patch, domains: patch.domains && nodeDomainsText(patch.domains) }).filter(([k, v]) => v !== undefined && cols[k]);
-    if (!sets.length) return this.getNode(id);
-    const [r] = await this.q(`UPDATE nodes SET ${sets.map(([k], i) => `${cols[k]} = $${i + 2}`).join(", ")} WHERE id = $1 RETURNING *`, [
-      id,
-      ...sets.map(([, v]) => v),
-    ]);
-    return r && toNode(r);
-  }
-
-  // ---- agents
-
-  async insertAgent(row: AgentRow): Promise<void> {
-    await this.insert(
-      "agents",
-      "INSERT INTO agents (id, domain_id, node_id, name, runtime, capabilities, state, last_seen_at, created_at, supervised) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-      [row.id, row.domainId, row.nodeId, row.name, row.runtime, JSON.stringify(row.capabilities), row.state, row.lastSeenAt, row.createdAt, row.supervised],
-    );
-  }
-
-  async getAgent(id: string): Promise<AgentRow | undefined> {
-    const [r] = await this.q("SELECT * FROM agents WHERE id = $1", [id]);
-    return r && toAgent(r);
-  }
-
-  async listAgents(query: { domainId?: string; nodeId?: string }): Promise<AgentRow[]> {
-    const where: string[] = [];
-    const args: unknown[] = [];
-    if (query.domainId) {
-      args.push(query.domainId);
-      where.push(`domain_id = $${args.length}`);
-    }
-    if (query.nodeId) {
-      args.push(query.nodeId);
-      where.push(`node_id = $${args.length}`);
-    }
-    const sql = `SELECT * FROM agents ${where.length ? "WHERE " + where.join(" AND ") : ""} ORDER BY created_at COLLATE "C", id COLLATE "C"`;
-    return (await this.q(sql, args)).map(toAgent);
-  }
-
-  async updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>): Promise<AgentRow | undefined> {
-    const cols: Record<string, string> = { state: "state", lastSeenAt: "last_seen_at", name: "name", capabilities: "capabilities", runtime: "runtime", supervised: "supervised" };
-    const sets = Object.entries(patch).filter(([k, v]) => v !== undefined && cols[k]);
-    if (!sets.length) return this.getAgent(id);
-    const [r] = await this.q(`UPDATE agents SET ${sets.map(([k], i) => `${cols[k]} = $${i + 2}`).join(", ")} WHERE id = $1 RETURNING *`, [
-      id,
-      ...sets.map(([k, v]) => (k === "capabilities" ? JSON.stringify(v) : v)),
-    ]);
-    return r && toAgent(r);
-  }
-
-  // ---- tokens, keys, tickets
-
-  async insertToken(row: TokenRow): Promise<void> {
-    await this.insert(
-      "tokens",
-      "INSERT INTO tokens (id, name, role, domain_id, hash, expires_at, created_at, revoked_at, last_used_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-      [row.id, row.name, row.role, row.domainId, row.hash, row.expiresAt, row.createdAt, row.revokedAt, row.lastUsedAt],
-    );
-  }
-
-  async getToken(id: string): Promise<TokenRow | undefined> {
-    const [r] = await this.q("SELECT * FROM tokens WHERE id = $1", [id]);
-    return r && toToken(r);
-  }
-
-  async getTokenByHash(hash: string): Promise<TokenRow | undefined> {
-    const [r] = await this.q("SELECT * FROM tokens WHERE hash = $1", [hash]);
-    return r && toToken(r);
-  }
-
-  async listTokens(): Promise<TokenRow[]> {
-    return (await this.q('SELECT * FROM tokens ORDER BY created_at COLLATE "C", id COLLATE "C"')).map(toToken);
-  }
-
-  async updateToken(id: string, patch: Partial<Pick<TokenRow, "revokedAt" | "lastUsedAt">>): Promise<TokenRow | undefined> {
-    const [r] = await this.q(
-      "UPDATE tokens SET revoked_at = COALESCE($2, revoked_at), last_used_at = COALESCE($3, last_used_at) WHERE id = $1 RETURNING *",
-      [id, patch.revokedAt ?? null, patch.lastUsedAt ?? null],
-    );
-    return r && toToken(r);
-  }
-
-  async insertSigningKey(row: SigningKeyRow): Promise<void> {
-    await this.insert(
-      "signing_keys",
-      "INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, retired_at) VALUES ($1, $2, $3, $4, $5, $6)",
-      [row.kid, row.alg, row.privateJwk, row.publicJwk, row.createdAt, row.retiredAt],
-    );
-  }
-
-  async listSigningKeys(): Promise<SigningKeyRow[]> {
-    return (await this.q('SELECT * FROM signing_keys ORDER BY created_at COLLATE "C", kid COLLATE "C"')).map(toSigningKey);
-  }
-
-  async updateSigningKeyPrivate(kid: string, privateJwk: string): Promise<void> {
-    await this.q("UPDATE signing_keys SET private_jwk = $1 WHERE kid = $2", [privateJwk, kid]);
-  }
-
-  async retireSigningKey(kid: string, at: string): Promise<void> {
-    await this.q("UPDATE signing_keys SET retired_at = $2 WHERE kid = $1", [kid, at]);
-  }
-
-  async insertTicket(row: TicketRow): Promise<void> {
-    await this.insert("tickets", "INSERT INTO tickets (hash, purpose, subject, role, agent_id, expires_ms, scope) VALUES ($1, $2, $3, $4, $5, $6, $7)", [
-      row.hash,
-      row.purpose,
-      row.subject,
-      row.role,
-      row.agentId,
-      row.expiresMs,
-      row.scope,
-    ]);
-  }
-
-  async consumeTicket(hash: string, nowMs: number): Promise<TicketRow | undefined> {
-    // A concurrent consumer waits on the row lock, then re-checks used = 0 and gets nothing.
-    const [r] = await this.q("UPDATE tickets SET used = 1 WHERE hash = $1 AND used = 0 AND expires_ms > $2 RETURNING *", [hash, nowMs]);
-    await this.q("DELETE FROM tickets WHERE expires_ms <= $1", [nowMs - 3_600_000]);
-    return r && toTicket(r);
-  }
-
-  async findTicket(hash: string, nowMs: number): Promise<TicketRow | undefined> {
-    const [r] = await this.q("SELECT * FROM tickets WHERE hash = $1 AND used = 0 AND expires_ms > $2", [hash, nowMs]);
-    return r && toTicket(r);
   }
 
   // ---- events
@@ -882,32 +629,9 @@ export class PostgresStore implements Store {
       });
     }
     const final = this.tx ? Number.MAX_SAFE_INTEGER : await this.advanceHorizon();
-    const args: unknown[] = [afterId, final];
-    const where = ["id > $1", "id <= $2"];
-    // one task's progress: the literal lets PostgreSQL use the partial index events_task_progress
-    if (query.taskId && query.types?.length === 1 && query.types[0] === "progress") where.push("type = 'progress'");
-    else if (query.types?.length) {
-      args.push(query.types);
-      where.push(`type = ANY($${args.length}::text[])`);
-    }
-    for (const [col, v] of [
-      ["domain_id", query.domainId],
-      ["mission_id", query.missionId],
-      ["agent_id", query.agentId],
-      ["session_id", query.sessionId],
-      ["task_id", query.taskId],
-    ] as const) {
-      if (v) {
-        args.push(v);
-        where.push(`${col} = $${args.length}`);
-      }
-    }
-    if (query.domainIds) {
-      args.push(query.domainIds);
-      where.push(`domain_id = ANY($${args.length}::text[])`);
-    }
-    args.push(limit);
-    return (await this.q(`SELECT * FROM events WHERE ${where.join(" AND ")} ORDER BY id LIMIT $${args.length}`, args)).map(toEvent);
+    const filter = this.eventFilterSql(query);
+    const sql = `SELECT * FROM events WHERE ${["id > ?", "id <= ?", ...filter.where].join(" AND ")} ORDER BY id LIMIT ?`;
+    return (await this.query(sql, [afterId, final, ...filter.args, limit])).map(toEvent);
   }
 
   /** The newest id every lower id of which is final: events ≤ it are all there is, or will be. */
@@ -968,29 +692,29 @@ export class PostgresStore implements Store {
     return (await this.q("DELETE FROM events WHERE id < $1 AND id < (SELECT MAX(id) FROM events) RETURNING id", [beforeId])).length;
   }
 
-  async getMeta(key: string): Promise<string | undefined> {
-    const [r] = await this.q("SELECT value FROM meta WHERE key = $1", [key]);
-    return r?.value as string | undefined;
+  // ---- the shared SQL (../sql-store.ts) runs here
+
+  protected readonly byteOrder = ' COLLATE "C"'; // the server's locale would order text otherwise
+  protected readonly noLimit = null;
+
+  protected inList(col: string, values: readonly string[]): { sql: string; args: unknown[] } {
+    return { sql: `${col} = ANY(?::text[])`, args: [values] };
   }
 
-  async setMeta(key: string, value: string): Promise<void> {
-    await this.q("INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value", [key, value]);
-  }
-
-  // ---- AI sessions, pending actions, docs, artifacts (shared SQL in ../ai-store.ts)
-
-  async aiQuery(sql: string, args: readonly unknown[]): Promise<Row[]> {
-    try {
-      return await this.q(dollarPlaceholders(sql), args);
-    } catch (err) {
-      throw constraintError(err, /(?:INTO|UPDATE|FROM)\s+(\w+)/i.exec(sql)?.[1] ?? "ai_sessions");
+  protected query(sql: string, args: readonly unknown[] = []): Promise<Row[]> {
+    let text = this.shared.dollar.get(sql);
+    if (text === undefined) {
+      text = dollarPlaceholders(sql);
+      this.shared.dollar.set(sql, text);
     }
+    return this.q(text, args);
+  }
+
+  protected constraintError(err: unknown, table: string): unknown {
+    return constraintError(err, table);
   }
 }
 
-mixInAiStore(PostgresStore.prototype);
-mixInSecretStore(PostgresStore.prototype);
-mixInNodeStateStore(PostgresStore.prototype);
 
 /** What goes out before a transaction's first statement: the batch's BEGIN, the previous SAVEPOINT's RELEASE, its SAVEPOINT. */
 function openingText(tx: TxState): string {

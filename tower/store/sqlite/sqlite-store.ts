@@ -13,29 +13,19 @@ import Database from "better-sqlite3";
 import { EpError } from "../../../common/errors.js";
 import { chmodSync, closeSync, mkdirSync, openSync } from "node:fs";
 import { dirname } from "node:path";
-import { mixInAiStore, type AiStore } from "../ai-store.js";
-import { mixInNodeStateStore, type NodeStateStore } from "../node-state-store.js";
-import { mixInSecretStore, type SecretStore } from "../secret-store.js";
+import { SqlStore } from "../sql-store.js";
 import { loadMigrations } from "../migrations.js";
-import { nodeDomainsText } from "../rows.js";
-import { JSON_TASK_FIELDS, TASK_COLUMNS, TASK_INSERT_COLUMNS, taskInsertValues, toAgent, toDomain, toEvent, toMission, toNode, toSigningKey, toTask, toTicket, toToken, type Row } from "../rows.js";
+import { TASK_INSERT_COLUMNS, taskInsertValues, toEvent, toTask, type Row } from "../rows.js";
 import type {
-  AgentRow,
   Claimant,
-  DomainRow,
   EventQuery,
   EventRow,
-  MissionRow,
   NewEvent,
-  NodeRow,
-  SigningKeyRow,
   Store,
   TaskExpectation,
   TaskPatch,
   TaskQuery,
   TaskRow,
-  TicketRow,
-  TokenRow,
 } from "../store.js";
 
 const INSERT_TASK_SQL = `INSERT INTO tasks (${TASK_INSERT_COLUMNS}, seq) VALUES (${TASK_INSERT_COLUMNS.split(",").map(() => "?").join(", ")}, ?)`;
@@ -149,16 +139,15 @@ function taskFromValues(v: unknown[], ix: TaskColumnIndex): TaskRow {
   });
 }
 
-// The AiStore methods (tower/store/ai-store.ts) run their shared SQL through aiQuery.
-export interface SqliteStore extends AiStore, SecretStore, NodeStateStore {}
-
-export class SqliteStore implements Store {
+export class SqliteStore extends SqlStore implements Store {
   readonly dialect = "sqlite" as const;
 
   private constructor(
     private readonly shared: Shared,
     private readonly inTransaction: boolean,
-  ) {}
+  ) {
+    super();
+  }
 
   static open(opts: SqliteStoreOptions): SqliteStore {
     if (opts.path !== ":memory:") {
@@ -395,83 +384,6 @@ export class SqliteStore implements Store {
     return out;
   }
 
-  // ---- domains
-
-  async insertDomain(row: DomainRow): Promise<void> {
-    return this.run(true, () => {
-      try {
-        this.stmt("INSERT INTO domains (id, name, created_at) VALUES (?, ?, ?)").run(row.id, row.name, row.createdAt);
-      } catch (err) {
-        throw constraintError(err, "domains");
-      }
-    });
-  }
-
-  async getDomain(id: string): Promise<DomainRow | undefined> {
-    return this.run(false, () => {
-      const r = this.stmt("SELECT * FROM domains WHERE id = ?").get(id) as Row | undefined;
-      return r && toDomain(r);
-    });
-  }
-
-  async getDomainByName(name: string): Promise<DomainRow | undefined> {
-    return this.run(false, () => {
-      const r = this.stmt("SELECT * FROM domains WHERE name = ?").get(name) as Row | undefined;
-      return r && toDomain(r);
-    });
-  }
-
-  async listDomains(): Promise<DomainRow[]> {
-    return this.run(false, () => {
-      return (this.stmt("SELECT * FROM domains ORDER BY created_at, id").all() as Row[]).map(toDomain);
-    });
-  }
-
-  // ---- missions
-
-  async insertMission(row: MissionRow): Promise<void> {
-    return this.run(true, () => {
-      try {
-        this.stmt(
-          "INSERT INTO missions (id, domain_id, title, description, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        ).run(row.id, row.domainId, row.title, row.description, row.status, row.createdAt, row.updatedAt);
-      } catch (err) {
-        throw constraintError(err, "missions");
-      }
-    });
-  }
-
-  async getMission(id: string): Promise<MissionRow | undefined> {
-    return this.run(false, () => {
-      const r = this.stmt("SELECT * FROM missions WHERE id = ?").get(id) as Row | undefined;
-      return r && toMission(r);
-    });
-  }
-
-  async listMissions(domainId?: string): Promise<MissionRow[]> {
-    return this.run(false, () => {
-      const rows = domainId
-        ? this.stmt("SELECT * FROM missions WHERE domain_id = ? ORDER BY created_at, id").all(domainId)
-        : this.stmt("SELECT * FROM missions ORDER BY created_at, id").all();
-      return (rows as Row[]).map(toMission);
-    });
-  }
-
-  async updateMission(id: string, patch: Partial<Pick<MissionRow, "title" | "description" | "status" | "updatedAt">>): Promise<MissionRow | undefined> {
-    return this.run(true, () => {
-      const cols: Record<string, string> = { title: "title", description: "description", status: "status", updatedAt: "updated_at" };
-      const sets: string[] = [];
-      const args: unknown[] = [];
-      for (const [k, v] of Object.entries(patch)) {
-        if (v === undefined) continue;
-        sets.push(`${cols[k]} = ?`);
-        args.push(v);
-      }
-      if (sets.length) this.shared.db.prepare(`UPDATE missions SET ${sets.join(", ")} WHERE id = ?`).run(...args, id);
-      return this.getMission(id);
-    });
-  }
-
   // ---- tasks
 
   async insertTask(row: TaskRow): Promise<void> {
@@ -492,58 +404,13 @@ export class SqliteStore implements Store {
   }
 
   async listTasks(q: TaskQuery): Promise<TaskRow[]> {
-    return this.run(false, () => {
-      const where: string[] = [];
-      const args: unknown[] = [];
-      const add = (col: string, v: string | undefined) => {
-        if (v === undefined || v === "") return;
-        where.push(`${col} = ?`);
-        args.push(v);
-      };
-      add("mission_id", q.missionId);
-      add("domain_id", q.domainId);
-      if (q.domainIds) {
-        where.push(q.domainIds.length ? `domain_id IN (${q.domainIds.map(() => "?").join(", ")})` : "0");
-        args.push(...q.domainIds);
-      }
-      add("kind", q.kind);
-      add("status", q.status);
-      add("parent_task_id", q.parentTaskId);
-      const sql = `SELECT * FROM tasks ${where.length ? "WHERE " + where.join(" AND ") : ""} ORDER BY seq LIMIT ?`;
-      return this.taskRows(sql, [...args, q.limit && q.limit > 0 ? q.limit : -1]);
-    });
+    const { sql, args } = this.taskListSql(q);
+    return this.run(false, () => this.taskRows(sql, args));
   }
 
   async updateTask(id: string, patch: TaskPatch, expect?: TaskExpectation): Promise<TaskRow | undefined> {
-    return this.run(true, () => {
-      const sets: string[] = [];
-      const args: unknown[] = [];
-      for (const [k, v] of Object.entries(patch) as [keyof TaskPatch, unknown][]) {
-        if (v === undefined) continue;
-        sets.push(`${TASK_COLUMNS[k]} = ?`);
-        args.push(JSON_TASK_FIELDS.has(k) && v !== null ? JSON.stringify(v) : v);
-      }
-      const where = ["id = ?"];
-      const whereArgs: unknown[] = [id];
-      if (expect?.status) {
-        where.push(`status IN (${expect.status.map(() => "?").join(", ")})`);
-        whereArgs.push(...expect.status);
-      }
-      if (expect?.claimedBy !== undefined) {
-        where.push("claimed_by = ?");
-        whereArgs.push(expect.claimedBy);
-      }
-      if (expect?.attempts !== undefined) {
-        where.push("attempts = ?");
-        whereArgs.push(expect.attempts);
-      }
-      if (expect?.leaseAfterMs !== undefined) {
-        where.push("(lease_expires_ms IS NULL OR lease_expires_ms > ?)");
-        whereArgs.push(expect.leaseAfterMs);
-      }
-      if (!sets.length) sets.push("id = id");
-      return this.taskRows(`UPDATE tasks SET ${sets.join(", ")} WHERE ${where.join(" AND ")} RETURNING *`, [...args, ...whereArgs])[0];
-    });
+    const { sql, args } = this.taskUpdateSql(id, patch, expect);
+    return this.run(true, () => this.taskRows(sql, args)[0]);
   }
 
   async deleteTask(id: string): Promise<boolean> {
@@ -589,211 +456,12 @@ export class SqliteStore implements Store {
     });
   }
 
-  // ---- nodes
+  // ---- signing keys: a re-sealed key leaves no clear copy behind
 
-  async insertNode(row: NodeRow): Promise<void> {
-    return this.run(true, () => {
-      try {
-        this.stmt("INSERT INTO nodes (id, hostname, status, last_seen_at, created_at, domains) VALUES (?, ?, ?, ?, ?, ?)").run(
-          row.id,
-          row.hostname,
-          row.status,
-          row.lastSeenAt,
-          row.createdAt,
-          nodeDomainsText(row.domains),
-        );
-      } catch (err) {
-        throw constraintError(err, "nodes");
-      }
-    });
-  }
-
-  async getNode(id: string): Promise<NodeRow | undefined> {
-    return this.run(false, () => {
-      const r = this.stmt("SELECT * FROM nodes WHERE id = ?").get(id) as Row | undefined;
-      return r && toNode(r);
-    });
-  }
-
-  async listNodes(): Promise<NodeRow[]> {
-    return this.run(false, () => {
-      return (this.stmt("SELECT * FROM nodes ORDER BY created_at, id").all() as Row[]).map(toNode);
-    });
-  }
-
-  async updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt" | "domains">>): Promise<NodeRow | undefined> {
-    return this.run(true, () => {
-      const cols: Record<string, string> = { hostname: "hostname", status: "status", lastSeenAt: "last_seen_at", domains: "domains" };
-      const sets = Object.entries({ ...patch, domains: patch.domains && nodeDomainsText(patch.domains) }).filter(([, v]) => v !== undefined);
-      if (sets.length) {
-        this.shared.db.prepare(`UPDATE nodes SET ${sets.map(([k]) => `${cols[k]} = ?`).join(", ")} WHERE id = ?`).run(...sets.map(([, v]) => v), id);
-      }
-      return this.getNode(id);
-    });
-  }
-
-  // ---- agents
-
-  async insertAgent(row: AgentRow): Promise<void> {
-    return this.run(true, () => {
-      try {
-        this.stmt(
-          "INSERT INTO agents (id, domain_id, node_id, name, runtime, capabilities, state, last_seen_at, created_at, supervised) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        ).run(row.id, row.domainId, row.nodeId, row.name, row.runtime, JSON.stringify(row.capabilities), row.state, row.lastSeenAt, row.createdAt, row.supervised ? 1 : 0);
-      } catch (err) {
-        throw constraintError(err, "agents");
-      }
-    });
-  }
-
-  async getAgent(id: string): Promise<AgentRow | undefined> {
-    return this.run(false, () => {
-      const r = this.stmt("SELECT * FROM agents WHERE id = ?").get(id) as Row | undefined;
-      return r && toAgent(r);
-    });
-  }
-
-  async listAgents(q: { domainId?: string; nodeId?: string }): Promise<AgentRow[]> {
-    return this.run(false, () => {
-      const where: string[] = [];
-      const args: unknown[] = [];
-      if (q.domainId) {
-        where.push("domain_id = ?");
-        args.push(q.domainId);
-      }
-      if (q.nodeId) {
-        where.push("node_id = ?");
-        args.push(q.nodeId);
-      }
-      return (this.stmt(`SELECT * FROM agents ${where.length ? "WHERE " + where.join(" AND ") : ""} ORDER BY created_at, id`).all(...args) as Row[]).map(
-        toAgent,
-      );
-    });
-  }
-
-  async updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>): Promise<AgentRow | undefined> {
-    return this.run(true, () => {
-      const cols: Record<string, string> = { state: "state", lastSeenAt: "last_seen_at", name: "name", capabilities: "capabilities", runtime: "runtime", supervised: "supervised" };
-      const sets = Object.entries(patch).filter(([, v]) => v !== undefined);
-      if (sets.length) {
-        this.shared.db
-          .prepare(`UPDATE agents SET ${sets.map(([k]) => `${cols[k]} = ?`).join(", ")} WHERE id = ?`)
-          .run(...sets.map(([k, v]) => (k === "capabilities" ? JSON.stringify(v) : typeof v === "boolean" ? (v ? 1 : 0) : v)), id);
-      }
-      return this.getAgent(id);
-    });
-  }
-
-  // ---- tokens, keys, tickets
-
-  async insertToken(row: TokenRow): Promise<void> {
-    return this.run(true, () => {
-      try {
-        this.stmt(
-          "INSERT INTO tokens (id, name, role, domain_id, hash, expires_at, created_at, revoked_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        ).run(row.id, row.name, row.role, row.domainId, row.hash, row.expiresAt, row.createdAt, row.revokedAt, row.lastUsedAt);
-      } catch (err) {
-        throw constraintError(err, "tokens");
-      }
-    });
-  }
-
-  async getToken(id: string): Promise<TokenRow | undefined> {
-    return this.run(false, () => {
-      const r = this.stmt("SELECT * FROM tokens WHERE id = ?").get(id) as Row | undefined;
-      return r && toToken(r);
-    });
-  }
-
-  async getTokenByHash(hash: string): Promise<TokenRow | undefined> {
-    return this.run(false, () => {
-      const r = this.stmt("SELECT * FROM tokens WHERE hash = ?").get(hash) as Row | undefined;
-      return r && toToken(r);
-    });
-  }
-
-  async listTokens(): Promise<TokenRow[]> {
-    return this.run(false, () => {
-      return (this.stmt("SELECT * FROM tokens ORDER BY created_at, id").all() as Row[]).map(toToken);
-    });
-  }
-
-  async updateToken(id: string, patch: Partial<Pick<TokenRow, "revokedAt" | "lastUsedAt">>): Promise<TokenRow | undefined> {
-    return this.run(true, () => {
-      if (patch.revokedAt !== undefined) this.stmt("UPDATE tokens SET revoked_at = ? WHERE id = ?").run(patch.revokedAt, id);
-      if (patch.lastUsedAt !== undefined) this.stmt("UPDATE tokens SET last_used_at = ? WHERE id = ?").run(patch.lastUsedAt, id);
-      return this.getToken(id);
-    });
-  }
-
-  async insertSigningKey(row: SigningKeyRow): Promise<void> {
-    return this.run(true, () => {
-      try {
-        this.stmt("INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, retired_at) VALUES (?, ?, ?, ?, ?, ?)").run(
-          row.kid,
-          row.alg,
-          row.privateJwk,
-          row.publicJwk,
-          row.createdAt,
-          row.retiredAt,
-        );
-      } catch (err) {
-        throw constraintError(err, "signing_keys");
-      }
-    });
-  }
-
-  async listSigningKeys(): Promise<SigningKeyRow[]> {
-    return this.run(false, () => {
-      return (this.stmt("SELECT * FROM signing_keys ORDER BY created_at, kid").all() as Row[]).map(toSigningKey);
-    });
-  }
-
-  async updateSigningKeyPrivate(kid: string, privateJwk: string): Promise<void> {
-    await this.run(true, () => {
-      this.stmt("UPDATE signing_keys SET private_jwk = ? WHERE kid = ?").run(privateJwk, kid);
-    });
+  override async updateSigningKeyPrivate(kid: string, privateJwk: string): Promise<void> {
+    await super.updateSigningKeyPrivate(kid, privateJwk);
     // the replaced value may still sit in old WAL frames: checkpoint and empty the WAL
     if (!this.inTransaction) this.shared.db.pragma("wal_checkpoint(TRUNCATE)");
-  }
-
-  async retireSigningKey(kid: string, at: string): Promise<void> {
-    return this.run(true, () => {
-      this.stmt("UPDATE signing_keys SET retired_at = ? WHERE kid = ?").run(at, kid);
-    });
-  }
-
-  async insertTicket(row: TicketRow): Promise<void> {
-    return this.run(true, () => {
-      try {
-        this.stmt("INSERT INTO tickets (hash, purpose, subject, role, agent_id, expires_ms, scope) VALUES (?, ?, ?, ?, ?, ?, ?)").run(
-          row.hash,
-          row.purpose,
-          row.subject,
-          row.role,
-          row.agentId,
-          row.expiresMs,
-          row.scope,
-        );
-      } catch (err) {
-        throw constraintError(err, "tickets");
-      }
-    });
-  }
-
-  async consumeTicket(hash: string, nowMs: number): Promise<TicketRow | undefined> {
-    return this.run(true, () => {
-      const r = this.stmt("UPDATE tickets SET used = 1 WHERE hash = ? AND used = 0 AND expires_ms > ? RETURNING *").get(hash, nowMs) as Row | undefined;
-      this.stmt("DELETE FROM tickets WHERE expires_ms <= ?").run(nowMs - 3_600_000);
-      return r && toTicket(r);
-    });
-  }
-
-  async findTicket(hash: string, nowMs: number): Promise<TicketRow | undefined> {
-    return this.run(false, () => {
-      const r = this.stmt("SELECT * FROM tickets WHERE hash = ? AND used = 0 AND expires_ms > ?").get(hash, nowMs) as Row | undefined;
-      return r && toTicket(r);
-    });
   }
 
   // ---- events
@@ -838,34 +506,10 @@ export class SqliteStore implements Store {
   }
 
   async listEvents(q: EventQuery): Promise<EventRow[]> {
-    return this.run(false, () => {
-      const where = ["id > ?"];
-      const args: unknown[] = [q.afterId ?? 0];
-      // one task's progress: the literal lets SQLite use the partial index events_task_progress
-      if (q.taskId && q.types?.length === 1 && q.types[0] === "progress") where.push("type = 'progress'");
-      else if (q.types?.length) {
-        where.push(`type IN (${q.types.map(() => "?").join(", ")})`);
-        args.push(...q.types);
-      }
-      for (const [col, v] of [
-        ["domain_id", q.domainId],
-        ["mission_id", q.missionId],
-        ["agent_id", q.agentId],
-        ["session_id", q.sessionId],
-        ["task_id", q.taskId],
-      ] as const) {
-        if (v) {
-          where.push(`${col} = ?`);
-          args.push(v);
-        }
-      }
-      if (q.domainIds) {
-        where.push(q.domainIds.length ? `domain_id IN (${q.domainIds.map(() => "?").join(", ")})` : "0");
-        args.push(...q.domainIds);
-      }
-      const sql = `SELECT * FROM events WHERE ${where.join(" AND ")} ORDER BY id LIMIT ?`;
-      return (this.stmt(sql).all(...args, q.limit && q.limit > 0 ? q.limit : 1000) as Row[]).map(toEvent);
-    });
+    const filter = this.eventFilterSql(q);
+    const sql = `SELECT * FROM events WHERE ${["id > ?", ...filter.where].join(" AND ")} ORDER BY id LIMIT ?`;
+    const args = [q.afterId ?? 0, ...filter.args, q.limit && q.limit > 0 ? q.limit : 1000];
+    return this.run(false, () => (this.stmt(sql).all(...args) as Row[]).map(toEvent));
   }
 
   async lastEventId(): Promise<number> {
@@ -881,36 +525,26 @@ export class SqliteStore implements Store {
     });
   }
 
-  async getMeta(key: string): Promise<string | undefined> {
-    return this.run(false, () => {
-      const r = this.stmt("SELECT value FROM meta WHERE key = ?").get(key) as Row | undefined;
-      return r?.value as string | undefined;
-    });
+  // ---- the shared SQL (../sql-store.ts) runs here
+
+  protected readonly byteOrder = ""; // SQLite compares text as bytes (BINARY) already
+  protected readonly noLimit = -1;
+
+  protected inList(col: string, values: readonly string[]): { sql: string; args: unknown[] } {
+    return values.length ? { sql: `${col} IN (${values.map(() => "?").join(", ")})`, args: [...values] } : { sql: "0", args: [] };
   }
 
-  async setMeta(key: string, value: string): Promise<void> {
-    return this.run(true, () => {
-      this.stmt("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(key, value);
-    });
-  }
-
-  // ---- AI sessions, pending actions, docs, artifacts (shared SQL in ../ai-store.ts)
-
-  async aiQuery(sql: string, args: readonly unknown[]): Promise<Row[]> {
+  protected query(sql: string, args: readonly unknown[] = []): Promise<Row[]> {
     const s = this.stmt(sql);
-    const write = !s.reader || /^\s*(INSERT|UPDATE|DELETE)/i.test(sql);
-    return this.run(write, () => {
-      try {
-        if (s.reader) return s.all(...args) as Row[];
-        s.run(...args);
-        return [];
-      } catch (err) {
-        throw constraintError(err, /(?:INTO|UPDATE|FROM)\s+(\w+)/i.exec(sql)?.[1] ?? "ai_sessions");
-      }
+    const values = args.map((v) => (typeof v === "boolean" ? (v ? 1 : 0) : v));
+    return this.run(!s.readonly, () => {
+      if (s.reader) return s.all(...values) as Row[];
+      s.run(...values);
+      return [];
     });
+  }
+
+  protected constraintError(err: unknown, table: string): unknown {
+    return constraintError(err, table);
   }
 }
-
-mixInAiStore(SqliteStore.prototype);
-mixInSecretStore(SqliteStore.prototype);
-mixInNodeStateStore(SqliteStore.prototype);

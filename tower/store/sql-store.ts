@@ -1,0 +1,469 @@
+// What both dialects share: one SQL text (the common subset: `?` placeholders, RETURNING,
+// ON CONFLICT) for every table whose statements are the same on SQLite and PostgreSQL —
+// domains, missions, nodes, agents, tokens, signing keys, tickets, meta, and through their
+// own modules the AI, secret and node-state tables. A dialect supplies `query` (one statement
+// on its connection, or on the transaction's) and the few things that really differ: task
+// order and claims, event ids, group commit, listen/notify (sqlite/, postgres/).
+//
+// A base class rather than mix-ins: the compiler checks that every Store method exists, the
+// methods live on one prototype (a transaction's store costs one object), and each dialect
+// file holds only what is its own.
+import { createAiStore, type AiActionQuery, type AiActionRow, type AiSessionRow, type AiStore, type AiTurnRow, type ArtifactRow, type DocRow } from "./ai-store.js";
+import { createNodeStateStore, type NodeStateRow, type NodeStateStore } from "./node-state-store.js";
+import { JSON_TASK_FIELDS, nodeDomainsText, TASK_COLUMNS, toAgent, toDomain, toMission, toNode, toSigningKey, toTicket, toToken, type Row } from "./rows.js";
+import { createSecretStore, type SecretCipher, type SecretGrantRow, type SecretRow, type SecretStore } from "./secret-store.js";
+import type { AgentRow, DomainRow, EventQuery, MissionRow, NodeRow, SigningKeyRow, TaskExpectation, TaskPatch, TaskQuery, TicketRow, TokenRow } from "./store.js";
+
+type Query = (sql: string, args: readonly unknown[]) => Promise<Row[]>;
+
+/** `?` placeholders to PostgreSQL's `$1, $2, …` (the shared SQL has no `?` inside literals). */
+export function dollarPlaceholders(sql: string): string {
+  let n = 0;
+  return sql.replace(/\?/g, () => `$${++n}`);
+}
+
+/** SET clauses for the defined keys of a patch: `a = ?, b = ?` and their values, in order. */
+function setClause(patch: object, columns: Record<string, string>, value: (key: string, v: unknown) => unknown = (_k, v) => v): { sql: string; args: unknown[] } {
+  const sets = Object.entries(patch).filter(([k, v]) => v !== undefined && columns[k]);
+  return { sql: sets.map(([k]) => `${columns[k]} = ?`).join(", "), args: sets.map(([k, v]) => value(k, v)) };
+}
+
+const MISSION_COLUMNS: Record<string, string> = { title: "title", description: "description", status: "status", updatedAt: "updated_at" };
+const NODE_COLUMNS: Record<string, string> = { hostname: "hostname", status: "status", lastSeenAt: "last_seen_at", domains: "domains" };
+const AGENT_COLUMNS: Record<string, string> = { state: "state", lastSeenAt: "last_seen_at", name: "name", capabilities: "capabilities", runtime: "runtime", supervised: "supervised" };
+
+export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore {
+  /**
+   * Runs one statement (`?` placeholders) on this store's connection — the transaction's when
+   * this is a transaction's store — and returns the rows it yields (none for a plain write).
+   * Booleans are bound as the dialect stores them.
+   */
+  protected abstract query(sql: string, args?: readonly unknown[]): Promise<Row[]>;
+
+  /** The same EpError for a constraint violation on either dialect (already_exists, not_found). */
+  protected abstract constraintError(err: unknown, table: string): unknown;
+
+  /**
+   * Appended to each text column in ORDER BY: byte order on both dialects (SQLite compares
+   * bytes already; PostgreSQL needs `COLLATE "C"`, or the order follows the server's locale).
+   */
+  protected abstract readonly byteOrder: string;
+
+  /**
+   * `col` is one of `values`: `col IN (?, ?)` with the values spread on SQLite, one array
+   * parameter on PostgreSQL (`col = ANY(?::text[])`, one prepared statement for any length).
+   */
+  protected abstract inList(col: string, values: readonly string[]): { sql: string; args: unknown[] };
+
+  /** The LIMIT parameter meaning "no limit" (-1 on SQLite, NULL on PostgreSQL). */
+  protected abstract readonly noLimit: number | null;
+
+  /** The task list's SQL (the dialect reads the rows its own way: it is on the hot path). */
+  protected taskListSql(q: TaskQuery): { sql: string; args: unknown[] } {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    const add = (col: string, v: string | undefined) => {
+      if (v === undefined || v === "") return;
+      where.push(`${col} = ?`);
+      args.push(v);
+    };
+    add("mission_id", q.missionId);
+    add("domain_id", q.domainId);
+    if (q.domainIds) {
+      const inList = this.inList("domain_id", q.domainIds);
+      where.push(inList.sql);
+      args.push(...inList.args);
+    }
+    add("kind", q.kind);
+    add("status", q.status);
+    add("parent_task_id", q.parentTaskId);
+    args.push(q.limit && q.limit > 0 ? q.limit : this.noLimit);
+    return { sql: `SELECT * FROM tasks ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY seq LIMIT ?`, args };
+  }
+
+  /** A conditional task update's SQL: the patch, applied only while the row matches `expect`. */
+  protected taskUpdateSql(id: string, patch: TaskPatch, expect?: TaskExpectation): { sql: string; args: unknown[] } {
+    const sets: string[] = [];
+    const args: unknown[] = [];
+    for (const [k, v] of Object.entries(patch) as [keyof TaskPatch, unknown][]) {
+      if (v === undefined || !TASK_COLUMNS[k]) continue;
+      sets.push(`${TASK_COLUMNS[k]} = ?`);
+      args.push(JSON_TASK_FIELDS.has(k) && v !== null ? JSON.stringify(v) : v);
+    }
+    const where = ["id = ?"];
+    args.push(id);
+    if (expect?.status) {
+      const inList = this.inList("status", expect.status);
+      where.push(inList.sql);
+      args.push(...inList.args);
+    }
+    if (expect?.claimedBy !== undefined) {
+      where.push("claimed_by = ?");
+      args.push(expect.claimedBy);
+    }
+    if (expect?.attempts !== undefined) {
+      where.push("attempts = ?");
+      args.push(expect.attempts);
+    }
+    if (expect?.leaseAfterMs !== undefined) {
+      where.push("(lease_expires_ms IS NULL OR lease_expires_ms > ?)");
+      args.push(expect.leaseAfterMs);
+    }
+    if (!sets.length) sets.push("id = id");
+    return { sql: `UPDATE tasks SET ${sets.join(", ")} WHERE ${where.join(" AND ")} RETURNING *`, args };
+  }
+
+  /** The event filters' WHERE terms (without the id range and the limit, which the dialect owns). */
+  protected eventFilterSql(q: EventQuery): { where: string[]; args: unknown[] } {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    // one task's progress: the literal lets the planner use the partial index events_task_progress
+    if (q.taskId && q.types?.length === 1 && q.types[0] === "progress") where.push("type = 'progress'");
+    else if (q.types?.length) {
+      const inList = this.inList("type", q.types);
+      where.push(inList.sql);
+      args.push(...inList.args);
+    }
+    for (const [col, v] of [
+      ["domain_id", q.domainId],
+      ["mission_id", q.missionId],
+      ["agent_id", q.agentId],
+      ["session_id", q.sessionId],
+      ["task_id", q.taskId],
+    ] as const) {
+      if (v) {
+        where.push(`${col} = ?`);
+        args.push(v);
+      }
+    }
+    if (q.domainIds) {
+      const inList = this.inList("domain_id", q.domainIds);
+      where.push(inList.sql);
+      args.push(...inList.args);
+    }
+    return { where, args };
+  }
+
+  private parts?: { ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore };
+
+  /** The AI, secret and node-state tables' SQL (their own modules), bound to this store's connection. */
+  private get modules() {
+    if (!this.parts) {
+      const q: Query = (sql, args) => this.tableQuery(sql, args);
+      this.parts = { ai: createAiStore(q), secrets: createSecretStore(q), nodeState: createNodeStateStore(q) };
+    }
+    return this.parts;
+  }
+
+  /** query() with the constraint error named after the statement's table. */
+  private async tableQuery(sql: string, args: readonly unknown[]): Promise<Row[]> {
+    try {
+      return await this.query(sql, args);
+    } catch (err) {
+      throw this.constraintError(err, /(?:INTO|UPDATE|FROM)\s+(\w+)/i.exec(sql)?.[1] ?? "rows");
+    }
+  }
+
+  private async insert(table: string, sql: string, args: readonly unknown[]): Promise<void> {
+    try {
+      await this.query(sql, args);
+    } catch (err) {
+      throw this.constraintError(err, table);
+    }
+  }
+
+  private async first<T>(sql: string, args: readonly unknown[], map: (r: Row) => T): Promise<T | undefined> {
+    const [r] = await this.query(sql, args);
+    return r && map(r);
+  }
+
+  private orderBy(...cols: string[]): string {
+    return `ORDER BY ${cols.map((c) => `${c}${this.byteOrder}`).join(", ")}`;
+  }
+
+  // ---- domains
+
+  async insertDomain(row: DomainRow): Promise<void> {
+    await this.insert("domains", "INSERT INTO domains (id, name, created_at) VALUES (?, ?, ?)", [row.id, row.name, row.createdAt]);
+  }
+
+  getDomain(id: string): Promise<DomainRow | undefined> {
+    return this.first("SELECT * FROM domains WHERE id = ?", [id], toDomain);
+  }
+
+  getDomainByName(name: string): Promise<DomainRow | undefined> {
+    return this.first("SELECT * FROM domains WHERE name = ?", [name], toDomain);
+  }
+
+  async listDomains(): Promise<DomainRow[]> {
+    return (await this.query(`SELECT * FROM domains ${this.orderBy("created_at", "id")}`)).map(toDomain);
+  }
+
+  // ---- missions
+
+  async insertMission(row: MissionRow): Promise<void> {
+    await this.insert("missions", "INSERT INTO missions (id, domain_id, title, description, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)", [
+      row.id,
+      row.domainId,
+      row.title,
+      row.description,
+      row.status,
+      row.createdAt,
+      row.updatedAt,
+    ]);
+  }
+
+  getMission(id: string): Promise<MissionRow | undefined> {
+    return this.first("SELECT * FROM missions WHERE id = ?", [id], toMission);
+  }
+
+  async listMissions(domainId?: string): Promise<MissionRow[]> {
+    const rows = domainId
+      ? await this.query(`SELECT * FROM missions WHERE domain_id = ? ${this.orderBy("created_at", "id")}`, [domainId])
+      : await this.query(`SELECT * FROM missions ${this.orderBy("created_at", "id")}`);
+    return rows.map(toMission);
+  }
+
+  async updateMission(id: string, patch: Partial<Pick<MissionRow, "title" | "description" | "status" | "updatedAt">>): Promise<MissionRow | undefined> {
+    const set = setClause(patch, MISSION_COLUMNS);
+    if (!set.args.length) return this.getMission(id);
+    return this.first(`UPDATE missions SET ${set.sql} WHERE id = ? RETURNING *`, [...set.args, id], toMission);
+  }
+
+  // ---- nodes
+
+  async insertNode(row: NodeRow): Promise<void> {
+    await this.insert("nodes", "INSERT INTO nodes (id, hostname, status, last_seen_at, created_at, domains) VALUES (?, ?, ?, ?, ?, ?)", [
+      row.id,
+      row.hostname,
+      row.status,
+      row.lastSeenAt,
+      row.createdAt,
+      nodeDomainsText(row.domains),
+    ]);
+  }
+
+  getNode(id: string): Promise<NodeRow | undefined> {
+    return this.first("SELECT * FROM nodes WHERE id = ?", [id], toNode);
+  }
+
+  async listNodes(): Promise<NodeRow[]> {
+    return (await this.query(`SELECT * FROM nodes ${this.orderBy("created_at", "id")}`)).map(toNode);
+  }
+
+  async updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt" | "domains">>): Promise<NodeRow | undefined> {
+    const set = setClause(patch, NODE_COLUMNS, (k, v) => (k === "domains" ? nodeDomainsText(v as string[]) : v));
+    if (!set.args.length) return this.getNode(id);
+    return this.first(`UPDATE nodes SET ${set.sql} WHERE id = ? RETURNING *`, [...set.args, id], toNode);
+  }
+
+  // ---- agents
+
+  async insertAgent(row: AgentRow): Promise<void> {
+    await this.insert(
+      "agents",
+      "INSERT INTO agents (id, domain_id, node_id, name, runtime, capabilities, state, last_seen_at, created_at, supervised) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      [row.id, row.domainId, row.nodeId, row.name, row.runtime, JSON.stringify(row.capabilities), row.state, row.lastSeenAt, row.createdAt, row.supervised],
+    );
+  }
+
+  getAgent(id: string): Promise<AgentRow | undefined> {
+    return this.first("SELECT * FROM agents WHERE id = ?", [id], toAgent);
+  }
+
+  async listAgents(q: { domainId?: string; nodeId?: string }): Promise<AgentRow[]> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (q.domainId) {
+      where.push("domain_id = ?");
+      args.push(q.domainId);
+    }
+    if (q.nodeId) {
+      where.push("node_id = ?");
+      args.push(q.nodeId);
+    }
+    return (await this.query(`SELECT * FROM agents ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ${this.orderBy("created_at", "id")}`, args)).map(toAgent);
+  }
+
+  async updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>): Promise<AgentRow | undefined> {
+    const set = setClause(patch, AGENT_COLUMNS, (k, v) => (k === "capabilities" ? JSON.stringify(v) : v));
+    if (!set.args.length) return this.getAgent(id);
+    return this.first(`UPDATE agents SET ${set.sql} WHERE id = ? RETURNING *`, [...set.args, id], toAgent);
+  }
+
+  // ---- tokens, signing keys, tickets
+
+  async insertToken(row: TokenRow): Promise<void> {
+    await this.insert("tokens", "INSERT INTO tokens (id, name, role, domain_id, hash, expires_at, created_at, revoked_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+      row.id,
+      row.name,
+      row.role,
+      row.domainId,
+      row.hash,
+      row.expiresAt,
+      row.createdAt,
+      row.revokedAt,
+      row.lastUsedAt,
+    ]);
+  }
+
+  getToken(id: string): Promise<TokenRow | undefined> {
+    return this.first("SELECT * FROM tokens WHERE id = ?", [id], toToken);
+  }
+
+  getTokenByHash(hash: string): Promise<TokenRow | undefined> {
+    return this.first("SELECT * FROM tokens WHERE hash = ?", [hash], toToken);
+  }
+
+  async listTokens(): Promise<TokenRow[]> {
+    return (await this.query(`SELECT * FROM tokens ${this.orderBy("created_at", "id")}`)).map(toToken);
+  }
+
+  updateToken(id: string, patch: Partial<Pick<TokenRow, "revokedAt" | "lastUsedAt">>): Promise<TokenRow | undefined> {
+    return this.first("UPDATE tokens SET revoked_at = COALESCE(?, revoked_at), last_used_at = COALESCE(?, last_used_at) WHERE id = ? RETURNING *", [patch.revokedAt ?? null, patch.lastUsedAt ?? null, id], toToken);
+  }
+
+  async insertSigningKey(row: SigningKeyRow): Promise<void> {
+    await this.insert("signing_keys", "INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, retired_at) VALUES (?, ?, ?, ?, ?, ?)", [
+      row.kid,
+      row.alg,
+      row.privateJwk,
+      row.publicJwk,
+      row.createdAt,
+      row.retiredAt,
+    ]);
+  }
+
+  async listSigningKeys(): Promise<SigningKeyRow[]> {
+    return (await this.query(`SELECT * FROM signing_keys ${this.orderBy("created_at", "kid")}`)).map(toSigningKey);
+  }
+
+  async updateSigningKeyPrivate(kid: string, privateJwk: string): Promise<void> {
+    await this.query("UPDATE signing_keys SET private_jwk = ? WHERE kid = ?", [privateJwk, kid]);
+  }
+
+  async retireSigningKey(kid: string, at: string): Promise<void> {
+    await this.query("UPDATE signing_keys SET retired_at = ? WHERE kid = ?", [at, kid]);
+  }
+
+  async insertTicket(row: TicketRow): Promise<void> {
+    await this.insert("tickets", "INSERT INTO tickets (hash, purpose, subject, role, agent_id, expires_ms, scope) VALUES (?, ?, ?, ?, ?, ?, ?)", [
+      row.hash,
+      row.purpose,
+      row.subject,
+      row.role,
+      row.agentId,
+      row.expiresMs,
+      row.scope,
+    ]);
+  }
+
+  async consumeTicket(hash: string, nowMs: number): Promise<TicketRow | undefined> {
+    // one conditional UPDATE: a concurrent consumer finds used = 1 and gets nothing
+    const r = await this.first("UPDATE tickets SET used = 1 WHERE hash = ? AND used = 0 AND expires_ms > ? RETURNING *", [hash, nowMs], toTicket);
+    await this.query("DELETE FROM tickets WHERE expires_ms <= ?", [nowMs - 3_600_000]);
+    return r;
+  }
+
+  findTicket(hash: string, nowMs: number): Promise<TicketRow | undefined> {
+    return this.first("SELECT * FROM tickets WHERE hash = ? AND used = 0 AND expires_ms > ?", [hash, nowMs], toTicket);
+  }
+
+  // ---- meta
+
+  async getMeta(key: string): Promise<string | undefined> {
+    const [r] = await this.query("SELECT value FROM meta WHERE key = ?", [key]);
+    return r?.value as string | undefined;
+  }
+
+  async setMeta(key: string, value: string): Promise<void> {
+    await this.query("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", [key, value]);
+  }
+
+  // ---- AI sessions, turns, actions, docs, artifacts (SQL in ai-store.ts)
+
+  insertAiSession(row: AiSessionRow) {
+    return this.modules.ai.insertAiSession(row);
+  }
+  getAiSession(id: string) {
+    return this.modules.ai.getAiSession(id);
+  }
+  listAiSessions(owner: string) {
+    return this.modules.ai.listAiSessions(owner);
+  }
+  updateAiSession(id: string, patch: Partial<Pick<AiSessionRow, "title" | "status" | "updatedAt">>) {
+    return this.modules.ai.updateAiSession(id, patch);
+  }
+  insertAiTurn(row: AiTurnRow) {
+    return this.modules.ai.insertAiTurn(row);
+  }
+  listAiTurns(sessionId: string) {
+    return this.modules.ai.listAiTurns(sessionId);
+  }
+  insertAiAction(row: AiActionRow) {
+    return this.modules.ai.insertAiAction(row);
+  }
+  getAiAction(id: string) {
+    return this.modules.ai.getAiAction(id);
+  }
+  listAiActions(query: AiActionQuery) {
+    return this.modules.ai.listAiActions(query);
+  }
+  decideAiAction(id: string, decision: { status: "approved" | "rejected"; decidedBy: string; decidedAt: string }) {
+    return this.modules.ai.decideAiAction(id, decision);
+  }
+  recordAiActionOutcome(id: string, outcome: { result: unknown; error: string; executedAt: string }) {
+    return this.modules.ai.recordAiActionOutcome(id, outcome);
+  }
+  putDoc(row: DocRow) {
+    return this.modules.ai.putDoc(row);
+  }
+  getDoc(missionId: string, name: string) {
+    return this.modules.ai.getDoc(missionId, name);
+  }
+  listDocs(missionId: string) {
+    return this.modules.ai.listDocs(missionId);
+  }
+  putArtifact(row: ArtifactRow) {
+    return this.modules.ai.putArtifact(row);
+  }
+  listArtifacts(taskId: string) {
+    return this.modules.ai.listArtifacts(taskId);
+  }
+
+  // ---- secrets (SQL in secret-store.ts)
+
+  putSecret(row: SecretRow) {
+    return this.modules.secrets.putSecret(row);
+  }
+  getSecret(name: string) {
+    return this.modules.secrets.getSecret(name);
+  }
+  listSecrets() {
+    return this.modules.secrets.listSecrets();
+  }
+  deleteSecret(name: string) {
+    return this.modules.secrets.deleteSecret(name);
+  }
+  updateSecretCipher(name: string, expect: { keyId: string; version: number }, c: SecretCipher) {
+    return this.modules.secrets.updateSecretCipher(name, expect, c);
+  }
+  insertSecretGrant(row: SecretGrantRow) {
+    return this.modules.secrets.insertSecretGrant(row);
+  }
+  deleteSecretGrant(secretName: string, target: { agentId: string; domainId: string }) {
+    return this.modules.secrets.deleteSecretGrant(secretName, target);
+  }
+  listSecretGrants(secretName?: string) {
+    return this.modules.secrets.listSecretGrants(secretName);
+  }
+
+  // ---- node state (SQL in node-state-store.ts)
+
+  putNodeState(row: NodeStateRow) {
+    return this.modules.nodeState.putNodeState(row);
+  }
+  listNodeStates(nodeId?: string) {
+    return this.modules.nodeState.listNodeStates(nodeId);
+  }
+}
