@@ -33,12 +33,10 @@ export interface ReplicaSignals {
   notify(channel: string, payload: string): Promise<void>;
   /** Makes every event insert NOTIFY the channel inside its own transaction (PostgresStore). */
   announceEvents?(channel: string | undefined, from?: string): void;
-  readonly pool: { query(sql: string, args?: unknown[]): Promise<{ rows: Record<string, unknown>[] }>; connect(): Promise<PooledClient> };
-}
-
-interface PooledClient {
-  query(sql: string, args?: unknown[]): Promise<{ rows: Record<string, unknown>[] }>;
-  release(destroy?: boolean): void;
+  /** The schema the tables live in (channel names are scoped to it). */
+  currentSchema(): Promise<string>;
+  /** Runs fn holding the cluster-wide lock `name`; without `wait`, undefined when another replica holds it. */
+  withClusterLock<T>(name: string, wait: boolean, fn: () => Promise<T>): Promise<T | undefined>;
 }
 
 export type ReplicatedStore = Store & ReplicaSignals;
@@ -46,7 +44,7 @@ export type ReplicatedStore = Store & ReplicaSignals;
 /** The store when it can carry several replicas (PostgreSQL), else undefined. */
 export function replicatedStore(store: Store): ReplicatedStore | undefined {
   const s = store as Partial<ReplicaSignals> & Store;
-  return store.dialect === "postgres" && typeof s.listen === "function" && typeof s.notify === "function" && s.pool ? (s as ReplicatedStore) : undefined;
+  return store.dialect === "postgres" && typeof s.listen === "function" && typeof s.notify === "function" && typeof s.withClusterLock === "function" ? (s as ReplicatedStore) : undefined;
 }
 
 export interface LinkCommand {
@@ -108,7 +106,6 @@ export interface Replication {
   close(): Promise<void>;
 }
 
-const NAMED_LOCK = 0x45500010;
 /** How long the cursor may stay below a known id before the store is read (ms; doubles up to pollMs). */
 const GAP_WAIT_MS = 20;
 const PAGE = 1000;
@@ -151,7 +148,7 @@ export async function startReplication(
   const replicaId = opts.replicaId ?? `rep_${randomBytes(6).toString("hex")}`;
   const pollMs = opts.pollMs ?? 2000;
   const requestTimeoutMs = opts.requestTimeoutMs ?? 2000;
-  const schema = String((await store.pool.query("SELECT current_schema() AS s")).rows[0]?.s ?? "");
+  const schema = await store.currentSchema();
   const channels = { events: channelName("ep_events", schema), link: channelName("ep_link", schema) } as const;
   const stats: ReplicationStats = { relayed: 0, notified: 0, reads: 0, served: 0 };
   let closed = false;
@@ -402,25 +399,7 @@ export async function startReplication(
 
   // ---- cluster locks ---------------------------------------------------------------------
 
-  async function locked<T>(name: string, wait: boolean, fn: () => Promise<T>): Promise<T | undefined> {
-    const client = await store.pool.connect();
-    let broken = false;
-    const key = [NAMED_LOCK, name];
-    try {
-      if (wait) await client.query("SELECT pg_advisory_lock($1, hashtext(COALESCE(current_schema(), '') || ':' || $2))", key);
-      else {
-        const got = await client.query("SELECT pg_try_advisory_lock($1, hashtext(COALESCE(current_schema(), '') || ':' || $2)) AS ok", key);
-        if (!got.rows[0]?.ok) return undefined;
-      }
-      try {
-        return await fn();
-      } finally {
-        await client.query("SELECT pg_advisory_unlock($1, hashtext(COALESCE(current_schema(), '') || ':' || $2))", key).catch(() => (broken = true));
-      }
-    } finally {
-      client.release(broken);
-    }
-  }
+  const locked = <T>(name: string, wait: boolean, fn: () => Promise<T>): Promise<T | undefined> => store.withClusterLock(name, wait, fn);
 
   return {
     replicaId,

@@ -199,7 +199,14 @@ export interface Store extends AiStore, SecretStore, NodeStateStore {
   /** Applies pending numbered migrations. */
   migrate(): Promise<void>;
   close(): Promise<void>;
-  /** Runs fn atomically; fn must use the store it is given. */
+  /**
+   * Runs fn as one unit; fn must use the store it is given. Its writes are applied all or
+   * none, and no other caller sees them before they are durable. Group commit: both dialects
+   * commit the transactions (and single writes) of one event-loop turn together, each in its
+   * own SAVEPOINT, so fn's failure rolls back only fn's work — but a failed COMMIT (disk full,
+   * connection lost) fails every member of that batch, and each caller learns of it (the
+   * promise rejects); none of them was applied. The promise settles only after the COMMIT.
+   */
   transaction<T>(fn: (tx: Store) => Promise<T>): Promise<T>;
 
   insertDomain(row: DomainRow): Promise<void>;

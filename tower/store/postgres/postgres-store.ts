@@ -50,6 +50,8 @@ export const MAX_NOTIFY_BYTES = 7999;
 
 // Advisory lock class ids (first key of the two-int form); the second key is the schema's hash.
 const MIGRATE_LOCK = 0x45500001;
+/** Named cluster locks (withClusterLock): the second key hashes the schema and the name. */
+const NAMED_LOCK = 0x45500010;
 const INT8_OID = 20;
 const EVENTS_PER_INSERT = 1000;
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
@@ -482,6 +484,36 @@ export class PostgresStore extends SqlStore implements Store {
   }
 
   // ---- cross-replica signalling
+
+  /** The schema the tables live in (replication scopes its channel names to it). */
+  async currentSchema(): Promise<string> {
+    return String((await this.shared.pool.query("SELECT current_schema() AS s")).rows[0]?.s ?? "");
+  }
+
+  /**
+   * Runs fn holding the cluster-wide advisory lock `name` (one dedicated connection for its
+   * duration). With `wait` false it does not queue: undefined when another replica holds it.
+   */
+  async withClusterLock<T>(name: string, wait: boolean, fn: () => Promise<T>): Promise<T | undefined> {
+    const client = await this.shared.pool.connect();
+    let broken = false;
+    const key = [NAMED_LOCK, name];
+    try {
+      if (wait) await client.query("SELECT pg_advisory_lock($1, hashtext(COALESCE(current_schema(), '') || ':' || $2))", key);
+      else {
+        const got = await client.query("SELECT pg_try_advisory_lock($1, hashtext(COALESCE(current_schema(), '') || ':' || $2)) AS ok", key);
+        if (!got.rows[0]?.ok) return undefined;
+      }
+      try {
+        return await fn();
+      } finally {
+        // a failed unlock leaves the lock held by this session: the connection is closed, which releases it
+        await client.query("SELECT pg_advisory_unlock($1, hashtext(COALESCE(current_schema(), '') || ':' || $2))", key).catch(() => (broken = true));
+      }
+    } finally {
+      client.release(broken);
+    }
+  }
 
   /**
    * Subscribes to NOTIFYs on `channel` over one dedicated connection (shared by all
