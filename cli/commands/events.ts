@@ -1,63 +1,20 @@
 // ep events tail: follows GET /events/stream (SSE). On a dropped connection it waits 1 s,
 // doubling up to 30 s, and resumes after the last id it printed (Last-Event-ID), so nothing is
 // printed twice and nothing is skipped.
+import { createBackoff as createCommonBackoff, type Backoff } from "../../common/backoff.js";
 import { EpError, isErrorCode } from "../../common/errors.js";
 import { UsageError, type Context } from "../context.js";
 import { eventLine } from "../event-line.js";
 import { withHint } from "../fail.js";
+import { createSseParser } from "../../common/sse.js";
 
-export interface SseMessage {
-  id?: string;
-  event?: string;
-  data: string;
-}
-
-/** Incremental SSE parser: feed text, get complete messages (comments and keep-alives dropped). */
-export function createSseParser(): { push(text: string): SseMessage[] } {
-  let buf = "";
-  return {
-    push(text) {
-      buf += text;
-      const out: SseMessage[] = [];
-      for (;;) {
-        const m = /\r?\n\r?\n/.exec(buf);
-        if (!m) break;
-        const block = buf.slice(0, m.index);
-        buf = buf.slice(m.index + m[0].length);
-        const msg: SseMessage = { data: "" };
-        const data: string[] = [];
-        for (const line of block.split(/\r?\n/)) {
-          if (!line || line.startsWith(":")) continue;
-          const colon = line.indexOf(":");
-          const field = colon === -1 ? line : line.slice(0, colon);
-          const value = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
-          if (field === "data") data.push(value);
-          else if (field === "id") msg.id = value;
-          else if (field === "event") msg.event = value;
-        }
-        if (data.length || msg.event) {
-          msg.data = data.join("\n");
-          out.push(msg);
-        }
-      }
-      return out;
-    },
-  };
-}
-
-/** The reconnect delays of the seed: 1 s, doubling, at most 30 s; reset after a good connection. */
-export function createBackoff(firstMs = 1000, maxMs = 30_000): { next(): number; reset(): void } {
-  let delay = firstMs;
-  return {
-    next() {
-      const d = delay;
-      delay = Math.min(delay * 2, maxMs);
-      return d;
-    },
-    reset() {
-      delay = firstMs;
-    },
-  };
+export { createSseParser, type SseMessage } from "../../common/sse.js";
+/**
+ * The reconnect delays of the seed: 1 s, doubling, at most 30 s; reset after a good connection.
+ * Exact (no jitter): one operator's stream is no herd, and the delays printed match the seed's.
+ */
+export function createBackoff(firstMs = 1000, maxMs = 30_000): Backoff {
+  return createCommonBackoff({ initialMs: firstMs, maxMs, jitter: 0 });
 }
 
 export function streamUrl(base: string, f: { types: string[]; domain?: string; mission?: string }): string {

@@ -1,6 +1,7 @@
 // The TUI's data from a real tower: generated Connect clients; live events from
 // EventService.StreamEvents, resumed after the last id with the 1 s → 30 s backoff.
 import type { JsonObject } from "@bufbuild/protobuf";
+import { createBackoff } from "../../common/backoff.js";
 import { createClient, type Transport } from "@connectrpc/connect";
 import { AiService } from "../../gen/ep/tower/v1/ai_pb.js";
 import { EventService } from "../../gen/ep/tower/v1/events_pb.js";
@@ -119,12 +120,12 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
     subscribe(onEvent, onError) {
       const ctl = new AbortController();
       let after = 0n; // 0: start at the newest event
-      let delay = 1000;
+      const backoff = createBackoff({ jitter: 0 });
       void (async () => {
         while (!ctl.signal.aborted) {
           try {
             for await (const res of events.streamEvents({ afterId: after }, { signal: ctl.signal })) {
-              delay = 1000;
+              backoff.reset();
               if (!res.event) continue;
               after = res.event.id;
               onEvent(eventItem(res.event));
@@ -133,8 +134,7 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
             if (ctl.signal.aborted) return;
             onError(err as Error);
           }
-          await new Promise((r) => setTimeout(r, delay));
-          delay = Math.min(delay * 2, 30_000);
+          await new Promise((r) => setTimeout(r, backoff.next()));
         }
       })();
       const stop = () => ctl.abort();

@@ -4,6 +4,7 @@
 // `matrix-down` once per outage (and `matrix-up` on recovery), hold retransmission while
 // the tower says `rate_limit.remaining` is 0 until `reset_at` plus a small buffer, and
 // optionally MQTT messages re-emitted on the same stream.
+import { backoffDelay } from "../../common/backoff.js";
 import { request as httpRequest, createServer, type IncomingMessage, type Server, type ServerResponse, type ClientRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { Duplex } from "node:stream";
@@ -11,7 +12,7 @@ import { WebSocketServer, type WebSocket } from "ws";
 import { systemClock, iso, type Clock, type ClockTimer } from "../../common/clock.js";
 import { EpError } from "../../common/errors.js";
 import { createLogger, type Logger } from "../../common/log.js";
-import { createSseParser } from "./sse-parser.js";
+import { createSseStream } from "../../common/sse.js";
 
 export interface FanoutOptions {
   /** the tower's base URL (…/events/stream is appended) or the full stream URL */
@@ -241,7 +242,8 @@ export function createFanout(opts: FanoutOptions): Fanout {
 
   function scheduleReconnect(): void {
     if (closed || reconnectTimer) return;
-    const delay = Math.min(backoff.maxMs, backoff.initialMs * 2 ** attempt);
+    // the seed's exact schedule: one fan-out per node, nothing to spread
+    const delay = backoffDelay(attempt, { ...backoff, jitter: 0 });
     attempt++;
     reconnectTimer = clock.setTimeout(() => {
       reconnectTimer = undefined;
@@ -312,7 +314,7 @@ export function createFanout(opts: FanoutOptions): Fanout {
         return;
       }
       markUp();
-      const parser = createSseParser({ message: onUpstreamMessage });
+      const parser = createSseStream({ message: onUpstreamMessage });
       res.setEncoding("utf8");
       res.on("data", (d: string) => parser.push(d));
       res.on("end", retry);

@@ -6,7 +6,7 @@ import type { Clock, ClockTimer } from "../../common/clock.js";
 import { toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import type { LinkResponse, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
-import { createBackoff } from "./backoff.js";
+import { createBackoff } from "../../common/backoff.js";
 
 export type LinkState = "connecting" | "connected" | "down";
 

@@ -12,7 +12,7 @@ import { toEpError, type EpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { TowerClients } from "../link/tower-client.js";
-import { createBackoff } from "../link/backoff.js";
+import { createBackoff } from "../../common/backoff.js";
 import type { ProgressFrame, RunHandle, RunResult } from "../runtimes/runtime.js";
 import type { RuntimeRegistry } from "../runtimes/registry.js";
 import type { AgentStore, LocalAgentRecord } from "./agent-store.js";
