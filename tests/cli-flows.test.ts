@@ -135,7 +135,7 @@ describe("ep ai chat and ep approvals with the heuristic planner", () => {
     const pending = (await ok(["approvals", "ls", "--json"])).json().actions;
     expect(pending).toEqual([expect.objectContaining({ id: turn.actions[0].id, session_id: sessionId, tool: "create_domain" })]);
     const listed = await ok(["approvals", "ls"]);
-    expect(listed.stdout).toMatch(new RegExp(`^SESSION\\s+ACTION\\s+TOOL\\s+SUMMARY\\s+CREATED\\n${sessionId}\\s+${turn.actions[0].id}\\s+create_domain\\s+create_domain name=acme-ai`));
+    expect(listed.stdout).toMatch(new RegExp(`^SESSION\\s+ACTION\\s+TOOL\\s+SUMMARY\\s+CREATED\\n${sessionId}\\s+${turn.actions[0].id}\\s+create_domain\\s+Create domain "acme-ai"`));
 
     const approved = (await ok(["approvals", "approve", sessionId, turn.actions[0].id, "--json"])).json().action;
     expect(approved).toMatchObject({ status: "approved", result: { domain: { name: "acme-ai" } } });
@@ -144,7 +144,7 @@ describe("ep ai chat and ep approvals with the heuristic planner", () => {
 
     // the same session, human output: the reply names the commands that decide
     const mission = await ok(["ai", "chat", "--session", sessionId, 'create mission "Launch" in domain acme-ai']);
-    const m = /pending action (act_\w+): create_mission .* approve with 'ep approvals approve (ses_\w+) (act_\w+)' or reject with 'ep approvals reject \2 \3'/.exec(mission.stdout);
+    const m = /pending action (act_\w+): Create mission "Launch" .* approve with 'ep approvals approve (ses_\w+) (act_\w+)' or reject with 'ep approvals reject \2 \3'/.exec(mission.stdout);
     expect(m, mission.stdout).not.toBeNull();
     expect(m![2]).toBe(sessionId);
     expect((await ok(["mission", "ls", "--domain", domainId, "--json"])).json().missions).toEqual([]);
