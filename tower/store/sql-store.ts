@@ -47,7 +47,7 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore {
    * Appended to each text column in ORDER BY: byte order on both dialects (SQLite compares
    * bytes already; PostgreSQL needs `COLLATE "C"`, or the order follows the server's locale).
    */
-  protected abstract readonly byteOrder: string;
+  protected abstract get byteOrder(): string;
 
   /**
    * `col` is one of `values`: `col IN (?, ?)` with the values spread on SQLite, one array
@@ -56,7 +56,7 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore {
   protected abstract inList(col: string, values: readonly string[]): { sql: string; args: unknown[] };
 
   /** The LIMIT parameter meaning "no limit" (-1 on SQLite, NULL on PostgreSQL). */
-  protected abstract readonly noLimit: number | null;
+  protected abstract get noLimit(): number | null;
 
   /** The task list's SQL (the dialect reads the rows its own way: it is on the hot path). */
   protected taskListSql(q: TaskQuery): { sql: string; args: unknown[] } {
@@ -144,7 +144,8 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore {
     return { where, args };
   }
 
-  private parts?: { ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore };
+  // `declare`: no per-instance field (a transaction's store is made per transaction)
+  declare private parts?: { ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore };
 
   /** The AI, secret and node-state tables' SQL (their own modules), bound to this store's connection. */
   private get modules() {

@@ -726,8 +726,13 @@ export class PostgresStore extends SqlStore implements Store {
 
   // ---- the shared SQL (../sql-store.ts) runs here
 
-  protected readonly byteOrder = ' COLLATE "C"'; // the server's locale would order text otherwise
-  protected readonly noLimit = null;
+  // getters, not fields: a transaction's store is made per transaction
+  protected get byteOrder(): string {
+    return ' COLLATE "C"'; // the server's locale would order text otherwise
+  }
+  protected get noLimit(): null {
+    return null;
+  }
 
   protected inList(col: string, values: readonly string[]): { sql: string; args: unknown[] } {
     return { sql: `${col} = ANY(?::text[])`, args: [values] };

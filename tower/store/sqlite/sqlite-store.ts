@@ -527,8 +527,13 @@ export class SqliteStore extends SqlStore implements Store {
 
   // ---- the shared SQL (../sql-store.ts) runs here
 
-  protected readonly byteOrder = ""; // SQLite compares text as bytes (BINARY) already
-  protected readonly noLimit = -1;
+  // getters, not fields: a transaction's store is made per transaction
+  protected get byteOrder(): string {
+    return ""; // SQLite compares text as bytes (BINARY) already
+  }
+  protected get noLimit(): number {
+    return -1;
+  }
 
   protected inList(col: string, values: readonly string[]): { sql: string; args: unknown[] } {
     return values.length ? { sql: `${col} IN (${values.map(() => "?").join(", ")})`, args: [...values] } : { sql: "0", args: [] };
