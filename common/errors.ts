@@ -81,8 +81,9 @@ export class EpError extends Error {
   readonly code: ErrorCode;
   readonly details: Record<string, unknown> | undefined;
 
-  constructor(code: ErrorCode, message?: string, details?: Record<string, unknown>) {
-    super(message ?? ERROR_CATALOG[code][1]);
+  /** `options.cause`: the error this one stands for (kept for logs and stacks, never sent to clients). */
+  constructor(code: ErrorCode, message?: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
+    super(message ?? ERROR_CATALOG[code][1], options);
     this.code = code;
     this.details = details;
   }
@@ -130,10 +131,10 @@ export function toEpError(err: unknown): EpError {
     const code = err.metadata.get("ep-error-code");
     const details = err.metadata.get("ep-error-details");
     if (code && isErrorCode(code)) {
-      return new EpError(code, err.rawMessage, details ? (JSON.parse(details) as Record<string, unknown>) : undefined);
+      return new EpError(code, err.rawMessage, details ? (JSON.parse(details) as Record<string, unknown>) : undefined, { cause: err });
     }
     const cls = connectToClass.get(err.code);
-    if (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded) return new EpError("unavailable", err.rawMessage);
+    if (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded) return new EpError("unavailable", err.rawMessage, undefined, { cause: err });
     const fallback: Record<ErrorClass, ErrorCode> = {
       invalid: "invalid_argument",
       unauthenticated: "unauthenticated",
@@ -145,9 +146,10 @@ export function toEpError(err: unknown): EpError {
       internal: "internal",
       unavailable: "unavailable",
     };
-    return new EpError(cls ? fallback[cls] : "internal", err.rawMessage);
+    return new EpError(cls ? fallback[cls] : "internal", err.rawMessage, undefined, { cause: err });
   }
-  return new EpError("internal", err instanceof Error ? err.message : String(err));
+  // the original keeps its stack as the cause: a log line of an internal error shows where it began
+  return new EpError("internal", err instanceof Error ? err.message : String(err), undefined, { cause: err });
 }
 
 /** Shorthand for the most common error: a request field that is wrong. */

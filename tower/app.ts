@@ -114,7 +114,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const { config, store } = opts;
   const clock = opts.clock ?? systemClock;
   const log = opts.log ?? createLogger("tower");
-  const hub = opts.hub ?? createEventHub();
+  const hub = opts.hub ?? createEventHub({ onListenerError: (err) => log.error("event listener failed", { error: (err as Error)?.message ?? String(err), stack: (err as Error)?.stack }) });
   const deps: Deps = { store, clock, hub, log, limits: config.limits };
   const closers: (() => Promise<void> | void)[] = [];
   const env = opts.env ?? process.env;
@@ -184,8 +184,10 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
 
   app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
     let ep: EpError;
-    if (err instanceof EpError) ep = err;
-    else if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") ep = new EpError("payload_too_large", `the body is larger than ${config.bodyLimit} bytes`);
+    if (err instanceof EpError) {
+      ep = err;
+      if (ep.code === "internal" && ep.cause instanceof Error) log.error("request failed", { method: req.method, url: req.url.split("?")[0], error: ep.cause.message, stack: ep.cause.stack });
+    } else if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") ep = new EpError("payload_too_large", `the body is larger than ${config.bodyLimit} bytes`);
     else if (err.code === "FST_ERR_CTP_INVALID_JSON_BODY" || err instanceof SyntaxError || err.code === "FST_ERR_CTP_EMPTY_JSON_BODY") {
       ep = new EpError("invalid_json", `the body is not valid JSON: ${err.message}`);
     } else if (err.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") ep = new EpError("invalid_argument", "send the body as Content-Type: application/json");
@@ -275,13 +277,13 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     readMaxBytes: config.bodyLimit,
     contextValues: (req: FastifyRequest) => createContextValues().set(kCaller, req.caller as Caller | undefined),
     routes: (router) => {
-      bindService(router, WorkService, work);
-      bindService(router, NodeService, fleet);
-      bindService(router, AgentService, fleet);
-      bindService(router, AuthService, authService);
-      bindService(router, EventService, events);
+      bindService(router, WorkService, work, log);
+      bindService(router, NodeService, fleet, log);
+      bindService(router, AgentService, fleet, log);
+      bindService(router, AuthService, authService, log);
+      bindService(router, EventService, events, log);
       aiConsole.bind(router);
-      bindService(router, SecretService, secrets);
+      bindService(router, SecretService, secrets, log);
       mendProtocolErrors(router.handlers, config.bodyLimit);
     },
   });

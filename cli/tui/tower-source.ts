@@ -96,7 +96,7 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
       return out;
     },
     async tasks(missionId) {
-      if (!agentNames.size) await loadAgents().catch(() => undefined);
+      if (!agentNames.size) await loadAgents().catch(() => undefined); // names are a nicety: ids show instead
       return (await work.listTasks({ missionId, limit: 500 })).tasks.filter((t) => !t.parentTaskId).map(taskItem);
     },
     async task(taskId) {

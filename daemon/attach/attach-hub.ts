@@ -323,7 +323,7 @@ export function createAttachHub(o: AttachHubOptions): AttachHub {
 
     async close() {
       closed = true;
-      const opening = [...sessions.values()].map((s) => s.opening?.catch(() => undefined));
+      const opening = [...sessions.values()].map((s) => s.opening?.catch(() => undefined)); // closing: wait for opens, their errors went to their callers
       for (const s of [...sessions.values()]) {
         for (const v of [...s.viewers]) {
           control(v.ws, { type: "error", code: "unavailable", message: "the daemon is shutting down" });

@@ -89,7 +89,7 @@ async function removeStaleSocket(path: string): Promise<void> {
     probe.once("error", () => resolve(false));
   });
   if (alive) throw new EpError("already_exists", `another process is serving ${path}; stop it (ep daemon down) first`, { path });
-  await unlink(path).catch(() => undefined);
+  await unlink(path).catch(() => undefined); // a stale socket may not exist: listen() reports a real problem
 }
 
 export function createAttachGateway(o: AttachGatewayOptions): AttachGateway {
@@ -189,7 +189,7 @@ export function createAttachGateway(o: AttachGatewayOptions): AttachGateway {
         server.close(() => resolve());
         server.closeAllConnections();
       });
-      await unlink(o.path).catch(() => undefined);
+      await unlink(o.path).catch(() => undefined); // removed already is fine
     },
   };
 }

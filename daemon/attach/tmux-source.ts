@@ -57,7 +57,7 @@ export async function openTmuxSource(o: TmuxSourceOptions, on: SourceEvents): Pr
   term.onExit(({ exitCode, signal }) => {
     void (async () => {
       // a pane kept by remain-on-exit still knows how its program ended
-      const state = await tmuxPaneState(o.session, tmux).catch(() => undefined);
+      const state = await tmuxPaneState(o.session, tmux).catch(() => undefined); // a pane that is gone ends the source (below)
       if (state?.dead) {
         on.exit({ exitCode: state.exitStatus, ...(state.exitSignal ? { signal: String(state.exitSignal) } : {}), reason: "the pane's program exited" });
       } else if (state) {
@@ -81,6 +81,7 @@ export async function openTmuxSource(o: TmuxSourceOptions, on: SourceEvents): Pr
     pause: () => term.pause(),
     resume: () => term.resume(),
     redraw() {
+      // a redraw hint only: a client that went away needs none
       if (!closed && ptsName) void runTmux(["refresh-client", "-t", ptsName], tmux).catch(() => undefined);
     },
     close() {

@@ -516,7 +516,7 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     } else if (p.runtime === "muxhost_hosted") {
       const alive = await tmux.isAlive(p.session).catch(() => false);
       state = alive ? "running" : "dead";
-      pid = alive ? (await tmux.pid(p.session).catch(() => undefined)) ?? 0 : 0;
+      pid = alive ? (await tmux.pid(p.session).catch(() => undefined)) ?? 0 : 0; // 0: unknown (the pane is going away)
     } else if (p.runtime === "vendorA_agent_acp" && acp.isAlive(p.id)) {
       state = "running";
       pid = acp.pid(p.id) ?? 0;

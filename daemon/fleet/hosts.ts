@@ -194,11 +194,12 @@ export function createAcpHost(opts: {
       live.delete(id);
       if (!e) return;
       e.dead = true;
-      const s = await e.session.catch(() => undefined);
+      const s = await e.session.catch(() => undefined); // a session that failed to open was reported to whoever opened it
       await s?.close();
     },
     prompt(agent, text, turnId) {
       const e = current(agent.id) ?? open(agent, turnId);
+      // the previous turn's caller got its error; this turn runs regardless
       const turn = e.queue.catch(() => undefined).then(async () => {
         const session = await e.session;
         e.turnId = turnId;
@@ -209,7 +210,7 @@ export function createAcpHost(opts: {
           if (e.turnId === turnId) e.turnId = undefined;
         }
       });
-      e.queue = turn.catch(() => undefined);
+      e.queue = turn.catch(() => undefined); // the turn's caller got its error; the queue only orders turns
       return turn;
     },
     async close() {

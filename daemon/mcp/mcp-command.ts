@@ -63,6 +63,6 @@ export async function runMcpCommand(argv: string[], env: NodeJS.ProcessEnv = pro
     process.stdin.once("end", () => resolve());
     server.connect(transport).catch(reject);
   });
-  await server.close().catch(() => undefined);
+  await server.close().catch(() => undefined); // exiting: the transport may be closed already
   await caller.close();
 }

@@ -21,6 +21,7 @@ export async function fetchCatalog(towerUrl: string, token: string, doFetch: typ
   } catch (err) {
     throw new EpError("unavailable", `cannot read the tool catalog from ${towerUrl}/mcp/tools: ${(err as Error).message}`);
   }
+  // a body that is not JSON: the HTTP status below says what went wrong
   const body = (await res.json().catch(() => undefined)) as { tools?: CatalogTool[]; error?: { message?: string } } | undefined;
   if (!res.ok || !Array.isArray(body?.tools)) {
     throw new EpError("unavailable", `the tower answered HTTP ${res.status} for /mcp/tools${body?.error?.message ? `: ${body.error.message}` : ""}`);

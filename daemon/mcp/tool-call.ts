@@ -78,7 +78,7 @@ export function createToolCaller(opts: ToolCallerOptions): ToolCaller {
   function knownTools(): Promise<Set<string> | undefined> {
     known ??= doFetch(`${base}/mcp/tools`, { headers: { authorization: `Bearer ${opts.token}` }, signal: AbortSignal.timeout(15_000) })
       .then(async (res) => (res.ok ? new Set(((await res.json()) as { tools: { name: string }[] }).tools.map((t) => t.name)) : undefined))
-      .catch(() => undefined)
+      .catch(() => undefined) // unknown: the call goes through and the tower answers with its own error
       .then((names) => {
         if (!names) known = undefined; // try again next call
         return names;

@@ -139,7 +139,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
     const died = exited.then((reason) => {
       throw new Error(`${what}: ${reason ?? "ACP agent exited"}`);
     });
-    died.catch(() => {});
+    died.catch(() => {}); // raced against each request below, which reports it; this only keeps it from being "unhandled"
     try {
       return await Promise.race([call, died]);
     } catch (err) {
@@ -183,6 +183,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
         return { stopReason: response.stopReason, text: turnText, ...(usage ? { usage } : {}) };
       },
       async cancelTurn() {
+        // the agent may have exited already; the process group is killed after the grace period either way
         await connection.agent.notify(methods.agent.session.cancel, { sessionId: session.sessionId }).catch(() => {});
       },
     };

@@ -183,7 +183,7 @@ function runInPane(
       return { ok: false, output: output.text(), error: e.message, errorCode: e.code };
     } finally {
       if (panePid !== undefined) await terminateGroup(panePid, graceMs, clock);
-      await tmuxKillSession(session, tmux).catch(() => {});
+      await tmuxKillSession(session, tmux).catch(() => {}); // the session may be gone already: that is the goal
       pipe?.close({ remove: true });
       await rm(dir, { recursive: true, force: true });
     }

@@ -205,7 +205,7 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
     const sinceRestart = s.lastRestartAt === undefined ? Infinity : now - s.lastRestartAt;
     if (alive) {
       s.state = "running";
-      s.pid = await backend.pid(s.agent.id).catch(() => undefined);
+      s.pid = await backend.pid(s.agent.id).catch(() => undefined); // no pid yet is "unknown", shown as such
       s.detail = undefined;
       s.lastSkip = undefined;
       if (s.verifying && sinceRestart >= graceMs) {
@@ -264,7 +264,7 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
   function poll(): Promise<WatchdogEvent[]> {
     if (closed) return Promise.resolve([]);
     const run = chain.then(pollOnce, pollOnce);
-    chain = run.catch(() => undefined);
+    chain = run.catch(() => undefined); // the caller awaits `run` and sees its error; `chain` only serializes
     return run;
   }
 
@@ -298,12 +298,12 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
         s.lastCheckAt = clock.now();
         if (alive) {
           s.state = "running";
-          s.pid = await backend.pid(agent.id).catch(() => undefined);
+          s.pid = await backend.pid(agent.id).catch(() => undefined); // no pid yet is "unknown", shown as such
         } else if (!s.paused) {
           await restartNow(s, "start", "supervision started and the agent was not running", events);
         } else s.state = "dead";
       });
-      chain = run.catch(() => undefined);
+      chain = run.catch(() => undefined); // awaited just below, which throws; `chain` only serializes
       await run;
       return view(s);
     },
@@ -316,7 +316,7 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
         s.failing = false;
         return restartNow(s, "restart", "restart requested by an operator", []);
       });
-      chain = run.catch(() => undefined);
+      chain = run.catch(() => undefined); // awaited just below, which throws; `chain` only serializes
       await run;
       return view(s);
     },

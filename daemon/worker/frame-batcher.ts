@@ -25,6 +25,8 @@ export function createFrameBatcher(opts: {
     while (buffer.length) {
       const batch = buffer.slice(0, max);
       buffer = buffer.slice(max);
+      // progress is best effort (the outcome is journaled and retried, frames are not): a batch the
+      // tower did not take is dropped and the next one still goes; the link logs its own failures
       chain = chain.then(() => opts.send(batch)).catch(() => undefined);
     }
     return chain;

@@ -41,6 +41,7 @@ export function createJsonFileWriter(path: string, snapshot: () => unknown): Jso
         return writing;
       }
       if (!queued) {
+        // the failed write's caller got its error; the next write runs regardless
         queued = writing.catch(() => undefined).then(() => {
           queued = undefined;
           writing = writeOnce().finally(() => (writing = undefined));

@@ -200,6 +200,7 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
         if (stopping) {
           // claimed while shutting down: hand it straight back
           slot.state = "idle";
+          // best effort on the way out: if the tower does not hear it, the lease expires and the task is queued again
           await tower.work.failTask({ taskId: task.id, agentId: agent.id, retryable: true, result: { output: "", error: "epd is shutting down" } }).catch(() => undefined);
           return undefined;
         }

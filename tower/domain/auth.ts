@@ -518,6 +518,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
 
     async resealSigningKeys() {
       if (!opts.keyring?.()) return;
+      // unseal() logs a key it cannot open (once per key) and the tower goes on with the keys it can
       for (const r of await store.listSigningKeys()) await unseal(r.kid, r.privateJwk).catch(() => undefined);
     },
 

@@ -25,7 +25,12 @@ export interface EventHub {
  */
 export const HUB_DEDUP_WINDOW = 65_536;
 
-export function createEventHub(): EventHub {
+/**
+ * `onListenerError`: a listener threw (a bug in it); the others still get the events. The tower
+ * logs it; without a handler it is written to stderr, never swallowed.
+ */
+export function createEventHub(opts: { onListenerError?: (err: unknown) => void } = {}): EventHub {
+  const onListenerError = opts.onListenerError ?? ((err: unknown) => console.error("event listener failed:", err));
   const listeners = new Set<EventListener>();
   let lastId = 0;
   /** ids published with id > floor, in publish order (roughly ascending) */
@@ -59,8 +64,9 @@ export function createEventHub(): EventHub {
       for (const l of listeners) {
         try {
           l(events);
-        } catch {
+        } catch (err) {
           // a listener's failure must not stop delivery to the others
+          onListenerError(err);
         }
       }
     },

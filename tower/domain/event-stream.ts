@@ -669,7 +669,7 @@ export function createEventStream(
       if (gapTimer) clock.clearTimeout(gapTimer);
       early.clear();
       for (const s of [...subs]) finish(s, undefined);
-      await ready.catch(() => undefined);
+      await ready.catch(() => undefined); // a failed start was logged when it failed (see `ready` above)
     },
   };
 }

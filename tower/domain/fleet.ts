@@ -295,7 +295,7 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
               await tx.updateAgent(a.id, { state: "offline" });
               emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId: a.id, status: "offline", payload: { agent_id: a.id, from: a.state, to: "offline", reason: "node link closed" } });
             }
-          }).catch(() => undefined);
+          }).catch((err: Error) => deps.log.warn("could not mark a node offline after its link closed (the next link or the lease sweep corrects it)", { node_id: nodeId, error: err.message }));
         }
       }
     },

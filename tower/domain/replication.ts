@@ -444,8 +444,9 @@ export async function startReplication(
         p.resolve(undefined);
       }
       pending.clear();
+      // closing: the listener connection goes with the store; a failed UNLISTEN changes nothing
       await Promise.all([unlistenEvents().catch(() => {}), unlistenLink().catch(() => {})]);
-      await idle.catch(() => {});
+      await idle.catch(() => {}); // the poll loop logs its own failures; here we only wait for it to stop
     },
   };
 }

@@ -17,7 +17,7 @@ export async function openStore(url: string): Promise<Store> {
   try {
     await store.migrate();
   } catch (err) {
-    await store.close().catch(() => {});
+    await store.close().catch(() => {}); // the migration error is the one to report
     throw err;
   }
   return store;

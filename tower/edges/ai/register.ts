@@ -40,8 +40,8 @@ export function registerAiConsole(app: FastifyInstance, deps: Deps, opts: { work
     executor,
     planner,
     bind(router) {
-      bindService(router, AiService, ai);
-      bindService(router, ToolService, tools);
+      bindService(router, AiService, ai, deps.log);
+      bindService(router, ToolService, tools, deps.log);
     },
   };
 }

@@ -3,18 +3,24 @@
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import type { ConnectRouter, HandlerContext } from "@connectrpc/connect";
 import { EpError, toEpError } from "../../../common/errors.js";
+import type { Logger } from "../../../common/log.js";
 import type { Caller } from "../../domain/caller.js";
 import { callerOf } from "../caller-key.js";
 
 type Unary = (caller: Caller, req: unknown) => Promise<unknown>;
 type ServerStream = (caller: Caller, req: unknown, signal: AbortSignal) => AsyncIterable<unknown>;
 
-function asConnectError(err: unknown): Error {
+/** The error in Connect's terms; an unexpected one (a bug, a dropped database) is logged with where it began. */
+function asConnectError(err: unknown, method: string, log: Logger | undefined): Error {
   const ep = err instanceof EpError ? err : toEpError(err);
+  if (ep.code === "internal") {
+    const origin = ep.cause instanceof Error ? ep.cause : ep;
+    log?.error("RPC failed", { method, error: origin.message, stack: origin.stack });
+  }
   return ep.toConnectError();
 }
 
-export function bindService(router: ConnectRouter, service: DescService, impl: object): void {
+export function bindService(router: ConnectRouter, service: DescService, impl: object, log?: Logger): void {
   const handlers: Record<string, unknown> = {};
   for (const method of service.methods as DescMethod[]) {
     const fn = (impl as Record<string, unknown>)[method.localName];
@@ -24,7 +30,7 @@ export function bindService(router: ConnectRouter, service: DescService, impl: o
         try {
           return await (fn as Unary).call(impl, callerOf(ctx), req);
         } catch (err) {
-          throw asConnectError(err);
+          throw asConnectError(err, `${service.typeName}/${method.name}`, log);
         }
       };
     } else if (method.methodKind === "server_streaming") {
@@ -32,7 +38,7 @@ export function bindService(router: ConnectRouter, service: DescService, impl: o
         try {
           yield* (fn as ServerStream).call(impl, callerOf(ctx), req, ctx.signal);
         } catch (err) {
-          throw asConnectError(err);
+          throw asConnectError(err, `${service.typeName}/${method.name}`, log);
         }
       };
     }

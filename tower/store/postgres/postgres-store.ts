@@ -227,8 +227,9 @@ export class PostgresStore extends SqlStore implements Store {
       ...(opts.schema ? { options: `-c search_path=${opts.schema}` } : {}),
     };
     const pool = new pg.Pool(config);
-    // An idle pooled connection that dies (server restart) must not crash the tower; the pool replaces it.
-    pool.on("error", () => {});
+    // An idle pooled connection that dies (server restart) must not crash the tower; the pool
+    // replaces it. Said once per connection on stderr (the store has no logger of its own).
+    pool.on("error", (err) => console.error(`ep-tower: an idle PostgreSQL connection failed (the pool replaces it): ${err.message}`));
     try {
       if (opts.schema) {
         try {
@@ -241,7 +242,7 @@ export class PostgresStore extends SqlStore implements Store {
         await pool.query("SELECT 1");
       }
     } catch (err) {
-      await pool.end().catch(() => {});
+      await pool.end().catch(() => {}); // the connect error is the one to report; closing is best effort
       throw new EpError("unavailable", `cannot use PostgreSQL at ${redact(url)}: ${err instanceof Error ? err.message : String(err)}`);
     }
     return new PostgresStore({ pool, config, opts, names: new Map(), dollar: new Map(), listener: undefined, open: [], horizon: new EventHorizon(), horizonTail: Promise.resolve() }, undefined);
@@ -366,7 +367,7 @@ export class PostgresStore extends SqlStore implements Store {
     if (!batch && open.length >= BATCH_LANES) batch = open.reduce((a, b) => (b.queue.length < a.queue.length ? b : a));
     if (!batch) {
       const client = this.shared.pool.connect();
-      client.catch(() => {});
+      client.catch(() => {}); // awaited by the batch (failBatch reports it); this only keeps it from being "unhandled"
       batch = { client, busy: false, queue: [], begun: false, members: 0, savepoints: 0, events: [], closed: false, commitQueued: false, done: deferred() };
       open.push(batch);
     }
@@ -456,9 +457,10 @@ export class PostgresStore extends SqlStore implements Store {
           withPrefix(client, items.length <= EVENTS_PER_INSERT ? begin : "", () => {
             const out = send();
             commit = client.query("COMMIT");
-            commit.catch(() => {});
+            commit.catch(() => {}); // awaited below (`await commit!`), which throws; this only keeps it from being "unhandled"
             return out;
           });
+        // a failed BEGIN fails the inserts and the COMMIT after it on this connection, which are awaited
         if (begin && items.length > EVENTS_PER_INSERT) client.query(begin).catch(() => {});
         const run = (sql: string, args: unknown[], prepare: boolean) => queryRows(client, this.shared.names, sql, args, prepare);
         rows = items.length ? await insertEvents(run, items, this.shared.announce, last) : (await last(async () => []), []);
@@ -716,7 +718,7 @@ export class PostgresStore extends SqlStore implements Store {
    */
   private horizonRead<T>(fn: (h: EventHorizon) => Promise<T>): Promise<T> {
     const run = this.shared.horizonTail.then(() => fn(this.shared.horizon));
-    this.shared.horizonTail = run.catch(() => {});
+    this.shared.horizonTail = run.catch(() => {}); // the caller awaits `run` and sees its error; the tail only orders reads
     return run;
   }
 
@@ -775,6 +777,7 @@ function withPrefix<T>(client: pg.PoolClient, prefix: string, send: () => Promis
   const stream = (client as unknown as { connection?: { stream?: { cork?(): void; uncork?(): void } } }).connection?.stream;
   stream?.cork?.();
   try {
+    // pipelined: a failed prefix (BEGIN, SAVEPOINT) makes the statement after it fail, which is awaited
     if (prefix) client.query(prefix).catch(() => {});
     return send();
   } finally {
@@ -890,6 +893,7 @@ class Listener {
       const current = this.handlers.get(channel);
       if (!current?.delete(onPayload) || current.size) return;
       this.handlers.delete(channel);
+      // the connection is down: a new one LISTENs only to the channels still wanted
       await this.client?.query(`UNLISTEN ${quoteIdent(channel)}`).catch(() => {});
     };
     try {
@@ -922,13 +926,13 @@ class Listener {
       for (const channel of this.handlers.keys()) await client.query(`LISTEN ${quoteIdent(channel)}`);
     } catch (err) {
       client.removeAllListeners("end");
-      await client.end().catch(() => {});
+      await client.end().catch(() => {}); // the connect error is thrown; closing the half-open client is best effort
       throw err;
     } finally {
       this.connecting = undefined;
     }
     if (this.closed) {
-      await client.end().catch(() => {});
+      await client.end().catch(() => {}); // closed while connecting: nobody wants this connection
       throw new EpError("unavailable", "the store is closed");
     }
     this.client = client;
@@ -939,7 +943,7 @@ class Listener {
     if (this.client !== client) return;
     this.client = undefined;
     client.removeAllListeners("end");
-    client.end().catch(() => {});
+    client.end().catch(() => {}); // the connection is lost already; schedule() reconnects
     this.schedule();
   }
 
@@ -976,7 +980,7 @@ class Listener {
     this.client = undefined;
     if (client) {
       client.removeAllListeners("end");
-      await client.end().catch(() => {});
+      await client.end().catch(() => {}); // closing: a dead connection needs no goodbye
     }
   }
 }

@@ -377,7 +377,7 @@ export class SqliteStore extends SqlStore implements Store {
     });
     if (failure) {
       // what fn saw was the batch's uncommitted state: answer once that state is settled either way
-      await batch.done.catch(() => {});
+      await batch.done.catch(() => {}); // fn's own error is thrown below, whatever the batch did
       throw failure.err;
     }
     await batch.done;
