@@ -1,7 +1,7 @@
 // AI sessions with the LLM planners against fake providers speaking the real wire formats:
 // tool calls become pending actions; failures and timeouts become a visible turn error.
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { anthropicMessage, openAiCompletion, startFakeLlmServer, type FakeLlmServer, type FakeReply } from "../tower/domain/ai/fake-llm-server.js";
+import { anthropicMessage, openAiCompletion, startFakeLlmServer, type FakeLlmServer, type FakeReply } from "../test-support/fake-llm-server.js";
 import { startTower, type TestTower } from "./harness.js";
 
 let reply: FakeReply = { status: 500 };

@@ -5,7 +5,7 @@
 import { createHmac } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
-import { FakeClock } from "../common/clock.js";
+import { FakeClock } from "../test-support/fake-clock.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { AgentService, NodeService, type LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";

@@ -3,7 +3,7 @@
 // time moves on an injected clock, never by sleeping.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { FakeClock } from "../common/clock.js";
+import { FakeClock } from "../test-support/fake-clock.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { startTower, waitFor, type TestTower } from "./harness.js";

@@ -5,7 +5,7 @@ import { EventSource } from "eventsource";
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { FakeClock } from "../common/clock.js";
+import { FakeClock } from "../test-support/fake-clock.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { emitEvents, openSse, sseParser, tcpProxy, type SseMessage } from "./events-helpers.js";

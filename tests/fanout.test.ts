@@ -5,7 +5,7 @@ import { connect as netConnect } from "node:net";
 import mqtt from "mqtt";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { FakeClock } from "../common/clock.js";
+import { FakeClock } from "../test-support/fake-clock.js";
 import { silentLogger } from "../common/log.js";
 import { createFanout, fanoutEnv, parseLoopbackListen, type Fanout } from "../daemon/fanout/fanout.js";
 import { emitEvents, openSse } from "./events-helpers.js";

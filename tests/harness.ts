@@ -124,12 +124,5 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Polls a condition (real time, short interval) until it holds or the deadline passes. */
-export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 10_000, everyMs = 20): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await cond()) return;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
+import { waitFor } from "../test-support/wait.js";
+export { waitFor };

@@ -2,7 +2,7 @@
 import * as jose from "jose";
 import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FakeClock } from "../common/clock.js";
+import { FakeClock } from "../test-support/fake-clock.js";
 import { startTower, type TestTower } from "./harness.js";
 
 let issuer: Server;

@@ -1,7 +1,7 @@
 // The work API over real HTTP: REST shims and Connect routes on one tower.
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FakeClock } from "../common/clock.js";
+import { FakeClock } from "../test-support/fake-clock.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";

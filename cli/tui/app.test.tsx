@@ -1,6 +1,7 @@
 // The interactive console: tab navigation, approving from the keyboard, the composer, live
 // events — with an in-memory data source, and once against a real in-process tower.
 import { render } from "ink-testing-library";
+import { waitFor } from "../../test-support/wait.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import { startTower, type TestTower } from "../../tests/harness.js";
@@ -9,13 +10,7 @@ import type { ApprovalItem, EventItem, FrameItem, TaskDetail, TuiDataSource } fr
 import { createTowerSource, eventDetail } from "./tower-source.js";
 import { viewSpecLines } from "./view-spec-text.js";
 
-async function until(cond: () => boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error("condition not met");
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+const until = (cond: () => boolean, ms = 5000) => waitFor(cond, ms, 10);
 
 
 /** A small in-memory source: the TUI's interface boundary, not our tower code. */

@@ -5,7 +5,7 @@ import { execFileSync } from "node:child_process";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket, WebSocketServer } from "ws";
-import { FakeClock } from "../../common/clock.js";
+import { FakeClock } from "../../test-support/fake-clock.js";
 import { silentLogger } from "../../common/log.js";
 import { createAttachHub, type AttachHub, type AttachTarget, type ViewerOptions } from "./attach-hub.js";
 import { parseClientFrame } from "./frames.js";

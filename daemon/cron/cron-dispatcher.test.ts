@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { FakeClock } from "../../common/clock.js";
+import { FakeClock } from "../../test-support/fake-clock.js";
 import { EpError } from "../../common/errors.js";
 import type { CronDispatchResult } from "./bash-dispatch.js";
 import { createJobDispatch } from "./bash-dispatch.js";

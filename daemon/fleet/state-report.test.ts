@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { FakeClock } from "../../common/clock.js";
+import { FakeClock } from "../../test-support/fake-clock.js";
 import { silentLogger } from "../../common/log.js";
 import { createStateReporter } from "./state-report.js";
 

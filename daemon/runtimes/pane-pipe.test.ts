@@ -3,7 +3,7 @@ import { lstatSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { FakeClock } from "../../common/clock.js";
+import { FakeClock } from "../../test-support/fake-clock.js";
 import { createLineWriter, openPanePipe, type PanePipe } from "./pane-pipe.js";
 
 const dirs: string[] = [];

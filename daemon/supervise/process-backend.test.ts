@@ -1,3 +1,4 @@
+import { waitFor } from "../../test-support/wait.js";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,13 +14,6 @@ export function pidRunning(pid: number): boolean {
   }
 }
 
-export async function waitFor(cond: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > until) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 const backends: ServiceBackend[] = [];
 afterEach(async () => {

@@ -1,16 +1,10 @@
+import { waitFor } from "../../test-support/wait.js";
 import { afterEach, describe, expect, it } from "vitest";
-import { FakeClock } from "../../common/clock.js";
+import { FakeClock } from "../../test-support/fake-clock.js";
 import { createProcessBackend } from "./process-backend.js";
 import type { Watchdog, WatchdogEvent, WatchdogOptions } from "./watchdog.js";
 import { createWatchdog } from "./watchdog.js";
 
-async function waitFor(cond: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > until) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {

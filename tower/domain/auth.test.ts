@@ -2,7 +2,7 @@
 // made behind its back (another replica) within AUTH_CACHE_MS, expiry on every request, and
 // node tokens still need their node on every call.
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { FakeClock } from "../../common/clock.js";
+import { FakeClock } from "../../test-support/fake-clock.js";
 import { EpError } from "../../common/errors.js";
 import { silentLogger } from "../../common/log.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";

@@ -2,7 +2,7 @@
 // buffer, a filtered or throttled one frame by frame, and every subscriber sees the same bytes
 // it would have seen one event at a time.
 import { afterEach, describe, expect, it } from "vitest";
-import { FakeClock } from "../../common/clock.js";
+import { FakeClock } from "../../test-support/fake-clock.js";
 import { silentLogger } from "../../common/log.js";
 import { openStore } from "../store/open-store.js";
 import type { Store } from "../store/store.js";

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { FakeClock } from "../../common/clock.js";
+import { FakeClock } from "../../test-support/fake-clock.js";
 import { EpError } from "../../common/errors.js";
 import { silentLogger } from "../../common/log.js";
 import { PostgresStore, withDefaultUser } from "../store/postgres/postgres-store.js";
