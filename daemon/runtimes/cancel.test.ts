@@ -2,7 +2,7 @@
 // started are both gone afterwards (checked by pid), and the result says why the run ended.
 import { afterEach, describe, expect, it } from "vitest";
 import { gone, grandchildPid, makeSpec, testConfig, waitFor } from "./fixtures/harness.js";
-import { createRuntimeRegistry, type RuntimeRegistry } from "./runtime.js";
+import { createRuntimeRegistry, type RuntimeRegistry } from "./registry.js";
 
 let registry: RuntimeRegistry;
 afterEach(async () => {

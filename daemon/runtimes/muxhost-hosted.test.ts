@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gone, grandchildPid, makeSpec, testConfig, waitFor } from "./fixtures/harness.js";
 import { optionalTool } from "../../tests/optional-tools.js";
 import { taskSessionName } from "./muxhost-hosted.js";
-import { createRuntimeRegistry, type RuntimeRegistry } from "./runtime.js";
+import { createRuntimeRegistry, type RuntimeRegistry } from "./registry.js";
 import {
   runTmux,
   stripAnsi,

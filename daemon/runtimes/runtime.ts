@@ -95,7 +95,6 @@ export interface RuntimeAdapter {
   check(env?: Record<string, string | undefined>): Promise<RuntimeCheck>;
 }
 
-export { createRuntimeRegistry, type RuntimeRegistry, type RuntimeRegistryDeps } from "./registry.js";
 
 /**
  * The child's environment: the daemon's (inherited) environment, then runtimes.toml's `env`

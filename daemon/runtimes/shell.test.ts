@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { makeSpec, testConfig } from "./fixtures/harness.js";
-import { createRuntimeRegistry, type RuntimeRegistry } from "./runtime.js";
+import { createRuntimeRegistry, type RuntimeRegistry } from "./registry.js";
 
 let registry: RuntimeRegistry;
 afterEach(async () => {

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { RequestPermissionRequest } from "@agentclientprotocol/sdk";
 import { decidePermission } from "./acp-session.js";
 import { gone, grandchildPid, makeSpec, testConfig, waitFor } from "./fixtures/harness.js";
-import { createRuntimeRegistry, type RuntimeRegistry } from "./runtime.js";
+import { createRuntimeRegistry, type RuntimeRegistry } from "./registry.js";
 
 let registry: RuntimeRegistry;
 afterEach(async () => {

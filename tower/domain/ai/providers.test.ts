@@ -4,7 +4,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { EpError } from "../../../common/errors.js";
 import { TOOLS } from "../tools/catalog.js";
 import { anthropicMessage, openAiCompletion, startFakeLlmServer, type FakeLlmServer, type FakeReply, type RecordedRequest } from "../../../test-support/fake-llm-server.js";
-import { createPlanner, type Env, type Planner, type PlannerContext } from "./planner.js";
+import { createPlanner } from "./create-planner.js";
+import type { Env, Planner, PlannerContext } from "./planner.js";
 import { anthropicBaseUrl, openAiBaseUrl } from "./provider-common.js";
 import { PROVIDER_A_DEFAULT_MODEL } from "./provider-a.js";
 

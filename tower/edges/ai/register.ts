@@ -5,7 +5,8 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
 import { AiService, ToolService } from "../../../gen/ep/tower/v1/ai_pb.js";
-import { createPlanner, type Env, type Planner } from "../../domain/ai/planner.js";
+import { createPlanner } from "../../domain/ai/create-planner.js";
+import type { Env, Planner } from "../../domain/ai/planner.js";
 import { createAiService, type AiService as Ai } from "../../domain/ai/sessions.js";
 import { readAiSettings } from "../../domain/ai/settings.js";
 import type { Deps } from "../../domain/deps.js";
