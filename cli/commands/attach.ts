@@ -1,6 +1,7 @@
 // ep agent attach <id>: the agent's terminal in this one, in raw mode, until the detach key
 // (Ctrl-] unless --detach-key says otherwise). Through the local daemon's epd.sock when the agent
 // lives on this node, else through the tower's /api/attach-ws (docs/attach.md).
+import { ATTACH_WS_PATH } from "../../common/attach.js";
 import { existsSync } from "node:fs";
 import { WebSocket } from "ws";
 import { EpError, isErrorCode, type ErrorCode } from "../../common/errors.js";
@@ -42,7 +43,7 @@ export async function run(ctx: Context): Promise<number> {
     q.set("agent_id", agent);
     const token = ctx.token();
     if (!token) throw new EpError("unauthenticated", "no token for the tower; set EP_TOKEN or run 'ep login'");
-    return { url: `${ctx.url().replace(/^http/, "ws")}/api/attach-ws?${q}`, headers: { authorization: `Bearer ${token}` } };
+    return { url: `${ctx.url().replace(/^http/, "ws")}${ATTACH_WS_PATH}?${q}`, headers: { authorization: `Bearer ${token}` } };
   };
 
   const raw = stdin.isTTY === true;

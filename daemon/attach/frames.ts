@@ -1,6 +1,7 @@
 // The attach protocol, the same on epd.sock, on the tower's /api/attach-ws and on the daemon's
 // dial-back (docs/attach.md): WebSocket binary messages carry terminal bytes (output from the
 // agent, keystrokes to it), text messages carry one JSON control frame each.
+import { ATTACH_CLOSE } from "../../common/attach.js";
 import { EpError } from "../../common/errors.js";
 
 /** rw: keystrokes and resizes reach the PTY; ro: they are dropped. */
@@ -21,17 +22,7 @@ export type ControlFrame =
   | { type: "error"; code: string; message: string };
 
 /** WebSocket close codes (4000–4999 belong to the application). */
-export const CLOSE = {
-  normal: 1000,
-  going_away: 1001,
-  internal: 1011,
-  idle: 4000,
-  unauthenticated: 4001,
-  forbidden: 4003,
-  not_found: 4004,
-  slow_consumer: 4008,
-  unavailable: 4503,
-} as const;
+export const CLOSE = ATTACH_CLOSE;
 
 export const MIN_SIZE = 1;
 export const MAX_SIZE = 1000;

@@ -3,6 +3,7 @@
 // `attach` command over the link; the daemon opens a WebSocket to the tower's /api/attach-dial
 // with its node JWT and x-ep-attach-proof = base64url(HMAC-SHA256(attach secret, attach id)),
 // and serves the attach on that socket exactly as on epd.sock (docs/attach.md).
+import { ATTACH_DIAL_PATH, ATTACH_PROOF_HEADER, EPD_ATTACH_PATH } from "../../common/attach.js";
 import { createHmac } from "node:crypto";
 import { chmod, lstat, unlink } from "node:fs/promises";
 import http, { type IncomingMessage } from "node:http";
@@ -16,9 +17,9 @@ import type { AttachHub } from "./attach-hub.js";
 import { closeCodeOf, frameText, parseMode, parseSize, type AttachMode } from "./frames.js";
 import type { ResolveTarget } from "./targets.js";
 
-export const ATTACH_PATH = "/attach";
-export const DIAL_PATH = "/api/attach-dial";
-export const PROOF_HEADER = "x-ep-attach-proof";
+export const ATTACH_PATH = EPD_ATTACH_PATH;
+export const DIAL_PATH = ATTACH_DIAL_PATH;
+export const PROOF_HEADER = ATTACH_PROOF_HEADER;
 
 /** The proof a daemon sends with a dial-back: the secret never travels. */
 export function attachProof(secret: string, attachId: string): string {

@@ -3,20 +3,8 @@
 // which vendor CLI, ACP agent or tmux pane is behind the adapter.
 import type { ErrorCode } from "../../common/errors.js";
 
-export const RUNTIME_KINDS = [
-  "vendorA_code",
-  "vendorA_agent_acp",
-  "vendorB",
-  "vendorC",
-  "muxhost_hosted",
-  "shell",
-] as const;
-
-export type RuntimeKind = (typeof RUNTIME_KINDS)[number];
-
-export function isRuntimeKind(kind: string): kind is RuntimeKind {
-  return (RUNTIME_KINDS as readonly string[]).includes(kind);
-}
+export { RUNTIME_KINDS, isRuntimeKind, type RuntimeKind } from "../../common/runtimes.js";
+import type { RuntimeKind } from "../../common/runtimes.js";
 
 /** One unit of progress from a running agent; becomes a `progress` event upstream. */
 export interface ProgressFrame {

@@ -1,5 +1,6 @@
 // The work API: domains, missions, Kanban tasks (kind=assigned) and claimable tasks
 // with leases (kind=claimable). Plain functions over the store; every edge calls these.
+import { RUNTIME_KINDS } from "../../common/runtimes.js";
 import { create } from "@bufbuild/protobuf";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { iso } from "../../common/clock.js";
@@ -16,7 +17,7 @@ import { commit, type Emit } from "./event-hub.js";
 export const CLAIM_POLICIES = ["first_claim", "assigned", "broadcast"] as const;
 export const CLAIMABLE_STATES = ["queued", "claimed", "running", "succeeded", "failed", "cancelled"] as const;
 export const KANBAN_STATES = ["todo", "in_progress", "blocked", "review", "done"] as const;
-export const RUNTIMES = ["vendorA_code", "vendorA_agent_acp", "vendorB", "vendorC", "muxhost_hosted", "shell"] as const;
+export const RUNTIMES = RUNTIME_KINDS;
 const FINAL = ["succeeded", "failed", "cancelled"];
 const HELD = ["claimed", "running"];
 const MAX_TEXT = 100_000;

@@ -1,6 +1,7 @@
 // The MCP tool catalog: one list shared by the planner, /mcp/call, GET /mcp/tools and the
 // /mcp endpoint. Read tools run at once; write tools become pending actions until approved.
 // Argument names are the REST API's snake_case field names.
+import { RUNTIME_KINDS } from "../../../common/runtimes.js";
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import { EpError } from "../../../common/errors.js";
 
@@ -47,7 +48,7 @@ function schema(properties: Record<string, unknown>, required: string[] = [], ex
   return out;
 }
 
-export const RUNTIMES = ["vendorA_code", "vendorA_agent_acp", "vendorB", "vendorC", "muxhost_hosted", "shell"] as const;
+export const RUNTIMES = RUNTIME_KINDS;
 export const CLAIM_POLICIES = ["first_claim", "assigned", "broadcast"] as const;
 export const TASK_STATUSES = [
   "queued",

@@ -12,6 +12,7 @@
 // x-ep-attach-proof = base64url(HMAC-SHA256(attach secret, attach id)), where the attach secret
 // is the one the node's *current* link announced. A daemon that restarted links again with a new
 // secret, so a dial-back from an older process is refused and the next attach just works.
+import { ATTACH_CLOSE, ATTACH_DIAL_PATH, ATTACH_PROOF_HEADER, ATTACH_WS_PATH } from "../../../common/attach.js";
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import type { IncomingMessage } from "node:http";
@@ -26,9 +27,7 @@ import { authorize, can, type Caller } from "../../domain/caller.js";
 import type { FleetService } from "../../domain/fleet.js";
 import type { Store } from "../../store/store.js";
 
-export const ATTACH_WS_PATH = "/api/attach-ws";
-export const ATTACH_DIAL_PATH = "/api/attach-dial";
-export const ATTACH_PROOF_HEADER = "x-ep-attach-proof";
+export { ATTACH_DIAL_PATH, ATTACH_PROOF_HEADER, ATTACH_WS_PATH };
 export const ATTACH_PATHS = [ATTACH_WS_PATH, ATTACH_DIAL_PATH] as const;
 
 /** The dial-back proof; the daemon computes the same (daemon/attach/gateway.ts). */
@@ -37,7 +36,7 @@ export function attachProof(secret: string, attachId: string): string {
 }
 
 /** Close codes shared with the daemon's gateway (daemon/attach/frames.ts). */
-const CLOSE = { normal: 1000, going_away: 1001, internal: 1011, unavailable: 4503 } as const;
+const CLOSE = ATTACH_CLOSE;
 
 /**
  * How an attach reaches the node's link when this replica may not hold it (PostgreSQL, several
