@@ -1,7 +1,6 @@
 // ep task watch (issue 17): the built CLI follows a task run by a real epd. Shell tasks wait on
 // gate files the test creates, so the CLI is watching a task that is really running.
-import { createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import type { Client } from "@connectrpc/connect";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,7 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { assertBuilt, ep, EP_BIN } from "./cli-helpers.js";
-import { buildBinaries, registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
+import { adminClient, startTowerAndEpd, type EpdProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome, waitFor } from "./harness.js";
 import { frameLine, outputShown } from "../cli/commands/watch.js";
 
@@ -17,19 +16,14 @@ const home = tempHome("ep-watch-");
 const gates = mkdtempSync(join(tmpdir(), "ep-watch-gates-"));
 let tower: TowerProcess;
 let epd: EpdProcess;
-let work: ReturnType<typeof createClient<typeof WorkService>>;
+let work: Client<typeof WorkService>;
 let missionId = "";
 const env = () => ({ EP_HOME: home.dir, EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken, NO_COLOR: "1" });
 
 beforeAll(async () => {
   assertBuilt();
-  await buildBinaries();
-  tower = await spawnTowerProcess(home.dir);
-  const nodeFile = join(home.dir, "node.json");
-  await registerNode(tower.url, tower.adminToken, nodeFile);
-  epd = await spawnEpd({ home: home.dir, nodeFile, backendUrl: tower.url });
-  const transport = createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))] });
-  work = createClient(WorkService, transport);
+  ({ tower, epd } = await startTowerAndEpd(home.dir));
+  work = adminClient(tower, WorkService);
   const domainId = (await work.createDomain({ name: "watch" })).domain!.id;
   missionId = (await work.createMission({ domainId, title: "watched" })).mission!.id;
   await epd.call("agent.enroll", { domainId, runtime: "shell", name: "watched-agent" });

@@ -1,6 +1,7 @@
 // Cross-process helpers for the daemon tests: the tower and epd bundled exactly like
 // `npm run build` does (esbuild, same options) and run as child processes.
-import { createClient } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
+import { createClient, type Client } from "@connectrpc/connect";
 import { build } from "esbuild";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
@@ -175,3 +176,32 @@ export async function spawnEpd(opts: { home: string; nodeFile: string; backendUr
 }
 
 export { startTower, type TestTower };
+
+/** A Connect client of the tower as its bootstrap admin (HTTP/1.1, as the CLI talks). */
+export function adminClient<T extends DescService>(tower: Pick<TowerProcess, "url" | "adminToken">, service: T): Client<T> {
+  const transport = createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))] });
+  return createClient(service, transport);
+}
+
+/**
+ * The usual setup of an end-to-end test: the bundled tower as a process, a node registered on
+ * it (the node file under `home`), and a real epd linked to it. `stop()` ends both.
+ */
+export async function startTowerAndEpd(home: string, opts: { towerEnv?: Record<string, string>; epdEnv?: Record<string, string>; beforeEpd?: () => void } = {}) {
+  await buildBinaries();
+  const tower = await spawnTowerProcess(home, opts.towerEnv);
+  const nodeFile = join(home, "node.json");
+  const { nodeId } = await registerNode(tower.url, tower.adminToken, nodeFile);
+  opts.beforeEpd?.();
+  const epd = await spawnEpd({ home, nodeFile, backendUrl: tower.url, env: opts.epdEnv });
+  return {
+    tower,
+    epd,
+    nodeId,
+    nodeFile,
+    async stop() {
+      await epd.stop();
+      await tower.stop();
+    },
+  };
+}

@@ -1,16 +1,13 @@
 // Issue 15: usage and cost on every task. The CLIs' own final events (claude's result with usage
 // and total_cost_usd, codex's turn.completed usage) reach the task result through a real epd and
 // tower, show in `ep task get`, add up in `ep mission get`, and ride on the task events. The CLIs
-// here are the small fixture executables printing the real stream shapes (the real CLIs are not
-// installed by this suite yet).
-import { createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
-import { join } from "node:path";
+// here are the small fixture executables printing the real stream shapes (tests/real-cli.test.ts
+// runs the real ones).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { assertBuilt, ep } from "./cli-helpers.js";
-import { buildBinaries, registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
+import { adminClient, startTowerAndEpd, type EpdProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome, waitFor } from "./harness.js";
 
 const home = tempHome("ep-usage-");
@@ -19,11 +16,7 @@ let epd: EpdProcess;
 
 beforeAll(async () => {
   assertBuilt();
-  await buildBinaries();
-  tower = await spawnTowerProcess(home.dir);
-  const nodeFile = join(home.dir, "node.json");
-  await registerNode(tower.url, tower.adminToken, nodeFile);
-  epd = await spawnEpd({ home: home.dir, nodeFile, backendUrl: tower.url });
+  ({ tower, epd } = await startTowerAndEpd(home.dir));
 }, 60_000);
 
 afterAll(async () => {
@@ -34,8 +27,7 @@ afterAll(async () => {
 
 describe("usage and cost", () => {
   it("claude and codex report tokens and cost per task; the mission adds them up", async () => {
-    const transport = createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))] });
-    const work = createClient(WorkService, transport);
+    const work = adminClient(tower, WorkService);
     const domainId = (await work.createDomain({ name: "usage" })).domain!.id;
     const missionId = (await work.createMission({ domainId, title: "costed" })).mission!.id;
     for (const runtime of ["vendorA_code", "vendorB"]) await epd.call("agent.enroll", { domainId, runtime, name: runtime });
@@ -66,7 +58,7 @@ describe("usage and cost", () => {
     expect(agentView.code, agentView.stderr).toBe(0);
     expect(agentView.json().usage).toMatchObject({ input_tokens: "20", output_tokens: "40", cost_usd: 0.0024 });
 
-    const events = (await createClient(EventService, transport).listEvents({ afterId: 0n, limit: 1000 })).events;
+    const events = (await adminClient(tower, EventService).listEvents({ afterId: 0n, limit: 1000 })).events;
     const done = events.find((e) => e.name === "task.succeeded" && e.taskId === ids[0])!;
     expect(done.payload).toMatchObject({ usage: { input_tokens: 10, output_tokens: 20, cost_usd: 0.0012 } });
   }, 60_000);

@@ -2,8 +2,7 @@
 // real epd running shell tasks: progress frames arrive live and the output follows; Cancel and
 // Retry act with the API's rules. The shell tasks wait on gate files the test creates, so
 // "running" is a state the test controls rather than a timing it hopes for.
-import { createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import type { Client } from "@connectrpc/connect";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { CHROMIUM, ensureConsoleBuilt, launchChromium } from "./browser.js";
-import { buildBinaries, registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
+import { adminClient, startTowerAndEpd, type EpdProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome, waitFor } from "./harness.js";
 import { optionalTool } from "./optional-tools.js";
 
@@ -25,7 +24,7 @@ let epd: EpdProcess;
 let ctx: BrowserContext;
 let page: Page;
 let profile: string;
-let work: ReturnType<typeof createClient<typeof WorkService>>;
+let work: Client<typeof WorkService>;
 let missionId = "";
 const pageErrors: string[] = [];
 
@@ -45,13 +44,9 @@ async function status(id: string): Promise<string> {
 describe.skipIf(chromiumTool.skip)("the console's task page", () => {
   beforeAll(async () => {
     chromiumTool.require();
-    await Promise.all([ensureConsoleBuilt(), buildBinaries()]);
-    tower = await spawnTowerProcess(home.dir);
-    const nodeFile = join(home.dir, "node.json");
-    await registerNode(tower.url, tower.adminToken, nodeFile);
-    epd = await spawnEpd({ home: home.dir, nodeFile, backendUrl: tower.url });
-    const transport = createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))] });
-    work = createClient(WorkService, transport);
+    const [, started] = await Promise.all([ensureConsoleBuilt(), startTowerAndEpd(home.dir)]);
+    ({ tower, epd } = started);
+    work = adminClient(tower, WorkService);
     const domainId = (await work.createDomain({ name: "pages" })).domain!.id;
     missionId = (await work.createMission({ domainId, title: "page tour" })).mission!.id;
     await epd.call("agent.enroll", { domainId, runtime: "shell", name: "sheller" });
@@ -60,7 +55,7 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     ctx = await launchChromium(profile, { viewport: { width: 1280, height: 900 } });
     page = ctx.pages()[0] ?? (await ctx.newPage());
     page.on("pageerror", (err) => pageErrors.push(err.message));
-    const ticket = (await createClient(AuthService, transport).createTicket({ purpose: "login" })).ticket;
+    const ticket = (await adminClient(tower, AuthService).createTicket({ purpose: "login" })).ticket;
     await page.goto(`${tower.url}/ui/login#ticket=${ticket}`);
     await page.getByRole("navigation", { name: "Views" }).waitFor();
   }, 90_000);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createBackoff, createSseParser, streamUrl } from "./events.js";
+import { createBackoff, streamUrl } from "./events.js";
 
 describe("events tail pieces", () => {
   it("backs off 1 s doubling to 30 s, and starts over after a good connection", () => {
@@ -7,15 +7,6 @@ describe("events tail pieces", () => {
     expect(Array.from({ length: 7 }, () => b.next())).toEqual([1000, 2000, 4000, 8000, 16000, 30000, 30000]);
     b.reset();
     expect(b.next()).toBe(1000);
-  });
-
-  it("parses SSE split anywhere, dropping comments and keep-alives", () => {
-    const p = createSseParser();
-    expect(p.push(": keep-alive\n\nid: 7\nda")).toEqual([]);
-    expect(p.push('ta: {"type":"matrix"}\n\nid: 8\r\nevent: matrix-down\r\ndata: a\r\ndata: b\r\n\r\n')).toEqual([
-      { id: "7", data: '{"type":"matrix"}' },
-      { id: "8", event: "matrix-down", data: "a\nb" },
-    ]);
   });
 
   it("puts the filters in the query", () => {
