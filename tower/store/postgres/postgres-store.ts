@@ -3,11 +3,14 @@
 // the SQLite store. Claims take the best eligible row with FOR UPDATE SKIP LOCKED,
 // task order and event ids come from sequences, migrations run under an advisory
 // lock, and LISTEN/NOTIFY helpers carry wake-ups between replicas.
-import { userInfo } from "node:os";
 import pg from "pg";
 import { EpError } from "../../../common/errors.js";
 import { dollarPlaceholders, SqlStore } from "../sql-store.js";
-import { loadMigrations } from "../migrations.js";
+import { deferred, errorText, GroupCommit, insertEvents, openingText, withPrefix, type TxState } from "./group-commit.js";
+import { Listener } from "./listener.js";
+import { CHANNEL, constraintError, migrate, IDENT, pgCode, quoteIdent, redact, types, withDefaultUser } from "./pg-support.js";
+
+export { withDefaultUser };
 import { EventHorizon, endedBefore, parseSnapshot, type Snapshot } from "./event-horizon.js";
 import { TASK_INSERT_COLUMNS, taskInsertValues, toEvent, toTask, type Row } from "../rows.js";
 import type {
@@ -49,138 +52,8 @@ export interface ListenOptions {
 export const MAX_NOTIFY_BYTES = 7999;
 
 // Advisory lock class ids (first key of the two-int form); the second key is the schema's hash.
-const MIGRATE_LOCK = 0x45500001;
 /** Named cluster locks (withClusterLock): the second key hashes the schema and the name. */
 const NAMED_LOCK = 0x45500010;
-const INT8_OID = 20;
-const EVENTS_PER_INSERT = 1000;
-const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
-const CHANNEL = /^[A-Za-z_][A-Za-z0-9_.:-]{0,62}$/;
-
-/** BIGINT columns (seq, lease deadlines, event ids) come back as numbers, not strings. */
-const types: pg.CustomTypesConfig = {
-  getTypeParser: ((oid: number, format?: "text" | "binary") =>
-    oid === INT8_OID && format !== "binary" ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig["getTypeParser"],
-};
-
-function quoteIdent(name: string): string {
-  return `"${name.replace(/"/g, '""')}"`;
-}
-
-/**
- * Like libpq: a URL without a user connects as PGUSER, else the operating-system user
- * (pg itself only looks at $USER, which service managers often leave unset).
- */
-export function withDefaultUser(url: string): string {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return url;
-  }
-  if (parsed.username) return url;
-  let user = process.env.PGUSER || process.env.USER;
-  try {
-    user ||= userInfo().username;
-  } catch {
-    return url;
-  }
-  if (!user) return url;
-  parsed.username = encodeURIComponent(user);
-  return parsed.toString();
-}
-
-function redact(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, "//…@");
-}
-
-function pgCode(err: unknown): string | undefined {
-  return typeof err === "object" && err !== null && "code" in err ? String((err as { code: unknown }).code) : undefined;
-}
-
-/** Maps constraint violations to the same EpErrors the SQLite store throws. */
-function constraintError(err: unknown, table: string): unknown {
-  const code = pgCode(err);
-  const detail = err instanceof Error ? err.message : String(err);
-  if (code === "23505") return new EpError("already_exists", `a row with that key exists already in ${table}`, { table, detail });
-  if (code === "23503") return new EpError("not_found", `a row referenced by this ${table} row does not exist`, { table, detail });
-  return err;
-}
-
-/** One logical transaction inside a group-commit batch. */
-interface TxState {
-  client: pg.PoolClient;
-  batch: Batch;
-  /** its SAVEPOINT (none for the batch's first transaction: a failure there rolls the batch back) */
-  savepoint?: string;
-  /** its first statement went out (with the batch's BEGIN and its SAVEPOINT in the same write) */
-  sent: boolean;
-  /** appendFinalEvents was called: the transaction is over, its events wait for the batch's COMMIT */
-  finalized: boolean;
-  /** a statement failed (the PostgreSQL transaction is in error until the savepoint is rolled back) */
-  error?: unknown;
-}
-
-interface Deferred<T> {
-  promise: Promise<T>;
-  resolve: (v: T) => void;
-  reject: (err: unknown) => void;
-}
-
-function deferred<T>(): Deferred<T> {
-  let resolve!: (v: T) => void;
-  let reject!: (err: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  promise.catch(() => {}); // its waiters handle the failure; this only keeps it from being "unhandled"
-  return { promise, resolve, reject };
-}
-
-/**
- * Group commit: the transactions that arrive while a batch is open share its connection
- * and its PostgreSQL transaction, one after another, each in its own SAVEPOINT (rolled
- * back alone when it fails), and each is answered only after the batch's COMMIT. Their
- * events are inserted at that COMMIT, in one statement sent together with it, so the WAL
- * flush and the round trips of BEGIN, event insert and COMMIT are paid once per batch
- * instead of once per transaction. Event ids need no lock: readers stop below an id still
- * being written (event-horizon.ts).
- */
-interface Batch {
-  client: Promise<pg.PoolClient>;
-  /** a transaction runs on the connection */
-  busy: boolean;
-  /** transactions waiting for their turn; true tells them to join another batch */
-  queue: ((reroute: boolean) => void)[];
-  /** transactions that joined (a cap keeps the subtransaction count low) */
-  members: number;
-  savepoints: number;
-  /** the last successful transaction's savepoint, released with the next SAVEPOINT */
-  unreleased?: string;
-  /** BEGIN went out (it travels with the batch's first statement) */
-  begun: boolean;
-  /** events of finished transactions, inserted at COMMIT */
-  events: { events: readonly NewEvent[]; createdAt: string; done: Deferred<EventRow[]> }[];
-  /** no new members (committing, or full) */
-  closed: boolean;
-  /** the connection failed: nothing of the batch commits */
-  failed?: { err: unknown };
-  commitQueued: boolean;
-  done: Deferred<void>;
-}
-
-/** Transactions per batch at most (PostgreSQL caches 64 subtransactions per backend). */
-const BATCH_MAX = 32;
-/**
- * Batches open at once (besides those committing). Four measured no better than one in
- * bench/claim.ts --pg on the 2-core VM (672 vs 732 tasks/s: smaller batches, more round
- * trips, more tower CPU per task), and with two open batches a transaction in each could
- * wait for a row the other holds (PostgreSQL breaks such a cycle after deadlock_timeout by
- * failing one of them), which separate transactions touching one row each never do.
- */
-const BATCH_LANES = 1;
-
 interface Shared {
   pool: pg.Pool;
   config: pg.PoolConfig;
@@ -189,8 +62,8 @@ interface Shared {
   /** the shared SQL's `?` text → its `$n` text */
   dollar: Map<string, string>;
   listener: Listener | undefined;
-  /** the group-commit batches new transactions join (at most BATCH_LANES) */
-  open: Batch[];
+  /** the group-commit batches (group-commit.ts) */
+  commits: GroupCommit;
   /** which event ids are final (see event-horizon.ts) */
   horizon: EventHorizon;
   /** horizon reads run one after another (each builds on the ones before it) */
@@ -245,7 +118,10 @@ export class PostgresStore extends SqlStore implements Store {
       await pool.end().catch(() => {}); // the connect error is the one to report; closing is best effort
       throw new EpError("unavailable", `cannot use PostgreSQL at ${redact(url)}: ${err instanceof Error ? err.message : String(err)}`);
     }
-    return new PostgresStore({ pool, config, opts, names: new Map(), dollar: new Map(), listener: undefined, open: [], horizon: new EventHorizon(), horizonTail: Promise.resolve() }, undefined);
+    const names = new Map<string, string>();
+    const shared: Shared = { pool, config, opts, names, dollar: new Map(), listener: undefined, commits: undefined as unknown as GroupCommit, horizon: new EventHorizon(), horizonTail: Promise.resolve() };
+    shared.commits = new GroupCommit(pool, names, () => shared.announce);
+    return new PostgresStore(shared, undefined);
   }
 
   /** The pool, for tools that need raw access (benchmarks, diagnostics). */
@@ -288,33 +164,7 @@ export class PostgresStore extends SqlStore implements Store {
   }
 
   async migrate(): Promise<void> {
-    const client = await this.shared.pool.connect();
-    let broken = false;
-    try {
-      // Replicas starting together: the first applies the migrations, the others wait and find them applied.
-      await client.query("SELECT pg_advisory_lock($1, hashtext(COALESCE(current_schema(), '')))", [MIGRATE_LOCK]);
-      try {
-        await client.query("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)");
-        const applied = new Set((await client.query<Row>("SELECT version FROM schema_migrations")).rows.map((r) => Number(r.version)));
-        for (const m of loadMigrations("postgres")) {
-          if (applied.has(m.version)) continue;
-          try {
-            await client.query("BEGIN");
-            await client.query(m.sql);
-            await client.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)", [m.version, m.name, new Date().toISOString()]);
-            await client.query("COMMIT");
-          } catch (err) {
-            await client.query("ROLLBACK").catch(() => (broken = true));
-            const num = String(m.version).padStart(4, "0");
-            throw new EpError("internal", `migration ${num}_${m.name} failed on PostgreSQL: ${err instanceof Error ? err.message : String(err)}`);
-          }
-        }
-      } finally {
-        await client.query("SELECT pg_advisory_unlock($1, hashtext(COALESCE(current_schema(), '')))", [MIGRATE_LOCK]).catch(() => (broken = true));
-      }
-    } finally {
-      client.release(broken);
-    }
+    await migrate(this.shared.pool);
   }
 
   async close(): Promise<void> {
@@ -327,13 +177,13 @@ export class PostgresStore extends SqlStore implements Store {
 
   async transaction<T>(fn: (tx: Store) => Promise<T>): Promise<T> {
     if (this.client) return fn(this);
-    const batch = await this.joinBatch();
+    const batch = await this.shared.commits.join();
     let client: pg.PoolClient;
     try {
       if (batch.failed) throw batch.failed.err;
       client = await batch.client;
     } catch (err) {
-      this.leave(batch);
+      this.shared.commits.leave(batch);
       throw err;
     }
     const state: TxState = { client, batch, finalized: false, sent: false };
@@ -348,141 +198,15 @@ export class PostgresStore extends SqlStore implements Store {
       if (state.error && !state.finalized) throw new EpError("internal", `a statement of the transaction failed: ${errorText(state.error)}`);
     } catch (err) {
       if (state.finalized) throw err; // the batch's COMMIT failed; appendFinalEvents has said so
-      await this.undo(state);
+      await this.shared.commits.undo(state);
       throw err;
     }
     if (!state.finalized) {
       if (state.sent && state.savepoint) batch.unreleased = state.savepoint;
-      this.leave(batch);
+      this.shared.commits.leave(batch);
       await batch.done.promise;
     }
     return out;
-  }
-
-  /** The open batch if it takes members, else a new one; resolves when it is this transaction's turn. */
-  private async joinBatch(): Promise<Batch> {
-    // An idle open batch, else a new one while there are fewer than BATCH_LANES, else the shortest queue.
-    const open = this.shared.open;
-    let batch = open.find((b) => !b.busy);
-    if (!batch && open.length >= BATCH_LANES) batch = open.reduce((a, b) => (b.queue.length < a.queue.length ? b : a));
-    if (!batch) {
-      const client = this.shared.pool.connect();
-      client.catch(() => {}); // awaited by the batch (failBatch reports it); this only keeps it from being "unhandled"
-      batch = { client, busy: false, queue: [], begun: false, members: 0, savepoints: 0, events: [], closed: false, commitQueued: false, done: deferred() };
-      open.push(batch);
-    }
-    batch.members++;
-    if (batch.members >= BATCH_MAX) this.closeBatch(batch);
-    if (batch.busy) {
-      const b = batch;
-      if (await new Promise<boolean>((resolve) => b.queue.push(resolve))) {
-        b.members--;
-        return this.joinBatch();
-      }
-    }
-    batch.busy = true;
-    return batch;
-  }
-
-  private closeBatch(batch: Batch): void {
-    batch.closed = true;
-    const i = this.shared.open.indexOf(batch);
-    if (i >= 0) this.shared.open.splice(i, 1);
-  }
-
-  /** A transaction is done with the connection: the next one runs, or the batch commits at the end of the turn. */
-  private leave(batch: Batch): void {
-    if (batch.failed) return;
-    const next = batch.queue.shift();
-    if (next) return next(false); // stays busy
-    batch.busy = false;
-    if (batch.commitQueued) return;
-    batch.commitQueued = true;
-    // Transactions arriving in this turn still join; then the batch commits.
-    setImmediate(() => {
-      batch.commitQueued = false;
-      if (batch.busy || batch.queue.length) return; // someone joined: the last one to leave commits
-      this.closeBatch(batch);
-      void this.commitBatch(batch);
-    });
-  }
-
-  /** Rolls a failed transaction's work back (its savepoint, or the batch so far when it was the first) and moves on. */
-  private async undo(state: TxState): Promise<void> {
-    const { batch, client } = state;
-    try {
-      if (!state.sent) {
-        // no statement went out: nothing to undo
-      } else if (state.savepoint) await client.query(`ROLLBACK TO SAVEPOINT ${state.savepoint}; RELEASE SAVEPOINT ${state.savepoint}`);
-      else {
-        // the batch's first transaction: nothing of anyone else's is in it yet
-        await client.query("ROLLBACK");
-        batch.begun = false;
-        batch.savepoints = 0;
-        batch.members = Math.max(0, batch.members - 1);
-      }
-    } catch (err) {
-      // the connection is unusable: the batch fails as a whole (nothing of it committed)
-      this.closeBatch(batch);
-      this.failBatch(batch, err, true);
-      return;
-    }
-    this.leave(batch);
-  }
-
-  private failBatch(batch: Batch, err: unknown, broken: boolean): void {
-    batch.failed = { err };
-    for (const e of batch.events) e.done.reject(err);
-    batch.done.reject(err);
-    for (const next of batch.queue.splice(0)) next(false); // they see batch.failed and fail
-    void batch.client.then((c) => c.release(broken), () => {});
-  }
-
-  private async commitBatch(batch: Batch): Promise<void> {
-    let client: pg.PoolClient;
-    try {
-      client = await batch.client;
-    } catch (err) {
-      return this.failBatch(batch, err, true);
-    }
-    try {
-      const items = batch.events.flatMap((b) => b.events.map((e) => ({ e, createdAt: b.createdAt })));
-      let rows: EventRow[] = [];
-      if (batch.begun || items.length) {
-        let commit: Promise<pg.QueryResult> | undefined;
-        const begin = batch.begun ? "" : "BEGIN";
-        batch.begun = true;
-        // the last insert and the COMMIT leave in one write (and the BEGIN, for a batch of bare appends)
-        const last = (send: () => Promise<Row[]>) =>
-          withPrefix(client, items.length <= EVENTS_PER_INSERT ? begin : "", () => {
-            const out = send();
-            commit = client.query("COMMIT");
-            commit.catch(() => {}); // awaited below (`await commit!`), which throws; this only keeps it from being "unhandled"
-            return out;
-          });
-        // a failed BEGIN fails the inserts and the COMMIT after it on this connection, which are awaited
-        if (begin && items.length > EVENTS_PER_INSERT) client.query(begin).catch(() => {});
-        const run = (sql: string, args: unknown[], prepare: boolean) => queryRows(client, this.shared.names, sql, args, prepare);
-        rows = items.length ? await insertEvents(run, items, this.shared.announce, last) : (await last(async () => []), []);
-        const done = await commit!;
-        // a COMMIT in a failed transaction answers ROLLBACK
-        if (done.command !== "COMMIT") throw new EpError("internal", "PostgreSQL rolled the batch back");
-      }
-      let at = 0;
-      for (const b of batch.events) {
-        b.done.resolve(rows.slice(at, at + b.events.length));
-        at += b.events.length;
-      }
-      batch.done.resolve();
-      client.release();
-    } catch (err) {
-      for (const e of batch.events) e.done.reject(err);
-      batch.done.reject(err);
-      client.query("ROLLBACK").then(
-        () => client.release(),
-        () => client.release(true),
-      );
-    }
   }
 
   // ---- cross-replica signalling
@@ -633,7 +357,7 @@ export class PostgresStore extends SqlStore implements Store {
       tx.batch.events.push({ events, createdAt, done });
       tx.finalized = true;
       if (tx.sent && tx.savepoint) tx.batch.unreleased = tx.savepoint;
-      this.leave(tx.batch);
+      this.shared.commits.leave(tx.batch);
       return done.promise;
     }
     // In the middle of a transaction: inserted now.
@@ -755,232 +479,3 @@ export class PostgresStore extends SqlStore implements Store {
 }
 
 
-/** What goes out before a transaction's first statement: the batch's BEGIN, the previous SAVEPOINT's RELEASE, its SAVEPOINT. */
-function openingText(tx: TxState): string {
-  const batch = tx.batch;
-  let text = batch.begun ? "" : "BEGIN;";
-  batch.begun = true;
-  if (tx.savepoint) {
-    if (batch.unreleased) text += ` RELEASE SAVEPOINT ${batch.unreleased};`;
-    batch.unreleased = undefined;
-    text += ` SAVEPOINT ${tx.savepoint}`;
-  }
-  return text.trim();
-}
-
-/**
- * Sends `prefix` (a simple query, not awaited: an error there fails what follows) and the
- * queries `send` issues in one socket write: on this VM a write costs more CPU than the pg
- * driver's work for a statement.
- */
-function withPrefix<T>(client: pg.PoolClient, prefix: string, send: () => Promise<T>): Promise<T> {
-  const stream = (client as unknown as { connection?: { stream?: { cork?(): void; uncork?(): void } } }).connection?.stream;
-  stream?.cork?.();
-  try {
-    // pipelined: a failed prefix (BEGIN, SAVEPOINT) makes the statement after it fail, which is awaited
-    if (prefix) client.query(prefix).catch(() => {});
-    return send();
-  } finally {
-    stream?.uncork?.();
-  }
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-/** One statement on a connection, prepared by name (see PostgresStore.q). */
-async function queryRows(client: pg.PoolClient, names: Map<string, string>, sql: string, args: readonly unknown[], prepare: boolean): Promise<Row[]> {
-  let name: string | undefined;
-  if (prepare) {
-    name = names.get(sql);
-    if (!name) {
-      name = `ep_${names.size + 1}`;
-      names.set(sql, name);
-    }
-  }
-  return (await client.query<Row>(name ? { text: sql, values: args as unknown[], name } : { text: sql, values: args as unknown[] })).rows;
-}
-
-/**
- * Inserts events and returns them with their ids. The rows come out of a join with
- * `pg_current_xact_id()`, so the transaction has its xid before it draws the first id: what
- * event-horizon.ts needs to tell an id still being written from one that is gone. The
- * announcement NOTIFY rides on the last insert: one round trip per chunk. `last` sends the
- * last chunk (with the transaction's COMMIT in the same write).
- */
-async function insertEvents(
-  run: (sql: string, args: unknown[], prepare: boolean) => Promise<Row[]>,
-  items: readonly { e: NewEvent; createdAt: string }[],
-  announce: Shared["announce"],
-  last?: (send: () => Promise<Row[]>) => Promise<Row[]>,
-): Promise<EventRow[]> {
-  const out: EventRow[] = [];
-  for (let start = 0; start < items.length; start += EVENTS_PER_INSERT) {
-    const chunk = items.slice(start, start + EVENTS_PER_INSERT);
-    const first = start === 0;
-    const isLast = start + EVENTS_PER_INSERT >= items.length;
-    const args: unknown[] = [];
-    const values = chunk.map(({ e, createdAt }) => {
-      args.push(e.type, e.name, e.domainId ?? "", e.missionId ?? "", e.agentId ?? "", e.taskId ?? "", e.sessionId ?? "", e.status ?? "");
-      args.push(JSON.stringify(e.payload ?? {}), createdAt);
-      const n = args.length - 10;
-      return `(${Array.from({ length: 10 }, (_, i) => `$${n + i + 1}`).join(", ")})`;
-    });
-    const ctes = [
-      first ? "lk AS MATERIALIZED (SELECT pg_current_xact_id() AS l)" : "lk AS (SELECT 1 AS l)",
-      `ins AS (INSERT INTO events (type, name, domain_id, mission_id, agent_id, task_id, session_id, status, payload, created_at)
-         SELECT v.* FROM lk, (VALUES ${values.join(", ")}) AS v (type, name, domain_id, mission_id, agent_id, task_id, session_id, status, payload, created_at)
-         RETURNING id)`,
-    ];
-    if (isLast && announce) {
-      args.push(announce.channel, announce.from);
-      ctes.push(`nt AS MATERIALIZED (SELECT pg_notify($${args.length - 1}, json_build_object('id', (SELECT max(id) FROM ins), 'from', $${args.length}::text)::text) AS n)`);
-    }
-    const send = () =>
-      run(
-        `WITH ${ctes.join(", ")} SELECT id FROM ins${ctes.length > 2 ? ", nt" : ""} ORDER BY id`,
-        args,
-        chunk.length <= 8, // one text per batch size: only the common small inserts are worth preparing
-      );
-    const rows = await (isLast && last ? last(send) : send());
-    chunk.forEach(({ e, createdAt }, i) =>
-      out.push({
-        id: Number(rows[i].id),
-        type: e.type,
-        name: e.name,
-        domainId: e.domainId ?? "",
-        missionId: e.missionId ?? "",
-        agentId: e.agentId ?? "",
-        taskId: e.taskId ?? "",
-        sessionId: e.sessionId ?? "",
-        status: e.status ?? "",
-        payload: e.payload ?? {},
-        createdAt,
-      }),
-    );
-  }
-  return out;
-}
-
-/** One LISTEN connection per store, outside the pool, re-established with backoff. */
-class Listener {
-  private client: pg.Client | undefined;
-  private connecting: Promise<pg.Client> | undefined;
-  private readonly handlers = new Map<string, Set<(payload: string) => void>>();
-  private readonly reconnectHandlers = new Set<() => void>();
-  private timer: NodeJS.Timeout | undefined;
-  private delayMs: number;
-  private closed = false;
-
-  constructor(
-    private readonly config: pg.ClientConfig,
-    private readonly firstDelayMs: number,
-    private readonly maxDelayMs: number,
-  ) {
-    this.delayMs = firstDelayMs;
-  }
-
-  async subscribe(channel: string, onPayload: (payload: string) => void, onReconnect?: () => void): Promise<() => Promise<void>> {
-    if (this.closed) throw new EpError("unavailable", "the store is closed");
-    let set = this.handlers.get(channel);
-    const fresh = !set;
-    if (!set) this.handlers.set(channel, (set = new Set()));
-    set.add(onPayload);
-    if (onReconnect) this.reconnectHandlers.add(onReconnect);
-    const unsubscribe = async (): Promise<void> => {
-      if (onReconnect) this.reconnectHandlers.delete(onReconnect);
-      const current = this.handlers.get(channel);
-      if (!current?.delete(onPayload) || current.size) return;
-      this.handlers.delete(channel);
-      // the connection is down: a new one LISTENs only to the channels still wanted
-      await this.client?.query(`UNLISTEN ${quoteIdent(channel)}`).catch(() => {});
-    };
-    try {
-      const client = this.client ?? (await (this.connecting ??= this.open()));
-      // open() listened to every channel known when it ran; a newer one is added here.
-      if (fresh) await client.query(`LISTEN ${quoteIdent(channel)}`);
-    } catch (err) {
-      await unsubscribe();
-      if (err instanceof EpError) throw err;
-      throw new EpError("unavailable", `cannot listen on PostgreSQL: ${err instanceof Error ? err.message : String(err)}`);
-    }
-    return unsubscribe;
-  }
-
-  private async open(): Promise<pg.Client> {
-    const client = new pg.Client(this.config);
-    client.on("notification", (msg) => {
-      for (const fn of this.handlers.get(msg.channel) ?? []) {
-        try {
-          fn(msg.payload ?? "");
-        } catch {
-          // A subscriber's bug must not stop delivery to the others.
-        }
-      }
-    });
-    client.on("error", () => this.lost(client));
-    client.on("end", () => this.lost(client));
-    try {
-      await client.connect();
-      for (const channel of this.handlers.keys()) await client.query(`LISTEN ${quoteIdent(channel)}`);
-    } catch (err) {
-      client.removeAllListeners("end");
-      await client.end().catch(() => {}); // the connect error is thrown; closing the half-open client is best effort
-      throw err;
-    } finally {
-      this.connecting = undefined;
-    }
-    if (this.closed) {
-      await client.end().catch(() => {}); // closed while connecting: nobody wants this connection
-      throw new EpError("unavailable", "the store is closed");
-    }
-    this.client = client;
-    return client;
-  }
-
-  private lost(client: pg.Client): void {
-    if (this.client !== client) return;
-    this.client = undefined;
-    client.removeAllListeners("end");
-    client.end().catch(() => {}); // the connection is lost already; schedule() reconnects
-    this.schedule();
-  }
-
-  private schedule(): void {
-    if (this.closed || this.timer || !this.handlers.size) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      if (this.closed || this.client || this.connecting) return;
-      (this.connecting = this.open()).then(
-        () => {
-          this.delayMs = this.firstDelayMs;
-          for (const fn of this.reconnectHandlers) {
-            try {
-              fn();
-            } catch {
-              // Same as notifications: one subscriber cannot break the others.
-            }
-          }
-        },
-        () => {
-          this.delayMs = Math.min(this.delayMs * 2, this.maxDelayMs);
-          this.schedule();
-        },
-      );
-    }, this.delayMs);
-    this.timer.unref();
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    const client = this.client ?? (await this.connecting?.catch(() => undefined));
-    this.client = undefined;
-    if (client) {
-      client.removeAllListeners("end");
-      await client.end().catch(() => {}); // closing: a dead connection needs no goodbye
-    }
-  }
-}
