@@ -10,12 +10,12 @@
 // same batch as a SAVEPOINT (rolled back alone when its function throws) while it
 // holds the gate; the batch is never committed in the middle of one.
 import Database from "better-sqlite3";
-import { EpError } from "../../../common/errors.js";
 import { chmodSync, closeSync, mkdirSync, openSync } from "node:fs";
 import { dirname } from "node:path";
 import { SqlStore } from "../sql-store.js";
+import { constraintError, Gate, isBusy, lockBackoff, taskFromValues, type TaskColumnIndex } from "./sqlite-support.js";
 import { loadMigrations } from "../migrations.js";
-import { TASK_INSERT_COLUMNS, taskInsertValues, toEvent, toTask, type Row } from "../rows.js";
+import { TASK_INSERT_COLUMNS, taskInsertValues, toEvent, type Row } from "../rows.js";
 import type {
   Claimant,
   EventQuery,
@@ -37,57 +37,6 @@ export interface SqliteStoreOptions {
   synchronous?: "NORMAL" | "FULL";
 }
 
-class Gate {
-  private held: Promise<void> | undefined;
-
-  get busy(): boolean {
-    return this.held !== undefined;
-  }
-
-  async wait(): Promise<void> {
-    while (this.held) await this.held;
-  }
-
-  async hold<T>(fn: () => Promise<T>): Promise<T> {
-    // check and take in the same synchronous step, or two waiters woken together both enter
-    while (this.held) await this.held;
-    let release!: () => void;
-    this.held = new Promise((r) => (release = r));
-    try {
-      return await fn();
-    } finally {
-      this.held = undefined;
-      release();
-    }
-  }
-}
-
-/** Maps constraint violations to the same EpErrors the PostgreSQL store throws. */
-function constraintError(err: unknown, table: string): unknown {
-  const code = typeof err === "object" && err !== null && "code" in err ? String((err as { code: unknown }).code) : "";
-  const detail = err instanceof Error ? err.message : String(err);
-  if (code === "SQLITE_CONSTRAINT_PRIMARYKEY" || code === "SQLITE_CONSTRAINT_UNIQUE") {
-    return new EpError("already_exists", `a row with that key exists already in ${table}`, { table, detail });
-  }
-  if (code === "SQLITE_CONSTRAINT_FOREIGNKEY") return new EpError("not_found", `a row referenced by this ${table} row does not exist`, { table, detail });
-  return err;
-}
-
-const LOCK_WAIT_MS = 5000;
-
-function isBusy(err: unknown): boolean {
-  return typeof err === "object" && err !== null && "code" in err && String((err as { code: unknown }).code).startsWith("SQLITE_BUSY");
-}
-
-/** Waits a little for another connection to release the write lock, up to LOCK_WAIT_MS in all. */
-async function lockBackoff(attempt: number, started: number): Promise<void> {
-  if (Date.now() - started > LOCK_WAIT_MS) {
-    throw new EpError("unavailable", `the SQLite database stayed locked by another connection for ${LOCK_WAIT_MS / 1000} s`);
-  }
-  if (attempt < 3) await new Promise((r) => setImmediate(r));
-  else await new Promise((r) => setTimeout(r, Math.min(20, attempt - 2)));
-}
-
 /** The open group-commit transaction: the calls that wrote in it wait for `done`. */
 interface Batch {
   done: Promise<void>;
@@ -104,39 +53,6 @@ interface Shared {
   nextSeq: number;
   stmts: Map<string, Database.Statement>;
   taskStmts: Map<string, { stmt: Database.Statement; ix: TaskColumnIndex }>;
-}
-
-type TaskColumnIndex = Record<(typeof TASK_ROW_COLUMNS)[number], number>;
-const TASK_ROW_COLUMNS = [
-  "id", "domain_id", "mission_id", "kind", "title", "description", "status", "claim_policy", "priority", "capabilities",
-  "assignee_agent_id", "attempts", "max_attempts", "runtime", "input", "result", "claimed_by", "lease_expires_ms",
-  "parent_task_id", "created_at", "updated_at",
-] as const;
-
-function taskFromValues(v: unknown[], ix: TaskColumnIndex): TaskRow {
-  return toTask({
-    id: v[ix.id],
-    domain_id: v[ix.domain_id],
-    mission_id: v[ix.mission_id],
-    kind: v[ix.kind],
-    title: v[ix.title],
-    description: v[ix.description],
-    status: v[ix.status],
-    claim_policy: v[ix.claim_policy],
-    priority: v[ix.priority],
-    capabilities: v[ix.capabilities],
-    assignee_agent_id: v[ix.assignee_agent_id],
-    attempts: v[ix.attempts],
-    max_attempts: v[ix.max_attempts],
-    runtime: v[ix.runtime],
-    input: v[ix.input],
-    result: v[ix.result],
-    claimed_by: v[ix.claimed_by],
-    lease_expires_ms: v[ix.lease_expires_ms],
-    parent_task_id: v[ix.parent_task_id],
-    created_at: v[ix.created_at],
-    updated_at: v[ix.updated_at],
-  });
 }
 
 export class SqliteStore extends SqlStore implements Store {

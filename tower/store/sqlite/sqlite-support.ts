@@ -1,0 +1,90 @@
+// Pieces of the SQLite store that are not the store: the async gate that serializes
+// transactions, the lock waits, constraint errors mapped to EpErrors, and task rows read as
+// arrays (the claim path's fast read).
+import { EpError } from "../../../common/errors.js";
+import { toTask } from "../rows.js";
+import type { TaskRow } from "../store.js";
+
+export class Gate {
+  private held: Promise<void> | undefined;
+
+  get busy(): boolean {
+    return this.held !== undefined;
+  }
+
+  async wait(): Promise<void> {
+    while (this.held) await this.held;
+  }
+
+  async hold<T>(fn: () => Promise<T>): Promise<T> {
+    // check and take in the same synchronous step, or two waiters woken together both enter
+    while (this.held) await this.held;
+    let release!: () => void;
+    this.held = new Promise((r) => (release = r));
+    try {
+      return await fn();
+    } finally {
+      this.held = undefined;
+      release();
+    }
+  }
+}
+
+/** Maps constraint violations to the same EpErrors the PostgreSQL store throws. */
+export function constraintError(err: unknown, table: string): unknown {
+  const code = typeof err === "object" && err !== null && "code" in err ? String((err as { code: unknown }).code) : "";
+  const detail = err instanceof Error ? err.message : String(err);
+  if (code === "SQLITE_CONSTRAINT_PRIMARYKEY" || code === "SQLITE_CONSTRAINT_UNIQUE") {
+    return new EpError("already_exists", `a row with that key exists already in ${table}`, { table, detail });
+  }
+  if (code === "SQLITE_CONSTRAINT_FOREIGNKEY") return new EpError("not_found", `a row referenced by this ${table} row does not exist`, { table, detail });
+  return err;
+}
+
+const LOCK_WAIT_MS = 5000;
+
+export function isBusy(err: unknown): boolean {
+  return typeof err === "object" && err !== null && "code" in err && String((err as { code: unknown }).code).startsWith("SQLITE_BUSY");
+}
+
+/** Waits a little for another connection to release the write lock, up to LOCK_WAIT_MS in all. */
+export async function lockBackoff(attempt: number, started: number): Promise<void> {
+  if (Date.now() - started > LOCK_WAIT_MS) {
+    throw new EpError("unavailable", `the SQLite database stayed locked by another connection for ${LOCK_WAIT_MS / 1000} s`);
+  }
+  if (attempt < 3) await new Promise((r) => setImmediate(r));
+  else await new Promise((r) => setTimeout(r, Math.min(20, attempt - 2)));
+}
+
+export type TaskColumnIndex = Record<(typeof TASK_ROW_COLUMNS)[number], number>;
+const TASK_ROW_COLUMNS = [
+  "id", "domain_id", "mission_id", "kind", "title", "description", "status", "claim_policy", "priority", "capabilities",
+  "assignee_agent_id", "attempts", "max_attempts", "runtime", "input", "result", "claimed_by", "lease_expires_ms",
+  "parent_task_id", "created_at", "updated_at",
+] as const;
+
+export function taskFromValues(v: unknown[], ix: TaskColumnIndex): TaskRow {
+  return toTask({
+    id: v[ix.id],
+    domain_id: v[ix.domain_id],
+    mission_id: v[ix.mission_id],
+    kind: v[ix.kind],
+    title: v[ix.title],
+    description: v[ix.description],
+    status: v[ix.status],
+    claim_policy: v[ix.claim_policy],
+    priority: v[ix.priority],
+    capabilities: v[ix.capabilities],
+    assignee_agent_id: v[ix.assignee_agent_id],
+    attempts: v[ix.attempts],
+    max_attempts: v[ix.max_attempts],
+    runtime: v[ix.runtime],
+    input: v[ix.input],
+    result: v[ix.result],
+    claimed_by: v[ix.claimed_by],
+    lease_expires_ms: v[ix.lease_expires_ms],
+    parent_task_id: v[ix.parent_task_id],
+    created_at: v[ix.created_at],
+    updated_at: v[ix.updated_at],
+  });
+}
