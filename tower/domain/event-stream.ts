@@ -5,36 +5,19 @@
 // tick in which it has taken the ring's last event, so no event is missed or sent twice.
 // Transports (SSE, WebSocket, Connect) plug in as a StreamSink.
 import type { Clock, ClockTimer } from "../../common/clock.js";
-import { EpError, invalidField } from "../../common/errors.js";
+import { EpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import type { EventQuery, EventRow, Store } from "../store/store.js";
 import { type Caller } from "./caller.js";
 import type { EventHub } from "./event-hub.js";
 import { createStreamRateLimiter, type Bucket, type RateLimitInfo, type StreamRateLimiter } from "./event-stream-limiter.js";
-import { EVENT_TYPES, eventQuery } from "./events.js";
+import { eventQuery } from "./events.js";
 
 export type { RateLimitInfo } from "./event-stream-limiter.js";
-
-/** One event, serialized once for every subscriber. */
-export interface StreamFrame {
-  readonly id: number;
-  readonly row: EventRow;
-  /** the chunk as JSON (snake_case fields, `id` included, no `rate_limit`) */
-  readonly json: string;
-  /** the SSE message: `id: N\ndata: <json>\n\n` */
-  readonly sse: Buffer;
-  /** `sse` framed as one HTTP/1.1 chunk; built by the SSE transport on first use, then shared */
-  chunked?: Buffer;
-}
-
-/** Several events going out together to every subscriber that takes them all unchanged. */
-export interface FrameBatch {
-  readonly frames: readonly StreamFrame[];
-  /** their SSE messages concatenated */
-  readonly sse: Buffer;
-  /** `sse` framed as one HTTP/1.1 chunk; built by the SSE transport on first use, then shared */
-  chunked?: Buffer;
-}
+export { chunkOf, frameOf, withRateLimit, type FrameBatch, type StreamFrame } from "./event-stream-frames.js";
+export { parseEventId, parseStreamParams, type StreamFilterInput, type StreamRequest } from "./event-stream-params.js";
+import { FrameRing, frameOf, type FrameBatch, type StreamFrame } from "./event-stream-frames.js";
+import { matches, matchesAll, type StreamRequest } from "./event-stream-params.js";
 
 export type StreamEndCode = "slow_consumer" | "token_revoked" | "token_expired" | "unauthenticated" | "shutting_down" | "internal";
 
@@ -66,21 +49,6 @@ export interface StreamSink {
   rateLimited(info: RateLimitInfo): void;
   /** Sends the final message (when `why` is given) and closes. Called once. */
   end(why: StreamEnd | undefined): void;
-}
-
-export interface StreamFilterInput {
-  types?: readonly string[];
-  domainId?: string;
-  missionId?: string;
-  agentId?: string;
-  sessionId?: string;
-  taskId?: string;
-}
-
-export interface StreamRequest {
-  /** resume after this id; undefined starts at the newest event (live only) */
-  afterId?: number;
-  filter: StreamFilterInput;
 }
 
 /** A caller checked and counted against the rate limit, ready to be attached to a sink. */
@@ -156,151 +124,6 @@ export interface EventStream {
   prune(): Promise<number>;
   stats(): EventStreamStats;
   close(): Promise<void>;
-}
-
-/** The chunk a client sees: the seed's fields in snake_case plus id, name, task/session and time. */
-export function chunkOf(row: EventRow): Record<string, unknown> {
-  return {
-    id: row.id,
-    type: row.type,
-    name: row.name,
-    domain_id: row.domainId,
-    mission_id: row.missionId,
-    agent_id: row.agentId,
-    task_id: row.taskId,
-    session_id: row.sessionId,
-    status: row.status,
-    payload: row.payload,
-    created_at: row.createdAt,
-  };
-}
-
-export function frameOf(row: EventRow): StreamFrame {
-  const json = JSON.stringify(chunkOf(row));
-  return { id: row.id, row, json, sse: Buffer.from(`id: ${row.id}\ndata: ${json}\n\n`) };
-}
-
-/** The chunk JSON with the throttling block added (only for throttled callers, so the shared JSON stays shared). */
-export function withRateLimit(json: string, rateLimit: RateLimitInfo): string {
-  return `${json.slice(0, -1)},"rate_limit":${JSON.stringify(rateLimit)}}`;
-}
-
-const ID_RE = /^\d{1,16}$/;
-
-/** Parses an event id sent by a client (Last-Event-ID header or last_event_id parameter). */
-export function parseEventId(raw: string, field: string): number {
-  const s = raw.trim();
-  if (!ID_RE.test(s) || !Number.isSafeInteger(Number(s))) throw invalidField(field, `must be a non-negative integer event id (got ${JSON.stringify(raw.slice(0, 40))})`);
-  return Number(s);
-}
-
-const FILTER_PARAMS = new Set(["type", "domain_id", "mission_id", "agent_id", "session_id", "task_id", "last_event_id"]);
-
-/**
- * Reads the stream's query parameters and Last-Event-ID header, naming the field at fault.
- * `type` may repeat or be a comma list. The header wins over the parameter: browsers keep
- * the original URL when they reconnect and send the newer id in the header.
- */
-export function parseStreamParams(
-  query: Record<string, unknown>,
-  lastEventIdHeader: string | string[] | undefined,
-  extraParams: readonly string[] = [],
-): StreamRequest {
-  for (const key of Object.keys(query)) {
-    if (!FILTER_PARAMS.has(key) && !extraParams.includes(key)) {
-      throw new EpError("invalid_argument", `${key}: unknown parameter; use type, domain_id, mission_id, agent_id, session_id, task_id or last_event_id`, { field: key });
-    }
-  }
-  const one = (key: string): string | undefined => {
-    const v = query[key];
-    if (v === undefined) return undefined;
-    if (Array.isArray(v)) {
-      if (v.length !== 1) throw invalidField(key, "give it once");
-      return String(v[0]);
-    }
-    return String(v);
-  };
-  const rawTypes = query.type === undefined ? [] : Array.isArray(query.type) ? query.type.map(String) : [String(query.type)];
-  const types: string[] = [];
-  for (const part of rawTypes.flatMap((t) => t.split(","))) {
-    const t = part.trim();
-    if (!t) continue;
-    if (!EVENT_TYPES.includes(t as (typeof EVENT_TYPES)[number])) throw invalidField("type", `must be one of ${EVENT_TYPES.join(", ")} (got ${JSON.stringify(t.slice(0, 40))})`);
-    if (!types.includes(t)) types.push(t);
-  }
-  if (rawTypes.length && !types.length) throw invalidField("type", "is empty");
-  const filter: StreamFilterInput = { types };
-  for (const [key, prop] of [
-    ["domain_id", "domainId"],
-    ["mission_id", "missionId"],
-    ["agent_id", "agentId"],
-    ["session_id", "sessionId"],
-    ["task_id", "taskId"],
-  ] as const) {
-    const v = one(key);
-    if (v === undefined) continue;
-    if (!/^[\w.:-]{1,128}$/.test(v)) throw invalidField(key, `is not a valid id (got ${JSON.stringify(v.slice(0, 40))})`);
-    filter[prop] = v;
-  }
-  let afterId: number | undefined;
-  const header = Array.isArray(lastEventIdHeader) ? lastEventIdHeader[0] : lastEventIdHeader;
-  if (header !== undefined && header.trim() !== "") afterId = parseEventId(header, "Last-Event-ID");
-  else {
-    const q = one("last_event_id");
-    if (q !== undefined) afterId = parseEventId(q, "last_event_id");
-  }
-  return { afterId, filter };
-}
-
-/** True when the query lets every event through (no type, domain, mission, agent or session filter). */
-function matchesAll(q: EventQuery): boolean {
-  return !q.types?.length && !q.domainId && !q.domainIds && !q.missionId && !q.agentId && !q.sessionId && !q.taskId;
-}
-
-function matches(q: EventQuery, row: EventRow): boolean {
-  if (q.types?.length && !q.types.includes(row.type)) return false;
-  if (q.domainId && row.domainId !== q.domainId) return false;
-  if (q.domainIds && !q.domainIds.includes(row.domainId)) return false;
-  if (q.missionId && row.missionId !== q.missionId) return false;
-  if (q.agentId && row.agentId !== q.agentId) return false;
-  if (q.sessionId && row.sessionId !== q.sessionId) return false;
-  if (q.taskId && row.taskId !== q.taskId) return false;
-  return true;
-}
-
-/** Fixed-capacity ring of frames in id order. */
-class FrameRing {
-  private readonly buf: (StreamFrame | undefined)[];
-  private start = 0;
-  length = 0;
-  constructor(readonly capacity: number) {
-    this.buf = new Array<StreamFrame | undefined>(capacity);
-  }
-  at(i: number): StreamFrame {
-    return this.buf[(this.start + i) % this.capacity]!;
-  }
-  /** Appends; returns the evicted frame when full. */
-  push(f: StreamFrame): StreamFrame | undefined {
-    if (this.length < this.capacity) {
-      this.buf[(this.start + this.length++) % this.capacity] = f;
-      return undefined;
-    }
-    const old = this.buf[this.start]!;
-    this.buf[this.start] = f;
-    this.start = (this.start + 1) % this.capacity;
-    return old;
-  }
-  /** Index of the first frame with id > cursor (length when none). */
-  indexAfter(cursor: number): number {
-    let lo = 0;
-    let hi = this.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.at(mid).id <= cursor) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  }
 }
 
 interface Sub extends Subscription {
