@@ -8,7 +8,8 @@ import { EpError, invalidField } from "../../common/errors.js";
 import { newId } from "../../common/ids.js";
 import type { TicketRow, TokenRow } from "../store/store.js";
 import { authorize, principalOf, ROLES, type Caller, type Role } from "./caller.js";
-import { decryptSecret, encryptSecret, type SecretKeyring } from "./secrets-crypto.js";
+import { createSigningKeys } from "./auth-keys.js";
+import type { SecretKeyring } from "./secrets-crypto.js";
 import type { Deps } from "./deps.js";
 
 export const TOKEN_PREFIX = "ept_";
@@ -29,7 +30,6 @@ interface TicketScope {
   principal?: string;
   expiresMs?: number;
 }
-const KEY_ALG = "ES256";
 
 export const hashSecret = (secret: string): string => createHash("sha256").update(secret).digest("hex");
 
@@ -56,17 +56,6 @@ export interface AuthOptions {
   keyRotationMs: number;
   /** the secret-store keyring: private signing keys are kept encrypted under it */
   keyring?: () => SecretKeyring | undefined;
-}
-
-/** A private signing key as stored: AES-256-GCM under the secret-store key, the kid as AAD. */
-const SEALED = "sealed:v1:";
-const sealName = (kid: string) => `signing_key/${kid}`;
-
-interface KeyEntry {
-  kid: string;
-  createdMs: number;
-  privateKey: CryptoKey | Uint8Array;
-  publicKey: CryptoKey | Uint8Array;
 }
 
 export interface Auth {
@@ -103,13 +92,11 @@ export interface Auth {
 
 export function createAuth(deps: Deps, opts: AuthOptions): Auth {
   const { store, clock } = deps;
-  let keys: KeyEntry[] | undefined;
   let oidcJwks: ReturnType<typeof jose.createRemoteJWKSet> | undefined;
   const lastUsedWrites = new Map<string, number>();
   // service tokens verified lately, keyed by the token's hash
   const verified = new Map<string, { caller: Caller; untilMs: number }>();
-  // node JWTs whose signature was verified lately
-  const signedNodes = new Map<string, { nodeId: string; untilMs: number }>();
+  const keys = createSigningKeys(deps, opts);
 
   function cached(key: string): Caller | undefined {
     const hit = verified.get(key);
@@ -127,84 +114,10 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     verified.set(key, { caller: Object.freeze(caller), untilMs: clock.now() + AUTH_CACHE_MS });
   }
 
-  const unsealFailures = new Set<string>();
-
-  /** The private JWK as stored: sealed under the secret-store key when there is one. */
-  function seal(kid: string, jwk: string): string {
-    const ring = opts.keyring?.();
-    if (!ring) {
-      deps.log.warn("no secret-store key: the node-token signing key is stored unencrypted until one is configured", { kid });
-      return jwk;
-    }
-    return SEALED + JSON.stringify(encryptSecret(ring.current, sealName(kid), jwk));
-  }
-
-  async function unseal(kid: string, stored: string): Promise<string> {
-    const ring = opts.keyring?.();
-    if (!stored.startsWith(SEALED)) {
-      // written before keys were sealed, or while no key was configured: seal it now
-      if (ring) await store.updateSigningKeyPrivate(kid, seal(kid, stored));
-      return stored;
-    }
-    if (!ring) throw new EpError("config_invalid", `signing key ${kid} is encrypted under the secret-store key, which this tower does not have; set EP_SECRET_KEY or restore the key file`);
-    const cipher = JSON.parse(stored.slice(SEALED.length));
-    let jwk: string;
-    try {
-      jwk = decryptSecret(ring, sealName(kid), cipher);
-    } catch (err) {
-      const e = new EpError("config_invalid", `node-token signing key ${kid} is sealed under secret-store key ${cipher.keyId}, which this tower does not have (current ${ring.current.id}); start with the old key in EP_SECRET_KEY_PREVIOUS`, { setting: "EP_SECRET_KEY_PREVIOUS" });
-      if (!unsealFailures.has(kid)) {
-        unsealFailures.add(kid);
-        deps.log.error(e.message, { kid, error: (err as Error).message });
-      }
-      throw e;
-    }
-    // sealed under EP_SECRET_KEY_PREVIOUS: re-seal under the current key (rotation)
-    if (cipher.keyId !== ring.current.id) await store.updateSigningKeyPrivate(kid, seal(kid, jwk));
-    return jwk;
-  }
-
-  async function loadKeys(): Promise<KeyEntry[]> {
-    if (keys) return keys;
-    const rows = await store.listSigningKeys();
-    const loaded: KeyEntry[] = [];
-    for (const r of rows) {
-      loaded.push({
-        kid: r.kid,
-        createdMs: Date.parse(r.createdAt),
-        privateKey: await jose.importJWK(JSON.parse(await unseal(r.kid, r.privateJwk)) as jose.JWK, r.alg),
-        publicKey: await jose.importJWK(JSON.parse(r.publicJwk) as jose.JWK, r.alg),
-      });
-    }
-    keys = loaded;
-    const newest = loaded.at(-1);
-    if (!newest || clock.now() - newest.createdMs > opts.keyRotationMs) await rotateSigningKey();
-    return keys;
-  }
-
-  async function rotateSigningKey(): Promise<string> {
-    const { privateKey, publicKey } = await jose.generateKeyPair(KEY_ALG, { extractable: true });
-    const kid = newId("key", clock.now());
-    const privateJwk = await jose.exportJWK(privateKey);
-    const publicJwk = await jose.exportJWK(publicKey);
-    await store.insertSigningKey({
-      kid,
-      alg: KEY_ALG,
-      privateJwk: seal(kid, JSON.stringify(privateJwk)),
-      publicJwk: JSON.stringify({ ...publicJwk, kid, alg: KEY_ALG, use: "sig" }),
-      createdAt: iso(clock.now()),
-      retiredAt: "",
-    });
-    keys = [...(keys ?? []), { kid, createdMs: clock.now(), privateKey, publicKey }];
-    return kid;
-  }
-
   async function verifyNodeToken(jwt: string): Promise<Caller> {
     // the signature check (ES256) is the costly part and is reused; the node and its
     // domains are read on every call, so a removed node or a new enrolment counts at once
-    const signed = signedNodes.get(jwt);
-    const nodeId = signed && signed.untilMs > clock.now() ? signed.nodeId : await verifyNodeSignature(jwt);
-    return nodeCaller(nodeId);
+    return nodeCaller(await keys.verify(jwt));
   }
 
   async function nodeCaller(nodeId: string): Promise<Caller> {
@@ -212,43 +125,6 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     if (!node) throw new EpError("unauthenticated", `node ${nodeId} is not registered with this tower`);
     const nodeDomains = [...new Set((await store.listAgents({ nodeId })).map((a) => a.domainId))];
     return { subject: nodeId, role: "node", via: "node", nodeId, nodeDomains, nodeServes: node.domains };
-  }
-
-  /**
-   * Another replica may have made a key since this one loaded them: on an unknown key id,
-   * read the key set again (at most once a second, so forged kids cannot hammer the store).
-   */
-  let lastReload = 0;
-  async function reloadFor(kid: string | undefined): Promise<KeyEntry | undefined> {
-    if (!kid || clock.now() - lastReload < 1000) return undefined;
-    lastReload = clock.now();
-    keys = undefined;
-    return (await loadKeys()).find((k) => k.kid === kid);
-  }
-
-  async function verifyNodeSignature(jwt: string): Promise<string> {
-    signedNodes.delete(jwt);
-    const all = await loadKeys();
-    let header: jose.ProtectedHeaderParameters;
-    try {
-      header = jose.decodeProtectedHeader(jwt);
-    } catch {
-      throw new EpError("unauthenticated", "the bearer token is not a valid JWT");
-    }
-    const key = all.find((k) => k.kid === header.kid) ?? (await reloadFor(header.kid));
-    if (!key) throw new EpError("unauthenticated", "the node token was signed by a key this tower does not know");
-    let payload: jose.JWTPayload;
-    try {
-      ({ payload } = await jose.jwtVerify(jwt, key.publicKey, { issuer: opts.issuer, currentDate: new Date(clock.now()) }));
-    } catch (err) {
-      if (err instanceof jose.errors.JWTExpired) throw new EpError("token_expired", "the node token has expired; register the node again");
-      throw new EpError("unauthenticated", "the node token failed verification");
-    }
-    const nodeId = payload.sub ?? "";
-    if (signedNodes.size >= AUTH_CACHE_MAX) signedNodes.clear();
-    const untilMs = Math.min(clock.now() + AUTH_CACHE_MS, payload.exp ? payload.exp * 1000 : Infinity);
-    signedNodes.set(jwt, { nodeId, untilMs });
-    return nodeId;
   }
 
   async function verifyOidc(jwt: string): Promise<Caller> {
@@ -409,7 +285,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
       if (!bearer) throw new EpError("unauthenticated", "no credentials: send 'Authorization: Bearer <token>'");
       if (bearer.startsWith(TOKEN_PREFIX)) return verifyServiceToken(bearer);
       if (bearer.startsWith(SESSION_PREFIX)) return verifySession(bearer);
-      if (signedNodes.has(bearer)) return verifyNodeToken(bearer);
+      if (keys.recentlyVerified(bearer)) return verifyNodeToken(bearer);
       if (bearer.split(".").length === 3) {
         let header: jose.ProtectedHeaderParameters | undefined;
         try {
@@ -417,7 +293,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
         } catch {
           throw new EpError("unauthenticated", "the bearer token is not a valid JWT");
         }
-        const mine = (await loadKeys()).some((k) => k.kid === header?.kid) || Boolean(await reloadFor(header?.kid));
+        const mine = await keys.owns(header?.kid);
         return mine ? verifyNodeToken(bearer) : verifyOidc(bearer);
       }
       throw new EpError("unauthenticated", "the token is not known to this tower");
@@ -441,27 +317,9 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
       return revoked;
     },
 
-    async signNodeToken(nodeId, hostname) {
-      const all = await loadKeys();
-      const key = all[all.length - 1];
-      return new jose.SignJWT({ hostname, role: "node" })
-        .setProtectedHeader({ alg: KEY_ALG, kid: key.kid, typ: "JWT" })
-        .setIssuer(opts.issuer)
-        .setSubject(nodeId)
-        .setIssuedAt(Math.floor(clock.now() / 1000))
-        .sign(key.privateKey);
-    },
-
-    rotateSigningKey: async () => {
-      await loadKeys();
-      return rotateSigningKey();
-    },
-
-    async jwks() {
-      await loadKeys();
-      const rows = await store.listSigningKeys();
-      return { keys: rows.map((r) => JSON.parse(r.publicJwk) as jose.JWK) };
-    },
+    signNodeToken: (nodeId, hostname) => keys.sign(nodeId, hostname),
+    rotateSigningKey: () => keys.rotate(),
+    jwks: () => keys.jwks(),
 
     async createTicket(caller, input) {
       if (!TICKET_PURPOSES.includes(input.purpose)) throw invalidField("purpose", "must be attach, login or events");
@@ -516,11 +374,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
       await store.consumeTicket(hash, clock.now());
     },
 
-    async resealSigningKeys() {
-      if (!opts.keyring?.()) return;
-      // unseal() logs a key it cannot open (once per key) and the tower goes on with the keys it can
-      for (const r of await store.listSigningKeys()) await unseal(r.kid, r.privateJwk).catch(() => undefined);
-    },
+    resealSigningKeys: () => keys.reseal(),
 
     async bootstrapAdmin() {
       if ((await store.getMeta("bootstrap_admin")) || (await store.listTokens()).length) return undefined;
