@@ -10,7 +10,7 @@ import { EpError, invalidField, toEpError } from "../../../common/errors.js";
 import { newId } from "../../../common/ids.js";
 import * as pb from "../../../gen/ep/tower/v1/ai_pb.js";
 import type { AiActionRow, AiSessionRow, AiTurnRow } from "../../store/ai-store.js";
-import type { EventRow, NewEvent, Store } from "../../store/store.js";
+import type { EventRow, Store } from "../../store/store.js";
 import { authorize, principalOf, type Caller } from "../caller.js";
 import { eventMsg } from "../convert.js";
 import type { Deps } from "../deps.js";
@@ -21,19 +21,9 @@ import { withSessionDefaults, type ToolExecutor } from "../tools/executor.js";
 import type { ChatMessage, PlannerContext, PlanResult, Planner } from "./planner.js";
 import type { AiSettings } from "./settings.js";
 import { actionBarFor, toViewSpecs, type ViewSpec } from "./view-spec.js";
+import { actionEvent, actionMsg, NEW_SESSION, sessionMsg, small, titleFromTurn, turnEvent, turnMsg, UNTITLED, withDeadline } from "./session-messages.js";
 
-const NEW_SESSION = "New session";
-/** Titles that say nothing: the session takes its first question's words instead. */
-const UNTITLED = new Set([NEW_SESSION, "ep ai chat", ""]);
-
-/** A session title from a first question: its first line, whitespace folded, cut at a word near 60 characters. */
-export function titleFromTurn(content: string): string {
-  const line = content.split("\n").find((l) => l.trim())?.replace(/\s+/g, " ").trim() ?? NEW_SESSION;
-  if (line.length <= 60) return line;
-  const cut = line.slice(0, 60);
-  const space = cut.lastIndexOf(" ");
-  return `${(space > 30 ? cut.slice(0, space) : cut).replace(/[\s,.;:!?-]+$/, "")}…`;
-}
+export { actionMsg, sessionMsg, titleFromTurn, turnMsg };
 
 export interface AiServiceOptions {
   planner: Planner;
@@ -47,130 +37,10 @@ export interface AiServiceOptions {
 
 const MAX_CONTENT = 20_000;
 const MAX_TITLE = 200;
-/** Event payloads carry at most this much of a turn's text or an action's result. */
-const EVENT_TEXT = 4_000;
-const EVENT_JSON = 64 * 1024;
 /** A live session stream ends (the client resumes) rather than buffer more than this. */
 const STREAM_BUFFER = 10_000;
 /** An approved action with no outcome after this long was interrupted (tool calls take seconds). */
 export const INTERRUPTED_AFTER_MS = 10 * 60_000;
-
-// ---- contract messages
-
-export function sessionMsg(s: AiSessionRow): pb.Session {
-  return create(pb.SessionSchema, { id: s.id, title: s.title, owner: s.owner, status: s.status, createdAt: s.createdAt, updatedAt: s.updatedAt });
-}
-
-/** Struct fields hold objects; anything else is wrapped as {value}. */
-function asStruct(v: unknown): JsonObject | undefined {
-  if (v === undefined || v === null) return undefined;
-  return (typeof v === "object" && !Array.isArray(v) ? v : { value: v }) as JsonObject;
-}
-
-export function turnMsg(t: AiTurnRow): pb.Turn {
-  return create(pb.TurnSchema, {
-    id: t.id,
-    sessionId: t.sessionId,
-    role: t.role,
-    content: t.content,
-    toolCalls: t.toolCalls.map((c) =>
-      create(pb.ToolCallSchema, {
-        tool: String(c.tool ?? ""),
-        arguments: asStruct(c.arguments),
-        kind: String(c.kind ?? ""),
-        result: asStruct(c.result),
-        error: String(c.error ?? ""),
-        actionId: String(c.action_id ?? ""),
-      }),
-    ),
-    viewSpecs: t.viewSpecs as JsonObject[],
-    error: t.error,
-    createdAt: t.createdAt,
-  });
-}
-
-export function actionMsg(a: AiActionRow): pb.PendingAction {
-  return create(pb.PendingActionSchema, {
-    id: a.id,
-    sessionId: a.sessionId,
-    tool: a.tool,
-    arguments: a.arguments as JsonObject,
-    status: a.status,
-    result: asStruct(a.result),
-    error: a.error,
-    decidedBy: a.decidedBy,
-    decidedAt: a.decidedAt,
-    createdAt: a.createdAt,
-    summary: a.summary,
-  });
-}
-
-function clip(text: string, max = EVENT_TEXT): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
-}
-
-/** The value itself when its JSON is small enough for an event, else a marker. */
-function small(v: unknown): unknown {
-  if (v === undefined) return undefined;
-  const s = JSON.stringify(v);
-  return s.length <= EVENT_JSON ? v : { truncated: true, bytes: s.length };
-}
-
-function turnEvent(t: AiTurnRow): NewEvent {
-  return {
-    type: "matrix",
-    name: "ai.turn",
-    sessionId: t.sessionId,
-    payload: {
-      session_id: t.sessionId,
-      turn_id: t.id,
-      seq: t.seq,
-      role: t.role,
-      content: clip(t.content),
-      ...(t.error ? { error: t.error } : {}),
-      ...(t.toolCalls.length
-        ? { tool_calls: t.toolCalls.map((c) => ({ tool: c.tool, kind: c.kind, ...(c.action_id ? { action_id: c.action_id } : {}), ...(c.error ? { error: c.error } : {}) })) }
-        : {}),
-      ...(t.viewSpecs.length ? { view_specs: small(t.viewSpecs) } : {}),
-    },
-  };
-}
-
-function actionEvent(a: AiActionRow, name: string, extra: Record<string, unknown> = {}): NewEvent {
-  return {
-    type: "approval",
-    name,
-    sessionId: a.sessionId,
-    status: a.status,
-    payload: {
-      session_id: a.sessionId,
-      action_id: a.id,
-      tool: a.tool,
-      summary: a.summary,
-      status: a.status,
-      ...(name === "action.pending" ? { arguments: small(a.arguments) } : {}),
-      ...(a.decidedBy ? { decided_by: a.decidedBy } : {}),
-      ...extra,
-    },
-  };
-}
-
-/** Rejects after ms (on the injected clock) unless the promise settles first. */
-function withDeadline<T>(deps: Deps, p: Promise<T>, ms: number, what: string): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = deps.clock.setTimeout(() => reject(new EpError("unavailable", `${what} did not answer within ${Math.round(ms / 1000)}s`)), ms);
-    p.then(
-      (v) => {
-        deps.clock.clearTimeout(timer);
-        resolve(v);
-      },
-      (err: unknown) => {
-        deps.clock.clearTimeout(timer);
-        reject(err);
-      },
-    );
-  });
-}
 
 export type AiService = ReturnType<typeof createAiService>;
 
