@@ -2,6 +2,8 @@
 // writes, a node acting for its agent), Connect ToolService, and a real MCP client on /mcp.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { toJson } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ToolService } from "../gen/ep/tower/v1/ai_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
@@ -149,6 +151,25 @@ describe("Connect ToolService", () => {
     expect(list.tools.find((x) => x.name === "retry_mesh_task")?.kind).toBe("write");
     const res = await tools.callTool({ tool: "list_domains", arguments: {} });
     expect(JSON.stringify(res.result)).toContain("mcp");
+  });
+
+  it("takes a node's agent and domain scope like POST /mcp/call: the same tool behaves the same by either door", async () => {
+    const reg = await t.client(NodeService).registerNode({ hostname: "connect-node" });
+    const agent = (await t.client(AgentService).enrollAgent({ domainId, nodeId: reg.node!.id, runtime: "shell", name: "connect-agent" })).agent!;
+    const asNode = t.client(ToolService, reg.token);
+    const other = (await t.api("POST", "/domains", { name: "connect-elsewhere" })).body.domain.id;
+    // acting as its agent: the task is the agent's work, in the agent's domain
+    const viaConnect = await asNode.callTool({ tool: "submit_mesh_task", arguments: { mission_id: missionId, title: "from connect" }, agentId: agent.id });
+    const viaRest = await t.api("POST", "/mcp/call", { tool: "submit_mesh_task", arguments: { mission_id: missionId, title: "from rest" }, agent_id: agent.id }, reg.token);
+    expect(viaRest.status).toBe(200);
+    const a = (toJson(ValueSchema, viaConnect.result!) as any).task;
+    const b = viaRest.body.result.task;
+    expect(a.domain_id).toBe(b.domain_id);
+    // the same refusals at both doors: an agent that is not the node's, a domain it does not serve
+    await expect(asNode.callTool({ tool: "list_domains", arguments: {}, agentId: "agt_not_here" })).rejects.toThrow(/agt_not_here/);
+    expect((await t.api("POST", "/mcp/call", { tool: "list_domains", arguments: {}, agent_id: "agt_not_here" }, reg.token)).status).toBe(404);
+    await expect(asNode.callTool({ tool: "list_domains", arguments: {}, agentId: agent.id, domainId: other })).rejects.toThrow(/not .*dom_/);
+    expect((await t.api("POST", "/mcp/call", { tool: "list_domains", arguments: {}, agent_id: agent.id, domain_id: other }, reg.token)).status).toBe(403);
   });
 });
 

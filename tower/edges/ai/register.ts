@@ -15,7 +15,7 @@ import { createToolExecutor, type ToolExecutor } from "../../domain/tools/execut
 import type { WorkService } from "../../domain/work.js";
 import { bindService } from "../connect/bind.js";
 import { registerMcpRoutes } from "../mcp/mcp-routes.js";
-import { createToolService } from "../mcp/tool-service.js";
+import { createToolService } from "../../domain/tools/tool-service.js";
 import { registerAiRoutes } from "./ai-routes.js";
 
 export interface AiConsole {
@@ -32,9 +32,9 @@ export function registerAiConsole(app: FastifyInstance, deps: Deps, opts: { work
   const settings = readAiSettings(env);
   const executor = createToolExecutor({ deps, work: opts.work, fleet: opts.fleet });
   const ai = createAiService(deps, { planner, settings, executor });
-  const tools = createToolService(executor);
+  const tools = createToolService(deps, executor);
   registerAiRoutes(app, ai);
-  registerMcpRoutes(app, deps, executor);
+  registerMcpRoutes(app, tools);
   deps.log.info("AI console ready", { planner: planner.name, model: planner.model ?? "", runtime_default: settings.centralRuntimeDefault ?? "" });
   return {
     ai,

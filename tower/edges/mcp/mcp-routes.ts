@@ -2,19 +2,16 @@
 //   POST /mcp/call   {tool, arguments, agent_id?, domain_id?} -> {result} | {error}
 //   GET  /mcp/tools  the catalog, each tool with its JSON Schema and read/write kind
 //   /mcp             a standard MCP Streamable HTTP endpoint (official SDK, stateless)
-// A call here runs the tool at once, writes included: /mcp/call and /mcp are the agents'
-// and operators' direct path, authorized like the REST API. Only the AI planner's choices
-// wait for approval (see tower/domain/ai/sessions.ts).
+// The edge only decodes and encodes: authorization, the acting scope and the call itself are
+// the domain's ToolService (tower/domain/tools/tool-service.ts), the same as Connect's.
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { EpError, toEpError } from "../../../common/errors.js";
 import { authorize, type Caller } from "../../domain/caller.js";
-import type { Deps } from "../../domain/deps.js";
 import { TOOLS } from "../../domain/tools/catalog.js";
-import { actingCaller, type ToolExecutor } from "../../domain/tools/executor.js";
-import { catalogJson } from "./tool-service.js";
+import type { ToolScope, ToolService } from "../../domain/tools/tool-service.js";
 
 const CALL_FIELDS = new Set(["tool", "arguments", "agent_id", "domain_id"]);
 
@@ -37,13 +34,8 @@ function toolResult(result: unknown): CallToolResult {
   return out;
 }
 
-export function registerMcpRoutes(app: FastifyInstance, deps: Deps, executor: ToolExecutor): void {
-  async function call(caller: Caller, tool: unknown, args: unknown, scope: { agentId?: string; domainId?: string }): Promise<unknown> {
-    authorize(caller, "read");
-    if (typeof tool !== "string" || tool === "") throw new EpError("invalid_argument", "tool: is required (a tool name from GET /mcp/tools)", { field: "tool" });
-    const acting = await actingCaller(deps, caller, scope);
-    return executor.run(acting, tool, args);
-  }
+export function registerMcpRoutes(app: FastifyInstance, tools: ToolService): void {
+  const call = tools.call;
 
   app.post("/mcp/call", async (req) => {
     const body = req.body;
@@ -58,13 +50,10 @@ export function registerMcpRoutes(app: FastifyInstance, deps: Deps, executor: To
     return { result: result ?? null };
   });
 
-  app.get("/mcp/tools", async (req) => {
-    authorize(req.caller!, "read");
-    return catalogJson();
-  });
+  app.get("/mcp/tools", async (req) => tools.catalog(req.caller!));
 
   /** One MCP server per request (stateless Streamable HTTP): the caller is fixed for its handlers. */
-  function mcpServer(caller: Caller, scope: { agentId?: string; domainId?: string }): Server {
+  function mcpServer(caller: Caller, scope: ToolScope): Server {
     const server = new Server({ name: "ep-tower", version: "0.1.0" }, { capabilities: { tools: {} } });
     server.setRequestHandler(ListToolsRequestSchema, async () => ({
       tools: TOOLS.map((t) => ({
