@@ -16,6 +16,7 @@ import { SecretService } from "../gen/ep/tower/v1/ai_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import type { TowerConfig } from "./config.js";
 import { createAuth, type Auth } from "./domain/auth.js";
+import { credentialOf as credentialFrom, readCookie, SESSION_COOKIE } from "./edges/credential.js";
 import { createAuthService } from "./domain/auth-service.js";
 import { principalOf, type Caller } from "./domain/caller.js";
 import type { Deps } from "./domain/deps.js";
@@ -38,7 +39,7 @@ import { attachEventsWebSocket, EVENTS_WS_PATH } from "./edges/ws/events-ws.js";
 import { attachAttachWebSocket, attachProof, ATTACH_PATHS, refuseUnknownUpgrades } from "./edges/attach/attach-ws.js";
 import type { Store } from "./store/store.js";
 
-export const SESSION_COOKIE = "ep_session";
+export { SESSION_COOKIE };
 
 export interface TowerServices {
   auth: Auth;
@@ -91,23 +92,9 @@ function isPublic(url: string, method: string): boolean {
   );
 }
 
-function readCookie(header: string | undefined, name: string): string | undefined {
-  if (!header) return undefined;
-  for (const part of header.split(";")) {
-    const [k, ...v] = part.trim().split("=");
-    if (k === name) return decodeURIComponent(v.join("="));
-  }
-  return undefined;
-}
-
+/** The credential of an HTTP request (tower/edges/credential.ts). */
 export function credentialOf(req: FastifyRequest): string | undefined {
-  const h = req.headers.authorization;
-  if (h) {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
-    if (!m) throw new EpError("unauthenticated", "the Authorization header must be 'Bearer <token>'");
-    return m[1];
-  }
-  return readCookie(req.headers.cookie, SESSION_COOKIE);
+  return credentialFrom(req.headers);
 }
 
 export async function createTower(opts: TowerOptions): Promise<Tower> {
@@ -124,12 +111,14 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const replication = shared ? await startReplication({ store: shared, hub, log, clock }, { replicaId: env.EP_REPLICA_ID || undefined }) : undefined;
 
   const secretKeys = envKeySource(config.home, env);
-  const auth = createAuth(deps, { oidc: config.oidc, issuer: config.publicUrl, keyRotationMs: config.keyRotationMs, keyring: () => secretKeys.keyring() });
-  if (replication) {
+  const auth = createAuth(deps, {
+    oidc: config.oidc,
+    issuer: config.publicUrl,
+    keyRotationMs: config.keyRotationMs,
+    keyring: () => secretKeys.keyring(),
     // replicas starting together make the bootstrap admin token once
-    const bootstrapAdmin = auth.bootstrapAdmin.bind(auth);
-    auth.bootstrapAdmin = () => replication.exclusive("bootstrap_admin", bootstrapAdmin);
-  }
+    exclusive: replication && ((name, fn) => replication.exclusive(name, fn)),
+  });
   const work = createWorkService(deps);
   const fleet = createFleetService(deps, auth, { towerUrl: config.publicUrl, replication });
   replication?.serveLinks(fleet, attachProof);

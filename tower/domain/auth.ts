@@ -56,6 +56,8 @@ export interface AuthOptions {
   keyRotationMs: number;
   /** the secret-store keyring: private signing keys are kept encrypted under it */
   keyring?: () => SecretKeyring | undefined;
+  /** runs fn alone across replicas (the bootstrap admin is made once); in-process otherwise */
+  exclusive?: <T>(name: string, fn: () => Promise<T>) => Promise<T>;
 }
 
 export interface Auth {
@@ -376,11 +378,14 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
 
     resealSigningKeys: () => keys.reseal(),
 
-    async bootstrapAdmin() {
-      if ((await store.getMeta("bootstrap_admin")) || (await store.listTokens()).length) return undefined;
-      const { token, secret } = await createToken({ subject: "tower", role: "admin", via: "internal" }, { name: "bootstrap-admin", role: "admin" });
-      await store.setMeta("bootstrap_admin", token.id);
-      return secret;
+    bootstrapAdmin() {
+      const make = async () => {
+        if ((await store.getMeta("bootstrap_admin")) || (await store.listTokens()).length) return undefined;
+        const { token, secret } = await createToken({ subject: "tower", role: "admin", via: "internal" }, { name: "bootstrap-admin", role: "admin" });
+        await store.setMeta("bootstrap_admin", token.id);
+        return secret;
+      };
+      return opts.exclusive ? opts.exclusive("bootstrap_admin", make) : make();
     },
   };
 }

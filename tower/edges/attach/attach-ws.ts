@@ -12,6 +12,7 @@
 // x-ep-attach-proof = base64url(HMAC-SHA256(attach secret, attach id)), where the attach secret
 // is the one the node's *current* link announced. A daemon that restarted links again with a new
 // secret, so a dial-back from an older process is refused and the next attach just works.
+import { credentialOf } from "../credential.js";
 import { ATTACH_CLOSE, ATTACH_DIAL_PATH, ATTACH_PROOF_HEADER, ATTACH_WS_PATH } from "../../../common/attach.js";
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance } from "fastify";
@@ -109,19 +110,6 @@ function refuse(socket: Duplex, err: EpError): void {
   socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
 }
 
-function bearerOf(req: IncomingMessage): string | undefined {
-  const h = req.headers.authorization;
-  if (h) {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
-    if (!m) throw new EpError("unauthenticated", "the Authorization header must be 'Bearer <token>'");
-    return m[1];
-  }
-  for (const part of (req.headers.cookie ?? "").split(";")) {
-    const [k, ...v] = part.trim().split("=");
-    if (k === "ep_session") return decodeURIComponent(v.join("="));
-  }
-  return undefined;
-}
 
 function sizeParam(url: URL, name: string, fallback: number): number {
   const raw = url.searchParams.get(name);
@@ -153,7 +141,7 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
       agentId = redeemed.agentId || agentId;
       caller = redeemed;
     } else {
-      caller = await auth.authenticate(bearerOf(req));
+      caller = await auth.authenticate(credentialOf(req.headers));
     }
     if (!agentId) throw new EpError("invalid_argument", "say which agent: a ticket created with agent_id, or ?agent_id=", { field: "agent_id" });
     if (caller.role === "node" || caller.role === "agent") throw new EpError("forbidden", `role ${caller.role} may not attach to terminals; use an operator or viewer token`);
@@ -244,7 +232,7 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
     const attachId = url.searchParams.get("attach_id") ?? "";
     if (!attachId) throw new EpError("invalid_argument", "attach_id is required", { field: "attach_id" });
     if (!req.headers.authorization) throw new EpError("unauthenticated", "a dial-back carries the node token as 'Authorization: Bearer <node JWT>'");
-    const caller = await auth.authenticate(bearerOf(req));
+    const caller = await auth.authenticate(credentialOf(req.headers));
     if (caller.role !== "node") throw new EpError("forbidden", "only a node dials back an attach");
     const p = pendings.get(attachId);
     if (!p) throw new EpError("not_found", `attach ${attachId} is unknown, already connected or timed out`);

@@ -3,6 +3,7 @@
 // {"error": {code, message, last_event_id}}. Browsers cannot set headers on a WebSocket,
 // so besides a Bearer header and the console's session cookie it accepts a one-time
 // `?ticket=` from AuthService.CreateTicket (purpose "events" or "attach").
+import { credentialOf as credentialFrom } from "../credential.js";
 import type { FastifyInstance } from "fastify";
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
@@ -71,20 +72,6 @@ function refuse(socket: Duplex, err: EpError, headers: Record<string, string> = 
   socket.end(`${lines.join("\r\n")}\r\n\r\n${body}`);
 }
 
-/** Bearer header, else the console's session cookie (as the tower's onRequest hook reads them). */
-function credentialOf(req: IncomingMessage): string | undefined {
-  const h = req.headers.authorization;
-  if (h) {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
-    if (!m) throw new EpError("unauthenticated", "the Authorization header must be 'Bearer <token>'");
-    return m[1];
-  }
-  for (const part of (req.headers.cookie ?? "").split(";")) {
-    const [k, ...v] = part.trim().split("=");
-    if (k === "ep_session") return decodeURIComponent(v.join("="));
-  }
-  return undefined;
-}
 
 export interface EventsWsDeps {
   stream: EventStream;
@@ -103,7 +90,7 @@ export function attachEventsWebSocket(app: FastifyInstance, deps: EventsWsDeps):
     if (!req.headers.authorization && ticket) {
       return auth.redeemTicket(ticket, "events");
     }
-    return auth.authenticate(credentialOf(req));
+    return auth.authenticate(credentialFrom(req.headers));
   }
 
   async function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, url: URL): Promise<void> {
