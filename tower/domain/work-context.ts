@@ -1,0 +1,138 @@
+// What the work services share: the store and clock, the caches, and the lookups and state
+// changes both the catalog (domains, missions, tasks) and the claim loop use.
+import { iso } from "../../common/clock.js";
+import { EpError, invalidField } from "../../common/errors.js";
+import type { Store, TaskRow } from "../store/store.js";
+import { authorize, type Caller } from "./caller.js";
+import type { Deps } from "./deps.js";
+import { commit, type Emit } from "./event-hub.js";
+import { FINAL, HELD, immutableCache, taskEvent, type ActingAgent } from "./work-support.js";
+
+export type WorkContext = ReturnType<typeof createWorkContext>;
+
+export function createWorkContext(deps: Deps) {
+  const { store, clock, limits } = deps;
+  const now = () => iso(clock.now());
+  // Every claim, heartbeat and completion names its agent, every submit its mission: one
+  // statement each saved on the hot path (a round trip on PostgreSQL).
+  const agents = immutableCache<ActingAgent>(clock);
+  const missions = immutableCache<{ id: string; domainId: string }>(clock);
+
+  async function mustDomain(s: Store, id: string) {
+    if (!id) throw invalidField("domain_id", "is required");
+    const d = await s.getDomain(id);
+    if (!d) throw new EpError("domain_not_found", `domain ${id} does not exist`);
+    return d;
+  }
+
+  async function mustMission(s: Store, id: string) {
+    if (!id) throw invalidField("mission_id", "is required");
+    const m = await s.getMission(id);
+    if (!m) throw new EpError("mission_not_found", `mission ${id} does not exist`);
+    return m;
+  }
+
+  async function mustTask(s: Store, id: string) {
+    if (!id) throw invalidField("task_id", "is required");
+    const t = await s.getTask(id);
+    if (!t) throw new EpError("task_not_found", `task ${id} does not exist`);
+    return t;
+  }
+
+  /** A mission's id and domain (what creating a task needs), from the cache when it can. */
+  async function missionDomain(s: Store, id: string): Promise<{ id: string; domainId: string }> {
+    const hit = id ? missions.get(id) : undefined;
+    if (hit) return hit;
+    const m = await mustMission(s, id);
+    const value = { id: m.id, domainId: m.domainId };
+    missions.set(id, value);
+    return value;
+  }
+
+  /** The agent a work-loop call acts for; a node may act only for its own agents. */
+  async function mustActingAgent(caller: Caller, agentId: string): Promise<ActingAgent> {
+    if (!agentId) throw invalidField("agent_id", "is required");
+    let agent = agents.get(agentId);
+    if (!agent) {
+      const row = await store.getAgent(agentId);
+      if (!row) throw new EpError("agent_not_found", `agent ${agentId} does not exist`);
+      agent = { id: row.id, domainId: row.domainId, nodeId: row.nodeId, runtime: row.runtime, capabilities: row.capabilities };
+      agents.set(agentId, agent);
+    }
+    authorize(caller, "work", { domainId: agent.domainId });
+    if (caller.role === "node" && agent.nodeId !== caller.nodeId) {
+      throw new EpError("forbidden", `agent ${agentId} runs on another node`);
+    }
+    return agent;
+  }
+
+  /** Recomputes a broadcast task from its runs: succeeded when all succeed, failed if any fails. */
+  async function settleBroadcast(tx: Store, emit: Emit, parentId: string): Promise<void> {
+    if (!parentId) return;
+    const parent = await tx.getTask(parentId);
+    if (!parent) return;
+    const runs = await tx.listTasks({ parentTaskId: parentId });
+    let status = "queued";
+    if (runs.some((r) => r.status === "failed")) status = "failed";
+    else if (runs.length && runs.every((r) => r.status === "succeeded")) status = "succeeded";
+    else if (runs.length && runs.every((r) => FINAL.includes(r.status))) status = "cancelled";
+    else if (runs.some((r) => r.status !== "queued")) status = "running";
+    if (status === parent.status) return;
+    const result =
+      status === "failed" || status === "succeeded"
+        ? {
+            output: "",
+            error: status === "failed" ? `runs failed: ${runs.filter((r) => r.status === "failed").map((r) => r.id).join(", ")}` : "",
+          }
+        : null;
+    const updated = await tx.updateTask(parentId, { status, result, updatedAt: now() });
+    if (updated) taskEvent(emit, updated, `task.${status}`);
+  }
+
+  async function requeueOrFail(tx: Store, emit: Emit, t: TaskRow, reason: string): Promise<TaskRow | undefined> {
+    const exhausted = t.attempts >= t.maxAttempts;
+    const updated = await tx.updateTask(
+      t.id,
+      exhausted
+        ? { status: "failed", claimedBy: "", leaseExpiresMs: null, result: { output: t.result?.output ?? "", error: `${reason} (attempt ${t.attempts} of ${t.maxAttempts})` }, updatedAt: now() }
+        : { status: "queued", claimedBy: "", leaseExpiresMs: null, updatedAt: now() },
+      { status: HELD, claimedBy: t.claimedBy, attempts: t.attempts },
+    );
+    if (updated) {
+      taskEvent(emit, updated, exhausted ? "task.failed" : "task.requeued", { reason });
+      await settleBroadcast(tx, emit, updated.parentTaskId);
+    }
+    return updated;
+  }
+
+  async function claimOnce(agent: ActingAgent): Promise<TaskRow | undefined> {
+    return commit(deps, async (tx, emit) => {
+      const t = await tx.claimTask(
+        { agentId: agent.id, domainId: agent.domainId, runtime: agent.runtime, capabilities: agent.capabilities },
+        clock.now(),
+        limits.leaseMs,
+      );
+      if (t) {
+        taskEvent(emit, t, "task.claimed");
+        if (t.parentTaskId) await settleBroadcast(tx, emit, t.parentTaskId);
+      }
+      return t;
+    });
+  }
+
+  /** Loads a task the agent holds; distinguishes finished, expired and taken leases. */
+  async function mustHeld(tx: Store, taskId: string, agentId: string): Promise<TaskRow> {
+    const t = await mustTask(tx, taskId);
+    if (t.kind !== "claimable") throw new EpError("task_wrong_kind", `task ${taskId} is a Kanban task; the claim loop does not apply`);
+    if (FINAL.includes(t.status)) throw new EpError("task_finished", `task ${taskId} is already ${t.status}`, { status: t.status });
+    if (!HELD.includes(t.status) || t.claimedBy !== agentId) {
+      throw new EpError("lease_not_held", `agent ${agentId} does not hold the lease on task ${taskId} (status ${t.status})`, { status: t.status });
+    }
+    if (t.leaseExpiresMs !== null && t.leaseExpiresMs <= clock.now()) {
+      throw new EpError("lease_expired", `the lease on task ${taskId} expired; it goes back to the queue`);
+    }
+    return t;
+  }
+
+  return { deps, store, clock, limits, now, agents, missions, mustDomain, mustMission, mustTask, missionDomain, mustActingAgent, settleBroadcast, requeueOrFail, claimOnce, mustHeld };
+}
