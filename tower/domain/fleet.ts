@@ -15,6 +15,9 @@ import type { Deps } from "./deps.js";
 import { commit } from "./event-hub.js";
 import type { Replication } from "./replication.js";
 import { RUNTIMES, sumUsage } from "./work.js";
+import { createWakeIndex, wakeUps } from "./fleet-wake.js";
+
+export { createWakeIndex, wakeUps };
 
 const AGENT_STATES = ["starting", "idle", "busy", "paused", "restarting", "dead", "offline"] as const;
 const HOSTNAME = /^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$/;
@@ -488,93 +491,4 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
       return create(fleet.SuperviseAgentResponseSchema, { agent: agentMsg(a) });
     },
   };
-}
-
-interface Reachable {
-  nodeId: string;
-  runtime: string;
-  capabilities: string[];
-}
-
-/**
- * Agents of linked nodes by domain. nodesFor() is O(agents of the task's domain on linked nodes):
- * a task never looks at nodes that serve only other domains.
- */
-export function createWakeIndex() {
-  const byDomain = new Map<string, Map<string, Reachable>>();
-  const agentDomain = new Map<string, string>();
-  const nodeAgents = new Map<string, Set<string>>();
-
-  function remove(agentId: string): void {
-    const domainId = agentDomain.get(agentId);
-    if (domainId === undefined) return;
-    agentDomain.delete(agentId);
-    const inDomain = byDomain.get(domainId)!;
-    const nodeId = inDomain.get(agentId)!.nodeId;
-    inDomain.delete(agentId);
-    if (!inDomain.size) byDomain.delete(domainId);
-    nodeAgents.get(nodeId)?.delete(agentId);
-  }
-
-  return {
-    add(a: { id: string; domainId: string; nodeId: string; runtime: string; capabilities: string[] }): void {
-      if (!a.nodeId) return;
-      remove(a.id);
-      let inDomain = byDomain.get(a.domainId);
-      if (!inDomain) byDomain.set(a.domainId, (inDomain = new Map()));
-      inDomain.set(a.id, { nodeId: a.nodeId, runtime: a.runtime, capabilities: a.capabilities });
-      agentDomain.set(a.id, a.domainId);
-      let mine = nodeAgents.get(a.nodeId);
-      if (!mine) nodeAgents.set(a.nodeId, (mine = new Set()));
-      mine.add(a.id);
-    },
-    remove,
-    dropNode(nodeId: string): void {
-      for (const id of nodeAgents.get(nodeId) ?? []) remove(id);
-      nodeAgents.delete(nodeId);
-    },
-    /** Nodes with an agent in the domain that runs the runtime (any when empty) and has every capability. */
-    nodesFor(domainId: string, runtime: string, capabilities: readonly string[]): Set<string> {
-      const out = new Set<string>();
-      for (const a of byDomain.get(domainId)?.values() ?? []) {
-        if (out.has(a.nodeId)) continue;
-        if (runtime && a.runtime !== runtime) continue;
-        if (capabilities.every((c) => a.capabilities.includes(c))) out.add(a.nodeId);
-      }
-      return out;
-    },
-  };
-}
-
-type WakeIndex = ReturnType<typeof createWakeIndex>;
-
-/**
- * The task_ready messages for the queued unassigned tasks of one committed batch: one message
- * per node with an agent that could claim one of them, the tasks coalesced in data.tasks (the
- * first one also in the message's own fields, for an epd that reads only those). Assigned work
- * goes to the assignee's node elsewhere; a broadcast parent wakes nobody (its runs are assigned).
- */
-export function wakeUps(events: readonly EventRow[], reach: WakeIndex): Map<string, { kind: string; taskId: string; data: JsonObject }> {
-  const perNode = new Map<string, JsonObject[]>();
-  for (const e of events) {
-    if (e.type !== "matrix" || !e.taskId || e.status !== "queued" || e.agentId || e.payload.claim_policy === "broadcast") continue;
-    // runtime and capabilities let the node pick one agent that can take the task
-    const runtime = typeof e.payload.runtime === "string" ? e.payload.runtime : "";
-    const capabilities = Array.isArray(e.payload.capabilities) ? e.payload.capabilities.filter((c): c is string => typeof c === "string") : [];
-    const hint: JsonObject = { task_id: e.taskId, domain_id: e.domainId };
-    if (typeof e.payload.runtime === "string") hint.runtime = runtime;
-    if (Array.isArray(e.payload.capabilities)) hint.capabilities = capabilities;
-    for (const nodeId of reach.nodesFor(e.domainId, runtime, capabilities)) {
-      const list = perNode.get(nodeId);
-      if (list) list.push(hint);
-      else perNode.set(nodeId, [hint]);
-    }
-  }
-  const out = new Map<string, { kind: string; taskId: string; data: JsonObject }>();
-  for (const [nodeId, tasks] of perNode) {
-    const { task_id, ...data } = tasks[0];
-    if (tasks.length > 1) data.tasks = tasks;
-    out.set(nodeId, { kind: "task_ready", taskId: task_id as string, data });
-  }
-  return out;
 }
