@@ -7,16 +7,18 @@ import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Clock, ClockTimer } from "../../common/clock.js";
 import { iso } from "../../common/clock.js";
-import { ConnectError } from "@connectrpc/connect";
-import { toEpError, type EpError } from "../../common/errors.js";
+import { toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { TowerClients } from "../link/tower-client.js";
-import { createBackoff } from "../../common/backoff.js";
 import type { ProgressFrame, RunHandle, RunResult } from "../runtimes/runtime.js";
 import type { RuntimeRegistry } from "../runtimes/registry.js";
 import type { AgentStore, LocalAgentRecord } from "./agent-store.js";
 import { createFrameBatcher } from "./frame-batcher.js";
+import { createAgentStates } from "./agent-states.js";
+import { createOutcomeReporter, refusedByTower } from "./report.js";
+
+export { refusedByTower };
 import type { InflightEntry, Journal, TaskOutcome } from "./journal.js";
 import { killOrphanGroup, processStartTime } from "./orphans.js";
 import type { SessionTable } from "./sessions.js";
@@ -118,13 +120,13 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
   const { tower, agents, clock, log, journal, sessions } = deps;
   const slots = new Map<string, Slot>();
   const runs = new Map<string, Run>();
-  const reports = new Set<Promise<void>>();
   let stopping = false;
   let closed = false;
+  const reporter = createOutcomeReporter({ tower, journal, clock, log, backoff: deps.reportBackoff, closed: () => closed });
+  const deliver = (entry: InflightEntry) => reporter.deliver(entry);
   let rotate = 0;
   /** agents with an outcome from a previous daemon still undelivered: they claim only once it is */
   const blocked = new Map<string, number>();
-  const retryTimers = new Set<{ timer: ClockTimer; wake(): void }>();
 
   /**
    * Domains where a wake-up found no idle agent to claim with: work may be queued there, so an
@@ -146,33 +148,9 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
     return s;
   };
 
-  // ---- agent state on the tower: coalesced, never on the claim path
-  const desired = new Map<string, string>();
-  const sent = new Map<string, string>();
-  let announcing = false;
-  async function pushStates(): Promise<void> {
-    if (announcing) return;
-    announcing = true;
-    try {
-      for (;;) {
-        const next = [...desired].find(([id, st]) => sent.get(id) !== st);
-        if (!next || closed) return;
-        const [agentId, state] = next;
-        sent.set(agentId, state);
-        await tower.agents.updateAgentState({ agentId, state, reason: "epd" }).catch((err: unknown) => {
-          sent.delete(agentId);
-          log.debug("agent state not sent", { agent_id: agentId, error: toEpError(err).message });
-          if (toEpError(err).errorClass !== "not_found") desired.delete(agentId);
-        });
-      }
-    } finally {
-      announcing = false;
-    }
-  }
-  const setAgentState = (agentId: string, state: string) => {
-    desired.set(agentId, state);
-    void pushStates();
-  };
+  // agent state on the tower: coalesced, never on the claim path (agent-states.ts)
+  const states = createAgentStates({ tower, log, closed: () => closed });
+  const setAgentState = (agentId: string, state: string) => states.set(agentId, state);
 
   // ---- claiming
 
@@ -411,57 +389,6 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
     await delivered;
   }
 
-  // ---- reporting, retried until acknowledged
-
-  function deliver(entry: InflightEntry): Promise<void> {
-    const p = report(entry).finally(() => reports.delete(p));
-    reports.add(p);
-    return p;
-  }
-
-  async function report(entry: InflightEntry): Promise<void> {
-    await journal.put(entry);
-    const o = entry.outcome!;
-    const backoff = createBackoff(deps.reportBackoff);
-    const u = o.usage;
-    const usage = u && { inputTokens: BigInt(Math.trunc(u.input_tokens)), outputTokens: BigInt(Math.trunc(u.output_tokens)), cachedInputTokens: BigInt(Math.trunc(u.cached_input_tokens)), costUsd: u.cost_usd, model: u.model };
-    const result = { output: o.output, exitCode: o.exitCode, error: o.error ?? "", ...(usage ? { usage } : {}) };
-    for (;;) {
-      try {
-        if (o.ok) await tower.work.completeTask({ taskId: entry.taskId, agentId: entry.agentId, result });
-        else await tower.work.failTask({ taskId: entry.taskId, agentId: entry.agentId, result, retryable: o.retryable });
-        break;
-      } catch (err) {
-        const refused = refusedByTower(err);
-        if (refused) {
-          // the tower decided otherwise (lease expired and requeued, cancelled, gone): nothing to report any more
-          log.warn("outcome refused by the tower", { task_id: entry.taskId, code: refused.code, error: refused.message });
-          break;
-        }
-        const e = toEpError(err);
-        if (closed) return; // stays in the journal; the next start reports it
-        // hold the lease while the outcome cannot get through (best effort: a tower that is down
-        // answers neither; one that is up but unreachable on this path keeps the task ours)
-        tower.work.heartbeatTask({ taskId: entry.taskId, agentId: entry.agentId }).catch(() => undefined);
-        const delay = backoff.next();
-        log.warn("outcome not acknowledged; retrying", { task_id: entry.taskId, in_ms: delay, error: e.message });
-        await new Promise<void>((resolve) => {
-          const t = {
-            timer: clock.setTimeout(() => t.wake(), delay),
-            wake: () => {
-              clock.clearTimeout(t.timer);
-              retryTimers.delete(t);
-              resolve();
-            },
-          };
-          retryTimers.add(t);
-        });
-        if (closed) return;
-      }
-    }
-    await journal.remove(entry.taskId);
-  }
-
   return {
     async recover() {
       const recovered = (e: InflightEntry) => {
@@ -523,9 +450,7 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
     running: () => [...runs.values()].map((r) => ({ taskId: r.task.id, agentId: r.agent.id, pid: r.handle?.pid })),
 
     announceAgents() {
-      sent.clear();
-      for (const a of allAgents()) desired.set(a.id, slotOf(a.id).state === "busy" ? "busy" : "idle");
-      void pushStates();
+      states.announce(allAgents().map((a) => [a.id, slotOf(a.id).state === "busy" ? "busy" : "idle"]));
     },
 
     async shutdown(graceMs, reportWaitMs = 5000) {
@@ -548,27 +473,15 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
           await all();
         }
       }
-      if (reports.size) {
+      if (reporter.pending()) {
         let timer: ClockTimer | undefined;
-        await Promise.race([Promise.all([...reports]), new Promise<void>((r) => (timer = clock.setTimeout(r, reportWaitMs)))]);
+        await Promise.race([reporter.settled(), new Promise<void>((r) => (timer = clock.setTimeout(r, reportWaitMs)))]);
         if (timer) clock.clearTimeout(timer);
       }
       closed = true;
-      for (const t of [...retryTimers]) t.wake();
-      await Promise.all([...reports]);
+      reporter.stop();
+      await reporter.settled();
       await Promise.all([...runs.values()].map((r) => r.done));
     },
   };
-}
-
-/**
- * The tower's decision against a call, or undefined when there was none. A refusal is an answer
- * from the tower, which always names its EP error code; a transport failure (a reset or refused
- * connection, a tower killed mid-request: connect-node reports ECONNRESET as "aborted", which
- * would read as a conflict) or an overloaded or failing tower is never one, so the call is retried.
- */
-export function refusedByTower(err: unknown): EpError | undefined {
-  if (!(err instanceof ConnectError) || !err.metadata.get("ep-error-code")) return undefined;
-  const e = toEpError(err);
-  return ["unavailable", "internal", "rate_limited"].includes(e.errorClass) ? undefined : e;
 }

@@ -1,0 +1,101 @@
+// Reporting a run's outcome to the tower, retried until it is acknowledged (with the journal
+// keeping it across restarts) or the tower refuses it (the lease went elsewhere, the task was
+// cancelled). While an outcome cannot get through, the lease is held with heartbeats.
+import { ConnectError } from "@connectrpc/connect";
+import { createBackoff, type BackoffOptions } from "../../common/backoff.js";
+import type { Clock, ClockTimer } from "../../common/clock.js";
+import { toEpError, type EpError } from "../../common/errors.js";
+import type { Logger } from "../../common/log.js";
+import type { TowerClients } from "../link/tower-client.js";
+import type { InflightEntry, Journal } from "./journal.js";
+
+export interface OutcomeReporterDeps {
+  tower: TowerClients;
+  journal: Journal;
+  clock: Clock;
+  log: Logger;
+  backoff?: BackoffOptions;
+  /** the worker is closing: stop retrying (the entry stays in the journal for the next start) */
+  closed(): boolean;
+}
+
+export function createOutcomeReporter(deps: OutcomeReporterDeps) {
+  const { tower, journal, clock, log } = deps;
+  const reports = new Set<Promise<void>>();
+  const retryTimers = new Set<{ timer: ClockTimer; wake(): void }>();
+  const closed = () => deps.closed();
+
+
+function deliver(entry: InflightEntry): Promise<void> {
+  const p = report(entry).finally(() => reports.delete(p));
+  reports.add(p);
+  return p;
+}
+
+async function report(entry: InflightEntry): Promise<void> {
+  await journal.put(entry);
+  const o = entry.outcome!;
+  const backoff = createBackoff(deps.backoff);
+  const u = o.usage;
+  const usage = u && { inputTokens: BigInt(Math.trunc(u.input_tokens)), outputTokens: BigInt(Math.trunc(u.output_tokens)), cachedInputTokens: BigInt(Math.trunc(u.cached_input_tokens)), costUsd: u.cost_usd, model: u.model };
+  const result = { output: o.output, exitCode: o.exitCode, error: o.error ?? "", ...(usage ? { usage } : {}) };
+  for (;;) {
+    try {
+      if (o.ok) await tower.work.completeTask({ taskId: entry.taskId, agentId: entry.agentId, result });
+      else await tower.work.failTask({ taskId: entry.taskId, agentId: entry.agentId, result, retryable: o.retryable });
+      break;
+    } catch (err) {
+      const refused = refusedByTower(err);
+      if (refused) {
+        // the tower decided otherwise (lease expired and requeued, cancelled, gone): nothing to report any more
+        log.warn("outcome refused by the tower", { task_id: entry.taskId, code: refused.code, error: refused.message });
+        break;
+      }
+      const e = toEpError(err);
+      if (closed()) return; // stays in the journal; the next start reports it
+      // hold the lease while the outcome cannot get through (best effort: a tower that is down
+      // answers neither; one that is up but unreachable on this path keeps the task ours)
+      tower.work.heartbeatTask({ taskId: entry.taskId, agentId: entry.agentId }).catch(() => undefined);
+      const delay = backoff.next();
+      log.warn("outcome not acknowledged; retrying", { task_id: entry.taskId, in_ms: delay, error: e.message });
+      await new Promise<void>((resolve) => {
+        const t = {
+          timer: clock.setTimeout(() => t.wake(), delay),
+          wake: () => {
+            clock.clearTimeout(t.timer);
+            retryTimers.delete(t);
+            resolve();
+          },
+        };
+        retryTimers.add(t);
+      });
+      if (closed()) return;
+    }
+  }
+  await journal.remove(entry.taskId);
+}
+
+  return {
+    /** Reports the entry's outcome (in the background; the promise settles when it is done). */
+    deliver,
+    /** Reports still under way. */
+    pending: () => reports.size,
+    settled: () => Promise.all([...reports]).then(() => undefined),
+    /** Ends the waits between retries (closing): each report returns, its entry stays journaled. */
+    stop() {
+      for (const t of [...retryTimers]) t.wake();
+    },
+  };
+}
+
+/**
+ * The tower's decision against a call, or undefined when there was none. A refusal is an answer
+ * from the tower, which always names its EP error code; a transport failure (a reset or refused
+ * connection, a tower killed mid-request: connect-node reports ECONNRESET as "aborted", which
+ * would read as a conflict) or an overloaded or failing tower is never one, so the call is retried.
+ */
+export function refusedByTower(err: unknown): EpError | undefined {
+  if (!(err instanceof ConnectError) || !err.metadata.get("ep-error-code")) return undefined;
+  const e = toEpError(err);
+  return ["unavailable", "internal", "rate_limited"].includes(e.errorClass) ? undefined : e;
+}
