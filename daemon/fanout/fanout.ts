@@ -13,6 +13,7 @@ import { systemClock, iso, type Clock, type ClockTimer } from "../../common/cloc
 import { EpError } from "../../common/errors.js";
 import { createLogger, type Logger } from "../../common/log.js";
 import { createSseStream } from "../../common/sse.js";
+import { createMqttSource } from "./mqtt.js";
 
 export interface FanoutOptions {
   /** the tower's base URL (…/events/stream is appended) or the full stream URL */
@@ -329,43 +330,8 @@ export function createFanout(opts: FanoutOptions): Fanout {
     req.end();
   }
 
-  // ---- MQTT ---------------------------------------------------------------------------------
-
-  let mqttClient: { end(force?: boolean, cb?: () => void): unknown; connected: boolean } | undefined;
-  let mqttMessages = 0;
-  async function startMqtt(): Promise<void> {
-    if (!opts.mqtt) return;
-    const { connect: mqttConnect } = await import("mqtt");
-    const client = mqttConnect(opts.mqtt.url, { reconnectPeriod: 1000, connectTimeout: 10_000, clientId: `epd-fanout-${process.pid}-${Math.random().toString(36).slice(2, 8)}` });
-    mqttClient = client;
-    const topics = [...opts.mqtt.topics];
-    client.on("connect", () => {
-      client.subscribe(topics, { qos: 0 }, (err) => {
-        if (err) log.warn("MQTT subscribe failed", { error: err.message, topics });
-        else log.info("MQTT subscribed", { topics });
-      });
-    });
-    client.on("error", (err: Error) => log.warn("MQTT error", { error: err.message }));
-    client.on("message", (topic: string, payload: Buffer) => {
-      mqttMessages++;
-      const text = payload.toString("utf8");
-      let body: unknown;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        body = { text };
-      }
-      emitLocal("mqtt", { type: "mqtt", name: "mqtt.message", topic, payload: body !== null && typeof body === "object" && !Array.isArray(body) ? body : { value: body } });
-    });
-    await new Promise<void>((resolve) => {
-      // do not block start on a broker that is down; MQTT.js keeps reconnecting
-      const t = setTimeout(resolve, 2000);
-      client.once("connect", () => {
-        clearTimeout(t);
-        resolve();
-      });
-    });
-  }
+  // ---- MQTT (mqtt.ts): broker messages join the local feed
+  const mqtt = opts.mqtt ? createMqttSource(opts.mqtt, log, (body) => emitLocal("mqtt", body)) : undefined;
 
   // ---- local server ------------------------------------------------------------------------
 
@@ -469,7 +435,7 @@ export function createFanout(opts: FanoutOptions): Fanout {
       url = `http://${host.includes(":") ? `[${host}]` : host}:${addr.port}`;
       keepAliveTimer = clock.setTimeout(keepAliveTick, keepAliveMs);
       connect();
-      await startMqtt();
+      await mqtt?.start();
       log.info("local event fan-out listening", { url: `${url}/events`, upstream: streamUrl.href, mqtt: opts.mqtt?.url ?? "" });
       return { url };
     },
@@ -485,7 +451,7 @@ export function createFanout(opts: FanoutOptions): Fanout {
         throttleEpisodes,
         downSince: downSince === null ? null : iso(downSince),
         clients: clients.size,
-        mqtt: opts.mqtt ? { url: opts.mqtt.url, connected: mqttClient?.connected ?? false, topics: opts.mqtt.topics, messages: mqttMessages } : null,
+        mqtt: mqtt?.stats() ?? null,
       };
     },
     async close() {
@@ -498,7 +464,7 @@ export function createFanout(opts: FanoutOptions): Fanout {
       for (const c of clients) c.end();
       clients.clear();
       for (const ws of wss.clients) ws.terminate();
-      if (mqttClient) await new Promise<void>((r) => mqttClient!.end(true, () => r()));
+      await mqtt?.close();
       await new Promise<void>((r) => {
         server.close(() => r());
         server.closeAllConnections();
