@@ -6,150 +6,29 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { randomBytes } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import type { Clock, ClockTimer } from "../../common/clock.js";
+import type { ClockTimer } from "../../common/clock.js";
 import { EpError, invalidField, toEpError } from "../../common/errors.js";
-import type { Logger } from "../../common/log.js";
 import { epHome } from "../../common/paths.js";
-import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { LinkResponse, ReportNodeStateRequestSchema } from "../../gen/ep/tower/v1/fleet_pb.js";
-import { createCronDispatcher, createFileCronStore, createJobDispatch, type CronDispatcher, type CronFire, type CronStore } from "../cron/index.js";
-import type { TowerClients } from "../link/tower-client.js";
+import { createCronDispatcher, createFileCronStore, createJobDispatch, type CronFire, type CronStore } from "../cron/index.js";
 import type { RunHandle } from "../runtimes/runtime.js";
-import type { RuntimeRegistry } from "../runtimes/registry.js";
-import type { RunRedactor } from "../secrets/broker.js";
-import { chooseServiceBackend, createWatchdog, type ServiceBackend, type SupervisedStatus, type Watchdog, type WatchdogEvent } from "../supervise/index.js";
+import { chooseServiceBackend, createWatchdog, type SupervisedStatus, type WatchdogEvent } from "../supervise/index.js";
 import type { LocalAgentRecord } from "../worker/agent-store.js";
 import { createFrameBatcher } from "../worker/frame-batcher.js";
 import { createJsonFileWriter, readJsonFile } from "../worker/json-file.js";
-import { SESSION_ID, type SessionTable } from "../worker/sessions.js";
+import { SESSION_ID } from "../worker/sessions.js";
 import { formatAgentsFileError, readAgentsFile, type AgentsFileError, type FleetProfile } from "./agents-file.js";
 import { createEventPublisher, type EventPublisher, type FleetEvent } from "./events.js";
-import { createAcpHost, createFleetBackend, createTmuxHost, type AcpHost, type HostedAgent, type TmuxHost } from "./hosts.js";
+import { createAcpHost, createFleetBackend, createTmuxHost, type AcpHost, type HostedAgent } from "./hosts.js";
 import { fleetSettings, type FleetSettings } from "./settings.js";
 import { createStateReporter } from "./state-report.js";
+import { createConfigReload } from "./fleet-reload.js";
+import type { ConfigReloadError, Delivery, EnrolledState, Fleet, FleetDeps, NodeState, ProfileView } from "./fleet-types.js";
 
-export type Delivery = "tmux_send_keys" | "acp_prompt" | "one_shot_run" | string;
-export type SignalSource = "cli" | "cron" | "tower";
-
-export interface FleetDeps {
-  env: NodeJS.ProcessEnv;
-  clock: Clock;
-  log: Logger;
-  /** The daemon home ($EP_HOME/epd). */
-  home: string;
-  tower: TowerClients;
-  runtimes: RuntimeRegistry;
-  sessions: SessionTable;
-  /** The daemon's environment without credentials; base of every agent's environment. */
-  baseEnv: Record<string, string>;
-  /** Holds the `epd` launcher; first on every agent's PATH. */
-  binDir: string;
-  secretsSocket: string;
-  /** The secrets broker's redaction: fetched values become [redacted:NAME] in what the fleet publishes. */
-  redactor?: (sessionId: string) => RunRedactor;
-  /** Agents enrolled with `ep daemon agent enroll` (not profiles): signalled through the worker's one-shot runner. */
-  enrolled?: { find(target: string): LocalAgentRecord | undefined; deliver(agent: LocalAgentRecord, prompt: string): string };
-  /** Overrides of the env settings (tests). */
-  settings?: Partial<FleetSettings>;
-  /** A ready backend instead of chooseServiceBackend (tests). */
-  serviceBackend?: ServiceBackend;
-  /** Re-reads runtimes.toml into the runtime registry (config_reload); throws the file's EpError. */
-  reloadRuntimes?: () => Promise<void>;
-  /** A profile was enrolled at the tower (its tower agent id): it can claim now. */
-  onEnrolled?: (agentId: string) => void;
-}
-
-/** One problem found by a config reload (NodeConfigError in proto JSON terms). */
-export interface ConfigReloadError {
-  file: string;
-  line: number;
-  field: string;
-  /** the cron job or agent profile at fault */
-  item: string;
-  message: string;
-}
-
-/** What ReportNodeState sends. */
-export type NodeState = MessageInitShape<typeof ReportNodeStateRequestSchema>;
-
-export interface ConfigReloadResult {
-  status: "ok" | "failed";
-  /** one line per file: "cron.toml: 2 jobs", "agents.toml: unchanged", … */
-  results: string[];
-  errors: ConfigReloadError[];
-}
-
-/** What mgmt.sock shows for a profile (ep.daemon.v1.LocalAgent in proto JSON terms). */
-export interface ProfileView {
-  id: string;
-  domainId: string;
-  name: string;
-  runtime: string;
-  capabilities: string[];
-  state: string;
-  supervised: boolean;
-  paused: boolean;
-  pid: number;
-  session: string;
-  lastRestartAt: string;
-  restarts: number;
-  detail: string;
-}
-
-export interface Fleet {
-  readonly settings: FleetSettings;
-  readonly cron: CronDispatcher;
-  readonly watchdog: Watchdog;
-  readonly tmux: TmuxHost;
-  /** Adopts or starts profile agents, enrolls profiles that name a domain, starts cron. */
-  start(): Promise<void>;
-  /** Stops cron and the watchdog; tmux panes and process-backend agents keep running for the next daemon. */
-  close(): Promise<void>;
-  profiles(): FleetProfile[];
-  /** agents.toml errors of the last load (empty when it was valid). */
-  loadErrors(): AgentsFileError[];
-  /** By profile id, tmux session, tower agent id or name. */
-  findProfile(target: string): FleetProfile | undefined;
-  /** The one signal path: delivers and records an inbox event (unless the tower already did). */
-  signal(target: string, prompt: string, opts?: { source?: SignalSource; inbox?: boolean }): Promise<Delivery>;
-  /** A `signal`/`supervise` link command for a profile: handled (true) or not ours (false). */
-  handleLink(msg: LinkResponse): boolean;
-  /** Every profile with its live state. */
-  views(): Promise<ProfileView[]>;
-  /** A supervised profile by id, tower agent id or session; agent_not_found otherwise. */
-  supervised(target: string): FleetProfile;
-  view(profile: FleetProfile, status?: SupervisedStatus): Promise<ProfileView>;
-  towerAgentId(profileId: string): string | undefined;
-  /**
-   * Profiles enrolled at the tower as claimers for the task worker: the tower routes `assigned`
-   * tasks, broadcast runs and matching `first_claim` tasks to them, so the worker claims under
-   * their tower agent id (`id`), with `profile` set to the profile id.
-   */
-  claimers(): LocalAgentRecord[];
-  /** Where a claimed task of a profile runs: the profile's cwd and env (the worker adds the per-run EP_* variables). */
-  taskPlace(profileId: string): { cwd: string; env: Record<string, string> } | undefined;
-  /**
-   * Reloads cron.toml (invalid: the running jobs are kept) and runtimes.toml (new runs use it),
-   * then applies agents.toml (invalid: the running profiles are kept; valid: removed profiles
-   * stop, changed ones restart, new ones start); publishes a `config.reload` matrix event with
-   * every error and its line.
-   */
-  reloadConfig(opts?: { requestId?: string; source?: string }): Promise<ConfigReloadResult>;
-  /** The state ReportNodeState sends: cron jobs, supervised agents, config errors. */
-  stateSnapshot(): Promise<NodeState>;
-  /** Something the tower shows changed (or the link is back): push the state soon. */
-  reportState(): void;
-}
+export type * from "./fleet-types.js";
 
 const MAX_PROMPT = 100_000;
 /** The id of the fleet's redaction view at the secrets broker (session ids are `ses_…`). */
 const REDACTION_VIEW = "fleet-events";
-
-interface EnrolledState {
-  agentId: string;
-  domainId: string;
-  runtime: string;
-}
 
 export async function createFleet(deps: FleetDeps): Promise<Fleet> {
   const { clock, log, home, tower } = deps;
@@ -675,81 +554,20 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     }
   }
 
-  // ---- config_reload (the tower's ReloadNodeConfig, `ep node reload <node_id>`)
-  /** An EpError from a config file as reload errors: per-problem details when it has them. */
-  function fileErrors(file: string, err: unknown): ConfigReloadError[] {
-    const e = toEpError(err);
-    const d = (e.details ?? {}) as Record<string, unknown>;
-    const list = Array.isArray(d.errors) ? (d.errors as Record<string, unknown>[]) : [];
-    if (list.length) {
-      return list.map((x) => ({
-        file,
-        line: typeof x.line === "number" ? x.line : 0,
-        field: String(x.field ?? x.key ?? ""),
-        item: String(x.job ?? x.agent ?? ""),
-        message: String(x.message ?? ""),
-      }));
-    }
-    return [{ file, line: typeof d.line === "number" ? d.line : 0, field: typeof d.field === "string" ? d.field : "", item: "", message: e.message }];
-  }
-
-  const nErrors = (n: number) => (n === 1 ? "1 error" : `${n} errors`);
-  async function reloadConfig(opts: { requestId?: string; source?: string } = {}): Promise<ConfigReloadResult> {
-    const results: string[] = [];
-    const problems: ConfigReloadError[] = [];
-    // cron.toml: an invalid file keeps the running jobs
-    try {
-      results.push(`cron.toml: ${cron.reload().jobs} jobs`);
-    } catch (err) {
-      const found = fileErrors(cronFile, err);
-      problems.push(...found);
-      results.push(`cron.toml: ${nErrors(found.length)}; the running jobs were kept`);
-    }
-    // agents.toml: an invalid file keeps the running profiles; a valid one is applied after
-    // runtimes.toml (below), so new and changed profiles start with the new runtime settings
-    const again = readAgentsFile(agentsFile);
-    let agentsResult: string | (() => Promise<string>);
-    if (!again.ok) {
-      errors = again.errors;
-      problems.push(...agentsErrors());
-      agentsResult = `agents.toml: ${nErrors(again.errors.length)}; the running profiles were kept`;
-    } else {
-      errors = [];
-      const next = again.profiles;
-      agentsResult = () => applyProfiles(next);
-    }
-    const agentsAt = results.push("") - 1;
-    // runtimes.toml: new runs use the new commands, runs already going keep theirs
-    if (deps.reloadRuntimes) {
-      try {
-        await deps.reloadRuntimes();
-        results.push("runtimes.toml: reloaded");
-      } catch (err) {
-        const found = fileErrors(join(home, "runtimes.toml"), err);
-        problems.push(...found);
-        results.push(`runtimes.toml: ${nErrors(found.length)}; the running runtime settings were kept`);
-      }
-    } else {
-      results.push("runtimes.toml: not reloadable in this daemon");
-    }
-    results[agentsAt] = typeof agentsResult === "string" ? agentsResult : await agentsResult();
-    const status = problems.length ? "failed" : "ok";
-    (status === "ok" ? log.info : log.warn).call(log, "configuration reloaded", { status, results, errors: problems });
-    publish({
-      type: "matrix",
-      name: "config.reload",
-      status,
-      payload: {
-        ...(opts.requestId ? { request_id: opts.requestId } : {}),
-        source: opts.source ?? "cli",
-        status,
-        results,
-        errors: problems as unknown as JsonObject[],
-      },
-    });
-    reporter.changed();
-    return { status, results, errors: problems };
-  }
+  // ---- config_reload (the tower's ReloadNodeConfig, `ep node reload <node_id>`): fleet-reload.ts
+  const reloadConfig = createConfigReload({
+    home,
+    log,
+    cron,
+    cronFile,
+    agentsFile,
+    reloadRuntimes: deps.reloadRuntimes,
+    setAgentsErrors: (e) => (errors = e),
+    agentsErrors,
+    applyProfiles,
+    publish,
+    changed: () => reporter.changed(),
+  });
 
   const fleet: Fleet = {
     settings,
