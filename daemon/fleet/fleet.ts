@@ -3,17 +3,14 @@
 // tower's `signal` link command), the watchdog over supervised agents, and the cron dispatcher.
 // Every signal is an `inbox` event, every cron fire and supervision step a `matrix` event.
 import type { JsonObject } from "@bufbuild/protobuf";
-import { randomBytes } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { ClockTimer } from "../../common/clock.js";
 import { EpError, invalidField, toEpError } from "../../common/errors.js";
 import { epHome } from "../../common/paths.js";
 import { createCronDispatcher, createFileCronStore, createJobDispatch, type CronFire, type CronStore } from "../cron/index.js";
-import type { RunHandle } from "../runtimes/runtime.js";
 import { chooseServiceBackend, createWatchdog, type SupervisedStatus, type WatchdogEvent } from "../supervise/index.js";
 import type { LocalAgentRecord } from "../worker/agent-store.js";
-import { createFrameBatcher } from "../worker/frame-batcher.js";
 import { createJsonFileWriter, readJsonFile } from "../worker/json-file.js";
 import { SESSION_ID } from "../worker/sessions.js";
 import { formatAgentsFileError, readAgentsFile, type AgentsFileError, type FleetProfile } from "./agents-file.js";
@@ -22,7 +19,9 @@ import { createAcpHost, createFleetBackend, createTmuxHost, type AcpHost, type H
 import { fleetSettings, type FleetSettings } from "./settings.js";
 import { createStateReporter } from "./state-report.js";
 import { createConfigReload } from "./fleet-reload.js";
-import type { ConfigReloadError, Delivery, EnrolledState, Fleet, FleetDeps, NodeState, ProfileView } from "./fleet-types.js";
+import { cronJobState, supervisedState } from "./fleet-state.js";
+import { createSignalDelivery } from "./fleet-signals.js";
+import type { ConfigReloadError, EnrolledState, Fleet, FleetDeps, NodeState, ProfileView } from "./fleet-types.js";
 
 export type * from "./fleet-types.js";
 
@@ -163,50 +162,10 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
   const agentsErrors = (): ConfigReloadError[] =>
     errors.map((e) => ({ file: agentsFile, line: e.line, field: e.field ?? "", item: e.agent ?? "", message: e.message }));
   async function stateSnapshot(): Promise<NodeState> {
-    const cronJobs = cron.list().map((j) => ({
-          name: j.name,
-          kind: j.kind,
-          schedule: j.schedule ?? "",
-          interval: j.interval ?? "",
-          dispatch: j.dispatch,
-          session: j.session ?? "",
-          prompt: j.prompt,
-          missed: j.missed,
-          nextFireAt: j.nextFireAt ?? "",
-          running: j.running,
-          line: j.line,
-      ...(j.lastFire
-        ? {
-            lastFire: {
-              slot: j.lastFire.slot,
-              firedAt: j.lastFire.firedAt,
-              status: j.lastFire.status,
-              error: j.lastFire.error ?? "",
-              ...(j.lastFire.exitCode !== undefined ? { exitCode: j.lastFire.exitCode } : {}),
-            },
-          }
-        : {}),
-    }));
+    const cronJobs = cron.list().map(cronJobState);
     const supervisedAgents = watchdog.list().map((st) => {
       const p = profiles.find((x) => x.id === st.id);
-      const backendName = p?.runtime === "muxhost_hosted" ? "tmux" : p?.runtime === "vendorA_agent_acp" ? "acp" : st.backend;
-      return {
-        profile: st.id,
-        agentId: towerAgentId(st.id) ?? "",
-        domainId: enrolled[st.id]?.domainId ?? p?.domain ?? "",
-        name: st.name,
-        runtime: p?.runtime ?? "",
-        backend: backendName,
-        state: st.state,
-        paused: st.paused,
-        pid: st.pid ?? 0,
-        restarts: st.restarts,
-        lastRestartAt: st.lastRestartAt ?? "",
-        lastRestartReason: st.lastRestartReason ?? "",
-        lastCheckAt: st.lastCheckAt ?? "",
-        nextRetryAt: st.nextRetryAt ?? "",
-        detail: st.detail ?? "",
-      };
+      return supervisedState(st, p, towerAgentId(st.id) ?? "", enrolled[st.id]?.domainId ?? p?.domain ?? "");
     });
     return { cronJobs, supervised: supervisedAgents, configErrors: [...cronErrors(), ...agentsErrors()] };
   }
@@ -300,39 +259,9 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     publish(profileEvent(p, { type: "progress", name: "agent.signal.progress", payload: { run_id: runId, kind: f.kind, text: f.text.slice(0, 8192) } }));
   }
 
-  const liveRuns = new Set<RunHandle>();
-  async function oneShot(p: FleetProfile, prompt: string): Promise<void> {
-    const runId = `sig_${randomBytes(6).toString("hex")}`;
-    const cwd = cwdOf(p);
-    await mkdir(cwd, { recursive: true, mode: 0o700 });
-    const batcher = createFrameBatcher({
-      clock,
-      windowMs: 100,
-      send: async (frames) => frames.forEach((f) => progress(p, runId, f)),
-    });
-    const handle = deps.runtimes.start(p.runtime, {
-      taskId: runId,
-      agentId: towerAgentId(p.id) ?? p.id,
-      prompt,
-      input: { prompt, command: prompt },
-      cwd,
-      env: agentEnv(p, true),
-      onFrame: (f) => batcher.push(f),
-    });
-    liveRuns.add(handle);
-    void handle.result.then(async (result) => {
-      liveRuns.delete(handle);
-      await batcher.flush();
-      publish(
-        profileEvent(p, {
-          type: "matrix",
-          name: "agent.signal.finished",
-          status: result.ok ? "succeeded" : "failed",
-          payload: { run_id: runId, ok: result.ok, output: result.output.slice(-8192), error: result.error ?? "", ...(result.exitCode !== undefined ? { exit_code: result.exitCode } : {}) },
-        }),
-      );
-    });
-  }
+  // ---- delivering a signal to a profile (fleet-signals.ts)
+  const signals = createSignalDelivery({ clock, runtimes: deps.runtimes, tmux, acp, watchdog, hosted, cwdOf, agentEnv, towerAgentId, progress, publish, profileEvent });
+  const deliver = signals.deliver;
 
   function findProfile(target: string): FleetProfile | undefined {
     const t = target.trim();
@@ -342,41 +271,6 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
       profiles.find((p) => towerAgentId(p.id) === t) ??
       profiles.find((p) => p.name === t)
     );
-  }
-
-  async function deliver(p: FleetProfile, prompt: string): Promise<Delivery> {
-    if (p.runtime === "muxhost_hosted") {
-      const agent = hosted(p);
-      if (!(await tmux.isAlive(p.session))) {
-        if (p.supervise && watchdog.list().some((s) => s.id === p.id && s.paused)) {
-          throw new EpError("unavailable", `agent ${p.id}'s tmux pane is not running and its supervision is paused; resume or restart it first`);
-        }
-        await tmux.ensure(agent);
-      }
-      await tmux.send(p.session, prompt);
-      return "tmux_send_keys";
-    }
-    if (p.runtime === "vendorA_agent_acp") {
-      const agent = hosted(p);
-      const runId = `acp_${randomBytes(6).toString("hex")}`;
-      await acp.start(agent, runId);
-      void acp.prompt(agent, prompt, runId).then(
-        (turn) =>
-          publish(
-            profileEvent(p, {
-              type: "matrix",
-              name: "agent.signal.finished",
-              status: turn.stopReason === "end_turn" ? "succeeded" : "failed",
-              payload: { run_id: runId, ok: turn.stopReason === "end_turn", stop_reason: turn.stopReason, output: turn.text.slice(-8192) },
-            }),
-          ),
-        (err: Error) =>
-          publish(profileEvent(p, { type: "matrix", name: "agent.signal.finished", status: "failed", payload: { run_id: runId, ok: false, error: err.message } })),
-      );
-      return "acp_prompt";
-    }
-    await oneShot(p, prompt);
-    return "one_shot_run";
   }
 
   function supervised(target: string): FleetProfile {
@@ -600,7 +494,7 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
       if (enrollTimer) clock.clearTimeout(enrollTimer);
       await cron.close();
       await watchdog.close();
-      await Promise.all([...liveRuns].map((h) => h.cancel("the daemon is shutting down")));
+      await signals.cancelRuns("the daemon is shutting down");
       await acp.close();
       await backend.close();
       tmux.close(); // flushes the pane logs (redacted) before the values are released below
