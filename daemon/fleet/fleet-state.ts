@@ -5,6 +5,8 @@ import type { ReportNodeStateRequestSchema } from "../../gen/ep/tower/v1/fleet_p
 import type { CronDispatcher } from "../cron/index.js";
 import type { SupervisedStatus } from "../supervise/index.js";
 import type { FleetProfile } from "./agents-file.js";
+import type { EnrolledState, ProfileView } from "./fleet-types.js";
+import type { AcpHost, TmuxHost } from "./hosts.js";
 
 type NodeState = MessageInitShape<typeof ReportNodeStateRequestSchema>;
 type CronJob = ReturnType<CronDispatcher["list"]>[number];
@@ -53,5 +55,51 @@ export function supervisedState(st: SupervisedStatus, p: FleetProfile | undefine
     lastCheckAt: st.lastCheckAt ?? "",
     nextRetryAt: st.nextRetryAt ?? "",
     detail: st.detail ?? "",
+  };
+}
+
+/** A profile as `ep agent ls` and the console show it: state and pid from supervision or its host. */
+export async function profileView(
+  p: FleetProfile,
+  status: SupervisedStatus | undefined,
+  x: { tmux: TmuxHost; acp: AcpHost; tmuxSocket: string; towerAgentId(id: string): string | undefined; enrolled: Record<string, EnrolledState> },
+): Promise<ProfileView> {
+  const { tmux, acp, towerAgentId, enrolled } = x;
+  let state = "idle";
+  let pid = 0;
+  if (status) {
+    state = status.state;
+    pid = status.pid ?? 0;
+  } else if (p.runtime === "muxhost_hosted") {
+    const alive = await tmux.isAlive(p.session).catch(() => false);
+    state = alive ? "running" : "dead";
+    pid = alive ? (await tmux.pid(p.session).catch(() => undefined)) ?? 0 : 0; // 0: unknown (the pane is going away)
+  } else if (p.runtime === "vendorA_agent_acp" && acp.isAlive(p.id)) {
+    state = "running";
+    pid = acp.pid(p.id) ?? 0;
+  }
+  const detail = [
+    status?.detail,
+    status?.lastRestartReason && `last restart: ${status.lastRestartReason}`,
+    status?.nextRetryAt && `next retry at ${status.nextRetryAt}`,
+    status && `backend ${p.runtime === "muxhost_hosted" ? `tmux (-L ${x.tmuxSocket})` : p.runtime === "vendorA_agent_acp" ? "acp session" : status.backend}`,
+    towerAgentId(p.id) && `tower agent ${towerAgentId(p.id)}`,
+  ]
+    .filter(Boolean)
+    .join("; ");
+  return {
+    id: p.id,
+    domainId: enrolled[p.id]?.domainId ?? p.domain ?? "",
+    name: p.name,
+    runtime: p.runtime,
+    capabilities: p.capabilities,
+    state,
+    supervised: p.supervise,
+    paused: status?.paused ?? false,
+    pid,
+    session: p.runtime === "muxhost_hosted" ? p.session : "",
+    lastRestartAt: status?.lastRestartAt ?? "",
+    restarts: status?.restarts ?? 0,
+    detail,
   };
 }

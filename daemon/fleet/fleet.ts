@@ -15,13 +15,14 @@ import { createJsonFileWriter, readJsonFile } from "../worker/json-file.js";
 import { SESSION_ID } from "../worker/sessions.js";
 import { formatAgentsFileError, readAgentsFile, type AgentsFileError, type FleetProfile } from "./agents-file.js";
 import { createEventPublisher, type EventPublisher, type FleetEvent } from "./events.js";
-import { createAcpHost, createFleetBackend, createTmuxHost, type AcpHost, type HostedAgent } from "./hosts.js";
+import { createAcpHost, createFleetBackend, createTmuxHost, type AcpHost } from "./hosts.js";
 import { fleetSettings, type FleetSettings } from "./settings.js";
 import { createStateReporter } from "./state-report.js";
 import { createConfigReload } from "./fleet-reload.js";
-import { cronJobState, supervisedState } from "./fleet-state.js";
+import { cronJobState, profileView, supervisedState } from "./fleet-state.js";
 import { createSignalDelivery } from "./fleet-signals.js";
-import type { ConfigReloadError, EnrolledState, Fleet, FleetDeps, NodeState, ProfileView } from "./fleet-types.js";
+import { createProfileEnv } from "./fleet-env.js";
+import type { ConfigReloadError, EnrolledState, Fleet, FleetDeps, NodeState } from "./fleet-types.js";
 
 export type * from "./fleet-types.js";
 
@@ -177,48 +178,9 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     send: (req) => tower.nodes.reportNodeState(req),
   });
 
-  // ---- agent processes
-  const secretsSessions = new Map<string, string>();
-  const cwdOf = (p: FleetProfile) => p.cwd ?? join(home, "agents", p.id);
-
-  function agentEnv(p: FleetProfile, full: boolean): Record<string, string> {
-    let session = secretsSessions.get(p.id);
-    if (!session) {
-      const info = { taskId: `profile:${p.id}`, agentId: towerAgentId(p.id) ?? p.id, domainId: enrolled[p.id]?.domainId ?? "" };
-      const saved = profileSessions[p.id];
-      let opened: string | undefined;
-      if (saved) {
-        try {
-          opened = deps.sessions.open(info, { id: saved }).id;
-        } catch (err) {
-          log.warn("could not re-open a profile's secrets session; it gets a new one", { profile: p.id, error: (err as Error).message });
-        }
-      }
-      session = opened ?? deps.sessions.open(info).id;
-      secretsSessions.set(p.id, session);
-      if (profileSessions[p.id] !== session) {
-        profileSessions[p.id] = session;
-        void saveState();
-      }
-    }
-    return { ...profileEnv(p, full), EP_SECRETS_SESSION: session };
-  }
-
-  /** A profile's environment without a secrets session (task runs open their own). */
-  function profileEnv(p: FleetProfile, full: boolean): Record<string, string> {
-    const runtimeEnv = (deps.runtimes.config as unknown as Record<string, { env?: Record<string, string> }>)[p.runtime]?.env ?? {};
-    const base = full ? { ...deps.baseEnv, ...runtimeEnv } : {};
-    return {
-      ...base,
-      ...p.env,
-      PATH: [deps.binDir, p.env.PATH ?? deps.baseEnv.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(":"),
-      EP_AGENT_ID: towerAgentId(p.id) ?? p.id,
-      EP_PROFILE: p.id,
-      EP_BASE_URL: tower.baseUrl,
-      EP_SECRETS_SOCKET: deps.secretsSocket,
-      ...(enrolled[p.id] ? { EP_DOMAIN_ID: enrolled[p.id].domainId } : {}),
-    };
-  }
+  // ---- agent processes: cwd, environment, secrets session, what the hosts run (fleet-env.ts)
+  const env = createProfileEnv({ deps, home, logDir, rc, tower, log, enrolled, profileSessions, saveState, towerAgentId });
+  const { cwdOf, agentEnv, profileEnv, hosted } = env;
 
   /** An enrolled profile whose enrolment still fits agents.toml (same domain and runtime). */
   const enrolledNow = (p: FleetProfile): EnrolledState | undefined => {
@@ -234,25 +196,6 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     return out;
   }
 
-  function hosted(p: FleetProfile): HostedAgent {
-    if (p.runtime === "muxhost_hosted") {
-      return {
-        id: p.id,
-        name: p.name,
-        mode: "tmux",
-        session: p.session,
-        command: p.command ?? [rc.muxhost_hosted.command, ...rc.muxhost_hosted.args],
-        cwd: cwdOf(p),
-        env: agentEnv(p, true),
-        logFile: join(logDir, `${p.id}.pane.log`),
-      };
-    }
-    if (p.runtime === "vendorA_agent_acp") {
-      return { id: p.id, name: p.name, mode: "acp", command: p.command ?? [rc.vendorA_agent_acp.command, ...rc.vendorA_agent_acp.args], cwd: cwdOf(p), env: agentEnv(p, true) };
-    }
-    if (!p.command) throw new EpError("invalid_argument", `profile ${p.id} (${p.runtime}) has no command to keep running`, { field: "command" });
-    return { id: p.id, name: p.name, mode: "service", command: p.command, cwd: cwdOf(p), env: agentEnv(p, false) };
-  }
 
   // ---- progress of signal runs
   function progress(p: FleetProfile | undefined, runId: string, f: { kind: string; text: string }) {
@@ -280,45 +223,7 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     return p;
   }
 
-  async function view(p: FleetProfile, status?: SupervisedStatus): Promise<ProfileView> {
-    let state = "idle";
-    let pid = 0;
-    if (status) {
-      state = status.state;
-      pid = status.pid ?? 0;
-    } else if (p.runtime === "muxhost_hosted") {
-      const alive = await tmux.isAlive(p.session).catch(() => false);
-      state = alive ? "running" : "dead";
-      pid = alive ? (await tmux.pid(p.session).catch(() => undefined)) ?? 0 : 0; // 0: unknown (the pane is going away)
-    } else if (p.runtime === "vendorA_agent_acp" && acp.isAlive(p.id)) {
-      state = "running";
-      pid = acp.pid(p.id) ?? 0;
-    }
-    const detail = [
-      status?.detail,
-      status?.lastRestartReason && `last restart: ${status.lastRestartReason}`,
-      status?.nextRetryAt && `next retry at ${status.nextRetryAt}`,
-      status && `backend ${p.runtime === "muxhost_hosted" ? `tmux (-L ${settings.tmuxSocket})` : p.runtime === "vendorA_agent_acp" ? "acp session" : status.backend}`,
-      towerAgentId(p.id) && `tower agent ${towerAgentId(p.id)}`,
-    ]
-      .filter(Boolean)
-      .join("; ");
-    return {
-      id: p.id,
-      domainId: enrolled[p.id]?.domainId ?? p.domain ?? "",
-      name: p.name,
-      runtime: p.runtime,
-      capabilities: p.capabilities,
-      state,
-      supervised: p.supervise,
-      paused: status?.paused ?? false,
-      pid,
-      session: p.runtime === "muxhost_hosted" ? p.session : "",
-      lastRestartAt: status?.lastRestartAt ?? "",
-      restarts: status?.restarts ?? 0,
-      detail,
-    };
-  }
+  const view = (p: FleetProfile, status?: SupervisedStatus) => profileView(p, status, { tmux, acp, tmuxSocket: settings.tmuxSocket, towerAgentId, enrolled });
 
   // ---- enrollment (retried until the tower answers)
   let enrollTimer: ClockTimer | undefined;
@@ -396,15 +301,7 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     } catch (err) {
       log.warn("profile agent did not stop cleanly", { profile: p.id, error: (err as Error).message });
     }
-    const session = secretsSessions.get(p.id);
-    if (session) {
-      deps.sessions.end(session);
-      secretsSessions.delete(p.id);
-    }
-    if (profileSessions[p.id]) {
-      delete profileSessions[p.id];
-      await saveState();
-    }
+    await env.endSession(p.id);
     publish(profileEvent(p, { type: "matrix", name: "agent.stopped", status: "stopped", payload: { reason } }));
   }
 
@@ -498,7 +395,7 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
       await acp.close();
       await backend.close();
       tmux.close(); // flushes the pane logs (redacted) before the values are released below
-      for (const id of secretsSessions.values()) deps.sessions.end(id);
+      env.closeSessions();
       await events.close();
       redaction?.release();
       cronStore.close();
