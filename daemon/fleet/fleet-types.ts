@@ -3,6 +3,7 @@
 import type { Clock } from "../../common/clock.js";
 import type { Logger } from "../../common/log.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { LocalAgent } from "../../gen/ep/daemon/v1/mgmt_pb.js";
 import type { LinkResponse, ReportNodeStateRequestSchema } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { type CronDispatcher } from "../cron/index.js";
 import type { TowerClients } from "../link/tower-client.js";
@@ -66,22 +67,8 @@ export interface ConfigReloadResult {
   errors: ConfigReloadError[];
 }
 
-/** What mgmt.sock shows for a profile (ep.daemon.v1.LocalAgent in proto JSON terms). */
-export interface ProfileView {
-  id: string;
-  domainId: string;
-  name: string;
-  runtime: string;
-  capabilities: string[];
-  state: string;
-  supervised: boolean;
-  paused: boolean;
-  pid: number;
-  session: string;
-  lastRestartAt: string;
-  restarts: number;
-  detail: string;
-}
+/** What mgmt.sock shows for a profile: the contract's LocalAgent, every field set. */
+export type ProfileView = Omit<LocalAgent, "$typeName" | "$unknown">;
 
 export interface Fleet {
   readonly settings: FleetSettings;

@@ -1,6 +1,6 @@
 // Row <-> record mapping shared by both dialects: column names, JSON columns
 // (stored as text in both) and BIGINT columns read back as numbers.
-import type { AgentRow, DomainRow, EventRow, MissionRow, NodeRow, SigningKeyRow, TaskPatch, TaskRow, TicketRow, TokenRow } from "./store.js";
+import type { AgentRow, DomainRow, EventRow, MissionRow, NewEvent, NodeRow, SigningKeyRow, TaskPatch, TaskRow, TicketRow, TokenRow } from "./store.js";
 
 export type Row = Record<string, unknown>;
 
@@ -164,3 +164,20 @@ export const toTicket = (r: Row): TicketRow => ({
   expiresMs: Number(r.expires_ms),
   scope: (r.scope as string | undefined) ?? "{}",
 });
+
+/** The stored event a NewEvent became, with its id (both dialects return it from their inserts). */
+export function eventRowOf(e: NewEvent, id: number, createdAt: string): EventRow {
+  return {
+    id,
+    type: e.type,
+    name: e.name,
+    domainId: e.domainId ?? "",
+    missionId: e.missionId ?? "",
+    agentId: e.agentId ?? "",
+    taskId: e.taskId ?? "",
+    sessionId: e.sessionId ?? "",
+    status: e.status ?? "",
+    payload: e.payload ?? {},
+    createdAt,
+  };
+}

@@ -4,7 +4,7 @@
 // (postgres-store.ts) runs statements; this file owns the batches.
 import type pg from "pg";
 import { EpError } from "../../../common/errors.js";
-import type { Row } from "../rows.js";
+import { eventRowOf, type Row } from "../rows.js";
 import type { EventRow, NewEvent } from "../store.js";
 
 /** Rows per INSERT of the events of a batch. */
@@ -173,21 +173,7 @@ export async function insertEvents(
         chunk.length <= 8, // one text per batch size: only the common small inserts are worth preparing
       );
     const rows = await (isLast && last ? last(send) : send());
-    chunk.forEach(({ e, createdAt }, i) =>
-      out.push({
-        id: Number(rows[i].id),
-        type: e.type,
-        name: e.name,
-        domainId: e.domainId ?? "",
-        missionId: e.missionId ?? "",
-        agentId: e.agentId ?? "",
-        taskId: e.taskId ?? "",
-        sessionId: e.sessionId ?? "",
-        status: e.status ?? "",
-        payload: e.payload ?? {},
-        createdAt,
-      }),
-    );
+    chunk.forEach(({ e, createdAt }, i) => out.push(eventRowOf(e, Number(rows[i].id), createdAt)));
   }
   return out;
 }

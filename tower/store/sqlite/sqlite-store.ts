@@ -15,7 +15,7 @@ import { dirname } from "node:path";
 import { SqlStore } from "../sql-store.js";
 import { constraintError, Gate, isBusy, lockBackoff, taskFromValues, type TaskColumnIndex } from "./sqlite-support.js";
 import { loadMigrations } from "../migrations.js";
-import { TASK_INSERT_COLUMNS, taskInsertValues, toEvent, type Row } from "../rows.js";
+import { eventRowOf, TASK_INSERT_COLUMNS, taskInsertValues, toEvent, type Row } from "../rows.js";
 import type {
   Claimant,
   EventQuery,
@@ -403,19 +403,7 @@ export class SqliteStore extends SqlStore implements Store {
             JSON.stringify(payload),
             createdAt,
           ) as Row;
-          return {
-            id: Number(r.id),
-            type: e.type,
-            name: e.name,
-            domainId: e.domainId ?? "",
-            missionId: e.missionId ?? "",
-            agentId: e.agentId ?? "",
-            taskId: e.taskId ?? "",
-            sessionId: e.sessionId ?? "",
-            status: e.status ?? "",
-            payload,
-            createdAt,
-          };
+          return eventRowOf({ ...e, payload }, Number(r.id), createdAt);
         });
       return this.inTransaction || events.length === 1 ? run() : this.shared.db.transaction(run)();
     });
