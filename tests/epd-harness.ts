@@ -8,8 +8,10 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "
 import { join } from "node:path";
 import { writeNodeIdentity } from "../common/node-identity.js";
 import { jsonRpcCall } from "../daemon/mgmt/client.js";
+import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
-import { freePort, startTower, waitFor, type TestTower } from "./harness.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { freePort, startTower, tempHome, waitFor, type TestTower } from "./harness.js";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -204,4 +206,36 @@ export async function startTowerAndEpd(home: string, opts: { towerEnv?: Record<s
       await tower.stop();
     },
   };
+}
+
+/** A tower process with a node registered (not started), a domain and a mission: the start of many epd tests. */
+export interface TowerSetup {
+  home: string;
+  nodeFile: string;
+  tower: TowerProcess;
+  work: Client<typeof WorkService>;
+  events: Client<typeof EventService>;
+  domainId: string;
+  missionId: string;
+}
+
+export async function towerWithMission(prefix: string, cleanups: (() => unknown)[], towerEnv: Record<string, string> = {}): Promise<TowerSetup> {
+  const h = tempHome(prefix);
+  cleanups.push(() => h.cleanup());
+  const nodeFile = join(h.dir, "etc", "node.json");
+  const tower = await spawnTowerProcess(h.dir, towerEnv);
+  cleanups.push(() => tower.stop());
+  await registerNode(tower.url, tower.adminToken, nodeFile);
+  const work = adminClient(tower, WorkService);
+  const events = adminClient(tower, EventService);
+  const domainId = (await work.createDomain({ name: `d-${Math.random().toString(36).slice(2, 8)}` })).domain!.id;
+  const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
+  return { home: h.dir, nodeFile, tower, work, events, domainId, missionId };
+}
+
+/** epd on that setup's node, stopped by the cleanups. */
+export async function epdFor(s: TowerSetup, cleanups: (() => unknown)[], env: Record<string, string> = {}): Promise<EpdProcess> {
+  const epd = await spawnEpd({ home: s.home, nodeFile: s.nodeFile, backendUrl: s.tower.url, env });
+  cleanups.push(() => epd.stop());
+  return epd;
 }

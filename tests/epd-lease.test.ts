@@ -8,8 +8,8 @@ import { join } from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
-import { buildBinaries, registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
-import { tempHome, waitFor } from "./harness.js";
+import { buildBinaries, spawnTowerProcess, epdFor, towerWithMission, type TowerSetup } from "./epd-harness.js";
+import { waitFor } from "./harness.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -29,34 +29,9 @@ function clients(url: string, token: string) {
   return { work: createClient(WorkService, transport), events: createClient(EventService, transport) };
 }
 
-interface Setup {
-  home: string;
-  nodeFile: string;
-  tower: TowerProcess;
-  work: Client<typeof WorkService>;
-  events: Client<typeof EventService>;
-  domainId: string;
-  missionId: string;
-}
-
-async function setup(towerEnv: Record<string, string> = {}): Promise<Setup> {
-  const h = tempHome("ep-lease-");
-  cleanups.push(() => h.cleanup());
-  const nodeFile = join(h.dir, "etc", "node.json");
-  const tower = await spawnTowerProcess(h.dir, towerEnv);
-  cleanups.push(() => tower.stop());
-  await registerNode(tower.url, tower.adminToken, nodeFile);
-  const { work, events } = clients(tower.url, tower.adminToken);
-  const domainId = (await work.createDomain({ name: "lease" })).domain!.id;
-  const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
-  return { home: h.dir, nodeFile, tower, work, events, domainId, missionId };
-}
-
-async function startEpd(s: Setup, env: Record<string, string> = {}): Promise<EpdProcess> {
-  const epd = await spawnEpd({ home: s.home, nodeFile: s.nodeFile, backendUrl: s.tower.url, env });
-  cleanups.push(() => epd.stop());
-  return epd;
-}
+type Setup = TowerSetup;
+const setup = (towerEnv: Record<string, string> = {}) => towerWithMission("ep-lease-", cleanups, towerEnv);
+const startEpd = (s: Setup, env: Record<string, string> = {}) => epdFor(s, cleanups, env);
 
 async function waitStatus(work: Client<typeof WorkService>, taskId: string, statuses: string[], timeoutMs = 15_000) {
   let last = "";

@@ -1,6 +1,6 @@
 // The node daemon end to end: the built ep-tower and the built epd as child processes, real
 // sockets, real runtimes (bash, the fake claude CLI, a real ACP agent on the SDK).
-import { createClient, type Client } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import net from "node:net";
 import { existsSync, statSync } from "node:fs";
@@ -11,7 +11,7 @@ import { processGone } from "../daemon/runtimes/process-group.js";
 import { DaemonService, AgentService as LocalAgentService } from "../gen/ep/daemon/v1/mgmt_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
-import { buildBinaries, registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
+import { buildBinaries, spawnTowerProcess, epdFor, towerWithMission, type TowerSetup } from "./epd-harness.js";
 import { tempHome, waitFor } from "./harness.js";
 
 function towerClients(url: string, token: string) {
@@ -32,34 +32,9 @@ beforeAll(async () => {
   await buildBinaries();
 }, 60_000);
 
-interface Setup {
-  home: string;
-  nodeFile: string;
-  tower: TowerProcess;
-  work: Client<typeof WorkService>;
-  events: Client<typeof EventService>;
-  domainId: string;
-  missionId: string;
-}
-
-async function setup(towerEnv: Record<string, string> = {}): Promise<Setup> {
-  const h = tempHome("ep-epd-");
-  const nodeFile = join(h.dir, "etc", "node.json");
-  const tower = await spawnTowerProcess(h.dir, towerEnv);
-  cleanups.push(() => h.cleanup());
-  cleanups.push(() => tower.stop());
-  await registerNode(tower.url, tower.adminToken, nodeFile);
-  const { work, events } = towerClients(tower.url, tower.adminToken);
-  const domainId = (await work.createDomain({ name: `d-${Math.random().toString(36).slice(2, 8)}` })).domain!.id;
-  const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
-  return { home: h.dir, nodeFile, tower, work, events, domainId, missionId };
-}
-
-async function startEpd(s: Setup, env: Record<string, string> = {}): Promise<EpdProcess> {
-  const epd = await spawnEpd({ home: s.home, nodeFile: s.nodeFile, backendUrl: s.tower.url, env });
-  cleanups.push(() => epd.stop());
-  return epd;
-}
+type Setup = TowerSetup;
+const setup = (towerEnv: Record<string, string> = {}) => towerWithMission("ep-epd-", cleanups, towerEnv);
+const startEpd = (s: Setup, env: Record<string, string> = {}) => epdFor(s, cleanups, env);
 
 async function waitTask(s: Setup, taskId: string, statuses: string[], timeoutMs = 15_000) {
   let last = "";
