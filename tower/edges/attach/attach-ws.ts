@@ -14,7 +14,7 @@
 // secret, so a dial-back from an older process is refused and the next attach just works.
 import { credentialOf } from "../credential.js";
 import { ATTACH_CLOSE, ATTACH_DIAL_PATH, ATTACH_PROOF_HEADER, ATTACH_WS_PATH } from "../../../common/attach.js";
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
@@ -24,46 +24,16 @@ import type { Clock, ClockTimer } from "../../../common/clock.js";
 import { EpError, toEpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
 import type { Auth } from "../../domain/auth.js";
-import { authorize, can, type Caller } from "../../domain/caller.js";
 import type { FleetService } from "../../domain/fleet.js";
 import type { Store } from "../../store/store.js";
 
 export { ATTACH_DIAL_PATH, ATTACH_PROOF_HEADER, ATTACH_WS_PATH };
+export { attachProof, localAttachRelay, type AttachRelay } from "../../domain/attach.js";
+import { createAttachAdmission, localAttachRelay, type AttachRelay } from "../../domain/attach.js";
 export const ATTACH_PATHS = [ATTACH_WS_PATH, ATTACH_DIAL_PATH] as const;
-
-/** The dial-back proof; the daemon computes the same (daemon/attach/gateway.ts). */
-export function attachProof(secret: string, attachId: string): string {
-  return createHmac("sha256", secret).update(attachId).digest("base64url");
-}
 
 /** Close codes shared with the daemon's gateway (daemon/attach/frames.ts). */
 const CLOSE = ATTACH_CLOSE;
-
-/**
- * How an attach reaches the node's link when this replica may not hold it (PostgreSQL, several
- * replicas). The single-replica default uses the local links. A multi-replica relay delivers the
- * command to the replica holding the link and asks that replica for the expected proof, so the
- * attach secret never leaves the replica it was announced to.
- */
-export interface AttachRelay {
-  /** Whether some replica holds the node's link now. */
-  isLinked(nodeId: string): Promise<boolean>;
-  /** Delivers the `attach` command on the node's link; false when no replica holds it. */
-  send(nodeId: string, msg: { kind: "attach"; agentId: string; data: JsonObject }): Promise<boolean>;
-  /** attachProof(current attach secret of the node's link, attachId), or undefined without a link. */
-  proof(nodeId: string, attachId: string): Promise<string | undefined>;
-}
-
-export function localAttachRelay(fleet: Pick<FleetService, "isLinked" | "send" | "attachSecretOf">): AttachRelay {
-  return {
-    isLinked: async (nodeId) => fleet.isLinked(nodeId),
-    send: async (nodeId, msg) => fleet.send(nodeId, msg),
-    async proof(nodeId, attachId) {
-      const secret = fleet.attachSecretOf(nodeId);
-      return secret ? attachProof(secret, attachId) : undefined;
-    },
-  };
-}
 
 export interface AttachEdgeDeps {
   auth: Auth;
@@ -111,6 +81,13 @@ function refuse(socket: Duplex, err: EpError): void {
 }
 
 
+function sinceParam(url: URL): number | undefined {
+  const raw = url.searchParams.get("since");
+  const since = raw === null || raw === "" ? undefined : Number(raw);
+  if (since !== undefined && (!Number.isSafeInteger(since) || since < 0)) throw new EpError("invalid_argument", "since must be a byte offset", { field: "since" });
+  return since;
+}
+
 function sizeParam(url: URL, name: string, fallback: number): number {
   const raw = url.searchParams.get(name);
   if (raw === null || raw === "") return fallback;
@@ -124,6 +101,7 @@ const validClose = (code: number) => code === 1000 || code === 1001 || code === 
 export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps): AttachEdge {
   const { auth, store, clock, log } = deps;
   const relay = deps.relay ?? localAttachRelay(deps.fleet);
+  const admission = createAttachAdmission({ auth, store, relay, log });
   const dialTimeoutMs = deps.dialTimeoutMs ?? 10_000;
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
   const pendings = new Map<string, Pending>();
@@ -131,35 +109,15 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
 
   // ---- the browser (or `ep agent attach` through the tower)
 
+  /** The viewer's parameters from the URL; who may attach, and how, is the domain's (attach.ts). */
   async function admitViewer(req: IncomingMessage, url: URL) {
-    const ticket = url.searchParams.get("ticket");
-    let caller: Caller;
-    let agentId = url.searchParams.get("agent_id") ?? "";
-    if (ticket && !req.headers.authorization) {
-      const redeemed = await auth.redeemTicket(ticket, "attach");
-      if (redeemed.agentId && agentId && redeemed.agentId !== agentId) throw new EpError("forbidden", `the ticket was issued for agent ${redeemed.agentId}, not ${agentId}`);
-      agentId = redeemed.agentId || agentId;
-      caller = redeemed;
-    } else {
-      caller = await auth.authenticate(credentialOf(req.headers));
-    }
-    if (!agentId) throw new EpError("invalid_argument", "say which agent: a ticket created with agent_id, or ?agent_id=", { field: "agent_id" });
-    if (caller.role === "node" || caller.role === "agent") throw new EpError("forbidden", `role ${caller.role} may not attach to terminals; use an operator or viewer token`);
-    const agent = await store.getAgent(agentId);
-    if (!agent) throw new EpError("agent_not_found", `agent ${agentId} does not exist`);
-    authorize(caller, "read", { domainId: agent.domainId });
-    const wanted = url.searchParams.get("mode");
-    if (wanted !== null && wanted !== "rw" && wanted !== "ro") throw new EpError("invalid_argument", "mode must be rw or ro", { field: "mode" });
-    const mode: "rw" | "ro" = wanted !== "ro" && can(caller, "operate", { domainId: agent.domainId }) ? "rw" : "ro";
-    const cols = sizeParam(url, "cols", 80);
-    const rows = sizeParam(url, "rows", 24);
-    const sinceRaw = url.searchParams.get("since");
-    const since = sinceRaw === null || sinceRaw === "" ? undefined : Number(sinceRaw);
-    if (since !== undefined && (!Number.isSafeInteger(since) || since < 0)) throw new EpError("invalid_argument", "since must be a byte offset", { field: "since" });
-    if (!agent.nodeId || !(await relay.isLinked(agent.nodeId))) {
-      throw new EpError("node_offline", `agent ${agent.id}'s node is not connected to the tower; attach again once it is`);
-    }
-    return { caller, agent, mode, cols, rows, since };
+    const admitted = await admission.admitViewer({
+      ticket: req.headers.authorization ? undefined : url.searchParams.get("ticket") ?? undefined,
+      credential: () => credentialOf(req.headers),
+      agentId: url.searchParams.get("agent_id") ?? "",
+      mode: url.searchParams.get("mode"),
+    });
+    return { ...admitted, cols: sizeParam(url, "cols", 80), rows: sizeParam(url, "rows", 24), since: sinceParam(url) };
   }
 
   async function viewerUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, url: URL) {
@@ -231,22 +189,16 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
   async function admitDial(req: IncomingMessage, url: URL): Promise<Pending> {
     const attachId = url.searchParams.get("attach_id") ?? "";
     if (!attachId) throw new EpError("invalid_argument", "attach_id is required", { field: "attach_id" });
-    if (!req.headers.authorization) throw new EpError("unauthenticated", "a dial-back carries the node token as 'Authorization: Bearer <node JWT>'");
-    const caller = await auth.authenticate(credentialOf(req.headers));
-    if (caller.role !== "node") throw new EpError("forbidden", "only a node dials back an attach");
     const p = pendings.get(attachId);
-    if (!p) throw new EpError("not_found", `attach ${attachId} is unknown, already connected or timed out`);
-    if (p.nodeId !== caller.nodeId) throw new EpError("forbidden", `attach ${attachId} was asked of another node`);
-    const given = String(req.headers[ATTACH_PROOF_HEADER] ?? "");
-    const expected = await relay.proof(p.nodeId, attachId);
-    const ok = expected !== undefined && given.length === expected.length && timingSafeEqual(Buffer.from(given), Buffer.from(expected));
-    if (!ok) {
-      log.warn("attach dial-back refused: stale or wrong attach secret", { attach_id: attachId, node_id: p.nodeId });
-      throw new EpError("unauthenticated", "the attach proof does not match the attach secret of this node's current link (a daemon that restarted has a new secret)");
-    }
+    await admission.admitDial({
+      attachId,
+      credential: req.headers.authorization ? credentialOf(req.headers) : undefined,
+      askedOf: p?.nodeId,
+      proof: String(req.headers[ATTACH_PROOF_HEADER] ?? ""),
+    });
     pendings.delete(attachId);
-    clock.clearTimeout(p.timer);
-    return p;
+    clock.clearTimeout(p!.timer);
+    return p!;
   }
 
   async function dialUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, url: URL) {
