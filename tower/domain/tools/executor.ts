@@ -9,7 +9,7 @@ import * as fleetpb from "../../../gen/ep/tower/v1/fleet_pb.js";
 import * as resourcespb from "../../../gen/ep/tower/v1/resources_pb.js";
 import * as workpb from "../../../gen/ep/tower/v1/work_pb.js";
 import type { AiSettings } from "../ai/settings.js";
-import { authorize, scopeDomains, type Caller } from "../caller.js";
+import { type Caller } from "../caller.js";
 import type { Deps } from "../deps.js";
 import { eventMsg } from "../convert.js";
 import { eventQuery } from "../events.js";
@@ -17,6 +17,9 @@ import type { FleetService } from "../fleet.js";
 import type { WorkService } from "../work.js";
 import { validateToolArgs } from "./catalog.js";
 import { createDocsService, docJson, type DocsService } from "./executor-docs.js";
+import { createNodeStateReads } from "../node-state.js";
+import { listOwnActions } from "../ai/actions-list.js";
+import type { AiActionStatus } from "../../store/ai-store.js";
 
 type Args = Record<string, unknown>;
 
@@ -116,28 +119,7 @@ export function createToolExecutor(x: ToolExecutorDeps): ToolExecutor {
   const supervise = async (caller: Caller, a: Args, op: string) =>
     json(fleetpb.SuperviseAgentResponseSchema, await fleet.superviseAgent(caller, create(fleetpb.SuperviseAgentRequestSchema, { agentId: str(a.agent_id), op })));
 
-  /**
-   * The nodes (one, or every node) with their latest state report, if any; a caller confined to
-   * some domains (an agent token, a narrowed node) sees only the nodes with agents there.
-   */
-  async function nodeReports(caller: Caller, nodeId: string) {
-    const visible = await fleet.visibleNodeIds(caller);
-    if (nodeId) {
-      const node = await deps.store.getNode(nodeId);
-      if (!node || (visible && !visible.has(node.id))) throw new EpError("node_not_found", `node ${nodeId} does not exist`, { field: "node_id" });
-      const [state] = await deps.store.listNodeStates(nodeId);
-      return [{ node, state }];
-    }
-    const states = new Map((await deps.store.listNodeStates()).map((s) => [s.nodeId, s]));
-    return (await deps.store.listNodes()).filter((n) => states.has(n.id) && (!visible || visible.has(n.id))).map((node) => ({ node, state: states.get(node.id) }));
-  }
-  const nodeHead = (node: { id: string; hostname: string; status: string }, reportedAt: string | undefined) => ({
-    node_id: node.id,
-    hostname: node.hostname,
-    node_status: node.status,
-    // "" when the node never reported (an older epd, or it has not connected since)
-    reported_at: reportedAt ?? "",
-  });
+  const nodeState = createNodeStateReads(deps, fleet);
 
   const handlers: Record<string, (caller: Caller, a: Args) => Promise<unknown>> = {
     // ---- reads
@@ -172,17 +154,9 @@ export function createToolExecutor(x: ToolExecutorDeps): ToolExecutor {
       json(fleetpb.ListAgentsResponseSchema, await fleet.listAgents(c, create(fleetpb.ListAgentsRequestSchema, { domainId: str(a.domain_id), nodeId: str(a.node_id) }))),
     get_agent: async (c, a) => json(fleetpb.GetAgentResponseSchema, await fleet.getAgent(c, create(fleetpb.GetAgentRequestSchema, { agentId: str(a.agent_id) }))),
     list_nodes: async (c) => json(fleetpb.ListNodesResponseSchema, await fleet.listNodes(c, create(fleetpb.ListNodesRequestSchema))),
-    list_pending_actions: async (c, a) => {
-      authorize(c, "read");
-      const sessionId = str(a.session_id);
-      if (sessionId) {
-        const s = await deps.store.getAiSession(sessionId);
-        if (!s || s.owner !== c.subject) throw new EpError("session_not_found", `AI session ${sessionId} does not exist`, { field: "session_id" });
-      }
-      const status = (str(a.status) || "pending") as "pending" | "approved" | "rejected";
-      const rows = await deps.store.listAiActions({ owner: c.subject, sessionId: sessionId || undefined, status });
-      return { actions: rows.map(actionJson) };
-    },
+    list_pending_actions: async (c, a) => ({
+      actions: (await listOwnActions(deps, c, { sessionId: str(a.session_id), status: (str(a.status) || "pending") as AiActionStatus })).map(actionJson),
+    }),
     list_events: async (c, a) => {
       const limit = int(a.limit) || 50;
       const filter = create(evpb.EventFilterSchema, {
@@ -201,45 +175,8 @@ export function createToolExecutor(x: ToolExecutorDeps): ToolExecutor {
     },
     // cron and supervision live on the nodes; each node reports them (NodeService.ReportNodeState)
     // on change and periodically, and the tower answers with the latest report per node
-    list_cron_jobs: async (c, a) => {
-      authorize(c, "read");
-      const reports = await nodeReports(c, str(a.node_id));
-      return {
-        nodes: reports.map(({ node, state }) => ({
-          ...nodeHead(node, state?.reportedAt),
-          jobs: state?.cronJobs ?? [],
-          config_errors: state?.configErrors ?? [],
-        })),
-      };
-    },
-    get_supervision: async (c, a) => {
-      authorize(c, "read");
-      const agentId = str(a.agent_id);
-      let nodeId = str(a.node_id);
-      if (agentId) {
-        const agent = await deps.store.getAgent(agentId);
-        if (!agent) throw new EpError("agent_not_found", `agent ${agentId} does not exist`, { field: "agent_id" });
-        authorize(c, "read", { domainId: agent.domainId });
-        if (nodeId && agent.nodeId !== nodeId) throw new EpError("agent_not_found", `agent ${agentId} does not run on node ${nodeId}`, { field: "agent_id" });
-        nodeId = agent.nodeId;
-        if (!nodeId) return { nodes: [] };
-      }
-      const scope = scopeDomains(c);
-      const reports = await nodeReports(c, nodeId);
-      const nodes = [];
-      for (const { node, state } of reports) {
-        const towerAgents = new Map((await deps.store.listAgents({ nodeId: node.id })).map((r) => [r.id, r]));
-        const agents = (state?.supervised ?? [])
-          .filter((x) => !agentId || x.agent_id === agentId)
-          .filter((x) => !scope || scope.includes(String(x.domain_id)))
-          .map((x) => {
-            const t = typeof x.agent_id === "string" ? towerAgents.get(x.agent_id) : undefined;
-            return t ? { ...x, tower_state: t.state, tower_last_seen_at: t.lastSeenAt } : x;
-          });
-        nodes.push({ ...nodeHead(node, state?.reportedAt), agents });
-      }
-      return { nodes };
-    },
+    list_cron_jobs: (c, a) => nodeState.listCronJobs(c, str(a.node_id)),
+    get_supervision: (c, a) => nodeState.getSupervision(c, { agentId: str(a.agent_id), nodeId: str(a.node_id) }),
 
     // ---- writes
     create_domain: async (c, a) => json(workpb.CreateDomainResponseSchema, await work.createDomain(c, create(workpb.CreateDomainRequestSchema, { name: str(a.name) }))),
