@@ -27,7 +27,14 @@ import { createFleetService, type FleetService } from "./domain/fleet.js";
 import { replicatedStore, startReplication, type Replication } from "./domain/replication.js";
 import { createSecretService, envKeySource, type SecretServiceImpl } from "./domain/secrets.js";
 import { createWorkService, type WorkService as Work } from "./domain/work.js";
-import { registerAiConsole } from "./edges/ai/register.js";
+import { AiService, ToolService } from "../gen/ep/tower/v1/ai_pb.js";
+import { createPlanner } from "./domain/ai/create-planner.js";
+import { createAiService } from "./domain/ai/sessions.js";
+import { readAiSettings } from "./domain/ai/settings.js";
+import { createToolExecutor } from "./domain/tools/executor.js";
+import { createToolService } from "./domain/tools/tool-service.js";
+import { registerAiRoutes } from "./edges/ai/ai-routes.js";
+import { registerMcpRoutes } from "./edges/mcp/mcp-routes.js";
 import { kCaller } from "./edges/caller-key.js";
 import { mendProtocolErrors } from "../common/connect-errors.js";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
@@ -129,6 +136,14 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   await auth.resealSigningKeys().catch((err: Error) => log.error("signing key re-sealing failed", { error: err.message }));
   const eventStream = createEventStream(deps, { ...config.stream, retention: config.eventRetention });
   const events = createEventService(deps, eventStream);
+  // the AI console: planner and settings from the environment (a bad value is a startup error
+  // naming the variable), the tool executor over the work and fleet services, sessions, tools
+  const planner = createPlanner(env);
+  const aiSettings = readAiSettings(env);
+  const executor = createToolExecutor({ deps, work, fleet });
+  const ai = createAiService(deps, { planner, settings: aiSettings, executor });
+  const tools = createToolService(deps, executor);
+  log.info("AI console ready", { planner: planner.name, model: planner.model ?? "", runtime_default: aiSettings.centralRuntimeDefault ?? "" });
 
   // Slow clients (a header line every few seconds, a body at a byte a second) are cut off: the
   // headers must arrive within headersTimeoutMs and the whole request within requestTimeoutMs,
@@ -246,7 +261,8 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   });
 
   registerRestRoutes(app, workRoutes(work));
-  const aiConsole = registerAiConsole(app, deps, { work, fleet, env: opts.env });
+  registerAiRoutes(app, ai);
+  registerMcpRoutes(app, tools);
   registerConsoleRoutes(app);
   registerEventStreamRoute(app, eventStream, clock);
   const eventsWs = attachEventsWebSocket(app, { stream: eventStream, auth, store, clock, log });
@@ -271,7 +287,8 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
       bindService(router, AgentService, fleet, log);
       bindService(router, AuthService, authService, log);
       bindService(router, EventService, events, log);
-      aiConsole.bind(router);
+      bindService(router, AiService, ai, log);
+      bindService(router, ToolService, tools, log);
       bindService(router, SecretService, secrets, log);
       mendProtocolErrors(router.handlers, config.bodyLimit);
     },
@@ -286,7 +303,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
       // with several replicas one sweeps at a time (the others skip this round)
       const sweepAll = async () => {
         await work.sweepExpiredLeases();
-        const interrupted = await aiConsole.ai.sweepInterruptedActions();
+        const interrupted = await ai.sweepInterruptedActions();
         if (interrupted) log.warn("approved AI actions without an outcome marked interrupted", { count: interrupted });
       };
       (replication ? replication.tryExclusive("sweep", sweepAll) : sweepAll())
@@ -301,7 +318,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     app,
     deps,
     routes,
-    services: { auth, work, fleet, secrets, ai: aiConsole.ai },
+    services: { auth, work, fleet, secrets, ai },
     replication,
     onClose: (fn) => closers.push(fn),
     close() {
