@@ -99,6 +99,14 @@ export class SqliteStore extends SqlStore implements Store {
     return this.shared.db;
   }
 
+  /**
+   * A transaction-control statement (BEGIN, SAVEPOINT, RELEASE, COMMIT), prepared once: exec()
+   * would parse it again on every transaction, and every claim and completion is one.
+   */
+  private control(sql: string): void {
+    this.stmt(sql).run();
+  }
+
   private stmt(sql: string): Database.Statement {
     let s = this.shared.stmts.get(sql);
     if (!s) {
@@ -178,7 +186,7 @@ export class SqliteStore extends SqlStore implements Store {
   /** BEGIN IMMEDIATE without waiting: false when another connection holds the write lock. */
   private tryBegin(): boolean {
     try {
-      this.shared.db.exec("BEGIN IMMEDIATE");
+      this.control("BEGIN IMMEDIATE");
       return true;
     } catch (err) {
       if (isBusy(err)) return false;
@@ -190,7 +198,7 @@ export class SqliteStore extends SqlStore implements Store {
   private openBatch(): Batch {
     const live = this.liveBatch();
     if (live) return live;
-    if (!this.shared.db.inTransaction) this.shared.db.exec("BEGIN IMMEDIATE");
+    if (!this.shared.db.inTransaction) this.control("BEGIN IMMEDIATE");
     let resolve!: () => void;
     let reject!: (err: unknown) => void;
     const done = new Promise<void>((res, rej) => {
@@ -214,7 +222,7 @@ export class SqliteStore extends SqlStore implements Store {
     this.shared.batch = undefined;
     const db = this.shared.db;
     try {
-      db.exec("COMMIT");
+      this.control("COMMIT");
       batch.resolve();
     } catch (err) {
       if (db.inTransaction) db.exec("ROLLBACK");
@@ -269,12 +277,12 @@ export class SqliteStore extends SqlStore implements Store {
       const started = Date.now();
       for (let attempt = 0; !this.liveBatch() && !this.tryBegin(); attempt++) await lockBackoff(attempt, started);
       batch = this.openBatch();
-      db.exec("SAVEPOINT ep_tx");
+      this.control("SAVEPOINT ep_tx");
       const tx = new SqliteStore(this.shared, true);
       const seqBefore = this.shared.nextSeq;
       try {
         const value = await fn(tx);
-        db.exec("RELEASE ep_tx");
+        this.control("RELEASE ep_tx");
         return value;
       } catch (err) {
         failure = { err };
