@@ -16,6 +16,9 @@ import { commit } from "./event-hub.js";
 import type { Replication } from "./replication.js";
 import { RUNTIMES, sumUsage } from "./work.js";
 import { createWakeIndex, wakeUps } from "./fleet-wake.js";
+import { createLinkHub, type LinkStream } from "./fleet-links.js";
+
+export type { LinkStream };
 
 export { createWakeIndex, wakeUps };
 
@@ -50,18 +53,6 @@ function configErrors(v: unknown): fleet.NodeConfigError[] {
     );
 }
 
-type LinkMessage = fleet.LinkResponse;
-
-interface LinkConnection {
-  nodeId: string;
-  attachSecret: string;
-  push(msg: LinkMessage): void;
-}
-
-export interface LinkStream {
-  messages: AsyncIterable<LinkMessage>;
-}
-
 export type FleetService = ReturnType<typeof createFleetService>;
 
 export interface FleetOptions {
@@ -73,66 +64,9 @@ export interface FleetOptions {
 
 export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
   const { store, clock } = deps;
-  const links = new Map<string, LinkConnection>();
-  /** agent id -> node id, for routing events to links without a query per event */
-  const agentNodes = new Map<string, string>();
-
-  async function nodeOf(agentId: string): Promise<string | undefined> {
-    const cached = agentNodes.get(agentId);
-    if (cached) return cached;
-    const a = await store.getAgent(agentId);
-    if (a) agentNodes.set(agentId, a.nodeId);
-    return a?.nodeId;
-  }
-
-  function send(nodeId: string, msg: { kind: string; taskId?: string; agentId?: string; data?: JsonObject }): boolean {
-    const link = links.get(nodeId);
-    if (!link) return false;
-    link.push(create(fleet.LinkResponseSchema, msg));
-    return true;
-  }
-
-  /** send(), or through the replica holding the node's link. */
-  async function deliver(nodeId: string, msg: { kind: string; taskId?: string; agentId?: string; data?: JsonObject }): Promise<boolean> {
-    return send(nodeId, msg) || ((await opts.replication?.send(nodeId, msg)) ?? false);
-  }
-
-  async function linkedAnywhere(nodeId: string): Promise<boolean> {
-    return links.has(nodeId) || ((await opts.replication?.linked(nodeId)) ?? false);
-  }
-
-  // Targeted wake-ups (docs/PERFORMANCE.md, "Scale"): for the nodes linked to this replica, the
-  // agents they carry, by domain. A queued task wakes only the nodes with an agent that could
-  // claim it, so the work per task grows with the matching nodes, not with every linked node.
-  const reach = createWakeIndex();
-
-  async function indexNode(nodeId: string): Promise<void> {
-    const rows = await store.listAgents({ nodeId });
-    if (!links.has(nodeId)) return; // the link closed while we read
-    for (const a of rows) if (a.state !== "dead") reach.add(a);
-  }
-
-  async function indexAgent(agentId: string): Promise<void> {
-    const a = await store.getAgent(agentId);
-    if (a && a.state !== "dead" && links.has(a.nodeId)) reach.add(a);
-  }
-
-  // Route committed events to the links that care: queued work and cancels.
-  const unsubscribe = deps.hub.subscribe((events: readonly EventRow[]) => {
-    if (!links.size) return;
-    for (const e of events) {
-      if (e.type !== "matrix") continue;
-      if (e.name === "agent.enrolled" && e.agentId) void indexAgent(e.agentId);
-      else if (e.name === "agent.state" && e.status === "dead" && e.agentId) reach.remove(e.agentId);
-      else if (e.taskId && e.status === "queued" && e.agentId) {
-        const assignee = e.agentId;
-        void nodeOf(assignee).then((n) => n && send(n, { kind: "task_ready", taskId: e.taskId, agentId: assignee }));
-      } else if (e.taskId && e.name === "task.cancelled" && e.agentId) {
-        void nodeOf(e.agentId).then((n) => n && send(n, { kind: "cancel", taskId: e.taskId, agentId: e.agentId }));
-      }
-    }
-    for (const [nodeId, msg] of wakeUps(events, reach)) send(nodeId, msg);
-  });
+  // the node links this replica holds, routing and targeted wake-ups (fleet-links.ts)
+  const linkHub = createLinkHub(deps, opts);
+  const { send, deliver, linkedAnywhere } = linkHub;
 
   /** Domain ids a node is to serve, checked; none given: all ("*"). */
   async function servedDomains(ids: readonly string[], field: string): Promise<string[]> {
@@ -170,17 +104,12 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
   }
 
   return {
-    close() {
-      unsubscribe();
-      for (const link of links.values()) link.push(create(fleet.LinkResponseSchema, { kind: "close" }));
-      links.clear();
-    },
-
+    close: linkHub.close,
     /** Whether this replica holds the node's link (linkedAnywhere: any replica). */
-    isLinked: (nodeId: string) => links.has(nodeId),
+    isLinked: linkHub.isLinked,
     /** The linked nodes a queued task in this domain would wake (tests, bench). */
-    wakeTargets: (domainId: string, runtime = "", capabilities: string[] = []) => [...reach.nodesFor(domainId, runtime, capabilities)],
-    attachSecretOf: (nodeId: string) => links.get(nodeId)?.attachSecret,
+    wakeTargets: linkHub.wakeTargets,
+    attachSecretOf: linkHub.attachSecretOf,
     /** Pushes a command on a link this replica holds; false otherwise (deliver: any replica). */
     send,
     deliver,
@@ -233,75 +162,7 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
       });
     },
 
-    /** The node's command stream. Ends when the signal aborts (client gone) or the tower closes. */
-    async *link(caller: Caller, req: fleet.LinkRequest, signal: AbortSignal): AsyncGenerator<LinkMessage> {
-      authorize(caller, "node");
-      const nodeId = caller.nodeId!;
-      const queue: LinkMessage[] = [];
-      let wake: (() => void) | undefined;
-      const conn: LinkConnection = {
-        nodeId,
-        attachSecret: req.attachSecret,
-        push(msg) {
-          queue.push(msg);
-          wake?.();
-        },
-      };
-      links.get(nodeId)?.push(create(fleet.LinkResponseSchema, { kind: "close", data: { reason: "replaced by a newer link" } }));
-      links.set(nodeId, conn);
-      reach.dropNode(nodeId);
-      // several replicas: the store says which one holds the link (tower/domain/replication.ts)
-      const ownerKey = `link:${nodeId}`;
-      const ownerToken = opts.replication?.linkToken(randomBytes(9).toString("base64url"));
-      const onAbort = () => wake?.();
-      signal.addEventListener("abort", onAbort);
-      const ping = setInterval(() => conn.push(create(fleet.LinkResponseSchema, { kind: "ping" })), opts.pingMs ?? 15_000);
-      ping.unref();
-      await commit(deps, async (tx, emit) => {
-        await tx.updateNode(nodeId, { status: "online", lastSeenAt: iso(clock.now()) });
-        if (ownerToken) await tx.setMeta(ownerKey, ownerToken);
-        emit({ type: "matrix", name: "node.online", status: "online", payload: { node_id: nodeId } });
-      });
-      try {
-        // indexed before hello: epd claims everything queued so far when it sees hello, and
-        // every later task finds this node in the index
-        await indexNode(nodeId);
-        yield create(fleet.LinkResponseSchema, { kind: "hello", data: { node_id: nodeId, tower_time: iso(clock.now()) } });
-        while (!signal.aborted) {
-          const msg = queue.shift();
-          if (msg) {
-            if (msg.kind === "close") return;
-            yield msg;
-            continue;
-          }
-          await new Promise<void>((r) => (wake = r));
-          wake = undefined;
-        }
-      } finally {
-        clearInterval(ping);
-        signal.removeEventListener("abort", onAbort);
-        if (links.get(nodeId) === conn) {
-          links.delete(nodeId);
-          reach.dropNode(nodeId);
-          await commit(deps, async (tx, emit) => {
-            if (ownerToken) {
-              // the node row lock orders this against a newer link's "online" on another replica
-              await tx.updateNode(nodeId, { lastSeenAt: iso(clock.now()) });
-              if ((await tx.getMeta(ownerKey)) !== ownerToken) return;
-              await tx.setMeta(ownerKey, "");
-            }
-            await tx.updateNode(nodeId, { status: "offline", lastSeenAt: iso(clock.now()) });
-            emit({ type: "matrix", name: "node.offline", status: "offline", payload: { node_id: nodeId } });
-            // its agents cannot run while the node is away
-            for (const a of await tx.listAgents({ nodeId })) {
-              if (a.state === "offline") continue;
-              await tx.updateAgent(a.id, { state: "offline" });
-              emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId: a.id, status: "offline", payload: { agent_id: a.id, from: a.state, to: "offline", reason: "node link closed" } });
-            }
-          }).catch((err: Error) => deps.log.warn("could not mark a node offline after its link closed (the next link or the lease sweep corrects it)", { node_id: nodeId, error: err.message }));
-        }
-      }
-    },
+    link: linkHub.link,
 
     async publishEvents(caller: Caller, req: fleet.PublishEventsRequest): Promise<fleet.PublishEventsResponse> {
       authorize(caller, "node");
@@ -421,8 +282,7 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
           supervised: req.supervised,
         };
         await tx.insertAgent(row);
-        agentNodes.set(row.id, row.nodeId);
-        if (links.has(row.nodeId)) reach.add(row);
+        linkHub.enrolled(row);
         emit({ type: "matrix", name: "agent.enrolled", domainId: d.id, agentId: row.id, status: "idle", payload: { agent_id: row.id, runtime, node_id: row.nodeId } });
         return create(fleet.EnrollAgentResponseSchema, { agent: agentMsg(row) });
       });
