@@ -16,7 +16,8 @@ import { credentialOf } from "../credential.js";
 import { ATTACH_CLOSE, ATTACH_DIAL_PATH, ATTACH_PROOF_HEADER, ATTACH_WS_PATH } from "../../../common/attach.js";
 import { randomBytes } from "node:crypto";
 import type { FastifyInstance } from "fastify";
-import type { IncomingMessage } from "node:http";
+import { ServerResponse, type IncomingMessage } from "node:http";
+import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { WebSocketServer, type RawData, type WebSocket } from "ws";
 import type { JsonObject } from "@bufbuild/protobuf";
@@ -298,12 +299,40 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
  * Answers upgrade requests no edge serves with a 404 instead of leaving the socket open: each
  * WebSocket edge listens for its own paths on the server's `upgrade` event and ignores the rest.
  */
+/**
+ * Node hands every request carrying `Upgrade` to the "upgrade" listeners once one exists. A
+ * WebSocket upgrade to a path no edge serves is refused with the JSON error; any other upgrade
+ * (`Upgrade: h2c` from `curl --http2`, an HTTP/2 client trying cleartext) is ignored as RFC 9110
+ * allows, and the request is answered as the plain HTTP/1.1 request it also is.
+ */
 export function refuseUnknownUpgrades(app: FastifyInstance, knownPaths: readonly string[]): void {
   const known = new Set(knownPaths);
-  app.server.on("upgrade", (req: IncomingMessage, socket: Duplex) => {
+  app.server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const path = new URL(req.url ?? "/", "http://tower").pathname;
-    if (known.has(path)) return;
+    const websocket = String(req.headers.upgrade ?? "").toLowerCase() === "websocket";
+    if (websocket && known.has(path)) return;
     socket.on("error", () => undefined);
-    refuse(socket, new EpError("route_not_found", `no WebSocket route ${path}`));
+    if (websocket) return refuse(socket, new EpError("route_not_found", `no WebSocket route ${path}`));
+    serveWithoutUpgrade(app, req, socket, head);
   });
+}
+
+function serveWithoutUpgrade(app: FastifyInstance, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+  // the parser has let go of the socket: a body must be read from it (and `head`) by hand, so
+  // only bodiless requests are served this way; a body with an upgrade offer gets a clear 400
+  const hasBody = Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
+  if (hasBody || head.length > 0) {
+    return refuse(socket, new EpError("invalid_argument", `send this request without 'Upgrade: ${req.headers.upgrade}': the tower answers it over HTTP/1.1 only`));
+  }
+  delete req.headers.upgrade;
+  req.headers.connection = "close";
+  const res = new ServerResponse(req);
+  res.shouldKeepAlive = false;
+  res.assignSocket(socket as Socket);
+  res.on("finish", () => {
+    res.detachSocket(socket as Socket);
+    socket.end();
+  });
+  req.push(null); // no body
+  app.server.emit("request", req, res);
 }
