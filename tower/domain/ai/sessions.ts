@@ -15,13 +15,12 @@ import { authorize, principalOf, type Caller } from "../caller.js";
 import { eventMsg } from "../convert.js";
 import type { Deps } from "../deps.js";
 import { commit, type Emit } from "../event-hub.js";
-import { findTool, TOOLS, validateToolArgs } from "../tools/catalog.js";
-import { describeAction, storeNames } from "./describe.js";
-import { withSessionDefaults, type ToolExecutor } from "../tools/executor.js";
+import { TOOLS } from "../tools/catalog.js";
+import { type ToolExecutor } from "../tools/executor.js";
 import type { ChatMessage, PlanResult, Planner } from "./planner.js";
 import type { AiSettings } from "./settings.js";
-import { actionBarFor, toViewSpecs, type ViewSpec } from "./view-spec.js";
 import { storePlannerContext } from "./planner-context.js";
+import { settlePlan } from "./settle.js";
 import { actionEvent, actionMsg, NEW_SESSION, sessionMsg, small, titleFromTurn, turnEvent, turnMsg, UNTITLED, withDeadline } from "./session-messages.js";
 
 export { actionMsg, sessionMsg, titleFromTurn, turnMsg };
@@ -126,52 +125,8 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
   }
 
   /** Runs a planned turn's tool calls: reads now, writes as pending actions (returned, not yet stored). */
-  async function settle(caller: Caller, session: AiSessionRow, plan: PlanResult, turnId: string) {
-    const toolCalls: JsonObject[] = [];
-    const viewSpecs: ViewSpec[] = [...(plan.viewSpecs ?? [])];
-    const actions: AiActionRow[] = [];
-    const notes: string[] = [];
-    const names = storeNames(store);
-    for (const call of plan.toolCalls) {
-      const tool = findTool(call.tool);
-      if (!tool) continue;
-      if (tool.kind === "read") {
-        const args = call.tool === "list_pending_actions" && !call.arguments.session_id ? { ...call.arguments, session_id: session.id } : call.arguments;
-        try {
-          const result = await opts.executor.run(caller, call.tool, args);
-          viewSpecs.push(...toViewSpecs(call.tool, result));
-          toolCalls.push({ tool: call.tool, kind: "read", arguments: args as JsonObject, result: small(result) as JsonObject });
-        } catch (err) {
-          const ep = toEpError(err);
-          notes.push(`Could not ${call.tool.replace(/_/g, " ").replace(/ mesh /, " ")}: ${ep.message}`);
-          toolCalls.push({ tool: call.tool, kind: "read", arguments: args as JsonObject, error: ep.message, code: ep.code });
-        }
-        continue;
-      }
-      const args = validateToolArgs(tool, withSessionDefaults(call.tool, call.arguments, opts.settings));
-      const ts = now();
-      const action: AiActionRow = {
-        id: newId("act", clock.now()),
-        sessionId: session.id,
-        turnId,
-        tool: call.tool,
-        arguments: args,
-        summary: await describeAction(call.tool, args, names),
-        status: "pending",
-        result: null,
-        error: "",
-        decidedBy: "",
-        decidedAt: "",
-        executedAt: "",
-        createdAt: ts,
-      };
-      actions.push(action);
-      toolCalls.push({ tool: call.tool, kind: "write", arguments: args as JsonObject, action_id: action.id });
-    }
-    const bar = actionBarFor(actions.map((a) => a.id));
-    if (bar) viewSpecs.push(bar);
-    return { toolCalls, viewSpecs, actions, notes };
-  }
+  const settle = (caller: Caller, session: AiSessionRow, plan: PlanResult, turnId: string) =>
+    settlePlan({ store, clock, executor: opts.executor, settings: opts.settings }, caller, session.id, plan, turnId);
 
   async function decide(caller: Caller, req: { sessionId: string; actionId: string }, status: "approved" | "rejected"): Promise<AiActionRow> {
     authorize(caller, "operate");
