@@ -14,6 +14,7 @@ import { EpError } from "../../common/errors.js";
 import { createLogger, type Logger } from "../../common/log.js";
 import { createSseStream } from "../../common/sse.js";
 import { createMqttSource } from "./mqtt.js";
+import { createLocalFeed, type LocalClient } from "./feed.js";
 
 export interface FanoutOptions {
   /** the tower's base URL (…/events/stream is appended) or the full stream URL */
@@ -59,22 +60,6 @@ export interface Fanout {
   close(): Promise<void>;
 }
 
-interface Entry {
-  seq: number;
-  /** the SSE id: the tower's event id, or `<last tower id>.<n>` for local events */
-  id: string;
-  upstreamId: number;
-  json: string;
-  sse: Buffer;
-}
-
-interface LocalClient {
-  cursor: number;
-  send(e: Entry): void;
-  buffered(): number;
-  keepAlive(): void;
-  end(reason?: { code: string; message: string }): void;
-}
 
 function streamUrlOf(base: string): URL {
   const u = new URL(base);
@@ -114,12 +99,7 @@ export function createFanout(opts: FanoutOptions): Fanout {
   const backoff = opts.backoff ?? { initialMs: 1000, maxMs: 30_000 };
   const keepAliveMs = opts.keepAliveMs ?? 15_000;
 
-  const ring: Entry[] = [];
-  const idIndex = new Map<string, number>();
-  const clients = new Set<LocalClient>();
-  let seq = 0;
   let lastUpstreamId = 0;
-  let localN = 0;
   let closed = false;
   let url = "";
 
@@ -132,92 +112,11 @@ export function createFanout(opts: FanoutOptions): Fanout {
   let currentReq: ClientRequest | undefined;
   let reconnectTimer: ClockTimer | undefined;
 
-  let pausedUntil = 0;
-  let throttledSince: number | null = null;
-  let throttleEpisodes = 0;
-  let resumeTimer: ClockTimer | undefined;
 
-  // ---- the local ring and clients -------------------------------------------------------
-
-  function pushEntry(id: string, upstreamId: number, event: string | undefined, json: string): void {
-    const e: Entry = {
-      seq: ++seq,
-      id,
-      upstreamId,
-      json,
-      sse: Buffer.from(`id: ${id}\n${event ? `event: ${event}\n` : ""}data: ${json}\n\n`),
-    };
-    ring.push(e);
-    idIndex.set(id, e.seq);
-    if (ring.length > ringSize) idIndex.delete(ring.shift()!.id);
-    flush();
-  }
-
-  function emitLocal(event: string, body: Record<string, unknown>): void {
-    const id = `${lastUpstreamId}.${++localN}`;
-    pushEntry(id, lastUpstreamId, event, JSON.stringify({ id, ...body, created_at: iso(clock.now()) }));
-  }
-
-  function paused(): boolean {
-    return pausedUntil > 0 && clock.now() < pausedUntil;
-  }
-
-  function deliver(c: LocalClient): void {
-    if (!ring.length) return;
-    const first = ring[0].seq;
-    for (let i = Math.max(0, c.cursor - first + 1); i < ring.length; i++) {
-      c.send(ring[i]);
-      c.cursor = ring[i].seq;
-    }
-    if (c.buffered() > maxBuffered) {
-      clients.delete(c);
-      c.end({ code: "slow_consumer", message: `the client fell more than ${maxBuffered} bytes behind; reconnect with Last-Event-ID to resume` });
-    }
-  }
-
-  function flush(): void {
-    if (paused()) return;
-    for (const c of clients) deliver(c);
-  }
-
-  /** Where a local client starts: after the entry it names, or live. */
-  function cursorFor(lastId: string | undefined): number {
-    if (lastId === undefined || lastId === "") return seq;
-    const known = idIndex.get(lastId);
-    if (known !== undefined) return known;
-    if (/^\d+$/.test(lastId)) {
-      const n = Number(lastId);
-      const at = ring.findIndex((e) => e.upstreamId > n && !e.id.includes("."));
-      return at < 0 ? seq : ring[at].seq - 1;
-    }
-    return seq;
-  }
-
-  // ---- rate-limit pause -----------------------------------------------------------------
-
-  function applyRateLimit(rl: unknown): void {
-    const r = rl as { remaining?: unknown; reset_at?: unknown } | undefined;
-    if (!r || r.remaining !== 0 || typeof r.reset_at !== "string") return;
-    const resetMs = Date.parse(r.reset_at);
-    if (!Number.isFinite(resetMs)) return;
-    const until = resetMs + resumeBufferMs;
-    if (until <= pausedUntil) return;
-    if (!paused()) {
-      throttledSince = clock.now();
-      throttleEpisodes++;
-      log.warn("upstream is throttling this token: holding retransmission", { reset_at: r.reset_at, resume_at: iso(until) });
-    }
-    pausedUntil = until;
-    if (resumeTimer) clock.clearTimeout(resumeTimer);
-    resumeTimer = clock.setTimeout(() => {
-      resumeTimer = undefined;
-      if (clock.now() < pausedUntil) return;
-      pausedUntil = 0;
-      throttledSince = null;
-      log.info("rate-limit pause over: retransmitting", {});
-      flush();
-    }, Math.max(0, until - clock.now()));
-  }
+  // ---- the local ring, its clients and the rate-limit pause (feed.ts)
+  const feed = createLocalFeed({ clock, log, ringSize, maxBuffered, resumeBufferMs, upstreamId: () => lastUpstreamId });
+  const { clients } = feed;
+  const emitLocal = feed.emitLocal;
 
   // ---- upstream ---------------------------------------------------------------------------
 
@@ -260,7 +159,7 @@ export function createFanout(opts: FanoutOptions): Fanout {
   function onUpstreamMessage(m: { id?: string; event?: string; data: string }): void {
     if (m.event === "rate_limit") {
       try {
-        applyRateLimit((JSON.parse(m.data) as { rate_limit?: unknown }).rate_limit);
+        feed.applyRateLimit((JSON.parse(m.data) as { rate_limit?: unknown }).rate_limit);
       } catch {
         // a malformed notice is ignored: the chunks carry the same block
       }
@@ -282,8 +181,8 @@ export function createFanout(opts: FanoutOptions): Fanout {
     if (!Number.isSafeInteger(id) || id <= lastUpstreamId) return;
     lastUpstreamId = id;
     // hold first, then store: the chunk that says "remaining 0" is itself held
-    if (chunk.rate_limit) applyRateLimit(chunk.rate_limit);
-    pushEntry(String(id), id, undefined, m.data);
+    if (chunk.rate_limit) feed.applyRateLimit(chunk.rate_limit);
+    feed.push(String(id), id, undefined, m.data);
   }
 
   function connect(): void {
@@ -391,11 +290,11 @@ export function createFanout(opts: FanoutOptions): Fanout {
     const lastId = (req.headers["last-event-id"] as string | undefined) || u.searchParams.get("last_event_id") || undefined;
     res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "close" });
     res.write("retry: 1000\n: ep local fan-out\n\n");
-    const c = sseClient(res, cursorFor(lastId));
+    const c = sseClient(res, feed.cursorFor(lastId));
     clients.add(c);
     res.on("close", () => clients.delete(c));
     res.socket?.once("end", () => res.destroy());
-    if (!paused()) deliver(c);
+    if (!feed.paused()) feed.deliver(c);
   });
   server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const u = new URL(req.url ?? "/", "http://fanout");
@@ -405,11 +304,11 @@ export function createFanout(opts: FanoutOptions): Fanout {
     }
     const lastId = (req.headers["last-event-id"] as string | undefined) || u.searchParams.get("last_event_id") || undefined;
     wss.handleUpgrade(req, socket, head, (ws) => {
-      const c = wsClient(ws, cursorFor(lastId));
+      const c = wsClient(ws, feed.cursorFor(lastId));
       clients.add(c);
       ws.on("close", () => clients.delete(c));
       ws.on("error", () => clients.delete(c));
-      if (!paused()) deliver(c);
+      if (!feed.paused()) feed.deliver(c);
     });
   });
 
@@ -446,9 +345,7 @@ export function createFanout(opts: FanoutOptions): Fanout {
         lastEventId: lastUpstreamId,
         reconnects,
         reconnectTimes: [...reconnectTimes],
-        throttledSince: throttledSince === null ? null : iso(throttledSince),
-        throttledUntil: paused() ? iso(pausedUntil) : null,
-        throttleEpisodes,
+        ...feed.pauseStats(),
         downSince: downSince === null ? null : iso(downSince),
         clients: clients.size,
         mqtt: mqtt?.stats() ?? null,
@@ -458,7 +355,7 @@ export function createFanout(opts: FanoutOptions): Fanout {
       if (closed) return;
       closed = true;
       if (reconnectTimer) clock.clearTimeout(reconnectTimer);
-      if (resumeTimer) clock.clearTimeout(resumeTimer);
+      feed.close();
       if (keepAliveTimer) clock.clearTimeout(keepAliveTimer);
       currentReq?.destroy();
       for (const c of clients) c.end();
