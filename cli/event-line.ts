@@ -6,7 +6,8 @@ const MAX = 200;
 const short = (id: unknown): string => (typeof id === "string" && id.length > 14 ? `${id.slice(0, 12)}…` : String(id ?? ""));
 const quote = (s: unknown): string => `"${String(s).replace(/\s+/g, " ").slice(0, 60)}"`;
 
-function what(e: Record<string, unknown>): string {
+/** What an event is about, in words (names from its payload, ids shortened, never raw JSON). */
+export function what(e: Record<string, unknown>): string {
   const p = (e.payload ?? {}) as Record<string, unknown>;
   const bits: string[] = [];
   const named = p.title ?? p.name ?? p.hostname;

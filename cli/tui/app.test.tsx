@@ -205,10 +205,11 @@ describe("view_specs and events as text", () => {
     expect(viewSpecLines({ type: "table", columns: ["a"], rows: [["x".repeat(100)]] }, 20)[1]).toHaveLength(20);
   });
 
-  it("an event's detail names what it is about, never its JSON", () => {
-    expect(eventDetail({ type: "matrix", payload: { title: "Run tests", error: "exit 1" }, taskId: "tsk_1", agentId: "", missionId: "" })).toBe('"Run tests" · exit 1');
-    expect(eventDetail({ type: "progress", payload: { kind: "text", text: "line\none" }, taskId: "tsk_1", agentId: "", missionId: "" })).toBe("line one");
-    expect(eventDetail({ type: "matrix", payload: { x: { y: 1 } }, taskId: "tsk_1", agentId: "", missionId: "" })).toBe("tsk_1");
+  it("an event's detail names what it is about, never its JSON (the same words as ep events tail)", () => {
+    const ev = (type: string, name: string, status: string, payload: Record<string, unknown>) => ({ type, name, status, payload: payload as never, taskId: "tsk_1", agentId: "" });
+    expect(eventDetail(ev("matrix", "task.failed", "failed", { title: "Run tests", error: "exit 1" }))).toBe('"Run tests" task tsk_1 → failed : exit 1');
+    expect(eventDetail(ev("progress", "task.progress", "", { kind: "text", text: "line\none" }))).toBe("task tsk_1 [text] line one");
+    expect(eventDetail(ev("matrix", "x", "", { x: { y: 1 } }))).toBe("task tsk_1");
   });
 });
 

@@ -2,6 +2,7 @@
 // EventService.StreamEvents, resumed after the last id with the 1 s → 30 s backoff.
 import type { JsonObject } from "@bufbuild/protobuf";
 import { createBackoff } from "../../common/backoff.js";
+import { what } from "../event-line.js";
 import { createClient, type Transport } from "@connectrpc/connect";
 import { AiService } from "../../gen/ep/tower/v1/ai_pb.js";
 import { EventService } from "../../gen/ep/tower/v1/events_pb.js";
@@ -10,25 +11,15 @@ import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import type { Event, Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { ApprovalItem, EventItem, FrameItem, TaskDetail, TaskItem, TuiDataSource } from "./data-source.js";
 
-const oneLine = (s: string, max = 160) => {
-  const t = s.replace(/\s+/g, " ").trim();
-  return t.length > max ? `${t.slice(0, max - 1)}…` : t;
-};
 
 export function frameOf(id: number, payload: JsonObject | undefined): FrameItem {
   const p = payload ?? {};
   return { id, kind: String(p.kind ?? "text"), text: String(p.text ?? ""), data: p.data && typeof p.data === "object" && !Array.isArray(p.data) ? (p.data as Record<string, unknown>) : undefined };
 }
 
-/** An event in words: what its payload names (a title, a name, a message), never its JSON. */
-export function eventDetail(e: Pick<Event, "type" | "payload" | "taskId" | "agentId" | "missionId">): string {
-  const p = (e.payload ?? {}) as Record<string, unknown>;
-  const str = (k: string) => (typeof p[k] === "string" && p[k] ? String(p[k]) : "");
-  if (e.type === "progress") return oneLine(str("text"));
-  const what = str("title") || str("name") || str("summary") || str("hostname");
-  const why = str("error") || str("reason") || str("message") || str("op") || (typeof p.content === "string" ? oneLine(p.content, 80) : "");
-  const fallback = e.taskId || e.agentId || e.missionId || "";
-  return oneLine([what ? `"${what}"` : fallback, why].filter(Boolean).join(" · "));
+/** An event in words, as `ep events tail` prints it (cli/event-line.ts). */
+export function eventDetail(e: Pick<Event, "type" | "name" | "status" | "payload" | "taskId" | "agentId">): string {
+  return what({ type: e.type, name: e.name, status: e.status, payload: e.payload ?? {}, task_id: e.taskId, agent_id: e.agentId });
 }
 
 function eventItem(e: Event): EventItem {
