@@ -4,15 +4,12 @@
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { registerNode, spawnEpd, spawnTowerProcess } from "./epd-harness.js";
 import { buildAll, buildCli, type EpResult } from "./fleet-harness.js";
-import { freePort, tempHome, waitFor } from "./harness.js";
+import { freePort, tempHome, useCleanups, waitFor } from "./harness.js";
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-});
+const cleanup = useCleanups();
 
 beforeAll(async () => {
   await buildAll();
@@ -38,7 +35,7 @@ function checks(r: EpResult): Record<string, { ok: boolean; level: string; detai
 /** One SSE connection to the tower's stream with a token, kept open until the test ends. */
 function openStream(url: string, token: string): void {
   const ctl = new AbortController();
-  cleanups.push(() => ctl.abort());
+  cleanup(() => ctl.abort());
   void fetch(`${url}/events/stream`, { headers: { authorization: `Bearer ${token}`, accept: "text/event-stream" }, signal: ctl.signal })
     .then(async (res) => {
       for await (const _ of res.body as unknown as AsyncIterable<Uint8Array>) void _;
@@ -49,15 +46,15 @@ function openStream(url: string, token: string): void {
 describe("ep system doctor: fanout_rate_limit", () => {
   it("reports the tower throttling the daemon's event stream, with the pause's end and a hint", async () => {
     const h = tempHome("ep-doctor-fanout-");
-    cleanups.push(() => h.cleanup());
+    cleanup(() => h.cleanup());
     // two new stream connections per minute per token: the fan-out's is the first
     const tower = await spawnTowerProcess(h.dir, { EP_STREAM_RATE_LIMIT: "2" });
-    cleanups.push(() => tower.stop());
+    cleanup(() => tower.stop());
     const nodeFile = join(h.dir, "etc", "node.json");
     const { token: nodeToken } = await registerNode(tower.url, tower.adminToken, nodeFile);
     const listen = `127.0.0.1:${await freePort()}`;
     const epd = await spawnEpd({ home: h.dir, nodeFile, backendUrl: tower.url, env: { EP_FANOUT_LISTEN: listen } });
-    cleanups.push(() => epd.stop());
+    cleanup(() => epd.stop());
     const stats = async () => (await (await fetch(`http://${listen}/stats`)).json()) as { upstream: string; throttledUntil: string | null };
     await waitFor(async () => (await stats().catch(() => undefined))?.upstream === "connected", 10_000);
 
@@ -86,7 +83,7 @@ describe("ep system doctor: fanout_rate_limit", () => {
 
   it("fails the check when no fan-out answers at EP_FANOUT_LISTEN", async () => {
     const h = tempHome("ep-doctor-nofanout-");
-    cleanups.push(() => h.cleanup());
+    cleanup(() => h.cleanup());
     const listen = `127.0.0.1:${await freePort()}`;
     const r = await doctor({ EP_HOME: h.dir, EP_BASE_URL: `http://127.0.0.1:${await freePort()}`, EP_FANOUT_LISTEN: listen });
     expect(r.code).toBe(1);
@@ -97,7 +94,7 @@ describe("ep system doctor: fanout_rate_limit", () => {
 describe("ep system doctor: runtime binaries", () => {
   it("checks the commands epd would run: claude-code-acp for vendorA_agent_acp, runtimes.toml over the defaults", async () => {
     const h = tempHome("ep-doctor-rt-");
-    cleanups.push(() => h.cleanup());
+    cleanup(() => h.cleanup());
     const bin = join(h.dir, "bin");
     mkdirSync(bin);
     const fake = (name: string) => {
@@ -147,14 +144,14 @@ describe("ep system doctor: runtime binaries", () => {
 describe("ep system doctor: runtimes as epd sees them", () => {
   it("reports the executables on epd's PATH, with their version, not the shell's", async () => {
     const h = tempHome("ep-doctor-epd-");
-    cleanups.push(() => h.cleanup());
+    cleanup(() => h.cleanup());
     const tower = await spawnTowerProcess(h.dir);
-    cleanups.push(() => tower.stop());
+    cleanup(() => tower.stop());
     const nodeFile = join(h.dir, "node.json");
     await registerNode(tower.url, tower.adminToken, nodeFile);
     // epd runs with the fixture CLIs on its PATH; the shell running `ep` does not have them
     const epd = await spawnEpd({ home: h.dir, nodeFile, backendUrl: tower.url });
-    cleanups.push(() => epd.stop());
+    cleanup(() => epd.stop());
     const env = { EP_HOME: h.dir, EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken, EP_NODE_FILE: nodeFile, PATH: "/usr/bin:/bin" };
     const c = checks(await doctor(env));
     expect(c.runtime_claude).toMatchObject({ ok: true, level: "ok" });

@@ -6,25 +6,17 @@
 import { createClient } from "@connectrpc/connect";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createMgmtTransport, jsonRpcCall } from "../daemon/mgmt/client.js";
 import { CronService } from "../gen/ep/daemon/v1/mgmt_pb.js";
 import type { EpdProcess } from "./epd-harness.js";
-import { buildAll, fleetSetup, runEp, startFleetEpd, towerEvents, writeDaemonFile, type FleetSetup } from "./fleet-harness.js";
+import { type FleetSetup, fleetSuite, runEp, startFleetEpd, towerEvents, writeDaemonFile } from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
 
 let s: FleetSetup;
 let epd: EpdProcess | undefined;
 
-beforeAll(async () => {
-  await buildAll();
-  s = await fleetSetup("ep-cron-");
-}, 90_000);
-
-afterAll(async () => {
-  await epd?.stop();
-  await s?.cleanup();
-});
+fleetSuite("ep-cron-", { set: (setup) => (s = setup), epd: () => epd });
 
 const ENV = { EP_CRON_TICK_MS: "1000" };
 

@@ -11,7 +11,7 @@ import { jsonRpcCall } from "../daemon/mgmt/client.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
-import { freePort, startTower, tempHome, waitFor, type TestTower } from "./harness.js";
+import { spawnTowerChild, startTower, stopChild, tempHome, waitFor, type TestTower, type TowerChild } from "./harness.js";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -66,46 +66,16 @@ export function buildBinaries(): Promise<{ tower: string; epd: string }> {
   return built;
 }
 
-export interface TowerProcess {
-  child: ChildProcess;
-  url: string;
-  port: number;
-  adminToken: string;
-  stop(): Promise<void>;
-}
+export type TowerProcess = TowerChild & { adminToken: string };
 
 /** Starts ep-tower on `port` (a free one unless given), so a test can restart it on the same address. */
 export async function spawnTowerProcess(home: string, env: Record<string, string> = {}, port?: number): Promise<TowerProcess> {
-  const { tower } = await buildBinaries();
-  port ??= await freePort();
-  const child = spawn(process.execPath, [tower, "--listen", `127.0.0.1:${port}`], {
-    env: { ...process.env, EP_HOME: home, EP_LOG_LEVEL: "warn", EP_SECRET_KEY: "test", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  child.stdout!.resume();
-  const url = `http://127.0.0.1:${port}`;
-  await waitFor(async () => {
-    if (child.exitCode !== null) throw new Error(`ep-tower exited ${child.exitCode}: ${stderr}`);
-    return (await fetch(url + "/healthz").catch(() => undefined))?.ok === true;
-  }, 15_000);
-  return {
-    child,
-    url,
-    port,
-    adminToken: readFileSync(join(home, "tower", "admin.token"), "utf8").trim(),
-    stop: () => stopChild(child, "SIGTERM"),
-  };
+  const { tower: entry } = await buildBinaries();
+  const tower = await spawnTowerChild({ entry, home, env: { EP_SECRET_KEY: "test", ...env }, port });
+  return { ...tower, adminToken: readFileSync(join(home, "tower", "admin.token"), "utf8").trim() };
 }
 
-export function stopChild(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
-  return new Promise<void>((resolve) => {
-    if (child.exitCode !== null || child.signalCode) return resolve();
-    child.once("exit", () => resolve());
-    child.kill(signal);
-  });
-}
+export { stopChild };
 
 /** Registers a node with the tower (admin token) and writes its identity file. */
 export async function registerNode(url: string, adminToken: string, nodeFile: string, hostname = "worker-1"): Promise<{ nodeId: string; token: string }> {
@@ -219,12 +189,12 @@ export interface TowerSetup {
   missionId: string;
 }
 
-export async function towerWithMission(prefix: string, cleanups: (() => unknown)[], towerEnv: Record<string, string> = {}): Promise<TowerSetup> {
+export async function towerWithMission(prefix: string, cleanup: (fn: () => unknown) => void, towerEnv: Record<string, string> = {}): Promise<TowerSetup> {
   const h = tempHome(prefix);
-  cleanups.push(() => h.cleanup());
+  cleanup(() => h.cleanup());
   const nodeFile = join(h.dir, "etc", "node.json");
   const tower = await spawnTowerProcess(h.dir, towerEnv);
-  cleanups.push(() => tower.stop());
+  cleanup(() => tower.stop());
   await registerNode(tower.url, tower.adminToken, nodeFile);
   const work = adminClient(tower, WorkService);
   const events = adminClient(tower, EventService);
@@ -233,9 +203,9 @@ export async function towerWithMission(prefix: string, cleanups: (() => unknown)
   return { home: h.dir, nodeFile, tower, work, events, domainId, missionId };
 }
 
-/** epd on that setup's node, stopped by the cleanups. */
-export async function epdFor(s: TowerSetup, cleanups: (() => unknown)[], env: Record<string, string> = {}): Promise<EpdProcess> {
+/** epd on that setup's node, stopped by the cleanup. */
+export async function epdFor(s: TowerSetup, cleanup: (fn: () => unknown) => void, env: Record<string, string> = {}): Promise<EpdProcess> {
   const epd = await spawnEpd({ home: s.home, nodeFile: s.nodeFile, backendUrl: s.tower.url, env });
-  cleanups.push(() => epd.stop());
+  cleanup(() => epd.stop());
   return epd;
 }

@@ -5,16 +5,13 @@ import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, spawnTowerProcess, epdFor, towerWithMission, type TowerSetup } from "./epd-harness.js";
-import { waitFor } from "./harness.js";
+import { useCleanups, waitFor } from "./harness.js";
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-});
+const cleanup = useCleanups();
 
 beforeAll(async () => {
   await buildBinaries();
@@ -30,8 +27,8 @@ function clients(url: string, token: string) {
 }
 
 type Setup = TowerSetup;
-const setup = (towerEnv: Record<string, string> = {}) => towerWithMission("ep-lease-", cleanups, towerEnv);
-const startEpd = (s: Setup, env: Record<string, string> = {}) => epdFor(s, cleanups, env);
+const setup = (towerEnv: Record<string, string> = {}) => towerWithMission("ep-lease-", cleanup, towerEnv);
+const startEpd = (s: Setup, env: Record<string, string> = {}) => epdFor(s, cleanup, env);
 
 async function waitStatus(work: Client<typeof WorkService>, taskId: string, statuses: string[], timeoutMs = 15_000) {
   let last = "";
@@ -107,7 +104,7 @@ describe("epd completion reports", () => {
     expect(journal(s.home)).toEqual([expect.objectContaining({ taskId: t.id, state: "reporting", outcome: expect.objectContaining({ ok: true }) })]);
     await new Promise((r) => setTimeout(r, 1500)); // a few more failed attempts
     const again = await spawnTowerProcess(s.home, {}, s.tower.port);
-    cleanups.push(() => again.stop());
+    cleanup(() => again.stop());
     const w = clients(again.url, again.adminToken).work;
     const done = await waitStatus(w, t.id, ["succeeded", "failed", "queued"], 40_000);
     expect(done.status).toBe("succeeded");
@@ -137,7 +134,7 @@ describe("epd completion reports", () => {
     expect(left).toEqual([expect.objectContaining({ taskId: t.id, state: "reporting", outcome: expect.objectContaining({ ok: true, output: expect.stringContaining("from-the-journal") }) })]);
 
     const again = await spawnTowerProcess(s.home, {}, s.tower.port);
-    cleanups.push(() => again.stop());
+    cleanup(() => again.stop());
     const w = clients(again.url, again.adminToken).work;
     // the tower still thinks the task is running: nobody told it otherwise
     expect((await w.getTask({ taskId: t.id })).task!.status).toBe("running");

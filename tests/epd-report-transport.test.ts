@@ -7,15 +7,12 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { existsSync, readFileSync } from "node:fs";
 import { createServer, connect, type Socket } from "node:net";
 import { join } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, registerNode, spawnEpd, spawnTowerProcess, type TowerProcess } from "./epd-harness.js";
-import { tempHome, waitFor } from "./harness.js";
+import { tempHome, useCleanups, waitFor } from "./harness.js";
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-});
+const cleanup = useCleanups();
 
 beforeAll(async () => {
   await buildBinaries();
@@ -72,14 +69,14 @@ const runsIn = (file: string) => (existsSync(file) ? readFileSync(file, "utf8").
 describe("completion reports across transport failures", () => {
   it("a reset connection while reporting is retried, and the task runs once", async () => {
     const h = tempHome("ep-report-");
-    cleanups.push(() => h.cleanup());
+    cleanup(() => h.cleanup());
     const tower = await spawnTowerProcess(h.dir, { EP_LEASE_MS: "3000" });
-    cleanups.push(() => tower.stop());
+    cleanup(() => tower.stop());
     const s = await setup(h.dir, tower);
     const proxy = await resettingProxy(tower.port, "WorkService/CompleteTask", 2);
-    cleanups.push(() => proxy.close());
+    cleanup(() => proxy.close());
     const epd = await spawnEpd({ home: h.dir, nodeFile: s.nodeFile, backendUrl: proxy.url, env: { EP_POLL_MS: "500" } });
-    cleanups.push(() => epd.stop());
+    cleanup(() => epd.stop());
     const { jsonRpcCall } = await import("../daemon/mgmt/client.js");
     await jsonRpcCall(join(h.dir, "epd", "mgmt.sock"), "agent.enroll", { domainId: s.domainId, runtime: "shell", name: "runner" });
     const counter = join(h.dir, "runs.txt");
@@ -99,13 +96,13 @@ describe("completion reports across transport failures", () => {
 
   it("a tower killed with -9 right after the run finished: the task completes once after the restart", async () => {
     const h = tempHome("ep-report-");
-    cleanups.push(() => h.cleanup());
+    cleanup(() => h.cleanup());
     let tower = await spawnTowerProcess(h.dir, { EP_LEASE_MS: "4000" });
     const port = tower.port;
-    cleanups.push(() => tower.stop());
+    cleanup(() => tower.stop());
     const s = await setup(h.dir, tower);
     const epd = await spawnEpd({ home: h.dir, nodeFile: s.nodeFile, backendUrl: tower.url, env: { EP_POLL_MS: "500" } });
-    cleanups.push(() => epd.stop());
+    cleanup(() => epd.stop());
     const { jsonRpcCall } = await import("../daemon/mgmt/client.js");
     await jsonRpcCall(join(h.dir, "epd", "mgmt.sock"), "agent.enroll", { domainId: s.domainId, runtime: "shell", name: "runner" });
     const counter = join(h.dir, "runs.txt");

@@ -5,14 +5,14 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import net from "node:net";
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMgmtTransport } from "../daemon/mgmt/client.js";
 import { processGone } from "../daemon/runtimes/process-group.js";
 import { DaemonService, AgentService as LocalAgentService } from "../gen/ep/daemon/v1/mgmt_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, spawnTowerProcess, epdFor, towerWithMission, type TowerSetup } from "./epd-harness.js";
-import { tempHome, waitFor } from "./harness.js";
+import { tempHome, useCleanups, waitFor } from "./harness.js";
 
 function towerClients(url: string, token: string) {
   const transport = createConnectTransport({
@@ -23,18 +23,15 @@ function towerClients(url: string, token: string) {
   return { work: createClient(WorkService, transport), events: createClient(EventService, transport) };
 }
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-});
+const cleanup = useCleanups();
 
 beforeAll(async () => {
   await buildBinaries();
 }, 60_000);
 
 type Setup = TowerSetup;
-const setup = (towerEnv: Record<string, string> = {}) => towerWithMission("ep-epd-", cleanups, towerEnv);
-const startEpd = (s: Setup, env: Record<string, string> = {}) => epdFor(s, cleanups, env);
+const setup = (towerEnv: Record<string, string> = {}) => towerWithMission("ep-epd-", cleanup, towerEnv);
+const startEpd = (s: Setup, env: Record<string, string> = {}) => epdFor(s, cleanup, env);
 
 async function waitTask(s: Setup, taskId: string, statuses: string[], timeoutMs = 15_000) {
   let last = "";
@@ -56,7 +53,7 @@ describe("epd", () => {
   it("refuses to start without a node identity, naming the file", async () => {
     const { epd } = await buildBinaries();
     const h = tempHome();
-    cleanups.push(() => h.cleanup());
+    cleanup(() => h.cleanup());
     const { spawnSync } = await import("node:child_process");
     const missing = spawnSync(process.execPath, [epd, "run"], { env: { ...process.env, EP_HOME: h.dir, EP_NODE_FILE: join(h.dir, "nope.json") }, encoding: "utf8" });
     expect(missing.status).toBe(2);
@@ -216,7 +213,7 @@ describe("epd", () => {
     await waitTask(s, t.id, ["running"]);
     await s.tower.stop();
     const again = await spawnTowerProcess(s.home, {}, s.tower.port);
-    cleanups.push(() => again.stop());
+    cleanup(() => again.stop());
     const done = await waitTask({ ...s, ...towerClients(again.url, again.adminToken) }, t.id, ["succeeded", "failed"], 30_000);
     expect(done.status).toBe("succeeded");
     expect(done.result!.output).toMatch(/finished/);

@@ -3,13 +3,13 @@
 import { createServer, type Server, type ServerResponse } from "node:http";
 import { connect as netConnect } from "node:net";
 import mqtt from "mqtt";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { FakeClock } from "../test-support/fake-clock.js";
 import { silentLogger } from "../common/log.js";
 import { createFanout, fanoutEnv, parseLoopbackListen, type Fanout } from "../daemon/fanout/fanout.js";
 import { emitEvents, openSse } from "./events-helpers.js";
-import { startTower, waitFor } from "./harness.js";
+import { startTower, useCleanups, waitFor } from "./harness.js";
 
 const MQTT_URL = process.env.EP_TEST_MQTT_URL ?? "mqtt://127.0.0.1:1883";
 
@@ -25,31 +25,28 @@ async function brokerReachable(): Promise<boolean> {
   });
 }
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-});
+const cleanup = useCleanups();
 
 /** A fake tower /events/stream: the test decides each answer. */
 async function fakeUpstream(handler: (res: ServerResponse, n: number, lastEventId: string | undefined) => void): Promise<{ url: string; requests: () => number; server: Server }> {
   let n = 0;
   const server = createServer((req, res) => handler(res, ++n, req.headers["last-event-id"] as string | undefined));
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  cleanups.push(() => new Promise<void>((r) => (server.closeAllConnections(), server.close(() => r()))));
+  cleanup(() => new Promise<void>((r) => (server.closeAllConnections(), server.close(() => r()))));
   return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, requests: () => n, server };
 }
 
 async function startFanout(opts: Partial<Parameters<typeof createFanout>[0]> & { upstreamUrl: string }): Promise<Fanout> {
   const f = createFanout({ token: "ept_test", listen: "127.0.0.1:0", log: silentLogger, ...opts });
   await f.start();
-  cleanups.push(() => f.close());
+  cleanup(() => f.close());
   return f;
 }
 
 describe("local fan-out", () => {
   it("replays the tower's events with their ids over SSE and WebSocket, and resumes local clients by id", async () => {
     const t = await startTower();
-    cleanups.push(async () => {
+    cleanup(async () => {
       const c = t.close();
       t.tower.app.server.closeAllConnections();
       await c;
@@ -173,7 +170,7 @@ describe("local fan-out", () => {
     ws.on("message", (d) => wsMessages.push(JSON.parse(d.toString())));
     await new Promise((r) => ws.once("open", r));
     const pub = await mqtt.connectAsync(MQTT_URL);
-    cleanups.push(() => pub.endAsync());
+    cleanup(() => pub.endAsync());
     // the subscription is in place once a probe comes through
     await waitFor(async () => {
       await pub.publishAsync(`${prefix}/probe`, "probe");

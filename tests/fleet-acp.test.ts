@@ -4,26 +4,16 @@
 // tower as progress, inbox and matrix events.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
-import { createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
 import type { EpdProcess } from "./epd-harness.js";
-import { buildAll, fleetSetup, runEp, startFleetEpd, towerEvents, writeDaemonFile, type FleetSetup } from "./fleet-harness.js";
+import { type FleetSetup, fleetSuite, runEp, startFleetEpd, towerEvents, writeDaemonFile } from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
 
 let s: FleetSetup;
 let epd: EpdProcess | undefined;
 
-beforeAll(async () => {
-  await buildAll();
-  s = await fleetSetup("ep-fleet-acp-");
-}, 90_000);
-
-afterAll(async () => {
-  await epd?.stop();
-  await s?.cleanup();
-});
+fleetSuite("ep-fleet-acp-", { set: (setup) => (s = setup), epd: () => epd });
 
 describe("vendorA_agent_acp profile agents", () => {
   it("takes ep agent signal as a prompt on its ACP session; the turn's output reaches the tower", async () => {
@@ -39,12 +29,7 @@ domain = "${domainId}"
     );
     epd = await startFleetEpd(s);
     await waitFor(() => epd!.logs.some((l) => l.msg === "fleet started"), 10_000);
-    const transport = createConnectTransport({
-      baseUrl: s.tower.url,
-      httpVersion: "1.1",
-      interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${s.tower.adminToken}`), next(req))],
-    });
-    const towerAgents = createClient(AgentService, transport);
+    const towerAgents = s.client(AgentService);
     // enrolled at the tower under the profile
     let towerAgentId = "";
     await waitFor(async () => {

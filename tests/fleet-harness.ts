@@ -1,6 +1,8 @@
 // Helpers for the fleet and cron tests: the built `ep` CLI as a subprocess, a private tmux socket,
 // and a tower + registered node + epd started from the shared epd harness.
-import { createClient } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
+import { createClient, type Client } from "@connectrpc/connect";
+import { afterAll, beforeAll } from "vitest";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { execFile, spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -62,6 +64,8 @@ export interface FleetSetup {
   nodeId: string;
   work: ReturnType<typeof createClient<typeof WorkService>>;
   events: ReturnType<typeof createClient<typeof EventService>>;
+  /** a Connect client of any tower service with the admin token */
+  client<T extends DescService>(service: T): Client<T>;
   cleanup(): Promise<void>;
 }
 
@@ -85,11 +89,38 @@ export async function fleetSetup(prefix = "ep-fleet-"): Promise<FleetSetup> {
     nodeId,
     work: createClient(WorkService, transport),
     events: createClient(EventService, transport),
+    client: (service) => createClient(service, transport),
     async cleanup() {
       await tower.stop();
       h.cleanup();
     },
   };
+}
+
+/**
+ * The setup of a fleet test file: built binaries and one tower with a registered node before all
+ * tests (handed to `set`); after all, the file's epd (`epd()`) stopped, the agent process groups in
+ * `pids` killed, the tower stopped and the home removed.
+ */
+export function fleetSuite(prefix: string, opts: { set(s: FleetSetup): void; epd(): EpdProcess | undefined; pids?: Set<number>; after?(): Promise<void> }): void {
+  let setup: FleetSetup | undefined;
+  beforeAll(async () => {
+    await buildAll();
+    setup = await fleetSetup(prefix);
+    opts.set(setup);
+  }, 90_000);
+  afterAll(async () => {
+    await opts.epd()?.stop();
+    for (const pid of opts.pids ?? []) {
+      try {
+        process.kill(-pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+    await opts.after?.();
+    await setup?.cleanup();
+  });
 }
 
 export function writeDaemonFile(s: FleetSetup, name: "agents.toml" | "cron.toml", text: string): void {

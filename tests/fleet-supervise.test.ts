@@ -3,36 +3,20 @@
 // supervise …` and by the tower's SuperviseAgent over the link; every step a matrix event; the agent
 // outlives an epd restart and is re-adopted.
 import { createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createMgmtTransport } from "../daemon/mgmt/client.js";
 import { processGone } from "../daemon/runtimes/process-group.js";
 import { SuperviseService } from "../gen/ep/daemon/v1/mgmt_pb.js";
 import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import type { EpdProcess } from "./epd-harness.js";
-import { buildAll, fleetSetup, runEp, startFleetEpd, towerEvents, writeDaemonFile, type FleetSetup } from "./fleet-harness.js";
+import { type FleetSetup, fleetSuite, runEp, startFleetEpd, towerEvents, writeDaemonFile } from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
 
 let s: FleetSetup;
 let epd: EpdProcess | undefined;
 const pids = new Set<number>();
 
-beforeAll(async () => {
-  await buildAll();
-  s = await fleetSetup();
-}, 90_000);
-
-afterAll(async () => {
-  await epd?.stop();
-  for (const pid of pids) {
-    try {
-      process.kill(-pid, "SIGKILL");
-    } catch {
-      // gone
-    }
-  }
-  await s?.cleanup();
-});
+fleetSuite("ep-fleet-", { set: (setup) => (s = setup), epd: () => epd, pids });
 
 // A killed agent stays a zombie until epd reaps it (asynchronously, on SIGCHLD): that is gone, not alive.
 const alive = (pid: number) => !processGone(pid);
@@ -101,16 +85,12 @@ capabilities = ["ops"]
     expect(alive(third.pid)).toBe(true);
 
     // the tower's SuperviseAgent reaches the profile over the link (by its tower agent id)
-    const towerTransport = createConnectTransport({
-      baseUrl: s.tower.url,
-      httpVersion: "1.1",
-      interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${s.tower.adminToken}`), next(req))],
-    });
+    const towerAgents = s.client(AgentService);
     // the tower knows its node supervises it (the console offers restart, pause, resume only then)
-    expect((await createClient(AgentService, towerTransport).getAgent({ agentId: towerAgent })).agent!.supervised).toBe(true);
-    await createClient(AgentService, towerTransport).superviseAgent({ agentId: towerAgent, op: "pause" });
+    expect((await towerAgents.getAgent({ agentId: towerAgent })).agent!.supervised).toBe(true);
+    await towerAgents.superviseAgent({ agentId: towerAgent, op: "pause" });
     await waitFor(async () => (await ep("agent", "supervise", "status", towerAgent)).json().agent.paused === true, 10_000);
-    await createClient(AgentService, towerTransport).superviseAgent({ agentId: towerAgent, op: "resume" });
+    await towerAgents.superviseAgent({ agentId: towerAgent, op: "resume" });
     await waitFor(async () => (await ep("agent", "supervise", "status", "svc")).json().agent.paused === false, 10_000);
 
     // the generated Connect client on mgmt.sock: operator restart

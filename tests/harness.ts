@@ -4,7 +4,8 @@ import { createClient, type Client, type Interceptor, type Transport } from "@co
 import { createConnectTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { afterEach } from "vitest";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -82,11 +83,33 @@ function harness(tower: Tower, url: string, home: string, adminToken: string): T
   };
 }
 
-/** Runs the built ep-tower binary; `npm run build` must have run. */
-export async function spawnTower(home: string, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<{ child: ChildProcess; url: string; adminToken: string; stop(): Promise<void> }> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, "bin", "ep-tower.js"), "--listen", `127.0.0.1:${port}`], {
-    env: { ...process.env, EP_HOME: home, EP_LOG_LEVEL: "warn", ...env },
+export interface TowerChild {
+  child: ChildProcess;
+  url: string;
+  port: number;
+  stderr(): string;
+  stop(): Promise<void>;
+  kill9(): Promise<void>;
+}
+
+/**
+ * Starts an ep-tower entry point (the built bin or a test bundle) as a child process on `port`
+ * (a free one unless given) and waits until `ready` answers 200. The one way tests start a tower
+ * process; the harnesses below add what their tests need (admin token, PostgreSQL schema).
+ */
+export async function spawnTowerChild(opts: {
+  entry: string;
+  home: string;
+  env?: Record<string, string>;
+  nodeArgs?: string[];
+  port?: number;
+  ready?: "/healthz" | "/readyz";
+  timeoutMs?: number;
+}): Promise<TowerChild> {
+  const port = opts.port ?? (await freePort());
+  mkdirSync(opts.home, { recursive: true });
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), opts.entry, "--listen", `127.0.0.1:${port}`], {
+    env: { ...process.env, EP_HOME: opts.home, EP_LOG_LEVEL: "warn", ...opts.env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stderr = "";
@@ -95,21 +118,33 @@ export async function spawnTower(home: string, env: Record<string, string> = {},
   const url = `http://127.0.0.1:${port}`;
   await waitFor(async () => {
     if (child.exitCode !== null) throw new Error(`ep-tower exited ${child.exitCode}: ${stderr}`);
-    const res = await fetch(url + "/healthz").catch(() => undefined);
-    return res?.ok === true;
-  }, 15_000);
-  const adminToken = readFileSync(join(home, "tower", "admin.token"), "utf8").trim();
-  return {
-    child,
-    url,
-    adminToken,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null || child.signalCode) return resolve();
-        child.once("exit", () => resolve());
-        child.kill("SIGTERM");
-      }),
-  };
+    return (await fetch(url + (opts.ready ?? "/healthz")).catch(() => undefined))?.ok === true;
+  }, opts.timeoutMs ?? 15_000);
+  return { child, url, port, stderr: () => stderr, stop: () => stopChild(child, "SIGTERM"), kill9: () => stopChild(child, "SIGKILL") };
+}
+
+/** Sends `signal` to a child process and resolves when it has exited (at once when it already has). */
+export function stopChild(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode) return resolve();
+    child.once("exit", () => resolve());
+    child.kill(signal);
+  });
+}
+
+/** Runs the built ep-tower binary; `npm run build` must have run. */
+export async function spawnTower(home: string, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<TowerChild & { adminToken: string }> {
+  const tower = await spawnTowerChild({ entry: join(ROOT, "bin", "ep-tower.js"), home, env, nodeArgs });
+  return { ...tower, adminToken: readFileSync(join(home, "tower", "admin.token"), "utf8").trim() };
+}
+
+/** Cleanups a test registers as it goes; run in reverse after each test. */
+export function useCleanups(): (fn: () => unknown) => void {
+  const cleanups: (() => unknown)[] = [];
+  afterEach(async () => {
+    for (const fn of cleanups.splice(0).reverse()) await fn();
+  });
+  return (fn) => void cleanups.push(fn);
 }
 
 export async function freePort(): Promise<number> {

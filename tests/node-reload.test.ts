@@ -4,27 +4,19 @@
 // back with their file and line, and the running configuration is kept.
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { processGone } from "../daemon/runtimes/process-group.js";
 import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import type { EpdProcess } from "./epd-harness.js";
-import { buildAll, fleetSetup, runEp, startFleetEpd, towerEvents, writeDaemonFile, type FleetSetup } from "./fleet-harness.js";
+import { type FleetSetup, fleetSuite, runEp, startFleetEpd, towerEvents, writeDaemonFile } from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
 
 let s: FleetSetup;
 let epd: EpdProcess | undefined;
 
-beforeAll(async () => {
-  await buildAll();
-  s = await fleetSetup("ep-node-reload-");
-}, 90_000);
-
-afterAll(async () => {
-  await epd?.stop();
-  await s?.cleanup();
-});
+fleetSuite("ep-node-reload-", { set: (setup) => (s = setup), epd: () => epd });
 
 const ep = (...args: string[]) => runEp(s.home, [...args, "--url", s.tower.url, "--token", s.tower.adminToken]);
 

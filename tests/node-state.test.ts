@@ -2,34 +2,19 @@
 // job and a supervised process agent reports both (NodeService.ReportNodeState); the tower's
 // list_cron_jobs and get_supervision (POST /mcp/call) answer the latest report per node with its
 // time; a fire and a restart reach the tower without waiting for the periodic push.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import type { EpdProcess } from "./epd-harness.js";
-import { buildAll, fleetSetup, startFleetEpd, writeDaemonFile, type FleetSetup } from "./fleet-harness.js";
+import { type FleetSetup, fleetSuite, startFleetEpd, writeDaemonFile } from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
 
 let s: FleetSetup;
 let epd: EpdProcess | undefined;
 const pids = new Set<number>();
 
-beforeAll(async () => {
-  await buildAll();
-  s = await fleetSetup("ep-node-state-");
-}, 90_000);
-
-afterAll(async () => {
-  await epd?.stop();
-  for (const pid of pids) {
-    try {
-      process.kill(-pid, "SIGKILL");
-    } catch {
-      // gone
-    }
-  }
-  await s?.cleanup();
-});
+fleetSuite("ep-node-state-", { set: (setup) => (s = setup), epd: () => epd, pids });
 
 async function tool(name: string, args: Record<string, unknown> = {}): Promise<any> {
   const res = await fetch(`${s.tower.url}/mcp/call`, {

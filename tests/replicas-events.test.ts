@@ -5,7 +5,7 @@
 // admin token is made once; cluster locks exclude each other.
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { silentLogger } from "../common/log.js";
 import { AgentService, NodeService, type LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
@@ -15,25 +15,22 @@ import { loadConfig } from "../tower/config.js";
 import { commit } from "../tower/domain/event-hub.js";
 import { attachProof } from "../tower/edges/attach/attach-ws.js";
 import { openStore } from "../tower/store/open-store.js";
-import { tempHome, waitFor, type TestTower } from "./harness.js";
+import { tempHome, type TestTower, useCleanups, waitFor } from "./harness.js";
 import { followSse, freshSchema, gapsAndDuplicates, requirePg, skipPg, startReplica, type Schema } from "./replicas-harness.js";
 
 requirePg("replicas-events");
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-});
+const cleanup = useCleanups();
 
 async function replicas(n: number, env: Record<string, string> = {}): Promise<{ schema: Schema; towers: TestTower[] }> {
   const schema = await freshSchema();
-  cleanups.push(() => schema.drop());
+  cleanup(() => schema.drop());
   const home = tempHome("ep-rep-");
-  cleanups.push(() => home.cleanup());
+  cleanup(() => home.cleanup());
   const towers: TestTower[] = [];
   for (let i = 0; i < n; i++) {
     const t = await startReplica(schema, home.dir, env);
-    cleanups.push(() => t.close());
+    cleanup(() => t.close());
     towers.push(t);
   }
   return { schema, towers };
@@ -49,7 +46,7 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     const [a, b] = towers;
     const start = await a.tower.deps.store.lastEventId();
     const sse = followSse([b.url], b.adminToken, { afterId: start });
-    cleanups.push(() => sse.close());
+    cleanup(() => sse.close());
 
     const workA = a.client(WorkService);
     const domainId = (await workA.createDomain({ name: "rep" })).domain!.id;
@@ -91,7 +88,7 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     const onB = followSse([b.url], b.adminToken, { afterId: start });
     // this one hops between the replicas, resuming with Last-Event-ID each time
     const hopping = followSse([a.url, b.url], a.adminToken, { afterId: start, retryMs: 5 });
-    cleanups.push(() => (onA.close(), onB.close(), hopping.close()));
+    cleanup(() => (onA.close(), onB.close(), hopping.close()));
     await new Promise((r) => setTimeout(r, 100));
 
     const WRITERS = 4;
@@ -235,16 +232,16 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
 
   it("replicas starting together make one bootstrap admin token; cluster locks exclude each other", async () => {
     const schema = await freshSchema();
-    cleanups.push(() => schema.drop());
+    cleanup(() => schema.drop());
     const started = await Promise.all(
       [0, 1, 2].map(async () => {
         const home = tempHome("ep-rep-boot-");
-        cleanups.push(() => home.cleanup());
+        cleanup(() => home.cleanup());
         const env = { EP_HOME: home.dir, EP_DATABASE_URL: schema.url, EP_SECRET_KEY: "test" };
         const config = loadConfig({ listen: "127.0.0.1:0" }, env);
         const store = await openStore(schema.url);
         const tower = await createTower({ config, store, log: silentLogger });
-        cleanups.push(() => tower.close());
+        cleanup(() => tower.close());
         return { tower, boot: await bootstrap(tower, config.home, config.publicUrl, env) };
       }),
     );

@@ -5,20 +5,17 @@
 // (one claim each, none lost), and an SSE client that followed A resumes on B with no gap.
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, registerNode, spawnEpd } from "./epd-harness.js";
-import { tempHome, waitFor } from "./harness.js";
+import { tempHome, useCleanups, waitFor } from "./harness.js";
 import { failoverBalancer, followSse, freshSchema, gapsAndDuplicates, join, requirePg, skipPg, spawnReplica } from "./replicas-harness.js";
 
 requirePg("replicas-failover");
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-});
+const cleanup = useCleanups();
 
 beforeAll(async () => {
   if (!skipPg) await buildBinaries();
@@ -32,17 +29,17 @@ function clients(url: string, token: string) {
 describe.skipIf(skipPg)("replicas: fail-over with a real epd", () => {
   it("B's task wakes the daemon on A; kill -9 A: the daemon relinks to B, nothing lost or claimed twice, SSE resumes on B", async () => {
     const schema = await freshSchema();
-    cleanups.push(() => schema.drop());
+    cleanup(() => schema.drop());
     const home = tempHome("ep-rep-fo-");
-    cleanups.push(() => home.cleanup());
+    cleanup(() => home.cleanup());
     const towerHome = join(home.dir, "towers");
     const a = await spawnReplica(schema, towerHome, { EP_REPLICA_ID: "rep_a" });
-    cleanups.push(() => a.kill9());
+    cleanup(() => a.kill9());
     const b = await spawnReplica(schema, towerHome, { EP_REPLICA_ID: "rep_b" });
-    cleanups.push(() => b.stop());
+    cleanup(() => b.stop());
     const adminToken = readFileSync(join(towerHome, "tower", "admin.token"), "utf8").trim();
     const lb = await failoverBalancer([a.port, b.port]);
-    cleanups.push(() => lb.close());
+    cleanup(() => lb.close());
 
     const onA = clients(a.url, adminToken);
     const onB = clients(b.url, adminToken);
@@ -54,7 +51,7 @@ describe.skipIf(skipPg)("replicas: fail-over with a real epd", () => {
     const nodeFile = join(home.dir, "etc", "node.json");
     const { nodeId } = await registerNode(lb.url, adminToken, nodeFile);
     const epd = await spawnEpd({ home: join(home.dir, "node"), nodeFile, backendUrl: lb.url, env: { EP_POLL_MS: "600000" } });
-    cleanups.push(() => epd.stop());
+    cleanup(() => epd.stop());
     for (let i = 0; i < 2; i++) await epd.call("agent.enroll", { domainId, runtime: "shell", name: `sh${i}` });
     expect(lb.open().get(a.port)).toBeGreaterThan(0);
 
@@ -62,7 +59,7 @@ describe.skipIf(skipPg)("replicas: fail-over with a real epd", () => {
     const firstId = 0; // both replay the whole log first, then follow live
     const sseB = followSse([b.url], adminToken, { afterId: firstId });
     const sseLb = followSse([lb.url], adminToken, { afterId: firstId, retryMs: 200 });
-    cleanups.push(() => (sseB.close(), sseLb.close()));
+    cleanup(() => (sseB.close(), sseLb.close()));
     await waitFor(() => sseB.ids.length > 0 && sseLb.ids.length > 0);
 
     // 1. wake-up across replicas: submitted on B, claimed by the daemon linked to A

@@ -2,16 +2,14 @@
 // per test, towers sharing it (in-process or the built ep-tower), a TCP load balancer that
 // fails over, and an SSE follower that resumes with Last-Event-ID.
 import { randomBytes } from "node:crypto";
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync } from "node:fs";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { request, type IncomingMessage } from "node:http";
 import { join } from "node:path";
 import pg from "pg";
 import { withDefaultUser } from "../tower/store/postgres/postgres-store.js";
-import { buildBinaries, stopChild } from "./epd-harness.js";
+import { buildBinaries } from "./epd-harness.js";
 import { sseParser } from "./events-helpers.js";
-import { freePort, startTower, waitFor, type TestTower } from "./harness.js";
+import { spawnTowerChild, startTower, type TestTower, type TowerChild } from "./harness.js";
 
 export const PG_URL = process.env.EP_TEST_PG_URL ?? "postgres://127.0.0.1:5432/test";
 
@@ -70,33 +68,19 @@ export function startReplica(schema: Schema, home: string, env: Record<string, s
   return startTower({ home, env: { EP_DATABASE_URL: schema.url, EP_PUBLIC_URL: "http://ep.test", ...env } });
 }
 
-export interface ReplicaProcess {
-  child: ChildProcess;
-  url: string;
-  port: number;
-  stderr(): string;
-  stop(): Promise<void>;
-  kill9(): Promise<void>;
-}
+export type ReplicaProcess = TowerChild;
 
 /** The built ep-tower (tests/epd-harness.ts bundle) on the schema, as a child process. */
 export async function spawnReplica(schema: Schema, home: string, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<ReplicaProcess> {
-  const { tower } = await buildBinaries();
-  const port = await freePort();
-  mkdirSync(home, { recursive: true });
-  const child = spawn(process.execPath, [...nodeArgs, tower, "--listen", `127.0.0.1:${port}`], {
-    env: { ...process.env, EP_HOME: home, EP_LOG_LEVEL: "warn", EP_SECRET_KEY: "test", EP_DATABASE_URL: schema.url, EP_PUBLIC_URL: "http://ep.test", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
+  const { tower: entry } = await buildBinaries();
+  return spawnTowerChild({
+    entry,
+    home,
+    nodeArgs,
+    ready: "/readyz",
+    timeoutMs: 20_000,
+    env: { EP_SECRET_KEY: "test", EP_DATABASE_URL: schema.url, EP_PUBLIC_URL: "http://ep.test", ...env },
   });
-  let stderr = "";
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  child.stdout!.resume();
-  const url = `http://127.0.0.1:${port}`;
-  await waitFor(async () => {
-    if (child.exitCode !== null) throw new Error(`ep-tower exited ${child.exitCode}: ${stderr}`);
-    return (await fetch(url + "/readyz").catch(() => undefined))?.ok === true;
-  }, 20_000);
-  return { child, url, port, stderr: () => stderr, stop: () => stopChild(child, "SIGTERM"), kill9: () => stopChild(child, "SIGKILL") };
 }
 
 export interface Balancer {

@@ -6,11 +6,11 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { commit } from "../tower/domain/event-hub.js";
-import { freePort, ROOT, tempHome, waitFor, type TestTower } from "./harness.js";
+import { freePort, ROOT, tempHome, type TestTower, useCleanups, waitFor } from "./harness.js";
 import { followSse, freshSchema, gapsAndDuplicates, requirePg, skipPg, startReplica } from "./replicas-harness.js";
 
 requirePg("replicas-nginx");
@@ -19,10 +19,7 @@ const NGINX = ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbi
 const skipNginx = !NGINX && !process.env.CI;
 if (!NGINX) console.log(`replicas-nginx: ${process.env.CI ? "FAILING" : "skipping"}: nginx is not installed (apt-get install nginx-light)`);
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-});
+const cleanup = useCleanups();
 
 /** The ```nginx block of docs/deploy.md with the upstream servers and the listen port replaced. */
 function deployConfig(upstreams: number[], port: number): string {
@@ -39,7 +36,7 @@ function deployConfig(upstreams: number[], port: number): string {
 
 async function startNginx(upstreams: number[]): Promise<{ url: string; child: ChildProcess; stop(): Promise<void> }> {
   const dir = tempHome("ep-nginx-");
-  cleanups.push(() => dir.cleanup());
+  cleanup(() => dir.cleanup());
   const port = await freePort();
   for (const d of ["logs", "body", "proxy"]) mkdirSync(join(dir.dir, d));
   const conf = join(dir.dir, "nginx.conf");
@@ -73,7 +70,7 @@ ${deployConfig(upstreams, port)}
       child.once("exit", () => resolve());
       child.kill("SIGTERM");
     });
-  cleanups.push(stop);
+  cleanup(stop);
   return { url, child, stop };
 }
 
@@ -81,24 +78,24 @@ describe.skipIf(skipPg || skipNginx)("replicas: nginx in front (docs/deploy.md)"
   it("streams SSE and a WebSocket through nginx from two replicas, and SSE fails over when one stops", async () => {
     expect(NGINX, "nginx must be installed under CI (.ci/run installs nginx-light)").toBeDefined();
     const schema = await freshSchema();
-    cleanups.push(() => schema.drop());
+    cleanup(() => schema.drop());
     const home = tempHome("ep-rep-nginx-");
-    cleanups.push(() => home.cleanup());
+    cleanup(() => home.cleanup());
     const a: TestTower = await startReplica(schema, home.dir);
-    cleanups.push(() => a.close());
+    cleanup(() => a.close());
     const b: TestTower = await startReplica(schema, home.dir);
     let bClosed = false;
-    cleanups.push(() => (bClosed ? undefined : b.close()));
+    cleanup(() => (bClosed ? undefined : b.close()));
     const port = (u: string) => Number(new URL(u).port);
     const nginx = await startNginx([port(a.url), port(b.url)]);
     const token = a.adminToken;
     const start = await a.tower.deps.store.lastEventId();
 
     const sse = followSse([nginx.url], token, { afterId: start, retryMs: 100 });
-    cleanups.push(() => sse.close());
+    cleanup(() => sse.close());
     const wsIds: number[] = [];
     const ws = new WebSocket(`${nginx.url.replace("http", "ws")}/events/ws?last_event_id=${start}`, { headers: { authorization: `Bearer ${token}` } });
-    cleanups.push(() => ws.terminate());
+    cleanup(() => ws.terminate());
     ws.on("message", (data) => {
       const m = JSON.parse(String(data)) as { id?: number };
       if (typeof m.id === "number") wsIds.push(m.id);
@@ -133,7 +130,7 @@ describe.skipIf(skipPg || skipNginx)("replicas: nginx in front (docs/deploy.md)"
     // one replica stops: SSE clients it served reconnect through nginx to the other and resume.
     // nginx alternates between the upstreams, so of four clients opened in a row some are on B.
     const more = [0, 1, 2, 3].map(() => followSse([nginx.url], token, { afterId: start, retryMs: 100 }));
-    cleanups.push(() => more.forEach((f) => f.close()));
+    cleanup(() => more.forEach((f) => f.close()));
     await waitFor(() => more.every((f) => f.ids.at(-1) === expected.at(-1)), 5000);
     bClosed = true;
     await b.close();

@@ -4,27 +4,24 @@
 // node's config.reload answer (published on A) through the event relay.
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { NodeService, type LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
-import { tempHome, waitFor, type TestTower } from "./harness.js";
+import { tempHome, type TestTower, useCleanups, waitFor } from "./harness.js";
 import { freshSchema, requirePg, skipPg, startReplica } from "./replicas-harness.js";
 
 requirePg("replicas-node-state");
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-});
+const cleanup = useCleanups();
 
 async function replicas(n: number): Promise<TestTower[]> {
   const schema = await freshSchema();
-  cleanups.push(() => schema.drop());
+  cleanup(() => schema.drop());
   const home = tempHome("ep-rep-state-");
-  cleanups.push(() => home.cleanup());
+  cleanup(() => home.cleanup());
   const towers: TestTower[] = [];
   for (let i = 0; i < n; i++) {
     const t = await startReplica(schema, home.dir);
-    cleanups.push(() => t.close());
+    cleanup(() => t.close());
     towers.push(t);
   }
   return towers;

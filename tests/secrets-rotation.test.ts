@@ -8,19 +8,16 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { toEpError } from "../common/errors.js";
 import { SecretService } from "../gen/ep/tower/v1/ai_pb.js";
 import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, registerNode, stopChild } from "./epd-harness.js";
-import { freePort, tempHome, waitFor } from "./harness.js";
+import { freePort, tempHome, useCleanups, waitFor } from "./harness.js";
 
 const VALUE = `rotating-${randomBytes(10).toString("hex")}`;
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-});
+const cleanup = useCleanups();
 beforeAll(async () => {
   await buildBinaries();
 }, 60_000);
@@ -40,7 +37,7 @@ async function startTower(home: string, port: number, env: Record<string, string
     return (await fetch(url + "/healthz").catch(() => undefined))?.ok === true;
   }, 20_000);
   const stop = () => stopChild(child, "SIGTERM");
-  cleanups.push(stop);
+  cleanup(stop);
   return { child, out: () => out, url, stop };
 }
 
@@ -61,7 +58,7 @@ const keyIds = (home: string) => {
 describe("secret-store keys (real ep-tower)", () => {
   it("rotation by restart: old key in EP_SECRET_KEY_PREVIOUS → re-encrypted at start, readable with the new key alone", async () => {
     const h = tempHome("ep-secrot-");
-    cleanups.push(() => h.cleanup());
+    cleanup(() => h.cleanup());
     const port = await freePort();
     const KEY_A = "first passphrase, long enough";
     const KEY_B = randomBytes(32).toString("base64");
@@ -112,7 +109,7 @@ describe("secret-store keys (real ep-tower)", () => {
 
   it("the key file: created 0600 at first start and used; refused (with the fix in the message) once others can read it", async () => {
     const h = tempHome("ep-seckey-");
-    cleanups.push(() => h.cleanup());
+    cleanup(() => h.cleanup());
     const port = await freePort();
     let t = await startTower(h.dir, port, {});
     const keyFile = join(h.dir, "tower", "secret.key");

@@ -4,14 +4,11 @@ import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_pr
 import { readFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { buildBinaries, stopChild } from "./epd-harness.js";
-import { freePort, tempHome, waitFor } from "./harness.js";
+import { freePort, tempHome, useCleanups, waitFor } from "./harness.js";
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const fn of cleanups.splice(0).reverse()) await fn();
-});
+const cleanup = useCleanups();
 
 let towerBin: string;
 beforeAll(async () => {
@@ -29,7 +26,7 @@ function spawnOn(home: string, port: number, extra: Record<string, string>): { c
   let stderr = "";
   child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
   child.stdout!.resume();
-  cleanups.push(() => stopChild(child, "SIGTERM"));
+  cleanup(() => stopChild(child, "SIGTERM"));
   return { child, stderr: () => stderr };
 }
 
@@ -50,7 +47,7 @@ function httpsGet(port: number, path: string, ca: Buffer): Promise<{ status: num
 describe("ep-tower on a non-loopback address", () => {
   it("refuses plain HTTP with exit 2, naming EP_TLS_CERT and EP_ALLOW_INSECURE", async () => {
     const h = tempHome("ep-tls-");
-    cleanups.push(() => h.cleanup());
+    cleanup(() => h.cleanup());
     const port = await freePort();
     const r = spawnSync(process.execPath, [towerBin, "--listen", `0.0.0.0:${port}`], { env: env(h.dir, {}), encoding: "utf8", timeout: 15_000 });
     expect(r.status).toBe(2);
@@ -68,7 +65,7 @@ describe("ep-tower on a non-loopback address", () => {
 
   it("serves plain HTTP there with EP_ALLOW_INSECURE=1 (behind a TLS proxy)", async () => {
     const h = tempHome("ep-tls-");
-    cleanups.push(() => h.cleanup());
+    cleanup(() => h.cleanup());
     const port = await freePort();
     const t = spawnOn(h.dir, port, { EP_ALLOW_INSECURE: "1" });
     await waitFor(async () => {
@@ -83,7 +80,7 @@ describe("ep-tower on a non-loopback address", () => {
 
   it("serves HTTPS with EP_TLS_CERT and EP_TLS_KEY, and no plain HTTP", async () => {
     const h = tempHome("ep-tls-");
-    cleanups.push(() => h.cleanup());
+    cleanup(() => h.cleanup());
     execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=localhost", "-keyout", "k", "-out", "c"], {
       cwd: h.dir,
       stdio: "ignore",
