@@ -14,7 +14,7 @@ import type { LocalAgentRecord } from "./agent-store.js";
 import { createFrameBatcher } from "./frame-batcher.js";
 import type { SessionTable } from "./sessions.js";
 import type { RunRedactor } from "../secrets/broker.js";
-import { OUTPUT_LIMIT } from "./worker.js";
+import { OUTPUT_LIMIT } from "./task-run.js";
 
 export interface SignalRunnerDeps {
   tower: TowerClients;

@@ -1,0 +1,221 @@
+// One task's run: a fresh work/<task_id>/ directory (or the profile's cwd), a secrets session, the
+// runtime started with the run's environment, progress batched to the tower, the lease
+// heartbeated (a refused heartbeat stops the run), and the outcome delivered until acknowledged.
+import type { JsonObject } from "@bufbuild/protobuf";
+import { mkdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import type { ClockTimer } from "../../common/clock.js";
+import { iso } from "../../common/clock.js";
+import { toEpError } from "../../common/errors.js";
+import type { Logger } from "../../common/log.js";
+import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
+import type { ProgressFrame, RunResult } from "../runtimes/runtime.js";
+import type { LocalAgentRecord } from "./agent-store.js";
+import { createFrameBatcher } from "./frame-batcher.js";
+import type { InflightEntry, TaskOutcome } from "./journal.js";
+import { processStartTime } from "./orphans.js";
+import { refusedByTower } from "./report.js";
+import type { Run, Slot, WorkerDeps, WorkerState } from "./worker-types.js";
+
+export const OUTPUT_LIMIT = 64 * 1024;
+
+export interface RunHooks {
+  setAgentState(agentId: string, state: string): void;
+  deliver(entry: InflightEntry): Promise<void>;
+  /** the run is over and the slot idle: claim again when work may be waiting */
+  afterRun(agent: LocalAgentRecord): void;
+}
+
+const tail = (text: string) => (text.length > OUTPUT_LIMIT ? text.slice(-OUTPUT_LIMIT) : text);
+
+function promptOf(task: Task): string {
+  const p = task.input?.prompt;
+  if (typeof p === "string" && p.trim()) return p;
+  return [task.title, task.description].filter(Boolean).join("\n\n");
+}
+
+export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks) {
+  const { tower, clock, log, journal, sessions } = deps;
+
+  function startRun(agent: LocalAgentRecord, slot: Slot, task: Task): void {
+    const entry: InflightEntry = { taskId: task.id, agentId: agent.id, state: "running", startedAt: iso(clock.now()) };
+    let markEnded!: () => void;
+    const ended = new Promise<void>((resolve) => (markEnded = resolve));
+    const run: Run = { task, agent, entry, ended, markEnded, done: Promise.resolve() };
+    st.runs.set(task.id, run);
+    run.done = execute(run)
+      .catch((err: Error) => log.error("task run failed unexpectedly", { task_id: task.id, error: err.message, stack: err.stack }))
+      .finally(() => {
+        run.markEnded();
+        st.runs.delete(task.id);
+        slot.state = "idle";
+        slot.taskId = undefined;
+        hooks.setAgentState(agent.id, "idle");
+        hooks.afterRun(agent);
+      });
+  }
+
+  /** Tells the tower the run starts; false when it refuses (the task is no longer ours). */
+  async function announceStart(run: Run, tlog: Logger): Promise<boolean> {
+    try {
+      await tower.work.startTask({ taskId: run.task.id, agentId: run.agent.id });
+    } catch (err) {
+      const refused = refusedByTower(err);
+      if (refused) {
+        tlog.warn("task not started; dropping it", { code: refused.code, error: refused.message });
+        await journal.remove(run.task.id);
+        return false;
+      }
+      tlog.warn("start not acknowledged; running anyway", { error: toEpError(err).message });
+    }
+    return true;
+  }
+
+  /**
+   * work/<task_id>/ is fresh for every run: the run's cwd, and where its MCP config is written.
+   * A profile's task runs in the profile's own cwd with its env (its config stays out of it).
+   */
+  async function preparePlace(run: Run, tlog: Logger) {
+    const { task, agent } = run;
+    const workDir = join(deps.home, "work", task.id);
+    await rm(workDir, { recursive: true, force: true });
+    await mkdir(workDir, { recursive: true, mode: 0o700 });
+    const place = agent.profile ? deps.profiles?.place(agent.profile) : undefined;
+    if (agent.profile && !place) tlog.warn("profile gone from agents.toml; the task runs in a fresh directory", { profile: agent.profile });
+    const cwd = place?.cwd ?? workDir;
+    if (place) await mkdir(cwd, { recursive: true, mode: 0o700 });
+    const mcpConfig = await deps.mcpConfig?.(workDir, { agentId: agent.id, domainId: agent.domainId }).catch((err: unknown) => {
+      tlog.warn("MCP config not written; the run starts without the EP tools", { error: toEpError(err).message });
+      return undefined;
+    });
+    return { cwd, placeEnv: place?.env, mcpConfig };
+  }
+
+  function runEnv(run: Run, sessionId: string, placeEnv: Record<string, string> | undefined, mcpConfig: string | undefined): Record<string, string> {
+    const { task, agent } = run;
+    return {
+      ...(placeEnv ?? deps.baseEnv),
+      PATH: placeEnv?.PATH ?? [deps.binDir, deps.baseEnv.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(":"),
+      EP_SECRETS_SOCKET: deps.secretsSocket,
+      EP_SECRETS_SESSION: sessionId,
+      EP_TASK_ID: task.id,
+      EP_AGENT_ID: agent.id,
+      EP_DOMAIN_ID: agent.domainId,
+      EP_MISSION_ID: task.missionId,
+      EP_BASE_URL: tower.baseUrl,
+      ...(mcpConfig ? { EP_MCP_CONFIG: mcpConfig } : {}),
+    };
+  }
+
+  /** Heartbeats the lease every third of its length; a refusal (conflict, not found) stops the run. Returns the stop. */
+  function keepLease(run: Run, tlog: Logger): () => void {
+    const { task, agent } = run;
+    let timer: ClockTimer | undefined;
+    const leaseMs = Math.max(300, Date.parse(task.leaseExpiresAt) - Date.parse(task.updatedAt) || 60_000);
+    const lost = (err: unknown) => {
+      const refused = refusedByTower(err);
+      if (refused && (refused.errorClass === "conflict" || refused.errorClass === "not_found")) {
+        tlog.warn("lease lost; stopping the run", { code: refused.code, error: refused.message });
+        run.stop ??= "lease_lost";
+        void run.handle?.cancel(`lease lost: ${refused.message}`);
+        return;
+      }
+      tlog.warn("heartbeat failed; retrying", { error: (refused ?? toEpError(err)).message });
+      if (st.runs.has(task.id)) beat();
+    };
+    const beat = () => {
+      timer = clock.setTimeout(() => {
+        tower.work.heartbeatTask({ taskId: task.id, agentId: agent.id }).then(() => {
+          if (st.runs.has(task.id) && !run.stop) beat();
+        }, lost);
+      }, Math.floor(leaseMs / 3));
+    };
+    beat();
+    return () => {
+      if (timer) clock.clearTimeout(timer);
+    };
+  }
+
+  function outcomeOf(run: Run, result: RunResult): TaskOutcome {
+    const usage = result.usage ? { usage: result.usage } : {};
+    if (result.ok) return { ok: true, output: tail(result.output), exitCode: result.exitCode, retryable: false, ...usage };
+    return {
+      ok: false,
+      output: tail(result.output),
+      exitCode: result.exitCode,
+      error: run.stop === "shutdown" ? "epd shut down before the task finished" : result.error || (result.timedOut ? "timed out" : "failed"),
+      // a run that failed on its own is final (the operator retries it); one we interrupted may run elsewhere
+      retryable: run.stop === "shutdown",
+      ...usage,
+    };
+  }
+
+  async function execute(run: Run): Promise<void> {
+    const { task, agent, entry } = run;
+    const tlog = log.child({ task_id: task.id, agent_id: agent.id });
+    void journal.put(entry);
+    hooks.setAgentState(agent.id, "busy");
+    if (!(await announceStart(run, tlog))) return;
+
+    const { cwd, placeEnv, mcpConfig } = await preparePlace(run, tlog);
+    const session = sessions.open({ taskId: task.id, agentId: agent.id, domainId: agent.domainId });
+    const redactor = deps.redactor?.(session.id);
+    const batcher = createFrameBatcher({
+      clock,
+      windowMs: deps.progressWindowMs ?? 50,
+      send: async (frames) => {
+        await tower.work
+          .reportProgress({ taskId: task.id, agentId: agent.id, frames: frames.map((f) => ({ kind: f.kind, text: f.text, data: f.data as JsonObject | undefined })) })
+          .catch((err: unknown) => tlog.debug("progress not delivered", { error: toEpError(err).message }));
+      },
+    });
+
+    let result: RunResult;
+    let stopBeating: (() => void) | undefined;
+    try {
+      run.handle = deps.runtimes.start(agent.runtime, {
+        taskId: task.id,
+        agentId: agent.id,
+        prompt: promptOf(task),
+        input: (task.input ?? {}) as Record<string, unknown>,
+        cwd,
+        env: runEnv(run, session.id, placeEnv, mcpConfig),
+        onFrame: (f: ProgressFrame) => batcher.push(redactor ? redactor.frame(f) : f),
+      });
+      if (run.stop) void run.handle.cancel(run.stop);
+      const pid = run.handle.pid;
+      if (pid) {
+        session.pid = pid;
+        entry.pid = pid;
+        entry.pidStart = processStartTime(pid);
+        void journal.put(entry);
+      }
+      stopBeating = keepLease(run, tlog);
+      result = await run.handle.result;
+    } catch (err) {
+      const e = toEpError(err);
+      result = { ok: false, output: "", error: e.message, errorCode: e.code };
+    } finally {
+      stopBeating?.();
+      sessions.end(session.id);
+    }
+    await batcher.flush();
+    if (redactor) result = redactor.result(result);
+    redactor?.release();
+
+    if (run.stop === "tower_cancel" || run.stop === "lease_lost") {
+      tlog.info("run stopped", { why: run.stop });
+      await journal.remove(task.id);
+      return;
+    }
+    const outcome = outcomeOf(run, result);
+    tlog.info("run finished", { ok: outcome.ok, exit_code: outcome.exitCode, error: outcome.error });
+    // the agent stays busy until the tower has the outcome, but a shutdown waits for the report
+    // only up to its report deadline (the journal keeps it for the next start)
+    const delivered = hooks.deliver({ ...entry, state: "reporting", outcome });
+    run.markEnded();
+    await delivered;
+  }
+
+  return { startRun };
+}

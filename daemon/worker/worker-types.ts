@@ -1,0 +1,121 @@
+// The task worker's contract (TaskWorker, WorkerDeps, wake hints) and the state its claim loop
+// and its runs share.
+import type { Clock } from "../../common/clock.js";
+import type { Logger } from "../../common/log.js";
+import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
+import type { TowerClients } from "../link/tower-client.js";
+import type { RunHandle } from "../runtimes/runtime.js";
+import type { RuntimeRegistry } from "../runtimes/registry.js";
+import type { RunRedactor } from "../secrets/broker.js";
+import type { AgentStore, LocalAgentRecord } from "./agent-store.js";
+import type { InflightEntry, Journal } from "./journal.js";
+import type { SessionTable } from "./sessions.js";
+
+export const OUTPUT_LIMIT = 64 * 1024;
+
+export interface WorkerDeps {
+  tower: TowerClients;
+  agents: AgentStore;
+  runtimes: RuntimeRegistry;
+  journal: Journal;
+  sessions: SessionTable;
+  clock: Clock;
+  log: Logger;
+  /** $EP_HOME/epd */
+  home: string;
+  secretsSocket: string;
+  /** put first on every run's PATH (holds an `epd` launcher) */
+  binDir: string;
+  /** the environment runs start from (the daemon's own, minus its credentials) */
+  baseEnv: Record<string, string>;
+  /** the secrets broker's redaction: fetched values become [redacted:NAME] in frames and results */
+  redactor?: (sessionId: string) => RunRedactor;
+  progressWindowMs?: number;
+  /** Writes the run's MCP config (`epd mcp` for this agent) into its cwd and returns the path (daemon/mcp/agent-config.ts). */
+  mcpConfig?: (cwd: string, run: { agentId: string; domainId: string }) => Promise<string>;
+  reportBackoff?: { initialMs?: number; maxMs?: number };
+  /**
+   * Profile agents of agents.toml enrolled at the tower (daemon/fleet): they claim like the
+   * agents of agents.json, under their tower agent id, and each task runs as an ephemeral run of
+   * the profile's runtime in the profile's cwd with the profile's env (docs/supervision.md).
+   */
+  profiles?: ProfileClaimers;
+}
+
+/** Claimers that live in the fleet rather than in agents.json. */
+export interface ProfileClaimers {
+  /** Enrolled profiles as claimers: `id` is the tower agent id, `profile` the agents.toml id. */
+  list(): LocalAgentRecord[];
+  /** Where a task of this profile runs: its cwd and its environment (without the per-run EP_* variables). */
+  place(profileId: string): { cwd: string; env: Record<string, string> } | undefined;
+}
+
+export type AgentActivity = "idle" | "claiming" | "busy";
+
+export interface WakeHint {
+  agentId?: string;
+  domainId?: string;
+  taskId?: string;
+  /** what the ready task needs ("" = any runtime); undefined when the tower did not say */
+  runtime?: string;
+  capabilities?: string[];
+}
+
+export interface Slot {
+  state: AgentActivity;
+  /** a wake-up arrived while claiming: claim once more before going idle */
+  again: boolean;
+  taskId?: string;
+}
+
+export interface Run {
+  task: Task;
+  agent: LocalAgentRecord;
+  handle?: RunHandle;
+  entry: InflightEntry;
+  /** why the run is being stopped by us, if it is */
+  stop?: "tower_cancel" | "lease_lost" | "shutdown";
+  /** settles when the subprocess is over, before its outcome is reported */
+  ended: Promise<void>;
+  markEnded(): void;
+  /** settles when the run is over and its outcome delivered (or left in the journal at shutdown) */
+  done: Promise<void>;
+}
+
+export interface TaskWorker {
+  /** Ends what a previous daemon left (orphaned runs failed retryably, pending reports resent). */
+  recover(): Promise<void>;
+  /**
+   * A task may be ready: for one agent, or for a domain. With the task's runtime and
+   * capabilities (the tower sends them) one idle agent that can take it claims; without them
+   * idle agents of the domain claim one after the other until one gets work.
+   */
+  wake(hint?: WakeHint): void;
+  /** Claims for every idle agent; a busy one claims once its run ends (startup, reconnect, periodic poll). */
+  pollAll(): void;
+  /** Stops a running task (the tower cancelled it); false when it is not running here. */
+  cancel(taskId: string, reason: string): boolean;
+  activity(agentId: string): AgentActivity;
+  running(): { taskId: string; agentId: string; pid?: number }[];
+  /** Tells the tower each local agent's state again (after the link came back). */
+  announceAgents(): void;
+  /** Stops claiming; waits up to graceMs for runs, then cancels the rest (failed retryably); waits for reports up to reportWaitMs. */
+  shutdown(graceMs: number, reportWaitMs?: number): Promise<void>;
+}
+
+/** What the claim loop and the runs share (one per worker). */
+export interface WorkerState {
+  slots: Map<string, Slot>;
+  runs: Map<string, Run>;
+  /** agents with an outcome from a previous daemon still undelivered: they claim only once it is */
+  blocked: Map<string, number>;
+  /**
+   * Domains where a wake-up found no idle agent to claim with: work may be queued there, so an
+   * agent of the domain that finishes a run claims again. A claim that comes back empty clears it.
+   */
+  backlog: Set<string>;
+  /** shutting down: no new claims */
+  stopping: boolean;
+  /** reports have stopped */
+  closed: boolean;
+}
