@@ -45,42 +45,7 @@ export function createSigningKeys(deps: Deps, opts: { issuer: string; keyRotatio
   // node JWTs whose signature was verified lately
   const signedNodes = new Map<string, { nodeId: string; untilMs: number }>();
 
-  const unsealFailures = new Set<string>();
-
-  /** The private JWK as stored: sealed under the secret-store key when there is one. */
-  function seal(kid: string, jwk: string): string {
-    const ring = opts.keyring?.();
-    if (!ring) {
-      deps.log.warn("no secret-store key: the node-token signing key is stored unencrypted until one is configured", { kid });
-      return jwk;
-    }
-    return SEALED + JSON.stringify(encryptSecret(ring.current, sealName(kid), jwk));
-  }
-
-  async function unseal(kid: string, stored: string): Promise<string> {
-    const ring = opts.keyring?.();
-    if (!stored.startsWith(SEALED)) {
-      // written before keys were sealed, or while no key was configured: seal it now
-      if (ring) await store.updateSigningKeyPrivate(kid, seal(kid, stored));
-      return stored;
-    }
-    if (!ring) throw new EpError("config_invalid", `signing key ${kid} is encrypted under the secret-store key, which this tower does not have; set EP_SECRET_KEY or restore the key file`);
-    const cipher = JSON.parse(stored.slice(SEALED.length));
-    let jwk: string;
-    try {
-      jwk = decryptSecret(ring, sealName(kid), cipher);
-    } catch (err) {
-      const e = new EpError("config_invalid", `node-token signing key ${kid} is sealed under secret-store key ${cipher.keyId}, which this tower does not have (current ${ring.current.id}); start with the old key in EP_SECRET_KEY_PREVIOUS`, { setting: "EP_SECRET_KEY_PREVIOUS" });
-      if (!unsealFailures.has(kid)) {
-        unsealFailures.add(kid);
-        deps.log.error(e.message, { kid, error: (err as Error).message });
-      }
-      throw e;
-    }
-    // sealed under EP_SECRET_KEY_PREVIOUS: re-seal under the current key (rotation)
-    if (cipher.keyId !== ring.current.id) await store.updateSigningKeyPrivate(kid, seal(kid, jwk));
-    return jwk;
-  }
+  const { seal, unseal } = createKeySealer(deps, opts.keyring);
 
   async function loadKeys(): Promise<KeyEntry[]> {
     if (keys) return keys;
@@ -188,4 +153,49 @@ export function createSigningKeys(deps: Deps, opts: { issuer: string; keyRotatio
       for (const r of await store.listSigningKeys()) await unseal(r.kid, r.privateJwk).catch(() => undefined);
     },
   };
+}
+
+/**
+ * Sealing private signing keys under the secret-store key (the kid as AAD): keys stored in clear
+ * or under EP_SECRET_KEY_PREVIOUS are re-sealed under the current key when read.
+ */
+function createKeySealer(deps: Deps, keyring: (() => SecretKeyring | undefined) | undefined) {
+  const { store } = deps;
+const unsealFailures = new Set<string>();
+
+/** The private JWK as stored: sealed under the secret-store key when there is one. */
+function seal(kid: string, jwk: string): string {
+  const ring = keyring?.();
+  if (!ring) {
+    deps.log.warn("no secret-store key: the node-token signing key is stored unencrypted until one is configured", { kid });
+    return jwk;
+  }
+  return SEALED + JSON.stringify(encryptSecret(ring.current, sealName(kid), jwk));
+}
+
+async function unseal(kid: string, stored: string): Promise<string> {
+  const ring = keyring?.();
+  if (!stored.startsWith(SEALED)) {
+    // written before keys were sealed, or while no key was configured: seal it now
+    if (ring) await store.updateSigningKeyPrivate(kid, seal(kid, stored));
+    return stored;
+  }
+  if (!ring) throw new EpError("config_invalid", `signing key ${kid} is encrypted under the secret-store key, which this tower does not have; set EP_SECRET_KEY or restore the key file`);
+  const cipher = JSON.parse(stored.slice(SEALED.length));
+  let jwk: string;
+  try {
+    jwk = decryptSecret(ring, sealName(kid), cipher);
+  } catch (err) {
+    const e = new EpError("config_invalid", `node-token signing key ${kid} is sealed under secret-store key ${cipher.keyId}, which this tower does not have (current ${ring.current.id}); start with the old key in EP_SECRET_KEY_PREVIOUS`, { setting: "EP_SECRET_KEY_PREVIOUS" });
+    if (!unsealFailures.has(kid)) {
+      unsealFailures.add(kid);
+      deps.log.error(e.message, { kid, error: (err as Error).message });
+    }
+    throw e;
+  }
+  // sealed under EP_SECRET_KEY_PREVIOUS: re-seal under the current key (rotation)
+  if (cipher.keyId !== ring.current.id) await store.updateSigningKeyPrivate(kid, seal(kid, jwk));
+  return jwk;
+}
+  return { seal, unseal };
 }
