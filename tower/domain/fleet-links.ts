@@ -43,21 +43,14 @@ export function createLinkHub(deps: Deps, opts: FleetOptions) {
     return a?.nodeId;
   }
 
-  function send(nodeId: string, msg: { kind: string; taskId?: string; agentId?: string; data?: JsonObject }): boolean {
+  const send: Send = (nodeId, msg) => {
     const link = links.get(nodeId);
-    if (!link) return false;
-    link.push(create(fleet.LinkResponseSchema, msg));
-    return true;
-  }
-
+    link?.push(create(fleet.LinkResponseSchema, msg));
+    return link !== undefined;
+  };
   /** send(), or through the replica holding the node's link. */
-  async function deliver(nodeId: string, msg: { kind: string; taskId?: string; agentId?: string; data?: JsonObject }): Promise<boolean> {
-    return send(nodeId, msg) || ((await opts.replication?.send(nodeId, msg)) ?? false);
-  }
-
-  async function linkedAnywhere(nodeId: string): Promise<boolean> {
-    return links.has(nodeId) || ((await opts.replication?.linked(nodeId)) ?? false);
-  }
+  const deliver = async (nodeId: string, msg: LinkCommand) => send(nodeId, msg) || ((await opts.replication?.send(nodeId, msg)) ?? false);
+  const linkedAnywhere = async (nodeId: string) => links.has(nodeId) || ((await opts.replication?.linked(nodeId)) ?? false);
 
   // Targeted wake-ups (docs/PERFORMANCE.md, "Scale"): for the nodes linked to this replica, the
   // agents they carry, by domain. A queued task wakes only the nodes with an agent that could
@@ -77,19 +70,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions) {
 
   // Route committed events to the links that care: queued work and cancels.
   const unsubscribe = deps.hub.subscribe((events: readonly EventRow[]) => {
-    if (!links.size) return;
-    for (const e of events) {
-      if (e.type !== "matrix") continue;
-      if (e.name === "agent.enrolled" && e.agentId) void indexAgent(e.agentId);
-      else if (e.name === "agent.state" && e.status === "dead" && e.agentId) reach.remove(e.agentId);
-      else if (e.taskId && e.status === "queued" && e.agentId) {
-        const assignee = e.agentId;
-        void nodeOf(assignee).then((n) => n && send(n, { kind: "task_ready", taskId: e.taskId, agentId: assignee }));
-      } else if (e.taskId && e.name === "task.cancelled" && e.agentId) {
-        void nodeOf(e.agentId).then((n) => n && send(n, { kind: "cancel", taskId: e.taskId, agentId: e.agentId }));
-      }
-    }
-    for (const [nodeId, msg] of wakeUps(events, reach)) send(nodeId, msg);
+    if (links.size) route(events, { reach, nodeOf, send, indexAgent });
   });
 
   /** The node's command stream. Ends when the signal aborts (client gone) or the tower closes. */
@@ -110,17 +91,12 @@ export function createLinkHub(deps: Deps, opts: FleetOptions) {
     links.set(nodeId, conn);
     reach.dropNode(nodeId);
     // several replicas: the store says which one holds the link (tower/domain/replication.ts)
-    const ownerKey = `link:${nodeId}`;
     const ownerToken = opts.replication?.linkToken(randomBytes(9).toString("base64url"));
     const onAbort = () => wake?.();
     signal.addEventListener("abort", onAbort);
     const ping = setInterval(() => conn.push(create(fleet.LinkResponseSchema, { kind: "ping" })), opts.pingMs ?? 15_000);
     ping.unref();
-    await commit(deps, async (tx, emit) => {
-      await tx.updateNode(nodeId, { status: "online", lastSeenAt: iso(clock.now()) });
-      if (ownerToken) await tx.setMeta(ownerKey, ownerToken);
-      emit({ type: "matrix", name: "node.online", status: "online", payload: { node_id: nodeId } });
-    });
+    await markOnline(deps, nodeId, ownerToken);
     try {
       // indexed before hello: epd claims everything queued so far when it sees hello, and
       // every later task finds this node in the index
@@ -142,22 +118,9 @@ export function createLinkHub(deps: Deps, opts: FleetOptions) {
       if (links.get(nodeId) === conn) {
         links.delete(nodeId);
         reach.dropNode(nodeId);
-        await commit(deps, async (tx, emit) => {
-          if (ownerToken) {
-            // the node row lock orders this against a newer link's "online" on another replica
-            await tx.updateNode(nodeId, { lastSeenAt: iso(clock.now()) });
-            if ((await tx.getMeta(ownerKey)) !== ownerToken) return;
-            await tx.setMeta(ownerKey, "");
-          }
-          await tx.updateNode(nodeId, { status: "offline", lastSeenAt: iso(clock.now()) });
-          emit({ type: "matrix", name: "node.offline", status: "offline", payload: { node_id: nodeId } });
-          // its agents cannot run while the node is away
-          for (const a of await tx.listAgents({ nodeId })) {
-            if (a.state === "offline") continue;
-            await tx.updateAgent(a.id, { state: "offline" });
-            emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId: a.id, status: "offline", payload: { agent_id: a.id, from: a.state, to: "offline", reason: "node link closed" } });
-          }
-        }).catch((err: Error) => deps.log.warn("could not mark a node offline after its link closed (the next link or the lease sweep corrects it)", { node_id: nodeId, error: err.message }));
+        await markOffline(deps, nodeId, ownerToken).catch((err: Error) =>
+          deps.log.warn("could not mark a node offline after its link closed (the next link or the lease sweep corrects it)", { node_id: nodeId, error: err.message }),
+        );
       }
     }
   }
@@ -181,4 +144,60 @@ export function createLinkHub(deps: Deps, opts: FleetOptions) {
       links.clear();
     },
   };
+}
+
+/** The node is linked (here): online, and this replica recorded as the link's owner when there are several. */
+async function markOnline(deps: Deps, nodeId: string, ownerToken: string | undefined): Promise<void> {
+  await commit(deps, async (tx, emit) => {
+    await tx.updateNode(nodeId, { status: "online", lastSeenAt: iso(deps.clock.now()) });
+    if (ownerToken) await tx.setMeta(`link:${nodeId}`, ownerToken);
+    emit({ type: "matrix", name: "node.online", status: "online", payload: { node_id: nodeId } });
+  });
+}
+
+/**
+ * The node's link closed: offline with its agents (they cannot run while the node is away),
+ * unless a newer link on another replica owns it by now.
+ */
+async function markOffline(deps: Deps, nodeId: string, ownerToken: string | undefined): Promise<void> {
+  const ownerKey = `link:${nodeId}`;
+  const now = () => iso(deps.clock.now());
+  await commit(deps, async (tx, emit) => {
+    if (ownerToken) {
+      // the node row lock orders this against a newer link's "online" on another replica
+      await tx.updateNode(nodeId, { lastSeenAt: now() });
+      if ((await tx.getMeta(ownerKey)) !== ownerToken) return;
+      await tx.setMeta(ownerKey, "");
+    }
+    await tx.updateNode(nodeId, { status: "offline", lastSeenAt: now() });
+    emit({ type: "matrix", name: "node.offline", status: "offline", payload: { node_id: nodeId } });
+    for (const a of await tx.listAgents({ nodeId })) {
+      if (a.state === "offline") continue;
+      await tx.updateAgent(a.id, { state: "offline" });
+      emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId: a.id, status: "offline", payload: { agent_id: a.id, from: a.state, to: "offline", reason: "node link closed" } });
+    }
+  });
+}
+
+type LinkCommand = { kind: string; taskId?: string; agentId?: string; data?: JsonObject };
+type Send = (nodeId: string, msg: LinkCommand) => boolean;
+
+/** Committed events → link commands: the wake index kept current, assigned work and cancels to the agent's node, wake-ups. */
+function route(
+  events: readonly EventRow[],
+  { reach, nodeOf, send, indexAgent }: { reach: ReturnType<typeof createWakeIndex>; nodeOf(agentId: string): Promise<string | undefined>; send: Send; indexAgent(agentId: string): Promise<void> },
+): void {
+  for (const e of events) {
+    if (e.type !== "matrix") continue;
+    if (e.name === "agent.enrolled" && e.agentId) void indexAgent(e.agentId);
+    else if (e.name === "agent.state" && e.status === "dead" && e.agentId) reach.remove(e.agentId);
+    else if (e.taskId && e.status === "queued" && e.agentId) {
+      const assignee = e.agentId;
+      void nodeOf(assignee).then((n) => n && send(n, { kind: "task_ready", taskId: e.taskId, agentId: assignee }));
+    } else if (e.taskId && e.name === "task.cancelled" && e.agentId) {
+      const agentId = e.agentId;
+      void nodeOf(agentId).then((n) => n && send(n, { kind: "cancel", taskId: e.taskId, agentId }));
+    }
+  }
+  for (const [nodeId, msg] of wakeUps(events, reach)) send(nodeId, msg);
 }

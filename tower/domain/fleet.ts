@@ -1,57 +1,17 @@
-// Nodes, agents and the node link: the one outbound stream from each epd over
-// which the tower sends commands (task ready, cancel, signal, supervise, attach).
-import { randomBytes } from "node:crypto";
-import { create, toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import type { JsonObject } from "@bufbuild/protobuf";
-import { iso } from "../../common/clock.js";
-import { EpError, invalidField } from "../../common/errors.js";
-import { newId } from "../../common/ids.js";
-import * as fleet from "../../gen/ep/tower/v1/fleet_pb.js";
-import type { EventRow, NewEvent } from "../store/store.js";
+// Nodes, agents and the node link: the one outbound stream from each epd over which the tower
+// sends commands (task ready, cancel, signal, supervise, attach). The parts: fleet-nodes.ts,
+// fleet-agents.ts, fleet-links.ts (links, routing, relays), fleet-wake.ts (who to wake).
 import type { Auth } from "./auth.js";
-import { authorize, scopeDomains, type Caller } from "./caller.js";
-import { agentMsg, nodeMsg, usageMsg } from "./convert.js";
 import type { Deps } from "./deps.js";
-import { commit } from "./event-hub.js";
 import type { Replication } from "./replication.js";
-import { RUNTIMES, sumUsage } from "./work.js";
 import { createWakeIndex, wakeUps } from "./fleet-wake.js";
 import { createLinkHub, type LinkStream } from "./fleet-links.js";
+import { createNodeOps } from "./fleet-nodes.js";
+import { createAgentOps } from "./fleet-agents.js";
 
 export type { LinkStream };
 
 export { createWakeIndex, wakeUps };
-
-const AGENT_STATES = ["starting", "idle", "busy", "paused", "restarting", "dead", "offline"] as const;
-const HOSTNAME = /^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$/;
-/** Bounds of one node state report (ReportNodeState). */
-const MAX_REPORTED = 1000;
-const MAX_REPORTED_TEXT = 4000;
-/** ReloadNodeConfig waits this long for the node's config.reload event unless told otherwise. */
-const RELOAD_WAIT_MS = 10_000;
-
-/** A reported message as the tools show it: snake_case JSON, long strings cut. */
-function reportedJson<D extends DescMessage>(schema: D, msg: MessageShape<D>): Record<string, unknown> {
-  const j = toJson(schema, msg, { useProtoFieldName: true, alwaysEmitImplicit: true }) as Record<string, unknown>;
-  for (const [k, v] of Object.entries(j)) if (typeof v === "string" && v.length > MAX_REPORTED_TEXT) j[k] = `${v.slice(0, MAX_REPORTED_TEXT)}…`;
-  return j;
-}
-
-/** The `errors` of a config.reload event payload as NodeConfigError messages. */
-function configErrors(v: unknown): fleet.NodeConfigError[] {
-  if (!Array.isArray(v)) return [];
-  return v
-    .filter((e): e is Record<string, unknown> => e !== null && typeof e === "object")
-    .map((e) =>
-      create(fleet.NodeConfigErrorSchema, {
-        file: String(e.file ?? ""),
-        line: Number.isInteger(e.line) ? (e.line as number) : 0,
-        field: String(e.field ?? ""),
-        item: String(e.item ?? ""),
-        message: String(e.message ?? ""),
-      }),
-    );
-}
 
 export type FleetService = ReturnType<typeof createFleetService>;
 
@@ -62,47 +22,18 @@ export interface FleetOptions {
   replication?: Pick<Replication, "linked" | "send" | "linkToken">;
 }
 
+/** What the node and agent operations share. */
+export interface FleetContext {
+  deps: Deps;
+  auth: Auth;
+  opts: FleetOptions;
+  linkHub: ReturnType<typeof createLinkHub>;
+}
+
 export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
-  const { store, clock } = deps;
   // the node links this replica holds, routing and targeted wake-ups (fleet-links.ts)
   const linkHub = createLinkHub(deps, opts);
-  const { send, deliver, linkedAnywhere } = linkHub;
-
-  /** Domain ids a node is to serve, checked; none given: all ("*"). */
-  async function servedDomains(ids: readonly string[], field: string): Promise<string[]> {
-    if (!ids.length) return ["*"];
-    const out: string[] = [];
-    for (const [i, id] of ids.entries()) {
-      if (id === "*") return ["*"];
-      if (!(await store.getDomain(id))) throw new EpError("domain_not_found", `domain ${id} does not exist`, { field: `${field}[${i}]` });
-      if (!out.includes(id)) out.push(id);
-    }
-    return out;
-  }
-
-  /**
-   * The nodes a caller may see, or undefined for all: an agent token sees the nodes that carry
-   * agents of its domain; a node serving some domains sees itself and the nodes with agents there.
-   */
-  async function visibleNodeIds(caller: Caller): Promise<Set<string> | undefined> {
-    const scope = scopeDomains(caller);
-    if (!scope) return undefined;
-    const ids = new Set<string>(caller.nodeId ? [caller.nodeId] : []);
-    for (const d of scope) for (const a of await store.listAgents({ domainId: d })) if (a.nodeId) ids.add(a.nodeId);
-    return ids;
-  }
-
-  async function mustAgent(id: string) {
-    if (!id) throw invalidField("agent_id", "is required");
-    const a = await store.getAgent(id);
-    if (!a) throw new EpError("agent_not_found", `agent ${id} does not exist`);
-    return a;
-  }
-
-  async function emitAll(events: NewEvent[]) {
-    await commit(deps, async (_tx, emit) => events.forEach(emit));
-  }
-
+  const ctx: FleetContext = { deps, auth, opts, linkHub };
   return {
     close: linkHub.close,
     /** Whether this replica holds the node's link (linkedAnywhere: any replica). */
@@ -111,244 +42,11 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
     wakeTargets: linkHub.wakeTargets,
     attachSecretOf: linkHub.attachSecretOf,
     /** Pushes a command on a link this replica holds; false otherwise (deliver: any replica). */
-    send,
-    deliver,
-    linkedAnywhere,
-
-    async registerNode(caller: Caller, req: fleet.RegisterNodeRequest): Promise<fleet.RegisterNodeResponse> {
-      authorize(caller, "admin");
-      const hostname = req.hostname.trim();
-      if (!HOSTNAME.test(hostname)) throw invalidField("hostname", "must be a host name (letters, digits, dots, dashes)");
-      const ts = iso(clock.now());
-      const domains = await servedDomains(req.domainIds, "domain_ids");
-      const row = { id: newId("nod", clock.now()), hostname, status: "registered", lastSeenAt: "", createdAt: ts, domains };
-      await commit(deps, async (tx, emit) => {
-        await tx.insertNode(row);
-        emit({ type: "matrix", name: "node.registered", status: "registered", payload: { node_id: row.id, hostname, domains } });
-      });
-      const token = await auth.signNodeToken(row.id, hostname);
-      return create(fleet.RegisterNodeResponseSchema, { node: nodeMsg(row), token, towerUrl: opts.towerUrl });
-    },
-
-    async listNodes(caller: Caller, _req: fleet.ListNodesRequest): Promise<fleet.ListNodesResponse> {
-      authorize(caller, "read");
-      const visible = await visibleNodeIds(caller);
-      const rows = (await store.listNodes()).filter((n) => !visible || visible.has(n.id));
-      return create(fleet.ListNodesResponseSchema, { nodes: rows.map(nodeMsg) });
-    },
-
-    async getNode(caller: Caller, req: fleet.GetNodeRequest): Promise<fleet.GetNodeResponse> {
-      authorize(caller, "read");
-      const n = await store.getNode(req.nodeId);
-      const visible = await visibleNodeIds(caller);
-      if (!n || (visible && !visible.has(n.id))) throw new EpError("node_not_found", `node ${req.nodeId} does not exist`);
-      return create(fleet.GetNodeResponseSchema, { node: nodeMsg(n) });
-    },
-
-    visibleNodeIds,
-
-    async setNodeDomains(caller: Caller, req: fleet.SetNodeDomainsRequest): Promise<fleet.SetNodeDomainsResponse> {
-      authorize(caller, "admin");
-      if (!req.nodeId) throw invalidField("node_id", "is required");
-      if (req.all && req.domainIds.length) throw invalidField("domain_ids", "give the domains or all = true, not both");
-      if (!req.all && !req.domainIds.length) throw invalidField("domain_ids", "name at least one domain, or give all = true");
-      const domains = req.all ? ["*"] : await servedDomains(req.domainIds, "domain_ids");
-      return commit(deps, async (tx, emit) => {
-        const before = await tx.getNode(req.nodeId);
-        if (!before) throw new EpError("node_not_found", `node ${req.nodeId} does not exist`, { field: "node_id" });
-        const node = (await tx.updateNode(req.nodeId, { domains }))!;
-        emit({ type: "matrix", name: "node.domains_set", payload: { node_id: node.id, from: before.domains, to: domains, by: caller.subject } });
-        return create(fleet.SetNodeDomainsResponseSchema, { node: nodeMsg(node) });
-      });
-    },
-
+    send: linkHub.send,
+    deliver: linkHub.deliver,
+    linkedAnywhere: linkHub.linkedAnywhere,
     link: linkHub.link,
-
-    async publishEvents(caller: Caller, req: fleet.PublishEventsRequest): Promise<fleet.PublishEventsResponse> {
-      authorize(caller, "node");
-      if (req.events.length > 500) throw invalidField("events", "at most 500 events per call");
-      const events: NewEvent[] = req.events.map((e, i) => {
-        if (!["inbox", "matrix", "progress"].includes(e.type)) throw invalidField(`events[${i}].type`, "must be inbox, matrix or progress");
-        if (!e.name) throw invalidField(`events[${i}].name`, "is required");
-        return {
-          type: e.type as NewEvent["type"],
-          name: e.name,
-          domainId: e.domainId,
-          missionId: e.missionId,
-          agentId: e.agentId,
-          taskId: e.taskId,
-          status: e.status,
-          payload: { ...(e.payload ?? {}), node_id: caller.nodeId },
-        };
-      });
-      const written = await store.transaction((tx) => tx.appendEvents(events, iso(clock.now())));
-      deps.hub.publish(written);
-      return create(fleet.PublishEventsResponseSchema, { ids: written.map((e) => BigInt(e.id)) });
-    },
-
-    /** The node's cron jobs and supervised agents; the latest report per node is kept (node_state). */
-    async reportNodeState(caller: Caller, req: fleet.ReportNodeStateRequest): Promise<fleet.ReportNodeStateResponse> {
-      authorize(caller, "node");
-      for (const [field, n] of [["cron_jobs", req.cronJobs.length], ["supervised", req.supervised.length], ["config_errors", req.configErrors.length]] as const) {
-        if (n > MAX_REPORTED) throw invalidField(field, `at most ${MAX_REPORTED} per report`);
-      }
-      req.cronJobs.forEach((j, i) => {
-        if (!j.name) throw invalidField(`cron_jobs[${i}].name`, "is required");
-      });
-      req.supervised.forEach((a, i) => {
-        if (!a.profile) throw invalidField(`supervised[${i}].profile`, "is required");
-      });
-      const reportedAt = iso(clock.now());
-      await store.putNodeState({
-        nodeId: caller.nodeId!,
-        cronJobs: req.cronJobs.map((j) => reportedJson(fleet.NodeCronJobSchema, j)),
-        supervised: req.supervised.map((a) => reportedJson(fleet.NodeSupervisedAgentSchema, a)),
-        configErrors: req.configErrors.map((e) => reportedJson(fleet.NodeConfigErrorSchema, e)),
-        reportedAt,
-      });
-      return create(fleet.ReportNodeStateResponseSchema, { reportedAt });
-    },
-
-    /**
-     * Sends `config_reload` to the node (through the replica holding its link) and waits up to
-     * wait_ms for the node's `config.reload` event naming this request.
-     */
-    async reloadNodeConfig(caller: Caller, req: fleet.ReloadNodeConfigRequest): Promise<fleet.ReloadNodeConfigResponse> {
-      authorize(caller, "admin");
-      if (!req.nodeId) throw invalidField("node_id", "is required");
-      const waitMs = req.waitMs ?? RELOAD_WAIT_MS;
-      if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > 60_000) throw invalidField("wait_ms", "must be between 0 and 60000");
-      if (!(await store.getNode(req.nodeId))) throw new EpError("node_not_found", `node ${req.nodeId} does not exist`, { field: "node_id" });
-      const requestId = `rld_${randomBytes(8).toString("hex")}`;
-      // listen before sending: the answer can come back before deliver() returns
-      let settle: ((e: EventRow | undefined) => void) | undefined;
-      const answered = new Promise<EventRow | undefined>((r) => (settle = r));
-      const unsubscribe = deps.hub.subscribe((events: readonly EventRow[]) => {
-        const e = events.find((x) => x.type === "matrix" && x.name === "config.reload" && x.payload.request_id === requestId);
-        if (e) settle?.(e);
-      });
-      const timer = waitMs > 0 ? clock.setTimeout(() => settle?.(undefined), waitMs) : undefined;
-      try {
-        if (!(await deliver(req.nodeId, { kind: "config_reload", data: { request_id: requestId } }))) {
-          throw new EpError("node_offline", `node ${req.nodeId} is not connected; its configuration was not reloaded`, { node_id: req.nodeId });
-        }
-        await emitAll([{ type: "matrix", name: "node.config_reload_requested", payload: { node_id: req.nodeId, request_id: requestId, by: caller.subject } }]);
-        const e = waitMs > 0 ? await answered : undefined;
-        if (!e) return create(fleet.ReloadNodeConfigResponseSchema, { requestId, status: "sent" });
-        return create(fleet.ReloadNodeConfigResponseSchema, {
-          requestId,
-          status: e.status === "ok" ? "ok" : "failed",
-          errors: configErrors(e.payload.errors),
-          results: Array.isArray(e.payload.results) ? e.payload.results.map(String) : [],
-          eventId: BigInt(e.id),
-        });
-      } finally {
-        unsubscribe();
-        if (timer) clock.clearTimeout(timer);
-      }
-    },
-
-    // ---- agents
-
-    async enrollAgent(caller: Caller, req: fleet.EnrollAgentRequest): Promise<fleet.EnrollAgentResponse> {
-      const runtime = req.runtime;
-      if (!RUNTIMES.includes(runtime as (typeof RUNTIMES)[number])) {
-        throw invalidField("runtime", `must be one of ${RUNTIMES.join(", ")} (got ${JSON.stringify(runtime)})`);
-      }
-      const nodeId = caller.role === "node" ? caller.nodeId! : req.nodeId;
-      if (caller.role === "node" && req.nodeId && req.nodeId !== caller.nodeId) throw new EpError("forbidden", "a node enrolls agents only on itself");
-      if (caller.role !== "node") authorize(caller, "admin");
-      return commit(deps, async (tx, emit) => {
-        if (!req.domainId) throw invalidField("domain_id", "is required");
-        const d = await tx.getDomain(req.domainId);
-        if (!d) throw new EpError("domain_not_found", `domain ${req.domainId} does not exist`);
-        const node = nodeId ? await tx.getNode(nodeId) : undefined;
-        if (nodeId && !node) throw new EpError("node_not_found", `node ${nodeId} does not exist`);
-        // a node takes agents only in the domains it serves (registered, or set by an admin)
-        if (node && !node.domains.includes("*") && !node.domains.includes(d.id)) {
-          throw new EpError("forbidden", `node ${node.id} serves only ${node.domains.join(", ")}, not domain ${d.id}; an admin can widen it with 'ep node domains set'`, { node_id: node.id, domain_id: d.id });
-        }
-        const ts = iso(clock.now());
-        const row = {
-          id: newId("agt", clock.now()),
-          domainId: d.id,
-          nodeId: nodeId ?? "",
-          name: req.name.trim().slice(0, 200),
-          runtime,
-          capabilities: req.capabilities.map((c) => c.trim()).filter(Boolean),
-          state: "idle",
-          lastSeenAt: ts,
-          createdAt: ts,
-          supervised: req.supervised,
-        };
-        await tx.insertAgent(row);
-        linkHub.enrolled(row);
-        emit({ type: "matrix", name: "agent.enrolled", domainId: d.id, agentId: row.id, status: "idle", payload: { agent_id: row.id, runtime, node_id: row.nodeId } });
-        return create(fleet.EnrollAgentResponseSchema, { agent: agentMsg(row) });
-      });
-    },
-
-    async listAgents(caller: Caller, req: fleet.ListAgentsRequest): Promise<fleet.ListAgentsResponse> {
-      const scope = scopeDomains(caller);
-      if (req.domainId) authorize(caller, "read", { domainId: req.domainId });
-      else authorize(caller, "read");
-      const rows = (await store.listAgents({ domainId: req.domainId || undefined, nodeId: req.nodeId })).filter((a) => !scope || scope.includes(a.domainId));
-      return create(fleet.ListAgentsResponseSchema, { agents: rows.map(agentMsg) });
-    },
-
-    async getAgent(caller: Caller, req: fleet.GetAgentRequest): Promise<fleet.GetAgentResponse> {
-      const a = await mustAgent(req.agentId);
-      authorize(caller, "read", { domainId: a.domainId });
-      // what the tasks this agent ran cost, as their runtimes reported it
-      const usage = sumUsage((await store.listTasks({ domainId: a.domainId, limit: 100_000 })).filter((t) => t.claimedBy === a.id));
-      return create(fleet.GetAgentResponseSchema, { agent: agentMsg(a), usage: usage && usageMsg(usage) });
-    },
-
-    async updateAgentState(caller: Caller, req: fleet.UpdateAgentStateRequest): Promise<fleet.UpdateAgentStateResponse> {
-      authorize(caller, "node");
-      const a = await mustAgent(req.agentId);
-      if (a.nodeId !== caller.nodeId) throw new EpError("forbidden", `agent ${a.id} runs on another node`);
-      // an empty state keeps it: the call only says whether the node supervises the agent
-      if (req.state === "" && req.supervised === undefined) throw invalidField("state", "is required unless supervised is given");
-      if (req.state !== "" && !AGENT_STATES.includes(req.state as (typeof AGENT_STATES)[number])) throw invalidField("state", `must be one of ${AGENT_STATES.join(", ")}`);
-      return commit(deps, async (tx, emit) => {
-        const patch = { ...(req.state ? { state: req.state } : {}), ...(req.supervised !== undefined ? { supervised: req.supervised } : {}), lastSeenAt: iso(clock.now()) };
-        const updated = (await tx.updateAgent(a.id, patch))!;
-        if (req.state && a.state !== req.state) {
-          emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId: a.id, status: req.state, payload: { agent_id: a.id, from: a.state, to: req.state, reason: req.reason } });
-        }
-        return create(fleet.UpdateAgentStateResponseSchema, { agent: agentMsg(updated) });
-      });
-    },
-
-    async signalAgent(caller: Caller, req: fleet.SignalAgentRequest): Promise<fleet.SignalAgentResponse> {
-      const a = await mustAgent(req.agentId);
-      authorize(caller, "operate", { domainId: a.domainId });
-      const prompt = req.prompt.trim();
-      if (!prompt) throw invalidField("prompt", "is required");
-      if (prompt.length > 100_000) throw invalidField("prompt", "is longer than 100000 characters");
-      if (!a.nodeId || !(await linkedAnywhere(a.nodeId))) throw new EpError("node_offline", `agent ${a.id}'s node is not connected; the signal was not delivered`);
-      const [written] = await store.transaction((tx) =>
-        tx.appendEvents([{ type: "inbox", name: "agent.signal", domainId: a.domainId, agentId: a.id, payload: { agent_id: a.id, prompt, from: caller.subject } }], iso(clock.now())),
-      );
-      deps.hub.publish([written]);
-      const id = written.id;
-      await deliver(a.nodeId, { kind: "signal", agentId: a.id, data: { prompt } as JsonObject });
-      return create(fleet.SignalAgentResponseSchema, { eventId: BigInt(id) });
-    },
-
-    async superviseAgent(caller: Caller, req: fleet.SuperviseAgentRequest): Promise<fleet.SuperviseAgentResponse> {
-      const a = await mustAgent(req.agentId);
-      authorize(caller, "operate", { domainId: a.domainId });
-      if (!["restart", "pause", "resume"].includes(req.op)) throw invalidField("op", "must be restart, pause or resume");
-      if (!a.supervised) {
-        throw new EpError("agent_not_supervised", `agent ${a.name || a.id} is not supervised by its node, so there is nothing to ${req.op}; only agents.toml profiles with supervise = true are`, { agent_id: a.id });
-      }
-      if (!a.nodeId || !(await deliver(a.nodeId, { kind: "supervise", agentId: a.id, data: { op: req.op } }))) {
-        throw new EpError("node_offline", `agent ${a.id}'s node is not connected`);
-      }
-      await emitAll([{ type: "matrix", name: `agent.${req.op}_requested`, domainId: a.domainId, agentId: a.id, payload: { agent_id: a.id, op: req.op, by: caller.subject } }]);
-      return create(fleet.SuperviseAgentResponseSchema, { agent: agentMsg(a) });
-    },
+    ...createNodeOps(ctx),
+    ...createAgentOps(ctx),
   };
 }
