@@ -139,3 +139,4 @@ export function createLocalFeed(o: FeedOptions) {
     },
   };
 }
+export type LocalFeed = ReturnType<typeof createLocalFeed>;
