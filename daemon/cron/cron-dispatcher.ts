@@ -6,13 +6,14 @@ import { iso } from "../../common/clock.js";
 import { EpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import { silentLogger } from "../../common/log.js";
-import type { CronDispatch, CronDispatchResult } from "./bash-dispatch.js";
+import type { CronDispatch } from "./bash-dispatch.js";
 import type { CronFileError, CronJob, MissedPolicy } from "./cron-file.js";
 import { cronFileError, readCronFile } from "./cron-file.js";
-import { DEFAULT_TICK_MS, ceilToTick, floorToTick, latestSlotIn, nextFire, nextSlot, validateTimeZone } from "./cron-schedule.js";
+import { DEFAULT_TICK_MS, ceilToTick, floorToTick, validateTimeZone } from "./cron-schedule.js";
+import { SlotCursors } from "./cron-slots.js";
+import { createFirer } from "./cron-fire.js";
 import type { CronFire, CronStore } from "./cron-store.js";
 
-const SLOT_SCAN_CAP = 10_000;
 
 export interface CronDispatcherDeps {
   clock: Clock;
@@ -73,23 +74,10 @@ export interface CronDispatcher {
 
 export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
   const { clock, store, file } = deps;
-  const tickMs = deps.tickMs ?? DEFAULT_TICK_MS;
-  const timeZone = deps.timeZone;
-  const log = deps.log ?? silentLogger;
-  const maxOutputChars = deps.maxOutputChars ?? 8 * 1024;
-  const retentionMs = Math.max(deps.dedupRetentionMs ?? 24 * 3_600_000, 3 * tickMs);
-  if (!(tickMs > 0)) throw new EpError("invalid_argument", "tickMs must be positive", { field: "tickMs" });
-  if (timeZone) {
-    try {
-      validateTimeZone(timeZone);
-    } catch {
-      throw new EpError("invalid_argument", `unknown time zone "${timeZone}"`, { field: "timeZone" });
-    }
-  }
+  const { tickMs, timeZone, log, maxOutputChars, retentionMs } = settingsOf(deps);
 
   let jobs = new Map<string, CronJob>();
-  /** Cron jobs chain slot to slot (as croner does), so a slot moved by a DST gap is not lost. */
-  const cursors = new Map<string, { key: string; next: number | null }>();
+  const slots = new SlotCursors(tickMs, timeZone);
   let errors: CronFileError[] = [];
   let warnings: CronFileError[] = [];
   let timer: ClockTimer | undefined;
@@ -105,7 +93,7 @@ export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
     if (warnings.length) log.warn("cron.toml has fields that do not apply; they are ignored", { file, warnings });
     if (!result.ok) return result;
     jobs = new Map(result.jobs.map((j) => [j.name, j]));
-    for (const name of cursors.keys()) if (!jobs.has(name)) cursors.delete(name);
+    slots.keepOnly(jobs);
     errors = [];
     return { ok: true };
   }
@@ -116,86 +104,7 @@ export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
     log.error("cron.toml is invalid; no cron jobs run until it is fixed and reloaded", { file, errors: initial.errors });
   } else log.info("cron jobs loaded", { file, jobs: jobs.size });
 
-  const trimOutput = (s: string | undefined) =>
-    s === undefined || s.length <= maxOutputChars ? s : `[… ${s.length - maxOutputChars} earlier characters dropped]\n${s.slice(-maxOutputChars)}`;
-
-  function recordFire(fire: CronFire): CronFire {
-    store.record(fire);
-    try {
-      deps.onFire?.(fire);
-    } catch (err) {
-      log.warn("cron onFire callback failed", { job: fire.job, error: String(err) });
-    }
-    return fire;
-  }
-
-  function skip(job: CronJob, slot: number, now: number, reason: string): CronFire | undefined {
-    if (!store.claim(job.name, slot, now)) return undefined;
-    log.info("cron slot skipped", { job: job.name, slot: iso(slot), reason });
-    return recordFire({ job: job.name, slot: iso(slot), firedAt: iso(now), status: "skipped", error: reason });
-  }
-
-  async function fire(job: CronJob, slot: number, now: number): Promise<CronFire | undefined> {
-    if (running.has(job.name)) return skip(job, slot, now, "the previous run of this job is still running");
-    if (!store.claim(job.name, slot, now)) {
-      log.debug("cron slot already fired", { job: job.name, slot: iso(slot) });
-      return undefined;
-    }
-    running.add(job.name);
-    log.info("cron fire", { job: job.name, slot: iso(slot), dispatch: job.dispatch });
-    let result: CronDispatchResult;
-    try {
-      result = await deps.dispatch(job, slot, { signal: abort.signal });
-    } catch (err) {
-      result = { status: "failed", error: err instanceof Error ? err.message : String(err) };
-    } finally {
-      running.delete(job.name);
-    }
-    const fire: CronFire = {
-      job: job.name,
-      slot: iso(slot),
-      firedAt: iso(now),
-      status: result.status === "ok" ? "ok" : "failed",
-      ...(result.exitCode !== undefined ? { exitCode: result.exitCode } : {}),
-      ...(result.output !== undefined ? { output: trimOutput(result.output) } : {}),
-      ...(result.error !== undefined ? { error: result.error } : {}),
-      durationMs: clock.now() - now,
-    };
-    if (fire.status === "failed") log.warn("cron fire failed", { job: job.name, slot: fire.slot, error: fire.error });
-    return recordFire(fire);
-  }
-
-  const scheduleKey = (job: CronJob) => `${job.kind}\u0000${job.schedule ?? ""}\u0000${job.interval ?? ""}`;
-
-  /** Due slots of a cron job in (cursor, now]: the latest and how many (exact up to the cap). */
-  function dueCronSlots(job: CronJob, windowStart: number, now: number): { latest: number | null; count: number } {
-    let cursor = cursors.get(job.name);
-    if (!cursor || cursor.key !== scheduleKey(job)) {
-      cursor = { key: scheduleKey(job), next: nextSlot(job, windowStart, timeZone, { tickMs }) };
-      cursors.set(job.name, cursor);
-    }
-    let latest: number | null = null;
-    let count = 0;
-    while (cursor.next !== null && cursor.next <= now) {
-      latest = cursor.next;
-      count++;
-      if (count >= SLOT_SCAN_CAP) {
-        // A very long downtime with a dense schedule: jump to the present.
-        const recent = latestSlotIn(job, Math.max(latest, now - 2 * tickMs), now, timeZone, { tickMs });
-        if (recent.latest !== null) latest = recent.latest;
-        cursor.next = nextSlot(job, now, timeZone, { tickMs });
-        break;
-      }
-      cursor.next = nextSlot(job, cursor.next, timeZone, { tickMs });
-    }
-    return { latest, count };
-  }
-
-  /** Due slots of a heartbeat in (max(windowStart, anchor), now]. */
-  function dueHeartbeatSlots(job: CronJob, anchorMs: number, windowStart: number, now: number) {
-    const r = latestSlotIn(job, Math.max(windowStart, anchorMs), now, timeZone, { anchorMs, tickMs });
-    return { latest: r.latest, count: r.count };
-  }
+  const { fire, skip } = createFirer({ clock, store, log, dispatch: deps.dispatch, onFire: deps.onFire, signal: abort.signal, running, maxOutputChars });
 
   /**
    * Slots in (lastTick, now] are due. A due slot no older than two ticks is current: the latest
@@ -208,29 +117,14 @@ export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
     const now = at ?? clock.now();
     const prev = store.lastTick();
     const windowStart = prev === undefined || prev > now ? now - 1 : prev;
-    const missedBefore = now - 2 * tickMs;
     const pending: Promise<CronFire | undefined>[] = [];
     const done: (CronFire | undefined)[] = [];
-
-    for (const job of jobs.values()) {
+    for (const step of planTick(jobs.values(), { store, slots, log, tickMs }, windowStart, now)) {
       try {
-        const anchorMs = store.lastSlot(job.name);
-        if (job.kind === "heartbeat" && anchorMs === undefined) {
-          pending.push(fire(job, floorToTick(now, tickMs), now));
-          continue;
-        }
-        const due =
-          job.kind === "heartbeat" ? dueHeartbeatSlots(job, anchorMs!, windowStart, now) : dueCronSlots(job, windowStart, now);
-        if (due.latest === null) continue;
-        if (due.latest > missedBefore) {
-          pending.push(fire(job, due.latest, now));
-          continue;
-        }
-        const what = `${due.count === 1 ? "1 slot" : `${due.count} slots`} missed since ${iso(windowStart)} while the daemon was not ticking`;
-        if (job.missed === "run_once") pending.push(fire(job, due.latest, now));
-        else done.push(skip(job, due.latest, now, `${what} (missed = "skip")`));
+        if (step.action === "fire") pending.push(fire(step.job, step.slot, now));
+        else done.push(skip(step.job, step.slot, now, step.reason));
       } catch (err) {
-        log.error("cron job evaluation failed", { job: job.name, error: String(err) });
+        log.error("cron job evaluation failed", { job: step.job.name, error: String(err) });
       }
     }
     store.setLastTick(now);
@@ -246,50 +140,15 @@ export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
   }
 
   function scheduleNext() {
-    if (closed) return;
-    const now = clock.now();
-    const target = ceilToTick(now + 1, tickMs);
-    timer = clock.setTimeout(() => {
+    if (!closed) timer = onNextTick(clock, tickMs, (at) => {
       timer = undefined;
       scheduleNext();
-      // A timer may wake a hair early or late; the tick belongs to its grid instant.
-      void tick(Math.max(clock.now(), target)).catch((err) => log.error("cron tick failed", { error: String(err) }));
-    }, target - now);
+      void tick(at).catch((err) => log.error("cron tick failed", { error: String(err) }));
+    });
   }
 
-  function view(job: CronJob): CronJobView {
-    const lastFire = store.history(job.name, 1)[0];
-    const now = clock.now();
-    let next: number | null = null;
-    try {
-      const anchorMs = store.lastSlot(job.name);
-      const after = Math.max(now, store.lastTick() ?? now);
-      const cursor = cursors.get(job.name);
-      if (job.kind === "heartbeat" && anchorMs === undefined) next = ceilToTick(now + 1, tickMs);
-      else if (job.kind === "cron" && cursor?.key === scheduleKey(job) && cursor.next !== null && cursor.next > after) {
-        next = ceilToTick(cursor.next, tickMs);
-      } else next = nextFire(job, after, timeZone, { anchorMs, tickMs });
-    } catch {
-      next = null;
-    }
-    return {
-      name: job.name,
-      kind: job.kind,
-      ...(job.schedule !== undefined ? { schedule: job.schedule } : {}),
-      ...(job.interval !== undefined ? { interval: job.interval } : {}),
-      ...(job.session !== undefined ? { session: job.session } : {}),
-      prompt: job.prompt,
-      dispatch: job.dispatch,
-      missed: job.missed,
-      line: job.line,
-      nextFireAt: next === null ? null : iso(next),
-      ...(lastFire ? { lastFire } : {}),
-      running: running.has(job.name),
-    };
-  }
-
-  const notFound = (name: string) =>
-    new EpError("not_found", `No cron job named "${name}"; list them with 'ep agent cron list'.`, { field: "name", name });
+  const view = (job: CronJob): CronJobView =>
+    jobView(job, store.history(job.name, 1)[0], slots.nextFireAt(job, clock.now(), store.lastTick(), store.lastSlot(job.name)), running.has(job.name));
 
   return {
     async start() {
@@ -313,9 +172,7 @@ export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
       return view(job);
     },
     history(name, limit = 20) {
-      if (!Number.isInteger(limit) || limit < 0) {
-        throw new EpError("invalid_argument", "limit must be a non-negative integer", { field: "limit" });
-      }
+      if (!Number.isInteger(limit) || limit < 0) throw new EpError("invalid_argument", "limit must be a non-negative integer", { field: "limit" });
       const fires = store.history(name, limit || 20);
       if (!fires.length && !jobs.has(name)) throw notFound(name);
       return fires;
@@ -334,4 +191,81 @@ export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
     loadErrors: () => errors,
     loadWarnings: () => warnings,
   };
+}
+
+/** Calls `fn` at the next instant of the tick grid (a timer may wake a hair early or late; the tick belongs to its grid instant). */
+function onNextTick(clock: Clock, tickMs: number, fn: (at: number) => void): ClockTimer {
+  const now = clock.now();
+  const target = ceilToTick(now + 1, tickMs);
+  return clock.setTimeout(() => fn(Math.max(clock.now(), target)), target - now);
+}
+
+const notFound = (name: string) => new EpError("not_found", `No cron job named "${name}"; list them with 'ep agent cron list'.`, { field: "name", name });
+
+function jobView(job: CronJob, lastFire: CronFire | undefined, next: number | null, running: boolean): CronJobView {
+  return {
+    name: job.name,
+    kind: job.kind,
+    ...(job.schedule !== undefined ? { schedule: job.schedule } : {}),
+    ...(job.interval !== undefined ? { interval: job.interval } : {}),
+    ...(job.session !== undefined ? { session: job.session } : {}),
+    prompt: job.prompt,
+    dispatch: job.dispatch,
+    missed: job.missed,
+    line: job.line,
+    nextFireAt: next === null ? null : iso(next),
+    ...(lastFire ? { lastFire } : {}),
+    running,
+  };
+}
+
+function settingsOf(deps: CronDispatcherDeps) {
+  const tickMs = deps.tickMs ?? DEFAULT_TICK_MS;
+  if (!(tickMs > 0)) throw new EpError("invalid_argument", "tickMs must be positive", { field: "tickMs" });
+  if (deps.timeZone) {
+    try {
+      validateTimeZone(deps.timeZone);
+    } catch {
+      throw new EpError("invalid_argument", `unknown time zone "${deps.timeZone}"`, { field: "timeZone" });
+    }
+  }
+  return {
+    tickMs,
+    timeZone: deps.timeZone,
+    log: deps.log ?? silentLogger,
+    maxOutputChars: deps.maxOutputChars ?? 8 * 1024,
+    retentionMs: Math.max(deps.dedupRetentionMs ?? 24 * 3_600_000, 3 * tickMs),
+  };
+}
+
+type TickStep = { job: CronJob; slot: number } & ({ action: "fire" } | { action: "skip"; reason: string });
+
+/**
+ * What one tick does with each job (see tick): fire its latest current slot, or for slots missed
+ * while the daemon was not ticking, follow `missed` (skip records the latest, run_once fires it).
+ */
+function planTick(jobs: Iterable<CronJob>, ctx: { store: CronStore; slots: SlotCursors; log: Logger; tickMs: number }, windowStart: number, now: number): TickStep[] {
+  const { store, slots, log, tickMs } = ctx;
+  const missedBefore = now - 2 * tickMs;
+  const steps: TickStep[] = [];
+  for (const job of jobs) {
+    try {
+      const anchorMs = store.lastSlot(job.name);
+      if (job.kind === "heartbeat" && anchorMs === undefined) {
+        steps.push({ job, slot: floorToTick(now, tickMs), action: "fire" });
+        continue;
+      }
+      const due = job.kind === "heartbeat" ? slots.dueHeartbeat(job, anchorMs!, windowStart, now) : slots.dueCron(job, windowStart, now);
+      if (due.latest === null) continue;
+      if (due.latest > missedBefore || job.missed === "run_once") {
+        steps.push({ job, slot: due.latest, action: "fire" });
+        continue;
+      }
+      const what = `${due.count === 1 ? "1 slot" : `${due.count} slots`} missed since ${iso(windowStart)} while the daemon was not ticking`;
+      steps.push({ job, slot: due.latest, action: "skip", reason: `${what} (missed = "skip")` });
+    } catch (err) {
+      log.error("cron job evaluation failed", { job: job.name, error: String(err) });
+    }
+  }
+  return steps;
 }
