@@ -15,13 +15,15 @@ import { authorize, principalOf, type Caller } from "../caller.js";
 import { eventMsg } from "../convert.js";
 import type { Deps } from "../deps.js";
 import { commit, type Emit } from "../event-hub.js";
+import { sessionEvents } from "./session-stream.js";
+import { createActionDecisions } from "./action-decisions.js";
 import { TOOLS } from "../tools/catalog.js";
 import { type ToolExecutor } from "../tools/executor.js";
-import type { ChatMessage, PlanResult, Planner } from "./planner.js";
+import type { ChatMessage, Planner } from "./planner.js";
 import type { AiSettings } from "./settings.js";
 import { storePlannerContext } from "./planner-context.js";
 import { settlePlan } from "./settle.js";
-import { actionEvent, actionMsg, NEW_SESSION, sessionMsg, small, titleFromTurn, turnEvent, turnMsg, UNTITLED, withDeadline } from "./session-messages.js";
+import { actionEvent, actionMsg, NEW_SESSION, sessionMsg, titleFromTurn, turnEvent, turnMsg, UNTITLED, withDeadline } from "./session-messages.js";
 
 export { actionMsg, sessionMsg, titleFromTurn, turnMsg };
 
@@ -37,10 +39,7 @@ export interface AiServiceOptions {
 
 const MAX_CONTENT = 20_000;
 const MAX_TITLE = 200;
-/** A live session stream ends (the client resumes) rather than buffer more than this. */
-const STREAM_BUFFER = 10_000;
-/** An approved action with no outcome after this long was interrupted (tool calls take seconds). */
-export const INTERRUPTED_AFTER_MS = 10 * 60_000;
+export { INTERRUPTED_AFTER_MS } from "./action-decisions.js";
 
 export type AiService = ReturnType<typeof createAiService>;
 
@@ -50,135 +49,45 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
   const planTimeoutMs = opts.planTimeoutMs ?? 120_000;
   const historyTurns = opts.historyTurns ?? 20;
 
-  /** The caller's own session; anyone else's is indistinguishable from a missing one. */
-  async function ownSession(caller: Caller, sessionId: string): Promise<AiSessionRow> {
-    if (!sessionId) throw invalidField("session_id", "is required");
-    const s = await store.getAiSession(sessionId);
-    if (!s || s.owner !== principalOf(caller)) throw new EpError("session_not_found", `AI session ${sessionId} does not exist`);
-    return s;
-  }
 
-  async function sessionAction(session: AiSessionRow, actionId: string): Promise<AiActionRow> {
-    if (!actionId) throw invalidField("action_id", "is required");
-    const a = await store.getAiAction(actionId);
-    if (!a || a.sessionId !== session.id) throw new EpError("action_not_found", `action ${actionId} does not exist in session ${session.id}`);
-    return a;
-  }
 
-  async function appendTurn(tx: Store, emit: Emit, turn: Omit<AiTurnRow, "seq">): Promise<AiTurnRow> {
-    const seq = (await tx.listAiTurns(turn.sessionId)).length + 1;
-    const row: AiTurnRow = { ...turn, seq };
-    await tx.insertAiTurn(row);
-    await tx.updateAiSession(turn.sessionId, { updatedAt: row.createdAt });
-    emit(turnEvent(row));
-    return row;
-  }
 
+  const ownSession = (caller: Caller, sessionId: string) => ownSessionIn(store, caller, sessionId);
+  const sessionAction = (session: AiSessionRow, actionId: string) => sessionActionIn(store, session, actionId);
   const plannerContext = (session: AiSessionRow) => storePlannerContext(store, session.id, opts.settings.centralRuntimeDefault);
 
   /** Checks the caller may follow the session, then streams its events after afterId: stored ones, then live. */
   async function openSessionEvents(caller: Caller, sessionId: string, afterId: number, signal: AbortSignal): Promise<AsyncGenerator<EventRow>> {
     authorize(caller, "read");
     await ownSession(caller, sessionId);
-    return sessionEvents(sessionId, afterId, signal);
+    return sessionEvents(deps, sessionId, afterId, signal);
   }
 
-  async function* sessionEvents(sessionId: string, afterId: number, signal: AbortSignal): AsyncGenerator<EventRow> {
-    const queue: EventRow[] = [];
-    let overflow = false;
-    let wake: (() => void) | undefined;
-    // subscribe before the replay so nothing committed meanwhile is missed; ids dedupe the overlap
-    const unsubscribe = deps.hub.subscribe((events) => {
-      for (const e of events) if (e.sessionId === sessionId) queue.push(e);
-      if (queue.length > STREAM_BUFFER) overflow = true;
-      wake?.();
-    });
-    const onAbort = () => wake?.();
-    signal.addEventListener("abort", onAbort);
-    let last = afterId;
+  /** The planner's answer to a turn, its read tools run and its writes as pending actions; a failure is the answer's error. */
+  async function answerTurn(caller: Caller, session: AiSessionRow, content: string, history: ChatMessage[]): Promise<{ reply: Omit<AiTurnRow, "seq">; actions: AiActionRow[] }> {
+    const replyId = newId("trn", clock.now());
     try {
-      for (;;) {
-        const page = await store.listEvents({ sessionId, afterId: last, limit: 500 });
-        for (const e of page) {
-          if (signal.aborted) return;
-          yield e;
-          last = e.id;
-        }
-        if (page.length < 500) break;
-      }
-      while (!signal.aborted) {
-        if (overflow) throw new EpError("unavailable", `the session stream fell more than ${STREAM_BUFFER} events behind; reconnect with Last-Event-ID ${last}`);
-        const e = queue.shift();
-        if (e) {
-          if (e.id <= last) continue;
-          yield e;
-          last = e.id;
-          continue;
-        }
-        await new Promise<void>((r) => (wake = r));
-        wake = undefined;
-      }
-    } finally {
-      unsubscribe();
-      signal.removeEventListener("abort", onAbort);
-    }
-  }
-
-  /** Runs a planned turn's tool calls: reads now, writes as pending actions (returned, not yet stored). */
-  const settle = (caller: Caller, session: AiSessionRow, plan: PlanResult, turnId: string) =>
-    settlePlan({ store, clock, executor: opts.executor, settings: opts.settings }, caller, session.id, plan, turnId);
-
-  async function decide(caller: Caller, req: { sessionId: string; actionId: string }, status: "approved" | "rejected"): Promise<AiActionRow> {
-    authorize(caller, "operate");
-    const session = await ownSession(caller, req.sessionId);
-    const action = await sessionAction(session, req.actionId);
-    const won = await commit(deps, async (tx, emit) => {
-      const row = await tx.decideAiAction(action.id, { status, decidedBy: caller.subject, decidedAt: now() });
-      if (row) emit(actionEvent(row, status === "approved" ? "action.approved" : "action.rejected"));
-      return row;
-    });
-    if (!won) {
-      const current = (await store.getAiAction(action.id))!;
-      if (current.status === status) return current; // the same decision again: idempotent
-      throw new EpError("action_decided", `action ${action.id} was already ${current.status}`, { action_id: action.id, status: current.status });
-    }
-    if (status === "rejected") return won;
-    // this call made the decision, so it alone executes the action, once
-    let result: unknown = null;
-    let error = "";
-    try {
-      result = await opts.executor.run(caller, won.tool, won.arguments);
+      const plan = await withDeadline(
+        deps,
+        opts.planner.plan({ content, history, tools: [...TOOLS], context: plannerContext(session) }),
+        planTimeoutMs,
+        `the ${opts.planner.name} planner`,
+      );
+      // reads run now; writes become pending actions (returned, not yet stored)
+      const settled = await settlePlan({ store, clock, executor: opts.executor, settings: opts.settings }, caller, session.id, plan, replyId);
+      const text = [plan.reply, ...settled.notes].filter(Boolean).join("\n\n");
+      const viewSpecs = settled.viewSpecs as unknown as JsonObject[];
+      return { actions: settled.actions, reply: { id: replyId, sessionId: session.id, role: "assistant", content: text, toolCalls: settled.toolCalls, viewSpecs, error: "", createdAt: now() } };
     } catch (err) {
+      // a planner failure (provider down, timeout, bad key) is the turn's visible error, never a hung turn
       const ep = toEpError(err);
-      error = `${ep.code}: ${ep.message}`;
+      deps.log.warn("AI turn failed", { session_id: session.id, planner: opts.planner.name, code: ep.code, error: ep.message });
+      const content = `The ${opts.planner.name} planner failed: ${ep.message}`;
+      return { actions: [], reply: { id: replyId, sessionId: session.id, role: "assistant", content, toolCalls: [], viewSpecs: [], error: ep.message, createdAt: now() } };
     }
-    const recorded = await commit(deps, async (tx, emit) => {
-      const row = await tx.recordAiActionOutcome(won.id, { result, error, executedAt: now() });
-      if (row) emit(actionEvent(row, error ? "action.failed" : "action.executed", error ? { error } : { result: small(result) }));
-      return row;
-    });
-    return recorded ?? (await store.getAiAction(won.id))!;
   }
 
-  /**
-   * An approved action whose run never recorded an outcome (the tower stopped while it ran):
-   * after `afterMs` it is recorded as failed, saying it may or may not have taken effect, so
-   * nobody waits on it. Runs in the tower's sweep (one replica at a time).
-   */
-  async function sweepInterruptedActions(afterMs = INTERRUPTED_AFTER_MS): Promise<number> {
-    const stale = await store.listAiActions({ unexecutedBefore: iso(clock.now() - afterMs), limit: 100 });
-    let swept = 0;
-    for (const a of stale) {
-      const error = `interrupted: the tower stopped while running this action (approved ${a.decidedAt}); it may or may not have taken effect — check, and propose it again if needed`;
-      const row = await commit(deps, async (tx, emit) => {
-        const r = await tx.recordAiActionOutcome(a.id, { result: null, error, executedAt: now() });
-        if (r) emit(actionEvent(r, "action.failed", { error }));
-        return r;
-      });
-      if (row) swept++;
-    }
-    return swept;
-  }
+  const { decide, sweepInterruptedActions } = createActionDecisions(deps, opts.executor, ownSession, sessionAction);
 
   return {
     openSessionEvents,
@@ -205,13 +114,7 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
     async getSession(caller: Caller, req: pb.GetSessionRequest): Promise<pb.GetSessionResponse> {
       authorize(caller, "read");
       const s = await ownSession(caller, req.sessionId);
-      const events: EventRow[] = [];
-      for (let after = 0; events.length < 10_000; ) {
-        const page = await store.listEvents({ sessionId: s.id, afterId: after, limit: 1000 });
-        events.push(...page);
-        if (page.length < 1000) break;
-        after = page[page.length - 1].id;
-      }
+      const events = await storedSessionEvents(store, s.id);
       return create(pb.GetSessionResponseSchema, {
         session: sessionMsg(s),
         turns: (await store.listAiTurns(s.id)).map(turnMsg),
@@ -230,55 +133,9 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
       const previous = await store.listAiTurns(session.id);
       const history: ChatMessage[] = previous.slice(-historyTurns).map((t) => ({ role: t.role, content: t.content }));
 
-      const userTurn = await commit(deps, async (tx, emit) => {
-        const row = await appendTurn(tx, emit, { id: newId("trn", clock.now()), sessionId: session.id, role: "user", content, toolCalls: [], viewSpecs: [], error: "", createdAt: now() });
-        // an untitled session is named after its first question, as chat tools do
-        if (previous.length === 0 && UNTITLED.has(session.title)) {
-          const title = titleFromTurn(content);
-          await tx.updateAiSession(session.id, { title });
-          emit({ type: "matrix", name: "ai.session.updated", sessionId: session.id, status: session.status, payload: { session_id: session.id, title } });
-        }
-        return row;
-      });
+      const userTurn = await recordQuestion(deps, session, content, previous.length === 0);
 
-      const replyId = newId("trn", clock.now());
-      let reply: Omit<AiTurnRow, "seq">;
-      let actions: AiActionRow[] = [];
-      try {
-        const plan = await withDeadline(
-          deps,
-          opts.planner.plan({ content, history, tools: [...TOOLS], context: plannerContext(session) }),
-          planTimeoutMs,
-          `the ${opts.planner.name} planner`,
-        );
-        const settled = await settle(caller, session, plan, replyId);
-        actions = settled.actions;
-        const text = [plan.reply, ...settled.notes].filter(Boolean).join("\n\n");
-        reply = {
-          id: replyId,
-          sessionId: session.id,
-          role: "assistant",
-          content: text,
-          toolCalls: settled.toolCalls,
-          viewSpecs: settled.viewSpecs as unknown as JsonObject[],
-          error: "",
-          createdAt: now(),
-        };
-      } catch (err) {
-        // a planner failure (provider down, timeout, bad key) is the turn's visible error, never a hung turn
-        const ep = toEpError(err);
-        deps.log.warn("AI turn failed", { session_id: session.id, planner: opts.planner.name, code: ep.code, error: ep.message });
-        reply = {
-          id: replyId,
-          sessionId: session.id,
-          role: "assistant",
-          content: `The ${opts.planner.name} planner failed: ${ep.message}`,
-          toolCalls: [],
-          viewSpecs: [],
-          error: ep.message,
-          createdAt: now(),
-        };
-      }
+      const { reply, actions } = await answerTurn(caller, session, content, history);
       const replyTurn = await commit(deps, async (tx, emit) => {
         const row = await appendTurn(tx, emit, reply);
         for (const a of actions) {
@@ -304,4 +161,54 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
       }
     },
   };
+}
+
+/** The caller's own session; anyone else's is indistinguishable from a missing one. */
+async function ownSessionIn(store: Store, caller: Caller, sessionId: string): Promise<AiSessionRow> {
+  if (!sessionId) throw invalidField("session_id", "is required");
+  const s = await store.getAiSession(sessionId);
+  if (!s || s.owner !== principalOf(caller)) throw new EpError("session_not_found", `AI session ${sessionId} does not exist`);
+  return s;
+}
+
+async function sessionActionIn(store: Store, session: AiSessionRow, actionId: string): Promise<AiActionRow> {
+  if (!actionId) throw invalidField("action_id", "is required");
+  const a = await store.getAiAction(actionId);
+  if (!a || a.sessionId !== session.id) throw new EpError("action_not_found", `action ${actionId} does not exist in session ${session.id}`);
+  return a;
+}
+
+async function appendTurn(tx: Store, emit: Emit, turn: Omit<AiTurnRow, "seq">): Promise<AiTurnRow> {
+  const seq = (await tx.listAiTurns(turn.sessionId)).length + 1;
+  const row: AiTurnRow = { ...turn, seq };
+  await tx.insertAiTurn(row);
+  await tx.updateAiSession(turn.sessionId, { updatedAt: row.createdAt });
+  emit(turnEvent(row));
+  return row;
+}
+
+/** A session's stored events, oldest first (at most 10,000). */
+async function storedSessionEvents(store: Store, sessionId: string): Promise<EventRow[]> {
+  const events: EventRow[] = [];
+  for (let after = 0; events.length < 10_000; ) {
+    const page = await store.listEvents({ sessionId, afterId: after, limit: 1000 });
+    events.push(...page);
+    if (page.length < 1000) break;
+    after = page[page.length - 1].id;
+  }
+  return events;
+}
+
+/** The user's turn; an untitled session is named after its first question, as chat tools do. */
+async function recordQuestion(deps: Deps, session: AiSessionRow, content: string, first: boolean): Promise<AiTurnRow> {
+  const now = iso(deps.clock.now());
+  return commit(deps, async (tx, emit) => {
+    const row = await appendTurn(tx, emit, { id: newId("trn", deps.clock.now()), sessionId: session.id, role: "user", content, toolCalls: [], viewSpecs: [], error: "", createdAt: now });
+    if (first && UNTITLED.has(session.title)) {
+      const title = titleFromTurn(content);
+      await tx.updateAiSession(session.id, { title });
+      emit({ type: "matrix", name: "ai.session.updated", sessionId: session.id, status: session.status, payload: { session_id: session.id, title } });
+    }
+    return row;
+  });
 }
