@@ -71,85 +71,6 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     return true;
   }
 
-  /**
-   * work/<task_id>/ is fresh for every run: the run's cwd, and where its MCP config is written.
-   * A profile's task runs in the profile's own cwd with its env (its config stays out of it).
-   */
-  async function preparePlace(run: Run, tlog: Logger) {
-    const { task, agent } = run;
-    const workDir = join(deps.home, "work", task.id);
-    await rm(workDir, { recursive: true, force: true });
-    await mkdir(workDir, { recursive: true, mode: 0o700 });
-    const place = agent.profile ? deps.profiles?.place(agent.profile) : undefined;
-    if (agent.profile && !place) tlog.warn("profile gone from agents.toml; the task runs in a fresh directory", { profile: agent.profile });
-    const cwd = place?.cwd ?? workDir;
-    if (place) await mkdir(cwd, { recursive: true, mode: 0o700 });
-    const mcpConfig = await deps.mcpConfig?.(workDir, { agentId: agent.id, domainId: agent.domainId }).catch((err: unknown) => {
-      tlog.warn("MCP config not written; the run starts without the EP tools", { error: toEpError(err).message });
-      return undefined;
-    });
-    return { cwd, placeEnv: place?.env, mcpConfig };
-  }
-
-  function runEnv(run: Run, sessionId: string, placeEnv: Record<string, string> | undefined, mcpConfig: string | undefined): Record<string, string> {
-    const { task, agent } = run;
-    return {
-      ...(placeEnv ?? deps.baseEnv),
-      PATH: placeEnv?.PATH ?? [deps.binDir, deps.baseEnv.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(":"),
-      EP_SECRETS_SOCKET: deps.secretsSocket,
-      EP_SECRETS_SESSION: sessionId,
-      EP_TASK_ID: task.id,
-      EP_AGENT_ID: agent.id,
-      EP_DOMAIN_ID: agent.domainId,
-      EP_MISSION_ID: task.missionId,
-      EP_BASE_URL: tower.baseUrl,
-      ...(mcpConfig ? { EP_MCP_CONFIG: mcpConfig } : {}),
-    };
-  }
-
-  /** Heartbeats the lease every third of its length; a refusal (conflict, not found) stops the run. Returns the stop. */
-  function keepLease(run: Run, tlog: Logger): () => void {
-    const { task, agent } = run;
-    let timer: ClockTimer | undefined;
-    const leaseMs = Math.max(300, Date.parse(task.leaseExpiresAt) - Date.parse(task.updatedAt) || 60_000);
-    const lost = (err: unknown) => {
-      const refused = refusedByTower(err);
-      if (refused && (refused.errorClass === "conflict" || refused.errorClass === "not_found")) {
-        tlog.warn("lease lost; stopping the run", { code: refused.code, error: refused.message });
-        run.stop ??= "lease_lost";
-        void run.handle?.cancel(`lease lost: ${refused.message}`);
-        return;
-      }
-      tlog.warn("heartbeat failed; retrying", { error: (refused ?? toEpError(err)).message });
-      if (st.runs.has(task.id)) beat();
-    };
-    const beat = () => {
-      timer = clock.setTimeout(() => {
-        tower.work.heartbeatTask({ taskId: task.id, agentId: agent.id }).then(() => {
-          if (st.runs.has(task.id) && !run.stop) beat();
-        }, lost);
-      }, Math.floor(leaseMs / 3));
-    };
-    beat();
-    return () => {
-      if (timer) clock.clearTimeout(timer);
-    };
-  }
-
-  function outcomeOf(run: Run, result: RunResult): TaskOutcome {
-    const usage = result.usage ? { usage: result.usage } : {};
-    if (result.ok) return { ok: true, output: tail(result.output), exitCode: result.exitCode, retryable: false, ...usage };
-    return {
-      ok: false,
-      output: tail(result.output),
-      exitCode: result.exitCode,
-      error: run.stop === "shutdown" ? "epd shut down before the task finished" : result.error || (result.timedOut ? "timed out" : "failed"),
-      // a run that failed on its own is final (the operator retries it); one we interrupted may run elsewhere
-      retryable: run.stop === "shutdown",
-      ...usage,
-    };
-  }
-
   async function execute(run: Run): Promise<void> {
     const { task, agent, entry } = run;
     const tlog = log.child({ task_id: task.id, agent_id: agent.id });
@@ -157,7 +78,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     hooks.setAgentState(agent.id, "busy");
     if (!(await announceStart(run, tlog))) return;
 
-    const { cwd, placeEnv, mcpConfig } = await preparePlace(run, tlog);
+    const { cwd, placeEnv, mcpConfig } = await preparePlace(deps, run, tlog);
     const session = sessions.open({ taskId: task.id, agentId: agent.id, domainId: agent.domainId });
     const redactor = deps.redactor?.(session.id);
     const batcher = createFrameBatcher({
@@ -179,7 +100,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
         prompt: promptOf(task),
         input: (task.input ?? {}) as Record<string, unknown>,
         cwd,
-        env: runEnv(run, session.id, placeEnv, mcpConfig),
+        env: runEnv(deps, run, session.id, placeEnv, mcpConfig),
         onFrame: (f: ProgressFrame) => batcher.push(redactor ? redactor.frame(f) : f),
       });
       if (run.stop) void run.handle.cancel(run.stop);
@@ -190,7 +111,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
         entry.pidStart = processStartTime(pid);
         void journal.put(entry);
       }
-      stopBeating = keepLease(run, tlog);
+      stopBeating = keepLease(deps, st, run, tlog);
       result = await run.handle.result;
     } catch (err) {
       const e = toEpError(err);
@@ -218,4 +139,84 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
   }
 
   return { startRun };
+}
+
+/**
+ * work/<task_id>/ is fresh for every run: the run's cwd, and where its MCP config is written.
+ * A profile's task runs in the profile's own cwd with its env (its config stays out of it).
+ */
+async function preparePlace(deps: WorkerDeps, run: Run, tlog: Logger) {
+  const { task, agent } = run;
+  const workDir = join(deps.home, "work", task.id);
+  await rm(workDir, { recursive: true, force: true });
+  await mkdir(workDir, { recursive: true, mode: 0o700 });
+  const place = agent.profile ? deps.profiles?.place(agent.profile) : undefined;
+  if (agent.profile && !place) tlog.warn("profile gone from agents.toml; the task runs in a fresh directory", { profile: agent.profile });
+  const cwd = place?.cwd ?? workDir;
+  if (place) await mkdir(cwd, { recursive: true, mode: 0o700 });
+  const mcpConfig = await deps.mcpConfig?.(workDir, { agentId: agent.id, domainId: agent.domainId }).catch((err: unknown) => {
+    tlog.warn("MCP config not written; the run starts without the EP tools", { error: toEpError(err).message });
+    return undefined;
+  });
+  return { cwd, placeEnv: place?.env, mcpConfig };
+}
+
+function runEnv(deps: WorkerDeps, run: Run, sessionId: string, placeEnv: Record<string, string> | undefined, mcpConfig: string | undefined): Record<string, string> {
+  const { task, agent } = run;
+  return {
+    ...(placeEnv ?? deps.baseEnv),
+    PATH: placeEnv?.PATH ?? [deps.binDir, deps.baseEnv.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(":"),
+    EP_SECRETS_SOCKET: deps.secretsSocket,
+    EP_SECRETS_SESSION: sessionId,
+    EP_TASK_ID: task.id,
+    EP_AGENT_ID: agent.id,
+    EP_DOMAIN_ID: agent.domainId,
+    EP_MISSION_ID: task.missionId,
+    EP_BASE_URL: deps.tower.baseUrl,
+    ...(mcpConfig ? { EP_MCP_CONFIG: mcpConfig } : {}),
+  };
+}
+
+/** Heartbeats the lease every third of its length; a refusal (conflict, not found) stops the run. Returns the stop. */
+function keepLease(deps: WorkerDeps, st: WorkerState, run: Run, tlog: Logger): () => void {
+const { tower, clock } = deps;
+  const { task, agent } = run;
+  let timer: ClockTimer | undefined;
+  const leaseMs = Math.max(300, Date.parse(task.leaseExpiresAt) - Date.parse(task.updatedAt) || 60_000);
+  const lost = (err: unknown) => {
+    const refused = refusedByTower(err);
+    if (refused && (refused.errorClass === "conflict" || refused.errorClass === "not_found")) {
+      tlog.warn("lease lost; stopping the run", { code: refused.code, error: refused.message });
+      run.stop ??= "lease_lost";
+      void run.handle?.cancel(`lease lost: ${refused.message}`);
+      return;
+    }
+    tlog.warn("heartbeat failed; retrying", { error: (refused ?? toEpError(err)).message });
+    if (st.runs.has(task.id)) beat();
+  };
+  const beat = () => {
+    timer = clock.setTimeout(() => {
+      tower.work.heartbeatTask({ taskId: task.id, agentId: agent.id }).then(() => {
+        if (st.runs.has(task.id) && !run.stop) beat();
+      }, lost);
+    }, Math.floor(leaseMs / 3));
+  };
+  beat();
+  return () => {
+    if (timer) clock.clearTimeout(timer);
+  };
+}
+
+function outcomeOf(run: Run, result: RunResult): TaskOutcome {
+  const usage = result.usage ? { usage: result.usage } : {};
+  if (result.ok) return { ok: true, output: tail(result.output), exitCode: result.exitCode, retryable: false, ...usage };
+  return {
+    ok: false,
+    output: tail(result.output),
+    exitCode: result.exitCode,
+    error: run.stop === "shutdown" ? "epd shut down before the task finished" : result.error || (result.timedOut ? "timed out" : "failed"),
+    // a run that failed on its own is final (the operator retries it); one we interrupted may run elsewhere
+    retryable: run.stop === "shutdown",
+    ...usage,
+  };
 }

@@ -7,11 +7,13 @@ import { iso } from "../../common/clock.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import { newId } from "../../common/ids.js";
 import * as fleet from "../../gen/ep/tower/v1/fleet_pb.js";
-import type { EventRow, NewEvent } from "../store/store.js";
+import type { EventRow, NewEvent, Store } from "../store/store.js";
 import { authorize, scopeDomains, type Caller } from "./caller.js";
 import { nodeMsg } from "./convert.js";
 import { commit } from "./event-hub.js";
 import type { FleetContext } from "./fleet.js";
+import type { Deps } from "./deps.js";
+import type { JsonObject } from "@bufbuild/protobuf";
 
 const HOSTNAME = /^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$/;
 /** Bounds of one node state report (ReportNodeState). */
@@ -46,30 +48,8 @@ function configErrors(v: unknown): fleet.NodeConfigError[] {
 export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
   const { store, clock } = deps;
   const { deliver } = linkHub;
+  const visibleNodeIds = (caller: Caller) => visibleNodeIdsIn(store, caller);
 
-  /** Domain ids a node is to serve, checked; none given: all ("*"). */
-  async function servedDomains(ids: readonly string[], field: string): Promise<string[]> {
-    if (!ids.length) return ["*"];
-    const out: string[] = [];
-    for (const [i, id] of ids.entries()) {
-      if (id === "*") return ["*"];
-      if (!(await store.getDomain(id))) throw new EpError("domain_not_found", `domain ${id} does not exist`, { field: `${field}[${i}]` });
-      if (!out.includes(id)) out.push(id);
-    }
-    return out;
-  }
-
-  /**
-   * The nodes a caller may see, or undefined for all: an agent token sees the nodes that carry
-   * agents of its domain; a node serving some domains sees itself and the nodes with agents there.
-   */
-  async function visibleNodeIds(caller: Caller): Promise<Set<string> | undefined> {
-    const scope = scopeDomains(caller);
-    if (!scope) return undefined;
-    const ids = new Set<string>(caller.nodeId ? [caller.nodeId] : []);
-    for (const d of scope) for (const a of await store.listAgents({ domainId: d })) if (a.nodeId) ids.add(a.nodeId);
-    return ids;
-  }
 
   return {
     visibleNodeIds,
@@ -79,7 +59,7 @@ export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
       const hostname = req.hostname.trim();
       if (!HOSTNAME.test(hostname)) throw invalidField("hostname", "must be a host name (letters, digits, dots, dashes)");
       const ts = iso(clock.now());
-      const domains = await servedDomains(req.domainIds, "domain_ids");
+      const domains = await servedDomains(store, req.domainIds, "domain_ids");
       const row = { id: newId("nod", clock.now()), hostname, status: "registered", lastSeenAt: "", createdAt: ts, domains };
       await commit(deps, async (tx, emit) => {
         await tx.insertNode(row);
@@ -109,7 +89,7 @@ export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
       if (!req.nodeId) throw invalidField("node_id", "is required");
       if (req.all && req.domainIds.length) throw invalidField("domain_ids", "give the domains or all = true, not both");
       if (!req.all && !req.domainIds.length) throw invalidField("domain_ids", "name at least one domain, or give all = true");
-      const domains = req.all ? ["*"] : await servedDomains(req.domainIds, "domain_ids");
+      const domains = req.all ? ["*"] : await servedDomains(store, req.domainIds, "domain_ids");
       return commit(deps, async (tx, emit) => {
         const before = await tx.getNode(req.nodeId);
         if (!before) throw new EpError("node_not_found", `node ${req.nodeId} does not exist`, { field: "node_id" });
@@ -144,15 +124,7 @@ export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
     /** The node's cron jobs and supervised agents; the latest report per node is kept (node_state). */
     async reportNodeState(caller: Caller, req: fleet.ReportNodeStateRequest): Promise<fleet.ReportNodeStateResponse> {
       authorize(caller, "node");
-      for (const [field, n] of [["cron_jobs", req.cronJobs.length], ["supervised", req.supervised.length], ["config_errors", req.configErrors.length]] as const) {
-        if (n > MAX_REPORTED) throw invalidField(field, `at most ${MAX_REPORTED} per report`);
-      }
-      req.cronJobs.forEach((j, i) => {
-        if (!j.name) throw invalidField(`cron_jobs[${i}].name`, "is required");
-      });
-      req.supervised.forEach((a, i) => {
-        if (!a.profile) throw invalidField(`supervised[${i}].profile`, "is required");
-      });
+      checkNodeReport(req);
       const reportedAt = iso(clock.now());
       await store.putNodeState({
         nodeId: caller.nodeId!,
@@ -174,33 +146,83 @@ export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
       const waitMs = req.waitMs ?? RELOAD_WAIT_MS;
       if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > 60_000) throw invalidField("wait_ms", "must be between 0 and 60000");
       if (!(await store.getNode(req.nodeId))) throw new EpError("node_not_found", `node ${req.nodeId} does not exist`, { field: "node_id" });
-      const requestId = `rld_${randomBytes(8).toString("hex")}`;
-      // listen before sending: the answer can come back before deliver() returns
-      let settle: ((e: EventRow | undefined) => void) | undefined;
-      const answered = new Promise<EventRow | undefined>((r) => (settle = r));
-      const unsubscribe = deps.hub.subscribe((events: readonly EventRow[]) => {
-        const e = events.find((x) => x.type === "matrix" && x.name === "config.reload" && x.payload.request_id === requestId);
-        if (e) settle?.(e);
-      });
-      const timer = waitMs > 0 ? clock.setTimeout(() => settle?.(undefined), waitMs) : undefined;
-      try {
-        if (!(await deliver(req.nodeId, { kind: "config_reload", data: { request_id: requestId } }))) {
-          throw new EpError("node_offline", `node ${req.nodeId} is not connected; its configuration was not reloaded`, { node_id: req.nodeId });
-        }
-        await commit(deps, async (_tx, emit) => emit({ type: "matrix", name: "node.config_reload_requested", payload: { node_id: req.nodeId, request_id: requestId, by: caller.subject } }));
-        const e = waitMs > 0 ? await answered : undefined;
-        if (!e) return create(fleet.ReloadNodeConfigResponseSchema, { requestId, status: "sent" });
-        return create(fleet.ReloadNodeConfigResponseSchema, {
-          requestId,
-          status: e.status === "ok" ? "ok" : "failed",
-          errors: configErrors(e.payload.errors),
-          results: Array.isArray(e.payload.results) ? e.payload.results.map(String) : [],
-          eventId: BigInt(e.id),
-        });
-      } finally {
-        unsubscribe();
-        if (timer) clock.clearTimeout(timer);
-      }
+      return reloadAndWait(deps, deliver, caller, req.nodeId, waitMs);
     },
   };
+}
+
+/** Sends config_reload to the node and waits up to waitMs for its config.reload event naming this request. */
+async function reloadAndWait(
+  deps: Deps,
+  deliver: (nodeId: string, msg: { kind: string; data?: JsonObject }) => Promise<boolean>,
+  caller: Caller,
+  nodeId: string,
+  waitMs: number,
+): Promise<fleet.ReloadNodeConfigResponse> {
+  const { clock } = deps;
+  const req = { nodeId };
+  const requestId = `rld_${randomBytes(8).toString("hex")}`;
+  // listen before sending: the answer can come back before deliver() returns
+  let settle: ((e: EventRow | undefined) => void) | undefined;
+  const answered = new Promise<EventRow | undefined>((r) => (settle = r));
+  const unsubscribe = deps.hub.subscribe((events: readonly EventRow[]) => {
+    const e = events.find((x) => x.type === "matrix" && x.name === "config.reload" && x.payload.request_id === requestId);
+    if (e) settle?.(e);
+  });
+  const timer = waitMs > 0 ? clock.setTimeout(() => settle?.(undefined), waitMs) : undefined;
+  try {
+    if (!(await deliver(req.nodeId, { kind: "config_reload", data: { request_id: requestId } }))) {
+      throw new EpError("node_offline", `node ${req.nodeId} is not connected; its configuration was not reloaded`, { node_id: req.nodeId });
+    }
+    await commit(deps, async (_tx, emit) => emit({ type: "matrix", name: "node.config_reload_requested", payload: { node_id: req.nodeId, request_id: requestId, by: caller.subject } }));
+    const e = waitMs > 0 ? await answered : undefined;
+    if (!e) return create(fleet.ReloadNodeConfigResponseSchema, { requestId, status: "sent" });
+    return create(fleet.ReloadNodeConfigResponseSchema, {
+      requestId,
+      status: e.status === "ok" ? "ok" : "failed",
+      errors: configErrors(e.payload.errors),
+      results: Array.isArray(e.payload.results) ? e.payload.results.map(String) : [],
+      eventId: BigInt(e.id),
+    });
+  } finally {
+    unsubscribe();
+    if (timer) clock.clearTimeout(timer);
+  }
+}
+
+/** The bounds of one node state report: counts, and the names its entries need. */
+function checkNodeReport(req: fleet.ReportNodeStateRequest): void {
+  for (const [field, n] of [["cron_jobs", req.cronJobs.length], ["supervised", req.supervised.length], ["config_errors", req.configErrors.length]] as const) {
+    if (n > MAX_REPORTED) throw invalidField(field, `at most ${MAX_REPORTED} per report`);
+  }
+  req.cronJobs.forEach((j, i) => {
+    if (!j.name) throw invalidField(`cron_jobs[${i}].name`, "is required");
+  });
+  req.supervised.forEach((a, i) => {
+    if (!a.profile) throw invalidField(`supervised[${i}].profile`, "is required");
+  });
+}
+
+/** Domain ids a node is to serve, checked; none given: all ("*"). */
+async function servedDomains(store: Store, ids: readonly string[], field: string): Promise<string[]> {
+  if (!ids.length) return ["*"];
+  const out: string[] = [];
+  for (const [i, id] of ids.entries()) {
+    if (id === "*") return ["*"];
+    if (!(await store.getDomain(id))) throw new EpError("domain_not_found", `domain ${id} does not exist`, { field: `${field}[${i}]` });
+    if (!out.includes(id)) out.push(id);
+  }
+  return out;
+}
+
+/**
+ * The nodes a caller may see, or undefined for all: an agent token sees the nodes that carry
+ * agents of its domain; a node serving some domains sees itself and the nodes with agents there.
+ */
+async function visibleNodeIdsIn(store: Store, caller: Caller): Promise<Set<string> | undefined> {
+  const scope = scopeDomains(caller);
+  if (!scope) return undefined;
+  const ids = new Set<string>(caller.nodeId ? [caller.nodeId] : []);
+  for (const d of scope) for (const a of await store.listAgents({ domainId: d })) if (a.nodeId) ids.add(a.nodeId);
+  return ids;
 }
