@@ -58,14 +58,14 @@ export interface AttachHub {
   close(): Promise<void>;
 }
 
-interface Viewer {
+export interface Viewer {
   ws: WebSocket;
   mode: AttachMode;
   lastActive: number;
   idleTimer?: ClockTimer;
 }
 
-interface Session {
+export interface Session {
   key: string;
   target: AttachTarget;
   ring: RingBuffer;
@@ -81,118 +81,126 @@ interface Session {
 
 const CRLF = /\r?\n/g;
 
-export function createAttachHub(o: AttachHubOptions): AttachHub {
-  const { clock, log } = o;
-  const ringBytes = o.ringBytes ?? 1024 * 1024;
-  const runRingBytes = o.runRingBytes ?? 256 * 1024;
-  const lingerMs = o.lingerMs ?? 60_000;
-  const idleMs = o.idleMs ?? 30 * 60_000;
-  const highWater = o.highWaterBytes ?? 1024 * 1024;
-  const sessions = new Map<string, Session>();
-  let closed = false;
+const keyOf = (t: AttachTarget) => (t.kind === "tmux" ? `tmux:${t.socketName ?? ""}:${t.session}` : `run:${t.agentId}`);
 
-  const keyOf = (t: AttachTarget) => (t.kind === "tmux" ? `tmux:${t.socketName ?? ""}:${t.session}` : `run:${t.agentId}`);
+/** The open attach sessions by key, each with its ring, source and viewers. */
+export class AttachSessions {
+  readonly map = new Map<string, Session>();
+  closed = false;
+  readonly ringBytes: number;
+  readonly runRingBytes: number;
+  private readonly lingerMs: number;
+  private readonly idleMs: number;
+  private readonly highWater: number;
 
-  function control(ws: WebSocket, f: ControlFrame) {
+  constructor(private readonly o: AttachHubOptions) {
+    this.ringBytes = o.ringBytes ?? 1024 * 1024;
+    this.runRingBytes = o.runRingBytes ?? 256 * 1024;
+    this.lingerMs = o.lingerMs ?? 60_000;
+    this.idleMs = o.idleMs ?? 30 * 60_000;
+    this.highWater = o.highWaterBytes ?? 1024 * 1024;
+  }
+
+  control(ws: WebSocket, f: ControlFrame) {
     if (ws.readyState === ws.OPEN) ws.send(frameText(f));
   }
 
-  function endViewer(s: Session, v: Viewer, code: number, reason: string) {
+  endViewer(s: Session, v: Viewer, code: number, reason: string) {
     if (!s.viewers.delete(v)) return;
-    if (v.idleTimer) clock.clearTimeout(v.idleTimer);
+    if (v.idleTimer) this.o.clock.clearTimeout(v.idleTimer);
     if (v.ws.readyState === v.ws.OPEN || v.ws.readyState === v.ws.CONNECTING) v.ws.close(code, reason.slice(0, 120));
-    if (s.viewers.size === 0) lingerOrKeep(s);
+    if (s.viewers.size === 0) this.lingerOrKeep(s);
   }
 
   /** tmux clients wait a while for a reconnect, then detach; run sessions live as long as the daemon. */
-  function lingerOrKeep(s: Session) {
+  lingerOrKeep(s: Session) {
     if (s.target.kind !== "tmux" || s.linger) return;
-    s.linger = clock.setTimeout(() => {
+    s.linger = this.o.clock.setTimeout(() => {
       s.linger = undefined;
-      if (s.viewers.size === 0) dropSession(s);
-    }, lingerMs);
+      if (s.viewers.size === 0) this.dropSession(s);
+    }, this.lingerMs);
   }
 
-  function dropSession(s: Session) {
-    if (sessions.get(s.key) === s) sessions.delete(s.key);
-    if (s.linger) clock.clearTimeout(s.linger);
-    if (s.drainTimer) clock.clearTimeout(s.drainTimer);
+  dropSession(s: Session) {
+    if (this.map.get(s.key) === s) this.map.delete(s.key);
+    if (s.linger) this.o.clock.clearTimeout(s.linger);
+    if (s.drainTimer) this.o.clock.clearTimeout(s.drainTimer);
     s.source?.close();
   }
 
-  function armIdle(s: Session, v: Viewer) {
-    v.idleTimer = clock.setTimeout(() => {
-      const quiet = clock.now() - v.lastActive;
-      if (quiet >= idleMs) {
-        control(v.ws, { type: "error", code: "idle_timeout", message: `no input or output for ${Math.round(idleMs / 1000)} s; attach again to continue` });
-        endViewer(s, v, CLOSE.idle, "idle");
-      } else armIdle(s, v);
-    }, Math.max(1, idleMs - (clock.now() - v.lastActive)));
+  armIdle(s: Session, v: Viewer) {
+    v.idleTimer = this.o.clock.setTimeout(() => {
+      const quiet = this.o.clock.now() - v.lastActive;
+      if (quiet >= this.idleMs) {
+        this.control(v.ws, { type: "error", code: "idle_timeout", message: `no input or output for ${Math.round(this.idleMs / 1000)} s; attach again to continue` });
+        this.endViewer(s, v, CLOSE.idle, "idle");
+      } else this.armIdle(s, v);
+    }, Math.max(1, this.idleMs - (this.o.clock.now() - v.lastActive)));
   }
 
   /** Output to every viewer; a viewer far behind pauses the PTY (tmux) or is dropped (runs). */
-  function broadcast(s: Session, chunk: Buffer) {
+  broadcast(s: Session, chunk: Buffer) {
     s.ring.push(chunk);
-    const now = clock.now();
+    const now = this.o.clock.now();
     for (const v of s.viewers) {
       if (v.ws.readyState !== v.ws.OPEN) continue;
       v.ws.send(chunk, { binary: true });
       v.lastActive = now;
-      if (v.ws.bufferedAmount > highWater) {
-        if (s.source?.kind === "tmux") pauseUntilDrained(s);
-        else if (v.ws.bufferedAmount > 8 * highWater) {
-          control(v.ws, { type: "error", code: "slow_consumer", message: "the viewer fell too far behind the run's output; attach again to resume" });
-          endViewer(s, v, CLOSE.slow_consumer, "slow consumer");
+      if (v.ws.bufferedAmount > this.highWater) {
+        if (s.source?.kind === "tmux") this.pauseUntilDrained(s);
+        else if (v.ws.bufferedAmount > 8 * this.highWater) {
+          this.control(v.ws, { type: "error", code: "slow_consumer", message: "the viewer fell too far behind the run's output; attach again to resume" });
+          this.endViewer(s, v, CLOSE.slow_consumer, "slow consumer");
         }
       }
     }
   }
 
-  function pauseUntilDrained(s: Session) {
+  pauseUntilDrained(s: Session) {
     if (s.paused || !s.source) return;
     s.paused = true;
     s.source.pause();
     const check = () => {
       s.drainTimer = undefined;
-      const behind = [...s.viewers].some((v) => v.ws.readyState === v.ws.OPEN && v.ws.bufferedAmount > highWater / 2);
-      if (behind) s.drainTimer = clock.setTimeout(check, 5);
+      const behind = [...s.viewers].some((v) => v.ws.readyState === v.ws.OPEN && v.ws.bufferedAmount > this.highWater / 2);
+      if (behind) s.drainTimer = this.o.clock.setTimeout(check, 5);
       else {
         s.paused = false;
         s.source?.resume();
       }
     };
-    s.drainTimer = clock.setTimeout(check, 5);
+    s.drainTimer = this.o.clock.setTimeout(check, 5);
   }
 
-  function exitAll(s: Session, info: SourceExit) {
-    log.info("attach source ended", { key: s.key, reason: info.reason, exit_code: info.exitCode, viewers: s.viewers.size });
+  exitAll(s: Session, info: SourceExit) {
+    this.o.log.info("attach source ended", { key: s.key, reason: info.reason, exit_code: info.exitCode, viewers: s.viewers.size });
     const frame: ControlFrame = { type: "exit", reason: info.reason, ...(info.exitCode !== undefined ? { exit_code: info.exitCode } : {}), ...(info.signal ? { signal: info.signal } : {}) };
     for (const v of [...s.viewers]) {
-      control(v.ws, frame);
-      endViewer(s, v, CLOSE.normal, "exited");
+      this.control(v.ws, frame);
+      this.endViewer(s, v, CLOSE.normal, "exited");
     }
-    dropSession(s);
+    this.dropSession(s);
   }
 
-  async function sessionFor(target: AttachTarget, cols: number, rows: number): Promise<Session> {
+  async sessionFor(target: AttachTarget, cols: number, rows: number): Promise<Session> {
     const key = keyOf(target);
-    let s = sessions.get(key);
+    let s = this.map.get(key);
     if (!s) {
-      s = { key, target, ring: createRingBuffer(target.kind === "tmux" ? ringBytes : runRingBytes), viewers: new Set(), paused: false };
-      sessions.set(key, s);
+      s = { key, target, ring: createRingBuffer(target.kind === "tmux" ? this.ringBytes : this.runRingBytes), viewers: new Set(), paused: false };
+      this.map.set(key, s);
       if (target.kind === "tmux") {
         const session = s;
         session.opening = openTmuxSource(
-          { socketName: target.socketName, session: target.session, cols, rows, env: o.env },
-          { data: (chunk) => broadcast(session, chunk), exit: (info) => exitAll(session, info) },
+          { socketName: target.socketName, session: target.session, cols, rows, env: this.o.env },
+          { data: (chunk) => this.broadcast(session, chunk), exit: (info) => this.exitAll(session, info) },
         ).then(
           (src) => {
             session.source = src;
             session.opening = undefined;
-            if (closed || sessions.get(key) !== session) src.close();
+            if (this.closed || this.map.get(key) !== session) src.close();
           },
           (err) => {
-            sessions.delete(key);
+            this.map.delete(key);
             throw err;
           },
         );
@@ -202,8 +210,8 @@ export function createAttachHub(o: AttachHubOptions): AttachHub {
     return s;
   }
 
-  function onViewerMessage(s: Session, v: Viewer, data: Buffer, isBinary: boolean) {
-    v.lastActive = clock.now();
+  onViewerMessage(s: Session, v: Viewer, data: Buffer, isBinary: boolean) {
+    v.lastActive = this.o.clock.now();
     if (isBinary) {
       // a read-only viewer's keystrokes go nowhere
       if (v.mode === "rw" && s.source?.writable) s.source.write(data);
@@ -213,20 +221,27 @@ export function createAttachHub(o: AttachHubOptions): AttachHub {
     try {
       f = parseClientFrame(data.toString("utf8"));
     } catch (err) {
-      control(v.ws, { type: "error", code: toEpError(err).code, message: toEpError(err).message });
+      this.control(v.ws, { type: "error", code: toEpError(err).code, message: toEpError(err).message });
       return;
     }
     if (f.type === "resize" && v.mode === "rw" && s.source?.writable) {
       s.source.resize(f.cols, f.rows);
     }
   }
+}
+
+export function createAttachHub(o: AttachHubOptions): AttachHub {
+  const { clock } = o;
+  const ss = new AttachSessions(o);
+  const sessions = ss.map;
+  const control = (ws: WebSocket, f: ControlFrame) => ss.control(ws, f);
 
   const hub: AttachHub = {
     async attach(ws, target, opts) {
       let s: Session;
       try {
-        if (closed) throw new EpError("unavailable", "the daemon is shutting down");
-        s = await sessionFor(target, opts.cols, opts.rows);
+        if (ss.closed) throw new EpError("unavailable", "the daemon is shutting down");
+        s = await ss.sessionFor(target, opts.cols, opts.rows);
       } catch (err) {
         const ep = toEpError(err);
         control(ws, { type: "error", code: ep.code, message: ep.message });
@@ -259,10 +274,10 @@ export function createAttachHub(o: AttachHubOptions): AttachHub {
       if (replay.data.length) ws.send(replay.data, { binary: true });
       if (s.run) control(ws, { type: "run", task_id: s.run.taskId, runtime: s.run.runtime });
       s.viewers.add(v);
-      armIdle(s, v);
-      ws.on("message", (data: Buffer, isBinary: boolean) => onViewerMessage(s, v, data, isBinary));
-      ws.on("close", () => endViewer(s, v, CLOSE.normal, "closed"));
-      ws.on("error", () => endViewer(s, v, CLOSE.internal, "error"));
+      ss.armIdle(s, v);
+      ws.on("message", (data: Buffer, isBinary: boolean) => ss.onViewerMessage(s, v, data, isBinary));
+      ws.on("close", () => ss.endViewer(s, v, CLOSE.normal, "closed"));
+      ws.on("error", () => ss.endViewer(s, v, CLOSE.internal, "error"));
       if (s.source?.kind === "tmux" && mode === "rw") s.source.resize(opts.cols, opts.rows);
       // a screen the ring no longer holds in full is drawn again by tmux
       if (s.source?.kind === "tmux" && reset && s.ring.start() > 0) s.source.redraw();
@@ -273,7 +288,7 @@ export function createAttachHub(o: AttachHubOptions): AttachHub {
         const key = `run:${agentId}`;
         let s = sessions.get(key);
         if (!s) {
-          s = { key, target: { kind: "run", agentId }, ring: createRingBuffer(runRingBytes), viewers: new Set(), paused: false };
+          s = { key, target: { kind: "run", agentId }, ring: createRingBuffer(ss.runRingBytes), viewers: new Set(), paused: false };
           sessions.set(key, s);
         }
         return s;
@@ -292,23 +307,16 @@ export function createAttachHub(o: AttachHubOptions): AttachHub {
             ...spec,
             onFrame(f) {
               spec.onFrame(f);
-              if (s.run === run) broadcast(s, text(f));
+              if (s.run === run) ss.broadcast(s, text(f));
             },
           });
           s.run = run;
-          broadcast(s, Buffer.from(`\r\n\x1b[2m── run ${spec.taskId} (${kind}) started ──\x1b[0m\r\n`));
+          ss.broadcast(s, Buffer.from(`\r\n\x1b[2m── run ${spec.taskId} (${kind}) started ──\x1b[0m\r\n`));
           for (const v of s.viewers) control(v.ws, { type: "run", task_id: spec.taskId, runtime: kind });
           void handle.result.then((r: RunResult) => {
             if (s.run === run) s.run = undefined;
-            const status = r.exitCode !== undefined ? `exit ${r.exitCode}` : r.signal ? `signal ${r.signal}` : r.ok ? "ok" : "failed";
-            broadcast(s, Buffer.from(`\x1b[2m── run ${spec.taskId} ended: ${status}${r.error ? ` (${r.error.replace(CRLF, " ")})` : ""} ──\x1b[0m\r\n`));
-            const frame: ControlFrame = {
-              type: "exit",
-              task_id: spec.taskId,
-              reason: r.cancelled ? "cancelled" : r.timedOut ? "timed out" : r.ok ? "succeeded" : r.error ?? "failed",
-              ...(r.exitCode !== undefined ? { exit_code: r.exitCode } : {}),
-              ...(r.signal ? { signal: r.signal } : {}),
-            };
+            ss.broadcast(s, runEndLine(spec.taskId, r));
+            const frame = runExitFrame(spec.taskId, r);
             // followers stay attached for the agent's next run
             for (const v of s.viewers) control(v.ws, frame);
           });
@@ -322,18 +330,35 @@ export function createAttachHub(o: AttachHubOptions): AttachHub {
     stats: () => [...sessions.values()].map((s) => ({ key: s.key, viewers: s.viewers.size, bytes: s.ring.end() })),
 
     async close() {
-      closed = true;
+      ss.closed = true;
       const opening = [...sessions.values()].map((s) => s.opening?.catch(() => undefined)); // closing: wait for opens, their errors went to their callers
       for (const s of [...sessions.values()]) {
         for (const v of [...s.viewers]) {
           control(v.ws, { type: "error", code: "unavailable", message: "the daemon is shutting down" });
-          endViewer(s, v, CLOSE.going_away, "shutting down");
+          ss.endViewer(s, v, CLOSE.going_away, "shutting down");
         }
-        dropSession(s);
+        ss.dropSession(s);
       }
       await Promise.all(opening);
       sessions.clear();
     },
   };
   return hub;
+}
+
+/** The line a follower sees when a run ends. */
+function runEndLine(taskId: string, r: RunResult): Buffer {
+  const status = r.exitCode !== undefined ? `exit ${r.exitCode}` : r.signal ? `signal ${r.signal}` : r.ok ? "ok" : "failed";
+  return Buffer.from(`\x1b[2m── run ${taskId} ended: ${status}${r.error ? ` (${r.error.replace(CRLF, " ")})` : ""} ──\x1b[0m\r\n`);
+}
+
+/** The exit frame of a run (followers stay attached for the agent's next run). */
+function runExitFrame(taskId: string, r: RunResult): ControlFrame {
+  return {
+    type: "exit",
+    task_id: taskId,
+    reason: r.cancelled ? "cancelled" : r.timedOut ? "timed out" : r.ok ? "succeeded" : r.error ?? "failed",
+    ...(r.exitCode !== undefined ? { exit_code: r.exitCode } : {}),
+    ...(r.signal ? { signal: r.signal } : {}),
+  };
 }
