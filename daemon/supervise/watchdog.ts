@@ -99,6 +99,15 @@ interface Supervised {
 const seconds = (ms: number) => `${Math.round(ms / 1000)} s`;
 const minutes = (ms: number) => (ms % 60_000 === 0 ? `${ms / 60_000} min` : seconds(ms));
 
+interface Ctx {
+  clock: Clock;
+  backend: WatchdogOptions["backend"];
+  log: Logger;
+  graceMs: number;
+  throttleMs: number;
+  emit(s: Supervised, action: WatchdogAction, reason: string, error?: string): WatchdogEvent;
+}
+
 function parseNightly(nightly: string, timeZone?: string): Cron {
   const m = /^([01]\d|2[0-3]):([0-5]\d)$/.exec(nightly);
   if (!m) throw new EpError("invalid_argument", `nightly must be a local time "HH:MM", not "${nightly}"`, { field: "nightly" });
@@ -111,17 +120,13 @@ function parseNightly(nightly: string, timeZone?: string): Cron {
 
 export function createWatchdog(opts: WatchdogOptions): Watchdog {
   const { clock, backend } = opts;
-  const pollMs = opts.pollMs ?? 60_000;
-  const graceMs = opts.graceMs ?? 90_000;
-  const throttleMs = opts.throttleMs ?? 30 * 60_000;
+  const { pollMs, graceMs, throttleMs } = timings(opts);
   const log = opts.log ?? silentLogger;
-  for (const [field, v] of [["pollMs", pollMs], ["graceMs", graceMs], ["throttleMs", throttleMs]] as const) {
-    if (!(v >= 0) || !Number.isFinite(v)) throw new EpError("invalid_argument", `${field} must be a non-negative number`, { field });
-  }
   const nightly = opts.nightly ? parseNightly(opts.nightly, opts.timeZone) : undefined;
   let nextNightlyAt = nightly?.nextRun(new Date(clock.now()))?.getTime();
 
   const agents = new Map<string, Supervised>();
+  const ctx: Ctx = { clock, backend, log, graceMs, throttleMs, emit: (s, action, reason, error) => emit(s, action, reason, error) };
   let closed = false;
   let timer: ClockTimer | undefined;
   let chain: Promise<unknown> = Promise.resolve();
@@ -137,112 +142,13 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
     return event;
   }
 
-  function skip(s: Supervised, category: string, reason: string, events: WatchdogEvent[]) {
-    if (s.lastSkip === category) return;
-    s.lastSkip = category;
-    events.push(emit(s, "skip", reason));
-  }
-
   function get(id: string): Supervised {
     const s = agents.get(id);
     if (!s) throw new EpError("agent_not_found", `No supervised agent "${id}"; list them with 'ep agent supervise list'.`, { id });
     return s;
   }
 
-  function view(s: Supervised): SupervisedStatus {
-    const nextRetry = s.failing && s.lastRestartAt !== undefined ? s.lastRestartAt + throttleMs : undefined;
-    return {
-      id: s.agent.id,
-      name: s.agent.name,
-      backend: backend.kind,
-      state: s.state,
-      paused: s.paused,
-      ...(s.pid !== undefined ? { pid: s.pid } : {}),
-      restarts: s.restarts,
-      ...(s.lastRestartAt !== undefined ? { lastRestartAt: iso(s.lastRestartAt) } : {}),
-      ...(s.lastRestartReason ? { lastRestartReason: s.lastRestartReason } : {}),
-      ...(s.lastCheckAt !== undefined ? { lastCheckAt: iso(s.lastCheckAt) } : {}),
-      ...(nextRetry !== undefined && nextRetry > clock.now() ? { nextRetryAt: iso(nextRetry) } : {}),
-      ...(s.detail ? { detail: s.detail } : {}),
-    };
-  }
-
-  /** Stops whatever is left and starts it again; counts as a restart either way. */
-  async function restartNow(s: Supervised, action: "start" | "restart", reason: string, events: WatchdogEvent[]) {
-    const at = clock.now();
-    s.lastRestartAt = at;
-    s.lastRestartReason = reason;
-    s.verifying = true;
-    s.lastSkip = undefined;
-    if (action === "restart") s.restarts++;
-    let error: string | undefined;
-    try {
-      if (action === "restart") await backend.stop(s.agent.id).catch((err) => log.warn("stop before restart failed", { agentId: s.agent.id, error: String(err) }));
-      await backend.start(s.agent);
-      s.pid = await backend.pid(s.agent.id);
-      s.state = "running";
-      s.detail = undefined;
-    } catch (err) {
-      error = err instanceof Error ? err.message : String(err);
-      s.state = "dead";
-      s.pid = undefined;
-      s.detail = `${action} failed: ${error}`;
-    }
-    events.push(emit(s, action, reason, error));
-  }
-
-  async function check(s: Supervised, events: WatchdogEvent[]) {
-    let alive: boolean;
-    try {
-      alive = await backend.isAlive(s.agent.id);
-    } catch (err) {
-      s.state = "error";
-      s.detail = `cannot check: ${err instanceof Error ? err.message : String(err)}`;
-      return;
-    }
-    const now = clock.now();
-    s.lastCheckAt = now;
-    const sinceRestart = s.lastRestartAt === undefined ? Infinity : now - s.lastRestartAt;
-    if (alive) {
-      s.state = "running";
-      s.pid = await backend.pid(s.agent.id).catch(() => undefined); // no pid yet is "unknown", shown as such
-      s.detail = undefined;
-      s.lastSkip = undefined;
-      if (s.verifying && sinceRestart >= graceMs) {
-        s.verifying = false;
-        s.failing = false;
-      }
-      return;
-    }
-    s.state = "dead";
-    s.pid = undefined;
-    if (s.paused) {
-      skip(s, "paused", "not restarting a dead agent: auto-restart is paused", events);
-      return;
-    }
-    if (sinceRestart < graceMs) {
-      skip(s, "grace", `not restarting: within the ${seconds(graceMs)} grace after the restart at ${iso(s.lastRestartAt!)}`, events);
-      return;
-    }
-    if (s.verifying) {
-      // First look after the grace: the restart did not bring it back.
-      s.verifying = false;
-      s.failing = true;
-    }
-    if (s.failing && sinceRestart < throttleMs) {
-      skip(
-        s,
-        "throttle",
-        `not restarting: the restart at ${iso(s.lastRestartAt!)} did not bring it back; at most one retry per ${minutes(throttleMs)}, next at ${iso(s.lastRestartAt! + throttleMs)}`,
-        events,
-      );
-      return;
-    }
-    const reason = s.failing
-      ? `still dead after the restart at ${iso(s.lastRestartAt!)}; throttled retry`
-      : "found dead by the watchdog poll";
-    await restartNow(s, "restart", reason, events);
-  }
+  const view = (s: Supervised) => statusOf(s, backend.kind, throttleMs, clock.now());
 
   async function pollOnce(): Promise<WatchdogEvent[]> {
     const events: WatchdogEvent[] = [];
@@ -253,20 +159,22 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
         if (s.paused) events.push(emit(s, "skip", `nightly restart at ${opts.nightly} skipped: auto-restart is paused`));
         else {
           s.failing = false;
-          await restartNow(s, "restart", `nightly restart at ${opts.nightly}`, events);
+          await restartNow(ctx, s, "restart", `nightly restart at ${opts.nightly}`, events);
         }
       }
     }
-    await Promise.all([...agents.values()].map((s) => check(s, events)));
+    await Promise.all([...agents.values()].map((s) => check(ctx, s, events)));
     return events;
   }
 
-  function poll(): Promise<WatchdogEvent[]> {
-    if (closed) return Promise.resolve([]);
-    const run = chain.then(pollOnce, pollOnce);
-    chain = run.catch(() => undefined); // the caller awaits `run` and sees its error; `chain` only serializes
+  /** Runs fn after everything queued before it; the caller sees its error, the queue goes on. */
+  function serially<T>(fn: () => Promise<T>): Promise<T> {
+    const run = chain.then(fn);
+    chain = run.catch(() => undefined);
     return run;
   }
+
+  const poll = (): Promise<WatchdogEvent[]> => (closed ? Promise.resolve([]) : serially(pollOnce));
 
   function schedule() {
     if (closed || opts.autoPoll === false) return;
@@ -286,25 +194,7 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
       if (addOpts.paused !== undefined) s.paused = addOpts.paused;
       agents.set(agent.id, s);
       const events: WatchdogEvent[] = [];
-      const run = chain.then(async () => {
-        let alive = false;
-        try {
-          alive = await backend.isAlive(agent.id);
-        } catch (err) {
-          s.state = "error";
-          s.detail = `cannot check: ${err instanceof Error ? err.message : String(err)}`;
-          return;
-        }
-        s.lastCheckAt = clock.now();
-        if (alive) {
-          s.state = "running";
-          s.pid = await backend.pid(agent.id).catch(() => undefined); // no pid yet is "unknown", shown as such
-        } else if (!s.paused) {
-          await restartNow(s, "start", "supervision started and the agent was not running", events);
-        } else s.state = "dead";
-      });
-      chain = run.catch(() => undefined); // awaited just below, which throws; `chain` only serializes
-      await run;
+      await serially(() => firstLook(ctx, s, events));
       return view(s);
     },
     remove: (id) => agents.delete(id),
@@ -312,12 +202,10 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
     status: (id) => view(get(id)),
     async restart(id) {
       const s = get(id);
-      const run = chain.then(() => {
+      await serially(() => {
         s.failing = false;
-        return restartNow(s, "restart", "restart requested by an operator", []);
+        return restartNow(ctx, s, "restart", "restart requested by an operator", []);
       });
-      chain = run.catch(() => undefined); // awaited just below, which throws; `chain` only serializes
-      await run;
       return view(s);
     },
     pause(id) {
@@ -344,4 +232,134 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
       await chain;
     },
   };
+}
+
+function timings(opts: WatchdogOptions) {
+  const t = { pollMs: opts.pollMs ?? 60_000, graceMs: opts.graceMs ?? 90_000, throttleMs: opts.throttleMs ?? 30 * 60_000 };
+  for (const [field, v] of Object.entries(t)) {
+    if (!(v >= 0) || !Number.isFinite(v)) throw new EpError("invalid_argument", `${field} must be a non-negative number`, { field });
+  }
+  return t;
+}
+
+function statusOf(s: Supervised, backendKind: SupervisedStatus["backend"], throttleMs: number, now: number): SupervisedStatus {
+  const nextRetry = s.failing && s.lastRestartAt !== undefined ? s.lastRestartAt + throttleMs : undefined;
+  return {
+    id: s.agent.id,
+    name: s.agent.name,
+    backend: backendKind,
+    state: s.state,
+    paused: s.paused,
+    ...(s.pid !== undefined ? { pid: s.pid } : {}),
+    restarts: s.restarts,
+    ...(s.lastRestartAt !== undefined ? { lastRestartAt: iso(s.lastRestartAt) } : {}),
+    ...(s.lastRestartReason ? { lastRestartReason: s.lastRestartReason } : {}),
+    ...(s.lastCheckAt !== undefined ? { lastCheckAt: iso(s.lastCheckAt) } : {}),
+    ...(nextRetry !== undefined && nextRetry > now ? { nextRetryAt: iso(nextRetry) } : {}),
+    ...(s.detail ? { detail: s.detail } : {}),
+  };
+}
+
+/**
+ * What to do about an agent found dead: wait (paused, within the grace after a restart, or
+ * throttled after a restart that did not bring it back) or restart it, with why. A first look
+ * after the grace that finds it dead again marks it failing.
+ */
+function afterDeath(s: Supervised, sinceRestart: number, t: { graceMs: number; throttleMs: number }): { skip: string; reason: string } | { restart: string } {
+  if (s.paused) return { skip: "paused", reason: "not restarting a dead agent: auto-restart is paused" };
+  if (sinceRestart < t.graceMs) return { skip: "grace", reason: `not restarting: within the ${seconds(t.graceMs)} grace after the restart at ${iso(s.lastRestartAt!)}` };
+  if (s.verifying) {
+    // First look after the grace: the restart did not bring it back.
+    s.verifying = false;
+    s.failing = true;
+  }
+  if (s.failing && sinceRestart < t.throttleMs) {
+    const last = s.lastRestartAt!;
+    return { skip: "throttle", reason: `not restarting: the restart at ${iso(last)} did not bring it back; at most one retry per ${minutes(t.throttleMs)}, next at ${iso(last + t.throttleMs)}` };
+  }
+  return { restart: s.failing ? `still dead after the restart at ${iso(s.lastRestartAt!)}; throttled retry` : "found dead by the watchdog poll" };
+}
+
+/** Stops whatever is left and starts it again; counts as a restart either way. */
+async function restartNow(ctx: Ctx, s: Supervised, action: "start" | "restart", reason: string, events: WatchdogEvent[]) {
+const { clock, backend, log } = ctx;
+  const at = clock.now();
+  s.lastRestartAt = at;
+  s.lastRestartReason = reason;
+  s.verifying = true;
+  s.lastSkip = undefined;
+  if (action === "restart") s.restarts++;
+  let error: string | undefined;
+  try {
+    if (action === "restart") await backend.stop(s.agent.id).catch((err) => log.warn("stop before restart failed", { agentId: s.agent.id, error: String(err) }));
+    await backend.start(s.agent);
+    s.pid = await backend.pid(s.agent.id);
+    s.state = "running";
+    s.detail = undefined;
+  } catch (err) {
+    error = err instanceof Error ? err.message : String(err);
+    s.state = "dead";
+    s.pid = undefined;
+    s.detail = `${action} failed: ${error}`;
+  }
+  events.push(ctx.emit(s, action, reason, error));
+}
+
+/** One look at an agent: alive (settles a restart past its grace), or dead and restarted unless it must wait. */
+async function check(ctx: Ctx, s: Supervised, events: WatchdogEvent[]) {
+const { clock, backend, graceMs, throttleMs } = ctx;
+  let alive: boolean;
+  try {
+    alive = await backend.isAlive(s.agent.id);
+  } catch (err) {
+    s.state = "error";
+    s.detail = `cannot check: ${err instanceof Error ? err.message : String(err)}`;
+    return;
+  }
+  const now = clock.now();
+  s.lastCheckAt = now;
+  const sinceRestart = s.lastRestartAt === undefined ? Infinity : now - s.lastRestartAt;
+  if (alive) {
+    s.state = "running";
+    s.pid = await backend.pid(s.agent.id).catch(() => undefined); // no pid yet is "unknown", shown as such
+    s.detail = undefined;
+    s.lastSkip = undefined;
+    if (s.verifying && sinceRestart >= graceMs) {
+      s.verifying = false;
+      s.failing = false;
+    }
+    return;
+  }
+  s.state = "dead";
+  s.pid = undefined;
+  const next = afterDeath(s, sinceRestart, { graceMs, throttleMs });
+  if ("skip" in next) return skipOnce(ctx, s, next.skip, next.reason, events);
+  const reason = next.restart;
+  await restartNow(ctx, s, "restart", reason, events);
+}
+
+/** When supervision starts: adopt an agent that is running, start one that is not (unless paused). */
+async function firstLook(ctx: Ctx, s: Supervised, events: WatchdogEvent[]): Promise<void> {
+  let alive = false;
+  try {
+    alive = await ctx.backend.isAlive(s.agent.id);
+  } catch (err) {
+    s.state = "error";
+    s.detail = `cannot check: ${err instanceof Error ? err.message : String(err)}`;
+    return;
+  }
+  s.lastCheckAt = ctx.clock.now();
+  if (alive) {
+    s.state = "running";
+    s.pid = await ctx.backend.pid(s.agent.id).catch(() => undefined); // no pid yet is "unknown", shown as such
+  } else if (!s.paused) {
+    await restartNow(ctx, s, "start", "supervision started and the agent was not running", events);
+  } else s.state = "dead";
+}
+
+/** A skip event, once per category until something changes. */
+function skipOnce(ctx: Ctx, s: Supervised, category: string, reason: string, events: WatchdogEvent[]): void {
+  if (s.lastSkip === category) return;
+  s.lastSkip = category;
+  events.push(ctx.emit(s, "skip", reason));
 }
