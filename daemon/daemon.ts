@@ -10,7 +10,7 @@ import type { Logger } from "../common/log.js";
 import type { NodeIdentity } from "../common/node-identity.js";
 import { daemonHome, daemonSockets, nodeFile } from "../common/paths.js";
 import type { LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
-import { createAttachGateway, createAttachHub, createTargetResolver } from "./attach/index.js";
+import { createAttachGateway, createAttachHub, createTargetResolver, type AttachGateway, type AttachGatewayOptions } from "./attach/index.js";
 import { createFanout, fanoutEnv, type Fanout } from "./fanout/fanout.js";
 import { serveMgmtSocket } from "./mgmt/mgmt-socket.js";
 import { serveSecretsSocket, type GetSecret } from "./mgmt/secrets-line.js";
@@ -30,6 +30,7 @@ import { createJournal } from "./worker/journal.js";
 import { createSessionTable, type SessionTable } from "./worker/sessions.js";
 import { createSignalRunner } from "./worker/signal-runner.js";
 import { createTaskWorker, type TaskWorker } from "./worker/worker.js";
+import { routeLinkCommand } from "./link-commands.js";
 
 export const EPD_VERSION = "0.1.0";
 
@@ -92,20 +93,8 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const pollMs = opts.pollMs ?? positiveInt("EP_POLL_MS", env.EP_POLL_MS, 5000);
   const graceMs = opts.shutdownGraceMs ?? positiveInt("EP_SHUTDOWN_GRACE_MS", env.EP_SHUTDOWN_GRACE_MS, 30_000);
   const startedAt = clock.now();
-
-  await mkdir(home, { recursive: true, mode: 0o700 });
-  await chmod(home, 0o700);
-  const binDir = join(home, "bin");
-  await mkdir(binDir, { recursive: true, mode: 0o700 });
-  if (opts.epdEntry) {
-    const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-    await writeFile(join(binDir, "epd"), `#!/bin/sh\nexec ${q(process.execPath)} ${q(opts.epdEntry)} "$@"\n`, { mode: 0o755 });
-    await chmod(join(binDir, "epd"), 0o755);
-  }
-
-  const baseEnv: Record<string, string> = {};
-  for (const [k, v] of Object.entries(env)) if (v !== undefined && !SCRUBBED_ENV.includes(k)) baseEnv[k] = v;
-
+  const binDir = await prepareHome(home, opts.epdEntry);
+  const baseEnv = runBaseEnv(env);
   const runtimesConfig = await loadRuntimesConfig(runtimesConfigPath(env));
   // every run's output is also followed by the attach gateway (docs/attach.md)
   const attachHub = createAttachHub({ clock, log: log.child({ part: "attach" }), env, idleMs: positiveInt("EP_ATTACH_IDLE_MS", env.EP_ATTACH_IDLE_MS, 30 * 60_000) });
@@ -117,24 +106,9 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const tower = createTowerClients(opts.backendUrl, opts.identity.token);
   const common = { tower, runtimes, sessions, clock, log, home, secretsSocket: sockets.secrets, binDir, baseEnv, redactor: broker.redactor };
   // every run gets an MCP config starting `epd mcp` for its agent (EP_MCP_CONFIG; docs/ai.md)
-  const mcpConfig = (cwd: string, run: { agentId: string; domainId: string }) =>
-    writeAgentMcpConfig(cwd, {
-      command: opts.epdEntry ? join(binDir, "epd") : "epd",
-      agentId: run.agentId,
-      domainId: run.domainId,
-      boosterWasm: opts.boosterWasm,
-      env: { EP_NODE_FILE: nodeFile(env), EP_BASE_URL: opts.backendUrl, ...(env.EP_SCHEMA_PACK_FILE ? { EP_SCHEMA_PACK_FILE: env.EP_SCHEMA_PACK_FILE } : {}) },
-    });
+  const mcpConfig = mcpConfigWriter(opts, env, binDir);
   const signals = createSignalRunner(common);
-  // the validated MCP path (docs/booster.md): schema pack, booster, then /mcp/call with the node token
-  const tools = await openToolCaller({
-    towerUrl: opts.backendUrl,
-    token: opts.identity.token,
-    log: log.child({ part: "tools" }),
-    schemaPackFile: env.EP_SCHEMA_PACK_FILE,
-    boosterWasm: opts.boosterWasm,
-    publish: (events) => tower.nodes.publishEvents({ events }),
-  });
+  const tools = await openTools(opts, env, log, tower);
   const fleet = await createFleet({
     ...common,
     env,
@@ -155,74 +129,21 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     profiles: { list: () => fleet.claimers(), place: (profileId) => fleet.taskPlace(profileId) },
   });
 
-  // a fresh attach secret per daemon start: the tower refuses dial-backs proven with an older one
-  const attachSecret = randomBytes(32).toString("base64url");
-  const attach = createAttachGateway({
-    path: sockets.attach,
-    hub: attachHub,
-    resolve: createTargetResolver({ fleet, agents, hub: attachHub, runSocketName: runtimesConfig.muxhost_hosted.socketName }),
-    log: log.child({ part: "attach" }),
-    tower: { baseUrl: opts.backendUrl, token: opts.identity.token, attachSecret },
-  });
-
-  const link = createTowerLink({
-    nodes: tower.nodes,
+  const { attach, link } = linkToTower(opts, {
+    tower,
     clock,
-    log: log.child({ part: "link" }),
-    attachSecret,
-    version: EPD_VERSION,
-    backoff: opts.linkBackoff,
+    log,
+    attach: { hub: attachHub, resolve: createTargetResolver({ fleet, agents, hub: attachHub, runSocketName: runtimesConfig.muxhost_hosted.socketName }), path: sockets.attach },
     onConnected() {
       // anything that became ready while we were away is picked up now
       worker.announceAgents();
       worker.pollAll();
       fleet.reportState();
     },
-    onState: (state) => log.info("link state", { state }),
-    onMessage(msg) {
-      if (opts.dropLinkMessage?.(msg)) return;
-      if (fleet.handleLink(msg)) return; // signal/supervise for a profile agent, config_reload
-      switch (msg.kind) {
-        case "task_ready": {
-          // several tasks of one committed batch come coalesced in data.tasks (tower/domain/fleet.ts)
-          const tasks: unknown[] = Array.isArray(msg.data?.tasks) ? msg.data.tasks : [{ ...msg.data, task_id: msg.taskId }];
-          for (const t of tasks) {
-            if (t === null || typeof t !== "object" || Array.isArray(t)) continue;
-            const { domain_id, task_id, runtime, capabilities } = t as Record<string, unknown>;
-            worker.wake({
-              agentId: msg.agentId || undefined,
-              domainId: typeof domain_id === "string" && domain_id ? domain_id : undefined,
-              taskId: typeof task_id === "string" && task_id ? task_id : undefined,
-              runtime: typeof runtime === "string" ? runtime : undefined,
-              capabilities: Array.isArray(capabilities) ? capabilities.filter((c): c is string => typeof c === "string") : undefined,
-            });
-          }
-          return;
-        }
-        case "cancel":
-          worker.cancel(msg.taskId, typeof msg.data?.reason === "string" ? msg.data.reason : "cancelled on the tower");
-          return;
-        case "signal": {
-          const agent = agents.find(msg.agentId);
-          const prompt = typeof msg.data?.prompt === "string" ? msg.data.prompt : "";
-          if (!agent) return log.warn("signal for an agent not on this node", { agent_id: msg.agentId });
-          try {
-            signals.deliver(agent, prompt);
-          } catch (err) {
-            log.warn("signal not delivered", { agent_id: agent.id, error: (err as Error).message });
-          }
-          return;
-        }
-        case "attach":
-          attach.handleLink(msg);
-          return;
-        default:
-          if (opts.onLinkCommand) opts.onLinkCommand(msg);
-          else log.info("link command not handled by this daemon", { kind: msg.kind, agent_id: msg.agentId });
-      }
-    },
+    onMessage: (msg, attach) => routeLinkCommand(msg, { fleet, worker, agents, signals, attach, log, other: opts.onLinkCommand }),
   });
 
+  const runtimesReport = () => runtimeReport(runtimesConfig, { ...baseEnv, PATH: [binDir, baseEnv.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(":") });
   const getSecret: GetSecret = opts.getSecret ? opts.getSecret(sessions) : broker.getSecret;
   // the local event fan-out (docs/events.md), on when EP_FANOUT_LISTEN is set; a bad value is refused at start
   const fanoutConfig = fanoutEnv(env);
@@ -244,25 +165,11 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     sockets: { mgmt: sockets.mgmt, secrets: sockets.secrets, attach: sockets.attach },
 
     async start() {
-      const routes = mgmtRoutes({
-        identity: opts.identity,
-        tower,
-        agents,
-        worker,
-        link,
-        signals,
-        fleet,
-        tools,
-        version: EPD_VERSION,
-        startedAt,
-        booster: opts.boosterWasm ?? "",
-        runtimes: () => runtimeReport(runtimesConfig, { ...baseEnv, PATH: [binDir, baseEnv.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(":") }),
-      });
       mgmtServer = await serveMgmtSocket({
         path: sockets.mgmt,
         log: log.child({ part: "mgmt" }),
         routes: (router) => {
-          routes(router);
+          mgmtRoutes({ identity: opts.identity, tower, agents, worker, link, signals, fleet, tools, version: EPD_VERSION, startedAt, booster: opts.boosterWasm ?? "", runtimes: runtimesReport })(router);
           fleetRoutes(fleet)(router);
           opts.extraRoutes?.(router);
         },
@@ -271,37 +178,108 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       await attach.listen();
       await worker.recover();
       link.start();
-      if (fanoutConfig) {
-        fanout = createFanout({ upstreamUrl: opts.backendUrl, token: opts.identity.token, listen: fanoutConfig.listen, mqtt: fanoutConfig.mqtt, clock, log: log.child({ part: "fanout" }) });
-        await fanout.start();
-      }
+      fanout = fanoutConfig && createFanout({ upstreamUrl: opts.backendUrl, token: opts.identity.token, ...fanoutConfig, clock, log: log.child({ part: "fanout" }) });
+      await fanout?.start();
       await fleet.start();
       worker.pollAll();
-      const poll = () => {
+      pollTimer = clock.setTimeout(function poll() {
         worker.pollAll();
         pollTimer = clock.setTimeout(poll, pollMs);
-      };
-      pollTimer = clock.setTimeout(poll, pollMs);
+      }, pollMs);
       log.info("epd started", { node_id: opts.identity.node_id, backend_url: opts.backendUrl, home, agents: agents.list().length, poll_ms: pollMs });
     },
 
     close() {
-      closing ??= (async () => {
-        if (pollTimer) clock.clearTimeout(pollTimer);
-        await worker.shutdown(graceMs);
-        await fleet.close();
-        await link.close();
-        await fanout?.close();
-        await attach.close();
-        await attachHub.close();
-        await runtimes.close();
-        await signals.close();
-        await Promise.all([mgmtServer?.close(), secretsServer?.close()]);
-        broker.close();
-        await tools.close();
-        log.info("epd stopped");
-      })();
+      if (pollTimer) clock.clearTimeout(pollTimer);
+      // in order: runs end (their reports go out) before the link, the sockets last
+      closing ??= inOrder([
+        () => worker.shutdown(graceMs), () => fleet.close(), () => link.close(), () => fanout?.close(),
+        () => attach.close(), () => attachHub.close(), () => runtimes.close(), () => signals.close(),
+        () => Promise.all([mgmtServer?.close(), secretsServer?.close()]), () => broker.close(), () => tools.close(),
+      ]).then(() => log.info("epd stopped"));
       return closing;
     },
   };
+}
+
+/** The daemon home (0700) and its bin/ with an `epd` launcher for this epd, put first on every run's PATH. */
+async function prepareHome(home: string, epdEntry: string | undefined): Promise<string> {
+  await mkdir(home, { recursive: true, mode: 0o700 });
+  await chmod(home, 0o700);
+  const binDir = join(home, "bin");
+  await mkdir(binDir, { recursive: true, mode: 0o700 });
+  if (epdEntry) {
+    const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+    await writeFile(join(binDir, "epd"), `#!/bin/sh\nexec ${q(process.execPath)} ${q(epdEntry)} "$@"\n`, { mode: 0o755 });
+    await chmod(join(binDir, "epd"), 0o755);
+  }
+  return binDir;
+}
+
+/** The environment runs start from: the daemon's own, without its credentials. */
+function runBaseEnv(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && !SCRUBBED_ENV.includes(k)) out[k] = v;
+  return out;
+}
+
+/** Writes a run's MCP config: `epd mcp` for its agent, with the node identity and the schema pack. */
+function mcpConfigWriter(opts: DaemonOptions, env: NodeJS.ProcessEnv, binDir: string) {
+  return (cwd: string, run: { agentId: string; domainId: string }) =>
+    writeAgentMcpConfig(cwd, {
+      command: opts.epdEntry ? join(binDir, "epd") : "epd",
+      agentId: run.agentId,
+      domainId: run.domainId,
+      boosterWasm: opts.boosterWasm,
+      env: { EP_NODE_FILE: nodeFile(env), EP_BASE_URL: opts.backendUrl, ...(env.EP_SCHEMA_PACK_FILE ? { EP_SCHEMA_PACK_FILE: env.EP_SCHEMA_PACK_FILE } : {}) },
+    });
+}
+
+/**
+ * The link to the tower and the attach gateway it dials back through. A fresh attach secret per
+ * daemon start: the tower refuses dial-backs proven with an older one.
+ */
+function linkToTower(
+  opts: DaemonOptions,
+  o: {
+    tower: TowerClients;
+    clock: Clock;
+    log: Logger;
+    attach: Pick<AttachGatewayOptions, "hub" | "resolve" | "path">;
+    onConnected(): void;
+    onMessage(msg: LinkResponse, attach: AttachGateway): void;
+  },
+) {
+  const attachSecret = randomBytes(32).toString("base64url");
+  const attach = createAttachGateway({ ...o.attach, log: o.log.child({ part: "attach" }), tower: { baseUrl: opts.backendUrl, token: opts.identity.token, attachSecret } });
+  const link = createTowerLink({
+    nodes: o.tower.nodes,
+    clock: o.clock,
+    log: o.log.child({ part: "link" }),
+    attachSecret,
+    version: EPD_VERSION,
+    backoff: opts.linkBackoff,
+    onConnected: o.onConnected,
+    onState: (state) => o.log.info("link state", { state }),
+    onMessage: (msg) => {
+      if (!opts.dropLinkMessage?.(msg)) o.onMessage(msg, attach);
+    },
+  });
+  return { attach, link };
+}
+
+/** The validated MCP path (docs/booster.md): schema pack, booster, then /mcp/call with the node token. */
+function openTools(opts: DaemonOptions, env: NodeJS.ProcessEnv, log: Logger, tower: TowerClients) {
+  return openToolCaller({
+    towerUrl: opts.backendUrl,
+    token: opts.identity.token,
+    log: log.child({ part: "tools" }),
+    schemaPackFile: env.EP_SCHEMA_PACK_FILE,
+    boosterWasm: opts.boosterWasm,
+    publish: (events) => tower.nodes.publishEvents({ events }),
+  });
+}
+
+async function inOrder(steps: (() => unknown)[]): Promise<void> {
+  for (const step of steps) await step();
 }
