@@ -1,50 +1,27 @@
 // The claim loop of claimable tasks: claim (long-polling for work in the agent's domain), start,
-// heartbeat, complete, fail, cancel, retry, progress, and the sweep of expired leases.
+// heartbeat, complete, fail, progress. Cancel, retry and the lease sweep are work-control.ts.
 import { create } from "@bufbuild/protobuf";
 import { EpError, invalidField } from "../../common/errors.js";
 import * as pb from "../../gen/ep/tower/v1/work_pb.js";
-import { authorize, type Caller } from "./caller.js";
+import { type Caller } from "./caller.js";
 import { taskMsg } from "./convert.js";
 import { commit } from "./event-hub.js";
-import { taskEvent, text, usageEvent, usageOf, FINAL, HELD } from "./work-support.js";
+import { taskEvent, usageEvent, usageOf, HELD } from "./work-support.js";
 import type { WorkContext } from "./work-context.js";
+import type { Deps } from "./deps.js";
+import type { Clock } from "../../common/clock.js";
 
 export function createWorkClaims(ctx: WorkContext) {
-  const { deps, store, clock, limits, now, mustTask, mustActingAgent, settleBroadcast, requeueOrFail, claimOnce, mustHeld } = ctx;
-  // ---- wake-ups for long-polling claimers: any task becoming queued in a domain
-  const waiters = new Map<string, Set<() => void>>();
+  const { deps, store, clock, limits, now, mustActingAgent, settleBroadcast, claimOnce, mustHeld } = ctx;
+  // wake-ups for long-polling claimers: any task becoming queued in their domain
+  const waiters = new WorkWaiters(deps, clock);
   let closed = false;
-  const unsubscribe = deps.hub.subscribe((events) => {
-    for (const e of events) {
-      if (e.type !== "matrix" || e.status !== "queued" || !e.taskId) continue;
-      const set = waiters.get(e.domainId);
-      if (!set) continue;
-      waiters.delete(e.domainId);
-      for (const wake of set) wake();
-    }
-  });
-
-  function waitForWork(domainId: string, ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      let set = waiters.get(domainId);
-      if (!set) waiters.set(domainId, (set = new Set()));
-      const wake = () => {
-        clock.clearTimeout(timer);
-        set!.delete(wake);
-        resolve();
-      };
-      const timer = clock.setTimeout(wake, ms);
-      set.add(wake);
-    });
-  }
 
   return {
     /** Releases long-polling claimers (they answer "no task") so shutdown never waits on them. */
     close() {
       closed = true;
-      unsubscribe();
-      for (const set of waiters.values()) for (const wake of set) wake();
-      waiters.clear();
+      waiters.close();
     },
 
     async claimTask(caller: Caller, req: pb.ClaimTaskRequest): Promise<pb.ClaimTaskResponse> {
@@ -56,7 +33,7 @@ export function createWorkClaims(ctx: WorkContext) {
         if (t) return create(pb.ClaimTaskResponseSchema, { task: taskMsg(t) });
         const left = deadline - clock.now();
         if (left <= 0 || closed) return create(pb.ClaimTaskResponseSchema, {});
-        await waitForWork(agent.domainId, left);
+        await waiters.wait(agent.domainId, left);
       }
     },
 
@@ -121,53 +98,6 @@ export function createWorkClaims(ctx: WorkContext) {
       });
     },
 
-    async cancelTask(caller: Caller, req: pb.CancelTaskRequest): Promise<pb.CancelTaskResponse> {
-      return commit(deps, async (tx, emit) => {
-        const t = await mustTask(tx, req.taskId);
-        authorize(caller, "operate", { domainId: t.domainId });
-        if (t.kind !== "claimable") throw new EpError("task_wrong_kind", "Kanban tasks are moved with update, not cancelled");
-        if (FINAL.includes(t.status)) throw new EpError("task_finished", `task ${t.id} is already ${t.status}`, { status: t.status });
-        const reason = text("reason", req.reason, { max: 1000 }) || "cancelled by operator";
-        const updated = await tx.updateTask(t.id, { status: "cancelled", leaseExpiresMs: null, result: { output: "", error: reason }, updatedAt: now() }, { status: ["queued", ...HELD] });
-        if (!updated) throw new EpError("conflict", `task ${t.id} changed while cancelling; try again`);
-        // the holder's node is told through the link (it listens for task.cancelled)
-        taskEvent(emit, { ...updated, claimedBy: t.claimedBy }, "task.cancelled", { reason });
-        if (t.claimPolicy === "broadcast") {
-          for (const r of await tx.listTasks({ parentTaskId: t.id })) {
-            if (FINAL.includes(r.status)) continue;
-            const u = await tx.updateTask(r.id, { status: "cancelled", leaseExpiresMs: null, result: { output: "", error: reason }, updatedAt: now() });
-            if (u) taskEvent(emit, { ...u, claimedBy: r.claimedBy }, "task.cancelled", { reason });
-          }
-        }
-        await settleBroadcast(tx, emit, updated.parentTaskId);
-        return create(pb.CancelTaskResponseSchema, { task: taskMsg(updated) });
-      });
-    },
-
-    async retryTask(caller: Caller, req: pb.RetryTaskRequest): Promise<pb.RetryTaskResponse> {
-      return commit(deps, async (tx, emit) => {
-        const t = await mustTask(tx, req.taskId);
-        authorize(caller, "operate", { domainId: t.domainId });
-        if (t.kind !== "claimable") throw new EpError("task_wrong_kind", "only claimable tasks are retried");
-        if (t.status !== "failed" && t.status !== "cancelled") {
-          throw new EpError("task_not_retryable", `task ${t.id} is ${t.status}; only failed or cancelled tasks can be retried`, { status: t.status });
-        }
-        const reset = { status: "queued", attempts: 0, claimedBy: "", leaseExpiresMs: null, result: null, updatedAt: now() };
-        const updated = await tx.updateTask(t.id, reset, { status: ["failed", "cancelled"] });
-        if (!updated) throw new EpError("conflict", `task ${t.id} changed while retrying; try again`);
-        taskEvent(emit, updated, "task.retried");
-        if (t.claimPolicy === "broadcast") {
-          for (const r of await tx.listTasks({ parentTaskId: t.id })) {
-            if (r.status !== "failed" && r.status !== "cancelled") continue;
-            const u = await tx.updateTask(r.id, reset);
-            if (u) taskEvent(emit, u, "task.retried");
-          }
-          await settleBroadcast(tx, emit, t.id);
-        }
-        return create(pb.RetryTaskResponseSchema, { task: taskMsg((await tx.getTask(t.id))!) });
-      });
-    },
-
     async reportProgress(caller: Caller, req: pb.ReportProgressRequest): Promise<pb.ReportProgressResponse> {
       await mustActingAgent(caller, req.agentId);
       if (req.frames.length > 500) throw invalidField("frames", "at most 500 frames per call");
@@ -190,16 +120,47 @@ export function createWorkClaims(ctx: WorkContext) {
     },
 
     /** Requeues (or fails, past max_attempts) tasks whose lease expired. Returns how many. */
-    async sweepExpiredLeases(): Promise<number> {
-      let count = 0;
-      for (;;) {
-        const expired = await store.listExpiredLeases(clock.now(), 100);
-        if (!expired.length) return count;
-        for (const t of expired) {
-          await commit(deps, (tx, emit) => requeueOrFail(tx, emit, t, "lease expired"));
-          count++;
-        }
-      }
-    },
   };
+}
+
+/** Claimers long-polling for work, by domain: woken by any task becoming queued there, or by their deadline. */
+class WorkWaiters {
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly unsubscribe: () => void;
+
+  constructor(
+    deps: Deps,
+    private readonly clock: Clock,
+  ) {
+    this.unsubscribe = deps.hub.subscribe((events) => {
+      for (const e of events) {
+        if (e.type !== "matrix" || e.status !== "queued" || !e.taskId) continue;
+        const set = this.waiters.get(e.domainId);
+        if (!set) continue;
+        this.waiters.delete(e.domainId);
+        for (const wake of set) wake();
+      }
+    });
+  }
+
+  wait(domainId: string, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      let set = this.waiters.get(domainId);
+      if (!set) this.waiters.set(domainId, (set = new Set()));
+      const wake = () => {
+        this.clock.clearTimeout(timer);
+        set!.delete(wake);
+        resolve();
+      };
+      const timer = this.clock.setTimeout(wake, ms);
+      set.add(wake);
+    });
+  }
+
+  /** Releases every waiter (they answer "no task"). */
+  close(): void {
+    this.unsubscribe();
+    for (const set of this.waiters.values()) for (const wake of set) wake();
+    this.waiters.clear();
+  }
 }

@@ -18,27 +18,6 @@ export function createWorkContext(deps: Deps) {
   const agents = immutableCache<ActingAgent>(clock);
   const missions = immutableCache<{ id: string; domainId: string }>(clock);
 
-  async function mustDomain(s: Store, id: string) {
-    if (!id) throw invalidField("domain_id", "is required");
-    const d = await s.getDomain(id);
-    if (!d) throw new EpError("domain_not_found", `domain ${id} does not exist`);
-    return d;
-  }
-
-  async function mustMission(s: Store, id: string) {
-    if (!id) throw invalidField("mission_id", "is required");
-    const m = await s.getMission(id);
-    if (!m) throw new EpError("mission_not_found", `mission ${id} does not exist`);
-    return m;
-  }
-
-  async function mustTask(s: Store, id: string) {
-    if (!id) throw invalidField("task_id", "is required");
-    const t = await s.getTask(id);
-    if (!t) throw new EpError("task_not_found", `task ${id} does not exist`);
-    return t;
-  }
-
   /** A mission's id and domain (what creating a task needs), from the cache when it can. */
   async function missionDomain(s: Store, id: string): Promise<{ id: string; domainId: string }> {
     const hit = id ? missions.get(id) : undefined;
@@ -135,4 +114,25 @@ export function createWorkContext(deps: Deps) {
   }
 
   return { deps, store, clock, limits, now, agents, missions, mustDomain, mustMission, mustTask, missionDomain, mustActingAgent, settleBroadcast, requeueOrFail, claimOnce, mustHeld };
+}
+
+async function mustDomain(s: Store, id: string) {
+  if (!id) throw invalidField("domain_id", "is required");
+  const d = await s.getDomain(id);
+  if (!d) throw new EpError("domain_not_found", `domain ${id} does not exist`);
+  return d;
+}
+
+async function mustMission(s: Store, id: string) {
+  if (!id) throw invalidField("mission_id", "is required");
+  const m = await s.getMission(id);
+  if (!m) throw new EpError("mission_not_found", `mission ${id} does not exist`);
+  return m;
+}
+
+async function mustTask(s: Store, id: string) {
+  if (!id) throw invalidField("task_id", "is required");
+  const t = await s.getTask(id);
+  if (!t) throw new EpError("task_not_found", `task ${id} does not exist`);
+  return t;
 }

@@ -3,6 +3,8 @@
 // (work-catalog.ts) and the claim loop (work-claims.ts) share one context (work-context.ts).
 import type { Deps } from "./deps.js";
 import { createWorkCatalog } from "./work-catalog.js";
+import { createTaskCatalog } from "./work-tasks.js";
+import { createTaskControls } from "./work-control.js";
 import { createWorkClaims } from "./work-claims.js";
 import { createWorkContext } from "./work-context.js";
 
@@ -12,5 +14,5 @@ export type WorkService = ReturnType<typeof createWorkService>;
 
 export function createWorkService(deps: Deps) {
   const ctx = createWorkContext(deps);
-  return { ...createWorkCatalog(ctx), ...createWorkClaims(ctx) };
+  return { ...createWorkCatalog(ctx), ...createTaskCatalog(ctx), ...createWorkClaims(ctx), ...createTaskControls(ctx) };
 }

@@ -1,0 +1,165 @@
+// Tasks as records: create (a broadcast task creates one run per matching agent), read, list,
+// update, delete. The claim loop over them is work-claims.ts.
+import { create } from "@bufbuild/protobuf";
+import type { JsonObject } from "@bufbuild/protobuf";
+import { EpError, invalidField } from "../../common/errors.js";
+import { newId } from "../../common/ids.js";
+import * as pb from "../../gen/ep/tower/v1/work_pb.js";
+import type { TaskRow } from "../store/store.js";
+import { authorize, scopeDomains, type Caller } from "./caller.js";
+import { taskMsg } from "./convert.js";
+import { commit } from "./event-hub.js";
+import { assignmentEvent, covers, MAX_TEXT, oneOf, taskEvent, text, CLAIM_POLICIES, KANBAN_STATES, RUNTIMES } from "./work-support.js";
+import type { WorkContext } from "./work-context.js";
+
+export function createTaskCatalog(ctx: WorkContext) {
+  const { deps, store, clock, limits, now, mustDomain, mustMission, mustTask, missionDomain } = ctx;
+  return {
+    // ---- tasks
+
+    async createTask(caller: Caller, req: pb.CreateTaskRequest): Promise<pb.CreateTaskResponse> {
+      const { kind, title, description, runtime, capabilities, claimPolicy, status } = checkNewTask(req);
+      return commit(deps, async (tx, emit) => {
+        const mission = await missionDomain(tx, req.missionId);
+        authorize(caller, "operate", { domainId: mission.domainId });
+        if (req.assigneeAgentId) {
+          const a = await tx.getAgent(req.assigneeAgentId);
+          if (!a || a.domainId !== mission.domainId) {
+            throw new EpError("agent_not_found", `agent ${req.assigneeAgentId} is not enrolled in domain ${mission.domainId}`, { field: "assignee_agent_id" });
+          }
+        }
+        const ts = now();
+        const base: TaskRow = {
+          id: newId("tsk", clock.now()),
+          domainId: mission.domainId,
+          missionId: mission.id,
+          kind,
+          title,
+          description,
+          status,
+          claimPolicy,
+          priority: req.priority,
+          capabilities,
+          assigneeAgentId: req.assigneeAgentId,
+          attempts: 0,
+          maxAttempts: req.maxAttempts || limits.maxAttempts,
+          runtime,
+          input: (req.input as JsonObject | undefined) ?? null,
+          result: null,
+          claimedBy: "",
+          leaseExpiresMs: null,
+          parentTaskId: "",
+          createdAt: ts,
+          updatedAt: ts,
+        };
+        const runs: TaskRow[] = [];
+        if (claimPolicy === "broadcast") {
+          const agents = (await tx.listAgents({ domainId: mission.domainId })).filter((a) => covers(a, base));
+          if (!agents.length) throw new EpError("no_matching_agents", `no agent in domain ${mission.domainId} matches this task`);
+          for (const a of agents) {
+            runs.push({ ...base, id: newId("tsk", clock.now()), claimPolicy: "assigned", assigneeAgentId: a.id, parentTaskId: base.id });
+          }
+        }
+        await tx.insertTask(base);
+        taskEvent(emit, base, "task.created");
+        assignmentEvent(emit, base);
+        for (const r of runs) {
+          await tx.insertTask(r);
+          taskEvent(emit, r, "task.created");
+          assignmentEvent(emit, r);
+        }
+        return create(pb.CreateTaskResponseSchema, { task: taskMsg(base), runs: runs.map(taskMsg) });
+      });
+    },
+
+    async getTask(caller: Caller, req: pb.GetTaskRequest): Promise<pb.GetTaskResponse> {
+      const t = await mustTask(store, req.taskId);
+      authorize(caller, "read", { domainId: t.domainId });
+      const runs = t.claimPolicy === "broadcast" ? await store.listTasks({ parentTaskId: t.id }) : [];
+      return create(pb.GetTaskResponseSchema, { task: taskMsg(t), runs: runs.map(taskMsg) });
+    },
+
+    async listTasks(caller: Caller, req: pb.ListTasksRequest): Promise<pb.ListTasksResponse> {
+      if (req.kind) oneOf("kind", req.kind, ["assigned", "claimable"] as const);
+      if (req.limit < 0) throw invalidField("limit", "must not be negative");
+      let domainId = req.domainId;
+      if (req.missionId) domainId = (await mustMission(store, req.missionId)).domainId;
+      else if (domainId) await mustDomain(store, domainId);
+      // a caller confined to some domains lists only there
+      const scope = domainId ? undefined : scopeDomains(caller);
+      if (domainId) authorize(caller, "read", { domainId });
+      else authorize(caller, "read");
+      const rows = await store.listTasks({ missionId: req.missionId, domainId, domainIds: scope, kind: req.kind, status: req.status, limit: req.limit || 1000 });
+      return create(pb.ListTasksResponseSchema, { tasks: rows.map(taskMsg) });
+    },
+
+    async updateTask(caller: Caller, req: pb.UpdateTaskRequest): Promise<pb.UpdateTaskResponse> {
+      return commit(deps, async (tx, emit) => {
+        const t = await mustTask(tx, req.taskId);
+        authorize(caller, "operate", { domainId: t.domainId });
+        if (t.kind === "claimable" && req.status !== undefined) {
+          throw new EpError("task_wrong_kind", "a claimable task's status moves through claim, complete, fail, cancel and retry", { field: "status" });
+        }
+        if (t.kind === "claimable" && req.assigneeAgentId !== undefined) {
+          throw new EpError("task_wrong_kind", "a claimable task's assignee is fixed at creation", { field: "assignee_agent_id" });
+        }
+        if (req.assigneeAgentId) {
+          const a = await tx.getAgent(req.assigneeAgentId);
+          if (!a || a.domainId !== t.domainId) throw new EpError("agent_not_found", `agent ${req.assigneeAgentId} is not enrolled in domain ${t.domainId}`);
+        }
+        const updated = await tx.updateTask(t.id, {
+          title: req.title === undefined ? undefined : text("title", req.title, { required: true }),
+          description: req.description === undefined ? undefined : text("description", req.description, { max: MAX_TEXT }),
+          status: req.status === undefined ? undefined : oneOf("status", req.status, KANBAN_STATES),
+          priority: req.priority,
+          assigneeAgentId: req.assigneeAgentId,
+          updatedAt: now(),
+        });
+        taskEvent(emit, updated!, "task.updated");
+        if (req.assigneeAgentId && req.assigneeAgentId !== t.assigneeAgentId) assignmentEvent(emit, updated!);
+        return create(pb.UpdateTaskResponseSchema, { task: taskMsg(updated!) });
+      });
+    },
+
+    async deleteTask(caller: Caller, req: pb.DeleteTaskRequest): Promise<pb.DeleteTaskResponse> {
+      return commit(deps, async (tx, emit) => {
+        const t = await mustTask(tx, req.taskId);
+        authorize(caller, "operate", { domainId: t.domainId });
+        if (t.kind !== "assigned") throw new EpError("task_wrong_kind", "claimable tasks are cancelled, not deleted; use cancel");
+        await tx.deleteTask(t.id);
+        emit({ type: "matrix", name: "task.deleted", domainId: t.domainId, missionId: t.missionId, taskId: t.id, payload: { task_id: t.id } });
+        return create(pb.DeleteTaskResponseSchema, {});
+      });
+    },
+
+  };
+}
+
+/** A new task's fields, checked: the first field that is wrong is the error. */
+function checkNewTask(req: pb.CreateTaskRequest) {
+  const kind = oneOf("kind", req.kind || "claimable", ["assigned", "claimable"] as const);
+  const title = text("title", req.title, { required: true });
+  const description = text("description", req.description, { max: MAX_TEXT });
+  const runtime = req.runtime ? oneOf("runtime", req.runtime, RUNTIMES) : "";
+  // a shell task runs input.command: without one it could only fail when it runs
+  if (runtime === "shell") {
+    const command = (req.input as JsonObject | undefined)?.command;
+    if (command === undefined) throw invalidField("input.command", "is required for runtime shell (the command to run; ep task submit --command '…')");
+    if (typeof command !== "string" || !command.trim()) throw invalidField("input.command", "must be a non-empty string");
+  }
+  const capabilities = req.capabilities.map((c, i) => text(`capabilities[${i}]`, c, { required: true, max: 100 }));
+  if (req.maxAttempts < 0 || req.maxAttempts > 100) throw invalidField("max_attempts", "must be between 1 and 100");
+  if (req.input && JSON.stringify(req.input).length > 256 * 1024) throw invalidField("input", "is larger than 256 KiB");
+  let claimPolicy = "";
+  let status: string;
+  if (kind === "claimable") {
+    claimPolicy = oneOf("claim_policy", req.claimPolicy || "first_claim", CLAIM_POLICIES);
+    if (req.status && req.status !== "queued") throw invalidField("status", "a new claimable task is always queued");
+    if (claimPolicy === "assigned" && !req.assigneeAgentId) throw invalidField("assignee_agent_id", "is required when claim_policy is assigned");
+    status = "queued";
+  } else {
+    if (req.claimPolicy) throw invalidField("claim_policy", "applies only to claimable tasks");
+    status = oneOf("status", req.status || "todo", KANBAN_STATES);
+  }
+  return { kind, title, description, runtime, capabilities, claimPolicy, status };
+}
