@@ -97,12 +97,7 @@ export function createTaskCatalog(ctx: WorkContext) {
       return commit(deps, async (tx, emit) => {
         const t = await mustTask(tx, req.taskId);
         authorize(caller, "operate", { domainId: t.domainId });
-        if (t.kind === "claimable" && req.status !== undefined) {
-          throw new EpError("task_wrong_kind", "a claimable task's status moves through claim, complete, fail, cancel and retry", { field: "status" });
-        }
-        if (t.kind === "claimable" && req.assigneeAgentId !== undefined) {
-          throw new EpError("task_wrong_kind", "a claimable task's assignee is fixed at creation", { field: "assignee_agent_id" });
-        }
+        checkUpdateFits(t, req);
         if (req.assigneeAgentId) {
           const a = await tx.getAgent(req.assigneeAgentId);
           if (!a || a.domainId !== t.domainId) throw new EpError("agent_not_found", `agent ${req.assigneeAgentId} is not enrolled in domain ${t.domainId}`);
@@ -131,7 +126,6 @@ export function createTaskCatalog(ctx: WorkContext) {
         return create(pb.DeleteTaskResponseSchema, {});
       });
     },
-
   };
 }
 
@@ -162,4 +156,11 @@ function checkNewTask(req: pb.CreateTaskRequest) {
     status = oneOf("status", req.status || "todo", KANBAN_STATES);
   }
   return { kind, title, description, runtime, capabilities, claimPolicy, status };
+}
+
+/** A claimable task's status and assignee are the claim loop's: an update may not set them. */
+function checkUpdateFits(t: TaskRow, req: pb.UpdateTaskRequest): void {
+  if (t.kind !== "claimable") return;
+  if (req.status !== undefined) throw new EpError("task_wrong_kind", "a claimable task's status moves through claim, complete, fail, cancel and retry", { field: "status" });
+  if (req.assigneeAgentId !== undefined) throw new EpError("task_wrong_kind", "a claimable task's assignee is fixed at creation", { field: "assignee_agent_id" });
 }

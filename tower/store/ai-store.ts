@@ -262,7 +262,15 @@ export function createAiStore(q: AiQuery): AiStore {
         [o.result == null ? null : json(o.result), o.error, o.executedAt, id],
         toAction,
       ),
+    ...createDocStore(q, one),
+  };
+}
 
+type One = <T>(sql: string, args: readonly unknown[], map: (r: Row) => T) => Promise<T | undefined>;
+
+/** Mission documents and task artifacts: versioned by name, replaced in place. */
+function createDocStore(q: AiQuery, one: One): Pick<AiStore, "putDoc" | "getDoc" | "listDocs" | "putArtifact" | "listArtifacts"> {
+  return {
     async putDoc(d) {
       const rows = await q(
         `INSERT INTO docs (id, domain_id, mission_id, name, content, content_type, version, created_at, updated_at)
