@@ -3,6 +3,7 @@
 // lives on this node, else through the tower's /api/attach-ws (docs/attach.md).
 import { ATTACH_WS_PATH } from "../../common/attach.js";
 import { existsSync } from "node:fs";
+import type { IncomingMessage } from "node:http";
 import { WebSocket } from "ws";
 import { EpError, isErrorCode, type ErrorCode } from "../../common/errors.js";
 import { daemonSockets } from "../../common/paths.js";
@@ -77,20 +78,7 @@ export async function run(ctx: Context): Promise<number> {
         if (ws.readyState === ws.OPEN) ws.send(d, { binary: true });
       };
       const onResize = () => ws.readyState === ws.OPEN && ws.send(JSON.stringify({ type: "resize", ...size() }));
-      ws.on("unexpected-response", (_req, res) => {
-        let body = "";
-        res.on("data", (c: Buffer) => (body += c.toString()));
-        res.on("end", () => {
-          let err: EpError;
-          try {
-            const e = (JSON.parse(body) as { error: { code: string; message: string } }).error;
-            err = new EpError(isErrorCode(e.code) ? e.code : "unavailable", e.message);
-          } catch {
-            err = new EpError("unavailable", `the attach endpoint answered HTTP ${res.statusCode}`);
-          }
-          finish({ outcome: "error", offset, error: err });
-        });
-      });
+      ws.on("unexpected-response", (_req, res) => void refusalOf(res).then((error) => finish({ outcome: "error", offset, error })));
       ws.on("error", (err) => finish({ outcome: since === undefined ? "error" : "dropped", offset, error: new EpError("unavailable", `attach connection failed: ${err.message}`) }));
       ws.on("open", () => {
         stdin.on("data", onInput);
@@ -151,4 +139,20 @@ export async function run(ctx: Context): Promise<number> {
   } finally {
     restore();
   }
+}
+
+/** The error an attach endpoint answered instead of upgrading (EP's JSON error, or its HTTP status). */
+function refusalOf(res: IncomingMessage): Promise<EpError> {
+  return new Promise((resolve) => {
+    let body = "";
+    res.on("data", (c: Buffer) => (body += c.toString()));
+    res.on("end", () => {
+      try {
+        const e = (JSON.parse(body) as { error: { code: string; message: string } }).error;
+        resolve(new EpError(isErrorCode(e.code) ? e.code : "unavailable", e.message));
+      } catch {
+        resolve(new EpError("unavailable", `the attach endpoint answered HTTP ${res.statusCode}`));
+      }
+    });
+  });
 }

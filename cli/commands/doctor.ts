@@ -135,13 +135,25 @@ export function fix(env: NodeJS.ProcessEnv): string[] {
 
 export async function runChecks(ctx: Context): Promise<CheckResult[]> {
   const env = ctx.env;
-  const results: CheckResult[] = [];
-  const add = (r: CheckResult) => results.push(r);
   const url = ctx.url();
   const token = ctx.token();
   const auth: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+  const results: CheckResult[] = [
+    ...localSetup(env),
+    ...(await towerChecks(url, auth)),
+    ...(await nodeChecks(env, url)),
+    ...(await daemonChecks(env)),
+    ...(await runtimeResults(env)),
+  ];
+  // throttling seen by the local fan-out
+  if (env.EP_FANOUT_LISTEN) results.push(await fanoutCheck(env.EP_FANOUT_LISTEN));
+  return results.map((r) => (r.ok ? { ...r, level: "ok" as const } : r));
+}
 
-  // local setup
+/** The EP home, the skills home and the local agent id. */
+function localSetup(env: NodeJS.ProcessEnv): CheckResult[] {
+  const results: CheckResult[] = [];
+  const add = (r: CheckResult) => results.push(r);
   for (const [check, dir] of [["ep_home", epHome(env)], ["skills_home", skillsHome(env)]] as const) {
     const ok = existsSync(dir);
     add({ check, ok, level: "error", detail: ok ? dir : `${dir} does not exist`, hint: ok ? undefined : "run 'ep system doctor --fix'" });
@@ -149,8 +161,13 @@ export async function runChecks(ctx: Context): Promise<CheckResult[]> {
   const idFile = join(epHome(env), "agent_id");
   const agentId = existsSync(idFile) ? readFileSync(idFile, "utf8").trim() : "";
   add({ check: "agent_id", ok: Boolean(agentId), level: "error", detail: agentId ? `${agentId} (${idFile})` : `${idFile} is missing`, hint: agentId ? undefined : "run 'ep system doctor --fix' to seed a stable agent id for local swarms" });
+  return results;
+}
 
-  // tower
+/** The tower: health, clock skew, the tool catalog and the event stream. */
+async function towerChecks(url: string, auth: Record<string, string>): Promise<CheckResult[]> {
+  const results: CheckResult[] = [];
+  const add = (r: CheckResult) => results.push(r);
   let towerUp = false;
   try {
     const started = Date.now();
@@ -195,8 +212,13 @@ export async function runChecks(ctx: Context): Promise<CheckResult[]> {
   } else {
     for (const check of ["tools", "matrix"]) add({ check, ok: false, level: "error", detail: "not checked: the tower is unreachable", hint: "fix tower_health first" });
   }
+  return results;
+}
 
-  // node identity
+/** This machine as a node: its identity file and the domains the tower says it serves. */
+async function nodeChecks(env: NodeJS.ProcessEnv, url: string): Promise<CheckResult[]> {
+  const results: CheckResult[] = [];
+  const add = (r: CheckResult) => results.push(r);
   const idPath = nodeFile(env);
   try {
     const id = await readNodeIdentity(idPath);
@@ -219,8 +241,13 @@ export async function runChecks(ctx: Context): Promise<CheckResult[]> {
   } catch (err) {
     add({ check: "node_identity", ok: false, level: "error", detail: (err as Error).message, hint: "register this machine: 'ep agent node register --hostname <h>' (EP_NODE_FILE picks the path)" });
   }
+  return results;
+}
 
-  // daemon sockets
+/** The daemon: its sockets, and cron.toml as it loaded it (errors mean no cron job runs; warnings are ignored fields). */
+async function daemonChecks(env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
+  const results: CheckResult[] = [];
+  const add = (r: CheckResult) => results.push(r);
   const sockets = daemonSockets(env);
   for (const [name, path, required] of [["mgmt", sockets.mgmt, true], ["secrets", sockets.secrets, false], ["attach", sockets.attach, false]] as const) {
     const state = await probeSocket(path);
@@ -249,12 +276,16 @@ export async function runChecks(ctx: Context): Promise<CheckResult[]> {
       add({ check: "cron_file", ok: false, level: "warn", detail: `could not ask the daemon: ${(err as Error).message}` });
     }
   }
+  return results;
+}
 
-  // runtimes: the commands epd would run — as the running daemon sees them (its PATH, --version),
-  // else as this shell sees them
+/** The runtimes: the commands epd would run, as the running daemon sees them (its PATH, --version), else as this shell sees them. */
+async function runtimeResults(env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
+  const results: CheckResult[] = [];
+  const add = (r: CheckResult) => results.push(r);
   const local = runtimeChecks(env);
   let fromDaemon: CheckResult[] | undefined;
-  if ((await probeSocket(sockets.mgmt)) === "live") {
+  if ((await probeSocket(daemonSockets(env).mgmt)) === "live") {
     try {
       const res = await mgmtCall<{ runtimes?: { kind: string; command: string; path?: string; version?: string; usable?: boolean; detail?: string }[] }>("daemon.runtimes", {}, { env, timeoutMs: 15_000 });
       if (res.runtimes?.length) {
@@ -281,10 +312,7 @@ export async function runChecks(ctx: Context): Promise<CheckResult[]> {
     const names = new Set(fromDaemon.map((c) => c.check));
     for (const r of [...local.filter((c) => !c.check.startsWith("runtime_") || !names.has(c.check)), ...fromDaemon]) add(r);
   } else for (const r of local) add(r);
-
-  // throttling seen by the local fan-out
-  if (env.EP_FANOUT_LISTEN) add(await fanoutCheck(env.EP_FANOUT_LISTEN));
-  return results.map((r) => (r.ok ? { ...r, level: "ok" as const } : r));
+  return results;
 }
 
 /** What the fan-out's GET /stats answers (daemon/fanout/fanout.ts FanoutStats), as far as doctor reads it. */

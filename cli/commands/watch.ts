@@ -53,18 +53,7 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
   process.once("SIGTERM", onSignal);
   try {
     let ended = false;
-    const finish = async (): Promise<number> => {
-      const t = (await work.getTask({ taskId })).task!;
-      if (ctx.json) ctx.out(JSON.stringify({ task: toJson(TaskSchema, t, { useProtoFieldName: true }) }));
-      else {
-        if (t.result?.output && !outputShown(stdoutText, t.result.output)) ctx.out(`\n${t.result.output.replace(/\n+$/, "")}`);
-        if (t.result?.error) ctx.err(`\n${t.title}: ${t.status}: ${t.result.error}`);
-        const u = t.result?.usage;
-        const usage = u ? ` · ${u.inputTokens} tokens in, ${u.outputTokens} out${u.costUsd ? `, $${u.costUsd.toFixed(4)}` : ""}` : "";
-        ctx.err(`\n${t.status}${usage}`);
-      }
-      return t.status === "succeeded" || t.status === "done" ? 0 : 1;
-    };
+    const finish = () => finalReport(ctx, work, taskId, stdoutText);
 
     // 0. the task exists and the tower answers (the usual errors: not found, unreachable, denied)
     const first = (await work.getTask({ taskId })).task!;
@@ -154,4 +143,18 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
   }
+}
+
+/** The task as it ended: its output (unless the stream showed it), its error, status and usage; the exit code. */
+async function finalReport(ctx: Context, work: ReturnType<typeof tower<typeof WorkService>>, taskId: string, stdoutText: string): Promise<number> {
+  const t = (await work.getTask({ taskId })).task!;
+  if (ctx.json) ctx.out(JSON.stringify({ task: toJson(TaskSchema, t, { useProtoFieldName: true }) }));
+  else {
+    if (t.result?.output && !outputShown(stdoutText, t.result.output)) ctx.out(`\n${t.result.output.replace(/\n+$/, "")}`);
+    if (t.result?.error) ctx.err(`\n${t.title}: ${t.status}: ${t.result.error}`);
+    const u = t.result?.usage;
+    const usage = u ? ` · ${u.inputTokens} tokens in, ${u.outputTokens} out${u.costUsd ? `, $${u.costUsd.toFixed(4)}` : ""}` : "";
+    ctx.err(`\n${t.status}${usage}`);
+  }
+  return t.status === "succeeded" || t.status === "done" ? 0 : 1;
 }

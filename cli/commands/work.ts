@@ -59,27 +59,8 @@ export async function run(ctx: Context): Promise<number> {
       ctx.out(ctx.json ? json(res) : `created domain ${(res.domain as Row).id} (${ctx.args[0]})`);
       return 0;
     }
-    case "mission get": {
-      const { resolveRef } = await import("../names.js");
-      const res = protoJson(GetMissionResponseSchema, await work().getMission({ missionId: await resolveRef(ctx, "mission", ctx.args[0]!).catch(() => ctx.args[0]!) }));
-      if (ctx.json) ctx.out(json(res));
-      else {
-        ctx.out(kv(res.mission as Row, ["id", "title", "status", "domain_id", "description", "created_at", "updated_at"]));
-        const u = res.usage as Row | undefined;
-        ctx.out(u ? `usage (sum of its tasks):\n${usageText(u)}` : "usage: none reported yet");
-        const byAgent = (res.usage_by_agent as Row[] | undefined) ?? [];
-        if (byAgent.length) {
-          const names = new Map((await tower(ctx, AgentService).listAgents({ domainId: String((res.mission as Row).domain_id) })).agents.map((a) => [a.id, a.name]));
-          ctx.out("by agent:");
-          for (const a of byAgent) {
-            const au = a.usage as Row;
-            const who = names.get(String(a.agent_id)) || String(a.agent_id);
-            ctx.out(`  ${who}  ${Number(au.input_tokens ?? 0).toLocaleString("en-US")} in, ${Number(au.output_tokens ?? 0).toLocaleString("en-US")} out${au.cost_usd ? `, $${Number(au.cost_usd).toFixed(4)}` : ""}`);
-          }
-        }
-      }
-      return 0;
-    }
+    case "mission get":
+      return missionGet(ctx);
     case "mission ls": {
       const domain = ctx.str("domain");
       let missions: Row[];
@@ -109,37 +90,8 @@ export async function run(ctx: Context): Promise<number> {
       ctx.out(ctx.json ? json(res) : table(res.tasks as Row[], taskCols));
       return 0;
     }
-    case "task submit": {
-      const command = ctx.str("command");
-      const res = protoJson(
-        CreateTaskResponseSchema,
-        await work().createTask({
-          missionId: ctx.required("mission"),
-          kind: "claimable",
-          title: ctx.args.join(" "),
-          description: ctx.str("description") ?? "",
-          claimPolicy: ctx.str("claim-policy") ?? "",
-          priority: int32(ctx, "priority") ?? 0,
-          capabilities: ctx.list("capability"),
-          assigneeAgentId: ctx.str("assignee") ?? "",
-          maxAttempts: int32(ctx, "max-attempts") ?? 0,
-          runtime: ctx.str("runtime") ?? (command !== undefined ? "shell" : ""),
-          input: command !== undefined || ctx.str("prompt") !== undefined ? { ...(command !== undefined ? { command } : {}), ...(ctx.str("prompt") !== undefined ? { prompt: ctx.str("prompt")! } : {}) } : undefined,
-        }),
-      );
-      const task = res.task as Row;
-      const runs = (res.runs as Row[]) ?? [];
-      if (ctx.opts.wait !== true) {
-        ctx.out(ctx.json ? json(res) : `submitted task ${task.id} (${task.status})${runs.length ? `, ${runs.length} broadcast run(s)` : ""}`);
-        return 0;
-      }
-      if (!ctx.json) ctx.out(`submitted task ${task.id}; waiting for it to end (Ctrl-C stops waiting, not the task)`);
-      const done = await waitForEndIn(ctx, String(task.id));
-      const r = (done.result ?? {}) as Row;
-      if (ctx.json) ctx.out(json({ task: done }));
-      else ctx.out([`task ${done.id} ${done.status} after ${done.attempts} attempt(s)${done.claimed_by ? ` on ${done.claimed_by}` : ""}`, r.output ? String(r.output).trimEnd() : "", r.error ? `error: ${r.error}` : ""].filter(Boolean).join("\n"));
-      return done.status === "succeeded" ? 0 : 1;
-    }
+    case "task submit":
+      return taskSubmit(ctx);
     case "task get": {
       const res = protoJson(GetTaskResponseSchema, await work().getTask({ taskId: ctx.args[0] }));
       // runs belong to broadcast tasks; an empty list on any other task reads as "it never ran"
@@ -188,4 +140,60 @@ export async function run(ctx: Context): Promise<number> {
     default:
       throw new UsageError(`no handler for ${ctx.spec.path.join(" ")}`);
   }
+}
+
+/** `ep mission get`: the mission, its usage, and who spent it. */
+async function missionGet(ctx: Context): Promise<number> {
+  const { resolveRef } = await import("../names.js");
+  const res = protoJson(GetMissionResponseSchema, await tower(ctx, WorkService).getMission({ missionId: await resolveRef(ctx, "mission", ctx.args[0]!).catch(() => ctx.args[0]!) }));
+  if (ctx.json) ctx.out(json(res));
+  else {
+    ctx.out(kv(res.mission as Row, ["id", "title", "status", "domain_id", "description", "created_at", "updated_at"]));
+    const u = res.usage as Row | undefined;
+    ctx.out(u ? `usage (sum of its tasks):\n${usageText(u)}` : "usage: none reported yet");
+    const byAgent = (res.usage_by_agent as Row[] | undefined) ?? [];
+    if (byAgent.length) {
+      const names = new Map((await tower(ctx, AgentService).listAgents({ domainId: String((res.mission as Row).domain_id) })).agents.map((a) => [a.id, a.name]));
+      ctx.out("by agent:");
+      for (const a of byAgent) {
+        const au = a.usage as Row;
+        const who = names.get(String(a.agent_id)) || String(a.agent_id);
+        ctx.out(`  ${who}  ${Number(au.input_tokens ?? 0).toLocaleString("en-US")} in, ${Number(au.output_tokens ?? 0).toLocaleString("en-US")} out${au.cost_usd ? `, $${Number(au.cost_usd).toFixed(4)}` : ""}`);
+      }
+    }
+  }
+  return 0;
+}
+
+/** `ep task submit`: a claimable task; with --wait, its outcome. */
+async function taskSubmit(ctx: Context): Promise<number> {
+  const command = ctx.str("command");
+  const res = protoJson(
+    CreateTaskResponseSchema,
+    await tower(ctx, WorkService).createTask({
+      missionId: ctx.required("mission"),
+      kind: "claimable",
+      title: ctx.args.join(" "),
+      description: ctx.str("description") ?? "",
+      claimPolicy: ctx.str("claim-policy") ?? "",
+      priority: int32(ctx, "priority") ?? 0,
+      capabilities: ctx.list("capability"),
+      assigneeAgentId: ctx.str("assignee") ?? "",
+      maxAttempts: int32(ctx, "max-attempts") ?? 0,
+      runtime: ctx.str("runtime") ?? (command !== undefined ? "shell" : ""),
+      input: command !== undefined || ctx.str("prompt") !== undefined ? { ...(command !== undefined ? { command } : {}), ...(ctx.str("prompt") !== undefined ? { prompt: ctx.str("prompt")! } : {}) } : undefined,
+    }),
+  );
+  const task = res.task as Row;
+  const runs = (res.runs as Row[]) ?? [];
+  if (ctx.opts.wait !== true) {
+    ctx.out(ctx.json ? json(res) : `submitted task ${task.id} (${task.status})${runs.length ? `, ${runs.length} broadcast run(s)` : ""}`);
+    return 0;
+  }
+  if (!ctx.json) ctx.out(`submitted task ${task.id}; waiting for it to end (Ctrl-C stops waiting, not the task)`);
+  const done = await waitForEndIn(ctx, String(task.id));
+  const r = (done.result ?? {}) as Row;
+  if (ctx.json) ctx.out(json({ task: done }));
+  else ctx.out([`task ${done.id} ${done.status} after ${done.attempts} attempt(s)${done.claimed_by ? ` on ${done.claimed_by}` : ""}`, r.output ? String(r.output).trimEnd() : "", r.error ? `error: ${r.error}` : ""].filter(Boolean).join("\n"));
+  return done.status === "succeeded" ? 0 : 1;
 }
