@@ -110,21 +110,10 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
 
   // ---- the browser (or `ep agent attach` through the tower)
 
-  /** The viewer's parameters from the URL; who may attach, and how, is the domain's (attach.ts). */
-  async function admitViewer(req: IncomingMessage, url: URL) {
-    const admitted = await admission.admitViewer({
-      ticket: req.headers.authorization ? undefined : url.searchParams.get("ticket") ?? undefined,
-      credential: () => credentialOf(req.headers),
-      agentId: url.searchParams.get("agent_id") ?? "",
-      mode: url.searchParams.get("mode"),
-    });
-    return { ...admitted, cols: sizeParam(url, "cols", 80), rows: sizeParam(url, "rows", 24), since: sinceParam(url) };
-  }
-
   async function viewerUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, url: URL) {
     let a: Awaited<ReturnType<typeof admitViewer>>;
     try {
-      a = await admitViewer(req, url);
+      a = await admitViewer(admission, req, url);
     } catch (err) {
       refuse(socket, toEpError(err));
       return;
@@ -144,15 +133,7 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
         }, dialTimeoutMs),
       };
       pendings.set(p.id, p);
-      browser.on("message", (data, isBinary) => {
-        if (p.forward) return p.forward(data, isBinary);
-        // keystrokes typed while the node dials back are kept (a little) and sent once spliced
-        const size = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : (data as Buffer | ArrayBuffer).byteLength;
-        if (p.queuedBytes + size <= MAX_QUEUED) {
-          p.queued.push({ data, isBinary });
-          p.queuedBytes += size;
-        }
-      });
+      queueUntilSpliced(p);
       browser.on("close", () => {
         if (pendings.delete(p.id)) clock.clearTimeout(p.timer);
       });
@@ -162,27 +143,17 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
       if (a.since !== undefined) data.since = a.since;
       if (deps.replicaUrl) data.dial_url = deps.replicaUrl;
       log.info("attach requested", { attach_id: p.id, agent_id: p.agentId, node_id: p.nodeId, mode: a.mode, by: a.caller.subject });
+      // not sent (the node is not linked anywhere) or failed: the viewer hears why, unless it left
+      const giveUp = (err: EpError) => {
+        if (!pendings.delete(p.id)) return;
+        clock.clearTimeout(p.timer);
+        fail(browser, err);
+      };
       relay.send(p.nodeId, { kind: "attach", agentId: p.agentId, data }).then(
-        (sent) => {
-          if (!sent && pendings.delete(p.id)) {
-            clock.clearTimeout(p.timer);
-            fail(browser, new EpError("node_offline", `agent ${p.agentId}'s node is not connected to the tower`));
-          }
-        },
-        (err: Error) => {
-          if (pendings.delete(p.id)) {
-            clock.clearTimeout(p.timer);
-            fail(browser, toEpError(err));
-          }
-        },
+        (sent) => sent || giveUp(new EpError("node_offline", `agent ${p.agentId}'s node is not connected to the tower`)),
+        (err: Error) => giveUp(toEpError(err)),
       );
     });
-  }
-
-  function fail(ws: WebSocket, err: EpError) {
-    if (ws.readyState !== ws.OPEN) return;
-    ws.send(JSON.stringify({ type: "error", code: err.code, message: err.message }));
-    ws.close(err.errorClass === "unavailable" ? CLOSE.unavailable : CLOSE.internal, err.code);
   }
 
   // ---- the node's dial-back
@@ -211,55 +182,7 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
       return;
     }
     if (p.browser.readyState !== p.browser.OPEN) return refuse(socket, new EpError("not_found", "the viewer left before the dial-back arrived"));
-    wss.handleUpgrade(req, socket, head, (node) => splice(p, node));
-  }
-
-  function splice(p: Pending, node: WebSocket) {
-    const { browser } = p;
-    spliced++;
-    log.info("attach connected", { attach_id: p.id, agent_id: p.agentId, node_id: p.nodeId, mode: p.mode });
-    browser.send(JSON.stringify({ type: "status", state: "connected" }));
-    const fromBrowser = (data: RawData, isBinary: boolean) => {
-      // a read-only viewer's keystrokes and resizes stop here
-      if (p.mode === "ro") return;
-      if (node.readyState === node.OPEN) node.send(data, { binary: isBinary });
-    };
-    for (const q of p.queued) fromBrowser(q.data, q.isBinary);
-    p.queued = [];
-    p.forward = fromBrowser;
-    let paused = false;
-    let resumeTimer: ClockTimer | undefined;
-    const resumeWhenDrained = () => {
-      resumeTimer = undefined;
-      if (browser.bufferedAmount > HIGH_WATER / 2 && browser.readyState === browser.OPEN) resumeTimer = clock.setTimeout(resumeWhenDrained, 5);
-      else {
-        paused = false;
-        node.resume();
-      }
-    };
-    node.on("message", (data, isBinary) => {
-      if (browser.readyState !== browser.OPEN) return;
-      browser.send(data, { binary: isBinary });
-      // a slow browser slows the node down instead of filling the tower's memory
-      if (!paused && browser.bufferedAmount > HIGH_WATER) {
-        paused = true;
-        node.pause();
-        resumeTimer = clock.setTimeout(resumeWhenDrained, 5);
-      }
-    });
-    let ended = false;
-    const end = (from: WebSocket, to: WebSocket) => (code: number, reason: Buffer) => {
-      if (ended) return;
-      ended = true;
-      spliced--;
-      if (resumeTimer) clock.clearTimeout(resumeTimer);
-      if (to.readyState === to.OPEN || to.readyState === to.CONNECTING) to.close(validClose(code) ? code : CLOSE.normal, reason.toString().slice(0, 120));
-      log.info("attach ended", { attach_id: p.id, agent_id: p.agentId, closed_by: from === browser ? "viewer" : "node", code });
-    };
-    browser.on("close", end(browser, node));
-    node.on("close", end(node, browser));
-    browser.on("error", () => node.terminate());
-    node.on("error", () => browser.terminate());
+    wss.handleUpgrade(req, socket, head, (node) => splice(p, node, { clock, log, opened: () => spliced++, closed: () => spliced-- }));
   }
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -335,4 +258,87 @@ function serveWithoutUpgrade(app: FastifyInstance, req: IncomingMessage, socket:
   });
   req.push(null); // no body
   app.server.emit("request", req, res);
+}
+
+/** Tells a viewer why its attach failed, and closes it. */
+function fail(ws: WebSocket, err: EpError) {
+  if (ws.readyState !== ws.OPEN) return;
+  ws.send(JSON.stringify({ type: "error", code: err.code, message: err.message }));
+  ws.close(err.errorClass === "unavailable" ? CLOSE.unavailable : CLOSE.internal, err.code);
+}
+
+/**
+ * Joins the viewer and the node's dial-back: bytes both ways (a read-only viewer's stop at the
+ * tower), a slow viewer pausing the node, either side's close closing the other.
+ */
+function splice(p: Pending, node: WebSocket, o: { clock: Clock; log: Logger; opened(): void; closed(): void }) {
+const { clock, log } = o;
+  const { browser } = p;
+  o.opened();
+  log.info("attach connected", { attach_id: p.id, agent_id: p.agentId, node_id: p.nodeId, mode: p.mode });
+  browser.send(JSON.stringify({ type: "status", state: "connected" }));
+  const fromBrowser = (data: RawData, isBinary: boolean) => {
+    // a read-only viewer's keystrokes and resizes stop here
+    if (p.mode === "ro") return;
+    if (node.readyState === node.OPEN) node.send(data, { binary: isBinary });
+  };
+  for (const q of p.queued) fromBrowser(q.data, q.isBinary);
+  p.queued = [];
+  p.forward = fromBrowser;
+  let paused = false;
+  let resumeTimer: ClockTimer | undefined;
+  const resumeWhenDrained = () => {
+    resumeTimer = undefined;
+    if (browser.bufferedAmount > HIGH_WATER / 2 && browser.readyState === browser.OPEN) resumeTimer = clock.setTimeout(resumeWhenDrained, 5);
+    else {
+      paused = false;
+      node.resume();
+    }
+  };
+  node.on("message", (data, isBinary) => {
+    if (browser.readyState !== browser.OPEN) return;
+    browser.send(data, { binary: isBinary });
+    // a slow browser slows the node down instead of filling the tower's memory
+    if (!paused && browser.bufferedAmount > HIGH_WATER) {
+      paused = true;
+      node.pause();
+      resumeTimer = clock.setTimeout(resumeWhenDrained, 5);
+    }
+  });
+  let ended = false;
+  const end = (from: WebSocket, to: WebSocket) => (code: number, reason: Buffer) => {
+    if (ended) return;
+    ended = true;
+    o.closed();
+    if (resumeTimer) clock.clearTimeout(resumeTimer);
+    if (to.readyState === to.OPEN || to.readyState === to.CONNECTING) to.close(validClose(code) ? code : CLOSE.normal, reason.toString().slice(0, 120));
+    log.info("attach ended", { attach_id: p.id, agent_id: p.agentId, closed_by: from === browser ? "viewer" : "node", code });
+  };
+  browser.on("close", end(browser, node));
+  node.on("close", end(node, browser));
+  browser.on("error", () => node.terminate());
+  node.on("error", () => browser.terminate());
+}
+
+/** Keystrokes typed while the node dials back are kept (a little) and sent once spliced. */
+function queueUntilSpliced(p: Pending): void {
+  p.browser.on("message", (data, isBinary) => {
+    if (p.forward) return p.forward(data, isBinary);
+    const size = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : (data as Buffer | ArrayBuffer).byteLength;
+    if (p.queuedBytes + size <= MAX_QUEUED) {
+      p.queued.push({ data, isBinary });
+      p.queuedBytes += size;
+    }
+  });
+}
+
+/** The viewer's parameters from the URL; who may attach, and how, is the domain's (attach.ts). */
+async function admitViewer(admission: ReturnType<typeof createAttachAdmission>, req: IncomingMessage, url: URL) {
+  const admitted = await admission.admitViewer({
+    ticket: req.headers.authorization ? undefined : url.searchParams.get("ticket") ?? undefined,
+    credential: () => credentialOf(req.headers),
+    agentId: url.searchParams.get("agent_id") ?? "",
+    mode: url.searchParams.get("mode"),
+  });
+  return { ...admitted, cols: sizeParam(url, "cols", 80), rows: sizeParam(url, "rows", 24), since: sinceParam(url) };
 }
