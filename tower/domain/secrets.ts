@@ -7,7 +7,8 @@ import { iso } from "../../common/clock.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import * as pb from "../../gen/ep/tower/v1/ai_pb.js";
 import type { SecretGrantRow, SecretRow } from "../store/secret-store.js";
-import type { AgentRow } from "../store/store.js";
+import type { AgentRow, Store } from "../store/store.js";
+import type { Logger } from "../../common/log.js";
 import { authorize, type Caller } from "./caller.js";
 import type { Deps } from "./deps.js";
 import { commit } from "./event-hub.js";
@@ -85,24 +86,6 @@ export function createSecretService(deps: Deps, keys: KeySource): SecretServiceI
     return row;
   };
 
-  /** Checks a grant target: exactly one of agent / domain, existing, inside the secret's domain if it has one. */
-  async function target(secret: SecretRow, req: { agentId: string; domainId: string }): Promise<{ agentId: string; domainId: string }> {
-    if (Boolean(req.agentId) === Boolean(req.domainId)) throw invalidField(req.agentId ? "domain_id" : "agent_id", "give exactly one of agent_id or domain_id");
-    if (req.agentId) {
-      const agent = await store.getAgent(req.agentId);
-      if (!agent) throw new EpError("agent_not_found", `no agent ${req.agentId}`, { agent_id: req.agentId });
-      if (secret.domainId && agent.domainId !== secret.domainId) {
-        throw new EpError("conflict", `secret ${secret.name} belongs to domain ${secret.domainId}; agent ${agent.id} is in ${agent.domainId}`, { field: "agent_id" });
-      }
-      return { agentId: agent.id, domainId: "" };
-    }
-    if (!(await store.getDomain(req.domainId))) throw new EpError("domain_not_found", `no domain ${req.domainId}`, { domain_id: req.domainId });
-    if (secret.domainId && req.domainId !== secret.domainId) {
-      throw new EpError("conflict", `secret ${secret.name} belongs to domain ${secret.domainId}; it cannot be granted to domain ${req.domainId}`, { field: "domain_id" });
-    }
-    return { agentId: "", domainId: req.domainId };
-  }
-
   const granted = (grants: SecretGrantRow[], agent: AgentRow) => grants.some((g) => (g.agentId && g.agentId === agent.id) || (g.domainId && g.domainId === agent.domainId));
 
   return {
@@ -145,7 +128,7 @@ export function createSecretService(deps: Deps, keys: KeySource): SecretServiceI
     async grantSecret(caller, req) {
       authorize(caller, "admin");
       const row = await mustSecret(req.name);
-      const t = await target(row, req);
+      const t = await grantTarget(store, row, req);
       return commit(deps, async (tx, emit) => {
         await tx.insertSecretGrant({ secretName: row.name, ...t, createdAt: iso(clock.now()) });
         emit({ type: "matrix", name: "secret.granted", domainId: row.domainId || undefined, agentId: t.agentId || undefined, payload: { name: row.name, agent_id: t.agentId, domain_id: t.domainId } });
@@ -194,30 +177,51 @@ export function createSecretService(deps: Deps, keys: KeySource): SecretServiceI
       return create(pb.ResolveSecretResponseSchema, { value });
     },
 
-    async reencrypt() {
-      const report: ReencryptReport = { reencrypted: 0, unreadable: [] };
-      const rows = await store.listSecrets();
-      if (!rows.length) return report;
-      const ring = keys.keyring();
-      if (!ring) {
-        log.warn("secrets are stored but no secret-store key is configured; they cannot be read", { count: rows.length, hint: keys.hint });
-        report.unreadable = rows.map((r) => r.name);
-        return report;
-      }
-      for (const row of rows) {
-        if (row.keyId === ring.current.id) continue;
-        if (!ring.find(row.keyId)) {
-          report.unreadable.push(row.name);
-          continue;
-        }
-        const value = decryptSecret(ring, row.name, row);
-        if (await store.updateSecretCipher(row.name, { keyId: row.keyId, version: row.version }, encryptSecret(ring.current, row.name, value))) report.reencrypted++;
-      }
-      if (report.reencrypted) log.info("secrets re-encrypted under the current key", { count: report.reencrypted, key_id: ring.current.id });
-      if (report.unreadable.length) {
-        log.warn("secrets under a key this tower does not have; put the old key in EP_SECRET_KEY_PREVIOUS and restart", { names: report.unreadable });
-      }
-      return report;
-    },
+    reencrypt: () => reencryptAll(store, keys, log),
   };
+}
+
+/** Checks a grant target: exactly one of agent / domain, existing, inside the secret's domain if it has one. */
+async function grantTarget(store: Store, secret: SecretRow, req: { agentId: string; domainId: string }): Promise<{ agentId: string; domainId: string }> {
+  if (Boolean(req.agentId) === Boolean(req.domainId)) throw invalidField(req.agentId ? "domain_id" : "agent_id", "give exactly one of agent_id or domain_id");
+  if (req.agentId) {
+    const agent = await store.getAgent(req.agentId);
+    if (!agent) throw new EpError("agent_not_found", `no agent ${req.agentId}`, { agent_id: req.agentId });
+    if (secret.domainId && agent.domainId !== secret.domainId) {
+      throw new EpError("conflict", `secret ${secret.name} belongs to domain ${secret.domainId}; agent ${agent.id} is in ${agent.domainId}`, { field: "agent_id" });
+    }
+    return { agentId: agent.id, domainId: "" };
+  }
+  if (!(await store.getDomain(req.domainId))) throw new EpError("domain_not_found", `no domain ${req.domainId}`, { domain_id: req.domainId });
+  if (secret.domainId && req.domainId !== secret.domainId) {
+    throw new EpError("conflict", `secret ${secret.name} belongs to domain ${secret.domainId}; it cannot be granted to domain ${req.domainId}`, { field: "domain_id" });
+  }
+  return { agentId: "", domainId: req.domainId };
+}
+
+/** Re-encrypts every secret stored under an older key (EP_SECRET_KEY_PREVIOUS) under the current one. */
+async function reencryptAll(store: Store, keys: KeySource, log: Logger): Promise<ReencryptReport> {
+  const report: ReencryptReport = { reencrypted: 0, unreadable: [] };
+  const rows = await store.listSecrets();
+  if (!rows.length) return report;
+  const ring = keys.keyring();
+  if (!ring) {
+    log.warn("secrets are stored but no secret-store key is configured; they cannot be read", { count: rows.length, hint: keys.hint });
+    report.unreadable = rows.map((r) => r.name);
+    return report;
+  }
+  for (const row of rows) {
+    if (row.keyId === ring.current.id) continue;
+    if (!ring.find(row.keyId)) {
+      report.unreadable.push(row.name);
+      continue;
+    }
+    const value = decryptSecret(ring, row.name, row);
+    if (await store.updateSecretCipher(row.name, { keyId: row.keyId, version: row.version }, encryptSecret(ring.current, row.name, value))) report.reencrypted++;
+  }
+  if (report.reencrypted) log.info("secrets re-encrypted under the current key", { count: report.reencrypted, key_id: ring.current.id });
+  if (report.unreadable.length) {
+    log.warn("secrets under a key this tower does not have; put the old key in EP_SECRET_KEY_PREVIOUS and restart", { names: report.unreadable });
+  }
+  return report;
 }
