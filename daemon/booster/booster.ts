@@ -257,9 +257,6 @@ function createBoosterRunner(module: WebAssembly.Module, source: string, opts: B
     void done.then(() => dying.delete(done));
   }
 
-  function readOut(handle: WorkerHandle): string {
-    return decoder.decode(handle.out.subarray(0, handle.ctl[OUT_LEN]));
-  }
 
   /** Returns a started worker, or the reason none could be started. */
   function ensureWorker(): WorkerHandle | string {
@@ -278,9 +275,7 @@ function createBoosterRunner(module: WebAssembly.Module, source: string, opts: B
     return handle;
   }
 
-  function failed(t0: number, message: string, details: Record<string, unknown>, code: "internal" | "invalid_argument" | "payload_too_large" = "internal"): BoosterVerdict {
-    return { verdict: "error", error: new EpError(code, message, { booster: source, ...details }), durationMs: performance.now() - t0 };
-  }
+  const failed = (t0: number, message: string, details: Record<string, unknown>, code?: FailCode) => failure(source, t0, message, details, code);
 
   function validate(tool: string, args: unknown): BoosterVerdict {
     const t0 = performance.now();
@@ -322,29 +317,7 @@ function createBoosterRunner(module: WebAssembly.Module, source: string, opts: B
       Atomics.wait(ctl, STATE, REQUEST, left);
     }
     Atomics.store(ctl, STATE, IDLE);
-    const status = ctl[STATUS];
-    if (status === STATUS_TRAP) {
-      return failed(t0, `Booster ${source} trapped on tool ${tool}: ${readOut(handle)}.`, { cause: "trap", tool });
-    }
-    if (status === STATUS_ABI) {
-      return failed(t0, `Booster ${source} broke the ABI on tool ${tool}: ${readOut(handle)}.`, { cause: "abi", tool });
-    }
-    const code = ctl[VERDICT];
-    const durationMs = performance.now() - t0;
-    switch (code) {
-      case VERDICT_ALLOW:
-        return { verdict: "allow", durationMs };
-      case VERDICT_REJECT:
-        return { verdict: "reject", reason: readOut(handle) || "rejected by the planner booster", durationMs };
-      case VERDICT_SHORT_CIRCUIT:
-        return { verdict: "short_circuit", reason: readOut(handle), durationMs };
-      default:
-        return failed(t0, `Booster ${source} returned unknown verdict ${code} for tool ${tool} (expected 0, 1 or 2).`, {
-          cause: "abi",
-          tool,
-          verdict_code: code,
-        });
-    }
+    return verdictOf(handle, source, tool, t0);
   }
 
   return {
@@ -366,6 +339,44 @@ function createBoosterRunner(module: WebAssembly.Module, source: string, opts: B
       await Promise.all([...dying]);
     },
   };
+}
+
+function readOut(handle: WorkerHandle): string {
+  return decoder.decode(handle.out.subarray(0, handle.ctl[OUT_LEN]));
+}
+
+type FailCode = "internal" | "invalid_argument" | "payload_too_large";
+
+function failure(source: string, t0: number, message: string, details: Record<string, unknown>, code: FailCode = "internal"): BoosterVerdict {
+  return { verdict: "error", error: new EpError(code, message, { booster: source, ...details }), durationMs: performance.now() - t0 };
+}
+
+/** The verdict a finished call left in the control block (or why the module failed). */
+function verdictOf(handle: WorkerHandle, source: string, tool: string, t0: number): BoosterVerdict {
+  const { ctl } = handle;
+  const status = ctl[STATUS];
+  if (status === STATUS_TRAP) {
+    return failure(source, t0, `Booster ${source} trapped on tool ${tool}: ${readOut(handle)}.`, { cause: "trap", tool });
+  }
+  if (status === STATUS_ABI) {
+    return failure(source, t0, `Booster ${source} broke the ABI on tool ${tool}: ${readOut(handle)}.`, { cause: "abi", tool });
+  }
+  const code = ctl[VERDICT];
+  const durationMs = performance.now() - t0;
+  switch (code) {
+    case VERDICT_ALLOW:
+      return { verdict: "allow", durationMs };
+    case VERDICT_REJECT:
+      return { verdict: "reject", reason: readOut(handle) || "rejected by the planner booster", durationMs };
+    case VERDICT_SHORT_CIRCUIT:
+      return { verdict: "short_circuit", reason: readOut(handle), durationMs };
+    default:
+      return failure(source, t0, `Booster ${source} returned unknown verdict ${code} for tool ${tool} (expected 0, 1 or 2).`, {
+        cause: "abi",
+        tool,
+        verdict_code: code,
+      });
+  }
 }
 
 /**
