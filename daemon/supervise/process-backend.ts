@@ -88,10 +88,6 @@ export function createProcessBackend(opts: ProcessBackendOptions = {}): ServiceB
     }
   }
 
-  function running(entry: Entry | undefined): entry is Entry {
-    return !!entry && !entry.exited && processRunning(entry.pid, entry.startTime);
-  }
-
   function forget(id: string) {
     entries.delete(id);
     const file = pidFile(id);
@@ -106,18 +102,6 @@ export function createProcessBackend(opts: ProcessBackendOptions = {}): ServiceB
       await wait(25);
     }
     return !running(entry);
-  }
-
-  function killGroup(pid: number, signal: NodeJS.Signals) {
-    try {
-      process.kill(-pid, signal);
-    } catch {
-      try {
-        process.kill(pid, signal);
-      } catch {
-        // gone already
-      }
-    }
   }
 
   async function stopEntry(id: string, entry: Entry) {
@@ -140,35 +124,10 @@ export function createProcessBackend(opts: ProcessBackendOptions = {}): ServiceB
     async start(agent: SupervisedAgent) {
       validateAgent(agent);
       if (running(entryFor(agent.id))) return;
-      const executable = resolveExecutable(agent.command[0], agent.env?.PATH ?? process.env.PATH);
-      const logPath = opts.logDir ? join(opts.logDir, `${agent.id}.log`) : undefined;
-      const fd = logPath ? openSync(logPath, "a", 0o600) : undefined;
-      let child: ChildProcess;
-      try {
-        child = spawn(executable, agent.command.slice(1), {
-          cwd: agent.cwd,
-          env: { ...process.env, ...agent.env, EP_AGENT_ID: agent.id },
-          detached: true,
-          stdio: ["ignore", fd ?? "ignore", fd ?? "ignore"],
-        });
-      } finally {
-        if (fd !== undefined) closeSync(fd);
-      }
-      await new Promise<void>((resolve, reject) => {
-        child.once("spawn", resolve);
-        child.once("error", (err) =>
-          reject(new EpError("unavailable", `cannot start agent ${agent.id}: ${err.message}`, { agentId: agent.id })),
-        );
-      });
-      child.unref();
-      const pid = child.pid!;
-      const entry: Entry = { pid, startTime: procStat(pid)?.startTime, child, exited: false };
-      child.once("exit", (code, signal) => {
-        entry.exited = true;
-        log.info("agent process exited", { agentId: agent.id, pid, code, signal });
-      });
+      const entry = await spawnDetached(agent, opts.logDir ? join(opts.logDir, `${agent.id}.log`) : undefined, log);
       entries.set(agent.id, entry);
       const file = pidFile(agent.id);
+      const pid = entry.pid;
       if (file) {
         writeFileSync(`${file}.tmp`, JSON.stringify({ pid, startTime: entry.startTime, command: agent.command }), { mode: 0o600 });
         renameSync(`${file}.tmp`, file);
@@ -199,4 +158,52 @@ export function createProcessBackend(opts: ProcessBackendOptions = {}): ServiceB
       }));
     },
   };
+}
+
+/** Signals the process group (the process alone when it has none; nothing when it is gone). */
+function killGroup(pid: number, signal: NodeJS.Signals) {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // gone already
+    }
+  }
+}
+
+function running(entry: Entry | undefined): entry is Entry {
+  return !!entry && !entry.exited && processRunning(entry.pid, entry.startTime);
+}
+
+/** Starts the agent's command in its own process group, output appended to its log; exits are logged. */
+async function spawnDetached(agent: SupervisedAgent, logPath: string | undefined, log: Logger): Promise<Entry> {
+  const executable = resolveExecutable(agent.command[0], agent.env?.PATH ?? process.env.PATH);
+  const fd = logPath ? openSync(logPath, "a", 0o600) : undefined;
+  let child: ChildProcess;
+  try {
+    child = spawn(executable, agent.command.slice(1), {
+      cwd: agent.cwd,
+      env: { ...process.env, ...agent.env, EP_AGENT_ID: agent.id },
+      detached: true,
+      stdio: ["ignore", fd ?? "ignore", fd ?? "ignore"],
+    });
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  await new Promise<void>((resolve, reject) => {
+    child.once("spawn", resolve);
+    child.once("error", (err) =>
+      reject(new EpError("unavailable", `cannot start agent ${agent.id}: ${err.message}`, { agentId: agent.id })),
+    );
+  });
+  child.unref();
+  const pid = child.pid!;
+  const entry: Entry = { pid, startTime: procStat(pid)?.startTime, child, exited: false };
+  child.once("exit", (code, signal) => {
+    entry.exited = true;
+    log.info("agent process exited", { agentId: agent.id, pid, code, signal });
+  });
+  return entry;
 }
