@@ -143,30 +143,8 @@ function runInPane(
       early = undefined;
       if (stop && panePid !== undefined) stopping = terminateGroup(panePid, graceMs, clock);
 
-      let exitStatus: number | undefined;
-      let exitSignal: number | undefined;
-      let vanished = false;
-      for (;;) {
-        const state = await tmuxPaneState(session, tmux);
-        if (!state) {
-          vanished = true;
-          break;
-        }
-        if (state.dead) {
-          // tmux sometimes marks a pane dead without ever learning its exit status; the wrapper's
-          // status file is the reliable record, tmux's own status the fallback.
-          exitStatus = (await readStatusFile(statusFile)) ?? state.exitStatus;
-          exitSignal = state.exitSignal;
-          break;
-        }
-        await sleep(config.pollIntervalMs);
-      }
-      // tmux's pipe may still be passing on the last output; read until it stops coming.
-      for (let i = 0; i < 10; i++) {
-        const before = pipe.bytes;
-        await sleep(Math.min(config.pollIntervalMs, 50));
-        if (pipe.bytes === before && i > 0) break;
-      }
+      const { exitStatus, exitSignal, vanished } = await paneEnd(session, tmux, statusFile, config.pollIntervalMs, sleep);
+      await drained(pipe, config.pollIntervalMs, sleep);
       lines.end();
       if (stopping) await stopping;
       const text = output.text().replace(/\s+$/, "");
@@ -208,4 +186,27 @@ function runInPane(
       return result;
     },
   };
+}
+
+/** Polls the pane until its program ends (or the session vanishes): its exit status and signal. */
+async function paneEnd(session: string, tmux: TmuxOptions, statusFile: string, pollMs: number, sleep: (ms: number) => Promise<void>) {
+  for (;;) {
+    const state = await tmuxPaneState(session, tmux);
+    if (!state) return { exitStatus: undefined, exitSignal: undefined, vanished: true };
+    if (state.dead) {
+      // tmux sometimes marks a pane dead without ever learning its exit status; the wrapper's
+      // status file is the reliable record, tmux's own status the fallback.
+      return { exitStatus: (await readStatusFile(statusFile)) ?? state.exitStatus, exitSignal: state.exitSignal, vanished: false };
+    }
+    await sleep(pollMs);
+  }
+}
+
+/** tmux's pipe may still be passing on the last output: waits until it stops coming. */
+async function drained(pipe: PanePipe, pollMs: number, sleep: (ms: number) => Promise<void>): Promise<void> {
+  for (let i = 0; i < 10; i++) {
+    const before = pipe.bytes;
+    await sleep(Math.min(pollMs, 50));
+    if (pipe.bytes === before && i > 0) return;
+  }
 }
