@@ -1,7 +1,7 @@
 // One Agent Client Protocol session with an agent subprocess, spoken through the official SDK
 // over the child's stdio (newline-delimited JSON-RPC). The vendorA_agent_acp runtime opens one per
 // task; long-running profile agents can keep one open and prompt it again.
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { basename, dirname, isAbsolute, join as joinPath, relative, resolve as resolvePath } from "node:path";
 import { realpathSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
@@ -80,15 +80,9 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
   child.stderr!.setEncoding("utf8").on("data", (c: string) => stderrLines.push(c));
   child.stdin!.on("error", () => {}); // EPIPE after the agent died; the exit handler reports it
   let closing = false;
-  const exited = new Promise<string | undefined>((resolveExit) => {
-    child.on("error", (err) => resolveExit(`could not start '${executable}': ${err.message}`));
-    child.on("exit", (code, signal) => {
-      stderrLines.end();
-      const stderr = stderrTail.text().trim();
-      resolveExit(
-        closing ? undefined : `ACP agent ${signal ? `was killed by ${signal}` : `exited with code ${code}`}${stderr ? `: ${stderr}` : ""}`,
-      );
-    });
+  const exited = exitReason(child, executable, () => closing, () => {
+    stderrLines.end();
+    return stderrTail.text().trim();
   });
 
   let turnText = "";
@@ -133,20 +127,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
     await terminated;
   };
 
-  // A request to a dead agent would wait forever, and one the closing connection rejects says
-  // only "connection closed": race every call against the agent's exit and prefer its reason.
-  const orExit = async <T>(call: Promise<T>, what: string): Promise<T> => {
-    const died = exited.then((reason) => {
-      throw new Error(`${what}: ${reason ?? "ACP agent exited"}`);
-    });
-    died.catch(() => {}); // raced against each request below, which reports it; this only keeps it from being "unhandled"
-    try {
-      return await Promise.race([call, died]);
-    } catch (err) {
-      const reason = await Promise.race([exited, new Promise<undefined>((r) => o.clock.setTimeout(() => r(undefined), 1000))]);
-      throw reason ? new Error(`${what}: ${reason}`) : err;
-    }
-  };
+  const orExit = <T>(call: Promise<T>, what: string) => raceExit(call, what, exited, o.clock);
 
   let phase = "initialize";
   try {
@@ -176,10 +157,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
           connection.agent.request(methods.agent.session.prompt, { sessionId: session.sessionId, prompt: [{ type: "text", text }] }),
           "session/prompt",
         );
-        const tokens = (response as { usage?: { inputTokens?: number; outputTokens?: number; cachedReadTokens?: number | null } | null }).usage;
-        const usage = tokens || costUsd !== undefined
-          ? usageOf({ input: tokens?.inputTokens, output: tokens?.outputTokens, cached: tokens?.cachedReadTokens, cost: costUsd })
-          : undefined;
+        const usage = promptUsage(response, costUsd);
         return { stopReason: response.stopReason, text: turnText, ...(usage ? { usage } : {}) };
       },
       async cancelTurn() {
@@ -195,6 +173,40 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
     const text = acpErrorText(err, stderr);
     throw new EpError("internal", `runtime vendorA_agent_acp: ${text.startsWith(phase) ? text : `${phase}: ${text}`}`);
   }
+}
+
+/**
+ * A request to a dead agent would wait forever, and one the closing connection rejects says only
+ * "connection closed": races the call against the agent's exit and prefers its reason.
+ */
+async function raceExit<T>(call: Promise<T>, what: string, exited: Promise<string | undefined>, clock: Clock): Promise<T> {
+  const died = exited.then((reason) => {
+    throw new Error(`${what}: ${reason ?? "ACP agent exited"}`);
+  });
+  died.catch(() => {}); // raced against the request below, which reports it; this only keeps it from being "unhandled"
+  try {
+    return await Promise.race([call, died]);
+  } catch (err) {
+    const reason = await Promise.race([exited, new Promise<undefined>((r) => clock.setTimeout(() => r(undefined), 1000))]);
+    throw reason ? new Error(`${what}: ${reason}`) : err;
+  }
+}
+
+/** Settles when the agent exits: why, unless we were closing it (then undefined). */
+function exitReason(child: ChildProcess, executable: string, closing: () => boolean, stderr: () => string): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    child.on("error", (err) => resolve(`could not start '${executable}': ${err.message}`));
+    child.on("exit", (code, signal) => {
+      const tail = stderr();
+      resolve(closing() ? undefined : `ACP agent ${signal ? `was killed by ${signal}` : `exited with code ${code}`}${tail ? `: ${tail}` : ""}`);
+    });
+  });
+}
+
+/** A turn's usage: the prompt response's tokens and the session's last reported cost. */
+function promptUsage(response: unknown, costUsd: number | undefined) {
+  const tokens = (response as { usage?: { inputTokens?: number; outputTokens?: number; cachedReadTokens?: number | null } | null }).usage;
+  return tokens || costUsd !== undefined ? usageOf({ input: tokens?.inputTokens, output: tokens?.outputTokens, cached: tokens?.cachedReadTokens, cost: costUsd }) : undefined;
 }
 
 /**
