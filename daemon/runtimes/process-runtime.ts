@@ -190,29 +190,8 @@ function runProcess(o: RunProcessOptions): RunHandle {
     resolveResult(r);
   };
 
-  const buildResult = (): RunResult => {
-    const outcome = parser?.outcome();
-    const output = outcome && (outcome.final || outcome.output) ? outcome.output : rawOutput.text();
-    const base: RunResult = { ok: false, output, ...(outcome?.usage ? { usage: outcome.usage } : {}) };
-    if (exit?.code !== null && exit?.code !== undefined) base.exitCode = exit.code;
-    if (exit?.signal) base.signal = exit.signal;
-    if (spawnError) {
-      if (spawnError.code === "ENOENT") return { ...missingRuntime(o.kind, o.config.command), output };
-      return { ...base, error: `runtime ${o.kind}: could not start '${o.executable}': ${spawnError.message}` };
-    }
-    if (stopReason?.kind === "cancelled") return { ...base, cancelled: true, error: stopReason.message };
-    if (stopReason?.kind === "timeout") return { ...base, timedOut: true, error: stopReason.message };
-    const exitedOk = exit?.code === 0;
-    // a CLI's colours (gemini's error text) are for terminals, not for a task's error
-    const stderr = stripAnsi(stderrTail.text()).trim();
-    const exitText = exit?.signal ? `was killed by ${exit.signal}` : `exited with code ${exit?.code}`;
-    if (outcome?.final) {
-      if (outcome.ok && exitedOk) return { ...base, ok: true };
-      return { ...base, error: outcome.error ?? `${o.kind} ${exitText}${stderr ? `: ${stderr}` : ""}` };
-    }
-    if (exitedOk) return { ...base, ok: true };
-    return { ...base, error: outcome?.error ?? `${o.kind} ${exitText}${stderr ? `: ${stderr}` : ""}` };
-  };
+  const buildResult = () => resultOf(o, { outcome: parser?.outcome(), rawOutput: rawOutput.text(), stderr: stderrTail.text(), exit, spawnError, stopReason });
+
 
   child.on("error", (err: NodeJS.ErrnoException) => {
     spawnError = err;
@@ -251,6 +230,40 @@ function runProcess(o: RunProcessOptions): RunHandle {
       return result;
     },
   };
+}
+
+/** A finished run's result: the parser's outcome when it has one, else the exit status, stderr and output. */
+function resultOf(
+  o: RunProcessOptions,
+  x: {
+    outcome: ReturnType<StreamParser["outcome"]> | undefined;
+    rawOutput: string;
+    stderr: string;
+    exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+    spawnError: NodeJS.ErrnoException | undefined;
+    stopReason: { kind: "cancelled" | "timeout"; message: string } | undefined;
+  },
+): RunResult {
+  const output = x.outcome && (x.outcome.final || x.outcome.output) ? x.outcome.output : x.rawOutput;
+  const base: RunResult = { ok: false, output, ...(x.outcome?.usage ? { usage: x.outcome.usage } : {}) };
+  if (x.exit?.code !== null && x.exit?.code !== undefined) base.exitCode = x.exit.code;
+  if (x.exit?.signal) base.signal = x.exit.signal;
+  if (x.spawnError) {
+    if (x.spawnError.code === "ENOENT") return { ...missingRuntime(o.kind, o.config.command), output };
+    return { ...base, error: `runtime ${o.kind}: could not start '${o.executable}': ${x.spawnError.message}` };
+  }
+  if (x.stopReason?.kind === "cancelled") return { ...base, cancelled: true, error: x.stopReason.message };
+  if (x.stopReason?.kind === "timeout") return { ...base, timedOut: true, error: x.stopReason.message };
+  const exitedOk = x.exit?.code === 0;
+  // a CLI's colours (gemini's error text) are for terminals, not for a task's error
+  const stderr = stripAnsi(x.stderr).trim();
+  const exitText = x.exit?.signal ? `was killed by ${x.exit.signal}` : `exited with code ${x.exit?.code}`;
+  if (x.outcome?.final) {
+    if (x.outcome.ok && exitedOk) return { ...base, ok: true };
+    return { ...base, error: x.outcome.error ?? `${o.kind} ${exitText}${stderr ? `: ${stderr}` : ""}` };
+  }
+  if (exitedOk) return { ...base, ok: true };
+  return { ...base, error: x.outcome?.error ?? `${o.kind} ${exitText}${stderr ? `: ${stderr}` : ""}` };
 }
 
 export function parseJsonObject(line: string): Record<string, unknown> | undefined {
