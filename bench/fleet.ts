@@ -89,6 +89,50 @@ async function simulate(file: string): Promise<void> {
   process.send!({ started: tokens.length });
 }
 
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return +s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))].toFixed(2);
+};
+
+const procCpuMs = (pid: number | "self") => {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+};
+
+/** The one real epd (no process is spawned per task: the shell command does not exist) with `agents` agents in the domain. */
+async function startRealEpd(t: { url: string; adminToken: string }, home: string, domainId: string, agents: number) {
+  const nodeFile = join(home, "node.json");
+  await registerNode(t.url, t.adminToken, nodeFile);
+  mkdirSync(join(home, "epd"), { recursive: true, mode: 0o700 });
+  writeFileSync(join(home, "epd", "runtimes.toml"), '[shell]\ncommand = "/nonexistent/ep-bench-no-process"\n');
+  const { epd: epdMain } = await buildBinaries();
+  const epd = spawn(process.execPath, [epdMain, "run", "--backend-url", t.url], {
+    env: { ...process.env, EP_HOME: home, EP_NODE_FILE: nodeFile, EP_LOG_LEVEL: "warn", EP_POLL_MS: "60000", PATH: `${FIXTURES}:${process.env.PATH}` },
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const mgmt = join(home, "epd", "mgmt.sock");
+  const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 10_000 });
+  await waitFor(async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected", 15_000);
+  for (let i = 0; i < agents; i++) await call("agent.enroll", { domainId, runtime: "shell", name: `bench-${i}` });
+  return epd;
+}
+
+/** Submits `count` tasks at `rate` per second; resolves with each task's submit time once all are claimed. */
+async function offerTasks(count: number, label: string, submit: (title: string) => Promise<{ task?: { id: string } }>, rate: number, claimed: Map<string, number>): Promise<Map<string, number>> {
+  const startedAt = new Map<string, number>();
+  const start = performance.now();
+  const pending: Promise<unknown>[] = [];
+  for (let i = 0; i < count; i++) {
+    const wait = start + (i * 1000) / rate - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const t0 = performance.now();
+    pending.push(submit(`${label} ${i}`).then((r) => startedAt.set(r.task!.id, t0)));
+  }
+  await Promise.all(pending);
+  await waitFor(() => [...startedAt.keys()].every((id) => claimed.has(id)), 300_000, 20);
+  return startedAt;
+}
+
 async function main(): Promise<void> {
   const K = Number(values.nodes);
   const M = Number(values.agents ?? values.nodes);
@@ -104,14 +148,6 @@ async function main(): Promise<void> {
     gc();
     gc();
     return process.memoryUsage().rss;
-  };
-  const pct = (xs: number[], p: number) => {
-    const s = [...xs].sort((a, b) => a - b);
-    return +s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))].toFixed(2);
-  };
-  const procCpuMs = (pid: number | "self") => {
-    const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-    return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
   };
 
   const home = tempHome("ep-bench-fleet-");
@@ -135,19 +171,7 @@ async function main(): Promise<void> {
   const missionId = (await work.createMission({ domainId: domains[0], title: "fleet bench" })).mission!.id;
 
   // the one real epd, its agents in domain 0
-  const nodeFile = join(home.dir, "node.json");
-  await registerNode(t.url, t.adminToken, nodeFile);
-  mkdirSync(join(home.dir, "epd"), { recursive: true, mode: 0o700 });
-  writeFileSync(join(home.dir, "epd", "runtimes.toml"), '[shell]\ncommand = "/nonexistent/ep-bench-no-process"\n');
-  const { epd: epdMain } = await buildBinaries();
-  const epd = spawn(process.execPath, [epdMain, "run", "--backend-url", t.url], {
-    env: { ...process.env, EP_HOME: home.dir, EP_NODE_FILE: nodeFile, EP_LOG_LEVEL: "warn", EP_POLL_MS: "60000", PATH: `${FIXTURES}:${process.env.PATH}` },
-    stdio: ["ignore", "ignore", "inherit"],
-  });
-  const mgmt = join(home.dir, "epd", "mgmt.sock");
-  const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 10_000 });
-  await waitFor(async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected", 15_000);
-  for (let i = 0; i < EPD_AGENTS; i++) await call("agent.enroll", { domainId: domains[0], runtime: "shell", name: `bench-${i}` });
+  const epd = await startRealEpd(t, home.dir, domains[0], EPD_AGENTS);
 
   // K simulated nodes with M agents over D domains
   const setupStart = performance.now();
@@ -182,20 +206,7 @@ async function main(): Promise<void> {
   const rssAfter = rss();
 
   const submit = (title: string) => work.createTask({ missionId, title, runtime: "shell", input: { command: "true" } });
-  async function offer(count: number, label: string): Promise<Map<string, number>> {
-    const startedAt = new Map<string, number>();
-    const start = performance.now();
-    const pending: Promise<unknown>[] = [];
-    for (let i = 0; i < count; i++) {
-      const wait = start + (i * 1000) / RATE - performance.now();
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-      const t0 = performance.now();
-      pending.push(submit(`${label} ${i}`).then((r) => startedAt.set(r.task!.id, t0)));
-    }
-    await Promise.all(pending);
-    await waitFor(() => [...startedAt.keys()].every((id) => claimed.has(id)), 300_000, 20);
-    return startedAt;
-  }
+  const offer = (count: number, label: string) => offerTasks(count, label, submit, RATE, claimed);
   await offer(WARMUP, "warm");
   const readyBefore = (await askStats()).ready;
   const load0 = loadavg()[0];
