@@ -113,6 +113,19 @@ export async function actingCaller(deps: Deps, caller: Caller, scope: { agentId?
 }
 
 export function createToolExecutor(x: ToolExecutorDeps): ToolExecutor {
+  const handlers = toolHandlers(x);
+  return {
+    async run(caller, tool, rawArgs) {
+      const args = validateToolArgs(tool, rawArgs);
+      const handler = handlers[tool];
+      if (!handler) throw new EpError("tool_not_found", `the tower cannot run ${tool}`, { tool });
+      return handler(caller, args);
+    },
+  };
+}
+
+/** What each tool does, by name (a declarative table over the domain services). */
+function toolHandlers(x: ToolExecutorDeps): Record<string, (caller: Caller, a: Args) => Promise<unknown>> {
   const { deps, work, fleet } = x;
   const docs = x.docs ?? createDocsService(deps);
 
@@ -121,7 +134,7 @@ export function createToolExecutor(x: ToolExecutorDeps): ToolExecutor {
 
   const nodeState = createNodeStateReads(deps, fleet);
 
-  const handlers: Record<string, (caller: Caller, a: Args) => Promise<unknown>> = {
+  return {
     // ---- reads
     list_domains: async (c) => json(workpb.ListDomainsResponseSchema, await work.listDomains(c, create(workpb.ListDomainsRequestSchema))),
     list_missions: async (c, a) =>
@@ -225,14 +238,5 @@ export function createToolExecutor(x: ToolExecutorDeps): ToolExecutor {
     restart_agent: (c, a) => supervise(c, a, "restart"),
     pause_agent: (c, a) => supervise(c, a, "pause"),
     resume_agent: (c, a) => supervise(c, a, "resume"),
-  };
-
-  return {
-    async run(caller, tool, rawArgs) {
-      const args = validateToolArgs(tool, rawArgs);
-      const handler = handlers[tool];
-      if (!handler) throw new EpError("tool_not_found", `the tower cannot run ${tool}`, { tool });
-      return handler(caller, args);
-    },
   };
 }
