@@ -4,7 +4,7 @@
 //
 // Keys are handled against refs, not render-time state: a paste or fast typing delivers many
 // chunks before React renders again, and every one of them must land (see app.test.tsx).
-import { Box, Text, useApp, useInput, useStdout } from "ink";
+import { Box, Text, useApp, useInput, useStdout, type Key } from "ink";
 import { useCallback, useEffect, useRef, useState } from "react";
 import type { AgentItem, ApprovalItem, EventItem, FrameItem, MissionItem, TaskDetail, TaskItem, TuiDataSource } from "./data-source.js";
 import { viewSpecLines } from "./view-spec-text.js";
@@ -44,86 +44,17 @@ export function App({ source, initialTab = "missions", onFirstFrame }: AppProps)
   const { stdout } = useStdout();
   const width = Math.max(40, (stdout?.columns ?? 100) - 1);
   const [tab, setTab] = useState<Tab>(initialTab);
-  const [missions, setMissions] = useState<MissionItem[]>([]);
-  const [agents, setAgents] = useState<AgentItem[]>([]);
-  const [approvals, setApprovals] = useState<ApprovalItem[]>([]);
-  const [events, setEvents] = useState<EventItem[]>([]);
-  const [tasks, setTasks] = useState<TaskItem[]>([]);
   const [drill, setDrill] = useState<Drill>({ level: "missions" });
-  const [task, setTask] = useState<TaskDetail>();
-  const [frames, setFrames] = useState<Map<number, FrameItem>>(new Map());
-  const [taskError, setTaskError] = useState<string>();
   const [selected, setSelected] = useState(0);
-  const [status, setStatus] = useState("loading…");
   const [draft, setDraft] = useState("");
   const [blocks, setBlocks] = useState<ChatBlock[]>([]);
   const [busy, setBusy] = useState(false);
   const readySent = useRef(false);
-  const refreshTimer = useRef<NodeJS.Timeout | undefined>(undefined);
-
   // what the key handler reads: updated as keys arrive, not only when React renders
-  const st = useRef({ tab, drill, selected, draft, busy, missions, tasks, approvals, agents, events });
+  const st = useRef({ tab, drill, selected, draft, busy, missions: [] as MissionItem[], tasks: [] as TaskItem[], approvals: [] as ApprovalItem[], agents: [] as AgentItem[], events: [] as EventItem[] });
+  const data = useTowerData(source, () => st.current.drill);
+  const { missions, agents, approvals, events, tasks, setTasks, task, setTask, frames, setFrames, taskError, status, setStatus, refresh, loadTask } = data;
   st.current = { ...st.current, missions, tasks, approvals, agents, events, busy };
-
-  const refresh = useCallback(async () => {
-    try {
-      const d = st.current.drill;
-      const [m, a, p, t] = await Promise.all([source.missions(), source.agents(), source.approvals(), d.level === "tasks" ? source.tasks(d.mission.id) : undefined]);
-      setMissions(m);
-      setAgents(a);
-      setApprovals(p);
-      if (t) setTasks(t);
-      setStatus(`updated ${new Date().toLocaleTimeString([], { hour12: false })}`);
-    } catch (err) {
-      setStatus(`error: ${(err as Error).message}`);
-    }
-  }, [source]);
-
-  const loadTask = useCallback(
-    async (taskId: string, withFrames: boolean) => {
-      try {
-        const [t, f] = await Promise.all([source.task(taskId), withFrames ? source.frames(taskId) : undefined]);
-        if (st.current.drill.level !== "task" || st.current.drill.taskId !== taskId) return;
-        setTask(t);
-        setTaskError(undefined);
-        if (f) setFrames((old) => new Map([...f.map((x) => [x.id, x] as const), ...old]));
-      } catch (err) {
-        setTaskError((err as Error).message);
-      }
-    },
-    [source],
-  );
-
-  useEffect(() => {
-    void refresh();
-    const stop = source.subscribe(
-      (e) => {
-        setEvents((prev) => [...prev.slice(-(MAX_EVENTS - 1)), e]);
-        const d = st.current.drill;
-        if (d.level === "task" && e.taskId === d.taskId) {
-          if (e.frame) {
-            const f = e.frame;
-            setFrames((old) => new Map(old).set(f.id, f));
-            return;
-          }
-          void loadTask(d.taskId, false);
-        }
-        if (e.type === "progress") return;
-        // live updates: one refresh for a burst of events
-        if (!refreshTimer.current) {
-          refreshTimer.current = setTimeout(() => {
-            refreshTimer.current = undefined;
-            void refresh();
-          }, 150);
-        }
-      },
-      (err) => setStatus(`stream: ${err.message}; reconnecting`),
-    );
-    return () => {
-      stop();
-      if (refreshTimer.current) clearTimeout(refreshTimer.current);
-    };
-  }, [source, refresh, loadTask]);
 
   useEffect(() => {
     if (readySent.current) return;
@@ -202,63 +133,46 @@ export function App({ source, initialTab = "missions", onFirstFrame }: AppProps)
 
   const switchTab = (to: Tab) => go({ tab: to, selected: 0 });
 
-  useInput((input, key) => {
-    const s = st.current;
-    if (key.ctrl && input === "c") return exit();
-    if (s.tab === "console") {
-      if (key.escape || (key.tab && !s.draft)) return switchTab(key.shift ? "events" : "missions");
-      if (key.return) {
-        const text = s.draft.trim();
-        if (!text) return;
-        if (s.busy) return setStatus("wait for the reply; your line is kept");
-        go({ draft: "" });
-        return void send(text);
-      }
-      if (key.backspace || key.delete) return go({ draft: s.draft.slice(0, -1) });
-      // a pasted chunk may hold line breaks: the composer is one line
-      if (input && !key.ctrl && !key.meta) return go({ draft: s.draft + input.replace(/\r\n|\r|\n/g, " ") });
-      return;
-    }
-    if (input === "q") return exit();
-    const n = Number(input);
-    if (n >= 1 && n <= TABS.length) return switchTab(TABS[n - 1]);
-    if (key.tab || key.rightArrow || key.leftArrow) {
-      const dir = key.leftArrow || key.shift ? -1 : 1;
-      return switchTab(TABS[(TABS.indexOf(s.tab) + dir + TABS.length) % TABS.length]);
-    }
-    if (input === "g") {
-      if (s.drill.level === "task" && s.tab === "missions") void loadTask(s.drill.taskId, true);
-      return void refresh();
-    }
-    if (s.tab === "missions") {
-      if (key.escape || key.backspace) {
-        if (s.drill.level === "task" && s.drill.mission) return go({ drill: { level: "tasks", mission: s.drill.mission }, selected: 0 });
-        return go({ drill: { level: "missions" }, selected: 0 });
-      }
-      if (s.drill.level === "task") {
-        if (input === "c") return void actOnTask("cancel");
-        if (input === "r") return void actOnTask("retry");
-        return;
-      }
-      if (key.return) {
-        if (s.drill.level === "missions" && s.missions[s.selected]) return void openMission(s.missions[s.selected]);
-        if (s.drill.level === "tasks" && s.tasks[s.selected]) return openTask(s.tasks[s.selected].id, s.drill.mission);
-        return;
-      }
-    }
-    const count = s.tab === "missions" ? (s.drill.level === "tasks" ? s.tasks.length : s.missions.length) : s.tab === "agents" ? s.agents.length : s.tab === "approvals" ? s.approvals.length : s.events.length;
-    if (key.downArrow || input === "j") return go({ selected: Math.min(s.selected + 1, Math.max(0, count - 1)) });
-    if (key.upArrow || input === "k") return go({ selected: Math.max(0, s.selected - 1) });
-    if (s.tab === "approvals" && input === "a") return void decide(true);
-    if (s.tab === "approvals" && input === "r") return void decide(false);
-  });
+  useInput((input, key) =>
+    onKey(input, key, st.current, { exit, go, switchTab, send, setStatus, loadTask, refresh, actOnTask, openMission, openTask, decide }),
+  );
 
+  return (
+    <Screen
+      label={source.label}
+      tab={tab}
+      drill={drill}
+      width={width}
+      selected={selected}
+      status={status}
+      data={{ missions, agents, approvals, events, tasks, task, frames, taskError, blocks, draft, busy }}
+    />
+  );
+}
+
+interface ScreenData {
+  missions: MissionItem[];
+  agents: AgentItem[];
+  approvals: ApprovalItem[];
+  events: EventItem[];
+  tasks: TaskItem[];
+  task: TaskDetail | undefined;
+  frames: Map<number, FrameItem>;
+  taskError: string | undefined;
+  blocks: ChatBlock[];
+  draft: string;
+  busy: boolean;
+}
+
+/** What the console shows: the tab bar, the current tab, and the footer with the keys that work there. */
+function Screen({ label, tab, drill, width, selected, status, data }: { label: string; tab: Tab; drill: Drill; width: number; selected: number; status: string; data: ScreenData }) {
+  const { missions, agents, approvals, events, tasks, task, frames, taskError, blocks, draft, busy } = data;
   const sortedFrames = [...frames.values()].sort((a, b) => a.id - b.id);
   return (
     <Box flexDirection="column">
       <Box>
         <Text bold>ep </Text>
-        <Text dimColor>{source.label}  </Text>
+        <Text dimColor>{label}  </Text>
         {TABS.map((t, i) => (
           <Text key={t} inverse={t === tab}>{` ${i + 1} ${t}${t === "approvals" && approvals.length ? ` (${approvals.length})` : ""} `}</Text>
         ))}
@@ -296,3 +210,146 @@ export function App({ source, initialTab = "missions", onFirstFrame }: AppProps)
   );
 }
 
+/** What the console does with the state it is in and one key (or a pasted chunk). */
+type KeyActions = {
+  exit(): void;
+  go(next: Partial<{ tab: Tab; drill: Drill; selected: number; draft: string }>): void;
+  switchTab(to: Tab): void;
+  send(text: string): Promise<void>;
+  setStatus(text: string): void;
+  loadTask(taskId: string, withFrames: boolean): Promise<void>;
+  refresh(): Promise<void>;
+  actOnTask(op: "cancel" | "retry"): Promise<void>;
+  openMission(mission: MissionItem): Promise<void>;
+  openTask(taskId: string, mission?: MissionItem): void;
+  decide(approve: boolean): Promise<void>;
+};
+
+type KeyState = { tab: Tab; drill: Drill; selected: number; draft: string; busy: boolean; missions: MissionItem[]; tasks: TaskItem[]; approvals: ApprovalItem[]; agents: AgentItem[]; events: EventItem[] };
+
+function onKey(input: string, key: Key, s: KeyState, act: KeyActions): void {
+  if (key.ctrl && input === "c") return act.exit();
+  if (s.tab === "console") {
+    if (key.escape || (key.tab && !s.draft)) return act.switchTab(key.shift ? "events" : "missions");
+    if (key.return) {
+      const text = s.draft.trim();
+      if (!text) return;
+      if (s.busy) return act.setStatus("wait for the reply; your line is kept");
+      act.go({ draft: "" });
+      return void act.send(text);
+    }
+    if (key.backspace || key.delete) return act.go({ draft: s.draft.slice(0, -1) });
+    // a pasted chunk may hold line breaks: the composer is one line
+    if (input && !key.ctrl && !key.meta) return act.go({ draft: s.draft + input.replace(/\r\n|\r|\n/g, " ") });
+    return;
+  }
+  if (input === "q") return act.exit();
+  const n = Number(input);
+  if (n >= 1 && n <= TABS.length) return act.switchTab(TABS[n - 1]);
+  if (key.tab || key.rightArrow || key.leftArrow) {
+    const dir = key.leftArrow || key.shift ? -1 : 1;
+    return act.switchTab(TABS[(TABS.indexOf(s.tab) + dir + TABS.length) % TABS.length]);
+  }
+  if (input === "g") {
+    if (s.drill.level === "task" && s.tab === "missions") void act.loadTask(s.drill.taskId, true);
+    return void act.refresh();
+  }
+  if (s.tab === "missions") {
+    if (key.escape || key.backspace) {
+      if (s.drill.level === "task" && s.drill.mission) return act.go({ drill: { level: "tasks", mission: s.drill.mission }, selected: 0 });
+      return act.go({ drill: { level: "missions" }, selected: 0 });
+    }
+    if (s.drill.level === "task") {
+      if (input === "c") return void act.actOnTask("cancel");
+      if (input === "r") return void act.actOnTask("retry");
+      return;
+    }
+    if (key.return) {
+      if (s.drill.level === "missions" && s.missions[s.selected]) return void act.openMission(s.missions[s.selected]);
+      if (s.drill.level === "tasks" && s.tasks[s.selected]) return act.openTask(s.tasks[s.selected].id, s.drill.mission);
+      return;
+    }
+  }
+  const count = s.tab === "missions" ? (s.drill.level === "tasks" ? s.tasks.length : s.missions.length) : s.tab === "agents" ? s.agents.length : s.tab === "approvals" ? s.approvals.length : s.events.length;
+  if (key.downArrow || input === "j") return act.go({ selected: Math.min(s.selected + 1, Math.max(0, count - 1)) });
+  if (key.upArrow || input === "k") return act.go({ selected: Math.max(0, s.selected - 1) });
+  if (s.tab === "approvals" && input === "a") return void act.decide(true);
+  if (s.tab === "approvals" && input === "r") return void act.decide(false);
+}
+
+/** The tower's data the console shows, kept current from the event stream (a burst of events is one refresh). */
+function useTowerData(source: TuiDataSource, drillOf: () => Drill) {
+  const [missions, setMissions] = useState<MissionItem[]>([]);
+  const [agents, setAgents] = useState<AgentItem[]>([]);
+  const [approvals, setApprovals] = useState<ApprovalItem[]>([]);
+  const [events, setEvents] = useState<EventItem[]>([]);
+  const [tasks, setTasks] = useState<TaskItem[]>([]);
+  const [task, setTask] = useState<TaskDetail>();
+  const [frames, setFrames] = useState<Map<number, FrameItem>>(new Map());
+  const [taskError, setTaskError] = useState<string>();
+  const [status, setStatus] = useState("loading…");
+  const refreshTimer = useRef<NodeJS.Timeout | undefined>(undefined);
+
+
+  const refresh = useCallback(async () => {
+    try {
+      const d = drillOf();
+      const [m, a, p, t] = await Promise.all([source.missions(), source.agents(), source.approvals(), d.level === "tasks" ? source.tasks(d.mission.id) : undefined]);
+      setMissions(m);
+      setAgents(a);
+      setApprovals(p);
+      if (t) setTasks(t);
+      setStatus(`updated ${new Date().toLocaleTimeString([], { hour12: false })}`);
+    } catch (err) {
+      setStatus(`error: ${(err as Error).message}`);
+    }
+  }, [source]);
+
+  const loadTask = useCallback(
+    async (taskId: string, withFrames: boolean) => {
+      try {
+        const [t, f] = await Promise.all([source.task(taskId), withFrames ? source.frames(taskId) : undefined]);
+        const d = drillOf();
+        if (d.level !== "task" || d.taskId !== taskId) return;
+        setTask(t);
+        setTaskError(undefined);
+        if (f) setFrames((old) => new Map([...f.map((x) => [x.id, x] as const), ...old]));
+      } catch (err) {
+        setTaskError((err as Error).message);
+      }
+    },
+    [source],
+  );
+
+  useEffect(() => {
+    void refresh();
+    const stop = source.subscribe(
+      (e) => {
+        setEvents((prev) => [...prev.slice(-(MAX_EVENTS - 1)), e]);
+        const d = drillOf();
+        if (d.level === "task" && e.taskId === d.taskId) {
+          if (e.frame) {
+            const f = e.frame;
+            setFrames((old) => new Map(old).set(f.id, f));
+            return;
+          }
+          void loadTask(d.taskId, false);
+        }
+        if (e.type === "progress") return;
+        // live updates: one refresh for a burst of events
+        if (!refreshTimer.current) {
+          refreshTimer.current = setTimeout(() => {
+            refreshTimer.current = undefined;
+            void refresh();
+          }, 150);
+        }
+      },
+      (err) => setStatus(`stream: ${err.message}; reconnecting`),
+    );
+    return () => {
+      stop();
+      if (refreshTimer.current) clearTimeout(refreshTimer.current);
+    };
+  }, [source, refresh, loadTask]);
+  return { missions, agents, approvals, events, tasks, setTasks, task, setTask, frames, setFrames, taskError, status, setStatus, refresh, loadTask };
+}
