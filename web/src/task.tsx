@@ -3,7 +3,7 @@
 // runs arrives); the transcript is the task's progress frames, replayed from the tower when the
 // page opens and then appended live from the console's event feed, deduplicated by event id.
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
-import type { Task } from "@gen/ep/tower/v1/resources_pb.js";
+import type { Agent, Task } from "@gen/ep/tower/v1/resources_pb.js";
 import { api, describeError } from "./api.js";
 import type { Dashboard } from "./dashboard.js";
 import type { StreamEvent } from "./live-stream.js";
@@ -72,20 +72,11 @@ function useTranscript(taskId: string, subscribe: Dashboard["subscribe"]): { fra
   return { frames: sorted, error };
 }
 
-export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: string; dashboard: Dashboard; canOperate: boolean; navigate(to: string): void }) {
-  const { subscribe } = dashboard;
+/** The task and its runs, reloaded when their own events arrive (a burst is one load). */
+function useTask(taskId: string, subscribe: Dashboard["subscribe"]) {
   const [task, setTask] = useState<Task>();
   const [runs, setRuns] = useState<Task[]>([]);
   const [error, setError] = useState<string>();
-  const [busy, setBusy] = useState<string>();
-  const [note, setNote] = useState<{ ok: boolean; text: string }>();
-  const [terminal, setTerminal] = useState(false);
-  const now = useNow(5_000);
-  const { frames, error: transcriptError } = useTranscript(taskId, subscribe);
-  const { agents, nodes, missions, domains } = dashboard.data;
-  const agentOf = useMemo(() => new Map(agents.map((a) => [a.id, a])), [agents]);
-  const nodeName = useMemo(() => new Map(nodes.map((n) => [n.id, n.hostname])), [nodes]);
-
   const load = useCallback(async () => {
     try {
       const res = await api.work.getTask({ taskId });
@@ -113,6 +104,20 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
       window.clearTimeout(timer);
     };
   }, [taskId, subscribe, load]);
+  return { task, setTask, runs, error };
+}
+
+export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: string; dashboard: Dashboard; canOperate: boolean; navigate(to: string): void }) {
+  const { subscribe } = dashboard;
+  const { task, setTask, runs, error } = useTask(taskId, subscribe);
+  const [busy, setBusy] = useState<string>();
+  const [note, setNote] = useState<{ ok: boolean; text: string }>();
+  const [terminal, setTerminal] = useState(false);
+  const now = useNow(5_000);
+  const { frames, error: transcriptError } = useTranscript(taskId, subscribe);
+  const { agents, nodes, missions, domains } = dashboard.data;
+  const agentOf = useMemo(() => new Map(agents.map((a) => [a.id, a])), [agents]);
+  const nodeName = useMemo(() => new Map(nodes.map((n) => [n.id, n.hostname])), [nodes]);
 
   const act = async (op: "cancel" | "retry") => {
     setBusy(op);
@@ -134,24 +139,12 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
     navigate(to);
   };
 
-  if (!task) {
-    return (
-      <section className="tab-panel task-page" aria-label="Task">
-        {error ? <ErrorNote error={`Task ${taskId}: ${error}`} /> : <p className="muted">Loading task…</p>}
-        <p>
-          <a href="/ui/missions" onClick={link("/ui/missions")}>
-            Back to missions
-          </a>
-        </p>
-      </section>
-    );
-  }
+  if (!task) return <TaskMissing taskId={taskId} error={error} link={link} />;
 
   const mission = missions.find((m) => m.id === task.missionId);
   const domain = domains.find((d) => d.id === task.domainId);
   const agentId = task.claimedBy || task.assigneeAgentId;
   const agent = agentOf.get(agentId);
-  const usage = task.result?.usage;
   const started = frames[0]?.at;
   const final = FINAL.has(task.status);
   const attachable = !!agent && !final && agent.state !== "dead";
@@ -200,87 +193,9 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
         </p>
       )}
       <ErrorNote error={error} />
-      <dl className="facts">
-        <div>
-          <dt>Agent</dt>
-          <dd title={agentId || undefined}>{agent ? agent.name || agent.id : agentId || (task.kind === "claimable" ? "not claimed yet" : "unassigned")}</dd>
-        </div>
-        <div>
-          <dt>Node</dt>
-          <dd>{agent ? nodeName.get(agent.nodeId) ?? agent.nodeId : "—"}</dd>
-        </div>
-        <div>
-          <dt>Runtime</dt>
-          <dd title={task.runtime || undefined}>{task.runtime ? runtimeLabel(task.runtime) : agent ? runtimeLabel(agent.runtime) : "any"}</dd>
-        </div>
-        <div>
-          <dt>Attempts</dt>
-          <dd>{task.kind === "claimable" ? `${task.attempts} of ${task.maxAttempts}` : "—"}</dd>
-        </div>
-        <div>
-          <dt>Created</dt>
-          <dd>
-            <Ago iso={task.createdAt} now={now} />
-          </dd>
-        </div>
-        <div>
-          <dt>{final ? "Ended" : "Updated"}</dt>
-          <dd>
-            <Ago iso={task.updatedAt} now={now} />
-            {final && started && <span className="muted"> · ran {duration(Date.parse(task.updatedAt) - Date.parse(started))}</span>}
-          </dd>
-        </div>
-        {usage && (
-          <div className="fact-wide">
-            <dt>Usage</dt>
-            <dd className="task-usage">
-              {Number(usage.inputTokens).toLocaleString("en-US")} tokens in ({Number(usage.cachedInputTokens).toLocaleString("en-US")} cached), {Number(usage.outputTokens).toLocaleString("en-US")} out
-              {usage.costUsd > 0 && ` · ${usd(usage.costUsd)}`}
-              {usage.model && <span className="muted"> · {usage.model}</span>}
-            </dd>
-          </div>
-        )}
-        <div className="fact-wide">
-          <dt>Id</dt>
-          <dd>
-            <code>{task.id}</code> <CopyId id={task.id} />
-          </dd>
-        </div>
-      </dl>
+      <TaskFacts task={task} agent={agent} agentId={agentId} nodeName={nodeName} now={now} final={final} started={started} />
       {terminal && agent && <TerminalPanel key={agent.id} agentId={agent.id} label={agent.name || agent.id} onClose={() => setTerminal(false)} />}
-      {runs.length > 0 && (
-        <section aria-labelledby="runs-heading">
-          <h3 id="runs-heading">Runs ({runs.length})</h3>
-          <div className="table-scroll" tabIndex={0} role="region" aria-label="Runs">
-            <table className="tasks">
-              <thead>
-                <tr>
-                  <th scope="col">Agent</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Updated</th>
-                </tr>
-              </thead>
-              <tbody>
-                {runs.map((r) => (
-                  <tr key={r.id} data-task-id={r.id}>
-                    <td>
-                      <a href={`/ui/tasks/${r.id}`} onClick={link(`/ui/tasks/${r.id}`)} title={r.id}>
-                        {agentOf.get(r.assigneeAgentId)?.name || r.assigneeAgentId}
-                      </a>
-                    </td>
-                    <td>
-                      <StatusBadge status={r.status} />
-                    </td>
-                    <td>
-                      <Ago iso={r.updatedAt} now={now} />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        </section>
-      )}
+      {runs.length > 0 && <RunsTable runs={runs} agentOf={agentOf} now={now} link={link} />}
       <section aria-labelledby="progress-heading">
         <h3 id="progress-heading">
           Progress <span className="muted small">{final ? `${frames.length} frames` : "live"}</span>
@@ -301,6 +216,111 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
         </section>
       )}
     </section>
+  );
+}
+
+/** The page while the task loads, or when it cannot be read. */
+function TaskMissing({ taskId, error, link }: { taskId: string; error: string | undefined; link(to: string): (e: React.MouseEvent) => void }) {
+  return (
+    <section className="tab-panel task-page" aria-label="Task">
+      {error ? <ErrorNote error={`Task ${taskId}: ${error}`} /> : <p className="muted">Loading task…</p>}
+      <p>
+        <a href="/ui/missions" onClick={link("/ui/missions")}>
+          Back to missions
+        </a>
+      </p>
+    </section>
+  );
+}
+
+/** Who runs the task, where, with what, how long, and what it cost. */
+function TaskFacts({ task, agent, agentId, nodeName, now, final, started }: { task: Task; agent: Agent | undefined; agentId: string; nodeName: Map<string, string>; now: number; final: boolean; started: string | undefined }) {
+  const usage = task.result?.usage;
+  return (
+  <dl className="facts">
+    <div>
+      <dt>Agent</dt>
+      <dd title={agentId || undefined}>{agent ? agent.name || agent.id : agentId || (task.kind === "claimable" ? "not claimed yet" : "unassigned")}</dd>
+    </div>
+    <div>
+      <dt>Node</dt>
+      <dd>{agent ? nodeName.get(agent.nodeId) ?? agent.nodeId : "—"}</dd>
+    </div>
+    <div>
+      <dt>Runtime</dt>
+      <dd title={task.runtime || undefined}>{task.runtime ? runtimeLabel(task.runtime) : agent ? runtimeLabel(agent.runtime) : "any"}</dd>
+    </div>
+    <div>
+      <dt>Attempts</dt>
+      <dd>{task.kind === "claimable" ? `${task.attempts} of ${task.maxAttempts}` : "—"}</dd>
+    </div>
+    <div>
+      <dt>Created</dt>
+      <dd>
+        <Ago iso={task.createdAt} now={now} />
+      </dd>
+    </div>
+    <div>
+      <dt>{final ? "Ended" : "Updated"}</dt>
+      <dd>
+        <Ago iso={task.updatedAt} now={now} />
+        {final && started && <span className="muted"> · ran {duration(Date.parse(task.updatedAt) - Date.parse(started))}</span>}
+      </dd>
+    </div>
+    {usage && (
+      <div className="fact-wide">
+        <dt>Usage</dt>
+        <dd className="task-usage">
+          {Number(usage.inputTokens).toLocaleString("en-US")} tokens in ({Number(usage.cachedInputTokens).toLocaleString("en-US")} cached), {Number(usage.outputTokens).toLocaleString("en-US")} out
+          {usage.costUsd > 0 && ` · ${usd(usage.costUsd)}`}
+          {usage.model && <span className="muted"> · {usage.model}</span>}
+        </dd>
+      </div>
+    )}
+    <div className="fact-wide">
+      <dt>Id</dt>
+      <dd>
+        <code>{task.id}</code> <CopyId id={task.id} />
+      </dd>
+    </div>
+  </dl>
+  );
+}
+
+/** A broadcast task's runs, one per agent. */
+function RunsTable({ runs, agentOf, now, link }: { runs: Task[]; agentOf: Map<string, Agent>; now: number; link(to: string): (e: React.MouseEvent) => void }) {
+  return (
+  <section aria-labelledby="runs-heading">
+    <h3 id="runs-heading">Runs ({runs.length})</h3>
+    <div className="table-scroll" tabIndex={0} role="region" aria-label="Runs">
+      <table className="tasks">
+        <thead>
+          <tr>
+            <th scope="col">Agent</th>
+            <th scope="col">State</th>
+            <th scope="col">Updated</th>
+          </tr>
+        </thead>
+        <tbody>
+          {runs.map((r) => (
+            <tr key={r.id} data-task-id={r.id}>
+              <td>
+                <a href={`/ui/tasks/${r.id}`} onClick={link(`/ui/tasks/${r.id}`)} title={r.id}>
+                  {agentOf.get(r.assigneeAgentId)?.name || r.assigneeAgentId}
+                </a>
+              </td>
+              <td>
+                <StatusBadge status={r.status} />
+              </td>
+              <td>
+                <Ago iso={r.updatedAt} now={now} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  </section>
   );
 }
 
