@@ -130,63 +130,70 @@ export function MissionsView({ dashboard, navigate, canOperate }: { dashboard: D
             {list.length === 0 ? (
               <p className="muted small">No tasks.</p>
             ) : (
-              <div className="table-scroll" tabIndex={0} role="region" aria-label={`Tasks of ${m.title}`}>
-                <table className="tasks">
-                  <thead>
-                    <tr>
-                      <th scope="col">Task</th>
-                      <th scope="col">State</th>
-                      <th scope="col" className="col-opt">Kind</th>
-                      <th scope="col" className="col-opt">Priority</th>
-                      <th scope="col" className="col-opt">Attempts</th>
-                      <th scope="col" className="col-opt">Agent</th>
-                      <th scope="col" className="col-opt">Cost</th>
-                      <th scope="col">Updated</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {list.map((t) => (
-                      <tr key={t.id} data-task-id={t.id}>
-                        <td>
-                          <a
-                            className="task-title"
-                            href={`/ui/tasks/${t.id}`}
-                            onClick={(e) => {
-                              if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey) return;
-                              e.preventDefault();
-                              navigate(`/ui/tasks/${t.id}`);
-                            }}
-                          >
-                            {t.title}
-                          </a>
-                          {t.result?.error && <span className="error-text small"> — {t.result.error}</span>}
-                        </td>
-                        <td>
-                          <StatusBadge status={t.status} />
-                        </td>
-                        <td className="col-opt" title={t.kind === "claimable" ? `claim policy: ${t.claimPolicy || "first_claim"}` : undefined}>
-                          {t.kind === "claimable" ? "claimable" : "kanban"}
-                        </td>
-                        <td className="col-opt">{t.priority}</td>
-                        <td className="col-opt">{t.kind === "claimable" ? `${t.attempts}/${t.maxAttempts}` : "—"}</td>
-                        <td className="col-opt" title={t.claimedBy || t.assigneeAgentId || undefined}>
-                          {agentNames.get(t.claimedBy || t.assigneeAgentId) ?? (t.claimedBy || t.assigneeAgentId || "—")}
-                        </td>
-                        <td className="col-opt" title={t.result?.usage ? `${tokens.format(Number(t.result.usage.inputTokens))} tokens in, ${tokens.format(Number(t.result.usage.outputTokens))} out${t.result.usage.model ? ` · ${t.result.usage.model}` : ""}` : undefined}>
-                          {t.result?.usage?.costUsd ? usd(t.result.usage.costUsd) : "—"}
-                        </td>
-                        <td>
-                          <Ago iso={t.updatedAt} now={now} />
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <MissionTasks title={m.title} list={list} agentNames={agentNames} now={now} navigate={navigate} />
             )}
           </article>
         );
       })}
     </section>
+  );
+}
+
+/** One mission's tasks: state, kind, attempts, agent, cost; the title opens the task page. */
+function MissionTasks({ title, list, agentNames, now, navigate }: { title: string; list: Task[]; agentNames: Map<string, string>; now: number; navigate(to: string): void }) {
+  return (
+    <div className="table-scroll" tabIndex={0} role="region" aria-label={`Tasks of ${title}`}>
+      <table className="tasks">
+        <thead>
+          <tr>
+            <th scope="col">Task</th>
+            <th scope="col">State</th>
+            <th scope="col" className="col-opt">Kind</th>
+            <th scope="col" className="col-opt">Priority</th>
+            <th scope="col" className="col-opt">Attempts</th>
+            <th scope="col" className="col-opt">Agent</th>
+            <th scope="col" className="col-opt">Cost</th>
+            <th scope="col">Updated</th>
+          </tr>
+        </thead>
+        <tbody>
+          {list.map((t) => (
+            <tr key={t.id} data-task-id={t.id}>
+              <td>
+                <a
+                  className="task-title"
+                  href={`/ui/tasks/${t.id}`}
+                  onClick={(e) => {
+                    if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey) return;
+                    e.preventDefault();
+                    navigate(`/ui/tasks/${t.id}`);
+                  }}
+                >
+                  {t.title}
+                </a>
+                {t.result?.error && <span className="error-text small"> — {t.result.error}</span>}
+              </td>
+              <td>
+                <StatusBadge status={t.status} />
+              </td>
+              <td className="col-opt" title={t.kind === "claimable" ? `claim policy: ${t.claimPolicy || "first_claim"}` : undefined}>
+                {t.kind === "claimable" ? "claimable" : "kanban"}
+              </td>
+              <td className="col-opt">{t.priority}</td>
+              <td className="col-opt">{t.kind === "claimable" ? `${t.attempts}/${t.maxAttempts}` : "—"}</td>
+              <td className="col-opt" title={t.claimedBy || t.assigneeAgentId || undefined}>
+                {agentNames.get(t.claimedBy || t.assigneeAgentId) ?? (t.claimedBy || t.assigneeAgentId || "—")}
+              </td>
+              <td className="col-opt" title={t.result?.usage ? `${tokens.format(Number(t.result.usage.inputTokens))} tokens in, ${tokens.format(Number(t.result.usage.outputTokens))} out${t.result.usage.model ? ` · ${t.result.usage.model}` : ""}` : undefined}>
+                {t.result?.usage?.costUsd ? usd(t.result.usage.costUsd) : "—"}
+              </td>
+              <td>
+                <Ago iso={t.updatedAt} now={now} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
