@@ -2,6 +2,7 @@
 // the task it is running, and the actions that apply to it: a terminal while its node is linked,
 // and for supervised agents restart, pause auto-restart and resume, forwarded to its node.
 import { useMemo, useState } from "react";
+import type { Agent } from "@gen/ep/tower/v1/resources_pb.js";
 import { api, describeError } from "./api.js";
 import type { Dashboard } from "./dashboard.js";
 import { TerminalPanel } from "./terminal/index.js";
@@ -104,29 +105,7 @@ export function AgentsView({ dashboard, canOperate, navigate }: { dashboard: Das
                     </td>
                     <td className="col-opt">{linked && state !== "dead" ? <span title="its node is connected now">connected</span> : <Ago iso={a.lastSeenAt} now={now} />}</td>
                     {canOperate && (
-                      <td>
-                        <div className="button-row" role="group" aria-label={`Actions for ${a.name || a.id}`}>
-                          {linked && state !== "dead" && (
-                            <button type="button" className="btn btn-small" onClick={() => setTerminal({ id: a.id, label: a.name || a.id })}>
-                              Terminal
-                            </button>
-                          )}
-                          {a.supervised &&
-                            OPS.filter(({ op }) => (op === "pause" ? a.state !== "paused" : op === "resume" ? a.state === "paused" : true)).map(({ op, label }) => (
-                              <button
-                                key={op}
-                                type="button"
-                                className="btn btn-small"
-                                disabled={busy !== undefined || !linked}
-                                title={linked ? undefined : "its node is not connected"}
-                                onClick={() => void supervise(a.id, op)}
-                              >
-                                {label}
-                              </button>
-                            ))}
-                        </div>
-                        {note && <div className={note.ok ? "muted small" : "error-text small"}>{note.text}</div>}
-                      </td>
+                      <AgentActions agent={a} linked={linked} state={state} busy={busy !== undefined} note={note} onTerminal={() => setTerminal({ id: a.id, label: a.name || a.id })} onSupervise={(op) => void supervise(a.id, op)} />
                     )}
                   </tr>
                 );
@@ -137,5 +116,35 @@ export function AgentsView({ dashboard, canOperate, navigate }: { dashboard: Das
       )}
       {terminal && <TerminalPanel key={terminal.id} agentId={terminal.id} label={terminal.label} onClose={() => setTerminal(undefined)} />}
     </section>
+  );
+}
+
+/** What an operator can do with an agent: a terminal while its node is linked; restart, pause and resume when supervised. */
+function AgentActions(props: { agent: Agent; linked: boolean; state: string; busy: boolean; note: { ok: boolean; text: string } | undefined; onTerminal(): void; onSupervise(op: string): void }) {
+  const { agent, linked, state, busy, note, onTerminal, onSupervise } = props;
+  return (
+    <td>
+      <div className="button-row" role="group" aria-label={`Actions for ${agent.name || agent.id}`}>
+        {linked && state !== "dead" && (
+          <button type="button" className="btn btn-small" onClick={onTerminal}>
+            Terminal
+          </button>
+        )}
+        {agent.supervised &&
+          OPS.filter(({ op }) => (op === "pause" ? agent.state !== "paused" : op === "resume" ? agent.state === "paused" : true)).map(({ op, label }) => (
+            <button
+              key={op}
+              type="button"
+              className="btn btn-small"
+              disabled={busy || !linked}
+              title={linked ? undefined : "its node is not connected"}
+              onClick={() => onSupervise(op)}
+            >
+              {label}
+            </button>
+          ))}
+      </div>
+      {note && <div className={note.ok ? "muted small" : "error-text small"}>{note.text}</div>}
+    </td>
   );
 }
