@@ -110,16 +110,7 @@ interface ShellProps {
 function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: ShellProps) {
   const dashboard = useDashboard(onUnauthenticated);
   // ids in view_specs read as names: what the console has loaded
-  const { domains, missions, tasks, agents, nodes } = dashboard.data;
-  const nameOf = useMemo(() => {
-    const m = new Map<string, string>();
-    for (const d of domains) m.set(d.id, d.name);
-    for (const x of missions) m.set(x.id, x.title);
-    for (const t of tasks) m.set(t.id, t.title);
-    for (const a of agents) if (a.name) m.set(a.id, a.name);
-    for (const n of nodes) m.set(n.id, n.hostname);
-    return (id: string) => m.get(id) || undefined;
-  }, [domains, missions, tasks, agents, nodes]);
+  const nameOf = useNames(dashboard);
   const [theme, toggleTheme] = useTheme();
   const [sessionId, setSessionId] = useState<string>();
   const composerRef = useRef<HTMLTextAreaElement>(null);
@@ -204,25 +195,7 @@ function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: She
       <StreamBanner dashboard={dashboard} />
       <NamesContext.Provider value={nameOf}>
       <main id="main" className={`main main-${tab}`} tabIndex={-1}>
-        {!knownPath(path) && (
-          <section className="not-found" aria-labelledby="not-found-title">
-            <h1 id="not-found-title">Page not found</h1>
-            <p className="muted">
-              The console has no page at <code>{path}</code>.
-            </p>
-            <p>
-              <a
-                href={`${BASE}/`}
-                onClick={(e) => {
-                  e.preventDefault();
-                  navigate(`${BASE}/`);
-                }}
-              >
-                Back to the console
-              </a>
-            </p>
-          </section>
-        )}
+        {!knownPath(path) && <NotFound path={path} navigate={navigate} />}
         {knownPath(path) && tab === "console" && <ChatView dashboard={dashboard} sessionId={sessionId} selectSession={setSessionId} onUnauthenticated={onUnauthenticated} composerRef={composerRef} />}
         {taskOf(path) && <TaskView key={taskOf(path)} taskId={taskOf(path)!} dashboard={dashboard} canOperate={canOperate} navigate={navigate} />}
         {knownPath(path) && !taskOf(path) && tab === "missions" && <MissionsView dashboard={dashboard} navigate={navigate} canOperate={canOperate} />}
@@ -231,6 +204,42 @@ function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: She
       </main>
       </NamesContext.Provider>
     </div>
+  );
+}
+
+/** Ids read as names: domains, missions, tasks, agents and nodes the console has loaded. */
+function useNames(dashboard: Dashboard): (id: string) => string | undefined {
+  const { domains, missions, tasks, agents, nodes } = dashboard.data;
+  return useMemo(() => {
+    const m = new Map<string, string>();
+    for (const d of domains) m.set(d.id, d.name);
+    for (const x of missions) m.set(x.id, x.title);
+    for (const t of tasks) m.set(t.id, t.title);
+    for (const a of agents) if (a.name) m.set(a.id, a.name);
+    for (const n of nodes) m.set(n.id, n.hostname);
+    return (id: string) => m.get(id) || undefined;
+  }, [domains, missions, tasks, agents, nodes]);
+}
+
+function NotFound({ path, navigate }: { path: string; navigate(to: string): void }) {
+  return (
+    <section className="not-found" aria-labelledby="not-found-title">
+      <h1 id="not-found-title">Page not found</h1>
+      <p className="muted">
+        The console has no page at <code>{path}</code>.
+      </p>
+      <p>
+        <a
+          href={`${BASE}/`}
+          onClick={(e) => {
+            e.preventDefault();
+            navigate(`${BASE}/`);
+          }}
+        >
+          Back to the console
+        </a>
+      </p>
+    </section>
   );
 }
 
