@@ -31,6 +31,7 @@ import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, FIXTURES, registerNode, stopChild } from "../tests/epd-harness.js";
 import { startTower, tempHome, waitFor } from "../tests/harness.js";
+import { pct, procCpuMs } from "./figures.js";
 
 const { values } = parseArgs({
   options: {
@@ -88,16 +89,6 @@ async function simulate(file: string): Promise<void> {
   });
   process.send!({ started: tokens.length });
 }
-
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return +s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))].toFixed(2);
-};
-
-const procCpuMs = (pid: number | "self") => {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
-};
 
 /** The one real epd (no process is spawned per task: the shell command does not exist) with `agents` agents in the domain. */
 async function startRealEpd(t: { url: string; adminToken: string }, home: string, domainId: string, agents: number) {

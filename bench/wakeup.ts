@@ -15,7 +15,7 @@
 // arrived while every agent was busy (`created_with_no_idle_agent`, counted from the tower's own
 // claimed/succeeded events); the figures mean what the target means only when that is ~0.
 import { spawn } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -24,6 +24,7 @@ import { jsonRpcCall } from "../daemon/mgmt/client.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, FIXTURES, registerNode, stopChild } from "../tests/epd-harness.js";
 import { startTower, tempHome, waitFor } from "../tests/harness.js";
+import { pct, procCpuMs } from "./figures.js";
 
 const { values } = parseArgs({
   options: {
@@ -42,15 +43,6 @@ const RATE = Number(values.rate);
 const AGENTS = Number(values.agents);
 const POLL = values["poll-ms"]!;
 const WARMUP = Number(values.warmup);
-
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return +s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))].toFixed(2);
-};
-const procCpuMs = (pid: number | "self") => {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
-};
 
 const home = tempHome("ep-bench-wakeup-");
 const t = await startTower({ home: home.dir, env: { EP_LEASE_MS: "60000" } });

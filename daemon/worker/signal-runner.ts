@@ -5,30 +5,14 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { randomBytes } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import type { Clock } from "../../common/clock.js";
 import { EpError } from "../../common/errors.js";
-import type { Logger } from "../../common/log.js";
-import type { TowerClients } from "../link/tower-client.js";
-import type { RuntimeRegistry } from "../runtimes/registry.js";
 import type { LocalAgentRecord } from "./agent-store.js";
 import { createFrameBatcher } from "./frame-batcher.js";
-import type { SessionTable } from "./sessions.js";
-import type { RunRedactor } from "../secrets/broker.js";
 import { OUTPUT_LIMIT } from "./task-run.js";
+import type { WorkerDeps } from "./worker-types.js";
 
-export interface SignalRunnerDeps {
-  tower: TowerClients;
-  runtimes: RuntimeRegistry;
-  sessions: SessionTable;
-  clock: Clock;
-  log: Logger;
-  home: string;
-  secretsSocket: string;
-  binDir: string;
-  baseEnv: Record<string, string>;
-  /** the secrets broker's redaction: fetched values become [redacted:NAME] in frames and results */
-  redactor?: (sessionId: string) => RunRedactor;
-}
+/** What the one-shot signal runs need: the worker's runtime, session, secrets and environment settings. */
+export type SignalRunnerDeps = Pick<WorkerDeps, "tower" | "runtimes" | "sessions" | "clock" | "log" | "home" | "secretsSocket" | "binDir" | "baseEnv" | "redactor">;
 
 export type SignalDelivery = "one_shot_run";
 
