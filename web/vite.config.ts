@@ -8,7 +8,7 @@ export default defineConfig({
   root: here("."),
   base: "/ui/",
   publicDir: here("./public"),
-  resolve: { alias: { "@gen": here("../gen") } },
+  resolve: { alias: { "@gen": here("../gen"), "@common": here("../common") } },
   oxc: { jsx: { runtime: "automatic" } },
   build: {
     outDir: here("../dist/web"),

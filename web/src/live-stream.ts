@@ -3,6 +3,7 @@
 // event id seen (`?last_event_id=`, since a new EventSource cannot set Last-Event-ID itself),
 // so every event arrives exactly once. The browser's own auto-retry is not used: it neither
 // backs off nor reports the outage, and the console shows a banner while the feed is down.
+import { backoffDelay as commonBackoffDelay } from "@common/backoff.js";
 
 /** One SSE chunk, snake_case as the tower sends it. */
 export interface StreamEvent {
@@ -32,9 +33,9 @@ export interface StreamState {
 export const BACKOFF_START_MS = 1_000;
 export const BACKOFF_MAX_MS = 30_000;
 
-/** The delay before reconnect attempt `failures` (1-based): 1 s, 2 s, 4 s, … capped at 30 s. */
+/** The delay before reconnect attempt `failures` (1-based): 1 s, 2 s, 4 s, … capped at 30 s (common/backoff.ts, exact). */
 export function backoffDelay(failures: number): number {
-  return Math.min(BACKOFF_MAX_MS, BACKOFF_START_MS * 2 ** Math.max(0, failures - 1));
+  return commonBackoffDelay(Math.max(0, failures - 1), { initialMs: BACKOFF_START_MS, maxMs: BACKOFF_MAX_MS, jitter: 0 });
 }
 
 interface EventSourceLike {
