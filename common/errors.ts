@@ -7,6 +7,7 @@ export type ErrorClass =
   | "unauthenticated"
   | "forbidden"
   | "not_found"
+  | "method_not_allowed"
   | "conflict"
   | "too_large"
   | "rate_limited"
@@ -25,6 +26,8 @@ export const ERROR_CLASSES: Record<ErrorClass, ClassMapping> = {
   unauthenticated: { http: 401, connect: Code.Unauthenticated, jsonRpc: -32001, exit: 3 },
   forbidden: { http: 403, connect: Code.PermissionDenied, jsonRpc: -32003, exit: 3 },
   not_found: { http: 404, connect: Code.NotFound, jsonRpc: -32004, exit: 4 },
+  // a known path asked with a method it does not serve (REST: 405 with Allow)
+  method_not_allowed: { http: 405, connect: Code.Unimplemented, jsonRpc: -32601, exit: 2 },
   // aborted is the Connect code whose HTTP mapping is 409, like the REST surface
   conflict: { http: 409, connect: Code.Aborted, jsonRpc: -32009, exit: 5 },
   too_large: { http: 413, connect: Code.ResourceExhausted, jsonRpc: -32013, exit: 2 },
@@ -54,6 +57,7 @@ export const ERROR_CATALOG = {
   token_not_found: ["not_found", "No such token."],
   secret_not_found: ["not_found", "No such secret."],
   route_not_found: ["not_found", "No such route."],
+  method_not_allowed: ["method_not_allowed", "The path does not serve this method; the Allow header lists those it does."],
   tool_not_found: ["not_found", "No such tool; list them with GET /mcp/tools."],
   conflict: ["conflict", "The resource is not in a state that allows this."],
   task_not_retryable: ["conflict", "Only failed or cancelled tasks can be retried."],
@@ -140,6 +144,7 @@ export function toEpError(err: unknown): EpError {
       unauthenticated: "unauthenticated",
       forbidden: "forbidden",
       not_found: "not_found",
+      method_not_allowed: "method_not_allowed",
       conflict: "conflict",
       too_large: "payload_too_large",
       rate_limited: "rate_limited",

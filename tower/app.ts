@@ -126,7 +126,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     // a WebSocket that cannot send headers may carry a ticket instead (attach, console)
     req.caller = await auth.authenticate(credentialOf(req));
   });
-  handleErrors(app, config.bodyLimit, log);
+  handleErrors(app, config.bodyLimit, log, routes);
   registerHealthRoutes(app, store);
   app.get("/.well-known/jwks.json", async () => auth.jwks());
   registerSessionRoutes(app, auth, clock, Boolean(config.tls));

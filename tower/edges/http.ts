@@ -74,7 +74,7 @@ export function collectRoutes(app: FastifyInstance): { method: string; url: stri
 }
 
 /** Errors in the caller's protocol; unknown routes as route_not_found. */
-export function handleErrors(app: FastifyInstance, bodyLimit: number, log: Logger): void {
+export function handleErrors(app: FastifyInstance, bodyLimit: number, log: Logger, routes: readonly { method: string; url: string }[]): void {
   app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
     let ep: EpError;
     if (err instanceof EpError) {
@@ -88,6 +88,11 @@ export function handleErrors(app: FastifyInstance, bodyLimit: number, log: Logge
     else {
       log.error("request failed", { method: req.method, url: req.url.split("?")[0], error: err.message, stack: err.stack });
       ep = new EpError("internal");
+    }
+    // RFC 6750: a refused credential names the scheme (and, when one was sent, that it was not valid)
+    if (ep.httpStatus === 401) {
+      const sent = Boolean(req.headers.authorization || req.headers.cookie || ep.code !== "unauthenticated");
+      void reply.header("www-authenticate", `Bearer realm="ep"${sent ? `, error="invalid_token"` : ""}`);
     }
     // a Connect or gRPC-Web call refused before its handler (credentials, body limits) gets
     // the error in its own protocol, so every generated client reads the code and message
@@ -111,8 +116,16 @@ export function handleErrors(app: FastifyInstance, bodyLimit: number, log: Logge
     void reply.code(ep.httpStatus).type("application/json").send(ep.toJSON());
   });
 
+  // a known path asked with another method: 405 with Allow (OPTIONS: 204 with Allow); else 404
   app.setNotFoundHandler((req, reply) => {
-    const ep = new EpError("route_not_found", `no route ${req.method} ${req.url.split("?")[0]}`);
+    const path = req.url.split("?", 1)[0];
+    const allow = allowedMethods(routes, path);
+    if (allow.length && req.method === "OPTIONS") return void reply.code(204).header("allow", [...allow, "OPTIONS"].join(", ")).send();
+    if (allow.length) {
+      const ep = new EpError("method_not_allowed", `${path} does not serve ${req.method}; it serves ${allow.join(", ")}`);
+      return void reply.code(405).header("allow", allow.join(", ")).send(ep.toJSON());
+    }
+    const ep = new EpError("route_not_found", `no route ${req.method} ${path}`);
     void reply.code(404).send(ep.toJSON());
   });
 }
@@ -151,4 +164,23 @@ export function registerSessionRoutes(app: FastifyInstance, auth: Auth, clock: C
     void reply.header("set-cookie", `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
     return { ok: true };
   });
+}
+
+/** The methods the app serves at a concrete path (route patterns: `:param` one segment, `*` the rest). */
+function allowedMethods(routes: readonly { method: string; url: string }[], path: string): string[] {
+  const p = path.length > 1 ? path.replace(/\/+$/, "") : path;
+  const methods = new Set<string>();
+  for (const r of routes) if (patternOf(r.url).test(p)) methods.add(r.method);
+  if (methods.has("GET")) methods.add("HEAD");
+  return [...methods].sort();
+}
+
+const patterns = new Map<string, RegExp>();
+function patternOf(url: string): RegExp {
+  let re = patterns.get(url);
+  if (!re) {
+    const body = url.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z_][A-Za-z0-9_]*/g, "[^/]+").replace(/\*/g, ".*");
+    patterns.set(url, (re = new RegExp(`^${body}$`)));
+  }
+  return re;
 }

@@ -37,14 +37,8 @@ export function registerRestRoutes(app: FastifyInstance, routes: RestRoute<DescM
         const params = { ...(request.params as Params) };
         const pathFields: Params = {};
         for (const [k, v] of Object.entries(params)) if (r.input.fields.some((f) => f.name === k)) pathFields[k] = v;
-        const query = request.query as Record<string, string>;
-        const fromQuery: Record<string, unknown> = {};
-        for (const q of r.query ?? []) {
-          if (query[q] === undefined) continue;
-          const field = r.input.fields.find((f) => f.name === q);
-          fromQuery[q] = field?.fieldKind === "scalar" && field.scalar !== 9 /* string */ ? Number(query[q]) : query[q];
-        }
-        const body = r.method === "GET" || r.method === "DELETE" ? fromQuery : { ...fromQuery, ...(request.body as object | undefined) };
+        const fromQuery = queryFields(r, request.query as Record<string, string | string[]>);
+        const body = r.method === "GET" || r.method === "DELETE" ? fromQuery : { ...fromQuery, ...bodyObject(request) };
         const req = decodeRequest(r.input, { ...r.fixed, ...body }, pathFields);
         await r.guard?.(request.caller!, params);
         const res = await r.call(request.caller!, req);
@@ -53,6 +47,37 @@ export function registerRestRoutes(app: FastifyInstance, routes: RestRoute<DescM
       },
     });
   }
+}
+
+/**
+ * The route's query parameters as request fields: an unknown one is an error naming it (a typo
+ * must not widen a list), a number must be an integer, a parameter given twice is refused.
+ */
+function queryFields(r: RestRoute<DescMessage, DescMessage>, query: Record<string, string | string[]>): Record<string, unknown> {
+  const allowed = r.query ?? [];
+  const out: Record<string, unknown> = {};
+  for (const [name, raw] of Object.entries(query)) {
+    if (!allowed.includes(name)) {
+      throw new EpError("invalid_argument", `unknown query parameter "${name}"; ${r.method} ${r.url} takes ${allowed.length ? allowed.join(", ") : "none"}`, { field: name });
+    }
+    if (Array.isArray(raw)) throw new EpError("invalid_argument", `query parameter "${name}" is given ${raw.length} times; give it once`, { field: name });
+    const field = r.input.fields.find((f) => f.name === name);
+    if (field?.fieldKind === "scalar" && field.scalar !== 9 /* string */) {
+      if (!/^-?\d+$/.test(raw)) throw new EpError("invalid_argument", `query parameter "${name}" must be an integer (got ${JSON.stringify(raw)})`, { field: name });
+      out[name] = Number(raw);
+    } else out[name] = raw;
+  }
+  return out;
+}
+
+/** The JSON body of a POST/PATCH/PUT: absent, or an object; an array, null, a string or another media type is an error. */
+function bodyObject(request: FastifyRequest): object | undefined {
+  const body = request.body;
+  if (body === undefined) return undefined;
+  if (body !== null && typeof body === "object" && !Array.isArray(body)) return body;
+  const type = String(request.headers["content-type"] ?? "").split(";")[0].trim();
+  const got = typeof body === "string" ? `a ${type || "text"} body` : body === null ? "null" : Array.isArray(body) ? "an array" : `a JSON ${typeof body}`;
+  throw new EpError("invalid_argument", `the body must be a JSON object sent as Content-Type: application/json (got ${got})`, { field: "body" });
 }
 
 export function workRoutes(work: WorkService): RestRoute<DescMessage, DescMessage>[] {
