@@ -201,4 +201,31 @@ describe("MCP Streamable HTTP at /mcp", () => {
   it("refuses a client without a valid token", async () => {
     await expect(connect("ept_not_a_token")).rejects.toThrow(/401|unauth/i);
   });
+
+  it("answers malformed JSON with JSON-RPC -32700 and wrongly typed tools/call params with -32602", async () => {
+    const post = (body: string) =>
+      fetch(`${t.url}/mcp`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${t.adminToken}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body,
+      });
+    const parse = await post('{"jsonrpc":"2.0","id":1,');
+    expect(parse.status).toBe(400);
+    const pe = (await parse.json()) as { jsonrpc: string; id: unknown; error: { code: number; message: string } };
+    expect(pe).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32700 } });
+    expect(pe.error.message).toContain("not valid JSON");
+
+    for (const [params, says] of [
+      [{ name: 5 }, "params.name must be a tool name (a string), not 5"],
+      [{ name: "list_domains", arguments: [] }, "params.arguments must be an object"],
+      [undefined, "params must be an object with name and arguments"],
+    ] as const) {
+      const res = await post(JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/call", ...(params ? { params } : {}) }));
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { id: unknown; error: { code: number; message: string } };
+      expect(body.id).toBe(7);
+      expect(body.error.code).toBe(-32602);
+      expect(body.error.message).toBe(`Invalid params: ${says}`);
+    }
+  });
 });

@@ -7,7 +7,7 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { EpError, toEpError } from "../../../common/errors.js";
 import { authorize, type Caller } from "../../domain/caller.js";
 import { TOOLS } from "../../domain/tools/catalog.js";
@@ -74,8 +74,12 @@ export function registerMcpRoutes(app: FastifyInstance, tools: ToolService): voi
     return server;
   }
 
-  const handleMcp = async (req: FastifyRequest, reply: import("fastify").FastifyReply) => {
+  const handleMcp = async (req: FastifyRequest, reply: FastifyReply) => {
     authorize(req.caller!, "read");
+    // a tools/call whose params have the wrong types is the client's error (-32602), said plainly,
+    // not the SDK's schema failure reported as an internal error
+    const bad = badToolCall(req.body);
+    if (bad) return reply.code(200).type("application/json").send(bad);
     const server = mcpServer(req.caller!, { agentId: header(req, "ep-agent-id"), domainId: header(req, "ep-domain-id") });
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     reply.hijack();
@@ -93,7 +97,36 @@ export function registerMcpRoutes(app: FastifyInstance, tools: ToolService): voi
       }
     }
   };
-  app.post("/mcp", handleMcp);
+  // a body that is not JSON is a JSON-RPC parse error (-32700), not the REST error shape
+  app.post("/mcp", { errorHandler: mcpParseError }, handleMcp);
   app.get("/mcp", handleMcp);
   app.delete("/mcp", handleMcp);
+}
+
+/** JSON-RPC's answer to a body that does not parse; any other error goes to the tower's handler. */
+function mcpParseError(err: Error & { code?: string }, req: FastifyRequest, reply: FastifyReply): void {
+  if (err.code === "FST_ERR_CTP_INVALID_JSON_BODY" || err instanceof SyntaxError || err.code === "FST_ERR_CTP_EMPTY_JSON_BODY") {
+    void reply.code(400).type("application/json").send({ jsonrpc: "2.0", id: null, error: { code: -32700, message: `Parse error: the body is not valid JSON (${err.message})` } });
+    return;
+  }
+  throw err;
+}
+
+/** The JSON-RPC error for a tools/call whose name or arguments have the wrong type, else undefined. */
+export function badToolCall(body: unknown): object | undefined {
+  if (!body || typeof body !== "object" || Array.isArray(body)) return undefined;
+  const msg = body as { jsonrpc?: unknown; id?: unknown; method?: unknown; params?: unknown };
+  if (msg.method !== "tools/call") return undefined;
+  const params = msg.params as { name?: unknown; arguments?: unknown } | undefined;
+  const problem =
+    !params || typeof params !== "object" || Array.isArray(params)
+      ? "params must be an object with name and arguments"
+      : typeof params.name !== "string" || !params.name
+        ? `params.name must be a tool name (a string), not ${JSON.stringify(params.name ?? null)}`
+        : params.arguments !== undefined && (params.arguments === null || typeof params.arguments !== "object" || Array.isArray(params.arguments))
+          ? "params.arguments must be an object"
+          : undefined;
+  if (!problem) return undefined;
+  const id = typeof msg.id === "string" || typeof msg.id === "number" ? msg.id : null;
+  return { jsonrpc: "2.0", id, error: { code: -32602, message: `Invalid params: ${problem}` } };
 }
