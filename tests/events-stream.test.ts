@@ -175,6 +175,29 @@ describe("GET /events/stream with the eventsource package", () => {
     }
     const unauth = await fetch(`${t.url}/events/stream`);
     expect(unauth.status).toBe(401);
+
+    // a resume point past the newest event is refused, saying where the log ends (it used to wait silently)
+    const head = await t.tower.deps.store.lastEventId();
+    const past = await fetch(`${t.url}/events/stream`, { headers: { ...auth, "last-event-id": String(head + 1000) } });
+    expect(past.status).toBe(400);
+    const pastBody = await past.json();
+    expect(pastBody.error.message).toBe(`last event id ${head + 1000} is past the newest event (${head}); resume from ${head} or omit it to start at the head`);
+    expect(pastBody.error.details).toMatchObject({ field: "last_event_id", last_event_id: head });
+    const wsStatus = await new Promise<number>((resolve) => {
+      const ws = new WebSocket(`${t.url.replace("http", "ws")}/events/ws?last_event_id=${head + 1000}`, { headers: auth });
+      ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+      ws.on("open", () => (resolve(101), ws.close()));
+      ws.on("error", () => undefined);
+    });
+    expect(wsStatus).toBe(400);
+    // the newest id itself is a fine resume point
+    const atHead = await fetch(`${t.url}/events/stream?last_event_id=${head}`, { headers: auth, signal: AbortSignal.timeout(2000) }).catch(() => undefined);
+    expect(atHead?.status).toBe(200);
+    void atHead?.body?.cancel();
+    // an id no tower can hold says so rather than "not an integer"
+    const huge = await fetch(`${t.url}/events/stream`, { headers: { ...auth, "last-event-id": "9007199254740993" } });
+    expect(huge.status).toBe(400);
+    expect((await huge.json()).error.message).toContain("is larger than any event id this tower can hold");
   });
 
   it("cuts off a slow reader with a final error event while another reader continues", async () => {

@@ -73,6 +73,7 @@ export class Upstream {
       });
       res.on("end", () => {
         this.markDown(res.statusCode ?? 0, body.slice(0, 500));
+        this.resumeFromTowerHead(body);
         retry();
       });
       res.on("error", () => retry());
@@ -84,6 +85,22 @@ export class Upstream {
     res.on("end", retry);
     res.on("close", retry);
     res.on("error", retry);
+  }
+
+  /**
+   * The tower refuses a resume point past its newest event (its log was replaced): resume from
+   * where its log ends instead of asking again for ids that will never come.
+   */
+  private resumeFromTowerHead(body: string): void {
+    try {
+      const last = (JSON.parse(body) as { error?: { details?: { last_event_id?: unknown } } }).error?.details?.last_event_id;
+      if (typeof last === "number" && Number.isSafeInteger(last) && last < this.lastId) {
+        this.deps.log.warn("the tower's event log ends before our resume point; resuming from its newest event", { ours: this.lastId, tower: last });
+        this.lastId = last;
+      }
+    } catch {
+      // not EP's JSON error (a proxy's page): nothing to learn from it
+    }
   }
 
   private markDown(status: number, detail: string): void {

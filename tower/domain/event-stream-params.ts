@@ -24,7 +24,8 @@ const ID_RE = /^\d{1,16}$/;
 /** Parses an event id sent by a client (Last-Event-ID header or last_event_id parameter). */
 export function parseEventId(raw: string, field: string): number {
   const s = raw.trim();
-  if (!ID_RE.test(s) || !Number.isSafeInteger(Number(s))) throw invalidField(field, `must be a non-negative integer event id (got ${JSON.stringify(raw.slice(0, 40))})`);
+  if (!ID_RE.test(s)) throw invalidField(field, `must be a non-negative integer event id (got ${JSON.stringify(raw.slice(0, 40))})`);
+  if (!Number.isSafeInteger(Number(s))) throw invalidField(field, `is larger than any event id this tower can hold (at most ${Number.MAX_SAFE_INTEGER}; got ${s.slice(0, 40)})`);
   return Number(s);
 }
 

@@ -101,6 +101,12 @@ export function createEventStream(
       const problem = await credentialProblem(caller);
       if (problem) throw refusal(problem);
       await ready;
+      // a resume point past the newest event would wait silently for ids that may never come:
+      // refuse it, saying where the log ends (the store decides: another replica may be ahead)
+      if (req.afterId !== undefined && req.afterId > feed.head) {
+        const last = await store.lastEventId();
+        if (req.afterId > last) throw new EpError("invalid_argument", `last event id ${req.afterId} is past the newest event (${last}); resume from ${last} or omit it to start at the head`, { field: "last_event_id", last_event_id: last });
+      }
       const { bucket, info } = limiter.take(callerKey(caller));
       return { caller, query, afterId: req.afterId ?? feed.head, bucket, rateLimit: info };
     },
