@@ -69,6 +69,25 @@ describe("serveUnixSocket", () => {
     expect((await post(Buffer.alloc(0))).status).toBe(200);
   });
 
+  it("refuses a Connect JSON body with a field the method does not know, like the JSON-RPC face", async () => {
+    await serve();
+    const post = (body: string) =>
+      new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const req = http.request({ socketPath: path, method: "POST", path: "/ep.daemon.v1.DaemonService/Status", headers: { "content-type": "application/json" } }, (res) => {
+          let text = "";
+          res.on("data", (d) => (text += d));
+          res.on("end", () => resolve({ status: res.statusCode!, text }));
+        });
+        req.on("error", reject);
+        req.end(body);
+      });
+    const bad = await post('{"bogus": 1}');
+    expect(bad.status).toBe(400);
+    expect(JSON.parse(bad.text).code).toBe("invalid_argument");
+    expect(JSON.parse(bad.text).message).toContain("bogus");
+    expect((await post("{}")).status).toBe(200);
+  });
+
   it("creates the socket with mode 0600 by default, or the mode asked for", async () => {
     const server = await serve();
     expect(statSync(path).isSocket()).toBe(true);

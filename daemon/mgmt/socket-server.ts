@@ -69,6 +69,8 @@ export async function serveUnixSocket(opts: UnixSocketServerOptions): Promise<Un
       },
       interceptors: [epErrorInterceptor(log)],
       readMaxBytes: maxLineBytes,
+      // a field the method does not know is an error, as on the JSON-RPC face and the tower
+      jsonOptions: { ignoreUnknownFields: false },
     }),
   );
   httpServer.on("clientError", (err, socket) => {
