@@ -1,25 +1,50 @@
-// Errors Connect raises itself, before a request reaches EP's code, put in EP's terms: a body
-// that is not valid binary protobuf is `invalid_argument` (connect-es says `internal` and quotes
-// the parser), and a message over the size limit carries EP's `payload_too_large`. The answer
-// stays in the caller's protocol (Connect JSON error, or gRPC / gRPC-Web status headers).
+// An EP error in the caller's RPC protocol, written the same way wherever it is raised: in a
+// handler (connect-es writes it), before one (credentials, body limits, unknown methods: the
+// tower's error handler), or by connect-es itself (mended here). Every shape carries the status
+// code of the error's class and EP's typed ErrorDetail (ep.errors.v1):
+//   gRPC / gRPC-Web   trailers-only: grpc-status, grpc-message, grpc-status-details-bin
+//   Connect unary     the class's HTTP status and the Connect JSON error with "details"
+//   Connect streaming HTTP 200 and an end-of-stream message holding the error
 import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { Code } from "@connectrpc/connect";
+import { codeToHttpStatus, endStreamFlag, endStreamToJson, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { EpError } from "./errors.js";
 
-interface Mended {
-  connectCode: Code;
-  codeName: string;
-  httpStatus: number;
-  epCode: string;
-  message: string;
+export interface RpcErrorResponse {
+  status: number;
+  header: Headers;
+  body: Uint8Array;
 }
 
-function mend(code: string, message: string, h: UniversalHandler, bodyLimit: number): Mended | undefined {
-  if (code === "internal" && message.startsWith("parse binary")) {
-    return { connectCode: Code.InvalidArgument, codeName: "invalid_argument", httpStatus: 400, epCode: "invalid_argument", message: `the request body is not a valid binary ${h.method.input.typeName} message` };
+/** The error as the response a client of `contentType` (the request's) expects. */
+export function rpcErrorResponse(contentType: string, ep: EpError): RpcErrorResponse {
+  const ce = ep.toConnectError();
+  const type = contentType.toLowerCase();
+  if (type.startsWith("application/grpc")) {
+    const web = type.startsWith("application/grpc-web");
+    const header = new Headers({ "content-type": web ? (type.includes("text") ? "application/grpc-web-text+proto" : "application/grpc-web+proto") : type.split(";")[0] });
+    setTrailerStatus(header, ce);
+    return { status: 200, header, body: new Uint8Array(0) };
   }
-  if (code === "resource_exhausted" && /readMaxBytes|message size|larger than/i.test(message)) {
-    return { connectCode: Code.ResourceExhausted, codeName: "resource_exhausted", httpStatus: 429, epCode: "payload_too_large", message: `the body is larger than ${bodyLimit} bytes` };
+  if (type.startsWith("application/connect+")) {
+    const json = new TextEncoder().encode(JSON.stringify(endStreamToJson(new Headers(), ce, undefined)));
+    const body = new Uint8Array(5 + json.length);
+    body[0] = endStreamFlag;
+    new DataView(body.buffer).setUint32(1, json.length);
+    body.set(json, 5);
+    return { status: 200, header: new Headers({ "content-type": type.split(";")[0] }), body };
   }
+  return { status: codeToHttpStatus(ce.code), header: new Headers({ "content-type": "application/json" }), body: errorToJsonBytes(ce, {}) };
+}
+
+/**
+ * Errors connect-es raises itself, before EP's code runs, in EP's terms: a body that is not a
+ * valid binary message is `invalid_argument` (connect-es says `internal` and quotes the parser);
+ * a message over the size limit is `payload_too_large`.
+ */
+function mend(code: string, message: string, h: UniversalHandler, bodyLimit: number): EpError | undefined {
+  if (code === "internal" && message.startsWith("parse binary")) return new EpError("invalid_argument", `the request body is not a valid binary ${h.method.input.typeName} message`);
+  if (code === "resource_exhausted" && /readMaxBytes|message size|larger than/i.test(message)) return new EpError("payload_too_large", `the body is larger than ${bodyLimit} bytes`);
   return undefined;
 }
 
@@ -35,74 +60,47 @@ async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
 
 const GRPC_CODE_NAMES: Record<string, string> = { "8": "resource_exhausted", "13": "internal" };
 
-/** Mends gRPC(-Web) status headers or trailers in place; true when it changed something. */
-function mendGrpc(headers: Headers | undefined, h: UniversalHandler, bodyLimit: number): boolean {
-  const status = headers?.get("grpc-status");
-  if (!headers || !status || !GRPC_CODE_NAMES[status]) return false;
-  const m = mend(GRPC_CODE_NAMES[status], decodeURIComponent(headers.get("grpc-message") ?? ""), h, bodyLimit);
-  if (!m) return false;
-  headers.set("grpc-status", String(m.connectCode));
-  headers.set("grpc-message", encodeURIComponent(m.message));
-  headers.set("ep-error-code", m.epCode);
-  return true;
-}
-
-/**
- * gRPC-Web sends the status in a trailer frame at the end of the body (flag 0x80, then HTTP
- * header lines). Unary responses are short and complete, so the frame is mended in the bytes.
- */
-async function mendGrpcWebBody(res: UniversalServerResponse, h: UniversalHandler, bodyLimit: number): Promise<UniversalServerResponse> {
-  const bytes = await readAll(res.body);
-  let at = 0;
-  while (at + 5 <= bytes.length) {
-    const flags = bytes[at];
-    const len = bytes.readUInt32BE(at + 1);
-    if (flags & 0x80) {
-      const headers = new Headers();
-      for (const line of bytes.subarray(at + 5, at + 5 + len).toString("utf8").split("\r\n")) {
-        const i = line.indexOf(":");
-        if (i > 0) headers.set(line.slice(0, i).trim(), line.slice(i + 1).trim());
-      }
-      if (!mendGrpc(headers, h, bodyLimit)) break;
-      let lines = "";
-      headers.forEach((v, k) => (lines += `${k}: ${v}\r\n`));
-      const text = Buffer.from(lines);
-      const frame = Buffer.alloc(5);
-      frame[0] = flags;
-      frame.writeUInt32BE(text.length, 1);
-      return { ...res, body: once(Buffer.concat([bytes.subarray(0, at), frame, text])) };
-    }
-    at += 5 + len;
+/** What connect-es answered, when it is one of the failures mend() knows. */
+async function failureOf(res: UniversalServerResponse, h: UniversalHandler, bodyLimit: number): Promise<{ ep?: EpError; body?: Buffer }> {
+  for (const headers of [res.header, res.trailer]) {
+    const status = headers?.get("grpc-status");
+    if (status && GRPC_CODE_NAMES[status]) return { ep: mend(GRPC_CODE_NAMES[status], decodeURIComponent(headers?.get("grpc-message") ?? ""), h, bodyLimit) };
   }
-  return { ...res, body: once(bytes) };
-}
-
-async function mendResponse(res: UniversalServerResponse, h: UniversalHandler, bodyLimit: number): Promise<UniversalServerResponse> {
-  if (mendGrpc(res.header, h, bodyLimit) || mendGrpc(res.trailer, h, bodyLimit)) return res;
   const type = res.header?.get("content-type") ?? "";
-  if (type.startsWith("application/grpc-web") && h.method.methodKind === "unary") return mendGrpcWebBody(res, h, bodyLimit);
-  if (res.status < 400 || !type.startsWith("application/json") || res.header?.has("ep-error-code")) return res;
-  const bytes = await readAll(res.body);
-  let err: { code?: unknown; message?: unknown } | undefined;
+  if (type.startsWith("application/grpc-web") && h.method.methodKind === "unary") {
+    // gRPC-Web sends the status in a trailer frame at the end of the body (flag 0x80, then
+    // header lines); a unary response is short and complete, so it is read whole
+    const body = await readAll(res.body);
+    const text = body.toString("latin1");
+    const status = /grpc-status:\s*(\d+)/i.exec(text)?.[1];
+    const message = /grpc-message:\s*([^\r\n]*)/i.exec(text)?.[1] ?? "";
+    return { ep: status && GRPC_CODE_NAMES[status] ? mend(GRPC_CODE_NAMES[status], decodeURIComponent(message), h, bodyLimit) : undefined, body };
+  }
+  if (res.status < 400 || !type.startsWith("application/json")) return {};
+  const body = await readAll(res.body);
   try {
-    err = JSON.parse(bytes.toString("utf8"));
+    const err = JSON.parse(body.toString("utf8")) as { code?: unknown; message?: unknown };
+    if (typeof err.code === "string") return { ep: mend(err.code, String(err.message ?? ""), h, bodyLimit), body };
   } catch {
     // not a Connect error body: as it was
   }
-  const m = err && typeof err.code === "string" ? mend(err.code, String(err.message ?? ""), h, bodyLimit) : undefined;
-  if (!m) return { ...res, body: once(bytes) };
-  const body = Buffer.from(JSON.stringify({ code: m.codeName, message: m.message }));
-  const header = new Headers(res.header);
-  header.set("content-length", String(body.length));
-  header.set("ep-error-code", m.epCode);
-  return { ...res, status: m.httpStatus, header, body: once(body) };
+  return { body };
+}
+
+async function mendResponse(req: UniversalServerRequest, res: UniversalServerResponse, h: UniversalHandler, bodyLimit: number): Promise<UniversalServerResponse> {
+  const { ep, body } = await failureOf(res, h, bodyLimit);
+  if (ep) {
+    const e = rpcErrorResponse(req.header.get("content-type") ?? "", ep);
+    return { status: e.status, header: e.header, body: once(e.body) };
+  }
+  return body ? { ...res, body: once(body) } : res;
 }
 
 /** Wraps every handler of a Connect router (in place) so Connect's own failures leave in EP's terms. */
 export function mendProtocolErrors(handlers: UniversalHandler[], bodyLimit: number): void {
   for (let i = 0; i < handlers.length; i++) {
     const h = handlers[i];
-    const wrapped = Object.assign(async (req: UniversalServerRequest) => mendResponse(await h(req), h, bodyLimit), h);
+    const wrapped = Object.assign(async (req: UniversalServerRequest) => mendResponse(req, await h(req), h, bodyLimit), h);
     handlers[i] = wrapped;
   }
 }

@@ -1,6 +1,8 @@
 // One error catalog for every surface. A code is stable; its class decides the
 // HTTP status, the Connect code, the JSON-RPC code and the CLI exit code.
+import type { JsonObject } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorDetailSchema } from "../gen/ep/errors/v1/errors_pb.js";
 
 export type ErrorClass =
   | "invalid"
@@ -30,7 +32,9 @@ export const ERROR_CLASSES: Record<ErrorClass, ClassMapping> = {
   method_not_allowed: { http: 405, connect: Code.Unimplemented, jsonRpc: -32601, exit: 2 },
   // aborted is the Connect code whose HTTP mapping is 409, like the REST surface
   conflict: { http: 409, connect: Code.Aborted, jsonRpc: -32009, exit: 5 },
-  too_large: { http: 413, connect: Code.ResourceExhausted, jsonRpc: -32013, exit: 2 },
+  // a body over the limit is a bad request, as Google's APIs answer it (INVALID_ARGUMENT);
+  // RESOURCE_EXHAUSTED is kept for rate limits, so the two differ in every protocol
+  too_large: { http: 413, connect: Code.InvalidArgument, jsonRpc: -32013, exit: 2 },
   rate_limited: { http: 429, connect: Code.ResourceExhausted, jsonRpc: -32029, exit: 6 },
   internal: { http: 500, connect: Code.Internal, jsonRpc: -32603, exit: 1 },
   unavailable: { http: 503, connect: Code.Unavailable, jsonRpc: -32053, exit: 7 },
@@ -58,6 +62,7 @@ export const ERROR_CATALOG = {
   secret_not_found: ["not_found", "No such secret."],
   route_not_found: ["not_found", "No such route."],
   method_not_allowed: ["method_not_allowed", "The path does not serve this method; the Allow header lists those it does."],
+  procedure_not_found: ["method_not_allowed", "The server does not serve this procedure; list those it does with gRPC reflection ('buf curl --list-methods')."],
   tool_not_found: ["not_found", "No such tool; list them with GET /mcp/tools."],
   conflict: ["conflict", "The resource is not in a state that allows this."],
   task_not_retryable: ["conflict", "Only failed or cancelled tasks can be retried."],
@@ -112,11 +117,10 @@ export class EpError extends Error {
     return { error: { code: this.code, message: this.message, details: this.details ?? {} } };
   }
 
+  /** The error for Connect, gRPC and gRPC-Web: the class's status code, EP's code and details as the typed ErrorDetail. */
   toConnectError(): ConnectError {
-    const err = new ConnectError(this.message, ERROR_CLASSES[this.errorClass].connect);
-    err.metadata.set("ep-error-code", this.code);
-    if (this.details) err.metadata.set("ep-error-details", JSON.stringify(this.details));
-    return err;
+    const details = (this.details ? JSON.parse(JSON.stringify(this.details)) : {}) as JsonObject;
+    return new ConnectError(this.message, ERROR_CLASSES[this.errorClass].connect, undefined, [{ desc: ErrorDetailSchema, value: { code: this.code, details } }]);
   }
 }
 
@@ -124,18 +128,18 @@ export function isErrorCode(code: string): code is ErrorCode {
   return Object.hasOwn(ERROR_CATALOG, code);
 }
 
-const connectToClass = new Map<Code, ErrorClass>(
-  (Object.entries(ERROR_CLASSES) as [ErrorClass, ClassMapping][]).map(([k, v]) => [v.connect, k]),
-);
+/** A status code's class when the error carries no ErrorDetail: the first class mapped to it. */
+const connectToClass = new Map<Code, ErrorClass>();
+for (const [k, v] of Object.entries(ERROR_CLASSES) as [ErrorClass, ClassMapping][]) if (!connectToClass.has(v.connect)) connectToClass.set(v.connect, k);
 
 /** Rebuilds an EpError from whatever a client received (Connect error, JSON body, or anything). */
 export function toEpError(err: unknown): EpError {
   if (err instanceof EpError) return err;
   if (err instanceof ConnectError) {
-    const code = err.metadata.get("ep-error-code");
-    const details = err.metadata.get("ep-error-details");
-    if (code && isErrorCode(code)) {
-      return new EpError(code, err.rawMessage, details ? (JSON.parse(details) as Record<string, unknown>) : undefined, { cause: err });
+    const [detail] = err.findDetails(ErrorDetailSchema);
+    if (detail && isErrorCode(detail.code)) {
+      const details = detail.details && Object.keys(detail.details).length ? detail.details : undefined;
+      return new EpError(detail.code, err.rawMessage, details, { cause: err });
     }
     const cls = connectToClass.get(err.code);
     if (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded) return new EpError("unavailable", err.rawMessage, undefined, { cause: err });

@@ -2,6 +2,7 @@
 // slow clients are cut off. A real tower over real sockets; the timeouts are configured small.
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { epErrorOfConnectJson, epErrorOfGrpc } from "../test-support/rpc-errors.js";
 import { startTower, type TestTower } from "./harness.js";
 
 let t: TestTower;
@@ -60,12 +61,12 @@ describe("protocol-correct failures", () => {
       if (ct === "application/proto") {
         expect(r.status).toBe(400);
         expect(r.json).toMatchObject({ code: "invalid_argument" });
-        expect(r.headers.get("ep-error-code")).toBe("invalid_argument");
+        expect(epErrorOfConnectJson(r.json)?.code).toBe("invalid_argument");
       } else {
-        // gRPC-Web answers 200 with the status in the trailer frame: 3 = INVALID_ARGUMENT
+        // gRPC-Web answers 200, trailers-only (the status in the headers): 3 = INVALID_ARGUMENT
         expect(r.status).toBe(200);
-        expect(r.text).toMatch(/grpc-status: 3\r\n/);
-        expect(r.text).toContain("ep-error-code: invalid_argument");
+        expect(r.headers.get("grpc-status")).toBe("3");
+        expect(epErrorOfGrpc(r.headers)?.code).toBe("invalid_argument");
       }
     }
   });
@@ -75,11 +76,12 @@ describe("protocol-correct failures", () => {
     const rest = await post("/domains", "application/json", JSON.stringify({ name: big }));
     expect(rest.status).toBe(413);
     expect(rest.json).toMatchObject({ error: { code: "payload_too_large" } });
-    // the Connect protocol says resource_exhausted (HTTP 429); EP's code rides in ep-error-code
+    // Connect says invalid_argument (HTTP 400; resource_exhausted is for rate limits); EP's code
+    // rides in the ErrorDetail
     const connectJson = await post("/ep.tower.v1.WorkService/CreateDomain", "application/json", JSON.stringify({ name: big }));
-    expect(connectJson.status).toBe(429);
-    expect(connectJson.json).toEqual({ code: "resource_exhausted", message: `the body is larger than ${64 * 1024} bytes` });
-    expect(connectJson.headers.get("ep-error-code")).toBe("payload_too_large");
+    expect(connectJson.status).toBe(400);
+    expect(connectJson.json).toMatchObject({ code: "invalid_argument", message: `the body is larger than ${64 * 1024} bytes` });
+    expect(epErrorOfConnectJson(connectJson.json)?.code).toBe("payload_too_large");
     expect(connectJson.text).not.toMatch(INTERNALS);
   });
 

@@ -2,6 +2,7 @@
 // says a TLS proxy sits in front; with EP_TLS_CERT/EP_TLS_KEY it serves HTTPS.
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
+import http2 from "node:http2";
 import { request } from "node:https";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -41,6 +42,23 @@ function httpsGet(port: number, path: string, ca: Buffer): Promise<{ status: num
     req.on("error", reject);
     req.on("timeout", () => req.destroy(new Error("timed out")));
     req.end();
+  });
+}
+
+function h2Get(port: number, path: string, ca: Buffer): Promise<{ alpn: string; status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`https://127.0.0.1:${port}`, { ca, servername: "localhost" });
+    session.on("error", reject);
+    const req = session.request({ ":path": path });
+    let status = 0;
+    let body = "";
+    req.on("response", (h) => (status = Number(h[":status"])));
+    req.setEncoding("utf8").on("data", (d: string) => (body += d));
+    req.on("end", () => {
+      resolve({ alpn: session.alpnProtocol ?? "", status, body });
+      session.close();
+    });
+    req.on("error", reject);
   });
 }
 
@@ -95,6 +113,8 @@ describe("ep-tower on a non-loopback address", () => {
       return health?.status === 200;
     }, 15_000);
     expect(health!.protocol).toMatch(/^TLSv1\.[23]$/);
+    // HTTP/2 on the same port, chosen by ALPN (what gRPC clients over TLS ask for)
+    expect(await h2Get(port, "/healthz", ca)).toEqual({ alpn: "h2", status: 200, body: '{"status":"ok"}' });
     // a client that does not trust the certificate is refused
     await expect(httpsGet(port, "/healthz", Buffer.from(""))).rejects.toThrow(/self[- ]signed|unable to verify|certificate/i);
     // and plain HTTP on the same port gets no answer a client could mistake for the API

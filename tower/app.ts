@@ -1,6 +1,7 @@
 // Assembles the tower: store, domain services, and the edges over them.
 import type { AiService as AiServiceImpl } from "./domain/ai/sessions.js";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import { bindReflection } from "./edges/connect/reflection.js";
 import { createContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { systemClock, type Clock } from "../common/clock.js";
@@ -161,6 +162,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
       bindService(router, AiService, ai, log);
       bindService(router, ToolService, tools, log);
       bindService(router, SecretService, secrets, log);
+      bindReflection(router, [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService]);
       mendProtocolErrors(router.handlers, config.bodyLimit);
     },
   });

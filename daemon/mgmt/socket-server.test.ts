@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { EpError } from "../../common/errors.js";
 import { silentLogger } from "../../common/log.js";
 import { CronService, DaemonService } from "../../gen/ep/daemon/v1/mgmt_pb.js";
+import { epErrorOfConnectJson } from "../../test-support/rpc-errors.js";
 import { createMgmtTransport, jsonRpcCall } from "./client.js";
 import { createJsonRpcHandler } from "./json-rpc.js";
 import { openRawClient } from "./line-client.test-util.js";
@@ -53,19 +54,20 @@ describe("serveUnixSocket", () => {
   it("answers a malformed binary protobuf body with invalid_argument, no parser text, and keeps serving", async () => {
     await serve();
     const post = (body: Buffer) =>
-      new Promise<{ status: number; text: string; code?: string }>((resolve, reject) => {
+      new Promise<{ status: number; text: string }>((resolve, reject) => {
         const req = http.request({ socketPath: path, method: "POST", path: "/ep.daemon.v1.DaemonService/Status", headers: { "content-type": "application/proto", "content-length": body.length } }, (res) => {
           let text = "";
           res.on("data", (d) => (text += d));
-          res.on("end", () => resolve({ status: res.statusCode!, text, code: res.headers["ep-error-code"] as string | undefined }));
+          res.on("end", () => resolve({ status: res.statusCode!, text }));
         });
         req.on("error", reject);
         req.end(body);
       });
     const bad = await post(Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f]));
     expect(bad.status).toBe(400);
-    expect(JSON.parse(bad.text)).toEqual({ code: "invalid_argument", message: "the request body is not a valid binary ep.daemon.v1.DaemonServiceStatusRequest message" });
-    expect(bad.code).toBe("invalid_argument");
+    const json = JSON.parse(bad.text);
+    expect(json).toMatchObject({ code: "invalid_argument", message: "the request body is not a valid binary ep.daemon.v1.DaemonServiceStatusRequest message" });
+    expect(epErrorOfConnectJson(json)?.code).toBe("invalid_argument");
     expect((await post(Buffer.alloc(0))).status).toBe(200);
   });
 

@@ -6,6 +6,7 @@ import { createBackoff, type BackoffOptions } from "../../common/backoff.js";
 import type { Clock, ClockTimer } from "../../common/clock.js";
 import { toEpError, type EpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
+import { ErrorDetailSchema } from "../../gen/ep/errors/v1/errors_pb.js";
 import type { TowerClients } from "../link/tower-client.js";
 import type { InflightEntry, Journal } from "./journal.js";
 
@@ -95,7 +96,7 @@ async function report(entry: InflightEntry): Promise<void> {
  * would read as a conflict) or an overloaded or failing tower is never one, so the call is retried.
  */
 export function refusedByTower(err: unknown): EpError | undefined {
-  if (!(err instanceof ConnectError) || !err.metadata.get("ep-error-code")) return undefined;
+  if (!(err instanceof ConnectError) || !err.findDetails(ErrorDetailSchema).length) return undefined;
   const e = toEpError(err);
   return ["unavailable", "internal", "rate_limited"].includes(e.errorClass) ? undefined : e;
 }

@@ -1,12 +1,13 @@
 // The tower's HTTP server: Fastify on node:http (or https with EP_TLS_CERT), slow-client bounds,
 // the one error handler (every error in its caller's protocol: Connect, gRPC-Web or REST JSON),
 // health and readiness, and the console's login session routes.
-import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
-import Fastify, { type FastifyInstance } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import { readFileSync } from "node:fs";
 import { createServer as createHttpServer, type RequestListener } from "node:http";
+import type { OutgoingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import { createServer as createHttpsServer } from "node:https";
 import { iso, type Clock } from "../../common/clock.js";
+import { rpcErrorResponse } from "../../common/connect-errors.js";
 import { EpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import type { TowerConfig } from "../config.js";
@@ -14,9 +15,28 @@ import type { Auth } from "../domain/auth.js";
 import { principalOf, type Caller } from "../domain/caller.js";
 import type { Store } from "../store/store.js";
 import { readCookie, SESSION_COOKIE } from "./credential.js";
+import { REFLECTION_PATHS } from "./connect/reflection.js";
+import { serveHttp2Too } from "./http2.js";
 
-/** A Connect / gRPC-Web procedure path: /ep.<package>.<Service>/<Method>. */
-const CONNECT_PATH = /^\/ep\.[a-z0-9.]+\.[A-Za-z]+\/[A-Za-z]+$/;
+/** A Connect, gRPC or gRPC-Web procedure path: /<package>.<Service>/<Method>. */
+const RPC_PATH = /^\/[a-z][a-z0-9_]*(\.[a-z0-9_]+)*\.[A-Z][A-Za-z0-9]*\/[A-Z][A-Za-z0-9]*$/;
+
+function sendRpcError(reply: FastifyReply, contentType: string | undefined, ep: EpError): void {
+  const e = rpcErrorResponse(contentType ?? "", ep);
+  // gRPC over HTTP/2 reads a status in headers only from a trailers-only response: one HEADERS
+  // frame that ends the stream (a HEADERS frame, then an empty DATA frame, is "no status")
+  const stream = (reply.raw as unknown as { stream?: ServerHttp2Stream }).stream;
+  if (stream && e.body.length === 0) {
+    const headers = { ...reply.getHeaders(), ":status": e.status } as OutgoingHttpHeaders;
+    e.header.forEach((v, k) => (headers[k] = v));
+    reply.hijack();
+    stream.respond(headers, { endStream: true });
+    return;
+  }
+  void reply.code(e.status);
+  e.header.forEach((v, k) => void reply.header(k, v));
+  void reply.send(Buffer.from(e.body));
+}
 
 /** Paths served without a bearer token. */
 export function isPublic(url: string, method: string): boolean {
@@ -27,6 +47,7 @@ export function isPublic(url: string, method: string): boolean {
     path === "/ui" ||
     path.startsWith("/ui/") ||
     path === "/.well-known/jwks.json" ||
+    REFLECTION_PATHS.includes(path) ||
     (path === "/auth/session" && method !== "GET")
   );
 }
@@ -45,10 +66,18 @@ export function createHttpApp(config: TowerConfig): FastifyInstance {
   const app = Fastify({
     logger: false,
     bodyLimit: config.bodyLimit,
-    serverFactory: (handler: RequestListener) =>
-      config.tls
-        ? createHttpsServer({ ...serverOptions, cert: readFileSync(config.tls.cert), key: readFileSync(config.tls.key) }, handler)
-        : createHttpServer(serverOptions, handler),
+    // HTTP/1.1 and HTTP/2 on the one port (h2c by prior knowledge; under TLS, ALPN)
+    serverFactory: (handler: RequestListener) => {
+      if (!config.tls) {
+        const server = createHttpServer(serverOptions, handler);
+        serveHttp2Too(server, handler, "connection", config.headersTimeoutMs);
+        return server;
+      }
+      const tls = { cert: readFileSync(config.tls.cert), key: readFileSync(config.tls.key), ALPNProtocols: ["h2", "http/1.1"] };
+      const server = createHttpsServer({ ...serverOptions, ...tls }, handler);
+      serveHttp2Too(server, handler, "secureConnection", config.headersTimeoutMs);
+      return server;
+    },
     forceCloseConnections: "idle",
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true },
@@ -57,7 +86,7 @@ export function createHttpApp(config: TowerConfig): FastifyInstance {
   // an empty body sent as JSON (curl -X POST -H 'content-type: application/json' …/retry) is no
   // body, not invalid JSON: REST routes whose request has no required field accept it
   app.addHook("onRequest", async (req) => {
-    if (req.headers["content-length"] === "0" && String(req.headers["content-type"] ?? "").startsWith("application/json") && !CONNECT_PATH.test(req.url.split("?", 1)[0])) {
+    if (req.headers["content-length"] === "0" && String(req.headers["content-type"] ?? "").startsWith("application/json") && !RPC_PATH.test(req.url.split("?", 1)[0])) {
       delete req.headers["content-type"];
     }
   });
@@ -94,31 +123,17 @@ export function handleErrors(app: FastifyInstance, bodyLimit: number, log: Logge
       const sent = Boolean(req.headers.authorization || req.headers.cookie || ep.code !== "unauthenticated");
       void reply.header("www-authenticate", `Bearer realm="ep"${sent ? `, error="invalid_token"` : ""}`);
     }
-    // a Connect or gRPC-Web call refused before its handler (credentials, body limits) gets
-    // the error in its own protocol, so every generated client reads the code and message
-    const path = req.url.split("?", 1)[0];
-    if (CONNECT_PATH.test(path)) {
-      const ce = ep.toConnectError();
-      const type = String(req.headers["content-type"] ?? "");
-      void reply.header("ep-error-code", ep.code);
-      if (type.startsWith("application/grpc-web")) {
-        void reply
-          .code(200)
-          .header("content-type", type.includes("text") ? "application/grpc-web-text+proto" : "application/grpc-web+proto")
-          .header("grpc-status", String(ce.code))
-          .header("grpc-message", encodeURIComponent(ep.message))
-          .send("");
-        return;
-      }
-      void reply.code(codeToHttpStatus(ce.code)).type("application/json").send({ code: codeToString(ce.code), message: ep.message });
-      return;
-    }
+    // an RPC refused before its handler (credentials, body limits) gets the error in its own
+    // protocol, so every generated client reads the status and EP's ErrorDetail
+    if (RPC_PATH.test(req.url.split("?", 1)[0])) return void sendRpcError(reply, req.headers["content-type"], ep);
     void reply.code(ep.httpStatus).type("application/json").send(ep.toJSON());
   });
 
   // a known path asked with another method: 405 with Allow (OPTIONS: 204 with Allow); else 404
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split("?", 1)[0];
+    // a procedure this server does not serve: unimplemented, in the caller's protocol
+    if (RPC_PATH.test(path)) return void sendRpcError(reply, req.headers["content-type"], new EpError("procedure_not_found", `no procedure ${path.slice(1)}`));
     const allow = allowedMethods(routes, path);
     if (allow.length && req.method === "OPTIONS") return void reply.code(204).header("allow", [...allow, "OPTIONS"].join(", ")).send();
     if (allow.length) {

@@ -1,8 +1,9 @@
 // Create in place: a domain, a mission, a task. Each form sends what the API takes and shows the
 // API's own validation message on the field it names (the `field` of an invalid_argument error,
-// carried in the ep-error-details metadata), so the console never re-implements the rules.
+// carried in the error's ep.errors.v1.ErrorDetail), so the console never re-implements the rules.
 import { ConnectError } from "@connectrpc/connect";
 import { useId, useState, type FormEvent, type ReactNode } from "react";
+import { ErrorDetailSchema } from "@gen/ep/errors/v1/errors_pb.js";
 import type { Agent, Domain } from "@gen/ep/tower/v1/resources_pb.js";
 import { api, describeError } from "./api.js";
 import { RUNTIME_LABELS } from "./ui.js";
@@ -13,14 +14,11 @@ type FieldErrors = Record<string, string>;
 export function fieldOf(err: unknown): { field?: string; message: string } {
   const message = describeError(err);
   if (!(err instanceof ConnectError)) return { message };
-  try {
-    const details = JSON.parse(err.metadata.get("ep-error-details") ?? "{}") as { field?: unknown };
-    if (typeof details.field === "string" && details.field) {
-      const prefix = `${details.field}: `;
-      return { field: details.field, message: message.startsWith(prefix) ? message.slice(prefix.length) : message };
-    }
-  } catch {
-    // no details: the message alone is shown at the form
+  const [detail] = err.findDetails(ErrorDetailSchema);
+  const field = detail?.details?.field;
+  if (typeof field === "string" && field) {
+    const prefix = `${field}: `;
+    return { field, message: message.startsWith(prefix) ? message.slice(prefix.length) : message };
   }
   return { message };
 }
