@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../common/log.js";
 import { createDaemon, type Daemon } from "../daemon/daemon.js";
 import { jsonRpcCall } from "../daemon/mgmt/client.js";
-import { SecretService } from "../gen/ep/tower/v1/ai_pb.js";
+import { SecretService } from "../gen/ep/tower/v1/secrets_pb.js";
 import { NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { startTower, waitFor, type TestTower } from "./harness.js";

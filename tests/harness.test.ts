@@ -2,7 +2,7 @@
 // ep-tower reads its own environment, so tests never need to change process.env.
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import { SecretService } from "../gen/ep/tower/v1/ai_pb.js";
+import { SecretService } from "../gen/ep/tower/v1/secrets_pb.js";
 import { startTower, type TestTower } from "./harness.js";
 
 let t: TestTower | undefined;

@@ -5,7 +5,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { toJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ToolService } from "../gen/ep/tower/v1/ai_pb.js";
+import { ToolService } from "../gen/ep/tower/v1/tools_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { startTower, type TestTower } from "./harness.js";
 

@@ -11,7 +11,7 @@ import { existsSync, lstatSync, readdirSync, readFileSync, statSync, writeFileSy
 import net from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SecretService } from "../gen/ep/tower/v1/ai_pb.js";
+import { SecretService } from "../gen/ep/tower/v1/secrets_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import type { Event } from "../gen/ep/tower/v1/resources_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";

@@ -10,7 +10,7 @@ import { chmodSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { toEpError } from "../common/errors.js";
-import { SecretService } from "../gen/ep/tower/v1/ai_pb.js";
+import { SecretService } from "../gen/ep/tower/v1/secrets_pb.js";
 import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, registerNode, stopChild } from "./epd-harness.js";

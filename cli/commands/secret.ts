@@ -1,6 +1,6 @@
 // ep secret set|ls|rm|grant|revoke. A value is read from stdin or a hidden prompt, never from
 // an argument (arguments end up in shell history and in `ps`).
-import { GrantSecretResponseSchema, ListSecretsResponseSchema, RevokeSecretResponseSchema, SecretService, SetSecretResponseSchema } from "../../gen/ep/tower/v1/ai_pb.js";
+import { GrantSecretResponseSchema, ListSecretsResponseSchema, RevokeSecretResponseSchema, SecretService, SetSecretResponseSchema } from "../../gen/ep/tower/v1/secrets_pb.js";
 import { UsageError, type Context } from "../context.js";
 import { json, table, type Row } from "../output.js";
 import { protoJson, tower } from "../tower.js";

@@ -9,7 +9,7 @@
 import { createClient, type Transport } from "@connectrpc/connect";
 import { EpError, toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
-import { SecretService } from "../../gen/ep/tower/v1/ai_pb.js";
+import { SecretService } from "../../gen/ep/tower/v1/secrets_pb.js";
 import type { GetSecret } from "../mgmt/secrets-line.js";
 import type { ProgressFrame, RunResult } from "../runtimes/runtime.js";
 import type { SecretsSession } from "../worker/sessions.js";

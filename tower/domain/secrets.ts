@@ -5,7 +5,7 @@
 import { create } from "@bufbuild/protobuf";
 import { iso } from "../../common/clock.js";
 import { EpError, invalidField } from "../../common/errors.js";
-import * as pb from "../../gen/ep/tower/v1/ai_pb.js";
+import * as pb from "../../gen/ep/tower/v1/secrets_pb.js";
 import type { SecretGrantRow, SecretRow } from "../store/secret-store.js";
 import type { AgentRow, Store } from "../store/store.js";
 import type { Logger } from "../../common/log.js";

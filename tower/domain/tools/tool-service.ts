@@ -6,7 +6,7 @@
 import { create, fromJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { EpError } from "../../../common/errors.js";
-import * as pb from "../../../gen/ep/tower/v1/ai_pb.js";
+import * as pb from "../../../gen/ep/tower/v1/tools_pb.js";
 import { authorize, type Caller } from "../caller.js";
 import type { Deps } from "../deps.js";
 import { TOOLS } from "./catalog.js";
