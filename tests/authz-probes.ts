@@ -245,6 +245,7 @@ const REST: Record<string, (f: Fixture) => Promise<{ path: string; body?: unknow
   "GET /healthz": () => ({ path: "/healthz" }),
   "GET /readyz": () => ({ path: "/readyz" }),
   "GET /.well-known/jwks.json": () => ({ path: "/.well-known/jwks.json" }),
+  "GET /openapi.json": () => ({ path: "/openapi.json" }),
   "GET /ui": () => ({ path: "/ui" }),
   "GET /ui/*": () => ({ path: "/ui/missions" }),
   "POST /mcp/call": (f) => ({ path: "/mcp/call", body: { tool: "list_missions", arguments: { domain_id: f.domainA } } }),

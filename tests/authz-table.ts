@@ -56,6 +56,7 @@ export const MATRIX: { rest: Record<string, Row>; connect: Record<string, Row>; 
     "GET /healthz": "AAAAAA",
     "GET /readyz": "AAAAAA",
     "GET /.well-known/jwks.json": "AAAAAA",
+    "GET /openapi.json": "AAAAAA",
     "GET /ui": "AAAAAA",
     "GET /ui/*": "AAAAAA",
     "POST /mcp/call": "AAAAA-",

@@ -31,12 +31,13 @@ import { createAiService } from "./domain/ai/sessions.js";
 import { readAiSettings } from "./domain/ai/settings.js";
 import { createToolExecutor } from "./domain/tools/executor.js";
 import { createToolService } from "./domain/tools/tool-service.js";
-import { registerAiRoutes } from "./edges/ai/ai-routes.js";
+import { aiRoutes, registerAiRoutes } from "./edges/ai/ai-routes.js";
 import { collectRoutes, createHttpApp, handleErrors, isPublic, registerHealthRoutes, registerSessionRoutes } from "./edges/http.js";
 import { registerMcpRoutes } from "./edges/mcp/mcp-routes.js";
 import { kCaller } from "./edges/caller-key.js";
 import { mendProtocolErrors } from "../common/connect-errors.js";
 import { bindService } from "./edges/connect/bind.js";
+import { buildOpenApi } from "./edges/rest/openapi.js";
 import { registerRestRoutes, workRoutes } from "./edges/rest/work-routes.js";
 import { registerConsoleRoutes } from "./edges/ui/console-routes.js";
 import { registerEventStreamRoute } from "./edges/sse/events-sse.js";
@@ -135,6 +136,9 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
 
   registerRestRoutes(app, workRoutes(work));
   registerAiRoutes(app, ai);
+  // the REST surface described (OpenAPI 3.1) from the same route tables and message descriptors
+  let openapi: Record<string, unknown> | undefined;
+  app.get("/openapi.json", async () => (openapi ??= buildOpenApi([...workRoutes(work), ...aiRoutes(ai)], "0.1.0")));
   registerMcpRoutes(app, tools);
   registerConsoleRoutes(app);
   registerEventStreamRoute(app, eventStream, clock);

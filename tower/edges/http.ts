@@ -47,6 +47,7 @@ export function isPublic(url: string, method: string): boolean {
     path === "/ui" ||
     path.startsWith("/ui/") ||
     path === "/.well-known/jwks.json" ||
+    path === "/openapi.json" ||
     REFLECTION_PATHS.includes(path) ||
     (path === "/auth/session" && method !== "GET")
   );

@@ -9,7 +9,7 @@ import { decodeRequest, encodeResponse } from "./codec.js";
 
 type Params = Record<string, string>;
 
-interface RestRoute<I extends DescMessage, O extends DescMessage> {
+export interface RestRoute<I extends DescMessage = DescMessage, O extends DescMessage = DescMessage> {
   method: "GET" | "POST" | "PATCH" | "PUT" | "DELETE";
   url: string;
   input: I;
