@@ -87,7 +87,46 @@ async function failureOf(res: UniversalServerResponse, h: UniversalHandler, body
   return { body };
 }
 
+/**
+ * A streaming gRPC-Web response refused before its first message is one trailer frame (flag
+ * 0x80): mended when it is a failure mend() knows; every other chunk passes as it came.
+ */
+async function* mendGrpcWebStream(req: UniversalServerRequest, body: AsyncIterable<Uint8Array>, h: UniversalHandler, bodyLimit: number): AsyncIterable<Uint8Array> {
+  let first = true;
+  for await (const chunk of body) {
+    if (first && chunk[0] === 0x80) {
+      const text = Buffer.from(chunk.subarray(5)).toString("latin1");
+      const status = /grpc-status:\s*(\d+)/i.exec(text)?.[1];
+      const ep = status && GRPC_CODE_NAMES[status] ? mend(GRPC_CODE_NAMES[status], decodeURIComponent(/grpc-message:\s*([^\r\n]*)/i.exec(text)?.[1] ?? ""), h, bodyLimit) : undefined;
+      if (ep) {
+        yield trailerFrame(rpcErrorResponse(req.header.get("content-type") ?? "", ep).header);
+        continue;
+      }
+    }
+    first = false;
+    yield chunk;
+  }
+}
+
+/** A gRPC-Web trailer frame holding the fields. */
+function trailerFrame(fields: Headers): Uint8Array {
+  let lines = "";
+  fields.forEach((v, k) => {
+    if (k !== "content-type") lines += `${k}: ${v}\r\n`;
+  });
+  const text = Buffer.from(lines, "latin1");
+  const frame = Buffer.alloc(5 + text.length);
+  frame[0] = 0x80;
+  frame.writeUInt32BE(text.length, 1);
+  text.copy(frame, 5);
+  return frame;
+}
+
 async function mendResponse(req: UniversalServerRequest, res: UniversalServerResponse, h: UniversalHandler, bodyLimit: number): Promise<UniversalServerResponse> {
+  const type = res.header?.get("content-type") ?? "";
+  if (type.startsWith("application/grpc-web") && h.method.methodKind !== "unary" && res.body && !res.header?.has("grpc-status")) {
+    return { ...res, body: mendGrpcWebStream(req, res.body, h, bodyLimit) };
+  }
   const { ep, body } = await failureOf(res, h, bodyLimit);
   if (ep) {
     const e = rpcErrorResponse(req.header.get("content-type") ?? "", ep);
