@@ -92,7 +92,7 @@ describe("REST protocol", () => {
     const twice = await raw("GET", `/work/missions/${missionId}/tasks?status=queued&status=failed`);
     expect(twice.status).toBe(400);
 
-    const none = await raw("GET", `/domains?x=1`);
+    const none = await raw("GET", `/domains/${domainId}?x=1`);
     expect(none.status).toBe(400);
     expect(((await none.json()) as { error: { message: string } }).error.message).toContain("takes none");
 

@@ -6,6 +6,7 @@ import { invalidField } from "../../common/errors.js";
 import type { Auth } from "./auth.js";
 import { authorize, type Caller } from "./caller.js";
 import { tokenMsg } from "./convert.js";
+import { paginate } from "./paging.js";
 
 export function createAuthService(auth: Auth) {
   return {
@@ -14,8 +15,9 @@ export function createAuthService(auth: Auth) {
       const { token, secret } = await auth.createToken(caller, { name: req.name, role: req.role, domainId: req.domainId, ttlSeconds: Number(req.ttlSeconds) });
       return create(pb.CreateTokenResponseSchema, { token: tokenMsg(token), secret });
     },
-    async listTokens(caller: Caller, _req: pb.ListTokensRequest): Promise<pb.ListTokensResponse> {
-      return create(pb.ListTokensResponseSchema, { tokens: (await auth.listTokens(caller)).map(tokenMsg) });
+    async listTokens(caller: Caller, req: pb.ListTokensRequest): Promise<pb.ListTokensResponse> {
+      const { page, nextPageToken } = paginate(await auth.listTokens(caller), (t) => t.id, req);
+      return create(pb.ListTokensResponseSchema, { tokens: page.map(tokenMsg), nextPageToken });
     },
     async revokeToken(caller: Caller, req: pb.RevokeTokenRequest): Promise<pb.RevokeTokenResponse> {
       if (!req.tokenId) throw invalidField("token_id", "is required");

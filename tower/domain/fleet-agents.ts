@@ -10,6 +10,7 @@ import { agentMsg, usageMsg } from "./convert.js";
 import { commit } from "./event-hub.js";
 import type { FleetContext } from "./fleet.js";
 import { RUNTIMES, sumUsage } from "./work.js";
+import { paginate } from "./paging.js";
 
 const AGENT_STATES = ["starting", "idle", "busy", "paused", "restarting", "dead", "offline"] as const;
 
@@ -68,7 +69,8 @@ export function createAgentOps({ deps, linkHub }: FleetContext) {
       if (req.domainId) authorize(caller, "read", { domainId: req.domainId });
       else authorize(caller, "read");
       const rows = (await store.listAgents({ domainId: req.domainId || undefined, nodeId: req.nodeId })).filter((a) => !scope || scope.includes(a.domainId));
-      return create(fleet.ListAgentsResponseSchema, { agents: rows.map(agentMsg) });
+      const { page, nextPageToken } = paginate(rows, (a) => a.id, req);
+      return create(fleet.ListAgentsResponseSchema, { agents: page.map(agentMsg), nextPageToken });
     },
 
     async getAgent(caller: Caller, req: fleet.GetAgentRequest): Promise<fleet.GetAgentResponse> {

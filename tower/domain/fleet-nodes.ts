@@ -14,6 +14,7 @@ import { commit } from "./event-hub.js";
 import type { FleetContext } from "./fleet.js";
 import type { Deps } from "./deps.js";
 import type { JsonObject } from "@bufbuild/protobuf";
+import { paginate } from "./paging.js";
 
 const HOSTNAME = /^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$/;
 /** Bounds of one node state report (ReportNodeState). */
@@ -69,11 +70,12 @@ export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
       return create(fleet.RegisterNodeResponseSchema, { node: nodeMsg(row), token, towerUrl: opts.towerUrl });
     },
 
-    async listNodes(caller: Caller, _req: fleet.ListNodesRequest): Promise<fleet.ListNodesResponse> {
+    async listNodes(caller: Caller, req: fleet.ListNodesRequest): Promise<fleet.ListNodesResponse> {
       authorize(caller, "read");
       const visible = await visibleNodeIds(caller);
       const rows = (await store.listNodes()).filter((n) => !visible || visible.has(n.id));
-      return create(fleet.ListNodesResponseSchema, { nodes: rows.map(nodeMsg) });
+      const { page, nextPageToken } = paginate(rows, (n) => n.id, req);
+      return create(fleet.ListNodesResponseSchema, { nodes: page.map(nodeMsg), nextPageToken });
     },
 
     async getNode(caller: Caller, req: fleet.GetNodeRequest): Promise<fleet.GetNodeResponse> {

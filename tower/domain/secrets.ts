@@ -13,6 +13,7 @@ import { authorize, type Caller } from "./caller.js";
 import type { Deps } from "./deps.js";
 import { commit } from "./event-hub.js";
 import { decryptSecret, encryptSecret, loadKeyring, secretKeyFile, type SecretKeyring } from "./secrets-crypto.js";
+import { paginate } from "./paging.js";
 
 /** A secret name: a letter or underscore, then letters, digits, `_`, `.`, `-`; at most 128. */
 export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
@@ -109,10 +110,11 @@ export function createSecretService(deps: Deps, keys: KeySource): SecretServiceI
       });
     },
 
-    async listSecrets(caller) {
+    async listSecrets(caller, req) {
       authorize(caller, "admin");
       const [rows, grants] = await Promise.all([store.listSecrets(), store.listSecretGrants()]);
-      return create(pb.ListSecretsResponseSchema, { secrets: rows.map((r) => secretMsg(r, grants.filter((g) => g.secretName === r.name))) });
+      const { page, nextPageToken } = paginate(rows, (r) => r.name, req);
+      return create(pb.ListSecretsResponseSchema, { secrets: page.map((r) => secretMsg(r, grants.filter((g) => g.secretName === r.name))), nextPageToken });
     },
 
     async deleteSecret(caller, req) {

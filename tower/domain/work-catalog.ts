@@ -9,6 +9,7 @@ import { domainMsg, missionMsg, usageMsg } from "./convert.js";
 import { commit } from "./event-hub.js";
 import { MAX_TEXT, text, usageByAgent, sumUsage } from "./work-support.js";
 import type { WorkContext } from "./work-context.js";
+import { paginate } from "./paging.js";
 
 export function createWorkCatalog(ctx: WorkContext) {
   const { deps, store, clock, now, mustDomain, mustMission } = ctx;
@@ -28,12 +29,12 @@ export function createWorkCatalog(ctx: WorkContext) {
       });
     },
 
-    async listDomains(caller: Caller, _req: pb.ListDomainsRequest): Promise<pb.ListDomainsResponse> {
+    async listDomains(caller: Caller, req: pb.ListDomainsRequest): Promise<pb.ListDomainsResponse> {
       authorize(caller, "read");
       const rows = await store.listDomains();
       const scope = scopeDomains(caller);
-      const visible = scope ? rows.filter((d) => scope.includes(d.id)) : rows;
-      return create(pb.ListDomainsResponseSchema, { domains: visible.map(domainMsg) });
+      const { page, nextPageToken } = paginate(scope ? rows.filter((d) => scope.includes(d.id)) : rows, (d) => d.id, req);
+      return create(pb.ListDomainsResponseSchema, { domains: page.map(domainMsg), nextPageToken });
     },
 
     async getDomain(caller: Caller, req: pb.GetDomainRequest): Promise<pb.GetDomainResponse> {
@@ -64,7 +65,8 @@ export function createWorkCatalog(ctx: WorkContext) {
       if (req.domainId) authorize(caller, "read", { domainId: req.domainId });
       else authorize(caller, "read");
       const rows = await store.listMissions(req.domainId || (scope?.length === 1 ? scope[0] : undefined));
-      return create(pb.ListMissionsResponseSchema, { missions: rows.filter((m) => !scope || scope.includes(m.domainId)).map(missionMsg) });
+      const { page, nextPageToken } = paginate(rows.filter((m) => !scope || scope.includes(m.domainId)), (m) => m.id, req);
+      return create(pb.ListMissionsResponseSchema, { missions: page.map(missionMsg), nextPageToken });
     },
 
     async getMission(caller: Caller, req: pb.GetMissionRequest): Promise<pb.GetMissionResponse> {

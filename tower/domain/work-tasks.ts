@@ -11,6 +11,7 @@ import { taskMsg } from "./convert.js";
 import { commit } from "./event-hub.js";
 import { assignmentEvent, covers, MAX_TEXT, oneOf, taskEvent, text, CLAIM_POLICIES, KANBAN_STATES, RUNTIMES } from "./work-support.js";
 import type { WorkContext } from "./work-context.js";
+import { decodePageToken, encodePageToken } from "./paging.js";
 
 export function createTaskCatalog(ctx: WorkContext) {
   const { deps, store, clock, limits, now, mustDomain, mustMission, mustTask, missionDomain } = ctx;
@@ -89,8 +90,13 @@ export function createTaskCatalog(ctx: WorkContext) {
       const scope = domainId ? undefined : scopeDomains(caller);
       if (domainId) authorize(caller, "read", { domainId });
       else authorize(caller, "read");
-      const rows = await store.listTasks({ missionId: req.missionId, domainId, domainIds: scope, kind: req.kind, status: req.status, limit: req.limit || 1000 });
-      return create(pb.ListTasksResponseSchema, { tasks: rows.map(taskMsg) });
+      // one row past the page says whether there is a next one
+      const size = req.limit || 1000;
+      const after = decodePageToken(req.pageToken)?.id;
+      const rows = await store.listTasks({ missionId: req.missionId, domainId, domainIds: scope, kind: req.kind, status: req.status, afterTaskId: after, limit: size + 1 });
+      const page = rows.slice(0, size);
+      const nextPageToken = rows.length > size ? encodePageToken({ id: page[page.length - 1].id, at: 0 }) : "";
+      return create(pb.ListTasksResponseSchema, { tasks: page.map(taskMsg), nextPageToken });
     },
 
     async updateTask(caller: Caller, req: pb.UpdateTaskRequest): Promise<pb.UpdateTaskResponse> {

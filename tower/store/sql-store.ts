@@ -77,6 +77,10 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore {
     add("kind", q.kind);
     add("status", q.status);
     add("parent_task_id", q.parentTaskId);
+    if (q.afterTaskId) {
+      where.push("seq > (SELECT seq FROM tasks WHERE id = ?)");
+      args.push(q.afterTaskId);
+    }
     args.push(q.limit && q.limit > 0 ? q.limit : this.noLimit);
     return { sql: `SELECT * FROM tasks ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY seq LIMIT ?`, args };
   }

@@ -73,6 +73,8 @@ export interface TaskQuery {
   kind?: string;
   status?: string;
   parentTaskId?: string;
+  /** only tasks listed after this one (its insertion order): the next page */
+  afterTaskId?: string;
   limit?: number;
 }
 

@@ -24,6 +24,7 @@ import type { AiSettings } from "./settings.js";
 import { storePlannerContext } from "./planner-context.js";
 import { settlePlan } from "./settle.js";
 import { actionEvent, actionMsg, NEW_SESSION, sessionMsg, titleFromTurn, turnEvent, turnMsg, UNTITLED, withDeadline } from "./session-messages.js";
+import { paginate } from "../paging.js";
 
 export { actionMsg, sessionMsg, titleFromTurn, turnMsg };
 
@@ -106,9 +107,10 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
       return create(pb.CreateSessionResponseSchema, { session: sessionMsg(row) });
     },
 
-    async listSessions(caller: Caller, _req: pb.ListSessionsRequest): Promise<pb.ListSessionsResponse> {
+    async listSessions(caller: Caller, req: pb.ListSessionsRequest): Promise<pb.ListSessionsResponse> {
       authorize(caller, "read");
-      return create(pb.ListSessionsResponseSchema, { sessions: (await store.listAiSessions(principalOf(caller))).map(sessionMsg) });
+      const { page, nextPageToken } = paginate(await store.listAiSessions(principalOf(caller)), (s) => s.id, req);
+      return create(pb.ListSessionsResponseSchema, { sessions: page.map(sessionMsg), nextPageToken });
     },
 
     async getSession(caller: Caller, req: pb.GetSessionRequest): Promise<pb.GetSessionResponse> {

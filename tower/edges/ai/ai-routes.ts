@@ -5,12 +5,12 @@ import { EpError, toEpError } from "../../../common/errors.js";
 import * as pb from "../../../gen/ep/tower/v1/ai_pb.js";
 import type { AiService } from "../../domain/ai/sessions.js";
 import type { EventRow } from "../../store/store.js";
-import { registerRestRoutes, route } from "../rest/work-routes.js";
+import { PAGE, registerRestRoutes, route } from "../rest/work-routes.js";
 
 export function aiRoutes(ai: AiService): Parameters<typeof registerRestRoutes>[1] {
   return [
     route({ method: "POST", url: "/ai/sessions", input: pb.CreateSessionRequestSchema, output: pb.CreateSessionResponseSchema, status: 201, call: ai.createSession }),
-    route({ method: "GET", url: "/ai/sessions", input: pb.ListSessionsRequestSchema, output: pb.ListSessionsResponseSchema, call: ai.listSessions }),
+    route({ method: "GET", url: "/ai/sessions", input: pb.ListSessionsRequestSchema, output: pb.ListSessionsResponseSchema, query: PAGE, call: ai.listSessions }),
     route({ method: "GET", url: "/ai/sessions/:session_id", input: pb.GetSessionRequestSchema, output: pb.GetSessionResponseSchema, call: ai.getSession }),
     route({
       method: "POST",

@@ -25,5 +25,8 @@ export function decodeRequest<D extends DescMessage>(schema: D, body: unknown, p
 }
 
 export function encodeResponse<D extends DescMessage>(schema: D, msg: MessageShape<D>): JsonValue {
-  return toJson(schema, msg, { useProtoFieldName: true, alwaysEmitImplicit: true });
+  const json = toJson(schema, msg, { useProtoFieldName: true, alwaysEmitImplicit: true }) as Record<string, JsonValue>;
+  // a list's next_page_token shows only when there is a next page: one-page lists read as before
+  if (json.next_page_token === "") delete json.next_page_token;
+  return json;
 }

@@ -9,6 +9,9 @@ import { decodeRequest, encodeResponse } from "./codec.js";
 
 type Params = Record<string, string>;
 
+/** The page parameters of a list route (docs/api.md, "Pages"). */
+export const PAGE = ["page_size", "page_token"];
+
 export interface RestRoute<I extends DescMessage = DescMessage, O extends DescMessage = DescMessage> {
   method: "GET" | "POST" | "PATCH" | "PUT" | "DELETE";
   url: string;
@@ -94,10 +97,10 @@ export function workRoutes(work: WorkService): RestRoute<DescMessage, DescMessag
     }
   };
   const routes = [
-    route({ method: "GET", url: "/domains", input: pb.ListDomainsRequestSchema, output: pb.ListDomainsResponseSchema, call: work.listDomains }),
+    route({ method: "GET", url: "/domains", input: pb.ListDomainsRequestSchema, output: pb.ListDomainsResponseSchema, query: PAGE, call: work.listDomains }),
     route({ method: "POST", url: "/domains", status: 201, input: pb.CreateDomainRequestSchema, output: pb.CreateDomainResponseSchema, call: work.createDomain }),
     route({ method: "GET", url: "/domains/:domain_id", input: pb.GetDomainRequestSchema, output: pb.GetDomainResponseSchema, call: work.getDomain }),
-    route({ method: "GET", url: "/domains/:domain_id/m", input: pb.ListMissionsRequestSchema, output: pb.ListMissionsResponseSchema, call: work.listMissions }),
+    route({ method: "GET", url: "/domains/:domain_id/m", input: pb.ListMissionsRequestSchema, output: pb.ListMissionsResponseSchema, query: PAGE, call: work.listMissions }),
     route({ method: "POST", url: "/domains/:domain_id/m", status: 201, input: pb.CreateMissionRequestSchema, output: pb.CreateMissionResponseSchema, call: work.createMission }),
     route({
       method: "GET",
@@ -113,7 +116,7 @@ export function workRoutes(work: WorkService): RestRoute<DescMessage, DescMessag
       input: pb.ListTasksRequestSchema,
       output: pb.ListTasksResponseSchema,
       fixed: { kind: "assigned" },
-      query: ["status", "limit"],
+      query: ["status", "limit", "page_token"],
       guard: missionIn,
       call: work.listTasks,
     }),
@@ -152,7 +155,7 @@ export function workRoutes(work: WorkService): RestRoute<DescMessage, DescMessag
       call: work.deleteTask,
     }),
     route({ method: "POST", url: "/work/missions/:mission_id/tasks", status: 201, input: pb.CreateTaskRequestSchema, output: pb.CreateTaskResponseSchema, fixed: { kind: "claimable" }, call: work.createTask }),
-    route({ method: "GET", url: "/work/missions/:mission_id/tasks", input: pb.ListTasksRequestSchema, output: pb.ListTasksResponseSchema, query: ["kind", "status", "limit"], call: work.listTasks }),
+    route({ method: "GET", url: "/work/missions/:mission_id/tasks", input: pb.ListTasksRequestSchema, output: pb.ListTasksResponseSchema, query: ["kind", "status", "limit", "page_token"], call: work.listTasks }),
     route({ method: "GET", url: "/work/tasks/:task_id", input: pb.GetTaskRequestSchema, output: pb.GetTaskResponseSchema, call: work.getTask }),
     route({ method: "POST", url: "/work/tasks/:task_id/retry", input: pb.RetryTaskRequestSchema, output: pb.RetryTaskResponseSchema, call: work.retryTask }),
     route({ method: "POST", url: "/work/tasks/:task_id/cancel", input: pb.CancelTaskRequestSchema, output: pb.CancelTaskResponseSchema, call: work.cancelTask }),
