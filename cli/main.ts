@@ -27,6 +27,7 @@ const MODULES: Record<ModuleName, () => Promise<CommandModule>> = {
   meta: () => import("./commands/meta.js"),
   up: () => import("./commands/up.js"),
   attach: () => import("./commands/attach.js"),
+  workspace: () => import("./commands/workspace.js"),
 };
 
 function version(): string {

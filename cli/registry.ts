@@ -15,7 +15,8 @@ export type ModuleName =
   | "session"
   | "meta"
   | "up"
-  | "attach";
+  | "attach"
+  | "workspace";
 
 export interface OptionSpec {
   name: string;
@@ -238,6 +239,39 @@ export const COMMANDS: CommandSpec[] = [
     args: { min: 1, max: 1 },
   },
   { path: ["task", "get"], summary: "show a task and its result", usage: "<id>", example: "ep task get tsk_01 --json", module: "work", args: { min: 1 } },
+  {
+    path: ["task", "diff"],
+    summary: "show what a task's run changed in its workspace: the stat and the patch (colored on a terminal)",
+    usage: "<id> [--stat]",
+    example: "ep task diff tsk_01 | less -R",
+    module: "work",
+    args: { min: 1 },
+    options: [{ name: "stat", type: "boolean", desc: "only the diff --stat summary" }],
+  },
+  {
+    path: ["workspace", "ls"],
+    summary: "list the git worktrees epd made on this node for tasks (active runs and kept failures)",
+    usage: "",
+    example: "ep workspace ls --json",
+    module: "workspace",
+  },
+  {
+    path: ["workspace", "rm"],
+    summary: "remove a kept worktree (its branch stays unless --delete-branch)",
+    usage: "<task_id> [--delete-branch]",
+    example: "ep workspace rm tsk_01 --delete-branch",
+    module: "workspace",
+    args: { min: 1 },
+    options: [{ name: "delete-branch", type: "boolean", desc: "also delete the run's branch (ep/<task_id>)" }],
+  },
+  {
+    path: ["workspace", "gc"],
+    summary: "remove kept worktrees older than their workspace's keep_failed (default 7d)",
+    usage: "[--all]",
+    example: "ep workspace gc --all",
+    module: "workspace",
+    options: [{ name: "all", type: "boolean", desc: "remove every kept worktree, whatever its age" }],
+  },
   { path: ["task", "retry"], summary: "put a failed or cancelled task back in the queue", usage: "<id>", example: "ep task retry tsk_01", module: "work", args: { min: 1 } },
   {
     path: ["task", "cancel"],

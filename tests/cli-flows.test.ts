@@ -205,6 +205,10 @@ describe("--json", () => {
     await check("task watch", ["task", "watch", taskId], { lines: true, codes: [1] }); // cancelled: replays, then the task
     await check("task retry", ["task", "retry", taskId]);
     await check("task get", ["task", "get", "tsk_missing"], { codes: [4] }); // the error document
+    await check("task diff", ["task", "diff", taskId], { codes: [4] }); // no workspace: the error document
+    await check("workspace ls", ["workspace", "ls"]);
+    await check("workspace gc", ["workspace", "gc"]);
+    await check("workspace rm", ["workspace", "rm", "tsk_missing"], { codes: [4] });
     await check("agent ls", ["agent", "ls"]);
     await check("node ls", ["node", "ls"]);
     const nodeId = (await ep(["node", "ls", "--json"])).json().nodes[0].id as string;

@@ -2,6 +2,7 @@
 // left running and report what it could not deliver. No task stays `running` forever.
 import { join } from "node:path";
 import { createJsonFileWriter, readJsonFile } from "./json-file.js";
+import type { WorkspaceOutcome } from "./workspace.js";
 
 export interface TaskOutcome {
   ok: boolean;
@@ -12,6 +13,8 @@ export interface TaskOutcome {
   retryable: boolean;
   /** tokens and cost the runtime reported */
   usage?: { input_tokens: number; output_tokens: number; cached_input_tokens: number; cost_usd: number; model: string };
+  /** the run's worktree and its change (TaskResult.workspace) */
+  workspace?: WorkspaceOutcome;
 }
 
 export interface InflightEntry {

@@ -39,7 +39,7 @@ async function report(entry: InflightEntry): Promise<void> {
   const backoff = createBackoff(deps.backoff);
   const u = o.usage;
   const usage = u && { inputTokens: BigInt(Math.trunc(u.input_tokens)), outputTokens: BigInt(Math.trunc(u.output_tokens)), cachedInputTokens: BigInt(Math.trunc(u.cached_input_tokens)), costUsd: u.cost_usd, model: u.model };
-  const result = { output: o.output, exitCode: o.exitCode, error: o.error ?? "", ...(usage ? { usage } : {}) };
+  const result = { output: o.output, exitCode: o.exitCode, error: o.error ?? "", ...(usage ? { usage } : {}), ...(o.workspace ? { workspace: o.workspace } : {}) };
   for (;;) {
     try {
       if (o.ok) await tower.work.completeTask({ taskId: entry.taskId, agentId: entry.agentId, result });

@@ -12,6 +12,7 @@ import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { ProgressFrame, RunResult } from "../runtimes/runtime.js";
 import type { LocalAgentRecord } from "./agent-store.js";
 import { createFrameBatcher } from "./frame-batcher.js";
+import { closeWorkspace, openWorkspace, type Workspace } from "./task-workspace.js";
 import type { InflightEntry, TaskOutcome } from "./journal.js";
 import { processStartTime } from "./orphans.js";
 import { refusedByTower } from "./report.js";
@@ -78,9 +79,6 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     hooks.setAgentState(agent.id, "busy");
     if (!(await announceStart(run, tlog))) return;
 
-    const { cwd, placeEnv, mcpConfig } = await preparePlace(deps, run, tlog);
-    const session = sessions.open({ taskId: task.id, agentId: agent.id, domainId: agent.domainId });
-    const redactor = deps.redactor?.(session.id);
     const batcher = createFrameBatcher({
       clock,
       windowMs: deps.progressWindowMs ?? 50,
@@ -90,16 +88,23 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
           .catch((err: unknown) => tlog.debug("progress not delivered", { error: toEpError(err).message }));
       },
     });
+    const { cwd, placeEnv, mcpConfig } = await preparePlace(deps, run, tlog);
+    const session = sessions.open({ taskId: task.id, agentId: agent.id, domainId: agent.domainId });
+    const redactor = deps.redactor?.(session.id);
 
     let result: RunResult;
     let stopBeating: (() => void) | undefined;
+    let workspace: Workspace | undefined;
     try {
+      // a task naming a repository runs in its own worktree (its setup first, as progress)
+      workspace = await openWorkspace(deps, run, (f) => batcher.push(redactor ? redactor.frame(f) : f), runEnv(deps, run, session.id, placeEnv, mcpConfig));
+      if (workspace?.setupFailed) throw workspace.setupFailed;
       run.handle = deps.runtimes.start(agent.runtime, {
         taskId: task.id,
         agentId: agent.id,
         prompt: promptOf(task),
         input: (task.input ?? {}) as Record<string, unknown>,
-        cwd,
+        cwd: workspace?.record.path ?? cwd,
         env: runEnv(deps, run, session.id, placeEnv, mcpConfig),
         onFrame: (f: ProgressFrame) => batcher.push(redactor ? redactor.frame(f) : f),
       });
@@ -124,12 +129,13 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     if (redactor) result = redactor.result(result);
     redactor?.release();
 
+    const changes = workspace && (await closeWorkspace(deps, run, workspace, result.ok && !run.stop, tlog));
     if (run.stop === "tower_cancel" || run.stop === "lease_lost") {
       tlog.info("run stopped", { why: run.stop });
       await journal.remove(task.id);
       return;
     }
-    const outcome = outcomeOf(run, result);
+    const outcome = { ...outcomeOf(run, result), ...(changes ? { workspace: changes } : {}) };
     tlog.info("run finished", { ok: outcome.ok, exit_code: outcome.exitCode, error: outcome.error });
     // the agent stays busy until the tower has the outcome, but a shutdown waits for the report
     // only up to its report deadline (the journal keeps it for the next start)

@@ -6,7 +6,7 @@ import * as pb from "../../gen/ep/tower/v1/work_pb.js";
 import { type Caller } from "./caller.js";
 import { taskMsg } from "./convert.js";
 import { commit } from "./event-hub.js";
-import { taskEvent, usageEvent, usageOf, HELD } from "./work-support.js";
+import { taskEvent, usageEvent, usageOf, workspaceOf, HELD } from "./work-support.js";
 import type { WorkContext } from "./work-context.js";
 import type { Deps } from "./deps.js";
 import type { Clock } from "../../common/clock.js";
@@ -60,7 +60,7 @@ export function createWorkClaims(ctx: WorkContext) {
     async completeTask(caller: Caller, req: pb.CompleteTaskRequest): Promise<pb.CompleteTaskResponse> {
       await mustActingAgent(caller, req.agentId);
       return commit(deps, async (tx, emit) => {
-        const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error ?? "", ...usageOf(req.result?.usage) };
+        const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error ?? "", ...usageOf(req.result?.usage), ...workspaceOf(req.result?.workspace) };
         // One statement when the agent holds a live lease (the usual case); only when it does
         // not is the task read, to say why (finished, expired, taken, not there, Kanban).
         const updated = await tx.updateTask(
@@ -82,7 +82,7 @@ export function createWorkClaims(ctx: WorkContext) {
       await mustActingAgent(caller, req.agentId);
       return commit(deps, async (tx, emit) => {
         const t = await mustHeld(tx, req.taskId, req.agentId);
-        const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error || "failed", ...usageOf(req.result?.usage) };
+        const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error || "failed", ...usageOf(req.result?.usage), ...workspaceOf(req.result?.workspace) };
         const requeue = req.retryable && t.attempts < t.maxAttempts;
         const updated = await tx.updateTask(
           t.id,

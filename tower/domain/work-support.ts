@@ -3,7 +3,7 @@
 import { RUNTIME_KINDS } from "../../common/runtimes.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { invalidField } from "../../common/errors.js";
-import type { AgentRow, TaskRow, UsageRow } from "../store/store.js";
+import type { AgentRow, TaskRow, UsageRow, WorkspaceRow } from "../store/store.js";
 import type { TaskResult } from "../../gen/ep/tower/v1/resources_pb.js";
 import { type Emit } from "./event-hub.js";
 
@@ -99,6 +99,31 @@ export function usageOf(u: TaskResult["usage"] | undefined): { usage?: UsageRow 
   if (!u) return {};
   const n = (v: bigint | number) => Math.max(0, Number(v));
   return { usage: { inputTokens: n(u.inputTokens), outputTokens: n(u.outputTokens), cachedInputTokens: n(u.cachedInputTokens), costUsd: Math.max(0, u.costUsd || 0), model: u.model.slice(0, 200) } };
+}
+
+/** The largest patch kept in a task's result (the node sends at most 64 KiB; the rest is an artifact). */
+const PATCH_LIMIT = 80 * 1024;
+
+/** A run's workspace as the node reported it, bounded. */
+export function workspaceOf(w: TaskResult["workspace"] | undefined): { workspace?: WorkspaceRow } {
+  if (!w) return {};
+  const cut = (v: string, n = 1000) => v.slice(0, n);
+  return {
+    workspace: {
+      repo: cut(w.repo, 4096),
+      name: cut(w.name),
+      branch: cut(w.branch),
+      base: cut(w.base, 64),
+      head: cut(w.head, 64),
+      committed: w.committed,
+      stat: cut(w.stat, 16 * 1024),
+      patch: cut(w.patch, PATCH_LIMIT),
+      patchTruncated: w.patchTruncated || w.patch.length > PATCH_LIMIT,
+      patchArtifact: cut(w.patchArtifact),
+      worktree: cut(w.worktree, 4096),
+      filesChanged: Math.max(0, w.filesChanged),
+    },
+  };
 }
 
 /** The usage in a task event's payload (snake_case, as events are). */

@@ -29,6 +29,23 @@ export interface TaskResultRow {
   error: string;
   /** tokens and cost the runtime reported (proto Usage field names) */
   usage?: UsageRow;
+  /** the run's git worktree and its change (proto WorkspaceResult field names) */
+  workspace?: WorkspaceRow;
+}
+
+export interface WorkspaceRow {
+  repo: string;
+  name: string;
+  branch: string;
+  base: string;
+  head: string;
+  committed: boolean;
+  stat: string;
+  patch: string;
+  patchTruncated: boolean;
+  patchArtifact: string;
+  worktree: string;
+  filesChanged: number;
 }
 
 export interface UsageRow {

@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ep/tower/v1/resources.proto.
  */
 export const file_ep_tower_v1_resources: GenFile = /*@__PURE__*/
-  fileDesc("ChtlcC90b3dlci92MS9yZXNvdXJjZXMucHJvdG8SC2VwLnRvd2VyLnYxIjYKBkRvbWFpbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmNyZWF0ZWRfYXQYAyABKAkihAEKB01pc3Npb24SCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEg4KBnN0YXR1cxgFIAEoCRISCgpjcmVhdGVkX2F0GAYgASgJEhIKCnVwZGF0ZWRfYXQYByABKAkidAoKVGFza1Jlc3VsdBIOCgZvdXRwdXQYASABKAkSFgoJZXhpdF9jb2RlGAIgASgFSACIAQESDQoFZXJyb3IYAyABKAkSIQoFdXNhZ2UYBCABKAsyEi5lcC50b3dlci52MS5Vc2FnZUIMCgpfZXhpdF9jb2RlInIKBVVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAIgASgDEhsKE2NhY2hlZF9pbnB1dF90b2tlbnMYAyABKAMSEAoIY29zdF91c2QYBCABKAESDQoFbW9kZWwYBSABKAkiQQoKQWdlbnRVc2FnZRIQCghhZ2VudF9pZBgBIAEoCRIhCgV1c2FnZRgCIAEoCzISLmVwLnRvd2VyLnYxLlVzYWdlIswDCgRUYXNrEgoKAmlkGAEgASgJEhEKCWRvbWFpbl9pZBgCIAEoCRISCgptaXNzaW9uX2lkGAMgASgJEgwKBGtpbmQYBCABKAkSDQoFdGl0bGUYBSABKAkSEwoLZGVzY3JpcHRpb24YBiABKAkSDgoGc3RhdHVzGAcgASgJEhQKDGNsYWltX3BvbGljeRgIIAEoCRIQCghwcmlvcml0eRgJIAEoBRIUCgxjYXBhYmlsaXRpZXMYCiADKAkSGQoRYXNzaWduZWVfYWdlbnRfaWQYCyABKAkSEAoIYXR0ZW1wdHMYDCABKAUSFAoMbWF4X2F0dGVtcHRzGA0gASgFEg8KB3J1bnRpbWUYDiABKAkSJgoFaW5wdXQYDyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EicKBnJlc3VsdBgQIAEoCzIXLmVwLnRvd2VyLnYxLlRhc2tSZXN1bHQSEgoKY2xhaW1lZF9ieRgRIAEoCRIYChBsZWFzZV9leHBpcmVzX2F0GBIgASgJEhYKDnBhcmVudF90YXNrX2lkGBMgASgJEhIKCmNyZWF0ZWRfYXQYFCABKAkSEgoKdXBkYXRlZF9hdBgVIAEoCSJvCgROb2RlEgoKAmlkGAEgASgJEhAKCGhvc3RuYW1lGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIUCgxsYXN0X3NlZW5fYXQYBCABKAkSEgoKY3JlYXRlZF9hdBgFIAEoCRIPCgdkb21haW5zGAYgAygJIrkBCgVBZ2VudBIKCgJpZBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSDwoHbm9kZV9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEg8KB3J1bnRpbWUYBSABKAkSFAoMY2FwYWJpbGl0aWVzGAYgAygJEg0KBXN0YXRlGAcgASgJEhQKDGxhc3Rfc2Vlbl9hdBgIIAEoCRISCgpjcmVhdGVkX2F0GAkgASgJEhIKCnN1cGVydmlzZWQYCiABKAgiPwoJUmF0ZUxpbWl0Eg0KBWxpbWl0GAEgASgFEhEKCXJlbWFpbmluZxgCIAEoBRIQCghyZXNldF9hdBgDIAEoCSKHAgoFRXZlbnQSCgoCaWQYASABKAQSDAoEdHlwZRgCIAEoCRIMCgRuYW1lGAMgASgJEhEKCWRvbWFpbl9pZBgEIAEoCRISCgptaXNzaW9uX2lkGAUgASgJEhAKCGFnZW50X2lkGAYgASgJEg8KB3Rhc2tfaWQYByABKAkSEgoKc2Vzc2lvbl9pZBgIIAEoCRIOCgZzdGF0dXMYCSABKAkSKAoHcGF5bG9hZBgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKgoKcmF0ZV9saW1pdBgLIAEoCzIWLmVwLnRvd2VyLnYxLlJhdGVMaW1pdBISCgpjcmVhdGVkX2F0GAwgASgJIpQBCgVUb2tlbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBHJvbGUYAyABKAkSEQoJZG9tYWluX2lkGAQgASgJEhIKCmV4cGlyZXNfYXQYBSABKAkSEgoKY3JlYXRlZF9hdBgGIAEoCRISCgpyZXZva2VkX2F0GAcgASgJEhQKDGxhc3RfdXNlZF9hdBgIIAEoCWIGcHJvdG8z", [file_google_protobuf_struct]);
+  fileDesc("ChtlcC90b3dlci92MS9yZXNvdXJjZXMucHJvdG8SC2VwLnRvd2VyLnYxIjYKBkRvbWFpbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmNyZWF0ZWRfYXQYAyABKAkihAEKB01pc3Npb24SCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEg4KBnN0YXR1cxgFIAEoCRISCgpjcmVhdGVkX2F0GAYgASgJEhIKCnVwZGF0ZWRfYXQYByABKAkipQEKClRhc2tSZXN1bHQSDgoGb3V0cHV0GAEgASgJEhYKCWV4aXRfY29kZRgCIAEoBUgAiAEBEg0KBWVycm9yGAMgASgJEiEKBXVzYWdlGAQgASgLMhIuZXAudG93ZXIudjEuVXNhZ2USLwoJd29ya3NwYWNlGAUgASgLMhwuZXAudG93ZXIudjEuV29ya3NwYWNlUmVzdWx0QgwKCl9leGl0X2NvZGUi4wEKD1dvcmtzcGFjZVJlc3VsdBIMCgRyZXBvGAEgASgJEgwKBG5hbWUYAiABKAkSDgoGYnJhbmNoGAMgASgJEgwKBGJhc2UYBCABKAkSDAoEaGVhZBgFIAEoCRIRCgljb21taXR0ZWQYBiABKAgSDAoEc3RhdBgHIAEoCRINCgVwYXRjaBgIIAEoCRIXCg9wYXRjaF90cnVuY2F0ZWQYCSABKAgSFgoOcGF0Y2hfYXJ0aWZhY3QYCiABKAkSEAoId29ya3RyZWUYCyABKAkSFQoNZmlsZXNfY2hhbmdlZBgMIAEoBSJyCgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIbChNjYWNoZWRfaW5wdXRfdG9rZW5zGAMgASgDEhAKCGNvc3RfdXNkGAQgASgBEg0KBW1vZGVsGAUgASgJIkEKCkFnZW50VXNhZ2USEAoIYWdlbnRfaWQYASABKAkSIQoFdXNhZ2UYAiABKAsyEi5lcC50b3dlci52MS5Vc2FnZSLMAwoEVGFzaxIKCgJpZBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSEgoKbWlzc2lvbl9pZBgDIAEoCRIMCgRraW5kGAQgASgJEg0KBXRpdGxlGAUgASgJEhMKC2Rlc2NyaXB0aW9uGAYgASgJEg4KBnN0YXR1cxgHIAEoCRIUCgxjbGFpbV9wb2xpY3kYCCABKAkSEAoIcHJpb3JpdHkYCSABKAUSFAoMY2FwYWJpbGl0aWVzGAogAygJEhkKEWFzc2lnbmVlX2FnZW50X2lkGAsgASgJEhAKCGF0dGVtcHRzGAwgASgFEhQKDG1heF9hdHRlbXB0cxgNIAEoBRIPCgdydW50aW1lGA4gASgJEiYKBWlucHV0GA8gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBInCgZyZXN1bHQYECABKAsyFy5lcC50b3dlci52MS5UYXNrUmVzdWx0EhIKCmNsYWltZWRfYnkYESABKAkSGAoQbGVhc2VfZXhwaXJlc19hdBgSIAEoCRIWCg5wYXJlbnRfdGFza19pZBgTIAEoCRISCgpjcmVhdGVkX2F0GBQgASgJEhIKCnVwZGF0ZWRfYXQYFSABKAkibwoETm9kZRIKCgJpZBgBIAEoCRIQCghob3N0bmFtZRgCIAEoCRIOCgZzdGF0dXMYAyABKAkSFAoMbGFzdF9zZWVuX2F0GAQgASgJEhIKCmNyZWF0ZWRfYXQYBSABKAkSDwoHZG9tYWlucxgGIAMoCSK5AQoFQWdlbnQSCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEg8KB25vZGVfaWQYAyABKAkSDAoEbmFtZRgEIAEoCRIPCgdydW50aW1lGAUgASgJEhQKDGNhcGFiaWxpdGllcxgGIAMoCRINCgVzdGF0ZRgHIAEoCRIUCgxsYXN0X3NlZW5fYXQYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCRISCgpzdXBlcnZpc2VkGAogASgIIj8KCVJhdGVMaW1pdBINCgVsaW1pdBgBIAEoBRIRCglyZW1haW5pbmcYAiABKAUSEAoIcmVzZXRfYXQYAyABKAkihwIKBUV2ZW50EgoKAmlkGAEgASgEEgwKBHR5cGUYAiABKAkSDAoEbmFtZRgDIAEoCRIRCglkb21haW5faWQYBCABKAkSEgoKbWlzc2lvbl9pZBgFIAEoCRIQCghhZ2VudF9pZBgGIAEoCRIPCgd0YXNrX2lkGAcgASgJEhIKCnNlc3Npb25faWQYCCABKAkSDgoGc3RhdHVzGAkgASgJEigKB3BheWxvYWQYCiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EioKCnJhdGVfbGltaXQYCyABKAsyFi5lcC50b3dlci52MS5SYXRlTGltaXQSEgoKY3JlYXRlZF9hdBgMIAEoCSKUAQoFVG9rZW4SCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJEhEKCWRvbWFpbl9pZBgEIAEoCRISCgpleHBpcmVzX2F0GAUgASgJEhIKCmNyZWF0ZWRfYXQYBiABKAkSEgoKcmV2b2tlZF9hdBgHIAEoCRIUCgxsYXN0X3VzZWRfYXQYCCABKAliBnByb3RvMw", [file_google_protobuf_struct]);
 
 /**
  * @generated from message ep.tower.v1.Domain
@@ -114,6 +114,13 @@ export type TaskResult = Message<"ep.tower.v1.TaskResult"> & {
    * @generated from field: ep.tower.v1.Usage usage = 4;
    */
   usage?: Usage | undefined;
+
+  /**
+   * the git worktree the run worked in, when the task named a workspace (docs/workspaces.md)
+   *
+   * @generated from field: ep.tower.v1.WorkspaceResult workspace = 5;
+   */
+  workspace?: WorkspaceResult | undefined;
 };
 
 /**
@@ -122,6 +129,92 @@ export type TaskResult = Message<"ep.tower.v1.TaskResult"> & {
  */
 export const TaskResultSchema: GenMessage<TaskResult> = /*@__PURE__*/
   messageDesc(file_ep_tower_v1_resources, 2);
+
+/**
+ * What a run did to its repository: its branch from the base commit, and the change.
+ *
+ * @generated from message ep.tower.v1.WorkspaceResult
+ */
+export type WorkspaceResult = Message<"ep.tower.v1.WorkspaceResult"> & {
+  /**
+   * the repository's path on the node, and the workspace name from workspaces.toml (if any)
+   *
+   * @generated from field: string repo = 1;
+   */
+  repo: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * the run's branch (ep/<task_id> unless the task named one), its base and head commits
+   *
+   * @generated from field: string branch = 3;
+   */
+  branch: string;
+
+  /**
+   * @generated from field: string base = 4;
+   */
+  base: string;
+
+  /**
+   * @generated from field: string head = 5;
+   */
+  head: string;
+
+  /**
+   * whether the agent made commits on the branch (head != base)
+   *
+   * @generated from field: bool committed = 6;
+   */
+  committed: boolean;
+
+  /**
+   * `git diff --stat` and the patch from base to the worktree (commits and uncommitted changes,
+   * new files included); the patch is cut at 64 KiB (patch_truncated), the whole one is the
+   * task's artifact named by patch_artifact
+   *
+   * @generated from field: string stat = 7;
+   */
+  stat: string;
+
+  /**
+   * @generated from field: string patch = 8;
+   */
+  patch: string;
+
+  /**
+   * @generated from field: bool patch_truncated = 9;
+   */
+  patchTruncated: boolean;
+
+  /**
+   * @generated from field: string patch_artifact = 10;
+   */
+  patchArtifact: string;
+
+  /**
+   * the worktree's path on the node while it is kept (a failed or cancelled run), else empty
+   *
+   * @generated from field: string worktree = 11;
+   */
+  worktree: string;
+
+  /**
+   * @generated from field: int32 files_changed = 12;
+   */
+  filesChanged: number;
+};
+
+/**
+ * Describes the message ep.tower.v1.WorkspaceResult.
+ * Use `create(WorkspaceResultSchema)` to create a new message.
+ */
+export const WorkspaceResultSchema: GenMessage<WorkspaceResult> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_resources, 3);
 
 /**
  * Token use and cost of a run (or a sum of runs), from the CLI's own final event.
@@ -160,7 +253,7 @@ export type Usage = Message<"ep.tower.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 3);
+  messageDesc(file_ep_tower_v1_resources, 4);
 
 /**
  * One agent's share of a sum of runs (a mission's total, by the agent that ran each task).
@@ -184,7 +277,7 @@ export type AgentUsage = Message<"ep.tower.v1.AgentUsage"> & {
  * Use `create(AgentUsageSchema)` to create a new message.
  */
 export const AgentUsageSchema: GenMessage<AgentUsage> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 4);
+  messageDesc(file_ep_tower_v1_resources, 5);
 
 /**
  * @generated from message ep.tower.v1.Task
@@ -312,7 +405,7 @@ export type Task = Message<"ep.tower.v1.Task"> & {
  * Use `create(TaskSchema)` to create a new message.
  */
 export const TaskSchema: GenMessage<Task> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 5);
+  messageDesc(file_ep_tower_v1_resources, 6);
 
 /**
  * @generated from message ep.tower.v1.Node
@@ -358,7 +451,7 @@ export type Node = Message<"ep.tower.v1.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 6);
+  messageDesc(file_ep_tower_v1_resources, 7);
 
 /**
  * @generated from message ep.tower.v1.Agent
@@ -425,7 +518,7 @@ export type Agent = Message<"ep.tower.v1.Agent"> & {
  * Use `create(AgentSchema)` to create a new message.
  */
 export const AgentSchema: GenMessage<Agent> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 7);
+  messageDesc(file_ep_tower_v1_resources, 8);
 
 /**
  * @generated from message ep.tower.v1.RateLimit
@@ -452,7 +545,7 @@ export type RateLimit = Message<"ep.tower.v1.RateLimit"> & {
  * Use `create(RateLimitSchema)` to create a new message.
  */
 export const RateLimitSchema: GenMessage<RateLimit> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 8);
+  messageDesc(file_ep_tower_v1_resources, 9);
 
 /**
  * @generated from message ep.tower.v1.Event
@@ -528,7 +621,7 @@ export type Event = Message<"ep.tower.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 9);
+  messageDesc(file_ep_tower_v1_resources, 10);
 
 /**
  * @generated from message ep.tower.v1.Token
@@ -582,5 +675,5 @@ export type Token = Message<"ep.tower.v1.Token"> & {
  * Use `create(TokenSchema)` to create a new message.
  */
 export const TokenSchema: GenMessage<Token> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 10);
+  messageDesc(file_ep_tower_v1_resources, 11);
 

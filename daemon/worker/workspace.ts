@@ -1,0 +1,273 @@
+// Workspaces: a task that names a git repository (`input.workspace = {repo, ref?, branch?}`) runs
+// in a git worktree of its own, on a new branch (ep/<task_id>) from the base commit, so several
+// agents work on one repository without touching each other's files. When the run ends, what it
+// did (branch, base and head, committed or not, `diff --stat`, the patch) goes into the task's
+// result; a successful run's worktree is removed (its branch stays), a failed or cancelled one is
+// kept for inspection until `ep workspace rm|gc` (or the daemon's gc) removes it.
+//
+// `repo` is an absolute path of a repository on the node, or a name from workspaces.toml in the
+// daemon home (docs/workspaces.md):
+//   [web]
+//   path = "/srv/repos/web"
+//   ref = "main"            # the default base
+//   setup = "npm ci"        # run in the worktree before the agent; its output is progress
+//   keep_failed = "7d"      # how long gc keeps a failed run's worktree (default 7d)
+import { execFile, spawn } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { mkdir, rm, writeFile } from "node:fs/promises";
+import { isAbsolute, join } from "node:path";
+import { promisify } from "node:util";
+import { parse, TomlError } from "smol-toml";
+import { EpError, invalidField } from "../../common/errors.js";
+
+const run = promisify(execFile);
+
+/** The patch kept in the task's result; the whole patch is the task's artifact. */
+export const PATCH_LIMIT = 64 * 1024;
+const DEFAULT_KEEP_FAILED_MS = 7 * 24 * 3600_000;
+
+export interface WorkspaceSpec {
+  repo: string;
+  ref?: string;
+  branch?: string;
+}
+
+export interface WorkspaceConfig {
+  name: string;
+  path: string;
+  ref?: string;
+  setup?: string;
+  keepFailedMs: number;
+}
+
+/** A worktree as the daemon records it (worktrees/<task_id>.json). */
+export interface WorktreeRecord {
+  taskId: string;
+  repo: string;
+  name: string;
+  path: string;
+  branch: string;
+  base: string;
+  createdAt: string;
+  /** active: a run is in it; kept: the run failed or was cancelled */
+  state: "active" | "kept";
+  keptAt?: string;
+  keepFailedMs: number;
+  outcome?: string;
+}
+
+/** What the run did, as TaskResult.workspace (WorkspaceResult field names). */
+export interface WorkspaceOutcome {
+  repo: string;
+  name: string;
+  branch: string;
+  base: string;
+  head: string;
+  committed: boolean;
+  stat: string;
+  patch: string;
+  patchTruncated: boolean;
+  patchArtifact: string;
+  worktree: string;
+  filesChanged: number;
+}
+
+/** The task's `input.workspace`, checked; undefined when the task names none. */
+export function workspaceSpecOf(input: Record<string, unknown> | undefined): WorkspaceSpec | undefined {
+  const w = input?.workspace;
+  if (w === undefined || w === null) return undefined;
+  if (typeof w === "string") return { repo: w };
+  if (typeof w !== "object" || Array.isArray(w)) throw invalidField("input.workspace", 'must be {"repo": "<path or name>", "ref"?: "...", "branch"?: "..."}');
+  const o = w as Record<string, unknown>;
+  for (const k of Object.keys(o)) if (!["repo", "ref", "branch"].includes(k)) throw invalidField(`input.workspace.${k}`, "no such field (repo, ref, branch)");
+  if (typeof o.repo !== "string" || !o.repo.trim()) throw invalidField("input.workspace.repo", "is required: a repository path on the node or a name from workspaces.toml");
+  for (const k of ["ref", "branch"] as const) if (o[k] !== undefined && typeof o[k] !== "string") throw invalidField(`input.workspace.${k}`, "must be a string");
+  if (typeof o.branch === "string" && !/^[A-Za-z0-9][A-Za-z0-9._/-]{0,200}$/.test(o.branch)) throw invalidField("input.workspace.branch", "is not a branch name this daemon creates (letters, digits, . _ / -)");
+  return { repo: o.repo.trim(), ref: o.ref as string | undefined, branch: o.branch as string | undefined };
+}
+
+/** "7d", "12h", "30m", "0" → milliseconds. */
+function parseAge(v: unknown, where: string): number {
+  const m = typeof v === "string" ? /^(\d+)\s*([dhm]?)$/.exec(v.trim()) : null;
+  if (!m) throw new EpError("config_invalid", `${where}: must be a duration like "7d", "12h" or "30m"`);
+  return Number(m[1]) * ({ d: 86_400_000, h: 3_600_000, m: 60_000, "": 3_600_000 } as const)[m[2] as "d" | "h" | "m" | ""];
+}
+
+/** workspaces.toml in the daemon home: name → repository (absent file: no names). */
+export function loadWorkspaces(home: string): Map<string, WorkspaceConfig> {
+  const file = join(home, "workspaces.toml");
+  const out = new Map<string, WorkspaceConfig>();
+  if (!existsSync(file)) return out;
+  let doc: Record<string, unknown>;
+  try {
+    doc = parse(readFileSync(file, "utf8")) as Record<string, unknown>;
+  } catch (err) {
+    const line = err instanceof TomlError ? ` (line ${err.line})` : "";
+    throw new EpError("config_invalid", `workspaces.toml${line}: ${(err as Error).message.split("\n")[0]}`);
+  }
+  for (const [name, raw] of Object.entries(doc)) {
+    if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw new EpError("config_invalid", `workspaces.toml [${name}]: must be a table with path = "..."`);
+    const t = raw as Record<string, unknown>;
+    for (const k of Object.keys(t)) if (!["path", "ref", "setup", "keep_failed"].includes(k)) throw new EpError("config_invalid", `workspaces.toml [${name}].${k}: no such key (path, ref, setup, keep_failed)`);
+    if (typeof t.path !== "string" || !isAbsolute(t.path)) throw new EpError("config_invalid", `workspaces.toml [${name}].path: must be an absolute path of a git repository`);
+    for (const k of ["ref", "setup"] as const) if (t[k] !== undefined && typeof t[k] !== "string") throw new EpError("config_invalid", `workspaces.toml [${name}].${k}: must be a string`);
+    out.set(name, {
+      name,
+      path: t.path,
+      ref: t.ref as string | undefined,
+      setup: t.setup as string | undefined,
+      keepFailedMs: t.keep_failed === undefined ? DEFAULT_KEEP_FAILED_MS : parseAge(t.keep_failed, `workspaces.toml [${name}].keep_failed`),
+    });
+  }
+  return out;
+}
+
+async function git(cwd: string, args: string[], maxBuffer = 32 * 1024 * 1024): Promise<string> {
+  try {
+    const { stdout } = await run("git", ["-C", cwd, ...args], { maxBuffer, env: { ...process.env, GIT_TERMINAL_PROMPT: "0", LC_ALL: "C" } });
+    return stdout;
+  } catch (err) {
+    const e = err as { stderr?: string; message: string; code?: string };
+    if (e.code === "ENOENT") throw new EpError("runtime_missing", "git is not installed on this node; workspaces need it");
+    throw new EpError("invalid_argument", `git ${args[0]} in ${cwd}: ${(e.stderr || e.message).trim().split("\n")[0]}`);
+  }
+}
+
+const worktreesDir = (home: string) => join(home, "worktrees");
+const recordFile = (home: string, taskId: string) => join(worktreesDir(home), `${taskId}.json`);
+
+async function saveRecord(home: string, r: WorktreeRecord): Promise<void> {
+  await writeFile(recordFile(home, r.taskId), JSON.stringify(r, null, 2) + "\n", { mode: 0o600 });
+}
+
+/** Creates the run's worktree on a new branch from the base; the record says where it is. */
+export async function createWorktree(home: string, taskId: string, spec: WorkspaceSpec, now: Date): Promise<{ record: WorktreeRecord; setup?: string }> {
+  const named = loadWorkspaces(home).get(spec.repo);
+  if (!named && !isAbsolute(spec.repo)) {
+    throw invalidField("input.workspace.repo", `"${spec.repo}" is neither an absolute path nor a workspace named in workspaces.toml`);
+  }
+  const repo = named?.path ?? spec.repo;
+  if (!existsSync(repo)) throw invalidField("input.workspace.repo", `${repo} does not exist on this node`);
+  const top = (await git(repo, ["rev-parse", "--show-toplevel"]).catch(() => {
+    throw invalidField("input.workspace.repo", `${repo} is not a git repository`);
+  })).trim();
+  const ref = spec.ref ?? named?.ref ?? "HEAD";
+  const base = (await git(top, ["rev-parse", "--verify", "--quiet", `${ref}^{commit}`]).catch(() => {
+    throw invalidField("input.workspace.ref", `${ref} is not a commit in ${top}`);
+  })).trim();
+  // a retried task's earlier branch stays: the new attempt gets the next free name
+  const wanted = spec.branch ?? `ep/${taskId}`;
+  let branch = wanted;
+  for (let n = 2; (await git(top, ["branch", "--list", branch])).trim(); n++) branch = `${wanted}-${n}`;
+  const path = join(worktreesDir(home), taskId);
+  await mkdir(worktreesDir(home), { recursive: true, mode: 0o700 });
+  if (existsSync(path)) await removeWorktreeDir(top, path);
+  await git(top, ["worktree", "add", "--quiet", "-b", branch, path, base]);
+  const record: WorktreeRecord = { taskId, repo: top, name: named?.name ?? "", path, branch, base, createdAt: now.toISOString(), state: "active", keepFailedMs: named?.keepFailedMs ?? DEFAULT_KEEP_FAILED_MS };
+  await saveRecord(home, record);
+  return { record, setup: named?.setup };
+}
+
+/** Runs the workspace's setup command in the worktree, each output line to `onLine`; its exit code. */
+export function runSetup(command: string, cwd: string, env: Record<string, string>, onLine: (line: string) => void, signal?: AbortSignal): Promise<number> {
+  return new Promise((resolve) => {
+    const child = spawn("sh", ["-c", command], { cwd, env, stdio: ["ignore", "pipe", "pipe"], signal });
+    let rest = "";
+    const take = (d: Buffer) => {
+      const lines = (rest + d.toString("utf8")).split("\n");
+      rest = lines.pop() ?? "";
+      for (const l of lines) onLine(l);
+    };
+    child.stdout.on("data", take);
+    child.stderr.on("data", take);
+    child.on("error", () => resolve(127));
+    child.on("close", (code) => {
+      if (rest) onLine(rest);
+      resolve(code ?? 1);
+    });
+  });
+}
+
+/** What the run did in its worktree: head, committed or not, the stat and the patch from base. */
+export async function summarize(record: WorktreeRecord): Promise<WorkspaceOutcome & { fullPatch: string }> {
+  const wt = record.path;
+  // new files count as changes: marked intent-to-add, they show in the diff
+  await git(wt, ["add", "--all", "--intent-to-add"]);
+  const head = (await git(wt, ["rev-parse", "HEAD"])).trim();
+  const stat = (await git(wt, ["diff", "--stat", record.base])).trimEnd();
+  const files = (await git(wt, ["diff", "--name-only", record.base])).split("\n").filter(Boolean).length;
+  const fullPatch = await git(wt, ["diff", "--no-color", record.base]);
+  const truncated = Buffer.byteLength(fullPatch) > PATCH_LIMIT;
+  return {
+    repo: record.repo,
+    name: record.name,
+    branch: record.branch,
+    base: record.base,
+    head,
+    committed: head !== record.base,
+    stat,
+    patch: truncated ? Buffer.from(fullPatch).subarray(0, PATCH_LIMIT).toString("utf8") : fullPatch,
+    patchTruncated: truncated,
+    patchArtifact: "",
+    worktree: "",
+    filesChanged: files,
+    fullPatch,
+  };
+}
+
+async function removeWorktreeDir(repo: string, path: string): Promise<void> {
+  await git(repo, ["worktree", "remove", "--force", path]).catch(() => undefined);
+  await rm(path, { recursive: true, force: true });
+  await git(repo, ["worktree", "prune"]).catch(() => undefined);
+}
+
+/** The run is over: a success removes the worktree (the branch stays); otherwise it is kept. */
+export async function finishWorktree(home: string, record: WorktreeRecord, ok: boolean, outcome: string, now: Date): Promise<"removed" | "kept"> {
+  if (ok) {
+    await removeWorktreeDir(record.repo, record.path);
+    await rm(recordFile(home, record.taskId), { force: true });
+    return "removed";
+  }
+  await saveRecord(home, { ...record, state: "kept", keptAt: now.toISOString(), outcome });
+  return "kept";
+}
+
+/** Every worktree the daemon has made and not removed. */
+export function listWorktrees(home: string): WorktreeRecord[] {
+  const dir = worktreesDir(home);
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(".json"))
+    .flatMap((f) => {
+      try {
+        return [JSON.parse(readFileSync(join(dir, f), "utf8")) as WorktreeRecord];
+      } catch {
+        return [];
+      }
+    })
+    .sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+}
+
+/** Removes one kept worktree (and its branch with `deleteBranch`); an active one is refused. */
+export async function removeWorktree(home: string, taskId: string, opts: { deleteBranch?: boolean; force?: boolean } = {}): Promise<WorktreeRecord> {
+  const record = listWorktrees(home).find((r) => r.taskId === taskId);
+  if (!record) throw new EpError("not_found", `no worktree for task ${taskId} on this node (list them with 'ep workspace ls')`);
+  if (record.state === "active" && !opts.force) throw new EpError("conflict", `task ${taskId}'s run is still in its worktree; it is removed when the run ends`);
+  await removeWorktreeDir(record.repo, record.path);
+  if (opts.deleteBranch) await git(record.repo, ["branch", "-D", record.branch]).catch(() => undefined);
+  await rm(recordFile(home, taskId), { force: true });
+  return record;
+}
+
+/** Removes the kept worktrees older than their workspace's keep_failed (all kept ones with `all`). */
+export async function gcWorktrees(home: string, now: Date, opts: { all?: boolean } = {}): Promise<WorktreeRecord[]> {
+  const removed: WorktreeRecord[] = [];
+  for (const r of listWorktrees(home)) {
+    if (r.state !== "kept") continue;
+    const age = now.getTime() - Date.parse(r.keptAt ?? r.createdAt);
+    if (!opts.all && age < r.keepFailedMs) continue;
+    await removeWorktree(home, r.taskId);
+    removed.push(r);
+  }
+  return removed;
+}
