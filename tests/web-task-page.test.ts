@@ -3,7 +3,8 @@
 // Retry act with the API's rules. The shell tasks wait on gate files the test creates, so
 // "running" is a state the test controls rather than a timing it hopes for.
 import type { Client } from "@connectrpc/connect";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { BrowserContext, Page } from "playwright-core";
@@ -122,6 +123,31 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     // it runs again (and fails again): a second "trying" frame arrives live
     await expect.poll(async () => (await page.getByRole("list", { name: "Progress frames" }).getByText("trying").count()), { timeout: 15_000 }).toBe(2);
     await waitFor(async () => (await status(id)) === "failed", 15_000);
+  }, 60_000);
+
+  it("shows a workspace task's changed files and patch (issue 20)", async () => {
+    const repo = join(gates, "repo");
+    const git = (...args: string[]) => execFileSync("git", ["-c", "user.email=t@ep", "-c", "user.name=t", ...args], { cwd: repo, encoding: "utf8" });
+    mkdirSync(repo);
+    git("init", "-q", "-b", "main");
+    writeFileSync(join(repo, "app.txt"), "one\ntwo\n");
+    git("add", ".");
+    git("commit", "-q", "-m", "first");
+    const id = (
+      await work.createTask({ missionId, title: "edit the app", runtime: "shell", input: { command: "printf 'one\\n2\\n' > app.txt; echo new > added.txt", workspace: { repo } } })
+    ).task!.id;
+    await waitFor(async () => (await status(id)) === "succeeded", 20_000);
+    await page.goto(`${tower.url}/ui/tasks/${id}`);
+    const files = page.getByRole("table", { name: "Changed files" });
+    await files.waitFor({ timeout: 10_000 });
+    const rows = await files.locator("tbody tr").allInnerTexts();
+    expect(rows.map((r) => r.replace(/\s+/g, " ").trim()).sort()).toEqual(["added.txt +1 −0", "app.txt +1 −1"]);
+    const patch = await page.getByLabel("Patch").innerText();
+    expect(patch).toContain("+2");
+    expect(patch).toContain("-two");
+    expect(await page.locator(".workspace-change").innerText()).toContain(`ep/${id}`);
+    // the added line is colored as an addition
+    expect(await page.locator(".diff-add", { hasText: "+new" }).count()).toBe(1);
   }, 60_000);
 
   it("creates a domain, a mission and a task from forms, with the API's messages on the fields; the task runs", async () => {

@@ -9,6 +9,7 @@ import { App } from "./app.js";
 import type { ApprovalItem, EventItem, FrameItem, TaskDetail, TuiDataSource } from "./data-source.js";
 import { createTowerSource, eventDetail } from "./tower-source.js";
 import { viewSpecLines } from "./view-spec-text.js";
+import { TaskScreen } from "./views.js";
 
 const until = (cond: () => boolean, ms = 5000) => waitFor(cond, ms, 10);
 
@@ -177,6 +178,20 @@ describe("the ep console", () => {
     await until(() => ui.lastFrame()!.includes("Enter open task ·"));
     ui.stdin.write("\u001b");
     await until(() => ui.lastFrame()!.includes("Enter open tasks"));
+    ui.unmount();
+  });
+
+  it("the task view shows a workspace task's branch and diff stat (issue 20)", () => {
+    const task: TaskDetail = {
+      id: "tsk_9", missionId: "msn_1", title: "Fix it", status: "succeeded", runtime: "shell", agent: "builder", attempts: 1, maxAttempts: 3, createdAt: "2026-11-26T06:00:00Z", output: "", error: "", usage: "",
+      workspace: { branch: "branch ep/tsk_9 (1a2b3c4d..5e6f7a8b)", stat: " app.txt | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)" },
+    };
+    const ui = render(<TaskScreen task={task} frames={[]} width={80} />);
+    const frame = ui.lastFrame()!;
+    expect(frame).toContain("changes");
+    expect(frame).toContain("branch ep/tsk_9 (1a2b3c4d..5e6f7a8b)");
+    expect(frame).toContain("app.txt | 2 +-");
+    expect(frame).toContain("1 file changed");
     ui.unmount();
   });
 

@@ -38,6 +38,8 @@ export interface TaskDetail extends TaskItem {
   error: string;
   /** tokens and cost in one line, "" when the runtime reported none */
   usage: string;
+  /** the workspace change: its branch line and `diff --stat` (absent when the task named no workspace) */
+  workspace?: { branch: string; stat: string };
 }
 
 /** One progress frame of a task (what the agent printed, a tool call, a status line). */

@@ -57,7 +57,7 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
   const taskDetail = (t: Task): TaskDetail => {
     const u = t.result?.usage;
     const usage = u && (u.inputTokens || u.outputTokens || u.costUsd) ? `${u.inputTokens} tokens in, ${u.outputTokens} out${u.costUsd ? `, $${u.costUsd.toFixed(4)}` : ""}${u.model ? ` (${u.model})` : ""}` : "";
-    return { ...taskItem(t), attempts: t.attempts, maxAttempts: t.maxAttempts, createdAt: t.createdAt, output: t.result?.output ?? "", error: t.result?.error ?? "", usage };
+    return { ...taskItem(t), attempts: t.attempts, maxAttempts: t.maxAttempts, createdAt: t.createdAt, output: t.result?.output ?? "", error: t.result?.error ?? "", usage, workspace: workspaceOf(t.result?.workspace) };
   };
 
   return {
@@ -153,4 +153,11 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
       for (const s of stops) s();
     },
   };
+}
+
+/** The workspace change as the TUI shows it: the branch line and the stat. */
+function workspaceOf(w: { branch: string; base: string; head: string; committed: boolean; stat: string; worktree: string } | undefined): TaskDetail["workspace"] {
+  if (!w) return undefined;
+  const commits = w.committed ? `${w.base.slice(0, 8)}..${w.head.slice(0, 8)}` : `from ${w.base.slice(0, 8)}, not committed`;
+  return { branch: `branch ${w.branch} (${commits})${w.worktree ? ` · kept at ${w.worktree}` : ""}`, stat: w.stat || "no changes" };
 }

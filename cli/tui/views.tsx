@@ -66,6 +66,15 @@ export function TaskScreen({ task, frames, width, error }: { task?: TaskDetail; 
           ))}
         </Box>
       )}
+      {task.workspace && (
+        <Box flexDirection="column" marginTop={1}>
+          <Text bold>changes</Text>
+          <Text dimColor>{fit(task.workspace.branch, width)}</Text>
+          {task.workspace.stat.split("\n").slice(-12).map((l, i) => (
+            <Text key={i}>{fit(l, width)}</Text>
+          ))}
+        </Box>
+      )}
       {task.error !== "" && <Text color="red">{fit(`error: ${task.error}`, width)}</Text>}
       {error && <Text color="red">{fit(error, width)}</Text>}
     </Box>

@@ -9,6 +9,7 @@ import type { Dashboard } from "./dashboard.js";
 import type { StreamEvent } from "./live-stream.js";
 import { TerminalPanel } from "./terminal/index.js";
 import { Ago, CopyId, ErrorNote, StatusBadge, duration, runtimeLabel, usd, useNow } from "./ui.js";
+import { WorkspaceChange } from "./diff.js";
 
 export interface Frame {
   id: number;
@@ -203,6 +204,7 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
         <ErrorNote error={transcriptError} />
         <Transcript frames={frames} live={!final} />
       </section>
+      {task.result?.workspace && <WorkspaceChange ws={task.result.workspace} />}
       {task.result?.error && (
         <section aria-labelledby="error-heading">
           <h3 id="error-heading">Error</h3>
