@@ -5,6 +5,7 @@ import { FakeClock } from "../test-support/fake-clock.js";
 import { epErrorOfConnectJson } from "../test-support/rpc-errors.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
+import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { startTower, type TestTower } from "./harness.js";
 
@@ -211,6 +212,28 @@ describe("Connect routes", () => {
     expect((await work.cancelTask({ taskId: c.task!.id })).task!.status).toBe("cancelled");
     expect((await work.retryTask({ taskId: c.task!.id })).task!.status).toBe("queued");
     await expect(work.retryTask({ taskId: c.task!.id })).rejects.toMatchObject({ code: Code.Aborted });
+  });
+
+  it("a claim with start: true is also the start: the task comes back running, with both events in order", async () => {
+    const work = t.client(WorkService);
+    const { domain } = await work.createDomain({ name: "claim-start" });
+    const { mission } = await work.createMission({ domainId: domain!.id, title: "m" });
+    const agentId = await enroll(domain!.id, []);
+    const { task } = await work.createTask({ missionId: mission!.id, title: "t" });
+    const claimed = await work.claimTask({ agentId, start: true });
+    expect(claimed.task).toMatchObject({ id: task!.id, status: "running", claimedBy: agentId });
+    // a StartTask after it changes nothing
+    expect((await work.startTask({ taskId: task!.id, agentId })).task!.status).toBe("running");
+    const events = (await t.client(EventService).listEvents({ limit: 1000, filter: { taskId: task!.id } })).events;
+    expect(events.map((e) => [e.name, e.status])).toEqual([
+      ["task.created", "queued"],
+      ["task.claimed", "claimed"],
+      ["task.running", "running"],
+    ]);
+    // and over REST
+    const { task: t2 } = await work.createTask({ missionId: mission!.id, title: "t2" });
+    const rest = await t.api("POST", `/work/agents/${agentId}/claim`, { start: true });
+    expect(rest.body.task).toMatchObject({ id: t2!.id, status: "running" });
   });
 
   it("answers a state conflict with Connect's 409 code, as REST does", async () => {

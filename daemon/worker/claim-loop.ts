@@ -42,7 +42,8 @@ export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent
       slot.again = false;
       let task: Task | undefined;
       try {
-        task = (await tower.work.claimTask({ agentId: agent.id, waitMs: 0 })).task;
+        // the claim is also the start (no StartTask call): the task comes back running
+        task = (await tower.work.claimTask({ agentId: agent.id, waitMs: 0, start: true })).task;
       } catch (err) {
         const e = toEpError(err);
         log.warn("claim failed", { agent_id: agent.id, code: e.code, error: e.message });

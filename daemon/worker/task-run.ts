@@ -56,8 +56,9 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
       });
   }
 
-  /** Tells the tower the run starts; false when it refuses (the task is no longer ours). */
+  /** Tells the tower the run starts (unless the claim did); false when it refuses (the task is no longer ours). */
   async function announceStart(run: Run, tlog: Logger): Promise<boolean> {
+    if (run.task.status === "running") return true;
     try {
       await tower.work.startTask({ taskId: run.task.id, agentId: run.agent.id });
     } catch (err) {

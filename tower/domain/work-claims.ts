@@ -29,7 +29,7 @@ export function createWorkClaims(ctx: WorkContext) {
       const agent = await mustActingAgent(caller, req.agentId);
       const deadline = clock.now() + Math.min(req.waitMs, limits.maxClaimWaitMs);
       for (;;) {
-        const t = await claimOnce(agent);
+        const t = await claimOnce(agent, req.start);
         if (t) return create(pb.ClaimTaskResponseSchema, { task: taskMsg(t) });
         const left = deadline - clock.now();
         if (left <= 0 || closed) return create(pb.ClaimTaskResponseSchema, {});

@@ -84,15 +84,17 @@ export function createWorkContext(deps: Deps) {
     return updated;
   }
 
-  async function claimOnce(agent: ActingAgent): Promise<TaskRow | undefined> {
+  async function claimOnce(agent: ActingAgent, start = false): Promise<TaskRow | undefined> {
     return commit(deps, async (tx, emit) => {
       const t = await tx.claimTask(
-        { agentId: agent.id, domainId: agent.domainId, runtime: agent.runtime, capabilities: agent.capabilities },
+        { agentId: agent.id, domainId: agent.domainId, runtime: agent.runtime, capabilities: agent.capabilities, start },
         clock.now(),
         limits.leaseMs,
       );
       if (t) {
-        taskEvent(emit, t, "task.claimed");
+        // a claim that is also the start says both, in order, as the two calls would have
+        taskEvent(emit, start ? { ...t, status: "claimed" } : t, "task.claimed");
+        if (start) taskEvent(emit, t, "task.running");
         if (t.parentTaskId) await settleBroadcast(tx, emit, t.parentTaskId);
       }
       return t;

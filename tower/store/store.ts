@@ -110,6 +110,8 @@ export interface Claimant {
   domainId: string;
   runtime: string;
   capabilities: readonly string[];
+  /** the claimed task starts at once: status running instead of claimed */
+  start?: boolean;
 }
 
 export interface NodeRow {

@@ -346,7 +346,7 @@ export class SqliteStore extends SqlStore implements Store {
   async claimTask(c: Claimant, nowMs: number, leaseMs: number): Promise<TaskRow | undefined> {
     return this.run(true, () => {
       return this.taskRows(
-        `UPDATE tasks SET status = 'claimed', claimed_by = @agent, attempts = attempts + 1,
+        `UPDATE tasks SET status = @status, claimed_by = @agent, attempts = attempts + 1,
            lease_expires_ms = @lease, updated_at = @now
          WHERE rowid = (
            SELECT t.rowid FROM tasks t
@@ -360,6 +360,7 @@ export class SqliteStore extends SqlStore implements Store {
         [
           {
             agent: c.agentId,
+            status: c.start ? "running" : "claimed",
             domain: c.domainId,
             runtime: c.runtime,
             caps: JSON.stringify(c.capabilities),
