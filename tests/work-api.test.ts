@@ -230,10 +230,23 @@ describe("Connect routes", () => {
       ["task.claimed", "claimed"],
       ["task.running", "running"],
     ]);
+    // the idle agent became busy in that commit; an outcome sent with agent_idle makes it idle again
+    const agents = t.client(AgentService);
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe("busy");
+    await work.completeTask({ taskId: task!.id, agentId, result: { output: "ok" }, agentIdle: true });
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe("idle");
+    const states = (await t.client(EventService).listEvents({ limit: 1000, filter: { agentId, types: ["matrix"] } })).events.filter((e) => e.name === "agent.state");
+    expect(states.map((e) => [e.payload?.from, e.payload?.to])).toEqual([
+      ["idle", "busy"],
+      ["busy", "idle"],
+    ]);
     // and over REST
     const { task: t2 } = await work.createTask({ missionId: mission!.id, title: "t2" });
     const rest = await t.api("POST", `/work/agents/${agentId}/claim`, { start: true });
     expect(rest.body.task).toMatchObject({ id: t2!.id, status: "running" });
+    // a failure sent without agent_idle leaves the agent's state alone
+    await work.failTask({ taskId: t2!.id, agentId, result: { error: "no" } });
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe("busy");
   });
 
   it("answers a state conflict with Connect's 409 code, as REST does", async () => {

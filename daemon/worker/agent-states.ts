@@ -36,6 +36,11 @@ export function createAgentStates(deps: { tower: TowerClients; log: Logger; clos
       desired.set(agentId, state);
       void push();
     },
+    /** The tower already has this state (a claim that started, an outcome sent with agent_idle): no call. */
+    assume(agentId: string, state: string): void {
+      desired.set(agentId, state);
+      sent.set(agentId, state);
+    },
     /** Sends every agent's state again (a new link: the tower may have restarted). */
     announce(all: [agentId: string, state: string][]): void {
       sent.clear();

@@ -18,6 +18,8 @@ export interface OutcomeReporterDeps {
   backoff?: BackoffOptions;
   /** the worker is closing: stop retrying (the entry stays in the journal for the next start) */
   closed(): boolean;
+  /** the tower took the outcome (and, with it, marked the agent idle) */
+  acknowledged?(entry: InflightEntry): void;
 }
 
 export function createOutcomeReporter(deps: OutcomeReporterDeps) {
@@ -42,8 +44,10 @@ async function report(entry: InflightEntry): Promise<void> {
   const result = { output: o.output, exitCode: o.exitCode, error: o.error ?? "", ...(usage ? { usage } : {}), ...(o.workspace ? { workspace: o.workspace } : {}) };
   for (;;) {
     try {
-      if (o.ok) await tower.work.completeTask({ taskId: entry.taskId, agentId: entry.agentId, result });
-      else await tower.work.failTask({ taskId: entry.taskId, agentId: entry.agentId, result, retryable: o.retryable });
+      // agentIdle: the tower marks the agent idle in the same commit (no UpdateAgentState call)
+      if (o.ok) await tower.work.completeTask({ taskId: entry.taskId, agentId: entry.agentId, result, agentIdle: true });
+      else await tower.work.failTask({ taskId: entry.taskId, agentId: entry.agentId, result, retryable: o.retryable, agentIdle: true });
+      deps.acknowledged?.(entry);
       break;
     } catch (err) {
       const refused = refusedByTower(err);

@@ -22,6 +22,8 @@ export const OUTPUT_LIMIT = 64 * 1024;
 
 export interface RunHooks {
   setAgentState(agentId: string, state: string): void;
+  /** the tower set this state itself (the claim started the task): note it, send nothing */
+  assumeAgentState(agentId: string, state: string): void;
   deliver(entry: InflightEntry): Promise<void>;
   /** the run is over and the slot idle: claim again when work may be waiting */
   afterRun(agent: LocalAgentRecord): void;
@@ -77,7 +79,8 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     const { task, agent, entry } = run;
     const tlog = log.child({ task_id: task.id, agent_id: agent.id });
     void journal.put(entry);
-    hooks.setAgentState(agent.id, "busy");
+    if (task.status === "running") hooks.assumeAgentState(agent.id, "busy");
+    else hooks.setAgentState(agent.id, "busy");
     if (!(await announceStart(run, tlog))) return;
 
     const batcher = createFrameBatcher({

@@ -17,12 +17,14 @@ export { OUTPUT_LIMIT, refusedByTower };
 export function createTaskWorker(deps: WorkerDeps): TaskWorker {
   const { tower, clock, log, journal } = deps;
   const st: WorkerState = { slots: new Map(), runs: new Map(), blocked: new Map(), backlog: new Set(), stopping: false, closed: false };
-  const reporter = createOutcomeReporter({ tower, journal, clock, log, backoff: deps.reportBackoff, closed: () => st.closed });
-  const deliver = (entry: InflightEntry) => reporter.deliver(entry);
-  // agent state on the tower: coalesced, never on the claim path (agent-states.ts)
+  // agent state on the tower: coalesced, never on the claim path (agent-states.ts); a claim that
+  // starts and an outcome with agent_idle set it at the tower themselves
   const states = createAgentStates({ tower, log, closed: () => st.closed });
+  const reporter = createOutcomeReporter({ tower, journal, clock, log, backoff: deps.reportBackoff, closed: () => st.closed, acknowledged: (e) => states.assume(e.agentId, "idle") });
+  const deliver = (entry: InflightEntry) => reporter.deliver(entry);
   const runner = createRunner(deps, st, {
     setAgentState: (agentId, state) => states.set(agentId, state),
+    assumeAgentState: (agentId, state) => states.assume(agentId, state),
     deliver,
     // a wake-up found every agent busy meanwhile: work may be queued, keep draining
     afterRun: (agent) => {

@@ -12,7 +12,7 @@ import type { Deps } from "./deps.js";
 import type { Clock } from "../../common/clock.js";
 
 export function createWorkClaims(ctx: WorkContext) {
-  const { deps, store, clock, limits, now, mustActingAgent, settleBroadcast, claimOnce, mustHeld } = ctx;
+  const { deps, store, clock, limits, now, mustActingAgent, settleBroadcast, claimOnce, mustHeld, markAgent } = ctx;
   // wake-ups for long-polling claimers: any task becoming queued in their domain
   const waiters = new WorkWaiters(deps, clock);
   let closed = false;
@@ -74,6 +74,7 @@ export function createWorkClaims(ctx: WorkContext) {
         }
         taskEvent(emit, updated, "task.succeeded", usageEvent(result.usage));
         await settleBroadcast(tx, emit, updated.parentTaskId);
+        if (req.agentIdle) await markAgent(tx, emit, req.agentId, "busy", "idle");
         return create(pb.CompleteTaskResponseSchema, { task: taskMsg(updated) });
       });
     },
@@ -94,6 +95,7 @@ export function createWorkClaims(ctx: WorkContext) {
         if (!updated) throw new EpError("lease_not_held", `task ${t.id} changed while failing`);
         taskEvent(emit, updated, requeue ? "task.requeued" : "task.failed", { reason: result.error, ...usageEvent(result.usage) });
         await settleBroadcast(tx, emit, updated.parentTaskId);
+        if (req.agentIdle) await markAgent(tx, emit, req.agentId, "busy", "idle");
         return create(pb.FailTaskResponseSchema, { task: taskMsg(updated) });
       });
     },

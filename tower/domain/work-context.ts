@@ -92,13 +92,29 @@ export function createWorkContext(deps: Deps) {
         limits.leaseMs,
       );
       if (t) {
-        // a claim that is also the start says both, in order, as the two calls would have
+        // a claim that is also the start says both, in order, as the two calls would have, and
+        // the agent is busy from now on
         taskEvent(emit, start ? { ...t, status: "claimed" } : t, "task.claimed");
-        if (start) taskEvent(emit, t, "task.running");
+        if (start) {
+          taskEvent(emit, t, "task.running");
+          await markAgent(tx, emit, agent.id, "idle", "busy");
+        }
         if (t.parentTaskId) await settleBroadcast(tx, emit, t.parentTaskId);
       }
       return t;
     });
+  }
+
+  /**
+   * Moves an agent from one state to another in the caller's commit (a claim that starts: idle →
+   * busy; an outcome sent with agent_idle: busy → idle), with the agent.state event
+   * UpdateAgentState emits. An agent in any other state (paused, restarting, …) is left as it is.
+   */
+  async function markAgent(tx: Store, emit: Emit, agentId: string, from: string, to: string): Promise<void> {
+    const a = await tx.getAgent(agentId);
+    if (!a || a.state !== from) return;
+    await tx.updateAgent(agentId, { state: to, lastSeenAt: now() });
+    emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId, status: to, payload: { agent_id: agentId, from, to, reason: "epd" } });
   }
 
   /** Loads a task the agent holds; distinguishes finished, expired and taken leases. */
@@ -115,7 +131,7 @@ export function createWorkContext(deps: Deps) {
     return t;
   }
 
-  return { deps, store, clock, limits, now, agents, missions, mustDomain, mustMission, mustTask, missionDomain, mustActingAgent, settleBroadcast, requeueOrFail, claimOnce, mustHeld };
+  return { deps, store, clock, limits, now, agents, missions, mustDomain, mustMission, mustTask, missionDomain, mustActingAgent, settleBroadcast, requeueOrFail, claimOnce, mustHeld, markAgent };
 }
 
 async function mustDomain(s: Store, id: string) {
