@@ -30,7 +30,12 @@ import { createJournal } from "./worker/journal.js";
 import { createSessionTable, type SessionTable } from "./worker/sessions.js";
 import { createSignalRunner } from "./worker/signal-runner.js";
 import { createTaskWorker, type TaskWorker } from "./worker/worker.js";
+import { gcWorktrees } from "./worker/workspace.js";
+
 import { routeLinkCommand } from "./link-commands.js";
+
+/** How often epd removes kept worktrees past their keep_failed (docs/workspaces.md). */
+const WORKTREE_GC_MS = 3_600_000;
 
 export const EPD_VERSION = "0.1.0";
 
@@ -152,6 +157,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   let mgmtServer: UnixSocketServer | undefined;
   let secretsServer: UnixSocketServer | undefined;
   let pollTimer: ClockTimer | undefined;
+  let gcTimer: ClockTimer | undefined;
   let closing: Promise<void> | undefined;
 
   return {
@@ -186,11 +192,19 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
         worker.pollAll();
         pollTimer = clock.setTimeout(poll, pollMs);
       }, pollMs);
+      // kept worktrees of failed runs go once older than their workspace's keep_failed
+      gcTimer = clock.setTimeout(function gc() {
+        gcWorktrees(home, new Date(clock.now()))
+          .then((removed) => removed.length && log.info("kept worktrees collected", { count: removed.length, tasks: removed.map((r) => r.taskId) }))
+          .catch((err: Error) => log.warn("worktree gc failed", { error: err.message }))
+          .finally(() => (gcTimer = clock.setTimeout(gc, WORKTREE_GC_MS)));
+      }, Math.min(pollMs, WORKTREE_GC_MS));
       log.info("epd started", { node_id: opts.identity.node_id, backend_url: opts.backendUrl, home, agents: agents.list().length, poll_ms: pollMs });
     },
 
     close() {
       if (pollTimer) clock.clearTimeout(pollTimer);
+      if (gcTimer) clock.clearTimeout(gcTimer);
       // in order: runs end (their reports go out) before the link, the sockets last
       closing ??= inOrder([
         () => worker.shutdown(graceMs), () => fleet.close(), () => link.close(), () => fanout?.close(),

@@ -6,8 +6,9 @@ import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
 import { beforeAll, describe, expect, it } from "vitest";
 import { AgentService as LocalAgentService } from "../gen/ep/daemon/v1/mgmt_pb.js";
+import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { createMgmtTransport } from "../daemon/mgmt/client.js";
-import { buildBinaries, epdFor, towerWithMission, type TowerSetup } from "./epd-harness.js";
+import { adminClient, buildBinaries, epdFor, towerWithMission, type TowerSetup } from "./epd-harness.js";
 import { buildCli, runEp } from "./fleet-harness.js";
 import { useCleanups, waitFor } from "./harness.js";
 
@@ -123,6 +124,22 @@ describe("workspaces", () => {
     expect(git(repo, "worktree", "list")).not.toContain(t.id);
     expect(JSON.parse((await ep("workspace", "ls")).stdout)).toEqual({ worktrees: [] });
   }, 90_000);
+
+  it("a profile agent naming a workspace in agents.toml runs each of its tasks in a worktree of it", async () => {
+    const s = await towerWithMission("ep-ws-", cleanup);
+    const repo = makeRepo(join(s.home, "repo"));
+    const domain = (await s.work.getMission({ missionId: s.missionId })).mission!.domainId;
+    mkdirSync(join(s.home, "epd"), { recursive: true, mode: 0o700 });
+    writeFileSync(join(s.home, "epd", "workspaces.toml"), `[app]\npath = "${repo}"\n`);
+    writeFileSync(join(s.home, "epd", "agents.toml"), `[[agent]]\nid = "fixer"\nruntime = "shell"\ndomain = "${domain}"\nworkspace = "app"\n`);
+    await epdFor(s, cleanup);
+    await waitFor(async () => (await adminClient(s.tower, AgentService).listAgents({ domainId: domain })).agents.some((a) => a.name === "fixer"), 15_000);
+    const t = (await s.work.createTask({ missionId: s.missionId, title: "profile", runtime: "shell", input: { command: "echo fixed > greeting.txt" } })).task!;
+    const r = await waitTask(s, t.id);
+    expect(r.status).toBe("succeeded");
+    expect(r.result!.workspace).toMatchObject({ name: "app", branch: `ep/${t.id}`, filesChanged: 1 });
+    expect(r.result!.workspace!.patch).toContain("+fixed");
+  }, 60_000);
 
   it("fails a task whose workspace is not a repository, naming the field, and runs nothing", async () => {
     const s = await towerWithMission("ep-ws-", cleanup);

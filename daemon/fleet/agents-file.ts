@@ -24,6 +24,8 @@ export interface FleetProfile {
   supervise: boolean;
   /** When set, the profile is enrolled at the tower in this domain (so the tower can signal it). */
   domain?: string;
+  /** The repository its tasks work in, each in a worktree of its own, unless a task names one (docs/workspaces.md). */
+  workspace?: string;
   /** Line of the profile's `[[agent]]` header. */
   line: number;
 }
@@ -38,7 +40,7 @@ export interface AgentsFileError {
 
 export type AgentsFileResult = { ok: true; profiles: FleetProfile[] } | { ok: false; errors: AgentsFileError[] };
 
-export const AGENT_FIELDS = ["id", "name", "runtime", "session", "cwd", "env", "capabilities", "command", "supervise", "domain"] as const;
+export const AGENT_FIELDS = ["id", "name", "runtime", "session", "cwd", "env", "capabilities", "command", "supervise", "domain", "workspace"] as const;
 const PROFILE_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Runtimes whose profile agent is a long-running process of its own when supervised. */
@@ -157,6 +159,8 @@ export function parseAgentsFile(text: string): AgentsFileResult {
     const cwd = str("cwd");
     if (cwd !== undefined && !isAbsolute(cwd)) fail("cwd", `cwd must be an absolute path, not "${cwd}"`);
     const domain = str("domain");
+    const workspace = str("workspace");
+    if (workspace !== undefined && !workspace.trim()) fail("workspace", "workspace must name a workspace of workspaces.toml or be an absolute repository path");
 
     const env: Record<string, string> = {};
     if (t.env !== undefined) {
@@ -194,6 +198,7 @@ export function parseAgentsFile(text: string): AgentsFileResult {
       ...(command !== undefined ? { command } : {}),
       supervise,
       ...(domain !== undefined ? { domain } : {}),
+      ...(workspace ? { workspace: workspace.trim() } : {}),
       line: header,
     });
   });

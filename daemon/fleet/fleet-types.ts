@@ -101,7 +101,7 @@ export interface Fleet {
    */
   claimers(): LocalAgentRecord[];
   /** Where a claimed task of a profile runs: the profile's cwd and env (the worker adds the per-run EP_* variables). */
-  taskPlace(profileId: string): { cwd: string; env: Record<string, string> } | undefined;
+  taskPlace(profileId: string): { cwd: string; env: Record<string, string>; workspace?: string } | undefined;
   /**
    * Reloads cron.toml (invalid: the running jobs are kept) and runtimes.toml (new runs use it),
    * then applies agents.toml (invalid: the running profiles are kept; valid: removed profiles

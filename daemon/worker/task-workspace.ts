@@ -31,7 +31,9 @@ const described = (r: WorktreeRecord): JsonObject => ({ task_id: r.taskId, repo:
 
 /** The run's worktree when its task names a workspace (and the setup's outcome); undefined when it names none. */
 export async function openWorkspace(deps: WorkerDeps, run: Run, push: (f: ProgressFrame) => void, env: Record<string, string>): Promise<Workspace | undefined> {
-  const spec = workspaceSpecOf(run.task.input as Record<string, unknown> | undefined);
+  // the task's own workspace, else its profile's (agents.toml `workspace = "..."`)
+  const profileRepo = run.agent.profile ? deps.profiles?.place(run.agent.profile)?.workspace : undefined;
+  const spec = workspaceSpecOf(run.task.input as Record<string, unknown> | undefined) ?? (profileRepo ? { repo: profileRepo } : undefined);
   if (!spec) return undefined;
   const { record, setup } = await createWorktree(deps.home, run.task.id, spec, new Date(deps.clock.now()));
   publish(deps, run, "workspace.created", described(record));
