@@ -212,7 +212,7 @@ export const COMMANDS: CommandSpec[] = [
   {
     path: ["task", "submit"],
     summary: "submit a claimable task to a mission",
-    usage: "--mission <id|title> <title> [--priority <n>] [--capability <c>]… [--claim-policy <p>] [--assignee <agent>] [--runtime <r>] [--command <sh>] [--wait]",
+    usage: "--mission <id|title> <title> [--priority <n>] [--capability <c>]… [--claim-policy <p>] [--assignee <agent>] [--runtime <r>] [--command <sh>] [--workspace <repo> [--ref <ref>] [--branch <name>]] [--wait]",
     example: "ep task submit --mission msn_01 'run the tests' --runtime shell --command 'npm test' --wait",
     module: "work",
     args: { min: 1 },
@@ -226,6 +226,9 @@ export const COMMANDS: CommandSpec[] = [
       { name: "runtime", type: "string", value: "<runtime>", desc: "runtime that must run it" },
       { name: "command", type: "string", value: "<sh>", desc: "input.command for the shell runtime" },
       { name: "prompt", type: "string", value: "<text>", desc: "input.prompt for an agent runtime (default: the title and description)" },
+      { name: "workspace", type: "string", value: "<repo>", desc: "run in a git worktree of this repository: an absolute path on the node or a name from workspaces.toml (input.workspace; docs/workspaces.md)" },
+      { name: "ref", type: "string", value: "<ref>", desc: "with --workspace: the base commit, branch or tag (default: the workspace's ref, else HEAD)" },
+      { name: "branch", type: "string", value: "<name>", desc: "with --workspace: the run's branch (default ep/<task_id>)" },
       { name: "max-attempts", type: "string", value: "<n>", desc: "attempts before the task fails (default 3)" },
       { name: "wait", type: "boolean", desc: "wait until the task ends and print its output (exit 1 when it failed)" },
     ],

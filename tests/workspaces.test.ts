@@ -139,6 +139,13 @@ describe("workspaces", () => {
     expect(r.status).toBe("succeeded");
     expect(r.result!.workspace).toMatchObject({ name: "app", branch: `ep/${t.id}`, filesChanged: 1 });
     expect(r.result!.workspace!.patch).toContain("+fixed");
+    // the agent left its change uncommitted: epd saved it on the branch before removing the worktree
+    const w = r.result!.workspace!;
+    expect(w.committed).toBe(false);
+    expect(w.head).not.toBe(w.base);
+    expect(git(repo, "rev-parse", `ep/${t.id}`).trim()).toBe(w.head);
+    expect(git(repo, "show", `ep/${t.id}:greeting.txt`)).toBe("fixed\n");
+    expect(git(repo, "log", "-1", "--format=%s", `ep/${t.id}`).trim()).toBe(`ep: changes task ${t.id} left uncommitted`);
   }, 60_000);
 
   it("fails a task whose workspace is not a repository, naming the field, and runs nothing", async () => {

@@ -1,6 +1,7 @@
 // Domains, missions, tasks, and the tower's view of agents and nodes.
 import { GetMissionResponseSchema, GetTaskResponseSchema, ListDomainsResponseSchema, WorkService, ListMissionsResponseSchema, ListTasksResponseSchema, CreateDomainResponseSchema, CreateMissionResponseSchema, CreateTaskResponseSchema, RetryTaskResponseSchema, CancelTaskResponseSchema } from "../../gen/ep/tower/v1/work_pb.js";
 import { AgentService, GetAgentResponseSchema, ListAgentsResponseSchema, ListNodesResponseSchema, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError } from "../../common/errors.js";
 import { UsageError, type Context } from "../context.js";
 import { withHint } from "../fail.js";
@@ -193,6 +194,16 @@ async function missionGet(ctx: Context): Promise<number> {
 }
 
 /** `ep task submit`: a claimable task; with --wait, its outcome. */
+/** input of `ep task submit`: the command, the prompt and the workspace, when given. */
+function submitInput(ctx: Context, command: string | undefined): JsonObject | undefined {
+  const prompt = ctx.str("prompt");
+  const repo = ctx.str("workspace");
+  if (!repo && (ctx.str("ref") !== undefined || ctx.str("branch") !== undefined)) throw new UsageError("--ref and --branch go with --workspace <repo>");
+  const workspace = repo ? { repo, ...(ctx.str("ref") ? { ref: ctx.str("ref")! } : {}), ...(ctx.str("branch") ? { branch: ctx.str("branch")! } : {}) } : undefined;
+  if (command === undefined && prompt === undefined && !workspace) return undefined;
+  return { ...(command !== undefined ? { command } : {}), ...(prompt !== undefined ? { prompt } : {}), ...(workspace ? { workspace } : {}) };
+}
+
 async function taskSubmit(ctx: Context): Promise<number> {
   const command = ctx.str("command");
   const res = protoJson(
@@ -208,7 +219,7 @@ async function taskSubmit(ctx: Context): Promise<number> {
       assigneeAgentId: ctx.str("assignee") ?? "",
       maxAttempts: int32(ctx, "max-attempts") ?? 0,
       runtime: ctx.str("runtime") ?? (command !== undefined ? "shell" : ""),
-      input: command !== undefined || ctx.str("prompt") !== undefined ? { ...(command !== undefined ? { command } : {}), ...(ctx.str("prompt") !== undefined ? { prompt: ctx.str("prompt")! } : {}) } : undefined,
+      input: submitInput(ctx, command),
     }),
   );
   const task = res.task as Row;

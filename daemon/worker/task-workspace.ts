@@ -9,7 +9,7 @@ import type { Logger } from "../../common/log.js";
 import { ToolService } from "../../gen/ep/tower/v1/tools_pb.js";
 import type { ProgressFrame } from "../runtimes/runtime.js";
 import type { Run, WorkerDeps } from "./worker-types.js";
-import { createWorktree, finishWorktree, runSetup, summarize, workspaceSpecOf, type WorkspaceOutcome, type WorktreeRecord } from "./workspace.js";
+import { createWorktree, finishWorktree, runSetup, saveUncommitted, summarize, workspaceSpecOf, type WorkspaceOutcome, type WorktreeRecord } from "./workspace.js";
 
 export interface Workspace {
   record: WorktreeRecord;
@@ -61,6 +61,16 @@ export async function closeWorkspace(deps: WorkerDeps, run: Run, ws: Workspace, 
       .callTool({ tool: "put_artifact", agentId: run.agent.id, arguments: { task_id: run.task.id, name, content: fullPatch.slice(0, ARTIFACT_LIMIT), content_type: "text/x-diff" } })
       .then(() => (outcome.patchArtifact = name))
       .catch((err: unknown) => tlog.warn("the whole patch was not stored as an artifact", { error: toEpError(err).message }));
+  }
+  // a successful run's worktree goes: what the agent left uncommitted is committed on its branch
+  // first (committed still says whether the agent committed), so nothing is lost with it
+  if (ok) {
+    const saved = await saveUncommitted(record).catch((err: unknown) => {
+      tlog.warn("uncommitted changes not saved; the worktree is kept", { worktree: record.path, error: toEpError(err).message });
+      return null;
+    });
+    if (saved === null) ok = false;
+    else if (saved) outcome.head = saved;
   }
   const kept = (await finishWorktree(deps.home, record, ok, ok ? "succeeded" : "failed", new Date(deps.clock.now()))) === "kept";
   if (kept) outcome.worktree = record.path;

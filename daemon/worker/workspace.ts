@@ -221,6 +221,17 @@ async function removeWorktreeDir(repo: string, path: string): Promise<void> {
   await git(repo, ["worktree", "prune"]).catch(() => undefined);
 }
 
+/**
+ * Saves what the run left uncommitted as one commit on its branch, so removing the worktree loses
+ * nothing; the new head, or undefined when there was nothing to save.
+ */
+export async function saveUncommitted(record: WorktreeRecord): Promise<string | undefined> {
+  if (!(await git(record.path, ["status", "--porcelain"])).trim()) return undefined;
+  await git(record.path, ["add", "--all"]);
+  await git(record.path, ["-c", "user.name=epd", "-c", "user.email=epd@localhost", "commit", "--quiet", "--no-verify", "-m", `ep: changes task ${record.taskId} left uncommitted`]);
+  return (await git(record.path, ["rev-parse", "HEAD"])).trim();
+}
+
 /** The run is over: a success removes the worktree (the branch stays); otherwise it is kept. */
 export async function finishWorktree(home: string, record: WorktreeRecord, ok: boolean, outcome: string, now: Date): Promise<"removed" | "kept"> {
   if (ok) {

@@ -149,7 +149,9 @@ export type WorkspaceResult = Message<"ep.tower.v1.WorkspaceResult"> & {
   name: string;
 
   /**
-   * the run's branch (ep/<task_id> unless the task named one), its base and head commits
+   * the run's branch (ep/<task_id> unless the task named one), its base commit and its tip after
+   * the run: changes a successful run left uncommitted are committed there by epd ("ep: changes
+   * task … left uncommitted") before its worktree is removed, so nothing is lost
    *
    * @generated from field: string branch = 3;
    */
@@ -166,7 +168,7 @@ export type WorkspaceResult = Message<"ep.tower.v1.WorkspaceResult"> & {
   head: string;
 
   /**
-   * whether the agent made commits on the branch (head != base)
+   * whether the agent itself made commits on the branch
    *
    * @generated from field: bool committed = 6;
    */
