@@ -159,3 +159,22 @@ describe("@grpc/grpc-js as a stock gRPC client", () => {
     }
   });
 });
+
+describe("shutdown with HTTP/2 clients connected", () => {
+  it("closes at once with an idle HTTP/2 session, an SSE stream and a gRPC server stream open", async () => {
+    const own = await startTower();
+    const sessions = [http2.connect(own.url), http2.connect(own.url), http2.connect(own.url)];
+    await new Promise((r) => sessions[0].request({ ":path": "/healthz" }).on("end", r).resume());
+    sessions[1].request({ ":path": "/events/stream", authorization: `Bearer ${own.adminToken}` }).resume();
+    const stream = sessions[2].request({ ":method": "POST", ":path": "/ep.tower.v1.EventService/StreamEvents", "content-type": "application/grpc", te: "trailers", authorization: `Bearer ${own.adminToken}` });
+    stream.end(Buffer.alloc(5)); // one empty StreamEventsRequest
+    const ended = new Promise<string | undefined>((resolve) => stream.on("trailers", (h) => resolve(String(h["grpc-status"]))).on("close", () => resolve(undefined)));
+    stream.resume();
+    await waitFor(async () => (await fetch(`${own.url}/healthz`)).ok, 5_000);
+    // close returns although no client hung up (a hang fails the test by its timeout), and the
+    // server stream ends with it (a status, or its session closing)
+    await own.close();
+    await ended;
+    for (const s of sessions) s.destroy();
+  }, 30_000);
+});
