@@ -19,6 +19,7 @@ import { isAbsolute, join } from "node:path";
 import { promisify } from "node:util";
 import { parse, TomlError } from "smol-toml";
 import { EpError, invalidField } from "../../common/errors.js";
+import type { WorkspaceResult } from "../../gen/ep/tower/v1/resources_pb.js";
 
 const run = promisify(execFile);
 
@@ -56,21 +57,8 @@ export interface WorktreeRecord {
   outcome?: string;
 }
 
-/** What the run did, as TaskResult.workspace (WorkspaceResult field names). */
-export interface WorkspaceOutcome {
-  repo: string;
-  name: string;
-  branch: string;
-  base: string;
-  head: string;
-  committed: boolean;
-  stat: string;
-  patch: string;
-  patchTruncated: boolean;
-  patchArtifact: string;
-  worktree: string;
-  filesChanged: number;
-}
+/** What the run did: TaskResult.workspace as a plain object (it is journaled as JSON). */
+export type WorkspaceOutcome = Omit<WorkspaceResult, "$typeName" | "$unknown">;
 
 /** The task's `input.workspace`, checked; undefined when the task names none. */
 export function workspaceSpecOf(input: Record<string, unknown> | undefined): WorkspaceSpec | undefined {
