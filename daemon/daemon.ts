@@ -4,7 +4,7 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import { chmod, mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { systemClock, type Clock, type ClockTimer } from "../common/clock.js";
+import { systemClock, type Clock } from "../common/clock.js";
 import { EpError } from "../common/errors.js";
 import type { Logger } from "../common/log.js";
 import type { NodeIdentity } from "../common/node-identity.js";
@@ -156,8 +156,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   let mgmtServer: UnixSocketServer | undefined;
   let secretsServer: UnixSocketServer | undefined;
-  let pollTimer: ClockTimer | undefined;
-  let gcTimer: ClockTimer | undefined;
+  let stopTimers: (() => void) | undefined;
   let closing: Promise<void> | undefined;
 
   return {
@@ -188,23 +187,12 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       await fanout?.start();
       await fleet.start();
       worker.pollAll();
-      pollTimer = clock.setTimeout(function poll() {
-        worker.pollAll();
-        pollTimer = clock.setTimeout(poll, pollMs);
-      }, pollMs);
-      // kept worktrees of failed runs go once older than their workspace's keep_failed
-      gcTimer = clock.setTimeout(function gc() {
-        gcWorktrees(home, new Date(clock.now()))
-          .then((removed) => removed.length && log.info("kept worktrees collected", { count: removed.length, tasks: removed.map((r) => r.taskId) }))
-          .catch((err: Error) => log.warn("worktree gc failed", { error: err.message }))
-          .finally(() => (gcTimer = clock.setTimeout(gc, WORKTREE_GC_MS)));
-      }, Math.min(pollMs, WORKTREE_GC_MS));
+      stopTimers = startTimers(clock, log, pollMs, () => worker.pollAll(), home);
       log.info("epd started", { node_id: opts.identity.node_id, backend_url: opts.backendUrl, home, agents: agents.list().length, poll_ms: pollMs });
     },
 
     close() {
-      if (pollTimer) clock.clearTimeout(pollTimer);
-      if (gcTimer) clock.clearTimeout(gcTimer);
+      stopTimers?.();
       // in order: runs end (their reports go out) before the link, the sockets last
       closing ??= inOrder([
         () => worker.shutdown(graceMs), () => fleet.close(), () => link.close(), () => fanout?.close(),
@@ -296,4 +284,29 @@ function openTools(opts: DaemonOptions, env: NodeJS.ProcessEnv, log: Logger, tow
 
 async function inOrder(steps: (() => unknown)[]): Promise<void> {
   for (const step of steps) await step();
+}
+
+/**
+ * The daemon's periodic work: the safety-net poll of every agent (every `pollMs`), and the
+ * collection of kept worktrees past their workspace's keep_failed (hourly). Returns the stop.
+ */
+function startTimers(clock: Clock, log: Logger, pollMs: number, poll: () => void, home: string): () => void {
+  let pollTimer = clock.setTimeout(function tick() {
+    poll();
+    pollTimer = clock.setTimeout(tick, pollMs);
+  }, pollMs);
+  let gcTimer = clock.setTimeout(function gc() {
+    gcWorktrees(home, new Date(clock.now()))
+      .then((removed) => removed.length && log.info("kept worktrees collected", { count: removed.length, tasks: removed.map((r) => r.taskId) }))
+      .catch((err: Error) => log.warn("worktree gc failed", { error: err.message }))
+      .finally(() => {
+        if (!stopped) gcTimer = clock.setTimeout(gc, WORKTREE_GC_MS);
+      });
+  }, Math.min(pollMs, WORKTREE_GC_MS));
+  let stopped = false;
+  return () => {
+    stopped = true;
+    clock.clearTimeout(pollTimer);
+    clock.clearTimeout(gcTimer);
+  };
 }

@@ -57,6 +57,13 @@ session = "x.y"
     ]);
   });
 
+  it("takes a workspace for a profile's tasks, and refuses an empty one", () => {
+    const ok = parseAgentsFile(`[[agent]]\nid = "a"\nruntime = "shell"\nworkspace = " web "\n`);
+    expect(ok.ok && ok.profiles[0].workspace).toBe("web");
+    const bad = parseAgentsFile(`[[agent]]\nid = "a"\nruntime = "shell"\nworkspace = ""\n`);
+    expect(bad.ok ? [] : bad.errors.map((e) => [e.line, e.field])).toEqual([[4, "workspace"]]);
+  });
+
   it("gives the line of a TOML syntax error", () => {
     const r = parseAgentsFile(`[[agent]]\nid = "a"\nruntime = \n`);
     expect(r.ok).toBe(false);

@@ -159,20 +159,9 @@ export function parseAgentsFile(text: string): AgentsFileResult {
     const cwd = str("cwd");
     if (cwd !== undefined && !isAbsolute(cwd)) fail("cwd", `cwd must be an absolute path, not "${cwd}"`);
     const domain = str("domain");
-    const workspace = str("workspace");
-    if (workspace !== undefined && !workspace.trim()) fail("workspace", "workspace must name a workspace of workspaces.toml or be an absolute repository path");
-
-    const env: Record<string, string> = {};
-    if (t.env !== undefined) {
-      if (typeof t.env !== "object" || t.env === null || Array.isArray(t.env)) fail("env", 'env must be a table of strings, e.g. env = { FOO = "bar" }');
-      else {
-        for (const [k, v] of Object.entries(t.env as Record<string, unknown>)) {
-          if (!ENV_KEY.test(k)) fail("env", `env key "${k}" is not a valid variable name`);
-          else if (typeof v !== "string") fail("env", `env.${k} must be a string`);
-          else env[k] = v;
-        }
-      }
-    }
+    const workspace = str("workspace")?.trim();
+    if (workspace === "") fail("workspace", "workspace must name a workspace of workspaces.toml or be an absolute repository path");
+    const env = envTable(t.env, fail);
     const capabilities = strList("capabilities")?.map((c) => c.trim()).filter(Boolean) ?? [];
     const command = strList("command");
     if (command !== undefined && (command.length === 0 || !command[0].trim())) fail("command", "command must be a non-empty list whose first item names an executable");
@@ -198,7 +187,7 @@ export function parseAgentsFile(text: string): AgentsFileResult {
       ...(command !== undefined ? { command } : {}),
       supervise,
       ...(domain !== undefined ? { domain } : {}),
-      ...(workspace ? { workspace: workspace.trim() } : {}),
+      ...(workspace ? { workspace } : {}),
       line: header,
     });
   });
@@ -226,4 +215,20 @@ export function formatAgentsFileError(e: AgentsFileError): string {
 export function agentsFileError(path: string, errors: AgentsFileError[]): EpError {
   const n = errors.length;
   return new EpError("config_invalid", `${path} has ${n} error${n === 1 ? "" : "s"}:\n${errors.map((e) => "  " + formatAgentsFileError(e)).join("\n")}`, { file: path, errors });
+}
+
+/** A profile's `env` table: every key a variable name, every value a string (errors through `fail`). */
+function envTable(raw: unknown, fail: (field: string, message: string) => void): Record<string, string> {
+  const env: Record<string, string> = {};
+  if (raw === undefined) return env;
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    fail("env", 'env must be a table of strings, e.g. env = { FOO = "bar" }');
+    return env;
+  }
+  for (const [k, v] of Object.entries(raw as Record<string, unknown>)) {
+    if (!ENV_KEY.test(k)) fail("env", `env key "${k}" is not a valid variable name`);
+    else if (typeof v !== "string") fail("env", `env.${k} must be a string`);
+    else env[k] = v;
+  }
+  return env;
 }

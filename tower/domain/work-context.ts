@@ -97,24 +97,12 @@ export function createWorkContext(deps: Deps) {
         taskEvent(emit, start ? { ...t, status: "claimed" } : t, "task.claimed");
         if (start) {
           taskEvent(emit, t, "task.running");
-          await markAgent(tx, emit, agent.id, "idle", "busy");
+          await markAgent(tx, emit, agent.id, "idle", "busy", now());
         }
         if (t.parentTaskId) await settleBroadcast(tx, emit, t.parentTaskId);
       }
       return t;
     });
-  }
-
-  /**
-   * Moves an agent from one state to another in the caller's commit (a claim that starts: idle →
-   * busy; an outcome sent with agent_idle: busy → idle), with the agent.state event
-   * UpdateAgentState emits. An agent in any other state (paused, restarting, …) is left as it is.
-   */
-  async function markAgent(tx: Store, emit: Emit, agentId: string, from: string, to: string): Promise<void> {
-    const a = await tx.getAgent(agentId);
-    if (!a || a.state !== from) return;
-    await tx.updateAgent(agentId, { state: to, lastSeenAt: now() });
-    emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId, status: to, payload: { agent_id: agentId, from, to, reason: "epd" } });
   }
 
   /** Loads a task the agent holds; distinguishes finished, expired and taken leases. */
@@ -131,7 +119,7 @@ export function createWorkContext(deps: Deps) {
     return t;
   }
 
-  return { deps, store, clock, limits, now, agents, missions, mustDomain, mustMission, mustTask, missionDomain, mustActingAgent, settleBroadcast, requeueOrFail, claimOnce, mustHeld, markAgent };
+  return { deps, store, clock, limits, now, agents, missions, mustDomain, mustMission, mustTask, missionDomain, mustActingAgent, settleBroadcast, requeueOrFail, claimOnce, mustHeld, markAgent: (tx: Store, emit: Emit, agentId: string, from: string, to: string) => markAgent(tx, emit, agentId, from, to, now()) };
 }
 
 async function mustDomain(s: Store, id: string) {
@@ -153,4 +141,16 @@ async function mustTask(s: Store, id: string) {
   const t = await s.getTask(id);
   if (!t) throw new EpError("task_not_found", `task ${id} does not exist`);
   return t;
+}
+
+/**
+ * Moves an agent from one state to another in the caller's commit (a claim that starts: idle →
+ * busy; an outcome sent with agent_idle: busy → idle), with the agent.state event
+ * UpdateAgentState emits. An agent in any other state (paused, restarting, …) is left as it is.
+ */
+async function markAgent(tx: Store, emit: Emit, agentId: string, from: string, to: string, at: string): Promise<void> {
+  const a = await tx.getAgent(agentId);
+  if (!a || a.state !== from) return;
+  await tx.updateAgent(agentId, { state: to, lastSeenAt: at });
+  emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId, status: to, payload: { agent_id: agentId, from, to, reason: "epd" } });
 }

@@ -5,7 +5,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError, invalidField } from "../../common/errors.js";
 import { newId } from "../../common/ids.js";
 import * as pb from "../../gen/ep/tower/v1/work_pb.js";
-import type { TaskRow } from "../store/store.js";
+import type { Store, TaskQuery, TaskRow } from "../store/store.js";
 import { authorize, scopeDomains, type Caller } from "./caller.js";
 import { taskMsg } from "./convert.js";
 import { commit } from "./event-hub.js";
@@ -90,12 +90,7 @@ export function createTaskCatalog(ctx: WorkContext) {
       const scope = domainId ? undefined : scopeDomains(caller);
       if (domainId) authorize(caller, "read", { domainId });
       else authorize(caller, "read");
-      // one row past the page says whether there is a next one
-      const size = req.limit || 1000;
-      const after = decodePageToken(req.pageToken)?.id;
-      const rows = await store.listTasks({ missionId: req.missionId, domainId, domainIds: scope, kind: req.kind, status: req.status, afterTaskId: after, limit: size + 1 });
-      const page = rows.slice(0, size);
-      const nextPageToken = rows.length > size ? encodePageToken({ id: page[page.length - 1].id, at: 0 }) : "";
+      const { page, nextPageToken } = await taskPage(store, { missionId: req.missionId, domainId, domainIds: scope, kind: req.kind, status: req.status }, req.limit || 1000, req.pageToken);
       return create(pb.ListTasksResponseSchema, { tasks: page.map(taskMsg), nextPageToken });
     },
 
@@ -169,4 +164,11 @@ function checkUpdateFits(t: TaskRow, req: pb.UpdateTaskRequest): void {
   if (t.kind !== "claimable") return;
   if (req.status !== undefined) throw new EpError("task_wrong_kind", "a claimable task's status moves through claim, complete, fail, cancel and retry", { field: "status" });
   if (req.assigneeAgentId !== undefined) throw new EpError("task_wrong_kind", "a claimable task's assignee is fixed at creation", { field: "assignee_agent_id" });
+}
+
+/** One page of tasks in insertion order; one row past the page says whether there is a next one. */
+async function taskPage(store: Store, query: TaskQuery, size: number, pageToken: string): Promise<{ page: TaskRow[]; nextPageToken: string }> {
+  const rows = await store.listTasks({ ...query, afterTaskId: decodePageToken(pageToken)?.id, limit: size + 1 });
+  const page = rows.slice(0, size);
+  return { page, nextPageToken: rows.length > size ? encodePageToken({ id: page[page.length - 1].id, at: 0 }) : "" };
 }
