@@ -38,6 +38,8 @@ const { values } = parseArgs({
     client: { type: "string", default: "http" },
     pg: { type: "boolean", default: false },
     replicas: { type: "string", default: "1" },
+    // workers complete with claim_next (the next task comes back with the completion, started)
+    fused: { type: "boolean", default: false },
   },
 });
 const TASKS = Number(values.tasks);
@@ -194,13 +196,20 @@ const submitters = Array.from({ length: SUBMITTERS }, async (_, i) => {
     if (!submittedAt.has(task.id)) submittedAt.set(task.id, t0);
   }
 });
+let requests = 0;
 const workers = agents.map(async (agentId, i) => {
+  let task: { id: string } | undefined;
   while (completed < TASKS) {
-    const { task } = await post(`/work/agents/${agentId}/claim`, { wait_ms: 200 }, baseOf(i + 1));
-    if (!task) continue;
+    if (!task) {
+      requests++;
+      ({ task } = await post(`/work/agents/${agentId}/claim`, values.fused ? { wait_ms: 200, start: true } : { wait_ms: 200 }, baseOf(i + 1)));
+      if (!task) continue;
+    }
     const t0 = submittedAt.get(task.id);
     if (t0 !== undefined) latencies.push(performance.now() - t0);
-    await post(`/work/tasks/${task.id}/complete`, { agent_id: agentId, result: { output: "ok" } }, baseOf(i + 1));
+    requests++;
+    const done = await post(`/work/tasks/${task.id}/complete`, values.fused ? { agent_id: agentId, result: { output: "ok" }, claim_next: true } : { agent_id: agentId, result: { output: "ok" } }, baseOf(i + 1));
+    task = values.fused ? done.next : undefined;
     completed++;
   }
 });
@@ -291,7 +300,9 @@ const line = {
   store: values.pg ? `postgres (${REPLICAS} replica${REPLICAS > 1 ? "s" : ""})` : "sqlite",
   seconds: Number(seconds.toFixed(2)),
   tasks_per_s: Math.round(TASKS / seconds),
-  requests_per_s: Math.round((TASKS * 3) / seconds),
+  fused: values.fused,
+  requests_per_task: Number(((requests + TASKS) / TASKS).toFixed(2)),
+  requests_per_s: Math.round((requests + TASKS) / seconds),
   submit_to_claim_ms: { p50: Number(pct(50).toFixed(2)), p99: Number(pct(99).toFixed(2)) },
   cpu_ms_per_task: { tower: Number((towerCpuMs / TASKS).toFixed(3)), bench_client: Number(((benchCpu.user + benchCpu.system) / 1000 / TASKS).toFixed(3)) },
   ...(reference

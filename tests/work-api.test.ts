@@ -249,6 +249,28 @@ describe("Connect routes", () => {
     expect((await agents.getAgent({ agentId })).agent!.state).toBe("busy");
   });
 
+  it("an outcome with claim_next hands back the agent's next task, started, in the same call; none left: idle", async () => {
+    const work = t.client(WorkService);
+    const agents = t.client(AgentService);
+    const { domain } = await work.createDomain({ name: "claim-next" });
+    const { mission } = await work.createMission({ domainId: domain!.id, title: "m" });
+    const agentId = await enroll(domain!.id, []);
+    const ids = [];
+    for (const title of ["a", "b", "c"]) ids.push((await work.createTask({ missionId: mission!.id, title })).task!.id);
+    const first = (await work.claimTask({ agentId, start: true })).task!;
+    expect(first.id).toBe(ids[0]);
+    const second = await work.completeTask({ taskId: first.id, agentId, result: { output: "1" }, agentIdle: true, claimNext: true });
+    expect(second.task!.status).toBe("succeeded");
+    expect(second.next).toMatchObject({ id: ids[1], status: "running", claimedBy: agentId });
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe("busy");
+    // a failure may take the next one too (REST: next in the body)
+    const third = await t.api("POST", `/work/tasks/${ids[1]}/fail`, { agent_id: agentId, result: { error: "x" }, agent_idle: true, claim_next: true });
+    expect(third.body.next).toMatchObject({ id: ids[2], status: "running" });
+    const last = await work.completeTask({ taskId: ids[2], agentId, result: { output: "3" }, agentIdle: true, claimNext: true });
+    expect(last.next).toBeUndefined();
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe("idle");
+  });
+
   it("answers a state conflict with Connect's 409 code, as REST does", async () => {
     const work = t.client(WorkService);
     const { domain } = await work.createDomain({ name: "connect-409" });

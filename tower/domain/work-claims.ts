@@ -5,14 +5,22 @@ import { EpError, invalidField } from "../../common/errors.js";
 import * as pb from "../../gen/ep/tower/v1/work_pb.js";
 import { type Caller } from "./caller.js";
 import { taskMsg } from "./convert.js";
-import { commit } from "./event-hub.js";
-import { taskEvent, usageEvent, usageOf, workspaceOf, HELD } from "./work-support.js";
+import { commit, type Emit } from "./event-hub.js";
+import { taskEvent, usageEvent, usageOf, workspaceOf, HELD, type ActingAgent } from "./work-support.js";
+import type { Store, TaskRow } from "../store/store.js";
 import type { WorkContext } from "./work-context.js";
 import type { Deps } from "./deps.js";
 import type { Clock } from "../../common/clock.js";
 
 export function createWorkClaims(ctx: WorkContext) {
-  const { deps, store, clock, limits, now, mustActingAgent, settleBroadcast, claimOnce, mustHeld, markAgent } = ctx;
+  const { deps, store, clock, limits, now, mustActingAgent, settleBroadcast, claimOnce, claimIn, mustHeld, markAgent } = ctx;
+
+  /** After an outcome, in its commit: the agent's next task (claim_next), else idle (agent_idle). */
+  async function afterOutcome(tx: Store, emit: Emit, agent: ActingAgent, req: { claimNext: boolean; agentIdle: boolean }): Promise<TaskRow | undefined> {
+    const next = req.claimNext ? await claimIn(tx, emit, agent, true) : undefined;
+    if (req.agentIdle && !next) await markAgent(tx, emit, agent.id, "busy", "idle");
+    return next;
+  }
   // wake-ups for long-polling claimers: any task becoming queued in their domain
   const waiters = new WorkWaiters(deps, clock);
   let closed = false;
@@ -58,7 +66,7 @@ export function createWorkClaims(ctx: WorkContext) {
     },
 
     async completeTask(caller: Caller, req: pb.CompleteTaskRequest): Promise<pb.CompleteTaskResponse> {
-      await mustActingAgent(caller, req.agentId);
+      const agent = await mustActingAgent(caller, req.agentId);
       return commit(deps, async (tx, emit) => {
         const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error ?? "", ...usageOf(req.result?.usage), ...workspaceOf(req.result?.workspace) };
         // One statement when the agent holds a live lease (the usual case); only when it does
@@ -74,13 +82,13 @@ export function createWorkClaims(ctx: WorkContext) {
         }
         taskEvent(emit, updated, "task.succeeded", usageEvent(result.usage));
         await settleBroadcast(tx, emit, updated.parentTaskId);
-        if (req.agentIdle) await markAgent(tx, emit, req.agentId, "busy", "idle");
-        return create(pb.CompleteTaskResponseSchema, { task: taskMsg(updated) });
+        const next = await afterOutcome(tx, emit, agent, req);
+        return create(pb.CompleteTaskResponseSchema, { task: taskMsg(updated), next: next && taskMsg(next) });
       });
     },
 
     async failTask(caller: Caller, req: pb.FailTaskRequest): Promise<pb.FailTaskResponse> {
-      await mustActingAgent(caller, req.agentId);
+      const agent = await mustActingAgent(caller, req.agentId);
       return commit(deps, async (tx, emit) => {
         const t = await mustHeld(tx, req.taskId, req.agentId);
         const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error || "failed", ...usageOf(req.result?.usage), ...workspaceOf(req.result?.workspace) };
@@ -95,8 +103,8 @@ export function createWorkClaims(ctx: WorkContext) {
         if (!updated) throw new EpError("lease_not_held", `task ${t.id} changed while failing`);
         taskEvent(emit, updated, requeue ? "task.requeued" : "task.failed", { reason: result.error, ...usageEvent(result.usage) });
         await settleBroadcast(tx, emit, updated.parentTaskId);
-        if (req.agentIdle) await markAgent(tx, emit, req.agentId, "busy", "idle");
-        return create(pb.FailTaskResponseSchema, { task: taskMsg(updated) });
+        const next = await afterOutcome(tx, emit, agent, req);
+        return create(pb.FailTaskResponseSchema, { task: taskMsg(updated), next: next && taskMsg(next) });
       });
     },
 

@@ -85,24 +85,27 @@ export function createWorkContext(deps: Deps) {
   }
 
   async function claimOnce(agent: ActingAgent, start = false): Promise<TaskRow | undefined> {
-    return commit(deps, async (tx, emit) => {
-      const t = await tx.claimTask(
-        { agentId: agent.id, domainId: agent.domainId, runtime: agent.runtime, capabilities: agent.capabilities, start },
-        clock.now(),
-        limits.leaseMs,
-      );
-      if (t) {
-        // a claim that is also the start says both, in order, as the two calls would have, and
-        // the agent is busy from now on
-        taskEvent(emit, start ? { ...t, status: "claimed" } : t, "task.claimed");
-        if (start) {
-          taskEvent(emit, t, "task.running");
-          await markAgent(tx, emit, agent.id, "idle", "busy", now());
-        }
-        if (t.parentTaskId) await settleBroadcast(tx, emit, t.parentTaskId);
+    return commit(deps, (tx, emit) => claimIn(tx, emit, agent, start));
+  }
+
+  /** The agent's next task claimed in the caller's commit (with its events), or undefined. */
+  async function claimIn(tx: Store, emit: Emit, agent: ActingAgent, start: boolean): Promise<TaskRow | undefined> {
+    const t = await tx.claimTask(
+      { agentId: agent.id, domainId: agent.domainId, runtime: agent.runtime, capabilities: agent.capabilities, start },
+      clock.now(),
+      limits.leaseMs,
+    );
+    if (t) {
+      // a claim that is also the start says both, in order, as the two calls would have, and
+      // the agent is busy from now on
+      taskEvent(emit, start ? { ...t, status: "claimed" } : t, "task.claimed");
+      if (start) {
+        taskEvent(emit, t, "task.running");
+        await markAgent(tx, emit, agent.id, "idle", "busy", now());
       }
-      return t;
-    });
+      if (t.parentTaskId) await settleBroadcast(tx, emit, t.parentTaskId);
+    }
+    return t;
   }
 
   /** Loads a task the agent holds; distinguishes finished, expired and taken leases. */
@@ -119,7 +122,7 @@ export function createWorkContext(deps: Deps) {
     return t;
   }
 
-  return { deps, store, clock, limits, now, agents, missions, mustDomain, mustMission, mustTask, missionDomain, mustActingAgent, settleBroadcast, requeueOrFail, claimOnce, mustHeld, markAgent: (tx: Store, emit: Emit, agentId: string, from: string, to: string) => markAgent(tx, emit, agentId, from, to, now()) };
+  return { deps, store, clock, limits, now, agents, missions, mustDomain, mustMission, mustTask, missionDomain, mustActingAgent, settleBroadcast, requeueOrFail, claimOnce, claimIn, mustHeld, markAgent: (tx: Store, emit: Emit, agentId: string, from: string, to: string) => markAgent(tx, emit, agentId, from, to, now()) };
 }
 
 async function mustDomain(s: Store, id: string) {
