@@ -5,8 +5,10 @@ import { readFileSync } from "node:fs";
 import http2 from "node:http2";
 import { request } from "node:https";
 import { join } from "node:path";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
 import { beforeAll, describe, expect, it } from "vitest";
-import { buildBinaries, stopChild } from "./epd-harness.js";
+import { buildBinaries, ROOT, stopChild } from "./epd-harness.js";
 import { freePort, tempHome, useCleanups, waitFor } from "./harness.js";
 
 const cleanup = useCleanups();
@@ -115,6 +117,18 @@ describe("ep-tower on a non-loopback address", () => {
     expect(health!.protocol).toMatch(/^TLSv1\.[23]$/);
     // HTTP/2 on the same port, chosen by ALPN (what gRPC clients over TLS ask for)
     expect(await h2Get(port, "/healthz", ca)).toEqual({ alpn: "h2", status: 200, body: '{"status":"ok"}' });
+    // and a stock gRPC client over TLS calls the API with a bearer token
+    const token = readFileSync(join(h.dir, "tower", "admin.token"), "utf8").trim();
+    const def = protoLoader.loadSync(["ep/tower/v1/work.proto"], { includeDirs: [join(ROOT, "proto")], defaults: true });
+    const { WorkService } = (grpc.loadPackageDefinition(def) as unknown as { ep: { tower: { v1: Record<string, grpc.ServiceClientConstructor> } } }).ep.tower.v1;
+    const work = new WorkService(`127.0.0.1:${port}`, grpc.credentials.createSsl(ca), { "grpc.ssl_target_name_override": "localhost" });
+    const md = new grpc.Metadata();
+    md.set("authorization", `Bearer ${token}`);
+    const listed = await new Promise<{ domains: unknown[] }>((resolve, reject) =>
+      (work as unknown as { listDomains(r: object, m: grpc.Metadata, cb: (e: Error | null, r: { domains: unknown[] }) => void): void }).listDomains({}, md, (e, r) => (e ? reject(e) : resolve(r))),
+    );
+    expect(listed.domains).toEqual([]);
+    work.close();
     // a client that does not trust the certificate is refused
     await expect(httpsGet(port, "/healthz", Buffer.from(""))).rejects.toThrow(/self[- ]signed|unable to verify|certificate/i);
     // and plain HTTP on the same port gets no answer a client could mistake for the API
