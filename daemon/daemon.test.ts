@@ -1,6 +1,7 @@
 // The daemon assembled in-process against a real tower on a loopback port: wake-ups from the
 // link, the poll that covers a lost wake-up, and graceful shutdown.
-import { mkdtempSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -10,13 +11,15 @@ import { NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { jsonRpcCall } from "./mgmt/client.js";
 import { createDaemon, type Daemon } from "./daemon.js";
+import { createWorktree, finishWorktree } from "./worker/workspace.js";
+import { waitFor } from "../test-support/wait.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn();
 });
 
-async function setup(opts: { pollMs: number; drop?: boolean | (() => boolean); graceMs?: number; linkBackoff?: { initialMs?: number; maxMs?: number } }) {
+async function setup(opts: { pollMs: number; drop?: boolean | (() => boolean); graceMs?: number; linkBackoff?: { initialMs?: number; maxMs?: number }; beforeStart?: (home: string) => Promise<void> }) {
   const t: TestTower = await startTower();
   cleanups.push(() => t.close());
   const home = mkdtempSync(join(tmpdir(), "epd-inproc-"));
@@ -26,6 +29,7 @@ async function setup(opts: { pollMs: number; drop?: boolean | (() => boolean); g
   const domainId = (await work.createDomain({ name: `d${Math.random()}` })).domain!.id;
   const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
   let dropped = 0;
+  await opts.beforeStart?.(home);
   const daemon: Daemon = await createDaemon({
     identity: { node_id: reg.node!.id, hostname: "w1", token: reg.token, tower_url: t.url },
     backendUrl: t.url,
@@ -108,5 +112,32 @@ describe("daemon wake-ups", () => {
     expect(after.status).toBe("queued");
     expect(after.result?.error).toMatch(/shut down/);
     expect(s.daemon.worker.running()).toHaveLength(0);
+  });
+});
+
+describe("daemon worktree gc", () => {
+  it("collects a kept worktree past its workspace's keep_failed without anyone asking", async () => {
+    let kept = "";
+    let repo = "";
+    await setup({
+      pollMs: 200,
+      beforeStart: async (home) => {
+        // a failed run's worktree, kept, in a workspace whose keep_failed is 0
+        repo = join(home, "repo");
+        mkdirSync(repo);
+        const git = (...args: string[]) => execFileSync("git", ["-c", "user.email=t@ep", "-c", "user.name=t", ...args], { cwd: repo });
+        git("init", "-q");
+        git("commit", "-q", "--allow-empty", "-m", "first");
+        const epd = join(home, "epd");
+        mkdirSync(epd, { recursive: true, mode: 0o700 });
+        writeFileSync(join(epd, "workspaces.toml"), `[app]\npath = "${repo}"\nkeep_failed = "0m"\n`);
+        const { record } = await createWorktree(epd, "tsk_old", { repo: "app" }, new Date());
+        await finishWorktree(epd, record, false, "failed", new Date());
+        kept = record.path;
+      },
+    });
+    expect(kept).not.toBe("");
+    await waitFor(async () => !existsSync(kept), 10_000);
+    expect(execFileSync("git", ["worktree", "list"], { cwd: repo, encoding: "utf8" })).not.toContain("tsk_old");
   });
 });
