@@ -60,6 +60,13 @@ async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
 
 const GRPC_CODE_NAMES: Record<string, string> = { "8": "resource_exhausted", "13": "internal" };
 
+/** The failure in a gRPC-Web trailer frame's text (its header lines), when mend() knows it. */
+function mendTrailerText(text: string, h: UniversalHandler, bodyLimit: number): EpError | undefined {
+  const status = /grpc-status:\s*(\d+)/i.exec(text)?.[1];
+  if (!status || !GRPC_CODE_NAMES[status]) return undefined;
+  return mend(GRPC_CODE_NAMES[status], decodeURIComponent(/grpc-message:\s*([^\r\n]*)/i.exec(text)?.[1] ?? ""), h, bodyLimit);
+}
+
 /** What connect-es answered, when it is one of the failures mend() knows. */
 async function failureOf(res: UniversalServerResponse, h: UniversalHandler, bodyLimit: number): Promise<{ ep?: EpError; body?: Buffer }> {
   for (const headers of [res.header, res.trailer]) {
@@ -71,10 +78,7 @@ async function failureOf(res: UniversalServerResponse, h: UniversalHandler, body
     // gRPC-Web sends the status in a trailer frame at the end of the body (flag 0x80, then
     // header lines); a unary response is short and complete, so it is read whole
     const body = await readAll(res.body);
-    const text = body.toString("latin1");
-    const status = /grpc-status:\s*(\d+)/i.exec(text)?.[1];
-    const message = /grpc-message:\s*([^\r\n]*)/i.exec(text)?.[1] ?? "";
-    return { ep: status && GRPC_CODE_NAMES[status] ? mend(GRPC_CODE_NAMES[status], decodeURIComponent(message), h, bodyLimit) : undefined, body };
+    return { ep: mendTrailerText(body.toString("latin1"), h, bodyLimit), body };
   }
   if (res.status < 400 || !type.startsWith("application/json")) return {};
   const body = await readAll(res.body);
@@ -95,9 +99,7 @@ async function* mendGrpcWebStream(req: UniversalServerRequest, body: AsyncIterab
   let first = true;
   for await (const chunk of body) {
     if (first && chunk[0] === 0x80) {
-      const text = Buffer.from(chunk.subarray(5)).toString("latin1");
-      const status = /grpc-status:\s*(\d+)/i.exec(text)?.[1];
-      const ep = status && GRPC_CODE_NAMES[status] ? mend(GRPC_CODE_NAMES[status], decodeURIComponent(/grpc-message:\s*([^\r\n]*)/i.exec(text)?.[1] ?? ""), h, bodyLimit) : undefined;
+      const ep = mendTrailerText(Buffer.from(chunk.subarray(5)).toString("latin1"), h, bodyLimit);
       if (ep) {
         yield trailerFrame(rpcErrorResponse(req.header.get("content-type") ?? "", ep).header);
         continue;

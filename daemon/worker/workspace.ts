@@ -64,7 +64,7 @@ export type WorkspaceOutcome = Omit<WorkspaceResult, "$typeName" | "$unknown">;
 export function workspaceSpecOf(input: Record<string, unknown> | undefined): WorkspaceSpec | undefined {
   const w = input?.workspace;
   if (w === undefined || w === null) return undefined;
-  if (typeof w === "string") return { repo: w };
+  if (typeof w === "string") return workspaceSpecOf({ workspace: { repo: w } });
   if (typeof w !== "object" || Array.isArray(w)) throw invalidField("input.workspace", 'must be {"repo": "<path or name>", "ref"?: "...", "branch"?: "..."}');
   const o = w as Record<string, unknown>;
   for (const k of Object.keys(o)) if (!["repo", "ref", "branch"].includes(k)) throw invalidField(`input.workspace.${k}`, "no such field (repo, ref, branch)");
