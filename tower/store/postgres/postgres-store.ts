@@ -11,7 +11,7 @@ import { Listener } from "./listener.js";
 import { CHANNEL, constraintError, migrate, IDENT, pgCode, quoteIdent, redact, types, withDefaultUser } from "./pg-support.js";
 
 export { withDefaultUser };
-import { EventHorizon, endedBefore, parseSnapshot, type Snapshot } from "./event-horizon.js";
+import { EventHorizon, endedSince, parseSnapshot, quietAt, withRunning, type Snapshot } from "./event-horizon.js";
 import { TASK_INSERT_COLUMNS, taskInsertValues, toEvent, toTask, type Row } from "../rows.js";
 import type {
   Claimant,
@@ -382,7 +382,7 @@ export class PostgresStore extends SqlStore implements Store {
           [from, limit + (afterId - from)],
         );
         const ids = rows[0].id === null ? [] : rows.map((r) => Number(r.id));
-        const final = h.advance(from, ids, parseSnapshot(String(rows[0].snap)));
+        const final = h.advance(from, ids, await this.snapshotFor(h, ids, String(rows[0].snap)));
         return ids.length ? rows.filter((r) => Number(r.id) > afterId && Number(r.id) <= final).slice(0, limit).map(toEvent) : [];
       });
     }
@@ -412,7 +412,7 @@ export class PostgresStore extends SqlStore implements Store {
           [before],
         );
         const ids = (r.ids as (string | number)[]).map(Number);
-        h.advance(before, ids, parseSnapshot(String(r.snap)));
+        h.advance(before, ids, await this.snapshotFor(h, ids, String(r.snap)));
         // a long run of new events: keep going while whole pages become final
         if (ids.length < 10000 || h.final <= before) return h.final;
       }
@@ -426,14 +426,28 @@ export class PostgresStore extends SqlStore implements Store {
   private async startHorizon(h: EventHorizon): Promise<void> {
     const snapNow = async () => parseSnapshot(String((await this.q("SELECT pg_current_snapshot()::text AS snap"))[0].snap));
     const [r] = await this.q("SELECT pg_current_snapshot()::text AS snap, COALESCE(MAX(id), 0) AS top FROM events");
-    const first = parseSnapshot(String(r.snap));
+    const first = await this.withRunning(parseSnapshot(String(r.snap)));
     let later: Snapshot | undefined;
-    for (let waited = 0; first.xip.length && waited < 2000; waited += 10) {
+    for (let waited = 0; !quietAt(first) && waited < 2000; waited += 10) {
       later = await snapNow();
-      if (first.xip.every((x) => endedBefore(x, later!))) break;
+      if (endedSince(first, later)) break;
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     h.start(Number(r.top), first, later);
+  }
+
+  /** The snapshot a read was made in, with its unlisted writers bounded when the read shows a gap. */
+  private async snapshotFor(h: EventHorizon, ids: readonly number[], text: string): Promise<Snapshot> {
+    const snap = parseSnapshot(text);
+    return h.gapIn(ids) ? this.withRunning(snap) : snap;
+  }
+
+  /** `snap` with the writers it does not list bounded by a second look (event-horizon.ts says why). */
+  private async withRunning(snap: Snapshot): Promise<Snapshot> {
+    const [r] = await this.q(
+      "SELECT pg_current_snapshot()::text AS snap, ARRAY(SELECT backend_xid::text FROM pg_stat_get_activity(NULL) WHERE backend_xid IS NOT NULL) AS x",
+    );
+    return withRunning(snap, parseSnapshot(String(r.snap)), r.x as string[]);
   }
 
   /**
