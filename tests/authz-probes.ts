@@ -8,6 +8,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import WebSocket from "ws";
 import { toEpError } from "../common/errors.js";
 import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
+import { ApprovalService } from "../gen/ep/tower/v1/approvals_pb.js";
 import { SecretService } from "../gen/ep/tower/v1/secrets_pb.js";
 import { ToolService } from "../gen/ep/tower/v1/tools_pb.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
@@ -17,7 +18,12 @@ import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import type { TestTower } from "./harness.js";
 import { ROLES, type Outcome, type Role } from "./authz-table.js";
 
-export const SERVICES: DescService[] = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, SecretService, ToolService];
+export const SERVICES: DescService[] = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, SecretService, ToolService, ApprovalService];
+
+const PROBE_OPTIONS = [
+  { optionId: "allow", name: "Allow", kind: "allow_once" },
+  { optionId: "reject", name: "Reject", kind: "reject_once" },
+];
 
 export interface Fixture {
   t: TestTower;
@@ -35,6 +41,8 @@ export interface Fixture {
   kanbanTask(): Promise<string>;
   /** a fresh token to revoke */
   spareToken(): Promise<string>;
+  /** a fresh pending permission approval for a task agent A holds */
+  approval(): Promise<string>;
 }
 
 export async function makeFixture(t: TestTower): Promise<Fixture> {
@@ -68,6 +76,12 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
     task: async () => (await work.createTask({ missionId: missionA, title: "probe", runtime: "shell", input: { command: "true" } })).task!.id,
     kanbanTask: async () => (await t.api("POST", `/domains/${domainA}/m/${missionA}/t`, { title: "card" })).body.task.id as string,
     spareToken: async () => (await auth.createToken({ name: "authz-spare", role: "viewer" })).token!.id,
+    approval: async () => {
+      await work.createTask({ missionId: missionA, title: "asks", runtime: "shell", input: { command: "true" } });
+      const held = (await t.client(WorkService, node.token).claimTask({ agentId: agentA, waitMs: 0 })).task!;
+      const asked = await t.client(ApprovalService, node.token).requestPermission({ taskId: held.id, agentId: agentA, tool: "Bash", options: PROBE_OPTIONS });
+      return asked.approval!.id;
+    },
   };
 }
 
@@ -75,7 +89,7 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
  * Every probe names resources that exist (the fixture's), except where it says "missing" on
  * purpose: a not-found for one of these kinds is the resource hidden from the caller, a deny.
  */
-const HIDDEN = new Set(["domain_not_found", "mission_not_found", "task_not_found", "agent_not_found", "node_not_found", "session_not_found"]);
+const HIDDEN = new Set(["domain_not_found", "mission_not_found", "task_not_found", "agent_not_found", "node_not_found", "session_not_found", "approval_not_found"]);
 
 function classifyStatus(status: number, code?: string): Outcome | "invalid" {
   if (status === 401 || status === 403) return "deny";
@@ -147,6 +161,12 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "AiService/SubmitTurn": (f) => ({ sessionId: f.sessionA, content: "list domains" }),
   "AiService/ApproveAction": (f) => ({ sessionId: f.sessionA, actionId: "act_missing" }),
   "AiService/RejectAction": (f) => ({ sessionId: f.sessionA, actionId: "act_missing" }),
+  "ApprovalService/RequestPermission": async (f) => ({ taskId: await f.task(), agentId: f.agentA, tool: "Bash" }),
+  "ApprovalService/WaitApproval": async (f) => ({ approvalId: await f.approval(), wait: { seconds: 0n, nanos: 1_000_000 } }),
+  "ApprovalService/ListApprovals": () => ({}),
+  "ApprovalService/GetApproval": async (f) => ({ approvalId: await f.approval() }),
+  "ApprovalService/Approve": async (f) => ({ approvalId: await f.approval() }),
+  "ApprovalService/Reject": async (f) => ({ approvalId: await f.approval() }),
   "ToolService/ListTools": () => ({}),
   "ToolService/CallTool": (f) => ({ tool: "list_missions", arguments: { domain_id: f.domainA } }),
   "SecretService/SetSecret": (f) => ({ name: "AUTHZ_PROBE", value: "v", domainId: f.domainA }),

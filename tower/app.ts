@@ -10,6 +10,7 @@ import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { SecretService } from "../gen/ep/tower/v1/secrets_pb.js";
+import { ApprovalService } from "../gen/ep/tower/v1/approvals_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import type { TowerConfig } from "./config.js";
 import { createAuth, type Auth } from "./domain/auth.js";
@@ -23,6 +24,7 @@ import { createEventStream } from "./domain/event-stream.js";
 import { createFleetService, type FleetService } from "./domain/fleet.js";
 import { replicatedStore, startReplication, type Replication } from "./domain/replication.js";
 import { createSecretService, envKeySource, type SecretServiceImpl } from "./domain/secrets.js";
+import { createApprovalService, type ApprovalServiceImpl } from "./domain/approvals.js";
 import { createWorkService, type WorkService as Work } from "./domain/work.js";
 import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
 import { ToolService } from "../gen/ep/tower/v1/tools_pb.js";
@@ -53,6 +55,7 @@ export interface TowerServices {
   fleet: FleetService;
   secrets: SecretServiceImpl;
   ai: AiServiceImpl;
+  approvals: ApprovalServiceImpl;
 }
 
 export interface Tower {
@@ -114,6 +117,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   replication?.serveLinks(fleet, attachProof);
   const authService = createAuthService(auth);
   const secrets = createSecretService(deps, secretKeys);
+  const approvals = createApprovalService(deps);
   // rotation: values under EP_SECRET_KEY_PREVIOUS are re-encrypted under the current key (docs/secrets.md)
   await secrets.reencrypt().catch((err: Error) => log.error("secret re-encryption failed", { error: err.message }));
   await auth.resealSigningKeys().catch((err: Error) => log.error("signing key re-sealing failed", { error: err.message }));
@@ -167,7 +171,8 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
       bindService(router, AiService, ai, log);
       bindService(router, ToolService, tools, log);
       bindService(router, SecretService, secrets, log);
-      bindReflection(router, [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService]);
+      bindService(router, ApprovalService, approvals, log);
+      bindReflection(router, [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService]);
       mendProtocolErrors(router.handlers, config.bodyLimit);
     },
   });
@@ -181,7 +186,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     app,
     deps,
     routes,
-    services: { auth, work, fleet, secrets, ai },
+    services: { auth, work, fleet, secrets, ai, approvals },
     replication,
     onClose: (fn) => closers.push(fn),
     close() {

@@ -9,6 +9,7 @@
 // methods live on one prototype (a transaction's store costs one object), and each dialect
 // file holds only what is its own.
 import { createAiStore, type AiActionQuery, type AiActionRow, type AiSessionRow, type AiStore, type AiTurnRow, type ArtifactRow, type DocRow } from "./ai-store.js";
+import { createApprovalStore, type ApprovalDecision, type ApprovalQuery, type ApprovalRow, type ApprovalStore } from "./approval-store.js";
 import { createNodeStateStore, type NodeStateRow, type NodeStateStore } from "./node-state-store.js";
 import { JSON_TASK_FIELDS, nodeDomainsText, TASK_COLUMNS, toAgent, toDomain, toMission, toNode, toSigningKey, toTicket, toToken, type Row } from "./rows.js";
 import { createSecretStore, type SecretCipher, type SecretGrantRow, type SecretRow, type SecretStore } from "./secret-store.js";
@@ -32,7 +33,7 @@ const MISSION_COLUMNS: Record<string, string> = { title: "title", description: "
 const NODE_COLUMNS: Record<string, string> = { hostname: "hostname", status: "status", lastSeenAt: "last_seen_at", domains: "domains" };
 const AGENT_COLUMNS: Record<string, string> = { state: "state", lastSeenAt: "last_seen_at", name: "name", capabilities: "capabilities", runtime: "runtime", supervised: "supervised" };
 
-export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore {
+export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, ApprovalStore {
   /**
    * Runs one statement (`?` placeholders) on this store's connection — the transaction's when
    * this is a transaction's store — and returns the rows it yields (none for a plain write).
@@ -149,13 +150,13 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore {
   }
 
   // `declare`: no per-instance field (a transaction's store is made per transaction)
-  declare private parts?: { ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore };
+  declare private parts?: { ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore; approvals: ApprovalStore };
 
   /** The AI, secret and node-state tables' SQL (their own modules), bound to this store's connection. */
   private get modules() {
     if (!this.parts) {
       const q: Query = (sql, args) => this.tableQuery(sql, args);
-      this.parts = { ai: createAiStore(q), secrets: createSecretStore(q), nodeState: createNodeStateStore(q) };
+      this.parts = { ai: createAiStore(q), secrets: createSecretStore(q), nodeState: createNodeStateStore(q), approvals: createApprovalStore(q) };
     }
     return this.parts;
   }
@@ -470,5 +471,20 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore {
   }
   listNodeStates(nodeId?: string) {
     return this.modules.nodeState.listNodeStates(nodeId);
+  }
+
+  // ---- approvals (SQL in approval-store.ts)
+
+  insertApproval(row: ApprovalRow) {
+    return this.modules.approvals.insertApproval(row);
+  }
+  getApproval(id: string) {
+    return this.modules.approvals.getApproval(id);
+  }
+  listApprovals(q: ApprovalQuery) {
+    return this.modules.approvals.listApprovals(q);
+  }
+  decideApproval(id: string, d: ApprovalDecision) {
+    return this.modules.approvals.decideApproval(id, d);
   }
 }

@@ -7,7 +7,7 @@ import type { Logger } from "../../../common/log.js";
 import type { Caller } from "../../domain/caller.js";
 import { callerOf } from "../caller-key.js";
 
-type Unary = (caller: Caller, req: unknown) => Promise<unknown>;
+type Unary = (caller: Caller, req: unknown, signal: AbortSignal) => Promise<unknown>;
 type ServerStream = (caller: Caller, req: unknown, signal: AbortSignal) => AsyncIterable<unknown>;
 
 /** The error in Connect's terms; an unexpected one (a bug, a dropped database) is logged with where it began. */
@@ -28,7 +28,7 @@ export function bindService(router: ConnectRouter, service: DescService, impl: o
     if (method.methodKind === "unary") {
       handlers[method.localName] = async (req: unknown, ctx: HandlerContext) => {
         try {
-          return await (fn as Unary).call(impl, callerOf(ctx), req);
+          return await (fn as Unary).call(impl, callerOf(ctx), req, ctx.signal);
         } catch (err) {
           throw asConnectError(err, `${service.typeName}/${method.name}`, log);
         }
