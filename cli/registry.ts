@@ -325,9 +325,25 @@ export const COMMANDS: CommandSpec[] = [
     options: [{ name: "wait", type: "string", value: "<ms>", desc: "how long to wait for the node's answer (default 10000, 0 = do not wait)" }],
   },
   // --- approvals and the AI console ---
-  { path: ["approvals", "ls"], summary: "list pending actions of AI sessions", usage: "", example: "ep approvals ls", module: "approvals" },
-  { path: ["approvals", "approve"], summary: "approve (and so execute) a pending action", usage: "<session> <action>", example: "ep approvals approve ses_01 act_01", module: "approvals", args: { min: 2 } },
-  { path: ["approvals", "reject"], summary: "reject a pending action", usage: "<session> <action>", example: "ep approvals reject ses_01 act_01", module: "approvals", args: { min: 2 } },
+  { path: ["approvals", "ls"], summary: "list what waits for a person: agents' tool-permission requests and AI sessions' pending actions", usage: "", example: "ep approvals ls", module: "approvals" },
+  {
+    path: ["approvals", "approve"],
+    summary: "allow an agent's tool call (an apr_ id), or approve and so execute an AI session's pending action",
+    usage: "<approval> [--option <id>] | <session> <action>",
+    example: "ep approvals approve apr_01 --option allow_always",
+    module: "approvals",
+    args: { min: 1, max: 2 },
+    options: [{ name: "option", type: "string", value: "<id>", desc: "which of the agent's allow options (e.g. its 'always allow'); default allow once" }],
+  },
+  {
+    path: ["approvals", "reject"],
+    summary: "refuse an agent's tool call (the agent goes on without it), or reject an AI session's pending action",
+    usage: "<approval> [--reason <text>] | <session> <action>",
+    example: "ep approvals reject apr_01 --reason 'not on main'",
+    module: "approvals",
+    args: { min: 1, max: 2 },
+    options: [{ name: "reason", type: "string", value: "<text>", desc: "why, shown to whoever looks at the approval" }],
+  },
   {
     path: ["ai", "chat"],
     summary: "talk to an AI console session (one message, or a prompt loop without one)",

@@ -57,7 +57,7 @@ describe("approvals and the AI console", () => {
     const none = await ep(["approvals", "ls"], { env });
     expect(none.code, none.stderr).toBe(0);
     expect(none.stdout).toBe("(none)\n");
-    expect((await ep(["approvals", "ls", "--json"], { env })).json()).toEqual({ actions: [] });
+    expect((await ep(["approvals", "ls", "--json"], { env })).json()).toEqual({ approvals: [], actions: [] });
 
     const chat = await ep(["ai", "chat", "list domains"], { env });
     expect(chat.code, chat.stderr).toBe(0);
@@ -67,6 +67,13 @@ describe("approvals and the AI console", () => {
     expect(missing.code).toBe(4);
     expect(missing.stderr).toMatch(/^ep: AI session ses_1 does not exist/);
     expect(missing.stderr).not.toMatch(/at .*\.js:\d+/);
+    // one argument is an agent's permission request
+    const noApproval = await ep(["approvals", "reject", "apr_missing", "--reason", "no"], { env });
+    expect(noApproval.code).toBe(4);
+    expect(noApproval.stderr).toMatch(/^ep: approval apr_missing does not exist/);
+    const tooMany = await ep(["approvals", "approve", "a", "b", "c"], { env });
+    expect(tooMany.code).toBe(2);
+    expect(tooMany.stderr).toMatch(/usage: ep approvals approve <approval> \[--option <id>\] \| <session> <action>/);
 
     // something that is not (yet) a tower with AiService: every route is a 404
     const server = createServer((_req, res) => res.writeHead(404, { "content-type": "text/plain" }).end("Not Found"));

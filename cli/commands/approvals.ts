@@ -1,5 +1,8 @@
-// ep approvals ls|approve|reject: pending actions of AI console sessions.
+// ep approvals ls|approve|reject: what waits for a person — agents' tool-permission requests
+// (ApprovalService, ids apr_…) and pending actions of AI console sessions (<session> <action>).
 import { AiService, ApproveActionResponseSchema, PendingActionSchema, RejectActionResponseSchema } from "../../gen/ep/tower/v1/ai_pb.js";
+import { ApprovalSchema, ApprovalService, ApprovalStatus, type Approval } from "../../gen/ep/tower/v1/approvals_pb.js";
+import { wordsInJson } from "../../common/vocab.js";
 import type { Context } from "../context.js";
 import { json, table, type Row } from "../output.js";
 import { protoJson, tower } from "../tower.js";
@@ -15,13 +18,28 @@ export async function pendingActions(ctx: Context): Promise<Row[]> {
   return out.sort((a, b) => String(a.created_at).localeCompare(String(b.created_at)));
 }
 
+/** An approval as the CLI prints it: proto field names, lowercase status. */
+export const approvalJson = (a: Approval): Row => wordsInJson(ApprovalSchema, protoJson(ApprovalSchema, a)) as Row;
+
+async function pendingApprovals(ctx: Context): Promise<Row[]> {
+  return (await tower(ctx, ApprovalService).listApprovals({ status: ApprovalStatus.PENDING })).approvals.map(approvalJson);
+}
+
 export async function run(ctx: Context): Promise<number> {
   const op = ctx.spec.path[1];
   if (op === "ls") {
-    const actions = await pendingActions(ctx);
-    ctx.out(ctx.json ? json({ actions }) : table(actions, { session: "session_id", action: "id", tool: "tool", summary: "summary", created: "created_at" }));
+    const [approvals, actions] = await Promise.all([pendingApprovals(ctx), pendingActions(ctx)]);
+    if (ctx.json) ctx.out(json({ approvals, actions }));
+    else {
+      const rows: Row[] = [
+        ...approvals.map((a) => ({ id: a.id, kind: "permission", what: `${a.tool}${a.title ? `: ${a.title}` : ""}`, for: a.task_id, created: a.create_time, expires: a.expire_time })),
+        ...actions.map((a) => ({ id: `${a.session_id} ${a.id}`, kind: "action", what: a.summary || a.tool, for: a.session_id, created: a.created_at, expires: "" })),
+      ];
+      ctx.out(table(rows, { id: "id", kind: "kind", what: "what", for: "for", created: "created", expires: "expires" }));
+    }
     return 0;
   }
+  if (ctx.args.length === 1) return decideApproval(ctx, op, ctx.args[0]);
   const [sessionId, actionId] = ctx.args;
   const ai = tower(ctx, AiService);
   const res =
@@ -34,5 +52,16 @@ export async function run(ctx: Context): Promise<number> {
     ctx.out(`action ${actionId} ${a.status}${a.error ? `; execution failed: ${a.error}` : ""}`);
     if (a.result && Object.keys(a.result as object).length) ctx.out(json(a.result));
   }
+  return 0;
+}
+
+async function decideApproval(ctx: Context, op: string, approvalId: string): Promise<number> {
+  const approvals = tower(ctx, ApprovalService);
+  const option = typeof ctx.opts.option === "string" ? ctx.opts.option : "";
+  const reason = typeof ctx.opts.reason === "string" ? ctx.opts.reason : "";
+  const decided = op === "approve" ? (await approvals.approve({ approvalId, optionId: option })).approval! : (await approvals.reject({ approvalId, reason })).approval!;
+  const row = approvalJson(decided);
+  if (ctx.json) ctx.out(json({ approval: row }));
+  else ctx.out(`approval ${decided.id} ${row.status}${decided.optionId ? ` (${decided.optionId})` : ""}: ${decided.tool} for task ${decided.taskId}`);
   return 0;
 }

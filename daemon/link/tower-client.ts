@@ -3,6 +3,7 @@ import { createClient, type Client, type Interceptor, type Transport } from "@co
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { AgentService, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
+import { ApprovalService } from "../../gen/ep/tower/v1/approvals_pb.js";
 
 export interface TowerClients {
   baseUrl: string;
@@ -11,6 +12,7 @@ export interface TowerClients {
   work: Client<typeof WorkService>;
   nodes: Client<typeof NodeService>;
   agents: Client<typeof AgentService>;
+  approvals: Client<typeof ApprovalService>;
 }
 
 export function createTowerClients(baseUrl: string, token: string): TowerClients {
@@ -26,5 +28,6 @@ export function createTowerClients(baseUrl: string, token: string): TowerClients
     work: createClient(WorkService, transport),
     nodes: createClient(NodeService, transport),
     agents: createClient(AgentService, transport),
+    approvals: createClient(ApprovalService, transport),
   };
 }

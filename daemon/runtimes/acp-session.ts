@@ -21,7 +21,7 @@ import { EpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import { createLineSplitter, createTailBuffer, resolveExecutable, terminateGroup } from "./process-group.js";
 import { clip } from "./process-runtime.js";
-import { usageOf, type ProgressFrame, type RunUsage } from "./runtime.js";
+import { usageOf, type ProgressFrame, type RunSpec, type RunUsage } from "./runtime.js";
 import type { PermissionPolicy } from "./runtimes-config.js";
 
 export interface AcpSessionOptions {
@@ -30,6 +30,9 @@ export interface AcpSessionOptions {
   cwd: string;
   env: Record<string, string>;
   permission: PermissionPolicy;
+  /** permission = "ask": a person decides (RunSpec.askPermission); without it "ask" rejects */
+  askPermission?: RunSpec["askPermission"];
+  permissionTimeoutMs?: number;
   killGraceMs: number;
   clock: Clock;
   logger: Logger;
@@ -94,9 +97,11 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
       log.warn("progress frame handler threw", { error: (err as Error).message });
     }
   };
+  // pending "ask" permission requests end (cancelled) when the turn is cancelled or the session closes
+  const asking = new AbortController();
   const app = client({ name: "epd" })
-    .onRequest(methods.client.session.requestPermission, ({ params }) => {
-      const answer = decidePermission(params, o.permission, o.cwd);
+    .onRequest(methods.client.session.requestPermission, async ({ params }) => {
+      const answer = o.permission === "ask" ? await askPerson(params, o, asking.signal) : decidePermission(params, o.permission, o.cwd);
       const chosen = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled";
       emit({
         kind: "status",
@@ -121,6 +126,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
   let terminated: Promise<void> | undefined;
   const close = async () => {
     closing = true;
+    asking.abort();
     connection.close();
     child.stdin!.end();
     if (pid !== undefined) terminated ??= terminateGroup(pid, o.killGraceMs, o.clock);
@@ -161,6 +167,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
         return { stopReason: response.stopReason, text: turnText, ...(usage ? { usage } : {}) };
       },
       async cancelTurn() {
+        asking.abort(); // a permission request still before a person is answered "cancelled"
         // the agent may have exited already; the process group is killed after the grace period either way
         await connection.agent.notify(methods.agent.session.cancel, { sessionId: session.sessionId }).catch(() => {});
       },
@@ -217,6 +224,52 @@ function promptUsage(response: unknown, costUsd: number | undefined) {
  * lies inside the run's working directory. Real agents (claude-code-acp) send no locations, so
  * rawInput is where the paths are; a request naming none is rejected.
  */
+/** The tool a permission request is for: the agent's own name for it when it says (claude-code-acp does), else its kind. */
+export function toolOf(req: RequestPermissionRequest): string {
+  const meta = req.toolCall._meta as { claudeCode?: { toolName?: unknown } } | null | undefined;
+  const named = meta?.claudeCode?.toolName;
+  return typeof named === "string" && named ? named : (req.toolCall.kind ?? "tool");
+}
+
+/**
+ * permission = "ask": the request goes before a person (RunSpec.askPermission, a tower approval)
+ * and their choice is the answer; the agent waits meanwhile. No one to ask, or the tower
+ * unreachable, is a rejection; a cancelled turn answers "cancelled", as ACP asks of a client.
+ */
+export async function askPerson(
+  req: RequestPermissionRequest,
+  o: Pick<AcpSessionOptions, "askPermission" | "permissionTimeoutMs" | "logger">,
+  signal: AbortSignal,
+): Promise<RequestPermissionResponse> {
+  const option = (kinds: string[]) => kinds.map((k) => req.options.find((x) => x.kind === k)).find(Boolean);
+  const selected = (id: string | undefined): RequestPermissionResponse => (id ? { outcome: { outcome: "selected", optionId: id } } : { outcome: { outcome: "cancelled" } });
+  const rejectOption = () => selected(option(["reject_once", "reject_always"])?.optionId);
+  if (!o.askPermission) {
+    o.logger.warn("permission = \"ask\" but this run has no tower to ask; rejecting", { tool: toolOf(req) });
+    return rejectOption();
+  }
+  const raw = req.toolCall.rawInput;
+  try {
+    const answer = await o.askPermission(
+      {
+        tool: toolOf(req),
+        title: req.toolCall.title ?? "",
+        arguments: raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>) : {},
+        paths: pathsOf(req) ?? [],
+        options: req.options.map((x) => ({ optionId: x.optionId, name: x.name, kind: x.kind })),
+        timeoutMs: o.permissionTimeoutMs ?? 600_000,
+      },
+      signal,
+    );
+    if (answer.optionId && req.options.some((x) => x.optionId === answer.optionId)) return selected(answer.optionId);
+    return answer.approved ? selected(option(["allow_once", "allow_always"])?.optionId) : rejectOption();
+  } catch (err) {
+    if (signal.aborted) return { outcome: { outcome: "cancelled" } };
+    o.logger.warn("could not ask for permission; rejecting", { error: (err as Error).message });
+    return rejectOption();
+  }
+}
+
 export function decidePermission(req: RequestPermissionRequest, policy: PermissionPolicy, cwd: string): RequestPermissionResponse {
   const pick = (kinds: string[]) => {
     for (const kind of kinds) {
@@ -228,6 +281,7 @@ export function decidePermission(req: RequestPermissionRequest, policy: Permissi
   let allow: boolean;
   switch (policy) {
     case "reject":
+    case "ask": // decided by askPerson; here (no person to ask) it is a no
       allow = false;
       break;
     case "allow_once":

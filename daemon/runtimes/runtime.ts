@@ -28,6 +28,30 @@ export interface RunSpec {
   /** Overrides the runtime's configured timeout; 0 means none. */
   timeoutMs?: number;
   onFrame(frame: ProgressFrame): void;
+  /**
+   * With permission = "ask": puts a tool-permission request before a person (a tower approval)
+   * and resolves with their answer. Absent when the run has no tower to ask (then "ask" rejects).
+   */
+  askPermission?(ask: PermissionAsk, signal: AbortSignal): Promise<PermissionAnswer>;
+}
+
+export interface PermissionAsk {
+  tool: string;
+  title: string;
+  arguments: Record<string, unknown>;
+  paths: string[];
+  options: { optionId: string; name: string; kind: string }[];
+  /** how long a person has to decide */
+  timeoutMs: number;
+}
+
+/** The option the person chose (an allow one when approved, a reject one otherwise), or none. */
+export interface PermissionAnswer {
+  approved: boolean;
+  optionId?: string;
+  approvalId: string;
+  /** who decided, or why it was rejected ("expired", the reason given) */
+  note: string;
 }
 
 export interface RunResult {

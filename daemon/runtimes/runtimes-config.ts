@@ -15,9 +15,12 @@ import { RUNTIME_KINDS, isRuntimeKind, type RuntimeKind } from "./runtime.js";
 
 const execFileP = promisify(execFile);
 
-/** What an ACP client answers when the agent asks permission for a tool call. */
-export type PermissionPolicy = "allow_once_in_cwd" | "allow_once" | "allow_always" | "reject";
-export const PERMISSION_POLICIES: readonly PermissionPolicy[] = ["allow_once_in_cwd", "allow_once", "allow_always", "reject"];
+/**
+ * What an ACP client answers when the agent asks permission for a tool call; "ask" makes each
+ * request an approval a person decides in the tower (docs/workspaces.md).
+ */
+export type PermissionPolicy = "allow_once_in_cwd" | "allow_once" | "allow_always" | "reject" | "ask";
+export const PERMISSION_POLICIES: readonly PermissionPolicy[] = ["allow_once_in_cwd", "allow_once", "allow_always", "reject", "ask"];
 
 export interface CommandRuntimeConfig {
   /** Executable name (looked up on the run's PATH) or absolute path. */
@@ -37,6 +40,8 @@ export interface CommandRuntimeConfig {
 
 export interface AcpRuntimeConfig extends CommandRuntimeConfig {
   permission: PermissionPolicy;
+  /** With permission = "ask": how long a person has to decide before the request is rejected (default 600). */
+  permissionTimeoutSeconds: number;
 }
 
 export interface MuxhostRuntimeConfig extends CommandRuntimeConfig {
@@ -74,7 +79,7 @@ export function defaultRuntimesConfig(): RuntimesConfig {
     // set, and claude refuses that mode as root unless it is exactly "1", so an ambient value
     // (e.g. IS_SANDBOX=yes) breaks every session as root. EP answers permission requests itself
     // (`permission`); set IS_SANDBOX = "1" here only on a sandboxed root node that wants bypass.
-    vendorA_agent_acp: { ...COMMON, env: { IS_SANDBOX: "" }, command: CMD.vendorA_agent_acp, args: [], permission: "allow_once_in_cwd" },
+    vendorA_agent_acp: { ...COMMON, env: { IS_SANDBOX: "" }, command: CMD.vendorA_agent_acp, args: [], permission: "allow_once_in_cwd", permissionTimeoutSeconds: 600 },
     // --skip-git-repo-check: codex exec refuses to run outside a trusted git repository, and a
     // task's work directory is a fresh scratch folder
     vendorB: { ...COMMON, command: CMD.vendorB, args: ["exec", "--json", "--skip-git-repo-check", "{prompt}"] },
@@ -169,7 +174,7 @@ type Problem = (key: string, message: string) => void;
 
 const COMMON_KEYS = ["command", "args", "env", "timeout_seconds", "kill_grace_seconds"];
 const EXTRA_KEYS: Partial<Record<RuntimeKind, string[]>> = {
-  vendorA_agent_acp: ["permission"],
+  vendorA_agent_acp: ["permission", "permission_timeout_seconds"],
   muxhost_hosted: ["task_args", "socket_name", "poll_interval_ms"],
 };
 
@@ -202,6 +207,10 @@ function applyTable(config: RuntimesConfig, kind: RuntimeKind, table: Record<str
         if (typeof value !== "number" || !Number.isFinite(value) || value < 0) problem(key, "must be a number >= 0");
         else if (key === "timeout_seconds") target.timeoutSeconds = value;
         else target.killGraceSeconds = value;
+        break;
+      case "permission_timeout_seconds":
+        if (typeof value !== "number" || !Number.isFinite(value) || value <= 0 || value > 86_400) problem(key, "must be a number of seconds in (0, 86400]");
+        else target.permissionTimeoutSeconds = value;
         break;
       case "permission":
         if (typeof value !== "string" || !(PERMISSION_POLICIES as readonly string[]).includes(value)) {

@@ -58,6 +58,8 @@ function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; l
         cwd: spec.cwd,
         env: runEnv(config.env, spec.env),
         permission: config.permission,
+        askPermission: spec.askPermission,
+        permissionTimeoutMs: config.permissionTimeoutSeconds * 1000,
         killGraceMs: graceMs,
         clock,
         logger: deps.logger.child({ task_id: spec.taskId }),

@@ -9,6 +9,7 @@ import { iso } from "../../common/clock.js";
 import { toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
+import { createPermissionAsker } from "./permission-asker.js";
 import type { ProgressFrame, RunResult } from "../runtimes/runtime.js";
 import type { LocalAgentRecord } from "./agent-store.js";
 import { createFrameBatcher } from "./frame-batcher.js";
@@ -111,6 +112,14 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
         cwd: workspace?.record.path ?? cwd,
         env: runEnv(deps, run, session.id, placeEnv, mcpConfig),
         onFrame: (f: ProgressFrame) => batcher.push(redactor ? redactor.frame(f) : f),
+        askPermission: createPermissionAsker({
+          approvals: tower.approvals,
+          clock,
+          log: tlog,
+          taskId: task.id,
+          agentId: agent.id,
+          onFrame: (f) => batcher.push(redactor ? redactor.frame(f) : f),
+        }),
       });
       if (run.stop) void run.handle.cancel(run.stop);
       const pid = run.handle.pid;
