@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { assertBuilt, ep } from "./cli-helpers.js";
 import { buildBinaries, registerNode, ROOT, spawnEpd, spawnTowerProcess, stopChild, type EpdProcess, type TowerProcess } from "./epd-harness.js";
+import { openSse } from "./events-helpers.js";
 import { freePort, tempHome, waitFor } from "./harness.js";
 
 const CLI_DIR = join(ROOT, "tests", "real-cli");
@@ -38,14 +39,16 @@ let nodeId = "";
 const cliEnv = () => ({ EP_HOME: home.dir, EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken });
 
 /** runtimes.toml with nothing but each vendor's own settings (and, for ACP, which agent runs). */
-function runtimesToml(acp: "claude-code-acp" | "gemini"): string {
+function runtimesToml(acp: "claude-code-acp" | "gemini", acpSettings = ""): string {
   const anthropic = `ANTHROPIC_BASE_URL = "${llmUrl}"\nANTHROPIC_API_KEY = "test-key"\n`;
   const gemini = `GEMINI_API_KEY = "test-key"\nGOOGLE_GEMINI_BASE_URL = "${llmUrl}"\nGEMINI_MODEL = "gemini-2.5-flash"\n`;
   return [
     `[vendorA_code.env]\n${anthropic}`,
     `[vendorB.env]\nOPENAI_API_KEY = "test-key"\n`,
     `[vendorC.env]\n${gemini}`,
-    acp === "gemini" ? `[vendorA_agent_acp]\ncommand = "gemini"\nargs = ["--acp"]\n[vendorA_agent_acp.env]\n${gemini}` : `[vendorA_agent_acp.env]\n${anthropic}`,
+    acp === "gemini"
+      ? `[vendorA_agent_acp]\ncommand = "gemini"\nargs = ["--acp"]\n${acpSettings}[vendorA_agent_acp.env]\n${gemini}`
+      : `[vendorA_agent_acp]\n${acpSettings}[vendorA_agent_acp.env]\n${anthropic}`,
   ].join("\n");
 }
 
@@ -95,8 +98,9 @@ afterAll(async () => {
   home.cleanup();
 });
 
-async function runTask(runtime: string, prompt: string): Promise<{ id: string; status: string; output: string; error: string }> {
+async function runTask(runtime: string, prompt: string, onCreated?: (id: string) => Promise<void>): Promise<{ id: string; status: string; output: string; error: string }> {
   const id = (await work.createTask({ missionId, title: prompt.slice(0, 40), runtime, input: { prompt }, maxAttempts: 1 })).task!.id;
+  await onCreated?.(id);
   let task = (await work.getTask({ taskId: id })).task!;
   await waitFor(async () => {
     task = (await work.getTask({ taskId: id })).task!;
@@ -175,4 +179,65 @@ describe.skipIf(skip)("the real agent CLIs through epd", () => {
     expect(r.status, r.error + epd.stderr().slice(-2000)).toBe("succeeded");
     expect(r.output).toContain("hello from the fixture");
   }, 120_000);
+
+  it('permission = "ask": claude-code-acp\'s Bash call waits for a person; approving runs it, rejecting and a timeout go on without it', async () => {
+    writeFileSync(join(home.dir, "epd", "runtimes.toml"), runtimesToml("claude-code-acp", 'permission = "ask"\npermission_timeout_seconds = 5\n'));
+    const reload = await ep(["node", "reload", nodeId, "--json"], { env: cliEnv() });
+    expect(reload.code, reload.stderr).toBe(0);
+    const sse = await openSse(`${tower.url}/events/stream?type=approval`, { authorization: `Bearer ${tower.adminToken}` });
+    try {
+      /** the pending request for task `id`, as `ep approvals ls --json` shows it */
+      const pendingFor = async (id: string) => {
+        let found: Record<string, any> | undefined;
+        await waitFor(async () => {
+          const ls = await ep(["approvals", "ls", "--json"], { env: cliEnv() });
+          found = (ls.json().approvals as Record<string, any>[]).find((a) => a.task_id === id);
+          return found !== undefined;
+        }, 60_000, 200).catch(async (err: Error) => {
+          const t = (await work.getTask({ taskId: id })).task!;
+          throw new Error(`${err.message}: no approval for task ${id} (${t.status}: ${t.result?.error ?? ""} ${t.result?.output ?? ""}); epd: ${epd.stderr().slice(-3000)}`);
+        });
+        return found!;
+      };
+      const decide = (args: string[]) => async (id: string) => {
+        const a = await pendingFor(id);
+        expect(a).toMatchObject({ kind: "permission", tool: "Bash", status: "pending", arguments: { command: "touch ep-marker && echo ep-tool-output-42" } });
+        const r = await ep(["approvals", ...args.slice(0, 1), a.id, ...args.slice(1)], { env: cliEnv() });
+        expect(r.code, r.stderr).toBe(0);
+        expect(r.stdout).toMatch(new RegExp(`^approval ${a.id} ${args[0] === "approve" ? "approved" : "rejected"}`));
+      };
+      const approved = await runTask("vendorA_agent_acp", "ep-real-cli: ask to run a tool", decide(["approve"]));
+      expect(approved.status, approved.error + epd.stderr().slice(-2000)).toBe("succeeded");
+      expect(approved.output).toContain("the tool ran");
+
+      // claude-code-acp answers a refusal by ending its turn (deny with interrupt): the run ends
+      // without the tool, and without asking the model again
+      const rejected = await runTask("vendorA_agent_acp", "ep-real-cli: ask to run a tool", decide(["reject", "--reason", "not today"]));
+      expect(rejected.status, rejected.error).toBe("succeeded");
+      expect(rejected.output).not.toContain("the tool ran");
+
+      // nobody decides: after permission_timeout_seconds the tower expires the request, the agent hears no
+      let expiredId = "";
+      const timedOut = await runTask("vendorA_agent_acp", "ep-real-cli: ask to run a tool", async (id) => void (expiredId = (await pendingFor(id)).id));
+      expect(timedOut.status, timedOut.error).toBe("succeeded");
+      expect(timedOut.output).not.toContain("the tool ran");
+      const shown = await ep(["approvals", "ls", "--json"], { env: cliEnv() });
+      expect(shown.json().approvals).toEqual([]);
+
+      // every request and decision was on the stream, in order
+      await waitFor(() => sse.messages.filter((m) => m.data.includes("permission.decided")).length >= 3, 10_000);
+      const events = sse.messages.map((m) => JSON.parse(m.data)).filter((e) => e.name?.startsWith("permission."));
+      expect(events.map((e) => `${e.name}:${e.status}`)).toEqual([
+        "permission.requested:pending",
+        "permission.decided:approved",
+        "permission.requested:pending",
+        "permission.decided:rejected",
+        "permission.requested:pending",
+        "permission.decided:expired",
+      ]);
+      expect(events.at(-1).payload.approval_id).toBe(expiredId);
+    } finally {
+      sse.close();
+    }
+  }, 180_000);
 });

@@ -99,9 +99,11 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
   };
   // pending "ask" permission requests end (cancelled) when the turn is cancelled or the session closes
   const asking = new AbortController();
+  /** tool names by toolCallId, from the agent's tool_call updates (for "ask" requests that do not repeat them) */
+  const toolNames = new Map<string, string>();
   const app = client({ name: "epd" })
     .onRequest(methods.client.session.requestPermission, async ({ params }) => {
-      const answer = o.permission === "ask" ? await askPerson(params, o, asking.signal) : decidePermission(params, o.permission, o.cwd);
+      const answer = o.permission === "ask" ? await askPerson(params, o, asking.signal, toolNames) : decidePermission(params, o.permission, o.cwd);
       const chosen = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled";
       emit({
         kind: "status",
@@ -113,6 +115,10 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
     .onNotification(methods.client.session.update, ({ params }) => {
       const frame = frameOfUpdate(params);
       const u = params.update;
+      if (u.sessionUpdate === "tool_call") {
+        const name = toolNameOf(u);
+        if (name) toolNames.set(u.toolCallId, name);
+      }
       if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") turnText += u.content.text;
       if (u.sessionUpdate === "usage_update" && u.cost && u.cost.currency.toUpperCase() === "USD") costUsd = u.cost.amount;
       if (frame) emit(frame);
@@ -224,11 +230,18 @@ function promptUsage(response: unknown, costUsd: number | undefined) {
  * lies inside the run's working directory. Real agents (claude-code-acp) send no locations, so
  * rawInput is where the paths are; a request naming none is rejected.
  */
-/** The tool a permission request is for: the agent's own name for it when it says (claude-code-acp does), else its kind. */
-export function toolOf(req: RequestPermissionRequest): string {
-  const meta = req.toolCall._meta as { claudeCode?: { toolName?: unknown } } | null | undefined;
-  const named = meta?.claudeCode?.toolName;
-  return typeof named === "string" && named ? named : (req.toolCall.kind ?? "tool");
+/** The agent's own name for a tool call, when it gives one (claude-code-acp: _meta.claudeCode.toolName), else its kind. */
+export function toolNameOf(call: { _meta?: unknown; kind?: string | null }): string | undefined {
+  const named = (call._meta as { claudeCode?: { toolName?: unknown } } | null | undefined)?.claudeCode?.toolName;
+  return typeof named === "string" && named ? named : (call.kind ?? undefined);
+}
+
+/**
+ * The tool a permission request is for: named in the request, else in the `tool_call` update
+ * that announced the call (`known`, by toolCallId; claude-code-acp names it only there).
+ */
+export function toolOf(req: RequestPermissionRequest, known?: ReadonlyMap<string, string>): string {
+  return toolNameOf(req.toolCall) ?? known?.get(req.toolCall.toolCallId) ?? "tool";
 }
 
 /**
@@ -240,19 +253,20 @@ export async function askPerson(
   req: RequestPermissionRequest,
   o: Pick<AcpSessionOptions, "askPermission" | "permissionTimeoutMs" | "logger">,
   signal: AbortSignal,
+  known?: ReadonlyMap<string, string>,
 ): Promise<RequestPermissionResponse> {
   const option = (kinds: string[]) => kinds.map((k) => req.options.find((x) => x.kind === k)).find(Boolean);
   const selected = (id: string | undefined): RequestPermissionResponse => (id ? { outcome: { outcome: "selected", optionId: id } } : { outcome: { outcome: "cancelled" } });
   const rejectOption = () => selected(option(["reject_once", "reject_always"])?.optionId);
   if (!o.askPermission) {
-    o.logger.warn("permission = \"ask\" but this run has no tower to ask; rejecting", { tool: toolOf(req) });
+    o.logger.warn("permission = \"ask\" but this run has no tower to ask; rejecting", { tool: toolOf(req, known) });
     return rejectOption();
   }
   const raw = req.toolCall.rawInput;
   try {
     const answer = await o.askPermission(
       {
-        tool: toolOf(req),
+        tool: toolOf(req, known),
         title: req.toolCall.title ?? "",
         arguments: raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>) : {},
         paths: pathsOf(req) ?? [],
