@@ -227,11 +227,12 @@ function runBaseEnv(env: NodeJS.ProcessEnv): Record<string, string> {
 
 /** Writes a run's MCP config: `epd mcp` for its agent, with the node identity and the schema pack. */
 function mcpConfigWriter(opts: DaemonOptions, env: NodeJS.ProcessEnv, binDir: string) {
-  return (cwd: string, run: { agentId: string; domainId: string }) =>
+  return (cwd: string, run: { agentId: string; domainId: string; taskId: string }) =>
     writeAgentMcpConfig(cwd, {
       command: opts.epdEntry ? join(binDir, "epd") : "epd",
       agentId: run.agentId,
       domainId: run.domainId,
+      taskId: run.taskId,
       boosterWasm: opts.boosterWasm,
       env: { EP_NODE_FILE: nodeFile(env), EP_BASE_URL: opts.backendUrl, ...(env.EP_SCHEMA_PACK_FILE ? { EP_SCHEMA_PACK_FILE: env.EP_SCHEMA_PACK_FILE } : {}) },
     });

@@ -240,4 +240,30 @@ describe.skipIf(skip)("the real agent CLIs through epd", () => {
       sse.close();
     }
   }, 180_000);
+
+  it('permission = "ask" for claude -p (vendorA_code): its permission prompt tool asks a person; approving runs the tool, rejecting makes claude go on without it', async () => {
+    writeFileSync(join(home.dir, "epd", "runtimes.toml"), runtimesToml("claude-code-acp") + '\n[vendorA_code]\npermission = "ask"\n');
+    const reload = await ep(["node", "reload", nodeId, "--json"], { env: cliEnv() });
+    expect(reload.code, reload.stderr).toBe(0);
+    const decide = (args: string[]) => async (id: string) => {
+      let found: Record<string, any> | undefined;
+      await waitFor(async () => {
+        found = ((await ep(["approvals", "ls", "--json"], { env: cliEnv() })).json().approvals as Record<string, any>[]).find((a) => a.task_id === id);
+        return found !== undefined;
+      }, 60_000, 200).catch(async (err: Error) => {
+        const t = (await work.getTask({ taskId: id })).task!;
+        throw new Error(`${err.message}: no approval for task ${id} (${t.status}: ${t.result?.error ?? ""} ${t.result?.output ?? ""}); epd: ${epd.stderr().slice(-3000)}`);
+      });
+      expect(found).toMatchObject({ kind: "permission", tool: "Bash", status: "pending", arguments: { command: "touch ep-marker && echo ep-tool-output-42" } });
+      expect(found!.options.map((o: { kind: string }) => o.kind)).toEqual(["allow_once", "allow_always", "reject_once"]);
+      const r = await ep(["approvals", ...args.slice(0, 1), found!.id, ...args.slice(1)], { env: cliEnv() });
+      expect(r.code, r.stderr).toBe(0);
+    };
+    const approved = await runTask("vendorA_code", "ep-real-cli: ask to run a tool", decide(["approve"]));
+    expect(approved.status, approved.error + epd.stderr().slice(-2000)).toBe("succeeded");
+    expect(approved.output).toBe("the tool ran");
+    const rejected = await runTask("vendorA_code", "ep-real-cli: ask to run a tool", decide(["reject", "--reason", "not today"]));
+    expect(rejected.status, rejected.error).toBe("succeeded");
+    expect(rejected.output).toBe("the tool did not run");
+  }, 180_000);
 });

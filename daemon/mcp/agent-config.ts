@@ -5,6 +5,8 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 
 export const MCP_CONFIG_FILE = ".ep-mcp.json";
+/** The tool of a run's `epd mcp` that claude's --permission-prompt-tool names (mcp__ep__permission_prompt). */
+export const PERMISSION_TOOL = "permission_prompt";
 
 export interface AgentMcpOptions {
   /** The command that runs epd (e.g. process.execPath) and the args before `mcp` (e.g. [epd entry script]). */
@@ -12,6 +14,8 @@ export interface AgentMcpOptions {
   commandArgs?: string[];
   agentId?: string;
   domainId?: string;
+  /** the run's task: its permission requests (permission_prompt) are asked for it */
+  taskId?: string;
   /** The daemon's --booster-wasm, so the agent's calls are boosted the same way. */
   boosterWasm?: string;
   /** Extra environment for the server (EP_NODE_FILE, EP_BASE_URL, EP_SCHEMA_PACK_FILE, EP_HOME …). */
@@ -24,6 +28,7 @@ export function agentMcpConfig(o: AgentMcpOptions): { mcpServers: Record<string,
   const env: Record<string, string> = { ...(o.env ?? {}) };
   if (o.agentId) env.EP_AGENT_ID = o.agentId;
   if (o.domainId) env.EP_DOMAIN_ID = o.domainId;
+  if (o.taskId) env.EP_TASK_ID = o.taskId;
   return { mcpServers: { ep: { type: "stdio", command: o.command, args, env } } };
 }
 

@@ -10,6 +10,8 @@ import { readNodeIdentity } from "../../common/node-identity.js";
 import { nodeFile } from "../../common/paths.js";
 import { createTowerClients } from "../link/tower-client.js";
 import { createAgentMcpServer, fetchCatalog } from "./mcp-server.js";
+import { createPermissionTool, DEFAULT_PERMISSION_TIMEOUT_MS, PERMISSION_TOOL_SPEC } from "./permission-tool.js";
+import { systemClock } from "../../common/clock.js";
 import { openToolCaller } from "./tool-call.js";
 
 export const MCP_HELP = `epd mcp — stdio MCP server offering the EP tool catalog to an agent
@@ -19,7 +21,9 @@ Usage: epd mcp [--backend-url <url>] [--booster-wasm <path>] [--agent-id <id>] [
 Every call is validated (schema pack EP_SCHEMA_PACK_FILE, planner booster) before it goes to
 the tower's /mcp/call with this node's token.
 
-Environment: EP_NODE_FILE, EP_BASE_URL, EP_SCHEMA_PACK_FILE, EP_BOOSTER_WASM, EP_AGENT_ID, EP_DOMAIN_ID
+Environment: EP_NODE_FILE, EP_BASE_URL, EP_SCHEMA_PACK_FILE, EP_BOOSTER_WASM, EP_AGENT_ID, EP_DOMAIN_ID,
+EP_TASK_ID and EP_PERMISSION_TIMEOUT_MS (a run's server: the permission_prompt tool asks a person
+for that task, for claude's --permission-prompt-tool)
 
 Example (an MCP config for vendorA_code's --mcp-config):
   {"mcpServers": {"ep": {"command": "epd", "args": ["mcp"], "env": {"EP_AGENT_ID": "agt_..."}}}}
@@ -53,10 +57,18 @@ export async function runMcpCommand(argv: string[], env: NodeJS.ProcessEnv = pro
     publish: (events) => tower.nodes.publishEvents({ events }),
   });
   const catalog = await fetchCatalog(towerUrl, identity.token);
-  const server = createAgentMcpServer(caller, catalog, {
-    agentId: values["agent-id"] || env.EP_AGENT_ID || undefined,
-    domainId: values.domain || env.EP_DOMAIN_ID || undefined,
-  });
+  const agentId = values["agent-id"] || env.EP_AGENT_ID || undefined;
+  // a run's server (the daemon wrote its task into the config) also answers the CLI's permission prompt
+  const local =
+    env.EP_TASK_ID && agentId
+      ? [
+          {
+            spec: PERMISSION_TOOL_SPEC,
+            call: createPermissionTool({ tower, clock: systemClock, log, taskId: env.EP_TASK_ID, agentId, timeoutMs: Number(env.EP_PERMISSION_TIMEOUT_MS) || DEFAULT_PERMISSION_TIMEOUT_MS }),
+          },
+        ]
+      : [];
+  const server = createAgentMcpServer(caller, catalog, { agentId, domainId: values.domain || env.EP_DOMAIN_ID || undefined }, local);
   const transport = new StdioServerTransport();
   await new Promise<void>((resolve, reject) => {
     transport.onclose = () => resolve();

@@ -2,7 +2,7 @@
 // The catalog comes from the tower's GET /mcp/tools (so it always matches the tower); every
 // call goes through the validated path in tool-call.ts.
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { EpError, toEpError } from "../../common/errors.js";
 import type { ToolCaller, ToolCallScope } from "./tool-call.js";
 
@@ -36,13 +36,24 @@ function result(value: unknown, shortCircuited: boolean): CallToolResult {
   return out;
 }
 
-/** The MCP server for one agent: tools/list is the catalog, tools/call the validated path. */
-export function createAgentMcpServer(caller: ToolCaller, catalog: CatalogTool[], scope: ToolCallScope = {}): Server {
+/** A tool this server answers itself (not from the tower's catalog), e.g. permission_prompt. */
+export interface LocalTool {
+  spec: Tool;
+  call(args: Record<string, unknown>, signal: AbortSignal): Promise<CallToolResult>;
+}
+
+/** The MCP server for one agent: tools/list is the catalog (and any local tools), tools/call the validated path. */
+export function createAgentMcpServer(caller: ToolCaller, catalog: CatalogTool[], scope: ToolCallScope = {}, local: LocalTool[] = []): Server {
   const server = new Server({ name: "epd", version: "0.1.0" }, { capabilities: { tools: {} } });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
-    tools: catalog.map((t) => ({ name: t.name, description: t.description, inputSchema: t.input_schema, annotations: { readOnlyHint: t.kind === "read" } })),
+    tools: [
+      ...catalog.map((t) => ({ name: t.name, description: t.description, inputSchema: t.input_schema, annotations: { readOnlyHint: t.kind === "read" } })),
+      ...local.map((t) => t.spec),
+    ],
   }));
-  server.setRequestHandler(CallToolRequestSchema, async (req) => {
+  server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
+    const own = local.find((t) => t.spec.name === req.params.name);
+    if (own) return own.call(req.params.arguments ?? {}, extra.signal);
     try {
       const out = await caller.call(req.params.name, req.params.arguments ?? {}, scope);
       return result(out.result, out.shortCircuited);

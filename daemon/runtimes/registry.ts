@@ -45,7 +45,7 @@ export function createRuntimeRegistry(config: RuntimesConfig, deps: RuntimeRegis
       extend,
     });
   const build = (config: RuntimesConfig): Record<RuntimeKind, RuntimeAdapter> => ({
-    vendorA_code: agentCli("vendorA_code", config.vendorA_code, createVendorACodeParser, vendorACodeRun),
+    vendorA_code: agentCli("vendorA_code", config.vendorA_code, createVendorACodeParser, (spec) => vendorACodeRun(spec, config.vendorA_code)),
     vendorA_agent_acp: createVendorAAgentAcpRuntime(config.vendorA_agent_acp, d),
     vendorB: agentCli("vendorB", config.vendorB, createVendorBParser),
     vendorC: agentCli("vendorC", config.vendorC, createVendorCParser),

@@ -101,6 +101,17 @@ describe("runtimes.toml", () => {
     expect((err.details as { errors: unknown[] }).errors).toHaveLength(4);
   });
 
+  it('permission = "ask" with its timeout, for ACP agents and for claude -p; other values refused by runtime', () => {
+    const config = parseRuntimesConfig('[vendorA_agent_acp]\npermission = "ask"\npermission_timeout_seconds = 30\n[vendorA_code]\npermission = "ask"\n', "runtimes.toml");
+    expect(config.vendorA_agent_acp).toMatchObject({ permission: "ask", permissionTimeoutSeconds: 30 });
+    expect(config.vendorA_code).toMatchObject({ permission: "ask", permissionTimeoutSeconds: 600 });
+    expect(defaultRuntimesConfig().vendorA_code.permission).toBe("claude");
+    const err = parseError('[vendorA_code]\npermission = "allow_once"\npermission_timeout_seconds = 0\n[vendorA_agent_acp]\npermission_timeout_seconds = 90000\n');
+    expect(err.message).toContain("runtimes.toml:2: vendorA_code.permission: must be one of claude, ask");
+    expect(err.message).toContain("runtimes.toml:3: vendorA_code.permission_timeout_seconds: must be a number of seconds in (0, 86400]");
+    expect(err.message).toContain("runtimes.toml:5: vendorA_agent_acp.permission_timeout_seconds: must be a number of seconds in (0, 86400]");
+  });
+
   it("bad TOML syntax is refused with line and column", () => {
     const err = parseError('[vendorA_code]\ncommand = = "claude"\n');
     expect(err.message).toMatch(/^runtimes\.toml:2:\d+: invalid TOML/);

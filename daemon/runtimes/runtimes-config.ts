@@ -53,8 +53,17 @@ export interface MuxhostRuntimeConfig extends CommandRuntimeConfig {
   pollIntervalMs: number;
 }
 
+/** claude -p: its own permission rules ("claude"), or each prompt asked of a person ("ask": --permission-prompt-tool). */
+export type ClaudePermission = "claude" | "ask";
+
+export interface VendorACodeConfig extends CommandRuntimeConfig {
+  permission: ClaudePermission;
+  /** With permission = "ask": how long a person has to decide (default 600). */
+  permissionTimeoutSeconds: number;
+}
+
 export interface RuntimesConfig {
-  vendorA_code: CommandRuntimeConfig;
+  vendorA_code: VendorACodeConfig;
   vendorA_agent_acp: AcpRuntimeConfig;
   vendorB: CommandRuntimeConfig;
   vendorC: CommandRuntimeConfig;
@@ -74,7 +83,7 @@ export function defaultRuntimesConfig(): RuntimesConfig {
     // answer; EP's own tools (epd mcp, server "ep") are allowed, other tools keep claude's rules
     // MCP_CONNECTION_NONBLOCKING=false: claude connects MCP servers in the background by default and
     // can send its first model request while `ep` is still pending; this makes it connect first
-    vendorA_code: { ...COMMON, env: { MCP_CONNECTION_NONBLOCKING: "false" }, command: CMD.vendorA_code, args: ["-p", "{prompt}", "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__ep"] },
+    vendorA_code: { ...COMMON, env: { MCP_CONNECTION_NONBLOCKING: "false" }, command: CMD.vendorA_code, args: ["-p", "{prompt}", "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__ep"], permission: "claude", permissionTimeoutSeconds: 600 },
     // IS_SANDBOX="": claude-code-acp offers claude's bypass-permissions mode whenever IS_SANDBOX is
     // set, and claude refuses that mode as root unless it is exactly "1", so an ambient value
     // (e.g. IS_SANDBOX=yes) breaks every session as root. EP answers permission requests itself
@@ -175,6 +184,7 @@ type Problem = (key: string, message: string) => void;
 const COMMON_KEYS = ["command", "args", "env", "timeout_seconds", "kill_grace_seconds"];
 const EXTRA_KEYS: Partial<Record<RuntimeKind, string[]>> = {
   vendorA_agent_acp: ["permission", "permission_timeout_seconds"],
+  vendorA_code: ["permission", "permission_timeout_seconds"],
   muxhost_hosted: ["task_args", "socket_name", "poll_interval_ms"],
 };
 
@@ -212,11 +222,12 @@ function applyTable(config: RuntimesConfig, kind: RuntimeKind, table: Record<str
         if (typeof value !== "number" || !Number.isFinite(value) || value <= 0 || value > 86_400) problem(key, "must be a number of seconds in (0, 86400]");
         else target.permissionTimeoutSeconds = value;
         break;
-      case "permission":
-        if (typeof value !== "string" || !(PERMISSION_POLICIES as readonly string[]).includes(value)) {
-          problem(key, `must be one of ${PERMISSION_POLICIES.join(", ")}`);
-        } else target.permission = value as PermissionPolicy;
+      case "permission": {
+        const allowedValues: readonly string[] = kind === "vendorA_code" ? ["claude", "ask"] : PERMISSION_POLICIES;
+        if (typeof value !== "string" || !allowedValues.includes(value)) problem(key, `must be one of ${allowedValues.join(", ")}`);
+        else (target as { permission: string }).permission = value;
         break;
+      }
       case "socket_name":
         if (typeof value !== "string" || !/^[A-Za-z0-9_.-]+$/.test(value)) {
           problem(key, "must be a name of letters, digits, '_', '.', '-'");

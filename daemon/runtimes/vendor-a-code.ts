@@ -5,7 +5,8 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { EpError, invalidField } from "../../common/errors.js";
-import { MCP_CONFIG_FILE } from "../mcp/agent-config.js";
+import { MCP_CONFIG_FILE, PERMISSION_TOOL } from "../mcp/agent-config.js";
+import type { VendorACodeConfig } from "./runtimes-config.js";
 import { usageOf, type ProgressFrame, type RunSpec } from "./runtime.js";
 import { asRecord, asString, clip, type RunAdditions, type StreamOutcome, type StreamParser } from "./process-runtime.js";
 
@@ -25,7 +26,7 @@ const CLAUDE_SETTINGS = ["model", "max_tokens", "timeout_seconds"];
  * comes last because it takes a list of values. A malformed `input.claude` fails the run
  * naming the field.
  */
-export function vendorACodeRun(spec: RunSpec): RunAdditions | EpError {
+export function vendorACodeRun(spec: RunSpec, config?: Pick<VendorACodeConfig, "permission" | "permissionTimeoutSeconds">): RunAdditions | EpError {
   const args: string[] = [];
   const env: Record<string, string> = {};
   let timeoutMs: number | undefined;
@@ -53,7 +54,14 @@ export function vendorACodeRun(spec: RunSpec): RunAdditions | EpError {
     }
   }
   const mcpConfig = spec.env.EP_MCP_CONFIG || join(spec.cwd, MCP_CONFIG_FILE);
-  if (existsSync(mcpConfig)) args.push("--mcp-config", mcpConfig);
+  const hasMcp = existsSync(mcpConfig);
+  if (config?.permission === "ask") {
+    // claude asks epd's permission_prompt tool (a tower approval) wherever its rules would ask a person
+    if (!hasMcp) return new EpError("invalid_argument", "runtime vendorA_code: permission = \"ask\" needs the run's MCP config (epd mcp), which this run has not got");
+    args.push("--permission-prompt-tool", `mcp__ep__${PERMISSION_TOOL}`);
+    env.EP_PERMISSION_TIMEOUT_MS = String(config.permissionTimeoutSeconds * 1000);
+  }
+  if (hasMcp) args.push("--mcp-config", mcpConfig);
   return timeoutMs === undefined ? { args, env } : { args, env, timeoutMs };
 }
 

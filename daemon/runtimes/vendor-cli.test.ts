@@ -78,6 +78,21 @@ describe("vendorA_code (claude stream-json)", () => {
     expect(Date.now() - started).toBeLessThan(5_000);
   });
 
+  it('permission = "ask" names epd\'s permission prompt tool (and its timeout), and refuses a run without the MCP config', async () => {
+    const config = testConfig();
+    config.vendorA_code = { ...config.vendorA_code, permission: "ask", permissionTimeoutSeconds: 42 };
+    registry = createRuntimeRegistry(config);
+    const { spec } = await makeSpec({ prompt: "[argv]" });
+    const bare = await registry.start("vendorA_code", spec).result;
+    expect(bare).toMatchObject({ ok: false, error: expect.stringContaining('permission = "ask" needs the run\'s MCP config') });
+    const file = join(spec.cwd, ".ep-mcp.json");
+    await writeFile(file, JSON.stringify({ mcpServers: { ep: { type: "stdio", command: "epd", args: ["mcp"], env: {} } } }));
+    spec.env = { ...spec.env, EP_MCP_CONFIG: file };
+    const result = await registry.start("vendorA_code", spec).result;
+    expect(result.ok, result.error).toBe(true);
+    expect(JSON.parse(result.output).argv.slice(-4)).toEqual(["--permission-prompt-tool", "mcp__ep__permission_prompt", "--mcp-config", file]);
+  });
+
   it("adds --mcp-config when the worker wrote the run's .ep-mcp.json", async () => {
     registry = createRuntimeRegistry(testConfig());
     const { spec, frames } = await makeSpec({ prompt: "[argv]" });

@@ -173,7 +173,7 @@ async function preparePlace(deps: WorkerDeps, run: Run, tlog: Logger) {
   if (agent.profile && !place) tlog.warn("profile gone from agents.toml; the task runs in a fresh directory", { profile: agent.profile });
   const cwd = place?.cwd ?? workDir;
   if (place) await mkdir(cwd, { recursive: true, mode: 0o700 });
-  const mcpConfig = await deps.mcpConfig?.(workDir, { agentId: agent.id, domainId: agent.domainId }).catch((err: unknown) => {
+  const mcpConfig = await deps.mcpConfig?.(workDir, { agentId: agent.id, domainId: agent.domainId, taskId: run.task.id }).catch((err: unknown) => {
     tlog.warn("MCP config not written; the run starts without the EP tools", { error: toEpError(err).message });
     return undefined;
   });

@@ -32,7 +32,7 @@ export interface WorkerDeps {
   redactor?: (sessionId: string) => RunRedactor;
   progressWindowMs?: number;
   /** Writes the run's MCP config (`epd mcp` for this agent) into its cwd and returns the path (daemon/mcp/agent-config.ts). */
-  mcpConfig?: (cwd: string, run: { agentId: string; domainId: string }) => Promise<string>;
+  mcpConfig?: (cwd: string, run: { agentId: string; domainId: string; taskId: string }) => Promise<string>;
   reportBackoff?: { initialMs?: number; maxMs?: number };
   /**
    * Profile agents of agents.toml enrolled at the tower (daemon/fleet): they claim like the
