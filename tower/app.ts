@@ -9,6 +9,7 @@ import { createLogger, type Logger } from "../common/log.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
+import type { DescService } from "@bufbuild/protobuf";
 import { SecretService } from "../gen/ep/tower/v1/secrets_pb.js";
 import { ApprovalService } from "../gen/ep/tower/v1/approvals_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
@@ -158,24 +159,22 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   });
   refuseUnknownUpgrades(app, [EVENTS_WS_PATH, ...ATTACH_PATHS]);
 
-  await app.register(fastifyConnectPlugin, {
-    jsonOptions: { ignoreUnknownFields: false },
-    readMaxBytes: config.bodyLimit,
-    contextValues: (req: FastifyRequest) => createContextValues().set(kCaller, req.caller as Caller | undefined),
-    routes: (router) => {
-      bindService(router, WorkService, work, log);
-      bindService(router, NodeService, fleet, log);
-      bindService(router, AgentService, fleet, log);
-      bindService(router, AuthService, authService, log);
-      bindService(router, EventService, events, log);
-      bindService(router, AiService, ai, log);
-      bindService(router, ToolService, tools, log);
-      bindService(router, SecretService, secrets, log);
-      bindService(router, ApprovalService, approvals, log);
-      bindReflection(router, [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService]);
-      mendProtocolErrors(router.handlers, config.bodyLimit);
-    },
-  });
+  await registerConnect(
+    app,
+    [
+      [WorkService, work],
+      [NodeService, fleet],
+      [AgentService, fleet],
+      [AuthService, authService],
+      [EventService, events],
+      [AiService, ai],
+      [ToolService, tools],
+      [SecretService, secrets],
+      [ApprovalService, approvals],
+    ],
+    config.bodyLimit,
+    log,
+  );
 
   // the sweeper: expired leases go back to the queue (or fail past max_attempts); approved AI
   // actions that never got an outcome (the tower stopped mid-run) are marked interrupted
@@ -244,4 +243,18 @@ function createAiConsole(deps: Deps, env: Record<string, string | undefined>, wo
   const executor = createToolExecutor({ deps, work, fleet });
   deps.log.info("AI console ready", { planner: planner.name, model: planner.model ?? "", runtime_default: settings.centralRuntimeDefault ?? "" });
   return { ai: createAiService(deps, { planner, settings, executor }), tools: createToolService(deps, executor) };
+}
+
+/** Connect, gRPC and gRPC-Web for every service (each bound to its domain object), with reflection and EP's error shapes. */
+async function registerConnect(app: FastifyInstance, served: [DescService, object][], bodyLimit: number, log: Logger): Promise<void> {
+  await app.register(fastifyConnectPlugin, {
+    jsonOptions: { ignoreUnknownFields: false },
+    readMaxBytes: bodyLimit,
+    contextValues: (req: FastifyRequest) => createContextValues().set(kCaller, req.caller as Caller | undefined),
+    routes: (router) => {
+      for (const [service, impl] of served) bindService(router, service, impl, log);
+      bindReflection(router, served.map(([service]) => service));
+      mendProtocolErrors(router.handlers, bodyLimit);
+    },
+  });
 }

@@ -102,16 +102,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
   /** tool names by toolCallId, from the agent's tool_call updates (for "ask" requests that do not repeat them) */
   const toolNames = new Map<string, string>();
   const app = client({ name: "epd" })
-    .onRequest(methods.client.session.requestPermission, async ({ params }) => {
-      const answer = o.permission === "ask" ? await askPerson(params, o, asking.signal, toolNames) : decidePermission(params, o.permission, o.cwd);
-      const chosen = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled";
-      emit({
-        kind: "status",
-        text: `permission ${chosen}: ${params.toolCall.title ?? params.toolCall.toolCallId}`,
-        data: { toolCallId: params.toolCall.toolCallId, outcome: answer.outcome },
-      });
-      return answer;
-    })
+    .onRequest(methods.client.session.requestPermission, ({ params }) => answerPermission(params, o, asking.signal, toolNames, emit))
     .onNotification(methods.client.session.update, ({ params }) => {
       const frame = frameOfUpdate(params);
       const u = params.update;
@@ -230,6 +221,24 @@ function promptUsage(response: unknown, costUsd: number | undefined) {
  * lies inside the run's working directory. Real agents (claude-code-acp) send no locations, so
  * rawInput is where the paths are; a request naming none is rejected.
  */
+/** The client's answer to session/request_permission (by policy, or a person's), reported as a status frame. */
+async function answerPermission(
+  params: RequestPermissionRequest,
+  o: AcpSessionOptions,
+  signal: AbortSignal,
+  toolNames: ReadonlyMap<string, string>,
+  emit: (frame: ProgressFrame) => void,
+): Promise<RequestPermissionResponse> {
+  const answer = o.permission === "ask" ? await askPerson(params, o, signal, toolNames) : decidePermission(params, o.permission, o.cwd);
+  const chosen = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled";
+  emit({
+    kind: "status",
+    text: `permission ${chosen}: ${params.toolCall.title ?? params.toolCall.toolCallId}`,
+    data: { toolCallId: params.toolCall.toolCallId, outcome: answer.outcome },
+  });
+  return answer;
+}
+
 /** The agent's own name for a tool call, when it gives one (claude-code-acp: _meta.claudeCode.toolName), else its kind. */
 export function toolNameOf(call: { _meta?: unknown; kind?: string | null }): string | undefined {
   const named = (call._meta as { claudeCode?: { toolName?: unknown } } | null | undefined)?.claudeCode?.toolName;

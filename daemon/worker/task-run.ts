@@ -112,14 +112,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
         cwd: workspace?.record.path ?? cwd,
         env: runEnv(deps, run, session.id, placeEnv, mcpConfig),
         onFrame: (f: ProgressFrame) => batcher.push(redactor ? redactor.frame(f) : f),
-        askPermission: createPermissionAsker({
-          approvals: tower.approvals,
-          clock,
-          log: tlog,
-          taskId: task.id,
-          agentId: agent.id,
-          onFrame: (f) => batcher.push(redactor ? redactor.frame(f) : f),
-        }),
+        askPermission: createPermissionAsker({ approvals: tower.approvals, clock, log: tlog, taskId: task.id, agentId: agent.id, onFrame: (f) => batcher.push(redactor ? redactor.frame(f) : f) }),
       });
       if (run.stop) void run.handle.cancel(run.stop);
       const pid = run.handle.pid;

@@ -84,7 +84,8 @@ function checkOptions(options: readonly pb.PermissionOption[]): ApprovalRow["opt
   });
 }
 
-export function createApprovalService(deps: Deps) {
+/** The reads and decisions both sides share: find, expire, decide, wait for a decision. */
+function approvalRecords(deps: Deps) {
   const { store, clock, hub } = deps;
   const now = () => clock.now();
 
@@ -139,6 +140,31 @@ export function createApprovalService(deps: Deps) {
       signal?.addEventListener("abort", done);
     });
   }
+
+  /** An approval a person may decide now: pending, in a domain the caller operates. */
+  async function decidable(caller: Caller, id: string): Promise<ApprovalRow> {
+    const a = await expireIfDue(await load(caller, id));
+    if (caller.role === "node" || caller.role === "agent") {
+      throw new EpError("forbidden", `role ${caller.role} may not decide approvals: a person (operator or admin) decides what an agent may do`, { role: caller.role, needs: "operate" });
+    }
+    authorize(caller, "operate", { domainId: a.domainId });
+    if (a.status !== "pending") throw new EpError("approval_decided", `approval ${a.id} is already ${a.status}`, { status: a.status });
+    return a;
+  }
+
+  async function settle(a: ApprovalRow, d: { status: "approved" | "rejected"; optionId: string; decidedBy: string; reason: string }): Promise<ApprovalRow> {
+    const row = await decide(a, d);
+    if (row.status !== d.status) throw new EpError("approval_decided", `approval ${a.id} is already ${row.status}`, { status: row.status });
+    return row;
+  }
+
+  return { load, expireIfDue, decidedOrTimeout, decidable, settle };
+}
+
+export function createApprovalService(deps: Deps) {
+  const { store, clock } = deps;
+  const now = () => clock.now();
+  const { load, expireIfDue, decidedOrTimeout, decidable, settle } = approvalRecords(deps);
 
   return {
     async requestPermission(caller: Caller, req: pb.RequestPermissionRequest): Promise<pb.RequestPermissionResponse> {
@@ -247,23 +273,6 @@ export function createApprovalService(deps: Deps) {
       return create(pb.RejectResponseSchema, { approval: approvalToPb(await settle(a, { status: "rejected", optionId, decidedBy: principalOf(caller), reason })) });
     },
   };
-
-  /** An approval a person may decide now: pending, in a domain the caller operates. */
-  async function decidable(caller: Caller, id: string): Promise<ApprovalRow> {
-    const a = await expireIfDue(await load(caller, id));
-    if (caller.role === "node" || caller.role === "agent") {
-      throw new EpError("forbidden", `role ${caller.role} may not decide approvals: a person (operator or admin) decides what an agent may do`, { role: caller.role, needs: "operate" });
-    }
-    authorize(caller, "operate", { domainId: a.domainId });
-    if (a.status !== "pending") throw new EpError("approval_decided", `approval ${a.id} is already ${a.status}`, { status: a.status });
-    return a;
-  }
-
-  async function settle(a: ApprovalRow, d: { status: "approved" | "rejected"; optionId: string; decidedBy: string; reason: string }): Promise<ApprovalRow> {
-    const row = await decide(a, d);
-    if (row.status !== d.status) throw new EpError("approval_decided", `approval ${a.id} is already ${row.status}`, { status: row.status });
-    return row;
-  }
 }
 
 export type ApprovalServiceImpl = ReturnType<typeof createApprovalService>;
