@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { CHROMIUM, ensureConsoleBuilt, launchChromium } from "./browser.js";
-import { adminClient, startTowerAndEpd, type EpdProcess, type TowerProcess } from "./epd-harness.js";
+import { adminClient, ROOT, startTowerAndEpd, type EpdProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome, waitFor } from "./harness.js";
 import { optionalTool } from "./optional-tools.js";
 
@@ -45,12 +45,18 @@ async function status(id: string): Promise<string> {
 describe.skipIf(chromiumTool.skip)("the console's task page", () => {
   beforeAll(async () => {
     chromiumTool.require();
-    const [, started] = await Promise.all([ensureConsoleBuilt(), startTowerAndEpd(home.dir)]);
+    // an ACP agent (the SDK-built stand-in for claude-code-acp) whose tool requests go before a person
+    const askingAgent = () => {
+      mkdirSync(join(home.dir, "epd"), { recursive: true, mode: 0o700 });
+      writeFileSync(join(home.dir, "epd", "runtimes.toml"), `[vendorA_agent_acp]\ncommand = ${JSON.stringify(join(ROOT, "daemon", "runtimes", "fixtures", "claude-code-acp"))}\npermission = "ask"\n`);
+    };
+    const [, started] = await Promise.all([ensureConsoleBuilt(), startTowerAndEpd(home.dir, { beforeEpd: askingAgent })]);
     ({ tower, epd } = started);
     work = adminClient(tower, WorkService);
     const domainId = (await work.createDomain({ name: "pages" })).domain!.id;
     missionId = (await work.createMission({ domainId, title: "page tour" })).mission!.id;
     await epd.call("agent.enroll", { domainId, runtime: "shell", name: "sheller" });
+    await epd.call("agent.enroll", { domainId, runtime: "vendorA_agent_acp", name: "asker" });
 
     profile = mkdtempSync(join(tmpdir(), "ep-chromium-"));
     ctx = await launchChromium(profile, { viewport: { width: 1280, height: 900 } });
@@ -123,6 +129,27 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     // it runs again (and fails again): a second "trying" frame arrives live
     await expect.poll(async () => (await page.getByRole("list", { name: "Progress frames" }).getByText("trying").count()), { timeout: 15_000 }).toBe(2);
     await waitFor(async () => (await status(id)) === "failed", 15_000);
+  }, 60_000);
+
+  it("approving an agent's tool request in the Approvals tab lets its run go on (issue 20)", async () => {
+    const id = (await work.createTask({ missionId, title: "asks first", runtime: "vendorA_agent_acp", input: { prompt: "write the notes [real]" } })).task!.id;
+    await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: /^Approvals/ }).click();
+    const card = page.getByRole("article", { name: /^Permission edit: Write .*notes\.txt/ });
+    await card.waitFor({ timeout: 20_000 });
+    expect(await card.innerText()).toContain(id);
+    expect(await card.innerText()).toMatch(/Paths: .*notes\.txt/);
+    // the tab's badge counts it
+    expect(await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: /^Approvals/ }).innerText()).toMatch(/1/);
+    // the agent waits: still running while nobody decides
+    expect(await status(id)).toBe("running");
+    await card.getByRole("button", { name: "Allow once" }).click();
+    await waitFor(async () => (await status(id)) === "succeeded", 20_000);
+    await expect.poll(() => page.getByRole("article", { name: /^Permission / }).count(), { timeout: 10_000 }).toBe(0);
+    // the agent was told yes: its run reports the allowed tool call
+    await page.goto(`${tower.url}/ui/tasks/${id}`);
+    const frames = page.getByRole("list", { name: "Progress frames" });
+    await frames.getByText(/permission for edit approved by/).waitFor({ timeout: 10_000 });
+    await frames.getByText(/permission allow: Write/).waitFor({ timeout: 10_000 });
   }, 60_000);
 
   it("shows a workspace task's changed files and patch (issue 20)", async () => {

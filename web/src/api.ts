@@ -4,6 +4,7 @@
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { AiService } from "@gen/ep/tower/v1/ai_pb.js";
+import { ApprovalService } from "@gen/ep/tower/v1/approvals_pb.js";
 import { AuthService } from "@gen/ep/tower/v1/auth_pb.js";
 import { EventService } from "@gen/ep/tower/v1/events_pb.js";
 import { AgentService, NodeService } from "@gen/ep/tower/v1/fleet_pb.js";
@@ -21,6 +22,7 @@ export interface Api {
   auth: Client<typeof AuthService>;
   events: Client<typeof EventService>;
   ai: Client<typeof AiService>;
+  approvals: Client<typeof ApprovalService>;
 }
 
 export const api: Api = {
@@ -30,6 +32,7 @@ export const api: Api = {
   auth: createClient(AuthService, transport),
   events: createClient(EventService, transport),
   ai: createClient(AiService, transport),
+  approvals: createClient(ApprovalService, transport),
 };
 
 export interface Identity {

@@ -115,7 +115,7 @@ function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: She
   const [sessionId, setSessionId] = useState<string>();
   const composerRef = useRef<HTMLTextAreaElement>(null);
   const tab = tabOf(path);
-  const pendingCount = approvalsOf(dashboard.data.sessions).counts.pending;
+  const pendingCount = approvalsOf(dashboard.data.sessions).counts.pending + dashboard.data.permissions.length;
   const canOperate = identity.role === "admin" || identity.role === "operator";
 
   useEffect(() => {

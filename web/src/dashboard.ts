@@ -4,6 +4,7 @@
 // depends on the exact payload of an event, only on its type and name.
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type { PendingAction, Session } from "@gen/ep/tower/v1/ai_pb.js";
+import { ApprovalStatus, type Approval } from "@gen/ep/tower/v1/approvals_pb.js";
 import type { Agent, Domain, Mission, Node, Task } from "@gen/ep/tower/v1/resources_pb.js";
 import { api, describeError, isUnauthenticated } from "./api.js";
 import { createLiveStream, type StreamEvent, type StreamState } from "./live-stream.js";
@@ -22,13 +23,15 @@ export interface DashboardData {
   agents: Agent[];
   nodes: Node[];
   sessions: SessionActions[];
+  /** agents' tool-permission requests waiting for a person (ApprovalService) */
+  permissions: Approval[];
   /** false when this tower has no AI service */
   aiAvailable: boolean;
   errors: Partial<Record<Area, string>>;
   loaded: Partial<Record<Area, boolean>>;
 }
 
-const EMPTY: DashboardData = { domains: [], missions: [], tasks: [], agents: [], nodes: [], sessions: [], aiAvailable: true, errors: {}, loaded: {} };
+const EMPTY: DashboardData = { domains: [], missions: [], tasks: [], agents: [], nodes: [], sessions: [], permissions: [], aiAvailable: true, errors: {}, loaded: {} };
 
 /** Which areas an event makes stale. */
 export function areasFor(ev: Pick<StreamEvent, "type" | "name">): Area[] {
@@ -77,6 +80,9 @@ export function useDashboard(onUnauthenticated: () => void): Dashboard {
         const [a, n] = await Promise.all([api.agents.listAgents({}), api.nodes.listNodes({})]);
         setData((s) => ({ ...s, agents: a.agents, nodes: n.nodes, errors: { ...s.errors, fleet: undefined }, loaded: { ...s.loaded, fleet: true } }));
       } else {
+        // agents' requests first: a tower without AI sessions still has them
+        const asked = await api.approvals.listApprovals({ status: ApprovalStatus.PENDING });
+        setData((s) => ({ ...s, permissions: asked.approvals }));
         const list = await api.ai.listSessions({});
         const sessions = await Promise.all(
           list.sessions.map(async (session) => {
