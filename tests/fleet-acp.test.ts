@@ -2,10 +2,11 @@
 // daemon/runtimes/fixtures standing in for claude-code-acp) signalled with the built `ep agent
 // signal` and from the tower: each prompt is a turn on the session, and its output reaches the
 // tower as progress, inbox and matrix events.
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
+import { ApprovalService, ApprovalStatus, type Approval } from "../gen/ep/tower/v1/approvals_pb.js";
 import type { EpdProcess } from "./epd-harness.js";
 import { type FleetSetup, fleetSuite, runEp, startFleetEpd, towerEvents, writeDaemonFile } from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
@@ -98,4 +99,29 @@ domain = "${domainId}"
     expect((await towerEvents(s, "matrix", "agent.signal.finished")).length).toBe(2);
     expect((await epd.call<{ agents: { id: string; pid: number }[] }>("agent.list")).agents.find((a) => a.id === "reviewer")!.pid).toBe(pid);
   }, 90_000);
+
+  it('a profile\'s own permission = "ask" puts its tasks\' tool requests before a person (issue 20)', async () => {
+    await epd?.stop();
+    const domainId = (await s.work.createDomain({ name: "asking" })).domain!.id;
+    writeDaemonFile(s, "agents.toml", `[[agent]]\nid = "asker"\nruntime = "vendorA_agent_acp"\ndomain = "${domainId}"\npermission = "ask"\n`);
+    epd = await startFleetEpd(s);
+    let agentId = "";
+    await waitFor(async () => {
+      agentId = (await s.client(AgentService).listAgents({ domainId })).agents[0]?.id ?? "";
+      return agentId !== "";
+    }, 10_000);
+    const missionId = (await s.work.createMission({ domainId, title: "asks" })).mission!.id;
+    const task = (await s.work.createTask({ missionId, title: "ask first", runtime: "vendorA_agent_acp", claimPolicy: "assigned", assigneeAgentId: agentId, input: { prompt: "careful notes" } })).task!;
+    const approvals = s.client(ApprovalService);
+    let pending: Approval | undefined;
+    await waitFor(async () => (pending = (await approvals.listApprovals({ taskId: task.id })).approvals[0]) !== undefined, 20_000);
+    expect(pending).toMatchObject({ status: ApprovalStatus.PENDING, agentId, tool: "edit", nodeId: s.nodeId });
+    expect(pending!.paths).toEqual([join(s.epdHome, "agents", "asker", "notes.txt")]);
+    await approvals.reject({ approvalId: pending!.id, reason: "not in this profile" });
+    let done = task;
+    await waitFor(async () => ["succeeded", "failed"].includes((done = (await s.work.getTask({ taskId: task.id })).task!).status), 20_000);
+    // the agent heard no: it went on without writing its notes
+    expect(done.status, JSON.stringify(done.result)).toBe("succeeded");
+    expect(existsSync(join(s.epdHome, "agents", "asker", "notes.txt"))).toBe(false);
+  }, 60_000);
 });

@@ -4,6 +4,8 @@ import { render } from "ink-testing-library";
 import { waitFor } from "../../test-support/wait.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
+import { AgentService, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
+import { ApprovalService, ApprovalStatus } from "../../gen/ep/tower/v1/approvals_pb.js";
 import { startTower, type TestTower } from "../../tests/harness.js";
 import { App } from "./app.js";
 import type { ApprovalItem, EventItem, FrameItem, TaskDetail, TuiDataSource } from "./data-source.js";
@@ -250,5 +252,29 @@ describe("the ep console on a real tower", () => {
     await until(() => ui.lastFrame()!.includes("Second mission"), 10_000);
     ui.unmount();
     source.close();
+  });
+
+  it("lists an agent's tool-permission request in the approvals tab and approves it from the keyboard (issue 20)", async () => {
+    const tower = await startTower();
+    const work = tower.client(WorkService);
+    const domainId = (await work.createDomain({ name: "asks" })).domain!.id;
+    const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
+    const node = await tower.client(NodeService).registerNode({ hostname: "tui-node", domainIds: [domainId] });
+    const agentId = (await tower.client(AgentService, node.token).enrollAgent({ domainId, runtime: "shell", name: "asker" })).agent!.id;
+    await work.createTask({ missionId, title: "edit", runtime: "shell", input: { command: "true" } });
+    const held = (await tower.client(WorkService, node.token).claimTask({ agentId, waitMs: 0 })).task!;
+    const asked = (await tower.client(ApprovalService, node.token).requestPermission({ taskId: held.id, agentId, tool: "Bash", title: "rm -rf build" })).approval!;
+    const source = createTowerSource(tower.transport(), tower.url);
+    const ui = render(<App source={source} initialTab="approvals" />);
+    try {
+      await until(() => ui.lastFrame()!.includes(`rm -rf build (task ${held.id})`), 10_000);
+      ui.stdin.write("a");
+      await until(() => ui.lastFrame()!.includes("approved"), 10_000);
+      expect((await tower.client(ApprovalService).getApproval({ approvalId: asked.id })).approval!.status).toBe(ApprovalStatus.APPROVED);
+    } finally {
+      ui.unmount();
+      source.close();
+      await tower.close();
+    }
   });
 });

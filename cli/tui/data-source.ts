@@ -65,6 +65,7 @@ export interface EventItem {
 }
 
 export interface ApprovalItem {
+  /** the AI session of a pending action; "" for an agent's tool-permission request (id apr_…) */
   sessionId: string;
   id: string;
   tool: string;

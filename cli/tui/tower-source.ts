@@ -4,11 +4,13 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { createBackoff } from "../../common/backoff.js";
 import { what } from "../event-line.js";
 import { createClient, type Transport } from "@connectrpc/connect";
-import { AiService } from "../../gen/ep/tower/v1/ai_pb.js";
+import { AiService, type PendingAction } from "../../gen/ep/tower/v1/ai_pb.js";
 import { EventService } from "../../gen/ep/tower/v1/events_pb.js";
 import { AgentService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import type { Event, Task } from "../../gen/ep/tower/v1/resources_pb.js";
+import { ApprovalService, ApprovalStatus, ApprovalStatusSchema, type Approval } from "../../gen/ep/tower/v1/approvals_pb.js";
+import { enumWord } from "../../common/vocab.js";
 import type { ApprovalItem, EventItem, FrameItem, TaskDetail, TaskItem, TuiDataSource } from "./data-source.js";
 
 
@@ -75,17 +77,7 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
       for (const t of (await work.listTasks({ status: "running", limit: 500 })).tasks) if (t.claimedBy) running.set(t.claimedBy, t.title);
       return list.map((a) => ({ id: a.id, name: a.name, domainId: a.domainId, runtime: a.runtime, state: a.state, taskTitle: running.get(a.id) }));
     },
-    async approvals() {
-      const out: ApprovalItem[] = [];
-      let sessions;
-      try {
-        sessions = (await ai.listSessions({})).sessions;
-      } catch {
-        return out; // a tower without the AI console has nothing to approve
-      }
-      for (const s of sessions) for (const a of (await ai.getSession({ sessionId: s.id })).actions) if (a.status === "pending") out.push(toItem(a));
-      return out;
-    },
+    ...approvalsPart(transport, toItem),
     async tasks(missionId) {
       if (!agentNames.size) await loadAgents().catch(() => undefined); // names are a nicety: ids show instead
       return (await work.listTasks({ missionId, limit: 500 })).tasks.filter((t) => !t.parentTaskId).map(taskItem);
@@ -143,12 +135,7 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
       if (reply?.error) parts.push(`error: ${reply.error}`);
       return { sessionId, text: parts.filter(Boolean).join("\n"), actions: res.actions.map(toItem), viewSpecs: reply?.viewSpecs ?? [] };
     },
-    async approve(s, a) {
-      return toItem((await ai.approveAction({ sessionId: s, actionId: a })).action!);
-    },
-    async reject(s, a) {
-      return toItem((await ai.rejectAction({ sessionId: s, actionId: a })).action!);
-    },
+
     close() {
       for (const s of stops) s();
     },
@@ -160,4 +147,35 @@ function workspaceOf(w: { branch: string; base: string; head: string; committed:
   if (!w) return undefined;
   const commits = w.committed ? `${w.base.slice(0, 8)}..${w.head.slice(0, 8)}` : `from ${w.base.slice(0, 8)}, not committed`;
   return { branch: `branch ${w.branch} (${commits})${w.worktree ? ` · kept at ${w.worktree}` : ""}`, stat: w.stat || "no changes" };
+}
+
+/**
+ * What waits for a person: agents' tool-permission requests (ApprovalService; no session, ids
+ * apr_…) first, then the pending actions of AI sessions; decided by whichever service owns them.
+ */
+function approvalsPart(transport: Transport, toItem: (a: PendingAction) => ApprovalItem): Pick<TuiDataSource, "approvals" | "approve" | "reject"> {
+  const ai = createClient(AiService, transport);
+  const asks = createClient(ApprovalService, transport);
+  const askItem = (a: Approval): ApprovalItem => ({ sessionId: "", id: a.id, tool: a.tool, summary: `${a.title || a.tool} (task ${a.taskId})`, status: enumWord(ApprovalStatusSchema, a.status) });
+  return {
+    async approvals() {
+      const out: ApprovalItem[] = (await asks.listApprovals({ status: ApprovalStatus.PENDING })).approvals.map(askItem);
+      let sessions;
+      try {
+        sessions = (await ai.listSessions({})).sessions;
+      } catch {
+        return out; // a tower without the AI console has no actions to approve
+      }
+      for (const s of sessions) for (const a of (await ai.getSession({ sessionId: s.id })).actions) if (a.status === "pending") out.push(toItem(a));
+      return out;
+    },
+    async approve(s, a) {
+      if (!s) return askItem((await asks.approve({ approvalId: a })).approval!);
+      return toItem((await ai.approveAction({ sessionId: s, actionId: a })).action!);
+    },
+    async reject(s, a) {
+      if (!s) return askItem((await asks.reject({ approvalId: a })).approval!);
+      return toItem((await ai.rejectAction({ sessionId: s, actionId: a })).action!);
+    },
+  };
 }

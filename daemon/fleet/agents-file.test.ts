@@ -64,6 +64,16 @@ session = "x.y"
     expect(bad.ok ? [] : bad.errors.map((e) => [e.line, e.field])).toEqual([[4, "workspace"]]);
   });
 
+  it("takes a profile's own permission for its runtime, and refuses one that does not apply", () => {
+    const ok = parseAgentsFile(`[[agent]]\nid = "a"\nruntime = "vendorA_agent_acp"\npermission = "ask"\n[[agent]]\nid = "b"\nruntime = "vendorA_code"\npermission = "ask"\n`);
+    expect(ok.ok && ok.profiles.map((p) => p.permission)).toEqual(["ask", "ask"]);
+    const bad = parseAgentsFile(`[[agent]]\nid = "a"\nruntime = "vendorA_code"\npermission = "allow_once"\n[[agent]]\nid = "b"\nruntime = "shell"\npermission = "ask"\n`);
+    expect(bad.ok ? [] : bad.errors.map((e) => [e.line, e.field, e.message])).toEqual([
+      [4, "permission", 'permission must be one of claude, ask, not "allow_once"'],
+      [8, "permission", "permission applies to vendorA_agent_acp and vendorA_code agents, not shell"],
+    ]);
+  });
+
   it("gives the line of a TOML syntax error", () => {
     const r = parseAgentsFile(`[[agent]]\nid = "a"\nruntime = \n`);
     expect(r.ok).toBe(false);

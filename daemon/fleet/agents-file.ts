@@ -1,5 +1,6 @@
 // agents.toml: the node's long-running profile agents as `[[agent]]` tables. Parsed into
 // FleetProfile values, or every error found, each with its line, like cron.toml.
+import { PERMISSION_POLICIES } from "../runtimes/runtimes-config.js";
 import { readFileSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import { parse, TomlError } from "smol-toml";
@@ -26,6 +27,8 @@ export interface FleetProfile {
   domain?: string;
   /** The repository its tasks work in, each in a worktree of its own, unless a task names one (docs/workspaces.md). */
   workspace?: string;
+  /** How its tasks' tool-permission requests are answered, over the runtime's `permission` ("ask": a person decides). */
+  permission?: string;
   /** Line of the profile's `[[agent]]` header. */
   line: number;
 }
@@ -40,7 +43,7 @@ export interface AgentsFileError {
 
 export type AgentsFileResult = { ok: true; profiles: FleetProfile[] } | { ok: false; errors: AgentsFileError[] };
 
-export const AGENT_FIELDS = ["id", "name", "runtime", "session", "cwd", "env", "capabilities", "command", "supervise", "domain", "workspace"] as const;
+export const AGENT_FIELDS = ["id", "name", "runtime", "session", "cwd", "env", "capabilities", "command", "supervise", "domain", "workspace", "permission"] as const;
 const PROFILE_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Runtimes whose profile agent is a long-running process of its own when supervised. */
@@ -161,6 +164,12 @@ export function parseAgentsFile(text: string): AgentsFileResult {
     const domain = str("domain");
     const workspace = str("workspace")?.trim();
     if (workspace === "") fail("workspace", "workspace must name a workspace of workspaces.toml or be an absolute repository path");
+    const permission = str("permission");
+    if (permission !== undefined && runtime) {
+      const allowed: readonly string[] = runtime === "vendorA_agent_acp" ? PERMISSION_POLICIES : runtime === "vendorA_code" ? ["claude", "ask"] : [];
+      if (!allowed.length) fail("permission", `permission applies to vendorA_agent_acp and vendorA_code agents, not ${runtime}`);
+      else if (!allowed.includes(permission)) fail("permission", `permission must be one of ${allowed.join(", ")}, not "${permission}"`);
+    }
     const env = envTable(t.env, fail);
     const capabilities = strList("capabilities")?.map((c) => c.trim()).filter(Boolean) ?? [];
     const command = strList("command");
@@ -188,6 +197,7 @@ export function parseAgentsFile(text: string): AgentsFileResult {
       supervise,
       ...(domain !== undefined ? { domain } : {}),
       ...(workspace ? { workspace } : {}),
+      ...(permission !== undefined ? { permission } : {}),
       line: header,
     });
   });

@@ -130,7 +130,7 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     claimers: enrollment.claimers,
     taskPlace(profileId) {
       const p = core.profiles.find((x) => x.id === profileId);
-      return p ? { cwd: env.cwdOf(p), env: env.profileEnv(p, true), ...(p.workspace ? { workspace: p.workspace } : {}) } : undefined;
+      return p ? { cwd: env.cwdOf(p), env: env.profileEnv(p, true), ...(p.workspace ? { workspace: p.workspace } : {}), ...(p.permission ? { permission: p.permission } : {}) } : undefined;
     },
     reloadConfig,
     stateSnapshot,

@@ -46,7 +46,7 @@ export function createPermissionTool(o: { tower: TowerClients; clock: Clock; log
     const input = args.input && typeof args.input === "object" && !Array.isArray(args.input) ? (args.input as Record<string, unknown>) : {};
     if (allowed.has(tool)) return answer({ behavior: "allow", updatedInput: input });
     try {
-      const paths = pathsOf({ sessionId: "", options: [], toolCall: { toolCallId: String(args.tool_use_id ?? ""), rawInput: input } }) ?? [];
+      const paths = [...new Set(pathsOf({ sessionId: "", options: [], toolCall: { toolCallId: String(args.tool_use_id ?? ""), rawInput: input } }) ?? [])];
       const title = typeof input.description === "string" ? input.description : typeof input.command === "string" ? input.command : "";
       const decided = await ask({ tool, title, arguments: input, paths, options: OPTIONS(tool), timeoutMs: o.timeoutMs }, signal);
       if (!decided.approved) return answer({ behavior: "deny", message: `a person did not allow this (${decided.note})` });

@@ -278,7 +278,7 @@ export async function askPerson(
         tool: toolOf(req, known),
         title: req.toolCall.title ?? "",
         arguments: raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>) : {},
-        paths: pathsOf(req) ?? [],
+        paths: [...new Set(pathsOf(req) ?? [])],
         options: req.options.map((x) => ({ optionId: x.optionId, name: x.name, kind: x.kind })),
         timeoutMs: o.permissionTimeoutMs ?? 600_000,
       },

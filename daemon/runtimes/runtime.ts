@@ -27,6 +27,8 @@ export interface RunSpec {
   env: Record<string, string>;
   /** Overrides the runtime's configured timeout; 0 means none. */
   timeoutMs?: number;
+  /** Overrides the runtime's `permission` (an agents.toml profile's own; checked against the runtime when the file was read). */
+  permission?: string;
   onFrame(frame: ProgressFrame): void;
   /**
    * With permission = "ask": puts a tool-permission request before a person (a tower approval)

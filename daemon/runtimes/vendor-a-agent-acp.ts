@@ -57,7 +57,7 @@ function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; l
         args: fillArgs(config.args, templateValues(spec)),
         cwd: spec.cwd,
         env: runEnv(config.env, spec.env),
-        permission: config.permission,
+        permission: (spec.permission as AcpRuntimeConfig["permission"] | undefined) ?? config.permission,
         askPermission: spec.askPermission,
         permissionTimeoutMs: config.permissionTimeoutSeconds * 1000,
         killGraceMs: graceMs,

@@ -55,11 +55,11 @@ export function vendorACodeRun(spec: RunSpec, config?: Pick<VendorACodeConfig, "
   }
   const mcpConfig = spec.env.EP_MCP_CONFIG || join(spec.cwd, MCP_CONFIG_FILE);
   const hasMcp = existsSync(mcpConfig);
-  if (config?.permission === "ask") {
+  if ((spec.permission ?? config?.permission) === "ask") {
     // claude asks epd's permission_prompt tool (a tower approval) wherever its rules would ask a person
     if (!hasMcp) return new EpError("invalid_argument", "runtime vendorA_code: permission = \"ask\" needs the run's MCP config (epd mcp), which this run has not got");
     args.push("--permission-prompt-tool", `mcp__ep__${PERMISSION_TOOL}`);
-    env.EP_PERMISSION_TIMEOUT_MS = String(config.permissionTimeoutSeconds * 1000);
+    env.EP_PERMISSION_TIMEOUT_MS = String((config?.permissionTimeoutSeconds ?? 600) * 1000);
   }
   if (hasMcp) args.push("--mcp-config", mcpConfig);
   return timeoutMs === undefined ? { args, env } : { args, env, timeoutMs };

@@ -93,7 +93,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
           .catch((err: unknown) => tlog.debug("progress not delivered", { error: toEpError(err).message }));
       },
     });
-    const { cwd, placeEnv, mcpConfig } = await preparePlace(deps, run, tlog);
+    const { cwd, placeEnv, mcpConfig, permission } = await preparePlace(deps, run, tlog);
     const session = sessions.open({ taskId: task.id, agentId: agent.id, domainId: agent.domainId });
     const redactor = deps.redactor?.(session.id);
 
@@ -112,6 +112,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
         cwd: workspace?.record.path ?? cwd,
         env: runEnv(deps, run, session.id, placeEnv, mcpConfig),
         onFrame: (f: ProgressFrame) => batcher.push(redactor ? redactor.frame(f) : f),
+        ...(permission ? { permission } : {}),
         askPermission: createPermissionAsker({ approvals: tower.approvals, clock, log: tlog, taskId: task.id, agentId: agent.id, onFrame: (f) => batcher.push(redactor ? redactor.frame(f) : f) }),
       });
       if (run.stop) void run.handle.cancel(run.stop);
@@ -170,7 +171,7 @@ async function preparePlace(deps: WorkerDeps, run: Run, tlog: Logger) {
     tlog.warn("MCP config not written; the run starts without the EP tools", { error: toEpError(err).message });
     return undefined;
   });
-  return { cwd, placeEnv: place?.env, mcpConfig };
+  return { cwd, placeEnv: place?.env, mcpConfig, permission: place?.permission };
 }
 
 function runEnv(deps: WorkerDeps, run: Run, sessionId: string, placeEnv: Record<string, string> | undefined, mcpConfig: string | undefined): Record<string, string> {

@@ -47,7 +47,7 @@ export interface ProfileClaimers {
   /** Enrolled profiles as claimers: `id` is the tower agent id, `profile` the agents.toml id. */
   list(): LocalAgentRecord[];
   /** Where a task of this profile runs: its cwd and its environment (without the per-run EP_* variables). */
-  place(profileId: string): { cwd: string; env: Record<string, string>; workspace?: string } | undefined;
+  place(profileId: string): { cwd: string; env: Record<string, string>; workspace?: string; permission?: string } | undefined;
 }
 
 export type AgentActivity = "idle" | "claiming" | "busy";
