@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { ApprovalService, ApprovalStatus } from "../gen/ep/tower/v1/approvals_pb.js";
 import { assertBuilt, ep } from "./cli-helpers.js";
 import { buildBinaries, registerNode, ROOT, spawnEpd, spawnTowerProcess, stopChild, type EpdProcess, type TowerProcess } from "./epd-harness.js";
 import { openSse } from "./events-helpers.js";
@@ -242,7 +243,7 @@ describe.skipIf(skip)("the real agent CLIs through epd", () => {
   }, 180_000);
 
   it('permission = "ask" for claude -p (vendorA_code): its permission prompt tool asks a person; approving runs the tool, rejecting makes claude go on without it', async () => {
-    writeFileSync(join(home.dir, "epd", "runtimes.toml"), runtimesToml("claude-code-acp") + '\n[vendorA_code]\npermission = "ask"\n');
+    writeFileSync(join(home.dir, "epd", "runtimes.toml"), runtimesToml("claude-code-acp") + '\n[vendorA_code]\npermission = "ask"\npermission_timeout_seconds = 5\n');
     const reload = await ep(["node", "reload", nodeId, "--json"], { env: cliEnv() });
     expect(reload.code, reload.stderr).toBe(0);
     const decide = (args: string[]) => async (id: string) => {
@@ -265,5 +266,12 @@ describe.skipIf(skip)("the real agent CLIs through epd", () => {
     const rejected = await runTask("vendorA_code", "ep-real-cli: ask to run a tool", decide(["reject", "--reason", "not today"]));
     expect(rejected.status, rejected.error).toBe("succeeded");
     expect(rejected.output).toBe("the tool did not run");
+    // nobody decides: after permission_timeout_seconds the request expires and claude hears no
+    const timedOut = await runTask("vendorA_code", "ep-real-cli: ask to run a tool");
+    expect(timedOut.status, timedOut.error).toBe("succeeded");
+    expect(timedOut.output).toBe("the tool did not run");
+    const transport = createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))] });
+    const asked = (await createClient(ApprovalService, transport).listApprovals({ taskId: timedOut.id })).approvals;
+    expect(asked.map((a) => [a.status, a.reason])).toEqual([[ApprovalStatus.EXPIRED, "nobody decided before the timeout"]]);
   }, 180_000);
 });

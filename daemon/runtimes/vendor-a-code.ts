@@ -2,7 +2,7 @@
 // event: `system` (init), `assistant`/`user` messages with content blocks (text, tool_use,
 // tool_result), and a closing `result` whose `result` field is the final answer.
 // Per run, the task's `input.claude` settings and the daemon's MCP config become CLI flags.
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { EpError, invalidField } from "../../common/errors.js";
 import { MCP_CONFIG_FILE, PERMISSION_TOOL } from "../mcp/agent-config.js";
@@ -59,10 +59,26 @@ export function vendorACodeRun(spec: RunSpec, config?: Pick<VendorACodeConfig, "
     // claude asks epd's permission_prompt tool (a tower approval) wherever its rules would ask a person
     if (!hasMcp) return new EpError("invalid_argument", "runtime vendorA_code: permission = \"ask\" needs the run's MCP config (epd mcp), which this run has not got");
     args.push("--permission-prompt-tool", `mcp__ep__${PERMISSION_TOOL}`);
-    env.EP_PERMISSION_TIMEOUT_MS = String((config?.permissionTimeoutSeconds ?? 600) * 1000);
+    // the timeout reaches `epd mcp` through the run's own MCP config (claude does not pass its environment on)
+    const timeoutErr = setServerEnv(mcpConfig, "EP_PERMISSION_TIMEOUT_MS", String((config?.permissionTimeoutSeconds ?? 600) * 1000));
+    if (timeoutErr) return timeoutErr;
   }
   if (hasMcp) args.push("--mcp-config", mcpConfig);
   return timeoutMs === undefined ? { args, env } : { args, env, timeoutMs };
+}
+
+/** Sets one variable of the `ep` server in a run's MCP config file (written by the worker for this run only). */
+function setServerEnv(file: string, key: string, value: string): EpError | undefined {
+  try {
+    const config = JSON.parse(readFileSync(file, "utf8")) as { mcpServers?: Record<string, { env?: Record<string, string> }> };
+    const server = config.mcpServers?.ep;
+    if (!server) return new EpError("invalid_argument", `runtime vendorA_code: the run's MCP config ${file} has no "ep" server`);
+    server.env = { ...server.env, [key]: value };
+    writeFileSync(file, JSON.stringify(config, null, 2) + "\n", { mode: 0o600 });
+    return undefined;
+  } catch (err) {
+    return new EpError("internal", `runtime vendorA_code: cannot update the run's MCP config ${file}: ${(err as Error).message}`);
+  }
 }
 
 export function createVendorACodeParser(): StreamParser {

@@ -1,6 +1,6 @@
 // vendorA_code, vendorB and vendorC end to end: the real adapter spawns the fake CLI from
 // fixtures/ (first on PATH), which prints each vendor's real JSON-lines shapes.
-import { writeFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { fixtureEnv, makeSpec, testConfig } from "./fixtures/harness.js";
@@ -91,6 +91,8 @@ describe("vendorA_code (claude stream-json)", () => {
     const result = await registry.start("vendorA_code", spec).result;
     expect(result.ok, result.error).toBe(true);
     expect(JSON.parse(result.output).argv.slice(-4)).toEqual(["--permission-prompt-tool", "mcp__ep__permission_prompt", "--mcp-config", file]);
+    // the timeout travels in the run's MCP config to epd mcp
+    expect(JSON.parse(await readFile(file, "utf8")).mcpServers.ep.env).toEqual({ EP_PERMISSION_TIMEOUT_MS: "42000" });
   });
 
   it("adds --mcp-config when the worker wrote the run's .ep-mcp.json", async () => {
