@@ -1,6 +1,7 @@
 // The tower connection of the commands that need it: generated Connect clients over HTTP/1.1
 // with the resolved bearer token.
-import { toJson, type DescMessage, type DescService, type MessageShape } from "@bufbuild/protobuf";
+import type { DescMessage, DescService, MessageShape } from "@bufbuild/protobuf";
+import { restJson } from "../common/vocab.js";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import type { Context } from "./context.js";
@@ -23,5 +24,5 @@ export function tower<S extends DescService>(ctx: Context, service: S): Client<S
 
 /** Proto JSON with the proto field names (snake_case, every field present) of a response message: what --json prints. */
 export function protoJson<Desc extends DescMessage>(schema: Desc, msg: MessageShape<Desc>): Record<string, unknown> {
-  return toJson(schema, msg, { alwaysEmitImplicit: true, useProtoFieldName: true }) as Record<string, unknown>;
+  return restJson(schema, msg);
 }

@@ -1,7 +1,8 @@
 // The contract's closed sets as protobuf enums (APPROVAL_STATUS_PENDING) and as the lowercase
 // words the REST surface, the CLI's JSON and the event stream use ("pending"): one mapping, read
 // from the descriptors (the enum's shared prefix stripped, the rest lowercased), not per field.
-import type { DescEnum, DescMessage } from "@bufbuild/protobuf";
+import { toJson, type DescEnum, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import { EpError } from "./errors.js";
 
 /** "pending" for APPROVAL_STATUS_PENDING of ApprovalStatus; "" for the _UNSPECIFIED value. */
 export function enumWord(e: DescEnum, value: number): string {
@@ -36,4 +37,42 @@ export function wordsInJson(schema: DescMessage, json: unknown): unknown {
     }
   }
   return out;
+}
+
+/**
+ * The other way: a request's JSON (proto field names or JSON names) with every enum field given
+ * as its lowercase word turned into the enum's proto name, so fromJson reads it. A proto name or
+ * number passes as it is; a word the enum does not have is invalid_argument naming the field and
+ * the words it takes.
+ */
+export function enumsFromWords(schema: DescMessage, json: unknown, path = ""): unknown {
+  if (!json || typeof json !== "object" || Array.isArray(json)) return json;
+  const out: Record<string, unknown> = { ...(json as Record<string, unknown>) };
+  for (const f of schema.fields) {
+    const key = f.name in out ? f.name : f.jsonName in out ? f.jsonName : undefined;
+    if (key === undefined) continue;
+    const v = out[key];
+    const enumOf = f.fieldKind === "enum" ? f.enum : f.fieldKind === "list" && f.listKind === "enum" ? f.enum : undefined;
+    const messageOf = f.fieldKind === "message" ? f.message : f.fieldKind === "list" && f.listKind === "message" ? f.message : undefined;
+    const at = path ? `${path}.${f.name}` : f.name;
+    if (enumOf) {
+      const name = (x: unknown) => {
+        if (typeof x !== "string" || enumOf.values.some((ev) => ev.name === x)) return x;
+        const n = enumValue(enumOf, x);
+        if (n === undefined) {
+          throw new EpError("invalid_argument", `${at}: must be one of ${enumOf.values.filter((ev) => ev.number !== 0).map((ev) => ev.localName.toLowerCase()).join(", ")} (got ${JSON.stringify(x)})`, { field: at });
+        }
+        return enumOf.value[n].name;
+      };
+      out[key] = Array.isArray(v) ? v.map(name) : name(v);
+    } else if (messageOf && messageOf.typeName.startsWith("ep.")) {
+      out[key] = Array.isArray(v) ? v.map((x, i) => enumsFromWords(messageOf, x, `${at}[${i}]`)) : enumsFromWords(messageOf, v, at);
+    }
+  }
+  return out;
+}
+
+/** A message as REST, the CLI's --json and the tools show it: snake_case, every field present, enums as words. */
+export function restJson<D extends DescMessage>(schema: D, msg: MessageShape<D>): Record<string, unknown> {
+  return wordsInJson(schema, toJson(schema, msg, { useProtoFieldName: true, alwaysEmitImplicit: true })) as Record<string, unknown>;
 }

@@ -2,7 +2,8 @@
 // may see of each other, the events and state reports they publish, and config reloads the
 // tower asks of them over their link.
 import { randomBytes } from "node:crypto";
-import { create, toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import { restJson } from "../../common/vocab.js";
 import { iso } from "../../common/clock.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import { newId } from "../../common/ids.js";
@@ -25,7 +26,7 @@ const RELOAD_WAIT_MS = 10_000;
 
 /** A reported message as the tools show it: snake_case JSON, long strings cut. */
 function reportedJson<D extends DescMessage>(schema: D, msg: MessageShape<D>): Record<string, unknown> {
-  const j = toJson(schema, msg, { useProtoFieldName: true, alwaysEmitImplicit: true }) as Record<string, unknown>;
+  const j = restJson(schema, msg);
   for (const [k, v] of Object.entries(j)) if (typeof v === "string" && v.length > MAX_REPORTED_TEXT) j[k] = `${v.slice(0, MAX_REPORTED_TEXT)}…`;
   return j;
 }

@@ -2,7 +2,8 @@
 // Connect edges call (work, fleet, events, docs) — no tool has logic of its own beyond
 // mapping its snake_case arguments to the request. Every domain function authorizes the
 // caller, so a tool can do exactly what its caller could do through the API.
-import { create, toJson, type DescMessage, type JsonObject, type MessageShape } from "@bufbuild/protobuf";
+import { create, type DescMessage, type JsonObject, type MessageShape } from "@bufbuild/protobuf";
+import { restJson } from "../../../common/vocab.js";
 import { EpError } from "../../../common/errors.js";
 import * as evpb from "../../../gen/ep/tower/v1/events_pb.js";
 import * as fleetpb from "../../../gen/ep/tower/v1/fleet_pb.js";
@@ -37,7 +38,7 @@ export interface ToolExecutor {
 
 /** Proto message to the REST API's snake_case JSON (what tools return). */
 function json<D extends DescMessage>(schema: D, msg: MessageShape<D>): JsonObject {
-  return toJson(schema, msg, { useProtoFieldName: true, alwaysEmitImplicit: true }) as JsonObject;
+  return restJson(schema, msg) as JsonObject;
 }
 
 const str = (v: unknown): string => (typeof v === "string" ? v : "");

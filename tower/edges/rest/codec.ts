@@ -1,8 +1,9 @@
 // The seed's REST surface speaks snake_case JSON: the request is decoded into the
 // same message the Connect route takes, so unknown fields and wrong types are
 // refused the same way, naming the field.
-import { fromJson, toJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
+import { fromJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { EpError } from "../../../common/errors.js";
+import { enumsFromWords, restJson } from "../../../common/vocab.js";
 
 export function decodeRequest<D extends DescMessage>(schema: D, body: unknown, pathParams: Record<string, string> = {}): MessageShape<D> {
   if (body !== undefined && body !== null && (typeof body !== "object" || Array.isArray(body))) {
@@ -14,7 +15,7 @@ export function decodeRequest<D extends DescMessage>(schema: D, body: unknown, p
     json[k] = v;
   }
   try {
-    return fromJson(schema, json, { ignoreUnknownFields: false });
+    return fromJson(schema, enumsFromWords(schema, json) as JsonValue, { ignoreUnknownFields: false });
   } catch (err) {
     const message = (err as Error).message;
     const unknown = /key "([^"]+)" is unknown/.exec(message);
@@ -25,7 +26,7 @@ export function decodeRequest<D extends DescMessage>(schema: D, body: unknown, p
 }
 
 export function encodeResponse<D extends DescMessage>(schema: D, msg: MessageShape<D>): JsonValue {
-  const json = toJson(schema, msg, { useProtoFieldName: true, alwaysEmitImplicit: true }) as Record<string, JsonValue>;
+  const json = restJson(schema, msg) as Record<string, JsonValue>;
   // a list's next_page_token shows only when there is a next page: one-page lists read as before
   if (json.next_page_token === "") delete json.next_page_token;
   return json;
