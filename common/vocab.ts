@@ -30,7 +30,11 @@ export function wordsInJson(schema: DescMessage, json: unknown): unknown {
     const enumOf = f.fieldKind === "enum" ? f.enum : f.fieldKind === "list" && f.listKind === "enum" ? f.enum : undefined;
     const messageOf = f.fieldKind === "message" ? f.message : f.fieldKind === "list" && f.listKind === "message" ? f.message : undefined;
     if (enumOf) {
-      const word = (x: unknown) => (typeof x === "string" ? enumWord(enumOf, enumOf.values.find((ev) => ev.name === x)?.number ?? 0) : x);
+      // a proto name becomes its word; anything else (a word already) stays as it is
+      const word = (x: unknown) => {
+        const ev = typeof x === "string" ? enumOf.values.find((e) => e.name === x) : undefined;
+        return ev ? enumWord(enumOf, ev.number) : x;
+      };
       out[f.name] = Array.isArray(v) ? v.map(word) : word(v);
     } else if (messageOf && messageOf.typeName.startsWith("ep.")) {
       out[f.name] = Array.isArray(v) ? v.map((x) => wordsInJson(messageOf, x)) : wordsInJson(messageOf, v);
@@ -75,4 +79,14 @@ export function enumsFromWords(schema: DescMessage, json: unknown, path = ""): u
 /** A message as REST, the CLI's --json and the tools show it: snake_case, every field present, enums as words. */
 export function restJson<D extends DescMessage>(schema: D, msg: MessageShape<D>): Record<string, unknown> {
   return wordsInJson(schema, toJson(schema, msg, { useProtoFieldName: true, alwaysEmitImplicit: true })) as Record<string, unknown>;
+}
+
+/** The enum value of a word a person typed ("" is unset, 0); an unknown word is invalid_argument naming `field` and the words it takes. */
+export function enumOf<T extends number>(e: DescEnum, word: string, field: string): T {
+  if (!word.trim()) return 0 as T;
+  const n = enumValue(e, word);
+  if (n === undefined) {
+    throw new EpError("invalid_argument", `${field}: must be one of ${e.values.filter((v) => v.number !== 0).map((v) => v.localName.toLowerCase()).join(", ")} (got ${JSON.stringify(word)})`, { field });
+  }
+  return n as T;
 }

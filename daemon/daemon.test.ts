@@ -1,5 +1,7 @@
 // The daemon assembled in-process against a real tower on a loopback port: wake-ups from the
 // link, the poll that covers a lost wake-up, and graceful shutdown.
+import { statusWord } from "../test-support/words.js";
+import { TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -53,7 +55,7 @@ async function setup(opts: { pollMs: number; drop?: boolean | (() => boolean); g
     const end = Date.now() + ms;
     for (;;) {
       const task = (await work.getTask({ taskId })).task!;
-      if (task.status === "succeeded" || task.status === "failed") return task;
+      if (task.status === TaskStatus.SUCCEEDED || task.status === TaskStatus.FAILED) return task;
       if (Date.now() > end) throw new Error(`task ${taskId} is ${task.status}`);
       await new Promise((r) => setTimeout(r, 20));
     }
@@ -76,7 +78,7 @@ describe("daemon wake-ups", () => {
     for (let i = 0; i < 3; i++) {
       const task = (await s.work.createTask({ missionId: s.missionId, title: `lost ${i}`, runtime: "shell", input: { command: "echo ok" } })).task!;
       const done = await s.waitDone(task.id, 3000);
-      expect(done.status).toBe("succeeded");
+      expect(statusWord(done.status)).toBe("succeeded");
       expect(await s.claimedAt(task.id)).toBeLessThanOrEqual(700 + 300);
     }
     expect(s.dropped()).toBeGreaterThanOrEqual(3);
@@ -86,7 +88,7 @@ describe("daemon wake-ups", () => {
     let away = false;
     const s = await setup({ pollMs: 60_000, drop: () => away, linkBackoff: { initialMs: 50, maxMs: 50 } });
     const slow = (await s.work.createTask({ missionId: s.missionId, title: "slow", runtime: "shell", input: { command: "sleep 1.5" } })).task!;
-    for (let i = 0; i < 100 && (await s.work.getTask({ taskId: slow.id })).task!.status !== "running"; i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 100 && (await s.work.getTask({ taskId: slow.id })).task!.status !== TaskStatus.RUNNING; i++) await new Promise((r) => setTimeout(r, 20));
     // the link goes away: the wake-ups for what is submitted meanwhile never reach the daemon
     away = true;
     const queued: string[] = [];
@@ -98,18 +100,18 @@ describe("daemon wake-ups", () => {
     for (let i = 0; i < 100 && s.daemon.link.connects() < 2; i++) await new Promise((r) => setTimeout(r, 20));
     expect(s.daemon.link.connects()).toBe(2);
     // relinked while the only agent is still busy: it claims the backlog once its run ends
-    expect((await s.work.getTask({ taskId: slow.id })).task!.status).toBe("running");
-    for (const id of queued) expect((await s.waitDone(id, 5000)).status).toBe("succeeded");
+    expect(statusWord((await s.work.getTask({ taskId: slow.id })).task!.status)).toBe("running");
+    for (const id of queued) expect(statusWord((await s.waitDone(id, 5000)).status)).toBe("succeeded");
     expect(s.dropped()).toBe(2);
   });
 
   it("SIGTERM-style close waits for a running task, then fails what outlives the grace so it can run again", async () => {
     const s = await setup({ pollMs: 60_000, graceMs: 300 });
     const task = (await s.work.createTask({ missionId: s.missionId, title: "slow", runtime: "shell", input: { command: "sleep 30" } })).task!;
-    for (let i = 0; i < 100 && (await s.work.getTask({ taskId: task.id })).task!.status !== "running"; i++) await new Promise((r) => setTimeout(r, 30));
+    for (let i = 0; i < 100 && (await s.work.getTask({ taskId: task.id })).task!.status !== TaskStatus.RUNNING; i++) await new Promise((r) => setTimeout(r, 30));
     await s.daemon.close();
     const after = (await s.work.getTask({ taskId: task.id })).task!;
-    expect(after.status).toBe("queued");
+    expect(statusWord(after.status)).toBe("queued");
     expect(after.result?.error).toMatch(/shut down/);
     expect(s.daemon.worker.running()).toHaveLength(0);
   });

@@ -1,5 +1,6 @@
 // ep task watch (issue 17): the built CLI follows a task run by a real epd. Shell tasks wait on
 // gate files the test creates, so the CLI is watching a task that is really running.
+import { TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import type { Client } from "@connectrpc/connect";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -65,7 +66,7 @@ function watch(args: string[], onLine: (line: string) => void): Promise<{ code: 
 describe("ep task watch", () => {
   it("prints the frames so far, then live ones, then the output; exit 0 when it succeeds", async () => {
     const id = await submit(gated("ok", 0));
-    await waitFor(async () => (await work.getTask({ taskId: id })).task!.status === "running", 15_000);
+    await waitFor(async () => (await work.getTask({ taskId: id })).task!.status === TaskStatus.RUNNING, 15_000);
     const seen: string[] = [];
     const done = watch([id], (l) => seen.push(l));
     // the frame printed before the watch started arrives first (replayed); then the gate opens
@@ -84,7 +85,7 @@ describe("ep task watch", () => {
   it("exits 1 with the error when the task fails; a finished task replays at once", async () => {
     const id = await submit(gated("bad", 4));
     writeFileSync(join(gates, "bad"), "");
-    await waitFor(async () => (await work.getTask({ taskId: id })).task!.status === "failed", 15_000);
+    await waitFor(async () => (await work.getTask({ taskId: id })).task!.status === TaskStatus.FAILED, 15_000);
     const r = await watch([id], () => {});
     expect(r.code).toBe(1);
     expect(r.stdout).toContain("before the gate");
@@ -95,7 +96,7 @@ describe("ep task watch", () => {
   it("--json prints a JSON object per frame, then the task", async () => {
     const id = await submit(gated("json", 0));
     writeFileSync(join(gates, "json"), "");
-    await waitFor(async () => (await work.getTask({ taskId: id })).task!.status === "succeeded", 15_000);
+    await waitFor(async () => (await work.getTask({ taskId: id })).task!.status === TaskStatus.SUCCEEDED, 15_000);
     const r = await ep(["task", "watch", id, "--json"], { env: env() });
     expect(r.code, r.stderr).toBe(0);
     const docs = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, any>);

@@ -1,6 +1,8 @@
 // The daemon keeps what it holds: lease heartbeats during a long run, and completion reports
 // retried until the tower acknowledges them (across a tower outage and across a daemon restart).
 // The built ep-tower and epd as child processes.
+import { statusWord } from "../test-support/words.js";
+import { TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { readFileSync } from "node:fs";
@@ -33,7 +35,7 @@ const startEpd = (s: Setup, env: Record<string, string> = {}) => epdFor(s, clean
 async function waitStatus(work: Client<typeof WorkService>, taskId: string, statuses: string[], timeoutMs = 15_000) {
   let last = "";
   await waitFor(async () => {
-    last = (await work.getTask({ taskId })).task!.status;
+    last = statusWord((await work.getTask({ taskId })).task!.status);
     return statuses.includes(last);
   }, timeoutMs).catch(() => {
     throw new Error(`task ${taskId} stayed ${last}, wanted ${statuses.join("|")}`);
@@ -69,15 +71,15 @@ describe("epd lease heartbeats", () => {
     // poll through the run: a missed heartbeat would let the sweeper (every 100 ms) requeue it
     for (;;) {
       const task = (await s.work.getTask({ taskId: t.id })).task!;
-      seen.add(task.status);
+      seen.add(statusWord(task.status));
       maxAttempts = Math.max(maxAttempts, task.attempts);
-      if (task.status !== "running") break;
+      if (task.status !== TaskStatus.RUNNING) break;
       firstLease ||= task.leaseExpiresAt;
       leases.add(task.leaseExpiresAt);
       await new Promise((r) => setTimeout(r, 100));
     }
     const done = await waitStatus(s.work, t.id, ["succeeded", "failed", "queued"]);
-    expect(done.status, JSON.stringify(done.result)).toBe("succeeded");
+    expect(statusWord(done.status), JSON.stringify(done.result)).toBe("succeeded");
     expect(done.attempts).toBe(1);
     expect(maxAttempts).toBe(1);
     expect([...seen].filter((st) => st !== "running" && st !== "succeeded")).toEqual([]);
@@ -107,7 +109,7 @@ describe("epd completion reports", () => {
     cleanup(() => again.stop());
     const w = clients(again.url, again.adminToken).work;
     const done = await waitStatus(w, t.id, ["succeeded", "failed", "queued"], 40_000);
-    expect(done.status).toBe("succeeded");
+    expect(statusWord(done.status)).toBe("succeeded");
     expect(done.attempts).toBe(1);
     expect(done.result!.output).toMatch(/start\s+finished-while-down/);
     expect(done.result!.exitCode).toBe(0);
@@ -137,10 +139,10 @@ describe("epd completion reports", () => {
     cleanup(() => again.stop());
     const w = clients(again.url, again.adminToken).work;
     // the tower still thinks the task is running: nobody told it otherwise
-    expect((await w.getTask({ taskId: t.id })).task!.status).toBe("running");
+    expect(statusWord((await w.getTask({ taskId: t.id })).task!.status)).toBe("running");
     epd = await startEpd({ ...s, tower: again });
     const done = await waitStatus(w, t.id, ["succeeded", "failed", "queued"]);
-    expect(done.status).toBe("succeeded");
+    expect(statusWord(done.status)).toBe("succeeded");
     expect(done.attempts).toBe(1);
     expect(done.result!.output).toMatch(/from-the-journal/);
     expect(epd.logs.some((l) => l.msg === "resending an outcome the tower did not acknowledge" && l.task_id === t.id)).toBe(true);

@@ -2,6 +2,8 @@
 // report stays in the journal and is retried until the tower answers, so a finished task is not
 // dropped, left to its lease and run again. Built ep-tower and epd as child processes; the resets
 // come from a TCP proxy between them (deterministic), and a tower kill -9 right after the run.
+import { statusWord } from "../test-support/words.js";
+import { TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { existsSync, readFileSync } from "node:fs";
@@ -83,7 +85,7 @@ describe("completion reports across transport failures", () => {
     const task = (await s.work.createTask({ missionId: s.missionId, title: "once", runtime: "shell", input: { command: `echo ran >> ${counter}` } })).task!;
     let status = "";
     await waitFor(async () => {
-      status = (await s.work.getTask({ taskId: task.id })).task!.status;
+      status = statusWord((await s.work.getTask({ taskId: task.id })).task!.status);
       return status === "succeeded" || status === "failed";
     }, 30_000);
     expect(proxy.resetsLeft()).toBe(0); // both reports were cut
@@ -91,7 +93,7 @@ describe("completion reports across transport failures", () => {
     // a dropped report leaves the task running until its lease expires; it is then run again and
     // succeeds on attempt 2. A succeeded task is final, so attempt 1 and one run settle it.
     const got = (await s.work.getTask({ taskId: task.id })).task!;
-    expect({ status: got.status, attempts: got.attempts, runs: runsIn(counter) }).toEqual({ status: "succeeded", attempts: 1, runs: 1 });
+    expect({ status: got.status, attempts: got.attempts, runs: runsIn(counter) }).toEqual({ status: TaskStatus.SUCCEEDED, attempts: 1, runs: 1 });
   }, 60_000);
 
   it("a tower killed with -9 right after the run finished: the task completes once after the restart", async () => {
@@ -117,8 +119,8 @@ describe("completion reports across transport failures", () => {
       interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))],
     });
     const work = createClient(WorkService, transport);
-    await waitFor(async () => (await work.getTask({ taskId: task.id })).task!.status === "succeeded", 30_000);
+    await waitFor(async () => (await work.getTask({ taskId: task.id })).task!.status === TaskStatus.SUCCEEDED, 30_000);
     const got = (await work.getTask({ taskId: task.id })).task!;
-    expect({ status: got.status, attempts: got.attempts, runs: runsIn(counter) }).toEqual({ status: "succeeded", attempts: 1, runs: 1 });
+    expect({ status: got.status, attempts: got.attempts, runs: runsIn(counter) }).toEqual({ status: TaskStatus.SUCCEEDED, attempts: 1, runs: 1 });
   }, 90_000);
 });

@@ -1,5 +1,7 @@
 // The node daemon end to end: the built ep-tower and the built epd as child processes, real
 // sockets, real runtimes (bash, the fake claude CLI, a real ACP agent on the SDK).
+import { statusWord } from "../test-support/words.js";
+import { TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import net from "node:net";
@@ -36,7 +38,7 @@ const startEpd = (s: Setup, env: Record<string, string> = {}) => epdFor(s, clean
 async function waitTask(s: Setup, taskId: string, statuses: string[], timeoutMs = 15_000) {
   let last = "";
   await waitFor(async () => {
-    last = (await s.work.getTask({ taskId })).task!.status;
+    last = statusWord((await s.work.getTask({ taskId })).task!.status);
     return statuses.includes(last);
   }, timeoutMs).catch(() => {
     throw new Error(`task ${taskId} stayed ${last}, wanted ${statuses.join("|")}`);
@@ -88,7 +90,7 @@ describe("epd", () => {
     const t3 = (await s.work.createTask({ missionId: s.missionId, title: "acp", runtime: "vendorA_agent_acp", input: { prompt: "say hello" } })).task!;
 
     const r1 = await waitTask(s, t1.id, ["succeeded", "failed"]);
-    expect(r1.status).toBe("succeeded");
+    expect(statusWord(r1.status)).toBe("succeeded");
     expect(r1.claimedBy).toBe(shell.agent.id);
     expect(r1.result!.exitCode).toBe(0);
     expect(r1.result!.output).toMatch(/line one/);
@@ -97,12 +99,12 @@ describe("epd", () => {
     expect(r1.result!.output).toContain(join(dir, "work", t1.id));
 
     const r2 = await waitTask(s, t2.id, ["succeeded", "failed"]);
-    expect(r2.status).toBe("succeeded");
+    expect(statusWord(r2.status)).toBe("succeeded");
     expect(r2.claimedBy).toBe(claude.agent!.id);
     expect(r2.result!.output).toBe("Done: add a greeting");
 
     const r3 = await waitTask(s, t3.id, ["succeeded", "failed"]);
-    expect(r3.status, JSON.stringify(r3.result)).toBe("succeeded");
+    expect(statusWord(r3.status), JSON.stringify(r3.result)).toBe("succeeded");
     expect(r3.claimedBy).toBe(acp.agent!.id);
 
     await waitFor(async () => (await progressOf(s, t1.id)).length >= 4);
@@ -118,7 +120,7 @@ describe("epd", () => {
     // a failing command fails the task with its exit code and is final
     const t4 = (await s.work.createTask({ missionId: s.missionId, title: "fails", runtime: "shell", input: { command: "echo oops >&2; exit 3" } })).task!;
     const r4 = await waitTask(s, t4.id, ["succeeded", "failed"]);
-    expect(r4.status).toBe("failed");
+    expect(statusWord(r4.status)).toBe("failed");
     expect(r4.result!.exitCode).toBe(3);
     expect(r4.attempts).toBe(1);
 
@@ -170,7 +172,7 @@ describe("epd", () => {
     await s.work.cancelTask({ taskId: t.id, reason: "test" });
     await waitFor(() => processGone(grandchild) && processGone(leader), 15_000);
     const after = await s.work.getTask({ taskId: t.id });
-    expect(after.task!.status).toBe("cancelled");
+    expect(statusWord(after.task!.status)).toBe("cancelled");
     await waitFor(async () => (await epd.call<{ runningTasks: number }>("daemon.status")).runningTasks === 0);
   }, 60_000);
 
@@ -198,7 +200,7 @@ describe("epd", () => {
     expect(requeued.attempts).toBe(1);
     epd = await startEpd(s);
     const done = await waitTask(s, t.id, ["succeeded", "failed"]);
-    expect(done.status).toBe("succeeded");
+    expect(statusWord(done.status)).toBe("succeeded");
     expect(done.attempts).toBe(2);
     expect(done.result!.output).toMatch(/second run/);
     // the orphan the killed daemon left behind was ended by the new one
@@ -215,14 +217,14 @@ describe("epd", () => {
     const again = await spawnTowerProcess(s.home, {}, s.tower.port);
     cleanup(() => again.stop());
     const done = await waitTask({ ...s, ...towerClients(again.url, again.adminToken) }, t.id, ["succeeded", "failed"], 30_000);
-    expect(done.status).toBe("succeeded");
+    expect(statusWord(done.status)).toBe("succeeded");
     expect(done.result!.output).toMatch(/finished/);
     expect(epd.logs.some((l) => l.msg === "link connected")).toBe(true);
     expect(epd.logs.filter((l) => l.msg === "link connected").length).toBeGreaterThanOrEqual(2);
     // and new work still flows over the new link
     const w = towerClients(again.url, again.adminToken).work;
     const t2 = (await w.createTask({ missionId: s.missionId, title: "after", runtime: "shell", input: { command: "echo after" } })).task!;
-    await waitFor(async () => (await w.getTask({ taskId: t2.id })).task!.status === "succeeded", 15_000);
+    await waitFor(async () => (await w.getTask({ taskId: t2.id })).task!.status === TaskStatus.SUCCEEDED, 15_000);
   }, 60_000);
 
   it("mgmt.sock answers JSON-RPC on a raw socket and keeps serving after 100 malformed lines", async () => {

@@ -2,6 +2,8 @@
 // daemon/runtimes/fixtures standing in for claude-code-acp) signalled with the built `ep agent
 // signal` and from the tower: each prompt is a turn on the session, and its output reaches the
 // tower as progress, inbox and matrix events.
+import { statusWord } from "../test-support/words.js";
+import { ClaimPolicy } from "../gen/ep/tower/v1/resources_pb.js";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -88,11 +90,11 @@ domain = "${domainId}"
     // directory (not as a turn on the long-running session) and is reported like any agent's
     const missionId = (await s.work.createMission({ domainId, title: "acp work" })).mission!.id;
     const task = (
-      await s.work.createTask({ missionId, title: "acp task", runtime: "vendorA_agent_acp", claimPolicy: "assigned", assigneeAgentId: towerAgentId, input: { prompt: "task review" } })
+      await s.work.createTask({ missionId, title: "acp task", runtime: "vendorA_agent_acp", claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: towerAgentId, input: { prompt: "task review" } })
     ).task!;
     let done = task;
-    await waitFor(async () => ["succeeded", "failed"].includes((done = (await s.work.getTask({ taskId: task.id })).task!).status), 20_000);
-    expect(done.status, JSON.stringify(done.result)).toBe("succeeded");
+    await waitFor(async () => ["succeeded", "failed"].includes(statusWord((done = (await s.work.getTask({ taskId: task.id })).task!).status)), 20_000);
+    expect(statusWord(done.status), JSON.stringify(done.result)).toBe("succeeded");
     expect(done.claimedBy).toBe(towerAgentId);
     expect(done.result!.output).toContain("Done: task review");
     expect(readFileSync(join(s.epdHome, "agents", "reviewer", "notes.txt"), "utf8")).toBe("notes for task review\n");
@@ -111,7 +113,7 @@ domain = "${domainId}"
       return agentId !== "";
     }, 10_000);
     const missionId = (await s.work.createMission({ domainId, title: "asks" })).mission!.id;
-    const task = (await s.work.createTask({ missionId, title: "ask first", runtime: "vendorA_agent_acp", claimPolicy: "assigned", assigneeAgentId: agentId, input: { prompt: "careful notes" } })).task!;
+    const task = (await s.work.createTask({ missionId, title: "ask first", runtime: "vendorA_agent_acp", claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: agentId, input: { prompt: "careful notes" } })).task!;
     const approvals = s.client(ApprovalService);
     let pending: Approval | undefined;
     await waitFor(async () => (pending = (await approvals.listApprovals({ taskId: task.id })).approvals[0]) !== undefined, 20_000);
@@ -119,9 +121,9 @@ domain = "${domainId}"
     expect(pending!.paths).toEqual([join(s.epdHome, "agents", "asker", "notes.txt")]);
     await approvals.reject({ approvalId: pending!.id, reason: "not in this profile" });
     let done = task;
-    await waitFor(async () => ["succeeded", "failed"].includes((done = (await s.work.getTask({ taskId: task.id })).task!).status), 20_000);
+    await waitFor(async () => ["succeeded", "failed"].includes(statusWord((done = (await s.work.getTask({ taskId: task.id })).task!).status)), 20_000);
     // the agent heard no: it went on without writing its notes
-    expect(done.status, JSON.stringify(done.result)).toBe("succeeded");
+    expect(statusWord(done.status), JSON.stringify(done.result)).toBe("succeeded");
     expect(existsSync(join(s.epdHome, "agents", "asker", "notes.txt"))).toBe(false);
   }, 60_000);
 });

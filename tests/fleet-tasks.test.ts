@@ -3,6 +3,8 @@
 // under their tower agent id and runs each task as an ephemeral run of the profile's runtime in
 // the profile's cwd with its env, reported like any other agent's (docs/supervision.md). Without
 // that those tasks stayed `queued` forever.
+import { statusWord } from "../test-support/words.js";
+import { ClaimPolicy } from "../gen/ep/tower/v1/resources_pb.js";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
@@ -29,7 +31,7 @@ const NO_POLL = { EP_POLL_MS: "600000", EP_TMUX_SOCKET: SOCKET };
 async function waitTask(taskId: string, statuses = ["succeeded", "failed"], timeoutMs = 20_000) {
   let last = "";
   await waitFor(async () => {
-    last = (await s.work.getTask({ taskId })).task!.status;
+    last = statusWord((await s.work.getTask({ taskId })).task!.status);
     return statuses.includes(last);
   }, timeoutMs).catch(() => {
     throw new Error(`task ${taskId} stayed ${last}, wanted ${statuses.join("|")}\n${epd?.stderr().slice(-4000)}`);
@@ -105,13 +107,13 @@ describe("tasks for profile agents", () => {
         missionId,
         title: "assigned to the profile",
         runtime: "shell",
-        claimPolicy: "assigned",
+        claimPolicy: ClaimPolicy.ASSIGNED,
         assigneeAgentId: opsAgentId,
         input: { command: 'echo "flag=$OPS_FLAG profile=$EP_PROFILE agent=$EP_AGENT_ID task=$EP_TASK_ID session=$EP_SECRETS_SESSION"; echo "cwd=$(pwd)"; echo "mcp=$EP_MCP_CONFIG"' },
       })
     ).task!;
     const done = await waitTask(t.id);
-    expect(done.status, JSON.stringify(done.result)).toBe("succeeded");
+    expect(statusWord(done.status), JSON.stringify(done.result)).toBe("succeeded");
     expect(done.claimedBy).toBe(opsAgentId);
     expect(done.result!.exitCode).toBe(0);
     const out = done.result!.output;
@@ -137,7 +139,7 @@ describe("tasks for profile agents", () => {
         missionId,
         title: "held open",
         runtime: "shell",
-        claimPolicy: "assigned",
+        claimPolicy: ClaimPolicy.ASSIGNED,
         assigneeAgentId: opsAgentId,
         input: { command: `while [ ! -e '${gate}' ]; do sleep 0.05; done; echo released` },
       })
@@ -146,7 +148,7 @@ describe("tasks for profile agents", () => {
     const ops = async () => (await epd!.call<Listed>("agent.list")).agents.find((a) => a.id === "ops")!;
     await waitFor(async () => (await ops()).detail.includes(`running task ${t.id}`), 15_000);
     writeFileSync(gate, "");
-    expect((await waitTask(t.id)).status).toBe("succeeded");
+    expect(statusWord((await waitTask(t.id)).status)).toBe("succeeded");
     await waitFor(async () => !(await ops()).detail.includes("running task"), 10_000);
   }, 40_000);
 
@@ -156,15 +158,15 @@ describe("tasks for profile agents", () => {
       missionId,
       title: "everyone",
       runtime: "shell",
-      claimPolicy: "broadcast",
+      claimPolicy: ClaimPolicy.BROADCAST,
       input: { command: 'echo "ran as $EP_AGENT_ID in $(pwd)"' },
     });
     expect(created.runs.map((r) => r.assigneeAgentId).sort()).toEqual([opsAgentId, worker.agent.id].sort());
     const parent = await waitTask(created.task!.id);
-    expect(parent.status).toBe("succeeded");
+    expect(statusWord(parent.status)).toBe("succeeded");
     const runs = await Promise.all(created.runs.map((r) => waitTask(r.id)));
     for (const r of runs) {
-      expect(r.status).toBe("succeeded");
+      expect(statusWord(r.status)).toBe("succeeded");
       expect(r.claimedBy).toBe(r.assigneeAgentId);
       expect(r.result!.output).toContain(`ran as ${r.assigneeAgentId}`);
     }
@@ -179,11 +181,11 @@ describe("tasks for profile agents", () => {
     await epd!.stop();
     epd = undefined;
     const t = (
-      await s.work.createTask({ missionId, title: "while down", runtime: "shell", claimPolicy: "assigned", assigneeAgentId: opsAgentId, input: { command: "echo caught-up" } })
+      await s.work.createTask({ missionId, title: "while down", runtime: "shell", claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: opsAgentId, input: { command: "echo caught-up" } })
     ).task!;
     epd = await startFleetEpd(s, NO_POLL);
     const done = await waitTask(t.id);
-    expect(done.status).toBe("succeeded");
+    expect(statusWord(done.status)).toBe("succeeded");
     expect(done.claimedBy).toBe(opsAgentId); // the same tower agent: fleet-state.json kept it
     expect(done.result!.output).toContain("caught-up");
   }, 40_000);
@@ -197,10 +199,10 @@ describe("tasks for profile agents", () => {
     const pmId = (await createClient(AgentService, transport).listAgents({ domainId })).agents.find((a) => a.runtime === "muxhost_hosted")!.id;
     await waitFor(async () => (await tmuxSessions(SOCKET)).includes("pm"), 10_000);
     const t = (
-      await s.work.createTask({ missionId, title: "hosted", runtime: "muxhost_hosted", claimPolicy: "assigned", assigneeAgentId: pmId, input: { prompt: "hosted-task-marker" } })
+      await s.work.createTask({ missionId, title: "hosted", runtime: "muxhost_hosted", claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: pmId, input: { prompt: "hosted-task-marker" } })
     ).task!;
     const done = await waitTask(t.id, ["succeeded", "failed"], 30_000);
-    expect(done.status, JSON.stringify(done.result)).toBe("succeeded");
+    expect(statusWord(done.status), JSON.stringify(done.result)).toBe("succeeded");
     expect(done.claimedBy).toBe(pmId);
     expect(done.result!.output).toContain("task says hosted-task-marker");
     expect(done.result!.output).toContain(`in ${join(s.epdHome, "agents", "pm")}`);

@@ -1,6 +1,7 @@
 // Agents launched by a real epd get an MCP config starting `epd mcp` for them: a shell task
 // prints $EP_MCP_CONFIG, and a real MCP client started from that config (the built epd)
 // lists the tools and submits work as that agent.
+import { TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -34,12 +35,12 @@ describe("agents launched by epd", () => {
     cleanups.push(() => epd.stop());
     const agent = (await epd.call<{ agent: { id: string } }>("agent.enroll", { domainId, runtime: "shell" })).agent;
 
-    const task = (await work.createTask({ missionId, kind: "claimable", title: "show config", runtime: "shell", input: { command: 'cat "$EP_MCP_CONFIG"' } })).task!;
+    const task = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: "show config", runtime: "shell", input: { command: 'cat "$EP_MCP_CONFIG"' } })).task!;
     let output = "";
     await waitFor(async () => {
       const t = (await work.getTask({ taskId: task.id })).task!;
       output = t.result?.output ?? "";
-      return t.status === "succeeded";
+      return t.status === TaskStatus.SUCCEEDED;
     }, 20_000);
     const config = JSON.parse(output) as { mcpServers: { ep: { command: string; args: string[]; env: Record<string, string> } } };
     const server = config.mcpServers.ep;

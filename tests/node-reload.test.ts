@@ -2,6 +2,7 @@
 // sends config_reload over the link, the node reloads cron.toml and runtimes.toml, checks
 // agents.toml, and answers with a config.reload matrix event the command waits for. Errors come
 // back with their file and line, and the running configuration is kept.
+import { TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -41,12 +42,12 @@ describe("ep node reload", () => {
     const missionId = (await s.work.createMission({ domainId, title: "m" })).mission!.id;
     await epd.call("agent.enroll", { domainId, runtime: "shell", name: "sh" });
     const runShell = async (title: string) => {
-      const task = (await s.work.createTask({ missionId, kind: "claimable", title, runtime: "shell", input: { command: 'echo "greeting=${EP_GREETING:-none}"' } })).task!;
+      const task = (await s.work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title, runtime: "shell", input: { command: 'echo "greeting=${EP_GREETING:-none}"' } })).task!;
       let output = "";
       await waitFor(async () => {
         const t = (await s.work.getTask({ taskId: task.id })).task!;
         output = t.result?.output ?? "";
-        return t.status === "succeeded";
+        return t.status === TaskStatus.SUCCEEDED;
       }, 15_000);
       return output;
     };

@@ -3,6 +3,7 @@
 // API (@copilotkit/aimock serving tests/real-cli/fixtures). The operator's only settings are the
 // vendor's own: API key and base URL in runtimes.toml `env`, plus the CLI's own config file where
 // the CLI needs one (codex's provider, gemini's auth type). Everything else is EP's defaults.
+import { statusWord } from "../test-support/words.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { spawn, type ChildProcess } from "node:child_process";
@@ -105,10 +106,10 @@ async function runTask(runtime: string, prompt: string, onCreated?: (id: string)
   let task = (await work.getTask({ taskId: id })).task!;
   await waitFor(async () => {
     task = (await work.getTask({ taskId: id })).task!;
-    return ["succeeded", "failed", "cancelled"].includes(task.status);
+    return ["succeeded", "failed", "cancelled"].includes(statusWord(task.status));
   }, 90_000, 100);
   const result = task.result;
-  return { id, status: task.status, output: result?.output ?? "", error: result?.error ?? "" };
+  return { id, status: statusWord(task.status), output: result?.output ?? "", error: result?.error ?? "" };
 }
 
 describe.skipIf(skip)("the real agent CLIs through epd", () => {

@@ -3,6 +3,8 @@
 // replica A through A's link (the event relay carries the wake-up); an SSE client on B sees
 // what A writes; after `kill -9` of A the daemon relinks to B, every task runs exactly once
 // (one claim each, none lost), and an SSE client that followed A resumes on B with no gap.
+import { statusWord } from "../test-support/words.js";
+import { TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -70,7 +72,7 @@ describe.skipIf(skipPg)("replicas: fail-over with a real epd", () => {
       await waitFor(() => sseB.rows.some((r) => r.task_id === task.id && r.name === "task.claimed"), 10_000, 2);
       const claimedAt = sseB.arrivals.get(sseB.rows.find((r) => r.task_id === task.id && r.name === "task.claimed")!.id)!;
       if (i > 0) wake.push(claimedAt - t0);
-      await waitFor(async () => (await onB.getTask({ taskId: task.id })).task!.status === "succeeded", 10_000);
+      await waitFor(async () => (await onB.getTask({ taskId: task.id })).task!.status === TaskStatus.SUCCEEDED, 10_000);
     }
     const sorted = [...wake].sort((x, y) => x - y);
     console.log(`replicas-failover: submit on B -> claimed by epd linked to A (seen on B's SSE): p50 ${sorted[2].toFixed(1)} ms, max ${sorted.at(-1)!.toFixed(1)} ms (${wake.map((w) => w.toFixed(0)).join(", ")})`);
@@ -78,20 +80,20 @@ describe.skipIf(skipPg)("replicas: fail-over with a real epd", () => {
     // and a loaded CI machine (two cores, the rest of the suite) must not fail this
     expect(sorted[2]).toBeLessThan(1000);
     // the daemon's link is on A: the wake-up went B -> PostgreSQL -> A -> link
-    expect((await onB.listTasks({ domainId })).tasks.every((t) => t.status === "succeeded")).toBe(true);
+    expect((await onB.listTasks({ domainId })).tasks.every((t) => t.status === TaskStatus.SUCCEEDED)).toBe(true);
     expect(lb.open().get(a.port)).toBeGreaterThan(0);
 
     // 2. two tasks running when A dies, more submitted on B meanwhile
     const running: string[] = [];
     for (let i = 0; i < 2; i++) running.push((await onB.createTask({ missionId, title: `r${i}`, runtime: "shell", input: { command: "sleep 1.5; echo ran" } })).task!.id);
-    await waitFor(async () => (await Promise.all(running.map(async (id) => (await onB.getTask({ taskId: id })).task!.status))).every((s) => s === "running"), 10_000);
+    await waitFor(async () => (await Promise.all(running.map(async (id) => (await onB.getTask({ taskId: id })).task!.status))).every((s) => s === TaskStatus.RUNNING), 10_000);
     const seenBeforeKill = sseLb.ids.length;
     await a.kill9();
     const later: string[] = [];
     for (let i = 0; i < 6; i++) later.push((await onB.createTask({ missionId, title: `l${i}`, runtime: "shell", input: { command: `echo l${i}` } })).task!.id);
 
     const all = [...running, ...later];
-    await waitFor(async () => (await Promise.all(all.map(async (id) => (await onB.getTask({ taskId: id })).task!.status))).every((s) => s === "succeeded"), 45_000).catch(async (err) => {
+    await waitFor(async () => (await Promise.all(all.map(async (id) => (await onB.getTask({ taskId: id })).task!.status))).every((s) => s === TaskStatus.SUCCEEDED), 45_000).catch(async (err) => {
       const st = await Promise.all(all.map(async (id) => `${id}:${(await onB.getTask({ taskId: id })).task!.status}`));
       throw new Error(`${(err as Error).message}: ${st.join(" ")}\n${epd.stderr().slice(-3000)}`);
     });
@@ -104,7 +106,7 @@ describe.skipIf(skipPg)("replicas: fail-over with a real epd", () => {
     const tasks = (await onB.listTasks({ domainId })).tasks;
     expect(tasks).toHaveLength(14);
     for (const t of tasks) {
-      expect(t.status, t.id).toBe("succeeded");
+      expect(statusWord(t.status), t.id).toBe("succeeded");
       expect(events.filter((e) => e.taskId === t.id && e.name === "task.claimed"), t.id).toHaveLength(1);
       expect(events.filter((e) => e.taskId === t.id && e.name === "task.succeeded"), t.id).toHaveLength(1);
       expect(t.attempts, t.id).toBe(1);

@@ -2,6 +2,8 @@
 // `shell` agent subprocess reading a secret with `epd get-secret` and with a raw line on
 // $EP_SECRETS_SOCKET, every refusal the broker must give (and keep serving after), revocation and
 // session end, and a search of everything the run left behind for the secret's bytes.
+import { statusWord } from "../test-support/words.js";
+import { TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import Database from "better-sqlite3";
@@ -208,9 +210,9 @@ describe("secrets broker (real ep-tower + epd + shell agent)", () => {
     await secrets.revokeSecret({ name: "DB_PASSWORD", agentId });
     expect((await get("DB_PASSWORD")).reply.error.code).toBe("forbidden");
     writeFileSync(stopFile, "");
-    const done = await waitFor(async () => ["succeeded", "failed"].includes((await work.getTask({ taskId: task.id })).task!.status), 20_000).then(() => work.getTask({ taskId: task.id }));
+    const done = await waitFor(async () => ["succeeded", "failed"].includes(statusWord((await work.getTask({ taskId: task.id })).task!.status)), 20_000).then(() => work.getTask({ taskId: task.id }));
     const finished = done.task!;
-    expect(finished.status).toBe("succeeded");
+    expect(statusWord(finished.status)).toBe("succeeded");
     expect(finished.result!.output).toContain("rc_after_revoke=3");
     expect(finished.result!.output).toContain("final value [redacted:DB_PASSWORD]");
     expect(finished.result!.output).not.toContain(VALUE);
@@ -224,7 +226,7 @@ describe("secrets broker (real ep-tower + epd + shell agent)", () => {
   it("a failing run's error and output are redacted too", async () => {
     const command = 'v=$(epd get-secret DB_PASSWORD); echo "out $v"; echo "boom $v" >&2; exit 3';
     const task = (await work.createTask({ missionId, title: "fails with a secret", runtime: "shell", input: { command } })).task!;
-    await waitFor(async () => (await work.getTask({ taskId: task.id })).task!.status === "failed", 20_000);
+    await waitFor(async () => (await work.getTask({ taskId: task.id })).task!.status === TaskStatus.FAILED, 20_000);
     const t = (await work.getTask({ taskId: task.id })).task!;
     expect(JSON.stringify(t.result)).toContain("[redacted:DB_PASSWORD]");
     expect(JSON.stringify(t.result)).not.toContain(VALUE);

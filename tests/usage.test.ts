@@ -3,6 +3,7 @@
 // tower, show in `ep task get`, add up in `ep mission get`, and ride on the task events. The CLIs
 // here are the small fixture executables printing the real stream shapes (tests/real-cli.test.ts
 // runs the real ones).
+import { TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
@@ -35,7 +36,7 @@ describe("usage and cost", () => {
     for (const [runtime, prompt] of [["vendorA_code", "first"], ["vendorA_code", "second"], ["vendorB", "third"]]) {
       ids.push((await work.createTask({ missionId, title: prompt, runtime, input: { prompt } })).task!.id);
     }
-    await waitFor(async () => (await Promise.all(ids.map(async (id) => (await work.getTask({ taskId: id })).task!.status))).every((s) => s === "succeeded"), 30_000, 100);
+    await waitFor(async () => (await Promise.all(ids.map(async (id) => (await work.getTask({ taskId: id })).task!.status))).every((s) => s === TaskStatus.SUCCEEDED), 30_000, 100);
 
     const env = { EP_HOME: home.dir, EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken };
     const claude = (await ep(["task", "get", ids[0], "--json"], { env })).json().task.result;

@@ -2,6 +2,7 @@
 // able to claim it (its domain, runtime and capabilities), never a node serving other domains.
 // Real tower, real Connect link streams held as epd holds them; no timing in the assertions:
 // a later task in the other domain is the barrier that proves the earlier one was not sent.
+import { ClaimPolicy } from "../gen/ep/tower/v1/resources_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { AgentService, NodeService, type LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
@@ -93,9 +94,9 @@ describe("targeted wake-ups", () => {
     const other = await linkNode("assign-other");
     const a1 = await enroll(n1.nodeId, d);
     const a2 = await enroll(n2.nodeId, d);
-    const assigned = (await work.createTask({ missionId: m, title: "for a2", claimPolicy: "assigned", assigneeAgentId: a2.id, input: { command: "true" } })).task!.id;
+    const assigned = (await work.createTask({ missionId: m, title: "for a2", claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: a2.id, input: { command: "true" } })).task!.id;
     await waitFor(() => n2.woken().includes(assigned));
-    const bc = await work.createTask({ missionId: m, title: "everyone", claimPolicy: "broadcast", input: { command: "true" } });
+    const bc = await work.createTask({ missionId: m, title: "everyone", claimPolicy: ClaimPolicy.BROADCAST, input: { command: "true" } });
     const runs = Object.fromEntries(bc.runs.map((r) => [r.assigneeAgentId, r.id]));
     await waitFor(() => n1.woken().includes(runs[a1.id]) && n2.woken().includes(runs[a2.id]));
     expect(n1.woken()).toEqual([runs[a1.id]]);

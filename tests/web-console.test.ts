@@ -1,5 +1,6 @@
 // The web console in a real browser (Debian's chromium driven by playwright-core) against a
 // real in-process tower serving the built console at /ui/.
+import { ClaimPolicy } from "../gen/ep/tower/v1/resources_pb.js";
 import { create } from "@bufbuild/protobuf";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
@@ -194,7 +195,7 @@ describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
       // a task created while the console is cut off shows up once the stream is back
       const created = await t.tower.services.work.createTask(
         { subject: "test", role: "admin", via: "internal" },
-        create(CreateTaskRequestSchema, { missionId, title: "made during the outage", claimPolicy: "first_claim" }),
+        create(CreateTaskRequestSchema, { missionId, title: "made during the outage", claimPolicy: ClaimPolicy.FIRST_CLAIM }),
       );
       taskId = created.task!.id;
     } finally {

@@ -2,6 +2,7 @@
 // real epd running shell tasks: progress frames arrive live and the output follows; Cancel and
 // Retry act with the API's rules. The shell tasks wait on gate files the test creates, so
 // "running" is a state the test controls rather than a timing it hopes for.
+import { statusWord } from "../test-support/words.js";
 import type { Client } from "@connectrpc/connect";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -39,7 +40,7 @@ async function submit(title: string, command: string, maxAttempts = 3): Promise<
 }
 
 async function status(id: string): Promise<string> {
-  return (await work.getTask({ taskId: id })).task!.status;
+  return statusWord((await work.getTask({ taskId: id })).task!.status);
 }
 
 describe.skipIf(chromiumTool.skip)("the console's task page", () => {

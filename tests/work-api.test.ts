@@ -1,4 +1,6 @@
 // The work API over real HTTP: REST shims and Connect routes on one tower.
+import { statusWord } from "../test-support/words.js";
+import { ClaimPolicy, TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeClock } from "../test-support/fake-clock.js";
@@ -193,24 +195,24 @@ describe("Connect routes", () => {
     expect(task!.input).toEqual({ command: "echo hi" });
     const claimed = await work.claimTask({ agentId });
     expect(claimed.task!.id).toBe(task!.id);
-    expect(claimed.task!.status).toBe("claimed");
-    expect((await work.startTask({ taskId: task!.id, agentId })).task!.status).toBe("running");
+    expect(statusWord(claimed.task!.status)).toBe("claimed");
+    expect(statusWord((await work.startTask({ taskId: task!.id, agentId })).task!.status)).toBe("running");
     await work.heartbeatTask({ taskId: task!.id, agentId });
     await work.reportProgress({ taskId: task!.id, agentId, frames: [{ kind: "text", text: "working" }] });
     const done = await work.completeTask({ taskId: task!.id, agentId, result: { output: "hi\n", exitCode: 0 } });
-    expect(done.task!.status).toBe("succeeded");
+    expect(statusWord(done.task!.status)).toBe("succeeded");
     expect(done.task!.result).toMatchObject({ output: "hi\n", exitCode: 0 });
     await expect(work.completeTask({ taskId: task!.id, agentId })).rejects.toMatchObject({ code: Code.Aborted });
     expect((await work.listTasks({ missionId: mission!.id })).tasks).toHaveLength(1);
 
-    const k = await work.createTask({ missionId: mission!.id, kind: "assigned", title: "kanban" });
-    expect((await work.updateTask({ taskId: k.task!.id, status: "review" })).task!.status).toBe("review");
+    const k = await work.createTask({ missionId: mission!.id, kind: TaskKind.ASSIGNED, title: "kanban" });
+    expect(statusWord((await work.updateTask({ taskId: k.task!.id, status: TaskStatus.REVIEW })).task!.status)).toBe("review");
     await work.deleteTask({ taskId: k.task!.id });
     await expect(work.getTask({ taskId: k.task!.id })).rejects.toMatchObject({ code: Code.NotFound });
 
     const c = await work.createTask({ missionId: mission!.id, title: "to cancel" });
-    expect((await work.cancelTask({ taskId: c.task!.id })).task!.status).toBe("cancelled");
-    expect((await work.retryTask({ taskId: c.task!.id })).task!.status).toBe("queued");
+    expect(statusWord((await work.cancelTask({ taskId: c.task!.id })).task!.status)).toBe("cancelled");
+    expect(statusWord((await work.retryTask({ taskId: c.task!.id })).task!.status)).toBe("queued");
     await expect(work.retryTask({ taskId: c.task!.id })).rejects.toMatchObject({ code: Code.Aborted });
   });
 
@@ -221,9 +223,9 @@ describe("Connect routes", () => {
     const agentId = await enroll(domain!.id, []);
     const { task } = await work.createTask({ missionId: mission!.id, title: "t" });
     const claimed = await work.claimTask({ agentId, start: true });
-    expect(claimed.task).toMatchObject({ id: task!.id, status: "running", claimedBy: agentId });
+    expect(claimed.task).toMatchObject({ id: task!.id, status: TaskStatus.RUNNING, claimedBy: agentId });
     // a StartTask after it changes nothing
-    expect((await work.startTask({ taskId: task!.id, agentId })).task!.status).toBe("running");
+    expect(statusWord((await work.startTask({ taskId: task!.id, agentId })).task!.status)).toBe("running");
     const events = (await t.client(EventService).listEvents({ limit: 1000, filter: { taskId: task!.id } })).events;
     expect(events.map((e) => [e.name, e.status])).toEqual([
       ["task.created", "queued"],
@@ -260,8 +262,8 @@ describe("Connect routes", () => {
     const first = (await work.claimTask({ agentId, start: true })).task!;
     expect(first.id).toBe(ids[0]);
     const second = await work.completeTask({ taskId: first.id, agentId, result: { output: "1" }, agentIdle: true, claimNext: true });
-    expect(second.task!.status).toBe("succeeded");
-    expect(second.next).toMatchObject({ id: ids[1], status: "running", claimedBy: agentId });
+    expect(statusWord(second.task!.status)).toBe("succeeded");
+    expect(second.next).toMatchObject({ id: ids[1], status: TaskStatus.RUNNING, claimedBy: agentId });
     expect((await agents.getAgent({ agentId })).agent!.state).toBe("busy");
     // a failure may take the next one too (REST: next in the body)
     const third = await t.api("POST", `/work/tasks/${ids[1]}/fail`, { agent_id: agentId, result: { error: "x" }, agent_idle: true, claim_next: true });
@@ -314,12 +316,12 @@ describe("the claimable task state machine", () => {
     await work.heartbeatTask({ taskId: id, agentId }); // renews to now + 60 s
     clock.advance(59_000);
     await t.tower.services.work.sweepExpiredLeases();
-    expect((await work.getTask({ taskId: id })).task!.status).toBe("claimed");
+    expect(statusWord((await work.getTask({ taskId: id })).task!.status)).toBe("claimed");
 
     clock.advance(2_000);
     expect(await t.tower.services.work.sweepExpiredLeases()).toBe(1);
     let now = (await work.getTask({ taskId: id })).task!;
-    expect(now).toMatchObject({ status: "queued", attempts: 1, claimedBy: "" });
+    expect(now).toMatchObject({ status: TaskStatus.QUEUED, attempts: 1, claimedBy: "" });
     // the old holder has lost it
     await expect(work.heartbeatTask({ taskId: id, agentId })).rejects.toMatchObject({ code: Code.Aborted });
 
@@ -327,7 +329,7 @@ describe("the claimable task state machine", () => {
     clock.advance(61_000);
     await t.tower.services.work.sweepExpiredLeases();
     now = (await work.getTask({ taskId: id })).task!;
-    expect(now.status).toBe("failed");
+    expect(statusWord(now.status)).toBe("failed");
     expect(now.attempts).toBe(2);
     expect(now.result!.error).toContain("lease expired");
 
@@ -380,7 +382,7 @@ describe("the claimable task state machine", () => {
     const acp = await enroll(domainId, ["gpu", "linux"], "vendorA_agent_acp");
     const work = t.client(WorkService);
     const needsGpu = await work.createTask({ missionId, title: "gpu job", capabilities: ["gpu"], runtime: "shell", input: { command: "true" } });
-    const forPlain = await work.createTask({ missionId, title: "for plain", claimPolicy: "assigned", assigneeAgentId: plain });
+    const forPlain = await work.createTask({ missionId, title: "for plain", claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: plain });
     expect((await work.claimTask({ agentId: acp })).task).toBeUndefined(); // wrong runtime, not assigned
     expect((await work.claimTask({ agentId: plain })).task!.id).toBe(forPlain.task!.id);
     expect((await work.claimTask({ agentId: plain })).task).toBeUndefined(); // lacks gpu
@@ -400,17 +402,17 @@ describe("the claimable task state machine", () => {
     const ra = (await work.claimTask({ agentId: a })).task!;
     const rb = (await work.claimTask({ agentId: b })).task!;
     expect(ra.parentTaskId).toBe(parent);
-    expect((await work.getTask({ taskId: parent })).task!.status).toBe("running");
+    expect(statusWord((await work.getTask({ taskId: parent })).task!.status)).toBe("running");
     await work.completeTask({ taskId: ra.id, agentId: a });
-    expect((await work.getTask({ taskId: parent })).task!.status).toBe("running");
+    expect(statusWord((await work.getTask({ taskId: parent })).task!.status)).toBe("running");
     await work.failTask({ taskId: rb.id, agentId: b, result: { error: "boom" } });
-    expect((await work.getTask({ taskId: parent })).task!.status).toBe("failed");
+    expect(statusWord((await work.getTask({ taskId: parent })).task!.status)).toBe("failed");
     // retrying the broadcast requeues only the failed run
     await work.retryTask({ taskId: parent });
     const again = (await work.claimTask({ agentId: b })).task!;
     expect(again.id).toBe(rb.id);
     await work.completeTask({ taskId: rb.id, agentId: b });
-    expect((await work.getTask({ taskId: parent })).task!.status).toBe("succeeded");
+    expect(statusWord((await work.getTask({ taskId: parent })).task!.status)).toBe("succeeded");
 
     // each run is an assignment: a message in that agent's inbox
     const inbox = await t.tower.deps.store.listEvents({ types: ["inbox"], domainId, limit: 100 });

@@ -1,5 +1,6 @@
 // Issue 20, part 1: a task naming a git repository runs in a worktree of its own. Real git
 // repositories made here, the built tower and epd, the shell runtime, the built `ep` CLI.
+import { statusWord } from "../test-support/words.js";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -32,7 +33,7 @@ function makeRepo(dir: string): string {
 
 async function waitTask(s: TowerSetup, taskId: string) {
   let status = "";
-  await waitFor(async () => ["succeeded", "failed", "cancelled"].includes((status = (await s.work.getTask({ taskId })).task!.status)), 30_000).catch(() => {
+  await waitFor(async () => ["succeeded", "failed", "cancelled"].includes((status = statusWord((await s.work.getTask({ taskId })).task!.status))), 30_000).catch(() => {
     throw new Error(`task ${taskId} stayed ${status}`);
   });
   return (await s.work.getTask({ taskId })).task!;
@@ -59,7 +60,7 @@ describe("workspaces", () => {
     const ta = (await s.work.createTask({ missionId: s.missionId, title: "a", runtime: "shell", input: { command: edit("bonjour"), workspace: { repo } } })).task!;
     const tb = (await s.work.createTask({ missionId: s.missionId, title: "b", runtime: "shell", input: { command: edit("hola"), workspace: { repo } } })).task!;
     const [ra, rb] = await Promise.all([waitTask(s, ta.id), waitTask(s, tb.id)]);
-    expect([ra.status, rb.status]).toEqual(["succeeded", "succeeded"]);
+    expect([ra.status, rb.status].map(statusWord)).toEqual(["succeeded", "succeeded"]);
     expect([ra.result!.output, rb.result!.output]).toEqual([expect.stringContaining("together"), expect.stringContaining("together")]);
     const wa = ra.result!.workspace!;
     const wb = rb.result!.workspace!;
@@ -100,7 +101,7 @@ describe("workspaces", () => {
     await shellAgents(s, 1);
     const t = (await s.work.createTask({ missionId: s.missionId, title: "fails", runtime: "shell", input: { command: "cat .setup-done; echo broken >> greeting.txt; exit 3", workspace: { repo: "app" } } })).task!;
     const r = await waitTask(s, t.id);
-    expect(r.status).toBe("failed");
+    expect(statusWord(r.status)).toBe("failed");
     const w = r.result!.workspace!;
     expect(w.name).toBe("app");
     expect(w.committed).toBe(false);
@@ -136,7 +137,7 @@ describe("workspaces", () => {
     await waitFor(async () => (await adminClient(s.tower, AgentService).listAgents({ domainId: domain })).agents.some((a) => a.name === "fixer"), 15_000);
     const t = (await s.work.createTask({ missionId: s.missionId, title: "profile", runtime: "shell", input: { command: "echo fixed > greeting.txt" } })).task!;
     const r = await waitTask(s, t.id);
-    expect(r.status).toBe("succeeded");
+    expect(statusWord(r.status)).toBe("succeeded");
     expect(r.result!.workspace).toMatchObject({ name: "app", branch: `ep/${t.id}`, filesChanged: 1 });
     expect(r.result!.workspace!.patch).toContain("+fixed");
     // the agent left its change uncommitted: epd saved it on the branch before removing the worktree
@@ -153,7 +154,7 @@ describe("workspaces", () => {
     await shellAgents(s, 1);
     const t = (await s.work.createTask({ missionId: s.missionId, title: "bad", runtime: "shell", input: { command: "touch ran", workspace: { repo: join(s.home, "nowhere") } } })).task!;
     const r = await waitTask(s, t.id);
-    expect(r.status).toBe("failed");
+    expect(statusWord(r.status)).toBe("failed");
     expect(r.result!.error).toMatch(/input\.workspace\.repo: .*nowhere does not exist on this node/);
     expect(existsSync(join(s.home, "epd", "work", t.id, "ran"))).toBe(false);
     const named = (await s.work.createTask({ missionId: s.missionId, title: "bad", runtime: "shell", input: { command: "true", workspace: { repo: "unknown-name" } } })).task!;

@@ -2,7 +2,6 @@
 // (ApprovalService, ids apr_…) and pending actions of AI console sessions (<session> <action>).
 import { AiService, ApproveActionResponseSchema, PendingActionSchema, RejectActionResponseSchema } from "../../gen/ep/tower/v1/ai_pb.js";
 import { ApprovalSchema, ApprovalService, ApprovalStatus, type Approval } from "../../gen/ep/tower/v1/approvals_pb.js";
-import { wordsInJson } from "../../common/vocab.js";
 import type { Context } from "../context.js";
 import { json, table, type Row } from "../output.js";
 import { protoJson, tower } from "../tower.js";
@@ -19,7 +18,7 @@ export async function pendingActions(ctx: Context): Promise<Row[]> {
 }
 
 /** An approval as the CLI prints it: proto field names, lowercase status. */
-export const approvalJson = (a: Approval): Row => wordsInJson(ApprovalSchema, protoJson(ApprovalSchema, a)) as Row;
+export const approvalJson = (a: Approval): Row => protoJson(ApprovalSchema, a) as Row;
 
 async function pendingApprovals(ctx: Context): Promise<Row[]> {
   return (await tower(ctx, ApprovalService).listApprovals({ status: ApprovalStatus.PENDING })).approvals.map(approvalJson);

@@ -3,7 +3,9 @@
 // far are then read from the tower (ListEvents, one task's progress index) and the two are merged
 // by event id, so a frame is printed once and in order. Ends when the task does: exit 0 when it
 // succeeded, 1 when it failed or was cancelled. A dropped stream is resumed after the last id seen.
-import { toJson, type JsonObject } from "@bufbuild/protobuf";
+import { TaskStatus, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
+import { enumWord, restJson } from "../../common/vocab.js";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError } from "../../common/errors.js";
 import { EventService } from "../../gen/ep/tower/v1/events_pb.js";
 import { TaskSchema, type Task } from "../../gen/ep/tower/v1/resources_pb.js";
@@ -29,7 +31,7 @@ export function outputShown(stdoutText: string, output: string): boolean {
 
 function header(t: Task): string {
   const who = t.claimedBy || t.assigneeAgentId || "not claimed yet";
-  return [`${t.title}  [${t.status}]`, `  task ${t.id} · agent ${who}${t.runtime ? ` · ${t.runtime}` : ""} · attempt ${t.attempts} of ${t.maxAttempts}`].join("\n");
+  return [`${t.title}  [${statusWord(t.status)}]`, `  task ${t.id} · agent ${who}${t.runtime ? ` · ${t.runtime}` : ""} · attempt ${t.attempts} of ${t.maxAttempts}`].join("\n");
 }
 
 export async function watchTask(ctx: Context, taskId: string): Promise<number> {
@@ -116,7 +118,7 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
       if (page.events.length < PAGE) break;
       after = page.events[page.events.length - 1].id;
     }
-    if (FINAL.has(first.status) || FINAL.has((await work.getTask({ taskId })).task!.status)) {
+    if (FINAL.has(statusWord(first.status)) || FINAL.has(statusWord((await work.getTask({ taskId })).task!.status))) {
       ended = true;
       return await finish();
     }
@@ -148,13 +150,15 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
 /** The task as it ended: its output (unless the stream showed it), its error, status and usage; the exit code. */
 async function finalReport(ctx: Context, work: ReturnType<typeof tower<typeof WorkService>>, taskId: string, stdoutText: string): Promise<number> {
   const t = (await work.getTask({ taskId })).task!;
-  if (ctx.json) ctx.out(JSON.stringify({ task: toJson(TaskSchema, t, { useProtoFieldName: true }) }));
+  if (ctx.json) ctx.out(JSON.stringify({ task: restJson(TaskSchema, t) }));
   else {
     if (t.result?.output && !outputShown(stdoutText, t.result.output)) ctx.out(`\n${t.result.output.replace(/\n+$/, "")}`);
-    if (t.result?.error) ctx.err(`\n${t.title}: ${t.status}: ${t.result.error}`);
+    if (t.result?.error) ctx.err(`\n${t.title}: ${statusWord(t.status)}: ${t.result.error}`);
     const u = t.result?.usage;
     const usage = u ? ` · ${u.inputTokens} tokens in, ${u.outputTokens} out${u.costUsd ? `, $${u.costUsd.toFixed(4)}` : ""}` : "";
-    ctx.err(`\n${t.status}${usage}`);
+    ctx.err(`\n${statusWord(t.status)}${usage}`);
   }
-  return t.status === "succeeded" || t.status === "done" ? 0 : 1;
+  return t.status === TaskStatus.SUCCEEDED || t.status === TaskStatus.DONE ? 0 : 1;
 }
+
+const statusWord = (s: TaskStatus) => enumWord(TaskStatusSchema, s);

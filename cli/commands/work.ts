@@ -1,4 +1,6 @@
 // Domains, missions, tasks, and the tower's view of agents and nodes.
+import { ClaimPolicySchema, TaskKind, TaskKindSchema, TaskStatusSchema, type ClaimPolicy, type TaskStatus } from "../../gen/ep/tower/v1/resources_pb.js";
+import { enumOf } from "../../common/vocab.js";
 import { GetMissionResponseSchema, GetTaskResponseSchema, ListDomainsResponseSchema, WorkService, ListMissionsResponseSchema, ListTasksResponseSchema, CreateDomainResponseSchema, CreateMissionResponseSchema, CreateTaskResponseSchema, RetryTaskResponseSchema, CancelTaskResponseSchema } from "../../gen/ep/tower/v1/work_pb.js";
 import { AgentService, GetAgentResponseSchema, ListAgentsResponseSchema, ListNodesResponseSchema, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import type { JsonObject } from "@bufbuild/protobuf";
@@ -105,7 +107,11 @@ export async function run(ctx: Context): Promise<number> {
     case "task ls": {
       const res = protoJson(
         ListTasksResponseSchema,
-        await work().listTasks({ missionId: ctx.required("mission"), status: ctx.str("status") ?? "", kind: ctx.str("kind") ?? "" }),
+        await work().listTasks({
+          missionId: ctx.required("mission"),
+          status: enumOf<TaskStatus>(TaskStatusSchema, ctx.str("status") ?? "", "--status"),
+          kind: enumOf<TaskKind>(TaskKindSchema, ctx.str("kind") ?? "", "--kind"),
+        }),
       );
       ctx.out(ctx.json ? json(res) : table(res.tasks as Row[], taskCols));
       return 0;
@@ -210,10 +216,10 @@ async function taskSubmit(ctx: Context): Promise<number> {
     CreateTaskResponseSchema,
     await tower(ctx, WorkService).createTask({
       missionId: ctx.required("mission"),
-      kind: "claimable",
+      kind: TaskKind.CLAIMABLE,
       title: ctx.args.join(" "),
       description: ctx.str("description") ?? "",
-      claimPolicy: ctx.str("claim-policy") ?? "",
+      claimPolicy: enumOf<ClaimPolicy>(ClaimPolicySchema, ctx.str("claim-policy") ?? "", "--claim-policy"),
       priority: int32(ctx, "priority") ?? 0,
       capabilities: ctx.list("capability"),
       assigneeAgentId: ctx.str("assignee") ?? "",

@@ -8,7 +8,7 @@ import type { ClockTimer } from "../../common/clock.js";
 import { iso } from "../../common/clock.js";
 import { toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
-import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
+import { TaskStatus, type Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import { createPermissionAsker } from "./permission-asker.js";
 import type { ProgressFrame, RunResult } from "../runtimes/runtime.js";
 import type { LocalAgentRecord } from "./agent-store.js";
@@ -61,7 +61,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
 
   /** Tells the tower the run starts (unless the claim did); false when it refuses (the task is no longer ours). */
   async function announceStart(run: Run, tlog: Logger): Promise<boolean> {
-    if (run.task.status === "running") return true;
+    if (run.task.status === TaskStatus.RUNNING) return true;
     try {
       await tower.work.startTask({ taskId: run.task.id, agentId: run.agent.id });
     } catch (err) {
@@ -80,7 +80,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     const { task, agent, entry } = run;
     const tlog = log.child({ task_id: task.id, agent_id: agent.id });
     void journal.put(entry);
-    if (task.status === "running") hooks.assumeAgentState(agent.id, "busy");
+    if (task.status === TaskStatus.RUNNING) hooks.assumeAgentState(agent.id, "busy");
     else hooks.setAgentState(agent.id, "busy");
     if (!(await announceStart(run, tlog))) return;
 

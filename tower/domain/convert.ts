@@ -17,8 +17,27 @@ import {
   type Task,
   type Token,
 } from "../../gen/ep/tower/v1/resources_pb.js";
-import type { JsonObject } from "@bufbuild/protobuf";
+import type { DescEnum, JsonObject } from "@bufbuild/protobuf";
+import { invalidField } from "../../common/errors.js";
+import { enumValue, enumWord } from "../../common/vocab.js";
+import { ClaimPolicySchema, TaskKindSchema, TaskStatusSchema, type ClaimPolicy, type TaskKind, type TaskStatus } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { AgentRow, DomainRow, EventRow, MissionRow, NodeRow, TaskRow, TokenRow, UsageRow } from "../store/store.js";
+
+/**
+ * A request's enum as the word the domain works with ("" when unset); a number the enum does
+ * not have is invalid_argument naming the field.
+ */
+export function wordOf(e: DescEnum, v: number, field: string): string {
+  const word = enumWord(e, v);
+  if (!word && v !== 0) throw invalidField(field, `is not a ${e.name} (got ${v})`);
+  return word;
+}
+
+/** A stored word as the contract's enum value (0 for a word it does not have). */
+const valueOf = <T extends number>(e: DescEnum, word: string): T => (enumValue(e, word) ?? 0) as T;
+export const taskStatusOf = (word: string) => valueOf<TaskStatus>(TaskStatusSchema, word);
+export const taskKindOf = (word: string) => valueOf<TaskKind>(TaskKindSchema, word);
+export const claimPolicyOf = (word: string) => valueOf<ClaimPolicy>(ClaimPolicySchema, word);
 
 export const domainMsg = (r: DomainRow): Domain => create(DomainSchema, r);
 export const missionMsg = (r: MissionRow): Mission => create(MissionSchema, r);
@@ -30,11 +49,11 @@ export function taskMsg(r: TaskRow): Task {
     id: r.id,
     domainId: r.domainId,
     missionId: r.missionId,
-    kind: r.kind,
+    kind: taskKindOf(r.kind),
     title: r.title,
     description: r.description,
-    status: r.status,
-    claimPolicy: r.claimPolicy,
+    status: taskStatusOf(r.status),
+    claimPolicy: claimPolicyOf(r.claimPolicy),
     priority: r.priority,
     capabilities: r.capabilities,
     assigneeAgentId: r.assigneeAgentId,

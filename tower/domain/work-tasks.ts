@@ -7,7 +7,8 @@ import { newId } from "../../common/ids.js";
 import * as pb from "../../gen/ep/tower/v1/work_pb.js";
 import type { Store, TaskQuery, TaskRow } from "../store/store.js";
 import { authorize, scopeDomains, type Caller } from "./caller.js";
-import { taskMsg } from "./convert.js";
+import { taskMsg, wordOf } from "./convert.js";
+import { ClaimPolicySchema, TaskKindSchema, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
 import { commit } from "./event-hub.js";
 import { assignmentEvent, covers, MAX_TEXT, oneOf, taskEvent, text, CLAIM_POLICIES, KANBAN_STATES, RUNTIMES } from "./work-support.js";
 import type { WorkContext } from "./work-context.js";
@@ -81,7 +82,8 @@ export function createTaskCatalog(ctx: WorkContext) {
     },
 
     async listTasks(caller: Caller, req: pb.ListTasksRequest): Promise<pb.ListTasksResponse> {
-      if (req.kind) oneOf("kind", req.kind, ["assigned", "claimable"] as const);
+      const kind = wordOf(TaskKindSchema, req.kind, "kind");
+      const status = wordOf(TaskStatusSchema, req.status, "status");
       if (req.limit < 0) throw invalidField("limit", "must not be negative");
       let domainId = req.domainId;
       if (req.missionId) domainId = (await mustMission(store, req.missionId)).domainId;
@@ -90,7 +92,7 @@ export function createTaskCatalog(ctx: WorkContext) {
       const scope = domainId ? undefined : scopeDomains(caller);
       if (domainId) authorize(caller, "read", { domainId });
       else authorize(caller, "read");
-      const { page, nextPageToken } = await taskPage(store, { missionId: req.missionId, domainId, domainIds: scope, kind: req.kind, status: req.status }, req.limit || 1000, req.pageToken);
+      const { page, nextPageToken } = await taskPage(store, { missionId: req.missionId, domainId, domainIds: scope, kind, status }, req.limit || 1000, req.pageToken);
       return create(pb.ListTasksResponseSchema, { tasks: page.map(taskMsg), nextPageToken });
     },
 
@@ -106,7 +108,7 @@ export function createTaskCatalog(ctx: WorkContext) {
         const updated = await tx.updateTask(t.id, {
           title: req.title === undefined ? undefined : text("title", req.title, { required: true }),
           description: req.description === undefined ? undefined : text("description", req.description, { max: MAX_TEXT }),
-          status: req.status === undefined ? undefined : oneOf("status", req.status, KANBAN_STATES),
+          status: req.status === undefined ? undefined : oneOf("status", wordOf(TaskStatusSchema, req.status, "status"), KANBAN_STATES),
           priority: req.priority,
           assigneeAgentId: req.assigneeAgentId,
           updatedAt: now(),
@@ -132,7 +134,9 @@ export function createTaskCatalog(ctx: WorkContext) {
 
 /** A new task's fields, checked: the first field that is wrong is the error. */
 function checkNewTask(req: pb.CreateTaskRequest) {
-  const kind = oneOf("kind", req.kind || "claimable", ["assigned", "claimable"] as const);
+  const kind = oneOf("kind", wordOf(TaskKindSchema, req.kind, "kind") || "claimable", ["assigned", "claimable"] as const);
+  const askedPolicy = wordOf(ClaimPolicySchema, req.claimPolicy, "claim_policy");
+  const askedStatus = wordOf(TaskStatusSchema, req.status, "status");
   const title = text("title", req.title, { required: true });
   const description = text("description", req.description, { max: MAX_TEXT });
   const runtime = req.runtime ? oneOf("runtime", req.runtime, RUNTIMES) : "";
@@ -148,13 +152,13 @@ function checkNewTask(req: pb.CreateTaskRequest) {
   let claimPolicy = "";
   let status: string;
   if (kind === "claimable") {
-    claimPolicy = oneOf("claim_policy", req.claimPolicy || "first_claim", CLAIM_POLICIES);
-    if (req.status && req.status !== "queued") throw invalidField("status", "a new claimable task is always queued");
+    claimPolicy = oneOf("claim_policy", askedPolicy || "first_claim", CLAIM_POLICIES);
+    if (askedStatus && askedStatus !== "queued") throw invalidField("status", "a new claimable task is always queued");
     if (claimPolicy === "assigned" && !req.assigneeAgentId) throw invalidField("assignee_agent_id", "is required when claim_policy is assigned");
     status = "queued";
   } else {
-    if (req.claimPolicy) throw invalidField("claim_policy", "applies only to claimable tasks");
-    status = oneOf("status", req.status || "todo", KANBAN_STATES);
+    if (askedPolicy) throw invalidField("claim_policy", "applies only to claimable tasks");
+    status = oneOf("status", askedStatus || "todo", KANBAN_STATES);
   }
   return { kind, title, description, runtime, capabilities, claimPolicy, status };
 }

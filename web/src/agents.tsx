@@ -1,6 +1,7 @@
 // Agents tab: where each agent runs, its runtime and state (offline when its node is not linked),
 // the task it is running, and the actions that apply to it: a terminal while its node is linked,
 // and for supervised agents restart, pause auto-restart and resume, forwarded to its node.
+import { statusOf } from "./words.js";
 import { useMemo, useState } from "react";
 import type { Agent } from "@gen/ep/tower/v1/resources_pb.js";
 import { api, describeError } from "./api.js";
@@ -39,7 +40,7 @@ export function AgentsView({ dashboard, canOperate, navigate }: { dashboard: Das
   // the task each agent is running, from the dashboard's tasks
   const runningOf = useMemo(() => {
     const m = new Map<string, { id: string; title: string }>();
-    for (const t of dashboard.data.tasks) if (t.claimedBy && (t.status === "claimed" || t.status === "running")) m.set(t.claimedBy, { id: t.id, title: t.title });
+    for (const t of dashboard.data.tasks) if (t.claimedBy && (statusOf(t) === "claimed" || statusOf(t) === "running")) m.set(t.claimedBy, { id: t.id, title: t.title });
     return m;
   }, [dashboard.data.tasks]);
 

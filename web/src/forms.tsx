@@ -1,6 +1,8 @@
 // Create in place: a domain, a mission, a task. Each form sends what the API takes and shows the
 // API's own validation message on the field it names (the `field` of an invalid_argument error,
 // carried in the error's ep.errors.v1.ErrorDetail), so the console never re-implements the rules.
+import { ClaimPolicySchema, type ClaimPolicy } from "@gen/ep/tower/v1/resources_pb.js";
+import { enumOf } from "@common/vocab.js";
 import { ConnectError } from "@connectrpc/connect";
 import { useId, useState, type FormEvent, type ReactNode } from "react";
 import { ErrorDetailSchema } from "@gen/ep/errors/v1/errors_pb.js";
@@ -168,7 +170,7 @@ export function NewTaskForm({ missionId, agents, onDone, onCancel }: { missionId
         title,
         runtime,
         input,
-        claimPolicy,
+        claimPolicy: enumOf<ClaimPolicy>(ClaimPolicySchema, claimPolicy, "claim_policy"),
         priority: Number.parseInt(priority || "0", 10) || 0,
         capabilities: capabilities.split(",").map((c) => c.trim()).filter(Boolean),
         assigneeAgentId: claimPolicy === "assigned" ? assignee : "",

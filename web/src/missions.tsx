@@ -1,4 +1,5 @@
 // Missions tab: every mission with its tasks and their states, live from the event feed.
+import { claimPolicyOf, kindOf, statusOf } from "./words.js";
 import { useMemo, useState } from "react";
 import type { Task } from "@gen/ep/tower/v1/resources_pb.js";
 import type { Dashboard } from "./dashboard.js";
@@ -174,13 +175,13 @@ function MissionTasks({ title, list, agentNames, now, navigate }: { title: strin
                 {t.result?.error && <span className="error-text small"> — {t.result.error}</span>}
               </td>
               <td>
-                <StatusBadge status={t.status} />
+                <StatusBadge status={statusOf(t)} />
               </td>
-              <td className="col-opt" title={t.kind === "claimable" ? `claim policy: ${t.claimPolicy || "first_claim"}` : undefined}>
-                {t.kind === "claimable" ? "claimable" : "kanban"}
+              <td className="col-opt" title={kindOf(t) === "claimable" ? `claim policy: ${claimPolicyOf(t) || "first_claim"}` : undefined}>
+                {kindOf(t) === "claimable" ? "claimable" : "kanban"}
               </td>
               <td className="col-opt">{t.priority}</td>
-              <td className="col-opt">{t.kind === "claimable" ? `${t.attempts}/${t.maxAttempts}` : "—"}</td>
+              <td className="col-opt">{kindOf(t) === "claimable" ? `${t.attempts}/${t.maxAttempts}` : "—"}</td>
               <td className="col-opt" title={t.claimedBy || t.assigneeAgentId || undefined}>
                 {agentNames.get(t.claimedBy || t.assigneeAgentId) ?? (t.claimedBy || t.assigneeAgentId || "—")}
               </td>

@@ -2,6 +2,7 @@
 // The header comes from GetTask (re-read whenever an event about the task or one of its broadcast
 // runs arrives); the transcript is the task's progress frames, replayed from the tower when the
 // page opens and then appended live from the console's event feed, deduplicated by event id.
+import { kindOf, statusOf } from "./words.js";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type { Agent, Task } from "@gen/ep/tower/v1/resources_pb.js";
 import { api, describeError } from "./api.js";
@@ -147,7 +148,7 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
   const agentId = task.claimedBy || task.assigneeAgentId;
   const agent = agentOf.get(agentId);
   const started = frames[0]?.at;
-  const final = FINAL.has(task.status);
+  const final = FINAL.has(statusOf(task));
   const attachable = !!agent && !final && agent.state !== "dead";
 
   return (
@@ -169,14 +170,14 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
       </nav>
       <header className="task-head">
         <h2 id="task-title">{task.title}</h2>
-        <StatusBadge status={task.status} />
+        <StatusBadge status={statusOf(task)} />
         <div className="button-row task-actions">
-          {canOperate && CANCELLABLE.has(task.status) && (
+          {canOperate && CANCELLABLE.has(statusOf(task)) && (
             <button type="button" className="btn" disabled={busy !== undefined} onClick={() => void act("cancel")}>
               Cancel
             </button>
           )}
-          {canOperate && RETRYABLE.has(task.status) && (
+          {canOperate && RETRYABLE.has(statusOf(task)) && (
             <button type="button" className="btn btn-primary" disabled={busy !== undefined} onClick={() => void act("retry")}>
               Retry
             </button>
@@ -242,7 +243,7 @@ function TaskFacts({ task, agent, agentId, nodeName, now, final, started }: { ta
   <dl className="facts">
     <div>
       <dt>Agent</dt>
-      <dd title={agentId || undefined}>{agent ? agent.name || agent.id : agentId || (task.kind === "claimable" ? "not claimed yet" : "unassigned")}</dd>
+      <dd title={agentId || undefined}>{agent ? agent.name || agent.id : agentId || (kindOf(task) === "claimable" ? "not claimed yet" : "unassigned")}</dd>
     </div>
     <div>
       <dt>Node</dt>
@@ -254,7 +255,7 @@ function TaskFacts({ task, agent, agentId, nodeName, now, final, started }: { ta
     </div>
     <div>
       <dt>Attempts</dt>
-      <dd>{task.kind === "claimable" ? `${task.attempts} of ${task.maxAttempts}` : "—"}</dd>
+      <dd>{kindOf(task) === "claimable" ? `${task.attempts} of ${task.maxAttempts}` : "—"}</dd>
     </div>
     <div>
       <dt>Created</dt>
@@ -312,7 +313,7 @@ function RunsTable({ runs, agentOf, now, link }: { runs: Task[]; agentOf: Map<st
                 </a>
               </td>
               <td>
-                <StatusBadge status={r.status} />
+                <StatusBadge status={statusOf(r)} />
               </td>
               <td>
                 <Ago iso={r.updatedAt} now={now} />

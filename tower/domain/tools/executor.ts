@@ -2,6 +2,8 @@
 // Connect edges call (work, fleet, events, docs) — no tool has logic of its own beyond
 // mapping its snake_case arguments to the request. Every domain function authorizes the
 // caller, so a tool can do exactly what its caller could do through the API.
+import { ClaimPolicySchema, TaskKind, TaskKindSchema, TaskStatusSchema, type ClaimPolicy, type TaskStatus } from "../../../gen/ep/tower/v1/resources_pb.js";
+import { enumOf } from "../../../common/vocab.js";
 import { create, type DescMessage, type JsonObject, type MessageShape } from "@bufbuild/protobuf";
 import { restJson } from "../../../common/vocab.js";
 import { EpError } from "../../../common/errors.js";
@@ -153,8 +155,8 @@ function toolHandlers(x: ToolExecutorDeps): Record<string, (caller: Caller, a: A
           create(workpb.ListTasksRequestSchema, {
             missionId: str(a.mission_id),
             domainId: str(a.domain_id),
-            kind: str(a.kind),
-            status: str(a.status),
+            kind: enumOf<TaskKind>(TaskKindSchema, str(a.kind), "kind"),
+            status: enumOf<TaskStatus>(TaskStatusSchema, str(a.status), "status"),
             limit: int(a.limit),
           }),
         ),
@@ -208,10 +210,10 @@ function toolHandlers(x: ToolExecutorDeps): Record<string, (caller: Caller, a: A
           c,
           create(workpb.CreateTaskRequestSchema, {
             missionId: str(a.mission_id),
-            kind: "claimable",
+            kind: TaskKind.CLAIMABLE,
             title: str(a.title),
             description: str(a.description),
-            claimPolicy: str(a.claim_policy),
+            claimPolicy: enumOf<ClaimPolicy>(ClaimPolicySchema, str(a.claim_policy), "claim_policy"),
             priority: int(a.priority),
             capabilities: (a.capabilities as string[] | undefined) ?? [],
             assigneeAgentId: str(a.assignee_agent_id),

@@ -14,8 +14,10 @@ export function decodeRequest<D extends DescMessage>(schema: D, body: unknown, p
     if (k in json && json[k] !== v) throw new EpError("invalid_argument", `${k}: the body disagrees with the path`, { field: k });
     json[k] = v;
   }
+  // words of a closed set ("first_claim") to the enum's names; an unknown word is named here
+  const named = enumsFromWords(schema, json) as JsonValue;
   try {
-    return fromJson(schema, enumsFromWords(schema, json) as JsonValue, { ignoreUnknownFields: false });
+    return fromJson(schema, named, { ignoreUnknownFields: false });
   } catch (err) {
     const message = (err as Error).message;
     const unknown = /key "([^"]+)" is unknown/.exec(message);

@@ -1,4 +1,5 @@
 // The seed's REST paths for work, as thin shims over the WorkService domain functions.
+import { TaskKind } from "../../../gen/ep/tower/v1/resources_pb.js";
 import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { EpError } from "../../../common/errors.js";
@@ -92,7 +93,7 @@ export function workRoutes(work: WorkService): RestRoute<DescMessage, DescMessag
   const kanbanTask = async (caller: Caller, p: Params) => {
     await missionIn(caller, p);
     const { task } = await work.getTask(caller, create(pb.GetTaskRequestSchema, { taskId: p.task_id }));
-    if (!task || task.missionId !== p.mission_id || task.kind !== "assigned") {
+    if (!task || task.missionId !== p.mission_id || task.kind !== TaskKind.ASSIGNED) {
       throw new EpError("task_not_found", `no Kanban task ${p.task_id} in mission ${p.mission_id}`);
     }
   };

@@ -2,8 +2,8 @@
 // @generated from file ep/tower/v1/resources.proto (package ep.tower.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ep/tower/v1/resources.proto.
  */
 export const file_ep_tower_v1_resources: GenFile = /*@__PURE__*/
-  fileDesc("ChtlcC90b3dlci92MS9yZXNvdXJjZXMucHJvdG8SC2VwLnRvd2VyLnYxIjYKBkRvbWFpbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmNyZWF0ZWRfYXQYAyABKAkihAEKB01pc3Npb24SCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEg4KBnN0YXR1cxgFIAEoCRISCgpjcmVhdGVkX2F0GAYgASgJEhIKCnVwZGF0ZWRfYXQYByABKAkipQEKClRhc2tSZXN1bHQSDgoGb3V0cHV0GAEgASgJEhYKCWV4aXRfY29kZRgCIAEoBUgAiAEBEg0KBWVycm9yGAMgASgJEiEKBXVzYWdlGAQgASgLMhIuZXAudG93ZXIudjEuVXNhZ2USLwoJd29ya3NwYWNlGAUgASgLMhwuZXAudG93ZXIudjEuV29ya3NwYWNlUmVzdWx0QgwKCl9leGl0X2NvZGUi4wEKD1dvcmtzcGFjZVJlc3VsdBIMCgRyZXBvGAEgASgJEgwKBG5hbWUYAiABKAkSDgoGYnJhbmNoGAMgASgJEgwKBGJhc2UYBCABKAkSDAoEaGVhZBgFIAEoCRIRCgljb21taXR0ZWQYBiABKAgSDAoEc3RhdBgHIAEoCRINCgVwYXRjaBgIIAEoCRIXCg9wYXRjaF90cnVuY2F0ZWQYCSABKAgSFgoOcGF0Y2hfYXJ0aWZhY3QYCiABKAkSEAoId29ya3RyZWUYCyABKAkSFQoNZmlsZXNfY2hhbmdlZBgMIAEoBSJyCgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIbChNjYWNoZWRfaW5wdXRfdG9rZW5zGAMgASgDEhAKCGNvc3RfdXNkGAQgASgBEg0KBW1vZGVsGAUgASgJIkEKCkFnZW50VXNhZ2USEAoIYWdlbnRfaWQYASABKAkSIQoFdXNhZ2UYAiABKAsyEi5lcC50b3dlci52MS5Vc2FnZSLMAwoEVGFzaxIKCgJpZBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSEgoKbWlzc2lvbl9pZBgDIAEoCRIMCgRraW5kGAQgASgJEg0KBXRpdGxlGAUgASgJEhMKC2Rlc2NyaXB0aW9uGAYgASgJEg4KBnN0YXR1cxgHIAEoCRIUCgxjbGFpbV9wb2xpY3kYCCABKAkSEAoIcHJpb3JpdHkYCSABKAUSFAoMY2FwYWJpbGl0aWVzGAogAygJEhkKEWFzc2lnbmVlX2FnZW50X2lkGAsgASgJEhAKCGF0dGVtcHRzGAwgASgFEhQKDG1heF9hdHRlbXB0cxgNIAEoBRIPCgdydW50aW1lGA4gASgJEiYKBWlucHV0GA8gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBInCgZyZXN1bHQYECABKAsyFy5lcC50b3dlci52MS5UYXNrUmVzdWx0EhIKCmNsYWltZWRfYnkYESABKAkSGAoQbGVhc2VfZXhwaXJlc19hdBgSIAEoCRIWCg5wYXJlbnRfdGFza19pZBgTIAEoCRISCgpjcmVhdGVkX2F0GBQgASgJEhIKCnVwZGF0ZWRfYXQYFSABKAkibwoETm9kZRIKCgJpZBgBIAEoCRIQCghob3N0bmFtZRgCIAEoCRIOCgZzdGF0dXMYAyABKAkSFAoMbGFzdF9zZWVuX2F0GAQgASgJEhIKCmNyZWF0ZWRfYXQYBSABKAkSDwoHZG9tYWlucxgGIAMoCSK5AQoFQWdlbnQSCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEg8KB25vZGVfaWQYAyABKAkSDAoEbmFtZRgEIAEoCRIPCgdydW50aW1lGAUgASgJEhQKDGNhcGFiaWxpdGllcxgGIAMoCRINCgVzdGF0ZRgHIAEoCRIUCgxsYXN0X3NlZW5fYXQYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCRISCgpzdXBlcnZpc2VkGAogASgIIj8KCVJhdGVMaW1pdBINCgVsaW1pdBgBIAEoBRIRCglyZW1haW5pbmcYAiABKAUSEAoIcmVzZXRfYXQYAyABKAkihwIKBUV2ZW50EgoKAmlkGAEgASgEEgwKBHR5cGUYAiABKAkSDAoEbmFtZRgDIAEoCRIRCglkb21haW5faWQYBCABKAkSEgoKbWlzc2lvbl9pZBgFIAEoCRIQCghhZ2VudF9pZBgGIAEoCRIPCgd0YXNrX2lkGAcgASgJEhIKCnNlc3Npb25faWQYCCABKAkSDgoGc3RhdHVzGAkgASgJEigKB3BheWxvYWQYCiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EioKCnJhdGVfbGltaXQYCyABKAsyFi5lcC50b3dlci52MS5SYXRlTGltaXQSEgoKY3JlYXRlZF9hdBgMIAEoCSKUAQoFVG9rZW4SCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRyb2xlGAMgASgJEhEKCWRvbWFpbl9pZBgEIAEoCRISCgpleHBpcmVzX2F0GAUgASgJEhIKCmNyZWF0ZWRfYXQYBiABKAkSEgoKcmV2b2tlZF9hdBgHIAEoCRIUCgxsYXN0X3VzZWRfYXQYCCABKAliBnByb3RvMw", [file_google_protobuf_struct]);
+  fileDesc("ChtlcC90b3dlci92MS9yZXNvdXJjZXMucHJvdG8SC2VwLnRvd2VyLnYxIjYKBkRvbWFpbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmNyZWF0ZWRfYXQYAyABKAkihAEKB01pc3Npb24SCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEg4KBnN0YXR1cxgFIAEoCRISCgpjcmVhdGVkX2F0GAYgASgJEhIKCnVwZGF0ZWRfYXQYByABKAkipQEKClRhc2tSZXN1bHQSDgoGb3V0cHV0GAEgASgJEhYKCWV4aXRfY29kZRgCIAEoBUgAiAEBEg0KBWVycm9yGAMgASgJEiEKBXVzYWdlGAQgASgLMhIuZXAudG93ZXIudjEuVXNhZ2USLwoJd29ya3NwYWNlGAUgASgLMhwuZXAudG93ZXIudjEuV29ya3NwYWNlUmVzdWx0QgwKCl9leGl0X2NvZGUi4wEKD1dvcmtzcGFjZVJlc3VsdBIMCgRyZXBvGAEgASgJEgwKBG5hbWUYAiABKAkSDgoGYnJhbmNoGAMgASgJEgwKBGJhc2UYBCABKAkSDAoEaGVhZBgFIAEoCRIRCgljb21taXR0ZWQYBiABKAgSDAoEc3RhdBgHIAEoCRINCgVwYXRjaBgIIAEoCRIXCg9wYXRjaF90cnVuY2F0ZWQYCSABKAgSFgoOcGF0Y2hfYXJ0aWZhY3QYCiABKAkSEAoId29ya3RyZWUYCyABKAkSFQoNZmlsZXNfY2hhbmdlZBgMIAEoBSJyCgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIbChNjYWNoZWRfaW5wdXRfdG9rZW5zGAMgASgDEhAKCGNvc3RfdXNkGAQgASgBEg0KBW1vZGVsGAUgASgJIkEKCkFnZW50VXNhZ2USEAoIYWdlbnRfaWQYASABKAkSIQoFdXNhZ2UYAiABKAsyEi5lcC50b3dlci52MS5Vc2FnZSKWBAoEVGFzaxIKCgJpZBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSEgoKbWlzc2lvbl9pZBgDIAEoCRIjCgRraW5kGAQgASgOMhUuZXAudG93ZXIudjEuVGFza0tpbmQSDQoFdGl0bGUYBSABKAkSEwoLZGVzY3JpcHRpb24YBiABKAkSJwoGc3RhdHVzGAcgASgOMhcuZXAudG93ZXIudjEuVGFza1N0YXR1cxIuCgxjbGFpbV9wb2xpY3kYCCABKA4yGC5lcC50b3dlci52MS5DbGFpbVBvbGljeRIQCghwcmlvcml0eRgJIAEoBRIUCgxjYXBhYmlsaXRpZXMYCiADKAkSGQoRYXNzaWduZWVfYWdlbnRfaWQYCyABKAkSEAoIYXR0ZW1wdHMYDCABKAUSFAoMbWF4X2F0dGVtcHRzGA0gASgFEg8KB3J1bnRpbWUYDiABKAkSJgoFaW5wdXQYDyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EicKBnJlc3VsdBgQIAEoCzIXLmVwLnRvd2VyLnYxLlRhc2tSZXN1bHQSEgoKY2xhaW1lZF9ieRgRIAEoCRIYChBsZWFzZV9leHBpcmVzX2F0GBIgASgJEhYKDnBhcmVudF90YXNrX2lkGBMgASgJEhIKCmNyZWF0ZWRfYXQYFCABKAkSEgoKdXBkYXRlZF9hdBgVIAEoCSJvCgROb2RlEgoKAmlkGAEgASgJEhAKCGhvc3RuYW1lGAIgASgJEg4KBnN0YXR1cxgDIAEoCRIUCgxsYXN0X3NlZW5fYXQYBCABKAkSEgoKY3JlYXRlZF9hdBgFIAEoCRIPCgdkb21haW5zGAYgAygJIrkBCgVBZ2VudBIKCgJpZBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSDwoHbm9kZV9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEg8KB3J1bnRpbWUYBSABKAkSFAoMY2FwYWJpbGl0aWVzGAYgAygJEg0KBXN0YXRlGAcgASgJEhQKDGxhc3Rfc2Vlbl9hdBgIIAEoCRISCgpjcmVhdGVkX2F0GAkgASgJEhIKCnN1cGVydmlzZWQYCiABKAgiPwoJUmF0ZUxpbWl0Eg0KBWxpbWl0GAEgASgFEhEKCXJlbWFpbmluZxgCIAEoBRIQCghyZXNldF9hdBgDIAEoCSKHAgoFRXZlbnQSCgoCaWQYASABKAQSDAoEdHlwZRgCIAEoCRIMCgRuYW1lGAMgASgJEhEKCWRvbWFpbl9pZBgEIAEoCRISCgptaXNzaW9uX2lkGAUgASgJEhAKCGFnZW50X2lkGAYgASgJEg8KB3Rhc2tfaWQYByABKAkSEgoKc2Vzc2lvbl9pZBgIIAEoCRIOCgZzdGF0dXMYCSABKAkSKAoHcGF5bG9hZBgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKgoKcmF0ZV9saW1pdBgLIAEoCzIWLmVwLnRvd2VyLnYxLlJhdGVMaW1pdBISCgpjcmVhdGVkX2F0GAwgASgJIpQBCgVUb2tlbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBHJvbGUYAyABKAkSEQoJZG9tYWluX2lkGAQgASgJEhIKCmV4cGlyZXNfYXQYBSABKAkSEgoKY3JlYXRlZF9hdBgGIAEoCRISCgpyZXZva2VkX2F0GAcgASgJEhQKDGxhc3RfdXNlZF9hdBgIIAEoCSq7AgoKVGFza1N0YXR1cxIbChdUQVNLX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElRBU0tfU1RBVFVTX1FVRVVFRBABEhcKE1RBU0tfU1RBVFVTX0NMQUlNRUQQAhIXChNUQVNLX1NUQVRVU19SVU5OSU5HEAMSGQoVVEFTS19TVEFUVVNfU1VDQ0VFREVEEAQSFgoSVEFTS19TVEFUVVNfRkFJTEVEEAUSGQoVVEFTS19TVEFUVVNfQ0FOQ0VMTEVEEAYSFAoQVEFTS19TVEFUVVNfVE9ETxAHEhsKF1RBU0tfU1RBVFVTX0lOX1BST0dSRVNTEAgSFwoTVEFTS19TVEFUVVNfQkxPQ0tFRBAJEhYKElRBU0tfU1RBVFVTX1JFVklFVxAKEhQKEFRBU0tfU1RBVFVTX0RPTkUQCypWCghUYXNrS2luZBIZChVUQVNLX0tJTkRfVU5TUEVDSUZJRUQQABIWChJUQVNLX0tJTkRfQVNTSUdORUQQARIXChNUQVNLX0tJTkRfQ0xBSU1BQkxFEAIqgAEKC0NsYWltUG9saWN5EhwKGENMQUlNX1BPTElDWV9VTlNQRUNJRklFRBAAEhwKGENMQUlNX1BPTElDWV9GSVJTVF9DTEFJTRABEhkKFUNMQUlNX1BPTElDWV9BU1NJR05FRBACEhoKFkNMQUlNX1BPTElDWV9CUk9BRENBU1QQA2IGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * @generated from message ep.tower.v1.Domain
@@ -301,11 +301,9 @@ export type Task = Message<"ep.tower.v1.Task"> & {
   missionId: string;
 
   /**
-   * assigned | claimable
-   *
-   * @generated from field: string kind = 4;
+   * @generated from field: ep.tower.v1.TaskKind kind = 4;
    */
-  kind: string;
+  kind: TaskKind;
 
   /**
    * @generated from field: string title = 5;
@@ -318,19 +316,16 @@ export type Task = Message<"ep.tower.v1.Task"> & {
   description: string;
 
   /**
-   * claimable: queued | claimed | running | succeeded | failed | cancelled
-   * assigned: todo | in_progress | blocked | review | done
-   *
-   * @generated from field: string status = 7;
+   * @generated from field: ep.tower.v1.TaskStatus status = 7;
    */
-  status: string;
+  status: TaskStatus;
 
   /**
-   * first_claim | assigned | broadcast (claimable only)
+   * claimable tasks only
    *
-   * @generated from field: string claim_policy = 8;
+   * @generated from field: ep.tower.v1.ClaimPolicy claim_policy = 8;
    */
-  claimPolicy: string;
+  claimPolicy: ClaimPolicy;
 
   /**
    * @generated from field: int32 priority = 9;
@@ -678,4 +673,148 @@ export type Token = Message<"ep.tower.v1.Token"> & {
  */
 export const TokenSchema: GenMessage<Token> = /*@__PURE__*/
   messageDesc(file_ep_tower_v1_resources, 11);
+
+/**
+ * REST and the CLI show these as lowercase words ("queued", "in_progress"): common/vocab.ts.
+ *
+ * @generated from enum ep.tower.v1.TaskStatus
+ */
+export enum TaskStatus {
+  /**
+   * @generated from enum value: TASK_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * claimable tasks
+   *
+   * @generated from enum value: TASK_STATUS_QUEUED = 1;
+   */
+  QUEUED = 1,
+
+  /**
+   * @generated from enum value: TASK_STATUS_CLAIMED = 2;
+   */
+  CLAIMED = 2,
+
+  /**
+   * @generated from enum value: TASK_STATUS_RUNNING = 3;
+   */
+  RUNNING = 3,
+
+  /**
+   * @generated from enum value: TASK_STATUS_SUCCEEDED = 4;
+   */
+  SUCCEEDED = 4,
+
+  /**
+   * @generated from enum value: TASK_STATUS_FAILED = 5;
+   */
+  FAILED = 5,
+
+  /**
+   * @generated from enum value: TASK_STATUS_CANCELLED = 6;
+   */
+  CANCELLED = 6,
+
+  /**
+   * assigned (Kanban) tasks
+   *
+   * @generated from enum value: TASK_STATUS_TODO = 7;
+   */
+  TODO = 7,
+
+  /**
+   * @generated from enum value: TASK_STATUS_IN_PROGRESS = 8;
+   */
+  IN_PROGRESS = 8,
+
+  /**
+   * @generated from enum value: TASK_STATUS_BLOCKED = 9;
+   */
+  BLOCKED = 9,
+
+  /**
+   * @generated from enum value: TASK_STATUS_REVIEW = 10;
+   */
+  REVIEW = 10,
+
+  /**
+   * @generated from enum value: TASK_STATUS_DONE = 11;
+   */
+  DONE = 11,
+}
+
+/**
+ * Describes the enum ep.tower.v1.TaskStatus.
+ */
+export const TaskStatusSchema: GenEnum<TaskStatus> = /*@__PURE__*/
+  enumDesc(file_ep_tower_v1_resources, 0);
+
+/**
+ * @generated from enum ep.tower.v1.TaskKind
+ */
+export enum TaskKind {
+  /**
+   * @generated from enum value: TASK_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * a card a person moves (Kanban)
+   *
+   * @generated from enum value: TASK_KIND_ASSIGNED = 1;
+   */
+  ASSIGNED = 1,
+
+  /**
+   * work an agent claims and runs
+   *
+   * @generated from enum value: TASK_KIND_CLAIMABLE = 2;
+   */
+  CLAIMABLE = 2,
+}
+
+/**
+ * Describes the enum ep.tower.v1.TaskKind.
+ */
+export const TaskKindSchema: GenEnum<TaskKind> = /*@__PURE__*/
+  enumDesc(file_ep_tower_v1_resources, 1);
+
+/**
+ * @generated from enum ep.tower.v1.ClaimPolicy
+ */
+export enum ClaimPolicy {
+  /**
+   * @generated from enum value: CLAIM_POLICY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * the first matching agent takes it
+   *
+   * @generated from enum value: CLAIM_POLICY_FIRST_CLAIM = 1;
+   */
+  FIRST_CLAIM = 1,
+
+  /**
+   * only the assignee may claim it
+   *
+   * @generated from enum value: CLAIM_POLICY_ASSIGNED = 2;
+   */
+  ASSIGNED = 2,
+
+  /**
+   * one run per matching agent
+   *
+   * @generated from enum value: CLAIM_POLICY_BROADCAST = 3;
+   */
+  BROADCAST = 3,
+}
+
+/**
+ * Describes the enum ep.tower.v1.ClaimPolicy.
+ */
+export const ClaimPolicySchema: GenEnum<ClaimPolicy> = /*@__PURE__*/
+  enumDesc(file_ep_tower_v1_resources, 2);
 

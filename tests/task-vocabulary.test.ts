@@ -1,0 +1,46 @@
+// The task vocabulary as the contract types it (TaskStatus, TaskKind, ClaimPolicy enums) and as
+// REST, the CLI and the tools show it (lowercase words): one mapping (common/vocab.ts), so a REST
+// client sees no change, a typed client gets enums, and a word that is not in the set is refused
+// naming the field and the words it takes.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ClaimPolicy, TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { startTower, type TestTower } from "./harness.js";
+
+let t: TestTower;
+beforeAll(async () => void (t = await startTower()));
+afterAll(() => t.close());
+
+async function mission() {
+  const work = t.client(WorkService);
+  const domainId = (await work.createDomain({ name: `vocab-${Math.random()}` })).domain!.id;
+  return { work, domainId, missionId: (await work.createMission({ domainId, title: "m" })).mission!.id };
+}
+
+describe("the task vocabulary", () => {
+  it("is enums over Connect and words over REST, for the same task", async () => {
+    const { work, missionId } = await mission();
+    const created = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "x", claim_policy: "first_claim", priority: 2 });
+    expect(created.status).toBe(201);
+    expect(created.body.task).toMatchObject({ kind: "claimable", status: "queued", claim_policy: "first_claim" });
+    const typed = (await work.getTask({ taskId: created.body.task.id })).task!;
+    expect([typed.kind, typed.status, typed.claimPolicy]).toEqual([TaskKind.CLAIMABLE, TaskStatus.QUEUED, ClaimPolicy.FIRST_CLAIM]);
+    const card = (await work.createTask({ missionId, title: "card", kind: TaskKind.ASSIGNED, status: TaskStatus.IN_PROGRESS })).task!;
+    expect((await t.api("GET", `/work/tasks/${card.id}`)).body.task).toMatchObject({ kind: "assigned", status: "in_progress", claim_policy: "" });
+    const listed = await t.api("GET", `/work/missions/${missionId}/tasks?status=in_progress&kind=assigned`);
+    expect(listed.body.tasks.map((x: { id: string }) => x.id)).toEqual([card.id]);
+  });
+
+  it("refuses a word that is not in the set, naming the field and the words", async () => {
+    const { missionId } = await mission();
+    const badWord = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "x", claim_policy: "sometimes" });
+    expect(badWord.status).toBe(400);
+    expect(badWord.body.error).toMatchObject({ code: "invalid_argument", message: 'claim_policy: must be one of first_claim, assigned, broadcast (got "sometimes")', details: { field: "claim_policy" } });
+    const badFilter = await t.api("GET", `/work/missions/${missionId}/tasks?status=finished`);
+    expect(badFilter.status).toBe(400);
+    expect(badFilter.body.error.message).toMatch(/^status: must be one of queued, claimed, running, succeeded, failed, cancelled, todo, in_progress, blocked, review, done/);
+    // a number the enum does not have (a typed client's mistake) is refused too
+    const work = t.client(WorkService);
+    await expect(work.listTasks({ missionId, status: 42 as TaskStatus })).rejects.toThrow(/status: is not a TaskStatus \(got 42\)/);
+  });
+});
