@@ -2,6 +2,7 @@
 // with a valid request against domain A's resources, classified as allow (the call got past
 // authorization: any answer but 401/403), deny (401/403, unauthenticated/forbidden) or invalid
 // (the probe itself was malformed: the test fails so the probe gets fixed, never counted).
+import { AgentState } from "../gen/ep/tower/v1/resources_pb.js";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
@@ -146,7 +147,7 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "AgentService/EnrollAgent": (f) => ({ domainId: f.domainA, nodeId: f.nodeA, runtime: "shell", name: "probe" }),
   "AgentService/ListAgents": (f) => ({ domainId: f.domainA }),
   "AgentService/GetAgent": (f) => ({ agentId: f.agentA }),
-  "AgentService/UpdateAgentState": (f) => ({ agentId: f.agentA, state: "idle" }),
+  "AgentService/UpdateAgentState": (f) => ({ agentId: f.agentA, state: AgentState.IDLE }),
   "AgentService/SignalAgent": (f) => ({ agentId: f.agentA, prompt: "hello" }),
   "AgentService/SuperviseAgent": (f) => ({ agentId: f.agentA, op: "pause" }),
   "AuthService/CreateToken": () => ({ name: "probe", role: "viewer" }),

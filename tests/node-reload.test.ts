@@ -2,7 +2,7 @@
 // sends config_reload over the link, the node reloads cron.toml and runtimes.toml, checks
 // agents.toml, and answers with a config.reload matrix event the command waits for. Errors come
 // back with their file and line, and the running configuration is kept.
-import { TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
+import { AgentState, TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -143,7 +143,7 @@ describe("ep node reload", () => {
     expect(alive(after.get("change")!)).toBe(true);
     await waitFor(() => !alive(before.get("change")!) && !alive(before.get("drop")!), 10_000);
     // the removed profile's tower agent is marked dead, saying why; the others are still its own
-    await waitFor(async () => (await towerAgents()).get("drop")?.state === "dead", 10_000);
+    await waitFor(async () => (await towerAgents()).get("drop")?.state === AgentState.DEAD, 10_000);
     const dropId = (await towerAgents()).get("drop")!.id;
     const dead = (await towerEvents(s, "matrix", "agent.state")).find((e) => e.agentId === dropId);
     expect(dead?.payload).toMatchObject({ to: "dead", reason: "profile drop was removed from agents.toml" });

@@ -2,6 +2,8 @@
 // job and a supervised process agent reports both (NodeService.ReportNodeState); the tower's
 // list_cron_jobs and get_supervision (POST /mcp/call) answer the latest report per node with its
 // time; a fire and a restart reach the tower without waiting for the periodic push.
+import { enumWord } from "../common/vocab.js";
+import { AgentStateSchema } from "../gen/ep/tower/v1/resources_pb.js";
 import { describe, expect, it } from "vitest";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -105,7 +107,7 @@ domain = "${domainId}"
       ).getAgent({ agentId: agent.agent_id })
     ).agent!;
     expect(towerAgent.name).toBe("sleeper");
-    expect(agent.tower_state).toBe(towerAgent.state);
+    expect(agent.tower_state).toBe(enumWord(AgentStateSchema, towerAgent.state)); // the tool shows the word of the same state
 
     // a restart by the watchdog reaches the tower without the periodic push
     await new Promise((r) => setTimeout(r, 600)); // past the start's grace

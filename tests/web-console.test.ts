@@ -1,6 +1,6 @@
 // The web console in a real browser (Debian's chromium driven by playwright-core) against a
 // real in-process tower serving the built console at /ui/.
-import { ClaimPolicy } from "../gen/ep/tower/v1/resources_pb.js";
+import { AgentState, ClaimPolicy } from "../gen/ep/tower/v1/resources_pb.js";
 import { create } from "@bufbuild/protobuf";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
@@ -240,7 +240,7 @@ describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
       await waitFor(() => t.tower.services.fleet.isLinked(reg.node!.id));
       // linked: the state is what the node reports, live
       await row.getByText("connected").waitFor({ timeout: 10_000 });
-      await t.client(AgentService, reg.token).updateAgentState({ agentId: agent.id, state: "busy", reason: "test" });
+      await t.client(AgentService, reg.token).updateAgentState({ agentId: agent.id, state: AgentState.BUSY, reason: "test" });
       await row.locator(".badge", { hasText: "busy" }).waitFor({ timeout: 10_000 });
       // the task it runs, linked to the task page
       const created = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "nightly build", claim_policy: "assigned", assignee_agent_id: agent.id, runtime: "shell", input: { command: "make" } });

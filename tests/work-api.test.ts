@@ -1,6 +1,6 @@
 // The work API over real HTTP: REST shims and Connect routes on one tower.
 import { statusWord } from "../test-support/words.js";
-import { ClaimPolicy, TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
+import { AgentState, ClaimPolicy, TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeClock } from "../test-support/fake-clock.js";
@@ -234,9 +234,9 @@ describe("Connect routes", () => {
     ]);
     // the idle agent became busy in that commit; an outcome sent with agent_idle makes it idle again
     const agents = t.client(AgentService);
-    expect((await agents.getAgent({ agentId })).agent!.state).toBe("busy");
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.BUSY);
     await work.completeTask({ taskId: task!.id, agentId, result: { output: "ok" }, agentIdle: true });
-    expect((await agents.getAgent({ agentId })).agent!.state).toBe("idle");
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.IDLE);
     const states = (await t.client(EventService).listEvents({ limit: 1000, filter: { agentId, types: ["matrix"] } })).events.filter((e) => e.name === "agent.state");
     expect(states.map((e) => [e.payload?.from, e.payload?.to])).toEqual([
       ["idle", "busy"],
@@ -248,7 +248,7 @@ describe("Connect routes", () => {
     expect(rest.body.task).toMatchObject({ id: t2!.id, status: "running" });
     // a failure sent without agent_idle leaves the agent's state alone
     await work.failTask({ taskId: t2!.id, agentId, result: { error: "no" } });
-    expect((await agents.getAgent({ agentId })).agent!.state).toBe("busy");
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.BUSY);
   });
 
   it("an outcome with claim_next hands back the agent's next task, started, in the same call; none left: idle", async () => {
@@ -264,13 +264,13 @@ describe("Connect routes", () => {
     const second = await work.completeTask({ taskId: first.id, agentId, result: { output: "1" }, agentIdle: true, claimNext: true });
     expect(statusWord(second.task!.status)).toBe("succeeded");
     expect(second.next).toMatchObject({ id: ids[1], status: TaskStatus.RUNNING, claimedBy: agentId });
-    expect((await agents.getAgent({ agentId })).agent!.state).toBe("busy");
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.BUSY);
     // a failure may take the next one too (REST: next in the body)
     const third = await t.api("POST", `/work/tasks/${ids[1]}/fail`, { agent_id: agentId, result: { error: "x" }, agent_idle: true, claim_next: true });
     expect(third.body.next).toMatchObject({ id: ids[2], status: "running" });
     const last = await work.completeTask({ taskId: ids[2], agentId, result: { output: "3" }, agentIdle: true, claimNext: true });
     expect(last.next).toBeUndefined();
-    expect((await agents.getAgent({ agentId })).agent!.state).toBe("idle");
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.IDLE);
   });
 
   it("answers a state conflict with Connect's 409 code, as REST does", async () => {

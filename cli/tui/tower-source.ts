@@ -1,6 +1,6 @@
 // The TUI's data from a real tower: generated Connect clients; live events from
 // EventService.StreamEvents, resumed after the last id with the 1 s → 30 s backoff.
-import { TaskStatus, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
+import { AgentStateSchema, TaskStatus, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { createBackoff } from "../../common/backoff.js";
 import { what } from "../event-line.js";
@@ -76,7 +76,7 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
       const list = await loadAgents();
       const running = new Map<string, string>();
       for (const t of (await work.listTasks({ status: TaskStatus.RUNNING, limit: 500 })).tasks) if (t.claimedBy) running.set(t.claimedBy, t.title);
-      return list.map((a) => ({ id: a.id, name: a.name, domainId: a.domainId, runtime: a.runtime, state: a.state, taskTitle: running.get(a.id) }));
+      return list.map((a) => ({ id: a.id, name: a.name, domainId: a.domainId, runtime: a.runtime, state: enumWord(AgentStateSchema, a.state), taskTitle: running.get(a.id) }));
     },
     ...approvalsPart(transport, toItem),
     async tasks(missionId) {

@@ -1,6 +1,7 @@
 // Profiles that name a domain are agents at the tower: enrolled once (the tower agent id is kept
 // in fleet-state.json), re-enrolled when their domain or runtime changes, retired (marked dead)
 // when no profile acts for them any more. Enrolment retries every 30 s until the tower answers.
+import { AgentState } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { ClockTimer } from "../../common/clock.js";
 import { toEpError } from "../../common/errors.js";
 import type { LocalAgentRecord } from "../worker/agent-store.js";
@@ -36,7 +37,7 @@ export function createEnrollment(core: FleetCore): Enrollment {
   /** Marks a tower agent that no profile acts for any more as dead, with why (best effort). */
   async function retire(agentId: string, reason: string): Promise<void> {
     try {
-      await tower.agents.updateAgentState({ agentId, state: "dead", reason });
+      await tower.agents.updateAgentState({ agentId, state: AgentState.DEAD, reason });
       log.info("retired a tower agent no profile uses", { agent_id: agentId, reason });
     } catch (err) {
       log.warn("could not mark a tower agent dead", { agent_id: agentId, reason, error: toEpError(err).message });
@@ -47,7 +48,7 @@ export function createEnrollment(core: FleetCore): Enrollment {
   async function reportSupervision(p: FleetProfile, have: EnrolledState): Promise<void> {
     if (reported.has(have.agentId)) return;
     await tower.agents
-      .updateAgentState({ agentId: have.agentId, state: "", reason: "epd", supervised: p.supervise })
+      .updateAgentState({ agentId: have.agentId, state: AgentState.UNSPECIFIED, reason: "epd", supervised: p.supervise })
       .then(() => reported.add(have.agentId))
       .catch((err: unknown) => log.debug("could not report supervision to the tower; next start tries again", { profile: p.id, error: toEpError(err).message }));
   }

@@ -1,6 +1,8 @@
 // Each local agent's state as the tower shows it (idle, busy): the newest wanted state per agent,
 // sent one call at a time and coalesced (ten changes while a call is out become one), so state
 // updates never sit on the claim path. An agent the tower does not know is skipped.
+import { AgentStateSchema, type AgentState } from "../../gen/ep/tower/v1/resources_pb.js";
+import { enumOf } from "../../common/vocab.js";
 import { toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import type { TowerClients } from "../link/tower-client.js";
@@ -20,7 +22,7 @@ export function createAgentStates(deps: { tower: TowerClients; log: Logger; clos
         if (!next || deps.closed()) return;
         const [agentId, state] = next;
         sent.set(agentId, state);
-        await tower.agents.updateAgentState({ agentId, state, reason: "epd" }).catch((err: unknown) => {
+        await tower.agents.updateAgentState({ agentId, state: enumOf<AgentState>(AgentStateSchema, state, "state"), reason: "epd" }).catch((err: unknown) => {
           sent.delete(agentId);
           log.debug("agent state not sent", { agent_id: agentId, error: toEpError(err).message });
           if (toEpError(err).errorClass !== "not_found") desired.delete(agentId);

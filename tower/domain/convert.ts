@@ -20,7 +20,7 @@ import {
 import type { DescEnum, JsonObject } from "@bufbuild/protobuf";
 import { invalidField } from "../../common/errors.js";
 import { enumValue, enumWord } from "../../common/vocab.js";
-import { ClaimPolicySchema, TaskKindSchema, TaskStatusSchema, type ClaimPolicy, type TaskKind, type TaskStatus } from "../../gen/ep/tower/v1/resources_pb.js";
+import { AgentStateSchema, ClaimPolicySchema, TaskKindSchema, TaskStatusSchema, type AgentState, type ClaimPolicy, type TaskKind, type TaskStatus } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { AgentRow, DomainRow, EventRow, MissionRow, NodeRow, TaskRow, TokenRow, UsageRow } from "../store/store.js";
 
 /**
@@ -38,11 +38,12 @@ const valueOf = <T extends number>(e: DescEnum, word: string): T => (enumValue(e
 export const taskStatusOf = (word: string) => valueOf<TaskStatus>(TaskStatusSchema, word);
 export const taskKindOf = (word: string) => valueOf<TaskKind>(TaskKindSchema, word);
 export const claimPolicyOf = (word: string) => valueOf<ClaimPolicy>(ClaimPolicySchema, word);
+export const agentStateOf = (word: string) => valueOf<AgentState>(AgentStateSchema, word);
 
 export const domainMsg = (r: DomainRow): Domain => create(DomainSchema, r);
 export const missionMsg = (r: MissionRow): Mission => create(MissionSchema, r);
 export const nodeMsg = (r: NodeRow): Node => create(NodeSchema, r);
-export const agentMsg = (r: AgentRow): Agent => create(AgentSchema, r);
+export const agentMsg = (r: AgentRow): Agent => create(AgentSchema, { ...r, state: agentStateOf(r.state) });
 
 export function taskMsg(r: TaskRow): Task {
   return create(TaskSchema, {

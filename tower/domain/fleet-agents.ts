@@ -6,7 +6,8 @@ import { EpError, invalidField } from "../../common/errors.js";
 import { newId } from "../../common/ids.js";
 import * as fleet from "../../gen/ep/tower/v1/fleet_pb.js";
 import { authorize, scopeDomains, type Caller } from "./caller.js";
-import { agentMsg, usageMsg } from "./convert.js";
+import { agentMsg, usageMsg, wordOf } from "./convert.js";
+import { AgentStateSchema } from "../../gen/ep/tower/v1/resources_pb.js";
 import { commit } from "./event-hub.js";
 import type { FleetContext } from "./fleet.js";
 import { RUNTIMES, sumUsage } from "./work.js";
@@ -85,14 +86,15 @@ export function createAgentOps({ deps, linkHub }: FleetContext) {
       authorize(caller, "node");
       const a = await mustAgent(req.agentId);
       if (a.nodeId !== caller.nodeId) throw new EpError("forbidden", `agent ${a.id} runs on another node`);
-      // an empty state keeps it: the call only says whether the node supervises the agent
-      if (req.state === "" && req.supervised === undefined) throw invalidField("state", "is required unless supervised is given");
-      if (req.state !== "" && !AGENT_STATES.includes(req.state as (typeof AGENT_STATES)[number])) throw invalidField("state", `must be one of ${AGENT_STATES.join(", ")}`);
+      // an unspecified state keeps it: the call only says whether the node supervises the agent
+      const state = wordOf(AgentStateSchema, req.state, "state");
+      if (!state && req.supervised === undefined) throw invalidField("state", "is required unless supervised is given");
+      if (state && !AGENT_STATES.includes(state as (typeof AGENT_STATES)[number])) throw invalidField("state", `must be one of ${AGENT_STATES.join(", ")}`);
       return commit(deps, async (tx, emit) => {
-        const patch = { ...(req.state ? { state: req.state } : {}), ...(req.supervised !== undefined ? { supervised: req.supervised } : {}), lastSeenAt: iso(clock.now()) };
+        const patch = { ...(state ? { state } : {}), ...(req.supervised !== undefined ? { supervised: req.supervised } : {}), lastSeenAt: iso(clock.now()) };
         const updated = (await tx.updateAgent(a.id, patch))!;
-        if (req.state && a.state !== req.state) {
-          emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId: a.id, status: req.state, payload: { agent_id: a.id, from: a.state, to: req.state, reason: req.reason } });
+        if (state && a.state !== state) {
+          emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId: a.id, status: state, payload: { agent_id: a.id, from: a.state, to: state, reason: req.reason } });
         }
         return create(fleet.UpdateAgentStateResponseSchema, { agent: agentMsg(updated) });
       });

@@ -1,7 +1,7 @@
 // Agents tab: where each agent runs, its runtime and state (offline when its node is not linked),
 // the task it is running, and the actions that apply to it: a terminal while its node is linked,
 // and for supervised agents restart, pause auto-restart and resume, forwarded to its node.
-import { statusOf } from "./words.js";
+import { agentStateOf, statusOf } from "./words.js";
 import { useMemo, useState } from "react";
 import type { Agent } from "@gen/ep/tower/v1/resources_pb.js";
 import { api, describeError } from "./api.js";
@@ -74,7 +74,7 @@ export function AgentsView({ dashboard, canOperate, navigate }: { dashboard: Das
                 const note = notes[a.id];
                 const linked = node?.status === "online";
                 // what the agent is now: offline when its node is not linked, else what the node reports
-                const state = a.state === "dead" ? "dead" : !linked ? "offline" : a.state;
+                const state = agentStateOf(a) === "dead" ? "dead" : !linked ? "offline" : agentStateOf(a);
                 const running = runningOf.get(a.id);
                 return (
                   <tr key={a.id} data-agent-id={a.id}>
@@ -132,7 +132,7 @@ function AgentActions(props: { agent: Agent; linked: boolean; state: string; bus
           </button>
         )}
         {agent.supervised &&
-          OPS.filter(({ op }) => (op === "pause" ? agent.state !== "paused" : op === "resume" ? agent.state === "paused" : true)).map(({ op, label }) => (
+          OPS.filter(({ op }) => (op === "pause" ? agentStateOf(agent) !== "paused" : op === "resume" ? agentStateOf(agent) === "paused" : true)).map(({ op, label }) => (
             <button
               key={op}
               type="button"

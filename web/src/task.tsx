@@ -2,7 +2,7 @@
 // The header comes from GetTask (re-read whenever an event about the task or one of its broadcast
 // runs arrives); the transcript is the task's progress frames, replayed from the tower when the
 // page opens and then appended live from the console's event feed, deduplicated by event id.
-import { kindOf, statusOf } from "./words.js";
+import { agentStateOf, kindOf, statusOf } from "./words.js";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type { Agent, Task } from "@gen/ep/tower/v1/resources_pb.js";
 import { api, describeError } from "./api.js";
@@ -149,7 +149,7 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
   const agent = agentOf.get(agentId);
   const started = frames[0]?.at;
   const final = FINAL.has(statusOf(task));
-  const attachable = !!agent && !final && agent.state !== "dead";
+  const attachable = !!agent && !final && agentStateOf(agent) !== "dead";
 
   return (
     <section className="tab-panel task-page" aria-labelledby="task-title" data-task-id={task.id}>
