@@ -1,5 +1,6 @@
 // AI sessions over real HTTP: turns, pending actions and approvals, ownership, the session
 // stream with resume, and the Connect AiService — with the local heuristic planner.
+import { Role } from "../gen/ep/tower/v1/resources_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
@@ -13,7 +14,7 @@ beforeAll(async () => {
   t = await startTower({
     env: { EP_CENTRAL_RUNTIME_DEFAULT: "vendorA_code", EP_CLAUDE_MODEL: "claude-test-model", EP_CLAUDE_MAX_TOKENS: "2048", EP_CLAUDE_TIMEOUT_SECONDS: "90" },
   });
-  other = (await t.client(AuthService).createToken({ name: "other-operator", role: "operator" })).secret;
+  other = (await t.client(AuthService).createToken({ name: "other-operator", role: Role.OPERATOR })).secret;
 });
 afterAll(async () => {
   await t?.close();

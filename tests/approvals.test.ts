@@ -2,6 +2,7 @@
 // the event stream and in the list, the node's long poll returns with a person's decision; a
 // rejection carries its reason; a request nobody decides expires (injectable clock); a node or
 // agent token never decides; malformed requests are refused by field.
+import { Role } from "../gen/ep/tower/v1/resources_pb.js";
 import { ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { ApprovalService, ApprovalStatus } from "../gen/ep/tower/v1/approvals_pb.js";
@@ -114,10 +115,10 @@ describe("approvals", () => {
     const f = await held(t);
     const a = await f.ask((await f.next()).id);
     expect(await code(f.asks.approve({ approvalId: a.id }))).toMatch(/^7:.*role node may not decide approvals/);
-    const agentToken = (await t.client((await import("../gen/ep/tower/v1/auth_pb.js")).AuthService).createToken({ name: "a", role: "agent", domainId: f.domainId })).secret;
+    const agentToken = (await t.client((await import("../gen/ep/tower/v1/auth_pb.js")).AuthService).createToken({ name: "a", role: Role.AGENT, domainId: f.domainId })).secret;
     expect(await code(t.client(ApprovalService, agentToken).approve({ approvalId: a.id }))).toMatch(/^7:.*role agent may not decide/);
     const otherDomain = (await t.client(WorkService).createDomain({ name: "other" })).domain!.id;
-    const foreign = (await t.client((await import("../gen/ep/tower/v1/auth_pb.js")).AuthService).createToken({ name: "b", role: "agent", domainId: otherDomain })).secret;
+    const foreign = (await t.client((await import("../gen/ep/tower/v1/auth_pb.js")).AuthService).createToken({ name: "b", role: Role.AGENT, domainId: otherDomain })).secret;
     expect((await t.client(ApprovalService, foreign).listApprovals({})).approvals).toEqual([]);
     expect(await code(t.client(ApprovalService, foreign).getApproval({ approvalId: a.id }))).toMatch(/^5:.*does not exist/);
   });

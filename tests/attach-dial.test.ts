@@ -2,6 +2,7 @@
 // NodeService.Link stream and a real WebSocket): a proof made with the attach secret of an older
 // link is refused, the current one is spliced; expired tickets, foreign nodes and unknown attach
 // ids are refused; the dial timeout tells the viewer.
+import { Role } from "../gen/ep/tower/v1/resources_pb.js";
 import { createHmac } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
@@ -133,7 +134,7 @@ describe("attach dial-back", () => {
   it("drops a viewer's keystrokes at the tower", async () => {
     const link = openLink(nodeToken, "s2");
     await waitFor(() => link.got.some((m) => m.kind === "hello"));
-    const viewerToken = (await t.client(AuthService).createToken({ name: "v", role: "viewer" })).secret;
+    const viewerToken = (await t.client(AuthService).createToken({ name: "v", role: Role.VIEWER })).secret;
     const viewer = await mustOpen(attachUrl(await ticket(viewerToken)));
     await waitFor(() => link.attach() !== undefined);
     const attachId = link.attach()!.data!.attach_id as string;

@@ -2,6 +2,7 @@
 // tmux-hosted shell profile typed into and read back through /api/attach-ws, the screen read by
 // @xterm/headless; resize reaching the PTY; a viewer's input dropped; refused tickets; and
 // attach working on the first try after epd is killed with SIGKILL and started again.
+import { Role } from "../gen/ep/tower/v1/resources_pb.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -94,7 +95,7 @@ describe.skipIf(tmuxTool.skip)("attach through the tower", () => {
   }, 30_000);
 
   it("drops a viewer's input while an operator's arrives", async () => {
-    const viewerToken = (await clients(s.tower.adminToken).auth.createToken({ name: "watcher", role: "viewer" })).secret;
+    const viewerToken = (await clients(s.tower.adminToken).auth.createToken({ name: "watcher", role: Role.VIEWER })).secret;
     const viewer = await mustOpen(attachUrl(await ticket(viewerToken)));
     expect(await viewer.waitFrame("hello")).toMatchObject({ mode: "ro" });
     viewer.type("echo viewer-typed-$((2+2))\r");

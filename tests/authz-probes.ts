@@ -2,6 +2,8 @@
 // with a valid request against domain A's resources, classified as allow (the call got past
 // authorization: any answer but 401/403), deny (401/403, unauthenticated/forbidden) or invalid
 // (the probe itself was malformed: the test fails so the probe gets fixed, never counted).
+import { enumOf } from "../common/vocab.js";
+import { RoleSchema, Role as TokenRole } from "../gen/ep/tower/v1/resources_pb.js";
 import { AgentState } from "../gen/ep/tower/v1/resources_pb.js";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -52,7 +54,7 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
   const domainA = (await work.createDomain({ name: "authz-a" })).domain!.id;
   const domainB = (await work.createDomain({ name: "authz-b" })).domain!.id;
   const missionA = (await work.createMission({ domainId: domainA, title: "authz" })).mission!.id;
-  const token = async (role: string, domainId = "") => (await auth.createToken({ name: `authz-${role}-${domainId}`, role, domainId })).secret;
+  const token = async (role: string, domainId = "") => (await auth.createToken({ name: `authz-${role}-${domainId}`, role: enumOf<TokenRole>(RoleSchema, role, "role"), domainId })).secret;
   const node = await t.client(NodeService).registerNode({ hostname: "authz-node", domainIds: [domainA] });
   const agentA = (await t.client(AgentService, node.token).enrollAgent({ domainId: domainA, runtime: "shell", name: "authz-agent" })).agent!.id;
   await t.client(SecretService).setSecret({ name: "AUTHZ_SECRET", value: "v", domainId: domainA });
@@ -76,7 +78,7 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
     sessionA,
     task: async () => (await work.createTask({ missionId: missionA, title: "probe", runtime: "shell", input: { command: "true" } })).task!.id,
     kanbanTask: async () => (await t.api("POST", `/domains/${domainA}/m/${missionA}/t`, { title: "card" })).body.task.id as string,
-    spareToken: async () => (await auth.createToken({ name: "authz-spare", role: "viewer" })).token!.id,
+    spareToken: async () => (await auth.createToken({ name: "authz-spare", role: TokenRole.VIEWER })).token!.id,
     approval: async () => {
       await work.createTask({ missionId: missionA, title: "asks", runtime: "shell", input: { command: "true" } });
       const held = (await t.client(WorkService, node.token).claimTask({ agentId: agentA, waitMs: 0 })).task!;
@@ -150,7 +152,7 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "AgentService/UpdateAgentState": (f) => ({ agentId: f.agentA, state: AgentState.IDLE }),
   "AgentService/SignalAgent": (f) => ({ agentId: f.agentA, prompt: "hello" }),
   "AgentService/SuperviseAgent": (f) => ({ agentId: f.agentA, op: "pause" }),
-  "AuthService/CreateToken": () => ({ name: "probe", role: "viewer" }),
+  "AuthService/CreateToken": () => ({ name: "probe", role: TokenRole.VIEWER }),
   "AuthService/ListTokens": () => ({}),
   "AuthService/RevokeToken": async (f) => ({ tokenId: await f.spareToken() }),
   "AuthService/WhoAmI": () => ({}),

@@ -1,6 +1,8 @@
 // Issue 14, points 1 and 2: what is derived from a credential keeps its scope and lifetime.
 // Each case is the attack from the issue, against a real tower over real HTTP and WebSockets;
 // time moves on an injected clock, never by sleeping.
+import { RoleSchema, type Role } from "../gen/ep/tower/v1/resources_pb.js";
+import { enumOf } from "../common/vocab.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { FakeClock } from "../test-support/fake-clock.js";
@@ -29,7 +31,7 @@ afterAll(async () => {
 });
 
 async function makeToken(role: string, opts: { domainId?: string; ttlSeconds?: number } = {}) {
-  const res = await t.client(AuthService).createToken({ name: `scope-${role}-${Math.random()}`, role, domainId: opts.domainId ?? "", ttlSeconds: BigInt(opts.ttlSeconds ?? 0) });
+  const res = await t.client(AuthService).createToken({ name: `scope-${role}-${Math.random()}`, role: enumOf<Role>(RoleSchema, role, "role"), domainId: opts.domainId ?? "", ttlSeconds: BigInt(opts.ttlSeconds ?? 0) });
   return { id: res.token!.id, secret: res.secret };
 }
 

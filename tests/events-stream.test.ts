@@ -1,6 +1,8 @@
 // The live event feed over real HTTP: SSE with independent clients (the `eventsource`
 // package), resume without gap or duplicate across disconnects and restarts, auth ending
 // streams, slow consumers, the WebSocket mirror, the Connect stream, filters and limits.
+import { RoleSchema, type Role } from "../gen/ep/tower/v1/resources_pb.js";
+import { enumOf } from "../common/vocab.js";
 import { EventSource } from "eventsource";
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -27,7 +29,7 @@ function bearerFetch(token: string): typeof fetch {
 }
 
 async function makeToken(t: TestTower, role = "viewer", ttlSeconds = 0): Promise<{ id: string; secret: string }> {
-  const res = await t.client(AuthService).createToken({ name: `t-${role}-${Math.random()}`, role, ttlSeconds: BigInt(ttlSeconds) });
+  const res = await t.client(AuthService).createToken({ name: `t-${role}-${Math.random()}`, role: enumOf<Role>(RoleSchema, role, "role"), ttlSeconds: BigInt(ttlSeconds) });
   return { id: res.token!.id, secret: res.secret };
 }
 

@@ -2,6 +2,7 @@
 // claims and reads only there; registering without domains records "*" (the explicit wide grant);
 // an admin can change the set, which applies at once. An agent token's fleet-wide reads are
 // limited to its domain's agents and nodes. Each attack from the issue against a real tower.
+import { Role } from "../gen/ep/tower/v1/resources_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toEpError } from "../common/errors.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
@@ -105,7 +106,7 @@ describe("an agent token's fleet-wide reads stay in its domain", () => {
     await t.client(AgentService, inA.token).enrollAgent({ domainId: a, runtime: "shell", name: "fa" });
     await t.client(AgentService, inB.token).enrollAgent({ domainId: b, runtime: "shell", name: "fb" });
     for (const n of [inA, inB]) await t.client(NodeService, n.token).reportNodeState({ cronJobs: [{ name: `job-${n.id}`, schedule: "* * * * *" }] });
-    const agentToken = (await t.client(AuthService).createToken({ name: "agent-a", role: "agent", domainId: a })).secret;
+    const agentToken = (await t.client(AuthService).createToken({ name: "agent-a", role: Role.AGENT, domainId: a })).secret;
     const nodes = await t.api("POST", "/mcp/call", { tool: "list_nodes", arguments: {} }, agentToken);
     const ids = nodes.body.result.nodes.map((n: { id: string }) => n.id);
     expect(ids).toContain(inA.id);

@@ -1,4 +1,5 @@
 // The work API over real HTTP: REST shims and Connect routes on one tower.
+import { Role } from "../gen/ep/tower/v1/resources_pb.js";
 import { statusWord } from "../test-support/words.js";
 import { AgentState, ClaimPolicy, TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -141,14 +142,14 @@ describe("roles", () => {
     const { domainId, missionId } = await setup("roles");
     const other = await setup("roles-other");
     const auth = t.client(AuthService);
-    const viewer = (await auth.createToken({ name: "v", role: "viewer" })).secret;
+    const viewer = (await auth.createToken({ name: "v", role: Role.VIEWER })).secret;
     expect((await t.api("GET", "/domains", undefined, viewer)).status).toBe(200);
     const denied = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "x" }, viewer);
     expect(denied.status).toBe(403);
     expect(denied.body.error.code).toBe("forbidden");
-    await expect(t.client(AuthService, viewer).createToken({ name: "x", role: "admin" })).rejects.toMatchObject({ code: Code.PermissionDenied });
+    await expect(t.client(AuthService, viewer).createToken({ name: "x", role: Role.ADMIN })).rejects.toMatchObject({ code: Code.PermissionDenied });
 
-    const agent = (await auth.createToken({ name: "ag", role: "agent", domainId })).secret;
+    const agent = (await auth.createToken({ name: "ag", role: Role.AGENT, domainId })).secret;
     expect((await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "mine" }, agent)).status).toBe(201);
     expect((await t.api("POST", `/work/missions/${other.missionId}/tasks`, { title: "theirs" }, agent)).status).toBe(403);
     const domains = await t.api("GET", "/domains", undefined, agent);
@@ -157,8 +158,8 @@ describe("roles", () => {
 
   it("rejects a rotated-out token and an expired one, while the new token works", async () => {
     const auth = t.client(AuthService);
-    const old = await auth.createToken({ name: "ci", role: "operator" });
-    const fresh = await auth.createToken({ name: "ci", role: "operator" });
+    const old = await auth.createToken({ name: "ci", role: Role.OPERATOR });
+    const fresh = await auth.createToken({ name: "ci", role: Role.OPERATOR });
     expect((await t.api("GET", "/domains", undefined, old.secret)).status).toBe(200);
     await auth.revokeToken({ tokenId: old.token!.id });
     const revoked = await t.api("GET", "/domains", undefined, old.secret);
@@ -166,7 +167,7 @@ describe("roles", () => {
     expect(revoked.body.error.code).toBe("token_revoked");
     expect((await t.api("GET", "/domains", undefined, fresh.secret)).status).toBe(200);
 
-    const short = await auth.createToken({ name: "short", role: "viewer", ttlSeconds: 60n });
+    const short = await auth.createToken({ name: "short", role: Role.VIEWER, ttlSeconds: 60n });
     expect((await t.api("GET", "/domains", undefined, short.secret)).status).toBe(200);
     clock.advance(61_000);
     const expired = await t.api("GET", "/domains", undefined, short.secret);

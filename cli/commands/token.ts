@@ -1,4 +1,6 @@
 // ep token create|ls|revoke: service-account tokens.
+import { RoleSchema, type Role } from "../../gen/ep/tower/v1/resources_pb.js";
+import { enumOf } from "../../common/vocab.js";
 import { AuthService, CreateTokenResponseSchema, ListTokensResponseSchema, RevokeTokenResponseSchema } from "../../gen/ep/tower/v1/auth_pb.js";
 import { UsageError, type Context } from "../context.js";
 import { json, table, type Row } from "../output.js";
@@ -29,7 +31,7 @@ export async function run(ctx: Context): Promise<number> {
       const ttl = ctx.str("ttl");
       const res = protoJson(
         CreateTokenResponseSchema,
-        await auth.createToken({ name: ctx.required("name"), role: ctx.required("role"), domainId: ctx.str("domain") ?? "", ttlSeconds: BigInt(ttl ? parseTtl(ttl) : 0) }),
+        await auth.createToken({ name: ctx.required("name"), role: enumOf<Role>(RoleSchema, ctx.required("role"), "--role"), domainId: ctx.str("domain") ?? "", ttlSeconds: BigInt(ttl ? parseTtl(ttl) : 0) }),
       );
       if (ctx.json) ctx.out(json(res));
       else {

@@ -1,4 +1,6 @@
 // The AuthService contract over the Auth core.
+import { RoleSchema } from "../../gen/ep/tower/v1/resources_pb.js";
+import { roleOf, wordOf } from "./convert.js";
 import { create } from "@bufbuild/protobuf";
 import * as pb from "../../gen/ep/tower/v1/auth_pb.js";
 import { iso } from "../../common/clock.js";
@@ -12,7 +14,7 @@ export function createAuthService(auth: Auth) {
   return {
     async createToken(caller: Caller, req: pb.CreateTokenRequest): Promise<pb.CreateTokenResponse> {
       if (req.ttlSeconds < 0n) throw invalidField("ttl_seconds", "must be zero (no expiry) or positive");
-      const { token, secret } = await auth.createToken(caller, { name: req.name, role: req.role, domainId: req.domainId, ttlSeconds: Number(req.ttlSeconds) });
+      const { token, secret } = await auth.createToken(caller, { name: req.name, role: wordOf(RoleSchema, req.role, "role"), domainId: req.domainId, ttlSeconds: Number(req.ttlSeconds) });
       return create(pb.CreateTokenResponseSchema, { token: tokenMsg(token), secret });
     },
     async listTokens(caller: Caller, req: pb.ListTokensRequest): Promise<pb.ListTokensResponse> {
@@ -25,7 +27,7 @@ export function createAuthService(auth: Auth) {
     },
     async whoAmI(caller: Caller, _req: pb.WhoAmIRequest): Promise<pb.WhoAmIResponse> {
       authorize(caller, "read");
-      return create(pb.WhoAmIResponseSchema, { subject: caller.subject, role: caller.role, domainId: caller.domainId ?? "", tokenId: caller.tokenId ?? "" });
+      return create(pb.WhoAmIResponseSchema, { subject: caller.subject, role: roleOf(caller.role), domainId: caller.domainId ?? "", tokenId: caller.tokenId ?? "" });
     },
     async createTicket(caller: Caller, req: pb.CreateTicketRequest): Promise<pb.CreateTicketResponse> {
       authorize(caller, "read");

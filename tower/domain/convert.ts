@@ -20,7 +20,20 @@ import {
 import type { DescEnum, JsonObject } from "@bufbuild/protobuf";
 import { invalidField } from "../../common/errors.js";
 import { enumValue, enumWord } from "../../common/vocab.js";
-import { AgentStateSchema, ClaimPolicySchema, TaskKindSchema, TaskStatusSchema, type AgentState, type ClaimPolicy, type TaskKind, type TaskStatus } from "../../gen/ep/tower/v1/resources_pb.js";
+import {
+  AgentStateSchema,
+  ClaimPolicySchema,
+  NodeStatusSchema,
+  RoleSchema,
+  TaskKindSchema,
+  TaskStatusSchema,
+  type AgentState,
+  type ClaimPolicy,
+  type NodeStatus,
+  type Role,
+  type TaskKind,
+  type TaskStatus,
+} from "../../gen/ep/tower/v1/resources_pb.js";
 import type { AgentRow, DomainRow, EventRow, MissionRow, NodeRow, TaskRow, TokenRow, UsageRow } from "../store/store.js";
 
 /**
@@ -39,10 +52,12 @@ export const taskStatusOf = (word: string) => valueOf<TaskStatus>(TaskStatusSche
 export const taskKindOf = (word: string) => valueOf<TaskKind>(TaskKindSchema, word);
 export const claimPolicyOf = (word: string) => valueOf<ClaimPolicy>(ClaimPolicySchema, word);
 export const agentStateOf = (word: string) => valueOf<AgentState>(AgentStateSchema, word);
+export const nodeStatusOf = (word: string) => valueOf<NodeStatus>(NodeStatusSchema, word);
+export const roleOf = (word: string) => valueOf<Role>(RoleSchema, word);
 
 export const domainMsg = (r: DomainRow): Domain => create(DomainSchema, r);
 export const missionMsg = (r: MissionRow): Mission => create(MissionSchema, r);
-export const nodeMsg = (r: NodeRow): Node => create(NodeSchema, r);
+export const nodeMsg = (r: NodeRow): Node => create(NodeSchema, { ...r, status: nodeStatusOf(r.status) });
 export const agentMsg = (r: AgentRow): Agent => create(AgentSchema, { ...r, state: agentStateOf(r.state) });
 
 export function taskMsg(r: TaskRow): Task {
@@ -75,7 +90,7 @@ export function tokenMsg(r: TokenRow): Token {
   return create(TokenSchema, {
     id: r.id,
     name: r.name,
-    role: r.role,
+    role: roleOf(r.role),
     domainId: r.domainId,
     expiresAt: r.expiresAt,
     createdAt: r.createdAt,

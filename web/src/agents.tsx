@@ -1,6 +1,7 @@
 // Agents tab: where each agent runs, its runtime and state (offline when its node is not linked),
 // the task it is running, and the actions that apply to it: a terminal while its node is linked,
 // and for supervised agents restart, pause auto-restart and resume, forwarded to its node.
+import { NodeStatus } from "@gen/ep/tower/v1/resources_pb.js";
 import { agentStateOf, statusOf } from "./words.js";
 import { useMemo, useState } from "react";
 import type { Agent } from "@gen/ep/tower/v1/resources_pb.js";
@@ -72,7 +73,7 @@ export function AgentsView({ dashboard, canOperate, navigate }: { dashboard: Das
               {agents.map((a) => {
                 const node = nodeOf.get(a.nodeId);
                 const note = notes[a.id];
-                const linked = node?.status === "online";
+                const linked = node?.status === NodeStatus.ONLINE;
                 // what the agent is now: offline when its node is not linked, else what the node reports
                 const state = agentStateOf(a) === "dead" ? "dead" : !linked ? "offline" : agentStateOf(a);
                 const running = runningOf.get(a.id);

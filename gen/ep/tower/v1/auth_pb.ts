@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Token } from "./resources_pb.js";
+import type { Role, Token } from "./resources_pb.js";
 import { file_ep_tower_v1_resources } from "./resources_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ep/tower/v1/auth.proto.
  */
 export const file_ep_tower_v1_auth: GenFile = /*@__PURE__*/
-  fileDesc("ChZlcC90b3dlci92MS9hdXRoLnByb3RvEgtlcC50b3dlci52MSJYChJDcmVhdGVUb2tlblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRyb2xlGAIgASgJEhEKCWRvbWFpbl9pZBgDIAEoCRITCgt0dGxfc2Vjb25kcxgEIAEoAyJIChNDcmVhdGVUb2tlblJlc3BvbnNlEiEKBXRva2VuGAEgASgLMhIuZXAudG93ZXIudjEuVG9rZW4SDgoGc2VjcmV0GAIgASgJIjoKEUxpc3RUb2tlbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlEKEkxpc3RUb2tlbnNSZXNwb25zZRIiCgZ0b2tlbnMYASADKAsyEi5lcC50b3dlci52MS5Ub2tlbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJgoSUmV2b2tlVG9rZW5SZXF1ZXN0EhAKCHRva2VuX2lkGAEgASgJIjgKE1Jldm9rZVRva2VuUmVzcG9uc2USIQoFdG9rZW4YASABKAsyEi5lcC50b3dlci52MS5Ub2tlbiIPCg1XaG9BbUlSZXF1ZXN0IlQKDldob0FtSVJlc3BvbnNlEg8KB3N1YmplY3QYASABKAkSDAoEcm9sZRgCIAEoCRIRCglkb21haW5faWQYAyABKAkSEAoIdG9rZW5faWQYBCABKAkiOAoTQ3JlYXRlVGlja2V0UmVxdWVzdBIPCgdwdXJwb3NlGAEgASgJEhAKCGFnZW50X2lkGAIgASgJIjoKFENyZWF0ZVRpY2tldFJlc3BvbnNlEg4KBnRpY2tldBgBIAEoCRISCgpleHBpcmVzX2F0GAIgASgJMpgDCgtBdXRoU2VydmljZRJQCgtDcmVhdGVUb2tlbhIfLmVwLnRvd2VyLnYxLkNyZWF0ZVRva2VuUmVxdWVzdBogLmVwLnRvd2VyLnYxLkNyZWF0ZVRva2VuUmVzcG9uc2USTQoKTGlzdFRva2VucxIeLmVwLnRvd2VyLnYxLkxpc3RUb2tlbnNSZXF1ZXN0Gh8uZXAudG93ZXIudjEuTGlzdFRva2Vuc1Jlc3BvbnNlElAKC1Jldm9rZVRva2VuEh8uZXAudG93ZXIudjEuUmV2b2tlVG9rZW5SZXF1ZXN0GiAuZXAudG93ZXIudjEuUmV2b2tlVG9rZW5SZXNwb25zZRJBCgZXaG9BbUkSGi5lcC50b3dlci52MS5XaG9BbUlSZXF1ZXN0GhsuZXAudG93ZXIudjEuV2hvQW1JUmVzcG9uc2USUwoMQ3JlYXRlVGlja2V0EiAuZXAudG93ZXIudjEuQ3JlYXRlVGlja2V0UmVxdWVzdBohLmVwLnRvd2VyLnYxLkNyZWF0ZVRpY2tldFJlc3BvbnNlYgZwcm90bzM", [file_ep_tower_v1_resources]);
+  fileDesc("ChZlcC90b3dlci92MS9hdXRoLnByb3RvEgtlcC50b3dlci52MSJrChJDcmVhdGVUb2tlblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIfCgRyb2xlGAIgASgOMhEuZXAudG93ZXIudjEuUm9sZRIRCglkb21haW5faWQYAyABKAkSEwoLdHRsX3NlY29uZHMYBCABKAMiSAoTQ3JlYXRlVG9rZW5SZXNwb25zZRIhCgV0b2tlbhgBIAEoCzISLmVwLnRvd2VyLnYxLlRva2VuEg4KBnNlY3JldBgCIAEoCSI6ChFMaXN0VG9rZW5zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJRChJMaXN0VG9rZW5zUmVzcG9uc2USIgoGdG9rZW5zGAEgAygLMhIuZXAudG93ZXIudjEuVG9rZW4SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiYKElJldm9rZVRva2VuUmVxdWVzdBIQCgh0b2tlbl9pZBgBIAEoCSI4ChNSZXZva2VUb2tlblJlc3BvbnNlEiEKBXRva2VuGAEgASgLMhIuZXAudG93ZXIudjEuVG9rZW4iDwoNV2hvQW1JUmVxdWVzdCJnCg5XaG9BbUlSZXNwb25zZRIPCgdzdWJqZWN0GAEgASgJEh8KBHJvbGUYAiABKA4yES5lcC50b3dlci52MS5Sb2xlEhEKCWRvbWFpbl9pZBgDIAEoCRIQCgh0b2tlbl9pZBgEIAEoCSI4ChNDcmVhdGVUaWNrZXRSZXF1ZXN0Eg8KB3B1cnBvc2UYASABKAkSEAoIYWdlbnRfaWQYAiABKAkiOgoUQ3JlYXRlVGlja2V0UmVzcG9uc2USDgoGdGlja2V0GAEgASgJEhIKCmV4cGlyZXNfYXQYAiABKAkymAMKC0F1dGhTZXJ2aWNlElAKC0NyZWF0ZVRva2VuEh8uZXAudG93ZXIudjEuQ3JlYXRlVG9rZW5SZXF1ZXN0GiAuZXAudG93ZXIudjEuQ3JlYXRlVG9rZW5SZXNwb25zZRJNCgpMaXN0VG9rZW5zEh4uZXAudG93ZXIudjEuTGlzdFRva2Vuc1JlcXVlc3QaHy5lcC50b3dlci52MS5MaXN0VG9rZW5zUmVzcG9uc2USUAoLUmV2b2tlVG9rZW4SHy5lcC50b3dlci52MS5SZXZva2VUb2tlblJlcXVlc3QaIC5lcC50b3dlci52MS5SZXZva2VUb2tlblJlc3BvbnNlEkEKBldob0FtSRIaLmVwLnRvd2VyLnYxLldob0FtSVJlcXVlc3QaGy5lcC50b3dlci52MS5XaG9BbUlSZXNwb25zZRJTCgxDcmVhdGVUaWNrZXQSIC5lcC50b3dlci52MS5DcmVhdGVUaWNrZXRSZXF1ZXN0GiEuZXAudG93ZXIudjEuQ3JlYXRlVGlja2V0UmVzcG9uc2ViBnByb3RvMw", [file_ep_tower_v1_resources]);
 
 /**
  * @generated from message ep.tower.v1.CreateTokenRequest
@@ -24,9 +24,11 @@ export type CreateTokenRequest = Message<"ep.tower.v1.CreateTokenRequest"> & {
   name: string;
 
   /**
-   * @generated from field: string role = 2;
+   * admin, operator, viewer or agent (node tokens come from RegisterNode)
+   *
+   * @generated from field: ep.tower.v1.Role role = 2;
    */
-  role: string;
+  role: Role;
 
   /**
    * @generated from field: string domain_id = 3;
@@ -173,9 +175,9 @@ export type WhoAmIResponse = Message<"ep.tower.v1.WhoAmIResponse"> & {
   subject: string;
 
   /**
-   * @generated from field: string role = 2;
+   * @generated from field: ep.tower.v1.Role role = 2;
    */
-  role: string;
+  role: Role;
 
   /**
    * @generated from field: string domain_id = 3;
