@@ -2,6 +2,8 @@
 // with a valid request against domain A's resources, classified as allow (the call got past
 // authorization: any answer but 401/403), deny (401/403, unauthenticated/forbidden) or invalid
 // (the probe itself was malformed: the test fails so the probe gets fixed, never counted).
+import { ConnectError } from "@connectrpc/connect";
+import { ErrorDetailSchema } from "../gen/ep/errors/v1/errors_pb.js";
 import { enumOf } from "../common/vocab.js";
 import { RoleSchema, Role as TokenRole } from "../gen/ep/tower/v1/resources_pb.js";
 import { AgentState } from "../gen/ep/tower/v1/resources_pb.js";
@@ -220,6 +222,9 @@ export async function probeConnect(f: Fixture, method: string, role: Role): Prom
     await c[local](await CONNECT[method](f));
     return "allow";
   } catch (err) {
+    // an error that is not the tower's answer (every tower error carries EP's detail) means the
+    // probe never reached the door (e.g. it could not be serialized): not an "allow"
+    if (!(err instanceof ConnectError) || !err.findDetails(ErrorDetailSchema).length) return "invalid";
     return classifyError(err);
   }
 }
