@@ -1,6 +1,7 @@
 // Issue 18: stock clients that know nothing of EP reach the tower. A real tower; the clients are
 // `buf curl` (the pinned buf, through scripts/buf.mjs) over native gRPC on HTTP/2 cleartext with
 // the schema taken from server reflection, @grpc/grpc-js with the .proto files, and node:http2.
+import { connect, type Socket } from "node:net";
 import { execFile, spawn } from "node:child_process";
 import http2 from "node:http2";
 import { join } from "node:path";
@@ -177,4 +178,31 @@ describe("shutdown with HTTP/2 clients connected", () => {
     await ended;
     for (const s of sessions) s.destroy();
   }, 30_000);
+
+  it("closes at once with connections open that have sent nothing yet (a browser's preconnect), on close() and on closeAllConnections", async () => {
+    const own = await startTower({ env: { EP_HEADERS_TIMEOUT_MS: "25000" } });
+    const port = Number(new URL(own.url).port);
+    const silent = () =>
+      new Promise<Socket>((resolve) => {
+        const s = connect(port, "127.0.0.1", () => resolve(s));
+        s.on("error", () => {});
+      });
+    const [a, b] = [await silent(), await silent()];
+    const closedA = new Promise((r) => a.on("close", r));
+    // the raw server close the console test does (an outage): returns without waiting 25 s for them
+    const server = own.tower.app.server;
+    const { port: p } = server.address() as { port: number };
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+    await closedA;
+    await new Promise<void>((resolve) => server.listen(p, "127.0.0.1", () => resolve()));
+    const c = await silent();
+    const closedC = new Promise((r) => c.on("close", r));
+    // and the tower's own close (closeIdleConnections)
+    await own.close();
+    await closedC;
+    b.destroy();
+  }, 20_000);
 });

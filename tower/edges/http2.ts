@@ -30,12 +30,23 @@ export function serveHttp2Too(
     sessions.add(s);
     s.on("close", () => sessions.delete(s));
   });
+  // connections whose first bytes have not arrived yet (a browser's speculative preconnect):
+  // neither server knows them, so closing must end them here or close() waits for their timeout
+  const sniffing = new Set<Socket>();
   // when the server closes (Fastify calls closeIdleConnections then), every HTTP/2 session is
-  // closed gracefully: its open streams finish, no new one starts (GOAWAY)
+  // closed gracefully: its open streams finish, no new one starts (GOAWAY); a connection that
+  // has sent nothing is idle
   const closeIdle = server.closeIdleConnections.bind(server);
   server.closeIdleConnections = () => {
     closeIdle();
     for (const s of sessions) s.close();
+    for (const socket of sniffing) socket.destroy();
+  };
+  const closeAll = server.closeAllConnections.bind(server);
+  server.closeAllConnections = () => {
+    closeAll();
+    for (const s of sessions) s.destroy();
+    for (const socket of sniffing) socket.destroy();
   };
   const http1 = server.listeners(event) as ((socket: Socket) => void)[];
   server.removeAllListeners(event);
@@ -46,7 +57,10 @@ export function serveHttp2Too(
       for (const fn of http1) fn.call(server, socket);
       return;
     }
+    sniffing.add(socket);
+    socket.once("close", () => sniffing.delete(socket));
     sniff(socket, firstBytesTimeoutMs, (isH2, seen) => {
+      sniffing.delete(socket);
       if (isH2) {
         // the HTTP/2 session reads what the socket has buffered before its native reads
         socket.unshift(seen);
