@@ -14,7 +14,15 @@ export function enumWord(e: DescEnum, value: number): string {
 /** The enum value a lowercase word names, or undefined. */
 export function enumValue(e: DescEnum, word: string): number | undefined {
   const w = word.trim().toLowerCase();
-  return w ? e.values.find((v) => v.number !== 0 && v.localName.toLowerCase() === w)?.number : undefined;
+  return w ? wordTable(e).get(w) : undefined;
+}
+
+/** word → value per enum, built once: every task message converts its stored words (a hot path). */
+const tables = new WeakMap<DescEnum, Map<string, number>>();
+function wordTable(e: DescEnum): Map<string, number> {
+  let t = tables.get(e);
+  if (!t) tables.set(e, (t = new Map(e.values.filter((v) => v.number !== 0).map((v) => [v.localName.toLowerCase(), v.number]))));
+  return t;
 }
 
 /**
@@ -62,11 +70,7 @@ export function enumsFromWords(schema: DescMessage, json: unknown, path = ""): u
     if (enumOf) {
       const name = (x: unknown) => {
         if (typeof x !== "string" || enumOf.values.some((ev) => ev.name === x)) return x;
-        const n = enumValue(enumOf, x);
-        if (n === undefined) {
-          throw new EpError("invalid_argument", `${at}: must be one of ${enumOf.values.filter((ev) => ev.number !== 0).map((ev) => ev.localName.toLowerCase()).join(", ")} (got ${JSON.stringify(x)})`, { field: at });
-        }
-        return enumOf.value[n].name;
+        return enumOf.value[valueOrRefuse(enumOf, x, at)].name;
       };
       out[key] = Array.isArray(v) ? v.map(name) : name(v);
     } else if (messageOf && messageOf.typeName.startsWith("ep.")) {
@@ -83,10 +87,13 @@ export function restJson<D extends DescMessage>(schema: D, msg: MessageShape<D>)
 
 /** The enum value of a word a person typed ("" is unset, 0); an unknown word is invalid_argument naming `field` and the words it takes. */
 export function enumOf<T extends number>(e: DescEnum, word: string, field: string): T {
-  if (!word.trim()) return 0 as T;
+  return (word.trim() ? valueOrRefuse(e, word, field) : 0) as T;
+}
+
+/** The value a word names; a word the enum does not have is invalid_argument naming `field` and the words it takes. */
+function valueOrRefuse(e: DescEnum, word: string, field: string): number {
   const n = enumValue(e, word);
-  if (n === undefined) {
-    throw new EpError("invalid_argument", `${field}: must be one of ${e.values.filter((v) => v.number !== 0).map((v) => v.localName.toLowerCase()).join(", ")} (got ${JSON.stringify(word)})`, { field });
-  }
-  return n as T;
+  if (n !== undefined) return n;
+  const words = e.values.filter((v) => v.number !== 0).map((v) => v.localName.toLowerCase());
+  throw new EpError("invalid_argument", `${field}: must be one of ${words.join(", ")} (got ${JSON.stringify(word)})`, { field });
 }

@@ -14,6 +14,7 @@ import { authorize, principalOf, scopeDomains, type Caller } from "./caller.js";
 import type { Deps } from "./deps.js";
 import { commit } from "./event-hub.js";
 import { decodePageToken, encodePageToken, checkPageSize } from "./paging.js";
+import { oneOf, text } from "./work-support.js";
 
 export const DEFAULT_PERMISSION_TIMEOUT_MS = 10 * 60_000;
 const MAX_PERMISSION_TIMEOUT_MS = 24 * 3_600_000;
@@ -65,22 +66,14 @@ function durationField(d: Duration | undefined, field: string, fallback: number,
   return ms;
 }
 
-function text(v: string, field: string, max: number, required = false): string {
-  const t = v.trim();
-  if (required && !t) throw invalidField(field, "is required");
-  if (t.length > max) throw invalidField(field, `is longer than ${max} characters`);
-  return t;
-}
-
 function checkOptions(options: readonly pb.PermissionOption[]): ApprovalRow["options"] {
   if (options.length > MAX_OPTIONS) throw invalidField("options", `has more than ${MAX_OPTIONS} entries`);
   const seen = new Set<string>();
   return options.map((o, i) => {
-    const optionId = text(o.optionId, `options[${i}].option_id`, 200, true);
+    const optionId = text(`options[${i}].option_id`, o.optionId, { required: true, max: 200 });
     if (seen.has(optionId)) throw invalidField(`options[${i}].option_id`, `repeats ${JSON.stringify(optionId)}`);
     seen.add(optionId);
-    if (!OPTION_KINDS.includes(o.kind)) throw invalidField(`options[${i}].kind`, `must be one of ${OPTION_KINDS.join(", ")} (got ${JSON.stringify(o.kind)})`);
-    return { optionId, name: text(o.name, `options[${i}].name`, 200), kind: o.kind };
+    return { optionId, name: text(`options[${i}].name`, o.name, { max: 200 }), kind: oneOf(`options[${i}].kind`, o.kind, OPTION_KINDS) };
   });
 }
 
@@ -168,13 +161,13 @@ export function createApprovalService(deps: Deps) {
 
   return {
     async requestPermission(caller: Caller, req: pb.RequestPermissionRequest): Promise<pb.RequestPermissionResponse> {
-      const taskId = text(req.taskId, "task_id", 200, true);
+      const taskId = text("task_id", req.taskId, { required: true, max: 200 });
       const task = await store.getTask(taskId);
       const scope = scopeDomains(caller);
       if (!task || (scope && !scope.includes(task.domainId))) throw new EpError("task_not_found", `task ${taskId} does not exist`, { field: "task_id" });
       authorize(caller, "work", { domainId: task.domainId });
       if (task.status !== "claimed" && task.status !== "running") throw new EpError("task_finished", `task ${taskId} is ${task.status}: only a claimed or running task's agent asks for permissions`);
-      const agentId = text(req.agentId, "agent_id", 200) || task.claimedBy || task.assigneeAgentId || "";
+      const agentId = text("agent_id", req.agentId, { max: 200 }) || task.claimedBy || task.assigneeAgentId || "";
       const args = req.arguments ?? {};
       if (JSON.stringify(args).length > MAX_ARGUMENTS_BYTES) throw invalidField("arguments", `is larger than ${MAX_ARGUMENTS_BYTES} bytes`);
       if (req.paths.length > MAX_PATHS) throw invalidField("paths", `has more than ${MAX_PATHS} entries`);
@@ -188,10 +181,10 @@ export function createApprovalService(deps: Deps) {
         taskId: task.id,
         agentId,
         nodeId: caller.nodeId ?? "",
-        tool: text(req.tool, "tool", 200, true),
-        title: text(req.title, "title", 2000),
+        tool: text("tool", req.tool, { required: true, max: 200 }),
+        title: text("title", req.title, { max: 2000 }),
         arguments: args as Record<string, unknown>,
-        paths: req.paths.map((p, i) => text(p, `paths[${i}]`, 4096, true)),
+        paths: req.paths.map((p, i) => text(`paths[${i}]`, p, { required: true, max: 4096 })),
         options: checkOptions(req.options),
         status: "pending",
         optionId: "",
@@ -269,7 +262,7 @@ export function createApprovalService(deps: Deps) {
     async reject(caller: Caller, req: pb.RejectRequest): Promise<pb.RejectResponse> {
       const a = await decidable(caller, req.approvalId);
       const optionId = (a.options.find((o) => o.kind === "reject_once") ?? a.options.find((o) => o.kind.startsWith("reject")))?.optionId ?? "";
-      const reason = text(req.reason, "reason", 2000);
+      const reason = text("reason", req.reason, { max: 2000 });
       return create(pb.RejectResponseSchema, { approval: approvalToPb(await settle(a, { status: "rejected", optionId, decidedBy: principalOf(caller), reason })) });
     },
   };
