@@ -29,6 +29,7 @@ import pg from "pg";
 import { spawnTower, tempHome } from "../tests/harness.js";
 import { freshSchema, PG_URL, spawnReplica } from "../tests/replicas-harness.js";
 import { PostgresStore, withDefaultUser } from "../tower/store/postgres/postgres-store.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const { values } = parseArgs({
   options: {
@@ -168,7 +169,7 @@ const agentsClient = createClient(
   createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", auth), next(req))] }),
 );
 const agents: string[] = [];
-for (let i = 0; i < WORKERS; i++) agents.push((await agentsClient.enrollAgent({ domainId: domain.id, runtime: "shell" })).agent!.id);
+for (let i = 0; i < WORKERS; i++) agents.push((await agentsClient.enrollAgent({ domainId: domain.id, runtime: Runtime.SHELL })).agent!.id);
 
 /** utime + stime of a process in ms (Linux /proc). */
 function procCpuMs(pid: number): number {

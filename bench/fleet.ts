@@ -32,6 +32,7 @@ import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, FIXTURES, registerNode, stopChild } from "../tests/epd-harness.js";
 import { startTower, tempHome, waitFor } from "../tests/harness.js";
 import { pct, procCpuMs } from "./figures.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const { values } = parseArgs({
   options: {
@@ -172,10 +173,10 @@ async function main(): Promise<void> {
     sims.push({ id: r.node!.id, token: r.token });
   }
   for (let i = 0; i < M; i++) {
-    await agentsApi.enrollAgent({ nodeId: sims[i % K].id, domainId: domains[1 + (i % D)], runtime: "shell", name: `sim-agent-${i}` });
+    await agentsApi.enrollAgent({ nodeId: sims[i % K].id, domainId: domains[1 + (i % D)], runtime: Runtime.SHELL, name: `sim-agent-${i}` });
   }
   for (let i = 0; i < MATCHING; i++) {
-    await agentsApi.enrollAgent({ nodeId: sims[i].id, domainId: domains[0], runtime: "shell", name: `sim-match-${i}` });
+    await agentsApi.enrollAgent({ nodeId: sims[i].id, domainId: domains[0], runtime: Runtime.SHELL, name: `sim-match-${i}` });
   }
   const rssBefore = rss();
   const simFile = join(home.dir, "sim.json");
@@ -196,7 +197,7 @@ async function main(): Promise<void> {
   await new Promise((r) => setTimeout(r, 2000));
   const rssAfter = rss();
 
-  const submit = (title: string) => work.createTask({ missionId, title, runtime: "shell", input: { command: "true" } });
+  const submit = (title: string) => work.createTask({ missionId, title, runtime: Runtime.SHELL, input: { command: "true" } });
   const offer = (count: number, label: string) => offerTasks(count, label, submit, RATE, claimed);
   await offer(WARMUP, "warm");
   const readyBefore = (await askStats()).ready;

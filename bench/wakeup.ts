@@ -25,6 +25,7 @@ import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, FIXTURES, registerNode, stopChild } from "../tests/epd-harness.js";
 import { startTower, tempHome, waitFor } from "../tests/harness.js";
 import { pct, procCpuMs } from "./figures.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const { values } = parseArgs({
   options: {
@@ -95,7 +96,7 @@ const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonR
 await waitFor(async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected", 15_000);
 for (let i = 0; i < AGENTS; i++) await call("agent.enroll", { domainId, runtime: "shell", name: `bench-${i}` });
 
-const submit = (title: string) => work.createTask({ missionId, title, runtime: "shell", input: { command: "true" } });
+const submit = (title: string) => work.createTask({ missionId, title, runtime: Runtime.SHELL, input: { command: "true" } });
 
 /** Open-loop submission at RATE; returns each task's submit start time. */
 async function offer(count: number, label: string): Promise<Map<string, number>> {

@@ -2,7 +2,9 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { ApprovalSchema, ApprovalStatus, ApprovalStatusSchema, ListApprovalsRequestSchema, ListApprovalsResponseSchema } from "../gen/ep/tower/v1/approvals_pb.js";
-import { enumsFromWords, enumValue, enumWord, restJson } from "./vocab.js";
+import { Runtime, RuntimeSchema } from "../gen/ep/tower/v1/resources_pb.js";
+import { enumOf, enumsFromWords, enumValue, enumWord, restJson } from "./vocab.js";
+import { RUNTIME_KINDS } from "./runtimes.js";
 
 describe("vocab", () => {
   it("names an enum value by its lowercase word, and back; _UNSPECIFIED has none", () => {
@@ -11,6 +13,17 @@ describe("vocab", () => {
     expect(enumValue(ApprovalStatusSchema, " Pending ")).toBe(ApprovalStatus.PENDING);
     expect(enumValue(ApprovalStatusSchema, "unspecified")).toBeUndefined();
     expect(enumValue(ApprovalStatusSchema, "")).toBeUndefined();
+  });
+
+  it("spells runtimes as SPEC §1 does (capitals kept), every one of them, and reads them in any case", () => {
+    expect(enumWord(RuntimeSchema, Runtime.VENDORA_CODE)).toBe("vendorA_code");
+    expect(enumWord(RuntimeSchema, Runtime.VENDORA_AGENT_ACP)).toBe("vendorA_agent_acp");
+    expect(enumWord(RuntimeSchema, Runtime.MUXHOST_HOSTED)).toBe("muxhost_hosted");
+    // the enum and the list epd and the tools use are the same set
+    expect(RuntimeSchema.values.filter((v) => v.number !== 0).map((v) => enumWord(RuntimeSchema, v.number))).toEqual([...RUNTIME_KINDS]);
+    expect(enumValue(RuntimeSchema, "vendorA_code")).toBe(Runtime.VENDORA_CODE);
+    expect(enumValue(RuntimeSchema, "VENDORA_CODE")).toBe(Runtime.VENDORA_CODE);
+    expect(() => enumOf(RuntimeSchema, "vendorD", "--runtime")).toThrow('--runtime: must be one of vendorA_code, vendorA_agent_acp, vendorB, vendorC, muxhost_hosted, shell (got "vendorD")');
   });
 
   it("shows enums as words at any depth of a message's REST JSON", () => {

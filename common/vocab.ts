@@ -3,12 +3,20 @@
 // from the descriptors (the enum's shared prefix stripped, the rest lowercased), not per field.
 import { toJson, type DescEnum, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { EpError } from "./errors.js";
+import { RUNTIME_KINDS } from "./runtimes.js";
+
+/**
+ * Words that keep capitals the enum value names cannot (SPEC §1 spells "vendorA_code"), by enum:
+ * a value whose lowercased name matches one of these case-insensitively is spelled this way.
+ */
+const SPELLINGS: Record<string, readonly string[]> = { "ep.tower.v1.Runtime": RUNTIME_KINDS };
 
 /** "pending" for APPROVAL_STATUS_PENDING of ApprovalStatus; "" for the _UNSPECIFIED value. */
 export function enumWord(e: DescEnum, value: number): string {
   const v = e.value[value];
   if (!v || v.number === 0) return "";
-  return v.localName.toLowerCase();
+  const lower = v.localName.toLowerCase();
+  return SPELLINGS[e.typeName]?.find((w) => w.toLowerCase() === lower) ?? lower;
 }
 
 /** The enum value a lowercase word names, or undefined. */
@@ -21,7 +29,7 @@ export function enumValue(e: DescEnum, word: string): number | undefined {
 const tables = new WeakMap<DescEnum, Map<string, number>>();
 function wordTable(e: DescEnum): Map<string, number> {
   let t = tables.get(e);
-  if (!t) tables.set(e, (t = new Map(e.values.filter((v) => v.number !== 0).map((v) => [v.localName.toLowerCase(), v.number]))));
+  if (!t) tables.set(e, (t = new Map(e.values.filter((v) => v.number !== 0).map((v) => [enumWord(e, v.number).toLowerCase(), v.number]))));
   return t;
 }
 
@@ -94,6 +102,6 @@ export function enumOf<T extends number>(e: DescEnum, word: string, field: strin
 function valueOrRefuse(e: DescEnum, word: string, field: string): number {
   const n = enumValue(e, word);
   if (n !== undefined) return n;
-  const words = e.values.filter((v) => v.number !== 0).map((v) => v.localName.toLowerCase());
+  const words = e.values.filter((v) => v.number !== 0).map((v) => enumWord(e, v.number));
   throw new EpError("invalid_argument", `${field}: must be one of ${words.join(", ")} (got ${JSON.stringify(word)})`, { field });
 }

@@ -15,6 +15,7 @@ import { jsonRpcCall } from "./mgmt/client.js";
 import { createDaemon, type Daemon } from "./daemon.js";
 import { createWorktree, finishWorktree } from "./worker/workspace.js";
 import { waitFor } from "../test-support/wait.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -68,7 +69,7 @@ describe("daemon wake-ups", () => {
   it("a task_ready on the link gets a task claimed in milliseconds, long before the poll", async () => {
     const s = await setup({ pollMs: 60_000 });
     expect(s.daemon.link.state()).toBe("connected");
-    const task = (await s.work.createTask({ missionId: s.missionId, title: "x", runtime: "shell", input: { command: "true" } })).task!;
+    const task = (await s.work.createTask({ missionId: s.missionId, title: "x", runtime: Runtime.SHELL, input: { command: "true" } })).task!;
     await s.waitDone(task.id, 3000);
     expect(await s.claimedAt(task.id)).toBeLessThan(500);
   });
@@ -76,7 +77,7 @@ describe("daemon wake-ups", () => {
   it("a lost task_ready costs at most one poll, and never a restart", async () => {
     const s = await setup({ pollMs: 700, drop: true });
     for (let i = 0; i < 3; i++) {
-      const task = (await s.work.createTask({ missionId: s.missionId, title: `lost ${i}`, runtime: "shell", input: { command: "echo ok" } })).task!;
+      const task = (await s.work.createTask({ missionId: s.missionId, title: `lost ${i}`, runtime: Runtime.SHELL, input: { command: "echo ok" } })).task!;
       const done = await s.waitDone(task.id, 3000);
       expect(statusWord(done.status)).toBe("succeeded");
       expect(await s.claimedAt(task.id)).toBeLessThanOrEqual(700 + 300);
@@ -87,12 +88,12 @@ describe("daemon wake-ups", () => {
   it("work queued while the link was down is claimed after the relink, also by an agent busy at that moment", async () => {
     let away = false;
     const s = await setup({ pollMs: 60_000, drop: () => away, linkBackoff: { initialMs: 50, maxMs: 50 } });
-    const slow = (await s.work.createTask({ missionId: s.missionId, title: "slow", runtime: "shell", input: { command: "sleep 1.5" } })).task!;
+    const slow = (await s.work.createTask({ missionId: s.missionId, title: "slow", runtime: Runtime.SHELL, input: { command: "sleep 1.5" } })).task!;
     for (let i = 0; i < 100 && (await s.work.getTask({ taskId: slow.id })).task!.status !== TaskStatus.RUNNING; i++) await new Promise((r) => setTimeout(r, 20));
     // the link goes away: the wake-ups for what is submitted meanwhile never reach the daemon
     away = true;
     const queued: string[] = [];
-    for (let i = 0; i < 2; i++) queued.push((await s.work.createTask({ missionId: s.missionId, title: `q${i}`, runtime: "shell", input: { command: "true" } })).task!.id);
+    for (let i = 0; i < 2; i++) queued.push((await s.work.createTask({ missionId: s.missionId, title: `q${i}`, runtime: Runtime.SHELL, input: { command: "true" } })).task!.id);
     for (let i = 0; i < 100 && s.dropped() < 2; i++) await new Promise((r) => setTimeout(r, 20));
     expect(s.dropped()).toBe(2);
     away = false;
@@ -107,7 +108,7 @@ describe("daemon wake-ups", () => {
 
   it("SIGTERM-style close waits for a running task, then fails what outlives the grace so it can run again", async () => {
     const s = await setup({ pollMs: 60_000, graceMs: 300 });
-    const task = (await s.work.createTask({ missionId: s.missionId, title: "slow", runtime: "shell", input: { command: "sleep 30" } })).task!;
+    const task = (await s.work.createTask({ missionId: s.missionId, title: "slow", runtime: Runtime.SHELL, input: { command: "sleep 30" } })).task!;
     for (let i = 0; i < 100 && (await s.work.getTask({ taskId: task.id })).task!.status !== TaskStatus.RUNNING; i++) await new Promise((r) => setTimeout(r, 30));
     await s.daemon.close();
     const after = (await s.work.getTask({ taskId: task.id })).task!;

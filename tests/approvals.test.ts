@@ -11,6 +11,7 @@ import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { FakeClock } from "../test-support/fake-clock.js";
 import { openSse } from "./events-helpers.js";
 import { startTower, useCleanups, waitFor, type TestTower } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const cleanup = useCleanups();
 
@@ -25,10 +26,10 @@ async function held(t: TestTower) {
   const domainId = (await work.createDomain({ name: "ask" })).domain!.id;
   const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
   const node = await t.client(NodeService).registerNode({ hostname: "asker", domainIds: [domainId] });
-  const agentId = (await t.client(AgentService, node.token).enrollAgent({ domainId, runtime: "shell", name: "asker" })).agent!.id;
+  const agentId = (await t.client(AgentService, node.token).enrollAgent({ domainId, runtime: Runtime.SHELL, name: "asker" })).agent!.id;
   const nodeWork = t.client(WorkService, node.token);
   const next = async () => {
-    await work.createTask({ missionId, title: "edit", runtime: "shell", input: { command: "true" } });
+    await work.createTask({ missionId, title: "edit", runtime: Runtime.SHELL, input: { command: "true" } });
     return (await nodeWork.claimTask({ agentId, waitMs: 0 })).task!;
   };
   const asks = t.client(ApprovalService, node.token);

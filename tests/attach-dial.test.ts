@@ -12,6 +12,7 @@ import { AgentService, NodeService, type LinkResponse } from "../gen/ep/tower/v1
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { mustOpen, openAttach, wsUrl } from "./attach-helpers.js";
 import { startTower, waitFor, type TestTower } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const proof = (secret: string, id: string) => createHmac("sha256", secret).update(id).digest("base64url");
 
@@ -57,7 +58,7 @@ beforeAll(async () => {
   nodeToken = reg.token;
   otherNodeToken = (await t.client(NodeService).registerNode({ hostname: "other" })).token;
   const domainId = (await t.client(WorkService).createDomain({ name: "dial" })).domain!.id;
-  agentId = (await t.client(AgentService).enrollAgent({ domainId, nodeId: reg.node!.id, runtime: "muxhost_hosted", name: "pane" })).agent!.id;
+  agentId = (await t.client(AgentService).enrollAgent({ domainId, nodeId: reg.node!.id, runtime: Runtime.MUXHOST_HOSTED, name: "pane" })).agent!.id;
 }, 30_000);
 
 afterAll(async () => {

@@ -10,6 +10,7 @@ import type { EpdProcess } from "./epd-harness.js";
 import { buildAll, buildCli, fleetSetup, startFleetEpd, tmux, writeDaemonFile, type FleetSetup } from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
 import { optionalTool } from "./optional-tools.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const tmuxTool = optionalTool("tmux", { pkg: "tmux", suite: "attach-local" });
 
@@ -93,7 +94,7 @@ describe.skipIf(tmuxTool.skip)("epd.sock", () => {
     const f = await mustOpen(unixAttachUrl(sock, `agent=${id}`));
     expect(await f.waitFrame("hello")).toMatchObject({ target: "run", mode: "ro" });
     const missionId = (await s.work.createMission({ domainId, title: "m" })).mission!.id;
-    await s.work.createTask({ missionId, title: "echo", runtime: "shell", input: { command: "echo run-out-$((4*4)); exit 3" } });
+    await s.work.createTask({ missionId, title: "echo", runtime: Runtime.SHELL, input: { command: "echo run-out-$((4*4)); exit 3" } });
     const exit = await f.waitFrame("exit", 20_000);
     expect(exit).toMatchObject({ exit_code: 3 });
     expect(exit.task_id).toMatch(/^tsk_/);

@@ -22,6 +22,7 @@ import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import type { TestTower } from "./harness.js";
 import { ROLES, type Outcome, type Role } from "./authz-table.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 export const SERVICES: DescService[] = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, SecretService, ToolService, ApprovalService];
 
@@ -58,7 +59,7 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
   const missionA = (await work.createMission({ domainId: domainA, title: "authz" })).mission!.id;
   const token = async (role: string, domainId = "") => (await auth.createToken({ name: `authz-${role}-${domainId}`, role: enumOf<TokenRole>(RoleSchema, role, "role"), domainId })).secret;
   const node = await t.client(NodeService).registerNode({ hostname: "authz-node", domainIds: [domainA] });
-  const agentA = (await t.client(AgentService, node.token).enrollAgent({ domainId: domainA, runtime: "shell", name: "authz-agent" })).agent!.id;
+  const agentA = (await t.client(AgentService, node.token).enrollAgent({ domainId: domainA, runtime: Runtime.SHELL, name: "authz-agent" })).agent!.id;
   await t.client(SecretService).setSecret({ name: "AUTHZ_SECRET", value: "v", domainId: domainA });
   await t.client(SecretService).grantSecret({ name: "AUTHZ_SECRET", domainId: domainA });
   const sessionA = (await t.client(AiService).createSession({ title: "authz" })).session!.id;
@@ -78,11 +79,11 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
     agentA,
     nodeA: node.node!.id,
     sessionA,
-    task: async () => (await work.createTask({ missionId: missionA, title: "probe", runtime: "shell", input: { command: "true" } })).task!.id,
+    task: async () => (await work.createTask({ missionId: missionA, title: "probe", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id,
     kanbanTask: async () => (await t.api("POST", `/domains/${domainA}/m/${missionA}/t`, { title: "card" })).body.task.id as string,
     spareToken: async () => (await auth.createToken({ name: "authz-spare", role: TokenRole.VIEWER })).token!.id,
     approval: async () => {
-      await work.createTask({ missionId: missionA, title: "asks", runtime: "shell", input: { command: "true" } });
+      await work.createTask({ missionId: missionA, title: "asks", runtime: Runtime.SHELL, input: { command: "true" } });
       const held = (await t.client(WorkService, node.token).claimTask({ agentId: agentA, waitMs: 0 })).task!;
       const asked = await t.client(ApprovalService, node.token).requestPermission({ taskId: held.id, agentId: agentA, tool: "Bash", options: PROBE_OPTIONS });
       return asked.approval!.id;
@@ -128,7 +129,7 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "WorkService/CreateMission": (f) => ({ domainId: f.domainA, title: "m" }),
   "WorkService/ListMissions": (f) => ({ domainId: f.domainA }),
   "WorkService/GetMission": (f) => ({ missionId: f.missionA }),
-  "WorkService/CreateTask": (f) => ({ missionId: f.missionA, title: "t", runtime: "shell", input: { command: "true" } }),
+  "WorkService/CreateTask": (f) => ({ missionId: f.missionA, title: "t", runtime: Runtime.SHELL, input: { command: "true" } }),
   "WorkService/ListTasks": (f) => ({ missionId: f.missionA }),
   "WorkService/GetTask": async (f) => ({ taskId: await f.task() }),
   "WorkService/UpdateTask": async (f) => ({ taskId: await f.task(), priority: 2 }),
@@ -148,7 +149,7 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "NodeService/ReportNodeState": () => ({}),
   "NodeService/ReloadNodeConfig": (f) => ({ nodeId: f.nodeA, waitMs: 0 }),
   "NodeService/SetNodeDomains": (f) => ({ nodeId: f.nodeA, domainIds: [f.domainA] }),
-  "AgentService/EnrollAgent": (f) => ({ domainId: f.domainA, nodeId: f.nodeA, runtime: "shell", name: "probe" }),
+  "AgentService/EnrollAgent": (f) => ({ domainId: f.domainA, nodeId: f.nodeA, runtime: Runtime.SHELL, name: "probe" }),
   "AgentService/ListAgents": (f) => ({ domainId: f.domainA }),
   "AgentService/GetAgent": (f) => ({ agentId: f.agentA }),
   "AgentService/UpdateAgentState": (f) => ({ agentId: f.agentA, state: AgentState.IDLE }),

@@ -12,6 +12,7 @@ import { assertBuilt, ep, EP_BIN } from "./cli-helpers.js";
 import { adminClient, startTowerAndEpd, type EpdProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome, waitFor } from "./harness.js";
 import { frameLine, outputShown } from "../cli/commands/watch.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const home = tempHome("ep-watch-");
 const gates = mkdtempSync(join(tmpdir(), "ep-watch-gates-"));
@@ -42,7 +43,7 @@ const gated = (gate: string, code: number) =>
   `echo "before the gate"; while [ ! -e ${join(gates, gate)} ]; do sleep 0.05; done; echo "after the gate"; echo "the end" >&2; exit ${code}`;
 
 async function submit(command: string): Promise<string> {
-  return (await work.createTask({ missionId, title: "watch me", runtime: "shell", input: { command }, maxAttempts: 1 })).task!.id;
+  return (await work.createTask({ missionId, title: "watch me", runtime: Runtime.SHELL, input: { command }, maxAttempts: 1 })).task!.id;
 }
 
 /** Runs `ep task watch` and calls `onLine` for each stdout line as it arrives. */

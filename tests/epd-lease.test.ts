@@ -12,6 +12,7 @@ import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, spawnTowerProcess, epdFor, towerWithMission, type TowerSetup } from "./epd-harness.js";
 import { useCleanups, waitFor } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const cleanup = useCleanups();
 
@@ -62,7 +63,7 @@ describe("epd lease heartbeats", () => {
     const s = await setup({ EP_LEASE_MS: "1500", EP_SWEEP_MS: "100" });
     const epd = await startEpd(s);
     await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "long", runtime: "shell", input: { command: "echo begin; sleep 5; echo end" } })).task!;
+    const t = (await s.work.createTask({ missionId: s.missionId, title: "long", runtime: Runtime.SHELL, input: { command: "echo begin; sleep 5; echo end" } })).task!;
     await waitStatus(s.work, t.id, ["running"]);
     const seen = new Set<string>();
     let maxAttempts = 0;
@@ -98,7 +99,7 @@ describe("epd completion reports", () => {
     const s = await setup();
     const epd = await startEpd(s, { EP_LOG_LEVEL: "debug" });
     await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "outage", runtime: "shell", input: { command: "echo start; sleep 1.5; echo finished-while-down" } })).task!;
+    const t = (await s.work.createTask({ missionId: s.missionId, title: "outage", runtime: Runtime.SHELL, input: { command: "echo start; sleep 1.5; echo finished-while-down" } })).task!;
     await waitStatus(s.work, t.id, ["running"]);
     await s.tower.stop();
     // the run ends with the tower away: the outcome waits in the journal and is retried with backoff
@@ -125,7 +126,7 @@ describe("epd completion reports", () => {
     const s = await setup();
     let epd = await startEpd(s, { EP_SHUTDOWN_GRACE_MS: "1000" });
     await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "journal", runtime: "shell", input: { command: "echo from-the-journal; sleep 1; exit 0" } })).task!;
+    const t = (await s.work.createTask({ missionId: s.missionId, title: "journal", runtime: Runtime.SHELL, input: { command: "echo from-the-journal; sleep 1; exit 0" } })).task!;
     await waitStatus(s.work, t.id, ["running"]);
     await s.tower.stop();
     await waitFor(() => journal(s.home).some((e) => e.taskId === t.id && e.state === "reporting"), 15_000);

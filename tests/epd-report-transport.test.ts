@@ -13,6 +13,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, registerNode, spawnEpd, spawnTowerProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome, useCleanups, waitFor } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const cleanup = useCleanups();
 
@@ -82,7 +83,7 @@ describe("completion reports across transport failures", () => {
     const { jsonRpcCall } = await import("../daemon/mgmt/client.js");
     await jsonRpcCall(join(h.dir, "epd", "mgmt.sock"), "agent.enroll", { domainId: s.domainId, runtime: "shell", name: "runner" });
     const counter = join(h.dir, "runs.txt");
-    const task = (await s.work.createTask({ missionId: s.missionId, title: "once", runtime: "shell", input: { command: `echo ran >> ${counter}` } })).task!;
+    const task = (await s.work.createTask({ missionId: s.missionId, title: "once", runtime: Runtime.SHELL, input: { command: `echo ran >> ${counter}` } })).task!;
     let status = "";
     await waitFor(async () => {
       status = statusWord((await s.work.getTask({ taskId: task.id })).task!.status);
@@ -108,7 +109,7 @@ describe("completion reports across transport failures", () => {
     const { jsonRpcCall } = await import("../daemon/mgmt/client.js");
     await jsonRpcCall(join(h.dir, "epd", "mgmt.sock"), "agent.enroll", { domainId: s.domainId, runtime: "shell", name: "runner" });
     const counter = join(h.dir, "runs.txt");
-    const task = (await s.work.createTask({ missionId: s.missionId, title: "once", runtime: "shell", input: { command: `sleep 0.5; echo ran >> ${counter}` } })).task!;
+    const task = (await s.work.createTask({ missionId: s.missionId, title: "once", runtime: Runtime.SHELL, input: { command: `sleep 0.5; echo ran >> ${counter}` } })).task!;
     await waitFor(() => runsIn(counter) === 1, 20_000, 5);
     tower.child.kill("SIGKILL");
     await new Promise((r) => tower.child.once("exit", r));

@@ -15,6 +15,7 @@ import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, spawnTowerProcess, epdFor, towerWithMission, type TowerSetup } from "./epd-harness.js";
 import { tempHome, useCleanups, waitFor } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 function towerClients(url: string, token: string) {
   const transport = createConnectTransport({
@@ -85,9 +86,9 @@ describe("epd", () => {
     const acp = await local.enroll({ domainId: s.domainId, runtime: "vendorA_agent_acp", name: "acp" });
     expect((await local.list({})).agents.map((a) => a.name).sort()).toEqual(["acp", "cl", "sh"]);
 
-    const t1 = (await s.work.createTask({ missionId: s.missionId, title: "shell", runtime: "shell", input: { command: 'echo "line one"; echo "session=$EP_SECRETS_SESSION"; echo "epd=$(command -v epd)"; pwd' } })).task!;
-    const t2 = (await s.work.createTask({ missionId: s.missionId, title: "claude", runtime: "vendorA_code", input: { prompt: "add a greeting", claude: { model: "claude-test-model" } } })).task!;
-    const t3 = (await s.work.createTask({ missionId: s.missionId, title: "acp", runtime: "vendorA_agent_acp", input: { prompt: "say hello" } })).task!;
+    const t1 = (await s.work.createTask({ missionId: s.missionId, title: "shell", runtime: Runtime.SHELL, input: { command: 'echo "line one"; echo "session=$EP_SECRETS_SESSION"; echo "epd=$(command -v epd)"; pwd' } })).task!;
+    const t2 = (await s.work.createTask({ missionId: s.missionId, title: "claude", runtime: Runtime.VENDORA_CODE, input: { prompt: "add a greeting", claude: { model: "claude-test-model" } } })).task!;
+    const t3 = (await s.work.createTask({ missionId: s.missionId, title: "acp", runtime: Runtime.VENDORA_AGENT_ACP, input: { prompt: "say hello" } })).task!;
 
     const r1 = await waitTask(s, t1.id, ["succeeded", "failed"]);
     expect(statusWord(r1.status)).toBe("succeeded");
@@ -118,7 +119,7 @@ describe("epd", () => {
     expect((await progressOf(s, t3.id)).length).toBeGreaterThan(0);
 
     // a failing command fails the task with its exit code and is final
-    const t4 = (await s.work.createTask({ missionId: s.missionId, title: "fails", runtime: "shell", input: { command: "echo oops >&2; exit 3" } })).task!;
+    const t4 = (await s.work.createTask({ missionId: s.missionId, title: "fails", runtime: Runtime.SHELL, input: { command: "echo oops >&2; exit 3" } })).task!;
     const r4 = await waitTask(s, t4.id, ["succeeded", "failed"]);
     expect(statusWord(r4.status)).toBe("failed");
     expect(r4.result!.exitCode).toBe(3);
@@ -159,7 +160,7 @@ describe("epd", () => {
     const s = await setup();
     const epd = await startEpd(s);
     await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "hang", runtime: "shell", input: { command: 'sleep 300 & echo "grandchild $!"; sleep 301' } })).task!;
+    const t = (await s.work.createTask({ missionId: s.missionId, title: "hang", runtime: Runtime.SHELL, input: { command: 'sleep 300 & echo "grandchild $!"; sleep 301' } })).task!;
     let grandchild = 0;
     await waitFor(async () => {
       const text = (await progressOf(s, t.id)).map((e) => String(e.payload?.text)).join("\n");
@@ -185,7 +186,7 @@ describe("epd", () => {
       await s.work.createTask({
         missionId: s.missionId,
         title: "survives",
-        runtime: "shell",
+        runtime: Runtime.SHELL,
         input: { command: `if [ -e ${marker} ]; then echo second run; else touch ${marker}; sleep 300 & echo "grandchild $!"; wait; fi` },
       })
     ).task!;
@@ -211,7 +212,7 @@ describe("epd", () => {
     const s = await setup();
     const epd = await startEpd(s);
     await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "long", runtime: "shell", input: { command: "echo start; sleep 4; echo finished" } })).task!;
+    const t = (await s.work.createTask({ missionId: s.missionId, title: "long", runtime: Runtime.SHELL, input: { command: "echo start; sleep 4; echo finished" } })).task!;
     await waitTask(s, t.id, ["running"]);
     await s.tower.stop();
     const again = await spawnTowerProcess(s.home, {}, s.tower.port);
@@ -223,7 +224,7 @@ describe("epd", () => {
     expect(epd.logs.filter((l) => l.msg === "link connected").length).toBeGreaterThanOrEqual(2);
     // and new work still flows over the new link
     const w = towerClients(again.url, again.adminToken).work;
-    const t2 = (await w.createTask({ missionId: s.missionId, title: "after", runtime: "shell", input: { command: "echo after" } })).task!;
+    const t2 = (await w.createTask({ missionId: s.missionId, title: "after", runtime: Runtime.SHELL, input: { command: "echo after" } })).task!;
     await waitFor(async () => (await w.getTask({ taskId: t2.id })).task!.status === TaskStatus.SUCCEEDED, 15_000);
   }, 60_000);
 

@@ -12,6 +12,7 @@ import { ApprovalService, ApprovalStatus, type Approval } from "../gen/ep/tower/
 import type { EpdProcess } from "./epd-harness.js";
 import { type FleetSetup, fleetSuite, runEp, startFleetEpd, towerEvents, writeDaemonFile } from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 let s: FleetSetup;
 let epd: EpdProcess | undefined;
@@ -36,7 +37,7 @@ domain = "${domainId}"
     // enrolled at the tower under the profile
     let towerAgentId = "";
     await waitFor(async () => {
-      towerAgentId = (await towerAgents.listAgents({ domainId })).agents.find((a) => a.runtime === "vendorA_agent_acp")?.id ?? "";
+      towerAgentId = (await towerAgents.listAgents({ domainId })).agents.find((a) => a.runtime === Runtime.VENDORA_AGENT_ACP)?.id ?? "";
       return towerAgentId !== "";
     }, 10_000);
 
@@ -90,7 +91,7 @@ domain = "${domainId}"
     // directory (not as a turn on the long-running session) and is reported like any agent's
     const missionId = (await s.work.createMission({ domainId, title: "acp work" })).mission!.id;
     const task = (
-      await s.work.createTask({ missionId, title: "acp task", runtime: "vendorA_agent_acp", claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: towerAgentId, input: { prompt: "task review" } })
+      await s.work.createTask({ missionId, title: "acp task", runtime: Runtime.VENDORA_AGENT_ACP, claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: towerAgentId, input: { prompt: "task review" } })
     ).task!;
     let done = task;
     await waitFor(async () => ["succeeded", "failed"].includes(statusWord((done = (await s.work.getTask({ taskId: task.id })).task!).status)), 20_000);
@@ -113,7 +114,7 @@ domain = "${domainId}"
       return agentId !== "";
     }, 10_000);
     const missionId = (await s.work.createMission({ domainId, title: "asks" })).mission!.id;
-    const task = (await s.work.createTask({ missionId, title: "ask first", runtime: "vendorA_agent_acp", claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: agentId, input: { prompt: "careful notes" } })).task!;
+    const task = (await s.work.createTask({ missionId, title: "ask first", runtime: Runtime.VENDORA_AGENT_ACP, claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: agentId, input: { prompt: "careful notes" } })).task!;
     const approvals = s.client(ApprovalService);
     let pending: Approval | undefined;
     await waitFor(async () => (pending = (await approvals.listApprovals({ taskId: task.id })).approvals[0]) !== undefined, 20_000);

@@ -15,6 +15,7 @@ import type { EpdProcess } from "./epd-harness.js";
 import { buildAll, fleetSetup, startFleetEpd, tmux, tmuxSessions, writeDaemonFile, type FleetSetup } from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
 import { optionalTool } from "./optional-tools.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const tmuxTool = optionalTool("tmux", { pkg: "tmux", suite: "fleet-tasks" });
 const SOCKET = `ep-fleet-tasks-${process.pid}`;
@@ -89,7 +90,7 @@ ${hosted}`,
   });
   const agents = createClient(AgentService, transport);
   await waitFor(async () => {
-    opsAgentId = (await agents.listAgents({ domainId })).agents.find((a) => a.runtime === "shell")?.id ?? "";
+    opsAgentId = (await agents.listAgents({ domainId })).agents.find((a) => a.runtime === Runtime.SHELL)?.id ?? "";
     return opsAgentId !== "";
   }, 10_000);
 }, 90_000);
@@ -106,7 +107,7 @@ describe("tasks for profile agents", () => {
       await s.work.createTask({
         missionId,
         title: "assigned to the profile",
-        runtime: "shell",
+        runtime: Runtime.SHELL,
         claimPolicy: ClaimPolicy.ASSIGNED,
         assigneeAgentId: opsAgentId,
         input: { command: 'echo "flag=$OPS_FLAG profile=$EP_PROFILE agent=$EP_AGENT_ID task=$EP_TASK_ID session=$EP_SECRETS_SESSION"; echo "cwd=$(pwd)"; echo "mcp=$EP_MCP_CONFIG"' },
@@ -138,7 +139,7 @@ describe("tasks for profile agents", () => {
       await s.work.createTask({
         missionId,
         title: "held open",
-        runtime: "shell",
+        runtime: Runtime.SHELL,
         claimPolicy: ClaimPolicy.ASSIGNED,
         assigneeAgentId: opsAgentId,
         input: { command: `while [ ! -e '${gate}' ]; do sleep 0.05; done; echo released` },
@@ -157,7 +158,7 @@ describe("tasks for profile agents", () => {
     const created = await s.work.createTask({
       missionId,
       title: "everyone",
-      runtime: "shell",
+      runtime: Runtime.SHELL,
       claimPolicy: ClaimPolicy.BROADCAST,
       input: { command: 'echo "ran as $EP_AGENT_ID in $(pwd)"' },
     });
@@ -181,7 +182,7 @@ describe("tasks for profile agents", () => {
     await epd!.stop();
     epd = undefined;
     const t = (
-      await s.work.createTask({ missionId, title: "while down", runtime: "shell", claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: opsAgentId, input: { command: "echo caught-up" } })
+      await s.work.createTask({ missionId, title: "while down", runtime: Runtime.SHELL, claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: opsAgentId, input: { command: "echo caught-up" } })
     ).task!;
     epd = await startFleetEpd(s, NO_POLL);
     const done = await waitTask(t.id);
@@ -196,10 +197,10 @@ describe("tasks for profile agents", () => {
       httpVersion: "1.1",
       interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${s.tower.adminToken}`), next(req))],
     });
-    const pmId = (await createClient(AgentService, transport).listAgents({ domainId })).agents.find((a) => a.runtime === "muxhost_hosted")!.id;
+    const pmId = (await createClient(AgentService, transport).listAgents({ domainId })).agents.find((a) => a.runtime === Runtime.MUXHOST_HOSTED)!.id;
     await waitFor(async () => (await tmuxSessions(SOCKET)).includes("pm"), 10_000);
     const t = (
-      await s.work.createTask({ missionId, title: "hosted", runtime: "muxhost_hosted", claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: pmId, input: { prompt: "hosted-task-marker" } })
+      await s.work.createTask({ missionId, title: "hosted", runtime: Runtime.MUXHOST_HOSTED, claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: pmId, input: { prompt: "hosted-task-marker" } })
     ).task!;
     const done = await waitTask(t.id, ["succeeded", "failed"], 30_000);
     expect(statusWord(done.status), JSON.stringify(done.result)).toBe("succeeded");

@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome, waitFor } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const cleanups: (() => unknown)[] = [];
 afterAll(async () => {
@@ -35,7 +36,7 @@ describe("agents launched by epd", () => {
     cleanups.push(() => epd.stop());
     const agent = (await epd.call<{ agent: { id: string } }>("agent.enroll", { domainId, runtime: "shell" })).agent;
 
-    const task = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: "show config", runtime: "shell", input: { command: 'cat "$EP_MCP_CONFIG"' } })).task!;
+    const task = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: "show config", runtime: Runtime.SHELL, input: { command: 'cat "$EP_MCP_CONFIG"' } })).task!;
     let output = "";
     await waitFor(async () => {
       const t = (await work.getTask({ taskId: task.id })).task!;

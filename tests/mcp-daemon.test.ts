@@ -17,6 +17,7 @@ import { agentMcpConfig } from "../daemon/mcp/agent-config.js";
 import { createToolCaller, type ToolCaller } from "../daemon/mcp/tool-call.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { ROOT, startTower, waitFor, type TestTower } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 let t: TestTower;
 let dir: string;
@@ -97,7 +98,7 @@ beforeAll(async () => {
   nodeId = reg.node!.id;
   domainId = (await t.api("POST", "/domains", { name: "boosted" })).body.domain.id;
   missionId = (await t.api("POST", `/domains/${domainId}/m`, { title: "Boosted mission" })).body.mission.id;
-  agentId = (await t.client(AgentService).enrollAgent({ domainId, nodeId, runtime: "shell", name: "boosted-agent" })).agent!.id;
+  agentId = (await t.client(AgentService).enrollAgent({ domainId, nodeId, runtime: Runtime.SHELL, name: "boosted-agent" })).agent!.id;
 });
 afterAll(async () => {
   for (const b of boosters) await b.close();

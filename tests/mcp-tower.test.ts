@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ToolService } from "../gen/ep/tower/v1/tools_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { startTower, type TestTower } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 let t: TestTower;
 let missionId: string;
@@ -54,7 +55,7 @@ describe("GET /mcp/tools and POST /mcp/call", () => {
   it("list_cron_jobs and get_supervision answer the latest state each node reported", async () => {
     const reg = await t.client(NodeService).registerNode({ hostname: "state-node" });
     const nodeId = reg.node!.id;
-    const agent = (await t.client(AgentService).enrollAgent({ domainId, nodeId, runtime: "shell", name: "svc" })).agent!;
+    const agent = (await t.client(AgentService).enrollAgent({ domainId, nodeId, runtime: Runtime.SHELL, name: "svc" })).agent!;
     const asNode = t.client(NodeService, reg.token);
     // a node that never reported is listed only when asked for by id, with an empty report time
     const before = await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: { node_id: nodeId } });
@@ -69,7 +70,7 @@ describe("GET /mcp/tools and POST /mcp/call", () => {
         { name: "standup", kind: "cron", schedule: "0 9 * * 1-5", dispatch: "signal", session: "pm", prompt: "/standup", missed: "skip", nextFireAt: "2030-01-01T09:00:00.000Z", line: 2, lastFire: { slot: "s", firedAt: "2029-12-31T09:00:00.000Z", status: "failed", exitCode: 3, error: "boom" } },
       ],
       supervised: [
-        { profile: "svc", agentId: agent.id, domainId, name: "svc", runtime: "shell", backend: "process", state: "running", pid: 42, restarts: 2, lastRestartReason: "found dead by the watchdog poll" },
+        { profile: "svc", agentId: agent.id, domainId, name: "svc", runtime: Runtime.SHELL, backend: "process", state: "running", pid: 42, restarts: 2, lastRestartReason: "found dead by the watchdog poll" },
         { profile: "other", name: "other", state: "dead", paused: true },
       ],
       configErrors: [{ file: "/x/agents.toml", line: 4, field: "runtime", item: "bad", message: "unknown runtime" }],
@@ -127,7 +128,7 @@ describe("GET /mcp/tools and POST /mcp/call", () => {
 
   it("lets a node act for its own agent, scoped to the agent's domain", async () => {
     const reg = await t.client(NodeService).registerNode({ hostname: "mcp-node" });
-    const agent = (await t.client(AgentService).enrollAgent({ domainId, nodeId: reg.node!.id, runtime: "shell", name: "mcp-agent" })).agent!;
+    const agent = (await t.client(AgentService).enrollAgent({ domainId, nodeId: reg.node!.id, runtime: Runtime.SHELL, name: "mcp-agent" })).agent!;
     const asNode = (body: unknown) => t.api("POST", "/mcp/call", body, reg.token);
     const ok = await asNode({ tool: "submit_mesh_task", arguments: { mission_id: missionId, title: "from agent" }, agent_id: agent.id });
     expect(ok.status).toBe(200);
@@ -155,7 +156,7 @@ describe("Connect ToolService", () => {
 
   it("takes a node's agent and domain scope like POST /mcp/call: the same tool behaves the same by either door", async () => {
     const reg = await t.client(NodeService).registerNode({ hostname: "connect-node" });
-    const agent = (await t.client(AgentService).enrollAgent({ domainId, nodeId: reg.node!.id, runtime: "shell", name: "connect-agent" })).agent!;
+    const agent = (await t.client(AgentService).enrollAgent({ domainId, nodeId: reg.node!.id, runtime: Runtime.SHELL, name: "connect-agent" })).agent!;
     const asNode = t.client(ToolService, reg.token);
     const other = (await t.api("POST", "/domains", { name: "connect-elsewhere" })).body.domain.id;
     // acting as its agent: the task is the agent's work, in the agent's domain

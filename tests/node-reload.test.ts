@@ -13,6 +13,7 @@ import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import type { EpdProcess } from "./epd-harness.js";
 import { type FleetSetup, fleetSuite, runEp, startFleetEpd, towerEvents, writeDaemonFile } from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 let s: FleetSetup;
 let epd: EpdProcess | undefined;
@@ -42,7 +43,7 @@ describe("ep node reload", () => {
     const missionId = (await s.work.createMission({ domainId, title: "m" })).mission!.id;
     await epd.call("agent.enroll", { domainId, runtime: "shell", name: "sh" });
     const runShell = async (title: string) => {
-      const task = (await s.work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title, runtime: "shell", input: { command: 'echo "greeting=${EP_GREETING:-none}"' } })).task!;
+      const task = (await s.work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title, runtime: Runtime.SHELL, input: { command: 'echo "greeting=${EP_GREETING:-none}"' } })).task!;
       let output = "";
       await waitFor(async () => {
         const t = (await s.work.getTask({ taskId: task.id })).task!;

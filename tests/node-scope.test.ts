@@ -10,6 +10,7 @@ import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { startTower, type TestTower } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 let t: TestTower;
 let a: string;
@@ -49,13 +50,13 @@ describe("a node serves the domains it was registered for", () => {
   it("point 3: cannot enroll an agent outside its domains (it could before, then operate there)", async () => {
     const n = await node("enroll-a", [a]);
     const agents = t.client(AgentService, n.token);
-    expect((await agents.enrollAgent({ domainId: a, runtime: "shell", name: "ok" })).agent!.domainId).toBe(a);
-    expect(await code(agents.enrollAgent({ domainId: b, runtime: "shell", name: "intruder" }))).toBe("forbidden");
+    expect((await agents.enrollAgent({ domainId: a, runtime: Runtime.SHELL, name: "ok" })).agent!.domainId).toBe(a);
+    expect(await code(agents.enrollAgent({ domainId: b, runtime: Runtime.SHELL, name: "intruder" }))).toBe("forbidden");
     // nor can an admin place one there on its behalf
-    expect(await code(t.client(AgentService).enrollAgent({ nodeId: n.id, domainId: b, runtime: "shell", name: "placed" }))).toBe("forbidden");
+    expect(await code(t.client(AgentService).enrollAgent({ nodeId: n.id, domainId: b, runtime: Runtime.SHELL, name: "placed" }))).toBe("forbidden");
     // a * node may, as it always could: the wide grant is explicit
     const wide = await node("enroll-wide");
-    expect((await t.client(AgentService, wide.token).enrollAgent({ domainId: b, runtime: "shell", name: "w" })).agent!.domainId).toBe(b);
+    expect((await t.client(AgentService, wide.token).enrollAgent({ domainId: b, runtime: Runtime.SHELL, name: "w" })).agent!.domainId).toBe(b);
   });
 
   it("point 4: reads only its domains (task by id, lists, events, MCP get_task)", async () => {
@@ -82,7 +83,7 @@ describe("a node serves the domains it was registered for", () => {
   it("an admin changes the set, with an event; a removed domain is closed at once", async () => {
     const n = await node("changing");
     const agents = t.client(AgentService, n.token);
-    const inB = (await agents.enrollAgent({ domainId: b, runtime: "shell", name: "b-worker" })).agent!;
+    const inB = (await agents.enrollAgent({ domainId: b, runtime: Runtime.SHELL, name: "b-worker" })).agent!;
     const set = await t.client(NodeService).setNodeDomains({ nodeId: n.id, domainIds: [a] });
     expect(set.node!.domains).toEqual([a]);
     expect(await code(t.client(WorkService, n.token).claimTask({ agentId: inB.id, waitMs: 0 }))).toBe("forbidden");
@@ -103,8 +104,8 @@ describe("an agent token's fleet-wide reads stay in its domain", () => {
   it("list_nodes and list_cron_jobs show only nodes with agents of its domain", async () => {
     const inA = await node("fleet-a", [a]);
     const inB = await node("fleet-b", [b]);
-    await t.client(AgentService, inA.token).enrollAgent({ domainId: a, runtime: "shell", name: "fa" });
-    await t.client(AgentService, inB.token).enrollAgent({ domainId: b, runtime: "shell", name: "fb" });
+    await t.client(AgentService, inA.token).enrollAgent({ domainId: a, runtime: Runtime.SHELL, name: "fa" });
+    await t.client(AgentService, inB.token).enrollAgent({ domainId: b, runtime: Runtime.SHELL, name: "fb" });
     for (const n of [inA, inB]) await t.client(NodeService, n.token).reportNodeState({ cronJobs: [{ name: `job-${n.id}`, schedule: "* * * * *" }] });
     const agentToken = (await t.client(AuthService).createToken({ name: "agent-a", role: Role.AGENT, domainId: a })).secret;
     const nodes = await t.api("POST", "/mcp/call", { tool: "list_nodes", arguments: {} }, agentToken);

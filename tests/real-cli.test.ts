@@ -3,7 +3,7 @@
 // API (@copilotkit/aimock serving tests/real-cli/fixtures). The operator's only settings are the
 // vendor's own: API key and base URL in runtimes.toml `env`, plus the CLI's own config file where
 // the CLI needs one (codex's provider, gemini's auth type). Everything else is EP's defaults.
-import { statusWord } from "../test-support/words.js";
+import { runtimeOf, statusWord } from "../test-support/words.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { spawn, type ChildProcess } from "node:child_process";
@@ -101,7 +101,7 @@ afterAll(async () => {
 });
 
 async function runTask(runtime: string, prompt: string, onCreated?: (id: string) => Promise<void>): Promise<{ id: string; status: string; output: string; error: string }> {
-  const id = (await work.createTask({ missionId, title: prompt.slice(0, 40), runtime, input: { prompt }, maxAttempts: 1 })).task!.id;
+  const id = (await work.createTask({ missionId, title: prompt.slice(0, 40), runtime: runtimeOf(runtime), input: { prompt }, maxAttempts: 1 })).task!.id;
   await onCreated?.(id);
   let task = (await work.getTask({ taskId: id })).task!;
   await waitFor(async () => {

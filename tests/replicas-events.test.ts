@@ -17,6 +17,7 @@ import { attachProof } from "../tower/edges/attach/attach-ws.js";
 import { openStore } from "../tower/store/open-store.js";
 import { tempHome, type TestTower, useCleanups, waitFor } from "./harness.js";
 import { followSse, freshSchema, gapsAndDuplicates, requirePg, skipPg, startReplica, type Schema } from "./replicas-harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 requirePg("replicas-events");
 
@@ -51,7 +52,7 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     const workA = a.client(WorkService);
     const domainId = (await workA.createDomain({ name: "rep" })).domain!.id;
     const missionId = (await workA.createMission({ domainId, title: "m" })).mission!.id;
-    const agentId = (await b.client(AgentService).enrollAgent({ domainId, runtime: "shell" })).agent!.id;
+    const agentId = (await b.client(AgentService).enrollAgent({ domainId, runtime: Runtime.SHELL })).agent!.id;
 
     // a long poll on B, a task created on A: B's claimer wakes from A's commit
     const figures: number[] = [];
@@ -191,7 +192,7 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     const domainId = (await a.client(WorkService).createDomain({ name: "links" })).domain!.id;
     const reg = await a.client(NodeService).registerNode({ hostname: "worker-1" });
     const nodeId = reg.node!.id;
-    const agentId = (await a.client(AgentService).enrollAgent({ domainId, runtime: "shell", nodeId, supervised: true })).agent!.id;
+    const agentId = (await a.client(AgentService).enrollAgent({ domainId, runtime: Runtime.SHELL, nodeId, supervised: true })).agent!.id;
 
     const nodeTransport = createConnectTransport({
       baseUrl: a.url,
@@ -221,7 +222,7 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     expect(await b.tower.replication!.proof(nodeId, "att_1")).toBe(attachProof("s3cret", "att_1"));
     // an unassigned task created on B wakes the link on A (through the event relay, not the command relay)
     const missionId = (await b.client(WorkService).createMission({ domainId, title: "m" })).mission!.id;
-    const task = (await b.client(WorkService).createTask({ missionId, title: "x", runtime: "shell", input: { command: "true" } })).task!;
+    const task = (await b.client(WorkService).createTask({ missionId, title: "x", runtime: Runtime.SHELL, input: { command: "true" } })).task!;
     await waitFor(() => got.some((m) => m.kind === "task_ready" && m.taskId === task.id));
     expect(got.filter((m) => m.kind === "task_ready" && m.taskId === task.id)).toHaveLength(1);
 

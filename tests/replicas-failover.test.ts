@@ -14,6 +14,7 @@ import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, registerNode, spawnEpd } from "./epd-harness.js";
 import { tempHome, useCleanups, waitFor } from "./harness.js";
 import { failoverBalancer, followSse, freshSchema, gapsAndDuplicates, join, requirePg, skipPg, spawnReplica } from "./replicas-harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 requirePg("replicas-failover");
 
@@ -68,7 +69,7 @@ describe.skipIf(skipPg)("replicas: fail-over with a real epd", () => {
     const wake: number[] = [];
     for (let i = 0; i < 6; i++) {
       const t0 = performance.now();
-      const task = (await onB.createTask({ missionId, title: `w${i}`, runtime: "shell", input: { command: "true" } })).task!;
+      const task = (await onB.createTask({ missionId, title: `w${i}`, runtime: Runtime.SHELL, input: { command: "true" } })).task!;
       await waitFor(() => sseB.rows.some((r) => r.task_id === task.id && r.name === "task.claimed"), 10_000, 2);
       const claimedAt = sseB.arrivals.get(sseB.rows.find((r) => r.task_id === task.id && r.name === "task.claimed")!.id)!;
       if (i > 0) wake.push(claimedAt - t0);
@@ -85,12 +86,12 @@ describe.skipIf(skipPg)("replicas: fail-over with a real epd", () => {
 
     // 2. two tasks running when A dies, more submitted on B meanwhile
     const running: string[] = [];
-    for (let i = 0; i < 2; i++) running.push((await onB.createTask({ missionId, title: `r${i}`, runtime: "shell", input: { command: "sleep 1.5; echo ran" } })).task!.id);
+    for (let i = 0; i < 2; i++) running.push((await onB.createTask({ missionId, title: `r${i}`, runtime: Runtime.SHELL, input: { command: "sleep 1.5; echo ran" } })).task!.id);
     await waitFor(async () => (await Promise.all(running.map(async (id) => (await onB.getTask({ taskId: id })).task!.status))).every((s) => s === TaskStatus.RUNNING), 10_000);
     const seenBeforeKill = sseLb.ids.length;
     await a.kill9();
     const later: string[] = [];
-    for (let i = 0; i < 6; i++) later.push((await onB.createTask({ missionId, title: `l${i}`, runtime: "shell", input: { command: `echo l${i}` } })).task!.id);
+    for (let i = 0; i < 6; i++) later.push((await onB.createTask({ missionId, title: `l${i}`, runtime: Runtime.SHELL, input: { command: `echo l${i}` } })).task!.id);
 
     const all = [...running, ...later];
     await waitFor(async () => (await Promise.all(all.map(async (id) => (await onB.getTask({ taskId: id })).task!.status))).every((s) => s === TaskStatus.SUCCEEDED), 45_000).catch(async (err) => {

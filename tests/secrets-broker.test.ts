@@ -21,6 +21,7 @@ import { createMgmtTransport, jsonRpcCall } from "../daemon/mgmt/client.js";
 import { SecretsService } from "../gen/ep/secrets/v1/secrets_pb.js";
 import { buildBinaries, FIXTURES, registerNode, stopChild } from "./epd-harness.js";
 import { freePort, tempHome, waitFor } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const VALUE = `S3cr3t-${randomBytes(12).toString("hex")}`;
 const OTHER_VALUE = `Other-${randomBytes(12).toString("hex")}`;
@@ -167,7 +168,7 @@ describe("secrets broker (real ep-tower + epd + shell agent)", () => {
       'epd get-secret DB_PASSWORD >/dev/null; echo "rc_after_revoke=$?"',
       'echo "final value $v"',
     ].join("\n");
-    const task = (await work.createTask({ missionId, title: "uses a secret", runtime: "shell", input: { command } })).task!;
+    const task = (await work.createTask({ missionId, title: "uses a secret", runtime: Runtime.SHELL, input: { command } })).task!;
     let frames: string[] = [];
     await waitFor(async () => (frames = await framesOf(task.id)).includes("ready"), 20_000);
     const session = frames.find((f) => f.startsWith("session="))!.slice("session=".length);
@@ -225,7 +226,7 @@ describe("secrets broker (real ep-tower + epd + shell agent)", () => {
 
   it("a failing run's error and output are redacted too", async () => {
     const command = 'v=$(epd get-secret DB_PASSWORD); echo "out $v"; echo "boom $v" >&2; exit 3';
-    const task = (await work.createTask({ missionId, title: "fails with a secret", runtime: "shell", input: { command } })).task!;
+    const task = (await work.createTask({ missionId, title: "fails with a secret", runtime: Runtime.SHELL, input: { command } })).task!;
     await waitFor(async () => (await work.getTask({ taskId: task.id })).task!.status === TaskStatus.FAILED, 20_000);
     const t = (await work.getTask({ taskId: task.id })).task!;
     expect(JSON.stringify(t.result)).toContain("[redacted:DB_PASSWORD]");

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bundleEntries, ROOT, registerNode, spawnTowerProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const VALUE = `cli-value-${randomBytes(10).toString("hex")}`;
 const OUT = join(ROOT, "dist", "secrets-cli-test");
@@ -39,7 +40,7 @@ describe("ep secret (built CLI, real ep-tower)", () => {
     const { WorkService } = await import("../gen/ep/tower/v1/work_pb.js");
     const t = (token: string) => createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] });
     const domainId = (await createClient(WorkService, t(tower.adminToken)).createDomain({ name: "cli" })).domain!.id;
-    agentId = (await createClient(AgentService, t(node.token)).enrollAgent({ domainId, runtime: "shell" })).agent!.id;
+    agentId = (await createClient(AgentService, t(node.token)).enrollAgent({ domainId, runtime: Runtime.SHELL })).agent!.id;
   }, 60_000);
 
   afterAll(async () => {

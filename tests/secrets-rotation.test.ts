@@ -15,6 +15,7 @@ import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, registerNode, stopChild } from "./epd-harness.js";
 import { freePort, tempHome, useCleanups, waitFor } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const VALUE = `rotating-${randomBytes(10).toString("hex")}`;
 const cleanup = useCleanups();
@@ -70,7 +71,7 @@ describe("secret-store keys (real ep-tower)", () => {
     let a = clientsOf(t.url, admin);
     let n = clientsOf(t.url, node.token);
     const domainId = (await a.work.createDomain({ name: "rot" })).domain!.id;
-    const agentId = (await n.agents.enrollAgent({ domainId, runtime: "shell", name: "x" })).agent!.id;
+    const agentId = (await n.agents.enrollAgent({ domainId, runtime: Runtime.SHELL, name: "x" })).agent!.id;
     await a.secrets.setSecret({ name: "TOKEN", value: VALUE, domainId });
     await a.secrets.grantSecret({ name: "TOKEN", domainId });
     expect((await n.secrets.resolveSecret({ name: "TOKEN", agentId })).value).toBe(VALUE);

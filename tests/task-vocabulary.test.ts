@@ -3,7 +3,7 @@
 // client sees no change, a typed client gets enums, and a word that is not in the set is refused
 // naming the field and the words it takes.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ClaimPolicy, TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
+import { ClaimPolicy, Runtime, TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { startTower, type TestTower } from "./harness.js";
 
@@ -20,11 +20,16 @@ async function mission() {
 describe("the task vocabulary", () => {
   it("is enums over Connect and words over REST, for the same task", async () => {
     const { work, missionId } = await mission();
-    const created = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "x", claim_policy: "first_claim", priority: 2 });
+    const created = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "x", claim_policy: "first_claim", priority: 2, runtime: "vendorA_code" });
     expect(created.status).toBe(201);
-    expect(created.body.task).toMatchObject({ kind: "claimable", status: "queued", claim_policy: "first_claim" });
+    expect(created.body.task).toMatchObject({ kind: "claimable", status: "queued", claim_policy: "first_claim", runtime: "vendorA_code" });
     const typed = (await work.getTask({ taskId: created.body.task.id })).task!;
-    expect([typed.kind, typed.status, typed.claimPolicy]).toEqual([TaskKind.CLAIMABLE, TaskStatus.QUEUED, ClaimPolicy.FIRST_CLAIM]);
+    expect([typed.kind, typed.status, typed.claimPolicy, typed.runtime]).toEqual([TaskKind.CLAIMABLE, TaskStatus.QUEUED, ClaimPolicy.FIRST_CLAIM, Runtime.VENDORA_CODE]);
+    // a typed client's runtime reads back as the word over REST; unset is "" (any runtime)
+    const acp = (await work.createTask({ missionId, title: "acp", runtime: Runtime.VENDORA_AGENT_ACP })).task!;
+    expect((await t.api("GET", `/work/tasks/${acp.id}`)).body.task.runtime).toBe("vendorA_agent_acp");
+    const any = (await work.createTask({ missionId, title: "any" })).task!;
+    expect((await t.api("GET", `/work/tasks/${any.id}`)).body.task.runtime).toBe("");
     const card = (await work.createTask({ missionId, title: "card", kind: TaskKind.ASSIGNED, status: TaskStatus.IN_PROGRESS })).task!;
     expect((await t.api("GET", `/work/tasks/${card.id}`)).body.task).toMatchObject({ kind: "assigned", status: "in_progress", claim_policy: "" });
     const listed = await t.api("GET", `/work/missions/${missionId}/tasks?status=in_progress&kind=assigned`);
@@ -36,6 +41,8 @@ describe("the task vocabulary", () => {
     const badWord = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "x", claim_policy: "sometimes" });
     expect(badWord.status).toBe(400);
     expect(badWord.body.error).toMatchObject({ code: "invalid_argument", message: 'claim_policy: must be one of first_claim, assigned, broadcast (got "sometimes")', details: { field: "claim_policy" } });
+    const badRuntime = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "x", runtime: "vendorD" });
+    expect(badRuntime.body.error).toMatchObject({ code: "invalid_argument", message: 'runtime: must be one of vendorA_code, vendorA_agent_acp, vendorB, vendorC, muxhost_hosted, shell (got "vendorD")' });
     const badFilter = await t.api("GET", `/work/missions/${missionId}/tasks?status=finished`);
     expect(badFilter.status).toBe(400);
     expect(badFilter.body.error.message).toMatch(/^status: must be one of queued, claimed, running, succeeded, failed, cancelled, todo, in_progress, blocked, review, done/);

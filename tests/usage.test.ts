@@ -10,6 +10,7 @@ import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { assertBuilt, ep } from "./cli-helpers.js";
 import { adminClient, startTowerAndEpd, type EpdProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome, waitFor } from "./harness.js";
+import { runtimeOf } from "../test-support/words.js";
 
 const home = tempHome("ep-usage-");
 let tower: TowerProcess;
@@ -34,7 +35,7 @@ describe("usage and cost", () => {
     for (const runtime of ["vendorA_code", "vendorB"]) await epd.call("agent.enroll", { domainId, runtime, name: runtime });
     const ids: string[] = [];
     for (const [runtime, prompt] of [["vendorA_code", "first"], ["vendorA_code", "second"], ["vendorB", "third"]]) {
-      ids.push((await work.createTask({ missionId, title: prompt, runtime, input: { prompt } })).task!.id);
+      ids.push((await work.createTask({ missionId, title: prompt, runtime: runtimeOf(runtime), input: { prompt } })).task!.id);
     }
     await waitFor(async () => (await Promise.all(ids.map(async (id) => (await work.getTask({ taskId: id })).task!.status))).every((s) => s === TaskStatus.SUCCEEDED), 30_000, 100);
 

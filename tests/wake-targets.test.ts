@@ -10,6 +10,8 @@ import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { createWakeIndex, wakeUps } from "../tower/domain/fleet.js";
 import type { EventRow } from "../tower/store/store.js";
 import { startTower, waitFor, type TestTower } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
+import { runtimeOf } from "../test-support/words.js";
 
 let t: TestTower;
 const closers: (() => Promise<void>)[] = [];
@@ -51,7 +53,7 @@ async function linkNode(hostname: string): Promise<Linked> {
 }
 
 const enroll = (nodeId: string, domainId: string, runtime = "shell", capabilities: string[] = []) =>
-  t.client(AgentService).enrollAgent({ nodeId, domainId, runtime, name: `${runtime}-${nodeId}`, capabilities }).then((r) => r.agent!);
+  t.client(AgentService).enrollAgent({ nodeId, domainId, runtime: runtimeOf(runtime), name: `${runtime}-${nodeId}`, capabilities }).then((r) => r.agent!);
 
 describe("targeted wake-ups", () => {
   it("a task in domain A sends no wake-up to a node serving only domain B", async () => {
@@ -71,12 +73,12 @@ describe("targeted wake-ups", () => {
     await enroll(codex.nodeId, a, "vendorB");
     await waitFor(() => t.tower.services.fleet.wakeTargets(a).length === 3 && t.tower.services.fleet.wakeTargets(b).length === 1);
 
-    const inA = (await work.createTask({ missionId: ma, title: "in A", runtime: "shell", input: { command: "true" } })).task!.id;
-    const gpuTask = (await work.createTask({ missionId: ma, title: "needs gpu", runtime: "shell", capabilities: ["gpu"], input: { command: "true" } })).task!.id;
-    const inB = (await work.createTask({ missionId: mb, title: "in B", runtime: "shell", input: { command: "true" } })).task!.id;
+    const inA = (await work.createTask({ missionId: ma, title: "in A", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id;
+    const gpuTask = (await work.createTask({ missionId: ma, title: "needs gpu", runtime: Runtime.SHELL, capabilities: ["gpu"], input: { command: "true" } })).task!.id;
+    const inB = (await work.createTask({ missionId: mb, title: "in B", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id;
     await waitFor(() => nA.woken().includes(inA) && gpu.woken().includes(gpuTask) && regB.woken().includes(inB));
     // the barrier task of each node has arrived; links are ordered, so anything sent earlier has too
-    const lastA = (await work.createTask({ missionId: ma, title: "barrier A", runtime: "" })).task!.id;
+    const lastA = (await work.createTask({ missionId: ma, title: "barrier A" })).task!.id;
     await waitFor(() => nA.woken().includes(lastA) && gpu.woken().includes(lastA) && codex.woken().includes(lastA));
 
     expect(regB.woken()).toEqual([inB]);

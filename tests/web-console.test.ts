@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CHROMIUM, ensureConsoleBuilt, launchChromium } from "./browser.js";
 import { ROOT, startTower, waitFor, type TestTower } from "./harness.js";
 import { optionalTool } from "./optional-tools.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const chromiumTool = optionalTool(CHROMIUM, { pkg: "chromium", suite: "web-console" });
 
@@ -113,7 +114,7 @@ describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
   it("names the agent of a task in the Missions table (the id in its tooltip)", async () => {
     const { domainId, missionId, missionTitle } = await setup("names");
     const reg = await t.client(NodeService).registerNode({ hostname: "names-node" });
-    const agent = (await t.client(AgentService).enrollAgent({ domainId, runtime: "shell", name: "release-bot", nodeId: reg.node!.id })).agent!;
+    const agent = (await t.client(AgentService).enrollAgent({ domainId, runtime: Runtime.SHELL, name: "release-bot", nodeId: reg.node!.id })).agent!;
     const created = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "tag it", claim_policy: "assigned", assignee_agent_id: agent.id, runtime: "shell", input: { command: "true" } });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     await page.reload();
@@ -208,8 +209,8 @@ describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
   it("lists agents by name with node, runtime, state from the node link and the task each runs; supervise actions only for supervised agents", async () => {
     const { domainId, missionId } = await setup("fleet");
     const reg = await t.client(NodeService).registerNode({ hostname: "worker-7" });
-    const agent = (await t.client(AgentService).enrollAgent({ domainId, runtime: "shell", name: "nightly-builder", nodeId: reg.node!.id, supervised: true })).agent!;
-    const adhoc = (await t.client(AgentService).enrollAgent({ domainId, runtime: "vendorB", name: "adhoc-coder", nodeId: reg.node!.id })).agent!;
+    const agent = (await t.client(AgentService).enrollAgent({ domainId, runtime: Runtime.SHELL, name: "nightly-builder", nodeId: reg.node!.id, supervised: true })).agent!;
+    const adhoc = (await t.client(AgentService).enrollAgent({ domainId, runtime: Runtime.VENDORB, name: "adhoc-coder", nodeId: reg.node!.id })).agent!;
     await tab("Agents");
     const row = page.locator(`tr[data-agent-id="${agent.id}"]`);
     const adhocRow = page.locator(`tr[data-agent-id="${adhoc.id}"]`);

@@ -16,6 +16,7 @@ import { CHROMIUM, ensureConsoleBuilt, launchChromium } from "./browser.js";
 import { adminClient, ROOT, startTowerAndEpd, type EpdProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome, waitFor } from "./harness.js";
 import { optionalTool } from "./optional-tools.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const chromiumTool = optionalTool(CHROMIUM, { pkg: "chromium", suite: "web-task-page" });
 
@@ -36,7 +37,7 @@ function gated(gate: string, code = 0): string {
 }
 
 async function submit(title: string, command: string, maxAttempts = 3): Promise<string> {
-  return (await work.createTask({ missionId, title, runtime: "shell", input: { command }, maxAttempts })).task!.id;
+  return (await work.createTask({ missionId, title, runtime: Runtime.SHELL, input: { command }, maxAttempts })).task!.id;
 }
 
 async function status(id: string): Promise<string> {
@@ -133,7 +134,7 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
   }, 60_000);
 
   it("approving an agent's tool request in the Approvals tab lets its run go on (issue 20)", async () => {
-    const id = (await work.createTask({ missionId, title: "asks first", runtime: "vendorA_agent_acp", input: { prompt: "write the notes [real]" } })).task!.id;
+    const id = (await work.createTask({ missionId, title: "asks first", runtime: Runtime.VENDORA_AGENT_ACP, input: { prompt: "write the notes [real]" } })).task!.id;
     await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: /^Approvals/ }).click();
     const card = page.getByRole("article", { name: /^Permission edit: Write .*notes\.txt/ });
     await card.waitFor({ timeout: 20_000 });
@@ -162,7 +163,7 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     git("add", ".");
     git("commit", "-q", "-m", "first");
     const id = (
-      await work.createTask({ missionId, title: "edit the app", runtime: "shell", input: { command: "printf 'one\\n2\\n' > app.txt; echo new > added.txt", workspace: { repo } } })
+      await work.createTask({ missionId, title: "edit the app", runtime: Runtime.SHELL, input: { command: "printf 'one\\n2\\n' > app.txt; echo new > added.txt", workspace: { repo } } })
     ).task!.id;
     await waitFor(async () => (await status(id)) === "succeeded", 20_000);
     await page.goto(`${tower.url}/ui/tasks/${id}`);

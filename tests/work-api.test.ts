@@ -1,7 +1,6 @@
 // The work API over real HTTP: REST shims and Connect routes on one tower.
-import { Role } from "../gen/ep/tower/v1/resources_pb.js";
-import { statusWord } from "../test-support/words.js";
-import { AgentState, ClaimPolicy, TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
+import { runtimeOf, statusWord } from "../test-support/words.js";
+import { AgentState, ClaimPolicy, Role, Runtime, TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeClock } from "../test-support/fake-clock.js";
@@ -31,7 +30,7 @@ async function setup(name: string) {
 }
 
 async function enroll(domainId: string, capabilities: string[] = [], runtime = "shell") {
-  const res = await t.client(AgentService).enrollAgent({ domainId, runtime, capabilities, name: "a" });
+  const res = await t.client(AgentService).enrollAgent({ domainId, runtime: runtimeOf(runtime), capabilities, name: "a" });
   return res.agent!.id;
 }
 
@@ -382,7 +381,7 @@ describe("the claimable task state machine", () => {
     const plain = await enroll(domainId, []);
     const acp = await enroll(domainId, ["gpu", "linux"], "vendorA_agent_acp");
     const work = t.client(WorkService);
-    const needsGpu = await work.createTask({ missionId, title: "gpu job", capabilities: ["gpu"], runtime: "shell", input: { command: "true" } });
+    const needsGpu = await work.createTask({ missionId, title: "gpu job", capabilities: ["gpu"], runtime: Runtime.SHELL, input: { command: "true" } });
     const forPlain = await work.createTask({ missionId, title: "for plain", claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: plain });
     expect((await work.claimTask({ agentId: acp })).task).toBeUndefined(); // wrong runtime, not assigned
     expect((await work.claimTask({ agentId: plain })).task!.id).toBe(forPlain.task!.id);
@@ -469,7 +468,7 @@ describe("nodes", () => {
     expect(reg.token.split(".")).toHaveLength(3);
     const asNode = t.client(AgentService, reg.token);
     const { domainId } = await setup("nodes");
-    const enrolled = await asNode.enrollAgent({ domainId, runtime: "shell" });
+    const enrolled = await asNode.enrollAgent({ domainId, runtime: Runtime.SHELL });
     expect(enrolled.agent!.nodeId).toBe(reg.node!.id);
 
     await t.tower.services.auth.rotateSigningKey();

@@ -12,6 +12,7 @@ import { createMgmtTransport } from "../daemon/mgmt/client.js";
 import { adminClient, buildBinaries, epdFor, towerWithMission, type TowerSetup } from "./epd-harness.js";
 import { buildCli, runEp } from "./fleet-harness.js";
 import { useCleanups, waitFor } from "./harness.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const cleanup = useCleanups();
 
@@ -57,8 +58,8 @@ describe("workspaces", () => {
     const edit = (word: string) =>
       `touch ${sync}/${word}; for i in $(seq 200); do [ -e ${sync}/bonjour ] && [ -e ${sync}/hola ] && { echo together; break; }; sleep 0.05; done; ` +
       `echo "${word}" > greeting.txt; git -c user.email=a@ep -c user.name=a commit -qam "${word}"; pwd`;
-    const ta = (await s.work.createTask({ missionId: s.missionId, title: "a", runtime: "shell", input: { command: edit("bonjour"), workspace: { repo } } })).task!;
-    const tb = (await s.work.createTask({ missionId: s.missionId, title: "b", runtime: "shell", input: { command: edit("hola"), workspace: { repo } } })).task!;
+    const ta = (await s.work.createTask({ missionId: s.missionId, title: "a", runtime: Runtime.SHELL, input: { command: edit("bonjour"), workspace: { repo } } })).task!;
+    const tb = (await s.work.createTask({ missionId: s.missionId, title: "b", runtime: Runtime.SHELL, input: { command: edit("hola"), workspace: { repo } } })).task!;
     const [ra, rb] = await Promise.all([waitTask(s, ta.id), waitTask(s, tb.id)]);
     expect([ra.status, rb.status].map(statusWord)).toEqual(["succeeded", "succeeded"]);
     expect([ra.result!.output, rb.result!.output]).toEqual([expect.stringContaining("together"), expect.stringContaining("together")]);
@@ -99,7 +100,7 @@ describe("workspaces", () => {
     mkdirSync(join(s.home, "epd"), { recursive: true, mode: 0o700 });
     writeFileSync(join(s.home, "epd", "workspaces.toml"), `[app]\npath = "${repo}"\nref = "main"\nsetup = "echo preparing the worktree; echo ready > .setup-done"\nkeep_failed = "1h"\n`);
     await shellAgents(s, 1);
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "fails", runtime: "shell", input: { command: "cat .setup-done; echo broken >> greeting.txt; exit 3", workspace: { repo: "app" } } })).task!;
+    const t = (await s.work.createTask({ missionId: s.missionId, title: "fails", runtime: Runtime.SHELL, input: { command: "cat .setup-done; echo broken >> greeting.txt; exit 3", workspace: { repo: "app" } } })).task!;
     const r = await waitTask(s, t.id);
     expect(statusWord(r.status)).toBe("failed");
     const w = r.result!.workspace!;
@@ -135,7 +136,7 @@ describe("workspaces", () => {
     writeFileSync(join(s.home, "epd", "agents.toml"), `[[agent]]\nid = "fixer"\nruntime = "shell"\ndomain = "${domain}"\nworkspace = "app"\n`);
     await epdFor(s, cleanup);
     await waitFor(async () => (await adminClient(s.tower, AgentService).listAgents({ domainId: domain })).agents.some((a) => a.name === "fixer"), 15_000);
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "profile", runtime: "shell", input: { command: "echo fixed > greeting.txt" } })).task!;
+    const t = (await s.work.createTask({ missionId: s.missionId, title: "profile", runtime: Runtime.SHELL, input: { command: "echo fixed > greeting.txt" } })).task!;
     const r = await waitTask(s, t.id);
     expect(statusWord(r.status)).toBe("succeeded");
     expect(r.result!.workspace).toMatchObject({ name: "app", branch: `ep/${t.id}`, filesChanged: 1 });
@@ -152,12 +153,12 @@ describe("workspaces", () => {
   it("fails a task whose workspace is not a repository, naming the field, and runs nothing", async () => {
     const s = await towerWithMission("ep-ws-", cleanup);
     await shellAgents(s, 1);
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "bad", runtime: "shell", input: { command: "touch ran", workspace: { repo: join(s.home, "nowhere") } } })).task!;
+    const t = (await s.work.createTask({ missionId: s.missionId, title: "bad", runtime: Runtime.SHELL, input: { command: "touch ran", workspace: { repo: join(s.home, "nowhere") } } })).task!;
     const r = await waitTask(s, t.id);
     expect(statusWord(r.status)).toBe("failed");
     expect(r.result!.error).toMatch(/input\.workspace\.repo: .*nowhere does not exist on this node/);
     expect(existsSync(join(s.home, "epd", "work", t.id, "ran"))).toBe(false);
-    const named = (await s.work.createTask({ missionId: s.missionId, title: "bad", runtime: "shell", input: { command: "true", workspace: { repo: "unknown-name" } } })).task!;
+    const named = (await s.work.createTask({ missionId: s.missionId, title: "bad", runtime: Runtime.SHELL, input: { command: "true", workspace: { repo: "unknown-name" } } })).task!;
     expect((await waitTask(s, named.id)).result!.error).toMatch(/neither an absolute path nor a workspace named in workspaces\.toml/);
   }, 60_000);
 });

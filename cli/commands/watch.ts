@@ -3,7 +3,7 @@
 // far are then read from the tower (ListEvents, one task's progress index) and the two are merged
 // by event id, so a frame is printed once and in order. Ends when the task does: exit 0 when it
 // succeeded, 1 when it failed or was cancelled. A dropped stream is resumed after the last id seen.
-import { TaskStatus, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
+import { RuntimeSchema, TaskStatus, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
 import { enumWord, restJson } from "../../common/vocab.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError } from "../../common/errors.js";
@@ -31,7 +31,7 @@ export function outputShown(stdoutText: string, output: string): boolean {
 
 function header(t: Task): string {
   const who = t.claimedBy || t.assigneeAgentId || "not claimed yet";
-  return [`${t.title}  [${statusWord(t.status)}]`, `  task ${t.id} · agent ${who}${t.runtime ? ` · ${t.runtime}` : ""} · attempt ${t.attempts} of ${t.maxAttempts}`].join("\n");
+  return [`${t.title}  [${statusWord(t.status)}]`, `  task ${t.id} · agent ${who}${t.runtime ? ` · ${enumWord(RuntimeSchema, t.runtime)}` : ""} · attempt ${t.attempts} of ${t.maxAttempts}`].join("\n");
 }
 
 export async function watchTask(ctx: Context, taskId: string): Promise<number> {

@@ -1,5 +1,5 @@
 // Domains, missions, tasks, and the tower's view of agents and nodes.
-import { ClaimPolicySchema, TaskKind, TaskKindSchema, TaskStatusSchema, type ClaimPolicy, type TaskStatus } from "../../gen/ep/tower/v1/resources_pb.js";
+import { ClaimPolicySchema, RuntimeSchema, TaskKind, TaskKindSchema, TaskStatusSchema, type ClaimPolicy, type Runtime, type TaskStatus } from "../../gen/ep/tower/v1/resources_pb.js";
 import { enumOf } from "../../common/vocab.js";
 import { GetMissionResponseSchema, GetTaskResponseSchema, ListDomainsResponseSchema, WorkService, ListMissionsResponseSchema, ListTasksResponseSchema, CreateDomainResponseSchema, CreateMissionResponseSchema, CreateTaskResponseSchema, RetryTaskResponseSchema, CancelTaskResponseSchema } from "../../gen/ep/tower/v1/work_pb.js";
 import { AgentService, GetAgentResponseSchema, ListAgentsResponseSchema, ListNodesResponseSchema, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
@@ -224,7 +224,7 @@ async function taskSubmit(ctx: Context): Promise<number> {
       capabilities: ctx.list("capability"),
       assigneeAgentId: ctx.str("assignee") ?? "",
       maxAttempts: int32(ctx, "max-attempts") ?? 0,
-      runtime: ctx.str("runtime") ?? (command !== undefined ? "shell" : ""),
+      runtime: enumOf<Runtime>(RuntimeSchema, ctx.str("runtime") ?? (command !== undefined ? "shell" : ""), "--runtime"),
       input: submitInput(ctx, command),
     }),
   );

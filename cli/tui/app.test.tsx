@@ -12,6 +12,7 @@ import type { ApprovalItem, EventItem, FrameItem, TaskDetail, TuiDataSource } fr
 import { createTowerSource, eventDetail } from "./tower-source.js";
 import { viewSpecLines } from "./view-spec-text.js";
 import { TaskScreen } from "./views.js";
+import { Runtime } from "../../gen/ep/tower/v1/resources_pb.js";
 
 const until = (cond: () => boolean, ms = 5000) => waitFor(cond, ms, 10);
 
@@ -260,8 +261,8 @@ describe("the ep console on a real tower", () => {
     const domainId = (await work.createDomain({ name: "asks" })).domain!.id;
     const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
     const node = await tower.client(NodeService).registerNode({ hostname: "tui-node", domainIds: [domainId] });
-    const agentId = (await tower.client(AgentService, node.token).enrollAgent({ domainId, runtime: "shell", name: "asker" })).agent!.id;
-    await work.createTask({ missionId, title: "edit", runtime: "shell", input: { command: "true" } });
+    const agentId = (await tower.client(AgentService, node.token).enrollAgent({ domainId, runtime: Runtime.SHELL, name: "asker" })).agent!.id;
+    await work.createTask({ missionId, title: "edit", runtime: Runtime.SHELL, input: { command: "true" } });
     const held = (await tower.client(WorkService, node.token).claimTask({ agentId, waitMs: 0 })).task!;
     const asked = (await tower.client(ApprovalService, node.token).requestPermission({ taskId: held.id, agentId, tool: "Bash", title: "rm -rf build" })).approval!;
     const source = createTowerSource(tower.transport(), tower.url);

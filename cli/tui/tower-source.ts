@@ -1,6 +1,6 @@
 // The TUI's data from a real tower: generated Connect clients; live events from
 // EventService.StreamEvents, resumed after the last id with the 1 s → 30 s backoff.
-import { AgentStateSchema, TaskStatus, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
+import { AgentStateSchema, RuntimeSchema, TaskStatus, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { createBackoff } from "../../common/backoff.js";
 import { what } from "../event-line.js";
@@ -55,7 +55,7 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
   };
   const taskItem = (t: Task): TaskItem => {
     const who = t.claimedBy || t.assigneeAgentId;
-    return { id: t.id, missionId: t.missionId, title: t.title, status: enumWord(TaskStatusSchema, t.status), runtime: t.runtime, agent: who ? (agentNames.get(who) ?? who) : "" };
+    return { id: t.id, missionId: t.missionId, title: t.title, status: enumWord(TaskStatusSchema, t.status), runtime: enumWord(RuntimeSchema, t.runtime), agent: who ? (agentNames.get(who) ?? who) : "" };
   };
   const taskDetail = (t: Task): TaskDetail => {
     const u = t.result?.usage;
@@ -76,7 +76,7 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
       const list = await loadAgents();
       const running = new Map<string, string>();
       for (const t of (await work.listTasks({ status: TaskStatus.RUNNING, limit: 500 })).tasks) if (t.claimedBy) running.set(t.claimedBy, t.title);
-      return list.map((a) => ({ id: a.id, name: a.name, domainId: a.domainId, runtime: a.runtime, state: enumWord(AgentStateSchema, a.state), taskTitle: running.get(a.id) }));
+      return list.map((a) => ({ id: a.id, name: a.name, domainId: a.domainId, runtime: enumWord(RuntimeSchema, a.runtime), state: enumWord(AgentStateSchema, a.state), taskTitle: running.get(a.id) }));
     },
     ...approvalsPart(transport, toItem),
     async tasks(missionId) {

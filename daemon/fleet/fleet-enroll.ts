@@ -1,7 +1,8 @@
 // Profiles that name a domain are agents at the tower: enrolled once (the tower agent id is kept
 // in fleet-state.json), re-enrolled when their domain or runtime changes, retired (marked dead)
 // when no profile acts for them any more. Enrolment retries every 30 s until the tower answers.
-import { AgentState } from "../../gen/ep/tower/v1/resources_pb.js";
+import { AgentState, RuntimeSchema, type Runtime } from "../../gen/ep/tower/v1/resources_pb.js";
+import { enumOf } from "../../common/vocab.js";
 import type { ClockTimer } from "../../common/clock.js";
 import { toEpError } from "../../common/errors.js";
 import type { LocalAgentRecord } from "../worker/agent-store.js";
@@ -57,7 +58,7 @@ export function createEnrollment(core: FleetCore): Enrollment {
   async function enroll(p: FleetProfile & { domain: string }): Promise<boolean> {
     const have = enrolled[p.id];
     try {
-      const res = await tower.agents.enrollAgent({ domainId: p.domain, runtime: p.runtime, capabilities: p.capabilities, name: p.name, supervised: p.supervise });
+      const res = await tower.agents.enrollAgent({ domainId: p.domain, runtime: enumOf<Runtime>(RuntimeSchema, p.runtime, "runtime"), capabilities: p.capabilities, name: p.name, supervised: p.supervise });
       if (!res.agent) throw new Error("the tower answered without the agent");
       reported.add(res.agent.id);
       enrolled[p.id] = { agentId: res.agent.id, domainId: res.agent.domainId, runtime: p.runtime };

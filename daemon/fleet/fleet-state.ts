@@ -7,6 +7,8 @@ import type { SupervisedStatus } from "../supervise/index.js";
 import type { FleetProfile } from "./agents-file.js";
 import type { EnrolledState, ProfileView } from "./fleet-types.js";
 import type { AcpHost, TmuxHost } from "./hosts.js";
+import { enumOf } from "../../common/vocab.js";
+import { RuntimeSchema, type Runtime } from "../../gen/ep/tower/v1/resources_pb.js";
 
 type NodeState = MessageInitShape<typeof ReportNodeStateRequestSchema>;
 type CronJob = ReturnType<CronDispatcher["list"]>[number];
@@ -44,7 +46,7 @@ export function supervisedState(st: SupervisedStatus, p: FleetProfile | undefine
     agentId,
     domainId,
     name: st.name,
-    runtime: p?.runtime ?? "",
+    runtime: enumOf<Runtime>(RuntimeSchema, p?.runtime ?? "", "runtime"),
     backend: p?.runtime === "muxhost_hosted" ? "tmux" : p?.runtime === "vendorA_agent_acp" ? "acp" : st.backend,
     state: st.state,
     paused: st.paused,

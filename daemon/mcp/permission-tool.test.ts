@@ -11,6 +11,7 @@ import { startTower } from "../../tests/harness.js";
 import { waitFor } from "../../test-support/wait.js";
 import { createTowerClients } from "../link/tower-client.js";
 import { createPermissionTool } from "./permission-tool.js";
+import { Runtime } from "../../gen/ep/tower/v1/resources_pb.js";
 
 describe("permission_prompt", () => {
   it("asks a person per call, remembers 'allow for this task' per tool, and denies with the reason", async () => {
@@ -20,8 +21,8 @@ describe("permission_prompt", () => {
       const domainId = (await work.createDomain({ name: "prompt" })).domain!.id;
       const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
       const node = await t.client(NodeService).registerNode({ hostname: "n", domainIds: [domainId] });
-      const agentId = (await t.client(AgentService, node.token).enrollAgent({ domainId, runtime: "vendorA_code", name: "claude" })).agent!.id;
-      await work.createTask({ missionId, title: "t", runtime: "vendorA_code", input: { prompt: "x" } });
+      const agentId = (await t.client(AgentService, node.token).enrollAgent({ domainId, runtime: Runtime.VENDORA_CODE, name: "claude" })).agent!.id;
+      await work.createTask({ missionId, title: "t", runtime: Runtime.VENDORA_CODE, input: { prompt: "x" } });
       const taskId = (await t.client(WorkService, node.token).claimTask({ agentId, waitMs: 0 })).task!.id;
       const tool = createPermissionTool({ tower: createTowerClients(t.url, node.token), clock: systemClock, log: silentLogger, taskId, agentId, timeoutMs: 60_000 });
       const approvals = t.client(ApprovalService);

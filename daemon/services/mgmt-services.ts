@@ -7,6 +7,8 @@ import { iso } from "../../common/clock.js";
 import { EpError, invalidField, toEpError } from "../../common/errors.js";
 import type { NodeIdentity } from "../../common/node-identity.js";
 import * as mgmt from "../../gen/ep/daemon/v1/mgmt_pb.js";
+import { enumOf, enumWord } from "../../common/vocab.js";
+import { RuntimeSchema, type Runtime } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { TowerLink } from "../link/tower-link.js";
 import type { TowerClients } from "../link/tower-client.js";
 import { isRuntimeKind, RUNTIME_KINDS } from "../runtimes/runtime.js";
@@ -75,7 +77,7 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
         if (!isRuntimeKind(req.runtime)) throw invalidField("runtime", `must be one of ${RUNTIME_KINDS.join(", ")} (got ${JSON.stringify(req.runtime)})`);
         let agent;
         try {
-          agent = (await d.tower.agents.enrollAgent({ domainId: req.domainId.trim(), runtime: req.runtime, capabilities: req.capabilities, name: req.name })).agent;
+          agent = (await d.tower.agents.enrollAgent({ domainId: req.domainId.trim(), runtime: enumOf<Runtime>(RuntimeSchema, req.runtime, "runtime"), capabilities: req.capabilities, name: req.name })).agent;
         } catch (err) {
           throw toEpError(err);
         }
@@ -84,7 +86,7 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
           id: agent.id,
           domainId: agent.domainId,
           name: agent.name,
-          runtime: agent.runtime,
+          runtime: enumWord(RuntimeSchema, agent.runtime),
           capabilities: agent.capabilities,
           enrolledAt: agent.createdAt,
         };

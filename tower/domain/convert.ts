@@ -25,12 +25,14 @@ import {
   ClaimPolicySchema,
   NodeStatusSchema,
   RoleSchema,
+  RuntimeSchema,
   TaskKindSchema,
   TaskStatusSchema,
   type AgentState,
   type ClaimPolicy,
   type NodeStatus,
   type Role,
+  type Runtime,
   type TaskKind,
   type TaskStatus,
 } from "../../gen/ep/tower/v1/resources_pb.js";
@@ -54,11 +56,12 @@ export const claimPolicyOf = (word: string) => valueOf<ClaimPolicy>(ClaimPolicyS
 export const agentStateOf = (word: string) => valueOf<AgentState>(AgentStateSchema, word);
 export const nodeStatusOf = (word: string) => valueOf<NodeStatus>(NodeStatusSchema, word);
 export const roleOf = (word: string) => valueOf<Role>(RoleSchema, word);
+export const runtimeOf = (word: string) => valueOf<Runtime>(RuntimeSchema, word);
 
 export const domainMsg = (r: DomainRow): Domain => create(DomainSchema, r);
 export const missionMsg = (r: MissionRow): Mission => create(MissionSchema, r);
 export const nodeMsg = (r: NodeRow): Node => create(NodeSchema, { ...r, status: nodeStatusOf(r.status) });
-export const agentMsg = (r: AgentRow): Agent => create(AgentSchema, { ...r, state: agentStateOf(r.state) });
+export const agentMsg = (r: AgentRow): Agent => create(AgentSchema, { ...r, state: agentStateOf(r.state), runtime: runtimeOf(r.runtime) });
 
 export function taskMsg(r: TaskRow): Task {
   return create(TaskSchema, {
@@ -75,7 +78,7 @@ export function taskMsg(r: TaskRow): Task {
     assigneeAgentId: r.assigneeAgentId,
     attempts: r.attempts,
     maxAttempts: r.maxAttempts,
-    runtime: r.runtime,
+    runtime: runtimeOf(r.runtime),
     input: (r.input ?? undefined) as JsonObject | undefined,
     result: r.result ? { ...r.result, usage: r.result.usage && usageMsg(r.result.usage) } : undefined,
     claimedBy: r.claimedBy,

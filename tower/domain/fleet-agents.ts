@@ -7,7 +7,7 @@ import { newId } from "../../common/ids.js";
 import * as fleet from "../../gen/ep/tower/v1/fleet_pb.js";
 import { authorize, scopeDomains, type Caller } from "./caller.js";
 import { agentMsg, usageMsg, wordOf } from "./convert.js";
-import { AgentStateSchema } from "../../gen/ep/tower/v1/resources_pb.js";
+import { AgentStateSchema, RuntimeSchema } from "../../gen/ep/tower/v1/resources_pb.js";
 import { commit } from "./event-hub.js";
 import type { FleetContext } from "./fleet.js";
 import { RUNTIMES, sumUsage } from "./work.js";
@@ -28,10 +28,8 @@ export function createAgentOps({ deps, linkHub }: FleetContext) {
 
   return {
     async enrollAgent(caller: Caller, req: fleet.EnrollAgentRequest): Promise<fleet.EnrollAgentResponse> {
-      const runtime = req.runtime;
-      if (!RUNTIMES.includes(runtime as (typeof RUNTIMES)[number])) {
-        throw invalidField("runtime", `must be one of ${RUNTIMES.join(", ")} (got ${JSON.stringify(runtime)})`);
-      }
+      const runtime = wordOf(RuntimeSchema, req.runtime, "runtime");
+      if (!runtime) throw invalidField("runtime", `is required: one of ${RUNTIMES.join(", ")}`);
       const nodeId = caller.role === "node" ? caller.nodeId! : req.nodeId;
       if (caller.role === "node" && req.nodeId && req.nodeId !== caller.nodeId) throw new EpError("forbidden", "a node enrolls agents only on itself");
       if (caller.role !== "node") authorize(caller, "admin");

@@ -8,9 +8,9 @@ import * as pb from "../../gen/ep/tower/v1/work_pb.js";
 import type { Store, TaskQuery, TaskRow } from "../store/store.js";
 import { authorize, scopeDomains, type Caller } from "./caller.js";
 import { taskMsg, wordOf } from "./convert.js";
-import { ClaimPolicySchema, TaskKindSchema, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
+import { ClaimPolicySchema, RuntimeSchema, TaskKindSchema, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
 import { commit } from "./event-hub.js";
-import { assignmentEvent, covers, MAX_TEXT, oneOf, taskEvent, text, CLAIM_POLICIES, KANBAN_STATES, RUNTIMES } from "./work-support.js";
+import { assignmentEvent, covers, MAX_TEXT, oneOf, taskEvent, text, CLAIM_POLICIES, KANBAN_STATES } from "./work-support.js";
 import type { WorkContext } from "./work-context.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 
@@ -139,7 +139,7 @@ function checkNewTask(req: pb.CreateTaskRequest) {
   const askedStatus = wordOf(TaskStatusSchema, req.status, "status");
   const title = text("title", req.title, { required: true });
   const description = text("description", req.description, { max: MAX_TEXT });
-  const runtime = req.runtime ? oneOf("runtime", req.runtime, RUNTIMES) : "";
+  const runtime = wordOf(RuntimeSchema, req.runtime, "runtime");
   // a shell task runs input.command: without one it could only fail when it runs
   if (runtime === "shell") {
     const command = (req.input as JsonObject | undefined)?.command;

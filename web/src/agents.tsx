@@ -2,7 +2,7 @@
 // the task it is running, and the actions that apply to it: a terminal while its node is linked,
 // and for supervised agents restart, pause auto-restart and resume, forwarded to its node.
 import { NodeStatus } from "@gen/ep/tower/v1/resources_pb.js";
-import { agentStateOf, statusOf } from "./words.js";
+import { agentStateOf, runtimeWord, statusOf } from "./words.js";
 import { useMemo, useState } from "react";
 import type { Agent } from "@gen/ep/tower/v1/resources_pb.js";
 import { api, describeError } from "./api.js";
@@ -85,8 +85,8 @@ export function AgentsView({ dashboard, canOperate, navigate }: { dashboard: Das
                       <div className="muted small">{domainName.get(a.domainId) ?? a.domainId}</div>
                     </td>
                     <td>{node?.hostname ?? (a.nodeId || "—")}</td>
-                    <td className="col-opt" title={a.runtime}>
-                      {runtimeLabel(a.runtime)}
+                    <td className="col-opt" title={runtimeWord(a.runtime)}>
+                      {runtimeLabel(runtimeWord(a.runtime))}
                     </td>
                     <td>
                       <StatusBadge status={state} />

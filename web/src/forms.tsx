@@ -1,14 +1,15 @@
 // Create in place: a domain, a mission, a task. Each form sends what the API takes and shows the
 // API's own validation message on the field it names (the `field` of an invalid_argument error,
 // carried in the error's ep.errors.v1.ErrorDetail), so the console never re-implements the rules.
-import { ClaimPolicySchema, type ClaimPolicy } from "@gen/ep/tower/v1/resources_pb.js";
+import { ClaimPolicySchema, RuntimeSchema, type ClaimPolicy, type Runtime } from "@gen/ep/tower/v1/resources_pb.js";
 import { enumOf } from "@common/vocab.js";
 import { ConnectError } from "@connectrpc/connect";
 import { useId, useState, type FormEvent, type ReactNode } from "react";
 import { ErrorDetailSchema } from "@gen/ep/errors/v1/errors_pb.js";
 import type { Agent, Domain } from "@gen/ep/tower/v1/resources_pb.js";
 import { api, describeError } from "./api.js";
-import { RUNTIME_LABELS } from "./ui.js";
+import { RUNTIME_LABELS, runtimeLabel } from "./ui.js";
+import { runtimeWord } from "./words.js";
 
 type FieldErrors = Record<string, string>;
 
@@ -168,7 +169,7 @@ export function NewTaskForm({ missionId, agents, onDone, onCancel }: { missionId
       const res = await api.work.createTask({
         missionId,
         title,
-        runtime,
+        runtime: enumOf<Runtime>(RuntimeSchema, runtime, "runtime"),
         input,
         claimPolicy: enumOf<ClaimPolicy>(ClaimPolicySchema, claimPolicy, "claim_policy"),
         priority: Number.parseInt(priority || "0", 10) || 0,
@@ -227,7 +228,7 @@ export function NewTaskForm({ missionId, agents, onDone, onCancel }: { missionId
               <option value="">choose an agent</option>
               {agents.map((a) => (
                 <option key={a.id} value={a.id}>
-                  {a.name || a.id} · {RUNTIME_LABELS[a.runtime] ?? a.runtime}
+                  {a.name || a.id} · {runtimeLabel(runtimeWord(a.runtime))}
                 </option>
               ))}
             </select>

@@ -2,7 +2,7 @@
 // The header comes from GetTask (re-read whenever an event about the task or one of its broadcast
 // runs arrives); the transcript is the task's progress frames, replayed from the tower when the
 // page opens and then appended live from the console's event feed, deduplicated by event id.
-import { agentStateOf, kindOf, statusOf } from "./words.js";
+import { agentStateOf, kindOf, runtimeWord, statusOf } from "./words.js";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type { Agent, Task } from "@gen/ep/tower/v1/resources_pb.js";
 import { api, describeError } from "./api.js";
@@ -251,7 +251,7 @@ function TaskFacts({ task, agent, agentId, nodeName, now, final, started }: { ta
     </div>
     <div>
       <dt>Runtime</dt>
-      <dd title={task.runtime || undefined}>{task.runtime ? runtimeLabel(task.runtime) : agent ? runtimeLabel(agent.runtime) : "any"}</dd>
+      <dd title={runtimeWord(task.runtime) || undefined}>{task.runtime ? runtimeLabel(runtimeWord(task.runtime)) : agent ? runtimeLabel(runtimeWord(agent.runtime)) : "any"}</dd>
     </div>
     <div>
       <dt>Attempts</dt>

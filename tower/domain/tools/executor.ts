@@ -2,7 +2,7 @@
 // Connect edges call (work, fleet, events, docs) — no tool has logic of its own beyond
 // mapping its snake_case arguments to the request. Every domain function authorizes the
 // caller, so a tool can do exactly what its caller could do through the API.
-import { ClaimPolicySchema, TaskKind, TaskKindSchema, TaskStatusSchema, type ClaimPolicy, type TaskStatus } from "../../../gen/ep/tower/v1/resources_pb.js";
+import { ClaimPolicySchema, RuntimeSchema, TaskKind, TaskKindSchema, TaskStatusSchema, type ClaimPolicy, type Runtime, type TaskStatus } from "../../../gen/ep/tower/v1/resources_pb.js";
 import { enumOf } from "../../../common/vocab.js";
 import { create, type DescMessage, type JsonObject, type MessageShape } from "@bufbuild/protobuf";
 import { restJson } from "../../../common/vocab.js";
@@ -218,7 +218,7 @@ function toolHandlers(x: ToolExecutorDeps): Record<string, (caller: Caller, a: A
             capabilities: (a.capabilities as string[] | undefined) ?? [],
             assigneeAgentId: str(a.assignee_agent_id),
             maxAttempts: int(a.max_attempts),
-            runtime: str(a.runtime),
+            runtime: enumOf<Runtime>(RuntimeSchema, str(a.runtime), "runtime"),
             input: a.input as JsonObject | undefined,
           }),
         ),
