@@ -2,8 +2,11 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { ApprovalSchema, ApprovalStatus, ApprovalStatusSchema, ListApprovalsRequestSchema, ListApprovalsResponseSchema } from "../gen/ep/tower/v1/approvals_pb.js";
-import { Runtime, RuntimeSchema } from "../gen/ep/tower/v1/resources_pb.js";
-import { enumOf, enumsFromWords, enumValue, enumWord, restJson } from "./vocab.js";
+import { Runtime, RuntimeSchema, TaskSchema } from "../gen/ep/tower/v1/resources_pb.js";
+import { ReloadNodeConfigRequestSchema, ReportNodeStateRequestSchema } from "../gen/ep/tower/v1/fleet_pb.js";
+import { durationFromMs, durationMs } from "@bufbuild/protobuf/wkt";
+import { fromJson } from "@bufbuild/protobuf";
+import { enumOf, enumsFromWords, enumValue, enumWord, isoOf, msOf, restJson, timestampOf } from "./vocab.js";
 import { RUNTIME_KINDS } from "./runtimes.js";
 
 describe("vocab", () => {
@@ -24,6 +27,29 @@ describe("vocab", () => {
     expect(enumValue(RuntimeSchema, "vendorA_code")).toBe(Runtime.VENDORA_CODE);
     expect(enumValue(RuntimeSchema, "VENDORA_CODE")).toBe(Runtime.VENDORA_CODE);
     expect(() => enumOf(RuntimeSchema, "vendorD", "--runtime")).toThrow('--runtime: must be one of vendorA_code, vendorA_agent_acp, vendorB, vendorC, muxhost_hosted, shell (got "vendorD")');
+  });
+
+  it("writes Timestamps as REST always wrote times (milliseconds kept, unset as \"\") and reads them back", () => {
+    const task = create(TaskSchema, { id: "t", createdAt: timestampOf("2026-11-26T17:00:05.000Z"), updatedAt: timestampOf("2026-11-26T17:00:05.120Z") });
+    expect(restJson(TaskSchema, task)).toMatchObject({ created_at: "2026-11-26T17:00:05.000Z", updated_at: "2026-11-26T17:00:05.120Z", lease_expires_at: "" });
+    expect(isoOf(task.updatedAt)).toBe("2026-11-26T17:00:05.120Z");
+    expect(msOf(task.createdAt)).toBe(Date.parse("2026-11-26T17:00:05Z"));
+    expect([isoOf(undefined), timestampOf(""), Number.isNaN(msOf(undefined))]).toEqual(["", undefined, true]);
+    // a REST body's "" time is unset, a time is read (nested in lists too)
+    const body = enumsFromWords(ReportNodeStateRequestSchema, { cron_jobs: [{ name: "j", next_fire_at: "", last_fire: { fired_at: "2026-11-26T17:00:05.000Z" } }] });
+    const req = fromJson(ReportNodeStateRequestSchema, body as never);
+    expect(req.cronJobs[0].nextFireAt).toBeUndefined();
+    expect(isoOf(req.cronJobs[0].lastFire?.firedAt)).toBe("2026-11-26T17:00:05.000Z");
+  });
+
+  it("speaks a Duration as <name>_ms in milliseconds both ways, and refuses what is not a whole number of them", () => {
+    expect(restJson(ReloadNodeConfigRequestSchema, create(ReloadNodeConfigRequestSchema, { nodeId: "n", wait: durationFromMs(1500) }))).toEqual({ node_id: "n", wait_ms: 1500 });
+    expect(restJson(ReloadNodeConfigRequestSchema, create(ReloadNodeConfigRequestSchema, { nodeId: "n" }))).toEqual({ node_id: "n", wait_ms: 0 });
+    const read = (body: object) => fromJson(ReloadNodeConfigRequestSchema, enumsFromWords(ReloadNodeConfigRequestSchema, body) as never);
+    expect(durationMs(read({ node_id: "n", wait_ms: 250 }).wait!)).toBe(250);
+    expect(read({ node_id: "n", wait_ms: 0 }).wait).toBeDefined(); // 0 is "do not wait", not unset
+    expect(read({ node_id: "n" }).wait).toBeUndefined();
+    for (const bad of [-1, 1.5, "10", null]) expect(() => read({ wait_ms: bad })).toThrow(`wait_ms: must be a whole number of milliseconds, 0 or more (got ${JSON.stringify(bad)})`);
   });
 
   it("shows enums as words at any depth of a message's REST JSON", () => {

@@ -1,7 +1,8 @@
 // The contract's closed sets as protobuf enums (APPROVAL_STATUS_PENDING) and as the lowercase
 // words the REST surface, the CLI's JSON and the event stream use ("pending"): one mapping, read
 // from the descriptors (the enum's shared prefix stripped, the rest lowercased), not per field.
-import { toJson, type DescEnum, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import { toJson, type DescEnum, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromMs, timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { EpError } from "./errors.js";
 import { RUNTIME_KINDS } from "./runtimes.js";
 
@@ -33,15 +34,45 @@ function wordTable(e: DescEnum): Map<string, number> {
   return t;
 }
 
+/** A stored ISO 8601 time as the contract's Timestamp; undefined for "" (not set). */
+export const timestampOf = (iso: string): Timestamp | undefined => (iso ? timestampFromMs(Date.parse(iso)) : undefined);
+
+/** A contract Timestamp as REST, the CLI and logs show times: ISO 8601 in UTC with milliseconds; "" when unset. */
+export const isoOf = (t: Timestamp | undefined): string => (t ? timestampDate(t).toISOString() : "");
+
+/** A contract Timestamp in milliseconds since the epoch; NaN when unset. */
+export const msOf = (t: Timestamp | undefined): number => (t ? timestampMs(t) : Number.NaN);
+
+const isTimestamp = (f: DescField) => f.fieldKind === "message" && f.message.typeName === "google.protobuf.Timestamp";
+/** A Duration field: REST speaks it as `<name>_ms`, a number of milliseconds ("wait" is "wait_ms"). */
+export const isDuration = (f: DescField) => f.fieldKind === "message" && f.message.typeName === "google.protobuf.Duration";
+
+/** Proto JSON's RFC 3339 ("…:05Z", "…:05.120Z") as REST has always written times ("…:05.000Z", "…:05.120Z"). */
+function restTime(v: unknown): unknown {
+  if (typeof v !== "string") return v;
+  return v.length === 24 && v[19] === "." ? v : new Date(v).toISOString();
+}
+
 /**
  * A message's proto JSON (useProtoFieldName) with every enum field, at any depth, turned from its
- * proto name to its lowercase word: what REST and the CLI print.
+ * proto name to its lowercase word, and every Timestamp written as REST writes times (an unset
+ * one as ""): what REST and the CLI print.
  */
 export function wordsInJson(schema: DescMessage, json: unknown): unknown {
   if (!json || typeof json !== "object" || Array.isArray(json)) return json;
   const out: Record<string, unknown> = { ...(json as Record<string, unknown>) };
   for (const f of schema.fields) {
     const v = out[f.name];
+    if (isTimestamp(f)) {
+      out[f.name] = v === undefined ? "" : restTime(v);
+      continue;
+    }
+    if (isDuration(f)) {
+      // proto JSON's "1.500s" as 1500; unset as 0
+      delete out[f.name];
+      out[`${f.name}_ms`] = typeof v === "string" ? Math.round(Number.parseFloat(v) * 1000) : 0;
+      continue;
+    }
     if (v === undefined) continue;
     const enumOf = f.fieldKind === "enum" ? f.enum : f.fieldKind === "list" && f.listKind === "enum" ? f.enum : undefined;
     const messageOf = f.fieldKind === "message" ? f.message : f.fieldKind === "list" && f.listKind === "message" ? f.message : undefined;
@@ -69,9 +100,21 @@ export function enumsFromWords(schema: DescMessage, json: unknown, path = ""): u
   if (!json || typeof json !== "object" || Array.isArray(json)) return json;
   const out: Record<string, unknown> = { ...(json as Record<string, unknown>) };
   for (const f of schema.fields) {
+    if (isDuration(f) && `${f.name}_ms` in out) {
+      const ms = out[`${f.name}_ms`];
+      delete out[`${f.name}_ms`];
+      const at = path ? `${path}.${f.name}_ms` : `${f.name}_ms`;
+      if (typeof ms !== "number" || !Number.isInteger(ms) || ms < 0) {
+        throw new EpError("invalid_argument", `${at}: must be a whole number of milliseconds, 0 or more (got ${JSON.stringify(ms)})`, { field: at });
+      }
+      out[f.name] = `${ms / 1000}s`;
+      continue;
+    }
     const key = f.name in out ? f.name : f.jsonName in out ? f.jsonName : undefined;
     if (key === undefined) continue;
     const v = out[key];
+    // REST writes an unset time as ""; read it back as unset
+    if (isTimestamp(f) && v === "") delete out[key];
     const enumOf = f.fieldKind === "enum" ? f.enum : f.fieldKind === "list" && f.listKind === "enum" ? f.enum : undefined;
     const messageOf = f.fieldKind === "message" ? f.message : f.fieldKind === "list" && f.listKind === "message" ? f.message : undefined;
     const at = path ? `${path}.${f.name}` : f.name;

@@ -30,7 +30,7 @@ async function held(t: TestTower) {
   const nodeWork = t.client(WorkService, node.token);
   const next = async () => {
     await work.createTask({ missionId, title: "edit", runtime: Runtime.SHELL, input: { command: "true" } });
-    return (await nodeWork.claimTask({ agentId, waitMs: 0 })).task!;
+    return (await nodeWork.claimTask({ agentId })).task!;
   };
   const asks = t.client(ApprovalService, node.token);
   const ask = async (taskId: string, extra: Record<string, unknown> = {}) =>

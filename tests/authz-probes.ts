@@ -84,7 +84,7 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
     spareToken: async () => (await auth.createToken({ name: "authz-spare", role: TokenRole.VIEWER })).token!.id,
     approval: async () => {
       await work.createTask({ missionId: missionA, title: "asks", runtime: Runtime.SHELL, input: { command: "true" } });
-      const held = (await t.client(WorkService, node.token).claimTask({ agentId: agentA, waitMs: 0 })).task!;
+      const held = (await t.client(WorkService, node.token).claimTask({ agentId: agentA })).task!;
       const asked = await t.client(ApprovalService, node.token).requestPermission({ taskId: held.id, agentId: agentA, tool: "Bash", options: PROBE_OPTIONS });
       return asked.approval!.id;
     },
@@ -134,7 +134,7 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "WorkService/GetTask": async (f) => ({ taskId: await f.task() }),
   "WorkService/UpdateTask": async (f) => ({ taskId: await f.task(), priority: 2 }),
   "WorkService/DeleteTask": async (f) => ({ taskId: await f.task() }),
-  "WorkService/ClaimTask": (f) => ({ agentId: f.agentA, waitMs: 0 }),
+  "WorkService/ClaimTask": (f) => ({ agentId: f.agentA }),
   "WorkService/StartTask": async (f) => ({ taskId: await f.task(), agentId: f.agentA }),
   "WorkService/HeartbeatTask": async (f) => ({ taskId: await f.task(), agentId: f.agentA }),
   "WorkService/ReportProgress": async (f) => ({ taskId: await f.task(), agentId: f.agentA, frames: [{ kind: "text", text: "x" }] }),
@@ -147,7 +147,7 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "NodeService/GetNode": (f) => ({ nodeId: f.nodeA }),
   "NodeService/PublishEvents": (f) => ({ events: [{ type: "inbox", name: "probe", domainId: f.domainA }] }),
   "NodeService/ReportNodeState": () => ({}),
-  "NodeService/ReloadNodeConfig": (f) => ({ nodeId: f.nodeA, waitMs: 0 }),
+  "NodeService/ReloadNodeConfig": (f) => ({ nodeId: f.nodeA }),
   "NodeService/SetNodeDomains": (f) => ({ nodeId: f.nodeA, domainIds: [f.domainA] }),
   "AgentService/EnrollAgent": (f) => ({ domainId: f.domainA, nodeId: f.nodeA, runtime: Runtime.SHELL, name: "probe" }),
   "AgentService/ListAgents": (f) => ({ domainId: f.domainA }),

@@ -13,6 +13,7 @@ import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, spawnTowerProcess, epdFor, towerWithMission, type TowerSetup } from "./epd-harness.js";
 import { useCleanups, waitFor } from "./harness.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
+import { isoOf } from "../common/vocab.js";
 
 const cleanup = useCleanups();
 
@@ -75,8 +76,8 @@ describe("epd lease heartbeats", () => {
       seen.add(statusWord(task.status));
       maxAttempts = Math.max(maxAttempts, task.attempts);
       if (task.status !== TaskStatus.RUNNING) break;
-      firstLease ||= task.leaseExpiresAt;
-      leases.add(task.leaseExpiresAt);
+      firstLease ||= isoOf(task.leaseExpiresAt);
+      leases.add(isoOf(task.leaseExpiresAt));
       await new Promise((r) => setTimeout(r, 100));
     }
     const done = await waitStatus(s.work, t.id, ["succeeded", "failed", "queued"]);

@@ -9,6 +9,7 @@ import { ToolService } from "../gen/ep/tower/v1/tools_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { startTower, type TestTower } from "./harness.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
+import { timestampOf, msOf, isoOf } from "../common/vocab.js";
 
 let t: TestTower;
 let missionId: string;
@@ -63,11 +64,11 @@ describe("GET /mcp/tools and POST /mcp/call", () => {
     expect((await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: {} })).body.result.nodes.map((n: any) => n.node_id)).not.toContain(nodeId);
 
     const first = await asNode.reportNodeState({
-      cronJobs: [{ name: "old", kind: "cron", schedule: "0 * * * *", dispatch: "bash", prompt: "true", nextFireAt: "2030-01-01T01:00:00.000Z", line: 1 }],
+      cronJobs: [{ name: "old", kind: "cron", schedule: "0 * * * *", dispatch: "bash", prompt: "true", nextFireAt: timestampOf("2030-01-01T01:00:00.000Z"), line: 1 }],
     });
     const res = await asNode.reportNodeState({
       cronJobs: [
-        { name: "standup", kind: "cron", schedule: "0 9 * * 1-5", dispatch: "signal", session: "pm", prompt: "/standup", missed: "skip", nextFireAt: "2030-01-01T09:00:00.000Z", line: 2, lastFire: { slot: "s", firedAt: "2029-12-31T09:00:00.000Z", status: "failed", exitCode: 3, error: "boom" } },
+        { name: "standup", kind: "cron", schedule: "0 9 * * 1-5", dispatch: "signal", session: "pm", prompt: "/standup", missed: "skip", nextFireAt: timestampOf("2030-01-01T09:00:00.000Z"), line: 2, lastFire: { slot: "s", firedAt: timestampOf("2029-12-31T09:00:00.000Z"), status: "failed", exitCode: 3, error: "boom" } },
       ],
       supervised: [
         { profile: "svc", agentId: agent.id, domainId, name: "svc", runtime: Runtime.SHELL, backend: "process", state: "running", pid: 42, restarts: 2, lastRestartReason: "found dead by the watchdog poll" },
@@ -75,11 +76,11 @@ describe("GET /mcp/tools and POST /mcp/call", () => {
       ],
       configErrors: [{ file: "/x/agents.toml", line: 4, field: "runtime", item: "bad", message: "unknown runtime" }],
     });
-    expect(Date.parse(res.reportedAt)).toBeGreaterThanOrEqual(Date.parse(first.reportedAt));
+    expect(msOf(res.reportedAt)).toBeGreaterThanOrEqual(msOf(first.reportedAt));
 
     const cron = (await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: { node_id: nodeId } })).body.result;
     expect(cron.nodes).toHaveLength(1);
-    expect(cron.nodes[0]).toMatchObject({ node_id: nodeId, hostname: "state-node", reported_at: res.reportedAt, config_errors: [{ file: "/x/agents.toml", line: 4, item: "bad" }] });
+    expect(cron.nodes[0]).toMatchObject({ node_id: nodeId, hostname: "state-node", reported_at: isoOf(res.reportedAt), config_errors: [{ file: "/x/agents.toml", line: 4, item: "bad" }] });
     expect(cron.nodes[0].jobs).toEqual([
       {
         name: "standup", kind: "cron", schedule: "0 9 * * 1-5", interval: "", dispatch: "signal", session: "pm", prompt: "/standup", missed: "skip",
@@ -91,7 +92,7 @@ describe("GET /mcp/tools and POST /mcp/call", () => {
     expect((await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: {} })).body.result.nodes.map((n: any) => n.node_id)).toContain(nodeId);
 
     const sup = (await t.api("POST", "/mcp/call", { tool: "get_supervision", arguments: { node_id: nodeId } })).body.result;
-    expect(sup.nodes[0].reported_at).toBe(res.reportedAt);
+    expect(sup.nodes[0].reported_at).toBe(isoOf(res.reportedAt));
     expect(sup.nodes[0].agents.map((a: any) => a.profile)).toEqual(["svc", "other"]);
     expect(sup.nodes[0].agents[0]).toMatchObject({ agent_id: agent.id, restarts: 2, pid: 42, backend: "process", tower_state: "idle" });
     const one = (await t.api("POST", "/mcp/call", { tool: "get_supervision", arguments: { agent_id: agent.id } })).body.result;

@@ -18,6 +18,7 @@ import { openStore } from "../tower/store/open-store.js";
 import { tempHome, type TestTower, useCleanups, waitFor } from "./harness.js";
 import { followSse, freshSchema, gapsAndDuplicates, requirePg, skipPg, startReplica, type Schema } from "./replicas-harness.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
 
 requirePg("replicas-events");
 
@@ -57,7 +58,7 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     // a long poll on B, a task created on A: B's claimer wakes from A's commit
     const figures: number[] = [];
     for (let i = 0; i < 11; i++) {
-      const claim = b.client(WorkService).claimTask({ agentId, waitMs: 10_000 });
+      const claim = b.client(WorkService).claimTask({ agentId, wait: durationFromMs(10_000) });
       await new Promise((r) => setTimeout(r, 100)); // the claim is waiting on B
       const t0 = performance.now();
       const created = (await workA.createTask({ missionId, title: `t${i}` })).task!;

@@ -13,7 +13,7 @@ describe("graceful shutdown", () => {
     const headers = { authorization: `Bearer ${tower.adminToken}`, "content-type": "application/json" };
     const post = async (path: string, body: unknown) => (await fetch(tower.url + path, { method: "POST", headers, body: JSON.stringify(body) })).json() as Promise<any>;
     const { domain } = await post("/domains", { name: "bye" });
-    const reg = await fetch(`${tower.url}/ep.tower.v1.AgentService/EnrollAgent`, { method: "POST", headers, body: JSON.stringify({ domainId: domain.id, runtime: "shell" }) });
+    const reg = await fetch(`${tower.url}/ep.tower.v1.AgentService/EnrollAgent`, { method: "POST", headers, body: JSON.stringify({ domainId: domain.id, runtime: "RUNTIME_SHELL" }) });
     const { agent } = (await reg.json()) as { agent: { id: string } };
 
     // a long-polling claim is in flight when SIGTERM arrives

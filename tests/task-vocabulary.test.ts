@@ -5,6 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ClaimPolicy, Runtime, TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
+import { isoOf } from "../common/vocab.js";
 import { startTower, type TestTower } from "./harness.js";
 
 let t: TestTower;
@@ -34,6 +36,23 @@ describe("the task vocabulary", () => {
     expect((await t.api("GET", `/work/tasks/${card.id}`)).body.task).toMatchObject({ kind: "assigned", status: "in_progress", claim_policy: "" });
     const listed = await t.api("GET", `/work/missions/${missionId}/tasks?status=in_progress&kind=assigned`);
     expect(listed.body.tasks.map((x: { id: string }) => x.id)).toEqual([card.id]);
+  });
+
+  it("carries times as Timestamps and the claim's wait as a Duration over Connect, ISO strings and wait_ms over REST", async () => {
+    const { work, domainId, missionId } = await mission();
+    const task = (await work.createTask({ missionId, title: "when" })).task!;
+    const rest = (await t.api("GET", `/work/tasks/${task.id}`)).body.task;
+    expect(rest.created_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+    expect(rest.created_at).toBe(isoOf(task.createdAt));
+    expect(rest.lease_expires_at).toBe(""); // not claimed: unset over Connect, "" over REST
+    expect(task.leaseExpiresAt).toBeUndefined();
+    const agentId = (await t.client(AgentService).enrollAgent({ domainId, runtime: Runtime.SHELL, name: "w" })).agent!.id;
+    const claimed = await t.api("POST", `/work/agents/${agentId}/claim`, { wait_ms: 0 });
+    expect(claimed.status).toBe(200);
+    expect(Date.parse(claimed.body.task.lease_expires_at)).toBeGreaterThan(Date.parse(claimed.body.task.created_at));
+    const bad = await t.api("POST", `/work/agents/${agentId}/claim`, { wait_ms: -5 });
+    expect(bad.body.error).toMatchObject({ code: "invalid_argument", message: "wait_ms: must be a whole number of milliseconds, 0 or more (got -5)", details: { field: "wait_ms" } });
+    await expect(work.claimTask({ agentId, wait: { seconds: -1n } })).rejects.toThrow(/wait: must not be negative/);
   });
 
   it("refuses a word that is not in the set, naming the field and the words", async () => {

@@ -5,7 +5,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeClock } from "../test-support/fake-clock.js";
 import { epErrorOfConnectJson } from "../test-support/rpc-errors.js";
-import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
+import { AuthService, ListTokensResponseSchema } from "../gen/ep/tower/v1/auth_pb.js";
+import { isoOf, restJson } from "../common/vocab.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
@@ -173,8 +174,8 @@ describe("roles", () => {
     expect(expired.status).toBe(401);
     expect(expired.body.error.code).toBe("token_expired");
     const listed = await auth.listTokens({});
-    expect(listed.tokens.find((x) => x.id === old.token!.id)?.revokedAt).not.toBe("");
-    expect(JSON.stringify(listed)).not.toContain(fresh.secret);
+    expect(isoOf(listed.tokens.find((x) => x.id === old.token!.id)?.revokedAt)).toMatch(/^\d{4}-/);
+    expect(JSON.stringify(restJson(ListTokensResponseSchema, listed))).not.toContain(fresh.secret);
   });
 });
 
@@ -453,7 +454,7 @@ describe("the claimable task state machine", () => {
     const { domainId, missionId } = await setup("longpoll");
     const agentId = await enroll(domainId);
     const work = t.client(WorkService);
-    const pending = work.claimTask({ agentId, waitMs: 20_000 });
+    const pending = work.claimTask({ agentId, wait: { seconds: 20n } });
     await new Promise((r) => setTimeout(r, 50));
     const { task } = await work.createTask({ missionId, title: "wake" });
     const claimed = await pending;

@@ -12,6 +12,7 @@ import { UsageError, type Context } from "../context.js";
 import { withHint } from "../fail.js";
 import { json } from "../output.js";
 import { tower } from "../tower.js";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
 
 /** Fails early (before the tower issues an identity) when the file cannot be written. */
 export async function checkWritable(path: string): Promise<void> {
@@ -77,7 +78,7 @@ async function reload(ctx: Context): Promise<number> {
   const waitMs = raw === undefined ? undefined : Number(raw);
   if (waitMs !== undefined && (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > 60_000)) throw new UsageError(`--wait must be milliseconds between 0 and 60000 (got ${JSON.stringify(raw)})`);
   const nodeId = ctx.args[0]!;
-  const res = await tower(ctx, NodeService).reloadNodeConfig({ nodeId, waitMs });
+  const res = await tower(ctx, NodeService).reloadNodeConfig({ nodeId, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) });
   const errors = res.errors.map((e) => ({ file: e.file, line: e.line, field: e.field, item: e.item, message: e.message }));
   if (ctx.json) {
     ctx.out(json({ node_id: nodeId, request_id: res.requestId, status: res.status, results: res.results, errors, event_id: Number(res.eventId) }));

@@ -15,6 +15,7 @@ import { withHint } from "../fail.js";
 import { fix } from "./doctor.js";
 import { registerNode } from "./node.js";
 import { tower } from "../tower.js";
+import { isoOf, msOf } from "../../common/vocab.js";
 
 /** /etc/ep/node.json when it exists or /etc/ep is writable, else $EP_HOME/node.json (EP_NODE_FILE wins). */
 export function upNodeFile(env: NodeJS.ProcessEnv): string {
@@ -36,7 +37,7 @@ export function upNodeFile(env: NodeJS.ProcessEnv): string {
 /** A one-time console login link and when it expires (24 h; `ep ui` prints a fresh one). */
 export async function loginLink(ctx: Context, url: string): Promise<string> {
   const t = await tower(ctx, AuthService).createTicket({ purpose: "login" });
-  const until = new Date(t.expiresAt);
+  const until = new Date(msOf(t.expiresAt));
   const hours = Math.round((until.getTime() - Date.now()) / 3_600_000);
   const when = until.toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" });
   return `${url}/ui/login#ticket=${t.ticket}\n                  (one use, valid until ${when}${hours > 0 ? `, ${hours} h` : ""}; 'ep ui' prints a fresh link)`;
@@ -72,7 +73,7 @@ async function ui(ctx: Context): Promise<number> {
   const url = ctx.url();
   const t = await tower(ctx, AuthService).createTicket({ purpose: "login" });
   const link = `${url}/ui/login#ticket=${t.ticket}`;
-  ctx.out(ctx.json ? JSON.stringify({ console: `${url}/ui/`, login_link: link, expires_at: t.expiresAt }) : `console:        ${url}/ui/\none-time login: ${link}\n                (one use, valid until ${new Date(t.expiresAt).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" })})`);
+  ctx.out(ctx.json ? JSON.stringify({ console: `${url}/ui/`, login_link: link, expires_at: isoOf(t.expiresAt) }) : `console:        ${url}/ui/\none-time login: ${link}\n                (one use, valid until ${new Date(msOf(t.expiresAt)).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" })})`);
   return 0;
 }
 

@@ -263,7 +263,7 @@ describe("the ep console on a real tower", () => {
     const node = await tower.client(NodeService).registerNode({ hostname: "tui-node", domainIds: [domainId] });
     const agentId = (await tower.client(AgentService, node.token).enrollAgent({ domainId, runtime: Runtime.SHELL, name: "asker" })).agent!.id;
     await work.createTask({ missionId, title: "edit", runtime: Runtime.SHELL, input: { command: "true" } });
-    const held = (await tower.client(WorkService, node.token).claimTask({ agentId, waitMs: 0 })).task!;
+    const held = (await tower.client(WorkService, node.token).claimTask({ agentId })).task!;
     const asked = (await tower.client(ApprovalService, node.token).requestPermission({ taskId: held.id, agentId, tool: "Bash", title: "rm -rf build" })).approval!;
     const source = createTowerSource(tower.transport(), tower.url);
     const ui = render(<App source={source} initialTab="approvals" />);

@@ -11,7 +11,7 @@ import { AgentService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import type { Event, Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import { ApprovalService, ApprovalStatus, ApprovalStatusSchema, type Approval } from "../../gen/ep/tower/v1/approvals_pb.js";
-import { enumWord } from "../../common/vocab.js";
+import { enumWord, isoOf } from "../../common/vocab.js";
 import type { ApprovalItem, EventItem, FrameItem, TaskDetail, TaskItem, TuiDataSource } from "./data-source.js";
 
 
@@ -32,7 +32,7 @@ function eventItem(e: Event): EventItem {
     name: e.name,
     status: e.status,
     detail: eventDetail(e),
-    at: e.createdAt,
+    at: isoOf(e.createdAt),
     taskId: e.taskId || undefined,
     frame: e.type === "progress" ? frameOf(Number(e.id), e.payload as JsonObject | undefined) : undefined,
   };
@@ -60,7 +60,7 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
   const taskDetail = (t: Task): TaskDetail => {
     const u = t.result?.usage;
     const usage = u && (u.inputTokens || u.outputTokens || u.costUsd) ? `${u.inputTokens} tokens in, ${u.outputTokens} out${u.costUsd ? `, $${u.costUsd.toFixed(4)}` : ""}${u.model ? ` (${u.model})` : ""}` : "";
-    return { ...taskItem(t), attempts: t.attempts, maxAttempts: t.maxAttempts, createdAt: t.createdAt, output: t.result?.output ?? "", error: t.result?.error ?? "", usage, workspace: workspaceOf(t.result?.workspace) };
+    return { ...taskItem(t), attempts: t.attempts, maxAttempts: t.maxAttempts, createdAt: isoOf(t.createdAt), output: t.result?.output ?? "", error: t.result?.error ?? "", usage, workspace: workspaceOf(t.result?.workspace) };
   };
 
   return {

@@ -7,7 +7,7 @@ import type { SupervisedStatus } from "../supervise/index.js";
 import type { FleetProfile } from "./agents-file.js";
 import type { EnrolledState, ProfileView } from "./fleet-types.js";
 import type { AcpHost, TmuxHost } from "./hosts.js";
-import { enumOf } from "../../common/vocab.js";
+import { enumOf, timestampOf } from "../../common/vocab.js";
 import { RuntimeSchema, type Runtime } from "../../gen/ep/tower/v1/resources_pb.js";
 
 type NodeState = MessageInitShape<typeof ReportNodeStateRequestSchema>;
@@ -23,14 +23,14 @@ export function cronJobState(j: CronJob): NonNullable<NodeState["cronJobs"]>[num
     session: j.session ?? "",
     prompt: j.prompt,
     missed: j.missed,
-    nextFireAt: j.nextFireAt ?? "",
+    nextFireAt: timestampOf(j.nextFireAt ?? ""),
     running: j.running,
     line: j.line,
     ...(j.lastFire
       ? {
           lastFire: {
             slot: j.lastFire.slot,
-            firedAt: j.lastFire.firedAt,
+            firedAt: timestampOf(j.lastFire.firedAt),
             status: j.lastFire.status,
             error: j.lastFire.error ?? "",
             ...(j.lastFire.exitCode !== undefined ? { exitCode: j.lastFire.exitCode } : {}),
@@ -52,10 +52,10 @@ export function supervisedState(st: SupervisedStatus, p: FleetProfile | undefine
     paused: st.paused,
     pid: st.pid ?? 0,
     restarts: st.restarts,
-    lastRestartAt: st.lastRestartAt ?? "",
+    lastRestartAt: timestampOf(st.lastRestartAt ?? ""),
     lastRestartReason: st.lastRestartReason ?? "",
-    lastCheckAt: st.lastCheckAt ?? "",
-    nextRetryAt: st.nextRetryAt ?? "",
+    lastCheckAt: timestampOf(st.lastCheckAt ?? ""),
+    nextRetryAt: timestampOf(st.nextRetryAt ?? ""),
     detail: st.detail ?? "",
   };
 }

@@ -23,7 +23,7 @@ describe("permission_prompt", () => {
       const node = await t.client(NodeService).registerNode({ hostname: "n", domainIds: [domainId] });
       const agentId = (await t.client(AgentService, node.token).enrollAgent({ domainId, runtime: Runtime.VENDORA_CODE, name: "claude" })).agent!.id;
       await work.createTask({ missionId, title: "t", runtime: Runtime.VENDORA_CODE, input: { prompt: "x" } });
-      const taskId = (await t.client(WorkService, node.token).claimTask({ agentId, waitMs: 0 })).task!.id;
+      const taskId = (await t.client(WorkService, node.token).claimTask({ agentId })).task!.id;
       const tool = createPermissionTool({ tower: createTowerClients(t.url, node.token), clock: systemClock, log: silentLogger, taskId, agentId, timeoutMs: 60_000 });
       const approvals = t.client(ApprovalService);
       const signal = new AbortController().signal;

@@ -7,7 +7,7 @@ import { iso } from "../../common/clock.js";
 import { EpError, invalidField, toEpError } from "../../common/errors.js";
 import type { NodeIdentity } from "../../common/node-identity.js";
 import * as mgmt from "../../gen/ep/daemon/v1/mgmt_pb.js";
-import { enumOf, enumWord } from "../../common/vocab.js";
+import { enumOf, enumWord, isoOf } from "../../common/vocab.js";
 import { RuntimeSchema, type Runtime } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { TowerLink } from "../link/tower-link.js";
 import type { TowerClients } from "../link/tower-client.js";
@@ -88,7 +88,7 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
           name: agent.name,
           runtime: enumWord(RuntimeSchema, agent.runtime),
           capabilities: agent.capabilities,
-          enrolledAt: agent.createdAt,
+          enrolledAt: isoOf(agent.createdAt),
         };
         await d.agents.add(record);
         d.worker.wake({ agentId: record.id });

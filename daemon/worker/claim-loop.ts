@@ -43,7 +43,7 @@ export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent
       let task: Task | undefined;
       try {
         // the claim is also the start (no StartTask call): the task comes back running
-        task = (await tower.work.claimTask({ agentId: agent.id, waitMs: 0, start: true })).task;
+        task = (await tower.work.claimTask({ agentId: agent.id, start: true })).task;
       } catch (err) {
         const e = toEpError(err);
         log.warn("claim failed", { agent_id: agent.id, code: e.code, error: e.message });

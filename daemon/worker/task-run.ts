@@ -18,6 +18,7 @@ import type { InflightEntry, TaskOutcome } from "./journal.js";
 import { processStartTime } from "./orphans.js";
 import { refusedByTower } from "./report.js";
 import type { Run, Slot, WorkerDeps, WorkerState } from "./worker-types.js";
+import { msOf } from "../../common/vocab.js";
 
 export const OUTPUT_LIMIT = 64 * 1024;
 
@@ -195,7 +196,7 @@ function keepLease(deps: WorkerDeps, st: WorkerState, run: Run, tlog: Logger): (
 const { tower, clock } = deps;
   const { task, agent } = run;
   let timer: ClockTimer | undefined;
-  const leaseMs = Math.max(300, Date.parse(task.leaseExpiresAt) - Date.parse(task.updatedAt) || 60_000);
+  const leaseMs = Math.max(300, msOf(task.leaseExpiresAt) - msOf(task.updatedAt) || 60_000);
   const lost = (err: unknown) => {
     const refused = refusedByTower(err);
     if (refused && (refused.errorClass === "conflict" || refused.errorClass === "not_found")) {

@@ -3,12 +3,12 @@ import { RoleSchema } from "../../gen/ep/tower/v1/resources_pb.js";
 import { roleOf, wordOf } from "./convert.js";
 import { create } from "@bufbuild/protobuf";
 import * as pb from "../../gen/ep/tower/v1/auth_pb.js";
-import { iso } from "../../common/clock.js";
 import { invalidField } from "../../common/errors.js";
 import type { Auth } from "./auth.js";
 import { authorize, type Caller } from "./caller.js";
 import { tokenMsg } from "./convert.js";
 import { paginate } from "./paging.js";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 
 export function createAuthService(auth: Auth) {
   return {
@@ -32,7 +32,7 @@ export function createAuthService(auth: Auth) {
     async createTicket(caller: Caller, req: pb.CreateTicketRequest): Promise<pb.CreateTicketResponse> {
       authorize(caller, "read");
       const { ticket, expiresMs } = await auth.createTicket(caller, { purpose: req.purpose, agentId: req.agentId });
-      return create(pb.CreateTicketResponseSchema, { ticket, expiresAt: iso(expiresMs) });
+      return create(pb.CreateTicketResponseSchema, { ticket, expiresAt: timestampFromMs(expiresMs) });
     },
   };
 }

@@ -19,7 +19,8 @@ import {
 } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { DescEnum, JsonObject } from "@bufbuild/protobuf";
 import { invalidField } from "../../common/errors.js";
-import { enumValue, enumWord } from "../../common/vocab.js";
+import { enumValue, enumWord, timestampOf } from "../../common/vocab.js";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
   AgentStateSchema,
   ClaimPolicySchema,
@@ -58,10 +59,12 @@ export const nodeStatusOf = (word: string) => valueOf<NodeStatus>(NodeStatusSche
 export const roleOf = (word: string) => valueOf<Role>(RoleSchema, word);
 export const runtimeOf = (word: string) => valueOf<Runtime>(RuntimeSchema, word);
 
-export const domainMsg = (r: DomainRow): Domain => create(DomainSchema, r);
-export const missionMsg = (r: MissionRow): Mission => create(MissionSchema, r);
-export const nodeMsg = (r: NodeRow): Node => create(NodeSchema, { ...r, status: nodeStatusOf(r.status) });
-export const agentMsg = (r: AgentRow): Agent => create(AgentSchema, { ...r, state: agentStateOf(r.state), runtime: runtimeOf(r.runtime) });
+export const domainMsg = (r: DomainRow): Domain => create(DomainSchema, { ...r, createdAt: timestampOf(r.createdAt) });
+export const missionMsg = (r: MissionRow): Mission => create(MissionSchema, { ...r, createdAt: timestampOf(r.createdAt), updatedAt: timestampOf(r.updatedAt) });
+export const nodeMsg = (r: NodeRow): Node =>
+  create(NodeSchema, { ...r, status: nodeStatusOf(r.status), lastSeenAt: timestampOf(r.lastSeenAt), createdAt: timestampOf(r.createdAt) });
+export const agentMsg = (r: AgentRow): Agent =>
+  create(AgentSchema, { ...r, state: agentStateOf(r.state), runtime: runtimeOf(r.runtime), lastSeenAt: timestampOf(r.lastSeenAt), createdAt: timestampOf(r.createdAt) });
 
 export function taskMsg(r: TaskRow): Task {
   return create(TaskSchema, {
@@ -82,10 +85,10 @@ export function taskMsg(r: TaskRow): Task {
     input: (r.input ?? undefined) as JsonObject | undefined,
     result: r.result ? { ...r.result, usage: r.result.usage && usageMsg(r.result.usage) } : undefined,
     claimedBy: r.claimedBy,
-    leaseExpiresAt: r.leaseExpiresMs == null ? "" : new Date(r.leaseExpiresMs).toISOString(),
+    leaseExpiresAt: r.leaseExpiresMs == null ? undefined : timestampFromMs(r.leaseExpiresMs),
     parentTaskId: r.parentTaskId,
-    createdAt: r.createdAt,
-    updatedAt: r.updatedAt,
+    createdAt: timestampOf(r.createdAt),
+    updatedAt: timestampOf(r.updatedAt),
   });
 }
 
@@ -95,10 +98,10 @@ export function tokenMsg(r: TokenRow): Token {
     name: r.name,
     role: roleOf(r.role),
     domainId: r.domainId,
-    expiresAt: r.expiresAt,
-    createdAt: r.createdAt,
-    revokedAt: r.revokedAt,
-    lastUsedAt: r.lastUsedAt,
+    expiresAt: timestampOf(r.expiresAt),
+    createdAt: timestampOf(r.createdAt),
+    revokedAt: timestampOf(r.revokedAt),
+    lastUsedAt: timestampOf(r.lastUsedAt),
   });
 }
 
@@ -114,7 +117,7 @@ export function eventMsg(r: EventRow): Event {
     sessionId: r.sessionId,
     status: r.status,
     payload: r.payload as JsonObject,
-    createdAt: r.createdAt,
+    createdAt: timestampOf(r.createdAt),
   });
 }
 

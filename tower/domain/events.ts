@@ -8,6 +8,7 @@ import { authorize, scopeDomains, type Caller } from "./caller.js";
 import { eventMsg } from "./convert.js";
 import type { Deps } from "./deps.js";
 import type { EventStream, RateLimitInfo, StreamEnd, StreamFrame, StreamSink } from "./event-stream.js";
+import { timestampOf } from "../../common/vocab.js";
 
 export const EVENT_TYPES = ["approval", "inbox", "matrix", "progress"] as const;
 
@@ -92,7 +93,7 @@ export function createEventService(deps: Deps, stream?: EventStream) {
             }
             const event = eventMsg(item.frame.row);
             if (item.rateLimit) {
-              event.rateLimit = create(RateLimitSchema, { limit: item.rateLimit.limit, remaining: item.rateLimit.remaining, resetAt: item.rateLimit.reset_at });
+              event.rateLimit = create(RateLimitSchema, { limit: item.rateLimit.limit, remaining: item.rateLimit.remaining, resetAt: timestampOf(item.rateLimit.reset_at) });
             }
             yield create(pb.StreamEventsResponseSchema, { event });
             continue;

@@ -3,7 +3,7 @@
 // tower asks of them over their link.
 import { randomBytes } from "node:crypto";
 import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import { restJson } from "../../common/vocab.js";
+import { restJson, timestampOf } from "../../common/vocab.js";
 import { iso } from "../../common/clock.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import { newId } from "../../common/ids.js";
@@ -16,6 +16,7 @@ import type { FleetContext } from "./fleet.js";
 import type { Deps } from "./deps.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { paginate } from "./paging.js";
+import { durationMs } from "@bufbuild/protobuf/wkt";
 
 const HOSTNAME = /^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$/;
 /** Bounds of one node state report (ReportNodeState). */
@@ -136,18 +137,18 @@ export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
         configErrors: req.configErrors.map((e) => reportedJson(fleet.NodeConfigErrorSchema, e)),
         reportedAt,
       });
-      return create(fleet.ReportNodeStateResponseSchema, { reportedAt });
+      return create(fleet.ReportNodeStateResponseSchema, { reportedAt: timestampOf(reportedAt) });
     },
 
     /**
      * Sends `config_reload` to the node (through the replica holding its link) and waits up to
-     * wait_ms for the node's `config.reload` event naming this request.
+     * `wait` for the node's `config.reload` event naming this request.
      */
     async reloadNodeConfig(caller: Caller, req: fleet.ReloadNodeConfigRequest): Promise<fleet.ReloadNodeConfigResponse> {
       authorize(caller, "admin");
       if (!req.nodeId) throw invalidField("node_id", "is required");
-      const waitMs = req.waitMs ?? RELOAD_WAIT_MS;
-      if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > 60_000) throw invalidField("wait_ms", "must be between 0 and 60000");
+      const waitMs = req.wait ? durationMs(req.wait) : RELOAD_WAIT_MS;
+      if (!(waitMs >= 0 && waitMs <= 60_000)) throw invalidField("wait", "must be between 0 and 60 s");
       if (!(await store.getNode(req.nodeId))) throw new EpError("node_not_found", `node ${req.nodeId} does not exist`, { field: "node_id" });
       return reloadAndWait(deps, deliver, caller, req.nodeId, waitMs);
     },

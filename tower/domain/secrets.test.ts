@@ -133,7 +133,7 @@ describe.each([
     expect(granted.secret?.grantedAgents).toEqual(["agt_a1"]);
     const list = await svc.listSecrets(ADMIN, {} as never);
     expect(list.secrets.map((s) => [s.name, s.version, s.grantedAgents])).toEqual([["DB_PASSWORD", 3, ["agt_a1"]]]);
-    expect(JSON.stringify(list)).not.toContain(VALUE);
+    expect(JSON.stringify(list, (_k, v) => (typeof v === "bigint" ? String(v) : v))).not.toContain(VALUE);
     expect((await svc.resolveSecret(NODE1, { name: "DB_PASSWORD", agentId: "agt_a1" } as never)).value).toBe(VALUE);
 
     const row = await fx.store.getSecret("DB_PASSWORD");

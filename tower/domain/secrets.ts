@@ -14,6 +14,7 @@ import type { Deps } from "./deps.js";
 import { commit } from "./event-hub.js";
 import { decryptSecret, encryptSecret, loadKeyring, secretKeyFile, type SecretKeyring } from "./secrets-crypto.js";
 import { paginate } from "./paging.js";
+import { timestampOf } from "../../common/vocab.js";
 
 /** A secret name: a letter or underscore, then letters, digits, `_`, `.`, `-`; at most 128. */
 export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
@@ -61,8 +62,8 @@ function secretMsg(row: SecretRow, grants: SecretGrantRow[]): pb.Secret {
     grantedAgents: grants.filter((g) => g.agentId).map((g) => g.agentId),
     grantedDomains: grants.filter((g) => g.domainId).map((g) => g.domainId),
     version: row.version,
-    createdAt: row.createdAt,
-    updatedAt: row.updatedAt,
+    createdAt: timestampOf(row.createdAt),
+    updatedAt: timestampOf(row.updatedAt),
   });
 }
 

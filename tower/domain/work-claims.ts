@@ -11,6 +11,14 @@ import type { Store, TaskRow } from "../store/store.js";
 import type { WorkContext } from "./work-context.js";
 import type { Deps } from "./deps.js";
 import type { Clock } from "../../common/clock.js";
+import { durationMs } from "@bufbuild/protobuf/wkt";
+
+/** How long a claim may wait for a task, in ms: unset is at once; negative is refused. */
+function claimWaitMs(req: pb.ClaimTaskRequest): number {
+  const ms = req.wait ? durationMs(req.wait) : 0;
+  if (ms < 0) throw invalidField("wait", "must not be negative");
+  return ms;
+}
 
 export function createWorkClaims(ctx: WorkContext) {
   const { deps, store, clock, limits, now, mustActingAgent, settleBroadcast, claimOnce, claimIn, mustHeld, markAgent } = ctx;
@@ -33,9 +41,9 @@ export function createWorkClaims(ctx: WorkContext) {
     },
 
     async claimTask(caller: Caller, req: pb.ClaimTaskRequest): Promise<pb.ClaimTaskResponse> {
-      if (req.waitMs < 0) throw invalidField("wait_ms", "must not be negative");
+      const waitMs = claimWaitMs(req);
       const agent = await mustActingAgent(caller, req.agentId);
-      const deadline = clock.now() + Math.min(req.waitMs, limits.maxClaimWaitMs);
+      const deadline = clock.now() + Math.min(waitMs, limits.maxClaimWaitMs);
       for (;;) {
         const t = await claimOnce(agent, req.start);
         if (t) return create(pb.ClaimTaskResponseSchema, { task: taskMsg(t) });

@@ -4,6 +4,7 @@ import type { PendingAction } from "@gen/ep/tower/v1/ai_pb.js";
 import { api, describeError } from "./api.js";
 import { AppLink, ErrorNote, StatusBadge, toolLabel } from "./ui.js";
 import { cellText, KvList } from "./view-spec.js";
+import { isoOf } from "@common/vocab.js";
 
 export type Decision = "approve" | "reject";
 
@@ -111,7 +112,7 @@ export function ActionCard({ action, decisions, context }: { action: PendingActi
       {!pending && action.decidedBy && (
         <p className="muted small">
           {action.status} by {action.decidedBy}
-          {action.decidedAt ? ` at ${action.decidedAt}` : ""}
+          {action.decidedAt ? ` at ${isoOf(action.decidedAt)}` : ""}
         </p>
       )}
       {pending && (

@@ -9,6 +9,7 @@ import { api, describeError } from "./api.js";
 import type { Dashboard } from "./dashboard.js";
 import { TerminalPanel } from "./terminal/index.js";
 import { Ago, CopyId, Empty, ErrorNote, StatusBadge, runtimeLabel, useNow } from "./ui.js";
+import { isoOf } from "@common/vocab.js";
 
 const OPS = [
   { op: "restart", label: "Restart" },
@@ -105,7 +106,7 @@ export function AgentsView({ dashboard, canOperate, navigate }: { dashboard: Das
                         <span className="muted">—</span>
                       )}
                     </td>
-                    <td className="col-opt">{linked && state !== "dead" ? <span title="its node is connected now">connected</span> : <Ago iso={a.lastSeenAt} now={now} />}</td>
+                    <td className="col-opt">{linked && state !== "dead" ? <span title="its node is connected now">connected</span> : <Ago iso={isoOf(a.lastSeenAt)} now={now} />}</td>
                     {canOperate && (
                       <AgentActions agent={a} linked={linked} state={state} busy={busy !== undefined} note={note} onTerminal={() => setTerminal({ id: a.id, label: a.name || a.id })} onSupervise={(op) => void supervise(a.id, op)} />
                     )}

@@ -8,6 +8,7 @@ import { api, describeError } from "./api.js";
 import { approvalsOf, type Dashboard } from "./dashboard.js";
 import { AppLink, Empty, ErrorNote } from "./ui.js";
 import { KvList } from "./view-spec.js";
+import { isoOf } from "@common/vocab.js";
 
 export function ApprovalsView({ dashboard }: { dashboard: Dashboard }) {
   const { sessions, permissions, errors, loaded, aiAvailable } = dashboard.data;
@@ -49,7 +50,7 @@ export function ApprovalsView({ dashboard }: { dashboard: Dashboard }) {
       {pending.length > 0 && permissions.length > 0 && <h3 className="section-title">AI session actions</h3>}
       <div className="approval-list">
         {pending.map(({ action, session }) => (
-          <ActionCard key={action.id} action={action} decisions={decisions} context={`Session: ${session.title || session.id} · proposed ${action.createdAt.replace("T", " ").slice(0, 19)}`} />
+          <ActionCard key={action.id} action={action} decisions={decisions} context={`Session: ${session.title || session.id} · proposed ${isoOf(action.createdAt).replace("T", " ").slice(0, 19)}`} />
         ))}
       </div>
     </section>

@@ -8,6 +8,7 @@ import type { Dashboard } from "./dashboard.js";
 import { createLiveStream } from "./live-stream.js";
 import { Empty, ErrorNote, toolLabel } from "./ui.js";
 import { ViewSpecView, type ActionContext } from "./view-spec.js";
+import { isoOf } from "@common/vocab.js";
 
 interface ChatProps {
   dashboard: Dashboard;
@@ -65,7 +66,7 @@ export function ChatView({ dashboard, sessionId, selectSession, onUnauthenticate
               <li key={s.id}>
                 <button type="button" className={s.id === current ? "session-item current" : "session-item"} aria-current={s.id === current ? "true" : undefined} onClick={() => selectSession(s.id)}>
                   <span className="session-title">{s.title || "Untitled session"}</span>
-                  <span className="muted small">{s.createdAt.replace("T", " ").slice(0, 16)}</span>
+                  <span className="muted small">{isoOf(s.createdAt).replace("T", " ").slice(0, 16)}</span>
                 </button>
               </li>
             ))}

@@ -8,6 +8,7 @@ import { ApprovalStatus, type Approval } from "@gen/ep/tower/v1/approvals_pb.js"
 import type { Agent, Domain, Mission, Node, Task } from "@gen/ep/tower/v1/resources_pb.js";
 import { api, describeError, isUnauthenticated } from "./api.js";
 import { createLiveStream, type StreamEvent, type StreamState } from "./live-stream.js";
+import { msOf } from "@common/vocab.js";
 
 export type Area = "work" | "fleet" | "approvals";
 
@@ -168,6 +169,6 @@ export function approvalsOf(sessions: SessionActions[]) {
       if (action.status in counts) counts[action.status as keyof typeof counts]++;
     }
   }
-  pending.sort((a, b) => (a.action.createdAt < b.action.createdAt ? 1 : -1));
+  pending.sort((a, b) => msOf(b.action.createdAt) - msOf(a.action.createdAt));
   return { pending, counts };
 }

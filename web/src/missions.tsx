@@ -5,6 +5,7 @@ import type { Task } from "@gen/ep/tower/v1/resources_pb.js";
 import type { Dashboard } from "./dashboard.js";
 import { NewDomainForm, NewMissionForm, NewTaskForm } from "./forms.js";
 import { Ago, Empty, ErrorNote, StatusBadge, usd, useNow } from "./ui.js";
+import { isoOf, msOf } from "@common/vocab.js";
 
 /** Tokens and cost of tasks as their runtimes reported them; undefined when none did. */
 function usageSum(list: readonly Task[]): { input: number; output: number; cost: number } | undefined {
@@ -40,7 +41,7 @@ export function MissionsView({ dashboard, navigate, canOperate }: { dashboard: D
     }
     return m;
   }, [tasks]);
-  const shown = missions.filter((m) => !domainId || m.domainId === domainId).sort((a, b) => (a.createdAt < b.createdAt ? 1 : -1));
+  const shown = missions.filter((m) => !domainId || m.domainId === domainId).sort((a, b) => msOf(b.createdAt) - msOf(a.createdAt));
 
   return (
     <section className="tab-panel" aria-labelledby="missions-heading">
@@ -119,7 +120,7 @@ export function MissionsView({ dashboard, navigate, canOperate }: { dashboard: D
               />
             )}
             <p className="muted small">
-              {domainName.get(m.domainId) ?? m.domainId} · <code>{m.id}</code> · created <Ago iso={m.createdAt} now={now} />
+              {domainName.get(m.domainId) ?? m.domainId} · <code>{m.id}</code> · created <Ago iso={isoOf(m.createdAt)} now={now} />
               {usage && (
                 <span className="mission-usage" title="the sum of what its tasks' runtimes reported">
                   {" "}
@@ -189,7 +190,7 @@ function MissionTasks({ title, list, agentNames, now, navigate }: { title: strin
                 {t.result?.usage?.costUsd ? usd(t.result.usage.costUsd) : "—"}
               </td>
               <td>
-                <Ago iso={t.updatedAt} now={now} />
+                <Ago iso={isoOf(t.updatedAt)} now={now} />
               </td>
             </tr>
           ))}

@@ -11,6 +11,7 @@ import type { StreamEvent } from "./live-stream.js";
 import { TerminalPanel } from "./terminal/index.js";
 import { Ago, CopyId, ErrorNote, StatusBadge, duration, runtimeLabel, usd, useNow } from "./ui.js";
 import { WorkspaceChange } from "./diff.js";
+import { isoOf, msOf } from "@common/vocab.js";
 
 export interface Frame {
   id: number;
@@ -56,7 +57,7 @@ function useTranscript(taskId: string, subscribe: Dashboard["subscribe"]): { fra
         for (;;) {
           const res = await api.events.listEvents({ afterId: after, limit: PAGE, filter: { taskId, types: ["progress"] } });
           if (stop) return;
-          add(res.events.map((e) => frameOf(Number(e.id), e.payload as Record<string, unknown> | undefined, e.createdAt)));
+          add(res.events.map((e) => frameOf(Number(e.id), e.payload as Record<string, unknown> | undefined, isoOf(e.createdAt))));
           if (res.events.length < PAGE) return;
           after = res.events[res.events.length - 1].id;
         }
@@ -260,14 +261,14 @@ function TaskFacts({ task, agent, agentId, nodeName, now, final, started }: { ta
     <div>
       <dt>Created</dt>
       <dd>
-        <Ago iso={task.createdAt} now={now} />
+        <Ago iso={isoOf(task.createdAt)} now={now} />
       </dd>
     </div>
     <div>
       <dt>{final ? "Ended" : "Updated"}</dt>
       <dd>
-        <Ago iso={task.updatedAt} now={now} />
-        {final && started && <span className="muted"> · ran {duration(Date.parse(task.updatedAt) - Date.parse(started))}</span>}
+        <Ago iso={isoOf(task.updatedAt)} now={now} />
+        {final && started && <span className="muted"> · ran {duration(msOf(task.updatedAt) - Date.parse(started))}</span>}
       </dd>
     </div>
     {usage && (
@@ -316,7 +317,7 @@ function RunsTable({ runs, agentOf, now, link }: { runs: Task[]; agentOf: Map<st
                 <StatusBadge status={statusOf(r)} />
               </td>
               <td>
-                <Ago iso={r.updatedAt} now={now} />
+                <Ago iso={isoOf(r.updatedAt)} now={now} />
               </td>
             </tr>
           ))}

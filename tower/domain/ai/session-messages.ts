@@ -6,6 +6,7 @@ import * as pb from "../../../gen/ep/tower/v1/ai_pb.js";
 import type { AiActionRow, AiSessionRow, AiTurnRow } from "../../store/ai-store.js";
 import type { NewEvent } from "../../store/store.js";
 import type { Deps } from "../deps.js";
+import { timestampOf } from "../../../common/vocab.js";
 
 /** Event payloads carry at most this much of a turn's text or an action's result. */
 const EVENT_TEXT = 4_000;
@@ -27,7 +28,7 @@ export function titleFromTurn(content: string): string {
 // ---- contract messages
 
 export function sessionMsg(s: AiSessionRow): pb.Session {
-  return create(pb.SessionSchema, { id: s.id, title: s.title, owner: s.owner, status: s.status, createdAt: s.createdAt, updatedAt: s.updatedAt });
+  return create(pb.SessionSchema, { id: s.id, title: s.title, owner: s.owner, status: s.status, createdAt: timestampOf(s.createdAt), updatedAt: timestampOf(s.updatedAt) });
 }
 
 /** Struct fields hold objects; anything else is wrapped as {value}. */
@@ -54,7 +55,7 @@ export function turnMsg(t: AiTurnRow): pb.Turn {
     ),
     viewSpecs: t.viewSpecs as JsonObject[],
     error: t.error,
-    createdAt: t.createdAt,
+    createdAt: timestampOf(t.createdAt),
   });
 }
 
@@ -68,8 +69,8 @@ export function actionMsg(a: AiActionRow): pb.PendingAction {
     result: asStruct(a.result),
     error: a.error,
     decidedBy: a.decidedBy,
-    decidedAt: a.decidedAt,
-    createdAt: a.createdAt,
+    decidedAt: timestampOf(a.decidedAt),
+    createdAt: timestampOf(a.createdAt),
     summary: a.summary,
   });
 }

@@ -23,6 +23,7 @@ import { createDocsService, docJson, type DocsService } from "./executor-docs.js
 import { createNodeStateReads } from "../node-state.js";
 import { listOwnActions } from "../ai/actions-list.js";
 import type { AiActionStatus } from "../../store/ai-store.js";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
 
 type Args = Record<string, unknown>;
 
@@ -224,7 +225,7 @@ function toolHandlers(x: ToolExecutorDeps): Record<string, (caller: Caller, a: A
         ),
       ),
     claim_mesh_task: async (c, a) =>
-      json(workpb.ClaimTaskResponseSchema, await work.claimTask(c, create(workpb.ClaimTaskRequestSchema, { agentId: str(a.agent_id), waitMs: int(a.wait_ms) }))),
+      json(workpb.ClaimTaskResponseSchema, await work.claimTask(c, create(workpb.ClaimTaskRequestSchema, { agentId: str(a.agent_id), wait: durationFromMs(int(a.wait_ms)) }))),
     retry_mesh_task: async (c, a) => json(workpb.RetryTaskResponseSchema, await work.retryTask(c, create(workpb.RetryTaskRequestSchema, { taskId: str(a.task_id) }))),
     cancel_task: async (c, a) =>
       json(workpb.CancelTaskResponseSchema, await work.cancelTask(c, create(workpb.CancelTaskRequestSchema, { taskId: str(a.task_id), reason: str(a.reason) }))),

@@ -3,8 +3,9 @@
 // the same descriptors their codec uses, so a field added to the contract shows here at once;
 // the hand-written routes (streams, MCP, login session, health) are listed in OTHER_ROUTES.
 // tests/openapi.test.ts validates the document and fails when a served route is missing.
-import { ScalarType, type DescField, type DescMessage } from "@bufbuild/protobuf";
+import { ScalarType, type DescEnum, type DescField, type DescMessage } from "@bufbuild/protobuf";
 import { ERROR_CATALOG } from "../../../common/errors.js";
+import { enumWord, isDuration } from "../../../common/vocab.js";
 import type { RestRoute } from "./work-routes.js";
 
 type Schema = Record<string, unknown>;
@@ -78,6 +79,9 @@ function scalarSchema(t: ScalarType): Schema {
   }
 }
 
+/** An enum as REST speaks it: its lowercase words, "" when unset (common/vocab.ts). */
+const wordsOf = (e: DescEnum): Schema => ({ type: "string", enum: e.values.map((v) => enumWord(e, v.number)) });
+
 /** JSON Schemas of messages, by full name, filled as they are referred to. */
 class Schemas {
   readonly byName: Record<string, Schema> = {};
@@ -91,9 +95,8 @@ class Schemas {
       case "google.protobuf.ListValue":
         return { type: "array" };
       case "google.protobuf.Timestamp":
-        return { type: "string", format: "date-time" };
-      case "google.protobuf.Duration":
-        return { type: "string", pattern: "^-?\\d+(\\.\\d+)?s$" };
+        // ISO 8601 in UTC with milliseconds; "" when not set
+        return { anyOf: [{ type: "string", format: "date-time" }, { type: "string", const: "" }] };
     }
     if (!this.byName[m.typeName]) {
       this.byName[m.typeName] = {}; // a placeholder first: messages may refer to themselves
@@ -105,16 +108,21 @@ class Schemas {
   /** The message as an object schema with its proto (snake_case) field names, as REST speaks it. */
   object(m: DescMessage, omit: ReadonlySet<string> = new Set()): Schema {
     const properties: Record<string, Schema> = {};
-    for (const f of m.fields) if (!omit.has(f.name)) properties[f.name] = this.field(f);
+    for (const f of m.fields) {
+      if (omit.has(f.name)) continue;
+      // a Duration is `<name>_ms` in REST (common/vocab.ts)
+      if (isDuration(f)) properties[`${f.name}_ms`] = { type: "integer", minimum: 0, description: "milliseconds" };
+      else properties[f.name] = this.field(f);
+    }
     return { type: "object", properties, additionalProperties: false };
   }
 
   field(f: DescField): Schema {
     const one = (): Schema => {
-      if (f.fieldKind === "list") return { type: "array", items: f.listKind === "message" ? this.ref(f.message) : f.listKind === "enum" ? { type: "string" } : scalarSchema(f.scalar) };
-      if (f.fieldKind === "map") return { type: "object", additionalProperties: f.mapKind === "message" ? this.ref(f.message) : f.mapKind === "enum" ? { type: "string" } : scalarSchema(f.scalar) };
+      if (f.fieldKind === "list") return { type: "array", items: f.listKind === "message" ? this.ref(f.message) : f.listKind === "enum" ? wordsOf(f.enum) : scalarSchema(f.scalar) };
+      if (f.fieldKind === "map") return { type: "object", additionalProperties: f.mapKind === "message" ? this.ref(f.message) : f.mapKind === "enum" ? wordsOf(f.enum) : scalarSchema(f.scalar) };
       if (f.fieldKind === "message") return this.ref(f.message);
-      if (f.fieldKind === "enum") return { type: "string", enum: f.enum.values.map((v) => v.name) };
+      if (f.fieldKind === "enum") return wordsOf(f.enum);
       return scalarSchema(f.scalar);
     };
     return one();

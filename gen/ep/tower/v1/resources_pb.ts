@@ -4,14 +4,15 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file ep/tower/v1/resources.proto.
  */
 export const file_ep_tower_v1_resources: GenFile = /*@__PURE__*/
-  fileDesc("ChtlcC90b3dlci92MS9yZXNvdXJjZXMucHJvdG8SC2VwLnRvd2VyLnYxIjYKBkRvbWFpbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmNyZWF0ZWRfYXQYAyABKAkihAEKB01pc3Npb24SCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEg0KBXRpdGxlGAMgASgJEhMKC2Rlc2NyaXB0aW9uGAQgASgJEg4KBnN0YXR1cxgFIAEoCRISCgpjcmVhdGVkX2F0GAYgASgJEhIKCnVwZGF0ZWRfYXQYByABKAkipQEKClRhc2tSZXN1bHQSDgoGb3V0cHV0GAEgASgJEhYKCWV4aXRfY29kZRgCIAEoBUgAiAEBEg0KBWVycm9yGAMgASgJEiEKBXVzYWdlGAQgASgLMhIuZXAudG93ZXIudjEuVXNhZ2USLwoJd29ya3NwYWNlGAUgASgLMhwuZXAudG93ZXIudjEuV29ya3NwYWNlUmVzdWx0QgwKCl9leGl0X2NvZGUi4wEKD1dvcmtzcGFjZVJlc3VsdBIMCgRyZXBvGAEgASgJEgwKBG5hbWUYAiABKAkSDgoGYnJhbmNoGAMgASgJEgwKBGJhc2UYBCABKAkSDAoEaGVhZBgFIAEoCRIRCgljb21taXR0ZWQYBiABKAgSDAoEc3RhdBgHIAEoCRINCgVwYXRjaBgIIAEoCRIXCg9wYXRjaF90cnVuY2F0ZWQYCSABKAgSFgoOcGF0Y2hfYXJ0aWZhY3QYCiABKAkSEAoId29ya3RyZWUYCyABKAkSFQoNZmlsZXNfY2hhbmdlZBgMIAEoBSJyCgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIbChNjYWNoZWRfaW5wdXRfdG9rZW5zGAMgASgDEhAKCGNvc3RfdXNkGAQgASgBEg0KBW1vZGVsGAUgASgJIkEKCkFnZW50VXNhZ2USEAoIYWdlbnRfaWQYASABKAkSIQoFdXNhZ2UYAiABKAsyEi5lcC50b3dlci52MS5Vc2FnZSKsBAoEVGFzaxIKCgJpZBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSEgoKbWlzc2lvbl9pZBgDIAEoCRIjCgRraW5kGAQgASgOMhUuZXAudG93ZXIudjEuVGFza0tpbmQSDQoFdGl0bGUYBSABKAkSEwoLZGVzY3JpcHRpb24YBiABKAkSJwoGc3RhdHVzGAcgASgOMhcuZXAudG93ZXIudjEuVGFza1N0YXR1cxIuCgxjbGFpbV9wb2xpY3kYCCABKA4yGC5lcC50b3dlci52MS5DbGFpbVBvbGljeRIQCghwcmlvcml0eRgJIAEoBRIUCgxjYXBhYmlsaXRpZXMYCiADKAkSGQoRYXNzaWduZWVfYWdlbnRfaWQYCyABKAkSEAoIYXR0ZW1wdHMYDCABKAUSFAoMbWF4X2F0dGVtcHRzGA0gASgFEiUKB3J1bnRpbWUYDiABKA4yFC5lcC50b3dlci52MS5SdW50aW1lEiYKBWlucHV0GA8gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBInCgZyZXN1bHQYECABKAsyFy5lcC50b3dlci52MS5UYXNrUmVzdWx0EhIKCmNsYWltZWRfYnkYESABKAkSGAoQbGVhc2VfZXhwaXJlc19hdBgSIAEoCRIWCg5wYXJlbnRfdGFza19pZBgTIAEoCRISCgpjcmVhdGVkX2F0GBQgASgJEhIKCnVwZGF0ZWRfYXQYFSABKAkiiAEKBE5vZGUSCgoCaWQYASABKAkSEAoIaG9zdG5hbWUYAiABKAkSJwoGc3RhdHVzGAMgASgOMhcuZXAudG93ZXIudjEuTm9kZVN0YXR1cxIUCgxsYXN0X3NlZW5fYXQYBCABKAkSEgoKY3JlYXRlZF9hdBgFIAEoCRIPCgdkb21haW5zGAYgAygJIugBCgVBZ2VudBIKCgJpZBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSDwoHbm9kZV9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEiUKB3J1bnRpbWUYBSABKA4yFC5lcC50b3dlci52MS5SdW50aW1lEhQKDGNhcGFiaWxpdGllcxgGIAMoCRImCgVzdGF0ZRgHIAEoDjIXLmVwLnRvd2VyLnYxLkFnZW50U3RhdGUSFAoMbGFzdF9zZWVuX2F0GAggASgJEhIKCmNyZWF0ZWRfYXQYCSABKAkSEgoKc3VwZXJ2aXNlZBgKIAEoCCI/CglSYXRlTGltaXQSDQoFbGltaXQYASABKAUSEQoJcmVtYWluaW5nGAIgASgFEhAKCHJlc2V0X2F0GAMgASgJIocCCgVFdmVudBIKCgJpZBgBIAEoBBIMCgR0eXBlGAIgASgJEgwKBG5hbWUYAyABKAkSEQoJZG9tYWluX2lkGAQgASgJEhIKCm1pc3Npb25faWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSDwoHdGFza19pZBgHIAEoCRISCgpzZXNzaW9uX2lkGAggASgJEg4KBnN0YXR1cxgJIAEoCRIoCgdwYXlsb2FkGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIqCgpyYXRlX2xpbWl0GAsgASgLMhYuZXAudG93ZXIudjEuUmF0ZUxpbWl0EhIKCmNyZWF0ZWRfYXQYDCABKAkipwEKBVRva2VuEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSHwoEcm9sZRgDIAEoDjIRLmVwLnRvd2VyLnYxLlJvbGUSEQoJZG9tYWluX2lkGAQgASgJEhIKCmV4cGlyZXNfYXQYBSABKAkSEgoKY3JlYXRlZF9hdBgGIAEoCRISCgpyZXZva2VkX2F0GAcgASgJEhQKDGxhc3RfdXNlZF9hdBgIIAEoCSq0AQoHUnVudGltZRIXChNSVU5USU1FX1VOU1BFQ0lGSUVEEAASGAoUUlVOVElNRV9WRU5ET1JBX0NPREUQARIdChlSVU5USU1FX1ZFTkRPUkFfQUdFTlRfQUNQEAISEwoPUlVOVElNRV9WRU5ET1JCEAMSEwoPUlVOVElNRV9WRU5ET1JDEAQSGgoWUlVOVElNRV9NVVhIT1NUX0hPU1RFRBAFEhEKDVJVTlRJTUVfU0hFTEwQBiq7AgoKVGFza1N0YXR1cxIbChdUQVNLX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElRBU0tfU1RBVFVTX1FVRVVFRBABEhcKE1RBU0tfU1RBVFVTX0NMQUlNRUQQAhIXChNUQVNLX1NUQVRVU19SVU5OSU5HEAMSGQoVVEFTS19TVEFUVVNfU1VDQ0VFREVEEAQSFgoSVEFTS19TVEFUVVNfRkFJTEVEEAUSGQoVVEFTS19TVEFUVVNfQ0FOQ0VMTEVEEAYSFAoQVEFTS19TVEFUVVNfVE9ETxAHEhsKF1RBU0tfU1RBVFVTX0lOX1BST0dSRVNTEAgSFwoTVEFTS19TVEFUVVNfQkxPQ0tFRBAJEhYKElRBU0tfU1RBVFVTX1JFVklFVxAKEhQKEFRBU0tfU1RBVFVTX0RPTkUQCypWCghUYXNrS2luZBIZChVUQVNLX0tJTkRfVU5TUEVDSUZJRUQQABIWChJUQVNLX0tJTkRfQVNTSUdORUQQARIXChNUQVNLX0tJTkRfQ0xBSU1BQkxFEAIqgAEKC0NsYWltUG9saWN5EhwKGENMQUlNX1BPTElDWV9VTlNQRUNJRklFRBAAEhwKGENMQUlNX1BPTElDWV9GSVJTVF9DTEFJTRABEhkKFUNMQUlNX1BPTElDWV9BU1NJR05FRBACEhoKFkNMQUlNX1BPTElDWV9CUk9BRENBU1QQAyp2CgpOb2RlU3RhdHVzEhsKF05PREVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGgoWTk9ERV9TVEFUVVNfUkVHSVNURVJFRBABEhYKEk5PREVfU1RBVFVTX09OTElORRACEhcKE05PREVfU1RBVFVTX09GRkxJTkUQAyrSAQoKQWdlbnRTdGF0ZRIbChdBR0VOVF9TVEFURV9VTlNQRUNJRklFRBAAEhgKFEFHRU5UX1NUQVRFX1NUQVJUSU5HEAESFAoQQUdFTlRfU1RBVEVfSURMRRACEhQKEEFHRU5UX1NUQVRFX0JVU1kQAxIWChJBR0VOVF9TVEFURV9QQVVTRUQQBBIaChZBR0VOVF9TVEFURV9SRVNUQVJUSU5HEAUSFAoQQUdFTlRfU1RBVEVfREVBRBAGEhcKE0FHRU5UX1NUQVRFX09GRkxJTkUQBypvCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIOCgpST0xFX0FETUlOEAESEQoNUk9MRV9PUEVSQVRPUhACEg8KC1JPTEVfVklFV0VSEAMSDQoJUk9MRV9OT0RFEAQSDgoKUk9MRV9BR0VOVBAFYgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("ChtlcC90b3dlci92MS9yZXNvdXJjZXMucHJvdG8SC2VwLnRvd2VyLnYxIlIKBkRvbWFpbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrwBCgdNaXNzaW9uEgoKAmlkGAEgASgJEhEKCWRvbWFpbl9pZBgCIAEoCRINCgV0aXRsZRgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIOCgZzdGF0dXMYBSABKAkSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAipQEKClRhc2tSZXN1bHQSDgoGb3V0cHV0GAEgASgJEhYKCWV4aXRfY29kZRgCIAEoBUgAiAEBEg0KBWVycm9yGAMgASgJEiEKBXVzYWdlGAQgASgLMhIuZXAudG93ZXIudjEuVXNhZ2USLwoJd29ya3NwYWNlGAUgASgLMhwuZXAudG93ZXIudjEuV29ya3NwYWNlUmVzdWx0QgwKCl9leGl0X2NvZGUi4wEKD1dvcmtzcGFjZVJlc3VsdBIMCgRyZXBvGAEgASgJEgwKBG5hbWUYAiABKAkSDgoGYnJhbmNoGAMgASgJEgwKBGJhc2UYBCABKAkSDAoEaGVhZBgFIAEoCRIRCgljb21taXR0ZWQYBiABKAgSDAoEc3RhdBgHIAEoCRINCgVwYXRjaBgIIAEoCRIXCg9wYXRjaF90cnVuY2F0ZWQYCSABKAgSFgoOcGF0Y2hfYXJ0aWZhY3QYCiABKAkSEAoId29ya3RyZWUYCyABKAkSFQoNZmlsZXNfY2hhbmdlZBgMIAEoBSJyCgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIbChNjYWNoZWRfaW5wdXRfdG9rZW5zGAMgASgDEhAKCGNvc3RfdXNkGAQgASgBEg0KBW1vZGVsGAUgASgJIkEKCkFnZW50VXNhZ2USEAoIYWdlbnRfaWQYASABKAkSIQoFdXNhZ2UYAiABKAsyEi5lcC50b3dlci52MS5Vc2FnZSKABQoEVGFzaxIKCgJpZBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSEgoKbWlzc2lvbl9pZBgDIAEoCRIjCgRraW5kGAQgASgOMhUuZXAudG93ZXIudjEuVGFza0tpbmQSDQoFdGl0bGUYBSABKAkSEwoLZGVzY3JpcHRpb24YBiABKAkSJwoGc3RhdHVzGAcgASgOMhcuZXAudG93ZXIudjEuVGFza1N0YXR1cxIuCgxjbGFpbV9wb2xpY3kYCCABKA4yGC5lcC50b3dlci52MS5DbGFpbVBvbGljeRIQCghwcmlvcml0eRgJIAEoBRIUCgxjYXBhYmlsaXRpZXMYCiADKAkSGQoRYXNzaWduZWVfYWdlbnRfaWQYCyABKAkSEAoIYXR0ZW1wdHMYDCABKAUSFAoMbWF4X2F0dGVtcHRzGA0gASgFEiUKB3J1bnRpbWUYDiABKA4yFC5lcC50b3dlci52MS5SdW50aW1lEiYKBWlucHV0GA8gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBInCgZyZXN1bHQYECABKAsyFy5lcC50b3dlci52MS5UYXNrUmVzdWx0EhIKCmNsYWltZWRfYnkYESABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOcGFyZW50X3Rhc2tfaWQYEyABKAkSLgoKY3JlYXRlZF9hdBgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgVIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiwAEKBE5vZGUSCgoCaWQYASABKAkSEAoIaG9zdG5hbWUYAiABKAkSJwoGc3RhdHVzGAMgASgOMhcuZXAudG93ZXIudjEuTm9kZVN0YXR1cxIwCgxsYXN0X3NlZW5fYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2RvbWFpbnMYBiADKAkioAIKBUFnZW50EgoKAmlkGAEgASgJEhEKCWRvbWFpbl9pZBgCIAEoCRIPCgdub2RlX2lkGAMgASgJEgwKBG5hbWUYBCABKAkSJQoHcnVudGltZRgFIAEoDjIULmVwLnRvd2VyLnYxLlJ1bnRpbWUSFAoMY2FwYWJpbGl0aWVzGAYgAygJEiYKBXN0YXRlGAcgASgOMhcuZXAudG93ZXIudjEuQWdlbnRTdGF0ZRIwCgxsYXN0X3NlZW5fYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnN1cGVydmlzZWQYCiABKAgiWwoJUmF0ZUxpbWl0Eg0KBWxpbWl0GAEgASgFEhEKCXJlbWFpbmluZxgCIAEoBRIsCghyZXNldF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiowIKBUV2ZW50EgoKAmlkGAEgASgEEgwKBHR5cGUYAiABKAkSDAoEbmFtZRgDIAEoCRIRCglkb21haW5faWQYBCABKAkSEgoKbWlzc2lvbl9pZBgFIAEoCRIQCghhZ2VudF9pZBgGIAEoCRIPCgd0YXNrX2lkGAcgASgJEhIKCnNlc3Npb25faWQYCCABKAkSDgoGc3RhdHVzGAkgASgJEigKB3BheWxvYWQYCiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EioKCnJhdGVfbGltaXQYCyABKAsyFi5lcC50b3dlci52MS5SYXRlTGltaXQSLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilwIKBVRva2VuEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSHwoEcm9sZRgDIAEoDjIRLmVwLnRvd2VyLnYxLlJvbGUSEQoJZG9tYWluX2lkGAQgASgJEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGxhc3RfdXNlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqtAEKB1J1bnRpbWUSFwoTUlVOVElNRV9VTlNQRUNJRklFRBAAEhgKFFJVTlRJTUVfVkVORE9SQV9DT0RFEAESHQoZUlVOVElNRV9WRU5ET1JBX0FHRU5UX0FDUBACEhMKD1JVTlRJTUVfVkVORE9SQhADEhMKD1JVTlRJTUVfVkVORE9SQxAEEhoKFlJVTlRJTUVfTVVYSE9TVF9IT1NURUQQBRIRCg1SVU5USU1FX1NIRUxMEAYquwIKClRhc2tTdGF0dXMSGwoXVEFTS19TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJUQVNLX1NUQVRVU19RVUVVRUQQARIXChNUQVNLX1NUQVRVU19DTEFJTUVEEAISFwoTVEFTS19TVEFUVVNfUlVOTklORxADEhkKFVRBU0tfU1RBVFVTX1NVQ0NFRURFRBAEEhYKElRBU0tfU1RBVFVTX0ZBSUxFRBAFEhkKFVRBU0tfU1RBVFVTX0NBTkNFTExFRBAGEhQKEFRBU0tfU1RBVFVTX1RPRE8QBxIbChdUQVNLX1NUQVRVU19JTl9QUk9HUkVTUxAIEhcKE1RBU0tfU1RBVFVTX0JMT0NLRUQQCRIWChJUQVNLX1NUQVRVU19SRVZJRVcQChIUChBUQVNLX1NUQVRVU19ET05FEAsqVgoIVGFza0tpbmQSGQoVVEFTS19LSU5EX1VOU1BFQ0lGSUVEEAASFgoSVEFTS19LSU5EX0FTU0lHTkVEEAESFwoTVEFTS19LSU5EX0NMQUlNQUJMRRACKoABCgtDbGFpbVBvbGljeRIcChhDTEFJTV9QT0xJQ1lfVU5TUEVDSUZJRUQQABIcChhDTEFJTV9QT0xJQ1lfRklSU1RfQ0xBSU0QARIZChVDTEFJTV9QT0xJQ1lfQVNTSUdORUQQAhIaChZDTEFJTV9QT0xJQ1lfQlJPQURDQVNUEAMqdgoKTm9kZVN0YXR1cxIbChdOT0RFX1NUQVRVU19VTlNQRUNJRklFRBAAEhoKFk5PREVfU1RBVFVTX1JFR0lTVEVSRUQQARIWChJOT0RFX1NUQVRVU19PTkxJTkUQAhIXChNOT0RFX1NUQVRVU19PRkZMSU5FEAMq0gEKCkFnZW50U3RhdGUSGwoXQUdFTlRfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRBR0VOVF9TVEFURV9TVEFSVElORxABEhQKEEFHRU5UX1NUQVRFX0lETEUQAhIUChBBR0VOVF9TVEFURV9CVVNZEAMSFgoSQUdFTlRfU1RBVEVfUEFVU0VEEAQSGgoWQUdFTlRfU1RBVEVfUkVTVEFSVElORxAFEhQKEEFHRU5UX1NUQVRFX0RFQUQQBhIXChNBR0VOVF9TVEFURV9PRkZMSU5FEAcqbwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDgoKUk9MRV9BRE1JThABEhEKDVJPTEVfT1BFUkFUT1IQAhIPCgtST0xFX1ZJRVdFUhADEg0KCVJPTEVfTk9ERRAEEg4KClJPTEVfQUdFTlQQBWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message ep.tower.v1.Domain
@@ -28,9 +29,9 @@ export type Domain = Message<"ep.tower.v1.Domain"> & {
   name: string;
 
   /**
-   * @generated from field: string created_at = 3;
+   * @generated from field: google.protobuf.Timestamp created_at = 3;
    */
-  createdAt: string;
+  createdAt?: Timestamp | undefined;
 };
 
 /**
@@ -72,14 +73,14 @@ export type Mission = Message<"ep.tower.v1.Mission"> & {
   status: string;
 
   /**
-   * @generated from field: string created_at = 6;
+   * @generated from field: google.protobuf.Timestamp created_at = 6;
    */
-  createdAt: string;
+  createdAt?: Timestamp | undefined;
 
   /**
-   * @generated from field: string updated_at = 7;
+   * @generated from field: google.protobuf.Timestamp updated_at = 7;
    */
-  updatedAt: string;
+  updatedAt?: Timestamp | undefined;
 };
 
 /**
@@ -377,9 +378,9 @@ export type Task = Message<"ep.tower.v1.Task"> & {
   claimedBy: string;
 
   /**
-   * @generated from field: string lease_expires_at = 18;
+   * @generated from field: google.protobuf.Timestamp lease_expires_at = 18;
    */
-  leaseExpiresAt: string;
+  leaseExpiresAt?: Timestamp | undefined;
 
   /**
    * a broadcast run points at its broadcast task
@@ -389,14 +390,14 @@ export type Task = Message<"ep.tower.v1.Task"> & {
   parentTaskId: string;
 
   /**
-   * @generated from field: string created_at = 20;
+   * @generated from field: google.protobuf.Timestamp created_at = 20;
    */
-  createdAt: string;
+  createdAt?: Timestamp | undefined;
 
   /**
-   * @generated from field: string updated_at = 21;
+   * @generated from field: google.protobuf.Timestamp updated_at = 21;
    */
-  updatedAt: string;
+  updatedAt?: Timestamp | undefined;
 };
 
 /**
@@ -426,14 +427,14 @@ export type Node = Message<"ep.tower.v1.Node"> & {
   status: NodeStatus;
 
   /**
-   * @generated from field: string last_seen_at = 4;
+   * @generated from field: google.protobuf.Timestamp last_seen_at = 4;
    */
-  lastSeenAt: string;
+  lastSeenAt?: Timestamp | undefined;
 
   /**
-   * @generated from field: string created_at = 5;
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
    */
-  createdAt: string;
+  createdAt?: Timestamp | undefined;
 
   /**
    * the domains the node serves: ["*"] for all domains (the explicit wide grant)
@@ -490,14 +491,14 @@ export type Agent = Message<"ep.tower.v1.Agent"> & {
   state: AgentState;
 
   /**
-   * @generated from field: string last_seen_at = 8;
+   * @generated from field: google.protobuf.Timestamp last_seen_at = 8;
    */
-  lastSeenAt: string;
+  lastSeenAt?: Timestamp | undefined;
 
   /**
-   * @generated from field: string created_at = 9;
+   * @generated from field: google.protobuf.Timestamp created_at = 9;
    */
-  createdAt: string;
+  createdAt?: Timestamp | undefined;
 
   /**
    * its node supervises it (an agents.toml profile with supervise = true): restart, pause and
@@ -530,9 +531,9 @@ export type RateLimit = Message<"ep.tower.v1.RateLimit"> & {
   remaining: number;
 
   /**
-   * @generated from field: string reset_at = 3;
+   * @generated from field: google.protobuf.Timestamp reset_at = 3;
    */
-  resetAt: string;
+  resetAt?: Timestamp | undefined;
 };
 
 /**
@@ -606,9 +607,9 @@ export type Event = Message<"ep.tower.v1.Event"> & {
   rateLimit?: RateLimit | undefined;
 
   /**
-   * @generated from field: string created_at = 12;
+   * @generated from field: google.protobuf.Timestamp created_at = 12;
    */
-  createdAt: string;
+  createdAt?: Timestamp | undefined;
 };
 
 /**
@@ -643,24 +644,24 @@ export type Token = Message<"ep.tower.v1.Token"> & {
   domainId: string;
 
   /**
-   * @generated from field: string expires_at = 5;
+   * @generated from field: google.protobuf.Timestamp expires_at = 5;
    */
-  expiresAt: string;
+  expiresAt?: Timestamp | undefined;
 
   /**
-   * @generated from field: string created_at = 6;
+   * @generated from field: google.protobuf.Timestamp created_at = 6;
    */
-  createdAt: string;
+  createdAt?: Timestamp | undefined;
 
   /**
-   * @generated from field: string revoked_at = 7;
+   * @generated from field: google.protobuf.Timestamp revoked_at = 7;
    */
-  revokedAt: string;
+  revokedAt?: Timestamp | undefined;
 
   /**
-   * @generated from field: string last_used_at = 8;
+   * @generated from field: google.protobuf.Timestamp last_used_at = 8;
    */
-  lastUsedAt: string;
+  lastUsedAt?: Timestamp | undefined;
 };
 
 /**
