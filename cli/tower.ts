@@ -1,7 +1,7 @@
 // The tower connection of the commands that need it: generated Connect clients over HTTP/1.1
 // with the resolved bearer token.
 import type { DescMessage, DescService, MessageShape } from "@bufbuild/protobuf";
-import { restJson } from "../common/vocab.js";
+import { restJson } from "../common/rest-json.js";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import type { Context } from "./context.js";

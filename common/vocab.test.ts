@@ -6,7 +6,8 @@ import { Runtime, RuntimeSchema, TaskSchema } from "../gen/ep/tower/v1/resources
 import { ReloadNodeConfigRequestSchema, ReportNodeStateRequestSchema } from "../gen/ep/tower/v1/fleet_pb.js";
 import { durationFromMs, durationMs } from "@bufbuild/protobuf/wkt";
 import { fromJson } from "@bufbuild/protobuf";
-import { enumOf, enumsFromWords, enumValue, enumWord, isoOf, msOf, restJson, timestampOf } from "./vocab.js";
+import { enumOf, enumsFromWords, enumValue, enumWord, isoOf, msOf, timestampOf } from "./vocab.js";
+import { restJson } from "./rest-json.js";
 import { RUNTIME_KINDS } from "./runtimes.js";
 
 describe("vocab", () => {

@@ -1,8 +1,8 @@
 // The contract's closed sets as protobuf enums (APPROVAL_STATUS_PENDING) and as the lowercase
 // words the REST surface, the CLI's JSON and the event stream use ("pending"): one mapping, read
 // from the descriptors (the enum's shared prefix stripped, the rest lowercased), not per field.
-import { toJson, type DescEnum, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromMs, timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
+import type { DescEnum, DescField, DescMessage } from "@bufbuild/protobuf";
+import { timestampDate, timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { EpError } from "./errors.js";
 import { RUNTIME_KINDS } from "./runtimes.js";
 
@@ -35,7 +35,13 @@ function wordTable(e: DescEnum): Map<string, number> {
 }
 
 /** A stored ISO 8601 time as the contract's Timestamp; undefined for "" (not set). */
-export const timestampOf = (iso: string): Timestamp | undefined => (iso ? timestampFromMs(Date.parse(iso)) : undefined);
+export const timestampOf = (iso: string): Timestamp | undefined => (iso ? timestampAt(Date.parse(iso)) : undefined);
+
+/** A time in ms as the contract's Timestamp: the message built directly (create() is reflective; every task message carries three). */
+export function timestampAt(ms: number): Timestamp {
+  const seconds = Math.floor(ms / 1000);
+  return { $typeName: "google.protobuf.Timestamp", seconds: BigInt(seconds), nanos: (ms - seconds * 1000) * 1_000_000 };
+}
 
 /** A contract Timestamp as REST, the CLI and logs show times: ISO 8601 in UTC with milliseconds; "" when unset. */
 export const isoOf = (t: Timestamp | undefined): string => (t ? timestampDate(t).toISOString() : "");
@@ -46,49 +52,6 @@ export const msOf = (t: Timestamp | undefined): number => (t ? timestampMs(t) : 
 const isTimestamp = (f: DescField) => f.fieldKind === "message" && f.message.typeName === "google.protobuf.Timestamp";
 /** A Duration field: REST speaks it as `<name>_ms`, a number of milliseconds ("wait" is "wait_ms"). */
 export const isDuration = (f: DescField) => f.fieldKind === "message" && f.message.typeName === "google.protobuf.Duration";
-
-/** Proto JSON's RFC 3339 ("…:05Z", "…:05.120Z") as REST has always written times ("…:05.000Z", "…:05.120Z"). */
-function restTime(v: unknown): unknown {
-  if (typeof v !== "string") return v;
-  return v.length === 24 && v[19] === "." ? v : new Date(v).toISOString();
-}
-
-/**
- * A message's proto JSON (useProtoFieldName) with every enum field, at any depth, turned from its
- * proto name to its lowercase word, and every Timestamp written as REST writes times (an unset
- * one as ""): what REST and the CLI print.
- */
-export function wordsInJson(schema: DescMessage, json: unknown): unknown {
-  if (!json || typeof json !== "object" || Array.isArray(json)) return json;
-  const out: Record<string, unknown> = { ...(json as Record<string, unknown>) };
-  for (const f of schema.fields) {
-    const v = out[f.name];
-    if (isTimestamp(f)) {
-      out[f.name] = v === undefined ? "" : restTime(v);
-      continue;
-    }
-    if (isDuration(f)) {
-      // proto JSON's "1.500s" as 1500; unset as 0
-      delete out[f.name];
-      out[`${f.name}_ms`] = typeof v === "string" ? Math.round(Number.parseFloat(v) * 1000) : 0;
-      continue;
-    }
-    if (v === undefined) continue;
-    const enumOf = f.fieldKind === "enum" ? f.enum : f.fieldKind === "list" && f.listKind === "enum" ? f.enum : undefined;
-    const messageOf = f.fieldKind === "message" ? f.message : f.fieldKind === "list" && f.listKind === "message" ? f.message : undefined;
-    if (enumOf) {
-      // a proto name becomes its word; anything else (a word already) stays as it is
-      const word = (x: unknown) => {
-        const ev = typeof x === "string" ? enumOf.values.find((e) => e.name === x) : undefined;
-        return ev ? enumWord(enumOf, ev.number) : x;
-      };
-      out[f.name] = Array.isArray(v) ? v.map(word) : word(v);
-    } else if (messageOf && messageOf.typeName.startsWith("ep.")) {
-      out[f.name] = Array.isArray(v) ? v.map((x) => wordsInJson(messageOf, x)) : wordsInJson(messageOf, v);
-    }
-  }
-  return out;
-}
 
 /**
  * The other way: a request's JSON (proto field names or JSON names) with every enum field given
@@ -129,11 +92,6 @@ export function enumsFromWords(schema: DescMessage, json: unknown, path = ""): u
     }
   }
   return out;
-}
-
-/** A message as REST, the CLI's --json and the tools show it: snake_case, every field present, enums as words. */
-export function restJson<D extends DescMessage>(schema: D, msg: MessageShape<D>): Record<string, unknown> {
-  return wordsInJson(schema, toJson(schema, msg, { useProtoFieldName: true, alwaysEmitImplicit: true })) as Record<string, unknown>;
 }
 
 /** The enum value of a word a person typed ("" is unset, 0); an unknown word is invalid_argument naming `field` and the words it takes. */

@@ -5,8 +5,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeClock } from "../test-support/fake-clock.js";
 import { epErrorOfConnectJson } from "../test-support/rpc-errors.js";
-import { AuthService, ListTokensResponseSchema } from "../gen/ep/tower/v1/auth_pb.js";
-import { isoOf, restJson } from "../common/vocab.js";
+import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
+import { isoOf } from "../common/vocab.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
@@ -175,7 +175,7 @@ describe("roles", () => {
     expect(expired.body.error.code).toBe("token_expired");
     const listed = await auth.listTokens({});
     expect(isoOf(listed.tokens.find((x) => x.id === old.token!.id)?.revokedAt)).toMatch(/^\d{4}-/);
-    expect(JSON.stringify(restJson(ListTokensResponseSchema, listed))).not.toContain(fresh.secret);
+    expect(JSON.stringify(listed, (_k, v) => (typeof v === "bigint" ? String(v) : v))).not.toContain(fresh.secret);
   });
 });
 

@@ -4,7 +4,8 @@
 // by event id, so a frame is printed once and in order. Ends when the task does: exit 0 when it
 // succeeded, 1 when it failed or was cancelled. A dropped stream is resumed after the last id seen.
 import { RuntimeSchema, TaskStatus, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
-import { enumWord, restJson } from "../../common/vocab.js";
+import { enumWord } from "../../common/vocab.js";
+import { restJson } from "../../common/rest-json.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError } from "../../common/errors.js";
 import { EventService } from "../../gen/ep/tower/v1/events_pb.js";

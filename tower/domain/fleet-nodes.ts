@@ -3,7 +3,8 @@
 // tower asks of them over their link.
 import { randomBytes } from "node:crypto";
 import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import { restJson, timestampOf } from "../../common/vocab.js";
+import { timestampOf } from "../../common/vocab.js";
+import { restJson } from "../../common/rest-json.js";
 import { iso } from "../../common/clock.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import { newId } from "../../common/ids.js";

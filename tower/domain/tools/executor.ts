@@ -5,7 +5,7 @@
 import { ClaimPolicySchema, RuntimeSchema, TaskKind, TaskKindSchema, TaskStatusSchema, type ClaimPolicy, type Runtime, type TaskStatus } from "../../../gen/ep/tower/v1/resources_pb.js";
 import { enumOf } from "../../../common/vocab.js";
 import { create, type DescMessage, type JsonObject, type MessageShape } from "@bufbuild/protobuf";
-import { restJson } from "../../../common/vocab.js";
+import { restJson } from "../../../common/rest-json.js";
 import { EpError } from "../../../common/errors.js";
 import * as evpb from "../../../gen/ep/tower/v1/events_pb.js";
 import * as fleetpb from "../../../gen/ep/tower/v1/fleet_pb.js";

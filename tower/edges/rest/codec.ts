@@ -3,7 +3,8 @@
 // refused the same way, naming the field.
 import { fromJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { EpError } from "../../../common/errors.js";
-import { enumsFromWords, restJson } from "../../../common/vocab.js";
+import { enumsFromWords } from "../../../common/vocab.js";
+import { restJson } from "../../../common/rest-json.js";
 
 export function decodeRequest<D extends DescMessage>(schema: D, body: unknown, pathParams: Record<string, string> = {}): MessageShape<D> {
   if (body !== undefined && body !== null && (typeof body !== "object" || Array.isArray(body))) {
