@@ -61,37 +61,66 @@ export const isDuration = (f: DescField) => f.fieldKind === "message" && f.messa
  */
 export function enumsFromWords(schema: DescMessage, json: unknown, path = ""): unknown {
   if (!json || typeof json !== "object" || Array.isArray(json)) return json;
-  const out: Record<string, unknown> = { ...(json as Record<string, unknown>) };
-  for (const f of schema.fields) {
-    if (isDuration(f) && `${f.name}_ms` in out) {
-      const ms = out[`${f.name}_ms`];
-      delete out[`${f.name}_ms`];
-      const at = path ? `${path}.${f.name}_ms` : `${f.name}_ms`;
+  const plan = readPlan(schema);
+  if (!plan.length) return json;
+  const src = json as Record<string, unknown>;
+  // copied on the first change only, and keys dropped by building anew (no `delete`): every REST
+  // request body passes through here
+  let out: Record<string, unknown> | undefined;
+  let drop: string[] | undefined;
+  const set = (k: string, v: unknown) => void ((out ??= { ...src })[k] = v);
+  for (const f of plan) {
+    if (isDuration(f)) {
+      const msKey = `${f.name}_ms`;
+      if (!(msKey in src)) continue;
+      const ms = src[msKey];
+      const at = path ? `${path}.${msKey}` : msKey;
       if (typeof ms !== "number" || !Number.isInteger(ms) || ms < 0) {
         throw new EpError("invalid_argument", `${at}: must be a whole number of milliseconds, 0 or more (got ${JSON.stringify(ms)})`, { field: at });
       }
-      out[f.name] = `${ms / 1000}s`;
+      (drop ??= []).push(msKey);
+      set(f.name, `${ms / 1000}s`);
       continue;
     }
-    const key = f.name in out ? f.name : f.jsonName in out ? f.jsonName : undefined;
+    const key = f.name in src ? f.name : f.jsonName in src ? f.jsonName : undefined;
     if (key === undefined) continue;
-    const v = out[key];
+    const v = src[key];
     // REST writes an unset time as ""; read it back as unset
-    if (isTimestamp(f) && v === "") delete out[key];
-    const enumOf = f.fieldKind === "enum" ? f.enum : f.fieldKind === "list" && f.listKind === "enum" ? f.enum : undefined;
-    const messageOf = f.fieldKind === "message" ? f.message : f.fieldKind === "list" && f.listKind === "message" ? f.message : undefined;
+    if (isTimestamp(f)) {
+      if (v === "") (drop ??= []).push(key);
+      continue;
+    }
     const at = path ? `${path}.${f.name}` : f.name;
-    if (enumOf) {
+    const e = f.fieldKind === "enum" ? f.enum : f.fieldKind === "list" && f.listKind === "enum" ? f.enum : undefined;
+    if (e) {
       const name = (x: unknown) => {
-        if (typeof x !== "string" || enumOf.values.some((ev) => ev.name === x)) return x;
-        return enumOf.value[valueOrRefuse(enumOf, x, at)].name;
+        if (typeof x !== "string" || e.values.some((ev) => ev.name === x)) return x;
+        return e.value[valueOrRefuse(e, x, at)].name;
       };
-      out[key] = Array.isArray(v) ? v.map(name) : name(v);
-    } else if (messageOf && messageOf.typeName.startsWith("ep.")) {
-      out[key] = Array.isArray(v) ? v.map((x, i) => enumsFromWords(messageOf, x, `${at}[${i}]`)) : enumsFromWords(messageOf, v, at);
+      set(key, Array.isArray(v) ? v.map(name) : name(v));
+    } else {
+      const m = (f as DescField & { message: DescMessage }).message;
+      const read = Array.isArray(v) ? v.map((x, i) => enumsFromWords(m, x, `${at}[${i}]`)) : enumsFromWords(m, v, at);
+      if (read !== v) set(key, read);
     }
   }
-  return out;
+  if (!drop) return out ?? src;
+  const base = out ?? src;
+  const kept: Record<string, unknown> = {};
+  for (const k of Object.keys(base)) if (!drop.includes(k)) kept[k] = base[k];
+  return kept;
+}
+
+/** The fields a REST request's reader looks at: enums, times, durations and the contract's own messages (which may hold them). */
+const readPlans = new WeakMap<DescMessage, DescField[]>();
+function readPlan(schema: DescMessage): DescField[] {
+  let plan = readPlans.get(schema);
+  if (!plan) {
+    const kindOf = (f: DescField) => (f.fieldKind === "list" ? f.listKind : f.fieldKind);
+    plan = schema.fields.filter((f) => kindOf(f) === "enum" || isTimestamp(f) || isDuration(f) || (kindOf(f) === "message" && (f as DescField & { message: DescMessage }).message.typeName.startsWith("ep.")));
+    readPlans.set(schema, plan);
+  }
+  return plan;
 }
 
 /** The enum value of a word a person typed ("" is unset, 0); an unknown word is invalid_argument naming `field` and the words it takes. */
