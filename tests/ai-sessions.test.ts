@@ -2,7 +2,7 @@
 // stream with resume, and the Connect AiService — with the local heuristic planner.
 import { Role } from "../gen/ep/tower/v1/resources_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
+import { AiService, ActionStatus } from "../gen/ep/tower/v1/ai_pb.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { titleFromTurn } from "../tower/domain/ai/sessions.js";
 import { startTower, type TestTower } from "./harness.js";
@@ -297,9 +297,9 @@ describe("Connect AiService", () => {
     const ai = t.client(AiService);
     const { session: s } = await ai.createSession({ title: "connect" });
     const r = await ai.submitTurn({ sessionId: s!.id, content: 'create domain "via-connect"' });
-    expect(r.actions[0].status).toBe("pending");
+    expect(r.actions[0].status).toBe(ActionStatus.PENDING);
     const a = await ai.approveAction({ sessionId: s!.id, actionId: r.actions[0].id });
-    expect(a.action!.status).toBe("approved");
+    expect(a.action!.status).toBe(ActionStatus.APPROVED);
     expect(await domainNames()).toContain("via-connect");
     const got = await ai.getSession({ sessionId: s!.id });
     expect(got.turns).toHaveLength(2);

@@ -5,7 +5,7 @@
 import { Role } from "../gen/ep/tower/v1/resources_pb.js";
 import { ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { ApprovalService, ApprovalStatus } from "../gen/ep/tower/v1/approvals_pb.js";
+import { ApprovalService, ApprovalStatus, PermissionOptionKind } from "../gen/ep/tower/v1/approvals_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { FakeClock } from "../test-support/fake-clock.js";
@@ -16,9 +16,9 @@ import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 const cleanup = useCleanups();
 
 const OPTIONS = [
-  { optionId: "once", name: "Allow once", kind: "allow_once" },
-  { optionId: "always", name: "Always allow Bash", kind: "allow_always" },
-  { optionId: "no", name: "Reject", kind: "reject_once" },
+  { optionId: "once", name: "Allow once", kind: PermissionOptionKind.ALLOW_ONCE },
+  { optionId: "always", name: "Always allow Bash", kind: PermissionOptionKind.ALLOW_ALWAYS },
+  { optionId: "no", name: "Reject", kind: PermissionOptionKind.REJECT_ONCE },
 ];
 
 async function held(t: TestTower) {
@@ -130,7 +130,8 @@ describe("approvals", () => {
     const f = await held(t);
     const task = await f.next();
     expect(await code(f.ask(task.id, { tool: " " }))).toMatch(/^3:.*tool: is required/);
-    expect(await code(f.ask(task.id, { options: [{ optionId: "x", name: "X", kind: "maybe" }] }))).toMatch(/^3:.*options\[0\]\.kind: must be one of allow_once/);
+    expect(await code(f.ask(task.id, { options: [{ optionId: "x", name: "X", kind: 42 }] }))).toMatch(/^3:.*options\[0\]\.kind: is not a PermissionOptionKind \(got 42\)/);
+    expect(await code(f.ask(task.id, { options: [{ optionId: "x", name: "X" }] }))).toMatch(/^3:.*options\[0\]\.kind: is required: allow_once, allow_always/);
     expect(await code(f.ask(task.id, { options: [OPTIONS[0], OPTIONS[0]] }))).toMatch(/^3:.*options\[1\]\.option_id: repeats "once"/);
     expect(await code(f.ask(task.id, { timeout: { seconds: 0n } }))).toMatch(/^3:.*timeout: must be positive/);
     expect(await code(f.ask(task.id, { timeout: { seconds: 90_000n } }))).toMatch(/^3:.*timeout: must be at most 86400 s/);

@@ -13,13 +13,13 @@ import type { DescService } from "@bufbuild/protobuf";
 import WebSocket from "ws";
 import { toEpError } from "../common/errors.js";
 import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
-import { ApprovalService } from "../gen/ep/tower/v1/approvals_pb.js";
+import { ApprovalService, PermissionOptionKind } from "../gen/ep/tower/v1/approvals_pb.js";
 import { SecretService } from "../gen/ep/tower/v1/secrets_pb.js";
 import { ToolService } from "../gen/ep/tower/v1/tools_pb.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
-import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { WorkService, FrameKind } from "../gen/ep/tower/v1/work_pb.js";
 import type { TestTower } from "./harness.js";
 import { ROLES, type Outcome, type Role } from "./authz-table.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
@@ -27,8 +27,8 @@ import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 export const SERVICES: DescService[] = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, SecretService, ToolService, ApprovalService];
 
 const PROBE_OPTIONS = [
-  { optionId: "allow", name: "Allow", kind: "allow_once" },
-  { optionId: "reject", name: "Reject", kind: "reject_once" },
+  { optionId: "allow", name: "Allow", kind: PermissionOptionKind.ALLOW_ONCE },
+  { optionId: "reject", name: "Reject", kind: PermissionOptionKind.REJECT_ONCE },
 ];
 
 export interface Fixture {
@@ -137,7 +137,7 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "WorkService/ClaimTask": (f) => ({ agentId: f.agentA }),
   "WorkService/StartTask": async (f) => ({ taskId: await f.task(), agentId: f.agentA }),
   "WorkService/HeartbeatTask": async (f) => ({ taskId: await f.task(), agentId: f.agentA }),
-  "WorkService/ReportProgress": async (f) => ({ taskId: await f.task(), agentId: f.agentA, frames: [{ kind: "text", text: "x" }] }),
+  "WorkService/ReportProgress": async (f) => ({ taskId: await f.task(), agentId: f.agentA, frames: [{ kind: FrameKind.TEXT, text: "x" }] }),
   "WorkService/CompleteTask": async (f) => ({ taskId: await f.task(), agentId: f.agentA, result: { output: "x" } }),
   "WorkService/FailTask": async (f) => ({ taskId: await f.task(), agentId: f.agentA, result: { error: "x" } }),
   "WorkService/RetryTask": async (f) => ({ taskId: await f.task() }),

@@ -6,9 +6,9 @@ import { toJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ToolService } from "../gen/ep/tower/v1/tools_pb.js";
-import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
+import { AgentService, NodeService, CronKind, CronFireStatus } from "../gen/ep/tower/v1/fleet_pb.js";
 import { startTower, type TestTower } from "./harness.js";
-import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
+import { Runtime, ToolKind } from "../gen/ep/tower/v1/resources_pb.js";
 import { timestampOf, msOf, isoOf } from "../common/vocab.js";
 
 let t: TestTower;
@@ -64,11 +64,11 @@ describe("GET /mcp/tools and POST /mcp/call", () => {
     expect((await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: {} })).body.result.nodes.map((n: any) => n.node_id)).not.toContain(nodeId);
 
     const first = await asNode.reportNodeState({
-      cronJobs: [{ name: "old", kind: "cron", schedule: "0 * * * *", dispatch: "bash", prompt: "true", nextFireAt: timestampOf("2030-01-01T01:00:00.000Z"), line: 1 }],
+      cronJobs: [{ name: "old", kind: CronKind.CRON, schedule: "0 * * * *", dispatch: "bash", prompt: "true", nextFireAt: timestampOf("2030-01-01T01:00:00.000Z"), line: 1 }],
     });
     const res = await asNode.reportNodeState({
       cronJobs: [
-        { name: "standup", kind: "cron", schedule: "0 9 * * 1-5", dispatch: "signal", session: "pm", prompt: "/standup", missed: "skip", nextFireAt: timestampOf("2030-01-01T09:00:00.000Z"), line: 2, lastFire: { slot: "s", firedAt: timestampOf("2029-12-31T09:00:00.000Z"), status: "failed", exitCode: 3, error: "boom" } },
+        { name: "standup", kind: CronKind.CRON, schedule: "0 9 * * 1-5", dispatch: "signal", session: "pm", prompt: "/standup", missed: "skip", nextFireAt: timestampOf("2030-01-01T09:00:00.000Z"), line: 2, lastFire: { slot: "s", firedAt: timestampOf("2029-12-31T09:00:00.000Z"), status: CronFireStatus.FAILED, exitCode: 3, error: "boom" } },
       ],
       supervised: [
         { profile: "svc", agentId: agent.id, domainId, name: "svc", runtime: Runtime.SHELL, backend: "process", state: "running", pid: 42, restarts: 2, lastRestartReason: "found dead by the watchdog poll" },
@@ -150,7 +150,7 @@ describe("Connect ToolService", () => {
   it("lists and calls tools", async () => {
     const tools = t.client(ToolService);
     const list = await tools.listTools({});
-    expect(list.tools.find((x) => x.name === "retry_mesh_task")?.kind).toBe("write");
+    expect(list.tools.find((x) => x.name === "retry_mesh_task")?.kind).toBe(ToolKind.WRITE);
     const res = await tools.callTool({ tool: "list_domains", arguments: {} });
     expect(JSON.stringify(res.result)).toContain("mcp");
   });

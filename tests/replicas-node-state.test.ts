@@ -5,7 +5,7 @@
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
-import { NodeService, type LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
+import { NodeService, type LinkResponse, CronKind, ReloadStatus } from "../gen/ep/tower/v1/fleet_pb.js";
 import { tempHome, type TestTower, useCleanups, waitFor } from "./harness.js";
 import { freshSchema, requirePg, skipPg, startReplica } from "./replicas-harness.js";
 import { timestampOf, isoOf } from "../common/vocab.js";
@@ -72,13 +72,13 @@ describe.skipIf(skipPg)("node state and config_reload across replicas", () => {
     await waitFor(() => got.some((m) => m.kind === "hello"));
     await waitFor(async () => (await b.tower.deps.store.getMeta(`link:${nodeId}`))?.startsWith(a.tower.replication!.replicaId) === true);
 
-    const reported = await asNode.reportNodeState({ cronJobs: [{ name: "nightly", kind: "cron", schedule: "0 3 * * *", dispatch: "bash", prompt: "true", nextFireAt: timestampOf("2030-01-01T03:00:00.000Z") }] });
+    const reported = await asNode.reportNodeState({ cronJobs: [{ name: "nightly", kind: CronKind.CRON, schedule: "0 3 * * *", dispatch: "bash", prompt: "true", nextFireAt: timestampOf("2030-01-01T03:00:00.000Z") }] });
     const onB = await b.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: {} });
     expect(onB.body.result.nodes).toMatchObject([{ node_id: nodeId, reported_at: isoOf(reported.reportedAt), jobs: [{ name: "nightly", next_fire_at: "2030-01-01T03:00:00.000Z" }] }]);
 
     expect(b.tower.services.fleet.isLinked(nodeId)).toBe(false);
     const res = await b.client(NodeService).reloadNodeConfig({ nodeId, wait: durationFromMs(10_000) });
-    expect(res).toMatchObject({ status: "failed", results: ["cron.toml: 1 error; the running jobs were kept"], errors: [{ file: "/h/cron.toml", line: 4, field: "schedule", item: "x", message: "bad" }] });
+    expect(res).toMatchObject({ status: ReloadStatus.FAILED, results: ["cron.toml: 1 error; the running jobs were kept"], errors: [{ file: "/h/cron.toml", line: 4, field: "schedule", item: "x", message: "bad" }] });
     expect(res.requestId).toMatch(/^rld_/);
     expect(res.eventId).toBeGreaterThan(0n);
     expect(got.filter((m) => m.kind === "config_reload")).toHaveLength(1);

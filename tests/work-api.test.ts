@@ -9,7 +9,7 @@ import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { isoOf } from "../common/vocab.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
-import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { WorkService, FrameKind } from "../gen/ep/tower/v1/work_pb.js";
 import { startTower, type TestTower } from "./harness.js";
 
 let t: TestTower;
@@ -199,7 +199,7 @@ describe("Connect routes", () => {
     expect(statusWord(claimed.task!.status)).toBe("claimed");
     expect(statusWord((await work.startTask({ taskId: task!.id, agentId })).task!.status)).toBe("running");
     await work.heartbeatTask({ taskId: task!.id, agentId });
-    await work.reportProgress({ taskId: task!.id, agentId, frames: [{ kind: "text", text: "working" }] });
+    await work.reportProgress({ taskId: task!.id, agentId, frames: [{ kind: FrameKind.TEXT, text: "working" }] });
     const done = await work.completeTask({ taskId: task!.id, agentId, result: { output: "hi\n", exitCode: 0 } });
     expect(statusWord(done.task!.status)).toBe("succeeded");
     expect(done.task!.result).toMatchObject({ output: "hi\n", exitCode: 0 });

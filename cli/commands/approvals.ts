@@ -1,6 +1,6 @@
 // ep approvals ls|approve|reject: what waits for a person — agents' tool-permission requests
 // (ApprovalService, ids apr_…) and pending actions of AI console sessions (<session> <action>).
-import { AiService, ApproveActionResponseSchema, PendingActionSchema, RejectActionResponseSchema } from "../../gen/ep/tower/v1/ai_pb.js";
+import { AiService, ApproveActionResponseSchema, PendingActionSchema, RejectActionResponseSchema, ActionStatus } from "../../gen/ep/tower/v1/ai_pb.js";
 import { ApprovalSchema, ApprovalService, ApprovalStatus, type Approval } from "../../gen/ep/tower/v1/approvals_pb.js";
 import type { Context } from "../context.js";
 import { json, table, type Row } from "../output.js";
@@ -12,7 +12,7 @@ export async function pendingActions(ctx: Context): Promise<Row[]> {
   const out: Row[] = [];
   for (const s of (await ai.listSessions({})).sessions) {
     const detail = await ai.getSession({ sessionId: s.id });
-    for (const a of detail.actions) if (a.status === "pending") out.push(protoJson(PendingActionSchema, a));
+    for (const a of detail.actions) if (a.status === ActionStatus.PENDING) out.push(protoJson(PendingActionSchema, a));
   }
   return out.sort((a, b) => String(a.created_at).localeCompare(String(b.created_at)));
 }

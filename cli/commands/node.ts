@@ -6,7 +6,7 @@ import { dirname } from "node:path";
 import { EpError } from "../../common/errors.js";
 import { writeNodeIdentity, type NodeIdentity } from "../../common/node-identity.js";
 import { nodeFile } from "../../common/paths.js";
-import { NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
+import { NodeService, ReloadStatus } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import { UsageError, type Context } from "../context.js";
 import { withHint } from "../fail.js";
@@ -82,14 +82,14 @@ async function reload(ctx: Context): Promise<number> {
   const errors = res.errors.map((e) => ({ file: e.file, line: e.line, field: e.field, item: e.item, message: e.message }));
   if (ctx.json) {
     ctx.out(json({ node_id: nodeId, request_id: res.requestId, status: res.status, results: res.results, errors, event_id: Number(res.eventId) }));
-  } else if (res.status === "sent") {
+  } else if (res.status === ReloadStatus.SENT) {
     ctx.out(`config_reload sent to ${nodeId} (request ${res.requestId}); no answer yet — its config.reload event will say how it went (ep events tail --type matrix)`);
   } else {
-    const lines = [`${nodeId}: configuration reload ${res.status === "ok" ? "ok" : "failed"}`, ...res.results.map((r) => `  ${r}`)];
+    const lines = [`${nodeId}: configuration reload ${res.status === ReloadStatus.OK ? "ok" : "failed"}`, ...res.results.map((r) => `  ${r}`)];
     for (const e of errors) lines.push(`  ${e.file}${e.line ? `, line ${e.line}` : ""}${e.item ? `, ${e.item}` : ""}${e.field ? `, field ${e.field}` : ""}: ${e.message}`);
     ctx.out(lines.join("\n"));
   }
-  return res.status === "failed" ? 2 : 0;
+  return res.status === ReloadStatus.FAILED ? 2 : 0;
 }
 
 /** ep node domains set <node> (--domain <id|name>… | --all): NodeService.SetNodeDomains. */

@@ -1,11 +1,11 @@
 // The TUI's data from a real tower: generated Connect clients; live events from
 // EventService.StreamEvents, resumed after the last id with the 1 s → 30 s backoff.
-import { AgentStateSchema, RuntimeSchema, TaskStatus, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
+import { AgentStateSchema, RuntimeSchema, TaskStatus, TaskStatusSchema, MissionStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { createBackoff } from "../../common/backoff.js";
 import { what } from "../event-line.js";
 import { createClient, type Transport } from "@connectrpc/connect";
-import { AiService, type PendingAction } from "../../gen/ep/tower/v1/ai_pb.js";
+import { ActionStatus, ActionStatusSchema, AiService, type PendingAction } from "../../gen/ep/tower/v1/ai_pb.js";
 import { EventService } from "../../gen/ep/tower/v1/events_pb.js";
 import { AgentService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
@@ -45,7 +45,7 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
   const events = createClient(EventService, transport);
   let sessionId: string | undefined;
   const stops = new Set<() => void>();
-  const toItem = (a: { sessionId: string; id: string; tool: string; summary: string; status: string }): ApprovalItem => ({ sessionId: a.sessionId, id: a.id, tool: a.tool, summary: a.summary, status: a.status });
+  const toItem = (a: PendingAction): ApprovalItem => ({ sessionId: a.sessionId, id: a.id, tool: a.tool, summary: a.summary, status: enumWord(ActionStatusSchema, a.status) });
   // agent names, refreshed with each agents() call (tasks show who runs them)
   let agentNames = new Map<string, string>();
   const loadAgents = async () => {
@@ -68,7 +68,7 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
     async missions() {
       const out = [];
       for (const d of (await work.listDomains({})).domains) {
-        for (const m of (await work.listMissions({ domainId: d.id })).missions) out.push({ id: m.id, domainId: m.domainId, domainName: d.name || d.id, title: m.title, status: m.status });
+        for (const m of (await work.listMissions({ domainId: d.id })).missions) out.push({ id: m.id, domainId: m.domainId, domainName: d.name || d.id, title: m.title, status: enumWord(MissionStatusSchema, m.status) });
       }
       return out;
     },
@@ -167,7 +167,7 @@ function approvalsPart(transport: Transport, toItem: (a: PendingAction) => Appro
       } catch {
         return out; // a tower without the AI console has no actions to approve
       }
-      for (const s of sessions) for (const a of (await ai.getSession({ sessionId: s.id })).actions) if (a.status === "pending") out.push(toItem(a));
+      for (const s of sessions) for (const a of (await ai.getSession({ sessionId: s.id })).actions) if (a.status === ActionStatus.PENDING) out.push(toItem(a));
       return out;
     },
     async approve(s, a) {

@@ -1,7 +1,7 @@
 // The node state the tower shows (list_cron_jobs, get_supervision): each cron job and each
 // supervised agent in the report's shape.
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { ReportNodeStateRequestSchema } from "../../gen/ep/tower/v1/fleet_pb.js";
+import { CronFireStatusSchema, CronKindSchema, type CronFireStatus, type CronKind as CronKindValue, type ReportNodeStateRequestSchema } from "../../gen/ep/tower/v1/fleet_pb.js";
 import type { CronDispatcher } from "../cron/index.js";
 import type { SupervisedStatus } from "../supervise/index.js";
 import type { FleetProfile } from "./agents-file.js";
@@ -16,7 +16,7 @@ type CronJob = ReturnType<CronDispatcher["list"]>[number];
 export function cronJobState(j: CronJob): NonNullable<NodeState["cronJobs"]>[number] {
   return {
     name: j.name,
-    kind: j.kind,
+    kind: enumOf<CronKindValue>(CronKindSchema, j.kind, "kind"),
     schedule: j.schedule ?? "",
     interval: j.interval ?? "",
     dispatch: j.dispatch,
@@ -31,7 +31,7 @@ export function cronJobState(j: CronJob): NonNullable<NodeState["cronJobs"]>[num
           lastFire: {
             slot: j.lastFire.slot,
             firedAt: timestampOf(j.lastFire.firedAt),
-            status: j.lastFire.status,
+            status: enumOf<CronFireStatus>(CronFireStatusSchema, j.lastFire.status, "status"),
             error: j.lastFire.error ?? "",
             ...(j.lastFire.exitCode !== undefined ? { exitCode: j.lastFire.exitCode } : {}),
           },

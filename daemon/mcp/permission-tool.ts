@@ -5,13 +5,12 @@
 // {"behavior":"allow","updatedInput":…} or {"behavior":"deny","message":…}. "Allow <tool> for
 // this task" is remembered by this server, which lives as long as the run.
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
-import type { JsonObject } from "@bufbuild/protobuf";
 import type { Clock } from "../../common/clock.js";
 import type { Logger } from "../../common/log.js";
 import type { TowerClients } from "../link/tower-client.js";
 import { PERMISSION_TOOL } from "./agent-config.js";
 import { pathsOf } from "../runtimes/acp-session.js";
-import type { ProgressFrame } from "../runtimes/runtime.js";
+import { frameMsg, type ProgressFrame } from "../runtimes/runtime.js";
 import { createPermissionAsker } from "../worker/permission-asker.js";
 
 export const DEFAULT_PERMISSION_TIMEOUT_MS = 600_000;
@@ -36,7 +35,7 @@ export function createPermissionTool(o: { tower: TowerClients; clock: Clock; log
   const allowed = new Set<string>();
   const report = (f: ProgressFrame) =>
     void o.tower.work
-      .reportProgress({ taskId: o.taskId, agentId: o.agentId, frames: [{ kind: f.kind, text: f.text, data: f.data as JsonObject | undefined }] })
+      .reportProgress({ taskId: o.taskId, agentId: o.agentId, frames: [frameMsg(f)] })
       .catch((err: Error) => o.log.debug("progress not delivered", { error: err.message }));
   const ask = createPermissionAsker({ approvals: o.tower.approvals, clock: o.clock, log: o.log, taskId: o.taskId, agentId: o.agentId, onFrame: report });
   const answer = (v: object): CallToolResult => ({ content: [{ type: "text", text: JSON.stringify(v) }] });

@@ -5,6 +5,9 @@ import type { ErrorCode } from "../../common/errors.js";
 
 export { RUNTIME_KINDS, isRuntimeKind, type RuntimeKind } from "../../common/runtimes.js";
 import type { RuntimeKind } from "../../common/runtimes.js";
+import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
+import { enumOf } from "../../common/vocab.js";
+import { FrameKindSchema, type FrameKind, type ProgressFrameSchema } from "../../gen/ep/tower/v1/work_pb.js";
 
 /** One unit of progress from a running agent; becomes a `progress` event upstream. */
 export interface ProgressFrame {
@@ -13,6 +16,13 @@ export interface ProgressFrame {
   text: string;
   data?: Record<string, unknown>;
 }
+
+/** A frame as the contract's ProgressFrame (ReportProgress). */
+export const frameMsg = (f: ProgressFrame): MessageInitShape<typeof ProgressFrameSchema> => ({
+  kind: enumOf<FrameKind>(FrameKindSchema, f.kind, "kind"),
+  text: f.text,
+  data: f.data as JsonObject | undefined,
+});
 
 export interface RunSpec {
   taskId: string;

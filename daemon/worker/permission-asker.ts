@@ -10,7 +10,8 @@ import { backoffDelay } from "../../common/backoff.js";
 import type { Clock } from "../../common/clock.js";
 import { toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
-import { ApprovalStatus, type ApprovalService, type Approval } from "../../gen/ep/tower/v1/approvals_pb.js";
+import { ApprovalStatus, PermissionOptionKindSchema, type ApprovalService, type Approval, type PermissionOptionKind } from "../../gen/ep/tower/v1/approvals_pb.js";
+import { enumOf } from "../../common/vocab.js";
 import type { PermissionAnswer, PermissionAsk, ProgressFrame } from "../runtimes/runtime.js";
 import { refusedByTower } from "./report.js";
 
@@ -63,7 +64,7 @@ export function createPermissionAsker(d: AskerDeps): (ask: PermissionAsk, signal
             title: ask.title,
             arguments: ask.arguments as JsonObject,
             paths: ask.paths,
-            options: ask.options,
+            options: ask.options.map((o) => ({ ...o, kind: enumOf<PermissionOptionKind>(PermissionOptionKindSchema, o.kind, "kind") })),
             timeout: durationFromMs(ask.timeoutMs),
           },
           { signal },

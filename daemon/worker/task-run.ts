@@ -1,7 +1,6 @@
 // One task's run: a fresh work/<task_id>/ directory (or the profile's cwd), a secrets session, the
 // runtime started with the run's environment, progress batched to the tower, the lease
 // heartbeated (a refused heartbeat stops the run), and the outcome delivered until acknowledged.
-import type { JsonObject } from "@bufbuild/protobuf";
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { ClockTimer } from "../../common/clock.js";
@@ -10,7 +9,7 @@ import { toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import { TaskStatus, type Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import { createPermissionAsker } from "./permission-asker.js";
-import type { ProgressFrame, RunResult } from "../runtimes/runtime.js";
+import { frameMsg, type ProgressFrame, type RunResult } from "../runtimes/runtime.js";
 import type { LocalAgentRecord } from "./agent-store.js";
 import { createFrameBatcher } from "./frame-batcher.js";
 import { closeWorkspace, openWorkspace, type Workspace } from "./task-workspace.js";
@@ -90,7 +89,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
       windowMs: deps.progressWindowMs ?? 50,
       send: async (frames) => {
         await tower.work
-          .reportProgress({ taskId: task.id, agentId: agent.id, frames: frames.map((f) => ({ kind: f.kind, text: f.text, data: f.data as JsonObject | undefined })) })
+          .reportProgress({ taskId: task.id, agentId: agent.id, frames: frames.map(frameMsg) })
           .catch((err: unknown) => tlog.debug("progress not delivered", { error: toEpError(err).message }));
       },
     });

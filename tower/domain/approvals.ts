@@ -13,8 +13,9 @@ import type { ApprovalRow, ApprovalState } from "../store/approval-store.js";
 import { authorize, principalOf, scopeDomains, type Caller } from "./caller.js";
 import type { Deps } from "./deps.js";
 import { commit } from "./event-hub.js";
+import { valueOf, wordOf } from "./convert.js";
 import { decodePageToken, encodePageToken, checkPageSize } from "./paging.js";
-import { oneOf, text } from "./work-support.js";
+import { text } from "./work-support.js";
 
 export const DEFAULT_PERMISSION_TIMEOUT_MS = 10 * 60_000;
 const MAX_PERMISSION_TIMEOUT_MS = 24 * 3_600_000;
@@ -31,7 +32,12 @@ const STATUS_TO_PB: Record<ApprovalState, pb.ApprovalStatus> = {
   expired: pb.ApprovalStatus.EXPIRED,
 };
 const STATUS_FROM_PB = new Map<pb.ApprovalStatus, ApprovalState>(Object.entries(STATUS_TO_PB).map(([k, v]) => [v, k as ApprovalState]));
-const OPTION_KINDS = ["allow_once", "allow_always", "reject_once", "reject_always"];
+/** An option's kind as its stored word; unset or a number the enum does not have is refused. */
+function optionKind(kind: pb.PermissionOptionKind, field: string): string {
+  const word = wordOf(pb.PermissionOptionKindSchema, kind, field);
+  if (!word) throw invalidField(field, "is required: allow_once, allow_always, reject_once or reject_always");
+  return word;
+}
 
 export function approvalToPb(a: ApprovalRow): pb.Approval {
   return create(pb.ApprovalSchema, {
@@ -46,7 +52,7 @@ export function approvalToPb(a: ApprovalRow): pb.Approval {
     title: a.title,
     arguments: a.arguments as JsonObject,
     paths: a.paths,
-    options: a.options.map((o) => create(pb.PermissionOptionSchema, o)),
+    options: a.options.map((o) => create(pb.PermissionOptionSchema, { ...o, kind: valueOf<pb.PermissionOptionKind>(pb.PermissionOptionKindSchema, o.kind) })),
     status: STATUS_TO_PB[a.status],
     optionId: a.optionId,
     decidedBy: a.decidedBy,
@@ -73,7 +79,7 @@ function checkOptions(options: readonly pb.PermissionOption[]): ApprovalRow["opt
     const optionId = text(`options[${i}].option_id`, o.optionId, { required: true, max: 200 });
     if (seen.has(optionId)) throw invalidField(`options[${i}].option_id`, `repeats ${JSON.stringify(optionId)}`);
     seen.add(optionId);
-    return { optionId, name: text(`options[${i}].name`, o.name, { max: 200 }), kind: oneOf(`options[${i}].kind`, o.kind, OPTION_KINDS) };
+    return { optionId, name: text(`options[${i}].name`, o.name, { max: 200 }), kind: optionKind(o.kind, `options[${i}].kind`) };
   });
 }
 

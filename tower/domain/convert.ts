@@ -24,6 +24,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
   AgentStateSchema,
   ClaimPolicySchema,
+  MissionStatusSchema,
   NodeStatusSchema,
   RoleSchema,
   RuntimeSchema,
@@ -31,6 +32,7 @@ import {
   TaskStatusSchema,
   type AgentState,
   type ClaimPolicy,
+  type MissionStatus,
   type NodeStatus,
   type Role,
   type Runtime,
@@ -50,7 +52,7 @@ export function wordOf(e: DescEnum, v: number, field: string): string {
 }
 
 /** A stored word as the contract's enum value (0 for a word it does not have). */
-const valueOf = <T extends number>(e: DescEnum, word: string): T => (enumValue(e, word) ?? 0) as T;
+export const valueOf = <T extends number>(e: DescEnum, word: string): T => (enumValue(e, word) ?? 0) as T;
 export const taskStatusOf = (word: string) => valueOf<TaskStatus>(TaskStatusSchema, word);
 export const taskKindOf = (word: string) => valueOf<TaskKind>(TaskKindSchema, word);
 export const claimPolicyOf = (word: string) => valueOf<ClaimPolicy>(ClaimPolicySchema, word);
@@ -60,7 +62,8 @@ export const roleOf = (word: string) => valueOf<Role>(RoleSchema, word);
 export const runtimeOf = (word: string) => valueOf<Runtime>(RuntimeSchema, word);
 
 export const domainMsg = (r: DomainRow): Domain => create(DomainSchema, { ...r, createdAt: timestampOf(r.createdAt) });
-export const missionMsg = (r: MissionRow): Mission => create(MissionSchema, { ...r, createdAt: timestampOf(r.createdAt), updatedAt: timestampOf(r.updatedAt) });
+export const missionMsg = (r: MissionRow): Mission =>
+  create(MissionSchema, { ...r, status: valueOf<MissionStatus>(MissionStatusSchema, r.status), createdAt: timestampOf(r.createdAt), updatedAt: timestampOf(r.updatedAt) });
 export const nodeMsg = (r: NodeRow): Node =>
   create(NodeSchema, { ...r, status: nodeStatusOf(r.status), lastSeenAt: timestampOf(r.lastSeenAt), createdAt: timestampOf(r.createdAt) });
 export const agentMsg = (r: AgentRow): Agent =>

@@ -181,10 +181,10 @@ async function reloadAndWait(
     }
     await commit(deps, async (_tx, emit) => emit({ type: "matrix", name: "node.config_reload_requested", payload: { node_id: req.nodeId, request_id: requestId, by: caller.subject } }));
     const e = waitMs > 0 ? await answered : undefined;
-    if (!e) return create(fleet.ReloadNodeConfigResponseSchema, { requestId, status: "sent" });
+    if (!e) return create(fleet.ReloadNodeConfigResponseSchema, { requestId, status: fleet.ReloadStatus.SENT });
     return create(fleet.ReloadNodeConfigResponseSchema, {
       requestId,
-      status: e.status === "ok" ? "ok" : "failed",
+      status: e.status === "ok" ? fleet.ReloadStatus.OK : fleet.ReloadStatus.FAILED,
       errors: configErrors(e.payload.errors),
       results: Array.isArray(e.payload.results) ? e.payload.results.map(String) : [],
       eventId: BigInt(e.id),

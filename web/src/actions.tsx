@@ -5,6 +5,8 @@ import { api, describeError } from "./api.js";
 import { AppLink, ErrorNote, StatusBadge, toolLabel } from "./ui.js";
 import { cellText, KvList } from "./view-spec.js";
 import { isoOf } from "@common/vocab.js";
+import { ActionStatus } from "@gen/ep/tower/v1/ai_pb.js";
+import { actionStatusOf } from "./words.js";
 
 export type Decision = "approve" | "reject";
 
@@ -49,8 +51,8 @@ const text = (v: unknown): string => (typeof v === "string" ? v : "");
 
 /** What a decided action did, for people: the resource it made or changed (with a link), or why not. */
 export function outcomeOf(action: Pick<PendingAction, "status" | "error" | "result" | "tool">): { text: string; href?: string; linkText?: string; tone: "ok" | "bad" | "muted" } | undefined {
-  if (action.status === "pending") return undefined;
-  if (action.status === "rejected") return { text: "Rejected: nothing was done.", tone: "muted" };
+  if (action.status === ActionStatus.PENDING) return undefined;
+  if (action.status === ActionStatus.REJECTED) return { text: "Rejected: nothing was done.", tone: "muted" };
   if (action.error) return { text: `Failed: ${action.error}`, tone: "bad" };
   const r = obj(action.result) ?? {};
   const task = obj(r.task);
@@ -95,7 +97,7 @@ function argumentItems(args: unknown) {
 
 /** One pending (or decided) action with its arguments and, while pending, approve/reject buttons. */
 export function ActionCard({ action, decisions, context }: { action: PendingAction; decisions: Decisions; context?: string }) {
-  const pending = action.status === "pending";
+  const pending = action.status === ActionStatus.PENDING;
   const busy = decisions.busy(action.id);
   const label = action.summary || action.tool;
   return (
@@ -104,7 +106,7 @@ export function ActionCard({ action, decisions, context }: { action: PendingActi
         <span>
           <strong>{cellText(label)}</strong>
         </span>
-        <StatusBadge status={action.status} />
+        <StatusBadge status={actionStatusOf(action)} />
       </header>
       {context && <p className="muted small">{context}</p>}
       <KvList items={argumentItems(action.arguments)} />

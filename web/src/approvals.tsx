@@ -9,6 +9,7 @@ import { approvalsOf, type Dashboard } from "./dashboard.js";
 import { AppLink, Empty, ErrorNote } from "./ui.js";
 import { KvList } from "./view-spec.js";
 import { isoOf } from "@common/vocab.js";
+import { PermissionOptionKind } from "@gen/ep/tower/v1/approvals_pb.js";
 
 export function ApprovalsView({ dashboard }: { dashboard: Dashboard }) {
   const { sessions, permissions, errors, loaded, aiAvailable } = dashboard.data;
@@ -63,7 +64,7 @@ const when = (t: Approval["createTime"]) => (t ? timestampDate(t).toISOString().
 function PermissionCard({ approval: a, onDecided }: { approval: Approval; onDecided: () => void }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string>();
-  const always = a.options.find((o) => o.kind === "allow_always");
+  const always = a.options.find((o) => o.kind === PermissionOptionKind.ALLOW_ALWAYS);
   const decide = async (how: "approve" | "always" | "reject") => {
     setBusy(true);
     setError(undefined);

@@ -9,6 +9,9 @@ import { createLiveStream } from "./live-stream.js";
 import { Empty, ErrorNote, toolLabel } from "./ui.js";
 import { ViewSpecView, type ActionContext } from "./view-spec.js";
 import { isoOf } from "@common/vocab.js";
+import { TurnRole } from "@gen/ep/tower/v1/ai_pb.js";
+import { ToolKind } from "@gen/ep/tower/v1/resources_pb.js";
+import { actionStatusOf } from "./words.js";
 
 interface ChatProps {
   dashboard: Dashboard;
@@ -189,7 +192,7 @@ function SessionPane({ sessionId, dashboard, newSession, onUnauthenticated, comp
         {session?.turns.map((turn) => <TurnView key={turn.id} turn={turn} actions={knownActions} decisions={decisions} />)}
         {sending && (
           <>
-            {!session?.turns.some((t) => t.role === "user" && t.content === sending) && (
+            {!session?.turns.some((t) => t.role === TurnRole.USER && t.content === sending) && (
               <div className="msg msg-user">
                 <p>{sending}</p>
               </div>
@@ -209,7 +212,7 @@ function SessionPane({ sessionId, dashboard, newSession, onUnauthenticated, comp
 
 function TurnView({ turn, actions: byId, decisions }: { turn: Turn; actions: Map<string, PendingAction>; decisions: Decisions }) {
   const ctx: ActionContext = {
-    statusOf: (id) => byId.get(id)?.status,
+    statusOf: (id) => { const a = byId.get(id); return a && actionStatusOf(a); },
     summaryOf: (id) => {
       const a = byId.get(id);
       return a ? a.summary || a.tool : undefined;
@@ -221,7 +224,7 @@ function TurnView({ turn, actions: byId, decisions }: { turn: Turn; actions: Map
       return a ? <ActionOutcome action={a} /> : null;
     },
   };
-  if (turn.role === "user") {
+  if (turn.role === TurnRole.USER) {
     return (
       <div className="msg msg-user" data-turn-id={turn.id}>
         <p>{turn.content}</p>
@@ -243,7 +246,7 @@ function TurnView({ turn, actions: byId, decisions }: { turn: Turn; actions: Map
         <ul className="tool-calls" aria-label="Tools used">
           {turn.toolCalls.map((c, i) => (
             <li key={i}>
-              <span title={c.tool}>{toolLabel(c.tool)}</span> <span className="muted small">{c.kind === "write" ? "proposed, needs approval" : c.error ? `failed: ${c.error}` : ""}</span>
+              <span title={c.tool}>{toolLabel(c.tool)}</span> <span className="muted small">{c.kind === ToolKind.WRITE ? "proposed, needs approval" : c.error ? `failed: ${c.error}` : ""}</span>
             </li>
           ))}
         </ul>

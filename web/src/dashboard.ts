@@ -9,6 +9,8 @@ import type { Agent, Domain, Mission, Node, Task } from "@gen/ep/tower/v1/resour
 import { api, describeError, isUnauthenticated } from "./api.js";
 import { createLiveStream, type StreamEvent, type StreamState } from "./live-stream.js";
 import { msOf } from "@common/vocab.js";
+import { ActionStatus } from "@gen/ep/tower/v1/ai_pb.js";
+import { actionStatusOf } from "./words.js";
 
 export type Area = "work" | "fleet" | "approvals";
 
@@ -165,8 +167,9 @@ export function approvalsOf(sessions: SessionActions[]) {
   const counts = { pending: 0, approved: 0, rejected: 0 };
   for (const { session, actions } of sessions) {
     for (const action of actions) {
-      if (action.status === "pending") pending.push({ action, session });
-      if (action.status in counts) counts[action.status as keyof typeof counts]++;
+      if (action.status === ActionStatus.PENDING) pending.push({ action, session });
+      const word = actionStatusOf(action);
+      if (word in counts) counts[word as keyof typeof counts]++;
     }
   }
   pending.sort((a, b) => msOf(b.action.createdAt) - msOf(a.action.createdAt));

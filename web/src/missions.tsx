@@ -1,5 +1,5 @@
 // Missions tab: every mission with its tasks and their states, live from the event feed.
-import { claimPolicyOf, kindOf, statusOf } from "./words.js";
+import { claimPolicyOf, kindOf, statusOf, missionStatusOf } from "./words.js";
 import { useMemo, useState } from "react";
 import type { Task } from "@gen/ep/tower/v1/resources_pb.js";
 import type { Dashboard } from "./dashboard.js";
@@ -101,7 +101,7 @@ export function MissionsView({ dashboard, navigate, canOperate }: { dashboard: D
           <article className="mission" key={m.id} id={m.id} aria-label={`Mission ${m.title}`} data-mission-id={m.id}>
             <header className="card-head">
               <h3>{m.title}</h3>
-              <StatusBadge status={m.status} />
+              <StatusBadge status={missionStatusOf(m)} />
               {canOperate && (
                 <button type="button" className="btn btn-small card-action" onClick={() => setCreating({ taskIn: m.id })} aria-label={`New task in ${m.title}`}>
                   New task

@@ -7,6 +7,8 @@ import type { AiActionRow, AiSessionRow, AiTurnRow } from "../../store/ai-store.
 import type { NewEvent } from "../../store/store.js";
 import type { Deps } from "../deps.js";
 import { timestampOf } from "../../../common/vocab.js";
+import { valueOf } from "../convert.js";
+import { ToolKindSchema, type ToolKind } from "../../../gen/ep/tower/v1/resources_pb.js";
 
 /** Event payloads carry at most this much of a turn's text or an action's result. */
 const EVENT_TEXT = 4_000;
@@ -28,7 +30,7 @@ export function titleFromTurn(content: string): string {
 // ---- contract messages
 
 export function sessionMsg(s: AiSessionRow): pb.Session {
-  return create(pb.SessionSchema, { id: s.id, title: s.title, owner: s.owner, status: s.status, createdAt: timestampOf(s.createdAt), updatedAt: timestampOf(s.updatedAt) });
+  return create(pb.SessionSchema, { id: s.id, title: s.title, owner: s.owner, status: valueOf<pb.SessionStatus>(pb.SessionStatusSchema, s.status), createdAt: timestampOf(s.createdAt), updatedAt: timestampOf(s.updatedAt) });
 }
 
 /** Struct fields hold objects; anything else is wrapped as {value}. */
@@ -41,13 +43,13 @@ export function turnMsg(t: AiTurnRow): pb.Turn {
   return create(pb.TurnSchema, {
     id: t.id,
     sessionId: t.sessionId,
-    role: t.role,
+    role: valueOf<pb.TurnRole>(pb.TurnRoleSchema, t.role),
     content: t.content,
     toolCalls: t.toolCalls.map((c) =>
       create(pb.ToolCallSchema, {
         tool: String(c.tool ?? ""),
         arguments: asStruct(c.arguments),
-        kind: String(c.kind ?? ""),
+        kind: valueOf<ToolKind>(ToolKindSchema, String(c.kind ?? "")),
         result: asStruct(c.result),
         error: String(c.error ?? ""),
         actionId: String(c.action_id ?? ""),
@@ -65,7 +67,7 @@ export function actionMsg(a: AiActionRow): pb.PendingAction {
     sessionId: a.sessionId,
     tool: a.tool,
     arguments: a.arguments as JsonObject,
-    status: a.status,
+    status: valueOf<pb.ActionStatus>(pb.ActionStatusSchema, a.status),
     result: asStruct(a.result),
     error: a.error,
     decidedBy: a.decidedBy,

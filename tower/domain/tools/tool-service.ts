@@ -11,6 +11,8 @@ import { authorize, type Caller } from "../caller.js";
 import type { Deps } from "../deps.js";
 import { TOOLS } from "./catalog.js";
 import { actingCaller, type ToolExecutor } from "./executor.js";
+import { valueOf } from "../convert.js";
+import { ToolKindSchema, type ToolKind } from "../../../gen/ep/tower/v1/resources_pb.js";
 
 export interface ToolScope {
   agentId?: string;
@@ -43,7 +45,7 @@ export function createToolService(deps: Deps, executor: ToolExecutor) {
     async listTools(caller: Caller, _req: pb.ListToolsRequest): Promise<pb.ListToolsResponse> {
       authorize(caller, "read");
       return create(pb.ListToolsResponseSchema, {
-        tools: TOOLS.map((t) => create(pb.ToolSchema, { name: t.name, description: t.description, kind: t.kind, inputSchema: t.inputSchema as unknown as JsonObject })),
+        tools: TOOLS.map((t) => create(pb.ToolSchema, { name: t.name, description: t.description, kind: valueOf<ToolKind>(ToolKindSchema, t.kind), inputSchema: t.inputSchema as unknown as JsonObject })),
       });
     },
 

@@ -2,9 +2,9 @@
 // @generated from file ep/tower/v1/ai.proto (package ep.tower.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Event } from "./resources_pb.js";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Event, ToolKind } from "./resources_pb.js";
 import { file_ep_tower_v1_resources } from "./resources_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ep/tower/v1/ai.proto.
  */
 export const file_ep_tower_v1_ai: GenFile = /*@__PURE__*/
-  fileDesc("ChRlcC90b3dlci92MS9haS5wcm90bxILZXAudG93ZXIudjEiowEKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFdGl0bGUYAiABKAkSDQoFb3duZXIYAyABKAkSDgoGc3RhdHVzGAQgASgJEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIp0BCghUb29sQ2FsbBIMCgR0b29sGAEgASgJEioKCWFyZ3VtZW50cxgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDAoEa2luZBgDIAEoCRInCgZyZXN1bHQYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBWVycm9yGAUgASgJEhEKCWFjdGlvbl9pZBgGIAEoCSLcAQoEVHVybhIKCgJpZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEgwKBHJvbGUYAyABKAkSDwoHY29udGVudBgEIAEoCRIpCgp0b29sX2NhbGxzGAUgAygLMhUuZXAudG93ZXIudjEuVG9vbENhbGwSKwoKdmlld19zcGVjcxgGIAMoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFZXJyb3IYByABKAkSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAitgIKDVBlbmRpbmdBY3Rpb24SCgoCaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIMCgR0b29sGAMgASgJEioKCWFyZ3VtZW50cxgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDgoGc3RhdHVzGAUgASgJEicKBnJlc3VsdBgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFZXJyb3IYByABKAkSEgoKZGVjaWRlZF9ieRgIIAEoCRIuCgpkZWNpZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdzdW1tYXJ5GAsgASgJIiUKFENyZWF0ZVNlc3Npb25SZXF1ZXN0Eg0KBXRpdGxlGAEgASgJIj4KFUNyZWF0ZVNlc3Npb25SZXNwb25zZRIlCgdzZXNzaW9uGAEgASgLMhQuZXAudG93ZXIudjEuU2Vzc2lvbiI8ChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlcKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiYKCHNlc3Npb25zGAEgAygLMhQuZXAudG93ZXIudjEuU2Vzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJwoRR2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSKuAQoSR2V0U2Vzc2lvblJlc3BvbnNlEiUKB3Nlc3Npb24YASABKAsyFC5lcC50b3dlci52MS5TZXNzaW9uEiAKBXR1cm5zGAIgAygLMhEuZXAudG93ZXIudjEuVHVybhIiCgZldmVudHMYAyADKAsyEi5lcC50b3dlci52MS5FdmVudBIrCgdhY3Rpb25zGAQgAygLMhouZXAudG93ZXIudjEuUGVuZGluZ0FjdGlvbiI4ChFTdWJtaXRUdXJuUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg8KB2NvbnRlbnQYAiABKAkihAEKElN1Ym1pdFR1cm5SZXNwb25zZRIfCgR0dXJuGAEgASgLMhEuZXAudG93ZXIudjEuVHVybhIgCgVyZXBseRgCIAEoCzIRLmVwLnRvd2VyLnYxLlR1cm4SKwoHYWN0aW9ucxgDIAMoCzIaLmVwLnRvd2VyLnYxLlBlbmRpbmdBY3Rpb24iPQoUQXBwcm92ZUFjdGlvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglhY3Rpb25faWQYAiABKAkiQwoVQXBwcm92ZUFjdGlvblJlc3BvbnNlEioKBmFjdGlvbhgBIAEoCzIaLmVwLnRvd2VyLnYxLlBlbmRpbmdBY3Rpb24iPAoTUmVqZWN0QWN0aW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhEKCWFjdGlvbl9pZBgCIAEoCSJCChRSZWplY3RBY3Rpb25SZXNwb25zZRIqCgZhY3Rpb24YASABKAsyGi5lcC50b3dlci52MS5QZW5kaW5nQWN0aW9uIjwKFFN0cmVhbVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEAoIYWZ0ZXJfaWQYAiABKAQiOgoVU3RyZWFtU2Vzc2lvblJlc3BvbnNlEiEKBWV2ZW50GAEgASgLMhIuZXAudG93ZXIudjEuRXZlbnQy3QQKCUFpU2VydmljZRJWCg1DcmVhdGVTZXNzaW9uEiEuZXAudG93ZXIudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaIi5lcC50b3dlci52MS5DcmVhdGVTZXNzaW9uUmVzcG9uc2USUwoMTGlzdFNlc3Npb25zEiAuZXAudG93ZXIudjEuTGlzdFNlc3Npb25zUmVxdWVzdBohLmVwLnRvd2VyLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEk0KCkdldFNlc3Npb24SHi5lcC50b3dlci52MS5HZXRTZXNzaW9uUmVxdWVzdBofLmVwLnRvd2VyLnYxLkdldFNlc3Npb25SZXNwb25zZRJNCgpTdWJtaXRUdXJuEh4uZXAudG93ZXIudjEuU3VibWl0VHVyblJlcXVlc3QaHy5lcC50b3dlci52MS5TdWJtaXRUdXJuUmVzcG9uc2USVgoNQXBwcm92ZUFjdGlvbhIhLmVwLnRvd2VyLnYxLkFwcHJvdmVBY3Rpb25SZXF1ZXN0GiIuZXAudG93ZXIudjEuQXBwcm92ZUFjdGlvblJlc3BvbnNlElMKDFJlamVjdEFjdGlvbhIgLmVwLnRvd2VyLnYxLlJlamVjdEFjdGlvblJlcXVlc3QaIS5lcC50b3dlci52MS5SZWplY3RBY3Rpb25SZXNwb25zZRJYCg1TdHJlYW1TZXNzaW9uEiEuZXAudG93ZXIudjEuU3RyZWFtU2Vzc2lvblJlcXVlc3QaIi5lcC50b3dlci52MS5TdHJlYW1TZXNzaW9uUmVzcG9uc2UwAWIGcHJvdG8z", [file_ep_tower_v1_resources, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChRlcC90b3dlci92MS9haS5wcm90bxILZXAudG93ZXIudjEivwEKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFdGl0bGUYAiABKAkSDQoFb3duZXIYAyABKAkSKgoGc3RhdHVzGAQgASgOMhouZXAudG93ZXIudjEuU2Vzc2lvblN0YXR1cxIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK0AQoIVG9vbENhbGwSDAoEdG9vbBgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiMKBGtpbmQYAyABKA4yFS5lcC50b3dlci52MS5Ub29sS2luZBInCgZyZXN1bHQYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBWVycm9yGAUgASgJEhEKCWFjdGlvbl9pZBgGIAEoCSLzAQoEVHVybhIKCgJpZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEiMKBHJvbGUYAyABKA4yFS5lcC50b3dlci52MS5UdXJuUm9sZRIPCgdjb250ZW50GAQgASgJEikKCnRvb2xfY2FsbHMYBSADKAsyFS5lcC50b3dlci52MS5Ub29sQ2FsbBIrCgp2aWV3X3NwZWNzGAYgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgVlcnJvchgHIAEoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLRAgoNUGVuZGluZ0FjdGlvbhIKCgJpZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEgwKBHRvb2wYAyABKAkSKgoJYXJndW1lbnRzGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIpCgZzdGF0dXMYBSABKA4yGS5lcC50b3dlci52MS5BY3Rpb25TdGF0dXMSJwoGcmVzdWx0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgVlcnJvchgHIAEoCRISCgpkZWNpZGVkX2J5GAggASgJEi4KCmRlY2lkZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3N1bW1hcnkYCyABKAkiJQoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSDQoFdGl0bGUYASABKAkiPgoVQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEiUKB3Nlc3Npb24YASABKAsyFC5lcC50b3dlci52MS5TZXNzaW9uIjwKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiVwoUTGlzdFNlc3Npb25zUmVzcG9uc2USJgoIc2Vzc2lvbnMYASADKAsyFC5lcC50b3dlci52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIq4BChJHZXRTZXNzaW9uUmVzcG9uc2USJQoHc2Vzc2lvbhgBIAEoCzIULmVwLnRvd2VyLnYxLlNlc3Npb24SIAoFdHVybnMYAiADKAsyES5lcC50b3dlci52MS5UdXJuEiIKBmV2ZW50cxgDIAMoCzISLmVwLnRvd2VyLnYxLkV2ZW50EisKB2FjdGlvbnMYBCADKAsyGi5lcC50b3dlci52MS5QZW5kaW5nQWN0aW9uIjgKEVN1Ym1pdFR1cm5SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDwoHY29udGVudBgCIAEoCSKEAQoSU3VibWl0VHVyblJlc3BvbnNlEh8KBHR1cm4YASABKAsyES5lcC50b3dlci52MS5UdXJuEiAKBXJlcGx5GAIgASgLMhEuZXAudG93ZXIudjEuVHVybhIrCgdhY3Rpb25zGAMgAygLMhouZXAudG93ZXIudjEuUGVuZGluZ0FjdGlvbiI9ChRBcHByb3ZlQWN0aW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhEKCWFjdGlvbl9pZBgCIAEoCSJDChVBcHByb3ZlQWN0aW9uUmVzcG9uc2USKgoGYWN0aW9uGAEgASgLMhouZXAudG93ZXIudjEuUGVuZGluZ0FjdGlvbiI8ChNSZWplY3RBY3Rpb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJYWN0aW9uX2lkGAIgASgJIkIKFFJlamVjdEFjdGlvblJlc3BvbnNlEioKBmFjdGlvbhgBIAEoCzIaLmVwLnRvd2VyLnYxLlBlbmRpbmdBY3Rpb24iPAoUU3RyZWFtU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghhZnRlcl9pZBgCIAEoBCI6ChVTdHJlYW1TZXNzaW9uUmVzcG9uc2USIQoFZXZlbnQYASABKAsyEi5lcC50b3dlci52MS5FdmVudCplCg1TZXNzaW9uU3RhdHVzEh4KGlNFU1NJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASGQoVU0VTU0lPTl9TVEFUVVNfQUNUSVZFEAESGQoVU0VTU0lPTl9TVEFUVVNfQ0xPU0VEEAIqUgoIVHVyblJvbGUSGQoVVFVSTl9ST0xFX1VOU1BFQ0lGSUVEEAASEgoOVFVSTl9ST0xFX1VTRVIQARIXChNUVVJOX1JPTEVfQVNTSVNUQU5UEAIqgAEKDEFjdGlvblN0YXR1cxIdChlBQ1RJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASGQoVQUNUSU9OX1NUQVRVU19QRU5ESU5HEAESGgoWQUNUSU9OX1NUQVRVU19BUFBST1ZFRBACEhoKFkFDVElPTl9TVEFUVVNfUkVKRUNURUQQAzLdBAoJQWlTZXJ2aWNlElYKDUNyZWF0ZVNlc3Npb24SIS5lcC50b3dlci52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBoiLmVwLnRvd2VyLnYxLkNyZWF0ZVNlc3Npb25SZXNwb25zZRJTCgxMaXN0U2Vzc2lvbnMSIC5lcC50b3dlci52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiEuZXAudG93ZXIudjEuTGlzdFNlc3Npb25zUmVzcG9uc2USTQoKR2V0U2Vzc2lvbhIeLmVwLnRvd2VyLnYxLkdldFNlc3Npb25SZXF1ZXN0Gh8uZXAudG93ZXIudjEuR2V0U2Vzc2lvblJlc3BvbnNlEk0KClN1Ym1pdFR1cm4SHi5lcC50b3dlci52MS5TdWJtaXRUdXJuUmVxdWVzdBofLmVwLnRvd2VyLnYxLlN1Ym1pdFR1cm5SZXNwb25zZRJWCg1BcHByb3ZlQWN0aW9uEiEuZXAudG93ZXIudjEuQXBwcm92ZUFjdGlvblJlcXVlc3QaIi5lcC50b3dlci52MS5BcHByb3ZlQWN0aW9uUmVzcG9uc2USUwoMUmVqZWN0QWN0aW9uEiAuZXAudG93ZXIudjEuUmVqZWN0QWN0aW9uUmVxdWVzdBohLmVwLnRvd2VyLnYxLlJlamVjdEFjdGlvblJlc3BvbnNlElgKDVN0cmVhbVNlc3Npb24SIS5lcC50b3dlci52MS5TdHJlYW1TZXNzaW9uUmVxdWVzdBoiLmVwLnRvd2VyLnYxLlN0cmVhbVNlc3Npb25SZXNwb25zZTABYgZwcm90bzM", [file_ep_tower_v1_resources, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message ep.tower.v1.Session
@@ -36,11 +36,9 @@ export type Session = Message<"ep.tower.v1.Session"> & {
   owner: string;
 
   /**
-   * active | closed
-   *
-   * @generated from field: string status = 4;
+   * @generated from field: ep.tower.v1.SessionStatus status = 4;
    */
-  status: string;
+  status: SessionStatus;
 
   /**
    * @generated from field: google.protobuf.Timestamp created_at = 5;
@@ -75,11 +73,9 @@ export type ToolCall = Message<"ep.tower.v1.ToolCall"> & {
   arguments?: JsonObject | undefined;
 
   /**
-   * read | write
-   *
-   * @generated from field: string kind = 3;
+   * @generated from field: ep.tower.v1.ToolKind kind = 3;
    */
-  kind: string;
+  kind: ToolKind;
 
   /**
    * @generated from field: google.protobuf.Struct result = 4;
@@ -121,11 +117,9 @@ export type Turn = Message<"ep.tower.v1.Turn"> & {
   sessionId: string;
 
   /**
-   * user | assistant
-   *
-   * @generated from field: string role = 3;
+   * @generated from field: ep.tower.v1.TurnRole role = 3;
    */
-  role: string;
+  role: TurnRole;
 
   /**
    * @generated from field: string content = 4;
@@ -187,11 +181,9 @@ export type PendingAction = Message<"ep.tower.v1.PendingAction"> & {
   arguments?: JsonObject | undefined;
 
   /**
-   * pending | approved | rejected
-   *
-   * @generated from field: string status = 5;
+   * @generated from field: ep.tower.v1.ActionStatus status = 5;
    */
-  status: string;
+  status: ActionStatus;
 
   /**
    * @generated from field: google.protobuf.Struct result = 6;
@@ -523,6 +515,93 @@ export type StreamSessionResponse = Message<"ep.tower.v1.StreamSessionResponse">
  */
 export const StreamSessionResponseSchema: GenMessage<StreamSessionResponse> = /*@__PURE__*/
   messageDesc(file_ep_tower_v1_ai, 17);
+
+/**
+ * @generated from enum ep.tower.v1.SessionStatus
+ */
+export enum SessionStatus {
+  /**
+   * @generated from enum value: SESSION_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: SESSION_STATUS_ACTIVE = 1;
+   */
+  ACTIVE = 1,
+
+  /**
+   * @generated from enum value: SESSION_STATUS_CLOSED = 2;
+   */
+  CLOSED = 2,
+}
+
+/**
+ * Describes the enum ep.tower.v1.SessionStatus.
+ */
+export const SessionStatusSchema: GenEnum<SessionStatus> = /*@__PURE__*/
+  enumDesc(file_ep_tower_v1_ai, 0);
+
+/**
+ * Who spoke a turn
+ *
+ * @generated from enum ep.tower.v1.TurnRole
+ */
+export enum TurnRole {
+  /**
+   * @generated from enum value: TURN_ROLE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: TURN_ROLE_USER = 1;
+   */
+  USER = 1,
+
+  /**
+   * @generated from enum value: TURN_ROLE_ASSISTANT = 2;
+   */
+  ASSISTANT = 2,
+}
+
+/**
+ * Describes the enum ep.tower.v1.TurnRole.
+ */
+export const TurnRoleSchema: GenEnum<TurnRole> = /*@__PURE__*/
+  enumDesc(file_ep_tower_v1_ai, 1);
+
+/**
+ * A write tool call the planner proposed, before and after a person decides
+ *
+ * @generated from enum ep.tower.v1.ActionStatus
+ */
+export enum ActionStatus {
+  /**
+   * @generated from enum value: ACTION_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: ACTION_STATUS_PENDING = 1;
+   */
+  PENDING = 1,
+
+  /**
+   * @generated from enum value: ACTION_STATUS_APPROVED = 2;
+   */
+  APPROVED = 2,
+
+  /**
+   * @generated from enum value: ACTION_STATUS_REJECTED = 3;
+   */
+  REJECTED = 3,
+}
+
+/**
+ * Describes the enum ep.tower.v1.ActionStatus.
+ */
+export const ActionStatusSchema: GenEnum<ActionStatus> = /*@__PURE__*/
+  enumDesc(file_ep_tower_v1_ai, 2);
 
 /**
  * AiService: console sessions, turns and pending actions.

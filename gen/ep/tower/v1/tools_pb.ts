@@ -4,6 +4,8 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { ToolKind } from "./resources_pb.js";
+import { file_ep_tower_v1_resources } from "./resources_pb.js";
 import type { Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
@@ -12,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ep/tower/v1/tools.proto.
  */
 export const file_ep_tower_v1_tools: GenFile = /*@__PURE__*/
-  fileDesc("ChdlcC90b3dlci92MS90b29scy5wcm90bxILZXAudG93ZXIudjEiZgoEVG9vbBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEgwKBGtpbmQYAyABKAkSLQoMaW5wdXRfc2NoZW1hGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCISChBMaXN0VG9vbHNSZXF1ZXN0IjUKEUxpc3RUb29sc1Jlc3BvbnNlEiAKBXRvb2xzGAEgAygLMhEuZXAudG93ZXIudjEuVG9vbCJwCg9DYWxsVG9vbFJlcXVlc3QSDAoEdG9vbBgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhAKCGFnZW50X2lkGAMgASgJEhEKCWRvbWFpbl9pZBgEIAEoCSI6ChBDYWxsVG9vbFJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZTKiAQoLVG9vbFNlcnZpY2USSgoJTGlzdFRvb2xzEh0uZXAudG93ZXIudjEuTGlzdFRvb2xzUmVxdWVzdBoeLmVwLnRvd2VyLnYxLkxpc3RUb29sc1Jlc3BvbnNlEkcKCENhbGxUb29sEhwuZXAudG93ZXIudjEuQ2FsbFRvb2xSZXF1ZXN0Gh0uZXAudG93ZXIudjEuQ2FsbFRvb2xSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct]);
+  fileDesc("ChdlcC90b3dlci92MS90b29scy5wcm90bxILZXAudG93ZXIudjEifQoEVG9vbBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEiMKBGtpbmQYAyABKA4yFS5lcC50b3dlci52MS5Ub29sS2luZBItCgxpbnB1dF9zY2hlbWEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IhIKEExpc3RUb29sc1JlcXVlc3QiNQoRTGlzdFRvb2xzUmVzcG9uc2USIAoFdG9vbHMYASADKAsyES5lcC50b3dlci52MS5Ub29sInAKD0NhbGxUb29sUmVxdWVzdBIMCgR0b29sGAEgASgJEioKCWFyZ3VtZW50cxgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEAoIYWdlbnRfaWQYAyABKAkSEQoJZG9tYWluX2lkGAQgASgJIjoKEENhbGxUb29sUmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlMqIBCgtUb29sU2VydmljZRJKCglMaXN0VG9vbHMSHS5lcC50b3dlci52MS5MaXN0VG9vbHNSZXF1ZXN0Gh4uZXAudG93ZXIudjEuTGlzdFRvb2xzUmVzcG9uc2USRwoIQ2FsbFRvb2wSHC5lcC50b3dlci52MS5DYWxsVG9vbFJlcXVlc3QaHS5lcC50b3dlci52MS5DYWxsVG9vbFJlc3BvbnNlYgZwcm90bzM", [file_ep_tower_v1_resources, file_google_protobuf_struct]);
 
 /**
  * @generated from message ep.tower.v1.Tool
@@ -29,11 +31,9 @@ export type Tool = Message<"ep.tower.v1.Tool"> & {
   description: string;
 
   /**
-   * read | write
-   *
-   * @generated from field: string kind = 3;
+   * @generated from field: ep.tower.v1.ToolKind kind = 3;
    */
-  kind: string;
+  kind: ToolKind;
 
   /**
    * @generated from field: google.protobuf.Struct input_schema = 4;
