@@ -4,7 +4,8 @@
 // naming the field and the words it takes.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ClaimPolicy, Runtime, TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
-import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { FrameKind, WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { isoOf } from "../common/vocab.js";
 import { startTower, type TestTower } from "./harness.js";
@@ -53,6 +54,10 @@ describe("the task vocabulary", () => {
     const bad = await t.api("POST", `/work/agents/${agentId}/claim`, { wait_ms: -5 });
     expect(bad.body.error).toMatchObject({ code: "invalid_argument", message: "wait_ms: must be a whole number of milliseconds, 0 or more (got -5)", details: { field: "wait_ms" } });
     await expect(work.claimTask({ agentId, wait: { seconds: -1n } })).rejects.toThrow(/wait: must not be negative/);
+    // a typed frame kind reaches the event stream as its word
+    await work.reportProgress({ taskId: claimed.body.task.id, agentId, frames: [{ kind: FrameKind.TOOL, text: "ls" }] });
+    const events = (await t.client(EventService).listEvents({ filter: { taskId: claimed.body.task.id, types: ["progress"] } })).events;
+    expect(events.map((e) => e.payload?.kind)).toEqual(["tool"]);
   });
 
   it("refuses a word that is not in the set, naming the field and the words", async () => {

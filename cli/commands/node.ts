@@ -6,7 +6,8 @@ import { dirname } from "node:path";
 import { EpError } from "../../common/errors.js";
 import { writeNodeIdentity, type NodeIdentity } from "../../common/node-identity.js";
 import { nodeFile } from "../../common/paths.js";
-import { NodeService, ReloadStatus } from "../../gen/ep/tower/v1/fleet_pb.js";
+import { NodeService, ReloadStatus, ReloadStatusSchema } from "../../gen/ep/tower/v1/fleet_pb.js";
+import { enumWord } from "../../common/vocab.js";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import { UsageError, type Context } from "../context.js";
 import { withHint } from "../fail.js";
@@ -81,7 +82,7 @@ async function reload(ctx: Context): Promise<number> {
   const res = await tower(ctx, NodeService).reloadNodeConfig({ nodeId, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) });
   const errors = res.errors.map((e) => ({ file: e.file, line: e.line, field: e.field, item: e.item, message: e.message }));
   if (ctx.json) {
-    ctx.out(json({ node_id: nodeId, request_id: res.requestId, status: res.status, results: res.results, errors, event_id: Number(res.eventId) }));
+    ctx.out(json({ node_id: nodeId, request_id: res.requestId, status: enumWord(ReloadStatusSchema, res.status), results: res.results, errors, event_id: Number(res.eventId) }));
   } else if (res.status === ReloadStatus.SENT) {
     ctx.out(`config_reload sent to ${nodeId} (request ${res.requestId}); no answer yet — its config.reload event will say how it went (ep events tail --type matrix)`);
   } else {

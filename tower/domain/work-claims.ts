@@ -4,7 +4,7 @@ import { create } from "@bufbuild/protobuf";
 import { EpError, invalidField } from "../../common/errors.js";
 import * as pb from "../../gen/ep/tower/v1/work_pb.js";
 import { type Caller } from "./caller.js";
-import { taskMsg } from "./convert.js";
+import { taskMsg, wordOf } from "./convert.js";
 import { commit, type Emit } from "./event-hub.js";
 import { taskEvent, usageEvent, usageOf, workspaceOf, HELD, type ActingAgent } from "./work-support.js";
 import type { Store, TaskRow } from "../store/store.js";
@@ -119,9 +119,11 @@ export function createWorkClaims(ctx: WorkContext) {
     async reportProgress(caller: Caller, req: pb.ReportProgressRequest): Promise<pb.ReportProgressResponse> {
       await mustActingAgent(caller, req.agentId);
       if (req.frames.length > 500) throw invalidField("frames", "at most 500 frames per call");
+      // the event stream speaks words: "text", "tool", "status", "json"
+      const kinds = req.frames.map((f, i) => wordOf(pb.FrameKindSchema, f.kind, `frames[${i}].kind`));
       await commit(deps, async (tx, emit) => {
         const t = await mustHeld(tx, req.taskId, req.agentId);
-        for (const f of req.frames) {
+        for (const [i, f] of req.frames.entries()) {
           emit({
             type: "progress",
             name: "task.progress",
@@ -130,7 +132,7 @@ export function createWorkClaims(ctx: WorkContext) {
             agentId: req.agentId,
             taskId: t.id,
             status: t.status,
-            payload: { task_id: t.id, kind: f.kind, text: f.text, ...(f.data ? { data: f.data } : {}) },
+            payload: { task_id: t.id, kind: kinds[i], text: f.text, ...(f.data ? { data: f.data } : {}) },
           });
         }
       });
