@@ -13,6 +13,9 @@ import type { Deps } from "./deps.js";
 import type { Clock } from "../../common/clock.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 
+/** The frames' kinds as the event stream speaks them ("text", "tool", "status", "json"); a number FrameKind does not have is refused. */
+const frameWords = (frames: readonly pb.ProgressFrame[]) => frames.map((f, i) => wordOf(pb.FrameKindSchema, f.kind, `frames[${i}].kind`));
+
 /** How long a claim may wait for a task, in ms: unset is at once; negative is refused. */
 function claimWaitMs(req: pb.ClaimTaskRequest): number {
   const ms = req.wait ? durationMs(req.wait) : 0;
@@ -119,8 +122,7 @@ export function createWorkClaims(ctx: WorkContext) {
     async reportProgress(caller: Caller, req: pb.ReportProgressRequest): Promise<pb.ReportProgressResponse> {
       await mustActingAgent(caller, req.agentId);
       if (req.frames.length > 500) throw invalidField("frames", "at most 500 frames per call");
-      // the event stream speaks words: "text", "tool", "status", "json"
-      const kinds = req.frames.map((f, i) => wordOf(pb.FrameKindSchema, f.kind, `frames[${i}].kind`));
+      const kinds = frameWords(req.frames);
       await commit(deps, async (tx, emit) => {
         const t = await mustHeld(tx, req.taskId, req.agentId);
         for (const [i, f] of req.frames.entries()) {
