@@ -125,18 +125,8 @@ export function createWorkClaims(ctx: WorkContext) {
       const kinds = frameWords(req.frames);
       await commit(deps, async (tx, emit) => {
         const t = await mustHeld(tx, req.taskId, req.agentId);
-        for (const [i, f] of req.frames.entries()) {
-          emit({
-            type: "progress",
-            name: "task.progress",
-            domainId: t.domainId,
-            missionId: t.missionId,
-            agentId: req.agentId,
-            taskId: t.id,
-            status: t.status,
-            payload: { task_id: t.id, kind: kinds[i], text: f.text, ...(f.data ? { data: f.data } : {}) },
-          });
-        }
+        const at = { type: "progress", name: "task.progress", domainId: t.domainId, missionId: t.missionId, agentId: req.agentId, taskId: t.id, status: t.status } as const;
+        for (const [i, f] of req.frames.entries()) emit({ ...at, payload: { task_id: t.id, kind: kinds[i], text: f.text, ...(f.data ? { data: f.data } : {}) } });
       });
       return create(pb.ReportProgressResponseSchema, {});
     },
