@@ -11,9 +11,11 @@
 // the same submit/claim/complete loop written directly with pg (INSERT; UPDATE … WHERE id =
 // (SELECT … FOR UPDATE SKIP LOCKED) RETURNING; UPDATE … succeeded) on the same migrated
 // tables in another fresh schema. Target (issue 11): EP ≥ 70% of the reference at 8 workers.
-// A second reference puts the same HTTP in front: a bare node:http server (child process,
-// pg pool of 10, no auth, no events, in-process long-poll wake-up) serving the same three
-// REST paths with those statements, driven by the same client loop.
+// On both stores, after EP, a reference puts the same HTTP in front: a bare node:http server
+// (child process; pg pool of 10 or better-sqlite3 with the tower's pragmas; no auth, no
+// events, in-process long-poll wake-up) serving the same three REST paths with those
+// statements, driven by the same client loop: tasks/s and CPU per task beside EP's
+// (bench/claim-references.ts). Issue 21 compares the tower's CPU per task with it.
 //
 // Every task is three real HTTP/1.1 requests on the seed's REST paths (submit, claim,
 // complete), each one JSON request and one JSON response. The default client is
@@ -25,10 +27,9 @@ import { readFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { join } from "node:path";
-import pg from "pg";
 import { spawnTower, tempHome } from "../tests/harness.js";
-import { freshSchema, PG_URL, spawnReplica } from "../tests/replicas-harness.js";
-import { PostgresStore, withDefaultUser } from "../tower/store/postgres/postgres-store.js";
+import { freshSchema, spawnReplica } from "../tests/replicas-harness.js";
+import { httpReference, pgReference } from "./claim-references.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const { values } = parseArgs({
@@ -52,7 +53,8 @@ const REPLICAS = Number(values.replicas);
 if (!values.pg && REPLICAS !== 1) throw new Error("--replicas needs --pg");
 
 const home = tempHome("ep-bench-claim-");
-const reference = values.pg ? await pgReference() : undefined;
+const loop = { tasks: TASKS, workers: WORKERS, submitters: SUBMITTERS };
+const reference = values.pg ? await pgReference(loop) : undefined;
 const schema = values.pg ? await freshSchema() : undefined;
 const towers: { child: import("node:child_process").ChildProcess; url: string; stop(): Promise<void> }[] = [];
 let adminToken: string;
@@ -68,65 +70,6 @@ if (schema) {
 const tower = towers[0];
 const auth = `Bearer ${adminToken}`;
 const agent = new Agent({ keepAlive: true, maxSockets: WORKERS + SUBMITTERS + 2 });
-
-/** The raw reference: the same loop straight on PostgreSQL, on the same migrated tables. */
-async function pgReference(): Promise<{ seconds: number; tasks_per_s: number }> {
-  const refSchema = await freshSchema();
-  try {
-    const store = await PostgresStore.connect(PG_URL, { schema: refSchema.name, max: 2 });
-    await store.migrate();
-    await store.close();
-    const clients = await Promise.all(
-      Array.from({ length: WORKERS + SUBMITTERS }, async () => {
-        const c = new pg.Client({ connectionString: withDefaultUser(PG_URL), options: `-c search_path=${refSchema.name}` });
-        await c.connect();
-        return c;
-      }),
-    );
-    const now = new Date().toISOString();
-    await clients[0].query("INSERT INTO domains (id, name, created_at) VALUES ('dom_ref', 'ref', $1)", [now]);
-    await clients[0].query("INSERT INTO missions (id, domain_id, title, description, status, created_at, updated_at) VALUES ('mis_ref', 'dom_ref', 'ref', '', 'open', $1, $1)", [now]);
-    const insert = {
-      name: "ref_insert",
-      text: `INSERT INTO tasks (id, domain_id, mission_id, kind, title, status, claim_policy, created_at, updated_at)
-             VALUES ($1, 'dom_ref', 'mis_ref', 'claimable', 't', 'queued', 'first_claim', $2, $2)`,
-    };
-    const claim = {
-      name: "ref_claim",
-      text: `UPDATE tasks SET status = 'claimed', claimed_by = $1, attempts = attempts + 1, lease_expires_ms = $2, updated_at = $3
-             WHERE id = (SELECT id FROM tasks WHERE domain_id = 'dom_ref' AND status = 'queued' AND kind = 'claimable'
-                         ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id`,
-    };
-    const complete = { name: "ref_complete", text: "UPDATE tasks SET status = 'succeeded', result = $2, lease_expires_ms = NULL, updated_at = $3 WHERE id = $1 AND claimed_by = $4" };
-    let submitted = 0;
-    let done = 0;
-    const t0 = performance.now();
-    await Promise.all([
-      ...clients.slice(0, SUBMITTERS).map(async (c) => {
-        while (submitted < TASKS) {
-          const n = submitted++;
-          await c.query({ ...insert, values: [`tsk_ref_${n}`, new Date().toISOString()] });
-        }
-      }),
-      ...clients.slice(SUBMITTERS).map(async (c, w) => {
-        while (done < TASKS) {
-          const r = await c.query({ ...claim, values: [`agt_${w}`, Date.now() + 60_000, new Date().toISOString()] });
-          if (!r.rows.length) {
-            await new Promise((res) => setTimeout(res, 1)); // the queue is empty for now
-            continue;
-          }
-          await c.query({ ...complete, values: [r.rows[0].id, '{"output":"ok"}', new Date().toISOString(), `agt_${w}`] });
-          done++;
-        }
-      }),
-    ]);
-    const seconds = (performance.now() - t0) / 1000;
-    await Promise.all(clients.map((c) => c.end()));
-    return { seconds: Number(seconds.toFixed(2)), tasks_per_s: Math.round(TASKS / seconds) };
-  } finally {
-    await refSchema.drop();
-  }
-}
 
 function postHttp(path: string, body: unknown, base = tower.url): Promise<any> {
   const payload = Buffer.from(JSON.stringify(body));
@@ -222,74 +165,8 @@ const load1 = loadavg()[0];
 for (const t of towers) await t.stop();
 await schema?.drop();
 home.cleanup();
-const httpReference = values.pg ? await pgHttpReference() : undefined;
+const httpRef = await httpReference(values.pg ? "pg" : "sqlite", loop, post);
 agent.destroy();
-
-/** The same client loop against a bare HTTP + pg server (see the header). */
-async function pgHttpReference(): Promise<{ seconds: number; tasks_per_s: number }> {
-  const refSchema = await freshSchema();
-  const store = await PostgresStore.connect(PG_URL, { schema: refSchema.name, max: 2 });
-  await store.migrate();
-  await store.close();
-  const port = 20_000 + Math.floor(Math.random() * 20_000);
-  const server = `
-import http from "node:http"; import pg from "pg";
-const pool = new pg.Pool({ connectionString: ${JSON.stringify(withDefaultUser(PG_URL))}, options: "-c search_path=${refSchema.name}", max: 10 });
-const now = () => new Date().toISOString();
-await pool.query("INSERT INTO domains (id, name, created_at) VALUES ('dom_ref', 'ref', $1)", [now()]);
-await pool.query("INSERT INTO missions (id, domain_id, title, description, status, created_at, updated_at) VALUES ('mis_ref', 'dom_ref', 'ref', '', 'open', $1, $1)", [now()]);
-let seq = 0; const waiters = new Set();
-const claim = async (agent) => (await pool.query({ name: "c", text: "UPDATE tasks SET status = 'claimed', claimed_by = $1, attempts = attempts + 1, lease_expires_ms = $2, updated_at = $3 WHERE id = (SELECT id FROM tasks WHERE domain_id = 'dom_ref' AND status = 'queued' AND kind = 'claimable' ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id", values: [agent, Date.now() + 60000, now()] })).rows[0];
-http.createServer((req, res) => {
-  const chunks = []; req.on("data", (c) => chunks.push(c)); req.on("end", async () => {
-    const body = JSON.parse(Buffer.concat(chunks).toString() || "{}"); const parts = req.url.split("/"); let out;
-    if (parts[3] === "missions") {
-      const id = "tsk_" + process.pid + "_" + seq++;
-      await pool.query({ name: "i", text: "INSERT INTO tasks (id, domain_id, mission_id, kind, title, status, claim_policy, created_at, updated_at) VALUES ($1, 'dom_ref', 'mis_ref', 'claimable', $2, 'queued', 'first_claim', $3, $3)", values: [id, body.title, now()] });
-      for (const w of waiters) w(); waiters.clear(); out = { task: { id, status: "queued" } };
-    } else if (parts[3] === "agents") {
-      let t = await claim(parts[4]);
-      if (!t && body.wait_ms) { await new Promise((r) => { const timer = setTimeout(r, body.wait_ms); waiters.add(() => (clearTimeout(timer), r())); }); t = await claim(parts[4]); }
-      out = { task: t ? { id: t.id, status: "claimed" } : null };
-    } else {
-      await pool.query({ name: "u", text: "UPDATE tasks SET status = 'succeeded', result = $2, lease_expires_ms = NULL, updated_at = $3 WHERE id = $1 AND claimed_by = $4", values: [parts[4], JSON.stringify(body.result), now(), body.agent_id] });
-      out = { task: { id: parts[4], status: "succeeded" } };
-    }
-    const json = JSON.stringify(out); res.writeHead(201, { "content-type": "application/json", "content-length": Buffer.byteLength(json) }); res.end(json);
-  });
-}).listen(${port}, "127.0.0.1", () => console.log("ready"));
-`;
-  const { spawn } = await import("node:child_process");
-  const child = spawn(process.execPath, ["--input-type=module", "-e", server], { cwd: process.cwd(), stdio: ["ignore", "pipe", "inherit"] });
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.once("data", () => resolve());
-    child.once("exit", (code) => reject(new Error(`reference server exited ${code}`)));
-  });
-  const base = `http://127.0.0.1:${port}`;
-  let sent = 0;
-  let done = 0;
-  const t0 = performance.now();
-  await Promise.all([
-    ...Array.from({ length: SUBMITTERS }, async () => {
-      while (sent < TASKS) {
-        sent++;
-        await post("/work/missions/mis_ref/tasks", { title: "t" }, base);
-      }
-    }),
-    ...Array.from({ length: WORKERS }, async (_, w) => {
-      while (done < TASKS) {
-        const { task } = await post(`/work/agents/agt_${w}/claim`, { wait_ms: 200 }, base);
-        if (!task) continue;
-        await post(`/work/tasks/${task.id}/complete`, { agent_id: `agt_${w}`, result: { output: "ok" } }, base);
-        done++;
-      }
-    }),
-  ]);
-  const secs = (performance.now() - t0) / 1000;
-  child.kill("SIGTERM");
-  await refSchema.drop();
-  return { seconds: Number(secs.toFixed(2)), tasks_per_s: Math.round(TASKS / secs) };
-}
 
 latencies.sort((a, b) => a - b);
 const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))];
@@ -310,10 +187,11 @@ const line = {
     ? {
         pg_reference: { ...reference, note: "raw pg: INSERT / UPDATE … FOR UPDATE SKIP LOCKED / UPDATE, same loop and tables" },
         ratio_to_reference: Number((TASKS / seconds / reference.tasks_per_s).toFixed(3)),
-        pg_http_reference: { ...httpReference!, note: "bare node:http + pg server, same statements, same client loop" },
-        ratio_to_http_reference: Number((TASKS / seconds / httpReference!.tasks_per_s).toFixed(3)),
       }
     : {}),
+  http_reference: { ...httpRef, note: `bare node:http + ${values.pg ? "pg" : "better-sqlite3"} server, the same statements without events or auth, same client loop` },
+  ratio_to_http_reference: Number((TASKS / seconds / httpRef.tasks_per_s).toFixed(3)),
+  cpu_ratio_to_http_reference: Number((towerCpuMs / TASKS / httpRef.cpu_ms_per_task!).toFixed(2)),
   load_average_1m: { before: Number(load0.toFixed(2)), after: Number(load1.toFixed(2)) },
   cores: cpus().length,
 };
