@@ -89,6 +89,21 @@ export interface TowerOptions {
   env?: Record<string, string | undefined>;
 }
 
+/** Every Connect service the tower serves, with its implementation. */
+function connectServices(s: Record<"work" | "fleet" | "authService" | "events" | "ai" | "tools" | "secrets" | "approvals", object>): [DescService, object][] {
+  return [
+    [WorkService, s.work],
+    [NodeService, s.fleet],
+    [AgentService, s.fleet],
+    [AuthService, s.authService],
+    [EventService, s.events],
+    [AiService, s.ai],
+    [ToolService, s.tools],
+    [SecretService, s.secrets],
+    [ApprovalService, s.approvals],
+  ];
+}
+
 /** The credential of an HTTP request (tower/edges/credential.ts). */
 export function credentialOf(req: FastifyRequest): string | undefined {
   return credentialFrom(req.headers);
@@ -165,22 +180,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   });
   refuseUnknownUpgrades(app, [EVENTS_WS_PATH, ...ATTACH_PATHS]);
 
-  await registerConnect(
-    app,
-    [
-      [WorkService, work],
-      [NodeService, fleet],
-      [AgentService, fleet],
-      [AuthService, authService],
-      [EventService, events],
-      [AiService, ai],
-      [ToolService, tools],
-      [SecretService, secrets],
-      [ApprovalService, approvals],
-    ],
-    config.bodyLimit,
-    log,
-  );
+  await registerConnect(app, connectServices({ work, fleet, authService, events, ai, tools, secrets, approvals }), config.bodyLimit, log);
 
   // the sweeper: expired leases go back to the queue (or fail past max_attempts); approved AI
   // actions that never got an outcome (the tower stopped mid-run) are marked interrupted
