@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { silentLogger } from "../../common/log.js";
 import { systemClock } from "../../common/clock.js";
-import { ApprovalService, ApprovalStatus } from "../../gen/ep/tower/v1/approvals_pb.js";
+import { ApprovalService, ApprovalStatus, PermissionOptionKind } from "../../gen/ep/tower/v1/approvals_pb.js";
 import { AgentService, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import { startTower } from "../../tests/harness.js";
@@ -41,7 +41,7 @@ describe("permission_prompt", () => {
       expect(text(await first)).toEqual({ behavior: "allow", updatedInput: { command: "touch /repo/x" } });
       const a = (await approvals.getApproval({ approvalId: asked })).approval!;
       expect(a).toMatchObject({ tool: "Bash", title: "touch /repo/x", taskId, agentId, paths: ["/repo/x"] });
-      expect(a.options.map((o) => o.kind)).toEqual(["allow_once", "allow_always", "reject_once"]);
+      expect(a.options.map((o) => o.kind)).toEqual([PermissionOptionKind.ALLOW_ONCE, PermissionOptionKind.ALLOW_ALWAYS, PermissionOptionKind.REJECT_ONCE]);
 
       // Bash again: remembered, no new approval
       expect(text(await tool({ tool_name: "Bash", input: { command: "ls" } }, signal))).toEqual({ behavior: "allow", updatedInput: { command: "ls" } });
