@@ -35,14 +35,13 @@ import { readAiSettings } from "./domain/ai/settings.js";
 import { createToolExecutor } from "./domain/tools/executor.js";
 import { createToolService } from "./domain/tools/tool-service.js";
 import { aiRoutes, registerAiRoutes } from "./edges/ai/ai-routes.js";
-import { collectRoutes, createHttpApp, handleErrors, isPublic, registerHealthRoutes, registerSessionRoutes, type Lane } from "./edges/http.js";
+import { collectRoutes, createHttpApp, handleErrors, isPublic, registerHealthRoutes, registerSessionRoutes } from "./edges/http.js";
 import { registerMcpRoutes } from "./edges/mcp/mcp-routes.js";
 import { kCaller } from "./edges/caller-key.js";
 import { mendProtocolErrors } from "../common/connect-errors.js";
 import { bindService } from "./edges/connect/bind.js";
 import { buildOpenApi } from "./edges/rest/openapi.js";
 import { registerRestRoutes, workRoutes } from "./edges/rest/work-routes.js";
-import { restFastLane, type FastLane } from "./edges/rest/fast-lane.js";
 import { registerConsoleRoutes } from "./edges/ui/console-routes.js";
 import { registerEventStreamRoute } from "./edges/sse/events-sse.js";
 import { attachEventsWebSocket, EVENTS_WS_PATH } from "./edges/ws/events-ws.js";
@@ -66,8 +65,6 @@ export interface Tower {
   services: TowerServices;
   /** Every HTTP route served (method and path pattern), in registration order. */
   routes: readonly { method: string; url: string }[];
-  /** The REST fast lane (requests it answered: `lane.served`). */
-  lane: FastLane;
   /** Cross-replica delivery when the store is PostgreSQL (docs/deploy.md); undefined on SQLite. */
   replication?: Replication;
   /** Extension points for the other edges (events stream, AI, MCP, attach, console). */
@@ -144,8 +141,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const events = createEventService(deps, eventStream);
   const { ai, tools } = createAiConsole(deps, env, work, fleet);
 
-  const lane: { current?: Lane } = {};
-  const app = createHttpApp(config, lane);
+  const app = createHttpApp(config);
   // every route the tower serves, for the authorization matrix (tests/authz-matrix.test.ts)
   const routes = collectRoutes(app);
   app.addHook("onRequest", async (req) => {
@@ -159,8 +155,6 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   registerSessionRoutes(app, auth, clock, Boolean(config.tls));
 
   registerRestRoutes(app, workRoutes(work));
-  // the work routes' POSTs also straight from node:http, before Fastify (./edges/rest/fast-lane.ts)
-  const fastLane = (lane.current = restFastLane(workRoutes(work), { authenticate: (c) => auth.authenticate(c), bodyLimit: config.bodyLimit, closing: () => closing !== undefined, log }));
   registerAiRoutes(app, ai);
   // the REST surface described (OpenAPI 3.1) from the same route tables and message descriptors
   let openapi: Record<string, unknown> | undefined;
@@ -191,7 +185,6 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     app,
     deps,
     routes,
-    lane: fastLane,
     services: { auth, work, fleet, secrets, ai, approvals },
     replication,
     onClose: (fn) => closers.push(fn),

@@ -3,7 +3,7 @@
 // health and readiness, and the console's login session routes.
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import { readFileSync } from "node:fs";
-import { createServer as createHttpServer, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type ServerResponse } from "node:http";
+import { createServer as createHttpServer, type RequestListener } from "node:http";
 import type { OutgoingHttpHeaders, ServerHttp2Stream } from "node:http2";
 import { createServer as createHttpsServer } from "node:https";
 import { iso, type Clock } from "../../common/clock.js";
@@ -53,11 +53,8 @@ export function isPublic(url: string, method: string): boolean {
   );
 }
 
-/** Requests a lane takes (it answers and returns true) never reach Fastify: see ./rest/fast-lane.ts. */
-export type Lane = (req: IncomingMessage, res: ServerResponse) => boolean;
-
-/** The Fastify app on the configured server, with the request bounds; `lane.current`, once set, sees every request first. */
-export function createHttpApp(config: TowerConfig, lane: { current?: Lane } = {}): FastifyInstance {
+/** The Fastify app on the configured server, with the request bounds. */
+export function createHttpApp(config: TowerConfig): FastifyInstance {
   // Slow clients (a header line every few seconds, a body at a byte a second) are cut off: the
   // headers must arrive within headersTimeoutMs and the whole request within requestTimeoutMs,
   // checked every second. Responses may last (event streams, links, long polls): only receiving
@@ -71,8 +68,7 @@ export function createHttpApp(config: TowerConfig, lane: { current?: Lane } = {}
     logger: false,
     bodyLimit: config.bodyLimit,
     // HTTP/1.1 and HTTP/2 on the one port (h2c by prior knowledge; under TLS, ALPN)
-    serverFactory: (fastify: RequestListener) => {
-      const handler: RequestListener = (req, res) => void (lane.current?.(req, res) || fastify(req, res));
+    serverFactory: (handler: RequestListener) => {
       if (!config.tls) {
         const server = createHttpServer(serverOptions, handler);
         serveHttp2Too(server, handler, "connection", config.headersTimeoutMs);
@@ -107,36 +103,27 @@ export function collectRoutes(app: FastifyInstance): { method: string; url: stri
   return routes;
 }
 
-/** Any error of a request as the EpError its caller gets: the server's own mapped, an unknown one logged and `internal`. */
-export function epErrorOf(err: Error & { code?: string; statusCode?: number }, bodyLimit: number, log: Logger, req: { method?: string; url?: string }): EpError {
-  const where = { method: req.method, url: (req.url ?? "").split("?")[0] };
-  if (err instanceof EpError) {
-    if (err.code === "internal" && err.cause instanceof Error) log.error("request failed", { ...where, error: err.cause.message, stack: err.cause.stack });
-    return err;
-  }
-  if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") return new EpError("payload_too_large", `the body is larger than ${bodyLimit} bytes`);
-  if (err.code === "FST_ERR_CTP_INVALID_JSON_BODY" || err instanceof SyntaxError || err.code === "FST_ERR_CTP_EMPTY_JSON_BODY") {
-    return new EpError("invalid_json", `the body is not valid JSON: ${err.message}`);
-  }
-  if (err.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") return new EpError("invalid_argument", "send the body as Content-Type: application/json");
-  if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) return new EpError("invalid_argument", err.message);
-  log.error("request failed", { ...where, error: err.message, stack: err.stack });
-  return new EpError("internal");
-}
-
-/** RFC 6750: a refused credential names the scheme (and, when one was sent, that it was not valid). */
-export function wwwAuthenticate(ep: EpError, headers: IncomingHttpHeaders): string | undefined {
-  if (ep.httpStatus !== 401) return undefined;
-  const sent = Boolean(headers.authorization || headers.cookie || ep.code !== "unauthenticated");
-  return `Bearer realm="ep"${sent ? `, error="invalid_token"` : ""}`;
-}
-
 /** Errors in the caller's protocol; unknown routes as route_not_found. */
 export function handleErrors(app: FastifyInstance, bodyLimit: number, log: Logger, routes: readonly { method: string; url: string }[]): void {
   app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
-    const ep = epErrorOf(err, bodyLimit, log, req);
-    const www = wwwAuthenticate(ep, req.headers);
-    if (www) void reply.header("www-authenticate", www);
+    let ep: EpError;
+    if (err instanceof EpError) {
+      ep = err;
+      if (ep.code === "internal" && ep.cause instanceof Error) log.error("request failed", { method: req.method, url: req.url.split("?")[0], error: ep.cause.message, stack: ep.cause.stack });
+    } else if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") ep = new EpError("payload_too_large", `the body is larger than ${bodyLimit} bytes`);
+    else if (err.code === "FST_ERR_CTP_INVALID_JSON_BODY" || err instanceof SyntaxError || err.code === "FST_ERR_CTP_EMPTY_JSON_BODY") {
+      ep = new EpError("invalid_json", `the body is not valid JSON: ${err.message}`);
+    } else if (err.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") ep = new EpError("invalid_argument", "send the body as Content-Type: application/json");
+    else if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) ep = new EpError("invalid_argument", err.message);
+    else {
+      log.error("request failed", { method: req.method, url: req.url.split("?")[0], error: err.message, stack: err.stack });
+      ep = new EpError("internal");
+    }
+    // RFC 6750: a refused credential names the scheme (and, when one was sent, that it was not valid)
+    if (ep.httpStatus === 401) {
+      const sent = Boolean(req.headers.authorization || req.headers.cookie || ep.code !== "unauthenticated");
+      void reply.header("www-authenticate", `Bearer realm="ep"${sent ? `, error="invalid_token"` : ""}`);
+    }
     // an RPC refused before its handler (credentials, body limits) gets the error in its own
     // protocol, so every generated client reads the status and EP's ErrorDetail
     if (RPC_PATH.test(req.url.split("?", 1)[0])) return void sendRpcError(reply, req.headers["content-type"], ep);

@@ -1,6 +1,6 @@
 // The seed's REST paths for work, as thin shims over the WorkService domain functions.
 import { TaskKind } from "../../../gen/ep/tower/v1/resources_pb.js";
-import { create, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
+import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { EpError } from "../../../common/errors.js";
 import * as pb from "../../../gen/ep/tower/v1/work_pb.js";
@@ -38,33 +38,19 @@ export function registerRestRoutes(app: FastifyInstance, routes: RestRoute<DescM
       method: r.method,
       url: r.url,
       handler: async (request: FastifyRequest, reply) => {
-        const res = await callRoute(r, request.caller!, { ...(request.params as Params) }, request.query as Record<string, string | string[]>, request.body, request.headers["content-type"]);
+        const params = { ...(request.params as Params) };
+        const pathFields: Params = {};
+        for (const [k, v] of Object.entries(params)) if (r.input.fields.some((f) => f.name === k)) pathFields[k] = v;
+        const fromQuery = queryFields(r, request.query as Record<string, string | string[]>);
+        const body = r.method === "GET" || r.method === "DELETE" ? fromQuery : { ...fromQuery, ...bodyObject(request) };
+        const req = decodeRequest(r.input, { ...r.fixed, ...body }, pathFields);
+        await r.guard?.(request.caller!, params);
+        const res = await r.call(request.caller!, req);
         reply.code(r.status ?? 200);
-        return res;
+        return encodeResponse(r.output, res);
       },
     });
   }
-}
-
-/**
- * One call of a REST route: path parameters, query and the parsed body (undefined when none) in,
- * the answer's JSON out. Fastify's routes and the fast lane (./fast-lane.ts) both call this.
- */
-export async function callRoute(
-  r: RestRoute<DescMessage, DescMessage>,
-  caller: Caller,
-  params: Params,
-  query: Record<string, string | string[]>,
-  rawBody: unknown,
-  contentType: string | undefined,
-): Promise<JsonValue> {
-  const pathFields: Params = {};
-  for (const [k, v] of Object.entries(params)) if (r.input.fields.some((f) => f.name === k)) pathFields[k] = v;
-  const fromQuery = queryFields(r, query);
-  const body = r.method === "GET" || r.method === "DELETE" ? fromQuery : { ...fromQuery, ...bodyObject(rawBody, contentType) };
-  const req = decodeRequest(r.input, { ...r.fixed, ...body }, pathFields);
-  await r.guard?.(caller, params);
-  return encodeResponse(r.output, await r.call(caller, req));
 }
 
 /**
@@ -89,10 +75,11 @@ function queryFields(r: RestRoute<DescMessage, DescMessage>, query: Record<strin
 }
 
 /** The JSON body of a POST/PATCH/PUT: absent, or an object; an array, null, a string or another media type is an error. */
-function bodyObject(body: unknown, contentType: string | undefined): object | undefined {
+function bodyObject(request: FastifyRequest): object | undefined {
+  const body = request.body;
   if (body === undefined) return undefined;
   if (body !== null && typeof body === "object" && !Array.isArray(body)) return body;
-  const type = String(contentType ?? "").split(";")[0].trim();
+  const type = String(request.headers["content-type"] ?? "").split(";")[0].trim();
   const got = typeof body === "string" ? `a ${type || "text"} body` : body === null ? "null" : Array.isArray(body) ? "an array" : `a JSON ${typeof body}`;
   throw new EpError("invalid_argument", `the body must be a JSON object sent as Content-Type: application/json (got ${got})`, { field: "body" });
 }
