@@ -110,6 +110,21 @@ describe("approvals", () => {
     expect(await code(f.approvals.approve({ approvalId: a.id }))).toMatch(/^10:.*already expired/);
   });
 
+  it("a request whose run is over (the task finished) expires, saying why, and cannot be decided", async () => {
+    const t = await startTower();
+    cleanup(() => t.close());
+    const f = await held(t);
+    const task = await f.next();
+    const a = await f.ask(task.id);
+    await t.client(WorkService, f.node.token).completeTask({ taskId: task.id, agentId: f.agentId, result: { output: "done without it" } });
+    const listed = (await f.approvals.listApprovals({})).approvals.find((x) => x.id === a.id)!;
+    expect(listed).toMatchObject({ status: ApprovalStatus.EXPIRED, reason: "the run that asked is over: the task is succeeded" });
+    expect(await code(f.approvals.approve({ approvalId: a.id }))).toMatch(/^10:.*already expired/);
+    // still pending while its run holds the task
+    const other = await f.ask((await f.next()).id);
+    expect((await f.approvals.getApproval({ approvalId: other.id })).approval!.status).toBe(ApprovalStatus.PENDING);
+  });
+
   it("a node or agent token never decides; other domains do not see the request", async () => {
     const t = await startTower();
     cleanup(() => t.close());

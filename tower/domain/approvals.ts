@@ -96,10 +96,18 @@ function approvalRecords(deps: Deps) {
     return a;
   }
 
-  /** Marks an approval past its time as expired (and says so on the stream); returns the row as it is now. */
+  /**
+   * Marks a pending approval expired (and says so on the stream) when its time has passed or the
+   * run that asked is over (its task finished, failed, was cancelled or requeued, or another agent
+   * holds it now: nobody waits for the answer); returns the row as it is now.
+   */
   async function expireIfDue(a: ApprovalRow): Promise<ApprovalRow> {
-    if (a.status !== "pending" || Date.parse(a.expiresAt) > now()) return a;
-    return decide(a, { status: "expired", optionId: "", decidedBy: "", reason: "nobody decided before the timeout" });
+    if (a.status !== "pending") return a;
+    if (Date.parse(a.expiresAt) <= now()) return decide(a, { status: "expired", optionId: "", decidedBy: "", reason: "nobody decided before the timeout" });
+    const t = await store.getTask(a.taskId);
+    if (t && (t.status === "claimed" || t.status === "running") && t.claimedBy === a.agentId) return a;
+    const reason = t ? `the run that asked is over: the task is ${t.status}${t.claimedBy && t.claimedBy !== a.agentId ? ` and held by ${t.claimedBy}` : ""}` : "the task is gone";
+    return decide(a, { status: "expired", optionId: "", decidedBy: "", reason });
   }
 
   async function decide(a: ApprovalRow, d: { status: Exclude<ApprovalState, "pending">; optionId: string; decidedBy: string; reason: string }): Promise<ApprovalRow> {
