@@ -6,8 +6,8 @@
 // rewrite it after.
 import { isMessage, ScalarType, toJson, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { base64Encode } from "@bufbuild/protobuf/wire";
-import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import { enumWord } from "./vocab.js";
+import { durationMs, type Duration, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { enumWord, isDuration, isoOf, isTimestamp } from "./vocab.js";
 
 type Json = unknown;
 type Convert = (v: never) => Json;
@@ -29,16 +29,12 @@ function write(schema: DescMessage, msg: Record<string, unknown>): Record<string
   return out;
 }
 
-/** ISO 8601 in UTC with milliseconds, as REST has always written times. */
-const isoOfTimestamp = (t: Timestamp): string => new Date(Number(t.seconds) * 1000 + Math.floor(t.nanos / 1_000_000)).toISOString();
-const msOfDuration = (d: Duration): number => Number(d.seconds) * 1000 + Math.round(d.nanos / 1_000_000);
-
 function step(f: DescField): Step {
   const name = f.name;
   const local = f.localName;
-  if (f.fieldKind === "message" && f.message.typeName === "google.protobuf.Duration") {
+  if (isDuration(f)) {
     const key = `${name}_ms`;
-    return (m, out) => void (out[key] = m[local] ? msOfDuration(m[local] as Duration) : 0);
+    return (m, out) => void (out[key] = m[local] ? durationMs(m[local] as Duration) : 0);
   }
   const conv = converter(f);
   if (f.oneof) {
@@ -56,9 +52,7 @@ function step(f: DescField): Step {
       out[name] = o;
     };
   }
-  if (f.fieldKind === "message" && f.message.typeName === "google.protobuf.Timestamp") {
-    return (m, out) => void (out[name] = m[local] ? isoOfTimestamp(m[local] as Timestamp) : "");
-  }
+  if (isTimestamp(f)) return (m, out) => void (out[name] = isoOf(m[local] as Timestamp | undefined));
   // a singular message and a proto3 `optional` scalar show only when set; other scalars always
   return (m, out) => {
     const v = m[local];
@@ -76,8 +70,8 @@ function converter(f: DescField): Convert {
   }
   if (kind === "message") {
     const m = f.message!;
-    if (m.typeName === "google.protobuf.Timestamp") return ((v: Timestamp) => isoOfTimestamp(v)) as Convert;
-    if (m.typeName === "google.protobuf.Duration") return ((v: Duration) => msOfDuration(v)) as Convert;
+    if (m.typeName === "google.protobuf.Timestamp") return ((v: Timestamp) => isoOf(v)) as Convert;
+    if (m.typeName === "google.protobuf.Duration") return ((v: Duration) => durationMs(v)) as Convert;
     if (m.typeName.startsWith("ep.")) return ((v: Record<string, unknown>) => write(m, v)) as Convert;
     // Struct and Value fields hold their JSON already (protobuf-es unwraps them); other
     // well-known types are written in their own JSON forms

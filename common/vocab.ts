@@ -12,11 +12,17 @@ import { RUNTIME_KINDS } from "./runtimes.js";
  */
 const SPELLINGS: Record<string, readonly string[]> = { "ep.tower.v1.Runtime": RUNTIME_KINDS };
 
-/** "pending" for APPROVAL_STATUS_PENDING of ApprovalStatus; "" for the _UNSPECIFIED value. */
+/** "pending" for APPROVAL_STATUS_PENDING of ApprovalStatus; "" for the _UNSPECIFIED value (and a number the enum does not have). */
 export function enumWord(e: DescEnum, value: number): string {
-  const v = e.value[value];
-  if (!v || v.number === 0) return "";
-  const lower = v.localName.toLowerCase();
+  let words = spelled.get(e);
+  if (!words) spelled.set(e, (words = new Map(e.values.filter((v) => v.number !== 0).map((v) => [v.number, spell(e, v.localName)]))));
+  return words.get(value) ?? "";
+}
+
+/** value → word per enum, built once: every REST answer writes its enums' words (a hot path). */
+const spelled = new WeakMap<DescEnum, Map<number, string>>();
+function spell(e: DescEnum, localName: string): string {
+  const lower = localName.toLowerCase();
   return SPELLINGS[e.typeName]?.find((w) => w.toLowerCase() === lower) ?? lower;
 }
 
@@ -49,7 +55,7 @@ export const isoOf = (t: Timestamp | undefined): string => (t ? timestampDate(t)
 /** A contract Timestamp in milliseconds since the epoch; NaN when unset. */
 export const msOf = (t: Timestamp | undefined): number => (t ? timestampMs(t) : Number.NaN);
 
-const isTimestamp = (f: DescField) => f.fieldKind === "message" && f.message.typeName === "google.protobuf.Timestamp";
+export const isTimestamp = (f: DescField) => f.fieldKind === "message" && f.message.typeName === "google.protobuf.Timestamp";
 /** A Duration field: REST speaks it as `<name>_ms`, a number of milliseconds ("wait" is "wait_ms"). */
 export const isDuration = (f: DescField) => f.fieldKind === "message" && f.message.typeName === "google.protobuf.Duration";
 

@@ -156,7 +156,7 @@ describe("approvals", () => {
     expect(await code(f.ask(task.id))).toMatch(/^10:.*is cancelled: only a claimed or running task/);
     expect(await code(f.asks.waitApproval({ approvalId: "apr_missing" }))).toMatch(/^5:.*approval apr_missing does not exist/);
     expect(await code(f.approvals.listApprovals({ pageToken: "nope" }))).toMatch(/^3:.*page_token/);
-    expect(await code(f.approvals.listApprovals({ status: 9 as ApprovalStatus }))).toMatch(/^3:.*status: is not an approval status/);
+    expect(await code(f.approvals.listApprovals({ status: 9 as ApprovalStatus }))).toMatch(/^3:.*status: is not an ApprovalStatus \(got 9\)/);
     // nothing stored by the refusals
     expect((await f.approvals.listApprovals({})).approvals).toEqual([]);
   });

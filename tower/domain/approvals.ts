@@ -5,7 +5,8 @@
 // or token never decides its own approvals. Every request and decision is an event of type
 // "approval" (permission.requested, permission.decided) in the task's domain.
 import { create, type JsonObject } from "@bufbuild/protobuf";
-import { durationMs, timestampFromMs, type Duration } from "@bufbuild/protobuf/wkt";
+import { durationMs, type Duration } from "@bufbuild/protobuf/wkt";
+import { timestampOf } from "../../common/vocab.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import { newId } from "../../common/ids.js";
 import * as pb from "../../gen/ep/tower/v1/approvals_pb.js";
@@ -25,13 +26,6 @@ const MAX_OPTIONS = 8;
 const MAX_PATHS = 64;
 const MAX_ARGUMENTS_BYTES = 64 * 1024;
 
-const STATUS_TO_PB: Record<ApprovalState, pb.ApprovalStatus> = {
-  pending: pb.ApprovalStatus.PENDING,
-  approved: pb.ApprovalStatus.APPROVED,
-  rejected: pb.ApprovalStatus.REJECTED,
-  expired: pb.ApprovalStatus.EXPIRED,
-};
-const STATUS_FROM_PB = new Map<pb.ApprovalStatus, ApprovalState>(Object.entries(STATUS_TO_PB).map(([k, v]) => [v, k as ApprovalState]));
 /** An option's kind as its stored word; unset or a number the enum does not have is refused. */
 function optionKind(kind: pb.PermissionOptionKind, field: string): string {
   const word = wordOf(pb.PermissionOptionKindSchema, kind, field);
@@ -53,12 +47,12 @@ export function approvalToPb(a: ApprovalRow): pb.Approval {
     arguments: a.arguments as JsonObject,
     paths: a.paths,
     options: a.options.map((o) => create(pb.PermissionOptionSchema, { ...o, kind: valueOf<pb.PermissionOptionKind>(pb.PermissionOptionKindSchema, o.kind) })),
-    status: STATUS_TO_PB[a.status],
+    status: valueOf<pb.ApprovalStatus>(pb.ApprovalStatusSchema, a.status),
     optionId: a.optionId,
     decidedBy: a.decidedBy,
-    decideTime: a.decidedAt ? timestampFromMs(Date.parse(a.decidedAt)) : undefined,
-    createTime: timestampFromMs(Date.parse(a.createdAt)),
-    expireTime: timestampFromMs(Date.parse(a.expiresAt)),
+    decideTime: timestampOf(a.decidedAt),
+    createTime: timestampOf(a.createdAt),
+    expireTime: timestampOf(a.expiresAt),
     reason: a.reason,
   });
 }
@@ -241,8 +235,7 @@ export function createApprovalService(deps: Deps) {
       authorize(caller, "read", req.domainId ? { domainId: req.domainId } : {});
       const size = checkPageSize(req.pageSize) || 1000;
       const cursor = decodePageToken(req.pageToken);
-      const status = req.status === pb.ApprovalStatus.UNSPECIFIED ? undefined : STATUS_FROM_PB.get(req.status);
-      if (req.status !== pb.ApprovalStatus.UNSPECIFIED && !status) throw invalidField("status", `is not an approval status (got ${req.status})`);
+      const status = (wordOf(pb.ApprovalStatusSchema, req.status, "status") || undefined) as ApprovalState | undefined;
       const scope = scopeDomains(caller);
       const domainIds = req.domainId ? (scope && !scope.includes(req.domainId) ? [] : [req.domainId]) : scope;
       const rows = await store.listApprovals({ status, domainIds, taskId: req.taskId || undefined, afterId: cursor?.id, limit: size + 1 });

@@ -47,7 +47,7 @@ import type { AgentRow, DomainRow, EventRow, MissionRow, NodeRow, TaskRow, Token
  */
 export function wordOf(e: DescEnum, v: number, field: string): string {
   const word = enumWord(e, v);
-  if (!word && v !== 0) throw invalidField(field, `is not a ${e.name} (got ${v})`);
+  if (!word && v !== 0) throw invalidField(field, `is not ${/^[AEIOU]/.test(e.name) ? "an" : "a"} ${e.name} (got ${v})`);
   return word;
 }
 
