@@ -1,5 +1,6 @@
 // epd: the node daemon. The entry stays light: each subcommand imports what it needs.
 import { EpError, toEpError } from "../common/errors.js";
+import type { Logger } from "../common/log.js";
 
 const VERSION = "0.1.0";
 
@@ -27,6 +28,27 @@ Example:
 `;
 
 async function runCommand(args: string[]): Promise<void> {
+  // SIGTERM and SIGINT are handled from the first moment: before the daemon exists there is nothing
+  // to close; while it starts, closing runs beside the start (a cron fire of the first tick is
+  // recorded, a mgmt socket removed) instead of the signal's default, which kills the process
+  let daemon: { close(): Promise<void> } | undefined;
+  let log: Logger | undefined;
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    if (!daemon) process.exit(0);
+    log?.info("shutting down", { signal });
+    daemon.close().then(
+      () => process.exit(0),
+      (err: Error) => {
+        log?.error("shutdown failed", { error: err.message });
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
   const { parseArgs } = await import("node:util");
   const { values } = parseArgs({
     args,
@@ -41,27 +63,15 @@ async function runCommand(args: string[]): Promise<void> {
     import("../common/paths.js"),
     import("./daemon.js"),
   ]);
-  const log = createLogger("epd");
+  log = createLogger("epd");
   const identity = await readNodeIdentity(nodeFile());
   const backendUrl = (values["backend-url"] || process.env.EP_BASE_URL || identity.tower_url || "http://localhost:8008").replace(/\/+$/, "");
   if (!/^https?:\/\/[^/]+/.test(backendUrl)) throw new EpError("invalid_argument", `--backend-url must be an http(s) URL (got ${JSON.stringify(backendUrl)})`, { field: "backend-url" });
-  const daemon = await createDaemon({ identity, backendUrl, log, epdEntry: process.argv[1], boosterWasm: values["booster-wasm"] });
-  await daemon.start();
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info("shutting down", { signal });
-    daemon.close().then(
-      () => process.exit(0),
-      (err: Error) => {
-        log.error("shutdown failed", { error: err.message });
-        process.exit(1);
-      },
-    );
-  };
-  process.on("SIGTERM", () => stop("SIGTERM"));
-  process.on("SIGINT", () => stop("SIGINT"));
+  const created = await createDaemon({ identity, backendUrl, log, epdEntry: process.argv[1], boosterWasm: values["booster-wasm"] });
+  daemon = created;
+  // a signal that came while the daemon was being made (nothing started yet) ends it now
+  if (stopping) process.exit(0);
+  await created.start();
 }
 
 async function getSecretCommand(args: string[]): Promise<void> {
