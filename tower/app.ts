@@ -38,6 +38,7 @@ import { aiRoutes, registerAiRoutes } from "./edges/ai/ai-routes.js";
 import { collectRoutes, createHttpApp, handleErrors, isPublic, registerHealthRoutes, registerSessionRoutes } from "./edges/http.js";
 import { registerMcpRoutes } from "./edges/mcp/mcp-routes.js";
 import { kCaller } from "./edges/caller-key.js";
+import { registerUnaryLane } from "./edges/connect/unary-lane.js";
 import { mendProtocolErrors } from "../common/connect-errors.js";
 import { bindService } from "./edges/connect/bind.js";
 import { buildOpenApi } from "./edges/rest/openapi.js";
@@ -247,6 +248,8 @@ function createAiConsole(deps: Deps, env: Record<string, string | undefined>, wo
 
 /** Connect, gRPC and gRPC-Web for every service (each bound to its domain object), with reflection and EP's error shapes. */
 async function registerConnect(app: FastifyInstance, served: [DescService, object][], bodyLimit: number, log: Logger): Promise<void> {
+  // plain Connect unary calls take a lane of their own; the rest go to connect-es (unary-lane.ts)
+  await registerUnaryLane(app, served, bodyLimit, log);
   await app.register(fastifyConnectPlugin, {
     jsonOptions: { ignoreUnknownFields: false },
     readMaxBytes: bodyLimit,

@@ -1,8 +1,10 @@
-// The daemon's side of the tower API: Connect clients over HTTP/1.1 carrying the node JWT.
+// The daemon's side of the tower API: Connect clients carrying the node JWT; unary calls in binary
+// protobuf on a lean node:http transport (unary-transport.ts), streams on connect-node's HTTP/1.1.
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { AgentService, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
+import { createUnaryTransport } from "./unary-transport.js";
 import { ApprovalService } from "../../gen/ep/tower/v1/approvals_pb.js";
 
 export interface TowerClients {
@@ -20,7 +22,8 @@ export function createTowerClients(baseUrl: string, token: string): TowerClients
     req.header.set("authorization", `Bearer ${token}`);
     return next(req);
   };
-  const transport = createConnectTransport({ baseUrl, httpVersion: "1.1", interceptors: [bearer] });
+  const streams = createConnectTransport({ baseUrl, httpVersion: "1.1", interceptors: [bearer] });
+  const transport = createUnaryTransport({ baseUrl, headers: { authorization: `Bearer ${token}` }, streams });
   return {
     baseUrl,
     token,

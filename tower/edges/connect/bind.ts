@@ -20,19 +20,29 @@ function asConnectError(err: unknown, method: string, log: Logger | undefined): 
   return ep.toConnectError();
 }
 
+export type UnaryCall = (caller: () => Caller, req: unknown, signal: AbortSignal) => Promise<unknown>;
+
+/** The domain method behind a unary RPC, failing with a ConnectError; undefined when `impl` has none. */
+export function unaryCall(service: DescService, method: DescMethod, impl: object, log?: Logger): UnaryCall | undefined {
+  const fn = (impl as Record<string, unknown>)[method.localName];
+  if (typeof fn !== "function" || method.methodKind !== "unary") return undefined;
+  return async (caller, req, signal) => {
+    try {
+      return await (fn as Unary).call(impl, caller(), req, signal);
+    } catch (err) {
+      throw asConnectError(err, `${service.typeName}/${method.name}`, log);
+    }
+  };
+}
+
 export function bindService(router: ConnectRouter, service: DescService, impl: object, log?: Logger): void {
   const handlers: Record<string, unknown> = {};
   for (const method of service.methods as DescMethod[]) {
     const fn = (impl as Record<string, unknown>)[method.localName];
     if (typeof fn !== "function") continue;
-    if (method.methodKind === "unary") {
-      handlers[method.localName] = async (req: unknown, ctx: HandlerContext) => {
-        try {
-          return await (fn as Unary).call(impl, callerOf(ctx), req, ctx.signal);
-        } catch (err) {
-          throw asConnectError(err, `${service.typeName}/${method.name}`, log);
-        }
-      };
+    const unary = unaryCall(service, method, impl, log);
+    if (unary) {
+      handlers[method.localName] = (req: unknown, ctx: HandlerContext) => unary(() => callerOf(ctx), req, ctx.signal);
     } else if (method.methodKind === "server_streaming") {
       handlers[method.localName] = async function* (req: unknown, ctx: HandlerContext) {
         try {
