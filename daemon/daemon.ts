@@ -26,7 +26,7 @@ import { writeAgentMcpConfig } from "./mcp/agent-config.js";
 import { openToolCaller } from "./mcp/tool-call.js";
 import { mgmtRoutes } from "./services/mgmt-services.js";
 import { createAgentStore, type AgentStore } from "./worker/agent-store.js";
-import { createJournal } from "./worker/journal.js";
+import { createJournal, type Journal } from "./worker/journal.js";
 import { createSessionTable, type SessionTable } from "./worker/sessions.js";
 import { createSignalRunner } from "./worker/signal-runner.js";
 import { createTaskWorker, type TaskWorker } from "./worker/worker.js";
@@ -195,7 +195,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       stopTimers?.();
       // in order: runs end (their reports go out) before the link, the sockets last
       closing ??= inOrder([
-        () => worker.shutdown(graceMs), () => fleet.close(), () => link.close(), () => fanout?.close(),
+        () => worker.shutdown(graceMs), () => compactQuietly(journal, log), () => fleet.close(), () => link.close(), () => fanout?.close(),
         () => attach.close(), () => attachHub.close(), () => runtimes.close(), () => signals.close(),
         () => Promise.all([mgmtServer?.close(), secretsServer?.close()]), () => broker.close(), () => tools.close(),
       ]).then(() => log.info("epd stopped"));
@@ -281,6 +281,15 @@ function openTools(opts: DaemonOptions, env: NodeJS.ProcessEnv, log: Logger, tow
     boosterWasm: opts.boosterWasm,
     publish: (events) => tower.nodes.publishEvents({ events }),
   });
+}
+
+/** The journal folded into inflight.json on the way out; a failure leaves the log, which the next start replays. */
+function compactQuietly(journal: Journal, log: Logger): void {
+  try {
+    journal.compact();
+  } catch (err) {
+    log.warn("journal not compacted; the next start replays its log", { error: (err as Error).message });
+  }
 }
 
 async function inOrder(steps: (() => unknown)[]): Promise<void> {

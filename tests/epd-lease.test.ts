@@ -1,11 +1,11 @@
 // The daemon keeps what it holds: lease heartbeats during a long run, and completion reports
 // retried until the tower acknowledges them (across a tower outage and across a daemon restart).
 // The built ep-tower and epd as child processes.
+import { readJournal } from "../daemon/worker/journal.js";
 import { statusWord } from "../test-support/words.js";
 import { TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
@@ -50,13 +50,9 @@ async function taskEventNames(events: Client<typeof EventService>, taskId: strin
   return res.events.filter((e) => e.taskId === taskId).map((e) => e.name);
 }
 
-/** The entries of the daemon's journal ($EP_HOME/epd/inflight.json). */
+/** The entries of the daemon's journal ($EP_HOME/epd/inflight.json and the log of changes since). */
 function journal(home: string): { taskId: string; state: string; outcome?: { ok: boolean; output: string } }[] {
-  try {
-    return (JSON.parse(readFileSync(join(home, "epd", "inflight.json"), "utf8")) as { tasks: never[] }).tasks;
-  } catch {
-    return [];
-  }
+  return readJournal(join(home, "epd")) as never[];
 }
 
 describe("epd lease heartbeats", () => {

@@ -3,9 +3,10 @@
 // under their tower agent id and runs each task as an ephemeral run of the profile's runtime in
 // the profile's cwd with its env, reported like any other agent's (docs/supervision.md). Without
 // that those tasks stayed `queued` forever.
+import { readJournal } from "../daemon/worker/journal.js";
 import { statusWord } from "../test-support/words.js";
 import { ClaimPolicy } from "../gen/ep/tower/v1/resources_pb.js";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -130,7 +131,7 @@ describe("tasks for profile agents", () => {
     expect(progress.every((e) => e.agentId === opsAgentId)).toBe(true);
 
     // journalled while it ran, and out of the journal once the tower acknowledged the outcome
-    await waitFor(() => !readFileSync(join(s.epdHome, "inflight.json"), "utf8").includes(t.id), 5_000);
+    await waitFor(() => !readJournal(s.epdHome).some((e) => e.taskId === t.id), 5_000);
   }, 40_000);
 
   it("agent.list says which task a profile agent runs while it runs", async () => {

@@ -1,7 +1,7 @@
 // How agents launched by the daemon get the EP tools: an MCP config file in the run's
 // working directory that starts `epd mcp` for that agent. vendorA_code takes it with
 // `--mcp-config <file>`; the same `mcpServers` shape is what other MCP-capable CLIs read.
-import { writeFile } from "node:fs/promises";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 export const MCP_CONFIG_FILE = ".ep-mcp.json";
@@ -32,9 +32,12 @@ export function agentMcpConfig(o: AgentMcpOptions): { mcpServers: Record<string,
   return { mcpServers: { ep: { type: "stdio", command: o.command, args, env } } };
 }
 
-/** Writes the config into `dir` (0600: it names the node file) and returns its path. */
+/**
+ * Writes the config into `dir` (0600: it names the node file) and returns its path. Synchronous:
+ * one small file per run, cheaper than the promise round trips of open/write/close.
+ */
 export async function writeAgentMcpConfig(dir: string, o: AgentMcpOptions): Promise<string> {
   const path = join(dir, MCP_CONFIG_FILE);
-  await writeFile(path, JSON.stringify(agentMcpConfig(o), null, 2) + "\n", { mode: 0o600 });
+  writeFileSync(path, JSON.stringify(agentMcpConfig(o), null, 2) + "\n", { mode: 0o600 });
   return path;
 }

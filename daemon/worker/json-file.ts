@@ -1,5 +1,6 @@
 // Small JSON files in the daemon home, written atomically (temp file + rename) and coalesced:
 // a save while another is in flight is folded into one more write of the newest state.
+import { renameSync, writeFileSync } from "node:fs";
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import { EpError } from "../../common/errors.js";
@@ -51,4 +52,11 @@ export function createJsonFileWriter(path: string, snapshot: () => unknown): Jso
       return queued;
     },
   };
+}
+
+/** Writes `value` to `path` atomically (temp file + rename), synchronously: for small files on the hot path. */
+export function writeJsonFileSync(path: string, value: unknown): void {
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(value, null, 1) + "\n", { mode: 0o600 });
+  renameSync(tmp, path);
 }

@@ -82,7 +82,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
   async function nodeCaller(nodeId: string): Promise<Caller> {
     const node = await store.getNode(nodeId);
     if (!node) throw new EpError("unauthenticated", `node ${nodeId} is not registered with this tower`);
-    const nodeDomains = [...new Set((await store.listAgents({ nodeId })).map((a) => a.domainId))];
+    const nodeDomains = await store.nodeAgentDomains(nodeId);
     return { subject: nodeId, role: "node", via: "node", nodeId, nodeDomains, nodeServes: node.domains };
   }
 

@@ -291,6 +291,10 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
     return (await this.query(`SELECT * FROM agents ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ${this.orderBy("created_at", "id")}`, args)).map(toAgent);
   }
 
+  async nodeAgentDomains(nodeId: string): Promise<string[]> {
+    return (await this.query("SELECT DISTINCT domain_id FROM agents WHERE node_id = ? ORDER BY domain_id", [nodeId])).map((r) => String(r.domain_id));
+  }
+
   async updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>): Promise<AgentRow | undefined> {
     const set = setClause(patch, AGENT_COLUMNS, (k, v) => (k === "capabilities" ? JSON.stringify(v) : v));
     if (!set.args.length) return this.getAgent(id);

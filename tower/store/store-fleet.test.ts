@@ -47,6 +47,9 @@ storeSuite((s) => {
       expect((await s.store.listAgents({ domainId: d1 })).map((a) => a.id)).toEqual(["agt_1", "agt_2"]);
       expect((await s.store.listAgents({ nodeId: "nod_1" })).map((a) => a.id)).toEqual(["agt_1", "agt_3"]);
       expect((await s.store.listAgents({ domainId: d1, nodeId: "nod_1" })).map((a) => a.id)).toEqual(["agt_1"]);
+      expect(await s.store.nodeAgentDomains("nod_1")).toEqual([d1, d2].sort());
+      expect(await s.store.nodeAgentDomains("nod_2")).toEqual([d1]);
+      expect(await s.store.nodeAgentDomains("nod_x")).toEqual([]);
       const u = await s.store.updateAgent("agt_1", { state: "busy", capabilities: ["gpu", "arm"], runtime: "vendorB", name: "b", lastSeenAt: iso(T0 + 3) });
       expect(u).toEqual({ ...agent, state: "busy", capabilities: ["gpu", "arm"], runtime: "vendorB", name: "b", lastSeenAt: iso(T0 + 3) });
       expect(await s.store.updateAgent("agt_x", { state: "busy" })).toBeUndefined();

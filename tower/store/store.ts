@@ -263,6 +263,8 @@ export interface Store extends AiStore, SecretStore, NodeStateStore, ApprovalSto
   insertAgent(row: AgentRow): Promise<void>;
   getAgent(id: string): Promise<AgentRow | undefined>;
   listAgents(query: { domainId?: string; nodeId?: string }): Promise<AgentRow[]>;
+  /** The domains of the agents enrolled on a node, each once, sorted (a node's credential: on every call it makes). */
+  nodeAgentDomains(nodeId: string): Promise<string[]>;
   updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>): Promise<AgentRow | undefined>;
 
   insertToken(row: TokenRow): Promise<void>;
