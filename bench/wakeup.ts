@@ -3,22 +3,27 @@
 //     --outfile=dist/bench/wakeup.mjs && node dist/bench/wakeup.mjs [--tasks 2000] [--rate 200] [--agents 24] [--poll-ms 60000] [--runs shell|none]
 // EP_BENCH_PROF=<dir> writes a CPU profile of epd there.
 //
-// The tower runs in this process (real HTTP on loopback, SQLite file), so the submitter's clock
-// and the tower's are the same performance.now(): a task's latency is from the moment the
-// submitter starts its CreateTask call to the commit of the claim by an epd agent (the hub
-// publishes `task.claimed` right after that commit). epd is the freshly bundled binary in a child
-// process with `shell` agents running `true`; tasks are submitted at a fixed rate (open loop)
-// after a warm-up. The poll is 60 s, so every claim comes from a link wake-up.
+// The tower runs in this process (real HTTP on loopback, SQLite file); the submitter is a child
+// process of its own (this same file, EP_BENCH_ROLE=submitter, a Connect client as an integrator
+// would use), so the tower's event loop carries only the tower's work, as in production. A task's
+// latency is from the moment the submitter starts its CreateTask call to the commit of the claim
+// by an epd agent (the hub publishes `task.claimed` right after that commit), both read as
+// performance.timeOrigin + now() (wall milliseconds, sub-millisecond). epd is the freshly bundled
+// binary in a child process with `shell` agents running `true`; tasks are submitted at a fixed
+// rate (open loop) after a warm-up. The poll is 60 s, so every claim comes from a link wake-up.
 //
 // The target is about waking an idle agent, not about queueing behind busy ones, so the bench
 // enrols enough agents for one to be idle whenever a task arrives and reports how many tasks
 // arrived while every agent was busy (`created_with_no_idle_agent`, counted from the tower's own
 // claimed/succeeded events); the figures mean what the target means only when that is ~0.
-import { spawn } from "node:child_process";
+import { fork, spawn, type ChildProcess } from "node:child_process";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { fileURLToPath } from "node:url";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
-import { performance } from "node:perf_hooks";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { jsonRpcCall } from "../daemon/mgmt/client.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
@@ -45,6 +50,14 @@ const AGENTS = Number(values.agents);
 const POLL = values["poll-ms"]!;
 const WARMUP = Number(values.warmup);
 
+/** Wall-clock milliseconds comparable across processes (sub-millisecond). */
+const wallNow = () => performance.timeOrigin + performance.now();
+
+if (process.env.EP_BENCH_ROLE === "submitter") {
+  await runSubmitter();
+  process.exit(0);
+}
+
 const home = tempHome("ep-bench-wakeup-");
 const t = await startTower({ home: home.dir, env: { EP_LEASE_MS: "60000" } });
 
@@ -55,7 +68,7 @@ const holding = new Map<string, string>(); // agent -> task it holds
 let noIdleAtCreate = 0;
 let measuring = false;
 t.tower.deps.hub.subscribe((events) => {
-  const now = performance.now();
+  const now = wallNow();
   for (const e of events) {
     if (!e.taskId) continue;
     if (e.name === "task.created") {
@@ -96,26 +109,47 @@ const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonR
 await waitFor(async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected", 15_000);
 for (let i = 0; i < AGENTS; i++) await call("agent.enroll", { domainId, runtime: "shell", name: `bench-${i}` });
 
-const submit = (title: string) => work.createTask({ missionId, title, runtime: Runtime.SHELL, input: { command: "true" } });
+// the submitter: a child process that submits at RATE when told to and answers each task's submit time
+const submitter: ChildProcess = fork(fileURLToPath(import.meta.url), process.argv.slice(2), {
+  env: { ...process.env, EP_BENCH_ROLE: "submitter", EP_BENCH_URL: t.url, EP_BENCH_TOKEN: t.adminToken, EP_BENCH_MISSION: missionId },
+  stdio: ["ignore", "inherit", "inherit", "ipc"],
+});
 
-/** Open-loop submission at RATE; returns each task's submit start time. */
+/** Open-loop submission at RATE by the submitter; returns each task's submit start time (wall ms). */
 async function offer(count: number, label: string): Promise<Map<string, number>> {
-  const startedAt = new Map<string, number>();
-  const start = performance.now();
-  const pending: Promise<unknown>[] = [];
-  for (let i = 0; i < count; i++) {
-    const due = start + (i * 1000) / RATE;
-    // timers only (no busy wait: it would stall the tower, which shares this event loop);
-    // each task's latency starts at its actual submit time, so pacing jitter does not count
-    const wait = due - performance.now();
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    const t0 = performance.now();
-    pending.push(submit(`${label} ${i}`).then((r) => startedAt.set(r.task!.id, t0)));
-  }
-  await Promise.all(pending);
+  const done = new Promise<[string, number][]>((resolve) => submitter.once("message", (m) => resolve(m as [string, number][])));
+  submitter.send({ count, label });
+  const startedAt = new Map(await done);
   await waitFor(() => [...startedAt.keys()].every((id) => claimed.has(id)), 120_000, 20);
   await waitFor(() => holding.size === 0, 60_000, 20);
   return startedAt;
+}
+
+async function runSubmitter(): Promise<void> {
+  const token = process.env.EP_BENCH_TOKEN!;
+  const work = createClient(
+    WorkService,
+    createConnectTransport({ baseUrl: process.env.EP_BENCH_URL!, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] }),
+  );
+  const missionId = process.env.EP_BENCH_MISSION!;
+  await new Promise<void>((resolveAll) => {
+    process.on("message", async (m: { count: number; label: string }) => {
+      const startedAt: [string, number][] = [];
+      const start = performance.now();
+      const pending: Promise<unknown>[] = [];
+      for (let i = 0; i < m.count; i++) {
+        const due = start + (i * 1000) / RATE;
+        // timers only, no busy wait; each task's latency starts at its actual submit time
+        const wait = due - performance.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        const t0 = wallNow();
+        pending.push(work.createTask({ missionId, title: `${m.label} ${i}`, runtime: Runtime.SHELL, input: { command: "true" } }).then((r) => startedAt.push([r.task!.id, t0])));
+      }
+      await Promise.all(pending);
+      process.send!(startedAt);
+    });
+    process.on("disconnect", resolveAll);
+  });
 }
 
 // warm-up at the same rate: JIT, connections, the SQLite page cache
@@ -123,13 +157,20 @@ await offer(WARMUP, "warm");
 const load0 = loadavg()[0];
 const epdCpu0 = procCpuMs(epd.pid!);
 const selfCpu0 = procCpuMs("self");
+const subCpu0 = procCpuMs(submitter.pid!);
+// stalls of the tower's event loop (it shares this process with the submitter): a slow commit or
+// checkpoint shows here before it shows in the latencies
+const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+loopDelay.enable();
 measuring = true;
 const t0 = performance.now();
 const startedAt = await offer(N, "task");
 const elapsed = (performance.now() - t0) / 1000;
 measuring = false;
+loopDelay.disable();
 const epdCpu = procCpuMs(epd.pid!) - epdCpu0;
 const selfCpu = procCpuMs("self") - selfCpu0;
+const subCpu = procCpuMs(submitter.pid!) - subCpu0;
 
 const fromSubmit = [...startedAt].map(([id, s]) => claimed.get(id)! - s);
 const fromCommit = [...startedAt.keys()].map((id) => claimed.get(id)! - created.get(id)!);
@@ -143,13 +184,15 @@ console.log(
     submit_to_claim_ms: { p50: pct(fromSubmit, 50), p90: pct(fromSubmit, 90), p99: pct(fromSubmit, 99), max: pct(fromSubmit, 100) },
     commit_to_claim_ms: { p50: pct(fromCommit, 50), p90: pct(fromCommit, 90), p99: pct(fromCommit, 99) },
     created_with_no_idle_agent: noIdleAtCreate,
+    tower_event_loop_delay_ms: { p99: +(loopDelay.percentile(99) / 1e6).toFixed(2), max: +(loopDelay.max / 1e6).toFixed(2) },
     requests_per_task: Object.fromEntries([...rpcCounts].map(([u, c]) => [u.replace(/^\/ep\.tower\.v1\./, ""), +(c / N).toFixed(2)])),
-    cpu_ms_per_task: { epd: +(epdCpu / N).toFixed(3), tower_and_submitter: +(selfCpu / N).toFixed(3) },
+    cpu_ms_per_task: { epd: +(epdCpu / N).toFixed(3), tower: +(selfCpu / N).toFixed(3), submitter: +(subCpu / N).toFixed(3) },
     seconds: +elapsed.toFixed(2),
     load_average_1m: { before: +load0.toFixed(2), after: +loadavg()[0].toFixed(2) },
     cores: cpus().length,
   }),
 );
+submitter.disconnect();
 await stopChild(epd, "SIGTERM");
 await t.close();
 home.cleanup();

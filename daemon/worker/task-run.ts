@@ -103,7 +103,8 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     let workspace: Workspace | undefined;
     try {
       // a task naming a repository runs in its own worktree (its setup first, as progress)
-      workspace = await openWorkspace(deps, run, (f) => batcher.push(redactor ? redactor.frame(f) : f), runEnv(deps, run, session.id, placeEnv, mcpConfig));
+      const env = runEnv(deps, run, session.id, placeEnv, mcpConfig);
+      workspace = await openWorkspace(deps, run, (f) => batcher.push(redactor ? redactor.frame(f) : f), env);
       if (workspace?.setupFailed) throw workspace.setupFailed;
       run.handle = deps.runtimes.start(agent.runtime, {
         taskId: task.id,
@@ -111,7 +112,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
         prompt: promptOf(task),
         input: (task.input ?? {}) as Record<string, unknown>,
         cwd: workspace?.record.path ?? cwd,
-        env: runEnv(deps, run, session.id, placeEnv, mcpConfig),
+        env,
         onFrame: (f: ProgressFrame) => batcher.push(redactor ? redactor.frame(f) : f),
         ...(permission ? { permission } : {}),
         askPermission: createPermissionAsker({ approvals: tower.approvals, clock, log: tlog, taskId: task.id, agentId: agent.id, onFrame: (f) => batcher.push(redactor ? redactor.frame(f) : f) }),
