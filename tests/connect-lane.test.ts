@@ -42,6 +42,7 @@ describe("the lane against connect-es, on a real tower", () => {
     const domainId = (await work.createDomain({ name: "lane" })).domain!.id;
     const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
     taskId = (await work.createTask({ missionId, title: "t", input: { command: "true" } })).task!.id;
+    for (let i = 0; i < 8; i++) await work.createTask({ missionId, title: `more ${i}`, description: "x".repeat(200), input: { command: "true" } });
     viewer = (await t.client(AuthService).createToken({ name: "v", role: Role.VIEWER })).secret;
     expect(taskId && viewer).toBeTruthy();
   });
@@ -68,6 +69,7 @@ describe("the lane against connect-es, on a real tower", () => {
     ["a read (binary)", getTask, "application/proto", () => bin(taskId)],
     ["a read with a charset", getTask, "application/json; charset=utf-8", () => JSON.stringify({ taskId })],
     ["a list", "/ep.tower.v1.WorkService/ListDomains", "application/json", () => "{}"],
+    ["a list over 1 KB (gzipped for a client that accepts it)", "/ep.tower.v1.WorkService/ListTasks", "application/json", () => "{}"],
     ["a missing task (JSON)", getTask, "application/json", () => JSON.stringify({ taskId: "t_missing" })],
     ["a missing task (binary)", getTask, "application/proto", () => bin("t_missing")],
     ["an empty binary body (a required field missing)", getTask, "application/proto", () => Buffer.alloc(0)],
@@ -88,11 +90,13 @@ describe("the lane against connect-es, on a real tower", () => {
       const send = async (extra: Record<string, string>) => {
         const auth = token ? token() : t.adminToken;
         const res = await fetch(t.url + path, { method: "POST", headers: { "content-type": type, ...(auth ? { authorization: `Bearer ${auth}` } : {}), ...extra }, body: body() as unknown as BodyInit });
-        return { status: res.status, type: res.headers.get("content-type"), body: Buffer.from(await res.arrayBuffer()).toString("base64") };
+        // fetch asks for gzip and inflates the body; the encoding it came in is compared too
+        return { status: res.status, type: res.headers.get("content-type"), encoding: res.headers.get("content-encoding"), body: Buffer.from(await res.arrayBuffer()).toString("base64") };
       };
       const lane = await send({});
       const connect = await send({ "connect-timeout-ms": "600000" });
       expect(lane).toEqual(connect);
+      if (name.includes("gzipped")) expect(lane.encoding).toBe("gzip");
       if (lane.status !== 200) {
         // every refusal carries EP's typed detail
         const json = JSON.parse(Buffer.from(lane.body, "base64").toString("utf8"));
