@@ -9,7 +9,7 @@ import { newId } from "../../common/ids.js";
 import type { Store, TokenRow } from "../store/store.js";
 import { authorize, ROLES, type Caller, type Role } from "./caller.js";
 import { createSigningKeys } from "./auth-keys.js";
-import { CallerCache } from "./auth-cache.js";
+import { AUTH_CACHE_MS, CallerCache } from "./auth-cache.js";
 import { createOidcVerifier, type OidcConfig } from "./auth-oidc.js";
 import { hashSecret } from "./auth-secret.js";
 import { createTicketAuth, SESSION_PREFIX, tokenCallerOf } from "./auth-tickets.js";
@@ -75,15 +75,20 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
   const verifyOidc = createOidcVerifier(opts.oidc, clock);
   const tickets = createTicketAuth({ store, clock, cache, nodeCaller });
 
-  // the signature check (ES256) is the costly part and is reused; the node and its
-  // domains are read on every call, so a removed node or a new enrolment counts at once
+  // the signature check (ES256) is reused (auth-keys.ts); the node and its domains too (below)
   const verifyNodeToken = async (jwt: string): Promise<Caller> => nodeCaller(await keys.verify(jwt));
+  const nodes = createNodeCallers(deps);
 
   async function nodeCaller(nodeId: string): Promise<Caller> {
+    const hit = nodes.get(nodeId);
+    if (hit) return hit;
+    const gen = nodes.generation();
     const node = await store.getNode(nodeId);
     if (!node) throw new EpError("unauthenticated", `node ${nodeId} is not registered with this tower`);
     const nodeDomains = await store.nodeAgentDomains(nodeId);
-    return { subject: nodeId, role: "node", via: "node", nodeId, nodeDomains, nodeServes: node.domains };
+    const caller: Caller = { subject: nodeId, role: "node", via: "node", nodeId, nodeDomains, nodeServes: node.domains };
+    nodes.set(nodeId, caller, gen);
+    return caller;
   }
 
   /** last_used_at is advisory: written at most once a minute per token. */
@@ -174,6 +179,43 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
         return secret;
       };
       return opts.exclusive ? opts.exclusive("bootstrap_admin", make) : make();
+    },
+  };
+}
+
+/**
+ * A node's caller (its row's served domains, its agents' domains), read once and reused: every
+ * call epd makes needs it, and reading it cost two queries that waited for the group commit.
+ * What changes it is an event on the hub, which carries this replica's commits and every other
+ * replica's (replication-events.ts): an enrolment (a new agent domain) or `ep node domains set`
+ * drops the node's entry as the event arrives (here: before the enrolling call returns). An entry
+ * lives at most AUTH_CACHE_MS, the bound for anything a replica's feed delivers late. A read that
+ * overlapped an invalidation is not kept (the generation moved).
+ */
+function createNodeCallers(deps: Deps) {
+  const entries = new Map<string, { caller: Caller; untilMs: number }>();
+  let gen = 0;
+  deps.hub.subscribe((events) => {
+    for (const e of events) {
+      if (e.name !== "agent.enrolled" && e.name !== "node.domains_set" && e.name !== "node.registered") continue;
+      const nodeId = e.payload.node_id;
+      gen++;
+      if (typeof nodeId === "string" && nodeId) entries.delete(nodeId);
+      else entries.clear();
+    }
+  });
+  return {
+    get(nodeId: string): Caller | undefined {
+      const hit = entries.get(nodeId);
+      if (hit && hit.untilMs > deps.clock.now()) return hit.caller;
+      if (hit) entries.delete(nodeId);
+      return undefined;
+    },
+    generation: () => gen,
+    set(nodeId: string, caller: Caller, readAt: number): void {
+      if (readAt !== gen) return;
+      if (entries.size >= 4096) entries.clear();
+      entries.set(nodeId, { caller: Object.freeze(caller), untilMs: deps.clock.now() + AUTH_CACHE_MS });
     },
   };
 }
