@@ -3,7 +3,7 @@
 import { statusWord } from "../test-support/words.js";
 import { TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -119,9 +119,10 @@ describe("daemon wake-ups", () => {
 });
 
 describe("daemon worktree gc", () => {
-  it("collects a kept worktree past its workspace's keep_failed without anyone asking", async () => {
+  it("collects a kept worktree past its workspace's keep_failed, and run directories untouched for a week, without anyone asking", async () => {
     let kept = "";
     let repo = "";
+    let work = "";
     await setup({
       pollMs: 200,
       beforeStart: async (home) => {
@@ -137,10 +138,18 @@ describe("daemon worktree gc", () => {
         const { record } = await createWorktree(epd, "tsk_old", { repo: "app" }, new Date());
         await finishWorktree(epd, record, false, "failed", new Date());
         kept = record.path;
+        // run directories: one last changed eight days ago, one today
+        work = join(epd, "work");
+        mkdirSync(join(work, "tsk_stale"), { recursive: true });
+        mkdirSync(join(work, "tsk_fresh"), { recursive: true });
+        const eightDaysAgo = new Date(Date.now() - 8 * 86_400_000);
+        utimesSync(join(work, "tsk_stale"), eightDaysAgo, eightDaysAgo);
       },
     });
     expect(kept).not.toBe("");
     await waitFor(async () => !existsSync(kept), 10_000);
+    await waitFor(async () => !existsSync(join(work, "tsk_stale")), 10_000);
+    expect(existsSync(join(work, "tsk_fresh"))).toBe(true);
     expect(execFileSync("git", ["worktree", "list"], { cwd: repo, encoding: "utf8" })).not.toContain("tsk_old");
   });
 });

@@ -27,6 +27,7 @@ import { openToolCaller } from "./mcp/tool-call.js";
 import { mgmtRoutes } from "./services/mgmt-services.js";
 import { createAgentStore, type AgentStore } from "./worker/agent-store.js";
 import { createJournal, type Journal } from "./worker/journal.js";
+import { gcWorkDirs } from "./worker/work-gc.js";
 import { createSessionTable, type SessionTable } from "./worker/sessions.js";
 import { createSignalRunner } from "./worker/signal-runner.js";
 import { createTaskWorker, type TaskWorker } from "./worker/worker.js";
@@ -187,7 +188,8 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       await fanout?.start();
       await fleet.start();
       worker.pollAll();
-      stopTimers = startTimers(clock, log, pollMs, () => worker.pollAll(), home);
+      const held = () => new Set([...worker.running().map((r) => r.taskId), ...journal.entries().map((e) => e.taskId)]);
+      stopTimers = startTimers(clock, log, pollMs, () => worker.pollAll(), home, held);
       log.info("epd started", { node_id: opts.identity.node_id, backend_url: opts.backendUrl, home, agents: agents.list().length, poll_ms: pollMs });
     },
 
@@ -297,10 +299,11 @@ async function inOrder(steps: (() => unknown)[]): Promise<void> {
 }
 
 /**
- * The daemon's periodic work: the safety-net poll of every agent (every `pollMs`), and the
- * collection of kept worktrees past their workspace's keep_failed (hourly). Returns the stop.
+ * The daemon's periodic work: the safety-net poll of every agent (every `pollMs`), and, hourly,
+ * the collection of kept worktrees past their workspace's keep_failed and of run directories
+ * untouched for a week (work-gc.ts). Returns the stop.
  */
-function startTimers(clock: Clock, log: Logger, pollMs: number, poll: () => void, home: string): () => void {
+function startTimers(clock: Clock, log: Logger, pollMs: number, poll: () => void, home: string, held: () => ReadonlySet<string>): () => void {
   let pollTimer = clock.setTimeout(function tick() {
     poll();
     pollTimer = clock.setTimeout(tick, pollMs);
@@ -309,6 +312,9 @@ function startTimers(clock: Clock, log: Logger, pollMs: number, poll: () => void
     gcWorktrees(home, new Date(clock.now()))
       .then((removed) => removed.length && log.info("kept worktrees collected", { count: removed.length, tasks: removed.map((r) => r.taskId) }))
       .catch((err: Error) => log.warn("worktree gc failed", { error: err.message }))
+      .then(() => gcWorkDirs(home, clock.now(), held()))
+      .then((removed) => removed.length && log.info("run directories collected", { count: removed.length }))
+      .catch((err: Error) => log.warn("run directory gc failed", { error: err.message }))
       .finally(() => {
         if (!stopped) gcTimer = clock.setTimeout(gc, WORKTREE_GC_MS);
       });
