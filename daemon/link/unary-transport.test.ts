@@ -93,6 +93,22 @@ describe("epd's unary transport", () => {
     }
   });
 
+  it("reaches a tower at an IPv6 literal, under a path prefix", async () => {
+    const seen: string[] = [];
+    const v6 = createServer((req, res) => {
+      seen.push(req.url ?? "");
+      res.writeHead(200, { "content-type": "application/proto" }).end();
+    });
+    await new Promise<void>((r) => v6.listen(0, "::1", r));
+    try {
+      const work = clientAt(`http://[::1]:${(v6.address() as { port: number }).port}/ep/`, "x");
+      expect((await work.listDomains({})).domains).toEqual([]);
+      expect(seen).toEqual(["/ep/ep.tower.v1.WorkService/ListDomains"]);
+    } finally {
+      await new Promise((r) => v6.close(r));
+    }
+  });
+
   it("a call past its deadline, or cancelled, ends as such", async () => {
     const work = clientAt(t.url, t.adminToken);
     const domainId = (await work.createDomain({ name: "waits" })).domain!.id;

@@ -25,6 +25,8 @@ export function createUnaryTransport(opts: UnaryTransportOptions): Transport {
   const request = secure ? https.request : http.request;
   const agent = secure ? new https.Agent({ keepAlive: true }) : new http.Agent({ keepAlive: true });
   const prefix = base.pathname.replace(/\/+$/, "");
+  // node:http takes an IPv6 literal without the URL's brackets
+  const hostname = base.hostname.replace(/^\[(.*)\]$/, "$1");
 
   async function unary<I extends DescMessage, O extends DescMessage>(
     method: DescMethodUnary<I, O>,
@@ -57,7 +59,7 @@ export function createUnaryTransport(opts: UnaryTransportOptions): Transport {
     return new Promise<{ status: number; resHeaders: http.IncomingHttpHeaders; data: Uint8Array }>((resolve, reject) => {
       if (signal?.aborted) return reject(new ConnectError("the call was cancelled", Code.Canceled));
       let timer: NodeJS.Timeout | undefined;
-      const req = request({ protocol: base.protocol, hostname: base.hostname, port: base.port, path, method: "POST", agent, headers }, (res) => {
+      const req = request({ protocol: base.protocol, hostname, port: base.port, path, method: "POST", agent, headers }, (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
         res.on("end", () => {
