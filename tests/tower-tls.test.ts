@@ -8,7 +8,8 @@ import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { beforeAll, describe, expect, it } from "vitest";
-import { buildBinaries, ROOT, stopChild } from "./epd-harness.js";
+import { writeNodeIdentity } from "../common/node-identity.js";
+import { buildBinaries, ROOT, spawnEpd, stopChild } from "./epd-harness.js";
 import { freePort, tempHome, useCleanups, waitFor } from "./harness.js";
 
 const cleanup = useCleanups();
@@ -44,6 +45,21 @@ function httpsGet(port: number, path: string, ca: Buffer): Promise<{ status: num
     req.on("error", reject);
     req.on("timeout", () => req.destroy(new Error("timed out")));
     req.end();
+  });
+}
+
+/** A Connect JSON call over HTTPS trusting `ca` (the test process does not trust the tower's certificate). */
+function rpc<T>(port: number, ca: Buffer, token: string, procedure: string, body: object): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const payload = JSON.stringify(body);
+    const headers = { "content-type": "application/json", authorization: `Bearer ${token}`, "content-length": Buffer.byteLength(payload) };
+    const req = request({ host: "127.0.0.1", servername: "localhost", port, path: `/${procedure}`, ca, method: "POST", agent: false, headers }, (res) => {
+      let text = "";
+      res.on("data", (d: Buffer) => (text += d.toString()));
+      res.on("end", () => (res.statusCode === 200 ? resolve(JSON.parse(text) as T) : reject(new Error(`${procedure}: ${res.statusCode} ${text}`))));
+    });
+    req.on("error", reject);
+    req.end(payload);
   });
 }
 
@@ -135,4 +151,45 @@ describe("ep-tower on a non-loopback address", () => {
     const plain = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(3000) }).then((r) => r.status, () => 0);
     expect(plain === 0 || plain === 400).toBe(true);
   }, 30_000);
+
+  it("epd works against a tower on HTTPS it trusts through NODE_EXTRA_CA_CERTS: the link, enrolment and a task", async () => {
+    const h = tempHome("ep-tls-epd-");
+    cleanup(() => h.cleanup());
+    execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", "k", "-out", "c"], {
+      cwd: h.dir,
+      stdio: "ignore",
+    });
+    const ca = readFileSync(join(h.dir, "c"));
+    const port = await freePort();
+    const t = spawnOn(join(h.dir, "t"), port, { EP_TLS_CERT: join(h.dir, "c"), EP_TLS_KEY: join(h.dir, "k") });
+    await waitFor(async () => {
+      if (t.child.exitCode !== null) throw new Error(`ep-tower exited ${t.child.exitCode}: ${t.stderr()}`);
+      return (await httpsGet(port, "/healthz", ca).catch(() => undefined))?.status === 200;
+    }, 15_000);
+    const admin = readFileSync(join(h.dir, "t", "tower", "admin.token"), "utf8").trim();
+    const url = `https://127.0.0.1:${port}`;
+    const domainId = (await rpc<{ domain: { id: string } }>(port, ca, admin, "ep.tower.v1.WorkService/CreateDomain", { name: "tls" })).domain.id;
+    const missionId = (await rpc<{ mission: { id: string } }>(port, ca, admin, "ep.tower.v1.WorkService/CreateMission", { domainId, title: "m" })).mission.id;
+    const reg = await rpc<{ node: { id: string }; token: string }>(port, ca, admin, "ep.tower.v1.NodeService/RegisterNode", { hostname: "tls-node" });
+    const nodeFile = join(h.dir, "node.json");
+    await writeNodeIdentity({ node_id: reg.node.id, hostname: "tls-node", token: reg.token, tower_url: url }, nodeFile);
+    // without the CA, neither the link nor a unary call gets through (the certificate is checked)
+    const untrusting = await spawnEpd({ home: join(h.dir, "u"), nodeFile, backendUrl: url, waitLink: false });
+    cleanup(() => untrusting.stop());
+    await expect(untrusting.call("agent.enroll", { domainId, runtime: "shell", name: "nope" })).rejects.toThrow(/self[- ]signed|certificate|unable to verify/i);
+    expect((await untrusting.call<{ link: string }>("daemon.status")).link).not.toBe("connected");
+    await untrusting.stop();
+    // the link (a stream) is up once spawnEpd returns; enrolment and the task's calls are unary
+    const epd = await spawnEpd({ home: join(h.dir, "n"), nodeFile, backendUrl: url, env: { NODE_EXTRA_CA_CERTS: join(h.dir, "c") } });
+    cleanup(() => epd.stop());
+    await epd.call("agent.enroll", { domainId, runtime: "shell", name: "tls-agent" });
+    const taskId = (await rpc<{ task: { id: string } }>(port, ca, admin, "ep.tower.v1.WorkService/CreateTask", { missionId, title: "t", runtime: "RUNTIME_SHELL", input: { command: "echo over-tls" } })).task.id;
+    let task: { status?: string; result?: { output?: string } } = {};
+    await waitFor(async () => {
+      task = (await rpc<{ task: typeof task }>(port, ca, admin, "ep.tower.v1.WorkService/GetTask", { taskId })).task;
+      return task.status === "TASK_STATUS_SUCCEEDED" || task.status === "TASK_STATUS_FAILED";
+    }, 20_000);
+    expect(task.status).toBe("TASK_STATUS_SUCCEEDED");
+    expect(task.result?.output).toContain("over-tls");
+  }, 60_000);
 });
