@@ -1,11 +1,16 @@
 // Submit → claim latency through a real epd with idle enrolled agents (issue 3).
-//   npx esbuild bench/wakeup.ts --bundle --platform=node --format=esm --packages=external \
-//     --outfile=dist/bench/wakeup.mjs && node dist/bench/wakeup.mjs [--tasks 2000] [--rate 200] [--agents 24] [--poll-ms 60000] [--runs shell|none]
+//   node scripts/run-ts.mjs bench/wakeup.ts [--tasks 2000] [--rate 200] [--agents 24] [--poll-ms 60000]
+//     [--runs shell|none] [--client lean|connect-node]
 // EP_BENCH_PROF=<dir> writes a CPU profile of epd there.
 //
 // The tower runs in this process (real HTTP on loopback, SQLite file); the submitter is a child
-// process of its own (this same file, EP_BENCH_ROLE=submitter, a Connect client as an integrator
-// would use), so the tower's event loop carries only the tower's work, as in production. A task's
+// process of its own (this same file, EP_BENCH_ROLE=submitter), so the tower's event loop carries
+// only the tower's work, as in production. Its client is `--client lean` (default: the unary
+// transport epd uses, binary Connect on node:http, ~0.3 ms of its CPU per call) or
+// `--client connect-node` (JSON over connect-node, what a generated client uses: ~1.7 ms per call
+// here). On a 2-core machine the submitter shares the cores with the tower and epd; like
+// bench/claim.ts's bare node:http client, the cheap one keeps the load generator from deciding
+// the latencies. A task's
 // latency is from the moment the submitter starts its CreateTask call to the commit of the claim
 // by an epd agent (the hub publishes `task.claimed` right after that commit), both read as
 // performance.timeOrigin + now() (wall milliseconds, sub-millisecond). epd is the freshly bundled
@@ -26,6 +31,7 @@ import { join } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { jsonRpcCall } from "../daemon/mgmt/client.js";
+import { createUnaryTransport } from "../daemon/link/unary-transport.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, FIXTURES, registerNode, stopChild } from "../tests/epd-harness.js";
 import { startTower, tempHome, waitFor } from "../tests/harness.js";
@@ -42,6 +48,7 @@ const { values } = parseArgs({
     // shell: each task runs `bash -c true`; none: the shell runtime's binary is missing, so a
     // claimed task fails at once without a process (the wake-up path alone, no fork per task)
     runs: { type: "string", default: "shell" },
+    client: { type: "string", default: "lean" },
   },
 });
 const N = Number(values.tasks);
@@ -127,10 +134,10 @@ async function offer(count: number, label: string): Promise<Map<string, number>>
 
 async function runSubmitter(): Promise<void> {
   const token = process.env.EP_BENCH_TOKEN!;
-  const work = createClient(
-    WorkService,
-    createConnectTransport({ baseUrl: process.env.EP_BENCH_URL!, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] }),
-  );
+  const baseUrl = process.env.EP_BENCH_URL!;
+  const connectNode = createConnectTransport({ baseUrl, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] });
+  if (values.client !== "lean" && values.client !== "connect-node") throw new Error("--client must be lean or connect-node");
+  const work = createClient(WorkService, values.client === "lean" ? createUnaryTransport({ baseUrl, headers: { authorization: `Bearer ${token}` }, streams: connectNode }) : connectNode);
   const missionId = process.env.EP_BENCH_MISSION!;
   await new Promise<void>((resolveAll) => {
     process.on("message", async (m: { count: number; label: string }) => {
@@ -180,6 +187,7 @@ console.log(
     offered_rate: RATE,
     agents: AGENTS,
     runs: values.runs,
+    client: values.client,
     poll_ms: Number(POLL),
     submit_to_claim_ms: { p50: pct(fromSubmit, 50), p90: pct(fromSubmit, 90), p99: pct(fromSubmit, 99), max: pct(fromSubmit, 100) },
     commit_to_claim_ms: { p50: pct(fromCommit, 50), p90: pct(fromCommit, 90), p99: pct(fromCommit, 99) },
