@@ -1,8 +1,8 @@
 // epd's unary calls to the tower: the Connect protocol's unary POST in binary protobuf, straight on
 // node:http(s) with a keep-alive agent. connect-node's transport runs every unary call through its
 // universal client (async iterables, linked abort controllers, envelope pipes), which cost this
-// VM ~400 µs of CPU per call on top of the HTTP exchange itself (docs/PERFORMANCE.md, "epd's
-// calls"): more than the rest of a claimed task's work in epd. Streams (the link) stay on
+// VM ~400 µs of CPU per call on top of the HTTP exchange itself (docs/PERFORMANCE.md, "Lean
+// Connect paths"): more than the rest of a claimed task's work in epd. Streams (the link) stay on
 // connect-node's transport; errors are connect's own (errorFromJsonBytes), so a refusal carries
 // the tower's ErrorDetail exactly as before.
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethodUnary, type MessageInitShape } from "@bufbuild/protobuf";

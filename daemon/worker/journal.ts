@@ -52,7 +52,7 @@ type LogLine = { put: InflightEntry } | { remove: string };
  * The journal is inflight.json (a snapshot, written atomically) plus inflight.log (one JSON line
  * per change since it, appended). A change is one append to an open file (~4 µs here) instead of
  * an atomic rewrite of the whole file (~350 µs): three per task, on every task (docs/PERFORMANCE.md,
- * "epd's per-task work"). Like the rewrite, an append is in the kernel's hands when it returns
+ * "Lean Connect paths and epd's per-task files"). Like the rewrite, an append is in the kernel's hands when it returns
  * (no fsync): it survives epd dying, not the machine. A torn last line (epd killed mid-write) is
  * skipped on load; every other line is whole.
  */

@@ -178,7 +178,8 @@ async function preparePlace(deps: WorkerDeps, run: Run, tlog: Logger) {
 /**
  * An empty directory at `dir`: made at once when it is new (the usual case, one mkdir), emptied
  * first when a task runs here again. Synchronous on the fast path: the promise round trips of
- * rm + mkdir cost more CPU than the calls (docs/PERFORMANCE.md, "epd's per-task work").
+ * rm + mkdir cost more CPU than the calls (docs/PERFORMANCE.md, "Lean Connect paths and epd's
+ * per-task files").
  */
 async function freshDir(dir: string): Promise<void> {
   try {
