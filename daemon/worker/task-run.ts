@@ -80,7 +80,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
   async function execute(run: Run): Promise<void> {
     const { task, agent, entry } = run;
     const tlog = log.child({ task_id: task.id, agent_id: agent.id });
-    void journal.put(entry);
+    journal.put(entry).catch((err: Error) => tlog.warn("journal not written; a restart would not know this run", { error: err.message }));
     if (task.status === TaskStatus.RUNNING) hooks.assumeAgentState(agent.id, "busy");
     else hooks.setAgentState(agent.id, "busy");
     if (!(await announceStart(run, tlog))) return;
@@ -123,7 +123,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
         session.pid = pid;
         entry.pid = pid;
         entry.pidStart = processStartTime(pid);
-        void journal.put(entry);
+        journal.put(entry).catch((err: Error) => tlog.warn("journal not written; a restart would not know this run", { error: err.message }));
       }
       stopBeating = keepLease(deps, st, run, tlog);
       result = await run.handle.result;
