@@ -69,6 +69,12 @@ describe("the journal", () => {
     expect((await createJournal(dir).load()).map((e) => e.taskId)).toEqual(["t_old"]);
   });
 
+  it("refuses a snapshot that is not JSON, naming it (nothing is overwritten)", async () => {
+    writeFileSync(join(dir, "inflight.json"), "{ not json");
+    await expect(createJournal(dir).load()).rejects.toThrow(/inflight\.json is not valid JSON .*fix or remove it/);
+    expect(readFileSync(join(dir, "inflight.json"), "utf8")).toBe("{ not json");
+  });
+
   it("says which file it could not write", async () => {
     const j = createJournal(join(dir, "home"));
     await j.load();

@@ -2,10 +2,9 @@
 // can end what the last one left running and report what it could not deliver. No task stays
 // `running` forever.
 import { ftruncateSync, mkdirSync, openSync, readFileSync, truncateSync, writeSync } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { EpError } from "../../common/errors.js";
-import { readJsonFile, writeJsonFileSync } from "./json-file.js";
+import { readJsonFileSync, writeJsonFileSync } from "./json-file.js";
 import type { WorkspaceOutcome } from "./workspace.js";
 
 export interface TaskOutcome {
@@ -52,8 +51,8 @@ type LogLine = { put: InflightEntry } | { remove: string };
  * The journal is inflight.json (a snapshot, written atomically) plus inflight.log (one JSON line
  * per change since it, appended). A change is one append to an open file (~4 µs here) instead of
  * an atomic rewrite of the whole file (~350 µs): three per task, on every task (docs/PERFORMANCE.md,
- * "Lean Connect paths and epd's per-task files"). Like the rewrite, an append is in the kernel's hands when it returns
- * (no fsync): it survives epd dying, not the machine. A torn last line (epd killed mid-write) is
+ * "Lean Connect paths and epd's per-task files"). Like the rewrite, an append is in the kernel's
+ * hands when it returns (no fsync): it survives epd dying, not the machine. A torn last line (epd killed mid-write) is
  * skipped on load; every other line is whole.
  */
 export function createJournal(daemonHome: string): Journal {
@@ -88,10 +87,8 @@ export function createJournal(daemonHome: string): Journal {
   return {
     path,
     async load() {
-      const doc = await readJsonFile<{ tasks?: InflightEntry[] }>(path, {});
       entries.clear();
-      for (const e of Array.isArray(doc.tasks) ? doc.tasks : []) if (e && typeof e.taskId === "string") entries.set(e.taskId, e);
-      replay(entries, await readFile(logPath, "utf8").catch(() => ""));
+      for (const e of readJournal(daemonHome)) entries.set(e.taskId, e);
       compact();
       return [...entries.values()];
     },
@@ -123,19 +120,18 @@ function replay(entries: Map<string, InflightEntry>, text: string): void {
   }
 }
 
-/** The journal's entries as a new daemon would load them (for tools and tests: read only). */
+/** The journal's entries as a new daemon loads them: the snapshot, then the log's changes in order. */
 export function readJournal(daemonHome: string): InflightEntry[] {
   const entries = new Map<string, InflightEntry>();
-  const read = (p: string) => {
-    try {
-      return readFileSync(p, "utf8");
-    } catch {
-      return "";
-    }
-  };
-  const snapshot = read(join(daemonHome, "inflight.json"));
-  for (const e of (snapshot ? (JSON.parse(snapshot) as { tasks?: InflightEntry[] }).tasks : undefined) ?? []) entries.set(e.taskId, e);
-  replay(entries, read(join(daemonHome, "inflight.log")));
+  const doc = readJsonFileSync<{ tasks?: InflightEntry[] }>(join(daemonHome, "inflight.json"), {});
+  for (const e of Array.isArray(doc.tasks) ? doc.tasks : []) if (e && typeof e.taskId === "string") entries.set(e.taskId, e);
+  let log = "";
+  try {
+    log = readFileSync(join(daemonHome, "inflight.log"), "utf8");
+  } catch {
+    // no log yet: the snapshot is everything
+  }
+  replay(entries, log);
   return [...entries.values()];
 }
 

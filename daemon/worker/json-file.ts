@@ -1,6 +1,6 @@
 // Small JSON files in the daemon home, written atomically (temp file + rename) and coalesced:
 // a save while another is in flight is folded into one more write of the newest state.
-import { renameSync, writeFileSync } from "node:fs";
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import { EpError } from "../../common/errors.js";
@@ -11,8 +11,26 @@ export async function readJsonFile<T>(path: string, fallback: T): Promise<T> {
     text = await readFile(path, "utf8");
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return fallback;
-    throw new EpError("config_invalid", `${path}: cannot read: ${(err as Error).message}`, { file: path });
+    throw unreadable(path, err);
   }
+  return parseJsonFile<T>(path, text);
+}
+
+/** readJsonFile, synchronously (a small file read where waiting on a promise costs more than the read). */
+export function readJsonFileSync<T>(path: string, fallback: T): T {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return fallback;
+    throw unreadable(path, err);
+  }
+  return parseJsonFile<T>(path, text);
+}
+
+const unreadable = (path: string, err: unknown) => new EpError("config_invalid", `${path}: cannot read: ${(err as Error).message}`, { file: path });
+
+function parseJsonFile<T>(path: string, text: string): T {
   try {
     return JSON.parse(text) as T;
   } catch (err) {

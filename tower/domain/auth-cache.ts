@@ -1,5 +1,5 @@
-// Credentials verified lately, keyed by their hash: reused for AUTH_CACHE_MS without going back
-// to the store (docs/api.md, "Authentication and roles"). A revoke or logout on this replica drops
+// Credentials verified lately, keyed by their hash (or, for nodes, by node id): reused for
+// AUTH_CACHE_MS without going back to the store (docs/api.md, "Authentication and roles"). A revoke or logout on this replica drops
 // the entry at once; expiry is checked on every hit.
 import type { Clock } from "../../common/clock.js";
 import type { Caller } from "./caller.js";
@@ -33,6 +33,10 @@ export class CallerCache {
 
   delete(key: string): void {
     this.verified.delete(key);
+  }
+
+  clear(): void {
+    this.verified.clear();
   }
 
   /** Forgets every caller that came from this token (revoked). */

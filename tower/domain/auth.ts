@@ -9,7 +9,7 @@ import { newId } from "../../common/ids.js";
 import type { Store, TokenRow } from "../store/store.js";
 import { authorize, ROLES, type Caller, type Role } from "./caller.js";
 import { createSigningKeys } from "./auth-keys.js";
-import { AUTH_CACHE_MS, CallerCache } from "./auth-cache.js";
+import { CallerCache } from "./auth-cache.js";
 import { createOidcVerifier, type OidcConfig } from "./auth-oidc.js";
 import { hashSecret } from "./auth-secret.js";
 import { createTicketAuth, SESSION_PREFIX, tokenCallerOf } from "./auth-tickets.js";
@@ -193,29 +193,22 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
  * overlapped an invalidation is not kept (the generation moved).
  */
 function createNodeCallers(deps: Deps) {
-  const entries = new Map<string, { caller: Caller; untilMs: number }>();
+  const cache = new CallerCache(deps.clock);
   let gen = 0;
   deps.hub.subscribe((events) => {
     for (const e of events) {
       if (e.name !== "agent.enrolled" && e.name !== "node.domains_set" && e.name !== "node.registered") continue;
       const nodeId = e.payload.node_id;
       gen++;
-      if (typeof nodeId === "string" && nodeId) entries.delete(nodeId);
-      else entries.clear();
+      if (typeof nodeId === "string" && nodeId) cache.delete(nodeId);
+      else cache.clear();
     }
   });
   return {
-    get(nodeId: string): Caller | undefined {
-      const hit = entries.get(nodeId);
-      if (hit && hit.untilMs > deps.clock.now()) return hit.caller;
-      if (hit) entries.delete(nodeId);
-      return undefined;
-    },
+    get: (nodeId: string): Caller | undefined => cache.get(nodeId),
     generation: () => gen,
     set(nodeId: string, caller: Caller, readAt: number): void {
-      if (readAt !== gen) return;
-      if (entries.size >= 4096) entries.clear();
-      entries.set(nodeId, { caller: Object.freeze(caller), untilMs: deps.clock.now() + AUTH_CACHE_MS });
+      if (readAt === gen) cache.set(nodeId, caller);
     },
   };
 }
