@@ -6,7 +6,8 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { join } from "node:path";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
@@ -63,5 +64,28 @@ describe("agents launched by epd", () => {
     } finally {
       await client.close();
     }
+
+    // Later runs: each in work/<its id>/ holding only its own config. The first run left its
+    // directory empty but for the config, so a later run got it renamed (run-dirs.ts); a
+    // directory a run wrote into stays where it is for the operator.
+    const runShell = async (command: string) => {
+      const t = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: "run", runtime: Runtime.SHELL, input: { command } })).task!;
+      let out = "";
+      await waitFor(async () => {
+        const now = (await work.getTask({ taskId: t.id })).task!;
+        out = now.result?.output ?? "";
+        return now.status === TaskStatus.SUCCEEDED;
+      }, 20_000);
+      return { id: t.id, out };
+    };
+    const kept = await runShell("echo kept > out.txt");
+    const shown = await runShell('pwd; ls -A; cat "$EP_MCP_CONFIG"');
+    const [cwd, listing, ...json] = shown.out.split("\n");
+    const workRoot = dirname(cwd);
+    expect(cwd).toBe(join(workRoot, shown.id));
+    expect(listing).toBe(".ep-mcp.json");
+    expect((JSON.parse(json.join("\n")) as typeof config).mcpServers.ep.env.EP_TASK_ID).toBe(shown.id);
+    expect(existsSync(join(workRoot, task.id))).toBe(false);
+    expect(readFileSync(join(workRoot, kept.id, "out.txt"), "utf8")).toBe("kept\n");
   }, 90_000);
 });

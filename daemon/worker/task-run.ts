@@ -1,8 +1,7 @@
 // One task's run: a fresh work/<task_id>/ directory (or the profile's cwd), a secrets session, the
 // runtime started with the run's environment, progress batched to the tower, the lease
 // heartbeated (a refused heartbeat stops the run), and the outcome delivered until acknowledged.
-import { mkdirSync } from "node:fs";
-import { mkdir, rm } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { ClockTimer } from "../../common/clock.js";
 import { iso } from "../../common/clock.js";
@@ -16,6 +15,7 @@ import { createFrameBatcher } from "./frame-batcher.js";
 import { closeWorkspace, openWorkspace, type Workspace } from "./task-workspace.js";
 import type { InflightEntry, TaskOutcome } from "./journal.js";
 import { processStartTime } from "./orphans.js";
+import { createRunDirs, dropStaleConfig, type RunDirs } from "./run-dirs.js";
 import { refusedByTower } from "./report.js";
 import type { Run, Slot, WorkerDeps, WorkerState } from "./worker-types.js";
 import { msOf } from "../../common/vocab.js";
@@ -41,6 +41,7 @@ function promptOf(task: Task): string {
 
 export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks) {
   const { tower, clock, log, journal, sessions } = deps;
+  const dirs = createRunDirs(() => clock.now());
 
   function startRun(agent: LocalAgentRecord, slot: Slot, task: Task): void {
     const entry: InflightEntry = { taskId: task.id, agentId: agent.id, state: "running", startedAt: iso(clock.now()) };
@@ -94,7 +95,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
           .catch((err: unknown) => tlog.debug("progress not delivered", { error: toEpError(err).message }));
       },
     });
-    const { cwd, placeEnv, mcpConfig, permission } = await preparePlace(deps, run, tlog);
+    const { workDir, cwd, placeEnv, mcpConfig, permission } = await preparePlace(deps, dirs, run, tlog);
     const session = sessions.open({ taskId: task.id, agentId: agent.id, domainId: agent.domainId });
     const redactor = deps.redactor?.(session.id);
 
@@ -148,6 +149,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     tlog.info("run finished", { ok: outcome.ok, exit_code: outcome.exitCode, error: outcome.error });
     // the agent stays busy until the tower has the outcome, but a shutdown waits for the report
     // only up to its report deadline (the journal keeps it for the next start)
+    dirs.release(workDir); // the run's process group is gone (RunHandle.result): an empty directory can serve the next run
     const delivered = hooks.deliver({ ...entry, state: "reporting", outcome });
     run.markEnded();
     await delivered;
@@ -160,10 +162,10 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
  * work/<task_id>/ is fresh for every run: the run's cwd, and where its MCP config is written.
  * A profile's task runs in the profile's own cwd with its env (its config stays out of it).
  */
-async function preparePlace(deps: WorkerDeps, run: Run, tlog: Logger) {
+async function preparePlace(deps: WorkerDeps, dirs: RunDirs, run: Run, tlog: Logger) {
   const { task, agent } = run;
   const workDir = join(deps.home, "work", task.id);
-  await freshDir(workDir);
+  const { recycled } = await dirs.fresh(workDir);
   const place = agent.profile ? deps.profiles?.place(agent.profile) : undefined;
   if (agent.profile && !place) tlog.warn("profile gone from agents.toml; the task runs in a fresh directory", { profile: agent.profile });
   const cwd = place?.cwd ?? workDir;
@@ -172,25 +174,8 @@ async function preparePlace(deps: WorkerDeps, run: Run, tlog: Logger) {
     tlog.warn("MCP config not written; the run starts without the EP tools", { error: toEpError(err).message });
     return undefined;
   });
-  return { cwd, placeEnv: place?.env, mcpConfig, permission: place?.permission };
-}
-
-/**
- * An empty directory at `dir`: made at once when it is new (the usual case, one mkdir), emptied
- * first when a task runs here again. Synchronous on the fast path: the promise round trips of
- * rm + mkdir cost more CPU than the calls (docs/PERFORMANCE.md, "Lean Connect paths and epd's
- * per-task files").
- */
-async function freshDir(dir: string): Promise<void> {
-  try {
-    mkdirSync(dir, { mode: 0o700 });
-    return;
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === "EEXIST") await rm(dir, { recursive: true, force: true });
-    else if (code !== "ENOENT") throw err;
-  }
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (recycled && !mcpConfig) dropStaleConfig(workDir);
+  return { workDir, cwd, placeEnv: place?.env, mcpConfig, permission: place?.permission };
 }
 
 function runEnv(deps: WorkerDeps, run: Run, sessionId: string, placeEnv: Record<string, string> | undefined, mcpConfig: string | undefined): Record<string, string> {
