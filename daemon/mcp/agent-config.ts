@@ -1,7 +1,7 @@
 // How agents launched by the daemon get the EP tools: an MCP config file in the run's
 // working directory that starts `epd mcp` for that agent. vendorA_code takes it with
 // `--mcp-config <file>`; the same `mcpServers` shape is what other MCP-capable CLIs read.
-import { writeFileSync } from "node:fs";
+import { closeSync, constants, ftruncateSync, openSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 
 export const MCP_CONFIG_FILE = ".ep-mcp.json";
@@ -34,10 +34,26 @@ export function agentMcpConfig(o: AgentMcpOptions): { mcpServers: Record<string,
 
 /**
  * Writes the config into `dir` (0600: it names the node file) and returns its path. Synchronous:
- * one small file per run, cheaper than the promise round trips of open/write/close.
+ * one small file per run, cheaper than the promise round trips of open/write/close. A config a
+ * previous run left there (a recycled run directory, worker/run-dirs.ts) is overwritten in place
+ * (never through a symlink): truncating and reallocating its blocks costs several times the write.
  */
 export async function writeAgentMcpConfig(dir: string, o: AgentMcpOptions): Promise<string> {
   const path = join(dir, MCP_CONFIG_FILE);
-  writeFileSync(path, JSON.stringify(agentMcpConfig(o), null, 2) + "\n", { mode: 0o600 });
+  const body = Buffer.from(JSON.stringify(agentMcpConfig(o), null, 2) + "\n");
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_WRONLY | constants.O_NOFOLLOW);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    writeFileSync(path, body, { mode: 0o600, flag: "wx" });
+    return path;
+  }
+  try {
+    writeSync(fd, body, 0, body.length, 0);
+    ftruncateSync(fd, body.length);
+  } finally {
+    closeSync(fd);
+  }
   return path;
 }

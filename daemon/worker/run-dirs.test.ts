@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -60,6 +60,16 @@ describe("run directories", () => {
     expect(dirs.spares()).toBe(1);
     expect(await dirs.fresh(join(root, "tsk_c"))).toEqual({ recycled: true });
     expect(readFileSync(join(root, "tsk_a", "out.txt"), "utf8")).toBe("result");
+  });
+
+  it("do not take a directory whose config was replaced by a symlink", () => {
+    const root = workRoot();
+    const dirs = createRunDirs();
+    ranIn(join(root, "tsk_a"), { "target.txt": "x" });
+    ranIn(join(root, "tsk_b"), {});
+    symlinkSync(join(root, "tsk_a", "target.txt"), join(root, "tsk_b", MCP_CONFIG_FILE));
+    dirs.release(join(root, "tsk_b"));
+    expect(dirs.spares()).toBe(0);
   });
 
   it("fall back to a new directory when a spare was removed meanwhile", async () => {

@@ -6,7 +6,7 @@
 // nothing in it but its MCP config is kept as a spare, and the next run's directory is that spare
 // renamed (its config then overwritten in place). A directory the run wrote anything into is left
 // where it is for the operator, as before (collected after a week, work-gc.ts).
-import { mkdirSync, readdirSync, renameSync, unlinkSync, utimesSync } from "node:fs";
+import { type Dirent, mkdirSync, readdirSync, renameSync, unlinkSync, utimesSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { MCP_CONFIG_FILE } from "../mcp/agent-config.js";
@@ -57,13 +57,14 @@ export function createRunDirs(nowMs: () => number = Date.now): RunDirs {
 
   function release(dir: string): void {
     if (spares.length >= MAX_SPARES || spares.includes(dir)) return;
-    let names: string[];
+    let entries: Dirent[];
     try {
-      names = readdirSync(dir);
+      entries = readdirSync(dir, { withFileTypes: true });
     } catch {
       return;
     }
-    if (names.every((n) => n === MCP_CONFIG_FILE)) spares.push(dir);
+    // only the config, as a regular file (a symlink in its place would be written through)
+    if (entries.every((e) => e.name === MCP_CONFIG_FILE && e.isFile())) spares.push(dir);
   }
 
   return { fresh, release, spares: () => spares.length };
