@@ -1,4 +1,7 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 
-/** How secrets (tokens, tickets, sessions) are kept: their SHA-256, never the value. */
-export const hashSecret = (secret: string): string => createHash("sha256").update(secret).digest("hex");
+/**
+ * How secrets (tokens, tickets, sessions) are kept: their SHA-256, never the value. Every
+ * authenticated request hashes its bearer; the one-shot hash() costs a third of a Hash object.
+ */
+export const hashSecret = (secret: string): string => hash("sha256", secret, "hex");

@@ -41,9 +41,29 @@ export function chunkOf(row: EventRow): Record<string, unknown> {
   };
 }
 
+/**
+ * The frame of a committed event. Its JSON and SSE bytes are made on first use, once: the feed
+ * keeps a frame of every event in its ring, and most events (a claim path writes several per
+ * task) are never sent to anyone.
+ */
 export function frameOf(row: EventRow): StreamFrame {
-  const json = JSON.stringify(chunkOf(row));
-  return { id: row.id, row, json, sse: Buffer.from(`id: ${row.id}\ndata: ${json}\n\n`) };
+  return new Frame(row);
+}
+
+class Frame implements StreamFrame {
+  private jsonText?: string;
+  private sseBytes?: Buffer;
+  chunked?: Buffer;
+  constructor(readonly row: EventRow) {}
+  get id(): number {
+    return this.row.id;
+  }
+  get json(): string {
+    return (this.jsonText ??= JSON.stringify(chunkOf(this.row)));
+  }
+  get sse(): Buffer {
+    return (this.sseBytes ??= Buffer.from(`id: ${this.row.id}\ndata: ${this.json}\n\n`));
+  }
 }
 
 /** The chunk JSON with the throttling block added (only for throttled callers, so the shared JSON stays shared). */
