@@ -274,6 +274,25 @@ describe("Connect routes", () => {
     expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.IDLE);
   });
 
+  it("a brief outcome answers without the task (next still comes), and records the outcome the same", async () => {
+    const work = t.client(WorkService);
+    const { domain } = await work.createDomain({ name: "brief-outcome" });
+    const { mission } = await work.createMission({ domainId: domain!.id, title: "m" });
+    const agentId = await enroll(domain!.id, []);
+    const ids = [];
+    for (const title of ["a", "b"]) ids.push((await work.createTask({ missionId: mission!.id, title })).task!.id);
+    await work.claimTask({ agentId, start: true });
+    const done = await work.completeTask({ taskId: ids[0], agentId, result: { output: "1" }, agentIdle: true, claimNext: true, brief: true });
+    expect(done.task).toBeUndefined();
+    expect(done.next).toMatchObject({ id: ids[1], status: TaskStatus.RUNNING });
+    expect((await work.getTask({ taskId: ids[0] })).task!.result?.output).toBe("1");
+    // REST: the body has no task
+    const failed = await t.api("POST", `/work/tasks/${ids[1]}/fail`, { agent_id: agentId, result: { error: "x" }, agent_idle: true, brief: true });
+    expect(failed.status).toBe(200);
+    expect(failed.body.task).toBeUndefined();
+    expect(statusWord((await work.getTask({ taskId: ids[1] })).task!.status)).toBe("failed");
+  });
+
   it("answers a state conflict with Connect's 409 code, as REST does", async () => {
     const work = t.client(WorkService);
     const { domain } = await work.createDomain({ name: "connect-409" });

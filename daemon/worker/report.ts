@@ -45,8 +45,8 @@ async function report(entry: InflightEntry): Promise<void> {
   for (;;) {
     try {
       // agentIdle: the tower marks the agent idle in the same commit (no UpdateAgentState call)
-      if (o.ok) await tower.work.completeTask({ taskId: entry.taskId, agentId: entry.agentId, result, agentIdle: true });
-      else await tower.work.failTask({ taskId: entry.taskId, agentId: entry.agentId, result, retryable: o.retryable, agentIdle: true });
+      if (o.ok) await tower.work.completeTask({ taskId: entry.taskId, agentId: entry.agentId, result, agentIdle: true, brief: true });
+      else await tower.work.failTask({ taskId: entry.taskId, agentId: entry.agentId, result, retryable: o.retryable, agentIdle: true, brief: true });
       deps.acknowledged?.(entry);
       break;
     } catch (err) {

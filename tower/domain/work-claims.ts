@@ -94,7 +94,7 @@ export function createWorkClaims(ctx: WorkContext) {
         taskEvent(emit, updated, "task.succeeded", usageEvent(result.usage));
         await settleBroadcast(tx, emit, updated.parentTaskId);
         const next = await afterOutcome(tx, emit, agent, req);
-        return create(pb.CompleteTaskResponseSchema, { task: taskMsg(updated), next: next && taskMsg(next) });
+        return create(pb.CompleteTaskResponseSchema, { task: req.brief ? undefined : taskMsg(updated), next: next && taskMsg(next) });
       });
     },
 
@@ -115,7 +115,7 @@ export function createWorkClaims(ctx: WorkContext) {
         taskEvent(emit, updated, requeue ? "task.requeued" : "task.failed", { reason: result.error, ...usageEvent(result.usage) });
         await settleBroadcast(tx, emit, updated.parentTaskId);
         const next = await afterOutcome(tx, emit, agent, req);
-        return create(pb.FailTaskResponseSchema, { task: taskMsg(updated), next: next && taskMsg(next) });
+        return create(pb.FailTaskResponseSchema, { task: req.brief ? undefined : taskMsg(updated), next: next && taskMsg(next) });
       });
     },
 
