@@ -1,0 +1,99 @@
+// Outcomes and claims that save calls: a claim that is also the start, an outcome that claims the
+// agent's next task (claim_next), and one answered without the task (brief), on Connect and REST.
+import { statusWord, runtimeOf } from "../test-support/words.js";
+import { AgentState, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
+import { EventService } from "../gen/ep/tower/v1/events_pb.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { startTower, type TestTower } from "./harness.js";
+
+let t: TestTower;
+beforeAll(async () => {
+  t = await startTower();
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+async function enroll(domainId: string): Promise<string> {
+  return (await t.client(AgentService).enrollAgent({ domainId, runtime: runtimeOf("shell"), name: "a" })).agent!.id;
+}
+
+describe("claims and outcomes in fewer calls", () => {
+  it("a claim with start: true is also the start: the task comes back running, with both events in order", async () => {
+    const work = t.client(WorkService);
+    const { domain } = await work.createDomain({ name: "claim-start" });
+    const { mission } = await work.createMission({ domainId: domain!.id, title: "m" });
+    const agentId = await enroll(domain!.id);
+    const { task } = await work.createTask({ missionId: mission!.id, title: "t" });
+    const claimed = await work.claimTask({ agentId, start: true });
+    expect(claimed.task).toMatchObject({ id: task!.id, status: TaskStatus.RUNNING, claimedBy: agentId });
+    // a StartTask after it changes nothing
+    expect(statusWord((await work.startTask({ taskId: task!.id, agentId })).task!.status)).toBe("running");
+    const events = (await t.client(EventService).listEvents({ limit: 1000, filter: { taskId: task!.id } })).events;
+    expect(events.map((e) => [e.name, e.status])).toEqual([
+      ["task.created", "queued"],
+      ["task.claimed", "claimed"],
+      ["task.running", "running"],
+    ]);
+    // the idle agent became busy in that commit; an outcome sent with agent_idle makes it idle again
+    const agents = t.client(AgentService);
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.BUSY);
+    await work.completeTask({ taskId: task!.id, agentId, result: { output: "ok" }, agentIdle: true });
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.IDLE);
+    const states = (await t.client(EventService).listEvents({ limit: 1000, filter: { agentId, types: ["matrix"] } })).events.filter((e) => e.name === "agent.state");
+    expect(states.map((e) => [e.payload?.from, e.payload?.to])).toEqual([
+      ["idle", "busy"],
+      ["busy", "idle"],
+    ]);
+    // and over REST
+    const { task: t2 } = await work.createTask({ missionId: mission!.id, title: "t2" });
+    const rest = await t.api("POST", `/work/agents/${agentId}/claim`, { start: true });
+    expect(rest.body.task).toMatchObject({ id: t2!.id, status: "running" });
+    // a failure sent without agent_idle leaves the agent's state alone
+    await work.failTask({ taskId: t2!.id, agentId, result: { error: "no" } });
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.BUSY);
+  });
+
+  it("an outcome with claim_next hands back the agent's next task, started, in the same call; none left: idle", async () => {
+    const work = t.client(WorkService);
+    const agents = t.client(AgentService);
+    const { domain } = await work.createDomain({ name: "claim-next" });
+    const { mission } = await work.createMission({ domainId: domain!.id, title: "m" });
+    const agentId = await enroll(domain!.id);
+    const ids = [];
+    for (const title of ["a", "b", "c"]) ids.push((await work.createTask({ missionId: mission!.id, title })).task!.id);
+    const first = (await work.claimTask({ agentId, start: true })).task!;
+    expect(first.id).toBe(ids[0]);
+    const second = await work.completeTask({ taskId: first.id, agentId, result: { output: "1" }, agentIdle: true, claimNext: true });
+    expect(statusWord(second.task!.status)).toBe("succeeded");
+    expect(second.next).toMatchObject({ id: ids[1], status: TaskStatus.RUNNING, claimedBy: agentId });
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.BUSY);
+    // a failure may take the next one too (REST: next in the body)
+    const third = await t.api("POST", `/work/tasks/${ids[1]}/fail`, { agent_id: agentId, result: { error: "x" }, agent_idle: true, claim_next: true });
+    expect(third.body.next).toMatchObject({ id: ids[2], status: "running" });
+    const last = await work.completeTask({ taskId: ids[2], agentId, result: { output: "3" }, agentIdle: true, claimNext: true });
+    expect(last.next).toBeUndefined();
+    expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.IDLE);
+  });
+
+  it("a brief outcome answers without the task (next still comes), and records the outcome the same", async () => {
+    const work = t.client(WorkService);
+    const { domain } = await work.createDomain({ name: "brief-outcome" });
+    const { mission } = await work.createMission({ domainId: domain!.id, title: "m" });
+    const agentId = await enroll(domain!.id);
+    const ids = [];
+    for (const title of ["a", "b"]) ids.push((await work.createTask({ missionId: mission!.id, title })).task!.id);
+    await work.claimTask({ agentId, start: true });
+    const done = await work.completeTask({ taskId: ids[0], agentId, result: { output: "1" }, agentIdle: true, claimNext: true, brief: true });
+    expect(done.task).toBeUndefined();
+    expect(done.next).toMatchObject({ id: ids[1], status: TaskStatus.RUNNING });
+    expect((await work.getTask({ taskId: ids[0] })).task!.result?.output).toBe("1");
+    // REST: the body has no task
+    const failed = await t.api("POST", `/work/tasks/${ids[1]}/fail`, { agent_id: agentId, result: { error: "x" }, agent_idle: true, brief: true });
+    expect(failed.status).toBe(200);
+    expect(failed.body.task).toBeUndefined();
+    expect(statusWord((await work.getTask({ taskId: ids[1] })).task!.status)).toBe("failed");
+  });
+});
