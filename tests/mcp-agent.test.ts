@@ -37,14 +37,19 @@ describe("agents launched by epd", () => {
     cleanups.push(() => epd.stop());
     const agent = (await epd.call<{ agent: { id: string } }>("agent.enroll", { domainId, runtime: "shell" })).agent;
 
-    const task = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: "show config", runtime: Runtime.SHELL, input: { command: 'cat "$EP_MCP_CONFIG"' } })).task!;
-    let output = "";
-    await waitFor(async () => {
-      const t = (await work.getTask({ taskId: task.id })).task!;
-      output = t.result?.output ?? "";
-      return t.status === TaskStatus.SUCCEEDED;
-    }, 20_000);
-    const config = JSON.parse(output) as { mcpServers: { ep: { command: string; args: string[]; env: Record<string, string> } } };
+    /** Runs a shell task on the agent; its id and output once it succeeded. */
+    const runShell = async (command: string) => {
+      const t = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: "run", runtime: Runtime.SHELL, input: { command } })).task!;
+      let out = "";
+      await waitFor(async () => {
+        const now = (await work.getTask({ taskId: t.id })).task!;
+        out = now.result?.output ?? "";
+        return now.status === TaskStatus.SUCCEEDED;
+      }, 20_000);
+      return { id: t.id, out };
+    };
+    const task = await runShell('cat "$EP_MCP_CONFIG"');
+    const config = JSON.parse(task.out) as { mcpServers: { ep: { command: string; args: string[]; env: Record<string, string> } } };
     const server = config.mcpServers.ep;
     expect(server.args[0]).toBe("mcp");
     expect(server.env).toMatchObject({ EP_AGENT_ID: agent.id, EP_DOMAIN_ID: domainId, EP_NODE_FILE: nodeFile });
@@ -68,16 +73,6 @@ describe("agents launched by epd", () => {
     // Later runs: each in work/<its id>/ holding only its own config. The first run left its
     // directory empty but for the config, so a later run got it renamed (run-dirs.ts); a
     // directory a run wrote into stays where it is for the operator.
-    const runShell = async (command: string) => {
-      const t = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: "run", runtime: Runtime.SHELL, input: { command } })).task!;
-      let out = "";
-      await waitFor(async () => {
-        const now = (await work.getTask({ taskId: t.id })).task!;
-        out = now.result?.output ?? "";
-        return now.status === TaskStatus.SUCCEEDED;
-      }, 20_000);
-      return { id: t.id, out };
-    };
     const kept = await runShell("echo kept > out.txt");
     const shown = await runShell('pwd; ls -A; cat "$EP_MCP_CONFIG"');
     const [cwd, listing, ...json] = shown.out.split("\n");
