@@ -4,7 +4,7 @@ import { createClient, type Client, type Interceptor, type Transport } from "@co
 import { createConnectTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { afterEach } from "vitest";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -96,6 +96,10 @@ export interface TowerChild {
  * Starts an ep-tower entry point (the built bin or a test bundle) as a child process on `port`
  * (a free one unless given) and waits until `ready` answers 200. The one way tests start a tower
  * process; the harnesses below add what their tests need (admin token, PostgreSQL schema).
+ *
+ * A port found free can be bound by another process (another test file's tower) before this
+ * tower binds it: when the port was picked here, a tower that lost it is started again on another
+ * (`pickPort` replaces freePort in the harness's own test).
  */
 export async function spawnTowerChild(opts: {
   entry: string;
@@ -103,10 +107,23 @@ export async function spawnTowerChild(opts: {
   env?: Record<string, string>;
   nodeArgs?: string[];
   port?: number;
+  pickPort?: () => Promise<number>;
   ready?: "/healthz" | "/readyz";
   timeoutMs?: number;
 }): Promise<TowerChild> {
-  const port = opts.port ?? (await freePort());
+  for (let attempt = 1; ; attempt++) {
+    const port = opts.port ?? (await (opts.pickPort ?? freePort)());
+    try {
+      return await spawnTowerOn(opts, port);
+    } catch (err) {
+      if (opts.port !== undefined || attempt === 3 || !(err instanceof PortTaken)) throw err;
+    }
+  }
+}
+
+class PortTaken extends Error {}
+
+async function spawnTowerOn(opts: Parameters<typeof spawnTowerChild>[0], port: number): Promise<TowerChild> {
   mkdirSync(opts.home, { recursive: true });
   const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), opts.entry, "--listen", `127.0.0.1:${port}`], {
     env: { ...process.env, EP_HOME: opts.home, EP_LOG_LEVEL: "warn", ...opts.env },
@@ -116,12 +133,43 @@ export async function spawnTowerChild(opts: {
   child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
   child.stdout!.resume();
   const url = `http://127.0.0.1:${port}`;
+  const exited = () => {
+    const why = `ep-tower exited ${child.exitCode}: ${stderr}`;
+    return /EADDRINUSE|address is in use/.test(stderr) ? new PortTaken(why) : new Error(why);
+  };
   await waitFor(async () => {
-    if (child.exitCode !== null) throw new Error(`ep-tower exited ${child.exitCode}: ${stderr}`);
-    return (await fetch(url + (opts.ready ?? "/healthz")).catch(() => undefined))?.ok === true;
+    if (child.exitCode !== null) throw exited();
+    const ok = (await fetch(url + (opts.ready ?? "/healthz"), { signal: AbortSignal.timeout(2000) }).catch(() => undefined))?.ok === true;
+    // the answer came from this child, not from another process that holds the port
+    return ok && listensOn(child.pid!, port);
   }, opts.timeoutMs ?? 15_000);
   return { child, url, port, stderr: () => stderr, stop: () => stopChild(child, "SIGTERM"), kill9: () => stopChild(child, "SIGKILL") };
 }
+
+/** Whether process `pid` holds the listening TCP socket of `port` (Linux /proc). */
+function listensOn(pid: number, port: number): boolean {
+  const hex = `:${port.toString(16).toUpperCase().padStart(4, "0")}`;
+  const inodes = new Set<string>();
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    const rows = existsSync(table) ? readFileSync(table, "utf8").split("\n").slice(1) : [];
+    for (const row of rows) {
+      const cols = row.trim().split(/\s+/);
+      if (cols.length > 9 && cols[1].endsWith(hex) && cols[3] === "0A") inodes.add(`socket:[${cols[9]}]`); // 0A: LISTEN
+    }
+  }
+  try {
+    return readdirSync(`/proc/${pid}/fd`).some((fd) => inodes.has(readlinkOr(`/proc/${pid}/fd/${fd}`)));
+  } catch {
+    return false;
+  }
+}
+const readlinkOr = (path: string): string => {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return "";
+  }
+};
 
 /** Sends `signal` to a child process and resolves when it has exited (at once when it already has). */
 export function stopChild(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
