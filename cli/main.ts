@@ -116,7 +116,6 @@ async function dispatch(argv: string[]): Promise<number> {
 }
 
 function noCommand(argv: string[], words: string[]): number {
-  const group = commandsUnder(words.slice(0, -1).length ? words.slice(0, -1) : []);
   const asGroup = commandsUnder(words);
   if (asGroup.length && words.length > 0) {
     // `ep agent cron` or `ep agent cron --help`: the group's commands
@@ -124,9 +123,21 @@ function noCommand(argv: string[], words: string[]): number {
     (wantsHelp ? process.stdout : process.stderr).write(groupHelp(words));
     return wantsHelp ? 0 : 2;
   }
-  const known = words.length > 1 && group.length ? ` (commands under 'ep ${words.slice(0, -1).join(" ")}': ${[...new Set(group.map((c) => c.path[words.length - 1]))].join(", ")})` : "";
-  throw new UsageError(`unknown command 'ep ${words.join(" ")}'${known}`);
+  // the deepest group the words name (`ep task show tsk_1`: group `task`, unknown `show`)
+  let depth = words.length - 1;
+  while (depth > 0 && !commandsUnder(words.slice(0, depth)).length) depth--;
+  if (depth === 0) throw new UsageError(`unknown command 'ep ${words.join(" ")}'`);
+  const prefix = words.slice(0, depth);
+  const names = [...new Set(commandsUnder(prefix).map((c) => c.path[depth]))];
+  const asked = words[depth];
+  const err = new UsageError(`unknown command 'ep ${[...prefix, asked].join(" ")}' (commands under 'ep ${prefix.join(" ")}': ${names.join(", ")})`);
+  const meant = SYNONYMS[asked];
+  const hint = meant && names.includes(meant) ? `did you mean 'ep ${[...prefix, meant].join(" ")}'?` : `see 'ep ${prefix.join(" ")} --help'`;
+  throw Object.assign(err, { hint });
 }
+
+/** Words other CLIs use for a command that has another name here. */
+const SYNONYMS: Record<string, string> = { show: "get", view: "get", describe: "get", info: "get", inspect: "get", list: "ls", new: "create", add: "create" };
 
 let current: Context | undefined;
 

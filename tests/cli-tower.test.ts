@@ -83,7 +83,10 @@ describe("ep against a tower", () => {
       [["task", "ls"], /--mission is required/],
       [["domain", "create"], /needs <name>/],
       [["domain", "ls", "--bogus"], /Unknown option '--bogus'/],
-      [["domain", "nope"], /unknown command 'ep domain nope'.*ls, create/],
+      [["domain", "nope"], /unknown command 'ep domain nope'.*ls, create\)\nhint: see 'ep domain --help'/],
+      // another CLI's word for a command gets its name here; the id after it is not part of the command
+      [["task", "show", "tsk_1"], /unknown command 'ep task show' \(commands under 'ep task': .*get.*\)\nhint: did you mean 'ep task get'\?/],
+      [["bogus", "x"], /unknown command 'ep bogus x'\nhint: see 'ep --help'/],
       [["token", "create", "--name", "x", "--role", "viewer", "--ttl", "soon"], /--ttl must be a duration/],
       [["events", "tail", "--type", "weather"], /--type must be approval, inbox, matrix or progress/],
       [["run", "tool", "--domain", "d", "--arg", "novalue"], /--arg must be key=value/],
