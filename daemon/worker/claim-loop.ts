@@ -100,5 +100,5 @@ export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent
     }
   }
 
-  return { allAgents, findAgent, slotOf, claimFor, wakeDomain };
+  return { allAgents, findAgent, slotOf, claimFor, wakeDomain, handBack };
 }

@@ -7,6 +7,7 @@ import type { Clock, ClockTimer } from "../../common/clock.js";
 import { toEpError, type EpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import { ErrorDetailSchema } from "../../gen/ep/errors/v1/errors_pb.js";
+import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { TowerClients } from "../link/tower-client.js";
 import type { InflightEntry, Journal } from "./journal.js";
 
@@ -18,36 +19,44 @@ export interface OutcomeReporterDeps {
   backoff?: BackoffOptions;
   /** the worker is closing: stop retrying (the entry stays in the journal for the next start) */
   closed(): boolean;
-  /** the tower took the outcome (and, with it, marked the agent idle) */
-  acknowledged?(entry: InflightEntry): void;
+  /** the tower took the outcome (and, with it, marked the agent idle, or busy with `next`) */
+  acknowledged?(entry: InflightEntry, next: Task | undefined): void;
 }
 
 export function createOutcomeReporter(deps: OutcomeReporterDeps) {
   const { tower, journal, clock, log } = deps;
-  const reports = new Set<Promise<void>>();
+  const reports = new Set<Promise<unknown>>();
   const retryTimers = new Set<{ timer: ClockTimer; wake(): void }>();
   const closed = () => deps.closed();
 
 
-function deliver(entry: InflightEntry): Promise<void> {
-  const p = report(entry).finally(() => reports.delete(p));
+/**
+ * Reports the outcome; with `claimNext` the first attempt also claims the agent's next task in
+ * the same commit (CompleteTask/FailTask claim_next), which comes back started. Only the first:
+ * when its answer is lost, a retry must not claim a second one (the first, if it was claimed,
+ * waits for its lease like a claim whose answer was lost).
+ */
+function deliver(entry: InflightEntry, claimNext = false): Promise<Task | undefined> {
+  const p = report(entry, claimNext).finally(() => reports.delete(p));
   reports.add(p);
   return p;
 }
 
-async function report(entry: InflightEntry): Promise<void> {
+async function report(entry: InflightEntry, claimNext: boolean): Promise<Task | undefined> {
   await journal.put(entry);
   const o = entry.outcome!;
   const backoff = createBackoff(deps.backoff);
   const u = o.usage;
   const usage = u && { inputTokens: BigInt(Math.trunc(u.input_tokens)), outputTokens: BigInt(Math.trunc(u.output_tokens)), cachedInputTokens: BigInt(Math.trunc(u.cached_input_tokens)), costUsd: u.cost_usd, model: u.model };
   const result = { output: o.output, exitCode: o.exitCode, error: o.error ?? "", ...(usage ? { usage } : {}), ...(o.workspace ? { workspace: o.workspace } : {}) };
-  for (;;) {
+  let next: Task | undefined;
+  for (let first = true; ; first = false) {
     try {
-      // agentIdle: the tower marks the agent idle in the same commit (no UpdateAgentState call)
-      if (o.ok) await tower.work.completeTask({ taskId: entry.taskId, agentId: entry.agentId, result, agentIdle: true, brief: true });
-      else await tower.work.failTask({ taskId: entry.taskId, agentId: entry.agentId, result, retryable: o.retryable, agentIdle: true, brief: true });
-      deps.acknowledged?.(entry);
+      // agentIdle: the tower marks the agent idle in the same commit (no UpdateAgentState call);
+      // brief: the answer carries no copy of the task
+      const call = { taskId: entry.taskId, agentId: entry.agentId, result, agentIdle: true, brief: true, claimNext: claimNext && first };
+      next = (o.ok ? await tower.work.completeTask(call) : await tower.work.failTask({ ...call, retryable: o.retryable })).next;
+      deps.acknowledged?.(entry, next);
       break;
     } catch (err) {
       const refused = refusedByTower(err);
@@ -57,7 +66,7 @@ async function report(entry: InflightEntry): Promise<void> {
         break;
       }
       const e = toEpError(err);
-      if (closed()) return; // stays in the journal; the next start reports it
+      if (closed()) return undefined; // stays in the journal; the next start reports it
       // hold the lease while the outcome cannot get through (best effort: a tower that is down
       // answers neither; one that is up but unreachable on this path keeps the task ours)
       tower.work.heartbeatTask({ taskId: entry.taskId, agentId: entry.agentId }).catch(() => undefined);
@@ -74,10 +83,11 @@ async function report(entry: InflightEntry): Promise<void> {
         };
         retryTimers.add(t);
       });
-      if (closed()) return;
+      if (closed()) return undefined;
     }
   }
   await journal.remove(entry.taskId);
+  return next;
 }
 
   return {

@@ -26,7 +26,12 @@ export interface RunHooks {
   setAgentState(agentId: string, state: string): void;
   /** the tower set this state itself (the claim started the task): note it, send nothing */
   assumeAgentState(agentId: string, state: string): void;
-  deliver(entry: InflightEntry): Promise<void>;
+  /** reports the outcome; with claimNext the agent's next task comes back with the acknowledgement */
+  deliver(entry: InflightEntry, claimNext: boolean): Promise<Task | undefined>;
+  /** work may be waiting for this agent: its outcome should claim the next task (claim_next) */
+  wantsNext(agent: LocalAgentRecord): boolean;
+  /** a task that came back with an outcome but cannot run now (epd is stopping) goes back */
+  handBack(agent: LocalAgentRecord, task: Task): Promise<void>;
   /** the run is over and the slot idle: claim again when work may be waiting */
   afterRun(agent: LocalAgentRecord): void;
 }
@@ -54,6 +59,14 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
       .finally(() => {
         run.markEnded();
         st.runs.delete(task.id);
+        const next = run.next;
+        if (next && !st.stopping) {
+          // claimed with the outcome, already running on the tower: one call for this task and the next
+          slot.taskId = next.id;
+          startRun(agent, slot, next);
+          return;
+        }
+        if (next) void hooks.handBack(agent, next);
         slot.state = "idle";
         slot.taskId = undefined;
         hooks.setAgentState(agent.id, "idle");
@@ -150,9 +163,12 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     // the agent stays busy until the tower has the outcome, but a shutdown waits for the report
     // only up to its report deadline (the journal keeps it for the next start)
     dirs.release(workDir); // the run's process group is gone (RunHandle.result): an empty directory can serve the next run
-    const delivered = hooks.deliver({ ...entry, state: "reporting", outcome });
+    const claimNext = hooks.wantsNext(agent);
+    const delivered = hooks.deliver({ ...entry, state: "reporting", outcome }, claimNext);
     run.markEnded();
-    await delivered;
+    run.next = await delivered;
+    // nothing queued for this agent now, as a claim that came back empty would have said
+    if (claimNext && !run.next) st.backlog.delete(agent.domainId);
   }
 
   return { startRun };

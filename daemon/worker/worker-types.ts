@@ -80,6 +80,8 @@ export interface Run {
   markEnded(): void;
   /** settles when the run is over and its outcome delivered (or left in the journal at shutdown) */
   done: Promise<void>;
+  /** the agent's next task, claimed and started with this run's outcome (claim_next) */
+  next?: Task;
 }
 
 export interface TaskWorker {

@@ -20,12 +20,24 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
   // agent state on the tower: coalesced, never on the claim path (agent-states.ts); a claim that
   // starts and an outcome with agent_idle set it at the tower themselves
   const states = createAgentStates({ tower, log, closed: () => st.closed });
-  const reporter = createOutcomeReporter({ tower, journal, clock, log, backoff: deps.reportBackoff, closed: () => st.closed, acknowledged: (e) => states.assume(e.agentId, "idle") });
-  const deliver = (entry: InflightEntry) => reporter.deliver(entry);
+  const reporter = createOutcomeReporter({
+    tower,
+    journal,
+    clock,
+    log,
+    backoff: deps.reportBackoff,
+    closed: () => st.closed,
+    acknowledged: (e, next) => states.assume(e.agentId, next ? "busy" : "idle"),
+  });
+  const deliver = (entry: InflightEntry, claimNext = false) => reporter.deliver(entry, claimNext);
   const runner = createRunner(deps, st, {
     setAgentState: (agentId, state) => states.set(agentId, state),
     assumeAgentState: (agentId, state) => states.assume(agentId, state),
     deliver,
+    // a wake-up found every agent of the domain busy: the outcome claims the next task itself
+    // (the claim it replaces is the one afterRun would make)
+    wantsNext: (agent) => !st.stopping && !st.blocked.has(agent.id) && st.backlog.has(agent.domainId),
+    handBack: (agent, task) => claims.handBack(agent, task),
     // a wake-up found every agent busy meanwhile: work may be queued, keep draining
     afterRun: (agent) => {
       if (!st.stopping && st.backlog.has(agent.domainId)) void claims.claimFor(agent);

@@ -1,0 +1,53 @@
+// A busy agent drains a queue with one call per task: when a wake-up found every agent of the
+// domain busy, the run's outcome claims the agent's next task in the same commit (CompleteTask
+// with claim_next) instead of a ClaimTask after it. A real tower and a real epd; the tower's
+// own HTTP server counts the calls.
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { TaskKind, TaskStatus, Runtime } from "../gen/ep/tower/v1/resources_pb.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { registerNode, spawnEpd, type EpdProcess } from "./epd-harness.js";
+import { startTower, tempHome, waitFor, type TestTower } from "./harness.js";
+
+const cleanups: (() => unknown)[] = [];
+afterAll(async () => {
+  for (const fn of cleanups.reverse()) await fn();
+});
+
+describe("an agent with work queued behind it", () => {
+  it("claims each next task with the previous one's outcome, not with a ClaimTask of its own", async () => {
+    const h = tempHome("ep-claim-next-");
+    cleanups.push(() => h.cleanup());
+    const t: TestTower = await startTower({ home: join(h.dir, "tower-home") });
+    cleanups.push(() => t.close());
+    const calls = new Map<string, number>();
+    t.tower.app.server.on("request", (req: { url?: string }) => {
+      const method = req.url!.replace(/^\/ep\.tower\.v1\.\w+\//, "");
+      calls.set(method, (calls.get(method) ?? 0) + 1);
+    });
+    const nodeFile = join(h.dir, "node.json");
+    await registerNode(t.url, t.adminToken, nodeFile);
+    const work = t.client(WorkService);
+    const domainId = (await work.createDomain({ name: "queue" })).domain!.id;
+    const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
+    // no periodic poll: only wake-ups and outcomes make claims
+    const epd: EpdProcess = await spawnEpd({ home: join(h.dir, "epd-home"), nodeFile, backendUrl: t.url, env: { EP_POLL_MS: "600000" } });
+    cleanups.push(() => epd.stop());
+    await epd.call("agent.enroll", { domainId, runtime: "shell" });
+
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const task = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: `t${i}`, runtime: Runtime.SHELL, input: { command: `sleep 0.3; echo ${i}` } })).task!;
+      ids.push(task.id);
+    }
+    await waitFor(async () => {
+      const tasks = await Promise.all(ids.map(async (taskId) => (await work.getTask({ taskId })).task!));
+      return tasks.every((x) => x.status === TaskStatus.SUCCEEDED);
+    }, 30_000);
+    for (const [i, taskId] of ids.entries()) expect((await work.getTask({ taskId })).task!.result?.output.trim()).toBe(String(i));
+    // the first task's wake-up claims it; tasks 2–4 arrive while the agent is busy, and each
+    // outcome brings the next one (a ClaimTask per task and a last empty one before this change)
+    expect(calls.get("CompleteTask")).toBe(4);
+    expect(calls.get("ClaimTask") ?? 0).toBeLessThanOrEqual(2);
+  }, 60_000);
+});
