@@ -74,22 +74,6 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
       });
   }
 
-  /** Tells the tower the run starts (unless the claim did); false when it refuses (the task is no longer ours). */
-  async function announceStart(run: Run, tlog: Logger): Promise<boolean> {
-    if (run.task.status === TaskStatus.RUNNING) return true;
-    try {
-      await tower.work.startTask({ taskId: run.task.id, agentId: run.agent.id });
-    } catch (err) {
-      const refused = refusedByTower(err);
-      if (refused) {
-        tlog.warn("task not started; dropping it", { code: refused.code, error: refused.message });
-        await journal.remove(run.task.id);
-        return false;
-      }
-      tlog.warn("start not acknowledged; running anyway", { error: toEpError(err).message });
-    }
-    return true;
-  }
 
   async function execute(run: Run): Promise<void> {
     const { task, agent, entry } = run;
@@ -97,7 +81,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     journal.put(entry).catch((err: Error) => tlog.warn("journal not written; a restart would not know this run", { error: err.message }));
     if (task.status === TaskStatus.RUNNING) hooks.assumeAgentState(agent.id, "busy");
     else hooks.setAgentState(agent.id, "busy");
-    if (!(await announceStart(run, tlog))) return;
+    if (!(await announceStart(deps, run, tlog))) return;
 
     const batcher = createFrameBatcher({
       clock,
@@ -172,6 +156,24 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
   }
 
   return { startRun };
+}
+
+/** Tells the tower the run starts (unless the claim did); false when it refuses (the task is no longer ours). */
+async function announceStart(deps: WorkerDeps, run: Run, tlog: Logger): Promise<boolean> {
+  const { tower, journal } = deps;
+  if (run.task.status === TaskStatus.RUNNING) return true;
+  try {
+    await tower.work.startTask({ taskId: run.task.id, agentId: run.agent.id });
+  } catch (err) {
+    const refused = refusedByTower(err);
+    if (refused) {
+      tlog.warn("task not started; dropping it", { code: refused.code, error: refused.message });
+      await journal.remove(run.task.id);
+      return false;
+    }
+    tlog.warn("start not acknowledged; running anyway", { error: toEpError(err).message });
+  }
+  return true;
 }
 
 /**

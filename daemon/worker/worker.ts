@@ -6,6 +6,7 @@ import type { ClockTimer } from "../../common/clock.js";
 import { createAgentStates } from "./agent-states.js";
 import { createClaimLoop } from "./claim-loop.js";
 import type { InflightEntry } from "./journal.js";
+import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import { killOrphanGroup } from "./orphans.js";
 import { createOutcomeReporter, refusedByTower } from "./report.js";
 import { createRunner, OUTPUT_LIMIT } from "./task-run.js";
@@ -20,28 +21,18 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
   // agent state on the tower: coalesced, never on the claim path (agent-states.ts); a claim that
   // starts and an outcome with agent_idle set it at the tower themselves
   const states = createAgentStates({ tower, log, closed: () => st.closed });
-  const reporter = createOutcomeReporter({
-    tower,
-    journal,
-    clock,
-    log,
-    backoff: deps.reportBackoff,
-    closed: () => st.closed,
-    acknowledged: (e, next) => states.assume(e.agentId, next ? "busy" : "idle"),
-  });
+  const acknowledged = (e: InflightEntry, next: Task | undefined) => states.assume(e.agentId, next ? "busy" : "idle");
+  const reporter = createOutcomeReporter({ tower, journal, clock, log, backoff: deps.reportBackoff, closed: () => st.closed, acknowledged });
   const deliver = (entry: InflightEntry, claimNext = false) => reporter.deliver(entry, claimNext);
   const runner = createRunner(deps, st, {
     setAgentState: (agentId, state) => states.set(agentId, state),
     assumeAgentState: (agentId, state) => states.assume(agentId, state),
     deliver,
-    // a wake-up found every agent of the domain busy: the outcome claims the next task itself
-    // (the claim it replaces is the one afterRun would make)
+    // a wake-up found every agent of the domain busy: work may be queued, keep draining — the
+    // outcome claims the next task itself (claim_next), else a claim follows the run
     wantsNext: (agent) => !st.stopping && !st.blocked.has(agent.id) && st.backlog.has(agent.domainId),
     handBack: (agent, task) => claims.handBack(agent, task),
-    // a wake-up found every agent busy meanwhile: work may be queued, keep draining
-    afterRun: (agent) => {
-      if (!st.stopping && st.backlog.has(agent.domainId)) void claims.claimFor(agent);
-    },
+    afterRun: (agent) => void (!st.stopping && st.backlog.has(agent.domainId) && claims.claimFor(agent)),
   });
   const claims = createClaimLoop(deps, st, runner.startRun);
   const { allAgents, findAgent, slotOf, claimFor } = claims;
