@@ -37,6 +37,9 @@ export function rpcErrorResponse(contentType: string, ep: EpError): RpcErrorResp
   return { status: codeToHttpStatus(ce.code), header: new Headers({ "content-type": "application/json" }), body: errorToJsonBytes(ce, {}) };
 }
 
+/** A request body that does not decode as the method's binary message (the lane and connect-es say the same). */
+export const notBinaryMessage = (typeName: string): EpError => new EpError("invalid_argument", `the request body is not a valid binary ${typeName} message`);
+
 /**
  * Errors connect-es raises itself, before EP's code runs, in EP's terms: a body that is not a
  * valid binary message is `invalid_argument` (connect-es says `internal` and quotes the parser), one
@@ -44,7 +47,7 @@ export function rpcErrorResponse(contentType: string, ep: EpError): RpcErrorResp
  * a message over the size limit is `payload_too_large`.
  */
 function mend(code: string, message: string, h: UniversalHandler, bodyLimit: number): EpError | undefined {
-  if (code === "internal" && message.startsWith("parse binary")) return new EpError("invalid_argument", `the request body is not a valid binary ${h.method.input.typeName} message`);
+  if (code === "internal" && message.startsWith("parse binary")) return notBinaryMessage(h.method.input.typeName);
   // a JSON body protobuf-es cannot read (bad JSON, an unknown field): connect-es sends it without EP's detail
   if (code === "invalid_argument" && message.startsWith("cannot decode ")) return new EpError("invalid_argument", message);
   if (code === "resource_exhausted" && /readMaxBytes|message size|larger than/i.test(message)) return new EpError("payload_too_large", `the body is larger than ${bodyLimit} bytes`);

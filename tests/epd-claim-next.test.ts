@@ -3,23 +3,20 @@
 // with claim_next) instead of a ClaimTask after it. A real tower and a real epd; the tower's
 // own HTTP server counts the calls.
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { TaskKind, TaskStatus, Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { registerNode, spawnEpd, type EpdProcess } from "./epd-harness.js";
-import { startTower, tempHome, waitFor, type TestTower } from "./harness.js";
+import { startTower, tempHome, useCleanups, waitFor, type TestTower } from "./harness.js";
 
-const cleanups: (() => unknown)[] = [];
-afterAll(async () => {
-  for (const fn of cleanups.reverse()) await fn();
-});
+const cleanup = useCleanups();
 
 describe("an agent with work queued behind it", () => {
   it("claims each next task with the previous one's outcome, not with a ClaimTask of its own", async () => {
     const h = tempHome("ep-claim-next-");
-    cleanups.push(() => h.cleanup());
+    cleanup(() => h.cleanup());
     const t: TestTower = await startTower({ home: join(h.dir, "tower-home") });
-    cleanups.push(() => t.close());
+    cleanup(() => t.close());
     const calls = new Map<string, number>();
     t.tower.app.server.on("request", (req: { url?: string }) => {
       const method = req.url!.replace(/^\/ep\.tower\.v1\.\w+\//, "");
@@ -32,7 +29,7 @@ describe("an agent with work queued behind it", () => {
     const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
     // no periodic poll: only wake-ups and outcomes make claims
     const epd: EpdProcess = await spawnEpd({ home: join(h.dir, "epd-home"), nodeFile, backendUrl: t.url, env: { EP_POLL_MS: "600000" } });
-    cleanups.push(() => epd.stop());
+    cleanup(() => epd.stop());
     await epd.call("agent.enroll", { domainId, runtime: "shell" });
 
     const ids: string[] = [];

@@ -8,23 +8,20 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
-import { tempHome, waitFor } from "./harness.js";
+import { tempHome, useCleanups, waitFor } from "./harness.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
-const cleanups: (() => unknown)[] = [];
-afterAll(async () => {
-  for (const fn of cleanups.reverse()) await fn();
-});
+const cleanup = useCleanups();
 
 describe("agents launched by epd", () => {
   it("get an MCP config for `epd mcp` that works as that agent", async () => {
     const h = tempHome("ep-mcp-agent-");
-    cleanups.push(() => h.cleanup());
+    cleanup(() => h.cleanup());
     const tower: TowerProcess = await spawnTowerProcess(h.dir);
-    cleanups.push(() => tower.stop());
+    cleanup(() => tower.stop());
     const nodeFile = join(h.dir, "etc", "node.json");
     await registerNode(tower.url, tower.adminToken, nodeFile);
     const work = createClient(
@@ -34,7 +31,7 @@ describe("agents launched by epd", () => {
     const domainId = (await work.createDomain({ name: "agents-mcp" })).domain!.id;
     const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
     const epd: EpdProcess = await spawnEpd({ home: h.dir, nodeFile, backendUrl: tower.url });
-    cleanups.push(() => epd.stop());
+    cleanup(() => epd.stop());
     const agent = (await epd.call<{ agent: { id: string } }>("agent.enroll", { domainId, runtime: "shell" })).agent;
 
     /** Runs a shell task on the agent; its id and output once it succeeded. */

@@ -18,6 +18,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { IncomingMessage } from "node:http";
 import { promisify } from "node:util";
 import { gzip as gzipCb } from "node:zlib";
+import { notBinaryMessage } from "../../../common/connect-errors.js";
 import { EpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
 import { unaryCall, type UnaryCall } from "./bind.js";
@@ -58,7 +59,7 @@ export async function registerUnaryLane(app: FastifyInstance, served: [DescServi
     for (const [service, impl] of served) {
       for (const method of service.methods as DescMethod[]) {
         const call = unaryCall(service, method, impl, log);
-        if (!call || method.methodKind !== "unary") continue;
+        if (!call) continue; // not unary, or not implemented
         for (const kind of ["proto", "json"] as const) {
           lane.route({ method: "POST", url: `/${service.typeName}/${method.name}`, constraints: { [STRATEGY]: kind }, handler: handlerFor(method.input, method.output, call, kind === "proto") });
         }
@@ -107,7 +108,7 @@ function decode(input: DescMessage, name: string, body: Buffer, binary: boolean)
     try {
       return fromBinary(input, body);
     } catch {
-      throw new EpError("invalid_argument", `the request body is not a valid binary ${name} message`);
+      throw notBinaryMessage(name);
     }
   }
   try {
