@@ -1,7 +1,7 @@
 // The journal: what one daemon wrote, the next one loads (snapshot + log), whatever point the
 // first one stopped at — after a torn last line, between a snapshot and the log's truncation, or
 // from an inflight.json written before the log existed.
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, appendFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, appendFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -73,6 +73,14 @@ describe("the journal", () => {
     writeFileSync(join(dir, "inflight.json"), "{ not json");
     await expect(createJournal(dir).load()).rejects.toThrow(/inflight\.json is not valid JSON .*fix or remove it/);
     expect(readFileSync(join(dir, "inflight.json"), "utf8")).toBe("{ not json");
+  });
+
+  it("refuses a log it cannot read, naming it, instead of loading the snapshot alone", async () => {
+    writeFileSync(join(dir, "inflight.json"), JSON.stringify({ version: 1, tasks: [entry("t_1")] }));
+    mkdirSync(join(dir, "inflight.log")); // EISDIR on read
+    expect(() => readJournal(dir)).toThrow(/inflight\.log: cannot read the journal/);
+    await expect(createJournal(dir).load()).rejects.toThrow(/inflight\.log/);
+    expect(readFileSync(join(dir, "inflight.json"), "utf8")).toContain("t_1");
   });
 
   it("says which file it could not write", async () => {

@@ -52,8 +52,8 @@ type LogLine = { put: InflightEntry } | { remove: string };
  * per change since it, appended). A change is one append to an open file (~4 µs here) instead of
  * an atomic rewrite of the whole file (~350 µs): three per task, on every task (docs/PERFORMANCE.md,
  * "Lean Connect paths and epd's per-task files"). Like the rewrite, an append is in the kernel's
- * hands when it returns (no fsync): it survives epd dying, not the machine. A torn last line (epd killed mid-write) is
- * skipped on load; every other line is whole.
+ * hands when it returns (no fsync): it survives epd dying, not the machine. A torn last line (epd
+ * killed mid-write) is skipped on load; every other line is whole.
  */
 export function createJournal(daemonHome: string): Journal {
   const path = join(daemonHome, "inflight.json");
@@ -128,8 +128,9 @@ export function readJournal(daemonHome: string): InflightEntry[] {
   let log = "";
   try {
     log = readFileSync(join(daemonHome, "inflight.log"), "utf8");
-  } catch {
-    // no log yet: the snapshot is everything
+  } catch (err) {
+    // no log yet: the snapshot is everything; a log that cannot be read must not pass for an empty one
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw new EpError("internal", `${join(daemonHome, "inflight.log")}: cannot read the journal: ${(err as Error).message}`, undefined, { cause: err });
   }
   replay(entries, log);
   return [...entries.values()];
