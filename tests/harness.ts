@@ -146,8 +146,9 @@ async function spawnTowerOn(opts: Parameters<typeof spawnTowerChild>[0], port: n
   return { child, url, port, stderr: () => stderr, stop: () => stopChild(child, "SIGTERM"), kill9: () => stopChild(child, "SIGKILL") };
 }
 
-/** Whether process `pid` holds the listening TCP socket of `port` (Linux /proc). */
+/** Whether process `pid` holds the listening TCP socket of `port` (Linux /proc; elsewhere it cannot tell and says yes). */
 function listensOn(pid: number, port: number): boolean {
+  if (!existsSync("/proc/net/tcp")) return true;
   const hex = `:${port.toString(16).toUpperCase().padStart(4, "0")}`;
   const inodes = new Set<string>();
   for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
