@@ -2,7 +2,8 @@
 import { runtimeOf, statusWord } from "../test-support/words.js";
 import { ClaimPolicy, Role, Runtime, TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { SqliteStore } from "../tower/store/sqlite/sqlite-store.js";
 import { FakeClock } from "../test-support/fake-clock.js";
 import { epErrorOfConnectJson } from "../test-support/rpc-errors.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
@@ -401,6 +402,33 @@ describe("the claimable task state machine", () => {
     const { task } = await work.createTask({ missionId, title: "wake" });
     const claimed = await pending;
     expect(claimed.task!.id).toBe(task!.id);
+  });
+
+  it("wakes one of many long-polling claimers per new task, not all of them", async () => {
+    const { domainId, missionId } = await setup("longpoll-herd");
+    const agentIds = await Promise.all(Array.from({ length: 6 }, () => enroll(domainId)));
+    const work = t.client(WorkService);
+    const claims = vi.spyOn(SqliteStore.prototype, "claimTask");
+    try {
+      const pending = agentIds.map((agentId) => work.claimTask({ agentId, wait: { seconds: 20n } }));
+      await vi.waitFor(() => expect(claims).toHaveBeenCalledTimes(6)); // each looked once, found nothing, waits
+      const { task } = await work.createTask({ missionId, title: "one for one" });
+      const first = await Promise.race(pending.map((p, i) => p.then((r) => ({ i, r }))));
+      expect(first.r.task!.id).toBe(task!.id);
+      // one claim for the one task: the other five were not woken to find nothing
+      expect(claims).toHaveBeenCalledTimes(7);
+      const more = await Promise.all([1, 2].map((n) => work.createTask({ missionId, title: `more ${n}` })));
+      const got = await Promise.all(pending.filter((_, i) => i !== first.i).slice(0, 2));
+      expect(new Set(got.map((r) => r.task?.id))).toEqual(new Set(more.map((m) => m.task!.id)));
+      await new Promise((r) => setTimeout(r, 50));
+      expect(claims).toHaveBeenCalledTimes(9);
+      // the last three waiters get one task each
+      await Promise.all([1, 2, 3].map((n) => work.createTask({ missionId, title: `last ${n}` })));
+      expect((await Promise.all(pending)).every((r) => r.task?.id)).toBe(true);
+      expect(claims).toHaveBeenCalledTimes(12);
+    } finally {
+      claims.mockRestore();
+    }
   });
 });
 

@@ -9,8 +9,7 @@ import { commit, type Emit } from "./event-hub.js";
 import { taskEvent, usageEvent, usageOf, workspaceOf, HELD, type ActingAgent } from "./work-support.js";
 import type { Store, TaskRow } from "../store/store.js";
 import type { WorkContext } from "./work-context.js";
-import type { Deps } from "./deps.js";
-import type { Clock } from "../../common/clock.js";
+import { WorkWaiters, type Need } from "./work-waiters.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 
 /** The frames' kinds as the event stream speaks them ("text", "tool", "status", "json"); a number FrameKind does not have is refused. */
@@ -33,7 +32,7 @@ export function createWorkClaims(ctx: WorkContext) {
     return next;
   }
   // wake-ups for long-polling claimers: any task becoming queued in their domain
-  const waiters = new WorkWaiters(deps, clock);
+  const waiters = new WorkWaiters(deps.hub, clock);
   let closed = false;
 
   return {
@@ -47,12 +46,24 @@ export function createWorkClaims(ctx: WorkContext) {
       const waitMs = claimWaitMs(req);
       const agent = await mustActingAgent(caller, req.agentId);
       const deadline = clock.now() + Math.min(waitMs, limits.maxClaimWaitMs);
+      // the task that woke this claimer: if it ends up with another one (an older or
+      // higher-priority task) or with an error, that task may still be queued and the next
+      // waiter that can take it is woken; nothing at all means someone else took it
+      let woken: Need | undefined;
       for (;;) {
-        const t = await claimOnce(agent, req.start);
+        let t: TaskRow | undefined;
+        try {
+          t = await claimOnce(agent, req.start);
+        } catch (err) {
+          if (woken) waiters.pass(woken);
+          throw err;
+        }
+        if (woken && t && t.id !== woken.taskId) waiters.pass(woken);
+        woken = undefined;
         if (t) return create(pb.ClaimTaskResponseSchema, { task: taskMsg(t) });
         const left = deadline - clock.now();
         if (left <= 0 || closed) return create(pb.ClaimTaskResponseSchema, {});
-        await waiters.wait(agent.domainId, left);
+        woken = await waiters.wait(agent, left);
       }
     },
 
@@ -133,46 +144,4 @@ export function createWorkClaims(ctx: WorkContext) {
 
     /** Requeues (or fails, past max_attempts) tasks whose lease expired. Returns how many. */
   };
-}
-
-/** Claimers long-polling for work, by domain: woken by any task becoming queued there, or by their deadline. */
-class WorkWaiters {
-  private readonly waiters = new Map<string, Set<() => void>>();
-  private readonly unsubscribe: () => void;
-
-  constructor(
-    deps: Deps,
-    private readonly clock: Clock,
-  ) {
-    this.unsubscribe = deps.hub.subscribe((events) => {
-      for (const e of events) {
-        if (e.type !== "matrix" || e.status !== "queued" || !e.taskId) continue;
-        const set = this.waiters.get(e.domainId);
-        if (!set) continue;
-        this.waiters.delete(e.domainId);
-        for (const wake of set) wake();
-      }
-    });
-  }
-
-  wait(domainId: string, ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      let set = this.waiters.get(domainId);
-      if (!set) this.waiters.set(domainId, (set = new Set()));
-      const wake = () => {
-        this.clock.clearTimeout(timer);
-        set!.delete(wake);
-        resolve();
-      };
-      const timer = this.clock.setTimeout(wake, ms);
-      set.add(wake);
-    });
-  }
-
-  /** Releases every waiter (they answer "no task"). */
-  close(): void {
-    this.unsubscribe();
-    for (const set of this.waiters.values()) for (const wake of set) wake();
-    this.waiters.clear();
-  }
 }
