@@ -9,7 +9,7 @@ import { commit, type Emit } from "./event-hub.js";
 import { taskEvent, usageEvent, usageOf, workspaceOf, HELD, type ActingAgent } from "./work-support.js";
 import type { Store, TaskRow } from "../store/store.js";
 import type { WorkContext } from "./work-context.js";
-import { WorkWaiters, type Need } from "./work-waiters.js";
+import { WorkWaiters } from "./work-waiters.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 
 /** The frames' kinds as the event stream speaks them ("text", "tool", "status", "json"); a number FrameKind does not have is refused. */
@@ -46,25 +46,8 @@ export function createWorkClaims(ctx: WorkContext) {
       const waitMs = claimWaitMs(req);
       const agent = await mustActingAgent(caller, req.agentId);
       const deadline = clock.now() + Math.min(waitMs, limits.maxClaimWaitMs);
-      // the task that woke this claimer: if it ends up with another one (an older or
-      // higher-priority task) or with an error, that task may still be queued and the next
-      // waiter that can take it is woken; nothing at all means someone else took it
-      let woken: Need | undefined;
-      for (;;) {
-        let t: TaskRow | undefined;
-        try {
-          t = await claimOnce(agent, req.start);
-        } catch (err) {
-          if (woken) waiters.pass(woken);
-          throw err;
-        }
-        if (woken && t && t.id !== woken.taskId) waiters.pass(woken);
-        woken = undefined;
-        if (t) return create(pb.ClaimTaskResponseSchema, { task: taskMsg(t) });
-        const left = deadline - clock.now();
-        if (left <= 0 || closed) return create(pb.ClaimTaskResponseSchema, {});
-        woken = await waiters.wait(agent, left);
-      }
+      const t = await waiters.claimUntil(agent, deadline, () => claimOnce(agent, req.start), () => closed);
+      return create(pb.ClaimTaskResponseSchema, t ? { task: taskMsg(t) } : {});
     },
 
     async startTask(caller: Caller, req: pb.StartTaskRequest): Promise<pb.StartTaskResponse> {

@@ -93,4 +93,37 @@ describe("WorkWaiters", () => {
     expect(woke.agt_4).toBeUndefined();
     hub.publish([queued("tsk_2", firstClaim)]); // unsubscribed: nothing throws, nobody waits
   });
+
+  it("claimUntil: a claimer woken for one task that gets another passes the first on; an empty claim does not", async () => {
+    const { hub, clock, waiters, woke, wait, settle } = setup();
+    const results = ["tsk_older", undefined];
+    let calls = 0;
+    const got: unknown[] = [];
+    // nothing at first, then woken for tsk_new but the claim returns tsk_older
+    const claimOnce = async () => (calls++ === 0 ? undefined : results.shift());
+    void waiters.claimUntil(agent("agt_1"), clock.now() + 30_000, async () => {
+      const r = await claimOnce();
+      return r ? { id: r } : undefined;
+    }, () => false).then((t) => got.push(t));
+    await settle();
+    wait(agent("agt_2"));
+    hub.publish([queued("tsk_new", firstClaim)]);
+    await settle();
+    await settle();
+    expect(got).toEqual([{ id: "tsk_older" }]);
+    expect(woke.agt_2).toMatchObject({ taskId: "tsk_new" }); // tsk_new may still be queued
+    // a claimer that finds nothing after its wake-up passes nothing on
+    wait(agent("agt_3"));
+    const none = waiters.claimUntil(agent("agt_4"), clock.now() + 30_000, async () => undefined, () => false);
+    await settle();
+    hub.publish([queued("tsk_gone", firstClaim)]); // agt_3 waited longer: it is woken
+    await settle();
+    expect(woke.agt_3).toMatchObject({ taskId: "tsk_gone" });
+    wait(agent("agt_5"));
+    hub.publish([queued("tsk_gone2", firstClaim)]); // agt_4 (waiting in claimUntil) is now the longest
+    await settle();
+    await settle();
+    expect(woke.agt_5).toBe("waiting");
+    void none;
+  });
 });

@@ -84,6 +84,30 @@ export class WorkWaiters {
     });
   }
 
+  /**
+   * Claims (`claimOnce`) until there is a task, `deadline` passes or `stop()`, waiting for work
+   * in between. A claimer woken for a task that ends up with another one (an older or
+   * higher-priority task) or with an error passes it on: that task may still be queued. Nothing
+   * at all means someone else took it (the claimer was one that could).
+   */
+  async claimUntil<T extends { id: string }>(agent: ActingAgent, deadline: number, claimOnce: () => Promise<T | undefined>, stop: () => boolean): Promise<T | undefined> {
+    let woken: Need | undefined;
+    for (;;) {
+      let t: T | undefined;
+      try {
+        t = await claimOnce();
+      } catch (err) {
+        if (woken) this.pass(woken);
+        throw err;
+      }
+      if (woken && t && t.id !== woken.taskId) this.pass(woken);
+      if (t) return t;
+      const left = deadline - this.clock.now();
+      if (left <= 0 || stop()) return undefined;
+      woken = await this.wait(agent, left);
+    }
+  }
+
   /** Wakes the longest-waiting claimer that can take the task, if any. */
   pass(need: Need): void {
     const set = this.waiters.get(need.domainId);
