@@ -22,7 +22,7 @@ afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn();
 });
 
-async function setup(opts: { pollMs: number; drop?: boolean | (() => boolean); graceMs?: number; linkBackoff?: { initialMs?: number; maxMs?: number }; beforeStart?: (home: string) => Promise<void> }) {
+async function setup(opts: { pollMs: number; drop?: boolean | (() => boolean); takeTasks?: boolean; graceMs?: number; linkBackoff?: { initialMs?: number; maxMs?: number }; beforeStart?: (home: string) => Promise<void> }) {
   const t: TestTower = await startTower();
   cleanups.push(() => t.close());
   const home = mkdtempSync(join(tmpdir(), "epd-inproc-"));
@@ -41,6 +41,7 @@ async function setup(opts: { pollMs: number; drop?: boolean | (() => boolean); g
     pollMs: opts.pollMs,
     shutdownGraceMs: opts.graceMs,
     linkBackoff: opts.linkBackoff,
+    takeTasks: opts.takeTasks,
     dropLinkMessage: (m) => ((typeof opts.drop === "function" ? opts.drop() : opts.drop === true) && m.kind === "task_ready" ? (dropped++, true) : false),
   });
   await daemon.start();
@@ -75,7 +76,8 @@ describe("daemon wake-ups", () => {
   });
 
   it("a lost task_ready costs at most one poll, and never a restart", async () => {
-    const s = await setup({ pollMs: 700, drop: true });
+    // a daemon that claims on task_ready (no pushed work): the wake-ups are what is lost
+    const s = await setup({ pollMs: 700, drop: true, takeTasks: false });
     for (let i = 0; i < 3; i++) {
       const task = (await s.work.createTask({ missionId: s.missionId, title: `lost ${i}`, runtime: Runtime.SHELL, input: { command: "echo ok" } })).task!;
       const done = await s.waitDone(task.id, 3000);

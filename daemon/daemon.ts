@@ -61,6 +61,8 @@ export interface DaemonOptions {
   onLinkCommand?: (msg: LinkResponse) => void;
   /** Fault injection for tests: return true to drop a link message as if it was lost. */
   dropLinkMessage?: (msg: LinkResponse) => boolean;
+  /** Take work the tower pushes for idle agents (default true); false claims after each task_ready. */
+  takeTasks?: boolean;
   linkBackoff?: { initialMs?: number; maxMs?: number };
 }
 
@@ -263,6 +265,7 @@ function linkToTower(
     log: o.log.child({ part: "link" }),
     attachSecret,
     version: EPD_VERSION,
+    takeTasks: opts.takeTasks ?? true,
     backoff: opts.linkBackoff,
     onConnected: o.onConnected,
     onState: (state) => o.log.info("link state", { state }),

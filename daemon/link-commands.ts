@@ -1,6 +1,6 @@
 // What the daemon does with a command from the tower's link: profile commands go to the fleet
 // (signal, supervise, config_reload); task_ready wakes the worker (several tasks of one committed
-// batch come coalesced in data.tasks); cancel stops a run; signal reaches an enrolled agent;
+// batch come coalesced in data.tasks); task brings one claimed and started for an idle agent; cancel stops a run; signal reaches an enrolled agent;
 // attach dials back to the tower.
 import type { Logger } from "../common/log.js";
 import type { LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
@@ -12,7 +12,7 @@ import type { TaskWorker, WakeHint } from "./worker/worker.js";
 
 export interface LinkCommandTargets {
   fleet: Pick<Fleet, "handleLink">;
-  worker: Pick<TaskWorker, "wake" | "cancel">;
+  worker: Pick<TaskWorker, "wake" | "cancel" | "take">;
   agents: Pick<AgentStore, "find">;
   signals: Pick<ReturnType<typeof createSignalRunner>, "deliver">;
   attach: Pick<AttachGateway, "handleLink">;
@@ -27,6 +27,10 @@ export function routeLinkCommand(msg: LinkResponse, t: LinkCommandTargets): void
   switch (msg.kind) {
     case "task_ready":
       for (const hint of wakeHints(msg)) worker.wake(hint);
+      return;
+    case "task":
+      if (!msg.task) return log.warn("a pushed task without its task", { agent_id: msg.agentId, task_id: msg.taskId });
+      worker.take(msg.agentId, msg.task);
       return;
     case "cancel":
       worker.cancel(msg.taskId, typeof msg.data?.reason === "string" ? msg.data.reason : "cancelled on the tower");

@@ -47,4 +47,38 @@ describe("an agent with work queued behind it", () => {
     expect(calls.get("CompleteTask")).toBe(4);
     expect(calls.get("ClaimTask") ?? 0).toBeLessThanOrEqual(2);
   }, 60_000);
+
+  it("runs work the tower pushes to its idle agent with no ClaimTask at all", async () => {
+    const h = tempHome("ep-pushed-");
+    cleanup(() => h.cleanup());
+    const t: TestTower = await startTower({ home: join(h.dir, "tower-home") });
+    cleanup(() => t.close());
+    const calls = new Map<string, number>();
+    t.tower.app.server.on("request", (req: { url?: string }) => {
+      const method = req.url!.replace(/^\/ep\.tower\.v1\.\w+\//, "");
+      calls.set(method, (calls.get(method) ?? 0) + 1);
+    });
+    const nodeFile = join(h.dir, "node.json");
+    await registerNode(t.url, t.adminToken, nodeFile);
+    const work = t.client(WorkService);
+    const domainId = (await work.createDomain({ name: "pushed" })).domain!.id;
+    const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
+    const epd: EpdProcess = await spawnEpd({ home: join(h.dir, "epd-home"), nodeFile, backendUrl: t.url, env: { EP_POLL_MS: "600000" } });
+    cleanup(() => epd.stop());
+    await epd.call("agent.enroll", { domainId, runtime: "shell" });
+    await waitFor(() => t.tower.services.fleet.wakeTargets(domainId).length === 1);
+    // an agent enrolled claims once for what may be queued already (nothing here)
+    await waitFor(() => (calls.get("ClaimTask") ?? 0) >= 1);
+    const claimsBefore = calls.get("ClaimTask")!;
+    // one task at a time to an idle agent: each is pushed, claimed and started by the tower
+    for (let i = 0; i < 3; i++) {
+      const task = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: `p${i}`, runtime: Runtime.SHELL, input: { command: `echo pushed ${i}` } })).task!;
+      await waitFor(async () => (await work.getTask({ taskId: task.id })).task!.status === TaskStatus.SUCCEEDED, 15_000);
+      const done = (await work.getTask({ taskId: task.id })).task!;
+      expect(done.result?.output.trim()).toBe(`pushed ${i}`);
+      expect(done.attempts).toBe(1);
+    }
+    expect(calls.get("ClaimTask") ?? 0).toBe(claimsBefore);
+    expect(calls.get("CompleteTask")).toBe(3);
+  }, 60_000);
 });

@@ -130,7 +130,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     exclusive: replication && ((name, fn) => replication.exclusive(name, fn)),
   });
   const work = createWorkService(deps);
-  const fleet = createFleetService(deps, auth, { towerUrl: config.publicUrl, replication });
+  const fleet = createFleetService(deps, auth, { towerUrl: config.publicUrl, replication, work });
   replication?.serveLinks(fleet, attachProof);
   const authService = createAuthService(auth);
   const secrets = createSecretService(deps, secretKeys);

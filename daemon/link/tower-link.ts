@@ -16,6 +16,8 @@ export interface TowerLinkOptions {
   log: Logger;
   attachSecret: string;
   version: string;
+  /** Ask the tower to push work claimed for idle agents (LinkRequest.take_tasks). */
+  takeTasks?: boolean;
   /** Every command except hello and ping. */
   onMessage(msg: LinkResponse): void;
   /** After each hello: the daemon catches up on anything it missed while away. */
@@ -76,7 +78,7 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
     let hello = false;
     try {
       arm();
-      for await (const msg of opts.nodes.link({ attachSecret: opts.attachSecret, version: opts.version }, { signal: ac.signal })) {
+      for await (const msg of opts.nodes.link({ attachSecret: opts.attachSecret, version: opts.version, takeTasks: opts.takeTasks ?? false }, { signal: ac.signal })) {
         arm();
         if (msg.kind === "hello") {
           if (!hello) {

@@ -5,6 +5,7 @@ import { toEpError } from "../../common/errors.js";
 import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { LocalAgentRecord } from "./agent-store.js";
 import type { Slot, WakeHint, WorkerDeps, WorkerState } from "./worker-types.js";
+import { createPushedTasks } from "./pushed-tasks.js";
 
 export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent: LocalAgentRecord, slot: Slot, task: Task) => void) {
   const { tower, agents, log } = deps;
@@ -24,10 +25,7 @@ export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent
     return s;
   };
 
-  /** A task claimed while shutting down goes straight back (if the tower does not hear it, the lease expires). */
-  async function handBack(agent: LocalAgentRecord, task: Task): Promise<void> {
-    await tower.work.failTask({ taskId: task.id, agentId: agent.id, retryable: true, result: { output: "", error: "epd is shutting down" } }).catch(() => undefined);
-  }
+  const { handBack, settlePushed, take } = createPushedTasks(deps, st, { findAgent, slotOf, start });
 
   /** Claims for one agent; the id of the task it got, or undefined. */
   async function claimFor(agent: LocalAgentRecord): Promise<string | undefined> {
@@ -48,24 +46,26 @@ export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent
         const e = toEpError(err);
         log.warn("claim failed", { agent_id: agent.id, code: e.code, error: e.message });
         slot.state = "idle";
-        return undefined;
+        return settlePushed(agent, slot, false);
       }
       if (task && st.stopping) {
         slot.state = "idle";
+        settlePushed(agent, slot, true);
         await handBack(agent, task);
         return undefined;
       }
       if (task) {
         slot.state = "busy";
         slot.taskId = task.id;
+        settlePushed(agent, slot, true);
         start(agent, slot, task);
         return task.id;
       }
-      if (!slot.again || st.stopping) {
-        // nothing queued for this agent right now
+      if (!slot.again || st.stopping || slot.pushed) {
+        // nothing queued for this agent right now (or the tower pushed it one meanwhile)
         st.backlog.delete(agent.domainId);
         slot.state = "idle";
-        return undefined;
+        return settlePushed(agent, slot, false);
       }
     }
   }
@@ -100,5 +100,5 @@ export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent
     }
   }
 
-  return { allAgents, findAgent, slotOf, claimFor, wakeDomain, handBack };
+  return { allAgents, findAgent, slotOf, claimFor, wakeDomain, handBack, take };
 }

@@ -19,6 +19,8 @@ export interface OutcomeReporterDeps {
   backoff?: BackoffOptions;
   /** the worker is closing: stop retrying (the entry stays in the journal for the next start) */
   closed(): boolean;
+  /** the worker is stopping: outcomes leave the agent busy at the tower, which pushes it no new task */
+  stopping?(): boolean;
   /** the tower took the outcome (and, with it, marked the agent idle, or busy with `next`) */
   acknowledged?(entry: InflightEntry, next: Task | undefined): void;
 }
@@ -52,9 +54,9 @@ async function report(entry: InflightEntry, claimNext: boolean): Promise<Task | 
   let next: Task | undefined;
   for (let first = true; ; first = false) {
     try {
-      // agentIdle: the tower marks the agent idle in the same commit (no UpdateAgentState call);
-      // brief: the answer carries no copy of the task
-      const call = { taskId: entry.taskId, agentId: entry.agentId, result, agentIdle: true, brief: true, claimNext: claimNext && first };
+      // agentIdle: the tower marks the agent idle in the same commit (no UpdateAgentState call),
+      // unless epd is stopping (an idle agent gets work pushed); brief: the answer carries no copy of the task
+      const call = { taskId: entry.taskId, agentId: entry.agentId, result, agentIdle: !deps.stopping?.(), brief: true, claimNext: claimNext && first };
       next = (o.ok ? await tower.work.completeTask(call) : await tower.work.failTask({ ...call, retryable: o.retryable })).next;
       deps.acknowledged?.(entry, next);
       break;

@@ -59,21 +59,18 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
       .finally(() => {
         run.markEnded();
         st.runs.delete(task.id);
-        const next = run.next;
-        if (next && !st.stopping) {
-          // claimed with the outcome, already running on the tower: one call for this task and the next
-          slot.taskId = next.id;
-          startRun(agent, slot, next);
+        const follow = nextOnSlot(st, hooks, agent, slot, run.next);
+        if (follow) {
+          slot.taskId = follow.id;
+          startRun(agent, slot, follow);
           return;
         }
-        if (next) void hooks.handBack(agent, next);
         slot.state = "idle";
         slot.taskId = undefined;
         hooks.setAgentState(agent.id, "idle");
         hooks.afterRun(agent);
       });
   }
-
 
   async function execute(run: Run): Promise<void> {
     const { task, agent, entry } = run;
@@ -148,6 +145,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     // only up to its report deadline (the journal keeps it for the next start)
     dirs.release(workDir); // the run's process group is gone (RunHandle.result): an empty directory can serve the next run
     const claimNext = hooks.wantsNext(agent);
+    run.reporting = true;
     const delivered = hooks.deliver({ ...entry, state: "reporting", outcome }, claimNext);
     run.markEnded();
     run.next = await delivered;
@@ -156,6 +154,20 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
   }
 
   return { startRun };
+}
+
+/**
+ * What the slot runs next when a run is over: the task its outcome claimed (claim_next), else one
+ * the tower pushed while the outcome was on its way (the tower had it and rightly saw the agent
+ * idle); the other, and both when epd is stopping, go back.
+ */
+function nextOnSlot(st: WorkerState, hooks: RunHooks, agent: LocalAgentRecord, slot: Slot, next: Task | undefined): Task | undefined {
+  const pushed = slot.pushed;
+  slot.pushed = undefined;
+  if (pushed && (next || st.stopping)) void hooks.handBack(agent, pushed);
+  if (next && st.stopping) void hooks.handBack(agent, next);
+  if (st.stopping) return undefined;
+  return next ?? pushed;
 }
 
 /** Tells the tower the run starts (unless the claim did); false when it refuses (the task is no longer ours). */

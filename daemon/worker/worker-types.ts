@@ -66,6 +66,11 @@ export interface Slot {
   /** a wake-up arrived while claiming: claim once more before going idle */
   again: boolean;
   taskId?: string;
+  /**
+   * a task the tower pushed while this slot was claiming, or reporting its run's outcome: it runs
+   * once the claim comes back empty or the outcome is acknowledged without a next task, else it is given back
+   */
+  pushed?: Task;
 }
 
 export interface Run {
@@ -82,6 +87,8 @@ export interface Run {
   done: Promise<void>;
   /** the agent's next task, claimed and started with this run's outcome (claim_next) */
   next?: Task;
+  /** the run is over and its outcome on its way to the tower */
+  reporting?: boolean;
 }
 
 export interface TaskWorker {
@@ -93,6 +100,12 @@ export interface TaskWorker {
    * idle agents of the domain claim one after the other until one gets work.
    */
   wake(hint?: WakeHint): void;
+  /**
+   * A task the tower claimed and started for the agent and pushed over the link: it runs now if
+   * the agent is idle, after a claim in flight comes back empty, else it is given back (released:
+   * queued again without counting the attempt).
+   */
+  take(agentId: string, task: Task): void;
   /** Claims for every idle agent; a busy one claims once its run ends (startup, reconnect, periodic poll). */
   pollAll(): void;
   /** Stops a running task (the tower cancelled it); false when it is not running here. */

@@ -21,8 +21,8 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
   // agent state on the tower: coalesced, never on the claim path (agent-states.ts); a claim that
   // starts and an outcome with agent_idle set it at the tower themselves
   const states = createAgentStates({ tower, log, closed: () => st.closed });
-  const acknowledged = (e: InflightEntry, next: Task | undefined) => states.assume(e.agentId, next ? "busy" : "idle");
-  const reporter = createOutcomeReporter({ tower, journal, clock, log, backoff: deps.reportBackoff, closed: () => st.closed, acknowledged });
+  const acknowledged = (e: InflightEntry, next: Task | undefined) => states.assume(e.agentId, next || st.stopping ? "busy" : "idle");
+  const reporter = createOutcomeReporter({ tower, journal, clock, log, backoff: deps.reportBackoff, closed: () => st.closed, stopping: () => st.stopping, acknowledged });
   const deliver = (entry: InflightEntry, claimNext = false) => reporter.deliver(entry, claimNext);
   const runner = createRunner(deps, st, {
     setAgentState: (agentId, state) => states.set(agentId, state),
@@ -74,6 +74,8 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
       }
       void claims.wakeDomain(hint);
     },
+
+    take: (agentId, task) => claims.take(agentId, task),
 
     pollAll() {
       if (st.stopping) return;

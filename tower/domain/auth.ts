@@ -41,6 +41,8 @@ export interface Auth {
   revokeToken(caller: Caller, tokenId: string): Promise<TokenRow>;
   /** Signs a node identity JWT. */
   signNodeToken(nodeId: string, hostname: string): Promise<string>;
+  /** Who a node's requests act as now (its served domains, its agents' domains); cached as for its calls. */
+  nodeCaller(nodeId: string): Promise<Caller>;
   /** Adds a new signing key; older keys still verify tokens they signed. */
   rotateSigningKey(): Promise<string>;
   /** The public key set, for anyone verifying node tokens. */
@@ -161,6 +163,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     },
 
     signNodeToken: (nodeId, hostname) => keys.sign(nodeId, hostname),
+    nodeCaller,
     rotateSigningKey: () => keys.rotate(),
     jwks: () => keys.jwks(),
 

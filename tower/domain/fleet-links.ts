@@ -12,6 +12,8 @@ import { authorize, type Caller } from "./caller.js";
 import type { Deps } from "./deps.js";
 import { commit } from "./event-hub.js";
 import { createWakeIndex, wakeUps } from "./fleet-wake.js";
+import { createPusher } from "./fleet-push.js";
+import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 
 export { createWakeIndex, wakeUps };
 
@@ -22,6 +24,8 @@ type LinkMessage = fleet.LinkResponse;
 interface LinkConnection {
   nodeId: string;
   attachSecret: string;
+  /** the daemon takes pushed work (LinkRequest.take_tasks) */
+  takeTasks: boolean;
   push(msg: LinkMessage): void;
 }
 
@@ -29,7 +33,7 @@ export interface LinkStream {
   messages: AsyncIterable<LinkMessage>;
 }
 
-export function createLinkHub(deps: Deps, opts: FleetOptions) {
+export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (nodeId: string) => Promise<Caller>) {
   const { store, clock } = deps;
   const links = new Map<string, LinkConnection>();
   /** agent id -> node id, for routing events to links without a query per event */
@@ -68,9 +72,12 @@ export function createLinkHub(deps: Deps, opts: FleetOptions) {
     if (a && a.state !== "dead" && links.has(a.nodeId)) reach.add(a);
   }
 
+  // pushed work (fleet-push.ts): a link with take_tasks gets tasks claimed for its idle agents
+  const pushed = opts.work ? createPusher(deps, opts.work, { reach, send, nodeCaller, takes: (nodeId) => links.get(nodeId)?.takeTasks === true }) : undefined;
+
   // Route committed events to the links that care: queued work and cancels.
   const unsubscribe = deps.hub.subscribe((events: readonly EventRow[]) => {
-    if (links.size) route(events, { reach, nodeOf, send, indexAgent });
+    if (links.size) route(events, { reach, nodeOf, send, indexAgent, pushed });
   });
 
   /** The node's command stream. Ends when the signal aborts (client gone) or the tower closes. */
@@ -82,6 +89,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions) {
     const conn: LinkConnection = {
       nodeId,
       attachSecret: req.attachSecret,
+      takeTasks: req.takeTasks,
       push(msg) {
         queue.push(msg);
         wake?.();
@@ -128,7 +136,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions) {
   return {
     link,
     /** A new agent: routed to its node, and woken for work when its node is linked here. */
-    enrolled(a: { id: string; domainId: string; nodeId: string; runtime: string; capabilities: string[] }): void {
+    enrolled(a: { id: string; domainId: string; nodeId: string; runtime: string; capabilities: string[]; state?: string }): void {
       agentNodes.set(a.id, a.nodeId);
       if (links.has(a.nodeId)) reach.add(a);
     },
@@ -179,18 +187,31 @@ async function markOffline(deps: Deps, nodeId: string, ownerToken: string | unde
   });
 }
 
-type LinkCommand = { kind: string; taskId?: string; agentId?: string; data?: JsonObject };
-type Send = (nodeId: string, msg: LinkCommand) => boolean;
+export type LinkCommand = { kind: string; taskId?: string; agentId?: string; data?: JsonObject; task?: Task };
+export type Send = (nodeId: string, msg: LinkCommand) => boolean;
 
 /** Committed events → link commands: the wake index kept current, assigned work and cancels to the agent's node, wake-ups. */
 function route(
   events: readonly EventRow[],
-  { reach, nodeOf, send, indexAgent }: { reach: ReturnType<typeof createWakeIndex>; nodeOf(agentId: string): Promise<string | undefined>; send: Send; indexAgent(agentId: string): Promise<void> },
+  {
+    reach,
+    nodeOf,
+    send,
+    indexAgent,
+    pushed,
+  }: {
+    reach: ReturnType<typeof createWakeIndex>;
+    nodeOf(agentId: string): Promise<string | undefined>;
+    send: Send;
+    indexAgent(agentId: string): Promise<void>;
+    pushed?: (taskId: string, domainId: string, runtime: string, capabilities: readonly string[]) => boolean;
+  },
 ): void {
   for (const e of events) {
     if (e.type !== "matrix") continue;
     if (e.name === "agent.enrolled" && e.agentId) void indexAgent(e.agentId);
     else if (e.name === "agent.state" && e.status === "dead" && e.agentId) reach.remove(e.agentId);
+    else if (e.name === "agent.state" && e.agentId) reach.setState(e.agentId, e.status);
     else if (e.taskId && e.status === "queued" && e.agentId) {
       const assignee = e.agentId;
       void nodeOf(assignee).then((n) => n && send(n, { kind: "task_ready", taskId: e.taskId, agentId: assignee }));
@@ -199,5 +220,5 @@ function route(
       void nodeOf(agentId).then((n) => n && send(n, { kind: "cancel", taskId: e.taskId, agentId }));
     }
   }
-  for (const [nodeId, msg] of wakeUps(events, reach)) send(nodeId, msg);
+  for (const [nodeId, msg] of wakeUps(events, reach, pushed)) send(nodeId, msg);
 }

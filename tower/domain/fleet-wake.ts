@@ -7,6 +7,17 @@ interface Reachable {
   nodeId: string;
   runtime: string;
   capabilities: string[];
+  /** the agent's state as its events say (idle, busy, offline…); "claiming" while the tower claims for it */
+  state: string;
+}
+
+/** An agent the tower can claim for and push work to. */
+export interface PushTarget {
+  id: string;
+  domainId: string;
+  nodeId: string;
+  runtime: string;
+  capabilities: string[];
 }
 
 /**
@@ -30,12 +41,12 @@ export function createWakeIndex() {
   }
 
   return {
-    add(a: { id: string; domainId: string; nodeId: string; runtime: string; capabilities: string[] }): void {
+    add(a: { id: string; domainId: string; nodeId: string; runtime: string; capabilities: string[]; state?: string }): void {
       if (!a.nodeId) return;
       remove(a.id);
       let inDomain = byDomain.get(a.domainId);
       if (!inDomain) byDomain.set(a.domainId, (inDomain = new Map()));
-      inDomain.set(a.id, { nodeId: a.nodeId, runtime: a.runtime, capabilities: a.capabilities });
+      inDomain.set(a.id, { nodeId: a.nodeId, runtime: a.runtime, capabilities: a.capabilities, state: a.state ?? "" });
       agentDomain.set(a.id, a.domainId);
       let mine = nodeAgents.get(a.nodeId);
       if (!mine) nodeAgents.set(a.nodeId, (mine = new Set()));
@@ -45,6 +56,32 @@ export function createWakeIndex() {
     dropNode(nodeId: string): void {
       for (const id of nodeAgents.get(nodeId) ?? []) remove(id);
       nodeAgents.delete(nodeId);
+    },
+    /** An agent.state event: the agent's state as the tower now knows it. */
+    setState(agentId: string, state: string): void {
+      const domainId = agentDomain.get(agentId);
+      const a = domainId === undefined ? undefined : byDomain.get(domainId)?.get(agentId);
+      if (a) a.state = state;
+    },
+    /** A claim for the agent found nothing: idle again (unless an event said otherwise meanwhile). */
+    unclaim(agentId: string): void {
+      const domainId = agentDomain.get(agentId);
+      const a = domainId === undefined ? undefined : byDomain.get(domainId)?.get(agentId);
+      if (a?.state === "claiming") a.state = "idle";
+    },
+    /**
+     * An idle agent that could take a task needing runtime and capabilities, on a node `takes`
+     * says accepts pushed work; marked "claiming" so the next task picks another. O(agents of the domain).
+     */
+    claimable(domainId: string, runtime: string, capabilities: readonly string[], takes: (nodeId: string) => boolean): PushTarget | undefined {
+      const inDomain = byDomain.get(domainId);
+      if (!inDomain) return undefined;
+      for (const [id, a] of inDomain) {
+        if (a.state !== "idle" || (runtime && a.runtime !== runtime) || !capabilities.every((c) => a.capabilities.includes(c)) || !takes(a.nodeId)) continue;
+        a.state = "claiming";
+        return { id, domainId, nodeId: a.nodeId, runtime: a.runtime, capabilities: a.capabilities };
+      }
+      return undefined;
     },
     /** Nodes with an agent in the domain that runs the runtime (any when empty) and has every capability. */
     nodesFor(domainId: string, runtime: string, capabilities: readonly string[]): Set<string> {
@@ -67,13 +104,19 @@ export type WakeIndex = ReturnType<typeof createWakeIndex>;
  * first one also in the message's own fields, for an epd that reads only those). Assigned work
  * goes to the assignee's node elsewhere; a broadcast parent wakes nobody (its runs are assigned).
  */
-export function wakeUps(events: readonly EventRow[], reach: WakeIndex): Map<string, { kind: string; taskId: string; data: JsonObject }> {
+export function wakeUps(
+  events: readonly EventRow[],
+  reach: WakeIndex,
+  /** the task is pushed, claimed for an idle agent (fleet-links.ts): no node needs waking for it */
+  pushed: (taskId: string, domainId: string, runtime: string, capabilities: readonly string[]) => boolean = () => false,
+): Map<string, { kind: string; taskId: string; data: JsonObject }> {
   const perNode = new Map<string, JsonObject[]>();
   for (const e of events) {
     if (e.type !== "matrix" || !e.taskId || e.status !== "queued" || e.agentId || e.payload.claim_policy === "broadcast") continue;
     // runtime and capabilities let the node pick one agent that can take the task
     const runtime = typeof e.payload.runtime === "string" ? e.payload.runtime : "";
     const capabilities = Array.isArray(e.payload.capabilities) ? e.payload.capabilities.filter((c): c is string => typeof c === "string") : [];
+    if (pushed(e.taskId, e.domainId, runtime, capabilities)) continue;
     const hint: JsonObject = { task_id: e.taskId, domain_id: e.domainId };
     if (typeof e.payload.runtime === "string") hint.runtime = runtime;
     if (Array.isArray(e.payload.capabilities)) hint.capabilities = capabilities;

@@ -4,7 +4,8 @@
 import type { Auth } from "./auth.js";
 import type { Deps } from "./deps.js";
 import type { Replication } from "./replication.js";
-import { createWakeIndex, wakeUps } from "./fleet-wake.js";
+import { createWakeIndex, wakeUps, type PushTarget } from "./fleet-wake.js";
+import type { TaskRow } from "../store/store.js";
 import { createLinkHub, type LinkStream } from "./fleet-links.js";
 import { createNodeOps } from "./fleet-nodes.js";
 import { createAgentOps } from "./fleet-agents.js";
@@ -20,6 +21,8 @@ export interface FleetOptions {
   pingMs?: number;
   /** Several replicas (PostgreSQL): link ownership in the store, commands relayed to the owner. */
   replication?: Pick<Replication, "linked" | "send" | "linkToken">;
+  /** Claims for an idle agent and gives back what could not be handed over (work-push.ts): links with take_tasks get work pushed. */
+  work?: { claimStarted(a: PushTarget): Promise<TaskRow | undefined>; releaseClaimed(a: PushTarget, taskId: string): Promise<void> };
 }
 
 /** What the node and agent operations share. */
@@ -32,7 +35,7 @@ export interface FleetContext {
 
 export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
   // the node links this replica holds, routing and targeted wake-ups (fleet-links.ts)
-  const linkHub = createLinkHub(deps, opts);
+  const linkHub = createLinkHub(deps, opts, (nodeId) => auth.nodeCaller(nodeId));
   const ctx: FleetContext = { deps, auth, opts, linkHub };
   return {
     close: linkHub.close,

@@ -10,6 +10,7 @@ import { taskEvent, usageEvent, usageOf, workspaceOf, HELD, type ActingAgent } f
 import type { Store, TaskRow } from "../store/store.js";
 import type { WorkContext } from "./work-context.js";
 import { WorkWaiters } from "./work-waiters.js";
+import { releaseIn } from "./work-push.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 
 /** The frames' kinds as the event stream speaks them ("text", "tool", "status", "json"); a number FrameKind does not have is refused. */
@@ -96,6 +97,11 @@ export function createWorkClaims(ctx: WorkContext) {
       const agent = await mustActingAgent(caller, req.agentId);
       return commit(deps, async (tx, emit) => {
         const t = await mustHeld(tx, req.taskId, req.agentId);
+        if (req.release) {
+          const released = await releaseIn(ctx, tx, emit, t, "given back by its agent");
+          if (req.agentIdle) await markAgent(tx, emit, agent.id, "busy", "idle");
+          return create(pb.FailTaskResponseSchema, { task: req.brief ? undefined : taskMsg(released) });
+        }
         const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error || "failed", ...usageOf(req.result?.usage), ...workspaceOf(req.result?.workspace) };
         const requeue = req.retryable && t.attempts < t.maxAttempts;
         const updated = await tx.updateTask(

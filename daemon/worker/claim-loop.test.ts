@@ -1,0 +1,94 @@
+// Pushed tasks meeting the claim loop (the tower claimed for an agent it saw idle): run at once when
+// the slot is idle, after a claim in flight that comes back empty, given back (release) when the
+// claim brought another task, the slot is busy, or epd is stopping. The tower client is a stub
+// recording calls; the claim loop is the real one.
+import { describe, expect, it } from "vitest";
+import { create } from "@bufbuild/protobuf";
+import { TaskSchema, TaskStatus, type Task } from "../../gen/ep/tower/v1/resources_pb.js";
+import { silentLogger } from "../../common/log.js";
+import type { LocalAgentRecord } from "./agent-store.js";
+import { createClaimLoop } from "./claim-loop.js";
+import type { Slot, WorkerDeps, WorkerState } from "./worker-types.js";
+
+const task = (id: string): Task => create(TaskSchema, { id, status: TaskStatus.RUNNING, claimedBy: "agt_1" });
+
+function setup() {
+  const agent = { id: "agt_1", name: "a", domainId: "dom_1", runtime: "shell", capabilities: [] } as unknown as LocalAgentRecord;
+  let answer!: (t: Task | undefined) => void;
+  const released: { taskId: string; release: boolean; why: string }[] = [];
+  const tower = {
+    work: {
+      claimTask: () => new Promise<{ task?: Task }>((res) => (answer = (t) => res({ task: t }))),
+      failTask: async (req: { taskId: string; release?: boolean; result?: { error?: string } }) => {
+        released.push({ taskId: req.taskId, release: req.release === true, why: req.result?.error ?? "" });
+        return {};
+      },
+    },
+  };
+  const deps = { tower, agents: { list: () => [agent], find: (id: string) => (id === agent.id ? agent : undefined) }, log: silentLogger } as unknown as WorkerDeps;
+  const st: WorkerState = { slots: new Map(), runs: new Map(), blocked: new Map(), backlog: new Set(), stopping: false, closed: false };
+  const started: string[] = [];
+  const loop = createClaimLoop(deps, st, (_a, slot: Slot, t) => {
+    started.push(t.id);
+    slot.state = "busy";
+  });
+  const settle = () => new Promise((r) => setImmediate(r));
+  return { loop, st, started, released, answer: (t: Task | undefined) => answer(t), settle };
+}
+
+describe("pushed tasks in the claim loop", () => {
+  it("an idle slot runs a pushed task at once", () => {
+    const { loop, started, released } = setup();
+    loop.take("agt_1", task("tsk_p"));
+    expect(started).toEqual(["tsk_p"]);
+    expect(loop.slotOf("agt_1")).toMatchObject({ state: "busy", taskId: "tsk_p" });
+    expect(released).toEqual([]);
+  });
+
+  it("during a claim: runs it when the claim comes back empty, gives it back when the claim got a task", async () => {
+    const a = setup();
+    const claim = a.loop.claimFor({ id: "agt_1", domainId: "dom_1" } as LocalAgentRecord);
+    a.loop.take("agt_1", task("tsk_p"));
+    expect(a.started).toEqual([]);
+    a.answer(undefined);
+    expect(await claim).toBe("tsk_p");
+    expect(a.started).toEqual(["tsk_p"]);
+
+    const b = setup();
+    const claim2 = b.loop.claimFor({ id: "agt_1", domainId: "dom_1" } as LocalAgentRecord);
+    b.loop.take("agt_1", task("tsk_p"));
+    b.answer(task("tsk_c"));
+    expect(await claim2).toBe("tsk_c");
+    await b.settle();
+    expect(b.started).toEqual(["tsk_c"]);
+    expect(b.released).toEqual([{ taskId: "tsk_p", release: true, why: "the agent claimed another task" }]);
+  });
+
+  it("a busy slot, a second push during a claim, an unknown agent and a stopping epd give it back", async () => {
+    const { loop, st, started, released, settle } = setup();
+    loop.take("agt_1", task("tsk_1"));
+    loop.take("agt_1", task("tsk_busy"));
+    expect(st.backlog.has("dom_1")).toBe(true); // work may be queued for it after this run
+    loop.take("agt_nope", task("tsk_unknown"));
+    st.slots.get("agt_1")!.state = "idle";
+    st.stopping = true;
+    loop.take("agt_1", task("tsk_stopping"));
+    await settle();
+    expect(started).toEqual(["tsk_1"]);
+    expect(released.map((r) => [r.taskId, r.release, r.why])).toEqual([
+      ["tsk_busy", true, "the agent is busy"],
+      ["tsk_unknown", true, "the agent is not on this node"],
+      ["tsk_stopping", true, "epd is shutting down"],
+    ]);
+  });
+
+  it("a busy slot whose run is reporting keeps the pushed task for when the outcome is acknowledged", () => {
+    const { loop, st, started, released } = setup();
+    loop.take("agt_1", task("tsk_1"));
+    st.runs.set("tsk_1", { reporting: true } as never);
+    loop.take("agt_1", task("tsk_next"));
+    expect(loop.slotOf("agt_1").pushed?.id).toBe("tsk_next");
+    expect(started).toEqual(["tsk_1"]);
+    expect(released).toEqual([]);
+  });
+});

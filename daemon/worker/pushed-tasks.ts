@@ -1,0 +1,64 @@
+// Tasks the tower pushes over the link, claimed and started for an agent it saw idle (docs/daemon.md,
+// "Pushed work"): run at once on an idle slot, kept while the slot claims or reports, otherwise
+// given back with FailTask release (queued again, the attempt not counted).
+import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
+import type { LocalAgentRecord } from "./agent-store.js";
+import type { Slot, WorkerDeps, WorkerState } from "./worker-types.js";
+
+export function createPushedTasks(
+  deps: WorkerDeps,
+  st: WorkerState,
+  { findAgent, slotOf, start }: { findAgent(id: string): LocalAgentRecord | undefined; slotOf(agentId: string): Slot; start(agent: LocalAgentRecord, slot: Slot, task: Task): void },
+) {
+  const { tower, log } = deps;
+
+  /**
+   * A task this daemon holds but will not run goes straight back, queued again without counting
+   * the attempt (release; a tower without it counts a retryable failure). If the tower does not
+   * hear it, the lease expires.
+   */
+  async function handBack(agent: { id: string }, task: Task, why = "epd is shutting down"): Promise<void> {
+    await tower.work.failTask({ taskId: task.id, agentId: agent.id, release: true, retryable: true, brief: true, result: { output: "", error: why } }).catch(() => undefined);
+  }
+
+  /** A pushed task that waited for the slot's claim: it runs if the claim found nothing, else it goes back. */
+  function settlePushed(agent: LocalAgentRecord, slot: Slot, claimed: boolean): string | undefined {
+    const pushed = slot.pushed;
+    slot.pushed = undefined;
+    if (!pushed) return undefined;
+    if (claimed || st.stopping || slot.state !== "idle") return void handBack(agent, pushed, st.stopping ? "epd is shutting down" : "the agent claimed another task");
+    slot.state = "busy";
+    slot.taskId = pushed.id;
+    start(agent, slot, pushed);
+    return pushed.id;
+  }
+
+  function take(agentId: string, task: Task): void {
+    const agent = findAgent(agentId);
+    if (!agent) {
+      log.warn("the tower pushed a task for an agent not on this node; giving it back", { agent_id: agentId, task_id: task.id });
+      return void handBack({ id: agentId }, task, "the agent is not on this node");
+    }
+    const slot = slotOf(agent.id);
+    // the outcome of the slot's run is on its way: the tower, which has it, saw the agent idle
+    const reporting = slot.state === "busy" && slot.taskId !== undefined && st.runs.get(slot.taskId)?.reporting === true;
+    if (reporting && !slot.pushed && !st.stopping) {
+      slot.pushed = task;
+      return;
+    }
+    if (st.stopping || st.blocked.has(agent.id) || slot.state === "busy" || slot.pushed) {
+      // the tower thought the agent idle: work may be queued for it after this run
+      if (slot.state === "busy") st.backlog.add(agent.domainId);
+      return void handBack(agent, task, st.stopping ? "epd is shutting down" : "the agent is busy");
+    }
+    if (slot.state === "claiming") {
+      slot.pushed = task;
+      return;
+    }
+    slot.state = "busy";
+    slot.taskId = task.id;
+    start(agent, slot, task);
+  }
+
+  return { handBack, settlePushed, take };
+}
