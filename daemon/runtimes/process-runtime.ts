@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { statSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import type { Clock, ClockTimer } from "../../common/clock.js";
-import { EpError, invalidField } from "../../common/errors.js";
+import { EpError, invalidField, type ErrorCode } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import { createLineSplitter, createTailBuffer, fillArgs, liveGroupMembers, resolveExecutable, terminateGroup } from "./process-group.js";
 import type { ProgressFrame, RunHandle, RunResult, RunSpec, RunUsage, RuntimeAdapter, RuntimeCheck, RuntimeKind } from "./runtime.js";
@@ -61,11 +61,9 @@ export function templateValues(spec: RunSpec): Record<string, string> {
 }
 
 export function missingRuntime(kind: RuntimeKind, command: string): RunResult {
-  const err = new EpError(
-    "runtime_missing",
-    `runtime ${kind}: executable '${command}' was not found on this node's PATH; install it or set [${kind}].command in runtimes.toml`,
-  );
-  return { ok: false, output: "", error: err.message, errorCode: err.code };
+  // the code and message an EpError would carry, without an Error (and its stack) per failed run
+  const code: ErrorCode = "runtime_missing";
+  return { ok: false, output: "", error: `runtime ${kind}: executable '${command}' was not found on this node's PATH; install it or set [${kind}].command in runtimes.toml`, errorCode: code };
 }
 
 export function checkCommand(kind: RuntimeKind, command: string, env: Record<string, string | undefined>): Promise<RuntimeCheck> {
