@@ -6,27 +6,35 @@ import { toTask } from "../rows.js";
 import type { TaskRow } from "../store.js";
 
 export class Gate {
-  private held: Promise<void> | undefined;
+  private holder = false;
+  /** waiters in arrival order: hold() callers take the gate when woken, wait() callers look again */
+  private readonly queue: (() => void)[] = [];
 
   get busy(): boolean {
-    return this.held !== undefined;
+    return this.holder;
   }
 
+  /** Resolves once no transaction holds the gate (check busy again in the step that uses it). */
   async wait(): Promise<void> {
-    while (this.held) await this.held;
+    while (this.holder) await new Promise<void>((r) => this.queue.push(r));
   }
 
   async hold<T>(fn: () => Promise<T>): Promise<T> {
-    // check and take in the same synchronous step, or two waiters woken together both enter
-    while (this.held) await this.held;
-    let release!: () => void;
-    this.held = new Promise((r) => (release = r));
+    // taken in the same synchronous step as the check, or handed over by release(): two waiters
+    // never enter together, and a release wakes only the waiters up to the next holder (not every
+    // waiter to find the gate taken again: a burst of N transactions cost O(N²) wake-ups)
+    if (this.holder) await new Promise<void>((r) => this.queue.push(() => ((this.holder = true), r())));
+    else this.holder = true;
     try {
       return await fn();
     } finally {
-      this.held = undefined;
-      release();
+      this.release();
     }
+  }
+
+  private release(): void {
+    this.holder = false;
+    while (!this.holder && this.queue.length) this.queue.shift()!();
   }
 }
 
