@@ -152,8 +152,7 @@ async function mustTask(s: Store, id: string) {
  * UpdateAgentState emits. An agent in any other state (paused, restarting, …) is left as it is.
  */
 async function markAgent(tx: Store, emit: Emit, agentId: string, from: string, to: string, at: string): Promise<void> {
-  const a = await tx.getAgent(agentId);
-  if (!a || a.state !== from) return;
-  await tx.updateAgent(agentId, { state: to, lastSeenAt: at });
+  const a = await tx.moveAgentState(agentId, from, to, at);
+  if (!a) return;
   emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId, status: to, payload: { agent_id: agentId, from, to, reason: "epd" } });
 }

@@ -1,7 +1,7 @@
 // Work the tower hands to a node itself: for an agent it knows to be idle on a node whose link
 // takes tasks (LinkRequest.take_tasks), it claims and starts the next task and sends it with the
 // wake-up (fleet-links.ts), so the daemon needs no ClaimTask of its own. A task that cannot be
-// handed over goes back to the queue without counting an attempt (docs/daemon.md, "Claims").
+// handed over goes back to the queue without counting an attempt (docs/daemon.md, "Pushed work").
 import { EpError } from "../../common/errors.js";
 import type { Store, TaskRow } from "../store/store.js";
 import { commit, type Emit } from "./event-hub.js";

@@ -301,6 +301,10 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
     return this.first(`UPDATE agents SET ${set.sql} WHERE id = ? RETURNING *`, [...set.args, id], toAgent);
   }
 
+  moveAgentState(id: string, from: string, to: string, at: string): Promise<AgentRow | undefined> {
+    return this.first("UPDATE agents SET state = ?, last_seen_at = ? WHERE id = ? AND state = ? RETURNING *", [to, at, id, from], toAgent);
+  }
+
   // ---- tokens, signing keys, tickets
 
   async insertToken(row: TokenRow): Promise<void> {

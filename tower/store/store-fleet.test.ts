@@ -55,6 +55,12 @@ storeSuite((s) => {
       expect(await s.store.updateAgent("agt_x", { state: "busy" })).toBeUndefined();
       expect((await s.store.updateAgent("agt_1", { supervised: false }))!.supervised).toBe(false);
       expect((await s.store.getAgent("agt_2"))!.supervised).toBe(true);
+      // a state move applies only from the state named
+      expect(await s.store.moveAgentState("agt_2", "busy", "idle", iso(T0 + 4))).toBeUndefined();
+      expect((await s.store.getAgent("agt_2"))!.state).toBe(agent.state);
+      const moved = await s.store.moveAgentState("agt_1", "busy", "idle", iso(T0 + 5));
+      expect(moved).toMatchObject({ id: "agt_1", state: "idle", lastSeenAt: iso(T0 + 5), domainId: d1 });
+      expect(await s.store.moveAgentState("agt_x", "idle", "busy", iso(T0 + 6))).toBeUndefined();
       await expect(s.store.insertAgent({ ...agent, id: "agt_9", domainId: "dom_missing" })).rejects.toSatisfy(expectEpError("not_found"));
     });
   });

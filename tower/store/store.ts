@@ -266,6 +266,8 @@ export interface Store extends AiStore, SecretStore, NodeStateStore, ApprovalSto
   /** The domains of the agents enrolled on a node, each once, sorted (a node's credential: on every call it makes). */
   nodeAgentDomains(nodeId: string): Promise<string[]>;
   updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>): Promise<AgentRow | undefined>;
+  /** The agent moved from state `from` to `to` (last seen `at`) in one statement; undefined when it is not in `from` (or not there). */
+  moveAgentState(id: string, from: string, to: string, at: string): Promise<AgentRow | undefined>;
 
   insertToken(row: TokenRow): Promise<void>;
   getToken(id: string): Promise<TokenRow | undefined>;
