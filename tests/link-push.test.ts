@@ -3,47 +3,18 @@
 // agent's node gets the task_ready; FailTask release gives a task back without counting the
 // attempt; a task claimed for a node whose link went away goes back to the queue. Real tower,
 // real Connect link streams held as epd holds them; no timing in the assertions.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { JsonObject } from "@bufbuild/protobuf";
-import { AgentService, NodeService, type LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { Runtime, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { runtimeOf, statusWord } from "../test-support/words.js";
-import { startTower, waitFor, type TestTower } from "./harness.js";
+import { waitFor, type TestTower } from "./harness.js";
+import { useLinkTower } from "./link-harness.js";
 
+const linked = useLinkTower();
 let t: TestTower;
-const closers: (() => Promise<void>)[] = [];
-
-beforeAll(async () => {
-  t = await startTower();
-});
-
-afterAll(async () => {
-  for (const c of closers) await c();
-  await t?.close();
-});
-
-async function linkNode(hostname: string, takeTasks: boolean) {
-  const reg = await t.client(NodeService).registerNode({ hostname });
-  const ac = new AbortController();
-  const got: LinkResponse[] = [];
-  const done = (async () => {
-    try {
-      for await (const m of t.client(NodeService, reg.token).link({ attachSecret: "s".repeat(32), version: "test", takeTasks }, { signal: ac.signal })) got.push(m);
-    } catch {
-      // aborted
-    }
-  })();
-  const close = () => (ac.abort(), done);
-  closers.push(close);
-  await waitFor(() => got.some((m) => m.kind === "hello"));
-  const pushed = () => got.filter((m) => m.kind === "task");
-  const woken = () =>
-    got
-      .filter((m) => m.kind === "task_ready")
-      .flatMap((m) => (Array.isArray(m.data?.tasks) ? (m.data.tasks as JsonObject[]).map((x) => String(x.task_id)) : [m.taskId]));
-  return { nodeId: reg.node!.id, token: reg.token, got, pushed, woken, close };
-}
+beforeAll(() => void (t = linked.tower()));
+const linkNode = (hostname: string, takeTasks: boolean) => linked.linkNode(hostname, { takeTasks });
 
 async function domainWithMission(name: string) {
   const work = t.client(WorkService);

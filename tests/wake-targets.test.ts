@@ -3,54 +3,21 @@
 // Real tower, real Connect link streams held as epd holds them; no timing in the assertions:
 // a later task in the other domain is the barrier that proves the earlier one was not sent.
 import { ClaimPolicy } from "../gen/ep/tower/v1/resources_pb.js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { AgentService, NodeService, type LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
+import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { createWakeIndex, wakeUps } from "../tower/domain/fleet.js";
 import type { EventRow } from "../tower/store/store.js";
-import { startTower, waitFor, type TestTower } from "./harness.js";
+import { waitFor, type TestTower } from "./harness.js";
+import { useLinkTower } from "./link-harness.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 import { runtimeOf } from "../test-support/words.js";
 
+const linked = useLinkTower();
 let t: TestTower;
-const closers: (() => Promise<void>)[] = [];
-
-beforeAll(async () => {
-  t = await startTower();
-});
-
-afterAll(async () => {
-  for (const c of closers) await c();
-  await t?.close();
-});
-
-interface Linked {
-  nodeId: string;
-  got: LinkResponse[];
-  /** task ids this node was woken for (coalesced wake-ups counted one by one) */
-  woken(): string[];
-}
-
-async function linkNode(hostname: string): Promise<Linked> {
-  const reg = await t.client(NodeService).registerNode({ hostname });
-  const ac = new AbortController();
-  const got: LinkResponse[] = [];
-  const done = (async () => {
-    try {
-      for await (const m of t.client(NodeService, reg.token).link({ attachSecret: "s".repeat(32), version: "test" }, { signal: ac.signal })) got.push(m);
-    } catch {
-      // aborted
-    }
-  })();
-  closers.push(() => (ac.abort(), done));
-  await waitFor(() => got.some((m) => m.kind === "hello"));
-  const woken = () =>
-    got
-      .filter((m) => m.kind === "task_ready")
-      .flatMap((m) => (Array.isArray(m.data?.tasks) ? (m.data.tasks as JsonObject[]).map((x) => String(x.task_id)) : [m.taskId]));
-  return { nodeId: reg.node!.id, got, woken };
-}
+beforeAll(() => void (t = linked.tower()));
+const linkNode = (hostname: string) => linked.linkNode(hostname);
 
 const enroll = (nodeId: string, domainId: string, runtime = "shell", capabilities: string[] = []) =>
   t.client(AgentService).enrollAgent({ nodeId, domainId, runtime: runtimeOf(runtime), name: `${runtime}-${nodeId}`, capabilities }).then((r) => r.agent!);
@@ -113,7 +80,7 @@ describe("targeted wake-ups", () => {
     const n = await linkNode("gone-1");
     await enroll(n.nodeId, d);
     await waitFor(() => t.tower.services.fleet.wakeTargets(d).includes(n.nodeId));
-    await closers.pop()!();
+    await n.close();
     await waitFor(() => !t.tower.services.fleet.wakeTargets(d).includes(n.nodeId));
   });
 });
