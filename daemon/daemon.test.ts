@@ -22,7 +22,7 @@ afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn();
 });
 
-async function setup(opts: { pollMs: number; drop?: boolean | (() => boolean); takeTasks?: boolean; graceMs?: number; linkBackoff?: { initialMs?: number; maxMs?: number }; beforeStart?: (home: string) => Promise<void> }) {
+async function setup(opts: { pollMs: number; drop?: boolean | (() => boolean); takeTasks?: boolean; env?: Record<string, string>; graceMs?: number; linkBackoff?: { initialMs?: number; maxMs?: number }; beforeStart?: (home: string) => Promise<void> }) {
   const t: TestTower = await startTower();
   cleanups.push(() => t.close());
   const home = mkdtempSync(join(tmpdir(), "epd-inproc-"));
@@ -32,17 +32,18 @@ async function setup(opts: { pollMs: number; drop?: boolean | (() => boolean); t
   const domainId = (await work.createDomain({ name: `d${Math.random()}` })).domain!.id;
   const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
   let dropped = 0;
+  const kinds: string[] = [];
   await opts.beforeStart?.(home);
   const daemon: Daemon = await createDaemon({
     identity: { node_id: reg.node!.id, hostname: "w1", token: reg.token, tower_url: t.url },
     backendUrl: t.url,
     log: silentLogger,
-    env: { EP_HOME: home, PATH: process.env.PATH },
+    env: { EP_HOME: home, PATH: process.env.PATH, ...opts.env },
     pollMs: opts.pollMs,
     shutdownGraceMs: opts.graceMs,
     linkBackoff: opts.linkBackoff,
     takeTasks: opts.takeTasks,
-    dropLinkMessage: (m) => ((typeof opts.drop === "function" ? opts.drop() : opts.drop === true) && m.kind === "task_ready" ? (dropped++, true) : false),
+    dropLinkMessage: (m) => (kinds.push(m.kind), (typeof opts.drop === "function" ? opts.drop() : opts.drop === true) && m.kind === "task_ready" ? (dropped++, true) : false),
   });
   await daemon.start();
   cleanups.push(() => daemon.close());
@@ -63,7 +64,7 @@ async function setup(opts: { pollMs: number; drop?: boolean | (() => boolean); t
     }
   };
   await new Promise((r) => setTimeout(r, 100)); // the link's hello
-  return { t, work, daemon, nodeId: reg.node!.id, missionId, claimedAt, waitDone, dropped: () => dropped };
+  return { t, work, daemon, nodeId: reg.node!.id, missionId, claimedAt, waitDone, dropped: () => dropped, kinds };
 }
 
 describe("daemon wake-ups", () => {
@@ -73,6 +74,17 @@ describe("daemon wake-ups", () => {
     const task = (await s.work.createTask({ missionId: s.missionId, title: "x", runtime: Runtime.SHELL, input: { command: "true" } })).task!;
     await s.waitDone(task.id, 3000);
     expect(await s.claimedAt(task.id)).toBeLessThan(500);
+  });
+
+  it("takes pushed work by default; EP_TAKE_TASKS=0 claims after each wake-up; another value is refused at start", async () => {
+    const pushed = await setup({ pollMs: 60_000 });
+    await pushed.waitDone((await pushed.work.createTask({ missionId: pushed.missionId, title: "p", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id, 3000);
+    expect(pushed.kinds).toContain("task");
+    const woken = await setup({ pollMs: 60_000, env: { EP_TAKE_TASKS: "0" } });
+    await woken.waitDone((await woken.work.createTask({ missionId: woken.missionId, title: "w", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id, 3000);
+    expect(woken.kinds).toContain("task_ready");
+    expect(woken.kinds).not.toContain("task");
+    await expect(setup({ pollMs: 60_000, env: { EP_TAKE_TASKS: "sometimes" } })).rejects.toThrow(/EP_TAKE_TASKS must be 1 or 0/);
   });
 
   it("a lost task_ready costs at most one poll, and never a restart", async () => {

@@ -61,7 +61,7 @@ export interface DaemonOptions {
   onLinkCommand?: (msg: LinkResponse) => void;
   /** Fault injection for tests: return true to drop a link message as if it was lost. */
   dropLinkMessage?: (msg: LinkResponse) => boolean;
-  /** Take work the tower pushes for idle agents (default true); false claims after each task_ready. */
+  /** Take work the tower pushes for idle agents (default: EP_TAKE_TASKS, else true); false claims after each task_ready. */
   takeTasks?: boolean;
   linkBackoff?: { initialMs?: number; maxMs?: number };
 }
@@ -90,6 +90,15 @@ function positiveInt(name: string, raw: string | undefined, fallback: number): n
   return n;
 }
 
+/** A yes/no setting: unset is `fallback`; 1/true/yes/on and 0/false/no/off, anything else refused by name. */
+function flag(name: string, raw: string | undefined, fallback: boolean): boolean {
+  if (raw === undefined || raw === "") return fallback;
+  const w = raw.trim().toLowerCase();
+  if (["1", "true", "yes", "on"].includes(w)) return true;
+  if (["0", "false", "no", "off"].includes(w)) return false;
+  throw new EpError("config_invalid", `${name} must be 1 or 0 (true/false, yes/no, on/off), got ${JSON.stringify(raw)}`);
+}
+
 export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const env = opts.env ?? process.env;
   const clock = opts.clock ?? systemClock;
@@ -99,6 +108,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const home = daemonHome(env);
   const sockets = daemonSockets(env);
   const pollMs = opts.pollMs ?? positiveInt("EP_POLL_MS", env.EP_POLL_MS, 5000);
+  const takeTasks = opts.takeTasks ?? flag("EP_TAKE_TASKS", env.EP_TAKE_TASKS, true);
   const graceMs = opts.shutdownGraceMs ?? positiveInt("EP_SHUTDOWN_GRACE_MS", env.EP_SHUTDOWN_GRACE_MS, 30_000);
   const startedAt = clock.now();
   const binDir = await prepareHome(home, opts.epdEntry);
@@ -149,6 +159,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       fleet.reportState();
     },
     onMessage: (msg, attach) => routeLinkCommand(msg, { fleet, worker, agents, signals, attach, log, other: opts.onLinkCommand }),
+    takeTasks,
   });
 
   const runtimesReport = () => runtimeReport(runtimesConfig, { ...baseEnv, PATH: [binDir, baseEnv.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(":") });
@@ -255,6 +266,7 @@ function linkToTower(
     attach: Pick<AttachGatewayOptions, "hub" | "resolve" | "path">;
     onConnected(): void;
     onMessage(msg: LinkResponse, attach: AttachGateway): void;
+    takeTasks: boolean;
   },
 ) {
   const attachSecret = randomBytes(32).toString("base64url");
@@ -265,7 +277,7 @@ function linkToTower(
     log: o.log.child({ part: "link" }),
     attachSecret,
     version: EPD_VERSION,
-    takeTasks: opts.takeTasks ?? true,
+    takeTasks: o.takeTasks,
     backoff: opts.linkBackoff,
     onConnected: o.onConnected,
     onState: (state) => o.log.info("link state", { state }),
