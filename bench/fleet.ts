@@ -1,7 +1,7 @@
 // Fleet simulator (issue 21): K linked nodes on one tower, submit → claim through one real epd.
 //   npx esbuild bench/fleet.ts --bundle --platform=node --format=esm --packages=external \
 //     --outfile=dist/bench/fleet.mjs && node --expose-gc dist/bench/fleet.mjs --nodes 1000 \
-//     [--agents <M, default K>] [--domains 10] [--matching 10] [--tasks 400] [--rate 50] [--epd-agents 8]
+//     [--agents <M, default K>] [--domains 10] [--matching 10] [--tasks 400] [--rate 50] [--epd-agents 8] [--take-tasks 1|0]
 //
 // The tower runs in this process (real HTTP on loopback, SQLite file), as in bench/wakeup.ts:
 // a task's latency is from the start of its CreateTask call to the commit of its claim by an agent
@@ -14,7 +14,9 @@
 // domains other than the measured one; the real epd's agents are in domain 0, where `--matching`
 // simulated nodes also have an agent (they never claim, as busy nodes would not), so the measured
 // tasks have a fixed number of matching nodes whatever K is. The simulated nodes count the
-// task_ready messages they receive.
+// task_ready messages they receive. With pushed work (`--take-tasks 1`, the default) an idle agent
+// of the real epd gets each task claimed and sent to it, and no node is woken; `--take-tasks 0`
+// measures the wake-up fan-out (every task wakes the matching nodes), as before pushed work.
 //
 // Tower RSS per link: this process's RSS after a GC, before and after the K links are up, over K
 // (the links' client side lives in the child, so it is not counted).
@@ -45,8 +47,12 @@ const { values } = parseArgs({
     rate: { type: "string", default: "50" },
     warmup: { type: "string", default: "100" },
     "epd-agents": { type: "string", default: "8" },
+    // 1: the real epd takes work the tower pushes to its idle agents (the default, as in
+    // production); 0: it claims after each task_ready, so every task wakes the matching nodes
+    "take-tasks": { type: "string", default: "1" },
   },
 });
+if (values["take-tasks"] !== "0" && values["take-tasks"] !== "1") throw new Error("--take-tasks must be 0 or 1");
 
 if (values.sim) await simulate(values.sim);
 else await main();
@@ -99,7 +105,7 @@ async function startRealEpd(t: { url: string; adminToken: string }, home: string
   writeFileSync(join(home, "epd", "runtimes.toml"), '[shell]\ncommand = "/nonexistent/ep-bench-no-process"\n');
   const { epd: epdMain } = await buildBinaries();
   const epd = spawn(process.execPath, [epdMain, "run", "--backend-url", t.url], {
-    env: { ...process.env, EP_HOME: home, EP_NODE_FILE: nodeFile, EP_LOG_LEVEL: "warn", EP_POLL_MS: "60000", PATH: `${FIXTURES}:${process.env.PATH}` },
+    env: { ...process.env, EP_HOME: home, EP_NODE_FILE: nodeFile, EP_LOG_LEVEL: "warn", EP_POLL_MS: "60000", EP_TAKE_TASKS: values["take-tasks"], PATH: `${FIXTURES}:${process.env.PATH}` },
     stdio: ["ignore", "ignore", "inherit"],
   });
   const mgmt = join(home, "epd", "mgmt.sock");
@@ -215,6 +221,7 @@ async function main(): Promise<void> {
       sim_agents: M,
       domains: D,
       matching_sim_nodes: MATCHING,
+      take_tasks: values["take-tasks"] === "1",
       tasks: N,
       offered_rate: RATE,
       submit_to_claim_ms: { p50: pct(fromSubmit, 50), p90: pct(fromSubmit, 90), p99: pct(fromSubmit, 99), max: pct(fromSubmit, 100) },
