@@ -2,14 +2,16 @@
 // node:http(s) with a keep-alive agent. connect-node's transport runs every unary call through its
 // universal client (async iterables, linked abort controllers, envelope pipes), which cost this
 // VM ~400 µs of CPU per call on top of the HTTP exchange itself (docs/PERFORMANCE.md, "Lean
-// Connect paths"): more than the rest of a claimed task's work in epd. Streams (the link) stay on
-// connect-node's transport; errors are connect's own (errorFromJsonBytes), so a refusal carries
-// the tower's ErrorDetail exactly as before.
+// Connect paths"): more than the rest of a claimed task's work in epd. Server streams (the link)
+// are read lean too (server-stream.ts); other stream kinds stay on connect-node's transport.
+// Errors are connect's own (errorFromJsonBytes), so a refusal carries the tower's ErrorDetail
+// exactly as before.
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethodUnary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport, type UnaryResponse } from "@connectrpc/connect";
 import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
 import http from "node:http";
 import https from "node:https";
+import { serverStream } from "./server-stream.js";
 
 export interface UnaryTransportOptions {
   baseUrl: string;
@@ -88,7 +90,13 @@ export function createUnaryTransport(opts: UnaryTransportOptions): Transport {
     });
   }
 
-  return { unary, stream: (...args) => opts.streams.stream(...args) };
+  const target = { base, hostname, request, agent, headers: opts.headers };
+  return {
+    unary,
+    // server streams (the link) read lean (server-stream.ts); any other kind goes to connect-node
+    stream: (method, signal, timeoutMs, header, input, contextValues) =>
+      method.methodKind === "server_streaming" ? serverStream(target, method, signal, timeoutMs, header, input) : opts.streams.stream(method, signal, timeoutMs, header, input, contextValues),
+  };
 }
 
 /** Connect unary trailers travel as `trailer-` prefixed headers. */
