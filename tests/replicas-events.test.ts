@@ -2,7 +2,7 @@
 // reach the SSE clients, hub listeners and long-polling claimers of the others exactly once and
 // in order; concurrent writers on both replicas never make a follower skip an id; node-link
 // commands (signal, supervise, attach proof) reach the replica holding the link; the bootstrap
-// admin token is made once; cluster locks exclude each other.
+// admin token is made once; cluster locks exclude each other; work is pushed by the replica holding the link.
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
@@ -233,6 +233,35 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     expect(await b.tower.services.fleet.linkedAnywhere(nodeId)).toBe(false);
     await expect(b.client(AgentService).superviseAgent({ agentId, op: "resume" })).rejects.toThrow(/not connected/);
     expect(await b.tower.replication!.proof(nodeId, "att_2")).toBeUndefined();
+  }, 30_000);
+
+  it("a task created on B is pushed once, claimed and started, by A, which holds the idle agent's link", async () => {
+    const { towers } = await replicas(2);
+    const [a, b] = towers;
+    const domainId = (await a.client(WorkService).createDomain({ name: "push" })).domain!.id;
+    const reg = await a.client(NodeService).registerNode({ hostname: "pushed-1" });
+    const agentId = (await a.client(AgentService).enrollAgent({ domainId, runtime: Runtime.SHELL, nodeId: reg.node!.id })).agent!.id;
+    const nodeTransport = createConnectTransport({ baseUrl: a.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${reg.token}`), next(req))] });
+    const ac = new AbortController();
+    const got: LinkResponse[] = [];
+    const stream = (async () => {
+      try {
+        for await (const m of createClient(NodeService, nodeTransport).link({ attachSecret: "s", takeTasks: true }, { signal: ac.signal })) got.push(m);
+      } catch {
+        // aborted below
+      }
+    })();
+    await waitFor(() => got.some((m) => m.kind === "hello"));
+    await waitFor(() => a.tower.services.fleet.wakeTargets(domainId).length === 1);
+    const missionId = (await b.client(WorkService).createMission({ domainId, title: "m" })).mission!.id;
+    const task = (await b.client(WorkService).createTask({ missionId, title: "x", runtime: Runtime.SHELL, input: { command: "true" } })).task!;
+    await waitFor(() => got.some((m) => m.kind === "task" && m.taskId === task.id));
+    expect(got.filter((m) => m.kind === "task")).toHaveLength(1);
+    expect(got.find((m) => m.kind === "task")?.task).toMatchObject({ id: task.id, claimedBy: agentId, attempts: 1 });
+    const seen = (await b.client(WorkService).getTask({ taskId: task.id })).task!;
+    expect(seen.claimedBy).toBe(agentId);
+    ac.abort();
+    await stream;
   }, 30_000);
 
   it("replicas starting together make one bootstrap admin token; cluster locks exclude each other", async () => {
