@@ -105,6 +105,35 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     expect(mine).toEqual(["warming up", "step one of two", "step two of two", "all done"]);
   }, 60_000);
 
+  it("misses no frame committed between the page's first read and its live feed's start", async () => {
+    const id = await submit("late feed", gated("late"));
+    await waitFor(async () => (await status(id)) === "running", 15_000);
+    // hold the page's live feed back until the task has printed the rest and ended: those frames
+    // are after what the first replay read and before the point the feed starts from
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    await page.route("**/events/stream**", async (route) => {
+      await held;
+      await route.continue();
+    });
+    try {
+      await page.goto(`${tower.url}/ui/tasks/${id}`);
+      const frames = page.getByRole("list", { name: "Progress frames" });
+      await frames.getByText("step one of two").waitFor({ timeout: 10_000 });
+      writeFileSync(join(gates, "late"), "");
+      await waitFor(async () => (await status(id)) === "succeeded", 15_000);
+      expect(await frames.getByText("step two of two").count()).toBe(0);
+      release();
+      await frames.getByText("all done").waitFor({ timeout: 10_000 });
+      await expect.poll(() => page.locator(".task-head .badge").innerText(), { timeout: 10_000 }).toBe("succeeded");
+      const mine = (await frames.locator(".frame-body").allInnerTexts()).filter((t) => /step|warming|all done/.test(t));
+      expect(mine).toEqual(["warming up", "step one of two", "step two of two", "all done"]);
+    } finally {
+      release();
+      await page.unroute("**/events/stream**");
+    }
+  }, 60_000);
+
   it("cancels a running task from its page", async () => {
     const id = await submit("to cancel", gated("never"));
     await waitFor(async () => (await status(id)) === "running", 15_000);

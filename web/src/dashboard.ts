@@ -138,13 +138,22 @@ export function useDashboard(onUnauthenticated: () => void): Dashboard {
     void load("work");
     void load("fleet");
     void load("approvals");
+    let opened = false;
     const live = createLiveStream({
       url: "/events/stream",
       onEvent(ev) {
         for (const a of areasFor(ev)) refresh(a);
         for (const fn of listeners.current) fn(ev);
       },
-      onState: setStream,
+      // the feed starts at the tower's newest event: what was committed between the first loads
+      // and its first open is read once more then (onRecover does the same after an outage)
+      onState: (st) => {
+        setStream(st);
+        if (st.status === "open" && !opened) {
+          opened = true;
+          refresh();
+        }
+      },
       onRecover: () => refresh(),
     });
     return () => {

@@ -31,8 +31,13 @@ function frameOf(id: number, payload: Record<string, unknown> | undefined, at?: 
   return { id, kind: String(p.kind ?? "text"), text: String(p.text ?? ""), data: (p.data as Record<string, unknown> | undefined) ?? undefined, at };
 }
 
-/** The task's progress frames: replayed, then live; in id order, each once. */
-function useTranscript(taskId: string, subscribe: Dashboard["subscribe"]): { frames: Frame[]; error?: string } {
+/**
+ * The task's progress frames: replayed, then live; in id order, each once. The live feed starts at
+ * the tower's newest event when it opens, which can be after the first replay read: a frame
+ * committed between the two would be in neither, so every time the feed opens the replay runs
+ * again from the last frame it saw (frames are kept by id: nothing shows twice).
+ */
+function useTranscript(taskId: string, subscribe: Dashboard["subscribe"], streamOpen: boolean): { frames: Frame[]; error?: string } {
   const [frames, setFrames] = useState<Map<number, Frame>>(new Map());
   const [error, setError] = useState<string>();
   const add = useCallback((list: Frame[]) => {
@@ -44,39 +49,56 @@ function useTranscript(taskId: string, subscribe: Dashboard["subscribe"]): { fra
     });
   }, []);
 
+  // the last replayed id of this task (the next replay starts after it)
+  const replayed = useRef({ taskId, after: 0n });
+  const replay = useCallback(
+    (stop: () => boolean) => {
+      void (async () => {
+        try {
+          for (;;) {
+            const res = await api.events.listEvents({ afterId: replayed.current.after, limit: PAGE, filter: { taskId, types: ["progress"] } });
+            if (stop()) return;
+            add(res.events.map((e) => frameOf(Number(e.id), e.payload as Record<string, unknown> | undefined, isoOf(e.createdAt))));
+            if (res.events.length) replayed.current.after = res.events[res.events.length - 1].id;
+            if (res.events.length < PAGE) return;
+          }
+        } catch (err) {
+          if (!stop()) setError(`could not load the progress: ${describeError(err)}`);
+        }
+      })();
+    },
+    [taskId, add],
+  );
+
   useEffect(() => {
     setFrames(new Map());
-    // subscribe before replaying, so nothing falls between the two
+    replayed.current = { taskId, after: 0n };
+    // subscribe before replaying, so nothing falls between the two once the feed is open
     const off = subscribe((ev: StreamEvent) => {
       if (ev.type === "progress" && ev.task_id === taskId) add([frameOf(Number(ev.id), ev.payload, ev.created_at)]);
     });
-    let stop = false;
-    void (async () => {
-      try {
-        let after = 0n;
-        for (;;) {
-          const res = await api.events.listEvents({ afterId: after, limit: PAGE, filter: { taskId, types: ["progress"] } });
-          if (stop) return;
-          add(res.events.map((e) => frameOf(Number(e.id), e.payload as Record<string, unknown> | undefined, isoOf(e.createdAt))));
-          if (res.events.length < PAGE) return;
-          after = res.events[res.events.length - 1].id;
-        }
-      } catch (err) {
-        if (!stop) setError(`could not load the progress: ${describeError(err)}`);
-      }
-    })();
+    let stopped = false;
+    replay(() => stopped);
     return () => {
-      stop = true;
+      stopped = true;
       off();
     };
-  }, [taskId, subscribe, add]); // subscribe is stable; the dashboard object changes with every event
+  }, [taskId, subscribe, add, replay]); // subscribe is stable; the dashboard object changes with every event
+
+  // the feed (re)opened: what was committed before it started is read once more
+  useEffect(() => {
+    if (!streamOpen) return;
+    let stopped = false;
+    replay(() => stopped);
+    return () => void (stopped = true);
+  }, [streamOpen, replay]);
 
   const sorted = useMemo(() => [...frames.values()].sort((a, b) => a.id - b.id), [frames]);
   return { frames: sorted, error };
 }
 
 /** The task and its runs, reloaded when their own events arrive (a burst is one load). */
-function useTask(taskId: string, subscribe: Dashboard["subscribe"]) {
+function useTask(taskId: string, subscribe: Dashboard["subscribe"], streamOpen: boolean) {
   const [task, setTask] = useState<Task>();
   const [runs, setRuns] = useState<Task[]>([]);
   const [error, setError] = useState<string>();
@@ -107,17 +129,21 @@ function useTask(taskId: string, subscribe: Dashboard["subscribe"]) {
       window.clearTimeout(timer);
     };
   }, [taskId, subscribe, load]);
+  // the feed (re)opened: a change committed before it started is read now
+  useEffect(() => {
+    if (streamOpen) void load();
+  }, [streamOpen, load]);
   return { task, setTask, runs, error };
 }
 
 export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: string; dashboard: Dashboard; canOperate: boolean; navigate(to: string): void }) {
   const { subscribe } = dashboard;
-  const { task, setTask, runs, error } = useTask(taskId, subscribe);
+  const { task, setTask, runs, error } = useTask(taskId, subscribe, dashboard.stream.status === "open");
   const [busy, setBusy] = useState<string>();
   const [note, setNote] = useState<{ ok: boolean; text: string }>();
   const [terminal, setTerminal] = useState(false);
   const now = useNow(5_000);
-  const { frames, error: transcriptError } = useTranscript(taskId, subscribe);
+  const { frames, error: transcriptError } = useTranscript(taskId, subscribe, dashboard.stream.status === "open");
   const { agents, nodes, missions, domains } = dashboard.data;
   const agentOf = useMemo(() => new Map(agents.map((a) => [a.id, a])), [agents]);
   const nodeName = useMemo(() => new Map(nodes.map((n) => [n.id, n.hostname])), [nodes]);
