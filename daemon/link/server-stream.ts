@@ -40,14 +40,7 @@ export async function serverStream<I extends DescMessage, O extends DescMessage>
   const body = Buffer.alloc(5 + payload.byteLength);
   body.writeUInt32BE(payload.byteLength, 1);
   body.set(payload, 5);
-  const headers: Record<string, string | number> = {
-    ...to.headers,
-    "content-type": "application/connect+proto",
-    "connect-protocol-version": "1",
-    "content-length": body.byteLength,
-  };
-  if (header) new Headers(header).forEach((v, k) => (headers[k] = v));
-  if (timeoutMs !== undefined) headers["connect-timeout-ms"] = Math.max(1, Math.ceil(timeoutMs));
+  const headers = callHeaders(to.headers, "application/connect+proto", body.byteLength, header, timeoutMs);
   const path = `${to.base.pathname.replace(/\/+$/, "")}/${method.parent.typeName}/${method.name}`;
   if (signal?.aborted) throw new ConnectError("the call was cancelled", Code.Canceled);
 
@@ -98,6 +91,14 @@ export async function serverStream<I extends DescMessage, O extends DescMessage>
     }
   }
   return { stream: true, service: method.parent, method, header: resHeaders, message: messages(), trailer } as StreamResponse<I, O>;
+}
+
+/** A Connect call's request headers: the node's own, the protocol's, the caller's, a deadline. */
+export function callHeaders(own: Record<string, string>, contentType: string, length: number, header: HeadersInit | undefined, timeoutMs: number | undefined): Record<string, string | number> {
+  const headers: Record<string, string | number> = { ...own, "content-type": contentType, "connect-protocol-version": "1", "content-length": length };
+  if (header) new Headers(header).forEach((v, k) => (headers[k] = v));
+  if (timeoutMs !== undefined) headers["connect-timeout-ms"] = Math.max(1, Math.ceil(timeoutMs));
+  return headers;
 }
 
 type Item<T> = { message?: T; end?: ReturnType<typeof endStreamFromJson> };

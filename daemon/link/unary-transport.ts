@@ -11,7 +11,7 @@ import { Code, ConnectError, type Transport, type UnaryResponse } from "@connect
 import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
 import http from "node:http";
 import https from "node:https";
-import { serverStream } from "./server-stream.js";
+import { callHeaders, serverStream } from "./server-stream.js";
 
 export interface UnaryTransportOptions {
   baseUrl: string;
@@ -39,14 +39,7 @@ export function createUnaryTransport(opts: UnaryTransportOptions): Transport {
   ): Promise<UnaryResponse<I, O>> {
     const message = isMessage(input, method.input) ? input : create(method.input, input);
     const body = toBinary(method.input, message);
-    const headers: Record<string, string | number> = {
-      ...opts.headers,
-      "content-type": "application/proto",
-      "connect-protocol-version": "1",
-      "content-length": body.byteLength,
-    };
-    if (header) new Headers(header).forEach((v, k) => (headers[k] = v));
-    if (timeoutMs !== undefined) headers["connect-timeout-ms"] = Math.max(1, Math.ceil(timeoutMs));
+    const headers = callHeaders(opts.headers, "application/proto", body.byteLength, header, timeoutMs);
     const path = `${prefix}/${method.parent.typeName}/${method.name}`;
     const { status, resHeaders, data } = await exchange(path, headers, body, signal, timeoutMs);
     const { header: h, trailer } = splitTrailers(resHeaders);
