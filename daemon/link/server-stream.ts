@@ -77,7 +77,6 @@ export async function serverStream<I extends DescMessage, O extends DescMessage>
     try {
       for (;;) {
         const next = await reader.next();
-        if (next === undefined) return;
         if (next.end) {
           next.end.metadata.forEach((v, k) => trailer.set(k, v));
           if (next.end.error) throw next.end.error;
@@ -141,8 +140,8 @@ class EnvelopeReader<T> {
     this.wake?.();
   }
 
-  /** The next item; undefined when the response ended without an end-stream envelope (refused as a protocol error). */
-  async next(): Promise<Item<T> | undefined> {
+  /** The next item; a response that ended without an end-stream envelope is refused as a protocol error. */
+  async next(): Promise<Item<T>> {
     for (;;) {
       const item = this.items.shift();
       if (item) return item;

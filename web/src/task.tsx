@@ -85,9 +85,13 @@ function useTranscript(taskId: string, subscribe: Dashboard["subscribe"], stream
     };
   }, [taskId, subscribe, add, replay]); // subscribe is stable; the dashboard object changes with every event
 
-  // the feed (re)opened: what was committed before it started is read once more
+  // the feed opened after the first replay (or again after an outage): what was committed before
+  // it started is read once more; a feed already open at mount needs only the first replay
+  const wasOpen = useRef(streamOpen);
   useEffect(() => {
-    if (!streamOpen) return;
+    const opened = streamOpen && !wasOpen.current;
+    wasOpen.current = streamOpen;
+    if (!opened) return;
     let stopped = false;
     replay(() => stopped);
     return () => void (stopped = true);
@@ -129,9 +133,12 @@ function useTask(taskId: string, subscribe: Dashboard["subscribe"], streamOpen: 
       window.clearTimeout(timer);
     };
   }, [taskId, subscribe, load]);
-  // the feed (re)opened: a change committed before it started is read now
+  // the feed opened after the first load (or again after an outage): a change committed before it started is read now
+  const wasOpen = useRef(streamOpen);
   useEffect(() => {
-    if (streamOpen) void load();
+    const opened = streamOpen && !wasOpen.current;
+    wasOpen.current = streamOpen;
+    if (opened) void load();
   }, [streamOpen, load]);
   return { task, setTask, runs, error };
 }
