@@ -12,7 +12,7 @@ import { startTower, tempHome, useCleanups, waitFor, type TestTower } from "./ha
 const cleanup = useCleanups();
 
 /** A real tower whose HTTP server counts the calls by method, a real epd without periodic polls, one shell agent. */
-async function setup(name: string) {
+async function setup(name: string, env: Record<string, string> = {}) {
   const h = tempHome(`ep-${name}-`);
   cleanup(() => h.cleanup());
   const t: TestTower = await startTower({ home: join(h.dir, "tower-home") });
@@ -28,7 +28,7 @@ async function setup(name: string) {
   const domainId = (await work.createDomain({ name })).domain!.id;
   const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
   // no periodic poll: only wake-ups, pushes and outcomes make claims
-  const epd: EpdProcess = await spawnEpd({ home: join(h.dir, "epd-home"), nodeFile, backendUrl: t.url, env: { EP_POLL_MS: "600000" } });
+  const epd: EpdProcess = await spawnEpd({ home: join(h.dir, "epd-home"), nodeFile, backendUrl: t.url, env: { EP_POLL_MS: "600000", ...env } });
   cleanup(() => epd.stop());
   await epd.call("agent.enroll", { domainId, runtime: "shell" });
   return { t, calls, work, domainId, missionId };
@@ -55,7 +55,7 @@ describe("an agent with work queued behind it", () => {
   }, 60_000);
 
   it("runs work the tower pushes to its idle agent with no ClaimTask at all", async () => {
-    const { t, calls, work, domainId, missionId } = await setup("pushed");
+    const { t, calls, work, domainId, missionId } = await setup("pushed", { EP_TAKE_TASKS: "1" });
     await waitFor(() => t.tower.services.fleet.wakeTargets(domainId).length === 1);
     // an agent enrolled claims once for what may be queued already (nothing here)
     await waitFor(() => (calls.get("ClaimTask") ?? 0) >= 1);
