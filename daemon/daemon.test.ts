@@ -76,11 +76,11 @@ describe("daemon wake-ups", () => {
     expect(await s.claimedAt(task.id)).toBeLessThan(500);
   });
 
-  it("takes pushed work with EP_TAKE_TASKS=1, claims after each wake-up with 0 (the default); another value is refused at start", async () => {
-    const pushed = await setup({ pollMs: 60_000, env: { EP_TAKE_TASKS: "1" } });
+  it("takes pushed work by default (EP_TAKE_TASKS=1), claims after each wake-up with 0; another value is refused at start", async () => {
+    const pushed = await setup({ pollMs: 60_000 });
     await pushed.waitDone((await pushed.work.createTask({ missionId: pushed.missionId, title: "p", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id, 3000);
     expect(pushed.kinds).toContain("task");
-    const woken = await setup({ pollMs: 60_000 });
+    const woken = await setup({ pollMs: 60_000, env: { EP_TAKE_TASKS: "0" } });
     await woken.waitDone((await woken.work.createTask({ missionId: woken.missionId, title: "w", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id, 3000);
     expect(woken.kinds).toContain("task_ready");
     expect(woken.kinds).not.toContain("task");

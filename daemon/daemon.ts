@@ -61,7 +61,7 @@ export interface DaemonOptions {
   onLinkCommand?: (msg: LinkResponse) => void;
   /** Fault injection for tests: return true to drop a link message as if it was lost. */
   dropLinkMessage?: (msg: LinkResponse) => boolean;
-  /** Take work the tower pushes for idle agents (default: EP_TAKE_TASKS, else false); false claims after each task_ready. */
+  /** Take work the tower pushes for idle agents (default: EP_TAKE_TASKS, else true); false claims after each task_ready. */
   takeTasks?: boolean;
   linkBackoff?: { initialMs?: number; maxMs?: number };
 }
@@ -108,7 +108,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const home = daemonHome(env);
   const sockets = daemonSockets(env);
   const pollMs = opts.pollMs ?? positiveInt("EP_POLL_MS", env.EP_POLL_MS, 5000);
-  const takeTasks = opts.takeTasks ?? flag("EP_TAKE_TASKS", env.EP_TAKE_TASKS, false);
+  const takeTasks = opts.takeTasks ?? flag("EP_TAKE_TASKS", env.EP_TAKE_TASKS, true);
   const graceMs = opts.shutdownGraceMs ?? positiveInt("EP_SHUTDOWN_GRACE_MS", env.EP_SHUTDOWN_GRACE_MS, 30_000);
   const startedAt = clock.now();
   const binDir = await prepareHome(home, opts.epdEntry);

@@ -55,7 +55,7 @@ describe("an agent with work queued behind it", () => {
   }, 60_000);
 
   it("runs work the tower pushes to its idle agent with no ClaimTask at all", async () => {
-    const { t, calls, work, domainId, missionId } = await setup("pushed", { EP_TAKE_TASKS: "1" });
+    const { t, calls, work, domainId, missionId } = await setup("pushed");
     await waitFor(() => t.tower.services.fleet.wakeTargets(domainId).length === 1);
     // an agent enrolled claims once for what may be queued already (nothing here)
     await waitFor(() => (calls.get("ClaimTask") ?? 0) >= 1);

@@ -6,6 +6,7 @@ import { statusWord } from "../test-support/words.js";
 import { TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
@@ -147,3 +148,26 @@ describe("epd completion reports", () => {
     await waitFor(() => journal(s.home).length === 0);
   }, 90_000);
 });
+
+describe("epd takes up what the tower says its agents hold", () => {
+  it("a task claimed and started for its agent whose answer never arrived (a push or claim lost with a link) runs after the next hello, on its first attempt", async () => {
+    const s = await setup();
+    let epd = await startEpd(s, { EP_POLL_MS: "600000" });
+    const agentId = (await epd.call<{ agent: { id: string } }>("agent.enroll", { domainId: s.domainId, runtime: "shell" })).agent.id;
+    await epd.stop();
+    // claimed and started for the agent with the node's own credential, as the tower does for a
+    // push; the daemon never hears of it
+    const node = clients(s.tower.url, JSON.parse(readFileSync(s.nodeFile, "utf8")).token as string).work;
+    const t = (await s.work.createTask({ missionId: s.missionId, title: "lost", runtime: Runtime.SHELL, input: { command: "echo taken-up" } })).task!;
+    const held = (await node.claimTask({ agentId, start: true })).task!;
+    expect(held).toMatchObject({ id: t.id, status: TaskStatus.RUNNING, claimedBy: agentId });
+    epd = await startEpd(s, { EP_POLL_MS: "600000" });
+    // without resume the task would stay running until its lease (60 s) ran out
+    const done = await waitStatus(s.work, t.id, ["succeeded", "failed", "queued"], 20_000);
+    expect(statusWord(done.status)).toBe("succeeded");
+    expect(done.result!.output.trim()).toBe("taken-up");
+    expect(done.attempts).toBe(1);
+    expect(await taskEventNames(s.events, t.id)).not.toContain("task.requeued");
+  }, 60_000);
+});
+

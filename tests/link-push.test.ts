@@ -130,4 +130,38 @@ describe("pushed work", () => {
     expect(statusWord(still.status)).toBe("queued");
     expect(still.attempts).toBe(0);
   });
+
+  it("a claim with resume takes up what its agent already holds (a lost answer or push) before the queue; without it, the queue", async () => {
+    const { domainId, missionId } = await domainWithMission("resume-a");
+    const node = await linkNode("resume-node", false);
+    const agentId = await enroll(node.nodeId, domainId);
+    const otherAgent = await enroll(node.nodeId, domainId);
+    const work = t.client(WorkService, node.token);
+    const [a, b, c, d] = [await submit(missionId, "a"), await submit(missionId, "b"), await submit(missionId, "c"), await submit(missionId, "d")];
+    // two claims whose answers never reached the daemon: the agent holds a (claimed) and b (running)
+    expect((await work.claimTask({ agentId })).task!.id).toBe(a);
+    const bHeld = (await work.claimTask({ agentId, start: true })).task!;
+    expect(bHeld.id).toBe(b);
+    // the other agent's task is not this agent's to resume
+    expect((await work.claimTask({ agentId: otherAgent, start: true })).task!.id).toBe(c);
+
+    const resumed = (await work.claimTask({ agentId, start: true, resume: true })).task!;
+    expect(resumed).toMatchObject({ id: a, status: TaskStatus.RUNNING, claimedBy: agentId, attempts: 1 });
+    expect(Number(resumed.leaseExpiresAt!.seconds)).toBeGreaterThanOrEqual(Number(bHeld.leaseExpiresAt!.seconds));
+    // the other task it held goes back uncounted, with its reason
+    const back = (await t.client(WorkService).getTask({ taskId: b })).task!;
+    expect(statusWord(back.status)).toBe("queued");
+    expect(back.attempts).toBe(0);
+    const events = (await t.tower.deps.store.listEvents({ afterId: 0, limit: 10_000 })).filter((e) => e.taskId === b && e.name === "task.requeued");
+    expect(events.map((e) => e.payload.reason)).toEqual(["its agent took up another task it held"]);
+    // resuming again answers the same task; nothing else moved
+    expect((await work.claimTask({ agentId, start: true, resume: true })).task!).toMatchObject({ id: a, attempts: 1 });
+    expect(statusWord((await t.client(WorkService).getTask({ taskId: c })).task!.status)).toBe("running");
+
+    // a lease that has run out is the sweep's (it counts the attempt), not resumed: the queue answers
+    await t.tower.deps.store.updateTask(a, { leaseExpiresMs: Date.now() - 1 });
+    expect((await work.claimTask({ agentId, start: true, resume: true })).task!).toMatchObject({ id: b, attempts: 1 });
+    // without resume, a claim takes from the queue even while the agent holds a task
+    expect((await work.claimTask({ agentId, start: true })).task!.id).toBe(d);
+  });
 });

@@ -15,10 +15,15 @@ const task = (id: string): Task => create(TaskSchema, { id, status: TaskStatus.R
 function setup() {
   const agent = { id: "agt_1", name: "a", domainId: "dom_1", runtime: "shell", capabilities: [] } as unknown as LocalAgentRecord;
   let answer!: (t: Task | undefined) => void;
+  let refuse!: (err: Error) => void;
   const released: { taskId: string; release: boolean; why: string }[] = [];
+  const claims: { resume?: boolean }[] = [];
   const tower = {
     work: {
-      claimTask: () => new Promise<{ task?: Task }>((res) => (answer = (t) => res({ task: t }))),
+      claimTask: (req: { resume?: boolean }) => {
+        claims.push(req);
+        return new Promise<{ task?: Task }>((res, rej) => ((answer = (t) => res({ task: t })), (refuse = rej)));
+      },
       failTask: async (req: { taskId: string; release?: boolean; result?: { error?: string } }) => {
         released.push({ taskId: req.taskId, release: req.release === true, why: req.result?.error ?? "" });
         return {};
@@ -33,7 +38,7 @@ function setup() {
     slot.state = "busy";
   });
   const settle = () => new Promise((r) => setImmediate(r));
-  return { loop, st, started, released, answer: (t: Task | undefined) => answer(t), settle };
+  return { loop, st, started, released, claims, answer: (t: Task | undefined) => answer(t), refuse: (err: Error) => refuse(err), settle };
 }
 
 describe("pushed tasks in the claim loop", () => {
@@ -90,5 +95,54 @@ describe("pushed tasks in the claim loop", () => {
     expect(loop.slotOf("agt_1").pushed?.id).toBe("tsk_next");
     expect(started).toEqual(["tsk_1"]);
     expect(released).toEqual([]);
+  });
+
+  it("a push of a task this daemon already runs (a resumed claim took it up first) is not run twice nor given back", () => {
+    const { loop, st, started, released } = setup();
+    loop.take("agt_1", task("tsk_1"));
+    st.runs.set("tsk_1", {} as never);
+    loop.take("agt_1", task("tsk_1"));
+    expect(started).toEqual(["tsk_1"]);
+    expect(loop.slotOf("agt_1").pushed).toBeUndefined();
+    expect(released).toEqual([]);
+    // the same task pushed again while its earlier attempt reports (it failed retryably): it waits
+    st.runs.set("tsk_1", { reporting: true } as never);
+    loop.take("agt_1", task("tsk_1"));
+    expect(loop.slotOf("agt_1").pushed?.id).toBe("tsk_1");
+  });
+
+  it("a claim with resume that answers the task being pushed meanwhile runs it once", async () => {
+    const { loop, started, released, claims, answer, settle } = setup();
+    const claim = loop.claimFor({ id: "agt_1", domainId: "dom_1" } as LocalAgentRecord, true);
+    loop.take("agt_1", task("tsk_p"));
+    answer(task("tsk_p"));
+    expect(await claim).toBe("tsk_p");
+    await settle();
+    expect(claims).toEqual([{ agentId: "agt_1", start: true, resume: true }]);
+    expect(started).toEqual(["tsk_p"]);
+    expect(released).toEqual([]);
+    expect(loop.slotOf("agt_1").pushed).toBeUndefined();
+  });
+
+  it("polls resume, and so does the claim after a failed one (its answer may have been lost); other claims do not", async () => {
+    const { loop, claims, answer, refuse } = setup();
+    const agent = { id: "agt_1", domainId: "dom_1" } as LocalAgentRecord;
+    let claim = loop.claimFor(agent);
+    refuse(new Error("socket hang up"));
+    await claim;
+    claim = loop.claimFor(agent);
+    answer(undefined);
+    await claim;
+    claim = loop.claimFor(agent);
+    answer(undefined);
+    await claim;
+    // a poll during a claim asks once more, resuming
+    claim = loop.claimFor(agent);
+    void loop.claimFor(agent, true);
+    answer(undefined);
+    await new Promise((r) => setImmediate(r));
+    answer(undefined);
+    await claim;
+    expect(claims.map((c) => c.resume)).toEqual([false, true, false, false, true]);
   });
 });

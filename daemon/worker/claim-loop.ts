@@ -27,9 +27,13 @@ export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent
 
   const { handBack, settlePushed, take } = createPushedTasks(deps, st, { findAgent, slotOf, start });
 
-  /** Claims for one agent; the id of the task it got, or undefined. */
-  async function claimFor(agent: LocalAgentRecord): Promise<string | undefined> {
+  /**
+   * Claims for one agent; the id of the task it got, or undefined. With `resume` (polls) the tower
+   * answers first with a task the agent already holds that this daemon never heard of.
+   */
+  async function claimFor(agent: LocalAgentRecord, resume = false): Promise<string | undefined> {
     const slot = slotOf(agent.id);
+    if (resume) slot.resume = true;
     if (st.stopping || st.blocked.has(agent.id)) return undefined;
     if (slot.state !== "idle") {
       if (slot.state === "claiming") slot.again = true;
@@ -38,16 +42,22 @@ export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent
     slot.state = "claiming";
     for (;;) {
       slot.again = false;
+      const resuming = slot.resume === true;
+      slot.resume = false;
       let task: Task | undefined;
       try {
         // the claim is also the start (no StartTask call): the task comes back running
-        task = (await tower.work.claimTask({ agentId: agent.id, start: true })).task;
+        task = (await tower.work.claimTask({ agentId: agent.id, start: true, resume: resuming })).task;
       } catch (err) {
         const e = toEpError(err);
+        // its answer may have been lost with a task in it: the next claim asks for it first
+        slot.resume = true;
         log.warn("claim failed", { agent_id: agent.id, code: e.code, error: e.message });
         slot.state = "idle";
         return settlePushed(agent, slot, false);
       }
+      // the tower pushed this very task while the claim (resume) was on its way: one run of it
+      if (task && slot.pushed?.id === task.id) slot.pushed = undefined;
       if (task && st.stopping) {
         slot.state = "idle";
         settlePushed(agent, slot, true);

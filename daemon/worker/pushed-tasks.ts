@@ -40,6 +40,10 @@ export function createPushedTasks(
       return void handBack({ id: agentId }, task, "the agent is not on this node");
     }
     const slot = slotOf(agent.id);
+    // already running here: a claim with resume took it up before its push arrived (a run of it
+    // that is reporting is an earlier attempt: this one waits below like any other)
+    const run = st.runs.get(task.id);
+    if ((run && !run.reporting) || slot.pushed?.id === task.id) return;
     // the outcome of the slot's run is on its way: the tower, which has it, saw the agent idle
     const reporting = slot.state === "busy" && slot.taskId !== undefined && st.runs.get(slot.taskId)?.reporting === true;
     if (reporting && !slot.pushed && !st.stopping) {

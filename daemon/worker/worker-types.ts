@@ -65,6 +65,11 @@ export interface Slot {
   state: AgentActivity;
   /** a wake-up arrived while claiming: claim once more before going idle */
   again: boolean;
+  /**
+   * the next claim asks for what the agent already holds first (ClaimTask resume): set by polls
+   * (start, each hello, the periodic one) and by a failed claim, whose answer may have been lost
+   */
+  resume?: boolean;
   taskId?: string;
   /**
    * a task the tower pushed while this slot was claiming, or reporting its run's outcome: it runs
@@ -106,7 +111,11 @@ export interface TaskWorker {
    * queued again without counting the attempt).
    */
   take(agentId: string, task: Task): void;
-  /** Claims for every idle agent; a busy one claims once its run ends (startup, reconnect, periodic poll). */
+  /**
+   * Claims for every idle agent, taking up first a task the tower says it holds (a claim's answer
+   * or a pushed task lost with a link); a busy one claims once its run ends (startup, reconnect,
+   * periodic poll).
+   */
   pollAll(): void;
   /** Stops a running task (the tower cancelled it); false when it is not running here. */
   cancel(taskId: string, reason: string): boolean;

@@ -83,7 +83,7 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
         // a busy agent cannot claim now, yet work may be queued that nobody told us about (the
         // link was down, or a wake-up was lost): it claims again once its run ends
         if (slotOf(a.id).state === "busy") st.backlog.add(a.domainId);
-        void claimFor(a);
+        void claimFor(a, true);
       }
     },
 

@@ -10,7 +10,7 @@ import { taskEvent, usageEvent, usageOf, workspaceOf, HELD, type ActingAgent } f
 import type { Store, TaskRow } from "../store/store.js";
 import type { WorkContext } from "./work-context.js";
 import { WorkWaiters } from "./work-waiters.js";
-import { releaseIn } from "./work-push.js";
+import { releaseIn, resumeIn } from "./work-push.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 
 /** The frames' kinds as the event stream speaks them ("text", "tool", "status", "json"); a number FrameKind does not have is refused. */
@@ -47,7 +47,9 @@ export function createWorkClaims(ctx: WorkContext) {
       const waitMs = claimWaitMs(req);
       const agent = await mustActingAgent(caller, req.agentId);
       const deadline = clock.now() + Math.min(waitMs, limits.maxClaimWaitMs);
-      const t = await waiters.claimUntil(agent, deadline, () => claimOnce(agent, req.start), () => closed);
+      // resume: what the agent already holds first (a daemon that lost an answer or a push)
+      const once = req.resume ? () => commit(deps, async (tx, emit) => (await resumeIn(ctx, tx, emit, agent, req.start)) ?? claimIn(tx, emit, agent, req.start)) : () => claimOnce(agent, req.start);
+      const t = await waiters.claimUntil(agent, deadline, once, () => closed);
       return create(pb.ClaimTaskResponseSchema, t ? { task: taskMsg(t) } : {});
     },
 

@@ -21,6 +21,30 @@ export async function releaseIn(ctx: WorkContext, tx: Store, emit: Emit, t: Task
   return updated;
 }
 
+/**
+ * ClaimTask with resume: the oldest task the agent still holds with a live lease, its lease renewed
+ * (and started, with `start`), as if claimed now; any other it holds goes back uncounted. Undefined
+ * when it holds none (the claim then looks in the queue). For a daemon that lost a claim's answer
+ * or a pushed task: nothing in the queue is touched, no attempt is counted.
+ */
+export async function resumeIn(ctx: WorkContext, tx: Store, emit: Emit, agent: ActingAgent, start: boolean): Promise<TaskRow | undefined> {
+  const nowMs = ctx.clock.now();
+  const held = (await tx.listTasks({ claimedBy: agent.id, statuses: HELD, kind: "claimable" })).filter((t) => t.leaseExpiresMs === null || t.leaseExpiresMs > nowMs);
+  if (!held.length) return undefined;
+  for (const extra of held.slice(1)) await releaseIn(ctx, tx, emit, extra, "its agent took up another task it held");
+  const t = held[0]!;
+  const starting = start && t.status === "claimed";
+  const updated = await tx.updateTask(
+    t.id,
+    { leaseExpiresMs: nowMs + ctx.limits.leaseMs, ...(starting ? { status: "running", updatedAt: ctx.now() } : {}) },
+    { status: [t.status], claimedBy: agent.id, attempts: t.attempts },
+  );
+  if (!updated) return undefined;
+  if (starting) taskEvent(emit, updated, "task.running");
+  if (start) await ctx.markAgent(tx, emit, agent.id, "idle", "busy");
+  return updated;
+}
+
 export function createWorkPush(ctx: WorkContext) {
   return {
     /** Claims and starts the agent's next task for it (the tower pushing work over a node's link). */

@@ -56,6 +56,14 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
    */
   protected abstract inList(col: string, values: readonly string[]): { sql: string; args: unknown[] };
 
+  /** Appends `col IN (…values)` to a WHERE list being built; nothing when values is undefined. */
+  protected whereIn(where: string[], args: unknown[], col: string, values: readonly string[] | undefined): void {
+    if (!values) return;
+    const inList = this.inList(col, values);
+    where.push(inList.sql);
+    args.push(...inList.args);
+  }
+
   /** The LIMIT parameter meaning "no limit" (-1 on SQLite, NULL on PostgreSQL). */
   protected abstract get noLimit(): number | null;
 
@@ -70,13 +78,11 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
     };
     add("mission_id", q.missionId);
     add("domain_id", q.domainId);
-    if (q.domainIds) {
-      const inList = this.inList("domain_id", q.domainIds);
-      where.push(inList.sql);
-      args.push(...inList.args);
-    }
+    this.whereIn(where, args, "domain_id", q.domainIds);
     add("kind", q.kind);
     add("status", q.status);
+    this.whereIn(where, args, "status", q.statuses);
+    add("claimed_by", q.claimedBy);
     add("parent_task_id", q.parentTaskId);
     if (q.afterTaskId) {
       where.push("seq > (SELECT seq FROM tasks WHERE id = ?)");
@@ -97,11 +103,7 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
     }
     const where = ["id = ?"];
     args.push(id);
-    if (expect?.status) {
-      const inList = this.inList("status", expect.status);
-      where.push(inList.sql);
-      args.push(...inList.args);
-    }
+    this.whereIn(where, args, "status", expect?.status);
     if (expect?.claimedBy !== undefined) {
       where.push("claimed_by = ?");
       args.push(expect.claimedBy);
@@ -124,11 +126,7 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
     const args: unknown[] = [];
     // one task's progress: the literal lets the planner use the partial index events_task_progress
     if (q.taskId && q.types?.length === 1 && q.types[0] === "progress") where.push("type = 'progress'");
-    else if (q.types?.length) {
-      const inList = this.inList("type", q.types);
-      where.push(inList.sql);
-      args.push(...inList.args);
-    }
+    else if (q.types?.length) this.whereIn(where, args, "type", q.types);
     for (const [col, v] of [
       ["domain_id", q.domainId],
       ["mission_id", q.missionId],
@@ -141,11 +139,7 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
         args.push(v);
       }
     }
-    if (q.domainIds) {
-      const inList = this.inList("domain_id", q.domainIds);
-      where.push(inList.sql);
-      args.push(...inList.args);
-    }
+    this.whereIn(where, args, "domain_id", q.domainIds);
     return { where, args };
   }
 

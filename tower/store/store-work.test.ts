@@ -86,17 +86,24 @@ storeSuite((s) => {
       const m2 = await mission(d);
       const a = await add({ kind: "assigned", status: "todo" });
       const b = await add({ status: "queued" });
-      const c = await add({ status: "succeeded", parentTaskId: b.id });
+      const c = await add({ status: "succeeded", parentTaskId: b.id, claimedBy: "agt_1" });
+      const held = await add({ status: "running", claimedBy: "agt_1" });
+      const claimed = await add({ status: "claimed", claimedBy: "agt_1" });
       const other = task(d, m2);
       await s.store.insertTask(other);
       const ids = (rows: TaskRow[]) => rows.map((t) => t.id);
-      expect(ids(await s.store.listTasks({ missionId: m }))).toEqual([a.id, b.id, c.id]);
-      expect(ids(await s.store.listTasks({ domainId: d }))).toEqual([a.id, b.id, c.id, other.id]);
+      expect(ids(await s.store.listTasks({ missionId: m }))).toEqual([a.id, b.id, c.id, held.id, claimed.id]);
+      expect(ids(await s.store.listTasks({ domainId: d }))).toEqual([a.id, b.id, c.id, held.id, claimed.id, other.id]);
       expect(ids(await s.store.listTasks({ kind: "assigned" }))).toEqual([a.id]);
       expect(ids(await s.store.listTasks({ missionId: m, status: "queued" }))).toEqual([b.id]);
       expect(ids(await s.store.listTasks({ parentTaskId: b.id }))).toEqual([c.id]);
       expect(ids(await s.store.listTasks({ domainId: d, limit: 2 }))).toEqual([a.id, b.id]);
-      expect(ids(await s.store.listTasks({ missionId: m, status: "" }))).toEqual([a.id, b.id, c.id]);
+      expect(ids(await s.store.listTasks({ missionId: m, status: "" }))).toEqual([a.id, b.id, c.id, held.id, claimed.id]);
+      // what an agent holds: its lease's states, by the agent it names
+      expect(ids(await s.store.listTasks({ claimedBy: "agt_1", statuses: ["claimed", "running"] }))).toEqual([held.id, claimed.id]);
+      expect(ids(await s.store.listTasks({ claimedBy: "agt_1" }))).toEqual([c.id, held.id, claimed.id]);
+      expect(ids(await s.store.listTasks({ claimedBy: "agt_2", statuses: ["claimed", "running"] }))).toEqual([]);
+      expect(ids(await s.store.listTasks({ missionId: m, statuses: ["todo", "queued"] }))).toEqual([a.id, b.id]);
       expect(await s.store.listTasks({ missionId: "msn_missing" })).toEqual([]);
     });
 

@@ -90,6 +90,10 @@ export interface TaskQuery {
   domainIds?: readonly string[];
   kind?: string;
   status?: string;
+  /** any of these states */
+  statuses?: readonly string[];
+  /** only tasks whose lease this agent holds or last held */
+  claimedBy?: string;
   parentTaskId?: string;
   /** only tasks listed after this one (its insertion order): the next page */
   afterTaskId?: string;
