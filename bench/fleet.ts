@@ -108,6 +108,7 @@ async function startRealEpd(t: { url: string; adminToken: string }, home: string
     env: { ...process.env, EP_HOME: home, EP_NODE_FILE: nodeFile, EP_LOG_LEVEL: "warn", EP_POLL_MS: "60000", EP_TAKE_TASKS: values["take-tasks"], PATH: `${FIXTURES}:${process.env.PATH}` },
     stdio: ["ignore", "ignore", "inherit"],
   });
+  process.on("exit", () => epd.exitCode === null && epd.kill("SIGKILL")); // not left behind by a failed run
   const mgmt = join(home, "epd", "mgmt.sock");
   const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 10_000 });
   await waitFor(async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected", 15_000);

@@ -73,6 +73,7 @@ const created = new Map<string, number>();
 const claimed = new Map<string, number>();
 const holding = new Map<string, string>(); // agent -> task it holds
 let noIdleAtCreate = 0;
+let requeued = 0;
 let measuring = false;
 t.tower.deps.hub.subscribe((events) => {
   const now = wallNow();
@@ -86,6 +87,11 @@ t.tower.deps.hub.subscribe((events) => {
       holding.set(e.agentId, e.taskId);
     } else if ((e.name === "task.succeeded" || e.name === "task.failed") && holding.get(e.agentId) === e.taskId) {
       holding.delete(e.agentId);
+    } else if (e.name === "task.requeued") {
+      // given back (a push that met a busy slot): whoever held it holds it no more; it is claimed again
+      if (measuring) requeued++;
+      for (const [agentId, taskId] of holding) if (taskId === e.taskId) holding.delete(agentId);
+      claimed.delete(e.taskId);
     }
   }
 });
@@ -111,6 +117,8 @@ const epd = spawn(process.execPath, [...prof, epdMain, "run", "--backend-url", t
   env: { ...process.env, EP_HOME: home.dir, EP_NODE_FILE: nodeFile, EP_LOG_LEVEL: "warn", EP_POLL_MS: POLL, PATH: `${FIXTURES}:${process.env.PATH}` },
   stdio: ["ignore", "ignore", "inherit"],
 });
+// a bench that fails (a condition not met) must not leave its epd behind, reconnecting forever
+process.on("exit", () => epd.exitCode === null && epd.kill("SIGKILL"));
 const mgmt = join(home.dir, "epd", "mgmt.sock");
 const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 10_000 });
 await waitFor(async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected", 15_000);
@@ -192,6 +200,7 @@ console.log(
     submit_to_claim_ms: { p50: pct(fromSubmit, 50), p90: pct(fromSubmit, 90), p99: pct(fromSubmit, 99), max: pct(fromSubmit, 100) },
     commit_to_claim_ms: { p50: pct(fromCommit, 50), p90: pct(fromCommit, 90), p99: pct(fromCommit, 99) },
     created_with_no_idle_agent: noIdleAtCreate,
+    requeued,
     tower_event_loop_delay_ms: { p99: +(loopDelay.percentile(99) / 1e6).toFixed(2), max: +(loopDelay.max / 1e6).toFixed(2) },
     requests_per_task: Object.fromEntries([...rpcCounts].map(([u, c]) => [u.replace(/^\/ep\.tower\.v1\./, ""), +(c / N).toFixed(2)])),
     cpu_ms_per_task: { epd: +(epdCpu / N).toFixed(3), tower: +(selfCpu / N).toFixed(3), submitter: +(subCpu / N).toFixed(3) },
