@@ -106,6 +106,29 @@ describe("wake index", () => {
     expect([...ix.nodesFor("d2", "", [])]).toEqual(["n1"]);
   });
 
+  it("pushes to the agent idle the longest, so work spreads over agents and nodes", () => {
+    const ix = createWakeIndex();
+    const takes = () => true;
+    for (const [id, nodeId] of [["a1", "n1"], ["a2", "n1"], ["a3", "n2"]]) ix.add({ id, domainId: "d1", nodeId, runtime: "shell", capabilities: [], state: "idle" });
+    const pick = () => ix.claimable("d1", "shell", [], takes)?.id;
+    expect(pick()).toBe("a1");
+    ix.setState("a1", "busy");
+    ix.setState("a1", "idle"); // a1 ran a task: now the most recently idle
+    expect(pick()).toBe("a2");
+    expect(pick()).toBe("a3");
+    // a claim that found nothing leaves the agent where it was: still idle the longest
+    ix.unclaim("a2");
+    ix.setState("a3", "busy");
+    ix.setState("a3", "idle");
+    expect(pick()).toBe("a2");
+    // an event saying idle again about an agent already idle does not move it: a2, which never
+    // ran a task, stays ahead of a1
+    ix.unclaim("a2");
+    ix.setState("a2", "idle");
+    ix.setState("a1", "idle");
+    expect(pick()).toBe("a2");
+  });
+
   it("coalesces the wake-ups of one committed batch into one message per node", () => {
     const ix = createWakeIndex();
     ix.add({ id: "a1", domainId: "d1", nodeId: "n1", runtime: "shell", capabilities: [] });

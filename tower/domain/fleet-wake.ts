@@ -57,11 +57,21 @@ export function createWakeIndex() {
       for (const id of nodeAgents.get(nodeId) ?? []) remove(id);
       nodeAgents.delete(nodeId);
     },
-    /** An agent.state event: the agent's state as the tower now knows it. */
+    /**
+     * An agent.state event: the agent's state as the tower now knows it. An agent that becomes idle
+     * goes to the end of its domain's order, so claimable() picks the one idle the longest and work
+     * spreads over the agents and their nodes.
+     */
     setState(agentId: string, state: string): void {
       const domainId = agentDomain.get(agentId);
-      const a = domainId === undefined ? undefined : byDomain.get(domainId)?.get(agentId);
-      if (a) a.state = state;
+      const inDomain = domainId === undefined ? undefined : byDomain.get(domainId);
+      const a = inDomain?.get(agentId);
+      if (!a) return;
+      if (state === "idle" && a.state !== "idle" && a.state !== "claiming") {
+        inDomain!.delete(agentId);
+        inDomain!.set(agentId, a);
+      }
+      a.state = state;
     },
     /** A claim for the agent found nothing: idle again (unless an event said otherwise meanwhile). */
     unclaim(agentId: string): void {
@@ -70,8 +80,9 @@ export function createWakeIndex() {
       if (a?.state === "claiming") a.state = "idle";
     },
     /**
-     * An idle agent that could take a task needing runtime and capabilities, on a node `takes`
-     * says accepts pushed work; marked "claiming" so the next task picks another. O(agents of the domain).
+     * The idle agent that could take a task needing runtime and capabilities, on a node `takes`
+     * says accepts pushed work, that has been idle the longest; marked "claiming" so the next task
+     * picks another. O(agents of the domain).
      */
     claimable(domainId: string, runtime: string, capabilities: readonly string[], takes: (nodeId: string) => boolean): PushTarget | undefined {
       const inDomain = byDomain.get(domainId);
