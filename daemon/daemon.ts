@@ -155,7 +155,8 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     onConnected() {
       // anything that became ready while we were away is picked up now
       worker.announceAgents();
-      worker.pollAll();
+      // and what was claimed for an agent here while the link was down (a push or claim answer lost)
+      worker.pollAll(true);
       fleet.reportState();
     },
     onMessage: (msg, attach) => routeLinkCommand(msg, { fleet, worker, agents, signals, attach, log, other: opts.onLinkCommand }),
@@ -200,7 +201,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       fanout = fanoutConfig && createFanout({ upstreamUrl: opts.backendUrl, token: opts.identity.token, ...fanoutConfig, clock, log: log.child({ part: "fanout" }) });
       await fanout?.start();
       await fleet.start();
-      worker.pollAll();
+      worker.pollAll(true);
       const held = () => new Set([...worker.running().map((r) => r.taskId), ...journal.entries().map((e) => e.taskId)]);
       stopTimers = startTimers(clock, log, pollMs, () => worker.pollAll(), home, held);
       log.info("epd started", { node_id: opts.identity.node_id, backend_url: opts.backendUrl, home, agents: agents.list().length, poll_ms: pollMs });

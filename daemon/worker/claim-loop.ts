@@ -28,7 +28,7 @@ export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent
   const { handBack, settlePushed, take } = createPushedTasks(deps, st, { findAgent, slotOf, start });
 
   /**
-   * Claims for one agent; the id of the task it got, or undefined. With `resume` (polls) the tower
+   * Claims for one agent; the id of the task it got, or undefined. With `resume` (start, hello) the tower
    * answers first with a task the agent already holds that this daemon never heard of.
    */
   async function claimFor(agent: LocalAgentRecord, resume = false): Promise<string | undefined> {

@@ -66,8 +66,8 @@ export interface Slot {
   /** a wake-up arrived while claiming: claim once more before going idle */
   again: boolean;
   /**
-   * the next claim asks for what the agent already holds first (ClaimTask resume): set by polls
-   * (start, each hello, the periodic one) and by a failed claim, whose answer may have been lost
+   * the next claim asks for what the agent already holds first (ClaimTask resume): set by the polls
+   * at start and after each hello, and by a failed claim, whose answer may have been lost
    */
   resume?: boolean;
   taskId?: string;
@@ -112,11 +112,11 @@ export interface TaskWorker {
    */
   take(agentId: string, task: Task): void;
   /**
-   * Claims for every idle agent, taking up first a task the tower says it holds (a claim's answer
-   * or a pushed task lost with a link); a busy one claims once its run ends (startup, reconnect,
-   * periodic poll).
+   * Claims for every idle agent (startup, reconnect, periodic poll); a busy one claims once its run
+   * ends. With `resume` (at start and after each hello) the tower answers first with a task the
+   * agent holds that this daemon never heard of (a claim's answer or a pushed task lost with a link).
    */
-  pollAll(): void;
+  pollAll(resume?: boolean): void;
   /** Stops a running task (the tower cancelled it); false when it is not running here. */
   cancel(taskId: string, reason: string): boolean;
   activity(agentId: string): AgentActivity;

@@ -77,13 +77,13 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
 
     take: (agentId, task) => claims.take(agentId, task),
 
-    pollAll() {
+    pollAll(resume = false) {
       if (st.stopping) return;
       for (const a of allAgents()) {
         // a busy agent cannot claim now, yet work may be queued that nobody told us about (the
         // link was down, or a wake-up was lost): it claims again once its run ends
         if (slotOf(a.id).state === "busy") st.backlog.add(a.domainId);
-        void claimFor(a, true);
+        void claimFor(a, resume);
       }
     },
 

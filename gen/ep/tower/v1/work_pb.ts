@@ -599,8 +599,8 @@ export type ClaimTaskRequest = Message<"ep.tower.v1.ClaimTaskRequest"> & {
    * a task this agent already holds (claimed or running, its lease live) comes back first, its
    * lease renewed (and started, with start), instead of a new one; any other it holds goes back to
    * the queue without counting the attempt. For a daemon that may have lost a claim's answer or a
-   * pushed task (a link or a tower replica gone): epd sets it on the claims of its polls (at start,
-   * after each hello, periodically) and on the claim after a failed one
+   * pushed task (a link or a tower replica gone): epd sets it on the claims it makes at start and
+   * after each hello, and on the claim after a failed one
    *
    * @generated from field: bool resume = 4;
    */
