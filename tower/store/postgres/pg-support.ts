@@ -39,6 +39,13 @@ export function withDefaultUser(url: string): string {
     return url;
   }
   if (!user) return url;
+  // the socket form (postgres:///db?host=/var/run/postgresql) has no host to put a user name
+  // before: the user goes in the query, where pg reads it too
+  if (!parsed.host) {
+    if (parsed.searchParams.has("user")) return url;
+    parsed.searchParams.set("user", user);
+    return parsed.toString();
+  }
   parsed.username = encodeURIComponent(user);
   return parsed.toString();
 }
