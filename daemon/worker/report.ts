@@ -23,6 +23,11 @@ export interface OutcomeReporterDeps {
   stopping?(): boolean;
   /** the tower took the outcome (and, with it, marked the agent idle, or busy with `next`) */
   acknowledged?(entry: InflightEntry, next: Task | undefined): void;
+  /**
+   * the outcome's first attempt, which also claimed the agent's next task, got no answer: that task
+   * may be held for the agent already (the agent's next claim asks for it first, ClaimTask resume)
+   */
+  nextMayBeHeld?(entry: InflightEntry): void;
 }
 
 export function createOutcomeReporter(deps: OutcomeReporterDeps) {
@@ -35,8 +40,8 @@ export function createOutcomeReporter(deps: OutcomeReporterDeps) {
 /**
  * Reports the outcome; with `claimNext` the first attempt also claims the agent's next task in
  * the same commit (CompleteTask/FailTask claim_next), which comes back started. Only the first:
- * when its answer is lost, a retry must not claim a second one (the first, if it was claimed,
- * waits for its lease like a claim whose answer was lost).
+ * when its answer is lost, a retry must not claim a second one; the first, if it was claimed, is
+ * taken up by the agent's next claim (nextMayBeHeld: it resumes), like a claim whose answer was lost.
  */
 function deliver(entry: InflightEntry, claimNext = false): Promise<Task | undefined> {
   const p = report(entry, claimNext).finally(() => reports.delete(p));
@@ -68,6 +73,7 @@ async function report(entry: InflightEntry, claimNext: boolean): Promise<Task | 
         break;
       }
       const e = toEpError(err);
+      if (claimNext && first) deps.nextMayBeHeld?.(entry);
       if (closed()) return undefined; // stays in the journal; the next start reports it
       // hold the lease while the outcome cannot get through (best effort: a tower that is down
       // answers neither; one that is up but unreachable on this path keeps the task ours)

@@ -22,7 +22,9 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
   // starts and an outcome with agent_idle set it at the tower themselves
   const states = createAgentStates({ tower, log, closed: () => st.closed });
   const acknowledged = (e: InflightEntry, next: Task | undefined) => states.assume(e.agentId, next || st.stopping ? "busy" : "idle");
-  const reporter = createOutcomeReporter({ tower, journal, clock, log, backoff: deps.reportBackoff, closed: () => st.closed, stopping: () => st.stopping, acknowledged });
+  // a claim_next whose answer was lost may have left the agent holding its next task: its next claim resumes
+  const nextMayBeHeld = (e: InflightEntry) => void (claims.slotOf(e.agentId).resume = true);
+  const reporter = createOutcomeReporter({ tower, journal, clock, log, backoff: deps.reportBackoff, closed: () => st.closed, stopping: () => st.stopping, acknowledged, nextMayBeHeld });
   const deliver = (entry: InflightEntry, claimNext = false) => reporter.deliver(entry, claimNext);
   const runner = createRunner(deps, st, {
     setAgentState: (agentId, state) => states.set(agentId, state),
@@ -32,7 +34,8 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
     // outcome claims the next task itself (claim_next), else a claim follows the run
     wantsNext: (agent) => !st.stopping && !st.blocked.has(agent.id) && st.backlog.has(agent.domainId),
     handBack: (agent, task) => claims.handBack(agent, task),
-    afterRun: (agent) => void (!st.stopping && st.backlog.has(agent.domainId) && claims.claimFor(agent)),
+    // after its run an agent claims again when work may be queued, or when it may hold a task it never heard of
+    afterRun: (agent) => void (!st.stopping && (st.backlog.has(agent.domainId) || claims.slotOf(agent.id).resume) && claims.claimFor(agent)),
   });
   const claims = createClaimLoop(deps, st, runner.startRun);
   const { allAgents, findAgent, slotOf, claimFor } = claims;
