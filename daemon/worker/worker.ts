@@ -41,30 +41,11 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
   const { allAgents, findAgent, slotOf, claimFor } = claims;
 
   return {
-    async recover() {
-      const recovered = (e: InflightEntry) => {
-        st.blocked.set(e.agentId, (st.blocked.get(e.agentId) ?? 0) + 1);
-        void deliver(e).finally(() => {
-          const left = (st.blocked.get(e.agentId) ?? 1) - 1;
-          if (left > 0) return void st.blocked.set(e.agentId, left);
-          st.blocked.delete(e.agentId);
-          const a = findAgent(e.agentId);
-          if (a && !st.stopping) void claimFor(a);
-        });
-      };
-      for (const e of await journal.load()) {
-        if (e.state === "running") {
-          const killed = e.pid ? killOrphanGroup(e.pid, e.pidStart) : 0;
-          log.warn("task held by a previous daemon; failing it so it can run again", { task_id: e.taskId, orphans_killed: killed });
-          recovered({ ...e, state: "reporting", outcome: { ok: false, output: "", error: "epd restarted while the task was running", retryable: true } });
-        } else if (e.outcome) {
-          log.info("resending an outcome the tower did not acknowledge", { task_id: e.taskId });
-          recovered(e);
-        } else {
-          await journal.remove(e.taskId);
-        }
-      }
-    },
+    recover: () =>
+      recoverJournal(deps, st, deliver, (agentId) => {
+        const a = findAgent(agentId);
+        if (a && !st.stopping) void claimFor(a);
+      }),
 
     wake(hint = {}) {
       if (st.stopping) return;
@@ -137,4 +118,34 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
       await Promise.all([...st.runs.values()].map((r) => r.done));
     },
   };
+}
+
+/**
+ * Ends what a previous daemon left in the journal: a run it was running is failed retryably (its
+ * orphaned processes killed), an outcome the tower did not acknowledge is sent again. The agent
+ * claims only once its outcomes are delivered (`claimAgain`).
+ */
+async function recoverJournal(deps: WorkerDeps, st: WorkerState, deliver: (e: InflightEntry) => Promise<unknown>, claimAgain: (agentId: string) => void): Promise<void> {
+  const { journal, log } = deps;
+  const recovered = (e: InflightEntry) => {
+    st.blocked.set(e.agentId, (st.blocked.get(e.agentId) ?? 0) + 1);
+    void deliver(e).finally(() => {
+      const left = (st.blocked.get(e.agentId) ?? 1) - 1;
+      if (left > 0) return void st.blocked.set(e.agentId, left);
+      st.blocked.delete(e.agentId);
+      claimAgain(e.agentId);
+    });
+  };
+  for (const e of await journal.load()) {
+    if (e.state === "running") {
+      const killed = e.pid ? killOrphanGroup(e.pid, e.pidStart) : 0;
+      log.warn("task held by a previous daemon; failing it so it can run again", { task_id: e.taskId, orphans_killed: killed });
+      recovered({ ...e, state: "reporting", outcome: { ok: false, output: "", error: "epd restarted while the task was running", retryable: true } });
+    } else if (e.outcome) {
+      log.info("resending an outcome the tower did not acknowledge", { task_id: e.taskId });
+      recovered(e);
+    } else {
+      await journal.remove(e.taskId);
+    }
+  }
 }
