@@ -164,4 +164,27 @@ describe("pushed work", () => {
     // without resume, a claim takes from the queue even while the agent holds a task
     expect((await work.claimTask({ agentId, start: true })).task!.id).toBe(d);
   });
+
+  it("pushes nothing to an agent its node's own claim made busy first: the task stays queued and the node is woken", async () => {
+    const { domainId, missionId } = await domainWithMission("push-race");
+    const node = await linkNode("push-race-node", true);
+    const agentId = await enroll(node.nodeId, domainId);
+    await waitFor(() => t.tower.services.fleet.wakeTargets(domainId).length === 1);
+    // the node's claim won: the agent is busy in the store, and the tower has not seen its event yet
+    expect(await t.tower.deps.store.moveAgentState(agentId, "idle", "busy", new Date().toISOString())).toBeTruthy();
+    const id = await submit(missionId, "raced");
+    await waitFor(() => node.woken().includes(id));
+    expect(node.pushed()).toHaveLength(0);
+    const still = (await t.client(WorkService).getTask({ taskId: id })).task!;
+    expect(statusWord(still.status)).toBe("queued");
+    expect(still.attempts).toBe(0);
+    const names = (await t.tower.deps.store.listEvents({ afterId: 0, limit: 10_000 })).filter((e) => e.taskId === id).map((e) => e.name);
+    expect(names).toEqual(["task.created"]);
+    // idle again (its event): the next task is pushed to it
+    await t.client(WorkService, node.token).claimTask({ agentId }); // nothing queued for it but "raced", which it takes
+    await t.client(WorkService, node.token).completeTask({ taskId: id, agentId, agentIdle: true, result: { output: "ok" } });
+    const next = await submit(missionId, "after");
+    await waitFor(() => node.pushed().some((m) => m.taskId === next));
+  });
 });
+

@@ -34,8 +34,13 @@ export function createPusher(
       t = await work.claimStarted(a);
     } catch (err) {
       failed = true;
-      // forbidden: the node no longer serves the domain (its agents' claims are refused alike)
-      if ((err as EpError).code !== "forbidden") deps.log.warn("claiming for a node's idle agent failed; its nodes are woken instead", { agent_id: a.id, error: (err as Error).message });
+      if ((err as Error).name === "AgentNotIdle") {
+        // the node's own claim took the agent first: it is busy, as its event will say
+        reach.setState(a.id, "busy");
+      } else if ((err as EpError).code !== "forbidden") {
+        // forbidden: the node no longer serves the domain (its agents' claims are refused alike)
+        deps.log.warn("claiming for a node's idle agent failed; its nodes are woken instead", { agent_id: a.id, error: (err as Error).message });
+      }
     }
     if (!t) reach.unclaim(a.id);
     if (failed || (t !== undefined && t.id !== hint.taskId)) {

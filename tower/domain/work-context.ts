@@ -84,12 +84,16 @@ export function createWorkContext(deps: Deps) {
     return updated;
   }
 
-  async function claimOnce(agent: ActingAgent, start = false): Promise<TaskRow | undefined> {
-    return commit(deps, (tx, emit) => claimIn(tx, emit, agent, start));
+  async function claimOnce(agent: ActingAgent, start = false, onlyIfIdle = false): Promise<TaskRow | undefined> {
+    return commit(deps, (tx, emit) => claimIn(tx, emit, agent, start, onlyIfIdle));
   }
 
-  /** The agent's next task claimed in the caller's commit (with its events), or undefined. */
-  async function claimIn(tx: Store, emit: Emit, agent: ActingAgent, start: boolean): Promise<TaskRow | undefined> {
+  /**
+   * The agent's next task claimed in the caller's commit (with its events), or undefined. With
+   * `onlyIfIdle` (and `start`) an agent that is not idle any more claims nothing: AgentNotIdle is
+   * thrown, which rolls the commit back.
+   */
+  async function claimIn(tx: Store, emit: Emit, agent: ActingAgent, start: boolean, onlyIfIdle = false): Promise<TaskRow | undefined> {
     const t = await tx.claimTask(
       { agentId: agent.id, domainId: agent.domainId, runtime: agent.runtime, capabilities: agent.capabilities, start },
       clock.now(),
@@ -101,7 +105,7 @@ export function createWorkContext(deps: Deps) {
       taskEvent(emit, start ? { ...t, status: "claimed" } : t, "task.claimed");
       if (start) {
         taskEvent(emit, t, "task.running");
-        await markAgent(tx, emit, agent.id, "idle", "busy", now());
+        if (!(await markAgent(tx, emit, agent.id, "idle", "busy", now())) && onlyIfIdle) throw new AgentNotIdle(agent.id);
       }
       if (t.parentTaskId) await settleBroadcast(tx, emit, t.parentTaskId);
     }
@@ -151,8 +155,18 @@ async function mustTask(s: Store, id: string) {
  * busy; an outcome sent with agent_idle: busy → idle), with the agent.state event
  * UpdateAgentState emits. An agent in any other state (paused, restarting, …) is left as it is.
  */
-async function markAgent(tx: Store, emit: Emit, agentId: string, from: string, to: string, at: string): Promise<void> {
+/** A claim for an agent the tower believed idle found it busy (or paused, offline…): nothing was claimed. */
+export class AgentNotIdle extends Error {
+  constructor(agentId: string) {
+    super(`agent ${agentId} is not idle`);
+    this.name = "AgentNotIdle";
+  }
+}
+
+/** Moves the agent from one state to another if it is in the first (with its event); false when it was not. */
+async function markAgent(tx: Store, emit: Emit, agentId: string, from: string, to: string, at: string): Promise<boolean> {
   const a = await tx.moveAgentState(agentId, from, to, at);
-  if (!a) return;
+  if (!a) return false;
   emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId, status: to, payload: { agent_id: agentId, from, to, reason: "epd" } });
+  return true;
 }

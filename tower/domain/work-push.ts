@@ -48,8 +48,13 @@ export async function resumeIn(ctx: WorkContext, tx: Store, emit: Emit, agent: A
 
 export function createWorkPush(ctx: WorkContext) {
   return {
-    /** Claims and starts the agent's next task for it (the tower pushing work over a node's link). */
-    claimStarted: (agent: ActingAgent): Promise<TaskRow | undefined> => ctx.claimOnce(agent, true),
+    /**
+     * Claims and starts the agent's next task for it (the tower pushing work over a node's link),
+     * only while the agent is idle: a claim of its node's own that won the race (the agent is busy
+     * now) makes this one claim nothing and throw AgentNotIdle, rather than send a task the node
+     * would give back.
+     */
+    claimStarted: (agent: ActingAgent): Promise<TaskRow | undefined> => ctx.claimOnce(agent, true, true),
 
     /**
      * Gives back a task the tower claimed for an agent but could not hand over (its link went
