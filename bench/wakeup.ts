@@ -49,6 +49,8 @@ const { values } = parseArgs({
     // claimed task fails at once without a process (the wake-up path alone, no fork per task)
     runs: { type: "string", default: "shell" },
     client: { type: "string", default: "lean" },
+    // print the slowest tasks with what the tower committed for each (to stderr)
+    "trace-slow": { type: "string", default: "0" },
   },
 });
 const N = Number(values.tasks);
@@ -73,11 +75,19 @@ const created = new Map<string, number>();
 const claimed = new Map<string, number>();
 const holding = new Map<string, string>(); // agent -> task it holds
 let noIdleAtCreate = 0;
+const trail = new Map<string, string[]>(); // task -> "+ms name agent" as committed (--trace-slow)
+const TRACE = Number(values["trace-slow"]);
 let requeued = 0;
 let measuring = false;
 t.tower.deps.hub.subscribe((events) => {
   const now = wallNow();
   for (const e of events) {
+    if (TRACE && e.taskId && measuring) {
+      const first = created.get(e.taskId) ?? now;
+      const list = trail.get(e.taskId) ?? [];
+      list.push(`+${(now - first).toFixed(1)}ms ${e.name}${e.agentId ? ` ${e.agentId.slice(-6)}` : ""}`);
+      trail.set(e.taskId, list);
+    }
     if (!e.taskId) continue;
     if (e.name === "task.created") {
       created.set(e.taskId, now);
@@ -188,6 +198,10 @@ const selfCpu = procCpuMs("self") - selfCpu0;
 const subCpu = procCpuMs(submitter.pid!) - subCpu0;
 
 const fromSubmit = [...startedAt].map(([id, s]) => claimed.get(id)! - s);
+if (TRACE) {
+  const slowest = [...startedAt].map(([id, s]) => [id, claimed.get(id)! - s] as const).sort((a, b) => b[1] - a[1]).slice(0, TRACE);
+  for (const [id, ms] of slowest) console.error(`slow ${id} ${ms.toFixed(1)} ms: ${(trail.get(id) ?? []).join(", ")}`);
+}
 const fromCommit = [...startedAt.keys()].map((id) => claimed.get(id)! - created.get(id)!);
 console.log(
   JSON.stringify({
