@@ -145,6 +145,8 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     journal,
     mcpConfig,
     profiles: { list: () => fleet.claimers(), place: (profileId) => fleet.taskPlace(profileId) },
+    // the tower may be pushing a task to the very agent a claim is for: every claim takes it up
+    resumeEveryClaim: takeTasks,
   });
 
   const { attach, link } = linkToTower(opts, {

@@ -12,7 +12,7 @@ import type { Slot, WorkerDeps, WorkerState } from "./worker-types.js";
 
 const task = (id: string): Task => create(TaskSchema, { id, status: TaskStatus.RUNNING, claimedBy: "agt_1" });
 
-function setup() {
+function setup(extra: Partial<WorkerDeps> = {}) {
   const agent = { id: "agt_1", name: "a", domainId: "dom_1", runtime: "shell", capabilities: [] } as unknown as LocalAgentRecord;
   let answer!: (t: Task | undefined) => void;
   let refuse!: (err: Error) => void;
@@ -30,7 +30,7 @@ function setup() {
       },
     },
   };
-  const deps = { tower, agents: { list: () => [agent], find: (id: string) => (id === agent.id ? agent : undefined) }, log: silentLogger } as unknown as WorkerDeps;
+  const deps = { tower, agents: { list: () => [agent], find: (id: string) => (id === agent.id ? agent : undefined) }, log: silentLogger, ...extra } as unknown as WorkerDeps;
   const st: WorkerState = { slots: new Map(), runs: new Map(), blocked: new Map(), backlog: new Set(), stopping: false, closed: false };
   const started: string[] = [];
   const loop = createClaimLoop(deps, st, (_a, slot: Slot, t) => {
@@ -145,4 +145,19 @@ describe("pushed tasks in the claim loop", () => {
     await claim;
     expect(claims.map((c) => c.resume)).toEqual([false, true, false, false, true]);
   });
+
+  it("with pushed work every claim resumes: one that meets the task pushed for its agent runs it, nothing given back", async () => {
+    const { loop, claims, answer, started, released, settle } = setup({ resumeEveryClaim: true });
+    const agent = { id: "agt_1", domainId: "dom_1" } as LocalAgentRecord;
+    // a wake-up's claim; the tower pushes to the same agent meanwhile, and the claim answers that task
+    const claim = loop.claimFor(agent);
+    loop.take("agt_1", task("tsk_p"));
+    answer(task("tsk_p"));
+    expect(await claim).toBe("tsk_p");
+    await settle();
+    expect(claims.map((c) => c.resume)).toEqual([true]);
+    expect(started).toEqual(["tsk_p"]);
+    expect(released).toEqual([]);
+  });
 });
+

@@ -42,7 +42,7 @@ export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent
     slot.state = "claiming";
     for (;;) {
       slot.again = false;
-      const resuming = slot.resume === true;
+      const resuming = slot.resume === true || deps.resumeEveryClaim === true;
       slot.resume = false;
       let task: Task | undefined;
       try {

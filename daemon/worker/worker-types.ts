@@ -40,6 +40,13 @@ export interface WorkerDeps {
    * the profile's runtime in the profile's cwd with the profile's env (docs/supervision.md).
    */
   profiles?: ProfileClaimers;
+  /**
+   * Every claim resumes (ClaimTask resume), not only those at start, after a hello or after a lost
+   * answer: with pushed work the tower may have just claimed a task for the agent a claim is for
+   * (the push on its way), which the claim then answers instead of a second task the daemon would
+   * have to give one of back.
+   */
+  resumeEveryClaim?: boolean;
 }
 
 /** Claimers that live in the fleet rather than in agents.json. */

@@ -599,8 +599,9 @@ export type ClaimTaskRequest = Message<"ep.tower.v1.ClaimTaskRequest"> & {
    * a task this agent already holds (claimed or running, its lease live) comes back first, its
    * lease renewed (and started, with start), instead of a new one; any other it holds goes back to
    * the queue without counting the attempt. For a daemon that may have lost a claim's answer or a
-   * pushed task (a link or a tower replica gone): epd sets it on the claims it makes at start and
-   * after each hello, and on the claim after a failed one
+   * pushed task (a link or a tower replica gone), or whose agent may have a task pushed to it right
+   * now: epd sets it on every claim when it takes pushed work, else on those at start, after each
+   * hello and after a failed claim
    *
    * @generated from field: bool resume = 4;
    */
