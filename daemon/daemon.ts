@@ -137,16 +137,14 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     // a profile enrolled late (the tower was unreachable at start) claims at once
     onEnrolled: (agentId) => worker.wake({ agentId }),
   });
-  // Profiles enrolled at the tower claim too: the tower routes assigned tasks, broadcast runs and
-  // first_claim tasks of their domain to them, and nothing else would ever take those.
+  // profiles enrolled at the tower claim too (their assigned tasks, broadcast runs and first_claim tasks)
   const worker = createTaskWorker({
     ...common,
     agents,
     journal,
     mcpConfig,
     profiles: { list: () => fleet.claimers(), place: (profileId) => fleet.taskPlace(profileId) },
-    // the tower may be pushing a task to the very agent a claim is for: every claim takes it up
-    resumeEveryClaim: takeTasks,
+    resumeEveryClaim: takeTasks, // a push to the agent a claim is for may be on its way
   });
 
   const { attach, link } = linkToTower(opts, {
@@ -155,9 +153,9 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     log,
     attach: { hub: attachHub, resolve: createTargetResolver({ fleet, agents, hub: attachHub, runSocketName: runtimesConfig.muxhost_hosted.socketName }), path: sockets.attach },
     onConnected() {
-      // anything that became ready while we were away is picked up now
+      // what became ready while we were away, and what was claimed for an agent here meanwhile
+      // (a push or a claim's answer lost with the link), is picked up now
       worker.announceAgents();
-      // and what was claimed for an agent here while the link was down (a push or claim answer lost)
       worker.pollAll(true);
       fleet.reportState();
     },
