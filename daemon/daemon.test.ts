@@ -80,10 +80,13 @@ describe("daemon wake-ups", () => {
     const pushed = await setup({ pollMs: 60_000 });
     await pushed.waitDone((await pushed.work.createTask({ missionId: pushed.missionId, title: "p", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id, 3000);
     expect(pushed.kinds).toContain("task");
+    // and says so (ep daemon status)
+    expect(await jsonRpcCall<{ takeTasks: boolean }>(pushed.daemon.sockets.mgmt, "daemon.status")).toMatchObject({ takeTasks: true });
     const woken = await setup({ pollMs: 60_000, env: { EP_TAKE_TASKS: "0" } });
     await woken.waitDone((await woken.work.createTask({ missionId: woken.missionId, title: "w", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id, 3000);
     expect(woken.kinds).toContain("task_ready");
     expect(woken.kinds).not.toContain("task");
+    expect(await jsonRpcCall<{ takeTasks: boolean }>(woken.daemon.sockets.mgmt, "daemon.status")).toMatchObject({ takeTasks: false });
     await expect(setup({ pollMs: 60_000, env: { EP_TAKE_TASKS: "sometimes" } })).rejects.toThrow(/EP_TAKE_TASKS must be 1 or 0/);
   });
 

@@ -189,7 +189,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
         path: sockets.mgmt,
         log: log.child({ part: "mgmt" }),
         routes: (router) => {
-          mgmtRoutes({ identity: opts.identity, tower, agents, worker, link, signals, fleet, tools, version: EPD_VERSION, startedAt, booster: opts.boosterWasm ?? "", runtimes: runtimesReport })(router);
+          mgmtRoutes({ identity: opts.identity, tower, agents, worker, link, signals, fleet, tools, version: EPD_VERSION, startedAt, booster: opts.boosterWasm ?? "", takeTasks, runtimes: runtimesReport })(router);
           fleetRoutes(fleet)(router);
           opts.extraRoutes?.(router);
         },

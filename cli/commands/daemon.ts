@@ -124,7 +124,7 @@ async function status(ctx: Context): Promise<number> {
     const local: Row = { socket: out.socket, manager: out.manager, pid: out.pid, unit: out.unit, unit_state: out.unit_state, running: out.running, error: out.error };
     for (const k of Object.keys(local)) if (local[k] === undefined) delete local[k];
     ctx.out(json(answer ? { ...local, ...mgmtJson("daemon.status", answer) } : local));
-  } else if (out.running) ctx.out(kv({ ...out, agents: ((out.agents as Row[]) ?? []).length }, ["nodeId", "hostname", "backendUrl", "link", "version", "startedAt", "runningTasks", "agents", "booster", "manager", "pid", "socket"]));
+  } else if (out.running) ctx.out(kv({ ...out, agents: ((out.agents as Row[]) ?? []).length }, ["nodeId", "hostname", "backendUrl", "link", "takeTasks", "version", "startedAt", "runningTasks", "agents", "booster", "manager", "pid", "socket"]));
   else ctx.out(`epd is not running (${out.error})`);
   if (!out.running) throw new ExitCode(7);
   return 0;

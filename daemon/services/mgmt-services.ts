@@ -31,6 +31,8 @@ export interface MgmtServicesDeps {
   version: string;
   startedAt: number;
   booster: string;
+  /** the daemon takes pushed work (EP_TAKE_TASKS) */
+  takeTasks?: boolean;
   /** each runtime's executable, version and usability on the runs' PATH (DaemonService.Runtimes) */
   runtimes?: () => Promise<{ kind: string; command: string; path: string; version: string; usable: boolean; detail: string }[]>;
 }
@@ -64,6 +66,7 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
           runningTasks: d.worker.running().length,
           agents: d.agents.list().map((a) => localAgentMsg(a, d.worker)),
           booster: d.booster,
+          takeTasks: d.takeTasks ?? false,
         });
       },
       async runtimes() {
