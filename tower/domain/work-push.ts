@@ -30,7 +30,7 @@ export async function releaseIn(ctx: WorkContext, tx: Store, emit: Emit, t: Task
 export async function resumeIn(ctx: WorkContext, tx: Store, emit: Emit, agent: ActingAgent, start: boolean): Promise<TaskRow | undefined> {
   const nowMs = ctx.clock.now();
   // in the agent's domain, the one its caller was just authorized for
-  const held = (await tx.listTasks({ claimedBy: agent.id, domainId: agent.domainId, statuses: HELD, kind: "claimable" })).filter((t) => t.leaseExpiresMs === null || t.leaseExpiresMs > nowMs);
+  const held = (await tx.listTasks({ claimedBy: agent.id, domainId: agent.domainId, held: true, kind: "claimable" })).filter((t) => t.leaseExpiresMs === null || t.leaseExpiresMs > nowMs);
   if (!held.length) return undefined;
   for (const extra of held.slice(1)) await releaseIn(ctx, tx, emit, extra, "its agent took up another task it held");
   const t = held[0]!;

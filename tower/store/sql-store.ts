@@ -81,7 +81,7 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
     this.whereIn(where, args, "domain_id", q.domainIds);
     add("kind", q.kind);
     add("status", q.status);
-    this.whereIn(where, args, "status", q.statuses);
+    if (q.held) where.push("status IN ('claimed', 'running')");
     add("claimed_by", q.claimedBy);
     add("parent_task_id", q.parentTaskId);
     if (q.afterTaskId) {

@@ -90,8 +90,11 @@ export interface TaskQuery {
   domainIds?: readonly string[];
   kind?: string;
   status?: string;
-  /** any of these states */
-  statuses?: readonly string[];
+  /**
+   * only tasks whose lease is held (claimed or running): written as literals, so the store plans
+   * the query on its partial index of held tasks instead of scanning every task ever made
+   */
+  held?: boolean;
   /** only tasks whose lease this agent holds or last held */
   claimedBy?: string;
   parentTaskId?: string;
