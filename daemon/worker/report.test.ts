@@ -33,14 +33,17 @@ function setup(answers: (() => unknown)[]) {
   return { reporter, entry, calls, lost };
 }
 
+/** The first call's answer never arrives (the connection dropped); the retry is answered. */
+const lostThenAnswered = () => [
+  () => {
+    throw new Error("socket hang up");
+  },
+  () => ({}),
+];
+
 describe("an outcome report with claim_next", () => {
   it("whose first answer is lost: retried without claiming, and the agent's next claim is told to resume", async () => {
-    const { reporter, entry, calls, lost } = setup([
-      () => {
-        throw new Error("socket hang up");
-      },
-      () => ({}),
-    ]);
+    const { reporter, entry, calls, lost } = setup(lostThenAnswered());
     await reporter.deliver(entry, true);
     expect(calls).toEqual([{ claimNext: true }, { claimNext: false }]);
     expect(lost).toEqual(["tsk_1"]);
@@ -53,12 +56,7 @@ describe("an outcome report with claim_next", () => {
   });
 
   it("without claim_next, a lost answer holds nothing", async () => {
-    const { reporter, entry, calls, lost } = setup([
-      () => {
-        throw new Error("socket hang up");
-      },
-      () => ({}),
-    ]);
+    const { reporter, entry, calls, lost } = setup(lostThenAnswered());
     await reporter.deliver(entry, false);
     expect(calls).toEqual([{ claimNext: false }, { claimNext: false }]);
     expect(lost).toEqual([]);

@@ -12,6 +12,7 @@ import type { Deps } from "./deps.js";
 import type { FleetOptions } from "./fleet.js";
 import type { Send } from "./fleet-links.js";
 import type { PushTarget, WakeIndex } from "./fleet-wake.js";
+import { AgentNotIdle } from "./work-context.js";
 
 interface Hint {
   taskId: string;
@@ -34,7 +35,7 @@ export function createPusher(
       t = await work.claimStarted(a);
     } catch (err) {
       failed = true;
-      if ((err as Error).name === "AgentNotIdle") {
+      if (err instanceof AgentNotIdle) {
         // the node's own claim took the agent first: it is busy, as its event will say
         reach.setState(a.id, "busy");
       } else if ((err as EpError).code !== "forbidden") {
