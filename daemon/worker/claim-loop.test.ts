@@ -8,9 +8,10 @@ import { TaskSchema, TaskStatus, type Task } from "../../gen/ep/tower/v1/resourc
 import { silentLogger } from "../../common/log.js";
 import type { LocalAgentRecord } from "./agent-store.js";
 import { createClaimLoop } from "./claim-loop.js";
+import { noteRun, RAN_KEPT } from "./pushed-tasks.js";
 import type { Slot, WorkerDeps, WorkerState } from "./worker-types.js";
 
-const task = (id: string): Task => create(TaskSchema, { id, status: TaskStatus.RUNNING, claimedBy: "agt_1" });
+const task = (id: string, attempts = 1): Task => create(TaskSchema, { id, status: TaskStatus.RUNNING, claimedBy: "agt_1", attempts });
 
 function setup(extra: Partial<WorkerDeps> = {}) {
   const agent = { id: "agt_1", name: "a", domainId: "dom_1", runtime: "shell", capabilities: [] } as unknown as LocalAgentRecord;
@@ -31,10 +32,12 @@ function setup(extra: Partial<WorkerDeps> = {}) {
     },
   };
   const deps = { tower, agents: { list: () => [agent], find: (id: string) => (id === agent.id ? agent : undefined) }, log: silentLogger, ...extra } as unknown as WorkerDeps;
-  const st: WorkerState = { slots: new Map(), runs: new Map(), blocked: new Map(), backlog: new Set(), stopping: false, closed: false };
+  const st: WorkerState = { slots: new Map(), runs: new Map(), blocked: new Map(), backlog: new Set(), ran: new Map(), stopping: false, closed: false };
   const started: string[] = [];
+  // as the runner's startRun does: the slot is busy and the attempt is noted as run here
   const loop = createClaimLoop(deps, st, (_a, slot: Slot, t) => {
     started.push(t.id);
+    noteRun(st, t);
     slot.state = "busy";
   });
   const settle = () => new Promise((r) => setImmediate(r));
@@ -105,10 +108,58 @@ describe("pushed tasks in the claim loop", () => {
     expect(started).toEqual(["tsk_1"]);
     expect(loop.slotOf("agt_1").pushed).toBeUndefined();
     expect(released).toEqual([]);
-    // the same task pushed again while its earlier attempt reports (it failed retryably): it waits
+    // the same task pushed again, as its next attempt, while the earlier one reports (it failed
+    // retryably): it waits for the outcome to be acknowledged
     st.runs.set("tsk_1", { reporting: true } as never);
-    loop.take("agt_1", task("tsk_1"));
+    loop.take("agt_1", task("tsk_1", 2));
     expect(loop.slotOf("agt_1").pushed?.id).toBe("tsk_1");
+  });
+
+  it("the push of an attempt that already ran here, arriving while its run reports or after it ended, is not run again", async () => {
+    const { loop, st, started, released, answer, settle } = setup();
+    // a resumed claim took the pushed task up first; the run failed at once and reports
+    const claim = loop.claimFor({ id: "agt_1", domainId: "dom_1" } as LocalAgentRecord, true);
+    answer(task("tsk_p"));
+    expect(await claim).toBe("tsk_p");
+    st.runs.set("tsk_p", { reporting: true } as never);
+    loop.take("agt_1", task("tsk_p")); // the push, late
+    expect(loop.slotOf("agt_1").pushed).toBeUndefined();
+    // the run ended and the slot is idle: the same attempt pushed again still does not run
+    st.runs.delete("tsk_p");
+    Object.assign(loop.slotOf("agt_1"), { state: "idle", taskId: undefined });
+    loop.take("agt_1", task("tsk_p"));
+    await settle();
+    expect(started).toEqual(["tsk_p"]);
+    expect(loop.slotOf("agt_1").state).toBe("idle");
+    expect(released).toEqual([]); // nothing to give back: the outcome is on its way
+    // the next attempt of it (queued again after a retryable failure) runs
+    loop.take("agt_1", task("tsk_p", 2));
+    expect(started).toEqual(["tsk_p", "tsk_p"]);
+  });
+
+  it("a resumed claim answering an attempt that already ran here runs nothing and does not claim again at once", async () => {
+    const { loop, st, started, claims, answer, settle } = setup();
+    const agent = { id: "agt_1", domainId: "dom_1" } as LocalAgentRecord;
+    loop.take("agt_1", task("tsk_p")); // pushed, run; its outcome is on its way to the tower
+    Object.assign(loop.slotOf("agt_1"), { state: "idle", taskId: undefined });
+    st.backlog.add("dom_1");
+    const claim = loop.claimFor(agent, true);
+    void loop.claimFor(agent); // a wake-up meanwhile: the claim would look once more
+    answer(task("tsk_p"));
+    expect(await claim).toBeUndefined();
+    await settle();
+    expect(started).toEqual(["tsk_p"]);
+    expect(claims).toHaveLength(1);
+    expect(loop.slotOf("agt_1").state).toBe("idle");
+    expect(st.backlog.has("dom_1")).toBe(true); // the queue was not looked at
+  });
+
+  it("remembers the last RAN_KEPT tasks started", () => {
+    const { st } = setup();
+    for (let i = 0; i <= RAN_KEPT; i++) noteRun(st, task(`tsk_${i}`));
+    expect(st.ran.size).toBe(RAN_KEPT);
+    expect(st.ran.has("tsk_0")).toBe(false);
+    expect(st.ran.get(`tsk_${RAN_KEPT}`)).toBe(1);
   });
 
   it("a claim with resume that answers the task being pushed meanwhile runs it once", async () => {

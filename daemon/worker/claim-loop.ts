@@ -5,7 +5,7 @@ import { toEpError } from "../../common/errors.js";
 import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { LocalAgentRecord } from "./agent-store.js";
 import type { Slot, WakeHint, WorkerDeps, WorkerState } from "./worker-types.js";
-import { createPushedTasks } from "./pushed-tasks.js";
+import { createPushedTasks, ranHere } from "./pushed-tasks.js";
 
 export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent: LocalAgentRecord, slot: Slot, task: Task) => void) {
   const { tower, agents, log } = deps;
@@ -58,6 +58,14 @@ export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent
       }
       // the tower pushed this very task while the claim (resume) was on its way: one run of it
       if (task && slot.pushed?.id === task.id) slot.pushed = undefined;
+      // a resumed claim answering an attempt that already ran here (pushed, run, its outcome still
+      // on its way to the tower, which marks the agent idle when it lands): nothing new to run, and
+      // no claim again until then (it would get the same answer)
+      if (task && ranHere(st, task)) {
+        log.debug("a resumed claim answered a task that already ran here; not run again", { agent_id: agent.id, task_id: task.id, attempt: task.attempts });
+        slot.state = "idle";
+        return settlePushed(agent, slot, false);
+      }
       if (task && st.stopping) {
         slot.state = "idle";
         settlePushed(agent, slot, true);

@@ -5,6 +5,27 @@ import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { LocalAgentRecord } from "./agent-store.js";
 import type { Slot, WorkerDeps, WorkerState } from "./worker-types.js";
 
+/** How many started tasks WorkerState.ran remembers: far more than can be in flight at once. */
+export const RAN_KEPT = 1024;
+
+/** Notes that this attempt of the task runs here. */
+export function noteRun(st: WorkerState, task: Task): void {
+  st.ran.delete(task.id);
+  st.ran.set(task.id, task.attempts);
+  if (st.ran.size > RAN_KEPT) st.ran.delete(st.ran.keys().next().value!);
+}
+
+/**
+ * Whether this attempt of the task was already started here. The tower counts an attempt at every
+ * claim (and gives it back when it releases one), so a task queued again and delivered anew comes
+ * with a higher attempt; the same attempt again is a second delivery of one claim: the push of a
+ * task that a claim with resume took up first, arriving once that run had ended.
+ */
+export function ranHere(st: WorkerState, task: Task): boolean {
+  const ran = st.ran.get(task.id);
+  return ran !== undefined && ran >= task.attempts;
+}
+
 export function createPushedTasks(
   deps: WorkerDeps,
   st: WorkerState,
@@ -44,6 +65,9 @@ export function createPushedTasks(
     // that is reporting is an earlier attempt: this one waits below like any other)
     const run = st.runs.get(task.id);
     if ((run && !run.reporting) || slot.pushed?.id === task.id) return;
+    // this very attempt ran here already (a resumed claim took it up and the run has ended or is
+    // reporting): its outcome is the tower's answer, not a second run
+    if (ranHere(st, task)) return void log.debug("a pushed task already ran here; not run again", { agent_id: agentId, task_id: task.id, attempt: task.attempts });
     // the outcome of the slot's run is on its way: the tower, which has it, saw the agent idle
     const reporting = slot.state === "busy" && slot.taskId !== undefined && st.runs.get(slot.taskId)?.reporting === true;
     if (reporting && !slot.pushed && !st.stopping) {

@@ -17,6 +17,7 @@ import type { InflightEntry, TaskOutcome } from "./journal.js";
 import { processStartTime } from "./orphans.js";
 import { createRunDirs, dropStaleConfig, type RunDirs } from "./run-dirs.js";
 import { refusedByTower } from "./report.js";
+import { noteRun } from "./pushed-tasks.js";
 import type { Run, Slot, WorkerDeps, WorkerState } from "./worker-types.js";
 import { msOf } from "../../common/vocab.js";
 
@@ -54,6 +55,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     const ended = new Promise<void>((resolve) => (markEnded = resolve));
     const run: Run = { task, agent, entry, ended, markEnded, done: Promise.resolve() };
     st.runs.set(task.id, run);
+    noteRun(st, task);
     run.done = execute(run)
       .catch((err: Error) => log.error("task run failed unexpectedly", { task_id: task.id, error: err.message, stack: err.stack }))
       .finally(() => {

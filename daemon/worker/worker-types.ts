@@ -145,6 +145,12 @@ export interface WorkerState {
    * agent of the domain that finishes a run claims again. A claim that comes back empty clears it.
    */
   backlog: Set<string>;
+  /**
+   * The attempt of each task lately started here (task id → Task.attempts, the oldest dropped past
+   * RAN_KEPT): a delivery of an attempt already run — its push arriving after a resumed claim took
+   * it up and the run ended — is not a second run (ranHere in pushed-tasks.ts).
+   */
+  ran: Map<string, number>;
   /** shutting down: no new claims */
   stopping: boolean;
   /** reports have stopped */

@@ -17,7 +17,7 @@ export { OUTPUT_LIMIT, refusedByTower };
 
 export function createTaskWorker(deps: WorkerDeps): TaskWorker {
   const { tower, clock, log, journal } = deps;
-  const st: WorkerState = { slots: new Map(), runs: new Map(), blocked: new Map(), backlog: new Set(), stopping: false, closed: false };
+  const st: WorkerState = { slots: new Map(), runs: new Map(), blocked: new Map(), backlog: new Set(), ran: new Map(), stopping: false, closed: false };
   // agent state on the tower: coalesced, never on the claim path (agent-states.ts); a claim that
   // starts and an outcome with agent_idle set it at the tower themselves
   const states = createAgentStates({ tower, log, closed: () => st.closed });
