@@ -21,6 +21,7 @@
 // Tower RSS per link: this process's RSS after a GC, before and after the K links are up, over K
 // (the links' client side lives in the child, so it is not counted).
 import { fork, spawn } from "node:child_process";
+import { setMaxListeners } from "node:events";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
@@ -65,7 +66,9 @@ async function simulate(file: string): Promise<void> {
   let errors = 0;
   let closed = 0;
   const firstError: string[] = [];
+  // one signal ends every simulated link: each adds a listener to it
   const ac = new AbortController();
+  setMaxListeners(0, ac.signal);
   for (const token of tokens) {
     const transport = createConnectTransport({
       baseUrl: url,
