@@ -58,7 +58,7 @@ export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent
       }
       // the tower pushed this very task while the claim (resume) was on its way: one run of it
       if (task && slot.pushed?.id === task.id) slot.pushed = undefined;
-      // a resumed claim answering an attempt that already ran here (pushed, run, its outcome still
+      // a resumed claim answering a claim that already ran here (pushed, run, its outcome still
       // on its way to the tower, which marks the agent idle when it lands): nothing new to run, and
       // no claim again until then (it would get the same answer)
       if (task && ranHere(st, task)) {

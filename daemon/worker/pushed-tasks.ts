@@ -8,22 +8,28 @@ import type { Slot, WorkerDeps, WorkerState } from "./worker-types.js";
 /** How many started tasks WorkerState.ran remembers: far more than can be in flight at once. */
 export const RAN_KEPT = 1024;
 
-/** Notes that this attempt of the task runs here. */
+/**
+ * What tells one claim of a task from another: its attempt and the time the claim (or its start)
+ * was written. Two copies of one claim (the push, and a resumed claim's answer) carry both alike;
+ * a new claim writes a new time — including after an operator's retry, which sets the attempts
+ * back to 0, and after a give-back, which takes one attempt back.
+ */
+const claimKey = (task: Task): string => `${task.attempts}@${task.updatedAt?.seconds ?? 0n}.${task.updatedAt?.nanos ?? 0}`;
+
+/** Notes that this claim of the task runs here. */
 export function noteRun(st: WorkerState, task: Task): void {
   st.ran.delete(task.id);
-  st.ran.set(task.id, task.attempts);
+  st.ran.set(task.id, claimKey(task));
   if (st.ran.size > RAN_KEPT) st.ran.delete(st.ran.keys().next().value!);
 }
 
 /**
- * Whether this attempt of the task was already started here. The tower counts an attempt at every
- * claim (and gives it back when it releases one), so a task queued again and delivered anew comes
- * with a higher attempt; the same attempt again is a second delivery of one claim: the push of a
- * task that a claim with resume took up first, arriving once that run had ended.
+ * Whether this very claim of the task was already started here: a second delivery of one claim
+ * (the push of a task that a claim with resume took up first, arriving once that run had ended, or
+ * the resumed claim's answer while the run's outcome is on its way), not a new one.
  */
 export function ranHere(st: WorkerState, task: Task): boolean {
-  const ran = st.ran.get(task.id);
-  return ran !== undefined && ran >= task.attempts;
+  return st.ran.get(task.id) === claimKey(task);
 }
 
 export function createPushedTasks(
@@ -65,7 +71,7 @@ export function createPushedTasks(
     // that is reporting is an earlier attempt: this one waits below like any other)
     const run = st.runs.get(task.id);
     if ((run && !run.reporting) || slot.pushed?.id === task.id) return;
-    // this very attempt ran here already (a resumed claim took it up and the run has ended or is
+    // this very claim ran here already (a resumed claim took it up and the run has ended or is
     // reporting): its outcome is the tower's answer, not a second run
     if (ranHere(st, task)) return void log.debug("a pushed task already ran here; not run again", { agent_id: agentId, task_id: task.id, attempt: task.attempts });
     // the outcome of the slot's run is on its way: the tower, which has it, saw the agent idle

@@ -146,11 +146,11 @@ export interface WorkerState {
    */
   backlog: Set<string>;
   /**
-   * The attempt of each task lately started here (task id → Task.attempts, the oldest dropped past
-   * RAN_KEPT): a delivery of an attempt already run — its push arriving after a resumed claim took
-   * it up and the run ended — is not a second run (ranHere in pushed-tasks.ts).
+   * The claim of each task lately started here (task id → its attempt and claim time, the oldest
+   * dropped past RAN_KEPT): a second delivery of a claim already run — its push arriving after a
+   * resumed claim took it up and the run ended — is not a second run (ranHere in pushed-tasks.ts).
    */
-  ran: Map<string, number>;
+  ran: Map<string, string>;
   /** shutting down: no new claims */
   stopping: boolean;
   /** reports have stopped */
