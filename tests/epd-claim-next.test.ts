@@ -8,6 +8,7 @@ import { TaskKind, TaskStatus, Runtime } from "../gen/ep/tower/v1/resources_pb.j
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { registerNode, spawnEpd, type EpdProcess } from "./epd-harness.js";
 import { startTower, tempHome, useCleanups, waitFor, type TestTower } from "./harness.js";
+import { countCalls } from "./tcp-proxy.js";
 
 const cleanup = useCleanups();
 
@@ -17,11 +18,7 @@ async function setup(name: string, env: Record<string, string> = {}) {
   cleanup(() => h.cleanup());
   const t: TestTower = await startTower({ home: join(h.dir, "tower-home") });
   cleanup(() => t.close());
-  const calls = new Map<string, number>();
-  t.tower.app.server.on("request", (req: { url?: string }) => {
-    const method = req.url!.replace(/^\/ep\.tower\.v1\.\w+\//, "");
-    calls.set(method, (calls.get(method) ?? 0) + 1);
-  });
+  const calls = countCalls(t.tower.app.server);
   const nodeFile = join(h.dir, "node.json");
   await registerNode(t.url, t.adminToken, nodeFile);
   const work = t.client(WorkService);

@@ -5,30 +5,21 @@
 // sends on the link (and only there) for 1.5 s, while epd polls every 100 ms. A real tower, a real
 // epd, a real runtime whose executable is missing (the run ends within milliseconds).
 import { mkdirSync, writeFileSync } from "node:fs";
-import { createServer, connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { Runtime, TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { registerNode, spawnEpd } from "./epd-harness.js";
 import { startTower, tempHome, useCleanups, waitFor } from "./harness.js";
+import { countCalls, tcpProxy } from "./tcp-proxy.js";
 
 const cleanup = useCleanups();
 const LINK_DELAY_MS = 1500;
 
 /** A proxy that delays, by `delayMs` and in order, what the tower sends on connections carrying `path`. */
-async function delayingProxy(targetPort: number, path: string, delayMs: number) {
-  const open = new Set<Socket>();
-  const server = createServer((client) => {
-    const upstream = connect(targetPort, "127.0.0.1");
-    open.add(client).add(upstream);
+function delayingProxy(targetPort: number, path: string, delayMs: number) {
+  return tcpProxy(targetPort, ({ client, upstream }) => {
     let slow: boolean | undefined;
-    const drop = () => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on("error", drop).on("close", drop);
-    upstream.on("error", drop).on("close", drop);
     client.on("data", (chunk: Buffer) => {
       slow ??= chunk.includes(path);
       upstream.write(chunk);
@@ -38,11 +29,6 @@ async function delayingProxy(targetPort: number, path: string, delayMs: number) 
       else client.write(chunk);
     });
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
-    close: () => new Promise<void>((r) => (open.forEach((s) => s.destroy()), server.close(() => r()))),
-  };
 }
 
 describe("a pushed task that a resumed claim took up first", () => {
@@ -51,11 +37,7 @@ describe("a pushed task that a resumed claim took up first", () => {
     cleanup(() => h.cleanup());
     const t = await startTower({ home: join(h.dir, "tower-home") });
     cleanup(() => t.close());
-    const calls = new Map<string, number>();
-    t.tower.app.server.on("request", (req: { url?: string }) => {
-      const method = req.url!.replace(/^\/ep\.tower\.v1\.\w+\//, "");
-      calls.set(method, (calls.get(method) ?? 0) + 1);
-    });
+    const calls = countCalls(t.tower.app.server);
     const nodeFile = join(h.dir, "node.json");
     await registerNode(t.url, t.adminToken, nodeFile);
     const work = t.client(WorkService);

@@ -7,12 +7,12 @@ import { TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { existsSync, readFileSync } from "node:fs";
-import { createServer, connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, registerNode, spawnEpd, spawnTowerProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome, useCleanups, waitFor } from "./harness.js";
+import { tcpProxy } from "./tcp-proxy.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const cleanup = useCleanups();
@@ -24,16 +24,7 @@ beforeAll(async () => {
 /** A proxy that resets (TCP RST) the first `times` connections carrying a request for `path`. */
 async function resettingProxy(targetPort: number, path: string, times: number) {
   let left = times;
-  const open = new Set<Socket>();
-  const server = createServer((client) => {
-    const upstream = connect(targetPort, "127.0.0.1");
-    open.add(client).add(upstream);
-    const drop = () => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on("error", drop).on("close", drop);
-    upstream.on("error", drop).on("close", drop);
+  const proxy = await tcpProxy(targetPort, ({ client, upstream }) => {
     client.on("data", (chunk: Buffer) => {
       if (left > 0 && chunk.includes(path)) {
         left--;
@@ -45,12 +36,7 @@ async function resettingProxy(targetPort: number, path: string, times: number) {
     });
     upstream.pipe(client);
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
-    resetsLeft: () => left,
-    close: () => new Promise<void>((r) => (open.forEach((s) => s.destroy()), server.close(() => r()))),
-  };
+  return { ...proxy, resetsLeft: () => left };
 }
 
 async function setup(home: string, tower: TowerProcess) {
