@@ -67,12 +67,12 @@ export function createPushedTasks(
       return void handBack({ id: agentId }, task, "the agent is not on this node");
     }
     const slot = slotOf(agent.id);
-    // already running here: a claim with resume took it up before its push arrived (a run of it
-    // that is reporting is an earlier attempt: this one waits below like any other)
+    // already running here: a claim with resume took it up before its push arrived
     const run = st.runs.get(task.id);
     if ((run && !run.reporting) || slot.pushed?.id === task.id) return;
     // this very claim ran here already (a resumed claim took it up and the run has ended or is
-    // reporting): its outcome is the tower's answer, not a second run
+    // reporting): its outcome is the tower's answer, not a second run; a new claim of the task
+    // (pushed again after a retryable failure) waits below like any other
     if (ranHere(st, task)) return void log.debug("a pushed task already ran here; not run again", { agent_id: agentId, task_id: task.id, attempt: task.attempts });
     // the outcome of the slot's run is on its way: the tower, which has it, saw the agent idle
     const reporting = slot.state === "busy" && slot.taskId !== undefined && st.runs.get(slot.taskId)?.reporting === true;

@@ -150,11 +150,6 @@ async function mustTask(s: Store, id: string) {
   return t;
 }
 
-/**
- * Moves an agent from one state to another in the caller's commit (a claim that starts: idle →
- * busy; an outcome sent with agent_idle: busy → idle), with the agent.state event
- * UpdateAgentState emits. An agent in any other state (paused, restarting, …) is left as it is.
- */
 /** A claim for an agent the tower believed idle found it busy (or paused, offline…): nothing was claimed. */
 export class AgentNotIdle extends Error {
   constructor(agentId: string) {
@@ -163,7 +158,12 @@ export class AgentNotIdle extends Error {
   }
 }
 
-/** Moves the agent from one state to another if it is in the first (with its event); false when it was not. */
+/**
+ * Moves an agent from one state to another in the caller's commit (a claim that starts: idle →
+ * busy; an outcome sent with agent_idle: busy → idle), with the agent.state event
+ * UpdateAgentState emits. An agent in any other state (paused, restarting, …) is left as it is:
+ * false then.
+ */
 async function markAgent(tx: Store, emit: Emit, agentId: string, from: string, to: string, at: string): Promise<boolean> {
   const a = await tx.moveAgentState(agentId, from, to, at);
   if (!a) return false;
