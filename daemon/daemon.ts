@@ -8,7 +8,7 @@ import { systemClock, type Clock } from "../common/clock.js";
 import { EpError } from "../common/errors.js";
 import type { Logger } from "../common/log.js";
 import type { NodeIdentity } from "../common/node-identity.js";
-import { daemonHome, daemonSockets, nodeFile } from "../common/paths.js";
+import { daemonHome, daemonSockets, epHome, nodeFile } from "../common/paths.js";
 import type { LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
 import { createAttachGateway, createAttachHub, createTargetResolver, type AttachGateway, type AttachGatewayOptions } from "./attach/index.js";
 import { createFanout, fanoutEnv, type Fanout } from "./fanout/fanout.js";
@@ -22,7 +22,7 @@ import { createSecretsBroker, towerResolver } from "./secrets/broker.js";
 import { redactingLogger } from "./secrets/redact.js";
 import { createRuntimeRegistry, type RuntimeRegistry } from "./runtimes/registry.js";
 import { loadRuntimesConfig, runtimeReport, runtimesConfigPath } from "./runtimes/runtimes-config.js";
-import { writeAgentMcpConfig } from "./mcp/agent-config.js";
+import { createMcpEndpoint } from "./mcp/mcp-endpoint.js";
 import { openToolCaller } from "./mcp/tool-call.js";
 import { mgmtRoutes } from "./services/mgmt-services.js";
 import { createAgentStore, type AgentStore } from "./worker/agent-store.js";
@@ -123,10 +123,10 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const sessions = createSessionTable(() => clock.now());
   const tower = createTowerClients(opts.backendUrl, opts.identity.token);
   const common = { tower, runtimes, sessions, clock, log, home, secretsSocket: sockets.secrets, binDir, baseEnv, redactor: broker.redactor };
-  // every run gets an MCP config starting `epd mcp` for its agent (EP_MCP_CONFIG; docs/ai.md)
-  const mcpConfig = mcpConfigWriter(opts, env, binDir);
   const signals = createSignalRunner(common);
   const tools = await openTools(opts, env, log, tower);
+  // every run gets its own door to EP's tools, served here (EP_MCP_URL, EP_MCP_TOKEN, EP_MCP_CONFIG; docs/runtimes.md)
+  const mcp = createMcpEndpoint({ caller: tools, tower, towerUrl: opts.backendUrl, token: opts.identity.token, clock, log });
   const fleet = await createFleet({
     ...common,
     env,
@@ -142,7 +142,9 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     ...common,
     agents,
     journal,
-    mcpConfig,
+    mcp,
+    // a confined run sees none of EP's own files: tokens, the tower's data, other runs, the node identity
+    hidden: [epHome(env), nodeFile(env)],
     profiles: { list: () => fleet.claimers(), place: (profileId) => fleet.taskPlace(profileId) },
     resumeEveryClaim: takeTasks, // a push to the agent a claim is for may be on its way
   });
@@ -195,6 +197,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
         },
       });
       secretsServer = await serveSecretsSocket({ path: sockets.secrets, log: log.child({ part: "secrets" }), getSecret });
+      await mcp.listen();
       await attach.listen();
       await worker.recover();
       link.start();
@@ -213,7 +216,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       closing ??= inOrder([
         () => worker.shutdown(graceMs), () => compactQuietly(journal, log), () => fleet.close(), () => link.close(), () => fanout?.close(),
         () => attach.close(), () => attachHub.close(), () => runtimes.close(), () => signals.close(),
-        () => Promise.all([mgmtServer?.close(), secretsServer?.close()]), () => broker.close(), () => tools.close(),
+        () => Promise.all([mgmtServer?.close(), secretsServer?.close(), mcp.close()]), () => broker.close(), () => tools.close(),
       ]).then(() => log.info("epd stopped"));
       return closing;
     },
@@ -239,19 +242,6 @@ function runBaseEnv(env: NodeJS.ProcessEnv): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) if (v !== undefined && !SCRUBBED_ENV.includes(k)) out[k] = v;
   return out;
-}
-
-/** Writes a run's MCP config: `epd mcp` for its agent, with the node identity and the schema pack. */
-function mcpConfigWriter(opts: DaemonOptions, env: NodeJS.ProcessEnv, binDir: string) {
-  return (cwd: string, run: { agentId: string; domainId: string; taskId: string }) =>
-    writeAgentMcpConfig(cwd, {
-      command: opts.epdEntry ? join(binDir, "epd") : "epd",
-      agentId: run.agentId,
-      domainId: run.domainId,
-      taskId: run.taskId,
-      boosterWasm: opts.boosterWasm,
-      env: { EP_NODE_FILE: nodeFile(env), EP_BASE_URL: opts.backendUrl, ...(env.EP_SCHEMA_PACK_FILE ? { EP_SCHEMA_PACK_FILE: env.EP_SCHEMA_PACK_FILE } : {}) },
-    });
 }
 
 /**

@@ -1,6 +1,7 @@
 // agents.toml: the node's long-running profile agents as `[[agent]]` tables. Parsed into
 // FleetProfile values, or every error found, each with its line, like cron.toml.
-import { PERMISSION_POLICIES } from "../runtimes/runtimes-config.js";
+import { permissionRefusal } from "../runtimes/runtimes-config.js";
+import type { Permission } from "../runtimes/confine.js";
 import { readFileSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import { parse, TomlError } from "smol-toml";
@@ -27,8 +28,8 @@ export interface FleetProfile {
   domain?: string;
   /** The repository its tasks work in, each in a worktree of its own, unless a task names one (docs/workspaces.md). */
   workspace?: string;
-  /** How its tasks' tool-permission requests are answered, over the runtime's `permission` ("ask": a person decides). */
-  permission?: string;
+  /** What its tasks' agents may do, over the runtime's `permission` (docs/runtimes.md "Permissions"). */
+  permission?: Permission;
   /** Line of the profile's `[[agent]]` header. */
   line: number;
 }
@@ -165,10 +166,9 @@ export function parseAgentsFile(text: string): AgentsFileResult {
     const workspace = str("workspace")?.trim();
     if (workspace === "") fail("workspace", "workspace must name a workspace of workspaces.toml or be an absolute repository path");
     const permission = str("permission");
-    if (permission !== undefined && runtime) {
-      const allowed: readonly string[] = runtime === "vendorA_agent_acp" ? PERMISSION_POLICIES : runtime === "vendorA_code" ? ["claude", "ask"] : [];
-      if (!allowed.length) fail("permission", `permission applies to vendorA_agent_acp and vendorA_code agents, not ${runtime}`);
-      else if (!allowed.includes(permission)) fail("permission", `permission must be one of ${allowed.join(", ")}, not "${permission}"`);
+    if (permission !== undefined && runtime && isRuntimeKind(runtime)) {
+      const refused = permissionRefusal(runtime, permission);
+      if (refused) fail("permission", `permission "${permission}": ${refused}`);
     }
     const env = envTable(t.env, fail);
     const capabilities = strList("capabilities")?.map((c) => c.trim()).filter(Boolean) ?? [];
@@ -197,7 +197,7 @@ export function parseAgentsFile(text: string): AgentsFileResult {
       supervise,
       ...(domain !== undefined ? { domain } : {}),
       ...(workspace ? { workspace } : {}),
-      ...(permission !== undefined ? { permission } : {}),
+      ...(permission !== undefined ? { permission: permission as Permission } : {}),
       line: header,
     });
   });

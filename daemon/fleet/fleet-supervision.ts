@@ -22,7 +22,7 @@ export async function createFleetSupervision(core: FleetCore, hooks: Supervision
   const acp = createAcpHost({
     clock,
     log,
-    permission: rc.vendorA_agent_acp.permission,
+    permission: rc.vendorA_agent_acp.permission ?? "workspace",
     killGraceMs: rc.vendorA_agent_acp.killGraceSeconds * 1000,
     // a frame belongs to the turn in progress (the run id of its agent.signal.finished), or to
     // the delivery that opened the session; frames outside any turn are the session's own

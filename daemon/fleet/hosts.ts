@@ -9,7 +9,7 @@ import type { Logger } from "../../common/log.js";
 import { openAcpSession, type AcpSession, type AcpTurn } from "../runtimes/acp-session.js";
 import { resolveExecutable } from "../runtimes/process-group.js";
 import type { ProgressFrame } from "../runtimes/runtime.js";
-import type { PermissionPolicy } from "../runtimes/runtimes-config.js";
+import type { Permission } from "../runtimes/confine.js";
 import { createLineWriter, openPanePipe, type LineWriter, type PanePipe } from "../runtimes/pane-pipe.js";
 import { tmuxKillSession, tmuxNewSession, tmuxPaneState, tmuxPipePane, tmuxSendKeys, tmuxSessionExists, type TmuxOptions } from "../runtimes/tmux.js";
 import type { ServiceBackend, SupervisedAgent } from "../supervise/index.js";
@@ -137,7 +137,7 @@ export interface AcpHost {
 export function createAcpHost(opts: {
   clock: Clock;
   log: Logger;
-  permission: PermissionPolicy;
+  permission: Permission;
   killGraceMs: number;
   /** `turnId`: the id of the turn in progress (or of the delivery opening the session); undefined outside any. */
   onFrame(agentId: string, frame: ProgressFrame, turnId?: string): void;

@@ -1,6 +1,8 @@
-// How agents launched by the daemon get the EP tools: an MCP config file in the run's
-// working directory that starts `epd mcp` for that agent. vendorA_code takes it with
-// `--mcp-config <file>`; the same `mcpServers` shape is what other MCP-capable CLIs read.
+// How agents launched by the daemon get the EP tools: the running epd serves them over streamable
+// HTTP (mcp-endpoint.ts) and each run gets its own URL and bearer token. The run directory's
+// `.ep-mcp.json` says so in the `mcpServers` shape claude's `--mcp-config` reads; codex, gemini and
+// ACP agents are given the same URL and token their own way (the vendor files). `agentMcpConfig`
+// (a config that starts `epd mcp` over stdio) remains for operators wiring other MCP clients.
 import { closeSync, constants, ftruncateSync, openSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 
@@ -32,15 +34,24 @@ export function agentMcpConfig(o: AgentMcpOptions): { mcpServers: Record<string,
   return { mcpServers: { ep: { type: "stdio", command: o.command, args, env } } };
 }
 
+/** The `mcpServers` config for a run's own HTTP door (its bearer token included: the file is 0600, in the run's directory). */
+export function runMcpConfig(grant: { url: string; token: string }): { mcpServers: Record<string, { type: "http"; url: string; headers: Record<string, string> }> } {
+  return { mcpServers: { ep: { type: "http", url: grant.url, headers: { Authorization: `Bearer ${grant.token}` } } } };
+}
+
 /**
- * Writes the config into `dir` (0600: it names the node file) and returns its path. Synchronous:
+ * Writes the config into `dir` (0600: it holds the run's token) and returns its path. Synchronous:
  * one small file per run, cheaper than the promise round trips of open/write/close. A config a
  * previous run left there (a recycled run directory, worker/run-dirs.ts) is overwritten in place
  * (never through a symlink): truncating and reallocating its blocks costs several times the write.
  */
-export async function writeAgentMcpConfig(dir: string, o: AgentMcpOptions): Promise<string> {
-  const path = join(dir, MCP_CONFIG_FILE);
-  const body = Buffer.from(JSON.stringify(agentMcpConfig(o), null, 2) + "\n");
+export function writeRunMcpConfig(dir: string, grant: { url: string; token: string }): string {
+  return writeOwnFile(join(dir, MCP_CONFIG_FILE), JSON.stringify(runMcpConfig(grant), null, 2) + "\n");
+}
+
+/** Writes `text` to `path` (0600), in place over a file a previous run left, never through a symlink. */
+export function writeOwnFile(path: string, text: string): string {
+  const body = Buffer.from(text);
   let fd: number;
   try {
     fd = openSync(path, constants.O_WRONLY | constants.O_NOFOLLOW);

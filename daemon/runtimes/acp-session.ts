@@ -11,6 +11,7 @@ import {
   ndJsonStream,
   PROTOCOL_VERSION,
   type ClientConnection,
+  type McpServer,
   type RequestPermissionRequest,
   type RequestPermissionResponse,
   type SessionNotification,
@@ -21,18 +22,22 @@ import { EpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import { createLineSplitter, createTailBuffer, resolveExecutable, terminateGroup } from "./process-group.js";
 import { clip } from "./process-runtime.js";
-import { usageOf, type ProgressFrame, type RunSpec, type RunUsage } from "./runtime.js";
-import type { PermissionPolicy } from "./runtimes-config.js";
+import { usageOf, type ProgressFrame, type RunMcp, type RunSpec, type RunUsage } from "./runtime.js";
+import { confineCommand, type Permission, type RunPlaces } from "./confine.js";
 
 export interface AcpSessionOptions {
   command: string;
   args: string[];
   cwd: string;
   env: Record<string, string>;
-  permission: PermissionPolicy;
+  permission: Permission;
   /** permission = "ask": a person decides (RunSpec.askPermission); without it "ask" rejects */
   askPermission?: RunSpec["askPermission"];
   permissionTimeoutMs?: number;
+  /** A task's run: its process confined under this policy (confine.ts); a hosted session has none */
+  confinement?: { permission: Permission | undefined; places: RunPlaces };
+  /** EP's tools, offered in session/new when the agent takes MCP over HTTP */
+  mcp?: RunMcp;
   killGraceMs: number;
   clock: Clock;
   logger: Logger;
@@ -73,7 +78,11 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
     );
   }
   const log = o.logger.child({ runtime: "vendorA_agent_acp" });
-  const child = spawn(executable, o.args, { cwd: o.cwd, env: o.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
+  // a task's run is confined by its policy; a hosted session keeps its process as it is
+  const c = o.confinement;
+  const line = c ? confineCommand({ permission: c.permission, cwd: o.cwd, places: c.places, env: o.env, command: [executable, ...o.args] }) : [executable, ...o.args];
+  if (line instanceof EpError) throw new EpError(line.code, `runtime vendorA_agent_acp: ${line.message}`);
+  const child = spawn(line[0]!, line.slice(1), { cwd: o.cwd, env: o.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
   const pid = child.pid;
   const stderrTail = createTailBuffer(4096);
   const stderrLines = createLineSplitter((line) => {
@@ -144,7 +153,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
     );
     emit({ kind: "status", text: "agent initialized", data: { protocolVersion: init.protocolVersion, agentInfo: init.agentInfo ?? null } });
     phase = "session/new";
-    const session = await orExit(connection.agent.request(methods.agent.session.new, { cwd: o.cwd, mcpServers: [] }), "session/new");
+    const session = await orExit(connection.agent.request(methods.agent.session.new, { cwd: o.cwd, mcpServers: mcpServersFor(init.agentCapabilities?.mcpCapabilities?.http === true, o.mcp, emit) }), "session/new");
     emit({ kind: "status", text: "session started", data: { sessionId: session.sessionId } });
     log.debug("acp session open", { pid, session_id: session.sessionId });
 
@@ -207,20 +216,26 @@ function exitReason(child: ChildProcess, executable: string, closing: () => bool
   });
 }
 
+/**
+ * EP's tools for session/new: the run's HTTP door when the agent says it takes MCP over HTTP
+ * (agentCapabilities.mcpCapabilities.http); an agent that does not is told nothing and the run
+ * says so in a status frame (ACP's stdio servers would need a process per run again).
+ */
+function mcpServersFor(takesHttp: boolean, mcp: RunMcp | undefined, emit: (f: ProgressFrame) => void): McpServer[] {
+  if (!mcp) return [];
+  if (!takesHttp) {
+    emit({ kind: "status", text: "EP's tools not offered: this ACP agent does not take MCP servers over HTTP", data: { mcp: "unsupported" } });
+    return [];
+  }
+  return [{ type: "http", name: "ep", url: mcp.url, headers: [{ name: "Authorization", value: `Bearer ${mcp.token}` }] }];
+}
+
 /** A turn's usage: the prompt response's tokens and the session's last reported cost. */
 function promptUsage(response: unknown, costUsd: number | undefined) {
   const tokens = (response as { usage?: { inputTokens?: number; outputTokens?: number; cachedReadTokens?: number | null } | null }).usage;
   return tokens || costUsd !== undefined ? usageOf({ input: tokens?.inputTokens, output: tokens?.outputTokens, cached: tokens?.cachedReadTokens, cost: costUsd }) : undefined;
 }
 
-/**
- * Answers a permission request without a human: the policy picks an allow or a reject option
- * among those the agent offered. `allow_once_in_cwd` allows a call only when it names at least
- * one path the policy can check (toolCall.locations, or rawInput's file_path, path, paths, cwd,
- * notebook_path, or the path-like words of a command) and every one of them, symlinks resolved,
- * lies inside the run's working directory. Real agents (claude-code-acp) send no locations, so
- * rawInput is where the paths are; a request naming none is rejected.
- */
 /** The client's answer to session/request_permission (by policy, or a person's), reported as a status frame. */
 async function answerPermission(
   params: RequestPermissionRequest,
@@ -293,33 +308,44 @@ export async function askPerson(
   }
 }
 
-export function decidePermission(req: RequestPermissionRequest, policy: PermissionPolicy, cwd: string): RequestPermissionResponse {
-  const pick = (kinds: string[]) => {
-    for (const kind of kinds) {
-      const option = req.options.find((o) => o.kind === kind);
-      if (option) return option;
-    }
-    return undefined;
-  };
+/** Tool kinds that change nothing (ACP's ToolKind). */
+const READING_KINDS = ["read", "search", "think", "fetch"];
+
+/**
+ * Answers a permission request without a human: the policy picks an allow or a reject option
+ * among those the agent offered.
+ * - "workspace": edits, deletes and moves only when every path they name (toolCall.locations, or
+ *   rawInput's file_path, path, paths, notebook_path…), symlinks resolved, lies inside the run's
+ *   working directory (a change naming no path is refused); commands and reads are allowed: the
+ *   process is confined (confine.ts), so a command cannot write outside the workspace anyway.
+ * - "read-only": reads, searches and fetches only.
+ * - "unconfined": everything (the "always" option when offered).
+ * - "ask": decided by askPerson; here (no person to ask) it is a no.
+ */
+export function decidePermission(req: RequestPermissionRequest, policy: Permission, cwd: string): RequestPermissionResponse {
+  const pick = (kinds: string[]) => kinds.map((k) => req.options.find((o) => o.kind === k)).find(Boolean);
+  const kind = req.toolCall.kind ?? "other";
   let allow: boolean;
   switch (policy) {
-    case "reject":
-    case "ask": // decided by askPerson; here (no person to ask) it is a no
+    case "ask":
       allow = false;
       break;
-    case "allow_once":
-    case "allow_always":
+    case "read-only":
+      allow = READING_KINDS.includes(kind);
+      break;
+    case "unconfined":
       allow = true;
       break;
-    case "allow_once_in_cwd": {
-      const named = pathsOf(req);
-      allow = named !== undefined && named.every((p) => isInside(cwd, p));
+    case "workspace": {
+      if (kind === "execute" || READING_KINDS.includes(kind)) allow = true;
+      else {
+        const named = pathsOf(req);
+        allow = named !== undefined && named.every((p) => isInside(cwd, p));
+      }
       break;
     }
   }
-  const option = allow
-    ? pick(policy === "allow_always" ? ["allow_always", "allow_once"] : ["allow_once", "allow_always"])
-    : pick(["reject_once", "reject_always"]);
+  const option = allow ? pick(policy === "unconfined" ? ["allow_always", "allow_once"] : ["allow_once", "allow_always"]) : pick(["reject_once", "reject_always"]);
   return { outcome: option ? { outcome: "selected", optionId: option.optionId } : { outcome: "cancelled" } };
 }
 

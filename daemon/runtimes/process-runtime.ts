@@ -11,6 +11,7 @@ import type { Logger } from "../../common/log.js";
 import { createLineSplitter, createTailBuffer, fillArgs, liveGroupMembers, resolveExecutable, terminateGroup } from "./process-group.js";
 import type { ProgressFrame, RunHandle, RunResult, RunSpec, RunUsage, RuntimeAdapter, RuntimeCheck, RuntimeKind } from "./runtime.js";
 import type { CommandRuntimeConfig } from "./runtimes-config.js";
+import { confineCommand, type Permission } from "./confine.js";
 
 /** What a vendor's JSON-lines stream said; `final` is set once its closing event was seen. */
 export interface StreamOutcome {
@@ -36,8 +37,8 @@ export interface ProcessRuntimeOptions {
   parser?: () => StreamParser;
   /** Returns an EpError when the spec cannot run on this runtime. */
   validate?: (spec: RunSpec) => EpError | undefined;
-  /** What this run adds to the configured command, read from the task (e.g. vendorA_code's `input.claude`). */
-  extend?: (spec: RunSpec) => RunAdditions | EpError;
+  /** What this run adds to the configured command: the CLI's permission flags, EP's MCP tools, the task's settings (vendorA_code's `input.claude`). */
+  extend?: (spec: RunSpec, permission: Permission | undefined) => RunAdditions | EpError;
 }
 
 /** Per-run additions to a runtime's configured command. */
@@ -96,14 +97,20 @@ export function createProcessRuntime(opts: ProcessRuntimeOptions): RuntimeAdapte
     start(spec) {
       const invalid = checkCwd(spec) ?? opts.validate?.(spec);
       if (invalid) return settledHandle({ ok: false, output: "", error: invalid.message, errorCode: invalid.code });
-      const extra = opts.extend?.(spec) ?? {};
+      const permission = spec.permission ?? config.permission;
+      const extra = opts.extend?.(spec, permission) ?? {};
       if (extra instanceof EpError) return settledHandle({ ok: false, output: "", error: extra.message, errorCode: extra.code });
       const env = { ...runEnv(config.env, spec.env), ...extra.env };
       const executable = resolveExecutable(config.command, env, spec.cwd);
       if (!executable) return settledHandle(missingRuntime(kind, config.command));
-      const args = [...fillArgs(config.args, templateValues(spec)), ...(extra.args ?? [])];
+      const line = confineCommand({ permission, cwd: spec.cwd, places: spec.places, env, command: [executable, ...fillArgs(config.args, templateValues(spec)), ...(extra.args ?? [])] });
+      if (line instanceof EpError) return settledHandle({ ok: false, output: "", error: `runtime ${kind}: ${line.message}`, errorCode: line.code });
       const timeoutMs = spec.timeoutMs ?? extra.timeoutMs ?? config.timeoutSeconds * 1000;
-      return runProcess({ ...opts, spec, env, executable, args, timeoutMs });
+      if (permission === "unconfined") {
+        opts.logger.info("run unconfined: permission = \"unconfined\"", { runtime: kind, task_id: spec.taskId });
+        spec.onFrame({ kind: "status", text: 'permission "unconfined": the agent\'s process is not confined to its workspace', data: { permission } });
+      }
+      return runProcess({ ...opts, spec, env, executable: line[0]!, args: line.slice(1), timeoutMs });
     },
   };
 }

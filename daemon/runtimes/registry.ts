@@ -9,8 +9,8 @@ import type { CommandRuntimeConfig, RuntimesConfig } from "./runtimes-config.js"
 import { createShellRuntime } from "./shell.js";
 import { createVendorAAgentAcpRuntime } from "./vendor-a-agent-acp.js";
 import { createVendorACodeParser, vendorACodeRun } from "./vendor-a-code.js";
-import { createVendorBParser } from "./vendor-b.js";
-import { createVendorCParser } from "./vendor-c.js";
+import { createVendorBParser, vendorBRun } from "./vendor-b.js";
+import { createVendorCParser, vendorCRun } from "./vendor-c.js";
 
 export interface RuntimeRegistryDeps {
   clock?: Clock;
@@ -45,10 +45,10 @@ export function createRuntimeRegistry(config: RuntimesConfig, deps: RuntimeRegis
       extend,
     });
   const build = (config: RuntimesConfig): Record<RuntimeKind, RuntimeAdapter> => ({
-    vendorA_code: agentCli("vendorA_code", config.vendorA_code, createVendorACodeParser, (spec) => vendorACodeRun(spec, config.vendorA_code)),
+    vendorA_code: agentCli("vendorA_code", config.vendorA_code, createVendorACodeParser, vendorACodeRun),
     vendorA_agent_acp: createVendorAAgentAcpRuntime(config.vendorA_agent_acp, d),
-    vendorB: agentCli("vendorB", config.vendorB, createVendorBParser),
-    vendorC: agentCli("vendorC", config.vendorC, createVendorCParser),
+    vendorB: agentCli("vendorB", config.vendorB, createVendorBParser, vendorBRun),
+    vendorC: agentCli("vendorC", config.vendorC, createVendorCParser, vendorCRun),
     muxhost_hosted: createMuxhostHostedRuntime(config.muxhost_hosted, d),
     shell: createShellRuntime(config.shell, d),
   });

@@ -8,6 +8,7 @@ import type { RuntimeKind } from "../../common/runtimes.js";
 import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 import { enumOf } from "../../common/vocab.js";
 import { FrameKindSchema, type FrameKind, type ProgressFrameSchema } from "../../gen/ep/tower/v1/work_pb.js";
+import type { Permission, RunPlaces } from "./confine.js";
 
 /** One unit of progress from a running agent; becomes a `progress` event upstream. */
 export interface ProgressFrame {
@@ -38,13 +39,24 @@ export interface RunSpec {
   /** Overrides the runtime's configured timeout; 0 means none. */
   timeoutMs?: number;
   /** Overrides the runtime's `permission` (an agents.toml profile's own; checked against the runtime when the file was read). */
-  permission?: string;
+  permission?: Permission;
+  /** Where the run lives, for its confinement (confine.ts); without it the run's cwd is its only place. */
+  places?: RunPlaces;
+  /** EP's MCP tools for this run, served by the running epd (mcp-endpoint.ts); absent when it has none. */
+  mcp?: RunMcp;
   onFrame(frame: ProgressFrame): void;
   /**
    * With permission = "ask": puts a tool-permission request before a person (a tower approval)
    * and resolves with their answer. Absent when the run has no tower to ask (then "ask" rejects).
    */
   askPermission?(ask: PermissionAsk, signal: AbortSignal): Promise<PermissionAnswer>;
+}
+
+/** A run's door to EP's tools: its URL, its bearer token, and the `mcpServers` file claude reads. */
+export interface RunMcp {
+  url: string;
+  token: string;
+  configFile: string;
 }
 
 export interface PermissionAsk {

@@ -21,9 +21,11 @@ describe("runtimes.toml", () => {
     const config = await loadRuntimesConfig(runtimesConfigPath({ EP_HOME: home }));
     expect(config.source).toBeUndefined();
     expect(config.vendorA_code.command).toBe("claude");
-    expect(config.vendorA_code.args).toEqual(["-p", "{prompt}", "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__ep"]);
+    expect(config.vendorA_code.args).toEqual(["-p", "{prompt}", "--output-format", "stream-json", "--verbose"]);
     expect(config.vendorA_agent_acp.command).toBe("claude-code-acp");
-    expect(config.vendorA_agent_acp.permission).toBe("allow_once_in_cwd");
+    // agents work in their workspace, confined; the shell runtime runs as it always did
+    for (const kind of ["vendorA_code", "vendorA_agent_acp", "vendorB", "vendorC", "muxhost_hosted"] as const) expect(config[kind].permission).toBe("workspace");
+    expect(config.shell.permission).toBeUndefined();
     // the defaults work in epd's scratch work directory (issue 15): codex outside a git repository,
     // gemini in a folder it was not told to trust
     expect([config.vendorB.command, ...config.vendorB.args]).toEqual(["codex", "exec", "--json", "--skip-git-repo-check", "{prompt}"]);
@@ -45,7 +47,7 @@ describe("runtimes.toml", () => {
         "",
         "[vendorA_agent_acp]",
         'command = "/opt/acp/agent"',
-        'permission = "reject"',
+        'permission = "read-only"',
         'env = { ACP_LOG = "debug" }',
         "",
         "[muxhost_hosted]",
@@ -60,7 +62,7 @@ describe("runtimes.toml", () => {
     expect(config.vendorA_code.args.at(-1)).toBe("opus");
     expect(config.vendorA_code.timeoutSeconds).toBe(600);
     expect(config.vendorA_code.command).toBe("claude");
-    expect(config.vendorA_agent_acp).toMatchObject({ command: "/opt/acp/agent", permission: "reject" });
+    expect(config.vendorA_agent_acp).toMatchObject({ command: "/opt/acp/agent", permission: "read-only" });
     // a file's env adds to the defaults' env (IS_SANDBOX cleared for claude-code-acp as root)
     expect(config.vendorA_agent_acp.env).toEqual({ IS_SANDBOX: "", ACP_LOG: "debug" });
     expect(config.muxhost_hosted).toMatchObject({ socketName: "ep", pollIntervalMs: 100, taskArgs: ["-c", "{command}"] });
@@ -86,8 +88,8 @@ describe("runtimes.toml", () => {
   });
 
   it("keys that belong to another runtime are unknown here", () => {
-    const err = parseError('[vendorB]\npermission = "allow_once"\n');
-    expect(err.message).toContain("runtimes.toml:2: vendorB.permission: unknown key");
+    const err = parseError('[vendorB]\npermission_timeout_seconds = 5\n');
+    expect(err.message).toContain("runtimes.toml:2: vendorB.permission_timeout_seconds: unknown key");
   });
 
   it("wrong types are refused naming the key, and every problem is listed", () => {
@@ -102,12 +104,15 @@ describe("runtimes.toml", () => {
   });
 
   it('permission = "ask" with its timeout, for ACP agents and for claude -p; other values refused by runtime', () => {
-    const config = parseRuntimesConfig('[vendorA_agent_acp]\npermission = "ask"\npermission_timeout_seconds = 30\n[vendorA_code]\npermission = "ask"\n', "runtimes.toml");
+    const config = parseRuntimesConfig('[vendorA_agent_acp]\npermission = "ask"\npermission_timeout_seconds = 30\n[vendorA_code]\npermission = "ask"\n[vendorB]\npermission = "read-only"\n[shell]\npermission = "workspace"\n', "runtimes.toml");
     expect(config.vendorA_agent_acp).toMatchObject({ permission: "ask", permissionTimeoutSeconds: 30 });
     expect(config.vendorA_code).toMatchObject({ permission: "ask", permissionTimeoutSeconds: 600 });
-    expect(defaultRuntimesConfig().vendorA_code.permission).toBe("claude");
-    const err = parseError('[vendorA_code]\npermission = "allow_once"\npermission_timeout_seconds = 0\n[vendorA_agent_acp]\npermission_timeout_seconds = 90000\n');
-    expect(err.message).toContain("runtimes.toml:2: vendorA_code.permission: must be one of claude, ask");
+    expect(config.vendorB.permission).toBe("read-only");
+    expect(config.shell.permission).toBe("workspace");
+    const err = parseError('[vendorA_code]\npermission = "allow_once"\npermission_timeout_seconds = 0\n[vendorA_agent_acp]\npermission_timeout_seconds = 90000\n[vendorC]\npermission = "ask"\n');
+    // a policy of the old vocabulary says its new name
+    expect(err.message).toContain('runtimes.toml:2: vendorA_code.permission: \'allow_once\' was renamed: use "workspace" (must be one of workspace, ask, read-only, unconfined)');
+    expect(err.message).toContain('runtimes.toml:7: vendorC.permission: "ask" works for vendorA_code and vendorA_agent_acp');
     expect(err.message).toContain("runtimes.toml:3: vendorA_code.permission_timeout_seconds: must be a number of seconds in (0, 86400]");
     expect(err.message).toContain("runtimes.toml:5: vendorA_agent_acp.permission_timeout_seconds: must be a number of seconds in (0, 86400]");
   });

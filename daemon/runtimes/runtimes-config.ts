@@ -15,12 +15,10 @@ import { RUNTIME_KINDS, isRuntimeKind, type RuntimeKind } from "./runtime.js";
 
 const execFileP = promisify(execFile);
 
-/**
- * What an ACP client answers when the agent asks permission for a tool call; "ask" makes each
- * request an approval a person decides in the tower (docs/workspaces.md).
- */
-export type PermissionPolicy = "allow_once_in_cwd" | "allow_once" | "allow_always" | "reject" | "ask";
-export const PERMISSION_POLICIES: readonly PermissionPolicy[] = ["allow_once_in_cwd", "allow_once", "allow_always", "reject", "ask"];
+import { isPermission, permissionProblem, type Permission } from "./confine.js";
+
+/** The runtimes where a person can answer the agent's permission requests (permission = "ask"). */
+export const ASKING_RUNTIMES: readonly RuntimeKind[] = ["vendorA_code", "vendorA_agent_acp"];
 
 export interface CommandRuntimeConfig {
   /** Executable name (looked up on the run's PATH) or absolute path. */
@@ -36,13 +34,17 @@ export interface CommandRuntimeConfig {
   timeoutSeconds: number;
   /** Time between SIGTERM and SIGKILL of the process group on cancel or timeout. */
   killGraceSeconds: number;
-}
-
-export interface AcpRuntimeConfig extends CommandRuntimeConfig {
-  permission: PermissionPolicy;
+  /**
+   * What the agent may do (docs/runtimes.md "Permissions"): its CLI's own settings and the
+   * bubblewrap confinement of its process. "workspace" for the agent runtimes; the shell runtime
+   * has none unless set (its commands run as they always did).
+   */
+  permission: Permission | undefined;
   /** With permission = "ask": how long a person has to decide before the request is rejected (default 600). */
   permissionTimeoutSeconds: number;
 }
+
+export type AcpRuntimeConfig = CommandRuntimeConfig;
 
 export interface MuxhostRuntimeConfig extends CommandRuntimeConfig {
   /** Arguments for a claimed task's run in a pane (`args` is for long-running hosted agents). */
@@ -53,14 +55,7 @@ export interface MuxhostRuntimeConfig extends CommandRuntimeConfig {
   pollIntervalMs: number;
 }
 
-/** claude -p: its own permission rules ("claude"), or each prompt asked of a person ("ask": --permission-prompt-tool). */
-export type ClaudePermission = "claude" | "ask";
-
-export interface VendorACodeConfig extends CommandRuntimeConfig {
-  permission: ClaudePermission;
-  /** With permission = "ask": how long a person has to decide (default 600). */
-  permissionTimeoutSeconds: number;
-}
+export type VendorACodeConfig = CommandRuntimeConfig;
 
 export interface RuntimesConfig {
   vendorA_code: VendorACodeConfig;
@@ -75,20 +70,19 @@ export interface RuntimesConfig {
 
 export const PLACEHOLDERS = ["prompt", "command", "task_id", "agent_id", "cwd"] as const;
 
-const COMMON = { env: {}, timeoutSeconds: 3600, killGraceSeconds: 5 };
+const COMMON = { env: {}, timeoutSeconds: 3600, killGraceSeconds: 5, permission: "workspace" as Permission | undefined, permissionTimeoutSeconds: 600 };
 
 export function defaultRuntimesConfig(): RuntimesConfig {
   return {
-    // --allowedTools mcp__ep: claude -p asks permission for every MCP tool, and there is nobody to
-    // answer; EP's own tools (epd mcp, server "ep") are allowed, other tools keep claude's rules
     // MCP_CONNECTION_NONBLOCKING=false: claude connects MCP servers in the background by default and
-    // can send its first model request while `ep` is still pending; this makes it connect first
-    vendorA_code: { ...COMMON, env: { MCP_CONNECTION_NONBLOCKING: "false" }, command: CMD.vendorA_code, args: ["-p", "{prompt}", "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__ep"], permission: "claude", permissionTimeoutSeconds: 600 },
+    // can send its first model request while `ep` is still pending; this makes it connect first.
+    // The permission flags (--permission-mode, --allowedTools) come from `permission` (vendor-a-code.ts)
+    vendorA_code: { ...COMMON, env: { MCP_CONNECTION_NONBLOCKING: "false" }, command: CMD.vendorA_code, args: ["-p", "{prompt}", "--output-format", "stream-json", "--verbose"] },
     // IS_SANDBOX="": claude-code-acp offers claude's bypass-permissions mode whenever IS_SANDBOX is
     // set, and claude refuses that mode as root unless it is exactly "1", so an ambient value
     // (e.g. IS_SANDBOX=yes) breaks every session as root. EP answers permission requests itself
     // (`permission`); set IS_SANDBOX = "1" here only on a sandboxed root node that wants bypass.
-    vendorA_agent_acp: { ...COMMON, env: { IS_SANDBOX: "" }, command: CMD.vendorA_agent_acp, args: [], permission: "allow_once_in_cwd", permissionTimeoutSeconds: 600 },
+    vendorA_agent_acp: { ...COMMON, env: { IS_SANDBOX: "" }, command: CMD.vendorA_agent_acp, args: [] },
     // --skip-git-repo-check: codex exec refuses to run outside a trusted git repository, and a
     // task's work directory is a fresh scratch folder
     vendorB: { ...COMMON, command: CMD.vendorB, args: ["exec", "--json", "--skip-git-repo-check", "{prompt}"] },
@@ -102,7 +96,7 @@ export function defaultRuntimesConfig(): RuntimesConfig {
       socketName: undefined,
       pollIntervalMs: 250,
     },
-    shell: { ...COMMON, command: CMD.shell, args: ["-c", "{command}"] },
+    shell: { ...COMMON, permission: undefined, command: CMD.shell, args: ["-c", "{command}"] },
     source: undefined,
   };
 }
@@ -181,12 +175,19 @@ export function parseRuntimesConfig(text: string, source = "runtimes.toml"): Run
 
 type Problem = (key: string, message: string) => void;
 
-const COMMON_KEYS = ["command", "args", "env", "timeout_seconds", "kill_grace_seconds"];
+const COMMON_KEYS = ["command", "args", "env", "timeout_seconds", "kill_grace_seconds", "permission"];
 const EXTRA_KEYS: Partial<Record<RuntimeKind, string[]>> = {
-  vendorA_agent_acp: ["permission", "permission_timeout_seconds"],
-  vendorA_code: ["permission", "permission_timeout_seconds"],
+  vendorA_agent_acp: ["permission_timeout_seconds"],
+  vendorA_code: ["permission_timeout_seconds"],
   muxhost_hosted: ["task_args", "socket_name", "poll_interval_ms"],
 };
+
+/** Why `value` is not a permission `kind` can take, or undefined when it is one. */
+export function permissionRefusal(kind: RuntimeKind, value: unknown): string | undefined {
+  if (!isPermission(value)) return permissionProblem(value);
+  if (value === "ask" && !ASKING_RUNTIMES.includes(kind)) return `"ask" works for ${ASKING_RUNTIMES.join(" and ")} (their CLIs ask EP); ${kind} has no way to ask a person`;
+  return undefined;
+}
 
 function applyTable(config: RuntimesConfig, kind: RuntimeKind, table: Record<string, unknown>, problem: Problem): void {
   const allowed = [...COMMON_KEYS, ...(EXTRA_KEYS[kind] ?? [])];
@@ -223,9 +224,9 @@ function applyTable(config: RuntimesConfig, kind: RuntimeKind, table: Record<str
         else target.permissionTimeoutSeconds = value;
         break;
       case "permission": {
-        const allowedValues: readonly string[] = kind === "vendorA_code" ? ["claude", "ask"] : PERMISSION_POLICIES;
-        if (typeof value !== "string" || !allowedValues.includes(value)) problem(key, `must be one of ${allowedValues.join(", ")}`);
-        else (target as { permission: string }).permission = value;
+        const refused = permissionRefusal(kind, value);
+        if (refused) problem(key, refused);
+        else target.permission = value as Permission;
         break;
       }
       case "socket_name":

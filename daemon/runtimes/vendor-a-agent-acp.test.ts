@@ -92,9 +92,9 @@ describe("vendorA_agent_acp", () => {
     expect(result.error).toContain("agent stderr: fake-acp: claude refused to start as root");
   });
 
-  it("permission = reject refuses even inside the cwd", async () => {
+  it('permission = "read-only" refuses an edit even inside the cwd', async () => {
     const config = testConfig();
-    config.vendorA_agent_acp.permission = "reject";
+    config.vendorA_agent_acp.permission = "read-only";
     registry = createRuntimeRegistry(config);
     const { spec } = await makeSpec({ prompt: "write" });
     await registry.start("vendorA_agent_acp", spec).result;
@@ -175,17 +175,17 @@ describe("permission policy", () => {
   });
   const chosen = (r: ReturnType<typeof decidePermission>) => (r.outcome.outcome === "selected" ? r.outcome.optionId : "cancelled");
 
-  it("allow_once_in_cwd allows inside the cwd and rejects outside or via ..", () => {
-    expect(chosen(decidePermission(request(["/w/run/a.txt", "b/c.txt"]), "allow_once_in_cwd", "/w/run"))).toBe("once");
+  it("workspace allows inside the cwd and rejects outside or via ..", () => {
+    expect(chosen(decidePermission(request(["/w/run/a.txt", "b/c.txt"]), "workspace", "/w/run"))).toBe("once");
     // a request naming no path cannot be checked: rejected (it used to pass vacuously)
-    expect(chosen(decidePermission(request([]), "allow_once_in_cwd", "/w/run"))).toBe("no");
-    expect(chosen(decidePermission(request(["/w/run/../x"]), "allow_once_in_cwd", "/w/run"))).toBe("no");
-    expect(chosen(decidePermission(request(["/w/runner/x"]), "allow_once_in_cwd", "/w/run"))).toBe("no");
+    expect(chosen(decidePermission(request([]), "workspace", "/w/run"))).toBe("no");
+    expect(chosen(decidePermission(request(["/w/run/../x"]), "workspace", "/w/run"))).toBe("no");
+    expect(chosen(decidePermission(request(["/w/runner/x"]), "workspace", "/w/run"))).toBe("no");
   });
 
-  it("allow_once_in_cwd reads the paths from rawInput, as real agents send them", () => {
+  it("workspace reads the paths from rawInput, as real agents send them", () => {
     const raw = (rawInput: Record<string, unknown>): RequestPermissionRequest => ({ ...request([]), toolCall: { toolCallId: "t", rawInput } });
-    const decide = (rawInput: Record<string, unknown>) => chosen(decidePermission(raw(rawInput), "allow_once_in_cwd", "/w/run"));
+    const decide = (rawInput: Record<string, unknown>) => chosen(decidePermission(raw(rawInput), "workspace", "/w/run"));
     expect(decide({ file_path: "/w/run/a.txt" })).toBe("once");
     expect(decide({ file_path: "/etc/passwd" })).toBe("no");
     expect(decide({ notebook_path: "/w/other/n.ipynb" })).toBe("no");
@@ -199,23 +199,37 @@ describe("permission policy", () => {
     expect(decide({})).toBe("no");
   });
 
-  it("allow_once_in_cwd follows symlinks out of the run's directory", () => {
+  it("workspace follows symlinks out of the run's directory", () => {
     const dir = mkdtempSync(join(tmpdir(), "ep-acp-perm-"));
     try {
       mkdirSync(join(dir, "run"));
       symlinkSync("/etc", join(dir, "run", "etc-link"));
       const req = { ...request([]), toolCall: { toolCallId: "t", rawInput: { file_path: join(dir, "run", "etc-link", "passwd") } } };
-      expect(chosen(decidePermission(req, "allow_once_in_cwd", join(dir, "run")))).toBe("no");
+      expect(chosen(decidePermission(req, "workspace", join(dir, "run")))).toBe("no");
       const inside = { ...request([]), toolCall: { toolCallId: "t", rawInput: { file_path: join(dir, "run", "new", "file.txt") } } };
-      expect(chosen(decidePermission(inside, "allow_once_in_cwd", join(dir, "run")))).toBe("once");
+      expect(chosen(decidePermission(inside, "workspace", join(dir, "run")))).toBe("once");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
 
-  it("allow_always prefers the always option; no matching option cancels", () => {
-    expect(chosen(decidePermission(request(["/etc/x"]), "allow_always", "/w"))).toBe("always");
+  it("workspace allows commands and reads anywhere (the confinement holds them), edits only inside", () => {
+    const kind = (k: "execute" | "read" | "edit" | "delete", paths: string[]) => ({ ...request(paths), toolCall: { ...request(paths).toolCall, kind: k } });
+    expect(chosen(decidePermission(kind("execute", ["/etc"]), "workspace", "/w/run"))).toBe("once");
+    expect(chosen(decidePermission(kind("read", ["/etc/hosts"]), "workspace", "/w/run"))).toBe("once");
+    expect(chosen(decidePermission(kind("edit", ["/etc/hosts"]), "workspace", "/w/run"))).toBe("no");
+    expect(chosen(decidePermission(kind("delete", ["/w/run/a"]), "workspace", "/w/run"))).toBe("once");
+  });
+
+  it("read-only allows reads only; unconfined prefers the always option; no matching option cancels", () => {
+    const kind = (k: "execute" | "read" | "search" | "edit") => ({ ...request(["/w/run/a"]), toolCall: { toolCallId: "t", kind: k, locations: [{ path: "/w/run/a" }] } });
+    expect(chosen(decidePermission(kind("read"), "read-only", "/w/run"))).toBe("once");
+    expect(chosen(decidePermission(kind("search"), "read-only", "/w/run"))).toBe("once");
+    expect(chosen(decidePermission(kind("edit"), "read-only", "/w/run"))).toBe("no");
+    expect(chosen(decidePermission(kind("execute"), "read-only", "/w/run"))).toBe("no");
+    expect(chosen(decidePermission(request(["/etc/x"]), "unconfined", "/w"))).toBe("always");
     const onlyAllow = { ...request([]), options: [{ optionId: "once", name: "Allow", kind: "allow_once" as const }] };
-    expect(chosen(decidePermission(onlyAllow, "reject", "/w"))).toBe("cancelled");
+    expect(chosen(decidePermission(onlyAllow, "read-only", "/w"))).toBe("cancelled");
+    expect(chosen(decidePermission(kind("execute"), "ask", "/w"))).toBe("no");
   });
 });

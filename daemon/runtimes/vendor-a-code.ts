@@ -1,12 +1,10 @@
 // vendorA_code: `claude -p <prompt> --output-format stream-json --verbose`. Each stdout line is one
 // event: `system` (init), `assistant`/`user` messages with content blocks (text, tool_use,
 // tool_result), and a closing `result` whose `result` field is the final answer.
-// Per run, the task's `input.claude` settings and the daemon's MCP config become CLI flags.
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+// Per run, the task's `input.claude` settings, the permission policy and EP's MCP tools become CLI flags.
 import { EpError, invalidField } from "../../common/errors.js";
-import { MCP_CONFIG_FILE, PERMISSION_TOOL } from "../mcp/agent-config.js";
-import type { VendorACodeConfig } from "./runtimes-config.js";
+import { PERMISSION_TOOL } from "../mcp/agent-config.js";
+import type { Permission } from "./confine.js";
 import { usageOf, type ProgressFrame, type RunSpec } from "./runtime.js";
 import { asRecord, asString, clip, type RunAdditions, type StreamOutcome, type StreamParser } from "./process-runtime.js";
 
@@ -16,17 +14,36 @@ export const MAX_OUTPUT_TOKENS_ENV = "CLAUDE_CODE_MAX_OUTPUT_TOKENS";
 const CLAUDE_SETTINGS = ["model", "max_tokens", "timeout_seconds"];
 
 /**
+ * claude's own permission settings for each policy (docs/runtimes.md "Permissions"). EP's tools
+ * (server "ep") are always allowed: claude -p asks for every MCP tool and there is nobody to
+ * answer. "workspace" (and "unconfined": claude refuses bypass mode as root) accepts edits in the
+ * working directory and allows Bash, which the confinement holds to the workspace; "read-only"
+ * and "ask" keep claude's default mode, so edits and commands are refused, or asked of a person
+ * through EP's permission_prompt tool.
+ */
+export function claudePermissionArgs(permission: Permission | undefined): string[] {
+  switch (permission) {
+    case "read-only":
+      return ["--allowedTools", "mcp__ep"];
+    case "ask":
+      return ["--allowedTools", "mcp__ep", "--permission-prompt-tool", `mcp__ep__${PERMISSION_TOOL}`];
+    default:
+      return ["--permission-mode", "acceptEdits", "--allowedTools", "mcp__ep", "Bash"];
+  }
+}
+
+/**
  * What one vendorA_code run adds to the configured command:
  * - `input.claude` (work created from an AI session carries the tower's EP_CLAUDE_* settings
  *   there): `model` → `--model <model>`, `max_tokens` → CLAUDE_CODE_MAX_OUTPUT_TOKENS,
  *   `timeout_seconds` → the run's timeout (unless the caller set one);
- * - the MCP config the worker wrote for the run (EP_MCP_CONFIG, else `<cwd>/.ep-mcp.json`)
- *   → `--mcp-config <file>`, so the agent has the EP tools through `epd mcp`.
+ * - the permission flags of the run's policy (claudePermissionArgs);
+ * - EP's tools: the run's MCP config (`--mcp-config <file>`, the HTTP door of the running epd).
  * Flags come after the configured args (the CLI takes the last `--model`), and `--mcp-config`
  * comes last because it takes a list of values. A malformed `input.claude` fails the run
  * naming the field.
  */
-export function vendorACodeRun(spec: RunSpec, config?: Pick<VendorACodeConfig, "permission" | "permissionTimeoutSeconds">): RunAdditions | EpError {
+export function vendorACodeRun(spec: RunSpec, permission: Permission | undefined): RunAdditions | EpError {
   const args: string[] = [];
   const env: Record<string, string> = {};
   let timeoutMs: number | undefined;
@@ -53,32 +70,11 @@ export function vendorACodeRun(spec: RunSpec, config?: Pick<VendorACodeConfig, "
       timeoutMs = Math.round(timeoutSeconds * 1000);
     }
   }
-  const mcpConfig = spec.env.EP_MCP_CONFIG || join(spec.cwd, MCP_CONFIG_FILE);
-  const hasMcp = existsSync(mcpConfig);
-  if ((spec.permission ?? config?.permission) === "ask") {
-    // claude asks epd's permission_prompt tool (a tower approval) wherever its rules would ask a person
-    if (!hasMcp) return new EpError("invalid_argument", "runtime vendorA_code: permission = \"ask\" needs the run's MCP config (epd mcp), which this run has not got");
-    args.push("--permission-prompt-tool", `mcp__ep__${PERMISSION_TOOL}`);
-    // the timeout reaches `epd mcp` through the run's own MCP config (claude does not pass its environment on)
-    const timeoutErr = setServerEnv(mcpConfig, "EP_PERMISSION_TIMEOUT_MS", String((config?.permissionTimeoutSeconds ?? 600) * 1000));
-    if (timeoutErr) return timeoutErr;
-  }
-  if (hasMcp) args.push("--mcp-config", mcpConfig);
+  // claude asks epd's permission_prompt tool (a tower approval) wherever its rules would ask a person
+  if (permission === "ask" && !spec.mcp) return new EpError("invalid_argument", 'runtime vendorA_code: permission = "ask" needs EP\'s MCP tools for the run, which this run has not got');
+  args.push(...claudePermissionArgs(permission));
+  if (spec.mcp) args.push("--mcp-config", spec.mcp.configFile);
   return timeoutMs === undefined ? { args, env } : { args, env, timeoutMs };
-}
-
-/** Sets one variable of the `ep` server in a run's MCP config file (written by the worker for this run only). */
-function setServerEnv(file: string, key: string, value: string): EpError | undefined {
-  try {
-    const config = JSON.parse(readFileSync(file, "utf8")) as { mcpServers?: Record<string, { env?: Record<string, string> }> };
-    const server = config.mcpServers?.ep;
-    if (!server) return new EpError("invalid_argument", `runtime vendorA_code: the run's MCP config ${file} has no "ep" server`);
-    server.env = { ...server.env, [key]: value };
-    writeFileSync(file, JSON.stringify(config, null, 2) + "\n", { mode: 0o600 });
-    return undefined;
-  } catch (err) {
-    return new EpError("internal", `runtime vendorA_code: cannot update the run's MCP config ${file}: ${(err as Error).message}`);
-  }
 }
 
 export function createVendorACodeParser(): StreamParser {

@@ -2,9 +2,33 @@
 // `item.started|updated|completed` carrying an item (agent_message, reasoning, command_execution,
 // file_change, mcp_tool_call, web_search, todo_list, error), then `turn.completed` or
 // `turn.failed`; a top-level `error` reports stream trouble. The last agent_message is the answer.
-import { usageOf, type ProgressFrame } from "./runtime.js";
-import { asRecord, asString, clip, type StreamOutcome, type StreamParser } from "./process-runtime.js";
+import { usageOf, type ProgressFrame, type RunSpec } from "./runtime.js";
+import { asRecord, asString, clip, type RunAdditions, type StreamOutcome, type StreamParser } from "./process-runtime.js";
 import { pick } from "./vendor-a-code.js";
+import type { Permission } from "./confine.js";
+
+/** codex's sandbox for each policy; approvals are off (nobody answers them in `codex exec`). */
+const CODEX_SANDBOX: Record<Permission, string> = { workspace: "workspace-write", ask: "workspace-write", "read-only": "read-only", unconfined: "danger-full-access" };
+
+/**
+ * What one vendorB run adds: codex's own sandbox matching the policy (its workspace-write sandbox
+ * also gets the run's other writable places, e.g. a worktree's repository metadata, with
+ * --add-dir), and EP's tools as a streamable HTTP server whose bearer token codex reads from
+ * EP_MCP_TOKEN.
+ */
+export function vendorBRun(spec: RunSpec, permission: Permission | undefined): RunAdditions {
+  const sandbox = CODEX_SANDBOX[permission ?? "workspace"];
+  const args = ["--sandbox", sandbox, "-c", 'approval_policy="never"'];
+  if (sandbox === "workspace-write") {
+    for (const dir of new Set([spec.places?.runDir, ...(spec.places?.writable ?? [])])) if (dir && dir !== spec.cwd) args.push("--add-dir", dir);
+  }
+  const env: Record<string, string> = {};
+  if (spec.mcp) {
+    args.push("-c", `mcp_servers.ep.url=${JSON.stringify(spec.mcp.url)}`, "-c", 'mcp_servers.ep.bearer_token_env_var="EP_MCP_TOKEN"');
+    env.EP_MCP_TOKEN = spec.mcp.token;
+  }
+  return { args, env };
+}
 
 export function createVendorBParser(): StreamParser {
   const outcome: StreamOutcome = { final: false, ok: false, output: "" };

@@ -1,9 +1,40 @@
 // vendorC: `gemini -p <prompt> -o stream-json`. Events: `init` (session id, model), `message`
 // (role user|assistant, assistant text streamed as `delta: true` chunks), `tool_use`,
 // `tool_result`, non-fatal `error`, and a closing `result` with `status` success|error and stats.
-import { usageOf } from "./runtime.js";
-import { asRecord, asString, clip, type StreamOutcome, type StreamParser } from "./process-runtime.js";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { EpError } from "../../common/errors.js";
+import { writeOwnFile } from "../mcp/agent-config.js";
+import { usageOf, type RunSpec } from "./runtime.js";
+import { asRecord, asString, clip, type RunAdditions, type StreamOutcome, type StreamParser } from "./process-runtime.js";
 import { pick } from "./vendor-a-code.js";
+import type { Permission } from "./confine.js";
+
+/** Where gemini reads its system settings unless GEMINI_CLI_SYSTEM_SETTINGS_PATH says otherwise (Linux). */
+const SYSTEM_SETTINGS = "/etc/gemini-cli/settings.json";
+export const GEMINI_SETTINGS_FILE = ".ep-gemini-settings.json";
+
+/**
+ * What one vendorC run adds: gemini's approval mode for the policy ("plan" is its read-only mode;
+ * otherwise "yolo": its file tools keep to the workspace themselves, its shell is held there by
+ * the confinement), and EP's tools: gemini reads MCP servers only from settings files, so the run
+ * gets its own system settings file (the node's, if any, plus the `ep` server) in its directory.
+ */
+export function vendorCRun(spec: RunSpec, permission: Permission | undefined): RunAdditions | EpError {
+  const args = ["--approval-mode", permission === "read-only" ? "plan" : "yolo"];
+  if (!spec.mcp || !spec.places) return { args };
+  const inherited = spec.env.GEMINI_CLI_SYSTEM_SETTINGS_PATH || SYSTEM_SETTINGS;
+  let settings: Record<string, unknown> = {};
+  try {
+    settings = asRecord(JSON.parse(readFileSync(inherited, "utf8"))) ?? {};
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") return new EpError("config_invalid", `runtime vendorC: gemini's system settings ${inherited} cannot be read: ${(err as Error).message}`);
+  }
+  const servers = asRecord(settings.mcpServers) ?? {};
+  settings.mcpServers = { ...servers, ep: { httpUrl: spec.mcp.url, headers: { Authorization: `Bearer ${spec.mcp.token}` }, trust: true } };
+  const file = writeOwnFile(join(spec.places.runDir, GEMINI_SETTINGS_FILE), JSON.stringify(settings, null, 2) + "\n");
+  return { args, env: { GEMINI_CLI_SYSTEM_SETTINGS_PATH: file } };
+}
 
 export function createVendorCParser(): StreamParser {
   const outcome: StreamOutcome = { final: false, ok: false, output: "" };

@@ -63,7 +63,7 @@ describe("vendorA_code (claude stream-json)", () => {
     const result = await registry.start("vendorA_code", spec).result;
     expect(result.ok, result.error).toBe(true);
     expect(JSON.parse(result.output)).toEqual({
-      argv: ["-p", "[argv]", "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__ep", "--model", "claude-opus-test"],
+      argv: ["-p", "[argv]", "--output-format", "stream-json", "--verbose", "--model", "claude-opus-test", "--permission-mode", "acceptEdits", "--allowedTools", "mcp__ep", "Bash"],
       max_output_tokens: "2048",
     });
     expect(frames[0]).toMatchObject({ kind: "status", data: { model: "claude-opus-test", mcp_servers: [] } });
@@ -78,40 +78,42 @@ describe("vendorA_code (claude stream-json)", () => {
     expect(Date.now() - started).toBeLessThan(5_000);
   });
 
-  it('permission = "ask" names epd\'s permission prompt tool (and its timeout), and refuses a run without the MCP config', async () => {
+  it('permission = "ask" names epd\'s permission prompt tool and refuses a run without EP\'s tools', async () => {
     const config = testConfig();
-    config.vendorA_code = { ...config.vendorA_code, permission: "ask", permissionTimeoutSeconds: 42 };
+    config.vendorA_code = { ...config.vendorA_code, permission: "ask" };
     registry = createRuntimeRegistry(config);
     const { spec } = await makeSpec({ prompt: "[argv]" });
     const bare = await registry.start("vendorA_code", spec).result;
-    expect(bare).toMatchObject({ ok: false, error: expect.stringContaining('permission = "ask" needs the run\'s MCP config') });
+    expect(bare).toMatchObject({ ok: false, error: expect.stringContaining('permission = "ask" needs EP\'s MCP tools') });
     const file = join(spec.cwd, ".ep-mcp.json");
-    await writeFile(file, JSON.stringify({ mcpServers: { ep: { type: "stdio", command: "epd", args: ["mcp"], env: {} } } }));
-    spec.env = { ...spec.env, EP_MCP_CONFIG: file };
-    const result = await registry.start("vendorA_code", spec).result;
+    await writeFile(file, JSON.stringify({ mcpServers: {} }));
+    const result = await registry.start("vendorA_code", { ...spec, mcp: { url: "http://127.0.0.1:9/mcp", token: "epr_t", configFile: file } }).result;
     expect(result.ok, result.error).toBe(true);
-    expect(JSON.parse(result.output).argv.slice(-4)).toEqual(["--permission-prompt-tool", "mcp__ep__permission_prompt", "--mcp-config", file]);
-    // the timeout travels in the run's MCP config to epd mcp
-    expect(JSON.parse(await readFile(file, "utf8")).mcpServers.ep.env).toEqual({ EP_PERMISSION_TIMEOUT_MS: "42000" });
+    expect(JSON.parse(result.output).argv.slice(5)).toEqual(["--allowedTools", "mcp__ep", "--permission-prompt-tool", "mcp__ep__permission_prompt", "--mcp-config", file]);
   });
 
-  it("adds --mcp-config when the worker wrote the run's .ep-mcp.json", async () => {
+  it("adds --mcp-config when the run has EP's tools", async () => {
     registry = createRuntimeRegistry(testConfig());
     const { spec, frames } = await makeSpec({ prompt: "[argv]" });
     const file = join(spec.cwd, ".ep-mcp.json");
-    await writeFile(file, JSON.stringify({ mcpServers: { ep: { type: "stdio", command: "epd", args: ["mcp"], env: {} } } }));
-    spec.env = { ...spec.env, EP_MCP_CONFIG: file };
-    const result = await registry.start("vendorA_code", spec).result;
+    await writeFile(file, JSON.stringify({ mcpServers: { ep: { type: "http", url: "http://127.0.0.1:9/mcp" } } }));
+    const result = await registry.start("vendorA_code", { ...spec, mcp: { url: "http://127.0.0.1:9/mcp", token: "epr_t", configFile: file } }).result;
     expect(result.ok, result.error).toBe(true);
-    expect(JSON.parse(result.output)).toEqual({ argv: ["-p", "[argv]", "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__ep", "--mcp-config", file], max_output_tokens: null });
+    expect(JSON.parse(result.output)).toEqual({ argv: ["-p", "[argv]", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--allowedTools", "mcp__ep", "Bash", "--mcp-config", file], max_output_tokens: null });
     expect(frames[0]).toMatchObject({ data: { mcp_servers: [{ name: "ep", status: "connected" }] } });
   });
 
-  it("without an MCP config file or input.claude the command is the configured one", async () => {
+  it.each([
+    ["workspace", ["--permission-mode", "acceptEdits", "--allowedTools", "mcp__ep", "Bash"]],
+    ["read-only", ["--allowedTools", "mcp__ep"]],
+    ["unconfined", ["--permission-mode", "acceptEdits", "--allowedTools", "mcp__ep", "Bash"]],
+  ] as const)("permission = %s gives claude %j", async (permission, flags) => {
+    // the run is confined too (bwrap; confine.test.ts): here, claude's own flags
+    const { spec } = await makeSpec({ prompt: "[argv]", permission });
     registry = createRuntimeRegistry(testConfig());
-    const { spec } = await makeSpec({ prompt: "[argv]", env: fixtureEnv({ EP_MCP_CONFIG: "/nonexistent/.ep-mcp.json" }) });
     const result = await registry.start("vendorA_code", spec).result;
-    expect(JSON.parse(result.output)).toEqual({ argv: ["-p", "[argv]", "--output-format", "stream-json", "--verbose", "--allowedTools", "mcp__ep"], max_output_tokens: null });
+    expect(result.ok, result.error).toBe(true);
+    expect(JSON.parse(result.output).argv.slice(5)).toEqual(flags);
   });
 
   it.each([

@@ -1,6 +1,7 @@
 // One task's run: a fresh work/<task_id>/ directory (or the profile's cwd), a secrets session, the
 // runtime started with the run's environment, progress batched to the tower, the lease
 // heartbeated (a refused heartbeat stops the run), and the outcome delivered until acknowledged.
+import { existsSync, statSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { ClockTimer } from "../../common/clock.js";
@@ -9,7 +10,10 @@ import { toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import { TaskStatus, type Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import { createPermissionAsker } from "./permission-asker.js";
-import { frameMsg, type ProgressFrame, type RunResult } from "../runtimes/runtime.js";
+import { frameMsg, type ProgressFrame, type RunMcp, type RunResult } from "../runtimes/runtime.js";
+import type { RunPlaces } from "../runtimes/confine.js";
+import type { RuntimesConfig } from "../runtimes/runtimes-config.js";
+import { writeRunMcpConfig } from "../mcp/agent-config.js";
 import type { LocalAgentRecord } from "./agent-store.js";
 import { createFrameBatcher } from "./frame-batcher.js";
 import { closeWorkspace, openWorkspace, type Workspace } from "./task-workspace.js";
@@ -91,7 +95,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
           .catch((err: unknown) => tlog.debug("progress not delivered", { error: toEpError(err).message }));
       },
     });
-    const { workDir, cwd, placeEnv, mcpConfig, permission } = await preparePlace(deps, dirs, run, tlog);
+    const { workDir, cwd, placeEnv, mcp, permission } = await preparePlace(deps, dirs, run, tlog);
     const session = sessions.open({ taskId: task.id, agentId: agent.id, domainId: agent.domainId });
     const redactor = deps.redactor?.(session.id);
 
@@ -100,7 +104,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     let workspace: Workspace | undefined;
     try {
       // a task naming a repository runs in its own worktree (its setup first, as progress)
-      const env = runEnv(deps, run, session.id, placeEnv, mcpConfig);
+      const env = runEnv(deps, run, session.id, placeEnv, mcp);
       workspace = await openWorkspace(deps, run, (f) => batcher.push(redactor ? redactor.frame(f) : f), env);
       if (workspace?.setupFailed) throw workspace.setupFailed;
       run.handle = deps.runtimes.start(agent.runtime, {
@@ -110,6 +114,8 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
         input: (task.input ?? {}) as Record<string, unknown>,
         cwd: workspace?.record.path ?? cwd,
         env,
+        places: runPlaces(deps, workDir, env, workspace),
+        ...(mcp ? { mcp } : {}),
         onFrame: (f: ProgressFrame) => batcher.push(redactor ? redactor.frame(f) : f),
         ...(permission ? { permission } : {}),
         askPermission: createPermissionAsker({ approvals: tower.approvals, clock, log: tlog, taskId: task.id, agentId: agent.id, onFrame: (f) => batcher.push(redactor ? redactor.frame(f) : f) }),
@@ -130,6 +136,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     } finally {
       stopBeating?.();
       sessions.end(session.id);
+      mcp?.revoke(); // the run's door to EP's tools closes with the run
     }
     await batcher.flush();
     if (redactor) result = redactor.result(result);
@@ -202,15 +209,39 @@ async function preparePlace(deps: WorkerDeps, dirs: RunDirs, run: Run, tlog: Log
   if (agent.profile && !place) tlog.warn("profile gone from agents.toml; the task runs in a fresh directory", { profile: agent.profile });
   const cwd = place?.cwd ?? workDir;
   if (place) await mkdir(cwd, { recursive: true, mode: 0o700 });
-  const mcpConfig = await deps.mcpConfig?.(workDir, { agentId: agent.id, domainId: agent.domainId, taskId: run.task.id }).catch((err: unknown) => {
-    tlog.warn("MCP config not written; the run starts without the EP tools", { error: toEpError(err).message });
-    return undefined;
-  });
-  if (recycled && !mcpConfig) dropStaleConfig(workDir);
-  return { workDir, cwd, placeEnv: place?.env, mcpConfig, permission: place?.permission };
+  const mcp = grantMcp(deps, run, workDir, tlog);
+  if (recycled && !mcp) dropStaleConfig(workDir);
+  return { workDir, cwd, placeEnv: place?.env, mcp, permission: place?.permission };
 }
 
-function runEnv(deps: WorkerDeps, run: Run, sessionId: string, placeEnv: Record<string, string> | undefined, mcpConfig: string | undefined): Record<string, string> {
+/** The run's own door to EP's tools (URL, token, and claude's config file in its directory), or none when epd serves none. */
+function grantMcp(deps: WorkerDeps, run: Run, workDir: string, tlog: Logger): (RunMcp & { revoke(): void }) | undefined {
+  if (!deps.mcp) return undefined;
+  const { task, agent } = run;
+  const timeout = (deps.runtimes.config[agent.runtime as keyof RuntimesConfig] as { permissionTimeoutSeconds?: number } | undefined)?.permissionTimeoutSeconds ?? 600;
+  const grant = deps.mcp.grant({ taskId: task.id, agentId: agent.id, domainId: agent.domainId, permissionTimeoutMs: timeout * 1000 });
+  try {
+    return { url: grant.url, token: grant.token, configFile: writeRunMcpConfig(workDir, grant), revoke: grant.revoke };
+  } catch (err) {
+    grant.revoke();
+    tlog.warn("MCP config not written; the run starts without the EP tools", { error: toEpError(err).message });
+    return undefined;
+  }
+}
+
+/** Where a run lives, for its confinement: its directory, its repository's metadata, what it must not see. */
+function runPlaces(deps: WorkerDeps, workDir: string, env: Record<string, string>, workspace: Workspace | undefined): RunPlaces {
+  const gitDir = workspace && gitCommonDir(workspace.record.repo);
+  return { runDir: workDir, writable: gitDir ? [gitDir] : [], hidden: deps.hidden ?? [], sockets: [deps.secretsSocket], readable: [deps.binDir], home: env.HOME ?? deps.baseEnv.HOME ?? "/nonexistent" };
+}
+
+/** Where a repository keeps what a commit in one of its worktrees writes (objects, refs, the worktree's own metadata). */
+function gitCommonDir(repo: string): string {
+  const dotGit = join(repo, ".git");
+  return existsSync(dotGit) && statSync(dotGit).isDirectory() ? dotGit : repo;
+}
+
+function runEnv(deps: WorkerDeps, run: Run, sessionId: string, placeEnv: Record<string, string> | undefined, mcp: RunMcp | undefined): Record<string, string> {
   const { task, agent } = run;
   return {
     ...(placeEnv ?? deps.baseEnv),
@@ -222,7 +253,7 @@ function runEnv(deps: WorkerDeps, run: Run, sessionId: string, placeEnv: Record<
     EP_DOMAIN_ID: agent.domainId,
     EP_MISSION_ID: task.missionId,
     EP_BASE_URL: deps.tower.baseUrl,
-    ...(mcpConfig ? { EP_MCP_CONFIG: mcpConfig } : {}),
+    ...(mcp ? { EP_MCP_CONFIG: mcp.configFile, EP_MCP_URL: mcp.url, EP_MCP_TOKEN: mcp.token } : {}),
   };
 }
 

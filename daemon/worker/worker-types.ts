@@ -5,6 +5,8 @@ import type { Logger } from "../../common/log.js";
 import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { TowerClients } from "../link/tower-client.js";
 import type { RunHandle } from "../runtimes/runtime.js";
+import type { McpEndpoint } from "../mcp/mcp-endpoint.js";
+import type { Permission } from "../runtimes/confine.js";
 import type { RuntimeRegistry } from "../runtimes/registry.js";
 import type { RunRedactor } from "../secrets/broker.js";
 import type { AgentStore, LocalAgentRecord } from "./agent-store.js";
@@ -31,8 +33,10 @@ export interface WorkerDeps {
   /** the secrets broker's redaction: fetched values become [redacted:NAME] in frames and results */
   redactor?: (sessionId: string) => RunRedactor;
   progressWindowMs?: number;
-  /** Writes the run's MCP config (`epd mcp` for this agent) into its cwd and returns the path (daemon/mcp/agent-config.ts). */
-  mcpConfig?: (cwd: string, run: { agentId: string; domainId: string; taskId: string }) => Promise<string>;
+  /** EP's tools for the runs, served by this epd (daemon/mcp/mcp-endpoint.ts): a grant per run, revoked when it ends. */
+  mcp?: Pick<McpEndpoint, "grant">;
+  /** What no confined run may see (EP_HOME, the node identity file): confine.ts covers them */
+  hidden?: string[];
   reportBackoff?: { initialMs?: number; maxMs?: number };
   /**
    * Profile agents of agents.toml enrolled at the tower (daemon/fleet): they claim like the
@@ -54,7 +58,7 @@ export interface ProfileClaimers {
   /** Enrolled profiles as claimers: `id` is the tower agent id, `profile` the agents.toml id. */
   list(): LocalAgentRecord[];
   /** Where a task of this profile runs: its cwd and its environment (without the per-run EP_* variables). */
-  place(profileId: string): { cwd: string; env: Record<string, string>; workspace?: string; permission?: string } | undefined;
+  place(profileId: string): { cwd: string; env: Record<string, string>; workspace?: string; permission?: Permission } | undefined;
 }
 
 export type AgentActivity = "idle" | "claiming" | "busy";
