@@ -7,7 +7,7 @@ import { runtimeOf, statusWord } from "../test-support/words.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
@@ -29,7 +29,8 @@ if (missing.length > 0) {
 const skip = missing.length > 0 && !process.env.CI;
 
 const home = tempHome("ep-real-cli-");
-const userHome = join(home.dir, "user");
+// the user's home outside /tmp: codex will not put its sandbox helpers under a temporary directory
+const userHome = mkdtempSync(join("/var/tmp", "ep-real-cli-user-"));
 let llm: ChildProcess | undefined;
 let llmUrl = "";
 let tower: TowerProcess;
@@ -98,6 +99,7 @@ afterAll(async () => {
   await tower?.stop();
   if (llm) await stopChild(llm, "SIGTERM");
   home.cleanup();
+  rmSync(userHome, { recursive: true, force: true });
 });
 
 async function runTask(runtime: string, prompt: string, onCreated?: (id: string) => Promise<void>): Promise<{ id: string; status: string; output: string; error: string }> {
