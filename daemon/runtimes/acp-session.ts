@@ -308,16 +308,18 @@ export async function askPerson(
   }
 }
 
-/** Tool kinds that change nothing (ACP's ToolKind). */
+/** Tool kinds that change nothing, and those that change files (ACP's ToolKind). */
 const READING_KINDS = ["read", "search", "think", "fetch"];
+const CHANGING_KINDS = ["edit", "delete", "move"];
 
 /**
  * Answers a permission request without a human: the policy picks an allow or a reject option
  * among those the agent offered.
  * - "workspace": edits, deletes and moves only when every path they name (toolCall.locations, or
  *   rawInput's file_path, path, paths, notebook_path…), symlinks resolved, lies inside the run's
- *   working directory (a change naming no path is refused); commands and reads are allowed: the
- *   process is confined (confine.ts), so a command cannot write outside the workspace anyway.
+ *   working directory (a change naming no path is refused); commands, reads and other tools (EP's
+ *   MCP tools among them) are allowed: the process is confined (confine.ts), so a command cannot
+ *   write outside the workspace anyway.
  * - "read-only": reads, searches and fetches only.
  * - "unconfined": everything (the "always" option when offered).
  * - "ask": decided by askPerson; here (no person to ask) it is a no.
@@ -337,7 +339,7 @@ export function decidePermission(req: RequestPermissionRequest, policy: Permissi
       allow = true;
       break;
     case "workspace": {
-      if (kind === "execute" || READING_KINDS.includes(kind)) allow = true;
+      if (!CHANGING_KINDS.includes(kind)) allow = true;
       else {
         const named = pathsOf(req);
         allow = named !== undefined && named.every((p) => isInside(cwd, p));

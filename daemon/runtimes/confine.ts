@@ -68,7 +68,10 @@ export function findBwrap(env: Record<string, string | undefined>): string | EpE
  * start); the secrets socket bound back in. No capabilities, even for root.
  */
 export function bwrapArgs(cwd: string, permission: Permission, places: RunPlaces): string[] {
-  const args = ["--die-with-parent", "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", "/tmp", "/tmp"];
+  // a user namespace of its own, the same ids inside: a CLI's own sandbox (codex's bwrap) can nest
+  // in it, and the mounts made here are locked for whatever runs inside
+  const ids = ["--unshare-user", "--uid", String(process.getuid?.() ?? 0), "--gid", String(process.getgid?.() ?? 0)];
+  const args = ["--die-with-parent", ...ids, "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", "/tmp", "/tmp"];
   for (const path of places.hidden) {
     if (!existsSync(path)) continue;
     if (statSync(path).isDirectory()) args.push("--tmpfs", path);

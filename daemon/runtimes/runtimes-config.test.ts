@@ -64,7 +64,7 @@ describe("runtimes.toml", () => {
     expect(config.vendorA_code.command).toBe("claude");
     expect(config.vendorA_agent_acp).toMatchObject({ command: "/opt/acp/agent", permission: "read-only" });
     // a file's env adds to the defaults' env (IS_SANDBOX cleared for claude-code-acp as root)
-    expect(config.vendorA_agent_acp.env).toEqual({ IS_SANDBOX: "", ACP_LOG: "debug" });
+    expect(config.vendorA_agent_acp.env).toEqual({ IS_SANDBOX: "", GEMINI_CLI_TRUST_WORKSPACE: "true", ACP_LOG: "debug" });
     expect(config.muxhost_hosted).toMatchObject({ socketName: "ep", pollIntervalMs: 100, taskArgs: ["-c", "{command}"] });
     expect(config.vendorB).toEqual(defaultRuntimesConfig().vendorB);
   });
@@ -72,7 +72,7 @@ describe("runtimes.toml", () => {
   it("an env table keeps the defaults' variables unless it sets them", () => {
     const config = parseRuntimesConfig('[vendorC.env]\nGEMINI_API_KEY = "k"\n[vendorA_agent_acp.env]\nIS_SANDBOX = "1"\n');
     expect(config.vendorC.env).toEqual({ GEMINI_CLI_TRUST_WORKSPACE: "true", GEMINI_API_KEY: "k" });
-    expect(config.vendorA_agent_acp.env).toEqual({ IS_SANDBOX: "1" });
+    expect(config.vendorA_agent_acp.env).toEqual({ IS_SANDBOX: "1", GEMINI_CLI_TRUST_WORKSPACE: "true" });
   });
 
   it("an unknown key is refused with its name and line", () => {

@@ -82,7 +82,9 @@ export function defaultRuntimesConfig(): RuntimesConfig {
     // set, and claude refuses that mode as root unless it is exactly "1", so an ambient value
     // (e.g. IS_SANDBOX=yes) breaks every session as root. EP answers permission requests itself
     // (`permission`); set IS_SANDBOX = "1" here only on a sandboxed root node that wants bypass.
-    vendorA_agent_acp: { ...COMMON, env: { IS_SANDBOX: "" }, command: CMD.vendorA_agent_acp, args: [] },
+    // GEMINI_CLI_TRUST_WORKSPACE: when the ACP agent is `gemini --acp`, an untrusted folder turns its
+    // MCP servers (EP's tools) off; the run's folder is EP's own, and confined
+    vendorA_agent_acp: { ...COMMON, env: { IS_SANDBOX: "", GEMINI_CLI_TRUST_WORKSPACE: "true" }, command: CMD.vendorA_agent_acp, args: [] },
     // --skip-git-repo-check: codex exec refuses to run outside a trusted git repository, and a
     // task's work directory is a fresh scratch folder
     vendorB: { ...COMMON, command: CMD.vendorB, args: ["exec", "--json", "--skip-git-repo-check", "{prompt}"] },

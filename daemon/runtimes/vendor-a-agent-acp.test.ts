@@ -47,7 +47,7 @@ describe("vendorA_agent_acp", () => {
     expect(existsSync("/etc/ep-fake-acp-outside.txt")).toBe(false);
   });
 
-  it("the default policy reads a real agent's rawInput: outside is rejected, inside allowed, no path rejected", async () => {
+  it("the default policy reads a real agent's rawInput: an edit outside is rejected, inside allowed; another tool naming no path allowed", async () => {
     registry = createRuntimeRegistry(testConfig());
     const outside = await makeSpec({ prompt: "[real] [outside] write" });
     await registry.start("vendorA_agent_acp", outside.spec).result;
@@ -58,8 +58,8 @@ describe("vendorA_agent_acp", () => {
     expect(readFileSync(join(inside.spec.cwd, "notes.txt"), "utf8")).toBe("notes for [real] write\n");
     const nopath = await makeSpec({ prompt: "[nopath] write" });
     await registry.start("vendorA_agent_acp", nopath.spec).result;
-    expect(nopath.frames).toContainEqual(expect.objectContaining({ kind: "status", text: expect.stringMatching(/^permission reject:/) }));
-    expect(existsSync(join(nopath.spec.cwd, "notes.txt"))).toBe(false);
+    // a tool of kind "other" (an MCP tool, say) changes no file the policy could check: the confinement holds it
+    expect(nopath.frames).toContainEqual(expect.objectContaining({ kind: "status", text: expect.stringMatching(/^permission (?!reject)/) }));
   });
 
   it("an agent's failure carries its own message and stderr, not only 'Internal error'", async () => {
@@ -166,7 +166,7 @@ describe("vendorA_agent_acp", () => {
 describe("permission policy", () => {
   const request = (paths: string[]): RequestPermissionRequest => ({
     sessionId: "s",
-    toolCall: { toolCallId: "t", locations: paths.map((path) => ({ path })) },
+    toolCall: { toolCallId: "t", kind: "edit", locations: paths.map((path) => ({ path })) },
     options: [
       { optionId: "once", name: "Allow once", kind: "allow_once" },
       { optionId: "always", name: "Always", kind: "allow_always" },
@@ -184,7 +184,7 @@ describe("permission policy", () => {
   });
 
   it("workspace reads the paths from rawInput, as real agents send them", () => {
-    const raw = (rawInput: Record<string, unknown>): RequestPermissionRequest => ({ ...request([]), toolCall: { toolCallId: "t", rawInput } });
+    const raw = (rawInput: Record<string, unknown>): RequestPermissionRequest => ({ ...request([]), toolCall: { toolCallId: "t", kind: "edit", rawInput } });
     const decide = (rawInput: Record<string, unknown>) => chosen(decidePermission(raw(rawInput), "workspace", "/w/run"));
     expect(decide({ file_path: "/w/run/a.txt" })).toBe("once");
     expect(decide({ file_path: "/etc/passwd" })).toBe("no");
@@ -204,17 +204,18 @@ describe("permission policy", () => {
     try {
       mkdirSync(join(dir, "run"));
       symlinkSync("/etc", join(dir, "run", "etc-link"));
-      const req = { ...request([]), toolCall: { toolCallId: "t", rawInput: { file_path: join(dir, "run", "etc-link", "passwd") } } };
+      const req = { ...request([]), toolCall: { toolCallId: "t", kind: "edit" as const, rawInput: { file_path: join(dir, "run", "etc-link", "passwd") } } };
       expect(chosen(decidePermission(req, "workspace", join(dir, "run")))).toBe("no");
-      const inside = { ...request([]), toolCall: { toolCallId: "t", rawInput: { file_path: join(dir, "run", "new", "file.txt") } } };
+      const inside = { ...request([]), toolCall: { toolCallId: "t", kind: "edit" as const, rawInput: { file_path: join(dir, "run", "new", "file.txt") } } };
       expect(chosen(decidePermission(inside, "workspace", join(dir, "run")))).toBe("once");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
 
-  it("workspace allows commands and reads anywhere (the confinement holds them), edits only inside", () => {
-    const kind = (k: "execute" | "read" | "edit" | "delete", paths: string[]) => ({ ...request(paths), toolCall: { ...request(paths).toolCall, kind: k } });
+  it("workspace allows commands, reads and other tools anywhere (the confinement holds them), edits only inside", () => {
+    const kind = (k: "execute" | "read" | "edit" | "delete" | "other", paths: string[]) => ({ ...request(paths), toolCall: { ...request(paths).toolCall, kind: k } });
+    expect(chosen(decidePermission(kind("other", []), "workspace", "/w/run"))).toBe("once");
     expect(chosen(decidePermission(kind("execute", ["/etc"]), "workspace", "/w/run"))).toBe("once");
     expect(chosen(decidePermission(kind("read", ["/etc/hosts"]), "workspace", "/w/run"))).toBe("once");
     expect(chosen(decidePermission(kind("edit", ["/etc/hosts"]), "workspace", "/w/run"))).toBe("no");

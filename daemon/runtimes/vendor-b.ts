@@ -5,23 +5,17 @@
 import { usageOf, type ProgressFrame, type RunSpec } from "./runtime.js";
 import { asRecord, asString, clip, type RunAdditions, type StreamOutcome, type StreamParser } from "./process-runtime.js";
 import { pick } from "./vendor-a-code.js";
-import type { Permission } from "./confine.js";
-
-/** codex's sandbox for each policy; approvals are off (nobody answers them in `codex exec`). */
-const CODEX_SANDBOX: Record<Permission, string> = { workspace: "workspace-write", ask: "workspace-write", "read-only": "read-only", unconfined: "danger-full-access" };
 
 /**
- * What one vendorB run adds: codex's own sandbox matching the policy (its workspace-write sandbox
- * also gets the run's other writable places, e.g. a worktree's repository metadata, with
- * --add-dir), and EP's tools as a streamable HTTP server whose bearer token codex reads from
- * EP_MCP_TOKEN.
+ * What one vendorB run adds: approvals off (nobody answers them in `codex exec`) and codex's own
+ * sandbox off: it is bubblewrap too, and a user namespace inside EP's confinement cannot map its
+ * ids without the capabilities the confinement drops ("setting up uid map: Operation not
+ * permitted"), so its sandbox would refuse every command. EP's confinement (confine.ts) holds the
+ * run to its workspace, or read-only, instead. And EP's tools as a streamable HTTP server whose
+ * bearer token codex reads from EP_MCP_TOKEN.
  */
-export function vendorBRun(spec: RunSpec, permission: Permission | undefined): RunAdditions {
-  const sandbox = CODEX_SANDBOX[permission ?? "workspace"];
-  const args = ["--sandbox", sandbox, "-c", 'approval_policy="never"'];
-  if (sandbox === "workspace-write") {
-    for (const dir of new Set([spec.places?.runDir, ...(spec.places?.writable ?? [])])) if (dir && dir !== spec.cwd) args.push("--add-dir", dir);
-  }
+export function vendorBRun(spec: RunSpec): RunAdditions {
+  const args = ["--sandbox", "danger-full-access", "-c", 'approval_policy="never"'];
   const env: Record<string, string> = {};
   if (spec.mcp) {
     args.push("-c", `mcp_servers.ep.url=${JSON.stringify(spec.mcp.url)}`, "-c", 'mcp_servers.ep.bearer_token_env_var="EP_MCP_TOKEN"');
