@@ -1,11 +1,12 @@
-// Agents launched by a real epd get an MCP config starting `epd mcp` for them: a shell task
-// prints $EP_MCP_CONFIG, and a real MCP client started from that config (the built epd)
-// lists the tools and submits work as that agent.
+// Agents launched by a real epd get EP's tools from that epd: a URL and a bearer token of their
+// run's own (EP_MCP_URL, EP_MCP_TOKEN, and EP_MCP_CONFIG for claude). A shell task prints them; a
+// real MCP client (the SDK's streamable HTTP transport) lists the tools and submits work as that
+// agent; the token is refused once the run is over, and without it nothing is served.
 import { TaskKind, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -17,7 +18,7 @@ import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 const cleanup = useCleanups();
 
 describe("agents launched by epd", () => {
-  it("get an MCP config for `epd mcp` that works as that agent", async () => {
+  it("get EP's tools over HTTP from their epd, with a credential that ends with the run", async () => {
     const h = tempHome("ep-mcp-agent-");
     cleanup(() => h.cleanup());
     const tower: TowerProcess = await spawnTowerProcess(h.dir);
@@ -32,7 +33,7 @@ describe("agents launched by epd", () => {
     const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
     const epd: EpdProcess = await spawnEpd({ home: h.dir, nodeFile, backendUrl: tower.url });
     cleanup(() => epd.stop());
-    const agent = (await epd.call<{ agent: { id: string } }>("agent.enroll", { domainId, runtime: "shell" })).agent;
+    await epd.call("agent.enroll", { domainId, runtime: "shell" });
 
     /** Runs a shell task on the agent; its id and output once it succeeded. */
     const runShell = async (command: string) => {
@@ -45,27 +46,49 @@ describe("agents launched by epd", () => {
       }, 20_000);
       return { id: t.id, out };
     };
-    const task = await runShell('cat "$EP_MCP_CONFIG"');
-    const config = JSON.parse(task.out) as { mcpServers: { ep: { command: string; args: string[]; env: Record<string, string> } } };
-    const server = config.mcpServers.ep;
-    expect(server.args[0]).toBe("mcp");
-    expect(server.env).toMatchObject({ EP_AGENT_ID: agent.id, EP_DOMAIN_ID: domainId, EP_NODE_FILE: nodeFile });
+    // the run uses its door while it lasts: the shell task calls the endpoint itself
+    const call = `curl -s -X POST "$EP_MCP_URL" -H "Authorization: Bearer $EP_MCP_TOKEN" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -d '{"jsonrpc":"2.0","id":1,"method":"tools/list"}'`;
+    const task = await runShell(`tr -d '\\n' < "$EP_MCP_CONFIG"; echo; echo "$EP_MCP_URL $EP_MCP_TOKEN"; ${call}`);
+    const [configText, door, listed] = task.out.split("\n");
+    const config = JSON.parse(configText!) as { mcpServers: { ep: { type: string; url: string; headers: Record<string, string> } } };
+    const [url, token] = door!.split(" ");
+    expect(config.mcpServers.ep).toEqual({ type: "http", url, headers: { Authorization: `Bearer ${token}` } });
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+    expect((JSON.parse(listed!) as { result: { tools: { name: string }[] } }).result.tools.map((t) => t.name)).toContain("claim_mesh_task");
 
+    // the run is over: its token is refused, as is none at all and a malformed body
+    const post = (headers: Record<string, string>, body: string) => fetch(url!, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers }, body });
+    const toolsList = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
+    const ended = await post({ authorization: `Bearer ${token}` }, toolsList);
+    expect(ended.status).toBe(401);
+    expect(((await ended.json()) as { error: { message: string } }).error.message).toContain("valid while the run lasts");
+    expect((await post({}, toolsList)).status).toBe(401);
+
+    // a run in progress: a real MCP client with its token lists the tools and submits work as the agent
+    const held = await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: "hold", runtime: Runtime.SHELL, input: { command: 'echo "$EP_MCP_TOKEN" > token.txt; sleep 30' } });
+    let live = "";
+    await waitFor(async () => {
+      const dir = join(h.dir, "epd", "work", held.task!.id, "token.txt");
+      live = existsSync(dir) ? readFileSync(dir, "utf8").trim() : "";
+      return live !== "";
+    }, 20_000);
+    const bad = await post({ authorization: `Bearer ${live}` }, "{not json");
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { message: string } }).error.message).toContain("not JSON");
     const client = new Client({ name: "agent", version: "1.0.0" });
-    const transport = new StdioClientTransport({ command: server.command, args: server.args, env: { ...(process.env as Record<string, string>), EP_HOME: h.dir, ...server.env }, stderr: "pipe" });
-    let stderr = "";
-    transport.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
-    await client.connect(transport).catch((err: Error) => {
-      throw new Error(`epd mcp did not start: ${err.message}\n${stderr}`);
-    });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url!), { requestInit: { headers: { authorization: `Bearer ${live}` } } }));
     try {
-      expect((await client.listTools()).tools.map((x) => x.name)).toContain("claim_mesh_task");
+      const tools = (await client.listTools()).tools.map((x) => x.name);
+      expect(tools).toContain("claim_mesh_task");
+      expect(tools).not.toContain("permission_prompt"); // only a run whose policy is "ask" is offered it
       const res = await client.callTool({ name: "submit_mesh_task", arguments: { mission_id: missionId, title: "from an agent's MCP", runtime: "shell", input: { command: "true" } } });
       expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
       expect((res.structuredContent as any).task.title).toBe("from an agent's MCP");
     } finally {
       await client.close();
     }
+    await work.cancelTask({ taskId: held.task!.id });
+    await waitFor(async () => (await post({ authorization: `Bearer ${live}` }, toolsList)).status === 401, 20_000);
 
     // Later runs: each in work/<its id>/ holding only its own config. The first run left its
     // directory empty but for the config, so a later run got it renamed (run-dirs.ts); a
@@ -76,7 +99,7 @@ describe("agents launched by epd", () => {
     const workRoot = dirname(cwd);
     expect(cwd).toBe(join(workRoot, shown.id));
     expect(listing).toBe(".ep-mcp.json");
-    expect((JSON.parse(json.join("\n")) as typeof config).mcpServers.ep.env.EP_TASK_ID).toBe(shown.id);
+    expect((JSON.parse(json.join("\n")) as typeof config).mcpServers.ep.url).toBe(url);
     expect(existsSync(join(workRoot, task.id))).toBe(false);
     expect(readFileSync(join(workRoot, kept.id, "out.txt"), "utf8")).toBe("kept\n");
   }, 90_000);

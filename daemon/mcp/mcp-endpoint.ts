@@ -21,8 +21,8 @@ export interface McpScope {
   taskId: string;
   agentId: string;
   domainId: string;
-  /** how long a person has to answer the CLI's permission prompt (permission = "ask") */
-  permissionTimeoutMs: number;
+  /** permission = "ask": the run's CLI asks a person through the permission_prompt tool, within this time */
+  ask?: { timeoutMs: number };
 }
 
 /** A run's door: the URL, its bearer token, and the revocation the run calls when it ends. */
@@ -118,8 +118,11 @@ export function createMcpEndpoint(o: McpEndpointOptions): McpEndpoint {
     grant(scope) {
       if (!base) throw new Error("the MCP endpoint is not listening");
       const token = `epr_${randomBytes(24).toString("base64url")}`;
-      const permission = createPermissionTool({ tower: o.tower, clock: o.clock, log, taskId: scope.taskId, agentId: scope.agentId, timeoutMs: scope.permissionTimeoutMs });
-      grants.set(token, { scope, local: [{ spec: PERMISSION_TOOL_SPEC, call: permission }] });
+      // the tool claude's --permission-prompt-tool names, offered only to a run that asks people
+      const local = scope.ask
+        ? [{ spec: PERMISSION_TOOL_SPEC, call: createPermissionTool({ tower: o.tower, clock: o.clock, log, taskId: scope.taskId, agentId: scope.agentId, timeoutMs: scope.ask.timeoutMs }) }]
+        : [];
+      grants.set(token, { scope, local });
       return { url: base, token, revoke: () => void grants.delete(token) };
     },
     granted: () => grants.size,

@@ -11,8 +11,8 @@ import type { Logger } from "../../common/log.js";
 import { TaskStatus, type Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import { createPermissionAsker } from "./permission-asker.js";
 import { frameMsg, type ProgressFrame, type RunMcp, type RunResult } from "../runtimes/runtime.js";
-import type { RunPlaces } from "../runtimes/confine.js";
-import type { RuntimesConfig } from "../runtimes/runtimes-config.js";
+import type { Permission, RunPlaces } from "../runtimes/confine.js";
+import { isRuntimeKind } from "../runtimes/runtime.js";
 import { writeRunMcpConfig } from "../mcp/agent-config.js";
 import type { LocalAgentRecord } from "./agent-store.js";
 import { createFrameBatcher } from "./frame-batcher.js";
@@ -209,17 +209,18 @@ async function preparePlace(deps: WorkerDeps, dirs: RunDirs, run: Run, tlog: Log
   if (agent.profile && !place) tlog.warn("profile gone from agents.toml; the task runs in a fresh directory", { profile: agent.profile });
   const cwd = place?.cwd ?? workDir;
   if (place) await mkdir(cwd, { recursive: true, mode: 0o700 });
-  const mcp = grantMcp(deps, run, workDir, tlog);
+  const mcp = grantMcp(deps, run, workDir, place?.permission, tlog);
   if (recycled && !mcp) dropStaleConfig(workDir);
   return { workDir, cwd, placeEnv: place?.env, mcp, permission: place?.permission };
 }
 
 /** The run's own door to EP's tools (URL, token, and claude's config file in its directory), or none when epd serves none. */
-function grantMcp(deps: WorkerDeps, run: Run, workDir: string, tlog: Logger): (RunMcp & { revoke(): void }) | undefined {
+function grantMcp(deps: WorkerDeps, run: Run, workDir: string, profilePermission: Permission | undefined, tlog: Logger): (RunMcp & { revoke(): void }) | undefined {
   if (!deps.mcp) return undefined;
   const { task, agent } = run;
-  const timeout = (deps.runtimes.config[agent.runtime as keyof RuntimesConfig] as { permissionTimeoutSeconds?: number } | undefined)?.permissionTimeoutSeconds ?? 600;
-  const grant = deps.mcp.grant({ taskId: task.id, agentId: agent.id, domainId: agent.domainId, permissionTimeoutMs: timeout * 1000 });
+  const runtime = isRuntimeKind(agent.runtime) ? deps.runtimes.config[agent.runtime] : undefined;
+  const ask = (profilePermission ?? runtime?.permission) === "ask" ? { timeoutMs: (runtime?.permissionTimeoutSeconds ?? 600) * 1000 } : undefined;
+  const grant = deps.mcp.grant({ taskId: task.id, agentId: agent.id, domainId: agent.domainId, ...(ask ? { ask } : {}) });
   try {
     return { url: grant.url, token: grant.token, configFile: writeRunMcpConfig(workDir, grant), revoke: grant.revoke };
   } catch (err) {
