@@ -52,6 +52,8 @@ function runtimeChecks(env: NodeJS.ProcessEnv): CheckResult[] {
     level: kinds.includes("shell") ? "error" : "warn",
   }));
   binaries.push({ command: "tmux", kinds: [], uses: "muxhost_hosted runtime", level: "warn" });
+  const bwrap = onPath("bwrap", env);
+  out.push(confinementCheck(bwrap, bwrap ?? `bwrap is not on PATH (${env.PATH ?? ""})`));
   for (const b of binaries) {
     const found = b.command.includes("/") ? (executable(b.command) ? b.command : undefined) : onPath(b.command, env);
     const where = b.command.includes("/") ? `${b.command} is not an executable file` : `${b.command} is not on PATH`;
@@ -64,6 +66,19 @@ function runtimeChecks(env: NodeJS.ProcessEnv): CheckResult[] {
     });
   }
   return out;
+}
+
+/** bubblewrap: every agent run is confined with it (docs/runtimes.md "Permissions"); without it they refuse to start. */
+function confinementCheck(found: string | undefined, detail: string): CheckResult {
+  return found
+    ? { check: "confinement", ok: true, level: "warn", detail: `${detail} (bubblewrap: agent runs are confined to their workspace)` }
+    : {
+        check: "confinement",
+        ok: false,
+        level: "warn",
+        detail: `${detail}: agent runs (permission workspace, ask, read-only) refuse to start without it`,
+        hint: 'install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), or set permission = "unconfined" for a runtime in runtimes.toml',
+      };
 }
 
 function executable(path: string): boolean {
@@ -297,6 +312,7 @@ async function runtimeResults(env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
           else byCommand.set(key, { kinds: [r.kind], r });
         }
         fromDaemon = [...byCommand].map(([name, { kinds, r }]) => {
+          if (kinds.includes("confinement")) return confinementCheck(r.usable ? r.path : undefined, `${r.detail ?? "bwrap"}, as epd sees it`);
           const level: "error" | "warn" = kinds.includes("shell") ? "error" : "warn";
           const uses = `${kinds.join(" / ")} runtime${kinds.length > 1 ? "s" : ""}`;
           return r.usable
@@ -310,7 +326,8 @@ async function runtimeResults(env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
   }
   if (fromDaemon) {
     const names = new Set(fromDaemon.map((c) => c.check));
-    for (const r of [...local.filter((c) => !c.check.startsWith("runtime_") || !names.has(c.check)), ...fromDaemon]) add(r);
+    // epd's view of a binary (its PATH) replaces this shell's
+    for (const r of [...local.filter((c) => !names.has(c.check)), ...fromDaemon]) add(r);
   } else for (const r of local) add(r);
   return results;
 }

@@ -55,7 +55,7 @@ export const BWRAP_MISSING =
 
 /** The bwrap executable on the run's PATH, or an EpError naming the package. */
 export function findBwrap(env: Record<string, string | undefined>): string | EpError {
-  return resolveExecutable("bwrap", { PATH: env.PATH ? `${env.PATH}:/usr/bin:/bin` : "/usr/bin:/bin" }) ?? new EpError("runtime_missing", BWRAP_MISSING, { field: "permission" });
+  return resolveExecutable("bwrap", { PATH: env.PATH ?? "/usr/bin:/bin" }) ?? new EpError("runtime_missing", BWRAP_MISSING, { field: "permission" });
 }
 
 /**

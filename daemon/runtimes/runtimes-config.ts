@@ -15,7 +15,7 @@ import { RUNTIME_KINDS, isRuntimeKind, type RuntimeKind } from "./runtime.js";
 
 const execFileP = promisify(execFile);
 
-import { isPermission, permissionProblem, type Permission } from "./confine.js";
+import { findBwrap, isPermission, permissionProblem, type Permission } from "./confine.js";
 
 /** The runtimes where a person can answer the agent's permission requests (permission = "ask"). */
 export const ASKING_RUNTIMES: readonly RuntimeKind[] = ["vendorA_code", "vendorA_agent_acp"];
@@ -303,5 +303,8 @@ export async function runtimeReport(config: RuntimesConfig, env: Record<string, 
     }
     out.push({ kind, command: c.command, path, version, usable: Boolean(path), detail });
   }
+  // the confinement of agent runs (confine.ts): found on the runs' PATH, as a run would find it
+  const bwrap = findBwrap(env);
+  out.push(bwrap instanceof EpError ? { kind: "confinement", command: "bwrap", path: "", version: "", usable: false, detail: `bwrap is not on the runs' PATH (${env.PATH ?? ""})` } : { kind: "confinement", command: "bwrap", path: bwrap, version: "", usable: true, detail: bwrap });
   return out;
 }
