@@ -11,6 +11,7 @@ import type { Logger } from "../../common/log.js";
 import { createLineSplitter, createTailBuffer, fillArgs, liveGroupMembers, resolveExecutable, terminateGroup } from "./process-group.js";
 import type { ProgressFrame, RunHandle, RunResult, RunSpec, RunUsage, RuntimeAdapter, RuntimeCheck, RuntimeKind } from "./runtime.js";
 import type { CommandRuntimeConfig } from "./runtimes-config.js";
+import type { Denial } from "./denials.js";
 
 /** What a vendor's JSON-lines stream said; `final` is set once its closing event was seen. */
 export interface StreamOutcome {
@@ -19,6 +20,8 @@ export interface StreamOutcome {
   output: string;
   error?: string;
   usage?: RunUsage;
+  /** tool calls the agent was refused, as the stream said so far */
+  denials?: Denial[];
 }
 
 /** Turns one vendor CLI's JSON events into frames and remembers the outcome. One per run. */
@@ -243,7 +246,7 @@ function resultOf(
   },
 ): RunResult {
   const output = x.outcome && (x.outcome.final || x.outcome.output) ? x.outcome.output : x.rawOutput;
-  const base: RunResult = { ok: false, output, ...(x.outcome?.usage ? { usage: x.outcome.usage } : {}) };
+  const base: RunResult = { ok: false, output, ...(x.outcome?.usage ? { usage: x.outcome.usage } : {}), ...(x.outcome?.denials?.length ? { denials: x.outcome.denials } : {}) };
   if (x.exit?.code !== null && x.exit?.code !== undefined) base.exitCode = x.exit.code;
   if (x.exit?.signal) base.signal = x.exit.signal;
   if (x.spawnError) {

@@ -11,6 +11,7 @@ import { createVendorAAgentAcpRuntime } from "./vendor-a-agent-acp.js";
 import { createVendorACodeParser, vendorACodeRun } from "./vendor-a-code.js";
 import { createVendorBParser } from "./vendor-b.js";
 import { createVendorCParser } from "./vendor-c.js";
+import { claudeRefusals, codexRefusals, geminiRefusals, refusing } from "./cli-refusals.js";
 
 export interface RuntimeRegistryDeps {
   clock?: Clock;
@@ -45,10 +46,10 @@ export function createRuntimeRegistry(config: RuntimesConfig, deps: RuntimeRegis
       extend,
     });
   const build = (config: RuntimesConfig): Record<RuntimeKind, RuntimeAdapter> => ({
-    vendorA_code: agentCli("vendorA_code", config.vendorA_code, createVendorACodeParser, (spec) => vendorACodeRun(spec, config.vendorA_code)),
+    vendorA_code: agentCli("vendorA_code", config.vendorA_code, refusing(createVendorACodeParser, claudeRefusals), (spec) => vendorACodeRun(spec, config.vendorA_code)),
     vendorA_agent_acp: createVendorAAgentAcpRuntime(config.vendorA_agent_acp, d),
-    vendorB: agentCli("vendorB", config.vendorB, createVendorBParser),
-    vendorC: agentCli("vendorC", config.vendorC, createVendorCParser),
+    vendorB: agentCli("vendorB", config.vendorB, refusing(createVendorBParser, codexRefusals)),
+    vendorC: agentCli("vendorC", config.vendorC, refusing(createVendorCParser, geminiRefusals)),
     muxhost_hosted: createMuxhostHostedRuntime(config.muxhost_hosted, d),
     shell: createShellRuntime(config.shell, d),
   });
