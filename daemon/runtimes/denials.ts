@@ -19,10 +19,8 @@ export interface Denial {
   callId?: string;
 }
 
-/** At most this many denials per run (a runaway agent must not bloat the task's row); the tower cuts at the same numbers. */
-export const DENIAL_LIMIT = 50;
-/** Each text field of a denial is clipped to this many characters. */
-export const DENIAL_FIELD_LIMIT = 500;
+export { DENIAL_FIELD_LIMIT, DENIAL_LIMIT } from "../../common/denials.js";
+import { DENIAL_FIELD_LIMIT, DENIAL_LIMIT } from "../../common/denials.js";
 
 /**
  * Words in a failed tool call's output that say the call was refused rather than that it ran and
