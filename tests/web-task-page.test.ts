@@ -203,6 +203,10 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     const frame = page.getByRole("list", { name: "Progress frames" }).locator(".frame-denial");
     await frame.waitFor();
     expect(await frame.innerText()).toMatch(/^REFUSED\s*refused \(person\): edit /i);
+    // the Missions table says it too
+    await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: /^Missions/ }).click();
+    const row = page.locator("tr", { has: page.getByRole("link", { name: "refused by a person" }) });
+    await expect.poll(() => row.locator(".badge").innerText(), { timeout: 10_000 }).toBe("succeeded with 1 refusal");
   }, 60_000);
 
   it("shows a workspace task's changed files and patch (issue 20)", async () => {
