@@ -1,9 +1,11 @@
 // Each CLI's refusals, read from its own event lines. claude's and gemini's lines in
 // fixtures/refusals/ were recorded from the real CLIs (claude 2.1.330, gemini-cli 0.61.0) run
 // against llmock with a fixture asking for a shell write (claude: outside its working directory;
-// gemini: with its shell tool not enabled). codex 0.169's `exec --json` prints no item for its
-// `exec_command` tool, so its lines here are the documented `command_execution` shape.
-import { readFileSync } from "node:fs";
+// gemini: with its shell tool not enabled), and codex 0.169's rollout of a thread whose
+// `exec_command` write hit its read-only sandbox (its `exec --json` prints no item for that tool,
+// so the `command_execution` lines here are the documented shape).
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { FIXTURES } from "./fixtures/harness.js";
@@ -130,6 +132,52 @@ describe("codex exec --json refusals", () => {
     const parser = refusing(createVendorBParser, codexRefusals)();
     feed(parser, [{ type: "item.completed", item: { id: "item_4", type: "command_execution", command: "rm -rf build", aggregated_output: "", status: "declined" } }]);
     expect(parser.outcome().denials).toEqual([{ tool: "command", tried: "rm -rf build", reason: "declined", source: "policy", callId: "item_4" }]);
+  });
+});
+
+describe("codex's rollout (its exec_command calls print no item)", () => {
+  const threadId = "01a21db9-318d-7b20-b07c-55599840d9fe";
+  const withRollout = () => {
+    const home = mkdtempSync(join(tmpdir(), "ep-codex-home-"));
+    const day = join(home, "sessions", "2026", "11", "27");
+    mkdirSync(day, { recursive: true });
+    mkdirSync(join(home, "sessions", "2026", "10", "02"), { recursive: true }); // an older day, searched after
+    writeFileSync(join(day, `rollout-2026-11-27T15-56-45-${threadId}.jsonl`), readFileSync(join(FIXTURES, "refusals", "codex-rollout.jsonl")));
+    return home;
+  };
+  // what codex 0.169 printed on stdout for that thread
+  const stdout = [
+    { type: "thread.started", thread_id: threadId },
+    { type: "turn.started" },
+    { type: "item.completed", item: { id: "item_0", type: "agent_message", text: "codex done" } },
+    { type: "turn.completed", usage: { input_tokens: 0, cached_input_tokens: 0, output_tokens: 0 } },
+  ];
+
+  it("a command its sandbox stopped is read from the rollout when the turn ends", () => {
+    const home = withRollout();
+    try {
+      const parser = refusing(createVendorBParser, codexRefusals)({ CODEX_HOME: home });
+      const frames = feed(parser, stdout);
+      expect(parser.outcome().denials).toEqual([
+        { tool: "exec_command", tried: "echo hi > hello.txt", reason: "/bin/bash: line 1: hello.txt: Read-only file system", source: "sandbox", callId: "call_1LgjgO2l7JnJ1x5s" },
+      ]);
+      expect(frames.at(-1)).toMatchObject({ kind: "status", data: { denial: { tool: "exec_command" } } });
+      // HOME/.codex when CODEX_HOME is not set; no rollout, no denials
+      expect(refusing(createVendorBParser, codexRefusals)({ HOME: join(home, "nowhere") }).outcome().denials).toBeUndefined();
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it("a refusal the items already reported is not counted again", () => {
+    const home = withRollout();
+    try {
+      const parser = refusing(createVendorBParser, codexRefusals)({ CODEX_HOME: home });
+      feed(parser, [stdout[0]!, { type: "item.completed", item: { id: "item_1", type: "command_execution", command: "echo hi > hello.txt", aggregated_output: "/bin/bash: line 1: hello.txt: Read-only file system\n", exit_code: 1, status: "failed" } }, stdout[3]!]);
+      expect(parser.outcome().denials?.map((d) => d.callId)).toEqual(["item_1"]);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 });
 

@@ -3,6 +3,7 @@
 // refusal watch turns what they find into the run's denial list and a status frame per new one.
 import { createDenialList, denialFrame, refusalIn, refusalLine, triedOf, type Denial } from "./denials.js";
 import type { StreamParser } from "./process-runtime.js";
+import { threadRefusals } from "./codex-rollout.js";
 
 type Event = Record<string, unknown>;
 /** Reads one event; returns the refusals it reports (possibly ones seen before: the list drops repeats). */
@@ -33,10 +34,10 @@ export function createRefusalWatch(detect: RefusalDetector): RefusalWatch {
  * A vendor's parser with its refusal detector beside it: the parser's frames, then a status frame
  * per new refusal; the outcome carries the denials. The parsers stay about frames and answers.
  */
-export function refusing(parser: () => StreamParser, detector: () => RefusalDetector): () => StreamParser {
-  return () => {
+export function refusing(parser: () => StreamParser, detector: (env: Record<string, string>) => RefusalDetector): (env?: Record<string, string>) => StreamParser {
+  return (env = {}) => {
     const inner = parser();
-    const watch = createRefusalWatch(detector());
+    const watch = createRefusalWatch(detector(env));
     return {
       event(event) {
         const frames = inner.event(event);
@@ -97,10 +98,25 @@ export function claudeRefusals(): RefusalDetector {
 
 /**
  * codex exec --json: a `command_execution` item completed with a non-zero exit whose output reads
- * as a refusal (its sandbox, or the confinement: "Read-only file system"), an `mcp_tool_call`
- * failed the same way, and a top-level or item `error` saying a call was rejected.
+ * as a refusal (its sandbox, or the confinement: "Read-only file system") or declined, an
+ * `mcp_tool_call` or `file_change` failed the same way; and, when the turn ends, the refused calls
+ * of codex's own rollout of the thread (codex-rollout.ts: its `exec_command` calls print no item),
+ * less those the items already said.
  */
-export function codexRefusals(): RefusalDetector {
+export function codexRefusals(env: Record<string, string | undefined> = {}): RefusalDetector {
+  let threadId = "";
+  const said = new Set<string>();
+  const items = itemRefusals();
+  return (event) => {
+    if (event.type === "thread.started") threadId = str(event.thread_id);
+    if (event.type === "turn.completed" || event.type === "turn.failed") return threadRefusals(env, threadId).filter((d) => !said.has(d.reason));
+    const found = items(event);
+    for (const d of found) said.add(d.reason);
+    return found;
+  };
+}
+
+function itemRefusals(): RefusalDetector {
   return (event) => {
     if (event.type !== "item.completed") return [];
     const item = rec(event.item);

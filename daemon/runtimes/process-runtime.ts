@@ -35,8 +35,8 @@ export interface ProcessRuntimeOptions {
   config: CommandRuntimeConfig;
   clock: Clock;
   logger: Logger;
-  /** Without a parser every stdout line is a text frame and the output is stdout itself. */
-  parser?: () => StreamParser;
+  /** Without a parser every stdout line is a text frame and the output is stdout itself. Gets the child's environment. */
+  parser?: (env: Record<string, string>) => StreamParser;
   /** Returns an EpError when the spec cannot run on this runtime. */
   validate?: (spec: RunSpec) => EpError | undefined;
   /** What this run adds to the configured command, read from the task (e.g. vendorA_code's `input.claude`). */
@@ -124,7 +124,7 @@ function runProcess(o: RunProcessOptions): RunHandle {
   const log = o.logger.child({ runtime: o.kind, task_id: spec.taskId });
   const graceMs = o.config.killGraceSeconds * 1000;
   const timeoutMs = o.timeoutMs;
-  const parser = o.parser?.();
+  const parser = o.parser?.(o.env);
   const rawOutput = createTailBuffer(OUTPUT_LIMIT);
   const stderrTail = createTailBuffer(STDERR_TAIL);
   const emit = (frame: ProgressFrame) => {
