@@ -14,6 +14,7 @@ export function frameLine(f: WatchFrame, color: boolean): string {
   const cyan = (s: string) => (color ? `\x1b[36m${s}\x1b[0m` : s);
   const text = f.text.replace(/\n+$/, "");
   if (f.kind === "tool") return `${cyan(f.data?.phase === "result" || f.data?.phase === "update" ? "  ↳" : "  ⚙")} ${text}`;
+  if (f.kind === "status" && f.data?.denial) return color ? `\x1b[33m  ⚠ ${text}\x1b[0m` : `  ⚠ ${text}`; // a refused tool call (docs/runtimes.md)
   if (f.kind === "status") return dim(`  · ${text}`);
   if (f.kind === "json") return dim(`  {} ${text}`);
   return f.data?.stream === "stderr" ? dim(text) : text;

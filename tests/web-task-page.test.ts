@@ -183,6 +183,32 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     await frames.getByText(/permission allow: Write/).waitFor({ timeout: 10_000 });
   }, 60_000);
 
+  it("a run whose agent was refused a tool: an amber 'succeeded with 1 refusal', the refusal as a frame and in Denials (issue 34)", async () => {
+    const id = (await work.createTask({ missionId, title: "refused by a person", runtime: Runtime.VENDORA_AGENT_ACP, input: { prompt: "write the refused notes [real]" } })).task!.id;
+    await page.goto(`${tower.url}/ui/approvals`);
+    const card = page.getByRole("article", { name: /^Permission edit: Write .*notes\.txt/ });
+    await card.waitFor({ timeout: 20_000 });
+    await card.getByRole("button", { name: "Reject" }).click();
+    await waitFor(async () => (await status(id)) === "succeeded", 20_000);
+    await page.goto(`${tower.url}/ui/tasks/${id}`);
+    const badge = page.locator(".task-head .badge");
+    await expect.poll(() => badge.innerText(), { timeout: 10_000 }).toBe("succeeded with 1 refusal");
+    expect(await badge.getAttribute("class")).toContain("badge-warn");
+    const denials = page.getByRole("region", { name: /^Denials/ });
+    await denials.waitFor();
+    const entry = await denials.locator(".denial").innerText();
+    expect(entry).toContain("a person");
+    expect(entry).toMatch(/edit\s*\S*notes\.txt/);
+    expect(entry).toContain('not allowed under permission = "ask"');
+    const frame = page.getByRole("list", { name: "Progress frames" }).locator(".frame-denial");
+    await frame.waitFor();
+    expect(await frame.innerText()).toMatch(/^REFUSED\s*refused \(person\): edit /i);
+    // the Missions table says it too
+    await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: /^Missions/ }).click();
+    const row = page.locator("tr", { has: page.getByRole("link", { name: "refused by a person" }) });
+    await expect.poll(() => row.locator(".badge").innerText(), { timeout: 10_000 }).toBe("succeeded with 1 refusal");
+  }, 60_000);
+
   it("shows a workspace task's changed files and patch (issue 20)", async () => {
     const repo = join(gates, "repo");
     const git = (...args: string[]) => execFileSync("git", ["-c", "user.email=t@ep", "-c", "user.name=t", ...args], { cwd: repo, encoding: "utf8" });

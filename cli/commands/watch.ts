@@ -15,6 +15,7 @@ import type { Context } from "../context.js";
 import { tower } from "../tower.js";
 import { createBackoff, createSseParser } from "./events.js";
 import { frameLine, type WatchFrame } from "../frames.js";
+import { statusWithDenials } from "../denials.js";
 
 export { frameLine };
 
@@ -157,7 +158,8 @@ async function finalReport(ctx: Context, work: ReturnType<typeof tower<typeof Wo
     if (t.result?.error) ctx.err(`\n${t.title}: ${statusWord(t.status)}: ${t.result.error}`);
     const u = t.result?.usage;
     const usage = u ? ` · ${u.inputTokens} tokens in, ${u.outputTokens} out${u.costUsd ? `, $${u.costUsd.toFixed(4)}` : ""}` : "";
-    ctx.err(`\n${statusWord(t.status)}${usage}`);
+    // a run with refusals is never a plain green: the last line says how many (each was printed as it happened)
+    ctx.err(`\n${statusWithDenials(statusWord(t.status), t.result?.denials.length ?? 0)}${usage}`);
   }
   return t.status === TaskStatus.SUCCEEDED || t.status === TaskStatus.DONE ? 0 : 1;
 }

@@ -9,6 +9,7 @@ import { UsageError, type Context } from "../context.js";
 import { withHint } from "../fail.js";
 import { json, kv, table, type Row } from "../output.js";
 import { protoJson, tower } from "../tower.js";
+import { denialLines, statusWithDenials, type DenialJson } from "../denials.js";
 
 const missionCols = { id: "id", domain: "domain_id", title: "title", status: "status", created: "created_at" };
 const taskCols = { id: "id", title: "title", status: "status", policy: "claim_policy", priority: "priority", attempts: "attempts", claimed_by: "claimed_by", runtime: "runtime" };
@@ -22,12 +23,14 @@ function int32(ctx: Context, name: string): number | undefined {
 }
 
 function printTask(ctx: Context, task: Row, runs: Row[] = []): void {
-  ctx.out(kv(task, ["id", "title", "kind", "status", "claim_policy", "priority", "capabilities", "assignee_agent_id", "runtime", "attempts", "max_attempts", "claimed_by", "lease_expires_at", "mission_id", "domain_id", "created_at", "updated_at"]));
+  const denials = ((task.result as Row | undefined)?.denials as DenialJson[] | undefined) ?? [];
+  ctx.out(kv({ ...task, status: statusWithDenials(String(task.status), denials.length) }, ["id", "title", "kind", "status", "claim_policy", "priority", "capabilities", "assignee_agent_id", "runtime", "attempts", "max_attempts", "claimed_by", "lease_expires_at", "mission_id", "domain_id", "created_at", "updated_at"]));
   const result = task.result as Row | undefined;
   if (result && (result.output || result.error || result.exit_code !== undefined)) {
     ctx.out(`result:\n${kv(result, ["exit_code", "error", "output"])}`);
   }
   if (result?.usage) ctx.out(`usage:\n${usageText(result.usage as Row)}`);
+  if (denials.length) ctx.out(`refused:\n${denialLines(denials).join("\n")}`);
   if (runs.length) ctx.out(`runs:\n${table(runs, taskCols)}`);
 }
 
@@ -239,5 +242,8 @@ async function taskSubmit(ctx: Context): Promise<number> {
   const r = (done.result ?? {}) as Row;
   if (ctx.json) ctx.out(json({ task: done }));
   else ctx.out([`task ${done.id} ${done.status} after ${done.attempts} attempt(s)${done.claimed_by ? ` on ${done.claimed_by}` : ""}`, r.output ? String(r.output).trimEnd() : "", r.error ? `error: ${r.error}` : ""].filter(Boolean).join("\n"));
+  // refusals do not change the exit code (the status does); they are said on stderr, also with --json
+  const denials = (r.denials as DenialJson[] | undefined) ?? [];
+  if (denials.length) ctx.err([`warning: task ${done.id} ${statusWithDenials(String(done.status), denials.length)}`, ...denialLines(denials)].join("\n"));
   return done.status === "succeeded" ? 0 : 1;
 }

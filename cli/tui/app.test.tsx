@@ -12,6 +12,7 @@ import type { ApprovalItem, EventItem, FrameItem, TaskDetail, TuiDataSource } fr
 import { createTowerSource, eventDetail } from "./tower-source.js";
 import { viewSpecLines } from "./view-spec-text.js";
 import { TaskScreen } from "./views.js";
+import { denialLines } from "../denials.js";
 import { Runtime } from "../../gen/ep/tower/v1/resources_pb.js";
 
 const until = (cond: () => boolean, ms = 5000) => waitFor(cond, ms, 10);
@@ -195,6 +196,20 @@ describe("the ep console", () => {
     expect(frame).toContain("branch ep/tsk_9 (1a2b3c4d..5e6f7a8b)");
     expect(frame).toContain("app.txt | 2 +-");
     expect(frame).toContain("1 file changed");
+    ui.unmount();
+  });
+
+  it("the task view of a run whose agent was refused tools: the count beside the status, each refusal as it happened and listed", () => {
+    const task: TaskDetail = {
+      id: "tsk_8", missionId: "msn_1", title: "Write it", status: "succeeded", runtime: "vendorA_code", agent: "builder", attempts: 1, maxAttempts: 3, createdAt: "2026-11-26T06:00:00Z", output: "done", error: "", usage: "",
+      denials: denialLines([{ tool: "Bash", tried: "echo hi > /root/x", reason: "needs approval", source: "policy" }]),
+    };
+    const denial = { tool: "Bash", tried: "echo hi > /root/x", reason: "needs approval", source: "policy" };
+    const ui = render(<TaskScreen task={task} frames={[{ id: 1, kind: "status", text: "refused (policy): Bash echo hi > /root/x: needs approval", data: { denial } }]} width={100} />);
+    const frame = ui.lastFrame()!;
+    expect(frame).toContain("[succeeded — 1 tool call refused]");
+    expect(frame).toContain("⚠ refused (policy): Bash echo hi > /root/x: needs approval");
+    expect(frame).toMatch(/refused\n\s+policy\s+Bash echo hi > \/root\/x: needs approval/);
     ui.unmount();
   });
 

@@ -40,6 +40,8 @@ export interface TaskDetail extends TaskItem {
   usage: string;
   /** the workspace change: its branch line and `diff --stat` (absent when the task named no workspace) */
   workspace?: { branch: string; stat: string };
+  /** the tool calls its agent was refused, one line each (result.denials; absent when none) */
+  denials?: string[];
 }
 
 /** One progress frame of a task (what the agent printed, a tool call, a status line). */

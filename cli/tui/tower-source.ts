@@ -1,6 +1,7 @@
 // The TUI's data from a real tower: generated Connect clients; live events from
 // EventService.StreamEvents, resumed after the last id with the 1 s → 30 s backoff.
-import { AgentStateSchema, RuntimeSchema, TaskStatus, TaskStatusSchema, MissionStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
+import { AgentStateSchema, DenialSourceSchema, RuntimeSchema, TaskStatus, TaskStatusSchema, MissionStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
+import { denialLines } from "../denials.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { createBackoff } from "../../common/backoff.js";
 import { what } from "../event-line.js";
@@ -60,7 +61,8 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
   const taskDetail = (t: Task): TaskDetail => {
     const u = t.result?.usage;
     const usage = u && (u.inputTokens || u.outputTokens || u.costUsd) ? `${u.inputTokens} tokens in, ${u.outputTokens} out${u.costUsd ? `, $${u.costUsd.toFixed(4)}` : ""}${u.model ? ` (${u.model})` : ""}` : "";
-    return { ...taskItem(t), attempts: t.attempts, maxAttempts: t.maxAttempts, createdAt: isoOf(t.createdAt), output: t.result?.output ?? "", error: t.result?.error ?? "", usage, workspace: workspaceOf(t.result?.workspace) };
+    const denials = t.result?.denials.length ? denialLines(t.result.denials.map((d) => ({ ...d, source: enumWord(DenialSourceSchema, d.source) }))) : undefined;
+    return { ...taskItem(t), attempts: t.attempts, maxAttempts: t.maxAttempts, createdAt: isoOf(t.createdAt), output: t.result?.output ?? "", error: t.result?.error ?? "", usage, workspace: workspaceOf(t.result?.workspace), ...(denials ? { denials } : {}) };
   };
 
   return {

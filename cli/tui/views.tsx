@@ -2,6 +2,7 @@
 // the AI console's transcript. Stateless: app.tsx owns the data and the keys.
 import { Box, Text } from "ink";
 import { frameLine } from "../frames.js";
+import { statusWithDenials } from "../denials.js";
 import type { EventItem, FrameItem, TaskDetail } from "./data-source.js";
 import { cellText, fit, tableLines } from "./view-spec-text.js";
 
@@ -41,7 +42,7 @@ export function TaskScreen({ task, frames, width, error }: { task?: TaskDetail; 
   return (
     <Box flexDirection="column">
       <Text>
-        <Text bold>{fit(task.title, width - 14)}</Text> <Text color={TONE[task.status]}>[{task.status}]</Text>
+        <Text bold>{fit(task.title, width - 14)}</Text> <Text color={task.denials ? "yellow" : TONE[task.status]}>[{statusWithDenials(task.status, task.denials?.length ?? 0)}]</Text>
       </Text>
       <Text dimColor>{fit(`${task.id} · ${facts}`, width)}</Text>
       <Box flexDirection="column" marginTop={1}>
@@ -51,7 +52,7 @@ export function TaskScreen({ task, frames, width, error }: { task?: TaskDetail; 
           <>
             {frames.length > shown.length && <Text dimColor>{`… ${frames.length - shown.length} earlier frames (ep task watch ${task.id} shows all)`}</Text>}
             {shown.map((f) => (
-              <Text key={f.id} dimColor={f.kind === "status" || f.data?.stream === "stderr"} color={f.kind === "tool" ? "cyan" : undefined}>
+              <Text key={f.id} dimColor={(f.kind === "status" && !f.data?.denial) || f.data?.stream === "stderr"} color={f.kind === "tool" ? "cyan" : f.data?.denial ? "yellow" : undefined}>
                 {fit(frameLine(f, false), width)}
               </Text>
             ))}
@@ -71,6 +72,14 @@ export function TaskScreen({ task, frames, width, error }: { task?: TaskDetail; 
           <Text bold>changes</Text>
           <Text dimColor>{fit(task.workspace.branch, width)}</Text>
           {task.workspace.stat.split("\n").slice(-12).map((l, i) => (
+            <Text key={i}>{fit(l, width)}</Text>
+          ))}
+        </Box>
+      )}
+      {task.denials && (
+        <Box flexDirection="column" marginTop={1}>
+          <Text bold color="yellow">refused</Text>
+          {task.denials.slice(0, 12).map((l, i) => (
             <Text key={i}>{fit(l, width)}</Text>
           ))}
         </Box>

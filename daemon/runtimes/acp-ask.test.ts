@@ -2,7 +2,7 @@
 import type { RequestPermissionRequest } from "@agentclientprotocol/sdk";
 import { describe, expect, it } from "vitest";
 import { silentLogger } from "../../common/log.js";
-import { askPerson, decidePermission, toolOf } from "./acp-session.js";
+import { askPerson, decidePermission, rejectionOf, toolOf } from "./acp-session.js";
 import type { PermissionAsk } from "./runtime.js";
 
 const req: RequestPermissionRequest = {
@@ -48,5 +48,13 @@ describe("askPerson", () => {
     expect(toolOf({ ...req, toolCall: { ...req.toolCall, kind: "execute" } })).toBe("execute");
     expect(toolOf(req)).toBe("tool");
     expect(decidePermission(req, "ask", "/repo")).toEqual({ outcome: { outcome: "selected", optionId: "reject" } });
+  });
+
+  it("a rejection is the run's denial: a person's under ask, the policy's otherwise; an allow or a cancel is none", () => {
+    const reject = { outcome: { outcome: "selected", optionId: "reject" } } as const;
+    expect(rejectionOf(req, reject, "ask", known)).toEqual({ tool: "Bash", tried: "touch /repo/x", reason: expect.stringContaining("a person said no"), source: "person", callId: "tc1" });
+    expect(rejectionOf(req, reject, "workspace", known)).toMatchObject({ source: "policy", reason: expect.stringContaining("outside the run's workspace") });
+    expect(rejectionOf(req, { outcome: { outcome: "selected", optionId: "allow" } }, "ask", known)).toBeUndefined();
+    expect(rejectionOf(req, { outcome: { outcome: "cancelled" } }, "ask", known)).toBeUndefined();
   });
 });

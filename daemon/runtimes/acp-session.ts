@@ -24,6 +24,7 @@ import { createLineSplitter, createTailBuffer, resolveExecutable, terminateGroup
 import { clip } from "./process-runtime.js";
 import { usageOf, type ProgressFrame, type RunMcp, type RunSpec, type RunUsage } from "./runtime.js";
 import { confineCommand, type Permission, type RunPlaces } from "./confine.js";
+import { createDenialList, denialFrame, triedOf, type Denial, type DenialList } from "./denials.js";
 
 export interface AcpSessionOptions {
   command: string;
@@ -51,6 +52,8 @@ export interface AcpTurn {
   /** What the agent reported of its usage, when it did: tokens from the prompt response's `usage`
    * (ACP unstable), cost from the last `usage_update` (cumulative for the session; USD only). */
   usage?: RunUsage;
+  /** the permission requests of this turn answered with a reject option (by the policy or a person) */
+  denials: Denial[];
 }
 
 export interface AcpSession {
@@ -98,6 +101,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
   });
 
   let turnText = "";
+  let turnDenials = createDenialList();
   let costUsd: number | undefined;
   const emit = (frame: ProgressFrame) => {
     try {
@@ -111,7 +115,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
   /** tool names by toolCallId, from the agent's tool_call updates (for "ask" requests that do not repeat them) */
   const toolNames = new Map<string, string>();
   const app = client({ name: "epd" })
-    .onRequest(methods.client.session.requestPermission, ({ params }) => answerPermission(params, o, asking.signal, toolNames, emit))
+    .onRequest(methods.client.session.requestPermission, ({ params }) => answerPermission(params, o, asking.signal, toolNames, emit, turnDenials))
     .onNotification(methods.client.session.update, ({ params }) => {
       const frame = frameOfUpdate(params);
       const u = params.update;
@@ -165,12 +169,13 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
       stderrTail: () => stderrTail.text().trim(),
       async prompt(text) {
         turnText = "";
+        turnDenials = createDenialList();
         const response = await orExit(
           connection.agent.request(methods.agent.session.prompt, { sessionId: session.sessionId, prompt: [{ type: "text", text }] }),
           "session/prompt",
         );
         const usage = promptUsage(response, costUsd);
-        return { stopReason: response.stopReason, text: turnText, ...(usage ? { usage } : {}) };
+        return { stopReason: response.stopReason, text: turnText, denials: turnDenials.list(), ...(usage ? { usage } : {}) };
       },
       async cancelTurn() {
         asking.abort(); // a permission request still before a person is answered "cancelled"
@@ -243,6 +248,7 @@ async function answerPermission(
   signal: AbortSignal,
   toolNames: ReadonlyMap<string, string>,
   emit: (frame: ProgressFrame) => void,
+  denials: DenialList,
 ): Promise<RequestPermissionResponse> {
   const answer = o.permission === "ask" ? await askPerson(params, o, signal, toolNames) : decidePermission(params, o.permission, o.cwd);
   const chosen = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled";
@@ -251,7 +257,25 @@ async function answerPermission(
     text: `permission ${chosen}: ${params.toolCall.title ?? params.toolCall.toolCallId}`,
     data: { toolCallId: params.toolCall.toolCallId, outcome: answer.outcome },
   });
+  const refused = rejectionOf(params, answer, o.permission, toolNames);
+  const added = refused && denials.add(refused);
+  if (added) emit(denialFrame(added));
   return answer;
+}
+
+/** A permission request answered with one of its reject options, as a denial (a person's under "ask", else the policy's). */
+export function rejectionOf(req: RequestPermissionRequest, answer: RequestPermissionResponse, policy: Permission, known?: ReadonlyMap<string, string>): Denial | undefined {
+  const picked = answer.outcome.outcome === "selected" ? (answer.outcome as { optionId: string }).optionId : undefined;
+  const kind = req.options.find((x) => x.optionId === picked)?.kind;
+  if (!kind?.startsWith("reject")) return undefined;
+  const person = policy === "ask";
+  return {
+    tool: toolOf(req, known),
+    tried: triedOf(req.toolCall.rawInput) || (req.toolCall.title ?? ""),
+    reason: person ? "not allowed under permission = \"ask\" (a person said no, or no one answered in time)" : `refused by permission = "${policy}"${policy === "workspace" ? " (it changes a path outside the run's workspace)" : ""}`,
+    source: person ? "person" : "policy",
+    callId: req.toolCall.toolCallId,
+  };
 }
 
 /** The agent's own name for a tool call, when it gives one (claude-code-acp: _meta.claudeCode.toolName), else its kind. */

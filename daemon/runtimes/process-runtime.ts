@@ -12,6 +12,7 @@ import { createLineSplitter, createTailBuffer, fillArgs, liveGroupMembers, resol
 import type { ProgressFrame, RunHandle, RunResult, RunSpec, RunUsage, RuntimeAdapter, RuntimeCheck, RuntimeKind } from "./runtime.js";
 import type { CommandRuntimeConfig } from "./runtimes-config.js";
 import { confineCommand, type Permission } from "./confine.js";
+import type { Denial } from "./denials.js";
 
 /** What a vendor's JSON-lines stream said; `final` is set once its closing event was seen. */
 export interface StreamOutcome {
@@ -20,6 +21,8 @@ export interface StreamOutcome {
   output: string;
   error?: string;
   usage?: RunUsage;
+  /** tool calls the agent was refused, as the stream said so far */
+  denials?: Denial[];
 }
 
 /** Turns one vendor CLI's JSON events into frames and remembers the outcome. One per run. */
@@ -33,8 +36,8 @@ export interface ProcessRuntimeOptions {
   config: CommandRuntimeConfig;
   clock: Clock;
   logger: Logger;
-  /** Without a parser every stdout line is a text frame and the output is stdout itself. */
-  parser?: () => StreamParser;
+  /** Without a parser every stdout line is a text frame and the output is stdout itself. Gets the child's environment. */
+  parser?: (env: Record<string, string>) => StreamParser;
   /** Returns an EpError when the spec cannot run on this runtime. */
   validate?: (spec: RunSpec) => EpError | undefined;
   /** What this run adds to the configured command: the CLI's permission flags, EP's MCP tools, the task's settings (vendorA_code's `input.claude`). */
@@ -128,7 +131,7 @@ function runProcess(o: RunProcessOptions): RunHandle {
   const log = o.logger.child({ runtime: o.kind, task_id: spec.taskId });
   const graceMs = o.config.killGraceSeconds * 1000;
   const timeoutMs = o.timeoutMs;
-  const parser = o.parser?.();
+  const parser = o.parser?.(o.env);
   const rawOutput = createTailBuffer(OUTPUT_LIMIT);
   const stderrTail = createTailBuffer(STDERR_TAIL);
   const emit = (frame: ProgressFrame) => {
@@ -250,7 +253,7 @@ function resultOf(
   },
 ): RunResult {
   const output = x.outcome && (x.outcome.final || x.outcome.output) ? x.outcome.output : x.rawOutput;
-  const base: RunResult = { ok: false, output, ...(x.outcome?.usage ? { usage: x.outcome.usage } : {}) };
+  const base: RunResult = { ok: false, output, ...(x.outcome?.usage ? { usage: x.outcome.usage } : {}), ...(x.outcome?.denials?.length ? { denials: x.outcome.denials } : {}) };
   if (x.exit?.code !== null && x.exit?.code !== undefined) base.exitCode = x.exit.code;
   if (x.exit?.signal) base.signal = x.exit.signal;
   if (x.spawnError) {

@@ -11,6 +11,7 @@ import { createVendorAAgentAcpRuntime } from "./vendor-a-agent-acp.js";
 import { createVendorACodeParser, vendorACodeRun } from "./vendor-a-code.js";
 import { createVendorBParser, vendorBRun } from "./vendor-b.js";
 import { createVendorCParser, vendorCRun } from "./vendor-c.js";
+import { claudeRefusals, codexRefusals, geminiRefusals, refusing } from "./cli-refusals.js";
 
 export interface RuntimeRegistryDeps {
   clock?: Clock;
@@ -35,7 +36,7 @@ export interface RuntimeRegistry {
 
 export function createRuntimeRegistry(config: RuntimesConfig, deps: RuntimeRegistryDeps = {}): RuntimeRegistry {
   const d = { clock: deps.clock ?? systemClock, logger: (deps.logger ?? silentLogger).child({ part: "runtimes" }) };
-  const agentCli = (kind: RuntimeKind, cfg: CommandRuntimeConfig, parser: () => StreamParser, extend?: ProcessRuntimeOptions["extend"]) =>
+  const agentCli = (kind: RuntimeKind, cfg: CommandRuntimeConfig, parser: (env: Record<string, string>) => StreamParser, extend?: ProcessRuntimeOptions["extend"]) =>
     createProcessRuntime({
       kind,
       config: cfg,
@@ -45,10 +46,10 @@ export function createRuntimeRegistry(config: RuntimesConfig, deps: RuntimeRegis
       extend,
     });
   const build = (config: RuntimesConfig): Record<RuntimeKind, RuntimeAdapter> => ({
-    vendorA_code: agentCli("vendorA_code", config.vendorA_code, createVendorACodeParser, vendorACodeRun),
+    vendorA_code: agentCli("vendorA_code", config.vendorA_code, refusing(createVendorACodeParser, claudeRefusals), vendorACodeRun),
     vendorA_agent_acp: createVendorAAgentAcpRuntime(config.vendorA_agent_acp, d),
-    vendorB: agentCli("vendorB", config.vendorB, createVendorBParser, vendorBRun),
-    vendorC: agentCli("vendorC", config.vendorC, createVendorCParser, vendorCRun),
+    vendorB: agentCli("vendorB", config.vendorB, refusing(createVendorBParser, codexRefusals), vendorBRun),
+    vendorC: agentCli("vendorC", config.vendorC, refusing(createVendorCParser, geminiRefusals), vendorCRun),
     muxhost_hosted: createMuxhostHostedRuntime(config.muxhost_hosted, d),
     shell: createShellRuntime(config.shell, d),
   });

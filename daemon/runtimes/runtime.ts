@@ -5,6 +5,7 @@ import type { ErrorCode } from "../../common/errors.js";
 
 export { RUNTIME_KINDS, isRuntimeKind, type RuntimeKind } from "../../common/runtimes.js";
 import type { RuntimeKind } from "../../common/runtimes.js";
+import type { Denial } from "./denials.js";
 import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 import { enumOf } from "../../common/vocab.js";
 import { FrameKindSchema, type FrameKind, type ProgressFrameSchema } from "../../gen/ep/tower/v1/work_pb.js";
@@ -92,6 +93,8 @@ export interface RunResult {
   timedOut?: boolean;
   /** tokens and cost, when the CLI reports them */
   usage?: RunUsage;
+  /** tool calls the agent was refused (denials.ts); absent or empty when none */
+  denials?: Denial[];
 }
 
 export interface RunUsage {

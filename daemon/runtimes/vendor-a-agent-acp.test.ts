@@ -45,6 +45,10 @@ describe("vendorA_agent_acp", () => {
     expect(frames).toContainEqual(expect.objectContaining({ kind: "status", text: expect.stringMatching(/^permission reject:/) }));
     expect(frames).toContainEqual(expect.objectContaining({ kind: "tool", text: "call_1 failed" }));
     expect(existsSync("/etc/ep-fake-acp-outside.txt")).toBe(false);
+    // the rejection is the run's denial, and a status frame as it happens
+    const denial = { tool: "edit", tried: "/etc/ep-fake-acp-outside.txt", reason: expect.stringContaining('permission = "workspace"'), source: "policy", callId: "call_1" };
+    expect(result.denials).toEqual([denial]);
+    expect(frames).toContainEqual({ kind: "status", text: expect.stringMatching(/^refused \(policy\): edit \/etc\/ep-fake-acp-outside.txt/), data: { denial } });
   });
 
   it("the default policy reads a real agent's rawInput: an edit outside is rejected, inside allowed; another tool naming no path allowed", async () => {
@@ -97,8 +101,9 @@ describe("vendorA_agent_acp", () => {
     config.vendorA_agent_acp.permission = "read-only";
     registry = createRuntimeRegistry(config);
     const { spec } = await makeSpec({ prompt: "write" });
-    await registry.start("vendorA_agent_acp", spec).result;
+    const result = await registry.start("vendorA_agent_acp", spec).result;
     expect(existsSync(join(spec.cwd, "notes.txt"))).toBe(false);
+    expect(result.denials).toEqual([expect.objectContaining({ tried: join(spec.cwd, "notes.txt"), reason: 'refused by permission = "read-only"', source: "policy" })]);
   });
 
   it("a turn that stops for another reason than end_turn fails the run", async () => {

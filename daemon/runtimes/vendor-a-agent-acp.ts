@@ -79,7 +79,7 @@ function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; l
       const turn = await session.prompt(spec.prompt);
       const output = turn.text || text;
       const stopped = stopState();
-      const usage = turn.usage ? { usage: turn.usage } : {};
+      const usage = { ...(turn.usage ? { usage: turn.usage } : {}), ...(turn.denials.length ? { denials: turn.denials } : {}) };
       if (stopped) return { ok: false, output, ...usage, ...stopped };
       if (turn.stopReason === "end_turn") return { ok: true, output, ...usage };
       return { ok: false, output, ...usage, error: `vendorA_agent_acp: the agent stopped the turn: ${turn.stopReason}` };

@@ -93,6 +93,7 @@ export function createVendorACodeParser(): StreamParser {
       const frames: ProgressFrame[] = [];
       switch (event.type) {
         case "system":
+          if (event.subtype === "permission_denied") break; // a refusal: its frame is the refusal watch's (cli-refusals.ts)
           if (event.subtype === "init" && typeof event.model === "string") model = event.model;
           frames.push({
             kind: "status",

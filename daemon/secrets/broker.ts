@@ -128,7 +128,13 @@ export function createSecretsBroker(deps: SecretsBrokerDeps): SecretsBroker {
         result: (r) => {
           const vals = current();
           if (!vals.length) return r;
-          return { ...r, output: redactText(r.output, vals), ...(r.error !== undefined ? { error: redactText(r.error, vals) } : {}) };
+          return {
+            ...r,
+            output: redactText(r.output, vals),
+            ...(r.error !== undefined ? { error: redactText(r.error, vals) } : {}),
+            // a refused command may carry a value the agent fetched
+            ...(r.denials ? { denials: redactDeep(r.denials, vals) } : {}),
+          };
         },
         release: () => {
           v.values.clear();

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { EpError } from "../../common/errors.js";
 import { readJsonFileSync, writeJsonFileSync } from "./json-file.js";
 import type { WorkspaceOutcome } from "./workspace.js";
+import type { Denial } from "../runtimes/denials.js";
 
 export interface TaskOutcome {
   ok: boolean;
@@ -18,6 +19,8 @@ export interface TaskOutcome {
   usage?: { input_tokens: number; output_tokens: number; cached_input_tokens: number; cost_usd: number; model: string };
   /** the run's worktree and its change (TaskResult.workspace) */
   workspace?: WorkspaceOutcome;
+  /** tool calls the agent was refused (TaskResult.denials) */
+  denials?: Denial[];
 }
 
 export interface InflightEntry {

@@ -7,7 +7,10 @@ import type { Clock, ClockTimer } from "../../common/clock.js";
 import { toEpError, type EpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import { ErrorDetailSchema } from "../../gen/ep/errors/v1/errors_pb.js";
-import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
+import { DenialSourceSchema, type DenialSchema, type DenialSource, type Task } from "../../gen/ep/tower/v1/resources_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { enumOf } from "../../common/vocab.js";
+import type { Denial } from "../runtimes/denials.js";
 import type { TowerClients } from "../link/tower-client.js";
 import type { InflightEntry, Journal } from "./journal.js";
 
@@ -55,7 +58,7 @@ async function report(entry: InflightEntry, claimNext: boolean): Promise<Task | 
   const backoff = createBackoff(deps.backoff);
   const u = o.usage;
   const usage = u && { inputTokens: BigInt(Math.trunc(u.input_tokens)), outputTokens: BigInt(Math.trunc(u.output_tokens)), cachedInputTokens: BigInt(Math.trunc(u.cached_input_tokens)), costUsd: u.cost_usd, model: u.model };
-  const result = { output: o.output, exitCode: o.exitCode, error: o.error ?? "", ...(usage ? { usage } : {}), ...(o.workspace ? { workspace: o.workspace } : {}) };
+  const result = { output: o.output, exitCode: o.exitCode, error: o.error ?? "", ...(usage ? { usage } : {}), ...(o.workspace ? { workspace: o.workspace } : {}), denials: (o.denials ?? []).map(denialMsg) };
   let next: Task | undefined;
   for (let first = true; ; first = false) {
     try {
@@ -109,6 +112,11 @@ async function report(entry: InflightEntry, claimNext: boolean): Promise<Task | 
       for (const t of [...retryTimers]) t.wake();
     },
   };
+}
+
+/** A denial as the contract's Denial (its source word as DenialSource). */
+function denialMsg(d: Denial): MessageInitShape<typeof DenialSchema> {
+  return { tool: d.tool, tried: d.tried, reason: d.reason, source: enumOf<DenialSource>(DenialSourceSchema, d.source, "source"), callId: d.callId ?? "" };
 }
 
 /**

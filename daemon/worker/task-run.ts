@@ -149,7 +149,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
       return;
     }
     const outcome = { ...outcomeOf(run, result), ...(changes ? { workspace: changes } : {}) };
-    tlog.info("run finished", { ok: outcome.ok, exit_code: outcome.exitCode, error: outcome.error });
+    tlog.info("run finished", { ok: outcome.ok, exit_code: outcome.exitCode, error: outcome.error, ...(outcome.denials ? { denials: outcome.denials.length } : {}) });
     // the agent stays busy until the tower has the outcome, but a shutdown waits for the report
     // only up to its report deadline (the journal keeps it for the next start)
     dirs.release(workDir); // the run's process group is gone (RunHandle.result): an empty directory can serve the next run
@@ -289,8 +289,9 @@ const { tower, clock } = deps;
 }
 
 function outcomeOf(run: Run, result: RunResult): TaskOutcome {
-  const usage = result.usage ? { usage: result.usage } : {};
-  if (result.ok) return { ok: true, output: tail(result.output), exitCode: result.exitCode, retryable: false, ...usage };
+  // what the runtime reported beside the answer: usage, and the tool calls it was refused
+  const reported = { ...(result.usage ? { usage: result.usage } : {}), ...(result.denials?.length ? { denials: result.denials } : {}) };
+  if (result.ok) return { ok: true, output: tail(result.output), exitCode: result.exitCode, retryable: false, ...reported };
   return {
     ok: false,
     output: tail(result.output),
@@ -298,6 +299,6 @@ function outcomeOf(run: Run, result: RunResult): TaskOutcome {
     error: run.stop === "shutdown" ? "epd shut down before the task finished" : result.error || (result.timedOut ? "timed out" : "failed"),
     // a run that failed on its own is final (the operator retries it); one we interrupted may run elsewhere
     retryable: run.stop === "shutdown",
-    ...usage,
+    ...reported,
   };
 }

@@ -9,6 +9,7 @@ import {
   TaskSchema,
   TokenSchema,
   type UsageSchema,
+  type DenialSchema,
   type Agent,
   type Domain,
   type Event,
@@ -24,6 +25,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
   AgentStateSchema,
   ClaimPolicySchema,
+  DenialSourceSchema,
   MissionStatusSchema,
   NodeStatusSchema,
   RoleSchema,
@@ -32,6 +34,7 @@ import {
   TaskStatusSchema,
   type AgentState,
   type ClaimPolicy,
+  type DenialSource,
   type MissionStatus,
   type NodeStatus,
   type Role,
@@ -39,7 +42,7 @@ import {
   type TaskKind,
   type TaskStatus,
 } from "../../gen/ep/tower/v1/resources_pb.js";
-import type { AgentRow, DomainRow, EventRow, MissionRow, NodeRow, TaskRow, TokenRow, UsageRow } from "../store/store.js";
+import type { AgentRow, DenialRow, DomainRow, EventRow, MissionRow, NodeRow, TaskRow, TokenRow, UsageRow } from "../store/store.js";
 
 /**
  * A request's enum as the word the domain works with ("" when unset); a number the enum does
@@ -86,7 +89,7 @@ export function taskMsg(r: TaskRow): Task {
     maxAttempts: r.maxAttempts,
     runtime: runtimeOf(r.runtime),
     input: (r.input ?? undefined) as JsonObject | undefined,
-    result: r.result ? { ...r.result, usage: r.result.usage && usageMsg(r.result.usage) } : undefined,
+    result: r.result ? { ...r.result, usage: r.result.usage && usageMsg(r.result.usage), denials: r.result.denials?.map(denialMsg) } : undefined,
     claimedBy: r.claimedBy,
     leaseExpiresAt: r.leaseExpiresMs == null ? undefined : timestampFromMs(r.leaseExpiresMs),
     parentTaskId: r.parentTaskId,
@@ -123,6 +126,9 @@ export function eventMsg(r: EventRow): Event {
     createdAt: timestampOf(r.createdAt),
   });
 }
+
+/** A stored denial as the proto message (its source word as DenialSource). */
+export const denialMsg = (d: DenialRow): MessageInitShape<typeof DenialSchema> => ({ ...d, source: valueOf<DenialSource>(DenialSourceSchema, d.source) });
 
 /** A stored usage (numbers) as the proto message (int64 token counts). */
 export function usageMsg(u: UsageRow): MessageInitShape<typeof UsageSchema> {

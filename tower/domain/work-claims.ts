@@ -6,7 +6,7 @@ import * as pb from "../../gen/ep/tower/v1/work_pb.js";
 import { type Caller } from "./caller.js";
 import { taskMsg, wordOf } from "./convert.js";
 import { commit, type Emit } from "./event-hub.js";
-import { taskEvent, usageEvent, usageOf, workspaceOf, HELD, type ActingAgent } from "./work-support.js";
+import { denialsEvent, denialsOf, taskEvent, usageEvent, usageOf, workspaceOf, HELD, type ActingAgent } from "./work-support.js";
 import type { Store, TaskRow } from "../store/store.js";
 import type { WorkContext } from "./work-context.js";
 import { WorkWaiters } from "./work-waiters.js";
@@ -76,7 +76,7 @@ export function createWorkClaims(ctx: WorkContext) {
     async completeTask(caller: Caller, req: pb.CompleteTaskRequest): Promise<pb.CompleteTaskResponse> {
       const agent = await mustActingAgent(caller, req.agentId);
       return commit(deps, async (tx, emit) => {
-        const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error ?? "", ...usageOf(req.result?.usage), ...workspaceOf(req.result?.workspace) };
+        const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error ?? "", ...usageOf(req.result?.usage), ...workspaceOf(req.result?.workspace), ...denialsOf(req.result?.denials) };
         // One statement when the agent holds a live lease (the usual case); only when it does
         // not is the task read, to say why (finished, expired, taken, not there, Kanban).
         const updated = await tx.updateTask(
@@ -88,7 +88,7 @@ export function createWorkClaims(ctx: WorkContext) {
           await mustHeld(tx, req.taskId, req.agentId);
           throw new EpError("lease_not_held", `task ${req.taskId} changed while completing`);
         }
-        taskEvent(emit, updated, "task.succeeded", usageEvent(result.usage));
+        taskEvent(emit, updated, "task.succeeded", { ...usageEvent(result.usage), ...denialsEvent(result.denials) });
         await settleBroadcast(tx, emit, updated.parentTaskId);
         const next = await afterOutcome(tx, emit, agent, req);
         return create(pb.CompleteTaskResponseSchema, { task: req.brief ? undefined : taskMsg(updated), next: next && taskMsg(next) });
@@ -104,7 +104,7 @@ export function createWorkClaims(ctx: WorkContext) {
           if (req.agentIdle) await markAgent(tx, emit, agent.id, "busy", "idle");
           return create(pb.FailTaskResponseSchema, { task: req.brief ? undefined : taskMsg(released) });
         }
-        const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error || "failed", ...usageOf(req.result?.usage), ...workspaceOf(req.result?.workspace) };
+        const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error || "failed", ...usageOf(req.result?.usage), ...workspaceOf(req.result?.workspace), ...denialsOf(req.result?.denials) };
         const requeue = req.retryable && t.attempts < t.maxAttempts;
         const updated = await tx.updateTask(
           t.id,
@@ -114,7 +114,7 @@ export function createWorkClaims(ctx: WorkContext) {
           { status: HELD, claimedBy: req.agentId },
         );
         if (!updated) throw new EpError("lease_not_held", `task ${t.id} changed while failing`);
-        taskEvent(emit, updated, requeue ? "task.requeued" : "task.failed", { reason: result.error, ...usageEvent(result.usage) });
+        taskEvent(emit, updated, requeue ? "task.requeued" : "task.failed", { reason: result.error, ...usageEvent(result.usage), ...denialsEvent(result.denials) });
         await settleBroadcast(tx, emit, updated.parentTaskId);
         const next = await afterOutcome(tx, emit, agent, req);
         return create(pb.FailTaskResponseSchema, { task: req.brief ? undefined : taskMsg(updated), next: next && taskMsg(next) });

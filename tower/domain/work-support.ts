@@ -3,8 +3,10 @@
 import { RUNTIME_KINDS } from "../../common/runtimes.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { invalidField } from "../../common/errors.js";
-import type { AgentRow, TaskRow, UsageRow, WorkspaceRow } from "../store/store.js";
-import type { TaskResult } from "../../gen/ep/tower/v1/resources_pb.js";
+import type { AgentRow, DenialRow, TaskRow, UsageRow, WorkspaceRow } from "../store/store.js";
+import { DenialSourceSchema, type TaskResult } from "../../gen/ep/tower/v1/resources_pb.js";
+import { enumWord } from "../../common/vocab.js";
+import { DENIAL_FIELD_LIMIT, DENIAL_LIMIT } from "../../common/denials.js";
 import { type Emit } from "./event-hub.js";
 
 export const CLAIM_POLICIES = ["first_claim", "assigned", "broadcast"] as const;
@@ -124,6 +126,21 @@ export function workspaceOf(w: TaskResult["workspace"] | undefined): { workspace
       filesChanged: Math.max(0, w.filesChanged),
     },
   };
+}
+
+/** The tool calls a run was refused, as the node reported them, bounded (none: no field). */
+export function denialsOf(list: TaskResult["denials"] | undefined): { denials?: DenialRow[] } {
+  if (!list?.length) return {};
+  // a little slack over the limit for the node's own "…" after a clipped field
+  const cut = (v: string) => (v.length > DENIAL_FIELD_LIMIT + 1 ? `${v.slice(0, DENIAL_FIELD_LIMIT)}…` : v);
+  return {
+    denials: list.slice(0, DENIAL_LIMIT).map((d) => ({ tool: cut(d.tool), tried: cut(d.tried), reason: cut(d.reason), source: enumWord(DenialSourceSchema, d.source), callId: cut(d.callId) })),
+  };
+}
+
+/** The denial count in a task event's payload (none: no field). */
+export function denialsEvent(d: readonly DenialRow[] | undefined): JsonObject {
+  return d?.length ? { denials: d.length } : {};
 }
 
 /** The usage in a task event's payload (snake_case, as events are). */

@@ -133,6 +133,18 @@ storeSuite((s) => {
       expect(await s.store.updateTask("tsk_missing", { status: "queued" })).toBeUndefined();
     });
 
+    test("a result's denials round-trip, text that needs escaping included", async () => {
+      const { add } = await setup();
+      const t = await add({ claimedBy: "agt_1", status: "running" });
+      const denials = [
+        { tool: "Bash", tried: "echo 'hi' > \"/root/x\"; printf '\\n\u00e9\u2603'", reason: "Output redirection to '/root/x' needs approval.", source: "policy", callId: "toolu_1" },
+        { tool: "run_shell_command", tried: "", reason: 'Tool "run_shell_command" not found', source: "unknown_tool", callId: "" },
+      ];
+      const result = { output: "done", error: "", denials };
+      expect(await s.store.updateTask(t.id, { status: "succeeded", result, updatedAt: iso(T0 + 3) })).toMatchObject({ result });
+      expect((await s.store.getTask(t.id))!.result).toEqual(result);
+    });
+
     test("updateTask with an expectation is compare-and-set", async () => {
       const { add } = await setup();
       const t = await add({ status: "claimed", claimedBy: "agt_1" });

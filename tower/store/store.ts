@@ -32,6 +32,16 @@ export interface TaskResultRow {
   usage?: UsageRow;
   /** the run's git worktree and its change (proto WorkspaceResult field names) */
   workspace?: WorkspaceRow;
+  /** tool calls the agent was refused (proto Denial field names; source as its lowercase word) */
+  denials?: DenialRow[];
+}
+
+export interface DenialRow {
+  tool: string;
+  tried: string;
+  reason: string;
+  source: string;
+  callId: string;
 }
 
 export interface WorkspaceRow {

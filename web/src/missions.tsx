@@ -5,6 +5,7 @@ import type { Task } from "@gen/ep/tower/v1/resources_pb.js";
 import type { Dashboard } from "./dashboard.js";
 import { NewDomainForm, NewMissionForm, NewTaskForm } from "./forms.js";
 import { Ago, Empty, ErrorNote, StatusBadge, usd, useNow } from "./ui.js";
+import { TaskStatusBadge } from "./denials.js";
 import { isoOf, msOf } from "@common/vocab.js";
 
 /** Tokens and cost of tasks as their runtimes reported them; undefined when none did. */
@@ -176,7 +177,7 @@ function MissionTasks({ title, list, agentNames, now, navigate }: { title: strin
                 {t.result?.error && <span className="error-text small"> — {t.result.error}</span>}
               </td>
               <td>
-                <StatusBadge status={statusOf(t)} />
+                <TaskStatusBadge status={statusOf(t)} denials={t.result?.denials ?? []} />
               </td>
               <td className="col-opt" title={kindOf(t) === "claimable" ? `claim policy: ${claimPolicyOf(t) || "first_claim"}` : undefined}>
                 {kindOf(t) === "claimable" ? "claimable" : "kanban"}

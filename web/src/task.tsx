@@ -11,6 +11,7 @@ import type { StreamEvent } from "./live-stream.js";
 import { TerminalPanel } from "./terminal/index.js";
 import { Ago, CopyId, ErrorNote, StatusBadge, duration, runtimeLabel, usd, useNow } from "./ui.js";
 import { WorkspaceChange } from "./diff.js";
+import { DenialsSection, TaskStatusBadge } from "./denials.js";
 import { isoOf, msOf } from "@common/vocab.js";
 
 export interface Frame {
@@ -204,7 +205,7 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
       </nav>
       <header className="task-head">
         <h2 id="task-title">{task.title}</h2>
-        <StatusBadge status={statusOf(task)} />
+        <TaskStatusBadge status={statusOf(task)} denials={task.result?.denials ?? []} />
         <div className="button-row task-actions">
           {canOperate && CANCELLABLE.has(statusOf(task)) && (
             <button type="button" className="btn" disabled={busy !== undefined} onClick={() => void act("cancel")}>
@@ -239,6 +240,7 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
         <ErrorNote error={transcriptError} />
         <Transcript frames={frames} live={!final} />
       </section>
+      <DenialsSection denials={task.result?.denials ?? []} />
       {task.result?.workspace && <WorkspaceChange ws={task.result.workspace} />}
       {task.result?.error && (
         <section aria-labelledby="error-heading">
@@ -376,9 +378,9 @@ export function Transcript({ frames, live }: { frames: Frame[]; live: boolean })
     <>
       <ol className="frames" ref={box} aria-live={live ? "polite" : undefined} aria-label="Progress frames">
         {frames.map((f) => (
-          <li key={f.id} className={`frame frame-${f.kind}${f.data?.stream === "stderr" ? " frame-stderr" : ""}`} data-frame-id={f.id}>
+          <li key={f.id} className={`frame frame-${f.kind}${f.data?.stream === "stderr" ? " frame-stderr" : ""}${f.data?.denial ? " frame-denial" : ""}`} data-frame-id={f.id}>
             {f.kind === "tool" && <span className="frame-tag">{f.data?.phase === "result" || f.data?.phase === "update" ? "result" : "tool"}</span>}
-            {f.kind === "status" && <span className="frame-tag">status</span>}
+            {f.kind === "status" && <span className="frame-tag">{f.data?.denial ? "refused" : "status"}</span>}
             {f.kind === "json" ? (
               <details>
                 <summary>{f.text}</summary>

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ep/tower/v1/resources.proto.
  */
 export const file_ep_tower_v1_resources: GenFile = /*@__PURE__*/
-  fileDesc("ChtlcC90b3dlci92MS9yZXNvdXJjZXMucHJvdG8SC2VwLnRvd2VyLnYxIlIKBkRvbWFpbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItgBCgdNaXNzaW9uEgoKAmlkGAEgASgJEhEKCWRvbWFpbl9pZBgCIAEoCRINCgV0aXRsZRgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIqCgZzdGF0dXMYBSABKA4yGi5lcC50b3dlci52MS5NaXNzaW9uU3RhdHVzEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqUBCgpUYXNrUmVzdWx0Eg4KBm91dHB1dBgBIAEoCRIWCglleGl0X2NvZGUYAiABKAVIAIgBARINCgVlcnJvchgDIAEoCRIhCgV1c2FnZRgEIAEoCzISLmVwLnRvd2VyLnYxLlVzYWdlEi8KCXdvcmtzcGFjZRgFIAEoCzIcLmVwLnRvd2VyLnYxLldvcmtzcGFjZVJlc3VsdEIMCgpfZXhpdF9jb2RlIuMBCg9Xb3Jrc3BhY2VSZXN1bHQSDAoEcmVwbxgBIAEoCRIMCgRuYW1lGAIgASgJEg4KBmJyYW5jaBgDIAEoCRIMCgRiYXNlGAQgASgJEgwKBGhlYWQYBSABKAkSEQoJY29tbWl0dGVkGAYgASgIEgwKBHN0YXQYByABKAkSDQoFcGF0Y2gYCCABKAkSFwoPcGF0Y2hfdHJ1bmNhdGVkGAkgASgIEhYKDnBhdGNoX2FydGlmYWN0GAogASgJEhAKCHdvcmt0cmVlGAsgASgJEhUKDWZpbGVzX2NoYW5nZWQYDCABKAUicgoFVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgDEhUKDW91dHB1dF90b2tlbnMYAiABKAMSGwoTY2FjaGVkX2lucHV0X3Rva2VucxgDIAEoAxIQCghjb3N0X3VzZBgEIAEoARINCgVtb2RlbBgFIAEoCSJBCgpBZ2VudFVzYWdlEhAKCGFnZW50X2lkGAEgASgJEiEKBXVzYWdlGAIgASgLMhIuZXAudG93ZXIudjEuVXNhZ2UigAUKBFRhc2sSCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEhIKCm1pc3Npb25faWQYAyABKAkSIwoEa2luZBgEIAEoDjIVLmVwLnRvd2VyLnYxLlRhc2tLaW5kEg0KBXRpdGxlGAUgASgJEhMKC2Rlc2NyaXB0aW9uGAYgASgJEicKBnN0YXR1cxgHIAEoDjIXLmVwLnRvd2VyLnYxLlRhc2tTdGF0dXMSLgoMY2xhaW1fcG9saWN5GAggASgOMhguZXAudG93ZXIudjEuQ2xhaW1Qb2xpY3kSEAoIcHJpb3JpdHkYCSABKAUSFAoMY2FwYWJpbGl0aWVzGAogAygJEhkKEWFzc2lnbmVlX2FnZW50X2lkGAsgASgJEhAKCGF0dGVtcHRzGAwgASgFEhQKDG1heF9hdHRlbXB0cxgNIAEoBRIlCgdydW50aW1lGA4gASgOMhQuZXAudG93ZXIudjEuUnVudGltZRImCgVpbnB1dBgPIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJwoGcmVzdWx0GBAgASgLMhcuZXAudG93ZXIudjEuVGFza1Jlc3VsdBISCgpjbGFpbWVkX2J5GBEgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDnBhcmVudF90YXNrX2lkGBMgASgJEi4KCmNyZWF0ZWRfYXQYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYFSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIsABCgROb2RlEgoKAmlkGAEgASgJEhAKCGhvc3RuYW1lGAIgASgJEicKBnN0YXR1cxgDIAEoDjIXLmVwLnRvd2VyLnYxLk5vZGVTdGF0dXMSMAoMbGFzdF9zZWVuX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdkb21haW5zGAYgAygJIqACCgVBZ2VudBIKCgJpZBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSDwoHbm9kZV9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEiUKB3J1bnRpbWUYBSABKA4yFC5lcC50b3dlci52MS5SdW50aW1lEhQKDGNhcGFiaWxpdGllcxgGIAMoCRImCgVzdGF0ZRgHIAEoDjIXLmVwLnRvd2VyLnYxLkFnZW50U3RhdGUSMAoMbGFzdF9zZWVuX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpzdXBlcnZpc2VkGAogASgIIlsKCVJhdGVMaW1pdBINCgVsaW1pdBgBIAEoBRIRCglyZW1haW5pbmcYAiABKAUSLAoIcmVzZXRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqMCCgVFdmVudBIKCgJpZBgBIAEoBBIMCgR0eXBlGAIgASgJEgwKBG5hbWUYAyABKAkSEQoJZG9tYWluX2lkGAQgASgJEhIKCm1pc3Npb25faWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSDwoHdGFza19pZBgHIAEoCRISCgpzZXNzaW9uX2lkGAggASgJEg4KBnN0YXR1cxgJIAEoCRIoCgdwYXlsb2FkGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIqCgpyYXRlX2xpbWl0GAsgASgLMhYuZXAudG93ZXIudjEuUmF0ZUxpbWl0Ei4KCmNyZWF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpcCCgVUb2tlbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEh8KBHJvbGUYAyABKA4yES5lcC50b3dlci52MS5Sb2xlEhEKCWRvbWFpbl9pZBgEIAEoCRIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxsYXN0X3VzZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wKn4KDU1pc3Npb25TdGF0dXMSHgoaTUlTU0lPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNNSVNTSU9OX1NUQVRVU19PUEVOEAESFwoTTUlTU0lPTl9TVEFUVVNfRE9ORRACEhsKF01JU1NJT05fU1RBVFVTX0FSQ0hJVkVEEAMqTgoIVG9vbEtpbmQSGQoVVE9PTF9LSU5EX1VOU1BFQ0lGSUVEEAASEgoOVE9PTF9LSU5EX1JFQUQQARITCg9UT09MX0tJTkRfV1JJVEUQAiq0AQoHUnVudGltZRIXChNSVU5USU1FX1VOU1BFQ0lGSUVEEAASGAoUUlVOVElNRV9WRU5ET1JBX0NPREUQARIdChlSVU5USU1FX1ZFTkRPUkFfQUdFTlRfQUNQEAISEwoPUlVOVElNRV9WRU5ET1JCEAMSEwoPUlVOVElNRV9WRU5ET1JDEAQSGgoWUlVOVElNRV9NVVhIT1NUX0hPU1RFRBAFEhEKDVJVTlRJTUVfU0hFTEwQBiq7AgoKVGFza1N0YXR1cxIbChdUQVNLX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElRBU0tfU1RBVFVTX1FVRVVFRBABEhcKE1RBU0tfU1RBVFVTX0NMQUlNRUQQAhIXChNUQVNLX1NUQVRVU19SVU5OSU5HEAMSGQoVVEFTS19TVEFUVVNfU1VDQ0VFREVEEAQSFgoSVEFTS19TVEFUVVNfRkFJTEVEEAUSGQoVVEFTS19TVEFUVVNfQ0FOQ0VMTEVEEAYSFAoQVEFTS19TVEFUVVNfVE9ETxAHEhsKF1RBU0tfU1RBVFVTX0lOX1BST0dSRVNTEAgSFwoTVEFTS19TVEFUVVNfQkxPQ0tFRBAJEhYKElRBU0tfU1RBVFVTX1JFVklFVxAKEhQKEFRBU0tfU1RBVFVTX0RPTkUQCypWCghUYXNrS2luZBIZChVUQVNLX0tJTkRfVU5TUEVDSUZJRUQQABIWChJUQVNLX0tJTkRfQVNTSUdORUQQARIXChNUQVNLX0tJTkRfQ0xBSU1BQkxFEAIqgAEKC0NsYWltUG9saWN5EhwKGENMQUlNX1BPTElDWV9VTlNQRUNJRklFRBAAEhwKGENMQUlNX1BPTElDWV9GSVJTVF9DTEFJTRABEhkKFUNMQUlNX1BPTElDWV9BU1NJR05FRBACEhoKFkNMQUlNX1BPTElDWV9CUk9BRENBU1QQAyp2CgpOb2RlU3RhdHVzEhsKF05PREVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGgoWTk9ERV9TVEFUVVNfUkVHSVNURVJFRBABEhYKEk5PREVfU1RBVFVTX09OTElORRACEhcKE05PREVfU1RBVFVTX09GRkxJTkUQAyrSAQoKQWdlbnRTdGF0ZRIbChdBR0VOVF9TVEFURV9VTlNQRUNJRklFRBAAEhgKFEFHRU5UX1NUQVRFX1NUQVJUSU5HEAESFAoQQUdFTlRfU1RBVEVfSURMRRACEhQKEEFHRU5UX1NUQVRFX0JVU1kQAxIWChJBR0VOVF9TVEFURV9QQVVTRUQQBBIaChZBR0VOVF9TVEFURV9SRVNUQVJUSU5HEAUSFAoQQUdFTlRfU1RBVEVfREVBRBAGEhcKE0FHRU5UX1NUQVRFX09GRkxJTkUQBypvCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIOCgpST0xFX0FETUlOEAESEQoNUk9MRV9PUEVSQVRPUhACEg8KC1JPTEVfVklFV0VSEAMSDQoJUk9MRV9OT0RFEAQSDgoKUk9MRV9BR0VOVBAFYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChtlcC90b3dlci92MS9yZXNvdXJjZXMucHJvdG8SC2VwLnRvd2VyLnYxIlIKBkRvbWFpbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItgBCgdNaXNzaW9uEgoKAmlkGAEgASgJEhEKCWRvbWFpbl9pZBgCIAEoCRINCgV0aXRsZRgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIqCgZzdGF0dXMYBSABKA4yGi5lcC50b3dlci52MS5NaXNzaW9uU3RhdHVzEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIssBCgpUYXNrUmVzdWx0Eg4KBm91dHB1dBgBIAEoCRIWCglleGl0X2NvZGUYAiABKAVIAIgBARINCgVlcnJvchgDIAEoCRIhCgV1c2FnZRgEIAEoCzISLmVwLnRvd2VyLnYxLlVzYWdlEi8KCXdvcmtzcGFjZRgFIAEoCzIcLmVwLnRvd2VyLnYxLldvcmtzcGFjZVJlc3VsdBIkCgdkZW5pYWxzGAYgAygLMhMuZXAudG93ZXIudjEuRGVuaWFsQgwKCl9leGl0X2NvZGUicQoGRGVuaWFsEgwKBHRvb2wYASABKAkSDQoFdHJpZWQYAiABKAkSDgoGcmVhc29uGAMgASgJEikKBnNvdXJjZRgEIAEoDjIZLmVwLnRvd2VyLnYxLkRlbmlhbFNvdXJjZRIPCgdjYWxsX2lkGAUgASgJIuMBCg9Xb3Jrc3BhY2VSZXN1bHQSDAoEcmVwbxgBIAEoCRIMCgRuYW1lGAIgASgJEg4KBmJyYW5jaBgDIAEoCRIMCgRiYXNlGAQgASgJEgwKBGhlYWQYBSABKAkSEQoJY29tbWl0dGVkGAYgASgIEgwKBHN0YXQYByABKAkSDQoFcGF0Y2gYCCABKAkSFwoPcGF0Y2hfdHJ1bmNhdGVkGAkgASgIEhYKDnBhdGNoX2FydGlmYWN0GAogASgJEhAKCHdvcmt0cmVlGAsgASgJEhUKDWZpbGVzX2NoYW5nZWQYDCABKAUicgoFVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgDEhUKDW91dHB1dF90b2tlbnMYAiABKAMSGwoTY2FjaGVkX2lucHV0X3Rva2VucxgDIAEoAxIQCghjb3N0X3VzZBgEIAEoARINCgVtb2RlbBgFIAEoCSJBCgpBZ2VudFVzYWdlEhAKCGFnZW50X2lkGAEgASgJEiEKBXVzYWdlGAIgASgLMhIuZXAudG93ZXIudjEuVXNhZ2UigAUKBFRhc2sSCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEhIKCm1pc3Npb25faWQYAyABKAkSIwoEa2luZBgEIAEoDjIVLmVwLnRvd2VyLnYxLlRhc2tLaW5kEg0KBXRpdGxlGAUgASgJEhMKC2Rlc2NyaXB0aW9uGAYgASgJEicKBnN0YXR1cxgHIAEoDjIXLmVwLnRvd2VyLnYxLlRhc2tTdGF0dXMSLgoMY2xhaW1fcG9saWN5GAggASgOMhguZXAudG93ZXIudjEuQ2xhaW1Qb2xpY3kSEAoIcHJpb3JpdHkYCSABKAUSFAoMY2FwYWJpbGl0aWVzGAogAygJEhkKEWFzc2lnbmVlX2FnZW50X2lkGAsgASgJEhAKCGF0dGVtcHRzGAwgASgFEhQKDG1heF9hdHRlbXB0cxgNIAEoBRIlCgdydW50aW1lGA4gASgOMhQuZXAudG93ZXIudjEuUnVudGltZRImCgVpbnB1dBgPIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJwoGcmVzdWx0GBAgASgLMhcuZXAudG93ZXIudjEuVGFza1Jlc3VsdBISCgpjbGFpbWVkX2J5GBEgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDnBhcmVudF90YXNrX2lkGBMgASgJEi4KCmNyZWF0ZWRfYXQYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYFSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIsABCgROb2RlEgoKAmlkGAEgASgJEhAKCGhvc3RuYW1lGAIgASgJEicKBnN0YXR1cxgDIAEoDjIXLmVwLnRvd2VyLnYxLk5vZGVTdGF0dXMSMAoMbGFzdF9zZWVuX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdkb21haW5zGAYgAygJIqACCgVBZ2VudBIKCgJpZBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSDwoHbm9kZV9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEiUKB3J1bnRpbWUYBSABKA4yFC5lcC50b3dlci52MS5SdW50aW1lEhQKDGNhcGFiaWxpdGllcxgGIAMoCRImCgVzdGF0ZRgHIAEoDjIXLmVwLnRvd2VyLnYxLkFnZW50U3RhdGUSMAoMbGFzdF9zZWVuX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpzdXBlcnZpc2VkGAogASgIIlsKCVJhdGVMaW1pdBINCgVsaW1pdBgBIAEoBRIRCglyZW1haW5pbmcYAiABKAUSLAoIcmVzZXRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqMCCgVFdmVudBIKCgJpZBgBIAEoBBIMCgR0eXBlGAIgASgJEgwKBG5hbWUYAyABKAkSEQoJZG9tYWluX2lkGAQgASgJEhIKCm1pc3Npb25faWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSDwoHdGFza19pZBgHIAEoCRISCgpzZXNzaW9uX2lkGAggASgJEg4KBnN0YXR1cxgJIAEoCRIoCgdwYXlsb2FkGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIqCgpyYXRlX2xpbWl0GAsgASgLMhYuZXAudG93ZXIudjEuUmF0ZUxpbWl0Ei4KCmNyZWF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpcCCgVUb2tlbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEh8KBHJvbGUYAyABKA4yES5lcC50b3dlci52MS5Sb2xlEhEKCWRvbWFpbl9pZBgEIAEoCRIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxsYXN0X3VzZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wKpwBCgxEZW5pYWxTb3VyY2USHQoZREVOSUFMX1NPVVJDRV9VTlNQRUNJRklFRBAAEhgKFERFTklBTF9TT1VSQ0VfUE9MSUNZEAESGQoVREVOSUFMX1NPVVJDRV9TQU5EQk9YEAISHgoaREVOSUFMX1NPVVJDRV9VTktOT1dOX1RPT0wQAxIYChRERU5JQUxfU09VUkNFX1BFUlNPThAEKn4KDU1pc3Npb25TdGF0dXMSHgoaTUlTU0lPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNNSVNTSU9OX1NUQVRVU19PUEVOEAESFwoTTUlTU0lPTl9TVEFUVVNfRE9ORRACEhsKF01JU1NJT05fU1RBVFVTX0FSQ0hJVkVEEAMqTgoIVG9vbEtpbmQSGQoVVE9PTF9LSU5EX1VOU1BFQ0lGSUVEEAASEgoOVE9PTF9LSU5EX1JFQUQQARITCg9UT09MX0tJTkRfV1JJVEUQAiq0AQoHUnVudGltZRIXChNSVU5USU1FX1VOU1BFQ0lGSUVEEAASGAoUUlVOVElNRV9WRU5ET1JBX0NPREUQARIdChlSVU5USU1FX1ZFTkRPUkFfQUdFTlRfQUNQEAISEwoPUlVOVElNRV9WRU5ET1JCEAMSEwoPUlVOVElNRV9WRU5ET1JDEAQSGgoWUlVOVElNRV9NVVhIT1NUX0hPU1RFRBAFEhEKDVJVTlRJTUVfU0hFTEwQBiq7AgoKVGFza1N0YXR1cxIbChdUQVNLX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElRBU0tfU1RBVFVTX1FVRVVFRBABEhcKE1RBU0tfU1RBVFVTX0NMQUlNRUQQAhIXChNUQVNLX1NUQVRVU19SVU5OSU5HEAMSGQoVVEFTS19TVEFUVVNfU1VDQ0VFREVEEAQSFgoSVEFTS19TVEFUVVNfRkFJTEVEEAUSGQoVVEFTS19TVEFUVVNfQ0FOQ0VMTEVEEAYSFAoQVEFTS19TVEFUVVNfVE9ETxAHEhsKF1RBU0tfU1RBVFVTX0lOX1BST0dSRVNTEAgSFwoTVEFTS19TVEFUVVNfQkxPQ0tFRBAJEhYKElRBU0tfU1RBVFVTX1JFVklFVxAKEhQKEFRBU0tfU1RBVFVTX0RPTkUQCypWCghUYXNrS2luZBIZChVUQVNLX0tJTkRfVU5TUEVDSUZJRUQQABIWChJUQVNLX0tJTkRfQVNTSUdORUQQARIXChNUQVNLX0tJTkRfQ0xBSU1BQkxFEAIqgAEKC0NsYWltUG9saWN5EhwKGENMQUlNX1BPTElDWV9VTlNQRUNJRklFRBAAEhwKGENMQUlNX1BPTElDWV9GSVJTVF9DTEFJTRABEhkKFUNMQUlNX1BPTElDWV9BU1NJR05FRBACEhoKFkNMQUlNX1BPTElDWV9CUk9BRENBU1QQAyp2CgpOb2RlU3RhdHVzEhsKF05PREVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGgoWTk9ERV9TVEFUVVNfUkVHSVNURVJFRBABEhYKEk5PREVfU1RBVFVTX09OTElORRACEhcKE05PREVfU1RBVFVTX09GRkxJTkUQAyrSAQoKQWdlbnRTdGF0ZRIbChdBR0VOVF9TVEFURV9VTlNQRUNJRklFRBAAEhgKFEFHRU5UX1NUQVRFX1NUQVJUSU5HEAESFAoQQUdFTlRfU1RBVEVfSURMRRACEhQKEEFHRU5UX1NUQVRFX0JVU1kQAxIWChJBR0VOVF9TVEFURV9QQVVTRUQQBBIaChZBR0VOVF9TVEFURV9SRVNUQVJUSU5HEAUSFAoQQUdFTlRfU1RBVEVfREVBRBAGEhcKE0FHRU5UX1NUQVRFX09GRkxJTkUQBypvCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIOCgpST0xFX0FETUlOEAESEQoNUk9MRV9PUEVSQVRPUhACEg8KC1JPTEVfVklFV0VSEAMSDQoJUk9MRV9OT0RFEAQSDgoKUk9MRV9BR0VOVBAFYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message ep.tower.v1.Domain
@@ -120,6 +120,15 @@ export type TaskResult = Message<"ep.tower.v1.TaskResult"> & {
    * @generated from field: ep.tower.v1.WorkspaceResult workspace = 5;
    */
   workspace?: WorkspaceResult | undefined;
+
+  /**
+   * tool calls the agent was refused, in the order they happened (docs/runtimes.md, "Refused
+   * tools"): at most 50, each field clipped. A run with denials keeps the status it earned; every
+   * surface shows them as a warning.
+   *
+   * @generated from field: repeated ep.tower.v1.Denial denials = 6;
+   */
+  denials: Denial[];
 };
 
 /**
@@ -128,6 +137,54 @@ export type TaskResult = Message<"ep.tower.v1.TaskResult"> & {
  */
 export const TaskResultSchema: GenMessage<TaskResult> = /*@__PURE__*/
   messageDesc(file_ep_tower_v1_resources, 2);
+
+/**
+ * One tool call an agent was refused.
+ *
+ * @generated from message ep.tower.v1.Denial
+ */
+export type Denial = Message<"ep.tower.v1.Denial"> & {
+  /**
+   * the tool as the agent named it (Bash, run_shell_command, exec_command)
+   *
+   * @generated from field: string tool = 1;
+   */
+  tool: string;
+
+  /**
+   * what it tried: the command, the path or URL, else the tool's input as JSON (clipped)
+   *
+   * @generated from field: string tried = 2;
+   */
+  tried: string;
+
+  /**
+   * why, in the refusing side's own words ("Output redirection to … needs approval",
+   * "Read-only file system", "Tool \"run_shell_command\" not found")
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: ep.tower.v1.DenialSource source = 4;
+   */
+  source: DenialSource;
+
+  /**
+   * the agent's id for the call, when it gives one (to find it among the task's progress frames)
+   *
+   * @generated from field: string call_id = 5;
+   */
+  callId: string;
+};
+
+/**
+ * Describes the message ep.tower.v1.Denial.
+ * Use `create(DenialSchema)` to create a new message.
+ */
+export const DenialSchema: GenMessage<Denial> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_resources, 3);
 
 /**
  * What a run did to its repository: its branch from the base commit, and the change.
@@ -215,7 +272,7 @@ export type WorkspaceResult = Message<"ep.tower.v1.WorkspaceResult"> & {
  * Use `create(WorkspaceResultSchema)` to create a new message.
  */
 export const WorkspaceResultSchema: GenMessage<WorkspaceResult> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 3);
+  messageDesc(file_ep_tower_v1_resources, 4);
 
 /**
  * Token use and cost of a run (or a sum of runs), from the CLI's own final event.
@@ -254,7 +311,7 @@ export type Usage = Message<"ep.tower.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 4);
+  messageDesc(file_ep_tower_v1_resources, 5);
 
 /**
  * One agent's share of a sum of runs (a mission's total, by the agent that ran each task).
@@ -278,7 +335,7 @@ export type AgentUsage = Message<"ep.tower.v1.AgentUsage"> & {
  * Use `create(AgentUsageSchema)` to create a new message.
  */
 export const AgentUsageSchema: GenMessage<AgentUsage> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 5);
+  messageDesc(file_ep_tower_v1_resources, 6);
 
 /**
  * @generated from message ep.tower.v1.Task
@@ -403,7 +460,7 @@ export type Task = Message<"ep.tower.v1.Task"> & {
  * Use `create(TaskSchema)` to create a new message.
  */
 export const TaskSchema: GenMessage<Task> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 6);
+  messageDesc(file_ep_tower_v1_resources, 7);
 
 /**
  * @generated from message ep.tower.v1.Node
@@ -447,7 +504,7 @@ export type Node = Message<"ep.tower.v1.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 7);
+  messageDesc(file_ep_tower_v1_resources, 8);
 
 /**
  * @generated from message ep.tower.v1.Agent
@@ -512,7 +569,7 @@ export type Agent = Message<"ep.tower.v1.Agent"> & {
  * Use `create(AgentSchema)` to create a new message.
  */
 export const AgentSchema: GenMessage<Agent> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 8);
+  messageDesc(file_ep_tower_v1_resources, 9);
 
 /**
  * @generated from message ep.tower.v1.RateLimit
@@ -539,7 +596,7 @@ export type RateLimit = Message<"ep.tower.v1.RateLimit"> & {
  * Use `create(RateLimitSchema)` to create a new message.
  */
 export const RateLimitSchema: GenMessage<RateLimit> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 9);
+  messageDesc(file_ep_tower_v1_resources, 10);
 
 /**
  * @generated from message ep.tower.v1.Event
@@ -615,7 +672,7 @@ export type Event = Message<"ep.tower.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 10);
+  messageDesc(file_ep_tower_v1_resources, 11);
 
 /**
  * @generated from message ep.tower.v1.Token
@@ -667,7 +724,54 @@ export type Token = Message<"ep.tower.v1.Token"> & {
  * Use `create(TokenSchema)` to create a new message.
  */
 export const TokenSchema: GenMessage<Token> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 11);
+  messageDesc(file_ep_tower_v1_resources, 12);
+
+/**
+ * Where a refusal came from.
+ *
+ * @generated from enum ep.tower.v1.DenialSource
+ */
+export enum DenialSource {
+  /**
+   * @generated from enum value: DENIAL_SOURCE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * the CLI's own permission rules (claude's permission mode and allowed tools, gemini's policy)
+   *
+   * @generated from enum value: DENIAL_SOURCE_POLICY = 1;
+   */
+  POLICY = 1,
+
+  /**
+   * the sandbox or confinement the process ran in (codex's sandbox, bubblewrap: a read-only or
+   * unreachable path)
+   *
+   * @generated from enum value: DENIAL_SOURCE_SANDBOX = 2;
+   */
+  SANDBOX = 2,
+
+  /**
+   * the agent called a tool its CLI does not have (or has not enabled)
+   *
+   * @generated from enum value: DENIAL_SOURCE_UNKNOWN_TOOL = 3;
+   */
+  UNKNOWN_TOOL = 3,
+
+  /**
+   * a person (or the "ask" policy with no one to ask) rejected the call
+   *
+   * @generated from enum value: DENIAL_SOURCE_PERSON = 4;
+   */
+  PERSON = 4,
+}
+
+/**
+ * Describes the enum ep.tower.v1.DenialSource.
+ */
+export const DenialSourceSchema: GenEnum<DenialSource> = /*@__PURE__*/
+  enumDesc(file_ep_tower_v1_resources, 0);
 
 /**
  * REST and the CLI show these as lowercase words ("queued", "in_progress"): common/vocab.ts.
@@ -700,7 +804,7 @@ export enum MissionStatus {
  * Describes the enum ep.tower.v1.MissionStatus.
  */
 export const MissionStatusSchema: GenEnum<MissionStatus> = /*@__PURE__*/
-  enumDesc(file_ep_tower_v1_resources, 0);
+  enumDesc(file_ep_tower_v1_resources, 1);
 
 /**
  * What a tool does to the system: read it, or change it (a console session's write tools wait
@@ -729,7 +833,7 @@ export enum ToolKind {
  * Describes the enum ep.tower.v1.ToolKind.
  */
 export const ToolKindSchema: GenEnum<ToolKind> = /*@__PURE__*/
-  enumDesc(file_ep_tower_v1_resources, 1);
+  enumDesc(file_ep_tower_v1_resources, 2);
 
 /**
  * What runs an agent's work (SPEC §1). REST and the CLI spell these as the words in the comments,
@@ -791,7 +895,7 @@ export enum Runtime {
  * Describes the enum ep.tower.v1.Runtime.
  */
 export const RuntimeSchema: GenEnum<Runtime> = /*@__PURE__*/
-  enumDesc(file_ep_tower_v1_resources, 2);
+  enumDesc(file_ep_tower_v1_resources, 3);
 
 /**
  * @generated from enum ep.tower.v1.TaskStatus
@@ -866,7 +970,7 @@ export enum TaskStatus {
  * Describes the enum ep.tower.v1.TaskStatus.
  */
 export const TaskStatusSchema: GenEnum<TaskStatus> = /*@__PURE__*/
-  enumDesc(file_ep_tower_v1_resources, 3);
+  enumDesc(file_ep_tower_v1_resources, 4);
 
 /**
  * @generated from enum ep.tower.v1.TaskKind
@@ -896,7 +1000,7 @@ export enum TaskKind {
  * Describes the enum ep.tower.v1.TaskKind.
  */
 export const TaskKindSchema: GenEnum<TaskKind> = /*@__PURE__*/
-  enumDesc(file_ep_tower_v1_resources, 4);
+  enumDesc(file_ep_tower_v1_resources, 5);
 
 /**
  * @generated from enum ep.tower.v1.ClaimPolicy
@@ -933,7 +1037,7 @@ export enum ClaimPolicy {
  * Describes the enum ep.tower.v1.ClaimPolicy.
  */
 export const ClaimPolicySchema: GenEnum<ClaimPolicy> = /*@__PURE__*/
-  enumDesc(file_ep_tower_v1_resources, 5);
+  enumDesc(file_ep_tower_v1_resources, 6);
 
 /**
  * @generated from enum ep.tower.v1.NodeStatus
@@ -968,7 +1072,7 @@ export enum NodeStatus {
  * Describes the enum ep.tower.v1.NodeStatus.
  */
 export const NodeStatusSchema: GenEnum<NodeStatus> = /*@__PURE__*/
-  enumDesc(file_ep_tower_v1_resources, 6);
+  enumDesc(file_ep_tower_v1_resources, 7);
 
 /**
  * @generated from enum ep.tower.v1.AgentState
@@ -1029,7 +1133,7 @@ export enum AgentState {
  * Describes the enum ep.tower.v1.AgentState.
  */
 export const AgentStateSchema: GenEnum<AgentState> = /*@__PURE__*/
-  enumDesc(file_ep_tower_v1_resources, 7);
+  enumDesc(file_ep_tower_v1_resources, 8);
 
 /**
  * What a credential may do (docs/security.md).
@@ -1076,5 +1180,5 @@ export enum Role {
  * Describes the enum ep.tower.v1.Role.
  */
 export const RoleSchema: GenEnum<Role> = /*@__PURE__*/
-  enumDesc(file_ep_tower_v1_resources, 8);
+  enumDesc(file_ep_tower_v1_resources, 9);
 
