@@ -4,6 +4,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DenialSource } from "../gen/ep/tower/v1/resources_pb.js";
 import { skipRealCli, startRealCli, toolNames, type AcpAgent, type RealCli } from "./real-cli-harness.js";
 
 let cli: RealCli;
@@ -22,7 +23,7 @@ const AGENTS: { who: string; runtime: string; acp: AcpAgent; listDomains: string
 ];
 
 /** What says a write was refused: the sandbox's error, or a CLI's own refusal. */
-const REFUSED = /Read-only file system|needs approval|permission|denied|not allowed|rejected|reject_once|not found/i;
+const REFUSED = /Read-only file system|needs approval|denied|not allowed|refused|not found/i;
 
 describe.skipIf(skipRealCli).each(AGENTS)("$who with EP's defaults", ({ who, runtime, acp, listDomains }) => {
   it("its own shell tool writes a file in a git worktree, which the task's diff shows; a write to the user's home does not land and the task says so", async () => {
@@ -36,7 +37,13 @@ describe.skipIf(skipRealCli).each(AGENTS)("$who with EP's defaults", ({ who, run
     expect(ws.patch, frames.slice(-3000)).toContain("+++ b/hello.txt");
     expect(ws.patch).toContain("+hi");
     expect(existsSync(join(cli.userHome, `outside-${who}.txt`))).toBe(false);
+    // gemini --acp tells its ACP client nothing of a command's output (the update carries neither
+    // rawOutput nor content), so only its model hears of the refusal: a known gap (docs/runtimes.md)
+    if (who === "acp-gemini") return;
     expect(frames).toMatch(REFUSED);
+    // and the result says what the agent could not do: the write the confinement refused
+    const denials = (await cli.work.getTask({ taskId: r.id })).task!.result!.denials;
+    expect(denials, frames.slice(-3000)).toContainEqual(expect.objectContaining({ source: DenialSource.SANDBOX, tried: expect.stringContaining(`outside-${who}.txt`) }));
   }, 120_000);
 
   it("is offered EP's tools (the fake API's journal) and one call works in the task's domain", async () => {

@@ -24,7 +24,7 @@ import { createLineSplitter, createTailBuffer, resolveExecutable, terminateGroup
 import { clip } from "./process-runtime.js";
 import { usageOf, type ProgressFrame, type RunMcp, type RunSpec, type RunUsage } from "./runtime.js";
 import { confineCommand, type Permission, type RunPlaces } from "./confine.js";
-import { createDenialList, denialFrame, triedOf, type Denial, type DenialList } from "./denials.js";
+import { createDenialList, denialFrame, refusalIn, refusalLine, triedOf, type Denial, type DenialList } from "./denials.js";
 
 export interface AcpSessionOptions {
   command: string;
@@ -114,6 +114,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
   const asking = new AbortController();
   /** tool names by toolCallId, from the agent's tool_call updates (for "ask" requests that do not repeat them) */
   const toolNames = new Map<string, string>();
+  const toolInputs = new Map<string, unknown>();
   const app = client({ name: "epd" })
     .onRequest(methods.client.session.requestPermission, ({ params }) => answerPermission(params, o, asking.signal, toolNames, emit, turnDenials))
     .onNotification(methods.client.session.update, ({ params }) => {
@@ -122,6 +123,14 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
       if (u.sessionUpdate === "tool_call") {
         const name = toolNameOf(u);
         if (name) toolNames.set(u.toolCallId, name);
+        toolInputs.set(u.toolCallId, u.rawInput);
+      }
+      // a call the agent was allowed to make, stopped by the confinement (EROFS and the like); a
+      // shell command that failed so may still be reported "completed" (gemini --acp)
+      if (u.sessionUpdate === "tool_call_update" && (u.status === "failed" || u.status === "completed")) {
+        const refused = sandboxRefusal(u, toolNames.get(u.toolCallId) ?? "tool", toolInputs.get(u.toolCallId));
+        const added = refused && turnDenials.add(refused);
+        if (added) emit(denialFrame(added));
       }
       if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") turnText += u.content.text;
       if (u.sessionUpdate === "usage_update" && u.cost && u.cost.currency.toUpperCase() === "USD") costUsd = u.cost.amount;
@@ -276,6 +285,13 @@ export function rejectionOf(req: RequestPermissionRequest, answer: RequestPermis
     source: person ? "person" : "policy",
     callId: req.toolCall.toolCallId,
   };
+}
+
+/** A failed tool call whose output says the sandbox stopped it, as a denial. */
+function sandboxRefusal(u: { toolCallId: string; rawOutput?: unknown; content?: unknown }, tool: string, input: unknown): Denial | undefined {
+  const text = typeof u.rawOutput === "string" ? u.rawOutput : JSON.stringify(u.rawOutput ?? u.content ?? "");
+  if (refusalIn(text) !== "sandbox") return undefined;
+  return { tool, tried: triedOf(input), reason: refusalLine(text.replace(/\\n/g, "\n")), source: "sandbox", callId: u.toolCallId };
 }
 
 /** The agent's own name for a tool call, when it gives one (claude-code-acp: _meta.claudeCode.toolName), else its kind. */
@@ -450,7 +466,8 @@ function frameOfUpdate(n: SessionNotification): ProgressFrame | undefined {
           phase: "update",
           toolCallId: u.toolCallId,
           status: u.status,
-          rawOutput: u.rawOutput === undefined ? undefined : clip(JSON.stringify(u.rawOutput)),
+          rawOutput: u.rawOutput === undefined || u.rawOutput === null ? undefined : clip(JSON.stringify(u.rawOutput)),
+          ...(u.content?.length ? { content: clip(JSON.stringify(u.content)) } : {}),
         },
       };
     case "plan":

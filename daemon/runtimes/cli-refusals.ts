@@ -144,7 +144,8 @@ function itemRefusals(): RefusalDetector {
 
 /**
  * gemini -o stream-json: a `tool_result` with status error whose error type is a refusal (see
- * GEMINI_REFUSALS), or whose output reads as one (a shell command under a read-only sandbox).
+ * GEMINI_REFUSALS), or whose output reads as one; or any tool_result whose output says the
+ * sandbox stopped it (a shell command under EP's read-only confinement reports success).
  */
 export function geminiRefusals(): RefusalDetector {
   const calls = new Map<string, { name: string; input: unknown }>();
@@ -153,11 +154,12 @@ export function geminiRefusals(): RefusalDetector {
       calls.set(str(event.tool_id), { name: str(event.tool_name), input: event.parameters });
       return [];
     }
-    if (event.type !== "tool_result" || event.status !== "error") return [];
+    if (event.type !== "tool_result") return [];
     const id = str(event.tool_id);
     const error = rec(event.error);
     const text = str(error?.message) || str(event.output);
-    const source = GEMINI_REFUSALS[str(error?.type)] ?? refusalIn(text);
+    // a shell command "succeeds" with its output saying the confinement stopped it
+    const source = event.status === "error" ? (GEMINI_REFUSALS[str(error?.type)] ?? refusalIn(text)) : refusalIn(text) === "sandbox" ? "sandbox" : undefined;
     if (!source) return [];
     const known = calls.get(id);
     return [{ tool: known?.name || id.split("__")[0] || "tool", tried: triedOf(known?.input), reason: refusalLine(text), source, ...(id ? { callId: id } : {}) }];
