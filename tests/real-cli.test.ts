@@ -1,123 +1,28 @@
-// Issue 15: the real agent CLIs from npm (pinned in tests/real-cli/package.json, installed by
-// .ci/run into tests/real-cli/node_modules) run through a real tower and epd against a fake LLM
-// API (@copilotkit/aimock serving tests/real-cli/fixtures). The operator's only settings are the
-// vendor's own: API key and base URL in runtimes.toml `env`, plus the CLI's own config file where
-// the CLI needs one (codex's provider, gemini's auth type). Everything else is EP's defaults.
-import { runtimeOf, statusWord } from "../test-support/words.js";
+// Issue 15: the real agent CLIs from npm run through a real tower and epd against a fake LLM API
+// (tests/real-cli-harness.ts): replies, usage, EP's tools for claude, API errors, and
+// permission = "ask" for claude -p and claude-code-acp.
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { ApprovalService, ApprovalStatus } from "../gen/ep/tower/v1/approvals_pb.js";
-import { assertBuilt, ep } from "./cli-helpers.js";
-import { buildBinaries, registerNode, ROOT, spawnEpd, spawnTowerProcess, stopChild, type EpdProcess, type TowerProcess } from "./epd-harness.js";
+import { ep } from "./cli-helpers.js";
 import { openSse } from "./events-helpers.js";
-import { freePort, tempHome, waitFor } from "./harness.js";
+import { waitFor } from "./harness.js";
+import { skipRealCli as skip, startRealCli, type RealCli } from "./real-cli-harness.js";
 
-const CLI_DIR = join(ROOT, "tests", "real-cli");
-const BIN = join(CLI_DIR, "node_modules", ".bin");
-const NEEDED = ["claude", "codex", "gemini", "claude-code-acp", "llmock"];
-const missing = NEEDED.filter((name) => !existsSync(join(BIN, name)));
-const reason = `the real agent CLIs are not installed (missing ${missing.join(", ")} in tests/real-cli/node_modules; run: npm ci --prefix tests/real-cli)`;
-if (missing.length > 0) {
-  if (process.env.CI) console.log(`real agent CLIs: FAILING under CI: ${reason}`);
-  else console.log(`real agent CLIs: skipping: ${reason}; under CI these tests fail instead`);
-}
-const skip = missing.length > 0 && !process.env.CI;
-
-const home = tempHome("ep-real-cli-");
-// the user's home outside /tmp: codex will not put its sandbox helpers under a temporary directory
-const userHome = mkdtempSync(join("/var/tmp", "ep-real-cli-user-"));
-let llm: ChildProcess | undefined;
-let llmUrl = "";
-let tower: TowerProcess;
-let epd: EpdProcess;
-let work: ReturnType<typeof createClient<typeof WorkService>>;
-let domainId = "";
-let missionId = "";
-let nodeId = "";
-const cliEnv = () => ({ EP_HOME: home.dir, EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken });
-
-/** runtimes.toml with nothing but each vendor's own settings (and, for ACP, which agent runs). */
-function runtimesToml(acp: "claude-code-acp" | "gemini", acpSettings = ""): string {
-  const anthropic = `ANTHROPIC_BASE_URL = "${llmUrl}"\nANTHROPIC_API_KEY = "test-key"\n`;
-  const gemini = `GEMINI_API_KEY = "test-key"\nGOOGLE_GEMINI_BASE_URL = "${llmUrl}"\nGEMINI_MODEL = "gemini-2.5-flash"\n`;
-  return [
-    `[vendorA_code.env]\n${anthropic}`,
-    `[vendorB.env]\nOPENAI_API_KEY = "test-key"\n`,
-    `[vendorC.env]\n${gemini}`,
-    acp === "gemini"
-      ? `[vendorA_agent_acp]\ncommand = "gemini"\nargs = ["--acp"]\n${acpSettings}[vendorA_agent_acp.env]\n${gemini}`
-      : `[vendorA_agent_acp]\n${acpSettings}[vendorA_agent_acp.env]\n${anthropic}`,
-  ].join("\n");
-}
-
+let cli: RealCli;
 beforeAll(async () => {
-  if (missing.length > 0) throw new Error(reason);
-  assertBuilt();
-  await buildBinaries();
-  const port = await freePort();
-  llmUrl = `http://127.0.0.1:${port}`;
-  llm = spawn(join(BIN, "llmock"), ["-p", String(port), "-h", "127.0.0.1", "-f", join(CLI_DIR, "fixtures")], { stdio: ["ignore", "pipe", "pipe"] });
-  let llmLog = "";
-  llm.stdout!.on("data", (d: Buffer) => (llmLog += d.toString()));
-  llm.stderr!.on("data", (d: Buffer) => (llmLog += d.toString()));
-  await waitFor(async () => {
-    if (llm!.exitCode !== null) throw new Error(`aimock exited: ${llmLog}`);
-    return (await fetch(`${llmUrl}/__aimock/journal`).catch(() => undefined))?.ok === true;
-  }, 15_000);
-
-  // the CLIs' own config files, where they need one: codex's provider (the fake API speaks the
-  // Responses API over HTTP, not its websocket), gemini's auth type
-  mkdirSync(join(userHome, ".codex"), { recursive: true });
-  writeFileSync(
-    join(userHome, ".codex", "config.toml"),
-    `model_provider = "fake"\n[model_providers.fake]\nname = "fake"\nbase_url = "${llmUrl}/v1"\nenv_key = "OPENAI_API_KEY"\nwire_api = "responses"\nsupports_websockets = false\n`,
-  );
-  mkdirSync(join(userHome, ".gemini"), { recursive: true });
-  writeFileSync(join(userHome, ".gemini", "settings.json"), JSON.stringify({ security: { auth: { selectedType: "gemini-api-key" } } }));
-
-  tower = await spawnTowerProcess(home.dir);
-  const nodeFile = join(home.dir, "node.json");
-  nodeId = (await registerNode(tower.url, tower.adminToken, nodeFile)).nodeId;
-  mkdirSync(join(home.dir, "epd"), { recursive: true, mode: 0o700 });
-  writeFileSync(join(home.dir, "epd", "runtimes.toml"), runtimesToml("claude-code-acp"));
-  epd = await spawnEpd({ home: home.dir, nodeFile, backendUrl: tower.url, env: { HOME: userHome, PATH: `${BIN}:${process.env.PATH}` } });
-
-  const transport = createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))] });
-  work = createClient(WorkService, transport);
-  domainId = (await work.createDomain({ name: "real-cli-domain" })).domain!.id;
-  missionId = (await work.createMission({ domainId, title: "real clis" })).mission!.id;
-  for (const runtime of ["vendorA_code", "vendorB", "vendorC", "vendorA_agent_acp"]) await epd.call("agent.enroll", { domainId, runtime, name: `real-${runtime}` });
+  if (!skip) cli = await startRealCli("ep-real-cli-");
 }, 120_000);
+afterAll(async () => cli?.close());
 
-afterAll(async () => {
-  await epd?.stop();
-  await tower?.stop();
-  if (llm) await stopChild(llm, "SIGTERM");
-  home.cleanup();
-  rmSync(userHome, { recursive: true, force: true });
-});
-
-async function runTask(runtime: string, prompt: string, onCreated?: (id: string) => Promise<void>): Promise<{ id: string; status: string; output: string; error: string }> {
-  const id = (await work.createTask({ missionId, title: prompt.slice(0, 40), runtime: runtimeOf(runtime), input: { prompt }, maxAttempts: 1 })).task!.id;
-  await onCreated?.(id);
-  let task = (await work.getTask({ taskId: id })).task!;
-  await waitFor(async () => {
-    task = (await work.getTask({ taskId: id })).task!;
-    return ["succeeded", "failed", "cancelled"].includes(statusWord(task.status));
-  }, 90_000, 100);
-  const result = task.result;
-  return { id, status: statusWord(task.status), output: result?.output ?? "", error: result?.error ?? "" };
-}
+const cliEnv = () => cli.cliEnv();
+const runTask = (runtime: string, prompt: string, onCreated?: (id: string) => Promise<void>) => cli.runTask(runtime, prompt, { onCreated });
 
 describe.skipIf(skip)("the real agent CLIs through epd", () => {
   it("claude (vendorA_code): the fixture's reply is the output; usage and cost reach ep task get", async () => {
     const r = await runTask("vendorA_code", "ep-real-cli: reply hello");
-    expect(r.status, r.error + epd.stderr().slice(-2000)).toBe("succeeded");
+    expect(r.status, r.error + cli.epd.stderr().slice(-2000)).toBe("succeeded");
     expect(r.output).toBe("hello from the fixture");
     const got = await ep(["task", "get", r.id, "--json"], { env: cliEnv() });
     const usage = got.json().task.result.usage;
@@ -150,7 +55,7 @@ describe.skipIf(skip)("the real agent CLIs through epd", () => {
 
   it("claude-code-acp (vendorA_agent_acp) answers with the fixture's reply", async () => {
     const r = await runTask("vendorA_agent_acp", "ep-real-cli: reply hello");
-    expect(r.status, r.error + epd.stderr().slice(-2000)).toBe("succeeded");
+    expect(r.status, r.error + cli.epd.stderr().slice(-2000)).toBe("succeeded");
     expect(r.output).toContain("hello from the fixture");
   }, 120_000);
 
@@ -162,10 +67,10 @@ describe.skipIf(skip)("the real agent CLIs through epd", () => {
   }, 120_000);
 
   it("the mission's usage is the sum of its tasks', split by agent", async () => {
-    const tasks = (await work.listTasks({ missionId, limit: 1000 })).tasks;
+    const tasks = (await cli.work.listTasks({ missionId: cli.missionId, limit: 1000 })).tasks;
     const usages = tasks.map((t) => t.result?.usage).filter((u) => u !== undefined);
     expect(usages.length).toBeGreaterThanOrEqual(4); // claude twice, codex, gemini at least
-    const mission = (await ep(["mission", "get", missionId, "--json"], { env: cliEnv() })).json();
+    const mission = (await ep(["mission", "get", cli.missionId, "--json"], { env: cliEnv() })).json();
     const sum = (f: (u: (typeof usages)[number]) => number) => usages.reduce((a, u) => a + f(u), 0);
     expect(Number(mission.usage.input_tokens)).toBe(sum((u) => Number(u.inputTokens)));
     expect(Number(mission.usage.output_tokens)).toBe(sum((u) => Number(u.outputTokens)));
@@ -176,19 +81,15 @@ describe.skipIf(skip)("the real agent CLIs through epd", () => {
   }, 120_000);
 
   it("gemini --acp (vendorA_agent_acp) answers with the fixture's reply", async () => {
-    writeFileSync(join(home.dir, "epd", "runtimes.toml"), runtimesToml("gemini"));
-    const reload = await ep(["node", "reload", nodeId, "--json"], { env: cliEnv() });
-    expect(reload.code, reload.stderr).toBe(0);
+    await cli.setRuntimes("gemini");
     const r = await runTask("vendorA_agent_acp", "ep-real-cli: reply hello");
-    expect(r.status, r.error + epd.stderr().slice(-2000)).toBe("succeeded");
+    expect(r.status, r.error + cli.epd.stderr().slice(-2000)).toBe("succeeded");
     expect(r.output).toContain("hello from the fixture");
   }, 120_000);
 
   it('permission = "ask": claude-code-acp\'s Bash call waits for a person; approving runs it, rejecting and a timeout go on without it', async () => {
-    writeFileSync(join(home.dir, "epd", "runtimes.toml"), runtimesToml("claude-code-acp", 'permission = "ask"\npermission_timeout_seconds = 5\n'));
-    const reload = await ep(["node", "reload", nodeId, "--json"], { env: cliEnv() });
-    expect(reload.code, reload.stderr).toBe(0);
-    const sse = await openSse(`${tower.url}/events/stream?type=approval`, { authorization: `Bearer ${tower.adminToken}` });
+    await cli.setRuntimes("claude-code-acp", { acpSettings: 'permission = "ask"\npermission_timeout_seconds = 5\n' });
+    const sse = await openSse(`${cli.tower.url}/events/stream?type=approval`, { authorization: `Bearer ${cli.tower.adminToken}` });
     try {
       /** the pending request for task `id`, as `ep approvals ls --json` shows it */
       const pendingFor = async (id: string) => {
@@ -198,8 +99,8 @@ describe.skipIf(skip)("the real agent CLIs through epd", () => {
           found = (ls.json().approvals as Record<string, any>[]).find((a) => a.task_id === id);
           return found !== undefined;
         }, 60_000, 200).catch(async (err: Error) => {
-          const t = (await work.getTask({ taskId: id })).task!;
-          throw new Error(`${err.message}: no approval for task ${id} (${t.status}: ${t.result?.error ?? ""} ${t.result?.output ?? ""}); epd: ${epd.stderr().slice(-3000)}`);
+          const t = (await cli.work.getTask({ taskId: id })).task!;
+          throw new Error(`${err.message}: no approval for task ${id} (${t.status}: ${t.result?.error ?? ""} ${t.result?.output ?? ""}); epd: ${cli.epd.stderr().slice(-3000)}`);
         });
         return found!;
       };
@@ -211,7 +112,7 @@ describe.skipIf(skip)("the real agent CLIs through epd", () => {
         expect(r.stdout).toMatch(new RegExp(`^approval ${a.id} ${args[0] === "approve" ? "approved" : "rejected"}`));
       };
       const approved = await runTask("vendorA_agent_acp", "ep-real-cli: ask to run a tool", decide(["approve"]));
-      expect(approved.status, approved.error + epd.stderr().slice(-2000)).toBe("succeeded");
+      expect(approved.status, approved.error + cli.epd.stderr().slice(-2000)).toBe("succeeded");
       expect(approved.output).toContain("the tool ran");
 
       // claude-code-acp answers a refusal by ending its turn (deny with interrupt): the run ends
@@ -246,17 +147,15 @@ describe.skipIf(skip)("the real agent CLIs through epd", () => {
   }, 180_000);
 
   it('permission = "ask" for claude -p (vendorA_code): its permission prompt tool asks a person; approving runs the tool, rejecting makes claude go on without it', async () => {
-    writeFileSync(join(home.dir, "epd", "runtimes.toml"), runtimesToml("claude-code-acp") + '\n[vendorA_code]\npermission = "ask"\npermission_timeout_seconds = 5\n');
-    const reload = await ep(["node", "reload", nodeId, "--json"], { env: cliEnv() });
-    expect(reload.code, reload.stderr).toBe(0);
+    await cli.setRuntimes("claude-code-acp", { extra: '[vendorA_code]\npermission = "ask"\npermission_timeout_seconds = 5\n' });
     const decide = (args: string[]) => async (id: string) => {
       let found: Record<string, any> | undefined;
       await waitFor(async () => {
         found = ((await ep(["approvals", "ls", "--json"], { env: cliEnv() })).json().approvals as Record<string, any>[]).find((a) => a.task_id === id);
         return found !== undefined;
       }, 60_000, 200).catch(async (err: Error) => {
-        const t = (await work.getTask({ taskId: id })).task!;
-        throw new Error(`${err.message}: no approval for task ${id} (${t.status}: ${t.result?.error ?? ""} ${t.result?.output ?? ""}); epd: ${epd.stderr().slice(-3000)}`);
+        const t = (await cli.work.getTask({ taskId: id })).task!;
+        throw new Error(`${err.message}: no approval for task ${id} (${t.status}: ${t.result?.error ?? ""} ${t.result?.output ?? ""}); epd: ${cli.epd.stderr().slice(-3000)}`);
       });
       expect(found).toMatchObject({ kind: "permission", tool: "Bash", status: "pending", arguments: { command: "touch ep-marker && echo ep-tool-output-42" } });
       expect(found!.options.map((o: { kind: string }) => o.kind)).toEqual(["allow_once", "allow_always", "reject_once"]);
@@ -264,7 +163,7 @@ describe.skipIf(skip)("the real agent CLIs through epd", () => {
       expect(r.code, r.stderr).toBe(0);
     };
     const approved = await runTask("vendorA_code", "ep-real-cli: ask to run a tool", decide(["approve"]));
-    expect(approved.status, approved.error + epd.stderr().slice(-2000)).toBe("succeeded");
+    expect(approved.status, approved.error + cli.epd.stderr().slice(-2000)).toBe("succeeded");
     expect(approved.output).toBe("the tool ran");
     const rejected = await runTask("vendorA_code", "ep-real-cli: ask to run a tool", decide(["reject", "--reason", "not today"]));
     expect(rejected.status, rejected.error).toBe("succeeded");
@@ -273,7 +172,7 @@ describe.skipIf(skip)("the real agent CLIs through epd", () => {
     const timedOut = await runTask("vendorA_code", "ep-real-cli: ask to run a tool");
     expect(timedOut.status, timedOut.error).toBe("succeeded");
     expect(timedOut.output).toBe("the tool did not run");
-    const transport = createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))] });
+    const transport = createConnectTransport({ baseUrl: cli.tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${cli.tower.adminToken}`), next(req))] });
     const asked = (await createClient(ApprovalService, transport).listApprovals({ taskId: timedOut.id })).approvals;
     expect(asked.map((a) => [a.status, a.reason])).toEqual([[ApprovalStatus.EXPIRED, "nobody decided before the timeout"]]);
   }, 180_000);
