@@ -30,6 +30,7 @@ import { createJournal, type Journal } from "./worker/journal.js";
 import { gcWorkDirs } from "./worker/work-gc.js";
 import { createSessionTable, type SessionTable } from "./worker/sessions.js";
 import { createSignalRunner } from "./worker/signal-runner.js";
+import { createMergeRequests } from "./worker/merge-requests.js";
 import { createTaskWorker, type TaskWorker } from "./worker/worker.js";
 import { gcWorktrees } from "./worker/workspace.js";
 
@@ -126,6 +127,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   // every run gets an MCP config starting `epd mcp` for its agent (EP_MCP_CONFIG; docs/ai.md)
   const mcpConfig = mcpConfigWriter(opts, env, binDir);
   const signals = createSignalRunner(common);
+  const merges = createMergeRequests({ home, baseEnv, tower, log: log.child({ part: "merge" }) });
   const tools = await openTools(opts, env, log, tower);
   const fleet = await createFleet({
     ...common,
@@ -159,7 +161,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       worker.pollAll(true);
       fleet.reportState();
     },
-    onMessage: (msg, attach) => routeLinkCommand(msg, { fleet, worker, agents, signals, attach, log, other: opts.onLinkCommand }),
+    onMessage: (msg, attach) => routeLinkCommand(msg, { fleet, worker, agents, signals, attach, merges, log, other: opts.onLinkCommand }),
     takeTasks,
   });
 
