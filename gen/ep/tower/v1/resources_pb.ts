@@ -149,8 +149,9 @@ export type WorkspaceResult = Message<"ep.tower.v1.WorkspaceResult"> & {
 
   /**
    * the run's branch (ep/<task_id> unless the task named one), its base commit and its tip after
-   * the run: changes a successful run left uncommitted are committed there by epd ("ep: changes
-   * task … left uncommitted") before its worktree is removed, so nothing is lost
+   * the run: changes a successful run left uncommitted are committed there by epd ("ep: <title>
+   * (task <id>, agent <name>)", trailers EP-Task and EP-Agent) before its worktree is removed, so
+   * nothing is lost
    *
    * @generated from field: string branch = 3;
    */
