@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
-import { CHROMIUM, ensureConsoleBuilt, launchChromium } from "./browser.js";
+import { CHROMIUM, ensureConsoleBuilt, openConsole } from "./browser.js";
 import { adminClient, startTowerAndEpd, type EpdProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome, waitFor } from "./harness.js";
 import { optionalTool } from "./optional-tools.js";
@@ -28,7 +28,7 @@ let page: Page;
 let profile: string;
 let work: Client<typeof WorkService>;
 let missionId = "";
-const pageErrors: string[] = [];
+let pageErrors: string[] = [];
 
 const git = (...args: string[]) => execFileSync("git", ["-c", "user.email=t@ep", "-c", "user.name=t", ...args], { cwd: repo, encoding: "utf8" }).trim();
 
@@ -54,12 +54,7 @@ describe.skipIf(chromiumTool.skip)("the console's Merge action", () => {
     missionId = (await work.createMission({ domainId, title: "merge tour" })).mission!.id;
     await epd.call("agent.enroll", { domainId, runtime: "shell", name: "editor" });
     profile = mkdtempSync(join(tmpdir(), "ep-chromium-"));
-    ctx = await launchChromium(profile, { viewport: { width: 1280, height: 900 } });
-    page = ctx.pages()[0] ?? (await ctx.newPage());
-    page.on("pageerror", (err) => pageErrors.push(err.message));
-    const ticket = (await adminClient(tower, AuthService).createTicket({ purpose: "login" })).ticket;
-    await page.goto(`${tower.url}/ui/login#ticket=${ticket}`);
-    await page.getByRole("navigation", { name: "Views" }).waitFor();
+    ({ ctx, page, pageErrors } = await openConsole(tower.url, (await adminClient(tower, AuthService).createTicket({ purpose: "login" })).ticket, profile));
   }, 90_000);
 
   afterAll(async () => {
