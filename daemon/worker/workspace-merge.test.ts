@@ -77,6 +77,32 @@ describe("mergeBranch", () => {
     expect(git(repo, "show", "main:b.txt")).toBe("b changed on main");
   });
 
+  it("moves a checked-out base to the merge commit, files included", async () => {
+    const repo = repoWithBranch();
+    writeFileSync(join(repo, "b.txt"), "b changed on main\n");
+    git(repo, "commit", "-qam", "main moves");
+    const done = await mergeBranch(request(repo));
+    expect(done).toMatchObject({ outcome: "merge_commit", checkout: repo });
+    expect(git(repo, "rev-parse", "HEAD")).toBe(done.tip);
+    expect(readFileSync(join(repo, "a.txt"), "utf8")).toBe("a from the agent\n");
+    expect(git(repo, "status", "--porcelain")).toBe("");
+  });
+
+  it("refuses when git will not move the checkout (an untracked file in the way), and changes nothing", async () => {
+    const repo = repoWithBranch();
+    git(repo, "checkout", "-q", "ep/t1");
+    writeFileSync(join(repo, "c.txt"), "new from the agent\n");
+    git(repo, "add", "c.txt");
+    git(repo, "commit", "-qm", "add c");
+    git(repo, "checkout", "-q", "main");
+    writeFileSync(join(repo, "c.txt"), "a person's untracked file\n");
+    const before = git(repo, "rev-parse", "main");
+    const err = await refusal(mergeBranch({ ...request(repo), head: git(repo, "rev-parse", "ep/t1") }));
+    expect(err.details).toMatchObject({ reason: "checkout_refused" });
+    expect(git(repo, "rev-parse", "main")).toBe(before);
+    expect(readFileSync(join(repo, "c.txt"), "utf8")).toBe("a person's untracked file\n");
+  });
+
   it("refuses a conflict, listing the files, and changes nothing", async () => {
     const repo = repoWithBranch();
     writeFileSync(join(repo, "a.txt"), "a from a person\n");

@@ -36,6 +36,7 @@ export function createTaskMerge(deps: Deps, deliver: Deliver, opts: { waitMs?: n
       if (caller.role === "agent" || caller.role === "node") throw new EpError("forbidden", `role ${caller.role} may not merge a task's branch; an operator or admin does`, { role: caller.role });
       const ws = t.result?.workspace;
       if (t.status !== "succeeded") throw new EpError("task_not_mergeable", `task ${t.id} is ${t.status}; only a succeeded task's branch is merged`, { status: t.status });
+      if (!ws?.branch && t.claimPolicy === "broadcast" && !t.parentTaskId) throw new EpError("task_not_mergeable", `task ${t.id} is a broadcast: each of its runs has its own branch; merge a run ('ep task get ${t.id}' lists them)`);
       if (!ws?.branch) throw new EpError("task_not_mergeable", `task ${t.id} ran without a workspace (no input.workspace): there is no branch to merge`);
       const into = req.into || ws.baseBranch || "";
       if (!into) throw invalidField("into", `task ${t.id}'s base ${ws.base.slice(0, 12)} was not taken from a branch; name the branch to merge into`);
