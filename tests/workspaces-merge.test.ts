@@ -36,8 +36,8 @@ function makeRepo(): string {
 }
 
 /** Runs a shell task in a worktree of `repo` and waits for it to end. */
-async function runTask(title: string, command: string, repo: string) {
-  const t = (await s.work.createTask({ missionId: s.missionId, title, runtime: Runtime.SHELL, input: { command, workspace: { repo } } })).task!;
+async function runTask(title: string, command: string, repo: string, ref?: string) {
+  const t = (await s.work.createTask({ missionId: s.missionId, title, runtime: Runtime.SHELL, input: { command, workspace: { repo, ...(ref ? { ref } : {}) } } })).task!;
   await waitFor(async () => ["succeeded", "failed", "cancelled"].includes(statusWord((await s.work.getTask({ taskId: t.id })).task!.status)), 30_000);
   return (await s.work.getTask({ taskId: t.id })).task!;
 }
@@ -155,6 +155,13 @@ describe("ep task merge", () => {
     const res = await ep("task", "merge", failed.id, "--json");
     expect(res.code).toBe(5);
     expect(res.json()).toMatchObject({ error: { code: "task_not_mergeable", message: `task ${failed.id} is failed; only a succeeded task's branch is merged` } });
+    // a base taken from a commit, not a branch: the branch to merge into must be named
+    const repo = makeRepo();
+    const detached = await runTask("from a commit", "echo later > notes.txt", repo, git(repo, "rev-parse", "main"));
+    expect(detached.result!.workspace!.baseBranch).toBe("");
+    const unnamed = await ep("task", "merge", detached.id);
+    expect([unnamed.code, unnamed.stderr]).toEqual([2, expect.stringContaining("was not taken from a branch; name the branch to merge into")]);
+    expect((await ep("task", "merge", detached.id, "--into", "main", "--json")).json()).toMatchObject({ outcome: "fast_forward", into: "main" });
     const viewer = (await adminClient(s.tower, AuthService).createToken({ name: "watcher", role: Role.VIEWER })).secret;
     const denied = await runEp(s.home, ["task", "merge", failed.id, "--url", s.tower.url, "--token", viewer]);
     expect([denied.code, denied.stderr]).toEqual([3, expect.stringContaining("role viewer may not operate")]);

@@ -64,7 +64,7 @@ function mergeMessage(req: MergeRequest): string[] {
 /** Merges the task's branch into `into`; the outcome, or an EpError merge_refused saying why (nothing changed then). */
 export async function mergeBranch(req: MergeRequest): Promise<MergeDone> {
   const { repo, branch, into } = req;
-  if ((await gitResult(repo, ["rev-parse", "--git-dir"]).catch(() => ({ code: 1 }))).code !== 0) throw refuse("repo_gone", `${repo} is no longer a git repository`);
+  if ((await gitResult(repo, ["rev-parse", "--git-dir"])).code !== 0) throw refuse("repo_gone", `${repo} is no longer a git repository`);
   const tip = await commitOf(repo, `refs/heads/${branch}`);
   if (!tip) throw refuse("branch_gone", `branch ${branch} no longer exists in ${repo}`);
   if (req.head && !(await isAncestor(repo, req.head, tip))) throw refuse("branch_rewritten", `branch ${branch} no longer contains the task's head ${req.head.slice(0, 12)} (it was rewritten)`);

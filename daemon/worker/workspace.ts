@@ -180,7 +180,8 @@ export async function createWorktree(home: string, taskId: string, spec: Workspa
     throw invalidField("input.workspace.ref", `${ref} is not a commit in ${top}`);
   })).trim();
   // the branch the base came from is where `ep task merge` merges into
-  const full = (await git(top, ["rev-parse", "--symbolic-full-name", ref]).catch(() => "")).trim();
+  // a ref git cannot name as a full ref (a commit, an ambiguous name) has no branch to merge into
+  const full = (await gitResult(top, ["rev-parse", "--symbolic-full-name", ref])).stdout.trim();
   const baseBranch = full.startsWith("refs/heads/") ? full.slice("refs/heads/".length) : "";
   // a retried task's earlier branch stays: the new attempt gets the next free name
   const wanted = spec.branch ?? `ep/${taskId}`;
