@@ -126,8 +126,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const common = { tower, runtimes, sessions, clock, log, home, secretsSocket: sockets.secrets, binDir, baseEnv, redactor: broker.redactor };
   // every run gets an MCP config starting `epd mcp` for its agent (EP_MCP_CONFIG; docs/ai.md)
   const mcpConfig = mcpConfigWriter(opts, env, binDir);
-  const signals = createSignalRunner(common);
-  const merges = createMergeRequests({ home, baseEnv, tower, log: log.child({ part: "merge" }) });
+  const [signals, merges] = [createSignalRunner(common), createMergeRequests(common)];
   const tools = await openTools(opts, env, log, tower);
   const fleet = await createFleet({
     ...common,

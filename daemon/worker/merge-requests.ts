@@ -27,7 +27,8 @@ export function createMergeRequests(deps: MergeRequestDeps) {
       if (!d.repo || !d.branch || !d.into) throw new EpError("invalid_argument", "the merge command names no repo, branch or into");
       // the merge commit is by the run's author (the workspace's `author`, EP_GIT_AUTHOR, or the agent)
       const setting = (d.workspace && loadWorkspaces(deps.home).get(d.workspace)?.author) || deps.baseEnv.EP_GIT_AUTHOR;
-      const done = await mergeBranch({ repo: d.repo!, branch: d.branch!, head: d.head!, into: d.into!, taskId: msg.taskId, taskTitle: d.title!, by: d.by!, who: commitAuthor(setting, d.agent_name || msg.agentId) });
+      const who = commitAuthor(setting, d.agent_name || msg.agentId);
+      const done = await mergeBranch({ repo: d.repo, branch: d.branch, head: d.head ?? "", into: d.into, taskId: msg.taskId, taskTitle: d.title ?? "", by: d.by ?? "", who });
       payload = { outcome: done.outcome, into: done.into, branch: done.branch, merged: done.merged, previous: done.previous, tip: done.tip, checkout: done.checkout };
     } catch (err) {
       const e = toEpError(err);

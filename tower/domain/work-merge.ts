@@ -51,17 +51,33 @@ export function createTaskMerge(deps: Deps, deliver: Deliver, opts: { waitMs?: n
           kind: "merge",
           taskId: t.id,
           agentId: agent.id,
-          data: { request_id: requestId, repo: ws.repo, workspace: ws.name, branch: ws.branch, head: ws.head, into, title: t.title, by: caller.principal || caller.subject, agent_name: agent.name, domain_id: t.domainId, mission_id: t.missionId },
+          data: {
+            request_id: requestId,
+            repo: ws.repo,
+            workspace: ws.name,
+            branch: ws.branch,
+            head: ws.head,
+            into,
+            title: t.title,
+            by: caller.principal || caller.subject,
+            agent_name: agent.name,
+            domain_id: t.domainId,
+            mission_id: t.missionId,
+          },
         },
         // the answer comes from that node only (PublishEvents stamps node_id)
         answers: (x) => x.payload.request_id === requestId && x.payload.node_id === agent.nodeId && (x.name === "workspace.merged" || x.name === "workspace.merge_refused"),
         waitMs,
         undone: `task ${t.id}'s branch was not merged`,
       });
-      if (!e) throw new EpError("unavailable", `node ${agent.nodeId} did not answer within ${Math.round(waitMs / 1000)} s; the merge may still happen: look for workspace.merged (ep events tail --type matrix), or ask again`, { node_id: agent.nodeId });
+      if (!e) {
+        const why = `node ${agent.nodeId} did not answer within ${Math.round(waitMs / 1000)} s; the merge may still happen: look for workspace.merged (ep events tail --type matrix), or ask again`;
+        throw new EpError("unavailable", why, { node_id: agent.nodeId });
+      }
       const p = e.payload;
       if (e.name === "workspace.merge_refused") {
-        throw new EpError("merge_refused", String(p.message ?? "refused"), { reason: String(p.reason ?? ""), files: Array.isArray(p.files) ? p.files.map(String) : [], into, branch: ws.branch, event_id: e.id });
+        const files = Array.isArray(p.files) ? p.files.map(String) : [];
+        throw new EpError("merge_refused", String(p.message ?? "refused"), { reason: String(p.reason ?? ""), files, into, branch: ws.branch, event_id: e.id });
       }
       const str = (k: string) => (typeof p[k] === "string" ? (p[k] as string) : "");
       return create(pb.MergeTaskResponseSchema, {

@@ -87,7 +87,10 @@ function MergeAction({ taskId, ws }: { taskId: string; ws: WorkspaceResult }) {
 
 /** Who made the branch's commits (results before commits were listed say only whether the agent committed). */
 function Commits({ ws }: { ws: WorkspaceResult }) {
-  if (!ws.commits.length) return <p className="muted small">{ws.head && ws.head !== ws.base ? (ws.committed ? "The agent committed on the branch." : "epd committed what the run left uncommitted.") : "No commits on the branch."}</p>;
+  if (!ws.commits.length) {
+    const made = ws.committed ? "The agent committed on the branch." : "epd committed what the run left uncommitted.";
+    return <p className="muted small">{ws.head && ws.head !== ws.base ? made : "No commits on the branch."}</p>;
+  }
   return (
     <ol className="small branch-commits" aria-label="Commits">
       {ws.commits.map((c) => (
