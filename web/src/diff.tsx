@@ -121,7 +121,7 @@ export function WorkspaceChange({ ws, mergeable }: { ws: WorkspaceResult; mergea
         )}
       </p>
       <Commits ws={ws} />
-      {mergeable && ws.baseBranch && ws.head !== ws.base && <MergeAction taskId={mergeable} ws={ws} />}
+      {mergeable && ws.head !== ws.base && (ws.baseBranch ? <MergeAction taskId={mergeable} ws={ws} /> : <p className="muted small">The base was not a branch: merge with <code>ep task merge {mergeable} --into &lt;branch&gt;</code>.</p>)}
       {files.length > 0 ? (
         <table className="changed-files" aria-label="Changed files">
           <thead>
