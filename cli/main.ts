@@ -28,6 +28,7 @@ const MODULES: Record<ModuleName, () => Promise<CommandModule>> = {
   up: () => import("./commands/up.js"),
   attach: () => import("./commands/attach.js"),
   workspace: () => import("./commands/workspace.js"),
+  changes: () => import("./commands/changes.js"),
 };
 
 function version(): string {

@@ -16,7 +16,8 @@ export type ModuleName =
   | "meta"
   | "up"
   | "attach"
-  | "workspace";
+  | "workspace"
+  | "changes";
 
 export interface OptionSpec {
   name: string;
@@ -247,9 +248,19 @@ export const COMMANDS: CommandSpec[] = [
     summary: "show what a task's run changed in its workspace: the stat and the patch (colored on a terminal)",
     usage: "<id> [--stat]",
     example: "ep task diff tsk_01 | less -R",
-    module: "work",
+    module: "changes",
     args: { min: 1 },
     options: [{ name: "stat", type: "boolean", desc: "only the diff --stat summary" }],
+  },
+  {
+    path: ["task", "merge"],
+    summary:
+      "merge a succeeded task's branch into its base branch on the node that ran it: a fast-forward, else a merge commit; a conflict or a dirty checkout is refused with the files named and nothing changed (exit 5)",
+    usage: "<id> [--into <branch>]",
+    example: "ep task merge tsk_01",
+    module: "changes",
+    args: { min: 1, max: 1 },
+    options: [{ name: "into", type: "string", value: "<branch>", desc: "the branch to merge into (default: the branch the task's worktree was made from)" }],
   },
   {
     path: ["workspace", "ls"],

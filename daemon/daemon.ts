@@ -30,6 +30,7 @@ import { createJournal, type Journal } from "./worker/journal.js";
 import { gcWorkDirs } from "./worker/work-gc.js";
 import { createSessionTable, type SessionTable } from "./worker/sessions.js";
 import { createSignalRunner } from "./worker/signal-runner.js";
+import { createMergeRequests } from "./worker/merge-requests.js";
 import { createTaskWorker, type TaskWorker } from "./worker/worker.js";
 import { gcWorktrees } from "./worker/workspace.js";
 
@@ -123,7 +124,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const sessions = createSessionTable(() => clock.now());
   const tower = createTowerClients(opts.backendUrl, opts.identity.token);
   const common = { tower, runtimes, sessions, clock, log, home, secretsSocket: sockets.secrets, binDir, baseEnv, redactor: broker.redactor };
-  const signals = createSignalRunner(common);
+  const [signals, merges] = [createSignalRunner(common), createMergeRequests(common)];
   const tools = await openTools(opts, env, log, tower);
   // every run gets its own door to EP's tools, served here (EP_MCP_URL, EP_MCP_TOKEN, EP_MCP_CONFIG; docs/runtimes.md)
   const mcp = createMcpEndpoint({ caller: tools, tower, towerUrl: opts.backendUrl, token: opts.identity.token, clock, log });
@@ -161,7 +162,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       worker.pollAll(true);
       fleet.reportState();
     },
-    onMessage: (msg, attach) => routeLinkCommand(msg, { fleet, worker, agents, signals, attach, log, other: opts.onLinkCommand }),
+    onMessage: (msg, attach) => routeLinkCommand(msg, { fleet, worker, agents, signals, attach, merges, log, other: opts.onLinkCommand }),
     takeTasks,
   });
 

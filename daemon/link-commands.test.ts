@@ -17,6 +17,7 @@ function targets() {
     agents: { find: () => undefined },
     signals: { deliver: () => "one_shot_run" as const },
     attach: { handleLink: () => {} },
+    merges: { handle: async (msg) => void calls.push(`merge:${msg.taskId}`) },
     log,
   };
   return { t, calls, warned };
@@ -29,6 +30,12 @@ describe("link commands", () => {
     routeLinkCommand(create(LinkResponseSchema, { kind: "task", agentId: "agt_1", taskId: "tsk_2" }), t);
     expect(calls).toEqual(["take:agt_1:tsk_1"]);
     expect(warned).toEqual(["a pushed task without its task"]);
+  });
+
+  it("hands a merge to the merge requests", () => {
+    const { t, calls } = targets();
+    routeLinkCommand(create(LinkResponseSchema, { kind: "merge", taskId: "tsk_1", data: { request_id: "mrg_1" } }), t);
+    expect(calls).toEqual(["merge:tsk_1"]);
   });
 
   it("reads task_ready hints per task and skips entries that are not objects", () => {

@@ -1,12 +1,13 @@
 // What the daemon does with a command from the tower's link: profile commands go to the fleet
 // (signal, supervise, config_reload); task_ready wakes the worker (several tasks of one committed
 // batch come coalesced in data.tasks); task brings one claimed and started for an idle agent; cancel stops a run; signal reaches an enrolled agent;
-// attach dials back to the tower.
+// attach dials back to the tower; merge merges a task's branch here (daemon/worker/merge-requests.ts).
 import type { Logger } from "../common/log.js";
 import type { LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
 import type { AttachGateway } from "./attach/index.js";
 import type { Fleet } from "./fleet/fleet.js";
 import type { AgentStore } from "./worker/agent-store.js";
+import type { createMergeRequests } from "./worker/merge-requests.js";
 import type { createSignalRunner } from "./worker/signal-runner.js";
 import type { TaskWorker, WakeHint } from "./worker/worker.js";
 
@@ -16,6 +17,7 @@ export interface LinkCommandTargets {
   agents: Pick<AgentStore, "find">;
   signals: Pick<ReturnType<typeof createSignalRunner>, "deliver">;
   attach: Pick<AttachGateway, "handleLink">;
+  merges: Pick<ReturnType<typeof createMergeRequests>, "handle">;
   log: Logger;
   /** commands this daemon does not handle (tests) */
   other?: (msg: LinkResponse) => void;
@@ -48,6 +50,9 @@ export function routeLinkCommand(msg: LinkResponse, t: LinkCommandTargets): void
     }
     case "attach":
       attach.handleLink(msg);
+      return;
+    case "merge":
+      void t.merges.handle(msg); // answers with an event; never rejects
       return;
     default:
       if (t.other) t.other(msg);

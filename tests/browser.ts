@@ -3,7 +3,7 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium, type BrowserContext } from "playwright-core";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
 
 const ROOT = (() => {
   let dir = dirname(fileURLToPath(import.meta.url));
@@ -56,4 +56,15 @@ export async function ensureConsoleBuilt(): Promise<void> {
   if (existsSync(index) && statSync(index).mtimeMs >= newestMtime(join(ROOT, "web"))) return;
   const { build } = await import("vite");
   await build({ configFile: join(ROOT, "web", "vite.config.ts"), logLevel: "warn" });
+}
+
+/** Chromium on the console at `url`, logged in with a login ticket: its context, its page and the page's uncaught errors. */
+export async function openConsole(url: string, ticket: string, profile: string, viewport = { width: 1280, height: 900 }): Promise<{ ctx: BrowserContext; page: Page; pageErrors: string[] }> {
+  const ctx = await launchChromium(profile, { viewport });
+  const page = ctx.pages()[0] ?? (await ctx.newPage());
+  const pageErrors: string[] = [];
+  page.on("pageerror", (err) => pageErrors.push(err.message));
+  await page.goto(`${url}/ui/login#ticket=${ticket}`);
+  await page.getByRole("navigation", { name: "Views" }).waitFor();
+  return { ctx, page, pageErrors };
 }

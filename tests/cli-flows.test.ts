@@ -206,6 +206,7 @@ describe("--json", () => {
     await check("task retry", ["task", "retry", taskId]);
     await check("task get", ["task", "get", "tsk_missing"], { codes: [4] }); // the error document
     await check("task diff", ["task", "diff", taskId], { codes: [4] }); // no workspace: the error document
+    await check("task merge", ["task", "merge", taskId], { codes: [5] }); // not succeeded: the error document
     await check("workspace ls", ["workspace", "ls"]);
     await check("workspace gc", ["workspace", "gc"]);
     await check("workspace rm", ["workspace", "rm", "tsk_missing"], { codes: [4] });

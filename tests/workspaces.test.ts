@@ -147,7 +147,8 @@ describe("workspaces", () => {
     expect(w.head).not.toBe(w.base);
     expect(git(repo, "rev-parse", `ep/${t.id}`).trim()).toBe(w.head);
     expect(git(repo, "show", `ep/${t.id}:greeting.txt`)).toBe("fixed\n");
-    expect(git(repo, "log", "-1", "--format=%s", `ep/${t.id}`).trim()).toBe(`ep: changes task ${t.id} left uncommitted`);
+    expect(git(repo, "log", "-1", "--format=%s", `ep/${t.id}`).trim()).toBe(`ep: profile (task ${t.id}, agent fixer)`);
+    expect(w.commits.map((c) => c.byEpd)).toEqual([true]);
   }, 60_000);
 
   it("fails a task whose workspace is not a repository, naming the field, and runs nothing", async () => {

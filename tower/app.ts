@@ -27,6 +27,7 @@ import { replicatedStore, startReplication, type Replication } from "./domain/re
 import { createSecretService, envKeySource, type SecretServiceImpl } from "./domain/secrets.js";
 import { createApprovalService, type ApprovalServiceImpl } from "./domain/approvals.js";
 import { createWorkService, type WorkService as Work } from "./domain/work.js";
+import { createTaskMerge } from "./domain/work-merge.js";
 import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
 import { ToolService } from "../gen/ep/tower/v1/tools_pb.js";
 import { createPlanner } from "./domain/ai/create-planner.js";
@@ -132,6 +133,8 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const work = createWorkService(deps);
   const fleet = createFleetService(deps, auth, { towerUrl: config.publicUrl, replication, work });
   replication?.serveLinks(fleet, attachProof);
+  // WorkService as served: MergeTask asks the task's node over its link (tower/domain/work-merge.ts)
+  const workApi = { ...work, ...createTaskMerge(deps, fleet.deliver) };
   const authService = createAuthService(auth);
   const secrets = createSecretService(deps, secretKeys);
   const approvals = createApprovalService(deps);
@@ -155,11 +158,11 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   app.get("/.well-known/jwks.json", async () => auth.jwks());
   registerSessionRoutes(app, auth, clock, Boolean(config.tls));
 
-  registerRestRoutes(app, workRoutes(work));
+  registerRestRoutes(app, workRoutes(workApi));
   registerAiRoutes(app, ai);
   // the REST surface described (OpenAPI 3.1) from the same route tables and message descriptors
   let openapi: Record<string, unknown> | undefined;
-  app.get("/openapi.json", async () => (openapi ??= buildOpenApi([...workRoutes(work), ...aiRoutes(ai)], "0.1.0")));
+  app.get("/openapi.json", async () => (openapi ??= buildOpenApi([...workRoutes(workApi), ...aiRoutes(ai)], "0.1.0")));
   registerMcpRoutes(app, tools);
   registerConsoleRoutes(app);
   registerEventStreamRoute(app, eventStream, clock);
@@ -175,7 +178,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   });
   refuseUnknownUpgrades(app, [EVENTS_WS_PATH, ...ATTACH_PATHS]);
 
-  await registerConnect(app, connectServices({ work, fleet, authService, events, ai, tools, secrets, approvals }), config.bodyLimit, log);
+  await registerConnect(app, connectServices({ work: workApi, fleet, authService, events, ai, tools, secrets, approvals }), config.bodyLimit, log);
 
   // the sweeper: expired leases go back to the queue (or fail past max_attempts); approved AI
   // actions that never got an outcome (the tower stopped mid-run) are marked interrupted

@@ -4,9 +4,7 @@ import { enumOf } from "../../common/vocab.js";
 import { GetMissionResponseSchema, GetTaskResponseSchema, ListDomainsResponseSchema, WorkService, ListMissionsResponseSchema, ListTasksResponseSchema, CreateDomainResponseSchema, CreateMissionResponseSchema, CreateTaskResponseSchema, RetryTaskResponseSchema, CancelTaskResponseSchema } from "../../gen/ep/tower/v1/work_pb.js";
 import { AgentService, GetAgentResponseSchema, ListAgentsResponseSchema, ListNodesResponseSchema, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { EpError } from "../../common/errors.js";
 import { UsageError, type Context } from "../context.js";
-import { withHint } from "../fail.js";
 import { json, kv, table, type Row } from "../output.js";
 import { protoJson, tower } from "../tower.js";
 import { denialLines, statusWithDenials, type DenialJson } from "../denials.js";
@@ -35,23 +33,6 @@ function printTask(ctx: Context, task: Row, runs: Row[] = []): void {
 }
 
 /** Tokens and cost as people read them. */
-/** A task's workspace change for a terminal: branch and commits, the stat, then the patch (colored when asked). */
-function diffText(ws: Row, statOnly: boolean, color: boolean): string {
-  const paint = (code: string, line: string) => (color ? `\x1b[${code}m${line}\x1b[0m` : line);
-  const head = [
-    `branch ${ws.branch} (${String(ws.base).slice(0, 12)}..${String(ws.head).slice(0, 12)}${ws.committed ? ", committed" : ", not committed"}) in ${ws.repo}`,
-    ...(ws.worktree ? [`worktree kept at ${ws.worktree}`] : []),
-    String(ws.stat || "no changes"),
-  ];
-  if (statOnly) return head.join("\n");
-  const patch = String(ws.patch ?? "")
-    .split("\n")
-    .map((l) => (l.startsWith("+++") || l.startsWith("---") ? paint("1", l) : l.startsWith("+") ? paint("32", l) : l.startsWith("-") ? paint("31", l) : l.startsWith("@@") ? paint("36", l) : l))
-    .join("\n");
-  const cut = ws.patch_truncated ? `\n… the patch is cut at 64 KiB; the whole one is the task's artifact ${ws.patch_artifact || "(not stored)"}` : "";
-  return `${head.join("\n")}\n\n${patch}${cut}`;
-}
-
 function usageText(u: Row): string {
   const n = (v: unknown) => Number(v ?? 0).toLocaleString("en-US");
   const lines = [`  tokens  ${n(u.input_tokens)} in (${n(u.cached_input_tokens)} cached), ${n(u.output_tokens)} out`];
@@ -127,14 +108,6 @@ export async function run(ctx: Context): Promise<number> {
       if ((res.task as Row).claim_policy !== "broadcast") delete res.runs;
       if (ctx.json) ctx.out(json(res));
       else printTask(ctx, res.task as Row, res.runs as Row[]);
-      return 0;
-    }
-    case "task diff": {
-      const res = protoJson(GetTaskResponseSchema, await work().getTask({ taskId: ctx.args[0] }));
-      const ws = ((res.task as Row).result as Row | undefined)?.workspace as Row | undefined;
-      if (!ws) throw withHint(new EpError("not_found", `task ${ctx.args[0]} has no workspace result: it named no input.workspace, or has not finished`), "see docs/workspaces.md");
-      if (ctx.json) ctx.out(json(ws));
-      else ctx.out(diffText(ws, ctx.opts.stat === true, Boolean(process.stdout.isTTY) && !ctx.env.NO_COLOR));
       return 0;
     }
     case "task retry": {

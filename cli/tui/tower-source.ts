@@ -146,9 +146,11 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
 }
 
 /** The workspace change as the TUI shows it: the branch line and the stat. */
-function workspaceOf(w: { branch: string; base: string; head: string; committed: boolean; stat: string; worktree: string } | undefined): TaskDetail["workspace"] {
+function workspaceOf(w: { branch: string; base: string; head: string; stat: string; worktree: string; commits: { byEpd: boolean }[] } | undefined): TaskDetail["workspace"] {
   if (!w) return undefined;
-  const commits = w.committed ? `${w.base.slice(0, 8)}..${w.head.slice(0, 8)}` : `from ${w.base.slice(0, 8)}, not committed`;
+  const byEpd = w.commits.filter((c) => c.byEpd).length;
+  const made = w.commits.length ? `: ${w.commits.length - byEpd} by the agent${byEpd ? `, ${byEpd} by epd` : ""}` : "";
+  const commits = w.head && w.head !== w.base ? `${w.base.slice(0, 8)}..${w.head.slice(0, 8)}${made}` : `from ${w.base.slice(0, 8)}, no commits`;
   return { branch: `branch ${w.branch} (${commits})${w.worktree ? ` · kept at ${w.worktree}` : ""}`, stat: w.stat || "no changes" };
 }
 

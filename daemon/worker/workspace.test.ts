@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { loadWorkspaces, workspaceSpecOf } from "./workspace.js";
+import { commitAuthor, leftoverMessage, loadWorkspaces, workspaceSpecOf } from "./workspace.js";
 
 const homes: string[] = [];
 afterEach(() => {
@@ -64,10 +64,27 @@ describe("workspaces.toml", () => {
       [`[web]\npath = "/srv"\ncolour = "red"\n`, /\[web\]\.colour: no such key/],
       [`[web]\npath = "/srv"\nsetup = 1\n`, /\[web\]\.setup: must be a string/],
       [`[web]\npath = "/srv"\nkeep_failed = "soon"\n`, /\[web\]\.keep_failed: must be a duration/],
+      [`[web]\npath = "/srv"\nauthor = "just a name"\n`, /\[web\]\.author: must be "Name <email>"/],
     ] as const) {
       const err = errorOf(() => loadWorkspaces(withToml(text)));
       expect(err.code, text).toBe("config_invalid");
       expect(err.message, text).toMatch(message);
     }
+  });
+});
+
+describe("commit authors", () => {
+  it("is the setting with {agent} filled in, else EP agent <name>; a malformed EP_GIT_AUTHOR is refused", () => {
+    expect(commitAuthor("{agent} via EP <bots@example.com>", "coder")).toEqual({ name: "coder via EP", email: "bots@example.com" });
+    expect(commitAuthor(undefined, "coder")).toEqual({ name: "EP agent coder", email: "ep@localhost" });
+    expect(errorOf(() => commitAuthor("nobody", "coder"))).toMatchObject({ code: "config_invalid", message: expect.stringContaining('must be "Name <email>"') });
+    expect(loadWorkspaces(withToml(`[web]\npath = "/srv"\nauthor = "Bots <b@x>"\n`)).get("web")?.author).toBe("Bots <b@x>");
+  });
+
+  it("epd's commit of leftovers names the task and agent, its title cut to one short line", () => {
+    const id = { taskTitle: `${"x".repeat(80)}\nmore`, agentId: "agt_1", agentName: "coder", who: { name: "n", email: "e" } };
+    const [subject, , trailers] = leftoverMessage("tsk_1", id);
+    expect(subject).toBe(`ep: ${"x".repeat(59)}… (task tsk_1, agent coder)`);
+    expect(trailers).toBe("EP-Task: tsk_1\nEP-Agent: agt_1");
   });
 });

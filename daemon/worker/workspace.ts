@@ -12,6 +12,7 @@
 //   ref = "main"            # the default base
 //   setup = "npm ci"        # run in the worktree before the agent; its output is progress
 //   keep_failed = "7d"      # how long gc keeps a failed run's worktree (default 7d)
+//   author = "{agent} <bots@example.com>"   # who the run's commits are by (default: EP_GIT_AUTHOR, else "EP agent {agent} <ep@localhost>")
 import { execFile, spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdir, rm, writeFile } from "node:fs/promises";
@@ -19,7 +20,8 @@ import { isAbsolute, join } from "node:path";
 import { promisify } from "node:util";
 import { parse, TomlError } from "smol-toml";
 import { EpError, invalidField } from "../../common/errors.js";
-import type { WorkspaceResult } from "../../gen/ep/tower/v1/resources_pb.js";
+import { create } from "@bufbuild/protobuf";
+import { WorkspaceCommitSchema, type WorkspaceResult } from "../../gen/ep/tower/v1/resources_pb.js";
 
 const run = promisify(execFile);
 
@@ -39,6 +41,7 @@ export interface WorkspaceConfig {
   ref?: string;
   setup?: string;
   keepFailedMs: number;
+  author?: string;
 }
 
 /** A worktree as the daemon records it (worktrees/<task_id>.json). */
@@ -49,6 +52,10 @@ export interface WorktreeRecord {
   path: string;
   branch: string;
   base: string;
+  /** the local branch the base was taken from ("main"); empty when the ref was a tag, a commit or a remote branch */
+  baseBranch?: string;
+  /** the workspace's `author` setting (workspaces.toml), unresolved */
+  author?: string;
   createdAt: string;
   /** active: a run is in it; kept: the run failed or was cancelled */
   state: "active" | "kept";
@@ -96,29 +103,58 @@ export function loadWorkspaces(home: string): Map<string, WorkspaceConfig> {
   for (const [name, raw] of Object.entries(doc)) {
     if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw new EpError("config_invalid", `workspaces.toml [${name}]: must be a table with path = "..."`);
     const t = raw as Record<string, unknown>;
-    for (const k of Object.keys(t)) if (!["path", "ref", "setup", "keep_failed"].includes(k)) throw new EpError("config_invalid", `workspaces.toml [${name}].${k}: no such key (path, ref, setup, keep_failed)`);
+    for (const k of Object.keys(t)) if (!["path", "ref", "setup", "keep_failed", "author"].includes(k)) throw new EpError("config_invalid", `workspaces.toml [${name}].${k}: no such key (path, ref, setup, keep_failed, author)`);
     if (typeof t.path !== "string" || !isAbsolute(t.path)) throw new EpError("config_invalid", `workspaces.toml [${name}].path: must be an absolute path of a git repository`);
     for (const k of ["ref", "setup"] as const) if (t[k] !== undefined && typeof t[k] !== "string") throw new EpError("config_invalid", `workspaces.toml [${name}].${k}: must be a string`);
+    if (t.author !== undefined && (typeof t.author !== "string" || !AUTHOR.test(t.author))) throw new EpError("config_invalid", `workspaces.toml [${name}].author: must be "Name <email>" ({agent} stands for the agent's name)`);
     out.set(name, {
       name,
       path: t.path,
       ref: t.ref as string | undefined,
       setup: t.setup as string | undefined,
+      author: t.author as string | undefined,
       keepFailedMs: t.keep_failed === undefined ? DEFAULT_KEEP_FAILED_MS : parseAge(t.keep_failed, `workspaces.toml [${name}].keep_failed`),
     });
   }
   return out;
 }
 
-async function git(cwd: string, args: string[], maxBuffer = 32 * 1024 * 1024): Promise<string> {
+/** "Name <email>", the form of `author` settings. */
+const AUTHOR = /^([^<>\n]+?)\s*<([^<>\s]+)>$/;
+
+/** Who a run's commits are by: the workspace's `author`, else EP_GIT_AUTHOR, else "EP agent <name>"; `{agent}` is the agent's name. */
+export function commitAuthor(setting: string | undefined, agentName: string): { name: string; email: string } {
+  const m = setting ? AUTHOR.exec(setting.replaceAll("{agent}", agentName).trim()) : null;
+  if (setting && !m) throw new EpError("config_invalid", `EP_GIT_AUTHOR: must be "Name <email>" ({agent} stands for the agent's name), not ${JSON.stringify(setting)}`);
+  return m ? { name: m[1]!, email: m[2]! } : { name: `EP agent ${agentName}`, email: "ep@localhost" };
+}
+
+/** The git environment that makes commits by `who` (author and committer): the run's, and epd's own commits. */
+export const authorEnv = (who: { name: string; email: string }): Record<string, string> => ({
+  GIT_AUTHOR_NAME: who.name,
+  GIT_AUTHOR_EMAIL: who.email,
+  GIT_COMMITTER_NAME: who.name,
+  GIT_COMMITTER_EMAIL: who.email,
+});
+
+/** Runs git in `cwd`: its exit code and output (merge-tree answers 1 for a conflict, merge-base 1 for "no"). */
+export async function gitResult(cwd: string, args: string[], env?: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout } = await run("git", ["-C", cwd, ...args], { maxBuffer, env: { ...process.env, GIT_TERMINAL_PROMPT: "0", LC_ALL: "C" } });
-    return stdout;
+    const { stdout, stderr } = await run("git", ["-C", cwd, ...args], { maxBuffer: 32 * 1024 * 1024, env: { ...process.env, ...env, GIT_TERMINAL_PROMPT: "0", LC_ALL: "C" } });
+    return { code: 0, stdout, stderr };
   } catch (err) {
-    const e = err as { stderr?: string; message: string; code?: string };
+    const e = err as { stdout?: string; stderr?: string; message: string; code?: number | string };
     if (e.code === "ENOENT") throw new EpError("runtime_missing", "git is not installed on this node; workspaces need it");
-    throw new EpError("invalid_argument", `git ${args[0]} in ${cwd}: ${(e.stderr || e.message).trim().split("\n")[0]}`);
+    if (typeof e.code !== "number") throw new EpError("internal", `git ${args[0]} in ${cwd}: ${e.message}`);
+    return { code: e.code, stdout: e.stdout ?? "", stderr: e.stderr || e.message };
   }
+}
+
+/** Runs git in `cwd`; a failure is an EpError with git's first line of complaint. */
+export async function git(cwd: string, args: string[], opts: { env?: Record<string, string> } = {}): Promise<string> {
+  const r = await gitResult(cwd, args, opts.env);
+  if (r.code !== 0) throw new EpError("invalid_argument", `git ${args[0]} in ${cwd}: ${r.stderr.trim().split("\n")[0]}`);
+  return r.stdout;
 }
 
 const worktreesDir = (home: string) => join(home, "worktrees");
@@ -143,6 +179,10 @@ export async function createWorktree(home: string, taskId: string, spec: Workspa
   const base = (await git(top, ["rev-parse", "--verify", "--quiet", `${ref}^{commit}`]).catch(() => {
     throw invalidField("input.workspace.ref", `${ref} is not a commit in ${top}`);
   })).trim();
+  // the branch the base came from is where `ep task merge` merges into
+  // a ref git cannot name as a full ref (a commit, an ambiguous name) has no branch to merge into
+  const full = (await gitResult(top, ["rev-parse", "--symbolic-full-name", ref])).stdout.trim();
+  const baseBranch = full.startsWith("refs/heads/") ? full.slice("refs/heads/".length) : "";
   // a retried task's earlier branch stays: the new attempt gets the next free name
   const wanted = spec.branch ?? `ep/${taskId}`;
   let branch = wanted;
@@ -151,7 +191,7 @@ export async function createWorktree(home: string, taskId: string, spec: Workspa
   await mkdir(worktreesDir(home), { recursive: true, mode: 0o700 });
   if (existsSync(path)) await removeWorktreeDir(top, path);
   await git(top, ["worktree", "add", "--quiet", "-b", branch, path, base]);
-  const record: WorktreeRecord = { taskId, repo: top, name: named?.name ?? "", path, branch, base, createdAt: now.toISOString(), state: "active", keepFailedMs: named?.keepFailedMs ?? DEFAULT_KEEP_FAILED_MS };
+  const record: WorktreeRecord = { taskId, repo: top, name: named?.name ?? "", path, branch, base, baseBranch, author: named?.author, createdAt: now.toISOString(), state: "active", keepFailedMs: named?.keepFailedMs ?? DEFAULT_KEEP_FAILED_MS };
   await saveRecord(home, record);
   return { record, setup: named?.setup };
 }
@@ -176,12 +216,31 @@ export function runSetup(command: string, cwd: string, env: Record<string, strin
   });
 }
 
-/** What the run did in its worktree: head, committed or not, the stat and the patch from base. */
-export async function summarize(record: WorktreeRecord): Promise<WorkspaceOutcome & { fullPatch: string }> {
+/** The most commits a result lists (the branch keeps them all). */
+const COMMITS_LIMIT = 200;
+
+/** The branch's commits from base to head, oldest first; `byEpd` marks epd's commit of what the run left. */
+async function commitsOf(record: WorktreeRecord, epdCommit: string | undefined): Promise<WorkspaceOutcome["commits"]> {
+  const log = await git(record.path, ["log", "--reverse", `--max-count=${COMMITS_LIMIT}`, "--format=%H%x00%s%x00%an <%ae>", `${record.base}..HEAD`]);
+  return log
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => {
+      const [sha = "", subject = "", author = ""] = line.split("\0");
+      return create(WorkspaceCommitSchema, { sha, subject, author, byEpd: sha === epdCommit });
+    });
+}
+
+/**
+ * What the run did in its worktree: head, its commits (the agent's, and `epdCommit`, epd's own of
+ * what the run left), the stat and the patch from base (uncommitted changes included).
+ */
+export async function summarize(record: WorktreeRecord, epdCommit?: string): Promise<WorkspaceOutcome & { fullPatch: string }> {
   const wt = record.path;
   // new files count as changes: marked intent-to-add, they show in the diff
   await git(wt, ["add", "--all", "--intent-to-add"]);
   const head = (await git(wt, ["rev-parse", "HEAD"])).trim();
+  const commits = await commitsOf(record, epdCommit);
   const stat = (await git(wt, ["diff", "--stat", record.base])).trimEnd();
   const files = (await git(wt, ["diff", "--name-only", record.base])).split("\n").filter(Boolean).length;
   const fullPatch = await git(wt, ["diff", "--no-color", record.base]);
@@ -192,13 +251,15 @@ export async function summarize(record: WorktreeRecord): Promise<WorkspaceOutcom
     branch: record.branch,
     base: record.base,
     head,
-    committed: head !== record.base,
+    committed: commits.some((c) => !c.byEpd),
     stat,
     patch: truncated ? Buffer.from(fullPatch).subarray(0, PATCH_LIMIT).toString("utf8") : fullPatch,
     patchTruncated: truncated,
     patchArtifact: "",
     worktree: "",
     filesChanged: files,
+    baseBranch: record.baseBranch ?? "",
+    commits,
     fullPatch,
   };
 }
@@ -209,14 +270,30 @@ async function removeWorktreeDir(repo: string, path: string): Promise<void> {
   await git(repo, ["worktree", "prune"]).catch(() => undefined);
 }
 
+/** Whose run a commit of epd's is: the task and the agent, and who the commit is by. */
+export interface RunIdentity {
+  taskTitle: string;
+  agentId: string;
+  agentName: string;
+  who: { name: string; email: string };
+}
+
+/** The subject, body and trailers of epd's commit of what a run left uncommitted. */
+export function leftoverMessage(taskId: string, id: RunIdentity): string[] {
+  const title = id.taskTitle.split("\n")[0]!.trim();
+  const short = title.length > 60 ? `${title.slice(0, 59)}…` : title || "(untitled)";
+  return [`ep: ${short} (task ${taskId}, agent ${id.agentName || id.agentId})`, "What the run left uncommitted when it ended, committed by epd.", `EP-Task: ${taskId}\nEP-Agent: ${id.agentId}`];
+}
+
 /**
  * Saves what the run left uncommitted as one commit on its branch, so removing the worktree loses
  * nothing; the new head, or undefined when there was nothing to save.
  */
-export async function saveUncommitted(record: WorktreeRecord): Promise<string | undefined> {
+export async function saveUncommitted(record: WorktreeRecord, id: RunIdentity): Promise<string | undefined> {
   if (!(await git(record.path, ["status", "--porcelain"])).trim()) return undefined;
   await git(record.path, ["add", "--all"]);
-  await git(record.path, ["-c", "user.name=epd", "-c", "user.email=epd@localhost", "commit", "--quiet", "--no-verify", "-m", `ep: changes task ${record.taskId} left uncommitted`]);
+  const message = leftoverMessage(record.taskId, id).flatMap((m) => ["-m", m]);
+  await git(record.path, ["-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", ...message], { env: authorEnv(id.who) });
   return (await git(record.path, ["rev-parse", "HEAD"])).trim();
 }
 

@@ -9,13 +9,13 @@ import { iso } from "../../common/clock.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import { newId } from "../../common/ids.js";
 import * as fleet from "../../gen/ep/tower/v1/fleet_pb.js";
-import type { EventRow, NewEvent, Store } from "../store/store.js";
+import type { NewEvent, Store } from "../store/store.js";
 import { authorize, scopeDomains, type Caller } from "./caller.js";
 import { nodeMsg } from "./convert.js";
 import { commit } from "./event-hub.js";
 import type { FleetContext } from "./fleet.js";
 import type { Deps } from "./deps.js";
-import type { JsonObject } from "@bufbuild/protobuf";
+import { askNode, type Deliver } from "./node-ask.js";
 import { paginate } from "./paging.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 
@@ -157,42 +157,24 @@ export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
 }
 
 /** Sends config_reload to the node and waits up to waitMs for its config.reload event naming this request. */
-async function reloadAndWait(
-  deps: Deps,
-  deliver: (nodeId: string, msg: { kind: string; data?: JsonObject }) => Promise<boolean>,
-  caller: Caller,
-  nodeId: string,
-  waitMs: number,
-): Promise<fleet.ReloadNodeConfigResponse> {
-  const { clock } = deps;
-  const req = { nodeId };
+async function reloadAndWait(deps: Deps, deliver: Deliver, caller: Caller, nodeId: string, waitMs: number): Promise<fleet.ReloadNodeConfigResponse> {
   const requestId = `rld_${randomBytes(8).toString("hex")}`;
-  // listen before sending: the answer can come back before deliver() returns
-  let settle: ((e: EventRow | undefined) => void) | undefined;
-  const answered = new Promise<EventRow | undefined>((r) => (settle = r));
-  const unsubscribe = deps.hub.subscribe((events: readonly EventRow[]) => {
-    const e = events.find((x) => x.type === "matrix" && x.name === "config.reload" && x.payload.request_id === requestId);
-    if (e) settle?.(e);
+  const e = await askNode(deps, deliver, {
+    nodeId,
+    msg: { kind: "config_reload", data: { request_id: requestId } },
+    answers: (x) => x.type === "matrix" && x.name === "config.reload" && x.payload.request_id === requestId,
+    waitMs,
+    undone: "its configuration was not reloaded",
+    sent: () => commit(deps, async (_tx, emit) => emit({ type: "matrix", name: "node.config_reload_requested", payload: { node_id: nodeId, request_id: requestId, by: caller.subject } })),
   });
-  const timer = waitMs > 0 ? clock.setTimeout(() => settle?.(undefined), waitMs) : undefined;
-  try {
-    if (!(await deliver(req.nodeId, { kind: "config_reload", data: { request_id: requestId } }))) {
-      throw new EpError("node_offline", `node ${req.nodeId} is not connected; its configuration was not reloaded`, { node_id: req.nodeId });
-    }
-    await commit(deps, async (_tx, emit) => emit({ type: "matrix", name: "node.config_reload_requested", payload: { node_id: req.nodeId, request_id: requestId, by: caller.subject } }));
-    const e = waitMs > 0 ? await answered : undefined;
-    if (!e) return create(fleet.ReloadNodeConfigResponseSchema, { requestId, status: fleet.ReloadStatus.SENT });
-    return create(fleet.ReloadNodeConfigResponseSchema, {
-      requestId,
-      status: e.status === "ok" ? fleet.ReloadStatus.OK : fleet.ReloadStatus.FAILED,
-      errors: configErrors(e.payload.errors),
-      results: Array.isArray(e.payload.results) ? e.payload.results.map(String) : [],
-      eventId: BigInt(e.id),
-    });
-  } finally {
-    unsubscribe();
-    if (timer) clock.clearTimeout(timer);
-  }
+  if (!e) return create(fleet.ReloadNodeConfigResponseSchema, { requestId, status: fleet.ReloadStatus.SENT });
+  return create(fleet.ReloadNodeConfigResponseSchema, {
+    requestId,
+    status: e.status === "ok" ? fleet.ReloadStatus.OK : fleet.ReloadStatus.FAILED,
+    errors: configErrors(e.payload.errors),
+    results: Array.isArray(e.payload.results) ? e.payload.results.map(String) : [],
+    eventId: BigInt(e.id),
+  });
 }
 
 /** The bounds of one node state report: counts, and the names its entries need. */

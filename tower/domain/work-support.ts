@@ -124,6 +124,8 @@ export function workspaceOf(w: TaskResult["workspace"] | undefined): { workspace
       patchArtifact: cut(w.patchArtifact),
       worktree: cut(w.worktree, 4096),
       filesChanged: Math.max(0, w.filesChanged),
+      baseBranch: cut(w.baseBranch),
+      commits: w.commits.slice(0, 200).map((c) => ({ sha: cut(c.sha, 64), subject: cut(c.subject), author: cut(c.author), byEpd: c.byEpd })),
     },
   };
 }

@@ -57,6 +57,9 @@ export interface WorkspaceRow {
   patchArtifact: string;
   worktree: string;
   filesChanged: number;
+  /** absent in results reported before they were recorded */
+  baseBranch?: string;
+  commits?: { sha: string; subject: string; author: string; byEpd: boolean }[];
 }
 
 export interface UsageRow {

@@ -1,7 +1,13 @@
 // A task's workspace change on its page: the branch and commits, the changed files with their
-// added and removed lines, and the patch, colored by line. The data is result.workspace
+// added and removed lines, and the patch, colored by line; for a succeeded task, a Merge button
+// (WorkService.MergeTask: the node that ran it merges). The data is result.workspace
 // (docs/workspaces.md); nothing here runs git.
+import { ConnectError } from "@connectrpc/connect";
+import { ErrorDetailSchema } from "@gen/ep/errors/v1/errors_pb.js";
 import type { WorkspaceResult } from "@gen/ep/tower/v1/resources_pb.js";
+import { MergeOutcome, type MergeTaskResponse } from "@gen/ep/tower/v1/work_pb.js";
+import { useState } from "react";
+import { api, describeError } from "./api.js";
 
 interface FileChange {
   path: string;
@@ -32,7 +38,73 @@ function lineClass(line: string): string | undefined {
   return undefined;
 }
 
-export function WorkspaceChange({ ws }: { ws: WorkspaceResult }) {
+/** The merge's outcome in one sentence. */
+function mergedText(r: MergeTaskResponse): string {
+  const was = `${r.into} was ${r.previous.slice(0, 12)}${r.checkout ? `; files updated in ${r.checkout}` : ""}`;
+  if (r.outcome === MergeOutcome.FAST_FORWARD) return `Merged into ${r.into} (fast-forward): ${r.into} is now ${r.tip.slice(0, 12)} (${was}).`;
+  if (r.outcome === MergeOutcome.MERGE_COMMIT) return `Merged into ${r.into} with merge commit ${r.tip.slice(0, 12)} (${was}).`;
+  return `${r.into} already contains ${r.branch}; nothing changed.`;
+}
+
+/** Merge into the base branch, and what came of it (the refused files listed). */
+function MergeAction({ taskId, ws }: { taskId: string; ws: WorkspaceResult }) {
+  const [busy, setBusy] = useState(false);
+  const [note, setNote] = useState<{ ok: boolean; text: string; files?: string[] }>();
+  const merge = async () => {
+    setBusy(true);
+    setNote(undefined);
+    try {
+      setNote({ ok: true, text: mergedText(await api.work.mergeTask({ taskId })) });
+    } catch (err) {
+      const files = err instanceof ConnectError ? err.findDetails(ErrorDetailSchema)[0]?.details?.files : undefined;
+      setNote({ ok: false, text: `Not merged: ${describeError(err)}`, files: Array.isArray(files) ? files.map(String) : undefined });
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div className="merge-action">
+      <button type="button" className="btn btn-primary" disabled={busy} onClick={() => void merge()}>
+        {busy ? "Merging…" : `Merge into ${ws.baseBranch}`}
+      </button>
+      {note && (
+        <div className={note.ok ? "muted small" : "error-note"} role={note.ok ? "status" : "alert"}>
+          {note.text}
+          {note.files && note.files.length > 0 && (
+            <ul aria-label="Conflicting files">
+              {note.files.map((f) => (
+                <li key={f}>
+                  <code>{f}</code>
+                </li>
+              ))}
+            </ul>
+          )}
+        </div>
+      )}
+    </div>
+  );
+}
+
+/** Who made the branch's commits (results before commits were listed say only whether the agent committed). */
+function Commits({ ws }: { ws: WorkspaceResult }) {
+  if (!ws.commits.length) {
+    const made = ws.committed ? "The agent committed on the branch." : "epd committed what the run left uncommitted.";
+    return <p className="muted small">{ws.head && ws.head !== ws.base ? made : "No commits on the branch."}</p>;
+  }
+  return (
+    <ol className="small branch-commits" aria-label="Commits">
+      {ws.commits.map((c) => (
+        <li key={c.sha}>
+          <code>{c.sha.slice(0, 12)}</code> {c.subject} <span className="muted">— {c.author}</span>
+          {c.byEpd && <span className="muted"> (epd: what the run left uncommitted)</span>}
+        </li>
+      ))}
+    </ol>
+  );
+}
+
+/** `taskId` when the task succeeded and the person may merge: the Merge button shows. */
+export function WorkspaceChange({ ws, mergeable }: { ws: WorkspaceResult; mergeable?: string }) {
   const files = filesOf(ws.patch);
   return (
     <section aria-labelledby="changes-heading" className="workspace-change">
@@ -40,22 +112,16 @@ export function WorkspaceChange({ ws }: { ws: WorkspaceResult }) {
         Changes <span className="muted small">{files.length === 1 ? "1 file" : `${files.length} files`}</span>
       </h3>
       <p className="small">
-        Branch <code>{ws.branch}</code> from <code>{ws.base.slice(0, 12)}</code>
-        {ws.committed ? (
-          <>
-            {" "}
-            to <code>{ws.head.slice(0, 12)}</code> (committed)
-          </>
-        ) : (
-          " (not committed)"
-        )}{" "}
-        in <code>{ws.name || ws.repo}</code>
+        Branch <code>{ws.branch}</code> from {ws.baseBranch && <code>{ws.baseBranch}</code>} at <code>{ws.base.slice(0, 12)}</code>, head{" "}
+        <code>{ws.head.slice(0, 12)}</code>, in <code>{ws.name || ws.repo}</code>
         {ws.worktree && (
           <>
-            ; worktree kept at <code>{ws.worktree}</code>
+            ; worktree kept at <code>{ws.worktree}</code> (the patch includes what is uncommitted there)
           </>
         )}
       </p>
+      <Commits ws={ws} />
+      {mergeable && ws.head !== ws.base && (ws.baseBranch ? <MergeAction taskId={mergeable} ws={ws} /> : <p className="muted small">The base was not a branch: merge with <code>ep task merge {mergeable} --into &lt;branch&gt;</code>.</p>)}
       {files.length > 0 ? (
         <table className="changed-files" aria-label="Changed files">
           <thead>

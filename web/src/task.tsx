@@ -241,7 +241,7 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
         <Transcript frames={frames} live={!final} />
       </section>
       <DenialsSection denials={task.result?.denials ?? []} />
-      {task.result?.workspace && <WorkspaceChange ws={task.result.workspace} />}
+      {task.result?.workspace && <WorkspaceChange ws={task.result.workspace} mergeable={canOperate && statusOf(task) === "succeeded" ? task.id : undefined} />}
       {task.result?.error && (
         <section aria-labelledby="error-heading">
           <h3 id="error-heading">Error</h3>

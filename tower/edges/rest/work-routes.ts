@@ -6,6 +6,7 @@ import { EpError } from "../../../common/errors.js";
 import * as pb from "../../../gen/ep/tower/v1/work_pb.js";
 import type { Caller } from "../../domain/caller.js";
 import type { WorkService } from "../../domain/work.js";
+import type { TaskMerge } from "../../domain/work-merge.js";
 import { decodeRequest, encodeResponse } from "./codec.js";
 
 type Params = Record<string, string>;
@@ -84,7 +85,7 @@ function bodyObject(request: FastifyRequest): object | undefined {
   throw new EpError("invalid_argument", `the body must be a JSON object sent as Content-Type: application/json (got ${got})`, { field: "body" });
 }
 
-export function workRoutes(work: WorkService): RestRoute<DescMessage, DescMessage>[] {
+export function workRoutes(work: WorkService & TaskMerge): RestRoute<DescMessage, DescMessage>[] {
   const missionIn = async (caller: Caller, p: Params) => {
     const { mission } = await work.getMission(caller, create(pb.GetMissionRequestSchema, { missionId: p.mission_id }));
     if (mission?.domainId !== p.domain_id) throw new EpError("mission_not_found", `mission ${p.mission_id} is not in domain ${p.domain_id}`);
@@ -160,6 +161,7 @@ export function workRoutes(work: WorkService): RestRoute<DescMessage, DescMessag
     route({ method: "GET", url: "/work/tasks/:task_id", input: pb.GetTaskRequestSchema, output: pb.GetTaskResponseSchema, call: work.getTask }),
     route({ method: "POST", url: "/work/tasks/:task_id/retry", input: pb.RetryTaskRequestSchema, output: pb.RetryTaskResponseSchema, call: work.retryTask }),
     route({ method: "POST", url: "/work/tasks/:task_id/cancel", input: pb.CancelTaskRequestSchema, output: pb.CancelTaskResponseSchema, call: work.cancelTask }),
+    route({ method: "POST", url: "/work/tasks/:task_id/merge", input: pb.MergeTaskRequestSchema, output: pb.MergeTaskResponseSchema, call: work.mergeTask }),
     route({ method: "POST", url: "/work/agents/:agent_id/claim", input: pb.ClaimTaskRequestSchema, output: pb.ClaimTaskResponseSchema, call: work.claimTask }),
     route({ method: "POST", url: "/work/tasks/:task_id/start", input: pb.StartTaskRequestSchema, output: pb.StartTaskResponseSchema, call: work.startTask }),
     route({ method: "POST", url: "/work/tasks/:task_id/heartbeat", input: pb.HeartbeatTaskRequestSchema, output: pb.HeartbeatTaskResponseSchema, call: work.heartbeatTask }),

@@ -231,7 +231,7 @@ export const LinkRequestSchema: GenMessage<LinkRequest> = /*@__PURE__*/
  */
 export type LinkResponse = Message<"ep.tower.v1.LinkResponse"> & {
   /**
-   * hello | task | task_ready | attach | cancel | signal | supervise | config_reload | ping
+   * hello | task | task_ready | attach | cancel | signal | supervise | config_reload | merge | ping
    *
    * @generated from field: string kind = 1;
    */

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ep/tower/v1/resources.proto.
  */
 export const file_ep_tower_v1_resources: GenFile = /*@__PURE__*/
-  fileDesc("ChtlcC90b3dlci92MS9yZXNvdXJjZXMucHJvdG8SC2VwLnRvd2VyLnYxIlIKBkRvbWFpbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItgBCgdNaXNzaW9uEgoKAmlkGAEgASgJEhEKCWRvbWFpbl9pZBgCIAEoCRINCgV0aXRsZRgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIqCgZzdGF0dXMYBSABKA4yGi5lcC50b3dlci52MS5NaXNzaW9uU3RhdHVzEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIssBCgpUYXNrUmVzdWx0Eg4KBm91dHB1dBgBIAEoCRIWCglleGl0X2NvZGUYAiABKAVIAIgBARINCgVlcnJvchgDIAEoCRIhCgV1c2FnZRgEIAEoCzISLmVwLnRvd2VyLnYxLlVzYWdlEi8KCXdvcmtzcGFjZRgFIAEoCzIcLmVwLnRvd2VyLnYxLldvcmtzcGFjZVJlc3VsdBIkCgdkZW5pYWxzGAYgAygLMhMuZXAudG93ZXIudjEuRGVuaWFsQgwKCl9leGl0X2NvZGUicQoGRGVuaWFsEgwKBHRvb2wYASABKAkSDQoFdHJpZWQYAiABKAkSDgoGcmVhc29uGAMgASgJEikKBnNvdXJjZRgEIAEoDjIZLmVwLnRvd2VyLnYxLkRlbmlhbFNvdXJjZRIPCgdjYWxsX2lkGAUgASgJIuMBCg9Xb3Jrc3BhY2VSZXN1bHQSDAoEcmVwbxgBIAEoCRIMCgRuYW1lGAIgASgJEg4KBmJyYW5jaBgDIAEoCRIMCgRiYXNlGAQgASgJEgwKBGhlYWQYBSABKAkSEQoJY29tbWl0dGVkGAYgASgIEgwKBHN0YXQYByABKAkSDQoFcGF0Y2gYCCABKAkSFwoPcGF0Y2hfdHJ1bmNhdGVkGAkgASgIEhYKDnBhdGNoX2FydGlmYWN0GAogASgJEhAKCHdvcmt0cmVlGAsgASgJEhUKDWZpbGVzX2NoYW5nZWQYDCABKAUicgoFVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgDEhUKDW91dHB1dF90b2tlbnMYAiABKAMSGwoTY2FjaGVkX2lucHV0X3Rva2VucxgDIAEoAxIQCghjb3N0X3VzZBgEIAEoARINCgVtb2RlbBgFIAEoCSJBCgpBZ2VudFVzYWdlEhAKCGFnZW50X2lkGAEgASgJEiEKBXVzYWdlGAIgASgLMhIuZXAudG93ZXIudjEuVXNhZ2UigAUKBFRhc2sSCgoCaWQYASABKAkSEQoJZG9tYWluX2lkGAIgASgJEhIKCm1pc3Npb25faWQYAyABKAkSIwoEa2luZBgEIAEoDjIVLmVwLnRvd2VyLnYxLlRhc2tLaW5kEg0KBXRpdGxlGAUgASgJEhMKC2Rlc2NyaXB0aW9uGAYgASgJEicKBnN0YXR1cxgHIAEoDjIXLmVwLnRvd2VyLnYxLlRhc2tTdGF0dXMSLgoMY2xhaW1fcG9saWN5GAggASgOMhguZXAudG93ZXIudjEuQ2xhaW1Qb2xpY3kSEAoIcHJpb3JpdHkYCSABKAUSFAoMY2FwYWJpbGl0aWVzGAogAygJEhkKEWFzc2lnbmVlX2FnZW50X2lkGAsgASgJEhAKCGF0dGVtcHRzGAwgASgFEhQKDG1heF9hdHRlbXB0cxgNIAEoBRIlCgdydW50aW1lGA4gASgOMhQuZXAudG93ZXIudjEuUnVudGltZRImCgVpbnB1dBgPIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJwoGcmVzdWx0GBAgASgLMhcuZXAudG93ZXIudjEuVGFza1Jlc3VsdBISCgpjbGFpbWVkX2J5GBEgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDnBhcmVudF90YXNrX2lkGBMgASgJEi4KCmNyZWF0ZWRfYXQYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYFSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIsABCgROb2RlEgoKAmlkGAEgASgJEhAKCGhvc3RuYW1lGAIgASgJEicKBnN0YXR1cxgDIAEoDjIXLmVwLnRvd2VyLnYxLk5vZGVTdGF0dXMSMAoMbGFzdF9zZWVuX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdkb21haW5zGAYgAygJIqACCgVBZ2VudBIKCgJpZBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSDwoHbm9kZV9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEiUKB3J1bnRpbWUYBSABKA4yFC5lcC50b3dlci52MS5SdW50aW1lEhQKDGNhcGFiaWxpdGllcxgGIAMoCRImCgVzdGF0ZRgHIAEoDjIXLmVwLnRvd2VyLnYxLkFnZW50U3RhdGUSMAoMbGFzdF9zZWVuX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpzdXBlcnZpc2VkGAogASgIIlsKCVJhdGVMaW1pdBINCgVsaW1pdBgBIAEoBRIRCglyZW1haW5pbmcYAiABKAUSLAoIcmVzZXRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqMCCgVFdmVudBIKCgJpZBgBIAEoBBIMCgR0eXBlGAIgASgJEgwKBG5hbWUYAyABKAkSEQoJZG9tYWluX2lkGAQgASgJEhIKCm1pc3Npb25faWQYBSABKAkSEAoIYWdlbnRfaWQYBiABKAkSDwoHdGFza19pZBgHIAEoCRISCgpzZXNzaW9uX2lkGAggASgJEg4KBnN0YXR1cxgJIAEoCRIoCgdwYXlsb2FkGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIqCgpyYXRlX2xpbWl0GAsgASgLMhYuZXAudG93ZXIudjEuUmF0ZUxpbWl0Ei4KCmNyZWF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpcCCgVUb2tlbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEh8KBHJvbGUYAyABKA4yES5lcC50b3dlci52MS5Sb2xlEhEKCWRvbWFpbl9pZBgEIAEoCRIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxsYXN0X3VzZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wKpwBCgxEZW5pYWxTb3VyY2USHQoZREVOSUFMX1NPVVJDRV9VTlNQRUNJRklFRBAAEhgKFERFTklBTF9TT1VSQ0VfUE9MSUNZEAESGQoVREVOSUFMX1NPVVJDRV9TQU5EQk9YEAISHgoaREVOSUFMX1NPVVJDRV9VTktOT1dOX1RPT0wQAxIYChRERU5JQUxfU09VUkNFX1BFUlNPThAEKn4KDU1pc3Npb25TdGF0dXMSHgoaTUlTU0lPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNNSVNTSU9OX1NUQVRVU19PUEVOEAESFwoTTUlTU0lPTl9TVEFUVVNfRE9ORRACEhsKF01JU1NJT05fU1RBVFVTX0FSQ0hJVkVEEAMqTgoIVG9vbEtpbmQSGQoVVE9PTF9LSU5EX1VOU1BFQ0lGSUVEEAASEgoOVE9PTF9LSU5EX1JFQUQQARITCg9UT09MX0tJTkRfV1JJVEUQAiq0AQoHUnVudGltZRIXChNSVU5USU1FX1VOU1BFQ0lGSUVEEAASGAoUUlVOVElNRV9WRU5ET1JBX0NPREUQARIdChlSVU5USU1FX1ZFTkRPUkFfQUdFTlRfQUNQEAISEwoPUlVOVElNRV9WRU5ET1JCEAMSEwoPUlVOVElNRV9WRU5ET1JDEAQSGgoWUlVOVElNRV9NVVhIT1NUX0hPU1RFRBAFEhEKDVJVTlRJTUVfU0hFTEwQBiq7AgoKVGFza1N0YXR1cxIbChdUQVNLX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElRBU0tfU1RBVFVTX1FVRVVFRBABEhcKE1RBU0tfU1RBVFVTX0NMQUlNRUQQAhIXChNUQVNLX1NUQVRVU19SVU5OSU5HEAMSGQoVVEFTS19TVEFUVVNfU1VDQ0VFREVEEAQSFgoSVEFTS19TVEFUVVNfRkFJTEVEEAUSGQoVVEFTS19TVEFUVVNfQ0FOQ0VMTEVEEAYSFAoQVEFTS19TVEFUVVNfVE9ETxAHEhsKF1RBU0tfU1RBVFVTX0lOX1BST0dSRVNTEAgSFwoTVEFTS19TVEFUVVNfQkxPQ0tFRBAJEhYKElRBU0tfU1RBVFVTX1JFVklFVxAKEhQKEFRBU0tfU1RBVFVTX0RPTkUQCypWCghUYXNrS2luZBIZChVUQVNLX0tJTkRfVU5TUEVDSUZJRUQQABIWChJUQVNLX0tJTkRfQVNTSUdORUQQARIXChNUQVNLX0tJTkRfQ0xBSU1BQkxFEAIqgAEKC0NsYWltUG9saWN5EhwKGENMQUlNX1BPTElDWV9VTlNQRUNJRklFRBAAEhwKGENMQUlNX1BPTElDWV9GSVJTVF9DTEFJTRABEhkKFUNMQUlNX1BPTElDWV9BU1NJR05FRBACEhoKFkNMQUlNX1BPTElDWV9CUk9BRENBU1QQAyp2CgpOb2RlU3RhdHVzEhsKF05PREVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGgoWTk9ERV9TVEFUVVNfUkVHSVNURVJFRBABEhYKEk5PREVfU1RBVFVTX09OTElORRACEhcKE05PREVfU1RBVFVTX09GRkxJTkUQAyrSAQoKQWdlbnRTdGF0ZRIbChdBR0VOVF9TVEFURV9VTlNQRUNJRklFRBAAEhgKFEFHRU5UX1NUQVRFX1NUQVJUSU5HEAESFAoQQUdFTlRfU1RBVEVfSURMRRACEhQKEEFHRU5UX1NUQVRFX0JVU1kQAxIWChJBR0VOVF9TVEFURV9QQVVTRUQQBBIaChZBR0VOVF9TVEFURV9SRVNUQVJUSU5HEAUSFAoQQUdFTlRfU1RBVEVfREVBRBAGEhcKE0FHRU5UX1NUQVRFX09GRkxJTkUQBypvCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIOCgpST0xFX0FETUlOEAESEQoNUk9MRV9PUEVSQVRPUhACEg8KC1JPTEVfVklFV0VSEAMSDQoJUk9MRV9OT0RFEAQSDgoKUk9MRV9BR0VOVBAFYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChtlcC90b3dlci92MS9yZXNvdXJjZXMucHJvdG8SC2VwLnRvd2VyLnYxIlIKBkRvbWFpbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItgBCgdNaXNzaW9uEgoKAmlkGAEgASgJEhEKCWRvbWFpbl9pZBgCIAEoCRINCgV0aXRsZRgDIAEoCRITCgtkZXNjcmlwdGlvbhgEIAEoCRIqCgZzdGF0dXMYBSABKA4yGi5lcC50b3dlci52MS5NaXNzaW9uU3RhdHVzEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIssBCgpUYXNrUmVzdWx0Eg4KBm91dHB1dBgBIAEoCRIWCglleGl0X2NvZGUYAiABKAVIAIgBARINCgVlcnJvchgDIAEoCRIhCgV1c2FnZRgEIAEoCzISLmVwLnRvd2VyLnYxLlVzYWdlEi8KCXdvcmtzcGFjZRgFIAEoCzIcLmVwLnRvd2VyLnYxLldvcmtzcGFjZVJlc3VsdBIkCgdkZW5pYWxzGAYgAygLMhMuZXAudG93ZXIudjEuRGVuaWFsQgwKCl9leGl0X2NvZGUicQoGRGVuaWFsEgwKBHRvb2wYASABKAkSDQoFdHJpZWQYAiABKAkSDgoGcmVhc29uGAMgASgJEikKBnNvdXJjZRgEIAEoDjIZLmVwLnRvd2VyLnYxLkRlbmlhbFNvdXJjZRIPCgdjYWxsX2lkGAUgASgJIqcCCg9Xb3Jrc3BhY2VSZXN1bHQSDAoEcmVwbxgBIAEoCRIMCgRuYW1lGAIgASgJEg4KBmJyYW5jaBgDIAEoCRIMCgRiYXNlGAQgASgJEgwKBGhlYWQYBSABKAkSEQoJY29tbWl0dGVkGAYgASgIEgwKBHN0YXQYByABKAkSDQoFcGF0Y2gYCCABKAkSFwoPcGF0Y2hfdHJ1bmNhdGVkGAkgASgIEhYKDnBhdGNoX2FydGlmYWN0GAogASgJEhAKCHdvcmt0cmVlGAsgASgJEhUKDWZpbGVzX2NoYW5nZWQYDCABKAUSEwoLYmFzZV9icmFuY2gYDSABKAkSLQoHY29tbWl0cxgOIAMoCzIcLmVwLnRvd2VyLnYxLldvcmtzcGFjZUNvbW1pdCJPCg9Xb3Jrc3BhY2VDb21taXQSCwoDc2hhGAEgASgJEg8KB3N1YmplY3QYAiABKAkSDgoGYXV0aG9yGAMgASgJEg4KBmJ5X2VwZBgEIAEoCCJyCgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIbChNjYWNoZWRfaW5wdXRfdG9rZW5zGAMgASgDEhAKCGNvc3RfdXNkGAQgASgBEg0KBW1vZGVsGAUgASgJIkEKCkFnZW50VXNhZ2USEAoIYWdlbnRfaWQYASABKAkSIQoFdXNhZ2UYAiABKAsyEi5lcC50b3dlci52MS5Vc2FnZSKABQoEVGFzaxIKCgJpZBgBIAEoCRIRCglkb21haW5faWQYAiABKAkSEgoKbWlzc2lvbl9pZBgDIAEoCRIjCgRraW5kGAQgASgOMhUuZXAudG93ZXIudjEuVGFza0tpbmQSDQoFdGl0bGUYBSABKAkSEwoLZGVzY3JpcHRpb24YBiABKAkSJwoGc3RhdHVzGAcgASgOMhcuZXAudG93ZXIudjEuVGFza1N0YXR1cxIuCgxjbGFpbV9wb2xpY3kYCCABKA4yGC5lcC50b3dlci52MS5DbGFpbVBvbGljeRIQCghwcmlvcml0eRgJIAEoBRIUCgxjYXBhYmlsaXRpZXMYCiADKAkSGQoRYXNzaWduZWVfYWdlbnRfaWQYCyABKAkSEAoIYXR0ZW1wdHMYDCABKAUSFAoMbWF4X2F0dGVtcHRzGA0gASgFEiUKB3J1bnRpbWUYDiABKA4yFC5lcC50b3dlci52MS5SdW50aW1lEiYKBWlucHV0GA8gASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBInCgZyZXN1bHQYECABKAsyFy5lcC50b3dlci52MS5UYXNrUmVzdWx0EhIKCmNsYWltZWRfYnkYESABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOcGFyZW50X3Rhc2tfaWQYEyABKAkSLgoKY3JlYXRlZF9hdBgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgVIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiwAEKBE5vZGUSCgoCaWQYASABKAkSEAoIaG9zdG5hbWUYAiABKAkSJwoGc3RhdHVzGAMgASgOMhcuZXAudG93ZXIudjEuTm9kZVN0YXR1cxIwCgxsYXN0X3NlZW5fYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2RvbWFpbnMYBiADKAkioAIKBUFnZW50EgoKAmlkGAEgASgJEhEKCWRvbWFpbl9pZBgCIAEoCRIPCgdub2RlX2lkGAMgASgJEgwKBG5hbWUYBCABKAkSJQoHcnVudGltZRgFIAEoDjIULmVwLnRvd2VyLnYxLlJ1bnRpbWUSFAoMY2FwYWJpbGl0aWVzGAYgAygJEiYKBXN0YXRlGAcgASgOMhcuZXAudG93ZXIudjEuQWdlbnRTdGF0ZRIwCgxsYXN0X3NlZW5fYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnN1cGVydmlzZWQYCiABKAgiWwoJUmF0ZUxpbWl0Eg0KBWxpbWl0GAEgASgFEhEKCXJlbWFpbmluZxgCIAEoBRIsCghyZXNldF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiowIKBUV2ZW50EgoKAmlkGAEgASgEEgwKBHR5cGUYAiABKAkSDAoEbmFtZRgDIAEoCRIRCglkb21haW5faWQYBCABKAkSEgoKbWlzc2lvbl9pZBgFIAEoCRIQCghhZ2VudF9pZBgGIAEoCRIPCgd0YXNrX2lkGAcgASgJEhIKCnNlc3Npb25faWQYCCABKAkSDgoGc3RhdHVzGAkgASgJEigKB3BheWxvYWQYCiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EioKCnJhdGVfbGltaXQYCyABKAsyFi5lcC50b3dlci52MS5SYXRlTGltaXQSLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilwIKBVRva2VuEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSHwoEcm9sZRgDIAEoDjIRLmVwLnRvd2VyLnYxLlJvbGUSEQoJZG9tYWluX2lkGAQgASgJEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGxhc3RfdXNlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqnAEKDERlbmlhbFNvdXJjZRIdChlERU5JQUxfU09VUkNFX1VOU1BFQ0lGSUVEEAASGAoUREVOSUFMX1NPVVJDRV9QT0xJQ1kQARIZChVERU5JQUxfU09VUkNFX1NBTkRCT1gQAhIeChpERU5JQUxfU09VUkNFX1VOS05PV05fVE9PTBADEhgKFERFTklBTF9TT1VSQ0VfUEVSU09OEAQqfgoNTWlzc2lvblN0YXR1cxIeChpNSVNTSU9OX1NUQVRVU19VTlNQRUNJRklFRBAAEhcKE01JU1NJT05fU1RBVFVTX09QRU4QARIXChNNSVNTSU9OX1NUQVRVU19ET05FEAISGwoXTUlTU0lPTl9TVEFUVVNfQVJDSElWRUQQAypOCghUb29sS2luZBIZChVUT09MX0tJTkRfVU5TUEVDSUZJRUQQABISCg5UT09MX0tJTkRfUkVBRBABEhMKD1RPT0xfS0lORF9XUklURRACKrQBCgdSdW50aW1lEhcKE1JVTlRJTUVfVU5TUEVDSUZJRUQQABIYChRSVU5USU1FX1ZFTkRPUkFfQ09ERRABEh0KGVJVTlRJTUVfVkVORE9SQV9BR0VOVF9BQ1AQAhITCg9SVU5USU1FX1ZFTkRPUkIQAxITCg9SVU5USU1FX1ZFTkRPUkMQBBIaChZSVU5USU1FX01VWEhPU1RfSE9TVEVEEAUSEQoNUlVOVElNRV9TSEVMTBAGKrsCCgpUYXNrU3RhdHVzEhsKF1RBU0tfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSVEFTS19TVEFUVVNfUVVFVUVEEAESFwoTVEFTS19TVEFUVVNfQ0xBSU1FRBACEhcKE1RBU0tfU1RBVFVTX1JVTk5JTkcQAxIZChVUQVNLX1NUQVRVU19TVUNDRUVERUQQBBIWChJUQVNLX1NUQVRVU19GQUlMRUQQBRIZChVUQVNLX1NUQVRVU19DQU5DRUxMRUQQBhIUChBUQVNLX1NUQVRVU19UT0RPEAcSGwoXVEFTS19TVEFUVVNfSU5fUFJPR1JFU1MQCBIXChNUQVNLX1NUQVRVU19CTE9DS0VEEAkSFgoSVEFTS19TVEFUVVNfUkVWSUVXEAoSFAoQVEFTS19TVEFUVVNfRE9ORRALKlYKCFRhc2tLaW5kEhkKFVRBU0tfS0lORF9VTlNQRUNJRklFRBAAEhYKElRBU0tfS0lORF9BU1NJR05FRBABEhcKE1RBU0tfS0lORF9DTEFJTUFCTEUQAiqAAQoLQ2xhaW1Qb2xpY3kSHAoYQ0xBSU1fUE9MSUNZX1VOU1BFQ0lGSUVEEAASHAoYQ0xBSU1fUE9MSUNZX0ZJUlNUX0NMQUlNEAESGQoVQ0xBSU1fUE9MSUNZX0FTU0lHTkVEEAISGgoWQ0xBSU1fUE9MSUNZX0JST0FEQ0FTVBADKnYKCk5vZGVTdGF0dXMSGwoXTk9ERV9TVEFUVVNfVU5TUEVDSUZJRUQQABIaChZOT0RFX1NUQVRVU19SRUdJU1RFUkVEEAESFgoSTk9ERV9TVEFUVVNfT05MSU5FEAISFwoTTk9ERV9TVEFUVVNfT0ZGTElORRADKtIBCgpBZ2VudFN0YXRlEhsKF0FHRU5UX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUQUdFTlRfU1RBVEVfU1RBUlRJTkcQARIUChBBR0VOVF9TVEFURV9JRExFEAISFAoQQUdFTlRfU1RBVEVfQlVTWRADEhYKEkFHRU5UX1NUQVRFX1BBVVNFRBAEEhoKFkFHRU5UX1NUQVRFX1JFU1RBUlRJTkcQBRIUChBBR0VOVF9TVEFURV9ERUFEEAYSFwoTQUdFTlRfU1RBVEVfT0ZGTElORRAHKm8KBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg4KClJPTEVfQURNSU4QARIRCg1ST0xFX09QRVJBVE9SEAISDwoLUk9MRV9WSUVXRVIQAxINCglST0xFX05PREUQBBIOCgpST0xFX0FHRU5UEAViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message ep.tower.v1.Domain
@@ -206,8 +206,9 @@ export type WorkspaceResult = Message<"ep.tower.v1.WorkspaceResult"> & {
 
   /**
    * the run's branch (ep/<task_id> unless the task named one), its base commit and its tip after
-   * the run: changes a successful run left uncommitted are committed there by epd ("ep: changes
-   * task … left uncommitted") before its worktree is removed, so nothing is lost
+   * the run: changes a successful run left uncommitted are committed there by epd ("ep: <title>
+   * (task <id>, agent <name>)", trailers EP-Task and EP-Agent) before its worktree is removed, so
+   * nothing is lost
    *
    * @generated from field: string branch = 3;
    */
@@ -265,6 +266,22 @@ export type WorkspaceResult = Message<"ep.tower.v1.WorkspaceResult"> & {
    * @generated from field: int32 files_changed = 12;
    */
   filesChanged: number;
+
+  /**
+   * the branch the worktree was made from (e.g. "main"; ep task merge merges into it); empty when
+   * the base was not a local branch (a tag, a commit, a remote branch)
+   *
+   * @generated from field: string base_branch = 13;
+   */
+  baseBranch: string;
+
+  /**
+   * the commits on the branch from base to head, oldest first: the agent's, and epd's own commit
+   * of what the run left uncommitted (by_epd)
+   *
+   * @generated from field: repeated ep.tower.v1.WorkspaceCommit commits = 14;
+   */
+  commits: WorkspaceCommit[];
 };
 
 /**
@@ -273,6 +290,44 @@ export type WorkspaceResult = Message<"ep.tower.v1.WorkspaceResult"> & {
  */
 export const WorkspaceResultSchema: GenMessage<WorkspaceResult> = /*@__PURE__*/
   messageDesc(file_ep_tower_v1_resources, 4);
+
+/**
+ * One commit of a run's branch.
+ *
+ * @generated from message ep.tower.v1.WorkspaceCommit
+ */
+export type WorkspaceCommit = Message<"ep.tower.v1.WorkspaceCommit"> & {
+  /**
+   * @generated from field: string sha = 1;
+   */
+  sha: string;
+
+  /**
+   * @generated from field: string subject = 2;
+   */
+  subject: string;
+
+  /**
+   * "Name <email>"
+   *
+   * @generated from field: string author = 3;
+   */
+  author: string;
+
+  /**
+   * epd made it of the changes the run left uncommitted
+   *
+   * @generated from field: bool by_epd = 4;
+   */
+  byEpd: boolean;
+};
+
+/**
+ * Describes the message ep.tower.v1.WorkspaceCommit.
+ * Use `create(WorkspaceCommitSchema)` to create a new message.
+ */
+export const WorkspaceCommitSchema: GenMessage<WorkspaceCommit> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_resources, 5);
 
 /**
  * Token use and cost of a run (or a sum of runs), from the CLI's own final event.
@@ -311,7 +366,7 @@ export type Usage = Message<"ep.tower.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 5);
+  messageDesc(file_ep_tower_v1_resources, 6);
 
 /**
  * One agent's share of a sum of runs (a mission's total, by the agent that ran each task).
@@ -335,7 +390,7 @@ export type AgentUsage = Message<"ep.tower.v1.AgentUsage"> & {
  * Use `create(AgentUsageSchema)` to create a new message.
  */
 export const AgentUsageSchema: GenMessage<AgentUsage> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 6);
+  messageDesc(file_ep_tower_v1_resources, 7);
 
 /**
  * @generated from message ep.tower.v1.Task
@@ -460,7 +515,7 @@ export type Task = Message<"ep.tower.v1.Task"> & {
  * Use `create(TaskSchema)` to create a new message.
  */
 export const TaskSchema: GenMessage<Task> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 7);
+  messageDesc(file_ep_tower_v1_resources, 8);
 
 /**
  * @generated from message ep.tower.v1.Node
@@ -504,7 +559,7 @@ export type Node = Message<"ep.tower.v1.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 8);
+  messageDesc(file_ep_tower_v1_resources, 9);
 
 /**
  * @generated from message ep.tower.v1.Agent
@@ -569,7 +624,7 @@ export type Agent = Message<"ep.tower.v1.Agent"> & {
  * Use `create(AgentSchema)` to create a new message.
  */
 export const AgentSchema: GenMessage<Agent> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 9);
+  messageDesc(file_ep_tower_v1_resources, 10);
 
 /**
  * @generated from message ep.tower.v1.RateLimit
@@ -596,7 +651,7 @@ export type RateLimit = Message<"ep.tower.v1.RateLimit"> & {
  * Use `create(RateLimitSchema)` to create a new message.
  */
 export const RateLimitSchema: GenMessage<RateLimit> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 10);
+  messageDesc(file_ep_tower_v1_resources, 11);
 
 /**
  * @generated from message ep.tower.v1.Event
@@ -672,7 +727,7 @@ export type Event = Message<"ep.tower.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 11);
+  messageDesc(file_ep_tower_v1_resources, 12);
 
 /**
  * @generated from message ep.tower.v1.Token
@@ -724,7 +779,7 @@ export type Token = Message<"ep.tower.v1.Token"> & {
  * Use `create(TokenSchema)` to create a new message.
  */
 export const TokenSchema: GenMessage<Token> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_resources, 12);
+  messageDesc(file_ep_tower_v1_resources, 13);
 
 /**
  * Where a refusal came from.
