@@ -1,6 +1,9 @@
 // muxhost_hosted against the real tmux, on a private server (`tmux -L <unique>`) so the user's
 // own sessions are never touched. Skipped with a reason when tmux is absent outside CI.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
 import { gone, grandchildPid, makeSpec, testConfig, waitFor } from "./fixtures/harness.js";
 import { optionalTool } from "../../tests/optional-tools.js";
 import { taskSessionName } from "./muxhost-hosted.js";
@@ -50,6 +53,23 @@ describe.skipIf(tmuxTool.skip)("muxhost_hosted", () => {
     expect(frames.filter((f) => f.kind === "text").map((f) => f.text)).toEqual(["bold line", "session=ses_test_1", spec.cwd]);
     expect(await tmuxSessionExists(session, tmux)).toBe(false);
     await registry.close();
+  });
+
+  it('with permission = "workspace" the process in the pane is confined: its cwd writable, the rest read-only', async () => {
+    const registry = registryWithSocket();
+    const outside = mkdtempSync(join(homedir(), ".ep-pane-outside-"));
+    try {
+      const { spec } = await makeSpec({ permission: "workspace", input: { command: `echo in > in.txt && cat in.txt; echo out > ${outside}/out.txt || echo outside-refused` } });
+      const result = await registry.start("muxhost_hosted", spec).result;
+      expect(result.ok, result.error).toBe(true);
+      expect(result.output).toContain("in");
+      expect(result.output).toContain("Read-only file system");
+      expect(result.output).toContain("outside-refused");
+      expect(existsSync(join(outside, "out.txt"))).toBe(false);
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+      await registry.close();
+    }
   });
 
   it("a non-zero exit fails the run with the pane's status", async () => {

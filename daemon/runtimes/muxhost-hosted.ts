@@ -13,6 +13,7 @@ import { createLineSplitter, createTailBuffer, fillArgs, resolveExecutable, term
 import { checkCwd, formatSeconds, missingRuntime, settledHandle, templateValues } from "./process-runtime.js";
 import type { ProgressFrame, RunHandle, RunResult, RunSpec, RuntimeAdapter } from "./runtime.js";
 import type { MuxhostRuntimeConfig } from "./runtimes-config.js";
+import { confineCommand } from "./confine.js";
 import {
   stripAnsi,
   tmuxInstalled,
@@ -48,7 +49,10 @@ export function createMuxhostHostedRuntime(config: MuxhostRuntimeConfig, deps: {
       }
       const executable = resolveExecutable(config.command, env, spec.cwd);
       if (!executable) return settledHandle(missingRuntime("muxhost_hosted", config.command));
-      return runInPane(spec, config, env, executable, tmux, deps);
+      // the process in the pane is confined like any agent's (confine.ts); tmux and the status wrapper are not
+      const line = confineCommand({ permission: spec.permission ?? config.permission, cwd: spec.cwd, places: spec.places, env, command: [executable, ...fillArgs(config.taskArgs, templateValues(spec))] });
+      if (line instanceof EpError) return settledHandle({ ok: false, output: "", error: `runtime muxhost_hosted: ${line.message}`, errorCode: line.code });
+      return runInPane(spec, config, env, line, tmux, deps);
     },
   };
 }
@@ -76,7 +80,7 @@ function runInPane(
   spec: RunSpec,
   config: MuxhostRuntimeConfig,
   env: Record<string, string>,
-  executable: string,
+  command: string[],
   tmux: TmuxOptions,
   deps: { clock: Clock; logger: Logger },
 ): RunHandle {
@@ -130,7 +134,7 @@ function runInPane(
         ...tmux,
         session,
         executable: "/bin/sh",
-        args: ["-c", STATUS_WRAPPER, "ep-pane", statusFile, executable, ...fillArgs(config.taskArgs, templateValues(spec))],
+        args: ["-c", STATUS_WRAPPER, "ep-pane", statusFile, ...command],
         cwd: spec.cwd,
         env,
         remainOnExit: true,
