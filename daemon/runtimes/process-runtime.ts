@@ -24,6 +24,8 @@ export interface StreamOutcome {
 /** Turns one vendor CLI's JSON events into frames and remembers the outcome. One per run. */
 export interface StreamParser {
   event(event: Record<string, unknown>): ProgressFrame[];
+  /** What one stderr line means beyond itself (a retry becomes a status frame); the line is a `stderr` frame anyway. */
+  stderr?(line: string): ProgressFrame[];
   outcome(): StreamOutcome;
 }
 
@@ -32,8 +34,8 @@ export interface ProcessRuntimeOptions {
   config: CommandRuntimeConfig;
   clock: Clock;
   logger: Logger;
-  /** Without a parser every stdout line is a text frame and the output is stdout itself. */
-  parser?: () => StreamParser;
+  /** Without a parser every stdout line is a text frame and the output is stdout itself. `env` is the child's. */
+  parser?: (env: Record<string, string>) => StreamParser;
   /** Returns an EpError when the spec cannot run on this runtime. */
   validate?: (spec: RunSpec) => EpError | undefined;
   /** What this run adds to the configured command, read from the task (e.g. vendorA_code's `input.claude`). */
@@ -121,7 +123,7 @@ function runProcess(o: RunProcessOptions): RunHandle {
   const log = o.logger.child({ runtime: o.kind, task_id: spec.taskId });
   const graceMs = o.config.killGraceSeconds * 1000;
   const timeoutMs = o.timeoutMs;
-  const parser = o.parser?.();
+  const parser = o.parser?.(o.env);
   const rawOutput = createTailBuffer(OUTPUT_LIMIT);
   const stderrTail = createTailBuffer(STDERR_TAIL);
   const emit = (frame: ProgressFrame) => {
@@ -168,7 +170,9 @@ function runProcess(o: RunProcessOptions): RunHandle {
   });
   const stderrLines = createLineSplitter((line) => {
     stderrTail.append(line + "\n");
-    if (line.length > 0) emit({ kind: "text", text: line, data: { stream: "stderr" } });
+    if (line.length === 0) return;
+    emit({ kind: "stderr", text: line });
+    for (const frame of parser?.stderr?.(line) ?? []) emit(frame);
   });
   child.stdout!.setEncoding("utf8").on("data", (c: string) => stdoutLines.push(c));
   child.stderr!.setEncoding("utf8").on("data", (c: string) => stderrLines.push(c));

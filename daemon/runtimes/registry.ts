@@ -35,7 +35,7 @@ export interface RuntimeRegistry {
 
 export function createRuntimeRegistry(config: RuntimesConfig, deps: RuntimeRegistryDeps = {}): RuntimeRegistry {
   const d = { clock: deps.clock ?? systemClock, logger: (deps.logger ?? silentLogger).child({ part: "runtimes" }) };
-  const agentCli = (kind: RuntimeKind, cfg: CommandRuntimeConfig, parser: () => StreamParser, extend?: ProcessRuntimeOptions["extend"]) =>
+  const agentCli = (kind: RuntimeKind, cfg: CommandRuntimeConfig, parser: (env: Record<string, string>) => StreamParser, extend?: ProcessRuntimeOptions["extend"]) =>
     createProcessRuntime({
       kind,
       config: cfg,
