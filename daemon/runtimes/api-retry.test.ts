@@ -114,8 +114,15 @@ describe("codex exec --json (vendorB)", () => {
 
   it("a 429's Reconnecting events carry the status; a 400's JSON body is reduced to its message", () => {
     const rate = createVendorBParser({ HOME: home });
-    const frames = feed(rate, [started("01a21db9-32b0-7a40-a55e-d825ca92153c"), { out: '{"type":"error","message":"Reconnecting... 2/5 (exceeded retry limit, last status: 429 Too Many Requests, request id: req-UeP7OuTHhXiww-yk)"}' }]);
-    expect(retries(frames)[0].data).toMatchObject({ attempt: 2, max_retries: 5, error_status: 429 });
+    const frames = feed(rate, [
+      started("01a21db9-32b0-7a40-a55e-d825ca92153c"),
+      { err: '2026-11-27T16:05:01.000000Z DEBUG codex_http_client::client: Request completed method=POST url=http://127.0.0.1:47811/v1/responses status=429 Too Many Requests headers={"x-request-id": "req-lxOzj-Sim_gTW0Zr"}' },
+      { out: '{"type":"error","message":"Reconnecting... 2/5 (exceeded retry limit, last status: 429 Too Many Requests, request id: req-UeP7OuTHhXiww-yk)"}' },
+      { out: '{"type":"turn.failed","error":{"message":"exceeded retry limit, last status: 429 Too Many Requests, request id: req-01sim0ZRW0ZxolcN"}}' },
+    ]);
+    expect(retries(frames)[1].data).toMatchObject({ attempt: 2, max_retries: 5, error_status: 429 });
+    // codex named the status itself: nothing to add
+    expect(rate.outcome().error).toBe("vendorB: exceeded retry limit, last status: 429 Too Many Requests, request id: req-01sim0ZRW0ZxolcN");
 
     const refused = createVendorBParser({ HOME: home });
     feed(refused, [

@@ -17,10 +17,12 @@ export function createVendorBParser(env: Record<string, string> = {}): StreamPar
   let threadId: string | undefined;
   let failedRequests = 0;
   /** The last failed HTTP request codex logged (its own message for a 5xx drops the upstream's). */
-  let lastHttp: string | undefined;
+  let lastHttp: { status: number; text: string } | undefined;
+  /** codex's message with the upstream's words: the body's message, else the status codex left out. */
   const failure = (message: string) => {
     const upstream = upstreamMessage(message);
-    return lastHttp && upstream === message ? `${message} (upstream ${lastHttp})` : upstream;
+    if (upstream !== message || !lastHttp || message.includes(String(lastHttp.status))) return upstream;
+    return `${message} (upstream ${lastHttp.text})`;
   };
 
   const itemFrame = (phase: "started" | "completed", item: Record<string, unknown>): ProgressFrame | undefined => {
@@ -107,8 +109,9 @@ export function createVendorBParser(env: Record<string, string> = {}): StreamPar
       const request = codexRequestLine(line);
       if (!request || request.status < 400) return [];
       failedRequests += 1;
-      lastHttp = `HTTP ${request.status}${request.reason ? ` ${request.reason}` : ""}${request.requestId ? `, request id ${request.requestId}` : ""}`;
-      return [retryFrame({ attempt: failedRequests, status: request.status, message: lastHttp })];
+      const text = `HTTP ${request.status}${request.reason ? ` ${request.reason}` : ""}${request.requestId ? `, request id ${request.requestId}` : ""}`;
+      lastHttp = { status: request.status, text };
+      return [retryFrame({ attempt: failedRequests, status: request.status, message: text })];
     },
     outcome() {
       if (outcome.usage && !outcome.usage.model && threadId) outcome.usage.model = rolloutModel(env, threadId) ?? "";
