@@ -237,10 +237,11 @@ export const COMMANDS: CommandSpec[] = [
   {
     path: ["task", "watch"],
     summary: "follow a task live: progress as the agent works, then the output (exit 1 if it fails)",
-    usage: "<id>",
+    usage: "<id> [--stderr]",
     example: "ep task watch tsk_01",
     module: "work",
     args: { min: 1, max: 1 },
+    options: [{ name: "stderr", type: "boolean", desc: "print the runtime's stderr lines (by default a line counts them)" }],
   },
   { path: ["task", "get"], summary: "show a task and its result", usage: "<id>", example: "ep task get tsk_01 --json", module: "work", args: { min: 1 } },
   {

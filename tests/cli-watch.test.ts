@@ -106,6 +106,25 @@ describe("ep task watch", () => {
     expect(docs.slice(0, -1).every((d) => typeof d.id === "number")).toBe(true);
   }, 60_000);
 
+  it("folds the runtime's stderr lines into a count; --stderr prints them (issue 34)", async () => {
+    const id = await submit("echo out1; echo warn1 >&2; echo warn2 >&2; echo out2");
+    await waitFor(async () => (await work.getTask({ taskId: id })).task!.status === TaskStatus.SUCCEEDED, 15_000);
+    const folded = await ep(["task", "watch", id], { env: env() });
+    expect(folded.code, folded.stderr).toBe(0);
+    expect(folded.stdout).toContain("out1");
+    expect(folded.stdout).not.toContain("warn1");
+    // the two pipes are read apart, so the stderr lines may come as one run or two
+    const counted = [...folded.stdout.matchAll(/ {2}⋯ (\d+) stderr lines? \(--stderr to show\)/g)].reduce((n, m) => n + Number(m[1]), 0);
+    expect(counted, folded.stdout).toBe(2);
+    const shown = await ep(["task", "watch", id, "--stderr"], { env: env() });
+    expect(shown.stdout).toContain("warn1");
+    expect(shown.stdout).toContain("warn2");
+    expect(shown.stdout).not.toContain("stderr line");
+    const json = await ep(["task", "watch", id, "--json"], { env: env() });
+    const kinds = json.stdout.trim().split("\n").map((l) => JSON.parse(l) as { kind?: string; text?: string });
+    expect(kinds.filter((d) => d.kind === "stderr").map((d) => d.text).sort()).toEqual(["warn1", "warn2"]);
+  }, 60_000);
+
   it("an unknown task is an error naming it; an unreachable tower says so", async () => {
     const r = await ep(["task", "watch", "tsk_nope"], { env: env() });
     expect(r.code).toBe(4);
@@ -125,5 +144,7 @@ describe("ep task watch", () => {
     expect(frameLine({ id: 2, kind: "tool", text: "tool result: ok", data: { phase: "result" } }, false)).toBe("  ↳ tool result: ok");
     expect(frameLine({ id: 3, kind: "status", text: "session started" }, false)).toBe("  · session started");
     expect(frameLine({ id: 4, kind: "text", text: "warn", data: { stream: "stderr" } }, true)).toBe("\x1b[2mwarn\x1b[0m");
+    expect(frameLine({ id: 5, kind: "stderr", text: "warn" }, true)).toBe("\x1b[2mwarn\x1b[0m");
+    expect(frameLine({ id: 5, kind: "stderr", text: "warn" }, false)).toBe("warn");
   });
 });

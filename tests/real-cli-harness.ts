@@ -71,6 +71,12 @@ export function runtimesToml(llmUrl: string, acp: AcpAgent, acpSettings = ""): s
   ].join("\n");
 }
 
+/** codex's own config: the fake API as its provider, `provider` lines added to that table (its retry limits). */
+export const codexConfig = (llmUrl: string, provider = "") =>
+  `model = "gpt-5.1"\nmodel_provider = "fake"\n[model_providers.fake]\nname = "fake"\nbase_url = "${llmUrl}/v1"\nenv_key = "OPENAI_API_KEY"\nwire_api = "responses"\nsupports_websockets = false\n${provider}`;
+/** gemini's own settings: the API key auth, and `general` settings (its retry limit). */
+export const geminiSettings = (general?: Record<string, unknown>) => JSON.stringify({ ...(general ? { general } : {}), security: { auth: { selectedType: "gemini-api-key" } } });
+
 /** Starts the fake API, a tower and an epd with the four agent runtimes enrolled in one domain. */
 export async function startRealCli(prefix: string): Promise<RealCli> {
   if (missing.length > 0) throw new Error(REAL_CLI_MISSING);
@@ -99,12 +105,9 @@ export async function startRealCli(prefix: string): Promise<RealCli> {
   // Responses API over HTTP, not its websocket; a model name gives codex its plain function
   // tools), gemini's auth type
   mkdirSync(join(userHome, ".codex"), { recursive: true });
-  writeFileSync(
-    join(userHome, ".codex", "config.toml"),
-    `model = "gpt-5.1"\nmodel_provider = "fake"\n[model_providers.fake]\nname = "fake"\nbase_url = "${llmUrl}/v1"\nenv_key = "OPENAI_API_KEY"\nwire_api = "responses"\nsupports_websockets = false\n`,
-  );
+  writeFileSync(join(userHome, ".codex", "config.toml"), codexConfig(llmUrl));
   mkdirSync(join(userHome, ".gemini"), { recursive: true });
-  writeFileSync(join(userHome, ".gemini", "settings.json"), JSON.stringify({ security: { auth: { selectedType: "gemini-api-key" } } }));
+  writeFileSync(join(userHome, ".gemini", "settings.json"), geminiSettings());
 
   const tower = await spawnTowerProcess(home.dir);
   const nodeFile = join(home.dir, "node.json");

@@ -105,6 +105,22 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     expect(mine).toEqual(["warming up", "step one of two", "step two of two", "all done"]);
   }, 60_000);
 
+  it("folds the runtime's stderr lines into a closed disclosure that opens on a click (issue 34)", async () => {
+    // the pauses keep the two pipes in order: before, the two stderr lines, after
+    const id = await submit("noisy", `echo "before"; sleep 0.3; echo "warn one" >&2; echo "warn two" >&2; sleep 0.3; echo "after"`);
+    await waitFor(async () => (await status(id)) === "succeeded", 15_000);
+    await page.goto(`${tower.url}/ui/tasks/${id}`);
+    const frames = page.getByRole("list", { name: "Progress frames" });
+    await frames.getByText("after").waitFor({ timeout: 10_000 });
+    const folded = frames.locator(".stderr-lines");
+    expect(await folded.count()).toBe(1);
+    expect(await folded.locator("summary").innerText()).toBe("2 stderr lines");
+    expect(await frames.getByText("warn one").isVisible()).toBe(false);
+    await folded.locator("summary").click();
+    await frames.getByText(/warn one\s+warn two/).waitFor({ state: "visible", timeout: 5_000 });
+    expect(await frames.locator(".frame-body").allInnerTexts()).toEqual(["before", "after"]);
+  }, 60_000);
+
   it("misses no frame committed between the page's first read and its live feed's start", async () => {
     const id = await submit("late feed", gated("late"));
     await waitFor(async () => (await status(id)) === "running", 15_000);

@@ -3,6 +3,8 @@
 // far are then read from the tower (ListEvents, one task's progress index) and the two are merged
 // by event id, so a frame is printed once and in order. Ends when the task does: exit 0 when it
 // succeeded, 1 when it failed or was cancelled. A dropped stream is resumed after the last id seen.
+// The runtime's stderr lines are collapsed into a "N stderr lines" line unless --stderr asks for them
+// (--json prints every frame).
 import { RuntimeSchema, TaskStatus, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
 import { enumWord } from "../../common/vocab.js";
 import { restJson } from "../../common/rest-json.js";
@@ -14,7 +16,7 @@ import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import type { Context } from "../context.js";
 import { tower } from "../tower.js";
 import { createBackoff, createSseParser } from "./events.js";
-import { frameLine, type WatchFrame } from "../frames.js";
+import { frameLine, isStderr, stderrSummary, type WatchFrame } from "../frames.js";
 import { statusWithDenials } from "../denials.js";
 
 export { frameLine };
@@ -40,16 +42,8 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
   const work = tower(ctx, WorkService);
   const events = tower(ctx, EventService);
   const color = !ctx.json && Boolean(process.stdout.isTTY) && !process.env.NO_COLOR;
-  const printed = new Set<number>();
-  let stdoutText = "";
-  let lastId = 0;
-  const emit = (f: WatchFrame) => {
-    if (printed.has(f.id)) return;
-    printed.add(f.id);
-    lastId = Math.max(lastId, f.id);
-    if (f.kind === "text" && f.data?.stream !== "stderr") stdoutText += f.text.endsWith("\n") ? f.text : `${f.text}\n`;
-    ctx.out(ctx.json ? JSON.stringify({ id: f.id, kind: f.kind, text: f.text, ...(f.data ? { data: f.data } : {}) }) : frameLine(f, color));
-  };
+  const printer = createFramePrinter(ctx, color);
+  const emit = printer.emit;
 
   const stop = new AbortController();
   const onSignal = () => stop.abort();
@@ -57,7 +51,7 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
   process.once("SIGTERM", onSignal);
   try {
     let ended = false;
-    const finish = () => finalReport(ctx, work, taskId, stdoutText);
+    const finish = () => finalReport(ctx, work, taskId, printer.end());
 
     // 0. the task exists and the tower answers (the usual errors: not found, unreachable, denied)
     const first = (await work.getTask({ taskId })).task!;
@@ -147,6 +141,40 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
   }
+}
+
+/**
+ * Prints each frame once (replay and live stream overlap), folding the runtime's stderr lines into
+ * a count unless --stderr or --json; end() prints a count still held and returns the text frames
+ * printed (to tell whether the output was already shown).
+ */
+function createFramePrinter(ctx: Context, color: boolean): { emit(f: WatchFrame): void; end(): string } {
+  const printed = new Set<number>();
+  let stdoutText = "";
+  const collapse = !ctx.json && ctx.opts.stderr !== true;
+  /** stderr lines held back since the last frame printed */
+  let stderrHeld = 0;
+  const showHeld = () => {
+    if (stderrHeld > 0) ctx.out(stderrSummary(stderrHeld, color));
+    stderrHeld = 0;
+  };
+  return {
+    emit(f) {
+      if (printed.has(f.id)) return;
+      printed.add(f.id);
+      if (collapse && isStderr(f)) {
+        stderrHeld += 1;
+        return;
+      }
+      showHeld();
+      if (f.kind === "text" && !isStderr(f)) stdoutText += f.text.endsWith("\n") ? f.text : `${f.text}\n`;
+      ctx.out(ctx.json ? JSON.stringify({ id: f.id, kind: f.kind, text: f.text, ...(f.data ? { data: f.data } : {}) }) : frameLine(f, color));
+    },
+    end() {
+      showHeld();
+      return stdoutText;
+    },
+  };
 }
 
 /** The task as it ended: its output (unless the stream showed it), its error, status and usage; the exit code. */

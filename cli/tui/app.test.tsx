@@ -185,6 +185,25 @@ describe("the ep console", () => {
     ui.unmount();
   });
 
+  it("the task view folds each run of stderr lines into a count (issue 34)", () => {
+    const task: TaskDetail = { id: "tsk_8", missionId: "msn_1", title: "Ask", status: "running", runtime: "vendorC", agent: "builder", attempts: 1, maxAttempts: 3, createdAt: "2026-11-26T06:00:00Z", output: "", error: "", usage: "" };
+    const frames: FrameItem[] = [
+      { id: 1, kind: "stderr", text: "Warning: 256-color support not detected." },
+      { id: 2, kind: "stderr", text: "Attempt 1 failed with status 500. Retrying with backoff..." },
+      { id: 3, kind: "status", text: "model API error 500, retry 1: the fixture is overloaded (500)" },
+      { id: 4, kind: "text", text: "an older stderr line", data: { stream: "stderr" } },
+      { id: 5, kind: "text", text: "codeword pelican-773" },
+    ];
+    const ui = render(<TaskScreen task={task} frames={frames} width={100} />);
+    const frame = ui.lastFrame()!;
+    expect(frame).toContain("  ⋯ 2 stderr lines (ep task watch tsk_8 --stderr shows them)");
+    expect(frame).toContain("  ⋯ 1 stderr line (ep task watch tsk_8 --stderr shows them)");
+    expect(frame).toContain("  · model API error 500, retry 1: the fixture is overloaded (500)");
+    expect(frame).toContain("codeword pelican-773");
+    expect(frame).not.toContain("Warning: 256-color");
+    ui.unmount();
+  });
+
   it("the task view shows a workspace task's branch and diff stat (issue 20)", () => {
     const task: TaskDetail = {
       id: "tsk_9", missionId: "msn_1", title: "Fix it", status: "succeeded", runtime: "shell", agent: "builder", attempts: 1, maxAttempts: 3, createdAt: "2026-11-26T06:00:00Z", output: "", error: "", usage: "",

@@ -1,7 +1,7 @@
 // The TUI's screens: lists with a selection, the task view (header, live transcript, output) and
 // the AI console's transcript. Stateless: app.tsx owns the data and the keys.
 import { Box, Text } from "ink";
-import { frameLine } from "../frames.js";
+import { collapseStderr, frameLine, stderrSummary } from "../frames.js";
 import { statusWithDenials } from "../denials.js";
 import type { EventItem, FrameItem, TaskDetail } from "./data-source.js";
 import { cellText, fit, tableLines } from "./view-spec-text.js";
@@ -38,7 +38,8 @@ const TONE: Record<string, string> = { succeeded: "green", done: "green", failed
 export function TaskScreen({ task, frames, width, error }: { task?: TaskDetail; frames: FrameItem[]; width: number; error?: string }) {
   if (!task) return <Text dimColor>{error ? `error: ${error}` : "loading the task…"}</Text>;
   const facts = [task.agent ? `agent ${task.agent}` : "not claimed yet", task.runtime || "", `attempt ${task.attempts} of ${task.maxAttempts}`, task.usage].filter(Boolean).join(" · ");
-  const shown = frames.slice(-30);
+  const rows = collapseStderr(frames);
+  const shown = rows.slice(-30);
   return (
     <Box flexDirection="column">
       <Text>
@@ -50,12 +51,18 @@ export function TaskScreen({ task, frames, width, error }: { task?: TaskDetail; 
           <Text dimColor>{task.status === "running" || task.status === "claimed" ? "waiting for the agent's first output…" : "no progress was reported"}</Text>
         ) : (
           <>
-            {frames.length > shown.length && <Text dimColor>{`… ${frames.length - shown.length} earlier frames (ep task watch ${task.id} shows all)`}</Text>}
-            {shown.map((f) => (
-              <Text key={f.id} dimColor={(f.kind === "status" && !f.data?.denial) || f.data?.stream === "stderr"} color={f.kind === "tool" ? "cyan" : f.data?.denial ? "yellow" : undefined}>
-                {fit(frameLine(f, false), width)}
-              </Text>
-            ))}
+            {rows.length > shown.length && <Text dimColor>{`… ${rows.length - shown.length} earlier frames (ep task watch ${task.id} shows all)`}</Text>}
+            {shown.map((r) =>
+              "stderr" in r ? (
+                <Text key={r.id} dimColor>
+                  {fit(stderrSummary(r.stderr, false, `ep task watch ${task.id} --stderr shows them`), width)}
+                </Text>
+              ) : (
+                <Text key={r.frame.id} dimColor={r.frame.kind === "status" && !r.frame.data?.denial} color={r.frame.kind === "tool" ? "cyan" : r.frame.data?.denial ? "yellow" : undefined}>
+                  {fit(frameLine(r.frame, false), width)}
+                </Text>
+              ),
+            )}
           </>
         )}
       </Box>

@@ -90,7 +90,7 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
   const stderrTail = createTailBuffer(4096);
   const stderrLines = createLineSplitter((line) => {
     stderrTail.append(line + "\n");
-    if (line) o.onFrame({ kind: "text", text: line, data: { stream: "stderr" } });
+    if (line) o.onFrame({ kind: "stderr", text: line });
   });
   child.stderr!.setEncoding("utf8").on("data", (c: string) => stderrLines.push(c));
   child.stdin!.on("error", () => {}); // EPIPE after the agent died; the exit handler reports it
@@ -447,9 +447,9 @@ function frameOfUpdate(n: SessionNotification): ProgressFrame | undefined {
   const u = n.update;
   switch (u.sessionUpdate) {
     case "agent_message_chunk":
-      return u.content.type === "text" ? { kind: "text", text: u.content.text } : { kind: "json", text: `agent sent ${u.content.type}`, data: { update: u } };
+      return u.content.type === "text" ? { kind: "text", text: u.content.text, data: { delta: true } } : { kind: "json", text: `agent sent ${u.content.type}`, data: { update: u } };
     case "agent_thought_chunk":
-      return u.content.type === "text" ? { kind: "text", text: u.content.text, data: { thought: true } } : undefined;
+      return u.content.type === "text" ? { kind: "text", text: u.content.text, data: { thought: true, delta: true } } : undefined;
     case "user_message_chunk":
       return undefined;
     case "tool_call":

@@ -3,7 +3,7 @@
 // `exec_command` tool, so what a sandboxed command answered ("Read-only file system") is only
 // there: its `function_call` and `function_call_output` response items. Read once, when the turn
 // ends.
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { refusalIn, refusalLine, triedOf, type Denial } from "./denials.js";
 
@@ -94,4 +94,36 @@ export function threadRefusals(env: Record<string, string | undefined>, threadId
   } catch {
     return []; // removed meanwhile: the stream's own items are all there is
   }
+}
+
+/**
+ * The model a thread ran with: `codex exec --json` names none in its events, the rollout's
+ * `turn_context` line does (within its first lines; the first megabyte is read).
+ */
+export function rolloutModel(env: Record<string, string | undefined>, threadId: string): string | undefined {
+  const home = codexHome(env);
+  const file = home && /^[\w-]+$/.test(threadId) ? rolloutFile(home, threadId) : undefined;
+  if (!file) return undefined;
+  let head: string;
+  try {
+    const fd = openSync(file, "r");
+    try {
+      const buf = Buffer.alloc(1024 * 1024);
+      head = buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)).toString("utf8");
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return undefined; // removed meanwhile
+  }
+  for (const line of head.split("\n")) {
+    if (!line.includes('"turn_context"')) continue;
+    try {
+      const entry = JSON.parse(line) as { type?: string; payload?: { model?: unknown } };
+      if (entry.type === "turn_context" && typeof entry.payload?.model === "string") return entry.payload.model;
+    } catch {
+      return undefined; // a line cut at the megabyte: no model rather than a guess
+    }
+  }
+  return undefined;
 }

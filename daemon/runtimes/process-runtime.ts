@@ -28,6 +28,8 @@ export interface StreamOutcome {
 /** Turns one vendor CLI's JSON events into frames and remembers the outcome. One per run. */
 export interface StreamParser {
   event(event: Record<string, unknown>): ProgressFrame[];
+  /** What one stderr line means beyond itself (a retry becomes a status frame); the line is a `stderr` frame anyway. */
+  stderr?(line: string): ProgressFrame[];
   outcome(): StreamOutcome;
 }
 
@@ -178,7 +180,9 @@ function runProcess(o: RunProcessOptions): RunHandle {
   });
   const stderrLines = createLineSplitter((line) => {
     stderrTail.append(line + "\n");
-    if (line.length > 0) emit({ kind: "text", text: line, data: { stream: "stderr" } });
+    if (line.length === 0) return;
+    emit({ kind: "stderr", text: line });
+    for (const frame of parser?.stderr?.(line) ?? []) emit(frame);
   });
   child.stdout!.setEncoding("utf8").on("data", (c: string) => stdoutLines.push(c));
   child.stderr!.setEncoding("utf8").on("data", (c: string) => stderrLines.push(c));

@@ -13,8 +13,11 @@ import type { Permission, RunPlaces } from "./confine.js";
 
 /** One unit of progress from a running agent; becomes a `progress` event upstream. */
 export interface ProgressFrame {
-  /** `text`: agent prose or raw output; `tool`: a tool call or its result; `status`: lifecycle; `json`: any other structured line. */
-  kind: "text" | "tool" | "status" | "json";
+  /**
+   * `text`: agent prose or raw output; `tool`: a tool call or its result; `status`: lifecycle (and
+   * model API retries); `json`: any other structured line; `stderr`: a line the process wrote to stderr.
+   */
+  kind: "text" | "tool" | "status" | "json" | "stderr";
   text: string;
   data?: Record<string, unknown>;
 }

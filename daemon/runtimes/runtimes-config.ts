@@ -71,13 +71,16 @@ export interface RuntimesConfig {
 export const PLACEHOLDERS = ["prompt", "command", "task_id", "agent_id", "cwd"] as const;
 
 const COMMON = { env: {}, timeoutSeconds: 3600, killGraceSeconds: 5, permission: "workspace" as Permission | undefined, permissionTimeoutSeconds: 600 };
+/** codex's log filter: errors, and one line per HTTP request (status and request id, no bodies). */
+export const CODEX_RUST_LOG = "error,codex_http_client::client=debug";
 
 export function defaultRuntimesConfig(): RuntimesConfig {
   return {
     // MCP_CONNECTION_NONBLOCKING=false: claude connects MCP servers in the background by default and
     // can send its first model request while `ep` is still pending; this makes it connect first.
+    // CLAUDE_CODE_MAX_RETRIES=6: a failing model API is retried for about 40 s, not claude's 10 (about 4 min).
     // The permission flags (--permission-mode, --allowedTools) come from `permission` (vendor-a-code.ts)
-    vendorA_code: { ...COMMON, env: { MCP_CONNECTION_NONBLOCKING: "false" }, command: CMD.vendorA_code, args: ["-p", "{prompt}", "--output-format", "stream-json", "--verbose"] },
+    vendorA_code: { ...COMMON, env: { MCP_CONNECTION_NONBLOCKING: "false", CLAUDE_CODE_MAX_RETRIES: "6" }, command: CMD.vendorA_code, args: ["-p", "{prompt}", "--output-format", "stream-json", "--verbose"] },
     // IS_SANDBOX="": claude-code-acp offers claude's bypass-permissions mode whenever IS_SANDBOX is
     // set, and claude refuses that mode as root unless it is exactly "1", so an ambient value
     // (e.g. IS_SANDBOX=yes) breaks every session as root. EP answers permission requests itself
@@ -87,7 +90,9 @@ export function defaultRuntimesConfig(): RuntimesConfig {
     vendorA_agent_acp: { ...COMMON, env: { IS_SANDBOX: "", GEMINI_CLI_TRUST_WORKSPACE: "true" }, command: CMD.vendorA_agent_acp, args: [] },
     // --skip-git-repo-check: codex exec refuses to run outside a trusted git repository, and a
     // task's work directory is a fresh scratch folder
-    vendorB: { ...COMMON, command: CMD.vendorB, args: ["exec", "--json", "--skip-git-repo-check", "{prompt}"] },
+    // RUST_LOG: codex logs each HTTP request's status (it keeps only "high demand" of a 5xx), which
+    // EP turns into retry status frames and the task's error
+    vendorB: { ...COMMON, env: { RUST_LOG: CODEX_RUST_LOG }, command: CMD.vendorB, args: ["exec", "--json", "--skip-git-repo-check", "{prompt}"] },
     // GEMINI_CLI_TRUST_WORKSPACE: gemini exits 55 in a folder it has not been told to trust
     vendorC: { ...COMMON, env: { GEMINI_CLI_TRUST_WORKSPACE: "true" }, command: CMD.vendorC, args: ["-p", "{prompt}", "-o", "stream-json"] },
     muxhost_hosted: {

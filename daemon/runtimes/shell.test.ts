@@ -27,7 +27,7 @@ describe("shell runtime", () => {
     const { spec, frames } = await makeSpec({ input: { command: "echo partial; echo 'disk full' >&2; exit 7" } });
     const result = await registry.start("shell", spec).result;
     expect(result).toMatchObject({ ok: false, exitCode: 7, output: "partial\n", error: "shell exited with code 7: disk full" });
-    expect(frames).toContainEqual({ kind: "text", text: "disk full", data: { stream: "stderr" } });
+    expect(frames).toContainEqual({ kind: "stderr", text: "disk full" });
   });
 
   it("the child gets exactly the run's environment", async () => {

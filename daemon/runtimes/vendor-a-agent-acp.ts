@@ -36,7 +36,8 @@ function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; l
   const stopState = () => stop;
 
   const onFrame = (frame: ProgressFrame) => {
-    if (frame.kind === "text" && !frame.data) text += frame.text;
+    // the reply's chunks (a thought's are marked `thought`)
+    if (frame.kind === "text" && frame.data?.delta === true && !frame.data.thought) text += frame.text;
     spec.onFrame(frame);
   };
 

@@ -6,6 +6,7 @@ import { EpError, invalidField } from "../../common/errors.js";
 import { PERMISSION_TOOL } from "../mcp/agent-config.js";
 import type { Permission } from "./confine.js";
 import { usageOf, type ProgressFrame, type RunSpec } from "./runtime.js";
+import { retryFrame } from "./api-retry.js";
 import { asRecord, asString, clip, type RunAdditions, type StreamOutcome, type StreamParser } from "./process-runtime.js";
 
 /** The environment variable the claude CLI reads its output-token limit from. */
@@ -95,6 +96,10 @@ export function createVendorACodeParser(): StreamParser {
         case "system":
           if (event.subtype === "permission_denied") break; // a refusal: its frame is the refusal watch's (cli-refusals.ts)
           if (event.subtype === "init" && typeof event.model === "string") model = event.model;
+          if (event.subtype === "api_retry") {
+            frames.push(claudeRetry(event));
+            break;
+          }
           frames.push({
             kind: "status",
             text: event.subtype === "init" ? "session started" : `system: ${String(event.subtype ?? "event")}`,
@@ -159,6 +164,12 @@ export function createVendorACodeParser(): StreamParser {
     },
     outcome: () => outcome,
   };
+}
+
+/** claude's `system` event `api_retry` (attempt, max_retries, retry_delay_ms, error_status, error) as a status frame. */
+function claudeRetry(event: Record<string, unknown>): ProgressFrame {
+  const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+  return retryFrame({ attempt: num(event.attempt), max: num(event.max_retries), status: num(event.error_status), delayMs: num(event.retry_delay_ms), message: asString(event.error) });
 }
 
 export function pick(event: Record<string, unknown>, keys: string[]): Record<string, unknown> {

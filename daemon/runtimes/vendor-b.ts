@@ -1,7 +1,11 @@
 // vendorB: `codex exec --json <prompt>`. Events: `thread.started`, `turn.started`,
 // `item.started|updated|completed` carrying an item (agent_message, reasoning, command_execution,
 // file_change, mcp_tool_call, web_search, todo_list, error), then `turn.completed` or
-// `turn.failed`; a top-level `error` reports stream trouble. The last agent_message is the answer.
+// `turn.failed`; a top-level `error` reports stream trouble ("Reconnecting... 2/5 (…)" while it
+// retries). The last agent_message is the answer. The events name no model: it is read from the
+// session's rollout file once the turn is over (codex-rollout.ts).
+import { codexReconnect, codexRequestLine, retryFrame, upstreamMessage } from "./api-retry.js";
+import { rolloutModel } from "./codex-rollout.js";
 import { usageOf, type ProgressFrame, type RunSpec } from "./runtime.js";
 import { asRecord, asString, clip, type RunAdditions, type StreamOutcome, type StreamParser } from "./process-runtime.js";
 import { pick } from "./vendor-a-code.js";
@@ -24,9 +28,20 @@ export function vendorBRun(spec: RunSpec): RunAdditions {
   return { args, env };
 }
 
-export function createVendorBParser(): StreamParser {
+/** `env`: the run's environment (where codex keeps its sessions: CODEX_HOME, else HOME/.codex). */
+export function createVendorBParser(env: Record<string, string> = {}): StreamParser {
   const outcome: StreamOutcome = { final: false, ok: false, output: "" };
   let lastError: string | undefined;
+  let threadId: string | undefined;
+  let failedRequests = 0;
+  /** The last failed HTTP request codex logged (its own message for a 5xx drops the upstream's). */
+  let lastHttp: { status: number; text: string } | undefined;
+  /** codex's message with the upstream's words: the body's message, else the status codex left out. */
+  const failure = (message: string) => {
+    const upstream = upstreamMessage(message);
+    if (upstream !== message || !lastHttp || message.includes(String(lastHttp.status))) return upstream;
+    return `${message} (upstream ${lastHttp.text})`;
+  };
 
   const itemFrame = (phase: "started" | "completed", item: Record<string, unknown>): ProgressFrame | undefined => {
     const type = asString(item.type);
@@ -71,6 +86,7 @@ export function createVendorBParser(): StreamParser {
       const item = asRecord(event.item);
       switch (event.type) {
         case "thread.started":
+          threadId = asString(event.thread_id);
           return [{ kind: "status", text: "thread started", data: pick(event, ["thread_id"]) }];
         case "turn.started":
           return [{ kind: "status", text: "turn started" }];
@@ -92,18 +108,32 @@ export function createVendorBParser(): StreamParser {
         case "turn.failed": {
           outcome.final = true;
           outcome.ok = false;
-          const message = asString(asRecord(event.error)?.message) ?? lastError ?? "turn failed";
+          const message = failure(asString(asRecord(event.error)?.message) ?? lastError ?? "turn failed");
           outcome.error = `vendorB: ${message}`;
           return [{ kind: "status", text: `failed: ${message}`, data: pick(event, ["error", "usage"]) }];
         }
-        case "error":
-          lastError = asString(event.message) ?? "error";
+        case "error": {
+          const retry = codexReconnect(asString(event.message) ?? "");
+          if (retry) return [retryFrame(retry)];
+          lastError = failure(asString(event.message) ?? "error");
           outcome.error = `vendorB: ${lastError}`;
           return [{ kind: "status", text: `error: ${lastError}`, data: event }];
+        }
         default:
           return [{ kind: "json", text: String(event.type ?? "event"), data: event }];
       }
     },
-    outcome: () => outcome,
+    stderr(line) {
+      const request = codexRequestLine(line);
+      if (!request || request.status < 400) return [];
+      failedRequests += 1;
+      const text = `HTTP ${request.status}${request.reason ? ` ${request.reason}` : ""}${request.requestId ? `, request id ${request.requestId}` : ""}`;
+      lastHttp = { status: request.status, text };
+      return [retryFrame({ attempt: failedRequests, status: request.status, message: text })];
+    },
+    outcome() {
+      if (outcome.usage && !outcome.usage.model && threadId) outcome.usage.model = rolloutModel(env, threadId) ?? "";
+      return outcome;
+    },
   };
 }

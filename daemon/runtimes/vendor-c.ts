@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { EpError } from "../../common/errors.js";
 import { writeOwnFile } from "../mcp/agent-config.js";
+import { geminiRetryLine, retryFrame, upstreamMessage } from "./api-retry.js";
 import { usageOf, type RunSpec } from "./runtime.js";
 import { asRecord, asString, clip, type RunAdditions, type StreamOutcome, type StreamParser } from "./process-runtime.js";
 import { pick } from "./vendor-a-code.js";
@@ -40,11 +41,13 @@ export function createVendorCParser(): StreamParser {
   const outcome: StreamOutcome = { final: false, ok: false, output: "" };
   let answer = "";
   let lastError: string | undefined;
+  let model = "";
 
   return {
     event(event) {
       switch (event.type) {
         case "init":
+          model = asString(event.model) ?? "";
           return [{ kind: "status", text: "session started", data: pick(event, ["session_id", "model"]) }];
         case "message": {
           if (event.role !== "assistant") return [];
@@ -80,15 +83,21 @@ export function createVendorCParser(): StreamParser {
           outcome.ok = event.status === "success";
           const st = asRecord(event.stats);
           if (st && (typeof st.input_tokens === "number" || typeof st.output_tokens === "number")) {
-            outcome.usage = usageOf({ input: st.input_tokens, output: st.output_tokens, cached: st.cached ?? st.cached_input_tokens });
+            outcome.usage = usageOf({ input: st.input_tokens, output: st.output_tokens, cached: st.cached ?? st.cached_input_tokens, model });
           }
           outcome.output = answer;
-          if (!outcome.ok) outcome.error = `vendorC: ${asString(asRecord(event.error)?.message) ?? lastError ?? `status ${String(event.status)}`}`;
+          const why = asString(asRecord(event.error)?.message) ?? lastError;
+          // gemini quotes the upstream body: "[API Error: {"error":{"code":500,"message":"…"}}]"
+          if (!outcome.ok) outcome.error = `vendorC: ${why ? upstreamMessage(why) : `status ${String(event.status)}`}`;
           return [{ kind: "status", text: outcome.ok ? "finished" : `failed: ${outcome.error}`, data: pick(event, ["status", "error", "stats"]) }];
         }
         default:
           return [{ kind: "json", text: String(event.type ?? "event"), data: event }];
       }
+    },
+    stderr(line) {
+      const retry = geminiRetryLine(line);
+      return retry ? [retryFrame(retry)] : [];
     },
     outcome: () => outcome,
   };

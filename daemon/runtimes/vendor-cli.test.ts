@@ -54,7 +54,7 @@ describe("vendorA_code (claude stream-json)", () => {
     const result = await registry.start("vendorA_code", spec).result;
     expect(result).toMatchObject({ ok: false, exitCode: 1 });
     expect(result.error).toContain("requires --verbose");
-    expect(frames.some((f) => f.data?.stream === "stderr")).toBe(true);
+    expect(frames.some((f) => f.kind === "stderr")).toBe(true);
   });
 
   it("passes input.claude on as --model, CLAUDE_CODE_MAX_OUTPUT_TOKENS and the run's timeout", async () => {

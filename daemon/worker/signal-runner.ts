@@ -7,6 +7,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { EpError } from "../../common/errors.js";
 import type { LocalAgentRecord } from "./agent-store.js";
+import type { ProgressFrame } from "../runtimes/runtime.js";
 import { createFrameBatcher } from "./frame-batcher.js";
 import { OUTPUT_LIMIT } from "./task-run.js";
 import type { WorkerDeps } from "./worker-types.js";
@@ -51,6 +52,7 @@ export function createSignalRunner(deps: SignalRunnerDeps) {
     const batcher = createFrameBatcher({
       clock: deps.clock,
       windowMs: 100,
+      ...(redactor ? { redact: (f: ProgressFrame) => redactor.frame(f) } : {}),
       send: (frames) => publish(frames.map((f) => ({ type: "progress", name: "agent.signal.progress", payload: { run_id: runId, kind: f.kind, text: f.text } })), agent),
     });
     try {
@@ -69,7 +71,7 @@ export function createSignalRunner(deps: SignalRunnerDeps) {
           EP_DOMAIN_ID: agent.domainId,
           EP_BASE_URL: deps.tower.baseUrl,
         },
-        onFrame: (f) => batcher.push(redactor ? redactor.frame(f) : f),
+        onFrame: (f) => batcher.push(f),
       });
       let result = await handle.result;
       await batcher.flush();

@@ -86,18 +86,20 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     else hooks.setAgentState(agent.id, "busy");
     if (!(await announceStart(deps, run, tlog))) return;
 
+    const { workDir, cwd, placeEnv, mcp, permission } = await preparePlace(deps, dirs, run, tlog);
+    const session = sessions.open({ taskId: task.id, agentId: agent.id, domainId: agent.domainId });
+    const redactor = deps.redactor?.(session.id);
     const batcher = createFrameBatcher({
       clock,
       windowMs: deps.progressWindowMs ?? 50,
+      ...(redactor ? { redact: (f: ProgressFrame) => redactor.frame(f) } : {}),
       send: async (frames) => {
         await tower.work
           .reportProgress({ taskId: task.id, agentId: agent.id, frames: frames.map(frameMsg) })
           .catch((err: unknown) => tlog.debug("progress not delivered", { error: toEpError(err).message }));
       },
     });
-    const { workDir, cwd, placeEnv, mcp, permission } = await preparePlace(deps, dirs, run, tlog);
-    const session = sessions.open({ taskId: task.id, agentId: agent.id, domainId: agent.domainId });
-    const redactor = deps.redactor?.(session.id);
+    const report = (f: ProgressFrame) => batcher.push(f);
 
     let result: RunResult;
     let stopBeating: (() => void) | undefined;
@@ -105,7 +107,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     try {
       // a task naming a repository runs in its own worktree (its setup first, as progress)
       const env = runEnv(deps, run, session.id, placeEnv, mcp);
-      workspace = await openWorkspace(deps, run, (f) => batcher.push(redactor ? redactor.frame(f) : f), env);
+      workspace = await openWorkspace(deps, run, report, env);
       if (workspace?.setupFailed) throw workspace.setupFailed;
       run.handle = deps.runtimes.start(agent.runtime, {
         taskId: task.id,
@@ -116,9 +118,9 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
         env,
         places: runPlaces(deps, workDir, env, workspace),
         ...(mcp ? { mcp } : {}),
-        onFrame: (f: ProgressFrame) => batcher.push(redactor ? redactor.frame(f) : f),
+        onFrame: report,
         ...(permission ? { permission } : {}),
-        askPermission: createPermissionAsker({ approvals: tower.approvals, clock, log: tlog, taskId: task.id, agentId: agent.id, onFrame: (f) => batcher.push(redactor ? redactor.frame(f) : f) }),
+        askPermission: createPermissionAsker({ approvals: tower.approvals, clock, log: tlog, taskId: task.id, agentId: agent.id, onFrame: report }),
       });
       if (run.stop) void run.handle.cancel(run.stop);
       const pid = run.handle.pid;

@@ -363,7 +363,23 @@ function RunsTable({ runs, agentOf, now, link }: { runs: Task[]; agentOf: Map<st
   );
 }
 
-/** The frames as a log: text as written, tool calls and results marked, status lines muted. */
+/** A frame, or a run of the runtime's stderr lines in a row (shown folded). */
+type TranscriptRow = { frame: Frame } | { id: number; stderr: Frame[] };
+
+const isStderr = (f: Frame) => f.kind === "stderr" || f.data?.stream === "stderr";
+
+function transcriptRows(frames: Frame[]): TranscriptRow[] {
+  const rows: TranscriptRow[] = [];
+  for (const f of frames) {
+    const last = rows.at(-1);
+    if (!isStderr(f)) rows.push({ frame: f });
+    else if (last && "stderr" in last) last.stderr.push(f);
+    else rows.push({ id: f.id, stderr: [f] });
+  }
+  return rows;
+}
+
+/** The frames as a log: text as written, tool calls and results marked, status lines muted, stderr folded. */
 export function Transcript({ frames, live }: { frames: Frame[]; live: boolean }) {
   const end = useRef<HTMLDivElement>(null);
   const box = useRef<HTMLOListElement>(null);
@@ -377,20 +393,32 @@ export function Transcript({ frames, live }: { frames: Frame[]; live: boolean })
   return (
     <>
       <ol className="frames" ref={box} aria-live={live ? "polite" : undefined} aria-label="Progress frames">
-        {frames.map((f) => (
-          <li key={f.id} className={`frame frame-${f.kind}${f.data?.stream === "stderr" ? " frame-stderr" : ""}${f.data?.denial ? " frame-denial" : ""}`} data-frame-id={f.id}>
-            {f.kind === "tool" && <span className="frame-tag">{f.data?.phase === "result" || f.data?.phase === "update" ? "result" : "tool"}</span>}
-            {f.kind === "status" && <span className="frame-tag">{f.data?.denial ? "refused" : "status"}</span>}
-            {f.kind === "json" ? (
-              <details>
-                <summary>{f.text}</summary>
-                <pre>{JSON.stringify(f.data ?? {}, null, 2)}</pre>
-              </details>
-            ) : (
-              <span className="frame-body">{f.text}</span>
-            )}
-          </li>
-        ))}
+        {transcriptRows(frames).map((r) => {
+          if ("stderr" in r)
+            return (
+              <li key={r.id} className="frame frame-stderr" data-frame-id={r.id}>
+                <details className="stderr-lines">
+                  <summary>{`${r.stderr.length} stderr line${r.stderr.length === 1 ? "" : "s"}`}</summary>
+                  <pre>{r.stderr.map((f) => f.text).join("\n")}</pre>
+                </details>
+              </li>
+            );
+          const f = r.frame;
+          return (
+            <li key={f.id} className={`frame frame-${f.kind}${f.data?.denial ? " frame-denial" : ""}`} data-frame-id={f.id}>
+              {f.kind === "tool" && <span className="frame-tag">{f.data?.phase === "result" || f.data?.phase === "update" ? "result" : "tool"}</span>}
+              {f.kind === "status" && <span className="frame-tag">{f.data?.denial ? "refused" : "status"}</span>}
+              {f.kind === "json" ? (
+                <details>
+                  <summary>{f.text}</summary>
+                  <pre>{JSON.stringify(f.data ?? {}, null, 2)}</pre>
+                </details>
+              ) : (
+                <span className="frame-body">{f.text}</span>
+              )}
+            </li>
+          );
+        })}
       </ol>
       <div ref={end} />
     </>
