@@ -20,7 +20,7 @@ describe.skipIf(skip)("the real agent CLIs when the model API fails (issue 34)",
     cli = await startRealCli("ep-real-fail-");
     writeFileSync(join(cli.userHome, ".codex", "config.toml"), codexConfig(cli.llmUrl, "request_max_retries = 1\nstream_max_retries = 1\n"));
     writeFileSync(join(cli.userHome, ".gemini", "settings.json"), geminiSettings({ maxAttempts: 2 }));
-    await cli.setRuntimes("claude-code-acp", { extra: '[vendorA_code.env]\nCLAUDE_CODE_MAX_RETRIES = "3"\n' });
+    await cli.setRuntimes("claude-code-acp", { claudeEnv: 'CLAUDE_CODE_MAX_RETRIES = "3"\n' });
   }, 120_000);
   afterAll(async () => cli?.close());
 

@@ -47,7 +47,7 @@ export interface RealCli {
   nodeId: string;
   cliEnv(): Record<string, string>;
   /** runtimes.toml with nothing but each vendor's own settings, `extra` appended (tables of its own) */
-  setRuntimes(acp: AcpAgent, opts?: { acpSettings?: string; extra?: string }): Promise<void>;
+  setRuntimes(acp: AcpAgent, opts?: { acpSettings?: string; claudeEnv?: string; extra?: string }): Promise<void>;
   runTask(runtime: string, prompt: string, opts?: { onCreated?: (id: string) => Promise<void>; input?: Record<string, unknown> }): Promise<{ id: string; status: string; output: string; error: string }>;
   /** a git repository with one commit, in a folder of the user's own */
   repo(): string;
@@ -58,11 +58,11 @@ export interface RealCli {
   close(): Promise<void>;
 }
 
-export function runtimesToml(llmUrl: string, acp: AcpAgent, acpSettings = ""): string {
+export function runtimesToml(llmUrl: string, acp: AcpAgent, acpSettings = "", claudeEnv = ""): string {
   const anthropic = `ANTHROPIC_BASE_URL = "${llmUrl}"\nANTHROPIC_API_KEY = "test-key"\n`;
   const gemini = `GEMINI_API_KEY = "test-key"\nGOOGLE_GEMINI_BASE_URL = "${llmUrl}"\nGEMINI_MODEL = "gemini-2.5-flash"\n`;
   return [
-    `[vendorA_code.env]\n${anthropic}`,
+    `[vendorA_code.env]\n${anthropic}${claudeEnv}`,
     `[vendorB.env]\nOPENAI_API_KEY = "test-key"\n`,
     `[vendorC.env]\n${gemini}`,
     acp === "gemini"
@@ -138,9 +138,9 @@ export async function startRealCli(prefix: string): Promise<RealCli> {
     nodeId,
     cliEnv,
     async setRuntimes(acp, opts = {}) {
-      writeFileSync(join(home.dir, "epd", "runtimes.toml"), runtimesToml(llmUrl, acp, opts.acpSettings) + (opts.extra ? `\n${opts.extra}` : ""));
+      writeFileSync(join(home.dir, "epd", "runtimes.toml"), runtimesToml(llmUrl, acp, opts.acpSettings, opts.claudeEnv) + (opts.extra ? `\n${opts.extra}` : ""));
       const reload = await ep(["node", "reload", nodeId, "--json"], { env: cliEnv() });
-      if (reload.code !== 0) throw new Error(`ep node reload: ${reload.stderr}`);
+      if (reload.code !== 0) throw new Error(`ep node reload: ${reload.stderr}${reload.stdout}`);
     },
     async runTask(runtime, prompt, opts = {}) {
       const id = (await work.createTask({ missionId, title: prompt.slice(0, 40), runtime: runtimeOf(runtime), input: { prompt, ...opts.input }, maxAttempts: 1 })).task!.id;

@@ -34,11 +34,13 @@ export function createRefusalWatch(detect: RefusalDetector): RefusalWatch {
  * A vendor's parser with its refusal detector beside it: the parser's frames, then a status frame
  * per new refusal; the outcome carries the denials. The parsers stay about frames and answers.
  */
-export function refusing(parser: () => StreamParser, detector: (env: Record<string, string>) => RefusalDetector): (env?: Record<string, string>) => StreamParser {
+export function refusing(parser: (env: Record<string, string>) => StreamParser, detector: (env: Record<string, string>) => RefusalDetector): (env?: Record<string, string>) => StreamParser {
   return (env = {}) => {
-    const inner = parser();
+    const inner = parser(env);
     const watch = createRefusalWatch(detector(env));
     return {
+      // the CLI's stderr lines (retries) go to the parser as they are
+      ...(inner.stderr ? { stderr: (line: string) => inner.stderr!(line) } : {}),
       event(event) {
         const frames = inner.event(event);
         const refused = watch.see(event);
