@@ -231,7 +231,7 @@ export const COMMANDS: CommandSpec[] = [
       { name: "ref", type: "string", value: "<ref>", desc: "with --workspace: the base commit, branch or tag (default: the workspace's ref, else HEAD)" },
       { name: "branch", type: "string", value: "<name>", desc: "with --workspace: the run's branch (default ep/<task_id>)" },
       { name: "max-attempts", type: "string", value: "<n>", desc: "attempts before the task fails (default 3)" },
-      { name: "wait", type: "boolean", desc: "wait until the task ends and print its output (exit 1 when it failed; tool calls the agent was refused are listed on stderr and leave the exit code alone)" },
+      { name: "wait", type: "boolean", desc: "wait until the task ends (following its events) and print its output (exit 1 when it failed or was cancelled; tool calls the agent was refused are listed on stderr and leave the exit code alone)" },
     ],
   },
   {

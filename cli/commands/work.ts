@@ -41,17 +41,6 @@ function usageText(u: Row): string {
   return lines.join("\n");
 }
 
-const FINAL = new Set(["succeeded", "failed", "cancelled"]);
-
-/** Polls a task until it ends (every 250 ms). */
-async function waitForEndIn(ctx: Context, taskId: string): Promise<Row> {
-  for (;;) {
-    const t = protoJson(GetTaskResponseSchema, await tower(ctx, WorkService).getTask({ taskId })).task as Row;
-    if (FINAL.has(String(t.status))) return t;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
 export async function run(ctx: Context): Promise<number> {
   const work = () => tower(ctx, WorkService);
   switch (ctx.spec.path.join(" ")) {
@@ -211,7 +200,8 @@ async function taskSubmit(ctx: Context): Promise<number> {
     return 0;
   }
   if (!ctx.json) ctx.out(`submitted task ${task.id}; waiting for it to end (Ctrl-C stops waiting, not the task)`);
-  const done = await waitForEndIn(ctx, String(task.id));
+  const { waitForTaskEnd } = await import("./task-wait.js");
+  const done = await waitForTaskEnd(ctx, String(task.id));
   const r = (done.result ?? {}) as Row;
   if (ctx.json) ctx.out(json({ task: done }));
   else ctx.out([`task ${done.id} ${done.status} after ${done.attempts} attempt(s)${done.claimed_by ? ` on ${done.claimed_by}` : ""}`, r.output ? String(r.output).trimEnd() : "", r.error ? `error: ${r.error}` : ""].filter(Boolean).join("\n"));
