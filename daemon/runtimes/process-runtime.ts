@@ -9,7 +9,7 @@ import type { Clock, ClockTimer } from "../../common/clock.js";
 import { EpError, invalidField, type ErrorCode } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import { createLineSplitter, createTailBuffer, fillArgs, liveGroupMembers, resolveExecutable, terminateGroup } from "./process-group.js";
-import type { ProgressFrame, RunHandle, RunResult, RunSpec, RunUsage, RuntimeAdapter, RuntimeCheck, RuntimeKind } from "./runtime.js";
+import type { CommandLine, ProgressFrame, RunHandle, RunResult, RunSpec, RunUsage, RuntimeAdapter, RuntimeCheck, RuntimeKind } from "./runtime.js";
 import type { CommandRuntimeConfig } from "./runtimes-config.js";
 import { confineCommand, type Permission } from "./confine.js";
 import type { Denial } from "./denials.js";
@@ -99,33 +99,44 @@ export function createProcessRuntime(opts: ProcessRuntimeOptions): RuntimeAdapte
   return {
     kind,
     check: (env = process.env) => checkCommand(kind, config.command, env),
+    commandLine: (spec) => commandLine(opts, spec),
     start(spec) {
-      const invalid = checkCwd(spec) ?? opts.validate?.(spec);
-      if (invalid) return settledHandle({ ok: false, output: "", error: invalid.message, errorCode: invalid.code });
-      const permission = spec.permission ?? config.permission;
-      const extra = opts.extend?.(spec, permission) ?? {};
-      if (extra instanceof EpError) return settledHandle({ ok: false, output: "", error: extra.message, errorCode: extra.code });
-      const env = { ...runEnv(config.env, spec.env), ...extra.env };
-      const executable = resolveExecutable(config.command, env, spec.cwd);
-      if (!executable) return settledHandle(missingRuntime(kind, config.command));
-      const line = confineCommand({ permission, cwd: spec.cwd, places: spec.places, env, command: [executable, ...fillArgs(config.args, templateValues(spec)), ...(extra.args ?? [])] });
+      const cli = commandLine(opts, spec);
+      if ("failed" in cli) return settledHandle(cli.failed);
+      const { permission } = cli;
+      const line = confineCommand({ permission, cwd: spec.cwd, places: spec.places, env: cli.env, command: [cli.executable, ...cli.args] });
       if (line instanceof EpError) return settledHandle({ ok: false, output: "", error: `runtime ${kind}: ${line.message}`, errorCode: line.code });
-      const timeoutMs = spec.timeoutMs ?? extra.timeoutMs ?? config.timeoutSeconds * 1000;
       if (permission === "unconfined") {
         opts.logger.info("run unconfined: permission = \"unconfined\"", { runtime: kind, task_id: spec.taskId });
         spec.onFrame({ kind: "status", text: 'permission "unconfined": the agent\'s process is not confined to its workspace', data: { permission } });
       }
-      return runProcess({ ...opts, spec, env, executable: line[0]!, args: line.slice(1), timeoutMs });
+      return runProcess({ ...opts, spec, env: cli.env, executable: line[0]!, args: line.slice(1), timeoutMs: cli.timeoutMs });
     },
   };
 }
 
-interface RunProcessOptions extends ProcessRuntimeOptions {
+/**
+ * The CLI command a run of this runtime spawns for `spec`, before its confinement (bubblewrap,
+ * by `permission`) wraps it; or why the run cannot start. `start` runs exactly this, confined;
+ * bench/agent-overhead.ts runs it directly to measure what EP adds around it.
+ */
+export function commandLine(opts: ProcessRuntimeOptions, spec: RunSpec): CommandLine | { failed: RunResult } {
+  const { kind, config } = opts;
+  const invalid = checkCwd(spec) ?? opts.validate?.(spec);
+  if (invalid) return { failed: { ok: false, output: "", error: invalid.message, errorCode: invalid.code } };
+  const permission = spec.permission ?? config.permission;
+  const extra = opts.extend?.(spec, permission) ?? {};
+  if (extra instanceof EpError) return { failed: { ok: false, output: "", error: extra.message, errorCode: extra.code } };
+  const env = { ...runEnv(config.env, spec.env), ...extra.env };
+  const executable = resolveExecutable(config.command, env, spec.cwd);
+  if (!executable) return { failed: missingRuntime(kind, config.command) };
+  const args = [...fillArgs(config.args, templateValues(spec)), ...(extra.args ?? [])];
+  const timeoutMs = spec.timeoutMs ?? extra.timeoutMs ?? config.timeoutSeconds * 1000;
+  return { executable, args, env, timeoutMs, ...(permission ? { permission } : {}) };
+}
+
+interface RunProcessOptions extends ProcessRuntimeOptions, Omit<CommandLine, "permission"> {
   spec: RunSpec;
-  env: Record<string, string>;
-  executable: string;
-  args: string[];
-  timeoutMs: number;
 }
 
 function runProcess(o: RunProcessOptions): RunHandle {

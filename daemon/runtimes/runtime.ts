@@ -129,10 +129,23 @@ export interface RuntimeCheck {
   detail: string;
 }
 
+/** The CLI a run starts, before its confinement: the executable (resolved on PATH), its argv after it, its complete environment. */
+export interface CommandLine {
+  executable: string;
+  args: string[];
+  env: Record<string, string>;
+  /** 0 = none */
+  timeoutMs: number;
+  /** the run's policy (the spec's, else the runtime's), which decides its confinement */
+  permission?: Permission;
+}
+
 export interface RuntimeAdapter {
   readonly kind: RuntimeKind;
   /** Starts one run. Never throws: bad input and missing binaries come back as a failed RunResult. */
   start(spec: RunSpec): RunHandle;
+  /** The one-shot CLI runtimes: the command `start` spawns for `spec`, without the confinement around it. */
+  commandLine?(spec: RunSpec): CommandLine | { failed: RunResult };
   /** Whether the runtime's executable is present, for `ep system doctor`. */
   check(env?: Record<string, string | undefined>): Promise<RuntimeCheck>;
 }
