@@ -1,27 +1,44 @@
-// Bundles each entry point with esbuild; dependencies stay external (node_modules).
+// Bundles each entry point with esbuild. The tower and epd share their chunks and load their
+// dependencies from node_modules. The CLI is built on its own with the protocol libraries inlined
+// (Connect, protobuf-es, the SSE and TOML parsers): node's loader spends more on their ~200 files
+// than on compiling one bundle, and every `ep` command pays it (docs/PERFORMANCE.md, agent overhead).
 import { build } from "esbuild";
 import { existsSync } from "node:fs";
 
-const entries = {
-  "tower/main": "tower/main.ts",
-  "daemon/main": "daemon/main.ts",
-  "cli/main": "cli/main.ts",
-};
-const entryPoints = Object.fromEntries(Object.entries(entries).filter(([, f]) => existsSync(f)));
-
-await build({
-  entryPoints,
+const common = {
   outdir: "dist",
   bundle: true,
   platform: "node",
   format: "esm",
   target: "node20",
-  packages: "external",
   sourcemap: "linked",
   splitting: true,
-  chunkNames: "chunks/[name]-[hash]",
   logLevel: "warning",
   banner: { js: "import { createRequire as __epCreateRequire } from 'node:module'; const require = __epCreateRequire(import.meta.url);" },
+};
+const present = (entries) => Object.fromEntries(Object.entries(entries).filter(([, f]) => existsSync(f)));
+
+await build({
+  ...common,
+  entryPoints: present({ "tower/main": "tower/main.ts", "daemon/main": "daemon/main.ts" }),
+  packages: "external",
+  chunkNames: "chunks/[name]-[hash]",
+});
+
+/** Packages the CLI bundle carries itself; the rest (Ink and React for the TUI fallback, ws) stay in node_modules. */
+const CLI_INLINED = /^(@bufbuild\/protobuf|@connectrpc\/connect(-node)?|eventsource-parser|smol-toml)(\/|$)/;
+await build({
+  ...common,
+  entryPoints: present({ "cli/main": "cli/main.ts" }),
+  chunkNames: "cli/chunks/[name]-[hash]",
+  plugins: [
+    {
+      name: "cli-externals",
+      setup(b) {
+        b.onResolve({ filter: /^[^./]/ }, (a) => (CLI_INLINED.test(a.path) || a.path.startsWith("node:") ? undefined : { path: a.path, external: true }));
+      },
+    },
+  ],
 });
 
 // The web console (web/ → dist/web, served at /ui/), built by Vite's JS API.
