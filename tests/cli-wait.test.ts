@@ -19,9 +19,10 @@ let missionId = "";
 let work: ReturnType<typeof adminClient<typeof WorkService>>;
 
 /** What the proxy does with a connection that opens the event stream. */
-let streamMode: "pass" | "hold" | "refuse" = "pass";
+let streamMode: "pass" | "hold" | "refuse" | "drop" = "pass";
 let releaseHeld: () => void = () => {};
 let heldStreams = 0;
+let dropStream: (() => void) | undefined;
 /** The requests the CLI made through the proxy, by request line (`GET /events/stream…`, `POST /ep.tower.v1.WorkService/GetTask`). */
 let requests: string[] = [];
 
@@ -39,10 +40,18 @@ beforeAll(async () => {
     let first = true;
     client.on("data", (d: Buffer) => {
       const text = d.toString("latin1");
-      for (const m of text.matchAll(/^(GET|POST) (\S+) HTTP\/1\.1\r$/gm)) requests.push(`${m[1]} ${m[2]}`);
+      for (const m of text.matchAll(/^(GET|POST) (\S+) HTTP\/1\.1\r$/gm)) {
+        requests.push(`${m[1]} ${m[2]}`);
+        if (m[2].endsWith("/GetTask") && dropStream) {
+          dropStream();
+          dropStream = undefined;
+        }
+      }
       if (first && text.startsWith("GET /events/stream")) {
         first = false;
         if (streamMode === "refuse") return client.destroy();
+        // the stream breaks once the CLI has had its headers (it reads the task after them)
+        if (streamMode === "drop") dropStream = () => client.destroy();
         if (streamMode === "hold") {
           heldStreams++;
           client.pause();
@@ -129,5 +138,14 @@ describe("ep task submit --wait", () => {
     const failed = await submit(["no stream, fails", "--command", "exit 4", "--max-attempts", "1"]);
     expect(failed.code).toBe(1);
     expect(failed.stdout).toMatch(/failed after 1 attempt/);
+  }, 40_000);
+
+  it("a stream lost while the task runs is said on stderr, and the task is read until it ends", async () => {
+    streamMode = "drop";
+    dropStream = undefined;
+    const r = await submit(["stream lost", "--command", "sleep 1; echo read-after-loss"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/^ep: the event stream was lost \(.+\); reading the task every 250 ms instead\n$/);
+    expect(r.stdout).toContain("read-after-loss");
   }, 40_000);
 });
