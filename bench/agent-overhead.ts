@@ -206,12 +206,17 @@ async function cli(c: Cli): Promise<Sample> {
   const t0 = performance.now();
   const child = spawn(process.execPath, args, { env, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
-  child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
+  const at: Record<string, number> = {};
+  child.stdout!.on("data", (d: Buffer) => {
+    out += d.toString();
+    if (out.includes("submitted task")) at["submitted line"] ??= performance.now() - t0;
+    if (out.includes(REPLY)) at["reply printed"] ??= performance.now() - t0;
+  });
   child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
   const code = await new Promise<number | null>((r) => child.on("close", r));
   const ms = performance.now() - t0;
   if (code !== 0 || !out.includes(REPLY)) throw new Error(`ep task submit --wait (${kind}) exited ${code}: ${out.slice(-2000)}`);
-  return { ms };
+  return { ms, steps: at };
 }
 
 // ---- rounds: per CLI, each round runs the three paths one after the other
@@ -249,6 +254,7 @@ const report = Object.fromEntries(
         overhead_cli_over_api_ms: +(f.cli.p50 - f.api.p50).toFixed(1),
         api_steps_from_create_ms: stepMedians(samples[c].api),
         direct_steps_ms: stepMedians(samples[c].direct),
+        cli_steps_ms: stepMedians(samples[c].cli),
       },
     ];
   }),
@@ -262,8 +268,10 @@ else {
   for (const [c, r] of Object.entries(report)) {
     log(`| ${c} | ${r.direct.p50} / ${r.direct.p90} | ${r.api.p50} / ${r.api.p90} | ${r.cli.p50} / ${r.cli.p90} | ${r.overhead_api_ms} | ${r.overhead_cli_over_api_ms} |`);
   }
-  log("\nmedian ms from the create (api) and from the spawn (direct):");
-  for (const [c, r] of Object.entries(report)) log(`  ${c}: api ${JSON.stringify(r.api_steps_from_create_ms)}; direct ${JSON.stringify(r.direct_steps_ms)}`);
+  log("\nmedian ms from the create (api) and from the spawn (direct, cli):");
+  for (const [c, r] of Object.entries(report)) {
+    log(`  ${c}: api ${JSON.stringify(r.api_steps_from_create_ms)}; direct ${JSON.stringify(r.direct_steps_ms)}; cli ${JSON.stringify(r.cli_steps_ms)}`);
+  }
 }
 await stopAll();
 process.exit(0);
