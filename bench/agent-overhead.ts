@@ -10,6 +10,7 @@
 //   cli     `ep task submit --wait` (the built bin/ep.js) as a child process; timed wall
 //
 //   node scripts/run-ts.mjs bench/agent-overhead.ts [--runs 20] [--warmup 1] [--cli claude,codex,gemini] [--json]
+//     [--ep <bin/ep.js of another build>]   (the cli path's `ep`; default this tree's bin/ep.js)
 //
 // The CLIs are the real ones (tests/real-cli/node_modules: npm ci --prefix tests/real-cli) against
 // the fake LLM API (llmock, tests/real-cli/fixtures), with runtimes.toml giving only keys and base
@@ -43,6 +44,7 @@ const { values } = parseArgs({
     warmup: { type: "string", default: "1" },
     cli: { type: "string", default: "claude,codex,gemini" },
     json: { type: "boolean", default: false },
+    ep: { type: "string" },
   },
 });
 const RUNTIMES = {
@@ -59,8 +61,8 @@ if (!Number.isInteger(RUNS) || RUNS < 1) throw new Error(`--runs must be a posit
 if (!Number.isInteger(WARMUP) || WARMUP < 0) throw new Error(`--warmup must be a non-negative integer (got ${values.warmup})`);
 const missing = missingClis(["llmock", ...clis.map((c) => RUNTIMES[c as Cli].bin)]);
 if (missing.length) throw new Error(`the real agent CLIs are not installed (missing ${missing.join(", ")}); run: npm ci --prefix tests/real-cli`);
-const EP_BIN = join(ROOT, "bin", "ep.js");
-if (!existsSync(join(ROOT, "dist", "cli", "main.js"))) throw new Error("run 'npm run build' first: the cli path runs dist/cli/main.js");
+const EP_BIN = values.ep ?? join(ROOT, "bin", "ep.js");
+if (values.ep ? !existsSync(values.ep) : !existsSync(join(ROOT, "dist", "cli", "main.js"))) throw new Error(values.ep ? `--ep: no such file ${values.ep}` : "run 'npm run build' first: the cli path runs dist/cli/main.js");
 
 const PROMPT = "ep-real-cli: reply hello";
 const REPLY = "hello from the fixture";
@@ -259,7 +261,7 @@ const report = Object.fromEntries(
     ];
   }),
 );
-const result = { runs: RUNS, warmup: WARMUP, load_average: { start: load0.map((l) => +l.toFixed(2)), end: load1.map((l) => +l.toFixed(2)) }, cores: cpus().length, clis: report };
+const result = { ep: EP_BIN, runs: RUNS, warmup: WARMUP, load_average: { start: load0.map((l) => +l.toFixed(2)), end: load1.map((l) => +l.toFixed(2)) }, cores: cpus().length, clis: report };
 if (values.json) console.log(JSON.stringify(result, null, 2));
 else {
   log(`load average at end: ${load1.map((l) => l.toFixed(2)).join(" ")}`);
