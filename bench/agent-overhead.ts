@@ -14,12 +14,13 @@
 //
 // The CLIs are the real ones (tests/real-cli/node_modules: npm ci --prefix tests/real-cli) against
 // the fake LLM API (llmock, tests/real-cli/fixtures), with runtimes.toml giving only keys and base
-// URLs, as tests/real-cli.test.ts. The tower and epd are the bundled binaries as child processes.
+// URLs: the setting of tests/real-cli.test.ts (tests/real-cli-harness.ts), whose tower and epd are
+// the bundled binaries as child processes. The confinement needs bubblewrap, as EP's default does.
 // `npm run build` first (the cli path runs dist/). Besides the three paths it reports, for the api
 // path, when the tower recorded each step (from the create: claimed, running, first progress frame)
 // and, for the direct path, the CLI's first stdout line: where the difference goes.
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -32,10 +33,8 @@ import { parseJsonObject } from "../daemon/runtimes/process-runtime.js";
 import { createVendorACodeParser } from "../daemon/runtimes/vendor-a-code.js";
 import { createVendorBParser } from "../daemon/runtimes/vendor-b.js";
 import { createVendorCParser } from "../daemon/runtimes/vendor-c.js";
-import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
-import { adminClient, registerNode, ROOT, spawnEpd, spawnTowerProcess } from "../tests/epd-harness.js";
-import { tempHome } from "../tests/harness.js";
-import { missingClis, REAL_CLI_BIN, runtimesToml, startLlmock, writeCliConfigs } from "../tests/real-cli-setup.js";
+import { ROOT } from "../tests/epd-harness.js";
+import { REAL_CLI_MISSING, runtimesToml, skipRealCli, startRealCli } from "../tests/real-cli-harness.js";
 import { pct } from "./figures.js";
 
 const { values } = parseArgs({
@@ -59,8 +58,7 @@ const clis = values.cli!.split(",").map((c) => c.trim());
 for (const c of clis) if (!(c in RUNTIMES)) throw new Error(`--cli: unknown CLI '${c}' (known: ${Object.keys(RUNTIMES).join(", ")})`);
 if (!Number.isInteger(RUNS) || RUNS < 1) throw new Error(`--runs must be a positive integer (got ${values.runs})`);
 if (!Number.isInteger(WARMUP) || WARMUP < 0) throw new Error(`--warmup must be a non-negative integer (got ${values.warmup})`);
-const missing = missingClis(["llmock", ...clis.map((c) => RUNTIMES[c as Cli].bin)]);
-if (missing.length) throw new Error(`the real agent CLIs are not installed (missing ${missing.join(", ")}); run: npm ci --prefix tests/real-cli`);
+if (skipRealCli) throw new Error(REAL_CLI_MISSING);
 const EP_BIN = values.ep ?? join(ROOT, "bin", "ep.js");
 if (values.ep ? !existsSync(values.ep) : !existsSync(join(ROOT, "dist", "cli", "main.js"))) throw new Error(values.ep ? `--ep: no such file ${values.ep}` : "run 'npm run build' first: the cli path runs dist/cli/main.js");
 
@@ -70,33 +68,16 @@ const log = (line: string) => (values.json ? process.stderr : process.stdout).wr
 const load0 = loadavg();
 log(`load average at start: ${load0.map((l) => l.toFixed(2)).join(" ")} (${cpus().length} cores)`);
 
-const home = tempHome("ep-bench-agent-overhead-");
-const userHome = join(home.dir, "user");
-const llm = await startLlmock();
-writeCliConfigs(userHome, llm.url);
-const toml = runtimesToml(llm.url);
-const tower = await spawnTowerProcess(home.dir);
-const nodeFile = join(home.dir, "node.json");
-await registerNode(tower.url, tower.adminToken, nodeFile);
-mkdirSync(join(home.dir, "epd"), { recursive: true, mode: 0o700 });
-writeFileSync(join(home.dir, "epd", "runtimes.toml"), toml);
-/** the environment epd runs with, and so what its runs inherit */
-const epdEnv = { HOME: userHome, PATH: `${REAL_CLI_BIN}:${process.env.PATH}`, EP_LOG_LEVEL: "info" };
-const epd = await spawnEpd({ home: home.dir, nodeFile, backendUrl: tower.url, env: epdEnv });
-const stopAll = async () => {
-  await epd.stop();
-  await tower.stop();
-  await llm.stop();
-  home.cleanup();
-};
+// the setting of tests/real-cli*.test.ts: the fake API (behind the harness's recorder), a tower,
+// an epd with the agent runtimes enrolled, runtimes.toml with keys and base URLs only
+const rc = await startRealCli("ep-bench-agent-overhead-");
+const { tower, epd, missionId, work } = rc;
+const toml = runtimesToml(rc.llmUrl, "claude-code-acp");
+/** the environment epd runs with (tests/real-cli-harness.ts), and so what its runs start from */
+const epdEnv = { HOME: rc.userHome, PATH: `${join(ROOT, "tests", "real-cli", "node_modules", ".bin")}:${process.env.PATH}` };
 process.on("exit", () => {
-  for (const c of [epd.child, tower.child, llm.child]) if (c.exitCode === null) c.kill("SIGKILL");
+  for (const c of [epd.child, tower.child]) if (c.exitCode === null) c.kill("SIGKILL");
 });
-
-const work = adminClient(tower, WorkService);
-const domainId = (await work.createDomain({ name: "bench" })).domain!.id;
-const missionId = (await work.createMission({ domainId, title: "agent overhead" })).mission!.id;
-for (const c of clis) await epd.call("agent.enroll", { domainId, runtime: RUNTIMES[c as Cli].kind, name: `bench-${c}` });
 
 // ---- the event stream, subscribed once before any create: each task's steps as they arrive
 const steps = new Map<string, Map<string, number>>();
@@ -150,7 +131,7 @@ function directLine(kind: string, cwd: string): CommandLine {
 let dirs = 0;
 async function direct(c: Cli): Promise<Sample> {
   const { kind } = RUNTIMES[c];
-  const cwd = mkdtempSync(join(home.dir, `direct-${dirs++}-`));
+  const cwd = mkdtempSync(join(rc.home, `direct-${dirs++}-`));
   const line = directLine(kind, cwd);
   const t0 = performance.now();
   let first: number | undefined;
@@ -204,7 +185,7 @@ async function api(c: Cli): Promise<Sample> {
 async function cli(c: Cli): Promise<Sample> {
   const { kind } = RUNTIMES[c];
   const args = [EP_BIN, "task", "submit", "--mission", missionId, `${kind} through the cli`, "--runtime", kind, "--prompt", PROMPT, "--max-attempts", "1", "--wait"];
-  const env = { ...process.env, EP_HOME: join(home.dir, "cli-home"), EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken };
+  const env = { ...process.env, EP_HOME: join(rc.home, "cli-home"), EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken };
   const t0 = performance.now();
   const child = spawn(process.execPath, args, { env, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
@@ -225,6 +206,11 @@ async function cli(c: Cli): Promise<Sample> {
 const PATHS = { direct, api, cli } as const;
 type PathName = keyof typeof PATHS;
 const samples: Record<string, Record<PathName, Sample[]>> = {};
+const argv = Object.fromEntries(clis.map((c) => {
+  const line = directLine(RUNTIMES[c as Cli].kind, rc.home);
+  return [c, [line.executable.split("/").pop(), ...line.args].join(" ")];
+}));
+for (const c of clis) log(`${c} directly: ${argv[c]}`);
 for (const c of clis) {
   samples[c] = { direct: [], api: [], cli: [] };
   for (let round = 0; round < WARMUP + RUNS; round++) {
@@ -251,6 +237,7 @@ const report = Object.fromEntries(
     return [
       c,
       {
+        direct_argv: argv[c],
         ...f,
         overhead_api_ms: +(f.api.p50 - f.direct.p50).toFixed(1),
         overhead_cli_over_api_ms: +(f.cli.p50 - f.api.p50).toFixed(1),
@@ -275,5 +262,5 @@ else {
     log(`  ${c}: api ${JSON.stringify(r.api_steps_from_create_ms)}; direct ${JSON.stringify(r.direct_steps_ms)}; cli ${JSON.stringify(r.cli_steps_ms)}`);
   }
 }
-await stopAll();
+await rc.close();
 process.exit(0);
