@@ -10,7 +10,7 @@
 //   cli     `ep task submit --wait` (the built bin/ep.js) as a child process; timed wall
 //
 //   node scripts/run-ts.mjs bench/agent-overhead.ts [--runs 20] [--warmup 1] [--cli claude,codex,gemini] [--json]
-//     [--ep <bin/ep.js of another build>]   (the cli path's `ep`; default this tree's bin/ep.js)
+//     [--ep <bin/ep.js of another build>]   (the cli path's `ep`; default this tree's bin/ep.js) [--trace]
 //
 // The CLIs are the real ones (tests/real-cli/node_modules: npm ci --prefix tests/real-cli) against
 // the fake LLM API (llmock, tests/real-cli/fixtures), with runtimes.toml giving only keys and base
@@ -44,6 +44,8 @@ const { values } = parseArgs({
     cli: { type: "string", default: "claude,codex,gemini" },
     json: { type: "boolean", default: false },
     ep: { type: "string" },
+    // epd's log lines about each CLI's last api task, in ms from its create (epd logs at debug here)
+    trace: { type: "boolean", default: false },
   },
 });
 const RUNTIMES = {
@@ -112,6 +114,8 @@ const stream = new AbortController();
 // ---- the three paths
 interface Sample {
   ms: number;
+  /** api: the task, and the wall clock at its create (for --trace) */
+  task?: { id: string; createdAtMs: number };
   /** api: ms from the create to each step; direct: to the first stdout line */
   steps?: Record<string, number>;
 }
@@ -159,6 +163,7 @@ async function direct(c: Cli): Promise<Sample> {
 async function api(c: Cli): Promise<Sample> {
   const { kind } = RUNTIMES[c];
   const body = JSON.stringify({ title: `${kind} over the API`, runtime: kind, input: { prompt: PROMPT }, max_attempts: 1 });
+  const createdAtMs = Date.now();
   const t0 = performance.now();
   const res = await fetch(`${tower.url}/work/missions/${missionId}/tasks`, {
     method: "POST",
@@ -179,7 +184,7 @@ async function api(c: Cli): Promise<Sample> {
   }
   const at: Record<string, number> = {};
   for (const [name, when] of seen) at[name] = when - t0;
-  return { ms: end - t0, steps: at };
+  return { ms: end - t0, steps: at, task: { id, createdAtMs } };
 }
 
 async function cli(c: Cli): Promise<Sample> {
@@ -260,6 +265,13 @@ else {
   log("\nmedian ms from the create (api) and from the spawn (direct, cli):");
   for (const [c, r] of Object.entries(report)) {
     log(`  ${c}: api ${JSON.stringify(r.api_steps_from_create_ms)}; direct ${JSON.stringify(r.direct_steps_ms)}; cli ${JSON.stringify(r.cli_steps_ms)}`);
+  }
+}
+if (values.trace) {
+  for (const c of clis) {
+    const last = samples[c].api.at(-1)!.task!;
+    log(`\n${c}: epd's log of ${last.id}, ms from its create:`);
+    for (const l of epd.logs) if (l.task_id === last.id) log(`  +${Date.parse(String(l.ts)) - last.createdAtMs} ${String(l.msg)}`);
   }
 }
 await rc.close();
