@@ -29,7 +29,7 @@ import { createSseParser } from "../common/sse.js";
 import { createRuntimeRegistry } from "../daemon/runtimes/registry.js";
 import { parseRuntimesConfig } from "../daemon/runtimes/runtimes-config.js";
 import type { CommandLine } from "../daemon/runtimes/runtime.js";
-import { parseJsonObject } from "../daemon/runtimes/process-runtime.js";
+import { parseJsonObject, type StreamParser } from "../daemon/runtimes/process-runtime.js";
 import { createVendorACodeParser } from "../daemon/runtimes/vendor-a-code.js";
 import { createVendorBParser } from "../daemon/runtimes/vendor-b.js";
 import { createVendorCParser } from "../daemon/runtimes/vendor-c.js";
@@ -48,11 +48,12 @@ const { values } = parseArgs({
     trace: { type: "boolean", default: false },
   },
 });
-const RUNTIMES = {
-  claude: { kind: "vendorA_code", bin: "claude", parser: createVendorACodeParser },
-  codex: { kind: "vendorB", bin: "codex", parser: createVendorBParser },
-  gemini: { kind: "vendorC", bin: "gemini", parser: createVendorCParser },
-} as const;
+/** each CLI's runtime and the parser epd reads its output with (it gets the child's environment) */
+const RUNTIMES: Record<"claude" | "codex" | "gemini", { kind: string; parser: (env: Record<string, string>) => StreamParser }> = {
+  claude: { kind: "vendorA_code", parser: createVendorACodeParser },
+  codex: { kind: "vendorB", parser: createVendorBParser },
+  gemini: { kind: "vendorC", parser: createVendorCParser },
+};
 type Cli = keyof typeof RUNTIMES;
 const RUNS = Number(values.runs);
 const WARMUP = Number(values.warmup);
@@ -150,7 +151,7 @@ async function direct(c: Cli): Promise<Sample> {
   const code = await new Promise<number | null>((r) => child.on("close", r));
   const ms = performance.now() - t0;
   // read as epd reads it: the vendor's stream parser says whether the run succeeded, and with what
-  const parser = RUNTIMES[c].parser();
+  const parser = RUNTIMES[c].parser(line.env);
   for (const l of out.split("\n")) {
     const event = parseJsonObject(l);
     if (event) parser.event(event);
