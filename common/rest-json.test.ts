@@ -43,7 +43,8 @@ function filled(schema: DescMessage, depth = 0): Record<string, unknown> {
   for (const f of schema.fields) {
     if (f.proto.proto3Optional && depth % 2 === 1) continue;
     const one = () => sample(f, depth);
-    if (f.fieldKind === "list") init[f.localName] = [one(), one()];
+    // a list of messages past the depth is empty (a message list never holds an unset element)
+    if (f.fieldKind === "list") init[f.localName] = f.listKind === "message" && depth >= 2 && f.message!.typeName.startsWith("ep.") ? [] : [one(), one()];
     else init[f.localName] = one();
   }
   return init;
