@@ -114,21 +114,27 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
   const asking = new AbortController();
   /** tool names by toolCallId, from the agent's tool_call updates (for "ask" requests that do not repeat them) */
   const toolNames = new Map<string, string>();
-  const toolInputs = new Map<string, unknown>();
+  const toolInputs = new Map<string, { input: unknown; title: string }>();
   const app = client({ name: "epd" })
-    .onRequest(methods.client.session.requestPermission, ({ params }) => answerPermission(params, o, asking.signal, toolNames, emit, turnDenials))
+    .onRequest(methods.client.session.requestPermission, ({ params }) => {
+      // gemini --acp announces a call only in its permission request
+      const tc = params.toolCall;
+      if (!toolInputs.has(tc.toolCallId)) toolInputs.set(tc.toolCallId, { input: tc.rawInput, title: tc.title ?? "" });
+      return answerPermission(params, o, asking.signal, toolNames, emit, turnDenials);
+    })
     .onNotification(methods.client.session.update, ({ params }) => {
       const frame = frameOfUpdate(params);
       const u = params.update;
       if (u.sessionUpdate === "tool_call") {
         const name = toolNameOf(u);
         if (name) toolNames.set(u.toolCallId, name);
-        toolInputs.set(u.toolCallId, u.rawInput);
+        toolInputs.set(u.toolCallId, { input: u.rawInput, title: u.title });
       }
       // a call the agent was allowed to make, stopped by the confinement (EROFS and the like); a
       // shell command that failed so may still be reported "completed" (gemini --acp)
       if (u.sessionUpdate === "tool_call_update" && (u.status === "failed" || u.status === "completed")) {
-        const refused = sandboxRefusal(u, toolNames.get(u.toolCallId) ?? "tool", toolInputs.get(u.toolCallId));
+        const call = toolInputs.get(u.toolCallId);
+        const refused = sandboxRefusal(u, toolNames.get(u.toolCallId) ?? u.kind ?? "tool", triedOf(call?.input) || (call?.title ?? u.title ?? ""));
         const added = refused && turnDenials.add(refused);
         if (added) emit(denialFrame(added));
       }
@@ -288,10 +294,18 @@ export function rejectionOf(req: RequestPermissionRequest, answer: RequestPermis
 }
 
 /** A failed tool call whose output says the sandbox stopped it, as a denial. */
-function sandboxRefusal(u: { toolCallId: string; rawOutput?: unknown; content?: unknown }, tool: string, input: unknown): Denial | undefined {
-  const text = typeof u.rawOutput === "string" ? u.rawOutput : JSON.stringify(u.rawOutput ?? u.content ?? "");
+function sandboxRefusal(u: { toolCallId: string; rawOutput?: unknown; content?: unknown }, tool: string, tried: string): Denial | undefined {
+  const text = outputText(u);
   if (refusalIn(text) !== "sandbox") return undefined;
-  return { tool, tried: triedOf(input), reason: refusalLine(text.replace(/\\n/g, "\n")), source: "sandbox", callId: u.toolCallId };
+  return { tool, tried, reason: refusalLine(text), source: "sandbox", callId: u.toolCallId };
+}
+
+/** What a tool call answered: its rawOutput, else the text of its content blocks (gemini --acp). */
+function outputText(u: { rawOutput?: unknown; content?: unknown }): string {
+  if (typeof u.rawOutput === "string") return u.rawOutput;
+  if (u.rawOutput !== undefined && u.rawOutput !== null) return JSON.stringify(u.rawOutput);
+  const blocks = Array.isArray(u.content) ? (u.content as { content?: { type?: string; text?: unknown } }[]) : [];
+  return blocks.map((b) => (b.content?.type === "text" && typeof b.content.text === "string" ? b.content.text : "")).join("\n");
 }
 
 /** The agent's own name for a tool call, when it gives one (claude-code-acp: _meta.claudeCode.toolName), else its kind. */

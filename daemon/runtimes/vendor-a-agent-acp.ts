@@ -8,7 +8,9 @@ import { EpError, invalidField } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import { openAcpSession, type AcpSession } from "./acp-session.js";
 import { fillArgs } from "./process-group.js";
-import { checkCommand, checkCwd, formatSeconds, settledHandle, templateValues } from "./process-runtime.js";
+import { asRecord, checkCommand, checkCwd, formatSeconds, settledHandle, templateValues } from "./process-runtime.js";
+import { geminiSettingsFile } from "./vendor-c.js";
+import { basename } from "node:path";
 import type { ProgressFrame, RunHandle, RunResult, RunSpec, RuntimeAdapter } from "./runtime.js";
 import type { AcpRuntimeConfig } from "./runtimes-config.js";
 
@@ -22,6 +24,21 @@ export function createVendorAAgentAcpRuntime(config: AcpRuntimeConfig, deps: { c
       return runAcp(spec, config, deps);
     },
   };
+}
+
+/**
+ * The agent's environment. `gemini --acp` runs with a settings file of the run's own that turns its
+ * interactive (pty) shell off: with it, gemini tells its ACP client nothing of a command's output,
+ * so a write the confinement refused could not be in the task's denials.
+ */
+function acpEnv(config: AcpRuntimeConfig, spec: RunSpec): Record<string, string> {
+  const env = runEnv(config.env, spec.env);
+  if (basename(config.command) !== "gemini" || !spec.places) return env;
+  const file = geminiSettingsFile(env, spec.places.runDir, (settings) => {
+    const tools = asRecord(settings.tools) ?? {};
+    settings.tools = { ...tools, shell: { ...asRecord(tools.shell), enableInteractiveShell: false } };
+  });
+  return file instanceof EpError ? env : { ...env, GEMINI_CLI_SYSTEM_SETTINGS_PATH: file };
 }
 
 function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; logger: Logger }): RunHandle {
@@ -57,7 +74,7 @@ function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; l
         command: config.command,
         args: fillArgs(config.args, templateValues(spec)),
         cwd: spec.cwd,
-        env: runEnv(config.env, spec.env),
+        env: acpEnv(config, spec),
         permission: spec.permission ?? config.permission ?? "workspace",
         confinement: { permission: spec.permission ?? config.permission, places: spec.places ?? { runDir: spec.cwd, writable: [], hidden: [], sockets: [], readable: [], home: spec.env.HOME ?? "/nonexistent" } },
         ...(spec.mcp ? { mcp: spec.mcp } : {}),

@@ -24,17 +24,28 @@ export const GEMINI_SETTINGS_FILE = ".ep-gemini-settings.json";
 export function vendorCRun(spec: RunSpec, permission: Permission | undefined): RunAdditions | EpError {
   const args = ["--approval-mode", permission === "read-only" ? "plan" : "yolo"];
   if (!spec.mcp || !spec.places) return { args };
-  const inherited = spec.env.GEMINI_CLI_SYSTEM_SETTINGS_PATH || SYSTEM_SETTINGS;
+  const mcp = spec.mcp;
+  const file = geminiSettingsFile(spec.env, spec.places.runDir, (settings) => {
+    settings.mcpServers = { ...asRecord(settings.mcpServers), ep: { httpUrl: mcp.url, headers: { Authorization: `Bearer ${mcp.token}` }, trust: true } };
+  });
+  return file instanceof EpError ? file : { args, env: { GEMINI_CLI_SYSTEM_SETTINGS_PATH: file } };
+}
+
+/**
+ * A run's own gemini system settings file in `runDir`: the node's (GEMINI_CLI_SYSTEM_SETTINGS_PATH
+ * of the run's environment, else /etc/gemini-cli/settings.json, if any) changed by `change`.
+ * Its path is what GEMINI_CLI_SYSTEM_SETTINGS_PATH should name for the run.
+ */
+export function geminiSettingsFile(env: Record<string, string>, runDir: string, change: (settings: Record<string, unknown>) => void): string | EpError {
+  const inherited = env.GEMINI_CLI_SYSTEM_SETTINGS_PATH || SYSTEM_SETTINGS;
   let settings: Record<string, unknown> = {};
   try {
     settings = asRecord(JSON.parse(readFileSync(inherited, "utf8"))) ?? {};
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ENOENT") return new EpError("config_invalid", `runtime vendorC: gemini's system settings ${inherited} cannot be read: ${(err as Error).message}`);
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") return new EpError("config_invalid", `gemini's system settings ${inherited} cannot be read: ${(err as Error).message}`);
   }
-  const servers = asRecord(settings.mcpServers) ?? {};
-  settings.mcpServers = { ...servers, ep: { httpUrl: spec.mcp.url, headers: { Authorization: `Bearer ${spec.mcp.token}` }, trust: true } };
-  const file = writeOwnFile(join(spec.places.runDir, GEMINI_SETTINGS_FILE), JSON.stringify(settings, null, 2) + "\n");
-  return { args, env: { GEMINI_CLI_SYSTEM_SETTINGS_PATH: file } };
+  change(settings);
+  return writeOwnFile(join(runDir, GEMINI_SETTINGS_FILE), JSON.stringify(settings, null, 2) + "\n");
 }
 
 export function createVendorCParser(): StreamParser {
