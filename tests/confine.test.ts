@@ -80,6 +80,8 @@ describe.skipIf(bwrap.skip)("a confined run", () => {
         `cat ${nodeFile} && echo LEAK-node`,
         `ls ${otherRun} && cat ${join(otherRun, "scratch.txt")} && echo LEAK-run`,
         `echo x > ${join(userHome, "outside.txt")} || echo home-refused`,
+        // the covers cannot be taken off from inside
+        `umount ${h.dir} 2>/dev/null; mount -o remount,rw / 2>/dev/null; cat ${nodeFile} && echo LEAK-umount`,
         "echo inside > mine.txt && cat mine.txt",
         'v=$(epd get-secret DB_PASSWORD) && echo "secret-ok ${#v}"',
       ].join("; "),
