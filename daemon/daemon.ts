@@ -125,9 +125,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const tower = createTowerClients(opts.backendUrl, opts.identity.token);
   const common = { tower, runtimes, sessions, clock, log, home, secretsSocket: sockets.secrets, binDir, baseEnv, redactor: broker.redactor };
   const [signals, merges] = [createSignalRunner(common), createMergeRequests(common)];
-  const tools = await openTools(opts, env, log, tower);
-  // every run gets its own door to EP's tools, served here (EP_MCP_URL, EP_MCP_TOKEN, EP_MCP_CONFIG; docs/runtimes.md)
-  const mcp = createMcpEndpoint({ caller: tools, tower, towerUrl: opts.backendUrl, token: opts.identity.token, clock, log });
+  const { tools, mcp } = await openTools(opts, env, log, tower, clock);
   const fleet = await createFleet({
     ...common,
     env,
@@ -144,8 +142,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     agents,
     journal,
     mcp,
-    // a confined run sees none of EP's own files: tokens, the tower's data, other runs, the node identity
-    hidden: [epHome(env), nodeFile(env)],
+    hidden: [epHome(env), nodeFile(env)], // what no confined run sees: tokens, the tower's data, other runs, the node identity
     profiles: { list: () => fleet.claimers(), place: (profileId) => fleet.taskPlace(profileId) },
     resumeEveryClaim: takeTasks, // a push to the agent a claim is for may be on its way
   });
@@ -280,9 +277,13 @@ function linkToTower(
   return { attach, link };
 }
 
-/** The validated MCP path (docs/booster.md): schema pack, booster, then /mcp/call with the node token. */
-function openTools(opts: DaemonOptions, env: NodeJS.ProcessEnv, log: Logger, tower: TowerClients) {
-  return openToolCaller({
+/**
+ * The validated MCP path (docs/booster.md): schema pack, booster, then /mcp/call with the node
+ * token; and every run's own door to it, served by this epd (EP_MCP_URL, EP_MCP_TOKEN,
+ * EP_MCP_CONFIG; docs/runtimes.md "EP's tools").
+ */
+async function openTools(opts: DaemonOptions, env: NodeJS.ProcessEnv, log: Logger, tower: TowerClients, clock: Clock) {
+  const tools = await openToolCaller({
     towerUrl: opts.backendUrl,
     token: opts.identity.token,
     log: log.child({ part: "tools" }),
@@ -290,6 +291,8 @@ function openTools(opts: DaemonOptions, env: NodeJS.ProcessEnv, log: Logger, tow
     boosterWasm: opts.boosterWasm,
     publish: (events) => tower.nodes.publishEvents({ events }),
   });
+  const mcp = createMcpEndpoint({ caller: tools, tower, towerUrl: opts.backendUrl, token: opts.identity.token, clock, log });
+  return { tools, mcp };
 }
 
 /** The journal folded into inflight.json on the way out; a failure leaves the log, which the next start replays. */

@@ -9,7 +9,7 @@ import type { Clock } from "../../common/clock.js";
 import type { Logger } from "../../common/log.js";
 import type { TowerClients } from "../link/tower-client.js";
 import { PERMISSION_TOOL } from "./agent-config.js";
-import { pathsOf } from "../runtimes/acp-session.js";
+import { pathsOf } from "../runtimes/acp-permission.js";
 import { frameMsg, type ProgressFrame } from "../runtimes/runtime.js";
 import { createPermissionAsker } from "../worker/permission-asker.js";
 

@@ -2,7 +2,7 @@
 import type { RequestPermissionRequest } from "@agentclientprotocol/sdk";
 import { describe, expect, it } from "vitest";
 import { silentLogger } from "../../common/log.js";
-import { askPerson, decidePermission, rejectionOf, toolOf } from "./acp-session.js";
+import { askPerson, decidePermission, rejectionOf, toolOf } from "./acp-permission.js";
 import type { PermissionAsk } from "./runtime.js";
 
 const req: RequestPermissionRequest = {

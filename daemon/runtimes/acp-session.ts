@@ -2,8 +2,6 @@
 // over the child's stdio (newline-delimited JSON-RPC). The vendorA_agent_acp runtime opens one per
 // task; long-running profile agents can keep one open and prompt it again.
 import { spawn, type ChildProcess } from "node:child_process";
-import { basename, dirname, isAbsolute, join as joinPath, relative, resolve as resolvePath } from "node:path";
-import { realpathSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import {
   client,
@@ -12,8 +10,6 @@ import {
   PROTOCOL_VERSION,
   type ClientConnection,
   type McpServer,
-  type RequestPermissionRequest,
-  type RequestPermissionResponse,
   type SessionNotification,
   type StopReason,
 } from "@agentclientprotocol/sdk";
@@ -24,7 +20,8 @@ import { createLineSplitter, createTailBuffer, resolveExecutable, terminateGroup
 import { clip } from "./process-runtime.js";
 import { usageOf, type ProgressFrame, type RunMcp, type RunSpec, type RunUsage } from "./runtime.js";
 import { confineCommand, type Permission, type RunPlaces } from "./confine.js";
-import { createDenialList, denialFrame, refusalIn, refusalLine, triedOf, type Denial, type DenialList } from "./denials.js";
+import { createDenialList, denialFrame, refusalIn, refusalLine, triedOf, type Denial } from "./denials.js";
+import { answerPermission, toolNameOf } from "./acp-permission.js";
 
 export interface AcpSessionOptions {
   command: string;
@@ -73,19 +70,8 @@ export interface AcpSession {
 
 /** Starts the agent, runs `initialize` and `session/new`; rejects with an EpError when it cannot. */
 export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> {
-  const executable = resolveExecutable(o.command, o.env, o.cwd);
-  if (!executable) {
-    throw new EpError(
-      "runtime_missing",
-      `runtime vendorA_agent_acp: executable '${o.command}' was not found on this node's PATH; install it or set [vendorA_agent_acp].command in runtimes.toml`,
-    );
-  }
+  const { child, executable } = spawnAgent(o);
   const log = o.logger.child({ runtime: "vendorA_agent_acp" });
-  // a task's run is confined by its policy; a hosted session keeps its process as it is
-  const c = o.confinement;
-  const line = c ? confineCommand({ permission: c.permission, cwd: o.cwd, places: c.places, env: o.env, command: [executable, ...o.args] }) : [executable, ...o.args];
-  if (line instanceof EpError) throw new EpError(line.code, `runtime vendorA_agent_acp: ${line.message}`);
-  const child = spawn(line[0]!, line.slice(1), { cwd: o.cwd, env: o.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
   const pid = child.pid;
   const stderrTail = createTailBuffer(4096);
   const stderrLines = createLineSplitter((line) => {
@@ -112,32 +98,18 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
   };
   // pending "ask" permission requests end (cancelled) when the turn is cancelled or the session closes
   const asking = new AbortController();
-  /** tool names by toolCallId, from the agent's tool_call updates (for "ask" requests that do not repeat them) */
-  const toolNames = new Map<string, string>();
-  const toolInputs = new Map<string, { input: unknown; title: string }>();
+  const calls = createCallLog();
   const app = client({ name: "epd" })
     .onRequest(methods.client.session.requestPermission, ({ params }) => {
-      // gemini --acp announces a call only in its permission request
-      const tc = params.toolCall;
-      if (!toolInputs.has(tc.toolCallId)) toolInputs.set(tc.toolCallId, { input: tc.rawInput, title: tc.title ?? "" });
-      return answerPermission(params, o, asking.signal, toolNames, emit, turnDenials);
+      calls.asked(params.toolCall);
+      return answerPermission(params, o, asking.signal, calls.names, emit, turnDenials);
     })
     .onNotification(methods.client.session.update, ({ params }) => {
       const frame = frameOfUpdate(params);
       const u = params.update;
-      if (u.sessionUpdate === "tool_call") {
-        const name = toolNameOf(u);
-        if (name) toolNames.set(u.toolCallId, name);
-        toolInputs.set(u.toolCallId, { input: u.rawInput, title: u.title });
-      }
-      // a call the agent was allowed to make, stopped by the confinement (EROFS and the like); a
-      // shell command that failed so may still be reported "completed" (gemini --acp)
-      if (u.sessionUpdate === "tool_call_update" && (u.status === "failed" || u.status === "completed")) {
-        const call = toolInputs.get(u.toolCallId);
-        const refused = sandboxRefusal(u, toolNames.get(u.toolCallId) ?? u.kind ?? "tool", triedOf(call?.input) || (call?.title ?? u.title ?? ""));
-        const added = refused && turnDenials.add(refused);
-        if (added) emit(denialFrame(added));
-      }
+      const refused = calls.update(u);
+      const added = refused && turnDenials.add(refused);
+      if (added) emit(denialFrame(added));
       if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") turnText += u.content.text;
       if (u.sessionUpdate === "usage_update" && u.cost && u.cost.currency.toUpperCase() === "USD") costUsd = u.cost.amount;
       if (frame) emit(frame);
@@ -256,40 +228,48 @@ function promptUsage(response: unknown, costUsd: number | undefined) {
   return tokens || costUsd !== undefined ? usageOf({ input: tokens?.inputTokens, output: tokens?.outputTokens, cached: tokens?.cachedReadTokens, cost: costUsd }) : undefined;
 }
 
-/** The client's answer to session/request_permission (by policy, or a person's), reported as a status frame. */
-async function answerPermission(
-  params: RequestPermissionRequest,
-  o: AcpSessionOptions,
-  signal: AbortSignal,
-  toolNames: ReadonlyMap<string, string>,
-  emit: (frame: ProgressFrame) => void,
-  denials: DenialList,
-): Promise<RequestPermissionResponse> {
-  const answer = o.permission === "ask" ? await askPerson(params, o, signal, toolNames) : decidePermission(params, o.permission, o.cwd);
-  const chosen = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled";
-  emit({
-    kind: "status",
-    text: `permission ${chosen}: ${params.toolCall.title ?? params.toolCall.toolCallId}`,
-    data: { toolCallId: params.toolCall.toolCallId, outcome: answer.outcome },
-  });
-  const refused = rejectionOf(params, answer, o.permission, toolNames);
-  const added = refused && denials.add(refused);
-  if (added) emit(denialFrame(added));
-  return answer;
+/** The agent's process: its executable found on the run's PATH, confined when the run is a task's. */
+function spawnAgent(o: AcpSessionOptions): { child: ChildProcess; executable: string } {
+  const executable = resolveExecutable(o.command, o.env, o.cwd);
+  if (!executable) {
+    throw new EpError(
+      "runtime_missing",
+      `runtime vendorA_agent_acp: executable '${o.command}' was not found on this node's PATH; install it or set [vendorA_agent_acp].command in runtimes.toml`,
+    );
+  }
+  // a task's run is confined by its policy; a hosted session keeps its process as it is
+  const c = o.confinement;
+  const line = c ? confineCommand({ permission: c.permission, cwd: o.cwd, places: c.places, env: o.env, command: [executable, ...o.args] }) : [executable, ...o.args];
+  if (line instanceof EpError) throw new EpError(line.code, `runtime vendorA_agent_acp: ${line.message}`);
+  return { child: spawn(line[0]!, line.slice(1), { cwd: o.cwd, env: o.env, detached: true, stdio: ["pipe", "pipe", "pipe"] }), executable };
 }
 
-/** A permission request answered with one of its reject options, as a denial (a person's under "ask", else the policy's). */
-export function rejectionOf(req: RequestPermissionRequest, answer: RequestPermissionResponse, policy: Permission, known?: ReadonlyMap<string, string>): Denial | undefined {
-  const picked = answer.outcome.outcome === "selected" ? (answer.outcome as { optionId: string }).optionId : undefined;
-  const kind = req.options.find((x) => x.optionId === picked)?.kind;
-  if (!kind?.startsWith("reject")) return undefined;
-  const person = policy === "ask";
+/** The session's tool calls as the agent announced them (name, input, title), for its denials. */
+function createCallLog() {
+  /** tool names by toolCallId, from the agent's tool_call updates (for "ask" requests that do not repeat them) */
+  const names = new Map<string, string>();
+  const calls = new Map<string, { input: unknown; title: string }>();
   return {
-    tool: toolOf(req, known),
-    tried: triedOf(req.toolCall.rawInput) || (req.toolCall.title ?? ""),
-    reason: person ? "not allowed under permission = \"ask\" (a person said no, or no one answered in time)" : `refused by permission = "${policy}"${policy === "workspace" ? " (it changes a path outside the run's workspace)" : ""}`,
-    source: person ? "person" : "policy",
-    callId: req.toolCall.toolCallId,
+    names,
+    /** gemini --acp announces a call only in its permission request */
+    asked(tc: { toolCallId: string; rawInput?: unknown; title?: string | null }) {
+      if (!calls.has(tc.toolCallId)) calls.set(tc.toolCallId, { input: tc.rawInput, title: tc.title ?? "" });
+    },
+    /**
+     * Notes a call the agent announced; for one that ended, a refusal by the confinement (EROFS
+     * and the like). A shell command that failed so may still be reported "completed" (gemini --acp).
+     */
+    update(u: SessionNotification["update"]): Denial | undefined {
+      if (u.sessionUpdate === "tool_call") {
+        const name = toolNameOf(u);
+        if (name) names.set(u.toolCallId, name);
+        calls.set(u.toolCallId, { input: u.rawInput, title: u.title });
+        return undefined;
+      }
+      if (u.sessionUpdate !== "tool_call_update" || (u.status !== "failed" && u.status !== "completed")) return undefined;
+      const call = calls.get(u.toolCallId);
+      return sandboxRefusal(u, names.get(u.toolCallId) ?? u.kind ?? "tool", triedOf(call?.input) || (call?.title ?? u.title ?? ""));
+    },
   };
 }
 
@@ -306,155 +286,6 @@ function outputText(u: { rawOutput?: unknown; content?: unknown }): string {
   if (u.rawOutput !== undefined && u.rawOutput !== null) return JSON.stringify(u.rawOutput);
   const blocks = Array.isArray(u.content) ? (u.content as { content?: { type?: string; text?: unknown } }[]) : [];
   return blocks.map((b) => (b.content?.type === "text" && typeof b.content.text === "string" ? b.content.text : "")).join("\n");
-}
-
-/** The agent's own name for a tool call, when it gives one (claude-code-acp: _meta.claudeCode.toolName), else its kind. */
-export function toolNameOf(call: { _meta?: unknown; kind?: string | null }): string | undefined {
-  const named = (call._meta as { claudeCode?: { toolName?: unknown } } | null | undefined)?.claudeCode?.toolName;
-  return typeof named === "string" && named ? named : (call.kind ?? undefined);
-}
-
-/**
- * The tool a permission request is for: named in the request, else in the `tool_call` update
- * that announced the call (`known`, by toolCallId; claude-code-acp names it only there).
- */
-export function toolOf(req: RequestPermissionRequest, known?: ReadonlyMap<string, string>): string {
-  return toolNameOf(req.toolCall) ?? known?.get(req.toolCall.toolCallId) ?? "tool";
-}
-
-/**
- * permission = "ask": the request goes before a person (RunSpec.askPermission, a tower approval)
- * and their choice is the answer; the agent waits meanwhile. No one to ask, or the tower
- * unreachable, is a rejection; a cancelled turn answers "cancelled", as ACP asks of a client.
- */
-export async function askPerson(
-  req: RequestPermissionRequest,
-  o: Pick<AcpSessionOptions, "askPermission" | "permissionTimeoutMs" | "logger">,
-  signal: AbortSignal,
-  known?: ReadonlyMap<string, string>,
-): Promise<RequestPermissionResponse> {
-  const option = (kinds: string[]) => kinds.map((k) => req.options.find((x) => x.kind === k)).find(Boolean);
-  const selected = (id: string | undefined): RequestPermissionResponse => (id ? { outcome: { outcome: "selected", optionId: id } } : { outcome: { outcome: "cancelled" } });
-  const rejectOption = () => selected(option(["reject_once", "reject_always"])?.optionId);
-  if (!o.askPermission) {
-    o.logger.warn("permission = \"ask\" but this run has no tower to ask; rejecting", { tool: toolOf(req, known) });
-    return rejectOption();
-  }
-  const raw = req.toolCall.rawInput;
-  try {
-    const answer = await o.askPermission(
-      {
-        tool: toolOf(req, known),
-        title: req.toolCall.title ?? "",
-        arguments: raw && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>) : {},
-        paths: [...new Set(pathsOf(req) ?? [])],
-        options: req.options.map((x) => ({ optionId: x.optionId, name: x.name, kind: x.kind })),
-        timeoutMs: o.permissionTimeoutMs ?? 600_000,
-      },
-      signal,
-    );
-    if (answer.optionId && req.options.some((x) => x.optionId === answer.optionId)) return selected(answer.optionId);
-    return answer.approved ? selected(option(["allow_once", "allow_always"])?.optionId) : rejectOption();
-  } catch (err) {
-    if (signal.aborted) return { outcome: { outcome: "cancelled" } };
-    o.logger.warn("could not ask for permission; rejecting", { error: (err as Error).message });
-    return rejectOption();
-  }
-}
-
-/** Tool kinds that change nothing, and those that change files (ACP's ToolKind). */
-const READING_KINDS = ["read", "search", "think", "fetch"];
-const CHANGING_KINDS = ["edit", "delete", "move"];
-
-/**
- * Answers a permission request without a human: the policy picks an allow or a reject option
- * among those the agent offered.
- * - "workspace": edits, deletes and moves only when every path they name (toolCall.locations, or
- *   rawInput's file_path, path, paths, notebook_path…), symlinks resolved, lies inside the run's
- *   working directory (a change naming no path is refused); commands, reads and other tools (EP's
- *   MCP tools among them) are allowed: the process is confined (confine.ts), so a command cannot
- *   write outside the workspace anyway.
- * - "read-only": reads, searches and fetches only.
- * - "unconfined": everything (the "always" option when offered).
- * - "ask": decided by askPerson; here (no person to ask) it is a no.
- */
-export function decidePermission(req: RequestPermissionRequest, policy: Permission, cwd: string): RequestPermissionResponse {
-  const pick = (kinds: string[]) => kinds.map((k) => req.options.find((o) => o.kind === k)).find(Boolean);
-  const kind = req.toolCall.kind ?? "other";
-  let allow: boolean;
-  switch (policy) {
-    case "ask":
-      allow = false;
-      break;
-    case "read-only":
-      allow = READING_KINDS.includes(kind);
-      break;
-    case "unconfined":
-      allow = true;
-      break;
-    case "workspace": {
-      if (!CHANGING_KINDS.includes(kind)) allow = true;
-      else {
-        const named = pathsOf(req);
-        allow = named !== undefined && named.every((p) => isInside(cwd, p));
-      }
-      break;
-    }
-  }
-  const option = allow ? pick(policy === "unconfined" ? ["allow_always", "allow_once"] : ["allow_once", "allow_always"]) : pick(["reject_once", "reject_always"]);
-  return { outcome: option ? { outcome: "selected", optionId: option.optionId } : { outcome: "cancelled" } };
-}
-
-const PATH_KEYS = ["file_path", "filePath", "path", "notebook_path", "cwd", "directory", "dir"];
-
-/**
- * Every path a permission request names, or undefined when it names nothing the policy can
- * check. A command counts as naming its cwd (the run's, unless rawInput.cwd says otherwise) plus
- * each word that looks like a path outside it (absolute, ~, or climbing with ..).
- */
-export function pathsOf(req: RequestPermissionRequest): string[] | undefined {
-  const out: string[] = [];
-  for (const loc of req.toolCall.locations ?? []) if (typeof loc.path === "string") out.push(loc.path);
-  const raw = req.toolCall.rawInput;
-  let command = false;
-  if (raw && typeof raw === "object" && !Array.isArray(raw)) {
-    const r = raw as Record<string, unknown>;
-    for (const k of PATH_KEYS) if (typeof r[k] === "string" && r[k]) out.push(r[k] as string);
-    if (Array.isArray(r.paths)) for (const p of r.paths) if (typeof p === "string") out.push(p);
-    if (typeof r.command === "string" && r.command.trim()) {
-      command = true;
-      for (const word of r.command.split(/[\s;|&<>()'"`=]+/)) {
-        if (word.startsWith("/") || word.startsWith("~") || word === ".." || word.startsWith("../") || word.includes("/../") || word.endsWith("/..")) out.push(word);
-      }
-    }
-  }
-  if (!out.length && !command) return undefined;
-  if (!out.length) out.push("."); // a command with no path words runs in the run's directory
-  return out;
-}
-
-/** Whether `path` (relative to dir, ~ never inside) lies in dir once both are resolved, symlinks included. */
-function isInside(dir: string, path: string): boolean {
-  if (path.startsWith("~")) return false;
-  const base = realOrSelf(resolvePath(dir));
-  const rel = relative(base, realOrSelf(resolvePath(dir, path)));
-  return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
-}
-
-/** The real path of p, or of its deepest existing ancestor with the rest appended (a file not made yet). */
-function realOrSelf(p: string): string {
-  let head = p;
-  const tail: string[] = [];
-  for (;;) {
-    try {
-      return joinPath(realpathSync(head), ...tail.reverse());
-    } catch {
-      const parent = dirname(head);
-      if (parent === head) return p;
-      tail.push(basename(head));
-      head = parent;
-    }
-  }
 }
 
 function frameOfUpdate(n: SessionNotification): ProgressFrame | undefined {

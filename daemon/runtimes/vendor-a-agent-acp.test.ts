@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { RequestPermissionRequest } from "@agentclientprotocol/sdk";
-import { decidePermission } from "./acp-session.js";
+import { decidePermission } from "./acp-permission.js";
 import { gone, grandchildPid, makeSpec, testConfig, waitFor } from "./fixtures/harness.js";
 import { createRuntimeRegistry, type RuntimeRegistry } from "./registry.js";
 

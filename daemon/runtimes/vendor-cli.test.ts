@@ -1,6 +1,6 @@
 // vendorA_code, vendorB and vendorC end to end: the real adapter spawns the fake CLI from
 // fixtures/ (first on PATH), which prints each vendor's real JSON-lines shapes.
-import { readFile, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { fixtureEnv, makeSpec, testConfig } from "./fixtures/harness.js";
