@@ -163,6 +163,12 @@ async function main(): Promise<void> {
   }
 }
 
+// a reader that stopped reading (`ep task get … | head`) is not an error: stop quietly, as Unix tools do
+process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+  if (err.code === "EPIPE") process.exit(process.exitCode ?? 0);
+  throw err;
+});
+
 void main();
 
 export type { CommandSpec };

@@ -6,7 +6,8 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toEpError } from "../common/errors.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
-import { assertBuilt, ep } from "./cli-helpers.js";
+import { spawn } from "node:child_process";
+import { assertBuilt, ep, EP_BIN } from "./cli-helpers.js";
 import { startTower, tempHome, type TestTower } from "./harness.js";
 
 let t: TestTower;
@@ -95,5 +96,18 @@ describe("refusals reach people and clients whole", () => {
     const none = await ep(["mission", "ls", "--domain", "nowhere"], { env });
     expect(none.code).toBe(4);
     expect(none.stderr).toContain("domain nowhere does not exist");
+  });
+});
+
+describe("a reader that stops reading", () => {
+  it("ends ep quietly with its exit code, no stack trace (ep … | head)", async () => {
+    assertBuilt();
+    const child = spawn(process.execPath, [EP_BIN, "--help"], { stdio: ["ignore", "pipe", "pipe"] });
+    child.stdout.destroy(); // the pipe's reader is gone before ep writes
+    let stderr = "";
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+    expect(stderr).not.toMatch(/EPIPE|Unhandled|at /);
+    expect(code).toBe(0);
   });
 });
