@@ -96,6 +96,41 @@ describe.skipIf(bwrap.skip)("a confined run", () => {
     expect(r.output).toContain("secret-ok 12");
   }, 60_000);
 
+  it("in a worktree: its own commits land on its branch; main and the repository's config stay out of reach", async () => {
+    const repo = join(userHome, "repo");
+    const git = (...args: string[]) => execFileSync("git", ["-C", repo, ...args], { encoding: "utf8" }).trim();
+    mkdirSync(repo, { recursive: true });
+    git("init", "-q", "-b", "main");
+    writeFileSync(join(repo, "README.md"), "r\n");
+    git("add", "README.md");
+    git("-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "start");
+    const main = git("rev-parse", "main");
+    const id = (
+      await work.createTask({
+        missionId,
+        title: "commits",
+        runtime: Runtime.SHELL,
+        maxAttempts: 1,
+        input: {
+          workspace: { repo },
+          command: [
+            "echo a > a.txt && git add a.txt && git commit -qm agent-commit && echo committed",
+            "git update-ref refs/heads/main HEAD 2>/dev/null || echo main-refused",
+            `git -C ${repo} config user.name someone-else 2>/dev/null || echo config-refused`,
+          ].join("; "),
+        },
+      })
+    ).task!.id;
+    let t = (await work.getTask({ taskId: id })).task!;
+    await waitFor(async () => [TaskStatus.SUCCEEDED, TaskStatus.FAILED].includes((t = (await work.getTask({ taskId: id })).task!).status), 30_000);
+    expect(t.status, t.result?.error).toBe(TaskStatus.SUCCEEDED);
+    expect(t.result?.output).toContain("committed");
+    expect(t.result?.output).toContain("main-refused");
+    expect(t.result?.output).toContain("config-refused");
+    expect(git("rev-parse", "main")).toBe(main);
+    expect(git("log", "--format=%s", `ep/${id}`)).toContain("agent-commit");
+  }, 60_000);
+
   it("a cancelled run leaves no process behind", async () => {
     const marker = `sleep 31${Math.floor(Math.random() * 1000)}`;
     const id = (await work.createTask({ missionId, title: "hang", runtime: Runtime.SHELL, input: { command: `${marker} & ${marker}; wait` }, maxAttempts: 1 })).task!.id;

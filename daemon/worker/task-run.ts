@@ -1,9 +1,9 @@
 // One task's run: a fresh work/<task_id>/ directory (or the profile's cwd), a secrets session, the
 // runtime started with the run's environment, progress batched to the tower, the lease
 // heartbeated (a refused heartbeat stops the run), and the outcome delivered until acknowledged.
-import { existsSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { ClockTimer } from "../../common/clock.js";
 import { iso } from "../../common/clock.js";
 import { toEpError } from "../../common/errors.js";
@@ -234,14 +234,30 @@ function grantMcp(deps: WorkerDeps, run: Run, workDir: string, profilePermission
 
 /** Where a run lives, for its confinement: its directory, its repository's metadata, what it must not see. */
 function runPlaces(deps: WorkerDeps, workDir: string, env: Record<string, string>, workspace: Workspace | undefined): RunPlaces {
-  const gitDir = workspace && gitCommonDir(workspace.record.repo);
-  return { runDir: workDir, writable: gitDir ? [gitDir] : [], hidden: deps.hidden ?? [], sockets: [deps.secretsSocket], readable: [deps.binDir], home: env.HOME ?? deps.baseEnv.HOME ?? "/nonexistent" };
+  return { runDir: workDir, writable: workspace ? commitPlaces(workspace.record) : [], hidden: deps.hidden ?? [], sockets: [deps.secretsSocket], readable: [deps.binDir], home: env.HOME ?? deps.baseEnv.HOME ?? "/nonexistent" };
 }
 
-/** Where a repository keeps what a commit in one of its worktrees writes (objects, refs, the worktree's own metadata). */
-function gitCommonDir(repo: string): string {
-  const dotGit = join(repo, ".git");
-  return existsSync(dotGit) && statSync(dotGit).isDirectory() ? dotGit : repo;
+/**
+ * What a commit in a task's worktree writes in its repository, and no more: the object store, the
+ * worktree's own metadata (index, HEAD, logs) and the folder of its branch's ref and reflog. The
+ * rest of the repository stays read-only to the run: its config, its other branches (main), the
+ * main checkout. A branch at the top of refs/heads (a task naming `branch = "fix"`) shares its
+ * folder with every other top-level branch (docs/workspaces.md).
+ */
+function commitPlaces(record: { repo: string; path: string; branch: string }): string[] {
+  const dotGit = join(record.repo, ".git");
+  const common = existsSync(dotGit) && statSync(dotGit).isDirectory() ? dotGit : record.repo;
+  let own: string | undefined;
+  try {
+    own = /^gitdir:\s*(.+)$/m.exec(readFileSync(join(record.path, ".git"), "utf8"))?.[1]?.trim();
+  } catch {
+    // no worktree file: only the shared places below
+  }
+  const branchDir = dirname(record.branch) === "." ? "" : dirname(record.branch);
+  const refs = join(common, "refs", "heads", branchDir);
+  const logs = join(common, "logs", "refs", "heads", branchDir);
+  for (const dir of [refs, logs]) mkdirSync(dir, { recursive: true });
+  return [join(common, "objects"), ...(own ? [own] : []), refs, logs];
 }
 
 function runEnv(deps: WorkerDeps, run: Run, sessionId: string, placeEnv: Record<string, string> | undefined, mcp: RunMcp | undefined): Record<string, string> {
