@@ -7,12 +7,12 @@ import { dirname, join } from "node:path";
 import { writeCredentials } from "../../common/credentials.js";
 import { EpError } from "../../common/errors.js";
 import { readNodeIdentity } from "../../common/node-identity.js";
-import { cliCredentialsFile, epHome, towerHome } from "../../common/paths.js";
+import { cliCredentialsFile, daemonSockets, epHome, towerHome } from "../../common/paths.js";
 import { AuthService } from "../../gen/ep/tower/v1/auth_pb.js";
 import { createContext, type Context } from "../context.js";
 import { daemonFiles, siblingBin } from "../daemon-service.js";
 import { withHint } from "../fail.js";
-import { fix } from "./doctor.js";
+import { fix, probeSocket } from "./doctor.js";
 import { registerNode } from "./node.js";
 import { tower } from "../tower.js";
 import { isoOf, msOf } from "../../common/vocab.js";
@@ -179,7 +179,9 @@ export async function run(ctx: Context): Promise<number> {
       }
       daemonChild.once("exit", () => setTimeout(() => logFile.end(), 50));
       children.push(daemonChild);
-      lines.push(`  daemon:         epd (pid ${daemonChild.pid}), sockets in ${join(epHome(env), "epd")}`);
+      // the tour's next command talks to epd: say "up" once its management socket answers
+      const ready = await daemonReady(daemonSockets(env).mgmt, daemonChild, 20_000);
+      lines.push(`  daemon:         epd (pid ${daemonChild.pid}), sockets in ${join(epHome(env), "epd")}${ready ? "" : " (not answering yet; 'ep daemon status' tells when it does)"}`);
       void exited(daemonChild).then((code) => {
         if (code !== 0 && towerChild.exitCode === null) process.stderr.write(`ep: epd exited with ${code}; the tower keeps running (restart epd with 'epd run')\n`);
       });
@@ -194,4 +196,14 @@ export async function run(ctx: Context): Promise<number> {
   await stopAll();
   await Promise.all(children.map(exited));
   return stopping && code !== 0 ? 0 : code;
+}
+
+/** Whether epd's management socket answers within `timeoutMs` (false at once when epd exits). */
+async function daemonReady(socket: string, child: ChildProcess, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline && child.exitCode === null && child.signalCode === null) {
+    if ((await probeSocket(socket, 500)) === "live") return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return false;
 }
