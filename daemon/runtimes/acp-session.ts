@@ -33,7 +33,7 @@ export interface AcpSessionOptions {
   askPermission?: RunSpec["askPermission"];
   permissionTimeoutMs?: number;
   /** A task's run: its process confined under this policy (confine.ts); a hosted session has none */
-  confinement?: { permission: Permission | undefined; places: RunPlaces };
+  confinement?: { permission: Permission | undefined; places?: RunPlaces };
   /** EP's tools, offered in session/new when the agent takes MCP over HTTP */
   mcp?: RunMcp;
   killGraceMs: number;
@@ -239,7 +239,7 @@ function spawnAgent(o: AcpSessionOptions): { child: ChildProcess; executable: st
   }
   // a task's run is confined by its policy; a hosted session keeps its process as it is
   const c = o.confinement;
-  const line = c ? confineCommand({ permission: c.permission, cwd: o.cwd, places: c.places, env: o.env, command: [executable, ...o.args] }) : [executable, ...o.args];
+  const line = c ? confineCommand({ permission: c.permission, cwd: o.cwd, ...(c.places ? { places: c.places } : {}), env: o.env, command: [executable, ...o.args] }) : [executable, ...o.args];
   if (line instanceof EpError) throw new EpError(line.code, `runtime vendorA_agent_acp: ${line.message}`);
   return { child: spawn(line[0]!, line.slice(1), { cwd: o.cwd, env: o.env, detached: true, stdio: ["pipe", "pipe", "pipe"] }), executable };
 }

@@ -3,7 +3,7 @@
 // `exec_command` tool, so what a sandboxed command answered ("Read-only file system") is only
 // there: its `function_call` and `function_call_output` response items. Read once, when the turn
 // ends.
-import { closeSync, openSync, readdirSync, readFileSync, readSync, statSync } from "node:fs";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { refusalIn, refusalLine, triedOf, type Denial } from "./denials.js";
 
@@ -83,46 +83,43 @@ function parseArgs(raw: unknown): unknown {
   }
 }
 
-/** The refusals of a thread from its rollout, or none when the file is not there (or too large). */
-export function threadRefusals(env: Record<string, string | undefined>, threadId: string): Denial[] {
+/**
+ * A thread's rollout text, or undefined when the file is not there (or too large). Both readers
+ * (the refusals, the model) ask at the end of the same turn: the last thread's text is kept, so
+ * the file is found and read once.
+ */
+let last: { key: string; text: string | undefined } | undefined;
+function rolloutText(env: Record<string, string | undefined>, threadId: string): string | undefined {
   const home = codexHome(env);
-  const file = home && threadId ? rolloutFile(home, threadId) : undefined;
-  if (!file) return [];
+  if (!home || !/^[\w-]+$/.test(threadId)) return undefined;
+  const key = `${home}\0${threadId}`;
+  if (last?.key === key) return last.text;
+  const file = rolloutFile(home, threadId);
+  let text: string | undefined;
   try {
-    if (statSync(file).size > ROLLOUT_LIMIT) return [];
-    return rolloutRefusals(readFileSync(file, "utf8"));
+    text = file && statSync(file).size <= ROLLOUT_LIMIT ? readFileSync(file, "utf8") : undefined;
   } catch {
-    return []; // removed meanwhile: the stream's own items are all there is
+    text = undefined; // removed meanwhile: the stream's own items are all there is
   }
+  last = { key, text };
+  return text;
 }
 
-/**
- * The model a thread ran with: `codex exec --json` names none in its events, the rollout's
- * `turn_context` line does (within its first lines; the first megabyte is read).
- */
+/** The refusals of a thread from its rollout, or none when the file is not there (or too large). */
+export function threadRefusals(env: Record<string, string | undefined>, threadId: string): Denial[] {
+  const text = rolloutText(env, threadId);
+  return text ? rolloutRefusals(text) : [];
+}
+
+/** The model a thread ran with: `codex exec --json` names none in its events, the rollout's `turn_context` line does. */
 export function rolloutModel(env: Record<string, string | undefined>, threadId: string): string | undefined {
-  const home = codexHome(env);
-  const file = home && /^[\w-]+$/.test(threadId) ? rolloutFile(home, threadId) : undefined;
-  if (!file) return undefined;
-  let head: string;
-  try {
-    const fd = openSync(file, "r");
-    try {
-      const buf = Buffer.alloc(1024 * 1024);
-      head = buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)).toString("utf8");
-    } finally {
-      closeSync(fd);
-    }
-  } catch {
-    return undefined; // removed meanwhile
-  }
-  for (const line of head.split("\n")) {
+  for (const line of (rolloutText(env, threadId) ?? "").split("\n")) {
     if (!line.includes('"turn_context"')) continue;
     try {
       const entry = JSON.parse(line) as { type?: string; payload?: { model?: unknown } };
       if (entry.type === "turn_context" && typeof entry.payload?.model === "string") return entry.payload.model;
     } catch {
-      return undefined; // a line cut at the megabyte: no model rather than a guess
+      // a torn line while codex writes: the next turn_context, if any
     }
   }
   return undefined;

@@ -76,7 +76,7 @@ function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; l
         cwd: spec.cwd,
         env: acpEnv(config, spec),
         permission: spec.permission ?? config.permission ?? "workspace",
-        confinement: { permission: spec.permission ?? config.permission, places: spec.places ?? { runDir: spec.cwd, writable: [], hidden: [], sockets: [], readable: [], home: spec.env.HOME ?? "/nonexistent" } },
+        confinement: { permission: spec.permission ?? config.permission, ...(spec.places ? { places: spec.places } : {}) },
         ...(spec.mcp ? { mcp: spec.mcp } : {}),
         askPermission: spec.askPermission,
         permissionTimeoutMs: config.permissionTimeoutSeconds * 1000,
