@@ -68,8 +68,8 @@ export function findBwrap(env: Record<string, string | undefined>): string | EpE
  * start); the secrets socket bound back in. No capabilities, even for root.
  */
 export function bwrapArgs(cwd: string, permission: Permission, places: RunPlaces): string[] {
-  // a user namespace of its own, the same ids inside: a CLI's own sandbox (codex's bwrap) can nest
-  // in it, and the mounts made here are locked for whatever runs inside
+  // a user namespace of its own with the same ids inside: the mounts made here are locked for
+  // whatever runs inside (no capability there either; a CLI's own bwrap cannot nest: vendor-b.ts)
   const ids = ["--unshare-user", "--uid", String(process.getuid?.() ?? 0), "--gid", String(process.getgid?.() ?? 0)];
   const args = ["--die-with-parent", ...ids, "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", "/tmp", "/tmp"];
   for (const path of places.hidden) {
