@@ -17,7 +17,7 @@ import { serveSecretsSocket, type GetSecret } from "./mgmt/secrets-line.js";
 import type { UnixSocketServer } from "./mgmt/socket-server.js";
 import { createFleet, fleetRoutes, type Fleet } from "./fleet/index.js";
 import { createTowerClients, type TowerClients } from "./link/tower-client.js";
-import { createTowerLink, type TowerLink } from "./link/tower-link.js";
+import { createTowerLink, type TowerLink, type TowerLinkOptions } from "./link/tower-link.js";
 import { createSecretsBroker, towerResolver } from "./secrets/broker.js";
 import { redactingLogger } from "./secrets/redact.js";
 import { createRuntimeRegistry, type RuntimeRegistry } from "./runtimes/registry.js";
@@ -62,8 +62,6 @@ export interface DaemonOptions {
   onLinkCommand?: (msg: LinkResponse) => void;
   /** Fault injection for tests: return true to drop a link message as if it was lost. */
   dropLinkMessage?: (msg: LinkResponse) => boolean;
-  /** Take work the tower pushes for idle agents (default: EP_TAKE_TASKS, else true); false claims after each task_ready. */
-  takeTasks?: boolean;
   linkBackoff?: { initialMs?: number; maxMs?: number };
 }
 
@@ -109,7 +107,6 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const home = daemonHome(env);
   const sockets = daemonSockets(env);
   const pollMs = opts.pollMs ?? positiveInt("EP_POLL_MS", env.EP_POLL_MS, 5000);
-  const takeTasks = opts.takeTasks ?? flag("EP_TAKE_TASKS", env.EP_TAKE_TASKS, true);
   const graceMs = opts.shutdownGraceMs ?? positiveInt("EP_SHUTDOWN_GRACE_MS", env.EP_SHUTDOWN_GRACE_MS, 30_000);
   const startedAt = clock.now();
   const binDir = await prepareHome(home, opts.epdEntry);
@@ -133,8 +130,9 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     enrolled: { find: (target) => agents.find(target), deliver: (agent, prompt) => signals.deliver(agent, prompt) },
     // config_reload: new runs use the new runtimes.toml (an invalid file throws and changes nothing)
     reloadRuntimes: async () => runtimes.reload(await loadRuntimesConfig(runtimesConfigPath(env))),
-    // a profile enrolled late (the tower was unreachable at start) claims at once
-    onEnrolled: (agentId) => worker.wake({ agentId }),
+    // a profile enrolled late (the tower was unreachable at start): the tower hands it work once
+    // its enrollment is seen (agent.enrolled); while the link is down it claims at once
+    onEnrolled: () => link.state() !== "connected" && worker.pollAll(),
   });
   // profiles enrolled at the tower claim too (their assigned tasks, broadcast runs and first_claim tasks)
   const worker = createTaskWorker({
@@ -144,7 +142,6 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     mcp,
     hidden: [epHome(env), nodeFile(env)], // what no confined run sees: tokens, the tower's data, other runs, the node identity
     profiles: { list: () => fleet.claimers(), place: (profileId) => fleet.taskPlace(profileId) },
-    resumeEveryClaim: takeTasks, // a push to the agent a claim is for may be on its way
   });
 
   const { attach, link } = linkToTower(opts, {
@@ -152,15 +149,12 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     clock,
     log,
     attach: { hub: attachHub, resolve: createTargetResolver({ fleet, agents, hub: attachHub, runSocketName: runtimesConfig.muxhost_hosted.socketName }), path: sockets.attach },
+    // the agents as they are when the link opens: the tower squares its view with it and hands the idle ones work
+    agents: () => worker.held(),
     onConnected() {
-      // what became ready while we were away, and what was claimed for an agent here meanwhile
-      // (a push or a claim's answer lost with the link), is picked up now
-      worker.announceAgents();
-      worker.pollAll(true);
       fleet.reportState();
     },
     onMessage: (msg, attach) => routeLinkCommand(msg, { fleet, worker, agents, signals, attach, merges, log, other: opts.onLinkCommand }),
-    takeTasks,
   });
 
   const runtimesReport = () => runtimeReport(runtimesConfig, { ...baseEnv, PATH: [binDir, baseEnv.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(":") });
@@ -189,7 +183,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
         path: sockets.mgmt,
         log: log.child({ part: "mgmt" }),
         routes: (router) => {
-          mgmtRoutes({ identity: opts.identity, tower, agents, worker, link, signals, fleet, tools, version: EPD_VERSION, startedAt, booster: opts.boosterWasm ?? "", takeTasks, runtimes: runtimesReport })(router);
+          mgmtRoutes({ identity: opts.identity, tower, agents, worker, link, signals, fleet, tools, version: EPD_VERSION, startedAt, booster: opts.boosterWasm ?? "", runtimes: runtimesReport })(router);
           fleetRoutes(fleet)(router);
           opts.extraRoutes?.(router);
         },
@@ -202,9 +196,9 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       fanout = fanoutConfig && createFanout({ upstreamUrl: opts.backendUrl, token: opts.identity.token, ...fanoutConfig, clock, log: log.child({ part: "fanout" }) });
       await fanout?.start();
       await fleet.start();
-      worker.pollAll(true);
       const held = () => new Set([...worker.running().map((r) => r.taskId), ...journal.entries().map((e) => e.taskId)]);
-      stopTimers = startTimers(clock, log, pollMs, () => worker.pollAll(), home, held);
+      // the recovery path: while the link is down, idle agents claim on the poll
+      stopTimers = startTimers(clock, log, pollMs, () => link.state() !== "connected" && worker.pollAll(), home, held);
       log.info("epd started", { node_id: opts.identity.node_id, backend_url: opts.backendUrl, home, agents: agents.list().length, poll_ms: pollMs });
     },
 
@@ -253,9 +247,9 @@ function linkToTower(
     clock: Clock;
     log: Logger;
     attach: Pick<AttachGatewayOptions, "hub" | "resolve" | "path">;
+    agents: TowerLinkOptions["agents"];
     onConnected(): void;
     onMessage(msg: LinkResponse, attach: AttachGateway): void;
-    takeTasks: boolean;
   },
 ) {
   const attachSecret = randomBytes(32).toString("base64url");
@@ -266,7 +260,7 @@ function linkToTower(
     log: o.log.child({ part: "link" }),
     attachSecret,
     version: EPD_VERSION,
-    takeTasks: o.takeTasks,
+    agents: o.agents,
     backoff: opts.linkBackoff,
     onConnected: o.onConnected,
     onState: (state) => o.log.info("link state", { state }),

@@ -12,7 +12,7 @@ import type { Duplex } from "node:stream";
 import { WebSocket, WebSocketServer } from "ws";
 import { EpError, toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
-import type { LinkResponse } from "../../gen/ep/tower/v1/fleet_pb.js";
+import type { AttachDial } from "../../gen/ep/tower/v1/fleet_pb.js";
 import type { AttachHub } from "./attach-hub.js";
 import { closeCodeOf, frameText, parseMode, parseSize, type AttachMode } from "./frames.js";
 import type { ResolveTarget } from "./targets.js";
@@ -42,7 +42,8 @@ export interface AttachGateway {
   readonly path: string;
   listen(): Promise<void>;
   /** An `attach` link command: dial the tower back and serve the attach on that socket. */
-  handleLink(msg: LinkResponse): void;
+  /** An attach command from the link: dial back to the tower. */
+  handleLink(msg: AttachDial): void;
   close(): Promise<void>;
 }
 
@@ -132,10 +133,11 @@ export function createAttachGateway(o: AttachGatewayOptions): AttachGateway {
     wss.handleUpgrade(req, socket, head, (ws) => serve(ws, p, "epd.sock"));
   });
 
-  function dial(msg: LinkResponse): void {
-    const data = (msg.data ?? {}) as Record<string, unknown>;
-    const attachId = typeof data.attach_id === "string" ? data.attach_id : "";
+  function dial(msg: AttachDial): void {
+    const attachId = msg.attachId;
     if (!attachId) return log.warn("attach command without attach_id; ignored");
+    // the parameters as a viewer's query names them
+    const data: Record<string, unknown> = { mode: msg.mode, cols: msg.cols, rows: msg.rows, ...(msg.hasSince ? { since: Number(msg.since) } : {}) };
     let p: AttachParams;
     try {
       p = paramsOf((k) => (k === "agent" ? msg.agentId : data[k]));
@@ -143,7 +145,7 @@ export function createAttachGateway(o: AttachGatewayOptions): AttachGateway {
       return log.warn("attach command with bad parameters; ignored", { attach_id: attachId, error: (err as Error).message });
     }
     // the replica that holds the browser's socket may name itself; otherwise the tower we link to
-    const base = typeof data.dial_url === "string" && /^https?:\/\//.test(data.dial_url) ? data.dial_url : o.tower.baseUrl;
+    const base = /^https?:\/\//.test(msg.dialUrl) ? msg.dialUrl : o.tower.baseUrl;
     const url = new URL(DIAL_PATH, base.replace(/^http/, "ws"));
     url.searchParams.set("attach_id", attachId);
     const ws = new WebSocket(url, {
@@ -178,9 +180,7 @@ export function createAttachGateway(o: AttachGatewayOptions): AttachGateway {
       await chmod(o.path, 0o600);
       listening = true;
     },
-    handleLink(msg) {
-      if (msg.kind === "attach") dial(msg);
-    },
+    handleLink: dial,
     async close() {
       for (const ws of dials) ws.terminate();
       for (const ws of wss.clients) ws.terminate();

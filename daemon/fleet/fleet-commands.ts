@@ -67,20 +67,19 @@ export function createFleetCommands(core: FleetCore, { deliver, watchdog, reload
   }
 
   const handleLink: Fleet["handleLink"] = (msg) => {
-    if (msg.kind === "config_reload") {
-      const requestId = typeof msg.data?.request_id === "string" ? msg.data.request_id : undefined;
-      reloadConfig({ requestId, source: "tower" }).catch((err: Error) => log.error("config reload failed", { error: err.message }));
+    const c = msg.command;
+    if (c.case === "configReload") {
+      reloadConfig({ requestId: c.value.requestId || undefined, source: "tower" }).catch((err: Error) => log.error("config reload failed", { error: err.message }));
       return true;
     }
-    if (msg.kind !== "signal" && msg.kind !== "supervise") return false;
-    const p = core.findProfile(msg.agentId);
+    if (c.case !== "signal" && c.case !== "supervise") return false;
+    const p = core.findProfile(c.value.agentId);
     if (!p) return false;
-    const data = (msg.data ?? {}) as JsonObject;
-    if (msg.kind === "supervise") {
-      supervise(p, typeof data.op === "string" ? data.op : "");
+    if (c.case === "supervise") {
+      supervise(p, c.value.op);
       return true;
     }
-    const prompt = typeof data.prompt === "string" ? data.prompt : "";
+    const prompt = c.value.prompt;
     // the tower recorded the inbox event when it accepted the signal
     signal(p.id, prompt, { source: "tower", inbox: false }).catch((err: Error) => {
       log.warn("signal from the tower not delivered", { profile: p.id, error: err.message });

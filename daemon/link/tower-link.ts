@@ -1,11 +1,15 @@
 // The daemon's one outbound command stream: NodeService.Link, a Connect server stream over
-// HTTP/1.1. Reconnects with backoff (1 s doubling to 30 s, reset once the tower says hello) and
-// treats a silent stream (no message, not even the tower's 15 s ping) as dead.
+// HTTP/1.1, over which work and commands arrive. Reconnects fast while the tower is coming back
+// (250 ms doubling to 1 s for the first 30 s of an outage, so a restarted tower or replica has its
+// nodes back within a second of answering), then 1 s doubling to 30 s; treats a silent stream (no
+// message, not even the tower's 15 s ping) as dead.
 import type { Client } from "@connectrpc/connect";
 import type { Clock, ClockTimer } from "../../common/clock.js";
 import { toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import type { LinkResponse, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { LinkAgentSchema } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { createBackoff } from "../../common/backoff.js";
 
 export type LinkState = "connecting" | "connected" | "down";
@@ -16,8 +20,8 @@ export interface TowerLinkOptions {
   log: Logger;
   attachSecret: string;
   version: string;
-  /** Ask the tower to push work claimed for idle agents (LinkRequest.take_tasks). */
-  takeTasks?: boolean;
+  /** The node's agents as they are when a link opens (LinkRequest.agents): their leases, idle or not. */
+  agents(): MessageInitShape<typeof LinkAgentSchema>[];
   /** Every command except hello and ping. */
   onMessage(msg: LinkResponse): void;
   /** After each hello: the daemon catches up on anything it missed while away. */
@@ -38,7 +42,12 @@ export interface TowerLink {
 
 export function createTowerLink(opts: TowerLinkOptions): TowerLink {
   const { clock, log } = opts;
-  const backoff = createBackoff(opts.backoff);
+  // fast while an outage is young (a tower restarting answers again within seconds), then the
+  // usual 1 s doubling to 30 s
+  const fast = createBackoff({ initialMs: Math.min(250, opts.backoff?.initialMs ?? 250), maxMs: Math.min(1000, opts.backoff?.maxMs ?? 1000) });
+  const slow = createBackoff(opts.backoff);
+  const FAST_FOR_MS = 30_000;
+  let downSince: number | undefined;
   const idleMs = opts.idleTimeoutMs ?? 45_000;
   let state: LinkState = "connecting";
   let closed = false;
@@ -78,24 +87,26 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
     let hello = false;
     try {
       arm();
-      for await (const msg of opts.nodes.link({ attachSecret: opts.attachSecret, version: opts.version, takeTasks: opts.takeTasks ?? false }, { signal: ac.signal })) {
+      for await (const msg of opts.nodes.link({ attachSecret: opts.attachSecret, version: opts.version, agents: opts.agents() }, { signal: ac.signal })) {
         arm();
-        if (msg.kind === "hello") {
+        if (msg.command.case === "hello") {
           if (!hello) {
             hello = true;
             connects++;
-            backoff.reset();
+            fast.reset();
+            slow.reset();
+            downSince = undefined;
             setState("connected");
-            log.info("link connected", { tower_time: msg.data?.tower_time });
+            log.info("link connected", { node_id: msg.command.value.nodeId });
             opts.onConnected?.();
           }
           continue;
         }
-        if (msg.kind === "ping") continue;
+        if (msg.command.case === "ping") continue;
         try {
           opts.onMessage(msg);
         } catch (err) {
-          log.error("link message handler failed", { kind: msg.kind, error: (err as Error).message });
+          log.error("link message handler failed", { command: msg.command.case, error: (err as Error).message });
         }
       }
       if (!closed) log.warn("link closed by the tower");
@@ -113,7 +124,8 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
       const wasConnected = await once();
       if (closed) break;
       setState(wasConnected ? "connecting" : "down");
-      const delay = backoff.next();
+      downSince ??= clock.now();
+      const delay = clock.now() - downSince < FAST_FOR_MS ? fast.next() : slow.next();
       log.info("link reconnecting", { in_ms: delay });
       await sleep(delay);
       if (!closed) setState(state === "down" ? "down" : "connecting");

@@ -32,7 +32,6 @@ export interface MgmtServicesDeps {
   startedAt: number;
   booster: string;
   /** the daemon takes pushed work (EP_TAKE_TASKS) */
-  takeTasks?: boolean;
   /** each runtime's executable, version and usability on the runs' PATH (DaemonService.Runtimes) */
   runtimes?: () => Promise<{ kind: string; command: string; path: string; version: string; usable: boolean; detail: string }[]>;
 }
@@ -66,7 +65,7 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
           runningTasks: d.worker.running().length,
           agents: d.agents.list().map((a) => localAgentMsg(a, d.worker)),
           booster: d.booster,
-          takeTasks: d.takeTasks ?? false,
+          takeTasks: true, // work arrives over the link (the one way); the field stays for old clients
         });
       },
       async runtimes() {
@@ -94,7 +93,7 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
           enrolledAt: isoOf(agent.createdAt),
         };
         await d.agents.add(record);
-        d.worker.wake({ agentId: record.id });
+        // the tower hands it work once it sees the enrollment (agent.enrolled)
         return create(mgmt.AgentServiceEnrollResponseSchema, { agent: localAgentMsg(record, d.worker) });
       },
       async list() {

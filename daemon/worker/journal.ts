@@ -26,6 +26,8 @@ export interface TaskOutcome {
 export interface InflightEntry {
   taskId: string;
   agentId: string;
+  /** the claim's lease (Task.lease_id): the outcome is the tower's only under it */
+  leaseId?: string;
   /** running: a subprocess was (or is being) started; reporting: the outcome waits for the tower's acknowledgement */
   state: "running" | "reporting";
   startedAt: string;

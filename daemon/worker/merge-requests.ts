@@ -4,7 +4,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError, toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
-import type { LinkResponse } from "../../gen/ep/tower/v1/fleet_pb.js";
+import type { MergeBranch } from "../../gen/ep/tower/v1/fleet_pb.js";
 import type { TowerClients } from "../link/tower-client.js";
 import { commitAuthor, loadWorkspaces } from "./workspace.js";
 import { mergeBranch } from "./workspace-merge.js";
@@ -20,37 +20,35 @@ export interface MergeRequestDeps {
 export function createMergeRequests(deps: MergeRequestDeps) {
   const queues = new Map<string, Promise<void>>();
 
-  async function mergeOne(msg: LinkResponse, d: Record<string, string>): Promise<void> {
+  async function mergeOne(d: MergeBranch): Promise<void> {
     let name = "workspace.merged";
     let payload: JsonObject;
     try {
       if (!d.repo || !d.branch || !d.into) throw new EpError("invalid_argument", "the merge command names no repo, branch or into");
       // the merge commit is by the run's author (the workspace's `author`, EP_GIT_AUTHOR, or the agent)
       const setting = (d.workspace && loadWorkspaces(deps.home).get(d.workspace)?.author) || deps.baseEnv.EP_GIT_AUTHOR;
-      const who = commitAuthor(setting, d.agent_name || msg.agentId);
-      const done = await mergeBranch({ repo: d.repo, branch: d.branch, head: d.head ?? "", into: d.into, taskId: msg.taskId, taskTitle: d.title ?? "", by: d.by ?? "", who });
+      const who = commitAuthor(setting, d.agentName || d.agentId);
+      const done = await mergeBranch({ repo: d.repo, branch: d.branch, head: d.head, into: d.into, taskId: d.taskId, taskTitle: d.title, by: d.by, who });
       payload = { outcome: done.outcome, into: done.into, branch: done.branch, merged: done.merged, previous: done.previous, tip: done.tip, checkout: done.checkout };
     } catch (err) {
       const e = toEpError(err);
       name = "workspace.merge_refused";
       const details = (e.details ?? {}) as { reason?: string; files?: string[] };
-      payload = { reason: e.code === "merge_refused" ? (details.reason ?? "") : e.code, files: details.files ?? [], message: e.message, into: d.into!, branch: d.branch! };
+      payload = { reason: e.code === "merge_refused" ? (details.reason ?? "") : e.code, files: details.files ?? [], message: e.message, into: d.into, branch: d.branch };
     }
-    deps.log.info(name === "workspace.merged" ? "task branch merged" : "task branch not merged", { task_id: msg.taskId, repo: d.repo, ...payload });
-    const event = { type: "matrix", name, status: name === "workspace.merged" ? "merged" : "refused", domainId: d.domain_id!, missionId: d.mission_id!, agentId: msg.agentId, taskId: msg.taskId };
+    deps.log.info(name === "workspace.merged" ? "task branch merged" : "task branch not merged", { task_id: d.taskId, repo: d.repo, ...payload });
+    const event = { type: "matrix", name, status: name === "workspace.merged" ? "merged" : "refused", domainId: d.domainId, missionId: d.missionId, agentId: d.agentId, taskId: d.taskId };
     await deps.tower.nodes
-      .publishEvents({ events: [{ ...event, payload: { ...payload, request_id: d.request_id!, task_id: msg.taskId, repo: d.repo!, by: d.by! } }] })
+      .publishEvents({ events: [{ ...event, payload: { ...payload, request_id: d.requestId, task_id: d.taskId, repo: d.repo, by: d.by } }] })
       // the tower's caller then hears no answer and is told to look for the event or ask again (already merged)
-      .catch((err: unknown) => deps.log.warn("merge outcome not delivered to the tower", { task_id: msg.taskId, error: toEpError(err).message }));
+      .catch((err: unknown) => deps.log.warn("merge outcome not delivered to the tower", { task_id: d.taskId, error: toEpError(err).message }));
   }
 
   return {
-    /** Runs a `merge` link command (data: request_id, repo, branch, head, into, title, by, agent_name, workspace, domain_id, mission_id). */
-    handle(msg: LinkResponse): Promise<void> {
-      const d: Record<string, string> = {};
-      for (const [k, v] of Object.entries(msg.data ?? {})) if (typeof v === "string") d[k] = v;
-      const repo = d.repo ?? "";
-      const next = (queues.get(repo) ?? Promise.resolve()).then(() => mergeOne(msg, d));
+    /** Runs a `merge` link command, one at a time per repository. */
+    handle(d: MergeBranch): Promise<void> {
+      const repo = d.repo;
+      const next = (queues.get(repo) ?? Promise.resolve()).then(() => mergeOne(d));
       queues.set(repo, next);
       void next.finally(() => {
         if (queues.get(repo) === next) queues.delete(repo);

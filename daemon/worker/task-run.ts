@@ -21,24 +21,16 @@ import type { InflightEntry, TaskOutcome } from "./journal.js";
 import { processStartTime } from "./orphans.js";
 import { createRunDirs, dropStaleConfig, type RunDirs } from "./run-dirs.js";
 import { refusedByTower } from "./report.js";
-import { noteRun } from "./pushed-tasks.js";
 import type { Run, Slot, WorkerDeps, WorkerState } from "./worker-types.js";
 import { msOf } from "../../common/vocab.js";
 
 export const OUTPUT_LIMIT = 64 * 1024;
 
 export interface RunHooks {
-  setAgentState(agentId: string, state: string): void;
-  /** the tower set this state itself (the claim started the task): note it, send nothing */
-  assumeAgentState(agentId: string, state: string): void;
-  /** reports the outcome; with claimNext the agent's next task comes back with the acknowledgement */
-  deliver(entry: InflightEntry, claimNext: boolean): Promise<Task | undefined>;
-  /** work may be waiting for this agent: its outcome should claim the next task (claim_next) */
-  wantsNext(agent: LocalAgentRecord): boolean;
-  /** a task that came back with an outcome but cannot run now (epd is stopping) goes back */
-  handBack(agent: LocalAgentRecord, task: Task): Promise<void>;
-  /** the run is over and the slot idle: claim again when work may be waiting */
-  afterRun(agent: LocalAgentRecord): void;
+  /** reports the outcome (in the background, until the tower acknowledges it) */
+  deliver(entry: InflightEntry): void;
+  /** the run ended and nothing will be reported (cancelled, lease lost): the tower hears the agent is idle */
+  idleWithoutOutcome(agentId: string): void;
 }
 
 const tail = (text: string) => (text.length > OUTPUT_LIMIT ? text.slice(-OUTPUT_LIMIT) : text);
@@ -54,37 +46,39 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
   const dirs = createRunDirs(() => clock.now());
 
   function startRun(agent: LocalAgentRecord, slot: Slot, task: Task): void {
-    const entry: InflightEntry = { taskId: task.id, agentId: agent.id, state: "running", startedAt: iso(clock.now()) };
+    const entry: InflightEntry = { taskId: task.id, agentId: agent.id, leaseId: task.leaseId, state: "running", startedAt: iso(clock.now()) };
     let markEnded!: () => void;
     const ended = new Promise<void>((resolve) => (markEnded = resolve));
     const run: Run = { task, agent, entry, ended, markEnded, done: Promise.resolve() };
     st.runs.set(task.id, run);
-    noteRun(st, task);
-    run.done = execute(run)
+    run.done = execute(run, () => {
+      // the subprocess is over: the agent is free (its outcome goes out in the background)
+      st.runs.delete(task.id);
+      if (slot.taskId === task.id) {
+        slot.state = "idle";
+        slot.taskId = undefined;
+      }
+    })
       .catch((err: Error) => log.error("task run failed unexpectedly", { task_id: task.id, error: err.message, stack: err.stack }))
       .finally(() => {
         run.markEnded();
-        st.runs.delete(task.id);
-        const follow = nextOnSlot(st, hooks, agent, slot, run.next);
-        if (follow) {
-          slot.taskId = follow.id;
-          startRun(agent, slot, follow);
-          return;
+        if (st.runs.get(task.id) === run) st.runs.delete(task.id);
+        if (slot.taskId === task.id) {
+          slot.state = "idle";
+          slot.taskId = undefined;
         }
-        slot.state = "idle";
-        slot.taskId = undefined;
-        hooks.setAgentState(agent.id, "idle");
-        hooks.afterRun(agent);
       });
   }
 
-  async function execute(run: Run): Promise<void> {
+  async function execute(run: Run, free: () => void): Promise<void> {
     const { task, agent, entry } = run;
     const tlog = log.child({ task_id: task.id, agent_id: agent.id });
     journal.put(entry).catch((err: Error) => tlog.warn("journal not written; a restart would not know this run", { error: err.message }));
-    if (task.status === TaskStatus.RUNNING) hooks.assumeAgentState(agent.id, "busy");
-    else hooks.setAgentState(agent.id, "busy");
-    if (!(await announceStart(deps, run, tlog))) return;
+    if (!(await announceStart(deps, run, tlog))) {
+      free();
+      hooks.idleWithoutOutcome(agent.id);
+      return;
+    }
 
     const { workDir, cwd, placeEnv, mcp, permission } = await preparePlace(deps, dirs, run, tlog);
     const session = sessions.open({ taskId: task.id, agentId: agent.id, domainId: agent.domainId });
@@ -95,7 +89,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
       ...(redactor ? { redact: (f: ProgressFrame) => redactor.frame(f) } : {}),
       send: async (frames) => {
         await tower.work
-          .reportProgress({ taskId: task.id, agentId: agent.id, frames: frames.map(frameMsg) })
+          .reportProgress({ taskId: task.id, agentId: agent.id, leaseId: task.leaseId, frames: frames.map(frameMsg) })
           .catch((err: unknown) => tlog.debug("progress not delivered", { error: toEpError(err).message }));
       },
     });
@@ -148,37 +142,18 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     if (run.stop === "tower_cancel" || run.stop === "lease_lost") {
       tlog.info("run stopped", { why: run.stop });
       await journal.remove(task.id);
+      free();
+      hooks.idleWithoutOutcome(agent.id);
       return;
     }
     const outcome = { ...outcomeOf(run, result), ...(changes ? { workspace: changes } : {}) };
     tlog.info("run finished", { ok: outcome.ok, exit_code: outcome.exitCode, error: outcome.error, ...(outcome.denials ? { denials: outcome.denials.length } : {}) });
-    // the agent stays busy until the tower has the outcome, but a shutdown waits for the report
-    // only up to its report deadline (the journal keeps it for the next start)
     dirs.release(workDir); // the run's process group is gone (RunHandle.result): an empty directory can serve the next run
-    const claimNext = hooks.wantsNext(agent);
-    run.reporting = true;
-    const delivered = hooks.deliver({ ...entry, state: "reporting", outcome }, claimNext);
-    run.markEnded();
-    run.next = await delivered;
-    // nothing queued for this agent now, as a claim that came back empty would have said
-    if (claimNext && !run.next) st.backlog.delete(agent.domainId);
+    free();
+    hooks.deliver({ ...entry, state: "reporting", outcome });
   }
 
   return { startRun };
-}
-
-/**
- * What the slot runs next when a run is over: the task its outcome claimed (claim_next), else one
- * the tower pushed while the outcome was on its way (the tower had it and rightly saw the agent
- * idle); the other, and both when epd is stopping, go back.
- */
-function nextOnSlot(st: WorkerState, hooks: RunHooks, agent: LocalAgentRecord, slot: Slot, next: Task | undefined): Task | undefined {
-  const pushed = slot.pushed;
-  slot.pushed = undefined;
-  if (pushed && (next || st.stopping)) void hooks.handBack(agent, pushed);
-  if (next && st.stopping) void hooks.handBack(agent, next);
-  if (st.stopping) return undefined;
-  return next ?? pushed;
 }
 
 /** Tells the tower the run starts (unless the claim did); false when it refuses (the task is no longer ours). */
@@ -186,7 +161,7 @@ async function announceStart(deps: WorkerDeps, run: Run, tlog: Logger): Promise<
   const { tower, journal } = deps;
   if (run.task.status === TaskStatus.RUNNING) return true;
   try {
-    await tower.work.startTask({ taskId: run.task.id, agentId: run.agent.id });
+    await tower.work.startTask({ taskId: run.task.id, agentId: run.agent.id, leaseId: run.task.leaseId });
   } catch (err) {
     const refused = refusedByTower(err);
     if (refused) {
@@ -295,7 +270,7 @@ const { tower, clock } = deps;
   };
   const beat = () => {
     timer = clock.setTimeout(() => {
-      tower.work.heartbeatTask({ taskId: task.id, agentId: agent.id }).then(() => {
+      tower.work.heartbeatTask({ taskId: task.id, agentId: agent.id, leaseId: task.leaseId }).then(() => {
         if (st.runs.has(task.id) && !run.stop) beat();
       }, lost);
     }, Math.floor(leaseMs / 3));

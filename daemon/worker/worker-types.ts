@@ -44,13 +44,6 @@ export interface WorkerDeps {
    * the profile's runtime in the profile's cwd with the profile's env (docs/supervision.md).
    */
   profiles?: ProfileClaimers;
-  /**
-   * Every claim resumes (ClaimTask resume), not only those at start, after a hello or after a lost
-   * answer: with pushed work the tower may have just claimed a task for the agent a claim is for
-   * (the push on its way), which the claim then answers instead of a second task the daemon would
-   * have to give one of back.
-   */
-  resumeEveryClaim?: boolean;
 }
 
 /** Claimers that live in the fleet rather than in agents.json. */
@@ -63,30 +56,10 @@ export interface ProfileClaimers {
 
 export type AgentActivity = "idle" | "claiming" | "busy";
 
-export interface WakeHint {
-  agentId?: string;
-  domainId?: string;
-  taskId?: string;
-  /** what the ready task needs ("" = any runtime); undefined when the tower did not say */
-  runtime?: string;
-  capabilities?: string[];
-}
-
 export interface Slot {
+  /** claiming: a claim of epd's own is out (the link is down); busy: a run holds the agent */
   state: AgentActivity;
-  /** a wake-up arrived while claiming: claim once more before going idle */
-  again: boolean;
-  /**
-   * the next claim asks for what the agent already holds first (ClaimTask resume): set by the polls
-   * at start and after each hello, and by a failed claim, whose answer may have been lost
-   */
-  resume?: boolean;
   taskId?: string;
-  /**
-   * a task the tower pushed while this slot was claiming, or reporting its run's outcome: it runs
-   * once the claim comes back empty or the outcome is acknowledged without a next task, else it is given back
-   */
-  pushed?: Task;
 }
 
 export interface Run {
@@ -101,61 +74,40 @@ export interface Run {
   markEnded(): void;
   /** settles when the run is over and its outcome delivered (or left in the journal at shutdown) */
   done: Promise<void>;
-  /** the agent's next task, claimed and started with this run's outcome (claim_next) */
-  next?: Task;
-  /** the run is over and its outcome on its way to the tower */
-  reporting?: boolean;
 }
 
 export interface TaskWorker {
   /** Ends what a previous daemon left (orphaned runs failed retryably, pending reports resent). */
   recover(): Promise<void>;
   /**
-   * A task may be ready: for one agent, or for a domain. With the task's runtime and
-   * capabilities (the tower sends them) one idle agent that can take it claims; without them
-   * idle agents of the domain claim one after the other until one gets work.
-   */
-  wake(hint?: WakeHint): void;
-  /**
-   * A task the tower claimed and started for the agent and pushed over the link: it runs now if
-   * the agent is idle, after a claim in flight comes back empty, else it is given back (released:
-   * queued again without counting the attempt).
+   * A task the tower claimed and started for the agent and handed over the link, under its lease:
+   * it runs now if the agent is idle (a claim of epd's own in flight gives its task back instead),
+   * else it goes back (released: queued again without counting the attempt).
    */
   take(agentId: string, task: Task): void;
-  /**
-   * Claims for every idle agent (startup, reconnect, periodic poll); a busy one claims once its run
-   * ends. With `resume` (at start and after each hello) the tower answers first with a task the
-   * agent holds that this daemon never heard of (a claim's answer or a pushed task lost with a link).
-   */
-  pollAll(resume?: boolean): void;
+  /** The recovery path while the link is down: each idle agent claims once. */
+  pollAll(): void;
+  /** Every agent as the tower should know it when a link opens: the leases it holds (runs, unacknowledged outcomes), and whether it is idle. */
+  held(): HeldAgent[];
   /** Stops a running task (the tower cancelled it); false when it is not running here. */
   cancel(taskId: string, reason: string): boolean;
   activity(agentId: string): AgentActivity;
   running(): { taskId: string; agentId: string; pid?: number }[];
-  /** Tells the tower each local agent's state again (after the link came back). */
-  announceAgents(): void;
-  /** Stops claiming; waits up to graceMs for runs, then cancels the rest (failed retryably); waits for reports up to reportWaitMs. */
+  /** Stops taking work; waits up to graceMs for runs, then cancels the rest (failed retryably); waits for reports up to reportWaitMs. */
   shutdown(graceMs: number, reportWaitMs?: number): Promise<void>;
+}
+
+export interface HeldAgent {
+  agentId: string;
+  leaseIds: string[];
+  idle: boolean;
 }
 
 /** What the claim loop and the runs share (one per worker). */
 export interface WorkerState {
   slots: Map<string, Slot>;
   runs: Map<string, Run>;
-  /** agents with an outcome from a previous daemon still undelivered: they claim only once it is */
-  blocked: Map<string, number>;
-  /**
-   * Domains where a wake-up found no idle agent to claim with: work may be queued there, so an
-   * agent of the domain that finishes a run claims again. A claim that comes back empty clears it.
-   */
-  backlog: Set<string>;
-  /**
-   * The claim of each task lately started here (task id → its attempt and claim time, the oldest
-   * dropped past RAN_KEPT): a second delivery of a claim already run — its push arriving after a
-   * resumed claim took it up and the run ended — is not a second run (ranHere in pushed-tasks.ts).
-   */
-  ran: Map<string, string>;
-  /** shutting down: no new claims */
+  /** shutting down: no new work */
   stopping: boolean;
   /** reports have stopped */
   closed: boolean;

@@ -1,7 +1,8 @@
-// The task worker: claims for each idle local agent (claim-loop.ts), runs one ephemeral subagent
-// per task (task-run.ts: own process group, fresh directory under $EP_HOME/epd/work/<task_id>,
-// progress relayed, lease heartbeated), and reports the outcome until the tower acknowledges it
-// (report.ts). Wake-ups come from the link; a periodic poll is the safety net.
+// The task worker: takes the tasks the tower hands its agents over the link (each under its lease;
+// docs/daemon.md, "How work reaches a node"), runs one ephemeral subagent per task (task-run.ts:
+// own process group, fresh directory under $EP_HOME/epd/work/<task_id>, progress relayed, lease
+// heartbeated), and reports the outcome until the tower acknowledges it (report.ts). While the link
+// is down, idle agents claim on the poll (claim-loop.ts), the recovery path.
 import type { ClockTimer } from "../../common/clock.js";
 import { createAgentStates } from "./agent-states.js";
 import { createClaimLoop } from "./claim-loop.js";
@@ -10,65 +11,68 @@ import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import { killOrphanGroup } from "./orphans.js";
 import { createOutcomeReporter, refusedByTower } from "./report.js";
 import { createRunner, OUTPUT_LIMIT } from "./task-run.js";
-import type { TaskWorker, WorkerDeps, WorkerState } from "./worker-types.js";
+import type { HeldAgent, TaskWorker, WorkerDeps, WorkerState } from "./worker-types.js";
 
 export type * from "./worker-types.js";
 export { OUTPUT_LIMIT, refusedByTower };
 
 export function createTaskWorker(deps: WorkerDeps): TaskWorker {
   const { tower, clock, log, journal } = deps;
-  const st: WorkerState = { slots: new Map(), runs: new Map(), blocked: new Map(), backlog: new Set(), ran: new Map(), stopping: false, closed: false };
-  // agent state on the tower: coalesced, never on the claim path (agent-states.ts); a claim that
-  // starts and an outcome with agent_idle set it at the tower themselves
+  const st: WorkerState = { slots: new Map(), runs: new Map(), stopping: false, closed: false };
+  // an agent whose run ended without an outcome for the tower (cancelled, lease lost) is idle again
   const states = createAgentStates({ tower, log, closed: () => st.closed });
-  const acknowledged = (e: InflightEntry, next: Task | undefined) => states.assume(e.agentId, next || st.stopping ? "busy" : "idle");
-  // a claim_next whose answer was lost may have left the agent holding its next task: its next claim resumes
-  const nextMayBeHeld = (e: InflightEntry) => void (claims.slotOf(e.agentId).resume = true);
-  const reporter = createOutcomeReporter({ tower, journal, clock, log, backoff: deps.reportBackoff, closed: () => st.closed, stopping: () => st.stopping, acknowledged, nextMayBeHeld });
-  const deliver = (entry: InflightEntry, claimNext = false) => reporter.deliver(entry, claimNext);
+  // an outcome says the agent is idle when it runs nothing else and epd is not stopping (the
+  // tower then hands it its next task)
+  const idleNow = (agentId: string) => !st.stopping && claims.slotOf(agentId).state === "idle";
+  const reporter = createOutcomeReporter({ tower, journal, clock, log, backoff: deps.reportBackoff, closed: () => st.closed, idleNow });
+
+  /** A task this daemon holds but will not run goes straight back: queued again, uncounted; the agent stays busy at the tower. */
+  async function giveBack(agent: { id: string }, task: Task, why: string): Promise<void> {
+    log.info("giving a task back", { agent_id: agent.id, task_id: task.id, why });
+    await tower.work.failTask({ taskId: task.id, agentId: agent.id, leaseId: task.leaseId, release: true, retryable: true, result: { output: "", error: why } }).catch(() => undefined);
+  }
+
   const runner = createRunner(deps, st, {
-    setAgentState: (agentId, state) => states.set(agentId, state),
-    assumeAgentState: (agentId, state) => states.assume(agentId, state),
-    deliver,
-    // a wake-up found every agent of the domain busy: work may be queued, keep draining — the
-    // outcome claims the next task itself (claim_next), else a claim follows the run
-    wantsNext: (agent) => !st.stopping && !st.blocked.has(agent.id) && st.backlog.has(agent.domainId),
-    handBack: (agent, task) => claims.handBack(agent, task),
-    // after its run an agent claims again when work may be queued, or when it may hold a task it never heard of
-    afterRun: (agent) => void (!st.stopping && (st.backlog.has(agent.domainId) || claims.slotOf(agent.id).resume) && claims.claimFor(agent)),
+    deliver: (entry) => void reporter.deliver(entry),
+    idleWithoutOutcome: (agentId) => states.set(agentId, "idle"),
   });
-  const claims = createClaimLoop(deps, st, runner.startRun);
+  const claims = createClaimLoop(deps, st, runner.startRun, giveBack);
   const { allAgents, findAgent, slotOf, claimFor } = claims;
 
   return {
-    recover: () =>
-      recoverJournal(deps, st, deliver, (agentId) => {
-        const a = findAgent(agentId);
-        if (a && !st.stopping) void claimFor(a);
-      }),
+    recover: () => recoverJournal(deps, (e) => void reporter.deliver(e)),
 
-    wake(hint = {}) {
-      if (st.stopping) return;
-      if (hint.agentId) {
-        const a = findAgent(hint.agentId);
-        if (!a) return;
-        if (slotOf(a.id).state === "busy") st.backlog.add(a.domainId); // it claims again after its run
-        void claimFor(a);
-        return;
+    take(agentId, task) {
+      const agent = findAgent(agentId);
+      if (!agent) return void giveBack({ id: agentId }, task, "the agent is not on this node");
+      const slot = slotOf(agent.id);
+      if (st.runs.get(task.id)?.task.leaseId === task.leaseId) return; // this very claim runs here already
+      if (st.stopping || slot.state !== "idle") {
+        // a claim of our own in flight makes way (its task goes back); a running agent gives this one back
+        if (slot.state === "claiming" && !st.stopping) slot.state = "idle";
+        else return void giveBack(agent, task, st.stopping ? "epd is shutting down" : "the agent is busy");
       }
-      void claims.wakeDomain(hint);
+      slot.state = "busy";
+      slot.taskId = task.id;
+      runner.startRun(agent, slot, task);
     },
 
-    take: (agentId, task) => claims.take(agentId, task),
-
-    pollAll(resume = false) {
+    pollAll() {
       if (st.stopping) return;
-      for (const a of allAgents()) {
-        // a busy agent cannot claim now, yet work may be queued that nobody told us about (the
-        // link was down, or a wake-up was lost): it claims again once its run ends
-        if (slotOf(a.id).state === "busy") st.backlog.add(a.domainId);
-        void claimFor(a, resume);
-      }
+      for (const a of allAgents()) void claimFor(a);
+    },
+
+    held(): HeldAgent[] {
+      const leases = new Map<string, string[]>();
+      const add = (agentId: string, leaseId: string | undefined) => {
+        if (!leaseId) return;
+        const l = leases.get(agentId);
+        if (l) l.push(leaseId);
+        else leases.set(agentId, [leaseId]);
+      };
+      for (const r of st.runs.values()) add(r.agent.id, r.task.leaseId);
+      for (const e of journal.entries()) if (!st.runs.has(e.taskId)) add(e.agentId, e.leaseId);
+      return allAgents().map((a) => ({ agentId: a.id, leaseIds: [...new Set(leases.get(a.id) ?? [])], idle: idleNow(a.id) }));
     },
 
     cancel(taskId, reason) {
@@ -82,10 +86,6 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
 
     activity: (agentId) => st.slots.get(agentId)?.state ?? "idle",
     running: () => [...st.runs.values()].map((r) => ({ taskId: r.task.id, agentId: r.agent.id, pid: r.handle?.pid })),
-
-    announceAgents() {
-      states.announce(allAgents().map((a) => [a.id, slotOf(a.id).state === "busy" ? "busy" : "idle"]));
-    },
 
     async shutdown(graceMs, reportWaitMs = 5000) {
       st.stopping = true;
@@ -122,28 +122,19 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
 
 /**
  * Ends what a previous daemon left in the journal: a run it was running is failed retryably (its
- * orphaned processes killed), an outcome the tower did not acknowledge is sent again. The agent
- * claims only once its outcomes are delivered (`claimAgain`).
+ * orphaned processes killed), an outcome the tower did not acknowledge is sent again — each under
+ * the lease of its claim, so the tower takes it only for that claim.
  */
-async function recoverJournal(deps: WorkerDeps, st: WorkerState, deliver: (e: InflightEntry) => Promise<unknown>, claimAgain: (agentId: string) => void): Promise<void> {
+async function recoverJournal(deps: WorkerDeps, deliver: (e: InflightEntry) => void): Promise<void> {
   const { journal, log } = deps;
-  const recovered = (e: InflightEntry) => {
-    st.blocked.set(e.agentId, (st.blocked.get(e.agentId) ?? 0) + 1);
-    void deliver(e).finally(() => {
-      const left = (st.blocked.get(e.agentId) ?? 1) - 1;
-      if (left > 0) return void st.blocked.set(e.agentId, left);
-      st.blocked.delete(e.agentId);
-      claimAgain(e.agentId);
-    });
-  };
   for (const e of await journal.load()) {
     if (e.state === "running") {
       const killed = e.pid ? killOrphanGroup(e.pid, e.pidStart) : 0;
       log.warn("task held by a previous daemon; failing it so it can run again", { task_id: e.taskId, orphans_killed: killed });
-      recovered({ ...e, state: "reporting", outcome: { ok: false, output: "", error: "epd restarted while the task was running", retryable: true } });
+      deliver({ ...e, state: "reporting", outcome: { ok: false, output: "", error: "epd restarted while the task was running", retryable: true } });
     } else if (e.outcome) {
       log.info("resending an outcome the tower did not acknowledge", { task_id: e.taskId });
-      recovered(e);
+      deliver(e);
     } else {
       await journal.remove(e.taskId);
     }

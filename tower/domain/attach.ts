@@ -2,6 +2,7 @@
 // ticket or a credential that reads the agent's domain (rw when it may also operate there), never
 // a node or an agent token; the node's dial-back only with its own token and the proof of its
 // current link's attach secret. The WebSocket edge (edges/attach/attach-ws.ts) only moves bytes.
+import type { LinkCommand } from "./fleet-links.js";
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError } from "../../common/errors.js";
@@ -26,7 +27,7 @@ export interface AttachRelay {
   /** Whether some replica holds the node's link now. */
   isLinked(nodeId: string): Promise<boolean>;
   /** Delivers the `attach` command on the node's link; false when no replica holds it. */
-  send(nodeId: string, msg: { kind: "attach"; agentId: string; data: JsonObject }): Promise<boolean>;
+  send(nodeId: string, msg: LinkCommand): Promise<boolean>;
   /** attachProof(current attach secret of the node's link, attachId), or undefined without a link. */
   proof(nodeId: string, attachId: string): Promise<string | undefined>;
 }

@@ -91,6 +91,7 @@ export function taskMsg(r: TaskRow): Task {
     input: (r.input ?? undefined) as JsonObject | undefined,
     result: r.result ? { ...r.result, usage: r.result.usage && usageMsg(r.result.usage), denials: r.result.denials?.map(denialMsg) } : undefined,
     claimedBy: r.claimedBy,
+    leaseId: r.leaseId,
     leaseExpiresAt: r.leaseExpiresMs == null ? undefined : timestampFromMs(r.leaseExpiresMs),
     parentTaskId: r.parentTaskId,
     createdAt: timestampOf(r.createdAt),

@@ -110,7 +110,7 @@ export function createAgentOps({ deps, linkHub }: FleetContext) {
       );
       deps.hub.publish([written]);
       const id = written.id;
-      await deliver(a.nodeId, { kind: "signal", agentId: a.id, data: { prompt } as JsonObject });
+      await deliver(a.nodeId, { command: { case: "signal", value: { agentId: a.id, prompt } } });
       return create(fleet.SignalAgentResponseSchema, { eventId: BigInt(id) });
     },
 
@@ -121,7 +121,7 @@ export function createAgentOps({ deps, linkHub }: FleetContext) {
       if (!a.supervised) {
         throw new EpError("agent_not_supervised", `agent ${a.name || a.id} is not supervised by its node, so there is nothing to ${req.op}; only agents.toml profiles with supervise = true are`, { agent_id: a.id });
       }
-      if (!a.nodeId || !(await deliver(a.nodeId, { kind: "supervise", agentId: a.id, data: { op: req.op } }))) {
+      if (!a.nodeId || !(await deliver(a.nodeId, { command: { case: "supervise", value: { agentId: a.id, op: req.op } } }))) {
         throw new EpError("node_offline", `agent ${a.id}'s node is not connected`);
       }
       await commit(deps, async (_tx, emit) => emit({ type: "matrix", name: `agent.${req.op}_requested`, domainId: a.domainId, agentId: a.id, payload: { agent_id: a.id, op: req.op, by: caller.subject } }));

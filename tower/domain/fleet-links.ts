@@ -1,21 +1,20 @@
 // The node links this replica holds: each epd's one outbound command stream (NodeService.Link),
-// with the node marked online while it lasts, commands routed to it (task_ready, cancel, signal,
-// supervise, attach, config_reload), through another replica when that one holds the link, and
-// the targeted wake-ups of new work (fleet-wake.ts).
+// with the node marked online while it lasts, work handed to its idle agents (fleet-push.ts),
+// commands routed to it (cancel, signal, supervise, attach, config_reload, merge), through another
+// replica when that one holds the link.
 import { randomBytes } from "node:crypto";
-import { create } from "@bufbuild/protobuf";
-import type { JsonObject } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { iso } from "../../common/clock.js";
 import * as fleet from "../../gen/ep/tower/v1/fleet_pb.js";
 import type { EventRow } from "../store/store.js";
 import { authorize, type Caller } from "./caller.js";
 import type { Deps } from "./deps.js";
 import { commit } from "./event-hub.js";
-import { createWakeIndex, wakeUps } from "./fleet-wake.js";
-import { createPusher } from "./fleet-push.js";
-import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
+import { createWakeIndex } from "./fleet-wake.js";
+import { createOffers, type Offers } from "./fleet-push.js";
 
-export { createWakeIndex, wakeUps };
+export { createWakeIndex };
 
 import type { FleetOptions } from "./fleet.js";
 
@@ -24,9 +23,9 @@ type LinkMessage = fleet.LinkResponse;
 interface LinkConnection {
   nodeId: string;
   attachSecret: string;
-  /** the daemon takes pushed work (LinkRequest.take_tasks) */
-  takeTasks: boolean;
   push(msg: LinkMessage): void;
+  /** ends the stream (a newer link replaced it, or the tower closes) */
+  close(): void;
 }
 
 export interface LinkStream {
@@ -47,11 +46,12 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     return a?.nodeId;
   }
 
-  const send: Send = (nodeId, msg) => {
+  const push = (nodeId: string, msg: LinkMessage) => {
     const link = links.get(nodeId);
-    link?.push(create(fleet.LinkResponseSchema, msg));
+    link?.push(msg);
     return link !== undefined;
   };
+  const send: Send = (nodeId, msg) => push(nodeId, create(fleet.LinkResponseSchema, msg));
   /** send(), or through the replica holding the node's link. */
   const deliver = async (nodeId: string, msg: LinkCommand) => send(nodeId, msg) || ((await opts.replication?.send(nodeId, msg)) ?? false);
   const linkedAnywhere = async (nodeId: string) => links.has(nodeId) || ((await opts.replication?.linked(nodeId)) ?? false);
@@ -69,15 +69,17 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
 
   async function indexAgent(agentId: string): Promise<void> {
     const a = await store.getAgent(agentId);
-    if (a && a.state !== "dead" && links.has(a.nodeId)) reach.add(a);
+    if (!a || a.state === "dead" || !links.has(a.nodeId)) return;
+    reach.add(a);
+    if (a.state === "idle") offers?.offerAgent(a.id); // a new agent: work may be waiting for it
   }
 
-  // pushed work (fleet-push.ts): a link with take_tasks gets tasks claimed for its idle agents
-  const pushed = opts.work ? createPusher(deps, opts.work, { reach, send, nodeCaller, takes: (nodeId) => links.get(nodeId)?.takeTasks === true }) : undefined;
+  // work handed to idle agents (fleet-push.ts)
+  const offers = opts.work ? createOffers(deps, opts.work, { reach, push, nodeCaller }) : undefined;
 
-  // Route committed events to the links that care: queued work and cancels.
+  // Route committed events to the links that care: work for idle agents, cancels.
   const unsubscribe = deps.hub.subscribe((events: readonly EventRow[]) => {
-    if (links.size) route(events, { reach, nodeOf, send, indexAgent, pushed });
+    if (links.size) route(events, { reach, nodeOf, send, indexAgent, offers });
   });
 
   /** The node's command stream. Ends when the signal aborts (client gone) or the tower closes. */
@@ -86,34 +88,41 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     const nodeId = caller.nodeId!;
     const queue: LinkMessage[] = [];
     let wake: (() => void) | undefined;
+    let closed = false;
     const conn: LinkConnection = {
       nodeId,
       attachSecret: req.attachSecret,
-      takeTasks: req.takeTasks,
       push(msg) {
         queue.push(msg);
         wake?.();
       },
+      close() {
+        closed = true;
+        wake?.();
+      },
     };
-    links.get(nodeId)?.push(create(fleet.LinkResponseSchema, { kind: "close", data: { reason: "replaced by a newer link" } }));
+    links.get(nodeId)?.close(); // replaced by this newer link
     links.set(nodeId, conn);
     reach.dropNode(nodeId);
     // several replicas: the store says which one holds the link (tower/domain/replication.ts)
     const ownerToken = opts.replication?.linkToken(randomBytes(9).toString("base64url"));
     const onAbort = () => wake?.();
     signal.addEventListener("abort", onAbort);
-    const ping = setInterval(() => conn.push(create(fleet.LinkResponseSchema, { kind: "ping" })), opts.pingMs ?? 15_000);
+    const ping = setInterval(() => conn.push(create(fleet.LinkResponseSchema, { command: { case: "ping", value: {} } })), opts.pingMs ?? 15_000);
     ping.unref();
     await markOnline(deps, nodeId, ownerToken);
     try {
-      // indexed before hello: epd claims everything queued so far when it sees hello, and
-      // every later task finds this node in the index
+      // the agents as the daemon has them: what was handed over and lost with the last link goes
+      // back to the queue, each agent idle or busy (work-push.ts reconcile)
+      await opts.work?.reconcile(nodeId, req.agents);
+      // indexed before hello, so every later task finds this node's agents
       await indexNode(nodeId);
-      yield create(fleet.LinkResponseSchema, { kind: "hello", data: { node_id: nodeId, tower_time: iso(clock.now()) } });
-      while (!signal.aborted) {
+      yield create(fleet.LinkResponseSchema, { command: { case: "hello", value: { nodeId, towerTime: timestampFromMs(clock.now()) } } });
+      // then the idle ones get what is queued for them
+      if (offers && links.get(nodeId) === conn) for (const id of reach.idleOn(nodeId)) offers.offerAgent(id);
+      while (!signal.aborted && !closed) {
         const msg = queue.shift();
         if (msg) {
-          if (msg.kind === "close") return;
           yield msg;
           continue;
         }
@@ -138,7 +147,9 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     /** A new agent: routed to its node, and woken for work when its node is linked here. */
     enrolled(a: { id: string; domainId: string; nodeId: string; runtime: string; capabilities: string[]; state?: string }): void {
       agentNodes.set(a.id, a.nodeId);
-      if (links.has(a.nodeId)) reach.add(a);
+      if (!links.has(a.nodeId)) return;
+      reach.add(a);
+      if (a.state === "idle") offers?.offerAgent(a.id);
     },
     send,
     deliver,
@@ -148,7 +159,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     attachSecretOf: (nodeId: string) => links.get(nodeId)?.attachSecret,
     close() {
       unsubscribe();
-      for (const conn of links.values()) conn.push(create(fleet.LinkResponseSchema, { kind: "close" }));
+      for (const conn of links.values()) conn.close();
       links.clear();
     },
   };
@@ -187,10 +198,11 @@ async function markOffline(deps: Deps, nodeId: string, ownerToken: string | unde
   });
 }
 
-export type LinkCommand = { kind: string; taskId?: string; agentId?: string; data?: JsonObject; task?: Task };
+/** A command for a node's link, as built here or relayed from another replica (plain JSON: no task assignments). */
+export type LinkCommand = MessageInitShape<typeof fleet.LinkResponseSchema>;
 export type Send = (nodeId: string, msg: LinkCommand) => boolean;
 
-/** Committed events → link commands: the wake index kept current, assigned work and cancels to the agent's node, wake-ups. */
+/** Committed events → the links: the wake index kept current, work offered to idle agents, cancels to the holder's node. */
 function route(
   events: readonly EventRow[],
   {
@@ -198,27 +210,34 @@ function route(
     nodeOf,
     send,
     indexAgent,
-    pushed,
+    offers,
   }: {
     reach: ReturnType<typeof createWakeIndex>;
     nodeOf(agentId: string): Promise<string | undefined>;
     send: Send;
     indexAgent(agentId: string): Promise<void>;
-    pushed?: (taskId: string, domainId: string, runtime: string, capabilities: readonly string[]) => boolean;
+    offers?: Offers;
   },
 ): void {
   for (const e of events) {
     if (e.type !== "matrix") continue;
     if (e.name === "agent.enrolled" && e.agentId) void indexAgent(e.agentId);
     else if (e.name === "agent.state" && e.status === "dead" && e.agentId) reach.remove(e.agentId);
-    else if (e.name === "agent.state" && e.agentId) reach.setState(e.agentId, e.status);
-    else if (e.taskId && e.status === "queued" && e.agentId) {
-      const assignee = e.agentId;
-      void nodeOf(assignee).then((n) => n && send(n, { kind: "task_ready", taskId: e.taskId, agentId: assignee }));
+    else if (e.name === "agent.state" && e.agentId) {
+      reach.setState(e.agentId, e.status);
+      if (e.status === "idle") offers?.offerAgent(e.agentId);
+    } else if (e.taskId && e.status === "queued" && e.agentId) {
+      // assigned work (a broadcast's runs too): its assignee, if idle on a node linked here
+      offers?.offerAgent(e.agentId);
+    } else if (e.taskId && e.status === "queued" && e.payload.claim_policy !== "broadcast") {
+      const runtime = typeof e.payload.runtime === "string" ? e.payload.runtime : "";
+      const capabilities = Array.isArray(e.payload.capabilities) ? e.payload.capabilities.filter((c): c is string => typeof c === "string") : [];
+      offers?.offerTask(e.taskId, e.domainId, runtime, capabilities);
     } else if (e.taskId && e.name === "task.cancelled" && e.agentId) {
       const agentId = e.agentId;
-      void nodeOf(agentId).then((n) => n && send(n, { kind: "cancel", taskId: e.taskId, agentId }));
+      const taskId = e.taskId;
+      const reason = typeof e.payload.reason === "string" ? e.payload.reason : "cancelled on the tower";
+      void nodeOf(agentId).then((n) => n && send(n, { command: { case: "cancel", value: { taskId, agentId, reason } } }));
     }
   }
-  for (const [nodeId, msg] of wakeUps(events, reach, pushed)) send(nodeId, msg);
 }

@@ -161,7 +161,7 @@ async function reloadAndWait(deps: Deps, deliver: Deliver, caller: Caller, nodeI
   const requestId = `rld_${randomBytes(8).toString("hex")}`;
   const e = await askNode(deps, deliver, {
     nodeId,
-    msg: { kind: "config_reload", data: { request_id: requestId } },
+    msg: { command: { case: "configReload", value: { requestId } } },
     answers: (x) => x.type === "matrix" && x.name === "config.reload" && x.payload.request_id === requestId,
     waitMs,
     undone: "its configuration was not reloaded",

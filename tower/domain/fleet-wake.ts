@@ -1,7 +1,5 @@
-// Who to wake for new work: the agents of linked nodes by domain, runtime and capabilities, and
-// the coalesced task_ready of one committed batch per node (docs/PERFORMANCE.md, fleet simulator).
-import type { JsonObject } from "@bufbuild/protobuf";
-import type { EventRow } from "../store/store.js";
+// Who can take new work: the agents of the nodes linked to this replica, by domain, runtime and
+// capabilities, with their state as the tower knows it (docs/PERFORMANCE.md, fleet simulator).
 
 interface Reachable {
   nodeId: string;
@@ -80,19 +78,30 @@ export function createWakeIndex() {
       if (a?.state === "claiming") a.state = "idle";
     },
     /**
-     * The idle agent that could take a task needing runtime and capabilities, on a node `takes`
-     * says accepts pushed work, that has been idle the longest; marked "claiming" so the next task
+     * The idle agent that could take a task needing runtime and capabilities that has been idle the longest; marked "claiming" so the next task
      * picks another. O(agents of the domain).
      */
-    claimable(domainId: string, runtime: string, capabilities: readonly string[], takes: (nodeId: string) => boolean): PushTarget | undefined {
+    claimable(domainId: string, runtime: string, capabilities: readonly string[]): PushTarget | undefined {
       const inDomain = byDomain.get(domainId);
       if (!inDomain) return undefined;
       for (const [id, a] of inDomain) {
-        if (a.state !== "idle" || (runtime && a.runtime !== runtime) || !capabilities.every((c) => a.capabilities.includes(c)) || !takes(a.nodeId)) continue;
+        if (a.state !== "idle" || (runtime && a.runtime !== runtime) || !capabilities.every((c) => a.capabilities.includes(c))) continue;
         a.state = "claiming";
         return { id, domainId, nodeId: a.nodeId, runtime: a.runtime, capabilities: a.capabilities };
       }
       return undefined;
+    },
+    /** The agent, if it is idle here (marked "claiming"): a task may be waiting for it. */
+    take(agentId: string): PushTarget | undefined {
+      const domainId = agentDomain.get(agentId);
+      const a = domainId === undefined ? undefined : byDomain.get(domainId)?.get(agentId);
+      if (!a || a.state !== "idle") return undefined;
+      a.state = "claiming";
+      return { id: agentId, domainId: domainId!, nodeId: a.nodeId, runtime: a.runtime, capabilities: a.capabilities };
+    },
+    /** The idle agents of a node. */
+    idleOn(nodeId: string): string[] {
+      return [...(nodeAgents.get(nodeId) ?? [])].filter((id) => byDomain.get(agentDomain.get(id)!)?.get(id)?.state === "idle");
     },
     /** Nodes with an agent in the domain that runs the runtime (any when empty) and has every capability. */
     nodesFor(domainId: string, runtime: string, capabilities: readonly string[]): Set<string> {
@@ -108,40 +117,3 @@ export function createWakeIndex() {
 }
 
 export type WakeIndex = ReturnType<typeof createWakeIndex>;
-
-/**
- * The task_ready messages for the queued unassigned tasks of one committed batch: one message
- * per node with an agent that could claim one of them, the tasks coalesced in data.tasks (the
- * first one also in the message's own fields, for an epd that reads only those). Assigned work
- * goes to the assignee's node elsewhere; a broadcast parent wakes nobody (its runs are assigned).
- */
-export function wakeUps(
-  events: readonly EventRow[],
-  reach: WakeIndex,
-  /** the task is pushed, claimed for an idle agent (fleet-links.ts): no node needs waking for it */
-  pushed: (taskId: string, domainId: string, runtime: string, capabilities: readonly string[]) => boolean = () => false,
-): Map<string, { kind: string; taskId: string; data: JsonObject }> {
-  const perNode = new Map<string, JsonObject[]>();
-  for (const e of events) {
-    if (e.type !== "matrix" || !e.taskId || e.status !== "queued" || e.agentId || e.payload.claim_policy === "broadcast") continue;
-    // runtime and capabilities let the node pick one agent that can take the task
-    const runtime = typeof e.payload.runtime === "string" ? e.payload.runtime : "";
-    const capabilities = Array.isArray(e.payload.capabilities) ? e.payload.capabilities.filter((c): c is string => typeof c === "string") : [];
-    if (pushed(e.taskId, e.domainId, runtime, capabilities)) continue;
-    const hint: JsonObject = { task_id: e.taskId, domain_id: e.domainId };
-    if (typeof e.payload.runtime === "string") hint.runtime = runtime;
-    if (Array.isArray(e.payload.capabilities)) hint.capabilities = capabilities;
-    for (const nodeId of reach.nodesFor(e.domainId, runtime, capabilities)) {
-      const list = perNode.get(nodeId);
-      if (list) list.push(hint);
-      else perNode.set(nodeId, [hint]);
-    }
-  }
-  const out = new Map<string, { kind: string; taskId: string; data: JsonObject }>();
-  for (const [nodeId, tasks] of perNode) {
-    const { task_id, ...data } = tasks[0];
-    if (tasks.length > 1) data.tasks = tasks;
-    out.set(nodeId, { kind: "task_ready", taskId: task_id as string, data });
-  }
-  return out;
-}

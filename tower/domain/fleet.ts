@@ -1,10 +1,10 @@
 // Nodes, agents and the node link: the one outbound stream from each epd over which the tower
-// sends commands (task ready, cancel, signal, supervise, attach). The parts: fleet-nodes.ts,
-// fleet-agents.ts, fleet-links.ts (links, routing, relays), fleet-wake.ts (who to wake).
+// hands work and sends commands (cancel, signal, supervise, attach). The parts: fleet-nodes.ts,
+// fleet-agents.ts, fleet-links.ts (links, routing, relays), fleet-wake.ts (who can take work), fleet-push.ts (handing it over).
 import type { Auth } from "./auth.js";
 import type { Deps } from "./deps.js";
 import type { Replication } from "./replication.js";
-import { createWakeIndex, wakeUps, type PushTarget } from "./fleet-wake.js";
+import { createWakeIndex, type PushTarget } from "./fleet-wake.js";
 import type { TaskRow } from "../store/store.js";
 import { createLinkHub, type LinkStream } from "./fleet-links.js";
 import { createNodeOps } from "./fleet-nodes.js";
@@ -12,7 +12,7 @@ import { createAgentOps } from "./fleet-agents.js";
 
 export type { LinkStream };
 
-export { createWakeIndex, wakeUps };
+export { createWakeIndex };
 
 export type FleetService = ReturnType<typeof createFleetService>;
 
@@ -21,8 +21,12 @@ export interface FleetOptions {
   pingMs?: number;
   /** Several replicas (PostgreSQL): link ownership in the store, commands relayed to the owner. */
   replication?: Pick<Replication, "linked" | "send" | "linkToken">;
-  /** Claims for an idle agent and gives back what could not be handed over (work-push.ts): links with take_tasks get work pushed. */
-  work?: { claimStarted(a: PushTarget): Promise<TaskRow | undefined>; releaseClaimed(a: PushTarget, taskId: string): Promise<void> };
+  /** Claims for an idle agent, gives back what could not be handed over, squares a new link with its daemon (work-push.ts). */
+  work?: {
+    claimStarted(a: PushTarget): Promise<TaskRow | undefined>;
+    releaseClaimed(a: PushTarget, taskId: string): Promise<void>;
+    reconcile(nodeId: string, agents: readonly { agentId: string; leaseIds: readonly string[]; idle: boolean }[]): Promise<void>;
+  };
 }
 
 /** What the node and agent operations share. */

@@ -1,12 +1,13 @@
 // A question to one node over its link, answered by an event the node publishes: config_reload
 // (config.reload), merge (workspace.merged | workspace.merge_refused). The answer names the
 // request; the tower listens before sending, since it can come back before the send returns.
+import type { LinkCommand } from "./fleet-links.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError } from "../../common/errors.js";
 import type { EventRow } from "../store/store.js";
 import type { Deps } from "./deps.js";
 
-export type Deliver = (nodeId: string, msg: { kind: string; taskId?: string; agentId?: string; data?: JsonObject }) => Promise<boolean>;
+export type Deliver = (nodeId: string, msg: LinkCommand) => Promise<boolean>;
 
 export interface NodeQuestion {
   nodeId: string;

@@ -48,12 +48,8 @@ export function replicatedStore(store: Store): ReplicatedStore | undefined {
   return store.dialect === "postgres" && typeof s.listen === "function" && typeof s.notify === "function" && typeof s.withClusterLock === "function" ? (s as ReplicatedStore) : undefined;
 }
 
-export interface LinkCommand {
-  kind: string;
-  taskId?: string;
-  agentId?: string;
-  data?: JsonObject;
-}
+export type { LinkCommand } from "./fleet-links.js";
+import type { LinkCommand } from "./fleet-links.js";
 
 /** This replica's own links, as fleet.ts has them. */
 export interface LocalLinks {

@@ -10,7 +10,8 @@ import { denialsEvent, denialsOf, taskEvent, usageEvent, usageOf, workspaceOf, H
 import type { Store, TaskRow } from "../store/store.js";
 import type { WorkContext } from "./work-context.js";
 import { WorkWaiters } from "./work-waiters.js";
-import { releaseIn, resumeIn } from "./work-push.js";
+import { releaseIn } from "./work-push.js";
+import { leaseOf } from "./work-context.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 
 /** The frames' kinds as the event stream speaks them ("text", "tool", "status", "json"); a number FrameKind does not have is refused. */
@@ -24,13 +25,11 @@ function claimWaitMs(req: pb.ClaimTaskRequest): number {
 }
 
 export function createWorkClaims(ctx: WorkContext) {
-  const { deps, store, clock, limits, now, mustActingAgent, settleBroadcast, claimOnce, claimIn, mustHeld, markAgent } = ctx;
+  const { deps, store, clock, limits, now, mustActingAgent, settleBroadcast, claimOnce, mustHeld, markAgent } = ctx;
 
-  /** After an outcome, in its commit: the agent's next task (claim_next), else idle (agent_idle). */
-  async function afterOutcome(tx: Store, emit: Emit, agent: ActingAgent, req: { claimNext: boolean; agentIdle: boolean }): Promise<TaskRow | undefined> {
-    const next = req.claimNext ? await claimIn(tx, emit, agent, true) : undefined;
-    if (req.agentIdle && !next) await markAgent(tx, emit, agent.id, "busy", "idle");
-    return next;
+  /** After an outcome, in its commit: the agent idle when it says so (agent_idle); its node's link then hands it the next task. */
+  async function afterOutcome(tx: Store, emit: Emit, agent: ActingAgent, req: { agentIdle: boolean }): Promise<void> {
+    if (req.agentIdle) await markAgent(tx, emit, agent.id, "busy", "idle");
   }
   // wake-ups for long-polling claimers: any task becoming queued in their domain
   const waiters = new WorkWaiters(deps.hub, clock);
@@ -47,18 +46,17 @@ export function createWorkClaims(ctx: WorkContext) {
       const waitMs = claimWaitMs(req);
       const agent = await mustActingAgent(caller, req.agentId);
       const deadline = clock.now() + Math.min(waitMs, limits.maxClaimWaitMs);
-      // resume: what the agent already holds first (a daemon that lost an answer or a push)
-      const once = req.resume ? () => commit(deps, async (tx, emit) => (await resumeIn(ctx, tx, emit, agent, req.start)) ?? claimIn(tx, emit, agent, req.start)) : () => claimOnce(agent, req.start);
-      const t = await waiters.claimUntil(agent, deadline, once, () => closed);
+      const t = await waiters.claimUntil(agent, deadline, () => claimOnce(agent, req.start), () => closed);
       return create(pb.ClaimTaskResponseSchema, t ? { task: taskMsg(t) } : {});
     },
 
     async startTask(caller: Caller, req: pb.StartTaskRequest): Promise<pb.StartTaskResponse> {
       await mustActingAgent(caller, req.agentId);
+      const leaseId = leaseOf(req.leaseId);
       return commit(deps, async (tx, emit) => {
-        const t = await mustHeld(tx, req.taskId, req.agentId);
+        const t = await mustHeld(tx, req.taskId, req.agentId, leaseId);
         if (t.status === "running") return create(pb.StartTaskResponseSchema, { task: taskMsg(t) });
-        const updated = await tx.updateTask(t.id, { status: "running", updatedAt: now() }, { status: ["claimed"], claimedBy: req.agentId });
+        const updated = await tx.updateTask(t.id, { status: "running", updatedAt: now() }, { status: ["claimed"], claimedBy: req.agentId, leaseId: t.leaseId });
         if (!updated) throw new EpError("lease_not_held", `task ${t.id} changed while starting`);
         taskEvent(emit, updated, "task.running");
         return create(pb.StartTaskResponseSchema, { task: taskMsg(updated) });
@@ -67,14 +65,15 @@ export function createWorkClaims(ctx: WorkContext) {
 
     async heartbeatTask(caller: Caller, req: pb.HeartbeatTaskRequest): Promise<pb.HeartbeatTaskResponse> {
       await mustActingAgent(caller, req.agentId);
-      const t = await mustHeld(store, req.taskId, req.agentId);
-      const updated = await store.updateTask(t.id, { leaseExpiresMs: clock.now() + limits.leaseMs }, { status: HELD, claimedBy: req.agentId });
+      const t = await mustHeld(store, req.taskId, req.agentId, leaseOf(req.leaseId));
+      const updated = await store.updateTask(t.id, { leaseExpiresMs: clock.now() + limits.leaseMs }, { status: HELD, claimedBy: req.agentId, leaseId: t.leaseId });
       if (!updated) throw new EpError("lease_not_held", `task ${t.id} changed during the heartbeat`);
       return create(pb.HeartbeatTaskResponseSchema, { task: taskMsg(updated) });
     },
 
     async completeTask(caller: Caller, req: pb.CompleteTaskRequest): Promise<pb.CompleteTaskResponse> {
       const agent = await mustActingAgent(caller, req.agentId);
+      const leaseId = leaseOf(req.leaseId) || undefined;
       return commit(deps, async (tx, emit) => {
         const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error ?? "", ...usageOf(req.result?.usage), ...workspaceOf(req.result?.workspace), ...denialsOf(req.result?.denials) };
         // One statement when the agent holds a live lease (the usual case); only when it does
@@ -82,27 +81,28 @@ export function createWorkClaims(ctx: WorkContext) {
         const updated = await tx.updateTask(
           req.taskId,
           { status: "succeeded", result, leaseExpiresMs: null, updatedAt: now() },
-          { status: HELD, claimedBy: req.agentId, leaseAfterMs: clock.now() },
+          { status: HELD, claimedBy: req.agentId, leaseAfterMs: clock.now(), leaseId },
         );
         if (!updated) {
-          await mustHeld(tx, req.taskId, req.agentId);
+          await mustHeld(tx, req.taskId, req.agentId, leaseId);
           throw new EpError("lease_not_held", `task ${req.taskId} changed while completing`);
         }
         taskEvent(emit, updated, "task.succeeded", { ...usageEvent(result.usage), ...denialsEvent(result.denials) });
         await settleBroadcast(tx, emit, updated.parentTaskId);
-        const next = await afterOutcome(tx, emit, agent, req);
-        return create(pb.CompleteTaskResponseSchema, { task: req.brief ? undefined : taskMsg(updated), next: next && taskMsg(next) });
+        await afterOutcome(tx, emit, agent, req);
+        return create(pb.CompleteTaskResponseSchema, { task: taskMsg(updated) });
       });
     },
 
     async failTask(caller: Caller, req: pb.FailTaskRequest): Promise<pb.FailTaskResponse> {
       const agent = await mustActingAgent(caller, req.agentId);
+      const leaseId = leaseOf(req.leaseId);
       return commit(deps, async (tx, emit) => {
-        const t = await mustHeld(tx, req.taskId, req.agentId);
+        const t = await mustHeld(tx, req.taskId, req.agentId, leaseId);
         if (req.release) {
           const released = await releaseIn(ctx, tx, emit, t, "given back by its agent");
-          if (req.agentIdle) await markAgent(tx, emit, agent.id, "busy", "idle");
-          return create(pb.FailTaskResponseSchema, { task: req.brief ? undefined : taskMsg(released) });
+          await afterOutcome(tx, emit, agent, req);
+          return create(pb.FailTaskResponseSchema, { task: taskMsg(released) });
         }
         const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error || "failed", ...usageOf(req.result?.usage), ...workspaceOf(req.result?.workspace), ...denialsOf(req.result?.denials) };
         const requeue = req.retryable && t.attempts < t.maxAttempts;
@@ -111,13 +111,13 @@ export function createWorkClaims(ctx: WorkContext) {
           requeue
             ? { status: "queued", claimedBy: "", leaseExpiresMs: null, result, updatedAt: now() }
             : { status: "failed", result, leaseExpiresMs: null, updatedAt: now() },
-          { status: HELD, claimedBy: req.agentId },
+          { status: HELD, claimedBy: req.agentId, leaseId: t.leaseId },
         );
         if (!updated) throw new EpError("lease_not_held", `task ${t.id} changed while failing`);
         taskEvent(emit, updated, requeue ? "task.requeued" : "task.failed", { reason: result.error, ...usageEvent(result.usage), ...denialsEvent(result.denials) });
         await settleBroadcast(tx, emit, updated.parentTaskId);
-        const next = await afterOutcome(tx, emit, agent, req);
-        return create(pb.FailTaskResponseSchema, { task: req.brief ? undefined : taskMsg(updated), next: next && taskMsg(next) });
+        await afterOutcome(tx, emit, agent, req);
+        return create(pb.FailTaskResponseSchema, { task: taskMsg(updated) });
       });
     },
 
@@ -125,8 +125,9 @@ export function createWorkClaims(ctx: WorkContext) {
       await mustActingAgent(caller, req.agentId);
       if (req.frames.length > 500) throw invalidField("frames", "at most 500 frames per call");
       const kinds = frameWords(req.frames);
+      const leaseId = leaseOf(req.leaseId);
       await commit(deps, async (tx, emit) => {
-        const t = await mustHeld(tx, req.taskId, req.agentId);
+        const t = await mustHeld(tx, req.taskId, req.agentId, leaseId);
         const at = { type: "progress", name: "task.progress", domainId: t.domainId, missionId: t.missionId, agentId: req.agentId, taskId: t.id, status: t.status } as const;
         for (const [i, f] of req.frames.entries()) emit({ ...at, payload: { task_id: t.id, kind: kinds[i], text: f.text, ...(f.data ? { data: f.data } : {}) } });
       });

@@ -1,5 +1,6 @@
 // What the work services share: the store and clock, the caches, and the lookups and state
 // changes both the catalog (domains, missions, tasks) and the claim loop use.
+import { randomBytes } from "node:crypto";
 import { iso } from "../../common/clock.js";
 import { EpError, invalidField } from "../../common/errors.js";
 import type { Store, TaskRow } from "../store/store.js";
@@ -95,7 +96,7 @@ export function createWorkContext(deps: Deps) {
    */
   async function claimIn(tx: Store, emit: Emit, agent: ActingAgent, start: boolean, onlyIfIdle = false): Promise<TaskRow | undefined> {
     const t = await tx.claimTask(
-      { agentId: agent.id, domainId: agent.domainId, runtime: agent.runtime, capabilities: agent.capabilities, start },
+      { agentId: agent.id, domainId: agent.domainId, runtime: agent.runtime, capabilities: agent.capabilities, start, leaseId: newLeaseId() },
       clock.now(),
       limits.leaseMs,
     );
@@ -112,10 +113,16 @@ export function createWorkContext(deps: Deps) {
     return t;
   }
 
-  /** Loads a task the agent holds; distinguishes finished, expired and taken leases. */
-  async function mustHeld(tx: Store, taskId: string, agentId: string): Promise<TaskRow> {
+  /**
+   * Loads a task the agent holds, under `leaseId` when one is given; distinguishes finished,
+   * expired and taken leases, and a claim that is not the task's current one.
+   */
+  async function mustHeld(tx: Store, taskId: string, agentId: string, leaseId = ""): Promise<TaskRow> {
     const t = await mustTask(tx, taskId);
     if (t.kind !== "claimable") throw new EpError("task_wrong_kind", `task ${taskId} is a Kanban task; the claim loop does not apply`);
+    if (leaseId && t.leaseId !== leaseId) {
+      throw new EpError("lease_not_held", `lease ${leaseId} is not task ${taskId}'s current claim (the task was claimed again, or never under it)`, { status: t.status });
+    }
     if (FINAL.includes(t.status)) throw new EpError("task_finished", `task ${taskId} is already ${t.status}`, { status: t.status });
     if (!HELD.includes(t.status) || t.claimedBy !== agentId) {
       throw new EpError("lease_not_held", `agent ${agentId} does not hold the lease on task ${taskId} (status ${t.status})`, { status: t.status });
@@ -148,6 +155,15 @@ async function mustTask(s: Store, id: string) {
   const t = await s.getTask(id);
   if (!t) throw new EpError("task_not_found", `task ${id} does not exist`);
   return t;
+}
+
+/** A fresh lease id: what tells one claim of a task from every other. */
+export const newLeaseId = (): string => `ls_${randomBytes(12).toString("base64url")}`;
+
+/** The lease id a call names, checked for shape (empty: the call names none). */
+export function leaseOf(leaseId: string): string {
+  if (leaseId.length > 64 || /[^A-Za-z0-9_-]/.test(leaseId)) throw invalidField("lease_id", "is not a lease id (at most 64 letters, digits, _ or -)");
+  return leaseId;
 }
 
 /** A claim for an agent the tower believed idle found it busy (or paused, offline…): nothing was claimed. */

@@ -48,21 +48,23 @@ export function createTaskMerge(deps: Deps, deliver: Deliver, opts: { waitMs?: n
       const e = await askNode(deps, deliver, {
         nodeId: agent.nodeId,
         msg: {
-          kind: "merge",
-          taskId: t.id,
-          agentId: agent.id,
-          data: {
-            request_id: requestId,
-            repo: ws.repo,
-            workspace: ws.name,
-            branch: ws.branch,
-            head: ws.head,
-            into,
-            title: t.title,
-            by: caller.principal || caller.subject,
-            agent_name: agent.name,
-            domain_id: t.domainId,
-            mission_id: t.missionId,
+          command: {
+            case: "merge",
+            value: {
+              requestId,
+              taskId: t.id,
+              agentId: agent.id,
+              repo: ws.repo,
+              workspace: ws.name,
+              branch: ws.branch,
+              head: ws.head,
+              into,
+              title: t.title,
+              by: caller.principal || caller.subject,
+              agentName: agent.name,
+              domainId: t.domainId,
+              missionId: t.missionId,
+            },
           },
         },
         // the answer comes from that node only (PublishEvents stamps node_id)

@@ -32,6 +32,7 @@ export function createTaskCatalog(ctx: WorkContext) {
         }
         const ts = now();
         const base: TaskRow = {
+          leaseId: "",
           id: newId("tsk", clock.now()),
           domainId: mission.domainId,
           missionId: mission.id,

@@ -19,6 +19,7 @@ export const TASK_COLUMNS: Record<keyof TaskPatch, string> = {
   result: "result",
   claimedBy: "claimed_by",
   leaseExpiresMs: "lease_expires_ms",
+  leaseId: "lease_id",
   parentTaskId: "parent_task_id",
   updatedAt: "updated_at",
 };
@@ -28,7 +29,7 @@ export const JSON_TASK_FIELDS = new Set(["capabilities", "input", "result"]);
 /** The columns a new task row is written with, in the order of taskInsertValues(). */
 export const TASK_INSERT_COLUMNS =
   "id, domain_id, mission_id, kind, title, description, status, claim_policy, priority, capabilities, " +
-  "assignee_agent_id, attempts, max_attempts, runtime, input, result, claimed_by, lease_expires_ms, parent_task_id, created_at, updated_at";
+  "assignee_agent_id, attempts, max_attempts, runtime, input, result, claimed_by, lease_expires_ms, parent_task_id, created_at, updated_at, lease_id";
 
 export function taskInsertValues(row: TaskRow): unknown[] {
   return [
@@ -53,6 +54,7 @@ export function taskInsertValues(row: TaskRow): unknown[] {
     row.parentTaskId,
     row.createdAt,
     row.updatedAt,
+    row.leaseId,
   ];
 }
 
@@ -79,6 +81,7 @@ export function toTask(r: Row): TaskRow {
     parentTaskId: r.parent_task_id as string,
     createdAt: r.created_at as string,
     updatedAt: r.updated_at as string,
+    leaseId: (r.lease_id as string | undefined) ?? "",
   };
 }
 

@@ -112,6 +112,10 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
       where.push("attempts = ?");
       args.push(expect.attempts);
     }
+    if (expect?.leaseId !== undefined) {
+      where.push("lease_id = ?");
+      args.push(expect.leaseId);
+    }
     if (expect?.leaseAfterMs !== undefined) {
       where.push("(lease_expires_ms IS NULL OR lease_expires_ms > ?)");
       args.push(expect.leaseAfterMs);

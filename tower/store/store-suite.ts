@@ -154,6 +154,7 @@ export function storeSuite(body: (s: StoreSuite) => void): void {
 
   function task(domainId: string, missionId: string, over: Partial<TaskRow> = {}): TaskRow {
     return {
+      leaseId: "",
       id: id("tsk"),
       domainId,
       missionId,
@@ -193,7 +194,7 @@ export function storeSuite(body: (s: StoreSuite) => void): void {
     };
   }
 
-  const claimant = (domainId: string, over: Partial<Claimant> = {}): Claimant => ({ agentId: "agt_1", domainId, runtime: "shell", capabilities: [], ...over });
+  const claimant = (domainId: string, over: Partial<Claimant> = {}): Claimant => ({ agentId: "agt_1", domainId, runtime: "shell", capabilities: [], leaseId: "ls_test", ...over });
     body({
       dialect,
       skip,

@@ -89,6 +89,8 @@ export interface TaskRow {
   result: TaskResultRow | null;
   claimedBy: string;
   leaseExpiresMs: number | null;
+  /** the latest claim's lease id (fencing token); '' before the first claim */
+  leaseId: string;
   parentTaskId: string;
   createdAt: string;
   updatedAt: string;
@@ -124,6 +126,8 @@ export interface TaskExpectation {
   attempts?: number;
   /** the lease runs past this time (ms), or the task has none */
   leaseAfterMs?: number;
+  /** the claim's lease id: a call about an older claim touches nothing */
+  leaseId?: string;
 }
 
 export interface Claimant {
@@ -133,6 +137,8 @@ export interface Claimant {
   capabilities: readonly string[];
   /** the claimed task starts at once: status running instead of claimed */
   start?: boolean;
+  /** the lease id this claim mints (written on the row) */
+  leaseId: string;
 }
 
 export interface NodeRow {

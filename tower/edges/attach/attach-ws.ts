@@ -139,9 +139,7 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
       });
       browser.on("error", () => undefined);
       browser.send(JSON.stringify({ type: "status", state: "dialing" }));
-      const data: JsonObject = { attach_id: p.id, mode: a.mode, cols: a.cols, rows: a.rows };
-      if (a.since !== undefined) data.since = a.since;
-      if (deps.replicaUrl) data.dial_url = deps.replicaUrl;
+      const dial = { agentId: p.agentId, attachId: p.id, mode: a.mode, cols: a.cols, rows: a.rows, hasSince: a.since !== undefined, since: BigInt(a.since ?? 0), dialUrl: deps.replicaUrl ?? "" };
       log.info("attach requested", { attach_id: p.id, agent_id: p.agentId, node_id: p.nodeId, mode: a.mode, by: a.caller.subject });
       // not sent (the node is not linked anywhere) or failed: the viewer hears why, unless it left
       const giveUp = (err: EpError) => {
@@ -149,7 +147,7 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
         clock.clearTimeout(p.timer);
         fail(browser, err);
       };
-      relay.send(p.nodeId, { kind: "attach", agentId: p.agentId, data }).then(
+      relay.send(p.nodeId, { command: { case: "attach", value: dial } }).then(
         (sent) => sent || giveUp(new EpError("node_offline", `agent ${p.agentId}'s node is not connected to the tower`)),
         (err: Error) => giveUp(toEpError(err)),
       );

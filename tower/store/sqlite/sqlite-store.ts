@@ -347,7 +347,7 @@ export class SqliteStore extends SqlStore implements Store {
     return this.run(true, () => {
       return this.taskRows(
         `UPDATE tasks SET status = @status, claimed_by = @agent, attempts = attempts + 1,
-           lease_expires_ms = @lease, updated_at = @now
+           lease_expires_ms = @lease, updated_at = @now, lease_id = @leaseId
          WHERE rowid = (
            SELECT t.rowid FROM tasks t
            WHERE t.domain_id = @domain AND t.status = 'queued' AND t.kind = 'claimable'
@@ -366,6 +366,7 @@ export class SqliteStore extends SqlStore implements Store {
             caps: JSON.stringify(c.capabilities),
             lease: nowMs + leaseMs,
             now: new Date(nowMs).toISOString(),
+            leaseId: c.leaseId,
           },
         ],
       )[0];

@@ -7,14 +7,14 @@ import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf
 import type { Agent, AgentState, Event, Node, Runtime, Task, Usage } from "./resources_pb.js";
 import { file_ep_tower_v1_resources } from "./resources_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { JsonObject, Message } from "@bufbuild/protobuf";
+import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file ep/tower/v1/fleet.proto.
  */
 export const file_ep_tower_v1_fleet: GenFile = /*@__PURE__*/
-  fileDesc("ChdlcC90b3dlci92MS9mbGVldC5wcm90bxILZXAudG93ZXIudjEiOwoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIQCghob3N0bmFtZRgBIAEoCRISCgpkb21haW5faWRzGAIgAygJIkkKFVNldE5vZGVEb21haW5zUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhIKCmRvbWFpbl9pZHMYAiADKAkSCwoDYWxsGAMgASgIIjkKFlNldE5vZGVEb21haW5zUmVzcG9uc2USHwoEbm9kZRgBIAEoCzIRLmVwLnRvd2VyLnYxLk5vZGUiWQoUUmVnaXN0ZXJOb2RlUmVzcG9uc2USHwoEbm9kZRgBIAEoCzIRLmVwLnRvd2VyLnYxLk5vZGUSDQoFdG9rZW4YAiABKAkSEQoJdG93ZXJfdXJsGAMgASgJIjkKEExpc3ROb2Rlc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiTgoRTGlzdE5vZGVzUmVzcG9uc2USIAoFbm9kZXMYASADKAsyES5lcC50b3dlci52MS5Ob2RlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIhCg5HZXROb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIjIKD0dldE5vZGVSZXNwb25zZRIfCgRub2RlGAEgASgLMhEuZXAudG93ZXIudjEuTm9kZSJJCgtMaW5rUmVxdWVzdBIVCg1hdHRhY2hfc2VjcmV0GAEgASgJEg8KB3ZlcnNpb24YAiABKAkSEgoKdGFrZV90YXNrcxgDIAEoCCKHAQoMTGlua1Jlc3BvbnNlEgwKBGtpbmQYASABKAkSDwoHdGFza19pZBgCIAEoCRIQCghhZ2VudF9pZBgDIAEoCRIlCgRkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIfCgR0YXNrGAUgASgLMhEuZXAudG93ZXIudjEuVGFzayI6ChRQdWJsaXNoRXZlbnRzUmVxdWVzdBIiCgZldmVudHMYASADKAsyEi5lcC50b3dlci52MS5FdmVudCIkChVQdWJsaXNoRXZlbnRzUmVzcG9uc2USCwoDaWRzGAEgAygEIqYCCgtOb2RlQ3JvbkpvYhIMCgRuYW1lGAEgASgJEiMKBGtpbmQYAiABKA4yFS5lcC50b3dlci52MS5Dcm9uS2luZBIQCghzY2hlZHVsZRgDIAEoCRIQCghpbnRlcnZhbBgEIAEoCRIQCghkaXNwYXRjaBgFIAEoCRIPCgdzZXNzaW9uGAYgASgJEg4KBnByb21wdBgHIAEoCRIOCgZtaXNzZWQYCCABKAkSMAoMbmV4dF9maXJlX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdydW5uaW5nGAogASgIEgwKBGxpbmUYCyABKAUSLAoJbGFzdF9maXJlGAwgASgLMhkuZXAudG93ZXIudjEuTm9kZUNyb25GaXJlIqwBCgxOb2RlQ3JvbkZpcmUSDAoEc2xvdBgBIAEoCRIsCghmaXJlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKwoGc3RhdHVzGAMgASgOMhsuZXAudG93ZXIudjEuQ3JvbkZpcmVTdGF0dXMSFgoJZXhpdF9jb2RlGAQgASgFSACIAQESDQoFZXJyb3IYBSABKAlCDAoKX2V4aXRfY29kZSKXAwoTTm9kZVN1cGVydmlzZWRBZ2VudBIPCgdwcm9maWxlGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEhEKCWRvbWFpbl9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEiUKB3J1bnRpbWUYBSABKA4yFC5lcC50b3dlci52MS5SdW50aW1lEg8KB2JhY2tlbmQYBiABKAkSDQoFc3RhdGUYByABKAkSDgoGcGF1c2VkGAggASgIEgsKA3BpZBgJIAEoBRIQCghyZXN0YXJ0cxgKIAEoBRIzCg9sYXN0X3Jlc3RhcnRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE2xhc3RfcmVzdGFydF9yZWFzb24YDCABKAkSMQoNbGFzdF9jaGVja19hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoNbmV4dF9yZXRyeV9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGZGV0YWlsGA8gASgJIlsKD05vZGVDb25maWdFcnJvchIMCgRmaWxlGAEgASgJEgwKBGxpbmUYAiABKAUSDQoFZmllbGQYAyABKAkSDAoEaXRlbRgEIAEoCRIPCgdtZXNzYWdlGAUgASgJIrABChZSZXBvcnROb2RlU3RhdGVSZXF1ZXN0EisKCWNyb25fam9icxgBIAMoCzIYLmVwLnRvd2VyLnYxLk5vZGVDcm9uSm9iEjQKCnN1cGVydmlzZWQYAiADKAsyIC5lcC50b3dlci52MS5Ob2RlU3VwZXJ2aXNlZEFnZW50EjMKDWNvbmZpZ19lcnJvcnMYAyADKAsyHC5lcC50b3dlci52MS5Ob2RlQ29uZmlnRXJyb3IiSgoXUmVwb3J0Tm9kZVN0YXRlUmVzcG9uc2USLwoLcmVwb3J0ZWRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlMKF1JlbG9hZE5vZGVDb25maWdSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSJwoEd2FpdBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKqAQoYUmVsb2FkTm9kZUNvbmZpZ1Jlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuZXAudG93ZXIudjEuUmVsb2FkU3RhdHVzEiwKBmVycm9ycxgDIAMoCzIcLmVwLnRvd2VyLnYxLk5vZGVDb25maWdFcnJvchIPCgdyZXN1bHRzGAQgAygJEhAKCGV2ZW50X2lkGAUgASgEIpcBChJFbnJvbGxBZ2VudFJlcXVlc3QSEQoJZG9tYWluX2lkGAEgASgJEiUKB3J1bnRpbWUYAiABKA4yFC5lcC50b3dlci52MS5SdW50aW1lEhQKDGNhcGFiaWxpdGllcxgDIAMoCRIMCgRuYW1lGAQgASgJEg8KB25vZGVfaWQYBSABKAkSEgoKc3VwZXJ2aXNlZBgGIAEoCCI4ChNFbnJvbGxBZ2VudFJlc3BvbnNlEiEKBWFnZW50GAEgASgLMhIuZXAudG93ZXIudjEuQWdlbnQiXgoRTGlzdEFnZW50c1JlcXVlc3QSEQoJZG9tYWluX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiUQoSTGlzdEFnZW50c1Jlc3BvbnNlEiIKBmFnZW50cxgBIAMoCzISLmVwLnRvd2VyLnYxLkFnZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIjCg9HZXRBZ2VudFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkiWAoQR2V0QWdlbnRSZXNwb25zZRIhCgVhZ2VudBgBIAEoCzISLmVwLnRvd2VyLnYxLkFnZW50EiEKBXVzYWdlGAIgASgLMhIuZXAudG93ZXIudjEuVXNhZ2UiiwEKF1VwZGF0ZUFnZW50U3RhdGVSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEiYKBXN0YXRlGAIgASgOMhcuZXAudG93ZXIudjEuQWdlbnRTdGF0ZRIOCgZyZWFzb24YAyABKAkSFwoKc3VwZXJ2aXNlZBgEIAEoCEgAiAEBQg0KC19zdXBlcnZpc2VkIj0KGFVwZGF0ZUFnZW50U3RhdGVSZXNwb25zZRIhCgVhZ2VudBgBIAEoCzISLmVwLnRvd2VyLnYxLkFnZW50IjYKElNpZ25hbEFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIOCgZwcm9tcHQYAiABKAkiJwoTU2lnbmFsQWdlbnRSZXNwb25zZRIQCghldmVudF9pZBgBIAEoBCI1ChVTdXBlcnZpc2VBZ2VudFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSCgoCb3AYAiABKAkiOwoWU3VwZXJ2aXNlQWdlbnRSZXNwb25zZRIhCgVhZ2VudBgBIAEoCzISLmVwLnRvd2VyLnYxLkFnZW50KlIKCENyb25LaW5kEhkKFUNST05fS0lORF9VTlNQRUNJRklFRBAAEhIKDkNST05fS0lORF9DUk9OEAESFwoTQ1JPTl9LSU5EX0hFQVJUQkVBVBACKoYBCg5Dcm9uRmlyZVN0YXR1cxIgChxDUk9OX0ZJUkVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFwoTQ1JPTl9GSVJFX1NUQVRVU19PSxABEhsKF0NST05fRklSRV9TVEFUVVNfRkFJTEVEEAISHAoYQ1JPTl9GSVJFX1NUQVRVU19TS0lQUEVEEAMqdQoMUmVsb2FkU3RhdHVzEh0KGVJFTE9BRF9TVEFUVVNfVU5TUEVDSUZJRUQQABIUChBSRUxPQURfU1RBVFVTX09LEAESGAoUUkVMT0FEX1NUQVRVU19GQUlMRUQQAhIWChJSRUxPQURfU1RBVFVTX1NFTlQQAzKlBQoLTm9kZVNlcnZpY2USUwoMUmVnaXN0ZXJOb2RlEiAuZXAudG93ZXIudjEuUmVnaXN0ZXJOb2RlUmVxdWVzdBohLmVwLnRvd2VyLnYxLlJlZ2lzdGVyTm9kZVJlc3BvbnNlEkoKCUxpc3ROb2RlcxIdLmVwLnRvd2VyLnYxLkxpc3ROb2Rlc1JlcXVlc3QaHi5lcC50b3dlci52MS5MaXN0Tm9kZXNSZXNwb25zZRJECgdHZXROb2RlEhsuZXAudG93ZXIudjEuR2V0Tm9kZVJlcXVlc3QaHC5lcC50b3dlci52MS5HZXROb2RlUmVzcG9uc2USPQoETGluaxIYLmVwLnRvd2VyLnYxLkxpbmtSZXF1ZXN0GhkuZXAudG93ZXIudjEuTGlua1Jlc3BvbnNlMAESVgoNUHVibGlzaEV2ZW50cxIhLmVwLnRvd2VyLnYxLlB1Ymxpc2hFdmVudHNSZXF1ZXN0GiIuZXAudG93ZXIudjEuUHVibGlzaEV2ZW50c1Jlc3BvbnNlElwKD1JlcG9ydE5vZGVTdGF0ZRIjLmVwLnRvd2VyLnYxLlJlcG9ydE5vZGVTdGF0ZVJlcXVlc3QaJC5lcC50b3dlci52MS5SZXBvcnROb2RlU3RhdGVSZXNwb25zZRJfChBSZWxvYWROb2RlQ29uZmlnEiQuZXAudG93ZXIudjEuUmVsb2FkTm9kZUNvbmZpZ1JlcXVlc3QaJS5lcC50b3dlci52MS5SZWxvYWROb2RlQ29uZmlnUmVzcG9uc2USWQoOU2V0Tm9kZURvbWFpbnMSIi5lcC50b3dlci52MS5TZXROb2RlRG9tYWluc1JlcXVlc3QaIy5lcC50b3dlci52MS5TZXROb2RlRG9tYWluc1Jlc3BvbnNlMoYECgxBZ2VudFNlcnZpY2USUAoLRW5yb2xsQWdlbnQSHy5lcC50b3dlci52MS5FbnJvbGxBZ2VudFJlcXVlc3QaIC5lcC50b3dlci52MS5FbnJvbGxBZ2VudFJlc3BvbnNlEk0KCkxpc3RBZ2VudHMSHi5lcC50b3dlci52MS5MaXN0QWdlbnRzUmVxdWVzdBofLmVwLnRvd2VyLnYxLkxpc3RBZ2VudHNSZXNwb25zZRJHCghHZXRBZ2VudBIcLmVwLnRvd2VyLnYxLkdldEFnZW50UmVxdWVzdBodLmVwLnRvd2VyLnYxLkdldEFnZW50UmVzcG9uc2USXwoQVXBkYXRlQWdlbnRTdGF0ZRIkLmVwLnRvd2VyLnYxLlVwZGF0ZUFnZW50U3RhdGVSZXF1ZXN0GiUuZXAudG93ZXIudjEuVXBkYXRlQWdlbnRTdGF0ZVJlc3BvbnNlElAKC1NpZ25hbEFnZW50Eh8uZXAudG93ZXIudjEuU2lnbmFsQWdlbnRSZXF1ZXN0GiAuZXAudG93ZXIudjEuU2lnbmFsQWdlbnRSZXNwb25zZRJZCg5TdXBlcnZpc2VBZ2VudBIiLmVwLnRvd2VyLnYxLlN1cGVydmlzZUFnZW50UmVxdWVzdBojLmVwLnRvd2VyLnYxLlN1cGVydmlzZUFnZW50UmVzcG9uc2ViBnByb3RvMw", [file_ep_tower_v1_resources, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdlcC90b3dlci92MS9mbGVldC5wcm90bxILZXAudG93ZXIudjEiOwoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIQCghob3N0bmFtZRgBIAEoCRISCgpkb21haW5faWRzGAIgAygJIkkKFVNldE5vZGVEb21haW5zUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhIKCmRvbWFpbl9pZHMYAiADKAkSCwoDYWxsGAMgASgIIjkKFlNldE5vZGVEb21haW5zUmVzcG9uc2USHwoEbm9kZRgBIAEoCzIRLmVwLnRvd2VyLnYxLk5vZGUiWQoUUmVnaXN0ZXJOb2RlUmVzcG9uc2USHwoEbm9kZRgBIAEoCzIRLmVwLnRvd2VyLnYxLk5vZGUSDQoFdG9rZW4YAiABKAkSEQoJdG93ZXJfdXJsGAMgASgJIjkKEExpc3ROb2Rlc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiTgoRTGlzdE5vZGVzUmVzcG9uc2USIAoFbm9kZXMYASADKAsyES5lcC50b3dlci52MS5Ob2RlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIhCg5HZXROb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIjIKD0dldE5vZGVSZXNwb25zZRIfCgRub2RlGAEgASgLMhEuZXAudG93ZXIudjEuTm9kZSJvCgtMaW5rUmVxdWVzdBIVCg1hdHRhY2hfc2VjcmV0GAEgASgJEg8KB3ZlcnNpb24YAiABKAkSJgoGYWdlbnRzGAQgAygLMhYuZXAudG93ZXIudjEuTGlua0FnZW50SgQIAxAEUgp0YWtlX3Rhc2tzIj4KCUxpbmtBZ2VudBIQCghhZ2VudF9pZBgBIAEoCRIRCglsZWFzZV9pZHMYAiADKAkSDAoEaWRsZRgDIAEoCCLVAwoMTGlua1Jlc3BvbnNlEicKBWhlbGxvGAogASgLMhYuZXAudG93ZXIudjEuTGlua0hlbGxvSAASJQoEcGluZxgLIAEoCzIVLmVwLnRvd2VyLnYxLkxpbmtQaW5nSAASLQoGYXNzaWduGAwgASgLMhsuZXAudG93ZXIudjEuVGFza0Fzc2lnbm1lbnRIABIoCgZjYW5jZWwYDSABKAsyFi5lcC50b3dlci52MS5DYW5jZWxSdW5IABIqCgZzaWduYWwYDiABKAsyGC5lcC50b3dlci52MS5TaWduYWxBZ2VudEgAEjAKCXN1cGVydmlzZRgPIAEoCzIbLmVwLnRvd2VyLnYxLlN1cGVydmlzZUFnZW50SAASMgoNY29uZmlnX3JlbG9hZBgQIAEoCzIZLmVwLnRvd2VyLnYxLlJlbG9hZENvbmZpZ0gAEikKBmF0dGFjaBgRIAEoCzIXLmVwLnRvd2VyLnYxLkF0dGFjaERpYWxIABIpCgVtZXJnZRgSIAEoCzIYLmVwLnRvd2VyLnYxLk1lcmdlQnJhbmNoSABCCQoHY29tbWFuZEoECAEQBlIEa2luZFIHdGFza19pZFIIYWdlbnRfaWRSBGRhdGFSBHRhc2siTAoJTGlua0hlbGxvEg8KB25vZGVfaWQYASABKAkSLgoKdG93ZXJfdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiCgoITGlua1BpbmciQwoOVGFza0Fzc2lnbm1lbnQSEAoIYWdlbnRfaWQYASABKAkSHwoEdGFzaxgCIAEoCzIRLmVwLnRvd2VyLnYxLlRhc2siPgoJQ2FuY2VsUnVuEg8KB3Rhc2tfaWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJIi8KC1NpZ25hbEFnZW50EhAKCGFnZW50X2lkGAEgASgJEg4KBnByb21wdBgCIAEoCSIuCg5TdXBlcnZpc2VBZ2VudBIQCghhZ2VudF9pZBgBIAEoCRIKCgJvcBgCIAEoCSIiCgxSZWxvYWRDb25maWcSEgoKcmVxdWVzdF9pZBgBIAEoCSKPAQoKQXR0YWNoRGlhbBIQCghhZ2VudF9pZBgBIAEoCRIRCglhdHRhY2hfaWQYAiABKAkSDAoEbW9kZRgDIAEoCRIMCgRjb2xzGAQgASgNEgwKBHJvd3MYBSABKA0SEQoJaGFzX3NpbmNlGAYgASgIEg0KBXNpbmNlGAcgASgEEhAKCGRpYWxfdXJsGAggASgJIucBCgtNZXJnZUJyYW5jaBISCgpyZXF1ZXN0X2lkGAEgASgJEg8KB3Rhc2tfaWQYAiABKAkSEAoIYWdlbnRfaWQYAyABKAkSDAoEcmVwbxgEIAEoCRIRCgl3b3Jrc3BhY2UYBSABKAkSDgoGYnJhbmNoGAYgASgJEgwKBGhlYWQYByABKAkSDAoEaW50bxgIIAEoCRINCgV0aXRsZRgJIAEoCRIKCgJieRgKIAEoCRISCgphZ2VudF9uYW1lGAsgASgJEhEKCWRvbWFpbl9pZBgMIAEoCRISCgptaXNzaW9uX2lkGA0gASgJIjoKFFB1Ymxpc2hFdmVudHNSZXF1ZXN0EiIKBmV2ZW50cxgBIAMoCzISLmVwLnRvd2VyLnYxLkV2ZW50IiQKFVB1Ymxpc2hFdmVudHNSZXNwb25zZRILCgNpZHMYASADKAQipgIKC05vZGVDcm9uSm9iEgwKBG5hbWUYASABKAkSIwoEa2luZBgCIAEoDjIVLmVwLnRvd2VyLnYxLkNyb25LaW5kEhAKCHNjaGVkdWxlGAMgASgJEhAKCGludGVydmFsGAQgASgJEhAKCGRpc3BhdGNoGAUgASgJEg8KB3Nlc3Npb24YBiABKAkSDgoGcHJvbXB0GAcgASgJEg4KBm1pc3NlZBgIIAEoCRIwCgxuZXh0X2ZpcmVfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3J1bm5pbmcYCiABKAgSDAoEbGluZRgLIAEoBRIsCglsYXN0X2ZpcmUYDCABKAsyGS5lcC50b3dlci52MS5Ob2RlQ3JvbkZpcmUirAEKDE5vZGVDcm9uRmlyZRIMCgRzbG90GAEgASgJEiwKCGZpcmVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgZzdGF0dXMYAyABKA4yGy5lcC50b3dlci52MS5Dcm9uRmlyZVN0YXR1cxIWCglleGl0X2NvZGUYBCABKAVIAIgBARINCgVlcnJvchgFIAEoCUIMCgpfZXhpdF9jb2RlIpcDChNOb2RlU3VwZXJ2aXNlZEFnZW50Eg8KB3Byb2ZpbGUYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSEQoJZG9tYWluX2lkGAMgASgJEgwKBG5hbWUYBCABKAkSJQoHcnVudGltZRgFIAEoDjIULmVwLnRvd2VyLnYxLlJ1bnRpbWUSDwoHYmFja2VuZBgGIAEoCRINCgVzdGF0ZRgHIAEoCRIOCgZwYXVzZWQYCCABKAgSCwoDcGlkGAkgASgFEhAKCHJlc3RhcnRzGAogASgFEjMKD2xhc3RfcmVzdGFydF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTbGFzdF9yZXN0YXJ0X3JlYXNvbhgMIAEoCRIxCg1sYXN0X2NoZWNrX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1uZXh0X3JldHJ5X2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZkZXRhaWwYDyABKAkiWwoPTm9kZUNvbmZpZ0Vycm9yEgwKBGZpbGUYASABKAkSDAoEbGluZRgCIAEoBRINCgVmaWVsZBgDIAEoCRIMCgRpdGVtGAQgASgJEg8KB21lc3NhZ2UYBSABKAkisAEKFlJlcG9ydE5vZGVTdGF0ZVJlcXVlc3QSKwoJY3Jvbl9qb2JzGAEgAygLMhguZXAudG93ZXIudjEuTm9kZUNyb25Kb2ISNAoKc3VwZXJ2aXNlZBgCIAMoCzIgLmVwLnRvd2VyLnYxLk5vZGVTdXBlcnZpc2VkQWdlbnQSMwoNY29uZmlnX2Vycm9ycxgDIAMoCzIcLmVwLnRvd2VyLnYxLk5vZGVDb25maWdFcnJvciJKChdSZXBvcnROb2RlU3RhdGVSZXNwb25zZRIvCgtyZXBvcnRlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUwoXUmVsb2FkTm9kZUNvbmZpZ1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRInCgR3YWl0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIqoBChhSZWxvYWROb2RlQ29uZmlnUmVzcG9uc2USEgoKcmVxdWVzdF9pZBgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5lcC50b3dlci52MS5SZWxvYWRTdGF0dXMSLAoGZXJyb3JzGAMgAygLMhwuZXAudG93ZXIudjEuTm9kZUNvbmZpZ0Vycm9yEg8KB3Jlc3VsdHMYBCADKAkSEAoIZXZlbnRfaWQYBSABKAQilwEKEkVucm9sbEFnZW50UmVxdWVzdBIRCglkb21haW5faWQYASABKAkSJQoHcnVudGltZRgCIAEoDjIULmVwLnRvd2VyLnYxLlJ1bnRpbWUSFAoMY2FwYWJpbGl0aWVzGAMgAygJEgwKBG5hbWUYBCABKAkSDwoHbm9kZV9pZBgFIAEoCRISCgpzdXBlcnZpc2VkGAYgASgIIjgKE0Vucm9sbEFnZW50UmVzcG9uc2USIQoFYWdlbnQYASABKAsyEi5lcC50b3dlci52MS5BZ2VudCJeChFMaXN0QWdlbnRzUmVxdWVzdBIRCglkb21haW5faWQYASABKAkSDwoHbm9kZV9pZBgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJRChJMaXN0QWdlbnRzUmVzcG9uc2USIgoGYWdlbnRzGAEgAygLMhIuZXAudG93ZXIudjEuQWdlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiMKD0dldEFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSJYChBHZXRBZ2VudFJlc3BvbnNlEiEKBWFnZW50GAEgASgLMhIuZXAudG93ZXIudjEuQWdlbnQSIQoFdXNhZ2UYAiABKAsyEi5lcC50b3dlci52MS5Vc2FnZSKLAQoXVXBkYXRlQWdlbnRTdGF0ZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSJgoFc3RhdGUYAiABKA4yFy5lcC50b3dlci52MS5BZ2VudFN0YXRlEg4KBnJlYXNvbhgDIAEoCRIXCgpzdXBlcnZpc2VkGAQgASgISACIAQFCDQoLX3N1cGVydmlzZWQiPQoYVXBkYXRlQWdlbnRTdGF0ZVJlc3BvbnNlEiEKBWFnZW50GAEgASgLMhIuZXAudG93ZXIudjEuQWdlbnQiNgoSU2lnbmFsQWdlbnRSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEg4KBnByb21wdBgCIAEoCSInChNTaWduYWxBZ2VudFJlc3BvbnNlEhAKCGV2ZW50X2lkGAEgASgEIjUKFVN1cGVydmlzZUFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIKCgJvcBgCIAEoCSI7ChZTdXBlcnZpc2VBZ2VudFJlc3BvbnNlEiEKBWFnZW50GAEgASgLMhIuZXAudG93ZXIudjEuQWdlbnQqUgoIQ3JvbktpbmQSGQoVQ1JPTl9LSU5EX1VOU1BFQ0lGSUVEEAASEgoOQ1JPTl9LSU5EX0NST04QARIXChNDUk9OX0tJTkRfSEVBUlRCRUFUEAIqhgEKDkNyb25GaXJlU3RhdHVzEiAKHENST05fRklSRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNDUk9OX0ZJUkVfU1RBVFVTX09LEAESGwoXQ1JPTl9GSVJFX1NUQVRVU19GQUlMRUQQAhIcChhDUk9OX0ZJUkVfU1RBVFVTX1NLSVBQRUQQAyp1CgxSZWxvYWRTdGF0dXMSHQoZUkVMT0FEX1NUQVRVU19VTlNQRUNJRklFRBAAEhQKEFJFTE9BRF9TVEFUVVNfT0sQARIYChRSRUxPQURfU1RBVFVTX0ZBSUxFRBACEhYKElJFTE9BRF9TVEFUVVNfU0VOVBADMqUFCgtOb2RlU2VydmljZRJTCgxSZWdpc3Rlck5vZGUSIC5lcC50b3dlci52MS5SZWdpc3Rlck5vZGVSZXF1ZXN0GiEuZXAudG93ZXIudjEuUmVnaXN0ZXJOb2RlUmVzcG9uc2USSgoJTGlzdE5vZGVzEh0uZXAudG93ZXIudjEuTGlzdE5vZGVzUmVxdWVzdBoeLmVwLnRvd2VyLnYxLkxpc3ROb2Rlc1Jlc3BvbnNlEkQKB0dldE5vZGUSGy5lcC50b3dlci52MS5HZXROb2RlUmVxdWVzdBocLmVwLnRvd2VyLnYxLkdldE5vZGVSZXNwb25zZRI9CgRMaW5rEhguZXAudG93ZXIudjEuTGlua1JlcXVlc3QaGS5lcC50b3dlci52MS5MaW5rUmVzcG9uc2UwARJWCg1QdWJsaXNoRXZlbnRzEiEuZXAudG93ZXIudjEuUHVibGlzaEV2ZW50c1JlcXVlc3QaIi5lcC50b3dlci52MS5QdWJsaXNoRXZlbnRzUmVzcG9uc2USXAoPUmVwb3J0Tm9kZVN0YXRlEiMuZXAudG93ZXIudjEuUmVwb3J0Tm9kZVN0YXRlUmVxdWVzdBokLmVwLnRvd2VyLnYxLlJlcG9ydE5vZGVTdGF0ZVJlc3BvbnNlEl8KEFJlbG9hZE5vZGVDb25maWcSJC5lcC50b3dlci52MS5SZWxvYWROb2RlQ29uZmlnUmVxdWVzdBolLmVwLnRvd2VyLnYxLlJlbG9hZE5vZGVDb25maWdSZXNwb25zZRJZCg5TZXROb2RlRG9tYWlucxIiLmVwLnRvd2VyLnYxLlNldE5vZGVEb21haW5zUmVxdWVzdBojLmVwLnRvd2VyLnYxLlNldE5vZGVEb21haW5zUmVzcG9uc2UyhgQKDEFnZW50U2VydmljZRJQCgtFbnJvbGxBZ2VudBIfLmVwLnRvd2VyLnYxLkVucm9sbEFnZW50UmVxdWVzdBogLmVwLnRvd2VyLnYxLkVucm9sbEFnZW50UmVzcG9uc2USTQoKTGlzdEFnZW50cxIeLmVwLnRvd2VyLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh8uZXAudG93ZXIudjEuTGlzdEFnZW50c1Jlc3BvbnNlEkcKCEdldEFnZW50EhwuZXAudG93ZXIudjEuR2V0QWdlbnRSZXF1ZXN0Gh0uZXAudG93ZXIudjEuR2V0QWdlbnRSZXNwb25zZRJfChBVcGRhdGVBZ2VudFN0YXRlEiQuZXAudG93ZXIudjEuVXBkYXRlQWdlbnRTdGF0ZVJlcXVlc3QaJS5lcC50b3dlci52MS5VcGRhdGVBZ2VudFN0YXRlUmVzcG9uc2USUAoLU2lnbmFsQWdlbnQSHy5lcC50b3dlci52MS5TaWduYWxBZ2VudFJlcXVlc3QaIC5lcC50b3dlci52MS5TaWduYWxBZ2VudFJlc3BvbnNlElkKDlN1cGVydmlzZUFnZW50EiIuZXAudG93ZXIudjEuU3VwZXJ2aXNlQWdlbnRSZXF1ZXN0GiMuZXAudG93ZXIudjEuU3VwZXJ2aXNlQWdlbnRSZXNwb25zZWIGcHJvdG8z", [file_ep_tower_v1_resources, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message ep.tower.v1.RegisterNodeRequest
@@ -210,13 +210,13 @@ export type LinkRequest = Message<"ep.tower.v1.LinkRequest"> & {
   version: string;
 
   /**
-   * the daemon takes work pushed to it: for an agent of this node the tower knows to be idle, a
-   * new task comes already claimed and started (kind "task") instead of a task_ready to claim it;
-   * a pushed task the daemon cannot run is given back with FailTask release
+   * every agent that claims on this node, as the daemon has it when the link opens: the tower
+   * sets each one idle or busy from it, gives back (uncounted) any task it holds under a lease the
+   * daemon does not name (a hand-over lost with the last link), then hands the idle ones work
    *
-   * @generated from field: bool take_tasks = 3;
+   * @generated from field: repeated ep.tower.v1.LinkAgent agents = 4;
    */
-  takeTasks: boolean;
+  agents: LinkAgent[];
 };
 
 /**
@@ -227,15 +227,345 @@ export const LinkRequestSchema: GenMessage<LinkRequest> = /*@__PURE__*/
   messageDesc(file_ep_tower_v1_fleet, 8);
 
 /**
+ * @generated from message ep.tower.v1.LinkAgent
+ */
+export type LinkAgent = Message<"ep.tower.v1.LinkAgent"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+
+  /**
+   * the leases the daemon still holds for this agent: its run, and outcomes not yet acknowledged
+   *
+   * @generated from field: repeated string lease_ids = 2;
+   */
+  leaseIds: string[];
+
+  /**
+   * it runs nothing now and takes a task
+   *
+   * @generated from field: bool idle = 3;
+   */
+  idle: boolean;
+};
+
+/**
+ * Describes the message ep.tower.v1.LinkAgent.
+ * Use `create(LinkAgentSchema)` to create a new message.
+ */
+export const LinkAgentSchema: GenMessage<LinkAgent> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 9);
+
+/**
+ * One command from the tower to a daemon over its link.
+ *
  * @generated from message ep.tower.v1.LinkResponse
  */
 export type LinkResponse = Message<"ep.tower.v1.LinkResponse"> & {
   /**
-   * hello | task | task_ready | attach | cancel | signal | supervise | config_reload | merge | ping
-   *
-   * @generated from field: string kind = 1;
+   * @generated from oneof ep.tower.v1.LinkResponse.command
    */
-  kind: string;
+  command: {
+    /**
+     * first on every link, once the tower is ready to hand it work
+     *
+     * @generated from field: ep.tower.v1.LinkHello hello = 10;
+     */
+    value: LinkHello;
+    case: "hello";
+  } | {
+    /**
+     * every 15 s; a link silent for three pings is dead
+     *
+     * @generated from field: ep.tower.v1.LinkPing ping = 11;
+     */
+    value: LinkPing;
+    case: "ping";
+  } | {
+    /**
+     * a task claimed and started for one of the node's idle agents, its lease in task.lease_id:
+     * the one way work reaches a node. One the daemon cannot run goes back with FailTask release
+     *
+     * @generated from field: ep.tower.v1.TaskAssignment assign = 12;
+     */
+    value: TaskAssignment;
+    case: "assign";
+  } | {
+    /**
+     * stop a run: its task was cancelled
+     *
+     * @generated from field: ep.tower.v1.CancelRun cancel = 13;
+     */
+    value: CancelRun;
+    case: "cancel";
+  } | {
+    /**
+     * a prompt for an enrolled agent
+     *
+     * @generated from field: ep.tower.v1.SignalAgent signal = 14;
+     */
+    value: SignalAgent;
+    case: "signal";
+  } | {
+    /**
+     * restart | pause | resume of a supervised agent
+     *
+     * @generated from field: ep.tower.v1.SuperviseAgent supervise = 15;
+     */
+    value: SuperviseAgent;
+    case: "supervise";
+  } | {
+    /**
+     * re-read the node's configuration files
+     *
+     * @generated from field: ep.tower.v1.ReloadConfig config_reload = 16;
+     */
+    value: ReloadConfig;
+    case: "configReload";
+  } | {
+    /**
+     * dial back to the tower for a terminal attach
+     *
+     * @generated from field: ep.tower.v1.AttachDial attach = 17;
+     */
+    value: AttachDial;
+    case: "attach";
+  } | {
+    /**
+     * merge a task's branch into its base in the repository on this node
+     *
+     * @generated from field: ep.tower.v1.MergeBranch merge = 18;
+     */
+    value: MergeBranch;
+    case: "merge";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message ep.tower.v1.LinkResponse.
+ * Use `create(LinkResponseSchema)` to create a new message.
+ */
+export const LinkResponseSchema: GenMessage<LinkResponse> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 10);
+
+/**
+ * @generated from message ep.tower.v1.LinkHello
+ */
+export type LinkHello = Message<"ep.tower.v1.LinkHello"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp tower_time = 2;
+   */
+  towerTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message ep.tower.v1.LinkHello.
+ * Use `create(LinkHelloSchema)` to create a new message.
+ */
+export const LinkHelloSchema: GenMessage<LinkHello> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 11);
+
+/**
+ * @generated from message ep.tower.v1.LinkPing
+ */
+export type LinkPing = Message<"ep.tower.v1.LinkPing"> & {
+};
+
+/**
+ * Describes the message ep.tower.v1.LinkPing.
+ * Use `create(LinkPingSchema)` to create a new message.
+ */
+export const LinkPingSchema: GenMessage<LinkPing> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 12);
+
+/**
+ * @generated from message ep.tower.v1.TaskAssignment
+ */
+export type TaskAssignment = Message<"ep.tower.v1.TaskAssignment"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+
+  /**
+   * @generated from field: ep.tower.v1.Task task = 2;
+   */
+  task?: Task | undefined;
+};
+
+/**
+ * Describes the message ep.tower.v1.TaskAssignment.
+ * Use `create(TaskAssignmentSchema)` to create a new message.
+ */
+export const TaskAssignmentSchema: GenMessage<TaskAssignment> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 13);
+
+/**
+ * @generated from message ep.tower.v1.CancelRun
+ */
+export type CancelRun = Message<"ep.tower.v1.CancelRun"> & {
+  /**
+   * @generated from field: string task_id = 1;
+   */
+  taskId: string;
+
+  /**
+   * @generated from field: string agent_id = 2;
+   */
+  agentId: string;
+
+  /**
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message ep.tower.v1.CancelRun.
+ * Use `create(CancelRunSchema)` to create a new message.
+ */
+export const CancelRunSchema: GenMessage<CancelRun> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 14);
+
+/**
+ * @generated from message ep.tower.v1.SignalAgent
+ */
+export type SignalAgent = Message<"ep.tower.v1.SignalAgent"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+
+  /**
+   * @generated from field: string prompt = 2;
+   */
+  prompt: string;
+};
+
+/**
+ * Describes the message ep.tower.v1.SignalAgent.
+ * Use `create(SignalAgentSchema)` to create a new message.
+ */
+export const SignalAgentSchema: GenMessage<SignalAgent> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 15);
+
+/**
+ * @generated from message ep.tower.v1.SuperviseAgent
+ */
+export type SuperviseAgent = Message<"ep.tower.v1.SuperviseAgent"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+
+  /**
+   * restart | pause | resume
+   *
+   * @generated from field: string op = 2;
+   */
+  op: string;
+};
+
+/**
+ * Describes the message ep.tower.v1.SuperviseAgent.
+ * Use `create(SuperviseAgentSchema)` to create a new message.
+ */
+export const SuperviseAgentSchema: GenMessage<SuperviseAgent> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 16);
+
+/**
+ * @generated from message ep.tower.v1.ReloadConfig
+ */
+export type ReloadConfig = Message<"ep.tower.v1.ReloadConfig"> & {
+  /**
+   * names the node.config_reloaded event that answers it
+   *
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message ep.tower.v1.ReloadConfig.
+ * Use `create(ReloadConfigSchema)` to create a new message.
+ */
+export const ReloadConfigSchema: GenMessage<ReloadConfig> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 17);
+
+/**
+ * @generated from message ep.tower.v1.AttachDial
+ */
+export type AttachDial = Message<"ep.tower.v1.AttachDial"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+
+  /**
+   * @generated from field: string attach_id = 2;
+   */
+  attachId: string;
+
+  /**
+   * raw | view | tmux …, as the viewer asked
+   *
+   * @generated from field: string mode = 3;
+   */
+  mode: string;
+
+  /**
+   * @generated from field: uint32 cols = 4;
+   */
+  cols: number;
+
+  /**
+   * @generated from field: uint32 rows = 5;
+   */
+  rows: number;
+
+  /**
+   * replay from this output offset (has_since: the viewer asked for one)
+   *
+   * @generated from field: bool has_since = 6;
+   */
+  hasSince: boolean;
+
+  /**
+   * @generated from field: uint64 since = 7;
+   */
+  since: bigint;
+
+  /**
+   * the replica holding the viewer's socket; empty: the tower the node links to
+   *
+   * @generated from field: string dial_url = 8;
+   */
+  dialUrl: string;
+};
+
+/**
+ * Describes the message ep.tower.v1.AttachDial.
+ * Use `create(AttachDialSchema)` to create a new message.
+ */
+export const AttachDialSchema: GenMessage<AttachDial> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 18);
+
+/**
+ * @generated from message ep.tower.v1.MergeBranch
+ */
+export type MergeBranch = Message<"ep.tower.v1.MergeBranch"> & {
+  /**
+   * names the workspace.merged / workspace.merge_refused event that answers it
+   *
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
 
   /**
    * @generated from field: string task_id = 2;
@@ -248,24 +578,66 @@ export type LinkResponse = Message<"ep.tower.v1.LinkResponse"> & {
   agentId: string;
 
   /**
-   * @generated from field: google.protobuf.Struct data = 4;
+   * @generated from field: string repo = 4;
    */
-  data?: JsonObject | undefined;
+  repo: string;
 
   /**
-   * kind "task": the task, claimed by agent_id and running, its lease held as after ClaimTask with start
+   * the workspace setting the task ran with (the merge commit's author)
    *
-   * @generated from field: ep.tower.v1.Task task = 5;
+   * @generated from field: string workspace = 5;
    */
-  task?: Task | undefined;
+  workspace: string;
+
+  /**
+   * @generated from field: string branch = 6;
+   */
+  branch: string;
+
+  /**
+   * the commit the run left the branch at
+   *
+   * @generated from field: string head = 7;
+   */
+  head: string;
+
+  /**
+   * @generated from field: string into = 8;
+   */
+  into: string;
+
+  /**
+   * @generated from field: string title = 9;
+   */
+  title: string;
+
+  /**
+   * @generated from field: string by = 10;
+   */
+  by: string;
+
+  /**
+   * @generated from field: string agent_name = 11;
+   */
+  agentName: string;
+
+  /**
+   * @generated from field: string domain_id = 12;
+   */
+  domainId: string;
+
+  /**
+   * @generated from field: string mission_id = 13;
+   */
+  missionId: string;
 };
 
 /**
- * Describes the message ep.tower.v1.LinkResponse.
- * Use `create(LinkResponseSchema)` to create a new message.
+ * Describes the message ep.tower.v1.MergeBranch.
+ * Use `create(MergeBranchSchema)` to create a new message.
  */
-export const LinkResponseSchema: GenMessage<LinkResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 9);
+export const MergeBranchSchema: GenMessage<MergeBranch> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 19);
 
 /**
  * @generated from message ep.tower.v1.PublishEventsRequest
@@ -282,7 +654,7 @@ export type PublishEventsRequest = Message<"ep.tower.v1.PublishEventsRequest"> &
  * Use `create(PublishEventsRequestSchema)` to create a new message.
  */
 export const PublishEventsRequestSchema: GenMessage<PublishEventsRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 10);
+  messageDesc(file_ep_tower_v1_fleet, 20);
 
 /**
  * @generated from message ep.tower.v1.PublishEventsResponse
@@ -299,7 +671,7 @@ export type PublishEventsResponse = Message<"ep.tower.v1.PublishEventsResponse">
  * Use `create(PublishEventsResponseSchema)` to create a new message.
  */
 export const PublishEventsResponseSchema: GenMessage<PublishEventsResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 11);
+  messageDesc(file_ep_tower_v1_fleet, 21);
 
 /**
  * A cron job as the node's dispatcher has it (mirrors ep.daemon.v1.CronJob).
@@ -381,7 +753,7 @@ export type NodeCronJob = Message<"ep.tower.v1.NodeCronJob"> & {
  * Use `create(NodeCronJobSchema)` to create a new message.
  */
 export const NodeCronJobSchema: GenMessage<NodeCronJob> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 12);
+  messageDesc(file_ep_tower_v1_fleet, 22);
 
 /**
  * A recorded fire (mirrors ep.daemon.v1.CronFire).
@@ -420,7 +792,7 @@ export type NodeCronFire = Message<"ep.tower.v1.NodeCronFire"> & {
  * Use `create(NodeCronFireSchema)` to create a new message.
  */
 export const NodeCronFireSchema: GenMessage<NodeCronFire> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 13);
+  messageDesc(file_ep_tower_v1_fleet, 23);
 
 /**
  * A supervised profile agent as the node's watchdog has it.
@@ -517,7 +889,7 @@ export type NodeSupervisedAgent = Message<"ep.tower.v1.NodeSupervisedAgent"> & {
  * Use `create(NodeSupervisedAgentSchema)` to create a new message.
  */
 export const NodeSupervisedAgentSchema: GenMessage<NodeSupervisedAgent> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 14);
+  messageDesc(file_ep_tower_v1_fleet, 24);
 
 /**
  * A configuration problem in one of the node's files.
@@ -560,7 +932,7 @@ export type NodeConfigError = Message<"ep.tower.v1.NodeConfigError"> & {
  * Use `create(NodeConfigErrorSchema)` to create a new message.
  */
 export const NodeConfigErrorSchema: GenMessage<NodeConfigError> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 15);
+  messageDesc(file_ep_tower_v1_fleet, 25);
 
 /**
  * @generated from message ep.tower.v1.ReportNodeStateRequest
@@ -589,7 +961,7 @@ export type ReportNodeStateRequest = Message<"ep.tower.v1.ReportNodeStateRequest
  * Use `create(ReportNodeStateRequestSchema)` to create a new message.
  */
 export const ReportNodeStateRequestSchema: GenMessage<ReportNodeStateRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 16);
+  messageDesc(file_ep_tower_v1_fleet, 26);
 
 /**
  * @generated from message ep.tower.v1.ReportNodeStateResponse
@@ -608,7 +980,7 @@ export type ReportNodeStateResponse = Message<"ep.tower.v1.ReportNodeStateRespon
  * Use `create(ReportNodeStateResponseSchema)` to create a new message.
  */
 export const ReportNodeStateResponseSchema: GenMessage<ReportNodeStateResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 17);
+  messageDesc(file_ep_tower_v1_fleet, 27);
 
 /**
  * @generated from message ep.tower.v1.ReloadNodeConfigRequest
@@ -633,7 +1005,7 @@ export type ReloadNodeConfigRequest = Message<"ep.tower.v1.ReloadNodeConfigReque
  * Use `create(ReloadNodeConfigRequestSchema)` to create a new message.
  */
 export const ReloadNodeConfigRequestSchema: GenMessage<ReloadNodeConfigRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 18);
+  messageDesc(file_ep_tower_v1_fleet, 28);
 
 /**
  * @generated from message ep.tower.v1.ReloadNodeConfigResponse
@@ -676,7 +1048,7 @@ export type ReloadNodeConfigResponse = Message<"ep.tower.v1.ReloadNodeConfigResp
  * Use `create(ReloadNodeConfigResponseSchema)` to create a new message.
  */
 export const ReloadNodeConfigResponseSchema: GenMessage<ReloadNodeConfigResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 19);
+  messageDesc(file_ep_tower_v1_fleet, 29);
 
 /**
  * @generated from message ep.tower.v1.EnrollAgentRequest
@@ -722,7 +1094,7 @@ export type EnrollAgentRequest = Message<"ep.tower.v1.EnrollAgentRequest"> & {
  * Use `create(EnrollAgentRequestSchema)` to create a new message.
  */
 export const EnrollAgentRequestSchema: GenMessage<EnrollAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 20);
+  messageDesc(file_ep_tower_v1_fleet, 30);
 
 /**
  * @generated from message ep.tower.v1.EnrollAgentResponse
@@ -739,7 +1111,7 @@ export type EnrollAgentResponse = Message<"ep.tower.v1.EnrollAgentResponse"> & {
  * Use `create(EnrollAgentResponseSchema)` to create a new message.
  */
 export const EnrollAgentResponseSchema: GenMessage<EnrollAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 21);
+  messageDesc(file_ep_tower_v1_fleet, 31);
 
 /**
  * @generated from message ep.tower.v1.ListAgentsRequest
@@ -771,7 +1143,7 @@ export type ListAgentsRequest = Message<"ep.tower.v1.ListAgentsRequest"> & {
  * Use `create(ListAgentsRequestSchema)` to create a new message.
  */
 export const ListAgentsRequestSchema: GenMessage<ListAgentsRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 22);
+  messageDesc(file_ep_tower_v1_fleet, 32);
 
 /**
  * @generated from message ep.tower.v1.ListAgentsResponse
@@ -793,7 +1165,7 @@ export type ListAgentsResponse = Message<"ep.tower.v1.ListAgentsResponse"> & {
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export const ListAgentsResponseSchema: GenMessage<ListAgentsResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 23);
+  messageDesc(file_ep_tower_v1_fleet, 33);
 
 /**
  * @generated from message ep.tower.v1.GetAgentRequest
@@ -810,7 +1182,7 @@ export type GetAgentRequest = Message<"ep.tower.v1.GetAgentRequest"> & {
  * Use `create(GetAgentRequestSchema)` to create a new message.
  */
 export const GetAgentRequestSchema: GenMessage<GetAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 24);
+  messageDesc(file_ep_tower_v1_fleet, 34);
 
 /**
  * @generated from message ep.tower.v1.GetAgentResponse
@@ -834,7 +1206,7 @@ export type GetAgentResponse = Message<"ep.tower.v1.GetAgentResponse"> & {
  * Use `create(GetAgentResponseSchema)` to create a new message.
  */
 export const GetAgentResponseSchema: GenMessage<GetAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 25);
+  messageDesc(file_ep_tower_v1_fleet, 35);
 
 /**
  * @generated from message ep.tower.v1.UpdateAgentStateRequest
@@ -868,7 +1240,7 @@ export type UpdateAgentStateRequest = Message<"ep.tower.v1.UpdateAgentStateReque
  * Use `create(UpdateAgentStateRequestSchema)` to create a new message.
  */
 export const UpdateAgentStateRequestSchema: GenMessage<UpdateAgentStateRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 26);
+  messageDesc(file_ep_tower_v1_fleet, 36);
 
 /**
  * @generated from message ep.tower.v1.UpdateAgentStateResponse
@@ -885,7 +1257,7 @@ export type UpdateAgentStateResponse = Message<"ep.tower.v1.UpdateAgentStateResp
  * Use `create(UpdateAgentStateResponseSchema)` to create a new message.
  */
 export const UpdateAgentStateResponseSchema: GenMessage<UpdateAgentStateResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 27);
+  messageDesc(file_ep_tower_v1_fleet, 37);
 
 /**
  * @generated from message ep.tower.v1.SignalAgentRequest
@@ -907,7 +1279,7 @@ export type SignalAgentRequest = Message<"ep.tower.v1.SignalAgentRequest"> & {
  * Use `create(SignalAgentRequestSchema)` to create a new message.
  */
 export const SignalAgentRequestSchema: GenMessage<SignalAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 28);
+  messageDesc(file_ep_tower_v1_fleet, 38);
 
 /**
  * @generated from message ep.tower.v1.SignalAgentResponse
@@ -924,7 +1296,7 @@ export type SignalAgentResponse = Message<"ep.tower.v1.SignalAgentResponse"> & {
  * Use `create(SignalAgentResponseSchema)` to create a new message.
  */
 export const SignalAgentResponseSchema: GenMessage<SignalAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 29);
+  messageDesc(file_ep_tower_v1_fleet, 39);
 
 /**
  * @generated from message ep.tower.v1.SuperviseAgentRequest
@@ -948,7 +1320,7 @@ export type SuperviseAgentRequest = Message<"ep.tower.v1.SuperviseAgentRequest">
  * Use `create(SuperviseAgentRequestSchema)` to create a new message.
  */
 export const SuperviseAgentRequestSchema: GenMessage<SuperviseAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 30);
+  messageDesc(file_ep_tower_v1_fleet, 40);
 
 /**
  * @generated from message ep.tower.v1.SuperviseAgentResponse
@@ -965,7 +1337,7 @@ export type SuperviseAgentResponse = Message<"ep.tower.v1.SuperviseAgentResponse
  * Use `create(SuperviseAgentResponseSchema)` to create a new message.
  */
 export const SuperviseAgentResponseSchema: GenMessage<SuperviseAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 31);
+  messageDesc(file_ep_tower_v1_fleet, 41);
 
 /**
  * @generated from enum ep.tower.v1.CronKind
