@@ -1,5 +1,5 @@
-// The daemon assembled in-process against a real tower on a loopback port: wake-ups from the
-// link, the poll that covers a lost wake-up, and graceful shutdown.
+// The daemon assembled in-process against a real tower on a loopback port: work assigned over the
+// link, an assignment lost with the link given back and run after the relink, and graceful shutdown.
 import { statusWord } from "../test-support/words.js";
 import { TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { execFileSync } from "node:child_process";
@@ -22,7 +22,7 @@ afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn();
 });
 
-async function setup(opts: { pollMs: number; drop?: boolean | (() => boolean); takeTasks?: boolean; env?: Record<string, string>; graceMs?: number; linkBackoff?: { initialMs?: number; maxMs?: number }; beforeStart?: (home: string) => Promise<void> }) {
+async function setup(opts: { pollMs: number; drop?: () => boolean; env?: Record<string, string>; graceMs?: number; linkBackoff?: { initialMs?: number; maxMs?: number }; beforeStart?: (home: string) => Promise<void> }) {
   const t: TestTower = await startTower();
   cleanups.push(() => t.close());
   const home = mkdtempSync(join(tmpdir(), "epd-inproc-"));
@@ -42,8 +42,7 @@ async function setup(opts: { pollMs: number; drop?: boolean | (() => boolean); t
     pollMs: opts.pollMs,
     shutdownGraceMs: opts.graceMs,
     linkBackoff: opts.linkBackoff,
-    takeTasks: opts.takeTasks,
-    dropLinkMessage: (m) => (kinds.push(m.kind), (typeof opts.drop === "function" ? opts.drop() : opts.drop === true) && m.kind === "task_ready" ? (dropped++, true) : false),
+    dropLinkMessage: (m) => (kinds.push(m.command.case ?? ""), opts.drop?.() && m.command.case === "assign" ? (dropped++, true) : false),
   });
   await daemon.start();
   cleanups.push(() => daemon.close());
@@ -64,63 +63,61 @@ async function setup(opts: { pollMs: number; drop?: boolean | (() => boolean); t
     }
   };
   await new Promise((r) => setTimeout(r, 100)); // the link's hello
-  return { t, work, daemon, nodeId: reg.node!.id, missionId, claimedAt, waitDone, dropped: () => dropped, kinds };
+  /**
+   * The daemon's link dropped and reopened: a link opened with the node's token replaces it on the
+   * tower, and the daemon links again (replacing that one in turn).
+   */
+  const relink = async () => {
+    const before = daemon.link.connects();
+    const ac = new AbortController();
+    const other = (async () => {
+      try {
+        for await (const _ of t.client(NodeService, reg.token).link({ attachSecret: "s".repeat(32), version: "test" }, { signal: ac.signal }));
+      } catch {
+        // aborted
+      }
+    })();
+    await waitFor(() => daemon.link.connects() > before, 5000);
+    ac.abort();
+    await other;
+  };
+  return { t, work, daemon, nodeId: reg.node!.id, missionId, claimedAt, waitDone, dropped: () => dropped, kinds, relink };
 }
 
-describe("daemon wake-ups", () => {
-  it("a task_ready on the link gets a task claimed in milliseconds, long before the poll", async () => {
+describe("daemon work over the link", () => {
+  it("a task reaches the idle agent as an assignment on the link in milliseconds, long before the poll", async () => {
     const s = await setup({ pollMs: 60_000 });
     expect(s.daemon.link.state()).toBe("connected");
     const task = (await s.work.createTask({ missionId: s.missionId, title: "x", runtime: Runtime.SHELL, input: { command: "true" } })).task!;
     await s.waitDone(task.id, 3000);
     expect(await s.claimedAt(task.id)).toBeLessThan(500);
+    expect(s.kinds).toContain("assign");
   });
 
-  it("takes pushed work by default (EP_TAKE_TASKS=1), claims after each wake-up with 0; another value is refused at start", async () => {
-    const pushed = await setup({ pollMs: 60_000 });
-    await pushed.waitDone((await pushed.work.createTask({ missionId: pushed.missionId, title: "p", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id, 3000);
-    expect(pushed.kinds).toContain("task");
-    // and says so (ep daemon status)
-    expect(await jsonRpcCall<{ takeTasks: boolean }>(pushed.daemon.sockets.mgmt, "daemon.status")).toMatchObject({ takeTasks: true });
-    const woken = await setup({ pollMs: 60_000, env: { EP_TAKE_TASKS: "0" } });
-    await woken.waitDone((await woken.work.createTask({ missionId: woken.missionId, title: "w", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id, 3000);
-    expect(woken.kinds).toContain("task_ready");
-    expect(woken.kinds).not.toContain("task");
-    expect(await jsonRpcCall<{ takeTasks: boolean }>(woken.daemon.sockets.mgmt, "daemon.status")).toMatchObject({ takeTasks: false });
-    await expect(setup({ pollMs: 60_000, env: { EP_TAKE_TASKS: "sometimes" } })).rejects.toThrow(/EP_TAKE_TASKS must be 1 or 0/);
-  });
-
-  it("a lost task_ready costs at most one poll, and never a restart", async () => {
-    // a daemon that claims on task_ready (no pushed work): the wake-ups are what is lost
-    const s = await setup({ pollMs: 700, drop: true, takeTasks: false });
-    for (let i = 0; i < 3; i++) {
-      const task = (await s.work.createTask({ missionId: s.missionId, title: `lost ${i}`, runtime: Runtime.SHELL, input: { command: "echo ok" } })).task!;
-      const done = await s.waitDone(task.id, 3000);
-      expect(statusWord(done.status)).toBe("succeeded");
-      expect(await s.claimedAt(task.id)).toBeLessThanOrEqual(700 + 300);
-    }
-    expect(s.dropped()).toBeGreaterThanOrEqual(3);
-  });
-
-  it("work queued while the link was down is claimed after the relink, also by an agent busy at that moment", async () => {
+  it("work queued while the agent was busy runs after a relink; an assignment lost with the link goes back and runs after the relink, counted once", async () => {
     let away = false;
     const s = await setup({ pollMs: 60_000, drop: () => away, linkBackoff: { initialMs: 50, maxMs: 50 } });
     const slow = (await s.work.createTask({ missionId: s.missionId, title: "slow", runtime: Runtime.SHELL, input: { command: "sleep 1.5" } })).task!;
     for (let i = 0; i < 100 && (await s.work.getTask({ taskId: slow.id })).task!.status !== TaskStatus.RUNNING; i++) await new Promise((r) => setTimeout(r, 20));
-    // the link goes away: the wake-ups for what is submitted meanwhile never reach the daemon
-    away = true;
     const queued: string[] = [];
     for (let i = 0; i < 2; i++) queued.push((await s.work.createTask({ missionId: s.missionId, title: `q${i}`, runtime: Runtime.SHELL, input: { command: "true" } })).task!.id);
-    for (let i = 0; i < 100 && s.dropped() < 2; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(s.dropped()).toBe(2);
-    away = false;
-    expect(s.t.tower.services.fleet.send(s.nodeId, { kind: "close" })).toBe(true);
-    for (let i = 0; i < 100 && s.daemon.link.connects() < 2; i++) await new Promise((r) => setTimeout(r, 20));
+    // relinked while the only agent is busy: the lease it names keeps its run; the backlog waits for it
+    await s.relink();
     expect(s.daemon.link.connects()).toBe(2);
-    // relinked while the only agent is still busy: it claims the backlog once its run ends
     expect(statusWord((await s.work.getTask({ taskId: slow.id })).task!.status)).toBe("running");
+    expect(statusWord((await s.waitDone(slow.id, 5000)).status)).toBe("succeeded");
     for (const id of queued) expect(statusWord((await s.waitDone(id, 5000)).status)).toBe("succeeded");
-    expect(s.dropped()).toBe(2);
+    // the link goes away with an assignment on it: the tower holds the task for the agent, the daemon never saw it
+    away = true;
+    const lost = (await s.work.createTask({ missionId: s.missionId, title: "lost", runtime: Runtime.SHELL, input: { command: "true" } })).task!;
+    await waitFor(() => s.dropped() === 1, 5000);
+    expect(statusWord((await s.work.getTask({ taskId: lost.id })).task!.status)).toBe("running");
+    away = false;
+    await s.relink();
+    const done = await s.waitDone(lost.id, 5000);
+    expect(statusWord(done.status)).toBe("succeeded");
+    expect(done.attempts).toBe(1);
+    expect(s.dropped()).toBe(1);
   });
 
   it("SIGTERM-style close waits for a running task, then fails what outlives the grace so it can run again", async () => {

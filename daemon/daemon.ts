@@ -152,6 +152,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     // the agents as they are when the link opens: the tower squares its view with it and hands the idle ones work
     agents: () => worker.held(),
     onConnected() {
+      worker.reachable();
       fleet.reportState();
     },
     onMessage: (msg, attach) => routeLinkCommand(msg, { fleet, worker, agents, signals, attach, merges, log, other: opts.onLinkCommand }),

@@ -182,7 +182,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
 
   // the sweeper: expired leases go back to the queue (or fail past max_attempts); approved AI
   // actions that never got an outcome (the tower stopped mid-run) are marked interrupted
-  const stopSweeper = startSweeper({ clock, log, everyMs: config.sweepMs, work, ai, replication });
+  const stopSweeper = startSweeper({ clock, log, everyMs: config.sweepMs, firstAfterMs: config.limits.leaseMs, work, ai, replication });
 
   let closing: Promise<void> | undefined;
   return {
@@ -216,8 +216,13 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   }
 }
 
-/** Runs the sweep every `everyMs`; with several replicas one sweeps at a time (the others skip the round). */
-function startSweeper(o: { clock: Clock; log: Logger; everyMs: number; work: Work; ai: AiServiceImpl; replication?: Replication }): () => void {
+/**
+ * Runs the sweep every `everyMs`, the first one a lease term after the tower started
+ * (`firstAfterMs`): while it was down no holder could renew its lease, and its nodes report
+ * their outcomes once it answers again. With several replicas one sweeps at a time (the others
+ * skip the round).
+ */
+function startSweeper(o: { clock: Clock; log: Logger; everyMs: number; firstAfterMs: number; work: Work; ai: AiServiceImpl; replication?: Replication }): () => void {
   const { clock, log, work, ai, replication } = o;
   let sweeping = false;
   const sweepAll = async () => {
@@ -233,7 +238,7 @@ function startSweeper(o: { clock: Clock; log: Logger; everyMs: number; work: Wor
         .finally(() => (sweeping = false));
     }
     timer = clock.setTimeout(sweep, o.everyMs);
-  }, o.everyMs);
+  }, Math.max(o.everyMs, o.firstAfterMs));
   return () => clock.clearTimeout(timer);
 }
 

@@ -1,13 +1,13 @@
 // epd's lean server stream (the node link) against a real tower and against servers that misbehave:
 // messages as the tower sends them, the tower's refusals with their codes, an end-stream error,
 // envelopes split across and packed into chunks, a stream cut short, a cancelled call.
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toEpError } from "../../common/errors.js";
-import { LinkResponseSchema, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
+import { LinkResponseSchema, NodeService, type LinkResponse } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { startTower, type TestTower } from "../../tests/harness.js";
 import { createUnaryTransport } from "./unary-transport.js";
 
@@ -21,7 +21,9 @@ const envelope = (bytes: Uint8Array, flags = 0) => {
   out.set(bytes, 5);
   return out;
 };
-const message = (kind: string, taskId = "") => envelope(toBinary(LinkResponseSchema, create(LinkResponseSchema, { kind, taskId })));
+const message = (command: MessageInitShape<typeof LinkResponseSchema>["command"]) => envelope(toBinary(LinkResponseSchema, create(LinkResponseSchema, { command })));
+const hello = () => message({ case: "hello", value: {} });
+const ping = () => message({ case: "ping", value: {} });
 const endStream = (json: unknown) => envelope(Buffer.from(JSON.stringify(json)), 2);
 
 async function failure(p: Promise<unknown>): Promise<ConnectError> {
@@ -30,10 +32,18 @@ async function failure(p: Promise<unknown>): Promise<ConnectError> {
   return err as ConnectError;
 }
 
-async function collect(it: AsyncIterable<{ kind: string; taskId: string }>, max = 100): Promise<string[]> {
+/** A command as a word: its case, and the task it is about for assign and cancel. */
+function label(m: LinkResponse): string {
+  const c = m.command;
+  if (c.case === "assign") return `assign:${c.value.task?.id ?? ""}`;
+  if (c.case === "cancel") return `cancel:${c.value.taskId}`;
+  return c.case ?? "";
+}
+
+async function collect(it: AsyncIterable<LinkResponse>, max = 100): Promise<string[]> {
   const got: string[] = [];
   for await (const m of it) {
-    got.push(m.taskId ? `${m.kind}:${m.taskId}` : m.kind);
+    got.push(label(m));
     if (got.length >= max) break;
   }
   return got;
@@ -66,13 +76,13 @@ describe("epd's server stream (the link)", () => {
     const got: string[] = [];
     const reading = (async () => {
       for await (const m of linkClient(t.url, reg.token).link({ attachSecret: "s".repeat(32), version: "test" }, { signal: ac.signal })) {
-        got.push(m.kind);
-        if (m.kind === "hello") t.tower.services.fleet.send(reg.node!.id, { kind: "task_ready", taskId: "tsk_x" });
-        if (m.kind === "task_ready") ac.abort();
+        got.push(label(m));
+        if (m.command.case === "hello") t.tower.services.fleet.send(reg.node!.id, { command: { case: "cancel", value: { taskId: "tsk_x", agentId: "agt_x", reason: "r" } } });
+        if (m.command.case === "cancel") ac.abort();
       }
     })();
     const err = await failure(reading);
-    expect(got).toEqual(["hello", "task_ready"]);
+    expect(got).toEqual(["hello", "cancel:tsk_x"]);
     expect(err.code).toBe(Code.Canceled);
   });
 
@@ -85,25 +95,25 @@ describe("epd's server stream (the link)", () => {
   it("takes envelopes split across chunks and packed together, and ends at the end-stream message", async () => {
     respond = (_req, res) => {
       res.writeHead(200, { "content-type": "application/connect+proto" });
-      const a = message("task_ready", "tsk_1");
+      const a = message({ case: "assign", value: { agentId: "agt_1", task: { id: "tsk_1", title: "one", leaseId: "ls_1" } } });
       res.write(a.subarray(0, 3));
       setTimeout(() => {
-        res.write(Buffer.concat([a.subarray(3), message("cancel", "tsk_2"), message("ping").subarray(0, 6)]));
-        setTimeout(() => res.end(Buffer.concat([message("ping").subarray(6), endStream({})])), 10);
+        res.write(Buffer.concat([a.subarray(3), message({ case: "cancel", value: { taskId: "tsk_2" } }), ping().subarray(0, 6)]));
+        setTimeout(() => res.end(Buffer.concat([ping().subarray(6), endStream({})])), 10);
       }, 10);
     };
-    expect(await collect(linkClient(fakeUrl, "x").link({}))).toEqual(["task_ready:tsk_1", "cancel:tsk_2", "ping"]);
+    expect(await collect(linkClient(fakeUrl, "x").link({}))).toEqual(["assign:tsk_1", "cancel:tsk_2", "ping"]);
   });
 
   it("throws the error an end-stream message carries", async () => {
     respond = (_req, res) => {
       res.writeHead(200, { "content-type": "application/connect+proto" });
-      res.end(Buffer.concat([message("hello"), endStream({ error: { code: "resource_exhausted", message: "too many links" } })]));
+      res.end(Buffer.concat([hello(), endStream({ error: { code: "resource_exhausted", message: "too many links" } })]));
     };
     const got: string[] = [];
     const err = await failure(
       (async () => {
-        for await (const m of linkClient(fakeUrl, "x").link({})) got.push(m.kind);
+        for await (const m of linkClient(fakeUrl, "x").link({})) got.push(label(m));
       })(),
     );
     expect(got).toEqual(["hello"]);
@@ -114,12 +124,12 @@ describe("epd's server stream (the link)", () => {
   it("a stream cut short, a proxy's error page and a compressed message are the transport's failures", async () => {
     respond = (_req, res) => {
       res.writeHead(200, { "content-type": "application/connect+proto" });
-      res.end(message("hello"));
+      res.end(hello());
     };
     expect((await failure(collect(linkClient(fakeUrl, "x").link({})))).code).toBe(Code.Unavailable);
     respond = (_req, res) => {
       res.writeHead(200, { "content-type": "application/connect+proto" });
-      res.end(message("hello").subarray(0, 4));
+      res.end(hello().subarray(0, 4));
     };
     expect((await failure(collect(linkClient(fakeUrl, "x").link({})))).code).toBe(Code.DataLoss);
     respond = (_req, res) => res.writeHead(502, { "content-type": "text/html" }).end("<html>Bad Gateway</html>");
@@ -143,7 +153,7 @@ describe("epd's server stream (the link)", () => {
         res.end(endStream({}));
       });
     };
-    expect(await collect(linkClient(fakeUrl, "tok").link({ attachSecret: "abc", takeTasks: true }))).toEqual([]);
+    expect(await collect(linkClient(fakeUrl, "tok").link({ attachSecret: "abc", agents: [{ agentId: "agt_1", leaseIds: ["ls_1"], idle: false }] }))).toEqual([]);
     expect(seen.path).toBe("/ep.tower.v1.NodeService/Link");
     expect(seen.type).toBe("application/connect+proto");
     expect(seen.auth).toBe("Bearer tok");

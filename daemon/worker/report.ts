@@ -95,6 +95,10 @@ async function report(entry: InflightEntry): Promise<void> {
     stop() {
       for (const t of [...retryTimers]) t.wake();
     },
+    /** The tower is reachable again (a link opened): every report waiting to retry tries now, before its lease runs out. */
+    retryNow() {
+      for (const t of [...retryTimers]) t.wake();
+    },
   };
 }
 

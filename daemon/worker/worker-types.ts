@@ -85,6 +85,8 @@ export interface TaskWorker {
    * else it goes back (released: queued again without counting the attempt).
    */
   take(agentId: string, task: Task): void;
+  /** A link opened: outcomes waiting to be retried go now (the tower is back), while their leases hold. */
+  reachable(): void;
   /** The recovery path while the link is down: each idle agent claims once. */
   pollAll(): void;
   /** Every agent as the tower should know it when a link opens: the leases it holds (runs, unacknowledged outcomes), and whether it is idle. */

@@ -57,6 +57,8 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
       runner.startRun(agent, slot, task);
     },
 
+    reachable: () => reporter.retryNow(),
+
     pollAll() {
       if (st.stopping) return;
       for (const a of allAgents()) void claimFor(a);

@@ -81,7 +81,7 @@ export function createWorkClaims(ctx: WorkContext) {
         const updated = await tx.updateTask(
           req.taskId,
           { status: "succeeded", result, leaseExpiresMs: null, updatedAt: now() },
-          { status: HELD, claimedBy: req.agentId, leaseAfterMs: clock.now(), leaseId },
+          leaseId ? { status: HELD, claimedBy: req.agentId, leaseId } : { status: HELD, claimedBy: req.agentId, leaseAfterMs: clock.now() },
         );
         if (!updated) {
           await mustHeld(tx, req.taskId, req.agentId, leaseId);

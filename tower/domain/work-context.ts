@@ -127,7 +127,9 @@ export function createWorkContext(deps: Deps) {
     if (!HELD.includes(t.status) || t.claimedBy !== agentId) {
       throw new EpError("lease_not_held", `agent ${agentId} does not hold the lease on task ${taskId} (status ${t.status})`, { status: t.status });
     }
-    if (t.leaseExpiresMs !== null && t.leaseExpiresMs <= clock.now()) {
+    // a call naming the current lease holds it until the sweep has requeued the task: past its
+    // time, nobody else can have it yet (the fencing token says whose it is)
+    if (!leaseId && t.leaseExpiresMs !== null && t.leaseExpiresMs <= clock.now()) {
       throw new EpError("lease_expired", `the lease on task ${taskId} expired; it goes back to the queue`);
     }
     return t;
