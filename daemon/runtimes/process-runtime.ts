@@ -230,7 +230,8 @@ function runProcess(o: RunProcessOptions): RunHandle {
     stdoutLines.end();
     stderrLines.end();
     spool?.close();
-    if (!parser && rawOutput.text() && !rawOutput.text().endsWith("\n")) rawOutput.append("\n");
+    const kept = parser ? "" : rawOutput.text();
+    if (kept && !kept.endsWith("\n")) rawOutput.append("\n"); // as a last line without its end always was
     // The leader is gone; anything it left behind in its group is an orphan of this run.
     if (pid !== undefined && liveGroupMembers(pid).length > 0) await terminate();
     else if (terminating) await terminating;
