@@ -87,13 +87,13 @@ export function createFrameBatcher(opts: {
     clock: opts.clock,
     idleMs: LINE_IDLE_MS,
     emit(frame) {
-      const f = opts.redact ? opts.redact(frame) : frame;
-      if (queued + sizeOf(f) > maxQueued) {
+      // a frame that cannot wait is dropped before anything is spent on it (its redaction)
+      if (queued + sizeOf(frame) > maxQueued) {
         dropped++;
         return;
       }
       noteDropped();
-      enqueue(f);
+      enqueue(opts.redact ? opts.redact(frame) : frame);
     },
   });
   return {
