@@ -131,34 +131,59 @@ export function terminateGroup(pgid: number, graceMs: number, clock: Clock): Pro
   });
 }
 
-/** Splits a byte stream into lines (without the newline); a trailing partial line is flushed at end. */
-export function createLineSplitter(onLine: (line: string) => void): { push(chunk: Buffer | string): void; end(): void } {
+/**
+ * Splits a stream into lines (without the newline); a trailing partial line is flushed at end. A
+ * line longer than `maxLine` is let out in pieces of `maxLine` (`whole` false for all but its last),
+ * so a stream without newlines never piles up in memory.
+ */
+export function createLineSplitter(onLine: (line: string, whole: boolean) => void, maxLine = Infinity): { push(chunk: Buffer | string): void; end(): void } {
   let pending = "";
   return {
     push(chunk) {
-      pending += chunk.toString();
-      let nl: number;
-      while ((nl = pending.indexOf("\n")) >= 0) {
-        const line = pending.slice(0, nl).replace(/\r$/, "");
-        pending = pending.slice(nl + 1);
-        onLine(line);
+      const text = pending + chunk.toString();
+      let from = 0;
+      for (let nl = text.indexOf("\n"); nl >= 0; nl = text.indexOf("\n", from)) {
+        onLine(text.slice(from, nl).replace(/\r$/, ""), true);
+        from = nl + 1;
       }
+      for (; text.length - from > maxLine; from += maxLine) onLine(text.slice(from, from + maxLine), false);
+      pending = text.slice(from);
     },
     end() {
-      if (pending.length > 0) onLine(pending.replace(/\r$/, ""));
+      if (pending.length > 0) onLine(pending.replace(/\r$/, ""), true);
       pending = "";
     },
   };
 }
 
-/** Keeps the last `limit` characters of what is appended (outputs and stderr tails stay bounded). */
+/**
+ * Keeps the last `limit` characters of what is appended (outputs and stderr tails stay bounded), as
+ * the pieces that came rather than one string: a string re-cut at every megabyte is a large object
+ * each time, which only a full collection frees (a 50 MB output grew epd by tens of MB that way).
+ */
 export function createTailBuffer(limit: number): { append(text: string): void; text(): string } {
-  let buf = "";
+  let parts: string[] = [];
+  let head = 0;
+  let length = 0;
   return {
     append(text) {
-      buf += text;
-      if (buf.length > limit * 2) buf = buf.slice(-limit);
+      if (!text) return;
+      parts.push(text);
+      length += text.length;
+      while (parts.length - head > 1 && length - parts[head]!.length >= limit) {
+        length -= parts[head]!.length;
+        parts[head++] = "";
+      }
+      if (head > 1024 && head * 2 > parts.length) {
+        parts = parts.slice(head);
+        head = 0;
+      }
     },
-    text: () => (buf.length > limit ? buf.slice(-limit) : buf),
+    text() {
+      const all = parts.slice(head).join("");
+      parts = [all];
+      head = 0;
+      return all.length > limit ? all.slice(-limit) : all;
+    },
   };
 }

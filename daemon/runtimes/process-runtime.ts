@@ -13,6 +13,7 @@ import type { CommandLine, ProgressFrame, RunHandle, RunResult, RunSpec, RunUsag
 import type { CommandRuntimeConfig } from "./runtimes-config.js";
 import { confineCommand, type Permission } from "./confine.js";
 import type { Denial } from "./denials.js";
+import { openSpool, wrapCommand } from "./run-record.js";
 
 /** What a vendor's JSON-lines stream said; `final` is set once its closing event was seen. */
 export interface StreamOutcome {
@@ -56,8 +57,15 @@ export interface RunAdditions {
   timeoutMs?: number;
 }
 
-const OUTPUT_LIMIT = 1024 * 1024;
+/**
+ * The output kept in memory: the tail a task's result holds (task-run.ts). More would be more than
+ * memory: a tail of a megabyte, retained while megabytes stream through, made epd's heap grow by
+ * ~30 MB (docs/PERFORMANCE.md, "Output of a run"); the whole output is in the spool.
+ */
+const OUTPUT_LIMIT = 64 * 1024;
 const STDERR_TAIL = 4096;
+/** A line longer than this goes on in pieces (frames and the kept tail), so output without newlines stays bounded. */
+export const LINE_MAX = 16 * 1024;
 /** How long after the leader's exit we wait for stragglers holding stdout before giving up on it. */
 const DRAIN_MS = 2000;
 
@@ -110,7 +118,9 @@ export function createProcessRuntime(opts: ProcessRuntimeOptions): RuntimeAdapte
         opts.logger.info("run unconfined: permission = \"unconfined\"", { runtime: kind, task_id: spec.taskId });
         spec.onFrame({ kind: "status", text: 'permission "unconfined": the agent\'s process is not confined to its workspace', data: { permission } });
       }
-      return runProcess({ ...opts, spec, env: cli.env, executable: line[0]!, args: line.slice(1), timeoutMs: cli.timeoutMs });
+      // the run's own wrapper, outside its confinement, writes its exit status where a restarted epd finds it
+      const command = spec.record?.exit ? wrapCommand(spec.record.exit, line) : line;
+      return runProcess({ ...opts, spec, env: cli.env, executable: command[0]!, args: command.slice(1), timeoutMs: cli.timeoutMs });
     },
   };
 }
@@ -178,33 +188,50 @@ function runProcess(o: RunProcessOptions): RunHandle {
     return terminating;
   };
 
-  const stdoutLines = createLineSplitter((line) => {
-    if (parser) {
+  // the output is redacted as it comes (a secret cut across two reads is still found), before it
+  // is spooled, kept or sent: nothing unredacted leaves the run's pipes
+  const stdoutRedactor = spec.redactStream?.();
+  const stderrRedactor = spec.redactStream?.();
+  const spool = spec.record && openSpool(spec.record.output, (err) => log.warn("output spool not written; the run goes on without it", { error: err.message }));
+  const stdoutLines = createLineSplitter((line, whole) => {
+    if (parser && whole) {
       const event = parseJsonObject(line);
       if (event) {
         for (const frame of parser.event(event)) emit(frame);
         return;
       }
     }
-    rawOutput.append(line + "\n");
+    if (parser) rawOutput.append(whole ? line + "\n" : line);
     if (line.length > 0) emit({ kind: "text", text: line });
-  });
-  const stderrLines = createLineSplitter((line) => {
-    stderrTail.append(line + "\n");
+  }, LINE_MAX);
+  const stderrLines = createLineSplitter((line, whole) => {
+    stderrTail.append(whole ? line + "\n" : line);
     if (line.length === 0) return;
     emit({ kind: "stderr", text: line });
     for (const frame of parser?.stderr?.(line) ?? []) emit(frame);
-  });
-  child.stdout!.setEncoding("utf8").on("data", (c: string) => stdoutLines.push(c));
-  child.stderr!.setEncoding("utf8").on("data", (c: string) => stderrLines.push(c));
+  }, LINE_MAX);
+  // without a parser the output is stdout itself, kept a read at a time (not a line at a time: a
+  // string per line is garbage by the million for a chatty command), line ends as the lines had them
+  const stdout = (text: string) => {
+    spool?.write(text);
+    if (!parser && text) rawOutput.append(text.includes("\r") ? text.replace(/\r\n/g, "\n") : text);
+    stdoutLines.push(text);
+  };
+  child.stdout!.setEncoding("utf8").on("data", (c: string) => stdout(stdoutRedactor ? stdoutRedactor.push(c) : c));
+  child.stderr!.setEncoding("utf8").on("data", (c: string) => stderrLines.push(stderrRedactor ? stderrRedactor.push(c) : c));
 
   let settled = false;
   const finish = async () => {
     if (settled) return;
     settled = true;
     if (timeoutTimer) clock.clearTimeout(timeoutTimer);
+    if (stdoutRedactor) stdout(stdoutRedactor.end());
+    if (stderrRedactor) stderrLines.push(stderrRedactor.end());
     stdoutLines.end();
     stderrLines.end();
+    spool?.close();
+    const kept = parser ? "" : rawOutput.text();
+    if (kept && !kept.endsWith("\n")) rawOutput.append("\n"); // as a last line without its end always was
     // The leader is gone; anything it left behind in its group is an orphan of this run.
     if (pid !== undefined && liveGroupMembers(pid).length > 0) await terminate();
     else if (terminating) await terminating;

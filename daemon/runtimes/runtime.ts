@@ -10,6 +10,7 @@ import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 import { enumOf } from "../../common/vocab.js";
 import { FrameKindSchema, type FrameKind, type ProgressFrameSchema } from "../../gen/ep/tower/v1/work_pb.js";
 import type { Permission, RunPlaces } from "./confine.js";
+import type { RunRecord } from "./run-record.js";
 
 /** One unit of progress from a running agent; becomes a `progress` event upstream. */
 export interface ProgressFrame {
@@ -49,6 +50,13 @@ export interface RunSpec {
   /** EP's MCP tools for this run, served by the running epd (mcp-endpoint.ts); absent when it has none. */
   mcp?: RunMcp;
   onFrame(frame: ProgressFrame): void;
+  /**
+   * Where a one-shot process run spools its output and its wrapper writes its exit status
+   * (run-record.ts); the other runtimes ignore it. Without it the output lives only as its tail in memory.
+   */
+  record?: RunRecord;
+  /** A fresh redactor for one stream of the run's output (the run's secrets), applied before the output is spooled, kept or sent. */
+  redactStream?(): { push(text: string): string; end(): string };
   /**
    * With permission = "ask": puts a tool-permission request before a person (a tower approval)
    * and resolves with their answer. Absent when the run has no tower to ask (then "ask" rejects).

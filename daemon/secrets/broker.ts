@@ -13,7 +13,7 @@ import { SecretService } from "../../gen/ep/tower/v1/secrets_pb.js";
 import type { GetSecret } from "../mgmt/secrets-line.js";
 import type { ProgressFrame, RunResult } from "../runtimes/runtime.js";
 import type { SecretsSession } from "../worker/sessions.js";
-import { redactDeep, redactText, snapshot } from "./redact.js";
+import { createStreamRedactor, redactDeep, redactText, snapshot, type StreamRedactor } from "./redact.js";
 
 /** Asks the tower for a value on behalf of an agent; rejects with the tower's EpError. */
 export type ResolveSecret = (agentId: string, name: string) => Promise<string>;
@@ -32,6 +32,8 @@ export interface RunRedactor {
   deep<T>(v: T): T;
   frame(f: ProgressFrame): ProgressFrame;
   result(r: RunResult): RunResult;
+  /** A redactor for one stream of the run's output (its stdout), which finds a value cut across pieces. */
+  stream(): StreamRedactor;
   release(): void;
 }
 
@@ -136,6 +138,7 @@ export function createSecretsBroker(deps: SecretsBrokerDeps): SecretsBroker {
             ...(r.denials ? { denials: redactDeep(r.denials, vals) } : {}),
           };
         },
+        stream: () => createStreamRedactor(current),
         release: () => {
           v.values.clear();
           vaults.delete(sessionId);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createLogger } from "../../common/log.js";
-import { redactDeep, redactingLogger, redactText, snapshot } from "./redact.js";
+import { createStreamRedactor, redactDeep, redactingLogger, redactText, snapshot } from "./redact.js";
 
 describe("redaction", () => {
   const values = snapshot(() => [
@@ -38,4 +38,21 @@ describe("redaction", () => {
     // a value the broker forgot is no longer known to it
     expect(lines[2]).toContain("later t0p-s3cret");
   });
+
+  it("a stream cut anywhere comes out as the whole text redacted at once, holding back only what could start a value", () => {
+    const text = "a xx-abc123-yy b abc12 abc123abc123 c xx-abc123-y abc123";
+    const whole = redactText(text, values);
+    for (let i = 0; i <= text.length; i++) {
+      for (let j = i; j <= text.length; j += 3) {
+        const s = createStreamRedactor(() => values);
+        const out = s.push(text.slice(0, i)) + s.push(text.slice(i, j)) + s.push(text.slice(j)) + s.end();
+        expect(out, `cut at ${i} and ${j}`).toBe(whole);
+      }
+    }
+    const s = createStreamRedactor(() => values);
+    expect(s.push("plain text ending in ab")).toBe("plain text ending in ");
+    expect(s.push("z" + "y".repeat(100_000)).length).toBe(100_003);
+    expect(createStreamRedactor(() => []).push("abc1")).toBe("abc1");
+  });
 });
+

@@ -54,3 +54,68 @@ export function redactingLogger(log: Logger, source: ValueSource): Logger {
     child: (fields) => redactingLogger(log.child(fields), source),
   };
 }
+
+/** Text that arrives in pieces, redacted as it goes: push() returns what is safe to let out now. */
+export interface StreamRedactor {
+  push(text: string): string;
+  /** The rest, redacted (the stream ended). */
+  end(): string;
+}
+
+/**
+ * Redacts a stream (a run's stdout) piece by piece, finding a value also when it is cut across two
+ * pieces: the end of what came in that could be the start of a value waits for the next piece. The
+ * values are read at each piece (a run fetches secrets as it goes). Holds at most the longest
+ * value's length, however long the stream's lines are.
+ */
+export function createStreamRedactor(values: () => readonly (readonly [string, string])[]): StreamRedactor {
+  let held = "";
+  return {
+    push(text) {
+      const vals = values();
+      if (!vals.length) {
+        const out = held + text;
+        held = "";
+        return out;
+      }
+      const all = held + text;
+      let cut = all.length;
+      for (const [, value] of vals) cut = Math.min(cut, all.length - partialAtEnd(all, value));
+      cut = cutOutside(all, vals, cut);
+      held = all.slice(cut);
+      return redactText(all.slice(0, cut), vals);
+    },
+    end() {
+      const out = redactText(held, values());
+      held = "";
+      return out;
+    },
+  };
+}
+
+/** Length of the longest end of `text` that is a proper start of `value` (a value cut by the piece's end). */
+function partialAtEnd(text: string, value: string): number {
+  if (value.length < 2) return 0;
+  for (let i = text.indexOf(value[0]!, Math.max(0, text.length - value.length + 1)); i !== -1; i = text.indexOf(value[0]!, i + 1)) {
+    if (value.startsWith(text.slice(i))) return text.length - i;
+  }
+  return 0;
+}
+
+/** Moves `cut` left until no whole occurrence of a value straddles it. */
+function cutOutside(text: string, values: readonly (readonly [string, string])[], cut: number): number {
+  for (let moved = true; moved; ) {
+    moved = false;
+    for (const [, value] of values) {
+      if (!value) continue;
+      for (let i = text.indexOf(value, Math.max(0, cut - value.length + 1)); i !== -1 && i < cut; i = text.indexOf(value, i + 1)) {
+        if (i + value.length > cut) {
+          cut = i;
+          moved = true;
+          break;
+        }
+      }
+    }
+  }
+  return cut;
+}

@@ -23,6 +23,7 @@ import { createRunDirs, dropStaleConfig, type RunDirs } from "./run-dirs.js";
 import { refusedByTower } from "./report.js";
 import type { Run, Slot, WorkerDeps, WorkerState } from "./worker-types.js";
 import { msOf } from "../../common/vocab.js";
+import { clearRunRecord, runRecordOf, type RunRecord } from "../runtimes/run-record.js";
 
 export const OUTPUT_LIMIT = 64 * 1024;
 
@@ -73,6 +74,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
   async function execute(run: Run, free: () => void): Promise<void> {
     const { task, agent, entry } = run;
     const tlog = log.child({ task_id: task.id, agent_id: agent.id });
+    const record = freshRecord(deps, task.id, tlog);
     journal.put(entry).catch((err: Error) => tlog.warn("journal not written; a restart would not know this run", { error: err.message }));
     if (!(await announceStart(deps, run, tlog))) {
       free();
@@ -112,6 +114,9 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
         env,
         places: runPlaces(deps, workDir, env, workspace),
         ...(mcp ? { mcp } : {}),
+        // a workspace run's change is committed by epd after it (closeWorkspace): a restart retries it rather than report it
+        ...(record ? { record: workspace ? { output: record.output } : record } : {}),
+        ...(redactor ? { redactStream: () => redactor.stream() } : {}),
         onFrame: report,
         ...(permission ? { permission } : {}),
         askPermission: createPermissionAsker({ approvals: tower.approvals, clock, log: tlog, taskId: task.id, agentId: agent.id, onFrame: report }),
@@ -146,7 +151,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
       hooks.idleWithoutOutcome(agent.id);
       return;
     }
-    const outcome = { ...outcomeOf(run, result), ...(changes ? { workspace: changes } : {}) };
+    const outcome = { ...outcomeOf(result, run.stop), ...(changes ? { workspace: changes } : {}) };
     tlog.info("run finished", { ok: outcome.ok, exit_code: outcome.exitCode, error: outcome.error, ...(outcome.denials ? { denials: outcome.denials.length } : {}) });
     dirs.release(workDir); // the run's process group is gone (RunHandle.result): an empty directory can serve the next run
     free();
@@ -281,7 +286,32 @@ const { tower, clock } = deps;
   };
 }
 
-function outcomeOf(run: Run, result: RunResult): TaskOutcome {
+/**
+ * The run's record (run-record.ts), cleared of an earlier run of the same task before this one is
+ * journaled; none when it cannot be (the run then keeps its output's tail in memory only).
+ */
+function freshRecord(deps: WorkerDeps, taskId: string, tlog: Logger): Required<RunRecord> | undefined {
+  const record = runRecordOf(deps.home, taskId);
+  try {
+    clearRunRecord(record);
+    return record;
+  } catch (err) {
+    tlog.warn("run record not cleared; the run keeps no spool and no exit status on disk", { error: (err as Error).message });
+    return undefined;
+  }
+}
+
+/**
+ * The outcome of a run that ended while epd was down, from its record: what the run itself would
+ * have made of the same exit (a status 0 succeeded, any other failed for good).
+ */
+export function outcomeOfExit(finished: { exitCode: number; outputTail: string }): TaskOutcome {
+  const { exitCode, outputTail: output } = finished;
+  if (exitCode === 0) return outcomeOf({ ok: true, output, exitCode });
+  return outcomeOf({ ok: false, output, exitCode, error: `exited with code ${exitCode} (while epd was down)` });
+}
+
+function outcomeOf(result: RunResult, stop?: Run["stop"]): TaskOutcome {
   // what the runtime reported beside the answer: usage, and the tool calls it was refused
   const reported = { ...(result.usage ? { usage: result.usage } : {}), ...(result.denials?.length ? { denials: result.denials } : {}) };
   if (result.ok) return { ok: true, output: tail(result.output), exitCode: result.exitCode, retryable: false, ...reported };
@@ -289,9 +319,9 @@ function outcomeOf(run: Run, result: RunResult): TaskOutcome {
     ok: false,
     output: tail(result.output),
     exitCode: result.exitCode,
-    error: run.stop === "shutdown" ? "epd shut down before the task finished" : result.error || (result.timedOut ? "timed out" : "failed"),
+    error: stop === "shutdown" ? "epd shut down before the task finished" : result.error || (result.timedOut ? "timed out" : "failed"),
     // a run that failed on its own is final (the operator retries it); one we interrupted may run elsewhere
-    retryable: run.stop === "shutdown",
+    retryable: stop === "shutdown",
     ...reported,
   };
 }

@@ -28,6 +28,21 @@ describe("run directory collection", () => {
     for (const kept of ["tsk_held", "tsk_recent", "stray-file"]) expect(existsSync(join(home, "work", kept))).toBe(true);
   });
 
+  it("collects run records (output spool, exit status) the same way", async () => {
+    mkdirSync(join(home, "runs"));
+    const fileAt = (name: string, ms: number) => {
+      writeFileSync(join(home, "runs", name), "x");
+      utimesSync(join(home, "runs", name), new Date(ms), new Date(ms));
+    };
+    fileAt("tsk_old.out", now - WORK_KEEP_MS - 1);
+    fileAt("tsk_old.exit", now - WORK_KEEP_MS - 1);
+    fileAt("tsk_held.exit", now - 30 * 86_400_000);
+    fileAt("tsk_recent.out", now - 60_000);
+    fileAt("other", 0);
+    expect((await gcWorkDirs(home, now, new Set(["tsk_held"]))).sort()).toEqual(["tsk_old.exit", "tsk_old.out"]);
+    for (const kept of ["tsk_held.exit", "tsk_recent.out", "other"]) expect(existsSync(join(home, "runs", kept))).toBe(true);
+  });
+
   it("a node that never ran a task has nothing to collect", async () => {
     expect(await gcWorkDirs(home, now, new Set())).toEqual([]);
   });

@@ -10,7 +10,8 @@ import type { InflightEntry } from "./journal.js";
 import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import { killOrphanGroup } from "./orphans.js";
 import { createOutcomeReporter, refusedByTower } from "./report.js";
-import { createRunner, OUTPUT_LIMIT } from "./task-run.js";
+import { createRunner, OUTPUT_LIMIT, outcomeOfExit } from "./task-run.js";
+import { finishedRun, runRecordOf } from "../runtimes/run-record.js";
 import type { HeldAgent, TaskWorker, WorkerDeps, WorkerState } from "./worker-types.js";
 
 export type * from "./worker-types.js";
@@ -123,15 +124,24 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
 }
 
 /**
- * Ends what a previous daemon left in the journal: a run it was running is failed retryably (its
- * orphaned processes killed), an outcome the tower did not acknowledge is sent again — each under
- * the lease of its claim, so the tower takes it only for that claim.
+ * Ends what a previous daemon left in the journal: a run it was running is reported when its
+ * wrapper wrote its exit status (it ended while no epd watched), else failed retryably (its
+ * orphaned processes killed first either way); an outcome the tower did not acknowledge is sent
+ * again — each under the lease of its claim, so the tower takes it only for that claim.
  */
 async function recoverJournal(deps: WorkerDeps, deliver: (e: InflightEntry) => void): Promise<void> {
   const { journal, log } = deps;
   for (const e of await journal.load()) {
     if (e.state === "running") {
       const killed = e.pid ? killOrphanGroup(e.pid, e.pidStart) : 0;
+      // read after the kill: a wrapper that wrote its status before it went counts
+      const finished = finishedRun(runRecordOf(deps.home, e.taskId), OUTPUT_LIMIT);
+      // 141 = SIGPIPE: the run wrote to the pipe of the epd that died, and died of it: interrupted, not ended
+      if (finished && finished.exitCode !== 141) {
+        log.info("a run that ended while epd was down is reported", { task_id: e.taskId, exit_code: finished.exitCode, orphans_killed: killed });
+        deliver({ ...e, state: "reporting", outcome: outcomeOfExit(finished) });
+        continue;
+      }
       log.warn("task held by a previous daemon; failing it so it can run again", { task_id: e.taskId, orphans_killed: killed });
       deliver({ ...e, state: "reporting", outcome: { ok: false, output: "", error: "epd restarted while the task was running", retryable: true } });
     } else if (e.outcome) {
