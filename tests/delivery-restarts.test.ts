@@ -1,0 +1,273 @@
+// Full speed after any restart (issue 35): a steady stream of shell tasks through one real epd with
+// two agents while (a) the SQLite tower is killed -9 and restarted on the same data, 4 times in
+// about a minute, and (b) the PostgreSQL replica holding epd's link is killed -9 behind the nginx of
+// docs/deploy.md, twice. Only public behaviour is judged: the tasks the API lists and a marker file
+// the tasks' own command writes.
+//
+// After each restart ("ready" = the moment the restarted tower's /healthz answers; behind nginx,
+// the moment nginx's /healthz answers after the kill, which is at once: other replicas are up):
+// - back within 2 s: the first task created at or after "ready" has succeeded (its updated_at)
+//   within 2 s of "ready";
+// - at the rate of before: the tasks succeeded over (ready + 2 s, ready + 8 s] are at least half the
+//   rate over the 5 s before the first kill (the stream submits RATE tasks/s, well under what two
+//   agents running `printf` complete, so a healthy delivery completes them as they come).
+// At the end: no task lost (every task the tower lists, and every one the submitter was told it
+// created, has succeeded), none run twice (the marker holds each id once, and only those ids), and
+// each was claimed once (attempts = 1): epd outlives a tower kill, so a run the kill interrupted is
+// reported when the tower is back, not run again, and a claim the killed tower committed is taken
+// up by the same agent, not claimed anew.
+//
+// The timeline (a kill every 12 s, or once the last restart's window is over) is real time on
+// purpose: this is a load test of real processes.
+import { readFileSync } from "node:fs";
+import type { Client } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { timestampMs } from "@bufbuild/protobuf/wkt";
+import pg from "pg";
+import { beforeAll, describe, expect, it } from "vitest";
+import { Runtime, TaskStatus, type Task } from "../gen/ep/tower/v1/resources_pb.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { withDefaultUser } from "../tower/store/postgres/postgres-store.js";
+import { adminClient, buildBinaries, registerNode, spawnEpd, spawnTowerProcess, type EpdProcess } from "./epd-harness.js";
+import { tempHome, useCleanups, waitFor } from "./harness.js";
+import { freshSchema, join, NGINX, requirePg, skipNginx, skipPg, spawnReplica, startDeployNginx, type ReplicaProcess } from "./replicas-harness.js";
+
+requirePg("delivery-restarts (PostgreSQL part)");
+if (!NGINX) console.log(`delivery-restarts (PostgreSQL part): ${process.env.CI ? "FAILING" : "skipping"}: nginx is not installed (apt-get install nginx-light)`);
+
+const cleanup = useCleanups();
+const RATE = 8; // tasks submitted per second
+const BACK_WITHIN_MS = 2000;
+const WINDOW_MS = 6000; // the rate after a restart: over (ready + 2 s, ready + 2 s + WINDOW_MS]
+const BEFORE_MS = 5000; // the rate before: over the 5 s before the first kill
+const FIRST_KILL_MS = 7000; // after the stream starts
+const KILL_EVERY_MS = 12_000; // or later: never before the last restart's window has passed
+const DRAIN_MS = 20_000; // after the stream stops, for the last tasks (and for a stalled delivery to show)
+
+beforeAll(async () => {
+  await buildBinaries();
+}, 120_000);
+
+function workClient(url: string, token: string): Client<typeof WorkService> {
+  return createClient(WorkService, createConnectTransport({ baseUrl: url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] }));
+}
+
+/** Creates RATE tasks/s (open loop: not waiting for the previous create) whose command appends the task's id to `marker`. */
+function taskStream(work: Client<typeof WorkService>, missionId: string, marker: string) {
+  const created: string[] = [];
+  const pending = new Set<Promise<void>>();
+  let failed = 0;
+  let n = 0;
+  const command = `printf '%s\\n' "$EP_TASK_ID" >> '${marker}'`;
+  const timer = setInterval(() => {
+    const p: Promise<void> = work
+      .createTask({ missionId, title: `s${n++}`, runtime: Runtime.SHELL, input: { command } }, { timeoutMs: 3000 })
+      .then((r) => void created.push(r.task!.id))
+      .catch(() => void failed++) // the tower is down: this one is not created (or, committed before the kill, it is listed anyway)
+      .finally(() => pending.delete(p));
+    pending.add(p);
+  }, 1000 / RATE);
+  return {
+    created,
+    failed: () => failed,
+    async stop() {
+      clearInterval(timer);
+      await Promise.all([...pending]);
+    },
+  };
+}
+
+async function listAll(work: Client<typeof WorkService>, missionId: string): Promise<Task[]> {
+  const out: Task[] = [];
+  let pageToken = "";
+  do {
+    const r = await work.listTasks({ missionId, limit: 1000, pageToken });
+    out.push(...r.tasks);
+    pageToken = r.nextPageToken;
+  } while (pageToken);
+  return out;
+}
+
+const sleepUntil = (at: number) => new Promise((r) => setTimeout(r, Math.max(0, at - Date.now())));
+
+/**
+ * When the k-th kill (from 0) comes: every KILL_EVERY_MS from the first, and never before the
+ * previous restart's window is over (a tower takes seconds to start on a loaded machine).
+ */
+const killAt = (t0: number, k: number, restarts: Restart[]) =>
+  Math.max(t0 + FIRST_KILL_MS + k * KILL_EVERY_MS, k ? restarts[k - 1].readyAt + BACK_WITHIN_MS + WINDOW_MS + 500 : 0);
+
+interface Restart {
+  killedAt: number;
+  readyAt: number;
+}
+
+/** What each restart looked like, from the tasks' own timestamps (all on this machine's clock). */
+function measure(tasks: Task[], restarts: Restart[], firstKill: number) {
+  const done = tasks.filter((t) => t.status === TaskStatus.SUCCEEDED).map((t) => ({ created: timestampMs(t.createdAt!), done: timestampMs(t.updatedAt!) }));
+  const rate = (from: number, to: number) => done.filter((d) => d.done > from && d.done <= to).length / ((to - from) / 1000);
+  const before = rate(firstKill - BEFORE_MS, firstKill);
+  const rows = restarts.map((r) => {
+    const next = done.filter((d) => d.created >= r.readyAt).sort((a, b) => a.created - b.created)[0];
+    return {
+      down_ms: r.readyAt - r.killedAt,
+      // the first task created after the restart: when it succeeded, from "ready" (-1: never)
+      first_new_done_ms: next ? next.done - r.readyAt : -1,
+      // any completion (also of a run the kill interrupted): the first one after "ready"
+      first_done_ms: Math.min(...done.filter((d) => d.done >= r.readyAt).map((d) => d.done - r.readyAt)),
+      per_s_after: rate(r.readyAt + BACK_WITHIN_MS, r.readyAt + BACK_WITHIN_MS + WINDOW_MS),
+    };
+  });
+  return { before, rows };
+}
+
+/** The link's state changes epd logged after `from` (diagnostics only: what a failure looked like). */
+function linkLog(epd: EpdProcess, from: number): string {
+  return epd.logs
+    .filter((l) => typeof l.ts === "string" && Date.parse(l.ts) >= from && /^link /.test(String(l.msg)))
+    .slice(0, 6)
+    .map((l) => `+${Date.parse(l.ts as string) - from}ms ${l.msg}${l.state ? ` ${l.state}` : ""}${l.in_ms ? ` in ${l.in_ms}ms` : ""}`)
+    .join("; ");
+}
+
+/** The end state and every bound; `label` names the scenario in the printed figures. */
+async function judge(label: string, o: { work: Client<typeof WorkService>; missionId: string; marker: string; stream: ReturnType<typeof taskStream>; restarts: Restart[]; firstKill: number; epd: EpdProcess }) {
+  const { work, missionId, marker, stream, restarts, firstKill, epd } = o;
+  await stream.stop();
+  const drained = await waitFor(async () => (await listAll(work, missionId)).every((t) => t.status === TaskStatus.SUCCEEDED), DRAIN_MS, 250).then(
+    () => true,
+    () => false,
+  );
+  const tasks = await listAll(work, missionId);
+  const { before, rows } = measure(tasks, restarts, firstKill);
+  const byStatus = new Map<string, number>();
+  for (const t of tasks) byStatus.set(TaskStatus[t.status], (byStatus.get(TaskStatus[t.status]) ?? 0) + 1);
+  console.log(
+    `delivery-restarts ${label}: ${tasks.length} tasks (${[...byStatus].map(([s, n]) => `${s} ${n}`).join(", ")}; creates refused while down: ${stream.failed()}), ` +
+      `drained: ${drained}; ${before.toFixed(1)} tasks/s before the first kill; after each restart: ` +
+      rows.map((r, i) => `#${i + 1} down ${r.down_ms} ms, first new task done +${r.first_new_done_ms} ms, first done +${r.first_done_ms} ms, ${r.per_s_after.toFixed(1)}/s [${linkLog(epd, restarts[i].readyAt)}]`).join(" | "),
+  );
+
+  expect(before, "the stream ran at its rate before the first kill").toBeGreaterThanOrEqual(RATE * 0.75);
+  rows.forEach((r, i) => {
+    expect(r.first_new_done_ms, `restart ${i + 1}: the first task created after it succeeded within ${BACK_WITHIN_MS} ms`).toBeGreaterThanOrEqual(0);
+    expect(r.first_new_done_ms, `restart ${i + 1}: the first task created after it succeeded within ${BACK_WITHIN_MS} ms`).toBeLessThanOrEqual(BACK_WITHIN_MS);
+    expect(r.per_s_after, `restart ${i + 1}: tasks/s over the ${WINDOW_MS / 1000} s after it vs ${before.toFixed(1)} before`).toBeGreaterThanOrEqual(before / 2);
+  });
+
+  // no task lost
+  const ids = new Set(tasks.map((t) => t.id));
+  expect(stream.created.filter((id) => !ids.has(id)), "created tasks the tower does not list").toEqual([]);
+  expect(
+    tasks.filter((t) => t.status !== TaskStatus.SUCCEEDED).map((t) => `${t.id}:${TaskStatus[t.status]}`),
+    "tasks not succeeded",
+  ).toEqual([]);
+  // none run twice, none claimed twice
+  const marks = readFileSync(marker, "utf8").split("\n").filter(Boolean);
+  const seen = new Map<string, number>();
+  for (const m of marks) seen.set(m, (seen.get(m) ?? 0) + 1);
+  expect([...seen].filter(([, n]) => n > 1), "tasks whose command ran more than once").toEqual([]);
+  expect([...seen.keys()].filter((id) => !ids.has(id)), "runs of tasks the tower does not list").toEqual([]);
+  expect(tasks.filter((t) => !seen.has(t.id)).map((t) => t.id), "succeeded tasks whose command never ran").toEqual([]);
+  expect(tasks.filter((t) => t.attempts !== 1).map((t) => `${t.id}: attempts ${t.attempts}`), "tasks claimed more than once").toEqual([]);
+}
+
+describe("full speed after any restart", () => {
+  it("SQLite: the tower killed -9 four times in a minute; after each restart tasks complete within 2 s at the rate of before; none lost, none run twice", async () => {
+    const h = tempHome("ep-restarts-");
+    cleanup(() => h.cleanup());
+    const towerHome = join(h.dir, "tower");
+    let tower = await spawnTowerProcess(towerHome);
+    cleanup(() => tower.kill9());
+    const port = tower.port;
+    const work = adminClient(tower, WorkService); // the address stays: the tower restarts on the same port
+    const domainId = (await work.createDomain({ name: "restarts" })).domain!.id;
+    const missionId = (await work.createMission({ domainId, title: "stream" })).mission!.id;
+    const nodeFile = join(h.dir, "node.json");
+    await registerNode(tower.url, tower.adminToken, nodeFile);
+    const epd = await spawnEpd({ home: join(h.dir, "node"), nodeFile, backendUrl: tower.url });
+    cleanup(() => epd.stop());
+    for (const name of ["sh0", "sh1"]) await epd.call("agent.enroll", { domainId, runtime: "shell", name });
+    const marker = join(h.dir, "ran.txt");
+
+    const stream = taskStream(work, missionId, marker);
+    const t0 = Date.now();
+    const restarts: Restart[] = [];
+    for (let k = 0; k < 4; k++) {
+      await sleepUntil(killAt(t0, k, restarts));
+      const killedAt = Date.now();
+      await tower.kill9();
+      tower = await spawnTowerProcess(towerHome, {}, port); // resolves once /healthz answers
+      restarts.push({ killedAt, readyAt: Date.now() });
+    }
+    await sleepUntil(killAt(t0, 4, restarts));
+    await judge("sqlite", { work, missionId, marker, stream, restarts, firstKill: t0 + FIRST_KILL_MS, epd });
+  }, 150_000);
+
+  it.skipIf(skipPg || skipNginx)(
+    "PostgreSQL: three replicas behind nginx, the one holding epd's link killed -9 twice; after each kill tasks complete within 2 s at the rate of before; none lost, none run twice",
+    async () => {
+      const schema = await freshSchema();
+      cleanup(() => schema.drop());
+      const h = tempHome("ep-restarts-pg-");
+      cleanup(() => h.cleanup());
+      const towerHome = join(h.dir, "towers");
+      const replicas: { id: string; proc: ReplicaProcess }[] = [];
+      for (let i = 0; i < 3; i++) {
+        const id = `rep_${i}_0`;
+        replicas.push({ id, proc: await spawnReplica(schema, towerHome, { EP_REPLICA_ID: id }) });
+      }
+      cleanup(() => Promise.all(replicas.map((r) => r.proc.kill9())));
+      const nginx = await startDeployNginx(
+        replicas.map((r) => r.proc.port),
+        cleanup,
+      );
+      const adminToken = readFileSync(join(towerHome, "tower", "admin.token"), "utf8").trim();
+      const work = workClient(nginx.url, adminToken);
+      const domainId = (await work.createDomain({ name: "restarts" })).domain!.id;
+      const missionId = (await work.createMission({ domainId, title: "stream" })).mission!.id;
+      const nodeFile = join(h.dir, "node.json");
+      const { nodeId } = await registerNode(nginx.url, adminToken, nodeFile);
+      const epd = await spawnEpd({ home: join(h.dir, "node"), nodeFile, backendUrl: nginx.url });
+      cleanup(() => epd.stop());
+      for (const name of ["sh0", "sh1"]) await epd.call("agent.enroll", { domainId, runtime: "shell", name });
+      const marker = join(h.dir, "ran.txt");
+
+      // which replica holds epd's link: the store says (meta `link:<node id>` = "<replica id> <link id>")
+      const db = new pg.Client({ connectionString: withDefaultUser(schema.url) });
+      await db.connect();
+      cleanup(() => db.end());
+      const holder = async () => {
+        let found: number | undefined;
+        await waitFor(async () => {
+          const v = (await db.query<{ value: string }>("SELECT value FROM meta WHERE key = $1", [`link:${nodeId}`])).rows[0]?.value;
+          const i = replicas.findIndex((r) => r.id === v?.split(" ")[0]);
+          if (i >= 0 && replicas[i].proc.child.exitCode === null && !replicas[i].proc.child.signalCode) found = i;
+          return found !== undefined;
+        }, 10_000).catch(() => {
+          throw new Error(`no live replica holds node ${nodeId}'s link according to the store (meta link:${nodeId})`);
+        });
+        return found!;
+      };
+
+      const stream = taskStream(work, missionId, marker);
+      const t0 = Date.now();
+      const restarts: Restart[] = [];
+      for (let k = 0; k < 2; k++) {
+        await sleepUntil(killAt(t0, k, restarts));
+        const i = await holder();
+        const killedAt = Date.now();
+        await replicas[i].proc.kill9();
+        await waitFor(async () => (await fetch(`${nginx.url}/healthz`, { signal: AbortSignal.timeout(1000) }).catch(() => undefined))?.ok === true, 10_000, 10);
+        restarts.push({ killedAt, readyAt: Date.now() });
+        // the killed replica comes back on its address (a new replica id, as a restarted process has)
+        const id = `rep_${i}_${k + 1}`;
+        replicas[i] = { id, proc: await spawnReplica(schema, towerHome, { EP_REPLICA_ID: id }, [], replicas[i].proc.port) };
+      }
+      await sleepUntil(killAt(t0, 2, restarts));
+      await judge("postgres+nginx", { work, missionId, marker, stream, restarts, firstKill: t0 + FIRST_KILL_MS, epd });
+    },
+    150_000,
+  );
+});
