@@ -72,14 +72,13 @@ export function startReplica(schema: Schema, home: string, env: Record<string, s
 
 export type ReplicaProcess = TowerChild;
 
-/** The built ep-tower (tests/epd-harness.ts bundle) on the schema, as a child process (on `port` when given: a restart). */
-export async function spawnReplica(schema: Schema, home: string, env: Record<string, string> = {}, nodeArgs: string[] = [], port?: number): Promise<ReplicaProcess> {
+/** The built ep-tower (tests/epd-harness.ts bundle) on the schema, as a child process. */
+export async function spawnReplica(schema: Schema, home: string, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<ReplicaProcess> {
   const { tower: entry } = await buildBinaries();
   return spawnTowerChild({
     entry,
     home,
     nodeArgs,
-    port,
     ready: "/readyz",
     timeoutMs: 20_000,
     env: { EP_SECRET_KEY: "test", EP_DATABASE_URL: schema.url, EP_PUBLIC_URL: "http://ep.test", ...env },
