@@ -178,13 +178,14 @@ async function judge(label: string, o: { work: Client<typeof WorkService>; missi
         .join(" | "),
   );
 
+  // every bound of every restart is reported (soft), then the end state
   expect(before, "two agents drained the backlog before the first kill").toBeGreaterThanOrEqual(2);
   rows.forEach((r, i) => {
     const what = `restart ${i + 1} (${JSON.stringify(r)})`;
-    expect(r.first_run_done_ms, `${what}: the first run after it completed within ${BACK_WITHIN_MS} ms`).toBeGreaterThanOrEqual(0);
-    expect(r.first_run_done_ms, `${what}: the first run after it completed within ${BACK_WITHIN_MS} ms`).toBeLessThanOrEqual(BACK_WITHIN_MS);
-    expect(r.per_s_after, `${what}: tasks/s over the ${WINDOW_MS / 1000} s after it vs ${before.toFixed(1)} before`).toBeGreaterThanOrEqual(before / 2);
-    expect(r.backlog_left, `${what}: the backlog lasted the window (else the rate means nothing)`).toBeGreaterThan(0);
+    expect.soft(r.first_run_done_ms, `${what}: the first run after it completed within ${BACK_WITHIN_MS} ms`).toBeGreaterThanOrEqual(0);
+    expect.soft(r.first_run_done_ms, `${what}: the first run after it completed within ${BACK_WITHIN_MS} ms`).toBeLessThanOrEqual(BACK_WITHIN_MS);
+    expect.soft(r.per_s_after, `${what}: tasks/s over the ${WINDOW_MS / 1000} s after it vs ${before.toFixed(1)} before`).toBeGreaterThanOrEqual(before / 2);
+    expect.soft(r.backlog_left, `${what}: the backlog lasted the window (else the rate means nothing)`).toBeGreaterThan(0);
   });
 
   // no task lost
