@@ -232,7 +232,7 @@ describe("full speed after any restart", () => {
     }
     await sleepUntil(restarts[3].readyAt + BACK_WITHIN_MS + WINDOW_MS);
     await judge("sqlite", { work, missionId, marker, queue, restarts, epd });
-  }, 150_000);
+  }, 180_000);
 
   it.skipIf(skipPg || skipNginx)(
     "PostgreSQL: three replicas behind nginx, the one holding epd's link killed -9 twice; after each kill tasks complete within 2 s at the rate of before; none lost, none run twice",
@@ -295,6 +295,6 @@ describe("full speed after any restart", () => {
       await sleepUntil(restarts[1].readyAt + BACK_WITHIN_MS + WINDOW_MS);
       await judge("postgres+nginx", { work, missionId, marker, queue, restarts, epd });
     },
-    150_000,
+    180_000,
   );
 });
