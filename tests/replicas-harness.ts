@@ -1,7 +1,9 @@
 // Helpers for the multi-replica tests (tests/replicas-*.test.ts): a fresh PostgreSQL schema
 // per test, towers sharing it (in-process or the built ep-tower), a TCP load balancer that
 // fails over, and an SSE follower that resumes with Last-Event-ID.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { request, type IncomingMessage } from "node:http";
 import { join } from "node:path";
@@ -9,7 +11,7 @@ import pg from "pg";
 import { withDefaultUser } from "../tower/store/postgres/postgres-store.js";
 import { buildBinaries } from "./epd-harness.js";
 import { sseParser } from "./events-helpers.js";
-import { spawnTowerChild, startTower, type TestTower, type TowerChild } from "./harness.js";
+import { freePort, ROOT, spawnTowerChild, startTower, tempHome, waitFor, type TestTower, type TowerChild } from "./harness.js";
 
 export const PG_URL = process.env.EP_TEST_PG_URL ?? "postgres://127.0.0.1:5432/test";
 
@@ -228,6 +230,65 @@ export function gapsAndDuplicates(ids: readonly number[], expected: readonly num
     if (i && id <= ids[i - 1]) outOfOrder++;
   });
   return { missing: expected.filter((id) => !seen.has(id)), duplicates, outOfOrder };
+}
+
+/** The nginx binary (docs/deploy.md's proxy), if installed; outside CI its tests skip without it. */
+export const NGINX = ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"].find((p) => spawnSync(p, ["-v"]).status === 0) ?? (spawnSync("nginx", ["-v"]).status === 0 ? "nginx" : undefined);
+export const skipNginx = !NGINX && !process.env.CI;
+
+/** The ```nginx block of docs/deploy.md with the upstream servers and the listen port replaced. */
+function deployConfig(upstreams: number[], port: number): string {
+  const doc = readFileSync(join(ROOT, "docs", "deploy.md"), "utf8");
+  const block = /```nginx\n([\s\S]*?)```/.exec(doc)?.[1];
+  if (!block) throw new Error("docs/deploy.md has no ```nginx block");
+  const servers = block.match(/^\s*server\s+[\d.]+:\d+[^;]*;$/gm);
+  if (!servers || servers.length < 2) throw new Error("the nginx block's upstream has no server lines");
+  let out = block.replace(servers[0], upstreams.map((p) => servers[0].replace(/[\d.]+:\d+/, `127.0.0.1:${p}`)).join("\n"));
+  for (const s of servers.slice(1)) out = out.replace(s + "\n", "");
+  if (!/^\s*listen 80;$/m.test(out)) throw new Error("the nginx block does not listen on 80");
+  return out.replace(/^(\s*)listen 80;$/m, `$1listen 127.0.0.1:${port};`);
+}
+
+/** nginx with docs/deploy.md's configuration (a non-daemon child with a temp prefix) in front of `upstreams`. */
+export async function startDeployNginx(upstreams: number[], cleanup: (fn: () => unknown) => void): Promise<{ url: string; child: ChildProcess; stop(): Promise<void> }> {
+  if (!NGINX) throw new Error("nginx is not installed (apt-get install nginx-light)");
+  const dir = tempHome("ep-nginx-");
+  cleanup(() => dir.cleanup());
+  const port = await freePort();
+  for (const d of ["logs", "body", "proxy"]) mkdirSync(join(dir.dir, d));
+  const conf = join(dir.dir, "nginx.conf");
+  writeFileSync(
+    conf,
+    `worker_processes 1;
+pid ${dir.dir}/nginx.pid;
+error_log ${dir.dir}/logs/error.log warn;
+events { worker_connections 512; }
+http {
+  access_log off;
+  client_body_temp_path ${dir.dir}/body;
+  proxy_temp_path ${dir.dir}/proxy;
+${deployConfig(upstreams, port)}
+}
+`,
+  );
+  const test = spawnSync(NGINX, ["-t", "-p", dir.dir, "-c", conf], { encoding: "utf8" });
+  if (test.status !== 0) throw new Error(`nginx -t failed: ${test.stderr}`);
+  const child = spawn(NGINX, ["-p", dir.dir, "-c", conf, "-g", "daemon off;"], { stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(async () => {
+    if (child.exitCode !== null) throw new Error(`nginx exited ${child.exitCode}: ${stderr}`);
+    return (await fetch(url + "/healthz").catch(() => undefined))?.ok === true;
+  }, 10_000);
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode) return resolve();
+      child.once("exit", () => resolve());
+      child.kill("SIGTERM");
+    });
+  cleanup(stop);
+  return { url, child, stop };
 }
 
 export { join };

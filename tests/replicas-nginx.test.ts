@@ -3,76 +3,18 @@
 // through it and see events committed on both replicas in id order; a Connect call and a REST
 // call go through it; when one replica stops, the SSE client resumes through nginx on the other
 // with no gap.
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { commit } from "../tower/domain/event-hub.js";
-import { freePort, ROOT, tempHome, type TestTower, useCleanups, waitFor } from "./harness.js";
-import { followSse, freshSchema, gapsAndDuplicates, requirePg, skipPg, startReplica } from "./replicas-harness.js";
+import { tempHome, type TestTower, useCleanups, waitFor } from "./harness.js";
+import { followSse, freshSchema, gapsAndDuplicates, NGINX, requirePg, skipNginx, skipPg, startDeployNginx, startReplica } from "./replicas-harness.js";
 
 requirePg("replicas-nginx");
 
-const NGINX = ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"].find((p) => spawnSync(p, ["-v"]).status === 0) ?? (spawnSync("nginx", ["-v"]).status === 0 ? "nginx" : undefined);
-const skipNginx = !NGINX && !process.env.CI;
-if (!NGINX) console.log(`replicas-nginx: ${process.env.CI ? "FAILING" : "skipping"}: nginx is not installed (apt-get install nginx-light)`);
-
 const cleanup = useCleanups();
-
-/** The ```nginx block of docs/deploy.md with the upstream servers and the listen port replaced. */
-function deployConfig(upstreams: number[], port: number): string {
-  const doc = readFileSync(join(ROOT, "docs", "deploy.md"), "utf8");
-  const block = /```nginx\n([\s\S]*?)```/.exec(doc)?.[1];
-  if (!block) throw new Error("docs/deploy.md has no ```nginx block");
-  const servers = block.match(/^\s*server\s+[\d.]+:\d+[^;]*;$/gm);
-  if (!servers || servers.length < 2) throw new Error("the nginx block's upstream has no server lines");
-  let out = block.replace(servers[0], upstreams.map((p) => servers[0].replace(/[\d.]+:\d+/, `127.0.0.1:${p}`)).join("\n"));
-  for (const s of servers.slice(1)) out = out.replace(s + "\n", "");
-  if (!/^\s*listen 80;$/m.test(out)) throw new Error("the nginx block does not listen on 80");
-  return out.replace(/^(\s*)listen 80;$/m, `$1listen 127.0.0.1:${port};`);
-}
-
-async function startNginx(upstreams: number[]): Promise<{ url: string; child: ChildProcess; stop(): Promise<void> }> {
-  const dir = tempHome("ep-nginx-");
-  cleanup(() => dir.cleanup());
-  const port = await freePort();
-  for (const d of ["logs", "body", "proxy"]) mkdirSync(join(dir.dir, d));
-  const conf = join(dir.dir, "nginx.conf");
-  writeFileSync(
-    conf,
-    `worker_processes 1;
-pid ${dir.dir}/nginx.pid;
-error_log ${dir.dir}/logs/error.log warn;
-events { worker_connections 512; }
-http {
-  access_log off;
-  client_body_temp_path ${dir.dir}/body;
-  proxy_temp_path ${dir.dir}/proxy;
-${deployConfig(upstreams, port)}
-}
-`,
-  );
-  const test = spawnSync(NGINX!, ["-t", "-p", dir.dir, "-c", conf], { encoding: "utf8" });
-  if (test.status !== 0) throw new Error(`nginx -t failed: ${test.stderr}`);
-  const child = spawn(NGINX!, ["-p", dir.dir, "-c", conf, "-g", "daemon off;"], { stdio: ["ignore", "ignore", "pipe"] });
-  let stderr = "";
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  const url = `http://127.0.0.1:${port}`;
-  await waitFor(async () => {
-    if (child.exitCode !== null) throw new Error(`nginx exited ${child.exitCode}: ${stderr}`);
-    return (await fetch(url + "/healthz").catch(() => undefined))?.ok === true;
-  }, 10_000);
-  const stop = () =>
-    new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode) return resolve();
-      child.once("exit", () => resolve());
-      child.kill("SIGTERM");
-    });
-  cleanup(stop);
-  return { url, child, stop };
-}
+if (!NGINX) console.log(`replicas-nginx: ${process.env.CI ? "FAILING" : "skipping"}: nginx is not installed (apt-get install nginx-light)`);
+const startNginx = (upstreams: number[]) => startDeployNginx(upstreams, cleanup);
 
 describe.skipIf(skipPg || skipNginx)("replicas: nginx in front (docs/deploy.md)", () => {
   it("streams SSE and a WebSocket through nginx from two replicas, and SSE fails over when one stops", async () => {
