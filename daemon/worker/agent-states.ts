@@ -1,6 +1,7 @@
-// Each local agent's state as the tower shows it (idle, busy): the newest wanted state per agent,
-// sent one call at a time and coalesced (ten changes while a call is out become one), so state
-// updates never sit on the claim path. An agent the tower does not know is skipped.
+// An agent's state told to the tower when nothing else tells it (a run that ended with no outcome
+// to report — cancelled, lease lost — leaves its agent idle): the newest wanted state per agent,
+// sent one call at a time and coalesced. Claims and outcomes set the state at the tower
+// themselves; a new link carries every agent's state. An agent the tower does not know is skipped.
 import { AgentStateSchema, type AgentState } from "../../gen/ep/tower/v1/resources_pb.js";
 import { enumOf } from "../../common/vocab.js";
 import { toEpError } from "../../common/errors.js";
@@ -9,44 +10,30 @@ import type { TowerClients } from "../link/tower-client.js";
 
 export function createAgentStates(deps: { tower: TowerClients; log: Logger; closed(): boolean }) {
   const { tower, log } = deps;
-  const desired = new Map<string, string>();
-  const sent = new Map<string, string>();
-  let announcing = false;
+  /** states waiting to be sent, the newest per agent */
+  const waiting = new Map<string, string>();
+  let sending = false;
 
   async function push(): Promise<void> {
-    if (announcing) return;
-    announcing = true;
+    if (sending) return;
+    sending = true;
     try {
-      for (;;) {
-        const next = [...desired].find(([id, st]) => sent.get(id) !== st);
-        if (!next || deps.closed()) return;
-        const [agentId, state] = next;
-        sent.set(agentId, state);
+      for (const [agentId, state] of waiting) {
+        if (deps.closed()) return;
+        waiting.delete(agentId);
         await tower.agents.updateAgentState({ agentId, state: enumOf<AgentState>(AgentStateSchema, state, "state"), reason: "epd" }).catch((err: unknown) => {
-          sent.delete(agentId);
+          // not sent (the tower is away): the next link carries the agent's state anyway
           log.debug("agent state not sent", { agent_id: agentId, error: toEpError(err).message });
-          if (toEpError(err).errorClass !== "not_found") desired.delete(agentId);
         });
       }
     } finally {
-      announcing = false;
+      sending = false;
     }
   }
 
   return {
     set(agentId: string, state: string): void {
-      desired.set(agentId, state);
-      void push();
-    },
-    /** The tower already has this state (a claim that started, an outcome sent with agent_idle): no call. */
-    assume(agentId: string, state: string): void {
-      desired.set(agentId, state);
-      sent.set(agentId, state);
-    },
-    /** Sends every agent's state again (a new link: the tower may have restarted). */
-    announce(all: [agentId: string, state: string][]): void {
-      sent.clear();
-      for (const [id, st] of all) desired.set(id, st);
+      waiting.set(agentId, state);
       void push();
     },
   };
