@@ -67,4 +67,14 @@ describe("an agent with work queued behind it", () => {
     expect(calls.get("ClaimTask") ?? 0).toBe(0);
     expect(calls.get("CompleteTask")).toBe(3);
   }, 60_000);
+
+  it("an agent whose run was cancelled (no outcome to report) is handed the next task", async () => {
+    const { work, missionId } = await setup("cancelled");
+    const long = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: "long", runtime: Runtime.SHELL, input: { command: "sleep 60" } })).task!;
+    await waitFor(async () => (await work.getTask({ taskId: long.id })).task!.status === TaskStatus.RUNNING, 15_000);
+    const next = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: "next", runtime: Runtime.SHELL, input: { command: "echo next" } })).task!;
+    await work.cancelTask({ taskId: long.id, reason: "enough" });
+    await waitFor(async () => (await work.getTask({ taskId: next.id })).task!.status === TaskStatus.SUCCEEDED, 15_000);
+    expect((await work.getTask({ taskId: next.id })).task!.result?.output.trim()).toBe("next");
+  }, 60_000);
 });
