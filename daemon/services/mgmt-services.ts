@@ -31,7 +31,6 @@ export interface MgmtServicesDeps {
   version: string;
   startedAt: number;
   booster: string;
-  /** the daemon takes pushed work (EP_TAKE_TASKS) */
   /** each runtime's executable, version and usability on the runs' PATH (DaemonService.Runtimes) */
   runtimes?: () => Promise<{ kind: string; command: string; path: string; version: string; usable: boolean; detail: string }[]>;
 }
