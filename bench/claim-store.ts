@@ -60,6 +60,7 @@ function taskRow(i: number, domainId: string, missionId: string): TaskRow {
     input: { n: i },
     result: null,
     claimedBy: "",
+    leaseId: "",
     leaseExpiresMs: null,
     parentTaskId: "",
     createdAt: now,
@@ -86,16 +87,15 @@ async function drain(name: string, store: Store, domainId: string, tasks: number
   await Promise.all(
     Array.from({ length: WORKERS }, async (_, w) => {
       const agentId = `agt_${w}`;
-      const claimant = { agentId, domainId, runtime: "shell", capabilities: ["linux"] };
-      for (;;) {
+      for (let n = 0; ; n++) {
         const now = Date.now();
-        const t = await store.claimTask(claimant, now, LEASE_MS);
+        const t = await store.claimTask({ agentId, domainId, runtime: "shell", capabilities: ["linux"], leaseId: `ls_${w}_${n}` }, now, LEASE_MS);
         if (!t) return;
         claimed++;
         const done = await store.updateTask(
           t.id,
           { status: "succeeded", result: { output: "ok", error: "" }, leaseExpiresMs: null, updatedAt: new Date(now).toISOString() },
-          { status: ["claimed", "running"], claimedBy: agentId },
+          { status: ["claimed", "running"], claimedBy: agentId, leaseId: t.leaseId },
         );
         if (!done) throw new Error(`completing ${t.id} failed`);
       }
@@ -169,22 +169,23 @@ async function benchPgRaw(): Promise<Result> {
       await Promise.all(
         clients.map(async (c, w) => {
           const agentId = `agt_${w}`;
-          for (;;) {
+          for (let n = 0; ; n++) {
             const now = Date.now();
+            const leaseId = `ls_${w}_${n}`;
             const res = await c.query({
               name: "claim",
-              text: `UPDATE tasks SET status = 'claimed', claimed_by = $1, attempts = attempts + 1, lease_expires_ms = $2, updated_at = $3
+              text: `UPDATE tasks SET status = 'claimed', claimed_by = $1, attempts = attempts + 1, lease_expires_ms = $2, updated_at = $3, lease_id = $5
                      WHERE id = (SELECT id FROM tasks WHERE domain_id = $4 AND status = 'queued' AND kind = 'claimable'
                                  ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED)
                      RETURNING id`,
-              values: [agentId, now + LEASE_MS, new Date(now).toISOString(), "dom_bench"],
+              values: [agentId, now + LEASE_MS, new Date(now).toISOString(), "dom_bench", leaseId],
             });
             if (!res.rowCount) return;
             claimed++;
             const done = await c.query({
               name: "complete",
-              text: "UPDATE tasks SET status = 'succeeded', result = $3, lease_expires_ms = NULL, updated_at = $4 WHERE id = $1 AND claimed_by = $2",
-              values: [res.rows[0].id, agentId, '{"output":"ok","error":""}', new Date(now).toISOString()],
+              text: "UPDATE tasks SET status = 'succeeded', result = $3, lease_expires_ms = NULL, updated_at = $4 WHERE id = $1 AND claimed_by = $2 AND lease_id = $5",
+              values: [res.rows[0].id, agentId, '{"output":"ok","error":""}', new Date(now).toISOString(), leaseId],
             });
             if (!done.rowCount) throw new Error("raw complete failed");
           }

@@ -1,22 +1,24 @@
 // Fleet simulator (issue 21): K linked nodes on one tower, submit → claim through one real epd.
 //   npx esbuild bench/fleet.ts --bundle --platform=node --format=esm --packages=external \
 //     --outfile=dist/bench/fleet.mjs && node --expose-gc dist/bench/fleet.mjs --nodes 1000 \
-//     [--agents <M, default K>] [--domains 10] [--matching 10] [--tasks 400] [--rate 50] [--epd-agents 8] [--take-tasks 1|0]
+//     [--agents <M, default K>] [--domains 10] [--matching 10] [--tasks 400] [--rate 50] [--epd-agents 8]
 //
 // The tower runs in this process (real HTTP on loopback, SQLite file), as in bench/wakeup.ts:
 // a task's latency is from the start of its CreateTask call to the commit of its claim by an agent
 // of the one real epd (a child process, the shell runtime pointed at a missing binary so a claimed
-// task fails at once without a fork: the wake-up path alone).
+// task fails at once without a fork: the delivery path alone).
 //
 // The K simulated nodes are registered like any node and hold their link streams (NodeService.Link,
 // Connect over HTTP/1.1, as epd holds it) from one child process of this script (`--sim`), a few
 // lines per node instead of K processes. M simulated agents are enrolled on them, spread over D
 // domains other than the measured one; the real epd's agents are in domain 0, where `--matching`
-// simulated nodes also have an agent (they never claim, as busy nodes would not), so the measured
-// tasks have a fixed number of matching nodes whatever K is. The simulated nodes count the
-// task_ready messages they receive. With pushed work (`--take-tasks 1`, the default) an idle agent
-// of the real epd gets each task claimed and sent to it, and no node is woken; `--take-tasks 0`
-// measures the wake-up fan-out (every task wakes the matching nodes), as before pushed work.
+// simulated nodes also have an agent, so the measured tasks have a fixed number of matching nodes
+// whatever K is. Each simulated node opens its link naming its agents busy (as busy nodes would),
+// so the tower hands them nothing. Work reaches a node only as an `assign` command (the tower
+// claims the task for an idle agent of the node and sends it, lease included): an idle agent of the
+// real epd gets each task, and a node is sent nothing for a task it is not assigned. The simulated
+// nodes count the assign commands they receive (0 per task when the tower sends work only where
+// it is taken).
 //
 // Tower RSS per link: this process's RSS after a GC, before and after the K links are up, over K
 // (the links' client side lives in the child, so it is not counted).
@@ -48,28 +50,24 @@ const { values } = parseArgs({
     rate: { type: "string", default: "50" },
     warmup: { type: "string", default: "100" },
     "epd-agents": { type: "string", default: "8" },
-    // 1: the real epd takes work the tower pushes to its idle agents (the default, as in
-    // production); 0: it claims after each task_ready, so every task wakes the matching nodes
-    "take-tasks": { type: "string", default: "1" },
   },
 });
-if (values["take-tasks"] !== "0" && values["take-tasks"] !== "1") throw new Error("--take-tasks must be 0 or 1");
 
 if (values.sim) await simulate(values.sim);
 else await main();
 
-/** The child: holds one link per token, counts what arrives, answers the parent over IPC. */
+/** The child: holds one link per node (its agents named busy), counts what arrives, answers the parent over IPC. */
 async function simulate(file: string): Promise<void> {
-  const { url, tokens } = JSON.parse(readFileSync(file, "utf8")) as { url: string; tokens: string[] };
+  const { url, nodes: sims } = JSON.parse(readFileSync(file, "utf8")) as { url: string; nodes: { token: string; agentIds: string[] }[] };
   let hello = 0;
-  let ready = 0;
+  let assigned = 0;
   let errors = 0;
   let closed = 0;
   const firstError: string[] = [];
   // one signal ends every simulated link: each adds a listener to it
   const ac = new AbortController();
   setMaxListeners(0, ac.signal);
-  for (const token of tokens) {
+  for (const { token, agentIds } of sims) {
     const transport = createConnectTransport({
       baseUrl: url,
       httpVersion: "1.1",
@@ -78,9 +76,10 @@ async function simulate(file: string): Promise<void> {
     const nodes = createClient(NodeService, transport);
     void (async () => {
       try {
-        for await (const m of nodes.link({ attachSecret: "s".repeat(32), version: "sim" }, { signal: ac.signal })) {
-          if (m.kind === "hello") hello++;
-          else if (m.kind === "task_ready") ready += Array.isArray(m.data?.tasks) ? m.data.tasks.length : 1;
+        const agents = agentIds.map((agentId) => ({ agentId, leaseIds: [], idle: false }));
+        for await (const m of nodes.link({ attachSecret: "s".repeat(32), version: "sim", agents }, { signal: ac.signal })) {
+          if (m.command.case === "hello") hello++;
+          else if (m.command.case === "assign") assigned++;
         }
         closed++;
       } catch (err) {
@@ -91,13 +90,13 @@ async function simulate(file: string): Promise<void> {
     })();
   }
   process.on("message", (msg: string) => {
-    if (msg === "stats") process.send!({ hello, ready, errors, closed, firstError });
+    if (msg === "stats") process.send!({ hello, assigned, errors, closed, firstError });
     else if (msg === "stop") {
       ac.abort();
       setTimeout(() => process.exit(0), 200);
     }
   });
-  process.send!({ started: tokens.length });
+  process.send!({ started: sims.length });
 }
 
 /** The one real epd (no process is spawned per task: the shell command does not exist) with `agents` agents in the domain. */
@@ -108,7 +107,7 @@ async function startRealEpd(t: { url: string; adminToken: string }, home: string
   writeFileSync(join(home, "epd", "runtimes.toml"), '[shell]\ncommand = "/nonexistent/ep-bench-no-process"\n');
   const { epd: epdMain } = await buildBinaries();
   const epd = spawn(process.execPath, [epdMain, "run", "--backend-url", t.url], {
-    env: { ...process.env, EP_HOME: home, EP_NODE_FILE: nodeFile, EP_LOG_LEVEL: "warn", EP_POLL_MS: "60000", EP_TAKE_TASKS: values["take-tasks"], PATH: `${FIXTURES}:${process.env.PATH}` },
+    env: { ...process.env, EP_HOME: home, EP_NODE_FILE: nodeFile, EP_LOG_LEVEL: "warn", EP_POLL_MS: "60000", PATH: `${FIXTURES}:${process.env.PATH}` },
     stdio: ["ignore", "ignore", "inherit"],
   });
   process.on("exit", () => epd.exitCode === null && epd.kill("SIGKILL")); // not left behind by a failed run
@@ -177,22 +176,24 @@ async function main(): Promise<void> {
 
   // K simulated nodes with M agents over D domains
   const setupStart = performance.now();
-  const sims: { id: string; token: string }[] = [];
+  const sims: { id: string; token: string; agentIds: string[] }[] = [];
   for (let i = 0; i < K; i++) {
     const r = await nodesApi.registerNode({ hostname: `sim-${i}` });
-    sims.push({ id: r.node!.id, token: r.token });
+    sims.push({ id: r.node!.id, token: r.token, agentIds: [] });
   }
   for (let i = 0; i < M; i++) {
-    await agentsApi.enrollAgent({ nodeId: sims[i % K].id, domainId: domains[1 + (i % D)], runtime: Runtime.SHELL, name: `sim-agent-${i}` });
+    const r = await agentsApi.enrollAgent({ nodeId: sims[i % K].id, domainId: domains[1 + (i % D)], runtime: Runtime.SHELL, name: `sim-agent-${i}` });
+    sims[i % K].agentIds.push(r.agent!.id);
   }
   for (let i = 0; i < MATCHING; i++) {
-    await agentsApi.enrollAgent({ nodeId: sims[i].id, domainId: domains[0], runtime: Runtime.SHELL, name: `sim-match-${i}` });
+    const r = await agentsApi.enrollAgent({ nodeId: sims[i].id, domainId: domains[0], runtime: Runtime.SHELL, name: `sim-match-${i}` });
+    sims[i].agentIds.push(r.agent!.id);
   }
   const rssBefore = rss();
   const simFile = join(home.dir, "sim.json");
-  writeFileSync(simFile, JSON.stringify({ url: t.url, tokens: sims.map((s) => s.token) }));
+  writeFileSync(simFile, JSON.stringify({ url: t.url, nodes: sims.map((s) => ({ token: s.token, agentIds: s.agentIds })) }));
   const child = fork(process.argv[1], ["--sim", simFile], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  let stats: { hello: number; ready: number; errors: number; closed: number; firstError: string[] } | undefined;
+  let stats: { hello: number; assigned: number; errors: number; closed: number; firstError: string[] } | undefined;
   child.on("message", (m: typeof stats) => {
     if (m && "hello" in m) stats = m;
   });
@@ -210,7 +211,7 @@ async function main(): Promise<void> {
   const submit = (title: string) => work.createTask({ missionId, title, runtime: Runtime.SHELL, input: { command: "true" } });
   const offer = (count: number, label: string) => offerTasks(count, label, submit, RATE, claimed);
   await offer(WARMUP, "warm");
-  const readyBefore = (await askStats()).ready;
+  const assignedBefore = (await askStats()).assigned;
   const load0 = loadavg()[0];
   const selfCpu0 = procCpuMs("self");
   const t0 = performance.now();
@@ -225,13 +226,12 @@ async function main(): Promise<void> {
       sim_agents: M,
       domains: D,
       matching_sim_nodes: MATCHING,
-      take_tasks: values["take-tasks"] === "1",
       tasks: N,
       offered_rate: RATE,
       submit_to_claim_ms: { p50: pct(fromSubmit, 50), p90: pct(fromSubmit, 90), p99: pct(fromSubmit, 99), max: pct(fromSubmit, 100) },
       tower_and_submitter_cpu_ms_per_task: +(selfCpu / N).toFixed(3),
       tower_rss_kb_per_link: +((rssAfter - rssBefore) / 1024 / K).toFixed(1),
-      sim_task_ready_per_task: +((after.ready - readyBefore) / N).toFixed(2),
+      sim_assign_per_task: +((after.assigned - assignedBefore) / N).toFixed(2),
       link_errors: after.errors,
       links_closed: after.closed,
       first_errors: after.firstError,

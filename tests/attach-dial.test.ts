@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { FakeClock } from "../test-support/fake-clock.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
-import { AgentService, NodeService, type LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
+import { AgentService, NodeService, type AttachDial, type LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { mustOpen, openAttach, wsUrl } from "./attach-helpers.js";
 import { startTower, waitFor, type TestTower } from "./harness.js";
@@ -33,7 +33,8 @@ function openLink(token: string, attachSecret: string) {
       // aborted
     }
   })();
-  return { got, close: () => (ac.abort(), done), attach: () => got.find((m) => m.kind === "attach") };
+  const attach = (): AttachDial | undefined => got.flatMap((m) => (m.command.case === "attach" ? [m.command.value] : []))[0];
+  return { got, close: () => (ac.abort(), done), attach, hello: () => got.some((m) => m.command.case === "hello") };
 }
 
 function dial(attachId: string, headers: Record<string, string>): Promise<{ ws?: WebSocket; status?: number; body?: string }> {
@@ -68,18 +69,18 @@ afterAll(async () => {
 describe("attach dial-back", () => {
   it("refuses a proof made with a stale attach secret and splices the current one", async () => {
     const old = openLink(nodeToken, "secret-before-restart");
-    await waitFor(() => old.got.some((m) => m.kind === "hello"));
+    await waitFor(old.hello);
     // the daemon restarted: a new link with a new secret replaces the old one
     const cur = openLink(nodeToken, "secret-after-restart");
-    await waitFor(() => cur.got.some((m) => m.kind === "hello"));
+    await waitFor(cur.hello);
 
     const viewer = await mustOpen(attachUrl(await ticket()));
     await waitFor(() => cur.attach() !== undefined);
     expect(old.attach()).toBeUndefined();
     const cmd = cur.attach()!;
     expect(cmd.agentId).toBe(agentId);
-    const attachId = cmd.data!.attach_id as string;
-    expect(cmd.data).toMatchObject({ mode: "rw", cols: 80, rows: 24 });
+    const attachId = cmd.attachId;
+    expect(cmd).toMatchObject({ mode: "rw", cols: 80, rows: 24 });
 
     const stale = await dial(attachId, { authorization: `Bearer ${nodeToken}`, "x-ep-attach-proof": proof("secret-before-restart", attachId) });
     expect(stale.status).toBe(401);
@@ -122,7 +123,7 @@ describe("attach dial-back", () => {
     expect(offline.body.error.code).toBe("node_offline");
 
     const link = openLink(nodeToken, "s");
-    await waitFor(() => link.got.some((m) => m.kind === "hello"));
+    await waitFor(link.hello);
     const viewer = await mustOpen(attachUrl(await ticket()));
     await waitFor(() => link.attach() !== undefined);
     clock.advance(10_001);
@@ -134,12 +135,12 @@ describe("attach dial-back", () => {
 
   it("drops a viewer's keystrokes at the tower", async () => {
     const link = openLink(nodeToken, "s2");
-    await waitFor(() => link.got.some((m) => m.kind === "hello"));
+    await waitFor(link.hello);
     const viewerToken = (await t.client(AuthService).createToken({ name: "v", role: Role.VIEWER })).secret;
     const viewer = await mustOpen(attachUrl(await ticket(viewerToken)));
     await waitFor(() => link.attach() !== undefined);
-    const attachId = link.attach()!.data!.attach_id as string;
-    expect(link.attach()!.data!.mode).toBe("ro");
+    const attachId = link.attach()!.attachId;
+    expect(link.attach()!.mode).toBe("ro");
     const node = (await dial(attachId, { authorization: `Bearer ${nodeToken}`, "x-ep-attach-proof": proof("s2", attachId) })).ws!;
     const received: string[] = [];
     node.on("message", (d: Buffer) => received.push(d.toString()));

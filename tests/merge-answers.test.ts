@@ -30,16 +30,21 @@ async function setup() {
   const agent = (await t.client(AgentService, node.token).enrollAgent({ domainId, runtime: Runtime.SHELL, name: "sh0" })).agent!;
   const task = (await work.createTask({ missionId, title: "edit", runtime: Runtime.SHELL, input: { command: "true" } })).task!;
   const nodeWork = t.client(WorkService, node.token);
-  await nodeWork.claimTask({ agentId: agent.id, start: true });
+  // the tower hands the task to the node's idle agent over the link, its lease with it
+  await waitFor(() => node.assigned().some((a) => a.task?.id === task.id));
+  const leaseId = node.assigned().find((a) => a.task?.id === task.id)!.task!.leaseId;
   const workspace = { repo: "/srv/repo", branch: `ep/${task.id}`, base: "a".repeat(40), head: "b".repeat(40), baseBranch: "main", committed: true };
-  await nodeWork.completeTask({ taskId: task.id, agentId: agent.id, result: { output: "", workspace } });
+  await nodeWork.completeTask({ taskId: task.id, agentId: agent.id, leaseId, result: { output: "", workspace } });
   return { t, clock, node, other, work, agent, task, domainId };
 }
 
+/** The merge commands the node got. */
+const merges = (node: LinkedNode) => node.got.flatMap((m) => (m.command.case === "merge" ? [m.command.value] : []));
+
 /** The merge command the node got, once it came. */
 async function mergeCommand(node: LinkedNode) {
-  await waitFor(() => node.got.some((m) => m.kind === "merge"));
-  return node.got.find((m) => m.kind === "merge")!;
+  await waitFor(() => merges(node).length > 0);
+  return merges(node)[0];
 }
 
 /** Publishes an answer as `from` (PublishEvents stamps its node id). */
@@ -52,14 +57,14 @@ describe("MergeTask at the tower", () => {
     const s = await setup();
     const call = s.work.mergeTask({ taskId: s.task.id });
     const cmd = await mergeCommand(s.node);
-    expect(s.other.got.some((m) => m.kind === "merge")).toBe(false);
+    expect(merges(s.other)).toHaveLength(0);
     expect(cmd).toMatchObject({ taskId: s.task.id, agentId: s.agent.id });
-    const d = cmd.data!;
-    expect(d).toMatchObject({ repo: "/srv/repo", branch: `ep/${s.task.id}`, head: "b".repeat(40), into: "main", title: "edit", agent_name: "sh0", domain_id: s.domainId });
-    expect(d.request_id).toMatch(/^mrg_[0-9a-f]{16}$/);
+    const d = cmd;
+    expect(d).toMatchObject({ repo: "/srv/repo", branch: `ep/${s.task.id}`, head: "b".repeat(40), into: "main", title: "edit", agentName: "sh0", domainId: s.domainId });
+    expect(d.requestId).toMatch(/^mrg_[0-9a-f]{16}$/);
     // the same request id from a node that was not asked: ignored
-    await answer(s.t, s.other, "workspace.merged", { request_id: d.request_id, outcome: "fast_forward", into: "main", tip: "f".repeat(40) });
-    await answer(s.t, s.node, "workspace.merged", { request_id: d.request_id, outcome: "merge_commit", into: "main", branch: `ep/${s.task.id}`, merged: "b".repeat(40), previous: "c".repeat(40), tip: "d".repeat(40), checkout: "" });
+    await answer(s.t, s.other, "workspace.merged", { request_id: d.requestId, outcome: "fast_forward", into: "main", tip: "f".repeat(40) });
+    await answer(s.t, s.node, "workspace.merged", { request_id: d.requestId, outcome: "merge_commit", into: "main", branch: `ep/${s.task.id}`, merged: "b".repeat(40), previous: "c".repeat(40), tip: "d".repeat(40), checkout: "" });
     const res = await call;
     expect(res).toMatchObject({ outcome: MergeOutcome.MERGE_COMMIT, into: "main", merged: "b".repeat(40), previous: "c".repeat(40), tip: "d".repeat(40) });
   });
@@ -67,9 +72,9 @@ describe("MergeTask at the tower", () => {
   it("turns the node's refusal into merge_refused with its reason and files", async () => {
     const s = await setup();
     const call = s.work.mergeTask({ taskId: s.task.id, into: "release" }).catch((e: unknown) => e);
-    const d = (await mergeCommand(s.node)).data!;
+    const d = await mergeCommand(s.node);
     expect(d.into).toBe("release");
-    await answer(s.t, s.node, "workspace.merge_refused", { request_id: d.request_id, reason: "conflict", files: ["a.txt"], message: "does not merge cleanly; nothing changed" });
+    await answer(s.t, s.node, "workspace.merge_refused", { request_id: d.requestId, reason: "conflict", files: ["a.txt"], message: "does not merge cleanly; nothing changed" });
     const err = await call;
     expect(err).toBeInstanceOf(ConnectError);
     expect((err as ConnectError).rawMessage).toBe("does not merge cleanly; nothing changed");
@@ -91,6 +96,6 @@ describe("MergeTask at the tower", () => {
     expect(err.rawMessage).toMatch(/^node nod_\w+ did not answer within 30 s; the merge may still happen/);
     const bad = (await s.work.mergeTask({ taskId: s.task.id, into: "../main" }).catch((e: unknown) => e)) as ConnectError;
     expect(bad.findDetails(ErrorDetailSchema)[0]).toMatchObject({ code: "invalid_argument", details: { field: "into" } });
-    expect(s.node.got.filter((m) => m.kind === "merge")).toHaveLength(1);
+    expect(merges(s.node)).toHaveLength(1);
   });
 });

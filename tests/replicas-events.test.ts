@@ -209,7 +209,7 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
         // aborted below
       }
     })();
-    await waitFor(() => got.some((m) => m.kind === "hello"));
+    await waitFor(() => got.some((m) => m.command.case === "hello"));
     await waitFor(async () => (await b.tower.deps.store.getMeta(`link:${nodeId}`))?.startsWith(a.tower.replication!.replicaId) === true);
 
     expect(b.tower.services.fleet.isLinked(nodeId)).toBe(false);
@@ -217,15 +217,18 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     await b.client(AgentService).superviseAgent({ agentId, op: "pause" });
     const prompt = "é".repeat(30_000) + " done"; // larger than one NOTIFY: sent in frames
     await b.client(AgentService).signalAgent({ agentId, prompt });
-    await waitFor(() => got.some((m) => m.kind === "signal"));
-    expect(got.find((m) => m.kind === "supervise")?.data).toMatchObject({ op: "pause" });
-    expect(got.find((m) => m.kind === "signal")?.data).toMatchObject({ prompt });
+    const command = <C extends NonNullable<LinkResponse["command"]["case"]>>(c: C) =>
+      got.flatMap((m) => (m.command.case === c ? [m.command.value as Extract<LinkResponse["command"], { case: C }>["value"]] : []));
+    await waitFor(() => command("signal").length > 0);
+    expect(command("supervise")[0]).toMatchObject({ agentId, op: "pause" });
+    expect(command("signal")[0]).toMatchObject({ agentId, prompt });
     expect(await b.tower.replication!.proof(nodeId, "att_1")).toBe(attachProof("s3cret", "att_1"));
-    // an unassigned task created on B wakes the link on A (through the event relay, not the command relay)
+    // an unassigned task created on B reaches the link on A once, assigned to its idle agent
+    // (through the event relay, not the command relay)
     const missionId = (await b.client(WorkService).createMission({ domainId, title: "m" })).mission!.id;
     const task = (await b.client(WorkService).createTask({ missionId, title: "x", runtime: Runtime.SHELL, input: { command: "true" } })).task!;
-    await waitFor(() => got.some((m) => m.kind === "task_ready" && m.taskId === task.id));
-    expect(got.filter((m) => m.kind === "task_ready" && m.taskId === task.id)).toHaveLength(1);
+    await waitFor(() => command("assign").some((a) => a.task?.id === task.id));
+    expect(command("assign").filter((a) => a.task?.id === task.id)).toHaveLength(1);
 
     ac.abort();
     await stream;
@@ -246,20 +249,23 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     const got: LinkResponse[] = [];
     const stream = (async () => {
       try {
-        for await (const m of createClient(NodeService, nodeTransport).link({ attachSecret: "s", takeTasks: true }, { signal: ac.signal })) got.push(m);
+        for await (const m of createClient(NodeService, nodeTransport).link({ attachSecret: "s" }, { signal: ac.signal })) got.push(m);
       } catch {
         // aborted below
       }
     })();
-    await waitFor(() => got.some((m) => m.kind === "hello"));
+    await waitFor(() => got.some((m) => m.command.case === "hello"));
     await waitFor(() => a.tower.services.fleet.wakeTargets(domainId).length === 1);
     const missionId = (await b.client(WorkService).createMission({ domainId, title: "m" })).mission!.id;
     const task = (await b.client(WorkService).createTask({ missionId, title: "x", runtime: Runtime.SHELL, input: { command: "true" } })).task!;
-    await waitFor(() => got.some((m) => m.kind === "task" && m.taskId === task.id));
-    expect(got.filter((m) => m.kind === "task")).toHaveLength(1);
-    expect(got.find((m) => m.kind === "task")?.task).toMatchObject({ id: task.id, claimedBy: agentId, attempts: 1 });
+    const assigned = () => got.flatMap((m) => (m.command.case === "assign" ? [m.command.value] : []));
+    await waitFor(() => assigned().some((x) => x.task?.id === task.id));
+    expect(assigned()).toHaveLength(1);
+    expect(assigned()[0]).toMatchObject({ agentId, task: { id: task.id, claimedBy: agentId, attempts: 1 } });
+    expect(assigned()[0].task!.leaseId).not.toBe("");
     const seen = (await b.client(WorkService).getTask({ taskId: task.id })).task!;
     expect(seen.claimedBy).toBe(agentId);
+    expect(seen.leaseId).toBe(assigned()[0].task!.leaseId);
     ac.abort();
     await stream;
   }, 30_000);

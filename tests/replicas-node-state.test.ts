@@ -46,7 +46,7 @@ describe.skipIf(skipPg)("node state and config_reload across replicas", () => {
       try {
         for await (const m of asNode.link({ attachSecret: "s" }, { signal: ac.signal })) {
           got.push(m);
-          if (m.kind === "config_reload") {
+          if (m.command.case === "configReload") {
             await asNode.publishEvents({
               events: [
                 {
@@ -54,7 +54,7 @@ describe.skipIf(skipPg)("node state and config_reload across replicas", () => {
                   name: "config.reload",
                   status: "failed",
                   payload: {
-                    request_id: m.data?.request_id as string,
+                    request_id: m.command.value.requestId,
                     source: "tower",
                     status: "failed",
                     results: ["cron.toml: 1 error; the running jobs were kept"],
@@ -69,7 +69,7 @@ describe.skipIf(skipPg)("node state and config_reload across replicas", () => {
         // aborted below
       }
     })();
-    await waitFor(() => got.some((m) => m.kind === "hello"));
+    await waitFor(() => got.some((m) => m.command.case === "hello"));
     await waitFor(async () => (await b.tower.deps.store.getMeta(`link:${nodeId}`))?.startsWith(a.tower.replication!.replicaId) === true);
 
     const reported = await asNode.reportNodeState({ cronJobs: [{ name: "nightly", kind: CronKind.CRON, schedule: "0 3 * * *", dispatch: "bash", prompt: "true", nextFireAt: timestampOf("2030-01-01T03:00:00.000Z") }] });
@@ -81,7 +81,7 @@ describe.skipIf(skipPg)("node state and config_reload across replicas", () => {
     expect(res).toMatchObject({ status: ReloadStatus.FAILED, results: ["cron.toml: 1 error; the running jobs were kept"], errors: [{ file: "/h/cron.toml", line: 4, field: "schedule", item: "x", message: "bad" }] });
     expect(res.requestId).toMatch(/^rld_/);
     expect(res.eventId).toBeGreaterThan(0n);
-    expect(got.filter((m) => m.kind === "config_reload")).toHaveLength(1);
+    expect(got.filter((m) => m.command.case === "configReload")).toHaveLength(1);
 
     // not an admin: refused; a node gone: node_offline
     await expect(b.client(NodeService, reg.token).reloadNodeConfig({ nodeId })).rejects.toThrow();

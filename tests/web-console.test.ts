@@ -231,7 +231,8 @@ describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
     const link = (async () => {
       try {
         for await (const msg of t.client(NodeService, reg.token).link({ attachSecret: "s", version: "test" }, { signal: ac.signal })) {
-          received.push({ kind: msg.kind, agentId: msg.agentId, op: msg.data?.op });
+          const c = msg.command;
+          received.push({ kind: c.case ?? "", agentId: c.case === "supervise" || c.case === "signal" || c.case === "assign" || c.case === "attach" ? c.value.agentId : "", op: c.case === "supervise" ? c.value.op : undefined });
         }
       } catch {
         // aborted at the end of the test

@@ -1,6 +1,6 @@
-// Outcomes and claims that save calls: a claim that is also the start, an outcome that claims the
-// agent's next task (claim_next), and one answered without the task (brief), on Connect and REST;
-// the tool calls a run was refused (denials) kept with its outcome.
+// Outcomes and claims that save calls: a claim that is also the start, and an outcome that sets the
+// agent idle (agent_idle), on Connect and REST; the tool calls a run was refused (denials) kept with
+// its outcome.
 import { statusWord, runtimeOf } from "../test-support/words.js";
 import { AgentState, DenialSource, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -55,47 +55,6 @@ describe("claims and outcomes in fewer calls", () => {
     // a failure sent without agent_idle leaves the agent's state alone
     await work.failTask({ taskId: t2!.id, agentId, result: { error: "no" } });
     expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.BUSY);
-  });
-
-  it("an outcome with claim_next hands back the agent's next task, started, in the same call; none left: idle", async () => {
-    const work = t.client(WorkService);
-    const agents = t.client(AgentService);
-    const { domain } = await work.createDomain({ name: "claim-next" });
-    const { mission } = await work.createMission({ domainId: domain!.id, title: "m" });
-    const agentId = await enroll(domain!.id);
-    const ids = [];
-    for (const title of ["a", "b", "c"]) ids.push((await work.createTask({ missionId: mission!.id, title })).task!.id);
-    const first = (await work.claimTask({ agentId, start: true })).task!;
-    expect(first.id).toBe(ids[0]);
-    const second = await work.completeTask({ taskId: first.id, agentId, result: { output: "1" }, agentIdle: true, claimNext: true });
-    expect(statusWord(second.task!.status)).toBe("succeeded");
-    expect(second.next).toMatchObject({ id: ids[1], status: TaskStatus.RUNNING, claimedBy: agentId });
-    expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.BUSY);
-    // a failure may take the next one too (REST: next in the body)
-    const third = await t.api("POST", `/work/tasks/${ids[1]}/fail`, { agent_id: agentId, result: { error: "x" }, agent_idle: true, claim_next: true });
-    expect(third.body.next).toMatchObject({ id: ids[2], status: "running" });
-    const last = await work.completeTask({ taskId: ids[2], agentId, result: { output: "3" }, agentIdle: true, claimNext: true });
-    expect(last.next).toBeUndefined();
-    expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.IDLE);
-  });
-
-  it("a brief outcome answers without the task (next still comes), and records the outcome the same", async () => {
-    const work = t.client(WorkService);
-    const { domain } = await work.createDomain({ name: "brief-outcome" });
-    const { mission } = await work.createMission({ domainId: domain!.id, title: "m" });
-    const agentId = await enroll(domain!.id);
-    const ids = [];
-    for (const title of ["a", "b"]) ids.push((await work.createTask({ missionId: mission!.id, title })).task!.id);
-    await work.claimTask({ agentId, start: true });
-    const done = await work.completeTask({ taskId: ids[0], agentId, result: { output: "1" }, agentIdle: true, claimNext: true, brief: true });
-    expect(done.task).toBeUndefined();
-    expect(done.next).toMatchObject({ id: ids[1], status: TaskStatus.RUNNING });
-    expect((await work.getTask({ taskId: ids[0] })).task!.result?.output).toBe("1");
-    // REST: the body has no task
-    const failed = await t.api("POST", `/work/tasks/${ids[1]}/fail`, { agent_id: agentId, result: { error: "x" }, agent_idle: true, brief: true });
-    expect(failed.status).toBe(200);
-    expect(failed.body.task).toBeUndefined();
-    expect(statusWord((await work.getTask({ taskId: ids[1] })).task!.status)).toBe("failed");
   });
 });
 
