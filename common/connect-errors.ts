@@ -40,17 +40,24 @@ export function rpcErrorResponse(contentType: string, ep: EpError): RpcErrorResp
 /** A request body that does not decode as the method's binary message (the lane and connect-es say the same). */
 export const notBinaryMessage = (typeName: string): EpError => new EpError("invalid_argument", `the request body is not a valid binary ${typeName} message`);
 
+/** A request message flagged compressed while the request names no encoding to read it with. */
+export const compressedWithoutEncoding = (): EpError =>
+  new EpError("invalid_argument", "a message is flagged compressed but the request names no encoding (grpc-encoding, connect-content-encoding); send it uncompressed or name its encoding (gzip, br)");
+
 /**
  * Errors connect-es raises itself, before EP's code runs, in EP's terms: a body that is not a
  * valid binary message is `invalid_argument` (connect-es says `internal` and quotes the parser), one
- * that is not a valid JSON message is too (with EP's detail, which connect-es leaves out);
- * a message over the size limit is `payload_too_large`.
+ * that is not a valid JSON message is too (with EP's detail, which connect-es leaves out), and so
+ * is a message flagged compressed without an encoding (connect-es says `internal`); a message
+ * over the size limit is `payload_too_large`.
  */
 function mend(code: string, message: string, h: UniversalHandler, bodyLimit: number): EpError | undefined {
   if (code === "internal" && message.startsWith("parse binary")) return notBinaryMessage(h.method.input.typeName);
   // a JSON body protobuf-es cannot read (bad JSON, an unknown field): connect-es sends it without EP's detail
   if (code === "invalid_argument" && message.startsWith("cannot decode ")) return new EpError("invalid_argument", message);
   if (code === "resource_exhausted" && /readMaxBytes|message size|larger than/i.test(message)) return new EpError("payload_too_large", `the body is larger than ${bodyLimit} bytes`);
+  // a message flagged compressed in a request that names no encoding: the caller's mistake, not a fault here
+  if (code === "internal" && message.startsWith("received compressed envelope")) return compressedWithoutEncoding();
   return undefined;
 }
 
@@ -97,17 +104,32 @@ async function failureOf(res: UniversalServerResponse, h: UniversalHandler, body
   return { body };
 }
 
+/** The failure in a Connect end-stream message's JSON, when mend() knows it. */
+function mendEndStream(json: string, h: UniversalHandler, bodyLimit: number): EpError | undefined {
+  try {
+    const { error } = JSON.parse(json) as { error?: { code?: unknown; message?: unknown } };
+    return typeof error?.code === "string" ? mend(error.code, String(error.message ?? ""), h, bodyLimit) : undefined;
+  } catch {
+    return undefined; // not an end-stream message connect-es wrote: as it was
+  }
+}
+
 /**
- * A streaming gRPC-Web response refused before its first message is one trailer frame (flag
- * 0x80): mended when it is a failure mend() knows; every other chunk passes as it came.
+ * A streaming gRPC-Web or Connect response refused before its first message is one frame (a
+ * gRPC-Web trailer frame, flag 0x80; a Connect end-stream message, flag 0x02): mended when it is
+ * a failure mend() knows; every other chunk passes as it came.
  */
-async function* mendGrpcWebStream(req: UniversalServerRequest, body: AsyncIterable<Uint8Array>, h: UniversalHandler, bodyLimit: number): AsyncIterable<Uint8Array> {
+async function* mendStreamStart(req: UniversalServerRequest, body: AsyncIterable<Uint8Array>, h: UniversalHandler, bodyLimit: number): AsyncIterable<Uint8Array> {
+  const type = req.header.get("content-type") ?? "";
+  const web = type.startsWith("application/grpc-web");
   let first = true;
   for await (const chunk of body) {
-    if (first && chunk[0] === 0x80) {
-      const ep = mendTrailerText(Buffer.from(chunk.subarray(5)).toString("latin1"), h, bodyLimit);
+    if (first && chunk[0] === (web ? 0x80 : endStreamFlag)) {
+      const text = Buffer.from(chunk.subarray(5)).toString(web ? "latin1" : "utf8");
+      const ep = web ? mendTrailerText(text, h, bodyLimit) : mendEndStream(text, h, bodyLimit);
       if (ep) {
-        yield trailerFrame(rpcErrorResponse(req.header.get("content-type") ?? "", ep).header);
+        const e = rpcErrorResponse(type, ep);
+        yield web ? trailerFrame(e.header) : e.body;
         continue;
       }
     }
@@ -132,8 +154,9 @@ function trailerFrame(fields: Headers): Uint8Array {
 
 async function mendResponse(req: UniversalServerRequest, res: UniversalServerResponse, h: UniversalHandler, bodyLimit: number): Promise<UniversalServerResponse> {
   const type = res.header?.get("content-type") ?? "";
-  if (type.startsWith("application/grpc-web") && h.method.methodKind !== "unary" && res.body && !res.header?.has("grpc-status")) {
-    return { ...res, body: mendGrpcWebStream(req, res.body, h, bodyLimit) };
+  const streamed = type.startsWith("application/grpc-web") || type.startsWith("application/connect+");
+  if (streamed && h.method.methodKind !== "unary" && res.body && !res.header?.has("grpc-status")) {
+    return { ...res, body: mendStreamStart(req, res.body, h, bodyLimit) };
   }
   const { ep, body } = await failureOf(res, h, bodyLimit);
   if (ep) {

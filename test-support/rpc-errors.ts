@@ -1,7 +1,7 @@
 // Reads EP's error out of what a raw RPC client received, the way a generated client does:
 // from the ep.errors.v1.ErrorDetail in the Connect JSON error or in gRPC's
 // grpc-status-details-bin (trailer or trailers-only headers).
-import { errorFromJson } from "@connectrpc/connect/protocol-connect";
+import { endStreamFromJson, errorFromJson } from "@connectrpc/connect/protocol-connect";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { toEpError, type EpError } from "../common/errors.js";
 
@@ -24,4 +24,11 @@ export function epErrorOfGrpc(fields: Headers | string): EpError | undefined {
   }
   const err = findTrailerError(headers);
   return err ? toEpError(err) : undefined;
+}
+
+/** The EpError in a Connect streaming response's end-stream message (its first envelope here). */
+export function epErrorOfConnectEndStream(body: Uint8Array): EpError | undefined {
+  if (body.length < 5 || !(body[0] & 0b10)) return undefined;
+  const { error } = endStreamFromJson(body.subarray(5, 5 + new DataView(body.buffer, body.byteOffset).getUint32(1)));
+  return error ? toEpError(error) : undefined;
 }

@@ -21,7 +21,7 @@ import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService, FrameKind } from "../gen/ep/tower/v1/work_pb.js";
 import type { TestTower } from "./harness.js";
-import { ROLES, type Outcome, type Role } from "./authz-table.js";
+import { doorOf, ROLES, type Outcome, type Role } from "./authz-table.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 export const SERVICES: DescService[] = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, SecretService, ToolService, ApprovalService];
@@ -35,6 +35,8 @@ export interface Fixture {
   t: TestTower;
   tokens: Record<Role, string>;
   domainA: string;
+  /** a domain the node does not serve */
+  domainB: string;
   missionA: string;
   agentA: string;
   nodeA: string;
@@ -75,6 +77,7 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
     t,
     tokens,
     domainA,
+    domainB,
     missionA,
     agentA,
     nodeA: node.node!.id,
@@ -147,6 +150,8 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "NodeService/ListNodes": () => ({}),
   "NodeService/GetNode": (f) => ({ nodeId: f.nodeA }),
   "NodeService/PublishEvents": (f) => ({ events: [{ type: "inbox", name: "probe", domainId: f.domainA }] }),
+  // the node serves domain A only: an event stamped with domain B is refused (issue 35)
+  "NodeService/PublishEvents (domain B)": (f) => ({ events: [{ type: "inbox", name: "probe", domainId: f.domainB }] }),
   "NodeService/ReportNodeState": () => ({}),
   "NodeService/ReloadNodeConfig": (f) => ({ nodeId: f.nodeA }),
   "NodeService/SetNodeDomains": (f) => ({ nodeId: f.nodeA, domainIds: [f.domainA] }),
@@ -203,7 +208,7 @@ function client(f: Fixture, service: DescService, role: Role): Client<DescServic
 }
 
 export async function probeConnect(f: Fixture, method: string, role: Role): Promise<Outcome | "invalid"> {
-  const [svc, name] = method.split("/");
+  const [svc, name] = doorOf(method).split("/");
   const service = SERVICES.find((s) => s.typeName === `ep.tower.v1.${svc}`)!;
   const local = name[0].toLowerCase() + name.slice(1);
   const c = client(f, service, role) as unknown as Record<string, (req: Init, opts?: { signal: AbortSignal }) => unknown>;

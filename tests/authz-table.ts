@@ -1,8 +1,9 @@
 // The authorization matrix: who may pass each door of the tower. One row per REST route (as
 // fastify registers it), Connect method and MCP tool; one column per caller. "agent" is an agent
 // token of domain A, whose resources every probe targets; "agent_foreign" one of domain B; "node"
-// a node registered for domain A with an agent there. allow = past authorization (the call may
-// still fail for other reasons); deny = 401/403. tests/authz-matrix.test.ts walks every door
+// a node registered for domain A with an agent there. A door may have a second row with what it
+// targets in parentheses ("(domain B)": the same call aimed at domain B). allow = past
+// authorization (the call may still fail for other reasons); deny = 401/403. tests/authz-matrix.test.ts walks every door
 // with every caller against this table, and fails on a door missing from it;
 // scripts/authz-doc.ts prints it into docs/security.md.
 export const ROLES = ["admin", "operator", "viewer", "node", "agent", "agent_foreign"] as const;
@@ -87,6 +88,7 @@ export const MATRIX: { rest: Record<string, Row>; connect: Record<string, Row>; 
     "NodeService/ListNodes": "AAAAAA",
     "NodeService/GetNode": "AAAAA-",
     "NodeService/PublishEvents": "---A--",
+    "NodeService/PublishEvents (domain B)": "------",
     "NodeService/ReportNodeState": "---A--",
     "NodeService/ReloadNodeConfig": "A-----",
     "NodeService/SetNodeDomains": "A-----",
@@ -154,6 +156,9 @@ export const MATRIX: { rest: Record<string, Row>; connect: Record<string, Row>; 
   },
 };
 
+/** The door a row is about: its key without a "(target)" suffix. */
+export const doorOf = (key: string): string => key.replace(/ \(.*\)$/, "");
+
 export function expected(row: Row): Record<Role, Outcome> {
   return Object.fromEntries(ROLES.map((r, i) => [r, row[i] === "A" ? "allow" : "deny"])) as Record<Role, Outcome>;
 }
@@ -178,7 +183,7 @@ export function renderMatrix(): string {
   const out = [
     "<!-- authz matrix: generated from tests/authz-table.ts by scripts/authz-doc.ts; do not edit by hand -->",
     "",
-    "Every probe targets domain A's resources with a valid request. ✓ = past authorization (the call may still fail for other reasons, e.g. a conflict); ✗ = refused (401/403, or the resource hidden as not found). AI sessions are private to the account that made them (the admin's here), so every other caller is refused on a session's own doors.",
+    "Every probe targets domain A's resources with a valid request, except a row that names another target in parentheses. ✓ = past authorization (the call may still fail for other reasons, e.g. a conflict); ✗ = refused (401/403, or the resource hidden as not found). AI sessions are private to the account that made them (the admin's here), so every other caller is refused on a session's own doors.",
     "",
     ...LEGEND,
   ];

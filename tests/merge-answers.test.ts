@@ -47,9 +47,9 @@ async function mergeCommand(node: LinkedNode) {
   return merges(node)[0];
 }
 
-/** Publishes an answer as `from` (PublishEvents stamps its node id). */
-async function answer(t: TestTower, from: LinkedNode, name: string, payload: Record<string, unknown>) {
-  await t.client(NodeService, from.token).publishEvents({ events: [{ type: "matrix", name, payload: payload as never }] });
+/** Publishes an answer as `from` in the task's domain, as epd does (PublishEvents stamps its node id). */
+async function answer(s: { t: TestTower; domainId: string }, from: LinkedNode, name: string, payload: Record<string, unknown>) {
+  await s.t.client(NodeService, from.token).publishEvents({ events: [{ type: "matrix", name, domainId: s.domainId, payload: payload as never }] });
 }
 
 describe("MergeTask at the tower", () => {
@@ -63,8 +63,8 @@ describe("MergeTask at the tower", () => {
     expect(d).toMatchObject({ repo: "/srv/repo", branch: `ep/${s.task.id}`, head: "b".repeat(40), into: "main", title: "edit", agentName: "sh0", domainId: s.domainId });
     expect(d.requestId).toMatch(/^mrg_[0-9a-f]{16}$/);
     // the same request id from a node that was not asked: ignored
-    await answer(s.t, s.other, "workspace.merged", { request_id: d.requestId, outcome: "fast_forward", into: "main", tip: "f".repeat(40) });
-    await answer(s.t, s.node, "workspace.merged", { request_id: d.requestId, outcome: "merge_commit", into: "main", branch: `ep/${s.task.id}`, merged: "b".repeat(40), previous: "c".repeat(40), tip: "d".repeat(40), checkout: "" });
+    await answer(s, s.other, "workspace.merged", { request_id: d.requestId, outcome: "fast_forward", into: "main", tip: "f".repeat(40) });
+    await answer(s, s.node, "workspace.merged", { request_id: d.requestId, outcome: "merge_commit", into: "main", branch: `ep/${s.task.id}`, merged: "b".repeat(40), previous: "c".repeat(40), tip: "d".repeat(40), checkout: "" });
     const res = await call;
     expect(res).toMatchObject({ outcome: MergeOutcome.MERGE_COMMIT, into: "main", merged: "b".repeat(40), previous: "c".repeat(40), tip: "d".repeat(40) });
   });
@@ -74,7 +74,7 @@ describe("MergeTask at the tower", () => {
     const call = s.work.mergeTask({ taskId: s.task.id, into: "release" }).catch((e: unknown) => e);
     const d = await mergeCommand(s.node);
     expect(d.into).toBe("release");
-    await answer(s.t, s.node, "workspace.merge_refused", { request_id: d.requestId, reason: "conflict", files: ["a.txt"], message: "does not merge cleanly; nothing changed" });
+    await answer(s, s.node, "workspace.merge_refused", { request_id: d.requestId, reason: "conflict", files: ["a.txt"], message: "does not merge cleanly; nothing changed" });
     const err = await call;
     expect(err).toBeInstanceOf(ConnectError);
     expect((err as ConnectError).rawMessage).toBe("does not merge cleanly; nothing changed");

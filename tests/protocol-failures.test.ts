@@ -1,8 +1,9 @@
 // Issue 14, point 7: failures leave in EP's shape and the right protocol, with no internals, and
 // slow clients are cut off. A real tower over real sockets; the timeouts are configured small.
+import { connect as connectHttp2 } from "node:http2";
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { epErrorOfConnectJson, epErrorOfGrpc } from "../test-support/rpc-errors.js";
+import { epErrorOfConnectEndStream, epErrorOfConnectJson, epErrorOfGrpc } from "../test-support/rpc-errors.js";
 import { startTower, type TestTower } from "./harness.js";
 
 let t: TestTower;
@@ -103,6 +104,37 @@ describe("protocol-correct failures", () => {
     const bad = await post("/domains", "application/json", "{nope");
     expect(bad.status).toBe(400);
     expect(bad.json.error.code).toBe("invalid_json");
+  });
+
+  it("a message flagged compressed without an encoding is invalid_argument in every protocol, not internal", async () => {
+    // one envelope: flag 1 (compressed), length 2, then bytes that are no gzip; no grpc-encoding
+    const body = Buffer.from([1, 0, 0, 0, 2, 0x0a, 0x00]);
+    const session = connectHttp2(t.url);
+    try {
+      for (const [method, contentType] of [
+        ["WorkService/ListDomains", "application/grpc"],
+        ["EventService/StreamEvents", "application/grpc"],
+        ["WorkService/ListDomains", "application/grpc-web+proto"],
+        ["EventService/StreamEvents", "application/connect+proto"],
+      ]) {
+        const r = await new Promise<{ headers: Headers; body: Buffer }>((resolve, reject) => {
+          const req = session.request({ ":method": "POST", ":path": `/ep.tower.v1.${method}`, "content-type": contentType, te: "trailers", authorization: `Bearer ${t.adminToken}` });
+          const headers = new Headers();
+          const chunks: Buffer[] = [];
+          const keep = (h: Record<string, unknown>) => Object.entries(h).forEach(([k, v]) => !k.startsWith(":") && headers.set(k, String(v)));
+          req.on("response", keep).on("trailers", keep).on("data", (c: Buffer) => chunks.push(c));
+          req.on("end", () => resolve({ headers, body: Buffer.concat(chunks) })).on("error", reject);
+          req.end(body);
+        });
+        const where = `${contentType} ${method}`;
+        expect({ where, text: r.body.toString("latin1") }).not.toMatchObject({ text: expect.stringMatching(INTERNALS) });
+        const ep = contentType.startsWith("application/connect+") ? epErrorOfConnectEndStream(r.body) : epErrorOfGrpc(r.headers);
+        expect({ where, code: ep?.code, message: ep?.message }).toEqual({ where, code: "invalid_argument", message: expect.stringContaining("flagged compressed but the request names no encoding") });
+        if (contentType.startsWith("application/grpc")) expect({ where, status: r.headers.get("grpc-status") }).toEqual({ where, status: "3" });
+      }
+    } finally {
+      session.close();
+    }
   });
 
   it("cuts off a client that sends a header line every 300 ms (headers timeout 1 s)", async () => {

@@ -2,14 +2,13 @@
 import type { AiService as AiServiceImpl } from "./domain/ai/sessions.js";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { bindReflection } from "./edges/connect/reflection.js";
-import { createContextValues } from "@connectrpc/connect";
+import { createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { systemClock, type Clock } from "../common/clock.js";
 import { createLogger, type Logger } from "../common/log.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
-import type { DescService } from "@bufbuild/protobuf";
 import { SecretService } from "../gen/ep/tower/v1/secrets_pb.js";
 import { ApprovalService } from "../gen/ep/tower/v1/approvals_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
@@ -41,7 +40,7 @@ import { registerMcpRoutes } from "./edges/mcp/mcp-routes.js";
 import { kCaller } from "./edges/caller-key.js";
 import { registerUnaryLane } from "./edges/connect/unary-lane.js";
 import { mendProtocolErrors } from "../common/connect-errors.js";
-import { bindService } from "./edges/connect/bind.js";
+import { serviceImpl } from "./edges/connect/bind.js";
 import { buildOpenApi } from "./edges/rest/openapi.js";
 import { registerRestRoutes, workRoutes } from "./edges/rest/work-routes.js";
 import { registerConsoleRoutes } from "./edges/ui/console-routes.js";
@@ -86,21 +85,6 @@ export interface TowerOptions {
    * _PREVIOUS) and replicas (EP_REPLICA_ID, EP_REPLICA_URL); default process.env.
    */
   env?: Record<string, string | undefined>;
-}
-
-/** Every Connect service the tower serves, with its implementation. */
-function connectServices(s: Record<"work" | "fleet" | "authService" | "events" | "ai" | "tools" | "secrets" | "approvals", object>): [DescService, object][] {
-  return [
-    [WorkService, s.work],
-    [NodeService, s.fleet],
-    [AgentService, s.fleet],
-    [AuthService, s.authService],
-    [EventService, s.events],
-    [AiService, s.ai],
-    [ToolService, s.tools],
-    [SecretService, s.secrets],
-    [ApprovalService, s.approvals],
-  ];
 }
 
 /** The credential of an HTTP request (tower/edges/credential.ts). */
@@ -178,7 +162,32 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   });
   refuseUnknownUpgrades(app, [EVENTS_WS_PATH, ...ATTACH_PATHS]);
 
-  await registerConnect(app, connectServices({ work: workApi, fleet, authService, events, ai, tools, secrets, approvals }), config.bodyLimit, log);
+  // Connect, gRPC and gRPC-Web for every service, each implemented over its domain object
+  // (serviceImpl: the compiler checks the object against the service); plain Connect unary calls
+  // take a lane of their own over the same implementations (unary-lane.ts); reflection; EP's
+  // error shapes for what connect-es refuses itself
+  const services = (router: ConnectRouter) => {
+    router.service(WorkService, serviceImpl(WorkService, workApi, log));
+    router.service(NodeService, serviceImpl(NodeService, fleet, log));
+    router.service(AgentService, serviceImpl(AgentService, fleet, log));
+    router.service(AuthService, serviceImpl(AuthService, authService, log));
+    router.service(EventService, serviceImpl(EventService, events, log));
+    router.service(AiService, serviceImpl(AiService, ai, log));
+    router.service(ToolService, serviceImpl(ToolService, tools, log));
+    router.service(SecretService, serviceImpl(SecretService, secrets, log));
+    router.service(ApprovalService, serviceImpl(ApprovalService, approvals, log));
+  };
+  await registerUnaryLane(app, services, config.bodyLimit);
+  await app.register(fastifyConnectPlugin, {
+    jsonOptions: { ignoreUnknownFields: false },
+    readMaxBytes: config.bodyLimit,
+    contextValues: (req: FastifyRequest) => createContextValues().set(kCaller, req.caller as Caller | undefined),
+    routes: (router) => {
+      services(router);
+      bindReflection(router, [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService]);
+      mendProtocolErrors(router.handlers, config.bodyLimit);
+    },
+  });
 
   // the sweeper: expired leases go back to the queue (or fail past max_attempts); approved AI
   // actions that never got an outcome (the tower stopped mid-run) are marked interrupted
@@ -254,18 +263,3 @@ function createAiConsole(deps: Deps, env: Record<string, string | undefined>, wo
   return { ai: createAiService(deps, { planner, settings, executor }), tools: createToolService(deps, executor) };
 }
 
-/** Connect, gRPC and gRPC-Web for every service (each bound to its domain object), with reflection and EP's error shapes. */
-async function registerConnect(app: FastifyInstance, served: [DescService, object][], bodyLimit: number, log: Logger): Promise<void> {
-  // plain Connect unary calls take a lane of their own; the rest go to connect-es (unary-lane.ts)
-  await registerUnaryLane(app, served, bodyLimit, log);
-  await app.register(fastifyConnectPlugin, {
-    jsonOptions: { ignoreUnknownFields: false },
-    readMaxBytes: bodyLimit,
-    contextValues: (req: FastifyRequest) => createContextValues().set(kCaller, req.caller as Caller | undefined),
-    routes: (router) => {
-      for (const [service, impl] of served) bindService(router, service, impl, log);
-      bindReflection(router, served.map(([service]) => service));
-      mendProtocolErrors(router.handlers, bodyLimit);
-    },
-  });
-}

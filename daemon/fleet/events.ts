@@ -1,10 +1,12 @@
 // Fleet events to the tower (NodeService.PublishEvents with the node token): `inbox` for signals,
 // `matrix` for cron fires and supervision, `progress` for signal runs. Sent in order, batched;
-// while the tower is unreachable they wait in a bounded queue and are retried.
+// while the tower is unreachable they wait in a bounded queue and are retried; one the tower
+// refuses (outside the node's domains, say) is dropped with a warning.
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { Clock, ClockTimer } from "../../common/clock.js";
 import type { Logger } from "../../common/log.js";
 import type { TowerClients } from "../link/tower-client.js";
+import { refusedByTower } from "../worker/report.js";
 
 export interface FleetEvent {
   type: "inbox" | "matrix" | "progress";
@@ -41,24 +43,37 @@ export function createEventPublisher(opts: EventPublisherOptions): EventPublishe
   let closed = false;
   let dropped = 0;
 
+  // after the tower refused a batch, its events go one at a time, so one it refuses does not hold the rest
+  let alone = 0;
+
   async function sendAll(): Promise<void> {
     while (queue.length) {
-      const batch = queue.slice(0, 200);
+      const batch = queue.slice(0, alone > 0 ? 1 : 200);
       try {
         await opts.tower.nodes.publishEvents({
           events: batch.map((e) => ({ type: e.type, name: e.name, domainId: e.domainId ?? "", agentId: e.agentId ?? "", status: e.status ?? "", payload: e.payload })),
         });
       } catch (err) {
-        opts.log.debug("fleet events not published yet; will retry", { queued: queue.length, error: (err as Error).message });
-        if (!closed && !retry) {
-          retry = opts.clock.setTimeout(() => {
-            retry = undefined;
-            void flush();
-          }, retryMs);
+        const refused = refusedByTower(err);
+        if (!refused) {
+          opts.log.debug("fleet events not published yet; will retry", { queued: queue.length, error: (err as Error).message });
+          if (!closed && !retry) {
+            retry = opts.clock.setTimeout(() => {
+              retry = undefined;
+              void flush();
+            }, retryMs);
+          }
+          return;
         }
-        return;
+        if (batch.length > 1) {
+          alone = batch.length;
+          continue;
+        }
+        // an answer, not a transport failure: sending it again would be refused again
+        opts.log.warn("fleet event refused by the tower; dropped", { name: batch[0].name, domain_id: batch[0].domainId ?? "", error: refused.message });
       }
       queue = queue.slice(batch.length);
+      alone = Math.max(0, alone - batch.length);
     }
   }
 

@@ -1,7 +1,7 @@
 // CronService and SuperviseService on mgmt.sock (Connect and JSON-RPC `cron.*`, `supervise.*`
 // from one registration), over the fleet's cron dispatcher and watchdog.
 import { create } from "@bufbuild/protobuf";
-import type { ConnectRouter } from "@connectrpc/connect";
+import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import { invalidField } from "../../common/errors.js";
 import * as mgmt from "../../gen/ep/daemon/v1/mgmt_pb.js";
 import type { CronFire, CronJobView } from "../cron/index.js";
@@ -73,7 +73,7 @@ export function fleetRoutes(fleet: Fleet): (router: ConnectRouter) => void {
         return res;
       },
       gcNow: () => create(mgmt.CronServiceGcNowResponseSchema, { removed: fleet.cron.gcNow() }),
-    });
+    } satisfies ServiceImpl<typeof mgmt.CronService>);
 
     router.service(mgmt.SuperviseService, {
       async list() {
@@ -104,6 +104,6 @@ export function fleetRoutes(fleet: Fleet): (router: ConnectRouter) => void {
         fleet.watchdog.resume(p.id);
         return create(mgmt.SuperviseServiceResumeResponseSchema, { agent: await supervisedView(p.id) });
       },
-    });
+    } satisfies ServiceImpl<typeof mgmt.SuperviseService>);
   };
 }

@@ -1,10 +1,12 @@
-// The daemon's side of the tower API: Connect clients carrying the node JWT; unary calls in binary
-// protobuf on a lean node:http transport (unary-transport.ts), streams on connect-node's HTTP/1.1.
+// The daemon's side of the tower API: Connect clients carrying the node JWT, in binary protobuf
+// over connect-node's HTTP/1.1 transport (the link stream and every unary call). HTTP/1.1 because
+// a reverse proxy in front of the tower (docs/deploy.md) passes it as it is; a hand-written lean
+// transport measured ~1 ms of epd CPU less per call and was removed as nobody feels that
+// (docs/PERFORMANCE.md, "Bound through the library").
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { AgentService, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
-import { createUnaryTransport } from "./unary-transport.js";
 import { ApprovalService } from "../../gen/ep/tower/v1/approvals_pb.js";
 
 export interface TowerClients {
@@ -22,8 +24,7 @@ export function createTowerClients(baseUrl: string, token: string): TowerClients
     req.header.set("authorization", `Bearer ${token}`);
     return next(req);
   };
-  const streams = createConnectTransport({ baseUrl, httpVersion: "1.1", interceptors: [bearer] });
-  const transport = createUnaryTransport({ baseUrl, headers: { authorization: `Bearer ${token}` }, streams });
+  const transport = createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: true, interceptors: [bearer] });
   return {
     baseUrl,
     token,

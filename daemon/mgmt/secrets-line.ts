@@ -2,7 +2,7 @@
 // one JSON line {"ok":true,"value"} or {"ok":false,"error":{"code","message"}}, and
 // the Connect SecretsService on the same socket. Who may read what is decided by the
 // injected getSecret; this file only speaks the protocols. Values are never logged.
-import type { ConnectRouter } from "@connectrpc/connect";
+import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import { SecretsService } from "../../gen/ep/secrets/v1/secrets_pb.js";
 import { EpError, invalidField, toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
@@ -43,7 +43,7 @@ export function secretsRoutes(getSecret: GetSecret, log: Logger = silentLogger):
       async getSecret(req) {
         return { value: await fetchSecret(getSecret, req.session, req.name, log) };
       },
-    });
+    } satisfies ServiceImpl<typeof SecretsService>);
   };
 }
 

@@ -2,7 +2,7 @@
 // DaemonService, AgentService and ToolService. Cron and supervision register their own.
 import { create, fromJson, type JsonObject } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import type { ConnectRouter } from "@connectrpc/connect";
+import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import { iso } from "../../common/clock.js";
 import { EpError, invalidField, toEpError } from "../../common/errors.js";
 import type { NodeIdentity } from "../../common/node-identity.js";
@@ -70,7 +70,7 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
       async runtimes() {
         return create(mgmt.DaemonServiceRuntimesResponseSchema, { runtimes: (await d.runtimes?.()) ?? [] });
       },
-    });
+    } satisfies ServiceImpl<typeof mgmt.DaemonService>);
 
     router.service(mgmt.AgentService, {
       async enroll(req) {
@@ -120,13 +120,13 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
           .catch(() => undefined);
         return create(mgmt.AgentServiceSignalResponseSchema, { deliveredVia });
       },
-    });
+    } satisfies ServiceImpl<typeof mgmt.AgentService>);
 
     router.service(mgmt.ToolService, {
       async run(req) {
         const out = await d.tools.call(req.tool.trim(), (req.arguments ?? {}) as JsonObject, { domainId: req.domainId.trim() || undefined });
         return create(mgmt.ToolServiceRunResponseSchema, { result: fromJson(ValueSchema, out.result), shortCircuited: out.shortCircuited });
       },
-    });
+    } satisfies ServiceImpl<typeof mgmt.ToolService>);
   };
 }

@@ -107,20 +107,21 @@ export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
     async publishEvents(caller: Caller, req: fleet.PublishEventsRequest): Promise<fleet.PublishEventsResponse> {
       authorize(caller, "node");
       if (req.events.length > 500) throw invalidField("events", "at most 500 events per call");
-      const events: NewEvent[] = req.events.map((e, i) => {
+      req.events.forEach((e, i) => {
         if (!["inbox", "matrix", "progress"].includes(e.type)) throw invalidField(`events[${i}].type`, "must be inbox, matrix or progress");
         if (!e.name) throw invalidField(`events[${i}].name`, "is required");
-        return {
-          type: e.type as NewEvent["type"],
-          name: e.name,
-          domainId: e.domainId,
-          missionId: e.missionId,
-          agentId: e.agentId,
-          taskId: e.taskId,
-          status: e.status,
-          payload: { ...(e.payload ?? {}), node_id: caller.nodeId },
-        };
       });
+      await checkEventScope(store, caller, req.events);
+      const events: NewEvent[] = req.events.map((e) => ({
+        type: e.type as NewEvent["type"],
+        name: e.name,
+        domainId: e.domainId,
+        missionId: e.missionId,
+        agentId: e.agentId,
+        taskId: e.taskId,
+        status: e.status,
+        payload: { ...(e.payload ?? {}), node_id: caller.nodeId },
+      }));
       const written = await store.transaction((tx) => tx.appendEvents(events, iso(clock.now())));
       deps.hub.publish(written);
       return create(fleet.PublishEventsResponseSchema, { ids: written.map((e) => BigInt(e.id)) });
@@ -154,6 +155,47 @@ export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
       return reloadAndWait(deps, deliver, caller, req.nodeId, waitMs);
     },
   };
+}
+
+/** Where a node's own events (those without a domain) are named: the fleet it runs, never the work. */
+const NODE_EVENT_PREFIXES = ["agent.", "supervise.", "cron.", "config.", "booster."];
+
+/**
+ * What a node may publish: events of a domain it serves, naming only that domain's missions,
+ * tasks and agents; or its own events (no domain: its profile agents, cron, supervision, config
+ * reloads, booster verdicts), named under NODE_EVENT_PREFIXES and naming no mission, task or
+ * agent. Anything else is refused whole (`forbidden`), so a node cannot write into the feed of a
+ * domain it does not serve (docs/security.md, "Node scope").
+ */
+async function checkEventScope(store: Store, caller: Caller, events: fleet.PublishEventsRequest["events"]): Promise<void> {
+  const domainOf = new Map<string, Promise<string | undefined>>();
+  const lookup = (kind: "mission" | "task" | "agent", id: string) => {
+    const key = `${kind}:${id}`;
+    let found = domainOf.get(key);
+    if (!found) {
+      const row = kind === "mission" ? store.getMission(id) : kind === "task" ? store.getTask(id) : store.getAgent(id);
+      found = row.then((r) => r?.domainId);
+      domainOf.set(key, found);
+    }
+    return found;
+  };
+  for (const [i, e] of events.entries()) {
+    const named = { mission: e.missionId, task: e.taskId, agent: e.agentId };
+    if (!e.domainId) {
+      if (!NODE_EVENT_PREFIXES.some((p) => e.name.startsWith(p))) {
+        throw new EpError("forbidden", `events[${i}] (${e.name}) has no domain: a node publishes without one only its own events (${NODE_EVENT_PREFIXES.map((p) => `${p}*`).join(", ")}); give the domain it is about`, { field: `events[${i}].domain_id` });
+      }
+      const which = Object.entries(named).find(([, id]) => id)?.[0];
+      if (which) throw new EpError("forbidden", `events[${i}] (${e.name}) names a ${which} but no domain; give the ${which}'s domain`, { field: `events[${i}].domain_id` });
+      continue;
+    }
+    authorize(caller, "node", { domainId: e.domainId });
+    for (const [kind, id] of Object.entries(named) as ["mission" | "task" | "agent", string][]) {
+      if (id && (await lookup(kind, id)) !== e.domainId) {
+        throw new EpError("forbidden", `events[${i}] (${e.name}) names ${kind} ${id}, which is not in domain ${e.domainId}`, { field: `events[${i}].${kind}_id` });
+      }
+    }
+  }
 }
 
 /** Sends config_reload to the node and waits up to waitMs for its config.reload event naming this request. */

@@ -60,6 +60,10 @@ export function createHttpApp(config: TowerConfig): FastifyInstance {
   // checked every second. Responses may last (event streams, links, long polls): only receiving
   // the request is bounded.
   const serverOptions = {
+    // an idle kept-alive connection outlives the clients' own idle limit (Node's agents close at
+    // 5 s, the server's default too): the client closes it, so it never writes a call into a
+    // socket the tower closed at the same moment (EPIPE / ECONNRESET). Fastify's own default.
+    keepAliveTimeout: 72_000,
     headersTimeout: config.headersTimeoutMs,
     requestTimeout: config.requestTimeoutMs,
     connectionsCheckingInterval: Math.min(1000, config.headersTimeoutMs),

@@ -1,14 +1,24 @@
-// Binds a domain object (methods named like the RPCs, taking (caller, request)) to a
-// Connect service implementation. The edge only decodes, calls and encodes.
-import type { DescMethod, DescService } from "@bufbuild/protobuf";
-import type { ConnectRouter, HandlerContext } from "@connectrpc/connect";
+// A Connect service implementation (connect-es's ServiceImpl) over a domain object whose methods
+// are named like the RPCs and take (caller, request, signal). The compiler checks the domain
+// object against the service: a missing method, or one with the wrong request or response
+// message, is a type error. The edge only finds the caller, calls and maps errors.
+import type { DescMethodServerStreaming, DescMethodUnary, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { EpError, toEpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
 import type { Caller } from "../../domain/caller.js";
 import { callerOf } from "../caller-key.js";
 
-type Unary = (caller: Caller, req: unknown, signal: AbortSignal) => Promise<unknown>;
-type ServerStream = (caller: Caller, req: unknown, signal: AbortSignal) => AsyncIterable<unknown>;
+/** The domain method behind one RPC (the tower serves unary and server-streaming RPCs only). */
+type DomainMethod<M> =
+  M extends DescMethodUnary<infer I, infer O>
+    ? (caller: Caller, req: MessageShape<I>, signal: AbortSignal) => Promise<MessageInitShape<O>>
+    : M extends DescMethodServerStreaming<infer I, infer O>
+      ? (caller: Caller, req: MessageShape<I>, signal: AbortSignal) => AsyncIterable<MessageInitShape<O>>
+      : never;
+
+/** What a domain object must have to serve `S`: one method per RPC, by connect-es's local name. */
+export type DomainService<S extends DescService> = { [K in keyof S["method"]]: DomainMethod<S["method"][K]> };
 
 /** The error in Connect's terms; an unexpected one (a bug, a dropped database) is logged with where it began. */
 function asConnectError(err: unknown, method: string, log: Logger | undefined): Error {
@@ -20,38 +30,32 @@ function asConnectError(err: unknown, method: string, log: Logger | undefined): 
   return ep.toConnectError();
 }
 
-export type UnaryCall = (caller: () => Caller, req: unknown, signal: AbortSignal) => Promise<unknown>;
+type AnyMethod = (caller: Caller, req: unknown, signal: AbortSignal) => Promise<unknown> | AsyncIterable<unknown>;
 
-/** The domain method behind a unary RPC, failing with a ConnectError; undefined when `impl` has none. */
-export function unaryCall(service: DescService, method: DescMethod, impl: object, log?: Logger): UnaryCall | undefined {
-  const fn = (impl as Record<string, unknown>)[method.localName];
-  if (typeof fn !== "function" || method.methodKind !== "unary") return undefined;
-  return async (caller, req, signal) => {
-    try {
-      return await (fn as Unary).call(impl, caller(), req, signal);
-    } catch (err) {
-      throw asConnectError(err, `${service.typeName}/${method.name}`, log);
-    }
-  };
-}
-
-export function bindService(router: ConnectRouter, service: DescService, impl: object, log?: Logger): void {
-  const handlers: Record<string, unknown> = {};
-  for (const method of service.methods as DescMethod[]) {
-    const fn = (impl as Record<string, unknown>)[method.localName];
-    if (typeof fn !== "function") continue;
-    const unary = unaryCall(service, method, impl, log);
-    if (unary) {
-      handlers[method.localName] = (req: unknown, ctx: HandlerContext) => unary(() => callerOf(ctx), req, ctx.signal);
-    } else if (method.methodKind === "server_streaming") {
-      handlers[method.localName] = async function* (req: unknown, ctx: HandlerContext) {
+/** `service` served by `domain`: each RPC calls the domain method of its name with the call's caller. */
+export function serviceImpl<S extends DescService>(service: S, domain: DomainService<S>, log?: Logger): ServiceImpl<S> {
+  const impl: Record<string, unknown> = {};
+  for (const method of service.methods) {
+    // DomainService<S> has every method of S, typed; one object of them, by name, here
+    const fn = (domain as Record<string, AnyMethod>)[method.localName];
+    const where = `${service.typeName}/${method.name}`;
+    if (method.methodKind === "unary") {
+      impl[method.localName] = async (req: unknown, ctx: HandlerContext) => {
         try {
-          yield* (fn as ServerStream).call(impl, callerOf(ctx), req, ctx.signal);
+          return await fn.call(domain, callerOf(ctx), req, ctx.signal);
         } catch (err) {
-          throw asConnectError(err, `${service.typeName}/${method.name}`, log);
+          throw asConnectError(err, where, log);
+        }
+      };
+    } else {
+      impl[method.localName] = async function* (req: unknown, ctx: HandlerContext) {
+        try {
+          yield* fn.call(domain, callerOf(ctx), req, ctx.signal) as AsyncIterable<unknown>;
+        } catch (err) {
+          throw asConnectError(err, where, log);
         }
       };
     }
   }
-  router.service(service, handlers as never);
+  return impl as ServiceImpl<S>;
 }

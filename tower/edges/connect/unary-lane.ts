@@ -2,7 +2,9 @@
 // `application/json`, an uncompressed body and no `connect-timeout-ms`. That is every call of epd
 // and of the generated Connect clients in their defaults; everything else on the same paths (gRPC,
 // gRPC-Web, GET, compressed requests, deadlines, streams) still goes to connect-es, chosen per
-// request by a Fastify route constraint.
+// request by a Fastify route constraint. The lane serves the same implementations: it replays the
+// Connect registration (routes(router), as the daemon's JSON-RPC does) and calls each unary
+// method with the request's caller in a context of its own.
 //
 // Why: connect-es's universal handler wraps each call in web Headers, URL parsing, async-iterable
 // bodies and two abort controllers that it aborts after every call (each abort builds a
@@ -12,7 +14,7 @@
 // with connect-es's own JSON error writer; tests/connect-lane.test.ts sends every case through both
 // paths and compares the answers byte for byte.
 import { create, fromBinary, fromJsonString, isMessage, toBinary, toJsonString, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues, type ConnectRouter, type HandlerContext } from "@connectrpc/connect";
 import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { IncomingMessage } from "node:http";
@@ -20,8 +22,9 @@ import { promisify } from "node:util";
 import { gzip as gzipCb } from "node:zlib";
 import { notBinaryMessage } from "../../../common/connect-errors.js";
 import { EpError } from "../../../common/errors.js";
-import type { Logger } from "../../../common/log.js";
-import { unaryCall, type UnaryCall } from "./bind.js";
+import { kCaller } from "../caller-key.js";
+
+type UnaryCall = (req: unknown, ctx: HandlerContext) => unknown;
 
 const gzip = promisify(gzipCb);
 const STRATEGY = "connectUnary";
@@ -49,39 +52,91 @@ const strategy = {
   mustMatchWhenDerived: false,
 };
 
-/** Registers the lane's routes for every unary method of `served`; call before connect-es's plugin. */
-export async function registerUnaryLane(app: FastifyInstance, served: [DescService, object][], bodyLimit: number, log: Logger): Promise<void> {
+/** The unary methods `routes` registers, each with its implementation (the Connect registration replayed). */
+function unaryCalls(routes: (router: ConnectRouter) => void): { service: DescService; method: DescMethod; call: UnaryCall }[] {
+  const calls: { service: DescService; method: DescMethod; call: UnaryCall }[] = [];
+  const add = (method: DescMethod, fn: unknown, self?: object) => {
+    if (method.methodKind === "unary" && typeof fn === "function") calls.push({ service: method.parent, method, call: fn.bind(self) as UnaryCall });
+  };
+  const router: ConnectRouter = {
+    handlers: [],
+    service(service, implementation) {
+      for (const method of service.methods) add(method, (implementation as Record<string, unknown>)[method.localName], implementation);
+      return router;
+    },
+    rpc(method, impl) {
+      add(method, impl);
+      return router;
+    },
+  };
+  routes(router);
+  return calls;
+}
+
+/** Registers the lane's routes for every unary method `routes` registers; call before connect-es's plugin. */
+export async function registerUnaryLane(app: FastifyInstance, routes: (router: ConnectRouter) => void, bodyLimit: number): Promise<void> {
   if (!app.hasConstraintStrategy(STRATEGY)) app.addConstraintStrategy(strategy as never);
+  const calls = unaryCalls(routes);
   await app.register(async (lane) => {
     // the body as bytes, whatever the type: decoding is the lane's (and its errors connect-es's)
     lane.removeAllContentTypeParsers();
     lane.addContentTypeParser("*", { parseAs: "buffer", bodyLimit }, (_req, body, done) => done(null, body));
-    for (const [service, impl] of served) {
-      for (const method of service.methods as DescMethod[]) {
-        const call = unaryCall(service, method, impl, log);
-        if (!call) continue; // not unary, or not implemented
-        for (const kind of ["proto", "json"] as const) {
-          lane.route({ method: "POST", url: `/${service.typeName}/${method.name}`, constraints: { [STRATEGY]: kind }, handler: handlerFor(method.input, method.output, call, kind === "proto") });
-        }
+    for (const { service, method, call } of calls) {
+      for (const kind of ["proto", "json"] as const) {
+        lane.route({ method: "POST", url: `/${service.typeName}/${method.name}`, constraints: { [STRATEGY]: kind }, handler: handlerFor(method, call, kind === "proto") });
       }
     }
   });
 }
 
-function handlerFor(input: DescMessage, output: DescMessage, call: UnaryCall, binary: boolean) {
-  const inputName = input.typeName;
+/**
+ * What a lane call gives the implementation: the request's caller (read by serviceImpl) and a
+ * signal aborted when the client goes away; headers only when asked for. No deadline: a call
+ * with `connect-timeout-ms` goes to connect-es.
+ */
+function laneContext(method: DescMethod, req: FastifyRequest, signal: AbortSignal): HandlerContext {
+  let requestHeader: Headers | undefined;
+  let responseHeader: Headers | undefined;
+  let responseTrailer: Headers | undefined;
+  return {
+    method,
+    service: method.parent,
+    signal,
+    timeoutMs: () => undefined,
+    requestMethod: "POST",
+    protocolName: "connect",
+    url: req.url,
+    values: createContextValues().set(kCaller, req.caller),
+    get requestHeader() {
+      if (!requestHeader) {
+        requestHeader = new Headers();
+        for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) requestHeader.set(k, Array.isArray(v) ? v.join(", ") : v);
+      }
+      return requestHeader;
+    },
+    get responseHeader() {
+      return (responseHeader ??= new Headers());
+    },
+    get responseTrailer() {
+      return (responseTrailer ??= new Headers());
+    },
+  };
+}
+
+function handlerFor(method: DescMethod, call: UnaryCall, binary: boolean) {
+  const { input, output } = method;
   return async (req: FastifyRequest, reply: FastifyReply) => {
     const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
     let bytes: Uint8Array;
     try {
-      const msg = decode(input, inputName, body, binary);
+      const msg = decode(input, input.typeName, body, binary);
       const ac = new AbortController();
       // the client went away before the answer: the call's signal says so (a waiting claim ends)
       const onClose = () => void (reply.raw.writableFinished || ac.abort(new ConnectError("the client closed the call", Code.Canceled)));
       reply.raw.once("close", onClose);
       let out: unknown;
       try {
-        out = await call(() => req.caller ?? raise(new EpError("unauthenticated")), msg, ac.signal);
+        out = await call(msg, laneContext(method, req, ac.signal));
       } finally {
         reply.raw.off("close", onClose);
       }
@@ -116,8 +171,4 @@ function decode(input: DescMessage, name: string, body: Buffer, binary: boolean)
   } catch (err) {
     throw new EpError("invalid_argument", ConnectError.from(err, Code.InvalidArgument).rawMessage);
   }
-}
-
-function raise(err: Error): never {
-  throw err;
 }
