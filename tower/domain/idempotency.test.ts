@@ -29,7 +29,7 @@ storeSuite((s) => {
     const deps: Deps = { store, clock, hub: createEventHub(), log: silentLogger, limits: DEFAULT_LIMITS };
     return { deps, clock, work: createWorkService(deps) };
   };
-  const newTask = (missionId: string, over: Partial<pb.CreateTaskRequest> = {}) =>
+  const newTask = (missionId: string, over: { title?: string; input?: Record<string, string>; requestId?: string } = {}) =>
     create(pb.CreateTaskRequestSchema, { missionId, title: "build", runtime: 1, input: { command: "true" }, requestId: "key-1", ...over });
 
   describe("idempotency keys", () => {
@@ -128,7 +128,7 @@ storeSuite((s) => {
 describe("idempotency key shape", () => {
   const refusal = (key: string) => {
     try {
-      checkIdempotencyKey(key, "Idempotency-Key header");
+      checkIdempotencyKey(key, "Idempotency-Key", "Idempotency-Key header");
       return "ok";
     } catch (err) {
       return (err as EpError).message;

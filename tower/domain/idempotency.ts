@@ -6,7 +6,7 @@
 // is emitted); the same key with another request is refused with idempotency_key_reused.
 import { createHash } from "node:crypto";
 import { clone, fromJson, toJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
-import { EpError, invalidField } from "../../common/errors.js";
+import { EpError } from "../../common/errors.js";
 import { iso } from "../../common/clock.js";
 import type { Store } from "../store/store.js";
 import type { Caller } from "./caller.js";
@@ -22,13 +22,14 @@ const SWEEP_EVERY_MS = 10 * 60_000;
 
 /**
  * A key's shape: 1 to 255 printable ASCII characters (spaces only inside). `field` names where
- * it came from in the error (the header on REST, request_id on Connect).
+ * it came from (request_id on Connect, Idempotency-Key on REST) and `what` says it in the message.
  */
-export function checkIdempotencyKey(key: string, field: string): void {
-  if (key === "") throw invalidField(field, "is empty; send a fresh unique value (a UUID) or leave it out");
-  if (key.length > MAX_IDEMPOTENCY_KEY) throw invalidField(field, `is ${key.length} characters long; at most ${MAX_IDEMPOTENCY_KEY}`);
+export function checkIdempotencyKey(key: string, field: string, what = field): void {
+  const refuse = (why: string) => new EpError("invalid_argument", `${what}: ${why}`, { field });
+  if (key === "") throw refuse("is empty; send a fresh unique value (a UUID) or leave it out");
+  if (key.length > MAX_IDEMPOTENCY_KEY) throw refuse(`is ${key.length} characters long; at most ${MAX_IDEMPOTENCY_KEY}`);
   if (!/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(key)) {
-    throw invalidField(field, "must be printable ASCII (no control characters, no leading or trailing spaces)");
+    throw refuse("must be printable ASCII (no control characters, no leading or trailing spaces)");
   }
 }
 

@@ -64,7 +64,7 @@ export const IDEMPOTENCY_HEADER = "idempotency-key";
 function withIdempotencyKey(req: { requestId: string }, header: string | string[] | undefined): void {
   if (header === undefined) return;
   if (Array.isArray(header)) throw new EpError("invalid_argument", "Idempotency-Key header: is given more than once; give it once", { field: "Idempotency-Key" });
-  checkIdempotencyKey(header, "Idempotency-Key header");
+  checkIdempotencyKey(header, "Idempotency-Key", "Idempotency-Key header");
   if (req.requestId && req.requestId !== header) {
     throw new EpError("invalid_argument", "Idempotency-Key header: disagrees with the body's request_id; send one of them", { field: "Idempotency-Key" });
   }
