@@ -3,7 +3,7 @@ import { RoleSchema } from "../../gen/ep/tower/v1/resources_pb.js";
 import { roleOf, wordOf } from "./convert.js";
 import { create } from "@bufbuild/protobuf";
 import * as pb from "../../gen/ep/tower/v1/auth_pb.js";
-import { EpError, invalidField } from "../../common/errors.js";
+import { invalidField } from "../../common/errors.js";
 import type { Auth } from "./auth.js";
 import { authorize, type Caller } from "./caller.js";
 import { tokenMsg } from "./convert.js";
@@ -46,13 +46,9 @@ export function createAuthService(auth: Auth, deps: Deps, keyring: () => SecretK
 
 const SEALED_ANSWER = "ep-idempotent-answer/AuthService.CreateToken";
 
-/** A new token's answer holds its secret: stored for a replay only sealed under the secret-store key. */
-function tokenSealer(ring: SecretKeyring | undefined): AnswerSealer {
-  if (!ring) {
-    throw new EpError("config_invalid", "request_id on CreateToken needs the secret-store key (the answer holds the token's secret); set EP_SECRET_KEY or restore the key file", {
-      setting: "EP_SECRET_KEY",
-    });
-  }
+/** A new token's answer holds its secret: stored for a replay only sealed under the secret-store key (none without one). */
+function tokenSealer(ring: SecretKeyring | undefined): AnswerSealer | undefined {
+  if (!ring) return undefined;
   return {
     seal: (text) => JSON.stringify(encryptSecret(ring.current, SEALED_ANSWER, text)),
     unseal: (text) => decryptSecret(ring, SEALED_ANSWER, JSON.parse(text)),

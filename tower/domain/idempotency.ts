@@ -46,7 +46,8 @@ export interface IdempotentCall<I extends DescMessage, O extends DescMessage> {
   input: I;
   request: MessageShape<I> & { requestId: string };
   output: O;
-  sealer?: () => AnswerSealer;
+  /** undefined when the answer cannot be sealed (no secret-store key): the create then runs unkeyed */
+  sealer?: () => AnswerSealer | undefined;
 }
 
 export type Idempotent = <I extends DescMessage, O extends DescMessage>(
@@ -72,6 +73,11 @@ export function createIdempotency(deps: Deps): Idempotent {
     const key = call.request.requestId;
     if (!key) return commit(deps, run);
     checkIdempotencyKey(key, "request_id");
+    const sealer = call.sealer ? call.sealer() : undefined;
+    if (call.sealer && !sealer) {
+      deps.log.warn("no secret-store key: a create whose answer holds a secret runs without its idempotency key", { method: call.method });
+      return commit(deps, run);
+    }
     const scope = `${call.method} ${call.caller.role} ${call.caller.principal ?? call.caller.subject}`;
     const hash = requestHash(call.input, call.request);
 
@@ -83,7 +89,7 @@ export function createIdempotency(deps: Deps): Idempotent {
           { field: "request_id" },
         );
       }
-      const text = call.sealer ? call.sealer().unseal(row.response) : row.response;
+      const text = sealer ? sealer.unseal(row.response) : row.response;
       return fromJson(call.output, JSON.parse(text) as JsonValue);
     };
 
@@ -98,7 +104,7 @@ export function createIdempotency(deps: Deps): Idempotent {
           scope,
           key,
           requestHash: hash,
-          response: call.sealer ? call.sealer().seal(text) : text,
+          response: sealer ? sealer.seal(text) : text,
           createdMs: nowMs,
           expiresMs: nowMs + IDEMPOTENCY_TTL_MS,
         });
