@@ -76,6 +76,7 @@ export const ERROR_CATALOG = {
   action_decided: ["conflict", "The action was already decided the other way."],
   approval_decided: ["conflict", "The approval was already decided (or expired)."],
   already_exists: ["conflict", "A resource with that name exists already."],
+  idempotency_key_reused: ["conflict", "The idempotency key was used with another request in the last 24 hours; send a fresh key for a new request."],
   task_not_mergeable: ["conflict", "Only a succeeded task whose run had a workspace can be merged; see its result with 'ep task diff'."],
   merge_refused: ["conflict", "The task's branch was not merged and nothing changed; the message says why (conflicting files, a dirty checkout, a moved base, a deleted branch)."],
   no_matching_agents: ["conflict", "No agent in the domain matches the task's runtime and capabilities; enroll one first."],

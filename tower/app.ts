@@ -119,7 +119,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   replication?.serveLinks(fleet, attachProof);
   // WorkService as served: MergeTask asks the task's node over its link (tower/domain/work-merge.ts)
   const workApi = { ...work, ...createTaskMerge(deps, fleet.deliver) };
-  const authService = createAuthService(auth);
+  const authService = createAuthService(auth, deps, () => secretKeys.keyring());
   const secrets = createSecretService(deps, secretKeys);
   const approvals = createApprovalService(deps);
   // rotation: values under EP_SECRET_KEY_PREVIOUS are re-encrypted under the current key (docs/secrets.md)

@@ -9,13 +9,20 @@ import { authorize, type Caller } from "./caller.js";
 import { tokenMsg } from "./convert.js";
 import { paginate } from "./paging.js";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { Deps } from "./deps.js";
+import { createIdempotency, type AnswerSealer } from "./idempotency.js";
+import { decryptSecret, encryptSecret, type SecretKeyring } from "./secrets-crypto.js";
 
-export function createAuthService(auth: Auth) {
+export function createAuthService(auth: Auth, deps: Deps, keyring: () => SecretKeyring | undefined) {
+  const idempotent = createIdempotency(deps);
   return {
     async createToken(caller: Caller, req: pb.CreateTokenRequest): Promise<pb.CreateTokenResponse> {
       if (req.ttlSeconds < 0n) throw invalidField("ttl_seconds", "must be zero (no expiry) or positive");
-      const { token, secret } = await auth.createToken(caller, { name: req.name, role: wordOf(RoleSchema, req.role, "role"), domainId: req.domainId, ttlSeconds: Number(req.ttlSeconds) });
-      return create(pb.CreateTokenResponseSchema, { token: tokenMsg(token), secret });
+      const call = { caller, method: "AuthService.CreateToken", input: pb.CreateTokenRequestSchema, request: req, output: pb.CreateTokenResponseSchema, sealer: () => tokenSealer(keyring()) };
+      return idempotent(call, async (tx) => {
+        const { token, secret } = await auth.createToken(caller, { name: req.name, role: wordOf(RoleSchema, req.role, "role"), domainId: req.domainId, ttlSeconds: Number(req.ttlSeconds) }, tx);
+        return create(pb.CreateTokenResponseSchema, { token: tokenMsg(token), secret });
+      });
     },
     async listTokens(caller: Caller, req: pb.ListTokensRequest): Promise<pb.ListTokensResponse> {
       const { page, nextPageToken } = paginate(await auth.listTokens(caller), (t) => t.id, req);
@@ -34,5 +41,16 @@ export function createAuthService(auth: Auth) {
       const { ticket, expiresMs } = await auth.createTicket(caller, { purpose: req.purpose, agentId: req.agentId });
       return create(pb.CreateTicketResponseSchema, { ticket, expiresAt: timestampFromMs(expiresMs) });
     },
+  };
+}
+
+const SEALED_ANSWER = "ep-idempotent-answer/AuthService.CreateToken";
+
+/** A new token's answer holds its secret: stored for a replay only sealed under the secret-store key (none without one). */
+function tokenSealer(ring: SecretKeyring | undefined): AnswerSealer | undefined {
+  if (!ring) return undefined;
+  return {
+    seal: (text) => JSON.stringify(encryptSecret(ring.current, SEALED_ANSWER, text)),
+    unseal: (text) => decryptSecret(ring, SEALED_ANSWER, JSON.parse(text)),
   };
 }

@@ -36,7 +36,8 @@ export interface AuthOptions {
 
 export interface Auth {
   authenticate(bearer: string | undefined): Promise<Caller>;
-  createToken(caller: Caller, input: { name: string; role: string; domainId?: string; ttlSeconds?: number }): Promise<{ token: TokenRow; secret: string }>;
+  /** `tx`: the transaction to write it in (an idempotent create records its key there too) */
+  createToken(caller: Caller, input: { name: string; role: string; domainId?: string; ttlSeconds?: number }, tx?: Store): Promise<{ token: TokenRow; secret: string }>;
   listTokens(caller: Caller): Promise<TokenRow[]>;
   revokeToken(caller: Caller, tokenId: string): Promise<TokenRow>;
   /** Signs a node identity JWT. */
@@ -132,7 +133,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     return (await keys.owns(header?.kid)) ? verifyNodeToken(bearer) : verifyOidc(bearer);
   }
 
-  const createToken = (caller: Caller, input: TokenInput) => createServiceToken(store, clock.now(), caller, input);
+  const createToken = (caller: Caller, input: TokenInput, tx?: Store) => createServiceToken(tx ?? store, clock.now(), caller, input);
 
   return {
     async authenticate(bearer) {

@@ -6,13 +6,14 @@ import { newId } from "../../common/ids.js";
 import * as pb from "../../gen/ep/tower/v1/work_pb.js";
 import { authorize, scopeDomains, type Caller } from "./caller.js";
 import { domainMsg, missionMsg, usageMsg } from "./convert.js";
-import { commit } from "./event-hub.js";
+import { createIdempotency } from "./idempotency.js";
 import { MAX_TEXT, text, usageByAgent, sumUsage } from "./work-support.js";
 import type { WorkContext } from "./work-context.js";
 import { paginate } from "./paging.js";
 
 export function createWorkCatalog(ctx: WorkContext) {
   const { deps, store, clock, now, mustDomain, mustMission } = ctx;
+  const idempotent = createIdempotency(deps);
   return {
     // ---- domains
 
@@ -20,7 +21,8 @@ export function createWorkCatalog(ctx: WorkContext) {
       authorize(caller, "operate");
       if (caller.role === "agent") throw new EpError("forbidden", "agents cannot create domains");
       const name = text("name", req.name, { required: true, max: 200 });
-      return commit(deps, async (tx, emit) => {
+      const call = { caller, method: "WorkService.CreateDomain", input: pb.CreateDomainRequestSchema, request: req, output: pb.CreateDomainResponseSchema };
+      return idempotent(call, async (tx, emit) => {
         if (await tx.getDomainByName(name)) throw new EpError("already_exists", `a domain named ${JSON.stringify(name)} exists already`);
         const row = { id: newId("dom", clock.now()), name, createdAt: now() };
         await tx.insertDomain(row);
@@ -48,7 +50,8 @@ export function createWorkCatalog(ctx: WorkContext) {
     async createMission(caller: Caller, req: pb.CreateMissionRequest): Promise<pb.CreateMissionResponse> {
       const title = text("title", req.title, { required: true });
       const description = text("description", req.description, { max: MAX_TEXT });
-      return commit(deps, async (tx, emit) => {
+      const call = { caller, method: "WorkService.CreateMission", input: pb.CreateMissionRequestSchema, request: req, output: pb.CreateMissionResponseSchema };
+      return idempotent(call, async (tx, emit) => {
         const d = await mustDomain(tx, req.domainId);
         authorize(caller, "operate", { domainId: d.id });
         const ts = now();

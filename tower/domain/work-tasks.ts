@@ -10,18 +10,21 @@ import { authorize, scopeDomains, type Caller } from "./caller.js";
 import { taskMsg, wordOf } from "./convert.js";
 import { ClaimPolicySchema, RuntimeSchema, TaskKindSchema, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
 import { commit } from "./event-hub.js";
+import { createIdempotency } from "./idempotency.js";
 import { assignmentEvent, covers, MAX_TEXT, oneOf, taskEvent, text, CLAIM_POLICIES, KANBAN_STATES } from "./work-support.js";
 import type { WorkContext } from "./work-context.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 
 export function createTaskCatalog(ctx: WorkContext) {
   const { deps, store, clock, limits, now, mustDomain, mustMission, mustTask, missionDomain } = ctx;
+  const idempotent = createIdempotency(deps);
   return {
     // ---- tasks
 
     async createTask(caller: Caller, req: pb.CreateTaskRequest): Promise<pb.CreateTaskResponse> {
       const { kind, title, description, runtime, capabilities, claimPolicy, status } = checkNewTask(req);
-      return commit(deps, async (tx, emit) => {
+      const call = { caller, method: "WorkService.CreateTask", input: pb.CreateTaskRequestSchema, request: req, output: pb.CreateTaskResponseSchema };
+      return idempotent(call, async (tx, emit) => {
         const mission = await missionDomain(tx, req.missionId);
         authorize(caller, "operate", { domainId: mission.domainId });
         if (req.assigneeAgentId) {

@@ -10,6 +10,7 @@
 // file holds only what is its own.
 import { createAiStore, type AiActionQuery, type AiActionRow, type AiSessionRow, type AiStore, type AiTurnRow, type ArtifactRow, type DocRow } from "./ai-store.js";
 import { createApprovalStore, type ApprovalDecision, type ApprovalQuery, type ApprovalRow, type ApprovalStore } from "./approval-store.js";
+import { createIdempotencyStore, type IdempotencyRow, type IdempotencyStore } from "./idempotency-store.js";
 import { createNodeStateStore, type NodeStateRow, type NodeStateStore } from "./node-state-store.js";
 import { JSON_TASK_FIELDS, nodeDomainsText, TASK_COLUMNS, toAgent, toDomain, toMission, toNode, toSigningKey, toTicket, toToken, type Row } from "./rows.js";
 import { createSecretStore, type SecretCipher, type SecretGrantRow, type SecretRow, type SecretStore } from "./secret-store.js";
@@ -33,7 +34,7 @@ const MISSION_COLUMNS: Record<string, string> = { title: "title", description: "
 const NODE_COLUMNS: Record<string, string> = { hostname: "hostname", status: "status", lastSeenAt: "last_seen_at", domains: "domains" };
 const AGENT_COLUMNS: Record<string, string> = { state: "state", lastSeenAt: "last_seen_at", name: "name", capabilities: "capabilities", runtime: "runtime", supervised: "supervised" };
 
-export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, ApprovalStore {
+export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore {
   /**
    * Runs one statement (`?` placeholders) on this store's connection — the transaction's when
    * this is a transaction's store — and returns the rows it yields (none for a plain write).
@@ -148,13 +149,13 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   }
 
   // `declare`: no per-instance field (a transaction's store is made per transaction)
-  declare private parts?: { ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore; approvals: ApprovalStore };
+  declare private parts?: { ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore; approvals: ApprovalStore; idempotency: IdempotencyStore };
 
   /** The AI, secret and node-state tables' SQL (their own modules), bound to this store's connection. */
   private get modules() {
     if (!this.parts) {
       const q: Query = (sql, args) => this.tableQuery(sql, args);
-      this.parts = { ai: createAiStore(q), secrets: createSecretStore(q), nodeState: createNodeStateStore(q), approvals: createApprovalStore(q) };
+      this.parts = { ai: createAiStore(q), secrets: createSecretStore(q), nodeState: createNodeStateStore(q), approvals: createApprovalStore(q), idempotency: createIdempotencyStore(q) };
     }
     return this.parts;
   }
@@ -492,5 +493,17 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   }
   decideApproval(id: string, d: ApprovalDecision) {
     return this.modules.approvals.decideApproval(id, d);
+  }
+
+  // ---- idempotency keys (SQL in idempotency-store.ts)
+
+  findIdempotencyKey(scope: string, key: string, nowMs: number) {
+    return this.modules.idempotency.findIdempotencyKey(scope, key, nowMs);
+  }
+  putIdempotencyKey(row: IdempotencyRow) {
+    return this.modules.idempotency.putIdempotencyKey(row);
+  }
+  sweepIdempotencyKeys(nowMs: number) {
+    return this.modules.idempotency.sweepIdempotencyKeys(nowMs);
   }
 }

@@ -129,6 +129,15 @@ class Schemas {
   }
 }
 
+const IDEMPOTENCY_KEY_PARAMETER = {
+  name: "Idempotency-Key",
+  in: "header",
+  required: false,
+  description:
+    "A unique value (a UUID) per create: a retry within 24 h with the same key returns the first answer; the same key with another body is refused (409 idempotency_key_reused). The body's request_id is the same key. docs/api.md",
+  schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x21-\\x7e]([\\x20-\\x7e]*[\\x21-\\x7e])?$" },
+};
+
 const pathOf = (url: string) => url.replace(/:(\w+)/g, "{$1}");
 const paramsOf = (url: string) => [...url.matchAll(/[:{](\w+)\}?/g)].map((m) => m[1]);
 
@@ -166,6 +175,7 @@ export function buildOpenApi(tables: readonly RestRoute[], version: string): Rec
         const field = r.input.fields.find((f) => f.name === name);
         return { name, in: "query", required: false, schema: field ? schemas.field(field) : str };
       }),
+      ...(r.idempotent ? [IDEMPOTENCY_KEY_PARAMETER] : []),
     ];
     const hasBody = r.method !== "GET" && r.method !== "DELETE";
     at(r.url)[r.method.toLowerCase()] = {

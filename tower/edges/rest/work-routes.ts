@@ -7,6 +7,7 @@ import * as pb from "../../../gen/ep/tower/v1/work_pb.js";
 import type { Caller } from "../../domain/caller.js";
 import type { WorkService } from "../../domain/work.js";
 import type { TaskMerge } from "../../domain/work-merge.js";
+import { checkIdempotencyKey } from "../../domain/idempotency.js";
 import { decodeRequest, encodeResponse } from "./codec.js";
 
 type Params = Record<string, string>;
@@ -24,6 +25,8 @@ export interface RestRoute<I extends DescMessage = DescMessage, O extends DescMe
   fixed?: Record<string, string>;
   /** query parameters copied into the request */
   query?: string[];
+  /** a create: takes the Idempotency-Key header into the request's request_id (docs/api.md) */
+  idempotent?: boolean;
   /** checks, before the call, path parameters that the request message does not carry */
   guard?: (caller: Caller, params: Params) => Promise<void>;
   call: (caller: Caller, req: MessageShape<I>) => Promise<MessageShape<O>>;
@@ -45,6 +48,7 @@ export function registerRestRoutes(app: FastifyInstance, routes: RestRoute<DescM
         const fromQuery = queryFields(r, request.query as Record<string, string | string[]>);
         const body = r.method === "GET" || r.method === "DELETE" ? fromQuery : { ...fromQuery, ...bodyObject(request) };
         const req = decodeRequest(r.input, { ...r.fixed, ...body }, pathFields);
+        if (r.idempotent) withIdempotencyKey(req as unknown as { requestId: string }, request.headers[IDEMPOTENCY_HEADER]);
         await r.guard?.(request.caller!, params);
         const res = await r.call(request.caller!, req);
         reply.code(r.status ?? 200);
@@ -52,6 +56,19 @@ export function registerRestRoutes(app: FastifyInstance, routes: RestRoute<DescM
       },
     });
   }
+}
+
+export const IDEMPOTENCY_HEADER = "idempotency-key";
+
+/** The Idempotency-Key header into request_id: checked here so the error names the header. */
+function withIdempotencyKey(req: { requestId: string }, header: string | string[] | undefined): void {
+  if (header === undefined) return;
+  if (Array.isArray(header)) throw new EpError("invalid_argument", "Idempotency-Key header: is given more than once; give it once", { field: "Idempotency-Key" });
+  checkIdempotencyKey(header, "Idempotency-Key", "Idempotency-Key header");
+  if (req.requestId && req.requestId !== header) {
+    throw new EpError("invalid_argument", "Idempotency-Key header: disagrees with the body's request_id; send one of them", { field: "Idempotency-Key" });
+  }
+  req.requestId = header;
 }
 
 /**
@@ -100,10 +117,10 @@ export function workRoutes(work: WorkService & TaskMerge): RestRoute<DescMessage
   };
   const routes = [
     route({ method: "GET", url: "/domains", input: pb.ListDomainsRequestSchema, output: pb.ListDomainsResponseSchema, query: PAGE, call: work.listDomains }),
-    route({ method: "POST", url: "/domains", status: 201, input: pb.CreateDomainRequestSchema, output: pb.CreateDomainResponseSchema, call: work.createDomain }),
+    route({ method: "POST", url: "/domains", status: 201, idempotent: true, input: pb.CreateDomainRequestSchema, output: pb.CreateDomainResponseSchema, call: work.createDomain }),
     route({ method: "GET", url: "/domains/:domain_id", input: pb.GetDomainRequestSchema, output: pb.GetDomainResponseSchema, call: work.getDomain }),
     route({ method: "GET", url: "/domains/:domain_id/m", input: pb.ListMissionsRequestSchema, output: pb.ListMissionsResponseSchema, query: PAGE, call: work.listMissions }),
-    route({ method: "POST", url: "/domains/:domain_id/m", status: 201, input: pb.CreateMissionRequestSchema, output: pb.CreateMissionResponseSchema, call: work.createMission }),
+    route({ method: "POST", url: "/domains/:domain_id/m", status: 201, idempotent: true, input: pb.CreateMissionRequestSchema, output: pb.CreateMissionResponseSchema, call: work.createMission }),
     route({
       method: "GET",
       url: "/domains/:domain_id/m/:mission_id",
@@ -126,6 +143,7 @@ export function workRoutes(work: WorkService & TaskMerge): RestRoute<DescMessage
       method: "POST",
       url: "/domains/:domain_id/m/:mission_id/t",
       status: 201,
+      idempotent: true,
       input: pb.CreateTaskRequestSchema,
       output: pb.CreateTaskResponseSchema,
       fixed: { kind: "assigned" },
@@ -156,7 +174,7 @@ export function workRoutes(work: WorkService & TaskMerge): RestRoute<DescMessage
       guard: kanbanTask,
       call: work.deleteTask,
     }),
-    route({ method: "POST", url: "/work/missions/:mission_id/tasks", status: 201, input: pb.CreateTaskRequestSchema, output: pb.CreateTaskResponseSchema, fixed: { kind: "claimable" }, call: work.createTask }),
+    route({ method: "POST", url: "/work/missions/:mission_id/tasks", status: 201, idempotent: true, input: pb.CreateTaskRequestSchema, output: pb.CreateTaskResponseSchema, fixed: { kind: "claimable" }, call: work.createTask }),
     route({ method: "GET", url: "/work/missions/:mission_id/tasks", input: pb.ListTasksRequestSchema, output: pb.ListTasksResponseSchema, query: ["kind", "status", "limit", "page_token"], call: work.listTasks }),
     route({ method: "GET", url: "/work/tasks/:task_id", input: pb.GetTaskRequestSchema, output: pb.GetTaskResponseSchema, call: work.getTask }),
     route({ method: "POST", url: "/work/tasks/:task_id/retry", input: pb.RetryTaskRequestSchema, output: pb.RetryTaskResponseSchema, call: work.retryTask }),

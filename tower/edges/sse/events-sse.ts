@@ -5,6 +5,7 @@ import type { ServerResponse } from "node:http";
 import type { Clock, ClockTimer } from "../../../common/clock.js";
 import { EpError } from "../../../common/errors.js";
 import { parseStreamParams, withRateLimit, type EventStream, type StreamEnd, type StreamSink } from "../../domain/event-stream.js";
+import { resetSocket, SLOW_CONSUMER_GRACE_MS } from "../ws/events-ws.js";
 
 /** How long a stream that ended with data still queued may take to flush before it is torn down. */
 const FLUSH_GRACE_MS = 30_000;
@@ -102,9 +103,12 @@ export function createSseSink(res: ServerResponse, clock: Clock): StreamSink {
       ended = true;
       if (res.destroyed) return;
       res.end();
-      // a client that stopped reading never takes the rest: drop the socket after a grace
+      // a client that stopped reading never takes the rest: drop the socket after a grace, at once
+      // (a reset: the buffered bytes are freed) when it was cut for not reading
       if (res.writableLength > 0 || why?.code === "slow_consumer") {
-        let timer: ClockTimer | undefined = clock.setTimeout(() => res.destroy(), FLUSH_GRACE_MS);
+        const slow = why?.code === "slow_consumer";
+        const socket = res.socket;
+        let timer: ClockTimer | undefined = clock.setTimeout(() => (slow ? resetSocket(socket) : res.destroy()), slow ? SLOW_CONSUMER_GRACE_MS : FLUSH_GRACE_MS);
         res.once("close", () => {
           if (timer) clock.clearTimeout(timer);
           timer = undefined;

@@ -18,9 +18,15 @@ import type { Store } from "../../store/store.js";
 
 export const EVENTS_WS_PATH = "/events/ws";
 const FLUSH_GRACE_MS = 30_000;
+/**
+ * A client cut for not reading (slow_consumer) is not taking its buffered bytes either: its socket
+ * is reset this soon after the close frame is queued, so the buffers (the tower's and the
+ * kernel's) are freed instead of waiting on a reader that does not come.
+ */
+export const SLOW_CONSUMER_GRACE_MS = 2_000;
 
-/** Close codes (4000–4999 are the application's). */
-export const WS_CLOSE = { slow_consumer: 4008, token_revoked: 4001, token_expired: 4001, unauthenticated: 4001, shutting_down: 1001, internal: 1011 } as const;
+/** Close codes: 1013 "try again later" for a client too far behind; 4000–4999 are the application's. */
+export const WS_CLOSE = { slow_consumer: 1013, token_revoked: 4001, token_expired: 4001, unauthenticated: 4001, shutting_down: 1001, internal: 1011 } as const;
 
 function createWsSink(ws: WebSocket, socket: Duplex, clock: Clock): StreamSink {
   let ended = false;
@@ -51,11 +57,21 @@ function createWsSink(ws: WebSocket, socket: Duplex, clock: Clock): StreamSink {
       ended = true;
       if (ws.readyState !== ws.OPEN) return;
       if (why) ws.send(JSON.stringify({ error: why }));
-      ws.close(why ? WS_CLOSE[why.code] : 1001, why?.code ?? "going away");
-      const timer = clock.setTimeout(() => ws.terminate(), FLUSH_GRACE_MS);
+      // the reason text says what happened (a close reason is at most 123 bytes)
+      ws.close(why ? WS_CLOSE[why.code] : 1001, why ? `${why.code}: ${why.code === "slow_consumer" ? "the client fell too far behind; reconnect with Last-Event-ID" : why.message}`.slice(0, 123) : "going away");
+      const slow = why?.code === "slow_consumer";
+      const timer = clock.setTimeout(() => (slow ? resetSocket(socket) : ws.terminate()), slow ? SLOW_CONSUMER_GRACE_MS : FLUSH_GRACE_MS);
       ws.once("close", () => clock.clearTimeout(timer));
     },
   };
+}
+
+/** Drops a connection with a TCP reset: what is queued for it, in the process and in the kernel, is freed at once. */
+export function resetSocket(socket: Duplex | null | undefined): void {
+  if (!socket || socket.destroyed) return;
+  const tcp = socket as Duplex & { resetAndDestroy?: () => void };
+  if (tcp.resetAndDestroy) tcp.resetAndDestroy();
+  else socket.destroy();
 }
 
 function refuse(socket: Duplex, err: EpError, headers: Record<string, string> = {}): void {

@@ -1,0 +1,81 @@
+// Event clients that stop reading (issue 35): a real ep-tower process, one WebSocket and one SSE
+// client that send their request and never read, and ~40 MB of events each (more than the
+// kernel's socket buffers hold). The tower cuts both (their connection is no longer established)
+// and its RSS returns to within 20% of the baseline taken before they connected. RSS is a
+// process-wide figure: it is polled for a bounded wait (GC and the allocator return memory at
+// their pace), not timed. Figures: bench/slow-consumers.ts, docs/PERFORMANCE.md.
+import { readFileSync } from "node:fs";
+import { connect, type Socket } from "node:net";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { assertBuilt } from "./cli-helpers.js";
+import { spawnTower, tempHome, waitFor, type TowerChild } from "./harness.js";
+
+let tower: TowerChild & { adminToken: string };
+const home = tempHome("ep-slow-");
+
+beforeAll(async () => {
+  assertBuilt();
+  tower = await spawnTower(home.dir);
+});
+afterAll(async () => {
+  await tower?.stop();
+  home.cleanup();
+});
+
+const rssMb = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${tower.child.pid}/status`, "utf8"))![1]) / 1024;
+
+/** Whether the connection from this local port is still established (a paused socket never reads the tower's FIN or reset). */
+function established(localPort: number): boolean {
+  const hex = `:${localPort.toString(16).toUpperCase().padStart(4, "0")}`;
+  return ["/proc/net/tcp", "/proc/net/tcp6"].some((f) =>
+    readFileSync(f, "utf8")
+      .split("\n")
+      .some((row) => {
+        const cols = row.trim().split(/\s+/);
+        return cols[1]?.endsWith(hex) && cols[3] === "01";
+      }),
+  );
+}
+
+/** A client that sends its request and never reads a byte. */
+function silentClient(request: string): Promise<Socket> {
+  return new Promise((resolve) => {
+    const s = connect(tower.port, "127.0.0.1", () => {
+      s.write(request);
+      s.pause();
+      resolve(s);
+    });
+    s.on("error", () => undefined);
+  });
+}
+
+it("a WebSocket and an SSE client that never read are cut, and the tower's memory comes back", { timeout: 300_000 }, async () => {
+  const headers = { authorization: `Bearer ${tower.adminToken}`, "content-type": "application/json" };
+  const post = async (path: string, body: unknown) => (await fetch(tower.url + path, { method: "POST", headers, body: JSON.stringify(body) })).json() as Promise<any>;
+  const d = await post("/domains", { name: "slow" });
+  const m = await post(`/domains/${d.domain.id}/m`, { title: "m" });
+  for (let i = 0; i < 100; i++) await post("/ep.tower.v1.AgentService/EnrollAgent", { domainId: d.domain.id, runtime: "RUNTIME_SHELL", name: `a${i}` });
+  // each create: a task and a run per agent, ~200 events of ~1 KB to every stream client
+  const createTasks = async (n: number) => {
+    for (let i = 0; i < n; i++) await post(`/work/missions/${m.mission.id}/tasks`, { title: "x".repeat(500), claim_policy: "broadcast", runtime: "shell", input: { command: "true" } });
+  };
+  await createTasks(60); // the warm-up fills the tower's event ring and heap as the feed will
+  const baseline = rssMb();
+
+  const auth = `Authorization: Bearer ${tower.adminToken}\r\n`;
+  const ws = await silentClient(`GET /events/ws HTTP/1.1\r\nHost: x\r\n${auth}Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`);
+  const sse = await silentClient(`GET /events/stream HTTP/1.1\r\nHost: x\r\n${auth}\r\n`);
+  await createTasks(200);
+
+  await waitFor(() => !established(ws.localPort!) && !established(sse.localPort!), 60_000);
+  let lowest = Infinity;
+  // GC-friendly: light requests keep the tower allocating, so its collector runs and gives back
+  // what the cut clients' buffers held (an idle process may not collect at all)
+  await waitFor(async () => {
+    await fetch(`${tower.url}/domains`, { headers });
+    return (lowest = Math.min(lowest, rssMb())) <= baseline * 1.2;
+  }, 120_000, 500).catch(() => undefined);
+  ws.destroy();
+  sse.destroy();
+  expect(lowest, `RSS ${Math.round(lowest)} MB against a baseline of ${Math.round(baseline)} MB`).toBeLessThanOrEqual(baseline * 1.2);
+});
