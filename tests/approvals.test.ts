@@ -96,7 +96,8 @@ describe("approvals", () => {
 
   it("a request nobody decides expires at its timeout, and the waiting node hears it", async () => {
     const clock = new FakeClock(Date.now());
-    const t = await startTower({ clock });
+    // a lease longer than the two minutes the clock moves: the run that asked still holds its task
+    const t = await startTower({ clock, env: { EP_LEASE_MS: "600000" } });
     cleanup(() => t.close());
     const f = await held(t);
     const a = await f.ask((await f.next()).id, { timeout: { seconds: 120n } });

@@ -183,7 +183,7 @@ storeSuite((s) => {
       expect(order).toEqual([highOld.id, highNew.id, mid.id, low.id]);
       expect(await s.store.claimTask(claimant(d), T0 + 1000, 30_000)).toBeUndefined();
       const claimed = await s.store.getTask(highOld.id);
-      expect(claimed).toEqual({ ...highOld, status: "claimed", claimedBy: "agt_1", attempts: 1, leaseExpiresMs: T0 + 31_000, updatedAt: iso(T0 + 1000) });
+      expect(claimed).toEqual({ ...highOld, status: "claimed", claimedBy: "agt_1", attempts: 1, leaseExpiresMs: T0 + 31_000, updatedAt: iso(T0 + 1000), leaseId: "ls_test" });
     });
 
     test("the task's capabilities must be a subset of the agent's", async () => {
