@@ -12,7 +12,8 @@ import { createAiStore, type AiActionQuery, type AiActionRow, type AiSessionRow,
 import { createApprovalStore, type ApprovalDecision, type ApprovalQuery, type ApprovalRow, type ApprovalStore } from "./approval-store.js";
 import { createIdempotencyStore, type IdempotencyRow, type IdempotencyStore } from "./idempotency-store.js";
 import { createNodeStateStore, type NodeStateRow, type NodeStateStore } from "./node-state-store.js";
-import { JSON_TASK_FIELDS, nodeDomainsText, TASK_COLUMNS, toAgent, toDomain, toMission, toNode, toSigningKey, toTicket, toToken, type Row } from "./rows.js";
+import { nodeDomainsText, toAgent, toDomain, toMission, toNode, toSigningKey, toTicket, toToken, type Row } from "./rows.js";
+import { eventFilterSql, taskListSql, taskUpdateSql, type SqlDialect } from "./query-sql.js";
 import { createSecretStore, type SecretCipher, type SecretGrantRow, type SecretRow, type SecretStore } from "./secret-store.js";
 import type { AgentRow, DomainRow, EventQuery, MissionRow, NodeRow, SigningKeyRow, TaskExpectation, TaskPatch, TaskQuery, TicketRow, TokenRow } from "./store.js";
 
@@ -57,95 +58,28 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
    */
   protected abstract inList(col: string, values: readonly string[]): { sql: string; args: unknown[] };
 
-  /** Appends `col IN (…values)` to a WHERE list being built; nothing when values is undefined. */
-  protected whereIn(where: string[], args: unknown[], col: string, values: readonly string[] | undefined): void {
-    if (!values) return;
-    const inList = this.inList(col, values);
-    where.push(inList.sql);
-    args.push(...inList.args);
-  }
-
   /** The LIMIT parameter meaning "no limit" (-1 on SQLite, NULL on PostgreSQL). */
   protected abstract get noLimit(): number | null;
 
+  declare private sqlDialect?: SqlDialect;
+  /** What query-sql.ts needs of the dialect. */
+  private get sqlShape(): SqlDialect {
+    return (this.sqlDialect ??= { listIn: (col, values) => this.inList(col, values), unlimited: this.noLimit });
+  }
+
   /** The task list's SQL (the dialect reads the rows its own way: it is on the hot path). */
   protected taskListSql(q: TaskQuery): { sql: string; args: unknown[] } {
-    const where: string[] = [];
-    const args: unknown[] = [];
-    const add = (col: string, v: string | undefined) => {
-      if (v === undefined || v === "") return;
-      where.push(`${col} = ?`);
-      args.push(v);
-    };
-    add("mission_id", q.missionId);
-    add("domain_id", q.domainId);
-    this.whereIn(where, args, "domain_id", q.domainIds);
-    add("kind", q.kind);
-    add("status", q.status);
-    if (q.held) where.push("status IN ('claimed', 'running')");
-    add("claimed_by", q.claimedBy);
-    add("parent_task_id", q.parentTaskId);
-    if (q.afterTaskId) {
-      where.push("seq > (SELECT seq FROM tasks WHERE id = ?)");
-      args.push(q.afterTaskId);
-    }
-    args.push(q.limit && q.limit > 0 ? q.limit : this.noLimit);
-    return { sql: `SELECT * FROM tasks ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY seq LIMIT ?`, args };
+    return taskListSql(this.sqlShape, q);
   }
 
   /** A conditional task update's SQL: the patch, applied only while the row matches `expect`. */
   protected taskUpdateSql(id: string, patch: TaskPatch, expect?: TaskExpectation): { sql: string; args: unknown[] } {
-    const sets: string[] = [];
-    const args: unknown[] = [];
-    for (const [k, v] of Object.entries(patch) as [keyof TaskPatch, unknown][]) {
-      if (v === undefined || !TASK_COLUMNS[k]) continue;
-      sets.push(`${TASK_COLUMNS[k]} = ?`);
-      args.push(JSON_TASK_FIELDS.has(k) && v !== null ? JSON.stringify(v) : v);
-    }
-    const where = ["id = ?"];
-    args.push(id);
-    this.whereIn(where, args, "status", expect?.status);
-    if (expect?.claimedBy !== undefined) {
-      where.push("claimed_by = ?");
-      args.push(expect.claimedBy);
-    }
-    if (expect?.attempts !== undefined) {
-      where.push("attempts = ?");
-      args.push(expect.attempts);
-    }
-    if (expect?.leaseId !== undefined) {
-      where.push("lease_id = ?");
-      args.push(expect.leaseId);
-    }
-    if (expect?.leaseAfterMs !== undefined) {
-      where.push("(lease_expires_ms IS NULL OR lease_expires_ms > ?)");
-      args.push(expect.leaseAfterMs);
-    }
-    if (!sets.length) sets.push("id = id");
-    return { sql: `UPDATE tasks SET ${sets.join(", ")} WHERE ${where.join(" AND ")} RETURNING *`, args };
+    return taskUpdateSql(this.sqlShape, id, patch, expect);
   }
 
   /** The event filters' WHERE terms (without the id range and the limit, which the dialect owns). */
   protected eventFilterSql(q: EventQuery): { where: string[]; args: unknown[] } {
-    const where: string[] = [];
-    const args: unknown[] = [];
-    // one task's progress: the literal lets the planner use the partial index events_task_progress
-    if (q.taskId && q.types?.length === 1 && q.types[0] === "progress") where.push("type = 'progress'");
-    else if (q.types?.length) this.whereIn(where, args, "type", q.types);
-    for (const [col, v] of [
-      ["domain_id", q.domainId],
-      ["mission_id", q.missionId],
-      ["agent_id", q.agentId],
-      ["session_id", q.sessionId],
-      ["task_id", q.taskId],
-    ] as const) {
-      if (v) {
-        where.push(`${col} = ?`);
-        args.push(v);
-      }
-    }
-    this.whereIn(where, args, "domain_id", q.domainIds);
-    return { where, args };
+    return eventFilterSql(this.sqlShape, q);
   }
 
   // `declare`: no per-instance field (a transaction's store is made per transaction)
