@@ -137,6 +137,21 @@ describe("work handed over the link, under a lease per claim", () => {
     expect((await t.client(AgentService).getAgent({ agentId: keeps })).agent!.state).toBe(AgentState.BUSY);
   });
 
+  it("a link cannot give back or set the state of another node's agents", async () => {
+    const { domainId, missionId } = await domainWithMission("lease-f");
+    const owner = await linked.linkNode("lease-f-owner");
+    const agentId = await enroll(owner.nodeId, domainId);
+    await waitFor(() => t.tower.services.fleet.wakeTargets(domainId).length === 1);
+    const id = await submit(missionId, "held by the owner");
+    await waitFor(() => owner.assigned().length === 1);
+    const lease = owner.assigned()[0].task!.leaseId;
+    // another node opens its link naming the owner's agent as idle with no lease
+    await linked.linkNode("lease-f-intruder", { agents: [{ agentId, leaseIds: [], idle: true }] });
+    expect(await getTask(id)).toMatchObject({ status: TaskStatus.RUNNING, attempts: 1, leaseId: lease });
+    expect(await reasons(id, "task.requeued")).toEqual([]);
+    expect((await t.client(AgentService).getAgent({ agentId })).agent!.state).toBe(AgentState.BUSY);
+  });
+
   it("hands nothing into a domain the node no longer serves", async () => {
     const { domainId, missionId } = await domainWithMission("lease-e");
     const other = await domainWithMission("lease-e-other");
