@@ -8,6 +8,7 @@ import { createClient, type Interceptor, type Transport } from "@connectrpc/conn
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import http from "node:http";
 import { parseArgs } from "node:util";
+import { createUnaryTransport } from "../daemon/link/unary-transport.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
@@ -27,17 +28,16 @@ const connectNode = (httpVersion: "1.1" | "2", useBinaryFormat: boolean, grpc = 
   if (grpc) return createGrpcTransport({ baseUrl: tw.url, interceptors });
   return httpVersion === "2" ? createConnectTransport({ baseUrl: tw.url, httpVersion, useBinaryFormat, interceptors }) : createConnectTransport({ baseUrl: tw.url, httpVersion, useBinaryFormat, interceptors });
 };
-/** What epd uses (daemon/link/tower-client.ts): connect-node, HTTP/1.1, binary. */
-const epdTransport = (token: string) => createConnectTransport({ baseUrl: tw.url, httpVersion: "1.1", useBinaryFormat: true, interceptors: [bearer(token)] });
+const lean = (token: string) => createUnaryTransport({ baseUrl: tw.url, headers: { authorization: `Bearer ${token}` }, streams: createConnectTransport({ baseUrl: tw.url, httpVersion: "1.1" }) });
 
-const work = createClient(WorkService, epdTransport(tw.adminToken));
+const work = createClient(WorkService, lean(tw.adminToken));
 const domainId = (await work.createDomain({ name: "bench" })).domain!.id;
 const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
 const taskId = (await work.createTask({ missionId, title: "t", input: { command: "true" } })).task!.id;
-const node = await createClient(NodeService, epdTransport(tw.adminToken)).registerNode({ hostname: "bench", domainIds: [domainId] });
+const node = await createClient(NodeService, lean(tw.adminToken)).registerNode({ hostname: "bench", domainIds: [domainId] });
 const agents: string[] = [];
-for (let i = 0; i < 24; i++) agents.push((await createClient(AgentService, epdTransport(node.token)).enrollAgent({ domainId, runtime: Runtime.SHELL, name: `a${i}` })).agent!.id);
-const nodeWork = createClient(WorkService, epdTransport(node.token));
+for (let i = 0; i < 24; i++) agents.push((await createClient(AgentService, lean(node.token)).enrollAgent({ domainId, runtime: Runtime.SHELL, name: `a${i}` })).agent!.id);
+const nodeWork = createClient(WorkService, lean(node.token));
 
 const agent = new http.Agent({ keepAlive: true });
 const httpCall = (method: string, path: string, headers: Record<string, string>, body?: string) =>
@@ -57,6 +57,7 @@ for (const [name, t] of [
   ["connect-node HTTP/1.1 binary", connectNode("1.1", true)],
   ["connect-node HTTP/2 binary", connectNode("2", true)],
   ["gRPC (connect-node, HTTP/2)", connectNode("2", true, true)],
+  ["epd's unary transport (binary)", lean(tw.adminToken)],
 ] as const) {
   const c = createClient(WorkService, t);
   paths.push([name, () => c.getTask({ taskId })]);
@@ -64,7 +65,7 @@ for (const [name, t] of [
 paths.push(["bare node:http, Connect JSON", () => httpCall("POST", "/ep.tower.v1.WorkService/GetTask", { "content-type": "application/json" }, JSON.stringify({ taskId }))]);
 paths.push(["bare node:http, REST GET", () => httpCall("GET", `/v1/tasks/${taskId}`, {})]);
 let k = 0;
-paths.push(["node token, empty ClaimTask (epd's client)", () => nodeWork.claimTask({ agentId: agents[k++ % agents.length] })]);
+paths.push(["node token, empty ClaimTask (epd's transport)", () => nodeWork.claimTask({ agentId: agents[k++ % agents.length] })]);
 
 const results = new Map<string, { client: number[]; tower: number[]; wall: number[] }>();
 for (let round = 0; round < ROUNDS; round++) {

@@ -1,7 +1,8 @@
-// epd's tower clients against a real tower: answers, the tower's refusals (read as refusals, with
-// EP's code), and every way a call can fail without the tower deciding anything (a closed port, a
-// proxy's HTML error page, a connection reset, a deadline, a cancelled call), which must never
-// read as one.
+// epd's tower clients (unary calls on unary-transport.ts) against a real tower: answers, the
+// tower's refusals (read as refusals, with EP's code), and every way a call can fail without the
+// tower deciding anything (a closed port, a proxy's HTML error page, a connection reset, a
+// deadline, a cancelled call), which must never read as one; a kept-alive connection the server
+// reset as a call went out is retried once on a new one.
 import { Code, ConnectError } from "@connectrpc/connect";
 import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -77,6 +78,28 @@ describe("epd's tower clients", () => {
       expect(refusedByTower(err)).toBeUndefined();
     } finally {
       await new Promise((r) => resets.close(r));
+    }
+  });
+
+  it("a kept-alive connection reset as a call is sent: the call goes once more on a new one", async () => {
+    // answers the first call and keeps the connection; resets it when the next call arrives on it
+    const seen: boolean[] = [];
+    const flaky = createServer((req, res) => {
+      const reused = (req.socket as { served?: boolean }).served === true;
+      seen.push(reused);
+      if (reused) return void req.socket.resetAndDestroy();
+      (req.socket as { served?: boolean }).served = true;
+      res.writeHead(200, { "content-type": "application/proto" }).end();
+    });
+    await new Promise<void>((r) => flaky.listen(0, "127.0.0.1", r));
+    try {
+      const work = clientAt(`http://127.0.0.1:${(flaky.address() as { port: number }).port}`, "x");
+      await work.listDomains({});
+      expect((await work.listDomains({})).domains).toEqual([]);
+      expect(seen).toEqual([false, true, false]);
+    } finally {
+      flaky.closeAllConnections();
+      await new Promise((r) => flaky.close(r));
     }
   });
 

@@ -1,13 +1,14 @@
 // The daemon's side of the tower API: Connect clients carrying the node JWT, in binary protobuf
-// over connect-node's HTTP/1.1 transport (the link stream and every unary call). HTTP/1.1 because
-// a reverse proxy in front of the tower (docs/deploy.md) passes it as it is; a hand-written lean
-// transport measured ~1 ms of epd CPU less per call and was removed as nobody feels that
-// (docs/PERFORMANCE.md, "Bound through the library").
+// over HTTP/1.1 (a reverse proxy in front of the tower, docs/deploy.md, passes it as it is). The
+// link stream goes through connect-node's transport; unary calls (outcomes, heartbeats, progress)
+// through the lean one of unary-transport.ts, which halves epd's CPU per short task
+// (docs/PERFORMANCE.md, "epd's unary calls").
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { AgentService, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import { ApprovalService } from "../../gen/ep/tower/v1/approvals_pb.js";
+import { createUnaryTransport } from "./unary-transport.js";
 
 export interface TowerClients {
   baseUrl: string;
@@ -24,7 +25,8 @@ export function createTowerClients(baseUrl: string, token: string): TowerClients
     req.header.set("authorization", `Bearer ${token}`);
     return next(req);
   };
-  const transport = createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: true, interceptors: [bearer] });
+  const streams = createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: true, interceptors: [bearer] });
+  const transport = createUnaryTransport({ baseUrl, headers: { authorization: `Bearer ${token}` }, streams });
   return {
     baseUrl,
     token,

@@ -13,6 +13,7 @@ import type { Deps } from "./deps.js";
 import { commit } from "./event-hub.js";
 import { createWakeIndex } from "./fleet-wake.js";
 import { createOffers, type Offers } from "./fleet-push.js";
+import { taskMsg } from "./convert.js";
 
 export { createWakeIndex };
 
@@ -77,8 +78,18 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
   // work handed to idle agents (fleet-push.ts)
   const offers = opts.work ? createOffers(deps, opts.work, { reach, push, nodeCaller }) : undefined;
 
+  // An outcome's commit claims its agent's next task itself (work-push.ts, Handoff); when it
+  // found nothing, the agent.state idle it emits needs no second claim unless a task was queued in
+  // the agent's domain since it looked (fleet-wake.ts).
+  opts.work?.setHandoff?.({
+    mark: (a) => (links.has(a.nodeId) ? reach.queuedMark(a.domainId) : undefined),
+    lookedEmpty: (agentId, mark) => reach.lookedEmpty(agentId, mark),
+    send: (a, task) => push(a.nodeId, create(fleet.LinkResponseSchema, { command: { case: "assign", value: { agentId: a.id, task: taskMsg(task) } } })),
+  });
+
   // Route committed events to the links that care: work for idle agents, cancels.
   const unsubscribe = deps.hub.subscribe((events: readonly EventRow[]) => {
+    for (const e of events) if (e.taskId && e.status === "queued") reach.noteQueued(e.domainId);
     if (links.size) route(events, { reach, nodeOf, send, indexAgent, offers });
   });
 
@@ -225,7 +236,8 @@ function route(
     else if (e.name === "agent.state" && e.status === "dead" && e.agentId) reach.remove(e.agentId);
     else if (e.name === "agent.state" && e.agentId) {
       reach.setState(e.agentId, e.status);
-      if (e.status === "idle") offers?.offerAgent(e.agentId);
+      // any state change says whether the outcome's look still stands (only its own idle uses it)
+      if (reach.mayHaveWork(e.agentId) && e.status === "idle") offers?.offerAgent(e.agentId);
     } else if (e.taskId && e.status === "queued" && e.agentId) {
       // assigned work (a broadcast's runs too): its assignee, if idle on a node linked here
       offers?.offerAgent(e.agentId);

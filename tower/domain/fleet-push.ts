@@ -26,6 +26,7 @@ export function createOffers(
   /** Claims the agent's next task and sends it; the task sent, or undefined when there was none (or it could not go). */
   async function handTo(a: PushTarget): Promise<TaskRow | undefined> {
     let t: TaskRow | undefined;
+    const mark = reach.queuedMark(a.domainId);
     try {
       // as the node's own ClaimTask would be: only in a domain the node serves now
       if (nodeCaller) authorize(await nodeCaller(a.nodeId), "work", { domainId: a.domainId });
@@ -41,6 +42,9 @@ export function createOffers(
     }
     if (!t) {
       reach.unclaim(a.id);
+      // a task queued while this claim looked may have missed it, and its offer skipped the
+      // agent (claiming): look again
+      if (reach.queuedMark(a.domainId) !== mark) offerAgent(a.id);
       return undefined;
     }
     if (push(a.nodeId, create(fleet.LinkResponseSchema, { command: { case: "assign", value: { agentId: a.id, task: taskMsg(t) } } }))) return t;

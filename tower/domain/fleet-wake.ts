@@ -26,6 +26,12 @@ export function createWakeIndex() {
   const byDomain = new Map<string, Map<string, Reachable>>();
   const agentDomain = new Map<string, string>();
   const nodeAgents = new Map<string, Set<string>>();
+  // Queued-task events seen per domain. A claim that found nothing compares the count from
+  // before it looked: a task queued meanwhile may have missed both the claim (not committed yet
+  // when it looked) and its own offer (the agent was busy claiming), so the agent looks again.
+  const queued = new Map<string, number>();
+  /** agent -> the count its outcome's claim saw when it found nothing (Handoff.lookedEmpty) */
+  const lookedEmpty = new Map<string, { domainId: string; mark: number }>();
 
   function remove(agentId: string): void {
     const domainId = agentDomain.get(agentId);
@@ -51,6 +57,24 @@ export function createWakeIndex() {
       mine.add(a.id);
     },
     remove,
+    /** A task event with status queued, in the domain. */
+    noteQueued(domainId: string): void {
+      queued.set(domainId, (queued.get(domainId) ?? 0) + 1);
+    },
+    /** What has been queued in the domain so far, to compare after a claim. */
+    queuedMark: (domainId: string): number => queued.get(domainId) ?? 0,
+    /** The agent's outcome claimed nothing at `mark`: its idle event that follows needs no second claim unless work was queued since. */
+    lookedEmpty(agentId: string, mark: number): void {
+      const domainId = agentDomain.get(agentId);
+      if (domainId !== undefined) lookedEmpty.set(agentId, { domainId, mark });
+    },
+    /** At the agent's next state event: whether work may be queued for it that its outcome's claim did not see (true when it did not look). */
+    mayHaveWork(agentId: string): boolean {
+      const seen = lookedEmpty.get(agentId);
+      if (!seen) return true;
+      lookedEmpty.delete(agentId);
+      return (queued.get(seen.domainId) ?? 0) !== seen.mark;
+    },
     dropNode(nodeId: string): void {
       for (const id of nodeAgents.get(nodeId) ?? []) remove(id);
       nodeAgents.delete(nodeId);

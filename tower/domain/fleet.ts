@@ -6,6 +6,7 @@ import type { Deps } from "./deps.js";
 import type { Replication } from "./replication.js";
 import { createWakeIndex, type PushTarget } from "./fleet-wake.js";
 import type { TaskRow } from "../store/store.js";
+import type { Handoff } from "./work-push.js";
 import { createLinkHub, type LinkStream } from "./fleet-links.js";
 import { createNodeOps } from "./fleet-nodes.js";
 import { createAgentOps } from "./fleet-agents.js";
@@ -26,6 +27,8 @@ export interface FleetOptions {
     claimStarted(a: PushTarget): Promise<TaskRow | undefined>;
     releaseClaimed(a: PushTarget, taskId: string): Promise<void>;
     reconcile(nodeId: string, agents: readonly { agentId: string; leaseIds: readonly string[]; idle: boolean }[]): Promise<void>;
+    /** How an outcome's commit hands its agent the next task over this replica's links. */
+    setHandoff?(h: Handoff): void;
   };
 }
 

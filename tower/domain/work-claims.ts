@@ -10,7 +10,7 @@ import { denialsEvent, denialsOf, taskEvent, usageEvent, usageOf, workspaceOf, H
 import type { Store, TaskRow } from "../store/store.js";
 import type { WorkContext } from "./work-context.js";
 import { WorkWaiters } from "./work-waiters.js";
-import { releaseIn } from "./work-push.js";
+import { nextAfterOutcome, releaseIn, sendNext } from "./work-push.js";
 import { leaseOf } from "./work-context.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 
@@ -27,10 +27,12 @@ function claimWaitMs(req: pb.ClaimTaskRequest): number {
 export function createWorkClaims(ctx: WorkContext) {
   const { deps, store, clock, limits, now, mustActingAgent, settleBroadcast, claimOnce, mustHeld, markAgent } = ctx;
 
-  /** After an outcome, in its commit: the agent idle when it says so (agent_idle); its node's link then hands it the next task. */
-  async function afterOutcome(tx: Store, emit: Emit, agent: ActingAgent, req: { agentIdle: boolean }): Promise<void> {
-    if (req.agentIdle) await markAgent(tx, emit, agent.id, "busy", "idle");
-  }
+  /**
+   * After an outcome, in its commit, when the agent says it is idle (agent_idle): its next task
+   * claimed for it, to go on its link once committed (work-push.ts), else the agent idle.
+   */
+  const afterOutcome = (tx: Store, emit: Emit, caller: Caller, agent: ActingAgent, req: { agentIdle: boolean }): Promise<TaskRow | undefined> =>
+    req.agentIdle ? nextAfterOutcome(ctx, tx, emit, caller, agent) : Promise.resolve(undefined);
   // wake-ups for long-polling claimers: any task becoming queued in their domain
   const waiters = new WorkWaiters(deps.hub, clock);
   let closed = false;
@@ -74,7 +76,7 @@ export function createWorkClaims(ctx: WorkContext) {
     async completeTask(caller: Caller, req: pb.CompleteTaskRequest): Promise<pb.CompleteTaskResponse> {
       const agent = await mustActingAgent(caller, req.agentId);
       const leaseId = leaseOf(req.leaseId) || undefined;
-      return commit(deps, async (tx, emit) => {
+      const { updated, next } = await commit(deps, async (tx, emit) => {
         const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error ?? "", ...usageOf(req.result?.usage), ...workspaceOf(req.result?.workspace), ...denialsOf(req.result?.denials) };
         // One statement when the agent holds a live lease (the usual case); only when it does
         // not is the task read, to say why (finished, expired, taken, not there, Kanban).
@@ -89,20 +91,22 @@ export function createWorkClaims(ctx: WorkContext) {
         }
         taskEvent(emit, updated, "task.succeeded", { ...usageEvent(result.usage), ...denialsEvent(result.denials) });
         await settleBroadcast(tx, emit, updated.parentTaskId);
-        await afterOutcome(tx, emit, agent, req);
-        return create(pb.CompleteTaskResponseSchema, { task: taskMsg(updated) });
+        return { updated, next: await afterOutcome(tx, emit, caller, agent, req) };
       });
+      sendNext(ctx, agent, next);
+      return create(pb.CompleteTaskResponseSchema, { task: taskMsg(updated) });
     },
 
     async failTask(caller: Caller, req: pb.FailTaskRequest): Promise<pb.FailTaskResponse> {
       const agent = await mustActingAgent(caller, req.agentId);
       const leaseId = leaseOf(req.leaseId);
-      return commit(deps, async (tx, emit) => {
+      const { updated, next } = await commit(deps, async (tx, emit) => {
         const t = await mustHeld(tx, req.taskId, req.agentId, leaseId);
         if (req.release) {
+          // given back: the agent idle as it says, never handed the same task straight back
           const released = await releaseIn(ctx, tx, emit, t, "given back by its agent");
-          await afterOutcome(tx, emit, agent, req);
-          return create(pb.FailTaskResponseSchema, { task: taskMsg(released) });
+          if (req.agentIdle) await markAgent(tx, emit, agent.id, "busy", "idle");
+          return { updated: released, next: undefined };
         }
         const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error || "failed", ...usageOf(req.result?.usage), ...workspaceOf(req.result?.workspace), ...denialsOf(req.result?.denials) };
         const requeue = req.retryable && t.attempts < t.maxAttempts;
@@ -116,9 +120,10 @@ export function createWorkClaims(ctx: WorkContext) {
         if (!updated) throw new EpError("lease_not_held", `task ${t.id} changed while failing`);
         taskEvent(emit, updated, requeue ? "task.requeued" : "task.failed", { reason: result.error, ...usageEvent(result.usage), ...denialsEvent(result.denials) });
         await settleBroadcast(tx, emit, updated.parentTaskId);
-        await afterOutcome(tx, emit, agent, req);
-        return create(pb.FailTaskResponseSchema, { task: taskMsg(updated) });
+        return { updated, next: await afterOutcome(tx, emit, caller, agent, req) };
       });
+      sendNext(ctx, agent, next);
+      return create(pb.FailTaskResponseSchema, { task: taskMsg(updated) });
     },
 
     async reportProgress(caller: Caller, req: pb.ReportProgressRequest): Promise<pb.ReportProgressResponse> {

@@ -4,9 +4,25 @@
 // be handed over goes back to the queue without counting an attempt.
 import { EpError } from "../../common/errors.js";
 import type { Store, TaskRow } from "../store/store.js";
+import type { Caller } from "./caller.js";
 import { commit, type Emit } from "./event-hub.js";
 import type { WorkContext } from "./work-context.js";
 import { HELD, taskEvent, type ActingAgent } from "./work-support.js";
+
+/**
+ * How an outcome's commit hands its agent the next task (set by the fleet, fleet-links.ts). An
+ * outcome that says its agent is idle claims the agent's next task in its own commit when the
+ * agent's node is linked to this replica, and the task goes on the link after the commit: one
+ * commit per task where a second claim would follow the agent.state idle event.
+ */
+export interface Handoff {
+  /** A mark of what this replica has seen queued in the agent's domain, when the agent's node is linked here; undefined otherwise (nothing is claimed for it then). */
+  mark(agent: ActingAgent): number | undefined;
+  /** The claim in the outcome's commit found nothing: the agent.state idle event that follows needs no second claim unless work was queued in its domain since `mark`. */
+  lookedEmpty(agentId: string, mark: number): void;
+  /** After the commit: sends the claimed task on the agent's link; false when the link went away. */
+  send(agent: ActingAgent, task: TaskRow): boolean;
+}
 
 /** A held task back to the queue as if never claimed: the attempt is not counted. */
 export async function releaseIn(ctx: WorkContext, tx: Store, emit: Emit, t: TaskRow, reason: string): Promise<TaskRow> {
@@ -21,8 +37,46 @@ export async function releaseIn(ctx: WorkContext, tx: Store, emit: Emit, t: Task
   return updated;
 }
 
+/** A task claimed for an agent but not handed over (its link went away): queued again, uncounted, the agent idle again. */
+async function releaseClaimed(ctx: WorkContext, agent: ActingAgent, taskId: string): Promise<void> {
+  await commit(ctx.deps, async (tx, emit) => {
+    const t = await tx.getTask(taskId);
+    if (!t || !HELD.includes(t.status) || t.claimedBy !== agent.id) return;
+    await releaseIn(ctx, tx, emit, t, "not delivered to its node");
+    await ctx.markAgent(tx, emit, agent.id, "busy", "idle");
+  });
+}
+
+/**
+ * After an outcome that says its agent is idle, in the outcome's commit: the agent's next task,
+ * claimed and started for it when its node is linked here (Handoff), else the agent idle. The
+ * task comes back to be sent with sendNext() once the commit is done.
+ */
+export async function nextAfterOutcome(ctx: WorkContext, tx: Store, emit: Emit, caller: Caller, agent: ActingAgent): Promise<TaskRow | undefined> {
+  // only the node's own outcome: a script completing for an agent does not claim for its node
+  const mark = caller.role === "node" ? ctx.handoff?.mark(agent) : undefined;
+  const next = mark === undefined ? undefined : await ctx.claimIn(tx, emit, agent, true);
+  if (next) return next;
+  if (mark !== undefined) ctx.handoff!.lookedEmpty(agent.id, mark);
+  await ctx.markAgent(tx, emit, agent.id, "busy", "idle");
+  return undefined;
+}
+
+/** The task nextAfterOutcome() claimed, on the agent's link; back to the queue when the link went away meanwhile. */
+export function sendNext(ctx: WorkContext, agent: ActingAgent, next: TaskRow | undefined): void {
+  if (!next || ctx.handoff?.send(agent, next)) return;
+  void releaseClaimed(ctx, agent, next.id).catch((err: Error) =>
+    ctx.deps.log.warn("a task claimed for a node that went away could not be given back (its lease expires)", { task_id: next.id, error: err.message }),
+  );
+}
+
 export function createWorkPush(ctx: WorkContext) {
   return {
+    /** The fleet's way to the links this replica holds (fleet-links.ts); unset, outcomes claim nothing. */
+    setHandoff(h: Handoff): void {
+      ctx.handoff = h;
+    },
+
     /**
      * Claims and starts the agent's next task for it, only while the agent is idle: one that is not
      * (an outcome or a claim of its own made it busy meanwhile) claims nothing and throws AgentNotIdle.
@@ -30,14 +84,7 @@ export function createWorkPush(ctx: WorkContext) {
     claimStarted: (agent: ActingAgent): Promise<TaskRow | undefined> => ctx.claimOnce(agent, true, true),
 
     /** Gives back a task claimed for an agent but not handed over (its link went away): queued again, uncounted, the agent idle again. */
-    async releaseClaimed(agent: ActingAgent, taskId: string): Promise<void> {
-      await commit(ctx.deps, async (tx, emit) => {
-        const t = await tx.getTask(taskId);
-        if (!t || !HELD.includes(t.status) || t.claimedBy !== agent.id) return;
-        await releaseIn(ctx, tx, emit, t, "not delivered to its node");
-        await ctx.markAgent(tx, emit, agent.id, "busy", "idle");
-      });
-    },
+    releaseClaimed: (agent: ActingAgent, taskId: string): Promise<void> => releaseClaimed(ctx, agent, taskId),
 
     /**
      * A link opened: the node's agents as its daemon has them. A task an agent holds under a lease
