@@ -117,25 +117,39 @@ function mendEndStream(json: string, h: UniversalHandler, bodyLimit: number): Ep
 /**
  * A streaming gRPC-Web or Connect response refused before its first message is one frame (a
  * gRPC-Web trailer frame, flag 0x80; a Connect end-stream message, flag 0x02): mended when it is
- * a failure mend() knows; every other chunk passes as it came.
+ * a failure mend() knows. Every later chunk is the body's own, read straight from it: a node's
+ * link is one long stream, and a generator step per message cost ~10 µs of the tower's CPU per
+ * task handed over (docs/PERFORMANCE.md, "Delivery cost").
  */
-async function* mendStreamStart(req: UniversalServerRequest, body: AsyncIterable<Uint8Array>, h: UniversalHandler, bodyLimit: number): AsyncIterable<Uint8Array> {
+function mendStreamStart(req: UniversalServerRequest, body: AsyncIterable<Uint8Array>, h: UniversalHandler, bodyLimit: number): AsyncIterable<Uint8Array> {
   const type = req.header.get("content-type") ?? "";
   const web = type.startsWith("application/grpc-web");
-  let first = true;
-  for await (const chunk of body) {
-    if (first && chunk[0] === (web ? 0x80 : endStreamFlag)) {
-      const text = Buffer.from(chunk.subarray(5)).toString(web ? "latin1" : "utf8");
-      const ep = web ? mendTrailerText(text, h, bodyLimit) : mendEndStream(text, h, bodyLimit);
-      if (ep) {
-        const e = rpcErrorResponse(type, ep);
-        yield web ? trailerFrame(e.header) : e.body;
-        continue;
-      }
-    }
-    first = false;
-    yield chunk;
-  }
+  const mendFirst = (chunk: Uint8Array): Uint8Array => {
+    if (chunk[0] !== (web ? 0x80 : endStreamFlag)) return chunk;
+    const text = Buffer.from(chunk.subarray(5)).toString(web ? "latin1" : "utf8");
+    const ep = web ? mendTrailerText(text, h, bodyLimit) : mendEndStream(text, h, bodyLimit);
+    if (!ep) return chunk;
+    const e = rpcErrorResponse(type, ep);
+    return web ? trailerFrame(e.header) : e.body;
+  };
+  return {
+    [Symbol.asyncIterator]() {
+      const it = body[Symbol.asyncIterator]();
+      const rest = {
+        next: () => it.next(),
+        return: (value?: unknown) => it.return?.(value) ?? Promise.resolve({ done: true as const, value: undefined }),
+        throw: (err?: unknown) => it.throw?.(err) ?? Promise.reject(err),
+      };
+      return {
+        ...rest,
+        async next() {
+          const r = await it.next();
+          this.next = rest.next; // from the second chunk on, the body's own iterator
+          return r.done ? r : { done: false, value: mendFirst(r.value) };
+        },
+      };
+    },
+  };
 }
 
 /** A gRPC-Web trailer frame holding the fields. */
