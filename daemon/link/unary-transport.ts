@@ -3,13 +3,15 @@
 // universal client (async iterables, linked abort controllers, envelope pipes), which cost this
 // VM ~250–300 µs of client CPU and ~250 µs of wall time per call on top of the HTTP exchange
 // itself (bench/rpc-call.ts; docs/PERFORMANCE.md, "epd's unary calls"): more than half of epd's CPU
-// per short task. Streams (the link) stay on connect-node's transport. Errors are connect's own
-// (errorFromJsonBytes), so a refusal carries the tower's ErrorDetail exactly as connect-node's would.
+// per short task. Server streams (the link) are read lean too (server-stream.ts); other stream kinds
+// stay on connect-node's transport. Errors are connect's own (errorFromJsonBytes), so a refusal
+// carries the tower's ErrorDetail exactly as connect-node's would.
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethodUnary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport, type UnaryResponse } from "@connectrpc/connect";
 import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
 import http from "node:http";
 import https from "node:https";
+import { callHeaders, serverStream } from "./server-stream.js";
 
 export interface UnaryTransportOptions {
   baseUrl: string;
@@ -81,17 +83,14 @@ export function createUnaryTransport(opts: UnaryTransportOptions): Transport {
     });
   }
 
-  return { unary, stream: (...args) => opts.streams.stream(...args) };
+  const target = { base, hostname, request, agent, headers: opts.headers };
+  return {
+    unary,
+    // server streams (the link) read lean (server-stream.ts); any other kind goes to connect-node
+    stream: (method, signal, timeoutMs, header, input, contextValues) =>
+      method.methodKind === "server_streaming" ? serverStream(target, method, signal, timeoutMs, header, input) : opts.streams.stream(method, signal, timeoutMs, header, input, contextValues),
+  };
 }
-
-/** The Connect unary request's headers: the node's own, the protocol's, the call's, its deadline. */
-function callHeaders(own: Record<string, string>, contentType: string, length: number, header: HeadersInit | undefined, timeoutMs: number | undefined): Record<string, string | number> {
-  const headers: Record<string, string | number> = { ...own, "content-type": contentType, "connect-protocol-version": "1", "content-length": length };
-  if (header) new Headers(header).forEach((v, k) => (headers[k] = v));
-  if (timeoutMs !== undefined) headers["connect-timeout-ms"] = Math.max(1, Math.ceil(timeoutMs));
-  return headers;
-}
-
 /** Connect unary trailers travel as `trailer-` prefixed headers. */
 function splitTrailers(raw: http.IncomingHttpHeaders): { header: Headers; trailer: Headers } {
   const header = new Headers();
