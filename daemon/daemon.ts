@@ -35,6 +35,8 @@ import { createTaskWorker, type TaskWorker } from "./worker/worker.js";
 import { gcWorktrees } from "./worker/workspace.js";
 
 import { routeLinkCommand } from "./link-commands.js";
+import { enumWord, isoOf } from "../common/vocab.js";
+import { RuntimeSchema } from "../gen/ep/tower/v1/resources_pb.js";
 
 /** How often epd removes kept worktrees past their keep_failed (docs/workspaces.md). */
 const WORKTREE_GC_MS = 3_600_000;
@@ -155,8 +157,22 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       worker.reachable();
       fleet.reportState();
     },
-    onMessage: (msg, attach) => routeLinkCommand(msg, { fleet, worker, agents, signals, attach, merges, log, other: opts.onLinkCommand }),
+    onMessage: (msg, attach) => routeLinkCommand(msg, { fleet, worker, agents, signals, attach, merges, log, adopt: adoptAgent, other: opts.onLinkCommand }),
   });
+
+  /** An agent the tower enrolled for this node (not a profile's) joins agents.json, as 'agent.enroll' would have. */
+  async function adoptAgent(agentId: string): Promise<void> {
+    if (fleet.claimers().some((p) => p.id === agentId)) return;
+    try {
+      const agent = (await tower.agents.getAgent({ agentId })).agent;
+      if (!agent || agent.nodeId !== opts.identity.node_id || agent.supervised) return;
+      await agents.add({ id: agent.id, domainId: agent.domainId, name: agent.name, runtime: enumWord(RuntimeSchema, agent.runtime), capabilities: agent.capabilities, enrolledAt: isoOf(agent.createdAt) });
+      log.info("agent enrolled at the tower joins this node", { agent_id: agent.id, domain_id: agent.domainId, runtime: enumWord(RuntimeSchema, agent.runtime) });
+    } catch (err) {
+      // the worker gives the task back ("the agent is not on this node"); the tower offers it again
+      log.warn("an agent the tower handed work to is unknown here and could not be looked up", { agent_id: agentId, error: (err as Error).message });
+    }
+  }
 
   const runtimesReport = () => runtimeReport(runtimesConfig, { ...baseEnv, PATH: [binDir, baseEnv.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(":") });
   const getSecret: GetSecret = opts.getSecret ? opts.getSecret(sessions) : broker.getSecret;

@@ -19,6 +19,11 @@ export interface LinkCommandTargets {
   attach: Pick<AttachGateway, "handleLink">;
   merges: Pick<ReturnType<typeof createMergeRequests>, "handle">;
   log: Logger;
+  /**
+   * Makes an agent enrolled at the tower for this node (the console's enroll, an admin's
+   * EnrollAgent with node_id) known here before its first task runs; resolves either way.
+   */
+  adopt?: (agentId: string) => Promise<void>;
   /** commands this daemon does not handle (tests) */
   other?: (msg: LinkResponse) => void;
 }
@@ -30,6 +35,11 @@ export function routeLinkCommand(msg: LinkResponse, t: LinkCommandTargets): void
   switch (c.case) {
     case "assign":
       if (!c.value.task) return log.warn("a task assignment without its task", { agent_id: c.value.agentId });
+      if (!agents.find(c.value.agentId) && t.adopt) {
+        const { agentId, task } = c.value;
+        void t.adopt(agentId).then(() => worker.take(agentId, task)); // adopt never rejects
+        return;
+      }
       worker.take(c.value.agentId, c.value.task);
       return;
     case "cancel":

@@ -137,8 +137,10 @@ async function logs(ctx: Context): Promise<number> {
   if (!Number.isInteger(lines) || lines <= 0) throw new UsageError(`--lines must be a positive integer (got ${JSON.stringify(raw)})`);
   const follow = ctx.opts.follow === true;
   const files = svc.daemonFiles(env);
-  // a log file (ep daemon up without systemd, or ep up) wins over the journal
-  if (!existsSync(files.log) && svc.readPid(env) === undefined && svc.systemdAvailable(env)) {
+  // the journal while the unit runs, or when there is no log file; otherwise the file that
+  // 'ep daemon up' without systemd and 'ep up' write (an old file must not hide a running unit)
+  const unitActive = () => svc.systemctl(["is-active", svc.UNIT_NAME], env).stdout.trim() === "active";
+  if (svc.readPid(env) === undefined && svc.systemdAvailable(env) && (!existsSync(files.log) || unitActive())) {
     const child = spawn("journalctl", ["--user", "-u", svc.UNIT_NAME, "-n", String(lines), ...(follow ? ["-f"] : []), "--no-pager"], { stdio: "inherit" });
     return new Promise((res) => child.on("exit", (code) => res(code ?? 1)));
   }

@@ -4,6 +4,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { accessSync, constants, createWriteStream, existsSync, mkdirSync, readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
 import { writeCredentials } from "../../common/credentials.js";
 import { EpError } from "../../common/errors.js";
 import { readNodeIdentity } from "../../common/node-identity.js";
@@ -43,21 +44,22 @@ export async function loginLink(ctx: Context, url: string): Promise<string> {
   return `${url}/ui/login#ticket=${t.ticket}\n                  (one use, valid until ${when}${hours > 0 ? `, ${hours} h` : ""}; 'ep ui' prints a fresh link)`;
 }
 
-/** epd's JSON log lines as people read them: "epd warn  link state  state=connected". */
-export function humanLog(text: string): string {
-  return text
-    .split("\n")
-    .map((line) => {
-      if (!line.startsWith("{")) return line;
-      try {
-        const { ts: _ts, level, msg, ...fields } = JSON.parse(line) as Record<string, unknown>;
-        const rest = Object.entries(fields).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(" ");
-        return `epd ${String(level).padEnd(5)} ${msg}${rest ? `  ${rest}` : ""}`;
-      } catch {
-        return line;
-      }
-    })
-    .join("\n");
+const LEVELS: Record<string, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+/**
+ * One of epd's JSON log lines as people read it ("epd warn  link state  state=connected"), or
+ * undefined when its level is below `minLevel`. A line that is not JSON is kept as it is.
+ */
+export function humanLog(line: string, minLevel = "debug"): string | undefined {
+  if (!line.startsWith("{")) return line;
+  try {
+    const { ts: _ts, level, msg, ...fields } = JSON.parse(line) as Record<string, unknown>;
+    if ((LEVELS[String(level)] ?? LEVELS.error) < (LEVELS[minLevel] ?? LEVELS.warn)) return undefined;
+    const rest = Object.entries(fields).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(" ");
+    return `epd ${String(level).padEnd(5)} ${msg}${rest ? `  ${rest}` : ""}`;
+  } catch {
+    return line;
+  }
 }
 
 async function healthy(url: string): Promise<boolean> {
@@ -87,7 +89,10 @@ export async function run(ctx: Context): Promise<number> {
   const url = `http://${host}:${m[2]}`;
   if (await healthy(url)) throw withHint(new EpError("already_exists", `a tower already answers at ${url}`), "stop it first, or use 'ep up --listen 127.0.0.1:<port>'");
 
-  const childEnv: NodeJS.ProcessEnv = { ...env, EP_HOME: epHome(env), EP_LOG_LEVEL: env.EP_LOG_LEVEL ?? "warn" };
+  // The terminal shows warnings (or EP_LOG_LEVEL); epd.log gets info and up, as under systemd, so
+  // 'ep daemon logs' has something to show when all is well (at "warn" a healthy epd wrote nothing).
+  const terminalLevel = env.EP_LOG_LEVEL ?? "warn";
+  const childEnv: NodeJS.ProcessEnv = { ...env, EP_HOME: epHome(env), EP_LOG_LEVEL: terminalLevel };
   mkdirSync(epHome(env), { recursive: true, mode: 0o700 });
   fix(env); // what 'ep system doctor' expects of a home: skills folder, local agent id
   const children: ChildProcess[] = [];
@@ -165,7 +170,7 @@ export async function run(ctx: Context): Promise<number> {
       const epd = siblingBin("epd", env);
       const daemonChild = spawn(process.execPath, [epd, "run", "--backend-url", url], {
         // Ctrl-C should not wait 30 s for a running task: runs get 2 s, then end retryably
-        env: { ...childEnv, EP_NODE_FILE: nodePath, EP_BASE_URL: url, EP_SHUTDOWN_GRACE_MS: env.EP_SHUTDOWN_GRACE_MS ?? "2000" },
+        env: { ...childEnv, EP_LOG_LEVEL: env.EP_LOG_LEVEL ?? "info", EP_NODE_FILE: nodePath, EP_BASE_URL: url, EP_SHUTDOWN_GRACE_MS: env.EP_SHUTDOWN_GRACE_MS ?? "2000" },
         stdio: ["ignore", "pipe", "pipe"],
         detached: true,
       });
@@ -175,7 +180,10 @@ export async function run(ctx: Context): Promise<number> {
       logFile.on("error", (err) => process.stderr.write(`ep: cannot write ${daemonFiles(env).log}: ${err.message}\n`));
       for (const stream of [daemonChild.stdout!, daemonChild.stderr!]) {
         stream.pipe(logFile, { end: false });
-        stream.on("data", (d: Buffer) => process.stderr.write(humanLog(d.toString())));
+        createInterface({ input: stream, crlfDelay: Infinity }).on("line", (line) => {
+          const shown = humanLog(line, terminalLevel);
+          if (shown !== undefined) process.stderr.write(shown + "\n");
+        });
       }
       daemonChild.once("exit", () => setTimeout(() => logFile.end(), 50));
       children.push(daemonChild);

@@ -12,7 +12,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError } from "../../common/errors.js";
 import { EventService } from "../../gen/ep/tower/v1/events_pb.js";
 import { TaskSchema, type Task } from "../../gen/ep/tower/v1/resources_pb.js";
-import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
+import { TaskWaitReasonSchema, TaskWaitSchema, WorkService, type TaskWait } from "../../gen/ep/tower/v1/work_pb.js";
 import type { Context } from "../context.js";
 import { tower } from "../tower.js";
 import { createBackoff, createSseParser } from "./events.js";
@@ -54,8 +54,20 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
     const finish = () => finalReport(ctx, work, taskId, printer.end());
 
     // 0. the task exists and the tower answers (the usual errors: not found, unreachable, denied)
-    const first = (await work.getTask({ taskId })).task!;
+    const got = await work.getTask({ taskId });
+    const first = got.task!;
     if (!ctx.json) ctx.err(header(first));
+    // why it waits, now and whenever the task moves without ending (requeued, claimed)
+    let waitSaid = "";
+    const sayWait = (wait: TaskWait | undefined) => {
+      const said = wait ? `${enumWord(TaskWaitReasonSchema, wait.reason)}: ${wait.message}` : "";
+      if (said === waitSaid) return;
+      waitSaid = said;
+      if (!wait) return;
+      if (ctx.json) ctx.out(JSON.stringify({ wait: restJson(TaskWaitSchema, wait) }));
+      else ctx.err(`waiting: ${said}`);
+    };
+    sayWait(got.wait);
 
     // 1. the stream, before the replay, so nothing between the two is lost
     const url = `${ctx.url()}/events/stream?task_id=${encodeURIComponent(taskId)}`;
@@ -129,7 +141,7 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
         } else if (typeof e.status === "string" && FINAL.has(e.status) && String(e.name ?? "").startsWith("task.")) {
           ended = true;
           return await finish();
-        }
+        } else if (String(e.name ?? "").startsWith("task.")) sayWait((await work.getTask({ taskId })).wait);
       }
       if (stop.signal.aborted) return 130;
       const failed = await Promise.race([new Promise<false>((r) => (wake = () => r(false))), pump.then(() => false, (err: unknown) => err)]);

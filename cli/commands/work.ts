@@ -20,9 +20,10 @@ function int32(ctx: Context, name: string): number | undefined {
   return n;
 }
 
-function printTask(ctx: Context, task: Row, runs: Row[] = []): void {
+function printTask(ctx: Context, task: Row, runs: Row[] = [], wait?: Row): void {
   const denials = ((task.result as Row | undefined)?.denials as DenialJson[] | undefined) ?? [];
-  ctx.out(kv({ ...task, status: statusWithDenials(String(task.status), denials.length) }, ["id", "title", "kind", "status", "claim_policy", "priority", "capabilities", "assignee_agent_id", "runtime", "attempts", "max_attempts", "claimed_by", "lease_expires_at", "mission_id", "domain_id", "created_at", "updated_at"]));
+  const waiting = wait ? { waiting: `${wait.reason}: ${wait.message}` } : {};
+  ctx.out(kv({ ...task, status: statusWithDenials(String(task.status), denials.length), ...waiting }, ["id", "title", "kind", "status", "waiting", "claim_policy", "priority", "capabilities", "assignee_agent_id", "runtime", "attempts", "max_attempts", "claimed_by", "lease_expires_at", "mission_id", "domain_id", "created_at", "updated_at"]));
   const result = task.result as Row | undefined;
   if (result && (result.output || result.error || result.exit_code !== undefined)) {
     ctx.out(`result:\n${kv(result, ["exit_code", "error", "output"])}`);
@@ -96,7 +97,7 @@ export async function run(ctx: Context): Promise<number> {
       // runs belong to broadcast tasks; an empty list on any other task reads as "it never ran"
       if ((res.task as Row).claim_policy !== "broadcast") delete res.runs;
       if (ctx.json) ctx.out(json(res));
-      else printTask(ctx, res.task as Row, res.runs as Row[]);
+      else printTask(ctx, res.task as Row, res.runs as Row[], res.wait as Row | undefined);
       return 0;
     }
     case "task retry": {

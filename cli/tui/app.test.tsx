@@ -204,6 +204,16 @@ describe("the ep console", () => {
     ui.unmount();
   });
 
+  it("the task view says why a queued task waits", () => {
+    const task: TaskDetail = {
+      id: "tsk_7", missionId: "msn_1", title: "Nobody here", status: "queued", runtime: "shell", agent: "", attempts: 0, maxAttempts: 3, createdAt: "2026-11-26T06:00:00Z", output: "", error: "", usage: "",
+      wait: "no_agent_in_domain: no agent serves domain dom_1; enroll one on this machine's node",
+    };
+    const ui = render(<TaskScreen task={task} frames={[]} width={60} />);
+    expect(ui.lastFrame()!.replace(/\n/g, " ")).toMatch(/waiting: no_agent_in_domain: no agent serves domain dom_1;\s+enroll one on this machine's node/);
+    ui.unmount();
+  });
+
   it("the task view shows a workspace task's branch and diff stat (issue 20)", () => {
     const task: TaskDetail = {
       id: "tsk_9", missionId: "msn_1", title: "Fix it", status: "succeeded", runtime: "shell", agent: "builder", attempts: 1, maxAttempts: 3, createdAt: "2026-11-26T06:00:00Z", output: "", error: "", usage: "",

@@ -42,6 +42,8 @@ export interface TaskDetail extends TaskItem {
   workspace?: { branch: string; stat: string };
   /** the tool calls its agent was refused, one line each (result.denials; absent when none) */
   denials?: string[];
+  /** why it waits ("no_agent_in_domain: no agent serves …"; absent when nothing holds it back) */
+  wait?: string;
 }
 
 /** One progress frame of a task (what the agent printed, a tool call, a status line). */

@@ -9,7 +9,7 @@ import { createClient, type Transport } from "@connectrpc/connect";
 import { ActionStatus, ActionStatusSchema, AiService, type PendingAction } from "../../gen/ep/tower/v1/ai_pb.js";
 import { EventService } from "../../gen/ep/tower/v1/events_pb.js";
 import { AgentService } from "../../gen/ep/tower/v1/fleet_pb.js";
-import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
+import { TaskWaitReasonSchema, WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import type { Event, Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import { ApprovalService, ApprovalStatus, ApprovalStatusSchema, type Approval } from "../../gen/ep/tower/v1/approvals_pb.js";
 import { enumWord, isoOf } from "../../common/vocab.js";
@@ -86,7 +86,9 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
       return (await work.listTasks({ missionId, limit: 500 })).tasks.filter((t) => !t.parentTaskId).map(taskItem);
     },
     async task(taskId) {
-      return taskDetail((await work.getTask({ taskId })).task!);
+      const got = await work.getTask({ taskId });
+      const detail = taskDetail(got.task!);
+      return got.wait ? { ...detail, wait: `${enumWord(TaskWaitReasonSchema, got.wait.reason)}: ${got.wait.message}` } : detail;
     },
     async frames(taskId) {
       const out: FrameItem[] = [];

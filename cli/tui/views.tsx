@@ -46,6 +46,7 @@ export function TaskScreen({ task, frames, width, error }: { task?: TaskDetail; 
         <Text bold>{fit(task.title, width - 14)}</Text> <Text color={task.denials ? "yellow" : TONE[task.status]}>[{statusWithDenials(task.status, task.denials?.length ?? 0)}]</Text>
       </Text>
       <Text dimColor>{fit(`${task.id} · ${facts}`, width)}</Text>
+      {task.wait && <Text color="yellow">{`waiting: ${task.wait}`}</Text>}
       <Box flexDirection="column" marginTop={1}>
         {frames.length === 0 ? (
           <Text dimColor>{task.status === "running" || task.status === "claimed" ? "waiting for the agent's first output…" : "no progress was reported"}</Text>

@@ -14,6 +14,7 @@ import { createIdempotency } from "./idempotency.js";
 import { assignmentEvent, covers, MAX_TEXT, oneOf, taskEvent, text, CLAIM_POLICIES, KANBAN_STATES } from "./work-support.js";
 import type { WorkContext } from "./work-context.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
+import { taskWait } from "./task-wait.js";
 
 export function createTaskCatalog(ctx: WorkContext) {
   const { deps, store, clock, limits, now, mustDomain, mustMission, mustTask, missionDomain } = ctx;
@@ -82,7 +83,7 @@ export function createTaskCatalog(ctx: WorkContext) {
       const t = await mustTask(store, req.taskId);
       authorize(caller, "read", { domainId: t.domainId });
       const runs = t.claimPolicy === "broadcast" ? await store.listTasks({ parentTaskId: t.id }) : [];
-      return create(pb.GetTaskResponseSchema, { task: taskMsg(t), runs: runs.map(taskMsg) });
+      return create(pb.GetTaskResponseSchema, { task: taskMsg(t), runs: runs.map(taskMsg), wait: await taskWait(store, t) });
     },
 
     async listTasks(caller: Caller, req: pb.ListTasksRequest): Promise<pb.ListTasksResponse> {

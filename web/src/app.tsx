@@ -197,7 +197,7 @@ function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: She
       <main id="main" className={`main main-${tab}`} tabIndex={-1}>
         {!knownPath(path) && <NotFound path={path} navigate={navigate} />}
         {knownPath(path) && tab === "console" && <ChatView dashboard={dashboard} sessionId={sessionId} selectSession={setSessionId} onUnauthenticated={onUnauthenticated} composerRef={composerRef} />}
-        {taskOf(path) && <TaskView key={taskOf(path)} taskId={taskOf(path)!} dashboard={dashboard} canOperate={canOperate} navigate={navigate} />}
+        {taskOf(path) && <TaskView key={taskOf(path)} taskId={taskOf(path)!} dashboard={dashboard} canOperate={canOperate} canAdmin={identity.role === "admin"} navigate={navigate} />}
         {knownPath(path) && !taskOf(path) && tab === "missions" && <MissionsView dashboard={dashboard} navigate={navigate} canOperate={canOperate} />}
         {knownPath(path) && tab === "agents" && <AgentsView dashboard={dashboard} canOperate={canOperate} navigate={navigate} />}
         {knownPath(path) && tab === "approvals" && <ApprovalsView dashboard={dashboard} />}

@@ -12,6 +12,8 @@ import { TerminalPanel } from "./terminal/index.js";
 import { Ago, CopyId, ErrorNote, StatusBadge, duration, runtimeLabel, usd, useNow } from "./ui.js";
 import { WorkspaceChange } from "./diff.js";
 import { DenialsSection, TaskStatusBadge } from "./denials.js";
+import { TaskWaitNote } from "./task-wait.js";
+import type { TaskWait } from "@gen/ep/tower/v1/work_pb.js";
 import { isoOf, msOf } from "@common/vocab.js";
 
 export interface Frame {
@@ -106,12 +108,14 @@ function useTranscript(taskId: string, subscribe: Dashboard["subscribe"], stream
 function useTask(taskId: string, subscribe: Dashboard["subscribe"], streamOpen: boolean) {
   const [task, setTask] = useState<Task>();
   const [runs, setRuns] = useState<Task[]>([]);
+  const [wait, setWait] = useState<TaskWait>();
   const [error, setError] = useState<string>();
   const load = useCallback(async () => {
     try {
       const res = await api.work.getTask({ taskId });
       setTask(res.task);
       setRuns(res.runs);
+      setWait(res.wait);
       setError(undefined);
     } catch (err) {
       setError(describeError(err));
@@ -141,12 +145,12 @@ function useTask(taskId: string, subscribe: Dashboard["subscribe"], streamOpen: 
     wasOpen.current = streamOpen;
     if (opened) void load();
   }, [streamOpen, load]);
-  return { task, setTask, runs, error };
+  return { task, setTask, runs, wait, reload: load, error };
 }
 
-export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: string; dashboard: Dashboard; canOperate: boolean; navigate(to: string): void }) {
+export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: { taskId: string; dashboard: Dashboard; canOperate: boolean; canAdmin: boolean; navigate(to: string): void }) {
   const { subscribe } = dashboard;
-  const { task, setTask, runs, error } = useTask(taskId, subscribe, dashboard.stream.status === "open");
+  const { task, setTask, runs, wait, reload, error } = useTask(taskId, subscribe, dashboard.stream.status === "open");
   const [busy, setBusy] = useState<string>();
   const [note, setNote] = useState<{ ok: boolean; text: string }>();
   const [terminal, setTerminal] = useState(false);
@@ -231,6 +235,7 @@ export function TaskView({ taskId, dashboard, canOperate, navigate }: { taskId: 
       )}
       <ErrorNote error={error} />
       <TaskFacts task={task} agent={agent} agentId={agentId} nodeName={nodeName} now={now} final={final} started={started} />
+      {wait && !final && <TaskWaitNote wait={wait} domainId={task.domainId} nodeName={nodeName} canAdmin={canAdmin} onEnrolled={() => void reload()} />}
       {terminal && agent && <TerminalPanel key={agent.id} agentId={agent.id} label={agent.name || agent.id} onClose={() => setTerminal(false)} />}
       {runs.length > 0 && <RunsTable runs={runs} agentOf={agentOf} now={now} link={link} />}
       <section aria-labelledby="progress-heading">

@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ep/tower/v1/work.proto.
  */
 export const file_ep_tower_v1_work: GenFile = /*@__PURE__*/
-  fileDesc("ChZlcC90b3dlci92MS93b3JrLnByb3RvEgtlcC50b3dlci52MSI3ChNDcmVhdGVEb21haW5SZXF1ZXN0EgwKBG5hbWUYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSI7ChRDcmVhdGVEb21haW5SZXNwb25zZRIjCgZkb21haW4YASABKAsyEy5lcC50b3dlci52MS5Eb21haW4iOwoSTGlzdERvbWFpbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlQKE0xpc3REb21haW5zUmVzcG9uc2USJAoHZG9tYWlucxgBIAMoCzITLmVwLnRvd2VyLnYxLkRvbWFpbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJQoQR2V0RG9tYWluUmVxdWVzdBIRCglkb21haW5faWQYASABKAkiOAoRR2V0RG9tYWluUmVzcG9uc2USIwoGZG9tYWluGAEgASgLMhMuZXAudG93ZXIudjEuRG9tYWluImEKFENyZWF0ZU1pc3Npb25SZXF1ZXN0EhEKCWRvbWFpbl9pZBgBIAEoCRINCgV0aXRsZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJIj4KFUNyZWF0ZU1pc3Npb25SZXNwb25zZRIlCgdtaXNzaW9uGAEgASgLMhQuZXAudG93ZXIudjEuTWlzc2lvbiJPChNMaXN0TWlzc2lvbnNSZXF1ZXN0EhEKCWRvbWFpbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJXChRMaXN0TWlzc2lvbnNSZXNwb25zZRImCghtaXNzaW9ucxgBIAMoCzIULmVwLnRvd2VyLnYxLk1pc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIicKEUdldE1pc3Npb25SZXF1ZXN0EhIKCm1pc3Npb25faWQYASABKAkijwEKEkdldE1pc3Npb25SZXNwb25zZRIlCgdtaXNzaW9uGAEgASgLMhQuZXAudG93ZXIudjEuTWlzc2lvbhIhCgV1c2FnZRgCIAEoCzISLmVwLnRvd2VyLnYxLlVzYWdlEi8KDnVzYWdlX2J5X2FnZW50GAMgAygLMhcuZXAudG93ZXIudjEuQWdlbnRVc2FnZSKFAwoRQ3JlYXRlVGFza1JlcXVlc3QSEgoKbWlzc2lvbl9pZBgBIAEoCRIjCgRraW5kGAIgASgOMhUuZXAudG93ZXIudjEuVGFza0tpbmQSDQoFdGl0bGUYAyABKAkSEwoLZGVzY3JpcHRpb24YBCABKAkSLgoMY2xhaW1fcG9saWN5GAUgASgOMhguZXAudG93ZXIudjEuQ2xhaW1Qb2xpY3kSEAoIcHJpb3JpdHkYBiABKAUSFAoMY2FwYWJpbGl0aWVzGAcgAygJEhkKEWFzc2lnbmVlX2FnZW50X2lkGAggASgJEhQKDG1heF9hdHRlbXB0cxgJIAEoBRIlCgdydW50aW1lGAogASgOMhQuZXAudG93ZXIudjEuUnVudGltZRImCgVpbnB1dBgLIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJwoGc3RhdHVzGAwgASgOMhcuZXAudG93ZXIudjEuVGFza1N0YXR1cxISCgpyZXF1ZXN0X2lkGA0gASgJIlYKEkNyZWF0ZVRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuZXAudG93ZXIudjEuVGFzaxIfCgRydW5zGAIgAygLMhEuZXAudG93ZXIudjEuVGFzayIhCg5HZXRUYXNrUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJIlMKD0dldFRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuZXAudG93ZXIudjEuVGFzaxIfCgRydW5zGAIgAygLMhEuZXAudG93ZXIudjEuVGFzayKqAQoQTGlzdFRhc2tzUmVxdWVzdBISCgptaXNzaW9uX2lkGAEgASgJEiMKBGtpbmQYAiABKA4yFS5lcC50b3dlci52MS5UYXNrS2luZBInCgZzdGF0dXMYAyABKA4yFy5lcC50b3dlci52MS5UYXNrU3RhdHVzEhEKCWRvbWFpbl9pZBgEIAEoCRINCgVsaW1pdBgFIAEoBRISCgpwYWdlX3Rva2VuGAYgASgJIk4KEUxpc3RUYXNrc1Jlc3BvbnNlEiAKBXRhc2tzGAEgAygLMhEuZXAudG93ZXIudjEuVGFzaxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki/wEKEVVwZGF0ZVRhc2tSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSEgoFdGl0bGUYAiABKAlIAIgBARIYCgtkZXNjcmlwdGlvbhgDIAEoCUgBiAEBEiwKBnN0YXR1cxgEIAEoDjIXLmVwLnRvd2VyLnYxLlRhc2tTdGF0dXNIAogBARIVCghwcmlvcml0eRgFIAEoBUgDiAEBEh4KEWFzc2lnbmVlX2FnZW50X2lkGAYgASgJSASIAQFCCAoGX3RpdGxlQg4KDF9kZXNjcmlwdGlvbkIJCgdfc3RhdHVzQgsKCV9wcmlvcml0eUIUChJfYXNzaWduZWVfYWdlbnRfaWQiNQoSVXBkYXRlVGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5lcC50b3dlci52MS5UYXNrIiQKEURlbGV0ZVRhc2tSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkiFAoSRGVsZXRlVGFza1Jlc3BvbnNlImoKEENsYWltVGFza1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSJwoEd2FpdBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhINCgVzdGFydBgDIAEoCEoECAQQBVIGcmVzdW1lIjQKEUNsYWltVGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5lcC50b3dlci52MS5UYXNrIkcKEFN0YXJ0VGFza1JlcXVlc3QSDwoHdGFza19pZBgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRIQCghsZWFzZV9pZBgDIAEoCSI0ChFTdGFydFRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuZXAudG93ZXIudjEuVGFzayJLChRIZWFydGJlYXRUYXNrUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEhAKCGxlYXNlX2lkGAMgASgJIjgKFUhlYXJ0YmVhdFRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuZXAudG93ZXIudjEuVGFzayKmAQoTQ29tcGxldGVUYXNrUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEicKBnJlc3VsdBgDIAEoCzIXLmVwLnRvd2VyLnYxLlRhc2tSZXN1bHQSEgoKYWdlbnRfaWRsZRgEIAEoCBIQCghsZWFzZV9pZBgHIAEoCUoECAUQBkoECAYQB1IKY2xhaW1fbmV4dFIFYnJpZWYiQwoUQ29tcGxldGVUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmVwLnRvd2VyLnYxLlRhc2tKBAgCEANSBG5leHQixgEKD0ZhaWxUYXNrUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEicKBnJlc3VsdBgDIAEoCzIXLmVwLnRvd2VyLnYxLlRhc2tSZXN1bHQSEQoJcmV0cnlhYmxlGAQgASgIEhIKCmFnZW50X2lkbGUYBSABKAgSDwoHcmVsZWFzZRgIIAEoCBIQCghsZWFzZV9pZBgJIAEoCUoECAYQB0oECAcQCFIKY2xhaW1fbmV4dFIFYnJpZWYiPwoQRmFpbFRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuZXAudG93ZXIudjEuVGFza0oECAIQA1IEbmV4dCI0ChFDYW5jZWxUYXNrUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSI1ChJDYW5jZWxUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmVwLnRvd2VyLnYxLlRhc2siIwoQUmV0cnlUYXNrUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJIjQKEVJldHJ5VGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5lcC50b3dlci52MS5UYXNrIjEKEE1lcmdlVGFza1JlcXVlc3QSDwoHdGFza19pZBgBIAEoCRIMCgRpbnRvGAIgASgJIrABChFNZXJnZVRhc2tSZXNwb25zZRIqCgdvdXRjb21lGAEgASgOMhkuZXAudG93ZXIudjEuTWVyZ2VPdXRjb21lEgwKBGludG8YAiABKAkSDgoGYnJhbmNoGAMgASgJEg4KBm1lcmdlZBgEIAEoCRIQCghwcmV2aW91cxgFIAEoCRILCgN0aXAYBiABKAkSEAoIY2hlY2tvdXQYByABKAkSEAoIZXZlbnRfaWQYCCABKAQiagoNUHJvZ3Jlc3NGcmFtZRIkCgRraW5kGAEgASgOMhYuZXAudG93ZXIudjEuRnJhbWVLaW5kEgwKBHRleHQYAiABKAkSJQoEZGF0YRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QieAoVUmVwb3J0UHJvZ3Jlc3NSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSKgoGZnJhbWVzGAMgAygLMhouZXAudG93ZXIudjEuUHJvZ3Jlc3NGcmFtZRIQCghsZWFzZV9pZBgEIAEoCSIYChZSZXBvcnRQcm9ncmVzc1Jlc3BvbnNlKo8BCgxNZXJnZU91dGNvbWUSHQoZTUVSR0VfT1VUQ09NRV9VTlNQRUNJRklFRBAAEh4KGk1FUkdFX09VVENPTUVfRkFTVF9GT1JXQVJEEAESHgoaTUVSR0VfT1VUQ09NRV9NRVJHRV9DT01NSVQQAhIgChxNRVJHRV9PVVRDT01FX0FMUkVBRFlfTUVSR0VEEAMqlAEKCUZyYW1lS2luZBIaChZGUkFNRV9LSU5EX1VOU1BFQ0lGSUVEEAASEwoPRlJBTUVfS0lORF9URVhUEAESEwoPRlJBTUVfS0lORF9UT09MEAISFQoRRlJBTUVfS0lORF9TVEFUVVMQAxITCg9GUkFNRV9LSU5EX0pTT04QBBIVChFGUkFNRV9LSU5EX1NUREVSUhAFMssMCgtXb3JrU2VydmljZRJTCgxDcmVhdGVEb21haW4SIC5lcC50b3dlci52MS5DcmVhdGVEb21haW5SZXF1ZXN0GiEuZXAudG93ZXIudjEuQ3JlYXRlRG9tYWluUmVzcG9uc2USUAoLTGlzdERvbWFpbnMSHy5lcC50b3dlci52MS5MaXN0RG9tYWluc1JlcXVlc3QaIC5lcC50b3dlci52MS5MaXN0RG9tYWluc1Jlc3BvbnNlEkoKCUdldERvbWFpbhIdLmVwLnRvd2VyLnYxLkdldERvbWFpblJlcXVlc3QaHi5lcC50b3dlci52MS5HZXREb21haW5SZXNwb25zZRJWCg1DcmVhdGVNaXNzaW9uEiEuZXAudG93ZXIudjEuQ3JlYXRlTWlzc2lvblJlcXVlc3QaIi5lcC50b3dlci52MS5DcmVhdGVNaXNzaW9uUmVzcG9uc2USUwoMTGlzdE1pc3Npb25zEiAuZXAudG93ZXIudjEuTGlzdE1pc3Npb25zUmVxdWVzdBohLmVwLnRvd2VyLnYxLkxpc3RNaXNzaW9uc1Jlc3BvbnNlEk0KCkdldE1pc3Npb24SHi5lcC50b3dlci52MS5HZXRNaXNzaW9uUmVxdWVzdBofLmVwLnRvd2VyLnYxLkdldE1pc3Npb25SZXNwb25zZRJNCgpDcmVhdGVUYXNrEh4uZXAudG93ZXIudjEuQ3JlYXRlVGFza1JlcXVlc3QaHy5lcC50b3dlci52MS5DcmVhdGVUYXNrUmVzcG9uc2USRAoHR2V0VGFzaxIbLmVwLnRvd2VyLnYxLkdldFRhc2tSZXF1ZXN0GhwuZXAudG93ZXIudjEuR2V0VGFza1Jlc3BvbnNlEkoKCUxpc3RUYXNrcxIdLmVwLnRvd2VyLnYxLkxpc3RUYXNrc1JlcXVlc3QaHi5lcC50b3dlci52MS5MaXN0VGFza3NSZXNwb25zZRJNCgpVcGRhdGVUYXNrEh4uZXAudG93ZXIudjEuVXBkYXRlVGFza1JlcXVlc3QaHy5lcC50b3dlci52MS5VcGRhdGVUYXNrUmVzcG9uc2USTQoKRGVsZXRlVGFzaxIeLmVwLnRvd2VyLnYxLkRlbGV0ZVRhc2tSZXF1ZXN0Gh8uZXAudG93ZXIudjEuRGVsZXRlVGFza1Jlc3BvbnNlEkoKCUNsYWltVGFzaxIdLmVwLnRvd2VyLnYxLkNsYWltVGFza1JlcXVlc3QaHi5lcC50b3dlci52MS5DbGFpbVRhc2tSZXNwb25zZRJKCglTdGFydFRhc2sSHS5lcC50b3dlci52MS5TdGFydFRhc2tSZXF1ZXN0Gh4uZXAudG93ZXIudjEuU3RhcnRUYXNrUmVzcG9uc2USVgoNSGVhcnRiZWF0VGFzaxIhLmVwLnRvd2VyLnYxLkhlYXJ0YmVhdFRhc2tSZXF1ZXN0GiIuZXAudG93ZXIudjEuSGVhcnRiZWF0VGFza1Jlc3BvbnNlElMKDENvbXBsZXRlVGFzaxIgLmVwLnRvd2VyLnYxLkNvbXBsZXRlVGFza1JlcXVlc3QaIS5lcC50b3dlci52MS5Db21wbGV0ZVRhc2tSZXNwb25zZRJHCghGYWlsVGFzaxIcLmVwLnRvd2VyLnYxLkZhaWxUYXNrUmVxdWVzdBodLmVwLnRvd2VyLnYxLkZhaWxUYXNrUmVzcG9uc2USTQoKQ2FuY2VsVGFzaxIeLmVwLnRvd2VyLnYxLkNhbmNlbFRhc2tSZXF1ZXN0Gh8uZXAudG93ZXIudjEuQ2FuY2VsVGFza1Jlc3BvbnNlEkoKCVJldHJ5VGFzaxIdLmVwLnRvd2VyLnYxLlJldHJ5VGFza1JlcXVlc3QaHi5lcC50b3dlci52MS5SZXRyeVRhc2tSZXNwb25zZRJZCg5SZXBvcnRQcm9ncmVzcxIiLmVwLnRvd2VyLnYxLlJlcG9ydFByb2dyZXNzUmVxdWVzdBojLmVwLnRvd2VyLnYxLlJlcG9ydFByb2dyZXNzUmVzcG9uc2USSgoJTWVyZ2VUYXNrEh0uZXAudG93ZXIudjEuTWVyZ2VUYXNrUmVxdWVzdBoeLmVwLnRvd2VyLnYxLk1lcmdlVGFza1Jlc3BvbnNlYgZwcm90bzM", [file_ep_tower_v1_resources, file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("ChZlcC90b3dlci92MS93b3JrLnByb3RvEgtlcC50b3dlci52MSI3ChNDcmVhdGVEb21haW5SZXF1ZXN0EgwKBG5hbWUYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSI7ChRDcmVhdGVEb21haW5SZXNwb25zZRIjCgZkb21haW4YASABKAsyEy5lcC50b3dlci52MS5Eb21haW4iOwoSTGlzdERvbWFpbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlQKE0xpc3REb21haW5zUmVzcG9uc2USJAoHZG9tYWlucxgBIAMoCzITLmVwLnRvd2VyLnYxLkRvbWFpbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJQoQR2V0RG9tYWluUmVxdWVzdBIRCglkb21haW5faWQYASABKAkiOAoRR2V0RG9tYWluUmVzcG9uc2USIwoGZG9tYWluGAEgASgLMhMuZXAudG93ZXIudjEuRG9tYWluImEKFENyZWF0ZU1pc3Npb25SZXF1ZXN0EhEKCWRvbWFpbl9pZBgBIAEoCRINCgV0aXRsZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJIj4KFUNyZWF0ZU1pc3Npb25SZXNwb25zZRIlCgdtaXNzaW9uGAEgASgLMhQuZXAudG93ZXIudjEuTWlzc2lvbiJPChNMaXN0TWlzc2lvbnNSZXF1ZXN0EhEKCWRvbWFpbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJXChRMaXN0TWlzc2lvbnNSZXNwb25zZRImCghtaXNzaW9ucxgBIAMoCzIULmVwLnRvd2VyLnYxLk1pc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIicKEUdldE1pc3Npb25SZXF1ZXN0EhIKCm1pc3Npb25faWQYASABKAkijwEKEkdldE1pc3Npb25SZXNwb25zZRIlCgdtaXNzaW9uGAEgASgLMhQuZXAudG93ZXIudjEuTWlzc2lvbhIhCgV1c2FnZRgCIAEoCzISLmVwLnRvd2VyLnYxLlVzYWdlEi8KDnVzYWdlX2J5X2FnZW50GAMgAygLMhcuZXAudG93ZXIudjEuQWdlbnRVc2FnZSKFAwoRQ3JlYXRlVGFza1JlcXVlc3QSEgoKbWlzc2lvbl9pZBgBIAEoCRIjCgRraW5kGAIgASgOMhUuZXAudG93ZXIudjEuVGFza0tpbmQSDQoFdGl0bGUYAyABKAkSEwoLZGVzY3JpcHRpb24YBCABKAkSLgoMY2xhaW1fcG9saWN5GAUgASgOMhguZXAudG93ZXIudjEuQ2xhaW1Qb2xpY3kSEAoIcHJpb3JpdHkYBiABKAUSFAoMY2FwYWJpbGl0aWVzGAcgAygJEhkKEWFzc2lnbmVlX2FnZW50X2lkGAggASgJEhQKDG1heF9hdHRlbXB0cxgJIAEoBRIlCgdydW50aW1lGAogASgOMhQuZXAudG93ZXIudjEuUnVudGltZRImCgVpbnB1dBgLIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJwoGc3RhdHVzGAwgASgOMhcuZXAudG93ZXIudjEuVGFza1N0YXR1cxISCgpyZXF1ZXN0X2lkGA0gASgJIlYKEkNyZWF0ZVRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuZXAudG93ZXIudjEuVGFzaxIfCgRydW5zGAIgAygLMhEuZXAudG93ZXIudjEuVGFzayIhCg5HZXRUYXNrUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJIngKD0dldFRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuZXAudG93ZXIudjEuVGFzaxIfCgRydW5zGAIgAygLMhEuZXAudG93ZXIudjEuVGFzaxIjCgR3YWl0GAMgASgLMhUuZXAudG93ZXIudjEuVGFza1dhaXQiiAEKCFRhc2tXYWl0EisKBnJlYXNvbhgBIAEoDjIbLmVwLnRvd2VyLnYxLlRhc2tXYWl0UmVhc29uEg8KB21lc3NhZ2UYAiABKAkSEQoJYWdlbnRfaWRzGAMgAygJEhMKC2FwcHJvdmFsX2lkGAQgASgJEhYKDmVucm9sbF9ub2RlX2lkGAUgASgJIqoBChBMaXN0VGFza3NSZXF1ZXN0EhIKCm1pc3Npb25faWQYASABKAkSIwoEa2luZBgCIAEoDjIVLmVwLnRvd2VyLnYxLlRhc2tLaW5kEicKBnN0YXR1cxgDIAEoDjIXLmVwLnRvd2VyLnYxLlRhc2tTdGF0dXMSEQoJZG9tYWluX2lkGAQgASgJEg0KBWxpbWl0GAUgASgFEhIKCnBhZ2VfdG9rZW4YBiABKAkiTgoRTGlzdFRhc2tzUmVzcG9uc2USIAoFdGFza3MYASADKAsyES5lcC50b3dlci52MS5UYXNrEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSL/AQoRVXBkYXRlVGFza1JlcXVlc3QSDwoHdGFza19pZBgBIAEoCRISCgV0aXRsZRgCIAEoCUgAiAEBEhgKC2Rlc2NyaXB0aW9uGAMgASgJSAGIAQESLAoGc3RhdHVzGAQgASgOMhcuZXAudG93ZXIudjEuVGFza1N0YXR1c0gCiAEBEhUKCHByaW9yaXR5GAUgASgFSAOIAQESHgoRYXNzaWduZWVfYWdlbnRfaWQYBiABKAlIBIgBAUIICgZfdGl0bGVCDgoMX2Rlc2NyaXB0aW9uQgkKB19zdGF0dXNCCwoJX3ByaW9yaXR5QhQKEl9hc3NpZ25lZV9hZ2VudF9pZCI1ChJVcGRhdGVUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmVwLnRvd2VyLnYxLlRhc2siJAoRRGVsZXRlVGFza1JlcXVlc3QSDwoHdGFza19pZBgBIAEoCSIUChJEZWxldGVUYXNrUmVzcG9uc2UiagoQQ2xhaW1UYXNrUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRInCgR3YWl0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBXN0YXJ0GAMgASgISgQIBBAFUgZyZXN1bWUiNAoRQ2xhaW1UYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmVwLnRvd2VyLnYxLlRhc2siRwoQU3RhcnRUYXNrUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEhAKCGxlYXNlX2lkGAMgASgJIjQKEVN0YXJ0VGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5lcC50b3dlci52MS5UYXNrIksKFEhlYXJ0YmVhdFRhc2tSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSEAoIbGVhc2VfaWQYAyABKAkiOAoVSGVhcnRiZWF0VGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5lcC50b3dlci52MS5UYXNrIqYBChNDb21wbGV0ZVRhc2tSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSJwoGcmVzdWx0GAMgASgLMhcuZXAudG93ZXIudjEuVGFza1Jlc3VsdBISCgphZ2VudF9pZGxlGAQgASgIEhAKCGxlYXNlX2lkGAcgASgJSgQIBRAGSgQIBhAHUgpjbGFpbV9uZXh0UgVicmllZiJDChRDb21wbGV0ZVRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuZXAudG93ZXIudjEuVGFza0oECAIQA1IEbmV4dCLGAQoPRmFpbFRhc2tSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSJwoGcmVzdWx0GAMgASgLMhcuZXAudG93ZXIudjEuVGFza1Jlc3VsdBIRCglyZXRyeWFibGUYBCABKAgSEgoKYWdlbnRfaWRsZRgFIAEoCBIPCgdyZWxlYXNlGAggASgIEhAKCGxlYXNlX2lkGAkgASgJSgQIBhAHSgQIBxAIUgpjbGFpbV9uZXh0UgVicmllZiI/ChBGYWlsVGFza1Jlc3BvbnNlEh8KBHRhc2sYASABKAsyES5lcC50b3dlci52MS5UYXNrSgQIAhADUgRuZXh0IjQKEUNhbmNlbFRhc2tSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIjUKEkNhbmNlbFRhc2tSZXNwb25zZRIfCgR0YXNrGAEgASgLMhEuZXAudG93ZXIudjEuVGFzayIjChBSZXRyeVRhc2tSZXF1ZXN0Eg8KB3Rhc2tfaWQYASABKAkiNAoRUmV0cnlUYXNrUmVzcG9uc2USHwoEdGFzaxgBIAEoCzIRLmVwLnRvd2VyLnYxLlRhc2siMQoQTWVyZ2VUYXNrUmVxdWVzdBIPCgd0YXNrX2lkGAEgASgJEgwKBGludG8YAiABKAkisAEKEU1lcmdlVGFza1Jlc3BvbnNlEioKB291dGNvbWUYASABKA4yGS5lcC50b3dlci52MS5NZXJnZU91dGNvbWUSDAoEaW50bxgCIAEoCRIOCgZicmFuY2gYAyABKAkSDgoGbWVyZ2VkGAQgASgJEhAKCHByZXZpb3VzGAUgASgJEgsKA3RpcBgGIAEoCRIQCghjaGVja291dBgHIAEoCRIQCghldmVudF9pZBgIIAEoBCJqCg1Qcm9ncmVzc0ZyYW1lEiQKBGtpbmQYASABKA4yFi5lcC50b3dlci52MS5GcmFtZUtpbmQSDAoEdGV4dBgCIAEoCRIlCgRkYXRhGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJ4ChVSZXBvcnRQcm9ncmVzc1JlcXVlc3QSDwoHdGFza19pZBgBIAEoCRIQCghhZ2VudF9pZBgCIAEoCRIqCgZmcmFtZXMYAyADKAsyGi5lcC50b3dlci52MS5Qcm9ncmVzc0ZyYW1lEhAKCGxlYXNlX2lkGAQgASgJIhgKFlJlcG9ydFByb2dyZXNzUmVzcG9uc2UqjQMKDlRhc2tXYWl0UmVhc29uEiAKHFRBU0tfV0FJVF9SRUFTT05fVU5TUEVDSUZJRUQQABInCiNUQVNLX1dBSVRfUkVBU09OX05PX0FHRU5UX0lOX0RPTUFJThABEioKJlRBU0tfV0FJVF9SRUFTT05fTk9fQUdFTlRfV0lUSF9SVU5USU1FEAISLworVEFTS19XQUlUX1JFQVNPTl9OT19BR0VOVF9XSVRIX0NBUEFCSUxJVElFUxADEiAKHFRBU0tfV0FJVF9SRUFTT05fQUdFTlRTX0JVU1kQBBIhCh1UQVNLX1dBSVRfUkVBU09OX05PREVfT0ZGTElORRAFEicKI1RBU0tfV0FJVF9SRUFTT05fQUdFTlRTX1VOQVZBSUxBQkxFEAYSHwobVEFTS19XQUlUX1JFQVNPTl9BR0VOVF9JRExFEAcSHQoZVEFTS19XQUlUX1JFQVNPTl9BUFBST1ZBTBAIEiUKIVRBU0tfV0FJVF9SRUFTT05fQVNTSUdORUVfTUlTU0lORxAJKo8BCgxNZXJnZU91dGNvbWUSHQoZTUVSR0VfT1VUQ09NRV9VTlNQRUNJRklFRBAAEh4KGk1FUkdFX09VVENPTUVfRkFTVF9GT1JXQVJEEAESHgoaTUVSR0VfT1VUQ09NRV9NRVJHRV9DT01NSVQQAhIgChxNRVJHRV9PVVRDT01FX0FMUkVBRFlfTUVSR0VEEAMqlAEKCUZyYW1lS2luZBIaChZGUkFNRV9LSU5EX1VOU1BFQ0lGSUVEEAASEwoPRlJBTUVfS0lORF9URVhUEAESEwoPRlJBTUVfS0lORF9UT09MEAISFQoRRlJBTUVfS0lORF9TVEFUVVMQAxITCg9GUkFNRV9LSU5EX0pTT04QBBIVChFGUkFNRV9LSU5EX1NUREVSUhAFMssMCgtXb3JrU2VydmljZRJTCgxDcmVhdGVEb21haW4SIC5lcC50b3dlci52MS5DcmVhdGVEb21haW5SZXF1ZXN0GiEuZXAudG93ZXIudjEuQ3JlYXRlRG9tYWluUmVzcG9uc2USUAoLTGlzdERvbWFpbnMSHy5lcC50b3dlci52MS5MaXN0RG9tYWluc1JlcXVlc3QaIC5lcC50b3dlci52MS5MaXN0RG9tYWluc1Jlc3BvbnNlEkoKCUdldERvbWFpbhIdLmVwLnRvd2VyLnYxLkdldERvbWFpblJlcXVlc3QaHi5lcC50b3dlci52MS5HZXREb21haW5SZXNwb25zZRJWCg1DcmVhdGVNaXNzaW9uEiEuZXAudG93ZXIudjEuQ3JlYXRlTWlzc2lvblJlcXVlc3QaIi5lcC50b3dlci52MS5DcmVhdGVNaXNzaW9uUmVzcG9uc2USUwoMTGlzdE1pc3Npb25zEiAuZXAudG93ZXIudjEuTGlzdE1pc3Npb25zUmVxdWVzdBohLmVwLnRvd2VyLnYxLkxpc3RNaXNzaW9uc1Jlc3BvbnNlEk0KCkdldE1pc3Npb24SHi5lcC50b3dlci52MS5HZXRNaXNzaW9uUmVxdWVzdBofLmVwLnRvd2VyLnYxLkdldE1pc3Npb25SZXNwb25zZRJNCgpDcmVhdGVUYXNrEh4uZXAudG93ZXIudjEuQ3JlYXRlVGFza1JlcXVlc3QaHy5lcC50b3dlci52MS5DcmVhdGVUYXNrUmVzcG9uc2USRAoHR2V0VGFzaxIbLmVwLnRvd2VyLnYxLkdldFRhc2tSZXF1ZXN0GhwuZXAudG93ZXIudjEuR2V0VGFza1Jlc3BvbnNlEkoKCUxpc3RUYXNrcxIdLmVwLnRvd2VyLnYxLkxpc3RUYXNrc1JlcXVlc3QaHi5lcC50b3dlci52MS5MaXN0VGFza3NSZXNwb25zZRJNCgpVcGRhdGVUYXNrEh4uZXAudG93ZXIudjEuVXBkYXRlVGFza1JlcXVlc3QaHy5lcC50b3dlci52MS5VcGRhdGVUYXNrUmVzcG9uc2USTQoKRGVsZXRlVGFzaxIeLmVwLnRvd2VyLnYxLkRlbGV0ZVRhc2tSZXF1ZXN0Gh8uZXAudG93ZXIudjEuRGVsZXRlVGFza1Jlc3BvbnNlEkoKCUNsYWltVGFzaxIdLmVwLnRvd2VyLnYxLkNsYWltVGFza1JlcXVlc3QaHi5lcC50b3dlci52MS5DbGFpbVRhc2tSZXNwb25zZRJKCglTdGFydFRhc2sSHS5lcC50b3dlci52MS5TdGFydFRhc2tSZXF1ZXN0Gh4uZXAudG93ZXIudjEuU3RhcnRUYXNrUmVzcG9uc2USVgoNSGVhcnRiZWF0VGFzaxIhLmVwLnRvd2VyLnYxLkhlYXJ0YmVhdFRhc2tSZXF1ZXN0GiIuZXAudG93ZXIudjEuSGVhcnRiZWF0VGFza1Jlc3BvbnNlElMKDENvbXBsZXRlVGFzaxIgLmVwLnRvd2VyLnYxLkNvbXBsZXRlVGFza1JlcXVlc3QaIS5lcC50b3dlci52MS5Db21wbGV0ZVRhc2tSZXNwb25zZRJHCghGYWlsVGFzaxIcLmVwLnRvd2VyLnYxLkZhaWxUYXNrUmVxdWVzdBodLmVwLnRvd2VyLnYxLkZhaWxUYXNrUmVzcG9uc2USTQoKQ2FuY2VsVGFzaxIeLmVwLnRvd2VyLnYxLkNhbmNlbFRhc2tSZXF1ZXN0Gh8uZXAudG93ZXIudjEuQ2FuY2VsVGFza1Jlc3BvbnNlEkoKCVJldHJ5VGFzaxIdLmVwLnRvd2VyLnYxLlJldHJ5VGFza1JlcXVlc3QaHi5lcC50b3dlci52MS5SZXRyeVRhc2tSZXNwb25zZRJZCg5SZXBvcnRQcm9ncmVzcxIiLmVwLnRvd2VyLnYxLlJlcG9ydFByb2dyZXNzUmVxdWVzdBojLmVwLnRvd2VyLnYxLlJlcG9ydFByb2dyZXNzUmVzcG9uc2USSgoJTWVyZ2VUYXNrEh0uZXAudG93ZXIudjEuTWVyZ2VUYXNrUmVxdWVzdBoeLmVwLnRvd2VyLnYxLk1lcmdlVGFza1Jlc3BvbnNlYgZwcm90bzM", [file_ep_tower_v1_resources, file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * @generated from message ep.tower.v1.CreateDomainRequest
@@ -432,6 +432,14 @@ export type GetTaskResponse = Message<"ep.tower.v1.GetTaskResponse"> & {
    * @generated from field: repeated ep.tower.v1.Task runs = 2;
    */
   runs: Task[];
+
+  /**
+   * why the task waits, read from the agents that could run it, their state and their nodes
+   * (computed on this read, never on the claim path); unset when nothing holds it back
+   *
+   * @generated from field: ep.tower.v1.TaskWait wait = 3;
+   */
+  wait?: TaskWait | undefined;
 };
 
 /**
@@ -440,6 +448,52 @@ export type GetTaskResponse = Message<"ep.tower.v1.GetTaskResponse"> & {
  */
 export const GetTaskResponseSchema: GenMessage<GetTaskResponse> = /*@__PURE__*/
   messageDesc(file_ep_tower_v1_work, 15);
+
+/**
+ * @generated from message ep.tower.v1.TaskWait
+ */
+export type TaskWait = Message<"ep.tower.v1.TaskWait"> & {
+  /**
+   * @generated from field: ep.tower.v1.TaskWaitReason reason = 1;
+   */
+  reason: TaskWaitReason;
+
+  /**
+   * the reason in one sentence, with what to do about it
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * the agents that could run the task (domain, runtime, capabilities, assignee)
+   *
+   * @generated from field: repeated string agent_ids = 3;
+   */
+  agentIds: string[];
+
+  /**
+   * APPROVAL: the approval that waits for a decision
+   *
+   * @generated from field: string approval_id = 4;
+   */
+  approvalId: string;
+
+  /**
+   * a node on the tower's own machine that is linked, serves the domain and has no agent in it:
+   * enrolling one there (AgentService.EnrollAgent with node_id) lets the task run
+   *
+   * @generated from field: string enroll_node_id = 5;
+   */
+  enrollNodeId: string;
+};
+
+/**
+ * Describes the message ep.tower.v1.TaskWait.
+ * Use `create(TaskWaitSchema)` to create a new message.
+ */
+export const TaskWaitSchema: GenMessage<TaskWait> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_work, 16);
 
 /**
  * @generated from message ep.tower.v1.ListTasksRequest
@@ -483,7 +537,7 @@ export type ListTasksRequest = Message<"ep.tower.v1.ListTasksRequest"> & {
  * Use `create(ListTasksRequestSchema)` to create a new message.
  */
 export const ListTasksRequestSchema: GenMessage<ListTasksRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 16);
+  messageDesc(file_ep_tower_v1_work, 17);
 
 /**
  * @generated from message ep.tower.v1.ListTasksResponse
@@ -505,7 +559,7 @@ export type ListTasksResponse = Message<"ep.tower.v1.ListTasksResponse"> & {
  * Use `create(ListTasksResponseSchema)` to create a new message.
  */
 export const ListTasksResponseSchema: GenMessage<ListTasksResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 17);
+  messageDesc(file_ep_tower_v1_work, 18);
 
 /**
  * @generated from message ep.tower.v1.UpdateTaskRequest
@@ -547,7 +601,7 @@ export type UpdateTaskRequest = Message<"ep.tower.v1.UpdateTaskRequest"> & {
  * Use `create(UpdateTaskRequestSchema)` to create a new message.
  */
 export const UpdateTaskRequestSchema: GenMessage<UpdateTaskRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 18);
+  messageDesc(file_ep_tower_v1_work, 19);
 
 /**
  * @generated from message ep.tower.v1.UpdateTaskResponse
@@ -564,7 +618,7 @@ export type UpdateTaskResponse = Message<"ep.tower.v1.UpdateTaskResponse"> & {
  * Use `create(UpdateTaskResponseSchema)` to create a new message.
  */
 export const UpdateTaskResponseSchema: GenMessage<UpdateTaskResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 19);
+  messageDesc(file_ep_tower_v1_work, 20);
 
 /**
  * @generated from message ep.tower.v1.DeleteTaskRequest
@@ -581,7 +635,7 @@ export type DeleteTaskRequest = Message<"ep.tower.v1.DeleteTaskRequest"> & {
  * Use `create(DeleteTaskRequestSchema)` to create a new message.
  */
 export const DeleteTaskRequestSchema: GenMessage<DeleteTaskRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 20);
+  messageDesc(file_ep_tower_v1_work, 21);
 
 /**
  * @generated from message ep.tower.v1.DeleteTaskResponse
@@ -594,7 +648,7 @@ export type DeleteTaskResponse = Message<"ep.tower.v1.DeleteTaskResponse"> & {
  * Use `create(DeleteTaskResponseSchema)` to create a new message.
  */
 export const DeleteTaskResponseSchema: GenMessage<DeleteTaskResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 21);
+  messageDesc(file_ep_tower_v1_work, 22);
 
 /**
  * @generated from message ep.tower.v1.ClaimTaskRequest
@@ -628,7 +682,7 @@ export type ClaimTaskRequest = Message<"ep.tower.v1.ClaimTaskRequest"> & {
  * Use `create(ClaimTaskRequestSchema)` to create a new message.
  */
 export const ClaimTaskRequestSchema: GenMessage<ClaimTaskRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 22);
+  messageDesc(file_ep_tower_v1_work, 23);
 
 /**
  * @generated from message ep.tower.v1.ClaimTaskResponse
@@ -647,7 +701,7 @@ export type ClaimTaskResponse = Message<"ep.tower.v1.ClaimTaskResponse"> & {
  * Use `create(ClaimTaskResponseSchema)` to create a new message.
  */
 export const ClaimTaskResponseSchema: GenMessage<ClaimTaskResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 23);
+  messageDesc(file_ep_tower_v1_work, 24);
 
 /**
  * @generated from message ep.tower.v1.StartTaskRequest
@@ -677,7 +731,7 @@ export type StartTaskRequest = Message<"ep.tower.v1.StartTaskRequest"> & {
  * Use `create(StartTaskRequestSchema)` to create a new message.
  */
 export const StartTaskRequestSchema: GenMessage<StartTaskRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 24);
+  messageDesc(file_ep_tower_v1_work, 25);
 
 /**
  * @generated from message ep.tower.v1.StartTaskResponse
@@ -694,7 +748,7 @@ export type StartTaskResponse = Message<"ep.tower.v1.StartTaskResponse"> & {
  * Use `create(StartTaskResponseSchema)` to create a new message.
  */
 export const StartTaskResponseSchema: GenMessage<StartTaskResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 25);
+  messageDesc(file_ep_tower_v1_work, 26);
 
 /**
  * @generated from message ep.tower.v1.HeartbeatTaskRequest
@@ -723,7 +777,7 @@ export type HeartbeatTaskRequest = Message<"ep.tower.v1.HeartbeatTaskRequest"> &
  * Use `create(HeartbeatTaskRequestSchema)` to create a new message.
  */
 export const HeartbeatTaskRequestSchema: GenMessage<HeartbeatTaskRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 26);
+  messageDesc(file_ep_tower_v1_work, 27);
 
 /**
  * @generated from message ep.tower.v1.HeartbeatTaskResponse
@@ -740,7 +794,7 @@ export type HeartbeatTaskResponse = Message<"ep.tower.v1.HeartbeatTaskResponse">
  * Use `create(HeartbeatTaskResponseSchema)` to create a new message.
  */
 export const HeartbeatTaskResponseSchema: GenMessage<HeartbeatTaskResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 27);
+  messageDesc(file_ep_tower_v1_work, 28);
 
 /**
  * @generated from message ep.tower.v1.CompleteTaskRequest
@@ -782,7 +836,7 @@ export type CompleteTaskRequest = Message<"ep.tower.v1.CompleteTaskRequest"> & {
  * Use `create(CompleteTaskRequestSchema)` to create a new message.
  */
 export const CompleteTaskRequestSchema: GenMessage<CompleteTaskRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 28);
+  messageDesc(file_ep_tower_v1_work, 29);
 
 /**
  * @generated from message ep.tower.v1.CompleteTaskResponse
@@ -799,7 +853,7 @@ export type CompleteTaskResponse = Message<"ep.tower.v1.CompleteTaskResponse"> &
  * Use `create(CompleteTaskResponseSchema)` to create a new message.
  */
 export const CompleteTaskResponseSchema: GenMessage<CompleteTaskResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 29);
+  messageDesc(file_ep_tower_v1_work, 30);
 
 /**
  * @generated from message ep.tower.v1.FailTaskRequest
@@ -856,7 +910,7 @@ export type FailTaskRequest = Message<"ep.tower.v1.FailTaskRequest"> & {
  * Use `create(FailTaskRequestSchema)` to create a new message.
  */
 export const FailTaskRequestSchema: GenMessage<FailTaskRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 30);
+  messageDesc(file_ep_tower_v1_work, 31);
 
 /**
  * @generated from message ep.tower.v1.FailTaskResponse
@@ -873,7 +927,7 @@ export type FailTaskResponse = Message<"ep.tower.v1.FailTaskResponse"> & {
  * Use `create(FailTaskResponseSchema)` to create a new message.
  */
 export const FailTaskResponseSchema: GenMessage<FailTaskResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 31);
+  messageDesc(file_ep_tower_v1_work, 32);
 
 /**
  * @generated from message ep.tower.v1.CancelTaskRequest
@@ -895,7 +949,7 @@ export type CancelTaskRequest = Message<"ep.tower.v1.CancelTaskRequest"> & {
  * Use `create(CancelTaskRequestSchema)` to create a new message.
  */
 export const CancelTaskRequestSchema: GenMessage<CancelTaskRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 32);
+  messageDesc(file_ep_tower_v1_work, 33);
 
 /**
  * @generated from message ep.tower.v1.CancelTaskResponse
@@ -912,7 +966,7 @@ export type CancelTaskResponse = Message<"ep.tower.v1.CancelTaskResponse"> & {
  * Use `create(CancelTaskResponseSchema)` to create a new message.
  */
 export const CancelTaskResponseSchema: GenMessage<CancelTaskResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 33);
+  messageDesc(file_ep_tower_v1_work, 34);
 
 /**
  * @generated from message ep.tower.v1.RetryTaskRequest
@@ -929,7 +983,7 @@ export type RetryTaskRequest = Message<"ep.tower.v1.RetryTaskRequest"> & {
  * Use `create(RetryTaskRequestSchema)` to create a new message.
  */
 export const RetryTaskRequestSchema: GenMessage<RetryTaskRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 34);
+  messageDesc(file_ep_tower_v1_work, 35);
 
 /**
  * @generated from message ep.tower.v1.RetryTaskResponse
@@ -946,7 +1000,7 @@ export type RetryTaskResponse = Message<"ep.tower.v1.RetryTaskResponse"> & {
  * Use `create(RetryTaskResponseSchema)` to create a new message.
  */
 export const RetryTaskResponseSchema: GenMessage<RetryTaskResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 35);
+  messageDesc(file_ep_tower_v1_work, 36);
 
 /**
  * @generated from message ep.tower.v1.MergeTaskRequest
@@ -971,7 +1025,7 @@ export type MergeTaskRequest = Message<"ep.tower.v1.MergeTaskRequest"> & {
  * Use `create(MergeTaskRequestSchema)` to create a new message.
  */
 export const MergeTaskRequestSchema: GenMessage<MergeTaskRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 36);
+  messageDesc(file_ep_tower_v1_work, 37);
 
 /**
  * @generated from message ep.tower.v1.MergeTaskResponse
@@ -1031,7 +1085,7 @@ export type MergeTaskResponse = Message<"ep.tower.v1.MergeTaskResponse"> & {
  * Use `create(MergeTaskResponseSchema)` to create a new message.
  */
 export const MergeTaskResponseSchema: GenMessage<MergeTaskResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 37);
+  messageDesc(file_ep_tower_v1_work, 38);
 
 /**
  * @generated from message ep.tower.v1.ProgressFrame
@@ -1058,7 +1112,7 @@ export type ProgressFrame = Message<"ep.tower.v1.ProgressFrame"> & {
  * Use `create(ProgressFrameSchema)` to create a new message.
  */
 export const ProgressFrameSchema: GenMessage<ProgressFrame> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 38);
+  messageDesc(file_ep_tower_v1_work, 39);
 
 /**
  * @generated from message ep.tower.v1.ReportProgressRequest
@@ -1092,7 +1146,7 @@ export type ReportProgressRequest = Message<"ep.tower.v1.ReportProgressRequest">
  * Use `create(ReportProgressRequestSchema)` to create a new message.
  */
 export const ReportProgressRequestSchema: GenMessage<ReportProgressRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 39);
+  messageDesc(file_ep_tower_v1_work, 40);
 
 /**
  * @generated from message ep.tower.v1.ReportProgressResponse
@@ -1105,7 +1159,86 @@ export type ReportProgressResponse = Message<"ep.tower.v1.ReportProgressResponse
  * Use `create(ReportProgressResponseSchema)` to create a new message.
  */
 export const ReportProgressResponseSchema: GenMessage<ReportProgressResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_work, 40);
+  messageDesc(file_ep_tower_v1_work, 41);
+
+/**
+ * @generated from enum ep.tower.v1.TaskWaitReason
+ */
+export enum TaskWaitReason {
+  /**
+   * @generated from enum value: TASK_WAIT_REASON_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * no agent is enrolled in the task's domain
+   *
+   * @generated from enum value: TASK_WAIT_REASON_NO_AGENT_IN_DOMAIN = 1;
+   */
+  NO_AGENT_IN_DOMAIN = 1,
+
+  /**
+   * agents serve the domain, none with the task's runtime
+   *
+   * @generated from enum value: TASK_WAIT_REASON_NO_AGENT_WITH_RUNTIME = 2;
+   */
+  NO_AGENT_WITH_RUNTIME = 2,
+
+  /**
+   * agents with the runtime serve the domain, none with all the task's capabilities
+   *
+   * @generated from enum value: TASK_WAIT_REASON_NO_AGENT_WITH_CAPABILITIES = 3;
+   */
+  NO_AGENT_WITH_CAPABILITIES = 3,
+
+  /**
+   * every agent that could run it is busy with other work
+   *
+   * @generated from enum value: TASK_WAIT_REASON_AGENTS_BUSY = 4;
+   */
+  AGENTS_BUSY = 4,
+
+  /**
+   * every agent that could run it is on a node that is offline or never linked
+   *
+   * @generated from enum value: TASK_WAIT_REASON_NODE_OFFLINE = 5;
+   */
+  NODE_OFFLINE = 5,
+
+  /**
+   * the agents that could run it are paused, dead, starting or restarting
+   *
+   * @generated from enum value: TASK_WAIT_REASON_AGENTS_UNAVAILABLE = 6;
+   */
+  AGENTS_UNAVAILABLE = 6,
+
+  /**
+   * an agent that could run it is idle on a linked node: the task is about to be handed over
+   *
+   * @generated from enum value: TASK_WAIT_REASON_AGENT_IDLE = 7;
+   */
+  AGENT_IDLE = 7,
+
+  /**
+   * the running task's agent waits for a person to decide an approval
+   *
+   * @generated from enum value: TASK_WAIT_REASON_APPROVAL = 8;
+   */
+  APPROVAL = 8,
+
+  /**
+   * the assigned task's assignee is no longer enrolled
+   *
+   * @generated from enum value: TASK_WAIT_REASON_ASSIGNEE_MISSING = 9;
+   */
+  ASSIGNEE_MISSING = 9,
+}
+
+/**
+ * Describes the enum ep.tower.v1.TaskWaitReason.
+ */
+export const TaskWaitReasonSchema: GenEnum<TaskWaitReason> = /*@__PURE__*/
+  enumDesc(file_ep_tower_v1_work, 0);
 
 /**
  * @generated from enum ep.tower.v1.MergeOutcome
@@ -1142,7 +1275,7 @@ export enum MergeOutcome {
  * Describes the enum ep.tower.v1.MergeOutcome.
  */
 export const MergeOutcomeSchema: GenEnum<MergeOutcome> = /*@__PURE__*/
-  enumDesc(file_ep_tower_v1_work, 0);
+  enumDesc(file_ep_tower_v1_work, 1);
 
 /**
  * @generated from enum ep.tower.v1.FrameKind
@@ -1193,7 +1326,7 @@ export enum FrameKind {
  * Describes the enum ep.tower.v1.FrameKind.
  */
 export const FrameKindSchema: GenEnum<FrameKind> = /*@__PURE__*/
-  enumDesc(file_ep_tower_v1_work, 1);
+  enumDesc(file_ep_tower_v1_work, 2);
 
 /**
  * WorkService: domains, missions and tasks of both kinds, and the claim loop.
