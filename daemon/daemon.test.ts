@@ -54,13 +54,14 @@ async function setup(opts: { pollMs: number; drop?: () => boolean; env?: Record<
     return created && claimed ? Date.parse(claimed.createdAt) - Date.parse(created.createdAt) : undefined;
   };
   const waitDone = async (taskId: string, ms = 10_000) => {
-    const end = Date.now() + ms;
-    for (;;) {
-      const task = (await work.getTask({ taskId })).task!;
-      if (task.status === TaskStatus.SUCCEEDED || task.status === TaskStatus.FAILED) return task;
-      if (Date.now() > end) throw new Error(`task ${taskId} is ${task.status}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    let status = TaskStatus.UNSPECIFIED;
+    await waitFor(async () => {
+      status = (await work.getTask({ taskId })).task!.status;
+      return status === TaskStatus.SUCCEEDED || status === TaskStatus.FAILED;
+    }, ms).catch(() => {
+      throw new Error(`task ${taskId} is ${statusWord(status)}`);
+    });
+    return (await work.getTask({ taskId })).task!;
   };
   await new Promise((r) => setTimeout(r, 100)); // the link's hello
   /**
@@ -98,7 +99,7 @@ describe("daemon work over the link", () => {
     let away = false;
     const s = await setup({ pollMs: 60_000, drop: () => away, linkBackoff: { initialMs: 50, maxMs: 50 } });
     const slow = (await s.work.createTask({ missionId: s.missionId, title: "slow", runtime: Runtime.SHELL, input: { command: "sleep 1.5" } })).task!;
-    for (let i = 0; i < 100 && (await s.work.getTask({ taskId: slow.id })).task!.status !== TaskStatus.RUNNING; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitFor(async () => (await s.work.getTask({ taskId: slow.id })).task!.status === TaskStatus.RUNNING, 2000);
     const queued: string[] = [];
     for (let i = 0; i < 2; i++) queued.push((await s.work.createTask({ missionId: s.missionId, title: `q${i}`, runtime: Runtime.SHELL, input: { command: "true" } })).task!.id);
     // relinked while the only agent is busy: the lease it names keeps its run; the backlog waits for it
@@ -123,7 +124,7 @@ describe("daemon work over the link", () => {
   it("SIGTERM-style close waits for a running task, then fails what outlives the grace so it can run again", async () => {
     const s = await setup({ pollMs: 60_000, graceMs: 300 });
     const task = (await s.work.createTask({ missionId: s.missionId, title: "slow", runtime: Runtime.SHELL, input: { command: "sleep 30" } })).task!;
-    for (let i = 0; i < 100 && (await s.work.getTask({ taskId: task.id })).task!.status !== TaskStatus.RUNNING; i++) await new Promise((r) => setTimeout(r, 30));
+    await waitFor(async () => (await s.work.getTask({ taskId: task.id })).task!.status === TaskStatus.RUNNING, 3000);
     await s.daemon.close();
     const after = (await s.work.getTask({ taskId: task.id })).task!;
     expect(statusWord(after.status)).toBe("queued");

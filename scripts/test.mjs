@@ -3,7 +3,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 
 const run = (cmd, args, opts = {}) => spawnSync(cmd, args, { stdio: "inherit", ...opts }).status ?? 1;
 const bin = (name) => join("node_modules", ".bin", name);
@@ -34,11 +34,17 @@ const status = run(bin("vitest"), ["run", "--reporter=default", "--reporter=json
 let passed = 0;
 let failed = 0;
 let skipped = 0;
+let slowest = [];
 if (existsSync(report)) {
   const r = JSON.parse(readFileSync(report, "utf8"));
   passed = r.numPassedTests ?? 0;
   failed = (r.numFailedTests ?? 0) + (r.numFailedTestSuites && !r.numFailedTests ? r.numFailedTestSuites : 0);
   skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
+  slowest = (r.testResults ?? [])
+    .map((f) => ({ file: relative(process.cwd(), f.name), s: (f.endTime - f.startTime) / 1000 }))
+    .filter((f) => Number.isFinite(f.s))
+    .sort((a, b) => b.s - a.s)
+    .slice(0, 10);
 }
 if (process.env.EP_KEEP_TEST_TMP === "1") console.log(`\ntest scratch kept in ${scratch}`);
 else {
@@ -49,6 +55,11 @@ else {
   }
 }
 if (status !== 0 && failed === 0) failed = 1;
+// where the time goes: the files that took longest (first test start to last test end)
+if (slowest.length) {
+  console.log("\nslowest files:");
+  for (const f of slowest) console.log(`${f.s.toFixed(1).padStart(7)} s  ${f.file}`);
+}
 console.log(`\nsuite took ${Math.round((Date.now() - started) / 1000)} s`);
 console.log(`Tests: ${passed} passed, ${failed} failed, ${skipped} skipped`);
 process.exit(status === 0 && failed === 0 && passed > 0 ? 0 : 1);

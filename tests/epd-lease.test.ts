@@ -103,7 +103,8 @@ describe("epd completion reports", () => {
     // the run ends with the tower away: the outcome waits in the journal and is retried with backoff
     await waitFor(() => epd.logs.some((l) => l.msg === "outcome not acknowledged; retrying" && l.task_id === t.id), 15_000);
     expect(journal(s.home)).toEqual([expect.objectContaining({ taskId: t.id, state: "reporting", outcome: expect.objectContaining({ ok: true }) })]);
-    await new Promise((r) => setTimeout(r, 1500)); // a few more failed attempts
+    // another failed attempt, backing off, before the tower comes back
+    await waitFor(() => epd.logs.filter((l) => l.msg === "outcome not acknowledged; retrying" && l.task_id === t.id).length >= 2, 15_000);
     const again = await spawnTowerProcess(s.home, {}, s.tower.port);
     cleanup(() => again.stop());
     const w = clients(again.url, again.adminToken).work;

@@ -397,11 +397,17 @@ describe("the claimable task state machine", () => {
     const { domainId, missionId } = await setup("longpoll");
     const agentId = await enroll(domainId);
     const work = t.client(WorkService);
-    const pending = work.claimTask({ agentId, wait: { seconds: 20n } });
-    await new Promise((r) => setTimeout(r, 50));
-    const { task } = await work.createTask({ missionId, title: "wake" });
-    const claimed = await pending;
-    expect(claimed.task!.id).toBe(task!.id);
+    const claims = vi.spyOn(SqliteStore.prototype, "claimTask");
+    try {
+      const pending = work.claimTask({ agentId, wait: { seconds: 20n } });
+      await vi.waitFor(() => expect(claims).toHaveBeenCalledTimes(1)); // it looked, found nothing, waits
+      const { task } = await work.createTask({ missionId, title: "wake" });
+      const claimed = await pending;
+      expect(claimed.task!.id).toBe(task!.id);
+      expect(claims).toHaveBeenCalledTimes(2); // woken by the new task, not by the wait running out
+    } finally {
+      claims.mockRestore();
+    }
   });
 
   it("wakes one of many long-polling claimers per new task, not all of them", async () => {

@@ -6,6 +6,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { gone, grandchildPid, makeSpec, testConfig, waitFor } from "./fixtures/harness.js";
 import { optionalTool } from "../../tests/optional-tools.js";
+import { waitFor as waitUntil } from "../../test-support/wait.js";
 import { taskSessionName } from "./muxhost-hosted.js";
 import { createRuntimeRegistry, type RuntimeRegistry } from "./registry.js";
 import {
@@ -132,10 +133,10 @@ describe.skipIf(tmuxTool.skip)("tmux helpers", () => {
     expect(await tmuxSessionExists("ep-agent", tmux)).toBe(false); // no prefix match
     await tmuxSendKeys("ep-agent-dev", "hello from a signal; $HOME stays literal", tmux);
     let text = "";
-    for (let i = 0; i < 100 && !/hello from a signal; \$HOME stays literal\n.*hello from a signal/s.test(text); i++) {
-      await new Promise((r) => setTimeout(r, 20));
+    await waitUntil(async () => {
       text = stripAnsi(await tmuxCapturePane("ep-agent-dev", tmux));
-    }
+      return /hello from a signal; \$HOME stays literal\n.*hello from a signal/s.test(text);
+    }, 2000).catch(() => undefined); // the count below says what the pane shows
     // cat echoes the line once as typed (tty echo) and once as its output.
     expect(text.match(/hello from a signal; \$HOME stays literal/g)).toHaveLength(2);
     await tmuxKillSession("ep-agent-dev", tmux);

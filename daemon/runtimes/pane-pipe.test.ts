@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { FakeClock } from "../../test-support/fake-clock.js";
+import { waitFor } from "../../test-support/wait.js";
 import { createLineWriter, openPanePipe, type PanePipe } from "./pane-pipe.js";
 
 const dirs: string[] = [];
@@ -17,10 +18,7 @@ const tempDir = () => {
   dirs.push(d);
   return d;
 };
-const until = async (cond: () => boolean) => {
-  for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setTimeout(r, 10));
-  expect(cond()).toBe(true);
-};
+const until = (cond: () => boolean) => waitFor(cond, 2000, 10);
 
 describe("openPanePipe", () => {
   it("reads what writers append to the FIFO, across writers that come and go, and keeps the FIFO (0600)", async () => {

@@ -85,7 +85,8 @@ describe("process backend", () => {
     backends.push(backend);
     await backend.start({ id: "stubborn", name: "stubborn", command: ["bash", "-c", "trap '' TERM; sleep 1000 & wait; sleep 1000"] });
     const pid = (await backend.pid("stubborn"))!;
-    await new Promise((r) => setTimeout(r, 100));
+    // the trap is set once bash has started its first sleep (a child of its own)
+    await waitFor(() => readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim() !== "", 5000, 10);
     await backend.stop("stubborn");
     expect(pidRunning(pid)).toBe(false);
   });

@@ -3,6 +3,7 @@
 // it would have seen one event at a time.
 import { afterEach, describe, expect, it } from "vitest";
 import { FakeClock } from "../../test-support/fake-clock.js";
+import { waitFor } from "../../test-support/wait.js";
 import { silentLogger } from "../../common/log.js";
 import { openStore } from "../store/open-store.js";
 import type { Store } from "../store/store.js";
@@ -66,8 +67,7 @@ describe("event stream live delivery", () => {
     stream.attach(await stream.admit(admin, { filter: {} }), plain.sink);
     stream.attach(await stream.admit(admin, { filter: {} }), noBatch.sink);
     stream.attach(await stream.admit(admin, { filter: { types: ["inbox"] } }), filtered.sink);
-    await new Promise((r) => setTimeout(r, 10)); // the subscribers go live
-    expect(stream.stats().live).toBe(3);
+    await waitFor(() => stream.stats().live === 3); // the subscribers go live
 
     const deps = { store, hub, clock };
     await commit(deps, async (_tx, emit) => {
@@ -97,7 +97,7 @@ describe("event stream live delivery", () => {
     stream.attach(await stream.admit(admin, { filter: {} }), first.sink);
     const second = recorder(true);
     stream.attach(await stream.admit(admin, { filter: {} }), second.sink); // takes the last token: throttled
-    await new Promise((r) => setTimeout(r, 10));
+    await waitFor(() => stream.stats().live === 2);
     await commit({ store, hub, clock }, async (_tx, emit) => {
       for (let i = 0; i < 3; i++) emit({ type: "matrix", name: "t.tick", payload: { i } });
     });
@@ -126,7 +126,7 @@ describe("event stream live delivery", () => {
     await stream.ready;
     const sub = recorder(true);
     stream.attach(await stream.admit(admin, { filter: {} }), sub.sink);
-    await new Promise((r) => setTimeout(r, 10));
+    await waitFor(() => stream.stats().live === 1);
     const ids = () => [...sub.bytes().matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
     const rows = await inner.appendEvents(
       Array.from({ length: 5 }, (_, i) => ({ type: "matrix" as const, name: "t.tick", payload: { i } })),
@@ -149,7 +149,7 @@ describe("event stream live delivery", () => {
     // 4 committed on another replica (never published here): the next look at the store settles it
     final = 5;
     clock.advance(40);
-    await new Promise((r) => setTimeout(r, 10));
+    await waitFor(() => ids().length === 5);
     expect(ids()).toEqual([1, 2, 3, 4, 5]);
     expect(stream.head).toBe(5);
   });

@@ -1,6 +1,7 @@
 // PostgreSQL's LISTEN/NOTIFY between stores (replication's signalling).
 import { randomBytes } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { waitFor } from "../../test-support/wait.js";
 import { PostgresStore } from "./postgres/postgres-store.js";
 import { expectEpError, pgAdmin, PG_URL, postgresFixture, skipPostgres, type Fixture } from "./store-suite.js";
 
@@ -89,8 +90,7 @@ describe.skipIf(skipPostgres)("PostgresStore LISTEN/NOTIFY", () => {
       const killed = await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [`${app}-listen`]);
       await admin.end();
       expect(killed.rowCount).toBeGreaterThan(0);
-      const deadline = Date.now() + 5000;
-      while (reconnects === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      await waitFor(() => reconnects > 0, 5000);
       expect(reconnects).toBe(1);
       await store.notify(ch, "back");
       await c.until(1);
