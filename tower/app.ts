@@ -6,6 +6,7 @@ import { createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { systemClock, type Clock } from "../common/clock.js";
 import { createLogger, type Logger } from "../common/log.js";
+import { file_ep_errors_v1_errors } from "../gen/ep/errors/v1/errors_pb.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
@@ -184,7 +185,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     contextValues: (req: FastifyRequest) => createContextValues().set(kCaller, req.caller as Caller | undefined),
     routes: (router) => {
       services(router);
-      bindReflection(router, [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService]);
+      bindReflection(router, [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService], [file_ep_errors_v1_errors]);
       mendProtocolErrors(router.handlers, config.bodyLimit);
     },
   });
