@@ -131,9 +131,9 @@ describe("approvals", () => {
     cleanup(() => t.close());
     const f = await held(t);
     const a = await f.ask((await f.next()).id);
-    expect(await code(f.asks.approve({ approvalId: a.id }))).toMatch(/^7:.*role node may not decide approvals/);
+    expect(await code(f.asks.approve({ approvalId: a.id }))).toMatch(/^7:.*role node may not call ApprovalService\/Approve \(admin, operator may\)/);
     const agentToken = (await t.client((await import("../gen/ep/tower/v1/auth_pb.js")).AuthService).createToken({ name: "a", role: Role.AGENT, domainId: f.domainId })).secret;
-    expect(await code(t.client(ApprovalService, agentToken).approve({ approvalId: a.id }))).toMatch(/^7:.*role agent may not decide/);
+    expect(await code(t.client(ApprovalService, agentToken).approve({ approvalId: a.id }))).toMatch(/^7:.*role agent may not call ApprovalService\/Approve/);
     const otherDomain = (await t.client(WorkService).createDomain({ name: "other" })).domain!.id;
     const foreign = (await t.client((await import("../gen/ep/tower/v1/auth_pb.js")).AuthService).createToken({ name: "b", role: Role.AGENT, domainId: otherDomain })).secret;
     expect((await t.client(ApprovalService, foreign).listApprovals({})).approvals).toEqual([]);

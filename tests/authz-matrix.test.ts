@@ -6,8 +6,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TOOLS as TOOL_CATALOG } from "../tower/domain/tools/catalog.js";
-import { CONNECT_METHODS, makeFixture, probeConnect, probeRest, probeTool, REST_ROUTES, SERVICES, TOOL_NAMES, type Fixture } from "./authz-probes.js";
-import { doorOf, expected, MATRIX, renderMatrix, ROLES, rowOf, type Outcome } from "./authz-table.js";
+import { CONNECT_METHODS, makeFixture, MALFORMED_DOORS, probeConnect, probeMalformed, probeRest, probeTool, REST_ROUTES, SERVICES, TOOL_NAMES, type Fixture } from "./authz-probes.js";
+import { doorOf, expected, malformedRow, MATRIX, renderMatrix, ROLES, rowOf, type Outcome } from "./authz-table.js";
 import { ROOT, startTower, type TestTower } from "./harness.js";
 
 let t: TestTower;
@@ -49,6 +49,23 @@ describe("the authorization matrix", () => {
         }
         if (rowOf(got) !== row) mismatches.push(`${door}: table ${row}, tower ${rowOf(got)} (${ROLES.join(" ")})`);
         expect(expected(row)).toBeDefined();
+      }
+      expect(mismatches).toEqual([]);
+    }, 60_000);
+  }
+
+  for (const kind of ["rest", "connect", "mcp"] as const) {
+    it(`a malformed body on a ${kind} door: 403 for the roles that may not call it, 400 for the others`, async () => {
+      const mismatches: string[] = [];
+      for (const door of MALFORMED_DOORS[kind]) {
+        const got = {} as Record<(typeof ROLES)[number], Outcome>;
+        for (const role of ROLES) {
+          const o = await probeMalformed(f, kind, door, role);
+          if (o === "invalid") mismatches.push(`${door} as ${role}: neither 403 nor 400 for a malformed body`);
+          got[role] = o === "allow" ? "allow" : "deny";
+        }
+        const row = malformedRow(MATRIX[kind], door);
+        if (rowOf(got) !== row) mismatches.push(`${door} (malformed): table ${row}, tower ${rowOf(got)} (${ROLES.join(" ")})`);
       }
       expect(mismatches).toEqual([]);
     }, 60_000);

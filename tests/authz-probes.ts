@@ -356,4 +356,35 @@ export async function probeTool(f: Fixture, tool: string, role: Role): Promise<O
   return classifyResponse(res);
 }
 
+/**
+ * Malformed bodies: the outcome of `door` (a unary Connect method, a REST route with a body, or a
+ * tool) called by `role` with a body the tower cannot decode. deny = 403 (refused before the body
+ * was read), allow = 400 (past authorization, refused as invalid); anything else is "invalid" (the
+ * probe or the tower is wrong; the test fails).
+ */
+export async function probeMalformed(f: Fixture, kind: "rest" | "connect" | "mcp", door: string, role: Role): Promise<Outcome | "invalid"> {
+  const headers = { authorization: `Bearer ${f.tokens[role]}`, "content-type": "application/json" };
+  let res: Response;
+  if (kind === "connect") res = await fetch(`${f.t.url}/ep.tower.v1.${door}`, { method: "POST", headers, body: "{" });
+  else if (kind === "mcp") res = await fetch(`${f.t.url}/mcp/call`, { method: "POST", headers, body: JSON.stringify({ tool: door, arguments: { no_such_argument: 1 } }) });
+  else {
+    const [method, url] = door.split(" ");
+    // the path parameters are domain A's; the body is not JSON
+    const ids: Record<string, string> = { domain_id: f.domainA, mission_id: f.missionA, task_id: await f.task(), agent_id: f.agentA, session_id: f.sessionA, action_id: "act_none" };
+    res = await fetch(`${f.t.url}${url.replace(/:(\w+)/g, (_, k: string) => ids[k])}`, { method, headers, body: "{" });
+  }
+  const body = (await res.json().catch(() => ({}))) as { code?: string; error?: { code?: string } };
+  const code = body.error?.code ?? body.code;
+  if (res.status === 403 && (code === "forbidden" || code === "permission_denied")) return "deny";
+  if (res.status === 400) return "allow";
+  return "invalid";
+}
+
+/** The doors probed with a malformed body: unary Connect methods, REST routes that take a JSON body (not the public login exchange or MCP's own protocol), every tool. */
+export const MALFORMED_DOORS = {
+  connect: [...new Set(Object.keys(CONNECT).map(doorOf))],
+  rest: REST_ROUTES.filter((r) => /^(POST|PATCH) /.test(r) && !["POST /auth/session", "POST /mcp", "POST /mcp/call"].includes(r)),
+  mcp: TOOL_NAMES,
+};
+
 export { ROLES };

@@ -156,6 +156,32 @@ export const MATRIX: { rest: Record<string, Row>; connect: Record<string, Row>; 
   },
 };
 
+/**
+ * Malformed bodies (issue 39): a role that may not call a door is refused (403) before the tower
+ * reads the body, so a malformed one gets the same 403 as a valid one. The roles that get past
+ * authorization and then the 400 are the door's row, with two differences: agent_foreign is an
+ * agent (its refusal is about domain B, which a malformed body cannot name), and the doors listed
+ * here, whose refusals in their row are about the probe's target (the admin's AI session), not
+ * the role (an operator or agent may use its own session).
+ */
+export const MALFORMED_OWN: Record<string, Row> = {
+  "AiService/GetSession": "AA--AA",
+  "AiService/SubmitTurn": "AA--AA",
+  "AiService/ApproveAction": "AA--AA",
+  "AiService/RejectAction": "AA--AA",
+  "POST /ai/sessions/:session_id/turns": "AA--AA",
+  "POST /ai/sessions/:session_id/actions/:action_id/approve": "AA--AA",
+  "POST /ai/sessions/:session_id/actions/:action_id/reject": "AA--AA",
+};
+
+/** Who gets past authorization with a malformed body on `door` (of `rows`), in ROLES order. */
+export function malformedRow(rows: Record<string, Row>, door: string): Row {
+  if (MALFORMED_OWN[door]) return MALFORMED_OWN[door];
+  const row = rows[door];
+  const agent = ROLES.indexOf("agent");
+  return [...row].map((c, i) => (ROLES[i] === "agent_foreign" ? row[agent] : c)).join("");
+}
+
 /** The door a row is about: its key without a "(target)" suffix. */
 export const doorOf = (key: string): string => key.replace(/ \(.*\)$/, "");
 
@@ -191,6 +217,16 @@ export function renderMatrix(): string {
     out.push("", `#### ${title}`, "", `| door | ${ROLES.join(" | ")} |`, `|---|${ROLES.map(() => ":-:").join("|")}|`);
     for (const [door, row] of Object.entries(rows)) out.push(`| \`${door}\` | ${[...row].map((c) => (c === "A" ? "✓" : "✗")).join(" | ")} |`);
   }
+  out.push(
+    "",
+    "#### Malformed bodies",
+    "",
+    "A caller whose role may never use a door is refused (403) before the body is read, so a malformed body gets the same ✗ as a valid one; the ✓ callers get the 400. agent_foreign is ✓ wherever agent is (its refusal is about domain B, which a malformed body cannot name), and an operator's or agent's own AI session is theirs to use:",
+    "",
+    `| door | ${ROLES.join(" | ")} |`,
+    `|---|${ROLES.map(() => ":-:").join("|")}|`,
+  );
+  for (const [door, row] of Object.entries(MALFORMED_OWN)) out.push(`| \`${door}\` (malformed) | ${[...row].map((c) => (c === "A" ? "✓" : "✗")).join(" | ")} |`);
   out.push("", "<!-- end of authz matrix -->");
   return out.join("\n");
 }

@@ -92,6 +92,25 @@ describe("buf curl over native gRPC, schema by reflection", () => {
     expect(JSON.parse(refused.stderr.slice(refused.stderr.indexOf("{")))).toMatchObject({ code: "unauthenticated", message: expect.stringContaining("no credentials") });
   }, 90_000);
 
+  it("serves ep.errors.v1.ErrorDetail by reflection, and buf curl prints the detail decoded with its fields", async () => {
+    // the symbol a client meets only inside google.rpc.Status.details: reflection answers its file
+    const asked = await bufCurl(["--protocol", "grpc", "--http2-prior-knowledge", "-d", '{"file_containing_symbol":"ep.errors.v1.ErrorDetail"}', `${t.url}/grpc.reflection.v1.ServerReflection/ServerReflectionInfo`]);
+    expect(asked.stderr).toBe("");
+    const answer = JSON.parse(asked.stdout) as { fileDescriptorResponse?: { fileDescriptorProto: string[] }; errorResponse?: unknown };
+    expect(answer.errorResponse).toBeUndefined();
+    const files = answer.fileDescriptorResponse!.fileDescriptorProto.map((b) => Buffer.from(b, "base64").toString("latin1"));
+    expect(files[0]).toContain("ep/errors/v1/errors.proto");
+    expect(files[0]).toContain("ErrorDetail");
+    expect(files.some((f) => f.includes("google/protobuf/struct.proto"))).toBe(true);
+
+    // buf curl's own protocol (Connect) prints the detail decoded: its type, code and details
+    const missing = await bufCurl(["-H", `authorization: Bearer ${t.adminToken}`, "-d", '{"domain_id":"dom_nope"}', `${t.url}/ep.tower.v1.WorkService/GetDomain`]);
+    expect(missing.code).not.toBe(0);
+    const err = JSON.parse(missing.stderr.slice(missing.stderr.indexOf("{"))) as { code: string; details: { type: string; debug?: unknown }[] };
+    expect(err).toMatchObject({ code: "not_found", message: "domain dom_nope does not exist" });
+    expect(err.details).toEqual([expect.objectContaining({ type: "ep.errors.v1.ErrorDetail", debug: { code: "domain_not_found", details: {} } })]);
+  }, 90_000);
+
   it("follows a server-streaming RPC (the event stream) as events happen", async () => {
     const child = spawn(process.execPath, [join(ROOT, "scripts", "buf.mjs"), "curl", ...grpcArgs(), "-d", "{}", `${t.url}/ep.tower.v1.EventService/StreamEvents`], { cwd: ROOT });
     let out = "";

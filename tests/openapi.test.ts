@@ -49,6 +49,8 @@ describe("/openapi.json", () => {
     expect(body).not.toHaveProperty("mission_id");
     expect(body).not.toHaveProperty("kind");
     expect(Object.keys(doc.components.schemas["ep.tower.v1.Task"].properties!)).toEqual(expect.arrayContaining(["id", "status", "lease_expires_at", "created_at"]));
+    // Struct fields (a task's input, its usage) are open JSON objects, not objects without properties
+    expect(doc.components.schemas["ep.tower.v1.Task"].properties!.input).toEqual({ type: "object", additionalProperties: true });
     expect(doc.paths["/healthz"].get.security).toEqual([]);
     expect(doc.paths["/domains"].get.security).toBeUndefined();
   });

@@ -6,6 +6,7 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { request, type IncomingMessage } from "node:http";
+import { request as httpsRequest } from "node:https";
 import { join } from "node:path";
 import pg from "pg";
 import { withDefaultUser } from "../tower/store/postgres/postgres-store.js";
@@ -163,9 +164,10 @@ export interface SseFollower {
 
 /**
  * Follows /events/stream like a browser's EventSource: on a dropped connection it
- * reconnects (to the next base URL in `bases`, round robin) with Last-Event-ID.
+ * reconnects (to the next base URL in `bases`, round robin) with Last-Event-ID. An https base is
+ * trusted with `ca`.
  */
-export function followSse(bases: string[] | (() => string), token: string, opts: { afterId?: number; retryMs?: number } = {}): SseFollower {
+export function followSse(bases: string[] | (() => string), token: string, opts: { afterId?: number; retryMs?: number; ca?: Buffer } = {}): SseFollower {
   const out: SseFollower = { ids: [], rows: [], connections: [], arrivals: new Map(), drop: () => {}, close: () => {} };
   let closed = false;
   let current: ReturnType<typeof request> | undefined;
@@ -179,7 +181,7 @@ export function followSse(bases: string[] | (() => string), token: string, opts:
     const u = new URL("/events/stream", base);
     const headers: Record<string, string> = { accept: "text/event-stream", authorization: `Bearer ${token}` };
     if (last !== undefined) headers["last-event-id"] = String(last);
-    const req = request(u, { headers });
+    const req = u.protocol === "https:" ? httpsRequest(u, { headers, ca: opts.ca }) : request(u, { headers });
     current = req;
     let over = false;
     const again = () => {
@@ -236,26 +238,68 @@ export function gapsAndDuplicates(ids: readonly number[], expected: readonly num
 export const NGINX = ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"].find((p) => spawnSync(p, ["-v"]).status === 0) ?? (spawnSync("nginx", ["-v"]).status === 0 ? "nginx" : undefined);
 export const skipNginx = !NGINX && !process.env.CI;
 
-/** The ```nginx block of docs/deploy.md with the upstream servers and the listen port replaced. */
-function deployConfig(upstreams: number[], port: number): string {
+/** The ```nginx block of docs/deploy.md, as the doc has it. */
+export function deployBlock(): string {
   const doc = readFileSync(join(ROOT, "docs", "deploy.md"), "utf8");
   const block = /```nginx\n([\s\S]*?)```/.exec(doc)?.[1];
   if (!block) throw new Error("docs/deploy.md has no ```nginx block");
-  const servers = block.match(/^\s*server\s+[\d.]+:\d+[^;]*;$/gm);
-  if (!servers || servers.length < 2) throw new Error("the nginx block's upstream has no server lines");
-  let out = block.replace(servers[0], upstreams.map((p) => servers[0].replace(/[\d.]+:\d+/, `127.0.0.1:${p}`)).join("\n"));
-  for (const s of servers.slice(1)) out = out.replace(s + "\n", "");
-  if (!/^\s*listen 80;$/m.test(out)) throw new Error("the nginx block does not listen on 80");
-  return out.replace(/^(\s*)listen 80;$/m, `$1listen 127.0.0.1:${port};`);
+  return block;
+}
+
+/**
+ * The block with only what points at the doc's machines replaced: each upstream's server lines by
+ * the test's replicas, `listen 80` and `listen 443 ssl http2` by loopback ports, the certificate
+ * and key by the test's. Every other line is the doc's.
+ */
+function deployConfig(upstreams: number[], ports: { http: number; tls: number }, cert: { crt: string; key: string }): string {
+  let out = deployBlock();
+  const pools = [...out.matchAll(/^upstream \w+ \{\n([\s\S]*?)^\}/gm)];
+  if (pools.length === 0) throw new Error("the nginx block has no upstream");
+  for (const pool of pools) {
+    const servers = pool[1].match(/^\s*server\s+[\d.]+:\d+[^;]*;$/gm);
+    if (!servers || servers.length < 2) throw new Error(`the nginx block's upstream has no server lines: ${pool[0]}`);
+    let body = pool[1].replace(servers[0], upstreams.map((p) => servers[0].replace(/[\d.]+:\d+/, `127.0.0.1:${p}`)).join("\n"));
+    for (const line of servers.slice(1)) body = body.replace(line + "\n", "");
+    out = out.replace(pool[1], body);
+  }
+  const swap = (re: RegExp, to: string) => {
+    if (!re.test(out)) throw new Error(`the nginx block has no line ${re}`);
+    out = out.replace(re, to);
+  };
+  swap(/^(\s*)listen 80;$/m, `$1listen 127.0.0.1:${ports.http};`);
+  swap(/^(\s*)listen 443 ssl http2;$/m, `$1listen 127.0.0.1:${ports.tls} ssl http2;`);
+  swap(/^(\s*ssl_certificate)(\s+)\S+;$/m, `$1$2${cert.crt};`);
+  swap(/^(\s*ssl_certificate_key)(\s+)\S+;$/m, `$1$2${cert.key};`);
+  return out;
+}
+
+export interface DeployNginx {
+  /** the plain-HTTP listener (`listen 80` in the doc) */
+  url: string;
+  /** the TLS listener (`listen 443 ssl http2`): HTTP/2 or HTTP/1.1 by ALPN */
+  tlsUrl: string;
+  /** the PEM of the test CA that signed nginx's certificate (for 127.0.0.1 and localhost), and its file */
+  ca: Buffer;
+  caFile: string;
+  child: ChildProcess;
+  stop(): Promise<void>;
 }
 
 /** nginx with docs/deploy.md's configuration (a non-daemon child with a temp prefix) in front of `upstreams`. */
-export async function startDeployNginx(upstreams: number[], cleanup: (fn: () => unknown) => void): Promise<{ url: string; child: ChildProcess; stop(): Promise<void> }> {
+export async function startDeployNginx(upstreams: number[], cleanup: (fn: () => unknown) => void): Promise<DeployNginx> {
   if (!NGINX) throw new Error("nginx is not installed (apt-get install nginx-light)");
   const dir = tempHome("ep-nginx-");
   cleanup(() => dir.cleanup());
-  const port = await freePort();
+  const ports = { http: await freePort(), tls: await freePort() };
   for (const d of ["logs", "body", "proxy"]) mkdirSync(join(dir.dir, d));
+  // a self-signed certificate for the loopback names, which the clients are given as their CA
+  const cert = { crt: join(dir.dir, "ep.crt"), key: join(dir.dir, "ep.key") };
+  const made = spawnSync(
+    "openssl",
+    ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", cert.key, "-out", cert.crt],
+    { encoding: "utf8" },
+  );
+  if (made.status !== 0) throw new Error(`openssl could not make the test certificate: ${made.stderr}`);
   const conf = join(dir.dir, "nginx.conf");
   writeFileSync(
     conf,
@@ -267,7 +311,7 @@ http {
   access_log off;
   client_body_temp_path ${dir.dir}/body;
   proxy_temp_path ${dir.dir}/proxy;
-${deployConfig(upstreams, port)}
+${deployConfig(upstreams, ports, cert)}
 }
 `,
   );
@@ -276,7 +320,7 @@ ${deployConfig(upstreams, port)}
   const child = spawn(NGINX, ["-p", dir.dir, "-c", conf, "-g", "daemon off;"], { stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
   child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  const url = `http://127.0.0.1:${port}`;
+  const url = `http://127.0.0.1:${ports.http}`;
   await waitFor(async () => {
     if (child.exitCode !== null) throw new Error(`nginx exited ${child.exitCode}: ${stderr}`);
     return (await fetch(url + "/healthz").catch(() => undefined))?.ok === true;
@@ -288,7 +332,7 @@ ${deployConfig(upstreams, port)}
       child.kill("SIGTERM");
     });
   cleanup(stop);
-  return { url, child, stop };
+  return { url, tlsUrl: `https://127.0.0.1:${ports.tls}`, ca: readFileSync(cert.crt), caFile: cert.crt, child, stop };
 }
 
 export { join };

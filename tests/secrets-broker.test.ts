@@ -148,7 +148,7 @@ describe("secrets broker (real ep-tower + epd + shell agent)", () => {
     expect(list.secrets[0].grantedAgents).toEqual([agentId]);
     expect(JSON.stringify(list.secrets, (_k, v) => (typeof v === "bigint" ? String(v) : v))).not.toContain(VALUE);
     // REST-free admin cannot resolve: that is the node's call only
-    await expect(secrets.resolveSecret({ name: "DB_PASSWORD", agentId })).rejects.toThrow(/may not node/);
+    await expect(secrets.resolveSecret({ name: "DB_PASSWORD", agentId })).rejects.toThrow(/role admin may not call SecretService\/ResolveSecret \(node may\)/);
   });
 
   it("an agent reads its secret with epd get-secret and a raw line; every refusal has its code; revoke and session end fail the next get; output is redacted", async () => {

@@ -164,7 +164,7 @@ describe("ep task merge", () => {
     expect((await ep("task", "merge", detached.id, "--into", "main", "--json")).json()).toMatchObject({ outcome: "fast_forward", into: "main" });
     const viewer = (await adminClient(s.tower, AuthService).createToken({ name: "watcher", role: Role.VIEWER })).secret;
     const denied = await runEp(s.home, ["task", "merge", failed.id, "--url", s.tower.url, "--token", viewer]);
-    expect([denied.code, denied.stderr]).toEqual([3, expect.stringContaining("role viewer may not operate")]);
+    expect([denied.code, denied.stderr]).toEqual([3, expect.stringContaining("role viewer may not call WorkService/MergeTask (admin, operator may)")]);
   }, 60_000);
 
   it("says the node is not connected when epd is away (exit 7), and nothing is merged", async () => {

@@ -6,6 +6,7 @@ import { createContextValues, type ConnectRouter } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { systemClock, type Clock } from "../common/clock.js";
 import { createLogger, type Logger } from "../common/log.js";
+import { file_ep_errors_v1_errors } from "../gen/ep/errors/v1/errors_pb.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
@@ -38,6 +39,7 @@ import { aiRoutes, registerAiRoutes } from "./edges/ai/ai-routes.js";
 import { collectRoutes, createHttpApp, handleErrors, isPublic, registerHealthRoutes, registerSessionRoutes } from "./edges/http.js";
 import { registerMcpRoutes } from "./edges/mcp/mcp-routes.js";
 import { kCaller } from "./edges/caller-key.js";
+import { createDoorGate } from "./edges/door-gate.js";
 import { registerUnaryLane } from "./edges/connect/unary-lane.js";
 import { mendProtocolErrors } from "../common/connect-errors.js";
 import { serviceImpl } from "./edges/connect/bind.js";
@@ -48,6 +50,9 @@ import { registerEventStreamRoute } from "./edges/sse/events-sse.js";
 import { attachEventsWebSocket, EVENTS_WS_PATH } from "./edges/ws/events-ws.js";
 import { attachAttachWebSocket, attachProof, ATTACH_PATHS, refuseUnknownUpgrades } from "./edges/attach/attach-ws.js";
 import type { Store } from "./store/store.js";
+
+/** The tower's services, as Connect, gRPC and gRPC-Web serve them and reflection lists them. */
+const TOWER_SERVICES = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService];
 
 export { SESSION_COOKIE };
 
@@ -132,10 +137,14 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const app = createHttpApp(config);
   // every route the tower serves, for the authorization matrix (tests/authz-matrix.test.ts)
   const routes = collectRoutes(app);
+  const restRoutes = [...workRoutes(workApi), ...aiRoutes(ai)];
+  const gate = createDoorGate(TOWER_SERVICES, restRoutes);
   app.addHook("onRequest", async (req) => {
     if (isPublic(req.url, req.method)) return;
     // a WebSocket that cannot send headers may carry a ticket instead (attach, console)
     req.caller = await auth.authenticate(credentialOf(req));
+    // a role that may never call this door is refused before its body is read (door-roles.ts)
+    gate(req, req.caller as Caller);
   });
   handleErrors(app, config.bodyLimit, log, routes);
   registerHealthRoutes(app, store);
@@ -146,7 +155,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   registerAiRoutes(app, ai);
   // the REST surface described (OpenAPI 3.1) from the same route tables and message descriptors
   let openapi: Record<string, unknown> | undefined;
-  app.get("/openapi.json", async () => (openapi ??= buildOpenApi([...workRoutes(workApi), ...aiRoutes(ai)], "0.1.0")));
+  app.get("/openapi.json", async () => (openapi ??= buildOpenApi(restRoutes, "0.1.0")));
   registerMcpRoutes(app, tools);
   registerConsoleRoutes(app);
   registerEventStreamRoute(app, eventStream, clock);
@@ -184,7 +193,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     contextValues: (req: FastifyRequest) => createContextValues().set(kCaller, req.caller as Caller | undefined),
     routes: (router) => {
       services(router);
-      bindReflection(router, [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService]);
+      bindReflection(router, TOWER_SERVICES, [file_ep_errors_v1_errors]);
       mendProtocolErrors(router.handlers, config.bodyLimit);
     },
   });

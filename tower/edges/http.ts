@@ -46,7 +46,10 @@ export function isPublic(url: string, method: string): boolean {
     path === "/readyz" ||
     path === "/ui" ||
     path.startsWith("/ui/") ||
-    path === "/.well-known/jwks.json" ||
+    // every well-known document is public: one the tower does not serve is a 404, never a 401
+    // (an MCP client that gets 401 for /.well-known/oauth-protected-resource believes EP acts as
+    // an OAuth resource and starts an OAuth flow instead of reporting the refused token)
+    path.startsWith("/.well-known/") ||
     path === "/openapi.json" ||
     REFLECTION_PATHS.includes(path) ||
     (path === "/auth/session" && method !== "GET")

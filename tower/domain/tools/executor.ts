@@ -19,6 +19,7 @@ import { eventQuery } from "../events.js";
 import type { FleetService } from "../fleet.js";
 import type { WorkService } from "../work.js";
 import { validateToolArgs } from "./catalog.js";
+import { authorizeTool } from "../door-roles.js";
 import { createDocsService, docJson, type DocsService } from "./executor-docs.js";
 import { createNodeStateReads } from "../node-state.js";
 import { listOwnActions } from "../ai/actions-list.js";
@@ -35,7 +36,7 @@ export interface ToolExecutorDeps {
 }
 
 export interface ToolExecutor {
-  /** Validates the arguments against the catalog, then runs the tool; returns its JSON result. */
+  /** Checks the caller's role, validates the arguments against the catalog, then runs the tool; returns its JSON result. */
   run(caller: Caller, tool: string, args: unknown): Promise<unknown>;
 }
 
@@ -120,6 +121,8 @@ export function createToolExecutor(x: ToolExecutorDeps): ToolExecutor {
   const handlers = toolHandlers(x);
   return {
     async run(caller, tool, rawArgs) {
+      // a role that may never run the tool is refused before its arguments are looked at
+      authorizeTool(caller, tool);
       const args = validateToolArgs(tool, rawArgs);
       const handler = handlers[tool];
       if (!handler) throw new EpError("tool_not_found", `the tower cannot run ${tool}`, { tool });

@@ -22,8 +22,12 @@ type Answer =
   | { case: "allExtensionNumbersResponse"; value: { baseTypeName: string; extensionNumber: number[] } }
   | { case: "errorResponse"; value: { errorCode: number; errorMessage: string } };
 
-/** Serves reflection for `services` (and for reflection itself) on the router. */
-export function bindReflection(router: ConnectRouter, services: readonly DescService[]): void {
+/**
+ * Serves reflection for `services` (and for reflection itself) on the router. `detailFiles`: the
+ * files of messages a client meets outside any method's signature (EP's error detail, packed in
+ * an Any in google.rpc.Status.details), so a generic client can decode them by type URL.
+ */
+export function bindReflection(router: ConnectRouter, services: readonly DescService[], detailFiles: readonly DescFile[] = []): void {
   const served = [...services, v1.ServerReflection, v1alpha.ServerReflection];
   const files = new Map<string, DescFile>();
   const collect = (f: DescFile) => {
@@ -32,6 +36,7 @@ export function bindReflection(router: ConnectRouter, services: readonly DescSer
     f.dependencies.forEach(collect);
   };
   served.forEach((s) => collect(s.file));
+  detailFiles.forEach(collect);
   const registry = createRegistry(...files.values());
   const names = served.map((s) => s.typeName).sort();
   const encoded = new Map<DescFile, Uint8Array>();

@@ -26,6 +26,9 @@ interface OtherRoute {
 const json = (properties: Record<string, Schema>, required: string[] = []): Schema => ({ type: "object", properties, ...(required.length ? { required } : {}), additionalProperties: false });
 const str: Schema = { type: "string" };
 const anyJson: Schema = {};
+// any JSON object, said explicitly: generators read a bare {"type": "object"} as an object with no
+// properties (openapi-typescript: Record<string, never>), so a client could not set input.command
+const openObject: Schema = { type: "object", additionalProperties: true };
 
 /** The routes that are not in a REST table: their own handlers, described here. */
 export const OTHER_ROUTES: OtherRoute[] = [
@@ -50,8 +53,8 @@ export const OTHER_ROUTES: OtherRoute[] = [
   { method: "GET", url: "/api/attach-dial", summary: "A node's side of an attach relay (WebSocket; node credential).", status: 101 },
   { method: "GET", url: "/ai/sessions/{session_id}/stream", summary: "An AI session's events (SSE), resume with Last-Event-ID.", produces: "text/event-stream", query: { last_event_id: "resume after this id" } },
   { method: "GET", url: "/mcp/tools", summary: "The MCP tool catalog the caller may use." },
-  { method: "POST", url: "/mcp/call", summary: "Call one MCP tool.", body: json({ tool: str, arguments: { type: "object" }, agent_id: str, domain_id: str }, ["tool"]) },
-  { method: "POST", url: "/mcp", summary: "MCP over Streamable HTTP (JSON-RPC 2.0 messages).", body: { type: "object" } },
+  { method: "POST", url: "/mcp/call", summary: "Call one MCP tool.", body: json({ tool: str, arguments: openObject, agent_id: str, domain_id: str }, ["tool"]) },
+  { method: "POST", url: "/mcp", summary: "MCP over Streamable HTTP (JSON-RPC 2.0 messages).", body: openObject },
   { method: "GET", url: "/mcp", summary: "MCP Streamable HTTP: the server-to-client stream (not offered: 405 in JSON-RPC).", produces: "application/json" },
   { method: "DELETE", url: "/mcp", summary: "MCP Streamable HTTP: end a session (stateless: nothing to end).", produces: "application/json" },
 ];
@@ -89,7 +92,7 @@ class Schemas {
   ref(m: DescMessage): Schema {
     switch (m.typeName) {
       case "google.protobuf.Struct":
-        return { type: "object" };
+        return openObject;
       case "google.protobuf.Value":
         return anyJson;
       case "google.protobuf.ListValue":
@@ -147,7 +150,7 @@ const ERROR_SCHEMA: Schema = json(
       {
         code: { type: "string", enum: Object.keys(ERROR_CATALOG), description: "EP's stable error code (docs/api.md)" },
         message: str,
-        details: { type: "object", description: "what the error carries for a program, e.g. {\"field\": \"name\"}" },
+        details: { ...openObject, description: "what the error carries for a program, e.g. {\"field\": \"name\"}" },
       },
       ["code", "message", "details"],
     ),
@@ -203,7 +206,7 @@ export function buildOpenApi(tables: readonly RestRoute[], version: string): Rec
       ...(parameters.length ? { parameters } : {}),
       ...(r.body ? { requestBody: { required: true, content: { "application/json": { schema: r.body } } } } : {}),
       responses: {
-        [String(r.status ?? 200)]: { description: r.summary, ...(r.status === 101 ? {} : { content: { [r.produces ?? "application/json"]: { schema: r.produces && r.produces !== "application/json" ? str : { type: "object" } } } }) },
+        [String(r.status ?? 200)]: { description: r.summary, ...(r.status === 101 ? {} : { content: { [r.produces ?? "application/json"]: { schema: r.produces && r.produces !== "application/json" ? str : openObject } } }) },
         ...errorResponses(Boolean(r.public)),
       },
     };
