@@ -135,7 +135,7 @@ describe("ep ai chat and ep approvals with the heuristic planner", () => {
     const pending = (await ok(["approvals", "ls", "--json"])).json().actions;
     expect(pending).toEqual([expect.objectContaining({ id: turn.actions[0].id, session_id: sessionId, tool: "create_domain" })]);
     const listed = await ok(["approvals", "ls"]);
-    expect(listed.stdout).toMatch(new RegExp(`^ID\\s+KIND\\s+WHAT\\s+FOR\\s+CREATED\\s+EXPIRES\\n${sessionId} ${turn.actions[0].id}\\s+action\\s+Create domain "acme-ai"\\s+${sessionId}`));
+    expect(listed.stdout).toMatch(new RegExp(`^ID\\s+KIND\\s+WHAT\\s+FOR\\s+CREATED\\s+EXPIRES\\n${turn.actions[0].id}\\s+action\\s+Create domain "acme-ai"\\s+session "`));
 
     const approved = (await ok(["approvals", "approve", sessionId, turn.actions[0].id, "--json"])).json().action;
     expect(approved).toMatchObject({ status: "approved", result: { domain: { name: "acme-ai" } } });

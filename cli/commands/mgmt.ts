@@ -4,7 +4,7 @@ import { mgmtCall } from "../mgmt-client.js";
 import { mgmtJson } from "../mgmt-json.js";
 import { json, kv, table, type Row } from "../output.js";
 
-const agentColumns = { id: "id", name: "name", domain: "domainId", runtime: "runtime", state: "state", supervised: "supervised", paused: "paused", restarts: "restarts", pid: "pid" };
+const agentColumns = (wide: boolean) => ({ ...(wide ? { id: "id" } : {}), name: "name", domain: "domain", ...(wide ? { domain_id: "domainId" } : {}), runtime: "runtime", state: "state", supervised: "supervised", paused: "paused", restarts: "restarts", pid: "pid" });
 
 /** Prints a daemon answer with --json (snake_case proto JSON of the method's response); false otherwise. */
 async function printJson(ctx: Context, method: string, res: unknown): Promise<boolean> {
@@ -119,7 +119,13 @@ export async function run(ctx: Context): Promise<number> {
     }
     case "agent supervise list": {
       const res = await call<{ agents?: Row[] }>("supervise.list");
-      if (!(await printJson(ctx, "supervise.list", res))) ctx.out(table(res.agents ?? [], agentColumns));
+      if (!(await printJson(ctx, "supervise.list", res))) {
+        // the daemon knows domain ids; their names come from the tower when it answers
+        const agents = res.agents ?? [];
+        const { withNames } = await import("../name-book.js");
+        const rows = agents.some((a) => a.domainId) ? await withNames(ctx, agents, { domainId: ["domain", "domain"] }) : agents;
+        ctx.out(table(rows.map((a) => ({ ...a, name: a.name || a.id })), agentColumns(ctx.opts.wide === true)));
+      }
       return 0;
     }
     case "agent supervise status":
