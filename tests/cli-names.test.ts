@@ -32,7 +32,8 @@ beforeAll(async () => {
   world.agentIds = agents.map((a) => a.id);
   // a task claimed by the first, so tables and events have an agent to name
   await work.createTask({ missionId: world.missionId, title: "say hi", runtime: Runtime.SHELL, input: { command: "echo hi" } });
-  await t.client(WorkService, n1.token).claimTask({ agentId: agents[0].id });
+  const held = (await t.client(WorkService, n1.token).claimTask({ agentId: agents[0].id })).task!;
+  await t.client(WorkService, n1.token).completeTask({ taskId: held.id, agentId: agents[0].id, leaseId: held.leaseId, result: { output: "hi\n" } });
   // an AI session with a pending action (the heuristic planner proposes it)
   const ai = t.client(AiService);
   const s = (await ai.createSession({ title: "release chat" })).session!;
@@ -82,7 +83,7 @@ describe("names, not ids", () => {
       outputs[args.slice(0, 2).join(" ")] = res.stdout;
     }
     expect(outputs["mission ls"]).toMatch(/first mission\s+demo/);
-    expect(outputs["task ls"]).toMatch(/say hi\s+claimed.*shell-1/);
+    expect(outputs["task ls"]).toMatch(/say hi\s+succeeded.*shell-1/);
     expect(outputs["agent ls"]).toMatch(/shell-1\s+demo\s+w1/);
     expect(outputs["node ls"]).toMatch(/w1\s+\S+\s+demo/);
     expect(outputs["approvals ls"]).toContain('session "release chat"');
@@ -103,6 +104,11 @@ describe("names, not ids", () => {
     expect(get.stdout).not.toMatch(IDS);
     expect(get.stdout).toMatch(/agent\s+shell-1/);
     expect(get.stdout).toMatch(/mission\s+first mission/);
+    // ep task watch's header (stderr) names the agent too
+    const watch = await ep(["task", "watch", task.id], { env });
+    expect(watch.code, watch.stderr).toBe(0);
+    expect(watch.stderr).toContain("agent shell-1");
+    expect(watch.stderr + watch.stdout).not.toMatch(IDS);
   });
 
   it("--json keeps the ids and --wide adds them beside the names", async () => {
