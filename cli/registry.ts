@@ -108,7 +108,7 @@ export const COMMANDS: CommandSpec[] = [
       domainOpt,
       { name: "runtime", type: "string", value: "<runtime>", desc: "vendorA_code, vendorA_agent_acp, vendorB, vendorC, muxhost_hosted or shell" },
       { name: "capability", type: "string", multiple: true, value: "<cap>", desc: "a capability (repeatable)" },
-      { name: "name", type: "string", value: "<name>", desc: "agent / profile name" },
+      { name: "name", type: "string", value: "<name>", desc: "agent / profile name (default: the tower names it <runtime>-<n>, the lowest n free on this node)" },
     ],
   },
   {

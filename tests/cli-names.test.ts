@@ -9,6 +9,7 @@ import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { assertBuilt, ep } from "./cli-helpers.js";
+import { registerNode, spawnEpd } from "./epd-harness.js";
 import { startTower, tempHome, type TestTower } from "./harness.js";
 
 let t: TestTower;
@@ -123,6 +124,26 @@ describe("names, not ids", () => {
     expect((await ep(["approvals", "ls", "--wide"], { env })).stdout).toContain(world.sessionId);
     expect((await ep(["approvals", "ls", "--json"], { env })).json().actions[0].session_id).toBe(world.sessionId);
   });
+
+  it("ep daemon agent enroll without --name: the running epd's agent is named by the tower and shown with its domain's name", async () => {
+    const node = tempHome("ep-cli-names-epd-");
+    const nodeFile = join(node.dir, "node.json");
+    await registerNode(t.url, t.adminToken, nodeFile, "w3");
+    const epd = await spawnEpd({ home: node.dir, nodeFile, backendUrl: t.url });
+    try {
+      const epdEnv = { ...env, EP_HOME: node.dir, EP_NODE_FILE: nodeFile };
+      const first = await ep(["daemon", "agent", "enroll", "--domain", "demo", "--runtime", "shell"], { env: epdEnv });
+      expect(first.code, first.stderr).toBe(0);
+      expect(first.stdout).toMatch(/^name\s+shell-1$/m);
+      expect(first.stdout).toMatch(/^domain\s+demo$/m);
+      expect(first.stdout.split("\n").slice(1).join("\n")).not.toMatch(IDS);
+      const second = await ep(["daemon", "agent", "enroll", "--domain", "demo", "--runtime", "shell", "--json"], { env: epdEnv });
+      expect(second.json().agent).toMatchObject({ name: "shell-2", domain_id: world.domainId });
+    } finally {
+      await epd.stop();
+      node.cleanup();
+    }
+  }, 60_000);
 
   it("a pending action is approved by its id alone (the table shows no session id to copy)", async () => {
     const res = await ep(["approvals", "approve", world.actionId], { env });

@@ -14,10 +14,15 @@ async function printJson(ctx: Context, method: string, res: unknown): Promise<bo
 
 async function printAgent(ctx: Context, method: string, res: { agent?: Row }): Promise<void> {
   if (await printJson(ctx, method, res)) return;
-  const agent = res.agent;
+  let agent: Row = res.agent ?? {};
+  // its domain by name (from the tower, when it answers); --wide keeps the id
+  if (agent.domainId) {
+    const { withNames } = await import("../name-book.js");
+    [agent] = await withNames(ctx, [agent], { domainId: ["domain", "domain"] });
+  }
   // a process that is not running has no pid: leave the row out rather than print "pid 0"
-  const keys = ["id", "name", "domainId", "runtime", "capabilities", "state", "supervised", "paused", "pid", "session", "restarts", "lastRestartAt", "detail"];
-  ctx.out(kv(agent ?? {}, keys.filter((k) => k !== "pid" || Number(agent?.pid ?? 0) > 0)));
+  const keys = ["id", "name", "domain", ...(ctx.opts.wide === true ? ["domainId"] : []), "runtime", "capabilities", "state", "supervised", "paused", "pid", "session", "restarts", "lastRestartAt", "detail"];
+  ctx.out(kv(agent, keys.filter((k) => k !== "pid" || Number(agent.pid ?? 0) > 0)));
 }
 
 /** `--arg k=v` values: JSON when they parse as JSON (numbers, true, objects), strings otherwise. */
