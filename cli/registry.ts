@@ -43,6 +43,7 @@ export interface CommandSpec {
 
 export const GLOBAL_OPTIONS: OptionSpec[] = [
   { name: "json", type: "boolean", desc: "print JSON instead of a table" },
+  { name: "wide", type: "boolean", desc: "tables: add the ids (dom_…, msn_…, agt_…, ses_…) beside the names they show" },
   { name: "url", type: "string", value: "<url>", desc: "tower URL (default $EP_BASE_URL or http://localhost:8008)" },
   { name: "token", type: "string", value: "<token>", desc: "bearer token (default $EP_TOKEN, then the saved credentials)" },
   { name: "help", type: "boolean", short: "h", desc: "show help for the command" },
@@ -107,7 +108,7 @@ export const COMMANDS: CommandSpec[] = [
       domainOpt,
       { name: "runtime", type: "string", value: "<runtime>", desc: "vendorA_code, vendorA_agent_acp, vendorB, vendorC, muxhost_hosted or shell" },
       { name: "capability", type: "string", multiple: true, value: "<cap>", desc: "a capability (repeatable)" },
-      { name: "name", type: "string", value: "<name>", desc: "agent / profile name" },
+      { name: "name", type: "string", value: "<name>", desc: "agent / profile name (default: the tower names it <runtime>-<n>, the lowest n free on this node)" },
     ],
   },
   {
@@ -341,7 +342,7 @@ export const COMMANDS: CommandSpec[] = [
   {
     path: ["approvals", "approve"],
     summary: "allow an agent's tool call (an apr_ id), or approve and so execute an AI session's pending action",
-    usage: "<approval> [--option <id>] | <session> <action>",
+    usage: "<approval> [--option <id>] | [<session>] <action>",
     example: "ep approvals approve apr_01 --option allow_always",
     module: "approvals",
     args: { min: 1, max: 2 },
@@ -350,7 +351,7 @@ export const COMMANDS: CommandSpec[] = [
   {
     path: ["approvals", "reject"],
     summary: "refuse an agent's tool call (the agent goes on without it), or reject an AI session's pending action",
-    usage: "<approval> [--reason <text>] | <session> <action>",
+    usage: "<approval> [--reason <text>] | [<session>] <action>",
     example: "ep approvals reject apr_01 --reason 'not on main'",
     module: "approvals",
     args: { min: 1, max: 2 },

@@ -142,6 +142,27 @@ describe("ep system doctor: runtime binaries", () => {
 });
 
 describe("ep system doctor: runtimes as epd sees them", () => {
+  it("prints a long PATH once, not in every missing executable's line (issue 38)", async () => {
+    const h = tempHome("ep-doctor-path-");
+    cleanup(() => h.cleanup());
+    const tower = await spawnTowerProcess(h.dir);
+    cleanup(() => tower.stop());
+    const nodeFile = join(h.dir, "node.json");
+    await registerNode(tower.url, tower.adminToken, nodeFile);
+    // none of the agent CLIs on epd's PATH: each is reported missing
+    const longPath = ["/usr/bin", "/bin", ...Array.from({ length: 12 }, (_, i) => `/opt/nowhere-${i}/bin`)].join(":");
+    const epd = await spawnEpd({ home: h.dir, nodeFile, backendUrl: tower.url, env: { PATH: longPath } });
+    cleanup(() => epd.stop());
+    const env = { EP_HOME: h.dir, EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken, EP_NODE_FILE: nodeFile, PATH: "/usr/bin:/bin" };
+    const human = await doctor(env, false);
+    expect(human.stdout.split(longPath).length - 1, human.stdout).toBe(1);
+    expect(human.stdout).toMatch(/runtime_claude\s+claude is not on the runs' PATH \(/);
+    // epd puts its own bin folder first on the runs' PATH
+    expect(human.stdout).toMatch(new RegExp(`ok\\s+path\\s+the PATH searched above: \\S*epd/bin:${longPath}\n`));
+    const c = checks(await doctor(env));
+    expect(c.path).toMatchObject({ ok: true, level: "ok", detail: expect.stringMatching(new RegExp(`${longPath}$`)) });
+  }, 60_000);
+
   it("reports the executables on epd's PATH, with their version, not the shell's", async () => {
     const h = tempHome("ep-doctor-epd-");
     cleanup(() => h.cleanup());

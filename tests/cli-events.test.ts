@@ -73,7 +73,7 @@ describe("approvals and the AI console", () => {
     expect(noApproval.stderr).toMatch(/^ep: approval apr_missing does not exist/);
     const tooMany = await ep(["approvals", "approve", "a", "b", "c"], { env });
     expect(tooMany.code).toBe(2);
-    expect(tooMany.stderr).toMatch(/usage: ep approvals approve <approval> \[--option <id>\] \| <session> <action>/);
+    expect(tooMany.stderr).toMatch(/usage: ep approvals approve <approval> \[--option <id>\] \| \[<session>\] <action>/);
 
     // something that is not (yet) a tower with AiService: every route is a 404
     const server = createServer((_req, res) => res.writeHead(404, { "content-type": "text/plain" }).end("Not Found"));

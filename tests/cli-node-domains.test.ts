@@ -30,7 +30,8 @@ describe("node domains from the CLI", () => {
     const nodeId = reg.json().node_id;
     const ls = await ep(["node", "ls"], { env });
     expect(ls.stdout).toMatch(/DOMAINS/i);
-    expect(ls.stdout).toContain(`${demo},${ops}`);
+    expect(ls.stdout).toContain("demo,ops"); // by name; --wide and --json keep the ids
+    expect((await ep(["node", "ls", "--wide"], { env })).stdout).toContain(`${demo},${ops}`);
     const doctor = await ep(["system", "doctor", "--json"], { env });
     expect(JSON.stringify(doctor.json())).toContain(`serves ${demo}, ${ops}`);
 

@@ -28,7 +28,7 @@ describe("ep against a tower", () => {
 
     const ls = await ep(["domain", "ls"], { env });
     expect(ls.code).toBe(0);
-    expect(ls.stdout).toMatch(/^ID\s+NAME\s+CREATED/);
+    expect(ls.stdout).toMatch(/^NAME\s+CREATED/);
     expect(ls.stdout).toContain("payments");
 
     const m = await ep(["mission", "create", "--domain", domainId, "Ship", "v2"], { env });

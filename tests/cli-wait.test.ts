@@ -90,7 +90,7 @@ describe("ep task submit --wait", () => {
     const r = await submit(["slow echo", "--command", "sleep 1.5; echo waited-out"]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^submitted task tsk_\w+; waiting for it to end/);
-    expect(r.stdout).toMatch(/task tsk_\w+ succeeded after 1 attempt\(s\) on agt_\w+\nwaited-out\n$/);
+    expect(r.stdout).toMatch(/task tsk_\w+ succeeded after 1 attempt\(s\) on waiter\nwaited-out\n$/);
     expect(r.stderr).toBe("");
     expect(calls("GET /events/stream?type=matrix&task_id=tsk_")).toBe(1);
     // one read after subscribing, one for the result: polling every 250 ms would read it about 6 times

@@ -94,6 +94,35 @@ describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
     await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toBe("composer-input");
   });
 
+  it("the chat says when it cannot read a task request and shows the phrasing it understands, instead of proposing a task without its command (issue 38)", async () => {
+    const domainId = (await t.client(WorkService).createDomain({ name: "chat-words" })).domain!.id;
+    await t.client(WorkService).createMission({ domainId, title: "ui" });
+    await tab("Console");
+    const composer = page.getByLabel("Message the tower");
+    await composer.fill("create a task in ui mission that runs echo hello from chat");
+    await composer.press("Enter");
+    const replies = page.locator(".msg-assistant");
+    const reply = replies.filter({ hasText: "I could not read all of that" });
+    await reply.waitFor({ timeout: 10_000 });
+    const text = await reply.locator(".reply-text").innerText();
+    expect(text).toContain("the command (echo hello from chat) is not in quotes");
+    expect(text).toContain('The phrasing I understand: submit task "Run tests" to mission Release with command "npm test"');
+    expect(text).toContain('For yours: submit task "echo hello from chat" to mission ui with command "echo hello from chat"');
+    // nothing proposed: no tool call, no action card
+    expect(await reply.locator(".tool-calls").count()).toBe(0);
+    expect(await reply.locator("article").count()).toBe(0);
+    // the phrasing it shows is one it reads whole: the task, with its command, is proposed
+    await composer.fill('submit task "echo hello from chat" to mission ui with command "echo hello from chat"');
+    await composer.press("Enter");
+    const proposed = replies.filter({ hasText: 'Proposed: submit task "echo hello from chat" to mission ui' });
+    await proposed.waitFor({ timeout: 10_000 });
+    await proposed.getByText("proposed, needs approval").waitFor();
+    expect(pageErrors).toEqual([]);
+    // the tests after this one start in a session of their own
+    await page.getByRole("button", { name: "New session" }).click();
+    await expect.poll(() => page.locator(".msg-assistant").count(), { timeout: 10_000 }).toBe(0);
+  });
+
   it("shows a task created through the REST API live in the Missions tab", async () => {
     const { missionId, missionTitle } = await setup("live");
     await tab("Missions");

@@ -159,6 +159,10 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     await page.getByText("Cancelled.").waitFor();
     await waitFor(async () => (await status(id)) === "cancelled", 10_000);
     await expect.poll(() => page.locator(".task-head .badge").innerText(), { timeout: 10_000 }).toBe("cancelled");
+    // its progress shows what it printed, so the output section does not say "No output." (issue 38)
+    const outputSection = page.getByRole("region", { name: "Output" });
+    await outputSection.getByText("No final output: it was cancelled before it reported one. What it printed is in the progress above.").waitFor({ timeout: 10_000 });
+    expect(await outputSection.innerText()).not.toContain("No output.");
     // a cancelled task offers Retry, no longer Cancel
     expect(await page.getByRole("button", { name: "Cancel" }).count()).toBe(0);
     expect(await page.getByRole("button", { name: "Retry" }).count()).toBe(1);
@@ -171,11 +175,23 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     await page.locator(".task-error").waitFor({ timeout: 10_000 });
     expect(await page.locator(".task-error").innerText()).toMatch(/exit|code 3/);
     expect(await page.locator(".facts").innerText()).toContain("1 of 1");
+    // one attempt: no divider, and the run's real duration (a shell echo runs in milliseconds)
+    expect(await page.locator(".attempt-divider").count()).toBe(0);
+    expect(await page.locator(".task-ran").innerText()).toMatch(/^ · ran \d+ ms$/);
     await page.getByRole("button", { name: "Retry" }).click();
     await page.getByText("Queued again.").waitFor();
     // it runs again (and fails again): a second "trying" frame arrives live
     await expect.poll(async () => (await page.getByRole("list", { name: "Progress frames" }).getByText("trying").count()), { timeout: 15_000 }).toBe(2);
     await waitFor(async () => (await status(id)) === "failed", 15_000);
+    // each attempt under its own divider, with how it ended and how long it ran (issue 38)
+    const frames = page.getByRole("list", { name: "Progress frames" });
+    await expect.poll(() => frames.getByRole("separator").allInnerTexts(), { timeout: 10_000 }).toEqual([expect.stringMatching(/^Attempt 1 · failed · ran \d+ ms$/), expect.stringMatching(/^Attempt 2 · failed · ran \d+ ms$/)]);
+    const order = await frames.locator("li").evaluateAll((lis) => lis.map((li) => (li.getAttribute("role") === "separator" ? li.textContent!.slice(0, 9) : li.textContent!.includes("trying") ? "trying" : "")).filter(Boolean));
+    expect(order).toEqual(["Attempt 1", "trying", "Attempt 2", "trying"]);
+    // the final state, not the button's note: "Queued again." is gone once the retry failed
+    await expect.poll(() => page.locator(".task-head .badge").innerText(), { timeout: 10_000 }).toBe("failed");
+    await expect.poll(() => page.getByText("Queued again.").count(), { timeout: 10_000 }).toBe(0);
+    expect(await page.locator(".task-ran").innerText()).toMatch(/^ · ran \d+ ms$/);
   }, 60_000);
 
   it("approving an agent's tool request in the Approvals tab lets its run go on (issue 20)", async () => {

@@ -16,7 +16,7 @@ function describeReply(res: Row): string {
   }
   if (reply.error) lines.push(`error: ${reply.error}`);
   for (const a of (res.actions as Row[] | undefined) ?? []) {
-    lines.push(`pending action ${a.id}: ${a.summary || a.tool} — approve with 'ep approvals approve ${a.session_id} ${a.id}' or reject with 'ep approvals reject ${a.session_id} ${a.id}'`);
+    lines.push(`pending action ${a.id}: ${a.summary || a.tool} — approve with 'ep approvals approve ${a.id}' or reject with 'ep approvals reject ${a.id}'`);
   }
   return lines.join("\n") || "(no reply)";
 }

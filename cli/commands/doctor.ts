@@ -389,9 +389,29 @@ async function fanoutCheck(listen: string): Promise<CheckResult> {
   return { check, ok: true, level: "warn", detail: `${base}/events: upstream ${stats.upstream ?? "?"}, last event ${stats.lastEventId ?? 0}, ${stats.clients ?? 0} local client(s), not throttled${earlier}` };
 }
 
+/**
+ * Each executable that is missing names the PATH searched; said once per binary, a long PATH
+ * buried the report (four times over, issue 38). When several details name the same PATH, they
+ * say "PATH" and one `path` entry after them holds it.
+ */
+export function pathOnce(checks: CheckResult[]): CheckResult[] {
+  const named = (c: CheckResult) => /PATH \(([^()]*)\)/.exec(c.detail)?.[1];
+  const paths = checks.map(named).filter((p): p is string => p !== undefined);
+  const counts = new Map<string, number>();
+  for (const p of paths) counts.set(p, (counts.get(p) ?? 0) + 1);
+  const repeated = [...counts].filter(([, n]) => n > 1).map(([p]) => p);
+  if (!repeated.length) return checks;
+  const out = checks.map((c) => {
+    const p = named(c);
+    return p !== undefined && repeated.includes(p) ? { ...c, detail: c.detail.replace(`PATH (${p})`, "PATH") } : c;
+  });
+  for (const p of repeated) out.push({ check: "path", ok: true, level: "ok", detail: `the PATH searched above: ${p}` });
+  return out;
+}
+
 export async function run(ctx: Context): Promise<number> {
   const fixed = ctx.opts.fix ? fix(ctx.env) : [];
-  const results = await runChecks(ctx);
+  const results = pathOnce(await runChecks(ctx));
   const failed = results.filter((r) => !r.ok && r.level === "error");
   if (ctx.json) ctx.out(json({ ok: failed.length === 0, fixed, checks: results }));
   else {

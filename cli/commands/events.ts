@@ -4,7 +4,8 @@
 import { createBackoff as createCommonBackoff, type Backoff } from "../../common/backoff.js";
 import { EpError, isErrorCode } from "../../common/errors.js";
 import { UsageError, type Context } from "../context.js";
-import { eventLine } from "../event-line.js";
+import { agentOf, eventLine } from "../event-line.js";
+import { towerNameBook } from "../name-book.js";
 import { withHint } from "../fail.js";
 import { createSseParser } from "../../common/sse.js";
 
@@ -46,6 +47,17 @@ export async function run(ctx: Context): Promise<number> {
   process.once("SIGTERM", onSignal);
   let lastId = since;
   let printed = 0;
+  // agents by name in the lines; an agent not seen yet (enrolled since) reloads the names once
+  const book = towerNameBook(ctx);
+  const askedFor = new Set<string>();
+  const nameOf = async (e: Record<string, unknown>): Promise<void> => {
+    const agent = agentOf(e);
+    if (!agent?.startsWith("agt_") || book.lookup(agent) || askedFor.has(agent)) return;
+    askedFor.add(agent);
+    book.forget("agent");
+    await book.load("agent");
+  };
+  if (!ctx.json) await book.load("agent");
   try {
     while (!stop.signal.aborted) {
       let res: Response | undefined;
@@ -74,7 +86,11 @@ export async function run(ctx: Context): Promise<number> {
             } catch {
               e = { type: msg.event ?? "message", payload: { text: msg.data } };
             }
-            ctx.out(ctx.json ? JSON.stringify(msg.id ? { id: Number(msg.id), ...e } : e) : eventLine(msg.id, e));
+            if (ctx.json) ctx.out(JSON.stringify(msg.id ? { id: Number(msg.id), ...e } : e));
+            else {
+              await nameOf(e);
+              ctx.out(eventLine(msg.id, e, book.lookup));
+            }
             if (++printed >= limit) return 0;
           }
         }

@@ -4,7 +4,7 @@ import { mgmtCall } from "../mgmt-client.js";
 import { mgmtJson } from "../mgmt-json.js";
 import { json, kv, table, type Row } from "../output.js";
 
-const agentColumns = { id: "id", name: "name", domain: "domainId", runtime: "runtime", state: "state", supervised: "supervised", paused: "paused", restarts: "restarts", pid: "pid" };
+const agentColumns = (wide: boolean) => ({ ...(wide ? { id: "id" } : {}), name: "name", domain: "domain", ...(wide ? { domain_id: "domainId" } : {}), runtime: "runtime", state: "state", supervised: "supervised", paused: "paused", restarts: "restarts", pid: "pid" });
 
 /** Prints a daemon answer with --json (snake_case proto JSON of the method's response); false otherwise. */
 async function printJson(ctx: Context, method: string, res: unknown): Promise<boolean> {
@@ -14,10 +14,15 @@ async function printJson(ctx: Context, method: string, res: unknown): Promise<bo
 
 async function printAgent(ctx: Context, method: string, res: { agent?: Row }): Promise<void> {
   if (await printJson(ctx, method, res)) return;
-  const agent = res.agent;
+  let agent: Row = res.agent ?? {};
+  // its domain by name (from the tower, when it answers); --wide keeps the id
+  if (agent.domainId) {
+    const { withNames } = await import("../name-book.js");
+    [agent] = await withNames(ctx, [agent], { domainId: ["domain", "domain"] });
+  }
   // a process that is not running has no pid: leave the row out rather than print "pid 0"
-  const keys = ["id", "name", "domainId", "runtime", "capabilities", "state", "supervised", "paused", "pid", "session", "restarts", "lastRestartAt", "detail"];
-  ctx.out(kv(agent ?? {}, keys.filter((k) => k !== "pid" || Number(agent?.pid ?? 0) > 0)));
+  const keys = ["id", "name", "domain", ...(ctx.opts.wide === true ? ["domainId"] : []), "runtime", "capabilities", "state", "supervised", "paused", "pid", "session", "restarts", "lastRestartAt", "detail"];
+  ctx.out(kv(agent, keys.filter((k) => k !== "pid" || Number(agent.pid ?? 0) > 0)));
 }
 
 /** `--arg k=v` values: JSON when they parse as JSON (numbers, true, objects), strings otherwise. */
@@ -119,7 +124,13 @@ export async function run(ctx: Context): Promise<number> {
     }
     case "agent supervise list": {
       const res = await call<{ agents?: Row[] }>("supervise.list");
-      if (!(await printJson(ctx, "supervise.list", res))) ctx.out(table(res.agents ?? [], agentColumns));
+      if (!(await printJson(ctx, "supervise.list", res))) {
+        // the daemon knows domain ids; their names come from the tower when it answers
+        const agents = res.agents ?? [];
+        const { withNames } = await import("../name-book.js");
+        const rows = agents.some((a) => a.domainId) ? await withNames(ctx, agents, { domainId: ["domain", "domain"] }) : agents;
+        ctx.out(table(rows.map((a) => ({ ...a, name: a.name || a.id })), agentColumns(ctx.opts.wide === true)));
+      }
       return 0;
     }
     case "agent supervise status":

@@ -52,7 +52,7 @@ function grantTarget(ctx: Context): { agentId: string; domainId: string } {
   return { agentId, domainId };
 }
 
-const secretCols = { name: "name", domain: "domain_id", version: "version", agents: "granted_agents", domains: "granted_domains", updated: "updated_at" };
+const secretCols = (wide: boolean) => ({ name: "name", domain: "domain", ...(wide ? { domain_id: "domain_id" } : {}), version: "version", agents: "agents", domains: "domains", updated: "updated_at" });
 
 export async function run(ctx: Context): Promise<number> {
   const secrets = tower(ctx, SecretService);
@@ -67,7 +67,12 @@ export async function run(ctx: Context): Promise<number> {
     }
     case "ls": {
       const res = protoJson(ListSecretsResponseSchema, await secrets.listSecrets({}));
-      ctx.out(ctx.json ? json(res) : table(res.secrets as Row[], secretCols));
+      if (ctx.json) ctx.out(json(res));
+      else {
+        const { withNames } = await import("../name-book.js");
+        const rows = await withNames(ctx, res.secrets as Row[], { domain_id: ["domain", "domain"], granted_agents: ["agent", "agents"], granted_domains: ["domain", "domains"] });
+        ctx.out(table(rows, secretCols(ctx.opts.wide === true)));
+      }
       return 0;
     }
     case "rm": {

@@ -43,7 +43,12 @@ export async function run(ctx: Context): Promise<number> {
     }
     case "ls": {
       const res = protoJson(ListTokensResponseSchema, await auth.listTokens({}));
-      ctx.out(ctx.json ? json(res) : table(res.tokens as Row[], { id: "id", name: "name", role: "role", domain: "domain_id", expires: "expires_at", revoked: "revoked_at", last_used: "last_used_at" }));
+      if (ctx.json) ctx.out(json(res));
+      else {
+        const { withNames } = await import("../name-book.js");
+        const rows = await withNames(ctx, res.tokens as Row[], { domain_id: ["domain", "domain"] });
+        ctx.out(table(rows, { id: "id", name: "name", role: "role", domain: "domain", ...(ctx.opts.wide === true ? { domain_id: "domain_id" } : {}), expires: "expires_at", revoked: "revoked_at", last_used: "last_used_at" }));
+      }
       return 0;
     }
     default: {

@@ -15,6 +15,7 @@ import { TaskSchema, type Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import { TaskWaitReasonSchema, TaskWaitSchema, WorkService, type TaskWait } from "../../gen/ep/tower/v1/work_pb.js";
 import type { Context } from "../context.js";
 import { tower } from "../tower.js";
+import { towerNameBook } from "../name-book.js";
 import { createBackoff, createSseParser } from "./events.js";
 import { frameLine, isStderr, stderrSummary, type WatchFrame } from "../frames.js";
 import { statusWithDenials } from "../denials.js";
@@ -33,8 +34,9 @@ export function outputShown(stdoutText: string, output: string): boolean {
   return out !== "" && stdoutText.trim().endsWith(out);
 }
 
-function header(t: Task): string {
-  const who = t.claimedBy || t.assigneeAgentId || "not claimed yet";
+function header(t: Task, agentName: (id: string) => string): string {
+  const agent = t.claimedBy || t.assigneeAgentId;
+  const who = agent ? agentName(agent) : "not claimed yet";
   return [`${t.title}  [${statusWord(t.status)}]`, `  task ${t.id} · agent ${who}${t.runtime ? ` · ${enumWord(RuntimeSchema, t.runtime)}` : ""} · attempt ${t.attempts} of ${t.maxAttempts}`].join("\n");
 }
 
@@ -56,7 +58,11 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
     // 0. the task exists and the tower answers (the usual errors: not found, unreachable, denied)
     const got = await work.getTask({ taskId });
     const first = got.task!;
-    if (!ctx.json) ctx.err(header(first));
+    if (!ctx.json) {
+      const book = towerNameBook(ctx);
+      await book.load("agent");
+      ctx.err(header(first, book.name));
+    }
     // why it waits, now and whenever the task moves without ending (requeued, claimed)
     let waitSaid = "";
     const sayWait = (wait: TaskWait | undefined) => {

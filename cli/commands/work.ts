@@ -8,9 +8,13 @@ import { UsageError, type Context } from "../context.js";
 import { json, kv, table, type Row } from "../output.js";
 import { protoJson, tower } from "../tower.js";
 import { denialLines, statusWithDenials, type DenialJson } from "../denials.js";
+import { withNames } from "../name-book.js";
 
-const missionCols = { id: "id", domain: "domain_id", title: "title", status: "status", created: "created_at" };
-const taskCols = { id: "id", title: "title", status: "status", policy: "claim_policy", priority: "priority", attempts: "attempts", claimed_by: "claimed_by", runtime: "runtime" };
+// tables show names (the domain, the agent, the node); --wide adds the ids they stand for
+const missionCols = (wide: boolean) => ({ ...(wide ? { id: "id" } : {}), title: "title", domain: "domain", ...(wide ? { domain_id: "domain_id" } : {}), status: "status", created: "created_at" });
+const taskCols = (wide: boolean) => ({ id: "id", title: "title", status: "status", policy: "claim_policy", priority: "priority", attempts: "attempts", claimed_by: "agent", ...(wide ? { agent_id: "claimed_by" } : {}), runtime: "runtime" });
+const wideOf = (ctx: Context) => ctx.opts.wide === true;
+
 
 function int32(ctx: Context, name: string): number | undefined {
   const raw = ctx.str(name);
@@ -20,17 +24,20 @@ function int32(ctx: Context, name: string): number | undefined {
   return n;
 }
 
-function printTask(ctx: Context, task: Row, runs: Row[] = [], wait?: Row): void {
+async function printTask(ctx: Context, task: Row, runs: Row[] = [], wait?: Row): Promise<void> {
   const denials = ((task.result as Row | undefined)?.denials as DenialJson[] | undefined) ?? [];
   const waiting = wait ? { waiting: `${wait.reason}: ${wait.message}` } : {};
-  ctx.out(kv({ ...task, status: statusWithDenials(String(task.status), denials.length), ...waiting }, ["id", "title", "kind", "status", "waiting", "claim_policy", "priority", "capabilities", "assignee_agent_id", "runtime", "attempts", "max_attempts", "claimed_by", "lease_expires_at", "mission_id", "domain_id", "created_at", "updated_at"]));
+  const [shown] = await withNames(ctx, [task], { assignee_agent_id: ["agent", "assignee"], claimed_by: ["agent", "agent"], mission_id: ["mission", "mission"], domain_id: ["domain", "domain"] });
+  // names for people; --wide keeps the ids beside them
+  const ids = wideOf(ctx) ? ["assignee_agent_id", "claimed_by", "mission_id", "domain_id"] : [];
+  ctx.out(kv({ ...shown, status: statusWithDenials(String(task.status), denials.length), ...waiting }, ["id", "title", "kind", "status", "waiting", "claim_policy", "priority", "capabilities", "assignee", "runtime", "attempts", "max_attempts", "agent", "lease_expires_at", "mission", "domain", "created_at", "updated_at", ...ids]));
   const result = task.result as Row | undefined;
   if (result && (result.output || result.error || result.exit_code !== undefined)) {
     ctx.out(`result:\n${kv(result, ["exit_code", "error", "output"])}`);
   }
   if (result?.usage) ctx.out(`usage:\n${usageText(result.usage as Row)}`);
   if (denials.length) ctx.out(`refused:\n${denialLines(denials).join("\n")}`);
-  if (runs.length) ctx.out(`runs:\n${table(runs, taskCols)}`);
+  if (runs.length) ctx.out(`runs:\n${table(await withNames(ctx, runs, { claimed_by: ["agent", "agent"] }), taskCols(wideOf(ctx)))}`);
 }
 
 /** Tokens and cost as people read them. */
@@ -47,7 +54,7 @@ export async function run(ctx: Context): Promise<number> {
   switch (ctx.spec.path.join(" ")) {
     case "domain ls": {
       const res = protoJson(ListDomainsResponseSchema, await work().listDomains({}));
-      ctx.out(ctx.json ? json(res) : table(res.domains as Row[], { id: "id", name: "name", created: "created_at" }));
+      ctx.out(ctx.json ? json(res) : table(res.domains as Row[], { ...(wideOf(ctx) ? { id: "id" } : {}), name: "name", created: "created_at" }));
       return 0;
     }
     case "domain create": {
@@ -67,7 +74,7 @@ export async function run(ctx: Context): Promise<number> {
           missions.push(...(protoJson(ListMissionsResponseSchema, await work().listMissions({ domainId: d.id })).missions as Row[]));
         }
       }
-      ctx.out(ctx.json ? json({ missions }) : table(missions, missionCols));
+      ctx.out(ctx.json ? json({ missions }) : table(await withNames(ctx, missions, { domain_id: ["domain", "domain"] }), missionCols(wideOf(ctx))));
       return 0;
     }
     case "mission create": {
@@ -87,7 +94,7 @@ export async function run(ctx: Context): Promise<number> {
           kind: enumOf<TaskKind>(TaskKindSchema, ctx.str("kind") ?? "", "--kind"),
         }),
       );
-      ctx.out(ctx.json ? json(res) : table(res.tasks as Row[], taskCols));
+      ctx.out(ctx.json ? json(res) : table(await withNames(ctx, res.tasks as Row[], { claimed_by: ["agent", "agent"] }), taskCols(wideOf(ctx))));
       return 0;
     }
     case "task submit":
@@ -97,7 +104,7 @@ export async function run(ctx: Context): Promise<number> {
       // runs belong to broadcast tasks; an empty list on any other task reads as "it never ran"
       if ((res.task as Row).claim_policy !== "broadcast") delete res.runs;
       if (ctx.json) ctx.out(json(res));
-      else printTask(ctx, res.task as Row, res.runs as Row[], res.wait as Row | undefined);
+      else await printTask(ctx, res.task as Row, res.runs as Row[], res.wait as Row | undefined);
       return 0;
     }
     case "task retry": {
@@ -112,7 +119,13 @@ export async function run(ctx: Context): Promise<number> {
     }
     case "agent ls": {
       const res = protoJson(ListAgentsResponseSchema, await tower(ctx, AgentService).listAgents({ domainId: ctx.str("domain") ?? "" }));
-      ctx.out(ctx.json ? json(res) : table(res.agents as Row[], { id: "id", name: "name", domain: "domain_id", node: "node_id", runtime: "runtime", state: "state", capabilities: "capabilities" }));
+      if (ctx.json) ctx.out(json(res));
+      else {
+        // an agent enrolled before the tower named every agent has no name: its id stands in
+        const rows = (await withNames(ctx, res.agents as Row[], { domain_id: ["domain", "domain"], node_id: ["node", "node"] })).map((a) => ({ ...a, name: a.name || a.id }));
+        const wide = wideOf(ctx);
+        ctx.out(table(rows, { ...(wide ? { id: "id" } : {}), name: "name", domain: "domain", node: "node", ...(wide ? { node_id: "node_id" } : {}), runtime: "runtime", state: "state", capabilities: "capabilities" }));
+      }
       return 0;
     }
     case "task watch": {
@@ -125,7 +138,8 @@ export async function run(ctx: Context): Promise<number> {
       const res = protoJson(GetAgentResponseSchema, await tower(ctx, AgentService).getAgent({ agentId }));
       if (ctx.json) ctx.out(json(res));
       else {
-        ctx.out(kv(res.agent as Row, ["id", "name", "domain_id", "node_id", "runtime", "state", "capabilities", "last_seen_at"]));
+        const [agent] = await withNames(ctx, [res.agent as Row], { domain_id: ["domain", "domain"], node_id: ["node", "node"] });
+        ctx.out(kv(agent, ["id", "name", "domain", "node", "runtime", "state", "capabilities", "last_seen_at", ...(wideOf(ctx) ? ["domain_id", "node_id"] : [])]));
         const u = res.usage as Row | undefined;
         ctx.out(u ? `usage (sum of the tasks it ran):\n${usageText(u)}` : "usage: none reported yet");
       }
@@ -133,8 +147,11 @@ export async function run(ctx: Context): Promise<number> {
     }
     case "node ls": {
       const res = protoJson(ListNodesResponseSchema, await tower(ctx, NodeService).listNodes({}));
-      const rows = (res.nodes as Row[]).map((n) => ({ ...n, serves: Array.isArray(n.domains) && n.domains.length && !n.domains.includes("*") ? n.domains.join(",") : "*" }));
-      ctx.out(ctx.json ? json(res) : table(rows, { id: "id", hostname: "hostname", status: "status", domains: "serves", last_seen: "last_seen_at" }));
+      if (ctx.json) ctx.out(json(res));
+      else {
+        const rows = (await withNames(ctx, res.nodes as Row[], { domains: ["domain", "names"] })).map((n) => ({ ...n, serves: Array.isArray(n.names) && n.names.length && !n.names.includes("*") ? n.names.join(",") : "*" }));
+        ctx.out(table(rows, { id: "id", hostname: "hostname", status: "status", domains: "serves", ...(wideOf(ctx) ? { domain_ids: "domains" } : {}), last_seen: "last_seen_at" }));
+      }
       return 0;
     }
     default:
@@ -148,7 +165,8 @@ async function missionGet(ctx: Context): Promise<number> {
   const res = protoJson(GetMissionResponseSchema, await tower(ctx, WorkService).getMission({ missionId: await resolveRef(ctx, "mission", ctx.args[0]!).catch(() => ctx.args[0]!) }));
   if (ctx.json) ctx.out(json(res));
   else {
-    ctx.out(kv(res.mission as Row, ["id", "title", "status", "domain_id", "description", "created_at", "updated_at"]));
+    const [mission] = await withNames(ctx, [res.mission as Row], { domain_id: ["domain", "domain"] });
+    ctx.out(kv(mission, ["id", "title", "status", "domain", "description", "created_at", "updated_at", ...(wideOf(ctx) ? ["domain_id"] : [])]));
     const u = res.usage as Row | undefined;
     ctx.out(u ? `usage (sum of its tasks):\n${usageText(u)}` : "usage: none reported yet");
     const byAgent = (res.usage_by_agent as Row[] | undefined) ?? [];
@@ -205,7 +223,10 @@ async function taskSubmit(ctx: Context): Promise<number> {
   const done = await waitForTaskEnd(ctx, String(task.id));
   const r = (done.result ?? {}) as Row;
   if (ctx.json) ctx.out(json({ task: done }));
-  else ctx.out([`task ${done.id} ${done.status} after ${done.attempts} attempt(s)${done.claimed_by ? ` on ${done.claimed_by}` : ""}`, r.output ? String(r.output).trimEnd() : "", r.error ? `error: ${r.error}` : ""].filter(Boolean).join("\n"));
+  else {
+    const [who] = await withNames(ctx, [done], { claimed_by: ["agent", "agent"] });
+    ctx.out([`task ${done.id} ${done.status} after ${done.attempts} attempt(s)${who.agent ? ` on ${who.agent}` : ""}`, r.output ? String(r.output).trimEnd() : "", r.error ? `error: ${r.error}` : ""].filter(Boolean).join("\n"));
+  }
   // refusals do not change the exit code (the status does); they are said on stderr, also with --json
   const denials = (r.denials as DenialJson[] | undefined) ?? [];
   if (denials.length) ctx.err([`warning: task ${done.id} ${statusWithDenials(String(done.status), denials.length)}`, ...denialLines(denials)].join("\n"));

@@ -21,8 +21,8 @@ const until = (cond: () => boolean, ms = 5000) => waitFor(cond, ms, 10);
 /** A small in-memory source: the TUI's interface boundary, not our tower code. */
 function memorySource() {
   const approvals: ApprovalItem[] = [
-    { sessionId: "ses_1", id: "act_1", tool: "create_mission", summary: "create mission 'Ship v2'", status: "pending" },
-    { sessionId: "ses_1", id: "act_2", tool: "retry_task", summary: "retry tsk_9", status: "pending" },
+    { sessionId: "ses_1", id: "act_1", tool: "create_mission", summary: "create mission 'Ship v2'", status: "pending", session: "release chat" },
+    { sessionId: "ses_1", id: "act_2", tool: "retry_task", summary: "retry tsk_9", status: "pending", session: "release chat" },
   ];
   const decisions: string[] = [];
   const chats: string[] = [];
@@ -91,18 +91,21 @@ describe("the ep console", () => {
     ui.unmount();
   });
 
-  it("approves and rejects the selected action", async () => {
+  it("approves and rejects the selected action and says what each did; the session shows by its title", async () => {
     const { source, decisions } = memorySource();
     const ui = render(<App source={source} initialTab="approvals" />);
     await until(() => ui.lastFrame()!.includes("retry tsk_9"));
+    expect(ui.lastFrame()).toContain('session "release chat"');
+    expect(ui.lastFrame()).not.toContain("ses_1");
     ui.stdin.write("a");
     await until(() => decisions.length === 1);
     expect(decisions).toEqual(["approve ses_1/act_1"]);
-    await until(() => ui.lastFrame()!.includes("create mission 'Ship v2': approved"));
+    await until(() => ui.lastFrame()!.includes("approved and done: create mission 'Ship v2'"));
     ui.stdin.write("r");
     await until(() => decisions.length === 2);
     expect(decisions[1]).toBe("reject ses_1/act_2");
     await until(() => ui.lastFrame()!.includes("nothing waits for approval"));
+    await until(() => ui.lastFrame()!.includes("rejected: retry tsk_9; nothing was changed"));
     ui.unmount();
   });
 
@@ -173,11 +176,20 @@ describe("the ep console", () => {
     expect(frame).toContain("agent builder");
     expect(frame).toContain("  · session started");
     expect(frame).toContain("  ⚙ Bash npm test");
-    expect(frame).toContain("c cancel · r retry · Esc back");
+    expect(frame).toContain("c cancel (asks first) · r retry · Esc back");
     emit({ id: 13, type: "progress", name: "task.progress", status: "", detail: "12 passed", taskId: "tsk_1", frame: { id: 13, kind: "text", text: "12 passed" } });
     await until(() => ui.lastFrame()!.includes("12 passed"));
+    // c asks first; any key but y keeps the task running
     ui.stdin.write("c");
+    await until(() => ui.lastFrame()!.includes('cancel "Run the tests"? y cancels it, any other key keeps it'));
+    ui.stdin.write("n");
+    await until(() => ui.lastFrame()!.includes("not cancelled: the task goes on"));
+    expect(ui.lastFrame()).toContain("[running]");
+    ui.stdin.write("c");
+    await until(() => ui.lastFrame()!.includes("y cancels it"));
+    ui.stdin.write("y");
     await until(() => ui.lastFrame()!.includes("[cancelled]"));
+    expect(ui.lastFrame()).toContain('cancelled "Run the tests" (cancelled)');
     ui.stdin.write("\u001b");
     await until(() => ui.lastFrame()!.includes("Enter open task ·"));
     ui.stdin.write("\u001b");
@@ -272,6 +284,13 @@ describe("view_specs and events as text", () => {
     expect(eventDetail(ev("matrix", "task.failed", "failed", { title: "Run tests", error: "exit 1" }))).toBe('"Run tests" task tsk_1 → failed : exit 1');
     expect(eventDetail(ev("progress", "task.progress", "", { kind: "text", text: "line\none" }))).toBe("task tsk_1 [text] line one");
     expect(eventDetail(ev("matrix", "x", "", { x: { y: 1 } }))).toBe("task tsk_1");
+    // agents by name where one is known, by their shortened id where not
+    const names = new Map([["agt_0123456789abcdef", "shell-1"]]);
+    const claimed = ev("matrix", "task.claimed", "claimed", { title: "Run tests", claimed_by: "agt_0123456789abcdef" });
+    expect(eventDetail(claimed, (id) => names.get(id))).toBe('"Run tests" task tsk_1 by shell-1 → claimed');
+    expect(eventDetail(claimed)).toBe('"Run tests" task tsk_1 by agt_01234567… → claimed');
+    const enrolled = { ...ev("matrix", "agent.enrolled", "idle", { agent_id: "agt_0123456789abcdef", name: "shell-1" }), taskId: "" };
+    expect(eventDetail(enrolled, (id) => names.get(id))).toBe('"shell-1" → idle');
   });
 });
 
@@ -299,6 +318,39 @@ describe("the ep console on a real tower", () => {
     source.close();
   });
 
+  it("names, not ids, on every screen: an agent enrolled without a name is shell-1, in tasks, agents and event lines (issue 38)", async () => {
+    const tower = await startTower();
+    const work = tower.client(WorkService);
+    const domainId = (await work.createDomain({ name: "named" })).domain!.id;
+    const missionId = (await work.createMission({ domainId, title: "Named mission" })).mission!.id;
+    const node = await tower.client(NodeService).registerNode({ hostname: "tui-names", domainIds: [domainId] });
+    const source = createTowerSource(tower.transport(), tower.url);
+    const ui = render(<App source={source} initialTab="events" />);
+    const ids = /\b(agt|dom|ses|msn)_[0-9a-z]/;
+    try {
+      await until(() => ui.lastFrame()!.includes("waiting for events"), 10_000);
+      const agentId = (await tower.client(AgentService, node.token).enrollAgent({ domainId, runtime: Runtime.SHELL })).agent!.id;
+      await work.createTask({ missionId, title: "named run", runtime: Runtime.SHELL, input: { command: "true" } });
+      await tower.client(WorkService, node.token).claimTask({ agentId });
+      await until(() => ui.lastFrame()!.includes("by shell-1"), 10_000);
+      expect(ui.lastFrame()).not.toMatch(ids);
+      ui.stdin.write("2");
+      await until(() => ui.lastFrame()!.includes("shell-1"), 10_000);
+      expect(ui.lastFrame()).not.toMatch(ids);
+      ui.stdin.write("1");
+      await until(() => ui.lastFrame()!.includes("Named mission"), 10_000);
+      expect(ui.lastFrame()).not.toMatch(ids);
+      ui.stdin.write("\r");
+      await until(() => ui.lastFrame()!.includes("named run"), 10_000);
+      expect(ui.lastFrame()).toContain("shell-1");
+      expect(ui.lastFrame()).not.toMatch(ids);
+    } finally {
+      ui.unmount();
+      source.close();
+      await tower.close();
+    }
+  });
+
   it("lists an agent's tool-permission request in the approvals tab and approves it from the keyboard (issue 20)", async () => {
     const tower = await startTower();
     const work = tower.client(WorkService);
@@ -314,7 +366,8 @@ describe("the ep console on a real tower", () => {
     try {
       await until(() => ui.lastFrame()!.includes(`rm -rf build (task ${held.id})`), 10_000);
       ui.stdin.write("a");
-      await until(() => ui.lastFrame()!.includes("approved"), 10_000);
+      await until(() => ui.lastFrame()!.includes("allowed: rm -rf build"), 10_000);
+      expect(ui.lastFrame()).toContain("the agent goes on with it");
       expect((await tower.client(ApprovalService).getApproval({ approvalId: asked.id })).approval!.status).toBe(ApprovalStatus.APPROVED);
     } finally {
       ui.unmount();

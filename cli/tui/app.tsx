@@ -33,7 +33,7 @@ export function footerKeys(tab: Tab, drill: Drill["level"]): string {
   if (tab === "console") return "Enter send · Esc or Tab (empty line): leave · Ctrl-C quit";
   if (tab === "missions" && drill === "missions") return `↑/↓ select · Enter open tasks · g refresh · ${common}`;
   if (tab === "missions" && drill === "tasks") return `↑/↓ select · Enter open task · Esc back · g refresh · ${common}`;
-  if (tab === "missions") return `c cancel · r retry · Esc back · g refresh · ${common}`;
+  if (tab === "missions") return `c cancel (asks first) · r retry · Esc back · g refresh · ${common}`;
   if (tab === "approvals") return `↑/↓ select · a approve · r reject · g refresh · ${common}`;
   if (tab === "events") return `live, newest last · ${common}`;
   return `↑/↓ select · g refresh · ${common}`;
@@ -50,8 +50,11 @@ export function App({ source, initialTab = "missions", onFirstFrame }: AppProps)
   const [blocks, setBlocks] = useState<ChatBlock[]>([]);
   const [busy, setBusy] = useState(false);
   const readySent = useRef(false);
+  // what the last key did ("approved …", "cancel …? y/n"): the footer shows it until the next key,
+  // so a refresh that events trigger does not wipe it
+  const [notice, setNotice] = useState("");
   // what the key handler reads: updated as keys arrive, not only when React renders
-  const st = useRef({ tab, drill, selected, draft, busy, missions: [] as MissionItem[], tasks: [] as TaskItem[], approvals: [] as ApprovalItem[], agents: [] as AgentItem[], events: [] as EventItem[] });
+  const st = useRef({ tab, drill, selected, draft, busy, confirmCancel: false, missions: [] as MissionItem[], tasks: [] as TaskItem[], approvals: [] as ApprovalItem[], agents: [] as AgentItem[], events: [] as EventItem[] });
   const data = useTowerData(source, () => st.current.drill);
   const { missions, agents, approvals, events, tasks, setTasks, task, setTask, frames, setFrames, taskError, status, setStatus, refresh, loadTask } = data;
   st.current = { ...st.current, missions, tasks, approvals, agents, events, busy };
@@ -93,21 +96,30 @@ export function App({ source, initialTab = "missions", onFirstFrame }: AppProps)
     try {
       const res = approve ? await source.approve(action.sessionId, action.id) : await source.reject(action.sessionId, action.id);
       await refresh();
-      setStatus(`${action.summary || action.tool}: ${res.status}`);
+      setNotice(decisionNotice(action, res));
       go({ selected: Math.max(0, Math.min(st.current.selected, st.current.approvals.length - 1)) });
     } catch (err) {
-      setStatus(`error: ${(err as Error).message}`);
+      setNotice(`${approve ? "approve" : "reject"} refused: ${(err as Error).message}`);
     }
+  };
+
+  /** `c` asks first: cancelling stops an agent's run, so it takes a second key (y). */
+  const askCancel = () => {
+    const d = st.current.drill;
+    if (d.level !== "task") return;
+    st.current.confirmCancel = true;
+    setNotice(`cancel "${task?.title ?? d.taskId}"? y cancels it, any other key keeps it`);
   };
 
   const actOnTask = async (op: "cancel" | "retry") => {
     const d = st.current.drill;
     if (d.level !== "task") return;
     try {
-      setTask(await (op === "cancel" ? source.cancelTask(d.taskId) : source.retryTask(d.taskId)));
-      setStatus(op === "cancel" ? "cancelled" : "queued again");
+      const t = await (op === "cancel" ? source.cancelTask(d.taskId) : source.retryTask(d.taskId));
+      setTask(t);
+      setNotice(op === "cancel" ? `cancelled "${t.title}" (${t.status})` : `"${t.title}" is ${t.status} again: attempt ${t.attempts + 1} of ${t.maxAttempts} starts when an agent takes it`);
     } catch (err) {
-      setStatus(`${op} refused: ${(err as Error).message}`);
+      setNotice(`${op} refused: ${(err as Error).message}`);
     }
   };
 
@@ -134,7 +146,7 @@ export function App({ source, initialTab = "missions", onFirstFrame }: AppProps)
   const switchTab = (to: Tab) => go({ tab: to, selected: 0 });
 
   useInput((input, key) =>
-    onKey(input, key, st.current, { exit, go, switchTab, send, setStatus, loadTask, refresh, actOnTask, openMission, openTask, decide }),
+    onKey(input, key, st.current, { exit, go, switchTab, send, setStatus, setNotice, loadTask, refresh, actOnTask, askCancel, openMission, openTask, decide }),
   );
 
   return (
@@ -144,7 +156,7 @@ export function App({ source, initialTab = "missions", onFirstFrame }: AppProps)
       drill={drill}
       width={width}
       selected={selected}
-      status={status}
+      status={notice || status}
       data={{ missions, agents, approvals, events, tasks, task, frames, taskError, blocks, draft, busy }}
     />
   );
@@ -198,7 +210,7 @@ function Screen({ label, tab, drill, width, selected, status, data }: { label: s
           />
         )}
         {tab === "approvals" && (
-          <List columns={["Waiting for approval", "Session"]} rows={approvals.map((a) => [a.summary || a.tool, a.sessionId])} selected={selected} empty="(nothing waits for approval)" width={width} />
+          <List columns={["Waiting for approval", "For"]} rows={approvals.map((a) => [a.summary || a.tool, approvalFor(a)])} selected={selected} empty="(nothing waits for approval)" width={width} />
         )}
         {tab === "events" && (events.length === 0 ? <Text dimColor>(waiting for events)</Text> : events.slice(-20).map((e) => <Text key={e.id}>{eventLine(e, width)}</Text>))}
         {tab === "console" && <ChatScreen blocks={blocks} draft={draft} busy={busy} width={width} />}
@@ -210,6 +222,23 @@ function Screen({ label, tab, drill, width, selected, status, data }: { label: s
   );
 }
 
+/** Who asks: an AI session by its title, or an agent's tool call. */
+function approvalFor(a: ApprovalItem): string {
+  if (!a.sessionId) return "an agent's tool call";
+  return a.session ? `session "${a.session}"` : "an AI session";
+}
+
+/** What approving or rejecting did, in words. */
+export function decisionNotice(asked: ApprovalItem, res: ApprovalItem): string {
+  const what = asked.summary || asked.tool;
+  if (!asked.sessionId) {
+    return res.status === "approved" ? `allowed: ${what}; the agent goes on with it` : `refused: ${what}; the agent goes on without it`;
+  }
+  if (res.status === "rejected") return `rejected: ${what}; nothing was changed`;
+  if (res.error) return `approved: ${what}, but it failed: ${res.error}`;
+  return `approved and done: ${what}`;
+}
+
 /** What the console does with the state it is in and one key (or a pasted chunk). */
 type KeyActions = {
   exit(): void;
@@ -217,18 +246,26 @@ type KeyActions = {
   switchTab(to: Tab): void;
   send(text: string): Promise<void>;
   setStatus(text: string): void;
+  setNotice(text: string): void;
   loadTask(taskId: string, withFrames: boolean): Promise<void>;
   refresh(): Promise<void>;
   actOnTask(op: "cancel" | "retry"): Promise<void>;
+  askCancel(): void;
   openMission(mission: MissionItem): Promise<void>;
   openTask(taskId: string, mission?: MissionItem): void;
   decide(approve: boolean): Promise<void>;
 };
 
-type KeyState = { tab: Tab; drill: Drill; selected: number; draft: string; busy: boolean; missions: MissionItem[]; tasks: TaskItem[]; approvals: ApprovalItem[]; agents: AgentItem[]; events: EventItem[] };
+type KeyState = { tab: Tab; drill: Drill; selected: number; draft: string; busy: boolean; confirmCancel: boolean; missions: MissionItem[]; tasks: TaskItem[]; approvals: ApprovalItem[]; agents: AgentItem[]; events: EventItem[] };
 
 function onKey(input: string, key: Key, s: KeyState, act: KeyActions): void {
   if (key.ctrl && input === "c") return act.exit();
+  if (s.confirmCancel) {
+    s.confirmCancel = false;
+    if (input === "y") return void act.actOnTask("cancel");
+    return act.setNotice("not cancelled: the task goes on");
+  }
+  act.setNotice("");
   if (s.tab === "console") {
     if (key.escape || (key.tab && !s.draft)) return act.switchTab(key.shift ? "events" : "missions");
     if (key.return) {
@@ -260,7 +297,7 @@ function onKey(input: string, key: Key, s: KeyState, act: KeyActions): void {
       return act.go({ drill: { level: "missions" }, selected: 0 });
     }
     if (s.drill.level === "task") {
-      if (input === "c") return void act.actOnTask("cancel");
+      if (input === "c") return act.askCancel();
       if (input === "r") return void act.actOnTask("retry");
       return;
     }

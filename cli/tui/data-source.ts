@@ -75,6 +75,10 @@ export interface ApprovalItem {
   tool: string;
   summary: string;
   status: string;
+  /** the AI session's title, for people ("" when it has none or for a tool-permission request) */
+  session?: string;
+  /** why executing an approved action failed ("" or absent when it did not) */
+  error?: string;
 }
 
 export interface ChatReply {

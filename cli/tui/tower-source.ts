@@ -4,7 +4,7 @@ import { AgentStateSchema, DenialSourceSchema, RuntimeSchema, TaskStatus, TaskSt
 import { denialLines } from "../denials.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { createBackoff } from "../../common/backoff.js";
-import { what } from "../event-line.js";
+import { agentOf, what } from "../event-line.js";
 import { createClient, type Transport } from "@connectrpc/connect";
 import { ActionStatus, ActionStatusSchema, AiService, type PendingAction } from "../../gen/ep/tower/v1/ai_pb.js";
 import { EventService } from "../../gen/ep/tower/v1/events_pb.js";
@@ -21,18 +21,21 @@ export function frameOf(id: number, payload: JsonObject | undefined): FrameItem 
   return { id, kind: String(p.kind ?? "text"), text: String(p.text ?? ""), data: p.data && typeof p.data === "object" && !Array.isArray(p.data) ? (p.data as Record<string, unknown>) : undefined };
 }
 
-/** An event in words, as `ep events tail` prints it (cli/event-line.ts). */
-export function eventDetail(e: Pick<Event, "type" | "name" | "status" | "payload" | "taskId" | "agentId">): string {
-  return what({ type: e.type, name: e.name, status: e.status, payload: e.payload ?? {}, task_id: e.taskId, agent_id: e.agentId });
+type EventFields = Pick<Event, "type" | "name" | "status" | "payload" | "taskId" | "agentId">;
+const eventFields = (e: EventFields) => ({ type: e.type, name: e.name, status: e.status, payload: e.payload ?? {}, task_id: e.taskId, agent_id: e.agentId });
+
+/** An event in words, as `ep events tail` prints it (cli/event-line.ts), agents by name. */
+export function eventDetail(e: EventFields, nameOf?: (id: string) => string | undefined): string {
+  return what(eventFields(e), nameOf);
 }
 
-function eventItem(e: Event): EventItem {
+function eventItem(e: Event, nameOf: (id: string) => string | undefined): EventItem {
   return {
     id: Number(e.id),
     type: e.type,
     name: e.name,
     status: e.status,
-    detail: eventDetail(e),
+    detail: eventDetail(e, nameOf),
     at: isoOf(e.createdAt),
     taskId: e.taskId || undefined,
     frame: e.type === "progress" ? frameOf(Number(e.id), e.payload as JsonObject | undefined) : undefined,
@@ -46,12 +49,13 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
   const events = createClient(EventService, transport);
   let sessionId: string | undefined;
   const stops = new Set<() => void>();
-  const toItem = (a: PendingAction): ApprovalItem => ({ sessionId: a.sessionId, id: a.id, tool: a.tool, summary: a.summary, status: enumWord(ActionStatusSchema, a.status) });
+  const toItem = (a: PendingAction, session = ""): ApprovalItem => ({ sessionId: a.sessionId, id: a.id, tool: a.tool, summary: a.summary, status: enumWord(ActionStatusSchema, a.status), session, error: a.error });
   // agent names, refreshed with each agents() call (tasks show who runs them)
   let agentNames = new Map<string, string>();
+  const askedFor = new Set<string>();
   const loadAgents = async () => {
     const list = (await agents.listAgents({})).agents;
-    agentNames = new Map(list.map((a) => [a.id, a.name || a.id]));
+    agentNames = new Map(list.filter((a) => a.name).map((a) => [a.id, a.name]));
     return list;
   };
   const taskItem = (t: Task): TaskItem => {
@@ -116,7 +120,13 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
               backoff.reset();
               if (!res.event) continue;
               after = res.event.id;
-              onEvent(eventItem(res.event));
+              // an agent enrolled since the names were read: read them again, once per agent
+              const agent = agentOf(eventFields(res.event));
+              if (agent?.startsWith("agt_") && !agentNames.has(agent) && !askedFor.has(agent)) {
+                askedFor.add(agent);
+                await loadAgents().catch(() => undefined); // the line shows the id instead
+              }
+              onEvent(eventItem(res.event, (id) => agentNames.get(id)));
             }
           } catch (err) {
             if (ctl.signal.aborted) return;
@@ -138,7 +148,7 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
       const reply = res.reply;
       const parts = [reply?.content ?? ""];
       if (reply?.error) parts.push(`error: ${reply.error}`);
-      return { sessionId, text: parts.filter(Boolean).join("\n"), actions: res.actions.map(toItem), viewSpecs: reply?.viewSpecs ?? [] };
+      return { sessionId, text: parts.filter(Boolean).join("\n"), actions: res.actions.map((a) => toItem(a)), viewSpecs: reply?.viewSpecs ?? [] };
     },
 
     close() {
@@ -160,7 +170,7 @@ function workspaceOf(w: { branch: string; base: string; head: string; stat: stri
  * What waits for a person: agents' tool-permission requests (ApprovalService; no session, ids
  * apr_…) first, then the pending actions of AI sessions; decided by whichever service owns them.
  */
-function approvalsPart(transport: Transport, toItem: (a: PendingAction) => ApprovalItem): Pick<TuiDataSource, "approvals" | "approve" | "reject"> {
+function approvalsPart(transport: Transport, toItem: (a: PendingAction, session?: string) => ApprovalItem): Pick<TuiDataSource, "approvals" | "approve" | "reject"> {
   const ai = createClient(AiService, transport);
   const asks = createClient(ApprovalService, transport);
   const askItem = (a: Approval): ApprovalItem => ({ sessionId: "", id: a.id, tool: a.tool, summary: `${a.title || a.tool} (task ${a.taskId})`, status: enumWord(ApprovalStatusSchema, a.status) });
@@ -173,7 +183,7 @@ function approvalsPart(transport: Transport, toItem: (a: PendingAction) => Appro
       } catch {
         return out; // a tower without the AI console has no actions to approve
       }
-      for (const s of sessions) for (const a of (await ai.getSession({ sessionId: s.id })).actions) if (a.status === ActionStatus.PENDING) out.push(toItem(a));
+      for (const s of sessions) for (const a of (await ai.getSession({ sessionId: s.id })).actions) if (a.status === ActionStatus.PENDING) out.push(toItem(a, s.title));
       return out;
     },
     async approve(s, a) {

@@ -12,8 +12,21 @@ import { commit } from "./event-hub.js";
 import type { FleetContext } from "./fleet.js";
 import { RUNTIMES, sumUsage } from "./work.js";
 import { paginate } from "./paging.js";
+import type { Store } from "../store/store.js";
 
 const AGENT_STATES = ["starting", "idle", "busy", "paused", "restarting", "dead", "offline"] as const;
+
+/**
+ * The name of an agent enrolled without one: `<runtime>-<n>`, the lowest n not taken on its node
+ * (among the agents without a node when it has none), so every surface can show a name.
+ */
+export async function defaultAgentName(store: Pick<Store, "listAgents">, nodeId: string, runtime: string): Promise<string> {
+  const onNode = (await store.listAgents({ nodeId: nodeId || undefined })).filter((a) => a.nodeId === nodeId);
+  const taken = new Set(onNode.map((a) => a.name));
+  let n = 1;
+  while (taken.has(`${runtime}-${n}`)) n++;
+  return `${runtime}-${n}`;
+}
 
 export function createAgentOps({ deps, linkHub }: FleetContext) {
   const { store, clock } = deps;
@@ -44,11 +57,12 @@ export function createAgentOps({ deps, linkHub }: FleetContext) {
           throw new EpError("forbidden", `node ${node.id} serves only ${node.domains.join(", ")}, not domain ${d.id}; an admin can widen it with 'ep node domains set'`, { node_id: node.id, domain_id: d.id });
         }
         const ts = iso(clock.now());
+        const name = req.name.trim().slice(0, 200) || (await defaultAgentName(tx, nodeId ?? "", runtime));
         const row = {
           id: newId("agt", clock.now()),
           domainId: d.id,
           nodeId: nodeId ?? "",
-          name: req.name.trim().slice(0, 200),
+          name,
           runtime,
           capabilities: req.capabilities.map((c) => c.trim()).filter(Boolean),
           state: "idle",
@@ -58,7 +72,7 @@ export function createAgentOps({ deps, linkHub }: FleetContext) {
         };
         await tx.insertAgent(row);
         linkHub.enrolled(row);
-        emit({ type: "matrix", name: "agent.enrolled", domainId: d.id, agentId: row.id, status: "idle", payload: { agent_id: row.id, runtime, node_id: row.nodeId } });
+        emit({ type: "matrix", name: "agent.enrolled", domainId: d.id, agentId: row.id, status: "idle", payload: { agent_id: row.id, name: row.name, runtime, node_id: row.nodeId } });
         return create(fleet.EnrollAgentResponseSchema, { agent: agentMsg(row) });
       });
     },

@@ -14,7 +14,8 @@ import { WorkspaceChange } from "./diff.js";
 import { DenialsSection, TaskStatusBadge } from "./denials.js";
 import { TaskWaitNote } from "./task-wait.js";
 import type { TaskWait } from "@gen/ep/tower/v1/work_pb.js";
-import { isoOf, msOf } from "@common/vocab.js";
+import { isoOf } from "@common/vocab.js";
+import { attemptOfFrame, attemptsOf, ranMs, type Attempt, type TaskEventLite } from "./task-attempts.js";
 
 export interface Frame {
   id: number;
@@ -35,19 +36,29 @@ function frameOf(id: number, payload: Record<string, unknown> | undefined, at?: 
 }
 
 /**
- * The task's progress frames: replayed, then live; in id order, each once. The live feed starts at
+ * The task's progress frames and its own matrix events (claims, ends: its attempts): replayed,
+ * then live; in id order, each once. The live feed starts at
  * the tower's newest event when it opens, which can be after the first replay read: a frame
  * committed between the two would be in neither, so every time the feed opens the replay runs
  * again from the last frame it saw (frames are kept by id: nothing shows twice).
  */
-function useTranscript(taskId: string, subscribe: Dashboard["subscribe"], streamOpen: boolean): { frames: Frame[]; error?: string } {
+function useTranscript(taskId: string, subscribe: Dashboard["subscribe"], streamOpen: boolean): { frames: Frame[]; attempts: Attempt[]; error?: string } {
   const [frames, setFrames] = useState<Map<number, Frame>>(new Map());
+  const [changes, setChanges] = useState<Map<number, TaskEventLite>>(new Map());
   const [error, setError] = useState<string>();
   const add = useCallback((list: Frame[]) => {
     if (!list.length) return;
     setFrames((old) => {
       const next = new Map(old);
       for (const f of list) next.set(f.id, f);
+      return next;
+    });
+  }, []);
+  const addChanges = useCallback((list: TaskEventLite[]) => {
+    if (!list.length) return;
+    setChanges((old) => {
+      const next = new Map(old);
+      for (const e of list) next.set(e.id, e);
       return next;
     });
   }, []);
@@ -59,9 +70,10 @@ function useTranscript(taskId: string, subscribe: Dashboard["subscribe"], stream
       void (async () => {
         try {
           for (;;) {
-            const res = await api.events.listEvents({ afterId: replayed.current.after, limit: PAGE, filter: { taskId, types: ["progress"] } });
+            const res = await api.events.listEvents({ afterId: replayed.current.after, limit: PAGE, filter: { taskId, types: ["progress", "matrix"] } });
             if (stop()) return;
-            add(res.events.map((e) => frameOf(Number(e.id), e.payload as Record<string, unknown> | undefined, isoOf(e.createdAt))));
+            add(res.events.filter((e) => e.type === "progress").map((e) => frameOf(Number(e.id), e.payload as Record<string, unknown> | undefined, isoOf(e.createdAt))));
+            addChanges(res.events.filter((e) => e.type === "matrix").map((e) => ({ id: Number(e.id), name: e.name, at: isoOf(e.createdAt) })));
             if (res.events.length) replayed.current.after = res.events[res.events.length - 1].id;
             if (res.events.length < PAGE) return;
           }
@@ -70,15 +82,18 @@ function useTranscript(taskId: string, subscribe: Dashboard["subscribe"], stream
         }
       })();
     },
-    [taskId, add],
+    [taskId, add, addChanges],
   );
 
   useEffect(() => {
     setFrames(new Map());
+    setChanges(new Map());
     replayed.current = { taskId, after: 0n };
     // subscribe before replaying, so nothing falls between the two once the feed is open
     const off = subscribe((ev: StreamEvent) => {
-      if (ev.type === "progress" && ev.task_id === taskId) add([frameOf(Number(ev.id), ev.payload, ev.created_at)]);
+      if (ev.task_id !== taskId) return;
+      if (ev.type === "progress") add([frameOf(Number(ev.id), ev.payload, ev.created_at)]);
+      else if (ev.type === "matrix" && ev.name) addChanges([{ id: Number(ev.id), name: ev.name, at: ev.created_at }]);
     });
     let stopped = false;
     replay(() => stopped);
@@ -86,7 +101,7 @@ function useTranscript(taskId: string, subscribe: Dashboard["subscribe"], stream
       stopped = true;
       off();
     };
-  }, [taskId, subscribe, add, replay]); // subscribe is stable; the dashboard object changes with every event
+  }, [taskId, subscribe, add, addChanges, replay]); // subscribe is stable; the dashboard object changes with every event
 
   // the feed opened after the first replay (or again after an outage): what was committed before
   // it started is read once more; a feed already open at mount needs only the first replay
@@ -101,7 +116,8 @@ function useTranscript(taskId: string, subscribe: Dashboard["subscribe"], stream
   }, [streamOpen, replay]);
 
   const sorted = useMemo(() => [...frames.values()].sort((a, b) => a.id - b.id), [frames]);
-  return { frames: sorted, error };
+  const attempts = useMemo(() => attemptsOf([...changes.values()]), [changes]);
+  return { frames: sorted, attempts, error };
 }
 
 /** The task and its runs, reloaded when their own events arrive (a burst is one load). */
@@ -152,10 +168,12 @@ export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: 
   const { subscribe } = dashboard;
   const { task, setTask, runs, wait, reload, error } = useTask(taskId, subscribe, dashboard.stream.status === "open");
   const [busy, setBusy] = useState<string>();
-  const [note, setNote] = useState<{ ok: boolean; text: string }>();
+  // what the last button did; a success note holds until the task ends in another state than the
+  // one it left it in ("Queued again." is gone once the retry failed: the badge says how it ended)
+  const [note, setNote] = useState<{ ok: boolean; text: string; status?: string }>();
   const [terminal, setTerminal] = useState(false);
   const now = useNow(5_000);
-  const { frames, error: transcriptError } = useTranscript(taskId, subscribe, dashboard.stream.status === "open");
+  const { frames, attempts, error: transcriptError } = useTranscript(taskId, subscribe, dashboard.stream.status === "open");
   const { agents, nodes, missions, domains } = dashboard.data;
   const agentOf = useMemo(() => new Map(agents.map((a) => [a.id, a])), [agents]);
   const nodeName = useMemo(() => new Map(nodes.map((n) => [n.id, n.hostname])), [nodes]);
@@ -166,7 +184,7 @@ export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: 
     try {
       const res = op === "cancel" ? await api.work.cancelTask({ taskId, reason: "cancelled from the console" }) : await api.work.retryTask({ taskId });
       if (res.task) setTask(res.task);
-      setNote({ ok: true, text: op === "cancel" ? "Cancelled." : "Queued again." });
+      setNote({ ok: true, text: op === "cancel" ? "Cancelled." : "Queued again.", status: res.task ? statusOf(res.task) : undefined });
     } catch (err) {
       setNote({ ok: false, text: `${op === "cancel" ? "Cancel" : "Retry"} failed: ${describeError(err)}` });
     } finally {
@@ -186,8 +204,9 @@ export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: 
   const domain = domains.find((d) => d.id === task.domainId);
   const agentId = task.claimedBy || task.assigneeAgentId;
   const agent = agentOf.get(agentId);
-  const started = frames[0]?.at;
   const final = FINAL.has(statusOf(task));
+  const lastRan = final ? ranMs(attempts.at(-1)) : undefined;
+  const shownNote = note && (!note.ok || !note.status || note.status === statusOf(task) || !final) ? note : undefined;
   const attachable = !!agent && !final && agentStateOf(agent) !== "dead";
 
   return (
@@ -228,13 +247,13 @@ export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: 
           )}
         </div>
       </header>
-      {note && (
-        <p className={note.ok ? "muted small" : "error-note"} role={note.ok ? "status" : "alert"}>
-          {note.text}
+      {shownNote && (
+        <p className={shownNote.ok ? "muted small" : "error-note"} role={shownNote.ok ? "status" : "alert"}>
+          {shownNote.text}
         </p>
       )}
       <ErrorNote error={error} />
-      <TaskFacts task={task} agent={agent} agentId={agentId} nodeName={nodeName} now={now} final={final} started={started} />
+      <TaskFacts task={task} agent={agent} agentId={agentId} nodeName={nodeName} now={now} final={final} ranMs={lastRan} />
       {wait && !final && <TaskWaitNote wait={wait} domainId={task.domainId} nodeName={nodeName} canAdmin={canAdmin} onEnrolled={() => void reload()} />}
       {terminal && agent && <TerminalPanel key={agent.id} agentId={agent.id} label={agent.name || agent.id} onClose={() => setTerminal(false)} />}
       {runs.length > 0 && <RunsTable runs={runs} agentOf={agentOf} now={now} link={link} />}
@@ -243,7 +262,7 @@ export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: 
           Progress <span className="muted small">{final ? `${frames.length} frames` : "live"}</span>
         </h3>
         <ErrorNote error={transcriptError} />
-        <Transcript frames={frames} live={!final} />
+        <Transcript frames={frames} live={!final} attempts={attempts} />
       </section>
       <DenialsSection denials={task.result?.denials ?? []} />
       {task.result?.workspace && <WorkspaceChange ws={task.result.workspace} mergeable={canOperate && statusOf(task) === "succeeded" ? task.id : undefined} />}
@@ -256,7 +275,11 @@ export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: 
       {task.result && (task.result.output || final) && (
         <section aria-labelledby="output-heading">
           <h3 id="output-heading">Output</h3>
-          {task.result.output ? <pre className="task-output">{task.result.output}</pre> : <p className="muted small">No output.</p>}
+          {task.result.output ? (
+            <pre className="task-output">{task.result.output}</pre>
+          ) : (
+            <p className="muted small">{frames.length ? `No final output${statusOf(task) === "cancelled" ? ": it was cancelled before it reported one" : ""}. What it printed is in the progress above.` : "No output."}</p>
+          )}
         </section>
       )}
     </section>
@@ -278,7 +301,7 @@ function TaskMissing({ taskId, error, link }: { taskId: string; error: string | 
 }
 
 /** Who runs the task, where, with what, how long, and what it cost. */
-function TaskFacts({ task, agent, agentId, nodeName, now, final, started }: { task: Task; agent: Agent | undefined; agentId: string; nodeName: Map<string, string>; now: number; final: boolean; started: string | undefined }) {
+function TaskFacts({ task, agent, agentId, nodeName, now, final, ranMs }: { task: Task; agent: Agent | undefined; agentId: string; nodeName: Map<string, string>; now: number; final: boolean; ranMs: number | undefined }) {
   const usage = task.result?.usage;
   return (
   <dl className="facts">
@@ -308,7 +331,7 @@ function TaskFacts({ task, agent, agentId, nodeName, now, final, started }: { ta
       <dt>{final ? "Ended" : "Updated"}</dt>
       <dd>
         <Ago iso={isoOf(task.updatedAt)} now={now} />
-        {final && started && <span className="muted"> · ran {duration(msOf(task.updatedAt) - Date.parse(started))}</span>}
+        {final && ranMs !== undefined && <span className="muted task-ran"> · ran {duration(ranMs)}</span>}
       </dd>
     </div>
     {usage && (
@@ -384,8 +407,18 @@ function transcriptRows(frames: Frame[]): TranscriptRow[] {
   return rows;
 }
 
-/** The frames as a log: text as written, tool calls and results marked, status lines muted, stderr folded. */
-export function Transcript({ frames, live }: { frames: Frame[]; live: boolean }) {
+/** What a divider says about an attempt: its number, how it ended, how long it ran. */
+function attemptLabel(a: Attempt): string {
+  const ran = ranMs(a);
+  const outcome = a.outcome === "requeued" ? "lease expired, queued again" : a.outcome ?? "running";
+  return `Attempt ${a.n} · ${outcome}${ran !== undefined ? ` · ran ${duration(ran)}` : ""}`;
+}
+
+/**
+ * The frames as a log: text as written, tool calls and results marked, status lines muted, stderr
+ * folded; with more than one attempt, a divider before each attempt's frames.
+ */
+export function Transcript({ frames, live, attempts = [] }: { frames: Frame[]; live: boolean; attempts?: Attempt[] }) {
   const end = useRef<HTMLDivElement>(null);
   const box = useRef<HTMLOListElement>(null);
   // follow the tail while the reader is at the bottom (like a CI log), not when they scrolled up
@@ -394,38 +427,53 @@ export function Transcript({ frames, live }: { frames: Frame[]; live: boolean })
     if (!el || !live) return;
     if (el.scrollHeight - el.scrollTop - el.clientHeight < 80) el.scrollTop = el.scrollHeight;
   }, [frames.length, live]);
-  if (!frames.length) return <p className="muted small">{live ? "Waiting for the agent's first output…" : "No progress was reported."}</p>;
+  if (!frames.length && attempts.length < 2) return <p className="muted small">{live ? "Waiting for the agent's first output…" : "No progress was reported."}</p>;
+  const divided = attempts.length > 1;
+  const groups: { attempt?: Attempt; frames: Frame[] }[] = divided ? [{ frames: [] }, ...attempts.map((a) => ({ attempt: a, frames: [] as Frame[] }))] : [{ frames }];
+  if (divided) for (const f of frames) groups[attemptOfFrame(attempts, f.id)?.n ?? 0].frames.push(f);
   return (
     <>
       <ol className="frames" ref={box} aria-live={live ? "polite" : undefined} aria-label="Progress frames">
-        {transcriptRows(frames).map((r) => {
-          if ("stderr" in r)
-            return (
-              <li key={r.id} className="frame frame-stderr" data-frame-id={r.id}>
-                <details className="stderr-lines">
-                  <summary>{`${r.stderr.length} stderr line${r.stderr.length === 1 ? "" : "s"}`}</summary>
-                  <pre>{r.stderr.map((f) => f.text).join("\n")}</pre>
-                </details>
-              </li>
-            );
-          const f = r.frame;
-          return (
-            <li key={f.id} className={`frame frame-${f.kind}${f.data?.denial ? " frame-denial" : ""}`} data-frame-id={f.id}>
-              {f.kind === "tool" && <span className="frame-tag">{f.data?.phase === "result" || f.data?.phase === "update" ? "result" : "tool"}</span>}
-              {f.kind === "status" && <span className="frame-tag">{f.data?.denial ? "refused" : "status"}</span>}
-              {f.kind === "json" ? (
-                <details>
-                  <summary>{f.text}</summary>
-                  <pre>{JSON.stringify(f.data ?? {}, null, 2)}</pre>
-                </details>
-              ) : (
-                <span className="frame-body">{f.text}</span>
-              )}
-            </li>
-          );
-        })}
+        {groups.flatMap((g) => [
+          ...(g.attempt
+            ? [
+                <li key={`attempt-${g.attempt.n}`} className={`attempt-divider attempt-${g.attempt.outcome ?? "running"}`} role="separator" aria-label={attemptLabel(g.attempt)}>
+                  {attemptLabel(g.attempt)}
+                  {g.frames.length === 0 && <span className="muted"> · no progress</span>}
+                </li>,
+              ]
+            : []),
+          ...transcriptRows(g.frames).map((r) => <TranscriptLine key={"stderr" in r ? r.id : r.frame.id} row={r} />),
+        ])}
       </ol>
       <div ref={end} />
     </>
+  );
+}
+
+function TranscriptLine({ row: r }: { row: TranscriptRow }) {
+  if ("stderr" in r)
+    return (
+      <li className="frame frame-stderr" data-frame-id={r.id}>
+        <details className="stderr-lines">
+          <summary>{`${r.stderr.length} stderr line${r.stderr.length === 1 ? "" : "s"}`}</summary>
+          <pre>{r.stderr.map((f) => f.text).join("\n")}</pre>
+        </details>
+      </li>
+    );
+  const f = r.frame;
+  return (
+    <li className={`frame frame-${f.kind}${f.data?.denial ? " frame-denial" : ""}`} data-frame-id={f.id}>
+      {f.kind === "tool" && <span className="frame-tag">{f.data?.phase === "result" || f.data?.phase === "update" ? "result" : "tool"}</span>}
+      {f.kind === "status" && <span className="frame-tag">{f.data?.denial ? "refused" : "status"}</span>}
+      {f.kind === "json" ? (
+        <details>
+          <summary>{f.text}</summary>
+          <pre>{JSON.stringify(f.data ?? {}, null, 2)}</pre>
+        </details>
+      ) : (
+        <span className="frame-body">{f.text}</span>
+      )}
+    </li>
   );
 }

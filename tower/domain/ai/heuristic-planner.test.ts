@@ -214,6 +214,25 @@ describe("heuristic planner", () => {
     expect((await plan("help")).reply).toMatch(/I can:/);
   });
 
+  it("says what it cannot read in a task request, with the phrasing it understands, instead of proposing a task without its command (issue 38)", async () => {
+    const out = await plan("create a task in first mission that runs echo hello from chat");
+    expect(out.toolCalls).toEqual([]);
+    expect(out.reply).toContain("I could not read all of that: the command (echo hello from chat) is not in quotes");
+    expect(out.reply).toContain("I found no title for the task");
+    expect(out.reply).toContain('The phrasing I understand: submit task "Run tests" to mission Release with command "npm test"');
+    expect(out.reply).toContain('For yours: submit task "echo hello from chat" to mission "first mission" with command "echo hello from chat"');
+    // with a title, the suggestion keeps it
+    const titled = await plan('submit task "Greet" to mission Launch prep that runs echo hi');
+    expect(titled.toolCalls).toEqual([]);
+    expect(titled.reply).toContain('For yours: submit task "Greet" to mission "Launch prep" with command "echo hi"');
+    // the suggested phrasing is read as a whole
+    const again = await plan('submit task "echo hello from chat" to mission "first mission" with command "echo hello from chat"');
+    expect(again.toolCalls).toEqual([{ tool: "submit_mesh_task", arguments: expect.objectContaining({ mission_id: "msn_first00001", title: "echo hello from chat", input: { command: "echo hello from chat" } }) }]);
+    // a quoted command after "running" is read, not refused
+    const quoted = await plan('submit task "Smoke" to mission Launch prep running "npm run smoke"');
+    expect(quoted.toolCalls[0]?.arguments).toMatchObject({ input: { command: "npm run smoke" } });
+  });
+
   it("names an unknown mission and lists the known ones instead of guessing", async () => {
     const out = await plan('submit task "Lint" to mission Nowhere');
     expect(out.reply).toMatch(/could not find a mission called "Nowhere"/);

@@ -6,7 +6,7 @@ import { EpError } from "../../../common/errors.js";
 import { EVENT_TYPES, RUNTIMES, TASK_STATUSES, validateToolArgs } from "../tools/catalog.js";
 import type { AgentRef, PlanInput, PlanResult, PlannedToolCall, Planner, PlannerContext, TaskRef } from "./planner.js";
 import { actionBarFor, type ViewSpec } from "./view-spec.js";
-import { agentOf, domainOf, ID_PREFIX, Message, missionOf, NAME, NOUN, QUOTE, taskOf, type Kind, type Resolved } from "./planner-text.js";
+import { agentOf, domainOf, ID_PREFIX, Message, missionOf, NAME, NOUN, Q_OPEN, QUOTE, taskOf, type Kind, type Resolved } from "./planner-text.js";
 
 export const HEURISTIC_HELP = [
   "I can:",
@@ -109,15 +109,48 @@ const putDoc: Intent = async (msg, ctx) => {
 
 const RUNTIME_BY_LOWER = new Map(RUNTIMES.map((r) => [r.toLowerCase(), r]));
 
+/** A title read from the words after "task" that starts with a preposition ("in ui") is the mission's place, not a title. */
+function readableTitle(title: string | undefined): string | undefined {
+  return title && /^(?:in|into|to|for|on|under|with|that|which|from|of|at|by)\b/i.test(title) ? undefined : title;
+}
+
+/** "that runs echo hi", "running make": a command without quotes (a quoted one is read as the command). */
+const UNQUOTED_RUN = new RegExp(`\\b(?:(?:that|which|to)\\s+(?:runs?|executes?|calls?)|running|executing)\\s+(?!${Q_OPEN})`, "i");
+const TASK_PHRASING = 'submit task "Run tests" to mission Release with command "npm test"';
+
+/**
+ * What a request to submit a task says that the planner cannot read: a command that is not
+ * quoted ("that runs echo hello") or no title. Undefined when it reads the whole request.
+ * Proposing a task without its command (issue 38: `Submit task "in ui"`) is worse than asking.
+ */
+function unreadTask(msg: Message, title: string | undefined): { reasons: string[]; command?: string } | undefined {
+  const hasCommand = msg.capture(`\\b(?:command|cmd|running|execute|exec)\\s*:?\\s*(${QUOTE})`) !== undefined;
+  if (hasCommand || !UNQUOTED_RUN.test(msg.masked)) return undefined;
+  const command = msg.capture(`\\b(?:runs?|executes?|calls?|running|executing)\\s+(.+?)\\s*[.!]?\\s*$`, true);
+  const reasons = [`the command${command ? ` (${command})` : ""} is not in quotes, so I cannot tell where it ends`];
+  if (!title) reasons.push("I found no title for the task");
+  return { reasons, command };
+}
+
+function cannotReadTask(unread: { reasons: string[]; command?: string }, title: string | undefined, mission: string): PlanResult {
+  const cmd = unread.command ?? "…";
+  const yours = `submit task "${title ?? (unread.command ? unread.command.slice(0, 60) : "a title")}" to mission ${/\s/.test(mission) ? `"${mission}"` : mission} with command "${cmd}"`;
+  return result(
+    `I could not read all of that: ${unread.reasons.join("; ")}. Nothing was proposed. The phrasing I understand: ${TASK_PHRASING}. For yours: ${yours}`,
+  );
+}
+
 const submitTask: Intent = async (msg, ctx) => {
   const verb = /\b(submit|queue|enqueue|add|create|new|schedule|dispatch|run|launch|post|make)\b/;
   if (!msg.has(verb) || !msg.has(/\b(task|job|work)\b/) || msg.has(/\bcron\b/)) return undefined;
   if (!msg.has(/(?<!-)\b(?:submit|queue|enqueue|add|create|new|schedule|dispatch|run|launch|post|make)\s+(?:a\s+|an\s+|the\s+|this\s+)?(?:new\s+)?(?:mesh\s+|claimable\s+)?(?:task|job|work)\b/)) {
     return undefined;
   }
-  const title = titleFor(msg, "(?:task|job)", ["mission", "domain", "agent"]);
+  const title = readableTitle(titleFor(msg, "(?:task|job)", ["mission", "domain", "agent"]));
   const mission = await missionOf(msg, ctx, [`\\b(?:to|in|into|on|for|under)\\s+(?:the\\s+)?${NAME}`]);
   if (!mission.ref) return notFound("mission", mission.missing, "list_missions");
+  const unread = unreadTask(msg, title);
+  if (unread) return cannotReadTask(unread, title, mission.ref.title ?? mission.ref.id);
   if (!title) return result('What is the task? For example: submit task "Run tests" to mission Release.');
   const args: Record<string, unknown> = { mission_id: mission.ref.id, title };
   const description = msg.capture(`\\bdescription\\s*:?\\s*(${QUOTE})`);
