@@ -18,14 +18,18 @@ export function assertBuilt(): void {
 }
 
 /** Async on purpose: an in-process tower in the test needs the event loop while ep runs. */
-export function ep(args: string[], opts: { env?: Record<string, string | undefined>; input?: string; timeoutMs?: number } = {}): Promise<EpResult> {
+/** `onStdout`: called with everything printed so far, as it arrives (a test can act once a line is out). */
+export function ep(args: string[], opts: { env?: Record<string, string | undefined>; input?: string; timeoutMs?: number; onStdout?: (sofar: string) => void } = {}): Promise<EpResult> {
   return new Promise((resolve, reject) => {
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries({ ...process.env, EP_BASE_URL: undefined, EP_TOKEN: undefined, ...opts.env })) if (v !== undefined) env[k] = v;
     const child = spawn(process.execPath, [EP_BIN, ...args], { env, stdio: ["pipe", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stdout.on("data", (d: Buffer) => {
+      stdout += d.toString();
+      opts.onStdout?.(stdout);
+    });
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     const timer = setTimeout(() => {
       child.kill("SIGKILL");

@@ -95,8 +95,11 @@ describe("why a task waits", () => {
 
   it("ep task watch says why it waits, and the agent the tower enrolls on this node runs it", async () => {
     const { domainId, taskId } = await taskIn("enroll-here", { command: "echo ran after enrolling" });
-    const watching = ep(["task", "watch", taskId, "--json"], { env: cliEnv, timeoutMs: 30_000 });
-    await waitFor(async () => (await ep(["task", "get", taskId, "--json"], { env: cliEnv })).json().wait?.reason === "no_agent_in_domain", 10_000, 100);
+    let printed = "";
+    const watching = ep(["task", "watch", taskId, "--json"], { env: cliEnv, timeoutMs: 30_000, onStdout: (out) => (printed = out) });
+    // the watch has said why the task waits before an agent is enrolled (under load the process
+    // may start after a quick enroll, and would then never see the task waiting)
+    await waitFor(() => printed.includes('"no_agent_in_domain"'), 15_000);
     // what the console's "Enroll a shell agent" button calls
     const agent = (await adminClient(tower, AgentService).enrollAgent({ domainId, runtime: Runtime.SHELL, nodeId, name: "shell" })).agent!;
     const watched = await watching;
