@@ -11,9 +11,14 @@ function run(command: string[], onStart?: (pid: number) => void): Promise<{ code
   return new Promise((resolve) => {
     const child = spawn(command[0]!, command.slice(1), { detached: true, stdio: ["ignore", "pipe", "inherit"] });
     let stdout = "";
+    let started = false;
     child.stdout!.on("data", (d: Buffer) => {
       stdout += d.toString();
-      if (stdout.includes("ready")) onStart?.(child.pid!);
+      // Once: a second SIGTERM could land while the trap runs and run it again.
+      if (!started && stdout.includes("ready")) {
+        started = true;
+        onStart?.(child.pid!);
+      }
     });
     child.on("close", (code, signal) => resolve({ code, signal, stdout }));
   });
