@@ -50,6 +50,8 @@ import { registerEventStreamRoute } from "./edges/sse/events-sse.js";
 import { attachEventsWebSocket, EVENTS_WS_PATH } from "./edges/ws/events-ws.js";
 import { attachAttachWebSocket, attachProof, ATTACH_PATHS, refuseUnknownUpgrades } from "./edges/attach/attach-ws.js";
 import type { Store } from "./store/store.js";
+import { registerMetricsRoutes } from "./edges/metrics-routes.js";
+import { createTowerMetrics, type TowerMetrics } from "./metrics/tower-metrics.js";
 
 /** The tower's services, as Connect, gRPC and gRPC-Web serve them and reflection lists them. */
 const TOWER_SERVICES = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService];
@@ -71,6 +73,8 @@ export interface Tower {
   services: TowerServices;
   /** Every HTTP route served (method and path pattern), in registration order. */
   routes: readonly { method: string; url: string }[];
+  /** The Prometheus registry behind /metrics (docs/metrics.md); main.ts serves it on EP_METRICS_LISTEN too. */
+  metrics: TowerMetrics;
   /** Cross-replica delivery when the store is PostgreSQL (docs/deploy.md); undefined on SQLite. */
   replication?: Replication;
   /** Extension points for the other edges (events stream, AI, MCP, attach, console). */
@@ -102,7 +106,8 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const clock = opts.clock ?? systemClock;
   const log = opts.log ?? createLogger("tower");
   const hub = opts.hub ?? createEventHub({ onListenerError: (err) => log.error("event listener failed", { error: (err as Error)?.message ?? String(err), stack: (err as Error)?.stack }) });
-  const deps: Deps = { store, clock, hub, log, limits: config.limits };
+  const metrics = createTowerMetrics({ now: () => clock.now() });
+  const deps: Deps = { store, clock, hub, log, limits: config.limits, meter: metrics.work };
   const closers: (() => Promise<void> | void)[] = [];
   const env = opts.env ?? process.env;
 
@@ -133,6 +138,13 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const eventStream = createEventStream(deps, { ...config.stream, retention: config.eventRetention });
   const events = createEventService(deps, eventStream);
   const { ai, tools } = createAiConsole(deps, env, work, fleet);
+  metrics.serve({
+    counts: () => store.metricCounts(),
+    lastEventId: () => store.lastEventId(),
+    linkedNodes: () => fleet.linkedCount(),
+    streamSubscribers: () => eventStream.stats().subscribers,
+    replicationCursor: replication && (() => replication.cursor),
+  });
 
   const app = createHttpApp(config);
   // every route the tower serves, for the authorization matrix (tests/authz-matrix.test.ts)
@@ -148,6 +160,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   });
   handleErrors(app, config.bodyLimit, log, routes);
   registerHealthRoutes(app, store);
+  registerMetricsRoutes(app, metrics);
   app.get("/.well-known/jwks.json", async () => auth.jwks());
   registerSessionRoutes(app, auth, clock, Boolean(config.tls));
 
@@ -207,6 +220,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     app,
     deps,
     routes,
+    metrics,
     services: { auth, work, fleet, secrets, ai, approvals },
     replication,
     onClose: (fn) => closers.push(fn),

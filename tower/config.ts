@@ -24,6 +24,8 @@ export interface TowerConfig {
   keyRotationMs: number;
   sweepMs: number;
   eventRetention: number;
+  /** a second, plain-HTTP address that serves only /metrics, without a token (EP_METRICS_LISTEN; docs/metrics.md) */
+  metricsListen?: { host: string; port: number };
   /** event stream: connections per minute per token, keep-alive, credential re-check, per-client buffer */
   stream: { rateLimit: number; keepAliveMs: number; recheckMs: number; maxBufferedBytes: number };
 }
@@ -40,6 +42,15 @@ export function parseListen(listen: string): { host: string; port: number } {
   if (!m) throw new EpError("invalid_argument", `--listen must be host:port (got ${JSON.stringify(listen)})`);
   const port = Number(m[3]);
   if (port > 65535) throw new EpError("invalid_argument", `--listen port must be at most 65535 (got ${port})`);
+  return { host: m[1] ?? (m[2] || "0.0.0.0"), port };
+}
+
+/** EP_METRICS_LISTEN, when set: host:port, a bad value refused by name. */
+function metricsListenOf(raw: string | undefined): { host: string; port: number } | undefined {
+  if (!raw) return undefined;
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(raw);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65535) throw new EpError("invalid_argument", `EP_METRICS_LISTEN must be host:port with a port up to 65535 (got ${JSON.stringify(raw)}), e.g. 127.0.0.1:9464`, { field: "EP_METRICS_LISTEN" });
   return { host: m[1] ?? (m[2] || "0.0.0.0"), port };
 }
 
@@ -87,6 +98,7 @@ export function loadConfig(flags: { listen?: string }, env: NodeJS.ProcessEnv = 
     keyRotationMs: positiveInt("EP_KEY_ROTATION_DAYS", env.EP_KEY_ROTATION_DAYS, 30) * 86_400_000,
     sweepMs: positiveInt("EP_SWEEP_MS", env.EP_SWEEP_MS, 1000),
     eventRetention: positiveInt("EP_EVENT_RETENTION", env.EP_EVENT_RETENTION, 1_000_000),
+    metricsListen: metricsListenOf(env.EP_METRICS_LISTEN),
     stream: {
       rateLimit: positiveInt("EP_STREAM_RATE_LIMIT", env.EP_STREAM_RATE_LIMIT, 120),
       keepAliveMs: positiveInt("EP_STREAM_KEEPALIVE_MS", env.EP_STREAM_KEEPALIVE_MS, 15_000),

@@ -5,6 +5,7 @@ import { createLogger } from "../common/log.js";
 import { createTower } from "./app.js";
 import { bootstrap } from "./bootstrap.js";
 import { loadConfig } from "./config.js";
+import { serveMetrics } from "./edges/metrics-routes.js";
 import { openStore } from "./store/open-store.js";
 
 const HELP = `ep-tower — the EP backend server (REST, Connect, event stream, console at /ui/)
@@ -22,6 +23,8 @@ Environment:
   EP_TLS_CERT/EP_TLS_KEY  serve HTTPS
   EP_ALLOW_INSECURE     allow plain HTTP on a non-loopback address (behind a TLS proxy)
   EP_OIDC_ISSUER/EP_OIDC_AUDIENCE  accept OIDC tokens verified against the issuer's JWKS
+  EP_METRICS_LISTEN     also serve /metrics without a token on this host:port (plain HTTP;
+                        on the main address /metrics needs a viewer, operator or admin token)
 
 Example:
   EP_HOME=/var/lib/ep ep-tower --listen 127.0.0.1:8008
@@ -42,6 +45,11 @@ async function main(): Promise<void> {
   const boot = await bootstrap(tower, config.home, config.publicUrl);
   await tower.app.listen({ host: config.host, port: config.port });
   log.info("listening", { url: config.publicUrl, store: store.dialect });
+  if (config.metricsListen) {
+    const served = await serveMetrics(config.metricsListen, tower.metrics, log);
+    tower.onClose(() => served.close());
+    log.info("metrics listening", { url: served.url });
+  }
   if (boot.adminTokenFile) {
     process.stdout.write(
       `\nEP tower is up at ${config.publicUrl}\n` +

@@ -83,6 +83,12 @@ export const RPC_ROLES: Readonly<Record<string, readonly Role[]>> = {
   "ApprovalService/Reject": PEOPLE,
 };
 
+/** HTTP routes that are no RPC and no tool, checked by their handler (`<METHOD> <path>`). */
+export const ROUTE_ROLES: Readonly<Record<string, readonly Role[]>> = {
+  // aggregate counts of every domain: the people's roles, not a node's or an agent's (scoped) token
+  "GET /metrics": ["admin", "operator", "viewer"],
+};
+
 /** Every catalog tool (the same roles as the RPC it calls; checked against the catalog in the test). */
 export const TOOL_ROLES: Readonly<Record<string, readonly Role[]>> = {
   list_domains: READ,
@@ -119,6 +125,12 @@ function refuse(caller: Caller, roles: readonly Role[], what: string): never {
 export function authorizeRpc(caller: Caller, door: string): void {
   const roles = RPC_ROLES[door];
   if (roles && !roles.includes(caller.role)) refuse(caller, roles, door);
+}
+
+/** Refuses a caller whose role may not use the HTTP route `door` (ROUTE_ROLES). */
+export function authorizeRoute(caller: Caller, door: keyof typeof ROUTE_ROLES): void {
+  const roles = ROUTE_ROLES[door];
+  if (!roles.includes(caller.role)) refuse(caller, roles, door);
 }
 
 /** Refuses a caller whose role may never run `tool`; an unknown tool is left to the catalog (tool_not_found). */

@@ -166,6 +166,8 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     deliver,
     linkedAnywhere,
     isLinked: (nodeId: string) => links.has(nodeId),
+    /** How many node links this replica holds (/metrics). */
+    linkedCount: () => links.size,
     wakeTargets: (domainId: string, runtime = "", capabilities: string[] = []) => [...reach.nodesFor(domainId, runtime, capabilities)],
     attachSecretOf: (nodeId: string) => links.get(nodeId)?.attachSecret,
     close() {

@@ -48,6 +48,7 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
     close: linkHub.close,
     /** Whether this replica holds the node's link (linkedAnywhere: any replica). */
     isLinked: linkHub.isLinked,
+    linkedCount: linkHub.linkedCount,
     /** The linked nodes a queued task in this domain would wake (tests, bench). */
     wakeTargets: linkHub.wakeTargets,
     attachSecretOf: linkHub.attachSecretOf,

@@ -93,6 +93,7 @@ export function createWorkClaims(ctx: WorkContext) {
         await settleBroadcast(tx, emit, updated.parentTaskId);
         return { updated, next: await afterOutcome(tx, emit, caller, agent, req) };
       });
+      deps.meter?.reported(updated, "succeeded", clock.now());
       sendNext(ctx, agent, next);
       return create(pb.CompleteTaskResponseSchema, { task: taskMsg(updated) });
     },
@@ -100,13 +101,13 @@ export function createWorkClaims(ctx: WorkContext) {
     async failTask(caller: Caller, req: pb.FailTaskRequest): Promise<pb.FailTaskResponse> {
       const agent = await mustActingAgent(caller, req.agentId);
       const leaseId = leaseOf(req.leaseId);
-      const { updated, next } = await commit(deps, async (tx, emit) => {
+      const { updated, next, outcome } = await commit(deps, async (tx, emit) => {
         const t = await mustHeld(tx, req.taskId, req.agentId, leaseId);
         if (req.release) {
           // given back: the agent idle as it says, never handed the same task straight back
           const released = await releaseIn(ctx, tx, emit, t, "given back by its agent");
           if (req.agentIdle) await markAgent(tx, emit, agent.id, "busy", "idle");
-          return { updated: released, next: undefined };
+          return { updated: released, next: undefined, outcome: "released" as const };
         }
         const result = { output: req.result?.output ?? "", exitCode: req.result?.exitCode, error: req.result?.error || "failed", ...usageOf(req.result?.usage), ...workspaceOf(req.result?.workspace), ...denialsOf(req.result?.denials) };
         const requeue = req.retryable && t.attempts < t.maxAttempts;
@@ -120,8 +121,9 @@ export function createWorkClaims(ctx: WorkContext) {
         if (!updated) throw new EpError("lease_not_held", `task ${t.id} changed while failing`);
         taskEvent(emit, updated, requeue ? "task.requeued" : "task.failed", { reason: result.error, ...usageEvent(result.usage), ...denialsEvent(result.denials) });
         await settleBroadcast(tx, emit, updated.parentTaskId);
-        return { updated, next: await afterOutcome(tx, emit, caller, agent, req) };
+        return { updated, next: await afterOutcome(tx, emit, caller, agent, req), outcome: requeue ? ("requeued" as const) : ("failed" as const) };
       });
+      deps.meter?.reported(updated, outcome, clock.now());
       sendNext(ctx, agent, next);
       return create(pb.FailTaskResponseSchema, { task: taskMsg(updated) });
     },

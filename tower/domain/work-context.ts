@@ -87,7 +87,9 @@ export function createWorkContext(deps: Deps) {
   }
 
   async function claimOnce(agent: ActingAgent, start = false, onlyIfIdle = false): Promise<TaskRow | undefined> {
-    return commit(deps, (tx, emit) => claimIn(tx, emit, agent, start, onlyIfIdle));
+    const t = await commit(deps, (tx, emit) => claimIn(tx, emit, agent, start, onlyIfIdle));
+    if (t) deps.meter?.claimed(t, clock.now());
+    return t;
   }
 
   /**

@@ -64,7 +64,9 @@ export async function nextAfterOutcome(ctx: WorkContext, tx: Store, emit: Emit, 
 
 /** The task nextAfterOutcome() claimed, on the agent's link; back to the queue when the link went away meanwhile. */
 export function sendNext(ctx: WorkContext, agent: ActingAgent, next: TaskRow | undefined): void {
-  if (!next || ctx.handoff?.send(agent, next)) return;
+  if (!next) return;
+  // counted once on its way: one not delivered goes back to the queue uncounted
+  if (ctx.handoff?.send(agent, next)) return void ctx.deps.meter?.claimed(next, ctx.clock.now());
   void releaseClaimed(ctx, agent, next.id).catch((err: Error) =>
     ctx.deps.log.warn("a task claimed for a node that went away could not be given back (its lease expires)", { task_id: next.id, error: err.message }),
   );

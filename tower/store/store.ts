@@ -4,6 +4,7 @@
 import type { AiStore } from "./ai-store.js";
 import type { ApprovalStore } from "./approval-store.js";
 import type { IdempotencyStore } from "./idempotency-store.js";
+import type { MetricsStore } from "./metrics-store.js";
 import type { NodeStateStore } from "./node-state-store.js";
 import type { SecretStore } from "./secret-store.js";
 
@@ -242,8 +243,8 @@ export interface EventQuery {
  * referenced row (domain, mission) is missing, in both dialects. On PostgreSQL such an
  * error also aborts the surrounding transaction: let it propagate, do not catch and go on.
  */
-/** AiStore (tower/store/ai-store.ts): AI sessions, turns, pending actions, docs and artifacts; SecretStore (tower/store/secret-store.ts): encrypted secrets and grants; NodeStateStore (tower/store/node-state-store.ts): the latest state report of each node; ApprovalStore (tower/store/approval-store.ts): what agents ask a person to allow; IdempotencyStore (tower/store/idempotency-store.ts): the keys of idempotent creates. */
-export interface Store extends AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore {
+/** AiStore (tower/store/ai-store.ts): AI sessions, turns, pending actions, docs and artifacts; SecretStore (tower/store/secret-store.ts): encrypted secrets and grants; NodeStateStore (tower/store/node-state-store.ts): the latest state report of each node; ApprovalStore (tower/store/approval-store.ts): what agents ask a person to allow; IdempotencyStore (tower/store/idempotency-store.ts): the keys of idempotent creates; MetricsStore (tower/store/metrics-store.ts): the counts /metrics reads at scrape time. */
+export interface Store extends AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore, MetricsStore {
   readonly dialect: "sqlite" | "postgres";
   /** Applies pending numbered migrations. */
   migrate(): Promise<void>;

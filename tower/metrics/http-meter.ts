@@ -1,0 +1,43 @@
+// HTTP and RPC requests by method, route template and status code, and their duration by route:
+// the route is the pattern Fastify matched (`/work/tasks/:task_id/claim`, or the procedure path
+// `/ep.tower.v1.WorkService/ClaimTask` for Connect, gRPC and gRPC-Web), never the raw URL, so
+// the label set is bounded by the routes the tower serves. A request no route matched is
+// "unmatched". Children are bound once per label set and reused: one map lookup per request.
+import { Counter, Histogram, type Registry } from "prom-client";
+
+const METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+export const UNMATCHED_ROUTE = "unmatched";
+/** Request durations: the hot path's sub-millisecond calls to a long poll's 30 s. */
+export const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2, 10, 30];
+
+export type HttpMeter = (method: string, route: string | undefined, status: number, seconds: number) => void;
+
+export function createHttpMeter(registry: Registry): HttpMeter {
+  const requests = new Counter({
+    name: "ep_http_requests_total",
+    help: "HTTP requests answered (REST, Connect, gRPC, gRPC-Web), by method, route template and status code.",
+    labelNames: ["method", "route", "code"],
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: "ep_http_request_duration_seconds",
+    help: "Time from a request's arrival to its answer, by method and route template.",
+    labelNames: ["method", "route"],
+    buckets: REQUEST_BUCKETS,
+    registers: [registry],
+  });
+  const counted = new Map<string, Counter.Internal>();
+  const timed = new Map<string, Histogram.Internal<string>>();
+  return (rawMethod, rawRoute, status, seconds) => {
+    const method = METHODS.has(rawMethod) ? rawMethod : "other";
+    const route = rawRoute ?? UNMATCHED_ROUTE;
+    const key = `${method} ${route}`;
+    const codeKey = `${key} ${status}`;
+    let c = counted.get(codeKey);
+    if (!c) counted.set(codeKey, (c = requests.labels({ method, route, code: String(status) })));
+    c.inc();
+    let h = timed.get(key);
+    if (!h) timed.set(key, (h = duration.labels({ method, route })));
+    h.observe(seconds);
+  };
+}
