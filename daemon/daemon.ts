@@ -12,6 +12,8 @@ import { daemonHome, daemonSockets, epHome, nodeFile } from "../common/paths.js"
 import type { LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
 import { createAttachGateway, createAttachHub, createTargetResolver, type AttachGateway, type AttachGatewayOptions } from "./attach/index.js";
 import { createFanout, fanoutEnv, type Fanout } from "./fanout/fanout.js";
+import { metricsListenOf, serveMetricsAddress } from "../common/metrics-server.js";
+import { createEpdMetrics } from "./metrics/epd-metrics.js";
 import { serveMgmtSocket } from "./mgmt/mgmt-socket.js";
 import { serveSecretsSocket, type GetSecret } from "./mgmt/secrets-line.js";
 import type { UnixSocketServer } from "./mgmt/socket-server.js";
@@ -111,6 +113,9 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const pollMs = opts.pollMs ?? positiveInt("EP_POLL_MS", env.EP_POLL_MS, 5000);
   const graceMs = opts.shutdownGraceMs ?? positiveInt("EP_SHUTDOWN_GRACE_MS", env.EP_SHUTDOWN_GRACE_MS, 30_000);
   const startedAt = clock.now();
+  // Prometheus metrics on their own address, only when EP_METRICS_LISTEN is set (a bad value is refused here, at start)
+  const metricsListen = metricsListenOf(env.EP_METRICS_LISTEN);
+  const metrics = metricsListen && createEpdMetrics();
   const binDir = await prepareHome(home, opts.epdEntry);
   const baseEnv = runBaseEnv(env);
   const runtimesConfig = await loadRuntimesConfig(runtimesConfigPath(env));
@@ -144,6 +149,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     mcp,
     hidden: [epHome(env), nodeFile(env)], // what no confined run sees: tokens, the tower's data, other runs, the node identity
     profiles: { list: () => fleet.claimers(), place: (profileId) => fleet.taskPlace(profileId) },
+    onRunEnded: metrics && ((run) => metrics.runEnded(run)),
   });
 
   const { attach, link } = linkToTower(opts, {
@@ -180,6 +186,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const fanoutConfig = fanoutEnv(env);
   let fanout: Fanout | undefined;
 
+  let metricsServer: { url: string; close(): Promise<void> } | undefined;
   let mgmtServer: UnixSocketServer | undefined;
   let secretsServer: UnixSocketServer | undefined;
   let stopTimers: (() => void) | undefined;
@@ -213,6 +220,16 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       fanout = fanoutConfig && createFanout({ upstreamUrl: opts.backendUrl, token: opts.identity.token, ...fanoutConfig, clock, log: log.child({ part: "fanout" }) });
       await fanout?.start();
       await fleet.start();
+      if (metrics && metricsListen) {
+        metrics.serve({
+          linkConnected: () => link.state() === "connected",
+          agents: () => ({ local: agents.list().length, profiles: fleet.claimers().length }),
+          running: () => worker.running().length,
+          fanoutClients: () => fanout?.stats().clients,
+        });
+        metricsServer = await serveMetricsAddress(metricsListen, metrics, log.child({ part: "metrics" }));
+        log.info("metrics listening", { url: metricsServer.url });
+      }
       const held = () => new Set([...worker.running().map((r) => r.taskId), ...journal.entries().map((e) => e.taskId)]);
       // the recovery path: while the link is down, idle agents claim on the poll
       stopTimers = startTimers(clock, log, pollMs, () => link.state() !== "connected" && worker.pollAll(), home, held);
@@ -225,7 +242,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       closing ??= inOrder([
         () => worker.shutdown(graceMs), () => compactQuietly(journal, log), () => fleet.close(), () => link.close(), () => fanout?.close(),
         () => attach.close(), () => attachHub.close(), () => runtimes.close(), () => signals.close(),
-        () => Promise.all([mgmtServer?.close(), secretsServer?.close(), mcp.close()]), () => broker.close(), () => tools.close(),
+        () => Promise.all([mgmtServer?.close(), secretsServer?.close(), mcp.close(), metricsServer?.close()]), () => broker.close(), () => tools.close(),
       ]).then(() => log.info("epd stopped"));
       return closing;
     },

@@ -20,6 +20,7 @@ Environment:
   EP_TAKE_TASKS        0 to claim after each wake-up instead of taking work the tower pushes to idle agents (default 1)
   EP_SHUTDOWN_GRACE_MS how long SIGTERM waits for running tasks (default 30000)
   EP_FANOUT_LISTEN     serve the tower's event stream to local clients on this loopback host:port (GET /events, /stats)
+  EP_METRICS_LISTEN    serve Prometheus metrics on this host:port (GET /metrics, no token; off by default)
   EP_LOG_LEVEL         debug | info | warn | error (default info)
 
 get-secret exit codes (docs/secrets.md): 0 printed, 3 denied (not granted, or not a live session), 4 unknown secret, 7 unreachable, 2 usage, 1 other.

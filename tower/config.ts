@@ -2,6 +2,7 @@
 import { join } from "node:path";
 import { towerHome } from "../common/paths.js";
 import { EpError } from "../common/errors.js";
+import { metricsListenOf } from "../common/metrics-server.js";
 import type { OidcConfig } from "./domain/auth.js";
 import type { Role } from "./domain/caller.js";
 import { DEFAULT_LIMITS, type TowerLimits } from "./domain/deps.js";
@@ -42,15 +43,6 @@ export function parseListen(listen: string): { host: string; port: number } {
   if (!m) throw new EpError("invalid_argument", `--listen must be host:port (got ${JSON.stringify(listen)})`);
   const port = Number(m[3]);
   if (port > 65535) throw new EpError("invalid_argument", `--listen port must be at most 65535 (got ${port})`);
-  return { host: m[1] ?? (m[2] || "0.0.0.0"), port };
-}
-
-/** EP_METRICS_LISTEN, when set: host:port, a bad value refused by name. */
-function metricsListenOf(raw: string | undefined): { host: string; port: number } | undefined {
-  if (!raw) return undefined;
-  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(raw);
-  const port = m ? Number(m[3]) : NaN;
-  if (!m || port > 65535) throw new EpError("invalid_argument", `EP_METRICS_LISTEN must be host:port with a port up to 65535 (got ${JSON.stringify(raw)}), e.g. 127.0.0.1:9464`, { field: "EP_METRICS_LISTEN" });
   return { host: m[1] ?? (m[2] || "0.0.0.0"), port };
 }
 

@@ -5,7 +5,7 @@ import { createLogger } from "../common/log.js";
 import { createTower } from "./app.js";
 import { bootstrap } from "./bootstrap.js";
 import { loadConfig } from "./config.js";
-import { serveMetrics } from "./edges/metrics-routes.js";
+import { serveMetricsAddress } from "../common/metrics-server.js";
 import { openStore } from "./store/open-store.js";
 
 const HELP = `ep-tower — the EP backend server (REST, Connect, event stream, console at /ui/)
@@ -46,7 +46,7 @@ async function main(): Promise<void> {
   await tower.app.listen({ host: config.host, port: config.port });
   log.info("listening", { url: config.publicUrl, store: store.dialect });
   if (config.metricsListen) {
-    const served = await serveMetrics(config.metricsListen, tower.metrics, log);
+    const served = await serveMetricsAddress(config.metricsListen, tower.metrics, log);
     tower.onClose(() => served.close());
     log.info("metrics listening", { url: served.url });
   }

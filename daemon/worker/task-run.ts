@@ -144,7 +144,9 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     redactor?.release();
 
     const changes = workspace && (await closeWorkspace(deps, run, workspace, result.ok && !run.stop, tlog));
+    const seconds = (clock.now() - Date.parse(entry.startedAt)) / 1000;
     if (run.stop === "tower_cancel" || run.stop === "lease_lost") {
+      deps.onRunEnded?.({ runtime: agent.runtime, outcome: run.stop === "tower_cancel" ? "cancelled" : "lease_lost", seconds });
       tlog.info("run stopped", { why: run.stop });
       await journal.remove(task.id);
       free();
@@ -152,6 +154,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
       return;
     }
     const outcome = { ...outcomeOf(result, run.stop), ...(changes ? { workspace: changes } : {}) };
+    deps.onRunEnded?.({ runtime: agent.runtime, outcome: outcome.ok ? "succeeded" : "failed", seconds });
     tlog.info("run finished", { ok: outcome.ok, exit_code: outcome.exitCode, error: outcome.error, ...(outcome.denials ? { denials: outcome.denials.length } : {}) });
     dirs.release(workDir); // the run's process group is gone (RunHandle.result): an empty directory can serve the next run
     free();

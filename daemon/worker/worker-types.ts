@@ -15,6 +15,14 @@ import type { SessionTable } from "./sessions.js";
 
 export const OUTPUT_LIMIT = 64 * 1024;
 
+/** A run as epd's metrics see it: the agent's runtime, how it ended, how long it ran. */
+export interface EndedRun {
+  runtime: string;
+  /** succeeded or failed (an outcome for the tower), cancelled (by the tower) or lease_lost */
+  outcome: "succeeded" | "failed" | "cancelled" | "lease_lost";
+  seconds: number;
+}
+
 export interface WorkerDeps {
   tower: TowerClients;
   agents: AgentStore;
@@ -38,6 +46,8 @@ export interface WorkerDeps {
   /** What no confined run may see (EP_HOME, the node identity file): confine.ts covers them */
   hidden?: string[];
   reportBackoff?: { initialMs?: number; maxMs?: number };
+  /** Told of every run that ended, for epd's metrics (daemon/metrics/): a counter and a histogram, never I/O. */
+  onRunEnded?: (run: EndedRun) => void;
   /**
    * Profile agents of agents.toml enrolled at the tower (daemon/fleet): they claim like the
    * agents of agents.json, under their tower agent id, and each task runs as an ephemeral run of
