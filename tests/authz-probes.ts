@@ -280,6 +280,7 @@ const REST: Record<string, (f: Fixture) => Promise<{ path: string; body?: unknow
   "DELETE /auth/session": () => ({ path: "/auth/session" }),
   "GET /healthz": () => ({ path: "/healthz" }),
   "GET /readyz": () => ({ path: "/readyz" }),
+  "GET /metrics": () => ({ path: "/metrics" }),
   "GET /.well-known/jwks.json": () => ({ path: "/.well-known/jwks.json" }),
   "GET /openapi.json": () => ({ path: "/openapi.json" }),
   "GET /ui": () => ({ path: "/ui" }),

@@ -57,6 +57,7 @@ export const MATRIX: { rest: Record<string, Row>; connect: Record<string, Row>; 
     "DELETE /auth/session": "AAAAAA",
     "GET /healthz": "AAAAAA",
     "GET /readyz": "AAAAAA",
+    "GET /metrics": "AAA---",
     "GET /.well-known/jwks.json": "AAAAAA",
     "GET /openapi.json": "AAAAAA",
     "GET /ui": "AAAAAA",
