@@ -5,7 +5,7 @@
 // latency the tower's own records say. The doors: /metrics on the public port refuses anonymous
 // callers and nodes' and agents' tokens; the tower's metrics address serves /metrics alone.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,7 +14,7 @@ import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { Role, Runtime, TaskStatus } from "../gen/ep/tower/v1/resources_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { adminClient, buildBinaries, registerNode, spawnEpd, spawnTowerProcess, stopChild, type EpdProcess, type TowerProcess } from "./epd-harness.js";
-import { freePort, tempHome, waitFor } from "./harness.js";
+import { freePort, ROOT, tempHome, waitFor } from "./harness.js";
 import { optionalTool } from "./optional-tools.js";
 import { writeNodeIdentity } from "../common/node-identity.js";
 import { CLAIM_LATENCY_BUCKETS } from "../tower/metrics/work-meter.js";
@@ -220,6 +220,24 @@ describe.skipIf(prometheusTool.skip || promtoolTool.skip)("metrics scraped by th
     // an unknown path is "unmatched", not its own series
     await fetch(`${s.tower.url}/no/such/path/tsk_12345678`, { headers: { authorization: `Bearer ${s.viewerToken}` } });
     await waitFor(async () => (await one('sum(ep_http_requests_total{job="tower",route="unmatched",code="404"})')) !== undefined, 20_000);
+  });
+
+  it("docs/metrics.md lists every metric both scrapes carry, and every query of docs/grafana-dashboard.json is valid PromQL over them", async () => {
+    const doc = readFileSync(join(ROOT, "docs", "metrics.md"), "utf8");
+    const towerText = await (await fetch(s.towerMetricsUrl)).text();
+    const epdText = await (await fetch(s.epdMetricsUrl)).text();
+    const names = (text: string) => [...new Set([...text.matchAll(/^# TYPE (ep_\w+) /gm)].map((m) => m[1]))];
+    const exported = [...names(towerText), ...names(epdText)];
+    expect(exported.length).toBeGreaterThan(15);
+    expect(exported.filter((n) => !doc.includes(`\`${n}\``))).toEqual([]);
+    const dashboard = JSON.parse(readFileSync(join(ROOT, "docs", "grafana-dashboard.json"), "utf8")) as { panels: { title: string; targets: { expr: string }[] }[] };
+    const exprs = dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr));
+    expect(exprs.length).toBeGreaterThan(10);
+    for (const expr of exprs) {
+      const query = expr.replaceAll("$tower", "tower").replaceAll("$epd", "epd").replaceAll("$__rate_interval", "1m");
+      await promql(query); // throws with Prometheus's parse error
+      for (const m of query.matchAll(/\b(ep_[a-z_]+?)(?:_bucket|_sum|_count)?\b/g)) expect(exported, `${expr} names ${m[1]}`).toContain(m[1]);
+    }
   });
 
   it("the public port's /metrics refuses an anonymous caller (401), a node's and an agent's token (403)", async () => {
