@@ -22,6 +22,8 @@ import { CLAIM_LATENCY_BUCKETS } from "../tower/metrics/work-meter.js";
 const prometheusTool = optionalTool("prometheus", { pkg: "prometheus", suite: "metrics-prometheus" });
 const promtoolTool = optionalTool("promtool", { pkg: "prometheus", suite: "metrics-prometheus" });
 
+/** what a tower on SQLite (this test's) does not export: the relay between PostgreSQL replicas */
+const ONLY_ON_POSTGRES = ["ep_event_replication_lag"];
 const SERVED_TASKS = 4;
 const QUEUED_TASKS = 3;
 
@@ -229,14 +231,14 @@ describe.skipIf(prometheusTool.skip || promtoolTool.skip)("metrics scraped by th
     const names = (text: string) => [...new Set([...text.matchAll(/^# TYPE (ep_\w+) /gm)].map((m) => m[1]))];
     const exported = [...names(towerText), ...names(epdText)];
     expect(exported.length).toBeGreaterThan(15);
-    expect(exported.filter((n) => !doc.includes(`\`${n}\``))).toEqual([]);
+    expect([...exported, ...ONLY_ON_POSTGRES].filter((n) => !doc.includes(`\`${n}\``))).toEqual([]);
     const dashboard = JSON.parse(readFileSync(join(ROOT, "docs", "grafana-dashboard.json"), "utf8")) as { panels: { title: string; targets: { expr: string }[] }[] };
     const exprs = dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr));
     expect(exprs.length).toBeGreaterThan(10);
     for (const expr of exprs) {
       const query = expr.replaceAll("$tower", "tower").replaceAll("$epd", "epd").replaceAll("$__rate_interval", "1m");
       await promql(query); // throws with Prometheus's parse error
-      for (const m of query.matchAll(/\b(ep_[a-z_]+?)(?:_bucket|_sum|_count)?\b/g)) expect(exported, `${expr} names ${m[1]}`).toContain(m[1]);
+      for (const m of query.matchAll(/\b(ep_[a-z_]+?)(?:_bucket|_sum|_count)?\b/g)) expect([...exported, ...ONLY_ON_POSTGRES], `${expr} names ${m[1]}`).toContain(m[1]);
     }
   });
 

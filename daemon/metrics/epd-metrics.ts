@@ -3,7 +3,8 @@
 // that ended (by runtime and outcome: bounded words, no task or agent id), the local fan-out's
 // clients. What changes on a run is a counter and a histogram child bound once; the rest is read
 // from the daemon's parts when Prometheus scrapes.
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Gauge, Registry } from "prom-client";
+import { HotCounter, HotHistogram } from "../../common/hot-metrics.js";
 import { registerProcessMetrics } from "../../common/process-metrics.js";
 import type { EndedRun } from "../worker/worker-types.js";
 
@@ -32,15 +33,15 @@ export interface EpdMetrics {
 export function createEpdMetrics(): EpdMetrics {
   const registry = new Registry();
   registerProcessMetrics(registry);
-  const runs = new Counter({ name: "ep_node_runs_total", help: "Runs that ended on this node, by runtime and outcome.", labelNames: ["runtime", "outcome"], registers: [registry] });
-  const duration = new Histogram({ name: "ep_node_run_duration_seconds", help: "How long runs on this node took, by runtime and outcome.", labelNames: ["runtime", "outcome"], buckets: RUN_BUCKETS, registers: [registry] });
-  const children = new Map<string, { runs: Counter.Internal; duration: Histogram.Internal<string> }>();
+  const runs = new HotCounter({ name: "ep_node_runs_total", help: "Runs that ended on this node, by runtime and outcome.", labelNames: ["runtime", "outcome"], registry });
+  const duration = new HotHistogram({ name: "ep_node_run_duration_seconds", help: "How long runs on this node took, by runtime and outcome.", labelNames: ["runtime", "outcome"], buckets: RUN_BUCKETS, registry });
+  const children = new Map<string, { runs: ReturnType<HotCounter["child"]>; duration: ReturnType<HotHistogram["child"]> }>();
   return {
     registry,
     runEnded(run) {
       const key = `${run.runtime} ${run.outcome}`;
       let c = children.get(key);
-      if (!c) children.set(key, (c = { runs: runs.labels(run.runtime, run.outcome), duration: duration.labels(run.runtime, run.outcome) }));
+      if (!c) children.set(key, (c = { runs: runs.child(run.runtime, run.outcome), duration: duration.child(run.runtime, run.outcome) }));
       c.runs.inc();
       c.duration.observe(Math.max(0, run.seconds));
     },

@@ -3,7 +3,8 @@
 // `/ep.tower.v1.WorkService/ClaimTask` for Connect, gRPC and gRPC-Web), never the raw URL, so
 // the label set is bounded by the routes the tower serves. A request no route matched is
 // "unmatched". Children are bound once per label set and reused: one map lookup per request.
-import { Counter, Histogram, type Registry } from "prom-client";
+import type { Registry } from "prom-client";
+import { HotCounter, HotHistogram } from "../../common/hot-metrics.js";
 
 const METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
 export const UNMATCHED_ROUTE = "unmatched";
@@ -13,31 +14,33 @@ export const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 
 export type HttpMeter = (method: string, route: string | undefined, status: number, seconds: number) => void;
 
 export function createHttpMeter(registry: Registry): HttpMeter {
-  const requests = new Counter({
+  const requests = new HotCounter({
     name: "ep_http_requests_total",
     help: "HTTP requests answered (REST, Connect, gRPC, gRPC-Web), by method, route template and status code.",
     labelNames: ["method", "route", "code"],
-    registers: [registry],
+    registry,
   });
-  const duration = new Histogram({
+  const duration = new HotHistogram({
     name: "ep_http_request_duration_seconds",
     help: "Time from a request's arrival to its answer, by method and route template.",
     labelNames: ["method", "route"],
     buckets: REQUEST_BUCKETS,
-    registers: [registry],
+    registry,
   });
-  const counted = new Map<string, Counter.Internal>();
-  const timed = new Map<string, Histogram.Internal<string>>();
+  // route → method → status: strings Fastify keeps (their hashes cached) and a number, never a key built per request
+  const byRoute = new Map<string, Map<string, Map<number, { count: ReturnType<HotCounter["child"]>; time: ReturnType<HotHistogram["child"]> }>>>();
   return (rawMethod, rawRoute, status, seconds) => {
-    const method = METHODS.has(rawMethod) ? rawMethod : "other";
     const route = rawRoute ?? UNMATCHED_ROUTE;
-    const key = `${method} ${route}`;
-    const codeKey = `${key} ${status}`;
-    let c = counted.get(codeKey);
-    if (!c) counted.set(codeKey, (c = requests.labels({ method, route, code: String(status) })));
-    c.inc();
-    let h = timed.get(key);
-    if (!h) timed.set(key, (h = duration.labels({ method, route })));
-    h.observe(seconds);
+    let methods = byRoute.get(route);
+    if (!methods) byRoute.set(route, (methods = new Map()));
+    let codes = methods.get(rawMethod);
+    if (!codes) methods.set(rawMethod, (codes = new Map()));
+    let series = codes.get(status);
+    if (!series) {
+      const method = METHODS.has(rawMethod) ? rawMethod : "other";
+      codes.set(status, (series = { count: requests.child(method, route, String(status)), time: duration.child(method, route) }));
+    }
+    series.count.inc();
+    series.time.observe(seconds);
   };
 }

@@ -1,8 +1,9 @@
 // The work path's measurements (the WorkMeter of tower/domain/deps.ts): submit→claim latency,
 // run duration and outcomes. Called after each commit, on the hot path, so each call is a map
-// update and one pre-bound histogram or counter child: no label hashing, no I/O, no allocation
+// update and pre-bound series (common/hot-metrics.ts): no label hashing, no I/O, no allocation
 // beyond the map entry. Cardinality is fixed: outcome is one of four words, no task or domain id.
-import { Counter, Histogram, type Registry } from "prom-client";
+import type { Registry } from "prom-client";
+import { HotCounter, HotHistogram } from "../../common/hot-metrics.js";
 import type { WorkMeter } from "../domain/deps.js";
 import type { TaskRow } from "../store/store.js";
 
@@ -21,24 +22,24 @@ const OUTCOMES = ["succeeded", "failed", "requeued", "released"] as const;
 export const CLAIMS_REMEMBERED = 100_000;
 
 export function createWorkMeter(registry: Registry): WorkMeter {
-  const claimLatency = new Histogram({
+  const claimLatency = new HotHistogram({
     name: "ep_task_claim_latency_seconds",
     help: "Time from a task's submission to its first claim (attempt 1), on the replica that claimed it.",
     buckets: CLAIM_LATENCY_BUCKETS,
-    registers: [registry],
-  });
-  const runDuration = new Histogram({
+    registry,
+  }).child();
+  const runDuration = new HotHistogram({
     name: "ep_task_run_duration_seconds",
     help: "Time from a claim to the outcome its agent reported, when the same replica saw both.",
     labelNames: ["outcome"],
     buckets: RUN_DURATION_BUCKETS,
-    registers: [registry],
+    registry,
   });
-  const claims = new Counter({ name: "ep_task_claims_total", help: "Tasks claimed (every attempt), on this replica.", registers: [registry] });
-  const outcomes = new Counter({ name: "ep_task_outcomes_total", help: "Outcomes agents reported, on this replica.", labelNames: ["outcome"], registers: [registry] });
-  // children bound once: observe() on a child skips hashing the label set every call
-  const durationOf = Object.fromEntries(OUTCOMES.map((o) => [o, runDuration.labels(o)]));
-  const outcomeOf = Object.fromEntries(OUTCOMES.map((o) => [o, outcomes.labels(o)]));
+  const claims = new HotCounter({ name: "ep_task_claims_total", help: "Tasks claimed (every attempt), on this replica.", registry }).child();
+  const outcomes = new HotCounter({ name: "ep_task_outcomes_total", help: "Outcomes agents reported, on this replica.", labelNames: ["outcome"], registry });
+  // every outcome's series bound (and exported as 0) from the start
+  const durationOf = Object.fromEntries(OUTCOMES.map((o) => [o, runDuration.child(o)]));
+  const outcomeOf = Object.fromEntries(OUTCOMES.map((o) => [o, outcomes.child(o)]));
   const claimedAt = new Map<string, number>();
 
   return {
