@@ -94,8 +94,8 @@ export class HotHistogram extends HotMetric<HistogramSeries> {
     const values: Value[] = [];
     for (const s of this.series.values()) {
       let acc = 0;
-      this.bounds.forEach((le, i) => values.push({ labels: { ...s.labels, le: String(le) }, value: (acc += s.counts[i]), metricName: `${this.name}_bucket` }));
-      values.push({ labels: { ...s.labels, le: "+Inf" }, value: s.count, metricName: `${this.name}_bucket` });
+      this.bounds.forEach((le, i) => values.push({ labels: { le: String(le), ...s.labels }, value: (acc += s.counts[i]), metricName: `${this.name}_bucket` }));
+      values.push({ labels: { le: "+Inf", ...s.labels }, value: s.count, metricName: `${this.name}_bucket` });
       values.push({ labels: s.labels, value: s.sum, metricName: `${this.name}_sum` });
       values.push({ labels: s.labels, value: s.count, metricName: `${this.name}_count` });
     }
