@@ -11,6 +11,9 @@ import { Runtime, TaskStatus, type Task } from "../gen/ep/tower/v1/resources_pb.
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { ErrorDetailSchema } from "../gen/ep/errors/v1/errors_pb.js";
 import { startTower, waitFor, type TestTower } from "./harness.js";
+import { freshSchema, requirePg, skipPg } from "./replicas-harness.js";
+
+requirePg("session (PostgreSQL case)");
 
 type Up = MessageInitShape<typeof SessionRequestSchema>;
 
@@ -89,9 +92,18 @@ const complete = (seq: bigint, task: Task, agentIdle = false, leaseId = task.lea
   message: { case: "outcome", value: { seq, outcome: { case: "complete", value: { taskId: task.id, agentId: task.claimedBy, leaseId, agentIdle, result: { output: `done ${task.id}` } } } } },
 });
 
+/** A tower on SQLite, or on a fresh PostgreSQL schema (the other dialect's group commit). */
+async function towerOn(dialect: "sqlite" | "postgres"): Promise<TestTower> {
+  if (dialect === "sqlite") return startTower();
+  const schema = await freshSchema();
+  closers.push(() => schema.drop());
+  return startTower({ env: { EP_DATABASE_URL: schema.url } });
+}
+
 describe("NodeService.Session", () => {
-  it("hands work down and takes outcomes up: several at once each committed and acked by seq, a refused one alone refused, the next task handed over", async () => {
-    const t = await startTower();
+  it.each(["sqlite", "postgres"] as const)("hands work down and takes outcomes up: several at once each committed and acked by seq, a refused one alone refused, the next task handed over (%s)", async (dialect) => {
+    if (dialect === "postgres" && skipPg) return;
+    const t = await towerOn(dialect);
     closers.push(() => t.close());
     const f = await fleet(t, 3);
     await f.submit(4);
