@@ -32,6 +32,12 @@ describe("scrape-time gauges", () => {
     expect(await lines(registry, "ep_event_replication_lag")).toEqual([]);
   });
 
+  it("say how far this replica's relay trails the log, with replication", async () => {
+    const registry = new Registry();
+    registerScrapeGauges(registry, { counts: async () => empty, lastEventId: async () => 120, linkedNodes: () => 0, streamSubscribers: () => 0, replicationCursor: () => 100 }, 1000, () => 0);
+    expect(await lines(registry, "ep_event_replication_lag")).toEqual(["ep_event_replication_lag 20"]);
+  });
+
   it(`name at most ${MAX_DOMAIN_LABELS} domains; the rest are summed under ${OTHER_DOMAINS}`, async () => {
     const domains = Array.from({ length: MAX_DOMAIN_LABELS + 5 }, (_, i) => ({ id: `dom_${i}`, name: `d${String(i).padStart(4, "0")}` }));
     const tasks = domains.map((d) => ({ domainId: d.id, status: "queued", count: 1 }));
