@@ -36,6 +36,7 @@ export const OTHER_ROUTES: OtherRoute[] = [
   { method: "GET", url: "/readyz", summary: "Readiness: the store answers (503 when it does not).", public: true },
   { method: "GET", url: "/.well-known/jwks.json", summary: "The public keys node JWTs are signed with.", public: true },
   { method: "GET", url: "/openapi.json", summary: "This document.", public: true },
+  { method: "GET", url: "/metrics", summary: "Prometheus metrics (text format 0.0.4); a viewer, operator or admin token (docs/metrics.md).", produces: "text/plain" },
   { method: "GET", url: "/ui", summary: "The web console (HTML).", public: true, produces: "text/html" },
   { method: "GET", url: "/ui/*", summary: "The web console's files.", public: true, produces: "*/*" },
   { method: "POST", url: "/auth/session", summary: "Console login: a one-time ticket or a token becomes an HttpOnly session cookie bound to it.", public: true, body: json({ ticket: str, token: str }) },
