@@ -13,7 +13,6 @@ import type { LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
 import { createAttachGateway, createAttachHub, createTargetResolver, type AttachGateway, type AttachGatewayOptions } from "./attach/index.js";
 import { createFanout, fanoutEnv, type Fanout } from "./fanout/fanout.js";
 import { metricsListenOf, serveMetricsAddress } from "../common/metrics-server.js";
-import { createEpdMetrics } from "./metrics/epd-metrics.js";
 import { serveMgmtSocket } from "./mgmt/mgmt-socket.js";
 import { serveSecretsSocket, type GetSecret } from "./mgmt/secrets-line.js";
 import type { UnixSocketServer } from "./mgmt/socket-server.js";
@@ -118,7 +117,8 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const startedAt = clock.now();
   // Prometheus metrics on their own address, only when EP_METRICS_LISTEN is set (a bad value is refused here, at start)
   const metricsListen = metricsListenOf(env.EP_METRICS_LISTEN);
-  const metrics = metricsListen && createEpdMetrics();
+  // prom-client is loaded only then: a node without metrics does not pay for it at start
+  const metrics = metricsListen && (await import("./metrics/epd-metrics.js")).createEpdMetrics();
   const binDir = await prepareHome(home, opts.epdEntry);
   const baseEnv = runBaseEnv(env);
   const runtimesConfig = await loadRuntimesConfig(runtimesConfigPath(env));
