@@ -58,6 +58,9 @@ class Tracked {
   has(pid: number): boolean {
     return this.first.has(pid);
   }
+  get size(): number {
+    return this.first.size;
+  }
   totalMs(): number {
     let sum = 0;
     for (const [pid, first] of this.first) sum += this.last.get(pid)! - first;
@@ -68,8 +71,8 @@ class Tracked {
 export type Role = "server" | "worker" | "submitter" | "database";
 
 export interface CpuWindow {
-  /** CPU ms of each role since start() */
-  stop(): Promise<Record<Role, number>>;
+  /** CPU ms of each role since start(), and how many database processes counted */
+  stop(): Promise<Record<Role, number> & { databaseProcesses: number }>;
 }
 
 export interface CpuTargets {
@@ -130,7 +133,8 @@ export async function startCpuWindow(t: CpuTargets): Promise<CpuWindow> {
       await sampling;
       for (const r of Object.values(roles)) r.sample();
       await monitor?.end();
-      return { server: roles.server.totalMs(), worker: roles.worker.totalMs(), submitter: roles.submitter.totalMs(), database: roles.database.totalMs() };
+      const database = roles.database.totalMs();
+      return { server: roles.server.totalMs(), worker: roles.worker.totalMs(), submitter: roles.submitter.totalMs(), database, databaseProcesses: roles.database.size };
     },
   };
 }

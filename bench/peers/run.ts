@@ -15,6 +15,7 @@ import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { PG_URL } from "../../tests/replicas-harness.js";
+import { withDefaultUser } from "../../tower/store/postgres/pg-support.js";
 import { HERE } from "./child.js";
 import { setupEp } from "./ep-system.js";
 import type { System } from "./peer-config.js";
@@ -57,7 +58,7 @@ if (systems.some((s) => !s.startsWith("ep-")) && !existsSync(join(HERE, "node_mo
 
 const base = {
   concurrency: count("workers"),
-  pgUrl: PG_URL,
+  pgUrl: withDefaultUser(PG_URL),
   redisUrl: process.env.EP_BENCH_REDIS_URL ?? "redis://127.0.0.1:6379/14",
   pgBossBatch: count("pgboss-batch"),
   runId: randomBytes(3).toString("hex"),

@@ -19,6 +19,8 @@ export interface Throughput {
   jobsPerS: number;
   /** CPU ms per job by role, and in all */
   cpuMsPerJob: Record<Role | "all", number>;
+  /** how many processes of PostgreSQL or Redis the database CPU is the sum of */
+  databaseProcesses?: number;
   outcomes?: Record<string, number>;
 }
 
@@ -70,6 +72,7 @@ export async function throughput(setup: Setup, system: System, o: SetupOptions &
       seconds: +seconds.toFixed(2),
       jobsPerS: Math.round(o.jobs / seconds),
       cpuMsPerJob: { server: per(ms.server), worker: per(ms.worker), submitter: per(ms.submitter), database: per(ms.database), all: per(all) },
+      databaseProcesses: ms.databaseProcesses,
       outcomes: await run.outcomes?.(),
     };
   } finally {
