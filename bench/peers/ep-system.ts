@@ -99,7 +99,10 @@ export async function setupEp(store: "sqlite" | "pg", o: SetupOptions): Promise<
     },
     async outcomes() {
       const rows = await reader.count("SELECT status, count(*) AS n FROM tasks GROUP BY status");
-      return Object.fromEntries(rows.map((r) => [r.status as string, Number(r.n)]));
+      const counts: Record<string, number> = Object.fromEntries(rows.map((r) => [`tasks ${r.status as string}`, Number(r.n)]));
+      // what epd complained of (a warning per task would be a cost of its own)
+      for (const l of e.logs) if (l.level === "warn" || l.level === "error" || l.raw) counts[`epd ${l.level ?? "raw"}: ${String(l.msg ?? l.raw).slice(0, 80)}`] = (counts[`epd ${l.level ?? "raw"}: ${String(l.msg ?? l.raw).slice(0, 80)}`] ?? 0) + 1;
+      return counts;
     },
     close,
   };
