@@ -33,7 +33,11 @@ export async function setupEp(store: "sqlite" | "pg", o: SetupOptions): Promise<
   let epd: EpdProcess | undefined;
   let submitter: Child | undefined;
   let db: { count(sql: string): Promise<Record<string, unknown>[]>; close(): Promise<void> } | undefined;
+  const killOnExit = () => {
+    for (const c of [tower?.child, epd?.child]) if (c && c.exitCode === null && !c.signalCode) c.kill("SIGKILL");
+  };
   const close = async () => {
+    process.off("exit", killOnExit);
     await submitter?.stop();
     await epd?.stop();
     await db?.close();
@@ -65,6 +69,8 @@ export async function setupEp(store: "sqlite" | "pg", o: SetupOptions): Promise<
     epd = await spawnEpd({ home: home.dir, nodeFile, backendUrl: tower.url, env: { EP_LOG_LEVEL: o.latency ? "info" : "warn", EP_POLL_MS: "60000" } });
     for (let i = 0; i < o.concurrency; i++) await epd.call("agent.enroll", { domainId, runtime: "shell", name: `bench-${i}` });
 
+    // a bench stopped on the way (an error, Ctrl-C) must not leave a tower or an epd behind
+    process.on("exit", killOnExit);
     db = store === "pg" ? await pgReader(o.pgUrl, schema!.name) : sqliteReader(join(home.dir, "tower", "ep.db"));
     submitter = await startChild("submitter.ts", { system: "ep", url: tower.url, token: adminToken, missionId });
   } catch (err) {

@@ -39,6 +39,17 @@ function latencyTable(rows: Latency[]): string[] {
   return out;
 }
 
+/** Both scenarios in one table, the shape of issue 37's "Where it stands". */
+function docsTable(t: Throughput[], l: Latency[]): string[] {
+  const out = ["| system | jobs/s | CPU ms per job, all processes (server + worker + submitter + database) | submit → start p50 / p99 ms |", "|---|---:|---:|---:|"];
+  for (const x of [...t].sort((a, b) => b.jobsPerS - a.jobsPerS)) {
+    const c = x.cpuMsPerJob;
+    const lat = l.find((y) => y.system === x.system);
+    out.push(`| ${DISPLAY[x.system]} | ${int(x.jobsPerS)} | ${f(c.all)} (${f(c.server)} + ${f(c.worker)} + ${f(c.submitter)} + ${f(c.database)}) | ${lat ? `${f(lat.p50)} / ${f(lat.p99)}` : "–"} |`);
+  }
+  return out;
+}
+
 export function printRound(r: Round): void {
   const lines = [`### Round ${r.index} (order: ${r.order.join(", ")}; load average 1 min: ${f(r.loadBefore)} before, ${f(r.loadAfter)} after)`, ""];
   if (r.throughput.length) lines.push(...throughputTable(r.throughput), "");
@@ -98,6 +109,7 @@ export function printSummary(rounds: Round[], setup: { cores: number; jobs: numb
   if (m.latency.length) {
     lines.push(`Latency: ${setup.latencyJobs.toLocaleString("en-US")} jobs at an open-loop ${setup.rate}/s to ${setup.workers} idle workers.`, "", ...latencyTable(m.latency), "");
   }
+  if (m.throughput.length && m.latency.length) lines.push("For docs/PERFORMANCE.md (medians):", "", ...docsTable(m.throughput, m.latency), "");
   lines.push("Targets (issue 37), round by round and on the medians:", "");
   for (const r of rounds) for (const line of targets(r.throughput, r.latency)) lines.push(`- round ${r.index}: ${line}`);
   for (const line of targets(m.throughput, m.latency)) lines.push(`- medians: ${line}`);

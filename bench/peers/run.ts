@@ -23,6 +23,9 @@ import { setupPeer } from "./peer-systems.js";
 import { latency, throughput, type Latency, type Setup, type Throughput } from "./scenarios.js";
 import { printRound, printSummary, type Round } from "./report.js";
 
+// Ctrl-C runs the exit hooks that stop the towers and epds this run started
+process.once("SIGINT", () => process.exit(130));
+
 const ALL: System[] = ["bullmq", "pg-boss", "graphile-worker", "ep-sqlite", "ep-pg"];
 const { values } = parseArgs({
   options: {
