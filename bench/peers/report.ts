@@ -34,8 +34,8 @@ function throughputTable(rows: Throughput[]): string[] {
 }
 
 function latencyTable(rows: Latency[]): string[] {
-  const out = ["| system | submit → start p50 ms | p99 ms | max ms | EP: submit → tower's task.running commit p50 / p99 ms |", "|---|---:|---:|---:|---:|"];
-  for (const l of rows) out.push(`| ${DISPLAY[l.system]} | ${f(l.p50)} | ${f(l.p99)} | ${f(l.max)} | ${l.alt ? `${f(l.alt.p50)} / ${f(l.alt.p99)}` : "–"} |`);
+  const out = ["| system | submit → start p50 ms | p99 ms | max ms | EP: submit → tower's task.running commit p50 / p99 ms | submits failed |", "|---|---:|---:|---:|---:|---:|"];
+  for (const l of rows) out.push(`| ${DISPLAY[l.system]} | ${f(l.p50)} | ${f(l.p99)} | ${f(l.max)} | ${l.alt ? `${f(l.alt.p50)} / ${f(l.alt.p99)}` : "–"} | ${l.failedSubmits ?? 0} |`);
   return out;
 }
 
@@ -74,7 +74,8 @@ function medians(rounds: Round[]): { throughput: Throughput[]; latency: Latency[
     if (ls.length) {
       const m = (pick: (l: Latency) => number) => median(ls.map(pick));
       const alt = ls[0].alt ? { what: ls[0].alt.what, p50: m((l) => l.alt!.p50), p99: m((l) => l.alt!.p99), max: m((l) => l.alt!.max) } : undefined;
-      latency.push({ system: s, jobs: ls[0].jobs, rate: ls[0].rate, p50: m((l) => l.p50), p99: m((l) => l.p99), max: m((l) => l.max), ...(alt ? { alt } : {}) });
+      const failedSubmits = ls.reduce((sum, l) => sum + (l.failedSubmits ?? 0), 0);
+      latency.push({ system: s, jobs: ls[0].jobs, rate: ls[0].rate, p50: m((l) => l.p50), p99: m((l) => l.p99), max: m((l) => l.max), ...(alt ? { alt } : {}), ...(failedSubmits ? { failedSubmits } : {}) });
     }
   }
   return { throughput, latency };

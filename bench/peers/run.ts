@@ -3,7 +3,7 @@
 // same no-op jobs through each, in alternating rounds. See bench/peers/README.md.
 //   npm ci --prefix bench/peers   (once; the peer libraries live in bench/peers/node_modules)
 //   node scripts/run-ts.mjs bench/peers/run.ts [--rounds 3] [--jobs 5000] [--workers 16]
-//     [--rate 200] [--latency-jobs 2000] [--warmup 200] [--submit-concurrency 8]
+//     [--rate 200] [--latency-jobs 2000] [--warmup 200] [--submit-concurrency 8] [--submit-in-flight 16]
 //     [--systems bullmq,pg-boss,graphile-worker,ep-sqlite,ep-pg] [--scenarios throughput,latency]
 //     [--pgboss-batch 50] [--json]
 // PostgreSQL: EP_TEST_PG_URL (default postgres://127.0.0.1:5432/test), fresh schemas, dropped
@@ -36,6 +36,8 @@ const { values } = parseArgs({
     "latency-jobs": { type: "string", default: "2000" },
     warmup: { type: "string", default: "200" },
     "submit-concurrency": { type: "string", default: "8" },
+    // the latency scenario's cap on outstanding submit calls (a client's connection pool)
+    "submit-in-flight": { type: "string", default: "16" },
     systems: { type: "string", default: ALL.join(",") },
     scenarios: { type: "string", default: "throughput,latency" },
     "pgboss-batch": { type: "string", default: "50" },
@@ -82,7 +84,7 @@ for (let r = 0; r < rounds; r++) {
       if (values.json) console.log(JSON.stringify({ round: r + 1, scenario: "throughput", ...t }));
     }
     if (scenarios.includes("latency")) {
-      const l: Latency = await latency(setup, system, { ...base, latency: true, jobs: count("latency-jobs"), warmup, rate: count("rate") });
+      const l: Latency = await latency(setup, system, { ...base, latency: true, jobs: count("latency-jobs"), warmup, rate: count("rate"), inFlight: count("submit-in-flight") });
       round.latency.push(l);
       if (values.json) console.log(JSON.stringify({ round: r + 1, scenario: "latency", ...l }));
     }

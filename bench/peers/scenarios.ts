@@ -32,6 +32,8 @@ export interface Latency {
   p99: number;
   max: number;
   alt?: { what: string; p50: number; p99: number; max: number };
+  /** submit calls that failed (an overloaded system); their jobs are not in the figures */
+  failedSubmits?: number;
 }
 
 export type Setup = (system: System, o: SetupOptions) => Promise<SystemRun>;
@@ -80,18 +82,42 @@ export async function throughput(setup: Setup, system: System, o: SetupOptions &
   }
 }
 
-export async function latency(setup: Setup, system: System, o: SetupOptions & { jobs: number; warmup: number; rate: number }): Promise<Latency> {
+export async function latency(setup: Setup, system: System, o: SetupOptions & { jobs: number; warmup: number; rate: number; inFlight: number }): Promise<Latency> {
   const run = await setup(system, { ...o, latency: true });
+  let committed = 0;
+  let failedSubmits = 0;
   try {
-    const offer = async (label: string, count: number, before: number) => {
-      const { started } = await submitAndWait<{ started: [string, number][] }>(run, { cmd: "rate", count, rate: o.rate, label }, before, count);
-      return run.startTimes(label, count, started);
+    const offer = async (label: string, count: number) => {
+      type Offered = { started: [string, number][]; failed: number; error?: string };
+      // how many outcomes to wait for is known once the submitter says how many calls failed
+      const a = await run.submitter.request<Offered>({ cmd: "rate", count, rate: o.rate, inFlight: o.inFlight, label });
+      failedSubmits += a.failed;
+      if (a.failed) console.error(`${system}: ${a.failed} of ${count} submits failed at ${o.rate}/s (${a.error})`);
+      await waitCommitted(run, committed + a.started.length);
+      committed += a.started.length;
+      return run.startTimes(label, a.started.length, a.started);
     };
-    if (o.warmup) await offer("warm", o.warmup, 0);
-    const times = await offer("lat", o.jobs, o.warmup);
+    if (o.warmup) await offer("warm", o.warmup);
+    failedSubmits = 0;
+    const times = await offer("lat", o.jobs);
     const figures = (xs: number[]) => ({ p50: pct(xs, 50), p99: pct(xs, 99), max: pct(xs, 100) });
-    return { system, jobs: o.jobs, rate: o.rate, ...figures(times.start), ...(times.alt ? { alt: { what: times.alt.what, ...figures(times.alt.values) } } : {}) };
+    return {
+      system,
+      jobs: o.jobs,
+      rate: o.rate,
+      ...figures(times.start),
+      ...(times.alt ? { alt: { what: times.alt.what, ...figures(times.alt.values) } } : {}),
+      ...(failedSubmits ? { failedSubmits } : {}),
+    };
   } finally {
     await run.close();
+  }
+}
+
+async function waitCommitted(run: SystemRun, target: number): Promise<void> {
+  const deadline = Date.now() + TIMEOUT_MS;
+  while ((await run.committed(target)) < target) {
+    if (Date.now() > deadline) throw new Error(`${run.system}: ${target} outcomes not committed within ${TIMEOUT_MS / 1000} s (${await run.committed(target)} are)`);
+    await new Promise((r) => setTimeout(r, POLL_MS));
   }
 }

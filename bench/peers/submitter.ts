@@ -9,8 +9,8 @@
 // IPC from run.ts:
 //   {cmd:"burst", count, concurrency, label}: `count` jobs with `concurrency` calls in flight, as
 //     fast as the system takes them; answers {seconds}.
-//   {cmd:"rate", count, rate, label}: open loop, one call every 1/rate s (timers, no busy wait);
-//     answers {started: [[jobId, t0]]}. Every job carries {l: label, t0}: t0 is the wall time
+//   {cmd:"rate", count, rate, inFlight, label}: open loop, one call every 1/rate s (timers, no
+//     busy wait), at most inFlight outstanding; answers {started: [[jobId, t0]], failed}. Every job carries {l: label, t0}: t0 is the wall time
 //     (ms, sub-millisecond) at which its submit call started.
 import { performance } from "node:perf_hooks";
 import { configFromEnv, type SubmitConfig } from "./peer-config.js";
@@ -81,25 +81,42 @@ async function burst(count: number, concurrency: number, label: string): Promise
   return { seconds: (performance.now() - start) / 1000 };
 }
 
-async function atRate(count: number, rate: number, label: string): Promise<{ started: [string, number][] }> {
+/**
+ * Open loop: job i is due at i/rate s. At most `inFlight` calls are outstanding, as a client's pool
+ * of connections allows (pg-boss's and graphile-worker's pools hold 16): a job due while all are
+ * busy waits for one, and its latency still starts when it was due. A call that fails is counted,
+ * not retried (an overloaded system shows as failures beside its latencies).
+ */
+async function atRate(count: number, rate: number, inFlight: number, label: string): Promise<{ started: [string, number][]; failed: number; error?: string }> {
   const started: [string, number][] = [];
-  const pending: Promise<unknown>[] = [];
+  let failed = 0;
+  let error: string | undefined;
+  const pending = new Set<Promise<unknown>>();
   const start = performance.now();
   for (let i = 0; i < count; i++) {
     const wait = start + (i * 1000) / rate - performance.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     const t0 = wallNow();
-    pending.push(submit({ l: label, t0 }, i).then((id) => started.push([id, t0])));
+    while (pending.size >= inFlight) await Promise.race(pending);
+    const call: Promise<unknown> = submit({ l: label, t0 }, i).then(
+      (id) => started.push([id, t0]),
+      (err: Error) => {
+        failed++;
+        error ??= err.message;
+      },
+    );
+    pending.add(call);
+    void call.finally(() => pending.delete(call));
   }
   await Promise.all(pending);
-  return { started };
+  return { started, failed, ...(error ? { error } : {}) };
 }
 
-type Command = { cmd: "burst"; count: number; concurrency: number; label: string } | { cmd: "rate"; count: number; rate: number; label: string } | { cmd: "stop" };
+type Command = { cmd: "burst"; count: number; concurrency: number; label: string } | { cmd: "rate"; count: number; rate: number; inFlight: number; label: string } | { cmd: "stop" };
 process.on("message", async (m: Command) => {
   try {
     if (m.cmd === "burst") process.send!(await burst(m.count, m.concurrency, m.label));
-    else if (m.cmd === "rate") process.send!(await atRate(m.count, m.rate, m.label));
+    else if (m.cmd === "rate") process.send!(await atRate(m.count, m.rate, m.inFlight, m.label));
     else {
       await close();
       process.exit(0);
