@@ -66,7 +66,7 @@ export async function setupEp(store: "sqlite" | "pg", o: SetupOptions): Promise<
     runNothing(home.dir);
     // the poll is a minute: every claim comes from the link, as in production; in the latency
     // scenario epd logs each run's end at info, the observable of its start (see startTimes)
-    epd = await spawnEpd({ home: home.dir, nodeFile, backendUrl: tower.url, env: { EP_LOG_LEVEL: o.latency ? "info" : "warn", EP_POLL_MS: "60000" } });
+    epd = await spawnEpd({ home: home.dir, nodeFile, backendUrl: tower.url, env: { EP_LOG_LEVEL: o.latency ? "info" : "warn", EP_POLL_MS: "60000", ...(o.epLink ? { EP_LINK: o.epLink } : {}) } });
     for (let i = 0; i < o.concurrency; i++) await epd.call("agent.enroll", { domainId, runtime: "shell", name: `bench-${i}` });
 
     // a bench stopped on the way (an error, Ctrl-C) must not leave a tower or an epd behind

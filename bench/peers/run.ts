@@ -5,7 +5,7 @@
 //   node scripts/run-ts.mjs bench/peers/run.ts [--rounds 3] [--jobs 5000] [--workers 16]
 //     [--rate 200] [--latency-jobs 2000] [--warmup 200] [--submit-concurrency 8] [--submit-in-flight 16]
 //     [--systems bullmq,pg-boss,graphile-worker,ep-sqlite,ep-pg] [--scenarios throughput,latency]
-//     [--pgboss-batch 50] [--json]
+//     [--pgboss-batch 50] [--ep-link session|http1] [--json]
 // PostgreSQL: EP_TEST_PG_URL (default postgres://127.0.0.1:5432/test), fresh schemas, dropped
 // after. Redis: EP_BENCH_REDIS_URL (default redis://127.0.0.1:6379/14), fresh key prefixes,
 // deleted after.
@@ -41,6 +41,8 @@ const { values } = parseArgs({
     systems: { type: "string", default: ALL.join(",") },
     scenarios: { type: "string", default: "throughput,latency" },
     "pgboss-batch": { type: "string", default: "50" },
+    // epd's link: session (its default, one HTTP/2 stream both ways) or http1 (the link plus unary calls)
+    "ep-link": { type: "string" },
     json: { type: "boolean", default: false },
   },
 });
@@ -61,12 +63,16 @@ if (systems.some((s) => !s.startsWith("ep-")) && !existsSync(join(HERE, "node_mo
   throw new Error(`the peer libraries are not installed: run \`npm ci --prefix bench/peers\` first (or --systems ep-sqlite,ep-pg)`);
 }
 
+const epLink = values["ep-link"];
+if (epLink !== undefined && epLink !== "session" && epLink !== "http1") throw new Error(`--ep-link must be session or http1, got '${epLink}'`);
+
 const base = {
   concurrency: count("workers"),
   pgUrl: withDefaultUser(PG_URL),
   redisUrl: process.env.EP_BENCH_REDIS_URL ?? "redis://127.0.0.1:6379/14",
   pgBossBatch: count("pgboss-batch"),
   runId: randomBytes(3).toString("hex"),
+  ...(epLink ? { epLink: epLink as "session" | "http1" } : {}),
 };
 const setup: Setup = (system, o) => (system === "ep-sqlite" ? setupEp("sqlite", o) : system === "ep-pg" ? setupEp("pg", o) : setupPeer(system, o));
 const warmup = Number(values.warmup);

@@ -34,6 +34,8 @@ export interface SetupOptions {
   pgBossBatch: number;
   /** this bench run's mark in application_name, schema names and Redis keys */
   runId: string;
+  /** epd's EP_LINK (session: one HTTP/2 stream both ways; http1: the link plus unary calls); unset: epd's default */
+  epLink?: "session" | "http1";
 }
 
 export const DISPLAY: Record<System, string> = {
