@@ -129,6 +129,8 @@ function exchangeError(err: unknown): EpError {
 /** An error's message with its cause's (fetch failures say only "fetch failed"). */
 function describe(err: unknown): string {
   const e = err as Error & { cause?: { code?: string; message?: string } };
+  // openid-client keeps the provider's unexpected answer as the cause
+  if (e.cause instanceof Response) return `${e.message}: HTTP ${e.cause.status} from ${e.cause.url}`;
   const cause = e.cause && typeof e.cause === "object" && !(e.cause instanceof URLSearchParams) ? (e.cause.code ?? e.cause.message) : undefined;
   return cause && typeof cause === "string" && !e.message.includes(cause) ? `${e.message}: ${cause}` : (e.message ?? String(err));
 }
