@@ -1,6 +1,8 @@
 // A real OpenID provider for tests: oidc-provider (a certified implementation) on a loopback
 // port, with its development sign-in and consent pages (any login name, any password). Each
-// account's claims come from `accounts`; an unknown login signs in with no claims but its sub.
+// account's claims come from `accounts`, read at each ask (a test may change them); an unknown
+// login signs in with no claims but its sub. Its state (sessions, grants) lives in memory: one
+// started again knows none of the tokens the last one issued.
 import { createServer, type Server } from "node:http";
 import Provider from "oidc-provider";
 
@@ -19,6 +21,8 @@ export interface TestProviderOptions {
   accounts: Record<string, Record<string, unknown>>;
   /** the claim that carries the EP role, released with the openid scope */
   roleClaim?: string;
+  /** listen here (a free port by default): a provider started again on the same issuer URL */
+  port?: number;
   /** token lifetimes in seconds */
   accessTokenTtl?: number;
   idTokenTtl?: number;
@@ -26,7 +30,7 @@ export interface TestProviderOptions {
 
 export async function startTestProvider(o: TestProviderOptions): Promise<TestProvider> {
   const server: Server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) => server.listen(o.port ?? 0, "127.0.0.1", resolve));
   const issuer = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
   const roleClaim = o.roleClaim ?? "ep_role";
   const provider = new Provider(issuer, {

@@ -17,8 +17,15 @@ import { optionalTool } from "./optional-tools.js";
 const chromiumTool = optionalTool(CHROMIUM, { pkg: "chromium", suite: "web-oidc-sign-in" });
 const RECHECK_S = 60;
 const TOKEN_TTL_S = 3600;
+/**
+ * Whoever asks first after the re-check interval hears the provider's reason; the session is
+ * gone for everyone after (the console's own event stream, re-checking on the same clock, may be
+ * first). Nothing else ends a session here before the tokens' hour is up.
+ */
+const ENDED_BY_PROVIDER = /^(the identity provider no longer stands behind this sign-in \(.+\); sign in again|the console session has ended \(logged out, expired or unknown\); sign in again)$/;
 
 let idp: TestProvider;
+let idpOptions: Parameters<typeof startTestProvider>[0];
 let t: TestTower;
 let publicUrl: string;
 let ctx: BrowserContext;
@@ -50,7 +57,7 @@ describe.skipIf(chromiumTool.skip)("console sign-in through OIDC in chromium", (
     await ensureConsoleBuilt();
     const port = await freePort();
     publicUrl = `http://127.0.0.1:${port}`;
-    idp = await startTestProvider({
+    idpOptions = {
       clientId: "ep-console",
       clientSecret: "client-secret-for-tests",
       redirectUri: `${publicUrl}/auth/oidc/callback`,
@@ -61,7 +68,8 @@ describe.skipIf(chromiumTool.skip)("console sign-in through OIDC in chromium", (
         root: { ep_role: ["admin"], email: "root@example.test" },
         nobody: { email: "nobody@example.test" },
       },
-    });
+    };
+    idp = await startTestProvider(idpOptions);
     t = await startTower({
       clock,
       port,
@@ -90,8 +98,8 @@ describe.skipIf(chromiumTool.skip)("console sign-in through OIDC in chromium", (
 
   it("offers the provider beside the login link and the token, and lands with the claimed role", async () => {
     await page.goto(`${publicUrl}/ui/login`);
-    await expect(page.getByRole("link", { name: "Sign in with Test IdP" }).isVisible()).resolves.toBe(true);
-    await expect(page.getByLabel("API token").isVisible()).resolves.toBe(true);
+    await page.getByRole("link", { name: "Sign in with Test IdP" }).waitFor();
+    await page.getByLabel("API token").waitFor();
 
     await signInAtProvider("alice");
     await page.getByRole("navigation", { name: "Views" }).waitFor();
@@ -119,15 +127,50 @@ describe.skipIf(chromiumTool.skip)("console sign-in through OIDC in chromium", (
     // within the re-check interval the session stands (the provider is not asked on every call)
     await page.goto(`${publicUrl}/ui/`);
     expect((await session()).status).toBe(200);
+    // nothing else asks meanwhile (the open console's event stream would be the first to notice)
+    await page.goto("about:blank");
     clock.advance(RECHECK_S * 1000 + 1000);
     const ended = await session();
     expect(ended.status).toBe(401);
-    expect(ended.body.error?.message).toMatch(/identity provider no longer stands behind this sign-in/);
+    expect(ended.body.error?.message).toMatch(ENDED_BY_PROVIDER);
     await page.goto(`${publicUrl}/ui/`);
     await page.getByRole("link", { name: "Sign in with Test IdP" }).waitFor();
   }, 60_000);
 
+  it("a role changed at the provider ends the session at the next re-check", async () => {
+    await ctx.clearCookies();
+    await signInAtProvider("alice");
+    await page.getByText("alice@example.test · operator").waitFor();
+    idpOptions.accounts.alice.ep_role = "viewer";
+    clock.advance(RECHECK_S * 1000 + 1000);
+    // the open console's event stream re-checks its credential: the console goes to its sign-in page by itself
+    await page.getByText("Your session ended; sign in again.").waitFor({ timeout: 15_000 });
+    const ended = await session();
+    expect(ended.status).toBe(401);
+    // signing in again (the provider's session stands: straight back) gives the new role
+    await page.goto(`${publicUrl}/ui/login`);
+    await page.getByRole("link", { name: "Sign in with Test IdP" }).click();
+    await page.getByText("alice@example.test · viewer").waitFor();
+  }, 60_000);
+
+  it("a provider that does not answer is no decision; one that forgot the sign-in ends it", async () => {
+    expect((await session()).body.role).toBe("viewer");
+    const port = Number(new URL(idp.issuer).port);
+    await idp.close();
+    clock.advance(RECHECK_S * 1000 + 1000);
+    // the re-check found nobody to ask: the session goes on (until its token's expiry at the latest)
+    expect((await session()).status).toBe(200);
+    // the provider back, without the grants it had (its memory is gone): asked again 30 s later
+    idp = await startTestProvider({ ...idpOptions, port });
+    expect((await session()).status).toBe(200);
+    clock.advance(30_000);
+    const ended = await session();
+    expect(ended.status).toBe(401);
+    expect(ended.body.error?.message).toMatch(ENDED_BY_PROVIDER);
+  }, 60_000);
+
   it("loses the session when the provider's tokens expire", async () => {
+    await ctx.clearCookies();
     await signInAtProvider("root");
     await page.getByText("root@example.test · admin").waitFor();
     expect((await session()).body.role).toBe("admin");

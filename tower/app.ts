@@ -139,7 +139,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   // rotation: values under EP_SECRET_KEY_PREVIOUS are re-encrypted under the current key (docs/secrets.md)
   await secrets.reencrypt().catch((err: Error) => log.error("secret re-encryption failed", { error: err.message }));
   await auth.resealSigningKeys().catch((err: Error) => log.error("signing key re-sealing failed", { error: err.message }));
-  const eventStream = createEventStream(deps, { ...config.stream, retention: config.eventRetention });
+  const eventStream = createEventStream({ ...deps, oidcSessions: oidcLogin?.sessions }, { ...config.stream, retention: config.eventRetention });
   const events = createEventService(deps, eventStream);
   const { ai, tools } = createAiConsole(deps, env, work, fleet);
 
