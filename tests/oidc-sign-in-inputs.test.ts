@@ -78,6 +78,16 @@ describe("the sign-in's start", () => {
   });
 });
 
+describe("beside it, the other ways in", () => {
+  it("a token and a login link still open console sessions on a tower with sign-in configured", async () => {
+    const byToken = await t.api("POST", "/auth/session", { token: t.adminToken }, null);
+    expect(byToken.status).toBe(200);
+    const { ticket } = (await t.api("POST", "/ep.tower.v1.AuthService/CreateTicket", { purpose: "login" })).body as { ticket: string };
+    const byLink = await t.api("POST", "/auth/session", { ticket }, null);
+    expect({ status: byLink.status, role: (byLink.body as { role: string }).role }).toEqual({ status: 200, role: "admin" });
+  });
+});
+
 describe("a malformed or foreign answer at the callback", () => {
   const refused = (r: Awaited<ReturnType<typeof callback>>, status: number, reason: RegExp) => {
     expect({ status: r.status, type: r.type, reason: r.reason }).toEqual({ status, type: "text/html; charset=utf-8", reason: expect.stringMatching(reason) });
