@@ -121,6 +121,12 @@ describe.skipIf(chromiumTool.skip)("console sign-in through OIDC in chromium", (
   }, 60_000);
 
   it("loses the session once the provider's session ends (at the next re-check)", async () => {
+    // a login link made from this session: derived, it must not outlive the provider's word either
+    const ticket = await page.evaluate(async () => {
+      const res = await fetch("/ep.tower.v1.AuthService/CreateTicket", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ purpose: "login" }) });
+      return ((await res.json()) as { ticket: string }).ticket;
+    });
+    expect(ticket).toMatch(/^tkt_/);
     await page.goto(idp.endSessionUrl);
     await page.getByRole("button", { name: "Yes, sign me out" }).click();
     await page.waitForURL((u) => u.href.startsWith(idp.issuer) && !u.pathname.endsWith("/session/end"));
@@ -135,6 +141,9 @@ describe.skipIf(chromiumTool.skip)("console sign-in through OIDC in chromium", (
     expect(ended.body.error?.message).toMatch(ENDED_BY_PROVIDER);
     await page.goto(`${publicUrl}/ui/`);
     await page.getByRole("link", { name: "Sign in with Test IdP" }).waitFor();
+    const byTicket = await ctx.request.post(`${publicUrl}/auth/session`, { data: { ticket } });
+    expect(byTicket.status()).toBe(401);
+    expect(((await byTicket.json()) as { error: { message: string } }).error.message).toMatch(/^the identity provider no longer stands behind this sign-in/);
   }, 60_000);
 
   it("a role changed at the provider ends the session at the next re-check", async () => {
