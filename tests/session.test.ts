@@ -8,9 +8,12 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { AgentService, NodeService, type LinkResponse, type SessionRequestSchema } from "../gen/ep/tower/v1/fleet_pb.js";
 import { Runtime, TaskStatus, type Task } from "../gen/ep/tower/v1/resources_pb.js";
-import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { FrameKind, WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { ErrorDetailSchema } from "../gen/ep/errors/v1/errors_pb.js";
 import { startTower, waitFor, type TestTower } from "./harness.js";
+import { freshSchema, requirePg, skipPg } from "./replicas-harness.js";
+
+requirePg("session (PostgreSQL case)");
 
 type Up = MessageInitShape<typeof SessionRequestSchema>;
 
@@ -89,9 +92,18 @@ const complete = (seq: bigint, task: Task, agentIdle = false, leaseId = task.lea
   message: { case: "outcome", value: { seq, outcome: { case: "complete", value: { taskId: task.id, agentId: task.claimedBy, leaseId, agentIdle, result: { output: `done ${task.id}` } } } } },
 });
 
+/** A tower on SQLite, or on a fresh PostgreSQL schema (the other dialect's group commit). */
+async function towerOn(dialect: "sqlite" | "postgres"): Promise<TestTower> {
+  if (dialect === "sqlite") return startTower();
+  const schema = await freshSchema();
+  closers.push(() => schema.drop());
+  return startTower({ env: { EP_DATABASE_URL: schema.url } });
+}
+
 describe("NodeService.Session", () => {
-  it("hands work down and takes outcomes up: several at once each committed and acked by seq, a refused one alone refused, the next task handed over", async () => {
-    const t = await startTower();
+  it.each(["sqlite", "postgres"] as const)("hands work down and takes outcomes up: several at once each committed and acked by seq, a refused one alone refused, the next task handed over (%s)", async (dialect) => {
+    if (dialect === "postgres" && skipPg) return;
+    const t = await towerOn(dialect);
     closers.push(() => t.close());
     const f = await fleet(t, 3);
     await f.submit(4);
@@ -127,6 +139,28 @@ describe("NodeService.Session", () => {
     s.end();
     await waitFor(() => s.done());
     expect(s.error()).toBeUndefined();
+  });
+
+  it("takes a run's progress up the session: acked, its frames in the task's events; under a lease not held or without its report, refused alone", async () => {
+    const t = await startTower();
+    closers.push(() => t.close());
+    const f = await fleet(t, 1);
+    await f.submit(1);
+    const s = openSession(t.url, f.token, f.open);
+    await waitFor(() => s.assigned().length === 1);
+    const [task] = s.assigned();
+    const progress = (seq: bigint, leaseId: string, text: string): Up => ({
+      message: { case: "progress", value: { seq, report: { taskId: task.id, agentId: task.claimedBy, leaseId, frames: [{ kind: FrameKind.TEXT, text }] } } },
+    });
+    s.push(progress(1n, task.leaseId, "first line"), progress(2n, "ls_AAAAAAAAAAAAAAAA", "not mine"), { message: { case: "progress", value: { seq: 3n } } }, progress(4n, task.leaseId, "second line"));
+    await waitFor(() => s.acks().length === 4);
+    const acks = new Map(s.acks().map((k) => [k.seq, k]));
+    expect([acks.get(1n)!.error, acks.get(4n)!.error]).toEqual([undefined, undefined]);
+    expect(acks.get(2n)!.error?.code).toBe("lease_not_held");
+    expect(acks.get(3n)!.error?.code).toBe("invalid_argument");
+    expect(acks.get(3n)!.message).toMatch(/report/);
+    const frames = (await t.tower.deps.store.listEvents({ afterId: 0, limit: 10_000 })).filter((e) => e.name === "task.progress" && e.taskId === task.id);
+    expect(frames.map((e) => e.payload.text)).toEqual(["first line", "second line"]);
   });
 
   it("refuses a session that does not open first, one that opens twice, and an outcome that is neither complete nor fail", async () => {

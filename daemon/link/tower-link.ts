@@ -16,6 +16,7 @@ import { createBackoff } from "../../common/backoff.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { EpError, isErrorCode } from "../../common/errors.js";
 import type { SessionOutcomeSchema, SessionRequestSchema } from "../../gen/ep/tower/v1/fleet_pb.js";
+import type { ReportProgressRequestSchema } from "../../gen/ep/tower/v1/work_pb.js";
 
 export type LinkState = "connecting" | "connected" | "down";
 
@@ -51,6 +52,8 @@ export interface TowerLink {
    * when the tower refused or failed it, a ConnectError (unavailable) when the session ended first.
    */
   report(outcome: SessionOutcomeInit["outcome"]): Promise<void>;
+  /** Sends a run's progress frames up the session; resolves once the tower took them (as report()). */
+  progress(report: MessageInitShape<typeof ReportProgressRequestSchema>): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -157,6 +160,17 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
     return hello;
   }
 
+  /** One message up the session, answered by the ack with its seq. */
+  function sendUp(message: (seq: bigint) => SessionMessage): Promise<void> {
+    const box = outbox;
+    if (!box) return Promise.reject(new ConnectError("no session is up", Code.Unavailable));
+    const n = ++seq;
+    return new Promise<void>((resolve, reject) => {
+      acks.set(n, { resolve, reject });
+      box.push(message(n));
+    });
+  }
+
   function settle(ack: { seq: bigint; error?: { code: string; details?: unknown }; message: string }): void {
     const waiting = acks.get(ack.seq);
     if (!waiting) return;
@@ -187,15 +201,8 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
     state: () => state,
     connects: () => connects,
     carriesOutcomes: () => outbox !== undefined,
-    report(outcome) {
-      const box = outbox;
-      if (!box) return Promise.reject(new ConnectError("no session is up", Code.Unavailable));
-      const n = ++seq;
-      return new Promise<void>((resolve, reject) => {
-        acks.set(n, { resolve, reject });
-        box.push({ message: { case: "outcome", value: { seq: n, outcome } } });
-      });
-    },
+    report: (outcome) => sendUp((n) => ({ message: { case: "outcome", value: { seq: n, outcome } } })),
+    progress: (report) => sendUp((n) => ({ message: { case: "progress", value: { seq: n, report } } })),
     async close() {
       closed = true;
       current?.abort();

@@ -26,7 +26,7 @@ export interface OutcomeReporterDeps {
   /** the agent runs nothing now and takes work: the outcome says so (agent_idle), and the tower hands it its next task */
   idleNow(agentId: string): boolean;
   /** the link, when it is a session: outcomes go up on it while it is up (else as CompleteTask/FailTask calls) */
-  uplink?: () => Pick<TowerLink, "carriesOutcomes" | "report"> | undefined;
+  uplink?: () => Pick<TowerLink, "carriesOutcomes" | "report" | "progress"> | undefined;
 }
 
 export function createOutcomeReporter(deps: OutcomeReporterDeps) {

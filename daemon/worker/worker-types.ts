@@ -40,7 +40,7 @@ export interface WorkerDeps {
   hidden?: string[];
   reportBackoff?: { initialMs?: number; maxMs?: number };
   /** the link, when it is a session: outcomes go up on it (report.ts) */
-  uplink?: () => Pick<TowerLink, "carriesOutcomes" | "report"> | undefined;
+  uplink?: () => Pick<TowerLink, "carriesOutcomes" | "report" | "progress"> | undefined;
   /**
    * Profile agents of agents.toml enrolled at the tower (daemon/fleet): they claim like the
    * agents of agents.json, under their tower agent id, and each task runs as an ephemeral run of

@@ -116,7 +116,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     yield* serve(caller, first.value.message.value, signal, (conn) => readOutcomes(caller, up, conn));
   }
 
-  /** The rest of a session's messages: outcomes, each acknowledged on the link once settled; the session ends with the daemon's side. */
+  /** The rest of a session's messages: outcomes and progress, each acknowledged on the link once settled; the session ends with the daemon's side. */
   async function readOutcomes(caller: Caller, up: AsyncIterator<fleet.SessionRequest>, conn: LinkConnection): Promise<void> {
     const ack = (seq: bigint, err?: unknown) => {
       const e = err === undefined ? undefined : toEpError(err);
@@ -129,15 +129,23 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
         const r = await up.next();
         if (r.done) break;
         const m = r.value.message;
-        if (m.case !== "outcome") throw invalidField("message", m.case === "open" ? "a session opens once" : "a session message is open or outcome");
-        const o = m.value;
+        if (m.case === "open") throw invalidField("message", "a session opens once");
         const work = opts.work;
-        const done =
-          !work ? Promise.reject(new EpError("unavailable", "this tower takes no outcomes"))
-          : o.outcome.case === "complete" ? work.completeTask(caller, o.outcome.value)
-          : o.outcome.case === "fail" ? work.failTask(caller, o.outcome.value)
-          : Promise.reject(invalidField("outcome", "an outcome is complete or fail"));
-        done.then(() => ack(o.seq), (err: unknown) => ack(o.seq, err));
+        if (!work) throw new EpError("unavailable", "this tower takes no outcomes");
+        let seq: bigint;
+        let done: Promise<unknown>;
+        if (m.case === "outcome") {
+          const o = m.value;
+          seq = o.seq;
+          done =
+            o.outcome.case === "complete" ? work.completeTask(caller, o.outcome.value)
+            : o.outcome.case === "fail" ? work.failTask(caller, o.outcome.value)
+            : Promise.reject(invalidField("outcome", "an outcome is complete or fail"));
+        } else if (m.case === "progress") {
+          seq = m.value.seq;
+          done = m.value.report ? work.reportProgress(caller, m.value.report) : Promise.reject(invalidField("report", "progress carries its report"));
+        } else throw invalidField("message", "a session message is open, outcome or progress");
+        done.then(() => ack(seq), (err: unknown) => ack(seq, err));
       }
     } catch (err) {
       // a daemon gone mid-stream reads as an error here too (the link's end says nothing either);

@@ -3,7 +3,7 @@
 // fleet-agents.ts, fleet-links.ts (links, routing, relays), fleet-wake.ts (who can take work), fleet-push.ts (handing it over).
 import type { Auth } from "./auth.js";
 import type { Caller } from "./caller.js";
-import type { CompleteTaskRequest, FailTaskRequest } from "../../gen/ep/tower/v1/work_pb.js";
+import type { CompleteTaskRequest, FailTaskRequest, ReportProgressRequest } from "../../gen/ep/tower/v1/work_pb.js";
 import type { Deps } from "./deps.js";
 import type { Replication } from "./replication.js";
 import { createWakeIndex, type PushTarget } from "./fleet-wake.js";
@@ -32,6 +32,7 @@ export interface FleetOptions {
     /** Outcomes that arrive on a node's session (NodeService.Session), as the unary calls commit them. */
     completeTask(caller: Caller, req: CompleteTaskRequest): Promise<unknown>;
     failTask(caller: Caller, req: FailTaskRequest): Promise<unknown>;
+    reportProgress(caller: Caller, req: ReportProgressRequest): Promise<unknown>;
     /** How an outcome's commit hands its agent the next task over this replica's links. */
     setHandoff?(h: Handoff): void;
   };
