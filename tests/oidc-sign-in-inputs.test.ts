@@ -202,12 +202,12 @@ describe("a misconfigured issuer stops the start with the reason", () => {
     const port = await closedPort();
     const home = tempHome();
     try {
-      await spawnTowerChild({ entry: join(ROOT, "bin", "ep-tower.js"), home: home.dir, env: ENV(`http://127.0.0.1:${port}`, "http://127.0.0.1:1"), timeoutMs: 10_000 });
+      await spawnTowerChild({ entry: join(ROOT, "bin", "ep-tower.js"), home: home.dir, env: ENV(`http://127.0.0.1:${port}`, "http://127.0.0.1:1"), timeoutMs: 60_000 });
       expect.unreachable("the tower started with an issuer that does not answer");
     } catch (err) {
       expect((err as Error).message).toMatch(new RegExp(`ep-tower exited 2: ep-tower: EP_OIDC_ISSUER http://127.0.0.1:${port}: OpenID discovery failed`));
     } finally {
       home.cleanup();
     }
-  }, 20_000);
+  }, 90_000);
 });
