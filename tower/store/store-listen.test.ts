@@ -23,22 +23,13 @@ describe.skipIf(skipPostgres)("PostgresStore LISTEN/NOTIFY", () => {
 
   function collector() {
     const got: string[] = [];
-    const waiters: (() => void)[] = [];
     return {
       got,
-      push: (p: string) => {
-        got.push(p);
-        waiters.splice(0).forEach((w) => w());
-      },
+      push: (p: string) => void got.push(p),
       async until(count: number, ms = 5000): Promise<void> {
-        const deadline = Date.now() + ms;
-        while (got.length < count) {
-          if (Date.now() > deadline) throw new Error(`expected ${count} notifications, got ${JSON.stringify(got)}`);
-          await new Promise<void>((r) => {
-            waiters.push(r);
-            setTimeout(r, 50);
-          });
-        }
+        await waitFor(() => got.length >= count, ms, 10).catch(() => {
+          throw new Error(`expected ${count} notifications, got ${JSON.stringify(got)}`);
+        });
       },
     };
   }
