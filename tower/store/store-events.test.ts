@@ -1,7 +1,7 @@
-// The store suite (events, meta values are set, read and overwritten, transactions), on both dialects: see store-suite.ts.
+// The store suite (events, meta values are set, read and overwritten, transactions), on both dialects: see test-support/store-suite.ts.
 import { describe, expect } from "vitest";
 import type { EventRow, NewEvent, Store } from "./store.js";
-import { expectEpError, iso, storeSuite, T0 } from "./store-suite.js";
+import { expectEpError, iso, storeSuite, T0 } from "../../test-support/store-suite.js";
 
 storeSuite((s) => {
   const { test, domain, task } = s;

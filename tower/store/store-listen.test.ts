@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { waitFor } from "../../test-support/wait.js";
 import { PostgresStore } from "./postgres/postgres-store.js";
-import { expectEpError, pgAdmin, PG_URL, postgresFixture, skipPostgres, type Fixture } from "./store-suite.js";
+import { expectEpError, pgAdmin, PG_URL, postgresFixture, skipPostgres, type Fixture } from "../../test-support/store-suite.js";
 
 describe.skipIf(skipPostgres)("PostgresStore LISTEN/NOTIFY", () => {
   const test = it;
