@@ -13,7 +13,6 @@ import type { Logger } from "../../common/log.js";
 import type { TowerConfig } from "../config.js";
 import type { Auth } from "../domain/auth.js";
 import { principalOf, type Caller } from "../domain/caller.js";
-import type { Store } from "../store/store.js";
 import { readCookie, SESSION_COOKIE } from "./credential.js";
 import { REFLECTION_PATHS } from "./connect/reflection.js";
 import { serveHttp2Too } from "./http2.js";
@@ -153,11 +152,12 @@ export function handleErrors(app: FastifyInstance, bodyLimit: number, log: Logge
   });
 }
 
-export function registerHealthRoutes(app: FastifyInstance, store: Store): void {
+/** `ready` answers once the tower can serve (its store answers a query), or throws why not. */
+export function registerHealthRoutes(app: FastifyInstance, ready: () => Promise<unknown>): void {
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
     try {
-      await store.lastEventId();
+      await ready();
       return { status: "ready" };
     } catch (err) {
       return reply.code(503).send(new EpError("unavailable", `the store is not answering: ${(err as Error).message}`).toJSON());
