@@ -135,7 +135,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const events = createEventService(deps, eventStream);
   const { ai, tools } = createAiConsole(deps, env, work, fleet);
 
-  const app = createHttpApp(config);
+  const app = createHttpApp(config, log);
   // every route the tower serves, for the authorization matrix (tests/authz-matrix.test.ts)
   const routes = collectRoutes(app);
   const restRoutes = [...workRoutes(workApi), ...aiRoutes(ai)];
