@@ -43,7 +43,7 @@ describe("npm pack → npm install -g", () => {
   it("installs working ep, epd and ep-tower from the tarball", () => {
     assertBuilt();
     const tmp = tempHome("ep-cli-pack-");
-    onTestFinished(() => tmp.cleanup()); // the installed prefix is about 250 MB
+    onTestFinished(() => tmp.cleanup(), 180_000); // the installed prefix is about 250 MB: removing it takes over 30 s on a loaded machine
     const dir = tmp.dir;
     const pack = spawnSync("npm", ["pack", "--pack-destination", dir], { cwd: ROOT, encoding: "utf8" });
     expect(pack.status, pack.stderr).toBe(0);
