@@ -55,6 +55,7 @@ import type { SecretKeyring } from "./domain/secrets-crypto.js";
 import { registerEventStreamRoute } from "./edges/sse/events-sse.js";
 import { attachEventsWebSocket, EVENTS_WS_PATH } from "./edges/ws/events-ws.js";
 import { attachAttachWebSocket, attachProof, ATTACH_PATHS, refuseUnknownUpgrades } from "./edges/attach/attach-ws.js";
+import { createAttachAdmission, localAttachRelay, type AttachRelay } from "./domain/attach.js";
 import type { Store } from "./store/store.js";
 
 /** The tower's services, as Connect, gRPC and gRPC-Web serve them and reflection lists them. */
@@ -143,7 +144,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const events = createEventService(deps, eventStream);
   const { ai, tools } = createAiConsole(deps, env, work, fleet);
 
-  const app = createHttpApp(config);
+  const app = createHttpApp(config, log);
   // every route the tower serves, for the authorization matrix (tests/authz-matrix.test.ts)
   const routes = collectRoutes(app);
   const restRoutes = [...workRoutes(workApi), ...aiRoutes(ai)];
@@ -156,7 +157,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     gate(req, req.caller as Caller);
   });
   handleErrors(app, config.bodyLimit, log, routes);
-  registerHealthRoutes(app, store);
+  registerHealthRoutes(app, () => store.lastEventId());
   app.get("/.well-known/jwks.json", async () => auth.jwks());
   registerSessionRoutes(app, auth, clock, Boolean(config.tls));
   registerOidcRoutes(app, oidcLogin?.login(auth), { secure: Boolean(config.tls) || config.publicUrl.startsWith("https:"), log, clock });
@@ -169,15 +170,16 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   registerMcpRoutes(app, tools);
   registerConsoleRoutes(app);
   registerEventStreamRoute(app, eventStream, clock);
-  const eventsWs = attachEventsWebSocket(app, { stream: eventStream, auth, store, clock, log });
+  const eventsWs = attachEventsWebSocket(app, { stream: eventStream, auth, clock, log });
+  const attachRelay: AttachRelay = replication
+    ? { isLinked: (n) => replication.linked(n), send: (n, m) => replication.send(n, m), proof: (n, id) => replication.proof(n, id) }
+    : localAttachRelay(fleet);
   const attachWs = attachAttachWebSocket(app, {
-    auth,
-    store,
-    fleet,
+    admission: createAttachAdmission({ auth, store, relay: attachRelay, log }),
+    relay: attachRelay,
     clock,
     log,
     replicaUrl: env.EP_REPLICA_URL,
-    relay: replication && { isLinked: (n) => replication.linked(n), send: (n, m) => replication.send(n, m), proof: (n, id) => replication.proof(n, id) },
   });
   refuseUnknownUpgrades(app, [EVENTS_WS_PATH, ...ATTACH_PATHS]);
 

@@ -309,7 +309,15 @@ describe("the ep console on a real tower", () => {
     const ui = render(<App source={source} />);
     await until(() => ui.lastFrame()!.includes("First mission"), 10_000);
     ui.stdin.write("4");
-    await new Promise((r) => setTimeout(r, 300));
+    await until(() => ui.lastFrame()!.includes("waiting for events"));
+    // the stream starts at the newest event, so it is live once an event reaches it: a probe
+    // domain per try until one shows
+    let probes = 0;
+    await waitFor(
+      async () => !ui.lastFrame()!.includes("waiting for events") || (await work.createDomain({ name: `probe-${++probes}` }), false),
+      10_000,
+      100,
+    );
     await work.createMission({ domainId: domain.id, title: "Second mission" });
     await until(() => /mission/.test(ui.lastFrame()!.split("\n").slice(2).join("\n")) && !ui.lastFrame()!.includes("waiting for events"), 10_000);
     ui.stdin.write("1");

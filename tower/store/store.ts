@@ -7,7 +7,8 @@ import type { IdempotencyStore } from "./idempotency-store.js";
 import type { NodeStateStore } from "./node-state-store.js";
 import type { SecretStore } from "./secret-store.js";
 
-export type JsonObject = Record<string, unknown>;
+import type { JsonObject } from "./json-types.js";
+export type { JsonObject } from "./json-types.js";
 
 export interface DomainRow {
   id: string;
