@@ -29,7 +29,7 @@ import { createSecretService, envKeySource, type SecretServiceImpl } from "./dom
 import { createApprovalService, type ApprovalServiceImpl } from "./domain/approvals.js";
 import { createWorkService, type WorkService as Work } from "./domain/work.js";
 import { createWebhookDispatcher, type WebhookDispatcher } from "./domain/webhooks/webhook-dispatcher.js";
-import { createWebhookService, type WebhookServiceImpl } from "./domain/webhooks/webhook-service.js";
+import { createWebhookService, resealWebhookSecrets, type WebhookServiceImpl } from "./domain/webhooks/webhook-service.js";
 import { readWebhookSettings } from "./domain/webhooks/webhook-settings.js";
 import { createTaskMerge } from "./domain/work-merge.js";
 import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
@@ -145,6 +145,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const webhooks = createWebhookService(deps, secretKeys, () => webhookDispatcher.kick());
   // rotation: values under EP_SECRET_KEY_PREVIOUS are re-encrypted under the current key (docs/secrets.md)
   await secrets.reencrypt().catch((err: Error) => log.error("secret re-encryption failed", { error: err.message }));
+  await resealWebhookSecrets(store, secretKeys, log).catch((err: Error) => log.error("webhook secret re-sealing failed", { error: err.message }));
   await auth.resealSigningKeys().catch((err: Error) => log.error("signing key re-sealing failed", { error: err.message }));
   const eventStream = createEventStream(deps, { ...config.stream, retention: config.eventRetention });
   const events = createEventService(deps, eventStream);

@@ -461,6 +461,9 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   deleteWebhook(id: string) {
     return this.modules.webhooks.deleteWebhook(id);
   }
+  updateWebhookCipher(id: string, expectKeyId: string, cipher: SecretCipher) {
+    return this.modules.webhooks.updateWebhookCipher(id, expectKeyId, cipher);
+  }
   insertWebhookDelivery(row: DeliveryRow) {
     return this.modules.webhooks.insertWebhookDelivery(row);
   }

@@ -73,6 +73,8 @@ export interface WebhookStore {
   listWebhooks(domainId?: string): Promise<WebhookRow[]>;
   /** Deletes the webhook and its deliveries; false when there was none. */
   deleteWebhook(id: string): Promise<boolean>;
+  /** Re-seals the secret, only while it is still under `expectKeyId` (a rotation elsewhere wins); true when it applied. */
+  updateWebhookCipher(id: string, expectKeyId: string, cipher: SecretCipher): Promise<boolean>;
   /** Queues a delivery; one already queued for the same webhook and event is kept (false). */
   insertWebhookDelivery(row: DeliveryRow): Promise<boolean>;
   listWebhookDeliveries(q: DeliveryQuery): Promise<DeliveryRow[]>;
@@ -156,6 +158,10 @@ export function createWebhookStore(q: Query, skipLocked: string): WebhookStore {
     async deleteWebhook(id) {
       await q("DELETE FROM webhook_deliveries WHERE webhook_id = ?", [id]);
       return (await q("DELETE FROM webhooks WHERE id = ? RETURNING id", [id])).length > 0;
+    },
+    async updateWebhookCipher(id, expectKeyId, c) {
+      const rows = await q("UPDATE webhooks SET ciphertext = ?, iv = ?, tag = ?, key_id = ? WHERE id = ? AND key_id = ? RETURNING id", [c.ciphertext, c.iv, c.tag, c.keyId, id, expectKeyId]);
+      return rows.length > 0;
     },
     async insertWebhookDelivery(d) {
       const rows = await q(

@@ -3,6 +3,8 @@
 // followed (a receiver that moved says so with its new URL, and a redirect must not lead the
 // tower to an address the webhook never named). Any answer but a 2xx is retried with backoff
 // until the attempts run out.
+import { Agent as HttpAgent, request as httpRequest } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { iso } from "../../../common/clock.js";
 import { backoffDelay } from "../../../common/backoff.js";
 import type { AttemptRow, DeliveryOutcome, DeliveryRow, WebhookRow } from "../../store/webhook-store.js";
@@ -26,26 +28,44 @@ export function attemptHeaders(hook: WebhookRow, d: DeliveryRow, secret: string,
   };
 }
 
-/** POSTs the delivery; the answer's status (0 when none came) and why it failed. */
-export async function postDelivery(url: string, headers: Record<string, string>, body: string, timeoutMs: number): Promise<{ statusCode: number; error: string }> {
-  try {
-    const res = await fetch(url, { method: "POST", headers, body, redirect: "manual", signal: AbortSignal.timeout(timeoutMs) });
-    // the answer's body is not read: free the connection
-    await res.body?.cancel().catch(() => undefined);
-    if (res.status >= 200 && res.status < 300) return { statusCode: res.status, error: "" };
-    const where = res.status >= 300 && res.status < 400 ? ` (a redirect to ${res.headers.get("location") ?? "nowhere"}; redirects are not followed)` : "";
-    return { statusCode: res.status, error: `HTTP ${res.status}${where}`.slice(0, MAX_ERROR) };
-  } catch (err) {
-    return { statusCode: 0, error: describeFailure(err, timeoutMs).slice(0, MAX_ERROR) };
-  }
+/** Keep-alive agents for the receivers (node:http costs a third of fetch's CPU per request here). */
+export interface ReceiverAgents {
+  http: HttpAgent;
+  https: HttpsAgent;
+  destroy(): void;
 }
 
-function describeFailure(err: unknown, timeoutMs: number): string {
-  const e = err as Error & { cause?: { code?: string; message?: string } };
-  if (e.name === "TimeoutError") return `no answer within ${timeoutMs} ms`;
-  const cause = e.cause;
-  if (cause?.code) return `${cause.code}${cause.message ? `: ${cause.message}` : ""}`;
-  return e.message || String(err);
+export function createReceiverAgents(maxSockets: number): ReceiverAgents {
+  const http = new HttpAgent({ keepAlive: true, maxSockets });
+  const https = new HttpsAgent({ keepAlive: true, maxSockets });
+  return { http, https, destroy: () => (http.destroy(), https.destroy()) };
+}
+
+/** POSTs the delivery; the answer's status (0 when none came) and why it failed. */
+export function postDelivery(agents: ReceiverAgents, url: string, headers: Record<string, string>, body: string, timeoutMs: number, stop: AbortSignal): Promise<{ statusCode: number; error: string }> {
+  const payload = Buffer.from(body, "utf8");
+  const secure = url.startsWith("https:");
+  const send = secure ? httpsRequest : httpRequest;
+  return new Promise((resolve) => {
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal = AbortSignal.any([timeout, stop]);
+    const req = send(url, { method: "POST", headers: { ...headers, "content-length": String(payload.length) }, agent: secure ? agents.https : agents.http, signal }, (res) => {
+      // the answer's body is not needed: read it off so the connection can be reused
+      res.resume();
+      res.on("error", () => undefined);
+      const status = res.statusCode ?? 0;
+      if (status >= 200 && status < 300) return resolve({ statusCode: status, error: "" });
+      const where = status >= 300 && status < 400 ? ` (a redirect to ${res.headers.location ?? "nowhere"}; redirects are not followed)` : "";
+      resolve({ statusCode: status, error: `HTTP ${status}${where}`.slice(0, MAX_ERROR) });
+    });
+    req.on("error", (err) => resolve({ statusCode: 0, error: describeFailure(err, timeout.aborted, timeoutMs).slice(0, MAX_ERROR) }));
+    req.end(payload);
+  });
+}
+
+function describeFailure(err: Error & { code?: string }, timedOut: boolean, timeoutMs: number): string {
+  if (timedOut) return `no answer within ${timeoutMs} ms`;
+  return err.code ? `${err.code}: ${err.message}` : err.message || String(err);
 }
 
 /** What one attempt makes of the delivery: done, failed for good, or due again after the backoff. */

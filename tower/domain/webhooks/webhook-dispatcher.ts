@@ -16,7 +16,7 @@ import type { DeliveryRow, WebhookRow } from "../../store/webhook-store.js";
 import type { EventHub } from "../event-hub.js";
 import type { KeySource } from "../secrets.js";
 import { decryptSecret } from "../secrets-crypto.js";
-import { attemptHeaders, outcomeOf, postDelivery } from "./webhook-attempt.js";
+import { attemptHeaders, createReceiverAgents, outcomeOf, postDelivery } from "./webhook-attempt.js";
 import { deliveryBody, eventChunk, WEBHOOK_EVENT_TYPES, WEBHOOK_EVENTS } from "./webhook-events.js";
 import { sealName } from "./webhook-service.js";
 import type { WebhookSettings } from "./webhook-settings.js";
@@ -25,6 +25,12 @@ import type { WebhookSettings } from "./webhook-settings.js";
 const PAGE = 500;
 /** Finished deliveries are pruned at most this often. */
 const PRUNE_EVERY_MS = 600_000;
+/**
+ * How long a commit's poke waits before the reader runs: under load the events of many commits
+ * are read and queued in one transaction instead of one each (a notification 50 ms later is the
+ * same notification; the work path's writer is not taken once per commit).
+ */
+const BATCH_MS = 50;
 
 export interface WebhookDispatcherDeps {
   store: Store;
@@ -65,13 +71,21 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
   let pumpAgain = false;
   let nextPruneAt = 0;
   let timer: ClockTimer | undefined;
+  let batch: ClockTimer | undefined;
+  const agents = createReceiverAgents(settings.concurrency);
+  /** aborts the attempts in flight when the tower stops */
+  const stopping = new AbortController();
 
   const unsubscribe = deps.hub.subscribe((rows) => {
-    if (closed) return;
+    if (closed || batch) return;
     for (const r of rows) {
       if (WAKING.has(r.name) && (active || r.name === "webhook.created")) {
         active = true;
-        return read();
+        batch = clock.setTimeout(() => {
+          batch = undefined;
+          read();
+        }, BATCH_MS);
+        return;
       }
     }
   });
@@ -210,7 +224,12 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
     let result: { statusCode: number; error: string };
     const secret = openSecret(hook);
     if (typeof secret !== "string") result = { statusCode: 0, error: secret.error };
-    else result = await postDelivery(hook.url, attemptHeaders(hook, d, secret, startedAt, n), d.body, settings.timeoutMs);
+    else result = await postDelivery(agents, hook.url, attemptHeaders(hook, d, secret, startedAt, n), d.body, settings.timeoutMs, stopping.signal);
+    if (closed) {
+      // cut off by the tower stopping: not an attempt; released so the next start sends it at once
+      await store.finishWebhookAttempt(d.id, leaseId, { ...d, nextAttemptAt: iso(clock.now()) });
+      return;
+    }
     const at = iso(clock.now());
     const outcome = outcomeOf(d, { at, statusCode: result.statusCode, error: result.error, durationMs: Math.max(0, clock.now() - startedAt) }, settings);
     if (!(await store.finishWebhookAttempt(d.id, leaseId, outcome))) log.warn("webhook attempt outlived its lease; another replica may send it again", { delivery_id: d.id });
@@ -261,7 +280,10 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
       closed = true;
       unsubscribe();
       if (timer) clock.clearTimeout(timer);
+      if (batch) clock.clearTimeout(batch);
+      stopping.abort();
       await Promise.allSettled([reading, pumping, ...sending]);
+      agents.destroy();
     },
   };
 }

@@ -5,17 +5,9 @@ import type { EventRow } from "../../store/store.js";
 import type { WebhookFormatName } from "../../store/webhook-store.js";
 import { chunkOf } from "../event-stream-frames.js";
 
-export const WEBHOOK_EVENTS = [
-  "task.created",
-  "task.succeeded",
-  "task.failed",
-  "task.cancelled",
-  "task.requeued",
-  "permission.requested",
-  "permission.decided",
-  "node.online",
-  "node.offline",
-] as const;
+import { WEBHOOK_EVENTS } from "../../../common/webhook-events.js";
+
+export { WEBHOOK_EVENTS };
 
 /** What `ep webhook test` sends; not an event of the log. */
 export const TEST_EVENT = "webhook.test";

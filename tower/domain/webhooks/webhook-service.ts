@@ -15,7 +15,9 @@ import type { Deps } from "../deps.js";
 import { commit } from "../event-hub.js";
 import { checkPageSize, paginate } from "../paging.js";
 import type { KeySource } from "../secrets.js";
-import { encryptSecret } from "../secrets-crypto.js";
+import { decryptSecret, encryptSecret } from "../secrets-crypto.js";
+import type { Logger } from "../../../common/log.js";
+import type { Store } from "../../store/store.js";
 import { deliveryBody, isWebhookEvent, testChunk, TEST_EVENT, WEBHOOK_EVENTS } from "./webhook-events.js";
 import { newWebhookSecret } from "./webhook-signature.js";
 
@@ -221,4 +223,29 @@ export function createWebhookService(deps: Deps, keys: KeySource, kick: () => vo
       return create(pb.ListWebhookDeliveriesResponseSchema, { deliveries: page.map(deliveryMsg), nextPageToken: rows.length > size ? page[page.length - 1].id : "" });
     },
   };
+}
+
+/**
+ * Re-seals every webhook secret stored under an older key (EP_SECRET_KEY_PREVIOUS) under the
+ * current one, at start, as the secret store does (docs/secrets.md, "Rotation"): after it the old
+ * key may go. Returns how many were re-sealed; those under a key this tower lacks are logged.
+ */
+export async function resealWebhookSecrets(store: Store, keys: KeySource, log: Logger): Promise<number> {
+  const hooks = await store.listWebhooks();
+  const ring = keys.keyring();
+  if (!hooks.length || !ring) return 0;
+  let resealed = 0;
+  const unreadable: string[] = [];
+  for (const w of hooks) {
+    if (w.keyId === ring.current.id) continue;
+    if (!ring.find(w.keyId)) {
+      unreadable.push(w.id);
+      continue;
+    }
+    const secret = decryptSecret(ring, sealName(w.id), w);
+    if (await store.updateWebhookCipher(w.id, w.keyId, encryptSecret(ring.current, sealName(w.id), secret))) resealed++;
+  }
+  if (resealed) log.info("webhook secrets re-sealed under the current key", { count: resealed, key_id: ring.current.id });
+  if (unreadable.length) log.warn("webhook secrets under a key this tower does not have: their deliveries fail until EP_SECRET_KEY_PREVIOUS holds it", { webhook_ids: unreadable });
+  return resealed;
 }
