@@ -387,12 +387,12 @@ export const COMMANDS: CommandSpec[] = [
   {
     path: ["webhook", "add"],
     summary: "POST a domain's chosen events to a URL, signed (the signing secret is shown once)",
-    usage: "--domain <id|name> --url <url> --event <name>… [--format ep|slack] [--description <text>]",
-    example: "ep webhook add --domain demo --url https://hooks.example.com/ep --event task.failed,permission.requested",
+    usage: "<url> --domain <id|name> --event <name>… [--format ep|slack] [--description <text>]",
+    example: "ep webhook add https://hooks.example.com/ep --domain demo --event task.failed,permission.requested",
     module: "webhook",
+    args: { min: 1 },
     options: [
       webhookDomainOpt,
-      { name: "url", type: "string", value: "<url>", desc: "the receiver: an http:// or https:// URL (required)" },
       { name: "event", type: "string", multiple: true, value: "<name>", desc: "an event to send, repeatable or a comma list: task.created, task.succeeded, task.failed, task.cancelled, task.requeued, permission.requested, permission.decided, node.online, node.offline" },
       { name: "format", type: "string", value: "ep|slack", desc: "body: ep (the event as JSON, default) or slack (text + blocks, for a Slack incoming webhook)" },
       { name: "description", type: "string", value: "<text>", desc: "what the webhook is for" },

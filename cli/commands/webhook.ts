@@ -25,7 +25,8 @@ export async function run(ctx: Context): Promise<number> {
   const domainId = await domainOf(ctx);
   switch (ctx.spec.path[1]) {
     case "add": {
-      const url = ctx.required("url");
+      // the receiver is an argument: --url is the tower's own address (a global option)
+      const url = ctx.args[0];
       const events = ctx.list("event").flatMap((e) => e.split(",")).map((e) => e.trim()).filter(Boolean);
       if (!events.length) throw new UsageError("--event is required (repeat it or give a comma list, e.g. --event task.failed,permission.requested)");
       const formatWord = ctx.str("format") ?? "ep";
