@@ -2,6 +2,8 @@
 // process (SQLite), submitters and workers on the seed's REST paths (submit, claim, complete, as
 // bench/claim.ts), in alternating rounds:
 //   none  — no webhook in the domain;
+//   quiet — a webhook for task.failed to a dead receiver while every task succeeds: what a
+//           configured webhook costs the work path when nothing matches (the reader alone);
 //   dead  — a webhook for task.succeeded (a delivery for every task) to a loopback port nothing
 //           listens on: every attempt fails at once and is retried (the product's backoff, or
 //           --retry-ms to retry at that pace all through the round);
@@ -104,17 +106,18 @@ async function round(): Promise<number> {
   return TASKS / ((performance.now() - start) / 1000);
 }
 
-type Mode = "none" | "ok" | "dead" | "slow";
-const MODES: Mode[] = ["none", "ok", "dead", "slow"];
-const URLS: Record<Mode, string> = { none: "", ok: okUrl, dead: deadUrl, slow: slowUrl };
-const results: Record<Mode, number[]> = { none: [], ok: [], dead: [], slow: [] };
-const queued: Record<Mode, number[]> = { none: [], ok: [], dead: [], slow: [] };
-const attempts: Record<Mode, number[]> = { none: [], ok: [], dead: [], slow: [] };
+type Mode = "none" | "quiet" | "ok" | "dead" | "slow";
+const MODES: Mode[] = ["none", "quiet", "ok", "dead", "slow"];
+const URLS: Record<Mode, string> = { none: "", quiet: deadUrl, ok: okUrl, dead: deadUrl, slow: slowUrl };
+const empty = (): Record<Mode, number[]> => ({ none: [], quiet: [], ok: [], dead: [], slow: [] });
+const results = empty();
+const queued = empty();
+const attempts = empty();
 for (let r = 0; r < ROUNDS; r++) {
   for (const mode of MODES) {
     let hookId: string | undefined;
     if (mode !== "none") {
-      const res = await call("POST", `/domains/${domain.id}/webhooks`, { url: URLS[mode], events: ["task.succeeded"] });
+      const res = await call("POST", `/domains/${domain.id}/webhooks`, { url: URLS[mode], events: [mode === "quiet" ? "task.failed" : "task.succeeded"] });
       hookId = res.webhook.id;
     }
     results[mode].push(Math.round(await round()));

@@ -63,6 +63,8 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
   let closed = false;
   /** whether any webhook exists (as of the last read); commits poke the reader only then */
   let active = true;
+  /** the names some webhook chose (as of the last read), and webhook.created: the events worth a poke */
+  let wanted: ReadonlySet<string> = WAKING;
   let reading: Promise<void> | undefined;
   let readAgain = false;
   let inFlight = 0;
@@ -79,7 +81,7 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
   const unsubscribe = deps.hub.subscribe((rows) => {
     if (closed || batch) return;
     for (const r of rows) {
-      if (WAKING.has(r.name) && (active || r.name === "webhook.created")) {
+      if (wanted.has(r.name) && (active || r.name === "webhook.created")) {
         active = true;
         batch = clock.setTimeout(() => {
           batch = undefined;
@@ -115,6 +117,7 @@ export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDis
     for (;;) {
       const hooks = await store.listWebhooks();
       active = hooks.length > 0;
+      wanted = new Set(["webhook.created", ...hooks.flatMap((h) => h.events)]);
       if (!active || closed) return queued;
       const cursor = await store.webhookCursor();
       // no webhook wants what came before the oldest one was made

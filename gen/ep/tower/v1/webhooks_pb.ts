@@ -498,7 +498,7 @@ export enum WebhookDeliveryStatus {
   SUCCEEDED = 2,
 
   /**
-   * every attempt failed, or the receiver refused it for good (a 4xx other than 408/429)
+   * every attempt failed (any answer but a 2xx, or none, is retried until they run out)
    *
    * @generated from enum value: WEBHOOK_DELIVERY_STATUS_FAILED = 3;
    */
