@@ -11,6 +11,7 @@
 //   slow  — the same event to a receiver that answers after 2 s (every sender slot held).
 // Reports tasks/s per round and the median per mode, plus the deliveries queued and attempts made.
 //   npm run build && node scripts/run-ts.mjs bench/webhooks.ts [--tasks 2000] [--rounds 3] [--workers 8] [--retry-ms 100]
+import { readFileSync } from "node:fs";
 import { Agent, createServer, request } from "node:http";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
@@ -84,6 +85,12 @@ const agents = createClient(AgentService, createConnectTransport({ baseUrl: towe
 const agentIds: string[] = [];
 for (let i = 0; i < WORKERS; i++) agentIds.push((await agents.enrollAgent({ domainId: domain.id, runtime: Runtime.SHELL })).agent!.id);
 
+/** utime + stime of a process in ms (Linux /proc; USER_HZ = 100). */
+function procCpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+}
+
 async function round(): Promise<number> {
   let next = 0;
   let completed = 0;
@@ -111,6 +118,8 @@ const MODES: Mode[] = ["none", "quiet", "ok", "dead", "slow"];
 const URLS: Record<Mode, string> = { none: "", quiet: deadUrl, ok: okUrl, dead: deadUrl, slow: slowUrl };
 const empty = (): Record<Mode, number[]> => ({ none: [], quiet: [], ok: [], dead: [], slow: [] });
 const results = empty();
+/** the tower's CPU per task in the round (ms): less at the mercy of other load on the machine than tasks/s */
+const cpuPerTask = empty();
 const queued = empty();
 const attempts = empty();
 for (let r = 0; r < ROUNDS; r++) {
@@ -120,7 +129,9 @@ for (let r = 0; r < ROUNDS; r++) {
       const res = await call("POST", `/domains/${domain.id}/webhooks`, { url: URLS[mode], events: [mode === "quiet" ? "task.failed" : "task.succeeded"] });
       hookId = res.webhook.id;
     }
+    const cpu0 = procCpuMs(tower.child.pid!);
     results[mode].push(Math.round(await round()));
+    cpuPerTask[mode].push(Number(((procCpuMs(tower.child.pid!) - cpu0) / TASKS).toFixed(3)));
     if (hookId) {
       const log = await call("GET", `/domains/${domain.id}/webhooks/${hookId}/deliveries?page_size=1000`);
       queued[mode].push(log.deliveries.length);
@@ -146,6 +157,8 @@ console.log(
       workers: WORKERS,
       tasks_per_s: results,
       median_tasks_per_s: Object.fromEntries(MODES.map((m) => [m, median(results[m])])),
+      tower_cpu_ms_per_task: cpuPerTask,
+      median_tower_cpu_ms_per_task: Object.fromEntries(MODES.map((m) => [m, median(cpuPerTask[m])])),
       ratio_to_none: Object.fromEntries(MODES.slice(1).map((m) => [m, Number((median(results[m]) / median(results.none)).toFixed(3))])),
       ratio_to_ok: { dead: Number((median(results.dead) / median(results.ok)).toFixed(3)), slow: Number((median(results.slow) / median(results.ok)).toFixed(3)) },
       retry: RETRY ? `every ${RETRY} ms` : "the product's backoff (10 s doubling)",

@@ -50,15 +50,18 @@ export function createWebhookSender(deps: WebhookSenderDeps): WebhookSender {
         const leaseId = `${replica}:${newId("whd", now)}`;
         const due = await store.claimWebhookDeliveries(iso(now), leaseId, iso(now + leaseMs), settings.concurrency - sending.size);
         if (!due.length) break;
-        for (const d of due) start(d, leaseId);
+        // one read per webhook of the batch, not one per delivery
+        const hooks = new Map<string, WebhookRow | undefined>();
+        for (const id of new Set(due.map((d) => d.webhookId))) hooks.set(id, await store.getWebhook(id));
+        for (const d of due) start(d, leaseId, hooks.get(d.webhookId));
       }
     } catch (err) {
       log.warn("webhook sender could not take due deliveries (it tries again)", { error: (err as Error).message });
     }
   });
 
-  function start(d: DeliveryRow, leaseId: string): void {
-    const p: Promise<void> = attempt(d, leaseId)
+  function start(d: DeliveryRow, leaseId: string, hook: WebhookRow | undefined): void {
+    const p: Promise<void> = attempt(d, leaseId, hook)
       .catch((err: Error) => log.warn("webhook attempt not recorded (its lease runs out and it is tried again)", { delivery_id: d.id, error: err.message }))
       .finally(() => {
         sending.delete(p);
@@ -67,8 +70,7 @@ export function createWebhookSender(deps: WebhookSenderDeps): WebhookSender {
     sending.add(p);
   }
 
-  async function attempt(d: DeliveryRow, leaseId: string): Promise<void> {
-    const hook = await store.getWebhook(d.webhookId);
+  async function attempt(d: DeliveryRow, leaseId: string, hook: WebhookRow | undefined): Promise<void> {
     if (!hook) return; // deleted meanwhile, its deliveries with it
     const startedAt = clock.now();
     const secret = openSecret(hook);
