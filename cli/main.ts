@@ -22,6 +22,7 @@ const MODULES: Record<ModuleName, () => Promise<CommandModule>> = {
   ai: () => import("./commands/ai.js"),
   events: () => import("./commands/events.js"),
   secret: () => import("./commands/secret.js"),
+  webhook: () => import("./commands/webhook.js"),
   token: () => import("./commands/token.js"),
   session: () => import("./commands/session.js"),
   meta: () => import("./commands/meta.js"),

@@ -65,6 +65,7 @@ export const ERROR_CATALOG = {
   approval_not_found: ["not_found", "No such approval; list them with 'ep approvals ls'."],
   token_not_found: ["not_found", "No such token."],
   secret_not_found: ["not_found", "No such secret."],
+  webhook_not_found: ["not_found", "No such webhook in that domain; list them with 'ep webhook ls --domain <domain>'."],
   route_not_found: ["not_found", "No such route."],
   method_not_allowed: ["method_not_allowed", "The path does not serve this method; the Allow header lists those it does."],
   procedure_not_found: ["method_not_allowed", "The server does not serve this procedure; list those it does with gRPC reflection ('buf curl --list-methods')."],

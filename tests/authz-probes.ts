@@ -15,6 +15,7 @@ import { toEpError } from "../common/errors.js";
 import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
 import { ApprovalService, PermissionOptionKind } from "../gen/ep/tower/v1/approvals_pb.js";
 import { SecretService } from "../gen/ep/tower/v1/secrets_pb.js";
+import { WebhookService } from "../gen/ep/tower/v1/webhooks_pb.js";
 import { ToolService } from "../gen/ep/tower/v1/tools_pb.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
@@ -24,7 +25,7 @@ import type { TestTower } from "./harness.js";
 import { doorOf, ROLES, type Outcome, type Role } from "./authz-table.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
-export const SERVICES: DescService[] = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, SecretService, ToolService, ApprovalService];
+export const SERVICES: DescService[] = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, SecretService, ToolService, ApprovalService, WebhookService];
 
 const PROBE_OPTIONS = [
   { optionId: "allow", name: "Allow", kind: PermissionOptionKind.ALLOW_ONCE },
@@ -51,6 +52,10 @@ export interface Fixture {
   spareToken(): Promise<string>;
   /** a fresh pending permission approval for a task agent A holds */
   approval(): Promise<string>;
+  /** a webhook of domain A (to a closed loopback port) */
+  webhookA: string;
+  /** a fresh webhook of domain A (each probe may delete the one it is given) */
+  webhook(): Promise<string>;
 }
 
 export async function makeFixture(t: TestTower): Promise<Fixture> {
@@ -65,6 +70,9 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
   await t.client(SecretService).setSecret({ name: "AUTHZ_SECRET", value: "v", domainId: domainA });
   await t.client(SecretService).grantSecret({ name: "AUTHZ_SECRET", domainId: domainA });
   const sessionA = (await t.client(AiService).createSession({ title: "authz" })).session!.id;
+  // port 9 (discard) on loopback: nothing listens, so a test delivery fails at once
+  const webhook = async () => (await t.client(WebhookService).createWebhook({ domainId: domainA, url: "http://127.0.0.1:9/authz", events: ["node.offline"] })).webhook!.id;
+  const webhookA = await webhook();
   const tokens: Record<Role, string> = {
     admin: t.adminToken,
     operator: await token("operator"),
@@ -82,6 +90,8 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
     agentA,
     nodeA: node.node!.id,
     sessionA,
+    webhookA,
+    webhook,
     task: async () => (await work.createTask({ missionId: missionA, title: "probe", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id,
     kanbanTask: async () => (await t.api("POST", `/domains/${domainA}/m/${missionA}/t`, { title: "card" })).body.task.id as string,
     spareToken: async () => (await auth.createToken({ name: "authz-spare", role: TokenRole.VIEWER })).token!.id,
@@ -187,6 +197,11 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "SecretService/GrantSecret": (f) => ({ name: "AUTHZ_SECRET", domainId: f.domainA }),
   "SecretService/RevokeSecret": (f) => ({ name: "AUTHZ_SECRET", agentId: f.agentA }),
   "SecretService/ResolveSecret": (f) => ({ name: "AUTHZ_SECRET", agentId: f.agentA }),
+  "WebhookService/CreateWebhook": (f) => ({ domainId: f.domainA, url: "http://127.0.0.1:9/probe", events: ["task.failed"] }),
+  "WebhookService/ListWebhooks": (f) => ({ domainId: f.domainA }),
+  "WebhookService/DeleteWebhook": async (f) => ({ domainId: f.domainA, webhookId: await f.webhook() }),
+  "WebhookService/TestWebhook": (f) => ({ domainId: f.domainA, webhookId: f.webhookA }),
+  "WebhookService/ListWebhookDeliveries": (f) => ({ domainId: f.domainA, webhookId: f.webhookA }),
 };
 
 const STREAMS: Record<string, (f: Fixture) => Init> = {
@@ -297,6 +312,11 @@ const REST: Record<string, (f: Fixture) => Promise<{ path: string; body?: unknow
   "GET /ui": () => ({ path: "/ui" }),
   "GET /ui/*": () => ({ path: "/ui/missions" }),
   "POST /mcp/call": (f) => ({ path: "/mcp/call", body: { tool: "list_missions", arguments: { domain_id: f.domainA } } }),
+  "GET /domains/:domain_id/webhooks": (f) => ({ path: `/domains/${f.domainA}/webhooks` }),
+  "POST /domains/:domain_id/webhooks": (f) => ({ path: `/domains/${f.domainA}/webhooks`, body: { url: "http://127.0.0.1:9/probe", events: ["task.failed"] } }),
+  "DELETE /domains/:domain_id/webhooks/:webhook_id": async (f) => ({ path: `/domains/${f.domainA}/webhooks/${await f.webhook()}` }),
+  "POST /domains/:domain_id/webhooks/:webhook_id/test": (f) => ({ path: `/domains/${f.domainA}/webhooks/${f.webhookA}/test`, body: {} }),
+  "GET /domains/:domain_id/webhooks/:webhook_id/deliveries": (f) => ({ path: `/domains/${f.domainA}/webhooks/${f.webhookA}/deliveries` }),
 };
 
 export const REST_ROUTES = Object.keys(REST);

@@ -249,6 +249,11 @@ describe("--json", () => {
     await check("secret grant", ["secret", "grant", "JSON_SECRET", "--domain", domainId]);
     await check("secret revoke", ["secret", "revoke", "JSON_SECRET", "--domain", domainId]);
     await check("secret rm", ["secret", "rm", "JSON_SECRET"]);
+    const hook = (await check("webhook add", ["webhook", "add", "http://127.0.0.1:9/json", "--domain", domainId, "--event", "task.failed"])).webhook;
+    await check("webhook ls", ["webhook", "ls", "--domain", domainId]);
+    await check("webhook test", ["webhook", "test", hook.id, "--domain", domainId], { codes: [1] }); // nothing listens on port 9
+    await check("webhook deliveries", ["webhook", "deliveries", hook.id, "--domain", domainId]);
+    await check("webhook rm", ["webhook", "rm", hook.id, "--domain", domainId]);
     const created = await check("token create", ["token", "create", "--name", "json", "--role", "viewer"]);
     await check("token ls", ["token", "ls"]);
     await check("whoami", ["whoami"]);

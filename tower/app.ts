@@ -13,6 +13,7 @@ import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { SecretService } from "../gen/ep/tower/v1/secrets_pb.js";
 import { ApprovalService } from "../gen/ep/tower/v1/approvals_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { WebhookService } from "../gen/ep/tower/v1/webhooks_pb.js";
 import type { TowerConfig } from "./config.js";
 import { createAuth, type Auth } from "./domain/auth.js";
 import { credentialOf as credentialFrom, SESSION_COOKIE } from "./edges/credential.js";
@@ -27,6 +28,9 @@ import { replicatedStore, startReplication, type Replication } from "./domain/re
 import { createSecretService, envKeySource, type SecretServiceImpl } from "./domain/secrets.js";
 import { createApprovalService, type ApprovalServiceImpl } from "./domain/approvals.js";
 import { createWorkService, type WorkService as Work } from "./domain/work.js";
+import { createWebhookDispatcher, type WebhookDispatcher } from "./domain/webhooks/webhook-dispatcher.js";
+import { createWebhookService, resealWebhookSecrets, type WebhookServiceImpl } from "./domain/webhooks/webhook-service.js";
+import { readWebhookSettings } from "./domain/webhooks/webhook-settings.js";
 import { createTaskMerge } from "./domain/work-merge.js";
 import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
 import { ToolService } from "../gen/ep/tower/v1/tools_pb.js";
@@ -45,6 +49,7 @@ import { mendProtocolErrors } from "../common/connect-errors.js";
 import { serviceImpl } from "./edges/connect/bind.js";
 import { buildOpenApi } from "./edges/rest/openapi.js";
 import { registerRestRoutes, workRoutes } from "./edges/rest/work-routes.js";
+import { webhookRoutes } from "./edges/rest/webhook-routes.js";
 import { registerConsoleRoutes } from "./edges/ui/console-routes.js";
 import { registerOidcRoutes } from "./edges/ui/oidc-routes.js";
 import type { OidcConfig, OidcLoginConfig } from "./domain/auth-oidc.js";
@@ -59,7 +64,7 @@ import { createAttachAdmission, localAttachRelay, type AttachRelay } from "./dom
 import type { Store } from "./store/store.js";
 
 /** The tower's services, as Connect, gRPC and gRPC-Web serve them and reflection lists them. */
-const TOWER_SERVICES = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService];
+const TOWER_SERVICES = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService, WebhookService];
 
 export { SESSION_COOKIE };
 
@@ -70,6 +75,9 @@ export interface TowerServices {
   secrets: SecretServiceImpl;
   ai: AiServiceImpl;
   approvals: ApprovalServiceImpl;
+  webhooks: WebhookServiceImpl;
+  /** sends the webhooks' deliveries in the background (tower/domain/webhooks/webhook-dispatcher.ts) */
+  webhookDispatcher: WebhookDispatcher;
 }
 
 export interface Tower {
@@ -94,7 +102,7 @@ export interface TowerOptions {
   /**
    * The environment the tower reads its settings from: AI console (EP_AI_*, PROVIDER*_API_KEY,
    * EP_CENTRAL_RUNTIME_DEFAULT, EP_CLAUDE_*), the secret-store key (EP_SECRET_KEY, _FILE,
-   * _PREVIOUS) and replicas (EP_REPLICA_ID, EP_REPLICA_URL); default process.env.
+   * _PREVIOUS), replicas (EP_REPLICA_ID, EP_REPLICA_URL) and webhooks (EP_WEBHOOK_*); default process.env.
    */
   env?: Record<string, string | undefined>;
 }
@@ -137,8 +145,17 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const authService = createAuthService(auth, deps, () => secretKeys.keyring());
   const secrets = createSecretService(deps, secretKeys);
   const approvals = createApprovalService(deps);
+  // outgoing webhooks: queued from the committed event log and sent in the background
+  const webhookDispatcher = createWebhookDispatcher({
+    ...deps,
+    keys: secretKeys,
+    settings: readWebhookSettings(env),
+    exclusive: replication && ((name, fn) => replication.tryExclusive(name, fn)),
+  });
+  const webhooks = createWebhookService(deps, secretKeys, () => webhookDispatcher.kick());
   // rotation: values under EP_SECRET_KEY_PREVIOUS are re-encrypted under the current key (docs/secrets.md)
   await secrets.reencrypt().catch((err: Error) => log.error("secret re-encryption failed", { error: err.message }));
+  await resealWebhookSecrets(store, secretKeys, log).catch((err: Error) => log.error("webhook secret re-sealing failed", { error: err.message }));
   await auth.resealSigningKeys().catch((err: Error) => log.error("signing key re-sealing failed", { error: err.message }));
   const eventStream = createEventStream({ ...deps, oidcSessions: oidcLogin?.sessions }, { ...config.stream, retention: config.eventRetention });
   const events = createEventService(deps, eventStream);
@@ -147,7 +164,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const app = createHttpApp(config, log);
   // every route the tower serves, for the authorization matrix (tests/authz-matrix.test.ts)
   const routes = collectRoutes(app);
-  const restRoutes = [...workRoutes(workApi), ...aiRoutes(ai)];
+  const restRoutes = [...workRoutes(workApi), ...webhookRoutes(webhooks), ...aiRoutes(ai)];
   const gate = createDoorGate(TOWER_SERVICES, restRoutes);
   app.addHook("onRequest", async (req) => {
     if (isPublic(req.url, req.method)) return;
@@ -163,6 +180,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   registerOidcRoutes(app, oidcLogin?.login(auth), { secure: Boolean(config.tls) || config.publicUrl.startsWith("https:"), log, clock });
 
   registerRestRoutes(app, workRoutes(workApi));
+  registerRestRoutes(app, webhookRoutes(webhooks));
   registerAiRoutes(app, ai);
   // the REST surface described (OpenAPI 3.1) from the same route tables and message descriptors
   let openapi: Record<string, unknown> | undefined;
@@ -197,6 +215,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     router.service(ToolService, serviceImpl(ToolService, tools, log));
     router.service(SecretService, serviceImpl(SecretService, secrets, log));
     router.service(ApprovalService, serviceImpl(ApprovalService, approvals, log));
+    router.service(WebhookService, serviceImpl(WebhookService, webhooks, log));
   };
   await registerUnaryLane(app, services, config.bodyLimit);
   await app.register(fastifyConnectPlugin, {
@@ -219,7 +238,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     app,
     deps,
     routes,
-    services: { auth, work, fleet, secrets, ai, approvals },
+    services: { auth, work, fleet, secrets, ai, approvals, webhooks, webhookDispatcher },
     replication,
     onClose: (fn) => closers.push(fn),
     close() {
@@ -230,6 +249,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
 
   async function closeOnce(): Promise<void> {
     stopSweeper();
+    await webhookDispatcher.close();
     work.close();
     fleet.close();
     await eventStream.close();

@@ -12,6 +12,8 @@ const WORK: readonly Role[] = ["admin", "operator", "node", "agent"];
 /** the people's roles: decisions a program (node, agent) never makes */
 const PEOPLE: readonly Role[] = ["admin", "operator"];
 const ADMIN: readonly Role[] = ["admin"];
+/** people reading: a viewer sees what admins and operators manage (webhooks: URLs cut to their origin) */
+const PEOPLE_READ: readonly Role[] = ["admin", "operator", "viewer"];
 const NODE: readonly Role[] = ["node"];
 /** AI sessions: the roles that may open one, and so own one */
 const SESSION: readonly Role[] = ["admin", "operator", "agent"];
@@ -82,6 +84,11 @@ export const RPC_ROLES: Readonly<Record<string, readonly Role[]>> = {
   "ApprovalService/GetApproval": READ,
   "ApprovalService/Approve": PEOPLE,
   "ApprovalService/Reject": PEOPLE,
+  "WebhookService/CreateWebhook": PEOPLE,
+  "WebhookService/ListWebhooks": PEOPLE_READ,
+  "WebhookService/DeleteWebhook": PEOPLE,
+  "WebhookService/TestWebhook": PEOPLE,
+  "WebhookService/ListWebhookDeliveries": PEOPLE_READ,
 };
 
 /** Every catalog tool (the same roles as the RPC it calls; checked against the catalog in the test). */

@@ -6,6 +6,7 @@ import type { ApprovalStore } from "./approval-store.js";
 import type { IdempotencyStore } from "./idempotency-store.js";
 import type { NodeStateStore } from "./node-state-store.js";
 import type { SecretStore } from "./secret-store.js";
+import type { WebhookStore } from "./webhook-store.js";
 
 import type { JsonObject } from "./json-types.js";
 export type { JsonObject } from "./json-types.js";
@@ -243,8 +244,8 @@ export interface EventQuery {
  * referenced row (domain, mission) is missing, in both dialects. On PostgreSQL such an
  * error also aborts the surrounding transaction: let it propagate, do not catch and go on.
  */
-/** AiStore (tower/store/ai-store.ts): AI sessions, turns, pending actions, docs and artifacts; SecretStore (tower/store/secret-store.ts): encrypted secrets and grants; NodeStateStore (tower/store/node-state-store.ts): the latest state report of each node; ApprovalStore (tower/store/approval-store.ts): what agents ask a person to allow; IdempotencyStore (tower/store/idempotency-store.ts): the keys of idempotent creates. */
-export interface Store extends AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore {
+/** AiStore (tower/store/ai-store.ts): AI sessions, turns, pending actions, docs and artifacts; SecretStore (tower/store/secret-store.ts): encrypted secrets and grants; NodeStateStore (tower/store/node-state-store.ts): the latest state report of each node; ApprovalStore (tower/store/approval-store.ts): what agents ask a person to allow; IdempotencyStore (tower/store/idempotency-store.ts): the keys of idempotent creates; WebhookStore (tower/store/webhook-store.ts): outgoing webhooks and their deliveries. */
+export interface Store extends AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore, WebhookStore {
   readonly dialect: "sqlite" | "postgres";
   /** Applies pending numbered migrations. */
   migrate(): Promise<void>;

@@ -9,6 +9,7 @@ import { AuthService } from "@gen/ep/tower/v1/auth_pb.js";
 import { EventService } from "@gen/ep/tower/v1/events_pb.js";
 import { AgentService, NodeService } from "@gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "@gen/ep/tower/v1/work_pb.js";
+import { WebhookService } from "@gen/ep/tower/v1/webhooks_pb.js";
 
 const transport = createConnectTransport({
   baseUrl: window.location.origin,
@@ -23,6 +24,7 @@ export interface Api {
   events: Client<typeof EventService>;
   ai: Client<typeof AiService>;
   approvals: Client<typeof ApprovalService>;
+  webhooks: Client<typeof WebhookService>;
 }
 
 export const api: Api = {
@@ -33,6 +35,7 @@ export const api: Api = {
   events: createClient(EventService, transport),
   ai: createClient(AiService, transport),
   approvals: createClient(ApprovalService, transport),
+  webhooks: createClient(WebhookService, transport),
 };
 
 export interface Identity {
