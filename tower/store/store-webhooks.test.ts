@@ -3,7 +3,7 @@
 // row; a lease that ran out lets the row be taken again; an event is queued once per webhook.
 import { describe, expect } from "vitest";
 import type { DeliveryRow, WebhookRow } from "./webhook-store.js";
-import { iso, storeSuite, T0 } from "./store-suite.js";
+import { iso, storeSuite, T0 } from "../../test-support/store-suite.js";
 
 storeSuite((s) => {
   const { test } = s;
