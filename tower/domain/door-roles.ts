@@ -38,6 +38,8 @@ export const RPC_ROLES: Readonly<Record<string, readonly Role[]>> = {
   "WorkService/RetryTask": WORK,
   "WorkService/CancelTask": WORK,
   "WorkService/MergeTask": PEOPLE,
+  "WorkService/RunPipeline": WORK,
+  "WorkService/GetPipeline": READ,
   "NodeService/RegisterNode": ADMIN,
   "NodeService/ListNodes": READ,
   "NodeService/GetNode": READ,

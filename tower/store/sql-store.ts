@@ -10,6 +10,7 @@
 // file holds only what is its own.
 import { createAiStore, type AiActionQuery, type AiActionRow, type AiSessionRow, type AiStore, type AiTurnRow, type ArtifactRow, type DocRow } from "./ai-store.js";
 import { createApprovalStore, type ApprovalDecision, type ApprovalQuery, type ApprovalRow, type ApprovalStore } from "./approval-store.js";
+import { createDependencyStore, type DependencyStore } from "./dependency-store.js";
 import { createIdempotencyStore, type IdempotencyRow, type IdempotencyStore } from "./idempotency-store.js";
 import { createNodeStateStore, type NodeStateRow, type NodeStateStore } from "./node-state-store.js";
 import { nodeDomainsText, toAgent, toDomain, toMission, toNode, toSigningKey, toTicket, toToken, type Row } from "./rows.js";
@@ -35,7 +36,7 @@ const MISSION_COLUMNS: Record<string, string> = { title: "title", description: "
 const NODE_COLUMNS: Record<string, string> = { hostname: "hostname", status: "status", lastSeenAt: "last_seen_at", domains: "domains" };
 const AGENT_COLUMNS: Record<string, string> = { state: "state", lastSeenAt: "last_seen_at", name: "name", capabilities: "capabilities", runtime: "runtime", supervised: "supervised" };
 
-export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore {
+export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore, DependencyStore {
   /**
    * Runs one statement (`?` placeholders) on this store's connection — the transaction's when
    * this is a transaction's store — and returns the rows it yields (none for a plain write).
@@ -83,13 +84,13 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   }
 
   // `declare`: no per-instance field (a transaction's store is made per transaction)
-  declare private parts?: { ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore; approvals: ApprovalStore; idempotency: IdempotencyStore };
+  declare private parts?: { ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore; approvals: ApprovalStore; idempotency: IdempotencyStore; deps: DependencyStore };
 
   /** The AI, secret and node-state tables' SQL (their own modules), bound to this store's connection. */
   private get modules() {
     if (!this.parts) {
       const q: Query = (sql, args) => this.tableQuery(sql, args);
-      this.parts = { ai: createAiStore(q), secrets: createSecretStore(q), nodeState: createNodeStateStore(q), approvals: createApprovalStore(q), idempotency: createIdempotencyStore(q) };
+      this.parts = { ai: createAiStore(q), secrets: createSecretStore(q), nodeState: createNodeStateStore(q), approvals: createApprovalStore(q), idempotency: createIdempotencyStore(q), deps: createDependencyStore(q, (col, values) => this.inList(col, values)) };
     }
     return this.parts;
   }
@@ -439,5 +440,20 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   }
   sweepIdempotencyKeys(nowMs: number) {
     return this.modules.idempotency.sweepIdempotencyKeys(nowMs);
+  }
+
+  // ---- task dependencies (SQL in dependency-store.ts)
+
+  insertTaskDeps(childId: string, parentIds: readonly string[]) {
+    return this.modules.deps.insertTaskDeps(childId, parentIds);
+  }
+  queueReadyChildren(parentId: string, at: string) {
+    return this.modules.deps.queueReadyChildren(parentId, at);
+  }
+  listChildren(parentId: string) {
+    return this.modules.deps.listChildren(parentId);
+  }
+  listParentStates(childIds: readonly string[]) {
+    return this.modules.deps.listParentStates(childIds);
   }
 }

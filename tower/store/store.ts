@@ -3,6 +3,7 @@
 
 import type { AiStore } from "./ai-store.js";
 import type { ApprovalStore } from "./approval-store.js";
+import type { DependencyStore } from "./dependency-store.js";
 import type { IdempotencyStore } from "./idempotency-store.js";
 import type { NodeStateStore } from "./node-state-store.js";
 import type { SecretStore } from "./secret-store.js";
@@ -93,11 +94,15 @@ export interface TaskRow {
   /** the latest claim's lease id (fencing token); '' before the first claim */
   leaseId: string;
   parentTaskId: string;
+  /** the tasks this one waits for (set at creation, never changed; the edges are in task_deps) */
+  dependsOn: string[];
+  /** the pipeline step's name, '' for a task made one by one */
+  step: string;
   createdAt: string;
   updatedAt: string;
 }
 
-export type TaskPatch = Partial<Omit<TaskRow, "id" | "domainId" | "missionId" | "kind" | "createdAt">>;
+export type TaskPatch = Partial<Omit<TaskRow, "id" | "domainId" | "missionId" | "kind" | "createdAt" | "dependsOn" | "step">>;
 
 export interface TaskQuery {
   missionId?: string;
@@ -243,7 +248,7 @@ export interface EventQuery {
  * error also aborts the surrounding transaction: let it propagate, do not catch and go on.
  */
 /** AiStore (tower/store/ai-store.ts): AI sessions, turns, pending actions, docs and artifacts; SecretStore (tower/store/secret-store.ts): encrypted secrets and grants; NodeStateStore (tower/store/node-state-store.ts): the latest state report of each node; ApprovalStore (tower/store/approval-store.ts): what agents ask a person to allow; IdempotencyStore (tower/store/idempotency-store.ts): the keys of idempotent creates. */
-export interface Store extends AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore {
+export interface Store extends AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore, DependencyStore {
   readonly dialect: "sqlite" | "postgres";
   /** Applies pending numbered migrations. */
   migrate(): Promise<void>;
