@@ -92,6 +92,7 @@ export const TOOL_ROLES: Readonly<Record<string, readonly Role[]>> = {
   get_mission: READ,
   list_tasks: READ,
   get_task: READ,
+  get_parent_results: READ,
   list_agents: READ,
   get_agent: READ,
   list_nodes: READ,

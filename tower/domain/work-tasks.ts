@@ -185,6 +185,12 @@ export function checkNewTask(req: pb.CreateTaskRequest) {
   if (req.input && JSON.stringify(req.input).length > 256 * 1024) throw invalidField("input", "is larger than 256 KiB");
   const dependsOn = req.dependsOn.map((id, i) => text(`depends_on[${i}]`, id, { required: true, max: 100 }));
   if (new Set(dependsOn).size !== dependsOn.length) throw invalidField("depends_on", "names a task twice");
+  // a worktree started from a parent's branch: that parent must be one the task waits for
+  const ws = (req.input as JsonObject | undefined)?.workspace;
+  const ref = ws && typeof ws === "object" && !Array.isArray(ws) ? (ws as JsonObject).ref : undefined;
+  if (typeof ref === "string" && ref.startsWith("task:") && !dependsOn.includes(ref.slice(5))) {
+    throw invalidField("input.workspace.ref", `${ref} must name one of the task's depends_on (its branch exists once it succeeded)`);
+  }
   let claimPolicy = "";
   let status: string;
   if (kind === "claimable") {

@@ -104,6 +104,14 @@ const TOOL_LIST: Tool[] = [
     inputSchema: schema({ task_id: id("Task") }, ["task_id"]),
   },
   {
+    name: "get_parent_results",
+    kind: "read",
+    description:
+      "The tasks a task depends on (depends_on) with their state and result: output, exit status, error, and the branch and commits of their workspace. " +
+      "A task started after its parents succeeded reads what they produced here.",
+    inputSchema: schema({ task_id: id("Task") }, ["task_id"]),
+  },
+  {
     name: "list_agents",
     kind: "read",
     description: "List agents, optionally only those of one domain or node.",
@@ -191,7 +199,9 @@ const TOOL_LIST: Tool[] = [
     kind: "write",
     description:
       "Create a claimable task in a mission; an agent with matching capabilities claims and runs it. " +
-      "The shell runtime runs input.command; agent runtimes take input.prompt, else the title and description.",
+      "The shell runtime runs input.command; agent runtimes take input.prompt, else the title and description. " +
+      "With depends_on (task ids of the same domain) it waits until every one of them succeeded, and its run gets their results (get_parent_results); " +
+      "input.workspace.ref \"task:<id>\" starts its worktree from that parent's branch.",
     inputSchema: schema(
       {
         mission_id: id("Mission"),
@@ -203,6 +213,7 @@ const TOOL_LIST: Tool[] = [
         assignee_agent_id: id("Agent (required when claim_policy is assigned)"),
         max_attempts: int32("Attempts before the task fails", 1),
         runtime: { type: "string", enum: [...RUNTIMES] },
+        depends_on: { type: "array", items: { type: "string", minLength: 1, maxLength: 100 }, maxItems: 100, uniqueItems: true, description: "Tasks (ids, same domain) that must succeed first" },
         input: {
           type: "object",
           description: "Runtime input, e.g. {command} for shell or {prompt} for agent runtimes",
