@@ -67,7 +67,7 @@ const epd = spawn(process.execPath, [epdMain, "run", "--backend-url", t.url], {
 });
 process.on("exit", () => epd.exitCode === null && epd.kill("SIGKILL"));
 const mgmt = join(home.dir, "epd", "mgmt.sock");
-const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 10_000 });
+const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 60_000 });
 await waitFor(async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected", 15_000);
 
 /** Creates the phase's tasks in a domain of its own (no agent yet); `chained`: WIDTH chains of DEPTH. Returns [child, parent] pairs and every id. */

@@ -97,7 +97,13 @@ export function pipelineState(steps: readonly Pick<TaskRow, "status">[]): string
 function stepRequest(s: PipelineStep, missionId: string, ids: ReadonlyMap<string, string>, assignee: string): pb.CreateTaskRequest {
   const input: JsonObject = { ...s.input };
   const ref = stepRef(s);
-  if (ref !== undefined && ids.has(ref)) input.workspace = { ...(input.workspace as JsonObject), ref: `task:${ids.get(ref)}` };
+  const dependsOn = s.dependsOn.map((d) => ids.get(d) ?? d);
+  if (ref !== undefined && ids.has(ref)) {
+    input.workspace = { ...(input.workspace as JsonObject), ref: `task:${ids.get(ref)}` };
+    // an ancestor's branch (test after review, on implement's branch): that ancestor becomes a
+    // parent too, so the run is given its result; it has succeeded before the step runs anyway
+    if (!dependsOn.includes(ids.get(ref)!)) dependsOn.push(ids.get(ref)!);
+  } else if (ref?.startsWith("tsk_") && !dependsOn.includes(ref)) dependsOn.push(ref);
   return create(pb.CreateTaskRequestSchema, {
     missionId,
     title: s.title,
@@ -109,7 +115,7 @@ function stepRequest(s: PipelineStep, missionId: string, ids: ReadonlyMap<string
     priority: s.priority,
     maxAttempts: s.maxAttempts,
     input,
-    dependsOn: s.dependsOn.map((d) => ids.get(d) ?? d),
+    dependsOn,
   });
 }
 
