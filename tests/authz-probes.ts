@@ -331,6 +331,7 @@ const TOOLS: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   list_tasks: (f) => ({ mission_id: f.missionA }),
   get_task: async (f) => ({ task_id: await f.task() }),
   get_parent_results: async (f) => ({ task_id: await f.task() }),
+  run_pipeline: (f) => ({ domain_id: f.domainA, source: PROBE_PIPELINE }),
   list_agents: (f) => ({ domain_id: f.domainA }),
   get_agent: (f) => ({ agent_id: f.agentA }),
   list_nodes: () => ({}),

@@ -139,6 +139,7 @@ export const MATRIX: { rest: Record<string, Row>; connect: Record<string, Row>; 
     "list_tasks": "AAAAA-",
     "get_task": "AAAAA-",
     "get_parent_results": "AAAAA-",
+    "run_pipeline": "AA-AA-",
     "list_agents": "AAAAA-",
     "get_agent": "AAAAA-",
     "list_nodes": "AAAAAA",

@@ -102,6 +102,7 @@ export const TOOL_ROLES: Readonly<Record<string, readonly Role[]>> = {
   get_supervision: READ,
   create_domain: PEOPLE,
   create_mission: WORK,
+  run_pipeline: WORK,
   put_doc: WORK,
   submit_mesh_task: WORK,
   claim_mesh_task: WORK,

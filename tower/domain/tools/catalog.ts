@@ -181,6 +181,18 @@ const TOOL_LIST: Tool[] = [
     ),
   },
   {
+    name: "run_pipeline",
+    kind: "write",
+    description:
+      "Create a mission's tasks from a pipeline file (TOML: name = \"…\", then [[step]] tables with name, runtime or agent, prompt or command, " +
+      "workspace {repo, ref?}, depends_on (step names), max_attempts, claim_policy): each step waits until the steps it depends on succeeded. " +
+      "A malformed file is refused naming its line; nothing is created then.",
+    inputSchema: schema(
+      { domain_id: id("Domain"), source: text("The pipeline file's TOML text", 512 * 1024), title: { type: "string", maxLength: 500 }, mission_id: id("Mission (add the steps to it)") },
+      ["domain_id", "source"],
+    ),
+  },
+  {
     name: "put_doc",
     kind: "write",
     description: "Create or replace a mission document.",

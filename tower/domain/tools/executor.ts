@@ -212,6 +212,11 @@ function toolHandlers(x: ToolExecutorDeps): Record<string, (caller: Caller, a: A
         workpb.CreateMissionResponseSchema,
         await work.createMission(c, create(workpb.CreateMissionRequestSchema, { domainId: str(a.domain_id), title: str(a.title), description: str(a.description) })),
       ),
+    run_pipeline: async (c, a) =>
+      json(
+        workpb.RunPipelineResponseSchema,
+        await work.runPipeline(c, create(workpb.RunPipelineRequestSchema, { domainId: str(a.domain_id), source: str(a.source), title: str(a.title), missionId: str(a.mission_id) })),
+      ),
     put_doc: async (c, a) =>
       ({ doc: docJson(await docs.putDoc(c, { mission_id: str(a.mission_id), name: str(a.name), content: str(a.content), content_type: str(a.content_type) })) }),
     submit_mesh_task: async (c, a) =>
