@@ -124,7 +124,8 @@ describe("daemon work over the link", () => {
   it("SIGTERM-style close waits for a running task, then fails what outlives the grace so it can run again", async () => {
     const s = await setup({ pollMs: 60_000, graceMs: 300 });
     const task = (await s.work.createTask({ missionId: s.missionId, title: "slow", runtime: Runtime.SHELL, input: { command: "sleep 30" } })).task!;
-    await waitFor(async () => (await s.work.getTask({ taskId: task.id })).task!.status === TaskStatus.RUNNING, 3000);
+    // running at the tower once it is handed over; wait until epd's run has it too
+    await waitFor(() => s.daemon.worker.running().some((r) => r.taskId === task.id), 3000);
     await s.daemon.close();
     const after = (await s.work.getTask({ taskId: task.id })).task!;
     expect(statusWord(after.status)).toBe("queued");

@@ -65,6 +65,8 @@ export interface DaemonOptions {
   /** Fault injection for tests: return true to drop a link message as if it was lost. */
   dropLinkMessage?: (msg: LinkResponse) => boolean;
   linkBackoff?: { initialMs?: number; maxMs?: number };
+  /** the HTTP/1.1 link only (EP_LINK=http1), outcomes as unary calls; default: the session over HTTP/2 */
+  linkOverHttp1?: boolean;
 }
 
 export interface Daemon {
@@ -109,6 +111,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const home = daemonHome(env);
   const sockets = daemonSockets(env);
   const pollMs = opts.pollMs ?? positiveInt("EP_POLL_MS", env.EP_POLL_MS, 5000);
+  const linkOverHttp1 = opts.linkOverHttp1 ?? linkKind(env.EP_LINK) === "http1";
   const graceMs = opts.shutdownGraceMs ?? positiveInt("EP_SHUTDOWN_GRACE_MS", env.EP_SHUTDOWN_GRACE_MS, 30_000);
   const startedAt = clock.now();
   const binDir = await prepareHome(home, opts.epdEntry);
@@ -144,10 +147,13 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     mcp,
     hidden: [epHome(env), nodeFile(env)], // what no confined run sees: tokens, the tower's data, other runs, the node identity
     profiles: { list: () => fleet.claimers(), place: (profileId) => fleet.taskPlace(profileId) },
+    // outcomes go up the session while it is up (the link is made just below)
+    uplink: () => link,
   });
 
   const { attach, link } = linkToTower(opts, {
     tower,
+    linkOverHttp1,
     clock,
     log,
     attach: { hub: attachHub, resolve: createTargetResolver({ fleet, agents, hub: attachHub, runSocketName: runtimesConfig.muxhost_hosted.socketName }), path: sockets.attach },
@@ -257,6 +263,12 @@ function runBaseEnv(env: NodeJS.ProcessEnv): Record<string, string> {
  * The link to the tower and the attach gateway it dials back through. A fresh attach secret per
  * daemon start: the tower refuses dial-backs proven with an older one.
  */
+/** EP_LINK: "session" (default) or "http1"; anything else is refused naming the variable. */
+function linkKind(v: string | undefined): "session" | "http1" {
+  if (v === undefined || v === "" || v === "session" || v === "http1") return v === "http1" ? "http1" : "session";
+  throw new Error(`EP_LINK must be session or http1, not ${JSON.stringify(v)}`);
+}
+
 function linkToTower(
   opts: DaemonOptions,
   o: {
@@ -265,6 +277,7 @@ function linkToTower(
     log: Logger;
     attach: Pick<AttachGatewayOptions, "hub" | "resolve" | "path">;
     agents: TowerLinkOptions["agents"];
+    linkOverHttp1: boolean;
     onConnected(): void;
     onMessage(msg: LinkResponse, attach: AttachGateway): void;
   },
@@ -273,6 +286,7 @@ function linkToTower(
   const attach = createAttachGateway({ ...o.attach, log: o.log.child({ part: "attach" }), tower: { baseUrl: opts.backendUrl, token: opts.identity.token, attachSecret } });
   const link = createTowerLink({
     nodes: o.tower.nodes,
+    sessions: o.linkOverHttp1 ? undefined : o.tower.sessions,
     clock: o.clock,
     log: o.log.child({ part: "link" }),
     attachSecret,

@@ -17,7 +17,8 @@ Environment:
   EP_NODE_FILE         node identity file (default /etc/ep/node.json, written by 'ep agent node register')
   EP_BASE_URL          tower URL when --backend-url is not given (else node.json's tower_url, else http://localhost:8008)
   EP_POLL_MS           safety-net poll interval in ms (default 5000)
-  EP_TAKE_TASKS        0 to claim after each wake-up instead of taking work the tower pushes to idle agents (default 1)
+  EP_LINK              session (default): work down and outcomes up on one HTTP/2 stream, falling back to
+                       http1 by itself when the tower or a proxy cannot take it; http1: always the HTTP/1.1 link
   EP_SHUTDOWN_GRACE_MS how long SIGTERM waits for running tasks (default 30000)
   EP_FANOUT_LISTEN     serve the tower's event stream to local clients on this loopback host:port (GET /events, /stats)
   EP_LOG_LEVEL         debug | info | warn | error (default info)

@@ -7,8 +7,8 @@ import { ErrorDetailSchema } from "../gen/ep/errors/v1/errors_pb.js";
 import { enumOf } from "../common/vocab.js";
 import { RoleSchema, Role as TokenRole } from "../gen/ep/tower/v1/resources_pb.js";
 import { AgentState } from "../gen/ep/tower/v1/resources_pb.js";
-import { createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import WebSocket from "ws";
 import { toEpError } from "../common/errors.js";
@@ -197,17 +197,17 @@ const STREAMS: Record<string, (f: Fixture) => Init> = {
   "EventService/StreamEvents": (f) => ({ filter: { domainId: f.domainA } }),
   "AiService/StreamSession": (f) => ({ sessionId: f.sessionA }),
   "NodeService/Link": () => ({ attachSecret: "s".repeat(32), version: "probe" }),
+  // bidi over HTTP/2 (gRPC, as epd dials it): the request stream holds the open message
+  "NodeService/Session": () => ({ message: { case: "open", value: { attachSecret: "s".repeat(32), version: "probe" } } }),
 };
+const BIDI = new Set(["NodeService/Session"]);
 
 export const CONNECT_METHODS = [...Object.keys(CONNECT), ...Object.keys(STREAMS)];
 
-function client(f: Fixture, service: DescService, role: Role): Client<DescService> {
+function client(f: Fixture, service: DescService, role: Role, http2 = false): Client<DescService> {
   const token = f.tokens[role];
-  const transport = createConnectTransport({
-    baseUrl: f.t.url,
-    httpVersion: "1.1",
-    interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))],
-  });
+  const interceptors = [((next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))) as Interceptor];
+  const transport = http2 ? createGrpcTransport({ baseUrl: f.t.url, interceptors }) : createConnectTransport({ baseUrl: f.t.url, httpVersion: "1.1", interceptors });
   return createClient(service, transport);
 }
 
@@ -215,12 +215,20 @@ export async function probeConnect(f: Fixture, method: string, role: Role): Prom
   const [svc, name] = doorOf(method).split("/");
   const service = SERVICES.find((s) => s.typeName === `ep.tower.v1.${svc}`)!;
   const local = name[0].toLowerCase() + name.slice(1);
-  const c = client(f, service, role) as unknown as Record<string, (req: Init, opts?: { signal: AbortSignal }) => unknown>;
+  const c = client(f, service, role, BIDI.has(method)) as unknown as Record<string, (req: unknown, opts?: { signal: AbortSignal }) => unknown>;
   if (STREAMS[method]) {
     const ac = new AbortController();
     const timer = setTimeout(() => ac.abort(), 300);
+    const first = STREAMS[method](f);
+    // a bidi call's requests: the first message, then held open until the probe ends
+    const req = BIDI.has(method)
+      ? (async function* () {
+          yield first;
+          await new Promise((r) => ac.signal.addEventListener("abort", r, { once: true }));
+        })()
+      : first;
     try {
-      for await (const _ of c[local](STREAMS[method](f), { signal: ac.signal }) as AsyncIterable<unknown>) break;
+      for await (const _ of c[local](req, { signal: ac.signal }) as AsyncIterable<unknown>) break;
       return "allow";
     } catch (err) {
       return ac.signal.aborted ? "allow" : classifyError(err);

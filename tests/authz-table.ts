@@ -131,6 +131,7 @@ export const MATRIX: { rest: Record<string, Row>; connect: Record<string, Row>; 
     "EventService/StreamEvents": "AAAAA-",
     "AiService/StreamSession": "A-----",
     "NodeService/Link": "---A--",
+    "NodeService/Session": "---A--",
   },
   mcp: {
     "list_domains": "AAAAAA",

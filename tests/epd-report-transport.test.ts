@@ -21,12 +21,16 @@ beforeAll(async () => {
   await buildBinaries();
 }, 60_000);
 
-/** A proxy that resets (TCP RST) the first `times` connections carrying a request for `path`. */
-async function resettingProxy(targetPort: number, path: string, times: number) {
+/**
+ * A proxy that resets (TCP RST) the first `times` connections carrying bytes that include
+ * `marker`: the task's output, so the connection carrying its outcome — a CompleteTask request, or
+ * the session's HTTP/2 stream with the outcome message on it.
+ */
+async function resettingProxy(targetPort: number, marker: string, times: number) {
   let left = times;
   const proxy = await tcpProxy(targetPort, ({ client, upstream }) => {
     client.on("data", (chunk: Buffer) => {
-      if (left > 0 && chunk.includes(path)) {
+      if (left > 0 && chunk.includes(marker)) {
         left--;
         client.resetAndDestroy();
         upstream.destroy();
@@ -56,20 +60,21 @@ async function setup(home: string, tower: TowerProcess) {
 const runsIn = (file: string) => (existsSync(file) ? readFileSync(file, "utf8").trim().split("\n").filter(Boolean).length : 0);
 
 describe("completion reports across transport failures", () => {
-  it("a reset connection while reporting is retried, and the task runs once", async () => {
+  // the session carries the outcome up its HTTP/2 stream; the HTTP/1.1 link leaves it to CompleteTask
+  it.each(["session", "http1"])("a reset connection while reporting is retried, and the task runs once (EP_LINK=%s)", async (link) => {
     const h = tempHome("ep-report-");
     cleanup(() => h.cleanup());
     const tower = await spawnTowerProcess(h.dir, { EP_LEASE_MS: "3000" });
     cleanup(() => tower.stop());
     const s = await setup(h.dir, tower);
-    const proxy = await resettingProxy(tower.port, "WorkService/CompleteTask", 2);
+    const proxy = await resettingProxy(tower.port, "ran-and-reported", 2);
     cleanup(() => proxy.close());
-    const epd = await spawnEpd({ home: h.dir, nodeFile: s.nodeFile, backendUrl: proxy.url, env: { EP_POLL_MS: "500" } });
+    const epd = await spawnEpd({ home: h.dir, nodeFile: s.nodeFile, backendUrl: proxy.url, env: { EP_POLL_MS: "500", EP_LINK: link } });
     cleanup(() => epd.stop());
     const { jsonRpcCall } = await import("../daemon/mgmt/client.js");
     await jsonRpcCall(join(h.dir, "epd", "mgmt.sock"), "agent.enroll", { domainId: s.domainId, runtime: "shell", name: "runner" });
     const counter = join(h.dir, "runs.txt");
-    const task = (await s.work.createTask({ missionId: s.missionId, title: "once", runtime: Runtime.SHELL, input: { command: `echo ran >> ${counter}` } })).task!;
+    const task = (await s.work.createTask({ missionId: s.missionId, title: "once", runtime: Runtime.SHELL, input: { command: `echo ran >> ${counter}; echo ran-and-reported` } })).task!;
     let status = "";
     await waitFor(async () => {
       status = statusWord((await s.work.getTask({ taskId: task.id })).task!.status);

@@ -1,10 +1,10 @@
 // The daemon's side of the tower API: Connect clients carrying the node JWT, in binary protobuf
 // over HTTP/1.1 (a reverse proxy in front of the tower, docs/deploy.md, passes it as it is). The
-// link stream goes through connect-node's transport; unary calls (outcomes, heartbeats, progress)
+// session (the link both ways) is gRPC over HTTP/2; the HTTP/1.1 link stream goes through connect-node's transport; unary calls (outcomes, heartbeats, progress)
 // through the lean one of unary-transport.ts, which halves epd's CPU per short task
 // (docs/PERFORMANCE.md, "epd's unary calls").
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { AgentService, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import { ApprovalService } from "../../gen/ep/tower/v1/approvals_pb.js";
@@ -16,6 +16,8 @@ export interface TowerClients {
   transport: Transport;
   work: Client<typeof WorkService>;
   nodes: Client<typeof NodeService>;
+  /** NodeService over HTTP/2 in the gRPC protocol, for the session (the link both ways; a proxy passes it as gRPC, docs/deploy.md) */
+  sessions: Client<typeof NodeService>;
   agents: Client<typeof AgentService>;
   approvals: Client<typeof ApprovalService>;
 }
@@ -33,6 +35,7 @@ export function createTowerClients(baseUrl: string, token: string): TowerClients
     transport,
     work: createClient(WorkService, transport),
     nodes: createClient(NodeService, transport),
+    sessions: createClient(NodeService, createGrpcTransport({ baseUrl, interceptors: [bearer] })),
     agents: createClient(AgentService, transport),
     approvals: createClient(ApprovalService, transport),
   };

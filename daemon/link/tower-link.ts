@@ -1,5 +1,7 @@
-// The daemon's one outbound command stream: NodeService.Link, a Connect server stream over
-// HTTP/1.1, over which work and commands arrive. Reconnects fast while the tower is coming back
+// The daemon's one outbound link: NodeService.Session, a gRPC bidi stream over HTTP/2, over which
+// work and commands arrive and the runs' outcomes go up (each answered by an ack with its seq);
+// against a tower or a proxy that cannot take it (no such method, no HTTP/2 end to end), NodeService.Link,
+// a Connect server stream over HTTP/1.1 (outcomes then go up as unary calls, report.ts). Reconnects fast while the tower is coming back
 // (250 ms doubling to 1 s for the first 30 s of an outage, so a restarted tower or replica has its
 // nodes back within a second of answering), then 1 s doubling to 30 s; treats a silent stream (no
 // message, not even the tower's 15 s ping) as dead.
@@ -11,11 +13,17 @@ import type { LinkResponse, NodeService } from "../../gen/ep/tower/v1/fleet_pb.j
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { LinkAgentSchema } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { createBackoff } from "../../common/backoff.js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { EpError, isErrorCode } from "../../common/errors.js";
+import type { SessionOutcomeSchema, SessionRequestSchema } from "../../gen/ep/tower/v1/fleet_pb.js";
+import type { ReportProgressRequestSchema } from "../../gen/ep/tower/v1/work_pb.js";
 
 export type LinkState = "connecting" | "connected" | "down";
 
 export interface TowerLinkOptions {
   nodes: Client<typeof NodeService>;
+  /** NodeService over HTTP/2 (gRPC): the session; without it, or when it cannot be had, Link over `nodes`. */
+  sessions?: Client<typeof NodeService>;
   clock: Clock;
   log: Logger;
   attachSecret: string;
@@ -37,6 +45,15 @@ export interface TowerLink {
   state(): LinkState;
   /** How many times a link reached hello. */
   connects(): number;
+  /** A session is up (connected, both ways): outcomes can go up on it. */
+  carriesOutcomes(): boolean;
+  /**
+   * Sends a run's outcome up the session; resolves once the tower committed it. Throws an EpError
+   * when the tower refused or failed it, a ConnectError (unavailable) when the session ended first.
+   */
+  report(outcome: SessionOutcomeInit["outcome"]): Promise<void>;
+  /** Sends a run's progress frames up the session; resolves once the tower took them (as report()). */
+  progress(report: MessageInitShape<typeof ReportProgressRequestSchema>): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -55,6 +72,12 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
   let current: AbortController | undefined;
   let sleeping: { timer: ClockTimer; wake(): void } | undefined;
   let loop: Promise<void> | undefined;
+  // the session's way up: messages waiting to be sent, and outcomes waiting for their ack
+  let outbox: Outbox | undefined;
+  let seq = 0n;
+  const acks = new Map<bigint, { resolve(): void; reject(err: unknown): void }>();
+  // Link over HTTP/1.1 from the first time a session could not be had on this tower (logged once)
+  let linkOnly = !opts.sessions;
 
   const setState = (s: LinkState) => {
     if (s === state) return;
@@ -85,10 +108,17 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
       }, idleMs);
     };
     let hello = false;
+    const open = { attachSecret: opts.attachSecret, version: opts.version, agents: opts.agents() };
+    const box = linkOnly ? undefined : new Outbox({ message: { case: "open", value: open } });
     try {
       arm();
-      for await (const msg of opts.nodes.link({ attachSecret: opts.attachSecret, version: opts.version, agents: opts.agents() }, { signal: ac.signal })) {
+      const stream = box ? opts.sessions!.session(box.messages(), { signal: ac.signal }) : opts.nodes.link(open, { signal: ac.signal });
+      for await (const msg of stream) {
         arm();
+        if (msg.command.case === "ack") {
+          settle(msg.command.value);
+          continue;
+        }
         if (msg.command.case === "hello") {
           if (!hello) {
             hello = true;
@@ -96,6 +126,7 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
             fast.reset();
             slow.reset();
             downSince = undefined;
+            outbox = box;
             setState("connected");
             log.info("link connected", { node_id: msg.command.value.nodeId });
             opts.onConnected?.();
@@ -111,12 +142,43 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
       }
       if (!closed) log.warn("link closed by the tower");
     } catch (err) {
-      if (!closed) log.warn("link failed", { error: toEpError(err).message });
+      if (box && !hello && !closed && cannotHaveSession(err)) {
+        linkOnly = true;
+        log.warn("the tower does not take a session here (NodeService.Session over HTTP/2); linking over HTTP/1.1, one request per outcome", { error: (err as Error).message });
+      } else if (!closed) log.warn("link failed", { error: toEpError(err).message });
     } finally {
       if (idle) clock.clearTimeout(idle);
       current = undefined;
+      if (box) {
+        box.end();
+        if (outbox === box) outbox = undefined;
+        const gone = new ConnectError("the session ended before the tower answered", Code.Unavailable);
+        for (const a of acks.values()) a.reject(gone);
+        acks.clear();
+      }
     }
     return hello;
+  }
+
+  /** One message up the session, answered by the ack with its seq. */
+  function sendUp(message: (seq: bigint) => SessionMessage): Promise<void> {
+    const box = outbox;
+    if (!box) return Promise.reject(new ConnectError("no session is up", Code.Unavailable));
+    const n = ++seq;
+    return new Promise<void>((resolve, reject) => {
+      acks.set(n, { resolve, reject });
+      box.push(message(n));
+    });
+  }
+
+  function settle(ack: { seq: bigint; error?: { code: string; details?: unknown }; message: string }): void {
+    const waiting = acks.get(ack.seq);
+    if (!waiting) return;
+    acks.delete(ack.seq);
+    if (!ack.error) return waiting.resolve();
+    const code = isErrorCode(ack.error.code) ? ack.error.code : "internal";
+    const details = ack.error.details && Object.keys(ack.error.details).length ? (ack.error.details as Record<string, unknown>) : undefined;
+    waiting.reject(new EpError(code, ack.message || ack.error.code, details));
   }
 
   async function run(): Promise<void> {
@@ -138,6 +200,9 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
     },
     state: () => state,
     connects: () => connects,
+    carriesOutcomes: () => outbox !== undefined,
+    report: (outcome) => sendUp((n) => ({ message: { case: "outcome", value: { seq: n, outcome } } })),
+    progress: (report) => sendUp((n) => ({ message: { case: "progress", value: { seq: n, report } } })),
     async close() {
       closed = true;
       current?.abort();
@@ -146,4 +211,53 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
       setState("down");
     },
   };
+}
+
+type SessionMessage = MessageInitShape<typeof SessionRequestSchema>;
+type SessionOutcomeInit = MessageInitShape<typeof SessionOutcomeSchema>;
+
+/** A session's messages up, in order: the open message, then whatever is pushed until the end. */
+class Outbox {
+  private readonly queue: SessionMessage[];
+  private wake: (() => void) | undefined;
+  private ended = false;
+
+  constructor(first: SessionMessage) {
+    this.queue = [first];
+  }
+
+  push(m: SessionMessage): void {
+    this.queue.push(m);
+    this.wake?.();
+  }
+
+  end(): void {
+    this.ended = true;
+    this.wake?.();
+  }
+
+  async *messages(): AsyncGenerator<SessionMessage> {
+    for (;;) {
+      const m = this.queue.shift();
+      if (m) {
+        yield m;
+        continue;
+      }
+      if (this.ended) return;
+      await new Promise<void>((r) => (this.wake = r));
+      this.wake = undefined;
+    }
+  }
+}
+
+/**
+ * The session cannot be had from this tower, as opposed to the tower being away: it has no such
+ * method (an older tower), or HTTP/2 does not get through (a proxy that speaks HTTP/1.1 only
+ * answers the HTTP/2 preface with an error or closes the connection).
+ */
+function cannotHaveSession(err: unknown): boolean {
+  if (!(err instanceof ConnectError)) return false;
+  if (err.code === Code.Unimplemented) return true;
+  const cause = err.cause as { code?: string } | undefined;
+  return /^ERR_HTTP2_(?!STREAM_CANCEL)/.test(cause?.code ?? "") || /HTTP\/1|http2|protocol error|unsupported content type/i.test(err.rawMessage);
 }

@@ -4,7 +4,7 @@
 import { ConnectError } from "@connectrpc/connect";
 import { createBackoff, type BackoffOptions } from "../../common/backoff.js";
 import type { Clock, ClockTimer } from "../../common/clock.js";
-import { toEpError, type EpError } from "../../common/errors.js";
+import { EpError, toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
 import { ErrorDetailSchema } from "../../gen/ep/errors/v1/errors_pb.js";
 import { DenialSourceSchema, type DenialSchema, type DenialSource } from "../../gen/ep/tower/v1/resources_pb.js";
@@ -12,6 +12,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { enumOf } from "../../common/vocab.js";
 import type { Denial } from "../runtimes/denials.js";
 import type { TowerClients } from "../link/tower-client.js";
+import type { TowerLink } from "../link/tower-link.js";
 import type { InflightEntry, Journal } from "./journal.js";
 
 export interface OutcomeReporterDeps {
@@ -24,6 +25,8 @@ export interface OutcomeReporterDeps {
   closed(): boolean;
   /** the agent runs nothing now and takes work: the outcome says so (agent_idle), and the tower hands it its next task */
   idleNow(agentId: string): boolean;
+  /** the link, when it is a session: outcomes go up on it while it is up (else as CompleteTask/FailTask calls) */
+  uplink?: () => Pick<TowerLink, "carriesOutcomes" | "report" | "progress"> | undefined;
 }
 
 export function createOutcomeReporter(deps: OutcomeReporterDeps) {
@@ -51,7 +54,9 @@ async function report(entry: InflightEntry): Promise<void> {
   for (;;) {
     try {
       const call = { ...lease, result, agentIdle: deps.idleNow(entry.agentId) };
-      if (o.ok) await tower.work.completeTask(call);
+      const up = deps.uplink?.();
+      if (up?.carriesOutcomes()) await up.report(o.ok ? { case: "complete", value: call } : { case: "fail", value: { ...call, retryable: o.retryable } });
+      else if (o.ok) await tower.work.completeTask(call);
       else await tower.work.failTask({ ...call, retryable: o.retryable });
       break;
     } catch (err) {
@@ -114,7 +119,8 @@ function denialMsg(d: Denial): MessageInitShape<typeof DenialSchema> {
  * would read as a conflict) or an overloaded or failing tower is never one, so the call is retried.
  */
 export function refusedByTower(err: unknown): EpError | undefined {
-  if (!(err instanceof ConnectError) || !err.findDetails(ErrorDetailSchema).length) return undefined;
+  // an EpError is the tower's answer on the session (its ack); a ConnectError is one when it names EP's code
+  if (!(err instanceof EpError) && (!(err instanceof ConnectError) || !err.findDetails(ErrorDetailSchema).length)) return undefined;
   const e = toEpError(err);
   return ["unavailable", "internal", "rate_limited"].includes(e.errorClass) ? undefined : e;
 }

@@ -91,9 +91,12 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
       windowMs: deps.progressWindowMs ?? 50,
       ...(redactor ? { redact: (f: ProgressFrame) => redactor.frame(f) } : {}),
       send: async (frames) => {
-        await tower.work
-          .reportProgress({ taskId: task.id, agentId: agent.id, leaseId: task.leaseId, frames: frames.map(frameMsg) })
-          .catch((err: unknown) => tlog.debug("progress not delivered", { error: toEpError(err).message }));
+        const report = { taskId: task.id, agentId: agent.id, leaseId: task.leaseId, frames: frames.map(frameMsg) };
+        // up the session while it is up, else as a ReportProgress call
+        const up = deps.uplink?.();
+        await (up?.carriesOutcomes() ? up.progress(report) : tower.work.reportProgress(report)).catch((err: unknown) =>
+          tlog.debug("progress not delivered", { error: toEpError(err).message }),
+        );
       },
     });
     const report = (f: ProgressFrame) => batcher.push(f);

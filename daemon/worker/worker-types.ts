@@ -4,6 +4,7 @@ import type { Clock } from "../../common/clock.js";
 import type { Logger } from "../../common/log.js";
 import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { TowerClients } from "../link/tower-client.js";
+import type { TowerLink } from "../link/tower-link.js";
 import type { RunHandle } from "../runtimes/runtime.js";
 import type { McpEndpoint } from "../mcp/mcp-endpoint.js";
 import type { Permission } from "../runtimes/confine.js";
@@ -38,6 +39,8 @@ export interface WorkerDeps {
   /** What no confined run may see (EP_HOME, the node identity file): confine.ts covers them */
   hidden?: string[];
   reportBackoff?: { initialMs?: number; maxMs?: number };
+  /** the link, when it is a session: outcomes go up on it (report.ts) */
+  uplink?: () => Pick<TowerLink, "carriesOutcomes" | "report" | "progress"> | undefined;
   /**
    * Profile agents of agents.toml enrolled at the tower (daemon/fleet): they claim like the
    * agents of agents.json, under their tower agent id, and each task runs as an ephemeral run of

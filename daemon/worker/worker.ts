@@ -25,7 +25,7 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
   // an outcome says the agent is idle when it runs nothing else and epd is not stopping (the
   // tower then hands it its next task)
   const idleNow = (agentId: string) => !st.stopping && claims.slotOf(agentId).state === "idle";
-  const reporter = createOutcomeReporter({ tower, journal, clock, log, backoff: deps.reportBackoff, closed: () => st.closed, idleNow });
+  const reporter = createOutcomeReporter({ tower, journal, clock, log, backoff: deps.reportBackoff, closed: () => st.closed, idleNow, uplink: deps.uplink });
 
   /** A task this daemon holds but will not run goes straight back: queued again, uncounted; the agent stays busy at the tower. */
   async function giveBack(agent: { id: string }, task: Task, why: string): Promise<void> {

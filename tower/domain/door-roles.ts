@@ -48,6 +48,7 @@ export const RPC_ROLES: Readonly<Record<string, readonly Role[]>> = {
   "NodeService/ReloadNodeConfig": ADMIN,
   "NodeService/SetNodeDomains": ADMIN,
   "NodeService/Link": NODE,
+  "NodeService/Session": NODE,
   "AgentService/EnrollAgent": ["admin", "node"],
   "AgentService/ListAgents": READ,
   "AgentService/GetAgent": READ,

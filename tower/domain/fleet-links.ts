@@ -8,6 +8,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { iso } from "../../common/clock.js";
 import * as fleet from "../../gen/ep/tower/v1/fleet_pb.js";
 import type { EventRow } from "../store/store.js";
+import { EpError, invalidField, toEpError } from "../../common/errors.js";
 import { authorize, type Caller } from "./caller.js";
 import type { Deps } from "./deps.js";
 import { commit } from "./event-hub.js";
@@ -25,8 +26,8 @@ interface LinkConnection {
   nodeId: string;
   attachSecret: string;
   push(msg: LinkMessage): void;
-  /** ends the stream (a newer link replaced it, or the tower closes) */
-  close(): void;
+  /** ends the stream (a newer link replaced it, the tower closes, or — with an error — a session's message was refused) */
+  close(err?: EpError): void;
 }
 
 export interface LinkStream {
@@ -94,12 +95,73 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
   });
 
   /** The node's command stream. Ends when the signal aborts (client gone) or the tower closes. */
-  async function* link(caller: Caller, req: fleet.LinkRequest, signal: AbortSignal): AsyncGenerator<LinkMessage> {
+  function link(caller: Caller, req: fleet.LinkRequest, signal: AbortSignal): AsyncGenerator<LinkMessage> {
     authorize(caller, "node");
+    return serve(caller, req, signal);
+  }
+
+  /**
+   * The node's session: the link's commands down, its runs' outcomes up (NodeService.Session).
+   * The first message opens it as Link's request does; each outcome is committed as
+   * CompleteTask/FailTask would commit it and answered with an ack carrying its seq. Outcomes
+   * read in one turn start their commits together, so the store commits them in one transaction
+   * (its group commit, both dialects), each in its own savepoint: one refused outcome (a lease
+   * gone elsewhere) leaves the others committed. The session ends when the daemon closes its side.
+   */
+  async function* session(caller: Caller, requests: AsyncIterable<fleet.SessionRequest>, signal: AbortSignal): AsyncGenerator<LinkMessage> {
+    authorize(caller, "node");
+    const up = requests[Symbol.asyncIterator]();
+    const first = await up.next();
+    if (first.done || first.value.message.case !== "open") throw invalidField("message", "a session's first message is open (what Link's request says)");
+    yield* serve(caller, first.value.message.value, signal, (conn) => readOutcomes(caller, up, conn));
+  }
+
+  /** The rest of a session's messages: outcomes and progress, each acknowledged on the link once settled; the session ends with the daemon's side. */
+  async function readOutcomes(caller: Caller, up: AsyncIterator<fleet.SessionRequest>, conn: LinkConnection): Promise<void> {
+    const ack = (seq: bigint, err?: unknown) => {
+      const e = err === undefined ? undefined : toEpError(err);
+      if (e?.code === "internal") deps.log.error("an outcome on a session failed", { node_id: conn.nodeId, error: e.message, stack: (e.cause as Error | undefined)?.stack ?? e.stack });
+      const error = e && { code: e.code, details: (e.details ? JSON.parse(JSON.stringify(e.details)) : {}) as never };
+      conn.push(create(fleet.LinkResponseSchema, { command: { case: "ack", value: { seq, ...(e ? { error, message: e.message } : {}) } } }));
+    };
+    try {
+      for (;;) {
+        const r = await up.next();
+        if (r.done) break;
+        const m = r.value.message;
+        if (m.case === "open") throw invalidField("message", "a session opens once");
+        const work = opts.work;
+        if (!work) throw new EpError("unavailable", "this tower takes no outcomes");
+        let seq: bigint;
+        let done: Promise<unknown>;
+        if (m.case === "outcome") {
+          const o = m.value;
+          seq = o.seq;
+          done =
+            o.outcome.case === "complete" ? work.completeTask(caller, o.outcome.value)
+            : o.outcome.case === "fail" ? work.failTask(caller, o.outcome.value)
+            : Promise.reject(invalidField("outcome", "an outcome is complete or fail"));
+        } else if (m.case === "progress") {
+          seq = m.value.seq;
+          done = m.value.report ? work.reportProgress(caller, m.value.report) : Promise.reject(invalidField("report", "progress carries its report"));
+        } else throw invalidField("message", "a session message is open, outcome or progress");
+        done.then(() => ack(seq), (err: unknown) => ack(seq, err));
+      }
+    } catch (err) {
+      // a daemon gone mid-stream reads as an error here too (the link's end says nothing either);
+      // a message the tower refuses ends the session with that error
+      conn.close(err instanceof EpError ? err : undefined);
+      return;
+    }
+    conn.close();
+  }
+
+  async function* serve(caller: Caller, req: fleet.LinkRequest, signal: AbortSignal, upstream?: (conn: LinkConnection) => Promise<void>): AsyncGenerator<LinkMessage> {
     const nodeId = caller.nodeId!;
     const queue: LinkMessage[] = [];
     let wake: (() => void) | undefined;
     let closed = false;
+    let refused: EpError | undefined;
     const conn: LinkConnection = {
       nodeId,
       attachSecret: req.attachSecret,
@@ -107,8 +169,9 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
         queue.push(msg);
         wake?.();
       },
-      close() {
+      close(err) {
         closed = true;
+        refused ??= err;
         wake?.();
       },
     };
@@ -122,6 +185,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     const ping = setInterval(() => conn.push(create(fleet.LinkResponseSchema, { command: { case: "ping", value: {} } })), opts.pingMs ?? 15_000);
     ping.unref();
     await markOnline(deps, nodeId, ownerToken);
+    void upstream?.(conn);
     try {
       // the agents as the daemon has them: what was handed over and lost with the last link goes
       // back to the queue, each agent idle or busy (work-push.ts reconcile)
@@ -140,6 +204,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
         await new Promise<void>((r) => (wake = r));
         wake = undefined;
       }
+      if (refused) throw refused;
     } finally {
       clearInterval(ping);
       signal.removeEventListener("abort", onAbort);
@@ -155,6 +220,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
 
   return {
     link,
+    session,
     /** A new agent: routed to its node, and woken for work when its node is linked here. */
     enrolled(a: { id: string; domainId: string; nodeId: string; runtime: string; capabilities: string[]; state?: string }): void {
       agentNodes.set(a.id, a.nodeId);

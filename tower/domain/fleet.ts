@@ -2,6 +2,8 @@
 // hands work and sends commands (cancel, signal, supervise, attach). The parts: fleet-nodes.ts,
 // fleet-agents.ts, fleet-links.ts (links, routing, relays), fleet-wake.ts (who can take work), fleet-push.ts (handing it over).
 import type { Auth } from "./auth.js";
+import type { Caller } from "./caller.js";
+import type { CompleteTaskRequest, FailTaskRequest, ReportProgressRequest } from "../../gen/ep/tower/v1/work_pb.js";
 import type { Deps } from "./deps.js";
 import type { Replication } from "./replication.js";
 import { createWakeIndex, type PushTarget } from "./fleet-wake.js";
@@ -27,6 +29,10 @@ export interface FleetOptions {
     claimStarted(a: PushTarget): Promise<TaskRow | undefined>;
     releaseClaimed(a: PushTarget, taskId: string): Promise<void>;
     reconcile(nodeId: string, agents: readonly { agentId: string; leaseIds: readonly string[]; idle: boolean }[]): Promise<void>;
+    /** Outcomes that arrive on a node's session (NodeService.Session), as the unary calls commit them. */
+    completeTask(caller: Caller, req: CompleteTaskRequest): Promise<unknown>;
+    failTask(caller: Caller, req: FailTaskRequest): Promise<unknown>;
+    reportProgress(caller: Caller, req: ReportProgressRequest): Promise<unknown>;
     /** How an outcome's commit hands its agent the next task over this replica's links. */
     setHandoff?(h: Handoff): void;
   };
@@ -56,6 +62,7 @@ export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
     deliver: linkHub.deliver,
     linkedAnywhere: linkHub.linkedAnywhere,
     link: linkHub.link,
+    session: linkHub.session,
     ...createNodeOps(ctx),
     ...createAgentOps(ctx),
   };

@@ -4,8 +4,12 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { ErrorDetail } from "../../errors/v1/errors_pb.js";
+import { file_ep_errors_v1_errors } from "../../errors/v1/errors_pb.js";
 import type { Agent, AgentState, Event, Node, Runtime, Task, Usage } from "./resources_pb.js";
 import { file_ep_tower_v1_resources } from "./resources_pb.js";
+import type { CompleteTaskRequest, FailTaskRequest, ReportProgressRequest } from "./work_pb.js";
+import { file_ep_tower_v1_work } from "./work_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -14,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ep/tower/v1/fleet.proto.
  */
 export const file_ep_tower_v1_fleet: GenFile = /*@__PURE__*/
-  fileDesc("ChdlcC90b3dlci92MS9mbGVldC5wcm90bxILZXAudG93ZXIudjEiOwoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIQCghob3N0bmFtZRgBIAEoCRISCgpkb21haW5faWRzGAIgAygJIkkKFVNldE5vZGVEb21haW5zUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhIKCmRvbWFpbl9pZHMYAiADKAkSCwoDYWxsGAMgASgIIjkKFlNldE5vZGVEb21haW5zUmVzcG9uc2USHwoEbm9kZRgBIAEoCzIRLmVwLnRvd2VyLnYxLk5vZGUiWQoUUmVnaXN0ZXJOb2RlUmVzcG9uc2USHwoEbm9kZRgBIAEoCzIRLmVwLnRvd2VyLnYxLk5vZGUSDQoFdG9rZW4YAiABKAkSEQoJdG93ZXJfdXJsGAMgASgJIjkKEExpc3ROb2Rlc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiTgoRTGlzdE5vZGVzUmVzcG9uc2USIAoFbm9kZXMYASADKAsyES5lcC50b3dlci52MS5Ob2RlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIhCg5HZXROb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIjIKD0dldE5vZGVSZXNwb25zZRIfCgRub2RlGAEgASgLMhEuZXAudG93ZXIudjEuTm9kZSJvCgtMaW5rUmVxdWVzdBIVCg1hdHRhY2hfc2VjcmV0GAEgASgJEg8KB3ZlcnNpb24YAiABKAkSJgoGYWdlbnRzGAQgAygLMhYuZXAudG93ZXIudjEuTGlua0FnZW50SgQIAxAEUgp0YWtlX3Rhc2tzIj4KCUxpbmtBZ2VudBIQCghhZ2VudF9pZBgBIAEoCRIRCglsZWFzZV9pZHMYAiADKAkSDAoEaWRsZRgDIAEoCCLVAwoMTGlua1Jlc3BvbnNlEicKBWhlbGxvGAogASgLMhYuZXAudG93ZXIudjEuTGlua0hlbGxvSAASJQoEcGluZxgLIAEoCzIVLmVwLnRvd2VyLnYxLkxpbmtQaW5nSAASLQoGYXNzaWduGAwgASgLMhsuZXAudG93ZXIudjEuVGFza0Fzc2lnbm1lbnRIABIoCgZjYW5jZWwYDSABKAsyFi5lcC50b3dlci52MS5DYW5jZWxSdW5IABIqCgZzaWduYWwYDiABKAsyGC5lcC50b3dlci52MS5TaWduYWxBZ2VudEgAEjAKCXN1cGVydmlzZRgPIAEoCzIbLmVwLnRvd2VyLnYxLlN1cGVydmlzZUFnZW50SAASMgoNY29uZmlnX3JlbG9hZBgQIAEoCzIZLmVwLnRvd2VyLnYxLlJlbG9hZENvbmZpZ0gAEikKBmF0dGFjaBgRIAEoCzIXLmVwLnRvd2VyLnYxLkF0dGFjaERpYWxIABIpCgVtZXJnZRgSIAEoCzIYLmVwLnRvd2VyLnYxLk1lcmdlQnJhbmNoSABCCQoHY29tbWFuZEoECAEQBlIEa2luZFIHdGFza19pZFIIYWdlbnRfaWRSBGRhdGFSBHRhc2siTAoJTGlua0hlbGxvEg8KB25vZGVfaWQYASABKAkSLgoKdG93ZXJfdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiCgoITGlua1BpbmciQwoOVGFza0Fzc2lnbm1lbnQSEAoIYWdlbnRfaWQYASABKAkSHwoEdGFzaxgCIAEoCzIRLmVwLnRvd2VyLnYxLlRhc2siPgoJQ2FuY2VsUnVuEg8KB3Rhc2tfaWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJIi8KC1NpZ25hbEFnZW50EhAKCGFnZW50X2lkGAEgASgJEg4KBnByb21wdBgCIAEoCSIuCg5TdXBlcnZpc2VBZ2VudBIQCghhZ2VudF9pZBgBIAEoCRIKCgJvcBgCIAEoCSIiCgxSZWxvYWRDb25maWcSEgoKcmVxdWVzdF9pZBgBIAEoCSKPAQoKQXR0YWNoRGlhbBIQCghhZ2VudF9pZBgBIAEoCRIRCglhdHRhY2hfaWQYAiABKAkSDAoEbW9kZRgDIAEoCRIMCgRjb2xzGAQgASgNEgwKBHJvd3MYBSABKA0SEQoJaGFzX3NpbmNlGAYgASgIEg0KBXNpbmNlGAcgASgEEhAKCGRpYWxfdXJsGAggASgJIucBCgtNZXJnZUJyYW5jaBISCgpyZXF1ZXN0X2lkGAEgASgJEg8KB3Rhc2tfaWQYAiABKAkSEAoIYWdlbnRfaWQYAyABKAkSDAoEcmVwbxgEIAEoCRIRCgl3b3Jrc3BhY2UYBSABKAkSDgoGYnJhbmNoGAYgASgJEgwKBGhlYWQYByABKAkSDAoEaW50bxgIIAEoCRINCgV0aXRsZRgJIAEoCRIKCgJieRgKIAEoCRISCgphZ2VudF9uYW1lGAsgASgJEhEKCWRvbWFpbl9pZBgMIAEoCRISCgptaXNzaW9uX2lkGA0gASgJIjoKFFB1Ymxpc2hFdmVudHNSZXF1ZXN0EiIKBmV2ZW50cxgBIAMoCzISLmVwLnRvd2VyLnYxLkV2ZW50IiQKFVB1Ymxpc2hFdmVudHNSZXNwb25zZRILCgNpZHMYASADKAQipgIKC05vZGVDcm9uSm9iEgwKBG5hbWUYASABKAkSIwoEa2luZBgCIAEoDjIVLmVwLnRvd2VyLnYxLkNyb25LaW5kEhAKCHNjaGVkdWxlGAMgASgJEhAKCGludGVydmFsGAQgASgJEhAKCGRpc3BhdGNoGAUgASgJEg8KB3Nlc3Npb24YBiABKAkSDgoGcHJvbXB0GAcgASgJEg4KBm1pc3NlZBgIIAEoCRIwCgxuZXh0X2ZpcmVfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3J1bm5pbmcYCiABKAgSDAoEbGluZRgLIAEoBRIsCglsYXN0X2ZpcmUYDCABKAsyGS5lcC50b3dlci52MS5Ob2RlQ3JvbkZpcmUirAEKDE5vZGVDcm9uRmlyZRIMCgRzbG90GAEgASgJEiwKCGZpcmVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgZzdGF0dXMYAyABKA4yGy5lcC50b3dlci52MS5Dcm9uRmlyZVN0YXR1cxIWCglleGl0X2NvZGUYBCABKAVIAIgBARINCgVlcnJvchgFIAEoCUIMCgpfZXhpdF9jb2RlIpcDChNOb2RlU3VwZXJ2aXNlZEFnZW50Eg8KB3Byb2ZpbGUYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSEQoJZG9tYWluX2lkGAMgASgJEgwKBG5hbWUYBCABKAkSJQoHcnVudGltZRgFIAEoDjIULmVwLnRvd2VyLnYxLlJ1bnRpbWUSDwoHYmFja2VuZBgGIAEoCRINCgVzdGF0ZRgHIAEoCRIOCgZwYXVzZWQYCCABKAgSCwoDcGlkGAkgASgFEhAKCHJlc3RhcnRzGAogASgFEjMKD2xhc3RfcmVzdGFydF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoTbGFzdF9yZXN0YXJ0X3JlYXNvbhgMIAEoCRIxCg1sYXN0X2NoZWNrX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1uZXh0X3JldHJ5X2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZkZXRhaWwYDyABKAkiWwoPTm9kZUNvbmZpZ0Vycm9yEgwKBGZpbGUYASABKAkSDAoEbGluZRgCIAEoBRINCgVmaWVsZBgDIAEoCRIMCgRpdGVtGAQgASgJEg8KB21lc3NhZ2UYBSABKAkisAEKFlJlcG9ydE5vZGVTdGF0ZVJlcXVlc3QSKwoJY3Jvbl9qb2JzGAEgAygLMhguZXAudG93ZXIudjEuTm9kZUNyb25Kb2ISNAoKc3VwZXJ2aXNlZBgCIAMoCzIgLmVwLnRvd2VyLnYxLk5vZGVTdXBlcnZpc2VkQWdlbnQSMwoNY29uZmlnX2Vycm9ycxgDIAMoCzIcLmVwLnRvd2VyLnYxLk5vZGVDb25maWdFcnJvciJKChdSZXBvcnROb2RlU3RhdGVSZXNwb25zZRIvCgtyZXBvcnRlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUwoXUmVsb2FkTm9kZUNvbmZpZ1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRInCgR3YWl0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIqoBChhSZWxvYWROb2RlQ29uZmlnUmVzcG9uc2USEgoKcmVxdWVzdF9pZBgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5lcC50b3dlci52MS5SZWxvYWRTdGF0dXMSLAoGZXJyb3JzGAMgAygLMhwuZXAudG93ZXIudjEuTm9kZUNvbmZpZ0Vycm9yEg8KB3Jlc3VsdHMYBCADKAkSEAoIZXZlbnRfaWQYBSABKAQilwEKEkVucm9sbEFnZW50UmVxdWVzdBIRCglkb21haW5faWQYASABKAkSJQoHcnVudGltZRgCIAEoDjIULmVwLnRvd2VyLnYxLlJ1bnRpbWUSFAoMY2FwYWJpbGl0aWVzGAMgAygJEgwKBG5hbWUYBCABKAkSDwoHbm9kZV9pZBgFIAEoCRISCgpzdXBlcnZpc2VkGAYgASgIIjgKE0Vucm9sbEFnZW50UmVzcG9uc2USIQoFYWdlbnQYASABKAsyEi5lcC50b3dlci52MS5BZ2VudCJeChFMaXN0QWdlbnRzUmVxdWVzdBIRCglkb21haW5faWQYASABKAkSDwoHbm9kZV9pZBgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJRChJMaXN0QWdlbnRzUmVzcG9uc2USIgoGYWdlbnRzGAEgAygLMhIuZXAudG93ZXIudjEuQWdlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiMKD0dldEFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSJYChBHZXRBZ2VudFJlc3BvbnNlEiEKBWFnZW50GAEgASgLMhIuZXAudG93ZXIudjEuQWdlbnQSIQoFdXNhZ2UYAiABKAsyEi5lcC50b3dlci52MS5Vc2FnZSKLAQoXVXBkYXRlQWdlbnRTdGF0ZVJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSJgoFc3RhdGUYAiABKA4yFy5lcC50b3dlci52MS5BZ2VudFN0YXRlEg4KBnJlYXNvbhgDIAEoCRIXCgpzdXBlcnZpc2VkGAQgASgISACIAQFCDQoLX3N1cGVydmlzZWQiPQoYVXBkYXRlQWdlbnRTdGF0ZVJlc3BvbnNlEiEKBWFnZW50GAEgASgLMhIuZXAudG93ZXIudjEuQWdlbnQiNgoSU2lnbmFsQWdlbnRSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEg4KBnByb21wdBgCIAEoCSInChNTaWduYWxBZ2VudFJlc3BvbnNlEhAKCGV2ZW50X2lkGAEgASgEIjUKFVN1cGVydmlzZUFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIKCgJvcBgCIAEoCSI7ChZTdXBlcnZpc2VBZ2VudFJlc3BvbnNlEiEKBWFnZW50GAEgASgLMhIuZXAudG93ZXIudjEuQWdlbnQqUgoIQ3JvbktpbmQSGQoVQ1JPTl9LSU5EX1VOU1BFQ0lGSUVEEAASEgoOQ1JPTl9LSU5EX0NST04QARIXChNDUk9OX0tJTkRfSEVBUlRCRUFUEAIqhgEKDkNyb25GaXJlU3RhdHVzEiAKHENST05fRklSRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNDUk9OX0ZJUkVfU1RBVFVTX09LEAESGwoXQ1JPTl9GSVJFX1NUQVRVU19GQUlMRUQQAhIcChhDUk9OX0ZJUkVfU1RBVFVTX1NLSVBQRUQQAyp1CgxSZWxvYWRTdGF0dXMSHQoZUkVMT0FEX1NUQVRVU19VTlNQRUNJRklFRBAAEhQKEFJFTE9BRF9TVEFUVVNfT0sQARIYChRSRUxPQURfU1RBVFVTX0ZBSUxFRBACEhYKElJFTE9BRF9TVEFUVVNfU0VOVBADMqUFCgtOb2RlU2VydmljZRJTCgxSZWdpc3Rlck5vZGUSIC5lcC50b3dlci52MS5SZWdpc3Rlck5vZGVSZXF1ZXN0GiEuZXAudG93ZXIudjEuUmVnaXN0ZXJOb2RlUmVzcG9uc2USSgoJTGlzdE5vZGVzEh0uZXAudG93ZXIudjEuTGlzdE5vZGVzUmVxdWVzdBoeLmVwLnRvd2VyLnYxLkxpc3ROb2Rlc1Jlc3BvbnNlEkQKB0dldE5vZGUSGy5lcC50b3dlci52MS5HZXROb2RlUmVxdWVzdBocLmVwLnRvd2VyLnYxLkdldE5vZGVSZXNwb25zZRI9CgRMaW5rEhguZXAudG93ZXIudjEuTGlua1JlcXVlc3QaGS5lcC50b3dlci52MS5MaW5rUmVzcG9uc2UwARJWCg1QdWJsaXNoRXZlbnRzEiEuZXAudG93ZXIudjEuUHVibGlzaEV2ZW50c1JlcXVlc3QaIi5lcC50b3dlci52MS5QdWJsaXNoRXZlbnRzUmVzcG9uc2USXAoPUmVwb3J0Tm9kZVN0YXRlEiMuZXAudG93ZXIudjEuUmVwb3J0Tm9kZVN0YXRlUmVxdWVzdBokLmVwLnRvd2VyLnYxLlJlcG9ydE5vZGVTdGF0ZVJlc3BvbnNlEl8KEFJlbG9hZE5vZGVDb25maWcSJC5lcC50b3dlci52MS5SZWxvYWROb2RlQ29uZmlnUmVxdWVzdBolLmVwLnRvd2VyLnYxLlJlbG9hZE5vZGVDb25maWdSZXNwb25zZRJZCg5TZXROb2RlRG9tYWlucxIiLmVwLnRvd2VyLnYxLlNldE5vZGVEb21haW5zUmVxdWVzdBojLmVwLnRvd2VyLnYxLlNldE5vZGVEb21haW5zUmVzcG9uc2UyhgQKDEFnZW50U2VydmljZRJQCgtFbnJvbGxBZ2VudBIfLmVwLnRvd2VyLnYxLkVucm9sbEFnZW50UmVxdWVzdBogLmVwLnRvd2VyLnYxLkVucm9sbEFnZW50UmVzcG9uc2USTQoKTGlzdEFnZW50cxIeLmVwLnRvd2VyLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh8uZXAudG93ZXIudjEuTGlzdEFnZW50c1Jlc3BvbnNlEkcKCEdldEFnZW50EhwuZXAudG93ZXIudjEuR2V0QWdlbnRSZXF1ZXN0Gh0uZXAudG93ZXIudjEuR2V0QWdlbnRSZXNwb25zZRJfChBVcGRhdGVBZ2VudFN0YXRlEiQuZXAudG93ZXIudjEuVXBkYXRlQWdlbnRTdGF0ZVJlcXVlc3QaJS5lcC50b3dlci52MS5VcGRhdGVBZ2VudFN0YXRlUmVzcG9uc2USUAoLU2lnbmFsQWdlbnQSHy5lcC50b3dlci52MS5TaWduYWxBZ2VudFJlcXVlc3QaIC5lcC50b3dlci52MS5TaWduYWxBZ2VudFJlc3BvbnNlElkKDlN1cGVydmlzZUFnZW50EiIuZXAudG93ZXIudjEuU3VwZXJ2aXNlQWdlbnRSZXF1ZXN0GiMuZXAudG93ZXIudjEuU3VwZXJ2aXNlQWdlbnRSZXNwb25zZWIGcHJvdG8z", [file_ep_tower_v1_resources, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChdlcC90b3dlci92MS9mbGVldC5wcm90bxILZXAudG93ZXIudjEiOwoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIQCghob3N0bmFtZRgBIAEoCRISCgpkb21haW5faWRzGAIgAygJIkkKFVNldE5vZGVEb21haW5zUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhIKCmRvbWFpbl9pZHMYAiADKAkSCwoDYWxsGAMgASgIIjkKFlNldE5vZGVEb21haW5zUmVzcG9uc2USHwoEbm9kZRgBIAEoCzIRLmVwLnRvd2VyLnYxLk5vZGUiWQoUUmVnaXN0ZXJOb2RlUmVzcG9uc2USHwoEbm9kZRgBIAEoCzIRLmVwLnRvd2VyLnYxLk5vZGUSDQoFdG9rZW4YAiABKAkSEQoJdG93ZXJfdXJsGAMgASgJIjkKEExpc3ROb2Rlc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiTgoRTGlzdE5vZGVzUmVzcG9uc2USIAoFbm9kZXMYASADKAsyES5lcC50b3dlci52MS5Ob2RlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIhCg5HZXROb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIjIKD0dldE5vZGVSZXNwb25zZRIfCgRub2RlGAEgASgLMhEuZXAudG93ZXIudjEuTm9kZSJvCgtMaW5rUmVxdWVzdBIVCg1hdHRhY2hfc2VjcmV0GAEgASgJEg8KB3ZlcnNpb24YAiABKAkSJgoGYWdlbnRzGAQgAygLMhYuZXAudG93ZXIudjEuTGlua0FnZW50SgQIAxAEUgp0YWtlX3Rhc2tzIqcBCg5TZXNzaW9uUmVxdWVzdBIoCgRvcGVuGAEgASgLMhguZXAudG93ZXIudjEuTGlua1JlcXVlc3RIABIuCgdvdXRjb21lGAIgASgLMhsuZXAudG93ZXIudjEuU2Vzc2lvbk91dGNvbWVIABIwCghwcm9ncmVzcxgDIAEoCzIcLmVwLnRvd2VyLnYxLlNlc3Npb25Qcm9ncmVzc0gAQgkKB21lc3NhZ2UiUgoPU2Vzc2lvblByb2dyZXNzEgsKA3NlcRgBIAEoBBIyCgZyZXBvcnQYAiABKAsyIi5lcC50b3dlci52MS5SZXBvcnRQcm9ncmVzc1JlcXVlc3QijAEKDlNlc3Npb25PdXRjb21lEgsKA3NlcRgBIAEoBBI0Cghjb21wbGV0ZRgCIAEoCzIgLmVwLnRvd2VyLnYxLkNvbXBsZXRlVGFza1JlcXVlc3RIABIsCgRmYWlsGAMgASgLMhwuZXAudG93ZXIudjEuRmFpbFRhc2tSZXF1ZXN0SABCCQoHb3V0Y29tZSJUCgpPdXRjb21lQWNrEgsKA3NlcRgBIAEoBBIoCgVlcnJvchgCIAEoCzIZLmVwLmVycm9ycy52MS5FcnJvckRldGFpbBIPCgdtZXNzYWdlGAMgASgJIj4KCUxpbmtBZ2VudBIQCghhZ2VudF9pZBgBIAEoCRIRCglsZWFzZV9pZHMYAiADKAkSDAoEaWRsZRgDIAEoCCL9AwoMTGlua1Jlc3BvbnNlEicKBWhlbGxvGAogASgLMhYuZXAudG93ZXIudjEuTGlua0hlbGxvSAASJQoEcGluZxgLIAEoCzIVLmVwLnRvd2VyLnYxLkxpbmtQaW5nSAASLQoGYXNzaWduGAwgASgLMhsuZXAudG93ZXIudjEuVGFza0Fzc2lnbm1lbnRIABIoCgZjYW5jZWwYDSABKAsyFi5lcC50b3dlci52MS5DYW5jZWxSdW5IABIqCgZzaWduYWwYDiABKAsyGC5lcC50b3dlci52MS5TaWduYWxBZ2VudEgAEjAKCXN1cGVydmlzZRgPIAEoCzIbLmVwLnRvd2VyLnYxLlN1cGVydmlzZUFnZW50SAASMgoNY29uZmlnX3JlbG9hZBgQIAEoCzIZLmVwLnRvd2VyLnYxLlJlbG9hZENvbmZpZ0gAEikKBmF0dGFjaBgRIAEoCzIXLmVwLnRvd2VyLnYxLkF0dGFjaERpYWxIABIpCgVtZXJnZRgSIAEoCzIYLmVwLnRvd2VyLnYxLk1lcmdlQnJhbmNoSAASJgoDYWNrGBMgASgLMhcuZXAudG93ZXIudjEuT3V0Y29tZUFja0gAQgkKB2NvbW1hbmRKBAgBEAZSBGtpbmRSB3Rhc2tfaWRSCGFnZW50X2lkUgRkYXRhUgR0YXNrIkwKCUxpbmtIZWxsbxIPCgdub2RlX2lkGAEgASgJEi4KCnRvd2VyX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIgoKCExpbmtQaW5nIkMKDlRhc2tBc3NpZ25tZW50EhAKCGFnZW50X2lkGAEgASgJEh8KBHRhc2sYAiABKAsyES5lcC50b3dlci52MS5UYXNrIj4KCUNhbmNlbFJ1bhIPCgd0YXNrX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCSIvCgtTaWduYWxBZ2VudBIQCghhZ2VudF9pZBgBIAEoCRIOCgZwcm9tcHQYAiABKAkiLgoOU3VwZXJ2aXNlQWdlbnQSEAoIYWdlbnRfaWQYASABKAkSCgoCb3AYAiABKAkiIgoMUmVsb2FkQ29uZmlnEhIKCnJlcXVlc3RfaWQYASABKAkijwEKCkF0dGFjaERpYWwSEAoIYWdlbnRfaWQYASABKAkSEQoJYXR0YWNoX2lkGAIgASgJEgwKBG1vZGUYAyABKAkSDAoEY29scxgEIAEoDRIMCgRyb3dzGAUgASgNEhEKCWhhc19zaW5jZRgGIAEoCBINCgVzaW5jZRgHIAEoBBIQCghkaWFsX3VybBgIIAEoCSLnAQoLTWVyZ2VCcmFuY2gSEgoKcmVxdWVzdF9pZBgBIAEoCRIPCgd0YXNrX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEgwKBHJlcG8YBCABKAkSEQoJd29ya3NwYWNlGAUgASgJEg4KBmJyYW5jaBgGIAEoCRIMCgRoZWFkGAcgASgJEgwKBGludG8YCCABKAkSDQoFdGl0bGUYCSABKAkSCgoCYnkYCiABKAkSEgoKYWdlbnRfbmFtZRgLIAEoCRIRCglkb21haW5faWQYDCABKAkSEgoKbWlzc2lvbl9pZBgNIAEoCSI6ChRQdWJsaXNoRXZlbnRzUmVxdWVzdBIiCgZldmVudHMYASADKAsyEi5lcC50b3dlci52MS5FdmVudCIkChVQdWJsaXNoRXZlbnRzUmVzcG9uc2USCwoDaWRzGAEgAygEIqYCCgtOb2RlQ3JvbkpvYhIMCgRuYW1lGAEgASgJEiMKBGtpbmQYAiABKA4yFS5lcC50b3dlci52MS5Dcm9uS2luZBIQCghzY2hlZHVsZRgDIAEoCRIQCghpbnRlcnZhbBgEIAEoCRIQCghkaXNwYXRjaBgFIAEoCRIPCgdzZXNzaW9uGAYgASgJEg4KBnByb21wdBgHIAEoCRIOCgZtaXNzZWQYCCABKAkSMAoMbmV4dF9maXJlX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdydW5uaW5nGAogASgIEgwKBGxpbmUYCyABKAUSLAoJbGFzdF9maXJlGAwgASgLMhkuZXAudG93ZXIudjEuTm9kZUNyb25GaXJlIqwBCgxOb2RlQ3JvbkZpcmUSDAoEc2xvdBgBIAEoCRIsCghmaXJlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKwoGc3RhdHVzGAMgASgOMhsuZXAudG93ZXIudjEuQ3JvbkZpcmVTdGF0dXMSFgoJZXhpdF9jb2RlGAQgASgFSACIAQESDQoFZXJyb3IYBSABKAlCDAoKX2V4aXRfY29kZSKXAwoTTm9kZVN1cGVydmlzZWRBZ2VudBIPCgdwcm9maWxlGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEhEKCWRvbWFpbl9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEiUKB3J1bnRpbWUYBSABKA4yFC5lcC50b3dlci52MS5SdW50aW1lEg8KB2JhY2tlbmQYBiABKAkSDQoFc3RhdGUYByABKAkSDgoGcGF1c2VkGAggASgIEgsKA3BpZBgJIAEoBRIQCghyZXN0YXJ0cxgKIAEoBRIzCg9sYXN0X3Jlc3RhcnRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKE2xhc3RfcmVzdGFydF9yZWFzb24YDCABKAkSMQoNbGFzdF9jaGVja19hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoNbmV4dF9yZXRyeV9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGZGV0YWlsGA8gASgJIlsKD05vZGVDb25maWdFcnJvchIMCgRmaWxlGAEgASgJEgwKBGxpbmUYAiABKAUSDQoFZmllbGQYAyABKAkSDAoEaXRlbRgEIAEoCRIPCgdtZXNzYWdlGAUgASgJIrABChZSZXBvcnROb2RlU3RhdGVSZXF1ZXN0EisKCWNyb25fam9icxgBIAMoCzIYLmVwLnRvd2VyLnYxLk5vZGVDcm9uSm9iEjQKCnN1cGVydmlzZWQYAiADKAsyIC5lcC50b3dlci52MS5Ob2RlU3VwZXJ2aXNlZEFnZW50EjMKDWNvbmZpZ19lcnJvcnMYAyADKAsyHC5lcC50b3dlci52MS5Ob2RlQ29uZmlnRXJyb3IiSgoXUmVwb3J0Tm9kZVN0YXRlUmVzcG9uc2USLwoLcmVwb3J0ZWRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlMKF1JlbG9hZE5vZGVDb25maWdSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSJwoEd2FpdBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKqAQoYUmVsb2FkTm9kZUNvbmZpZ1Jlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkuZXAudG93ZXIudjEuUmVsb2FkU3RhdHVzEiwKBmVycm9ycxgDIAMoCzIcLmVwLnRvd2VyLnYxLk5vZGVDb25maWdFcnJvchIPCgdyZXN1bHRzGAQgAygJEhAKCGV2ZW50X2lkGAUgASgEIpcBChJFbnJvbGxBZ2VudFJlcXVlc3QSEQoJZG9tYWluX2lkGAEgASgJEiUKB3J1bnRpbWUYAiABKA4yFC5lcC50b3dlci52MS5SdW50aW1lEhQKDGNhcGFiaWxpdGllcxgDIAMoCRIMCgRuYW1lGAQgASgJEg8KB25vZGVfaWQYBSABKAkSEgoKc3VwZXJ2aXNlZBgGIAEoCCI4ChNFbnJvbGxBZ2VudFJlc3BvbnNlEiEKBWFnZW50GAEgASgLMhIuZXAudG93ZXIudjEuQWdlbnQiXgoRTGlzdEFnZW50c1JlcXVlc3QSEQoJZG9tYWluX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiUQoSTGlzdEFnZW50c1Jlc3BvbnNlEiIKBmFnZW50cxgBIAMoCzISLmVwLnRvd2VyLnYxLkFnZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIjCg9HZXRBZ2VudFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkiWAoQR2V0QWdlbnRSZXNwb25zZRIhCgVhZ2VudBgBIAEoCzISLmVwLnRvd2VyLnYxLkFnZW50EiEKBXVzYWdlGAIgASgLMhIuZXAudG93ZXIudjEuVXNhZ2UiiwEKF1VwZGF0ZUFnZW50U3RhdGVSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEiYKBXN0YXRlGAIgASgOMhcuZXAudG93ZXIudjEuQWdlbnRTdGF0ZRIOCgZyZWFzb24YAyABKAkSFwoKc3VwZXJ2aXNlZBgEIAEoCEgAiAEBQg0KC19zdXBlcnZpc2VkIj0KGFVwZGF0ZUFnZW50U3RhdGVSZXNwb25zZRIhCgVhZ2VudBgBIAEoCzISLmVwLnRvd2VyLnYxLkFnZW50IjYKElNpZ25hbEFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIOCgZwcm9tcHQYAiABKAkiJwoTU2lnbmFsQWdlbnRSZXNwb25zZRIQCghldmVudF9pZBgBIAEoBCI1ChVTdXBlcnZpc2VBZ2VudFJlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSCgoCb3AYAiABKAkiOwoWU3VwZXJ2aXNlQWdlbnRSZXNwb25zZRIhCgVhZ2VudBgBIAEoCzISLmVwLnRvd2VyLnYxLkFnZW50KlIKCENyb25LaW5kEhkKFUNST05fS0lORF9VTlNQRUNJRklFRBAAEhIKDkNST05fS0lORF9DUk9OEAESFwoTQ1JPTl9LSU5EX0hFQVJUQkVBVBACKoYBCg5Dcm9uRmlyZVN0YXR1cxIgChxDUk9OX0ZJUkVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFwoTQ1JPTl9GSVJFX1NUQVRVU19PSxABEhsKF0NST05fRklSRV9TVEFUVVNfRkFJTEVEEAISHAoYQ1JPTl9GSVJFX1NUQVRVU19TS0lQUEVEEAMqdQoMUmVsb2FkU3RhdHVzEh0KGVJFTE9BRF9TVEFUVVNfVU5TUEVDSUZJRUQQABIUChBSRUxPQURfU1RBVFVTX09LEAESGAoUUkVMT0FEX1NUQVRVU19GQUlMRUQQAhIWChJSRUxPQURfU1RBVFVTX1NFTlQQAzLsBQoLTm9kZVNlcnZpY2USUwoMUmVnaXN0ZXJOb2RlEiAuZXAudG93ZXIudjEuUmVnaXN0ZXJOb2RlUmVxdWVzdBohLmVwLnRvd2VyLnYxLlJlZ2lzdGVyTm9kZVJlc3BvbnNlEkoKCUxpc3ROb2RlcxIdLmVwLnRvd2VyLnYxLkxpc3ROb2Rlc1JlcXVlc3QaHi5lcC50b3dlci52MS5MaXN0Tm9kZXNSZXNwb25zZRJECgdHZXROb2RlEhsuZXAudG93ZXIudjEuR2V0Tm9kZVJlcXVlc3QaHC5lcC50b3dlci52MS5HZXROb2RlUmVzcG9uc2USPQoETGluaxIYLmVwLnRvd2VyLnYxLkxpbmtSZXF1ZXN0GhkuZXAudG93ZXIudjEuTGlua1Jlc3BvbnNlMAESRQoHU2Vzc2lvbhIbLmVwLnRvd2VyLnYxLlNlc3Npb25SZXF1ZXN0GhkuZXAudG93ZXIudjEuTGlua1Jlc3BvbnNlKAEwARJWCg1QdWJsaXNoRXZlbnRzEiEuZXAudG93ZXIudjEuUHVibGlzaEV2ZW50c1JlcXVlc3QaIi5lcC50b3dlci52MS5QdWJsaXNoRXZlbnRzUmVzcG9uc2USXAoPUmVwb3J0Tm9kZVN0YXRlEiMuZXAudG93ZXIudjEuUmVwb3J0Tm9kZVN0YXRlUmVxdWVzdBokLmVwLnRvd2VyLnYxLlJlcG9ydE5vZGVTdGF0ZVJlc3BvbnNlEl8KEFJlbG9hZE5vZGVDb25maWcSJC5lcC50b3dlci52MS5SZWxvYWROb2RlQ29uZmlnUmVxdWVzdBolLmVwLnRvd2VyLnYxLlJlbG9hZE5vZGVDb25maWdSZXNwb25zZRJZCg5TZXROb2RlRG9tYWlucxIiLmVwLnRvd2VyLnYxLlNldE5vZGVEb21haW5zUmVxdWVzdBojLmVwLnRvd2VyLnYxLlNldE5vZGVEb21haW5zUmVzcG9uc2UyhgQKDEFnZW50U2VydmljZRJQCgtFbnJvbGxBZ2VudBIfLmVwLnRvd2VyLnYxLkVucm9sbEFnZW50UmVxdWVzdBogLmVwLnRvd2VyLnYxLkVucm9sbEFnZW50UmVzcG9uc2USTQoKTGlzdEFnZW50cxIeLmVwLnRvd2VyLnYxLkxpc3RBZ2VudHNSZXF1ZXN0Gh8uZXAudG93ZXIudjEuTGlzdEFnZW50c1Jlc3BvbnNlEkcKCEdldEFnZW50EhwuZXAudG93ZXIudjEuR2V0QWdlbnRSZXF1ZXN0Gh0uZXAudG93ZXIudjEuR2V0QWdlbnRSZXNwb25zZRJfChBVcGRhdGVBZ2VudFN0YXRlEiQuZXAudG93ZXIudjEuVXBkYXRlQWdlbnRTdGF0ZVJlcXVlc3QaJS5lcC50b3dlci52MS5VcGRhdGVBZ2VudFN0YXRlUmVzcG9uc2USUAoLU2lnbmFsQWdlbnQSHy5lcC50b3dlci52MS5TaWduYWxBZ2VudFJlcXVlc3QaIC5lcC50b3dlci52MS5TaWduYWxBZ2VudFJlc3BvbnNlElkKDlN1cGVydmlzZUFnZW50EiIuZXAudG93ZXIudjEuU3VwZXJ2aXNlQWdlbnRSZXF1ZXN0GiMuZXAudG93ZXIudjEuU3VwZXJ2aXNlQWdlbnRSZXNwb25zZWIGcHJvdG8z", [file_ep_errors_v1_errors, file_ep_tower_v1_resources, file_ep_tower_v1_work, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message ep.tower.v1.RegisterNodeRequest
@@ -227,6 +231,142 @@ export const LinkRequestSchema: GenMessage<LinkRequest> = /*@__PURE__*/
   messageDesc(file_ep_tower_v1_fleet, 8);
 
 /**
+ * One message from a daemon on its session (NodeService.Session).
+ *
+ * @generated from message ep.tower.v1.SessionRequest
+ */
+export type SessionRequest = Message<"ep.tower.v1.SessionRequest"> & {
+  /**
+   * @generated from oneof ep.tower.v1.SessionRequest.message
+   */
+  message: {
+    /**
+     * first, and only first: what Link's request says
+     *
+     * @generated from field: ep.tower.v1.LinkRequest open = 1;
+     */
+    value: LinkRequest;
+    case: "open";
+  } | {
+    /**
+     * a run's outcome, answered by an OutcomeAck with the same seq
+     *
+     * @generated from field: ep.tower.v1.SessionOutcome outcome = 2;
+     */
+    value: SessionOutcome;
+    case: "outcome";
+  } | {
+    /**
+     * a run's progress frames, as ReportProgress carries them; answered by an OutcomeAck too
+     *
+     * @generated from field: ep.tower.v1.SessionProgress progress = 3;
+     */
+    value: SessionProgress;
+    case: "progress";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message ep.tower.v1.SessionRequest.
+ * Use `create(SessionRequestSchema)` to create a new message.
+ */
+export const SessionRequestSchema: GenMessage<SessionRequest> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 9);
+
+/**
+ * @generated from message ep.tower.v1.SessionProgress
+ */
+export type SessionProgress = Message<"ep.tower.v1.SessionProgress"> & {
+  /**
+   * @generated from field: uint64 seq = 1;
+   */
+  seq: bigint;
+
+  /**
+   * @generated from field: ep.tower.v1.ReportProgressRequest report = 2;
+   */
+  report?: ReportProgressRequest | undefined;
+};
+
+/**
+ * Describes the message ep.tower.v1.SessionProgress.
+ * Use `create(SessionProgressSchema)` to create a new message.
+ */
+export const SessionProgressSchema: GenMessage<SessionProgress> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 10);
+
+/**
+ * A run's outcome as CompleteTask or FailTask carries it (the same checks, the same lease).
+ * Outcomes that arrive together are committed together.
+ *
+ * @generated from message ep.tower.v1.SessionOutcome
+ */
+export type SessionOutcome = Message<"ep.tower.v1.SessionOutcome"> & {
+  /**
+   * the daemon's number for it on this session, echoed by its OutcomeAck
+   *
+   * @generated from field: uint64 seq = 1;
+   */
+  seq: bigint;
+
+  /**
+   * @generated from oneof ep.tower.v1.SessionOutcome.outcome
+   */
+  outcome: {
+    /**
+     * @generated from field: ep.tower.v1.CompleteTaskRequest complete = 2;
+     */
+    value: CompleteTaskRequest;
+    case: "complete";
+  } | {
+    /**
+     * @generated from field: ep.tower.v1.FailTaskRequest fail = 3;
+     */
+    value: FailTaskRequest;
+    case: "fail";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message ep.tower.v1.SessionOutcome.
+ * Use `create(SessionOutcomeSchema)` to create a new message.
+ */
+export const SessionOutcomeSchema: GenMessage<SessionOutcome> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 11);
+
+/**
+ * The tower's answer to one SessionOutcome or SessionProgress, sent once its commit is done (or refused).
+ *
+ * @generated from message ep.tower.v1.OutcomeAck
+ */
+export type OutcomeAck = Message<"ep.tower.v1.OutcomeAck"> & {
+  /**
+   * @generated from field: uint64 seq = 1;
+   */
+  seq: bigint;
+
+  /**
+   * unset: committed. Set: refused or failed, as the unary call would have answered (code and
+   * details of EP's error catalog; its class says whether a retry can succeed)
+   *
+   * @generated from field: ep.errors.v1.ErrorDetail error = 2;
+   */
+  error?: ErrorDetail | undefined;
+
+  /**
+   * @generated from field: string message = 3;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message ep.tower.v1.OutcomeAck.
+ * Use `create(OutcomeAckSchema)` to create a new message.
+ */
+export const OutcomeAckSchema: GenMessage<OutcomeAck> = /*@__PURE__*/
+  messageDesc(file_ep_tower_v1_fleet, 12);
+
+/**
  * @generated from message ep.tower.v1.LinkAgent
  */
 export type LinkAgent = Message<"ep.tower.v1.LinkAgent"> & {
@@ -255,7 +395,7 @@ export type LinkAgent = Message<"ep.tower.v1.LinkAgent"> & {
  * Use `create(LinkAgentSchema)` to create a new message.
  */
 export const LinkAgentSchema: GenMessage<LinkAgent> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 9);
+  messageDesc(file_ep_tower_v1_fleet, 13);
 
 /**
  * One command from the tower to a daemon over its link.
@@ -339,6 +479,14 @@ export type LinkResponse = Message<"ep.tower.v1.LinkResponse"> & {
      */
     value: MergeBranch;
     case: "merge";
+  } | {
+    /**
+     * on a Session: the answer to an outcome
+     *
+     * @generated from field: ep.tower.v1.OutcomeAck ack = 19;
+     */
+    value: OutcomeAck;
+    case: "ack";
   } | { case: undefined; value?: undefined };
 };
 
@@ -347,7 +495,7 @@ export type LinkResponse = Message<"ep.tower.v1.LinkResponse"> & {
  * Use `create(LinkResponseSchema)` to create a new message.
  */
 export const LinkResponseSchema: GenMessage<LinkResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 10);
+  messageDesc(file_ep_tower_v1_fleet, 14);
 
 /**
  * @generated from message ep.tower.v1.LinkHello
@@ -369,7 +517,7 @@ export type LinkHello = Message<"ep.tower.v1.LinkHello"> & {
  * Use `create(LinkHelloSchema)` to create a new message.
  */
 export const LinkHelloSchema: GenMessage<LinkHello> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 11);
+  messageDesc(file_ep_tower_v1_fleet, 15);
 
 /**
  * @generated from message ep.tower.v1.LinkPing
@@ -382,7 +530,7 @@ export type LinkPing = Message<"ep.tower.v1.LinkPing"> & {
  * Use `create(LinkPingSchema)` to create a new message.
  */
 export const LinkPingSchema: GenMessage<LinkPing> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 12);
+  messageDesc(file_ep_tower_v1_fleet, 16);
 
 /**
  * @generated from message ep.tower.v1.TaskAssignment
@@ -404,7 +552,7 @@ export type TaskAssignment = Message<"ep.tower.v1.TaskAssignment"> & {
  * Use `create(TaskAssignmentSchema)` to create a new message.
  */
 export const TaskAssignmentSchema: GenMessage<TaskAssignment> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 13);
+  messageDesc(file_ep_tower_v1_fleet, 17);
 
 /**
  * @generated from message ep.tower.v1.CancelRun
@@ -431,7 +579,7 @@ export type CancelRun = Message<"ep.tower.v1.CancelRun"> & {
  * Use `create(CancelRunSchema)` to create a new message.
  */
 export const CancelRunSchema: GenMessage<CancelRun> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 14);
+  messageDesc(file_ep_tower_v1_fleet, 18);
 
 /**
  * @generated from message ep.tower.v1.SignalAgent
@@ -453,7 +601,7 @@ export type SignalAgent = Message<"ep.tower.v1.SignalAgent"> & {
  * Use `create(SignalAgentSchema)` to create a new message.
  */
 export const SignalAgentSchema: GenMessage<SignalAgent> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 15);
+  messageDesc(file_ep_tower_v1_fleet, 19);
 
 /**
  * @generated from message ep.tower.v1.SuperviseAgent
@@ -477,7 +625,7 @@ export type SuperviseAgent = Message<"ep.tower.v1.SuperviseAgent"> & {
  * Use `create(SuperviseAgentSchema)` to create a new message.
  */
 export const SuperviseAgentSchema: GenMessage<SuperviseAgent> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 16);
+  messageDesc(file_ep_tower_v1_fleet, 20);
 
 /**
  * @generated from message ep.tower.v1.ReloadConfig
@@ -496,7 +644,7 @@ export type ReloadConfig = Message<"ep.tower.v1.ReloadConfig"> & {
  * Use `create(ReloadConfigSchema)` to create a new message.
  */
 export const ReloadConfigSchema: GenMessage<ReloadConfig> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 17);
+  messageDesc(file_ep_tower_v1_fleet, 21);
 
 /**
  * @generated from message ep.tower.v1.AttachDial
@@ -554,7 +702,7 @@ export type AttachDial = Message<"ep.tower.v1.AttachDial"> & {
  * Use `create(AttachDialSchema)` to create a new message.
  */
 export const AttachDialSchema: GenMessage<AttachDial> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 18);
+  messageDesc(file_ep_tower_v1_fleet, 22);
 
 /**
  * @generated from message ep.tower.v1.MergeBranch
@@ -637,7 +785,7 @@ export type MergeBranch = Message<"ep.tower.v1.MergeBranch"> & {
  * Use `create(MergeBranchSchema)` to create a new message.
  */
 export const MergeBranchSchema: GenMessage<MergeBranch> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 19);
+  messageDesc(file_ep_tower_v1_fleet, 23);
 
 /**
  * @generated from message ep.tower.v1.PublishEventsRequest
@@ -654,7 +802,7 @@ export type PublishEventsRequest = Message<"ep.tower.v1.PublishEventsRequest"> &
  * Use `create(PublishEventsRequestSchema)` to create a new message.
  */
 export const PublishEventsRequestSchema: GenMessage<PublishEventsRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 20);
+  messageDesc(file_ep_tower_v1_fleet, 24);
 
 /**
  * @generated from message ep.tower.v1.PublishEventsResponse
@@ -671,7 +819,7 @@ export type PublishEventsResponse = Message<"ep.tower.v1.PublishEventsResponse">
  * Use `create(PublishEventsResponseSchema)` to create a new message.
  */
 export const PublishEventsResponseSchema: GenMessage<PublishEventsResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 21);
+  messageDesc(file_ep_tower_v1_fleet, 25);
 
 /**
  * A cron job as the node's dispatcher has it (mirrors ep.daemon.v1.CronJob).
@@ -753,7 +901,7 @@ export type NodeCronJob = Message<"ep.tower.v1.NodeCronJob"> & {
  * Use `create(NodeCronJobSchema)` to create a new message.
  */
 export const NodeCronJobSchema: GenMessage<NodeCronJob> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 22);
+  messageDesc(file_ep_tower_v1_fleet, 26);
 
 /**
  * A recorded fire (mirrors ep.daemon.v1.CronFire).
@@ -792,7 +940,7 @@ export type NodeCronFire = Message<"ep.tower.v1.NodeCronFire"> & {
  * Use `create(NodeCronFireSchema)` to create a new message.
  */
 export const NodeCronFireSchema: GenMessage<NodeCronFire> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 23);
+  messageDesc(file_ep_tower_v1_fleet, 27);
 
 /**
  * A supervised profile agent as the node's watchdog has it.
@@ -889,7 +1037,7 @@ export type NodeSupervisedAgent = Message<"ep.tower.v1.NodeSupervisedAgent"> & {
  * Use `create(NodeSupervisedAgentSchema)` to create a new message.
  */
 export const NodeSupervisedAgentSchema: GenMessage<NodeSupervisedAgent> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 24);
+  messageDesc(file_ep_tower_v1_fleet, 28);
 
 /**
  * A configuration problem in one of the node's files.
@@ -932,7 +1080,7 @@ export type NodeConfigError = Message<"ep.tower.v1.NodeConfigError"> & {
  * Use `create(NodeConfigErrorSchema)` to create a new message.
  */
 export const NodeConfigErrorSchema: GenMessage<NodeConfigError> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 25);
+  messageDesc(file_ep_tower_v1_fleet, 29);
 
 /**
  * @generated from message ep.tower.v1.ReportNodeStateRequest
@@ -961,7 +1109,7 @@ export type ReportNodeStateRequest = Message<"ep.tower.v1.ReportNodeStateRequest
  * Use `create(ReportNodeStateRequestSchema)` to create a new message.
  */
 export const ReportNodeStateRequestSchema: GenMessage<ReportNodeStateRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 26);
+  messageDesc(file_ep_tower_v1_fleet, 30);
 
 /**
  * @generated from message ep.tower.v1.ReportNodeStateResponse
@@ -980,7 +1128,7 @@ export type ReportNodeStateResponse = Message<"ep.tower.v1.ReportNodeStateRespon
  * Use `create(ReportNodeStateResponseSchema)` to create a new message.
  */
 export const ReportNodeStateResponseSchema: GenMessage<ReportNodeStateResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 27);
+  messageDesc(file_ep_tower_v1_fleet, 31);
 
 /**
  * @generated from message ep.tower.v1.ReloadNodeConfigRequest
@@ -1005,7 +1153,7 @@ export type ReloadNodeConfigRequest = Message<"ep.tower.v1.ReloadNodeConfigReque
  * Use `create(ReloadNodeConfigRequestSchema)` to create a new message.
  */
 export const ReloadNodeConfigRequestSchema: GenMessage<ReloadNodeConfigRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 28);
+  messageDesc(file_ep_tower_v1_fleet, 32);
 
 /**
  * @generated from message ep.tower.v1.ReloadNodeConfigResponse
@@ -1048,7 +1196,7 @@ export type ReloadNodeConfigResponse = Message<"ep.tower.v1.ReloadNodeConfigResp
  * Use `create(ReloadNodeConfigResponseSchema)` to create a new message.
  */
 export const ReloadNodeConfigResponseSchema: GenMessage<ReloadNodeConfigResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 29);
+  messageDesc(file_ep_tower_v1_fleet, 33);
 
 /**
  * @generated from message ep.tower.v1.EnrollAgentRequest
@@ -1094,7 +1242,7 @@ export type EnrollAgentRequest = Message<"ep.tower.v1.EnrollAgentRequest"> & {
  * Use `create(EnrollAgentRequestSchema)` to create a new message.
  */
 export const EnrollAgentRequestSchema: GenMessage<EnrollAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 30);
+  messageDesc(file_ep_tower_v1_fleet, 34);
 
 /**
  * @generated from message ep.tower.v1.EnrollAgentResponse
@@ -1111,7 +1259,7 @@ export type EnrollAgentResponse = Message<"ep.tower.v1.EnrollAgentResponse"> & {
  * Use `create(EnrollAgentResponseSchema)` to create a new message.
  */
 export const EnrollAgentResponseSchema: GenMessage<EnrollAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 31);
+  messageDesc(file_ep_tower_v1_fleet, 35);
 
 /**
  * @generated from message ep.tower.v1.ListAgentsRequest
@@ -1143,7 +1291,7 @@ export type ListAgentsRequest = Message<"ep.tower.v1.ListAgentsRequest"> & {
  * Use `create(ListAgentsRequestSchema)` to create a new message.
  */
 export const ListAgentsRequestSchema: GenMessage<ListAgentsRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 32);
+  messageDesc(file_ep_tower_v1_fleet, 36);
 
 /**
  * @generated from message ep.tower.v1.ListAgentsResponse
@@ -1165,7 +1313,7 @@ export type ListAgentsResponse = Message<"ep.tower.v1.ListAgentsResponse"> & {
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export const ListAgentsResponseSchema: GenMessage<ListAgentsResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 33);
+  messageDesc(file_ep_tower_v1_fleet, 37);
 
 /**
  * @generated from message ep.tower.v1.GetAgentRequest
@@ -1182,7 +1330,7 @@ export type GetAgentRequest = Message<"ep.tower.v1.GetAgentRequest"> & {
  * Use `create(GetAgentRequestSchema)` to create a new message.
  */
 export const GetAgentRequestSchema: GenMessage<GetAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 34);
+  messageDesc(file_ep_tower_v1_fleet, 38);
 
 /**
  * @generated from message ep.tower.v1.GetAgentResponse
@@ -1206,7 +1354,7 @@ export type GetAgentResponse = Message<"ep.tower.v1.GetAgentResponse"> & {
  * Use `create(GetAgentResponseSchema)` to create a new message.
  */
 export const GetAgentResponseSchema: GenMessage<GetAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 35);
+  messageDesc(file_ep_tower_v1_fleet, 39);
 
 /**
  * @generated from message ep.tower.v1.UpdateAgentStateRequest
@@ -1240,7 +1388,7 @@ export type UpdateAgentStateRequest = Message<"ep.tower.v1.UpdateAgentStateReque
  * Use `create(UpdateAgentStateRequestSchema)` to create a new message.
  */
 export const UpdateAgentStateRequestSchema: GenMessage<UpdateAgentStateRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 36);
+  messageDesc(file_ep_tower_v1_fleet, 40);
 
 /**
  * @generated from message ep.tower.v1.UpdateAgentStateResponse
@@ -1257,7 +1405,7 @@ export type UpdateAgentStateResponse = Message<"ep.tower.v1.UpdateAgentStateResp
  * Use `create(UpdateAgentStateResponseSchema)` to create a new message.
  */
 export const UpdateAgentStateResponseSchema: GenMessage<UpdateAgentStateResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 37);
+  messageDesc(file_ep_tower_v1_fleet, 41);
 
 /**
  * @generated from message ep.tower.v1.SignalAgentRequest
@@ -1279,7 +1427,7 @@ export type SignalAgentRequest = Message<"ep.tower.v1.SignalAgentRequest"> & {
  * Use `create(SignalAgentRequestSchema)` to create a new message.
  */
 export const SignalAgentRequestSchema: GenMessage<SignalAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 38);
+  messageDesc(file_ep_tower_v1_fleet, 42);
 
 /**
  * @generated from message ep.tower.v1.SignalAgentResponse
@@ -1296,7 +1444,7 @@ export type SignalAgentResponse = Message<"ep.tower.v1.SignalAgentResponse"> & {
  * Use `create(SignalAgentResponseSchema)` to create a new message.
  */
 export const SignalAgentResponseSchema: GenMessage<SignalAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 39);
+  messageDesc(file_ep_tower_v1_fleet, 43);
 
 /**
  * @generated from message ep.tower.v1.SuperviseAgentRequest
@@ -1320,7 +1468,7 @@ export type SuperviseAgentRequest = Message<"ep.tower.v1.SuperviseAgentRequest">
  * Use `create(SuperviseAgentRequestSchema)` to create a new message.
  */
 export const SuperviseAgentRequestSchema: GenMessage<SuperviseAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 40);
+  messageDesc(file_ep_tower_v1_fleet, 44);
 
 /**
  * @generated from message ep.tower.v1.SuperviseAgentResponse
@@ -1337,7 +1485,7 @@ export type SuperviseAgentResponse = Message<"ep.tower.v1.SuperviseAgentResponse
  * Use `create(SuperviseAgentResponseSchema)` to create a new message.
  */
 export const SuperviseAgentResponseSchema: GenMessage<SuperviseAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ep_tower_v1_fleet, 41);
+  messageDesc(file_ep_tower_v1_fleet, 45);
 
 /**
  * @generated from enum ep.tower.v1.CronKind
@@ -1473,12 +1621,28 @@ export const NodeService: GenService<{
   },
   /**
    * node: the tower -> daemon command stream (task ready, attach, cancel, ...)
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
    *
    * @generated from rpc ep.tower.v1.NodeService.Link
    */
   link: {
     methodKind: "server_streaming";
     input: typeof LinkRequestSchema;
+    output: typeof LinkResponseSchema;
+  },
+  /**
+   * node: the link both ways, on one HTTP/2 stream: the same commands down as Link, and the runs'
+   * outcomes up as messages (acknowledged down), instead of one CompleteTask/FailTask request
+   * each. The first message opens the link (as LinkRequest does); needs HTTP/2 end to end.
+   * Its responses are Link's: one set of commands, read by one switch
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   *
+   * @generated from rpc ep.tower.v1.NodeService.Session
+   */
+  session: {
+    methodKind: "bidi_streaming";
+    input: typeof SessionRequestSchema;
     output: typeof LinkResponseSchema;
   },
   /**
