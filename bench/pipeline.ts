@@ -66,6 +66,8 @@ const epd = spawn(process.execPath, [epdMain, "run", "--backend-url", t.url], {
   stdio: ["ignore", "ignore", "inherit"],
 });
 process.on("exit", () => epd.exitCode === null && epd.kill("SIGKILL"));
+// stopped from outside (timeout, Ctrl-C): epd goes with it
+for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => process.exit(1));
 const mgmt = join(home.dir, "epd", "mgmt.sock");
 const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 60_000 });
 await waitFor(async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected", 15_000);
