@@ -292,6 +292,10 @@ const REST: Record<string, (f: Fixture) => Promise<{ path: string; body?: unknow
   "GET /auth/session": () => ({ path: "/auth/session" }),
   "POST /auth/session": (f) => ({ path: "/auth/session", body: { token: f.tokens[f.role!] } }),
   "DELETE /auth/session": () => ({ path: "/auth/session" }),
+  // public doors of the sign-in through an identity provider (not configured here: they answer with a page)
+  "GET /auth/oidc": () => ({ path: "/auth/oidc" }),
+  "GET /auth/oidc/start": () => ({ path: "/auth/oidc/start" }),
+  "GET /auth/oidc/callback": () => ({ path: "/auth/oidc/callback?code=x&state=y" }),
   "GET /healthz": () => ({ path: "/healthz" }),
   "GET /readyz": () => ({ path: "/readyz" }),
   "GET /.well-known/jwks.json": () => ({ path: "/.well-known/jwks.json" }),

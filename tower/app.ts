@@ -46,6 +46,12 @@ import { serviceImpl } from "./edges/connect/bind.js";
 import { buildOpenApi } from "./edges/rest/openapi.js";
 import { registerRestRoutes, workRoutes } from "./edges/rest/work-routes.js";
 import { registerConsoleRoutes } from "./edges/ui/console-routes.js";
+import { registerOidcRoutes } from "./edges/ui/oidc-routes.js";
+import type { OidcConfig, OidcLoginConfig } from "./domain/auth-oidc.js";
+import { createOidcLogin } from "./domain/oidc-login/oidc-login.js";
+import { discoverRelyingParty } from "./domain/oidc-login/relying-party.js";
+import { createOidcSessionCheck } from "./domain/oidc-login/session-check.js";
+import type { SecretKeyring } from "./domain/secrets-crypto.js";
 import { registerEventStreamRoute } from "./edges/sse/events-sse.js";
 import { attachEventsWebSocket, EVENTS_WS_PATH } from "./edges/ws/events-ws.js";
 import { attachAttachWebSocket, attachProof, ATTACH_PATHS, refuseUnknownUpgrades } from "./edges/attach/attach-ws.js";
@@ -111,7 +117,10 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const replication = shared ? await startReplication({ store: shared, hub, log, clock }, { replicaId: env.EP_REPLICA_ID || undefined }) : undefined;
 
   const secretKeys = envKeySource(config.home, env);
+  // the console's sign-in through the identity provider: discovered now, so a wrong issuer stops the start
+  const oidcLogin = config.oidc?.login ? await startOidcLogin({ ...config.oidc, login: config.oidc.login }, deps, () => secretKeys.keyring(), config.allowInsecure) : undefined;
   const auth = createAuth(deps, {
+    oidcSessions: oidcLogin?.sessions,
     oidc: config.oidc,
     issuer: config.publicUrl,
     keyRotationMs: config.keyRotationMs,
@@ -130,7 +139,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   // rotation: values under EP_SECRET_KEY_PREVIOUS are re-encrypted under the current key (docs/secrets.md)
   await secrets.reencrypt().catch((err: Error) => log.error("secret re-encryption failed", { error: err.message }));
   await auth.resealSigningKeys().catch((err: Error) => log.error("signing key re-sealing failed", { error: err.message }));
-  const eventStream = createEventStream(deps, { ...config.stream, retention: config.eventRetention });
+  const eventStream = createEventStream({ ...deps, oidcSessions: oidcLogin?.sessions }, { ...config.stream, retention: config.eventRetention });
   const events = createEventService(deps, eventStream);
   const { ai, tools } = createAiConsole(deps, env, work, fleet);
 
@@ -150,6 +159,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   registerHealthRoutes(app, store);
   app.get("/.well-known/jwks.json", async () => auth.jwks());
   registerSessionRoutes(app, auth, clock, Boolean(config.tls));
+  registerOidcRoutes(app, oidcLogin?.login(auth), { secure: Boolean(config.tls) || config.publicUrl.startsWith("https:"), log, clock });
 
   registerRestRoutes(app, workRoutes(workApi));
   registerAiRoutes(app, ai);
@@ -258,6 +268,17 @@ function startSweeper(o: { clock: Clock; log: Logger; everyMs: number; firstAfte
     timer = clock.setTimeout(sweep, o.everyMs);
   }, Math.max(o.everyMs, o.firstAfterMs));
   return () => clock.clearTimeout(timer);
+}
+
+/**
+ * The console's sign-in through the identity provider: the relying party (discovery now), the
+ * session re-check auth needs, and the sign-in itself once auth exists.
+ */
+async function startOidcLogin(cfg: OidcConfig & { login: OidcLoginConfig }, deps: Deps, keyring: () => SecretKeyring | undefined, allowInsecure: boolean) {
+  const rp = await discoverRelyingParty(cfg, { allowInsecure });
+  const sessions = createOidcSessionCheck({ rp, clock: deps.clock, log: deps.log, keyring, recheckMs: cfg.login.recheckMs, roleClaim: cfg.roleClaim });
+  deps.log.info("console sign-in through the identity provider", { issuer: cfg.issuer, client_id: cfg.login.clientId, redirect_uri: cfg.login.redirectUri });
+  return { sessions, login: (auth: Auth) => createOidcLogin(cfg, { clock: deps.clock, log: deps.log, keyring, rp, sessions, createSession: (caller, oidc) => auth.createSession(caller, oidc) }) };
 }
 
 /**

@@ -22,6 +22,8 @@ Environment:
   EP_TLS_CERT/EP_TLS_KEY  serve HTTPS
   EP_ALLOW_INSECURE     allow plain HTTP on a non-loopback address (behind a TLS proxy)
   EP_OIDC_ISSUER/EP_OIDC_AUDIENCE  accept OIDC tokens verified against the issuer's JWKS
+  EP_OIDC_CLIENT_ID[/_SECRET]  the console's "Sign in with <provider>" (redirect URI:
+                        $EP_PUBLIC_URL/auth/oidc/callback; docs/deploy.md)
 
 Example:
   EP_HOME=/var/lib/ep ep-tower --listen 127.0.0.1:8008

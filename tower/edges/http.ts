@@ -52,7 +52,10 @@ export function isPublic(url: string, method: string): boolean {
     path.startsWith("/.well-known/") ||
     path === "/openapi.json" ||
     REFLECTION_PATHS.includes(path) ||
-    (path === "/auth/session" && method !== "GET")
+    (path === "/auth/session" && method !== "GET") ||
+    // the sign-in through the identity provider: the browser has no credential yet (edges/ui/oidc-routes.ts)
+    path === "/auth/oidc" ||
+    path.startsWith("/auth/oidc/")
   );
 }
 
@@ -180,7 +183,7 @@ export function registerSessionRoutes(app: FastifyInstance, auth: Auth, clock: C
     void reply.header("set-cookie", `${SESSION_COOKIE}=${encodeURIComponent(session.secret)}; HttpOnly; SameSite=Strict; Path=/${secure}; Max-Age=${maxAge}`);
     return { role: source.role, subject: principalOf(source), expires_at: iso(session.expiresMs) };
   });
-  app.get("/auth/session", async (req) => ({ role: req.caller!.role, subject: req.caller!.principal ?? req.caller!.subject }));
+  app.get("/auth/session", async (req) => ({ role: req.caller!.role, subject: req.caller!.principal ?? req.caller!.subject, ...(req.caller!.name ? { name: req.caller!.name } : {}) }));
   app.delete("/auth/session", async (req, reply) => {
     const cookie = readCookie(req.headers.cookie, SESSION_COOKIE);
     if (cookie) await auth.endSession(cookie);

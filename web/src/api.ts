@@ -38,6 +38,8 @@ export const api: Api = {
 export interface Identity {
   role: string;
   subject: string;
+  /** a person's name (an identity provider's sign-in: the email), when the tower knows one */
+  name?: string;
 }
 
 /** An error from the tower's JSON error body (`{"error": {code, message}}`) or the network. */
@@ -59,9 +61,17 @@ async function sessionCall(method: "GET" | "POST" | "DELETE", body?: unknown): P
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   if (method === "GET" && res.status === 401) return null;
-  const data = (await res.json().catch(() => ({}))) as { role?: string; subject?: string; error?: { code?: string; message?: string } };
+  const data = (await res.json().catch(() => ({}))) as { role?: string; subject?: string; name?: string; error?: { code?: string; message?: string } };
   if (!res.ok) throw new TowerError(data.error?.code ?? "unknown", data.error?.message ?? `the tower answered ${res.status}`, res.status);
-  return method === "DELETE" ? null : { role: data.role ?? "", subject: data.subject ?? "" };
+  return method === "DELETE" ? null : { role: data.role ?? "", subject: data.subject ?? "", name: data.name };
+}
+
+/** The identity provider the tower signs people in with (GET /auth/oidc), or undefined when none. */
+export async function oidcProvider(): Promise<{ name: string; startUrl: string } | undefined> {
+  const res = await fetch("/auth/oidc", { credentials: "same-origin" });
+  if (!res.ok) return undefined;
+  const data = (await res.json().catch(() => ({}))) as { enabled?: boolean; provider?: string; start_url?: string };
+  return data.enabled && data.provider && data.start_url ? { name: data.provider, startUrl: data.start_url } : undefined;
 }
 
 /** Who the session cookie belongs to, or null when nobody is logged in. */

@@ -174,8 +174,8 @@ function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: She
           ))}
         </nav>
         <div className="topbar-right">
-          <span className="who muted small" title={`${identity.subject} (${identity.role})`}>
-            {identity.subject} · {identity.role}
+          <span className="who muted small" title={`${identity.name ? `${identity.name}, ` : ""}${identity.subject} (${identity.role})`}>
+            {identity.name ?? identity.subject} · {identity.role}
           </span>
           <button type="button" className="btn btn-small" onClick={() => void doLogout()}>
             Log out
