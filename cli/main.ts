@@ -30,6 +30,7 @@ const MODULES: Record<ModuleName, () => Promise<CommandModule>> = {
   attach: () => import("./commands/attach.js"),
   workspace: () => import("./commands/workspace.js"),
   changes: () => import("./commands/changes.js"),
+  pipeline: () => import("./commands/pipeline.js"),
 };
 
 function version(): string {

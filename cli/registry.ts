@@ -18,7 +18,8 @@ export type ModuleName =
   | "up"
   | "attach"
   | "workspace"
-  | "changes";
+  | "changes"
+  | "pipeline";
 
 export interface OptionSpec {
   name: string;
@@ -216,8 +217,8 @@ export const COMMANDS: CommandSpec[] = [
   {
     path: ["task", "submit"],
     summary: "submit a claimable task to a mission",
-    usage: "--mission <id|title> <title> [--priority <n>] [--capability <c>]… [--claim-policy <p>] [--assignee <agent>] [--runtime <r>] [--command <sh>] [--workspace <repo> [--ref <ref>] [--branch <name>]] [--wait]",
-    example: "ep task submit --mission msn_01 'run the tests' --runtime shell --command 'npm test' --wait",
+    usage: "--mission <id|title> <title> [--priority <n>] [--capability <c>]… [--claim-policy <p>] [--assignee <agent>] [--runtime <r>] [--command <sh>] [--workspace <repo> [--ref <ref>] [--branch <name>]] [--after <task>]… [--wait]",
+    example: "ep task submit --mission msn_01 'run the tests' --runtime shell --command 'npm test' --after build --wait",
     module: "work",
     args: { min: 1 },
     options: [
@@ -234,6 +235,7 @@ export const COMMANDS: CommandSpec[] = [
       { name: "ref", type: "string", value: "<ref>", desc: "with --workspace: the base commit, branch or tag (default: the workspace's ref, else HEAD)" },
       { name: "branch", type: "string", value: "<name>", desc: "with --workspace: the run's branch (default ep/<task_id>)" },
       { name: "max-attempts", type: "string", value: "<n>", desc: "attempts before the task fails (default 3)" },
+      { name: "after", type: "string", multiple: true, value: "<task>", desc: "wait for this task to succeed first (repeatable; a tsk_ id, or a step name or title in the mission): the task waits, then is queued; cancelled if that task fails (docs/pipelines.md)" },
       { name: "wait", type: "boolean", desc: "wait until the task ends (following its events) and print its output (exit 1 when it failed or was cancelled; tool calls the agent was refused are listed on stderr and leave the exit code alone)" },
     ],
   },
@@ -289,6 +291,28 @@ export const COMMANDS: CommandSpec[] = [
     example: "ep workspace gc --all",
     module: "workspace",
     options: [{ name: "all", type: "boolean", desc: "remove every kept worktree, whatever its age" }],
+  },
+  {
+    path: ["pipeline", "run"],
+    summary: "create a mission's tasks from a pipeline file of steps (depends_on, prompts or commands, workspaces) in one go",
+    usage: "<file> --domain <id|name> [--mission <id|title>] [--title <text>] [--wait]",
+    example: "ep pipeline run pipeline.toml --domain demo --wait",
+    module: "pipeline",
+    args: { min: 1, max: 1 },
+    options: [
+      { name: "domain", type: "string", value: "<id|name>", desc: "the domain of the new mission (required unless --mission)" },
+      { name: "mission", type: "string", value: "<id|title>", desc: "add the steps to this mission instead of a new one (step names stay unique in it)" },
+      { name: "title", type: "string", value: "<text>", desc: "the new mission's title (default: the file's name = …, else the file name)" },
+      { name: "wait", type: "boolean", desc: "follow the steps until the pipeline ends (exit 1 when it failed or was cancelled)" },
+    ],
+  },
+  {
+    path: ["pipeline", "get"],
+    summary: "show a pipeline's steps, their states and what each waits on",
+    usage: "<mission>",
+    example: "ep pipeline get msn_01",
+    module: "pipeline",
+    args: { min: 1, max: 1 },
   },
   { path: ["task", "retry"], summary: "put a failed or cancelled task back in the queue", usage: "<id>", example: "ep task retry tsk_01", module: "work", args: { min: 1 } },
   {

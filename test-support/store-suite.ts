@@ -174,6 +174,8 @@ export function storeSuite(body: (s: StoreSuite) => void): void {
       claimedBy: "",
       leaseExpiresMs: null,
       parentTaskId: "",
+      dependsOn: [],
+      step: "",
       createdAt: iso(T0),
       updatedAt: iso(T0),
       ...over,

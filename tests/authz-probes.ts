@@ -134,6 +134,8 @@ function classifyError(err: unknown): Outcome | "invalid" {
 }
 
 type Init = Record<string, unknown>;
+/** A pipeline of one shell step: what RunPipeline's probes send. */
+const PROBE_PIPELINE = '[[step]]\nname = "probe"\ncommand = "true"\n';
 /** The request for each Connect method, against domain A. */
 const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "WorkService/CreateDomain": () => ({ name: `d-${Math.random().toString(36).slice(2, 9)}` }),
@@ -156,6 +158,8 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "WorkService/RetryTask": async (f) => ({ taskId: await f.task() }),
   "WorkService/CancelTask": async (f) => ({ taskId: await f.task() }),
   "WorkService/MergeTask": async (f) => ({ taskId: await f.task() }),
+  "WorkService/RunPipeline": (f) => ({ domainId: f.domainA, source: PROBE_PIPELINE }),
+  "WorkService/GetPipeline": (f) => ({ missionId: f.missionA }),
   "NodeService/RegisterNode": () => ({ hostname: "probe-node" }),
   "NodeService/ListNodes": () => ({}),
   "NodeService/GetNode": (f) => ({ nodeId: f.nodeA }),
@@ -278,6 +282,8 @@ const REST: Record<string, (f: Fixture) => Promise<{ path: string; body?: unknow
   "POST /work/tasks/:task_id/retry": async (f) => ({ path: `/work/tasks/${await f.task()}/retry`, body: {} }),
   "POST /work/tasks/:task_id/cancel": async (f) => ({ path: `/work/tasks/${await f.task()}/cancel`, body: {} }),
   "POST /work/tasks/:task_id/merge": async (f) => ({ path: `/work/tasks/${await f.task()}/merge`, body: {} }),
+  "POST /domains/:domain_id/pipelines": (f) => ({ path: `/domains/${f.domainA}/pipelines`, body: { source: PROBE_PIPELINE } }),
+  "GET /work/missions/:mission_id/pipeline": (f) => ({ path: `/work/missions/${f.missionA}/pipeline` }),
   "POST /work/tasks/:task_id/start": async (f) => ({ path: `/work/tasks/${await f.task()}/start`, body: { agent_id: f.agentA } }),
   "POST /work/tasks/:task_id/heartbeat": async (f) => ({ path: `/work/tasks/${await f.task()}/heartbeat`, body: { agent_id: f.agentA } }),
   "POST /work/tasks/:task_id/complete": async (f) => ({ path: `/work/tasks/${await f.task()}/complete`, body: { agent_id: f.agentA, result: { output: "x" } } }),
@@ -356,6 +362,8 @@ const TOOLS: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   get_mission: (f) => ({ mission_id: f.missionA }),
   list_tasks: (f) => ({ mission_id: f.missionA }),
   get_task: async (f) => ({ task_id: await f.task() }),
+  get_parent_results: async (f) => ({ task_id: await f.task() }),
+  run_pipeline: (f) => ({ domain_id: f.domainA, source: PROBE_PIPELINE }),
   list_agents: (f) => ({ domain_id: f.domainA }),
   get_agent: (f) => ({ agent_id: f.agentA }),
   list_nodes: () => ({}),

@@ -205,6 +205,8 @@ describe("--json", () => {
     await check("task cancel", ["task", "cancel", taskId]);
     await check("task watch", ["task", "watch", taskId], { lines: true, codes: [1] }); // cancelled: replays, then the task
     await check("task retry", ["task", "retry", taskId]);
+    const piped = await check("pipeline run", ["pipeline", "run", "-", "--domain", domainId], { input: '[[step]]\nname = "only"\ncommand = "true"\n' });
+    expect((await check("pipeline get", ["pipeline", "get", piped.mission.id])).steps[0].step).toBe("only");
     await check("task get", ["task", "get", "tsk_missing"], { codes: [4] }); // the error document
     await check("task diff", ["task", "diff", taskId], { codes: [4] }); // no workspace: the error document
     await check("task merge", ["task", "merge", taskId], { codes: [5] }); // not succeeded: the error document

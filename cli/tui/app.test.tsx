@@ -197,6 +197,19 @@ describe("the ep console", () => {
     ui.unmount();
   });
 
+  it("a mission's task list says what a waiting task waits on, by step name (issue 40)", async () => {
+    const { source } = memorySource();
+    const build: TaskDetail = { id: "tsk_2", missionId: "msn_1", title: "build", status: "running", runtime: "shell", agent: "builder", attempts: 1, maxAttempts: 3, createdAt: "2026-11-26T06:00:00Z", output: "", error: "", usage: "" };
+    source.tasks = async () => [build, { ...build, id: "tsk_3", title: "ship", status: "waiting", agent: "", waitingOn: ["build", "lint"] }];
+    const ui = render(<App source={source} />);
+    await until(() => ui.lastFrame()!.includes("Ship v2"));
+    ui.stdin.write("\r");
+    await until(() => ui.lastFrame()!.includes("ship"));
+    expect(lineWith(ui.lastFrame()!, "ship")).toMatch(/ship\s+waiting on build, lint/);
+    expect(lineWith(ui.lastFrame()!, "build ")).toMatch(/build\s+running/);
+    ui.unmount();
+  });
+
   it("the task view folds each run of stderr lines into a count (issue 34)", () => {
     const task: TaskDetail = { id: "tsk_8", missionId: "msn_1", title: "Ask", status: "running", runtime: "vendorC", agent: "builder", attempts: 1, maxAttempts: 3, createdAt: "2026-11-26T06:00:00Z", output: "", error: "", usage: "" };
     const frames: FrameItem[] = [

@@ -10,6 +10,7 @@
 // file holds only what is its own.
 import { createAiStore, type AiActionQuery, type AiActionRow, type AiSessionRow, type AiStore, type AiTurnRow, type ArtifactRow, type DocRow } from "./ai-store.js";
 import { createApprovalStore, type ApprovalDecision, type ApprovalQuery, type ApprovalRow, type ApprovalStore } from "./approval-store.js";
+import { createDependencyStore, type DependencyStore } from "./dependency-store.js";
 import { createIdempotencyStore, type IdempotencyRow, type IdempotencyStore } from "./idempotency-store.js";
 import { createNodeStateStore, type NodeStateRow, type NodeStateStore } from "./node-state-store.js";
 import { nodeDomainsText, toAgent, toDomain, toMission, toNode, toSigningKey, toTicket, toToken, type Row } from "./rows.js";
@@ -36,7 +37,7 @@ const MISSION_COLUMNS: Record<string, string> = { title: "title", description: "
 const NODE_COLUMNS: Record<string, string> = { hostname: "hostname", status: "status", lastSeenAt: "last_seen_at", domains: "domains" };
 const AGENT_COLUMNS: Record<string, string> = { state: "state", lastSeenAt: "last_seen_at", name: "name", capabilities: "capabilities", runtime: "runtime", supervised: "supervised" };
 
-export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore, WebhookStore {
+export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore, WebhookStore, DependencyStore {
   abstract readonly dialect: "sqlite" | "postgres";
 
   /**
@@ -86,7 +87,7 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   }
 
   // `declare`: no per-instance field (a transaction's store is made per transaction)
-  declare private parts?: { ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore; approvals: ApprovalStore; idempotency: IdempotencyStore; webhooks: WebhookStore };
+  declare private parts?: { ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore; approvals: ApprovalStore; idempotency: IdempotencyStore; webhooks: WebhookStore; deps: DependencyStore };
 
   /** The AI, secret and node-state tables' SQL (their own modules), bound to this store's connection. */
   private get modules() {
@@ -95,6 +96,7 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
       this.parts = { ai: createAiStore(q), secrets: createSecretStore(q), nodeState: createNodeStateStore(q), approvals: createApprovalStore(q), idempotency: createIdempotencyStore(q),
         // PostgreSQL: replicas taking due deliveries at once skip each other's rows; SQLite has one writer
         webhooks: createWebhookStore(q, this.dialect === "postgres" ? " FOR UPDATE SKIP LOCKED" : ""),
+        deps: createDependencyStore(q, (col, values) => this.inList(col, values)),
       };
     }
     return this.parts;
@@ -484,5 +486,20 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   }
   moveWebhookCursor(from: number, to: number) {
     return this.modules.webhooks.moveWebhookCursor(from, to);
+  }
+
+  // ---- task dependencies (SQL in dependency-store.ts)
+
+  insertTaskDeps(childId: string, parentIds: readonly string[]) {
+    return this.modules.deps.insertTaskDeps(childId, parentIds);
+  }
+  queueReadyChildren(parentId: string, at: string) {
+    return this.modules.deps.queueReadyChildren(parentId, at);
+  }
+  listChildren(parentId: string) {
+    return this.modules.deps.listChildren(parentId);
+  }
+  listParentStates(childIds: readonly string[]) {
+    return this.modules.deps.listParentStates(childIds);
   }
 }
