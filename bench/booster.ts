@@ -10,7 +10,7 @@ import { hrtime } from "node:process";
 import { silentLogger } from "../common/log.js";
 import { loadBooster, loadBoosterFromBytes, type Booster } from "../daemon/booster/booster.js";
 import { loadSchemaPack, validatePayload } from "../daemon/booster/schema-pack.js";
-import { compileWat } from "../daemon/booster/wat-compiler.js";
+import { compileWat } from "../test-support/wat-compiler.js";
 
 const callsArg = process.argv.indexOf("--calls");
 const CALLS = callsArg > 0 ? Number(process.argv[callsArg + 1]) : 20_000;

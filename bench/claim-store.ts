@@ -63,6 +63,8 @@ function taskRow(i: number, domainId: string, missionId: string): TaskRow {
     leaseId: "",
     leaseExpiresMs: null,
     parentTaskId: "",
+    dependsOn: [],
+    step: "",
     createdAt: now,
     updatedAt: now,
   };

@@ -22,6 +22,7 @@ const MODULES: Record<ModuleName, () => Promise<CommandModule>> = {
   ai: () => import("./commands/ai.js"),
   events: () => import("./commands/events.js"),
   secret: () => import("./commands/secret.js"),
+  webhook: () => import("./commands/webhook.js"),
   token: () => import("./commands/token.js"),
   session: () => import("./commands/session.js"),
   meta: () => import("./commands/meta.js"),
@@ -29,6 +30,7 @@ const MODULES: Record<ModuleName, () => Promise<CommandModule>> = {
   attach: () => import("./commands/attach.js"),
   workspace: () => import("./commands/workspace.js"),
   changes: () => import("./commands/changes.js"),
+  pipeline: () => import("./commands/pipeline.js"),
 };
 
 function version(): string {

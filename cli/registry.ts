@@ -11,13 +11,15 @@ export type ModuleName =
   | "ai"
   | "events"
   | "secret"
+  | "webhook"
   | "token"
   | "session"
   | "meta"
   | "up"
   | "attach"
   | "workspace"
-  | "changes";
+  | "changes"
+  | "pipeline";
 
 export interface OptionSpec {
   name: string;
@@ -51,6 +53,7 @@ export const GLOBAL_OPTIONS: OptionSpec[] = [
 ];
 
 const domainOpt: OptionSpec = { name: "domain", type: "string", value: "<id>", desc: "domain id" };
+const webhookDomainOpt: OptionSpec = { name: "domain", type: "string", value: "<id|name>", desc: "the webhook's domain, by id or name (required)" };
 
 export const COMMANDS: CommandSpec[] = [
   // --- seed commands: node, daemon, agents on this node ---
@@ -214,8 +217,8 @@ export const COMMANDS: CommandSpec[] = [
   {
     path: ["task", "submit"],
     summary: "submit a claimable task to a mission",
-    usage: "--mission <id|title> <title> [--priority <n>] [--capability <c>]… [--claim-policy <p>] [--assignee <agent>] [--runtime <r>] [--command <sh>] [--workspace <repo> [--ref <ref>] [--branch <name>]] [--wait]",
-    example: "ep task submit --mission msn_01 'run the tests' --runtime shell --command 'npm test' --wait",
+    usage: "--mission <id|title> <title> [--priority <n>] [--capability <c>]… [--claim-policy <p>] [--assignee <agent>] [--runtime <r>] [--command <sh>] [--workspace <repo> [--ref <ref>] [--branch <name>]] [--after <task>]… [--wait]",
+    example: "ep task submit --mission msn_01 'run the tests' --runtime shell --command 'npm test' --after build --wait",
     module: "work",
     args: { min: 1 },
     options: [
@@ -232,6 +235,7 @@ export const COMMANDS: CommandSpec[] = [
       { name: "ref", type: "string", value: "<ref>", desc: "with --workspace: the base commit, branch or tag (default: the workspace's ref, else HEAD)" },
       { name: "branch", type: "string", value: "<name>", desc: "with --workspace: the run's branch (default ep/<task_id>)" },
       { name: "max-attempts", type: "string", value: "<n>", desc: "attempts before the task fails (default 3)" },
+      { name: "after", type: "string", multiple: true, value: "<task>", desc: "wait for this task to succeed first (repeatable; a tsk_ id, or a step name or title in the mission): the task waits, then is queued; cancelled if that task fails (docs/pipelines.md)" },
       { name: "wait", type: "boolean", desc: "wait until the task ends (following its events) and print its output (exit 1 when it failed or was cancelled; tool calls the agent was refused are listed on stderr and leave the exit code alone)" },
     ],
   },
@@ -287,6 +291,28 @@ export const COMMANDS: CommandSpec[] = [
     example: "ep workspace gc --all",
     module: "workspace",
     options: [{ name: "all", type: "boolean", desc: "remove every kept worktree, whatever its age" }],
+  },
+  {
+    path: ["pipeline", "run"],
+    summary: "create a mission's tasks from a pipeline file of steps (depends_on, prompts or commands, workspaces) in one go",
+    usage: "<file> --domain <id|name> [--mission <id|title>] [--title <text>] [--wait]",
+    example: "ep pipeline run pipeline.toml --domain demo --wait",
+    module: "pipeline",
+    args: { min: 1, max: 1 },
+    options: [
+      { name: "domain", type: "string", value: "<id|name>", desc: "the domain of the new mission (required unless --mission)" },
+      { name: "mission", type: "string", value: "<id|title>", desc: "add the steps to this mission instead of a new one (step names stay unique in it)" },
+      { name: "title", type: "string", value: "<text>", desc: "the new mission's title (default: the file's name = …, else the file name)" },
+      { name: "wait", type: "boolean", desc: "follow the steps until the pipeline ends (exit 1 when it failed or was cancelled)" },
+    ],
+  },
+  {
+    path: ["pipeline", "get"],
+    summary: "show a pipeline's steps, their states and what each waits on",
+    usage: "<mission>",
+    example: "ep pipeline get msn_01",
+    module: "pipeline",
+    args: { min: 1, max: 1 },
   },
   { path: ["task", "retry"], summary: "put a failed or cancelled task back in the queue", usage: "<id>", example: "ep task retry tsk_01", module: "work", args: { min: 1 } },
   {
@@ -379,6 +405,45 @@ export const COMMANDS: CommandSpec[] = [
       { name: "mission", type: "string", value: "<id>", desc: "mission id" },
       { name: "since", type: "string", value: "<id>", desc: "start after this event id" },
       { name: "limit", type: "string", value: "<n>", desc: "exit after this many events" },
+    ],
+  },
+  // --- webhooks: notifications out of a domain (docs/webhooks.md) ---
+  {
+    path: ["webhook", "add"],
+    summary: "POST a domain's chosen events to a URL, signed (the signing secret is shown once)",
+    usage: "<url> --domain <id|name> --event <name>… [--format ep|slack] [--description <text>]",
+    example: "ep webhook add https://hooks.example.com/ep --domain demo --event task.failed,permission.requested",
+    module: "webhook",
+    args: { min: 1 },
+    options: [
+      webhookDomainOpt,
+      { name: "event", type: "string", multiple: true, value: "<name>", desc: "an event to send, repeatable or a comma list: task.created, task.succeeded, task.failed, task.cancelled, task.requeued, permission.requested, permission.decided, node.online, node.offline" },
+      { name: "format", type: "string", value: "ep|slack", desc: "body: ep (the event as JSON, default) or slack (text + blocks, for a Slack incoming webhook)" },
+      { name: "description", type: "string", value: "<text>", desc: "what the webhook is for" },
+    ],
+  },
+  { path: ["webhook", "ls"], summary: "list a domain's webhooks (viewers see each URL's origin only)", usage: "--domain <id|name>", example: "ep webhook ls --domain demo", module: "webhook", options: [webhookDomainOpt] },
+  { path: ["webhook", "rm"], summary: "delete a webhook and its delivery log", usage: "<webhook-id> --domain <id|name>", example: "ep webhook rm whk_01 --domain demo", module: "webhook", args: { min: 1 }, options: [webhookDomainOpt] },
+  {
+    path: ["webhook", "test"],
+    summary: "send a webhook.test delivery now and wait for the receiver's answer (exit 1 if it failed)",
+    usage: "<webhook-id> --domain <id|name>",
+    example: "ep webhook test whk_01 --domain demo",
+    module: "webhook",
+    args: { min: 1 },
+    options: [webhookDomainOpt],
+  },
+  {
+    path: ["webhook", "deliveries"],
+    summary: "a webhook's delivery log, newest first: status, attempts, the last answer and error",
+    usage: "<webhook-id> --domain <id|name> [--status pending|succeeded|failed] [--limit <n>]",
+    example: "ep webhook deliveries whk_01 --domain demo --status failed",
+    module: "webhook",
+    args: { min: 1 },
+    options: [
+      webhookDomainOpt,
+      { name: "status", type: "string", value: "<status>", desc: "only pending, succeeded or failed deliveries" },
+      { name: "limit", type: "string", value: "<n>", desc: "how many, newest first (default 20, at most 1000)" },
     ],
   },
   // --- secrets and tokens ---

@@ -63,7 +63,7 @@ async function setup(opts: { pollMs: number; drop?: () => boolean; env?: Record<
     });
     return (await work.getTask({ taskId })).task!;
   };
-  await new Promise((r) => setTimeout(r, 100)); // the link's hello
+  await waitFor(() => daemon.link.connects() >= 1); // the link's hello
   /**
    * The daemon's link dropped and reopened: a link opened with the node's token replaces it on the
    * tower, and the daemon links again (replacing that one in turn).

@@ -21,6 +21,11 @@ if (existsSync("web/tsconfig.json") && run(bin("tsc"), ["--noEmit", "-p", "web"]
   console.error("typecheck of web/ failed");
   process.exit(1);
 }
+// bench/peers/ imports the peer job queues from its own node_modules (npm ci --prefix bench/peers)
+if (existsSync("bench/peers/node_modules") && run(bin("tsc"), ["--noEmit", "-p", "bench/peers"]) !== 0) {
+  console.error("typecheck of bench/peers/ failed");
+  process.exit(1);
+}
 
 const dir = mkdtempSync(join(tmpdir(), "ep-vitest-"));
 const report = join(dir, "report.json");

@@ -216,31 +216,38 @@ describe("ownership", () => {
 
 /** Reads SSE events from the session stream until `count` arrived, then disconnects. */
 async function readStream(sessionId: string, count: number, lastEventId?: number): Promise<{ id: number; data: any }[]> {
+  return (await openStream(sessionId, lastEventId))(count);
+}
+
+/** Opens a session's stream (resolves once the tower answered with the stream's headers); the function reads `count` events. */
+async function openStream(sessionId: string, lastEventId?: number): Promise<(count: number) => Promise<{ id: number; data: any }[]>> {
   const ac = new AbortController();
   const headers: Record<string, string> = { authorization: `Bearer ${t.adminToken}`, accept: "text/event-stream" };
   if (lastEventId !== undefined) headers["last-event-id"] = String(lastEventId);
   const res = await fetch(`${t.url}/ai/sessions/${sessionId}/stream`, { headers, signal: ac.signal });
   expect(res.status).toBe(200);
   expect(res.headers.get("content-type")).toContain("text/event-stream");
-  const out: { id: number; data: any }[] = [];
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let buf = "";
-  while (out.length < count) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += decoder.decode(value, { stream: true });
-    let i;
-    while ((i = buf.indexOf("\n\n")) >= 0) {
-      const block = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      const id = /^id: (\d+)$/m.exec(block)?.[1];
-      const data = /^data: (.*)$/m.exec(block)?.[1];
-      if (id && data) out.push({ id: Number(id), data: JSON.parse(data) });
+  return async (count) => {
+    const out: { id: number; data: any }[] = [];
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let buf = "";
+    while (out.length < count) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += decoder.decode(value, { stream: true });
+      let i;
+      while ((i = buf.indexOf("\n\n")) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        const id = /^id: (\d+)$/m.exec(block)?.[1];
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        if (id && data) out.push({ id: Number(id), data: JSON.parse(data) });
+      }
     }
-  }
-  ac.abort();
-  return out;
+    ac.abort();
+    return out;
+  };
 }
 
 describe("session stream", () => {
@@ -261,10 +268,9 @@ describe("session stream", () => {
     expect(resumed.at(-1)!.data).toMatchObject({ type: "approval", name: "action.executed", status: "approved" });
 
     // a live event reaches an open stream
-    const live = readStream(s, 1, all.at(-1));
-    await new Promise((res) => setTimeout(res, 100));
+    const live = await openStream(s, all.at(-1));
     await turn(s, "list domains");
-    const [next] = await live;
+    const [next] = await live(1);
     expect(next.data).toMatchObject({ name: "ai.turn", session_id: s, payload: { role: "user", content: "list domains" } });
   });
 });

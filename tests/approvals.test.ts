@@ -9,6 +9,7 @@ import { ApprovalService, ApprovalStatus, PermissionOptionKind } from "../gen/ep
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { FakeClock } from "../test-support/fake-clock.js";
+import { WatchedClock } from "../test-support/watched-clock.js";
 import { openSse } from "./events-helpers.js";
 import { startTower, useCleanups, waitFor, type TestTower } from "./harness.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
@@ -49,7 +50,8 @@ const code = async (p: Promise<unknown>) => {
 
 describe("approvals", () => {
   it("a request is on the stream and in the list; the node's wait returns with the person's decision", async () => {
-    const t = await startTower();
+    const clock = new WatchedClock();
+    const t = await startTower({ clock });
     cleanup(() => t.close());
     const f = await held(t);
     const sse = await openSse(`${t.url}/events/stream?type=approval`, { authorization: `Bearer ${t.adminToken}` });
@@ -62,9 +64,10 @@ describe("approvals", () => {
     const listed = (await f.approvals.listApprovals({ status: ApprovalStatus.PENDING })).approvals;
     expect(listed.map((x) => x.id)).toEqual([a.id]);
 
-    // the node holds its wait open; a person approves with "always"
+    // the node holds its wait open (its 30 s timer is set); a person approves with "always"
+    const held30s = clock.pendingFor(30_000);
     const waiting = f.asks.waitApproval({ approvalId: a.id, wait: { seconds: 30n } });
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor(() => clock.pendingFor(30_000) > held30s);
     const approved = (await f.approvals.approve({ approvalId: a.id, optionId: "always" })).approval!;
     expect(approved).toMatchObject({ status: ApprovalStatus.APPROVED, optionId: "always" });
     expect(approved.decidedBy).not.toBe("");
@@ -101,8 +104,10 @@ describe("approvals", () => {
     cleanup(() => t.close());
     const f = await held(t);
     const a = await f.ask((await f.next()).id, { timeout: { seconds: 120n } });
+    const minuteTimers = () => clock.pendingDelays().filter((d) => d === 60_000).length;
+    const before = minuteTimers();
     const waiting = f.asks.waitApproval({ approvalId: a.id, wait: { seconds: 60n } });
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor(() => minuteTimers() > before); // the wait is held: its one-minute timer is set
     clock.advance(60_000);
     expect((await waiting).approval!.status).toBe(ApprovalStatus.PENDING); // the wait ran out first
     clock.advance(60_000);

@@ -71,14 +71,14 @@ describe.skipIf(tmuxTool.skip)("epd.sock", () => {
     await a.waitScreen((sc) => sc.includes("both-64"));
     await b.waitScreen((sc) => sc.includes("both-64"));
 
-    // b drops off; output continues; b comes back with its offset and gets only the gap
-    await new Promise((r) => setTimeout(r, 200));
+    // b drops off once it has all the pane printed (its offset is a's); output continues; b comes
+    // back with its offset and gets only the gap
+    await waitFor(() => b.offset() === a.offset());
     const offset = b.offset();
     b.close();
     await b.closed;
     a.type("echo while-away-$((9*9))\r");
     await a.waitScreen((sc) => sc.includes("while-away-81"));
-    await new Promise((r) => setTimeout(r, 200));
     const back = await mustOpen(unixAttachUrl(sock, `agent=ops&mode=ro&since=${offset}`));
     const hello = await back.waitFrame("hello");
     expect(hello).toMatchObject({ offset, reset: false });

@@ -15,6 +15,7 @@ import { toEpError } from "../common/errors.js";
 import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
 import { ApprovalService, PermissionOptionKind } from "../gen/ep/tower/v1/approvals_pb.js";
 import { SecretService } from "../gen/ep/tower/v1/secrets_pb.js";
+import { WebhookService } from "../gen/ep/tower/v1/webhooks_pb.js";
 import { ToolService } from "../gen/ep/tower/v1/tools_pb.js";
 import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
@@ -24,7 +25,7 @@ import type { TestTower } from "./harness.js";
 import { doorOf, ROLES, type Outcome, type Role } from "./authz-table.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
-export const SERVICES: DescService[] = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, SecretService, ToolService, ApprovalService];
+export const SERVICES: DescService[] = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, SecretService, ToolService, ApprovalService, WebhookService];
 
 const PROBE_OPTIONS = [
   { optionId: "allow", name: "Allow", kind: PermissionOptionKind.ALLOW_ONCE },
@@ -51,6 +52,10 @@ export interface Fixture {
   spareToken(): Promise<string>;
   /** a fresh pending permission approval for a task agent A holds */
   approval(): Promise<string>;
+  /** a webhook of domain A (to a closed loopback port) */
+  webhookA: string;
+  /** a fresh webhook of domain A (each probe may delete the one it is given) */
+  webhook(): Promise<string>;
 }
 
 export async function makeFixture(t: TestTower): Promise<Fixture> {
@@ -65,6 +70,9 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
   await t.client(SecretService).setSecret({ name: "AUTHZ_SECRET", value: "v", domainId: domainA });
   await t.client(SecretService).grantSecret({ name: "AUTHZ_SECRET", domainId: domainA });
   const sessionA = (await t.client(AiService).createSession({ title: "authz" })).session!.id;
+  // port 9 (discard) on loopback: nothing listens, so a test delivery fails at once
+  const webhook = async () => (await t.client(WebhookService).createWebhook({ domainId: domainA, url: "http://127.0.0.1:9/authz", events: ["node.offline"] })).webhook!.id;
+  const webhookA = await webhook();
   const tokens: Record<Role, string> = {
     admin: t.adminToken,
     operator: await token("operator"),
@@ -82,6 +90,8 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
     agentA,
     nodeA: node.node!.id,
     sessionA,
+    webhookA,
+    webhook,
     task: async () => (await work.createTask({ missionId: missionA, title: "probe", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id,
     kanbanTask: async () => (await t.api("POST", `/domains/${domainA}/m/${missionA}/t`, { title: "card" })).body.task.id as string,
     spareToken: async () => (await auth.createToken({ name: "authz-spare", role: TokenRole.VIEWER })).token!.id,
@@ -124,6 +134,8 @@ function classifyError(err: unknown): Outcome | "invalid" {
 }
 
 type Init = Record<string, unknown>;
+/** A pipeline of one shell step: what RunPipeline's probes send. */
+const PROBE_PIPELINE = '[[step]]\nname = "probe"\ncommand = "true"\n';
 /** The request for each Connect method, against domain A. */
 const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "WorkService/CreateDomain": () => ({ name: `d-${Math.random().toString(36).slice(2, 9)}` }),
@@ -146,6 +158,8 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "WorkService/RetryTask": async (f) => ({ taskId: await f.task() }),
   "WorkService/CancelTask": async (f) => ({ taskId: await f.task() }),
   "WorkService/MergeTask": async (f) => ({ taskId: await f.task() }),
+  "WorkService/RunPipeline": (f) => ({ domainId: f.domainA, source: PROBE_PIPELINE }),
+  "WorkService/GetPipeline": (f) => ({ missionId: f.missionA }),
   "NodeService/RegisterNode": () => ({ hostname: "probe-node" }),
   "NodeService/ListNodes": () => ({}),
   "NodeService/GetNode": (f) => ({ nodeId: f.nodeA }),
@@ -187,6 +201,11 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "SecretService/GrantSecret": (f) => ({ name: "AUTHZ_SECRET", domainId: f.domainA }),
   "SecretService/RevokeSecret": (f) => ({ name: "AUTHZ_SECRET", agentId: f.agentA }),
   "SecretService/ResolveSecret": (f) => ({ name: "AUTHZ_SECRET", agentId: f.agentA }),
+  "WebhookService/CreateWebhook": (f) => ({ domainId: f.domainA, url: "http://127.0.0.1:9/probe", events: ["task.failed"] }),
+  "WebhookService/ListWebhooks": (f) => ({ domainId: f.domainA }),
+  "WebhookService/DeleteWebhook": async (f) => ({ domainId: f.domainA, webhookId: await f.webhook() }),
+  "WebhookService/TestWebhook": (f) => ({ domainId: f.domainA, webhookId: f.webhookA }),
+  "WebhookService/ListWebhookDeliveries": (f) => ({ domainId: f.domainA, webhookId: f.webhookA }),
 };
 
 const STREAMS: Record<string, (f: Fixture) => Init> = {
@@ -263,6 +282,8 @@ const REST: Record<string, (f: Fixture) => Promise<{ path: string; body?: unknow
   "POST /work/tasks/:task_id/retry": async (f) => ({ path: `/work/tasks/${await f.task()}/retry`, body: {} }),
   "POST /work/tasks/:task_id/cancel": async (f) => ({ path: `/work/tasks/${await f.task()}/cancel`, body: {} }),
   "POST /work/tasks/:task_id/merge": async (f) => ({ path: `/work/tasks/${await f.task()}/merge`, body: {} }),
+  "POST /domains/:domain_id/pipelines": (f) => ({ path: `/domains/${f.domainA}/pipelines`, body: { source: PROBE_PIPELINE } }),
+  "GET /work/missions/:mission_id/pipeline": (f) => ({ path: `/work/missions/${f.missionA}/pipeline` }),
   "POST /work/tasks/:task_id/start": async (f) => ({ path: `/work/tasks/${await f.task()}/start`, body: { agent_id: f.agentA } }),
   "POST /work/tasks/:task_id/heartbeat": async (f) => ({ path: `/work/tasks/${await f.task()}/heartbeat`, body: { agent_id: f.agentA } }),
   "POST /work/tasks/:task_id/complete": async (f) => ({ path: `/work/tasks/${await f.task()}/complete`, body: { agent_id: f.agentA, result: { output: "x" } } }),
@@ -286,6 +307,10 @@ const REST: Record<string, (f: Fixture) => Promise<{ path: string; body?: unknow
   "GET /auth/session": () => ({ path: "/auth/session" }),
   "POST /auth/session": (f) => ({ path: "/auth/session", body: { token: f.tokens[f.role!] } }),
   "DELETE /auth/session": () => ({ path: "/auth/session" }),
+  // public doors of the sign-in through an identity provider (not configured here: they answer with a page)
+  "GET /auth/oidc": () => ({ path: "/auth/oidc" }),
+  "GET /auth/oidc/start": () => ({ path: "/auth/oidc/start" }),
+  "GET /auth/oidc/callback": () => ({ path: "/auth/oidc/callback?code=x&state=y" }),
   "GET /healthz": () => ({ path: "/healthz" }),
   "GET /readyz": () => ({ path: "/readyz" }),
   "GET /metrics": () => ({ path: "/metrics" }),
@@ -294,6 +319,11 @@ const REST: Record<string, (f: Fixture) => Promise<{ path: string; body?: unknow
   "GET /ui": () => ({ path: "/ui" }),
   "GET /ui/*": () => ({ path: "/ui/missions" }),
   "POST /mcp/call": (f) => ({ path: "/mcp/call", body: { tool: "list_missions", arguments: { domain_id: f.domainA } } }),
+  "GET /domains/:domain_id/webhooks": (f) => ({ path: `/domains/${f.domainA}/webhooks` }),
+  "POST /domains/:domain_id/webhooks": (f) => ({ path: `/domains/${f.domainA}/webhooks`, body: { url: "http://127.0.0.1:9/probe", events: ["task.failed"] } }),
+  "DELETE /domains/:domain_id/webhooks/:webhook_id": async (f) => ({ path: `/domains/${f.domainA}/webhooks/${await f.webhook()}` }),
+  "POST /domains/:domain_id/webhooks/:webhook_id/test": (f) => ({ path: `/domains/${f.domainA}/webhooks/${f.webhookA}/test`, body: {} }),
+  "GET /domains/:domain_id/webhooks/:webhook_id/deliveries": (f) => ({ path: `/domains/${f.domainA}/webhooks/${f.webhookA}/deliveries` }),
 };
 
 export const REST_ROUTES = Object.keys(REST);
@@ -333,6 +363,8 @@ const TOOLS: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   get_mission: (f) => ({ mission_id: f.missionA }),
   list_tasks: (f) => ({ mission_id: f.missionA }),
   get_task: async (f) => ({ task_id: await f.task() }),
+  get_parent_results: async (f) => ({ task_id: await f.task() }),
+  run_pipeline: (f) => ({ domain_id: f.domainA, source: PROBE_PIPELINE }),
   list_agents: (f) => ({ domain_id: f.domainA }),
   get_agent: (f) => ({ agent_id: f.agentA }),
   list_nodes: () => ({}),

@@ -205,6 +205,8 @@ describe("--json", () => {
     await check("task cancel", ["task", "cancel", taskId]);
     await check("task watch", ["task", "watch", taskId], { lines: true, codes: [1] }); // cancelled: replays, then the task
     await check("task retry", ["task", "retry", taskId]);
+    const piped = await check("pipeline run", ["pipeline", "run", "-", "--domain", domainId], { input: '[[step]]\nname = "only"\ncommand = "true"\n' });
+    expect((await check("pipeline get", ["pipeline", "get", piped.mission.id])).steps[0].step).toBe("only");
     await check("task get", ["task", "get", "tsk_missing"], { codes: [4] }); // the error document
     await check("task diff", ["task", "diff", taskId], { codes: [4] }); // no workspace: the error document
     await check("task merge", ["task", "merge", taskId], { codes: [5] }); // not succeeded: the error document
@@ -249,6 +251,11 @@ describe("--json", () => {
     await check("secret grant", ["secret", "grant", "JSON_SECRET", "--domain", domainId]);
     await check("secret revoke", ["secret", "revoke", "JSON_SECRET", "--domain", domainId]);
     await check("secret rm", ["secret", "rm", "JSON_SECRET"]);
+    const hook = (await check("webhook add", ["webhook", "add", "http://127.0.0.1:9/json", "--domain", domainId, "--event", "task.failed"])).webhook;
+    await check("webhook ls", ["webhook", "ls", "--domain", domainId]);
+    await check("webhook test", ["webhook", "test", hook.id, "--domain", domainId], { codes: [1] }); // nothing listens on port 9
+    await check("webhook deliveries", ["webhook", "deliveries", hook.id, "--domain", domainId]);
+    await check("webhook rm", ["webhook", "rm", hook.id, "--domain", domainId]);
     const created = await check("token create", ["token", "create", "--name", "json", "--role", "viewer"]);
     await check("token ls", ["token", "ls"]);
     await check("whoami", ["whoami"]);

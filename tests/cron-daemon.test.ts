@@ -141,7 +141,10 @@ schedual = "oops"
       await epd.stop();
       epd = await startFleetEpd(s, ENV);
     }
-    await new Promise((r) => setTimeout(r, 3_000)); // three more ticks: nothing may fire the slot again
+    // three more ticks of the last epd (each one is recorded in its cron state): nothing may fire the slot again
+    const restartedAt = Date.now();
+    const lastTick = () => (JSON.parse(readFileSync(join(s.epdHome, "cron-state.json"), "utf8")) as { lastTickAt?: number }).lastTickAt ?? 0;
+    await waitFor(() => lastTick() >= restartedAt + 3 * 1000, 20_000, 100);
     const sameMinute = Date.now() < Date.parse(slot) + 60_000;
     const fired = lines();
     if (sameMinute) expect(fired).toEqual([minute]);

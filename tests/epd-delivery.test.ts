@@ -1,7 +1,8 @@
 // Work reaches epd one way (issue 35): the tower claims for an idle agent and hands the task over
 // the link; the run's outcome (agent_idle) makes the agent idle again and the next queued task
-// follows. No ClaimTask from a linked epd at all, one CompleteTask per task, each task run once.
-// A real tower and a real epd; the tower's own HTTP server counts the calls.
+// follows. No ClaimTask from a linked epd at all, each task run once; its outcome goes up the
+// session (no CompleteTask call), or on the HTTP/1.1 link (EP_LINK=http1) as one CompleteTask per
+// task. A real tower and a real epd; the tower's own HTTP/1.1 server counts the calls.
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { TaskKind, TaskStatus, Runtime } from "../gen/ep/tower/v1/resources_pb.js";
@@ -32,8 +33,11 @@ async function setup(name: string, env: Record<string, string> = {}) {
 }
 
 describe("an agent with work queued behind it", () => {
-  it("gets each next task over the link once its outcome lands, with no ClaimTask of its own", async () => {
-    const { calls, work, missionId } = await setup("queue");
+  it.each([
+    ["session", 0],
+    ["http1", 4],
+  ] as const)("gets each next task over the link once its outcome lands, with no ClaimTask of its own (EP_LINK=%s: %i CompleteTask calls)", async (link, completes) => {
+    const { calls, work, missionId } = await setup(`queue-${link}`, { EP_LINK: link });
     const ids: string[] = [];
     for (let i = 0; i < 4; i++) {
       const task = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: `t${i}`, runtime: Runtime.SHELL, input: { command: `sleep 0.3; echo ${i}` } })).task!;
@@ -48,7 +52,7 @@ describe("an agent with work queued behind it", () => {
       expect(done.result?.output.trim()).toBe(String(i));
       expect(done.attempts).toBe(1);
     }
-    expect(calls.get("CompleteTask")).toBe(4);
+    expect(calls.get("CompleteTask") ?? 0).toBe(completes);
     expect(calls.get("ClaimTask") ?? 0).toBe(0);
     expect(calls.get("FailTask") ?? 0).toBe(0); // nothing was given back
   }, 60_000);
@@ -65,7 +69,7 @@ describe("an agent with work queued behind it", () => {
       expect(done.leaseId).toMatch(/^ls_/);
     }
     expect(calls.get("ClaimTask") ?? 0).toBe(0);
-    expect(calls.get("CompleteTask")).toBe(3);
+    expect(calls.get("CompleteTask") ?? 0).toBe(0); // outcomes go up the session
   }, 60_000);
 
   it("an agent whose run was cancelled (no outcome to report) is handed the next task", async () => {

@@ -16,10 +16,14 @@ import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createConnectTransport } from "@connectrpc/connect-node";
 
-/** The repository root, found from this file also when it is bundled (bench/). */
+/**
+ * The repository root, found from this file also when it is bundled (bench/, bench/peers/): the
+ * first folder up with a package.json and the tower's sources (bench/peers/ has a package.json of
+ * its own).
+ */
 export const ROOT = (() => {
   let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, "package.json")) && dirname(dir) !== dir) dir = dirname(dir);
+  while (!(existsSync(join(dir, "package.json")) && existsSync(join(dir, "tower"))) && dirname(dir) !== dir) dir = dirname(dir);
   return dir;
 })();
 export const FIXTURES = join(ROOT, "daemon", "runtimes", "fixtures");

@@ -67,16 +67,21 @@ describe("epd lease heartbeats", () => {
     let maxAttempts = 0;
     let firstLease = "";
     const leases = new Set<string>();
-    // poll through the run: a missed heartbeat would let the sweeper (every 100 ms) requeue it
-    for (;;) {
-      const task = (await s.work.getTask({ taskId: t.id })).task!;
-      seen.add(statusWord(task.status));
-      maxAttempts = Math.max(maxAttempts, task.attempts);
-      if (task.status !== TaskStatus.RUNNING) break;
-      firstLease ||= isoOf(task.leaseExpiresAt);
-      leases.add(isoOf(task.leaseExpiresAt));
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    // sample the task every 100 ms until the run is over: a missed heartbeat would let the
+    // sweeper (every 100 ms) requeue it
+    await waitFor(
+      async () => {
+        const task = (await s.work.getTask({ taskId: t.id })).task!;
+        seen.add(statusWord(task.status));
+        maxAttempts = Math.max(maxAttempts, task.attempts);
+        if (task.status !== TaskStatus.RUNNING) return true;
+        firstLease ||= isoOf(task.leaseExpiresAt);
+        leases.add(isoOf(task.leaseExpiresAt));
+        return false;
+      },
+      30_000,
+      100,
+    );
     const done = await waitStatus(s.work, t.id, ["succeeded", "failed", "queued"]);
     expect(statusWord(done.status), JSON.stringify(done.result)).toBe("succeeded");
     expect(done.attempts).toBe(1);

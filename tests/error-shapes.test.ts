@@ -94,7 +94,7 @@ describe("every door, over the wire", () => {
   });
 
   const isRpc = (url: string) => /^\/[a-z][\w.]*\.[A-Z]\w*\/\w+$/.test(url);
-  const PUBLIC = new Set(["/healthz", "/readyz", "/.well-known/jwks.json", "/openapi.json", "/ui", "/ui/*"]);
+  const PUBLIC = new Set(["/healthz", "/readyz", "/.well-known/jwks.json", "/openapi.json", "/ui", "/ui/*", "/auth/oidc", "/auth/oidc/start", "/auth/oidc/callback"]);
   const concrete = (url: string) => url.replace(/:(\w+)/g, "x_$1").replace(/\*$/, "index.html");
 
   it("every REST route without a credential: 401, EP's JSON error and WWW-Authenticate", async () => {

@@ -140,21 +140,24 @@ describe("GET /events/stream with the eventsource package", () => {
     await emitEvents(t.tower, 1, { extra: { type: "progress", domainId: "dom_a", missionId: "msn_1" } });
     await emitEvents(t.tower, 1, { extra: { type: "approval", domainId: "dom_b", missionId: "msn_1" } });
     await emitEvents(t.tower, 1, { extra: { type: "matrix", domainId: "dom_b", agentId: "agt_1" } });
+    // the last event matches every filter: once it arrived, the stream (in id order) has sent
+    // everything it was going to from the four above
+    const LAST = 5;
+    await emitEvents(t.tower, 1, { extra: { type: "matrix", domainId: "dom_a", missionId: "msn_1", agentId: "agt_1" } });
     const q = (s: string) => openSse(`${t.url}/events/stream?last_event_id=${base}&${s}`, auth);
     const cases: [string, number[]][] = [
-      ["type=inbox&type=approval", [1, 3]],
+      ["type=inbox&type=matrix", [1, 4]],
       ["type=progress,matrix", [2, 4]],
       ["domain_id=dom_a", [1, 2]],
       ["mission_id=msn_1", [2, 3]],
       ["agent_id=agt_1", [1, 4]],
-      ["agent_id=agt_1&domain_id=dom_b", [4]],
+      ["agent_id=agt_1&domain_id=dom_a", [1]],
     ];
     for (const [query, want] of cases) {
       const s = await q(query);
-      await waitFor(() => s.messages.length >= want.length);
-      await new Promise((r) => setTimeout(r, 30));
+      await waitFor(() => s.messages.some((m) => Number(m.id) - base === LAST));
       s.close();
-      expect(s.messages.map((m) => Number(m.id) - base), query).toEqual(want);
+      expect(s.messages.map((m) => Number(m.id) - base), query).toEqual([...want, LAST]);
     }
   });
 

@@ -36,6 +36,8 @@ async function fakeUpstream(handler: (res: ServerResponse, n: number, lastEventI
   return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, requests: () => n, server };
 }
 
+const HOUR = 3_600_000;
+
 async function startFanout(opts: Partial<Parameters<typeof createFanout>[0]> & { upstreamUrl: string }): Promise<Fanout> {
   const f = createFanout({ token: "ept_test", listen: "127.0.0.1:0", log: silentLogger, ...opts });
   await f.start();
@@ -86,13 +88,15 @@ describe("local fan-out", () => {
       res.write(`id: 41\ndata: {"id":41,"type":"matrix","name":"x"}\n\n`);
       void last;
     });
-    const f = await startFanout({ upstreamUrl: up.url, clock });
+    // keep-alives an hour apart: the clock's only short timer is the retry under test
+    const f = await startFanout({ upstreamUrl: up.url, clock, keepAliveMs: HOUR });
     const local = await openSse(`${f.url}/events`, {});
     await waitFor(() => up.requests() === 1 && local.messages.length === 1);
     const delays = [1000, 2000, 4000, 8000, 16000, 30000, 30000];
     for (const [i, d] of delays.entries()) {
+      await waitFor(() => clock.pendingDelays()[0] === d); // the 503 was read: the retry is set d ms out
       clock.advance(d - 1);
-      await new Promise((r) => setTimeout(r, 20));
+      expect(clock.pendingDelays()[0]).toBe(1); // not yet retried (a due timer fires inside advance)
       expect(up.requests()).toBe(i + 1);
       clock.advance(1);
       await waitFor(() => up.requests() === i + 2);
@@ -128,14 +132,15 @@ describe("local fan-out", () => {
         res.write(`id: 4\ndata: {"id":4,"type":"matrix","name":"d"}\n\n`);
       }
     });
-    const f = await startFanout({ upstreamUrl: up.url, clock });
+    const f = await startFanout({ upstreamUrl: up.url, clock, keepAliveMs: HOUR });
     const local = await openSse(`${f.url}/events`, {});
-    await waitFor(() => f.stats().lastEventId === 3);
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor(() => f.stats().lastEventId === 3 && local.messages.length === 1);
+    // 2 and 3 are held: the only short timer is the resume, at the reset time plus its 250 ms
+    expect(clock.pendingDelays()[0]).toBe(10_250);
     expect(local.messages.map((m) => m.id)).toEqual(["1"]);
     expect(f.stats()).toMatchObject({ throttledSince: "2026-03-01T12:00:00.000Z", throttledUntil: "2026-03-01T12:00:10.250Z", throttleEpisodes: 1 });
     clock.advance(10_000);
-    await new Promise((r) => setTimeout(r, 50));
+    expect(clock.pendingDelays()[0]).toBe(250); // still held
     expect(local.messages.map((m) => m.id)).toEqual(["1"]);
     clock.advance(250);
     await waitFor(() => local.messages.length === 3);
@@ -143,7 +148,7 @@ describe("local fan-out", () => {
     expect(f.stats().throttledSince).toBeNull();
     // the upstream drops: the fan-out reconnects after 1 s with Last-Event-ID 3
     streamRes!.destroy();
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor(() => clock.pendingDelays()[0] === 1000); // the drop was seen: the reconnect is set
     clock.advance(1000);
     await waitFor(() => local.messages.length === 4);
     local.close();

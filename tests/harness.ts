@@ -35,15 +35,16 @@ export interface TestTower {
   close(): Promise<void>;
 }
 
-export async function startTower(opts: { clock?: Clock; env?: Record<string, string>; home?: string } = {}): Promise<TestTower> {
+/** `port`: listen there (a free one by default), e.g. so EP_PUBLIC_URL can name it before the start. */
+export async function startTower(opts: { clock?: Clock; env?: Record<string, string>; home?: string; port?: number } = {}): Promise<TestTower> {
   const home = opts.home ?? tempHome().dir;
   const env: Record<string, string> = { EP_HOME: home, ...opts.env };
-  const config = loadConfig({ listen: "127.0.0.1:0" }, env);
+  const config = loadConfig({ listen: `127.0.0.1:${opts.port ?? 0}` }, env);
   const store = await openStore(env.EP_DATABASE_URL ?? `sqlite:${join(home, "tower", "ep.db")}`);
   // the tower reads only this env (AI settings, EP_SECRET_KEY, replica settings), never process.env
   const tower = await createTower({ config, store, clock: opts.clock, log: silentLogger, env });
   await bootstrap(tower, config.home, config.publicUrl, { ...env, EP_SECRET_KEY: "test" });
-  await tower.app.listen({ host: "127.0.0.1", port: 0 });
+  await tower.app.listen({ host: "127.0.0.1", port: opts.port ?? 0 });
   const addr = tower.app.server.address() as { port: number };
   const url = `http://127.0.0.1:${addr.port}`;
   const adminToken = readFileSync(join(config.home, "admin.token"), "utf8").trim();

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger, type Logger } from "../common/log.js";
 import { loadBooster, loadBoosterFromBytes, type Booster } from "../daemon/booster/booster.js";
 import { loadSchemaPack } from "../daemon/booster/schema-pack.js";
-import { compileWat } from "../daemon/booster/wat-compiler.js";
+import { compileWat } from "../test-support/wat-compiler.js";
 import { agentMcpConfig } from "../daemon/mcp/agent-config.js";
 import { createToolCaller, type ToolCaller } from "../daemon/mcp/tool-call.js";
 import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";

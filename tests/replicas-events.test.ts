@@ -15,6 +15,7 @@ import { loadConfig } from "../tower/config.js";
 import { commit } from "../tower/domain/event-hub.js";
 import { attachProof } from "../tower/edges/attach/attach-ws.js";
 import { openStore } from "../tower/store/open-store.js";
+import { WatchedClock } from "../test-support/watched-clock.js";
 import { tempHome, type TestTower, useCleanups, waitFor } from "./harness.js";
 import { followSse, freshSchema, gapsAndDuplicates, requirePg, skipPg, startReplica, type Schema } from "./replicas-harness.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
@@ -24,14 +25,14 @@ requirePg("replicas-events");
 
 const cleanup = useCleanups();
 
-async function replicas(n: number, env: Record<string, string> = {}): Promise<{ schema: Schema; towers: TestTower[] }> {
+async function replicas(n: number, env: Record<string, string> = {}, clock?: WatchedClock): Promise<{ schema: Schema; towers: TestTower[] }> {
   const schema = await freshSchema();
   cleanup(() => schema.drop());
   const home = tempHome("ep-rep-");
   cleanup(() => home.cleanup());
   const towers: TestTower[] = [];
   for (let i = 0; i < n; i++) {
-    const t = await startReplica(schema, home.dir, env);
+    const t = await startReplica(schema, home.dir, env, clock);
     cleanup(() => t.close());
     towers.push(t);
   }
@@ -44,7 +45,8 @@ async function storeIds(t: TestTower, afterId: number): Promise<number[]> {
 
 describe.skipIf(skipPg)("replicas: events across towers", () => {
   it("an SSE client and a long-polling claimer on B hear what A commits", async () => {
-    const { towers } = await replicas(2);
+    const clock = new WatchedClock();
+    const { towers } = await replicas(2, {}, clock);
     const [a, b] = towers;
     const start = await a.tower.deps.store.lastEventId();
     const sse = followSse([b.url], b.adminToken, { afterId: start });
@@ -58,8 +60,9 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     // a long poll on B, a task created on A: B's claimer wakes from A's commit
     const figures: number[] = [];
     for (let i = 0; i < 11; i++) {
+      const waiting = clock.pendingFor(9_000, 10_000);
       const claim = b.client(WorkService).claimTask({ agentId, wait: durationFromMs(10_000) });
-      await new Promise((r) => setTimeout(r, 100)); // the claim is waiting on B
+      await waitFor(() => clock.pendingFor(9_000, 10_000) > waiting, 10_000, 5); // the claim is waiting on B (its timer is set)
       const t0 = performance.now();
       const created = (await workA.createTask({ missionId, title: `t${i}` })).task!;
       const claimed = await claim;
@@ -91,7 +94,7 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     // this one hops between the replicas, resuming with Last-Event-ID each time
     const hopping = followSse([a.url, b.url], a.adminToken, { afterId: start, retryMs: 5 });
     cleanup(() => (onA.close(), onB.close(), hopping.close()));
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor(() => onA.opened > 0 && onB.opened > 0 && hopping.opened > 0);
 
     const WRITERS = 4;
     const COMMITS = 40;
@@ -291,8 +294,7 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     const [r1, r2] = started.map((s) => s.tower.replication!);
     let release!: () => void;
     const held = r1.exclusive("sweep", () => new Promise<string>((r) => (release = () => r("done"))));
-    await waitFor(() => release !== undefined);
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor(() => release !== undefined); // fn runs only once r1 holds the cluster lock
     expect(await r2.tryExclusive("sweep", async () => "ran")).toBeUndefined();
     release();
     expect(await held).toBe("done");

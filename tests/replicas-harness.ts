@@ -9,6 +9,7 @@ import { request, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { join } from "node:path";
 import pg from "pg";
+import type { Clock } from "../common/clock.js";
 import { withDefaultUser } from "../tower/store/postgres/postgres-store.js";
 import { buildBinaries } from "./epd-harness.js";
 import { sseParser } from "./events-helpers.js";
@@ -67,8 +68,8 @@ export async function freshSchema(): Promise<Schema> {
 }
 
 /** An in-process tower on the schema. Replicas share `home` so they find the one admin.token. */
-export function startReplica(schema: Schema, home: string, env: Record<string, string> = {}): Promise<TestTower> {
-  return startTower({ home, env: { EP_DATABASE_URL: schema.url, EP_PUBLIC_URL: "http://ep.test", ...env } });
+export function startReplica(schema: Schema, home: string, env: Record<string, string> = {}, clock?: Clock): Promise<TestTower> {
+  return startTower({ home, clock, env: { EP_DATABASE_URL: schema.url, EP_PUBLIC_URL: "http://ep.test", ...env } });
 }
 
 export type ReplicaProcess = TowerChild;
@@ -155,6 +156,8 @@ export interface SseFollower {
   rows: { id: number; name: string; task_id: string; status: string }[];
   /** base URLs each connection went to, in order */
   connections: string[];
+  /** how many connections the tower answered with its stream (200) */
+  opened: number;
   /** time of arrival (performance.now()) of each event id */
   arrivals: Map<number, number>;
   /** drops the current connection (a network fault); the follower resumes on the next base */
@@ -168,7 +171,7 @@ export interface SseFollower {
  * trusted with `ca`.
  */
 export function followSse(bases: string[] | (() => string), token: string, opts: { afterId?: number; retryMs?: number; ca?: Buffer } = {}): SseFollower {
-  const out: SseFollower = { ids: [], rows: [], connections: [], arrivals: new Map(), drop: () => {}, close: () => {} };
+  const out: SseFollower = { ids: [], rows: [], connections: [], opened: 0, arrivals: new Map(), drop: () => {}, close: () => {} };
   let closed = false;
   let current: ReturnType<typeof request> | undefined;
   let n = 0;
@@ -196,6 +199,7 @@ export function followSse(bases: string[] | (() => string), token: string, opts:
         res.on("end", again);
         return;
       }
+      out.opened++;
       res.setEncoding("utf8");
       const parse = sseParser((m) => {
         if (!m.id || m.event) return;

@@ -50,7 +50,7 @@ async function setup(name: string) {
   return { domainId: d.body.domain.id as string, missionId: m.body.mission.id as string, missionTitle: `${name} mission` };
 }
 
-async function tab(name: "Console" | "Missions" | "Agents" | "Approvals") {
+async function tab(name: "Console" | "Missions" | "Agents" | "Approvals" | "Webhooks") {
   await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: new RegExp(`^${name}`) }).click();
 }
 
@@ -397,7 +397,7 @@ describe.skipIf(chromiumTool.skip)("web console in chromium", () => {
   it("fits a 375 px wide screen without sideways scrolling", async () => {
     await page.setViewportSize({ width: 375, height: 740 });
     try {
-      for (const name of ["Console", "Missions", "Agents", "Approvals"] as const) {
+      for (const name of ["Console", "Missions", "Agents", "Approvals", "Webhooks"] as const) {
         await tab(name);
         await page.waitForTimeout(150);
         expect(await page.evaluate(() => document.documentElement.scrollWidth), name).toBeLessThanOrEqual(375);

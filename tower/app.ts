@@ -13,6 +13,7 @@ import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { SecretService } from "../gen/ep/tower/v1/secrets_pb.js";
 import { ApprovalService } from "../gen/ep/tower/v1/approvals_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { WebhookService } from "../gen/ep/tower/v1/webhooks_pb.js";
 import type { TowerConfig } from "./config.js";
 import { createAuth, type Auth } from "./domain/auth.js";
 import { credentialOf as credentialFrom, SESSION_COOKIE } from "./edges/credential.js";
@@ -27,6 +28,9 @@ import { replicatedStore, startReplication, type Replication } from "./domain/re
 import { createSecretService, envKeySource, type SecretServiceImpl } from "./domain/secrets.js";
 import { createApprovalService, type ApprovalServiceImpl } from "./domain/approvals.js";
 import { createWorkService, type WorkService as Work } from "./domain/work.js";
+import { createWebhookDispatcher, type WebhookDispatcher } from "./domain/webhooks/webhook-dispatcher.js";
+import { createWebhookService, resealWebhookSecrets, type WebhookServiceImpl } from "./domain/webhooks/webhook-service.js";
+import { readWebhookSettings } from "./domain/webhooks/webhook-settings.js";
 import { createTaskMerge } from "./domain/work-merge.js";
 import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
 import { ToolService } from "../gen/ep/tower/v1/tools_pb.js";
@@ -45,16 +49,24 @@ import { mendProtocolErrors } from "../common/connect-errors.js";
 import { serviceImpl } from "./edges/connect/bind.js";
 import { buildOpenApi } from "./edges/rest/openapi.js";
 import { registerRestRoutes, workRoutes } from "./edges/rest/work-routes.js";
+import { webhookRoutes } from "./edges/rest/webhook-routes.js";
 import { registerConsoleRoutes } from "./edges/ui/console-routes.js";
+import { registerOidcRoutes } from "./edges/ui/oidc-routes.js";
+import type { OidcConfig, OidcLoginConfig } from "./domain/auth-oidc.js";
+import { createOidcLogin } from "./domain/oidc-login/oidc-login.js";
+import { discoverRelyingParty } from "./domain/oidc-login/relying-party.js";
+import { createOidcSessionCheck } from "./domain/oidc-login/session-check.js";
+import type { SecretKeyring } from "./domain/secrets-crypto.js";
 import { registerEventStreamRoute } from "./edges/sse/events-sse.js";
 import { attachEventsWebSocket, EVENTS_WS_PATH } from "./edges/ws/events-ws.js";
 import { attachAttachWebSocket, attachProof, ATTACH_PATHS, refuseUnknownUpgrades } from "./edges/attach/attach-ws.js";
+import { createAttachAdmission, localAttachRelay, type AttachRelay } from "./domain/attach.js";
 import type { Store } from "./store/store.js";
 import { registerMetricsRoutes } from "./edges/metrics-routes.js";
 import { createTowerMetrics, type TowerMetrics } from "./metrics/tower-metrics.js";
 
 /** The tower's services, as Connect, gRPC and gRPC-Web serve them and reflection lists them. */
-const TOWER_SERVICES = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService];
+const TOWER_SERVICES = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService, WebhookService];
 
 export { SESSION_COOKIE };
 
@@ -65,6 +77,9 @@ export interface TowerServices {
   secrets: SecretServiceImpl;
   ai: AiServiceImpl;
   approvals: ApprovalServiceImpl;
+  webhooks: WebhookServiceImpl;
+  /** sends the webhooks' deliveries in the background (tower/domain/webhooks/webhook-dispatcher.ts) */
+  webhookDispatcher: WebhookDispatcher;
 }
 
 export interface Tower {
@@ -91,7 +106,7 @@ export interface TowerOptions {
   /**
    * The environment the tower reads its settings from: AI console (EP_AI_*, PROVIDER*_API_KEY,
    * EP_CENTRAL_RUNTIME_DEFAULT, EP_CLAUDE_*), the secret-store key (EP_SECRET_KEY, _FILE,
-   * _PREVIOUS) and replicas (EP_REPLICA_ID, EP_REPLICA_URL); default process.env.
+   * _PREVIOUS), replicas (EP_REPLICA_ID, EP_REPLICA_URL) and webhooks (EP_WEBHOOK_*); default process.env.
    */
   env?: Record<string, string | undefined>;
 }
@@ -116,7 +131,10 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const replication = shared ? await startReplication({ store: shared, hub, log, clock }, { replicaId: env.EP_REPLICA_ID || undefined }) : undefined;
 
   const secretKeys = envKeySource(config.home, env);
+  // the console's sign-in through the identity provider: discovered now, so a wrong issuer stops the start
+  const oidcLogin = config.oidc?.login ? await startOidcLogin({ ...config.oidc, login: config.oidc.login }, deps, () => secretKeys.keyring(), config.allowInsecure) : undefined;
   const auth = createAuth(deps, {
+    oidcSessions: oidcLogin?.sessions,
     oidc: config.oidc,
     issuer: config.publicUrl,
     keyRotationMs: config.keyRotationMs,
@@ -132,10 +150,19 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const authService = createAuthService(auth, deps, () => secretKeys.keyring());
   const secrets = createSecretService(deps, secretKeys);
   const approvals = createApprovalService(deps);
+  // outgoing webhooks: queued from the committed event log and sent in the background
+  const webhookDispatcher = createWebhookDispatcher({
+    ...deps,
+    keys: secretKeys,
+    settings: readWebhookSettings(env),
+    exclusive: replication && ((name, fn) => replication.tryExclusive(name, fn)),
+  });
+  const webhooks = createWebhookService(deps, secretKeys, () => webhookDispatcher.kick());
   // rotation: values under EP_SECRET_KEY_PREVIOUS are re-encrypted under the current key (docs/secrets.md)
   await secrets.reencrypt().catch((err: Error) => log.error("secret re-encryption failed", { error: err.message }));
+  await resealWebhookSecrets(store, secretKeys, log).catch((err: Error) => log.error("webhook secret re-sealing failed", { error: err.message }));
   await auth.resealSigningKeys().catch((err: Error) => log.error("signing key re-sealing failed", { error: err.message }));
-  const eventStream = createEventStream(deps, { ...config.stream, retention: config.eventRetention });
+  const eventStream = createEventStream({ ...deps, oidcSessions: oidcLogin?.sessions }, { ...config.stream, retention: config.eventRetention });
   const events = createEventService(deps, eventStream);
   const { ai, tools } = createAiConsole(deps, env, work, fleet);
   metrics.serve({
@@ -146,10 +173,10 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     replicationCursor: replication && (() => replication.cursor),
   });
 
-  const app = createHttpApp(config);
+  const app = createHttpApp(config, log);
   // every route the tower serves, for the authorization matrix (tests/authz-matrix.test.ts)
   const routes = collectRoutes(app);
-  const restRoutes = [...workRoutes(workApi), ...aiRoutes(ai)];
+  const restRoutes = [...workRoutes(workApi), ...webhookRoutes(webhooks), ...aiRoutes(ai)];
   const gate = createDoorGate(TOWER_SERVICES, restRoutes);
   app.addHook("onRequest", async (req) => {
     if (isPublic(req.url, req.method)) return;
@@ -159,12 +186,14 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     gate(req, req.caller as Caller);
   });
   handleErrors(app, config.bodyLimit, log, routes);
-  registerHealthRoutes(app, store);
+  registerHealthRoutes(app, () => store.lastEventId());
   registerMetricsRoutes(app, metrics);
   app.get("/.well-known/jwks.json", async () => auth.jwks());
   registerSessionRoutes(app, auth, clock, Boolean(config.tls));
+  registerOidcRoutes(app, oidcLogin?.login(auth), { secure: Boolean(config.tls) || config.publicUrl.startsWith("https:"), log, clock });
 
   registerRestRoutes(app, workRoutes(workApi));
+  registerRestRoutes(app, webhookRoutes(webhooks));
   registerAiRoutes(app, ai);
   // the REST surface described (OpenAPI 3.1) from the same route tables and message descriptors
   let openapi: Record<string, unknown> | undefined;
@@ -172,15 +201,16 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   registerMcpRoutes(app, tools);
   registerConsoleRoutes(app);
   registerEventStreamRoute(app, eventStream, clock);
-  const eventsWs = attachEventsWebSocket(app, { stream: eventStream, auth, store, clock, log });
+  const eventsWs = attachEventsWebSocket(app, { stream: eventStream, auth, clock, log });
+  const attachRelay: AttachRelay = replication
+    ? { isLinked: (n) => replication.linked(n), send: (n, m) => replication.send(n, m), proof: (n, id) => replication.proof(n, id) }
+    : localAttachRelay(fleet);
   const attachWs = attachAttachWebSocket(app, {
-    auth,
-    store,
-    fleet,
+    admission: createAttachAdmission({ auth, store, relay: attachRelay, log }),
+    relay: attachRelay,
     clock,
     log,
     replicaUrl: env.EP_REPLICA_URL,
-    relay: replication && { isLinked: (n) => replication.linked(n), send: (n, m) => replication.send(n, m), proof: (n, id) => replication.proof(n, id) },
   });
   refuseUnknownUpgrades(app, [EVENTS_WS_PATH, ...ATTACH_PATHS]);
 
@@ -198,6 +228,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     router.service(ToolService, serviceImpl(ToolService, tools, log));
     router.service(SecretService, serviceImpl(SecretService, secrets, log));
     router.service(ApprovalService, serviceImpl(ApprovalService, approvals, log));
+    router.service(WebhookService, serviceImpl(WebhookService, webhooks, log));
   };
   await registerUnaryLane(app, services, config.bodyLimit);
   await app.register(fastifyConnectPlugin, {
@@ -221,7 +252,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
     deps,
     routes,
     metrics,
-    services: { auth, work, fleet, secrets, ai, approvals },
+    services: { auth, work, fleet, secrets, ai, approvals, webhooks, webhookDispatcher },
     replication,
     onClose: (fn) => closers.push(fn),
     close() {
@@ -232,6 +263,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
 
   async function closeOnce(): Promise<void> {
     stopSweeper();
+    await webhookDispatcher.close();
     work.close();
     fleet.close();
     await eventStream.close();
@@ -272,6 +304,17 @@ function startSweeper(o: { clock: Clock; log: Logger; everyMs: number; firstAfte
     timer = clock.setTimeout(sweep, o.everyMs);
   }, Math.max(o.everyMs, o.firstAfterMs));
   return () => clock.clearTimeout(timer);
+}
+
+/**
+ * The console's sign-in through the identity provider: the relying party (discovery now), the
+ * session re-check auth needs, and the sign-in itself once auth exists.
+ */
+async function startOidcLogin(cfg: OidcConfig & { login: OidcLoginConfig }, deps: Deps, keyring: () => SecretKeyring | undefined, allowInsecure: boolean) {
+  const rp = await discoverRelyingParty(cfg, { allowInsecure });
+  const sessions = createOidcSessionCheck({ rp, clock: deps.clock, log: deps.log, keyring, recheckMs: cfg.login.recheckMs, roleClaim: cfg.roleClaim });
+  deps.log.info("console sign-in through the identity provider", { issuer: cfg.issuer, client_id: cfg.login.clientId, redirect_uri: cfg.login.redirectUri });
+  return { sessions, login: (auth: Auth) => createOidcLogin(cfg, { clock: deps.clock, log: deps.log, keyring, rp, sessions, createSession: (caller, oidc) => auth.createSession(caller, oidc) }) };
 }
 
 /**

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { towerHome } from "../common/paths.js";
 import { EpError } from "../common/errors.js";
 import { metricsListenOf } from "../common/metrics-server.js";
-import type { OidcConfig } from "./domain/auth.js";
+import { OIDC_CALLBACK_PATH, type OidcConfig } from "./domain/auth-oidc.js";
 import type { Role } from "./domain/caller.js";
 import { DEFAULT_LIMITS, type TowerLimits } from "./domain/deps.js";
 
@@ -50,6 +50,50 @@ export function isLoopback(host: string): boolean {
   return host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
+const PEOPLE_ROLES = ["admin", "operator", "viewer"];
+
+/**
+ * OIDC: bearer JWTs (EP_OIDC_ISSUER + EP_OIDC_AUDIENCE) and, with EP_OIDC_CLIENT_ID, the
+ * console's sign-in (authorization code flow with PKCE; docs/security.md). The audience of the
+ * ID token is the client id, so with a client id EP_OIDC_AUDIENCE defaults to it.
+ */
+function oidcConfig(env: NodeJS.ProcessEnv, publicUrl: string): OidcConfig | undefined {
+  const issuer = env.EP_OIDC_ISSUER;
+  if (!issuer) {
+    for (const name of ["EP_OIDC_CLIENT_ID", "EP_OIDC_CLIENT_SECRET", "EP_OIDC_AUDIENCE"]) {
+      if (env[name]) throw new EpError("config_invalid", `${name} is set but EP_OIDC_ISSUER is not; set the issuer URL of your identity provider`, { setting: "EP_OIDC_ISSUER" });
+    }
+    return undefined;
+  }
+  let url: URL;
+  try {
+    url = new URL(issuer);
+  } catch {
+    throw new EpError("config_invalid", `EP_OIDC_ISSUER must be the identity provider's issuer URL (got ${JSON.stringify(issuer)})`, { setting: "EP_OIDC_ISSUER" });
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") throw new EpError("config_invalid", `EP_OIDC_ISSUER must be an https URL (got ${JSON.stringify(issuer)})`, { setting: "EP_OIDC_ISSUER" });
+  const clientId = env.EP_OIDC_CLIENT_ID?.trim() || undefined;
+  if (env.EP_OIDC_CLIENT_SECRET && !clientId) throw new EpError("config_invalid", "EP_OIDC_CLIENT_SECRET is set but EP_OIDC_CLIENT_ID is not", { setting: "EP_OIDC_CLIENT_ID" });
+  const audience = env.EP_OIDC_AUDIENCE || clientId;
+  if (!audience) throw new EpError("invalid_argument", "EP_OIDC_AUDIENCE is required when EP_OIDC_ISSUER is set (or EP_OIDC_CLIENT_ID, for the console's sign-in)");
+  const explicitRole = env.EP_OIDC_DEFAULT_ROLE as Role | undefined;
+  if (explicitRole !== undefined && !PEOPLE_ROLES.includes(explicitRole)) throw new EpError("invalid_argument", "EP_OIDC_DEFAULT_ROLE must be admin, operator or viewer");
+  const cfg: OidcConfig = { issuer, audience, roleClaim: env.EP_OIDC_ROLE_CLAIM || "ep_role", defaultRole: explicitRole ?? "viewer" };
+  if (clientId) {
+    cfg.login = {
+      clientId,
+      clientSecret: env.EP_OIDC_CLIENT_SECRET || undefined,
+      providerName: env.EP_OIDC_PROVIDER_NAME?.trim() || url.hostname,
+      scopes: env.EP_OIDC_SCOPES?.trim() || "openid profile email",
+      redirectUri: `${publicUrl}${OIDC_CALLBACK_PATH}`,
+      recheckMs: positiveInt("EP_OIDC_RECHECK_SECONDS", env.EP_OIDC_RECHECK_SECONDS, 300) * 1000,
+      defaultRole: explicitRole,
+    };
+    if (!cfg.login.scopes.split(/\s+/).includes("openid")) throw new EpError("config_invalid", `EP_OIDC_SCOPES must include openid (got ${JSON.stringify(cfg.login.scopes)})`, { setting: "EP_OIDC_SCOPES" });
+  }
+  return cfg;
+}
+
 export function loadConfig(flags: { listen?: string }, env: NodeJS.ProcessEnv = process.env): TowerConfig {
   const { host, port } = parseListen(flags.listen ?? env.EP_LISTEN ?? "127.0.0.1:8008");
   const home = towerHome(env);
@@ -63,17 +107,12 @@ export function loadConfig(flags: { listen?: string }, env: NodeJS.ProcessEnv = 
     );
   }
   const shownHost = host === "0.0.0.0" || host === "::" ? "localhost" : host.includes(":") ? `[${host}]` : host;
-  let oidc: OidcConfig | undefined;
-  if (env.EP_OIDC_ISSUER) {
-    if (!env.EP_OIDC_AUDIENCE) throw new EpError("invalid_argument", "EP_OIDC_AUDIENCE is required when EP_OIDC_ISSUER is set");
-    const defaultRole = (env.EP_OIDC_DEFAULT_ROLE ?? "viewer") as Role;
-    if (!["admin", "operator", "viewer"].includes(defaultRole)) throw new EpError("invalid_argument", "EP_OIDC_DEFAULT_ROLE must be admin, operator or viewer");
-    oidc = { issuer: env.EP_OIDC_ISSUER, audience: env.EP_OIDC_AUDIENCE, roleClaim: env.EP_OIDC_ROLE_CLAIM ?? "ep_role", defaultRole };
-  }
+  const publicUrl = (env.EP_PUBLIC_URL ?? `${tls ? "https" : "http"}://${shownHost === "127.0.0.1" ? "localhost" : shownHost}:${port}`).replace(/\/+$/, "");
+  const oidc = oidcConfig(env, publicUrl);
   return {
     host,
     port,
-    publicUrl: (env.EP_PUBLIC_URL ?? `${tls ? "https" : "http"}://${shownHost === "127.0.0.1" ? "localhost" : shownHost}:${port}`).replace(/\/+$/, ""),
+    publicUrl,
     home,
     databaseUrl: env.EP_DATABASE_URL || `sqlite:${join(home, "ep.db")}`,
     tls,

@@ -25,6 +25,8 @@ Environment:
   EP_OIDC_ISSUER/EP_OIDC_AUDIENCE  accept OIDC tokens verified against the issuer's JWKS
   EP_METRICS_LISTEN     also serve /metrics without a token on this host:port (plain HTTP;
                         on the main address /metrics needs a viewer, operator or admin token)
+  EP_OIDC_CLIENT_ID[/_SECRET]  the console's "Sign in with <provider>" (redirect URI:
+                        $EP_PUBLIC_URL/auth/oidc/callback; docs/deploy.md)
 
 Example:
   EP_HOME=/var/lib/ep ep-tower --listen 127.0.0.1:8008

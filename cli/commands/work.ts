@@ -1,7 +1,7 @@
 // Domains, missions, tasks, and the tower's view of agents and nodes.
-import { ClaimPolicySchema, RuntimeSchema, TaskKind, TaskKindSchema, TaskStatusSchema, type ClaimPolicy, type Runtime, type TaskStatus } from "../../gen/ep/tower/v1/resources_pb.js";
+import { ClaimPolicySchema, RuntimeSchema, TaskKind, TaskKindSchema, TaskStatusSchema, type ClaimPolicy, type Runtime, TaskStatus } from "../../gen/ep/tower/v1/resources_pb.js";
 import { enumOf } from "../../common/vocab.js";
-import { GetMissionResponseSchema, GetTaskResponseSchema, ListDomainsResponseSchema, WorkService, ListMissionsResponseSchema, ListTasksResponseSchema, CreateDomainResponseSchema, CreateMissionResponseSchema, CreateTaskResponseSchema, RetryTaskResponseSchema, CancelTaskResponseSchema } from "../../gen/ep/tower/v1/work_pb.js";
+import { GetMissionResponseSchema, GetTaskResponseSchema, ListDomainsResponseSchema, WorkService, ListMissionsResponseSchema, ListTasksResponseSchema, CreateDomainResponseSchema, CreateMissionResponseSchema, CreateTaskResponseSchema, RetryTaskResponseSchema, CancelTaskResponseSchema, GetPipelineResponseSchema } from "../../gen/ep/tower/v1/work_pb.js";
 import { AgentService, GetAgentResponseSchema, ListAgentsResponseSchema, ListNodesResponseSchema, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { UsageError, type Context } from "../context.js";
@@ -30,7 +30,7 @@ async function printTask(ctx: Context, task: Row, runs: Row[] = [], wait?: Row):
   const [shown] = await withNames(ctx, [task], { assignee_agent_id: ["agent", "assignee"], claimed_by: ["agent", "agent"], mission_id: ["mission", "mission"], domain_id: ["domain", "domain"] });
   // names for people; --wide keeps the ids beside them
   const ids = wideOf(ctx) ? ["assignee_agent_id", "claimed_by", "mission_id", "domain_id"] : [];
-  ctx.out(kv({ ...shown, status: statusWithDenials(String(task.status), denials.length), ...waiting }, ["id", "title", "kind", "status", "waiting", "claim_policy", "priority", "capabilities", "assignee", "runtime", "attempts", "max_attempts", "agent", "lease_expires_at", "mission", "domain", "created_at", "updated_at", ...ids]));
+  ctx.out(kv({ ...shown, status: statusWithDenials(String(task.status), denials.length), ...waiting }, ["id", "title", "kind", "step", "status", "waiting", "depends_on", "claim_policy", "priority", "capabilities", "assignee", "runtime", "attempts", "max_attempts", "agent", "lease_expires_at", "mission", "domain", "created_at", "updated_at", ...ids]));
   const result = task.result as Row | undefined;
   if (result && (result.output || result.error || result.exit_code !== undefined)) {
     ctx.out(`result:\n${kv(result, ["exit_code", "error", "output"])}`);
@@ -162,8 +162,13 @@ export async function run(ctx: Context): Promise<number> {
 /** `ep mission get`: the mission, its usage, and who spent it. */
 async function missionGet(ctx: Context): Promise<number> {
   const { resolveRef } = await import("../names.js");
-  const res = protoJson(GetMissionResponseSchema, await tower(ctx, WorkService).getMission({ missionId: await resolveRef(ctx, "mission", ctx.args[0]!).catch(() => ctx.args[0]!) }));
-  if (ctx.json) ctx.out(json(res));
+  const missionId = await resolveRef(ctx, "mission", ctx.args[0]!).catch(() => ctx.args[0]!);
+  const res = protoJson(GetMissionResponseSchema, await tower(ctx, WorkService).getMission({ missionId }));
+  // its pipeline's steps, or else the tasks that wait for others: what holds the mission up
+  const pipeline = protoJson(GetPipelineResponseSchema, await tower(ctx, WorkService).getPipeline({ missionId }));
+  const steps = (pipeline.steps as Row[] | undefined) ?? [];
+  const waiting = steps.length ? [] : ((protoJson(ListTasksResponseSchema, await tower(ctx, WorkService).listTasks({ missionId, status: TaskStatus.WAITING })).tasks as Row[] | undefined) ?? []);
+  if (ctx.json) ctx.out(json({ ...res, ...(steps.length ? { pipeline: { state: pipeline.state, steps } } : {}), ...(waiting.length ? { waiting } : {}) }));
   else {
     const [mission] = await withNames(ctx, [res.mission as Row], { domain_id: ["domain", "domain"] });
     ctx.out(kv(mission, ["id", "title", "status", "domain", "description", "created_at", "updated_at", ...(wideOf(ctx) ? ["domain_id"] : [])]));
@@ -179,6 +184,9 @@ async function missionGet(ctx: Context): Promise<number> {
         ctx.out(`  ${who}  ${Number(au.input_tokens ?? 0).toLocaleString("en-US")} in, ${Number(au.output_tokens ?? 0).toLocaleString("en-US")} out${au.cost_usd ? `, $${Number(au.cost_usd).toFixed(4)}` : ""}`);
       }
     }
+    const { stepsTable } = await import("./pipeline.js");
+    if (steps.length) ctx.out(`pipeline: ${pipeline.state}\n${stepsTable(steps)}`);
+    if (waiting.length) ctx.out(`waiting:\n${waiting.map((t) => `  ${t.id} ${t.title} — waits on ${((t.waiting_on as string[] | undefined) ?? []).join(", ")}`).join("\n")}`);
   }
   return 0;
 }
@@ -194,12 +202,31 @@ function submitInput(ctx: Context, command: string | undefined): JsonObject | un
   return { ...(command !== undefined ? { command } : {}), ...(prompt !== undefined ? { prompt } : {}), ...(workspace ? { workspace } : {}) };
 }
 
+/**
+ * The tasks --after names: a tsk_ id as given, else the mission's task whose step name or title it
+ * is (one match; several are a usage error listing them, none an error saying where it looked).
+ */
+async function afterIds(ctx: Context, missionId: string): Promise<string[]> {
+  const refs = ctx.list("after");
+  if (!refs.some((r) => !r.startsWith("tsk_"))) return refs;
+  const tasks = (await tower(ctx, WorkService).listTasks({ missionId })).tasks;
+  return refs.map((ref) => {
+    if (ref.startsWith("tsk_")) return ref;
+    const byStep = tasks.filter((t) => t.step === ref);
+    const hits = byStep.length ? byStep : tasks.filter((t) => t.title === ref);
+    if (hits.length === 1) return hits[0].id;
+    if (hits.length > 1) throw new UsageError(`--after ${JSON.stringify(ref)} is ambiguous: ${hits.map((h) => h.id).join(", ")} are all named so in mission ${missionId}; give the id`);
+    throw new UsageError(`--after ${JSON.stringify(ref)}: no task of mission ${missionId} has this id, step name or title ('ep task ls --mission ${missionId}' lists them)`);
+  });
+}
+
 async function taskSubmit(ctx: Context): Promise<number> {
   const command = ctx.str("command");
+  const missionId = ctx.required("mission");
   const res = protoJson(
     CreateTaskResponseSchema,
     await tower(ctx, WorkService).createTask({
-      missionId: ctx.required("mission"),
+      missionId,
       kind: TaskKind.CLAIMABLE,
       title: ctx.args.join(" "),
       description: ctx.str("description") ?? "",
@@ -210,6 +237,7 @@ async function taskSubmit(ctx: Context): Promise<number> {
       maxAttempts: int32(ctx, "max-attempts") ?? 0,
       runtime: enumOf<Runtime>(RuntimeSchema, ctx.str("runtime") ?? (command !== undefined ? "shell" : ""), "--runtime"),
       input: submitInput(ctx, command),
+      dependsOn: await afterIds(ctx, missionId),
     }),
   );
   const task = res.task as Row;

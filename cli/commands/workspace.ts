@@ -1,8 +1,8 @@
 // `ep workspace ls|rm|gc`: the git worktrees epd made on this node for tasks that named a
-// workspace (daemon/worker/workspace.ts). They are files and git state in the daemon home, so
+// workspace (daemon/worker/workspace.ts; the records, common/worktrees.ts). They are files and git state in the daemon home, so
 // the CLI reads and removes them directly, as epd would; a worktree a run is still in is refused.
 import { daemonHome } from "../../common/paths.js";
-import { gcWorktrees, listWorktrees, removeWorktree, type WorktreeRecord } from "../../daemon/worker/workspace.js";
+import { gcWorktrees, listWorktrees, removeWorktree, type WorktreeRecord } from "../../common/worktrees.js";
 import type { Context } from "../context.js";
 import { json, table, type Row } from "../output.js";
 

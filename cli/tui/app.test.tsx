@@ -197,6 +197,19 @@ describe("the ep console", () => {
     ui.unmount();
   });
 
+  it("a mission's task list says what a waiting task waits on, by step name (issue 40)", async () => {
+    const { source } = memorySource();
+    const build: TaskDetail = { id: "tsk_2", missionId: "msn_1", title: "build", status: "running", runtime: "shell", agent: "builder", attempts: 1, maxAttempts: 3, createdAt: "2026-11-26T06:00:00Z", output: "", error: "", usage: "" };
+    source.tasks = async () => [build, { ...build, id: "tsk_3", title: "ship", status: "waiting", agent: "", waitingOn: ["build", "lint"] }];
+    const ui = render(<App source={source} />);
+    await until(() => ui.lastFrame()!.includes("Ship v2"));
+    ui.stdin.write("\r");
+    await until(() => ui.lastFrame()!.includes("ship"));
+    expect(lineWith(ui.lastFrame()!, "ship")).toMatch(/ship\s+waiting on build, lint/);
+    expect(lineWith(ui.lastFrame()!, "build ")).toMatch(/build\s+running/);
+    ui.unmount();
+  });
+
   it("the task view folds each run of stderr lines into a count (issue 34)", () => {
     const task: TaskDetail = { id: "tsk_8", missionId: "msn_1", title: "Ask", status: "running", runtime: "vendorC", agent: "builder", attempts: 1, maxAttempts: 3, createdAt: "2026-11-26T06:00:00Z", output: "", error: "", usage: "" };
     const frames: FrameItem[] = [
@@ -309,7 +322,15 @@ describe("the ep console on a real tower", () => {
     const ui = render(<App source={source} />);
     await until(() => ui.lastFrame()!.includes("First mission"), 10_000);
     ui.stdin.write("4");
-    await new Promise((r) => setTimeout(r, 300));
+    await until(() => ui.lastFrame()!.includes("waiting for events"));
+    // the stream starts at the newest event, so it is live once an event reaches it: a probe
+    // domain per try until one shows
+    let probes = 0;
+    await waitFor(
+      async () => !ui.lastFrame()!.includes("waiting for events") || (await work.createDomain({ name: `probe-${++probes}` }), false),
+      10_000,
+      100,
+    );
     await work.createMission({ domainId: domain.id, title: "Second mission" });
     await until(() => /mission/.test(ui.lastFrame()!.split("\n").slice(2).join("\n")) && !ui.lastFrame()!.includes("waiting for events"), 10_000);
     ui.stdin.write("1");

@@ -196,7 +196,7 @@ function Screen({ label, tab, drill, width, selected, status, data }: { label: s
         {tab === "missions" && drill.level === "tasks" && (
           <>
             <Text bold>{`${drill.mission.title} · tasks`}</Text>
-            <List columns={["Task", "Status", "Runtime", "Agent"]} rows={tasks.map((t) => [t.title, t.status, runtimeLabel(t.runtime), t.agent])} selected={selected} empty="(no tasks in this mission)" width={width} />
+            <List columns={["Task", "Status", "Runtime", "Agent"]} rows={tasks.map((t) => [t.title, t.waitingOn?.length ? `waiting on ${t.waitingOn.join(", ")}` : t.status, runtimeLabel(t.runtime), t.agent])} selected={selected} empty="(no tasks in this mission)" width={width} />
           </>
         )}
         {tab === "missions" && drill.level === "task" && <TaskScreen task={task} frames={sortedFrames} width={width} error={taskError} />}

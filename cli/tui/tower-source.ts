@@ -87,7 +87,9 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
     ...approvalsPart(transport, toItem),
     async tasks(missionId) {
       if (!agentNames.size) await loadAgents().catch(() => undefined); // names are a nicety: ids show instead
-      return (await work.listTasks({ missionId, limit: 500 })).tasks.filter((t) => !t.parentTaskId).map(taskItem);
+      const tasks = (await work.listTasks({ missionId, limit: 500 })).tasks.filter((t) => !t.parentTaskId);
+      const names = new Map(tasks.map((t) => [t.id, t.step || t.title]));
+      return tasks.map((t) => ({ ...taskItem(t), ...(t.waitingOn.length ? { waitingOn: t.waitingOn.map((id) => names.get(id) ?? id) } : {}) }));
     },
     async task(taskId) {
       const got = await work.getTask({ taskId });

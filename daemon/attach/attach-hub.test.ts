@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket, WebSocketServer } from "ws";
 import { FakeClock } from "../../test-support/fake-clock.js";
+import { waitFor } from "../../test-support/wait.js";
 import { silentLogger } from "../../common/log.js";
 import { createAttachHub, type AttachHub, type AttachTarget, type ViewerOptions } from "./attach-hub.js";
 import { parseClientFrame } from "./frames.js";
@@ -51,13 +52,7 @@ async function viewer(hub: AttachHub, target: AttachTarget, opts: ViewerOptions)
   return { ws, frames, output: () => output, closed };
 }
 
-const until = async (cond: () => boolean, ms = 5000) => {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error("timed out");
-    await new Promise((r) => setTimeout(r, 10));
-  }
-};
+const until = (cond: () => boolean, ms = 5000) => waitFor(cond, ms, 10);
 
 const pane: AttachTarget = { kind: "tmux", agentId: "agt_x", session: "pane", socketName: SOCKET };
 

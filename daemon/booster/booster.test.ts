@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { EpError } from "../../common/errors.js";
 import { loadBooster, loadBoosterFromBytes, verdictError, type Booster } from "./booster.js";
-import { compileWat } from "./wat-compiler.js";
+import { compileWat } from "../../test-support/wat-compiler.js";
 
 // A booster whose validate body is `body` (locals: $ptr, $len), with a bump-free alloc at 1024
 // and a reason string at 16.

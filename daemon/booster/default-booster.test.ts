@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadBooster, type Booster } from "./booster.js";
 import { DEFAULT_BOOSTER_WASM_BASE64 } from "./default-booster-bytes.js";
-import { compileWat } from "./wat-compiler.js";
+import { compileWat } from "../../test-support/wat-compiler.js";
 
 const here = new URL("./", import.meta.url);
 

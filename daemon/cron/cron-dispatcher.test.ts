@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { FakeClock } from "../../test-support/fake-clock.js";
+import { waitFor } from "../../test-support/wait.js";
 import { EpError } from "../../common/errors.js";
 import type { CronDispatchResult } from "./bash-dispatch.js";
 import { createJobDispatch } from "./bash-dispatch.js";
@@ -343,7 +344,7 @@ describe("cron dispatcher management", () => {
     const h = harness(`[[job]]\nname = "long"\nschedule = "* * * * *"\ndispatch = "bash"\nprompt = "sleep 30"\n`, "2026-02-02T10:00:00Z");
     const d = h.make({ dispatch: createJobDispatch({ signal: async () => ({ status: "ok" }) }) });
     const ticking = d.tick();
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor(() => d.describe("long").running);
     await d.close();
     const [fire] = await ticking;
     expect(fire).toMatchObject({ status: "failed", error: expect.stringMatching(/cancelled/) });

@@ -4,28 +4,10 @@ import { readFileSync } from "node:fs";
 import { parse, TomlError } from "smol-toml";
 import { EpError } from "../../common/errors.js";
 import { parseInterval, validateSchedule } from "./cron-schedule.js";
+import type { CronDispatchMode, CronJob, CronKind, MissedPolicy } from "./cron-types.js";
 
-export type CronKind = "cron" | "heartbeat";
-export type CronDispatchMode = "signal" | "bash";
-export type MissedPolicy = "skip" | "run_once";
-
-export interface CronJob {
-  name: string;
-  /** `cron` (default): fires on `schedule`; `heartbeat`: fires every `interval`. */
-  kind: CronKind;
-  /** 5-field cron expression in local time (6 fields = with seconds); set for kind=cron only. */
-  schedule?: string;
-  /** As written (`2h30m`); set for kind=heartbeat only. */
-  interval?: string;
-  intervalMs?: number;
-  /** Target profile / multiplexer session; required for dispatch=signal, absent for bash. */
-  session?: string;
-  prompt: string;
-  dispatch: CronDispatchMode;
-  missed: MissedPolicy;
-  /** Line of the job's `[[job]]` header in the file. */
-  line: number;
-}
+// the job's shape lives in cron-types.ts (cron-schedule.ts reads it too); callers import it from here
+export type { CronDispatchMode, CronJob, CronKind, MissedPolicy } from "./cron-types.js";
 
 export interface CronFileError {
   line: number;

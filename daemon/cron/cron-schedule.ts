@@ -2,7 +2,7 @@
 // fires at most one slot per job per tick, so the effective fire time is the slot rounded up to
 // the tick grid (sub-minute schedules and intervals never fire faster than the tick).
 import { Cron } from "croner";
-import type { CronJob } from "./cron-file.js";
+import type { CronJob } from "./cron-types.js";
 
 export const DEFAULT_TICK_MS = 60_000;
 

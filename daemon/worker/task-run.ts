@@ -20,6 +20,7 @@ import { closeWorkspace, openWorkspace, type Workspace } from "./task-workspace.
 import type { InflightEntry, TaskOutcome } from "./journal.js";
 import { processStartTime } from "./orphans.js";
 import { createRunDirs, dropStaleConfig, type RunDirs } from "./run-dirs.js";
+import { loadParents, parentContext, withParentRef, writeParentFiles } from "./parent-results.js";
 import { refusedByTower } from "./report.js";
 import type { Run, Slot, WorkerDeps, WorkerState } from "./worker-types.js";
 import { msOf } from "../../common/vocab.js";
@@ -106,12 +107,18 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     try {
       // a task naming a repository runs in its own worktree (its setup first, as progress)
       const env = runEnv(deps, run, session.id, placeEnv, mcp);
+      // a task with parents: their results in the run directory, their branch as its base
+      const parents = task.dependsOn.length ? await loadParents(tower, task) : [];
+      if (parents.length) {
+        Object.assign(env, { EP_PARENT_IDS: parents.map((p) => p.id).join(","), EP_PARENTS_DIR: writeParentFiles(workDir, parents) });
+        task.input = withParentRef(task.input, parents);
+      }
       workspace = await openWorkspace(deps, run, report, env);
       if (workspace?.setupFailed) throw workspace.setupFailed;
       run.handle = deps.runtimes.start(agent.runtime, {
         taskId: task.id,
         agentId: agent.id,
-        prompt: promptOf(task),
+        prompt: promptOf(task) + parentContext(task.id, parents),
         input: (task.input ?? {}) as Record<string, unknown>,
         cwd: workspace?.record.path ?? cwd,
         env,

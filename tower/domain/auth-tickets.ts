@@ -8,6 +8,7 @@ import type { Store, TicketRow, TokenRow } from "../store/store.js";
 import type { CallerCache } from "./auth-cache.js";
 import { principalOf, type Caller, type Role } from "./caller.js";
 import { hashSecret } from "./auth-secret.js";
+import type { OidcSessionCheck, OidcSessionScope } from "./oidc-login/session-check.js";
 
 /** Console session cookies (POST /auth/session). */
 export const SESSION_PREFIX = "eps_";
@@ -27,7 +28,11 @@ interface TicketScope {
   domainId?: string;
   nodeId?: string;
   principal?: string;
+  /** a person's name to show (OIDC: email, else name) */
+  name?: string;
   expiresMs?: number;
+  /** a console session from the identity provider's sign-in: re-checked with it (oidc-login/session-check.ts) */
+  oidc?: OidcSessionScope;
 }
 
 /** The caller a service token stands for. */
@@ -49,7 +54,9 @@ const scopeOf = (caller: Caller): TicketScope => ({
   domainId: caller.domainId,
   nodeId: caller.nodeId,
   principal: principalOf(caller),
+  name: caller.name,
   expiresMs: caller.expiresMs,
+  oidc: caller.oidc,
 });
 
 export interface TicketAuthDeps {
@@ -58,9 +65,19 @@ export interface TicketAuthDeps {
   cache: CallerCache;
   /** the caller of a registered node, read now */
   nodeCaller(nodeId: string): Promise<Caller>;
+  /** asks the identity provider about sessions its sign-in made (when console sign-in is configured) */
+  oidcSessions?: OidcSessionCheck;
 }
 
-export function createTicketAuth({ store, clock, cache, nodeCaller }: TicketAuthDeps) {
+function scopeOfRow(row: TicketRow): TicketScope {
+  try {
+    return JSON.parse(row.scope) as TicketScope;
+  } catch {
+    return { via: "ticket" };
+  }
+}
+
+export function createTicketAuth({ store, clock, cache, nodeCaller, oidcSessions }: TicketAuthDeps) {
   /** The caller of a token, by id: the source of a ticket or session, checked on every use. */
   async function tokenCaller(tokenId: string): Promise<Caller> {
     const row = await store.getToken(tokenId);
@@ -71,28 +88,33 @@ export function createTicketAuth({ store, clock, cache, nodeCaller }: TicketAuth
   }
 
   /** Rebuilds the caller a ticket or session was made by, from the source credential as it is now. */
-  async function callerOf(row: TicketRow): Promise<Caller> {
-    let scope: TicketScope;
-    try {
-      scope = JSON.parse(row.scope) as TicketScope;
-    } catch {
-      scope = { via: "ticket" };
-    }
+  async function callerOf(row: TicketRow, scope = scopeOfRow(row)): Promise<Caller> {
     let source: Caller;
     if (scope.tokenId) source = await tokenCaller(scope.tokenId);
     else if (scope.nodeId) source = await nodeCaller(scope.nodeId);
     else {
       // OIDC (or a ticket from before scopes were kept): what was stored, until it expires
       if (scope.expiresMs !== undefined && scope.expiresMs <= clock.now()) throw new EpError("token_expired", "the credential this came from has expired; sign in again");
-      source = { subject: row.subject, principal: scope.principal ?? row.subject, role: row.role as Role, via: scope.via, domainId: scope.domainId, expiresMs: scope.expiresMs };
+      source = { subject: row.subject, principal: scope.principal ?? row.subject, name: scope.name, role: row.role as Role, via: scope.via, domainId: scope.domainId, expiresMs: scope.expiresMs };
     }
     const expiresMs = Math.min(source.expiresMs ?? Infinity, row.purpose === "console" ? row.expiresMs : Infinity);
-    return { ...source, principal: source.principal ?? row.subject, expiresMs: Number.isFinite(expiresMs) ? expiresMs : undefined };
+    const caller: Caller = { ...source, principal: source.principal ?? row.subject, expiresMs: Number.isFinite(expiresMs) ? expiresMs : undefined, oidc: scope.oidc };
+    if (scope.oidc) {
+      // made from an identity provider's sign-in (a session, or a ticket a session asked for): it stands while the provider does
+      if (!oidcSessions) throw new EpError("unauthenticated", "this credential came from an identity provider this tower no longer signs in with; sign in again");
+      await oidcSessions.check(scope.oidc, caller);
+    }
+    return caller;
   }
 
   /** Stores a derived credential (its hash) for `caller` with the caller's scope. */
   async function store_(secret: string, purpose: string, caller: Caller, expiresMs: number, agentId = ""): Promise<void> {
     await store.insertTicket({ hash: hashSecret(secret), purpose, subject: principalOf(caller), role: caller.role, agentId, expiresMs, scope: JSON.stringify(scopeOf(caller)) });
+  }
+
+  async function endByHash(hash: string): Promise<void> {
+    cache.delete(hash);
+    await store.consumeTicket(hash, clock.now());
   }
 
   return {
@@ -102,7 +124,15 @@ export function createTicketAuth({ store, clock, cache, nodeCaller }: TicketAuth
       if (hit) return hit;
       const row = await store.findTicket(hash, clock.now());
       if (!row || row.purpose !== "console") throw new EpError("unauthenticated", "the console session has ended (logged out, expired or unknown); sign in again");
-      const caller: Caller = { ...(await callerOf(row)), sessionHash: hash };
+      let source: Caller;
+      try {
+        source = await callerOf(row);
+      } catch (err) {
+        // ended at the provider: ended here, on every replica (the row goes)
+        if (err instanceof EpError && err.code === "unauthenticated" && scopeOfRow(row).oidc) await endByHash(hash);
+        throw err;
+      }
+      const caller: Caller = { ...source, sessionHash: hash };
       cache.set(hash, caller);
       return caller;
     },
@@ -126,21 +156,20 @@ export function createTicketAuth({ store, clock, cache, nodeCaller }: TicketAuth
       return { ...(await callerOf(row)), via: "ticket" as const, agentId: row.agentId };
     },
 
-    async createSession(caller: Caller) {
+    /** `oidc`: what a session from the identity provider's sign-in keeps to be re-checked */
+    async createSession(caller: Caller, oidc?: OidcSessionScope) {
       if (caller.role === "node") throw new EpError("forbidden", "a node token cannot open a console session");
       const now = clock.now();
       const expiresMs = Math.min(now + SESSION_MAX_MS, caller.expiresMs ?? Infinity);
       if (expiresMs <= now) throw new EpError("token_expired", "the credential has expired");
       const secret = SESSION_PREFIX + randomBytes(24).toString("base64url");
-      await store_(secret, "console", caller, expiresMs);
+      await store_(secret, "console", oidc ? { ...caller, oidc } : caller, expiresMs);
       return { secret, expiresMs };
     },
 
     async endSession(secret: string) {
       if (!secret.startsWith(SESSION_PREFIX)) return;
-      const hash = hashSecret(secret);
-      cache.delete(hash);
-      await store.consumeTicket(hash, clock.now());
+      await endByHash(hashSecret(secret));
     },
   };
 }

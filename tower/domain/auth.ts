@@ -14,6 +14,7 @@ import { createOidcVerifier, type OidcConfig } from "./auth-oidc.js";
 import { hashSecret } from "./auth-secret.js";
 import { createTicketAuth, SESSION_PREFIX, tokenCallerOf } from "./auth-tickets.js";
 import type { SecretKeyring } from "./secrets-crypto.js";
+import type { OidcSessionCheck, OidcSessionScope } from "./oidc-login/session-check.js";
 import type { Deps } from "./deps.js";
 
 export const TOKEN_PREFIX = "ept_";
@@ -32,6 +33,8 @@ export interface AuthOptions {
   keyring?: () => SecretKeyring | undefined;
   /** runs fn alone across replicas (the bootstrap admin is made once); in-process otherwise */
   exclusive?: <T>(name: string, fn: () => Promise<T>) => Promise<T>;
+  /** re-checks console sessions made by the identity provider's sign-in (oidc-login/) */
+  oidcSessions?: OidcSessionCheck;
 }
 
 export interface Auth {
@@ -58,7 +61,7 @@ export interface Auth {
    * A console session for a caller (POST /auth/session): bound to the caller's credential, it
    * ends when that token is revoked or expires, after 7 days, or at logout (endSession).
    */
-  createSession(caller: Caller): Promise<{ secret: string; expiresMs: number }>;
+  createSession(caller: Caller, oidc?: OidcSessionScope): Promise<{ secret: string; expiresMs: number }>;
   endSession(secret: string): Promise<void>;
   /**
    * Seals stored signing keys under the current secret-store key (those in clear, or under
@@ -76,7 +79,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
   const cache = new CallerCache(clock);
   const keys = createSigningKeys(deps, opts);
   const verifyOidc = createOidcVerifier(opts.oidc, clock);
-  const tickets = createTicketAuth({ store, clock, cache, nodeCaller });
+  const tickets = createTicketAuth({ store, clock, cache, nodeCaller, oidcSessions: opts.oidcSessions });
 
   // the signature check (ES256) is reused (auth-keys.ts); the node and its domains too (below)
   const verifyNodeToken = async (jwt: string): Promise<Caller> => nodeCaller(await keys.verify(jwt));

@@ -1,6 +1,7 @@
 // Who is calling, and what their role lets them do. Every domain function checks
 // here, so no edge can forget.
 import { EpError } from "../../common/errors.js";
+import type { OidcSessionScope } from "./oidc-login/session-check.js";
 
 export type Role = "admin" | "operator" | "viewer" | "node" | "agent";
 export const ROLES: readonly Role[] = ["admin", "operator", "viewer", "node", "agent"];
@@ -13,6 +14,8 @@ export interface Caller {
    * a service token's name, the OIDC subject, the node id. Owns AI sessions.
    */
   principal?: string;
+  /** a person's name to show beside the principal (an OIDC sign-in's email or name) */
+  name?: string;
   role: Role;
   via: "token" | "oidc" | "node" | "ticket" | "internal";
   /** agent tokens are scoped to one domain */
@@ -25,6 +28,8 @@ export interface Caller {
   tokenId?: string;
   /** when the credential stops being valid (ms), if it does */
   expiresMs?: number;
+  /** made by an identity provider's sign-in: what re-checks it with the provider (oidc-login/session-check.ts) */
+  oidc?: OidcSessionScope;
   /** a console session: the hash of its cookie (ends at logout; tower/domain/auth.ts) */
   sessionHash?: string;
 }

@@ -94,6 +94,8 @@ export function taskMsg(r: TaskRow): Task {
     leaseId: r.leaseId,
     leaseExpiresAt: r.leaseExpiresMs == null ? undefined : timestampFromMs(r.leaseExpiresMs),
     parentTaskId: r.parentTaskId,
+    dependsOn: r.dependsOn,
+    step: r.step,
     createdAt: timestampOf(r.createdAt),
     updatedAt: timestampOf(r.updatedAt),
   });

@@ -7,12 +7,13 @@ import { AgentService, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { SecretService } from "../../gen/ep/tower/v1/secrets_pb.js";
 import { ToolService } from "../../gen/ep/tower/v1/tools_pb.js";
 import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
+import { WebhookService } from "../../gen/ep/tower/v1/webhooks_pb.js";
 import { EpError } from "../../common/errors.js";
 import type { Caller } from "./caller.js";
 import { authorizeRpc, authorizeTool, RPC_ROLES, TOOL_ROLES } from "./door-roles.js";
 import { TOOLS } from "./tools/catalog.js";
 
-const SERVICES = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService];
+const SERVICES = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService, WebhookService];
 const viewer: Caller = { subject: "tok_v", role: "viewer", via: "token" };
 
 describe("door roles", () => {

@@ -12,6 +12,8 @@ const WORK: readonly Role[] = ["admin", "operator", "node", "agent"];
 /** the people's roles: decisions a program (node, agent) never makes */
 const PEOPLE: readonly Role[] = ["admin", "operator"];
 const ADMIN: readonly Role[] = ["admin"];
+/** people reading: a viewer sees what admins and operators manage (webhooks: URLs cut to their origin) */
+const PEOPLE_READ: readonly Role[] = ["admin", "operator", "viewer"];
 const NODE: readonly Role[] = ["node"];
 /** AI sessions: the roles that may open one, and so own one */
 const SESSION: readonly Role[] = ["admin", "operator", "agent"];
@@ -38,6 +40,8 @@ export const RPC_ROLES: Readonly<Record<string, readonly Role[]>> = {
   "WorkService/RetryTask": WORK,
   "WorkService/CancelTask": WORK,
   "WorkService/MergeTask": PEOPLE,
+  "WorkService/RunPipeline": WORK,
+  "WorkService/GetPipeline": READ,
   "NodeService/RegisterNode": ADMIN,
   "NodeService/ListNodes": READ,
   "NodeService/GetNode": READ,
@@ -82,6 +86,11 @@ export const RPC_ROLES: Readonly<Record<string, readonly Role[]>> = {
   "ApprovalService/GetApproval": READ,
   "ApprovalService/Approve": PEOPLE,
   "ApprovalService/Reject": PEOPLE,
+  "WebhookService/CreateWebhook": PEOPLE,
+  "WebhookService/ListWebhooks": PEOPLE_READ,
+  "WebhookService/DeleteWebhook": PEOPLE,
+  "WebhookService/TestWebhook": PEOPLE,
+  "WebhookService/ListWebhookDeliveries": PEOPLE_READ,
 };
 
 /** HTTP routes that are no RPC and no tool, checked by their handler (`<METHOD> <path>`). */
@@ -97,6 +106,7 @@ export const TOOL_ROLES: Readonly<Record<string, readonly Role[]>> = {
   get_mission: READ,
   list_tasks: READ,
   get_task: READ,
+  get_parent_results: READ,
   list_agents: READ,
   get_agent: READ,
   list_nodes: READ,
@@ -106,6 +116,7 @@ export const TOOL_ROLES: Readonly<Record<string, readonly Role[]>> = {
   get_supervision: READ,
   create_domain: PEOPLE,
   create_mission: WORK,
+  run_pipeline: WORK,
   put_doc: WORK,
   submit_mesh_task: WORK,
   claim_mesh_task: WORK,

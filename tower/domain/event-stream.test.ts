@@ -111,10 +111,11 @@ describe("event stream live delivery", () => {
     const inner = await openStore(":memory:");
     // a PostgreSQL-like store: ids above `final` are still being written as far as readers go
     let final = 0;
+    let answers = 0; // how many times the stream asked the store for events (and had its answer)
     store = new Proxy(inner, {
       get(target, key) {
         if (key === "dialect") return "postgres";
-        if (key === "listEvents") return async (q: Parameters<Store["listEvents"]>[0]) => (await target.listEvents(q)).filter((e) => e.id <= final);
+        if (key === "listEvents") return async (q: Parameters<Store["listEvents"]>[0]) => ((answers++, await target.listEvents(q)).filter((e) => e.id <= final));
         if (key === "lastEventId") return async () => Math.min(final, await target.lastEventId());
         const v = Reflect.get(target, key) as unknown;
         return typeof v === "function" ? v.bind(target) : v;
@@ -143,8 +144,10 @@ describe("event stream live delivery", () => {
     // 5 commits here, 4 is still being written (elsewhere): nothing, even after the store is asked
     final = 3;
     hub.publish([rows[4]]);
+    const asked = answers;
     clock.advance(20);
-    await new Promise((r) => setTimeout(r, 10));
+    await waitFor(() => answers > asked);
+    await new Promise((r) => setImmediate(r)); // the stream has handled the answer
     expect(ids()).toEqual([1, 2, 3]);
     // 4 committed on another replica (never published here): the next look at the store settles it
     final = 5;

@@ -10,6 +10,7 @@ import type { Logger } from "../../common/log.js";
 import type { EventQuery, Store } from "../store/store.js";
 import { type Caller } from "./caller.js";
 import type { EventHub } from "./event-hub.js";
+import type { OidcSessionCheck } from "./oidc-login/session-check.js";
 import { createStreamRateLimiter, type StreamRateLimiter } from "./event-stream-limiter.js";
 import { eventQuery } from "./events.js";
 
@@ -32,7 +33,7 @@ export function callerKey(caller: Caller): string {
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export function createEventStream(
-  deps: { store: Store; hub: EventHub; clock: Clock; log: Logger },
+  deps: { store: Store; hub: EventHub; clock: Clock; log: Logger; oidcSessions?: OidcSessionCheck },
   options: Partial<EventStreamOptions> = {},
 ): EventStream {
   const { store, clock, log } = deps;
@@ -64,7 +65,7 @@ export function createEventStream(
     }
   }
 
-  const credentialProblem = (caller: Caller) => credentialProblemOf(store, clock.now(), caller);
+  const credentialProblem = (caller: Caller) => credentialProblemOf(store, clock.now(), caller, deps.oidcSessions);
 
   const stopKeepAlive = every(clock, opts.keepAliveMs, () => {
     for (const s of subs) s.sink.keepAlive();
@@ -151,7 +152,7 @@ export function createEventStream(
 }
 
 /** Why a caller's credential no longer admits a stream (undefined while it does). */
-export async function credentialProblemOf(store: Store, now: number, caller: Caller): Promise<StreamEnd | undefined> {
+export async function credentialProblemOf(store: Store, now: number, caller: Caller, oidcSessions?: OidcSessionCheck): Promise<StreamEnd | undefined> {
   if (caller.expiresMs !== undefined && caller.expiresMs <= now) {
     return { code: "token_expired", message: "the credential expired; reconnect with a current one", last_event_id: 0 };
   }
@@ -163,6 +164,15 @@ export async function credentialProblemOf(store: Store, now: number, caller: Cal
   }
   if (caller.sessionHash && !(await store.findTicket(caller.sessionHash, now))) {
     return { code: "unauthenticated", message: "the console session has ended; sign in again", last_event_id: 0 };
+  }
+  // from an identity provider's sign-in: asked again at its interval, as every request is
+  if (caller.oidc && oidcSessions) {
+    try {
+      await oidcSessions.check(caller.oidc, caller);
+    } catch (err) {
+      if (err instanceof EpError && err.code === "unauthenticated") return { code: "unauthenticated", message: err.message, last_event_id: 0 };
+      throw err;
+    }
   }
   return undefined;
 }

@@ -12,7 +12,7 @@ import { Runtime, TaskStatus } from "../../gen/ep/tower/v1/resources_pb.js";
 import * as pb from "../../gen/ep/tower/v1/work_pb.js";
 import { FakeClock } from "../../test-support/fake-clock.js";
 import { waitFor } from "../../test-support/wait.js";
-import { storeSuite, T0 } from "../store/store-suite.js";
+import { storeSuite, T0 } from "../../test-support/store-suite.js";
 import type { Caller } from "./caller.js";
 import { DEFAULT_LIMITS, type Deps } from "./deps.js";
 import { commit, createEventHub } from "./event-hub.js";

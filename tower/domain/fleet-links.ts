@@ -298,7 +298,8 @@ function route(
     offers?: Offers;
   },
 ): void {
-  for (const e of events) {
+  const claimedLater = claimsAfter(events);
+  for (const [i, e] of events.entries()) {
     if (e.type !== "matrix") continue;
     if (e.name === "agent.enrolled" && e.agentId) void indexAgent(e.agentId);
     else if (e.name === "agent.state" && e.status === "dead" && e.agentId) reach.remove(e.agentId);
@@ -310,6 +311,8 @@ function route(
       // assigned work (a broadcast's runs too): its assignee, if idle on a node linked here
       offers?.offerAgent(e.agentId);
     } else if (e.taskId && e.status === "queued" && e.payload.claim_policy !== "broadcast") {
+      // queued and claimed in the same commit (a child its parent's agent took at once): nothing to offer
+      if ((claimedLater.get(e.taskId) ?? -1) > i) continue;
       const runtime = typeof e.payload.runtime === "string" ? e.payload.runtime : "";
       const capabilities = Array.isArray(e.payload.capabilities) ? e.payload.capabilities.filter((c): c is string => typeof c === "string") : [];
       offers?.offerTask(e.taskId, e.domainId, runtime, capabilities);
@@ -320,4 +323,11 @@ function route(
       void nodeOf(agentId).then((n) => n && send(n, { command: { case: "cancel", value: { taskId, agentId, reason } } }));
     }
   }
+}
+
+/** The index of each task's last task.claimed among these events (none: no claim among them). */
+function claimsAfter(events: readonly EventRow[]): Map<string, number> {
+  const at = new Map<string, number>();
+  for (const [i, e] of events.entries()) if (e.name === "task.claimed" && e.taskId) at.set(e.taskId, i);
+  return at;
 }

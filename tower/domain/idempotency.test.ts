@@ -10,7 +10,7 @@ import * as authpb from "../../gen/ep/tower/v1/auth_pb.js";
 import { Role } from "../../gen/ep/tower/v1/resources_pb.js";
 import * as pb from "../../gen/ep/tower/v1/work_pb.js";
 import { FakeClock } from "../../test-support/fake-clock.js";
-import { expectEpError, storeSuite, T0 } from "../store/store-suite.js";
+import { expectEpError, storeSuite, T0 } from "../../test-support/store-suite.js";
 import type { Store } from "../store/store.js";
 import { createAuth } from "./auth.js";
 import { createAuthService } from "./auth-service.js";

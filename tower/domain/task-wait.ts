@@ -15,8 +15,13 @@ export function localHostname(): string {
 const UNAVAILABLE = new Set(["paused", "dead", "starting", "restarting"]);
 
 /** Why `t` waits, or undefined when nothing holds it back (or it is not waiting at all). */
-export async function taskWait(store: Store, t: TaskRow, opts: { towerHost?: string } = {}): Promise<TaskWait | undefined> {
+export async function taskWait(store: Store, t: TaskRow, opts: { towerHost?: string; waitingOn?: string[] } = {}): Promise<TaskWait | undefined> {
   if (t.kind !== "claimable") return undefined;
+  if (t.status === "waiting") {
+    const on = opts.waitingOn ?? [];
+    const message = `it waits for ${on.length === 1 ? "its parent" : "its parents"} ${on.join(", ")} to succeed; it is queued the moment the last one does`;
+    return create(TaskWaitSchema, { reason: TaskWaitReason.PARENTS, message, waitingOn: on });
+  }
   if (t.status === "claimed" || t.status === "running") return approvalWait(store, t);
   if (t.status !== "queued" || t.claimPolicy === "broadcast") return undefined; // a broadcast's runs wait each on their own
   const wait = (reason: TaskWaitReason, message: string, agents: AgentRow[] = [], extra: { enrollNodeId?: string } = {}) =>

@@ -11,6 +11,7 @@ import type { Store, TaskRow } from "../store/store.js";
 import type { WorkContext } from "./work-context.js";
 import { WorkWaiters } from "./work-waiters.js";
 import { nextAfterOutcome, releaseIn, sendNext } from "./work-push.js";
+import { settleDependents } from "./work-deps.js";
 import { leaseOf } from "./work-context.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 
@@ -90,6 +91,7 @@ export function createWorkClaims(ctx: WorkContext) {
           throw new EpError("lease_not_held", `task ${req.taskId} changed while completing`);
         }
         taskEvent(emit, updated, "task.succeeded", { ...usageEvent(result.usage), ...denialsEvent(result.denials) });
+        await settleDependents(tx, emit, updated, updated.updatedAt);
         await settleBroadcast(tx, emit, updated.parentTaskId);
         return { updated, next: await afterOutcome(tx, emit, caller, agent, req) };
       });
@@ -120,6 +122,7 @@ export function createWorkClaims(ctx: WorkContext) {
         );
         if (!updated) throw new EpError("lease_not_held", `task ${t.id} changed while failing`);
         taskEvent(emit, updated, requeue ? "task.requeued" : "task.failed", { reason: result.error, ...usageEvent(result.usage), ...denialsEvent(result.denials) });
+        if (!requeue) await settleDependents(tx, emit, updated, updated.updatedAt);
         await settleBroadcast(tx, emit, updated.parentTaskId);
         return { updated, next: await afterOutcome(tx, emit, caller, agent, req), outcome: requeue ? ("requeued" as const) : ("failed" as const) };
       });

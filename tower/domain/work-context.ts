@@ -9,6 +9,7 @@ import type { Deps } from "./deps.js";
 import { commit, type Emit } from "./event-hub.js";
 import { FINAL, HELD, immutableCache, taskEvent, type ActingAgent } from "./work-support.js";
 import type { Handoff } from "./work-push.js";
+import { settleDependents } from "./work-deps.js";
 
 export type WorkContext = ReturnType<typeof createWorkContext>;
 
@@ -57,6 +58,7 @@ export function createWorkContext(deps: Deps) {
     if (runs.some((r) => r.status === "failed")) status = "failed";
     else if (runs.length && runs.every((r) => r.status === "succeeded")) status = "succeeded";
     else if (runs.length && runs.every((r) => FINAL.includes(r.status))) status = "cancelled";
+    else if (runs.length && runs.every((r) => r.status === "waiting")) status = "waiting";
     else if (runs.some((r) => r.status !== "queued")) status = "running";
     if (status === parent.status) return;
     const result =
@@ -67,7 +69,9 @@ export function createWorkContext(deps: Deps) {
           }
         : null;
     const updated = await tx.updateTask(parentId, { status, result, updatedAt: now() });
-    if (updated) taskEvent(emit, updated, `task.${status}`);
+    if (!updated) return;
+    taskEvent(emit, updated, `task.${status}`);
+    if (FINAL.includes(status)) await settleDependents(tx, emit, updated, now());
   }
 
   async function requeueOrFail(tx: Store, emit: Emit, t: TaskRow, reason: string): Promise<TaskRow | undefined> {
@@ -81,6 +85,7 @@ export function createWorkContext(deps: Deps) {
     );
     if (updated) {
       taskEvent(emit, updated, exhausted ? "task.failed" : "task.requeued", { reason });
+      if (exhausted) await settleDependents(tx, emit, updated, now());
       await settleBroadcast(tx, emit, updated.parentTaskId);
     }
     return updated;

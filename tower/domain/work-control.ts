@@ -7,6 +7,7 @@ import { authorize, type Caller } from "./caller.js";
 import { taskMsg } from "./convert.js";
 import { commit } from "./event-hub.js";
 import { taskEvent, text, FINAL, HELD } from "./work-support.js";
+import { restoreDependents, retryStatus, settleDependents } from "./work-deps.js";
 import type { WorkContext } from "./work-context.js";
 
 export function createTaskControls(ctx: WorkContext) {
@@ -19,7 +20,7 @@ export function createTaskControls(ctx: WorkContext) {
         if (t.kind !== "claimable") throw new EpError("task_wrong_kind", "Kanban tasks are moved with update, not cancelled");
         if (FINAL.includes(t.status)) throw new EpError("task_finished", `task ${t.id} is already ${t.status}`, { status: t.status });
         const reason = text("reason", req.reason, { max: 1000 }) || "cancelled by operator";
-        const updated = await tx.updateTask(t.id, { status: "cancelled", leaseExpiresMs: null, result: { output: "", error: reason }, updatedAt: now() }, { status: ["queued", ...HELD] });
+        const updated = await tx.updateTask(t.id, { status: "cancelled", leaseExpiresMs: null, result: { output: "", error: reason }, updatedAt: now() }, { status: ["waiting", "queued", ...HELD] });
         if (!updated) throw new EpError("conflict", `task ${t.id} changed while cancelling; try again`);
         // the holder's node is told through the link (it listens for task.cancelled)
         taskEvent(emit, { ...updated, claimedBy: t.claimedBy }, "task.cancelled", { reason });
@@ -30,6 +31,7 @@ export function createTaskControls(ctx: WorkContext) {
             if (u) taskEvent(emit, { ...u, claimedBy: r.claimedBy }, "task.cancelled", { reason });
           }
         }
+        await settleDependents(tx, emit, updated, updated.updatedAt);
         await settleBroadcast(tx, emit, updated.parentTaskId);
         return create(pb.CancelTaskResponseSchema, { task: taskMsg(updated) });
       });
@@ -43,10 +45,11 @@ export function createTaskControls(ctx: WorkContext) {
         if (t.status !== "failed" && t.status !== "cancelled") {
           throw new EpError("task_not_retryable", `task ${t.id} is ${t.status}; only failed or cancelled tasks can be retried`, { status: t.status });
         }
-        const reset = { status: "queued", attempts: 0, claimedBy: "", leaseExpiresMs: null, result: null, updatedAt: now() };
+        const reset = { status: await retryStatus(tx, t), attempts: 0, claimedBy: "", leaseExpiresMs: null, result: null, updatedAt: now() };
         const updated = await tx.updateTask(t.id, reset, { status: ["failed", "cancelled"] });
         if (!updated) throw new EpError("conflict", `task ${t.id} changed while retrying; try again`);
         taskEvent(emit, updated, "task.retried");
+        await restoreDependents(tx, emit, updated, updated.updatedAt);
         if (t.claimPolicy === "broadcast") {
           for (const r of await tx.listTasks({ parentTaskId: t.id })) {
             if (r.status !== "failed" && r.status !== "cancelled") continue;

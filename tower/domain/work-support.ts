@@ -10,7 +10,7 @@ import { DENIAL_FIELD_LIMIT, DENIAL_LIMIT } from "../../common/denials.js";
 import { type Emit } from "./event-hub.js";
 
 export const CLAIM_POLICIES = ["first_claim", "assigned", "broadcast"] as const;
-export const CLAIMABLE_STATES = ["queued", "claimed", "running", "succeeded", "failed", "cancelled"] as const;
+export const CLAIMABLE_STATES = ["waiting", "queued", "claimed", "running", "succeeded", "failed", "cancelled"] as const;
 export const KANBAN_STATES = ["todo", "in_progress", "blocked", "review", "done"] as const;
 export const RUNTIMES = RUNTIME_KINDS;
 export const FINAL = ["succeeded", "failed", "cancelled"];

@@ -8,13 +8,15 @@ import * as pb from "../../gen/ep/tower/v1/work_pb.js";
 import type { Store, TaskQuery, TaskRow } from "../store/store.js";
 import { authorize, scopeDomains, type Caller } from "./caller.js";
 import { taskMsg, wordOf } from "./convert.js";
-import { ClaimPolicySchema, RuntimeSchema, TaskKindSchema, TaskStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
+import { ClaimPolicySchema, RuntimeSchema, TaskKindSchema, TaskStatusSchema, type Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import { commit } from "./event-hub.js";
 import { createIdempotency } from "./idempotency.js";
 import { assignmentEvent, covers, MAX_TEXT, oneOf, taskEvent, text, CLAIM_POLICIES, KANBAN_STATES } from "./work-support.js";
 import type { WorkContext } from "./work-context.js";
 import { decodePageToken, encodePageToken } from "./paging.js";
 import { taskWait } from "./task-wait.js";
+import { checkParents, waitingOn } from "./work-deps.js";
+import type { Emit } from "./event-hub.js";
 
 export function createTaskCatalog(ctx: WorkContext) {
   const { deps, store, clock, limits, now, mustDomain, mustMission, mustTask, missionDomain } = ctx;
@@ -23,59 +25,13 @@ export function createTaskCatalog(ctx: WorkContext) {
     // ---- tasks
 
     async createTask(caller: Caller, req: pb.CreateTaskRequest): Promise<pb.CreateTaskResponse> {
-      const { kind, title, description, runtime, capabilities, claimPolicy, status } = checkNewTask(req);
+      const checked = checkNewTask(req);
       const call = { caller, method: "WorkService.CreateTask", input: pb.CreateTaskRequestSchema, request: req, output: pb.CreateTaskResponseSchema };
       return idempotent(call, async (tx, emit) => {
         const mission = await missionDomain(tx, req.missionId);
         authorize(caller, "operate", { domainId: mission.domainId });
-        if (req.assigneeAgentId) {
-          const a = await tx.getAgent(req.assigneeAgentId);
-          if (!a || a.domainId !== mission.domainId) {
-            throw new EpError("agent_not_found", `agent ${req.assigneeAgentId} is not enrolled in domain ${mission.domainId}`, { field: "assignee_agent_id" });
-          }
-        }
-        const ts = now();
-        const base: TaskRow = {
-          leaseId: "",
-          id: newId("tsk", clock.now()),
-          domainId: mission.domainId,
-          missionId: mission.id,
-          kind,
-          title,
-          description,
-          status,
-          claimPolicy,
-          priority: req.priority,
-          capabilities,
-          assigneeAgentId: req.assigneeAgentId,
-          attempts: 0,
-          maxAttempts: req.maxAttempts || limits.maxAttempts,
-          runtime,
-          input: (req.input as JsonObject | undefined) ?? null,
-          result: null,
-          claimedBy: "",
-          leaseExpiresMs: null,
-          parentTaskId: "",
-          createdAt: ts,
-          updatedAt: ts,
-        };
-        const runs: TaskRow[] = [];
-        if (claimPolicy === "broadcast") {
-          const agents = (await tx.listAgents({ domainId: mission.domainId })).filter((a) => covers(a, base));
-          if (!agents.length) throw new EpError("no_matching_agents", `no agent in domain ${mission.domainId} matches this task`);
-          for (const a of agents) {
-            runs.push({ ...base, id: newId("tsk", clock.now()), claimPolicy: "assigned", assigneeAgentId: a.id, parentTaskId: base.id });
-          }
-        }
-        await tx.insertTask(base);
-        taskEvent(emit, base, "task.created");
-        assignmentEvent(emit, base);
-        for (const r of runs) {
-          await tx.insertTask(r);
-          taskEvent(emit, r, "task.created");
-          assignmentEvent(emit, r);
-        }
-        return create(pb.CreateTaskResponseSchema, { task: taskMsg(base), runs: runs.map(taskMsg) });
+        const { task, runs } = await insertNewTask(ctx, tx, emit, mission, req, checked);
+        return create(pb.CreateTaskResponseSchema, { task: taskMsg(task), runs: runs.map(taskMsg) });
       });
     },
 
@@ -83,7 +39,9 @@ export function createTaskCatalog(ctx: WorkContext) {
       const t = await mustTask(store, req.taskId);
       authorize(caller, "read", { domainId: t.domainId });
       const runs = t.claimPolicy === "broadcast" ? await store.listTasks({ parentTaskId: t.id }) : [];
-      return create(pb.GetTaskResponseSchema, { task: taskMsg(t), runs: runs.map(taskMsg), wait: await taskWait(store, t) });
+      const waits = await waitingOn(store, [t, ...runs]);
+      const msg = (r: TaskRow) => withWaitingOn(taskMsg(r), waits);
+      return create(pb.GetTaskResponseSchema, { task: msg(t), runs: runs.map(msg), wait: await taskWait(store, t, { waitingOn: waits.get(t.id) }) });
     },
 
     async listTasks(caller: Caller, req: pb.ListTasksRequest): Promise<pb.ListTasksResponse> {
@@ -98,7 +56,8 @@ export function createTaskCatalog(ctx: WorkContext) {
       if (domainId) authorize(caller, "read", { domainId });
       else authorize(caller, "read");
       const { page, nextPageToken } = await taskPage(store, { missionId: req.missionId, domainId, domainIds: scope, kind, status }, req.limit || 1000, req.pageToken);
-      return create(pb.ListTasksResponseSchema, { tasks: page.map(taskMsg), nextPageToken });
+      const waits = await waitingOn(store, page);
+      return create(pb.ListTasksResponseSchema, { tasks: page.map((r) => withWaitingOn(taskMsg(r), waits)), nextPageToken });
     },
 
     async updateTask(caller: Caller, req: pb.UpdateTaskRequest): Promise<pb.UpdateTaskResponse> {
@@ -137,8 +96,78 @@ export function createTaskCatalog(ctx: WorkContext) {
   };
 }
 
+/** A checked new task (checkNewTask) written in the caller's transaction: a broadcast with one run per matching agent, a task with parents waiting for them. */
+export async function insertNewTask(
+  ctx: WorkContext,
+  tx: Store,
+  emit: Emit,
+  mission: { id: string; domainId: string },
+  req: pb.CreateTaskRequest,
+  checked: NewTask,
+  opts: { step?: string; field?: string } = {},
+): Promise<{ task: TaskRow; runs: TaskRow[] }> {
+  const { clock, limits, now } = ctx;
+  const { kind, title, description, runtime, capabilities, claimPolicy, dependsOn } = checked;
+  const status = dependsOn.length ? await checkParents(tx, mission.domainId, dependsOn, opts.field) : checked.status;
+  if (req.assigneeAgentId) {
+    const a = await tx.getAgent(req.assigneeAgentId);
+    if (!a || a.domainId !== mission.domainId) {
+      throw new EpError("agent_not_found", `agent ${req.assigneeAgentId} is not enrolled in domain ${mission.domainId}`, { field: "assignee_agent_id" });
+    }
+  }
+  const ts = now();
+  const base: TaskRow = {
+    leaseId: "",
+    id: newId("tsk", clock.now()),
+    domainId: mission.domainId,
+    missionId: mission.id,
+    kind,
+    title,
+    description,
+    status,
+    claimPolicy,
+    priority: req.priority,
+    capabilities,
+    assigneeAgentId: req.assigneeAgentId,
+    attempts: 0,
+    maxAttempts: req.maxAttempts || limits.maxAttempts,
+    runtime,
+    input: (req.input as JsonObject | undefined) ?? null,
+    result: null,
+    claimedBy: "",
+    leaseExpiresMs: null,
+    parentTaskId: "",
+    dependsOn,
+    step: opts.step ?? "",
+    createdAt: ts,
+    updatedAt: ts,
+  };
+  const runs: TaskRow[] = [];
+  if (claimPolicy === "broadcast") {
+    const agents = (await tx.listAgents({ domainId: mission.domainId })).filter((a) => covers(a, base));
+    if (!agents.length) throw new EpError("no_matching_agents", `no agent in domain ${mission.domainId} matches this task`);
+    for (const a of agents) {
+      runs.push({ ...base, id: newId("tsk", clock.now()), claimPolicy: "assigned", assigneeAgentId: a.id, parentTaskId: base.id });
+    }
+  }
+  await tx.insertTask(base);
+  // a broadcast's runs wait for its parents too: each run is queued with it
+  if (dependsOn.length) await tx.insertTaskDeps(base.id, dependsOn);
+  taskEvent(emit, base, "task.created");
+  assignmentEvent(emit, base);
+  for (const r of runs) {
+    await tx.insertTask(r);
+    if (dependsOn.length) await tx.insertTaskDeps(r.id, dependsOn);
+    taskEvent(emit, r, "task.created");
+    assignmentEvent(emit, r);
+  }
+  return { task: base, runs };
+}
+
+export type NewTask = ReturnType<typeof checkNewTask>;
+
 /** A new task's fields, checked: the first field that is wrong is the error. */
-function checkNewTask(req: pb.CreateTaskRequest) {
+export function checkNewTask(req: pb.CreateTaskRequest) {
   const kind = oneOf("kind", wordOf(TaskKindSchema, req.kind, "kind") || "claimable", ["assigned", "claimable"] as const);
   const askedPolicy = wordOf(ClaimPolicySchema, req.claimPolicy, "claim_policy");
   const askedStatus = wordOf(TaskStatusSchema, req.status, "status");
@@ -154,6 +183,14 @@ function checkNewTask(req: pb.CreateTaskRequest) {
   const capabilities = req.capabilities.map((c, i) => text(`capabilities[${i}]`, c, { required: true, max: 100 }));
   if (req.maxAttempts < 0 || req.maxAttempts > 100) throw invalidField("max_attempts", "must be between 1 and 100");
   if (req.input && JSON.stringify(req.input).length > 256 * 1024) throw invalidField("input", "is larger than 256 KiB");
+  const dependsOn = req.dependsOn.map((id, i) => text(`depends_on[${i}]`, id, { required: true, max: 100 }));
+  if (new Set(dependsOn).size !== dependsOn.length) throw invalidField("depends_on", "names a task twice");
+  // a worktree started from a parent's branch: that parent must be one the task waits for
+  const ws = (req.input as JsonObject | undefined)?.workspace;
+  const ref = ws && typeof ws === "object" && !Array.isArray(ws) ? (ws as JsonObject).ref : undefined;
+  if (typeof ref === "string" && ref.startsWith("task:") && !dependsOn.includes(ref.slice(5))) {
+    throw invalidField("input.workspace.ref", `${ref} must name one of the task's depends_on (its branch exists once it succeeded)`);
+  }
   let claimPolicy = "";
   let status: string;
   if (kind === "claimable") {
@@ -163,9 +200,10 @@ function checkNewTask(req: pb.CreateTaskRequest) {
     status = "queued";
   } else {
     if (askedPolicy) throw invalidField("claim_policy", "applies only to claimable tasks");
+    if (dependsOn.length) throw invalidField("depends_on", "applies only to claimable tasks (a Kanban task is moved by people)");
     status = oneOf("status", askedStatus || "todo", KANBAN_STATES);
   }
-  return { kind, title, description, runtime, capabilities, claimPolicy, status };
+  return { kind, title, description, runtime, capabilities, claimPolicy, status, dependsOn };
 }
 
 /** A claimable task's status and assignee are the claim loop's: an update may not set them. */
@@ -180,4 +218,11 @@ async function taskPage(store: Store, query: TaskQuery, size: number, pageToken:
   const rows = await store.listTasks({ ...query, afterTaskId: decodePageToken(pageToken)?.id, limit: size + 1 });
   const page = rows.slice(0, size);
   return { page, nextPageToken: rows.length > size ? encodePageToken({ id: page[page.length - 1].id, at: 0 }) : "" };
+}
+
+/** A task message with the parents it still waits for (waitingOn: the task's id → those parents). */
+export function withWaitingOn(msg: Task, waits: ReadonlyMap<string, string[]>): Task {
+  const w = waits.get(msg.id);
+  if (w) msg.waitingOn = w;
+  return msg;
 }

@@ -8,6 +8,7 @@ import { createTaskControls } from "./work-control.js";
 import { createWorkClaims } from "./work-claims.js";
 import { createWorkContext } from "./work-context.js";
 import { createWorkPush } from "./work-push.js";
+import { createWorkPipelines } from "./work-pipelines.js";
 
 export { CLAIM_POLICIES, CLAIMABLE_STATES, KANBAN_STATES, RUNTIMES, sumUsage, usageByAgent, WORK_CACHE_MS } from "./work-support.js";
 
@@ -15,5 +16,5 @@ export type WorkService = ReturnType<typeof createWorkService>;
 
 export function createWorkService(deps: Deps) {
   const ctx = createWorkContext(deps);
-  return { ...createWorkCatalog(ctx), ...createTaskCatalog(ctx), ...createWorkClaims(ctx), ...createTaskControls(ctx), ...createWorkPush(ctx) };
+  return { ...createWorkCatalog(ctx), ...createTaskCatalog(ctx), ...createWorkClaims(ctx), ...createTaskControls(ctx), ...createWorkPush(ctx), ...createWorkPipelines(ctx) };
 }

@@ -1,7 +1,7 @@
 // The tower's HTTP server: Fastify on node:http (or https with EP_TLS_CERT), slow-client bounds,
 // the one error handler (every error in its caller's protocol: Connect, gRPC-Web or REST JSON),
 // health and readiness, and the console's login session routes.
-import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { readFileSync } from "node:fs";
 import { createServer as createHttpServer, type RequestListener } from "node:http";
 import type { OutgoingHttpHeaders, ServerHttp2Stream } from "node:http2";
@@ -9,11 +9,11 @@ import { createServer as createHttpsServer } from "node:https";
 import { iso, type Clock } from "../../common/clock.js";
 import { rpcErrorResponse } from "../../common/connect-errors.js";
 import { EpError } from "../../common/errors.js";
-import type { Logger } from "../../common/log.js";
+import { AsyncResource } from "node:async_hooks";
+import { pinoOf, REQUEST_ID_KEY, requestScope, type Logger } from "../../common/log.js";
 import type { TowerConfig } from "../config.js";
 import type { Auth } from "../domain/auth.js";
 import { principalOf, type Caller } from "../domain/caller.js";
-import type { Store } from "../store/store.js";
 import { readCookie, SESSION_COOKIE } from "./credential.js";
 import { REFLECTION_PATHS } from "./connect/reflection.js";
 import { serveHttp2Too } from "./http2.js";
@@ -52,12 +52,19 @@ export function isPublic(url: string, method: string): boolean {
     path.startsWith("/.well-known/") ||
     path === "/openapi.json" ||
     REFLECTION_PATHS.includes(path) ||
-    (path === "/auth/session" && method !== "GET")
+    (path === "/auth/session" && method !== "GET") ||
+    // the sign-in through the identity provider: the browser has no credential yet (edges/ui/oidc-routes.ts)
+    path === "/auth/oidc" ||
+    path.startsWith("/auth/oidc/")
   );
 }
 
 /** The Fastify app on the configured server, with the request bounds. */
-export function createHttpApp(config: TowerConfig): FastifyInstance {
+/**
+ * The tower's fastify app on `log`'s pino (its own lines carry the request id as req_id). No line
+ * per request: a request's URL may carry a ticket (a WebSocket cannot send headers).
+ */
+export function createHttpApp(config: TowerConfig, log: Logger): FastifyInstance {
   // Slow clients (a header line every few seconds, a body at a byte a second) are cut off: the
   // headers must arrive within headersTimeoutMs and the whole request within requestTimeoutMs,
   // checked every second. Responses may last (event streams, links, long polls): only receiving
@@ -71,8 +78,9 @@ export function createHttpApp(config: TowerConfig): FastifyInstance {
     requestTimeout: config.requestTimeoutMs,
     connectionsCheckingInterval: Math.min(1000, config.headersTimeoutMs),
   };
+  const pinoLog = pinoOf(log);
   const app = Fastify({
-    logger: false,
+    ...(pinoLog ? { loggerInstance: pinoLog, logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: REQUEST_ID_KEY }) } : { logger: false }),
     bodyLimit: config.bodyLimit,
     // HTTP/1.1 and HTTP/2 on the one port (h2c by prior knowledge; under TLS, ALPN)
     serverFactory: (handler: RequestListener) => {
@@ -90,6 +98,8 @@ export function createHttpApp(config: TowerConfig): FastifyInstance {
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true },
   } as Parameters<typeof Fastify>[0]) as unknown as FastifyInstance;
+
+  serveInRequestScope(app);
 
   // an empty body sent as JSON (curl -X POST -H 'content-type: application/json' …/retry) is no
   // body, not invalid JSON: REST routes whose request has no required field accept it
@@ -153,11 +163,34 @@ export function handleErrors(app: FastifyInstance, bodyLimit: number, log: Logge
   });
 }
 
-export function registerHealthRoutes(app: FastifyInstance, store: Store): void {
+/** `ready` answers once the tower can serve (its store answers a query), or throws why not. */
+const SCOPE = Symbol("request scope");
+
+/**
+ * Runs each request's hooks and handler in requestScope (its id), so every line logged while
+ * serving it carries the id. Reading the body leaves the scope (the socket's events run in
+ * theirs), so it is entered again before validation, as @fastify/request-context does.
+ */
+function serveInRequestScope(app: FastifyInstance): void {
+  type Scoped = FastifyRequest & { [SCOPE]?: AsyncResource };
+  app.addHook("onRequest", (req, _reply, done) => {
+    requestScope.run(req.id, () => {
+      (req as Scoped)[SCOPE] = new AsyncResource("ep-request");
+      done();
+    });
+  });
+  app.addHook("preValidation", (req, _reply, done) => {
+    const scope = (req as Scoped)[SCOPE];
+    if (scope) scope.runInAsyncScope(done, req.raw);
+    else done();
+  });
+}
+
+export function registerHealthRoutes(app: FastifyInstance, ready: () => Promise<unknown>): void {
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
     try {
-      await store.lastEventId();
+      await ready();
       return { status: "ready" };
     } catch (err) {
       return reply.code(503).send(new EpError("unavailable", `the store is not answering: ${(err as Error).message}`).toJSON());
@@ -180,7 +213,7 @@ export function registerSessionRoutes(app: FastifyInstance, auth: Auth, clock: C
     void reply.header("set-cookie", `${SESSION_COOKIE}=${encodeURIComponent(session.secret)}; HttpOnly; SameSite=Strict; Path=/${secure}; Max-Age=${maxAge}`);
     return { role: source.role, subject: principalOf(source), expires_at: iso(session.expiresMs) };
   });
-  app.get("/auth/session", async (req) => ({ role: req.caller!.role, subject: req.caller!.principal ?? req.caller!.subject }));
+  app.get("/auth/session", async (req) => ({ role: req.caller!.role, subject: req.caller!.principal ?? req.caller!.subject, ...(req.caller!.name ? { name: req.caller!.name } : {}) }));
   app.delete("/auth/session", async (req, reply) => {
     const cookie = readCookie(req.headers.cookie, SESSION_COOKIE);
     if (cookie) await auth.endSession(cookie);

@@ -1,7 +1,7 @@
 // AI sessions, turns, pending actions, mission docs and task artifacts: the rows, the
 // store methods, and one dialect-neutral implementation over a single query function,
 // so SQLite and PostgreSQL run the same SQL (the common subset: RETURNING, ON CONFLICT).
-import type { JsonObject } from "./store.js";
+import type { JsonObject } from "./json-types.js";
 
 export interface AiSessionRow {
   id: string;

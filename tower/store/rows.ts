@@ -29,7 +29,7 @@ export const JSON_TASK_FIELDS = new Set(["capabilities", "input", "result"]);
 /** The columns a new task row is written with, in the order of taskInsertValues(). */
 export const TASK_INSERT_COLUMNS =
   "id, domain_id, mission_id, kind, title, description, status, claim_policy, priority, capabilities, " +
-  "assignee_agent_id, attempts, max_attempts, runtime, input, result, claimed_by, lease_expires_ms, parent_task_id, created_at, updated_at, lease_id";
+  "assignee_agent_id, attempts, max_attempts, runtime, input, result, claimed_by, lease_expires_ms, parent_task_id, created_at, updated_at, lease_id, depends_on, step";
 
 export function taskInsertValues(row: TaskRow): unknown[] {
   return [
@@ -55,6 +55,8 @@ export function taskInsertValues(row: TaskRow): unknown[] {
     row.createdAt,
     row.updatedAt,
     row.leaseId,
+    JSON.stringify(row.dependsOn),
+    row.step,
   ];
 }
 
@@ -82,6 +84,9 @@ export function toTask(r: Row): TaskRow {
     createdAt: r.created_at as string,
     updatedAt: r.updated_at as string,
     leaseId: (r.lease_id as string | undefined) ?? "",
+    // most tasks have no parents: "[]" is not parsed on the claim path
+    dependsOn: r.depends_on && r.depends_on !== "[]" ? (JSON.parse(r.depends_on as string) as string[]) : [],
+    step: (r.step as string | undefined) ?? "",
   };
 }
 

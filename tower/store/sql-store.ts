@@ -10,12 +10,14 @@
 // file holds only what is its own.
 import { createAiStore, type AiActionQuery, type AiActionRow, type AiSessionRow, type AiStore, type AiTurnRow, type ArtifactRow, type DocRow } from "./ai-store.js";
 import { createApprovalStore, type ApprovalDecision, type ApprovalQuery, type ApprovalRow, type ApprovalStore } from "./approval-store.js";
+import { createDependencyStore, type DependencyStore } from "./dependency-store.js";
 import { createIdempotencyStore, type IdempotencyRow, type IdempotencyStore } from "./idempotency-store.js";
 import { createMetricsStore, type MetricsStore } from "./metrics-store.js";
 import { createNodeStateStore, type NodeStateRow, type NodeStateStore } from "./node-state-store.js";
 import { nodeDomainsText, toAgent, toDomain, toMission, toNode, toSigningKey, toTicket, toToken, type Row } from "./rows.js";
 import { eventFilterSql, taskListSql, taskUpdateSql, type SqlDialect } from "./query-sql.js";
 import { createSecretStore, type SecretCipher, type SecretGrantRow, type SecretRow, type SecretStore } from "./secret-store.js";
+import { createWebhookStore, type DeliveryOutcome, type DeliveryQuery, type DeliveryRow, type WebhookRow, type WebhookStore } from "./webhook-store.js";
 import type { AgentRow, DomainRow, EventQuery, MissionRow, NodeRow, SigningKeyRow, TaskExpectation, TaskPatch, TaskQuery, TicketRow, TokenRow } from "./store.js";
 
 type Query = (sql: string, args: readonly unknown[]) => Promise<Row[]>;
@@ -36,7 +38,9 @@ const MISSION_COLUMNS: Record<string, string> = { title: "title", description: "
 const NODE_COLUMNS: Record<string, string> = { hostname: "hostname", status: "status", lastSeenAt: "last_seen_at", domains: "domains" };
 const AGENT_COLUMNS: Record<string, string> = { state: "state", lastSeenAt: "last_seen_at", name: "name", capabilities: "capabilities", runtime: "runtime", supervised: "supervised" };
 
-export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore, MetricsStore {
+export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore, WebhookStore, DependencyStore, MetricsStore {
+  abstract readonly dialect: "sqlite" | "postgres";
+
   /**
    * Runs one statement (`?` placeholders) on this store's connection — the transaction's when
    * this is a transaction's store — and returns the rows it yields (none for a plain write).
@@ -84,13 +88,18 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   }
 
   // `declare`: no per-instance field (a transaction's store is made per transaction)
-  declare private parts?: { ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore; approvals: ApprovalStore; idempotency: IdempotencyStore; metrics: MetricsStore };
+  declare private parts?: { ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore; approvals: ApprovalStore; idempotency: IdempotencyStore; webhooks: WebhookStore; deps: DependencyStore; metrics: MetricsStore };
 
   /** The AI, secret and node-state tables' SQL (their own modules), bound to this store's connection. */
   private get modules() {
     if (!this.parts) {
       const q: Query = (sql, args) => this.tableQuery(sql, args);
-      this.parts = { ai: createAiStore(q), secrets: createSecretStore(q), nodeState: createNodeStateStore(q), approvals: createApprovalStore(q), idempotency: createIdempotencyStore(q), metrics: createMetricsStore(q) };
+      this.parts = { ai: createAiStore(q), secrets: createSecretStore(q), nodeState: createNodeStateStore(q), approvals: createApprovalStore(q), idempotency: createIdempotencyStore(q),
+        // PostgreSQL: replicas taking due deliveries at once skip each other's rows; SQLite has one writer
+        webhooks: createWebhookStore(q, this.dialect === "postgres" ? " FOR UPDATE SKIP LOCKED" : ""),
+        deps: createDependencyStore(q, (col, values) => this.inList(col, values)),
+        metrics: createMetricsStore(q),
+      };
     }
     return this.parts;
   }
@@ -446,5 +455,59 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   }
   sweepIdempotencyKeys(nowMs: number) {
     return this.modules.idempotency.sweepIdempotencyKeys(nowMs);
+  }
+
+  // ---- webhooks (SQL in webhook-store.ts)
+
+  insertWebhook(row: WebhookRow) {
+    return this.modules.webhooks.insertWebhook(row);
+  }
+  getWebhook(id: string) {
+    return this.modules.webhooks.getWebhook(id);
+  }
+  listWebhooks(domainId?: string) {
+    return this.modules.webhooks.listWebhooks(domainId);
+  }
+  deleteWebhook(id: string) {
+    return this.modules.webhooks.deleteWebhook(id);
+  }
+  updateWebhookCipher(id: string, expectKeyId: string, cipher: SecretCipher) {
+    return this.modules.webhooks.updateWebhookCipher(id, expectKeyId, cipher);
+  }
+  insertWebhookDelivery(row: DeliveryRow) {
+    return this.modules.webhooks.insertWebhookDelivery(row);
+  }
+  listWebhookDeliveries(q: DeliveryQuery) {
+    return this.modules.webhooks.listWebhookDeliveries(q);
+  }
+  claimWebhookDeliveries(now: string, leaseId: string, leaseUntil: string, limit: number) {
+    return this.modules.webhooks.claimWebhookDeliveries(now, leaseId, leaseUntil, limit);
+  }
+  finishWebhookAttempt(id: string, leaseId: string, outcome: DeliveryOutcome) {
+    return this.modules.webhooks.finishWebhookAttempt(id, leaseId, outcome);
+  }
+  pruneWebhookDeliveries(before: string) {
+    return this.modules.webhooks.pruneWebhookDeliveries(before);
+  }
+  webhookCursor() {
+    return this.modules.webhooks.webhookCursor();
+  }
+  moveWebhookCursor(from: number, to: number) {
+    return this.modules.webhooks.moveWebhookCursor(from, to);
+  }
+
+  // ---- task dependencies (SQL in dependency-store.ts)
+
+  insertTaskDeps(childId: string, parentIds: readonly string[]) {
+    return this.modules.deps.insertTaskDeps(childId, parentIds);
+  }
+  queueReadyChildren(parentId: string, at: string) {
+    return this.modules.deps.queueReadyChildren(parentId, at);
+  }
+  listChildren(parentId: string) {
+    return this.modules.deps.listChildren(parentId);
+  }
+  listParentStates(childIds: readonly string[]) {
+    return this.modules.deps.listParentStates(childIds);
   }
 }

@@ -1,6 +1,6 @@
-// The store suite (AI sessions, actions, docs and artifacts, secrets, migrations), on both dialects: see store-suite.ts.
+// The store suite (AI sessions, actions, docs and artifacts, secrets, migrations), on both dialects: see test-support/store-suite.ts.
 import { describe, expect } from "vitest";
-import { expectEpError, iso, storeSuite, T0 } from "./store-suite.js";
+import { expectEpError, iso, storeSuite, T0 } from "../../test-support/store-suite.js";
 
 storeSuite((s) => {
   const { test, fixture, domain, setup } = s;

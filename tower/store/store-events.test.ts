@@ -1,7 +1,7 @@
-// The store suite (events, meta values are set, read and overwritten, transactions), on both dialects: see store-suite.ts.
+// The store suite (events, meta values are set, read and overwritten, transactions), on both dialects: see test-support/store-suite.ts.
 import { describe, expect } from "vitest";
 import type { EventRow, NewEvent, Store } from "./store.js";
-import { expectEpError, iso, storeSuite, T0 } from "./store-suite.js";
+import { expectEpError, iso, storeSuite, T0 } from "../../test-support/store-suite.js";
 
 storeSuite((s) => {
   const { test, domain, task } = s;
@@ -199,13 +199,16 @@ storeSuite((s) => {
 
     test("work outside a transaction waits for it or sees its result whole", async () => {
       let release!: () => void;
+      let opened!: () => void;
       const gate = new Promise<void>((r) => (release = r));
+      const open = new Promise<void>((r) => (opened = r));
       const tx = s.store.transaction(async (t) => {
         await t.setMeta("a", "1");
+        opened();
         await gate;
         await t.setMeta("b", "1");
       });
-      await new Promise((r) => setTimeout(r, 20));
+      await open;
       if (s.store.dialect === "postgres") {
         // PostgreSQL isolates: a read outside does not wait and sees nothing of the open transaction
         expect(await Promise.all([s.store.getMeta("a"), s.store.getMeta("b")])).toEqual([undefined, undefined]);

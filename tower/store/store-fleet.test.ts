@@ -1,7 +1,7 @@
-// The store suite (nodes and agents, node state reports, auth material), on both dialects: see store-suite.ts.
+// The store suite (nodes and agents, node state reports, auth material), on both dialects: see test-support/store-suite.ts.
 import { describe, expect } from "vitest";
 import type { AgentRow } from "./store.js";
-import { expectEpError, iso, storeSuite, T0 } from "./store-suite.js";
+import { expectEpError, iso, storeSuite, T0 } from "../../test-support/store-suite.js";
 
 storeSuite((s) => {
   const { test, domain } = s;

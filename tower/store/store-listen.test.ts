@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { waitFor } from "../../test-support/wait.js";
 import { PostgresStore } from "./postgres/postgres-store.js";
-import { expectEpError, pgAdmin, PG_URL, postgresFixture, skipPostgres, type Fixture } from "./store-suite.js";
+import { expectEpError, pgAdmin, PG_URL, postgresFixture, skipPostgres, type Fixture } from "../../test-support/store-suite.js";
 
 describe.skipIf(skipPostgres)("PostgresStore LISTEN/NOTIFY", () => {
   const test = it;
@@ -23,22 +23,13 @@ describe.skipIf(skipPostgres)("PostgresStore LISTEN/NOTIFY", () => {
 
   function collector() {
     const got: string[] = [];
-    const waiters: (() => void)[] = [];
     return {
       got,
-      push: (p: string) => {
-        got.push(p);
-        waiters.splice(0).forEach((w) => w());
-      },
+      push: (p: string) => void got.push(p),
       async until(count: number, ms = 5000): Promise<void> {
-        const deadline = Date.now() + ms;
-        while (got.length < count) {
-          if (Date.now() > deadline) throw new Error(`expected ${count} notifications, got ${JSON.stringify(got)}`);
-          await new Promise<void>((r) => {
-            waiters.push(r);
-            setTimeout(r, 50);
-          });
-        }
+        await waitFor(() => got.length >= count, ms, 10).catch(() => {
+          throw new Error(`expected ${count} notifications, got ${JSON.stringify(got)}`);
+        });
       },
     };
   }

@@ -1,7 +1,7 @@
 // The store suite's part for /metrics (metrics-store.ts), on both dialects: the scrape-time
 // counts of live tasks by domain and state, agents, nodes, domains and pending approvals.
 import { describe, expect } from "vitest";
-import { iso, storeSuite, T0 } from "./store-suite.js";
+import { iso, storeSuite, T0 } from "../../test-support/store-suite.js";
 
 storeSuite((s) => {
   const { test, domain, mission, setup, claimant } = s;

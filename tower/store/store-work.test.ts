@@ -1,7 +1,7 @@
-// The store suite (reports its dialect, domains and missions, tasks, claiming), on both dialects: see store-suite.ts.
+// The store suite (reports its dialect, domains and missions, tasks, claiming), on both dialects: see test-support/store-suite.ts.
 import { describe, expect } from "vitest";
 import type { TaskRow } from "./store.js";
-import { expectEpError, iso, storeSuite, T0 } from "./store-suite.js";
+import { expectEpError, iso, storeSuite, T0 } from "../../test-support/store-suite.js";
 
 storeSuite((s) => {
   const { dialect, test, domain, mission, task, setup, claimant } = s;

@@ -3,12 +3,15 @@
 
 import type { AiStore } from "./ai-store.js";
 import type { ApprovalStore } from "./approval-store.js";
+import type { DependencyStore } from "./dependency-store.js";
 import type { IdempotencyStore } from "./idempotency-store.js";
 import type { MetricsStore } from "./metrics-store.js";
 import type { NodeStateStore } from "./node-state-store.js";
 import type { SecretStore } from "./secret-store.js";
+import type { WebhookStore } from "./webhook-store.js";
 
-export type JsonObject = Record<string, unknown>;
+import type { JsonObject } from "./json-types.js";
+export type { JsonObject } from "./json-types.js";
 
 export interface DomainRow {
   id: string;
@@ -94,11 +97,15 @@ export interface TaskRow {
   /** the latest claim's lease id (fencing token); '' before the first claim */
   leaseId: string;
   parentTaskId: string;
+  /** the tasks this one waits for (set at creation, never changed; the edges are in task_deps) */
+  dependsOn: string[];
+  /** the pipeline step's name, '' for a task made one by one */
+  step: string;
   createdAt: string;
   updatedAt: string;
 }
 
-export type TaskPatch = Partial<Omit<TaskRow, "id" | "domainId" | "missionId" | "kind" | "createdAt">>;
+export type TaskPatch = Partial<Omit<TaskRow, "id" | "domainId" | "missionId" | "kind" | "createdAt" | "dependsOn" | "step">>;
 
 export interface TaskQuery {
   missionId?: string;
@@ -243,8 +250,8 @@ export interface EventQuery {
  * referenced row (domain, mission) is missing, in both dialects. On PostgreSQL such an
  * error also aborts the surrounding transaction: let it propagate, do not catch and go on.
  */
-/** AiStore (tower/store/ai-store.ts): AI sessions, turns, pending actions, docs and artifacts; SecretStore (tower/store/secret-store.ts): encrypted secrets and grants; NodeStateStore (tower/store/node-state-store.ts): the latest state report of each node; ApprovalStore (tower/store/approval-store.ts): what agents ask a person to allow; IdempotencyStore (tower/store/idempotency-store.ts): the keys of idempotent creates; MetricsStore (tower/store/metrics-store.ts): the counts /metrics reads at scrape time. */
-export interface Store extends AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore, MetricsStore {
+/** AiStore (tower/store/ai-store.ts): AI sessions, turns, pending actions, docs and artifacts; SecretStore (tower/store/secret-store.ts): encrypted secrets and grants; NodeStateStore (tower/store/node-state-store.ts): the latest state report of each node; ApprovalStore (tower/store/approval-store.ts): what agents ask a person to allow; IdempotencyStore (tower/store/idempotency-store.ts): the keys of idempotent creates; WebhookStore (tower/store/webhook-store.ts): outgoing webhooks and their deliveries; DependencyStore (tower/store/dependency-store.ts): task dependencies. MetricsStore (tower/store/metrics-store.ts): the counts /metrics reads at scrape time. */
+export interface Store extends AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore, WebhookStore, DependencyStore, MetricsStore {
   readonly dialect: "sqlite" | "postgres";
   /** Applies pending numbered migrations. */
   migrate(): Promise<void>;

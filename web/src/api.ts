@@ -9,6 +9,7 @@ import { AuthService } from "@gen/ep/tower/v1/auth_pb.js";
 import { EventService } from "@gen/ep/tower/v1/events_pb.js";
 import { AgentService, NodeService } from "@gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "@gen/ep/tower/v1/work_pb.js";
+import { WebhookService } from "@gen/ep/tower/v1/webhooks_pb.js";
 
 const transport = createConnectTransport({
   baseUrl: window.location.origin,
@@ -23,6 +24,7 @@ export interface Api {
   events: Client<typeof EventService>;
   ai: Client<typeof AiService>;
   approvals: Client<typeof ApprovalService>;
+  webhooks: Client<typeof WebhookService>;
 }
 
 export const api: Api = {
@@ -33,11 +35,14 @@ export const api: Api = {
   events: createClient(EventService, transport),
   ai: createClient(AiService, transport),
   approvals: createClient(ApprovalService, transport),
+  webhooks: createClient(WebhookService, transport),
 };
 
 export interface Identity {
   role: string;
   subject: string;
+  /** a person's name (an identity provider's sign-in: the email), when the tower knows one */
+  name?: string;
 }
 
 /** An error from the tower's JSON error body (`{"error": {code, message}}`) or the network. */
@@ -59,9 +64,17 @@ async function sessionCall(method: "GET" | "POST" | "DELETE", body?: unknown): P
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   if (method === "GET" && res.status === 401) return null;
-  const data = (await res.json().catch(() => ({}))) as { role?: string; subject?: string; error?: { code?: string; message?: string } };
+  const data = (await res.json().catch(() => ({}))) as { role?: string; subject?: string; name?: string; error?: { code?: string; message?: string } };
   if (!res.ok) throw new TowerError(data.error?.code ?? "unknown", data.error?.message ?? `the tower answered ${res.status}`, res.status);
-  return method === "DELETE" ? null : { role: data.role ?? "", subject: data.subject ?? "" };
+  return method === "DELETE" ? null : { role: data.role ?? "", subject: data.subject ?? "", name: data.name };
+}
+
+/** The identity provider the tower signs people in with (GET /auth/oidc), or undefined when none. */
+export async function oidcProvider(): Promise<{ name: string; startUrl: string } | undefined> {
+  const res = await fetch("/auth/oidc", { credentials: "same-origin" });
+  if (!res.ok) return undefined;
+  const data = (await res.json().catch(() => ({}))) as { enabled?: boolean; provider?: string; start_url?: string };
+  return data.enabled && data.provider && data.start_url ? { name: data.provider, startUrl: data.start_url } : undefined;
 }
 
 /** Who the session cookie belongs to, or null when nobody is logged in. */

@@ -10,6 +10,7 @@ import { LoginView, takeTicketFromUrl } from "./login.js";
 import { MissionsView } from "./missions.js";
 import { TaskView } from "./task.js";
 import { useTheme } from "./theme.js";
+import { WebhooksView } from "./webhooks.js";
 import { NamesContext } from "./view-spec.js";
 
 const BASE = "/ui";
@@ -18,6 +19,7 @@ const TABS = [
   { id: "missions", path: `${BASE}/missions`, label: "Missions" },
   { id: "agents", path: `${BASE}/agents`, label: "Agents" },
   { id: "approvals", path: `${BASE}/approvals`, label: "Approvals" },
+  { id: "webhooks", path: `${BASE}/webhooks`, label: "Webhooks" },
 ] as const;
 type TabId = (typeof TABS)[number]["id"];
 
@@ -174,8 +176,8 @@ function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: She
           ))}
         </nav>
         <div className="topbar-right">
-          <span className="who muted small" title={`${identity.subject} (${identity.role})`}>
-            {identity.subject} · {identity.role}
+          <span className="who muted small" title={`${identity.name ? `${identity.name}, ` : ""}${identity.subject} (${identity.role})`}>
+            {identity.name ?? identity.subject} · {identity.role}
           </span>
           <button type="button" className="btn btn-small" onClick={() => void doLogout()}>
             Log out
@@ -201,6 +203,7 @@ function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: She
         {knownPath(path) && !taskOf(path) && tab === "missions" && <MissionsView dashboard={dashboard} navigate={navigate} canOperate={canOperate} />}
         {knownPath(path) && tab === "agents" && <AgentsView dashboard={dashboard} canOperate={canOperate} navigate={navigate} />}
         {knownPath(path) && tab === "approvals" && <ApprovalsView dashboard={dashboard} />}
+        {knownPath(path) && tab === "webhooks" && <WebhooksView dashboard={dashboard} canOperate={canOperate} />}
       </main>
       </NamesContext.Provider>
     </div>

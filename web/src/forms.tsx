@@ -26,7 +26,7 @@ export function fieldOf(err: unknown): { field?: string; message: string } {
   return { message };
 }
 
-function useSubmit(fields: readonly string[]) {
+export function useSubmit(fields: readonly string[]) {
   const [errors, setErrors] = useState<FieldErrors>({});
   const [formError, setFormError] = useState<string>();
   const [busy, setBusy] = useState(false);
@@ -49,7 +49,7 @@ function useSubmit(fields: readonly string[]) {
   return { errors, formError, busy, run };
 }
 
-function Field({ label, name, errors, children, hint }: { label: string; name: string; errors: FieldErrors; children: (id: string, describedBy: string | undefined) => ReactNode; hint?: string }) {
+export function Field({ label, name, errors, children, hint }: { label: string; name: string; errors: FieldErrors; children: (id: string, describedBy: string | undefined) => ReactNode; hint?: string }) {
   const id = useId();
   const err = errors[name];
   const describedBy = err ? `${id}-error` : hint ? `${id}-hint` : undefined;
@@ -71,7 +71,9 @@ function Field({ label, name, errors, children, hint }: { label: string; name: s
   );
 }
 
-function FormShell({ title, onCancel, busy, formError, submitLabel, onSubmit, children }: { title: string; onCancel(): void; busy: boolean; formError?: string; submitLabel: string; onSubmit(e: FormEvent): void; children: ReactNode }) {
+export type FieldErrorMap = FieldErrors;
+
+export function FormShell({ title, onCancel, busy, formError, submitLabel, onSubmit, children }: { title: string; onCancel(): void; busy: boolean; formError?: string; submitLabel: string; onSubmit(e: FormEvent): void; children: ReactNode }) {
   return (
     <form className="create-form card" aria-label={title} onSubmit={onSubmit} noValidate>
       <h3>{title}</h3>

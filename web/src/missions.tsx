@@ -7,6 +7,7 @@ import { NewDomainForm, NewMissionForm, NewTaskForm } from "./forms.js";
 import { Ago, Empty, ErrorNote, StatusBadge, usd, useNow } from "./ui.js";
 import { TaskStatusBadge } from "./denials.js";
 import { isoOf, msOf } from "@common/vocab.js";
+import { hasDependencies, PipelineGraph } from "./pipeline-graph.js";
 
 /** Tokens and cost of tasks as their runtimes reported them; undefined when none did. */
 function usageSum(list: readonly Task[]): { input: number; output: number; cost: number } | undefined {
@@ -133,7 +134,10 @@ export function MissionsView({ dashboard, navigate, canOperate }: { dashboard: D
             {list.length === 0 ? (
               <p className="muted small">No tasks.</p>
             ) : (
-              <MissionTasks title={m.title} list={list} agentNames={agentNames} now={now} navigate={navigate} />
+              <>
+                {hasDependencies(list) && <PipelineGraph title={m.title} list={list} navigate={navigate} />}
+                <MissionTasks title={m.title} list={list} agentNames={agentNames} now={now} navigate={navigate} />
+              </>
             )}
           </article>
         );

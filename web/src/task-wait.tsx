@@ -17,6 +17,7 @@ const HEADLINE: Record<TaskWaitReason, string> = {
   [TaskWaitReason.AGENT_IDLE]: "About to be handed to an agent",
   [TaskWaitReason.APPROVAL]: "Waiting for an approval",
   [TaskWaitReason.ASSIGNEE_MISSING]: "Its assignee is gone",
+  [TaskWaitReason.PARENTS]: "Waiting for the tasks before it",
 };
 
 export function TaskWaitNote({ wait, domainId, nodeName, canAdmin, onEnrolled }: { wait: TaskWait; domainId: string; nodeName: Map<string, string>; canAdmin: boolean; onEnrolled(): void }) {

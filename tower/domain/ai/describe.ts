@@ -56,6 +56,14 @@ export async function describeAction(tool: string, args: Args, names: NameLookup
       return `Cancel task ${await names.task(s("task_id"))}`;
     case "claim_mesh_task":
       return `Claim the next task for agent ${await names.agent(s("agent_id"))}`;
+    case "run_pipeline": {
+      const steps = [...s("source").matchAll(/^\s*name\s*=\s*"([^"]*)"/gm)].map((m) => m[1]);
+      // the file's first name = is the pipeline's own when it comes before the first [[step]]
+      const named = /^\s*name\s*=/m.exec(s("source"));
+      const firstStep = s("source").indexOf("[[step]]");
+      const title = s("title") || (named && (firstStep < 0 || named.index < firstStep) ? steps.shift() : "");
+      return `Run pipeline ${q(title || "pipeline")} in domain ${await names.domain(s("domain_id"))}: ${steps.length} step(s)${steps.length ? ` (${clip(steps.join(" → "), 120)})` : ""}`;
+    }
     case "put_doc":
       return `Write document ${q(s("name"))} in mission ${await names.mission(s("mission_id"))}`;
     case "put_artifact":

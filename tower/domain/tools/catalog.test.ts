@@ -21,6 +21,7 @@ describe("tool catalog", () => {
       "get_mission",
       "list_tasks",
       "get_task",
+      "get_parent_results",
       "list_agents",
       "get_agent",
       "list_nodes",
@@ -32,6 +33,7 @@ describe("tool catalog", () => {
     expect(listTools("write").map((t) => t.name)).toEqual([
       "create_domain",
       "create_mission",
+      "run_pipeline",
       "put_doc",
       "submit_mesh_task",
       "claim_mesh_task",
@@ -43,7 +45,7 @@ describe("tool catalog", () => {
       "pause_agent",
       "resume_agent",
     ]);
-    expect(TOOLS).toHaveLength(24);
+    expect(TOOLS).toHaveLength(26);
   });
 
   it("names read tools list_* or get_* and no write tool so (the daemon's embedded booster relies on it)", () => {

@@ -104,6 +104,14 @@ const TOOL_LIST: Tool[] = [
     inputSchema: schema({ task_id: id("Task") }, ["task_id"]),
   },
   {
+    name: "get_parent_results",
+    kind: "read",
+    description:
+      "The tasks a task depends on (depends_on) with their state and result: output, exit status, error, and the branch and commits of their workspace. " +
+      "A task started after its parents succeeded reads what they produced here.",
+    inputSchema: schema({ task_id: id("Task") }, ["task_id"]),
+  },
+  {
     name: "list_agents",
     kind: "read",
     description: "List agents, optionally only those of one domain or node.",
@@ -173,6 +181,18 @@ const TOOL_LIST: Tool[] = [
     ),
   },
   {
+    name: "run_pipeline",
+    kind: "write",
+    description:
+      "Create a mission's tasks from a pipeline file (TOML: name = \"…\", then [[step]] tables with name, runtime or agent, prompt or command, " +
+      "workspace {repo, ref?}, depends_on (step names), max_attempts, claim_policy): each step waits until the steps it depends on succeeded. " +
+      "A malformed file is refused naming its line; nothing is created then.",
+    inputSchema: schema(
+      { domain_id: id("Domain"), source: text("The pipeline file's TOML text", 512 * 1024), title: { type: "string", maxLength: 500 }, mission_id: id("Mission (add the steps to it)") },
+      ["domain_id", "source"],
+    ),
+  },
+  {
     name: "put_doc",
     kind: "write",
     description: "Create or replace a mission document.",
@@ -191,7 +211,9 @@ const TOOL_LIST: Tool[] = [
     kind: "write",
     description:
       "Create a claimable task in a mission; an agent with matching capabilities claims and runs it. " +
-      "The shell runtime runs input.command; agent runtimes take input.prompt, else the title and description.",
+      "The shell runtime runs input.command; agent runtimes take input.prompt, else the title and description. " +
+      "With depends_on (task ids of the same domain) it waits until every one of them succeeded, and its run gets their results (get_parent_results); " +
+      "input.workspace.ref \"task:<id>\" starts its worktree from that parent's branch.",
     inputSchema: schema(
       {
         mission_id: id("Mission"),
@@ -203,6 +225,7 @@ const TOOL_LIST: Tool[] = [
         assignee_agent_id: id("Agent (required when claim_policy is assigned)"),
         max_attempts: int32("Attempts before the task fails", 1),
         runtime: { type: "string", enum: [...RUNTIMES] },
+        depends_on: { type: "array", items: { type: "string", minLength: 1, maxLength: 100 }, maxItems: 100, uniqueItems: true, description: "Tasks (ids, same domain) that must succeed first" },
         input: {
           type: "object",
           description: "Runtime input, e.g. {command} for shell or {prompt} for agent runtimes",

@@ -170,6 +170,13 @@ function toolHandlers(x: ToolExecutorDeps): Record<string, (caller: Caller, a: A
       const artifacts = await deps.store.listArtifacts(str(a.task_id));
       return artifacts.length ? { ...res, artifacts: artifacts.map(docJson) } : res;
     },
+    get_parent_results: async (c, a) => {
+      const { task } = await work.getTask(c, create(workpb.GetTaskRequestSchema, { taskId: str(a.task_id) }));
+      const parents = [];
+      for (const id of task!.dependsOn) parents.push((await work.getTask(c, create(workpb.GetTaskRequestSchema, { taskId: id }))).task!);
+      const listed = json(workpb.ListTasksResponseSchema, create(workpb.ListTasksResponseSchema, { tasks: parents }));
+      return { task_id: task!.id, parents: listed.tasks ?? [] };
+    },
     list_agents: async (c, a) =>
       json(fleetpb.ListAgentsResponseSchema, await fleet.listAgents(c, create(fleetpb.ListAgentsRequestSchema, { domainId: str(a.domain_id), nodeId: str(a.node_id) }))),
     get_agent: async (c, a) => json(fleetpb.GetAgentResponseSchema, await fleet.getAgent(c, create(fleetpb.GetAgentRequestSchema, { agentId: str(a.agent_id) }))),
@@ -205,6 +212,11 @@ function toolHandlers(x: ToolExecutorDeps): Record<string, (caller: Caller, a: A
         workpb.CreateMissionResponseSchema,
         await work.createMission(c, create(workpb.CreateMissionRequestSchema, { domainId: str(a.domain_id), title: str(a.title), description: str(a.description) })),
       ),
+    run_pipeline: async (c, a) =>
+      json(
+        workpb.RunPipelineResponseSchema,
+        await work.runPipeline(c, create(workpb.RunPipelineRequestSchema, { domainId: str(a.domain_id), source: str(a.source), title: str(a.title), missionId: str(a.mission_id) })),
+      ),
     put_doc: async (c, a) =>
       ({ doc: docJson(await docs.putDoc(c, { mission_id: str(a.mission_id), name: str(a.name), content: str(a.content), content_type: str(a.content_type) })) }),
     submit_mesh_task: async (c, a) =>
@@ -224,6 +236,7 @@ function toolHandlers(x: ToolExecutorDeps): Record<string, (caller: Caller, a: A
             maxAttempts: int(a.max_attempts),
             runtime: enumOf<Runtime>(RuntimeSchema, str(a.runtime), "runtime"),
             input: a.input as JsonObject | undefined,
+            dependsOn: (a.depends_on as string[] | undefined) ?? [],
           }),
         ),
       ),

@@ -4,7 +4,6 @@ import type { FastifyInstance } from "fastify";
 import { EpError, toEpError } from "../../../common/errors.js";
 import * as pb from "../../../gen/ep/tower/v1/ai_pb.js";
 import type { AiService } from "../../domain/ai/sessions.js";
-import type { EventRow } from "../../store/store.js";
 import { PAGE, registerRestRoutes, route } from "../rest/work-routes.js";
 
 export function aiRoutes(ai: AiService): Parameters<typeof registerRestRoutes>[1] {
@@ -38,7 +37,10 @@ export function aiRoutes(ai: AiService): Parameters<typeof registerRestRoutes>[1
 }
 
 /** One SSE chunk: the seed's stream-event fields in snake_case. */
-export function sseChunk(e: EventRow): string {
+/** An event of a session's stream, as the AI domain yields it. */
+type SessionEvent = Awaited<ReturnType<AiService["openSessionEvents"]>> extends AsyncIterable<infer E> ? E : never;
+
+export function sseChunk(e: SessionEvent): string {
   const data = {
     id: e.id,
     type: e.type,

@@ -24,25 +24,24 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import type { Clock, ClockTimer } from "../../../common/clock.js";
 import { EpError, toEpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
-import type { Auth } from "../../domain/auth.js";
-import type { FleetService } from "../../domain/fleet.js";
-import type { Store } from "../../store/store.js";
 
 export { ATTACH_DIAL_PATH, ATTACH_PROOF_HEADER, ATTACH_WS_PATH };
 export { attachProof, localAttachRelay, type AttachRelay } from "../../domain/attach.js";
-import { createAttachAdmission, localAttachRelay, type AttachRelay } from "../../domain/attach.js";
+import type { createAttachAdmission, AttachRelay } from "../../domain/attach.js";
 export const ATTACH_PATHS = [ATTACH_WS_PATH, ATTACH_DIAL_PATH] as const;
 
 /** Close codes shared with the daemon's gateway (daemon/attach/frames.ts). */
 const CLOSE = ATTACH_CLOSE;
 
+/** Who may attach to what: the domain's admission (tower/domain/attach.ts). */
+export type AttachAdmission = ReturnType<typeof createAttachAdmission>;
+
 export interface AttachEdgeDeps {
-  auth: Auth;
-  store: Store;
-  fleet: FleetService;
+  admission: AttachAdmission;
   clock: Clock;
   log: Logger;
-  relay?: AttachRelay;
+  /** How a dial request reaches the node's link (this replica's, or the one holding it). */
+  relay: AttachRelay;
   /** This replica's own URL as nodes reach it (EP_REPLICA_URL); sent as the dial-back address. */
   replicaUrl?: string;
   /** How long the node has to dial back (default 10 s). */
@@ -100,9 +99,7 @@ function sizeParam(url: URL, name: string, fallback: number): number {
 const validClose = (code: number) => code === 1000 || code === 1001 || code === 1011 || (code >= 3000 && code <= 4999);
 
 export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps): AttachEdge {
-  const { auth, store, clock, log } = deps;
-  const relay = deps.relay ?? localAttachRelay(deps.fleet);
-  const admission = createAttachAdmission({ auth, store, relay, log });
+  const { admission, relay, clock, log } = deps;
   const dialTimeoutMs = deps.dialTimeoutMs ?? 10_000;
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, perMessageDeflate: false });
   const pendings = new Map<string, Pending>();
@@ -331,7 +328,7 @@ function queueUntilSpliced(p: Pending): void {
 }
 
 /** The viewer's parameters from the URL; who may attach, and how, is the domain's (attach.ts). */
-async function admitViewer(admission: ReturnType<typeof createAttachAdmission>, req: IncomingMessage, url: URL) {
+async function admitViewer(admission: AttachAdmission, req: IncomingMessage, url: URL) {
   const admitted = await admission.admitViewer({
     ticket: req.headers.authorization ? undefined : url.searchParams.get("ticket") ?? undefined,
     credential: () => credentialOf(req.headers),

@@ -179,6 +179,8 @@ export function workRoutes(work: WorkService & TaskMerge): RestRoute<DescMessage
     route({ method: "GET", url: "/work/tasks/:task_id", input: pb.GetTaskRequestSchema, output: pb.GetTaskResponseSchema, call: work.getTask }),
     route({ method: "POST", url: "/work/tasks/:task_id/retry", input: pb.RetryTaskRequestSchema, output: pb.RetryTaskResponseSchema, call: work.retryTask }),
     route({ method: "POST", url: "/work/tasks/:task_id/cancel", input: pb.CancelTaskRequestSchema, output: pb.CancelTaskResponseSchema, call: work.cancelTask }),
+    route({ method: "POST", url: "/domains/:domain_id/pipelines", status: 201, idempotent: true, input: pb.RunPipelineRequestSchema, output: pb.RunPipelineResponseSchema, call: work.runPipeline }),
+    route({ method: "GET", url: "/work/missions/:mission_id/pipeline", input: pb.GetPipelineRequestSchema, output: pb.GetPipelineResponseSchema, call: work.getPipeline }),
     route({ method: "POST", url: "/work/tasks/:task_id/merge", input: pb.MergeTaskRequestSchema, output: pb.MergeTaskResponseSchema, call: work.mergeTask }),
     route({ method: "POST", url: "/work/agents/:agent_id/claim", input: pb.ClaimTaskRequestSchema, output: pb.ClaimTaskResponseSchema, call: work.claimTask }),
     route({ method: "POST", url: "/work/tasks/:task_id/start", input: pb.StartTaskRequestSchema, output: pb.StartTaskResponseSchema, call: work.startTask }),

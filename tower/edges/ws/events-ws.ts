@@ -14,7 +14,6 @@ import type { Logger } from "../../../common/log.js";
 import type { Auth } from "../../domain/auth.js";
 import type { Caller } from "../../domain/caller.js";
 import { parseStreamParams, withRateLimit, type EventStream, type StreamEnd, type StreamSink } from "../../domain/event-stream.js";
-import type { Store } from "../../store/store.js";
 
 export const EVENTS_WS_PATH = "/events/ws";
 const FLUSH_GRACE_MS = 30_000;
@@ -92,7 +91,6 @@ function refuse(socket: Duplex, err: EpError, headers: Record<string, string> = 
 export interface EventsWsDeps {
   stream: EventStream;
   auth: Auth;
-  store: Store;
   clock: Clock;
   log: Logger;
 }

@@ -68,7 +68,7 @@ export type TaskColumnIndex = Record<(typeof TASK_ROW_COLUMNS)[number], number>;
 const TASK_ROW_COLUMNS = [
   "id", "domain_id", "mission_id", "kind", "title", "description", "status", "claim_policy", "priority", "capabilities",
   "assignee_agent_id", "attempts", "max_attempts", "runtime", "input", "result", "claimed_by", "lease_expires_ms",
-  "parent_task_id", "created_at", "updated_at", "lease_id",
+  "parent_task_id", "created_at", "updated_at", "lease_id", "depends_on", "step",
 ] as const;
 
 export function taskFromValues(v: unknown[], ix: TaskColumnIndex): TaskRow {
@@ -95,5 +95,7 @@ export function taskFromValues(v: unknown[], ix: TaskColumnIndex): TaskRow {
     created_at: v[ix.created_at],
     updated_at: v[ix.updated_at],
     lease_id: v[ix.lease_id],
+    depends_on: v[ix.depends_on],
+    step: v[ix.step],
   });
 }

@@ -7,10 +7,10 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { EpError } from "../../common/errors.js";
-import { PostgresStore, withDefaultUser } from "./postgres/postgres-store.js";
-import { SqliteStore } from "./sqlite/sqlite-store.js";
-import type { Claimant, Store, TaskRow } from "./store.js";
+import { EpError } from "../common/errors.js";
+import { PostgresStore, withDefaultUser } from "../tower/store/postgres/postgres-store.js";
+import { SqliteStore } from "../tower/store/sqlite/sqlite-store.js";
+import type { Claimant, Store, TaskRow } from "../tower/store/store.js";
 
 export const PG_URL = process.env.EP_TEST_PG_URL ?? "postgres://127.0.0.1:5432/test";
 export const pgAdmin = () => new pg.Client({ connectionString: withDefaultUser(PG_URL), connectionTimeoutMillis: 3000 });
@@ -174,6 +174,8 @@ export function storeSuite(body: (s: StoreSuite) => void): void {
       claimedBy: "",
       leaseExpiresMs: null,
       parentTaskId: "",
+      dependsOn: [],
+      step: "",
       createdAt: iso(T0),
       updatedAt: iso(T0),
       ...over,

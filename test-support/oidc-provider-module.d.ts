@@ -1,0 +1,8 @@
+// oidc-provider ships no type declarations: the little of its API the test provider uses.
+declare module "oidc-provider" {
+  import type { IncomingMessage, ServerResponse } from "node:http";
+  export default class Provider {
+    constructor(issuer: string, configuration: Record<string, unknown>);
+    callback(): (req: IncomingMessage, res: ServerResponse) => void;
+  }
+}

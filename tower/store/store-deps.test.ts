@@ -1,0 +1,62 @@
+// The store suite's task dependencies (dependency-store.ts), on both dialects: the edges, the one
+// statement that queues a parent's ready children, a child's parents and their states.
+import { describe, expect } from "vitest";
+import { iso, storeSuite, T0 } from "../../test-support/store-suite.js";
+
+storeSuite((s) => {
+  const { test, setup } = s;
+
+  describe("task dependencies", () => {
+    test("queueReadyChildren queues the waiting children whose parents all succeeded, only those, and returns them", async () => {
+      const { add } = await setup();
+      const a = await add({ status: "running" });
+      const b = await add({ status: "succeeded" });
+      const onlyA = await add({ status: "waiting", dependsOn: [a.id] });
+      const both = await add({ status: "waiting", dependsOn: [a.id, b.id] });
+      const other = await add({ status: "waiting", dependsOn: [b.id, onlyA.id] });
+      const cancelled = await add({ status: "cancelled", dependsOn: [a.id] });
+      for (const c of [onlyA, both, other, cancelled]) await s.store.insertTaskDeps(c.id, c.dependsOn);
+      expect(await s.store.queueReadyChildren(a.id, iso(T0 + 5))).toEqual([]);
+      await s.store.updateTask(a.id, { status: "succeeded" });
+      const queued = await s.store.queueReadyChildren(a.id, iso(T0 + 9));
+      expect(queued.map((t) => [t.id, t.status, t.updatedAt])).toEqual([
+        [onlyA.id, "queued", iso(T0 + 9)],
+        [both.id, "queued", iso(T0 + 9)],
+      ]);
+      expect(queued[1]!.dependsOn).toEqual([a.id, b.id]);
+      expect((await s.store.getTask(other.id))!.status).toBe("waiting");
+      expect((await s.store.getTask(cancelled.id))!.status).toBe("cancelled");
+      // asked again, nothing more
+      expect(await s.store.queueReadyChildren(a.id, iso(T0 + 10))).toEqual([]);
+    });
+
+    test("listChildren and listParentStates read the edges both ways; a parent named twice is one edge", async () => {
+      const { add } = await setup();
+      const a = await add({ status: "failed" });
+      const b = await add({ status: "succeeded" });
+      const c = await add({ status: "waiting", dependsOn: [a.id, b.id] });
+      const d = await add({ status: "waiting", dependsOn: [a.id] });
+      await s.store.insertTaskDeps(c.id, [a.id, b.id, a.id]);
+      await s.store.insertTaskDeps(d.id, [a.id]);
+      expect((await s.store.listChildren(a.id)).map((t) => t.id)).toEqual([c.id, d.id]);
+      expect((await s.store.listChildren(c.id)).map((t) => t.id)).toEqual([]);
+      const states = await s.store.listParentStates([c.id, d.id]);
+      expect(states.sort((x, y) => (x.childId + x.parentId).localeCompare(y.childId + y.parentId))).toEqual(
+        [
+          { childId: c.id, parentId: a.id, status: "failed" },
+          { childId: c.id, parentId: b.id, status: "succeeded" },
+          { childId: d.id, parentId: a.id, status: "failed" },
+        ].sort((x, y) => (x.childId + x.parentId).localeCompare(y.childId + y.parentId)),
+      );
+      expect(await s.store.listParentStates([])).toEqual([]);
+    });
+
+    test("depends_on and step round-trip on the task row", async () => {
+      const { add } = await setup();
+      const a = await add();
+      const c = await add({ status: "waiting", dependsOn: [a.id], step: "review" });
+      expect(await s.store.getTask(c.id)).toMatchObject({ dependsOn: [a.id], step: "review" });
+      expect(await s.store.getTask(a.id)).toMatchObject({ dependsOn: [], step: "" });
+    });
+  });
+});
