@@ -42,6 +42,9 @@ export const OTHER_ROUTES: OtherRoute[] = [
   { method: "POST", url: "/auth/session", summary: "Console login: a one-time ticket or a token becomes an HttpOnly session cookie bound to it.", public: true, body: json({ ticket: str, token: str }) },
   { method: "GET", url: "/auth/session", summary: "Who the session (or token) is: role and subject." },
   { method: "DELETE", url: "/auth/session", summary: "Logout: ends the session and clears the cookie." },
+  { method: "GET", url: "/auth/oidc", summary: "Whether console sign-in through the identity provider is on, and the provider's name.", public: true },
+  { method: "GET", url: "/auth/oidc/start", summary: "Console sign-in: redirects to the identity provider (authorization code flow with PKCE).", public: true, status: 302, produces: "text/html" },
+  { method: "GET", url: "/auth/oidc/callback", summary: "The identity provider's redirect back: a console session, then the console (or a page that says why not).", public: true, status: 302, produces: "text/html" },
   {
     method: "GET",
     url: "/events/stream",
