@@ -1,6 +1,6 @@
 // Tower CPU per request on a path that commits nothing: POST /work/agents/:id/claim on an empty
 // queue, 8 keep-alive loops, after 2,000 warm-up requests. What the HTTP edge, auth and the route
-// cost without the store's transactions (docs/PERFORMANCE.md, "The REST fast lane").
+// cost without the store's transactions (docs/perf-history.md, "The REST fast lane").
 //   npm run build && node scripts/run-ts.mjs bench/empty-claim.ts   (EP_BENCH_PROF=<dir> profiles the tower)
 import { request, Agent } from "node:http";
 import { spawnTower, tempHome } from "../tests/harness.js";

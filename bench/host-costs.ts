@@ -1,7 +1,7 @@
 // What the machine charges for the operations a claimed task is made of, apart from EP: the file
 // system calls of a run directory (a new inode against a rename or an overwrite) and a loopback
 // TCP round trip between two processes at a low and at a saturating rate. They explain where
-// epd's CPU per task goes in bench/wakeup.ts (docs/PERFORMANCE.md, "Run directories recycled").
+// epd's CPU per task goes in bench/wakeup.ts (docs/perf-history.md, "Run directories recycled").
 //   node scripts/run-ts.mjs bench/host-costs.ts [--files 2000] [--dir /tmp]
 import { fork } from "node:child_process";
 import { closeSync, ftruncateSync, mkdirSync, mkdtempSync, openSync, readdirSync, renameSync, rmSync, utimesSync, writeFileSync, writeSync } from "node:fs";

@@ -1,7 +1,7 @@
 // SQLite store transactions at rising concurrency: 20,000 one-event transactions from C callers
 // at once (C = 1, 12, 100, 2,000), µs per transaction. A burst (a tower restart with a thousand
 // claimers, a flood of submits) queues transactions at the store's gate; this shows whether the
-// cost per transaction stays flat as the queue grows (docs/PERFORMANCE.md, "Pushed work").
+// cost per transaction stays flat as the queue grows (docs/perf-history.md, "Pushed work").
 //   node scripts/run-ts.mjs bench/store-burst.ts [--tasks 20000]
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

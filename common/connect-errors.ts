@@ -119,7 +119,7 @@ function mendEndStream(json: string, h: UniversalHandler, bodyLimit: number): Ep
  * gRPC-Web trailer frame, flag 0x80; a Connect end-stream message, flag 0x02): mended when it is
  * a failure mend() knows. Every later chunk is the body's own, read straight from it: a node's
  * link is one long stream, and a generator step per message cost ~10 µs of the tower's CPU per
- * task handed over (docs/PERFORMANCE.md, "Delivery cost").
+ * task handed over (docs/perf-history.md, "Delivery cost").
  */
 function mendStreamStart(req: UniversalServerRequest, body: AsyncIterable<Uint8Array>, h: UniversalHandler, bodyLimit: number): AsyncIterable<Uint8Array> {
   const type = req.header.get("content-type") ?? "";

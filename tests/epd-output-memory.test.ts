@@ -1,6 +1,6 @@
 // A task's output does not live in epd's memory: a shell task printing 50 MB leaves epd's peak
 // RSS within 64 MB of its idle RSS, its result holds the output's tail, and the whole output is
-// in the run's spool on disk. A real tower and a real epd (docs/PERFORMANCE.md, "Output of a run").
+// in the run's spool on disk. A real tower and a real epd (docs/perf-history.md, "Output of a run").
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";

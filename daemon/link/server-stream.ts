@@ -2,7 +2,7 @@
 // protobuf, straight on node:http(s): one enveloped request, then envelopes read off the response
 // as they arrive until the end-stream envelope. connect-node's transport passes every message
 // through a chain of async iterables; at the link's pace (a message per task, each waking epd)
-// that cost ~150 µs of CPU per message on this VM against ~0 here (docs/PERFORMANCE.md, "Pushed
+// that cost ~150 µs of CPU per message on this VM against ~0 here (docs/perf-history.md, "Pushed
 // work"). Errors are connect's own (errorFromJsonBytes, endStreamFromJson), as in unary-transport.ts.
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethodStreaming, type MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type StreamResponse } from "@connectrpc/connect";

@@ -2,7 +2,7 @@
 // over HTTP/1.1 (a reverse proxy in front of the tower, docs/deploy.md, passes it as it is). The
 // session (the link both ways) is gRPC over HTTP/2; the HTTP/1.1 link stream goes through connect-node's transport; unary calls (outcomes, heartbeats, progress)
 // through the lean one of unary-transport.ts, which halves epd's CPU per short task
-// (docs/PERFORMANCE.md, "epd's unary calls").
+// (docs/perf-history.md, "epd's unary calls").
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { AgentService, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";

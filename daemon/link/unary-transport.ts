@@ -2,7 +2,7 @@
 // node:http(s) with a keep-alive agent. connect-node's transport runs every unary call through its
 // universal client (async iterables, linked abort controllers, envelope pipes), which cost this
 // VM ~250–300 µs of client CPU and ~250 µs of wall time per call on top of the HTTP exchange
-// itself (bench/rpc-call.ts; docs/PERFORMANCE.md, "epd's unary calls"): more than half of epd's CPU
+// itself (bench/rpc-call.ts; docs/perf-history.md, "epd's unary calls"): more than half of epd's CPU
 // per short task. Server streams (the link) are read lean too (server-stream.ts); other stream kinds
 // stay on connect-node's transport. Errors are connect's own (errorFromJsonBytes), so a refusal
 // carries the tower's ErrorDetail exactly as connect-node's would.

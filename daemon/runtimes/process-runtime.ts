@@ -60,7 +60,7 @@ export interface RunAdditions {
 /**
  * The output kept in memory: the tail a task's result holds (task-run.ts). More would be more than
  * memory: a tail of a megabyte, retained while megabytes stream through, made epd's heap grow by
- * ~30 MB (docs/PERFORMANCE.md, "Output of a run"); the whole output is in the spool.
+ * ~30 MB (docs/perf-history.md, "Output of a run"); the whole output is in the spool.
  */
 const OUTPUT_LIMIT = 64 * 1024;
 const STDERR_TAIL = 4096;

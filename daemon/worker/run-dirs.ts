@@ -2,7 +2,7 @@
 // an inode is the dearest thing epd does for a task on some disks: on this project's VMs (ext4,
 // mounted with discard) a mkdir or a new file costs 0.5–0.9 ms of kernel time, more than the rest
 // of a claimed task's work together, while a rename costs ~30 µs and overwriting a file ~50 µs
-// (docs/PERFORMANCE.md, "Run directories recycled"). So the directory a finished run left with
+// (docs/perf-history.md, "Run directories recycled"). So the directory a finished run left with
 // nothing in it but its MCP config is kept as a spare, and the next run's directory is that spare
 // renamed (its config then overwritten in place). A directory the run wrote anything into is left
 // where it is for the operator, as before (collected after a week, work-gc.ts).

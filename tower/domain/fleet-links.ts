@@ -58,7 +58,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
   const deliver = async (nodeId: string, msg: LinkCommand) => send(nodeId, msg) || ((await opts.replication?.send(nodeId, msg)) ?? false);
   const linkedAnywhere = async (nodeId: string) => links.has(nodeId) || ((await opts.replication?.linked(nodeId)) ?? false);
 
-  // Targeted wake-ups (docs/PERFORMANCE.md, "Scale"): for the nodes linked to this replica, the
+  // Targeted wake-ups (docs/perf-history.md, "Scale"): for the nodes linked to this replica, the
   // agents they carry, by domain. A queued task wakes only the nodes with an agent that could
   // claim it, so the work per task grows with the matching nodes, not with every linked node.
   const reach = createWakeIndex();

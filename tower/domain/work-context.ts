@@ -171,7 +171,7 @@ async function mustTask(s: Store, id: string) {
 /**
  * A fresh lease id: what tells one claim of a task from every other. 96 random bits, cut from a
  * pool filled 128 ids at a time: one randomFillSync per claim cost ~25 µs of the tower's CPU per
- * task (docs/PERFORMANCE.md, "Delivery cost").
+ * task (docs/perf-history.md, "Delivery cost").
  */
 export function newLeaseId(): string {
   if (leasePoolAt === LEASE_POOL.length) {

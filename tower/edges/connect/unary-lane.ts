@@ -9,7 +9,7 @@
 // Why: connect-es's universal handler wraps each call in web Headers, URL parsing, async-iterable
 // bodies and two abort controllers that it aborts after every call (each abort builds a
 // DOMException with a stack). On this VM that was ~400 µs of tower CPU per unary call, four times
-// what the same read costs over REST (docs/PERFORMANCE.md, "Lean Connect paths"). The lane decodes,
+// what the same read costs over REST (docs/perf-history.md, "Lean Connect paths"). The lane decodes,
 // calls the same domain method and encodes with the same protobuf-es functions, and answers errors
 // with connect-es's own JSON error writer; tests/connect-lane.test.ts sends every case through both
 // paths and compares the answers byte for byte.
