@@ -1,7 +1,6 @@
 // Who is calling, and what their role lets them do. Every domain function checks
 // here, so no edge can forget.
 import { EpError } from "../../common/errors.js";
-import type { OidcSessionScope } from "./oidc-login/session-check.js";
 
 export type Role = "admin" | "operator" | "viewer" | "node" | "agent";
 export const ROLES: readonly Role[] = ["admin", "operator", "viewer", "node", "agent"];
@@ -89,3 +88,11 @@ export const principalOf = (caller: Caller): string => caller.principal ?? calle
 
 /** The tower acting on its own behalf (sweeper, bootstrap, approvals executing). */
 export const INTERNAL_CALLER: Caller = { subject: "tower", role: "admin", via: "internal" };
+
+/** What a console session made by an OIDC sign-in keeps of it (oidc-login/session-check.ts re-checks it). */
+export interface OidcSessionScope {
+  sub: string;
+  /** the access token, sealed under the secret-store key (its AAD names the subject) */
+  accessToken: string;
+  signedInMs: number;
+}

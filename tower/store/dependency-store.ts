@@ -3,33 +3,15 @@
 // so what a parent's outcome does costs O(its children), never a scan of its mission. One
 // dialect-neutral implementation over a query function, bound by SqlStore (sql-store.ts).
 import { toTask } from "./rows.js";
-import type { TaskRow } from "./store.js";
+import type { DependencyStore, ParentState, TaskRow } from "./store.js";
+
+export type { DependencyStore, ParentState } from "./store.js";
 
 type Row = Record<string, unknown>;
 type Query = (sql: string, args: readonly unknown[]) => Promise<Row[]>;
 type InList = (col: string, values: readonly string[]) => { sql: string; args: unknown[] };
 
 /** A parent of a child and the parent's status. */
-export interface ParentState {
-  childId: string;
-  parentId: string;
-  status: string;
-}
-
-export interface DependencyStore {
-  /** Records that `childId` waits for each of `parentIds` (each once). */
-  insertTaskDeps(childId: string, parentIds: readonly string[]): Promise<void>;
-  /**
-   * In one statement: the waiting children of `parentId` none of whose parents is unfinished or
-   * failed any more (every one succeeded) become queued (updated `at`); returns them.
-   */
-  queueReadyChildren(parentId: string, at: string): Promise<TaskRow[]>;
-  /** The tasks that depend on `parentId` directly, in creation order. */
-  listChildren(parentId: string): Promise<TaskRow[]>;
-  /** The parents of these children with their status (children without parents: none). */
-  listParentStates(childIds: readonly string[]): Promise<ParentState[]>;
-}
-
 export function createDependencyStore(q: Query, inList: InList): DependencyStore {
   return {
     async insertTaskDeps(childId, parentIds) {

@@ -3,7 +3,6 @@
 
 import type { AiStore } from "./ai-store.js";
 import type { ApprovalStore } from "./approval-store.js";
-import type { DependencyStore } from "./dependency-store.js";
 import type { IdempotencyStore } from "./idempotency-store.js";
 import type { MetricsStore } from "./metrics-store.js";
 import type { NodeStateStore } from "./node-state-store.js";
@@ -338,4 +337,26 @@ export interface Store extends AiStore, SecretStore, NodeStateStore, ApprovalSto
 
   getMeta(key: string): Promise<string | undefined>;
   setMeta(key: string, value: string): Promise<void>;
+}
+
+// Task dependencies (SQL in tower/store/dependency-store.ts); here, beside TaskRow, so the store
+// and its part import each other in one direction only.
+export interface ParentState {
+  childId: string;
+  parentId: string;
+  status: string;
+}
+
+export interface DependencyStore {
+  /** Records that `childId` waits for each of `parentIds` (each once). */
+  insertTaskDeps(childId: string, parentIds: readonly string[]): Promise<void>;
+  /**
+   * In one statement: the waiting children of `parentId` none of whose parents is unfinished or
+   * failed any more (every one succeeded) become queued (updated `at`); returns them.
+   */
+  queueReadyChildren(parentId: string, at: string): Promise<TaskRow[]>;
+  /** The tasks that depend on `parentId` directly, in creation order. */
+  listChildren(parentId: string): Promise<TaskRow[]>;
+  /** The parents of these children with their status (children without parents: none). */
+  listParentStates(childIds: readonly string[]): Promise<ParentState[]>;
 }
