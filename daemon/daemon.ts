@@ -142,7 +142,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     reloadRuntimes: async () => runtimes.reload(await loadRuntimesConfig(runtimesConfigPath(env))),
     // a profile enrolled late (the tower was unreachable at start): the tower hands it work once
     // its enrollment is seen (agent.enrolled); while the link is down it claims at once
-    onEnrolled: () => link.state() !== "connected" && worker.pollAll(),
+    onEnrolled: () => link.offLink(() => worker.pollAll()),
   });
   // profiles enrolled at the tower claim too (their assigned tasks, broadcast runs and first_claim tasks)
   const worker = createTaskWorker({
@@ -238,7 +238,8 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       }
       const held = () => new Set([...worker.running().map((r) => r.taskId), ...journal.entries().map((e) => e.taskId)]);
       // the recovery path: while the link is down, idle agents claim on the poll
-      stopTimers = startTimers(clock, log, pollMs, () => link.state() !== "connected" && worker.pollAll(), home, held);
+      // (never while a link is opening: what it claims must be in the open, see TowerLink.offLink)
+      stopTimers = startTimers(clock, log, pollMs, () => link.offLink(() => worker.pollAll()), home, held);
       log.info("epd started", { node_id: opts.identity.node_id, backend_url: opts.backendUrl, home, agents: agents.list().length, poll_ms: pollMs });
     },
 

@@ -5,7 +5,9 @@
 // (their ack was lost with the tower), some were not. After the restart: no task lost (all
 // succeeded), none run twice (the marker holds each id once), none claimed twice (attempts = 1),
 // and epd did have outcomes unacknowledged at the kill (its log says it retried them), so the
-// kill was mid-batch and not between two.
+// kill was mid-batch and not between two. epd's own claim (the recovery path while the link is
+// down) polls every 50 ms here, so its claims meet the reopened link at every kill: a claim in
+// flight as the link opened once made the tower give its task back as lost (eight tasks ran twice).
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -35,7 +37,7 @@ describe("batched outcomes across a tower kill -9", () => {
     const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
     const nodeFile = join(h.dir, "node.json");
     await registerNode(tower.url, tower.adminToken, nodeFile);
-    const epd = await spawnEpd({ home: join(h.dir, "node"), nodeFile, backendUrl: tower.url });
+    const epd = await spawnEpd({ home: join(h.dir, "node"), nodeFile, backendUrl: tower.url, env: { EP_POLL_MS: "50" } });
     cleanup(() => epd.stop());
     for (let i = 0; i < AGENTS; i++) await epd.call("agent.enroll", { domainId, runtime: "shell", name: `sh${i}` });
     await waitFor(() => epd.logs.some((l) => l.msg === "link connected"), 15_000);

@@ -45,6 +45,14 @@ export interface TowerLink {
   state(): LinkState;
   /** How many times a link reached hello. */
   connects(): number;
+  /**
+   * Runs work the daemon does with the tower without the link (its own claims, the recovery
+   * path) only while no link is up or being opened, and holds the next open until it is done: a
+   * task claimed that way must be in the open's agents, or the tower, squaring its view with them,
+   * would give it back as lost and hand it to another agent while it runs here. False (and work not
+   * run) while a link is up or opening.
+   */
+  offLink(work: () => Promise<unknown>): boolean;
   /** A session is up (connected, both ways): outcomes can go up on it. */
   carriesOutcomes(): boolean;
   /**
@@ -72,6 +80,9 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
   let current: AbortController | undefined;
   let sleeping: { timer: ClockTimer; wake(): void } | undefined;
   let loop: Promise<void> | undefined;
+  // an attempt is opening or holds a link; work done without it (offLink) in flight
+  let attempting = false;
+  const offLink = new Set<Promise<unknown>>();
   // the session's way up: messages waiting to be sent, and outcomes waiting for their ack
   let outbox: Outbox | undefined;
   let seq = 0n;
@@ -97,6 +108,17 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
     });
 
   async function once(): Promise<boolean> {
+    attempting = true;
+    try {
+      while (offLink.size) await Promise.allSettled([...offLink]);
+      if (closed) return false;
+      return await attempt();
+    } finally {
+      attempting = false;
+    }
+  }
+
+  async function attempt(): Promise<boolean> {
     const ac = new AbortController();
     current = ac;
     let idle: ClockTimer | undefined;
@@ -201,6 +223,13 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
     state: () => state,
     connects: () => connects,
     carriesOutcomes: () => outbox !== undefined,
+    offLink(work) {
+      if (closed || attempting || state === "connected") return false;
+      const p = work().catch((err: Error) => log.warn("work without the link failed", { error: err.message }));
+      offLink.add(p);
+      void p.finally(() => offLink.delete(p));
+      return true;
+    },
     report: (outcome) => sendUp((n) => ({ message: { case: "outcome", value: { seq: n, outcome } } })),
     progress: (report) => sendUp((n) => ({ message: { case: "progress", value: { seq: n, report } } })),
     async close() {

@@ -101,7 +101,7 @@ export interface TaskWorker {
   /** A link opened: outcomes waiting to be retried go now (the tower is back), while their leases hold. */
   reachable(): void;
   /** The recovery path while the link is down: each idle agent claims once. */
-  pollAll(): void;
+  pollAll(): Promise<void>;
   /** Every agent as the tower should know it when a link opens: the leases it holds (runs, unacknowledged outcomes), and whether it is idle. */
   held(): HeldAgent[];
   /** Stops a running task (the tower cancelled it); false when it is not running here. */

@@ -60,9 +60,9 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
 
     reachable: () => reporter.retryNow(),
 
-    pollAll() {
+    async pollAll() {
       if (st.stopping) return;
-      for (const a of allAgents()) void claimFor(a);
+      await Promise.all(allAgents().map((a) => claimFor(a)));
     },
 
     held(): HeldAgent[] {

@@ -1,7 +1,8 @@
 // How work meets an idle agent of a node linked here, on both dialects, with the real work
 // service, store, hub and link hub: an outcome that says its agent is idle takes the agent's
 // next task in its own commit, and leaves the agent idle without a second claim when nothing is
-// queued; a task queued while a claim for the agent is looking is not left behind by it.
+// queued; a task queued while a claim for the agent is looking is not left behind by it; and a link
+// that opens hands nothing over before the tower squared its view with the daemon's.
 import { create } from "@bufbuild/protobuf";
 import { afterEach, describe, expect, vi } from "vitest";
 import { iso } from "../../common/clock.js";
@@ -42,20 +43,24 @@ storeSuite((s) => {
     const agentId = s.id("agt");
     await s.store.insertAgent({ id: agentId, domainId, nodeId, name: "a", runtime: "shell", capabilities: [], state: "idle", lastSeenAt: iso(T0), createdAt: iso(T0), supervised: false });
     const node: Caller = { subject: nodeId, principal: nodeId, role: "node", via: "node", nodeId, nodeDomains: [domainId] };
-    // the node's link, held open; what it is sent is collected
-    const got: LinkResponse[] = [];
-    const ac = new AbortController();
-    closers.push(() => ac.abort());
+    // the node's link, held open; what it is sent is collected (a later link replaces it)
+    let got: LinkResponse[] = [];
     let failed: unknown;
-    void (async () => {
-      for await (const m of links.link(node, create(fleetpb.LinkRequestSchema, { attachSecret: "s".repeat(32), version: "test" }), ac.signal)) got.push(m);
-    })().catch((err: unknown) => (failed = err));
-    await waitFor(() => failed !== undefined || got.some((m) => m.command.case === "hello"));
+    const openLink = (agents: fleetpb.LinkRequest["agents"] = []) => {
+      const mine: LinkResponse[] = (got = []);
+      const ac = new AbortController();
+      closers.push(() => ac.abort());
+      void (async () => {
+        for await (const m of links.link(node, create(fleetpb.LinkRequestSchema, { attachSecret: "s".repeat(32), version: "test", agents }), ac.signal)) mine.push(m);
+      })().catch((err: unknown) => (failed = err));
+      return () => failed !== undefined || mine.some((m) => m.command.case === "hello");
+    };
+    await waitFor(openLink());
     if (failed) throw failed;
     const assigned = () => got.flatMap((m) => (m.command.case === "assign" ? [m.command.value.task!] : []));
     const submit = async (title: string) => (await work.createTask(admin, create(pb.CreateTaskRequestSchema, { missionId, title, runtime: Runtime.SHELL, input: { command: "true" } }))).task!.id;
     const agentState = async () => (await s.store.getAgent(agentId))!.state;
-    return { deps, work, node, agentId, domainId, assigned, submit, agentState };
+    return { deps, work, node, agentId, domainId, assigned, submit, agentState, openLink };
   }
 
   describe("handing work to a linked node's idle agent", () => {
@@ -138,6 +143,47 @@ storeSuite((s) => {
       release();
       await waitFor(() => assigned().length === 1);
       expect(assigned()[0]).toMatchObject({ id: late, claimedBy: agentId, attempts: 1 });
+    });
+
+
+    s.test("an outcome committed while a new link is being squared claims nothing for it: every task sent on the link is still held under its lease", async () => {
+      // the next link's reconcile, once armed, waits until released
+      let armed = false;
+      let reconciling!: () => void;
+      const inReconcile = new Promise<void>((r) => (reconciling = r));
+      let release!: () => void;
+      const released = new Promise<void>((r) => (release = r));
+      const { work, node, agentId, assigned, submit, openLink } = await tower((w) => ({
+        ...w,
+        reconcile: async (nodeId, agents) => {
+          if (armed) {
+            reconciling();
+            await released;
+          }
+          return w.reconcile(nodeId, agents);
+        },
+      }));
+      const first = await submit("first");
+      await waitFor(() => assigned().length === 1);
+      const lease = assigned()[0].leaseId;
+      const second = await submit("second"); // the agent is busy: it waits
+      // the link drops and comes back; its open says the agent holds the first task's lease
+      // (its outcome not yet acknowledged) and is idle
+      armed = true;
+      const hello = openLink([{ agentId, leaseIds: [lease], idle: true }]);
+      await inReconcile;
+      // the outcome arrives (retried as a unary call) while the tower squares its view
+      await work.completeTask(node, create(pb.CompleteTaskRequestSchema, { taskId: first, agentId, leaseId: lease, agentIdle: true, result: { output: "ok" } }));
+      release();
+      await waitFor(hello);
+      await waitFor(() => assigned().length >= 1);
+      // the second task went out once, on this link, and is held under the lease it was sent with
+      // (before the fix the outcome claimed it for the link at once and the reconcile, not
+      // finding that lease in the open, gave it back while the daemon ran it)
+      const sent = assigned()[0];
+      expect(sent).toMatchObject({ id: second, claimedBy: agentId });
+      const row = (await s.store.getTask(second))!;
+      expect({ status: row.status, claimedBy: row.claimedBy, leaseId: row.leaseId, attempts: row.attempts }).toEqual({ status: "running", claimedBy: agentId, leaseId: sent.leaseId, attempts: 1 });
     });
   });
 });

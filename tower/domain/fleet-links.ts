@@ -25,6 +25,12 @@ type LinkMessage = fleet.LinkResponse;
 interface LinkConnection {
   nodeId: string;
   attachSecret: string;
+  /**
+   * The tower squared its view with the daemon's (reconcile): only then is work handed to the
+   * node. A task claimed for it before would be missing from the open's agents, and the
+   * reconcile would give it back as lost while the daemon runs it.
+   */
+  ready: boolean;
   push(msg: LinkMessage): void;
   /** ends the stream (a newer link replaced it, the tower closes, or — with an error — a session's message was refused) */
   close(err?: EpError): void;
@@ -63,15 +69,18 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
   // claim it, so the work per task grows with the matching nodes, not with every linked node.
   const reach = createWakeIndex();
 
+  /** The node's link here, once work may be handed over on it (LinkConnection.ready). */
+  const ready = (nodeId: string) => links.get(nodeId)?.ready === true;
+
   async function indexNode(nodeId: string): Promise<void> {
     const rows = await store.listAgents({ nodeId });
-    if (!links.has(nodeId)) return; // the link closed while we read
+    if (!ready(nodeId)) return; // the link closed while we read
     for (const a of rows) if (a.state !== "dead") reach.add(a);
   }
 
   async function indexAgent(agentId: string): Promise<void> {
     const a = await store.getAgent(agentId);
-    if (!a || a.state === "dead" || !links.has(a.nodeId)) return;
+    if (!a || a.state === "dead" || !ready(a.nodeId)) return;
     reach.add(a);
     if (a.state === "idle") offers?.offerAgent(a.id); // a new agent: work may be waiting for it
   }
@@ -83,7 +92,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
   // found nothing, the agent.state idle it emits needs no second claim unless a task was queued in
   // the agent's domain since it looked (fleet-wake.ts).
   opts.work?.setHandoff?.({
-    mark: (a) => (links.has(a.nodeId) ? reach.queuedMark(a.domainId) : undefined),
+    mark: (a) => (ready(a.nodeId) ? reach.queuedMark(a.domainId) : undefined),
     lookedEmpty: (agentId, mark) => reach.lookedEmpty(agentId, mark),
     send: (a, task) => push(a.nodeId, create(fleet.LinkResponseSchema, { command: { case: "assign", value: { agentId: a.id, task: taskMsg(task) } } })),
   });
@@ -165,6 +174,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     const conn: LinkConnection = {
       nodeId,
       attachSecret: req.attachSecret,
+      ready: false,
       push(msg) {
         queue.push(msg);
         wake?.();
@@ -185,11 +195,14 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     const ping = setInterval(() => conn.push(create(fleet.LinkResponseSchema, { command: { case: "ping", value: {} } })), opts.pingMs ?? 15_000);
     ping.unref();
     await markOnline(deps, nodeId, ownerToken);
-    void upstream?.(conn);
     try {
       // the agents as the daemon has them: what was handed over and lost with the last link goes
-      // back to the queue, each agent idle or busy (work-push.ts reconcile)
+      // back to the queue, each agent idle or busy (work-push.ts reconcile). Until it is done no
+      // work is handed to the node (not even by an outcome: ready is false) and the session's
+      // outcomes wait unread.
       await opts.work?.reconcile(nodeId, req.agents);
+      conn.ready = !closed;
+      if (!closed) void upstream?.(conn);
       // indexed before hello, so every later task finds this node's agents
       await indexNode(nodeId);
       yield create(fleet.LinkResponseSchema, { command: { case: "hello", value: { nodeId, towerTime: timestampFromMs(clock.now()) } } });
@@ -224,7 +237,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     /** A new agent: routed to its node, and woken for work when its node is linked here. */
     enrolled(a: { id: string; domainId: string; nodeId: string; runtime: string; capabilities: string[]; state?: string }): void {
       agentNodes.set(a.id, a.nodeId);
-      if (!links.has(a.nodeId)) return;
+      if (!ready(a.nodeId)) return;
       reach.add(a);
       if (a.state === "idle") offers?.offerAgent(a.id);
     },
