@@ -216,7 +216,7 @@ async function run(children: ChildProcess[], emit: (n: number) => Promise<void>)
 async function rawBroadcaster(): Promise<{ port: number; emit: (n: number) => Promise<void>; close(): Promise<void> }> {
   const subs = new Set<ServerResponse>();
   let id = 0;
-  const server = createServer((req, res) => {
+  const server = createServer((_req, res) => {
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
     res.write(": hello\n\n");
     subs.add(res);
