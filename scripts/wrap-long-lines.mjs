@@ -352,7 +352,8 @@ export function wrapStrings(file, text) {
   visit(sf);
   const edits = [];
   for (const [n, nodes] of candidates) {
-    const max = Math.max(MIN_PIECE, WIDTH - indentOf(lines[n]).length - 12);
+    // a piece goes on a line of its own, at most 4 deeper, with its quotes, " +" and a comma
+    const max = Math.max(MIN_PIECE, WIDTH - indentOf(lines[n]).length - 10);
     // the longest literal that can be cut; one inside another is cut only if the outer cannot be
     for (const node of nodes.sort((a, b) => b.end - b.getStart(sf) - (a.end - a.getStart(sf)))) {
       const start = node.getStart(sf);

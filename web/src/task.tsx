@@ -438,7 +438,7 @@ export function Transcript({ frames, live, attempts = [] }: { frames: Frame[]; l
         {groups.flatMap((g) => [
           ...(g.attempt
             ? [
-                // biome-ignore lint/a11y/noNoninteractiveElementToInteractiveRole: a separator not focusable is not interactive
+                // biome-ignore lint/a11y/noNoninteractiveElementToInteractiveRole: a separator, not focusable
                 <li key={`attempt-${g.attempt.n}`} className={`attempt-divider attempt-${g.attempt.outcome ?? "running"}`} role="separator" aria-label={attemptLabel(g.attempt)}>
                   {attemptLabel(g.attempt)}
                   {g.frames.length === 0 && <span className="muted"> · no progress</span>}
