@@ -140,7 +140,8 @@ const INSERT =
   "INSERT INTO tasks (id, domain_id, mission_id, kind, title, status, claim_policy, created_at, updated_at) " +
   "VALUES ($1, 'dom_ref', 'mis_ref', 'claimable', $2, 'queued', 'first_claim', $3, $3)";
 const CLAIM =
-  "UPDATE tasks SET status = 'claimed', claimed_by = $1, attempts = attempts + 1, lease_expires_ms = $2, updated_at = $3 " +
+  "UPDATE tasks SET status = 'claimed', claimed_by = $1, attempts = attempts + 1, lease_expires_ms = $2, " +
+  "updated_at = $3 " +
   "WHERE id = (SELECT id FROM tasks WHERE domain_id = 'dom_ref' AND status = 'queued' AND kind = 'claimable' " +
   "ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id";
 const COMPLETE =
@@ -170,12 +171,14 @@ const ins = db.prepare(
     "VALUES (?, 'dom_ref', 'mis_ref', 'claimable', ?, 'queued', 'first_claim', ?, ?, ?)",
 );
 const cl = db.prepare(
-  "UPDATE tasks SET status = 'claimed', claimed_by = ?, attempts = attempts + 1, lease_expires_ms = ?, updated_at = ? " +
+  "UPDATE tasks SET status = 'claimed', claimed_by = ?, attempts = attempts + 1, lease_expires_ms = ?, " +
+    "updated_at = ? " +
     "WHERE rowid = (SELECT rowid FROM tasks WHERE domain_id = 'dom_ref' AND status = 'queued' AND kind = 'claimable' " +
     "ORDER BY priority DESC, seq LIMIT 1) RETURNING id",
 );
 const up = db.prepare(
-  "UPDATE tasks SET status = 'succeeded', result = ?, lease_expires_ms = NULL, updated_at = ? WHERE id = ? AND claimed_by = ?",
+  "UPDATE tasks SET status = 'succeeded', result = ?, lease_expires_ms = NULL, updated_at = ? " +
+    "WHERE id = ? AND claimed_by = ?",
 );
 const insert = (id, title, seq) => { const t = now(); ins.run(id, title, seq, t, t); };
 const claim = (agent) => cl.get(agent, Date.now() + 60000, now())?.id;

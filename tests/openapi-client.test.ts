@@ -42,7 +42,8 @@ const taskId = created.data?.task?.id ?? "";
 const read = await ep.GET("/work/tasks/{task_id}", { params: { path: { task_id: taskId } } });
 const command: unknown = read.data?.task?.input?.command;
 const task = read.data?.task;
-console.log(JSON.stringify({ created: created.response.status, taskId, status: task?.status, runtime: task?.runtime, command }));
+const seen = { created: created.response.status, taskId, status: task?.status, runtime: task?.runtime, command };
+console.log(JSON.stringify(seen));
 `;
 
 const TSCONFIG = JSON.stringify({

@@ -438,8 +438,13 @@ export function Transcript({ frames, live, attempts = [] }: { frames: Frame[]; l
         {groups.flatMap((g) => [
           ...(g.attempt
             ? [
-                // biome-ignore lint/a11y/noNoninteractiveElementToInteractiveRole: a separator, not focusable
-                <li key={`attempt-${g.attempt.n}`} className={`attempt-divider attempt-${g.attempt.outcome ?? "running"}`} role="separator" aria-label={attemptLabel(g.attempt)}>
+                <li
+                  key={`attempt-${g.attempt.n}`}
+                  className={`attempt-divider attempt-${g.attempt.outcome ?? "running"}`}
+                  // biome-ignore lint/a11y/noNoninteractiveElementToInteractiveRole: a separator, not focusable
+                  role="separator"
+                  aria-label={attemptLabel(g.attempt)}
+                >
                   {attemptLabel(g.attempt)}
                   {g.frames.length === 0 && <span className="muted"> · no progress</span>}
                 </li>,
