@@ -97,25 +97,25 @@ describe("tests wait on events", () => {
  */
 const KNOWN_CYCLES: { files: string[]; reason: string }[] = [
   {
-    files: ["tower/domain/event-stream-delivery.ts", "tower/domain/event-stream-params.ts", "tower/domain/event-stream-types.ts", "tower/domain/event-stream.ts", "tower/domain/events.ts"],
+    files: ["tower/domain/events/delivery.ts", "tower/domain/events/events.ts", "tower/domain/events/params.ts", "tower/domain/events/stream.ts", "tower/domain/events/types.ts"],
     reason: "events.ts and event-stream-params.ts import each other's types and event-stream.ts's: tower/domain/events/ with its types module",
   },
   {
     files: [
-      "tower/domain/fleet-agents.ts",
-      "tower/domain/fleet-links.ts",
-      "tower/domain/fleet-nodes.ts",
-      "tower/domain/fleet-push.ts",
-      "tower/domain/fleet.ts",
+      "tower/domain/fleet/agents.ts",
+      "tower/domain/fleet/fleet.ts",
+      "tower/domain/fleet/links.ts",
+      "tower/domain/fleet/nodes.ts",
+      "tower/domain/fleet/push.ts",
       "tower/domain/node-ask.ts",
-      "tower/domain/replication-events.ts",
-      "tower/domain/replication-links.ts",
-      "tower/domain/replication.ts",
+      "tower/domain/replication/events.ts",
+      "tower/domain/replication/links.ts",
+      "tower/domain/replication/replication.ts",
     ],
     reason: "the parts import FleetOptions/FleetContext from fleet.ts and LinkCommand from fleet-links.ts, replication's parts its types from replication.ts: tower/domain/fleet/ and replication/ with their types modules",
   },
   {
-    files: ["tower/domain/work-context.ts", "tower/domain/work-push.ts"],
+    files: ["tower/domain/work/context.ts", "tower/domain/work/push.ts"],
     reason: "Handoff (work-push.ts) and WorkContext (work-context.ts) name each other: tower/domain/work/ with its types module",
   },
 ];

@@ -9,12 +9,12 @@
 import type { Clock } from "../../../common/clock.js";
 import { EpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
-import { claimedRole, PERSON_ROLES } from "../auth-oidc.js";
-import { hashSecret } from "../auth-secret.js";
+import { claimedRole, PERSON_ROLES } from "../auth/oidc.js";
+import { hashSecret } from "../auth/secret.js";
 import type { Caller, OidcSessionScope } from "../caller.js";
 
 export type { OidcSessionScope } from "../caller.js";
-import { decryptSecret, encryptSecret, type SecretKeyring } from "../secrets-crypto.js";
+import { decryptSecret, encryptSecret, type SecretKeyring } from "../secrets/crypto.js";
 import type { RelyingParty } from "./relying-party.js";
 
 /** What a console session keeps of its sign-in (in the session's scope; the token sealed). */
