@@ -89,43 +89,12 @@ describe("tests wait on events", () => {
   });
 });
 
-/**
- * Cycles known today, each a wiring file and its prefixed parts importing each other's types under
- * tower/domain. They go with issue 36's folder per concept (each folder's own types module), done
- * with the folder moves once the delivery-path work on these files has landed; until then a cycle
- * that grows, shrinks or appears anywhere else fails here.
- */
-const KNOWN_CYCLES: { files: string[]; reason: string }[] = [
-  {
-    files: ["tower/domain/events/delivery.ts", "tower/domain/events/events.ts", "tower/domain/events/params.ts", "tower/domain/events/stream.ts", "tower/domain/events/types.ts"],
-    reason: "events.ts and event-stream-params.ts import each other's types and event-stream.ts's: tower/domain/events/ with its types module",
-  },
-  {
-    files: [
-      "tower/domain/fleet/agents.ts",
-      "tower/domain/fleet/fleet.ts",
-      "tower/domain/fleet/links.ts",
-      "tower/domain/fleet/nodes.ts",
-      "tower/domain/fleet/push.ts",
-      "tower/domain/node-ask.ts",
-      "tower/domain/replication/events.ts",
-      "tower/domain/replication/links.ts",
-      "tower/domain/replication/replication.ts",
-    ],
-    reason: "the parts import FleetOptions/FleetContext from fleet.ts and LinkCommand from fleet-links.ts, replication's parts its types from replication.ts: tower/domain/fleet/ and replication/ with their types modules",
-  },
-  {
-    files: ["tower/domain/work/context.ts", "tower/domain/work/push.ts"],
-    reason: "Handoff (work-push.ts) and WorkContext (work-context.ts) name each other: tower/domain/work/ with its types module",
-  },
-];
-
 describe("the import graph", () => {
   const graph = importGraph(ROOT);
   const product = (f: string) => isProduct(f) && !f.includes("/fixtures/"); // fixtures/ beside a runtime are its tests' stand-ins
 
-  it("has no import cycles beyond the known ones (issue 36)", () => {
-    expect(importCycles(graph, isProduct)).toEqual(KNOWN_CYCLES.map((c) => c.files));
+  it("has no import cycles: each folder's parts import its types module, not the module that wires them", () => {
+    expect(importCycles(graph, isProduct)).toEqual([]);
   });
 
   it("no edge imports the store: edges call the domain, the wiring (tower/app.ts) hands them what they need", () => {

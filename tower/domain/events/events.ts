@@ -7,10 +7,11 @@ import type { EventQuery } from "../../store/store.js";
 import { authorize, scopeDomains, type Caller } from "../caller.js";
 import { eventMsg } from "../convert.js";
 import type { Deps } from "../deps.js";
-import type { EventStream, RateLimitInfo, StreamEnd, StreamFrame, StreamSink } from "./stream.js";
+import type { StreamFrame } from "./frames.js";
+import type { RateLimitInfo } from "./limiter.js";
+import { EVENT_TYPES } from "./params.js";
+import type { EventStream, StreamEnd, StreamSink } from "./types.js";
 import { timestampOf } from "../../../common/vocab.js";
-
-export const EVENT_TYPES = ["approval", "inbox", "matrix", "progress"] as const;
 
 export function eventQuery(caller: Caller, afterId: bigint | number, filter: pb.EventFilter | undefined, limit?: number): EventQuery {
   const types = filter?.types ?? [];

@@ -2,7 +2,8 @@
 // (parsed with the field at fault named), and whether an event matches the filter.
 import { EpError, invalidField } from "../../../common/errors.js";
 import type { EventQuery, EventRow } from "../../store/store.js";
-import { EVENT_TYPES } from "./events.js";
+
+export const EVENT_TYPES = ["approval", "inbox", "matrix", "progress"] as const;
 
 export interface StreamFilterInput {
   types?: readonly string[];

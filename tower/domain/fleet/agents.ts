@@ -9,7 +9,7 @@ import { authorize, scopeDomains, type Caller } from "../caller.js";
 import { agentMsg, usageMsg, wordOf } from "../convert.js";
 import { AgentStateSchema, RuntimeSchema } from "../../../gen/ep/tower/v1/resources_pb.js";
 import { commit } from "../events/hub.js";
-import type { FleetContext } from "./fleet.js";
+import type { FleetContext } from "./context.js";
 import { RUNTIMES, sumUsage } from "../work/work.js";
 import { paginate } from "../paging.js";
 import type { Store } from "../../store/store.js";

@@ -2,7 +2,7 @@
 // ticket or a credential that reads the agent's domain (rw when it may also operate there), never
 // a node or an agent token; the node's dial-back only with its own token and the proof of its
 // current link's attach secret. The WebSocket edge (edges/attach/attach-ws.ts) only moves bytes.
-import type { LinkCommand } from "./links.js";
+import type { LinkCommand } from "./types.js";
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError } from "../../../common/errors.js";

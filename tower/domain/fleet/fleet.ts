@@ -2,13 +2,10 @@
 // hands work and sends commands (cancel, signal, supervise, attach). The parts: fleet-nodes.ts,
 // fleet-agents.ts, fleet-links.ts (links, routing, relays), fleet-wake.ts (who can take work), fleet-push.ts (handing it over).
 import type { Auth } from "../auth/auth.js";
-import type { Caller } from "../caller.js";
-import type { CompleteTaskRequest, FailTaskRequest, ReportProgressRequest } from "../../../gen/ep/tower/v1/work_pb.js";
 import type { Deps } from "../deps.js";
-import type { Replication } from "../replication/replication.js";
-import { createWakeIndex, type PushTarget } from "./wake.js";
-import type { TaskRow } from "../../store/store.js";
-import type { Handoff } from "../work/push.js";
+import { createWakeIndex } from "./wake.js";
+import type { FleetContext } from "./context.js";
+import type { FleetOptions } from "./options.js";
 import { createLinkHub, type LinkStream } from "./links.js";
 import { createNodeOps } from "./nodes.js";
 import { createAgentOps } from "./agents.js";
@@ -18,33 +15,6 @@ export type { LinkStream };
 export { createWakeIndex };
 
 export type FleetService = ReturnType<typeof createFleetService>;
-
-export interface FleetOptions {
-  towerUrl: string;
-  pingMs?: number;
-  /** Several replicas (PostgreSQL): link ownership in the store, commands relayed to the owner. */
-  replication?: Pick<Replication, "linked" | "send" | "linkToken">;
-  /** Claims for an idle agent, gives back what could not be handed over, squares a new link with its daemon (work-push.ts). */
-  work?: {
-    claimStarted(a: PushTarget): Promise<TaskRow | undefined>;
-    releaseClaimed(a: PushTarget, taskId: string): Promise<void>;
-    reconcile(nodeId: string, agents: readonly { agentId: string; leaseIds: readonly string[]; idle: boolean }[]): Promise<void>;
-    /** Outcomes that arrive on a node's session (NodeService.Session), as the unary calls commit them. */
-    completeTask(caller: Caller, req: CompleteTaskRequest): Promise<unknown>;
-    failTask(caller: Caller, req: FailTaskRequest): Promise<unknown>;
-    reportProgress(caller: Caller, req: ReportProgressRequest): Promise<unknown>;
-    /** How an outcome's commit hands its agent the next task over this replica's links. */
-    setHandoff?(h: Handoff): void;
-  };
-}
-
-/** What the node and agent operations share. */
-export interface FleetContext {
-  deps: Deps;
-  auth: Auth;
-  opts: FleetOptions;
-  linkHub: ReturnType<typeof createLinkHub>;
-}
 
 export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
   // the node links this replica holds, routing and targeted wake-ups (fleet-links.ts)

@@ -18,7 +18,7 @@ import type { Caller } from "../caller.js";
 import { DEFAULT_LIMITS, type Deps } from "../deps.js";
 import { commit, createEventHub } from "../events/hub.js";
 import { createLinkHub } from "./links.js";
-import type { FleetOptions } from "./fleet.js";
+import type { FleetOptions } from "./options.js";
 import { createWorkService } from "../work/work.js";
 
 const admin: Caller = { subject: "tok_0", principal: "root", role: "admin", via: "token" };

@@ -3,7 +3,7 @@
 // commands routed to it (cancel, signal, supervise, attach, config_reload, merge), through another
 // replica when that one holds the link.
 import { randomBytes } from "node:crypto";
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { iso } from "../../../common/clock.js";
 import * as fleet from "../../../gen/ep/tower/v1/fleet_pb.js";
@@ -18,7 +18,8 @@ import { taskMsg } from "../convert.js";
 
 export { createWakeIndex };
 
-import type { FleetOptions } from "./fleet.js";
+import type { FleetOptions } from "./options.js";
+import type { LinkCommand, Send } from "./types.js";
 
 type LinkMessage = fleet.LinkResponse;
 
@@ -289,10 +290,6 @@ async function markOffline(deps: Deps, nodeId: string, ownerToken: string | unde
     }
   });
 }
-
-/** A command for a node's link, as built here or relayed from another replica (plain JSON: no task assignments). */
-export type LinkCommand = MessageInitShape<typeof fleet.LinkResponseSchema>;
-export type Send = (nodeId: string, msg: LinkCommand) => boolean;
 
 /** Committed events → the links: the wake index kept current, work offered to idle agents, cancels to the holder's node. */
 function route(

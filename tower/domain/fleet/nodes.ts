@@ -13,7 +13,7 @@ import type { NewEvent, Store } from "../../store/store.js";
 import { authorize, scopeDomains, type Caller } from "../caller.js";
 import { nodeMsg } from "../convert.js";
 import { commit } from "../events/hub.js";
-import type { FleetContext } from "./fleet.js";
+import type { FleetContext } from "./context.js";
 import type { Deps } from "../deps.js";
 import { askNode, type Deliver } from "../node-ask.js";
 import { paginate } from "../paging.js";

@@ -12,7 +12,7 @@ import type { TaskRow } from "../../store/store.js";
 import { authorize, type Caller } from "../caller.js";
 import { taskMsg } from "../convert.js";
 import type { Deps } from "../deps.js";
-import type { FleetOptions } from "./fleet.js";
+import type { FleetOptions } from "./options.js";
 import type { PushTarget, WakeIndex } from "./wake.js";
 import { AgentNotIdle } from "../work/context.js";
 

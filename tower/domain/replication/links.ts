@@ -5,7 +5,8 @@ import { randomBytes } from "node:crypto";
 import type { Clock, ClockTimer } from "../../../common/clock.js";
 import { EpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
-import type { LinkCommand, LocalLinks, ReplicaSignals, ReplicatedStore, ReplicationStats } from "./replication.js";
+import type { LinkCommand } from "../fleet/types.js";
+import type { LocalLinks, ReplicaSignals, ReplicatedStore, ReplicationStats } from "./types.js";
 
 /** Bytes of message text per NOTIFY; PostgreSQL allows 7,999 and the frame header needs a few. */
 const CHUNK = 7000;

@@ -8,7 +8,7 @@ import { authorize, type Caller } from "../caller.js";
 import type { Deps } from "../deps.js";
 import { commit, type Emit } from "../events/hub.js";
 import { FINAL, HELD, immutableCache, taskEvent, type ActingAgent } from "./support.js";
-import type { Handoff } from "./push.js";
+import type { Handoff } from "./types.js";
 import { settleDependents } from "./dependencies.js";
 
 export type WorkContext = ReturnType<typeof createWorkContext>;
