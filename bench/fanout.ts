@@ -26,7 +26,7 @@ import { silentLogger } from "../common/log.js";
 import { createTower, type Tower } from "../tower/app.js";
 import { bootstrap } from "../tower/bootstrap.js";
 import { loadConfig } from "../tower/config.js";
-import { commit } from "../tower/domain/events/hub.js";
+import { commit } from "../tower/domain/event-hub.js";
 import { openStore } from "../tower/store/open-store.js";
 
 const arg = (name: string, fallback: number) => {

@@ -2,7 +2,7 @@
 // TCP proxy that can cut connections (a real network fault), and a small SSE reader.
 import { createServer, connect, type Server, type Socket } from "node:net";
 import type { Tower } from "../tower/app.js";
-import { commit } from "../tower/domain/events/hub.js";
+import { commit } from "../tower/domain/event-hub.js";
 import type { NewEvent } from "../tower/store/store.js";
 
 /** Emits `count` matrix events in transactions of `batch`, the way every domain emitter does. */

@@ -1,7 +1,7 @@
 // The house rules that hold across the code base, checked over the sources themselves
 // (docs/testing.md, docs/architecture.md).
 import { describe, expect, it } from "vitest";
-import { importCycles, importGraph, importsBetween, isProduct, isTestCode } from "./house-imports.js";
+import { conceptFolderOf, faceBreaches, importCycles, importGraph, importsBetween, isProduct, isTestCode } from "./house-imports.js";
 import { findSleeps, testFiles } from "./house-sleeps.js";
 import { ROOT } from "./harness.js";
 
@@ -89,12 +89,33 @@ describe("tests wait on events", () => {
   });
 });
 
+/**
+ * Concept folders of tower/domain without a face yet: the rest of the tower imports their modules
+ * directly, so faceBreaches cannot cover them. ai/ and tools/ import each other (the planner reads
+ * the tool catalog and runs the executor; the executor lists a session's actions and reads the AI
+ * settings): a face for each needs that split first (tools/catalog.ts below both).
+ */
+const FACELESS: { folder: string; reason: string }[] = [
+  { folder: "ai", reason: "imports tools/ and is imported by tools/executor.ts" },
+  { folder: "tools", reason: "imports ai/ (executor.ts) and is imported by ai/" },
+];
+
 describe("the import graph", () => {
   const graph = importGraph(ROOT);
   const product = (f: string) => isProduct(f) && !f.includes("/fixtures/"); // fixtures/ beside a runtime are its tests' stand-ins
 
   it("has no import cycles: each folder's parts import its types module, not the module that wires them", () => {
     expect(importCycles(graph, isProduct)).toEqual([]);
+  });
+
+  it("outside a concept folder of tower/domain, product code imports only its face (index.ts) and its types module", () => {
+    expect(faceBreaches(graph, product)).toEqual([]);
+  });
+
+  it("every concept folder of tower/domain has its face, but those named here", () => {
+    const folders = new Set([...graph.keys()].map(conceptFolderOf).filter((f) => f !== undefined));
+    const faceless = [...folders].filter((f) => !graph.has(`tower/domain/${f}/index.ts`)).sort();
+    expect(faceless).toEqual(FACELESS.map((f) => f.folder));
   });
 
   it("no edge imports the store: edges call the domain, the wiring (tower/app.ts) hands them what they need", () => {
@@ -122,5 +143,15 @@ describe("the import graph", () => {
     const g = importGraph(root);
     expect(Object.fromEntries(g)).toEqual({ "common/a.ts": ["common/b.ts"], "common/b.ts": ["common/a.ts", "common/c.ts"], "common/c.ts": ["common/d.ts"], "common/d.ts": [] });
     expect(importCycles(g, isProduct)).toEqual([["common/a.ts", "common/b.ts"]]);
+  });
+
+  it("sees an import past a concept folder's face, and none into its face, its types or from within", () => {
+    const g = new Map([
+      ["tower/app.ts", ["tower/domain/work/index.ts", "tower/domain/work/types.ts", "tower/domain/work/claims.ts", "tower/domain/ai/sessions.ts"]],
+      ["tower/domain/work/index.ts", ["tower/domain/work/claims.ts"]],
+      ["tower/domain/work/claims.ts", ["tower/domain/work/types.ts", "tower/domain/deps.ts"]],
+      ["tower/domain/fleet/push.ts", ["tower/domain/work/context.ts"]],
+    ]);
+    expect(faceBreaches(g, () => true)).toEqual(["tower/app.ts -> tower/domain/work/claims.ts", "tower/domain/fleet/push.ts -> tower/domain/work/context.ts"]);
   });
 });

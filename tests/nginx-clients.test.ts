@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { epErrorOfGrpc } from "../test-support/rpc-errors.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
-import { commit } from "../tower/domain/events/hub.js";
+import { commit } from "../tower/domain/event-hub.js";
 import { ROOT, tempHome, type TestTower, waitFor } from "./harness.js";
 import { expectDocClientRan, pythonClient } from "./python-client.js";
 import { type DeployNginx, followSse, freshSchema, gapsAndDuplicates, NGINX, requirePg, skipNginx, skipPg, startDeployNginx, startReplica } from "./replicas-harness.js";

@@ -12,7 +12,7 @@ import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { createTower } from "../tower/app.js";
 import { bootstrap } from "../tower/bootstrap.js";
 import { loadConfig } from "../tower/config.js";
-import { commit } from "../tower/domain/events/hub.js";
+import { commit } from "../tower/domain/event-hub.js";
 import { attachProof } from "../tower/edges/attach/attach-ws.js";
 import { openStore } from "../tower/store/open-store.js";
 import { WatchedClock } from "../test-support/watched-clock.js";

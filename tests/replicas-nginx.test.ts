@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
-import { commit } from "../tower/domain/events/hub.js";
+import { commit } from "../tower/domain/event-hub.js";
 import { tempHome, type TestTower, useCleanups, waitFor } from "./harness.js";
 import { followSse, freshSchema, gapsAndDuplicates, NGINX, requirePg, skipNginx, skipPg, startDeployNginx, startReplica } from "./replicas-harness.js";
 

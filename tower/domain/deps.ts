@@ -2,7 +2,7 @@
 import type { Clock } from "../../common/clock.js";
 import type { Logger } from "../../common/log.js";
 import type { Store, TaskRow } from "../store/store.js";
-import type { EventHub } from "./events/hub.js";
+import type { EventHub } from "./event-hub.js";
 
 export interface TowerLimits {
   /** Task lease, renewed by heartbeats. */

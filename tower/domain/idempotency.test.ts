@@ -16,7 +16,7 @@ import { createAuth } from "./auth/auth.js";
 import { createAuthService } from "./auth/service.js";
 import type { Caller } from "./caller.js";
 import { DEFAULT_LIMITS, type Deps } from "./deps.js";
-import { createEventHub } from "./events/hub.js";
+import { createEventHub } from "./event-hub.js";
 import { checkIdempotencyKey, IDEMPOTENCY_TTL_MS, requestHash } from "./idempotency.js";
 import { createKeyring, parseSecretKey } from "./secrets/crypto.js";
 import { createWorkService } from "./work/work.js";

@@ -11,7 +11,7 @@ import { iso } from "../../common/clock.js";
 import type { Store } from "../store/store.js";
 import type { Caller } from "./caller.js";
 import type { Deps } from "./deps.js";
-import { commit, type Emit } from "./events/hub.js";
+import { commit, type Emit } from "./event-hub.js";
 
 /** How long a key holds its first answer. */
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;

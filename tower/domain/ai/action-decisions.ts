@@ -6,7 +6,7 @@ import { EpError, toEpError } from "../../../common/errors.js";
 import type { AiActionRow, AiSessionRow } from "../../store/ai-store.js";
 import { authorize, type Caller } from "../caller.js";
 import type { Deps } from "../deps.js";
-import { commit } from "../events/hub.js";
+import { commit } from "../event-hub.js";
 import type { ToolExecutor } from "../tools/executor.js";
 import { actionEvent, small } from "./session-messages.js";
 

@@ -14,7 +14,7 @@ import type { EventRow, Store } from "../../store/store.js";
 import { authorize, principalOf, type Caller } from "../caller.js";
 import { eventMsg } from "../convert.js";
 import type { Deps } from "../deps.js";
-import { commit, type Emit } from "../events/hub.js";
+import { commit, type Emit } from "../event-hub.js";
 import { sessionEvents } from "./session-stream.js";
 import { createActionDecisions } from "./action-decisions.js";
 import { TOOLS } from "../tools/catalog.js";

@@ -13,10 +13,10 @@ import * as pb from "../../../gen/ep/tower/v1/approvals_pb.js";
 import type { ApprovalRow, ApprovalState } from "../../store/approval-store.js";
 import { authorize, principalOf, scopeDomains, type Caller } from "../caller.js";
 import type { Deps } from "../deps.js";
-import { commit } from "../events/hub.js";
+import { commit } from "../event-hub.js";
 import { valueOf, wordOf } from "../convert.js";
 import { decodePageToken, encodePageToken, checkPageSize } from "../paging.js";
-import { text } from "../work/support.js";
+import { text } from "../work/index.js";
 
 export const DEFAULT_PERMISSION_TIMEOUT_MS = 10 * 60_000;
 const MAX_PERMISSION_TIMEOUT_MS = 24 * 3_600_000;

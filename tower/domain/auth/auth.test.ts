@@ -9,7 +9,7 @@ import { SqliteStore } from "../../store/sqlite/sqlite-store.js";
 import { AUTH_CACHE_MS, createAuth, type Auth } from "./auth.js";
 import { INTERNAL_CALLER } from "../caller.js";
 import { DEFAULT_LIMITS } from "../deps.js";
-import { createEventHub } from "../events/hub.js";
+import { createEventHub } from "../event-hub.js";
 
 const T0 = Date.parse("2026-01-01T00:00:00Z");
 let store: SqliteStore;

@@ -13,8 +13,8 @@ import { CallerCache } from "./cache.js";
 import { createOidcVerifier, type OidcConfig } from "./oidc.js";
 import { hashSecret } from "./secret.js";
 import { createTicketAuth, SESSION_PREFIX, tokenCallerOf } from "./tickets.js";
-import type { SecretKeyring } from "../secrets/crypto.js";
-import type { OidcSessionCheck, OidcSessionScope } from "../oidc-login/session-check.js";
+import type { SecretKeyring } from "../secrets/index.js";
+import type { OidcSessionCheck, OidcSessionScope } from "../oidc-login/types.js";
 import type { Deps } from "../deps.js";
 
 export const TOKEN_PREFIX = "ept_";

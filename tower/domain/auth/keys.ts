@@ -6,7 +6,7 @@ import { iso } from "../../../common/clock.js";
 import { EpError } from "../../../common/errors.js";
 import { newId } from "../../../common/ids.js";
 import type { Deps } from "../deps.js";
-import { decryptSecret, encryptSecret, type SecretKeyring } from "../secrets/crypto.js";
+import { decryptSecret, encryptSecret, type SecretKeyring } from "../secrets/index.js";
 
 const KEY_ALG = "ES256";
 /** How long a verified node signature is reused (the node row is read on every call). */

@@ -11,7 +11,7 @@ import { paginate } from "../paging.js";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { Deps } from "../deps.js";
 import { createIdempotency, type AnswerSealer } from "../idempotency.js";
-import { decryptSecret, encryptSecret, type SecretKeyring } from "../secrets/crypto.js";
+import { decryptSecret, encryptSecret, type SecretKeyring } from "../secrets/index.js";
 
 export function createAuthService(auth: Auth, deps: Deps, keyring: () => SecretKeyring | undefined) {
   const idempotent = createIdempotency(deps);

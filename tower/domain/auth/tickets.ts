@@ -8,7 +8,7 @@ import type { Store, TicketRow, TokenRow } from "../../store/store.js";
 import type { CallerCache } from "./cache.js";
 import { principalOf, type Caller, type Role } from "../caller.js";
 import { hashSecret } from "./secret.js";
-import type { OidcSessionCheck, OidcSessionScope } from "../oidc-login/session-check.js";
+import type { OidcSessionCheck, OidcSessionScope } from "../oidc-login/types.js";
 
 /** Console session cookies (POST /auth/session). */
 export const SESSION_PREFIX = "eps_";

@@ -9,7 +9,7 @@
 import type { Clock, ClockTimer } from "../../../common/clock.js";
 import type { Logger } from "../../../common/log.js";
 import type { EventRow, Store } from "../../store/store.js";
-import type { EventHub } from "./hub.js";
+import type { EventHub } from "../event-hub.js";
 import { FrameRing, frameOf, type StreamFrame } from "./frames.js";
 
 export interface EventFeedOptions {

@@ -8,7 +8,7 @@ import { silentLogger } from "../../../common/log.js";
 import { openStore } from "../../store/open-store.js";
 import type { Store } from "../../store/store.js";
 import type { Caller } from "../caller.js";
-import { commit, createEventHub } from "./hub.js";
+import { commit, createEventHub } from "../event-hub.js";
 import { createEventStream, type EventStream, type StreamFrame, type StreamSink } from "./stream.js";
 
 const admin: Caller = { subject: "tok_admin", role: "admin", via: "token" };

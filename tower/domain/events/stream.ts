@@ -9,8 +9,8 @@ import { EpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
 import type { EventQuery, Store } from "../../store/store.js";
 import { type Caller } from "../caller.js";
-import type { EventHub } from "./hub.js";
-import type { OidcSessionCheck } from "../oidc-login/session-check.js";
+import type { EventHub } from "../event-hub.js";
+import type { OidcSessionCheck } from "../oidc-login/types.js";
 import { createStreamRateLimiter, type StreamRateLimiter } from "./limiter.js";
 import { eventQuery } from "./events.js";
 

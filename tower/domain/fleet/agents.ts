@@ -8,9 +8,9 @@ import * as fleet from "../../../gen/ep/tower/v1/fleet_pb.js";
 import { authorize, scopeDomains, type Caller } from "../caller.js";
 import { agentMsg, usageMsg, wordOf } from "../convert.js";
 import { AgentStateSchema, RuntimeSchema } from "../../../gen/ep/tower/v1/resources_pb.js";
-import { commit } from "../events/hub.js";
+import { commit } from "../event-hub.js";
 import type { FleetContext } from "./context.js";
-import { RUNTIMES, sumUsage } from "../work/work.js";
+import { RUNTIMES, sumUsage } from "../work/index.js";
 import { paginate } from "../paging.js";
 import type { Store } from "../../store/store.js";
 

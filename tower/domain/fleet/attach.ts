@@ -8,7 +8,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
 import type { AgentRow, Store } from "../../store/store.js";
-import type { Auth } from "../auth/auth.js";
+import type { Auth } from "../auth/index.js";
 import { authorize, can, type Caller } from "../caller.js";
 import type { FleetService } from "./fleet.js";
 

@@ -16,7 +16,7 @@ import { waitFor } from "../../../test-support/wait.js";
 import { storeSuite, T0 } from "../../../test-support/store-suite.js";
 import type { Caller } from "../caller.js";
 import { DEFAULT_LIMITS, type Deps } from "../deps.js";
-import { commit, createEventHub } from "../events/hub.js";
+import { commit, createEventHub } from "../event-hub.js";
 import { createLinkHub } from "./links.js";
 import type { FleetOptions } from "./options.js";
 import { createWorkService } from "../work/work.js";

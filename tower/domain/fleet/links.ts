@@ -11,7 +11,7 @@ import type { EventRow } from "../../store/store.js";
 import { EpError, invalidField, toEpError } from "../../../common/errors.js";
 import { authorize, type Caller } from "../caller.js";
 import type { Deps } from "../deps.js";
-import { commit } from "../events/hub.js";
+import { commit } from "../event-hub.js";
 import { createWakeIndex } from "./wake.js";
 import { createOffers, type Offers } from "./push.js";
 import { taskMsg } from "../convert.js";

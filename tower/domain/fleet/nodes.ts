@@ -12,7 +12,7 @@ import * as fleet from "../../../gen/ep/tower/v1/fleet_pb.js";
 import type { NewEvent, Store } from "../../store/store.js";
 import { authorize, scopeDomains, type Caller } from "../caller.js";
 import { nodeMsg } from "../convert.js";
-import { commit } from "../events/hub.js";
+import { commit } from "../event-hub.js";
 import type { FleetContext } from "./context.js";
 import type { Deps } from "../deps.js";
 import { askNode, type Deliver } from "../node-ask.js";

@@ -14,7 +14,7 @@ import { taskMsg } from "../convert.js";
 import type { Deps } from "../deps.js";
 import type { FleetOptions } from "./options.js";
 import type { PushTarget, WakeIndex } from "./wake.js";
-import { AgentNotIdle } from "../work/context.js";
+import { AgentNotIdle } from "../work/index.js";
 
 export type Offers = ReturnType<typeof createOffers>;
 

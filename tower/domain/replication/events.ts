@@ -5,7 +5,7 @@
 import type { Clock, ClockTimer } from "../../../common/clock.js";
 import type { Logger } from "../../../common/log.js";
 import type { EventRow } from "../../store/store.js";
-import type { EventHub } from "../events/hub.js";
+import type { EventHub } from "../event-hub.js";
 import type { ReplicatedStore, ReplicationStats } from "./types.js";
 
 /** How long the cursor may stay below a known id before the store is read (ms; doubles up to pollMs). */

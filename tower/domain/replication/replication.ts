@@ -24,7 +24,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import type { Clock } from "../../../common/clock.js";
 import type { Logger } from "../../../common/log.js";
 import type { Store } from "../../store/store.js";
-import type { EventHub } from "../events/hub.js";
+import type { EventHub } from "../event-hub.js";
 import { EventRelay } from "./events.js";
 import { LinkRelay } from "./links.js";
 import type { ReplicaSignals, ReplicatedStore, ReplicationOptions, ReplicationStats, Replication } from "./types.js";

@@ -14,7 +14,7 @@ import { SqliteStore } from "../../store/sqlite/sqlite-store.js";
 import type { Store } from "../../store/store.js";
 import type { Caller } from "../caller.js";
 import { DEFAULT_LIMITS, type Deps } from "../deps.js";
-import { createEventHub } from "../events/hub.js";
+import { createEventHub } from "../event-hub.js";
 import { createSecretService, type KeySource } from "./secrets.js";
 import { createKeyring, parseSecretKey, type SecretKeyring } from "./crypto.js";
 

@@ -11,7 +11,7 @@ import type { AgentRow, Store } from "../../store/store.js";
 import type { Logger } from "../../../common/log.js";
 import { authorize, type Caller } from "../caller.js";
 import type { Deps } from "../deps.js";
-import { commit } from "../events/hub.js";
+import { commit } from "../event-hub.js";
 import { decryptSecret, encryptSecret, loadKeyring, secretKeyFile, type SecretKeyring } from "./crypto.js";
 import { paginate } from "../paging.js";
 import { timestampOf } from "../../../common/vocab.js";

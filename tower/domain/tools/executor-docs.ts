@@ -7,7 +7,7 @@ import { newId } from "../../../common/ids.js";
 import type { ArtifactRow, DocRow } from "../../store/ai-store.js";
 import { authorize, type Caller } from "../caller.js";
 import type { Deps } from "../deps.js";
-import { commit } from "../events/hub.js";
+import { commit } from "../event-hub.js";
 
 const MAX_CONTENT = 1_000_000;
 /** `doc_…` / `art_…`: the sortable id format of common/ids.ts under a prefix it does not list yet. */

@@ -10,7 +10,7 @@ import { newId } from "../../../common/ids.js";
 import type { Logger } from "../../../common/log.js";
 import type { EventRow, Store } from "../../store/store.js";
 import type { DeliveryRow, WebhookRow } from "../../store/webhook-store.js";
-import type { EventHub } from "../events/hub.js";
+import type { EventHub } from "../event-hub.js";
 import { deliveryBody, eventChunk, WEBHOOK_EVENT_TYPES, WEBHOOK_EVENTS } from "./webhook-events.js";
 import { serialRunner } from "./serial-runner.js";
 

@@ -5,7 +5,7 @@ import { EpError, invalidField } from "../../../common/errors.js";
 import * as pb from "../../../gen/ep/tower/v1/work_pb.js";
 import { type Caller } from "../caller.js";
 import { taskMsg, wordOf } from "../convert.js";
-import { commit, type Emit } from "../events/hub.js";
+import { commit, type Emit } from "../event-hub.js";
 import { denialsEvent, denialsOf, taskEvent, usageEvent, usageOf, workspaceOf, HELD, type ActingAgent } from "./support.js";
 import type { Store, TaskRow } from "../../store/store.js";
 import type { WorkContext } from "./context.js";

@@ -6,7 +6,7 @@ import { EpError, invalidField } from "../../../common/errors.js";
 import type { Store, TaskRow } from "../../store/store.js";
 import { authorize, type Caller } from "../caller.js";
 import type { Deps } from "../deps.js";
-import { commit, type Emit } from "../events/hub.js";
+import { commit, type Emit } from "../event-hub.js";
 import { FINAL, HELD, immutableCache, taskEvent, type ActingAgent } from "./support.js";
 import type { Handoff } from "./types.js";
 import { settleDependents } from "./dependencies.js";

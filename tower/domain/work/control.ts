@@ -5,7 +5,7 @@ import { EpError } from "../../../common/errors.js";
 import * as pb from "../../../gen/ep/tower/v1/work_pb.js";
 import { authorize, type Caller } from "../caller.js";
 import { taskMsg } from "../convert.js";
-import { commit } from "../events/hub.js";
+import { commit } from "../event-hub.js";
 import { taskEvent, text, FINAL, HELD } from "./support.js";
 import { restoreDependents, retryStatus, settleDependents } from "./dependencies.js";
 import type { WorkContext } from "./context.js";

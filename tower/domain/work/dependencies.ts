@@ -6,7 +6,7 @@
 // (task_deps), so it costs O(children), never a scan of the mission.
 import { EpError } from "../../../common/errors.js";
 import type { Store, TaskRow } from "../../store/store.js";
-import type { Emit } from "../events/hub.js";
+import type { Emit } from "../event-hub.js";
 import { taskEvent } from "./support.js";
 
 /** The most parents one task may name: a join, not a mission's worth. */

@@ -10,7 +10,7 @@ import * as pb from "../../../gen/ep/tower/v1/work_pb.js";
 import type { MissionRow, Store, TaskRow } from "../../store/store.js";
 import { authorize, type Caller } from "../caller.js";
 import { claimPolicyOf, missionMsg, runtimeOf, taskMsg, taskStatusOf } from "../convert.js";
-import type { Emit } from "../events/hub.js";
+import type { Emit } from "../event-hub.js";
 import { createIdempotency } from "../idempotency.js";
 import { parsePipelineFile, pipelineRefused, stepRef, type PipelineStep } from "./pipeline-file.js";
 import { waitingOn } from "./dependencies.js";

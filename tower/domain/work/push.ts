@@ -5,7 +5,7 @@
 import { EpError } from "../../../common/errors.js";
 import type { Store, TaskRow } from "../../store/store.js";
 import type { Caller } from "../caller.js";
-import { commit, type Emit } from "../events/hub.js";
+import { commit, type Emit } from "../event-hub.js";
 import type { WorkContext } from "./context.js";
 import { HELD, taskEvent, type ActingAgent } from "./support.js";
 import type { Handoff } from "./types.js";

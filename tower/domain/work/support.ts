@@ -7,7 +7,7 @@ import type { AgentRow, DenialRow, TaskRow, UsageRow, WorkspaceRow } from "../..
 import { DenialSourceSchema, type TaskResult } from "../../../gen/ep/tower/v1/resources_pb.js";
 import { enumWord } from "../../../common/vocab.js";
 import { DENIAL_FIELD_LIMIT, DENIAL_LIMIT } from "../../../common/denials.js";
-import { type Emit } from "../events/hub.js";
+import { type Emit } from "../event-hub.js";
 
 export const CLAIM_POLICIES = ["first_claim", "assigned", "broadcast"] as const;
 export const CLAIMABLE_STATES = ["waiting", "queued", "claimed", "running", "succeeded", "failed", "cancelled"] as const;

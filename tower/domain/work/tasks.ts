@@ -9,14 +9,14 @@ import type { Store, TaskQuery, TaskRow } from "../../store/store.js";
 import { authorize, scopeDomains, type Caller } from "../caller.js";
 import { taskMsg, wordOf } from "../convert.js";
 import { ClaimPolicySchema, RuntimeSchema, TaskKindSchema, TaskStatusSchema, type Task } from "../../../gen/ep/tower/v1/resources_pb.js";
-import { commit } from "../events/hub.js";
+import { commit } from "../event-hub.js";
 import { createIdempotency } from "../idempotency.js";
 import { assignmentEvent, covers, MAX_TEXT, oneOf, taskEvent, text, CLAIM_POLICIES, KANBAN_STATES } from "./support.js";
 import type { WorkContext } from "./context.js";
 import { decodePageToken, encodePageToken } from "../paging.js";
 import { taskWait } from "./task-wait.js";
 import { checkParents, waitingOn } from "./dependencies.js";
-import type { Emit } from "../events/hub.js";
+import type { Emit } from "../event-hub.js";
 
 export function createTaskCatalog(ctx: WorkContext) {
   const { deps, store, clock, limits, now, mustDomain, mustMission, mustTask, missionDomain } = ctx;

@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { FakeClock } from "../../../test-support/fake-clock.js";
 import type { EventRow } from "../../store/store.js";
-import { createEventHub } from "../events/hub.js";
+import { createEventHub } from "../event-hub.js";
 import { WorkWaiters, type Need } from "./waiters.js";
 
 let nextId = 1;

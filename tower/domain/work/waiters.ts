@@ -3,7 +3,7 @@
 // every new task cost N claim transactions of which N-1 found nothing (docs/PERFORMANCE.md).
 import type { Clock } from "../../../common/clock.js";
 import type { EventRow } from "../../store/store.js";
-import type { EventHub } from "../events/hub.js";
+import type { EventHub } from "../event-hub.js";
 import type { ActingAgent } from "./support.js";
 
 /** What a queued task asks of its claimer, read from its event; undefined where the event does not say. */

@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply } from "fastify";
 import type { ServerResponse } from "node:http";
 import type { Clock, ClockTimer } from "../../../common/clock.js";
 import { EpError } from "../../../common/errors.js";
-import { parseStreamParams, withRateLimit, type EventStream, type StreamEnd, type StreamSink } from "../../domain/events/stream.js";
+import { parseStreamParams, withRateLimit, type EventStream, type StreamEnd, type StreamSink } from "../../domain/events/index.js";
 import { resetSocket, SLOW_CONSUMER_GRACE_MS } from "../ws/events-ws.js";
 
 /** How long a stream that ended with data still queued may take to flush before it is torn down. */

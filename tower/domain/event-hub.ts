@@ -1,8 +1,8 @@
 // In-process fan-out of committed events. Events are appended to the store inside
 // the transaction that changes state, and published here only after it commits.
-import type { EventRow, NewEvent, Store } from "../../store/store.js";
-import type { Clock } from "../../../common/clock.js";
-import { iso } from "../../../common/clock.js";
+import type { EventRow, NewEvent, Store } from "../store/store.js";
+import type { Clock } from "../../common/clock.js";
+import { iso } from "../../common/clock.js";
 
 export type EventListener = (events: readonly EventRow[]) => void;
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { EventRow } from "../../store/store.js";
-import { createEventHub } from "./hub.js";
+import type { EventRow } from "../store/store.js";
+import { createEventHub } from "./event-hub.js";
 
 const row = (id: number): EventRow => ({ id, type: "matrix", name: "x", domainId: "", missionId: "", agentId: "", taskId: "", sessionId: "", status: "", payload: {}, createdAt: "2026-11-26T00:00:00Z" });
 
