@@ -136,7 +136,7 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const work = createWorkService(deps);
   const fleet = createFleetService(deps, auth, { towerUrl: config.publicUrl, replication, work });
   replication?.serveLinks(fleet, attachProof);
-  // WorkService as served: MergeTask asks the task's node over its link (tower/domain/work-merge.ts)
+  // WorkService as served: MergeTask asks the task's node over its link (tower/domain/work/merge.ts)
   const workApi = { ...work, ...createTaskMerge(deps, fleet.deliver) };
   const authService = createAuthService(auth, deps, () => secretKeys.keyring());
   const secrets = createSecretService(deps, secretKeys);

@@ -81,7 +81,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
   const verifyOidc = createOidcVerifier(opts.oidc, clock);
   const tickets = createTicketAuth({ store, clock, cache, nodeCaller, oidcSessions: opts.oidcSessions });
 
-  // the signature check (ES256) is reused (auth-keys.ts); the node and its domains too (below)
+  // the signature check (ES256) is reused (auth/keys.ts); the node and its domains too (below)
   const verifyNodeToken = async (jwt: string): Promise<Caller> => nodeCaller(await keys.verify(jwt));
   const nodes = createNodeCallers(deps);
 
@@ -194,7 +194,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
  * A node's caller (its row's served domains, its agents' domains), read once and reused: every
  * call epd makes needs it, and reading it cost two queries that waited for the group commit.
  * What changes it is an event on the hub, which carries this replica's commits and every other
- * replica's (replication-events.ts): an enrolment (a new agent domain) or `ep node domains set`
+ * replica's (replication/events.ts): an enrolment (a new agent domain) or `ep node domains set`
  * drops the node's entry as the event arrives (here: before the enrolling call returns). An entry
  * lives at most AUTH_CACHE_MS, the bound for anything a replica's feed delivers late. A read that
  * overlapped an invalidation is not kept (the generation moved).

@@ -1,6 +1,6 @@
 // Nodes, agents and the node link: the one outbound stream from each epd over which the tower
-// hands work and sends commands (cancel, signal, supervise, attach). The parts: fleet-nodes.ts,
-// fleet-agents.ts, fleet-links.ts (links, routing, relays), fleet-wake.ts (who can take work), fleet-push.ts (handing it over).
+// hands work and sends commands (cancel, signal, supervise, attach). The parts: fleet/nodes.ts,
+// fleet/agents.ts, fleet/links.ts (links, routing, relays), fleet/wake.ts (who can take work), fleet/push.ts (handing it over).
 import type { Auth } from "../auth/index.js";
 import type { Deps } from "../deps.js";
 import { createWakeIndex } from "./wake.js";
@@ -17,7 +17,7 @@ export { createWakeIndex };
 export type FleetService = ReturnType<typeof createFleetService>;
 
 export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
-  // the node links this replica holds, routing and targeted wake-ups (fleet-links.ts)
+  // the node links this replica holds, routing and targeted wake-ups (fleet/links.ts)
   const linkHub = createLinkHub(deps, opts, (nodeId) => auth.nodeCaller(nodeId));
   const ctx: FleetContext = { deps, auth, opts, linkHub };
   return {

@@ -1,5 +1,5 @@
 // The node links this replica holds: each epd's one outbound command stream (NodeService.Link),
-// with the node marked online while it lasts, work handed to its idle agents (fleet-push.ts),
+// with the node marked online while it lasts, work handed to its idle agents (fleet/push.ts),
 // commands routed to it (cancel, signal, supervise, attach, config_reload, merge), through another
 // replica when that one holds the link.
 import { randomBytes } from "node:crypto";
@@ -86,12 +86,12 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     if (a.state === "idle") offers?.offerAgent(a.id); // a new agent: work may be waiting for it
   }
 
-  // work handed to idle agents (fleet-push.ts)
+  // work handed to idle agents (fleet/push.ts)
   const offers = opts.work ? createOffers(deps, opts.work, { reach, push, nodeCaller }) : undefined;
 
-  // An outcome's commit claims its agent's next task itself (work-push.ts, Handoff); when it
+  // An outcome's commit claims its agent's next task itself (work/push.ts, Handoff); when it
   // found nothing, the agent.state idle it emits needs no second claim unless a task was queued in
-  // the agent's domain since it looked (fleet-wake.ts).
+  // the agent's domain since it looked (fleet/wake.ts).
   opts.work?.setHandoff?.({
     mark: (a) => (ready(a.nodeId) ? reach.queuedMark(a.domainId) : undefined),
     lookedEmpty: (agentId, mark) => reach.lookedEmpty(agentId, mark),
@@ -189,7 +189,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     links.get(nodeId)?.close(); // replaced by this newer link
     links.set(nodeId, conn);
     reach.dropNode(nodeId);
-    // several replicas: the store says which one holds the link (tower/domain/replication.ts)
+    // several replicas: the store says which one holds the link (tower/domain/replication/replication.ts)
     const ownerToken = opts.replication?.linkToken(randomBytes(9).toString("base64url"));
     const onAbort = () => wake?.();
     signal.addEventListener("abort", onAbort);
@@ -198,7 +198,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     await markOnline(deps, nodeId, ownerToken);
     try {
       // the agents as the daemon has them: what was handed over and lost with the last link goes
-      // back to the queue, each agent idle or busy (work-push.ts reconcile). Until it is done no
+      // back to the queue, each agent idle or busy (work/push.ts reconcile). Until it is done no
       // work is handed to the node (not even by an outcome: ready is false) and the session's
       // outcomes wait unread.
       await opts.work?.reconcile(nodeId, req.agents);

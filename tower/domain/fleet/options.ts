@@ -11,7 +11,7 @@ export interface FleetOptions {
   pingMs?: number;
   /** Several replicas (PostgreSQL): link ownership in the store, commands relayed to the owner. */
   replication?: Pick<Replication, "linked" | "send" | "linkToken">;
-  /** Claims for an idle agent, gives back what could not be handed over, squares a new link with its daemon (work-push.ts). */
+  /** Claims for an idle agent, gives back what could not be handed over, squares a new link with its daemon (work/push.ts). */
   work?: {
     claimStarted(a: PushTarget): Promise<TaskRow | undefined>;
     releaseClaimed(a: PushTarget, taskId: string): Promise<void>;

@@ -4,7 +4,7 @@
 // agent: a task queued (an idle agent that can take it is picked, idle the longest first), an agent
 // idle again (its outcome, or its link opened), an assigned task queued for an idle assignee. The
 // claim is authorized as the node's own would be. A task that cannot be sent (the link went away)
-// goes back to the queue uncounted (work-push.ts).
+// goes back to the queue uncounted (work/push.ts).
 import { create } from "@bufbuild/protobuf";
 import type { EpError } from "../../../common/errors.js";
 import * as fleet from "../../../gen/ep/tower/v1/fleet_pb.js";

@@ -1,5 +1,5 @@
 // A console session that came from the identity provider ends when the identity does: at the
-// ID / access token's expiry (the session's own expiry, auth-tickets.ts) and, before that,
+// ID / access token's expiry (the session's own expiry, auth/tickets.ts) and, before that,
 // when the provider stops standing behind the sign-in. For the second, the session is asked
 // about again at most every `recheckMs` (EP_OIDC_RECHECK_SECONDS): the provider's userinfo
 // endpoint, with the access token it gave at sign-in. A refusal (the provider's session ended,

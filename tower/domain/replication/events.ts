@@ -1,4 +1,4 @@
-// The event half of replication (replication.ts explains the whole): one cursor, "every committed
+// The event half of replication (replication/replication.ts explains the whole): one cursor, "every committed
 // event ≤ cursor has reached the local hub", moved by reading `id > cursor` from the store in
 // order; local commits announced to the other replicas; a poll and a re-read after the LISTEN
 // connection returns as the safety net.

@@ -1,4 +1,4 @@
-// The node-link half of replication (replication.ts explains the whole): a command for a node
+// The node-link half of replication (replication/replication.ts explains the whole): a command for a node
 // linked to another replica is NOTIFYed on the link channel to the owner (split into frames when
 // long), which delivers it and answers; no answer within the timeout means nobody holds the link.
 import { randomBytes } from "node:crypto";

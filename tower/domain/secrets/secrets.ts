@@ -1,7 +1,7 @@
 // SecretService: the tower's encrypted secret store. Admins set, list (names and metadata,
 // never values), delete, grant and revoke; a node resolves a value only for an agent that runs
 // on that node and only when the secret is granted to that agent or to its domain. Values are
-// encrypted at rest (secrets-crypto.ts) and never appear in events, logs or error messages.
+// encrypted at rest (secrets/crypto.ts) and never appear in events, logs or error messages.
 import { create } from "@bufbuild/protobuf";
 import { iso } from "../../../common/clock.js";
 import { EpError, invalidField } from "../../../common/errors.js";

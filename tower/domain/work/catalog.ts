@@ -1,5 +1,5 @@
-// The work catalog: domains and missions as records. Tasks are work-tasks.ts, the claim loop
-// over them work-claims.ts.
+// The work catalog: domains and missions as records. Tasks are work/tasks.ts, the claim loop
+// over them work/claims.ts.
 import { create } from "@bufbuild/protobuf";
 import { EpError } from "../../../common/errors.js";
 import { newId } from "../../../common/ids.js";

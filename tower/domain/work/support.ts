@@ -74,7 +74,7 @@ export function taskEvent(emit: Emit, t: TaskRow, name: string, extra: JsonObjec
       attempts: t.attempts,
       claimed_by: t.claimedBy,
       ...(t.parentTaskId ? { parent_task_id: t.parentTaskId } : {}),
-      // what handing it over needs: an idle agent that can take it (fleet-push.ts)
+      // what handing it over needs: an idle agent that can take it (fleet/push.ts)
       ...(t.status === "queued" ? { runtime: t.runtime, capabilities: t.capabilities, claim_policy: t.claimPolicy } : {}),
       ...extra,
     },

@@ -1,5 +1,5 @@
 // Tasks as records: create (a broadcast task creates one run per matching agent), read, list,
-// update, delete. The claim loop over them is work-claims.ts.
+// update, delete. The claim loop over them is work/claims.ts.
 import { create } from "@bufbuild/protobuf";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError, invalidField } from "../../../common/errors.js";

@@ -1,6 +1,6 @@
 // The work API: domains, missions, Kanban tasks (kind=assigned) and claimable tasks with
 // leases (kind=claimable). Plain functions over the store; every edge calls these. The catalog
-// (work-catalog.ts) and the claim loop (work-claims.ts) share one context (work-context.ts).
+// (work/catalog.ts) and the claim loop (work/claims.ts) share one context (work/context.ts).
 import type { Deps } from "../deps.js";
 import { createWorkCatalog } from "./catalog.js";
 import { createTaskCatalog } from "./tasks.js";

@@ -33,7 +33,7 @@ export const ATTACH_PATHS = [ATTACH_WS_PATH, ATTACH_DIAL_PATH] as const;
 /** Close codes shared with the daemon's gateway (daemon/attach/frames.ts). */
 const CLOSE = ATTACH_CLOSE;
 
-/** Who may attach to what: the domain's admission (tower/domain/attach.ts). */
+/** Who may attach to what: the domain's admission (tower/domain/fleet/attach.ts). */
 export type AttachAdmission = ReturnType<typeof createAttachAdmission>;
 
 export interface AttachEdgeDeps {

@@ -1,5 +1,5 @@
 // GET /events/stream: the event log as Server-Sent Events. The edge only parses the
-// request, writes bytes and reports backpressure; the feed lives in domain/event-stream.ts.
+// request, writes bytes and reports backpressure; the feed lives in domain/events/stream.ts.
 import type { FastifyInstance, FastifyReply } from "fastify";
 import type { ServerResponse } from "node:http";
 import type { Clock, ClockTimer } from "../../../common/clock.js";
