@@ -1,5 +1,5 @@
 // Assembles the tower: store, domain services, and the edges over them.
-import type { AiService as AiServiceImpl } from "./domain/ai/sessions.js";
+import { type AiService as AiServiceImpl, createPlanner, createAiService, readAiSettings } from "./domain/ai/index.js";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { bindReflection } from "./edges/connect/reflection.js";
 import { createContextValues, type ConnectRouter } from "@connectrpc/connect";
@@ -30,11 +30,7 @@ import { createWorkService, type WorkService as Work, createTaskMerge } from "./
 import { createWebhookDispatcher, type WebhookDispatcher, createWebhookService, resealWebhookSecrets, type WebhookServiceImpl, readWebhookSettings } from "./domain/webhooks/index.js";
 import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
 import { ToolService } from "../gen/ep/tower/v1/tools_pb.js";
-import { createPlanner } from "./domain/ai/create-planner.js";
-import { createAiService } from "./domain/ai/sessions.js";
-import { readAiSettings } from "./domain/ai/settings.js";
-import { createToolExecutor } from "./domain/tools/executor.js";
-import { createToolService } from "./domain/tools/tool-service.js";
+import { createToolExecutor, createToolService } from "./domain/tools/index.js";
 import { aiRoutes, registerAiRoutes } from "./edges/ai/ai-routes.js";
 import { collectRoutes, createHttpApp, handleErrors, isPublic, registerHealthRoutes, registerSessionRoutes } from "./edges/http.js";
 import { registerMcpRoutes } from "./edges/mcp/mcp-routes.js";

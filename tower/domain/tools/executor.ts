@@ -11,7 +11,7 @@ import * as evpb from "../../../gen/ep/tower/v1/events_pb.js";
 import * as fleetpb from "../../../gen/ep/tower/v1/fleet_pb.js";
 import * as resourcespb from "../../../gen/ep/tower/v1/resources_pb.js";
 import * as workpb from "../../../gen/ep/tower/v1/work_pb.js";
-import type { AiSettings } from "../ai/settings.js";
+import type { AiSettings } from "../ai/types.js";
 import { type Caller } from "../caller.js";
 import type { Deps } from "../deps.js";
 import { eventMsg } from "../convert.js";
@@ -21,7 +21,7 @@ import type { WorkService } from "../work/index.js";
 import { validateToolArgs } from "./catalog.js";
 import { authorizeTool } from "../door-roles.js";
 import { createDocsService, docJson, type DocsService } from "./executor-docs.js";
-import { listOwnActions } from "../ai/actions-list.js";
+import { listOwnActions } from "./actions-list.js";
 import type { AiActionStatus } from "../../store/ai-store.js";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 
