@@ -3,7 +3,7 @@
 // next task in its own commit, and leaves the agent idle without a second claim when nothing is
 // queued; a task queued while a claim for the agent is looking is not left behind by it; and a link
 // that opens hands nothing over before the tower squared its view with the daemon's.
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { afterEach, describe, expect, vi } from "vitest";
 import { iso } from "../../../common/clock.js";
 import { silentLogger } from "../../../common/log.js";
@@ -46,7 +46,7 @@ storeSuite((s) => {
     // the node's link, held open; what it is sent is collected (a later link replaces it)
     let got: LinkResponse[] = [];
     let failed: unknown;
-    const openLink = (agents: fleetpb.LinkRequest["agents"] = []) => {
+    const openLink = (agents: MessageInitShape<typeof fleetpb.LinkAgentSchema>[] = []) => {
       const mine: LinkResponse[] = (got = []);
       const ac = new AbortController();
       closers.push(() => ac.abort());
