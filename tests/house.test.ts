@@ -114,6 +114,11 @@ describe("the import graph", () => {
     expect(importsBetween(graph, (f) => product(f) && f.startsWith("cli/"), (t) => t.startsWith("daemon/"))).toEqual([]);
   });
 
+  it("a test that starts a tower lives in tests/: tests beside the code do not import the harness", () => {
+    const besideTheCode = (f: string) => !f.startsWith("tests/") && /\.test\.tsx?$/.test(f);
+    expect(importsBetween(graph, besideTheCode, (t) => t === "tests/harness.ts" || t === "tests/epd-harness.ts")).toEqual([]);
+  });
+
   it("no product file imports test code", () => {
     expect(importsBetween(graph, product, isTestCode)).toEqual([]);
   });

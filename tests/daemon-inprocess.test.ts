@@ -8,12 +8,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../common/log.js";
-import { startTower, type TestTower } from "../tests/harness.js";
+import { startTower, type TestTower } from "./harness.js";
 import { NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
-import { jsonRpcCall } from "./mgmt/client.js";
-import { createDaemon, type Daemon } from "./daemon.js";
-import { createWorktree, finishWorktree } from "./worker/workspace.js";
+import { jsonRpcCall } from "../daemon/mgmt/client.js";
+import { createDaemon, type Daemon } from "../daemon/daemon.js";
+import { createWorktree, finishWorktree } from "../daemon/worker/workspace.js";
 import { waitFor } from "../test-support/wait.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 

@@ -6,10 +6,10 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { toEpError } from "../../common/errors.js";
-import { LinkResponseSchema, NodeService, type LinkResponse } from "../../gen/ep/tower/v1/fleet_pb.js";
-import { startTower, type TestTower } from "../../tests/harness.js";
-import { createUnaryTransport } from "./unary-transport.js";
+import { toEpError } from "../common/errors.js";
+import { LinkResponseSchema, NodeService, type LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
+import { startTower, type TestTower } from "./harness.js";
+import { createUnaryTransport } from "../daemon/link/unary-transport.js";
 
 const linkClient = (baseUrl: string, token: string) =>
   createClient(NodeService, createUnaryTransport({ baseUrl, headers: { authorization: `Bearer ${token}` }, streams: createConnectTransport({ baseUrl, httpVersion: "1.1" }) }));

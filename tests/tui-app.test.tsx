@@ -1,19 +1,19 @@
 // The interactive console: tab navigation, approving from the keyboard, the composer, live
 // events — with an in-memory data source, and once against a real in-process tower.
 import { render } from "ink-testing-library";
-import { waitFor } from "../../test-support/wait.js";
+import { waitFor } from "../test-support/wait.js";
 import { afterAll, describe, expect, it } from "vitest";
-import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
-import { AgentService, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
-import { ApprovalService, ApprovalStatus } from "../../gen/ep/tower/v1/approvals_pb.js";
-import { startTower, type TestTower } from "../../tests/harness.js";
-import { App } from "./app.js";
-import type { ApprovalItem, EventItem, FrameItem, TaskDetail, TuiDataSource } from "./data-source.js";
-import { createTowerSource, eventDetail } from "./tower-source.js";
-import { viewSpecLines } from "./view-spec-text.js";
-import { TaskScreen } from "./views.js";
-import { denialLines } from "../denials.js";
-import { Runtime } from "../../gen/ep/tower/v1/resources_pb.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
+import { ApprovalService, ApprovalStatus } from "../gen/ep/tower/v1/approvals_pb.js";
+import { startTower, type TestTower } from "./harness.js";
+import { App } from "../cli/tui/app.js";
+import type { ApprovalItem, EventItem, FrameItem, TaskDetail, TuiDataSource } from "../cli/tui/data-source.js";
+import { createTowerSource, eventDetail } from "../cli/tui/tower-source.js";
+import { viewSpecLines } from "../cli/tui/view-spec-text.js";
+import { TaskScreen } from "../cli/tui/views.js";
+import { denialLines } from "../cli/denials.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const until = (cond: () => boolean, ms = 5000) => waitFor(cond, ms, 10);
 

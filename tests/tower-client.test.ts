@@ -6,13 +6,13 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { toEpError } from "../../common/errors.js";
-import { AgentService } from "../../gen/ep/tower/v1/fleet_pb.js";
-import { Runtime } from "../../gen/ep/tower/v1/resources_pb.js";
-import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
-import { startTower, type TestTower } from "../../tests/harness.js";
-import { refusedByTower } from "../worker/report.js";
-import { createTowerClients } from "./tower-client.js";
+import { toEpError } from "../common/errors.js";
+import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { startTower, type TestTower } from "./harness.js";
+import { refusedByTower } from "../daemon/worker/report.js";
+import { createTowerClients } from "../daemon/link/tower-client.js";
 
 const clientAt = (baseUrl: string, token: string) => createTowerClients(baseUrl, token).work;
 

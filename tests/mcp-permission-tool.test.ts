@@ -2,16 +2,16 @@
 // for the run's task; the answer is claude's JSON; "allow <tool> for this task" is remembered for
 // the rest of the run, other tools are asked again.
 import { describe, expect, it } from "vitest";
-import { silentLogger } from "../../common/log.js";
-import { systemClock } from "../../common/clock.js";
-import { ApprovalService, ApprovalStatus, PermissionOptionKind } from "../../gen/ep/tower/v1/approvals_pb.js";
-import { AgentService, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
-import { WorkService } from "../../gen/ep/tower/v1/work_pb.js";
-import { startTower } from "../../tests/harness.js";
-import { waitFor } from "../../test-support/wait.js";
-import { createTowerClients } from "../link/tower-client.js";
-import { createPermissionTool } from "./permission-tool.js";
-import { Runtime } from "../../gen/ep/tower/v1/resources_pb.js";
+import { silentLogger } from "../common/log.js";
+import { systemClock } from "../common/clock.js";
+import { ApprovalService, ApprovalStatus, PermissionOptionKind } from "../gen/ep/tower/v1/approvals_pb.js";
+import { AgentService, NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
+import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
+import { startTower } from "./harness.js";
+import { waitFor } from "../test-support/wait.js";
+import { createTowerClients } from "../daemon/link/tower-client.js";
+import { createPermissionTool } from "../daemon/mcp/permission-tool.js";
+import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 describe("permission_prompt", () => {
   it("asks a person per call, remembers 'allow for this task' per tool, and denies with the reason", async () => {
