@@ -1,5 +1,5 @@
 // Tasks that wait for other tasks (issue 40) through one real epd.
-//   node scripts/run-ts.mjs bench/pipeline.ts [--width 100] [--depth 100] [--agents <width>] [--json]
+//   node scripts/run-ts.mjs bench/pipeline.ts [--width 100] [--depth 100] [--agents <width>] [--rounds 1] [--prof <dir>] [--json]
 //
 // `width` chains of `depth` shell tasks (`true`), each task depending on the one before it in its
 // chain (10,000 tasks by default), against the same number of independent shell tasks in the same
@@ -13,10 +13,15 @@
 //   right after it) to the commit of its child's claim (`task.claimed`), p50/p90/p99 — the child is
 //   queued in the parent's own commit, in O(children) (task_deps), never by a scan;
 // - the tower's CPU per task (this process: the tower runs in it, the benchmark's own work is the
-//   event subscription) for chained vs independent tasks, and their ratio; epd's likewise.
+//   event subscription) for chained vs independent tasks, and their ratio; epd's likewise;
+// - the tower's commits (hub publishes) and events per task, which tell an extra round trip.
+// With --rounds n, n rounds of both sets, alternating which runs first (round 1 chained first),
+// each set in fresh domains; the figures are per round. --prof <dir>: a CPU profile of the tower
+// (this process) per timed set, <dir>/<set>-<round>.cpuprofile.
 import { spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { Session } from "node:inspector/promises";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { jsonRpcCall } from "../daemon/mgmt/client.js";
@@ -32,6 +37,8 @@ const { values } = parseArgs({
     depth: { type: "string", default: "100" },
     // default: one per chain, so an idle agent can take each child the moment it is queued (fewer: the child waits behind other chains)
     agents: { type: "string" },
+    rounds: { type: "string", default: "1" },
+    prof: { type: "string" },
     json: { type: "boolean", default: false },
   },
 });
@@ -39,6 +46,7 @@ const WIDTH = Number(values.width);
 const DEPTH = Number(values.depth);
 const AGENTS = Number(values.agents ?? values.width);
 const N = WIDTH * DEPTH;
+const ROUNDS = Number(values.rounds);
 
 const home = tempHome("ep-bench-pipeline-");
 const t = await startTower({ home: home.dir, env: { EP_LEASE_MS: "60000" } });
@@ -47,11 +55,16 @@ const work = t.client(WorkService);
 // what the tower commits, timed as the hub publishes it
 const succeededAt = new Map<string, number>();
 const claimedAt = new Map<string, number>();
-t.tower.deps.hub.subscribe((events) => {
+let succeeded = 0;
+let publishes = 0;
+let events = 0;
+t.tower.deps.hub.subscribe((batch) => {
   const now = performance.now();
-  for (const e of events) {
+  publishes++;
+  events += batch.length;
+  for (const e of batch) {
     if (!e.taskId) continue;
-    if (e.name === "task.succeeded") succeededAt.set(e.taskId, now);
+    if (e.name === "task.succeeded" && !succeededAt.has(e.taskId)) (succeededAt.set(e.taskId, now), succeeded++);
     else if (e.name === "task.claimed" && !claimedAt.has(e.taskId)) claimedAt.set(e.taskId, now);
   }
 });
@@ -95,32 +108,54 @@ async function createPhase(name: string, chained: boolean): Promise<{ domainId: 
 }
 
 /** Enrolls the agents, waits for every task of the phase to succeed; the tower's and epd's CPU over that span. */
-async function runPhase(phase: { domainId: string; ids: string[] }, label: string) {
-  const tower0 = procCpuMs("self");
-  const epd0 = procCpuMs(epd.pid!);
-  const t0 = performance.now();
-  for (let i = 0; i < AGENTS; i++) await call("agent.enroll", { domainId: phase.domainId, runtime: "shell", name: `${label}-${i}` });
-  await waitFor(() => phase.ids.every((id) => succeededAt.has(id)), 1_800_000, 50);
-  const seconds = (performance.now() - t0) / 1000;
-  return { seconds, towerMsPerTask: (procCpuMs("self") - tower0) / phase.ids.length, epdMsPerTask: (procCpuMs(epd.pid!) - epd0) / phase.ids.length };
+const profiler = values.prof ? new Session() : undefined;
+if (profiler) {
+  mkdirSync(values.prof!, { recursive: true });
+  profiler.connect();
+  await profiler.post("Profiler.enable");
 }
 
-const chains = await createPhase("chains", true);
-const independent = await createPhase("independent", false);
-const chainRun = await runPhase(chains, "chain");
-const indepRun = await runPhase(independent, "indep");
+async function runPhase(phase: { domainId: string; ids: string[] }, label: string) {
+  await profiler?.post("Profiler.start");
+  const tower0 = procCpuMs("self");
+  const epd0 = procCpuMs(epd.pid!);
+  const [succeeded0, publishes0, events0] = [succeeded, publishes, events];
+  const t0 = performance.now();
+  for (let i = 0; i < AGENTS; i++) await call("agent.enroll", { domainId: phase.domainId, runtime: "shell", name: `${label}-${i}` });
+  await waitFor(() => succeeded - succeeded0 >= phase.ids.length, 1_800_000, 50);
+  const seconds = (performance.now() - t0) / 1000;
+  const n = phase.ids.length;
+  const out = {
+    seconds: +seconds.toFixed(1),
+    tasks_per_s: Math.round(n / seconds),
+    tower_cpu_ms_per_task: +((procCpuMs("self") - tower0) / n).toFixed(3),
+    epd_cpu_ms_per_task: +((procCpuMs(epd.pid!) - epd0) / n).toFixed(3),
+    commits_per_task: +((publishes - publishes0) / n).toFixed(3),
+    events_per_task: +((events - events0) / n).toFixed(3),
+  };
+  if (profiler) writeFileSync(join(values.prof!, `${label}.cpuprofile`), JSON.stringify((await profiler.post("Profiler.stop")).profile));
+  return out;
+}
 
-const latencies = chains.edges.map(([child, parent]) => claimedAt.get(child)! - succeededAt.get(parent)!);
-const result = {
-  tasks: N,
-  width: WIDTH,
-  depth: DEPTH,
-  agents: AGENTS,
-  child_claim_after_parent_ms: { p50: pct(latencies, 50), p90: pct(latencies, 90), p99: pct(latencies, 99), max: pct(latencies, 100) },
-  chained: { seconds: +chainRun.seconds.toFixed(1), tasks_per_s: Math.round(N / chainRun.seconds), tower_cpu_ms_per_task: +chainRun.towerMsPerTask.toFixed(3), epd_cpu_ms_per_task: +chainRun.epdMsPerTask.toFixed(3) },
-  independent: { seconds: +indepRun.seconds.toFixed(1), tasks_per_s: Math.round(N / indepRun.seconds), tower_cpu_ms_per_task: +indepRun.towerMsPerTask.toFixed(3), epd_cpu_ms_per_task: +indepRun.epdMsPerTask.toFixed(3) },
-  tower_cpu_ratio_chained_vs_independent: +(chainRun.towerMsPerTask / indepRun.towerMsPerTask).toFixed(3),
-};
+const rounds = [];
+for (let r = 1; r <= ROUNDS; r++) {
+  const chains = await createPhase(`chains-${r}`, true);
+  const independent = await createPhase(`independent-${r}`, false);
+  const chainedFirst = r % 2 === 1;
+  const first = chainedFirst ? await runPhase(chains, `chain-${r}`) : await runPhase(independent, `indep-${r}`);
+  const second = chainedFirst ? await runPhase(independent, `indep-${r}`) : await runPhase(chains, `chain-${r}`);
+  const [chained, indep] = chainedFirst ? [first, second] : [second, first];
+  const latencies = chains.edges.map(([child, parent]) => claimedAt.get(child)! - succeededAt.get(parent)!);
+  rounds.push({
+    round: r,
+    first: chainedFirst ? "chained" : "independent",
+    child_claim_after_parent_ms: { p50: pct(latencies, 50), p90: pct(latencies, 90), p99: pct(latencies, 99), max: pct(latencies, 100) },
+    chained,
+    independent: indep,
+    tower_cpu_ratio_chained_vs_independent: +(chained.tower_cpu_ms_per_task / indep.tower_cpu_ms_per_task).toFixed(3),
+  });
+}
+const result = { tasks: N, width: WIDTH, depth: DEPTH, agents: AGENTS, rounds };
 console.log(values.json ? JSON.stringify(result) : JSON.stringify(result, null, 2));
 epd.kill("SIGTERM");
 await t.close();
