@@ -1,5 +1,5 @@
 // Tasks that wait for other tasks (issue 40) through one real epd.
-//   node scripts/run-ts.mjs bench/pipeline.ts [--width 100] [--depth 100] [--agents <width>] [--rounds 1] [--prof <dir>] [--json]
+//   node scripts/run-ts.mjs bench/pipeline.ts [--width 100] [--depth 100] [--agents <width>] [--rounds 1] [--warmup 5] [--prof <dir>] [--json]
 //
 // `width` chains of `depth` shell tasks (`true`), each task depending on the one before it in its
 // chain (10,000 tasks by default), against the same number of independent shell tasks in the same
@@ -16,8 +16,9 @@
 //   event subscription) for chained vs independent tasks, and their ratio; epd's likewise;
 // - the tower's commits (hub publishes) and events per task, which tell an extra round trip.
 // With --rounds n, n rounds of both sets, alternating which runs first (round 1 chained first),
-// each set in fresh domains; the figures are per round. --prof <dir>: a CPU profile of the tower
-// (this process) per timed set, <dir>/<set>-<round>.cpuprofile.
+// each set in fresh domains; the figures are per round. Before them, untimed, WIDTH × 5 tasks of
+// each set warm the JIT of both processes (--warmup 0: none), which the first timed set paid
+// alone. --prof <dir>: a CPU profile of the tower (this process) per set, <dir>/<set>-<round>.cpuprofile.
 import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -38,6 +39,7 @@ const { values } = parseArgs({
     // default: one per chain, so an idle agent can take each child the moment it is queued (fewer: the child waits behind other chains)
     agents: { type: "string" },
     rounds: { type: "string", default: "1" },
+    warmup: { type: "string", default: "5" },
     prof: { type: "string" },
     json: { type: "boolean", default: false },
   },
@@ -86,13 +88,13 @@ const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonR
 await waitFor(async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected", 15_000);
 
 /** Creates the phase's tasks in a domain of its own (no agent yet); `chained`: WIDTH chains of DEPTH. Returns [child, parent] pairs and every id. */
-async function createPhase(name: string, chained: boolean): Promise<{ domainId: string; ids: string[]; edges: [string, string][] }> {
+async function createPhase(name: string, chained: boolean, depth = DEPTH): Promise<{ domainId: string; ids: string[]; edges: [string, string][] }> {
   const domainId = (await work.createDomain({ name })).domain!.id;
   const missionId = (await work.createMission({ domainId, title: name })).mission!.id;
   const ids: string[] = [];
   const edges: [string, string][] = [];
   const last: string[] = [];
-  for (let level = 0; level < DEPTH; level++) {
+  for (let level = 0; level < depth; level++) {
     const batch = [];
     for (let c = 0; c < WIDTH; c++) {
       const parent = chained && level > 0 ? last[c] : undefined;
@@ -137,6 +139,9 @@ async function runPhase(phase: { domainId: string; ids: string[] }, label: strin
   return out;
 }
 
+if (Number(values.warmup) > 0) {
+  for (const chained of [true, false]) await runPhase(await createPhase(`warm-${chained}`, chained, Number(values.warmup)), `warm-${chained ? "chain" : "indep"}`);
+}
 const rounds = [];
 for (let r = 1; r <= ROUNDS; r++) {
   const chains = await createPhase(`chains-${r}`, true);
