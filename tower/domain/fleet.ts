@@ -7,8 +7,7 @@ import type { CompleteTaskRequest, FailTaskRequest, ReportProgressRequest } from
 import type { Deps } from "./deps.js";
 import type { Replication } from "./replication.js";
 import { createWakeIndex, type PushTarget } from "./fleet-wake.js";
-import type { TaskRow } from "../store/store.js";
-import type { Handoff } from "./work-push.js";
+import type { ClaimedTask, Handoff } from "./work-push.js";
 import { createLinkHub, type LinkStream } from "./fleet-links.js";
 import { createNodeOps } from "./fleet-nodes.js";
 import { createAgentOps } from "./fleet-agents.js";
@@ -26,7 +25,7 @@ export interface FleetOptions {
   replication?: Pick<Replication, "linked" | "send" | "linkToken">;
   /** Claims for an idle agent, gives back what could not be handed over, squares a new link with its daemon (work-push.ts). */
   work?: {
-    claimStarted(a: PushTarget): Promise<TaskRow | undefined>;
+    claimStarted(a: PushTarget): Promise<ClaimedTask | undefined>;
     releaseClaimed(a: PushTarget, taskId: string): Promise<void>;
     reconcile(nodeId: string, agents: readonly { agentId: string; leaseIds: readonly string[]; idle: boolean }[]): Promise<void>;
     /** Outcomes that arrive on a node's session (NodeService.Session), as the unary calls commit them. */
