@@ -18,11 +18,14 @@
 // With --rounds n, n rounds of both sets, alternating which runs first (round 1 chained first),
 // each set in fresh domains; the figures are per round. Before them, untimed, WIDTH × 5 tasks of
 // each set warm the JIT of both processes (--warmup 0: none), which the first timed set paid
-// alone. --prof <dir>: a CPU profile of the tower (this process) per set, <dir>/<set>-<round>.cpuprofile.
+// alone; each set starts after a WAL checkpoint and a full GC of the tower (runPhase). The idle
+// cost of both processes (5 s, every agent idle) is reported beside. --prof <dir>: a CPU profile of the tower (this process) per set, <dir>/<set>-<round>.cpuprofile.
 import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Session } from "node:inspector/promises";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { jsonRpcCall } from "../daemon/mgmt/client.js";
@@ -117,7 +120,16 @@ if (profiler) {
   await profiler.post("Profiler.enable");
 }
 
+// Each timed set starts from the same state: the WAL checkpointed (SQLite's automatic checkpoint
+// would otherwise copy the creation's pages during whichever set ran first) and a full GC done
+// (the creation's garbage likewise). Without either, the set run first read up to 2× the other.
+setFlagsFromString("--expose-gc");
+const fullGc = runInNewContext("gc") as () => void;
+const sqlite = (t.tower.deps.store as unknown as { db?: { pragma(p: string): unknown } }).db;
+
 async function runPhase(phase: { domainId: string; ids: string[] }, label: string) {
+  sqlite?.pragma("wal_checkpoint(TRUNCATE)");
+  fullGc();
   await profiler?.post("Profiler.start");
   const tower0 = procCpuMs("self");
   const epd0 = procCpuMs(epd.pid!);
@@ -160,7 +172,13 @@ for (let r = 1; r <= ROUNDS; r++) {
     tower_cpu_ratio_chained_vs_independent: +(chained.tower_cpu_ms_per_task / indep.tower_cpu_ms_per_task).toFixed(3),
   });
 }
-const result = { tasks: N, width: WIDTH, depth: DEPTH, agents: AGENTS, rounds };
+// what each process costs doing nothing for 5 s with every agent enrolled and idle: a set that
+// takes longer pays more of it per task (timers, the link's pings), which is not the set's work
+const idle0 = { tower: procCpuMs("self"), epd: procCpuMs(epd.pid!), at: performance.now() };
+await new Promise((r) => setTimeout(r, 5000));
+const idleS = (performance.now() - idle0.at) / 1000;
+const idle = { tower_cpu_ms_per_s: +((procCpuMs("self") - idle0.tower) / idleS).toFixed(2), epd_cpu_ms_per_s: +((procCpuMs(epd.pid!) - idle0.epd) / idleS).toFixed(2) };
+const result = { tasks: N, width: WIDTH, depth: DEPTH, agents: AGENTS, idle, rounds };
 console.log(values.json ? JSON.stringify(result) : JSON.stringify(result, null, 2));
 epd.kill("SIGTERM");
 await t.close();
