@@ -1,47 +1,10 @@
 // The command table of `ep`: every command's words, options, help and the module that runs it.
-// This file is loaded on every start, so it holds data only and imports nothing.
+// This file is loaded on every start, so it holds data only and imports only data: the types and
+// shared options (command-spec.ts) and the events and webhooks group (registry-events.ts).
+import { domainOpt, type CommandSpec, type OptionSpec } from "./command-spec.js";
+import { EVENT_COMMANDS } from "./registry-events.js";
 
-export type ModuleName =
-  | "node"
-  | "daemon"
-  | "mgmt"
-  | "doctor"
-  | "work"
-  | "approvals"
-  | "ai"
-  | "events"
-  | "secret"
-  | "webhook"
-  | "token"
-  | "session"
-  | "meta"
-  | "up"
-  | "attach"
-  | "workspace"
-  | "changes"
-  | "pipeline";
-
-export interface OptionSpec {
-  name: string;
-  type: "string" | "boolean";
-  short?: string;
-  multiple?: boolean;
-  /** placeholder shown in help, e.g. "<id>" */
-  value?: string;
-  desc: string;
-}
-
-export interface CommandSpec {
-  path: string[];
-  summary: string;
-  /** the argument part of the usage line, after the command words */
-  usage: string;
-  example: string;
-  module: ModuleName;
-  options?: OptionSpec[];
-  /** positional arguments: at least min, at most max (default min) */
-  args?: { min: number; max?: number };
-}
+export type { CommandSpec, ModuleName, OptionSpec } from "./command-spec.js";
 
 export const GLOBAL_OPTIONS: OptionSpec[] = [
   { name: "json", type: "boolean", desc: "print JSON instead of a table" },
@@ -52,8 +15,6 @@ export const GLOBAL_OPTIONS: OptionSpec[] = [
   { name: "version", type: "boolean", desc: "print the version" },
 ];
 
-const domainOpt: OptionSpec = { name: "domain", type: "string", value: "<id>", desc: "domain id" };
-const webhookDomainOpt: OptionSpec = { name: "domain", type: "string", value: "<id|name>", desc: "the webhook's domain, by id or name (required)" };
 
 export const COMMANDS: CommandSpec[] = [
   // --- seed commands: node, daemon, agents on this node ---
@@ -392,60 +353,7 @@ export const COMMANDS: CommandSpec[] = [
     args: { min: 0, max: 1 },
     options: [{ name: "session", type: "string", value: "<id>", desc: "continue this session (default: a new one)" }],
   },
-  // --- events ---
-  {
-    path: ["events", "tail"],
-    summary: "follow the event stream (reconnects with backoff and resumes by id)",
-    usage: "[--type <t>]… [--domain <id>] [--mission <id>] [--since <id>] [--limit <n>]",
-    example: "ep events tail --type approval --type matrix --json",
-    module: "events",
-    options: [
-      { name: "type", type: "string", multiple: true, value: "<type>", desc: "approval, inbox, matrix or progress (repeatable)" },
-      domainOpt,
-      { name: "mission", type: "string", value: "<id>", desc: "mission id" },
-      { name: "since", type: "string", value: "<id>", desc: "start after this event id" },
-      { name: "limit", type: "string", value: "<n>", desc: "exit after this many events" },
-    ],
-  },
-  // --- webhooks: notifications out of a domain (docs/webhooks.md) ---
-  {
-    path: ["webhook", "add"],
-    summary: "POST a domain's chosen events to a URL, signed (the signing secret is shown once)",
-    usage: "<url> --domain <id|name> --event <name>… [--format ep|slack] [--description <text>]",
-    example: "ep webhook add https://hooks.example.com/ep --domain demo --event task.failed,permission.requested",
-    module: "webhook",
-    args: { min: 1 },
-    options: [
-      webhookDomainOpt,
-      { name: "event", type: "string", multiple: true, value: "<name>", desc: "an event to send, repeatable or a comma list: task.created, task.succeeded, task.failed, task.cancelled, task.requeued, permission.requested, permission.decided, node.online, node.offline" },
-      { name: "format", type: "string", value: "ep|slack", desc: "body: ep (the event as JSON, default) or slack (text + blocks, for a Slack incoming webhook)" },
-      { name: "description", type: "string", value: "<text>", desc: "what the webhook is for" },
-    ],
-  },
-  { path: ["webhook", "ls"], summary: "list a domain's webhooks (viewers see each URL's origin only)", usage: "--domain <id|name>", example: "ep webhook ls --domain demo", module: "webhook", options: [webhookDomainOpt] },
-  { path: ["webhook", "rm"], summary: "delete a webhook and its delivery log", usage: "<webhook-id> --domain <id|name>", example: "ep webhook rm whk_01 --domain demo", module: "webhook", args: { min: 1 }, options: [webhookDomainOpt] },
-  {
-    path: ["webhook", "test"],
-    summary: "send a webhook.test delivery now and wait for the receiver's answer (exit 1 if it failed)",
-    usage: "<webhook-id> --domain <id|name>",
-    example: "ep webhook test whk_01 --domain demo",
-    module: "webhook",
-    args: { min: 1 },
-    options: [webhookDomainOpt],
-  },
-  {
-    path: ["webhook", "deliveries"],
-    summary: "a webhook's delivery log, newest first: status, attempts, the last answer and error",
-    usage: "<webhook-id> --domain <id|name> [--status pending|succeeded|failed] [--limit <n>]",
-    example: "ep webhook deliveries whk_01 --domain demo --status failed",
-    module: "webhook",
-    args: { min: 1 },
-    options: [
-      webhookDomainOpt,
-      { name: "status", type: "string", value: "<status>", desc: "only pending, succeeded or failed deliveries" },
-      { name: "limit", type: "string", value: "<n>", desc: "how many, newest first (default 20, at most 1000)" },
-    ],
-  },
+  ...EVENT_COMMANDS,
   // --- secrets and tokens ---
   {
     path: ["secret", "set"],

@@ -9,9 +9,12 @@ export interface TomlBlock {
   end: number;
 }
 
+/** The file's lines: split here, or already split by the caller (who looks up many keys). */
+const linesOf = (text: string | readonly string[]): readonly string[] => (typeof text === "string" ? text.split(/\r?\n/) : text);
+
 /** Each `[[name]]` header and the lines its table spans. */
-export function scanTableArray(text: string, name: string): TomlBlock[] {
-  const lines = text.split(/\r?\n/);
+export function scanTableArray(text: string | readonly string[], name: string): TomlBlock[] {
+  const lines = linesOf(text);
   const header = new RegExp(`^\\[\\[\\s*${escapeRegExp(name)}\\s*\\]\\]\\s*(#.*)?$`);
   const blocks: TomlBlock[] = [];
   let inString: string | null = null;
@@ -42,8 +45,8 @@ export function scanTableArray(text: string, name: string): TomlBlock[] {
 }
 
 /** The line of `key = …` between lines `from` and `to` (1-based, inclusive), if it is there. */
-export function keyLine(text: string, key: string, from = 1, to = Number.MAX_SAFE_INTEGER): number | undefined {
-  const lines = text.split(/\r?\n/);
+export function keyLine(text: string | readonly string[], key: string, from = 1, to = Number.MAX_SAFE_INTEGER): number | undefined {
+  const lines = linesOf(text);
   const k = escapeRegExp(key);
   const re = new RegExp(`^\\s*(?:${k}|"${k}"|'${k}')\\s*=`);
   for (let n = from; n <= to && n <= lines.length; n++) if (re.test(lines[n - 1])) return n;

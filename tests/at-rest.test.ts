@@ -7,7 +7,7 @@ import { chmodSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
-import { keyIdOf, parseSecretKey } from "../tower/domain/secrets-crypto.js";
+import { keyIdOf, parseSecretKey } from "../tower/domain/secrets/crypto.js";
 import { startTower, tempHome, type TestTower } from "./harness.js";
 
 const homes: { cleanup(): void }[] = [];

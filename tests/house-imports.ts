@@ -100,3 +100,24 @@ export function importsBetween(graph: ImportGraph, from: (file: string) => boole
   for (const [file, targets] of graph) if (from(file)) for (const t of targets) if (to(t)) out.push(`${file} -> ${t}`);
   return out;
 }
+
+/** The concept folder of tower/domain a file is in (`work` for tower/domain/work/claims.ts), if any. */
+export const conceptFolderOf = (file: string) => /^tower\/domain\/([^/]+)\//.exec(file)?.[1];
+
+/**
+ * Imports that reach past a concept folder's face: from a file outside the folder to one of its
+ * files other than index.ts (the face) and types.ts (its shared types), for the folders that have
+ * an index.ts. Within a folder, files import each other freely.
+ */
+export function faceBreaches(graph: ImportGraph, from: (file: string) => boolean): string[] {
+  const faced = new Set([...graph.keys()].map((f) => /^tower\/domain\/([^/]+)\/index\.ts$/.exec(f)?.[1]).filter((f) => f !== undefined));
+  const out: string[] = [];
+  for (const [file, targets] of graph) {
+    if (!from(file)) continue;
+    for (const t of targets) {
+      const folder = conceptFolderOf(t);
+      if (folder && faced.has(folder) && conceptFolderOf(file) !== folder && !/\/(index|types)\.ts$/.test(t)) out.push(`${file} -> ${t}`);
+    }
+  }
+  return out;
+}

@@ -1,7 +1,7 @@
 // The house rules that hold across the code base, checked over the sources themselves
 // (docs/testing.md, docs/architecture.md).
 import { describe, expect, it } from "vitest";
-import { importCycles, importGraph, importsBetween, isProduct, isTestCode } from "./house-imports.js";
+import { conceptFolderOf, faceBreaches, importCycles, importGraph, importsBetween, isProduct, isTestCode } from "./house-imports.js";
 import { findSleeps, testFiles } from "./house-sleeps.js";
 import { ROOT } from "./harness.js";
 
@@ -89,43 +89,21 @@ describe("tests wait on events", () => {
   });
 });
 
-/**
- * Cycles known today, each a wiring file and its prefixed parts importing each other's types under
- * tower/domain. They go with issue 36's folder per concept (each folder's own types module), done
- * with the folder moves once the delivery-path work on these files has landed; until then a cycle
- * that grows, shrinks or appears anywhere else fails here.
- */
-const KNOWN_CYCLES: { files: string[]; reason: string }[] = [
-  {
-    files: ["tower/domain/event-stream-delivery.ts", "tower/domain/event-stream-params.ts", "tower/domain/event-stream-types.ts", "tower/domain/event-stream.ts", "tower/domain/events.ts"],
-    reason: "events.ts and event-stream-params.ts import each other's types and event-stream.ts's: tower/domain/events/ with its types module",
-  },
-  {
-    files: [
-      "tower/domain/fleet-agents.ts",
-      "tower/domain/fleet-links.ts",
-      "tower/domain/fleet-nodes.ts",
-      "tower/domain/fleet-push.ts",
-      "tower/domain/fleet.ts",
-      "tower/domain/node-ask.ts",
-      "tower/domain/replication-events.ts",
-      "tower/domain/replication-links.ts",
-      "tower/domain/replication.ts",
-    ],
-    reason: "the parts import FleetOptions/FleetContext from fleet.ts and LinkCommand from fleet-links.ts, replication's parts its types from replication.ts: tower/domain/fleet/ and replication/ with their types modules",
-  },
-  {
-    files: ["tower/domain/work-context.ts", "tower/domain/work-push.ts"],
-    reason: "Handoff (work-push.ts) and WorkContext (work-context.ts) name each other: tower/domain/work/ with its types module",
-  },
-];
-
 describe("the import graph", () => {
   const graph = importGraph(ROOT);
   const product = (f: string) => isProduct(f) && !f.includes("/fixtures/"); // fixtures/ beside a runtime are its tests' stand-ins
 
-  it("has no import cycles beyond the known ones (issue 36)", () => {
-    expect(importCycles(graph, isProduct)).toEqual(KNOWN_CYCLES.map((c) => c.files));
+  it("has no import cycles: each folder's parts import its types module, not the module that wires them", () => {
+    expect(importCycles(graph, isProduct)).toEqual([]);
+  });
+
+  it("outside a concept folder of tower/domain, product code imports only its face (index.ts) and its types module", () => {
+    expect(faceBreaches(graph, product)).toEqual([]);
+  });
+
+  it("every concept folder of tower/domain has its face, so the rule above covers them all", () => {
+    const folders = new Set([...graph.keys()].map(conceptFolderOf).filter((f) => f !== undefined));
+    expect([...folders].filter((f) => !graph.has(`tower/domain/${f}/index.ts`))).toEqual([]);
   });
 
   it("no edge imports the store: edges call the domain, the wiring (tower/app.ts) hands them what they need", () => {
@@ -153,5 +131,15 @@ describe("the import graph", () => {
     const g = importGraph(root);
     expect(Object.fromEntries(g)).toEqual({ "common/a.ts": ["common/b.ts"], "common/b.ts": ["common/a.ts", "common/c.ts"], "common/c.ts": ["common/d.ts"], "common/d.ts": [] });
     expect(importCycles(g, isProduct)).toEqual([["common/a.ts", "common/b.ts"]]);
+  });
+
+  it("sees an import past a concept folder's face, and none into its face, its types or from within", () => {
+    const g = new Map([
+      ["tower/app.ts", ["tower/domain/work/index.ts", "tower/domain/work/types.ts", "tower/domain/work/claims.ts", "tower/domain/ai/sessions.ts"]],
+      ["tower/domain/work/index.ts", ["tower/domain/work/claims.ts"]],
+      ["tower/domain/work/claims.ts", ["tower/domain/work/types.ts", "tower/domain/deps.ts"]],
+      ["tower/domain/fleet/push.ts", ["tower/domain/work/context.ts"]],
+    ]);
+    expect(faceBreaches(g, () => true)).toEqual(["tower/app.ts -> tower/domain/work/claims.ts", "tower/domain/fleet/push.ts -> tower/domain/work/context.ts"]);
   });
 });

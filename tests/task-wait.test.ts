@@ -9,7 +9,7 @@ import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 import { TaskWaitReason, WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { createTowerSource } from "../cli/tui/tower-source.js";
-import { localHostname } from "../tower/domain/task-wait.js";
+import { localHostname } from "../tower/domain/work/task-wait.js";
 import { assertBuilt, ep } from "./cli-helpers.js";
 import { adminClient, registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome, waitFor } from "./harness.js";

@@ -5,7 +5,7 @@ import { ClaimPolicy } from "../gen/ep/tower/v1/resources_pb.js";
 import { beforeAll, describe, expect, it } from "vitest";
 import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
-import { createWakeIndex } from "../tower/domain/fleet.js";
+import { createWakeIndex } from "../tower/domain/fleet/fleet.js";
 import { waitFor, type TestTower } from "./harness.js";
 import { useLinkTower } from "./link-harness.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";

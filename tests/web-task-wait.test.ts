@@ -10,7 +10,7 @@ import { AuthService } from "../gen/ep/tower/v1/auth_pb.js";
 import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
-import { localHostname } from "../tower/domain/task-wait.js";
+import { localHostname } from "../tower/domain/work/task-wait.js";
 import { CHROMIUM, ensureConsoleBuilt, launchChromium } from "./browser.js";
 import { adminClient, registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
 import { tempHome } from "./harness.js";

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { towerHome } from "../common/paths.js";
 import { EpError } from "../common/errors.js";
 import { metricsListenOf } from "../common/metrics-server.js";
-import { OIDC_CALLBACK_PATH, type OidcConfig } from "./domain/auth-oidc.js";
+import { OIDC_CALLBACK_PATH, type OidcConfig } from "./domain/auth/index.js";
 import type { Role } from "./domain/caller.js";
 import { DEFAULT_LIMITS, type TowerLimits } from "./domain/deps.js";
 

@@ -3,6 +3,7 @@
 import { readFileSync } from "node:fs";
 import { parse, TomlError } from "smol-toml";
 import { EpError } from "../../common/errors.js";
+import { keyLine, scanTableArray, type TomlBlock } from "../../common/toml-lines.js";
 import { parseInterval, validateSchedule } from "./cron-schedule.js";
 import type { CronDispatchMode, CronJob, CronKind, MissedPolicy } from "./cron-types.js";
 
@@ -24,57 +25,6 @@ export type CronFileResult = { ok: true; jobs: CronJob[]; warnings?: CronFileErr
 export const CRON_JOB_FIELDS = ["name", "schedule", "session", "prompt", "dispatch", "kind", "interval", "missed"] as const;
 const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
-interface JobBlock {
-  header: number;
-  start: number;
-  end: number;
-}
-
-/** Finds each `[[job]]` header (outside multi-line strings) and the lines its table spans (1-based). */
-function scanJobBlocks(lines: string[]): JobBlock[] {
-  const blocks: JobBlock[] = [];
-  let inString: '"""' | "'''" | null = null;
-  let current: JobBlock | null = null;
-  lines.forEach((raw, index) => {
-    const lineNo = index + 1;
-    if (inString) {
-      if (countDelims(raw, inString) % 2 === 1) inString = null;
-      return;
-    }
-    const trimmed = raw.trim();
-    if (/^\[\[\s*job\s*\]\]\s*(#.*)?$/.test(trimmed)) {
-      if (current) current.end = lineNo - 1;
-      current = { header: lineNo, start: lineNo + 1, end: lines.length };
-      blocks.push(current);
-    } else if (trimmed.startsWith("[")) {
-      if (current) current.end = lineNo - 1;
-      current = null;
-    }
-    for (const delim of ['"""', "'''"] as const) {
-      if (countDelims(raw, delim) % 2 === 1) {
-        inString = delim;
-        break;
-      }
-    }
-  });
-  return blocks;
-}
-
-function countDelims(line: string, delim: string): number {
-  return line.split(delim).length - 1;
-}
-
-function escapeRegExp(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-}
-
-function findKeyLine(lines: string[], from: number, to: number, key: string): number | undefined {
-  const k = escapeRegExp(key);
-  const re = new RegExp(`^\\s*(?:${k}|"${k}"|'${k}')\\s*=`);
-  for (let n = from; n <= to && n <= lines.length; n++) if (re.test(lines[n - 1])) return n;
-  return undefined;
-}
-
 /** Parses and validates cron.toml text. Never throws: a bad file gives every error found. */
 export function parseCronFile(text: string): CronFileResult {
   let doc: Record<string, unknown>;
@@ -94,7 +44,7 @@ export function parseCronFile(text: string): CronFileResult {
   for (const key of Object.keys(doc)) {
     if (key !== "job") {
       errors.push({
-        line: findKeyLine(lines, 1, lines.length, key) ?? 1,
+        line: keyLine(lines, key, 1, lines.length) ?? 1,
         field: key,
         message: `unknown top-level key "${key}"; cron.toml holds only [[job]] tables`,
       });
@@ -104,14 +54,14 @@ export function parseCronFile(text: string): CronFileResult {
   if (rawJobs === undefined) return errors.length ? { ok: false, errors } : { ok: true, jobs: [] };
   if (!Array.isArray(rawJobs) || rawJobs.some((j) => typeof j !== "object" || j === null || Array.isArray(j))) {
     errors.push({
-      line: findKeyLine(lines, 1, lines.length, "job") ?? 1,
+      line: keyLine(lines, "job", 1, lines.length) ?? 1,
       field: "job",
       message: "job must be an array of tables written as [[job]]",
     });
     return { ok: false, errors };
   }
 
-  const blocks = scanJobBlocks(lines);
+  const blocks = scanTableArray(lines, "job");
   const aligned = blocks.length === rawJobs.length;
   const jobs: CronJob[] = [];
   const seen = new Map<string, number>();
@@ -163,8 +113,8 @@ interface JobContext {
 
 /** Checks one [[job]] table, adding its errors and warnings (with lines); the job when it has no errors. */
 function parseJob(table: Record<string, unknown>, index: number, { lines, block, seen, errors, warnings }: JobContext): CronJob | undefined {
-  const header = block?.header ?? findKeyLine(lines, 1, lines.length, "job") ?? 1;
-  const lineOf = (field: string) => (block && findKeyLine(lines, block.start, block.end, field)) || header;
+  const header = block?.header ?? keyLine(lines, "job", 1, lines.length) ?? 1;
+  const lineOf = (field: string) => (block && keyLine(lines, field, block.start, block.end)) || header;
   const name = typeof table.name === "string" && table.name ? table.name : undefined;
   const fail = (field: string, message: string) =>
     errors.push({ line: lineOf(field), field, job: name ?? `#${index + 1}`, message });

@@ -11,7 +11,7 @@ import { asRecord, asString, clip, type RunAdditions, type StreamOutcome, type S
 
 /** The environment variable the claude CLI reads its output-token limit from. */
 export const MAX_OUTPUT_TOKENS_ENV = "CLAUDE_CODE_MAX_OUTPUT_TOKENS";
-/** The fields of `input.claude` (tower/domain/ai/settings.ts `ClaudeRuntimeSettings`). */
+/** The fields of `input.claude` (tower/domain/ai/types.ts `ClaudeRuntimeSettings`). */
 const CLAUDE_SETTINGS = ["model", "max_tokens", "timeout_seconds"];
 
 /**

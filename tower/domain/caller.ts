@@ -29,7 +29,7 @@ export interface Caller {
   expiresMs?: number;
   /** made by an identity provider's sign-in: what re-checks it with the provider (oidc-login/session-check.ts) */
   oidc?: OidcSessionScope;
-  /** a console session: the hash of its cookie (ends at logout; tower/domain/auth.ts) */
+  /** a console session: the hash of its cookie (ends at logout; tower/domain/auth/auth.ts) */
   sessionHash?: string;
 }
 

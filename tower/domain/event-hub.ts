@@ -10,7 +10,7 @@ export interface EventHub {
   /**
    * Hands committed events to every listener. An id already published is dropped, so the
    * same event arriving twice (committed here and relayed from the database by the
-   * replication, tower/domain/replication.ts) reaches the listeners once.
+   * replication, tower/domain/replication/replication.ts) reaches the listeners once.
    */
   publish(events: readonly EventRow[]): void;
   subscribe(listener: EventListener): () => void;

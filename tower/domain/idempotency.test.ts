@@ -12,14 +12,14 @@ import * as pb from "../../gen/ep/tower/v1/work_pb.js";
 import { FakeClock } from "../../test-support/fake-clock.js";
 import { expectEpError, storeSuite, T0 } from "../../test-support/store-suite.js";
 import type { Store } from "../store/store.js";
-import { createAuth } from "./auth.js";
-import { createAuthService } from "./auth-service.js";
+import { createAuth } from "./auth/auth.js";
+import { createAuthService } from "./auth/service.js";
 import type { Caller } from "./caller.js";
 import { DEFAULT_LIMITS, type Deps } from "./deps.js";
 import { createEventHub } from "./event-hub.js";
 import { checkIdempotencyKey, IDEMPOTENCY_TTL_MS, requestHash } from "./idempotency.js";
-import { createKeyring, parseSecretKey } from "./secrets-crypto.js";
-import { createWorkService } from "./work.js";
+import { createKeyring, parseSecretKey } from "./secrets/crypto.js";
+import { createWorkService } from "./work/work.js";
 
 const operator: Caller = { subject: "tok_1", principal: "ci", role: "operator", via: "token" };
 const admin: Caller = { subject: "tok_0", principal: "root", role: "admin", via: "token" };

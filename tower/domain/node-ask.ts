@@ -1,7 +1,7 @@
 // A question to one node over its link, answered by an event the node publishes: config_reload
 // (config.reload), merge (workspace.merged | workspace.merge_refused). The answer names the
 // request; the tower listens before sending, since it can come back before the send returns.
-import type { LinkCommand } from "./fleet-links.js";
+import type { LinkCommand } from "./fleet/types.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError } from "../../common/errors.js";
 import type { EventRow } from "../store/store.js";

@@ -12,7 +12,7 @@ import { EpError } from "../../common/errors.js";
 import { AsyncResource } from "node:async_hooks";
 import { pinoOf, REQUEST_ID_KEY, requestScope, type Logger } from "../../common/log.js";
 import type { TowerConfig } from "../config.js";
-import type { Auth } from "../domain/auth.js";
+import type { Auth } from "../domain/auth/index.js";
 import { principalOf, type Caller } from "../domain/caller.js";
 import { readCookie, SESSION_COOKIE } from "./credential.js";
 import { REFLECTION_PATHS } from "./connect/reflection.js";

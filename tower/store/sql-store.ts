@@ -14,7 +14,8 @@ import { createDependencyStore, type DependencyStore } from "./dependency-store.
 import { createIdempotencyStore, type IdempotencyRow, type IdempotencyStore } from "./idempotency-store.js";
 import { createMetricsStore, type MetricsStore } from "./metrics-store.js";
 import { createNodeStateStore, type NodeStateRow, type NodeStateStore } from "./node-state-store.js";
-import { nodeDomainsText, toAgent, toDomain, toMission, toNode, toSigningKey, toTicket, toToken, type Row } from "./rows.js";
+import { createCredentialStore, type CredentialStore } from "./credential-store.js";
+import { nodeDomainsText, toAgent, toDomain, toMission, toNode, type Row } from "./rows.js";
 import { eventFilterSql, taskListSql, taskUpdateSql, type SqlDialect } from "./query-sql.js";
 import { createSecretStore, type SecretCipher, type SecretGrantRow, type SecretRow, type SecretStore } from "./secret-store.js";
 import { createWebhookStore, type DeliveryOutcome, type DeliveryQuery, type DeliveryRow, type WebhookRow, type WebhookStore } from "./webhook-store.js";
@@ -88,13 +89,13 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   }
 
   // `declare`: no per-instance field (a transaction's store is made per transaction)
-  declare private parts?: { ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore; approvals: ApprovalStore; idempotency: IdempotencyStore; webhooks: WebhookStore; deps: DependencyStore; metrics: MetricsStore };
+  declare private parts?: { credentials: CredentialStore; ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore; approvals: ApprovalStore; idempotency: IdempotencyStore; webhooks: WebhookStore; deps: DependencyStore; metrics: MetricsStore };
 
   /** The AI, secret and node-state tables' SQL (their own modules), bound to this store's connection. */
   private get modules() {
     if (!this.parts) {
       const q: Query = (sql, args) => this.tableQuery(sql, args);
-      this.parts = { ai: createAiStore(q), secrets: createSecretStore(q), nodeState: createNodeStateStore(q), approvals: createApprovalStore(q), idempotency: createIdempotencyStore(q),
+      this.parts = { credentials: createCredentialStore(q, (...cols) => this.orderBy(...cols)), ai: createAiStore(q), secrets: createSecretStore(q), nodeState: createNodeStateStore(q), approvals: createApprovalStore(q), idempotency: createIdempotencyStore(q),
         // PostgreSQL: replicas taking due deliveries at once skip each other's rows; SQLite has one writer
         webhooks: createWebhookStore(q, this.dialect === "postgres" ? " FOR UPDATE SKIP LOCKED" : ""),
         deps: createDependencyStore(q, (col, values) => this.inList(col, values)),
@@ -248,82 +249,54 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
     return this.first("UPDATE agents SET state = ?, last_seen_at = ? WHERE id = ? AND state = ? RETURNING *", [to, at, id, from], toAgent);
   }
 
-  // ---- tokens, signing keys, tickets
+  // ---- tokens, signing keys, tickets (SQL in credential-store.ts)
 
-  async insertToken(row: TokenRow): Promise<void> {
-    await this.insert("tokens", "INSERT INTO tokens (id, name, role, domain_id, hash, expires_at, created_at, revoked_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-      row.id,
-      row.name,
-      row.role,
-      row.domainId,
-      row.hash,
-      row.expiresAt,
-      row.createdAt,
-      row.revokedAt,
-      row.lastUsedAt,
-    ]);
+  insertToken(row: TokenRow) {
+    return this.modules.credentials.insertToken(row);
   }
 
-  getToken(id: string): Promise<TokenRow | undefined> {
-    return this.first("SELECT * FROM tokens WHERE id = ?", [id], toToken);
+  getToken(id: string) {
+    return this.modules.credentials.getToken(id);
   }
 
-  getTokenByHash(hash: string): Promise<TokenRow | undefined> {
-    return this.first("SELECT * FROM tokens WHERE hash = ?", [hash], toToken);
+  getTokenByHash(hash: string) {
+    return this.modules.credentials.getTokenByHash(hash);
   }
 
-  async listTokens(): Promise<TokenRow[]> {
-    return (await this.query(`SELECT * FROM tokens ${this.orderBy("created_at", "id")}`)).map(toToken);
+  listTokens() {
+    return this.modules.credentials.listTokens();
   }
 
-  updateToken(id: string, patch: Partial<Pick<TokenRow, "revokedAt" | "lastUsedAt">>): Promise<TokenRow | undefined> {
-    return this.first("UPDATE tokens SET revoked_at = COALESCE(?, revoked_at), last_used_at = COALESCE(?, last_used_at) WHERE id = ? RETURNING *", [patch.revokedAt ?? null, patch.lastUsedAt ?? null, id], toToken);
+  updateToken(id: string, patch: Partial<Pick<TokenRow, "revokedAt" | "lastUsedAt">>) {
+    return this.modules.credentials.updateToken(id, patch);
   }
 
-  async insertSigningKey(row: SigningKeyRow): Promise<void> {
-    await this.insert("signing_keys", "INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, retired_at) VALUES (?, ?, ?, ?, ?, ?)", [
-      row.kid,
-      row.alg,
-      row.privateJwk,
-      row.publicJwk,
-      row.createdAt,
-      row.retiredAt,
-    ]);
+  insertSigningKey(row: SigningKeyRow) {
+    return this.modules.credentials.insertSigningKey(row);
   }
 
-  async listSigningKeys(): Promise<SigningKeyRow[]> {
-    return (await this.query(`SELECT * FROM signing_keys ${this.orderBy("created_at", "kid")}`)).map(toSigningKey);
+  listSigningKeys() {
+    return this.modules.credentials.listSigningKeys();
   }
 
-  async updateSigningKeyPrivate(kid: string, privateJwk: string): Promise<void> {
-    await this.query("UPDATE signing_keys SET private_jwk = ? WHERE kid = ?", [privateJwk, kid]);
+  updateSigningKeyPrivate(kid: string, privateJwk: string) {
+    return this.modules.credentials.updateSigningKeyPrivate(kid, privateJwk);
   }
 
-  async retireSigningKey(kid: string, at: string): Promise<void> {
-    await this.query("UPDATE signing_keys SET retired_at = ? WHERE kid = ?", [at, kid]);
+  retireSigningKey(kid: string, at: string) {
+    return this.modules.credentials.retireSigningKey(kid, at);
   }
 
-  async insertTicket(row: TicketRow): Promise<void> {
-    await this.insert("tickets", "INSERT INTO tickets (hash, purpose, subject, role, agent_id, expires_ms, scope) VALUES (?, ?, ?, ?, ?, ?, ?)", [
-      row.hash,
-      row.purpose,
-      row.subject,
-      row.role,
-      row.agentId,
-      row.expiresMs,
-      row.scope,
-    ]);
+  insertTicket(row: TicketRow) {
+    return this.modules.credentials.insertTicket(row);
   }
 
-  async consumeTicket(hash: string, nowMs: number): Promise<TicketRow | undefined> {
-    // one conditional UPDATE: a concurrent consumer finds used = 1 and gets nothing
-    const r = await this.first("UPDATE tickets SET used = 1 WHERE hash = ? AND used = 0 AND expires_ms > ? RETURNING *", [hash, nowMs], toTicket);
-    await this.query("DELETE FROM tickets WHERE expires_ms <= ?", [nowMs - 3_600_000]);
-    return r;
+  consumeTicket(hash: string, nowMs: number) {
+    return this.modules.credentials.consumeTicket(hash, nowMs);
   }
 
-  findTicket(hash: string, nowMs: number): Promise<TicketRow | undefined> {
-    return this.first("SELECT * FROM tickets WHERE hash = ? AND used = 0 AND expires_ms > ?", [hash, nowMs], toTicket);
+  findTicket(hash: string, nowMs: number) {
+    return this.modules.credentials.findTicket(hash, nowMs);
   }
 
   // ---- meta

@@ -201,7 +201,7 @@ export interface TicketRow {
   role: string;
   agentId: string;
   expiresMs: number;
-  /** the credential it was made with (TicketScope in tower/domain/auth.ts), JSON */
+  /** the credential it was made with (TicketScope in tower/domain/auth/auth.ts), JSON */
   scope: string;
 }
 

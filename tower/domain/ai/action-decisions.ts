@@ -7,7 +7,7 @@ import type { AiActionRow, AiSessionRow } from "../../store/ai-store.js";
 import { authorize, type Caller } from "../caller.js";
 import type { Deps } from "../deps.js";
 import { commit } from "../event-hub.js";
-import type { ToolExecutor } from "../tools/executor.js";
+import type { ToolExecutor } from "../tools/index.js";
 import { actionEvent, small } from "./session-messages.js";
 
 /** An approved action with no outcome after this long was interrupted (tool calls take seconds). */

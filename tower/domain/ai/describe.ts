@@ -2,7 +2,7 @@
 // Release · shell: npm run lint". Ids become names where the store knows them; the tool's name and
 // raw arguments stay in the action's `tool` and `arguments` for machines.
 import type { Store } from "../../store/store.js";
-import { summarizeToolCall } from "../tools/catalog.js";
+import { summarizeToolCall } from "../tools/index.js";
 
 type Args = Record<string, unknown>;
 

@@ -3,7 +3,7 @@
 // or id) through the caller's lookups, and answers anything else with what it can do.
 // It never approves: approval only happens through the action bar.
 import { EpError } from "../../../common/errors.js";
-import { EVENT_TYPES, RUNTIMES, TASK_STATUSES, validateToolArgs } from "../tools/catalog.js";
+import { EVENT_TYPES, RUNTIMES, TASK_STATUSES, validateToolArgs } from "../tools/index.js";
 import type { AgentRef, PlanInput, PlanResult, PlannedToolCall, Planner, PlannerContext, TaskRef } from "./planner.js";
 import { actionBarFor, type ViewSpec } from "./view-spec.js";
 import { agentOf, domainOf, ID_PREFIX, Message, missionOf, NAME, NOUN, Q_OPEN, QUOTE, taskOf, type Kind, type Resolved } from "./planner-text.js";

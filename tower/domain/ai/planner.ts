@@ -1,7 +1,7 @@
 // The planner turns one operator message into a reply, MCP tool calls and view_specs. It
 // never runs a tool: the caller runs read tools at once and turns write tools into pending
 // actions. Which planner runs is chosen once at startup from the environment.
-import type { Tool } from "../tools/catalog.js";
+import type { Tool } from "../tools/index.js";
 import type { ViewSpec } from "./view-spec.js";
 
 export type Awaitable<T> = T | Promise<T>;

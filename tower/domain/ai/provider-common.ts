@@ -1,7 +1,7 @@
 // What the LLM planners (providerA, providerB) share: the system prompt, history shaping,
 // the show_view pseudo-tool, and settling raw model tool calls against the catalog.
 import { EpError } from "../../../common/errors.js";
-import { findTool, validateToolArgs, type Tool } from "../tools/catalog.js";
+import { findTool, validateToolArgs, type Tool } from "../tools/index.js";
 import type { Awaitable, ChatMessage, PlanInput, PlannedToolCall, PlannerContext } from "./planner.js";
 import { validateViewSpec, type ViewSpec } from "./view-spec.js";
 

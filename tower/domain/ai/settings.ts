@@ -2,26 +2,9 @@
 // startup: the runtime of work created from a session, and the vendorA_code model settings
 // that travel with that work.
 import { EpError } from "../../../common/errors.js";
-import { RUNTIMES } from "../tools/catalog.js";
+import { RUNTIMES } from "../tools/index.js";
 import type { Env } from "./planner.js";
-
-export type Runtime = (typeof RUNTIMES)[number];
-
-export interface ClaudeRuntimeSettings {
-  /** EP_CLAUDE_MODEL */
-  model?: string;
-  /** EP_CLAUDE_MAX_TOKENS */
-  max_tokens?: number;
-  /** EP_CLAUDE_TIMEOUT_SECONDS */
-  timeout_seconds?: number;
-}
-
-export interface AiSettings {
-  /** EP_CENTRAL_RUNTIME_DEFAULT (recommended vendorA_code); undefined leaves it to the task defaults. */
-  centralRuntimeDefault?: Runtime;
-  /** Settings to put on work for the vendorA_code runtime (e.g. under the task's input). */
-  claude: ClaudeRuntimeSettings;
-}
+import type { AiSettings, ClaudeRuntimeSettings, Runtime } from "./types.js";
 
 function positiveInt(env: Env, name: string): number | undefined {
   const raw = env[name]?.trim();

@@ -9,12 +9,11 @@ import { newId } from "../../../common/ids.js";
 import type { AiActionRow } from "../../store/ai-store.js";
 import type { Store } from "../../store/store.js";
 import type { Caller } from "../caller.js";
-import { findTool, validateToolArgs } from "../tools/catalog.js";
-import { withSessionDefaults, type ToolExecutor } from "../tools/executor.js";
+import { findTool, validateToolArgs, withSessionDefaults, type ToolExecutor } from "../tools/index.js";
 import { describeAction, storeNames } from "./describe.js";
 import type { PlanResult } from "./planner.js";
 import { small } from "./session-messages.js";
-import type { AiSettings } from "./settings.js";
+import type { AiSettings } from "./types.js";
 import { actionBarFor, toViewSpecs, type ViewSpec } from "./view-spec.js";
 
 export interface SettleDeps {

@@ -4,7 +4,7 @@
 // HTML tags, entity-encoded tags, script URLs. Read-tool results are turned into view_specs here.
 import { Ajv } from "ajv";
 import { EpError } from "../../../common/errors.js";
-import { describeAjvError } from "../tools/catalog.js";
+import { describeAjvError } from "../tools/index.js";
 
 export type Cell = string | number | boolean | null;
 export interface KvItem {

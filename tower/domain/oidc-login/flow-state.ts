@@ -4,7 +4,7 @@
 // stored on the tower, any replica can open it, and neither the browser nor anyone reading the
 // cookie learns the verifier or can forge one.
 import { EpError } from "../../../common/errors.js";
-import { decryptSecret, encryptSecret, type SecretKeyring } from "../secrets-crypto.js";
+import { decryptSecret, encryptSecret, type SecretKeyring } from "../secrets/index.js";
 
 /** A sign-in must come back within this long (the provider's login page included). */
 export const FLOW_TTL_MS = 10 * 60_000;

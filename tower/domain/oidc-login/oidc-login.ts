@@ -8,12 +8,12 @@ import { timingSafeEqual } from "node:crypto";
 import type { Clock } from "../../../common/clock.js";
 import { EpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
-import { claimedRole, PERSON_ROLES, type OidcConfig, type OidcLoginConfig } from "../auth-oidc.js";
+import { claimedRole, PERSON_ROLES, type OidcConfig, type OidcLoginConfig } from "../auth/index.js";
 import type { Caller, Role } from "../caller.js";
-import type { SecretKeyring } from "../secrets-crypto.js";
+import type { SecretKeyring } from "../secrets/index.js";
 import { FLOW_TTL_MS, openFlow, sealFlow } from "./flow-state.js";
 import { newFlowChecks, type RelyingParty, type SignedIn } from "./relying-party.js";
-import type { OidcSessionCheck, OidcSessionScope } from "./session-check.js";
+import type { OidcSessionCheck, OidcSessionScope } from "./types.js";
 
 export interface OidcLogin {
   /** "Sign in with <providerName>" */

@@ -5,7 +5,7 @@
 // message says what went wrong; no token appears in one.
 import * as oidc from "openid-client";
 import { EpError } from "../../../common/errors.js";
-import type { OidcConfig, OidcLoginConfig } from "../auth-oidc.js";
+import type { OidcConfig, OidcLoginConfig } from "../auth/index.js";
 
 /** What the provider said about the person who signed in. */
 export interface SignedIn {

@@ -1,5 +1,5 @@
 // A console session that came from the identity provider ends when the identity does: at the
-// ID / access token's expiry (the session's own expiry, auth-tickets.ts) and, before that,
+// ID / access token's expiry (the session's own expiry, auth/tickets.ts) and, before that,
 // when the provider stops standing behind the sign-in. For the second, the session is asked
 // about again at most every `recheckMs` (EP_OIDC_RECHECK_SECONDS): the provider's userinfo
 // endpoint, with the access token it gave at sign-in. A refusal (the provider's session ended,
@@ -9,25 +9,16 @@
 import type { Clock } from "../../../common/clock.js";
 import { EpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
-import { claimedRole, PERSON_ROLES } from "../auth-oidc.js";
-import { hashSecret } from "../auth-secret.js";
+import { claimedRole, PERSON_ROLES, hashSecret } from "../auth/index.js";
 import type { Caller, OidcSessionScope } from "../caller.js";
 
 export type { OidcSessionScope } from "../caller.js";
-import { decryptSecret, encryptSecret, type SecretKeyring } from "../secrets-crypto.js";
+import { decryptSecret, encryptSecret, type SecretKeyring } from "../secrets/index.js";
 import type { RelyingParty } from "./relying-party.js";
+import type { OidcSessionCheck } from "./types.js";
 
 /** What a console session keeps of its sign-in (in the session's scope; the token sealed). */
 
-export interface OidcSessionCheck {
-  /** What the session keeps of a sign-in made now. */
-  scopeOf(sub: string, accessToken: string): OidcSessionScope;
-  /**
-   * Resolves when a credential made from the sign-in (the session, a ticket it asked for) may go
-   * on; throws (unauthenticated, saying why) when the sign-in has ended.
-   */
-  check(scope: OidcSessionScope, caller: Caller): Promise<void>;
-}
 
 /** After a provider that did not answer, the next try is this much later at most. */
 const RETRY_UNANSWERED_MS = 30_000;

@@ -8,7 +8,7 @@ import { iso } from "../../../common/clock.js";
 import type { Logger } from "../../../common/log.js";
 import type { Store } from "../../store/store.js";
 import type { EventHub } from "../event-hub.js";
-import type { KeySource } from "../secrets.js";
+import type { KeySource } from "../secrets/index.js";
 import { createWebhookReader } from "./webhook-reader.js";
 import { createWebhookSender } from "./webhook-sender.js";
 import type { WebhookSettings } from "./webhook-settings.js";

@@ -3,7 +3,7 @@
 // events carry no domain: they reach the webhooks of every domain the node serves.
 import type { EventRow } from "../../store/store.js";
 import type { WebhookFormatName } from "../../store/webhook-store.js";
-import { chunkOf } from "../event-stream-frames.js";
+import { chunkOf } from "../events/index.js";
 
 import { WEBHOOK_EVENTS } from "../../../common/webhook-events.js";
 

@@ -3,7 +3,7 @@
 import type { FastifyInstance } from "fastify";
 import { EpError, toEpError } from "../../../common/errors.js";
 import * as pb from "../../../gen/ep/tower/v1/ai_pb.js";
-import type { AiService } from "../../domain/ai/sessions.js";
+import type { AiService } from "../../domain/ai/index.js";
 import { PAGE, registerRestRoutes, route } from "../rest/work-routes.js";
 
 export function aiRoutes(ai: AiService): Parameters<typeof registerRestRoutes>[1] {

@@ -26,14 +26,14 @@ import { EpError, toEpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
 
 export { ATTACH_DIAL_PATH, ATTACH_PROOF_HEADER, ATTACH_WS_PATH };
-export { attachProof, localAttachRelay, type AttachRelay } from "../../domain/attach.js";
-import type { createAttachAdmission, AttachRelay } from "../../domain/attach.js";
+export { attachProof, localAttachRelay, type AttachRelay } from "../../domain/fleet/index.js";
+import type { createAttachAdmission, AttachRelay } from "../../domain/fleet/index.js";
 export const ATTACH_PATHS = [ATTACH_WS_PATH, ATTACH_DIAL_PATH] as const;
 
 /** Close codes shared with the daemon's gateway (daemon/attach/frames.ts). */
 const CLOSE = ATTACH_CLOSE;
 
-/** Who may attach to what: the domain's admission (tower/domain/attach.ts). */
+/** Who may attach to what: the domain's admission (tower/domain/fleet/attach.ts). */
 export type AttachAdmission = ReturnType<typeof createAttachAdmission>;
 
 export interface AttachEdgeDeps {

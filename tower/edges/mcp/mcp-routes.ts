@@ -10,8 +10,7 @@ import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } fr
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { EpError, toEpError } from "../../../common/errors.js";
 import { authorize, type Caller } from "../../domain/caller.js";
-import { TOOLS } from "../../domain/tools/catalog.js";
-import type { ToolScope, ToolService } from "../../domain/tools/tool-service.js";
+import { TOOLS, type ToolScope, type ToolService } from "../../domain/tools/index.js";
 
 const CALL_FIELDS = new Set(["tool", "arguments", "agent_id", "domain_id"]);
 

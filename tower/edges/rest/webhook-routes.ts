@@ -2,7 +2,7 @@
 // request messages, decoded from snake_case JSON and the path.
 import type { DescMessage } from "@bufbuild/protobuf";
 import * as pb from "../../../gen/ep/tower/v1/webhooks_pb.js";
-import type { WebhookServiceImpl } from "../../domain/webhooks/webhook-service.js";
+import type { WebhookServiceImpl } from "../../domain/webhooks/index.js";
 import { PAGE, route, type RestRoute } from "./work-routes.js";
 
 export function webhookRoutes(hooks: WebhookServiceImpl): RestRoute<DescMessage, DescMessage>[] {

@@ -5,8 +5,7 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { EpError } from "../../../common/errors.js";
 import * as pb from "../../../gen/ep/tower/v1/work_pb.js";
 import type { Caller } from "../../domain/caller.js";
-import type { WorkService } from "../../domain/work.js";
-import type { TaskMerge } from "../../domain/work-merge.js";
+import type { WorkService, TaskMerge } from "../../domain/work/index.js";
 import { checkIdempotencyKey } from "../../domain/idempotency.js";
 import { decodeRequest, encodeResponse } from "./codec.js";
 

@@ -4,7 +4,7 @@ import { createServer, get, type Server } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import { systemClock } from "../../../common/clock.js";
 import type { EventRow } from "../../store/store.js";
-import { frameOf } from "../../domain/event-stream.js";
+import { frameOf } from "../../domain/events/stream.js";
 import { createSseSink, httpChunk } from "./events-sse.js";
 
 const row = (id: number): EventRow => ({

@@ -1,10 +1,10 @@
 // GET /events/stream: the event log as Server-Sent Events. The edge only parses the
-// request, writes bytes and reports backpressure; the feed lives in domain/event-stream.ts.
+// request, writes bytes and reports backpressure; the feed lives in domain/events/stream.ts.
 import type { FastifyInstance, FastifyReply } from "fastify";
 import type { ServerResponse } from "node:http";
 import type { Clock, ClockTimer } from "../../../common/clock.js";
 import { EpError } from "../../../common/errors.js";
-import { parseStreamParams, withRateLimit, type EventStream, type StreamEnd, type StreamSink } from "../../domain/event-stream.js";
+import { parseStreamParams, withRateLimit, type EventStream, type StreamEnd, type StreamSink } from "../../domain/events/index.js";
 import { resetSocket, SLOW_CONSUMER_GRACE_MS } from "../ws/events-ws.js";
 
 /** How long a stream that ended with data still queued may take to flush before it is torn down. */

@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Clock } from "../../../common/clock.js";
 import { EpError, toEpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
-import type { OidcLogin } from "../../domain/oidc-login/oidc-login.js";
+import type { OidcLogin } from "../../domain/oidc-login/index.js";
 import { readCookie, SESSION_COOKIE } from "../credential.js";
 
 /** The sealed state, nonce and PKCE verifier of a sign-in under way (flow-state.ts). */

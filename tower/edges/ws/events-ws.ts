@@ -11,9 +11,9 @@ import { WebSocketServer, type WebSocket } from "ws";
 import type { Clock } from "../../../common/clock.js";
 import { EpError, toEpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
-import type { Auth } from "../../domain/auth.js";
+import type { Auth } from "../../domain/auth/index.js";
 import type { Caller } from "../../domain/caller.js";
-import { parseStreamParams, withRateLimit, type EventStream, type StreamEnd, type StreamSink } from "../../domain/event-stream.js";
+import { parseStreamParams, withRateLimit, type EventStream, type StreamEnd, type StreamSink } from "../../domain/events/index.js";
 
 export const EVENTS_WS_PATH = "/events/ws";
 const FLUSH_GRACE_MS = 30_000;

@@ -1,5 +1,5 @@
 -- The secret store. A value is never stored in the clear: `ciphertext` is AES-256-GCM
--- under the key named by `key_id` (tower/domain/secrets-crypto.ts), with its own random
+-- under the key named by `key_id` (tower/domain/secrets/crypto.ts), with its own random
 -- `iv` and authentication `tag` (all base64). `version` counts value changes; re-encryption
 -- under a new key keeps it. A grant gives one secret to one agent or to every agent of
 -- one domain (exactly one of agent_id / domain_id is set).

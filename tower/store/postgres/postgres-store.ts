@@ -260,7 +260,7 @@ export class PostgresStore extends SqlStore implements Store {
   /**
    * From now on every appendEvents also sends `NOTIFY channel, '{"id": <its max id>, "from": from}'`
    * in its own transaction (delivered at commit, in commit order, with no extra round trip).
-   * Cross-replica delivery (tower/domain/replication.ts) listens to it. Pass undefined to stop.
+   * Cross-replica delivery (tower/domain/replication/replication.ts) listens to it. Pass undefined to stop.
    */
   announceEvents(channel: string | undefined, from = ""): void {
     if (channel !== undefined && !CHANNEL.test(channel)) throw new EpError("invalid_argument", `channel must be 1-63 characters of letters, digits, _ . : -, got ${JSON.stringify(channel)}`);
