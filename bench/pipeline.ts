@@ -128,7 +128,15 @@ const fullGc = runInNewContext("gc") as () => void;
 const sqlite = (t.tower.deps.store as unknown as { db?: { pragma(p: string): unknown } }).db;
 
 async function runPhase(phase: { domainId: string; ids: string[] }, label: string) {
-  sqlite?.pragma("wal_checkpoint(TRUNCATE)");
+  // a transaction of the tower's may be open (SQLITE_LOCKED): again once it is done
+  for (let i = 0; sqlite && i < 100; i++) {
+    try {
+      sqlite.pragma("wal_checkpoint(TRUNCATE)");
+      break;
+    } catch {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
   fullGc();
   await profiler?.post("Profiler.start");
   const tower0 = procCpuMs("self");
