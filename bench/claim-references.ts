@@ -52,11 +52,15 @@ export async function pgReference({ tasks: TASKS, workers: WORKERS, submitters: 
     };
     const claim = {
       name: "ref_claim",
-      text: `UPDATE tasks SET status = 'claimed', claimed_by = $1, attempts = attempts + 1, lease_expires_ms = $2, updated_at = $3
+      text: `UPDATE tasks SET status = 'claimed', claimed_by = $1, attempts = attempts + 1,
+                 lease_expires_ms = $2, updated_at = $3
              WHERE id = (SELECT id FROM tasks WHERE domain_id = 'dom_ref' AND status = 'queued' AND kind = 'claimable'
                          ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id`,
     };
-    const complete = { name: "ref_complete", text: "UPDATE tasks SET status = 'succeeded', result = $2, lease_expires_ms = NULL, updated_at = $3 WHERE id = $1 AND claimed_by = $4" };
+    const complete = {
+      name: "ref_complete",
+      text: "UPDATE tasks SET status = 'succeeded', result = $2, lease_expires_ms = NULL, updated_at = $3 WHERE id = $1 AND claimed_by = $4",
+    };
     let submitted = 0;
     let done = 0;
     const t0 = performance.now();
@@ -99,38 +103,83 @@ http.createServer((req, res) => {
       for (const w of waiters) w(); waiters.clear(); out = { task: { id, status: "queued" } };
     } else if (parts[3] === "agents") {
       let t = await claim(parts[4]);
-      if (!t && body.wait_ms) { await new Promise((r) => { const timer = setTimeout(r, body.wait_ms); waiters.add(() => (clearTimeout(timer), r())); }); t = await claim(parts[4]); }
+      if (!t && body.wait_ms) {
+        await new Promise((r) => {
+          const timer = setTimeout(r, body.wait_ms);
+          waiters.add(() => (clearTimeout(timer), r()));
+        });
+        t = await claim(parts[4]);
+      }
       out = { task: t ? { id: t, status: "claimed" } : null };
     } else {
       await complete(parts[4], body.agent_id, JSON.stringify(body.result));
       out = { task: { id: parts[4], status: "succeeded" } };
     }
-    const json = JSON.stringify(out); res.writeHead(201, { "content-type": "application/json", "content-length": Buffer.byteLength(json) }); res.end(json);
+    const json = JSON.stringify(out);
+    res.writeHead(201, { "content-type": "application/json", "content-length": Buffer.byteLength(json) });
+    res.end(json);
   });
 }).listen(PORT, "127.0.0.1", () => console.log("ready"));
 `;
 
 const pgServer = (schema: string) => `
 import http from "node:http"; import pg from "pg";
-const pool = new pg.Pool({ connectionString: ${JSON.stringify(withDefaultUser(PG_URL))}, options: "-c search_path=${schema}", max: 10 });
+const pool = new pg.Pool({
+  connectionString: ${JSON.stringify(withDefaultUser(PG_URL))},
+  options: "-c search_path=${schema}",
+  max: 10,
+});
 const now = () => new Date().toISOString();
 await pool.query("INSERT INTO domains (id, name, created_at) VALUES ('dom_ref', 'ref', $1)", [now()]);
-await pool.query("INSERT INTO missions (id, domain_id, title, description, status, created_at, updated_at) VALUES ('mis_ref', 'dom_ref', 'ref', '', 'open', $1, $1)", [now()]);
-const insert = (id, title) => pool.query({ name: "i", text: "INSERT INTO tasks (id, domain_id, mission_id, kind, title, status, claim_policy, created_at, updated_at) VALUES ($1, 'dom_ref', 'mis_ref', 'claimable', $2, 'queued', 'first_claim', $3, $3)", values: [id, title, now()] });
-const claim = async (agent) => (await pool.query({ name: "c", text: "UPDATE tasks SET status = 'claimed', claimed_by = $1, attempts = attempts + 1, lease_expires_ms = $2, updated_at = $3 WHERE id = (SELECT id FROM tasks WHERE domain_id = 'dom_ref' AND status = 'queued' AND kind = 'claimable' ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id", values: [agent, Date.now() + 60000, now()] })).rows[0]?.id;
-const complete = (id, agent, result) => pool.query({ name: "u", text: "UPDATE tasks SET status = 'succeeded', result = $2, lease_expires_ms = NULL, updated_at = $3 WHERE id = $1 AND claimed_by = $4", values: [id, result, now(), agent] });
+await pool.query(
+  "INSERT INTO missions (id, domain_id, title, description, status, created_at, updated_at) " +
+    "VALUES ('mis_ref', 'dom_ref', 'ref', '', 'open', $1, $1)",
+  [now()],
+);
+const INSERT =
+  "INSERT INTO tasks (id, domain_id, mission_id, kind, title, status, claim_policy, created_at, updated_at) " +
+  "VALUES ($1, 'dom_ref', 'mis_ref', 'claimable', $2, 'queued', 'first_claim', $3, $3)";
+const CLAIM =
+  "UPDATE tasks SET status = 'claimed', claimed_by = $1, attempts = attempts + 1, lease_expires_ms = $2, " +
+  "updated_at = $3 " +
+  "WHERE id = (SELECT id FROM tasks WHERE domain_id = 'dom_ref' AND status = 'queued' AND kind = 'claimable' " +
+  "ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id";
+const COMPLETE =
+  "UPDATE tasks SET status = 'succeeded', result = $2, lease_expires_ms = NULL, updated_at = $3 " +
+  "WHERE id = $1 AND claimed_by = $4";
+const insert = (id, title) => pool.query({ name: "i", text: INSERT, values: [id, title, now()] });
+const claim = async (agent) =>
+  (await pool.query({ name: "c", text: CLAIM, values: [agent, Date.now() + 60000, now()] })).rows[0]?.id;
+const complete = (id, agent, result) => pool.query({ name: "u", text: COMPLETE, values: [id, result, now(), agent] });
 `;
 
 const sqliteServer = (path: string) => `
 import http from "node:http"; import Database from "better-sqlite3";
 const db = new Database(${JSON.stringify(path)});
-db.pragma("journal_mode = WAL"); db.pragma("synchronous = NORMAL"); db.pragma("foreign_keys = ON"); db.pragma("cache_size = -32768");
+db.pragma("journal_mode = WAL");
+db.pragma("synchronous = NORMAL");
+db.pragma("foreign_keys = ON");
+db.pragma("cache_size = -32768");
 const now = () => new Date().toISOString();
 db.prepare("INSERT INTO domains (id, name, created_at) VALUES ('dom_ref', 'ref', ?)").run(now());
-db.prepare("INSERT INTO missions (id, domain_id, title, description, status, created_at, updated_at) VALUES ('mis_ref', 'dom_ref', 'ref', '', 'open', ?, ?)").run(now(), now());
-const ins = db.prepare("INSERT INTO tasks (id, domain_id, mission_id, kind, title, status, claim_policy, seq, created_at, updated_at) VALUES (?, 'dom_ref', 'mis_ref', 'claimable', ?, 'queued', 'first_claim', ?, ?, ?)");
-const cl = db.prepare("UPDATE tasks SET status = 'claimed', claimed_by = ?, attempts = attempts + 1, lease_expires_ms = ?, updated_at = ? WHERE rowid = (SELECT rowid FROM tasks WHERE domain_id = 'dom_ref' AND status = 'queued' AND kind = 'claimable' ORDER BY priority DESC, seq LIMIT 1) RETURNING id");
-const up = db.prepare("UPDATE tasks SET status = 'succeeded', result = ?, lease_expires_ms = NULL, updated_at = ? WHERE id = ? AND claimed_by = ?");
+db.prepare(
+  "INSERT INTO missions (id, domain_id, title, description, status, created_at, updated_at) " +
+    "VALUES ('mis_ref', 'dom_ref', 'ref', '', 'open', ?, ?)",
+).run(now(), now());
+const ins = db.prepare(
+  "INSERT INTO tasks (id, domain_id, mission_id, kind, title, status, claim_policy, seq, created_at, updated_at) " +
+    "VALUES (?, 'dom_ref', 'mis_ref', 'claimable', ?, 'queued', 'first_claim', ?, ?, ?)",
+);
+const cl = db.prepare(
+  "UPDATE tasks SET status = 'claimed', claimed_by = ?, attempts = attempts + 1, lease_expires_ms = ?, " +
+    "updated_at = ? " +
+    "WHERE rowid = (SELECT rowid FROM tasks WHERE domain_id = 'dom_ref' AND status = 'queued' AND kind = 'claimable' " +
+    "ORDER BY priority DESC, seq LIMIT 1) RETURNING id",
+);
+const up = db.prepare(
+  "UPDATE tasks SET status = 'succeeded', result = ?, lease_expires_ms = NULL, updated_at = ? " +
+    "WHERE id = ? AND claimed_by = ?",
+);
 const insert = (id, title, seq) => { const t = now(); ins.run(id, title, seq, t, t); };
 const claim = (agent) => cl.get(agent, Date.now() + 60000, now())?.id;
 const complete = (id, agent, result) => up.run(result, now(), id, agent);

@@ -176,7 +176,8 @@ async function benchPgRaw(): Promise<Result> {
             const leaseId = `ls_${w}_${n}`;
             const res = await c.query({
               name: "claim",
-              text: `UPDATE tasks SET status = 'claimed', claimed_by = $1, attempts = attempts + 1, lease_expires_ms = $2, updated_at = $3, lease_id = $5
+              text: `UPDATE tasks SET status = 'claimed', claimed_by = $1, attempts = attempts + 1,
+                         lease_expires_ms = $2, updated_at = $3, lease_id = $5
                      WHERE id = (SELECT id FROM tasks WHERE domain_id = $4 AND status = 'queued' AND kind = 'claimable'
                                  ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED)
                      RETURNING id`,

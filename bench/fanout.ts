@@ -206,7 +206,8 @@ async function run(children: ChildProcess[], emit: (n: number) => Promise<void>)
       }
     const worst = [...merged.values()].sort((x, y) => y[1] - x[1]);
     const lasts = worst.map((w) => w[1]).sort((x, y) => x - y);
-    console.log(`  per event, last subscriber: median ${lasts[lasts.length >> 1].toFixed(1)} ms; worst 8 events [first, last] ms: ${worst.slice(0, 8).map(([a, b]) => `[${a.toFixed(1)}, ${b.toFixed(1)}]`).join(" ")}`);
+    const worst8 = worst.slice(0, 8).map(([a, b]) => `[${a.toFixed(1)}, ${b.toFixed(1)}]`).join(" ");
+    console.log(`  per event, last subscriber: median ${lasts[lasts.length >> 1].toFixed(1)} ms; worst 8 events [first, last] ms: ${worst8}`);
   }
   const sorted = Float64Array.from(lat.flatMap((l) => l.lat!)).sort();
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
@@ -216,7 +217,7 @@ async function run(children: ChildProcess[], emit: (n: number) => Promise<void>)
 async function rawBroadcaster(): Promise<{ port: number; emit: (n: number) => Promise<void>; close(): Promise<void> }> {
   const subs = new Set<ServerResponse>();
   let id = 0;
-  const server = createServer((req, res) => {
+  const server = createServer((_req, res) => {
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
     res.write(": hello\n\n");
     subs.add(res);

@@ -8,6 +8,7 @@ import { commandHelp, groupHelp, mainHelp } from "./help.js";
 import { commandName, commandsUnder, findCommand, GLOBAL_OPTIONS, type CommandSpec, type ModuleName } from "./registry.js";
 
 export interface CommandModule {
+  // biome-ignore lint/suspicious/noConfusingVoidType: a command that returns nothing exits 0
   run(ctx: Context): Promise<number | void>;
 }
 

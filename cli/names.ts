@@ -28,7 +28,8 @@ export async function resolveRef(ctx: Context, kind: Kind, ref: string, domainId
   const hits = all.filter((c) => c.name === ref);
   if (hits.length === 1) return hits[0].id;
   if (hits.length > 1) throw new UsageError(`${kind} ${JSON.stringify(ref)} is ambiguous: ${hits.map((h) => h.id).join(", ")} are all named so; give the id`);
-  throw new EpError(`${kind}_not_found` as never, `${kind} ${ref} does not exist (no ${kind} has this id or name${kind === "domain" ? "; 'ep domain ls' lists them" : kind === "mission" ? "; 'ep mission ls' lists them" : "; 'ep agent ls' lists them"})`);
+  const lister = kind === "domain" ? "ep domain ls" : kind === "mission" ? "ep mission ls" : "ep agent ls";
+  throw new EpError(`${kind}_not_found` as never, `${kind} ${ref} does not exist (no ${kind} has this id or name; '${lister}' lists them)`);
 }
 
 /** Replaces names by ids in the options that take one (in place, before the command runs). */

@@ -94,15 +94,6 @@ function positiveInt(name: string, raw: string | undefined, fallback: number): n
   return n;
 }
 
-/** A yes/no setting: unset is `fallback`; 1/true/yes/on and 0/false/no/off, anything else refused by name. */
-function flag(name: string, raw: string | undefined, fallback: boolean): boolean {
-  if (raw === undefined || raw === "") return fallback;
-  const w = raw.trim().toLowerCase();
-  if (["1", "true", "yes", "on"].includes(w)) return true;
-  if (["0", "false", "no", "off"].includes(w)) return false;
-  throw new EpError("config_invalid", `${name} must be 1 or 0 (true/false, yes/no, on/off), got ${JSON.stringify(raw)}`);
-}
-
 export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const env = opts.env ?? process.env;
   const clock = opts.clock ?? systemClock;

@@ -15,7 +15,8 @@ Usage:
 Environment:
   EP_HOME              data directory (default ~/.ep; the daemon keeps $EP_HOME/epd/)
   EP_NODE_FILE         node identity file (default /etc/ep/node.json, written by 'ep agent node register')
-  EP_BASE_URL          tower URL when --backend-url is not given (else node.json's tower_url, else http://localhost:8008)
+  EP_BASE_URL          tower URL when --backend-url is not given (else node.json's tower_url,
+                       else http://localhost:8008)
   EP_POLL_MS           safety-net poll interval in ms (default 5000)
   EP_LINK              session (default): work down and outcomes up on one HTTP/2 stream, falling back to
                        http1 by itself when the tower or a proxy cannot take it; http1: always the HTTP/1.1 link
@@ -24,7 +25,8 @@ Environment:
   EP_METRICS_LISTEN    serve Prometheus metrics on this host:port (GET /metrics, no token; off by default)
   EP_LOG_LEVEL         debug | info | warn | error (default info)
 
-get-secret exit codes (docs/secrets.md): 0 printed, 3 denied (not granted, or not a live session), 4 unknown secret, 7 unreachable, 2 usage, 1 other.
+get-secret exit codes (docs/secrets.md): 0 printed, 3 denied (not granted, or not a live session),
+4 unknown secret, 7 unreachable, 2 usage, 1 other.
 
 Example:
   EP_NODE_FILE=/etc/ep/node.json epd run --backend-url https://tower.example:8008

@@ -1,4 +1,4 @@
-// `npm test`: build, typecheck, then the whole vitest suite; ends with one plain
+// `npm test`: lint, build, typecheck, then the whole vitest suite; ends with one plain
 // summary line ("Tests: N passed, N failed, N skipped") that any CI can read.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -9,6 +9,8 @@ const run = (cmd, args, opts = {}) => spawnSync(cmd, args, { stdio: "inherit", .
 const bin = (name) => join("node_modules", ".bin", name);
 
 const started = Date.now();
+// the layout and lint rules first (a few seconds): scripts/lint.mjs names each finding and the fix
+if (run(process.execPath, ["scripts/lint.mjs"]) !== 0) process.exit(1);
 if (run(process.execPath, ["scripts/build.mjs"]) !== 0) {
   console.error("build failed");
   process.exit(1);

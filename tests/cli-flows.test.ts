@@ -145,7 +145,11 @@ describe("ep ai chat and ep approvals with the heuristic planner", () => {
     // the same session, human output: the reply names the commands that decide
     const mission = await ok(["ai", "chat", "--session", sessionId, 'create mission "Launch" in domain acme-ai']);
     // the action's id alone decides it (ep approvals finds its session)
-    const m = /pending action (act_\w+): Create mission "Launch" .* approve with 'ep approvals approve (act_\w+)' or reject with 'ep approvals reject \2'/.exec(mission.stdout);
+    const decide = new RegExp(
+      String.raw`pending action (act_\w+): Create mission "Launch" .* ` +
+        String.raw`approve with 'ep approvals approve (act_\w+)' or reject with 'ep approvals reject \2'`,
+    );
+    const m = decide.exec(mission.stdout);
     expect(m, mission.stdout).not.toBeNull();
     expect(m![2]).toBe(m![1]);
     expect((await ok(["mission", "ls", "--domain", domainId, "--json"])).json().missions).toEqual([]);

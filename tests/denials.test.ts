@@ -81,6 +81,10 @@ describe("a run whose agent was refused a tool", () => {
     });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/succeeded after 1 attempt/);
-    expect(r.stderr).toMatch(/warning: task tsk_\S+ succeeded — 1 tool call refused\n\s+policy\s+Bash echo hi > \/root\/den-hello.txt: Output redirection/);
+    const warned = new RegExp(
+      String.raw`warning: task tsk_\S+ succeeded — 1 tool call refused\n` +
+        String.raw`\s+policy\s+Bash echo hi > \/root\/den-hello.txt: Output redirection`,
+    );
+    expect(r.stderr).toMatch(warned);
   }, 60_000);
 });

@@ -65,7 +65,6 @@ describe("epd lease heartbeats", () => {
     await waitStatus(s.work, t.id, ["running"]);
     const seen = new Set<string>();
     let maxAttempts = 0;
-    let firstLease = "";
     const leases = new Set<string>();
     // sample the task every 100 ms until the run is over: a missed heartbeat would let the
     // sweeper (every 100 ms) requeue it
@@ -75,7 +74,6 @@ describe("epd lease heartbeats", () => {
         seen.add(statusWord(task.status));
         maxAttempts = Math.max(maxAttempts, task.attempts);
         if (task.status !== TaskStatus.RUNNING) return true;
-        firstLease ||= isoOf(task.leaseExpiresAt);
         leases.add(isoOf(task.leaseExpiresAt));
         return false;
       },

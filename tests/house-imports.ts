@@ -8,7 +8,16 @@ import { dirname, join, normalize, relative } from "node:path";
 export type ImportGraph = Map<string, string[]>;
 
 const SOURCE_ROOTS = ["common", "tower", "daemon", "cli", "web/src", "test-support", "tests", "bench", "scripts", "gen"];
-const IMPORT_LINE = /(?:^|[\s;])(?:import|export)\s[^"'`]*?\sfrom\s*["']([^"']+)["']|(?:^|[\s;(=])import\s*\(\s*["']([^"']+)["']\s*\)|^\s*import\s+["']([^"']+)["']/gm;
+const IMPORT_LINE = new RegExp(
+  [
+    /(?:^|[\s;])(?:import|export)\s[^"'`]*?\sfrom\s*["']([^"']+)["']/, // import … from "x", export … from "x"
+    /(?:^|[\s;(=])import\s*\(\s*["']([^"']+)["']\s*\)/, // import("x")
+    /^\s*import\s+["']([^"']+)["']/, // import "x"
+  ]
+    .map((r) => r.source)
+    .join("|"),
+  "gm",
+);
 
 function sourceFiles(root: string): string[] {
   const out: string[] = [];

@@ -138,7 +138,11 @@ describe("a malformed or foreign answer at the callback", () => {
     const state = location.searchParams.get("state")!;
     const description = encodeURIComponent("<script>alert(1)</script> no");
     const own = await callback(`state=${state}&error=access_denied&error_description=${description}`, cookie);
-    refused(own, 403, /^you \(or the provider&#39;s policy\) declined the sign-in: access_denied \(&#60;script&#62;alert\(1\)&#60;\/script&#62; no\)$/);
+    const declined = new RegExp(
+      String.raw`^you \(or the provider&#39;s policy\) declined the sign-in: ` +
+        String.raw`access_denied \(&#60;script&#62;alert\(1\)&#60;\/script&#62; no\)$`,
+    );
+    refused(own, 403, declined);
     expect(own.html).not.toContain("<script>");
     // a forged link with someone else's message: only the mismatch is said
     const forged = await callback(`state=forged&error=access_denied&error_description=Call+this+number`, cookie);

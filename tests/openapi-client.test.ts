@@ -29,7 +29,10 @@ const ep = createClient<paths>({ baseUrl: ${JSON.stringify(url)}, headers: { aut
 
 const domain = await ep.POST("/domains", { body: { name: "generated-client" } });
 const domainId = domain.data?.domain?.id ?? "";
-const mission = await ep.POST("/domains/{domain_id}/m", { params: { path: { domain_id: domainId } }, body: { title: "typed" } });
+const mission = await ep.POST("/domains/{domain_id}/m", {
+  params: { path: { domain_id: domainId } },
+  body: { title: "typed" },
+});
 const missionId = mission.data?.mission?.id ?? "";
 const created = await ep.POST("/work/missions/{mission_id}/tasks", {
   params: { path: { mission_id: missionId } },
@@ -38,7 +41,9 @@ const created = await ep.POST("/work/missions/{mission_id}/tasks", {
 const taskId = created.data?.task?.id ?? "";
 const read = await ep.GET("/work/tasks/{task_id}", { params: { path: { task_id: taskId } } });
 const command: unknown = read.data?.task?.input?.command;
-console.log(JSON.stringify({ created: created.response.status, taskId, status: read.data?.task?.status, runtime: read.data?.task?.runtime, command }));
+const task = read.data?.task;
+const seen = { created: created.response.status, taskId, status: task?.status, runtime: task?.runtime, command };
+console.log(JSON.stringify(seen));
 `;
 
 const TSCONFIG = JSON.stringify({

@@ -54,8 +54,8 @@ describe("the README tour", () => {
     }
     const all = outputs.join("\n");
     expect(all).toMatch(/created domain dom_\w+ \(demo\)/);
-    expect(outputs.find((o, i) => lines[i].includes("task submit"))).toMatch(/succeeded[\s\S]*hi from EP/);
-    expect(outputs.find((o, i) => lines[i].includes("events tail"))).toMatch(/task\.(succeeded|claimed)/);
-    expect(outputs.find((o, i) => lines[i].includes("ep ui"))).toMatch(/login#ticket=tkt_/);
+    expect(outputs.find((_o, i) => lines[i].includes("task submit"))).toMatch(/succeeded[\s\S]*hi from EP/);
+    expect(outputs.find((_o, i) => lines[i].includes("events tail"))).toMatch(/task\.(succeeded|claimed)/);
+    expect(outputs.find((_o, i) => lines[i].includes("ep ui"))).toMatch(/login#ticket=tkt_/);
   }, 120_000);
 });

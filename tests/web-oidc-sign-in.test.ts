@@ -22,7 +22,10 @@ const TOKEN_TTL_S = 3600;
  * gone for everyone after (the console's own event stream, re-checking on the same clock, may be
  * first). Nothing else ends a session here before the tokens' hour is up.
  */
-const ENDED_BY_PROVIDER = /^(the identity provider no longer stands behind this sign-in \(.+\); sign in again|the console session has ended \(logged out, expired or unknown\); sign in again)$/;
+const ENDED_BY_PROVIDER = new RegExp(
+  String.raw`^(the identity provider no longer stands behind this sign-in \(.+\); sign in again|` +
+    String.raw`the console session has ended \(logged out, expired or unknown\); sign in again)$`,
+);
 
 let idp: TestProvider;
 let idpOptions: Parameters<typeof startTestProvider>[0];

@@ -198,7 +198,9 @@ async function towerChecks(url: string, auth: Record<string, string>): Promise<C
       add({ check: "clock_skew", ok, level: "error", detail: `local clock is ${Math.round(-skew)} ms ${skew > 0 ? "behind" : "ahead of"} the tower (±1 s resolution)`, hint: ok ? undefined : "sync the clock (timedatectl set-ntp true / chrony); leases and tokens depend on it" });
     }
   } catch (err) {
-    add({ check: "tower_health", ok: false, level: "error", detail: `cannot reach ${url}/healthz: ${(err as Error).cause ? String(((err as Error).cause as Error).message ?? (err as Error).cause) : (err as Error).message}`, hint: "start the tower ('ep up' or 'ep-tower') or point --url / EP_BASE_URL at it" });
+    const e = err as Error;
+    const why = e.cause ? String((e.cause as Error).message ?? e.cause) : e.message;
+    add({ check: "tower_health", ok: false, level: "error", detail: `cannot reach ${url}/healthz: ${why}`, hint: "start the tower ('ep up' or 'ep-tower') or point --url / EP_BASE_URL at it" });
   }
   if (towerUp) {
     try {
@@ -259,6 +261,12 @@ async function nodeChecks(env: NodeJS.ProcessEnv, url: string): Promise<CheckRes
   return results;
 }
 
+const SOCKET_STATES = {
+  live: "a daemon answers",
+  stale: "stale socket (nobody listens; a daemon died and left it)",
+  missing: "no socket (the daemon is not running)",
+} as const;
+
 /** The daemon: its sockets, and cron.toml as it loaded it (errors mean no cron job runs; warnings are ignored fields). */
 async function daemonChecks(env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
@@ -272,7 +280,7 @@ async function daemonChecks(env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
       check: `socket_${name}`,
       ok,
       level: "error",
-      detail: `${path}: ${state === "live" ? "a daemon answers" : state === "stale" ? "stale socket (nobody listens; a daemon died and left it)" : "no socket (the daemon is not running)"}`,
+      detail: `${path}: ${SOCKET_STATES[state]}`,
       hint: ok ? undefined : state === "stale" ? `start the daemon ('ep daemon up'), which removes it, or delete ${path}` : "start the daemon with 'ep daemon up'",
     });
   }

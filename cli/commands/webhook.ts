@@ -85,7 +85,10 @@ async function test(ctx: Context, domainId: string, webhookId: string): Promise<
     if (shown && (d.status !== WebhookDeliveryStatus.PENDING || d.attempts > 0)) {
       if (ctx.json) ctx.out(json({ delivery: shown }));
       else if (d.status === WebhookDeliveryStatus.SUCCEEDED) ctx.out(`delivered ${d.id}: the receiver answered ${d.statusCode}`);
-      else ctx.out(`delivery ${d.id} failed (${attemptsText(shown)}): ${d.error}${d.status === WebhookDeliveryStatus.PENDING ? `; retrying (see 'ep webhook deliveries ${webhookId} --domain ${domainId}')` : ""}`);
+      else {
+        const retrying = d.status === WebhookDeliveryStatus.PENDING ? `; retrying (see 'ep webhook deliveries ${webhookId} --domain ${domainId}')` : "";
+        ctx.out(`delivery ${d.id} failed (${attemptsText(shown)}): ${d.error}${retrying}`);
+      }
       return d.status === WebhookDeliveryStatus.SUCCEEDED ? 0 : 1;
     }
     if (Date.now() > deadline) {

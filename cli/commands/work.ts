@@ -186,7 +186,8 @@ async function missionGet(ctx: Context): Promise<number> {
     }
     const { stepsTable } = await import("./pipeline.js");
     if (steps.length) ctx.out(`pipeline: ${pipeline.state}\n${stepsTable(steps)}`);
-    if (waiting.length) ctx.out(`waiting:\n${waiting.map((t) => `  ${t.id} ${t.title} — waits on ${((t.waiting_on as string[] | undefined) ?? []).join(", ")}`).join("\n")}`);
+    const waitsOn = (t: Row) => ((t.waiting_on as string[] | undefined) ?? []).join(", ");
+    if (waiting.length) ctx.out(`waiting:\n${waiting.map((t) => `  ${t.id} ${t.title} — waits on ${waitsOn(t)}`).join("\n")}`);
   }
   return 0;
 }

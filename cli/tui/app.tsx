@@ -328,6 +328,7 @@ function useTowerData(source: TuiDataSource, drillOf: () => Drill) {
   const refreshTimer = useRef<NodeJS.Timeout | undefined>(undefined);
 
 
+  // biome-ignore lint/correctness/useExhaustiveDependencies: drillOf reads the current drill when called
   const refresh = useCallback(async () => {
     try {
       const d = drillOf();
@@ -342,6 +343,7 @@ function useTowerData(source: TuiDataSource, drillOf: () => Drill) {
     }
   }, [source]);
 
+  // biome-ignore lint/correctness/useExhaustiveDependencies: drillOf reads the current drill when called
   const loadTask = useCallback(
     async (taskId: string, withFrames: boolean) => {
       try {
@@ -358,6 +360,7 @@ function useTowerData(source: TuiDataSource, drillOf: () => Drill) {
     [source],
   );
 
+  // biome-ignore lint/correctness/useExhaustiveDependencies: drillOf reads the current drill when called
   useEffect(() => {
     void refresh();
     const stop = source.subscribe(

@@ -85,7 +85,8 @@ describe("planner booster", () => {
   it("turns a trap into an error verdict and keeps working", async () => {
     // Traps when the arguments say so (second-to-last byte is '1' in {"trap":1}), else allows.
     const booster = await load(
-      boosterWat(`(if (i32.eq (i32.load8_u (i32.sub (i32.add (local.get $ptr) (local.get $len)) (i32.const 3))) (i32.const 49))
+      boosterWat(`(if (i32.eq (i32.load8_u (i32.sub (i32.add (local.get $ptr) (local.get $len))
+                    (i32.const 3))) (i32.const 49))
                     (then unreachable)) (i32.const 0)`),
     );
     const v = booster.validate("create_domain", { trap: 1 });
@@ -100,7 +101,8 @@ describe("planner booster", () => {
   it("bounds an infinite loop, restarts the module, and answers the next call", async () => {
     // Loops forever when the arguments are {"loop":1}, else allows.
     const booster = await load(
-      boosterWat(`(if (i32.eq (i32.load8_u (i32.sub (i32.add (local.get $ptr) (local.get $len)) (i32.const 3))) (i32.const 49))
+      boosterWat(`(if (i32.eq (i32.load8_u (i32.sub (i32.add (local.get $ptr) (local.get $len))
+                    (i32.const 3))) (i32.const 49))
                     (then (loop $forever (br $forever)))) (i32.const 0)`),
       { timeoutMs: 100 },
     );

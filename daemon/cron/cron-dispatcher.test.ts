@@ -253,7 +253,7 @@ describe("cron dispatcher management", () => {
     expect(err.code).toBe("invalid_argument");
     expect(err.message).toMatch(/line 3, job "keep", field schedule/);
     expect(err.message).toMatch(/line 7, job "x", field schedule/);
-    expect((err.details?.errors as unknown[]).length).toBe(3);
+    expect(err.details?.errors as unknown[]).toHaveLength(3);
     expect(d.loadErrors()).toHaveLength(3);
     expect(d.list().map((j) => j.name)).toEqual(["keep"]);
     await h.run(60_000);

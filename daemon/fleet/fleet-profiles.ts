@@ -89,7 +89,8 @@ export function createProfileLifecycle(core: FleetCore, { hosts, env, enrollment
       changed();
       log.info("agents.toml applied", { added: added.map((p) => p.id), changed: changedOnes.map((p) => p.id), removed: removed.map((p) => p.id) });
       const list = (what: string, ps: FleetProfile[]) => (ps.length ? [`${what} ${ps.map((p) => p.id).join(", ")}`] : []);
-      return `agents.toml: applied (${[...list("added", added), ...list("restarted", changedOnes), ...list("removed", removed)].join("; ")})`;
+      const what = [...list("added", added), ...list("restarted", changedOnes), ...list("removed", removed)];
+      return `agents.toml: applied (${what.join("; ")})`;
     },
   };
 }

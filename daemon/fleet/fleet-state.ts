@@ -80,11 +80,12 @@ export async function profileView(
     state = "running";
     pid = acp.pid(p.id) ?? 0;
   }
+  const backend = p.runtime === "muxhost_hosted" ? `tmux (-L ${x.tmuxSocket})` : p.runtime === "vendorA_agent_acp" ? "acp session" : status?.backend;
   const detail = [
     status?.detail,
     status?.lastRestartReason && `last restart: ${status.lastRestartReason}`,
     status?.nextRetryAt && `next retry at ${status.nextRetryAt}`,
-    status && `backend ${p.runtime === "muxhost_hosted" ? `tmux (-L ${x.tmuxSocket})` : p.runtime === "vendorA_agent_acp" ? "acp session" : status.backend}`,
+    status && `backend ${backend}`,
     towerAgentId(p.id) && `tower agent ${towerAgentId(p.id)}`,
   ]
     .filter(Boolean)

@@ -37,7 +37,8 @@ const REFUSAL_MARKERS: readonly { pattern: RegExp; source: DenialSource }[] = [
   // codex's own words when its sandbox stops a command
   { pattern: /sandbox (?:denied|error|violation)|blocked by (?:the )?sandbox|rejected by sandbox/i, source: "sandbox" },
   // the CLI's own permission rules (claude: "… needs approval", "… requires approval"; "not allowed")
-  { pattern: /needs approval|requires approval|requires permission|haven't granted|not been granted|is not allowed|not permitted by/i, source: "policy" },
+  { pattern: /needs approval|requires approval|requires permission/i, source: "policy" },
+  { pattern: /haven't granted|not been granted|is not allowed|not permitted by/i, source: "policy" },
   { pattern: /denied by (?:the )?(?:policy|permission)|execution (?:denied|blocked)/i, source: "policy" },
   // the agent called a tool its CLI does not have
   { pattern: /tool "[^"]*" not found|no such tool|unknown tool|tool not (?:found|registered)/i, source: "unknown_tool" },

@@ -147,9 +147,10 @@ export function createVendorACodeParser(): StreamParser {
             const why = event.subtype === "success" ? "" : String(event.subtype ?? "error");
             outcome.error = `vendorA_code: ${[why, asString(event.result), errors].filter(Boolean).join(": ") || "failed"}`;
           }
+          const failure = event.subtype === "success" ? (asString(event.result)?.slice(0, 200) ?? "error") : String(event.subtype ?? "error");
           frames.push({
             kind: "status",
-            text: outcome.ok ? "finished" : `failed: ${event.subtype === "success" ? asString(event.result)?.slice(0, 200) ?? "error" : String(event.subtype ?? "error")}`,
+            text: outcome.ok ? "finished" : `failed: ${failure}`,
             data: pick(event, ["subtype", "is_error", "duration_ms", "num_turns", "total_cost_usd", "usage", "session_id"]),
           });
           break;

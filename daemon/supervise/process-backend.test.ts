@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createProcessBackend } from "./process-backend.js";
 import type { ServiceBackend } from "./service-backend.js";
 
-export function pidRunning(pid: number): boolean {
+function pidRunning(pid: number): boolean {
   try {
     return !/^\d+ \(.*\) [ZX]/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
   } catch {

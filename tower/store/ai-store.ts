@@ -206,7 +206,8 @@ export function createAiStore(q: AiQuery): AiStore {
 
     async insertAiAction(a) {
       await q(
-        `INSERT INTO ai_actions (id, session_id, turn_id, tool, arguments, summary, status, result, error, decided_by, decided_at, executed_at, created_at)
+        `INSERT INTO ai_actions (id, session_id, turn_id, tool, arguments, summary, status, result, error,
+           decided_by, decided_at, executed_at, created_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         [
           a.id,
@@ -288,7 +289,8 @@ function createDocStore(q: AiQuery, one: One): Pick<AiStore, "putDoc" | "getDoc"
     },
     async putArtifact(a) {
       const rows = await q(
-        `INSERT INTO artifacts (id, domain_id, mission_id, task_id, name, content, content_type, version, created_at, updated_at)
+        `INSERT INTO artifacts (id, domain_id, mission_id, task_id, name, content, content_type, version,
+           created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
          ON CONFLICT (task_id, name) DO UPDATE SET content = excluded.content, content_type = excluded.content_type,
            version = artifacts.version + 1, updated_at = excluded.updated_at

@@ -95,7 +95,8 @@ export function createApprovalStore(q: Query): ApprovalStore {
   return {
     async insertApproval(a) {
       await q(
-        `INSERT INTO approvals (id, kind, domain_id, mission_id, task_id, agent_id, node_id, tool, title, arguments, paths, options, status, created_at, expires_at)
+        `INSERT INTO approvals (id, kind, domain_id, mission_id, task_id, agent_id, node_id, tool, title,
+           arguments, paths, options, status, created_at, expires_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         [a.id, a.kind, a.domainId, a.missionId, a.taskId, a.agentId, a.nodeId, a.tool, a.title, JSON.stringify(a.arguments), JSON.stringify(a.paths), JSON.stringify(a.options), a.status, a.createdAt, a.expiresAt],
       );

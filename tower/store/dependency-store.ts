@@ -22,7 +22,8 @@ export function createDependencyStore(q: Query, inList: InList): DependencyStore
       const rows = await q(
         `UPDATE tasks SET status = 'queued', updated_at = ?
          WHERE status = 'waiting' AND id IN (SELECT child_id FROM task_deps WHERE parent_id = ?)
-           AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks p ON p.id = d.parent_id WHERE d.child_id = tasks.id AND p.status <> 'succeeded')
+           AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks p ON p.id = d.parent_id
+           WHERE d.child_id = tasks.id AND p.status <> 'succeeded')
          RETURNING *`,
         [at, parentId],
       );

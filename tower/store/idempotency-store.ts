@@ -47,7 +47,8 @@ export function createIdempotencyStore(query: Query): IdempotencyStore {
     async putIdempotencyKey(row) {
       // one statement: a live row wins (nothing returned), an expired one is replaced
       const rows = await query(
-        `INSERT INTO idempotency_keys (scope, key, request_hash, response, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?)
+        `INSERT INTO idempotency_keys (scope, key, request_hash, response, created_ms, expires_ms)
+         VALUES (?, ?, ?, ?, ?, ?)
          ON CONFLICT (scope, key) DO UPDATE SET request_hash = excluded.request_hash, response = excluded.response,
            created_ms = excluded.created_ms, expires_ms = excluded.expires_ms
          WHERE idempotency_keys.expires_ms <= excluded.created_ms

@@ -142,7 +142,8 @@ export function createWebhookStore(q: Query, skipLocked: string): WebhookStore {
   return {
     async insertWebhook(w) {
       await q(
-        `INSERT INTO webhooks (id, domain_id, url, events, format, description, ciphertext, iv, tag, key_id, created_by, created_at, after_event_id)
+        `INSERT INTO webhooks (id, domain_id, url, events, format, description, ciphertext, iv, tag, key_id,
+           created_by, created_at, after_event_id)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         [w.id, w.domainId, w.url, JSON.stringify(w.events), w.format, w.description, w.ciphertext, w.iv, w.tag, w.keyId, w.createdBy, w.createdAt, w.afterEventId],
       );
@@ -165,7 +166,8 @@ export function createWebhookStore(q: Query, skipLocked: string): WebhookStore {
     },
     async insertWebhookDelivery(d) {
       const rows = await q(
-        `INSERT INTO webhook_deliveries (id, webhook_id, domain_id, event_id, event_name, body, status, attempts, status_code, error, attempt_log, next_attempt_at, created_at, finished_at)
+        `INSERT INTO webhook_deliveries (id, webhook_id, domain_id, event_id, event_name, body, status,
+           attempts, status_code, error, attempt_log, next_attempt_at, created_at, finished_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (webhook_id, event_id) WHERE event_id > 0 DO NOTHING RETURNING id`,
         [d.id, d.webhookId, d.domainId, d.eventId, d.eventName, d.body, d.status, d.attempts, d.statusCode, d.error, JSON.stringify(d.attemptLog), d.nextAttemptAt, d.createdAt, d.finishedAt],
@@ -184,7 +186,8 @@ export function createWebhookStore(q: Query, skipLocked: string): WebhookStore {
     async claimWebhookDeliveries(now, leaseId, leaseUntil, limit) {
       const rows = await q(
         `UPDATE webhook_deliveries SET lease_id = ?, lease_until = ?
-         WHERE id IN (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? AND lease_until < ?
+         WHERE id IN (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?
+                        AND lease_until < ?
                       ORDER BY next_attempt_at LIMIT ?${skipLocked})
          RETURNING *`,
         [leaseId, leaseUntil, now, now, limit],
@@ -193,7 +196,8 @@ export function createWebhookStore(q: Query, skipLocked: string): WebhookStore {
     },
     async finishWebhookAttempt(id, leaseId, o) {
       const rows = await q(
-        `UPDATE webhook_deliveries SET status = ?, attempts = ?, status_code = ?, error = ?, attempt_log = ?, next_attempt_at = ?, finished_at = ?, lease_id = '', lease_until = ''
+        `UPDATE webhook_deliveries SET status = ?, attempts = ?, status_code = ?, error = ?, attempt_log = ?,
+           next_attempt_at = ?, finished_at = ?, lease_id = '', lease_until = ''
          WHERE id = ? AND lease_id = ? RETURNING id`,
         [o.status, o.attempts, o.statusCode, o.error, JSON.stringify(o.attemptLog), o.nextAttemptAt, o.finishedAt, id, leaseId],
       );

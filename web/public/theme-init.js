@@ -1,8 +1,8 @@
 // Runs before the first paint so a light-theme user never sees a dark flash.
 // localStorage holds only the theme; never a credential.
 try {
-  var t = localStorage.getItem("ep.theme");
+  const t = localStorage.getItem("ep.theme");
   if (t === "light" || t === "dark") document.documentElement.setAttribute("data-theme", t);
-} catch (e) {
+} catch {
   // storage disabled: stay dark
 }

@@ -151,6 +151,7 @@ function SessionPane({ sessionId, dashboard, newSession, onUnauthenticated, comp
   }, [dashboard.data.sessions, session?.actions]);
 
   const turnsLen = session?.turns.length ?? 0;
+  // biome-ignore lint/correctness/useExhaustiveDependencies: the triggers: a turn arrived or one is being sent
   useEffect(() => {
     bottom.current?.scrollIntoView?.({ block: "end" });
   }, [turnsLen, sending]);

@@ -147,6 +147,7 @@ export function WorkspaceChange({ ws, mergeable }: { ws: WorkspaceResult; mergea
         <p className="muted small">No changes.</p>
       )}
       {ws.patch && (
+        // biome-ignore lint/a11y/useAriaPropsSupportedByRole: console a11y follow-up (issue 36)
         <pre className="task-output diff" aria-label="Patch">
           {ws.patch.split("\n").map((line, i) => (
             <span key={i} className={lineClass(line)}>

@@ -45,7 +45,8 @@ function layoutOf(list: readonly Task[]): Laid {
 export function PipelineGraph({ title, list, navigate }: { title: string; list: Task[]; navigate(to: string): void }) {
   // the layout depends on the tasks and their edges, not on their states
   const shape = list.map((t) => `${t.id}<${t.dependsOn.join(",")}`).join(";");
-  const laid = useMemo(() => layoutOf(list), [shape]); // eslint-disable-line react-hooks/exhaustive-deps
+  // biome-ignore lint/correctness/useExhaustiveDependencies: laid out again only when the shape changes
+  const laid = useMemo(() => layoutOf(list), [shape]);
   const current = new Map(list.map((t) => [t.id, t]));
   return (
     <figure className="pipeline-graph" aria-label={`Steps of ${title}`}>

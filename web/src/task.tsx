@@ -422,6 +422,7 @@ export function Transcript({ frames, live, attempts = [] }: { frames: Frame[]; l
   const end = useRef<HTMLDivElement>(null);
   const box = useRef<HTMLOListElement>(null);
   // follow the tail while the reader is at the bottom (like a CI log), not when they scrolled up
+  // biome-ignore lint/correctness/useExhaustiveDependencies: the trigger: a frame arrived
   useEffect(() => {
     const el = box.current;
     if (!el || !live) return;
@@ -437,7 +438,13 @@ export function Transcript({ frames, live, attempts = [] }: { frames: Frame[]; l
         {groups.flatMap((g) => [
           ...(g.attempt
             ? [
-                <li key={`attempt-${g.attempt.n}`} className={`attempt-divider attempt-${g.attempt.outcome ?? "running"}`} role="separator" aria-label={attemptLabel(g.attempt)}>
+                <li
+                  key={`attempt-${g.attempt.n}`}
+                  className={`attempt-divider attempt-${g.attempt.outcome ?? "running"}`}
+                  // biome-ignore lint/a11y/noNoninteractiveElementToInteractiveRole: a separator, not focusable
+                  role="separator"
+                  aria-label={attemptLabel(g.attempt)}
+                >
                   {attemptLabel(g.attempt)}
                   {g.frames.length === 0 && <span className="muted"> · no progress</span>}
                 </li>,

@@ -17,7 +17,7 @@ function CellValue({ value }: { value: unknown }) {
   if (typeof value !== "string" || !ID_RE.test(value)) return <>{text}</>;
   const name = nameOf(value);
   if (value.startsWith("tsk_")) return <AppLink href={`/ui/tasks/${value}`}>{name ?? value}</AppLink>;
-  return name ? <span title={value}>{name}</span> : <>{text}</>;
+  return name ? <span title={value}>{name}</span> : text;
 }
 
 export type Cell = string | number | boolean | null;
@@ -171,6 +171,7 @@ export function LogStreamView({ spec }: { spec: Extract<ViewSpec, { type: "log_s
   return (
     <div className="vs vs-log">
       <Title text={str(spec.title)} />
+      {/* biome-ignore lint/a11y/useAriaPropsSupportedByRole: console a11y follow-up (issue 36) */}
       <pre className="log" tabIndex={0} aria-label={str(spec.title) ?? "log"}>
         {lines.join("\n")}
       </pre>

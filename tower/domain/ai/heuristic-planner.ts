@@ -143,7 +143,11 @@ function cannotReadTask(unread: { reasons: string[]; command?: string }, title: 
 const submitTask: Intent = async (msg, ctx) => {
   const verb = /\b(submit|queue|enqueue|add|create|new|schedule|dispatch|run|launch|post|make)\b/;
   if (!msg.has(verb) || !msg.has(/\b(task|job|work)\b/) || msg.has(/\bcron\b/)) return undefined;
-  if (!msg.has(/(?<!-)\b(?:submit|queue|enqueue|add|create|new|schedule|dispatch|run|launch|post|make)\s+(?:a\s+|an\s+|the\s+|this\s+)?(?:new\s+)?(?:mesh\s+|claimable\s+)?(?:task|job|work)\b/)) {
+  const phrase = new RegExp(
+    String.raw`(?<!-)\b(?:submit|queue|enqueue|add|create|new|schedule|dispatch|run|launch|post|make)\s+` +
+      String.raw`(?:a\s+|an\s+|the\s+|this\s+)?(?:new\s+)?(?:mesh\s+|claimable\s+)?(?:task|job|work)\b`,
+  );
+  if (!msg.has(phrase)) {
     return undefined;
   }
   const title = readableTitle(titleFor(msg, "(?:task|job)", ["mission", "domain", "agent"]));
@@ -261,7 +265,10 @@ const SUPERVISE: { tool: string; verb: string; test: RegExp; verbs: string }[] =
   {
     tool: "pause_agent",
     verb: "pause",
-    test: /\b(pause|suspend|freeze|hold|disable\s+auto-?restart|stop\s+auto-?restart|turn\s+off\s+auto-?restart|stop)\b/,
+    test: new RegExp(
+      String.raw`\b(pause|suspend|freeze|hold|disable\s+auto-?restart|stop\s+auto-?restart|` +
+        String.raw`turn\s+off\s+auto-?restart|stop)\b`,
+    ),
     verbs: "pause|suspend|freeze|hold|stop",
   },
   { tool: "restart_agent", verb: "restart", test: /\b(restart|reboot|bounce|reload|relaunch|respawn)\b/, verbs: "restart|reboot|bounce|reload|relaunch|respawn" },
@@ -281,7 +288,10 @@ const superviseAgent: Intent = async (msg, ctx) => {
 
 // ---- reads ----
 
-const LIST_VERB = /\b(list|ls|show|display|get|see|view|give|what|which|whats|what's|who|any|how many|find|fetch|print|describe|status|tell me about|how is|how's|check)\b/;
+const LIST_VERB = new RegExp(
+  String.raw`\b(list|ls|show|display|get|see|view|give|what|which|whats|what's|who|any|how many|find|fetch|print|` +
+    String.raw`describe|status|tell me about|how is|how's|check)\b`,
+);
 
 const readCron: Intent = async (msg) => {
   if (!msg.has(/\b(cron|crons|schedules?|scheduled\s+jobs?|cronjobs?)\b/)) return undefined;

@@ -245,7 +245,8 @@ export function validateViewSpecs(list: unknown): ViewSpec[] {
       return validateViewSpec(x);
     } catch (err) {
       if (err instanceof EpError && typeof err.details?.path === "string") {
-        const path = `[${i}]${err.details.path === "" ? "" : err.details.path.startsWith("[") ? err.details.path : `.${err.details.path}`}`;
+        const at = err.details.path;
+        const path = `[${i}]${at === "" ? "" : at.startsWith("[") ? at : `.${at}`}`;
         const message = err.message.replace(/^view_spec\S*\s/, "");
         throw new EpError("invalid_argument", `view_specs${path} ${message}`, { field: `view_specs${path}`, path });
       }

@@ -19,7 +19,7 @@ import { checkParents, waitingOn } from "./dependencies.js";
 import type { Emit } from "../event-hub.js";
 
 export function createTaskCatalog(ctx: WorkContext) {
-  const { deps, store, clock, limits, now, mustDomain, mustMission, mustTask, missionDomain } = ctx;
+  const { deps, store, now, mustDomain, mustMission, mustTask, missionDomain } = ctx;
   const idempotent = createIdempotency(deps);
   return {
     // ---- tasks

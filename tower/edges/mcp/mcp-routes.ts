@@ -103,7 +103,7 @@ export function registerMcpRoutes(app: FastifyInstance, tools: ToolService): voi
 }
 
 /** JSON-RPC's answer to a body that does not parse; any other error goes to the tower's handler. */
-function mcpParseError(err: Error & { code?: string }, req: FastifyRequest, reply: FastifyReply): void {
+function mcpParseError(err: Error & { code?: string }, _req: FastifyRequest, reply: FastifyReply): void {
   if (err.code === "FST_ERR_CTP_INVALID_JSON_BODY" || err instanceof SyntaxError || err.code === "FST_ERR_CTP_EMPTY_JSON_BODY") {
     void reply.code(400).type("application/json").send({ jsonrpc: "2.0", id: null, error: { code: -32700, message: `Parse error: the body is not valid JSON (${err.message})` } });
     return;

@@ -185,8 +185,9 @@ export function buildOpenApi(tables: readonly RestRoute[], version: string): Rec
       ...(r.idempotent ? [IDEMPOTENCY_KEY_PARAMETER] : []),
     ];
     const hasBody = r.method !== "GET" && r.method !== "DELETE";
+    const camelPath = pathOf(r.url).replace(/[^A-Za-z0-9]+(\w)?/g, (_, c: string | undefined) => (c ? c.toUpperCase() : ""));
     at(r.url)[r.method.toLowerCase()] = {
-      operationId: `${r.method.toLowerCase()}${pathOf(r.url).replace(/[^A-Za-z0-9]+(\w)?/g, (_, c: string | undefined) => (c ? c.toUpperCase() : ""))}`,
+      operationId: `${r.method.toLowerCase()}${camelPath}`,
       summary: `${r.input.typeName.replace(/Request$/, "").split(".").pop()} (the REST face of ${r.input.typeName.replace(/Request$/, "")})`,
       ...(parameters.length ? { parameters } : {}),
       ...(hasBody ? { requestBody: { required: false, content: { "application/json": { schema: schemas.object(r.input, omit) } } } } : {}),

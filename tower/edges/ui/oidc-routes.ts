@@ -72,10 +72,14 @@ const escape = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)}
 function page(reply: FastifyReply, ep: EpError): FastifyReply {
   const title = ep.code === "oidc_not_configured" ? "Sign-in through an identity provider is not set up" : "Sign-in did not work";
   const html = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escape(title)} · EP</title>
-<style>body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:4rem auto;padding:0 1rem;color:#1b1f24;background:#fff}
-@media (prefers-color-scheme:dark){body{color:#e6edf3;background:#0d1117}a{color:#79c0ff}}code{font-size:.9em}</style></head>
-<body><main><h1>${escape(title)}</h1><p id="reason" role="alert">${escape(ep.message)}</p><p class="muted">Error code: <code>${escape(ep.code)}</code></p>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1"><title>${escape(title)} · EP</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:4rem auto;padding:0 1rem;
+color:#1b1f24;background:#fff}
+@media (prefers-color-scheme:dark){body{color:#e6edf3;background:#0d1117}a{color:#79c0ff}}
+code{font-size:.9em}</style></head>
+<body><main><h1>${escape(title)}</h1><p id="reason" role="alert">${escape(ep.message)}</p>
+<p class="muted">Error code: <code>${escape(ep.code)}</code></p>
 <p><a href="/ui/login">Back to the sign-in page</a></p></main></body></html>
 `;
   return reply

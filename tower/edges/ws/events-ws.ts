@@ -57,7 +57,8 @@ function createWsSink(ws: WebSocket, socket: Duplex, clock: Clock): StreamSink {
       if (ws.readyState !== ws.OPEN) return;
       if (why) ws.send(JSON.stringify({ error: why }));
       // the reason text says what happened (a close reason is at most 123 bytes)
-      ws.close(why ? WS_CLOSE[why.code] : 1001, why ? `${why.code}: ${why.code === "slow_consumer" ? "the client fell too far behind; reconnect with Last-Event-ID" : why.message}`.slice(0, 123) : "going away");
+      const said = why?.code === "slow_consumer" ? "the client fell too far behind; reconnect with Last-Event-ID" : why?.message;
+      ws.close(why ? WS_CLOSE[why.code] : 1001, why ? `${why.code}: ${said}`.slice(0, 123) : "going away");
       const slow = why?.code === "slow_consumer";
       const timer = clock.setTimeout(() => (slow ? resetSocket(socket) : ws.terminate()), slow ? SLOW_CONSUMER_GRACE_MS : FLUSH_GRACE_MS);
       ws.once("close", () => clock.clearTimeout(timer));
@@ -73,11 +74,13 @@ export function resetSocket(socket: Duplex | null | undefined): void {
   else socket.destroy();
 }
 
+const STATUS_TEXT: Record<number, string> = { 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 429: "Too Many Requests" };
+
 function refuse(socket: Duplex, err: EpError, headers: Record<string, string> = {}): void {
   const body = JSON.stringify(err.toJSON());
   const status = err.httpStatus;
   const lines = [
-    `HTTP/1.1 ${status} ${status === 429 ? "Too Many Requests" : status === 401 ? "Unauthorized" : status === 403 ? "Forbidden" : status === 400 ? "Bad Request" : "Error"}`,
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? "Error"}`,
     "content-type: application/json",
     `content-length: ${Buffer.byteLength(body)}`,
     "connection: close",

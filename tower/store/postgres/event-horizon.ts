@@ -59,6 +59,7 @@ export function fullXid(xid: bigint, ref: bigint): bigint {
  * pg_stat_get_activity shows them).
  */
 export function withRunning(s: Snapshot, later: Snapshot, backendXids: readonly (string | number | bigint)[]): Snapshot {
+  // biome-ignore lint/complexity/useMathMinMax: xids are bigints, which Math.max refuses
   let to = later.xmax > s.xmax ? later.xmax : s.xmax;
   for (const x of backendXids) {
     const full = fullXid(BigInt(x), s.xmax) + 1n;

@@ -158,8 +158,10 @@ export async function insertEvents(
     });
     const ctes = [
       first ? "lk AS MATERIALIZED (SELECT pg_current_xact_id() AS l)" : "lk AS (SELECT 1 AS l)",
-      `ins AS (INSERT INTO events (type, name, domain_id, mission_id, agent_id, task_id, session_id, status, payload, created_at)
-         SELECT v.* FROM lk, (VALUES ${values.join(", ")}) AS v (type, name, domain_id, mission_id, agent_id, task_id, session_id, status, payload, created_at)
+      `ins AS (INSERT INTO events (type, name, domain_id, mission_id, agent_id, task_id, session_id, status,
+           payload, created_at)
+         SELECT v.* FROM lk, (VALUES ${values.join(", ")}) AS v (type, name, domain_id, mission_id, agent_id,
+           task_id, session_id, status, payload, created_at)
          RETURNING id)`,
     ];
     if (isLast && announce) {

@@ -313,7 +313,8 @@ export class PostgresStore extends SqlStore implements Store {
     // One statement: the subquery locks the best eligible row, skipping rows other
     // claimers hold, so concurrent claimers never wait on or take the same task.
     const [r] = await this.q(
-      `UPDATE tasks SET status = $7, claimed_by = $1, attempts = attempts + 1, lease_expires_ms = $2, updated_at = $3, lease_id = $8
+      `UPDATE tasks SET status = $7, claimed_by = $1, attempts = attempts + 1, lease_expires_ms = $2,
+         updated_at = $3, lease_id = $8
        WHERE id = (
          SELECT t.id FROM tasks t
          WHERE t.domain_id = $4 AND t.status = 'queued' AND t.kind = 'claimable'

@@ -354,7 +354,8 @@ export class SqliteStore extends SqlStore implements Store {
              AND (t.runtime = '' OR t.runtime = @runtime)
              AND ((t.claim_policy = 'assigned' AND t.assignee_agent_id = @agent)
                OR (t.claim_policy = 'first_claim' AND (t.capabilities = '[]' OR NOT EXISTS (
-                     SELECT 1 FROM json_each(t.capabilities) c WHERE c.value NOT IN (SELECT value FROM json_each(@caps))))))
+                     SELECT 1 FROM json_each(t.capabilities) c
+                     WHERE c.value NOT IN (SELECT value FROM json_each(@caps))))))
            ORDER BY t.priority DESC, t.seq ASC LIMIT 1)
          RETURNING *`,
         [
@@ -395,7 +396,8 @@ export class SqliteStore extends SqlStore implements Store {
   async appendEvents(events: readonly NewEvent[], createdAt: string): Promise<EventRow[]> {
     return this.run(true, () => {
       const insert = this.stmt(
-        `INSERT INTO events (type, name, domain_id, mission_id, agent_id, task_id, session_id, status, payload, created_at)
+        `INSERT INTO events (type, name, domain_id, mission_id, agent_id, task_id, session_id, status,
+           payload, created_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
       );
       const run = () =>
