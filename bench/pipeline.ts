@@ -1,5 +1,5 @@
 // Tasks that wait for other tasks (issue 40) through one real epd.
-//   node scripts/run-ts.mjs bench/pipeline.ts [--width 100] [--depth 100] [--agents <width>] [--json]
+//   node scripts/run-ts.mjs bench/pipeline.ts [--width 100] [--depth 100] [--agents <width>] [--rounds 1] [--warmup 5] [--prof <dir>] [--json]
 //
 // `width` chains of `depth` shell tasks (`true`), each task depending on the one before it in its
 // chain (10,000 tasks by default), against the same number of independent shell tasks in the same
@@ -13,10 +13,19 @@
 //   right after it) to the commit of its child's claim (`task.claimed`), p50/p90/p99 — the child is
 //   queued in the parent's own commit, in O(children) (task_deps), never by a scan;
 // - the tower's CPU per task (this process: the tower runs in it, the benchmark's own work is the
-//   event subscription) for chained vs independent tasks, and their ratio; epd's likewise.
+//   event subscription) for chained vs independent tasks, and their ratio; epd's likewise;
+// - the tower's commits (hub publishes) and events per task, which tell an extra round trip.
+// With --rounds n, n rounds of both sets, alternating which runs first (round 1 chained first),
+// each set in fresh domains; the figures are per round. Before them, untimed, WIDTH × 5 tasks of
+// each set warm the JIT of both processes (--warmup 0: none), which the first timed set paid
+// alone; each set starts after a WAL checkpoint and a full GC of the tower (runPhase). The idle
+// cost of both processes (5 s, every agent idle) is reported beside. --prof <dir>: a CPU profile of the tower (this process) per set, <dir>/<set>-<round>.cpuprofile.
 import { spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { Session } from "node:inspector/promises";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { jsonRpcCall } from "../daemon/mgmt/client.js";
@@ -32,6 +41,9 @@ const { values } = parseArgs({
     depth: { type: "string", default: "100" },
     // default: one per chain, so an idle agent can take each child the moment it is queued (fewer: the child waits behind other chains)
     agents: { type: "string" },
+    rounds: { type: "string", default: "1" },
+    warmup: { type: "string", default: "5" },
+    prof: { type: "string" },
     json: { type: "boolean", default: false },
   },
 });
@@ -39,6 +51,7 @@ const WIDTH = Number(values.width);
 const DEPTH = Number(values.depth);
 const AGENTS = Number(values.agents ?? values.width);
 const N = WIDTH * DEPTH;
+const ROUNDS = Number(values.rounds);
 
 const home = tempHome("ep-bench-pipeline-");
 const t = await startTower({ home: home.dir, env: { EP_LEASE_MS: "60000" } });
@@ -47,11 +60,16 @@ const work = t.client(WorkService);
 // what the tower commits, timed as the hub publishes it
 const succeededAt = new Map<string, number>();
 const claimedAt = new Map<string, number>();
-t.tower.deps.hub.subscribe((events) => {
+let succeeded = 0;
+let publishes = 0;
+let events = 0;
+t.tower.deps.hub.subscribe((batch) => {
   const now = performance.now();
-  for (const e of events) {
+  publishes++;
+  events += batch.length;
+  for (const e of batch) {
     if (!e.taskId) continue;
-    if (e.name === "task.succeeded") succeededAt.set(e.taskId, now);
+    if (e.name === "task.succeeded" && !succeededAt.has(e.taskId)) (succeededAt.set(e.taskId, now), succeeded++);
     else if (e.name === "task.claimed" && !claimedAt.has(e.taskId)) claimedAt.set(e.taskId, now);
   }
 });
@@ -73,13 +91,13 @@ const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonR
 await waitFor(async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected", 15_000);
 
 /** Creates the phase's tasks in a domain of its own (no agent yet); `chained`: WIDTH chains of DEPTH. Returns [child, parent] pairs and every id. */
-async function createPhase(name: string, chained: boolean): Promise<{ domainId: string; ids: string[]; edges: [string, string][] }> {
+async function createPhase(name: string, chained: boolean, depth = DEPTH): Promise<{ domainId: string; ids: string[]; edges: [string, string][] }> {
   const domainId = (await work.createDomain({ name })).domain!.id;
   const missionId = (await work.createMission({ domainId, title: name })).mission!.id;
   const ids: string[] = [];
   const edges: [string, string][] = [];
   const last: string[] = [];
-  for (let level = 0; level < DEPTH; level++) {
+  for (let level = 0; level < depth; level++) {
     const batch = [];
     for (let c = 0; c < WIDTH; c++) {
       const parent = chained && level > 0 ? last[c] : undefined;
@@ -95,32 +113,80 @@ async function createPhase(name: string, chained: boolean): Promise<{ domainId: 
 }
 
 /** Enrolls the agents, waits for every task of the phase to succeed; the tower's and epd's CPU over that span. */
-async function runPhase(phase: { domainId: string; ids: string[] }, label: string) {
-  const tower0 = procCpuMs("self");
-  const epd0 = procCpuMs(epd.pid!);
-  const t0 = performance.now();
-  for (let i = 0; i < AGENTS; i++) await call("agent.enroll", { domainId: phase.domainId, runtime: "shell", name: `${label}-${i}` });
-  await waitFor(() => phase.ids.every((id) => succeededAt.has(id)), 1_800_000, 50);
-  const seconds = (performance.now() - t0) / 1000;
-  return { seconds, towerMsPerTask: (procCpuMs("self") - tower0) / phase.ids.length, epdMsPerTask: (procCpuMs(epd.pid!) - epd0) / phase.ids.length };
+const profiler = values.prof ? new Session() : undefined;
+if (profiler) {
+  mkdirSync(values.prof!, { recursive: true });
+  profiler.connect();
+  await profiler.post("Profiler.enable");
 }
 
-const chains = await createPhase("chains", true);
-const independent = await createPhase("independent", false);
-const chainRun = await runPhase(chains, "chain");
-const indepRun = await runPhase(independent, "indep");
+// Each timed set starts from the same state: the WAL checkpointed (SQLite's automatic checkpoint
+// would otherwise copy the creation's pages during whichever set ran first) and a full GC done
+// (the creation's garbage likewise). Without either, the set run first read up to 2× the other.
+setFlagsFromString("--expose-gc");
+const fullGc = runInNewContext("gc") as () => void;
+const sqlite = (t.tower.deps.store as unknown as { db?: { pragma(p: string): unknown } }).db;
 
-const latencies = chains.edges.map(([child, parent]) => claimedAt.get(child)! - succeededAt.get(parent)!);
-const result = {
-  tasks: N,
-  width: WIDTH,
-  depth: DEPTH,
-  agents: AGENTS,
-  child_claim_after_parent_ms: { p50: pct(latencies, 50), p90: pct(latencies, 90), p99: pct(latencies, 99), max: pct(latencies, 100) },
-  chained: { seconds: +chainRun.seconds.toFixed(1), tasks_per_s: Math.round(N / chainRun.seconds), tower_cpu_ms_per_task: +chainRun.towerMsPerTask.toFixed(3), epd_cpu_ms_per_task: +chainRun.epdMsPerTask.toFixed(3) },
-  independent: { seconds: +indepRun.seconds.toFixed(1), tasks_per_s: Math.round(N / indepRun.seconds), tower_cpu_ms_per_task: +indepRun.towerMsPerTask.toFixed(3), epd_cpu_ms_per_task: +indepRun.epdMsPerTask.toFixed(3) },
-  tower_cpu_ratio_chained_vs_independent: +(chainRun.towerMsPerTask / indepRun.towerMsPerTask).toFixed(3),
-};
+async function runPhase(phase: { domainId: string; ids: string[] }, label: string) {
+  // a transaction of the tower's may be open (SQLITE_LOCKED): again once it is done
+  for (let i = 0; sqlite && i < 100; i++) {
+    try {
+      sqlite.pragma("wal_checkpoint(TRUNCATE)");
+      break;
+    } catch {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+  fullGc();
+  await profiler?.post("Profiler.start");
+  const tower0 = procCpuMs("self");
+  const epd0 = procCpuMs(epd.pid!);
+  const [succeeded0, publishes0, events0] = [succeeded, publishes, events];
+  const t0 = performance.now();
+  for (let i = 0; i < AGENTS; i++) await call("agent.enroll", { domainId: phase.domainId, runtime: "shell", name: `${label}-${i}` });
+  await waitFor(() => succeeded - succeeded0 >= phase.ids.length, 1_800_000, 50);
+  const seconds = (performance.now() - t0) / 1000;
+  const n = phase.ids.length;
+  const out = {
+    seconds: +seconds.toFixed(1),
+    tasks_per_s: Math.round(n / seconds),
+    tower_cpu_ms_per_task: +((procCpuMs("self") - tower0) / n).toFixed(3),
+    epd_cpu_ms_per_task: +((procCpuMs(epd.pid!) - epd0) / n).toFixed(3),
+    commits_per_task: +((publishes - publishes0) / n).toFixed(3),
+    events_per_task: +((events - events0) / n).toFixed(3),
+  };
+  if (profiler) writeFileSync(join(values.prof!, `${label}.cpuprofile`), JSON.stringify((await profiler.post("Profiler.stop")).profile));
+  return out;
+}
+
+if (Number(values.warmup) > 0) {
+  for (const chained of [true, false]) await runPhase(await createPhase(`warm-${chained}`, chained, Number(values.warmup)), `warm-${chained ? "chain" : "indep"}`);
+}
+const rounds = [];
+for (let r = 1; r <= ROUNDS; r++) {
+  const chains = await createPhase(`chains-${r}`, true);
+  const independent = await createPhase(`independent-${r}`, false);
+  const chainedFirst = r % 2 === 1;
+  const first = chainedFirst ? await runPhase(chains, `chain-${r}`) : await runPhase(independent, `indep-${r}`);
+  const second = chainedFirst ? await runPhase(independent, `indep-${r}`) : await runPhase(chains, `chain-${r}`);
+  const [chained, indep] = chainedFirst ? [first, second] : [second, first];
+  const latencies = chains.edges.map(([child, parent]) => claimedAt.get(child)! - succeededAt.get(parent)!);
+  rounds.push({
+    round: r,
+    first: chainedFirst ? "chained" : "independent",
+    child_claim_after_parent_ms: { p50: pct(latencies, 50), p90: pct(latencies, 90), p99: pct(latencies, 99), max: pct(latencies, 100) },
+    chained,
+    independent: indep,
+    tower_cpu_ratio_chained_vs_independent: +(chained.tower_cpu_ms_per_task / indep.tower_cpu_ms_per_task).toFixed(3),
+  });
+}
+// what each process costs doing nothing for 5 s with every agent enrolled and idle: a set that
+// takes longer pays more of it per task (timers, the link's pings), which is not the set's work
+const idle0 = { tower: procCpuMs("self"), epd: procCpuMs(epd.pid!), at: performance.now() };
+await new Promise((r) => setTimeout(r, 5000));
+const idleS = (performance.now() - idle0.at) / 1000;
+const idle = { tower_cpu_ms_per_s: +((procCpuMs("self") - idle0.tower) / idleS).toFixed(2), epd_cpu_ms_per_s: +((procCpuMs(epd.pid!) - idle0.epd) / idleS).toFixed(2) };
+const result = { tasks: N, width: WIDTH, depth: DEPTH, agents: AGENTS, idle, rounds };
 console.log(values.json ? JSON.stringify(result) : JSON.stringify(result, null, 2));
 epd.kill("SIGTERM");
 await t.close();

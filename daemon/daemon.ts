@@ -166,6 +166,9 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   /** An agent the tower enrolled for this node (not a profile's) joins agents.json, as 'agent.enroll' would have. */
   async function adoptAgent(agentId: string): Promise<void> {
     if (fleet.claimers().some((p) => p.id === agentId)) return;
+    // most often its own agent.enroll, whose answer the task overtook: recorded once that is read
+    await agents.enrolled();
+    if (agents.find(agentId)) return;
     try {
       const agent = (await tower.agents.getAgent({ agentId })).agent;
       if (!agent || agent.nodeId !== opts.identity.node_id || agent.supervised) return;

@@ -36,11 +36,11 @@ export function routeLinkCommand(msg: LinkResponse, t: LinkCommandTargets): void
     case "assign":
       if (!c.value.task) return log.warn("a task assignment without its task", { agent_id: c.value.agentId });
       if (!agents.find(c.value.agentId) && t.adopt) {
-        const { agentId, task } = c.value;
-        void t.adopt(agentId).then(() => worker.take(agentId, task)); // adopt never rejects
+        const { agentId, task, parents } = c.value;
+        void t.adopt(agentId).then(() => worker.take(agentId, task, parents)); // adopt never rejects
         return;
       }
-      worker.take(c.value.agentId, c.value.task);
+      worker.take(c.value.agentId, c.value.task, c.value.parents);
       return;
     case "cancel":
       worker.cancel(c.value.taskId, c.value.reason || "cancelled on the tower");

@@ -51,6 +51,27 @@ export function localAgentMsg(a: LocalAgentRecord, worker: TaskWorker): mgmt.Loc
 }
 
 export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void {
+  /** agent.enroll: the agent enrolled at the tower for this node, then recorded in agents.json. */
+  async function enrollHere(req: mgmt.AgentServiceEnrollRequest): Promise<mgmt.AgentServiceEnrollResponse> {
+    let agent;
+    try {
+      agent = (await d.tower.agents.enrollAgent({ domainId: req.domainId.trim(), runtime: enumOf<Runtime>(RuntimeSchema, req.runtime, "runtime"), capabilities: req.capabilities, name: req.name })).agent;
+    } catch (err) {
+      throw toEpError(err);
+    }
+    if (!agent) throw new EpError("internal", "the tower answered an enrollment without the agent");
+    const record: LocalAgentRecord = {
+      id: agent.id,
+      domainId: agent.domainId,
+      name: agent.name,
+      runtime: enumWord(RuntimeSchema, agent.runtime),
+      capabilities: agent.capabilities,
+      enrolledAt: isoOf(agent.createdAt),
+    };
+    await d.agents.add(record);
+    // the tower hands it work once it sees the enrollment (agent.enrolled)
+    return create(mgmt.AgentServiceEnrollResponseSchema, { agent: localAgentMsg(record, d.worker) });
+  }
   return (router) => {
     router.service(mgmt.DaemonService, {
       status() {
@@ -76,24 +97,8 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
       async enroll(req) {
         if (!req.domainId.trim()) throw invalidField("domain_id", "is required");
         if (!isRuntimeKind(req.runtime)) throw invalidField("runtime", `must be one of ${RUNTIME_KINDS.join(", ")} (got ${JSON.stringify(req.runtime)})`);
-        let agent;
-        try {
-          agent = (await d.tower.agents.enrollAgent({ domainId: req.domainId.trim(), runtime: enumOf<Runtime>(RuntimeSchema, req.runtime, "runtime"), capabilities: req.capabilities, name: req.name })).agent;
-        } catch (err) {
-          throw toEpError(err);
-        }
-        if (!agent) throw new EpError("internal", "the tower answered an enrollment without the agent");
-        const record: LocalAgentRecord = {
-          id: agent.id,
-          domainId: agent.domainId,
-          name: agent.name,
-          runtime: enumWord(RuntimeSchema, agent.runtime),
-          capabilities: agent.capabilities,
-          enrolledAt: isoOf(agent.createdAt),
-        };
-        await d.agents.add(record);
-        // the tower hands it work once it sees the enrollment (agent.enrolled)
-        return create(mgmt.AgentServiceEnrollResponseSchema, { agent: localAgentMsg(record, d.worker) });
+        // a task the tower hands the agent before its answer is read here waits for this (AgentStore.enrolled)
+        return d.agents.enrolling(enrollHere(req));
       },
       async list() {
         // a profile agent also claims its tower agent's work: say which task it runs

@@ -21,11 +21,20 @@ export interface AgentStore {
   /** By agent id, or by name when no id matches. */
   find(idOrName: string): LocalAgentRecord | undefined;
   add(agent: LocalAgentRecord): Promise<void>;
+  /**
+   * An enrollment under way (agent.enroll: the tower's answer, then add()). The tower may hand
+   * the new agent its first task before its answer is read here; enrolled() lets that task wait
+   * for it instead of looking the agent up at the tower (GetAgent).
+   */
+  enrolling<T>(p: Promise<T>): Promise<T>;
+  /** Settles once every enrollment under way when called has ended (recorded or failed). */
+  enrolled(): Promise<void>;
 }
 
 export function createAgentStore(daemonHome: string): AgentStore {
   const path = join(daemonHome, "agents.json");
   let agents: LocalAgentRecord[] = [];
+  const underWay = new Set<Promise<unknown>>();
   const writer = createJsonFileWriter(path, () => ({ version: 1, agents }));
   return {
     path,
@@ -39,5 +48,12 @@ export function createAgentStore(daemonHome: string): AgentStore {
       agents = [...agents.filter((a) => a.id !== agent.id), agent];
       await writer.save();
     },
+    enrolling(p) {
+      const done = (): void => void underWay.delete(settled);
+      const settled: Promise<void> = p.then(done, done);
+      underWay.add(settled);
+      return p;
+    },
+    enrolled: () => Promise.all([...underWay]).then(() => undefined),
   };
 }

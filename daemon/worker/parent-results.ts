@@ -2,7 +2,9 @@
 // the tower has it (its result: output, exit code, branch), read once when the run starts;
 // written as files in the run directory for shell steps (parents/<id>.out and .json, and by step
 // name), summed up in a context block under an agent's prompt, and the branch a workspace ref
-// `task:<id>` names. Only tasks with parents pay for this: one GetTask per parent.
+// `task:<id>` names. Only tasks with parents pay for this. The tower sends the parents with the
+// assignment (TaskAssignment.parents, read in the claim's commit); a parent it did not send (a
+// task claimed by epd itself, an older tower) is read with GetTask.
 import { toJson, type JsonObject } from "@bufbuild/protobuf";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -15,10 +17,18 @@ export const PARENTS_DIR = "parents";
 /** How much of each parent's output the prompt's context block quotes (the rest: get_parent_results). */
 const CONTEXT_OUTPUT = 2000;
 
-/** The task's parents as the tower has them now, in depends_on order; a parent that cannot be read fails the run, naming it. */
-export async function loadParents(tower: Pick<TowerClients, "work">, task: Task): Promise<Task[]> {
+/**
+ * The task's parents as the tower has them, in depends_on order: those `given` with the
+ * assignment, the others read now; a parent that cannot be read fails the run, naming it.
+ */
+export async function loadParents(tower: Pick<TowerClients, "work">, task: Task, given: readonly Task[] = []): Promise<Task[]> {
   const out: Task[] = [];
   for (const id of task.dependsOn) {
+    const sent = given.find((p) => p.id === id);
+    if (sent) {
+      out.push(sent);
+      continue;
+    }
     try {
       const { task: p } = await tower.work.getTask({ taskId: id });
       if (p) out.push(p);

@@ -47,11 +47,11 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
   const { tower, clock, log, journal, sessions } = deps;
   const dirs = createRunDirs(() => clock.now());
 
-  function startRun(agent: LocalAgentRecord, slot: Slot, task: Task): void {
+  function startRun(agent: LocalAgentRecord, slot: Slot, task: Task, parents?: readonly Task[]): void {
     const entry: InflightEntry = { taskId: task.id, agentId: agent.id, leaseId: task.leaseId, state: "running", startedAt: iso(clock.now()) };
     let markEnded!: () => void;
     const ended = new Promise<void>((resolve) => (markEnded = resolve));
-    const run: Run = { task, agent, entry, ended, markEnded, done: Promise.resolve() };
+    const run: Run = { task, agent, entry, ended, markEnded, done: Promise.resolve(), ...(parents?.length ? { parents } : {}) };
     st.runs.set(task.id, run);
     run.done = execute(run, () => {
       // the subprocess is over: the agent is free (its outcome goes out in the background)
@@ -108,7 +108,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
       // a task naming a repository runs in its own worktree (its setup first, as progress)
       const env = runEnv(deps, run, session.id, placeEnv, mcp);
       // a task with parents: their results in the run directory, their branch as its base
-      const parents = task.dependsOn.length ? await loadParents(tower, task) : [];
+      const parents = task.dependsOn.length ? await loadParents(tower, task, run.parents) : [];
       if (parents.length) {
         Object.assign(env, { EP_PARENT_IDS: parents.map((p) => p.id).join(","), EP_PARENTS_DIR: writeParentFiles(workDir, parents) });
         task.input = withParentRef(task.input, parents);

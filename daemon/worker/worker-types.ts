@@ -77,6 +77,8 @@ export interface Slot {
 
 export interface Run {
   task: Task;
+  /** its parents as the tower sent them with the assignment (TaskAssignment.parents); none: read when the run starts */
+  parents?: readonly Task[];
   agent: LocalAgentRecord;
   handle?: RunHandle;
   entry: InflightEntry;
@@ -95,9 +97,10 @@ export interface TaskWorker {
   /**
    * A task the tower claimed and started for the agent and handed over the link, under its lease:
    * it runs now if the agent is idle (a claim of epd's own in flight gives its task back instead),
-   * else it goes back (released: queued again without counting the attempt).
+   * else it goes back (released: queued again without counting the attempt). `parents`: the
+   * task's parents as the assignment carries them (the run then reads none).
    */
-  take(agentId: string, task: Task): void;
+  take(agentId: string, task: Task, parents?: readonly Task[]): void;
   /** A link opened: outcomes waiting to be retried go now (the tower is back), while their leases hold. */
   reachable(): void;
   /** The recovery path while the link is down: each idle agent claims once. */

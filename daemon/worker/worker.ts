@@ -43,7 +43,7 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
   return {
     recover: () => recoverJournal(deps, (e) => void reporter.deliver(e)),
 
-    take(agentId, task) {
+    take(agentId, task, parents) {
       const agent = findAgent(agentId);
       if (!agent) return void giveBack({ id: agentId }, task, "the agent is not on this node");
       const slot = slotOf(agent.id);
@@ -55,7 +55,7 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
       }
       slot.state = "busy";
       slot.taskId = task.id;
-      runner.startRun(agent, slot, task);
+      runner.startRun(agent, slot, task, parents);
     },
 
     reachable: () => reporter.retryNow(),

@@ -2,7 +2,8 @@
 // service, store, hub and link hub: an outcome that says its agent is idle takes the agent's
 // next task in its own commit, and leaves the agent idle without a second claim when nothing is
 // queued; a task queued while a claim for the agent is looking is not left behind by it; and a link
-// that opens hands nothing over before the tower squared its view with the daemon's.
+// that opens hands nothing over before the tower squared its view with the daemon's. A child
+// queued by its parent's outcome goes to that agent in the same commit, its parents in the assignment.
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { afterEach, describe, expect, vi } from "vitest";
 import { iso } from "../../../common/clock.js";
@@ -57,10 +58,12 @@ storeSuite((s) => {
     };
     await waitFor(openLink());
     if (failed) throw failed;
-    const assigned = () => got.flatMap((m) => (m.command.case === "assign" ? [m.command.value.task!] : []));
-    const submit = async (title: string) => (await work.createTask(admin, create(pb.CreateTaskRequestSchema, { missionId, title, runtime: Runtime.SHELL, input: { command: "true" } }))).task!.id;
+    const assignments = () => got.flatMap((m) => (m.command.case === "assign" ? [m.command.value] : []));
+    const assigned = () => assignments().map((a) => a.task!);
+    const submit = async (title: string, dependsOn: string[] = []) =>
+      (await work.createTask(admin, create(pb.CreateTaskRequestSchema, { missionId, title, runtime: Runtime.SHELL, input: { command: "true" }, dependsOn }))).task!.id;
     const agentState = async () => (await s.store.getAgent(agentId))!.state;
-    return { deps, work, node, agentId, domainId, assigned, submit, agentState, openLink };
+    return { deps, work, node, agentId, domainId, assigned, assignments, submit, agentState, openLink };
   }
 
   describe("handing work to a linked node's idle agent", () => {
@@ -97,6 +100,43 @@ storeSuite((s) => {
       const third = await submit("third");
       await waitFor(() => assigned().length === 3);
       expect(assigned()[2].id).toBe(third);
+    });
+
+    s.test("the agent that finished a parent takes the child in the outcome's commit; an assignment carries the task's parents as the tower has them", async () => {
+      const { work, node, agentId, assignments, submit, agentState } = await tower();
+      const parent = await submit("parent");
+      await waitFor(() => assignments().length === 1);
+      expect(assignments()[0].parents).toEqual([]);
+      const child = await submit("child", [parent]); // waits for its parent
+      expect((await s.store.getTask(child))!.status).toBe("waiting");
+
+      await work.completeTask(node, create(pb.CompleteTaskRequestSchema, { taskId: parent, agentId, leaseId: assignments()[0].task!.leaseId, agentIdle: true, result: { output: "built" } }));
+      await waitFor(() => assignments().length === 2);
+      const next = assignments()[1];
+      expect(next.task).toMatchObject({ id: child, status: TaskStatus.RUNNING, claimedBy: agentId });
+      expect(next.parents.map((p) => [p.id, p.status, p.result?.output])).toEqual([[parent, TaskStatus.SUCCEEDED, "built"]]);
+      // one commit: the parent's success queued the child and the same outcome claimed it
+      const events = (await s.store.listEvents({ afterId: 0, limit: 1000 })).filter((e) => e.taskId === parent || e.taskId === child || e.agentId === agentId);
+      const from = events.findIndex((e) => e.name === "task.succeeded");
+      expect(events.slice(from).map((e) => [e.name, e.taskId === child ? "child" : "parent", e.id - events[from].id])).toEqual([
+        ["task.succeeded", "parent", 0],
+        ["task.queued", "child", 1],
+        ["task.claimed", "child", 2],
+        ["task.running", "child", 3],
+      ]);
+      expect(await agentState()).toBe("busy");
+
+      // the child done, nothing queued: the agent is idle; a task whose parents both succeeded is
+      // queued at once and offered to it (a claim of the fleet's own), its parents in depends_on order
+      await work.completeTask(node, create(pb.CompleteTaskRequestSchema, { taskId: child, agentId, leaseId: next.task!.leaseId, agentIdle: true, result: { output: "tested" } }));
+      expect(await agentState()).toBe("idle");
+      const join = await submit("join", [child, parent]);
+      await waitFor(() => assignments().length === 3);
+      expect(assignments()[2].task!.id).toBe(join);
+      expect(assignments()[2].parents.map((p) => [p.id, p.result?.output])).toEqual([
+        [child, "tested"],
+        [parent, "built"],
+      ]);
     });
 
     s.test("an outcome sent without agent_idle claims nothing for the agent", async () => {

@@ -14,7 +14,7 @@ import type { Deps } from "../deps.js";
 import { commit } from "../event-hub.js";
 import { createWakeIndex } from "./wake.js";
 import { createOffers, type Offers } from "./push.js";
-import { taskMsg } from "../convert.js";
+import { assignment } from "../work/index.js";
 
 export { createWakeIndex };
 
@@ -95,7 +95,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
   opts.work?.setHandoff?.({
     mark: (a) => (ready(a.nodeId) ? reach.queuedMark(a.domainId) : undefined),
     lookedEmpty: (agentId, mark) => reach.lookedEmpty(agentId, mark),
-    send: (a, task) => push(a.nodeId, create(fleet.LinkResponseSchema, { command: { case: "assign", value: { agentId: a.id, task: taskMsg(task) } } })),
+    send: (a, task) => push(a.nodeId, create(fleet.LinkResponseSchema, { command: { case: "assign", value: assignment(a.id, task) } })),
   });
 
   // Route committed events to the links that care: work for idle agents, cancels.

@@ -3,8 +3,7 @@ import type { Caller } from "../caller.js";
 import type { CompleteTaskRequest, FailTaskRequest, ReportProgressRequest } from "../../../gen/ep/tower/v1/work_pb.js";
 import type { Replication } from "../replication/types.js";
 import type { PushTarget } from "./wake.js";
-import type { TaskRow } from "../../store/store.js";
-import type { Handoff } from "../work/types.js";
+import type { ClaimedTask, Handoff } from "../work/types.js";
 
 export interface FleetOptions {
   towerUrl: string;
@@ -13,7 +12,7 @@ export interface FleetOptions {
   replication?: Pick<Replication, "linked" | "send" | "linkToken">;
   /** Claims for an idle agent, gives back what could not be handed over, squares a new link with its daemon (work/push.ts). */
   work?: {
-    claimStarted(a: PushTarget): Promise<TaskRow | undefined>;
+    claimStarted(a: PushTarget): Promise<ClaimedTask | undefined>;
     releaseClaimed(a: PushTarget, taskId: string): Promise<void>;
     reconcile(nodeId: string, agents: readonly { agentId: string; leaseIds: readonly string[]; idle: boolean }[]): Promise<void>;
     /** Outcomes that arrive on a node's session (NodeService.Session), as the unary calls commit them. */

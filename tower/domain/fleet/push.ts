@@ -8,13 +8,12 @@
 import { create } from "@bufbuild/protobuf";
 import type { EpError } from "../../../common/errors.js";
 import * as fleet from "../../../gen/ep/tower/v1/fleet_pb.js";
-import type { TaskRow } from "../../store/store.js";
 import { authorize, type Caller } from "../caller.js";
-import { taskMsg } from "../convert.js";
 import type { Deps } from "../deps.js";
 import type { FleetOptions } from "./options.js";
 import type { PushTarget, WakeIndex } from "./wake.js";
-import { AgentNotIdle } from "../work/index.js";
+import { AgentNotIdle, assignment } from "../work/index.js";
+import type { ClaimedTask } from "../work/types.js";
 
 export type Offers = ReturnType<typeof createOffers>;
 
@@ -24,8 +23,8 @@ export function createOffers(
   { reach, push, nodeCaller }: { reach: WakeIndex; push: (nodeId: string, msg: fleet.LinkResponse) => boolean; nodeCaller?: (nodeId: string) => Promise<Caller> },
 ) {
   /** Claims the agent's next task and sends it; the task sent, or undefined when there was none (or it could not go). */
-  async function handTo(a: PushTarget): Promise<TaskRow | undefined> {
-    let t: TaskRow | undefined;
+  async function handTo(a: PushTarget): Promise<ClaimedTask | undefined> {
+    let t: ClaimedTask | undefined;
     const mark = reach.queuedMark(a.domainId);
     try {
       // as the node's own ClaimTask would be: only in a domain the node serves now
@@ -47,7 +46,7 @@ export function createOffers(
       if (reach.queuedMark(a.domainId) !== mark) offerAgent(a.id);
       return undefined;
     }
-    if (push(a.nodeId, create(fleet.LinkResponseSchema, { command: { case: "assign", value: { agentId: a.id, task: taskMsg(t) } } }))) return t;
+    if (push(a.nodeId, create(fleet.LinkResponseSchema, { command: { case: "assign", value: assignment(a.id, t) } }))) return t;
     const id = t.id;
     await work.releaseClaimed(a, id).catch((err: Error) =>
       deps.log.warn("a task claimed for a node that went away could not be given back (its lease expires)", { task_id: id, error: err.message }),

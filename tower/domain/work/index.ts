@@ -3,5 +3,6 @@
 // and types.ts (docs/architecture.md).
 export { AgentNotIdle } from "./context.js";
 export { createTaskMerge, type TaskMerge } from "./merge.js";
+export { assignment } from "./push.js";
 export { text } from "./support.js";
 export { createWorkService, RUNTIMES, sumUsage, type WorkService } from "./work.js";

@@ -5,10 +5,30 @@
 import { EpError } from "../../../common/errors.js";
 import type { Store, TaskRow } from "../../store/store.js";
 import type { Caller } from "../caller.js";
+import { taskMsg } from "../convert.js";
 import { commit, type Emit } from "../event-hub.js";
 import type { WorkContext } from "./context.js";
 import { HELD, taskEvent, type ActingAgent } from "./support.js";
-import type { Handoff } from "./types.js";
+import type { ClaimedTask, Handoff } from "./types.js";
+
+/**
+ * The task's parents, in depends_on order, read in the claim's commit (by primary key, O(parents)),
+ * so the assignment carries them and the daemon reads none of them itself (one GetTask per parent
+ * was most of what a chained task cost the tower more than an independent one: docs/perf-history.md,
+ * "Pipelines").
+ */
+async function withParents(tx: Store, t: TaskRow | undefined): Promise<ClaimedTask | undefined> {
+  if (!t?.dependsOn.length) return t;
+  const parents: TaskRow[] = [];
+  for (const id of t.dependsOn) {
+    const p = await tx.getTask(id);
+    if (p) parents.push(p);
+  }
+  return { ...t, parents };
+}
+
+/** The link's assignment of a claimed task to its agent: the task and its parents. */
+export const assignment = (agentId: string, t: ClaimedTask) => ({ agentId, task: taskMsg(t), parents: (t.parents ?? []).map((p) => taskMsg(p)) });
 
 /** A held task back to the queue as if never claimed: the attempt is not counted. */
 export async function releaseIn(ctx: WorkContext, tx: Store, emit: Emit, t: TaskRow, reason: string): Promise<TaskRow> {
@@ -38,18 +58,18 @@ async function releaseClaimed(ctx: WorkContext, agent: ActingAgent, taskId: stri
  * claimed and started for it when its node is linked here (Handoff), else the agent idle. The
  * task comes back to be sent with sendNext() once the commit is done.
  */
-export async function nextAfterOutcome(ctx: WorkContext, tx: Store, emit: Emit, caller: Caller, agent: ActingAgent): Promise<TaskRow | undefined> {
+export async function nextAfterOutcome(ctx: WorkContext, tx: Store, emit: Emit, caller: Caller, agent: ActingAgent): Promise<ClaimedTask | undefined> {
   // only the node's own outcome: a script completing for an agent does not claim for its node
   const mark = caller.role === "node" ? ctx.handoff?.mark(agent) : undefined;
   const next = mark === undefined ? undefined : await ctx.claimIn(tx, emit, agent, true);
-  if (next) return next;
+  if (next) return withParents(tx, next);
   if (mark !== undefined) ctx.handoff!.lookedEmpty(agent.id, mark);
   await ctx.markAgent(tx, emit, agent.id, "busy", "idle");
   return undefined;
 }
 
 /** The task nextAfterOutcome() claimed, on the agent's link; back to the queue when the link went away meanwhile. */
-export function sendNext(ctx: WorkContext, agent: ActingAgent, next: TaskRow | undefined): void {
+export function sendNext(ctx: WorkContext, agent: ActingAgent, next: ClaimedTask | undefined): void {
   if (!next) return;
   // counted once on its way: one not delivered goes back to the queue uncounted
   if (ctx.handoff?.send(agent, next)) return void ctx.deps.meter?.claimed(next, ctx.clock.now());
@@ -69,7 +89,11 @@ export function createWorkPush(ctx: WorkContext) {
      * Claims and starts the agent's next task for it, only while the agent is idle: one that is not
      * (an outcome or a claim of its own made it busy meanwhile) claims nothing and throws AgentNotIdle.
      */
-    claimStarted: (agent: ActingAgent): Promise<TaskRow | undefined> => ctx.claimOnce(agent, true, true),
+    async claimStarted(agent: ActingAgent): Promise<ClaimedTask | undefined> {
+      const t = await commit(ctx.deps, async (tx, emit) => withParents(tx, await ctx.claimIn(tx, emit, agent, true, true)));
+      if (t) ctx.deps.meter?.claimed(t, ctx.clock.now());
+      return t;
+    },
 
     /** Gives back a task claimed for an agent but not handed over (its link went away): queued again, uncounted, the agent idle again. */
     releaseClaimed: (agent: ActingAgent, taskId: string): Promise<void> => releaseClaimed(ctx, agent, taskId),
