@@ -49,7 +49,10 @@ const { values } = parseArgs({
   },
 });
 /** each CLI's runtime and the parser epd reads its output with (it gets the child's environment) */
-const RUNTIMES: Record<"claude" | "codex" | "gemini", { kind: string; parser: (env: Record<string, string>) => StreamParser }> = {
+const RUNTIMES: Record<
+  "claude" | "codex" | "gemini",
+  { kind: string; parser: (env: Record<string, string>) => StreamParser }
+> = {
   claude: { kind: "vendorA_code", parser: createVendorACodeParser },
   codex: { kind: "vendorB", parser: createVendorBParser },
   gemini: { kind: "vendorC", parser: createVendorCParser },
@@ -58,12 +61,17 @@ type Cli = keyof typeof RUNTIMES;
 const RUNS = Number(values.runs);
 const WARMUP = Number(values.warmup);
 const clis = values.cli!.split(",").map((c) => c.trim());
-for (const c of clis) if (!(c in RUNTIMES)) throw new Error(`--cli: unknown CLI '${c}' (known: ${Object.keys(RUNTIMES).join(", ")})`);
+for (const c of clis)
+  if (!(c in RUNTIMES)) throw new Error(`--cli: unknown CLI '${c}' (known: ${Object.keys(RUNTIMES).join(", ")})`);
 if (!Number.isInteger(RUNS) || RUNS < 1) throw new Error(`--runs must be a positive integer (got ${values.runs})`);
-if (!Number.isInteger(WARMUP) || WARMUP < 0) throw new Error(`--warmup must be a non-negative integer (got ${values.warmup})`);
+if (!Number.isInteger(WARMUP) || WARMUP < 0)
+  throw new Error(`--warmup must be a non-negative integer (got ${values.warmup})`);
 if (skipRealCli) throw new Error(REAL_CLI_MISSING);
 const EP_BIN = values.ep ?? join(ROOT, "bin", "ep.js");
-if (values.ep ? !existsSync(values.ep) : !existsSync(join(ROOT, "dist", "cli", "main.js"))) throw new Error(values.ep ? `--ep: no such file ${values.ep}` : "run 'npm run build' first: the cli path runs dist/cli/main.js");
+if (values.ep ? !existsSync(values.ep) : !existsSync(join(ROOT, "dist", "cli", "main.js")))
+  throw new Error(
+    values.ep ? `--ep: no such file ${values.ep}` : "run 'npm run build' first: the cli path runs dist/cli/main.js",
+  );
 
 const PROMPT = "ep-real-cli: reply hello";
 const REPLY = "hello from the fixture";
@@ -77,7 +85,10 @@ const rc = await startRealCli("ep-bench-agent-overhead-");
 const { tower, epd, missionId, work } = rc;
 const toml = runtimesToml(rc.llmUrl, "claude-code-acp");
 /** the environment epd runs with (tests/real-cli-harness.ts), and so what its runs start from */
-const epdEnv = { HOME: rc.userHome, PATH: `${join(ROOT, "tests", "real-cli", "node_modules", ".bin")}:${process.env.PATH}` };
+const epdEnv = {
+  HOME: rc.userHome,
+  PATH: `${join(ROOT, "tests", "real-cli", "node_modules", ".bin")}:${process.env.PATH}`,
+};
 process.on("exit", () => {
   for (const c of [epd.child, tower.child]) if (c.exitCode === null) c.kill("SIGKILL");
 });
@@ -125,8 +136,17 @@ interface Sample {
 function directLine(kind: string, cwd: string): CommandLine {
   const registry = createRuntimeRegistry(parseRuntimesConfig(toml, "runtimes.toml"));
   const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...process.env, ...epdEnv })) if (v !== undefined && !k.startsWith("EP_")) env[k] = v;
-  const spec = { taskId: "tsk_direct", agentId: "agt_direct", prompt: PROMPT, input: { prompt: PROMPT }, cwd, env, onFrame() {} };
+  for (const [k, v] of Object.entries({ ...process.env, ...epdEnv }))
+    if (v !== undefined && !k.startsWith("EP_")) env[k] = v;
+  const spec = {
+    taskId: "tsk_direct",
+    agentId: "agt_direct",
+    prompt: PROMPT,
+    input: { prompt: PROMPT },
+    cwd,
+    env,
+    onFrame() {},
+  };
   const line = registry.get(kind).commandLine?.(spec);
   if (!line) throw new Error(`runtime ${kind} has no command line to run directly`);
   if ("failed" in line) throw new Error(`runtime ${kind}: ${line.failed.error}`);
@@ -140,7 +160,12 @@ async function direct(c: Cli): Promise<Sample> {
   const line = directLine(kind, cwd);
   const t0 = performance.now();
   let first: number | undefined;
-  const child = spawn(line.executable, line.args, { cwd, env: line.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(line.executable, line.args, {
+    cwd,
+    env: line.env,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let out = "";
   let err = "";
   child.stdout!.on("data", (d: Buffer) => {
@@ -157,13 +182,19 @@ async function direct(c: Cli): Promise<Sample> {
     if (event) parser.event(event);
   }
   const outcome = parser.outcome();
-  if (code !== 0 || !outcome.ok || outcome.output !== REPLY) throw new Error(`direct ${kind} exited ${code} without the reply: ${out.slice(-1500)} ${err.slice(-1500)}`);
+  if (code !== 0 || !outcome.ok || outcome.output !== REPLY)
+    throw new Error(`direct ${kind} exited ${code} without the reply: ${out.slice(-1500)} ${err.slice(-1500)}`);
   return { ms, steps: { "first stdout": (first ?? t0) - t0 } };
 }
 
 async function api(c: Cli): Promise<Sample> {
   const { kind } = RUNTIMES[c];
-  const body = JSON.stringify({ title: `${kind} over the API`, runtime: kind, input: { prompt: PROMPT }, max_attempts: 1 });
+  const body = JSON.stringify({
+    title: `${kind} over the API`,
+    runtime: kind,
+    input: { prompt: PROMPT },
+    max_attempts: 1,
+  });
   const createdAtMs = Date.now();
   const t0 = performance.now();
   const res = await fetch(`${tower.url}/work/missions/${missionId}/tasks`, {
@@ -190,8 +221,27 @@ async function api(c: Cli): Promise<Sample> {
 
 async function cli(c: Cli): Promise<Sample> {
   const { kind } = RUNTIMES[c];
-  const args = [EP_BIN, "task", "submit", "--mission", missionId, `${kind} through the cli`, "--runtime", kind, "--prompt", PROMPT, "--max-attempts", "1", "--wait"];
-  const env = { ...process.env, EP_HOME: join(rc.home, "cli-home"), EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken };
+  const args = [
+    EP_BIN,
+    "task",
+    "submit",
+    "--mission",
+    missionId,
+    `${kind} through the cli`,
+    "--runtime",
+    kind,
+    "--prompt",
+    PROMPT,
+    "--max-attempts",
+    "1",
+    "--wait",
+  ];
+  const env = {
+    ...process.env,
+    EP_HOME: join(rc.home, "cli-home"),
+    EP_BASE_URL: tower.url,
+    EP_TOKEN: tower.adminToken,
+  };
   const t0 = performance.now();
   const child = spawn(process.execPath, args, { env, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
@@ -204,7 +254,8 @@ async function cli(c: Cli): Promise<Sample> {
   child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
   const code = await new Promise<number | null>((r) => child.on("close", r));
   const ms = performance.now() - t0;
-  if (code !== 0 || !out.includes(REPLY)) throw new Error(`ep task submit --wait (${kind}) exited ${code}: ${out.slice(-2000)}`);
+  if (code !== 0 || !out.includes(REPLY))
+    throw new Error(`ep task submit --wait (${kind}) exited ${code}: ${out.slice(-2000)}`);
   return { ms, steps: at };
 }
 
@@ -212,10 +263,12 @@ async function cli(c: Cli): Promise<Sample> {
 const PATHS = { direct, api, cli } as const;
 type PathName = keyof typeof PATHS;
 const samples: Record<string, Record<PathName, Sample[]>> = {};
-const argv = Object.fromEntries(clis.map((c) => {
-  const line = directLine(RUNTIMES[c as Cli].kind, rc.home);
-  return [c, [line.executable.split("/").pop(), ...line.args].join(" ")];
-}));
+const argv = Object.fromEntries(
+  clis.map((c) => {
+    const line = directLine(RUNTIMES[c as Cli].kind, rc.home);
+    return [c, [line.executable.split("/").pop(), ...line.args].join(" ")];
+  }),
+);
 for (const c of clis) log(`${c} directly: ${argv[c]}`);
 for (const c of clis) {
   samples[c] = { direct: [], api: [], cli: [] };
@@ -225,7 +278,11 @@ for (const c of clis) {
       if (round >= WARMUP) samples[c][p].push(s);
     }
   }
-  const m = (p: PathName) => pct(samples[c][p].map((s) => s.ms), 50);
+  const m = (p: PathName) =>
+    pct(
+      samples[c][p].map((s) => s.ms),
+      50,
+    );
   log(`${c}: direct ${m("direct")} ms, api ${m("api")} ms, cli ${m("cli")} ms (medians of ${RUNS})`);
 }
 stream.abort();
@@ -234,11 +291,28 @@ const load1 = loadavg();
 // ---- report
 const stepMedians = (xs: Sample[]) => {
   const names = [...new Set(xs.flatMap((s) => Object.keys(s.steps ?? {})))];
-  return Object.fromEntries(names.map((n) => [n, pct(xs.map((s) => s.steps?.[n]).filter((v): v is number => v !== undefined), 50)]));
+  return Object.fromEntries(
+    names.map((n) => [
+      n,
+      pct(
+        xs.map((s) => s.steps?.[n]).filter((v): v is number => v !== undefined),
+        50,
+      ),
+    ]),
+  );
 };
 const report = Object.fromEntries(
   clis.map((c) => {
-    const fig = (p: PathName) => ({ p50: pct(samples[c][p].map((s) => s.ms), 50), p90: pct(samples[c][p].map((s) => s.ms), 90) });
+    const fig = (p: PathName) => ({
+      p50: pct(
+        samples[c][p].map((s) => s.ms),
+        50,
+      ),
+      p90: pct(
+        samples[c][p].map((s) => s.ms),
+        90,
+      ),
+    });
     const f = { direct: fig("direct"), api: fig("api"), cli: fig("cli") };
     return [
       c,
@@ -254,25 +328,42 @@ const report = Object.fromEntries(
     ];
   }),
 );
-const result = { ep: EP_BIN, runs: RUNS, warmup: WARMUP, load_average: { start: load0.map((l) => +l.toFixed(2)), end: load1.map((l) => +l.toFixed(2)) }, cores: cpus().length, clis: report };
+const result = {
+  ep: EP_BIN,
+  runs: RUNS,
+  warmup: WARMUP,
+  load_average: { start: load0.map((l) => +l.toFixed(2)), end: load1.map((l) => +l.toFixed(2)) },
+  cores: cpus().length,
+  clis: report,
+};
 if (values.json) console.log(JSON.stringify(result, null, 2));
 else {
   log(`load average at end: ${load1.map((l) => l.toFixed(2)).join(" ")}`);
-  log("\n| CLI | direct p50 / p90 | API p50 / p90 | `ep task submit --wait` p50 / p90 | EP overhead (API − direct) | CLI over API |");
+  log(
+    "\n| CLI | direct p50 / p90 | API p50 / p90 | `ep task submit " +
+      "--wait` p50 / p90 | EP overhead (API − direct) | CLI over API |",
+  );
   log("|---|---|---|---|---|---|");
   for (const [c, r] of Object.entries(report)) {
-    log(`| ${c} | ${r.direct.p50} / ${r.direct.p90} | ${r.api.p50} / ${r.api.p90} | ${r.cli.p50} / ${r.cli.p90} | ${r.overhead_api_ms} | ${r.overhead_cli_over_api_ms} |`);
+    log(
+      `| ${c} | ${r.direct.p50} / ${r.direct.p90} | ${r.api.p50} / ${r.api.p90} | ` +
+        `${r.cli.p50} / ${r.cli.p90} | ${r.overhead_api_ms} | ${r.overhead_cli_over_api_ms} |`,
+    );
   }
   log("\nmedian ms from the create (api) and from the spawn (direct, cli):");
   for (const [c, r] of Object.entries(report)) {
-    log(`  ${c}: api ${JSON.stringify(r.api_steps_from_create_ms)}; direct ${JSON.stringify(r.direct_steps_ms)}; cli ${JSON.stringify(r.cli_steps_ms)}`);
+    log(
+      `  ${c}: api ${JSON.stringify(r.api_steps_from_create_ms)}; direct ` +
+        `${JSON.stringify(r.direct_steps_ms)}; cli ${JSON.stringify(r.cli_steps_ms)}`,
+    );
   }
 }
 if (values.trace) {
   for (const c of clis) {
     const last = samples[c].api.at(-1)!.task!;
     log(`\n${c}: epd's log of ${last.id}, ms from its create:`);
-    for (const l of epd.logs) if (l.task_id === last.id) log(`  +${Date.parse(String(l.ts)) - last.createdAtMs} ${String(l.msg)}`);
+    for (const l of epd.logs)
+      if (l.task_id === last.id) log(`  +${Date.parse(String(l.ts)) - last.createdAtMs} ${String(l.msg)}`);
   }
 }
 await rc.close();

@@ -16,7 +16,9 @@ import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { registerNode, spawnEpd } from "../tests/epd-harness.js";
 import { startTower, tempHome, waitFor } from "../tests/harness.js";
 
-const { values } = parseArgs({ options: { keys: { type: "string", default: "500" }, mb: { type: "string", default: "40" } } });
+const { values } = parseArgs({
+  options: { keys: { type: "string", default: "500" }, mb: { type: "string", default: "40" } },
+});
 const KEYS = Number(values.keys);
 const MB = Number(values.mb);
 const SOCKET = `ep-bench-attach-${process.pid}`;
@@ -57,7 +59,12 @@ function watch(onData: (cb: (d: Buffer) => void) => void): Pick<Term, "waitFor" 
 }
 
 function directPty(command: string[]): Term {
-  const p = pty.spawn(command[0], command.slice(1), { cols: 200, rows: 50, env: { ...process.env, PS1: "$ " } as Record<string, string>, encoding: null });
+  const p = pty.spawn(command[0], command.slice(1), {
+    cols: 200,
+    rows: 50,
+    env: { ...process.env, PS1: "$ " } as Record<string, string>,
+    encoding: null,
+  });
   const w = watch((cb) => p.onData((d: string | Buffer) => cb(typeof d === "string" ? Buffer.from(d) : d)));
   return { ...w, write: (s) => p.write(s), close: () => p.kill() };
 }
@@ -87,7 +94,10 @@ async function roundTrips(t: Term, n: number): Promise<number[]> {
   return xs;
 }
 
-async function throughput(t: Term, mb: number): Promise<{ seconds: number; producedMBs: number; deliveredMBs: number }> {
+async function throughput(
+  t: Term,
+  mb: number,
+): Promise<{ seconds: number; producedMBs: number; deliveredMBs: number }> {
   const bytes = mb * 1_000_000;
   const before = t.received();
   const done = t.waitFor("DONE-MARK-7");
@@ -125,7 +135,12 @@ command = ["bash", "--norc", "--noprofile"]
 env = { PS1 = "$ " }
 `,
 );
-const epd = await spawnEpd({ home: home.dir, nodeFile, backendUrl: t.url, env: { EP_TMUX_SOCKET: SOCKET, EP_LOG_LEVEL: "warn", EP_SUPERVISE_BACKEND: "process" } });
+const epd = await spawnEpd({
+  home: home.dir,
+  nodeFile,
+  backendUrl: t.url,
+  env: { EP_TMUX_SOCKET: SOCKET, EP_LOG_LEVEL: "warn", EP_SUPERVISE_BACKEND: "process" },
+});
 await waitFor(async () => (await t.client(AgentService).listAgents({ domainId })).agents.length === 2, 15_000);
 const agents = (await t.client(AgentService).listAgents({ domainId })).agents;
 const byName = new Map(agents.map((a) => [a.name, a.id]));

@@ -17,7 +17,12 @@ const CALLS = callsArg > 0 ? Number(process.argv[callsArg + 1]) : 20_000;
 const WARMUP = 2_000;
 const TARGET_P50_MS = 0.2;
 
-const SMALL = { domain_id: "dom_01HZX3", title: "Rotate the staging certificates", description: "Before Friday", priority: 2 };
+const SMALL = {
+  domain_id: "dom_01HZX3",
+  title: "Rotate the staging certificates",
+  description: "Before Friday",
+  priority: 2,
+};
 const LARGE = { ...SMALL, input: { notes: "x".repeat(16 * 1024) } };
 
 interface Stats {
@@ -86,8 +91,14 @@ async function main(): Promise<void> {
   ] as const) {
     const base = measure(() => baselineCall("create_mission", args), calls, gapMs);
     rows.push([`${label}: baseline (no booster)`, base]);
-    rows.push([`${label}: + embedded booster`, measure(() => boosterCall(embedded, "create_mission", args), calls, gapMs)]);
-    rows.push([`${label}: + allow-all booster`, measure(() => boosterCall(allowAll, "create_mission", args), calls, gapMs)]);
+    rows.push([
+      `${label}: + embedded booster`,
+      measure(() => boosterCall(embedded, "create_mission", args), calls, gapMs),
+    ]);
+    rows.push([
+      `${label}: + allow-all booster`,
+      measure(() => boosterCall(allowAll, "create_mission", args), calls, gapMs),
+    ]);
     rows.push([
       `${label}: + schema pack + embedded booster`,
       measure(
@@ -103,7 +114,10 @@ async function main(): Promise<void> {
   await embedded.close();
   await allowAll.close();
 
-  console.log(`booster bench: ${CALLS} calls per row (spaced rows: ${spaced}) after up to ${WARMUP} warm-up calls, node ${process.version}, ${process.platform}/${process.arch}`);
+  console.log(
+    `booster bench: ${CALLS} calls per row (spaced rows: ${spaced}) after up to ` +
+      `${WARMUP} warm-up calls, node ${process.version}, ${process.platform}/${process.arch}`,
+  );
   console.log(`${"row".padEnd(72)} ${"p50".padStart(10)} ${"p99".padStart(10)} ${"mean".padStart(10)}`);
   for (const [name, s] of rows) console.log(`${name.padEnd(72)} ${fmt(s.p50)} ${fmt(s.p99)} ${fmt(s.mean)}`);
 
@@ -114,7 +128,10 @@ async function main(): Promise<void> {
       const added = s.p50 - base.p50;
       const ok = added <= TARGET_P50_MS;
       failed ||= !ok;
-      console.log(`added p50 ${name.padEnd(72)} ${fmt(added)}  (p99 ${fmt(s.p99 - base.p99).trim()})  ${ok ? "ok" : "OVER TARGET"}`);
+      console.log(
+        `added p50 ${name.padEnd(72)} ${fmt(added)}  (p99 ` +
+          `${fmt(s.p99 - base.p99).trim()})  ${ok ? "ok" : "OVER TARGET"}`,
+      );
     }
   }
   console.log(`target: added p50 <= ${TARGET_P50_MS * 1000} µs per call — ${failed ? "FAILED" : "met"}`);

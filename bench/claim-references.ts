@@ -29,7 +29,11 @@ export interface ReferenceFigures {
 }
 
 /** The raw reference: the same loop straight on PostgreSQL, on the same migrated tables. */
-export async function pgReference({ tasks: TASKS, workers: WORKERS, submitters: SUBMITTERS }: Loop): Promise<ReferenceFigures> {
+export async function pgReference({
+  tasks: TASKS,
+  workers: WORKERS,
+  submitters: SUBMITTERS,
+}: Loop): Promise<ReferenceFigures> {
   const refSchema = await freshSchema();
   try {
     const store = await PostgresStore.connect(PG_URL, { schema: refSchema.name, max: 2 });
@@ -37,14 +41,21 @@ export async function pgReference({ tasks: TASKS, workers: WORKERS, submitters: 
     await store.close();
     const clients = await Promise.all(
       Array.from({ length: WORKERS + SUBMITTERS }, async () => {
-        const c = new pg.Client({ connectionString: withDefaultUser(PG_URL), options: `-c search_path=${refSchema.name}` });
+        const c = new pg.Client({
+          connectionString: withDefaultUser(PG_URL),
+          options: `-c search_path=${refSchema.name}`,
+        });
         await c.connect();
         return c;
       }),
     );
     const now = new Date().toISOString();
     await clients[0].query("INSERT INTO domains (id, name, created_at) VALUES ('dom_ref', 'ref', $1)", [now]);
-    await clients[0].query("INSERT INTO missions (id, domain_id, title, description, status, created_at, updated_at) VALUES ('mis_ref', 'dom_ref', 'ref', '', 'open', $1, $1)", [now]);
+    await clients[0].query(
+      "INSERT INTO missions (id, domain_id, title, description, status, created_at, " +
+        "updated_at) VALUES ('mis_ref', 'dom_ref', 'ref', '', 'open', $1, $1)",
+      [now],
+    );
     const insert = {
       name: "ref_insert",
       text: `INSERT INTO tasks (id, domain_id, mission_id, kind, title, status, claim_policy, created_at, updated_at)
@@ -59,7 +70,9 @@ export async function pgReference({ tasks: TASKS, workers: WORKERS, submitters: 
     };
     const complete = {
       name: "ref_complete",
-      text: "UPDATE tasks SET status = 'succeeded', result = $2, lease_expires_ms = NULL, updated_at = $3 WHERE id = $1 AND claimed_by = $4",
+      text:
+        "UPDATE tasks SET status = 'succeeded', result = $2, lease_expires_ms " +
+        "= NULL, updated_at = $3 WHERE id = $1 AND claimed_by = $4",
     };
     let submitted = 0;
     let done = 0;
@@ -78,7 +91,10 @@ export async function pgReference({ tasks: TASKS, workers: WORKERS, submitters: 
             await new Promise((res) => setTimeout(res, 1)); // the queue is empty for now
             continue;
           }
-          await c.query({ ...complete, values: [r.rows[0].id, '{"output":"ok"}', new Date().toISOString(), `agt_${w}`] });
+          await c.query({
+            ...complete,
+            values: [r.rows[0].id, '{"output":"ok"}', new Date().toISOString(), `agt_${w}`],
+          });
           done++;
         }
       }),
@@ -91,7 +107,10 @@ export async function pgReference({ tasks: TASKS, workers: WORKERS, submitters: 
   }
 }
 
-/** The server's three routes over a store: `insert(title)`, `claim(agent)` (the id or undefined), `complete(id, agent, resultJson)`. */
+/**
+ * The server's three routes over a store: `insert(title)`, `claim(agent)` (the id or undefined),
+ * `complete(id, agent, resultJson)`.
+ */
 const SERVER_LOOP = `
 let seq = 0; const waiters = new Set();
 http.createServer((req, res) => {
@@ -204,7 +223,11 @@ export async function httpReference(store: "pg" | "sqlite", loop: Loop, post: Po
     server = sqliteServer(path);
   }
   const port = 20_000 + Math.floor(Math.random() * 20_000);
-  const child = spawn(process.execPath, ["--input-type=module", "-e", server + SERVER_LOOP.replace("PORT", String(port))], { cwd: process.cwd(), stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(
+    process.execPath,
+    ["--input-type=module", "-e", server + SERVER_LOOP.replace("PORT", String(port))],
+    { cwd: process.cwd(), stdio: ["ignore", "pipe", "inherit"] },
+  );
   await new Promise<void>((resolve, reject) => {
     child.stdout!.once("data", () => resolve());
     child.once("exit", (code) => reject(new Error(`reference server exited ${code}`)));
@@ -235,5 +258,9 @@ export async function httpReference(store: "pg" | "sqlite", loop: Loop, post: Po
   child.kill("SIGTERM");
   await refSchema?.drop();
   home?.cleanup();
-  return { seconds: Number(secs.toFixed(2)), tasks_per_s: Math.round(TASKS / secs), cpu_ms_per_task: Number((cpu / TASKS).toFixed(3)) };
+  return {
+    seconds: Number(secs.toFixed(2)),
+    tasks_per_s: Math.round(TASKS / secs),
+    cpu_ms_per_task: Number((cpu / TASKS).toFixed(3)),
+  };
 }

@@ -73,10 +73,19 @@ function taskRow(i: number, domainId: string, missionId: string): TaskRow {
 async function seed(store: Store, tasks: number): Promise<string> {
   const now = new Date().toISOString();
   await store.insertDomain({ id: "dom_bench", name: "bench", createdAt: now });
-  await store.insertMission({ id: "msn_bench", domainId: "dom_bench", title: "bench", description: "", status: "open", createdAt: now, updatedAt: now });
+  await store.insertMission({
+    id: "msn_bench",
+    domainId: "dom_bench",
+    title: "bench",
+    description: "",
+    status: "open",
+    createdAt: now,
+    updatedAt: now,
+  });
   for (let start = 0; start < tasks; start += 1000) {
     await store.transaction(async (tx) => {
-      for (let i = start; i < Math.min(tasks, start + 1000); i++) await tx.insertTask(taskRow(i, "dom_bench", "msn_bench"));
+      for (let i = start; i < Math.min(tasks, start + 1000); i++)
+        await tx.insertTask(taskRow(i, "dom_bench", "msn_bench"));
     });
   }
   return "dom_bench";
@@ -91,12 +100,21 @@ async function drain(name: string, store: Store, domainId: string, tasks: number
       const agentId = `agt_${w}`;
       for (let n = 0; ; n++) {
         const now = Date.now();
-        const t = await store.claimTask({ agentId, domainId, runtime: "shell", capabilities: ["linux"], leaseId: `ls_${w}_${n}` }, now, LEASE_MS);
+        const t = await store.claimTask(
+          { agentId, domainId, runtime: "shell", capabilities: ["linux"], leaseId: `ls_${w}_${n}` },
+          now,
+          LEASE_MS,
+        );
         if (!t) return;
         claimed++;
         const done = await store.updateTask(
           t.id,
-          { status: "succeeded", result: { output: "ok", error: "" }, leaseExpiresMs: null, updatedAt: new Date(now).toISOString() },
+          {
+            status: "succeeded",
+            result: { output: "ok", error: "" },
+            leaseExpiresMs: null,
+            updatedAt: new Date(now).toISOString(),
+          },
           { status: ["claimed", "running"], claimedBy: agentId, leaseId: t.leaseId },
         );
         if (!done) throw new Error(`completing ${t.id} failed`);
@@ -187,7 +205,9 @@ async function benchPgRaw(): Promise<Result> {
             claimed++;
             const done = await c.query({
               name: "complete",
-              text: "UPDATE tasks SET status = 'succeeded', result = $3, lease_expires_ms = NULL, updated_at = $4 WHERE id = $1 AND claimed_by = $2 AND lease_id = $5",
+              text:
+                "UPDATE tasks SET status = 'succeeded', result = $3, lease_expires_ms = " +
+                "NULL, updated_at = $4 WHERE id = $1 AND claimed_by = $2 AND lease_id = $5",
               values: [res.rows[0].id, agentId, '{"output":"ok","error":""}', new Date(now).toISOString(), leaseId],
             });
             if (!done.rowCount) throw new Error("raw complete failed");
@@ -215,7 +235,8 @@ async function best(run: () => Promise<Result>): Promise<Result> {
 
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
 const rows: string[] = [];
-const line = (r: Result, note: string) => rows.push(`| ${r.name} | ${fmt(r.tasks)} | ${WORKERS} | ${r.seconds.toFixed(2)} s | **${fmt(rate(r))}** | ${note} |`);
+const line = (r: Result, note: string) =>
+  rows.push(`| ${r.name} | ${fmt(r.tasks)} | ${WORKERS} | ${r.seconds.toFixed(2)} s | **${fmt(rate(r))}** | ${note} |`);
 
 if (ONLY !== "pg") {
   const s = await best(() => benchSqlite("NORMAL", SQLITE_TASKS));
@@ -238,7 +259,9 @@ if (ONLY !== "sqlite") {
   line(store!, `${(ratio * 100).toFixed(0)}% of reference (target ≥ 70%): ${ratio >= 0.7 ? "met" : "MISSED"}`);
 }
 
-console.log(`claim + complete, best of ${ROUNDS} rounds, Node ${process.version}, ${process.platform}/${process.arch}\n`);
+console.log(
+  `claim + complete, best of ${ROUNDS} rounds, Node ${process.version}, ${process.platform}/${process.arch}\n`,
+);
 console.log("| Store | tasks | workers | time | claims/s | note |");
 console.log("|---|---|---|---|---|---|");
 for (const r of rows) console.log(r);

@@ -1,7 +1,8 @@
 // End-to-end claim benchmark through the real HTTP API: a real ep-tower process,
 // submitters creating tasks, 8 workers claiming (long poll) and completing them.
 // Reports tasks/s, submit→claim latency p50/p99, and CPU per task on both sides.
-//   npm run build && node scripts/run-ts.mjs bench/claim.ts [--tasks 5000] [--workers 8] [--client http|fetch] [--pg [--replicas 2]]
+//   npm run build && node scripts/run-ts.mjs bench/claim.ts [--tasks 5000] [--workers 8] [--client http|fetch] [--pg
+//     [--replicas 2]]
 // EP_BENCH_PROF=<dir> writes a CPU profile of the tower there.
 //
 // --pg [--replicas N] runs the towers on PostgreSQL (EP_TEST_PG_URL, default
@@ -60,7 +61,8 @@ const towers: { child: import("node:child_process").ChildProcess; url: string; s
 let adminToken: string;
 const profileArgs = process.env.EP_BENCH_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.EP_BENCH_PROF}`] : [];
 if (schema) {
-  for (let i = 0; i < REPLICAS; i++) towers.push(await spawnReplica(schema, home.dir, { EP_LOG_LEVEL: "error" }, profileArgs));
+  for (let i = 0; i < REPLICAS; i++)
+    towers.push(await spawnReplica(schema, home.dir, { EP_LOG_LEVEL: "error" }, profileArgs));
   adminToken = readFileSync(join(home.dir, "tower", "admin.token"), "utf8").trim();
 } else {
   const t = await spawnTower(home.dir, { EP_LOG_LEVEL: "error" }, profileArgs);
@@ -76,7 +78,14 @@ function postHttp(path: string, body: unknown, base = tower.url): Promise<any> {
   const { hostname, port } = new URL(base);
   return new Promise((resolve, reject) => {
     const req = request(
-      { hostname, port, path, method: "POST", agent, headers: { authorization: auth, "content-type": "application/json", "content-length": payload.length } },
+      {
+        hostname,
+        port,
+        path,
+        method: "POST",
+        agent,
+        headers: { authorization: auth, "content-type": "application/json", "content-length": payload.length },
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
@@ -94,7 +103,11 @@ function postHttp(path: string, body: unknown, base = tower.url): Promise<any> {
 }
 
 async function postFetch(path: string, body: unknown, base = tower.url): Promise<any> {
-  const res = await fetch(base + path, { method: "POST", headers: { authorization: auth, "content-type": "application/json" }, body: JSON.stringify(body) });
+  const res = await fetch(base + path, {
+    method: "POST",
+    headers: { authorization: auth, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   const json = (await res.json()) as any;
   if (res.status >= 300) throw new Error(`${path}: ${res.status} ${JSON.stringify(json)}`);
   return json;
@@ -109,10 +122,15 @@ const { createConnectTransport } = await import("@connectrpc/connect-node");
 const { AgentService } = await import("../gen/ep/tower/v1/fleet_pb.js");
 const agentsClient = createClient(
   AgentService,
-  createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", auth), next(req))] }),
+  createConnectTransport({
+    baseUrl: tower.url,
+    httpVersion: "1.1",
+    interceptors: [(next) => (req) => (req.header.set("authorization", auth), next(req))],
+  }),
 );
 const agents: string[] = [];
-for (let i = 0; i < WORKERS; i++) agents.push((await agentsClient.enrollAgent({ domainId: domain.id, runtime: Runtime.SHELL })).agent!.id);
+for (let i = 0; i < WORKERS; i++)
+  agents.push((await agentsClient.enrollAgent({ domainId: domain.id, runtime: Runtime.SHELL })).agent!.id);
 
 /** utime + stime of a process in ms (Linux /proc). */
 function procCpuMs(pid: number): number {
@@ -146,13 +164,23 @@ const workers = agents.map(async (agentId, i) => {
   while (completed < TASKS) {
     if (!task) {
       requests++;
-      ({ task } = await post(`/work/agents/${agentId}/claim`, values.fused ? { wait_ms: 200, start: true } : { wait_ms: 200 }, baseOf(i + 1)));
+      ({ task } = await post(
+        `/work/agents/${agentId}/claim`,
+        values.fused ? { wait_ms: 200, start: true } : { wait_ms: 200 },
+        baseOf(i + 1),
+      ));
       if (!task) continue;
     }
     const t0 = submittedAt.get(task.id);
     if (t0 !== undefined) latencies.push(performance.now() - t0);
     requests++;
-    const done = await post(`/work/tasks/${task.id}/complete`, values.fused ? { agent_id: agentId, result: { output: "ok" }, claim_next: true } : { agent_id: agentId, result: { output: "ok" } }, baseOf(i + 1));
+    const done = await post(
+      `/work/tasks/${task.id}/complete`,
+      values.fused
+        ? { agent_id: agentId, result: { output: "ok" }, claim_next: true }
+        : { agent_id: agentId, result: { output: "ok" } },
+      baseOf(i + 1),
+    );
     task = values.fused ? done.next : undefined;
     completed++;
   }
@@ -182,14 +210,25 @@ const line = {
   requests_per_task: Number(((requests + TASKS) / TASKS).toFixed(2)),
   requests_per_s: Math.round((requests + TASKS) / seconds),
   submit_to_claim_ms: { p50: Number(pct(50).toFixed(2)), p99: Number(pct(99).toFixed(2)) },
-  cpu_ms_per_task: { tower: Number((towerCpuMs / TASKS).toFixed(3)), bench_client: Number(((benchCpu.user + benchCpu.system) / 1000 / TASKS).toFixed(3)) },
+  cpu_ms_per_task: {
+    tower: Number((towerCpuMs / TASKS).toFixed(3)),
+    bench_client: Number(((benchCpu.user + benchCpu.system) / 1000 / TASKS).toFixed(3)),
+  },
   ...(reference
     ? {
-        pg_reference: { ...reference, note: "raw pg: INSERT / UPDATE … FOR UPDATE SKIP LOCKED / UPDATE, same loop and tables" },
+        pg_reference: {
+          ...reference,
+          note: "raw pg: INSERT / UPDATE … FOR UPDATE SKIP LOCKED / UPDATE, same loop and tables",
+        },
         ratio_to_reference: Number((TASKS / seconds / reference.tasks_per_s).toFixed(3)),
       }
     : {}),
-  http_reference: { ...httpRef, note: `bare node:http + ${values.pg ? "pg" : "better-sqlite3"} server, the same statements without events or auth, same client loop` },
+  http_reference: {
+    ...httpRef,
+    note:
+      `bare node:http + ${values.pg ? "pg" : "better-sqlite3"} server, ` +
+      `the same statements without events or auth, same client loop`,
+  },
   ratio_to_http_reference: Number((TASKS / seconds / httpRef.tasks_per_s).toFixed(3)),
   cpu_ratio_to_http_reference: Number((towerCpuMs / TASKS / httpRef.cpu_ms_per_task!).toFixed(2)),
   load_average_1m: { before: Number(load0.toFixed(2)), after: Number(load1.toFixed(2)) },

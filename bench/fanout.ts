@@ -91,7 +91,12 @@ function clientProcess(): void {
           const s = connect(m.port!, "127.0.0.1");
           s.setNoDelay(true);
           let headersDone = false;
-          s.on("connect", () => s.write(`GET ${m.path} HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n${m.token ? `Authorization: Bearer ${m.token}\r\n` : ""}\r\n`));
+          s.on("connect", () =>
+            s.write(
+              `GET ${m.path} HTTP/1.1\r\nHost: bench\r\nAccept: ` +
+                `text/event-stream\r\n${m.token ? `Authorization: Bearer ${m.token}\r\n` : ""}\r\n`,
+            ),
+          );
           s.on("data", (d: Buffer) => {
             const text = d.toString("latin1");
             if (!headersDone) {
@@ -133,7 +138,14 @@ function clientProcess(): void {
       await new Promise<void>((r) => (onDone = r));
       const lastAt = now();
       const cpu = process.cpuUsage(cpu0);
-      const done: ClientDone = { ok: true, lastAt, cpuUs: cpu.user + cpu.system, deliveries: received, lat: keep ? lat : undefined, perEvent: DETAIL ? [...perEvent] : undefined };
+      const done: ClientDone = {
+        ok: true,
+        lastAt,
+        cpuUs: cpu.user + cpu.system,
+        deliveries: received,
+        lat: keep ? lat : undefined,
+        perEvent: DETAIL ? [...perEvent] : undefined,
+      };
       process.send!(done);
     } else if (m.cmd === "close") {
       for (const s of sockets) s.destroy();
@@ -152,7 +164,8 @@ function ask<T>(child: ChildProcess, msg: ClientCmd): Promise<T> {
   });
 }
 
-const askAll = <T>(children: ChildProcess[], msg: ClientCmd): Promise<T[]> => Promise.all(children.map((c) => ask<T>(c, msg)));
+const askAll = <T>(children: ChildProcess[], msg: ClientCmd): Promise<T[]> =>
+  Promise.all(children.map((c) => ask<T>(c, msg)));
 
 interface Result {
   deliveriesPerSec: number;
@@ -195,7 +208,12 @@ async function run(children: ChildProcess[], emit: (n: number) => Promise<void>)
   const lat = await waitLat;
   if (DETAIL) {
     serverSide.sort((a, b) => a - b);
-    console.log(`  server side per event (emit to every write issued): median ${serverSide[serverSide.length >> 1].toFixed(1)} ms, p99 ${serverSide[Math.floor(serverSide.length * 0.99)].toFixed(1)} ms, max ${serverSide[serverSide.length - 1].toFixed(1)} ms`);
+    console.log(
+      `  server side per event (emit to every write issued): median ` +
+        `${serverSide[serverSide.length >> 1].toFixed(1)} ms, p99 ` +
+        `${serverSide[Math.floor(serverSide.length * 0.99)].toFixed(1)} ` +
+        `ms, max ${serverSide[serverSide.length - 1].toFixed(1)} ms`,
+    );
   }
   if (DETAIL) {
     const merged = new Map<string, [number, number]>();
@@ -206,8 +224,14 @@ async function run(children: ChildProcess[], emit: (n: number) => Promise<void>)
       }
     const worst = [...merged.values()].sort((x, y) => y[1] - x[1]);
     const lasts = worst.map((w) => w[1]).sort((x, y) => x - y);
-    const worst8 = worst.slice(0, 8).map(([a, b]) => `[${a.toFixed(1)}, ${b.toFixed(1)}]`).join(" ");
-    console.log(`  per event, last subscriber: median ${lasts[lasts.length >> 1].toFixed(1)} ms; worst 8 events [first, last] ms: ${worst8}`);
+    const worst8 = worst
+      .slice(0, 8)
+      .map(([a, b]) => `[${a.toFixed(1)}, ${b.toFixed(1)}]`)
+      .join(" ");
+    console.log(
+      `  per event, last subscriber: median ${lasts[lasts.length >> 1].toFixed(1)} ` +
+        `ms; worst 8 events [first, last] ms: ${worst8}`,
+    );
   }
   const sorted = Float64Array.from(lat.flatMap((l) => l.lat!)).sort();
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
@@ -230,7 +254,19 @@ async function rawBroadcaster(): Promise<{ port: number; emit: (n: number) => Pr
       const frames: Buffer[] = [];
       for (let i = 0; i < n; i++) {
         id++;
-        const json = JSON.stringify({ id, type: "matrix", name: "bench.tick", domain_id: "", mission_id: "", agent_id: "", task_id: "", session_id: "", status: "ok", payload: { t: now() }, created_at: new Date().toISOString() });
+        const json = JSON.stringify({
+          id,
+          type: "matrix",
+          name: "bench.tick",
+          domain_id: "",
+          mission_id: "",
+          agent_id: "",
+          task_id: "",
+          session_id: "",
+          status: "ok",
+          payload: { t: now() },
+          created_at: new Date().toISOString(),
+        });
         frames.push(Buffer.from(`id: ${id}\ndata: ${json}\n\n`));
       }
       for (const res of subs) {
@@ -279,7 +315,10 @@ async function resumeOnce(port: number, token: string, afterId: number, lastId: 
     let t0 = 0;
     s.on("connect", () => {
       t0 = now();
-      s.write(`GET /events/stream HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer ${token}\r\nLast-Event-ID: ${afterId}\r\n\r\n`);
+      s.write(
+        `GET /events/stream HTTP/1.1\r\nHost: bench\r\nAuthorization: ` +
+          `Bearer ${token}\r\nLast-Event-ID: ${afterId}\r\n\r\n`,
+      );
     });
     s.on("data", (d: Buffer) => {
       buf += d.toString("latin1");
@@ -301,17 +340,28 @@ async function main(): Promise<void> {
   const startClients = () =>
     Array.from({ length: PROCS }, (_, i) => {
       const share = Math.floor(SUBSCRIBERS / PROCS) + (i < SUBSCRIBERS % PROCS ? 1 : 0);
-      return fork(self, ["--child", "--subscribers", String(share), ...(DETAIL ? ["--detail"] : [])], { stdio: "inherit" });
+      return fork(self, ["--child", "--subscribers", String(share), ...(DETAIL ? ["--detail"] : [])], {
+        stdio: "inherit",
+      });
     });
   const load = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
-  console.log(`fan-out bench: ${SUBSCRIBERS} subscribers in ${PROCS} client processes, ${THROUGHPUT_EVENTS} events for throughput (batches of ${BATCH}), ${LATENCY_EVENTS} spaced ${LATENCY_GAP_MS} ms for latency; load ${load()}`);
+  console.log(
+    `fan-out bench: ${SUBSCRIBERS} subscribers in ${PROCS} client processes, ` +
+      `${THROUGHPUT_EVENTS} events for throughput (batches of ${BATCH}), ` +
+      `${LATENCY_EVENTS} spaced ${LATENCY_GAP_MS} ms for latency; load ${load()}`,
+  );
 
   // both servers stay up for every round; the 1,000 subscribers connect afresh for each phase
   const raw = ONLY === "ep" ? undefined : await rawBroadcaster();
   const ep = ONLY === "raw" ? undefined : await epTower(home);
   const rawResults: Result[] = [];
   const epResults: Result[] = [];
-  const phase = async (port: number, path: string, token: string | undefined, emit: (n: number) => Promise<void>): Promise<Result> => {
+  const phase = async (
+    port: number,
+    path: string,
+    token: string | undefined,
+    emit: (n: number) => Promise<void>,
+  ): Promise<Result> => {
     const children = startClients();
     await askAll(children, { cmd: "connect", port, path, token });
     const r = await run(children, emit);
@@ -324,7 +374,8 @@ async function main(): Promise<void> {
     for (const which of order) {
       // reference: raw Node SSE broadcaster; the tower: persisted events through commit(), the real /events/stream
       if (which === "raw" && raw) rawResults.push(await phase(raw.port, "/", undefined, raw.emit));
-      if (which === "ep" && ep) epResults.push(await phase(ep.port, "/events/stream", ep.token, emitPersisted(ep.tower)));
+      if (which === "ep" && ep)
+        epResults.push(await phase(ep.port, "/events/stream", ep.token, emitPersisted(ep.tower)));
     }
   }
   await raw?.close();
@@ -351,7 +402,10 @@ async function main(): Promise<void> {
     clientUs: med(rs.map((r) => r.clientUs)),
   });
   const row = (name: string, r: Result) =>
-    console.log(`| ${name} | ${Math.round(r.deliveriesPerSec).toLocaleString("en")} | ${f(r.p50)} ms | ${f(r.p99)} ms | ${f(r.serverUs)} µs | ${f(r.clientUs)} µs |`);
+    console.log(
+      `| ${name} | ${Math.round(r.deliveriesPerSec).toLocaleString("en")} | ` +
+        `${f(r.p50)} ms | ${f(r.p99)} ms | ${f(r.serverUs)} µs | ${f(r.clientUs)} µs |`,
+    );
   console.log("");
   console.log("| Server | deliveries/s | emit→receive p50 | p99 | server CPU/delivery | client CPU/delivery |");
   console.log("|---|---|---|---|---|---|");
@@ -368,16 +422,25 @@ async function main(): Promise<void> {
   console.log("");
   if (rawResult && epResult) {
     const ratio = epResult.deliveriesPerSec / rawResult.deliveriesPerSec;
-    const ratios = epResults.map((e, i) => `${((100 * e.deliveriesPerSec) / rawResults[i].deliveriesPerSec).toFixed(1)}%`);
-    console.log(`ratio EP / raw (medians): ${(ratio * 100).toFixed(1)}% (target >= 70%; per round ${ratios.join(", ")}), EP p99 ${f(epResult.p99)} ms (target <= 50 ms), raw p99 ${f(rawResult.p99)} ms`);
+    const ratios = epResults.map(
+      (e, i) => `${((100 * e.deliveriesPerSec) / rawResults[i].deliveriesPerSec).toFixed(1)}%`,
+    );
+    console.log(
+      `ratio EP / raw (medians): ${(ratio * 100).toFixed(1)}% (target >= 70%; per round ` +
+        `${ratios.join(", ")}), EP p99 ${f(epResult.p99)} ms (target <= 50 ms), raw p99 ${f(rawResult.p99)} ms`,
+    );
     console.log(`server CPU per delivery EP / raw: ${((100 * epResult.serverUs) / rawResult.serverUs).toFixed(0)}%`);
   }
   if (resumes.length) {
     const sortedResume = [...resumes].sort((a, b) => a - b);
     const resumeMedian = sortedResume[Math.floor(sortedResume.length / 2)];
-    console.log(`resume of ${RESUME_EVENTS} missed events to the last byte: median ${f(resumeMedian)} ms, runs ${resumes.map(f).join(", ")} (target <= 15 ms)`);
+    console.log(
+      `resume of ${RESUME_EVENTS} missed events to the last byte: median ` +
+        `${f(resumeMedian)} ms, runs ${resumes.map(f).join(", ")} (target <= 15 ms)`,
+    );
     if (rawResult && epResult) {
-      const ok = epResult.deliveriesPerSec / rawResult.deliveriesPerSec >= 0.7 && epResult.p99 <= 50 && resumeMedian <= 15;
+      const ok =
+        epResult.deliveriesPerSec / rawResult.deliveriesPerSec >= 0.7 && epResult.p99 <= 50 && resumeMedian <= 15;
       console.log(ok ? "targets met" : "targets NOT met");
     }
   }

@@ -58,7 +58,10 @@ else await main();
 
 /** The child: holds one link per node (its agents named busy), counts what arrives, answers the parent over IPC. */
 async function simulate(file: string): Promise<void> {
-  const { url, nodes: sims } = JSON.parse(readFileSync(file, "utf8")) as { url: string; nodes: { token: string; agentIds: string[] }[] };
+  const { url, nodes: sims } = JSON.parse(readFileSync(file, "utf8")) as {
+    url: string;
+    nodes: { token: string; agentIds: string[] }[];
+  };
   let hello = 0;
   let assigned = 0;
   let errors = 0;
@@ -77,7 +80,10 @@ async function simulate(file: string): Promise<void> {
     void (async () => {
       try {
         const agents = agentIds.map((agentId) => ({ agentId, leaseIds: [], idle: false }));
-        for await (const m of nodes.link({ attachSecret: "s".repeat(32), version: "sim", agents }, { signal: ac.signal })) {
+        for await (const m of nodes.link(
+          { attachSecret: "s".repeat(32), version: "sim", agents },
+          { signal: ac.signal },
+        )) {
           if (m.command.case === "hello") hello++;
           else if (m.command.case === "assign") assigned++;
         }
@@ -99,7 +105,10 @@ async function simulate(file: string): Promise<void> {
   process.send!({ started: sims.length });
 }
 
-/** The one real epd (no process is spawned per task: the shell command does not exist) with `agents` agents in the domain. */
+/**
+ * The one real epd (no process is spawned per task: the shell command does not exist) with `agents` agents in the
+ * domain.
+ */
 async function startRealEpd(t: { url: string; adminToken: string }, home: string, domainId: string, agents: number) {
   const nodeFile = join(home, "node.json");
   await registerNode(t.url, t.adminToken, nodeFile);
@@ -107,19 +116,36 @@ async function startRealEpd(t: { url: string; adminToken: string }, home: string
   writeFileSync(join(home, "epd", "runtimes.toml"), '[shell]\ncommand = "/nonexistent/ep-bench-no-process"\n');
   const { epd: epdMain } = await buildBinaries();
   const epd = spawn(process.execPath, [epdMain, "run", "--backend-url", t.url], {
-    env: { ...process.env, EP_HOME: home, EP_NODE_FILE: nodeFile, EP_LOG_LEVEL: "warn", EP_POLL_MS: "60000", PATH: `${FIXTURES}:${process.env.PATH}` },
+    env: {
+      ...process.env,
+      EP_HOME: home,
+      EP_NODE_FILE: nodeFile,
+      EP_LOG_LEVEL: "warn",
+      EP_POLL_MS: "60000",
+      PATH: `${FIXTURES}:${process.env.PATH}`,
+    },
     stdio: ["ignore", "ignore", "inherit"],
   });
   process.on("exit", () => epd.exitCode === null && epd.kill("SIGKILL")); // not left behind by a failed run
   const mgmt = join(home, "epd", "mgmt.sock");
-  const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 10_000 });
-  await waitFor(async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected", 15_000);
+  const call = <T>(method: string, params: Record<string, unknown> = {}) =>
+    jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 10_000 });
+  await waitFor(
+    async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected",
+    15_000,
+  );
   for (let i = 0; i < agents; i++) await call("agent.enroll", { domainId, runtime: "shell", name: `bench-${i}` });
   return epd;
 }
 
 /** Submits `count` tasks at `rate` per second; resolves with each task's submit time once all are claimed. */
-async function offerTasks(count: number, label: string, submit: (title: string) => Promise<{ task?: { id: string } }>, rate: number, claimed: Map<string, number>): Promise<Map<string, number>> {
+async function offerTasks(
+  count: number,
+  label: string,
+  submit: (title: string) => Promise<{ task?: { id: string } }>,
+  rate: number,
+  claimed: Map<string, number>,
+): Promise<Map<string, number>> {
   const startedAt = new Map<string, number>();
   const start = performance.now();
   const pending: Promise<unknown>[] = [];
@@ -182,16 +208,29 @@ async function main(): Promise<void> {
     sims.push({ id: r.node!.id, token: r.token, agentIds: [] });
   }
   for (let i = 0; i < M; i++) {
-    const r = await agentsApi.enrollAgent({ nodeId: sims[i % K].id, domainId: domains[1 + (i % D)], runtime: Runtime.SHELL, name: `sim-agent-${i}` });
+    const r = await agentsApi.enrollAgent({
+      nodeId: sims[i % K].id,
+      domainId: domains[1 + (i % D)],
+      runtime: Runtime.SHELL,
+      name: `sim-agent-${i}`,
+    });
     sims[i % K].agentIds.push(r.agent!.id);
   }
   for (let i = 0; i < MATCHING; i++) {
-    const r = await agentsApi.enrollAgent({ nodeId: sims[i].id, domainId: domains[0], runtime: Runtime.SHELL, name: `sim-match-${i}` });
+    const r = await agentsApi.enrollAgent({
+      nodeId: sims[i].id,
+      domainId: domains[0],
+      runtime: Runtime.SHELL,
+      name: `sim-match-${i}`,
+    });
     sims[i].agentIds.push(r.agent!.id);
   }
   const rssBefore = rss();
   const simFile = join(home.dir, "sim.json");
-  writeFileSync(simFile, JSON.stringify({ url: t.url, nodes: sims.map((s) => ({ token: s.token, agentIds: s.agentIds })) }));
+  writeFileSync(
+    simFile,
+    JSON.stringify({ url: t.url, nodes: sims.map((s) => ({ token: s.token, agentIds: s.agentIds })) }),
+  );
   const child = fork(process.argv[1], ["--sim", simFile], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
   let stats: { hello: number; assigned: number; errors: number; closed: number; firstError: string[] } | undefined;
   child.on("message", (m: typeof stats) => {
@@ -208,7 +247,8 @@ async function main(): Promise<void> {
   await new Promise((r) => setTimeout(r, 2000));
   const rssAfter = rss();
 
-  const submit = (title: string) => work.createTask({ missionId, title, runtime: Runtime.SHELL, input: { command: "true" } });
+  const submit = (title: string) =>
+    work.createTask({ missionId, title, runtime: Runtime.SHELL, input: { command: "true" } });
   const offer = (count: number, label: string) => offerTasks(count, label, submit, RATE, claimed);
   await offer(WARMUP, "warm");
   const assignedBefore = (await askStats()).assigned;
@@ -228,7 +268,12 @@ async function main(): Promise<void> {
       matching_sim_nodes: MATCHING,
       tasks: N,
       offered_rate: RATE,
-      submit_to_claim_ms: { p50: pct(fromSubmit, 50), p90: pct(fromSubmit, 90), p99: pct(fromSubmit, 99), max: pct(fromSubmit, 100) },
+      submit_to_claim_ms: {
+        p50: pct(fromSubmit, 50),
+        p90: pct(fromSubmit, 90),
+        p99: pct(fromSubmit, 99),
+        max: pct(fromSubmit, 100),
+      },
       tower_and_submitter_cpu_ms_per_task: +(selfCpu / N).toFixed(3),
       tower_rss_kb_per_link: +((rssAfter - rssBefore) / 1024 / K).toFixed(1),
       sim_assign_per_task: +((after.assigned - assignedBefore) / N).toFixed(2),

@@ -29,18 +29,22 @@ async function run(): Promise<number[]> {
     let cursor = 0;
     const follow = (async () => {
       while (!stop) {
-        for (const e of await reader.listEvents({ afterId: cursor, limit: 1000 })) (seen.add(e.id), (cursor = e.id));
+        for (const e of await reader.listEvents({ afterId: cursor, limit: 1000 })) seen.add(e.id), (cursor = e.id);
         await new Promise((r) => setImmediate(r));
       }
     })();
     const writer = (s: PostgresStore) => async () => {
-      for (let i = 0; i < 300; i++) await s.transaction((tx) => tx.appendFinalEvents!([{ type: "matrix", name: "x" }], new Date().toISOString()));
+      for (let i = 0; i < 300; i++)
+        await s.transaction((tx) => tx.appendFinalEvents!([{ type: "matrix", name: "x" }], new Date().toISOString()));
     };
     await Promise.all(Array.from({ length: 6 }, () => [writer(a)(), writer(b)()]).flat());
     await new Promise((r) => setTimeout(r, 300));
     stop = true;
     await follow;
-    const rows = (await admin.query(`SELECT id, xmin::text AS x FROM ${schema}.events ORDER BY id`)).rows as { id: string; x: string }[];
+    const rows = (await admin.query(`SELECT id, xmin::text AS x FROM ${schema}.events ORDER BY id`)).rows as {
+      id: string;
+      x: string;
+    }[];
     const skipped = rows.map((r) => Number(r.id)).filter((id) => id <= cursor && !seen.has(id));
     for (const id of skipped) {
       const near = rows.filter((r) => Math.abs(Number(r.id) - id) <= 3).map((r) => `${r.id}:${r.x}`);

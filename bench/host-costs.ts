@@ -4,7 +4,19 @@
 // epd's CPU per task goes in bench/wakeup.ts (docs/perf-history.md, "Run directories recycled").
 //   node scripts/run-ts.mjs bench/host-costs.ts [--files 2000] [--dir /tmp]
 import { fork } from "node:child_process";
-import { closeSync, ftruncateSync, mkdirSync, mkdtempSync, openSync, readdirSync, renameSync, rmSync, utimesSync, writeFileSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  ftruncateSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { connect, createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -16,7 +28,9 @@ if (process.env.EP_BENCH_ROLE === "echo") {
     c.on("data", (d) => c.write(d));
   }).listen(0, "127.0.0.1", () => process.send!((server.address() as AddressInfo).port));
 } else {
-  const { values } = parseArgs({ options: { files: { type: "string", default: "2000" }, dir: { type: "string", default: "/tmp" } } });
+  const { values } = parseArgs({
+    options: { files: { type: "string", default: "2000" }, dir: { type: "string", default: "/tmp" } },
+  });
   const N = Number(values.files);
   const out: Record<string, unknown> = {};
 
@@ -28,7 +42,20 @@ if (process.env.EP_BENCH_ROLE === "echo") {
     return Number(((c.user + c.system) / N).toFixed(1));
   };
   const base = mkdtempSync(join(values.dir!, "ep-host-costs-"));
-  const body = JSON.stringify({ mcpServers: { ep: { type: "stdio", command: "/usr/local/bin/epd", args: ["mcp"], env: { EP_AGENT_ID: "agt_x", EP_TASK_ID: "tsk_x" } } } }, null, 2);
+  const body = JSON.stringify(
+    {
+      mcpServers: {
+        ep: {
+          type: "stdio",
+          command: "/usr/local/bin/epd",
+          args: ["mcp"],
+          env: { EP_AGENT_ID: "agt_x", EP_TASK_ID: "tsk_x" },
+        },
+      },
+    },
+    null,
+    2,
+  );
   try {
     mkdirSync(join(base, "w"));
     out.fs_us_per_call = {
@@ -50,7 +77,10 @@ if (process.env.EP_BENCH_ROLE === "echo") {
   }
 
   // a 600-byte message to an echo process and back, one at a time, at a fixed rate and flat out
-  const echo = fork(fileURLToPath(import.meta.url), [], { env: { ...process.env, EP_BENCH_ROLE: "echo" }, stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const echo = fork(fileURLToPath(import.meta.url), [], {
+    env: { ...process.env, EP_BENCH_ROLE: "echo" },
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
   const port = await new Promise<number>((resolve) => echo.once("message", (m) => resolve(m as number)));
   const sock = connect(port, "127.0.0.1");
   sock.setNoDelay(true);

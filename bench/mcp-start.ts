@@ -22,12 +22,16 @@ const nodeFile = join(home.dir, "node.json");
 await registerNode(tower.url, tower.adminToken, nodeFile);
 const { epd } = await buildBinaries();
 
-const rpc = (id: number | undefined, method: string, params?: object) => `${JSON.stringify({ jsonrpc: "2.0", ...(id !== undefined ? { id } : {}), method, ...(params ? { params } : {}) })}\n`;
+const rpc = (id: number | undefined, method: string, params?: object) =>
+  `${JSON.stringify({ jsonrpc: "2.0", ...(id !== undefined ? { id } : {}), method, ...(params ? { params } : {}) })}\n`;
 
 /** One server's start: ms to its initialize answer and to its tools/list answer. */
 async function once(): Promise<{ initialize: number; toolsList: number }> {
   const t0 = performance.now();
-  const child = spawn(process.execPath, [epd, "mcp"], { env: { ...process.env, EP_NODE_FILE: nodeFile, EP_BASE_URL: tower.url, EP_HOME: home.dir }, stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(process.execPath, [epd, "mcp"], {
+    env: { ...process.env, EP_NODE_FILE: nodeFile, EP_BASE_URL: tower.url, EP_HOME: home.dir },
+    stdio: ["pipe", "pipe", "inherit"],
+  });
   const answers: number[] = [];
   let buf = "";
   await new Promise<void>((resolve, reject) => {
@@ -37,10 +41,17 @@ async function once(): Promise<{ initialize: number; toolsList: number }> {
       const lines = buf.split("\n");
       buf = lines.pop()!;
       for (const _ of lines) answers.push(performance.now() - t0);
-      if (answers.length === 1 && lines.length) child.stdin.write(rpc(undefined, "notifications/initialized") + rpc(2, "tools/list"));
+      if (answers.length === 1 && lines.length)
+        child.stdin.write(rpc(undefined, "notifications/initialized") + rpc(2, "tools/list"));
       if (answers.length >= 2) resolve();
     });
-    child.stdin.write(rpc(1, "initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "bench", version: "0" } }));
+    child.stdin.write(
+      rpc(1, "initialize", {
+        protocolVersion: "2025-06-18",
+        capabilities: {},
+        clientInfo: { name: "bench", version: "0" },
+      }),
+    );
   });
   child.removeAllListeners("exit");
   child.kill();
@@ -53,8 +64,26 @@ for (let i = 0; i < RUNS; i++) runs.push(await once());
 console.log(
   JSON.stringify({
     runs: RUNS,
-    initialize_ms: { p50: pct(runs.map((r) => r.initialize), 50), p90: pct(runs.map((r) => r.initialize), 90) },
-    tools_list_ms: { p50: pct(runs.map((r) => r.toolsList), 50), p90: pct(runs.map((r) => r.toolsList), 90) },
+    initialize_ms: {
+      p50: pct(
+        runs.map((r) => r.initialize),
+        50,
+      ),
+      p90: pct(
+        runs.map((r) => r.initialize),
+        90,
+      ),
+    },
+    tools_list_ms: {
+      p50: pct(
+        runs.map((r) => r.toolsList),
+        50,
+      ),
+      p90: pct(
+        runs.map((r) => r.toolsList),
+        90,
+      ),
+    },
     load_average_1m: { before: +load0.toFixed(2), after: +loadavg()[0].toFixed(2) },
   }),
 );

@@ -16,7 +16,10 @@ const registry = new Registry();
 const http = createHttpMeter(registry);
 const work = createWorkMeter(registry);
 const createdAt = new Date().toISOString();
-const rows: TaskRow[] = Array.from({ length: 1000 }, (_, i) => ({ id: `tsk_${i.toString(36).padStart(12, "0")}`, attempts: 1, createdAt }) as TaskRow);
+const rows: TaskRow[] = Array.from(
+  { length: 1000 },
+  (_, i) => ({ id: `tsk_${i.toString(36).padStart(12, "0")}`, attempts: 1, createdAt }) as TaskRow,
+);
 
 function oneTask(i: number): void {
   const t = rows[i % rows.length];
@@ -37,4 +40,14 @@ function round(): number {
 for (let i = 0; i < 20_000; i++) oneTask(i); // warm up (JIT)
 const rounds = [round(), round(), round(), round(), round()];
 rounds.sort((a, b) => a - b);
-console.log(JSON.stringify({ tasks: TASKS, ns_per_task: rounds.map((r) => Math.round(r)), median_us_per_task: Number((rounds[2] / 1000).toFixed(2)) }, null, 2));
+console.log(
+  JSON.stringify(
+    {
+      tasks: TASKS,
+      ns_per_task: rounds.map((r) => Math.round(r)),
+      median_us_per_task: Number((rounds[2] / 1000).toFixed(2)),
+    },
+    null,
+    2,
+  ),
+);

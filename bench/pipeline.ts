@@ -1,5 +1,6 @@
 // Tasks that wait for other tasks (issue 40) through one real epd.
-//   node scripts/run-ts.mjs bench/pipeline.ts [--width 100] [--depth 100] [--agents <width>] [--rounds 1] [--warmup 5] [--prof <dir>] [--json]
+//   node scripts/run-ts.mjs bench/pipeline.ts [--width 100] [--depth 100] [--agents <width>] [--rounds 1] [--warmup 5]
+//     [--prof <dir>] [--json]
 //
 // `width` chains of `depth` shell tasks (`true`), each task depending on the one before it in its
 // chain (10,000 tasks by default), against the same number of independent shell tasks in the same
@@ -19,7 +20,8 @@
 // each set in fresh domains; the figures are per round. Before them, untimed, WIDTH × 5 tasks of
 // each set warm the JIT of both processes (--warmup 0: none), which the first timed set paid
 // alone; each set starts after a WAL checkpoint and a full GC of the tower (runPhase). The idle
-// cost of both processes (5 s, every agent idle) is reported beside. --prof <dir>: a CPU profile of the tower (this process) per set, <dir>/<set>-<round>.cpuprofile.
+// cost of both processes (5 s, every agent idle) is reported beside. --prof <dir>: a CPU profile of the tower (this
+// process) per set, <dir>/<set>-<round>.cpuprofile.
 import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -39,7 +41,8 @@ const { values } = parseArgs({
   options: {
     width: { type: "string", default: "100" },
     depth: { type: "string", default: "100" },
-    // default: one per chain, so an idle agent can take each child the moment it is queued (fewer: the child waits behind other chains)
+    // default: one per chain, so an idle agent can take each child the moment it is queued (fewer: the child waits
+    // behind other chains)
     agents: { type: "string" },
     rounds: { type: "string", default: "1" },
     warmup: { type: "string", default: "5" },
@@ -69,7 +72,7 @@ t.tower.deps.hub.subscribe((batch) => {
   events += batch.length;
   for (const e of batch) {
     if (!e.taskId) continue;
-    if (e.name === "task.succeeded" && !succeededAt.has(e.taskId)) (succeededAt.set(e.taskId, now), succeeded++);
+    if (e.name === "task.succeeded" && !succeededAt.has(e.taskId)) succeededAt.set(e.taskId, now), succeeded++;
     else if (e.name === "task.claimed" && !claimedAt.has(e.taskId)) claimedAt.set(e.taskId, now);
   }
 });
@@ -80,18 +83,36 @@ await registerNode(t.url, t.adminToken, nodeFile);
 mkdirSync(join(home.dir, "epd"), { recursive: true, mode: 0o700 });
 const { epd: epdMain } = await buildBinaries();
 const epd = spawn(process.execPath, [epdMain, "run", "--backend-url", t.url], {
-  env: { ...process.env, EP_HOME: home.dir, EP_NODE_FILE: nodeFile, EP_LOG_LEVEL: "warn", EP_POLL_MS: "60000", PATH: `${FIXTURES}:${process.env.PATH}` },
+  env: {
+    ...process.env,
+    EP_HOME: home.dir,
+    EP_NODE_FILE: nodeFile,
+    EP_LOG_LEVEL: "warn",
+    EP_POLL_MS: "60000",
+    PATH: `${FIXTURES}:${process.env.PATH}`,
+  },
   stdio: ["ignore", "ignore", "inherit"],
 });
 process.on("exit", () => epd.exitCode === null && epd.kill("SIGKILL"));
 // stopped from outside (timeout, Ctrl-C): epd goes with it
 for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => process.exit(1));
 const mgmt = join(home.dir, "epd", "mgmt.sock");
-const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 60_000 });
-await waitFor(async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected", 15_000);
+const call = <T>(method: string, params: Record<string, unknown> = {}) =>
+  jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 60_000 });
+await waitFor(
+  async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected",
+  15_000,
+);
 
-/** Creates the phase's tasks in a domain of its own (no agent yet); `chained`: WIDTH chains of DEPTH. Returns [child, parent] pairs and every id. */
-async function createPhase(name: string, chained: boolean, depth = DEPTH): Promise<{ domainId: string; ids: string[]; edges: [string, string][] }> {
+/**
+ * Creates the phase's tasks in a domain of its own (no agent yet); `chained`: WIDTH chains of DEPTH. Returns [child,
+ * parent] pairs and every id.
+ */
+async function createPhase(
+  name: string,
+  chained: boolean,
+  depth = DEPTH,
+): Promise<{ domainId: string; ids: string[]; edges: [string, string][] }> {
   const domainId = (await work.createDomain({ name })).domain!.id;
   const missionId = (await work.createMission({ domainId, title: name })).mission!.id;
   const ids: string[] = [];
@@ -101,7 +122,17 @@ async function createPhase(name: string, chained: boolean, depth = DEPTH): Promi
     const batch = [];
     for (let c = 0; c < WIDTH; c++) {
       const parent = chained && level > 0 ? last[c] : undefined;
-      batch.push(work.createTask({ missionId, title: `${name} ${level}/${c}`, runtime: Runtime.SHELL, input: { command: "true" }, dependsOn: parent ? [parent] : [] }).then((r) => ({ c, id: r.task!.id, parent })));
+      batch.push(
+        work
+          .createTask({
+            missionId,
+            title: `${name} ${level}/${c}`,
+            runtime: Runtime.SHELL,
+            input: { command: "true" },
+            dependsOn: parent ? [parent] : [],
+          })
+          .then((r) => ({ c, id: r.task!.id, parent })),
+      );
     }
     for (const { c, id, parent } of await Promise.all(batch)) {
       last[c] = id;
@@ -143,7 +174,8 @@ async function runPhase(phase: { domainId: string; ids: string[] }, label: strin
   const epd0 = procCpuMs(epd.pid!);
   const [succeeded0, publishes0, events0] = [succeeded, publishes, events];
   const t0 = performance.now();
-  for (let i = 0; i < AGENTS; i++) await call("agent.enroll", { domainId: phase.domainId, runtime: "shell", name: `${label}-${i}` });
+  for (let i = 0; i < AGENTS; i++)
+    await call("agent.enroll", { domainId: phase.domainId, runtime: "shell", name: `${label}-${i}` });
   await waitFor(() => succeeded - succeeded0 >= phase.ids.length, 1_800_000, 50);
   const seconds = (performance.now() - t0) / 1000;
   const n = phase.ids.length;
@@ -155,12 +187,20 @@ async function runPhase(phase: { domainId: string; ids: string[] }, label: strin
     commits_per_task: +((publishes - publishes0) / n).toFixed(3),
     events_per_task: +((events - events0) / n).toFixed(3),
   };
-  if (profiler) writeFileSync(join(values.prof!, `${label}.cpuprofile`), JSON.stringify((await profiler.post("Profiler.stop")).profile));
+  if (profiler)
+    writeFileSync(
+      join(values.prof!, `${label}.cpuprofile`),
+      JSON.stringify((await profiler.post("Profiler.stop")).profile),
+    );
   return out;
 }
 
 if (Number(values.warmup) > 0) {
-  for (const chained of [true, false]) await runPhase(await createPhase(`warm-${chained}`, chained, Number(values.warmup)), `warm-${chained ? "chain" : "indep"}`);
+  for (const chained of [true, false])
+    await runPhase(
+      await createPhase(`warm-${chained}`, chained, Number(values.warmup)),
+      `warm-${chained ? "chain" : "indep"}`,
+    );
 }
 const rounds = [];
 for (let r = 1; r <= ROUNDS; r++) {
@@ -174,7 +214,12 @@ for (let r = 1; r <= ROUNDS; r++) {
   rounds.push({
     round: r,
     first: chainedFirst ? "chained" : "independent",
-    child_claim_after_parent_ms: { p50: pct(latencies, 50), p90: pct(latencies, 90), p99: pct(latencies, 99), max: pct(latencies, 100) },
+    child_claim_after_parent_ms: {
+      p50: pct(latencies, 50),
+      p90: pct(latencies, 90),
+      p99: pct(latencies, 99),
+      max: pct(latencies, 100),
+    },
     chained,
     independent: indep,
     tower_cpu_ratio_chained_vs_independent: +(chained.tower_cpu_ms_per_task / indep.tower_cpu_ms_per_task).toFixed(3),
@@ -185,7 +230,10 @@ for (let r = 1; r <= ROUNDS; r++) {
 const idle0 = { tower: procCpuMs("self"), epd: procCpuMs(epd.pid!), at: performance.now() };
 await new Promise((r) => setTimeout(r, 5000));
 const idleS = (performance.now() - idle0.at) / 1000;
-const idle = { tower_cpu_ms_per_s: +((procCpuMs("self") - idle0.tower) / idleS).toFixed(2), epd_cpu_ms_per_s: +((procCpuMs(epd.pid!) - idle0.epd) / idleS).toFixed(2) };
+const idle = {
+  tower_cpu_ms_per_s: +((procCpuMs("self") - idle0.tower) / idleS).toFixed(2),
+  epd_cpu_ms_per_s: +((procCpuMs(epd.pid!) - idle0.epd) / idleS).toFixed(2),
+};
 const result = { tasks: N, width: WIDTH, depth: DEPTH, agents: AGENTS, idle, rounds };
 console.log(values.json ? JSON.stringify(result) : JSON.stringify(result, null, 2));
 epd.kill("SIGTERM");

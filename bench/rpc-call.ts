@@ -16,37 +16,65 @@ import { spawnTowerProcess, stopChild } from "../tests/epd-harness.js";
 import { tempHome } from "../tests/harness.js";
 import { procCpuMs } from "./figures.js";
 
-const { values } = parseArgs({ options: { calls: { type: "string", default: "3000" }, rounds: { type: "string", default: "3" } } });
+const { values } = parseArgs({
+  options: { calls: { type: "string", default: "3000" }, rounds: { type: "string", default: "3" } },
+});
 const N = Number(values.calls);
 const ROUNDS = Number(values.rounds);
 
 const home = tempHome("ep-bench-rpc-");
 const tw = await spawnTowerProcess(home.dir);
-const bearer = (token: string): Interceptor => (next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req));
+const bearer =
+  (token: string): Interceptor =>
+  (next) =>
+  (req) => (req.header.set("authorization", `Bearer ${token}`), next(req));
 const connectNode = (httpVersion: "1.1" | "2", useBinaryFormat: boolean, grpc = false): Transport => {
   const interceptors = [bearer(tw.adminToken)];
   if (grpc) return createGrpcTransport({ baseUrl: tw.url, interceptors });
-  return httpVersion === "2" ? createConnectTransport({ baseUrl: tw.url, httpVersion, useBinaryFormat, interceptors }) : createConnectTransport({ baseUrl: tw.url, httpVersion, useBinaryFormat, interceptors });
+  return httpVersion === "2"
+    ? createConnectTransport({ baseUrl: tw.url, httpVersion, useBinaryFormat, interceptors })
+    : createConnectTransport({ baseUrl: tw.url, httpVersion, useBinaryFormat, interceptors });
 };
-const lean = (token: string) => createUnaryTransport({ baseUrl: tw.url, headers: { authorization: `Bearer ${token}` }, streams: createConnectTransport({ baseUrl: tw.url, httpVersion: "1.1" }) });
+const lean = (token: string) =>
+  createUnaryTransport({
+    baseUrl: tw.url,
+    headers: { authorization: `Bearer ${token}` },
+    streams: createConnectTransport({ baseUrl: tw.url, httpVersion: "1.1" }),
+  });
 
 const work = createClient(WorkService, lean(tw.adminToken));
 const domainId = (await work.createDomain({ name: "bench" })).domain!.id;
 const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
 const taskId = (await work.createTask({ missionId, title: "t", input: { command: "true" } })).task!.id;
-const node = await createClient(NodeService, lean(tw.adminToken)).registerNode({ hostname: "bench", domainIds: [domainId] });
+const node = await createClient(NodeService, lean(tw.adminToken)).registerNode({
+  hostname: "bench",
+  domainIds: [domainId],
+});
 const agents: string[] = [];
-for (let i = 0; i < 24; i++) agents.push((await createClient(AgentService, lean(node.token)).enrollAgent({ domainId, runtime: Runtime.SHELL, name: `a${i}` })).agent!.id);
+for (let i = 0; i < 24; i++)
+  agents.push(
+    (
+      await createClient(AgentService, lean(node.token)).enrollAgent({
+        domainId,
+        runtime: Runtime.SHELL,
+        name: `a${i}`,
+      })
+    ).agent!.id,
+  );
 const nodeWork = createClient(WorkService, lean(node.token));
 
 const agent = new http.Agent({ keepAlive: true });
 const httpCall = (method: string, path: string, headers: Record<string, string>, body?: string) =>
   new Promise<void>((resolve, reject) => {
-    const r = http.request(tw.url + path, { method, agent, headers: { authorization: `Bearer ${tw.adminToken}`, ...headers } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => (JSON.parse(Buffer.concat(chunks).toString()), resolve()));
-    });
+    const r = http.request(
+      tw.url + path,
+      { method, agent, headers: { authorization: `Bearer ${tw.adminToken}`, ...headers } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => (JSON.parse(Buffer.concat(chunks).toString()), resolve()));
+      },
+    );
     r.on("error", reject);
     r.end(body);
   });
@@ -62,10 +90,22 @@ for (const [name, t] of [
   const c = createClient(WorkService, t);
   paths.push([name, () => c.getTask({ taskId })]);
 }
-paths.push(["bare node:http, Connect JSON", () => httpCall("POST", "/ep.tower.v1.WorkService/GetTask", { "content-type": "application/json" }, JSON.stringify({ taskId }))]);
+paths.push([
+  "bare node:http, Connect JSON",
+  () =>
+    httpCall(
+      "POST",
+      "/ep.tower.v1.WorkService/GetTask",
+      { "content-type": "application/json" },
+      JSON.stringify({ taskId }),
+    ),
+]);
 paths.push(["bare node:http, REST GET", () => httpCall("GET", `/v1/tasks/${taskId}`, {})]);
 let k = 0;
-paths.push(["node token, empty ClaimTask (epd's transport)", () => nodeWork.claimTask({ agentId: agents[k++ % agents.length] })]);
+paths.push([
+  "node token, empty ClaimTask (epd's transport)",
+  () => nodeWork.claimTask({ agentId: agents[k++ % agents.length] }),
+]);
 
 const results = new Map<string, { client: number[]; tower: number[]; wall: number[] }>();
 for (let round = 0; round < ROUNDS; round++) {
@@ -84,7 +124,19 @@ for (let round = 0; round < ROUNDS; round++) {
   }
 }
 const range = (xs: number[]) => `${Math.min(...xs)}–${Math.max(...xs)}`;
-console.log(JSON.stringify({ calls_per_round: N, rounds: ROUNDS, us_per_call: Object.fromEntries([...results].map(([n, r]) => [n, { client: range(r.client), tower: range(r.tower), wall: range(r.wall) }])) }, null, 1));
+console.log(
+  JSON.stringify(
+    {
+      calls_per_round: N,
+      rounds: ROUNDS,
+      us_per_call: Object.fromEntries(
+        [...results].map(([n, r]) => [n, { client: range(r.client), tower: range(r.tower), wall: range(r.wall) }]),
+      ),
+    },
+    null,
+    1,
+  ),
+);
 await stopChild(tw.child, "SIGTERM");
 home.cleanup();
 process.exit(0);

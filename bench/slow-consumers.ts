@@ -7,8 +7,8 @@
 // SSE clients connect over raw sockets and never read (their socket is paused after the request);
 // `--tasks` broadcast tasks with 500-character titles are created over REST in a domain of
 // `--agents` enrolled agents (each create: one task and a run per agent, ~2 events of ~1 KB per run
-// to every client, so ~0.2 MB per create with 100 agents). RSS is VmRSS of the tower process from /proc: the baseline after a warm-up of
-// the same creates, the peak while the clients are fed, and the lowest seen within --settle
+// to every client, so ~0.2 MB per create with 100 agents). RSS is VmRSS of the tower process from /proc: the baseline
+// after a warm-up of the same creates, the peak while the clients are fed, and the lowest seen within --settle
 // seconds after the clients were cut (or closed by this script when the tower never cut them).
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -17,7 +17,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 
-const { values } = parseArgs({ options: { clients: { type: "string", default: "4" }, tasks: { type: "string", default: "400" }, agents: { type: "string", default: "100" }, settle: { type: "string", default: "60" }, json: { type: "boolean", default: false } } });
+const { values } = parseArgs({
+  options: {
+    clients: { type: "string", default: "4" },
+    tasks: { type: "string", default: "400" },
+    agents: { type: "string", default: "100" },
+    settle: { type: "string", default: "60" },
+    json: { type: "boolean", default: false },
+  },
+});
 const CLIENTS = Number(values.clients);
 const TASKS = Number(values.tasks);
 const AGENTS = Number(values.agents);
@@ -51,7 +59,10 @@ function closedByPeer(localPort: number): boolean {
 const home = mkdtempSync(join(tmpdir(), "ep-slow-"));
 const port = await freePort();
 const url = `http://127.0.0.1:${port}`;
-const tower = spawn(process.execPath, [join(ROOT, "bin", "ep-tower.js"), "--listen", `127.0.0.1:${port}`], { env: { ...process.env, EP_HOME: home, EP_LOG_LEVEL: "warn" }, stdio: ["ignore", "ignore", "inherit"] });
+const tower = spawn(process.execPath, [join(ROOT, "bin", "ep-tower.js"), "--listen", `127.0.0.1:${port}`], {
+  env: { ...process.env, EP_HOME: home, EP_LOG_LEVEL: "warn" },
+  stdio: ["ignore", "ignore", "inherit"],
+});
 try {
   for (let i = 0; ; i++) {
     if ((await fetch(`${url}/healthz`).catch(() => undefined))?.ok) break;
@@ -60,10 +71,16 @@ try {
   }
   const token = readFileSync(join(home, "tower", "admin.token"), "utf8").trim();
   const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
-  const post = async (path: string, body: unknown) => (await fetch(url + path, { method: "POST", headers, body: JSON.stringify(body) })).json() as Promise<any>;
+  const post = async (path: string, body: unknown) =>
+    (await fetch(url + path, { method: "POST", headers, body: JSON.stringify(body) })).json() as Promise<any>;
   const d = await post("/domains", { name: "slow" });
   const m = await post(`/domains/${d.domain.id}/m`, { title: "m" });
-  for (let i = 0; i < AGENTS; i++) await post("/ep.tower.v1.AgentService/EnrollAgent", { domainId: d.domain.id, runtime: "RUNTIME_SHELL", name: `a${i}` });
+  for (let i = 0; i < AGENTS; i++)
+    await post("/ep.tower.v1.AgentService/EnrollAgent", {
+      domainId: d.domain.id,
+      runtime: "RUNTIME_SHELL",
+      name: `a${i}`,
+    });
   const title = "x".repeat(500);
   const createTasks = async (n: number) => {
     let next = 0;
@@ -71,7 +88,12 @@ try {
       Array.from({ length: 4 }, async () => {
         while (next < n) {
           next++;
-          await post(`/work/missions/${m.mission.id}/tasks`, { title, claim_policy: "broadcast", runtime: "shell", input: { command: "true" } });
+          await post(`/work/missions/${m.mission.id}/tasks`, {
+            title,
+            claim_policy: "broadcast",
+            runtime: "shell",
+            input: { command: "true" },
+          });
         }
       }),
     );
@@ -95,8 +117,17 @@ try {
     });
   const auth = `Authorization: Bearer ${token}\r\n`;
   const clients = [
-    ...(await Promise.all(Array.from({ length: CLIENTS }, () => raw(`GET /events/ws HTTP/1.1\r\nHost: x\r\n${auth}Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`)))),
-    ...(await Promise.all(Array.from({ length: CLIENTS }, () => raw(`GET /events/stream HTTP/1.1\r\nHost: x\r\n${auth}\r\n`)))),
+    ...(await Promise.all(
+      Array.from({ length: CLIENTS }, () =>
+        raw(
+          `GET /events/ws HTTP/1.1\r\nHost: x\r\n${auth}Connection: Upgrade\r\nUpgrade: ` +
+            `websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
+        ),
+      ),
+    )),
+    ...(await Promise.all(
+      Array.from({ length: CLIENTS }, () => raw(`GET /events/stream HTTP/1.1\r\nHost: x\r\n${auth}\r\n`)),
+    )),
   ];
   await sleep(500);
 
@@ -121,11 +152,21 @@ try {
   while (Date.now() < settleEnd) {
     await sleep(1000);
     low = Math.min(low, rssMb(tower.pid!));
-    if (low <= baseline * 1.2 && settledAfterS === SETTLE_S) settledAfterS = Math.round((SETTLE_S * 1000 - (settleEnd - Date.now())) / 1000);
+    if (low <= baseline * 1.2 && settledAfterS === SETTLE_S)
+      settledAfterS = Math.round((SETTLE_S * 1000 - (settleEnd - Date.now())) / 1000);
   }
   clearInterval(sampler);
   const r = (x: number) => Math.round(x);
-  const result = { clients: { ws: CLIENTS, sse: CLIENTS }, broadcastTasks: TASKS, agents: AGENTS, warmupMs: warmMs, fedMs: fed, cutByTower: cut, rssMb: { baseline: r(baseline), peak: r(peak), afterFeed: r(afterFeed), lowestAfterClose: r(low) }, within20pctAfterS: low <= baseline * 1.2 ? settledAfterS : null };
+  const result = {
+    clients: { ws: CLIENTS, sse: CLIENTS },
+    broadcastTasks: TASKS,
+    agents: AGENTS,
+    warmupMs: warmMs,
+    fedMs: fed,
+    cutByTower: cut,
+    rssMb: { baseline: r(baseline), peak: r(peak), afterFeed: r(afterFeed), lowestAfterClose: r(low) },
+    within20pctAfterS: low <= baseline * 1.2 ? settledAfterS : null,
+  };
   console.log(values.json ? JSON.stringify(result) : result);
 } finally {
   tower.kill("SIGTERM");

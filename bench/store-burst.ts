@@ -14,7 +14,16 @@ const N = Number(values.tasks);
 const dir = mkdtempSync(join(tmpdir(), "ep-bench-burst-"));
 const store = SqliteStore.open({ path: join(dir, "ep.db") });
 await store.migrate();
-const event = (i: number) => ({ type: "matrix" as const, name: "task.claimed", domainId: "dom_1", missionId: "mis_1", agentId: "agt_1", taskId: `tsk_${i}`, status: "claimed", payload: { task_id: `tsk_${i}` } });
+const event = (i: number) => ({
+  type: "matrix" as const,
+  name: "task.claimed",
+  domainId: "dom_1",
+  missionId: "mis_1",
+  agentId: "agt_1",
+  taskId: `tsk_${i}`,
+  status: "claimed",
+  payload: { task_id: `tsk_${i}` },
+});
 const out: Record<string, number> = {};
 let id = 0;
 for (const callers of [1, 12, 100, 2000]) {

@@ -124,25 +124,44 @@ if (values.runs === "none") {
 const { epd: epdMain } = await buildBinaries();
 const prof = process.env.EP_BENCH_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.EP_BENCH_PROF}`] : [];
 const epd = spawn(process.execPath, [...prof, epdMain, "run", "--backend-url", t.url], {
-  env: { ...process.env, EP_HOME: home.dir, EP_NODE_FILE: nodeFile, EP_LOG_LEVEL: "warn", EP_POLL_MS: POLL, PATH: `${FIXTURES}:${process.env.PATH}` },
+  env: {
+    ...process.env,
+    EP_HOME: home.dir,
+    EP_NODE_FILE: nodeFile,
+    EP_LOG_LEVEL: "warn",
+    EP_POLL_MS: POLL,
+    PATH: `${FIXTURES}:${process.env.PATH}`,
+  },
   stdio: ["ignore", "ignore", "inherit"],
 });
 // a bench that fails (a condition not met) must not leave its epd behind, reconnecting forever
 process.on("exit", () => epd.exitCode === null && epd.kill("SIGKILL"));
 const mgmt = join(home.dir, "epd", "mgmt.sock");
-const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 10_000 });
-await waitFor(async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected", 15_000);
+const call = <T>(method: string, params: Record<string, unknown> = {}) =>
+  jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 10_000 });
+await waitFor(
+  async () => (await call<{ link: string }>("daemon.status").catch(() => undefined))?.link === "connected",
+  15_000,
+);
 for (let i = 0; i < AGENTS; i++) await call("agent.enroll", { domainId, runtime: "shell", name: `bench-${i}` });
 
 // the submitter: a child process that submits at RATE when told to and answers each task's submit time
 const submitter: ChildProcess = fork(fileURLToPath(import.meta.url), process.argv.slice(2), {
-  env: { ...process.env, EP_BENCH_ROLE: "submitter", EP_BENCH_URL: t.url, EP_BENCH_TOKEN: t.adminToken, EP_BENCH_MISSION: missionId },
+  env: {
+    ...process.env,
+    EP_BENCH_ROLE: "submitter",
+    EP_BENCH_URL: t.url,
+    EP_BENCH_TOKEN: t.adminToken,
+    EP_BENCH_MISSION: missionId,
+  },
   stdio: ["ignore", "inherit", "inherit", "ipc"],
 });
 
 /** Open-loop submission at RATE by the submitter; returns each task's submit start time (wall ms). */
 async function offer(count: number, label: string): Promise<Map<string, number>> {
-  const done = new Promise<[string, number][]>((resolve) => submitter.once("message", (m) => resolve(m as [string, number][])));
+  const done = new Promise<[string, number][]>((resolve) =>
+    submitter.once("message", (m) => resolve(m as [string, number][])),
+  );
   submitter.send({ count, label });
   const startedAt = new Map(await done);
   await waitFor(() => [...startedAt.keys()].every((id) => claimed.has(id)), 120_000, 20);
@@ -153,9 +172,19 @@ async function offer(count: number, label: string): Promise<Map<string, number>>
 async function runSubmitter(): Promise<void> {
   const token = process.env.EP_BENCH_TOKEN!;
   const baseUrl = process.env.EP_BENCH_URL!;
-  const connectNode = createConnectTransport({ baseUrl, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] });
-  if (values.client !== "lean" && values.client !== "connect-node") throw new Error("--client must be lean or connect-node");
-  const work = createClient(WorkService, values.client === "lean" ? createUnaryTransport({ baseUrl, headers: { authorization: `Bearer ${token}` }, streams: connectNode }) : connectNode);
+  const connectNode = createConnectTransport({
+    baseUrl,
+    httpVersion: "1.1",
+    interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))],
+  });
+  if (values.client !== "lean" && values.client !== "connect-node")
+    throw new Error("--client must be lean or connect-node");
+  const work = createClient(
+    WorkService,
+    values.client === "lean"
+      ? createUnaryTransport({ baseUrl, headers: { authorization: `Bearer ${token}` }, streams: connectNode })
+      : connectNode,
+  );
   const missionId = process.env.EP_BENCH_MISSION!;
   await new Promise<void>((resolveAll) => {
     process.on("message", async (m: { count: number; label: string }) => {
@@ -168,7 +197,11 @@ async function runSubmitter(): Promise<void> {
         const wait = due - performance.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         const t0 = wallNow();
-        pending.push(work.createTask({ missionId, title: `${m.label} ${i}`, runtime: Runtime.SHELL, input: { command: "true" } }).then((r) => startedAt.push([r.task!.id, t0])));
+        pending.push(
+          work
+            .createTask({ missionId, title: `${m.label} ${i}`, runtime: Runtime.SHELL, input: { command: "true" } })
+            .then((r) => startedAt.push([r.task!.id, t0])),
+        );
       }
       await Promise.all(pending);
       process.send!(startedAt);
@@ -199,7 +232,10 @@ const subCpu = procCpuMs(submitter.pid!) - subCpu0;
 
 const fromSubmit = [...startedAt].map(([id, s]) => claimed.get(id)! - s);
 if (TRACE) {
-  const slowest = [...startedAt].map(([id, s]) => [id, claimed.get(id)! - s] as const).sort((a, b) => b[1] - a[1]).slice(0, TRACE);
+  const slowest = [...startedAt]
+    .map(([id, s]) => [id, claimed.get(id)! - s] as const)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, TRACE);
   for (const [id, ms] of slowest) console.error(`slow ${id} ${ms.toFixed(1)} ms: ${(trail.get(id) ?? []).join(", ")}`);
 }
 const fromCommit = [...startedAt.keys()].map((id) => claimed.get(id)! - created.get(id)!);
@@ -211,13 +247,27 @@ console.log(
     runs: values.runs,
     client: values.client,
     poll_ms: Number(POLL),
-    submit_to_claim_ms: { p50: pct(fromSubmit, 50), p90: pct(fromSubmit, 90), p99: pct(fromSubmit, 99), max: pct(fromSubmit, 100) },
+    submit_to_claim_ms: {
+      p50: pct(fromSubmit, 50),
+      p90: pct(fromSubmit, 90),
+      p99: pct(fromSubmit, 99),
+      max: pct(fromSubmit, 100),
+    },
     commit_to_claim_ms: { p50: pct(fromCommit, 50), p90: pct(fromCommit, 90), p99: pct(fromCommit, 99) },
     created_with_no_idle_agent: noIdleAtCreate,
     requeued,
-    tower_event_loop_delay_ms: { p99: +(loopDelay.percentile(99) / 1e6).toFixed(2), max: +(loopDelay.max / 1e6).toFixed(2) },
-    requests_per_task: Object.fromEntries([...rpcCounts].map(([u, c]) => [u.replace(/^\/ep\.tower\.v1\./, ""), +(c / N).toFixed(2)])),
-    cpu_ms_per_task: { epd: +(epdCpu / N).toFixed(3), tower: +(selfCpu / N).toFixed(3), submitter: +(subCpu / N).toFixed(3) },
+    tower_event_loop_delay_ms: {
+      p99: +(loopDelay.percentile(99) / 1e6).toFixed(2),
+      max: +(loopDelay.max / 1e6).toFixed(2),
+    },
+    requests_per_task: Object.fromEntries(
+      [...rpcCounts].map(([u, c]) => [u.replace(/^\/ep\.tower\.v1\./, ""), +(c / N).toFixed(2)]),
+    ),
+    cpu_ms_per_task: {
+      epd: +(epdCpu / N).toFixed(3),
+      tower: +(selfCpu / N).toFixed(3),
+      submitter: +(subCpu / N).toFixed(3),
+    },
     seconds: +elapsed.toFixed(2),
     load_average_1m: { before: +load0.toFixed(2), after: +loadavg()[0].toFixed(2) },
     cores: cpus().length,

@@ -10,7 +10,8 @@
 //   ok    — the same event to a receiver that answers 200 at once (what delivering itself costs);
 //   slow  — the same event to a receiver that answers after 2 s (every sender slot held).
 // Reports tasks/s per round and the median per mode, plus the deliveries queued and attempts made.
-//   npm run build && node scripts/run-ts.mjs bench/webhooks.ts [--tasks 2000] [--rounds 3] [--workers 8] [--retry-ms 100]
+//   npm run build && node scripts/run-ts.mjs bench/webhooks.ts [--tasks 2000] [--rounds 3] [--workers 8] [--retry-ms
+//     100]
 import { readFileSync } from "node:fs";
 import { Agent, createServer, request } from "node:http";
 import { loadavg } from "node:os";
@@ -33,7 +34,14 @@ const SUBMITTERS = Number(values.submitters);
 
 const home = tempHome("ep-bench-hooks-");
 const RETRY = values["retry-ms"];
-const retryEnv: Record<string, string> = RETRY ? { EP_WEBHOOK_BACKOFF_MS: RETRY, EP_WEBHOOK_BACKOFF_MAX_MS: RETRY, EP_WEBHOOK_MAX_ATTEMPTS: "50", EP_WEBHOOK_POLL_MS: RETRY } : {};
+const retryEnv: Record<string, string> = RETRY
+  ? {
+      EP_WEBHOOK_BACKOFF_MS: RETRY,
+      EP_WEBHOOK_BACKOFF_MAX_MS: RETRY,
+      EP_WEBHOOK_MAX_ATTEMPTS: "50",
+      EP_WEBHOOK_POLL_MS: RETRY,
+    }
+  : {};
 const tower = await spawnTower(home.dir, { EP_LOG_LEVEL: "error", ...retryEnv });
 const auth = `Bearer ${tower.adminToken}`;
 const agent = new Agent({ keepAlive: true, maxSockets: WORKERS + SUBMITTERS + 2 });
@@ -81,9 +89,17 @@ const { createClient } = await import("@connectrpc/connect");
 const { createConnectTransport } = await import("@connectrpc/connect-node");
 const { AgentService } = await import("../gen/ep/tower/v1/fleet_pb.js");
 const { Runtime } = await import("../gen/ep/tower/v1/resources_pb.js");
-const agents = createClient(AgentService, createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", auth), next(req))] }));
+const agents = createClient(
+  AgentService,
+  createConnectTransport({
+    baseUrl: tower.url,
+    httpVersion: "1.1",
+    interceptors: [(next) => (req) => (req.header.set("authorization", auth), next(req))],
+  }),
+);
 const agentIds: string[] = [];
-for (let i = 0; i < WORKERS; i++) agentIds.push((await agents.enrollAgent({ domainId: domain.id, runtime: Runtime.SHELL })).agent!.id);
+for (let i = 0; i < WORKERS; i++)
+  agentIds.push((await agents.enrollAgent({ domainId: domain.id, runtime: Runtime.SHELL })).agent!.id);
 
 /** utime + stime of a process in ms (Linux /proc; USER_HZ = 100). */
 function procCpuMs(pid: number): number {
@@ -126,7 +142,10 @@ for (let r = 0; r < ROUNDS; r++) {
   for (const mode of MODES) {
     let hookId: string | undefined;
     if (mode !== "none") {
-      const res = await call("POST", `/domains/${domain.id}/webhooks`, { url: URLS[mode], events: [mode === "quiet" ? "task.failed" : "task.succeeded"] });
+      const res = await call("POST", `/domains/${domain.id}/webhooks`, {
+        url: URLS[mode],
+        events: [mode === "quiet" ? "task.failed" : "task.succeeded"],
+      });
       hookId = res.webhook.id;
     }
     const cpu0 = procCpuMs(tower.child.pid!);
@@ -159,11 +178,26 @@ console.log(
       median_tasks_per_s: Object.fromEntries(MODES.map((m) => [m, median(results[m])])),
       tower_cpu_ms_per_task: cpuPerTask,
       median_tower_cpu_ms_per_task: Object.fromEntries(MODES.map((m) => [m, median(cpuPerTask[m])])),
-      ratio_to_none: Object.fromEntries(MODES.slice(1).map((m) => [m, Number((median(results[m]) / median(results.none)).toFixed(3))])),
-      ratio_to_ok: { dead: Number((median(results.dead) / median(results.ok)).toFixed(3)), slow: Number((median(results.slow) / median(results.ok)).toFixed(3)) },
+      ratio_to_none: Object.fromEntries(
+        MODES.slice(1).map((m) => [m, Number((median(results[m]) / median(results.none)).toFixed(3))]),
+      ),
+      ratio_to_ok: {
+        dead: Number((median(results.dead) / median(results.ok)).toFixed(3)),
+        slow: Number((median(results.slow) / median(results.ok)).toFixed(3)),
+      },
       retry: RETRY ? `every ${RETRY} ms` : "the product's backoff (10 s doubling)",
-      deliveries_in_log_after_round: { ok: queued.ok, dead: queued.dead, slow: queued.slow, note: "the newest 1000 at most; one per task expected" },
-      attempts_made_during_round: { ok: attempts.ok, dead: attempts.dead, slow: attempts.slow, note: "over those 1000" },
+      deliveries_in_log_after_round: {
+        ok: queued.ok,
+        dead: queued.dead,
+        slow: queued.slow,
+        note: "the newest 1000 at most; one per task expected",
+      },
+      attempts_made_during_round: {
+        ok: attempts.ok,
+        dead: attempts.dead,
+        slow: attempts.slow,
+        note: "over those 1000",
+      },
       load_average_1m: loadavg()[0],
     },
     null,

@@ -29,5 +29,9 @@ await build({
   alias: { "react-devtools-core": stub },
   define: { "process.env.NODE_ENV": '"production"' },
   logLevel: "warning",
-  banner: { js: "import { createRequire as __epCreateRequire } from 'node:module'; const require = __epCreateRequire(import.meta.url);" },
+  banner: {
+    js:
+      "import { createRequire as __epCreateRequire } from 'node:module'; " +
+      "const require = __epCreateRequire(import.meta.url);",
+  },
 });

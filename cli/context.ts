@@ -56,13 +56,21 @@ export function isLocalUrl(url: string): boolean {
 function readSavedCredentials(env: NodeJS.ProcessEnv): { url?: string; token?: string } | undefined {
   try {
     const doc = JSON.parse(readFileSync(cliCredentialsFile(env), "utf8")) as { url?: unknown; token?: unknown };
-    return { url: typeof doc.url === "string" ? doc.url : undefined, token: typeof doc.token === "string" ? doc.token : undefined };
+    return {
+      url: typeof doc.url === "string" ? doc.url : undefined,
+      token: typeof doc.token === "string" ? doc.token : undefined,
+    };
   } catch {
     return undefined;
   }
 }
 
-export function createContext(spec: CommandSpec, args: string[], opts: Record<string, OptionValue>, env: NodeJS.ProcessEnv = process.env): Context {
+export function createContext(
+  spec: CommandSpec,
+  args: string[],
+  opts: Record<string, OptionValue>,
+  env: NodeJS.ProcessEnv = process.env,
+): Context {
   let saved: { url?: string; token?: string } | undefined | null = null;
   const savedCreds = () => (saved === null ? (saved = readSavedCredentials(env)) : saved);
   const ctx: Context = {
@@ -78,7 +86,8 @@ export function createContext(spec: CommandSpec, args: string[], opts: Record<st
       const flag = typeof opts.url === "string" ? opts.url : undefined;
       const raw = flag || env.EP_BASE_URL || savedCreds()?.url || "http://localhost:8008";
       const url = normalizeUrl(raw);
-      if (!/^https?:\/\/[^/]/.test(url)) throw new UsageError(`--url / EP_BASE_URL must be an http(s) URL (got ${JSON.stringify(raw)})`);
+      if (!/^https?:\/\/[^/]/.test(url))
+        throw new UsageError(`--url / EP_BASE_URL must be an http(s) URL (got ${JSON.stringify(raw)})`);
       return url;
     },
     token() {

@@ -1,7 +1,17 @@
 // How `ep daemon up|down|status|logs` runs epd: a systemd user unit when systemd is there,
 // otherwise a detached process with a pid file and a log file in $EP_HOME/epd/.
 import { spawn, spawnSync } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { daemonHome, daemonSockets, epHome } from "../common/paths.js";
@@ -38,7 +48,8 @@ export function parseEnvFile(text: string): Record<string, string> {
     const eq = line.indexOf("=");
     if (eq <= 0) continue;
     let value = line.slice(eq + 1).trim();
-    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1).replace(/\\(["\\])/g, "$1");
+    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"'))
+      value = value.slice(1, -1).replace(/\\(["\\])/g, "$1");
     out[line.slice(0, eq).trim()] = value;
   }
   return out;
@@ -57,7 +68,10 @@ function quote(v: string): string {
 }
 
 /** Updates keys of $EP_HOME/epd.env (undefined removes a key), keeping every other line. Mode 0600. */
-export function updateEnvFile(updates: Record<string, string | undefined>, env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+export function updateEnvFile(
+  updates: Record<string, string | undefined>,
+  env: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
   const path = envFilePath(env);
   const current = readEnvFile(env);
   for (const [k, v] of Object.entries(updates)) {
@@ -65,8 +79,13 @@ export function updateEnvFile(updates: Record<string, string | undefined>, env: 
     else current[k] = v;
   }
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  const text = "# epd's environment: written by 'ep daemon up' / 'ep daemon --booster-wasm'; read by the epd unit and by detached epd\n" +
-    Object.entries(current).map(([k, v]) => `${k}=${quote(v)}`).join("\n") + "\n";
+  const text =
+    "# epd's environment: written by 'ep daemon up' / 'ep daemon " +
+    "--booster-wasm'; read by the epd unit and by detached epd\n" +
+    Object.entries(current)
+      .map(([k, v]) => `${k}=${quote(v)}`)
+      .join("\n") +
+    "\n";
   const tmp = `${path}.${process.pid}.tmp`;
   writeFileSync(tmp, text, { mode: 0o600 });
   renameSync(tmp, path);
@@ -76,7 +95,8 @@ export function updateEnvFile(updates: Record<string, string | undefined>, env: 
 /** The environment epd gets: where EP lives, which tower, which identity file, and a PATH for the runtimes. */
 export function baseDaemonEnv(env: NodeJS.ProcessEnv = process.env): Record<string, string> {
   const out: Record<string, string> = { EP_HOME: epHome(env) };
-  for (const k of ["EP_BASE_URL", "EP_NODE_FILE", "EP_LOG_LEVEL", "EP_SKILLS_HOME", "PATH"]) if (env[k]) out[k] = env[k]!;
+  for (const k of ["EP_BASE_URL", "EP_NODE_FILE", "EP_LOG_LEVEL", "EP_SKILLS_HOME", "PATH"])
+    if (env[k]) out[k] = env[k]!;
   return out;
 }
 
@@ -104,7 +124,10 @@ export function writeUnit(env: NodeJS.ProcessEnv = process.env): string {
   return path;
 }
 
-export function systemctl(args: string[], env: NodeJS.ProcessEnv = process.env): { status: number; stdout: string; stderr: string } {
+export function systemctl(
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): { status: number; stdout: string; stderr: string } {
   const r = spawnSync("systemctl", ["--user", ...args], { encoding: "utf8", timeout: 15_000, env });
   return { status: r.status ?? 1, stdout: r.stdout ?? "", stderr: r.stderr ?? (r.error ? r.error.message : "") };
 }
@@ -141,7 +164,11 @@ export function startDetached(env: NodeJS.ProcessEnv = process.env): number {
   const args = [siblingBin("epd", env), "run"];
   if (fileEnv.EP_BOOSTER_WASM) args.push("--booster-wasm", fileEnv.EP_BOOSTER_WASM);
   const log = openSync(files.log, "a", 0o600);
-  const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", log, log], env: { ...env, ...fileEnv } });
+  const child = spawn(process.execPath, args, {
+    detached: true,
+    stdio: ["ignore", log, log],
+    env: { ...env, ...fileEnv },
+  });
   closeSync(log);
   child.unref();
   writeFileSync(files.pid, `${child.pid}\n`, { mode: 0o600 });

@@ -22,6 +22,9 @@ export function statusWithDenials(status: string, count: number): string {
 export function denialLines(denials: readonly DenialJson[]): string[] {
   return denials.map((d) => {
     const tried = d.tried ? ` ${d.tried.replace(/\s+/g, " ")}` : "";
-    return `  ${(d.source || "refused").padEnd(12)} ${d.tool || "tool"}${tried}${d.reason ? `: ${d.reason.replace(/\s+/g, " ")}` : ""}`;
+    return (
+      `  ${(d.source || "refused").padEnd(12)} ` +
+      `${d.tool || "tool"}${tried}${d.reason ? `: ${d.reason.replace(/\s+/g, " ")}` : ""}`
+    );
   });
 }

@@ -3,7 +3,8 @@
 // them and agents by name. Raw JSON stays available with --json.
 const MAX = 200;
 
-const short = (id: unknown): string => (typeof id === "string" && id.length > 14 ? `${id.slice(0, 12)}…` : String(id ?? ""));
+const short = (id: unknown): string =>
+  typeof id === "string" && id.length > 14 ? `${id.slice(0, 12)}…` : String(id ?? "");
 const quote = (s: unknown): string => `"${String(s).replace(/\s+/g, " ").slice(0, 60)}"`;
 
 /** The agent an event is about (who claimed or ran the task, or the agent itself), if any. */
@@ -35,7 +36,8 @@ export function what(e: Record<string, unknown>, nameOf: (id: string) => string 
   if (p.reason) bits.push(`(${String(p.reason).slice(0, 60)})`);
   if (p.error) bits.push(`: ${String(p.error).replace(/\s+/g, " ").slice(0, 80)}`);
   if (e.type === "progress") {
-    const text = p.text ?? (Array.isArray(p.frames) ? (p.frames as { text?: string }[]).map((f) => f.text ?? "").join(" ") : "");
+    const text =
+      p.text ?? (Array.isArray(p.frames) ? (p.frames as { text?: string }[]).map((f) => f.text ?? "").join(" ") : "");
     if (text) bits.push(`${p.kind ? `[${p.kind}] ` : ""}${String(text).replace(/\s+/g, " ").slice(0, 80)}`);
   }
   if (e.type === "inbox" && p.prompt) bits.push(quote(p.prompt));
@@ -44,9 +46,16 @@ export function what(e: Record<string, unknown>, nameOf: (id: string) => string 
   return bits.join(" ");
 }
 
-export function eventLine(id: string | number | undefined, e: Record<string, unknown>, nameOf?: (id: string) => string | undefined): string {
+export function eventLine(
+  id: string | number | undefined,
+  e: Record<string, unknown>,
+  nameOf?: (id: string) => string | undefined,
+): string {
   const at = String(e.created_at ?? e.createdAt ?? "");
   const time = /T(\d\d:\d\d:\d\d)/.exec(at)?.[1] ?? "--:--:--";
-  const line = `${String(id ?? "-").padStart(5)}  ${time}  ${String(e.type ?? "?").padEnd(8)} ${String(e.name ?? "").padEnd(22)} ${what(e, nameOf)}`.trimEnd();
+  const line = (
+    `${String(id ?? "-").padStart(5)}  ${time}  ${String(e.type ?? "?").padEnd(8)} ` +
+    `${String(e.name ?? "").padEnd(22)} ${what(e, nameOf)}`
+  ).trimEnd();
   return line.length > MAX ? `${line.slice(0, MAX - 1)}…` : line;
 }

@@ -22,7 +22,9 @@ function defaultHint(ep: EpError, ctx: Context | undefined): string | undefined 
     case "forbidden":
       return "use a token with a higher role ('ep token create --role operator|admin' as an admin)";
     case "unavailable":
-      return url ? `is the tower running at ${url}? start one with 'ep up' or point --url / EP_BASE_URL at it` : undefined;
+      return url
+        ? `is the tower running at ${url}? start one with 'ep up' or point --url / EP_BASE_URL at it`
+        : undefined;
     case "invalid":
       return ctx ? `see '${commandName(ctx.spec)} --help'` : undefined;
     default:
@@ -43,21 +45,34 @@ export async function reportError(err: unknown, ctx: Context | undefined, argv: 
   if (err instanceof ExitCode) return err.exitCode;
   if (err instanceof UsageError) {
     write(`ep: ${err.message}`);
-    const hint = (err as Hinted).hint ?? (ctx ? `usage: ${commandName(ctx.spec)} ${ctx.spec.usage}`.trimEnd() + `  (see '${commandName(ctx.spec)} --help')` : `see 'ep --help'`);
+    const hint =
+      (err as Hinted).hint ??
+      (ctx
+        ? `usage: ${commandName(ctx.spec)} ${ctx.spec.usage}`.trimEnd() + `  (see '${commandName(ctx.spec)} --help')`
+        : `see 'ep --help'`);
     write(`hint: ${hint}`);
     return 2;
   }
   let ep: EpError;
   let hint = (err as Hinted).hint;
   if (err instanceof ConnectError && err.code === Code.Unimplemented) {
-    ep = new EpError("route_not_found", `the tower at ${safeUrl(ctx) ?? "?"} does not serve ${ctx ? `'${commandName(ctx.spec)}'` : "this call"} yet (${err.rawMessage || "unimplemented"})`);
+    ep = new EpError(
+      "route_not_found",
+      `the tower at ${safeUrl(ctx) ?? "?"} does not serve ` +
+        `${ctx ? `'${commandName(ctx.spec)}'` : "this call"} yet (${err.rawMessage || "unimplemented"})`,
+    );
     hint ??= "upgrade the tower (or the daemon) to a version that serves it";
-  } else if (err instanceof ConnectError && err.code === Code.Unavailable && /fetch failed|ECONNREFUSED|ENOTFOUND|connect/i.test(err.rawMessage)) {
+  } else if (
+    err instanceof ConnectError &&
+    err.code === Code.Unavailable &&
+    /fetch failed|ECONNREFUSED|ENOTFOUND|connect/i.test(err.rawMessage)
+  ) {
     ep = new EpError("unavailable", `cannot reach the tower at ${safeUrl(ctx) ?? "?"} (${err.rawMessage})`);
   } else {
     ep = toEpError(err);
   }
-  if (ep.code === "internal" && !(err instanceof EpError) && !(err instanceof ConnectError) && process.env.EP_DEBUG) write(String((err as Error).stack));
+  if (ep.code === "internal" && !(err instanceof EpError) && !(err instanceof ConnectError) && process.env.EP_DEBUG)
+    write(String((err as Error).stack));
   write(`ep: ${ep.message}`);
   hint ??= defaultHint(ep, ctx);
   if (hint) write(`hint: ${hint}`);

@@ -13,8 +13,10 @@ export function frameLine(f: WatchFrame, color: boolean): string {
   const dim = (s: string) => (color ? `\x1b[2m${s}\x1b[0m` : s);
   const cyan = (s: string) => (color ? `\x1b[36m${s}\x1b[0m` : s);
   const text = f.text.replace(/\n+$/, "");
-  if (f.kind === "tool") return `${cyan(f.data?.phase === "result" || f.data?.phase === "update" ? "  ↳" : "  ⚙")} ${text}`;
-  if (f.kind === "status" && f.data?.denial) return color ? `\x1b[33m  ⚠ ${text}\x1b[0m` : `  ⚠ ${text}`; // a refused tool call (docs/runtimes.md)
+  if (f.kind === "tool")
+    return `${cyan(f.data?.phase === "result" || f.data?.phase === "update" ? "  ↳" : "  ⚙")} ${text}`;
+  // a refused tool call (docs/runtimes.md)
+  if (f.kind === "status" && f.data?.denial) return color ? `\x1b[33m  ⚠ ${text}\x1b[0m` : `  ⚠ ${text}`;
   if (f.kind === "status") return dim(`  · ${text}`);
   if (f.kind === "json") return dim(`  {} ${text}`);
   return isStderr(f) ? dim(text) : text;
@@ -31,9 +33,10 @@ export function stderrSummary(n: number, color: boolean, hint = "--stderr to sho
   return color ? `\x1b[2m${text}\x1b[0m` : text;
 }
 
-
 /** Frames with each run of stderr lines in a row folded into a count (the TUI's task view). */
-export function collapseStderr<T extends WatchFrame>(frames: readonly T[]): ({ frame: T } | { id: number; stderr: number })[] {
+export function collapseStderr<T extends WatchFrame>(
+  frames: readonly T[],
+): ({ frame: T } | { id: number; stderr: number })[] {
   const rows: ({ frame: T } | { id: number; stderr: number })[] = [];
   for (const f of frames) {
     const last = rows.at(-1);

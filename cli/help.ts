@@ -13,12 +13,17 @@ export const EXIT_CODES: [number, string][] = [
 ];
 
 function optionLine(o: OptionSpec): string {
-  const flag = `${o.short ? `-${o.short}, ` : "    "}--${o.name}${o.value ? ` ${o.value}` : ""}${o.multiple ? " …" : ""}`;
+  const flag =
+    `${o.short ? `-${o.short}, ` : "    "}--${o.name}` + `${o.value ? ` ${o.value}` : ""}${o.multiple ? " …" : ""}`;
   return `  ${flag.padEnd(30)} ${o.desc}`;
 }
 
 export function commandHelp(spec: CommandSpec): string {
-  const lines = [`${commandName(spec)} — ${spec.summary}`, "", `Usage: ${commandName(spec)}${spec.usage ? ` ${spec.usage}` : ""} [--json]`];
+  const lines = [
+    `${commandName(spec)} — ${spec.summary}`,
+    "",
+    `Usage: ${commandName(spec)}${spec.usage ? ` ${spec.usage}` : ""} [--json]`,
+  ];
   if (spec.options?.length) lines.push("", "Options:", ...spec.options.map(optionLine));
   lines.push("", "Global options:", ...GLOBAL_OPTIONS.map(optionLine));
   lines.push("", "Example:", `  ${spec.example}`, "");

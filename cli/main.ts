@@ -5,7 +5,14 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { createContext, UsageError, type Context, type OptionValue } from "./context.js";
 import { commandHelp, groupHelp, mainHelp } from "./help.js";
-import { commandName, commandsUnder, findCommand, GLOBAL_OPTIONS, type CommandSpec, type ModuleName } from "./registry.js";
+import {
+  commandName,
+  commandsUnder,
+  findCommand,
+  GLOBAL_OPTIONS,
+  type CommandSpec,
+  type ModuleName,
+} from "./registry.js";
 
 export interface CommandModule {
   // biome-ignore lint/suspicious/noConfusingVoidType: a command that returns nothing exits 0
@@ -47,7 +54,9 @@ function version(): string {
 async function openTui(): Promise<number> {
   // the release build bundles Ink into dist/cli/tui.js (cli/build-tui.mjs); otherwise the split chunk
   const bundled = new URL("./tui.js", import.meta.url);
-  const mod = (existsSync(fileURLToPath(bundled)) ? await import(bundled.href) : await import("./tui/run.js")) as { runTui(): Promise<number> };
+  const mod = (existsSync(fileURLToPath(bundled)) ? await import(bundled.href) : await import("./tui/run.js")) as {
+    runTui(): Promise<number>;
+  };
   return mod.runTui();
 }
 
@@ -74,27 +83,43 @@ async function dispatch(argv: string[]): Promise<number> {
     if (a.startsWith("-")) break;
     words.push(a);
   }
-  if (globals.length && words.length === 0) throw new UsageError("say which command: options like --json go with a command (see 'ep --help')");
+  if (globals.length && words.length === 0)
+    throw new UsageError("say which command: options like --json go with a command (see 'ep --help')");
   if (globals.length) argv = [...words, ...globals, ...argv.slice(i)];
   if (words[0] === "help") {
     const target = findCommand(words.slice(1));
-    process.stdout.write(words.length === 1 ? mainHelp() : target && target.used === words.length - 1 ? commandHelp(target.spec) : groupHelp(words.slice(1)));
+    process.stdout.write(
+      words.length === 1
+        ? mainHelp()
+        : target && target.used === words.length - 1
+          ? commandHelp(target.spec)
+          : groupHelp(words.slice(1)),
+    );
     return 0;
   }
   const found = findCommand(words);
-  if (!found || (found.used < words.length && commandsUnder(words.slice(0, found.used)).length > 0 && found.spec.args === undefined)) {
+  if (
+    !found ||
+    (found.used < words.length && commandsUnder(words.slice(0, found.used)).length > 0 && found.spec.args === undefined)
+  ) {
     return noCommand(argv, words);
   }
   const { spec, used } = found;
   const rest = argv.slice(used);
   const options = Object.fromEntries(
-    [...GLOBAL_OPTIONS, ...(spec.options ?? [])].map((o) => [o.name, { type: o.type, multiple: o.multiple ?? false, ...(o.short ? { short: o.short } : {}) }]),
+    [...GLOBAL_OPTIONS, ...(spec.options ?? [])].map((o) => [
+      o.name,
+      { type: o.type, multiple: o.multiple ?? false, ...(o.short ? { short: o.short } : {}) },
+    ]),
   ) as NonNullable<Parameters<typeof parseArgs>[0]>["options"];
   let parsed: { values: Record<string, OptionValue>; positionals: string[] };
   try {
     parsed = parseArgs({ args: rest, options, allowPositionals: true, strict: true }) as typeof parsed;
   } catch (err) {
-    throw Object.assign(new UsageError(`${(err as Error).message.replace(/\. To specify a positional argument.*$/s, "")}`), { hint: `see '${commandName(spec)} --help'` });
+    throw Object.assign(
+      new UsageError(`${(err as Error).message.replace(/\. To specify a positional argument.*$/s, "")}`),
+      { hint: `see '${commandName(spec)} --help'` },
+    );
   }
   if (parsed.values.help) {
     process.stdout.write(commandHelp(spec));
@@ -103,16 +128,25 @@ async function dispatch(argv: string[]): Promise<number> {
   const min = spec.args?.min ?? 0;
   const max = spec.args?.max ?? (spec.args ? Infinity : 0);
   const usageHint = `usage: ${commandName(spec)} ${spec.usage}`.trimEnd() + `  (see '${commandName(spec)} --help')`;
-  if (parsed.positionals.length < min) throw Object.assign(new UsageError(`${commandName(spec)} needs ${spec.usage.split(" [")[0] || "more arguments"}`), { hint: usageHint });
+  if (parsed.positionals.length < min)
+    throw Object.assign(new UsageError(`${commandName(spec)} needs ${spec.usage.split(" [")[0] || "more arguments"}`), {
+      hint: usageHint,
+    });
   if (parsed.positionals.length > max) {
     const extra = parsed.positionals.slice(max);
     if (commandsUnder(spec.path).length) return noCommand(argv, [...spec.path, extra[0]]);
-    throw Object.assign(new UsageError(`unexpected argument ${JSON.stringify(extra[0])} for ${commandName(spec)}`), { hint: usageHint });
+    throw Object.assign(new UsageError(`unexpected argument ${JSON.stringify(extra[0])} for ${commandName(spec)}`), {
+      hint: usageHint,
+    });
   }
   const ctx = createContext(spec, parsed.positionals, parsed.values);
   ctx.version = version();
   current = ctx;
-  if (OPTIONS_WITH_NAMES.some((o) => typeof parsed.values[o] === "string" && !/^(dom|msn|agt)_/.test(parsed.values[o] as string))) {
+  if (
+    OPTIONS_WITH_NAMES.some(
+      (o) => typeof parsed.values[o] === "string" && !/^(dom|msn|agt)_/.test(parsed.values[o] as string),
+    )
+  ) {
     await (await import("./names.js")).resolveNames(ctx);
   }
   const mod = await MODULES[spec.module]();
@@ -134,14 +168,29 @@ function noCommand(argv: string[], words: string[]): number {
   const prefix = words.slice(0, depth);
   const names = [...new Set(commandsUnder(prefix).map((c) => c.path[depth]))];
   const asked = words[depth];
-  const err = new UsageError(`unknown command 'ep ${[...prefix, asked].join(" ")}' (commands under 'ep ${prefix.join(" ")}': ${names.join(", ")})`);
+  const err = new UsageError(
+    `unknown command 'ep ${[...prefix, asked].join(" ")}' ` +
+      `(commands under 'ep ${prefix.join(" ")}': ${names.join(", ")})`,
+  );
   const meant = SYNONYMS[asked];
-  const hint = meant && names.includes(meant) ? `did you mean 'ep ${[...prefix, meant].join(" ")}'?` : `see 'ep ${prefix.join(" ")} --help'`;
+  const hint =
+    meant && names.includes(meant)
+      ? `did you mean 'ep ${[...prefix, meant].join(" ")}'?`
+      : `see 'ep ${prefix.join(" ")} --help'`;
   throw Object.assign(err, { hint });
 }
 
 /** Words other CLIs use for a command that has another name here. */
-const SYNONYMS: Record<string, string> = { show: "get", view: "get", describe: "get", info: "get", inspect: "get", list: "ls", new: "create", add: "create" };
+const SYNONYMS: Record<string, string> = {
+  show: "get",
+  view: "get",
+  describe: "get",
+  info: "get",
+  inspect: "get",
+  list: "ls",
+  new: "create",
+  add: "create",
+};
 
 let current: Context | undefined;
 

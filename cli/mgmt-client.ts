@@ -21,7 +21,11 @@ async function fail(code: string, message: string, details?: Record<string, unkn
 }
 
 /** Calls `method` (e.g. "cron.list") with proto-JSON params; resolves to the proto-JSON result. */
-export async function mgmtCall<T = Record<string, unknown>>(method: string, params: Record<string, unknown> = {}, opts: MgmtCallOptions = {}): Promise<T> {
+export async function mgmtCall<T = Record<string, unknown>>(
+  method: string,
+  params: Record<string, unknown> = {},
+  opts: MgmtCallOptions = {},
+): Promise<T> {
   const path = opts.socketPath ?? daemonSockets(opts.env ?? process.env).mgmt;
   const id = nextId++;
   let line: string;
@@ -29,12 +33,34 @@ export async function mgmtCall<T = Record<string, unknown>>(method: string, para
     line = await requestLine(path, JSON.stringify({ jsonrpc: "2.0", id, method, params }), opts.timeoutMs ?? 30_000);
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
-    if (e.code === "ENOENT") return fail("unavailable", `the daemon is not running: no socket at ${path}`, { path }, "start it with 'ep daemon up' (or 'epd run'); EP_HOME chooses the daemon home");
-    if (e.code === "ECONNREFUSED") return fail("unavailable", `the daemon is not running: ${path} is a stale socket nobody answers on`, { path }, "start it with 'ep daemon up'; epd removes the stale socket when it starts");
-    if (e.code === "EACCES") return fail("forbidden", `cannot open ${path}: permission denied (the socket belongs to the daemon's user)`, { path }, "run ep as the user that runs epd");
+    if (e.code === "ENOENT")
+      return fail(
+        "unavailable",
+        `the daemon is not running: no socket at ${path}`,
+        { path },
+        "start it with 'ep daemon up' (or 'epd run'); EP_HOME chooses the daemon home",
+      );
+    if (e.code === "ECONNREFUSED")
+      return fail(
+        "unavailable",
+        `the daemon is not running: ${path} is a stale socket nobody answers on`,
+        { path },
+        "start it with 'ep daemon up'; epd removes the stale socket when it starts",
+      );
+    if (e.code === "EACCES")
+      return fail(
+        "forbidden",
+        `cannot open ${path}: permission denied (the socket belongs to the daemon's user)`,
+        { path },
+        "run ep as the user that runs epd",
+      );
     return fail("unavailable", `cannot talk to the daemon on ${path}: ${e.message}`, { path });
   }
-  let res: { id?: unknown; result?: T; error?: { code: number; message: string; data?: { code?: string; details?: Record<string, unknown> } } };
+  let res: {
+    id?: unknown;
+    result?: T;
+    error?: { code: number; message: string; data?: { code?: string; details?: Record<string, unknown> } };
+  };
   try {
     res = JSON.parse(line) as typeof res;
   } catch {
@@ -65,7 +91,10 @@ function requestLine(path: string, line: string, timeoutMs: number): Promise<str
       if (err) reject(err);
       else resolve(value ?? "");
     };
-    const timer = setTimeout(() => finish(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: "ETIMEDOUT" })), timeoutMs);
+    const timer = setTimeout(
+      () => finish(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: "ETIMEDOUT" })),
+      timeoutMs,
+    );
     socket.on("connect", () => socket.write(line + "\n"));
     socket.on("data", (chunk: Buffer) => {
       const nl = chunk.indexOf(0x0a);
@@ -73,7 +102,9 @@ function requestLine(path: string, line: string, timeoutMs: number): Promise<str
       chunks.push(chunk.subarray(0, nl));
       finish(undefined, Buffer.concat(chunks).toString("utf8"));
     });
-    socket.on("end", () => finish(Object.assign(new Error("the daemon closed the connection without answering"), { code: "EPIPE" })));
+    socket.on("end", () =>
+      finish(Object.assign(new Error("the daemon closed the connection without answering"), { code: "EPIPE" })),
+    );
     socket.on("error", (err) => finish(err));
   });
 }

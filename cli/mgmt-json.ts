@@ -22,6 +22,7 @@ function snakeKeys(value: unknown): unknown {
 export function mgmtJson(method: string, result: unknown): Record<string, unknown> {
   const opaque = OPAQUE_FIELDS[method] ?? [];
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries((result ?? {}) as Record<string, unknown>)) out[snakeName(k)] = opaque.includes(k) ? v : snakeKeys(v);
+  for (const [k, v] of Object.entries((result ?? {}) as Record<string, unknown>))
+    out[snakeName(k)] = opaque.includes(k) ? v : snakeKeys(v);
   return out;
 }

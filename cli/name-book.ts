@@ -20,7 +20,13 @@ export interface NameBook {
   forget(...kinds: NameKind[]): void;
 }
 
-const KIND_OF: Record<string, NameKind> = { dom_: "domain", msn_: "mission", agt_: "agent", nod_: "node", ses_: "session" };
+const KIND_OF: Record<string, NameKind> = {
+  dom_: "domain",
+  msn_: "mission",
+  agt_: "agent",
+  nod_: "node",
+  ses_: "session",
+};
 
 /** The kind of an id by its prefix (dom_ → domain), undefined for ids that have no name. */
 export function kindOf(id: string): NameKind | undefined {
@@ -69,7 +75,8 @@ export function towerNameBook(ctx: Context): NameBook {
     mission: async () => {
       const work = tower(ctx, WorkService);
       const out: [string, string][] = [];
-      for (const d of (await work.listDomains({})).domains) for (const m of (await work.listMissions({ domainId: d.id })).missions) out.push([m.id, m.title]);
+      for (const d of (await work.listDomains({})).domains)
+        for (const m of (await work.listMissions({ domainId: d.id })).missions) out.push([m.id, m.title]);
       return out;
     },
     agent: async () => (await tower(ctx, AgentService).listAgents({})).agents.map((a) => [a.id, a.name]),
@@ -78,8 +85,15 @@ export function towerNameBook(ctx: Context): NameBook {
   });
 }
 
-/** Rows with the names of the ids in `fields` added (`domain_id` → `domain`, `claimed_by` → `agent`); arrays name each id, `*` stays. */
-export async function withNames<R extends Record<string, unknown>>(ctx: Context, rows: R[], fields: Record<string, [NameKind, string]>): Promise<Record<string, unknown>[]> {
+/**
+ * Rows with the names of the ids in `fields` added (`domain_id` → `domain`, `claimed_by` → `agent`); arrays name each
+ * id, `*` stays.
+ */
+export async function withNames<R extends Record<string, unknown>>(
+  ctx: Context,
+  rows: R[],
+  fields: Record<string, [NameKind, string]>,
+): Promise<Record<string, unknown>[]> {
   const book = towerNameBook(ctx);
   await book.load(...new Set(Object.values(fields).map(([k]) => k)));
   return rows.map((r) => {

@@ -16,10 +16,22 @@ const OPTIONS: [string, Kind][] = [
   ["agent", "agent"],
 ];
 
-async function candidates(ctx: Context, kind: Kind, domainId: string | undefined): Promise<{ id: string; name: string }[]> {
-  if (kind === "domain") return (await tower(ctx, WorkService).listDomains({})).domains.map((d) => ({ id: d.id, name: d.name }));
-  if (kind === "mission") return (await tower(ctx, WorkService).listMissions({ domainId: domainId ?? "" })).missions.map((m) => ({ id: m.id, name: m.title }));
-  return (await tower(ctx, AgentService).listAgents({ domainId: domainId ?? "" })).agents.map((a) => ({ id: a.id, name: a.name }));
+async function candidates(
+  ctx: Context,
+  kind: Kind,
+  domainId: string | undefined,
+): Promise<{ id: string; name: string }[]> {
+  if (kind === "domain")
+    return (await tower(ctx, WorkService).listDomains({})).domains.map((d) => ({ id: d.id, name: d.name }));
+  if (kind === "mission")
+    return (await tower(ctx, WorkService).listMissions({ domainId: domainId ?? "" })).missions.map((m) => ({
+      id: m.id,
+      name: m.title,
+    }));
+  return (await tower(ctx, AgentService).listAgents({ domainId: domainId ?? "" })).agents.map((a) => ({
+    id: a.id,
+    name: a.name,
+  }));
 }
 
 export async function resolveRef(ctx: Context, kind: Kind, ref: string, domainId?: string): Promise<string> {
@@ -27,9 +39,15 @@ export async function resolveRef(ctx: Context, kind: Kind, ref: string, domainId
   const all = await candidates(ctx, kind, domainId);
   const hits = all.filter((c) => c.name === ref);
   if (hits.length === 1) return hits[0].id;
-  if (hits.length > 1) throw new UsageError(`${kind} ${JSON.stringify(ref)} is ambiguous: ${hits.map((h) => h.id).join(", ")} are all named so; give the id`);
+  if (hits.length > 1)
+    throw new UsageError(
+      `${kind} ${JSON.stringify(ref)} is ambiguous: ${hits.map((h) => h.id).join(", ")} are all named so; give the id`,
+    );
   const lister = kind === "domain" ? "ep domain ls" : kind === "mission" ? "ep mission ls" : "ep agent ls";
-  throw new EpError(`${kind}_not_found` as never, `${kind} ${ref} does not exist (no ${kind} has this id or name; '${lister}' lists them)`);
+  throw new EpError(
+    `${kind}_not_found` as never,
+    `${kind} ${ref} does not exist (no ${kind} has this id or name; '${lister}' lists them)`,
+  );
 }
 
 /** Replaces names by ids in the options that take one (in place, before the command runs). */
@@ -37,7 +55,8 @@ export async function resolveNames(ctx: Context): Promise<void> {
   for (const [opt, kind] of OPTIONS) {
     const v = ctx.opts[opt];
     if (typeof v !== "string" || v === "" || v === "*" || v.startsWith(PREFIX[kind])) continue;
-    const domain = typeof ctx.opts.domain === "string" && ctx.opts.domain.startsWith("dom_") ? ctx.opts.domain : undefined;
+    const domain =
+      typeof ctx.opts.domain === "string" && ctx.opts.domain.startsWith("dom_") ? ctx.opts.domain : undefined;
     try {
       ctx.opts[opt] = await resolveRef(ctx, kind, v, kind === "domain" ? undefined : domain);
     } catch (err) {

@@ -13,10 +13,12 @@ function cell(v: unknown): string {
 export function table(rows: Row[], columns: Record<string, string>, maxWidth = 60): string {
   const heads = Object.keys(columns);
   if (rows.length === 0) return "(none)\n";
-  const body = rows.map((r) => heads.map((h) => {
-    const s = cell(r[columns[h]]);
-    return s.length > maxWidth ? s.slice(0, maxWidth - 1) + "…" : s;
-  }));
+  const body = rows.map((r) =>
+    heads.map((h) => {
+      const s = cell(r[columns[h]]);
+      return s.length > maxWidth ? s.slice(0, maxWidth - 1) + "…" : s;
+    }),
+  );
   const widths = heads.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
   const line = (cols: string[]) => cols.map((c, i) => (i === cols.length - 1 ? c : c.padEnd(widths[i]))).join("  ");
   return [line(heads.map((h) => h.toUpperCase())), ...body.map(line)].join("\n") + "\n";

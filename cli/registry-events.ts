@@ -2,7 +2,12 @@
 // the command table, registry.ts; data only).
 import { domainOpt, type CommandSpec, type OptionSpec } from "./command-spec.js";
 
-const webhookDomainOpt: OptionSpec = { name: "domain", type: "string", value: "<id|name>", desc: "the webhook's domain, by id or name (required)" };
+const webhookDomainOpt: OptionSpec = {
+  name: "domain",
+  type: "string",
+  value: "<id|name>",
+  desc: "the webhook's domain, by id or name (required)",
+};
 
 export const EVENT_COMMANDS: CommandSpec[] = [
   // --- events ---
@@ -13,7 +18,13 @@ export const EVENT_COMMANDS: CommandSpec[] = [
     example: "ep events tail --type approval --type matrix --json",
     module: "events",
     options: [
-      { name: "type", type: "string", multiple: true, value: "<type>", desc: "approval, inbox, matrix or progress (repeatable)" },
+      {
+        name: "type",
+        type: "string",
+        multiple: true,
+        value: "<type>",
+        desc: "approval, inbox, matrix or progress (repeatable)",
+      },
       domainOpt,
       { name: "mission", type: "string", value: "<id>", desc: "mission id" },
       { name: "since", type: "string", value: "<id>", desc: "start after this event id" },
@@ -30,13 +41,41 @@ export const EVENT_COMMANDS: CommandSpec[] = [
     args: { min: 1 },
     options: [
       webhookDomainOpt,
-      { name: "event", type: "string", multiple: true, value: "<name>", desc: "an event to send, repeatable or a comma list: task.created, task.succeeded, task.failed, task.cancelled, task.requeued, permission.requested, permission.decided, node.online, node.offline" },
-      { name: "format", type: "string", value: "ep|slack", desc: "body: ep (the event as JSON, default) or slack (text + blocks, for a Slack incoming webhook)" },
+      {
+        name: "event",
+        type: "string",
+        multiple: true,
+        value: "<name>",
+        desc:
+          "an event to send, repeatable or a comma list: task.created, task.succeeded, task.failed, " +
+          "task.cancelled, task.requeued, permission.requested, permission.decided, node.online, node.offline",
+      },
+      {
+        name: "format",
+        type: "string",
+        value: "ep|slack",
+        desc: "body: ep (the event as JSON, default) or slack (text + blocks, for a Slack incoming webhook)",
+      },
       { name: "description", type: "string", value: "<text>", desc: "what the webhook is for" },
     ],
   },
-  { path: ["webhook", "ls"], summary: "list a domain's webhooks (viewers see each URL's origin only)", usage: "--domain <id|name>", example: "ep webhook ls --domain demo", module: "webhook", options: [webhookDomainOpt] },
-  { path: ["webhook", "rm"], summary: "delete a webhook and its delivery log", usage: "<webhook-id> --domain <id|name>", example: "ep webhook rm whk_01 --domain demo", module: "webhook", args: { min: 1 }, options: [webhookDomainOpt] },
+  {
+    path: ["webhook", "ls"],
+    summary: "list a domain's webhooks (viewers see each URL's origin only)",
+    usage: "--domain <id|name>",
+    example: "ep webhook ls --domain demo",
+    module: "webhook",
+    options: [webhookDomainOpt],
+  },
+  {
+    path: ["webhook", "rm"],
+    summary: "delete a webhook and its delivery log",
+    usage: "<webhook-id> --domain <id|name>",
+    example: "ep webhook rm whk_01 --domain demo",
+    module: "webhook",
+    args: { min: 1 },
+    options: [webhookDomainOpt],
+  },
   {
     path: ["webhook", "test"],
     summary: "send a webhook.test delivery now and wait for the receiver's answer (exit 1 if it failed)",

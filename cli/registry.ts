@@ -8,13 +8,21 @@ export type { CommandSpec, ModuleName, OptionSpec } from "./command-spec.js";
 
 export const GLOBAL_OPTIONS: OptionSpec[] = [
   { name: "json", type: "boolean", desc: "print JSON instead of a table" },
-  { name: "wide", type: "boolean", desc: "tables: add the ids (dom_…, msn_…, agt_…, ses_…) beside the names they show" },
+  {
+    name: "wide",
+    type: "boolean",
+    desc: "tables: add the ids (dom_…, msn_…, agt_…, ses_…) beside the names they show",
+  },
   { name: "url", type: "string", value: "<url>", desc: "tower URL (default $EP_BASE_URL or http://localhost:8008)" },
-  { name: "token", type: "string", value: "<token>", desc: "bearer token (default $EP_TOKEN, then the saved credentials)" },
+  {
+    name: "token",
+    type: "string",
+    value: "<token>",
+    desc: "bearer token (default $EP_TOKEN, then the saved credentials)",
+  },
   { name: "help", type: "boolean", short: "h", desc: "show help for the command" },
   { name: "version", type: "boolean", desc: "print the version" },
 ];
-
 
 export const COMMANDS: CommandSpec[] = [
   // --- seed commands: node, daemon, agents on this node ---
@@ -26,7 +34,13 @@ export const COMMANDS: CommandSpec[] = [
     module: "node",
     options: [
       { name: "hostname", type: "string", value: "<hostname>", desc: "name of this node (required)" },
-      { name: "domain", type: "string", multiple: true, value: "<id|name>", desc: "a domain this node serves (repeatable); without it the node serves all domains (*)" },
+      {
+        name: "domain",
+        type: "string",
+        multiple: true,
+        value: "<id|name>",
+        desc: "a domain this node serves (repeatable); without it the node serves all domains (*)",
+      },
     ],
   },
   {
@@ -35,7 +49,14 @@ export const COMMANDS: CommandSpec[] = [
     usage: "--booster-wasm <path>",
     example: "ep daemon --booster-wasm ./my-booster.wasm && ep daemon down && ep daemon up",
     module: "daemon",
-    options: [{ name: "booster-wasm", type: "string", value: "<path>", desc: "Wasm booster run before every MCP tool call (written to $EP_HOME/epd.env)" }],
+    options: [
+      {
+        name: "booster-wasm",
+        type: "string",
+        value: "<path>",
+        desc: "Wasm booster run before every MCP tool call (written to $EP_HOME/epd.env)",
+      },
+    ],
   },
   {
     path: ["daemon", "up"],
@@ -50,7 +71,13 @@ export const COMMANDS: CommandSpec[] = [
     ],
   },
   { path: ["daemon", "down"], summary: "stop epd", usage: "", example: "ep daemon down", module: "daemon" },
-  { path: ["daemon", "status"], summary: "show whether epd runs and what it reports on mgmt.sock", usage: "", example: "ep daemon status --json", module: "daemon" },
+  {
+    path: ["daemon", "status"],
+    summary: "show whether epd runs and what it reports on mgmt.sock",
+    usage: "",
+    example: "ep daemon status --json",
+    module: "daemon",
+  },
   {
     path: ["daemon", "logs"],
     summary: "show epd's log",
@@ -70,9 +97,19 @@ export const COMMANDS: CommandSpec[] = [
     module: "mgmt",
     options: [
       domainOpt,
-      { name: "runtime", type: "string", value: "<runtime>", desc: "vendorA_code, vendorA_agent_acp, vendorB, vendorC, muxhost_hosted or shell" },
+      {
+        name: "runtime",
+        type: "string",
+        value: "<runtime>",
+        desc: "vendorA_code, vendorA_agent_acp, vendorB, vendorC, muxhost_hosted or shell",
+      },
       { name: "capability", type: "string", multiple: true, value: "<cap>", desc: "a capability (repeatable)" },
-      { name: "name", type: "string", value: "<name>", desc: "agent / profile name (default: the tower names it <runtime>-<n>, the lowest n free on this node)" },
+      {
+        name: "name",
+        type: "string",
+        value: "<name>",
+        desc: "agent / profile name (default: the tower names it <runtime>-<n>, the lowest n free on this node)",
+      },
     ],
   },
   {
@@ -84,7 +121,13 @@ export const COMMANDS: CommandSpec[] = [
     args: { min: 1 },
     options: [
       domainOpt,
-      { name: "arg", type: "string", multiple: true, value: "k=v", desc: "a tool argument (repeatable; values that parse as JSON are JSON)" },
+      {
+        name: "arg",
+        type: "string",
+        multiple: true,
+        value: "k=v",
+        desc: "a tool argument (repeatable; values that parse as JSON are JSON)",
+      },
       { name: "args-json", type: "string", value: "<json>", desc: "all arguments as one JSON object" },
     ],
   },
@@ -109,8 +152,21 @@ export const COMMANDS: CommandSpec[] = [
       { name: "detach-key", type: "string", value: "ctrl-<c>", desc: "key that detaches (default ctrl-])" },
     ],
   },
-  { path: ["agent", "cron", "list"], summary: "list cron jobs and their next fire time", usage: "", example: "ep agent cron list --json", module: "mgmt" },
-  { path: ["agent", "cron", "describe"], summary: "show a job's full config and last fire", usage: "<name>", example: "ep agent cron describe nightly", module: "mgmt", args: { min: 1 } },
+  {
+    path: ["agent", "cron", "list"],
+    summary: "list cron jobs and their next fire time",
+    usage: "",
+    example: "ep agent cron list --json",
+    module: "mgmt",
+  },
+  {
+    path: ["agent", "cron", "describe"],
+    summary: "show a job's full config and last fire",
+    usage: "<name>",
+    example: "ep agent cron describe nightly",
+    module: "mgmt",
+    args: { min: 1 },
+  },
   {
     path: ["agent", "cron", "history"],
     summary: "show recent fires of a job",
@@ -120,13 +176,59 @@ export const COMMANDS: CommandSpec[] = [
     args: { min: 1 },
     options: [{ name: "limit", type: "string", value: "<n>", desc: "how many fires (default: the daemon's)" }],
   },
-  { path: ["agent", "cron", "reload"], summary: "re-read cron.toml without restarting the daemon", usage: "", example: "ep agent cron reload", module: "mgmt" },
-  { path: ["agent", "cron", "gc-now"], summary: "drop stale dedup entries now", usage: "", example: "ep agent cron gc-now", module: "mgmt" },
-  { path: ["agent", "supervise", "list"], summary: "list supervised agents", usage: "", example: "ep agent supervise list", module: "mgmt" },
-  { path: ["agent", "supervise", "status"], summary: "show one supervised agent", usage: "<id>", example: "ep agent supervise status agt_01", module: "mgmt", args: { min: 1 } },
-  { path: ["agent", "supervise", "restart"], summary: "restart an agent", usage: "<id>", example: "ep agent supervise restart agt_01", module: "mgmt", args: { min: 1 } },
-  { path: ["agent", "supervise", "pause"], summary: "turn auto-restart off", usage: "<id>", example: "ep agent supervise pause agt_01", module: "mgmt", args: { min: 1 } },
-  { path: ["agent", "supervise", "resume"], summary: "turn auto-restart back on", usage: "<id>", example: "ep agent supervise resume agt_01", module: "mgmt", args: { min: 1 } },
+  {
+    path: ["agent", "cron", "reload"],
+    summary: "re-read cron.toml without restarting the daemon",
+    usage: "",
+    example: "ep agent cron reload",
+    module: "mgmt",
+  },
+  {
+    path: ["agent", "cron", "gc-now"],
+    summary: "drop stale dedup entries now",
+    usage: "",
+    example: "ep agent cron gc-now",
+    module: "mgmt",
+  },
+  {
+    path: ["agent", "supervise", "list"],
+    summary: "list supervised agents",
+    usage: "",
+    example: "ep agent supervise list",
+    module: "mgmt",
+  },
+  {
+    path: ["agent", "supervise", "status"],
+    summary: "show one supervised agent",
+    usage: "<id>",
+    example: "ep agent supervise status agt_01",
+    module: "mgmt",
+    args: { min: 1 },
+  },
+  {
+    path: ["agent", "supervise", "restart"],
+    summary: "restart an agent",
+    usage: "<id>",
+    example: "ep agent supervise restart agt_01",
+    module: "mgmt",
+    args: { min: 1 },
+  },
+  {
+    path: ["agent", "supervise", "pause"],
+    summary: "turn auto-restart off",
+    usage: "<id>",
+    example: "ep agent supervise pause agt_01",
+    module: "mgmt",
+    args: { min: 1 },
+  },
+  {
+    path: ["agent", "supervise", "resume"],
+    summary: "turn auto-restart back on",
+    usage: "<id>",
+    example: "ep agent supervise resume agt_01",
+    module: "mgmt",
+    args: { min: 1 },
+  },
   {
     path: ["system", "doctor"],
     summary: "check the tower, node identity, daemon sockets, runtimes and clock; --fix repairs local setup",
@@ -137,7 +239,14 @@ export const COMMANDS: CommandSpec[] = [
   },
   // --- the tower: work ---
   { path: ["domain", "ls"], summary: "list domains", usage: "", example: "ep domain ls", module: "work" },
-  { path: ["domain", "create"], summary: "create a domain", usage: "<name>", example: "ep domain create payments", module: "work", args: { min: 1 } },
+  {
+    path: ["domain", "create"],
+    summary: "create a domain",
+    usage: "<name>",
+    example: "ep domain create payments",
+    module: "work",
+    args: { min: 1 },
+  },
   {
     path: ["mission", "ls"],
     summary: "list missions",
@@ -178,8 +287,12 @@ export const COMMANDS: CommandSpec[] = [
   {
     path: ["task", "submit"],
     summary: "submit a claimable task to a mission",
-    usage: "--mission <id|title> <title> [--priority <n>] [--capability <c>]… [--claim-policy <p>] [--assignee <agent>] [--runtime <r>] [--command <sh>] [--workspace <repo> [--ref <ref>] [--branch <name>]] [--after <task>]… [--wait]",
-    example: "ep task submit --mission msn_01 'run the tests' --runtime shell --command 'npm test' --after build --wait",
+    usage:
+      "--mission <id|title> <title> [--priority <n>] [--capability <c>]… " +
+      "[--claim-policy <p>] [--assignee <agent>] [--runtime <r>] [--command <sh>] " +
+      "[--workspace <repo> [--ref <ref>] [--branch <name>]] [--after <task>]… [--wait]",
+    example:
+      "ep task submit --mission msn_01 'run the tests' --runtime shell --command 'npm test' --after build --wait",
     module: "work",
     args: { min: 1 },
     options: [
@@ -191,13 +304,49 @@ export const COMMANDS: CommandSpec[] = [
       { name: "assignee", type: "string", value: "<agent>", desc: "agent id for --claim-policy assigned" },
       { name: "runtime", type: "string", value: "<runtime>", desc: "runtime that must run it" },
       { name: "command", type: "string", value: "<sh>", desc: "input.command for the shell runtime" },
-      { name: "prompt", type: "string", value: "<text>", desc: "input.prompt for an agent runtime (default: the title and description)" },
-      { name: "workspace", type: "string", value: "<repo>", desc: "run in a git worktree of this repository: an absolute path on the node or a name from workspaces.toml (input.workspace; docs/workspaces.md)" },
-      { name: "ref", type: "string", value: "<ref>", desc: "with --workspace: the base commit, branch or tag (default: the workspace's ref, else HEAD)" },
-      { name: "branch", type: "string", value: "<name>", desc: "with --workspace: the run's branch (default ep/<task_id>)" },
+      {
+        name: "prompt",
+        type: "string",
+        value: "<text>",
+        desc: "input.prompt for an agent runtime (default: the title and description)",
+      },
+      {
+        name: "workspace",
+        type: "string",
+        value: "<repo>",
+        desc:
+          "run in a git worktree of this repository: an absolute path on the node " +
+          "or a name from workspaces.toml (input.workspace; docs/workspaces.md)",
+      },
+      {
+        name: "ref",
+        type: "string",
+        value: "<ref>",
+        desc: "with --workspace: the base commit, branch or tag (default: the workspace's ref, else HEAD)",
+      },
+      {
+        name: "branch",
+        type: "string",
+        value: "<name>",
+        desc: "with --workspace: the run's branch (default ep/<task_id>)",
+      },
       { name: "max-attempts", type: "string", value: "<n>", desc: "attempts before the task fails (default 3)" },
-      { name: "after", type: "string", multiple: true, value: "<task>", desc: "wait for this task to succeed first (repeatable; a tsk_ id, or a step name or title in the mission): the task waits, then is queued; cancelled if that task fails (docs/pipelines.md)" },
-      { name: "wait", type: "boolean", desc: "wait until the task ends (following its events) and print its output (exit 1 when it failed or was cancelled; tool calls the agent was refused are listed on stderr and leave the exit code alone)" },
+      {
+        name: "after",
+        type: "string",
+        multiple: true,
+        value: "<task>",
+        desc:
+          "wait for this task to succeed first (repeatable; a tsk_ id, or a step name or title in the " +
+          "mission): the task waits, then is queued; cancelled if that task fails (docs/pipelines.md)",
+      },
+      {
+        name: "wait",
+        type: "boolean",
+        desc:
+          "wait until the task ends (following its events) and print its output (exit 1 when it failed or " +
+          "was cancelled; tool calls the agent was refused are listed on stderr and leave the exit code alone)",
+      },
     ],
   },
   {
@@ -207,9 +356,18 @@ export const COMMANDS: CommandSpec[] = [
     example: "ep task watch tsk_01",
     module: "work",
     args: { min: 1, max: 1 },
-    options: [{ name: "stderr", type: "boolean", desc: "print the runtime's stderr lines (by default a line counts them)" }],
+    options: [
+      { name: "stderr", type: "boolean", desc: "print the runtime's stderr lines (by default a line counts them)" },
+    ],
   },
-  { path: ["task", "get"], summary: "show a task and its result", usage: "<id>", example: "ep task get tsk_01 --json", module: "work", args: { min: 1 } },
+  {
+    path: ["task", "get"],
+    summary: "show a task and its result",
+    usage: "<id>",
+    example: "ep task get tsk_01 --json",
+    module: "work",
+    args: { min: 1 },
+  },
   {
     path: ["task", "diff"],
     summary: "show what a task's run changed in its workspace: the stat and the patch (colored on a terminal)",
@@ -222,12 +380,21 @@ export const COMMANDS: CommandSpec[] = [
   {
     path: ["task", "merge"],
     summary:
-      "merge a succeeded task's branch into its base branch on the node that ran it: a fast-forward, else a merge commit; a conflict or a dirty checkout is refused with the files named and nothing changed (exit 5)",
+      "merge a succeeded task's branch into its base branch on the node that " +
+      "ran it: a fast-forward, else a merge commit; a conflict or a dirty " +
+      "checkout is refused with the files named and nothing changed (exit 5)",
     usage: "<id> [--into <branch>]",
     example: "ep task merge tsk_01",
     module: "changes",
     args: { min: 1, max: 1 },
-    options: [{ name: "into", type: "string", value: "<branch>", desc: "the branch to merge into (default: the branch the task's worktree was made from)" }],
+    options: [
+      {
+        name: "into",
+        type: "string",
+        value: "<branch>",
+        desc: "the branch to merge into (default: the branch the task's worktree was made from)",
+      },
+    ],
   },
   {
     path: ["workspace", "ls"],
@@ -255,16 +422,36 @@ export const COMMANDS: CommandSpec[] = [
   },
   {
     path: ["pipeline", "run"],
-    summary: "create a mission's tasks from a pipeline file of steps (depends_on, prompts or commands, workspaces) in one go",
+    summary:
+      "create a mission's tasks from a pipeline file of steps (depends_on, prompts or commands, workspaces) in one go",
     usage: "<file> --domain <id|name> [--mission <id|title>] [--title <text>] [--wait]",
     example: "ep pipeline run pipeline.toml --domain demo --wait",
     module: "pipeline",
     args: { min: 1, max: 1 },
     options: [
-      { name: "domain", type: "string", value: "<id|name>", desc: "the domain of the new mission (required unless --mission)" },
-      { name: "mission", type: "string", value: "<id|title>", desc: "add the steps to this mission instead of a new one (step names stay unique in it)" },
-      { name: "title", type: "string", value: "<text>", desc: "the new mission's title (default: the file's name = …, else the file name)" },
-      { name: "wait", type: "boolean", desc: "follow the steps until the pipeline ends (exit 1 when it failed or was cancelled)" },
+      {
+        name: "domain",
+        type: "string",
+        value: "<id|name>",
+        desc: "the domain of the new mission (required unless --mission)",
+      },
+      {
+        name: "mission",
+        type: "string",
+        value: "<id|title>",
+        desc: "add the steps to this mission instead of a new one (step names stay unique in it)",
+      },
+      {
+        name: "title",
+        type: "string",
+        value: "<text>",
+        desc: "the new mission's title (default: the file's name = …, else the file name)",
+      },
+      {
+        name: "wait",
+        type: "boolean",
+        desc: "follow the steps until the pipeline ends (exit 1 when it failed or was cancelled)",
+      },
     ],
   },
   {
@@ -275,7 +462,14 @@ export const COMMANDS: CommandSpec[] = [
     module: "pipeline",
     args: { min: 1, max: 1 },
   },
-  { path: ["task", "retry"], summary: "put a failed or cancelled task back in the queue", usage: "<id>", example: "ep task retry tsk_01", module: "work", args: { min: 1 } },
+  {
+    path: ["task", "retry"],
+    summary: "put a failed or cancelled task back in the queue",
+    usage: "<id>",
+    example: "ep task retry tsk_01",
+    module: "work",
+    args: { min: 1 },
+  },
   {
     path: ["task", "cancel"],
     summary: "cancel a task",
@@ -302,7 +496,13 @@ export const COMMANDS: CommandSpec[] = [
     args: { min: 1, max: 1 },
     options: [{ ...domainOpt, desc: "look the name up in this domain" }],
   },
-  { path: ["node", "ls"], summary: "list registered nodes and the domains each serves", usage: "", example: "ep node ls", module: "work" },
+  {
+    path: ["node", "ls"],
+    summary: "list registered nodes and the domains each serves",
+    usage: "",
+    example: "ep node ls",
+    module: "work",
+  },
   {
     path: ["node", "domains", "set"],
     summary: "change the domains a node serves (admin); its agents, claims and reads stay inside them",
@@ -311,7 +511,13 @@ export const COMMANDS: CommandSpec[] = [
     module: "node",
     args: { min: 1, max: 1 },
     options: [
-      { name: "domain", type: "string", multiple: true, value: "<id|name>", desc: "a domain the node serves (repeatable)" },
+      {
+        name: "domain",
+        type: "string",
+        multiple: true,
+        value: "<id|name>",
+        desc: "a domain the node serves (repeatable)",
+      },
       { name: "all", type: "boolean", desc: "serve every domain (recorded as *)" },
     ],
   },
@@ -322,10 +528,23 @@ export const COMMANDS: CommandSpec[] = [
     example: "ep node reload nod_01",
     module: "node",
     args: { min: 1 },
-    options: [{ name: "wait", type: "string", value: "<ms>", desc: "how long to wait for the node's answer (default 10000, 0 = do not wait)" }],
+    options: [
+      {
+        name: "wait",
+        type: "string",
+        value: "<ms>",
+        desc: "how long to wait for the node's answer (default 10000, 0 = do not wait)",
+      },
+    ],
   },
   // --- approvals and the AI console ---
-  { path: ["approvals", "ls"], summary: "list what waits for a person: agents' tool-permission requests and AI sessions' pending actions", usage: "", example: "ep approvals ls", module: "approvals" },
+  {
+    path: ["approvals", "ls"],
+    summary: "list what waits for a person: agents' tool-permission requests and AI sessions' pending actions",
+    usage: "",
+    example: "ep approvals ls",
+    module: "approvals",
+  },
   {
     path: ["approvals", "approve"],
     summary: "allow an agent's tool call (an apr_ id), or approve and so execute an AI session's pending action",
@@ -333,7 +552,14 @@ export const COMMANDS: CommandSpec[] = [
     example: "ep approvals approve apr_01 --option allow_always",
     module: "approvals",
     args: { min: 1, max: 2 },
-    options: [{ name: "option", type: "string", value: "<id>", desc: "which of the agent's allow options (e.g. its 'always allow'); default allow once" }],
+    options: [
+      {
+        name: "option",
+        type: "string",
+        value: "<id>",
+        desc: "which of the agent's allow options (e.g. its 'always allow'); default allow once",
+      },
+    ],
   },
   {
     path: ["approvals", "reject"],
@@ -359,13 +585,26 @@ export const COMMANDS: CommandSpec[] = [
     path: ["secret", "set"],
     summary: "store a secret (value from stdin or a hidden prompt, never an argument)",
     usage: "<name> [--domain <id>]",
-    example: "printf %s \"$DB_PASSWORD\" | ep secret set DB_PASSWORD --domain dom_01",
+    example: 'printf %s "$DB_PASSWORD" | ep secret set DB_PASSWORD --domain dom_01',
     module: "secret",
     args: { min: 1 },
     options: [domainOpt],
   },
-  { path: ["secret", "ls"], summary: "list secrets (names and grants, never values)", usage: "", example: "ep secret ls", module: "secret" },
-  { path: ["secret", "rm"], summary: "delete a secret", usage: "<name>", example: "ep secret rm DB_PASSWORD", module: "secret", args: { min: 1 } },
+  {
+    path: ["secret", "ls"],
+    summary: "list secrets (names and grants, never values)",
+    usage: "",
+    example: "ep secret ls",
+    module: "secret",
+  },
+  {
+    path: ["secret", "rm"],
+    summary: "delete a secret",
+    usage: "<name>",
+    example: "ep secret rm DB_PASSWORD",
+    module: "secret",
+    args: { min: 1 },
+  },
   {
     path: ["secret", "grant"],
     summary: "let an agent or a whole domain read a secret",
@@ -398,7 +637,14 @@ export const COMMANDS: CommandSpec[] = [
     ],
   },
   { path: ["token", "ls"], summary: "list tokens", usage: "", example: "ep token ls", module: "token" },
-  { path: ["token", "revoke"], summary: "revoke a token", usage: "<id>", example: "ep token revoke tok_01", module: "token", args: { min: 1 } },
+  {
+    path: ["token", "revoke"],
+    summary: "revoke a token",
+    usage: "<id>",
+    example: "ep token revoke tok_01",
+    module: "token",
+    args: { min: 1 },
+  },
   // --- session, meta, one-machine mode ---
   {
     path: ["login"],
@@ -410,7 +656,14 @@ export const COMMANDS: CommandSpec[] = [
   { path: ["logout"], summary: "forget the saved credentials", usage: "", example: "ep logout", module: "session" },
   { path: ["whoami"], summary: "show who the current token is", usage: "", example: "ep whoami", module: "session" },
   { path: ["version"], summary: "print the version", usage: "", example: "ep version --json", module: "meta" },
-  { path: ["completion"], summary: "print a shell completion script", usage: "bash|zsh|fish", example: "ep completion bash > /etc/bash_completion.d/ep", module: "meta", args: { min: 1 } },
+  {
+    path: ["completion"],
+    summary: "print a shell completion script",
+    usage: "bash|zsh|fish",
+    example: "ep completion bash > /etc/bash_completion.d/ep",
+    module: "meta",
+    args: { min: 1 },
+  },
   {
     path: ["ui"],
     summary: "print the console's address and a fresh one-time login link (valid 24 h)",

@@ -25,7 +25,8 @@ export const idempotentCreates: Interceptor = (next) => async (req) => {
     try {
       return await next(req);
     } catch (err) {
-      if (ConnectError.from(err).code !== Code.Unavailable || attempt >= CREATE_ATTEMPTS || req.signal.aborted) throw err;
+      if (ConnectError.from(err).code !== Code.Unavailable || attempt >= CREATE_ATTEMPTS || req.signal.aborted)
+        throw err;
       await sleep(backoffDelay(attempt - 1));
     }
   }
@@ -47,7 +48,9 @@ export function tower<S extends DescService>(ctx: Context, service: S): Client<S
   return createClient(service, t);
 }
 
-/** Proto JSON with the proto field names (snake_case, every field present) of a response message: what --json prints. */
+/**
+ * Proto JSON with the proto field names (snake_case, every field present) of a response message: what --json prints.
+ */
 export function protoJson<Desc extends DescMessage>(schema: Desc, msg: MessageShape<Desc>): Record<string, unknown> {
   return restJson(schema, msg);
 }

@@ -20,6 +20,8 @@ describe("backoff", () => {
   });
 
   it("takes other schedules", () => {
-    expect(Array.from({ length: 4 }, (_, i) => backoffDelay(i, { initialMs: 250, maxMs: 1000, jitter: 0 }))).toEqual([250, 500, 1000, 1000]);
+    expect(Array.from({ length: 4 }, (_, i) => backoffDelay(i, { initialMs: 250, maxMs: 1000, jitter: 0 }))).toEqual([
+      250, 500, 1000, 1000,
+    ]);
   });
 });

@@ -6,7 +6,12 @@
 //   Connect unary     the class's HTTP status and the Connect JSON error with "details"
 //   Connect streaming HTTP 200 and an end-of-stream message holding the error
 import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { codeToHttpStatus, endStreamFlag, endStreamToJson, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import {
+  codeToHttpStatus,
+  endStreamFlag,
+  endStreamToJson,
+  errorToJsonBytes,
+} from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { EpError } from "./errors.js";
 
@@ -22,7 +27,13 @@ export function rpcErrorResponse(contentType: string, ep: EpError): RpcErrorResp
   const type = contentType.toLowerCase();
   if (type.startsWith("application/grpc")) {
     const web = type.startsWith("application/grpc-web");
-    const header = new Headers({ "content-type": web ? (type.includes("text") ? "application/grpc-web-text+proto" : "application/grpc-web+proto") : type.split(";")[0] });
+    const header = new Headers({
+      "content-type": web
+        ? type.includes("text")
+          ? "application/grpc-web-text+proto"
+          : "application/grpc-web+proto"
+        : type.split(";")[0],
+    });
     setTrailerStatus(header, ce);
     return { status: 200, header, body: new Uint8Array(0) };
   }
@@ -34,15 +45,24 @@ export function rpcErrorResponse(contentType: string, ep: EpError): RpcErrorResp
     body.set(json, 5);
     return { status: 200, header: new Headers({ "content-type": type.split(";")[0] }), body };
   }
-  return { status: codeToHttpStatus(ce.code), header: new Headers({ "content-type": "application/json" }), body: errorToJsonBytes(ce, {}) };
+  return {
+    status: codeToHttpStatus(ce.code),
+    header: new Headers({ "content-type": "application/json" }),
+    body: errorToJsonBytes(ce, {}),
+  };
 }
 
 /** A request body that does not decode as the method's binary message (the lane and connect-es say the same). */
-export const notBinaryMessage = (typeName: string): EpError => new EpError("invalid_argument", `the request body is not a valid binary ${typeName} message`);
+export const notBinaryMessage = (typeName: string): EpError =>
+  new EpError("invalid_argument", `the request body is not a valid binary ${typeName} message`);
 
 /** A request message flagged compressed while the request names no encoding to read it with. */
 export const compressedWithoutEncoding = (): EpError =>
-  new EpError("invalid_argument", "a message is flagged compressed but the request names no encoding (grpc-encoding, connect-content-encoding); send it uncompressed or name its encoding (gzip, br)");
+  new EpError(
+    "invalid_argument",
+    "a message is flagged compressed but the request names no encoding (grpc-encoding, " +
+      "connect-content-encoding); send it uncompressed or name its encoding (gzip, br)",
+  );
 
 /**
  * Errors connect-es raises itself, before EP's code runs, in EP's terms: a body that is not a
@@ -54,8 +74,10 @@ export const compressedWithoutEncoding = (): EpError =>
 function mend(code: string, message: string, h: UniversalHandler, bodyLimit: number): EpError | undefined {
   if (code === "internal" && message.startsWith("parse binary")) return notBinaryMessage(h.method.input.typeName);
   // a JSON body protobuf-es cannot read (bad JSON, an unknown field): connect-es sends it without EP's detail
-  if (code === "invalid_argument" && message.startsWith("cannot decode ")) return new EpError("invalid_argument", message);
-  if (code === "resource_exhausted" && /readMaxBytes|message size|larger than/i.test(message)) return new EpError("payload_too_large", `the body is larger than ${bodyLimit} bytes`);
+  if (code === "invalid_argument" && message.startsWith("cannot decode "))
+    return new EpError("invalid_argument", message);
+  if (code === "resource_exhausted" && /readMaxBytes|message size|larger than/i.test(message))
+    return new EpError("payload_too_large", `the body is larger than ${bodyLimit} bytes`);
   // a message flagged compressed in a request that names no encoding: the caller's mistake, not a fault here
   if (code === "internal" && message.startsWith("received compressed envelope")) return compressedWithoutEncoding();
   return undefined;
@@ -77,14 +99,26 @@ const GRPC_CODE_NAMES: Record<string, string> = { "8": "resource_exhausted", "13
 function mendTrailerText(text: string, h: UniversalHandler, bodyLimit: number): EpError | undefined {
   const status = /grpc-status:\s*(\d+)/i.exec(text)?.[1];
   if (!status || !GRPC_CODE_NAMES[status]) return undefined;
-  return mend(GRPC_CODE_NAMES[status], decodeURIComponent(/grpc-message:\s*([^\r\n]*)/i.exec(text)?.[1] ?? ""), h, bodyLimit);
+  return mend(
+    GRPC_CODE_NAMES[status],
+    decodeURIComponent(/grpc-message:\s*([^\r\n]*)/i.exec(text)?.[1] ?? ""),
+    h,
+    bodyLimit,
+  );
 }
 
 /** What connect-es answered, when it is one of the failures mend() knows. */
-async function failureOf(res: UniversalServerResponse, h: UniversalHandler, bodyLimit: number): Promise<{ ep?: EpError; body?: Buffer }> {
+async function failureOf(
+  res: UniversalServerResponse,
+  h: UniversalHandler,
+  bodyLimit: number,
+): Promise<{ ep?: EpError; body?: Buffer }> {
   for (const headers of [res.header, res.trailer]) {
     const status = headers?.get("grpc-status");
-    if (status && GRPC_CODE_NAMES[status]) return { ep: mend(GRPC_CODE_NAMES[status], decodeURIComponent(headers?.get("grpc-message") ?? ""), h, bodyLimit) };
+    if (status && GRPC_CODE_NAMES[status])
+      return {
+        ep: mend(GRPC_CODE_NAMES[status], decodeURIComponent(headers?.get("grpc-message") ?? ""), h, bodyLimit),
+      };
   }
   const type = res.header?.get("content-type") ?? "";
   if (type.startsWith("application/grpc-web") && h.method.methodKind === "unary") {
@@ -121,7 +155,12 @@ function mendEndStream(json: string, h: UniversalHandler, bodyLimit: number): Ep
  * link is one long stream, and a generator step per message cost ~10 µs of the tower's CPU per
  * task handed over (docs/perf-history.md, "Delivery cost").
  */
-function mendStreamStart(req: UniversalServerRequest, body: AsyncIterable<Uint8Array>, h: UniversalHandler, bodyLimit: number): AsyncIterable<Uint8Array> {
+function mendStreamStart(
+  req: UniversalServerRequest,
+  body: AsyncIterable<Uint8Array>,
+  h: UniversalHandler,
+  bodyLimit: number,
+): AsyncIterable<Uint8Array> {
   const type = req.header.get("content-type") ?? "";
   const web = type.startsWith("application/grpc-web");
   const mendFirst = (chunk: Uint8Array): Uint8Array => {
@@ -166,7 +205,12 @@ function trailerFrame(fields: Headers): Uint8Array {
   return frame;
 }
 
-async function mendResponse(req: UniversalServerRequest, res: UniversalServerResponse, h: UniversalHandler, bodyLimit: number): Promise<UniversalServerResponse> {
+async function mendResponse(
+  req: UniversalServerRequest,
+  res: UniversalServerResponse,
+  h: UniversalHandler,
+  bodyLimit: number,
+): Promise<UniversalServerResponse> {
   const type = res.header?.get("content-type") ?? "";
   const streamed = type.startsWith("application/grpc-web") || type.startsWith("application/connect+");
   if (streamed && h.method.methodKind !== "unary" && res.body && !res.header?.has("grpc-status")) {
@@ -184,7 +228,10 @@ async function mendResponse(req: UniversalServerRequest, res: UniversalServerRes
 export function mendProtocolErrors(handlers: UniversalHandler[], bodyLimit: number): void {
   for (let i = 0; i < handlers.length; i++) {
     const h = handlers[i];
-    const wrapped = Object.assign(async (req: UniversalServerRequest) => mendResponse(req, await h(req), h, bodyLimit), h);
+    const wrapped = Object.assign(
+      async (req: UniversalServerRequest) => mendResponse(req, await h(req), h, bodyLimit),
+      h,
+    );
     handlers[i] = wrapped;
   }
 }

@@ -50,9 +50,18 @@ export const ERROR_CATALOG = {
   token_expired: ["unauthenticated", "The token has expired; create a new one."],
   token_revoked: ["unauthenticated", "The token was revoked; use a current one."],
   forbidden: ["forbidden", "Your role does not allow this."],
-  oidc_callback_invalid: ["invalid", "The sign-in response does not belong to a sign-in this browser started, or is malformed; start the sign-in again."],
-  oidc_sign_in_refused: ["forbidden", "The identity provider did not sign you in, or your identity carries no EP role; the message says which."],
-  oidc_not_configured: ["not_found", "Sign-in through an identity provider is not configured on this tower (EP_OIDC_ISSUER and EP_OIDC_CLIENT_ID)."],
+  oidc_callback_invalid: [
+    "invalid",
+    "The sign-in response does not belong to a sign-in this browser started, or is malformed; start the sign-in again.",
+  ],
+  oidc_sign_in_refused: [
+    "forbidden",
+    "The identity provider did not sign you in, or your identity carries no EP role; the message says which.",
+  ],
+  oidc_not_configured: [
+    "not_found",
+    "Sign-in through an identity provider is not configured on this tower (EP_OIDC_ISSUER and EP_OIDC_CLIENT_ID).",
+  ],
   oidc_provider_unavailable: ["unavailable", "The identity provider did not answer; retry the sign-in shortly."],
   not_found: ["not_found", "No such resource."],
   domain_not_found: ["not_found", "No such domain; list them with 'ep domain ls'."],
@@ -67,12 +76,22 @@ export const ERROR_CATALOG = {
   secret_not_found: ["not_found", "No such secret."],
   webhook_not_found: ["not_found", "No such webhook in that domain; list them with 'ep webhook ls --domain <domain>'."],
   route_not_found: ["not_found", "No such route."],
-  method_not_allowed: ["method_not_allowed", "The path does not serve this method; the Allow header lists those it does."],
-  procedure_not_found: ["method_not_allowed", "The server does not serve this procedure; list those it does with gRPC reflection ('buf curl --list-methods')."],
+  method_not_allowed: [
+    "method_not_allowed",
+    "The path does not serve this method; the Allow header lists those it does.",
+  ],
+  procedure_not_found: [
+    "method_not_allowed",
+    "The server does not serve this procedure; list those it does with gRPC reflection ('buf curl --list-methods').",
+  ],
   tool_not_found: ["not_found", "No such tool; list them with GET /mcp/tools."],
   conflict: ["conflict", "The resource is not in a state that allows this."],
   task_not_retryable: ["conflict", "Only failed or cancelled tasks can be retried."],
-  agent_not_supervised: ["conflict", "Only agents their node supervises (agents.toml profiles with supervise = true) can be restarted, paused or resumed."],
+  agent_not_supervised: [
+    "conflict",
+    "Only agents their node supervises (agents.toml profiles " +
+      "with supervise = true) can be restarted, paused or resumed.",
+  ],
   task_not_claimable: ["conflict", "The task cannot be claimed in its current state."],
   task_wrong_kind: ["conflict", "The operation does not apply to this kind of task."],
   task_finished: ["conflict", "The task has already finished."],
@@ -81,13 +100,38 @@ export const ERROR_CATALOG = {
   action_decided: ["conflict", "The action was already decided the other way."],
   approval_decided: ["conflict", "The approval was already decided (or expired)."],
   already_exists: ["conflict", "A resource with that name exists already."],
-  idempotency_key_reused: ["conflict", "The idempotency key was used with another request in the last 24 hours; send a fresh key for a new request."],
-  task_not_mergeable: ["conflict", "Only a succeeded task whose run had a workspace can be merged; see its result with 'ep task diff'."],
-  merge_refused: ["conflict", "The task's branch was not merged and nothing changed; the message says why (conflicting files, a dirty checkout, a moved base, a deleted branch)."],
-  no_matching_agents: ["conflict", "No agent in the domain matches the task's runtime and capabilities; enroll one first."],
-  parent_invalid: ["invalid", "A task's depends_on names a task that does not exist, is in another domain or is not claimable; name claimable tasks of the same domain."],
-  parent_failed: ["conflict", "A parent of the task failed or was cancelled; retry that parent (its dependents come back with it) or depend on another task."],
-  pipeline_invalid: ["invalid", "The pipeline file is malformed; the message names the line and what to fix (docs/pipelines.md). Nothing was created."],
+  idempotency_key_reused: [
+    "conflict",
+    "The idempotency key was used with another request in the last 24 hours; send a fresh key for a new request.",
+  ],
+  task_not_mergeable: [
+    "conflict",
+    "Only a succeeded task whose run had a workspace can be merged; see its result with 'ep task diff'.",
+  ],
+  merge_refused: [
+    "conflict",
+    "The task's branch was not merged and nothing changed; the message says " +
+      "why (conflicting files, a dirty checkout, a moved base, a deleted branch).",
+  ],
+  no_matching_agents: [
+    "conflict",
+    "No agent in the domain matches the task's runtime and capabilities; enroll one first.",
+  ],
+  parent_invalid: [
+    "invalid",
+    "A task's depends_on names a task that does not exist, is in another " +
+      "domain or is not claimable; name claimable tasks of the same domain.",
+  ],
+  parent_failed: [
+    "conflict",
+    "A parent of the task failed or was cancelled; retry that parent " +
+      "(its dependents come back with it) or depend on another task.",
+  ],
+  pipeline_invalid: [
+    "invalid",
+    "The pipeline file is malformed; the message names the line " +
+      "and what to fix (docs/pipelines.md). Nothing was created.",
+  ],
   payload_too_large: ["too_large", "The request body is larger than the limit."],
   rate_limited: ["rate_limited", "Too many requests; wait for the reset time."],
   internal: ["internal", "Internal error; see the tower log."],
@@ -130,10 +174,14 @@ export class EpError extends Error {
     return { error: { code: this.code, message: this.message, details: this.details ?? {} } };
   }
 
-  /** The error for Connect, gRPC and gRPC-Web: the class's status code, EP's code and details as the typed ErrorDetail. */
+  /**
+   * The error for Connect, gRPC and gRPC-Web: the class's status code, EP's code and details as the typed ErrorDetail.
+   */
   toConnectError(): ConnectError {
     const details = (this.details ? JSON.parse(JSON.stringify(this.details)) : {}) as JsonObject;
-    return new ConnectError(this.message, ERROR_CLASSES[this.errorClass].connect, undefined, [{ desc: ErrorDetailSchema, value: { code: this.code, details } }]);
+    return new ConnectError(this.message, ERROR_CLASSES[this.errorClass].connect, undefined, [
+      { desc: ErrorDetailSchema, value: { code: this.code, details } },
+    ]);
   }
 }
 
@@ -143,7 +191,8 @@ export function isErrorCode(code: string): code is ErrorCode {
 
 /** A status code's class when the error carries no ErrorDetail: the first class mapped to it. */
 const connectToClass = new Map<Code, ErrorClass>();
-for (const [k, v] of Object.entries(ERROR_CLASSES) as [ErrorClass, ClassMapping][]) if (!connectToClass.has(v.connect)) connectToClass.set(v.connect, k);
+for (const [k, v] of Object.entries(ERROR_CLASSES) as [ErrorClass, ClassMapping][])
+  if (!connectToClass.has(v.connect)) connectToClass.set(v.connect, k);
 
 /** Rebuilds an EpError from whatever a client received (Connect error, JSON body, or anything). */
 export function toEpError(err: unknown): EpError {
@@ -155,7 +204,8 @@ export function toEpError(err: unknown): EpError {
       return new EpError(detail.code, err.rawMessage, details, { cause: err });
     }
     const cls = connectToClass.get(err.code);
-    if (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded) return new EpError("unavailable", err.rawMessage, undefined, { cause: err });
+    if (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded)
+      return new EpError("unavailable", err.rawMessage, undefined, { cause: err });
     const fallback: Record<ErrorClass, ErrorCode> = {
       invalid: "invalid_argument",
       unauthenticated: "unauthenticated",

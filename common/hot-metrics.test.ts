@@ -10,8 +10,20 @@ const VALUES = [0, 0.01, 0.05, 0.1, 0.2, 1, 5, 10, 11, 1e6];
 describe("hot metrics", () => {
   it("a labeled histogram's scrape equals prom-client's for the same observations, bounds included", async () => {
     const [ours, theirs] = [new Registry(), new Registry()];
-    const hot = new HotHistogram({ name: "h_seconds", help: "h", labelNames: ["route", "code"], buckets: BUCKETS, registry: ours });
-    const ref = new Histogram({ name: "h_seconds", help: "h", labelNames: ["route", "code"], buckets: BUCKETS, registers: [theirs] });
+    const hot = new HotHistogram({
+      name: "h_seconds",
+      help: "h",
+      labelNames: ["route", "code"],
+      buckets: BUCKETS,
+      registry: ours,
+    });
+    const ref = new Histogram({
+      name: "h_seconds",
+      help: "h",
+      labelNames: ["route", "code"],
+      buckets: BUCKETS,
+      registers: [theirs],
+    });
     for (const [i, v] of VALUES.entries()) {
       const labels = { route: i % 2 ? "/a/:id" : 'quo"te\\', code: "200" };
       hot.child(labels.route, labels.code).observe(v);
@@ -36,15 +48,18 @@ describe("hot metrics", () => {
     expect(await ours.metrics()).toBe(await theirs.metrics());
   });
 
-  it("a labeled counter's series appear as they are first used; a wrong number of label values is refused", async () => {
-    const [ours, theirs] = [new Registry(), new Registry()];
-    const hot = new HotCounter({ name: "r_total", help: "r", labelNames: ["outcome"], registry: ours });
-    const ref = new Counter({ name: "r_total", help: "r", labelNames: ["outcome"], registers: [theirs] });
-    hot.child("failed").inc();
-    hot.child("succeeded").inc(4);
-    ref.inc({ outcome: "failed" });
-    ref.inc({ outcome: "succeeded" }, 4);
-    expect(await ours.metrics()).toBe(await theirs.metrics());
-    expect(() => hot.child()).toThrow("r_total takes the labels outcome");
-  });
+  it(
+    "a labeled counter's series appear as they are first " + "used; a wrong number of label values is refused",
+    async () => {
+      const [ours, theirs] = [new Registry(), new Registry()];
+      const hot = new HotCounter({ name: "r_total", help: "r", labelNames: ["outcome"], registry: ours });
+      const ref = new Counter({ name: "r_total", help: "r", labelNames: ["outcome"], registers: [theirs] });
+      hot.child("failed").inc();
+      hot.child("succeeded").inc(4);
+      ref.inc({ outcome: "failed" });
+      ref.inc({ outcome: "succeeded" }, 4);
+      expect(await ours.metrics()).toBe(await theirs.metrics());
+      expect(() => hot.child()).toThrow("r_total takes the labels outcome");
+    },
+  );
 });

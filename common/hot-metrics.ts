@@ -48,14 +48,20 @@ abstract class HotMetric<S extends { labels: Labels }> {
     // prom-client's Registry takes any object with its metric shape (name, get, reset)
     registry.registerMetric(this as unknown as Parameters<Registry["registerMetric"]>[0]);
   }
-  /** An unlabeled metric has its one series from the start (0 before anything happened); subclasses call it once their fields exist. */
+  /**
+   * An unlabeled metric has its one series from the start (0 before anything happened); subclasses call it once their
+   * fields exist.
+   */
   protected init(): void {
     if (!this.labelNames.length) this.child();
   }
   protected abstract make(labels: Labels): S;
-  /** The series of these label values (in labelNames order), made once and kept: bind it, then call it on the hot path. */
+  /**
+   * The series of these label values (in labelNames order), made once and kept: bind it, then call it on the hot path.
+   */
   child(...values: string[]): S {
-    if (values.length !== this.labelNames.length) throw new Error(`${this.name} takes the labels ${this.labelNames.join(", ")}`);
+    if (values.length !== this.labelNames.length)
+      throw new Error(`${this.name} takes the labels ${this.labelNames.join(", ")}`);
     const key = values.join("\u0000");
     let s = this.series.get(key);
     if (!s) this.series.set(key, (s = this.make(Object.fromEntries(this.labelNames.map((n, i) => [n, values[i]])))));
@@ -76,13 +82,25 @@ export class HotCounter extends HotMetric<CounterSeries> {
     return new CounterSeries(labels);
   }
   get() {
-    return { name: this.name, help: this.help, type: "counter", aggregator: "sum", values: [...this.series.values()].map((s): Value => ({ labels: s.labels, value: s.value })) };
+    return {
+      name: this.name,
+      help: this.help,
+      type: "counter",
+      aggregator: "sum",
+      values: [...this.series.values()].map((s): Value => ({ labels: s.labels, value: s.value })),
+    };
   }
 }
 
 export class HotHistogram extends HotMetric<HistogramSeries> {
   readonly bounds: readonly number[];
-  constructor(o: { name: string; help: string; labelNames?: readonly string[]; buckets: readonly number[]; registry: Registry }) {
+  constructor(o: {
+    name: string;
+    help: string;
+    labelNames?: readonly string[];
+    buckets: readonly number[];
+    registry: Registry;
+  }) {
     super(o.name, o.help, o.labelNames ?? [], o.registry);
     this.bounds = [...o.buckets].sort((a, b) => a - b);
     this.init();
@@ -94,7 +112,13 @@ export class HotHistogram extends HotMetric<HistogramSeries> {
     const values: Value[] = [];
     for (const s of this.series.values()) {
       let acc = 0;
-      this.bounds.forEach((le, i) => values.push({ labels: { le: String(le), ...s.labels }, value: (acc += s.counts[i]), metricName: `${this.name}_bucket` }));
+      this.bounds.forEach((le, i) =>
+        values.push({
+          labels: { le: String(le), ...s.labels },
+          value: (acc += s.counts[i]),
+          metricName: `${this.name}_bucket`,
+        }),
+      );
       values.push({ labels: { le: "+Inf", ...s.labels }, value: s.count, metricName: `${this.name}_bucket` });
       values.push({ labels: s.labels, value: s.sum, metricName: `${this.name}_sum` });
       values.push({ labels: s.labels, value: s.count, metricName: `${this.name}_count` });

@@ -3,7 +3,22 @@ import { randomBytesPooled } from "./random.js";
 
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 
-export type IdPrefix = "dom" | "msn" | "tsk" | "agt" | "nod" | "ses" | "act" | "tok" | "trn" | "key" | "sec" | "tkt" | "apr" | "whk" | "whd";
+export type IdPrefix =
+  | "dom"
+  | "msn"
+  | "tsk"
+  | "agt"
+  | "nod"
+  | "ses"
+  | "act"
+  | "tok"
+  | "trn"
+  | "key"
+  | "sec"
+  | "tkt"
+  | "apr"
+  | "whk"
+  | "whd";
 
 let lastTime = 0;
 let lastRandom: Uint8Array = new Uint8Array(12);

@@ -24,7 +24,10 @@ export const REQUEST_ID_KEY = "req_id";
 
 const PINO = Symbol("pino");
 
-/** The pino logger under `log`, for fastify's loggerInstance; undefined for a logger that is not pino's (silentLogger, a test's). */
+/**
+ * The pino logger under `log`, for fastify's loggerInstance; undefined for a logger that is not pino's (silentLogger, a
+ * test's).
+ */
 export function pinoOf(log: Logger): PinoLogger | undefined {
   return (log as Logger & { [PINO]?: PinoLogger })[PINO];
 }
@@ -52,9 +55,14 @@ function wrap(p: PinoLogger): Logger {
  * the last lines before an exit are not lost. No pretty mode: pino prints pretty only through
  * pino-pretty, which EP does not depend on (pipe the JSON to it, or to jq, on a terminal).
  */
-export function createLogger(component: string, opts: { level?: LogLevel; write?: (line: string) => void; base?: Record<string, unknown> } = {}): Logger {
+export function createLogger(
+  component: string,
+  opts: { level?: LogLevel; write?: (line: string) => void; base?: Record<string, unknown> } = {},
+): Logger {
   const write = opts.write;
-  const destination = write ? { write: (line: string) => write(line.replace(/\n$/, "")) } : pino.destination({ fd: 2, sync: true });
+  const destination = write
+    ? { write: (line: string) => write(line.replace(/\n$/, "")) }
+    : pino.destination({ fd: 2, sync: true });
   const p = pino(
     {
       level: opts.level ?? levelOf(process.env.EP_LOG_LEVEL),
@@ -68,8 +76,23 @@ export function createLogger(component: string, opts: { level?: LogLevel; write?
         return id && !(REQUEST_ID_KEY in logger.bindings()) ? { [REQUEST_ID_KEY]: id } : {};
       },
       // credentials in a request that fastify logs (an error with its request) never reach a line
-      redact: { paths: ["req.headers.authorization", "req.headers.cookie", 'req.headers["x-ep-attach-proof"]', "headers.authorization", "headers.cookie"], censor: "[redacted]" },
-      serializers: { req: (req: { method?: string; url?: string; id?: string }) => ({ method: req.method, url: req.url?.split("?", 1)[0], id: req.id }) },
+      redact: {
+        paths: [
+          "req.headers.authorization",
+          "req.headers.cookie",
+          'req.headers["x-ep-attach-proof"]',
+          "headers.authorization",
+          "headers.cookie",
+        ],
+        censor: "[redacted]",
+      },
+      serializers: {
+        req: (req: { method?: string; url?: string; id?: string }) => ({
+          method: req.method,
+          url: req.url?.split("?", 1)[0],
+          id: req.id,
+        }),
+      },
     },
     destination,
   );

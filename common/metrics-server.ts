@@ -17,21 +17,33 @@ export function metricsListenOf(raw: string | undefined): { host: string; port: 
   const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(raw);
   const port = m ? Number(m[3]) : NaN;
   if (!m || port > 65535) {
-    throw new EpError("config_invalid", `EP_METRICS_LISTEN must be host:port with a port up to 65535 (got ${JSON.stringify(raw)}), e.g. 127.0.0.1:9464`, { field: "EP_METRICS_LISTEN" });
+    throw new EpError(
+      "config_invalid",
+      `EP_METRICS_LISTEN must be host:port with a port up to 65535 (got ${JSON.stringify(raw)}), e.g. 127.0.0.1:9464`,
+      { field: "EP_METRICS_LISTEN" },
+    );
   }
   return { host: m[1] ?? m[2], port };
 }
 
 /** Serves `metrics` on `listen` (port 0: any free one); resolves with its URL once it listens. */
-export async function serveMetricsAddress(listen: { host: string; port: number }, metrics: MetricsSource, log: Logger): Promise<{ url: string; close(): Promise<void> }> {
+export async function serveMetricsAddress(
+  listen: { host: string; port: number },
+  metrics: MetricsSource,
+  log: Logger,
+): Promise<{ url: string; close(): Promise<void> }> {
   const server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?", 1)[0];
     const refuse = (status: number, ep: EpError, headers: Record<string, string> = {}) => {
       res.writeHead(status, { "content-type": "application/json", ...headers });
       res.end(JSON.stringify(ep.toJSON()));
     };
-    if (path !== "/metrics") return refuse(404, new EpError("route_not_found", `the metrics address serves only GET /metrics (not ${path})`));
-    if (req.method !== "GET" && req.method !== "HEAD") return refuse(405, new EpError("method_not_allowed", `/metrics serves GET, not ${req.method}`), { allow: "GET, HEAD" });
+    if (path !== "/metrics")
+      return refuse(404, new EpError("route_not_found", `the metrics address serves only GET /metrics (not ${path})`));
+    if (req.method !== "GET" && req.method !== "HEAD")
+      return refuse(405, new EpError("method_not_allowed", `/metrics serves GET, not ${req.method}`), {
+        allow: "GET, HEAD",
+      });
     metrics.render().then(
       (text) => {
         res.writeHead(200, { "content-type": metrics.contentType });
@@ -45,7 +57,15 @@ export async function serveMetricsAddress(listen: { host: string; port: number }
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", (err: NodeJS.ErrnoException) =>
-      reject(err.code === "EADDRINUSE" ? new EpError("config_invalid", `EP_METRICS_LISTEN ${listen.host}:${listen.port} is in use; pick another address`, { field: "EP_METRICS_LISTEN" }) : err),
+      reject(
+        err.code === "EADDRINUSE"
+          ? new EpError(
+              "config_invalid",
+              `EP_METRICS_LISTEN ${listen.host}:${listen.port} is in use; pick another address`,
+              { field: "EP_METRICS_LISTEN" },
+            )
+          : err,
+      ),
     );
     server.listen(listen.port, listen.host, () => resolve());
   });

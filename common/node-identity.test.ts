@@ -23,11 +23,20 @@ describe("node identity file", () => {
 
   it("says what is wrong and how to fix it", async () => {
     const dir = mkdtempSync(join(tmpdir(), "ep-nid-"));
-    await expect(readNodeIdentity(join(dir, "missing.json"))).rejects.toMatchObject({ code: "config_invalid", message: expect.stringMatching(/does not exist; register this node/) });
+    await expect(readNodeIdentity(join(dir, "missing.json"))).rejects.toMatchObject({
+      code: "config_invalid",
+      message: expect.stringMatching(/does not exist; register this node/),
+    });
     writeFileSync(join(dir, "bad.json"), "{nope");
-    await expect(readNodeIdentity(join(dir, "bad.json"))).rejects.toMatchObject({ message: expect.stringMatching(/not valid JSON/) });
-    expect(() => parseNodeIdentity('{"node_id":"n","hostname":"h","token":"t","tower_url":"ftp://x"}')).toThrow(/tower_url must be an http/);
-    expect(() => parseNodeIdentity('{"node_id":"n","hostname":"h","tower_url":"http://x"}')).toThrow(/field token is missing/);
+    await expect(readNodeIdentity(join(dir, "bad.json"))).rejects.toMatchObject({
+      message: expect.stringMatching(/not valid JSON/),
+    });
+    expect(() => parseNodeIdentity('{"node_id":"n","hostname":"h","token":"t","tower_url":"ftp://x"}')).toThrow(
+      /tower_url must be an http/,
+    );
+    expect(() => parseNodeIdentity('{"node_id":"n","hostname":"h","tower_url":"http://x"}')).toThrow(
+      /field token is missing/,
+    );
     expect(() => parseNodeIdentity("[]")).toThrow(/JSON object/);
     rmSync(dir, { recursive: true });
   });

@@ -22,19 +22,38 @@ export function parseNodeIdentity(text: string, source = "node.json"): NodeIdent
   try {
     doc = JSON.parse(text);
   } catch (err) {
-    throw new EpError("config_invalid", `${source} is not valid JSON (${(err as Error).message}); register the node again with 'ep agent node register --hostname <host>'`, { file: source });
+    throw new EpError(
+      "config_invalid",
+      `${source} is not valid JSON (${(err as Error).message}); register ` +
+        `the node again with 'ep agent node register --hostname <host>'`,
+      { file: source },
+    );
   }
   if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
-    throw new EpError("config_invalid", `${source} must hold a JSON object with ${FIELDS.join(", ")}`, { file: source });
+    throw new EpError("config_invalid", `${source} must hold a JSON object with ${FIELDS.join(", ")}`, {
+      file: source,
+    });
   }
   const d = doc as Record<string, unknown>;
   for (const f of FIELDS) {
     if (typeof d[f] !== "string" || !(d[f] as string).trim()) {
-      throw new EpError("config_invalid", `${source}: field ${f} is missing or not a non-empty string`, { file: source, field: f });
+      throw new EpError("config_invalid", `${source}: field ${f} is missing or not a non-empty string`, {
+        file: source,
+        field: f,
+      });
     }
   }
-  if (!/^https?:\/\//.test(d.tower_url as string)) throw new EpError("config_invalid", `${source}: tower_url must be an http(s) URL`, { file: source, field: "tower_url" });
-  return { node_id: d.node_id as string, hostname: d.hostname as string, token: d.token as string, tower_url: (d.tower_url as string).replace(/\/+$/, "") };
+  if (!/^https?:\/\//.test(d.tower_url as string))
+    throw new EpError("config_invalid", `${source}: tower_url must be an http(s) URL`, {
+      file: source,
+      field: "tower_url",
+    });
+  return {
+    node_id: d.node_id as string,
+    hostname: d.hostname as string,
+    token: d.token as string,
+    tower_url: (d.tower_url as string).replace(/\/+$/, ""),
+  };
 }
 
 /** Reads and checks the identity file; a missing or unreadable file is `config_invalid` saying how to create it. */
@@ -44,10 +63,16 @@ export async function readNodeIdentity(path: string = nodeFile()): Promise<NodeI
     text = await readFile(path, "utf8");
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    const why = code === "ENOENT" ? "does not exist" : code === "EACCES" ? "is not readable by this user" : (err as Error).message;
+    const why =
+      code === "ENOENT"
+        ? "does not exist"
+        : code === "EACCES"
+          ? "is not readable by this user"
+          : (err as Error).message;
     throw new EpError(
       "config_invalid",
-      `the node identity file ${path} ${why}; register this node with 'ep agent node register --hostname <host>' (EP_NODE_FILE chooses another path)`,
+      `the node identity file ${path} ${why}; register this node with 'ep agent ` +
+        `node register --hostname <host>' (EP_NODE_FILE chooses another path)`,
       { file: path },
     );
   }

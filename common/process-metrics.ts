@@ -4,7 +4,11 @@
 // with a `_total` suffix, and each is the sum of the same gauge by type (`nodejs_active_handles`).
 import { collectDefaultMetrics, type Registry } from "prom-client";
 
-const GAUGES_NAMED_AS_COUNTERS = ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"];
+const GAUGES_NAMED_AS_COUNTERS = [
+  "nodejs_active_handles_total",
+  "nodejs_active_requests_total",
+  "nodejs_active_resources_total",
+];
 
 export function registerProcessMetrics(registry: Registry): void {
   collectDefaultMetrics({ register: registry });

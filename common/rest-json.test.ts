@@ -16,7 +16,17 @@ import { file_ep_tower_v1_work } from "../gen/ep/tower/v1/work_pb.js";
 import { restJson } from "./rest-json.js";
 import { enumWord, timestampAt } from "./vocab.js";
 
-const FILES = [file_ep_tower_v1_ai, file_ep_tower_v1_approvals, file_ep_tower_v1_auth, file_ep_tower_v1_events, file_ep_tower_v1_fleet, file_ep_tower_v1_resources, file_ep_tower_v1_secrets, file_ep_tower_v1_tools, file_ep_tower_v1_work];
+const FILES = [
+  file_ep_tower_v1_ai,
+  file_ep_tower_v1_approvals,
+  file_ep_tower_v1_auth,
+  file_ep_tower_v1_events,
+  file_ep_tower_v1_fleet,
+  file_ep_tower_v1_resources,
+  file_ep_tower_v1_secrets,
+  file_ep_tower_v1_tools,
+  file_ep_tower_v1_work,
+];
 
 /** The definition: proto JSON rewritten (what restJson was before it became one pass). */
 function oracle(schema: DescMessage, json: Record<string, unknown>): Record<string, unknown> {
@@ -26,7 +36,8 @@ function oracle(schema: DescMessage, json: Record<string, unknown>): Record<stri
     const m = f.fieldKind === "message" || (f.fieldKind === "list" && f.listKind === "message") ? f.message : undefined;
     const e = f.fieldKind === "enum" || (f.fieldKind === "list" && f.listKind === "enum") ? f.enum : undefined;
     const each = (g: (x: unknown) => unknown) => (Array.isArray(v) ? v.map(g) : g(v));
-    if (m?.typeName === "google.protobuf.Timestamp") out[f.name] = v === undefined ? "" : each((x) => new Date(x as string).toISOString());
+    if (m?.typeName === "google.protobuf.Timestamp")
+      out[f.name] = v === undefined ? "" : each((x) => new Date(x as string).toISOString());
     else if (m?.typeName === "google.protobuf.Duration") {
       delete out[f.name];
       out[`${f.name}_ms`] = v === undefined ? 0 : Math.round(Number.parseFloat(v as string) * 1000);
@@ -44,7 +55,9 @@ function filled(schema: DescMessage, depth = 0): Record<string, unknown> {
     if (f.proto.proto3Optional && depth % 2 === 1) continue;
     const one = () => sample(f, depth);
     // a list of messages past the depth is empty (a message list never holds an unset element)
-    if (f.fieldKind === "list") init[f.localName] = f.listKind === "message" && depth >= 2 && f.message!.typeName.startsWith("ep.") ? [] : [one(), one()];
+    if (f.fieldKind === "list")
+      init[f.localName] =
+        f.listKind === "message" && depth >= 2 && f.message!.typeName.startsWith("ep.") ? [] : [one(), one()];
     else init[f.localName] = one();
   }
   return init;
@@ -77,17 +90,30 @@ describe("restJson", () => {
     expect(messages.length).toBeGreaterThan(100);
     for (const schema of messages) {
       const msg = create(schema, filled(schema));
-      const want = oracle(schema, toJson(schema, msg, { useProtoFieldName: true, alwaysEmitImplicit: true }) as Record<string, unknown>);
+      const want = oracle(
+        schema,
+        toJson(schema, msg, { useProtoFieldName: true, alwaysEmitImplicit: true }) as Record<string, unknown>,
+      );
       expect(restJson(schema, msg), schema.typeName).toEqual(want);
       // and an empty one: implicit fields present, unset messages absent, times "", durations 0
       const empty = create(schema);
-      expect(restJson(schema, empty), `${schema.typeName} (empty)`).toEqual(oracle(schema, toJson(schema, empty, { useProtoFieldName: true, alwaysEmitImplicit: true }) as Record<string, unknown>));
+      expect(restJson(schema, empty), `${schema.typeName} (empty)`).toEqual(
+        oracle(
+          schema,
+          toJson(schema, empty, { useProtoFieldName: true, alwaysEmitImplicit: true }) as Record<string, unknown>,
+        ),
+      );
     }
   });
 
   it("keeps the milliseconds REST always wrote, and an unknown enum number as the number", () => {
     const task = create(TaskSchema, { id: "t", createdAt: timestampAt(1_795_000_000_000), status: 99 as never });
-    expect(restJson(TaskSchema, task)).toMatchObject({ created_at: new Date(1_795_000_000_000).toISOString(), updated_at: "", status: 99, runtime: "" });
+    expect(restJson(TaskSchema, task)).toMatchObject({
+      created_at: new Date(1_795_000_000_000).toISOString(),
+      updated_at: "",
+      status: 99,
+      runtime: "",
+    });
     expect(new Date(1_795_000_000_000).toISOString()).toMatch(/\.000Z$/);
   });
 });

@@ -44,7 +44,8 @@ function step(f: DescField): Step {
       if (o.case === local) out[name] = conv(o.value as never);
     };
   }
-  if (f.fieldKind === "list") return (m, out) => void (out[name] = (m[local] as unknown[]).map((x) => conv(x as never)));
+  if (f.fieldKind === "list")
+    return (m, out) => void (out[name] = (m[local] as unknown[]).map((x) => conv(x as never)));
   if (f.fieldKind === "map") {
     return (m, out) => {
       const o: Record<string, Json> = {};
@@ -88,7 +89,8 @@ function converter(f: DescField): Convert {
       return ((v: Uint8Array) => base64Encode(v)) as Convert;
     case ScalarType.DOUBLE:
     case ScalarType.FLOAT:
-      return ((v: number) => (Number.isFinite(v) ? v : Number.isNaN(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity")) as Convert;
+      return ((v: number) =>
+        Number.isFinite(v) ? v : Number.isNaN(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity") as Convert;
     default:
       return ((v: unknown) => v) as Convert;
   }

@@ -20,21 +20,33 @@ export type RuntimeCommandKind = keyof typeof DEFAULT_RUNTIME_COMMANDS;
  * (undefined text = no file). Text that is not TOML is a config_invalid EpError naming the file.
  * Only the commands are read; the daemon validates the rest when it loads the file.
  */
-export function runtimeCommands(tomlText: string | undefined, source = "runtimes.toml"): Record<RuntimeCommandKind, string> {
+export function runtimeCommands(
+  tomlText: string | undefined,
+  source = "runtimes.toml",
+): Record<RuntimeCommandKind, string> {
   const out: Record<RuntimeCommandKind, string> = { ...DEFAULT_RUNTIME_COMMANDS };
   if (tomlText === undefined) return out;
   let doc: Record<string, unknown>;
   try {
     doc = parse(tomlText) as Record<string, unknown>;
   } catch (err) {
-    throw new EpError("config_invalid", `${source}: not valid TOML: ${(err as Error).message.split("\n")[0]}`, { file: source });
+    throw new EpError("config_invalid", `${source}: not valid TOML: ${(err as Error).message.split("\n")[0]}`, {
+      file: source,
+    });
   }
   for (const kind of Object.keys(out) as RuntimeCommandKind[]) {
     const table = doc[kind];
     if (table === undefined) continue;
-    const command = typeof table === "object" && table !== null && !Array.isArray(table) ? (table as Record<string, unknown>).command : undefined;
+    const command =
+      typeof table === "object" && table !== null && !Array.isArray(table)
+        ? (table as Record<string, unknown>).command
+        : undefined;
     if (command === undefined) continue;
-    if (typeof command !== "string" || !command.trim()) throw new EpError("config_invalid", `${source}: ${kind}.command must be a non-empty string`, { file: source, field: `${kind}.command` });
+    if (typeof command !== "string" || !command.trim())
+      throw new EpError("config_invalid", `${source}: ${kind}.command must be a non-empty string`, {
+        file: source,
+        field: `${kind}.command`,
+      });
     out[kind] = command;
   }
   return out;

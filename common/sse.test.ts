@@ -19,7 +19,11 @@ describe("the SSE parser", () => {
 
   it("reports comments and retry", () => {
     const seen: string[] = [];
-    const s = createSseStream({ message: (m) => seen.push(`m:${m.data}`), comment: (c) => seen.push(`c:${c}`), retry: (ms) => seen.push(`r:${ms}`) });
+    const s = createSseStream({
+      message: (m) => seen.push(`m:${m.data}`),
+      comment: (c) => seen.push(`c:${c}`),
+      retry: (ms) => seen.push(`r:${ms}`),
+    });
     s.push(":  hello\nretry: 1500\n\ndata: z\n\n");
     expect(seen).toEqual(["c:hello", "r:1500", "m:z"]);
   });

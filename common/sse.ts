@@ -21,7 +21,12 @@ export interface SseHandlers {
 /** Feeds decoded text as it arrives; calls the handlers for each complete message. */
 export function createSseStream(handlers: SseHandlers): { push(text: string): void } {
   const parser = createParser({
-    onEvent: (e) => handlers.message({ data: e.data, ...(e.id !== undefined ? { id: e.id } : {}), ...(e.event !== undefined ? { event: e.event } : {}) }),
+    onEvent: (e) =>
+      handlers.message({
+        data: e.data,
+        ...(e.id !== undefined ? { id: e.id } : {}),
+        ...(e.event !== undefined ? { event: e.event } : {}),
+      }),
     onComment: handlers.comment ? (c) => handlers.comment!(c.trimStart()) : undefined,
     onRetry: handlers.retry,
   });

@@ -10,7 +10,8 @@ export interface TomlBlock {
 }
 
 /** The file's lines: split here, or already split by the caller (who looks up many keys). */
-const linesOf = (text: string | readonly string[]): readonly string[] => (typeof text === "string" ? text.split(/\r?\n/) : text);
+const linesOf = (text: string | readonly string[]): readonly string[] =>
+  typeof text === "string" ? text.split(/\r?\n/) : text;
 
 /** Each `[[name]]` header and the lines its table spans. */
 export function scanTableArray(text: string | readonly string[], name: string): TomlBlock[] {
@@ -45,7 +46,12 @@ export function scanTableArray(text: string | readonly string[], name: string): 
 }
 
 /** The line of `key = …` between lines `from` and `to` (1-based, inclusive), if it is there. */
-export function keyLine(text: string | readonly string[], key: string, from = 1, to = Number.MAX_SAFE_INTEGER): number | undefined {
+export function keyLine(
+  text: string | readonly string[],
+  key: string,
+  from = 1,
+  to = Number.MAX_SAFE_INTEGER,
+): number | undefined {
   const lines = linesOf(text);
   const k = escapeRegExp(key);
   const re = new RegExp(`^\\s*(?:${k}|"${k}"|'${k}')\\s*=`);

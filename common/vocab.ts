@@ -12,10 +12,17 @@ import { RUNTIME_KINDS } from "./runtimes.js";
  */
 const SPELLINGS: Record<string, readonly string[]> = { "ep.tower.v1.Runtime": RUNTIME_KINDS };
 
-/** "pending" for APPROVAL_STATUS_PENDING of ApprovalStatus; "" for the _UNSPECIFIED value (and a number the enum does not have). */
+/**
+ * "pending" for APPROVAL_STATUS_PENDING of ApprovalStatus; "" for the _UNSPECIFIED value (and a number the enum does
+ * not have).
+ */
 export function enumWord(e: DescEnum, value: number): string {
   let words = spelled.get(e);
-  if (!words) spelled.set(e, (words = new Map(e.values.filter((v) => v.number !== 0).map((v) => [v.number, spell(e, v.localName)]))));
+  if (!words)
+    spelled.set(
+      e,
+      (words = new Map(e.values.filter((v) => v.number !== 0).map((v) => [v.number, spell(e, v.localName)]))),
+    );
   return words.get(value) ?? "";
 }
 
@@ -36,14 +43,21 @@ export function enumValue(e: DescEnum, word: string): number | undefined {
 const tables = new WeakMap<DescEnum, Map<string, number>>();
 function wordTable(e: DescEnum): Map<string, number> {
   let t = tables.get(e);
-  if (!t) tables.set(e, (t = new Map(e.values.filter((v) => v.number !== 0).map((v) => [enumWord(e, v.number).toLowerCase(), v.number]))));
+  if (!t)
+    tables.set(
+      e,
+      (t = new Map(e.values.filter((v) => v.number !== 0).map((v) => [enumWord(e, v.number).toLowerCase(), v.number]))),
+    );
   return t;
 }
 
 /** A stored ISO 8601 time as the contract's Timestamp; undefined for "" (not set). */
 export const timestampOf = (iso: string): Timestamp | undefined => (iso ? timestampAt(Date.parse(iso)) : undefined);
 
-/** A time in ms as the contract's Timestamp: the message built directly (create() is reflective; every task message carries three). */
+/**
+ * A time in ms as the contract's Timestamp: the message built directly (create() is reflective; every task message
+ * carries three).
+ */
 export function timestampAt(ms: number): Timestamp {
   const seconds = Math.floor(ms / 1000);
   return { $typeName: "google.protobuf.Timestamp", seconds: BigInt(seconds), nanos: (ms - seconds * 1000) * 1_000_000 };
@@ -55,9 +69,11 @@ export const isoOf = (t: Timestamp | undefined): string => (t ? timestampDate(t)
 /** A contract Timestamp in milliseconds since the epoch; NaN when unset. */
 export const msOf = (t: Timestamp | undefined): number => (t ? timestampMs(t) : Number.NaN);
 
-export const isTimestamp = (f: DescField) => f.fieldKind === "message" && f.message.typeName === "google.protobuf.Timestamp";
+export const isTimestamp = (f: DescField) =>
+  f.fieldKind === "message" && f.message.typeName === "google.protobuf.Timestamp";
 /** A Duration field: REST speaks it as `<name>_ms`, a number of milliseconds ("wait" is "wait_ms"). */
-export const isDuration = (f: DescField) => f.fieldKind === "message" && f.message.typeName === "google.protobuf.Duration";
+export const isDuration = (f: DescField) =>
+  f.fieldKind === "message" && f.message.typeName === "google.protobuf.Duration";
 
 /**
  * The other way: a request's JSON (proto field names or JSON names) with every enum field given
@@ -82,7 +98,11 @@ export function enumsFromWords(schema: DescMessage, json: unknown, path = ""): u
       const ms = src[msKey];
       const at = path ? `${path}.${msKey}` : msKey;
       if (typeof ms !== "number" || !Number.isInteger(ms) || ms < 0) {
-        throw new EpError("invalid_argument", `${at}: must be a whole number of milliseconds, 0 or more (got ${JSON.stringify(ms)})`, { field: at });
+        throw new EpError(
+          "invalid_argument",
+          `${at}: must be a whole number of milliseconds, 0 or more (got ${JSON.stringify(ms)})`,
+          { field: at },
+        );
       }
       (drop ??= []).push(msKey);
       set(f.name, `${ms / 1000}s`);
@@ -117,19 +137,31 @@ export function enumsFromWords(schema: DescMessage, json: unknown, path = ""): u
   return kept;
 }
 
-/** The fields a REST request's reader looks at: enums, times, durations and the contract's own messages (which may hold them). */
+/**
+ * The fields a REST request's reader looks at: enums, times, durations and the contract's own messages (which may hold
+ * them).
+ */
 const readPlans = new WeakMap<DescMessage, DescField[]>();
 function readPlan(schema: DescMessage): DescField[] {
   let plan = readPlans.get(schema);
   if (!plan) {
     const kindOf = (f: DescField) => (f.fieldKind === "list" ? f.listKind : f.fieldKind);
-    plan = schema.fields.filter((f) => kindOf(f) === "enum" || isTimestamp(f) || isDuration(f) || (kindOf(f) === "message" && (f as DescField & { message: DescMessage }).message.typeName.startsWith("ep.")));
+    plan = schema.fields.filter(
+      (f) =>
+        kindOf(f) === "enum" ||
+        isTimestamp(f) ||
+        isDuration(f) ||
+        (kindOf(f) === "message" && (f as DescField & { message: DescMessage }).message.typeName.startsWith("ep.")),
+    );
     readPlans.set(schema, plan);
   }
   return plan;
 }
 
-/** The enum value of a word a person typed ("" is unset, 0); an unknown word is invalid_argument naming `field` and the words it takes. */
+/**
+ * The enum value of a word a person typed ("" is unset, 0); an unknown word is invalid_argument naming `field` and the
+ * words it takes.
+ */
 export function enumOf<T extends number>(e: DescEnum, word: string, field: string): T {
   return (word.trim() ? valueOrRefuse(e, word, field) : 0) as T;
 }
@@ -139,5 +171,7 @@ function valueOrRefuse(e: DescEnum, word: string, field: string): number {
   const n = enumValue(e, word);
   if (n !== undefined) return n;
   const words = e.values.filter((v) => v.number !== 0).map((v) => enumWord(e, v.number));
-  throw new EpError("invalid_argument", `${field}: must be one of ${words.join(", ")} (got ${JSON.stringify(word)})`, { field });
+  throw new EpError("invalid_argument", `${field}: must be one of ${words.join(", ")} (got ${JSON.stringify(word)})`, {
+    field,
+  });
 }

@@ -32,13 +32,21 @@ export interface WorktreeRecord {
 }
 
 /** Runs git in `cwd`: its exit code and output (merge-tree answers 1 for a conflict, merge-base 1 for "no"). */
-export async function gitResult(cwd: string, args: string[], env?: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+export async function gitResult(
+  cwd: string,
+  args: string[],
+  env?: Record<string, string>,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await run("git", ["-C", cwd, ...args], { maxBuffer: 32 * 1024 * 1024, env: { ...process.env, ...env, GIT_TERMINAL_PROMPT: "0", LC_ALL: "C" } });
+    const { stdout, stderr } = await run("git", ["-C", cwd, ...args], {
+      maxBuffer: 32 * 1024 * 1024,
+      env: { ...process.env, ...env, GIT_TERMINAL_PROMPT: "0", LC_ALL: "C" },
+    });
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { stdout?: string; stderr?: string; message: string; code?: number | string };
-    if (e.code === "ENOENT") throw new EpError("runtime_missing", "git is not installed on this node; workspaces need it");
+    if (e.code === "ENOENT")
+      throw new EpError("runtime_missing", "git is not installed on this node; workspaces need it");
     if (typeof e.code !== "number") throw new EpError("internal", `git ${args[0]} in ${cwd}: ${e.message}`);
     return { code: e.code, stdout: e.stdout ?? "", stderr: e.stderr || e.message };
   }
@@ -47,7 +55,8 @@ export async function gitResult(cwd: string, args: string[], env?: Record<string
 /** Runs git in `cwd`; a failure is an EpError with git's first line of complaint. */
 export async function git(cwd: string, args: string[], opts: { env?: Record<string, string> } = {}): Promise<string> {
   const r = await gitResult(cwd, args, opts.env);
-  if (r.code !== 0) throw new EpError("invalid_argument", `git ${args[0]} in ${cwd}: ${r.stderr.trim().split("\n")[0]}`);
+  if (r.code !== 0)
+    throw new EpError("invalid_argument", `git ${args[0]} in ${cwd}: ${r.stderr.trim().split("\n")[0]}`);
   return r.stdout;
 }
 
@@ -82,10 +91,16 @@ export function listWorktrees(home: string): WorktreeRecord[] {
 }
 
 /** Removes one kept worktree (and its branch with `deleteBranch`); an active one is refused. */
-export async function removeWorktree(home: string, taskId: string, opts: { deleteBranch?: boolean; force?: boolean } = {}): Promise<WorktreeRecord> {
+export async function removeWorktree(
+  home: string,
+  taskId: string,
+  opts: { deleteBranch?: boolean; force?: boolean } = {},
+): Promise<WorktreeRecord> {
   const record = listWorktrees(home).find((r) => r.taskId === taskId);
-  if (!record) throw new EpError("not_found", `no worktree for task ${taskId} on this node (list them with 'ep workspace ls')`);
-  if (record.state === "active" && !opts.force) throw new EpError("conflict", `task ${taskId}'s run is still in its worktree; it is removed when the run ends`);
+  if (!record)
+    throw new EpError("not_found", `no worktree for task ${taskId} on this node (list them with 'ep workspace ls')`);
+  if (record.state === "active" && !opts.force)
+    throw new EpError("conflict", `task ${taskId}'s run is still in its worktree; it is removed when the run ends`);
   await removeWorktreeDir(record.repo, record.path);
   if (opts.deleteBranch) await git(record.repo, ["branch", "-D", record.branch]).catch(() => undefined);
   await rm(recordFile(home, taskId), { force: true });

@@ -10,7 +10,13 @@ import type { Logger } from "../common/log.js";
 import type { NodeIdentity } from "../common/node-identity.js";
 import { daemonHome, daemonSockets, epHome, nodeFile } from "../common/paths.js";
 import type { LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
-import { createAttachGateway, createAttachHub, createTargetResolver, type AttachGateway, type AttachGatewayOptions } from "./attach/index.js";
+import {
+  createAttachGateway,
+  createAttachHub,
+  createTargetResolver,
+  type AttachGateway,
+  type AttachGatewayOptions,
+} from "./attach/index.js";
 import { createFanout, fanoutEnv, type Fanout } from "./fanout/fanout.js";
 import { metricsListenOf, serveMetricsAddress } from "../common/metrics-server.js";
 import { serveMgmtSocket } from "./mgmt/mgmt-socket.js";
@@ -90,7 +96,8 @@ const SCRUBBED_ENV = ["EP_TOKEN", "EP_SECRET_KEY", "EP_NODE_FILE", "EP_ADMIN_TOK
 function positiveInt(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined || raw === "") return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0) throw new EpError("config_invalid", `${name} must be a positive integer (got ${JSON.stringify(raw)})`);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new EpError("config_invalid", `${name} must be a positive integer (got ${JSON.stringify(raw)})`);
   return n;
 }
 
@@ -98,7 +105,11 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const env = opts.env ?? process.env;
   const clock = opts.clock ?? systemClock;
   // the secrets broker (docs/secrets.md); every value it hands out is redacted from the log and from what runs report
-  const broker = createSecretsBroker({ sessions: { get: (id) => sessions.get(id) }, resolve: towerResolver(() => tower.transport), log: opts.log.child({ part: "secrets" }) });
+  const broker = createSecretsBroker({
+    sessions: { get: (id) => sessions.get(id) },
+    resolve: towerResolver(() => tower.transport),
+    log: opts.log.child({ part: "secrets" }),
+  });
   const log = redactingLogger(opts.log, () => broker.values());
   const home = daemonHome(env);
   const sockets = daemonSockets(env);
@@ -114,14 +125,32 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const baseEnv = runBaseEnv(env);
   const runtimesConfig = await loadRuntimesConfig(runtimesConfigPath(env));
   // every run's output is also followed by the attach gateway (docs/attach.md)
-  const attachHub = createAttachHub({ clock, log: log.child({ part: "attach" }), env, idleMs: positiveInt("EP_ATTACH_IDLE_MS", env.EP_ATTACH_IDLE_MS, 30 * 60_000) });
-  const runtimes: RuntimeRegistry = attachHub.wrapRuntimes(createRuntimeRegistry(runtimesConfig, { clock, logger: log }));
+  const attachHub = createAttachHub({
+    clock,
+    log: log.child({ part: "attach" }),
+    env,
+    idleMs: positiveInt("EP_ATTACH_IDLE_MS", env.EP_ATTACH_IDLE_MS, 30 * 60_000),
+  });
+  const runtimes: RuntimeRegistry = attachHub.wrapRuntimes(
+    createRuntimeRegistry(runtimesConfig, { clock, logger: log }),
+  );
   const agents = createAgentStore(home);
   await agents.load();
   const journal = createJournal(home);
   const sessions = createSessionTable(() => clock.now());
   const tower = createTowerClients(opts.backendUrl, opts.identity.token);
-  const common = { tower, runtimes, sessions, clock, log, home, secretsSocket: sockets.secrets, binDir, baseEnv, redactor: broker.redactor };
+  const common = {
+    tower,
+    runtimes,
+    sessions,
+    clock,
+    log,
+    home,
+    secretsSocket: sockets.secrets,
+    binDir,
+    baseEnv,
+    redactor: broker.redactor,
+  };
   const [signals, merges] = [createSignalRunner(common), createMergeRequests(common)];
   const { tools, mcp } = await openTools(opts, env, log, tower, clock);
   const fleet = await createFleet({
@@ -141,7 +170,8 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     agents,
     journal,
     mcp,
-    hidden: [epHome(env), nodeFile(env)], // what no confined run sees: tokens, the tower's data, other runs, the node identity
+    // what no confined run sees: tokens, the tower's data, other runs, the node identity
+    hidden: [epHome(env), nodeFile(env)],
     profiles: { list: () => fleet.claimers(), place: (profileId) => fleet.taskPlace(profileId) },
     onRunEnded: metrics && ((run) => metrics.runEnded(run)),
     // outcomes go up the session while it is up (the link is made just below)
@@ -153,14 +183,34 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     linkOverHttp1,
     clock,
     log,
-    attach: { hub: attachHub, resolve: createTargetResolver({ fleet, agents, hub: attachHub, runSocketName: runtimesConfig.muxhost_hosted.socketName }), path: sockets.attach },
+    attach: {
+      hub: attachHub,
+      resolve: createTargetResolver({
+        fleet,
+        agents,
+        hub: attachHub,
+        runSocketName: runtimesConfig.muxhost_hosted.socketName,
+      }),
+      path: sockets.attach,
+    },
     // the agents as they are when the link opens: the tower squares its view with it and hands the idle ones work
     agents: () => worker.held(),
     onConnected() {
       worker.reachable();
       fleet.reportState();
     },
-    onMessage: (msg, attach) => routeLinkCommand(msg, { fleet, worker, agents, signals, attach, merges, log, adopt: adoptAgent, other: opts.onLinkCommand }),
+    onMessage: (msg, attach) =>
+      routeLinkCommand(msg, {
+        fleet,
+        worker,
+        agents,
+        signals,
+        attach,
+        merges,
+        log,
+        adopt: adoptAgent,
+        other: opts.onLinkCommand,
+      }),
   });
 
   /** An agent the tower enrolled for this node (not a profile's) joins agents.json, as 'agent.enroll' would have. */
@@ -172,15 +222,33 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     try {
       const agent = (await tower.agents.getAgent({ agentId })).agent;
       if (!agent || agent.nodeId !== opts.identity.node_id || agent.supervised) return;
-      await agents.add({ id: agent.id, domainId: agent.domainId, name: agent.name, runtime: enumWord(RuntimeSchema, agent.runtime), capabilities: agent.capabilities, enrolledAt: isoOf(agent.createdAt) });
-      log.info("agent enrolled at the tower joins this node", { agent_id: agent.id, domain_id: agent.domainId, runtime: enumWord(RuntimeSchema, agent.runtime) });
+      await agents.add({
+        id: agent.id,
+        domainId: agent.domainId,
+        name: agent.name,
+        runtime: enumWord(RuntimeSchema, agent.runtime),
+        capabilities: agent.capabilities,
+        enrolledAt: isoOf(agent.createdAt),
+      });
+      log.info("agent enrolled at the tower joins this node", {
+        agent_id: agent.id,
+        domain_id: agent.domainId,
+        runtime: enumWord(RuntimeSchema, agent.runtime),
+      });
     } catch (err) {
       // the worker gives the task back ("the agent is not on this node"); the tower offers it again
-      log.warn("an agent the tower handed work to is unknown here and could not be looked up", { agent_id: agentId, error: (err as Error).message });
+      log.warn("an agent the tower handed work to is unknown here and could not be looked up", {
+        agent_id: agentId,
+        error: (err as Error).message,
+      });
     }
   }
 
-  const runtimesReport = () => runtimeReport(runtimesConfig, { ...baseEnv, PATH: [binDir, baseEnv.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(":") });
+  const runtimesReport = () =>
+    runtimeReport(runtimesConfig, {
+      ...baseEnv,
+      PATH: [binDir, baseEnv.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(":"),
+    });
   const getSecret: GetSecret = opts.getSecret ? opts.getSecret(sessions) : broker.getSecret;
   // the local event fan-out (docs/events.md), on when EP_FANOUT_LISTEN is set; a bad value is refused at start
   const fanoutConfig = fanoutEnv(env);
@@ -207,17 +275,42 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
         path: sockets.mgmt,
         log: log.child({ part: "mgmt" }),
         routes: (router) => {
-          mgmtRoutes({ identity: opts.identity, tower, agents, worker, link, signals, fleet, tools, version: EPD_VERSION, startedAt, booster: opts.boosterWasm ?? "", runtimes: runtimesReport })(router);
+          mgmtRoutes({
+            identity: opts.identity,
+            tower,
+            agents,
+            worker,
+            link,
+            signals,
+            fleet,
+            tools,
+            version: EPD_VERSION,
+            startedAt,
+            booster: opts.boosterWasm ?? "",
+            runtimes: runtimesReport,
+          })(router);
           fleetRoutes(fleet)(router);
           opts.extraRoutes?.(router);
         },
       });
-      secretsServer = await serveSecretsSocket({ path: sockets.secrets, log: log.child({ part: "secrets" }), getSecret });
+      secretsServer = await serveSecretsSocket({
+        path: sockets.secrets,
+        log: log.child({ part: "secrets" }),
+        getSecret,
+      });
       await mcp.listen();
       await attach.listen();
       await worker.recover();
       link.start();
-      fanout = fanoutConfig && createFanout({ upstreamUrl: opts.backendUrl, token: opts.identity.token, ...fanoutConfig, clock, log: log.child({ part: "fanout" }) });
+      fanout =
+        fanoutConfig &&
+        createFanout({
+          upstreamUrl: opts.backendUrl,
+          token: opts.identity.token,
+          ...fanoutConfig,
+          clock,
+          log: log.child({ part: "fanout" }),
+        });
       await fanout?.start();
       await fleet.start();
       if (metrics && metricsListen) {
@@ -234,16 +327,31 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
       // the recovery path: while the link is down, idle agents claim on the poll
       // (never while a link is opening: what it claims must be in the open, see TowerLink.offLink)
       stopTimers = startTimers(clock, log, pollMs, () => link.offLink(() => worker.pollAll()), home, held);
-      log.info("epd started", { node_id: opts.identity.node_id, backend_url: opts.backendUrl, home, agents: agents.list().length, poll_ms: pollMs });
+      log.info("epd started", {
+        node_id: opts.identity.node_id,
+        backend_url: opts.backendUrl,
+        home,
+        agents: agents.list().length,
+        poll_ms: pollMs,
+      });
     },
 
     close() {
       stopTimers?.();
       // in order: runs end (their reports go out) before the link, the sockets last
       closing ??= inOrder([
-        () => worker.shutdown(graceMs), () => compactQuietly(journal, log), () => fleet.close(), () => link.close(), () => fanout?.close(),
-        () => attach.close(), () => attachHub.close(), () => runtimes.close(), () => signals.close(),
-        () => Promise.all([mgmtServer?.close(), secretsServer?.close(), mcp.close(), metricsServer?.close()]), () => broker.close(), () => tools.close(),
+        () => worker.shutdown(graceMs),
+        () => compactQuietly(journal, log),
+        () => fleet.close(),
+        () => link.close(),
+        () => fanout?.close(),
+        () => attach.close(),
+        () => attachHub.close(),
+        () => runtimes.close(),
+        () => signals.close(),
+        () => Promise.all([mgmtServer?.close(), secretsServer?.close(), mcp.close(), metricsServer?.close()]),
+        () => broker.close(),
+        () => tools.close(),
       ]).then(() => log.info("epd stopped"));
       return closing;
     },
@@ -258,7 +366,9 @@ async function prepareHome(home: string, epdEntry: string | undefined): Promise<
   await mkdir(binDir, { recursive: true, mode: 0o700 });
   if (epdEntry) {
     const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-    await writeFile(join(binDir, "epd"), `#!/bin/sh\nexec ${q(process.execPath)} ${q(epdEntry)} "$@"\n`, { mode: 0o755 });
+    await writeFile(join(binDir, "epd"), `#!/bin/sh\nexec ${q(process.execPath)} ${q(epdEntry)} "$@"\n`, {
+      mode: 0o755,
+    });
     await chmod(join(binDir, "epd"), 0o755);
   }
   return binDir;
@@ -295,7 +405,11 @@ function linkToTower(
   },
 ) {
   const attachSecret = randomBytes(32).toString("base64url");
-  const attach = createAttachGateway({ ...o.attach, log: o.log.child({ part: "attach" }), tower: { baseUrl: opts.backendUrl, token: opts.identity.token, attachSecret } });
+  const attach = createAttachGateway({
+    ...o.attach,
+    log: o.log.child({ part: "attach" }),
+    tower: { baseUrl: opts.backendUrl, token: opts.identity.token, attachSecret },
+  });
   const link = createTowerLink({
     nodes: o.tower.nodes,
     sessions: o.linkOverHttp1 ? undefined : o.tower.sessions,
@@ -328,7 +442,14 @@ async function openTools(opts: DaemonOptions, env: NodeJS.ProcessEnv, log: Logge
     boosterWasm: opts.boosterWasm,
     publish: (events) => tower.nodes.publishEvents({ events }),
   });
-  const mcp = createMcpEndpoint({ caller: tools, tower, towerUrl: opts.backendUrl, token: opts.identity.token, clock, log });
+  const mcp = createMcpEndpoint({
+    caller: tools,
+    tower,
+    towerUrl: opts.backendUrl,
+    token: opts.identity.token,
+    clock,
+    log,
+  });
   return { tools, mcp };
 }
 
@@ -350,22 +471,36 @@ async function inOrder(steps: (() => unknown)[]): Promise<void> {
  * the collection of kept worktrees past their workspace's keep_failed and of run directories
  * untouched for a week (work-gc.ts). Returns the stop.
  */
-function startTimers(clock: Clock, log: Logger, pollMs: number, poll: () => void, home: string, held: () => ReadonlySet<string>): () => void {
+function startTimers(
+  clock: Clock,
+  log: Logger,
+  pollMs: number,
+  poll: () => void,
+  home: string,
+  held: () => ReadonlySet<string>,
+): () => void {
   let pollTimer = clock.setTimeout(function tick() {
     poll();
     pollTimer = clock.setTimeout(tick, pollMs);
   }, pollMs);
-  let gcTimer = clock.setTimeout(function gc() {
-    gcWorktrees(home, new Date(clock.now()))
-      .then((removed) => removed.length && log.info("kept worktrees collected", { count: removed.length, tasks: removed.map((r) => r.taskId) }))
-      .catch((err: Error) => log.warn("worktree gc failed", { error: err.message }))
-      .then(() => gcWorkDirs(home, clock.now(), held()))
-      .then((removed) => removed.length && log.info("run directories collected", { count: removed.length }))
-      .catch((err: Error) => log.warn("run directory gc failed", { error: err.message }))
-      .finally(() => {
-        if (!stopped) gcTimer = clock.setTimeout(gc, WORKTREE_GC_MS);
-      });
-  }, Math.min(pollMs, WORKTREE_GC_MS));
+  let gcTimer = clock.setTimeout(
+    function gc() {
+      gcWorktrees(home, new Date(clock.now()))
+        .then(
+          (removed) =>
+            removed.length &&
+            log.info("kept worktrees collected", { count: removed.length, tasks: removed.map((r) => r.taskId) }),
+        )
+        .catch((err: Error) => log.warn("worktree gc failed", { error: err.message }))
+        .then(() => gcWorkDirs(home, clock.now(), held()))
+        .then((removed) => removed.length && log.info("run directories collected", { count: removed.length }))
+        .catch((err: Error) => log.warn("run directory gc failed", { error: err.message }))
+        .finally(() => {
+          if (!stopped) gcTimer = clock.setTimeout(gc, WORKTREE_GC_MS);
+        });
+    },
+    Math.min(pollMs, WORKTREE_GC_MS),
+  );
   let stopped = false;
   return () => {
     stopped = true;

@@ -12,10 +12,19 @@ function targets() {
   const calls: string[] = [];
   const warned: string[] = [];
   const info: string[] = [];
-  const log = { warn: (msg: string) => warned.push(msg), info: (msg: string) => info.push(msg), error: () => {}, debug: () => {}, child: () => log } as unknown as Logger;
+  const log = {
+    warn: (msg: string) => warned.push(msg),
+    info: (msg: string) => info.push(msg),
+    error: () => {},
+    debug: () => {},
+    child: () => log,
+  } as unknown as Logger;
   const t: LinkCommandTargets = {
     fleet: { handleLink: () => false },
-    worker: { cancel: (id, reason) => (calls.push(`cancel:${id}:${reason}`), true), take: (agentId, task) => void calls.push(`take:${agentId}:${task.id}:${task.leaseId}`) },
+    worker: {
+      cancel: (id, reason) => (calls.push(`cancel:${id}:${reason}`), true),
+      take: (agentId, task) => void calls.push(`take:${agentId}:${task.id}:${task.leaseId}`),
+    },
     agents: { find: () => undefined },
     signals: { deliver: () => "one_shot_run" as const },
     attach: { handleLink: (d) => void calls.push(`attach:${d.attachId}`) },
@@ -28,7 +37,15 @@ function targets() {
 describe("link commands", () => {
   it("hands an assigned task to the worker with its lease, and drops one that carries no task", () => {
     const { t, calls, warned } = targets();
-    routeLinkCommand(create(LinkResponseSchema, { command: { case: "assign", value: { agentId: "agt_1", task: { id: "tsk_1", status: TaskStatus.RUNNING, leaseId: "ls_a" } } } }), t);
+    routeLinkCommand(
+      create(LinkResponseSchema, {
+        command: {
+          case: "assign",
+          value: { agentId: "agt_1", task: { id: "tsk_1", status: TaskStatus.RUNNING, leaseId: "ls_a" } },
+        },
+      }),
+      t,
+    );
     routeLinkCommand(create(LinkResponseSchema, { command: { case: "assign", value: { agentId: "agt_1" } } }), t);
     expect(calls).toEqual(["take:agt_1:tsk_1:ls_a"]);
     expect(warned).toEqual(["a task assignment without its task"]);
@@ -36,9 +53,18 @@ describe("link commands", () => {
 
   it("routes cancel (with a default reason), attach and merge to their targets", () => {
     const { t, calls } = targets();
-    routeLinkCommand(create(LinkResponseSchema, { command: { case: "cancel", value: { taskId: "tsk_1", agentId: "agt_1" } } }), t);
-    routeLinkCommand(create(LinkResponseSchema, { command: { case: "attach", value: { agentId: "agt_1", attachId: "att_1" } } }), t);
-    routeLinkCommand(create(LinkResponseSchema, { command: { case: "merge", value: { taskId: "tsk_1", requestId: "mrg_1" } } }), t);
+    routeLinkCommand(
+      create(LinkResponseSchema, { command: { case: "cancel", value: { taskId: "tsk_1", agentId: "agt_1" } } }),
+      t,
+    );
+    routeLinkCommand(
+      create(LinkResponseSchema, { command: { case: "attach", value: { agentId: "agt_1", attachId: "att_1" } } }),
+      t,
+    );
+    routeLinkCommand(
+      create(LinkResponseSchema, { command: { case: "merge", value: { taskId: "tsk_1", requestId: "mrg_1" } } }),
+      t,
+    );
     expect(calls).toEqual(["cancel:tsk_1:cancelled on the tower", "attach:att_1", "merge:tsk_1:mrg_1"]);
   });
 

@@ -57,7 +57,11 @@ async function runCommand(args: string[]): Promise<void> {
   const { parseArgs } = await import("node:util");
   const { values } = parseArgs({
     args,
-    options: { "backend-url": { type: "string" }, "booster-wasm": { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: {
+      "backend-url": { type: "string" },
+      "booster-wasm": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
     strict: true,
     allowPositionals: false,
   });
@@ -70,9 +74,23 @@ async function runCommand(args: string[]): Promise<void> {
   ]);
   log = createLogger("epd");
   const identity = await readNodeIdentity(nodeFile());
-  const backendUrl = (values["backend-url"] || process.env.EP_BASE_URL || identity.tower_url || "http://localhost:8008").replace(/\/+$/, "");
-  if (!/^https?:\/\/[^/]+/.test(backendUrl)) throw new EpError("invalid_argument", `--backend-url must be an http(s) URL (got ${JSON.stringify(backendUrl)})`, { field: "backend-url" });
-  const created = await createDaemon({ identity, backendUrl, log, epdEntry: process.argv[1], boosterWasm: values["booster-wasm"] });
+  const backendUrl = (
+    values["backend-url"] ||
+    process.env.EP_BASE_URL ||
+    identity.tower_url ||
+    "http://localhost:8008"
+  ).replace(/\/+$/, "");
+  if (!/^https?:\/\/[^/]+/.test(backendUrl))
+    throw new EpError("invalid_argument", `--backend-url must be an http(s) URL (got ${JSON.stringify(backendUrl)})`, {
+      field: "backend-url",
+    });
+  const created = await createDaemon({
+    identity,
+    backendUrl,
+    log,
+    epdEntry: process.argv[1],
+    boosterWasm: values["booster-wasm"],
+  });
   daemon = created;
   // a signal that came while the daemon was being made (nothing started yet) ends it now
   if (stopping) process.exit(0);
@@ -81,12 +99,20 @@ async function runCommand(args: string[]): Promise<void> {
 
 async function getSecretCommand(args: string[]): Promise<void> {
   if (args.length !== 1 || args[0].startsWith("-")) {
-    if (args[0] === "--help" || args[0] === "-h") return void process.stdout.write("Usage: epd get-secret <NAME>\n  reads EP_SECRETS_SOCKET and EP_SECRETS_SESSION (set for agents the daemon starts)\n");
+    if (args[0] === "--help" || args[0] === "-h")
+      return void process.stdout.write(
+        "Usage: epd get-secret <NAME>\n  reads EP_SECRETS_SOCKET " +
+          "and EP_SECRETS_SESSION (set for agents the daemon starts)\n",
+      );
     throw new EpError("invalid_argument", "usage: epd get-secret <NAME>");
   }
   const socket = process.env.EP_SECRETS_SOCKET;
   const session = process.env.EP_SECRETS_SESSION;
-  if (!socket || !session) throw new EpError("unavailable", "EP_SECRETS_SOCKET and EP_SECRETS_SESSION are not set; epd get-secret works inside an agent started by epd");
+  if (!socket || !session)
+    throw new EpError(
+      "unavailable",
+      "EP_SECRETS_SOCKET and EP_SECRETS_SESSION are not set; epd get-secret works inside an agent started by epd",
+    );
   const { getSecretLine } = await import("./mgmt/client.js");
   const value = await getSecretLine(socket, session, args[0], { timeoutMs: 10_000 });
   process.stdout.write(value + "\n");
@@ -122,7 +148,12 @@ async function main(argv: string[]): Promise<void> {
 
 main(process.argv.slice(2)).catch((err: unknown) => {
   const raw = err as { code?: string; message?: string };
-  const ep = err instanceof EpError ? err : raw.code?.startsWith("ERR_PARSE_ARGS") ? new EpError("invalid_argument", raw.message) : toEpError(err);
+  const ep =
+    err instanceof EpError
+      ? err
+      : raw.code?.startsWith("ERR_PARSE_ARGS")
+        ? new EpError("invalid_argument", raw.message)
+        : toEpError(err);
   process.stderr.write(`epd: ${ep.message}\n`);
   process.exit(exitCodeOf(ep));
 });

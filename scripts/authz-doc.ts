@@ -10,6 +10,7 @@ const doc = readFileSync(path, "utf8");
 const start = doc.indexOf("<!-- authz matrix:");
 const endMarker = "<!-- end of authz matrix -->";
 const end = doc.indexOf(endMarker);
-if (start < 0 || end < 0) throw new Error(`docs/security.md has no authz matrix markers ("<!-- authz matrix:" … "${endMarker}")`);
+if (start < 0 || end < 0)
+  throw new Error(`docs/security.md has no authz matrix markers ("<!-- authz matrix:" … "${endMarker}")`);
 writeFileSync(path, doc.slice(0, start) + renderMatrix() + doc.slice(end + endMarker.length));
 console.log(`wrote the authorization matrix into ${path}`);

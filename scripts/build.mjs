@@ -14,7 +14,11 @@ const common = {
   sourcemap: "linked",
   splitting: true,
   logLevel: "warning",
-  banner: { js: "import { createRequire as __epCreateRequire } from 'node:module'; const require = __epCreateRequire(import.meta.url);" },
+  banner: {
+    js:
+      "import { createRequire as __epCreateRequire } from 'node:module'; " +
+      "const require = __epCreateRequire(import.meta.url);",
+  },
 };
 const present = (entries) => Object.fromEntries(Object.entries(entries).filter(([, f]) => existsSync(f)));
 
@@ -35,7 +39,9 @@ await build({
     {
       name: "cli-externals",
       setup(b) {
-        b.onResolve({ filter: /^[^./]/ }, (a) => (CLI_INLINED.test(a.path) || a.path.startsWith("node:") ? undefined : { path: a.path, external: true }));
+        b.onResolve({ filter: /^[^./]/ }, (a) =>
+          CLI_INLINED.test(a.path) || a.path.startsWith("node:") ? undefined : { path: a.path, external: true },
+        );
       },
     },
   ],

@@ -37,4 +37,6 @@ for (let round = 1; ; round++) {
   before = after;
 }
 const left = longLines(root);
-console.log(`format: done; ${left.length} line(s) still over the width${left.length ? " (npm run lint lists them)" : ""}`);
+console.log(
+  `format: done; ${left.length} line(s) still over the width${left.length ? " (npm run lint lists them)" : ""}`,
+);

@@ -20,7 +20,11 @@ await build({
   target: "node20",
   packages: "external",
   logLevel: "warning",
-  banner: { js: "import { createRequire as __epCreateRequire } from 'node:module'; const require = __epCreateRequire(import.meta.url);" },
+  banner: {
+    js:
+      "import { createRequire as __epCreateRequire } from 'node:module'; " +
+      "const require = __epCreateRequire(import.meta.url);",
+  },
 });
 process.argv = [process.argv[0], resolve(file), ...args];
 const cleanup = () => rmSync(out, { force: true });

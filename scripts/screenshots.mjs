@@ -21,7 +21,10 @@ await viteBuild({ configFile: join(root, "web", "vite.config.ts"), logLevel: "wa
 const harnessFile = join(root, "dist", "screenshots-harness.mjs");
 const browserFile = join(root, "dist", "screenshots-browser.mjs");
 await esbuild({
-  entryPoints: { "screenshots-harness": join(root, "tests", "harness.ts"), "screenshots-browser": join(root, "tests", "browser.ts") },
+  entryPoints: {
+    "screenshots-harness": join(root, "tests", "harness.ts"),
+    "screenshots-browser": join(root, "tests", "browser.ts"),
+  },
   outdir: join(root, "dist"),
   outExtension: { ".js": ".mjs" },
   bundle: true,
@@ -77,7 +80,8 @@ try {
       await shoot("task", `/ui/tasks/${seeded.reviewTask}`, 375, theme);
     }
   }
-  if (!seeded.reviewTask) throw new Error("the sample agent task was not claimed by the reviewer: no task page screenshot");
+  if (!seeded.reviewTask)
+    throw new Error("the sample agent task was not claimed by the reviewer: no task page screenshot");
   // the login page (logged out)
   await page.setViewportSize({ width: 1280, height: 800 });
   await page.evaluate(() => localStorage.setItem("ep.theme", "dark"));
@@ -107,10 +111,32 @@ async function seed(t) {
   const { mission: docs } = await call("POST", `/domains/${domain.id}/m`, { title: "Docs refresh" });
   const { node } = await rpc("NodeService", "RegisterNode", { hostname: "build-01" });
   const { node: node2, token: node2Token } = await rpc("NodeService", "RegisterNode", { hostname: "gpu-02" });
-  const { agent: builder } = await rpc("AgentService", "EnrollAgent", { domainId: domain.id, runtime: "shell", name: "builder", nodeId: node.id });
-  const { agent: reviewer } = await rpc("AgentService", "EnrollAgent", { domainId: domain.id, runtime: "vendorA_code", name: "reviewer", nodeId: node2.id });
-  await rpc("AgentService", "EnrollAgent", { domainId: domain.id, runtime: "muxhost_hosted", name: "pairing", nodeId: node2.id });
-  const task = (missionId, title, extra = {}) => call("POST", `/work/missions/${missionId}/tasks`, { title, description: "", claim_policy: "first_claim", priority: 0, ...extra });
+  const { agent: builder } = await rpc("AgentService", "EnrollAgent", {
+    domainId: domain.id,
+    runtime: "shell",
+    name: "builder",
+    nodeId: node.id,
+  });
+  const { agent: reviewer } = await rpc("AgentService", "EnrollAgent", {
+    domainId: domain.id,
+    runtime: "vendorA_code",
+    name: "reviewer",
+    nodeId: node2.id,
+  });
+  await rpc("AgentService", "EnrollAgent", {
+    domainId: domain.id,
+    runtime: "muxhost_hosted",
+    name: "pairing",
+    nodeId: node2.id,
+  });
+  const task = (missionId, title, extra = {}) =>
+    call("POST", `/work/missions/${missionId}/tasks`, {
+      title,
+      description: "",
+      claim_policy: "first_claim",
+      priority: 0,
+      ...extra,
+    });
   const t1 = (await task(release.id, "Build release artifacts", { priority: 5 })).task;
   const t2 = (await task(release.id, "Run integration tests", { priority: 3 })).task;
   const t3 = (await task(release.id, "Publish changelog", { priority: 1 })).task;
@@ -118,10 +144,18 @@ async function seed(t) {
   const claim = async (agentId) => (await rpc("WorkService", "ClaimTask", { agentId })).task;
   const a = await claim(builder.id);
   await rpc("WorkService", "StartTask", { taskId: a.id, agentId: builder.id });
-  await rpc("WorkService", "CompleteTask", { taskId: a.id, agentId: builder.id, result: { output: "ok", exitCode: 0 } });
+  await rpc("WorkService", "CompleteTask", {
+    taskId: a.id,
+    agentId: builder.id,
+    result: { output: "ok", exitCode: 0 },
+  });
   const b = await claim(builder.id);
   await rpc("WorkService", "StartTask", { taskId: b.id, agentId: builder.id });
-  await rpc("WorkService", "FailTask", { taskId: b.id, agentId: builder.id, result: { error: "2 tests failed", exitCode: 1 } });
+  await rpc("WorkService", "FailTask", {
+    taskId: b.id,
+    agentId: builder.id,
+    result: { error: "2 tests failed", exitCode: 1 },
+  });
   const c = await claim(builder.id);
   await rpc("WorkService", "StartTask", { taskId: c.id, agentId: builder.id });
   void [t1, t2, t3];
@@ -135,7 +169,13 @@ async function seed(t) {
     ],
   });
   // an agent's task, finished: transcript with tool calls, output, usage and cost
-  const review = (await task(release.id, "Review the release notes", { priority: 10, runtime: "vendorA_code", input: { prompt: "Review CHANGELOG.md for v2.0 and list what is missing." } })).task;
+  const review = (
+    await task(release.id, "Review the release notes", {
+      priority: 10,
+      runtime: "vendorA_code",
+      input: { prompt: "Review CHANGELOG.md for v2.0 and list what is missing." },
+    })
+  ).task;
   const r = await claim(reviewer.id);
   if (r?.id === review.id) {
     await rpc("WorkService", "StartTask", { taskId: r.id, agentId: reviewer.id });
@@ -149,23 +189,44 @@ async function seed(t) {
         { kind: "tool", text: "tool result: 212 lines", data: { phase: "result" } },
         { kind: "tool", text: "Bash git log --oneline v1.9.0..HEAD | wc -l", data: { phase: "call", tool: "Bash" } },
         { kind: "tool", text: "tool result: 42", data: { phase: "result" } },
-        { kind: "text", text: "Two entries lack their pull request links, and the breaking change to the claim API is not called out." },
+        {
+          kind: "text",
+          text:
+            "Two entries lack their pull request links, and the " +
+            "breaking change to the claim API is not called out.",
+        },
       ],
     });
     await rpc("WorkService", "CompleteTask", {
       taskId: r.id,
       agentId: reviewer.id,
       result: {
-        output: "Missing from CHANGELOG.md for v2.0:\n- links for #481 and #502\n- a 'Breaking changes' section for the claim API (first_claim is now the default)",
+        output:
+          "Missing from CHANGELOG.md for v2.0:\n- links for #481 and #502\n- a " +
+          "'Breaking changes' section for the claim API (first_claim is now the default)",
         exitCode: 0,
-        usage: { inputTokens: 18240, outputTokens: 1312, cachedInputTokens: 12000, costUsd: 0.0731, model: "claude-sonnet-4" },
+        usage: {
+          inputTokens: 18240,
+          outputTokens: 1312,
+          cachedInputTokens: 12000,
+          costUsd: 0.0731,
+          model: "claude-sonnet-4",
+        },
       },
     });
     seeded.reviewTask = r.id;
   }
-  await call("POST", `/domains/${domain.id}/m/${docs.id}/t`, { title: "Write the console guide", status: "in_progress" });
+  await call("POST", `/domains/${domain.id}/m/${docs.id}/t`, {
+    title: "Write the console guide",
+    status: "in_progress",
+  });
   await call("POST", `/domains/${domain.id}/m/${docs.id}/t`, { title: "Screenshots for the README" });
-  await rpc("AgentService", "UpdateAgentState", { agentId: reviewer.id, state: "busy", reason: "reviewing" }, node2Token);
+  await rpc(
+    "AgentService",
+    "UpdateAgentState",
+    { agentId: reviewer.id, state: "busy", reason: "reviewing" },
+    node2Token,
+  );
   // the AI console, when this tower has it
   const s = await t.api("POST", "/ep.tower.v1.AiService/CreateSession", { title: "Release checks" });
   if (s.status === 200) {

@@ -17,10 +17,19 @@ for (const f of files) {
   if (/\.test\.tsx?$/.test(f)) continue;
   const src = ts.createSourceFile(f, text, ts.ScriptTarget.Latest, true);
   const visit = (n) => {
-    if (ts.isFunctionDeclaration(n) || ts.isFunctionExpression(n) || ts.isArrowFunction(n) || ts.isMethodDeclaration(n)) {
+    if (
+      ts.isFunctionDeclaration(n) ||
+      ts.isFunctionExpression(n) ||
+      ts.isArrowFunction(n) ||
+      ts.isMethodDeclaration(n)
+    ) {
       const from = src.getLineAndCharacterOfPosition(n.getStart()).line;
       const to = src.getLineAndCharacterOfPosition(n.getEnd()).line;
-      const name = n.name?.getText() ?? (ts.isVariableDeclaration(n.parent) || ts.isPropertyAssignment(n.parent) ? n.parent.name.getText() : "(anonymous)");
+      const name =
+        n.name?.getText() ??
+        (ts.isVariableDeclaration(n.parent) || ts.isPropertyAssignment(n.parent)
+          ? n.parent.name.getText()
+          : "(anonymous)");
       if (to - from + 1 > 120) longFunctions.push([to - from + 1, `${f}:${from + 1}`, name]);
     }
     ts.forEachChild(n, visit);

@@ -35,9 +35,13 @@ const report = join(dir, "report.json");
 // folder of this run, removed at the end unless EP_KEEP_TEST_TMP=1 (to look at a failure).
 const scratch = join(dir, "t");
 mkdirSync(scratch);
-const status = run(bin("vitest"), ["run", "--reporter=default", "--reporter=json", `--outputFile.json=${report}`, ...process.argv.slice(2)], {
-  env: { ...process.env, TMPDIR: scratch },
-});
+const status = run(
+  bin("vitest"),
+  ["run", "--reporter=default", "--reporter=json", `--outputFile.json=${report}`, ...process.argv.slice(2)],
+  {
+    env: { ...process.env, TMPDIR: scratch },
+  },
+);
 let passed = 0;
 let failed = 0;
 let skipped = 0;

@@ -22,7 +22,8 @@ const STARTER = /^([-*•]|\d+[.)])\s|^@\w/;
 /** Comments that are instructions to a tool: left as they are. */
 const DIRECTIVE = /^\/\/\/|^\/\/\s*(@ts-|biome-ignore|eslint-|#region|#endregion)|^#!/;
 
-const scriptKind = (file) => (file.endsWith(".tsx") ? ts.ScriptKind.TSX : file.endsWith(".ts") ? ts.ScriptKind.TS : ts.ScriptKind.JS);
+const scriptKind = (file) =>
+  file.endsWith(".tsx") ? ts.ScriptKind.TSX : file.endsWith(".ts") ? ts.ScriptKind.TS : ts.ScriptKind.JS;
 const parse = (file, text) => ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, scriptKind(file));
 const isLong = (line) => widthOf(line) > WIDTH;
 const indentOf = (line) => /^\s*/.exec(line)[0];
@@ -172,7 +173,8 @@ function codeLineStart(sf, lineStarts, lines, n) {
   if (node.getStart(sf) !== pos) return false; // inside a template, string or other token
   for (let p = node.parent; p; p = p.parent) {
     if (p.kind === ts.SyntaxKind.JsxExpression || p.kind === ts.SyntaxKind.JsxAttributes) return true;
-    if (p.kind === ts.SyntaxKind.JsxElement || p.kind === ts.SyntaxKind.JsxFragment) return false; // JSX children: `//` is text
+    // JSX children: `//` is text
+    if (p.kind === ts.SyntaxKind.JsxElement || p.kind === ts.SyntaxKind.JsxFragment) return false;
   }
   return true;
 }
@@ -196,7 +198,10 @@ export function wrapComments(file, text) {
       else if (isLong(lines[n]) && codeLineStart(sf, lineStarts, lines, n)) {
         const code = text.slice(lineStarts[n], c.pos).trimEnd();
         const indent = indentOf(lines[n]);
-        const lifted = reflow([{ lead: `${indent}// `, body: body.replace(/^\/\/\s?/, "").trim(), kind: "text" }], (i) => i.lead);
+        const lifted = reflow(
+          [{ lead: `${indent}// `, body: body.replace(/^\/\/\s?/, "").trim(), kind: "text" }],
+          (i) => i.lead,
+        );
         replace.set(n, { count: 1, lines: [...lifted, code] });
       }
       continue;
@@ -265,16 +270,25 @@ function mustStayLiteral(node) {
   const K = ts.SyntaxKind;
   if (!p) return true;
   if (p.kind === K.ExpressionStatement) return true; // a directive ("use strict")
-  if ((ts.isPropertyAssignment(p) || ts.isPropertySignature(p) || ts.isMethodDeclaration(p) || ts.isPropertyDeclaration(p)) && p.name === node) return true;
+  if (
+    (ts.isPropertyAssignment(p) ||
+      ts.isPropertySignature(p) ||
+      ts.isMethodDeclaration(p) ||
+      ts.isPropertyDeclaration(p)) &&
+    p.name === node
+  )
+    return true;
   if (ts.isEnumMember(p) || ts.isModuleDeclaration(p) || ts.isExternalModuleReference(p)) return true;
   if (ts.isTaggedTemplateExpression(p)) return true; // String.raw`…`, sql`…`: the tag sees the parts
   if (ts.isJsxAttribute(p) && /[\\&]/.test(node.getText())) return true; // JSX decodes entities, not escapes
   if (ts.isCallExpression(p)) {
     const callee = p.expression.getText();
-    if (p.expression.kind === K.ImportKeyword || /^(require|vi\.mock|vi\.doMock)$|InlineSnapshot$/.test(callee)) return true;
+    if (p.expression.kind === K.ImportKeyword || /^(require|vi\.mock|vi\.doMock)$|InlineSnapshot$/.test(callee))
+      return true;
   }
   for (let a = p; a; a = a.parent) {
-    if (ts.isImportDeclaration(a) || ts.isExportDeclaration(a) || ts.isImportTypeNode(a) || ts.isTypeNode(a)) return true;
+    if (ts.isImportDeclaration(a) || ts.isExportDeclaration(a) || ts.isImportTypeNode(a) || ts.isTypeNode(a))
+      return true;
     if (ts.isStatement(a) || ts.isClassElement(a)) break;
   }
   return false;
@@ -288,7 +302,8 @@ function cutPoints(node, raw) {
   const spans = [];
   if (ts.isTemplateExpression(node)) {
     const start = node.getStart();
-    for (const s of node.templateSpans) spans.push([s.expression.getFullStart() - start - 2, s.literal.getStart() - start + 1]);
+    for (const s of node.templateSpans)
+      spans.push([s.expression.getFullStart() - start - 2, s.literal.getStart() - start + 1]);
   }
   const inSpan = (i) => spans.some(([from, to]) => i > from && i < to);
   const escaped = (i) => {
@@ -319,7 +334,9 @@ function piecesOf(raw, { spaces, others }, max) {
       for (let i = 1; i < k; i++) {
         const target = 1 + Math.round((len * i) / k);
         let best;
-        for (const p of points) if (p > bounds[bounds.length - 1] && (best === undefined || Math.abs(p - target) < Math.abs(best - target))) best = p;
+        for (const p of points)
+          if (p > bounds[bounds.length - 1] && (best === undefined || Math.abs(p - target) < Math.abs(best - target)))
+            best = p;
         if (best !== undefined) bounds.push(best);
       }
       bounds.push(raw.length - 1);
@@ -339,7 +356,8 @@ export function wrapStrings(file, text) {
   const lineOf = (pos) => sf.getLineAndCharacterOfPosition(pos).line;
   const candidates = new Map(); // long line -> its literals
   const visit = (node) => {
-    const literal = ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateExpression(node);
+    const literal =
+      ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateExpression(node);
     if (literal) {
       const start = node.getStart(sf);
       const n = lineOf(start);

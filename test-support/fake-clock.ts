@@ -39,7 +39,9 @@ export class FakeClock implements Clock {
     this.current = target;
   }
 
-  /** How long until each pending timer fires, soonest first: a test waits until the product has set the timer it drives. */
+  /**
+   * How long until each pending timer fires, soonest first: a test waits until the product has set the timer it drives.
+   */
   pendingDelays(): number[] {
     return [...this.timers.values()].map((t) => t.at - this.current).sort((a, b) => a - b);
   }

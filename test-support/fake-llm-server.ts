@@ -25,7 +25,9 @@ export interface FakeLlmServer {
   close(): Promise<void>;
 }
 
-export async function startFakeLlmServer(handler: (req: RecordedRequest) => FakeReply | Promise<FakeReply>): Promise<FakeLlmServer> {
+export async function startFakeLlmServer(
+  handler: (req: RecordedRequest) => FakeReply | Promise<FakeReply>,
+): Promise<FakeLlmServer> {
   const requests: RecordedRequest[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -82,7 +84,11 @@ export function anthropicMessage(content: unknown[], model = "claude-test"): unk
 }
 
 /** An OpenAI Chat Completions response with the given text and tool calls (arguments as objects or raw strings). */
-export function openAiCompletion(content: string | null, toolCalls: { name: string; arguments: unknown }[] = [], model = "gpt-test"): unknown {
+export function openAiCompletion(
+  content: string | null,
+  toolCalls: { name: string; arguments: unknown }[] = [],
+  model = "gpt-test",
+): unknown {
   return {
     id: "chatcmpl-fake",
     object: "chat.completion",
@@ -100,7 +106,10 @@ export function openAiCompletion(content: string | null, toolCalls: { name: stri
                 tool_calls: toolCalls.map((c, i) => ({
                   id: `call_${i}`,
                   type: "function",
-                  function: { name: c.name, arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments) },
+                  function: {
+                    name: c.name,
+                    arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments),
+                  },
                 })),
               }
             : {}),

@@ -16,7 +16,10 @@ export interface Inspector {
 /** Connects to the inspector whose address the child printed ("Debugger listening on ws://…") on `stderr`. */
 export async function connectInspector(stderr: string): Promise<Inspector> {
   const url = /Debugger listening on (ws:\/\/\S+)/.exec(stderr)?.[1];
-  if (!url) throw new Error(`the child printed no inspector address (started without ${INSPECT_ARGS.join(" ")}?): ${stderr.slice(0, 500)}`);
+  if (!url)
+    throw new Error(
+      `the child printed no inspector address (started without ${INSPECT_ARGS.join(" ")}?): ${stderr.slice(0, 500)}`,
+    );
   const ws = new WebSocket(url);
   await once(ws, "open");
   let nextId = 1;

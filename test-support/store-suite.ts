@@ -13,7 +13,8 @@ import { SqliteStore } from "../tower/store/sqlite/sqlite-store.js";
 import type { Claimant, Store, TaskRow } from "../tower/store/store.js";
 
 export const PG_URL = process.env.EP_TEST_PG_URL ?? "postgres://127.0.0.1:5432/test";
-export const pgAdmin = () => new pg.Client({ connectionString: withDefaultUser(PG_URL), connectionTimeoutMillis: 3000 });
+export const pgAdmin = () =>
+  new pg.Client({ connectionString: withDefaultUser(PG_URL), connectionTimeoutMillis: 3000 });
 
 async function probePostgres(): Promise<string | undefined> {
   const client = pgAdmin();
@@ -31,7 +32,8 @@ async function probePostgres(): Promise<string | undefined> {
 
 export const pgProblem = await probePostgres();
 export const skipPostgres = Boolean(pgProblem) && !process.env.CI;
-if (skipPostgres) console.log(`store suite: skipping PostgreSQL (${PG_URL} unreachable: ${pgProblem}); set EP_TEST_PG_URL to run it`);
+if (skipPostgres)
+  console.log(`store suite: skipping PostgreSQL (${PG_URL} unreachable: ${pgProblem}); set EP_TEST_PG_URL to run it`);
 
 /** A fresh, migrated database, plus a way to open more stores on it (other replicas/processes). */
 export interface Fixture {
@@ -101,7 +103,6 @@ export function expectEpError(code: string) {
   };
 }
 
-
 /** What a store-*.test.ts body gets: the dialect, the test function, and row builders on a fresh store per test. */
 export interface StoreSuite {
   dialect: "sqlite" | "postgres";
@@ -122,81 +123,96 @@ export interface StoreSuite {
 /** Runs `body` once per dialect, each test on a fresh migrated database. */
 export function storeSuite(body: (s: StoreSuite) => void): void {
   describe.each(dialects)("store ($dialect)", ({ dialect, skip, fixture }) => {
-  const test = skip ? it.skip : it;
-  let fx: Fixture;
-  let store: Store;
-  let n = 0;
+    const test = skip ? it.skip : it;
+    let fx: Fixture;
+    let store: Store;
+    let n = 0;
 
-  beforeEach(async () => {
-    if (skip) return;
-    fx = await fixture();
-    store = fx.store;
-  });
+    beforeEach(async () => {
+      if (skip) return;
+      fx = await fixture();
+      store = fx.store;
+    });
 
-  afterEach(async () => {
-    if (skip) return;
-    await fx.cleanup();
-  });
+    afterEach(async () => {
+      if (skip) return;
+      await fx.cleanup();
+    });
 
-  const id = (prefix: string) => `${prefix}_${String(++n).padStart(6, "0")}`;
+    const id = (prefix: string) => `${prefix}_${String(++n).padStart(6, "0")}`;
 
-  async function domain(name = id("name")): Promise<string> {
-    const d = id("dom");
-    await store.insertDomain({ id: d, name, createdAt: iso(T0 + n) });
-    return d;
-  }
+    async function domain(name = id("name")): Promise<string> {
+      const d = id("dom");
+      await store.insertDomain({ id: d, name, createdAt: iso(T0 + n) });
+      return d;
+    }
 
-  async function mission(domainId: string): Promise<string> {
-    const m = id("msn");
-    await store.insertMission({ id: m, domainId, title: "m", description: "", status: "open", createdAt: iso(T0 + n), updatedAt: iso(T0 + n) });
-    return m;
-  }
+    async function mission(domainId: string): Promise<string> {
+      const m = id("msn");
+      await store.insertMission({
+        id: m,
+        domainId,
+        title: "m",
+        description: "",
+        status: "open",
+        createdAt: iso(T0 + n),
+        updatedAt: iso(T0 + n),
+      });
+      return m;
+    }
 
-  function task(domainId: string, missionId: string, over: Partial<TaskRow> = {}): TaskRow {
-    return {
-      leaseId: "",
-      id: id("tsk"),
+    function task(domainId: string, missionId: string, over: Partial<TaskRow> = {}): TaskRow {
+      return {
+        leaseId: "",
+        id: id("tsk"),
+        domainId,
+        missionId,
+        kind: "claimable",
+        title: "t",
+        description: "",
+        status: "queued",
+        claimPolicy: "first_claim",
+        priority: 0,
+        capabilities: [],
+        assigneeAgentId: "",
+        attempts: 0,
+        maxAttempts: 3,
+        runtime: "",
+        input: null,
+        result: null,
+        claimedBy: "",
+        leaseExpiresMs: null,
+        parentTaskId: "",
+        dependsOn: [],
+        step: "",
+        createdAt: iso(T0),
+        updatedAt: iso(T0),
+        ...over,
+      };
+    }
+
+    async function setup(): Promise<{ d: string; m: string; add: (over?: Partial<TaskRow>) => Promise<TaskRow> }> {
+      const d = await domain();
+      const m = await mission(d);
+      return {
+        d,
+        m,
+        add: async (over = {}) => {
+          const t = task(d, m, over);
+          await store.insertTask(t);
+          return t;
+        },
+      };
+    }
+
+    const claimant = (domainId: string, over: Partial<Claimant> = {}): Claimant => ({
+      agentId: "agt_1",
       domainId,
-      missionId,
-      kind: "claimable",
-      title: "t",
-      description: "",
-      status: "queued",
-      claimPolicy: "first_claim",
-      priority: 0,
+      runtime: "shell",
       capabilities: [],
-      assigneeAgentId: "",
-      attempts: 0,
-      maxAttempts: 3,
-      runtime: "",
-      input: null,
-      result: null,
-      claimedBy: "",
-      leaseExpiresMs: null,
-      parentTaskId: "",
-      dependsOn: [],
-      step: "",
-      createdAt: iso(T0),
-      updatedAt: iso(T0),
+      leaseId: "ls_test",
       ...over,
-    };
-  }
-
-  async function setup(): Promise<{ d: string; m: string; add: (over?: Partial<TaskRow>) => Promise<TaskRow> }> {
-    const d = await domain();
-    const m = await mission(d);
-    return {
-      d,
-      m,
-      add: async (over = {}) => {
-        const t = task(d, m, over);
-        await store.insertTask(t);
-        return t;
-      },
-    };
-  }
-
-  const claimant = (domainId: string, over: Partial<Claimant> = {}): Claimant => ({ agentId: "agt_1", domainId, runtime: "shell", capabilities: [], leaseId: "ls_test", ...over });
+    });
     body({
       dialect,
       skip,

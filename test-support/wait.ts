@@ -12,7 +12,11 @@ export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs 
 }
 
 /** Polls a probe until it returns a value (not undefined or false), and returns that value. */
-export async function waitForValue<T>(probe: () => T | undefined | false, timeoutMs = 10_000, everyMs = 20): Promise<T> {
+export async function waitForValue<T>(
+  probe: () => T | undefined | false,
+  timeoutMs = 10_000,
+  everyMs = 20,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = probe();

@@ -27,7 +27,11 @@ describe("AI session ownership", () => {
 
     // a console login through a ticket that alice asked for
     const ticket = (await t.client(AuthService, rotated.secret).createTicket({ purpose: "login" })).ticket;
-    const login = await fetch(`${t.url}/auth/session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ticket }) });
+    const login = await fetch(`${t.url}/auth/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ ticket }),
+    });
     expect(login.status).toBe(200);
     expect(((await login.json()) as { subject: string }).subject).toBe("alice");
     const cookie = login.headers.get("set-cookie")!.split(";")[0];

@@ -1,7 +1,13 @@
 // AI sessions with the LLM planners against fake providers speaking the real wire formats:
 // tool calls become pending actions; failures and timeouts become a visible turn error.
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { anthropicMessage, openAiCompletion, startFakeLlmServer, type FakeLlmServer, type FakeReply } from "../test-support/fake-llm-server.js";
+import {
+  anthropicMessage,
+  openAiCompletion,
+  startFakeLlmServer,
+  type FakeLlmServer,
+  type FakeReply,
+} from "../test-support/fake-llm-server.js";
 import { startTower, type TestTower } from "./harness.js";
 
 let reply: FakeReply = { status: 500 };
@@ -16,10 +22,16 @@ afterAll(async () => {
   await fake?.close();
 });
 
-async function towerWith(env: { EP_AI_PROVIDER: string; PROVIDERA_API_KEY?: string; PROVIDERB_API_KEY?: string }): Promise<TestTower> {
+async function towerWith(env: {
+  EP_AI_PROVIDER: string;
+  PROVIDERA_API_KEY?: string;
+  PROVIDERB_API_KEY?: string;
+}): Promise<TestTower> {
   fake ??= await startFakeLlmServer(() => reply);
   const keys = Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined);
-  t = await startTower({ env: { EP_AI_BASE_URL: fake.origin, EP_AI_TIMEOUT_SECONDS: "1", ...Object.fromEntries(keys) } });
+  t = await startTower({
+    env: { EP_AI_BASE_URL: fake.origin, EP_AI_TIMEOUT_SECONDS: "1", ...Object.fromEntries(keys) },
+  });
   return t;
 }
 
@@ -34,7 +46,11 @@ describe.each([
   {
     provider: "providerA",
     env: { EP_AI_PROVIDER: "providerA", PROVIDERA_API_KEY: "sk-test-a" },
-    toolReply: () => anthropicMessage([{ type: "text", text: "Creating it." }, { type: "tool_use", id: "tu_1", name: "create_domain", input: { name: "llm-made" } }]),
+    toolReply: () =>
+      anthropicMessage([
+        { type: "text", text: "Creating it." },
+        { type: "tool_use", id: "tu_1", name: "create_domain", input: { name: "llm-made" } },
+      ]),
   },
   {
     provider: "providerB",
@@ -49,7 +65,11 @@ describe.each([
     expect(res.status).toBe(201);
     expect(res.body.reply).toMatchObject({ role: "assistant", error: "" });
     expect(res.body.actions).toHaveLength(1);
-    expect(res.body.actions[0]).toMatchObject({ tool: "create_domain", status: "pending", arguments: { name: "llm-made" } });
+    expect(res.body.actions[0]).toMatchObject({
+      tool: "create_domain",
+      status: "pending",
+      arguments: { name: "llm-made" },
+    });
     expect((await tt.api("GET", "/domains")).body.domains).toHaveLength(0);
   });
 

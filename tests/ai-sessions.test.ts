@@ -12,7 +12,12 @@ let other: string;
 
 beforeAll(async () => {
   t = await startTower({
-    env: { EP_CENTRAL_RUNTIME_DEFAULT: "vendorA_code", EP_CLAUDE_MODEL: "claude-test-model", EP_CLAUDE_MAX_TOKENS: "2048", EP_CLAUDE_TIMEOUT_SECONDS: "90" },
+    env: {
+      EP_CENTRAL_RUNTIME_DEFAULT: "vendorA_code",
+      EP_CLAUDE_MODEL: "claude-test-model",
+      EP_CLAUDE_MAX_TOKENS: "2048",
+      EP_CLAUDE_TIMEOUT_SECONDS: "90",
+    },
   });
   other = (await t.client(AuthService).createToken({ name: "other-operator", role: Role.OPERATOR })).secret;
 });
@@ -46,7 +51,11 @@ describe("turns and pending actions", () => {
     const action = r.actions[0];
     expect(action).toMatchObject({ tool: "create_domain", status: "pending", arguments: { name: "alpha-approve" } });
     expect(r.reply.tool_calls[0]).toMatchObject({ tool: "create_domain", kind: "write", action_id: action.id });
-    expect(r.reply.view_specs.some((v: any) => v.type === "action_bar" && v.actions.some((a: any) => a.action_id === action.id))).toBe(true);
+    expect(
+      r.reply.view_specs.some(
+        (v: any) => v.type === "action_bar" && v.actions.some((a: any) => a.action_id === action.id),
+      ),
+    ).toBe(true);
     expect(await domainNames()).not.toContain("alpha-approve");
 
     // a new message never approves anything
@@ -72,7 +81,9 @@ describe("turns and pending actions", () => {
     const got = await t.api("GET", `/ai/sessions/${s}`);
     expect(got.body.turns.map((x: any) => x.role)).toEqual(["user", "assistant", "user", "assistant"]);
     expect(got.body.actions).toHaveLength(1);
-    const approvals = got.body.events.filter((e: any) => e.type === "approval").map((e: any) => `${e.name}:${e.status}`);
+    const approvals = got.body.events
+      .filter((e: any) => e.type === "approval")
+      .map((e: any) => `${e.name}:${e.status}`);
     expect(approvals).toEqual(["action.pending:pending", "action.approved:approved", "action.executed:approved"]);
   });
 
@@ -107,19 +118,32 @@ describe("turns and pending actions", () => {
     const id = r.actions[0].id;
     // the decision committed, then the tower stopped before the run recorded an outcome
     const decidedAt = new Date(Date.now() - 11 * 60_000).toISOString();
-    expect(await t.tower.deps.store.decideAiAction(id, { status: "approved", decidedBy: "tok_admin", decidedAt })).toBeDefined();
+    expect(
+      await t.tower.deps.store.decideAiAction(id, { status: "approved", decidedBy: "tok_admin", decidedAt }),
+    ).toBeDefined();
     const ai = t.tower.services.ai;
     expect(await ai.sweepInterruptedActions()).toBe(1);
     expect(await ai.sweepInterruptedActions()).toBe(0); // once
     const got = await t.tower.deps.store.getAiAction(id);
-    expect(got).toMatchObject({ status: "approved", error: expect.stringMatching(/^interrupted: the tower stopped while running this action .* may or may not have taken effect/) });
+    expect(got).toMatchObject({
+      status: "approved",
+      error: expect.stringMatching(
+        /^interrupted: the tower stopped while running this action .* may or may not have taken effect/,
+      ),
+    });
     expect(got!.executedAt).not.toBe("");
     expect(await domainNames()).not.toContain("half-done"); // the sweep never runs the tool
-    const failed = (await t.tower.deps.store.listEvents({ types: ["approval"], limit: 10_000 })).filter((e) => e.name === "action.failed" && e.payload.action_id === id);
+    const failed = (await t.tower.deps.store.listEvents({ types: ["approval"], limit: 10_000 })).filter(
+      (e) => e.name === "action.failed" && e.payload.action_id === id,
+    );
     expect(failed).toHaveLength(1);
     // a fresh approval is left alone
     const fresh = (await turn(s, 'create domain "fresh-one"')).actions[0].id;
-    await t.tower.deps.store.decideAiAction(fresh, { status: "approved", decidedBy: "tok_admin", decidedAt: new Date().toISOString() });
+    await t.tower.deps.store.decideAiAction(fresh, {
+      status: "approved",
+      decidedBy: "tok_admin",
+      decidedAt: new Date().toISOString(),
+    });
     expect(await ai.sweepInterruptedActions()).toBe(0);
   });
 
@@ -127,7 +151,9 @@ describe("turns and pending actions", () => {
     const s = await session();
     const r = await turn(s, 'create domain "race-domain"');
     const id = r.actions[0].id;
-    const calls = Array.from({ length: 20 }, (_, i) => t.api("POST", `/ai/sessions/${s}/actions/${id}/${i % 2 ? "reject" : "approve"}`));
+    const calls = Array.from({ length: 20 }, (_, i) =>
+      t.api("POST", `/ai/sessions/${s}/actions/${id}/${i % 2 ? "reject" : "approve"}`),
+    );
     const results = await Promise.all(calls);
     const final = (await t.api("GET", `/ai/sessions/${s}`)).body.actions[0];
     expect(["approved", "rejected"]).toContain(final.status);
@@ -140,8 +166,12 @@ describe("turns and pending actions", () => {
     const created = (await domainNames()).filter((n) => n === "race-domain");
     expect(created).toHaveLength(final.status === "approved" ? 1 : 0);
     const events = (await t.api("GET", `/ai/sessions/${s}`)).body.events.filter((e: any) => e.type === "approval");
-    expect(events.filter((e: any) => e.status !== "pending" && e.name !== "action.executed" && e.name !== "action.failed")).toHaveLength(1);
-    expect(events.filter((e: any) => e.name === "action.executed" || e.name === "action.failed").length).toBeLessThanOrEqual(1);
+    expect(
+      events.filter((e: any) => e.status !== "pending" && e.name !== "action.executed" && e.name !== "action.failed"),
+    ).toHaveLength(1);
+    expect(
+      events.filter((e: any) => e.name === "action.executed" || e.name === "action.failed").length,
+    ).toBeLessThanOrEqual(1);
   });
 
   it("read tools run at once and come back as view_specs", async () => {
@@ -215,12 +245,22 @@ describe("ownership", () => {
 });
 
 /** Reads SSE events from the session stream until `count` arrived, then disconnects. */
-async function readStream(sessionId: string, count: number, lastEventId?: number): Promise<{ id: number; data: any }[]> {
+async function readStream(
+  sessionId: string,
+  count: number,
+  lastEventId?: number,
+): Promise<{ id: number; data: any }[]> {
   return (await openStream(sessionId, lastEventId))(count);
 }
 
-/** Opens a session's stream (resolves once the tower answered with the stream's headers); the function reads `count` events. */
-async function openStream(sessionId: string, lastEventId?: number): Promise<(count: number) => Promise<{ id: number; data: any }[]>> {
+/**
+ * Opens a session's stream (resolves once the tower answered with the stream's headers); the function reads `count`
+ * events.
+ */
+async function openStream(
+  sessionId: string,
+  lastEventId?: number,
+): Promise<(count: number) => Promise<{ id: number; data: any }[]>> {
   const ac = new AbortController();
   const headers: Record<string, string> = { authorization: `Bearer ${t.adminToken}`, accept: "text/event-stream" };
   if (lastEventId !== undefined) headers["last-event-id"] = String(lastEventId);
@@ -271,7 +311,11 @@ describe("session stream", () => {
     const live = await openStream(s, all.at(-1));
     await turn(s, "list domains");
     const [next] = await live(1);
-    expect(next.data).toMatchObject({ name: "ai.turn", session_id: s, payload: { role: "user", content: "list domains" } });
+    expect(next.data).toMatchObject({
+      name: "ai.turn",
+      session_id: s,
+      payload: { role: "user", content: "list domains" },
+    });
   });
 });
 
@@ -283,7 +327,9 @@ describe("session titles", () => {
     await ai.submitTurn({ sessionId: plain!.id, content: "  list   domains\nand more on a second line" });
     await ai.submitTurn({ sessionId: plain!.id, content: "list missions" });
     expect((await ai.getSession({ sessionId: plain!.id })).session!.title).toBe("list domains");
-    const events = (await ai.getSession({ sessionId: plain!.id })).events.filter((e) => e.name === "ai.session.updated");
+    const events = (await ai.getSession({ sessionId: plain!.id })).events.filter(
+      (e) => e.name === "ai.session.updated",
+    );
     expect(events).toHaveLength(1);
 
     const { session: named } = await ai.createSession({ title: "release triage" });
@@ -292,7 +338,9 @@ describe("session titles", () => {
   });
 
   it("a long first question is cut at a word", () => {
-    const title = titleFromTurn("please list every mission in the research domain that has a failed task and also show me their agents");
+    const title = titleFromTurn(
+      "please list every mission in the research domain that has a failed task and also show me their agents",
+    );
     expect(title.length).toBeLessThanOrEqual(61);
     expect(title).toBe("please list every mission in the research domain that has a…");
   });

@@ -1,7 +1,7 @@
 // Issue 39, point 6: docs/api.md's Python client, its ```python block verbatim, with Debian's
 // packages (the doc's Debian route) against a real tower over h2c: it creates a domain, a mission
 // and a shell task, lists the queued task, and reads EP's ErrorDetail from a NOT_FOUND.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, it } from "vitest";
 import { startTower, type TestTower } from "./harness.js";
 import { expectDocClientRan, pythonClient } from "./python-client.js";
 

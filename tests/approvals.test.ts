@@ -27,7 +27,9 @@ async function held(t: TestTower) {
   const domainId = (await work.createDomain({ name: "ask" })).domain!.id;
   const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
   const node = await t.client(NodeService).registerNode({ hostname: "asker", domainIds: [domainId] });
-  const agentId = (await t.client(AgentService, node.token).enrollAgent({ domainId, runtime: Runtime.SHELL, name: "asker" })).agent!.id;
+  const agentId = (
+    await t.client(AgentService, node.token).enrollAgent({ domainId, runtime: Runtime.SHELL, name: "asker" })
+  ).agent!.id;
   const nodeWork = t.client(WorkService, node.token);
   const next = async () => {
     await work.createTask({ missionId, title: "edit", runtime: Runtime.SHELL, input: { command: "true" } });
@@ -35,7 +37,18 @@ async function held(t: TestTower) {
   };
   const asks = t.client(ApprovalService, node.token);
   const ask = async (taskId: string, extra: Record<string, unknown> = {}) =>
-    (await asks.requestPermission({ taskId, agentId, tool: "Bash", title: "rm -rf build", arguments: { command: "rm -rf build" }, paths: ["/repo/build"], options: OPTIONS, ...extra })).approval!;
+    (
+      await asks.requestPermission({
+        taskId,
+        agentId,
+        tool: "Bash",
+        title: "rm -rf build",
+        arguments: { command: "rm -rf build" },
+        paths: ["/repo/build"],
+        options: OPTIONS,
+        ...extra,
+      })
+    ).approval!;
   return { domainId, missionId, agentId, node, asks, ask, next, approvals: t.client(ApprovalService) };
 }
 
@@ -58,7 +71,15 @@ describe("approvals", () => {
     cleanup(() => sse.close());
     const task = await f.next();
     const a = await f.ask(task.id);
-    expect(a).toMatchObject({ kind: "permission", status: ApprovalStatus.PENDING, tool: "Bash", taskId: task.id, agentId: f.agentId, domainId: f.domainId, paths: ["/repo/build"] });
+    expect(a).toMatchObject({
+      kind: "permission",
+      status: ApprovalStatus.PENDING,
+      tool: "Bash",
+      taskId: task.id,
+      agentId: f.agentId,
+      domainId: f.domainId,
+      paths: ["/repo/build"],
+    });
     expect(a.nodeId).toBe(f.node.node!.id);
     expect(a.arguments).toEqual({ command: "rm -rf build" });
     const listed = (await f.approvals.listApprovals({ status: ApprovalStatus.PENDING })).approvals;
@@ -94,7 +115,9 @@ describe("approvals", () => {
     const two = await f.ask((await f.next()).id);
     expect((await f.approvals.approve({ approvalId: two.id })).approval!.optionId).toBe("once");
     const three = await f.ask((await f.next()).id);
-    expect(await code(f.approvals.approve({ approvalId: three.id, optionId: "no" }))).toMatch(/^3:.*option_id.*allow options \(once, always\)/);
+    expect(await code(f.approvals.approve({ approvalId: three.id, optionId: "no" }))).toMatch(
+      /^3:.*option_id.*allow options \(once, always\)/,
+    );
   });
 
   it("a request nobody decides expires at its timeout, and the waiting node hears it", async () => {
@@ -122,9 +145,14 @@ describe("approvals", () => {
     const f = await held(t);
     const task = await f.next();
     const a = await f.ask(task.id);
-    await t.client(WorkService, f.node.token).completeTask({ taskId: task.id, agentId: f.agentId, result: { output: "done without it" } });
+    await t
+      .client(WorkService, f.node.token)
+      .completeTask({ taskId: task.id, agentId: f.agentId, result: { output: "done without it" } });
     const listed = (await f.approvals.listApprovals({})).approvals.find((x) => x.id === a.id)!;
-    expect(listed).toMatchObject({ status: ApprovalStatus.EXPIRED, reason: "the run that asked is over: the task is succeeded" });
+    expect(listed).toMatchObject({
+      status: ApprovalStatus.EXPIRED,
+      reason: "the run that asked is over: the task is succeeded",
+    });
     expect(await code(f.approvals.approve({ approvalId: a.id }))).toMatch(/^10:.*already expired/);
     // still pending while its run holds the task
     const other = await f.ask((await f.next()).id);
@@ -136,13 +164,27 @@ describe("approvals", () => {
     cleanup(() => t.close());
     const f = await held(t);
     const a = await f.ask((await f.next()).id);
-    expect(await code(f.asks.approve({ approvalId: a.id }))).toMatch(/^7:.*role node may not call ApprovalService\/Approve \(admin, operator may\)/);
-    const agentToken = (await t.client((await import("../gen/ep/tower/v1/auth_pb.js")).AuthService).createToken({ name: "a", role: Role.AGENT, domainId: f.domainId })).secret;
-    expect(await code(t.client(ApprovalService, agentToken).approve({ approvalId: a.id }))).toMatch(/^7:.*role agent may not call ApprovalService\/Approve/);
+    expect(await code(f.asks.approve({ approvalId: a.id }))).toMatch(
+      /^7:.*role node may not call ApprovalService\/Approve \(admin, operator may\)/,
+    );
+    const agentToken = (
+      await t
+        .client((await import("../gen/ep/tower/v1/auth_pb.js")).AuthService)
+        .createToken({ name: "a", role: Role.AGENT, domainId: f.domainId })
+    ).secret;
+    expect(await code(t.client(ApprovalService, agentToken).approve({ approvalId: a.id }))).toMatch(
+      /^7:.*role agent may not call ApprovalService\/Approve/,
+    );
     const otherDomain = (await t.client(WorkService).createDomain({ name: "other" })).domain!.id;
-    const foreign = (await t.client((await import("../gen/ep/tower/v1/auth_pb.js")).AuthService).createToken({ name: "b", role: Role.AGENT, domainId: otherDomain })).secret;
+    const foreign = (
+      await t
+        .client((await import("../gen/ep/tower/v1/auth_pb.js")).AuthService)
+        .createToken({ name: "b", role: Role.AGENT, domainId: otherDomain })
+    ).secret;
     expect((await t.client(ApprovalService, foreign).listApprovals({})).approvals).toEqual([]);
-    expect(await code(t.client(ApprovalService, foreign).getApproval({ approvalId: a.id }))).toMatch(/^5:.*does not exist/);
+    expect(await code(t.client(ApprovalService, foreign).getApproval({ approvalId: a.id }))).toMatch(
+      /^5:.*does not exist/,
+    );
   });
 
   it("refuses malformed requests by field, and a task that is not held", async () => {
@@ -151,18 +193,32 @@ describe("approvals", () => {
     const f = await held(t);
     const task = await f.next();
     expect(await code(f.ask(task.id, { tool: " " }))).toMatch(/^3:.*tool: is required/);
-    expect(await code(f.ask(task.id, { options: [{ optionId: "x", name: "X", kind: 42 }] }))).toMatch(/^3:.*options\[0\]\.kind: is not a PermissionOptionKind \(got 42\)/);
-    expect(await code(f.ask(task.id, { options: [{ optionId: "x", name: "X" }] }))).toMatch(/^3:.*options\[0\]\.kind: is required: allow_once, allow_always/);
-    expect(await code(f.ask(task.id, { options: [OPTIONS[0], OPTIONS[0]] }))).toMatch(/^3:.*options\[1\]\.option_id: repeats "once"/);
+    expect(await code(f.ask(task.id, { options: [{ optionId: "x", name: "X", kind: 42 }] }))).toMatch(
+      /^3:.*options\[0\]\.kind: is not a PermissionOptionKind \(got 42\)/,
+    );
+    expect(await code(f.ask(task.id, { options: [{ optionId: "x", name: "X" }] }))).toMatch(
+      /^3:.*options\[0\]\.kind: is required: allow_once, allow_always/,
+    );
+    expect(await code(f.ask(task.id, { options: [OPTIONS[0], OPTIONS[0]] }))).toMatch(
+      /^3:.*options\[1\]\.option_id: repeats "once"/,
+    );
     expect(await code(f.ask(task.id, { timeout: { seconds: 0n } }))).toMatch(/^3:.*timeout: must be positive/);
-    expect(await code(f.ask(task.id, { timeout: { seconds: 90_000n } }))).toMatch(/^3:.*timeout: must be at most 86400 s/);
-    expect(await code(f.ask(task.id, { paths: Array.from({ length: 65 }, (_, i) => `/p${i}`) }))).toMatch(/^3:.*paths: has more than 64/);
+    expect(await code(f.ask(task.id, { timeout: { seconds: 90_000n } }))).toMatch(
+      /^3:.*timeout: must be at most 86400 s/,
+    );
+    expect(await code(f.ask(task.id, { paths: Array.from({ length: 65 }, (_, i) => `/p${i}`) }))).toMatch(
+      /^3:.*paths: has more than 64/,
+    );
     expect(await code(f.ask("tsk_missing"))).toMatch(/^5:.*task tsk_missing does not exist/);
     await t.client(WorkService).cancelTask({ taskId: task.id });
     expect(await code(f.ask(task.id))).toMatch(/^10:.*is cancelled: only a claimed or running task/);
-    expect(await code(f.asks.waitApproval({ approvalId: "apr_missing" }))).toMatch(/^5:.*approval apr_missing does not exist/);
+    expect(await code(f.asks.waitApproval({ approvalId: "apr_missing" }))).toMatch(
+      /^5:.*approval apr_missing does not exist/,
+    );
     expect(await code(f.approvals.listApprovals({ pageToken: "nope" }))).toMatch(/^3:.*page_token/);
-    expect(await code(f.approvals.listApprovals({ status: 9 as ApprovalStatus }))).toMatch(/^3:.*status: is not an ApprovalStatus \(got 9\)/);
+    expect(await code(f.approvals.listApprovals({ status: 9 as ApprovalStatus }))).toMatch(
+      /^3:.*status: is not an ApprovalStatus \(got 9\)/,
+    );
     // nothing stored by the refusals
     expect((await f.approvals.listApprovals({})).approvals).toEqual([]);
   });

@@ -14,13 +14,15 @@ const homes: { cleanup(): void }[] = [];
 afterAll(() => homes.forEach((h) => h.cleanup()));
 
 function dbBytes(path: string): string {
-  return [path, `${path}-wal`].map((f) => {
-    try {
-      return readFileSync(f).toString("latin1");
-    } catch {
-      return "";
-    }
-  }).join("");
+  return [path, `${path}-wal`]
+    .map((f) => {
+      try {
+        return readFileSync(f).toString("latin1");
+      } catch {
+        return "";
+      }
+    })
+    .join("");
 }
 
 async function withTower<T>(home: string, env: Record<string, string>, fn: (t: TestTower) => Promise<T>): Promise<T> {
@@ -44,7 +46,8 @@ describe("files and keys at rest", () => {
     try {
       await withTower(h.dir, { EP_DATABASE_URL: `sqlite:${db}`, EP_SECRET_KEY: "k-one" }, async (t) => {
         await t.client(NodeService).registerNode({ hostname: "at-rest" });
-        for (const f of [db, `${db}-wal`, `${db}-shm`]) expect({ f, mode: (statSync(f).mode & 0o777).toString(8) }).toEqual({ f, mode: "600" });
+        for (const f of [db, `${db}-wal`, `${db}-shm`])
+          expect({ f, mode: (statSync(f).mode & 0o777).toString(8) }).toEqual({ f, mode: "600" });
       });
     } finally {
       process.umask(old);
@@ -62,32 +65,40 @@ describe("files and keys at rest", () => {
     });
   });
 
-  it("seals the signing key under the secret-store key; a clear one is sealed at the next start; rotation re-seals it", async () => {
-    const h = tempHome("ep-at-rest-");
-    homes.push(h);
-    const db = join(h.dir, "tower", "ep.db");
-    const token = await withTower(h.dir, { EP_SECRET_KEY: "k-one" }, async (t) => {
-      const reg = await t.client(NodeService).registerNode({ hostname: "sealed" });
-      const [row] = await t.tower.deps.store.listSigningKeys();
-      expect(row.privateJwk.startsWith("sealed:v1:")).toBe(true);
-      expect(row.privateJwk).not.toContain('"d"');
-      return reg.token;
-    });
-    expect(dbBytes(db)).not.toMatch(/"d":"/);
+  it(
+    "seals the signing key under the secret-store key; a clear " +
+      "one is sealed at the next start; rotation re-seals it",
+    async () => {
+      const h = tempHome("ep-at-rest-");
+      homes.push(h);
+      const db = join(h.dir, "tower", "ep.db");
+      const token = await withTower(h.dir, { EP_SECRET_KEY: "k-one" }, async (t) => {
+        const reg = await t.client(NodeService).registerNode({ hostname: "sealed" });
+        const [row] = await t.tower.deps.store.listSigningKeys();
+        expect(row.privateJwk.startsWith("sealed:v1:")).toBe(true);
+        expect(row.privateJwk).not.toContain('"d"');
+        return reg.token;
+      });
+      expect(dbBytes(db)).not.toMatch(/"d":"/);
 
-    // rotation of the secret-store key: the old one in EP_SECRET_KEY_PREVIOUS
-    await withTower(h.dir, { EP_SECRET_KEY: "k-two", EP_SECRET_KEY_PREVIOUS: "k-one" }, async (t) => {
-      // the node token signed before still verifies (its key was unsealed with the previous key)
-      const nodes = t.client(NodeService, token);
-      await expect(nodes.getNode({ nodeId: "nod_missing" })).rejects.toThrow(/does not exist|not found/);
-      const [row] = await t.tower.deps.store.listSigningKeys();
-      const cipher = JSON.parse(row.privateJwk.slice("sealed:v1:".length));
-      expect(cipher.keyId).toBe(keyIdOf(parseSecretKey("k-two", "test").key));
-    });
-    // and the old key alone no longer opens it
-    await expect(withTower(h.dir, { EP_SECRET_KEY: "k-one" }, async (t) => t.client(NodeService, token).getNode({ nodeId: "x" }))).rejects.toThrow();
-    expect(dbBytes(db)).not.toMatch(/"d":"/);
-  });
+      // rotation of the secret-store key: the old one in EP_SECRET_KEY_PREVIOUS
+      await withTower(h.dir, { EP_SECRET_KEY: "k-two", EP_SECRET_KEY_PREVIOUS: "k-one" }, async (t) => {
+        // the node token signed before still verifies (its key was unsealed with the previous key)
+        const nodes = t.client(NodeService, token);
+        await expect(nodes.getNode({ nodeId: "nod_missing" })).rejects.toThrow(/does not exist|not found/);
+        const [row] = await t.tower.deps.store.listSigningKeys();
+        const cipher = JSON.parse(row.privateJwk.slice("sealed:v1:".length));
+        expect(cipher.keyId).toBe(keyIdOf(parseSecretKey("k-two", "test").key));
+      });
+      // and the old key alone no longer opens it
+      await expect(
+        withTower(h.dir, { EP_SECRET_KEY: "k-one" }, async (t) =>
+          t.client(NodeService, token).getNode({ nodeId: "x" }),
+        ),
+      ).rejects.toThrow();
+      expect(dbBytes(db)).not.toMatch(/"d":"/);
+    },
+  );
 
   it("seals a signing key that an older tower stored in clear", async () => {
     const h = tempHome("ep-at-rest-");

@@ -48,7 +48,12 @@ command = ["bash", "--norc", "--noprofile"]
 env = { PS1 = "web$ " }
 `,
     );
-    epd = await spawnEpd({ home: home.dir, nodeFile, backendUrl: t.url, env: { EP_TMUX_SOCKET: SOCKET, EP_SUPERVISE_BACKEND: "process", EP_LOG_LEVEL: "warn" } });
+    epd = await spawnEpd({
+      home: home.dir,
+      nodeFile,
+      backendUrl: t.url,
+      env: { EP_TMUX_SOCKET: SOCKET, EP_SUPERVISE_BACKEND: "process", EP_LOG_LEVEL: "warn" },
+    });
     await waitFor(async () => (await t.client(AgentService).listAgents({ domainId })).agents.length === 1, 15_000);
     agentId = (await t.client(AgentService).listAgents({ domainId })).agents[0].id;
     profile = mkdtempSync(join(tmpdir(), "ep-chromium-"));
@@ -73,7 +78,10 @@ env = { PS1 = "web$ " }
     const row = page.locator(`tr[data-agent-id="${agentId}"]`);
     await row.getByRole("button", { name: "Terminal" }).click();
     const screen = page.locator(`[data-agent-terminal="${agentId}"]`);
-    await page.locator("[data-terminal-status]").filter({ hasText: /^connected$/ }).waitFor({ timeout: 15_000 });
+    await page
+      .locator("[data-terminal-status]")
+      .filter({ hasText: /^connected$/ })
+      .waitFor({ timeout: 15_000 });
     await screen.locator(".xterm-rows").filter({ hasText: "web$" }).waitFor({ timeout: 15_000 });
     await screen.click();
     await page.keyboard.type("echo console-$((6*7))");
@@ -81,7 +89,9 @@ env = { PS1 = "web$ " }
     await screen.locator(".xterm-rows").filter({ hasText: "console-42" }).waitFor({ timeout: 15_000 });
     expect(await screen.locator(".xterm-rows").innerText()).toContain("console-42");
     // and it really ran in the pane
-    const pane = await new Promise<string>((r) => execFile("tmux", ["-L", SOCKET, "capture-pane", "-p", "-t", "=web-shell:"], (_e, out) => r(out)));
+    const pane = await new Promise<string>((r) =>
+      execFile("tmux", ["-L", SOCKET, "capture-pane", "-p", "-t", "=web-shell:"], (_e, out) => r(out)),
+    );
     expect(pane).toContain("console-42");
   }, 60_000);
 });

@@ -28,16 +28,21 @@ function openLink(token: string, attachSecret: string) {
   const got: LinkResponse[] = [];
   const done = (async () => {
     try {
-      for await (const m of t.client(NodeService, token).link({ attachSecret, version: "test" }, { signal: ac.signal })) got.push(m);
+      for await (const m of t.client(NodeService, token).link({ attachSecret, version: "test" }, { signal: ac.signal }))
+        got.push(m);
     } catch {
       // aborted
     }
   })();
-  const attach = (): AttachDial | undefined => got.flatMap((m) => (m.command.case === "attach" ? [m.command.value] : []))[0];
+  const attach = (): AttachDial | undefined =>
+    got.flatMap((m) => (m.command.case === "attach" ? [m.command.value] : []))[0];
   return { got, close: () => (ac.abort(), done), attach, hello: () => got.some((m) => m.command.case === "hello") };
 }
 
-function dial(attachId: string, headers: Record<string, string>): Promise<{ ws?: WebSocket; status?: number; body?: string }> {
+function dial(
+  attachId: string,
+  headers: Record<string, string>,
+): Promise<{ ws?: WebSocket; status?: number; body?: string }> {
   return new Promise((resolve) => {
     const ws = new WebSocket(`${wsUrl(t.url)}/api/attach-dial?attach_id=${encodeURIComponent(attachId)}`, { headers });
     ws.on("unexpected-response", (_req, res) => {
@@ -50,7 +55,8 @@ function dial(attachId: string, headers: Record<string, string>): Promise<{ ws?:
   });
 }
 
-const ticket = async (token = t.adminToken) => (await t.client(AuthService, token).createTicket({ purpose: "attach", agentId })).ticket;
+const ticket = async (token = t.adminToken) =>
+  (await t.client(AuthService, token).createTicket({ purpose: "attach", agentId })).ticket;
 const attachUrl = (tk: string) => `${wsUrl(t.url)}/api/attach-ws?ticket=${encodeURIComponent(tk)}`;
 
 beforeAll(async () => {
@@ -59,7 +65,11 @@ beforeAll(async () => {
   nodeToken = reg.token;
   otherNodeToken = (await t.client(NodeService).registerNode({ hostname: "other" })).token;
   const domainId = (await t.client(WorkService).createDomain({ name: "dial" })).domain!.id;
-  agentId = (await t.client(AgentService).enrollAgent({ domainId, nodeId: reg.node!.id, runtime: Runtime.MUXHOST_HOSTED, name: "pane" })).agent!.id;
+  agentId = (
+    await t
+      .client(AgentService)
+      .enrollAgent({ domainId, nodeId: reg.node!.id, runtime: Runtime.MUXHOST_HOSTED, name: "pane" })
+  ).agent!.id;
 }, 30_000);
 
 afterAll(async () => {
@@ -82,15 +92,36 @@ describe("attach dial-back", () => {
     const attachId = cmd.attachId;
     expect(cmd).toMatchObject({ mode: "rw", cols: 80, rows: 24 });
 
-    const stale = await dial(attachId, { authorization: `Bearer ${nodeToken}`, "x-ep-attach-proof": proof("secret-before-restart", attachId) });
+    const stale = await dial(attachId, {
+      authorization: `Bearer ${nodeToken}`,
+      "x-ep-attach-proof": proof("secret-before-restart", attachId),
+    });
     expect(stale.status).toBe(401);
     expect(JSON.parse(stale.body!).error.message).toContain("current link");
     expect((await dial(attachId, { authorization: `Bearer ${nodeToken}` })).status).toBe(401); // no proof at all
-    expect((await dial(attachId, { "x-ep-attach-proof": proof("secret-after-restart", attachId) })).status).toBe(401); // no node token
-    expect((await dial(attachId, { authorization: `Bearer ${otherNodeToken}`, "x-ep-attach-proof": proof("secret-after-restart", attachId) })).status).toBe(403);
-    expect((await dial(attachId, { authorization: `Bearer ${t.adminToken}`, "x-ep-attach-proof": proof("secret-after-restart", attachId) })).status).toBe(403);
+    // no node token
+    expect((await dial(attachId, { "x-ep-attach-proof": proof("secret-after-restart", attachId) })).status).toBe(401);
+    expect(
+      (
+        await dial(attachId, {
+          authorization: `Bearer ${otherNodeToken}`,
+          "x-ep-attach-proof": proof("secret-after-restart", attachId),
+        })
+      ).status,
+    ).toBe(403);
+    expect(
+      (
+        await dial(attachId, {
+          authorization: `Bearer ${t.adminToken}`,
+          "x-ep-attach-proof": proof("secret-after-restart", attachId),
+        })
+      ).status,
+    ).toBe(403);
 
-    const good = await dial(attachId, { authorization: `Bearer ${nodeToken}`, "x-ep-attach-proof": proof("secret-after-restart", attachId) });
+    const good = await dial(attachId, {
+      authorization: `Bearer ${nodeToken}`,
+      "x-ep-attach-proof": proof("secret-after-restart", attachId),
+    });
     expect(good.ws).toBeDefined();
     await viewer.waitFrame("status");
     await waitFor(() => viewer.frames.some((f) => f.state === "connected"));
@@ -101,7 +132,14 @@ describe("attach dial-back", () => {
     good.ws!.send(Buffer.from("hello from the pane\r\n"), { binary: true });
     await viewer.waitScreen((sc) => sc.includes("hello from the pane"));
     // single use: the same attach id cannot be dialed again
-    expect((await dial(attachId, { authorization: `Bearer ${nodeToken}`, "x-ep-attach-proof": proof("secret-after-restart", attachId) })).status).toBe(404);
+    expect(
+      (
+        await dial(attachId, {
+          authorization: `Bearer ${nodeToken}`,
+          "x-ep-attach-proof": proof("secret-after-restart", attachId),
+        })
+      ).status,
+    ).toBe(404);
     // the node hanging up closes the viewer with the node's code
     good.ws!.close(1000, "exited");
     expect((await viewer.closed).code).toBe(1000);
@@ -141,7 +179,9 @@ describe("attach dial-back", () => {
     await waitFor(() => link.attach() !== undefined);
     const attachId = link.attach()!.attachId;
     expect(link.attach()!.mode).toBe("ro");
-    const node = (await dial(attachId, { authorization: `Bearer ${nodeToken}`, "x-ep-attach-proof": proof("s2", attachId) })).ws!;
+    const node = (
+      await dial(attachId, { authorization: `Bearer ${nodeToken}`, "x-ep-attach-proof": proof("s2", attachId) })
+    ).ws!;
     const received: string[] = [];
     node.on("message", (d: Buffer) => received.push(d.toString()));
     await waitFor(() => viewer.frames.some((f) => f.state === "connected"));

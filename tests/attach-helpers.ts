@@ -31,14 +31,24 @@ export interface OpenResult {
 }
 
 /** Opens an attach WebSocket (ws:// URL or ws+unix://…:/attach?…); a refused upgrade resolves with its status. */
-export function openAttach(url: string, opts: { headers?: Record<string, string>; cols?: number; rows?: number } = {}): Promise<OpenResult> {
+export function openAttach(
+  url: string,
+  opts: { headers?: Record<string, string>; cols?: number; rows?: number } = {},
+): Promise<OpenResult> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, { headers: opts.headers, perMessageDeflate: false });
-    const term = new Terminal({ cols: opts.cols ?? 80, rows: opts.rows ?? 24, allowProposedApi: true, scrollback: 5000 });
+    const term = new Terminal({
+      cols: opts.cols ?? 80,
+      rows: opts.rows ?? 24,
+      allowProposedApi: true,
+      scrollback: 5000,
+    });
     const frames: Record<string, any>[] = [];
     let bytes = 0;
     let pendingWrite = Promise.resolve();
-    const closed = new Promise<{ code: number; reason: string }>((r) => ws.on("close", (code, reason) => r({ code, reason: reason.toString() })));
+    const closed = new Promise<{ code: number; reason: string }>((r) =>
+      ws.on("close", (code, reason) => r({ code, reason: reason.toString() })),
+    );
     ws.on("unexpected-response", (_req, res) => {
       let body = "";
       res.on("data", (d: Buffer) => (body += d.toString()));
@@ -88,7 +98,9 @@ export function openAttach(url: string, opts: { headers?: Record<string, string>
           try {
             await waitFor(async () => pred((last = await screen())), ms);
           } catch (err) {
-            throw new Error(`screen never matched; it shows:\n${last}\nframes: ${JSON.stringify(frames)}`, { cause: err });
+            throw new Error(`screen never matched; it shows:\n${last}\nframes: ${JSON.stringify(frames)}`, {
+              cause: err,
+            });
           }
           return last;
         },

@@ -7,7 +7,15 @@ import pty from "node-pty";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mustOpen, openAttach, unixAttachUrl } from "./attach-helpers.js";
 import type { EpdProcess } from "./epd-harness.js";
-import { buildAll, buildCli, fleetSetup, startFleetEpd, tmux, writeDaemonFile, type FleetSetup } from "./fleet-harness.js";
+import {
+  buildAll,
+  buildCli,
+  fleetSetup,
+  startFleetEpd,
+  tmux,
+  writeDaemonFile,
+  type FleetSetup,
+} from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
 import { optionalTool } from "./optional-tools.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
@@ -89,12 +97,21 @@ describe.skipIf(tmuxTool.skip)("epd.sock", () => {
   }, 30_000);
 
   it("follows an agent's one-shot runs read-only with their exit status", async () => {
-    const enrolled = await epd.call<{ agent: { id: string } }>("agent.enroll", { domainId, runtime: "shell", name: "runner" });
+    const enrolled = await epd.call<{ agent: { id: string } }>("agent.enroll", {
+      domainId,
+      runtime: "shell",
+      name: "runner",
+    });
     const id = enrolled.agent.id;
     const f = await mustOpen(unixAttachUrl(sock, `agent=${id}`));
     expect(await f.waitFrame("hello")).toMatchObject({ target: "run", mode: "ro" });
     const missionId = (await s.work.createMission({ domainId, title: "m" })).mission!.id;
-    await s.work.createTask({ missionId, title: "echo", runtime: Runtime.SHELL, input: { command: "echo run-out-$((4*4)); exit 3" } });
+    await s.work.createTask({
+      missionId,
+      title: "echo",
+      runtime: Runtime.SHELL,
+      input: { command: "echo run-out-$((4*4)); exit 3" },
+    });
     const exit = await f.waitFrame("exit", 20_000);
     expect(exit).toMatchObject({ exit_code: 3 });
     expect(exit.task_id).toMatch(/^tsk_/);
@@ -118,7 +135,11 @@ describe.skipIf(tmuxTool.skip)("epd.sock", () => {
 describe.skipIf(tmuxTool.skip)("ep agent attach", () => {
   it("attaches in raw mode and detaches with Ctrl-]", async () => {
     const cli = await buildCli();
-    const term = pty.spawn(process.execPath, [cli, "agent", "attach", "ops"], { cols: 100, rows: 30, env: { ...process.env, EP_HOME: s.home } as Record<string, string> });
+    const term = pty.spawn(process.execPath, [cli, "agent", "attach", "ops"], {
+      cols: 100,
+      rows: 30,
+      env: { ...process.env, EP_HOME: s.home } as Record<string, string>,
+    });
     let out = "";
     term.onData((d) => (out += d));
     const exited = new Promise<number>((r) => term.onExit(({ exitCode }) => r(exitCode)));
@@ -134,7 +155,11 @@ describe.skipIf(tmuxTool.skip)("ep agent attach", () => {
 
   it("says what is wrong for an unknown agent", async () => {
     const cli = await buildCli();
-    const term = pty.spawn(process.execPath, [cli, "agent", "attach", "nobody", "--url", s.tower.url, "--token", s.tower.adminToken], { env: { ...process.env, EP_HOME: s.home } as Record<string, string> });
+    const term = pty.spawn(
+      process.execPath,
+      [cli, "agent", "attach", "nobody", "--url", s.tower.url, "--token", s.tower.adminToken],
+      { env: { ...process.env, EP_HOME: s.home } as Record<string, string> },
+    );
     let out = "";
     term.onData((d) => (out += d));
     const code = await new Promise<number>((r) => term.onExit(({ exitCode }) => r(exitCode)));

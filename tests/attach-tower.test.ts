@@ -34,7 +34,8 @@ async function ticket(token = s.tower.adminToken, id = agentId): Promise<string>
   return (await clients(token).auth.createTicket({ purpose: "attach", agentId: id })).ticket;
 }
 
-const attachUrl = (t: string, extra = "") => `${wsUrl(s.tower.url)}/api/attach-ws?ticket=${encodeURIComponent(t)}${extra}`;
+const attachUrl = (t: string, extra = "") =>
+  `${wsUrl(s.tower.url)}/api/attach-ws?ticket=${encodeURIComponent(t)}${extra}`;
 const pane = async () => (await tmux(SOCKET, ["capture-pane", "-p", "-J", "-S", "-", "-t", "=ops:"])).stdout;
 
 beforeAll(async () => {
@@ -56,7 +57,10 @@ env = { PS1 = "ops$ " }
 `,
   );
   epd = await startFleetEpd(s, { EP_TMUX_SOCKET: SOCKET });
-  await waitFor(async () => (await clients(s.tower.adminToken).agents.listAgents({ domainId })).agents.length === 1, 15_000);
+  await waitFor(
+    async () => (await clients(s.tower.adminToken).agents.listAgents({ domainId })).agents.length === 1,
+    15_000,
+  );
   agentId = (await clients(s.tower.adminToken).agents.listAgents({ domainId })).agents[0].id;
   await waitFor(async () => (await pane()).includes("ops$"), 10_000);
 }, 120_000);
@@ -85,17 +89,28 @@ describe.skipIf(tmuxTool.skip)("attach through the tower", () => {
     await c.waitFrame("hello");
     c.resize(101, 33);
     // tmux keeps one row for its status line: the pane is 101x32
-    await waitFor(async () => (await tmux(SOCKET, ["display-message", "-p", "-t", "=ops:", "#{pane_width}x#{pane_height}"])).stdout.trim() === "101x32", 10_000);
+    await waitFor(
+      async () =>
+        (await tmux(SOCKET, ["display-message", "-p", "-t", "=ops:", "#{pane_width}x#{pane_height}"])).stdout.trim() ===
+        "101x32",
+      10_000,
+    );
     // tmux resizes the pane's tty a moment after the window: ask until the shell sees it
     await waitFor(async () => {
       c.type("clear; stty size\r");
-      return c.waitScreen((sc) => /^32 101$/m.test(sc), 500).then(() => true, () => false);
+      return c
+        .waitScreen((sc) => /^32 101$/m.test(sc), 500)
+        .then(
+          () => true,
+          () => false,
+        );
     }, 10_000);
     c.close();
   }, 30_000);
 
   it("drops a viewer's input while an operator's arrives", async () => {
-    const viewerToken = (await clients(s.tower.adminToken).auth.createToken({ name: "watcher", role: Role.VIEWER })).secret;
+    const viewerToken = (await clients(s.tower.adminToken).auth.createToken({ name: "watcher", role: Role.VIEWER }))
+      .secret;
     const viewer = await mustOpen(attachUrl(await ticket(viewerToken)));
     expect(await viewer.waitFrame("hello")).toMatchObject({ mode: "ro" });
     viewer.type("echo viewer-typed-$((2+2))\r");
@@ -127,7 +142,9 @@ describe.skipIf(tmuxTool.skip)("attach through the tower", () => {
     expect((await openAttach(attachUrl(login, `&agent_id=${agentId}`))).status).toBe(401);
     expect((await openAttach(attachUrl(await ticket(s.tower.adminToken, "agt_missing")))).status).toBe(404);
     // a plain GET is told to upgrade
-    const plain = await fetch(`${s.tower.url}/api/attach-ws`, { headers: { authorization: `Bearer ${s.tower.adminToken}` } });
+    const plain = await fetch(`${s.tower.url}/api/attach-ws`, {
+      headers: { authorization: `Bearer ${s.tower.adminToken}` },
+    });
     expect(plain.status).toBe(426);
   }, 30_000);
 

@@ -25,7 +25,18 @@ import type { TestTower } from "./harness.js";
 import { doorOf, ROLES, type Outcome, type Role } from "./authz-table.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
-export const SERVICES: DescService[] = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, SecretService, ToolService, ApprovalService, WebhookService];
+export const SERVICES: DescService[] = [
+  WorkService,
+  NodeService,
+  AgentService,
+  AuthService,
+  EventService,
+  AiService,
+  SecretService,
+  ToolService,
+  ApprovalService,
+  WebhookService,
+];
 
 const PROBE_OPTIONS = [
   { optionId: "allow", name: "Allow", kind: PermissionOptionKind.ALLOW_ONCE },
@@ -64,14 +75,30 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
   const domainA = (await work.createDomain({ name: "authz-a" })).domain!.id;
   const domainB = (await work.createDomain({ name: "authz-b" })).domain!.id;
   const missionA = (await work.createMission({ domainId: domainA, title: "authz" })).mission!.id;
-  const token = async (role: string, domainId = "") => (await auth.createToken({ name: `authz-${role}-${domainId}`, role: enumOf<TokenRole>(RoleSchema, role, "role"), domainId })).secret;
+  const token = async (role: string, domainId = "") =>
+    (
+      await auth.createToken({
+        name: `authz-${role}-${domainId}`,
+        role: enumOf<TokenRole>(RoleSchema, role, "role"),
+        domainId,
+      })
+    ).secret;
   const node = await t.client(NodeService).registerNode({ hostname: "authz-node", domainIds: [domainA] });
-  const agentA = (await t.client(AgentService, node.token).enrollAgent({ domainId: domainA, runtime: Runtime.SHELL, name: "authz-agent" })).agent!.id;
+  const agentA = (
+    await t
+      .client(AgentService, node.token)
+      .enrollAgent({ domainId: domainA, runtime: Runtime.SHELL, name: "authz-agent" })
+  ).agent!.id;
   await t.client(SecretService).setSecret({ name: "AUTHZ_SECRET", value: "v", domainId: domainA });
   await t.client(SecretService).grantSecret({ name: "AUTHZ_SECRET", domainId: domainA });
   const sessionA = (await t.client(AiService).createSession({ title: "authz" })).session!.id;
   // port 9 (discard) on loopback: nothing listens, so a test delivery fails at once
-  const webhook = async () => (await t.client(WebhookService).createWebhook({ domainId: domainA, url: "http://127.0.0.1:9/authz", events: ["node.offline"] })).webhook!.id;
+  const webhook = async () =>
+    (
+      await t
+        .client(WebhookService)
+        .createWebhook({ domainId: domainA, url: "http://127.0.0.1:9/authz", events: ["node.offline"] })
+    ).webhook!.id;
   const webhookA = await webhook();
   const tokens: Record<Role, string> = {
     admin: t.adminToken,
@@ -92,13 +119,24 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
     sessionA,
     webhookA,
     webhook,
-    task: async () => (await work.createTask({ missionId: missionA, title: "probe", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id,
-    kanbanTask: async () => (await t.api("POST", `/domains/${domainA}/m/${missionA}/t`, { title: "card" })).body.task.id as string,
+    task: async () =>
+      (
+        await work.createTask({
+          missionId: missionA,
+          title: "probe",
+          runtime: Runtime.SHELL,
+          input: { command: "true" },
+        })
+      ).task!.id,
+    kanbanTask: async () =>
+      (await t.api("POST", `/domains/${domainA}/m/${missionA}/t`, { title: "card" })).body.task.id as string,
     spareToken: async () => (await auth.createToken({ name: "authz-spare", role: TokenRole.VIEWER })).token!.id,
     approval: async () => {
       await work.createTask({ missionId: missionA, title: "asks", runtime: Runtime.SHELL, input: { command: "true" } });
       const held = (await t.client(WorkService, node.token).claimTask({ agentId: agentA })).task!;
-      const asked = await t.client(ApprovalService, node.token).requestPermission({ taskId: held.id, agentId: agentA, tool: "Bash", options: PROBE_OPTIONS });
+      const asked = await t
+        .client(ApprovalService, node.token)
+        .requestPermission({ taskId: held.id, agentId: agentA, tool: "Bash", options: PROBE_OPTIONS });
       return asked.approval!.id;
     },
   };
@@ -108,7 +146,15 @@ export async function makeFixture(t: TestTower): Promise<Fixture> {
  * Every probe names resources that exist (the fixture's), except where it says "missing" on
  * purpose: a not-found for one of these kinds is the resource hidden from the caller, a deny.
  */
-const HIDDEN = new Set(["domain_not_found", "mission_not_found", "task_not_found", "agent_not_found", "node_not_found", "session_not_found", "approval_not_found"]);
+const HIDDEN = new Set([
+  "domain_not_found",
+  "mission_not_found",
+  "task_not_found",
+  "agent_not_found",
+  "node_not_found",
+  "session_not_found",
+  "approval_not_found",
+]);
 
 function classifyStatus(status: number, code?: string): Outcome | "invalid" {
   if (status === 401 || status === 403) return "deny";
@@ -144,7 +190,12 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "WorkService/CreateMission": (f) => ({ domainId: f.domainA, title: "m" }),
   "WorkService/ListMissions": (f) => ({ domainId: f.domainA }),
   "WorkService/GetMission": (f) => ({ missionId: f.missionA }),
-  "WorkService/CreateTask": (f) => ({ missionId: f.missionA, title: "t", runtime: Runtime.SHELL, input: { command: "true" } }),
+  "WorkService/CreateTask": (f) => ({
+    missionId: f.missionA,
+    title: "t",
+    runtime: Runtime.SHELL,
+    input: { command: "true" },
+  }),
   "WorkService/ListTasks": (f) => ({ missionId: f.missionA }),
   "WorkService/GetTask": async (f) => ({ taskId: await f.task() }),
   "WorkService/UpdateTask": async (f) => ({ taskId: await f.task(), priority: 2 }),
@@ -152,7 +203,11 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "WorkService/ClaimTask": (f) => ({ agentId: f.agentA }),
   "WorkService/StartTask": async (f) => ({ taskId: await f.task(), agentId: f.agentA }),
   "WorkService/HeartbeatTask": async (f) => ({ taskId: await f.task(), agentId: f.agentA }),
-  "WorkService/ReportProgress": async (f) => ({ taskId: await f.task(), agentId: f.agentA, frames: [{ kind: FrameKind.TEXT, text: "x" }] }),
+  "WorkService/ReportProgress": async (f) => ({
+    taskId: await f.task(),
+    agentId: f.agentA,
+    frames: [{ kind: FrameKind.TEXT, text: "x" }],
+  }),
   "WorkService/CompleteTask": async (f) => ({ taskId: await f.task(), agentId: f.agentA, result: { output: "x" } }),
   "WorkService/FailTask": async (f) => ({ taskId: await f.task(), agentId: f.agentA, result: { error: "x" } }),
   "WorkService/RetryTask": async (f) => ({ taskId: await f.task() }),
@@ -188,7 +243,10 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "AiService/ApproveAction": (f) => ({ sessionId: f.sessionA, actionId: "act_missing" }),
   "AiService/RejectAction": (f) => ({ sessionId: f.sessionA, actionId: "act_missing" }),
   "ApprovalService/RequestPermission": async (f) => ({ taskId: await f.task(), agentId: f.agentA, tool: "Bash" }),
-  "ApprovalService/WaitApproval": async (f) => ({ approvalId: await f.approval(), wait: { seconds: 0n, nanos: 1_000_000 } }),
+  "ApprovalService/WaitApproval": async (f) => ({
+    approvalId: await f.approval(),
+    wait: { seconds: 0n, nanos: 1_000_000 },
+  }),
   "ApprovalService/ListApprovals": () => ({}),
   "ApprovalService/GetApproval": async (f) => ({ approvalId: await f.approval() }),
   "ApprovalService/Approve": async (f) => ({ approvalId: await f.approval() }),
@@ -201,7 +259,11 @@ const CONNECT: Record<string, (f: Fixture) => Promise<Init> | Init> = {
   "SecretService/GrantSecret": (f) => ({ name: "AUTHZ_SECRET", domainId: f.domainA }),
   "SecretService/RevokeSecret": (f) => ({ name: "AUTHZ_SECRET", agentId: f.agentA }),
   "SecretService/ResolveSecret": (f) => ({ name: "AUTHZ_SECRET", agentId: f.agentA }),
-  "WebhookService/CreateWebhook": (f) => ({ domainId: f.domainA, url: "http://127.0.0.1:9/probe", events: ["task.failed"] }),
+  "WebhookService/CreateWebhook": (f) => ({
+    domainId: f.domainA,
+    url: "http://127.0.0.1:9/probe",
+    events: ["task.failed"],
+  }),
   "WebhookService/ListWebhooks": (f) => ({ domainId: f.domainA }),
   "WebhookService/DeleteWebhook": async (f) => ({ domainId: f.domainA, webhookId: await f.webhook() }),
   "WebhookService/TestWebhook": (f) => ({ domainId: f.domainA, webhookId: f.webhookA }),
@@ -213,7 +275,9 @@ const STREAMS: Record<string, (f: Fixture) => Init> = {
   "AiService/StreamSession": (f) => ({ sessionId: f.sessionA }),
   "NodeService/Link": () => ({ attachSecret: "s".repeat(32), version: "probe" }),
   // bidi over HTTP/2 (gRPC, as epd dials it): the request stream holds the open message
-  "NodeService/Session": () => ({ message: { case: "open", value: { attachSecret: "s".repeat(32), version: "probe" } } }),
+  "NodeService/Session": () => ({
+    message: { case: "open", value: { attachSecret: "s".repeat(32), version: "probe" } },
+  }),
 };
 const BIDI = new Set(["NodeService/Session"]);
 
@@ -221,8 +285,12 @@ export const CONNECT_METHODS = [...Object.keys(CONNECT), ...Object.keys(STREAMS)
 
 function client(f: Fixture, service: DescService, role: Role, http2 = false): Client<DescService> {
   const token = f.tokens[role];
-  const interceptors = [((next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))) as Interceptor];
-  const transport = http2 ? createGrpcTransport({ baseUrl: f.t.url, interceptors }) : createConnectTransport({ baseUrl: f.t.url, httpVersion: "1.1", interceptors });
+  const interceptors = [
+    ((next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))) as Interceptor,
+  ];
+  const transport = http2
+    ? createGrpcTransport({ baseUrl: f.t.url, interceptors })
+    : createConnectTransport({ baseUrl: f.t.url, httpVersion: "1.1", interceptors });
   return createClient(service, transport);
 }
 
@@ -230,7 +298,10 @@ export async function probeConnect(f: Fixture, method: string, role: Role): Prom
   const [svc, name] = doorOf(method).split("/");
   const service = SERVICES.find((s) => s.typeName === `ep.tower.v1.${svc}`)!;
   const local = name[0].toLowerCase() + name.slice(1);
-  const c = client(f, service, role, BIDI.has(method)) as unknown as Record<string, (req: unknown, opts?: { signal: AbortSignal }) => unknown>;
+  const c = client(f, service, role, BIDI.has(method)) as unknown as Record<
+    string,
+    (req: unknown, opts?: { signal: AbortSignal }) => unknown
+  >;
   if (STREAMS[method]) {
     const ac = new AbortController();
     const timer = setTimeout(() => ac.abort(), 300);
@@ -264,7 +335,12 @@ export async function probeConnect(f: Fixture, method: string, role: Role): Prom
 }
 
 /** REST, SSE, WebSocket and MCP doors, by "METHOD /path" as fastify registered them. */
-const REST: Record<string, (f: Fixture) => Promise<{ path: string; body?: unknown; ws?: boolean }> | { path: string; body?: unknown; ws?: boolean }> = {
+const REST: Record<
+  string,
+  (
+    f: Fixture,
+  ) => Promise<{ path: string; body?: unknown; ws?: boolean }> | { path: string; body?: unknown; ws?: boolean }
+> = {
   "GET /domains": () => ({ path: "/domains" }),
   "POST /domains": () => ({ path: "/domains", body: { name: `r-${Math.random().toString(36).slice(2, 9)}` } }),
   "GET /domains/:domain_id": (f) => ({ path: `/domains/${f.domainA}` }),
@@ -272,29 +348,66 @@ const REST: Record<string, (f: Fixture) => Promise<{ path: string; body?: unknow
   "POST /domains/:domain_id/m": (f) => ({ path: `/domains/${f.domainA}/m`, body: { title: "m" } }),
   "GET /domains/:domain_id/m/:mission_id": (f) => ({ path: `/domains/${f.domainA}/m/${f.missionA}` }),
   "GET /domains/:domain_id/m/:mission_id/t": (f) => ({ path: `/domains/${f.domainA}/m/${f.missionA}/t` }),
-  "POST /domains/:domain_id/m/:mission_id/t": (f) => ({ path: `/domains/${f.domainA}/m/${f.missionA}/t`, body: { title: "kanban card" } }),
-  "GET /domains/:domain_id/m/:mission_id/t/:task_id": async (f) => ({ path: `/domains/${f.domainA}/m/${f.missionA}/t/${await f.kanbanTask()}` }),
-  "PATCH /domains/:domain_id/m/:mission_id/t/:task_id": async (f) => ({ path: `/domains/${f.domainA}/m/${f.missionA}/t/${await f.kanbanTask()}`, body: { priority: 3 } }),
-  "DELETE /domains/:domain_id/m/:mission_id/t/:task_id": async (f) => ({ path: `/domains/${f.domainA}/m/${f.missionA}/t/${await f.kanbanTask()}` }),
+  "POST /domains/:domain_id/m/:mission_id/t": (f) => ({
+    path: `/domains/${f.domainA}/m/${f.missionA}/t`,
+    body: { title: "kanban card" },
+  }),
+  "GET /domains/:domain_id/m/:mission_id/t/:task_id": async (f) => ({
+    path: `/domains/${f.domainA}/m/${f.missionA}/t/${await f.kanbanTask()}`,
+  }),
+  "PATCH /domains/:domain_id/m/:mission_id/t/:task_id": async (f) => ({
+    path: `/domains/${f.domainA}/m/${f.missionA}/t/${await f.kanbanTask()}`,
+    body: { priority: 3 },
+  }),
+  "DELETE /domains/:domain_id/m/:mission_id/t/:task_id": async (f) => ({
+    path: `/domains/${f.domainA}/m/${f.missionA}/t/${await f.kanbanTask()}`,
+  }),
   "GET /work/missions/:mission_id/tasks": (f) => ({ path: `/work/missions/${f.missionA}/tasks` }),
-  "POST /work/missions/:mission_id/tasks": (f) => ({ path: `/work/missions/${f.missionA}/tasks`, body: { title: "t", runtime: "shell", input: { command: "true" } } }),
+  "POST /work/missions/:mission_id/tasks": (f) => ({
+    path: `/work/missions/${f.missionA}/tasks`,
+    body: { title: "t", runtime: "shell", input: { command: "true" } },
+  }),
   "GET /work/tasks/:task_id": async (f) => ({ path: `/work/tasks/${await f.task()}` }),
   "POST /work/tasks/:task_id/retry": async (f) => ({ path: `/work/tasks/${await f.task()}/retry`, body: {} }),
   "POST /work/tasks/:task_id/cancel": async (f) => ({ path: `/work/tasks/${await f.task()}/cancel`, body: {} }),
   "POST /work/tasks/:task_id/merge": async (f) => ({ path: `/work/tasks/${await f.task()}/merge`, body: {} }),
-  "POST /domains/:domain_id/pipelines": (f) => ({ path: `/domains/${f.domainA}/pipelines`, body: { source: PROBE_PIPELINE } }),
+  "POST /domains/:domain_id/pipelines": (f) => ({
+    path: `/domains/${f.domainA}/pipelines`,
+    body: { source: PROBE_PIPELINE },
+  }),
   "GET /work/missions/:mission_id/pipeline": (f) => ({ path: `/work/missions/${f.missionA}/pipeline` }),
-  "POST /work/tasks/:task_id/start": async (f) => ({ path: `/work/tasks/${await f.task()}/start`, body: { agent_id: f.agentA } }),
-  "POST /work/tasks/:task_id/heartbeat": async (f) => ({ path: `/work/tasks/${await f.task()}/heartbeat`, body: { agent_id: f.agentA } }),
-  "POST /work/tasks/:task_id/complete": async (f) => ({ path: `/work/tasks/${await f.task()}/complete`, body: { agent_id: f.agentA, result: { output: "x" } } }),
-  "POST /work/tasks/:task_id/fail": async (f) => ({ path: `/work/tasks/${await f.task()}/fail`, body: { agent_id: f.agentA, result: { error: "x" } } }),
+  "POST /work/tasks/:task_id/start": async (f) => ({
+    path: `/work/tasks/${await f.task()}/start`,
+    body: { agent_id: f.agentA },
+  }),
+  "POST /work/tasks/:task_id/heartbeat": async (f) => ({
+    path: `/work/tasks/${await f.task()}/heartbeat`,
+    body: { agent_id: f.agentA },
+  }),
+  "POST /work/tasks/:task_id/complete": async (f) => ({
+    path: `/work/tasks/${await f.task()}/complete`,
+    body: { agent_id: f.agentA, result: { output: "x" } },
+  }),
+  "POST /work/tasks/:task_id/fail": async (f) => ({
+    path: `/work/tasks/${await f.task()}/fail`,
+    body: { agent_id: f.agentA, result: { error: "x" } },
+  }),
   "POST /work/agents/:agent_id/claim": (f) => ({ path: `/work/agents/${f.agentA}/claim`, body: { wait_ms: 0 } }),
   "GET /ai/sessions": () => ({ path: "/ai/sessions" }),
   "POST /ai/sessions": () => ({ path: "/ai/sessions", body: { title: "probe" } }),
   "GET /ai/sessions/:session_id": (f) => ({ path: `/ai/sessions/${f.sessionA}` }),
-  "POST /ai/sessions/:session_id/turns": (f) => ({ path: `/ai/sessions/${f.sessionA}/turns`, body: { content: "list domains" } }),
-  "POST /ai/sessions/:session_id/actions/:action_id/approve": (f) => ({ path: `/ai/sessions/${f.sessionA}/actions/act_missing/approve`, body: {} }),
-  "POST /ai/sessions/:session_id/actions/:action_id/reject": (f) => ({ path: `/ai/sessions/${f.sessionA}/actions/act_missing/reject`, body: {} }),
+  "POST /ai/sessions/:session_id/turns": (f) => ({
+    path: `/ai/sessions/${f.sessionA}/turns`,
+    body: { content: "list domains" },
+  }),
+  "POST /ai/sessions/:session_id/actions/:action_id/approve": (f) => ({
+    path: `/ai/sessions/${f.sessionA}/actions/act_missing/approve`,
+    body: {},
+  }),
+  "POST /ai/sessions/:session_id/actions/:action_id/reject": (f) => ({
+    path: `/ai/sessions/${f.sessionA}/actions/act_missing/reject`,
+    body: {},
+  }),
   "GET /ai/sessions/:session_id/stream": (f) => ({ path: `/ai/sessions/${f.sessionA}/stream` }),
   "GET /events/stream": (f) => ({ path: `/events/stream?domain_id=${f.domainA}` }),
   "GET /events/ws": (f) => ({ path: `/events/ws?domain_id=${f.domainA}`, ws: true }),
@@ -318,12 +431,25 @@ const REST: Record<string, (f: Fixture) => Promise<{ path: string; body?: unknow
   "GET /openapi.json": () => ({ path: "/openapi.json" }),
   "GET /ui": () => ({ path: "/ui" }),
   "GET /ui/*": () => ({ path: "/ui/missions" }),
-  "POST /mcp/call": (f) => ({ path: "/mcp/call", body: { tool: "list_missions", arguments: { domain_id: f.domainA } } }),
+  "POST /mcp/call": (f) => ({
+    path: "/mcp/call",
+    body: { tool: "list_missions", arguments: { domain_id: f.domainA } },
+  }),
   "GET /domains/:domain_id/webhooks": (f) => ({ path: `/domains/${f.domainA}/webhooks` }),
-  "POST /domains/:domain_id/webhooks": (f) => ({ path: `/domains/${f.domainA}/webhooks`, body: { url: "http://127.0.0.1:9/probe", events: ["task.failed"] } }),
-  "DELETE /domains/:domain_id/webhooks/:webhook_id": async (f) => ({ path: `/domains/${f.domainA}/webhooks/${await f.webhook()}` }),
-  "POST /domains/:domain_id/webhooks/:webhook_id/test": (f) => ({ path: `/domains/${f.domainA}/webhooks/${f.webhookA}/test`, body: {} }),
-  "GET /domains/:domain_id/webhooks/:webhook_id/deliveries": (f) => ({ path: `/domains/${f.domainA}/webhooks/${f.webhookA}/deliveries` }),
+  "POST /domains/:domain_id/webhooks": (f) => ({
+    path: `/domains/${f.domainA}/webhooks`,
+    body: { url: "http://127.0.0.1:9/probe", events: ["task.failed"] },
+  }),
+  "DELETE /domains/:domain_id/webhooks/:webhook_id": async (f) => ({
+    path: `/domains/${f.domainA}/webhooks/${await f.webhook()}`,
+  }),
+  "POST /domains/:domain_id/webhooks/:webhook_id/test": (f) => ({
+    path: `/domains/${f.domainA}/webhooks/${f.webhookA}/test`,
+    body: {},
+  }),
+  "GET /domains/:domain_id/webhooks/:webhook_id/deliveries": (f) => ({
+    path: `/domains/${f.domainA}/webhooks/${f.webhookA}/deliveries`,
+  }),
 };
 
 export const REST_ROUTES = Object.keys(REST);
@@ -334,7 +460,9 @@ export async function probeRest(f: Fixture, route: string, role: Role): Promise<
   const token = f.tokens[role];
   if (p.ws) {
     return new Promise((resolve) => {
-      const ws = new WebSocket(`${f.t.url.replace("http", "ws")}${p.path}`, { headers: { authorization: `Bearer ${token}` } });
+      const ws = new WebSocket(`${f.t.url.replace("http", "ws")}${p.path}`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
       ws.on("unexpected-response", (_req, res) => {
         resolve(classifyStatus(res.statusCode ?? 0));
         res.resume();
@@ -348,9 +476,17 @@ export async function probeRest(f: Fixture, route: string, role: Role): Promise<
     });
   }
   const ac = new AbortController();
-  const headers: Record<string, string> = { authorization: `Bearer ${token}`, accept: "application/json, text/event-stream" };
+  const headers: Record<string, string> = {
+    authorization: `Bearer ${token}`,
+    accept: "application/json, text/event-stream",
+  };
   if (p.body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(`${f.t.url}${p.path}`, { method, headers, body: p.body === undefined ? undefined : JSON.stringify(p.body), signal: ac.signal });
+  const res = await fetch(`${f.t.url}${p.path}`, {
+    method,
+    headers,
+    body: p.body === undefined ? undefined : JSON.stringify(p.body),
+    signal: ac.signal,
+  });
   const outcome = await classifyResponse(res);
   ac.abort(); // streams (SSE) answer with headers first; the status is what counts
   return outcome;
@@ -403,15 +539,32 @@ export async function probeTool(f: Fixture, tool: string, role: Role): Promise<O
  * was read), allow = 400 (past authorization, refused as invalid); anything else is "invalid" (the
  * probe or the tower is wrong; the test fails).
  */
-export async function probeMalformed(f: Fixture, kind: "rest" | "connect" | "mcp", door: string, role: Role): Promise<Outcome | "invalid"> {
+export async function probeMalformed(
+  f: Fixture,
+  kind: "rest" | "connect" | "mcp",
+  door: string,
+  role: Role,
+): Promise<Outcome | "invalid"> {
   const headers = { authorization: `Bearer ${f.tokens[role]}`, "content-type": "application/json" };
   let res: Response;
   if (kind === "connect") res = await fetch(`${f.t.url}/ep.tower.v1.${door}`, { method: "POST", headers, body: "{" });
-  else if (kind === "mcp") res = await fetch(`${f.t.url}/mcp/call`, { method: "POST", headers, body: JSON.stringify({ tool: door, arguments: { no_such_argument: 1 } }) });
+  else if (kind === "mcp")
+    res = await fetch(`${f.t.url}/mcp/call`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ tool: door, arguments: { no_such_argument: 1 } }),
+    });
   else {
     const [method, url] = door.split(" ");
     // the path parameters are domain A's; the body is not JSON
-    const ids: Record<string, string> = { domain_id: f.domainA, mission_id: f.missionA, task_id: await f.task(), agent_id: f.agentA, session_id: f.sessionA, action_id: "act_none" };
+    const ids: Record<string, string> = {
+      domain_id: f.domainA,
+      mission_id: f.missionA,
+      task_id: await f.task(),
+      agent_id: f.agentA,
+      session_id: f.sessionA,
+      action_id: "act_none",
+    };
     res = await fetch(`${f.t.url}${url.replace(/:(\w+)/g, (_, k: string) => ids[k])}`, { method, headers, body: "{" });
   }
   const body = (await res.json().catch(() => ({}))) as { code?: string; error?: { code?: string } };
@@ -421,10 +574,15 @@ export async function probeMalformed(f: Fixture, kind: "rest" | "connect" | "mcp
   return "invalid";
 }
 
-/** The doors probed with a malformed body: unary Connect methods, REST routes that take a JSON body (not the public login exchange or MCP's own protocol), every tool. */
+/**
+ * The doors probed with a malformed body: unary Connect methods, REST routes that take a JSON body (not the public
+ * login exchange or MCP's own protocol), every tool.
+ */
 export const MALFORMED_DOORS = {
   connect: [...new Set(Object.keys(CONNECT).map(doorOf))],
-  rest: REST_ROUTES.filter((r) => /^(POST|PATCH) /.test(r) && !["POST /auth/session", "POST /mcp", "POST /mcp/call"].includes(r)),
+  rest: REST_ROUTES.filter(
+    (r) => /^(POST|PATCH) /.test(r) && !["POST /auth/session", "POST /mcp", "POST /mcp/call"].includes(r),
+  ),
   mcp: TOOL_NAMES,
 };
 

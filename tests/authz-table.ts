@@ -3,8 +3,8 @@
 // token of domain A, whose resources every probe targets; "agent_foreign" one of domain B; "node"
 // a node registered for domain A with an agent there. A door may have a second row with what it
 // targets in parentheses ("(domain B)": the same call aimed at domain B). allow = past
-// authorization (the call may still fail for other reasons); deny = 401/403. tests/authz-matrix.test.ts walks every door
-// with every caller against this table, and fails on a door missing from it;
+// authorization (the call may still fail for other reasons); deny = 401/403. tests/authz-matrix.test.ts walks every
+// door with every caller against this table, and fails on a door missing from it;
 // scripts/authz-doc.ts prints it into docs/security.md.
 export const ROLES = ["admin", "operator", "viewer", "node", "agent", "agent_foreign"] as const;
 export type Role = (typeof ROLES)[number];
@@ -148,32 +148,32 @@ export const MATRIX: { rest: Record<string, Row>; connect: Record<string, Row>; 
     "NodeService/Session": "---A--",
   },
   mcp: {
-    "list_domains": "AAAAAA",
-    "list_missions": "AAAAA-",
-    "get_mission": "AAAAA-",
-    "list_tasks": "AAAAA-",
-    "get_task": "AAAAA-",
-    "get_parent_results": "AAAAA-",
-    "run_pipeline": "AA-AA-",
-    "list_agents": "AAAAA-",
-    "get_agent": "AAAAA-",
-    "list_nodes": "AAAAAA",
-    "list_pending_actions": "AAAAAA",
-    "list_events": "AAAAA-",
-    "list_cron_jobs": "AAAAAA",
-    "get_supervision": "AAAAAA",
-    "create_domain": "AA----",
-    "create_mission": "AA-AA-",
-    "put_doc": "AA-AA-",
-    "submit_mesh_task": "AA-AA-",
-    "claim_mesh_task": "AA-AA-",
-    "retry_mesh_task": "AA-AA-",
-    "cancel_task": "AA-AA-",
-    "put_artifact": "AA-AA-",
-    "signal_agent": "AA-AA-",
-    "restart_agent": "AA-AA-",
-    "pause_agent": "AA-AA-",
-    "resume_agent": "AA-AA-",
+    list_domains: "AAAAAA",
+    list_missions: "AAAAA-",
+    get_mission: "AAAAA-",
+    list_tasks: "AAAAA-",
+    get_task: "AAAAA-",
+    get_parent_results: "AAAAA-",
+    run_pipeline: "AA-AA-",
+    list_agents: "AAAAA-",
+    get_agent: "AAAAA-",
+    list_nodes: "AAAAAA",
+    list_pending_actions: "AAAAAA",
+    list_events: "AAAAA-",
+    list_cron_jobs: "AAAAAA",
+    get_supervision: "AAAAAA",
+    create_domain: "AA----",
+    create_mission: "AA-AA-",
+    put_doc: "AA-AA-",
+    submit_mesh_task: "AA-AA-",
+    claim_mesh_task: "AA-AA-",
+    retry_mesh_task: "AA-AA-",
+    cancel_task: "AA-AA-",
+    put_artifact: "AA-AA-",
+    signal_agent: "AA-AA-",
+    restart_agent: "AA-AA-",
+    pause_agent: "AA-AA-",
+    resume_agent: "AA-AA-",
   },
 };
 
@@ -230,24 +230,36 @@ export function renderMatrix(): string {
   const out = [
     "<!-- authz matrix: generated from tests/authz-table.ts by scripts/authz-doc.ts; do not edit by hand -->",
     "",
-    "Every probe targets domain A's resources with a valid request, except a row that names another target in parentheses. ✓ = past authorization (the call may still fail for other reasons, e.g. a conflict); ✗ = refused (401/403, or the resource hidden as not found). AI sessions are private to the account that made them (the admin's here), so every other caller is refused on a session's own doors.",
+    "Every probe targets domain A's resources with a valid request, except a row that names another target " +
+      "in parentheses. ✓ = past authorization (the call may still fail for other reasons, e.g. a conflict); " +
+      "✗ = refused (401/403, or the resource hidden as not found). AI sessions are private to the " +
+      "account that made them (the admin's here), so every other caller is refused on a session's own doors.",
     "",
     ...LEGEND,
   ];
-  for (const [title, rows] of [["REST, streams, WebSockets and MCP endpoints", MATRIX.rest], ["Connect / gRPC-Web methods (`/ep.tower.v1.<Service>/<Method>`)", MATRIX.connect], ["MCP tools (`POST /mcp/call`, `/mcp`, ToolService)", MATRIX.mcp]] as const) {
+  for (const [title, rows] of [
+    ["REST, streams, WebSockets and MCP endpoints", MATRIX.rest],
+    ["Connect / gRPC-Web methods (`/ep.tower.v1.<Service>/<Method>`)", MATRIX.connect],
+    ["MCP tools (`POST /mcp/call`, `/mcp`, ToolService)", MATRIX.mcp],
+  ] as const) {
     out.push("", `#### ${title}`, "", `| door | ${ROLES.join(" | ")} |`, `|---|${ROLES.map(() => ":-:").join("|")}|`);
-    for (const [door, row] of Object.entries(rows)) out.push(`| \`${door}\` | ${[...row].map((c) => (c === "A" ? "✓" : "✗")).join(" | ")} |`);
+    for (const [door, row] of Object.entries(rows))
+      out.push(`| \`${door}\` | ${[...row].map((c) => (c === "A" ? "✓" : "✗")).join(" | ")} |`);
   }
   out.push(
     "",
     "#### Malformed bodies",
     "",
-    "A caller whose role may never use a door is refused (403) before the body is read, so a malformed body gets the same ✗ as a valid one; the ✓ callers get the 400. agent_foreign is ✓ wherever agent is (its refusal is about domain B, which a malformed body cannot name), and an operator's or agent's own AI session is theirs to use:",
+    "A caller whose role may never use a door is refused (403) before the body is read, " +
+      "so a malformed body gets the same ✗ as a valid one; the ✓ callers get the 400. " +
+      "agent_foreign is ✓ wherever agent is (its refusal is about domain B, which a malformed " +
+      "body cannot name), and an operator's or agent's own AI session is theirs to use:",
     "",
     `| door | ${ROLES.join(" | ")} |`,
     `|---|${ROLES.map(() => ":-:").join("|")}|`,
   );
-  for (const [door, row] of Object.entries(MALFORMED_OWN)) out.push(`| \`${door}\` (malformed) | ${[...row].map((c) => (c === "A" ? "✓" : "✗")).join(" | ")} |`);
+  for (const [door, row] of Object.entries(MALFORMED_OWN))
+    out.push(`| \`${door}\` (malformed) | ${[...row].map((c) => (c === "A" ? "✓" : "✗")).join(" | ")} |`);
   out.push("", "<!-- end of authz matrix -->");
   return out.join("\n");
 }

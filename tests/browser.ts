@@ -31,7 +31,10 @@ export const CHROMIUM_ARGS = [
 ];
 
 /** A headless chromium with its own profile directory (the caller removes it). */
-export function launchChromium(profile: string, opts: { viewport?: { width: number; height: number }; executablePath?: string } = {}): Promise<BrowserContext> {
+export function launchChromium(
+  profile: string,
+  opts: { viewport?: { width: number; height: number }; executablePath?: string } = {},
+): Promise<BrowserContext> {
   return chromium.launchPersistentContext(profile, {
     executablePath: opts.executablePath ?? CHROMIUM,
     headless: true,
@@ -58,8 +61,16 @@ export async function ensureConsoleBuilt(): Promise<void> {
   await build({ configFile: join(ROOT, "web", "vite.config.ts"), logLevel: "warn" });
 }
 
-/** Chromium on the console at `url`, logged in with a login ticket: its context, its page and the page's uncaught errors. */
-export async function openConsole(url: string, ticket: string, profile: string, viewport = { width: 1280, height: 900 }): Promise<{ ctx: BrowserContext; page: Page; pageErrors: string[] }> {
+/**
+ * Chromium on the console at `url`, logged in with a login ticket: its context, its page and the page's uncaught
+ * errors.
+ */
+export async function openConsole(
+  url: string,
+  ticket: string,
+  profile: string,
+  viewport = { width: 1280, height: 900 },
+): Promise<{ ctx: BrowserContext; page: Page; pageErrors: string[] }> {
   const ctx = await launchChromium(profile, { viewport });
   const page = ctx.pages()[0] ?? (await ctx.newPage());
   const pageErrors: string[] = [];

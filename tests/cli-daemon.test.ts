@@ -18,7 +18,14 @@ beforeAll(async () => {
   assertBuilt();
   home = tempHome("ep-cli-daemon-").dir;
   t = await startTower();
-  env = { EP_HOME: home, EP_BASE_URL: t.url, EP_TOKEN: t.adminToken, EP_NODE_FILE: join(home, "node.json"), EP_NO_SYSTEMD: "1", EP_LOG_LEVEL: "debug" };
+  env = {
+    EP_HOME: home,
+    EP_BASE_URL: t.url,
+    EP_TOKEN: t.adminToken,
+    EP_NODE_FILE: join(home, "node.json"),
+    EP_NO_SYSTEMD: "1",
+    EP_LOG_LEVEL: "debug",
+  };
 });
 afterAll(async () => {
   await ep(["daemon", "down"], { env, timeoutMs: 60_000 }).catch(() => undefined);
@@ -61,7 +68,23 @@ describe("ep daemon and the mgmt commands with a real epd", () => {
     expect(describeMissing.stderr).toMatch(/^ep: daemon: /);
 
     const domainId = (await ep(["domain", "create", "cli-daemon", "--json"], { env })).json().domain.id;
-    const enrolled = await ep(["daemon", "agent", "enroll", "--domain", domainId, "--runtime", "shell", "--capability", "bash", "--name", "builder", "--json"], { env });
+    const enrolled = await ep(
+      [
+        "daemon",
+        "agent",
+        "enroll",
+        "--domain",
+        domainId,
+        "--runtime",
+        "shell",
+        "--capability",
+        "bash",
+        "--name",
+        "builder",
+        "--json",
+      ],
+      { env },
+    );
     expect(enrolled.code, enrolled.stderr).toBe(0);
     expect(enrolled.json().agent).toMatchObject({ name: "builder", runtime: "shell", domain_id: domainId });
     const agents = await ep(["agent", "ls", "--domain", domainId, "--json"], { env });
@@ -100,7 +123,10 @@ describe("ep daemon and the mgmt commands with a real epd", () => {
     expect(text).toMatch(/^ExecStart=\/\S+ \/\S+\/bin\/epd\.js run \$EPD_ARGS$/m);
     // the user manager needs a runtime directory; containers and CI have no login session that makes one
     const runtimeDir = process.env.XDG_RUNTIME_DIR ?? tempHome("ep-cli-run-").dir;
-    const v = spawnSync(analyze, ["verify", "--user", unit], { encoding: "utf8", env: { ...process.env, XDG_CONFIG_HOME: cfg, XDG_RUNTIME_DIR: runtimeDir } });
+    const v = spawnSync(analyze, ["verify", "--user", unit], {
+      encoding: "utf8",
+      env: { ...process.env, XDG_CONFIG_HOME: cfg, XDG_RUNTIME_DIR: runtimeDir },
+    });
     expect(v.error, "systemd-analyze did not run").toBeUndefined();
     expect(v.stderr).toBe("");
     expect(v.status).toBe(0);
@@ -130,21 +156,32 @@ describe("ep system doctor", () => {
     const { mkdirSync } = await import("node:fs");
     mkdirSync(join(h, "epd"), { recursive: true });
     // a process that listened and was killed: its socket file stays, nobody answers
-    spawnSync(process.execPath, ["-e", `require("net").createServer().listen(${JSON.stringify(sock)}, () => process.kill(process.pid, "SIGKILL"))`]);
+    spawnSync(process.execPath, [
+      "-e",
+      `require("net").createServer().listen(${JSON.stringify(sock)}, () => process.kill(process.pid, "SIGKILL"))`,
+    ]);
     expect(existsSync(sock)).toBe(true);
 
-    const r = await ep(["system", "doctor", "--json"], { env: { EP_HOME: h, EP_BASE_URL: `http://127.0.0.1:${await freePort()}`, EP_NODE_FILE: join(h, "missing.json") } });
+    const r = await ep(["system", "doctor", "--json"], {
+      env: { EP_HOME: h, EP_BASE_URL: `http://127.0.0.1:${await freePort()}`, EP_NODE_FILE: join(h, "missing.json") },
+    });
     expect(r.code).toBe(1);
     const report = r.json();
     const byName = Object.fromEntries(report.checks.map((c: { check: string }) => [c.check, c]));
     expect(report.ok).toBe(false);
     expect(byName.tower_health).toMatchObject({ ok: false, hint: expect.stringContaining("start the tower") });
     expect(byName.node_identity).toMatchObject({ ok: false, hint: expect.stringContaining("ep agent node register") });
-    expect(byName.socket_mgmt).toMatchObject({ ok: false, detail: expect.stringContaining("stale socket"), hint: expect.stringContaining("ep daemon up") });
+    expect(byName.socket_mgmt).toMatchObject({
+      ok: false,
+      detail: expect.stringContaining("stale socket"),
+      hint: expect.stringContaining("ep daemon up"),
+    });
     expect(byName.runtime_bash).toMatchObject({ ok: true });
     for (const c of report.checks) expect(c.ok || typeof c.hint === "string").toBe(true);
     // human output names the same failures
-    const human = await ep(["system", "doctor"], { env: { EP_HOME: h, EP_BASE_URL: `http://127.0.0.1:${await freePort()}`, EP_NODE_FILE: join(h, "missing.json") } });
+    const human = await ep(["system", "doctor"], {
+      env: { EP_HOME: h, EP_BASE_URL: `http://127.0.0.1:${await freePort()}`, EP_NODE_FILE: join(h, "missing.json") },
+    });
     expect(human.stdout).toMatch(/FAIL\s+tower_health/);
     expect(human.stdout).toMatch(/hint: /);
   });
@@ -158,7 +195,14 @@ describe("ep system doctor", () => {
     const fixed = (await ep(["system", "doctor", "--fix", "--json"], { env: denv })).json();
     expect(fixed.fixed).toHaveLength(3);
     const after = Object.fromEntries(fixed.checks.map((c: { check: string; ok: boolean }) => [c.check, c.ok]));
-    expect(after).toMatchObject({ ep_home: true, skills_home: true, agent_id: true, tower_health: true, clock_skew: true, matrix: true });
+    expect(after).toMatchObject({
+      ep_home: true,
+      skills_home: true,
+      agent_id: true,
+      tower_health: true,
+      clock_skew: true,
+      matrix: true,
+    });
     expect(existsSync(join(h, "skills"))).toBe(true);
     const id = readFileSync(join(h, "agent_id"), "utf8");
     expect(id).toMatch(/^agt_local_[0-9a-f]{16}\n$/);

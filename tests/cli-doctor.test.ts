@@ -19,7 +19,10 @@ beforeAll(async () => {
 async function doctor(env: Record<string, string>, json = true): Promise<EpResult> {
   const cli = await buildCli();
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [cli, "system", "doctor", ...(json ? ["--json"] : [])], { env: { PATH: process.env.PATH ?? "", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [cli, "system", "doctor", ...(json ? ["--json"] : [])], {
+      env: { PATH: process.env.PATH ?? "", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -36,7 +39,10 @@ function checks(r: EpResult): Record<string, { ok: boolean; level: string; detai
 function openStream(url: string, token: string): void {
   const ctl = new AbortController();
   cleanup(() => ctl.abort());
-  void fetch(`${url}/events/stream`, { headers: { authorization: `Bearer ${token}`, accept: "text/event-stream" }, signal: ctl.signal })
+  void fetch(`${url}/events/stream`, {
+    headers: { authorization: `Bearer ${token}`, accept: "text/event-stream" },
+    signal: ctl.signal,
+  })
     .then(async (res) => {
       for await (const _ of res.body as unknown as AsyncIterable<Uint8Array>) void _;
     })
@@ -55,10 +61,17 @@ describe("ep system doctor: fanout_rate_limit", () => {
     const listen = `127.0.0.1:${await freePort()}`;
     const epd = await spawnEpd({ home: h.dir, nodeFile, backendUrl: tower.url, env: { EP_FANOUT_LISTEN: listen } });
     cleanup(() => epd.stop());
-    const stats = async () => (await (await fetch(`http://${listen}/stats`)).json()) as { upstream: string; throttledUntil: string | null };
+    const stats = async () =>
+      (await (await fetch(`http://${listen}/stats`)).json()) as { upstream: string; throttledUntil: string | null };
     await waitFor(async () => (await stats().catch(() => undefined))?.upstream === "connected", 10_000);
 
-    const env = { EP_HOME: h.dir, EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken, EP_NODE_FILE: nodeFile, EP_FANOUT_LISTEN: listen };
+    const env = {
+      EP_HOME: h.dir,
+      EP_BASE_URL: tower.url,
+      EP_TOKEN: tower.adminToken,
+      EP_NODE_FILE: nodeFile,
+      EP_FANOUT_LISTEN: listen,
+    };
     const calm = checks(await doctor(env)).fanout_rate_limit;
     expect(calm).toMatchObject({ ok: true, level: "ok" });
     expect(calm.detail).toMatch(/upstream connected, last event \d+, 0 local client\(s\), not throttled$/);
@@ -89,14 +102,24 @@ describe("ep system doctor: fanout_rate_limit", () => {
     const h = tempHome("ep-doctor-nofanout-");
     cleanup(() => h.cleanup());
     const listen = `127.0.0.1:${await freePort()}`;
-    const r = await doctor({ EP_HOME: h.dir, EP_BASE_URL: `http://127.0.0.1:${await freePort()}`, EP_FANOUT_LISTEN: listen });
+    const r = await doctor({
+      EP_HOME: h.dir,
+      EP_BASE_URL: `http://127.0.0.1:${await freePort()}`,
+      EP_FANOUT_LISTEN: listen,
+    });
     expect(r.code).toBe(1);
-    expect(checks(r).fanout_rate_limit).toMatchObject({ ok: false, level: "error", detail: expect.stringContaining(`cannot reach the local fan-out at http://${listen}`), hint: expect.stringContaining("EP_FANOUT_LISTEN") });
+    expect(checks(r).fanout_rate_limit).toMatchObject({
+      ok: false,
+      level: "error",
+      detail: expect.stringContaining(`cannot reach the local fan-out at http://${listen}`),
+      hint: expect.stringContaining("EP_FANOUT_LISTEN"),
+    });
   }, 30_000);
 });
 
 describe("ep system doctor: runtime binaries", () => {
-  it("checks the commands epd would run: claude-code-acp for vendorA_agent_acp, runtimes.toml over the defaults", async () => {
+  it("checks the commands epd would run: claude-code-acp " +
+    "for vendorA_agent_acp, runtimes.toml over the defaults", async () => {
     const h = tempHome("ep-doctor-rt-");
     cleanup(() => h.cleanup());
     const bin = join(h.dir, "bin");
@@ -110,7 +133,11 @@ describe("ep system doctor: runtime binaries", () => {
 
     const before = checks(await doctor(env));
     expect(before.runtime_bash).toMatchObject({ ok: true, level: "ok" });
-    expect(before.runtime_claude).toMatchObject({ ok: true, level: "ok", detail: `${join(bin, "claude")} (vendorA_code / muxhost_hosted runtimes)` });
+    expect(before.runtime_claude).toMatchObject({
+      ok: true,
+      level: "ok",
+      detail: `${join(bin, "claude")} (vendorA_code / muxhost_hosted runtimes)`,
+    });
     expect(before["runtime_claude-code-acp"]).toMatchObject({
       ok: false,
       level: "warn",
@@ -120,28 +147,44 @@ describe("ep system doctor: runtime binaries", () => {
     expect(before.runtimes_config).toBeUndefined();
 
     fake("claude-code-acp");
-    expect(checks(await doctor(env))["runtime_claude-code-acp"]).toMatchObject({ ok: true, detail: `${join(bin, "claude-code-acp")} (vendorA_agent_acp runtime)` });
+    expect(checks(await doctor(env))["runtime_claude-code-acp"]).toMatchObject({
+      ok: true,
+      detail: `${join(bin, "claude-code-acp")} (vendorA_agent_acp runtime)`,
+    });
 
     // runtimes.toml names other commands: those are what doctor checks
     mkdirSync(join(h.dir, "epd"));
     const acp = join(h.dir, "opt-acp");
     writeFileSync(acp, "#!/bin/sh\n");
     chmodSync(acp, 0o755);
-    writeFileSync(join(h.dir, "epd", "runtimes.toml"), `[vendorA_agent_acp]\ncommand = "${acp}"\n\n[vendorB]\ncommand = "my-codex"\n`);
+    writeFileSync(
+      join(h.dir, "epd", "runtimes.toml"),
+      `[vendorA_agent_acp]\ncommand = "${acp}"\n\n[vendorB]\ncommand = "my-codex"\n`,
+    );
     const configured = checks(await doctor(env));
     expect(configured.runtimes_config).toMatchObject({ ok: true });
     expect(configured["runtime_opt-acp"]).toMatchObject({ ok: true, detail: `${acp} (vendorA_agent_acp runtime)` });
     expect(configured["runtime_claude-code-acp"]).toBeUndefined();
     expect(configured.runtime_codex).toBeUndefined();
-    expect(configured["runtime_my-codex"]).toMatchObject({ ok: false, detail: "my-codex is not on PATH (vendorB runtime unavailable)", hint: expect.stringContaining("[vendorB] command") });
+    expect(configured["runtime_my-codex"]).toMatchObject({
+      ok: false,
+      detail: "my-codex is not on PATH (vendorB runtime unavailable)",
+      hint: expect.stringContaining("[vendorB] command"),
+    });
 
     // a file epd would refuse is an error, and the defaults are checked meanwhile
     writeFileSync(join(h.dir, "epd", "runtimes.toml"), "[vendorA_agent_acp\ncommand = 1\n");
     const broken = await doctor(env);
     expect(broken.code).toBe(1);
-    expect(checks(broken).runtimes_config).toMatchObject({ ok: false, level: "error", detail: expect.stringMatching(/runtimes\.toml: not valid TOML/), hint: expect.stringContaining("epd refuses to start") });
+    expect(checks(broken).runtimes_config).toMatchObject({
+      ok: false,
+      level: "error",
+      detail: expect.stringMatching(/runtimes\.toml: not valid TOML/),
+      hint: expect.stringContaining("epd refuses to start"),
+    });
     expect(checks(broken)["runtime_claude-code-acp"]).toMatchObject({ ok: true });
-    expect(readFileSync(join(h.dir, "epd", "runtimes.toml"), "utf8")).toContain("command = 1"); // doctor never rewrites it
+    // doctor never rewrites it
+    expect(readFileSync(join(h.dir, "epd", "runtimes.toml"), "utf8")).toContain("command = 1");
   }, 60_000);
 });
 
@@ -157,7 +200,13 @@ describe("ep system doctor: runtimes as epd sees them", () => {
     const longPath = ["/usr/bin", "/bin", ...Array.from({ length: 12 }, (_, i) => `/opt/nowhere-${i}/bin`)].join(":");
     const epd = await spawnEpd({ home: h.dir, nodeFile, backendUrl: tower.url, env: { PATH: longPath } });
     cleanup(() => epd.stop());
-    const env = { EP_HOME: h.dir, EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken, EP_NODE_FILE: nodeFile, PATH: "/usr/bin:/bin" };
+    const env = {
+      EP_HOME: h.dir,
+      EP_BASE_URL: tower.url,
+      EP_TOKEN: tower.adminToken,
+      EP_NODE_FILE: nodeFile,
+      PATH: "/usr/bin:/bin",
+    };
     const human = await doctor(env, false);
     expect(human.stdout.split(longPath).length - 1, human.stdout).toBe(1);
     expect(human.stdout).toMatch(/runtime_claude\s+claude is not on the runs' PATH \(/);
@@ -177,7 +226,13 @@ describe("ep system doctor: runtimes as epd sees them", () => {
     // epd runs with the fixture CLIs on its PATH; the shell running `ep` does not have them
     const epd = await spawnEpd({ home: h.dir, nodeFile, backendUrl: tower.url });
     cleanup(() => epd.stop());
-    const env = { EP_HOME: h.dir, EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken, EP_NODE_FILE: nodeFile, PATH: "/usr/bin:/bin" };
+    const env = {
+      EP_HOME: h.dir,
+      EP_BASE_URL: tower.url,
+      EP_TOKEN: tower.adminToken,
+      EP_NODE_FILE: nodeFile,
+      PATH: "/usr/bin:/bin",
+    };
     const c = checks(await doctor(env));
     expect(c.runtime_claude).toMatchObject({ ok: true, level: "ok" });
     expect(c.runtime_claude.detail).toMatch(/fixtures\/claude.*as epd sees it/);

@@ -25,15 +25,25 @@ afterAll(async () => {
 
 describe("refusals reach people and clients whole", () => {
   it("a Connect client gets unauthenticated with the tower's message and EP code", async () => {
-    const transport = createConnectTransport({ baseUrl: t.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", "Bearer bad"), next(req))] });
-    const err = await createClient(WorkService, transport).listDomains({}).catch((e: unknown) => e);
+    const transport = createConnectTransport({
+      baseUrl: t.url,
+      httpVersion: "1.1",
+      interceptors: [(next) => (req) => (req.header.set("authorization", "Bearer bad"), next(req))],
+    });
+    const err = await createClient(WorkService, transport)
+      .listDomains({})
+      .catch((e: unknown) => e);
     const e = toEpError(err);
     expect(e.code).toBe("unauthenticated");
     expect(e.message).toBe("the token is not known to this tower");
   });
 
   it("a gRPC-Web client gets the status in its own protocol", async () => {
-    const res = await fetch(`${t.url}/ep.tower.v1.WorkService/ListDomains`, { method: "POST", headers: { "content-type": "application/grpc-web+proto", authorization: "Bearer bad" }, body: new Uint8Array([0, 0, 0, 0, 0]) });
+    const res = await fetch(`${t.url}/ep.tower.v1.WorkService/ListDomains`, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+proto", authorization: "Bearer bad" },
+      body: new Uint8Array([0, 0, 0, 0, 0]),
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get("grpc-status")).toBe("16");
     expect(decodeURIComponent(res.headers.get("grpc-message") ?? "")).toBe("the token is not known to this tower");
@@ -45,7 +55,10 @@ describe("refusals reach people and clients whole", () => {
     expect(text.code).toBe(3);
     expect(text.stderr).toContain("ep: the token is not known to this tower");
     const json = await ep(["domain", "ls", "--json"], { env });
-    expect(json.json().error).toMatchObject({ code: "unauthenticated", message: "the token is not known to this tower" });
+    expect(json.json().error).toMatchObject({
+      code: "unauthenticated",
+      message: "the token is not known to this tower",
+    });
   });
 
   it("global options work before the command", async () => {
@@ -79,14 +92,33 @@ describe("refusals reach people and clients whole", () => {
     await t.api("POST", `/domains/${d}/m`, { title: "solo" });
     const byName = await ep(["mission", "ls", "--domain", "named", "--json"], { env });
     expect(byName.code, byName.stderr).toBe(0);
-    expect(byName.json().missions.map((m: { title: string }) => m.title).sort()).toEqual(["dup", "dup", "solo"]);
+    expect(
+      byName
+        .json()
+        .missions.map((m: { title: string }) => m.title)
+        .sort(),
+    ).toEqual(["dup", "dup", "solo"]);
     const solo = await ep(["task", "submit", "--mission", "solo", "by name", "--json"], { env });
     expect(solo.code, solo.stderr).toBe(0);
     const amb = await ep(["task", "submit", "--mission", "dup", "x"], { env });
     expect(amb.code).toBe(2);
     expect(amb.stderr).toContain(`mission "dup" is ambiguous: ${one}, ${two}`);
     // --prompt is the agent's prompt (input.prompt), apart from the title
-    const prompted = await ep(["task", "submit", "--mission", "solo", "review", "--runtime", "vendorA_code", "--prompt", "review the diff in detail", "--json"], { env });
+    const prompted = await ep(
+      [
+        "task",
+        "submit",
+        "--mission",
+        "solo",
+        "review",
+        "--runtime",
+        "vendorA_code",
+        "--prompt",
+        "review the diff in detail",
+        "--json",
+      ],
+      { env },
+    );
     expect(prompted.code, prompted.stderr).toBe(0);
     expect(prompted.json().task.input).toEqual({ prompt: "review the diff in detail" });
     // a shell task without a command is refused when it is made, naming the field

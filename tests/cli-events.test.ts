@@ -24,7 +24,10 @@ describe("ep events tail", () => {
     await ep(["mission", "create", "--domain", d, "two"], { env });
     const all = await ep(["events", "tail", "--since", "0", "--limit", "3", "--json"], { env });
     expect(all.code, all.stderr).toBe(0);
-    const lines = all.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    const lines = all.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(lines).toHaveLength(3);
     const ids = lines.map((e) => e.id);
     expect(ids).toEqual([...ids].sort((a, b) => a - b));
@@ -53,43 +56,58 @@ describe("ep events tail", () => {
 });
 
 describe("approvals and the AI console", () => {
-  it("speak AiService: list, chat and an unknown action give the real answers; a tower without AiService gets a clear error, not a crash", async () => {
-    const none = await ep(["approvals", "ls"], { env });
-    expect(none.code, none.stderr).toBe(0);
-    expect(none.stdout).toBe("(none)\n");
-    expect((await ep(["approvals", "ls", "--json"], { env })).json()).toEqual({ approvals: [], actions: [] });
+  it(
+    "speak AiService: list, chat and an unknown action give the real " +
+      "answers; a tower without AiService gets a clear error, not a crash",
+    async () => {
+      const none = await ep(["approvals", "ls"], { env });
+      expect(none.code, none.stderr).toBe(0);
+      expect(none.stdout).toBe("(none)\n");
+      expect((await ep(["approvals", "ls", "--json"], { env })).json()).toEqual({ approvals: [], actions: [] });
 
-    const chat = await ep(["ai", "chat", "list domains"], { env });
-    expect(chat.code, chat.stderr).toBe(0);
-    expect(chat.stdout).toMatch(/^Here are the domains\.\n· list_domains\n/);
+      const chat = await ep(["ai", "chat", "list domains"], { env });
+      expect(chat.code, chat.stderr).toBe(0);
+      expect(chat.stdout).toMatch(/^Here are the domains\.\n· list_domains\n/);
 
-    const missing = await ep(["approvals", "approve", "ses_1", "act_1"], { env });
-    expect(missing.code).toBe(4);
-    expect(missing.stderr).toMatch(/^ep: AI session ses_1 does not exist/);
-    expect(missing.stderr).not.toMatch(/at .*\.js:\d+/);
-    // one argument is an agent's permission request
-    const noApproval = await ep(["approvals", "reject", "apr_missing", "--reason", "no"], { env });
-    expect(noApproval.code).toBe(4);
-    expect(noApproval.stderr).toMatch(/^ep: approval apr_missing does not exist/);
-    const tooMany = await ep(["approvals", "approve", "a", "b", "c"], { env });
-    expect(tooMany.code).toBe(2);
-    expect(tooMany.stderr).toMatch(/usage: ep approvals approve <approval> \[--option <id>\] \| \[<session>\] <action>/);
+      const missing = await ep(["approvals", "approve", "ses_1", "act_1"], { env });
+      expect(missing.code).toBe(4);
+      expect(missing.stderr).toMatch(/^ep: AI session ses_1 does not exist/);
+      expect(missing.stderr).not.toMatch(/at .*\.js:\d+/);
+      // one argument is an agent's permission request
+      const noApproval = await ep(["approvals", "reject", "apr_missing", "--reason", "no"], { env });
+      expect(noApproval.code).toBe(4);
+      expect(noApproval.stderr).toMatch(/^ep: approval apr_missing does not exist/);
+      const tooMany = await ep(["approvals", "approve", "a", "b", "c"], { env });
+      expect(tooMany.code).toBe(2);
+      expect(tooMany.stderr).toMatch(
+        /usage: ep approvals approve <approval> \[--option <id>\] \| \[<session>\] <action>/,
+      );
 
-    // something that is not (yet) a tower with AiService: every route is a 404
-    const server = createServer((_req, res) => res.writeHead(404, { "content-type": "text/plain" }).end("Not Found"));
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    try {
-      const old = { ...env, EP_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
-      for (const args of [["approvals", "ls"], ["ai", "chat", "list domains"], ["approvals", "approve", "ses_1", "act_1"]]) {
-        const r = await ep(args, { env: old });
-        expect(r.code, args.join(" ")).toBe(4);
-        expect(r.stderr).toMatch(new RegExp(`^ep: the tower at \\S+ does not serve 'ep ${args.slice(0, 2).join(" ")}' yet \\(HTTP 404\\)\\nhint: upgrade the tower`));
-        expect(r.stderr).not.toMatch(/at .*\.js:\d+/);
+      // something that is not (yet) a tower with AiService: every route is a 404
+      const server = createServer((_req, res) => res.writeHead(404, { "content-type": "text/plain" }).end("Not Found"));
+      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+      try {
+        const old = { ...env, EP_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+        for (const args of [
+          ["approvals", "ls"],
+          ["ai", "chat", "list domains"],
+          ["approvals", "approve", "ses_1", "act_1"],
+        ]) {
+          const r = await ep(args, { env: old });
+          expect(r.code, args.join(" ")).toBe(4);
+          expect(r.stderr).toMatch(
+            new RegExp(
+              `^ep: the tower at \\S+ does not serve 'ep ${args.slice(0, 2).join(" ")}' ` +
+                `yet \\(HTTP 404\\)\\nhint: upgrade the tower`,
+            ),
+          );
+          expect(r.stderr).not.toMatch(/at .*\.js:\d+/);
+        }
+        const asJson = await ep(["approvals", "ls", "--json"], { env: old });
+        expect(asJson.json()).toMatchObject({ error: { code: "route_not_found" } });
+      } finally {
+        await new Promise((r) => server.close(r));
       }
-      const asJson = await ep(["approvals", "ls", "--json"], { env: old });
-      expect(asJson.json()).toMatchObject({ error: { code: "route_not_found" } });
-    } finally {
-      await new Promise((r) => server.close(r));
-    }
-  });
+    },
+  );
 });

@@ -29,9 +29,20 @@ beforeAll(async () => {
   await registerNode(tower.url, tower.adminToken, nodeFile, "flows-node");
   mkdirSync(join(home, "epd"), { recursive: true, mode: 0o700 });
   // a supervised profile and a cron job, so the supervise and cron commands have something to show
-  writeFileSync(join(home, "epd", "agents.toml"), `[[agent]]\nid = "svc"\nruntime = "shell"\ncommand = ["sleep", "300"]\nsupervise = true\n`);
-  writeFileSync(join(home, "epd", "cron.toml"), `[[job]]\nname = "nightly"\nschedule = "0 3 * * *"\ndispatch = "bash"\nprompt = "echo nightly"\n`);
-  epd = await spawnEpd({ home, nodeFile, backendUrl: tower.url, env: { EP_SUPERVISE_BACKEND: "process", EP_NO_SYSTEMD: "1" } });
+  writeFileSync(
+    join(home, "epd", "agents.toml"),
+    `[[agent]]\nid = "svc"\nruntime = "shell"\ncommand = ["sleep", "300"]\nsupervise = true\n`,
+  );
+  writeFileSync(
+    join(home, "epd", "cron.toml"),
+    `[[job]]\nname = "nightly"\nschedule = "0 3 * * *"\ndispatch = "bash"\nprompt = "echo nightly"\n`,
+  );
+  epd = await spawnEpd({
+    home,
+    nodeFile,
+    backendUrl: tower.url,
+    env: { EP_SUPERVISE_BACKEND: "process", EP_NO_SYSTEMD: "1" },
+  });
   cleanups.push(() => epd.stop());
   env = { EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken, EP_NODE_FILE: nodeFile, EP_NO_SYSTEMD: "1" };
 }, 120_000);
@@ -75,42 +86,113 @@ async function taskStatus(id: string, statuses: string[]): Promise<any> {
 }
 
 describe("ep run: the mesh tools through the daemon", () => {
-  it("submit_mesh_task queues work an enrolled agent runs; retry_mesh_task requeues a failure; claim_mesh_task takes the next task for an agent", async () => {
+  it("submit_mesh_task queues work an enrolled agent runs; retry_mesh_task " +
+    "requeues a failure; claim_mesh_task takes the next task for an agent", async () => {
     const domainId = (await ok(["domain", "create", "mesh", "--json"])).json().domain.id;
     const missionId = (await ok(["mission", "create", "--domain", domainId, "Mesh", "--json"])).json().mission.id;
 
-    const sub = await ok(["run", "submit_mesh_task", "--domain", domainId, "--arg", `mission_id=${missionId}`, "--arg", "title=from the cli", "--arg", "runtime=shell", "--arg", 'input={"command":"echo mesh-ok"}', "--json"]);
+    const sub = await ok([
+      "run",
+      "submit_mesh_task",
+      "--domain",
+      domainId,
+      "--arg",
+      `mission_id=${missionId}`,
+      "--arg",
+      "title=from the cli",
+      "--arg",
+      "runtime=shell",
+      "--arg",
+      'input={"command":"echo mesh-ok"}',
+      "--json",
+    ]);
     const submitted = sub.json();
-    expect(submitted).toMatchObject({ short_circuited: false, result: { task: { status: "queued", title: "from the cli", runtime: "shell", mission_id: missionId, input: { command: "echo mesh-ok" } } } });
+    expect(submitted).toMatchObject({
+      short_circuited: false,
+      result: {
+        task: {
+          status: "queued",
+          title: "from the cli",
+          runtime: "shell",
+          mission_id: missionId,
+          input: { command: "echo mesh-ok" },
+        },
+      },
+    });
     const taskId = submitted.result.task.id as string;
 
     // an agent enrolled through the CLI runs it
-    const agent = (await ok(["daemon", "agent", "enroll", "--domain", domainId, "--runtime", "shell", "--name", "mesh-1", "--json"])).json().agent;
+    const agent = (
+      await ok(["daemon", "agent", "enroll", "--domain", domainId, "--runtime", "shell", "--name", "mesh-1", "--json"])
+    ).json().agent;
     expect(agent).toMatchObject({ name: "mesh-1", domain_id: domainId, runtime: "shell" });
     const done = await taskStatus(taskId, ["succeeded", "failed"]);
-    expect(done).toMatchObject({ status: "succeeded", claimed_by: agent.id, attempts: 1, result: { output: "mesh-ok\n", exit_code: 0 } });
+    expect(done).toMatchObject({
+      status: "succeeded",
+      claimed_by: agent.id,
+      attempts: 1,
+      result: { output: "mesh-ok\n", exit_code: 0 },
+    });
 
     // human output: the tool's answer as JSON; --args-json works too
     const runs = join(home, "failing-runs");
-    const human = await ok(["run", "submit_mesh_task", "--domain", domainId, "--args-json", JSON.stringify({ mission_id: missionId, title: "fails", runtime: "shell", input: { command: `echo run >> ${runs}; exit 3` } })]);
+    const human = await ok([
+      "run",
+      "submit_mesh_task",
+      "--domain",
+      domainId,
+      "--args-json",
+      JSON.stringify({
+        mission_id: missionId,
+        title: "fails",
+        runtime: "shell",
+        input: { command: `echo run >> ${runs}; exit 3` },
+      }),
+    ]);
     const failingId = /"id": "(tsk_\w+)"/.exec(human.stdout)![1];
     const failed = await taskStatus(failingId, ["failed", "succeeded"]);
     expect(failed).toMatchObject({ status: "failed", attempts: 1, result: { exit_code: 3 } });
-    const retried = await ok(["run", "retry_mesh_task", "--domain", domainId, "--arg", `task_id=${failingId}`, "--json"]);
+    const retried = await ok([
+      "run",
+      "retry_mesh_task",
+      "--domain",
+      domainId,
+      "--arg",
+      `task_id=${failingId}`,
+      "--json",
+    ]);
     expect(retried.json().result.task).toMatchObject({ id: failingId, status: "queued" });
     await waitFor(() => existsSync(runs) && readFileSync(runs, "utf8") === "run\nrun\n", 20_000);
     const again = await taskStatus(failingId, ["failed", "succeeded"]);
     expect(again).toMatchObject({ status: "failed", attempts: 1, result: { exit_code: 3 } });
 
     // claim_mesh_task: while the agent is busy, a new task is claimed for it through the tool
-    const long = (await ok(["task", "submit", "--mission", missionId, "busy", "--command", "sleep 4; echo long", "--json"])).json().task.id as string;
+    const long = (
+      await ok(["task", "submit", "--mission", missionId, "busy", "--command", "sleep 4; echo long", "--json"])
+    ).json().task.id as string;
     await taskStatus(long, ["running"]);
-    const next = (await ok(["task", "submit", "--mission", missionId, "next", "--command", "echo next", "--json"])).json().task.id as string;
-    const claimed = await ok(["run", "claim_mesh_task", "--domain", domainId, "--arg", `agent_id=${agent.id}`, "--json"]);
+    const next = (
+      await ok(["task", "submit", "--mission", missionId, "next", "--command", "echo next", "--json"])
+    ).json().task.id as string;
+    const claimed = await ok([
+      "run",
+      "claim_mesh_task",
+      "--domain",
+      domainId,
+      "--arg",
+      `agent_id=${agent.id}`,
+      "--json",
+    ]);
     expect(claimed.json().result.task).toMatchObject({ id: next, status: "claimed", claimed_by: agent.id });
-    expect((await ok(["task", "get", next, "--json"])).json().task).toMatchObject({ status: "claimed", claimed_by: agent.id });
+    expect((await ok(["task", "get", next, "--json"])).json().task).toMatchObject({
+      status: "claimed",
+      claimed_by: agent.id,
+    });
     // nothing else queued: an empty claim
-    expect((await ok(["run", "claim_mesh_task", "--domain", domainId, "--arg", `agent_id=${agent.id}`, "--json"])).json().result.task ?? null).toBeNull();
+    expect(
+      (await ok(["run", "claim_mesh_task", "--domain", domainId, "--arg", `agent_id=${agent.id}`, "--json"])).json()
+        .result.task ?? null,
+    ).toBeNull();
     await ok(["task", "cancel", next, "--reason", "claimed by the test"]);
     await taskStatus(long, ["succeeded"]);
 
@@ -127,20 +209,38 @@ describe("ep ai chat and ep approvals with the heuristic planner", () => {
     const turn = first.json();
     const sessionId = turn.session_id as string;
     expect(sessionId).toMatch(/^ses_/);
-    expect(turn.actions).toEqual([expect.objectContaining({ session_id: sessionId, tool: "create_domain", status: "pending", arguments: { name: "acme-ai" } })]);
-    expect(turn.reply.tool_calls).toEqual([expect.objectContaining({ tool: "create_domain", action_id: turn.actions[0].id })]);
+    expect(turn.actions).toEqual([
+      expect.objectContaining({
+        session_id: sessionId,
+        tool: "create_domain",
+        status: "pending",
+        arguments: { name: "acme-ai" },
+      }),
+    ]);
+    expect(turn.reply.tool_calls).toEqual([
+      expect.objectContaining({ tool: "create_domain", action_id: turn.actions[0].id }),
+    ]);
     // nothing changed yet
     expect((await ok(["domain", "ls", "--json"])).json().domains.map((d: any) => d.name)).not.toContain("acme-ai");
 
     const pending = (await ok(["approvals", "ls", "--json"])).json().actions;
-    expect(pending).toEqual([expect.objectContaining({ id: turn.actions[0].id, session_id: sessionId, tool: "create_domain" })]);
+    expect(pending).toEqual([
+      expect.objectContaining({ id: turn.actions[0].id, session_id: sessionId, tool: "create_domain" }),
+    ]);
     const listed = await ok(["approvals", "ls"]);
-    expect(listed.stdout).toMatch(new RegExp(`^ID\\s+KIND\\s+WHAT\\s+FOR\\s+CREATED\\s+EXPIRES\\n${turn.actions[0].id}\\s+action\\s+Create domain "acme-ai"\\s+session "`));
+    expect(listed.stdout).toMatch(
+      new RegExp(
+        `^ID\\s+KIND\\s+WHAT\\s+FOR\\s+CREATED\\s+EXPIRES\\n${turn.actions[0].id}\\s+action\\s+Create ` +
+          `domain "acme-ai"\\s+session "`,
+      ),
+    );
 
     const approved = (await ok(["approvals", "approve", sessionId, turn.actions[0].id, "--json"])).json().action;
     expect(approved).toMatchObject({ status: "approved", result: { domain: { name: "acme-ai" } } });
     const domainId = approved.result.domain.id as string;
-    expect((await ok(["domain", "ls", "--json"])).json().domains).toContainEqual(expect.objectContaining({ id: domainId, name: "acme-ai" }));
+    expect((await ok(["domain", "ls", "--json"])).json().domains).toContainEqual(
+      expect.objectContaining({ id: domainId, name: "acme-ai" }),
+    );
 
     // the same session, human output: the reply names the commands that decide
     const mission = await ok(["ai", "chat", "--session", sessionId, 'create mission "Launch" in domain acme-ai']);
@@ -155,7 +255,9 @@ describe("ep ai chat and ep approvals with the heuristic planner", () => {
     expect((await ok(["mission", "ls", "--domain", domainId, "--json"])).json().missions).toEqual([]);
     const decided = await ok(["approvals", "approve", sessionId, m![1]]);
     expect(decided.stdout).toMatch(new RegExp(`^action ${m![1]} approved\\n`));
-    expect((await ok(["mission", "ls", "--domain", domainId, "--json"])).json().missions).toEqual([expect.objectContaining({ title: "Launch", domain_id: domainId })]);
+    expect((await ok(["mission", "ls", "--domain", domainId, "--json"])).json().missions).toEqual([
+      expect.objectContaining({ title: "Launch", domain_id: domainId }),
+    ]);
 
     // a rejected proposal changes nothing and cannot be approved afterwards
     const third = (await ok(["ai", "chat", "--session", sessionId, 'create domain "never"', "--json"])).json();
@@ -173,7 +275,10 @@ describe("ep ai chat and ep approvals with the heuristic planner", () => {
 function camelKeys(value: unknown, path = "$"): string[] {
   if (Array.isArray(value)) return value.flatMap((v, i) => camelKeys(v, `${path}[${i}]`));
   if (value === null || typeof value !== "object") return [];
-  return Object.entries(value).flatMap(([k, v]) => [...(/[a-z][A-Z]/.test(k) ? [`${path}.${k}`] : []), ...camelKeys(v, `${path}.${k}`)]);
+  return Object.entries(value).flatMap(([k, v]) => [
+    ...(/[a-z][A-Z]/.test(k) ? [`${path}.${k}`] : []),
+    ...camelKeys(v, `${path}.${k}`),
+  ]);
 }
 
 // Commands whose --json is not a single JSON document, or that do not return (interactive, foreground).
@@ -187,11 +292,21 @@ const CAMEL_ELSEWHERE: Record<string, string[]> = {};
 describe("--json", () => {
   it("every command prints snake_case JSON (errors too)", async () => {
     const seen = new Set<string>();
-    const check = async (name: string, args: string[], opts: { codes?: number[]; lines?: boolean; input?: string; env?: Record<string, string>; home?: string } = {}) => {
+    const check = async (
+      name: string,
+      args: string[],
+      opts: { codes?: number[]; lines?: boolean; input?: string; env?: Record<string, string>; home?: string } = {},
+    ) => {
       seen.add(name);
       const r = await ep([...args, "--json"], opts.env, opts.home, opts.input);
       expect(opts.codes ?? [0], `ep ${args.join(" ")} --json: ${r.stderr}`).toContain(r.code);
-      const docs = opts.lines ? r.stdout.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as unknown) : [r.json() as unknown];
+      const docs = opts.lines
+        ? r.stdout
+            .trim()
+            .split("\n")
+            .filter(Boolean)
+            .map((l) => JSON.parse(l) as unknown)
+        : [r.json() as unknown];
       expect(docs.length, name).toBeGreaterThan(0);
       const camel = docs.flatMap((d) => camelKeys(d));
       expect(camel, `ep ${args.join(" ")} --json`).toEqual(CAMEL_ELSEWHERE[name] ?? []);
@@ -200,16 +315,32 @@ describe("--json", () => {
 
     const domainId = (await check("domain create", ["domain", "create", "json"])).domain.id as string;
     await check("domain ls", ["domain", "ls"]);
-    const missionId = (await check("mission create", ["mission", "create", "--domain", domainId, "J"])).mission.id as string;
+    const missionId = (await check("mission create", ["mission", "create", "--domain", domainId, "J"])).mission
+      .id as string;
     expect((await check("mission get", ["mission", "get", missionId])).mission.id).toBe(missionId);
     await check("mission ls", ["mission", "ls", "--domain", domainId]);
-    const taskId = (await check("task submit", ["task", "submit", "--mission", missionId, "t", "--command", "exit 0", "--capability", "gpu"])).task.id as string;
+    const taskId = (
+      await check("task submit", [
+        "task",
+        "submit",
+        "--mission",
+        missionId,
+        "t",
+        "--command",
+        "exit 0",
+        "--capability",
+        "gpu",
+      ])
+    ).task.id as string;
     await check("task ls", ["task", "ls", "--mission", missionId]);
     await check("task get", ["task", "get", taskId]);
     await check("task cancel", ["task", "cancel", taskId]);
-    await check("task watch", ["task", "watch", taskId], { lines: true, codes: [1] }); // cancelled: replays, then the task
+    // cancelled: replays, then the task
+    await check("task watch", ["task", "watch", taskId], { lines: true, codes: [1] });
     await check("task retry", ["task", "retry", taskId]);
-    const piped = await check("pipeline run", ["pipeline", "run", "-", "--domain", domainId], { input: '[[step]]\nname = "only"\ncommand = "true"\n' });
+    const piped = await check("pipeline run", ["pipeline", "run", "-", "--domain", domainId], {
+      input: '[[step]]\nname = "only"\ncommand = "true"\n',
+    });
     expect((await check("pipeline get", ["pipeline", "get", piped.mission.id])).steps[0].step).toBe("only");
     await check("task get", ["task", "get", "tsk_missing"], { codes: [4] }); // the error document
     await check("task diff", ["task", "diff", taskId], { codes: [4] }); // no workspace: the error document
@@ -220,12 +351,16 @@ describe("--json", () => {
     await check("agent ls", ["agent", "ls"]);
     await check("node ls", ["node", "ls"]);
     const nodeId = (await ep(["node", "ls", "--json"])).json().nodes[0].id as string;
-    const served = (await check("node domains set", ["node", "domains", "set", nodeId, "--all"])) as { domains: string[] };
+    const served = (await check("node domains set", ["node", "domains", "set", nodeId, "--all"])) as {
+      domains: string[];
+    };
     expect(served.domains).toEqual(["*"]);
     expect((await check("ui", ["ui"])).login_link).toMatch(/\/ui\/login#ticket=tkt_/);
     await check("node reload", ["node", "reload", nodeId], { codes: [0, 2] });
 
-    const agent = (await check("daemon agent enroll", ["daemon", "agent", "enroll", "--domain", domainId, "--runtime", "shell"])).agent;
+    const agent = (
+      await check("daemon agent enroll", ["daemon", "agent", "enroll", "--domain", domainId, "--runtime", "shell"])
+    ).agent;
     expect((await check("agent get", ["agent", "get", agent.id])).agent.id).toBe(agent.id);
     await check("run", ["run", "claim_mesh_task", "--domain", domainId, "--arg", `agent_id=${agent.id}`]);
     await check("agent signal", ["agent", "signal", "svc", "echo hi"]);
@@ -255,9 +390,20 @@ describe("--json", () => {
     await check("secret grant", ["secret", "grant", "JSON_SECRET", "--domain", domainId]);
     await check("secret revoke", ["secret", "revoke", "JSON_SECRET", "--domain", domainId]);
     await check("secret rm", ["secret", "rm", "JSON_SECRET"]);
-    const hook = (await check("webhook add", ["webhook", "add", "http://127.0.0.1:9/json", "--domain", domainId, "--event", "task.failed"])).webhook;
+    const hook = (
+      await check("webhook add", [
+        "webhook",
+        "add",
+        "http://127.0.0.1:9/json",
+        "--domain",
+        domainId,
+        "--event",
+        "task.failed",
+      ])
+    ).webhook;
     await check("webhook ls", ["webhook", "ls", "--domain", domainId]);
-    await check("webhook test", ["webhook", "test", hook.id, "--domain", domainId], { codes: [1] }); // nothing listens on port 9
+    // nothing listens on port 9
+    await check("webhook test", ["webhook", "test", hook.id, "--domain", domainId], { codes: [1] });
     await check("webhook deliveries", ["webhook", "deliveries", hook.id, "--domain", domainId]);
     await check("webhook rm", ["webhook", "rm", hook.id, "--domain", domainId]);
     const created = await check("token create", ["token", "create", "--name", "json", "--role", "viewer"]);
@@ -273,8 +419,14 @@ describe("--json", () => {
     await check("logout", ["logout"], { env: otherEnv, home: other.dir });
     await check("token revoke", ["token", "revoke", created.token.id]);
     const daemonEnv = { EP_NODE_FILE: join(other.dir, "node.json") };
-    await check("agent node register", ["agent", "node", "register", "--hostname", "json-node"], { env: daemonEnv, home: other.dir });
-    await check("daemon", ["daemon", "--booster-wasm", join(ROOT, "daemon", "booster", "default-booster.wasm")], { env: daemonEnv, home: other.dir });
+    await check("agent node register", ["agent", "node", "register", "--hostname", "json-node"], {
+      env: daemonEnv,
+      home: other.dir,
+    });
+    await check("daemon", ["daemon", "--booster-wasm", join(ROOT, "daemon", "booster", "default-booster.wasm")], {
+      env: daemonEnv,
+      home: other.dir,
+    });
     cleanups.push(async () => void (await ep(["daemon", "down"], daemonEnv, other.dir)));
     await check("daemon up", ["daemon", "up"], { env: daemonEnv, home: other.dir });
     await check("daemon logs", ["daemon", "logs", "-n", "5"], { env: daemonEnv, home: other.dir, lines: true });

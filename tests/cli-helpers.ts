@@ -14,15 +14,25 @@ export interface EpResult {
 }
 
 export function assertBuilt(): void {
-  if (!existsSync(join(ROOT, "dist", "cli", "main.js"))) throw new Error("run 'npm run build' first: dist/cli/main.js is missing");
+  if (!existsSync(join(ROOT, "dist", "cli", "main.js")))
+    throw new Error("run 'npm run build' first: dist/cli/main.js is missing");
 }
 
 /** Async on purpose: an in-process tower in the test needs the event loop while ep runs. */
 /** `onStdout`: called with everything printed so far, as it arrives (a test can act once a line is out). */
-export function ep(args: string[], opts: { env?: Record<string, string | undefined>; input?: string; timeoutMs?: number; onStdout?: (sofar: string) => void } = {}): Promise<EpResult> {
+export function ep(
+  args: string[],
+  opts: {
+    env?: Record<string, string | undefined>;
+    input?: string;
+    timeoutMs?: number;
+    onStdout?: (sofar: string) => void;
+  } = {},
+): Promise<EpResult> {
   return new Promise((resolve, reject) => {
     const env: Record<string, string> = {};
-    for (const [k, v] of Object.entries({ ...process.env, EP_BASE_URL: undefined, EP_TOKEN: undefined, ...opts.env })) if (v !== undefined) env[k] = v;
+    for (const [k, v] of Object.entries({ ...process.env, EP_BASE_URL: undefined, EP_TOKEN: undefined, ...opts.env }))
+      if (v !== undefined) env[k] = v;
     const child = spawn(process.execPath, [EP_BIN, ...args], { env, stdio: ["pipe", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";

@@ -28,13 +28,28 @@ beforeAll(async () => {
   const nodes = t.client(NodeService);
   const n1 = await nodes.registerNode({ hostname: "w1", domainIds: [world.domainId] });
   const n2 = await nodes.registerNode({ hostname: "w2", domainIds: [world.domainId] });
-  const enroll = async (token: string, name = "", runtime = Runtime.SHELL) => (await t.client(AgentService, token).enrollAgent({ domainId: world.domainId, runtime, name })).agent!;
-  const agents = [await enroll(n1.token), await enroll(n1.token), await enroll(n1.token, "reviewer"), await enroll(n1.token), await enroll(n2.token), await enroll(n1.token, "", Runtime.VENDORB)];
+  const enroll = async (token: string, name = "", runtime = Runtime.SHELL) =>
+    (await t.client(AgentService, token).enrollAgent({ domainId: world.domainId, runtime, name })).agent!;
+  const agents = [
+    await enroll(n1.token),
+    await enroll(n1.token),
+    await enroll(n1.token, "reviewer"),
+    await enroll(n1.token),
+    await enroll(n2.token),
+    await enroll(n1.token, "", Runtime.VENDORB),
+  ];
   world.agentIds = agents.map((a) => a.id);
   // a task claimed by the first, so tables and events have an agent to name
-  await work.createTask({ missionId: world.missionId, title: "say hi", runtime: Runtime.SHELL, input: { command: "echo hi" } });
+  await work.createTask({
+    missionId: world.missionId,
+    title: "say hi",
+    runtime: Runtime.SHELL,
+    input: { command: "echo hi" },
+  });
   const held = (await t.client(WorkService, n1.token).claimTask({ agentId: agents[0].id })).task!;
-  await t.client(WorkService, n1.token).completeTask({ taskId: held.id, agentId: agents[0].id, leaseId: held.leaseId, result: { output: "hi\n" } });
+  await t
+    .client(WorkService, n1.token)
+    .completeTask({ taskId: held.id, agentId: agents[0].id, leaseId: held.leaseId, result: { output: "hi\n" } });
   // an AI session with a pending action (the heuristic planner proposes it)
   const ai = t.client(AiService);
   const s = (await ai.createSession({ title: "release chat" })).session!;
@@ -57,11 +72,21 @@ afterAll(async () => {
 });
 
 describe("names, not ids", () => {
-  it("an agent enrolled without a name is <runtime>-<n>, the lowest n free on its node; a given name is kept", async () => {
-    const { agents } = await t.client(AgentService).listAgents({ domainId: world.domainId });
-    const byId = new Map(agents.map((a) => [a.id, a.name]));
-    expect(world.agentIds.map((id) => byId.get(id))).toEqual(["shell-1", "shell-2", "reviewer", "shell-3", "shell-1", "vendorB-1"]);
-  });
+  it(
+    "an agent enrolled without a name is <runtime>-<n>, " + "the lowest n free on its node; a given name is kept",
+    async () => {
+      const { agents } = await t.client(AgentService).listAgents({ domainId: world.domainId });
+      const byId = new Map(agents.map((a) => [a.id, a.name]));
+      expect(world.agentIds.map((id) => byId.get(id))).toEqual([
+        "shell-1",
+        "shell-2",
+        "reviewer",
+        "shell-3",
+        "shell-1",
+        "vendorB-1",
+      ]);
+    },
+  );
 
   it("the main commands' default tables and event lines show names and no agt_/dom_/ses_/msn_ ids", async () => {
     const commands = [
@@ -93,7 +118,10 @@ describe("names, not ids", () => {
     expect(outputs["events tail"]).toContain("by shell-1");
     // a detail view names its subject's id on its first line (that is where one finds it), and
     // everything else by name
-    for (const args of [["mission", "get", "first mission"], ["agent", "get", "reviewer", "--domain", "demo"]]) {
+    for (const args of [
+      ["mission", "get", "first mission"],
+      ["agent", "get", "reviewer", "--domain", "demo"],
+    ]) {
       const res = await ep(args, { env });
       expect(res.code, res.stderr).toBe(0);
       expect(res.stdout).toMatch(/^id\s+(msn|agt)_/);
@@ -125,7 +153,8 @@ describe("names, not ids", () => {
     expect((await ep(["approvals", "ls", "--json"], { env })).json().actions[0].session_id).toBe(world.sessionId);
   });
 
-  it("ep daemon agent enroll without --name: the running epd's agent is named by the tower and shown with its domain's name", async () => {
+  it("ep daemon agent enroll without --name: the running epd's " +
+    "agent is named by the tower and shown with its domain's name", async () => {
     const node = tempHome("ep-cli-names-epd-");
     const nodeFile = join(node.dir, "node.json");
     await registerNode(t.url, t.adminToken, nodeFile, "w3");
@@ -137,7 +166,9 @@ describe("names, not ids", () => {
       expect(first.stdout).toMatch(/^name\s+shell-1$/m);
       expect(first.stdout).toMatch(/^domain\s+demo$/m);
       expect(first.stdout.split("\n").slice(1).join("\n")).not.toMatch(IDS);
-      const second = await ep(["daemon", "agent", "enroll", "--domain", "demo", "--runtime", "shell", "--json"], { env: epdEnv });
+      const second = await ep(["daemon", "agent", "enroll", "--domain", "demo", "--runtime", "shell", "--json"], {
+        env: epdEnv,
+      });
       expect(second.json().agent).toMatchObject({ name: "shell-2", domain_id: world.domainId });
     } finally {
       await epd.stop();

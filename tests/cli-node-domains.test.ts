@@ -24,7 +24,10 @@ describe("node domains from the CLI", () => {
   it("registers with domains by name, lists them, changes them, and doctor shows them", async () => {
     const demo = (await ep(["domain", "create", "demo", "--json"], { env })).json().domain.id;
     const ops = (await ep(["domain", "create", "ops", "--json"], { env })).json().domain.id;
-    const reg = await ep(["agent", "node", "register", "--hostname", "w1", "--domain", "demo", "--domain", ops, "--json"], { env });
+    const reg = await ep(
+      ["agent", "node", "register", "--hostname", "w1", "--domain", "demo", "--domain", ops, "--json"],
+      { env },
+    );
     expect(reg.code).toBe(0);
     expect(reg.json().domains).toEqual([demo, ops]);
     const nodeId = reg.json().node_id;
@@ -37,9 +40,13 @@ describe("node domains from the CLI", () => {
 
     const set = await ep(["node", "domains", "set", nodeId, "--all"], { env });
     expect(set.stdout).toContain("now serves * (all domains)");
-    expect((await ep(["node", "ls", "--json"], { env })).json().nodes.find((n: { id: string }) => n.id === nodeId).domains).toEqual(["*"]);
+    expect(
+      (await ep(["node", "ls", "--json"], { env })).json().nodes.find((n: { id: string }) => n.id === nodeId).domains,
+    ).toEqual(["*"]);
 
-    const wide = await ep(["agent", "node", "register", "--hostname", "w2"], { env: { ...env, EP_NODE_FILE: join(home.dir, "node2.json") } });
+    const wide = await ep(["agent", "node", "register", "--hostname", "w2"], {
+      env: { ...env, EP_NODE_FILE: join(home.dir, "node2.json") },
+    });
     expect(wide.stdout).toContain("serves * (all domains)");
     // mistakes are named
     const unknown = await ep(["node", "domains", "set", nodeId, "--domain", "nope"], { env });

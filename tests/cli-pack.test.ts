@@ -22,8 +22,11 @@ function localPrebuilds(dir: string): Record<string, string> {
   const { version } = JSON.parse(readFileSync(join(pkg, "package.json"), "utf8")) as { version: string };
   const folder = join(dir, "prebuilds");
   mkdirSync(folder);
-  const name = `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`;
-  const tar = spawnSync("tar", ["-czf", join(folder, name), "-C", pkg, "build/Release/better_sqlite3.node"], { encoding: "utf8" });
+  const name =
+    `better-sqlite3-v${version}-node-v${process.versions.modules}-` + `${process.platform}-${process.arch}.tar.gz`;
+  const tar = spawnSync("tar", ["-czf", join(folder, name), "-C", pkg, "build/Release/better_sqlite3.node"], {
+    encoding: "utf8",
+  });
   expect(tar.status, tar.stderr).toBe(0);
   return { npm_config_better_sqlite3_local_prebuilds: folder };
 }
@@ -43,18 +46,23 @@ describe("npm pack → npm install -g", () => {
   it("installs working ep, epd and ep-tower from the tarball", () => {
     assertBuilt();
     const tmp = tempHome("ep-cli-pack-");
-    onTestFinished(() => tmp.cleanup(), 180_000); // the installed prefix is about 250 MB: removing it takes over 30 s on a loaded machine
+    // the installed prefix is about 250 MB: removing it takes over 30 s on a loaded machine
+    onTestFinished(() => tmp.cleanup(), 180_000);
     const dir = tmp.dir;
     const pack = spawnSync("npm", ["pack", "--pack-destination", dir], { cwd: ROOT, encoding: "utf8" });
     expect(pack.status, pack.stderr).toBe(0);
     const tarball = join(dir, readdirSync(dir).find((f) => f.endsWith(".tgz"))!);
     const prefix = join(dir, "prefix");
     // dependencies come from the npm cache that `npm ci` filled (network only for what is missing)
-    const install = spawnSync("npm", ["install", "-g", "--prefix", prefix, "--prefer-offline", "--no-audit", "--no-fund", tarball], {
-      encoding: "utf8",
-      timeout: 400_000,
-      env: { ...process.env, ...localPrebuilds(dir) },
-    });
+    const install = spawnSync(
+      "npm",
+      ["install", "-g", "--prefix", prefix, "--prefer-offline", "--no-audit", "--no-fund", tarball],
+      {
+        encoding: "utf8",
+        timeout: 400_000,
+        env: { ...process.env, ...localPrebuilds(dir) },
+      },
+    );
     expect(install.status, install.stderr).toBe(0);
     const installed = join(prefix, "lib", "node_modules", "ep");
     // wabt (5.5 MB) is a dev dependency: the build, tests and benchmarks compile WAT; the default
@@ -64,7 +72,11 @@ describe("npm pack → npm install -g", () => {
     expect(native.status, native.stderr).toBe(0);
     expect(native.stdout).toMatch(/^sqlite \d+\.\d+\.\d+\npty-ok\n$/);
     const bin = join(prefix, "bin");
-    for (const [name, expected] of [["ep", /^ep \d+\.\d+\.\d+/], ["epd", /^epd \d+\.\d+\.\d+/], ["ep-tower", /^ep-tower \d+\.\d+\.\d+/]] as const) {
+    for (const [name, expected] of [
+      ["ep", /^ep \d+\.\d+\.\d+/],
+      ["epd", /^epd \d+\.\d+\.\d+/],
+      ["ep-tower", /^ep-tower \d+\.\d+\.\d+/],
+    ] as const) {
       const r = spawnSync(join(bin, name), ["--version"], { encoding: "utf8" });
       expect(r.status, `${name}: ${r.stderr}`).toBe(0);
       expect(r.stdout).toMatch(expected);
@@ -73,7 +85,10 @@ describe("npm pack → npm install -g", () => {
     expect(help.stdout).toContain("Example:");
     // the installed ep points the daemon unit at the installed epd
     const home = join(dir, "home");
-    const unit = spawnSync(join(bin, "ep"), ["daemon", "up", "--unit-only", "--json"], { encoding: "utf8", env: { ...process.env, EP_HOME: home, XDG_CONFIG_HOME: join(dir, "config") } });
+    const unit = spawnSync(join(bin, "ep"), ["daemon", "up", "--unit-only", "--json"], {
+      encoding: "utf8",
+      env: { ...process.env, EP_HOME: home, XDG_CONFIG_HOME: join(dir, "config") },
+    });
     expect(unit.status, unit.stderr).toBe(0);
     const text = readFileSync(JSON.parse(unit.stdout).unit, "utf8");
     expect(text).toContain(`${realpathSync(join(installed, "bin"))}/epd.js run`);

@@ -34,12 +34,36 @@ describe("ep against a tower", () => {
     const m = await ep(["mission", "create", "--domain", domainId, "Ship", "v2"], { env });
     expect(m.code).toBe(0);
     const missionId = /msn_\w+/.exec(m.stdout)![0];
-    expect((await ep(["mission", "ls", "--json"], { env })).json().missions).toEqual([expect.objectContaining({ id: missionId, title: "Ship v2", domain_id: domainId })]);
+    expect((await ep(["mission", "ls", "--json"], { env })).json().missions).toEqual([
+      expect.objectContaining({ id: missionId, title: "Ship v2", domain_id: domainId }),
+    ]);
 
-    const sub = await ep(["task", "submit", "--mission", missionId, "run tests", "--priority", "7", "--command", "echo hi", "--capability", "bash", "--json"], { env });
+    const sub = await ep(
+      [
+        "task",
+        "submit",
+        "--mission",
+        missionId,
+        "run tests",
+        "--priority",
+        "7",
+        "--command",
+        "echo hi",
+        "--capability",
+        "bash",
+        "--json",
+      ],
+      { env },
+    );
     expect(sub.code).toBe(0);
     const task = sub.json().task;
-    expect(task).toMatchObject({ status: "queued", priority: 7, runtime: "shell", capabilities: ["bash"], input: { command: "echo hi" } });
+    expect(task).toMatchObject({
+      status: "queued",
+      priority: 7,
+      runtime: "shell",
+      capabilities: ["bash"],
+      input: { command: "echo hi" },
+    });
 
     const get = await ep(["task", "get", task.id], { env });
     expect(get.stdout).toMatch(new RegExp(`id\\s+${task.id}`));
@@ -85,7 +109,10 @@ describe("ep against a tower", () => {
       [["domain", "ls", "--bogus"], /Unknown option '--bogus'/],
       [["domain", "nope"], /unknown command 'ep domain nope'.*ls, create\)\nhint: see 'ep domain --help'/],
       // another CLI's word for a command gets its name here; the id after it is not part of the command
-      [["task", "show", "tsk_1"], /unknown command 'ep task show' \(commands under 'ep task': .*get.*\)\nhint: did you mean 'ep task get'\?/],
+      [
+        ["task", "show", "tsk_1"],
+        /unknown command 'ep task show' \(commands under 'ep task': .*get.*\)\nhint: did you mean 'ep task get'\?/,
+      ],
       [["bogus", "x"], /unknown command 'ep bogus x'\nhint: see 'ep --help'/],
       [["token", "create", "--name", "x", "--role", "viewer", "--ttl", "soon"], /--ttl must be a duration/],
       [["events", "tail", "--type", "weather"], /--type must be approval, inbox, matrix or progress/],
@@ -140,7 +167,9 @@ describe("ep against a tower", () => {
 
   it("registers a node and writes node.json 0600, or says clearly why it cannot", async () => {
     const nodeFile = join(home, "etc", "node.json");
-    const r = await ep(["agent", "node", "register", "--hostname", "worker-7"], { env: { ...env, EP_NODE_FILE: nodeFile } });
+    const r = await ep(["agent", "node", "register", "--hostname", "worker-7"], {
+      env: { ...env, EP_NODE_FILE: nodeFile },
+    });
     expect(r.code).toBe(0);
     const id = JSON.parse(readFileSync(nodeFile, "utf8"));
     expect(id).toMatchObject({ hostname: "worker-7", tower_url: expect.stringMatching(/^http/) });
@@ -150,7 +179,9 @@ describe("ep against a tower", () => {
 
     const blocker = join(home, "a-file");
     writeFileSync(blocker, "");
-    const bad = await ep(["agent", "node", "register", "--hostname", "w"], { env: { ...env, EP_NODE_FILE: join(blocker, "node.json") } });
+    const bad = await ep(["agent", "node", "register", "--hostname", "w"], {
+      env: { ...env, EP_NODE_FILE: join(blocker, "node.json") },
+    });
     expect(bad.code).toBe(3);
     expect(bad.stderr).toMatch(/cannot write the node identity file .*a-file is not a directory/);
     expect(bad.stderr).toMatch(/EP_NODE_FILE/);
@@ -163,14 +194,14 @@ describe("ep against a tower", () => {
     const spawned = await spawnTower(towerHome);
     const env = { EP_HOME: towerHome, EP_BASE_URL: spawned.url };
     try {
-    const set = await ep(["secret", "set", "DB_PASSWORD"], { env, input: "hunter2\n" });
-    expect(set.code, set.stderr).toBe(0);
-    const ls = await ep(["secret", "ls", "--json"], { env });
-    expect(ls.stdout).not.toContain("hunter2");
-    expect(ls.json().secrets).toEqual([expect.objectContaining({ name: "DB_PASSWORD" })]);
-    expect((await ep(["secret", "set", "X", "value"], { env })).code).toBe(2);
-    expect((await ep(["secret", "grant", "DB_PASSWORD"], { env })).stderr).toMatch(/exactly one of --agent/);
-    expect((await ep(["secret", "rm", "DB_PASSWORD"], { env })).code).toBe(0);
+      const set = await ep(["secret", "set", "DB_PASSWORD"], { env, input: "hunter2\n" });
+      expect(set.code, set.stderr).toBe(0);
+      const ls = await ep(["secret", "ls", "--json"], { env });
+      expect(ls.stdout).not.toContain("hunter2");
+      expect(ls.json().secrets).toEqual([expect.objectContaining({ name: "DB_PASSWORD" })]);
+      expect((await ep(["secret", "set", "X", "value"], { env })).code).toBe(2);
+      expect((await ep(["secret", "grant", "DB_PASSWORD"], { env })).stderr).toMatch(/exactly one of --agent/);
+      expect((await ep(["secret", "rm", "DB_PASSWORD"], { env })).code).toBe(0);
     } finally {
       await spawned.stop();
     }
@@ -194,7 +225,14 @@ describe("ep against a tower", () => {
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, "ep.bash"), script);
     const { spawnSync } = await import("node:child_process");
-    const r = spawnSync("bash", ["-c", `source ${join(dir, "ep.bash")}; COMP_WORDS=(ep agent cron ""); COMP_CWORD=3; _ep; echo "\${COMPREPLY[*]}"`], { encoding: "utf8" });
+    const r = spawnSync(
+      "bash",
+      [
+        "-c",
+        `source ${join(dir, "ep.bash")}; COMP_WORDS=(ep agent cron ""); COMP_CWORD=3; _ep; echo "\${COMPREPLY[*]}"`,
+      ],
+      { encoding: "utf8" },
+    );
     expect(r.stdout.trim().split(" ").sort()).toEqual(["describe", "gc-now", "history", "list", "reload"]);
   });
 });

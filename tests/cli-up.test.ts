@@ -22,7 +22,10 @@ describe("ep up", () => {
     const port = await freePort();
     const nodeFile = join(home, "node.json");
     const env = { ...process.env, EP_HOME: home, EP_NODE_FILE: nodeFile, EP_BASE_URL: "", EP_TOKEN: "" };
-    const child = spawn(process.execPath, [EP_BIN, "up", "--listen", `127.0.0.1:${port}`], { env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [EP_BIN, "up", "--listen", `127.0.0.1:${port}`], {
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let out = "";
     let err = "";
     child.stdout.on("data", (d: Buffer) => (out += d.toString()));
@@ -63,18 +66,34 @@ describe("ep up", () => {
       const ui = await ep(["ui", "--json"], { env: cliEnv });
       expect(ui.code, ui.stderr).toBe(0);
       const ticket = /#ticket=(\S+)/.exec(ui.json().login_link)![1];
-      const login = await fetch(`http://127.0.0.1:${port}/auth/session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ticket }) });
+      const login = await fetch(`http://127.0.0.1:${port}/auth/session`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ ticket }),
+      });
       expect(login.status).toBe(200);
       expect(Date.parse(ui.json().expires_at) - Date.now()).toBeGreaterThan(23 * 3_600_000);
 
       // a task running when Ctrl-C comes
       const domainId = domain.json().domain.id as string;
-      await ep(["daemon", "agent", "enroll", "--domain", domainId, "--runtime", "shell", "--name", "up-worker"], { env: cliEnv });
-      const missionId = (await ep(["mission", "create", "--domain", domainId, "up", "--json"], { env: cliEnv })).json().mission.id as string;
-      const task = (await ep(["task", "submit", "--mission", missionId, "long", "--command", "sleep 60", "--json"], { env: cliEnv })).json().task.id as string;
-      await waitFor(async () => (await ep(["task", "get", task, "--json"], { env: cliEnv })).json().task.status === "running", 20_000, 200);
+      await ep(["daemon", "agent", "enroll", "--domain", domainId, "--runtime", "shell", "--name", "up-worker"], {
+        env: cliEnv,
+      });
+      const missionId = (await ep(["mission", "create", "--domain", domainId, "up", "--json"], { env: cliEnv })).json()
+        .mission.id as string;
+      const task = (
+        await ep(["task", "submit", "--mission", missionId, "long", "--command", "sleep 60", "--json"], { env: cliEnv })
+      ).json().task.id as string;
+      await waitFor(
+        async () => (await ep(["task", "get", task, "--json"], { env: cliEnv })).json().task.status === "running",
+        20_000,
+        200,
+      );
     } finally {
-      const kids = spawnSync("pgrep", ["-P", String(child.pid)], { encoding: "utf8" }).stdout.split("\n").filter(Boolean).map(Number);
+      const kids = spawnSync("pgrep", ["-P", String(child.pid)], { encoding: "utf8" })
+        .stdout.split("\n")
+        .filter(Boolean)
+        .map(Number);
       const started = Date.now();
       child.kill("SIGINT");
       await exited;

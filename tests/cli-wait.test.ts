@@ -7,7 +7,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { statusWord } from "../test-support/words.js";
 import { assertBuilt, ep } from "./cli-helpers.js";
-import { adminClient, registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
+import {
+  adminClient,
+  registerNode,
+  spawnEpd,
+  spawnTowerProcess,
+  type EpdProcess,
+  type TowerProcess,
+} from "./epd-harness.js";
 import { tempHome, waitFor } from "./harness.js";
 import { tcpProxy } from "./tcp-proxy.js";
 
@@ -23,7 +30,10 @@ let streamMode: "pass" | "hold" | "refuse" | "drop" = "pass";
 let releaseHeld: () => void = () => {};
 let heldStreams = 0;
 let dropStream: (() => void) | undefined;
-/** The requests the CLI made through the proxy, by request line (`GET /events/stream…`, `POST /ep.tower.v1.WorkService/GetTask`). */
+/**
+ * The requests the CLI made through the proxy, by request line (`GET /events/stream…`,
+ * `POST /ep.tower.v1.WorkService/GetTask`).
+ */
 let requests: string[] = [];
 
 beforeAll(async () => {
@@ -80,12 +90,16 @@ afterAll(async () => {
 
 const submit = (args: string[]) => {
   requests = [];
-  return ep(["task", "submit", "--mission", missionId, ...args, "--wait"], { env: { EP_HOME: home.dir, EP_BASE_URL: proxy.url, EP_TOKEN: tower.adminToken }, timeoutMs: 30_000 });
+  return ep(["task", "submit", "--mission", missionId, ...args, "--wait"], {
+    env: { EP_HOME: home.dir, EP_BASE_URL: proxy.url, EP_TOKEN: tower.adminToken },
+    timeoutMs: 30_000,
+  });
 };
 const calls = (line: string) => requests.filter((r) => r.startsWith(line)).length;
 
 describe("ep task submit --wait", () => {
-  it("follows the task's events: the output and exit 0 once it succeeded, without reading the task while it runs", async () => {
+  it("follows the task's events: the output and exit 0 once " +
+    "it succeeded, without reading the task while it runs", async () => {
     streamMode = "pass";
     const r = await submit(["slow echo", "--command", "sleep 1.5; echo waited-out"]);
     expect(r.code, r.stderr).toBe(0);
@@ -109,7 +123,8 @@ describe("ep task submit --wait", () => {
     expect(j.json().task).toMatchObject({ status: "succeeded", result: { output: "as-json\n", exit_code: 0 } });
   }, 40_000);
 
-  it("a task that ended before the stream was subscribed still returns (the read after subscribing sees it)", async () => {
+  it("a task that ended before the stream was subscribed " +
+    "still returns (the read after subscribing sees it)", async () => {
     streamMode = "hold";
     heldStreams = 0;
     let released!: () => void;

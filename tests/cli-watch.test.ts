@@ -32,7 +32,8 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  for (const gate of ["ok", "bad", "json"]) writeFileSync(join(gates, gate), ""); // a failed test leaves no task running
+  // a failed test leaves no task running
+  for (const gate of ["ok", "bad", "json"]) writeFileSync(join(gates, gate), "");
   await epd?.stop();
   await tower?.stop();
   home.cleanup();
@@ -40,16 +41,25 @@ afterAll(async () => {
 });
 
 const gated = (gate: string, code: number) =>
-  `echo "before the gate"; while [ ! -e ${join(gates, gate)} ]; do sleep 0.05; done; echo "after the gate"; echo "the end" >&2; exit ${code}`;
+  `echo "before the gate"; while [ ! -e ${join(gates, gate)} ]; do sleep ` +
+  `0.05; done; echo "after the gate"; echo "the end" >&2; exit ${code}`;
 
 async function submit(command: string): Promise<string> {
-  return (await work.createTask({ missionId, title: "watch me", runtime: Runtime.SHELL, input: { command }, maxAttempts: 1 })).task!.id;
+  return (
+    await work.createTask({ missionId, title: "watch me", runtime: Runtime.SHELL, input: { command }, maxAttempts: 1 })
+  ).task!.id;
 }
 
 /** Runs `ep task watch` and calls `onLine` for each stdout line as it arrives. */
-function watch(args: string[], onLine: (line: string) => void): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function watch(
+  args: string[],
+  onLine: (line: string) => void,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [EP_BIN, "task", "watch", ...args], { env: { ...process.env, ...env() }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [EP_BIN, "task", "watch", ...args], {
+      env: { ...process.env, ...env() },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     let partial = "";
@@ -77,7 +87,10 @@ describe("ep task watch", () => {
     const r = await done;
     expect(r.code, r.stderr).toBe(0);
     const frames = r.stdout.split("\n").filter((l) => /gate|the end/.test(l));
-    expect(frames.filter((l) => l === "before the gate"), r.stdout).toHaveLength(1);
+    expect(
+      frames.filter((l) => l === "before the gate"),
+      r.stdout,
+    ).toHaveLength(1);
     expect(frames.indexOf("before the gate")).toBeLessThan(frames.indexOf("after the gate"));
     expect(r.stderr).toContain("watch me  [running]");
     expect(r.stderr).toMatch(/succeeded\s*$/);
@@ -100,7 +113,10 @@ describe("ep task watch", () => {
     await waitFor(async () => (await work.getTask({ taskId: id })).task!.status === TaskStatus.SUCCEEDED, 15_000);
     const r = await ep(["task", "watch", id, "--json"], { env: env() });
     expect(r.code, r.stderr).toBe(0);
-    const docs = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, any>);
+    const docs = r.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, any>);
     expect(docs.at(-1)!.task).toMatchObject({ id, status: "succeeded" });
     expect(docs.filter((d) => d.kind === "text").map((d) => d.text)).toContain("before the gate");
     expect(docs.slice(0, -1).every((d) => typeof d.id === "number")).toBe(true);
@@ -114,15 +130,26 @@ describe("ep task watch", () => {
     expect(folded.stdout).toContain("out1");
     expect(folded.stdout).not.toContain("warn1");
     // the two pipes are read apart, so the stderr lines may come as one run or two
-    const counted = [...folded.stdout.matchAll(/ {2}⋯ (\d+) stderr lines? \(--stderr to show\)/g)].reduce((n, m) => n + Number(m[1]), 0);
+    const counted = [...folded.stdout.matchAll(/ {2}⋯ (\d+) stderr lines? \(--stderr to show\)/g)].reduce(
+      (n, m) => n + Number(m[1]),
+      0,
+    );
     expect(counted, folded.stdout).toBe(2);
     const shown = await ep(["task", "watch", id, "--stderr"], { env: env() });
     expect(shown.stdout).toContain("warn1");
     expect(shown.stdout).toContain("warn2");
     expect(shown.stdout).not.toContain("stderr line");
     const json = await ep(["task", "watch", id, "--json"], { env: env() });
-    const kinds = json.stdout.trim().split("\n").map((l) => JSON.parse(l) as { kind?: string; text?: string });
-    expect(kinds.filter((d) => d.kind === "stderr").map((d) => d.text).sort()).toEqual(["warn1", "warn2"]);
+    const kinds = json.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { kind?: string; text?: string });
+    expect(
+      kinds
+        .filter((d) => d.kind === "stderr")
+        .map((d) => d.text)
+        .sort(),
+    ).toEqual(["warn1", "warn2"]);
   }, 60_000);
 
   it("an unknown task is an error naming it; an unreachable tower says so", async () => {
@@ -141,9 +168,13 @@ describe("ep task watch", () => {
 
   it("marks tool and status frames; stderr text is dimmed only in color", () => {
     expect(frameLine({ id: 1, kind: "tool", text: "Bash ls", data: { phase: "call" } }, false)).toBe("  ⚙ Bash ls");
-    expect(frameLine({ id: 2, kind: "tool", text: "tool result: ok", data: { phase: "result" } }, false)).toBe("  ↳ tool result: ok");
+    expect(frameLine({ id: 2, kind: "tool", text: "tool result: ok", data: { phase: "result" } }, false)).toBe(
+      "  ↳ tool result: ok",
+    );
     expect(frameLine({ id: 3, kind: "status", text: "session started" }, false)).toBe("  · session started");
-    expect(frameLine({ id: 4, kind: "text", text: "warn", data: { stream: "stderr" } }, true)).toBe("\x1b[2mwarn\x1b[0m");
+    expect(frameLine({ id: 4, kind: "text", text: "warn", data: { stream: "stderr" } }, true)).toBe(
+      "\x1b[2mwarn\x1b[0m",
+    );
     expect(frameLine({ id: 5, kind: "stderr", text: "warn" }, true)).toBe("\x1b[2mwarn\x1b[0m");
     expect(frameLine({ id: 5, kind: "stderr", text: "warn" }, false)).toBe("warn");
   });

@@ -31,7 +31,9 @@ let domainId = "";
 const nodeFile = join(h.dir, "node.json");
 
 async function run(command: string): Promise<{ id: string; status: TaskStatus; output: string; error: string }> {
-  const id = (await work.createTask({ missionId, title: "confined", runtime: Runtime.SHELL, input: { command }, maxAttempts: 1 })).task!.id;
+  const id = (
+    await work.createTask({ missionId, title: "confined", runtime: Runtime.SHELL, input: { command }, maxAttempts: 1 })
+  ).task!.id;
   let t = (await work.getTask({ taskId: id })).task!;
   await waitFor(async () => {
     t = (await work.getTask({ taskId: id })).task!;
@@ -51,7 +53,11 @@ beforeAll(async () => {
   mkdirSync(join(h.dir, "cli"), { recursive: true });
   writeFileSync(join(h.dir, "cli", "credentials.json"), '{"token":"cli-secret-token"}\n', { mode: 0o600 });
   epd = await spawnEpd({ home: h.dir, nodeFile, backendUrl: tower.url, env: { HOME: userHome } });
-  const transport = createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))] });
+  const transport = createConnectTransport({
+    baseUrl: tower.url,
+    httpVersion: "1.1",
+    interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))],
+  });
   work = createClient(WorkService, transport);
   domainId = (await work.createDomain({ name: "confined" })).domain!.id;
   missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
@@ -96,7 +102,8 @@ describe.skipIf(bwrap.skip)("a confined run", () => {
     expect(r.output).toContain("secret-ok 12");
   }, 60_000);
 
-  it("in a worktree: its own commits land on its branch; main and the repository's config stay out of reach", async () => {
+  it("in a worktree: its own commits land on its branch; " +
+    "main and the repository's config stay out of reach", async () => {
     const repo = join(userHome, "repo");
     const git = (...args: string[]) => execFileSync("git", ["-C", repo, ...args], { encoding: "utf8" }).trim();
     mkdirSync(repo, { recursive: true });
@@ -122,7 +129,11 @@ describe.skipIf(bwrap.skip)("a confined run", () => {
       })
     ).task!.id;
     let t = (await work.getTask({ taskId: id })).task!;
-    await waitFor(async () => [TaskStatus.SUCCEEDED, TaskStatus.FAILED].includes((t = (await work.getTask({ taskId: id })).task!).status), 30_000);
+    await waitFor(
+      async () =>
+        [TaskStatus.SUCCEEDED, TaskStatus.FAILED].includes((t = (await work.getTask({ taskId: id })).task!).status),
+      30_000,
+    );
     expect(t.status, t.result?.error).toBe(TaskStatus.SUCCEEDED);
     expect(t.result?.output).toContain("committed");
     expect(t.result?.output).toContain("main-refused");
@@ -133,8 +144,19 @@ describe.skipIf(bwrap.skip)("a confined run", () => {
 
   it("a cancelled run leaves no process behind", async () => {
     const marker = `sleep 31${Math.floor(Math.random() * 1000)}`;
-    const id = (await work.createTask({ missionId, title: "hang", runtime: Runtime.SHELL, input: { command: `${marker} & ${marker}; wait` }, maxAttempts: 1 })).task!.id;
-    const alive = () => execFileSync("ps", ["-eo", "args"], { encoding: "utf8" }).split("\n").filter((l) => l.trim() === marker).length;
+    const id = (
+      await work.createTask({
+        missionId,
+        title: "hang",
+        runtime: Runtime.SHELL,
+        input: { command: `${marker} & ${marker}; wait` },
+        maxAttempts: 1,
+      })
+    ).task!.id;
+    const alive = () =>
+      execFileSync("ps", ["-eo", "args"], { encoding: "utf8" })
+        .split("\n")
+        .filter((l) => l.trim() === marker).length;
     await waitFor(() => alive() === 2, 20_000);
     await work.cancelTask({ taskId: id });
     await waitFor(() => alive() === 0, 20_000);
@@ -145,16 +167,25 @@ describe.skipIf(bwrap.skip)("a confined run", () => {
     // a PATH with bash and node but no bwrap
     const bin = join(h.dir, "bin-no-bwrap");
     mkdirSync(bin, { recursive: true });
-    for (const tool of ["bash", "sh", "node", "cat", "ls"]) if (!existsSync(join(bin, tool))) symlinkSync(execFileSync("which", [tool], { encoding: "utf8" }).trim(), join(bin, tool));
+    for (const tool of ["bash", "sh", "node", "cat", "ls"])
+      if (!existsSync(join(bin, tool)))
+        symlinkSync(execFileSync("which", [tool], { encoding: "utf8" }).trim(), join(bin, tool));
     epd = await spawnEpd({ home: h.dir, nodeFile, backendUrl: tower.url, env: { HOME: userHome, PATH: bin } });
     const r = await run("echo never");
     expect(r.status).toBe(TaskStatus.FAILED);
     expect(r.error).toContain("bubblewrap is not installed");
     expect(r.error).toContain("apt-get install bubblewrap");
     expect(r.error).toContain('permission = "unconfined"');
-    const doctor = await ep(["system", "doctor", "--json"], { env: { EP_HOME: h.dir, EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken, EP_NODE_FILE: nodeFile } });
-    const check = (doctor.json().checks as { check: string; ok: boolean; hint?: string; detail: string }[]).find((c) => c.check === "confinement");
-    expect(check, doctor.stdout).toMatchObject({ ok: false, hint: expect.stringContaining("apt-get install bubblewrap") });
+    const doctor = await ep(["system", "doctor", "--json"], {
+      env: { EP_HOME: h.dir, EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken, EP_NODE_FILE: nodeFile },
+    });
+    const check = (doctor.json().checks as { check: string; ok: boolean; hint?: string; detail: string }[]).find(
+      (c) => c.check === "confinement",
+    );
+    expect(check, doctor.stdout).toMatchObject({
+      ok: false,
+      hint: expect.stringContaining("apt-get install bubblewrap"),
+    });
     expect(check!.detail).toContain("as epd sees it");
   }, 60_000);
 });

@@ -42,7 +42,13 @@ describe("the lane against connect-es, on a real tower", () => {
     const domainId = (await work.createDomain({ name: "lane" })).domain!.id;
     const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
     taskId = (await work.createTask({ missionId, title: "t", input: { command: "true" } })).task!.id;
-    for (let i = 0; i < 8; i++) await work.createTask({ missionId, title: `more ${i}`, description: "x".repeat(200), input: { command: "true" } });
+    for (let i = 0; i < 8; i++)
+      await work.createTask({
+        missionId,
+        title: `more ${i}`,
+        description: "x".repeat(200),
+        input: { command: "true" },
+      });
     viewer = (await t.client(AuthService).createToken({ name: "v", role: Role.VIEWER })).secret;
     expect(taskId && viewer).toBeTruthy();
   });
@@ -54,7 +60,14 @@ describe("the lane against connect-es, on a real tower", () => {
       for (const method of service.methods as DescMethod[]) {
         if (method.methodKind !== "unary") continue;
         for (const kind of ["proto", "json"]) {
-          expect(t.tower.app.hasRoute({ method: "POST", url: `/${service.typeName}/${method.name}`, constraints: { connectUnary: kind } }), `${method.name} ${kind}`).toBe(true);
+          expect(
+            t.tower.app.hasRoute({
+              method: "POST",
+              url: `/${service.typeName}/${method.name}`,
+              constraints: { connectUnary: kind },
+            }),
+            `${method.name} ${kind}`,
+          ).toBe(true);
           n++;
         }
       }
@@ -69,7 +82,12 @@ describe("the lane against connect-es, on a real tower", () => {
     ["a read (binary)", getTask, "application/proto", () => bin(taskId)],
     ["a read with a charset", getTask, "application/json; charset=utf-8", () => JSON.stringify({ taskId })],
     ["a list", "/ep.tower.v1.WorkService/ListDomains", "application/json", () => "{}"],
-    ["a list over 1 KB (gzipped for a client that accepts it)", "/ep.tower.v1.WorkService/ListTasks", "application/json", () => "{}"],
+    [
+      "a list over 1 KB (gzipped for a client that accepts it)",
+      "/ep.tower.v1.WorkService/ListTasks",
+      "application/json",
+      () => "{}",
+    ],
     ["a missing task (JSON)", getTask, "application/json", () => JSON.stringify({ taskId: "t_missing" })],
     ["a missing task (binary)", getTask, "application/proto", () => bin("t_missing")],
     ["an empty binary body (a required field missing)", getTask, "application/proto", () => Buffer.alloc(0)],
@@ -79,19 +97,44 @@ describe("the lane against connect-es, on a real tower", () => {
     ["a prototype key", getTask, "application/json", () => '{"__proto__":{"admin":true}}'],
     ["a field of the wrong type", getTask, "application/json", () => JSON.stringify({ taskId: 5 })],
     ["bytes that are not the message", getTask, "application/proto", () => Buffer.from([0xff, 0xff, 0xff])],
-    ["an enum word REST takes but Connect JSON does not", "/ep.tower.v1.WorkService/ListTasks", "application/json", () => JSON.stringify({ status: "queued" })],
+    [
+      "an enum word REST takes but Connect JSON does not",
+      "/ep.tower.v1.WorkService/ListTasks",
+      "application/json",
+      () => JSON.stringify({ status: "queued" }),
+    ],
     ["no credential", getTask, "application/json", () => JSON.stringify({ taskId }), () => undefined],
-    ["a role that may not", "/ep.tower.v1.WorkService/CreateDomain", "application/json", () => JSON.stringify({ name: "nope" }), () => viewer],
-    ["a body over the limit", getTask, "application/json", () => JSON.stringify({ taskId: "x".repeat(2 * 1024 * 1024) })],
+    [
+      "a role that may not",
+      "/ep.tower.v1.WorkService/CreateDomain",
+      "application/json",
+      () => JSON.stringify({ name: "nope" }),
+      () => viewer,
+    ],
+    [
+      "a body over the limit",
+      getTask,
+      "application/json",
+      () => JSON.stringify({ taskId: "x".repeat(2 * 1024 * 1024) }),
+    ],
   ];
 
   for (const [name, path, type, body, token] of cases) {
     it(name, async () => {
       const send = async (extra: Record<string, string>) => {
         const auth = token ? token() : t.adminToken;
-        const res = await fetch(t.url + path, { method: "POST", headers: { "content-type": type, ...(auth ? { authorization: `Bearer ${auth}` } : {}), ...extra }, body: body() as unknown as BodyInit });
+        const res = await fetch(t.url + path, {
+          method: "POST",
+          headers: { "content-type": type, ...(auth ? { authorization: `Bearer ${auth}` } : {}), ...extra },
+          body: body() as unknown as BodyInit,
+        });
         // fetch asks for gzip and inflates the body; the encoding it came in is compared too
-        return { status: res.status, type: res.headers.get("content-type"), encoding: res.headers.get("content-encoding"), body: Buffer.from(await res.arrayBuffer()).toString("base64") };
+        return {
+          status: res.status,
+          type: res.headers.get("content-type"),
+          encoding: res.headers.get("content-encoding"),
+          body: Buffer.from(await res.arrayBuffer()).toString("base64"),
+        };
       };
       const lane = await send({});
       const connect = await send({ "connect-timeout-ms": "600000" });

@@ -7,7 +7,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { ROOT, tempHome } from "./harness.js";
 
 // buf runs through scripts/buf.mjs (pinned version via npx; see the note there)
-const buf = (args: string[]) => execFileSync(process.execPath, [join(ROOT, "scripts", "buf.mjs"), ...args], { cwd: ROOT, stdio: "pipe" });
+const buf = (args: string[]) =>
+  execFileSync(process.execPath, [join(ROOT, "scripts", "buf.mjs"), ...args], { cwd: ROOT, stdio: "pipe" });
 const tmp = tempHome("ep-gen-");
 afterAll(() => tmp.cleanup());
 
@@ -27,7 +28,10 @@ describe("proto contract", () => {
     buf(["generate", "--output", tmp.dir]);
     const fresh = join(tmp.dir, "gen");
     const committed = join(ROOT, "gen");
-    const names = (d: string) => files(d).map((f) => relative(d, f)).sort();
+    const names = (d: string) =>
+      files(d)
+        .map((f) => relative(d, f))
+        .sort();
     expect(names(committed)).toEqual(names(fresh));
     for (const name of names(fresh)) {
       expect(readFileSync(join(committed, name), "utf8"), name).toBe(readFileSync(join(fresh, name), "utf8"));
@@ -41,7 +45,11 @@ describe("proto contract", () => {
   const BASELINE = join(ROOT, "tests", "contract-baseline.binpb");
   const breaking = (dir: string) => {
     try {
-      execFileSync(process.execPath, [join(ROOT, "scripts", "buf.mjs"), "breaking", dir, "--against", BASELINE], { cwd: ROOT, stdio: "pipe", encoding: "utf8" });
+      execFileSync(process.execPath, [join(ROOT, "scripts", "buf.mjs"), "breaking", dir, "--against", BASELINE], {
+        cwd: ROOT,
+        stdio: "pipe",
+        encoding: "utf8",
+      });
       return "";
     } catch (err) {
       return String((err as { stdout?: string }).stdout ?? "") + String((err as { stderr?: string }).stderr ?? "");

@@ -12,16 +12,22 @@ describe("crash safety", () => {
   it("keeps every acknowledged task across kill -9 mid-write", async () => {
     let tower = await spawnTower(home.dir);
     const auth = { authorization: `Bearer ${tower.adminToken}`, "content-type": "application/json" };
-    const post = (path: string, body: unknown) => fetch(tower.url + path, { method: "POST", headers: auth, body: JSON.stringify(body) });
+    const post = (path: string, body: unknown) =>
+      fetch(tower.url + path, { method: "POST", headers: auth, body: JSON.stringify(body) });
     const domain = (await (await post("/domains", { name: "crash" })).json()) as { domain: { id: string } };
-    const mission = (await (await post(`/domains/${domain.domain.id}/m`, { title: "m" })).json()) as { mission: { id: string } };
+    const mission = (await (await post(`/domains/${domain.domain.id}/m`, { title: "m" })).json()) as {
+      mission: { id: string };
+    };
 
     const acked = new Set<string>();
     let stop = false;
     const writers = Array.from({ length: 8 }, async (_, w) => {
       for (let i = 0; !stop; i++) {
         try {
-          const res = await post(`/work/missions/${mission.mission.id}/tasks`, { title: `w${w}-${i}`, input: { n: i } });
+          const res = await post(`/work/missions/${mission.mission.id}/tasks`, {
+            title: `w${w}-${i}`,
+            input: { n: i },
+          });
           if (res.status === 201) acked.add(((await res.json()) as { task: { id: string } }).task.id);
         } catch {
           return; // the tower is gone
@@ -40,7 +46,9 @@ describe("crash safety", () => {
     const adminToken = tower.adminToken;
     tower = await spawnTower(home.dir);
     expect(tower.adminToken).toBe(adminToken); // the bootstrap token is written once
-    const listed = await fetch(`${tower.url}/work/missions/${mission.mission.id}/tasks?limit=100000`, { headers: { authorization: `Bearer ${adminToken}` } });
+    const listed = await fetch(`${tower.url}/work/missions/${mission.mission.id}/tasks?limit=100000`, {
+      headers: { authorization: `Bearer ${adminToken}` },
+    });
     const ids = new Set(((await listed.json()) as { tasks: { id: string }[] }).tasks.map((t) => t.id));
     const lost = [...acked].filter((id) => !ids.has(id));
     expect(lost).toEqual([]);
@@ -49,7 +57,9 @@ describe("crash safety", () => {
     const db = new Database(join(home.dir, "tower", "ep.db"), { readonly: true });
     expect(db.pragma("integrity_check", { simple: true })).toBe("ok");
     expect(db.pragma("foreign_key_check")).toEqual([]);
-    const orphans = db.prepare("SELECT COUNT(*) AS n FROM events WHERE task_id <> '' AND task_id NOT IN (SELECT id FROM tasks)").get() as { n: number };
+    const orphans = db
+      .prepare("SELECT COUNT(*) AS n FROM events WHERE task_id <> '' AND task_id NOT IN (SELECT id FROM tasks)")
+      .get() as { n: number };
     expect(orphans.n).toBe(0);
     const created = db.prepare("SELECT COUNT(*) AS n FROM events WHERE name = 'task.created'").get() as { n: number };
     expect(created.n).toBe(ids.size); // state change and its event commit together

@@ -31,11 +31,17 @@ afterAll(async () => {
 });
 
 async function makeToken(role: string, opts: { domainId?: string; ttlSeconds?: number } = {}) {
-  const res = await t.client(AuthService).createToken({ name: `scope-${role}-${Math.random()}`, role: enumOf<Role>(RoleSchema, role, "role"), domainId: opts.domainId ?? "", ttlSeconds: BigInt(opts.ttlSeconds ?? 0) });
+  const res = await t.client(AuthService).createToken({
+    name: `scope-${role}-${Math.random()}`,
+    role: enumOf<Role>(RoleSchema, role, "role"),
+    domainId: opts.domainId ?? "",
+    ttlSeconds: BigInt(opts.ttlSeconds ?? 0),
+  });
   return { id: res.token!.id, secret: res.secret };
 }
 
-const ticketFor = async (secret: string, purpose: string, agentId = "") => (await t.client(AuthService, secret).createTicket({ purpose, agentId })).ticket;
+const ticketFor = async (secret: string, purpose: string, agentId = "") =>
+  (await t.client(AuthService, secret).createTicket({ purpose, agentId })).ticket;
 
 /** Opens /events/ws with a ticket; resolves the close code if it is refused or ends. */
 function eventsWs(ticket: string) {
@@ -52,7 +58,11 @@ function eventsWs(ticket: string) {
 }
 
 async function login(body: Record<string, string>): Promise<{ status: number; cookie?: string; json: any }> {
-  const res = await fetch(`${t.url}/auth/session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const res = await fetch(`${t.url}/auth/session`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   const set = res.headers.get("set-cookie") ?? "";
   return { status: res.status, cookie: /ep_session=([^;]*)/.exec(set)?.[1], json: await res.json() };
 }
@@ -108,7 +118,9 @@ describe("a console session is bound to the credential it came from", () => {
     const viaToken = await login({ token: op.secret });
     expect(viaTicket.status).toBe(200);
     for (const c of [viaTicket.cookie!, viaToken.cookie!]) {
-      expect((await withCookie(c, "POST", "/domains", { name: `w-${Math.random().toString(36).slice(2, 8)}` })).status).toBe(201);
+      expect(
+        (await withCookie(c, "POST", "/domains", { name: `w-${Math.random().toString(36).slice(2, 8)}` })).status,
+      ).toBe(201);
     }
     await t.client(AuthService).revokeToken({ tokenId: op.id });
     for (const c of [viaTicket.cookie!, viaToken.cookie!]) {
@@ -132,7 +144,10 @@ describe("a console session is bound to the credential it came from", () => {
     for (let i = 0; i < 5; i++) cookies.push((await login({ ticket: await ticketFor(t.adminToken, "login") })).cookie!);
     expect((await t.client(AuthService).listTokens({})).tokens.length).toBe(before);
     expect((await withCookie(cookies[0])).status).toBe(200);
-    const out = await fetch(`${t.url}/auth/session`, { method: "DELETE", headers: { cookie: `ep_session=${cookies[0]}` } });
+    const out = await fetch(`${t.url}/auth/session`, {
+      method: "DELETE",
+      headers: { cookie: `ep_session=${cookies[0]}` },
+    });
     expect(out.status).toBe(200);
     expect((await withCookie(cookies[0])).status).toBe(401);
     expect((await withCookie(cookies[1])).status).toBe(200); // other sessions go on
@@ -141,7 +156,9 @@ describe("a console session is bound to the credential it came from", () => {
   it("a login link lasts 24 hours by default (opened 10 minutes later it works); socket tickets a minute", async () => {
     const res = await t.client(AuthService).createTicket({ purpose: "login" });
     expect(msOf(res.expiresAt) - clock.now()).toBe(24 * 3_600_000);
-    expect(msOf((await t.client(AuthService).createTicket({ purpose: "events" })).expiresAt) - clock.now()).toBe(60_000);
+    expect(msOf((await t.client(AuthService).createTicket({ purpose: "events" })).expiresAt) - clock.now()).toBe(
+      60_000,
+    );
     clock.advance(10 * 60_000);
     expect((await login({ ticket: res.ticket })).status).toBe(200);
   });

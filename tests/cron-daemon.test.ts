@@ -21,7 +21,8 @@ fleetSuite("ep-cron-", { set: (setup) => (s = setup), epd: () => epd });
 const ENV = { EP_CRON_TICK_MS: "1000" };
 
 describe("cron in the daemon", () => {
-  it("serves ep agent cron … end to end, dispatches signal jobs through the signal path, keeps old jobs on a broken reload", async () => {
+  it("serves ep agent cron … end to end, dispatches signal jobs " +
+    "through the signal path, keeps old jobs on a broken reload", async () => {
     writeDaemonFile(s, "agents.toml", `[[agent]]\nid = "sh"\nruntime = "shell"\n`);
     writeDaemonFile(
       s,
@@ -56,15 +57,28 @@ prompt = "echo disk-ok"
     const fire = (await ep("agent", "cron", "history", "pulse")).json().fires[0];
     expect(fire).toMatchObject({ job: "pulse", status: "ok", output: "delivered to sh via one_shot_run" });
     const described = await ep("agent", "cron", "describe", "pulse");
-    expect(described.json().job).toMatchObject({ name: "pulse", kind: "heartbeat", interval: "1h", session: "sh", last_fire: { status: "ok" } });
+    expect(described.json().job).toMatchObject({
+      name: "pulse",
+      kind: "heartbeat",
+      interval: "1h",
+      session: "sh",
+      last_fire: { status: "ok" },
+    });
 
     await waitFor(async () => (await towerEvents(s, "matrix", "agent.signal.finished")).length === 1, 10_000);
     const finished = (await towerEvents(s, "matrix", "agent.signal.finished"))[0].payload;
     expect(finished).toMatchObject({ profile: "sh", ok: true });
     expect(finished.output.trim()).toBe("pulse-9");
-    expect((await towerEvents(s, "inbox", "agent.signal"))[0].payload).toMatchObject({ profile: "sh", via: "one_shot_run", source: "cron" });
+    expect((await towerEvents(s, "inbox", "agent.signal"))[0].payload).toMatchObject({
+      profile: "sh",
+      via: "one_shot_run",
+      source: "cron",
+    });
     await waitFor(async () => (await towerEvents(s, "matrix", "cron.fired")).length >= 1, 10_000);
-    expect((await towerEvents(s, "matrix", "cron.fired"))[0]).toMatchObject({ status: "ok", payload: { job: "pulse", status: "ok" } });
+    expect((await towerEvents(s, "matrix", "cron.fired"))[0]).toMatchObject({
+      status: "ok",
+      payload: { job: "pulse", status: "ok" },
+    });
 
     // unknown job → exit 4
     const ghost = await ep("agent", "cron", "describe", "ghost");
@@ -100,15 +114,24 @@ schedual = "oops"
     expect(reload.stderr).toMatch(/line 13, job "bad", field schedual/);
     expect(reload.stderr).toContain("the running jobs were kept");
     // JSON-RPC carries the errors as data
-    const rpcErr = await jsonRpcCall(epd.mgmt, "cron.reload", {}).catch((e: { details?: { errors?: { line: number }[] } }) => e);
+    const rpcErr = await jsonRpcCall(epd.mgmt, "cron.reload", {}).catch(
+      (e: { details?: { errors?: { line: number }[] } }) => e,
+    );
     expect((rpcErr as { details: { errors: { line: number }[] } }).details.errors.map((e) => e.line)).toEqual([10, 13]);
     const after = await ep("agent", "cron", "list");
     expect(after.json().jobs.map((j: { name: string }) => j.name)).toEqual(["pulse", "disk"]);
     // and the list says the file has errors (the running jobs are the previous file's)
-    expect(after.json().problems.map((p: { level: string; line: number }) => `${p.level} ${p.line}`)).toEqual(["error 10", "error 13"]);
+    expect(after.json().problems.map((p: { level: string; line: number }) => `${p.level} ${p.line}`)).toEqual([
+      "error 10",
+      "error 13",
+    ]);
 
     // fixed: reload takes it
-    writeDaemonFile(s, "cron.toml", `[[job]]\nname = "only"\nschedule = "@daily"\ndispatch = "bash"\nprompt = "true"\n`);
+    writeDaemonFile(
+      s,
+      "cron.toml",
+      `[[job]]\nname = "only"\nschedule = "@daily"\ndispatch = "bash"\nprompt = "true"\n`,
+    );
     expect((await ep("agent", "cron", "reload")).json()).toEqual({ jobs: 1 });
     // the generated Connect client sees the same
     const cron = createClient(CronService, createMgmtTransport(epd.mgmt));
@@ -123,7 +146,12 @@ schedual = "oops"
     // never past :50, so the fire's `date` is still in the slot's minute, which the marker records
     const soon = (new Date().getUTCSeconds() + 5) % 60;
     const second = soon > 50 ? 0 : soon;
-    writeDaemonFile(s, "cron.toml", `[[job]]\nname = "every-minute"\nschedule = "${second} * * * * *"\ndispatch = "bash"\nprompt = "date -u +%Y-%m-%dT%H:%M >> '${out}'"\n`);
+    writeDaemonFile(
+      s,
+      "cron.toml",
+      `[[job]]\nname = "every-minute"\nschedule = "${second} * * * * ` +
+        `*"\ndispatch = "bash"\nprompt = "date -u +%Y-%m-%dT%H:%M >> '${out}'"\n`,
+    );
     epd = await startFleetEpd(s, ENV);
     const lines = () => {
       try {
@@ -134,7 +162,8 @@ schedual = "oops"
     };
     await waitFor(() => lines().length === 1, 70_000, 100);
     const minute = lines()[0];
-    const slot = (await runEp(s.home, ["agent", "cron", "history", "every-minute", "--json"])).json().fires[0].slot as string;
+    const slot = (await runEp(s.home, ["agent", "cron", "history", "every-minute", "--json"])).json().fires[0]
+      .slot as string;
     expect(slot.slice(0, 16)).toBe(minute);
     // restart at once, twice, well inside the minute after the slot
     for (let i = 0; i < 2; i++) {
@@ -143,13 +172,18 @@ schedual = "oops"
     }
     // three more ticks of the last epd (each one is recorded in its cron state): nothing may fire the slot again
     const restartedAt = Date.now();
-    const lastTick = () => (JSON.parse(readFileSync(join(s.epdHome, "cron-state.json"), "utf8")) as { lastTickAt?: number }).lastTickAt ?? 0;
+    const lastTick = () =>
+      (JSON.parse(readFileSync(join(s.epdHome, "cron-state.json"), "utf8")) as { lastTickAt?: number }).lastTickAt ?? 0;
     await waitFor(() => lastTick() >= restartedAt + 3 * 1000, 20_000, 100);
     const sameMinute = Date.now() < Date.parse(slot) + 60_000;
     const fired = lines();
     if (sameMinute) expect(fired).toEqual([minute]);
-    else expect(fired.filter((l) => l === minute)).toEqual([minute]); // the next minute's slot may have fired once, this one never twice
-    const history = (await runEp(s.home, ["agent", "cron", "history", "every-minute", "--json"])).json().fires as { slot: string; status: string }[];
+    // the next minute's slot may have fired once, this one never twice
+    else expect(fired.filter((l) => l === minute)).toEqual([minute]);
+    const history = (await runEp(s.home, ["agent", "cron", "history", "every-minute", "--json"])).json().fires as {
+      slot: string;
+      status: string;
+    }[];
     expect(history.filter((f) => f.slot.startsWith(minute))).toHaveLength(1);
   }, 120_000);
 });

@@ -33,12 +33,33 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { Runtime, TaskStatus, type Task } from "../gen/ep/tower/v1/resources_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { withDefaultUser } from "../tower/store/postgres/postgres-store.js";
-import { adminClient, buildBinaries, registerNode, spawnEpd, spawnTowerProcess, type EpdProcess } from "./epd-harness.js";
+import {
+  adminClient,
+  buildBinaries,
+  registerNode,
+  spawnEpd,
+  spawnTowerProcess,
+  type EpdProcess,
+} from "./epd-harness.js";
 import { tempHome, useCleanups, waitFor } from "./harness.js";
-import { freshSchema, join, NGINX, requirePg, skipNginx, skipPg, spawnReplica, startDeployNginx, type ReplicaProcess } from "./replicas-harness.js";
+import {
+  freshSchema,
+  join,
+  NGINX,
+  requirePg,
+  skipNginx,
+  skipPg,
+  spawnReplica,
+  startDeployNginx,
+  type ReplicaProcess,
+} from "./replicas-harness.js";
 
 requirePg("delivery-restarts (PostgreSQL part)");
-if (!NGINX) console.log(`delivery-restarts (PostgreSQL part): ${process.env.CI ? "FAILING" : "skipping"}: nginx is not installed (apt-get install nginx-light)`);
+if (!NGINX)
+  console.log(
+    `delivery-restarts (PostgreSQL part): ${process.env.CI ? "FAILING" : "skipping"}: ` +
+      `nginx is not installed (apt-get install nginx-light)`,
+  );
 
 const cleanup = useCleanups();
 /**
@@ -63,11 +84,26 @@ beforeAll(async () => {
 }, 120_000);
 
 function workClient(url: string, token: string): Client<typeof WorkService> {
-  return createClient(WorkService, createConnectTransport({ baseUrl: url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] }));
+  return createClient(
+    WorkService,
+    createConnectTransport({
+      baseUrl: url,
+      httpVersion: "1.1",
+      interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))],
+    }),
+  );
 }
 
-/** Tasks whose command appends "<task id> <ms since epoch>" to `marker`, then runs `run`; topUp() queues up to `size` of them. */
-function backlog(work: Client<typeof WorkService>, missionId: string, marker: string, { run, size }: { run: string; size: number }) {
+/**
+ * Tasks whose command appends "<task id> <ms since epoch>" to `marker`, then runs `run`; topUp() queues up to `size` of
+ * them.
+ */
+function backlog(
+  work: Client<typeof WorkService>,
+  missionId: string,
+  marker: string,
+  { run, size }: { run: string; size: number },
+) {
   const created: string[] = [];
   const command = `printf '%s %s\\n' "$EP_TASK_ID" "$(date +%s%3N)" >> '${marker}'; ${run}`;
   let n = 0;
@@ -79,7 +115,11 @@ function backlog(work: Client<typeof WorkService>, missionId: string, marker: st
       let todo = size - left;
       await Promise.all(
         Array.from({ length: 8 }, async () => {
-          while (todo-- > 0) created.push((await work.createTask({ missionId, title: `b${n++}`, runtime: Runtime.SHELL, input: { command } })).task!.id);
+          while (todo-- > 0)
+            created.push(
+              (await work.createTask({ missionId, title: `b${n++}`, runtime: Runtime.SHELL, input: { command } })).task!
+                .id,
+            );
         }),
       );
       return left;
@@ -121,7 +161,9 @@ interface Restart {
 
 /** What each restart looked like, from the tasks' own timestamps and the marker (all on this machine's clock). */
 function measure(tasks: Task[], runs: Map<string, number[]>, restarts: Restart[], firstKill: number) {
-  const doneAt = new Map(tasks.filter((t) => t.status === TaskStatus.SUCCEEDED).map((t) => [t.id, timestampMs(t.updatedAt!)]));
+  const doneAt = new Map(
+    tasks.filter((t) => t.status === TaskStatus.SUCCEEDED).map((t) => [t.id, timestampMs(t.updatedAt!)]),
+  );
   const done = [...doneAt.values()];
   const rate = (from: number, to: number) => done.filter((d) => d > from && d <= to).length / ((to - from) / 1000);
   const starts = [...runs].flatMap(([id, at]) => at.map((ms) => ({ id, ms }))).sort((a, b) => a.ms - b.ms);
@@ -145,15 +187,35 @@ function linkLog(epd: EpdProcess, from: number): string {
   return epd.logs
     .filter((l) => typeof l.ts === "string" && Date.parse(l.ts) >= from && /^link /.test(String(l.msg)))
     .slice(0, 6)
-    .map((l) => `+${Date.parse(l.ts as string) - from}ms ${l.msg}${l.state ? ` ${l.state}` : ""}${l.in_ms ? ` in ${l.in_ms}ms` : ""}`)
+    .map(
+      (l) =>
+        `+${Date.parse(l.ts as string) - from}ms ` +
+        `${l.msg}${l.state ? ` ${l.state}` : ""}${l.in_ms ? ` in ${l.in_ms}ms` : ""}`,
+    )
     .join("; ");
 }
 
 /** The end state and every bound; `label` names the scenario in the printed figures. */
-async function judge(label: string, o: { work: Client<typeof WorkService>; missionId: string; marker: string; queue: ReturnType<typeof backlog>; restarts: Restart[]; epd: EpdProcess }) {
+async function judge(
+  label: string,
+  o: {
+    work: Client<typeof WorkService>;
+    missionId: string;
+    marker: string;
+    queue: ReturnType<typeof backlog>;
+    restarts: Restart[];
+    epd: EpdProcess;
+  },
+) {
   const { work, missionId, marker, queue, restarts, epd } = o;
-  restarts.at(-1)!.backlogLeft = (await listAll(work, missionId)).filter((t) => t.status !== TaskStatus.SUCCEEDED).length;
-  const drained = await waitFor(async () => (await listAll(work, missionId)).every((t) => t.status === TaskStatus.SUCCEEDED), DRAIN_MS, 250).then(
+  restarts.at(-1)!.backlogLeft = (await listAll(work, missionId)).filter(
+    (t) => t.status !== TaskStatus.SUCCEEDED,
+  ).length;
+  const drained = await waitFor(
+    async () => (await listAll(work, missionId)).every((t) => t.status === TaskStatus.SUCCEEDED),
+    DRAIN_MS,
+    250,
+  ).then(
     () => true,
     () => false,
   );
@@ -167,12 +229,14 @@ async function judge(label: string, o: { work: Client<typeof WorkService>; missi
   const byStatus = new Map<string, number>();
   for (const t of tasks) byStatus.set(TaskStatus[t.status], (byStatus.get(TaskStatus[t.status]) ?? 0) + 1);
   console.log(
-    `delivery-restarts ${label}: ${tasks.length} tasks (${[...byStatus].map(([s, n]) => `${s} ${n}`).join(", ")}), drained: ${drained}; ` +
+    `delivery-restarts ${label}: ${tasks.length} tasks ` +
+      `(${[...byStatus].map(([s, n]) => `${s} ${n}`).join(", ")}), drained: ${drained}; ` +
       `${before.toFixed(1)} tasks/s before the first kill; after each restart: ` +
       rows
         .map(
           (r, i) =>
-            `#${i + 1} down ${r.down_ms} ms, first run +${r.first_run_ms} ms (its task done +${r.first_run_done_ms} ms), ${r.per_s_after.toFixed(1)}/s, ` +
+            `#${i + 1} down ${r.down_ms} ms, first run +${r.first_run_ms} ms (its ` +
+            `task done +${r.first_run_done_ms} ms), ${r.per_s_after.toFixed(1)}/s, ` +
             `${r.backlog_left} left after the window [${linkLog(epd, restarts[i].readyAt)}]`,
         )
         .join(" | "),
@@ -182,28 +246,52 @@ async function judge(label: string, o: { work: Client<typeof WorkService>; missi
   expect(before, "two agents drained the backlog before the first kill").toBeGreaterThanOrEqual(2);
   rows.forEach((r, i) => {
     const what = `restart ${i + 1} (${JSON.stringify(r)})`;
-    expect.soft(r.first_run_done_ms, `${what}: the first run after it completed within ${BACK_WITHIN_MS} ms`).toBeGreaterThanOrEqual(0);
-    expect.soft(r.first_run_done_ms, `${what}: the first run after it completed within ${BACK_WITHIN_MS} ms`).toBeLessThanOrEqual(BACK_WITHIN_MS);
-    expect.soft(r.per_s_after, `${what}: tasks/s over the ${WINDOW_MS / 1000} s after it vs ${before.toFixed(1)} before`).toBeGreaterThanOrEqual(before / 2);
-    expect.soft(r.backlog_left, `${what}: the backlog lasted the window (else the rate means nothing)`).toBeGreaterThan(0);
+    expect
+      .soft(r.first_run_done_ms, `${what}: the first run after it completed within ${BACK_WITHIN_MS} ms`)
+      .toBeGreaterThanOrEqual(0);
+    expect
+      .soft(r.first_run_done_ms, `${what}: the first run after it completed within ${BACK_WITHIN_MS} ms`)
+      .toBeLessThanOrEqual(BACK_WITHIN_MS);
+    expect
+      .soft(r.per_s_after, `${what}: tasks/s over the ${WINDOW_MS / 1000} s after it vs ${before.toFixed(1)} before`)
+      .toBeGreaterThanOrEqual(before / 2);
+    expect
+      .soft(r.backlog_left, `${what}: the backlog lasted the window (else the rate means nothing)`)
+      .toBeGreaterThan(0);
   });
 
   // no task lost
   const ids = new Set(tasks.map((t) => t.id));
-  expect(queue.created.filter((id) => !ids.has(id)), "created tasks the tower does not list").toEqual([]);
+  expect(
+    queue.created.filter((id) => !ids.has(id)),
+    "created tasks the tower does not list",
+  ).toEqual([]);
   expect(
     tasks.filter((t) => t.status !== TaskStatus.SUCCEEDED).map((t) => `${t.id}:${TaskStatus[t.status]}`),
     "tasks not succeeded",
   ).toEqual([]);
   // none run twice, none claimed twice
-  expect([...runs].filter(([, at]) => at.length > 1).map(([id, at]) => `${id}: ${at.length} runs`), "tasks whose command ran more than once").toEqual([]);
-  expect([...runs.keys()].filter((id) => !ids.has(id)), "runs of tasks the tower does not list").toEqual([]);
-  expect(tasks.filter((t) => !runs.has(t.id)).map((t) => t.id), "succeeded tasks whose command never ran").toEqual([]);
-  expect(tasks.filter((t) => t.attempts !== 1).map((t) => `${t.id}: attempts ${t.attempts}`), "tasks claimed more than once").toEqual([]);
+  expect(
+    [...runs].filter(([, at]) => at.length > 1).map(([id, at]) => `${id}: ${at.length} runs`),
+    "tasks whose command ran more than once",
+  ).toEqual([]);
+  expect(
+    [...runs.keys()].filter((id) => !ids.has(id)),
+    "runs of tasks the tower does not list",
+  ).toEqual([]);
+  expect(
+    tasks.filter((t) => !runs.has(t.id)).map((t) => t.id),
+    "succeeded tasks whose command never ran",
+  ).toEqual([]);
+  expect(
+    tasks.filter((t) => t.attempts !== 1).map((t) => `${t.id}: attempts ${t.attempts}`),
+    "tasks claimed more than once",
+  ).toEqual([]);
 }
 
 describe("full speed after any restart", () => {
-  it("SQLite: the tower killed -9 four times in a minute; after each restart tasks complete within 2 s at the rate of before; none lost, none run twice", async () => {
+  it("SQLite: the tower killed -9 four times in a minute; after each restart " +
+    "tasks complete within 2 s at the rate of before; none lost, none run twice", async () => {
     const h = tempHome("ep-restarts-");
     cleanup(() => h.cleanup());
     const towerHome = join(h.dir, "tower");
@@ -235,7 +323,8 @@ describe("full speed after any restart", () => {
   }, 180_000);
 
   it.skipIf(skipPg || skipNginx)(
-    "PostgreSQL: three replicas behind nginx, the one holding epd's link killed -9 twice; after each kill tasks complete within 2 s at the rate of before; none lost, none run twice",
+    "PostgreSQL: three replicas behind nginx, the one holding epd's link killed -9 twice; " +
+      "after each kill tasks complete within 2 s at the rate of before; none lost, none run twice",
     async () => {
       const schema = await freshSchema();
       cleanup(() => schema.drop());
@@ -271,7 +360,8 @@ describe("full speed after any restart", () => {
       const holder = async () => {
         let found: number | undefined;
         await waitFor(async () => {
-          const v = (await db.query<{ value: string }>("SELECT value FROM meta WHERE key = $1", [`link:${nodeId}`])).rows[0]?.value;
+          const v = (await db.query<{ value: string }>("SELECT value FROM meta WHERE key = $1", [`link:${nodeId}`]))
+            .rows[0]?.value;
           const i = replicas.findIndex((r) => r.id === v?.split(" ")[0]);
           if (i >= 0 && replicas[i].proc.child.exitCode === null && !replicas[i].proc.child.signalCode) found = i;
           return found !== undefined;
@@ -289,7 +379,13 @@ describe("full speed after any restart", () => {
         const i = await holder();
         const killedAt = Date.now();
         await replicas[i].proc.kill9();
-        await waitFor(async () => (await fetch(`${nginx.url}/healthz`, { signal: AbortSignal.timeout(1000) }).catch(() => undefined))?.ok === true, 10_000, 10);
+        await waitFor(
+          async () =>
+            (await fetch(`${nginx.url}/healthz`, { signal: AbortSignal.timeout(1000) }).catch(() => undefined))?.ok ===
+            true,
+          10_000,
+          10,
+        );
         restarts.push({ killedAt, readyAt: Date.now() });
       }
       await sleepUntil(restarts[1].readyAt + BACK_WITHIN_MS + WINDOW_MS);

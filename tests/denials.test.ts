@@ -43,13 +43,25 @@ afterAll(async () => {
 });
 
 async function runRefused(title: string): Promise<string> {
-  const id = (await work.createTask({ missionId, title, runtime: Runtime.VENDORA_CODE, input: { prompt: "[refused] write hello.txt" }, maxAttempts: 1 })).task!.id;
-  await waitFor(async () => ["succeeded", "failed"].includes(statusWord((await work.getTask({ taskId: id })).task!.status)), 20_000);
+  const id = (
+    await work.createTask({
+      missionId,
+      title,
+      runtime: Runtime.VENDORA_CODE,
+      input: { prompt: "[refused] write hello.txt" },
+      maxAttempts: 1,
+    })
+  ).task!.id;
+  await waitFor(
+    async () => ["succeeded", "failed"].includes(statusWord((await work.getTask({ taskId: id })).task!.status)),
+    20_000,
+  );
   return id;
 }
 
 describe("a run whose agent was refused a tool", () => {
-  it("keeps the status it earned, with the refusal in result.denials (ep task get --json) and its count in task.succeeded", async () => {
+  it("keeps the status it earned, with the refusal in result.denials " +
+    "(ep task get --json) and its count in task.succeeded", async () => {
     const id = await runRefused("write hello");
     const got = await ep(["task", "get", id, "--json"], { env: env() });
     expect(got.code, got.stderr).toBe(0);
@@ -57,7 +69,9 @@ describe("a run whose agent was refused a tool", () => {
     expect(task.status).toBe("succeeded");
     expect(task.result.output).toBe("claude done");
     expect(task.result.denials).toEqual([refused]);
-    const ended = (await adminClient(tower, EventService).listEvents({ limit: 100, filter: { taskId: id } })).events.find((e) => e.name === "task.succeeded")!;
+    const ended = (
+      await adminClient(tower, EventService).listEvents({ limit: 100, filter: { taskId: id } })
+    ).events.find((e) => e.name === "task.succeeded")!;
     expect(ended.payload).toMatchObject({ denials: 1 });
 
     // for people: the status says it, and the refusal is listed
@@ -75,10 +89,26 @@ describe("a run whose agent was refused a tool", () => {
   }, 60_000);
 
   it("ep task submit --wait says it on stderr and exits 0 for a succeeded run", async () => {
-    const r = await ep(["task", "submit", "--mission", missionId, "submitted hello", "--runtime", "vendorA_code", "--prompt", "[refused] write hello.txt", "--max-attempts", "1", "--wait"], {
-      env: env(),
-      timeoutMs: 30_000,
-    });
+    const r = await ep(
+      [
+        "task",
+        "submit",
+        "--mission",
+        missionId,
+        "submitted hello",
+        "--runtime",
+        "vendorA_code",
+        "--prompt",
+        "[refused] write hello.txt",
+        "--max-attempts",
+        "1",
+        "--wait",
+      ],
+      {
+        env: env(),
+        timeoutMs: 30_000,
+      },
+    );
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/succeeded after 1 attempt/);
     const warned = new RegExp(

@@ -26,7 +26,12 @@ async function setup(name: string, env: Record<string, string> = {}) {
   const domainId = (await work.createDomain({ name })).domain!.id;
   const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
   // no periodic poll (it runs only while the link is down anyway)
-  const epd: EpdProcess = await spawnEpd({ home: join(h.dir, "epd-home"), nodeFile, backendUrl: t.url, env: { EP_POLL_MS: "600000", ...env } });
+  const epd: EpdProcess = await spawnEpd({
+    home: join(h.dir, "epd-home"),
+    nodeFile,
+    backendUrl: t.url,
+    env: { EP_POLL_MS: "600000", ...env },
+  });
   cleanup(() => epd.stop());
   await epd.call("agent.enroll", { domainId, runtime: "shell" });
   return { t, calls, work, domainId, missionId };
@@ -36,33 +41,57 @@ describe("an agent with work queued behind it", () => {
   it.each([
     ["session", 0],
     ["http1", 4],
-  ] as const)("gets each next task over the link once its outcome lands, with no ClaimTask of its own (EP_LINK=%s: %i CompleteTask calls)", async (link, completes) => {
-    const { calls, work, missionId } = await setup(`queue-${link}`, { EP_LINK: link });
-    const ids: string[] = [];
-    for (let i = 0; i < 4; i++) {
-      const task = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: `t${i}`, runtime: Runtime.SHELL, input: { command: `sleep 0.3; echo ${i}` } })).task!;
-      ids.push(task.id);
-    }
-    await waitFor(async () => {
-      const tasks = await Promise.all(ids.map(async (taskId) => (await work.getTask({ taskId })).task!));
-      return tasks.every((x) => x.status === TaskStatus.SUCCEEDED);
-    }, 30_000);
-    for (const [i, taskId] of ids.entries()) {
-      const done = (await work.getTask({ taskId })).task!;
-      expect(done.result?.output.trim()).toBe(String(i));
-      expect(done.attempts).toBe(1);
-    }
-    expect(calls.get("CompleteTask") ?? 0).toBe(completes);
-    expect(calls.get("ClaimTask") ?? 0).toBe(0);
-    expect(calls.get("FailTask") ?? 0).toBe(0); // nothing was given back
-  }, 60_000);
+  ] as const)(
+    "gets each next task over the link once its outcome lands, with " +
+      "no ClaimTask of its own (EP_LINK=%s: %i CompleteTask calls)",
+    async (link, completes) => {
+      const { calls, work, missionId } = await setup(`queue-${link}`, { EP_LINK: link });
+      const ids: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        const task = (
+          await work.createTask({
+            missionId,
+            kind: TaskKind.CLAIMABLE,
+            title: `t${i}`,
+            runtime: Runtime.SHELL,
+            input: { command: `sleep 0.3; echo ${i}` },
+          })
+        ).task!;
+        ids.push(task.id);
+      }
+      await waitFor(async () => {
+        const tasks = await Promise.all(ids.map(async (taskId) => (await work.getTask({ taskId })).task!));
+        return tasks.every((x) => x.status === TaskStatus.SUCCEEDED);
+      }, 30_000);
+      for (const [i, taskId] of ids.entries()) {
+        const done = (await work.getTask({ taskId })).task!;
+        expect(done.result?.output.trim()).toBe(String(i));
+        expect(done.attempts).toBe(1);
+      }
+      expect(calls.get("CompleteTask") ?? 0).toBe(completes);
+      expect(calls.get("ClaimTask") ?? 0).toBe(0);
+      expect(calls.get("FailTask") ?? 0).toBe(0); // nothing was given back
+    },
+    60_000,
+  );
 
   it("runs work handed to its idle agent one task at a time, each on its first attempt", async () => {
     const { t, calls, work, domainId, missionId } = await setup("pushed");
     await waitFor(() => t.tower.services.fleet.wakeTargets(domainId).length === 1);
     for (let i = 0; i < 3; i++) {
-      const task = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: `p${i}`, runtime: Runtime.SHELL, input: { command: `echo pushed ${i}` } })).task!;
-      await waitFor(async () => (await work.getTask({ taskId: task.id })).task!.status === TaskStatus.SUCCEEDED, 15_000);
+      const task = (
+        await work.createTask({
+          missionId,
+          kind: TaskKind.CLAIMABLE,
+          title: `p${i}`,
+          runtime: Runtime.SHELL,
+          input: { command: `echo pushed ${i}` },
+        })
+      ).task!;
+      await waitFor(
+        async () => (await work.getTask({ taskId: task.id })).task!.status === TaskStatus.SUCCEEDED,
+        15_000,
+      );
       const done = (await work.getTask({ taskId: task.id })).task!;
       expect(done.result?.output.trim()).toBe(`pushed ${i}`);
       expect(done.attempts).toBe(1);
@@ -74,9 +103,25 @@ describe("an agent with work queued behind it", () => {
 
   it("an agent whose run was cancelled (no outcome to report) is handed the next task", async () => {
     const { work, missionId } = await setup("cancelled");
-    const long = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: "long", runtime: Runtime.SHELL, input: { command: "sleep 60" } })).task!;
+    const long = (
+      await work.createTask({
+        missionId,
+        kind: TaskKind.CLAIMABLE,
+        title: "long",
+        runtime: Runtime.SHELL,
+        input: { command: "sleep 60" },
+      })
+    ).task!;
     await waitFor(async () => (await work.getTask({ taskId: long.id })).task!.status === TaskStatus.RUNNING, 15_000);
-    const next = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: "next", runtime: Runtime.SHELL, input: { command: "echo next" } })).task!;
+    const next = (
+      await work.createTask({
+        missionId,
+        kind: TaskKind.CLAIMABLE,
+        title: "next",
+        runtime: Runtime.SHELL,
+        input: { command: "echo next" },
+      })
+    ).task!;
     await work.cancelTask({ taskId: long.id, reason: "enough" });
     await waitFor(async () => (await work.getTask({ taskId: next.id })).task!.status === TaskStatus.SUCCEEDED, 15_000);
     expect((await work.getTask({ taskId: next.id })).task!.result?.output.trim()).toBe("next");

@@ -11,7 +11,15 @@ import { jsonRpcCall } from "../daemon/mgmt/client.js";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { NodeService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
-import { spawnTowerChild, startTower, stopChild, tempHome, waitFor, type TestTower, type TowerChild } from "./harness.js";
+import {
+  spawnTowerChild,
+  startTower,
+  stopChild,
+  tempHome,
+  waitFor,
+  type TestTower,
+  type TowerChild,
+} from "./harness.js";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -23,7 +31,8 @@ import { createConnectTransport } from "@connectrpc/connect-node";
  */
 export const ROOT = (() => {
   let dir = dirname(fileURLToPath(import.meta.url));
-  while (!(existsSync(join(dir, "package.json")) && existsSync(join(dir, "tower"))) && dirname(dir) !== dir) dir = dirname(dir);
+  while (!(existsSync(join(dir, "package.json")) && existsSync(join(dir, "tower"))) && dirname(dir) !== dir)
+    dir = dirname(dir);
   return dir;
 })();
 export const FIXTURES = join(ROOT, "daemon", "runtimes", "fixtures");
@@ -49,7 +58,11 @@ export async function bundleEntries(entryPoints: Record<string, string>, outdir:
     chunkNames: "chunks/[name]-[hash]",
     logLevel: "warning",
     write: false,
-    banner: { js: "import { createRequire as __epCreateRequire } from 'node:module'; const require = __epCreateRequire(import.meta.url);" },
+    banner: {
+      js:
+        "import { createRequire as __epCreateRequire } from 'node:module'; " +
+        "const require = __epCreateRequire(import.meta.url);",
+    },
   });
   for (const file of result.outputFiles) {
     const same = existsSync(file.path) && Buffer.compare(readFileSync(file.path), file.contents) === 0;
@@ -63,7 +76,10 @@ export async function bundleEntries(entryPoints: Record<string, string>, outdir:
 
 /** Bundles tower/main.ts and daemon/main.ts with the options of scripts/build.mjs (without the CLI entry). */
 export function buildBinaries(): Promise<{ tower: string; epd: string }> {
-  built ??= bundleEntries({ "tower/main": join(ROOT, "tower/main.ts"), "daemon/main": join(ROOT, "daemon/main.ts") }, OUT).then(() => ({
+  built ??= bundleEntries(
+    { "tower/main": join(ROOT, "tower/main.ts"), "daemon/main": join(ROOT, "daemon/main.ts") },
+    OUT,
+  ).then(() => ({
     tower: join(OUT, "tower", "main.js"),
     epd: join(OUT, "daemon", "main.js"),
   }));
@@ -73,7 +89,11 @@ export function buildBinaries(): Promise<{ tower: string; epd: string }> {
 export type TowerProcess = TowerChild & { adminToken: string };
 
 /** Starts ep-tower on `port` (a free one unless given), so a test can restart it on the same address. */
-export async function spawnTowerProcess(home: string, env: Record<string, string> = {}, port?: number): Promise<TowerProcess> {
+export async function spawnTowerProcess(
+  home: string,
+  env: Record<string, string> = {},
+  port?: number,
+): Promise<TowerProcess> {
   const { tower: entry } = await buildBinaries();
   const tower = await spawnTowerChild({ entry, home, env: { EP_SECRET_KEY: "test", ...env }, port });
   return { ...tower, adminToken: readFileSync(join(home, "tower", "admin.token"), "utf8").trim() };
@@ -82,7 +102,12 @@ export async function spawnTowerProcess(home: string, env: Record<string, string
 export { stopChild };
 
 /** Registers a node with the tower (admin token) and writes its identity file. */
-export async function registerNode(url: string, adminToken: string, nodeFile: string, hostname = "worker-1"): Promise<{ nodeId: string; token: string }> {
+export async function registerNode(
+  url: string,
+  adminToken: string,
+  nodeFile: string,
+  hostname = "worker-1",
+): Promise<{ nodeId: string; token: string }> {
   const transport = createConnectTransport({
     baseUrl: url,
     httpVersion: "1.1",
@@ -104,7 +129,13 @@ export interface EpdProcess {
 }
 
 /** Runs the built epd against a tower; resolves once mgmt.sock answers daemon.status. */
-export async function spawnEpd(opts: { home: string; nodeFile: string; backendUrl: string; env?: Record<string, string>; waitLink?: boolean }): Promise<EpdProcess> {
+export async function spawnEpd(opts: {
+  home: string;
+  nodeFile: string;
+  backendUrl: string;
+  env?: Record<string, string>;
+  waitLink?: boolean;
+}): Promise<EpdProcess> {
   const { epd } = await buildBinaries();
   const child = spawn(process.execPath, [epd, "run", "--backend-url", opts.backendUrl], {
     env: {
@@ -133,7 +164,8 @@ export async function spawnEpd(opts: { home: string; nodeFile: string; backendUr
   });
   child.stdout!.resume();
   const mgmt = join(opts.home, "epd", "mgmt.sock");
-  const call = <T,>(method: string, params: Record<string, unknown> = {}) => jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 10_000 });
+  const call = <T>(method: string, params: Record<string, unknown> = {}) =>
+    jsonRpcCall<T>(mgmt, method, params, { timeoutMs: 10_000 });
   await waitFor(async () => {
     if (child.exitCode !== null) throw new Error(`epd exited ${child.exitCode}: ${JSON.stringify(logs)} ${stderr}`);
     if (!existsSync(mgmt)) return false;
@@ -154,8 +186,15 @@ export async function spawnEpd(opts: { home: string; nodeFile: string; backendUr
 export { startTower, type TestTower };
 
 /** A Connect client of the tower as its bootstrap admin (HTTP/1.1, as the CLI talks). */
-export function adminClient<T extends DescService>(tower: Pick<TowerProcess, "url" | "adminToken">, service: T): Client<T> {
-  const transport = createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))] });
+export function adminClient<T extends DescService>(
+  tower: Pick<TowerProcess, "url" | "adminToken">,
+  service: T,
+): Client<T> {
+  const transport = createConnectTransport({
+    baseUrl: tower.url,
+    httpVersion: "1.1",
+    interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))],
+  });
   return createClient(service, transport);
 }
 
@@ -163,7 +202,10 @@ export function adminClient<T extends DescService>(tower: Pick<TowerProcess, "ur
  * The usual setup of an end-to-end test: the bundled tower as a process, a node registered on
  * it (the node file under `home`), and a real epd linked to it. `stop()` ends both.
  */
-export async function startTowerAndEpd(home: string, opts: { towerEnv?: Record<string, string>; epdEnv?: Record<string, string>; beforeEpd?: () => void } = {}) {
+export async function startTowerAndEpd(
+  home: string,
+  opts: { towerEnv?: Record<string, string>; epdEnv?: Record<string, string>; beforeEpd?: () => void } = {},
+) {
   await buildBinaries();
   const tower = await spawnTowerProcess(home, opts.towerEnv);
   const nodeFile = join(home, "node.json");
@@ -193,7 +235,11 @@ export interface TowerSetup {
   missionId: string;
 }
 
-export async function towerWithMission(prefix: string, cleanup: (fn: () => unknown) => void, towerEnv: Record<string, string> = {}): Promise<TowerSetup> {
+export async function towerWithMission(
+  prefix: string,
+  cleanup: (fn: () => unknown) => void,
+  towerEnv: Record<string, string> = {},
+): Promise<TowerSetup> {
   const h = tempHome(prefix);
   cleanup(() => h.cleanup());
   const nodeFile = join(h.dir, "etc", "node.json");
@@ -208,7 +254,11 @@ export async function towerWithMission(prefix: string, cleanup: (fn: () => unkno
 }
 
 /** epd on that setup's node, stopped by the cleanup. */
-export async function epdFor(s: TowerSetup, cleanup: (fn: () => unknown) => void, env: Record<string, string> = {}): Promise<EpdProcess> {
+export async function epdFor(
+  s: TowerSetup,
+  cleanup: (fn: () => unknown) => void,
+  env: Record<string, string> = {},
+): Promise<EpdProcess> {
   const epd = await spawnEpd({ home: s.home, nodeFile: s.nodeFile, backendUrl: s.tower.url, env });
   cleanup(() => epd.stop());
   return epd;

@@ -61,7 +61,14 @@ describe("epd lease heartbeats", () => {
     const s = await setup({ EP_LEASE_MS: "1500", EP_SWEEP_MS: "100" });
     const epd = await startEpd(s);
     await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "long", runtime: Runtime.SHELL, input: { command: "echo begin; sleep 5; echo end" } })).task!;
+    const t = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "long",
+        runtime: Runtime.SHELL,
+        input: { command: "echo begin; sleep 5; echo end" },
+      })
+    ).task!;
     await waitStatus(s.work, t.id, ["running"]);
     const seen = new Set<string>();
     let maxAttempts = 0;
@@ -100,14 +107,29 @@ describe("epd completion reports", () => {
     const s = await setup();
     const epd = await startEpd(s, { EP_LOG_LEVEL: "debug" });
     await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "outage", runtime: Runtime.SHELL, input: { command: "echo start; sleep 1.5; echo finished-while-down" } })).task!;
+    const t = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "outage",
+        runtime: Runtime.SHELL,
+        input: { command: "echo start; sleep 1.5; echo finished-while-down" },
+      })
+    ).task!;
     await waitStatus(s.work, t.id, ["running"]);
     await s.tower.stop();
     // the run ends with the tower away: the outcome waits in the journal and is retried with backoff
-    await waitFor(() => epd.logs.some((l) => l.msg === "outcome not acknowledged; retrying" && l.task_id === t.id), 15_000);
-    expect(journal(s.home)).toEqual([expect.objectContaining({ taskId: t.id, state: "reporting", outcome: expect.objectContaining({ ok: true }) })]);
+    await waitFor(
+      () => epd.logs.some((l) => l.msg === "outcome not acknowledged; retrying" && l.task_id === t.id),
+      15_000,
+    );
+    expect(journal(s.home)).toEqual([
+      expect.objectContaining({ taskId: t.id, state: "reporting", outcome: expect.objectContaining({ ok: true }) }),
+    ]);
     // another failed attempt, backing off, before the tower comes back
-    await waitFor(() => epd.logs.filter((l) => l.msg === "outcome not acknowledged; retrying" && l.task_id === t.id).length >= 2, 15_000);
+    await waitFor(
+      () => epd.logs.filter((l) => l.msg === "outcome not acknowledged; retrying" && l.task_id === t.id).length >= 2,
+      15_000,
+    );
     const again = await spawnTowerProcess(s.home, {}, s.tower.port);
     cleanup(() => again.stop());
     const w = clients(again.url, again.adminToken).work;
@@ -117,7 +139,9 @@ describe("epd completion reports", () => {
     expect(done.result!.output).toMatch(/start\s+finished-while-down/);
     expect(done.result!.exitCode).toBe(0);
     await waitFor(() => journal(s.home).length === 0);
-    const retries = epd.logs.filter((l) => l.msg === "outcome not acknowledged; retrying" && l.task_id === t.id).map((l) => Number(l.in_ms));
+    const retries = epd.logs
+      .filter((l) => l.msg === "outcome not acknowledged; retrying" && l.task_id === t.id)
+      .map((l) => Number(l.in_ms));
     expect(retries.length).toBeGreaterThanOrEqual(2);
     // the delays back off: each at least the one before
     expect(retries.every((d, i) => i === 0 || d >= retries[i - 1])).toBe(true);
@@ -128,7 +152,14 @@ describe("epd completion reports", () => {
     const s = await setup();
     let epd = await startEpd(s, { EP_SHUTDOWN_GRACE_MS: "1000" });
     await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "journal", runtime: Runtime.SHELL, input: { command: "echo from-the-journal; sleep 1; exit 0" } })).task!;
+    const t = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "journal",
+        runtime: Runtime.SHELL,
+        input: { command: "echo from-the-journal; sleep 1; exit 0" },
+      })
+    ).task!;
     await waitStatus(s.work, t.id, ["running"]);
     await s.tower.stop();
     await waitFor(() => journal(s.home).some((e) => e.taskId === t.id && e.state === "reporting"), 15_000);
@@ -136,7 +167,13 @@ describe("epd completion reports", () => {
     expect(epd.child.exitCode).toBe(0);
     // the outcome survived the daemon
     const left = journal(s.home);
-    expect(left).toEqual([expect.objectContaining({ taskId: t.id, state: "reporting", outcome: expect.objectContaining({ ok: true, output: expect.stringContaining("from-the-journal") }) })]);
+    expect(left).toEqual([
+      expect.objectContaining({
+        taskId: t.id,
+        state: "reporting",
+        outcome: expect.objectContaining({ ok: true, output: expect.stringContaining("from-the-journal") }),
+      }),
+    ]);
 
     const again = await spawnTowerProcess(s.home, {}, s.tower.port);
     cleanup(() => again.stop());
@@ -148,21 +185,33 @@ describe("epd completion reports", () => {
     expect(statusWord(done.status)).toBe("succeeded");
     expect(done.attempts).toBe(1);
     expect(done.result!.output).toMatch(/from-the-journal/);
-    expect(epd.logs.some((l) => l.msg === "resending an outcome the tower did not acknowledge" && l.task_id === t.id)).toBe(true);
+    expect(
+      epd.logs.some((l) => l.msg === "resending an outcome the tower did not acknowledge" && l.task_id === t.id),
+    ).toBe(true);
     await waitFor(() => journal(s.home).length === 0);
   }, 90_000);
 });
 
 describe("a task handed over and lost with the link", () => {
-  it("a task claimed and started for its agent that the daemon never heard of goes back uncounted when its link opens, and runs on its first attempt", async () => {
+  it("a task claimed and started for its agent that the daemon never heard of " +
+    "goes back uncounted when its link opens, and runs on its first attempt", async () => {
     const s = await setup();
     let epd = await startEpd(s, { EP_POLL_MS: "600000" });
-    const agentId = (await epd.call<{ agent: { id: string } }>("agent.enroll", { domainId: s.domainId, runtime: "shell" })).agent.id;
+    const agentId = (
+      await epd.call<{ agent: { id: string } }>("agent.enroll", { domainId: s.domainId, runtime: "shell" })
+    ).agent.id;
     await epd.stop();
     // claimed and started for the agent with the node's own credential, as the tower does for a
     // push; the daemon never hears of it
     const node = clients(s.tower.url, JSON.parse(readFileSync(s.nodeFile, "utf8")).token as string).work;
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "lost", runtime: Runtime.SHELL, input: { command: "echo taken-up" } })).task!;
+    const t = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "lost",
+        runtime: Runtime.SHELL,
+        input: { command: "echo taken-up" },
+      })
+    ).task!;
     const held = (await node.claimTask({ agentId, start: true })).task!;
     expect(held).toMatchObject({ id: t.id, status: TaskStatus.RUNNING, claimedBy: agentId });
     epd = await startEpd(s, { EP_POLL_MS: "600000" });
@@ -172,7 +221,14 @@ describe("a task handed over and lost with the link", () => {
     expect(statusWord(done.status)).toBe("succeeded");
     expect(done.result!.output.trim()).toBe("taken-up");
     expect(done.attempts).toBe(1);
-    expect((await taskEventNames(s.events, t.id)).filter((n) => n !== "task.progress")).toEqual(["task.created", "task.claimed", "task.running", "task.requeued", "task.claimed", "task.running", "task.succeeded"]);
+    expect((await taskEventNames(s.events, t.id)).filter((n) => n !== "task.progress")).toEqual([
+      "task.created",
+      "task.claimed",
+      "task.running",
+      "task.requeued",
+      "task.claimed",
+      "task.running",
+      "task.succeeded",
+    ]);
   }, 60_000);
 });
-

@@ -24,27 +24,55 @@ function procKb(pid: number, field: "VmRSS" | "VmHWM"): number {
 
 const cases = [
   // one 50 MB line without a newline, and 50 MB of short lines (progress frames by the million)
-  { name: "one 50 MB line", command: "head -c 50000000 /dev/zero | tr '\\0' a; echo; echo the-end", tail: /a{1000}\nthe-end\n$/, bytes: 50_000_009 },
-  { name: "50 MB of short lines", command: "yes 0123456789abcdef | head -c 50000000; echo the-end", tail: /abcdef\n01234567the-end\n$/, bytes: 50_000_008 },
+  {
+    name: "one 50 MB line",
+    command: "head -c 50000000 /dev/zero | tr '\\0' a; echo; echo the-end",
+    tail: /a{1000}\nthe-end\n$/,
+    bytes: 50_000_009,
+  },
+  {
+    name: "50 MB of short lines",
+    command: "yes 0123456789abcdef | head -c 50000000; echo the-end",
+    tail: /abcdef\n01234567the-end\n$/,
+    bytes: 50_000_008,
+  },
 ];
 
 describe("a task printing 50 MB", () => {
   for (const c of cases) {
-    it(`${c.name}: epd's peak RSS stays within 64 MB of idle; the result holds the tail, the spool the whole`, async () => {
+    it(`${c.name}: epd's peak RSS stays within 64 MB of ` +
+      `idle; the result holds the tail, the spool the whole`, async () => {
       const s = await towerWithMission("ep-output-", cleanup);
       const epd = await epdFor(s, cleanup, { EP_LOG_LEVEL: "info" });
       const pid = epd.child.pid!;
       await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
       // idle: a warm-up task ran (the code paths of a run are loaded), then the highest of a few samples
-      const warm = (await s.work.createTask({ missionId: s.missionId, title: "warm", runtime: Runtime.SHELL, input: { command: "echo warm" } })).task!;
-      await waitFor(async () => (await s.work.getTask({ taskId: warm.id })).task!.status === TaskStatus.SUCCEEDED, 20_000);
+      const warm = (
+        await s.work.createTask({
+          missionId: s.missionId,
+          title: "warm",
+          runtime: Runtime.SHELL,
+          input: { command: "echo warm" },
+        })
+      ).task!;
+      await waitFor(
+        async () => (await s.work.getTask({ taskId: warm.id })).task!.status === TaskStatus.SUCCEEDED,
+        20_000,
+      );
       let idle = 0;
       for (let i = 0; i < 5; i++) {
         idle = Math.max(idle, procKb(pid, "VmRSS"));
         await new Promise((r) => setTimeout(r, 100));
       }
       const hwmBefore = procKb(pid, "VmHWM");
-      const t = (await s.work.createTask({ missionId: s.missionId, title: "big", runtime: Runtime.SHELL, input: { command: c.command } })).task!;
+      const t = (
+        await s.work.createTask({
+          missionId: s.missionId,
+          title: "big",
+          runtime: Runtime.SHELL,
+          input: { command: c.command },
+        })
+      ).task!;
       let peak = 0;
       await waitFor(async () => {
         peak = Math.max(peak, procKb(pid, "VmRSS"));
@@ -55,7 +83,10 @@ describe("a task printing 50 MB", () => {
       const hwm = procKb(pid, "VmHWM");
       if (hwm > hwmBefore) peak = Math.max(peak, hwm);
       const done = (await s.work.getTask({ taskId: t.id })).task!;
-      console.log(`${c.name}: epd idle RSS ${(idle / MB).toFixed(1)} MB, peak ${(peak / MB).toFixed(1)} MB (+${((peak - idle) / MB).toFixed(1)} MB)`);
+      console.log(
+        `${c.name}: epd idle RSS ${(idle / MB).toFixed(1)} MB, peak ` +
+          `${(peak / MB).toFixed(1)} MB (+${((peak - idle) / MB).toFixed(1)} MB)`,
+      );
       expect(done.status, JSON.stringify(done.result)).toBe(TaskStatus.SUCCEEDED);
       expect(done.result!.output.length).toBeLessThanOrEqual(64 * 1024);
       expect(done.result!.output).toMatch(c.tail);

@@ -57,36 +57,61 @@ async function setup(home: string, tower: TowerProcess) {
   return { nodeFile, work, domainId, missionId };
 }
 
-const runsIn = (file: string) => (existsSync(file) ? readFileSync(file, "utf8").trim().split("\n").filter(Boolean).length : 0);
+const runsIn = (file: string) =>
+  existsSync(file) ? readFileSync(file, "utf8").trim().split("\n").filter(Boolean).length : 0;
 
 describe("completion reports across transport failures", () => {
   // the session carries the outcome up its HTTP/2 stream; the HTTP/1.1 link leaves it to CompleteTask
-  it.each(["session", "http1"])("a reset connection while reporting is retried, and the task runs once (EP_LINK=%s)", async (link) => {
-    const h = tempHome("ep-report-");
-    cleanup(() => h.cleanup());
-    const tower = await spawnTowerProcess(h.dir, { EP_LEASE_MS: "3000" });
-    cleanup(() => tower.stop());
-    const s = await setup(h.dir, tower);
-    const proxy = await resettingProxy(tower.port, "ran-and-reported", 2);
-    cleanup(() => proxy.close());
-    const epd = await spawnEpd({ home: h.dir, nodeFile: s.nodeFile, backendUrl: proxy.url, env: { EP_POLL_MS: "500", EP_LINK: link } });
-    cleanup(() => epd.stop());
-    const { jsonRpcCall } = await import("../daemon/mgmt/client.js");
-    await jsonRpcCall(join(h.dir, "epd", "mgmt.sock"), "agent.enroll", { domainId: s.domainId, runtime: "shell", name: "runner" });
-    const counter = join(h.dir, "runs.txt");
-    const task = (await s.work.createTask({ missionId: s.missionId, title: "once", runtime: Runtime.SHELL, input: { command: `echo ran >> ${counter}; echo ran-and-reported` } })).task!;
-    let status = "";
-    await waitFor(async () => {
-      status = statusWord((await s.work.getTask({ taskId: task.id })).task!.status);
-      return status === "succeeded" || status === "failed";
-    }, 30_000);
-    expect(proxy.resetsLeft()).toBe(0); // both reports were cut
-    expect(status).toBe("succeeded");
-    // a dropped report leaves the task running until its lease expires; it is then run again and
-    // succeeds on attempt 2. A succeeded task is final, so attempt 1 and one run settle it.
-    const got = (await s.work.getTask({ taskId: task.id })).task!;
-    expect({ status: got.status, attempts: got.attempts, runs: runsIn(counter) }).toEqual({ status: TaskStatus.SUCCEEDED, attempts: 1, runs: 1 });
-  }, 60_000);
+  it.each(["session", "http1"])(
+    "a reset connection while reporting is retried, and the task runs once (EP_LINK=%s)",
+    async (link) => {
+      const h = tempHome("ep-report-");
+      cleanup(() => h.cleanup());
+      const tower = await spawnTowerProcess(h.dir, { EP_LEASE_MS: "3000" });
+      cleanup(() => tower.stop());
+      const s = await setup(h.dir, tower);
+      const proxy = await resettingProxy(tower.port, "ran-and-reported", 2);
+      cleanup(() => proxy.close());
+      const epd = await spawnEpd({
+        home: h.dir,
+        nodeFile: s.nodeFile,
+        backendUrl: proxy.url,
+        env: { EP_POLL_MS: "500", EP_LINK: link },
+      });
+      cleanup(() => epd.stop());
+      const { jsonRpcCall } = await import("../daemon/mgmt/client.js");
+      await jsonRpcCall(join(h.dir, "epd", "mgmt.sock"), "agent.enroll", {
+        domainId: s.domainId,
+        runtime: "shell",
+        name: "runner",
+      });
+      const counter = join(h.dir, "runs.txt");
+      const task = (
+        await s.work.createTask({
+          missionId: s.missionId,
+          title: "once",
+          runtime: Runtime.SHELL,
+          input: { command: `echo ran >> ${counter}; echo ran-and-reported` },
+        })
+      ).task!;
+      let status = "";
+      await waitFor(async () => {
+        status = statusWord((await s.work.getTask({ taskId: task.id })).task!.status);
+        return status === "succeeded" || status === "failed";
+      }, 30_000);
+      expect(proxy.resetsLeft()).toBe(0); // both reports were cut
+      expect(status).toBe("succeeded");
+      // a dropped report leaves the task running until its lease expires; it is then run again and
+      // succeeds on attempt 2. A succeeded task is final, so attempt 1 and one run settle it.
+      const got = (await s.work.getTask({ taskId: task.id })).task!;
+      expect({ status: got.status, attempts: got.attempts, runs: runsIn(counter) }).toEqual({
+        status: TaskStatus.SUCCEEDED,
+        attempts: 1,
+        runs: 1,
+      });
+    },
+    60_000,
+  );
 
   it("a tower killed with -9 right after the run finished: the task completes once after the restart", async () => {
     const h = tempHome("ep-report-");
@@ -95,12 +120,28 @@ describe("completion reports across transport failures", () => {
     const port = tower.port;
     cleanup(() => tower.stop());
     const s = await setup(h.dir, tower);
-    const epd = await spawnEpd({ home: h.dir, nodeFile: s.nodeFile, backendUrl: tower.url, env: { EP_POLL_MS: "500" } });
+    const epd = await spawnEpd({
+      home: h.dir,
+      nodeFile: s.nodeFile,
+      backendUrl: tower.url,
+      env: { EP_POLL_MS: "500" },
+    });
     cleanup(() => epd.stop());
     const { jsonRpcCall } = await import("../daemon/mgmt/client.js");
-    await jsonRpcCall(join(h.dir, "epd", "mgmt.sock"), "agent.enroll", { domainId: s.domainId, runtime: "shell", name: "runner" });
+    await jsonRpcCall(join(h.dir, "epd", "mgmt.sock"), "agent.enroll", {
+      domainId: s.domainId,
+      runtime: "shell",
+      name: "runner",
+    });
     const counter = join(h.dir, "runs.txt");
-    const task = (await s.work.createTask({ missionId: s.missionId, title: "once", runtime: Runtime.SHELL, input: { command: `sleep 0.5; echo ran >> ${counter}` } })).task!;
+    const task = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "once",
+        runtime: Runtime.SHELL,
+        input: { command: `sleep 0.5; echo ran >> ${counter}` },
+      })
+    ).task!;
     await waitFor(() => runsIn(counter) === 1, 20_000, 5);
     tower.child.kill("SIGKILL");
     await new Promise((r) => tower.child.once("exit", r));
@@ -113,6 +154,10 @@ describe("completion reports across transport failures", () => {
     const work = createClient(WorkService, transport);
     await waitFor(async () => (await work.getTask({ taskId: task.id })).task!.status === TaskStatus.SUCCEEDED, 30_000);
     const got = (await work.getTask({ taskId: task.id })).task!;
-    expect({ status: got.status, attempts: got.attempts, runs: runsIn(counter) }).toEqual({ status: TaskStatus.SUCCEEDED, attempts: 1, runs: 1 });
+    expect({ status: got.status, attempts: got.attempts, runs: runsIn(counter) }).toEqual({
+      status: TaskStatus.SUCCEEDED,
+      attempts: 1,
+      runs: 1,
+    });
   }, 90_000);
 });

@@ -25,18 +25,32 @@ describe("epd and SIGTERM", () => {
   /** Spawns epd, waits for `when`, sends SIGTERM; the exit as code and signal. */
   async function termWhen(when: "starting" | "started") {
     const { epd } = await buildBinaries();
-    rmSync(join(s.home, "epd", "mgmt.sock"), { force: true }); // a socket left by an earlier case would look like this start
+    // a socket left by an earlier case would look like this start
+    rmSync(join(s.home, "epd", "mgmt.sock"), { force: true });
     const child = spawn(process.execPath, [epd, "run", "--backend-url", s.tower.url], {
-      env: { ...process.env, EP_HOME: s.home, EP_NODE_FILE: s.nodeFile, EP_LOG_LEVEL: "error", PATH: `${FIXTURES}:${process.env.PATH}` },
+      env: {
+        ...process.env,
+        EP_HOME: s.home,
+        EP_NODE_FILE: s.nodeFile,
+        EP_LOG_LEVEL: "error",
+        PATH: `${FIXTURES}:${process.env.PATH}`,
+      },
       stdio: ["ignore", "ignore", "pipe"],
     });
     let stderr = "";
     child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once("exit", (code, signal) => r({ code, signal })));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+      child.once("exit", (code, signal) => r({ code, signal })),
+    );
     const mgmt = join(s.home, "epd", "mgmt.sock");
     // the mgmt socket appears in the middle of the start (the link, cron and the rest come after it)
     if (when === "starting") await waitFor(() => existsSync(mgmt), 15_000, 2);
-    else await waitFor(async () => (await jsonRpcCall<{ link: string }>(mgmt, "daemon.status").catch(() => undefined))?.link === "connected", 15_000);
+    else
+      await waitFor(
+        async () =>
+          (await jsonRpcCall<{ link: string }>(mgmt, "daemon.status").catch(() => undefined))?.link === "connected",
+        15_000,
+      );
     child.kill("SIGTERM");
     return { exit: await exited, stderr };
   }

@@ -58,37 +58,72 @@ describe("epd", () => {
     const h = tempHome();
     cleanup(() => h.cleanup());
     const { spawnSync } = await import("node:child_process");
-    const missing = spawnSync(process.execPath, [epd, "run"], { env: { ...process.env, EP_HOME: h.dir, EP_NODE_FILE: join(h.dir, "nope.json") }, encoding: "utf8" });
+    const missing = spawnSync(process.execPath, [epd, "run"], {
+      env: { ...process.env, EP_HOME: h.dir, EP_NODE_FILE: join(h.dir, "nope.json") },
+      encoding: "utf8",
+    });
     expect(missing.status).toBe(2);
     expect(missing.stderr).toMatch(/nope\.json does not exist; register this node with 'ep agent node register/);
     const { writeFileSync } = await import("node:fs");
     writeFileSync(join(h.dir, "bad.json"), '{"node_id":"nod_1"}');
-    const bad = spawnSync(process.execPath, [epd, "run"], { env: { ...process.env, EP_HOME: h.dir, EP_NODE_FILE: join(h.dir, "bad.json") }, encoding: "utf8" });
+    const bad = spawnSync(process.execPath, [epd, "run"], {
+      env: { ...process.env, EP_HOME: h.dir, EP_NODE_FILE: join(h.dir, "bad.json") },
+      encoding: "utf8",
+    });
     expect(bad.status).toBe(2);
     expect(bad.stderr).toMatch(/field hostname is missing/);
     const v = spawnSync(process.execPath, [epd, "--version"], { encoding: "utf8" });
     expect(v.stdout).toMatch(/^epd \d+\.\d+\.\d+/);
-    const gs = spawnSync(process.execPath, [epd, "get-secret", "X"], { env: { ...process.env, EP_SECRETS_SOCKET: join(h.dir, "none.sock"), EP_SECRETS_SESSION: "ses_x" }, encoding: "utf8" });
+    const gs = spawnSync(process.execPath, [epd, "get-secret", "X"], {
+      env: { ...process.env, EP_SECRETS_SOCKET: join(h.dir, "none.sock"), EP_SECRETS_SESSION: "ses_x" },
+      encoding: "utf8",
+    });
     expect(gs.status).toBe(7);
   });
 
-  it("enrolls through mgmt.sock and runs tasks through shell, the claude CLI and an ACP agent, with progress reaching the tower", async () => {
+  it("enrolls through mgmt.sock and runs tasks through shell, the " +
+    "claude CLI and an ACP agent, with progress reaching the tower", async () => {
     const s = await setup();
     const epd = await startEpd(s);
     const dir = join(s.home, "epd");
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     expect(statSync(epd.mgmt).mode & 0o777).toBe(0o600);
 
-    const shell = await epd.call<{ agent: { id: string } }>("agent.enroll", { domainId: s.domainId, runtime: "shell", name: "sh" });
+    const shell = await epd.call<{ agent: { id: string } }>("agent.enroll", {
+      domainId: s.domainId,
+      runtime: "shell",
+      name: "sh",
+    });
     // the generated Connect client on the same socket
     const local = createClient(LocalAgentService, createMgmtTransport(epd.mgmt));
     const claude = await local.enroll({ domainId: s.domainId, runtime: "vendorA_code", name: "cl" });
     const acp = await local.enroll({ domainId: s.domainId, runtime: "vendorA_agent_acp", name: "acp" });
     expect((await local.list({})).agents.map((a) => a.name).sort()).toEqual(["acp", "cl", "sh"]);
 
-    const t1 = (await s.work.createTask({ missionId: s.missionId, title: "shell", runtime: Runtime.SHELL, input: { command: 'echo "line one"; echo "session=$EP_SECRETS_SESSION"; echo "epd=$(command -v epd)"; pwd' } })).task!;
-    const t2 = (await s.work.createTask({ missionId: s.missionId, title: "claude", runtime: Runtime.VENDORA_CODE, input: { prompt: "add a greeting", claude: { model: "claude-test-model" } } })).task!;
-    const t3 = (await s.work.createTask({ missionId: s.missionId, title: "acp", runtime: Runtime.VENDORA_AGENT_ACP, input: { prompt: "say hello" } })).task!;
+    const t1 = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "shell",
+        runtime: Runtime.SHELL,
+        input: { command: 'echo "line one"; echo "session=$EP_SECRETS_SESSION"; echo "epd=$(command -v epd)"; pwd' },
+      })
+    ).task!;
+    const t2 = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "claude",
+        runtime: Runtime.VENDORA_CODE,
+        input: { prompt: "add a greeting", claude: { model: "claude-test-model" } },
+      })
+    ).task!;
+    const t3 = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "acp",
+        runtime: Runtime.VENDORA_AGENT_ACP,
+        input: { prompt: "say hello" },
+      })
+    ).task!;
 
     const r1 = await waitTask(s, t1.id, ["succeeded", "failed"]);
     expect(statusWord(r1.status)).toBe("succeeded");
@@ -112,14 +147,26 @@ describe("epd", () => {
     expect((await progressOf(s, t1.id)).map((e) => e.payload?.text)).toContain("line one");
     const frames2 = await progressOf(s, t2.id);
     expect(frames2.some((e) => e.payload?.kind === "tool")).toBe(true);
-    expect(frames2.some((e) => e.payload?.kind === "text" && String(e.payload?.text).includes("Working on"))).toBe(true);
+    expect(frames2.some((e) => e.payload?.kind === "text" && String(e.payload?.text).includes("Working on"))).toBe(
+      true,
+    );
     // the claude CLI was started with the task's --model and the daemon's `epd mcp` config
     const init = frames2.find((e) => e.payload?.kind === "status" && e.payload?.text === "session started");
-    expect(init?.payload?.data).toMatchObject({ model: "claude-test-model", mcp_servers: [{ name: "ep", status: "connected" }] });
+    expect(init?.payload?.data).toMatchObject({
+      model: "claude-test-model",
+      mcp_servers: [{ name: "ep", status: "connected" }],
+    });
     expect((await progressOf(s, t3.id)).length).toBeGreaterThan(0);
 
     // a failing command fails the task with its exit code and is final
-    const t4 = (await s.work.createTask({ missionId: s.missionId, title: "fails", runtime: Runtime.SHELL, input: { command: "echo oops >&2; exit 3" } })).task!;
+    const t4 = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "fails",
+        runtime: Runtime.SHELL,
+        input: { command: "echo oops >&2; exit 3" },
+      })
+    ).task!;
     const r4 = await waitTask(s, t4.id, ["succeeded", "failed"]);
     expect(statusWord(r4.status)).toBe("failed");
     expect(r4.result!.exitCode).toBe(3);
@@ -145,14 +192,26 @@ describe("epd", () => {
     // an agent enrolled afterwards picks it up (the enroll wakes it)
     await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
     await waitTask(s, taskId, ["failed"]);
-    const retried = await epd.call<{ result: { task: { status: string } } }>("tool.run", { tool: "retry_mesh_task", domainId: s.domainId, arguments: { task_id: taskId } });
+    const retried = await epd.call<{ result: { task: { status: string } } }>("tool.run", {
+      tool: "retry_mesh_task",
+      domainId: s.domainId,
+      arguments: { task_id: taskId },
+    });
     expect(retried.result.task.status).toBe("queued");
     await waitTask(s, taskId, ["failed"]);
-    await expect(epd.call("tool.run", { tool: "submit_mesh_task", domainId: s.domainId, arguments: { title: "x" } })).rejects.toMatchObject({ code: "invalid_argument", details: { field: "arguments.mission_id" } });
-    await expect(epd.call("tool.run", { tool: "nope", arguments: {} })).rejects.toMatchObject({ code: "tool_not_found" });
+    await expect(
+      epd.call("tool.run", { tool: "submit_mesh_task", domainId: s.domainId, arguments: { title: "x" } }),
+    ).rejects.toMatchObject({ code: "invalid_argument", details: { field: "arguments.mission_id" } });
+    await expect(epd.call("tool.run", { tool: "nope", arguments: {} })).rejects.toMatchObject({
+      code: "tool_not_found",
+    });
     // claim_mesh_task for an agent of this node (nothing queued: no task)
     const agents = await epd.call<{ agents: { id: string }[] }>("agent.list");
-    const claimed = await epd.call<{ result: { task: unknown } }>("tool.run", { tool: "claim_mesh_task", domainId: s.domainId, arguments: { agent_id: agents.agents[0].id } });
+    const claimed = await epd.call<{ result: { task: unknown } }>("tool.run", {
+      tool: "claim_mesh_task",
+      domainId: s.domainId,
+      arguments: { agent_id: agents.agents[0].id },
+    });
     expect(claimed.result.task ?? null).toBeNull();
   }, 60_000);
 
@@ -160,7 +219,14 @@ describe("epd", () => {
     const s = await setup();
     const epd = await startEpd(s);
     await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "hang", runtime: Runtime.SHELL, input: { command: 'sleep 300 & echo "grandchild $!"; sleep 301' } })).task!;
+    const t = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "hang",
+        runtime: Runtime.SHELL,
+        input: { command: 'sleep 300 & echo "grandchild $!"; sleep 301' },
+      })
+    ).task!;
     let grandchild = 0;
     await waitFor(async () => {
       const text = (await progressOf(s, t.id)).map((e) => String(e.payload?.text)).join("\n");
@@ -187,7 +253,11 @@ describe("epd", () => {
         missionId: s.missionId,
         title: "survives",
         runtime: Runtime.SHELL,
-        input: { command: `if [ -e ${marker} ]; then echo second run; else touch ${marker}; sleep 300 & echo "grandchild $!"; wait; fi` },
+        input: {
+          command:
+            `if [ -e ${marker} ]; then echo second run; else touch ` +
+            `${marker}; sleep 300 & echo "grandchild $!"; wait; fi`,
+        },
       })
     ).task!;
     let grandchild = 0;
@@ -212,19 +282,38 @@ describe("epd", () => {
     const s = await setup();
     const epd = await startEpd(s);
     await epd.call("agent.enroll", { domainId: s.domainId, runtime: "shell" });
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "long", runtime: Runtime.SHELL, input: { command: "echo start; sleep 4; echo finished" } })).task!;
+    const t = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "long",
+        runtime: Runtime.SHELL,
+        input: { command: "echo start; sleep 4; echo finished" },
+      })
+    ).task!;
     await waitTask(s, t.id, ["running"]);
     await s.tower.stop();
     const again = await spawnTowerProcess(s.home, {}, s.tower.port);
     cleanup(() => again.stop());
-    const done = await waitTask({ ...s, ...towerClients(again.url, again.adminToken) }, t.id, ["succeeded", "failed"], 30_000);
+    const done = await waitTask(
+      { ...s, ...towerClients(again.url, again.adminToken) },
+      t.id,
+      ["succeeded", "failed"],
+      30_000,
+    );
     expect(statusWord(done.status)).toBe("succeeded");
     expect(done.result!.output).toMatch(/finished/);
     // the outcome may get through as a unary call just before the link is back: wait for the link too
     await waitFor(() => epd.logs.filter((l) => l.msg === "link connected").length >= 2, 15_000);
     // and new work still flows over the new link
     const w = towerClients(again.url, again.adminToken).work;
-    const t2 = (await w.createTask({ missionId: s.missionId, title: "after", runtime: Runtime.SHELL, input: { command: "echo after" } })).task!;
+    const t2 = (
+      await w.createTask({
+        missionId: s.missionId,
+        title: "after",
+        runtime: Runtime.SHELL,
+        input: { command: "echo after" },
+      })
+    ).task!;
     await waitFor(async () => (await w.getTask({ taskId: t2.id })).task!.status === TaskStatus.SUCCEEDED, 15_000);
   }, 60_000);
 
@@ -241,7 +330,14 @@ describe("epd", () => {
       lines.push(...parts);
     });
     await new Promise((r) => sock.once("connect", r));
-    for (let i = 0; i < 100; i++) sock.write(i % 3 === 0 ? `{"jsonrpc":"2.0","id":${i},"method":"nope.nope"}\n` : i % 3 === 1 ? `garbage ${i}\n` : `{"jsonrpc":"2.0","id":${i},"method":"agent.enroll","params":{"runtime":7}}\n`);
+    for (let i = 0; i < 100; i++)
+      sock.write(
+        i % 3 === 0
+          ? `{"jsonrpc":"2.0","id":${i},"method":"nope.nope"}\n`
+          : i % 3 === 1
+            ? `garbage ${i}\n`
+            : `{"jsonrpc":"2.0","id":${i},"method":"agent.enroll","params":{"runtime":7}}\n`,
+      );
     sock.write('{"jsonrpc":"2.0","id":"last","method":"daemon.status"}\n');
     await waitFor(() => lines.length >= 101);
     sock.destroy();
@@ -254,10 +350,19 @@ describe("epd", () => {
     // and the generated Connect client still works on the same socket
     const st = await createClient(DaemonService, createMgmtTransport(epd.mgmt)).status({});
     expect(st.nodeId).toMatch(/^nod_/);
-    await expect(epd.call("agent.enroll", { domainId: "", runtime: "shell" })).rejects.toMatchObject({ code: "invalid_argument", details: { field: "domain_id" } });
-    await expect(epd.call("agent.enroll", { domainId: s.domainId, runtime: "bash" })).rejects.toMatchObject({ details: { field: "runtime" } });
-    await expect(epd.call("agent.enroll", { domainId: "dom_missing", runtime: "shell" })).rejects.toMatchObject({ code: "domain_not_found" });
-    await expect(epd.call("agent.signal", { target: "ghost", prompt: "hi" })).rejects.toMatchObject({ code: "agent_not_found" });
+    await expect(epd.call("agent.enroll", { domainId: "", runtime: "shell" })).rejects.toMatchObject({
+      code: "invalid_argument",
+      details: { field: "domain_id" },
+    });
+    await expect(epd.call("agent.enroll", { domainId: s.domainId, runtime: "bash" })).rejects.toMatchObject({
+      details: { field: "runtime" },
+    });
+    await expect(epd.call("agent.enroll", { domainId: "dom_missing", runtime: "shell" })).rejects.toMatchObject({
+      code: "domain_not_found",
+    });
+    await expect(epd.call("agent.signal", { target: "ghost", prompt: "hi" })).rejects.toMatchObject({
+      code: "agent_not_found",
+    });
   }, 60_000);
 });
 

@@ -6,13 +6,18 @@ import { commit } from "../tower/domain/event-hub.js";
 import type { NewEvent } from "../tower/store/store.js";
 
 /** Emits `count` matrix events in transactions of `batch`, the way every domain emitter does. */
-export async function emitEvents(tower: Tower, count: number, opts: { batch?: number; start?: number; extra?: Partial<NewEvent>; pauseEvery?: number } = {}): Promise<void> {
+export async function emitEvents(
+  tower: Tower,
+  count: number,
+  opts: { batch?: number; start?: number; extra?: Partial<NewEvent>; pauseEvery?: number } = {},
+): Promise<void> {
   const batch = opts.batch ?? 100;
   const start = opts.start ?? 0;
   for (let i = 0; i < count; i += batch) {
     const n = Math.min(batch, count - i);
     await commit(tower.deps, async (_tx, emit) => {
-      for (let j = 0; j < n; j++) emit({ type: "matrix", name: "test.tick", status: "ok", payload: { n: start + i + j }, ...opts.extra });
+      for (let j = 0; j < n; j++)
+        emit({ type: "matrix", name: "test.tick", status: "ok", payload: { n: start + i + j }, ...opts.extra });
     });
     if (opts.pauseEvery && (i / batch) % opts.pauseEvery === 0) await new Promise((r) => setImmediate(r));
   }
@@ -71,7 +76,10 @@ export interface SseMessage {
 }
 
 /** Parses SSE text incrementally (the spec's field rules, enough for tests). */
-export function sseParser(onMessage: (m: SseMessage) => void, onComment?: (c: string) => void): (chunk: string) => void {
+export function sseParser(
+  onMessage: (m: SseMessage) => void,
+  onComment?: (c: string) => void,
+): (chunk: string) => void {
   let buf = "";
   let msg: { id?: string; event?: string; data: string[] } = { data: [] };
   return (chunk) => {
@@ -97,7 +105,17 @@ export function sseParser(onMessage: (m: SseMessage) => void, onComment?: (c: st
 }
 
 /** Opens an SSE stream with fetch and collects its messages until `close()`. */
-export async function openSse(url: string, headers: Record<string, string>): Promise<{ status: number; messages: SseMessage[]; comments: string[]; done: Promise<void>; close(): void; body: string }> {
+export async function openSse(
+  url: string,
+  headers: Record<string, string>,
+): Promise<{
+  status: number;
+  messages: SseMessage[];
+  comments: string[];
+  done: Promise<void>;
+  close(): void;
+  body: string;
+}> {
   const ac = new AbortController();
   const res = await fetch(url, { headers: { accept: "text/event-stream", ...headers }, signal: ac.signal });
   const messages: SseMessage[] = [];
@@ -107,11 +125,15 @@ export async function openSse(url: string, headers: Record<string, string>): Pro
     out.body = await res.text();
     return out;
   }
-  const parse = sseParser((m) => messages.push(m), (c) => comments.push(c));
+  const parse = sseParser(
+    (m) => messages.push(m),
+    (c) => comments.push(c),
+  );
   out.done = (async () => {
     const decoder = new TextDecoder();
     try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) parse(decoder.decode(chunk, { stream: true }));
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>)
+        parse(decoder.decode(chunk, { stream: true }));
     } catch {
       // aborted by close()
     }

@@ -25,11 +25,19 @@ async function closeTower(t: TestTower | undefined): Promise<void> {
 }
 
 function bearerFetch(token: string): typeof fetch {
-  return (input, init) => fetch(input, { ...init, headers: { ...(init?.headers as Record<string, string>), authorization: `Bearer ${token}` } });
+  return (input, init) =>
+    fetch(input, {
+      ...init,
+      headers: { ...(init?.headers as Record<string, string>), authorization: `Bearer ${token}` },
+    });
 }
 
 async function makeToken(t: TestTower, role = "viewer", ttlSeconds = 0): Promise<{ id: string; secret: string }> {
-  const res = await t.client(AuthService).createToken({ name: `t-${role}-${Math.random()}`, role: enumOf<Role>(RoleSchema, role, "role"), ttlSeconds: BigInt(ttlSeconds) });
+  const res = await t.client(AuthService).createToken({
+    name: `t-${role}-${Math.random()}`,
+    role: enumOf<Role>(RoleSchema, role, "role"),
+    ttlSeconds: BigInt(ttlSeconds),
+  });
   return { id: res.token!.id, secret: res.secret };
 }
 
@@ -43,7 +51,9 @@ function idCollector() {
     },
     assertContiguous(from: number, to: number) {
       expect(ids.length).toBe(to - from + 1);
-      for (let i = 0; i < ids.length; i++) if (ids[i] !== from + i) throw new Error(`at position ${i} expected id ${from + i}, got ${ids[i]} (previous ${ids[i - 1]})`);
+      for (let i = 0; i < ids.length; i++)
+        if (ids[i] !== from + i)
+          throw new Error(`at position ${i} expected id ${from + i}, got ${ids[i]} (previous ${ids[i - 1]})`);
     },
   };
 }
@@ -63,7 +73,9 @@ describe("GET /events/stream with the eventsource package", () => {
     const seen = idCollector();
     const payloadNs: number[] = [];
     let opens = 0;
-    const es = new EventSource(`http://127.0.0.1:${proxy.port}/events/stream?type=matrix`, { fetch: bearerFetch(t.adminToken) });
+    const es = new EventSource(`http://127.0.0.1:${proxy.port}/events/stream?type=matrix`, {
+      fetch: bearerFetch(t.adminToken),
+    });
     es.onopen = () => opens++;
     es.onmessage = (m) => {
       const chunk = JSON.parse(m.data);
@@ -99,7 +111,19 @@ describe("GET /events/stream with the eventsource package", () => {
   it("carries the seed's chunk fields in snake_case with id:/data: lines and a retry hint", async () => {
     const s = await openSse(`${t.url}/events/stream`, { authorization: `Bearer ${t.adminToken}` });
     expect(s.status).toBe(200);
-    await emitEvents(t.tower, 1, { extra: { type: "approval", name: "action.created", domainId: "dom_x", missionId: "msn_y", agentId: "agt_z", taskId: "tsk_1", sessionId: "ses_1", status: "pending", payload: { action: "create_mission" } } });
+    await emitEvents(t.tower, 1, {
+      extra: {
+        type: "approval",
+        name: "action.created",
+        domainId: "dom_x",
+        missionId: "msn_y",
+        agentId: "agt_z",
+        taskId: "tsk_1",
+        sessionId: "ses_1",
+        status: "pending",
+        payload: { action: "create_mission" },
+      },
+    });
     await waitFor(() => s.messages.length === 1);
     s.close();
     const m = s.messages[0];
@@ -124,8 +148,13 @@ describe("GET /events/stream with the eventsource package", () => {
   it("resumes from ?last_event_id= and lets the Last-Event-ID header win over it", async () => {
     const base = t.tower.deps.hub.lastId;
     await emitEvents(t.tower, 10);
-    const byQuery = await openSse(`${t.url}/events/stream?last_event_id=${base + 4}`, { authorization: `Bearer ${t.adminToken}` });
-    const both = await openSse(`${t.url}/events/stream?last_event_id=${base}`, { authorization: `Bearer ${t.adminToken}`, "last-event-id": String(base + 8) });
+    const byQuery = await openSse(`${t.url}/events/stream?last_event_id=${base + 4}`, {
+      authorization: `Bearer ${t.adminToken}`,
+    });
+    const both = await openSse(`${t.url}/events/stream?last_event_id=${base}`, {
+      authorization: `Bearer ${t.adminToken}`,
+      "last-event-id": String(base + 8),
+    });
     await waitFor(() => byQuery.messages.length === 6 && both.messages.length === 2);
     byQuery.close();
     both.close();
@@ -143,7 +172,9 @@ describe("GET /events/stream with the eventsource package", () => {
     // the last event matches every filter: once it arrived, the stream (in id order) has sent
     // everything it was going to from the four above
     const LAST = 5;
-    await emitEvents(t.tower, 1, { extra: { type: "matrix", domainId: "dom_a", missionId: "msn_1", agentId: "agt_1" } });
+    await emitEvents(t.tower, 1, {
+      extra: { type: "matrix", domainId: "dom_a", missionId: "msn_1", agentId: "agt_1" },
+    });
     const q = (s: string) => openSse(`${t.url}/events/stream?last_event_id=${base}&${s}`, auth);
     const cases: [string, number[]][] = [
       ["type=inbox&type=matrix", [1, 4]],
@@ -157,7 +188,10 @@ describe("GET /events/stream with the eventsource package", () => {
       const s = await q(query);
       await waitFor(() => s.messages.some((m) => Number(m.id) - base === LAST));
       s.close();
-      expect(s.messages.map((m) => Number(m.id) - base), query).toEqual([...want, LAST]);
+      expect(
+        s.messages.map((m) => Number(m.id) - base),
+        query,
+      ).toEqual([...want, LAST]);
     }
   });
 
@@ -186,17 +220,25 @@ describe("GET /events/stream with the eventsource package", () => {
     const past = await fetch(`${t.url}/events/stream`, { headers: { ...auth, "last-event-id": String(head + 1000) } });
     expect(past.status).toBe(400);
     const pastBody = await past.json();
-    expect(pastBody.error.message).toBe(`last event id ${head + 1000} is past the newest event (${head}); resume from ${head} or omit it to start at the head`);
+    expect(pastBody.error.message).toBe(
+      `last event id ${head + 1000} is past the newest event ` +
+        `(${head}); resume from ${head} or omit it to start at the head`,
+    );
     expect(pastBody.error.details).toMatchObject({ field: "last_event_id", last_event_id: head });
     const wsStatus = await new Promise<number>((resolve) => {
-      const ws = new WebSocket(`${t.url.replace("http", "ws")}/events/ws?last_event_id=${head + 1000}`, { headers: auth });
+      const ws = new WebSocket(`${t.url.replace("http", "ws")}/events/ws?last_event_id=${head + 1000}`, {
+        headers: auth,
+      });
       ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
       ws.on("open", () => (resolve(101), ws.close()));
       ws.on("error", () => undefined);
     });
     expect(wsStatus).toBe(400);
     // the newest id itself is a fine resume point
-    const atHead = await fetch(`${t.url}/events/stream?last_event_id=${head}`, { headers: auth, signal: AbortSignal.timeout(2000) }).catch(() => undefined);
+    const atHead = await fetch(`${t.url}/events/stream?last_event_id=${head}`, {
+      headers: auth,
+      signal: AbortSignal.timeout(2000),
+    }).catch(() => undefined);
     expect(atHead?.status).toBe(200);
     void atHead?.body?.cancel();
     // an id no tower can hold says so rather than "not an integer"
@@ -213,7 +255,12 @@ describe("GET /events/stream with the eventsource package", () => {
     const slow = connect(port, "127.0.0.1");
     let received = "";
     await new Promise<void>((resolve) => {
-      slow.on("connect", () => slow.write(`GET /events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.adminToken}\r\nAccept: text/event-stream\r\n\r\n`));
+      slow.on("connect", () =>
+        slow.write(
+          `GET /events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: ` +
+            `Bearer ${t.adminToken}\r\nAccept: text/event-stream\r\n\r\n`,
+        ),
+      );
       slow.once("data", (d) => {
         received += d.toString();
         slow.pause();
@@ -249,7 +296,9 @@ describe("GET /events/stream with the eventsource package", () => {
     await emitEvents(t.tower, 5);
     const wsUrl = t.url.replace("http", "ws");
     const got: Record<string, number[]> = { header: [], ticket: [] };
-    const viaHeader = new WebSocket(`${wsUrl}/events/ws?last_event_id=${base}`, { headers: { authorization: `Bearer ${t.adminToken}` } });
+    const viaHeader = new WebSocket(`${wsUrl}/events/ws?last_event_id=${base}`, {
+      headers: { authorization: `Bearer ${t.adminToken}` },
+    });
     viaHeader.on("message", (d) => got.header.push(JSON.parse(d.toString()).id));
     const { ticket } = await t.client(AuthService).createTicket({ purpose: "events" });
     const viaTicket = new WebSocket(`${wsUrl}/events/ws?last_event_id=${base}&ticket=${ticket}`);
@@ -257,7 +306,9 @@ describe("GET /events/stream with the eventsource package", () => {
     await waitFor(() => got.header.length === 5 && got.ticket.length === 5);
     await emitEvents(t.tower, 3);
     await waitFor(() => got.header.length === 8 && got.ticket.length === 8);
-    const sse = await openSse(`${t.url}/events/stream?last_event_id=${base}`, { authorization: `Bearer ${t.adminToken}` });
+    const sse = await openSse(`${t.url}/events/stream?last_event_id=${base}`, {
+      authorization: `Bearer ${t.adminToken}`,
+    });
     await waitFor(() => sse.messages.length === 8);
     sse.close();
     viaHeader.close();
@@ -289,7 +340,9 @@ describe("GET /events/stream with the eventsource package", () => {
     const ac = new AbortController();
     const ids: number[] = [];
     const reading = (async () => {
-      for await (const res of t.client(EventService).streamEvents({ afterId: BigInt(base), filter: { types: ["progress"] } }, { signal: ac.signal })) {
+      for await (const res of t
+        .client(EventService)
+        .streamEvents({ afterId: BigInt(base), filter: { types: ["progress"] } }, { signal: ac.signal })) {
         ids.push(Number(res.event!.id));
         expect(res.event!.type).toBe("progress");
       }
@@ -313,7 +366,9 @@ describe("resume across a tower restart", () => {
     const proxy = await tcpProxy(Number(new URL(t.url).port));
     const seen = idCollector();
     let opens = 0;
-    const es = new EventSource(`http://127.0.0.1:${proxy.port}/events/stream?last_event_id=0`, { fetch: bearerFetch(t.adminToken) });
+    const es = new EventSource(`http://127.0.0.1:${proxy.port}/events/stream?last_event_id=0`, {
+      fetch: bearerFetch(t.adminToken),
+    });
     es.onopen = () => opens++;
     es.onmessage = (m) => seen.push(Number(m.lastEventId));
     const first = t.tower.deps.hub.lastId;
@@ -340,7 +395,10 @@ describe("credentials and limits on a fake clock", () => {
   const clock = new FakeClock("2026-03-01T12:00:00Z");
   let t: TestTower;
   beforeAll(async () => {
-    t = await startTower({ clock, env: { EP_STREAM_RATE_LIMIT: "3", EP_STREAM_KEEPALIVE_MS: "15000", EP_STREAM_RECHECK_MS: "5000" } });
+    t = await startTower({
+      clock,
+      env: { EP_STREAM_RATE_LIMIT: "3", EP_STREAM_KEEPALIVE_MS: "15000", EP_STREAM_RECHECK_MS: "5000" },
+    });
   });
   afterAll(async () => {
     await closeTower(t);
@@ -358,7 +416,10 @@ describe("credentials and limits on a fake clock", () => {
     await a.done;
     const last = a.messages.at(-1)!;
     expect(last.event).toBe("error");
-    expect(JSON.parse(last.data).error).toMatchObject({ code: "token_revoked", last_event_id: Number(a.messages[1].id) });
+    expect(JSON.parse(last.data).error).toMatchObject({
+      code: "token_revoked",
+      last_event_id: Number(a.messages[1].id),
+    });
     await emitEvents(t.tower, 1);
     await waitFor(() => b.messages.length === 3);
     b.close();
@@ -378,38 +439,43 @@ describe("credentials and limits on a fake clock", () => {
     expect(JSON.parse(s.messages.at(-1)!.data).error.code).toBe("token_expired");
   });
 
-  it("over the per-token connection limit: 429 with Retry-After, and rate_limit in the chunks while throttled", async () => {
-    const tok = await makeToken(t);
-    const auth = { authorization: `Bearer ${tok.secret}` };
-    const s1 = await openSse(`${t.url}/events/stream`, auth);
-    const s2 = await openSse(`${t.url}/events/stream`, auth);
-    const s3 = await openSse(`${t.url}/events/stream`, auth);
-    expect([s1.status, s2.status, s3.status]).toEqual([200, 200, 200]);
-    // the third connection used the last token: every stream of the token hears it at once
-    await waitFor(() => s1.messages.some((m) => m.event === "rate_limit") && s3.messages.some((m) => m.event === "rate_limit"));
-    const notice = JSON.parse(s1.messages.find((m) => m.event === "rate_limit")!.data).rate_limit;
-    expect(notice).toEqual({ limit: 3, remaining: 0, reset_at: new Date(clock.now() + 20_000).toISOString() });
-    const over = await fetch(`${t.url}/events/stream`, { headers: auth });
-    expect(over.status).toBe(429);
-    expect(over.headers.get("retry-after")).toBe("20");
-    const body = await over.json();
-    expect(body.error).toMatchObject({ code: "rate_limited", details: { limit: 3, remaining: 0 } });
-    await emitEvents(t.tower, 1);
-    await waitFor(() => s2.messages.filter((m) => !m.event).length === 1);
-    expect(JSON.parse(s2.messages.filter((m) => !m.event)[0].data).rate_limit).toEqual(notice);
-    // after reset_at the chunks are plain again and a new connection is let in
-    clock.advance(20_000);
-    await emitEvents(t.tower, 1);
-    await waitFor(() => s2.messages.filter((m) => !m.event).length === 2);
-    expect(JSON.parse(s2.messages.filter((m) => !m.event)[1].data).rate_limit).toBeUndefined();
-    const s4 = await openSse(`${t.url}/events/stream`, auth);
-    expect(s4.status).toBe(200);
-    for (const s of [s1, s2, s3, s4]) s.close();
-    // another token has its own bucket
-    const s5 = await openSse(`${t.url}/events/stream`, { authorization: `Bearer ${t.adminToken}` });
-    expect(s5.status).toBe(200);
-    s5.close();
-  });
+  it(
+    "over the per-token connection limit: 429 with " + "Retry-After, and rate_limit in the chunks while throttled",
+    async () => {
+      const tok = await makeToken(t);
+      const auth = { authorization: `Bearer ${tok.secret}` };
+      const s1 = await openSse(`${t.url}/events/stream`, auth);
+      const s2 = await openSse(`${t.url}/events/stream`, auth);
+      const s3 = await openSse(`${t.url}/events/stream`, auth);
+      expect([s1.status, s2.status, s3.status]).toEqual([200, 200, 200]);
+      // the third connection used the last token: every stream of the token hears it at once
+      await waitFor(
+        () => s1.messages.some((m) => m.event === "rate_limit") && s3.messages.some((m) => m.event === "rate_limit"),
+      );
+      const notice = JSON.parse(s1.messages.find((m) => m.event === "rate_limit")!.data).rate_limit;
+      expect(notice).toEqual({ limit: 3, remaining: 0, reset_at: new Date(clock.now() + 20_000).toISOString() });
+      const over = await fetch(`${t.url}/events/stream`, { headers: auth });
+      expect(over.status).toBe(429);
+      expect(over.headers.get("retry-after")).toBe("20");
+      const body = await over.json();
+      expect(body.error).toMatchObject({ code: "rate_limited", details: { limit: 3, remaining: 0 } });
+      await emitEvents(t.tower, 1);
+      await waitFor(() => s2.messages.filter((m) => !m.event).length === 1);
+      expect(JSON.parse(s2.messages.filter((m) => !m.event)[0].data).rate_limit).toEqual(notice);
+      // after reset_at the chunks are plain again and a new connection is let in
+      clock.advance(20_000);
+      await emitEvents(t.tower, 1);
+      await waitFor(() => s2.messages.filter((m) => !m.event).length === 2);
+      expect(JSON.parse(s2.messages.filter((m) => !m.event)[1].data).rate_limit).toBeUndefined();
+      const s4 = await openSse(`${t.url}/events/stream`, auth);
+      expect(s4.status).toBe(200);
+      for (const s of [s1, s2, s3, s4]) s.close();
+      // another token has its own bucket
+      const s5 = await openSse(`${t.url}/events/stream`, { authorization: `Bearer ${t.adminToken}` });
+      expect(s5.status).toBe(200);
+      s5.close();
+    },
+  );
 
   it("retention keeps the newest EP_EVENT_RETENTION events", async () => {
     const home = tempHome();

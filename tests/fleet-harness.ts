@@ -9,7 +9,16 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
-import { buildBinaries, bundleEntries, registerNode, ROOT, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
+import {
+  buildBinaries,
+  bundleEntries,
+  registerNode,
+  ROOT,
+  spawnEpd,
+  spawnTowerProcess,
+  type EpdProcess,
+  type TowerProcess,
+} from "./epd-harness.js";
 import { tempHome } from "./harness.js";
 
 const OUT = join(ROOT, "dist", "fleet-test");
@@ -36,7 +45,10 @@ export interface EpResult {
 export async function runEp(home: string, args: string[], env: Record<string, string> = {}): Promise<EpResult> {
   const cli = await buildCli();
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [cli, ...args], { env: { ...process.env, EP_HOME: home, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [cli, ...args], {
+      env: { ...process.env, EP_HOME: home, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -47,7 +59,9 @@ export async function runEp(home: string, args: string[], env: Record<string, st
 
 export function tmux(socket: string, args: string[]): Promise<{ code: number; stdout: string }> {
   return new Promise((resolve) => {
-    execFile("tmux", ["-L", socket, ...args], { encoding: "utf8" }, (err, stdout) => resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout }));
+    execFile("tmux", ["-L", socket, ...args], { encoding: "utf8" }, (err, stdout) =>
+      resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout }),
+    );
   });
 }
 
@@ -102,7 +116,10 @@ export async function fleetSetup(prefix = "ep-fleet-"): Promise<FleetSetup> {
  * tests (handed to `set`); after all, the file's epd (`epd()`) stopped, the agent process groups in
  * `pids` killed, the tower stopped and the home removed.
  */
-export function fleetSuite(prefix: string, opts: { set(s: FleetSetup): void; epd(): EpdProcess | undefined; pids?: Set<number>; after?(): Promise<void> }): void {
+export function fleetSuite(
+  prefix: string,
+  opts: { set(s: FleetSetup): void; epd(): EpdProcess | undefined; pids?: Set<number>; after?(): Promise<void> },
+): void {
   let setup: FleetSetup | undefined;
   beforeAll(async () => {
     await buildAll();
@@ -128,11 +145,20 @@ export function writeDaemonFile(s: FleetSetup, name: "agents.toml" | "cron.toml"
 }
 
 export function startFleetEpd(s: FleetSetup, env: Record<string, string> = {}): Promise<EpdProcess> {
-  return spawnEpd({ home: s.home, nodeFile: s.nodeFile, backendUrl: s.tower.url, env: { EP_SUPERVISE_BACKEND: "process", ...env } });
+  return spawnEpd({
+    home: s.home,
+    nodeFile: s.nodeFile,
+    backendUrl: s.tower.url,
+    env: { EP_SUPERVISE_BACKEND: "process", ...env },
+  });
 }
 
 /** Events at the tower of a type whose name starts with a prefix. */
-export async function towerEvents(s: FleetSetup, type: string, namePrefix = ""): Promise<{ name: string; status: string; agentId: string; payload: any }[]> {
+export async function towerEvents(
+  s: FleetSetup,
+  type: string,
+  namePrefix = "",
+): Promise<{ name: string; status: string; agentId: string; payload: any }[]> {
   const res = await s.events.listEvents({ limit: 1000, filter: { types: [type] } });
   return res.events
     .filter((e) => e.name.startsWith(namePrefix))

@@ -22,7 +22,8 @@ fleetSuite("ep-fleet-", { set: (setup) => (s = setup), epd: () => epd, pids });
 const alive = (pid: number) => !processGone(pid);
 
 describe("supervised profile agents", () => {
-  it("watchdog restarts a killed agent, honours pause/resume, takes tower commands, survives epd restarts", async () => {
+  it("watchdog restarts a killed agent, honours pause/resume, " +
+    "takes tower commands, survives epd restarts", async () => {
     const domainId = (await s.work.createDomain({ name: "fleet" })).domain!.id;
     writeDaemonFile(
       s,
@@ -42,11 +43,19 @@ capabilities = ["ops"]
     const ep = (...args: string[]) => runEp(s.home, [...args, "--json"]);
 
     // list / status with --json
-    let listed = await ep("agent", "supervise", "list");
+    const listed = await ep("agent", "supervise", "list");
     expect(listed.code, listed.stderr).toBe(0);
     expect(listed.json().agents).toHaveLength(1);
     const first = listed.json().agents[0];
-    expect(first).toMatchObject({ id: "svc", name: "sleeper", runtime: "shell", state: "running", supervised: true, paused: false, restarts: 0 });
+    expect(first).toMatchObject({
+      id: "svc",
+      name: "sleeper",
+      runtime: "shell",
+      state: "running",
+      supervised: true,
+      paused: false,
+      restarts: 0,
+    });
     expect(first.pid).toBeGreaterThan(0);
     expect(first.domain_id).toBe(domainId);
     pids.add(first.pid);
@@ -65,20 +74,30 @@ capabilities = ["ops"]
     await waitFor(async () => (await towerEvents(s, "matrix", "supervise.restart")).length >= 1, 10_000);
     const restartEvent = (await towerEvents(s, "matrix", "supervise.restart"))[0];
     expect(restartEvent).toMatchObject({ status: "restart", agentId: towerAgent });
-    expect(restartEvent.payload).toMatchObject({ profile: "svc", action: "restart", reason: "found dead by the watchdog poll" });
+    expect(restartEvent.payload).toMatchObject({
+      profile: "svc",
+      action: "restart",
+      reason: "found dead by the watchdog poll",
+    });
 
     // pause: a death is not restarted, and the skip is a matrix event with the reason
     expect((await ep("agent", "supervise", "pause", "svc")).json().agent.paused).toBe(true);
     await new Promise((r) => setTimeout(r, 500)); // past the grace of the last restart
     process.kill(second.pid, "SIGKILL");
-    await waitFor(async () => (await towerEvents(s, "matrix", "supervise.skip")).some((e) => /paused/.test(e.payload.reason)), 10_000);
+    await waitFor(
+      async () => (await towerEvents(s, "matrix", "supervise.skip")).some((e) => /paused/.test(e.payload.reason)),
+      10_000,
+    );
     await new Promise((r) => setTimeout(r, 600)); // three more polls
     const paused = (await ep("agent", "supervise", "status", "svc")).json().agent;
     expect(paused).toMatchObject({ state: "dead", paused: true, restarts: 1 });
 
     // resume: the next poll restarts it
     expect((await ep("agent", "supervise", "resume", "svc")).json().agent.paused).toBe(false);
-    await waitFor(async () => (await ep("agent", "supervise", "status", "svc")).json().agent.state === "running", 10_000);
+    await waitFor(
+      async () => (await ep("agent", "supervise", "status", "svc")).json().agent.state === "running",
+      10_000,
+    );
     const third = (await ep("agent", "supervise", "status", "svc")).json().agent;
     pids.add(third.pid);
     expect(third.restarts).toBe(2);
@@ -89,7 +108,10 @@ capabilities = ["ops"]
     // the tower knows its node supervises it (the console offers restart, pause, resume only then)
     expect((await towerAgents.getAgent({ agentId: towerAgent })).agent!.supervised).toBe(true);
     await towerAgents.superviseAgent({ agentId: towerAgent, op: "pause" });
-    await waitFor(async () => (await ep("agent", "supervise", "status", towerAgent)).json().agent.paused === true, 10_000);
+    await waitFor(
+      async () => (await ep("agent", "supervise", "status", towerAgent)).json().agent.paused === true,
+      10_000,
+    );
     await towerAgents.superviseAgent({ agentId: towerAgent, op: "resume" });
     await waitFor(async () => (await ep("agent", "supervise", "status", "svc")).json().agent.paused === false, 10_000);
 

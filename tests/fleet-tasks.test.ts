@@ -13,7 +13,15 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import type { EpdProcess } from "./epd-harness.js";
-import { buildAll, fleetSetup, startFleetEpd, tmux, tmuxSessions, writeDaemonFile, type FleetSetup } from "./fleet-harness.js";
+import {
+  buildAll,
+  fleetSetup,
+  startFleetEpd,
+  tmux,
+  tmuxSessions,
+  writeDaemonFile,
+  type FleetSetup,
+} from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
 import { optionalTool } from "./optional-tools.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
@@ -111,7 +119,11 @@ describe("tasks for profile agents", () => {
         runtime: Runtime.SHELL,
         claimPolicy: ClaimPolicy.ASSIGNED,
         assigneeAgentId: opsAgentId,
-        input: { command: 'echo "flag=$OPS_FLAG profile=$EP_PROFILE agent=$EP_AGENT_ID task=$EP_TASK_ID session=$EP_SECRETS_SESSION"; echo "cwd=$(pwd)"; echo "mcp=$EP_MCP_CONFIG"' },
+        input: {
+          command:
+            'echo "flag=$OPS_FLAG profile=$EP_PROFILE agent=$EP_AGENT_ID task=$EP_TASK_ID ' +
+            'session=$EP_SECRETS_SESSION"; echo "cwd=$(pwd)"; echo "mcp=$EP_MCP_CONFIG"',
+        },
       })
     ).task!;
     const done = await waitTask(t.id);
@@ -126,7 +138,9 @@ describe("tasks for profile agents", () => {
     expect(out).toContain(`mcp=${join(s.epdHome, "work", t.id, ".ep-mcp.json")}`);
 
     // its output reached the tower as progress, like any agent's run
-    const progress = (await s.events.listEvents({ limit: 1000, filter: { types: ["progress"] } })).events.filter((e) => e.taskId === t.id);
+    const progress = (await s.events.listEvents({ limit: 1000, filter: { types: ["progress"] } })).events.filter(
+      (e) => e.taskId === t.id,
+    );
     expect(progress.map((e) => String((e.payload as any).text)).join("\n")).toContain("flag=from-the-profile");
     expect(progress.every((e) => e.agentId === opsAgentId)).toBe(true);
 
@@ -155,7 +169,11 @@ describe("tasks for profile agents", () => {
   }, 40_000);
 
   it("a broadcast to a domain with an enrolled worker agent and a profile agent succeeds with both runs", async () => {
-    const worker = await epd!.call<{ agent: { id: string } }>("agent.enroll", { domainId, runtime: "shell", name: "worker" });
+    const worker = await epd!.call<{ agent: { id: string } }>("agent.enroll", {
+      domainId,
+      runtime: "shell",
+      name: "worker",
+    });
     const created = await s.work.createTask({
       missionId,
       title: "everyone",
@@ -183,7 +201,14 @@ describe("tasks for profile agents", () => {
     await epd!.stop();
     epd = undefined;
     const t = (
-      await s.work.createTask({ missionId, title: "while down", runtime: Runtime.SHELL, claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: opsAgentId, input: { command: "echo caught-up" } })
+      await s.work.createTask({
+        missionId,
+        title: "while down",
+        runtime: Runtime.SHELL,
+        claimPolicy: ClaimPolicy.ASSIGNED,
+        assigneeAgentId: opsAgentId,
+        input: { command: "echo caught-up" },
+      })
     ).task!;
     epd = await startFleetEpd(s, NO_POLL);
     const done = await waitTask(t.id);
@@ -192,24 +217,37 @@ describe("tasks for profile agents", () => {
     expect(done.result!.output).toContain("caught-up");
   }, 40_000);
 
-  it.skipIf(tmuxTool.skip)("an assigned task to a muxhost_hosted profile runs in its own tmux session, not in the profile's pane", async () => {
-    const transport = createConnectTransport({
-      baseUrl: s.tower.url,
-      httpVersion: "1.1",
-      interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${s.tower.adminToken}`), next(req))],
-    });
-    const pmId = (await createClient(AgentService, transport).listAgents({ domainId })).agents.find((a) => a.runtime === Runtime.MUXHOST_HOSTED)!.id;
-    await waitFor(async () => (await tmuxSessions(SOCKET)).includes("pm"), 10_000);
-    const t = (
-      await s.work.createTask({ missionId, title: "hosted", runtime: Runtime.MUXHOST_HOSTED, claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: pmId, input: { prompt: "hosted-task-marker" } })
-    ).task!;
-    const done = await waitTask(t.id, ["succeeded", "failed"], 30_000);
-    expect(statusWord(done.status), JSON.stringify(done.result)).toBe("succeeded");
-    expect(done.claimedBy).toBe(pmId);
-    expect(done.result!.output).toContain("task says hosted-task-marker");
-    expect(done.result!.output).toContain(`in ${join(s.epdHome, "agents", "pm")}`);
-    // nothing was typed into the long-running pane, which is still there
-    expect((await tmux(SOCKET, ["capture-pane", "-p", "-t", "=pm:"])).stdout).not.toContain("hosted-task-marker");
-    expect(await tmuxSessions(SOCKET)).toContain("pm");
-  }, 60_000);
+  it.skipIf(tmuxTool.skip)(
+    "an assigned task to a muxhost_hosted profile runs in its own tmux session, not in the profile's pane",
+    async () => {
+      const transport = createConnectTransport({
+        baseUrl: s.tower.url,
+        httpVersion: "1.1",
+        interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${s.tower.adminToken}`), next(req))],
+      });
+      const pmId = (await createClient(AgentService, transport).listAgents({ domainId })).agents.find(
+        (a) => a.runtime === Runtime.MUXHOST_HOSTED,
+      )!.id;
+      await waitFor(async () => (await tmuxSessions(SOCKET)).includes("pm"), 10_000);
+      const t = (
+        await s.work.createTask({
+          missionId,
+          title: "hosted",
+          runtime: Runtime.MUXHOST_HOSTED,
+          claimPolicy: ClaimPolicy.ASSIGNED,
+          assigneeAgentId: pmId,
+          input: { prompt: "hosted-task-marker" },
+        })
+      ).task!;
+      const done = await waitTask(t.id, ["succeeded", "failed"], 30_000);
+      expect(statusWord(done.status), JSON.stringify(done.result)).toBe("succeeded");
+      expect(done.claimedBy).toBe(pmId);
+      expect(done.result!.output).toContain("task says hosted-task-marker");
+      expect(done.result!.output).toContain(`in ${join(s.epdHome, "agents", "pm")}`);
+      // nothing was typed into the long-running pane, which is still there
+      expect((await tmux(SOCKET, ["capture-pane", "-p", "-t", "=pm:"])).stdout).not.toContain("hosted-task-marker");
+      expect(await tmuxSessions(SOCKET)).toContain("pm");
+    },
+    60_000,
+  );
 });

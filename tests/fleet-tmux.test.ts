@@ -6,7 +6,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { EpdProcess } from "./epd-harness.js";
-import { buildAll, fleetSetup, runEp, startFleetEpd, tmux, tmuxSessions, towerEvents, writeDaemonFile, type FleetSetup } from "./fleet-harness.js";
+import {
+  buildAll,
+  fleetSetup,
+  runEp,
+  startFleetEpd,
+  tmux,
+  tmuxSessions,
+  towerEvents,
+  writeDaemonFile,
+  type FleetSetup,
+} from "./fleet-harness.js";
 import { waitFor } from "./harness.js";
 import { optionalTool } from "./optional-tools.js";
 
@@ -30,7 +40,8 @@ afterAll(async () => {
   await s?.cleanup();
 });
 
-const panePid = async (session: string) => Number((await tmux(SOCKET, ["display-message", "-p", "-t", `=${session}:`, "#{pane_pid}"])).stdout.trim());
+const panePid = async (session: string) =>
+  Number((await tmux(SOCKET, ["display-message", "-p", "-t", `=${session}:`, "#{pane_pid}"])).stdout.trim());
 
 describe.skipIf(tmuxTool.skip)("muxhost_hosted profile agents", () => {
   it("runs in a pane, takes signals by send-keys, and is re-adopted after an epd restart", async () => {
@@ -64,19 +75,41 @@ supervise = true
     const sig = await runEp(s.home, ["agent", "signal", "shell-1", "echo fleet-marker-$((6*7))", "--json"]);
     expect(sig.code, sig.stderr).toBe(0);
     expect(sig.json()).toEqual({ delivered_via: "tmux_send_keys" });
-    await waitFor(async () => (await tmux(SOCKET, ["capture-pane", "-p", "-t", "=ops:"])).stdout.includes("fleet-marker-42"), 10_000);
+    await waitFor(
+      async () => (await tmux(SOCKET, ["capture-pane", "-p", "-t", "=ops:"])).stdout.includes("fleet-marker-42"),
+      10_000,
+    );
 
     // by session name too, and the inbox events reach the tower
     expect((await runEp(s.home, ["agent", "signal", "ops", "echo second-$((1+1))"])).code).toBe(0);
-    await waitFor(async () => (await tmux(SOCKET, ["capture-pane", "-p", "-t", "=ops:"])).stdout.includes("second-2"), 10_000);
+    await waitFor(
+      async () => (await tmux(SOCKET, ["capture-pane", "-p", "-t", "=ops:"])).stdout.includes("second-2"),
+      10_000,
+    );
     await waitFor(async () => (await towerEvents(s, "inbox", "agent.signal")).length >= 2, 10_000);
     const inbox = await towerEvents(s, "inbox", "agent.signal");
-    expect(inbox[0].payload).toMatchObject({ profile: "shell-1", prompt: "echo fleet-marker-$((6*7))", via: "tmux_send_keys", source: "cli", node_id: s.nodeId });
+    expect(inbox[0].payload).toMatchObject({
+      profile: "shell-1",
+      prompt: "echo fleet-marker-$((6*7))",
+      via: "tmux_send_keys",
+      source: "cli",
+      node_id: s.nodeId,
+    });
 
     // the profiles are listed on mgmt.sock
-    const list = await epd.call<{ agents: { id: string; session: string; state: string; supervised: boolean }[] }>("agent.list");
-    expect(list.agents.find((a) => a.id === "shell-1")).toMatchObject({ session: "ops", state: "running", supervised: false });
-    expect(list.agents.find((a) => a.id === "watched")).toMatchObject({ session: "watched", state: "running", supervised: true });
+    const list = await epd.call<{ agents: { id: string; session: string; state: string; supervised: boolean }[] }>(
+      "agent.list",
+    );
+    expect(list.agents.find((a) => a.id === "shell-1")).toMatchObject({
+      session: "ops",
+      state: "running",
+      supervised: false,
+    });
+    expect(list.agents.find((a) => a.id === "watched")).toMatchObject({
+      session: "watched",
+      state: "running",
+      supervised: true,
+    });
 
     // restart epd twice: the panes are adopted, never started again
     for (let i = 0; i < 2; i++) {
@@ -87,7 +120,8 @@ supervise = true
       expect((await tmuxSessions(SOCKET)).sort()).toEqual(["ops", "watched"]);
       expect(await panePid("ops")).toBe(pidBefore);
       expect(await panePid("watched")).toBe(watchedBefore);
-      expect(epd.logs.filter((l) => l.msg === "re-adopted the tmux pane of a profile agent").length).toBe(1); // "ops"; "watched" is adopted by the watchdog (alive at add)
+      // "ops"; "watched" is adopted by the watchdog (alive at add)
+      expect(epd.logs.filter((l) => l.msg === "re-adopted the tmux pane of a profile agent").length).toBe(1);
     }
     // the same pane still answers, with its history intact
     expect((await runEp(s.home, ["agent", "signal", "shell-1", "echo after-restart-$((2*3))"])).code).toBe(0);

@@ -26,16 +26,24 @@ afterAll(async () => {
 /** `buf curl` with the arguments; resolves its exit code and output (it may be stopped with `signal`). */
 function bufCurl(args: string[], signal?: AbortSignal): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [join(ROOT, "scripts", "buf.mjs"), "curl", ...args], { cwd: ROOT, signal, timeout: 60_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [join(ROOT, "scripts", "buf.mjs"), "curl", ...args],
+      { cwd: ROOT, signal, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
 const grpcArgs = () => ["--protocol", "grpc", "--http2-prior-knowledge", "-H", `authorization: Bearer ${t.adminToken}`];
 
 /** One HTTP/2 request by prior knowledge; the status, headers and body. */
-function h2(path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: string }> {
+function h2(
+  path: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(t.url);
     session.on("error", reject);
@@ -56,7 +64,11 @@ function h2(path: string, init: { method?: string; headers?: Record<string, stri
 describe("HTTP/2 cleartext on the tower's port", () => {
   it("serves REST and health over h2c by prior knowledge, next to HTTP/1.1", async () => {
     expect(await h2("/healthz")).toMatchObject({ status: 200, body: '{"status":"ok"}' });
-    const created = await h2("/domains", { method: "POST", headers: { authorization: `Bearer ${t.adminToken}`, "content-type": "application/json" }, body: '{"name":"over-h2"}' });
+    const created = await h2("/domains", {
+      method: "POST",
+      headers: { authorization: `Bearer ${t.adminToken}`, "content-type": "application/json" },
+      body: '{"name":"over-h2"}',
+    });
     expect(created.status).toBe(201);
     const listed = await fetch(`${t.url}/domains`, { headers: { authorization: `Bearer ${t.adminToken}` } });
     expect(((await listed.json()) as { domains: { name: string }[] }).domains.map((d) => d.name)).toContain("over-h2");
@@ -66,11 +78,17 @@ describe("HTTP/2 cleartext on the tower's port", () => {
   });
 
   it("answers an unknown procedure with UNIMPLEMENTED and EP's detail, in gRPC's shape", async () => {
-    const r = await h2("/ep.tower.v1.WorkService/NoSuchMethod", { method: "POST", headers: { authorization: `Bearer ${t.adminToken}`, "content-type": "application/grpc", te: "trailers" } });
+    const r = await h2("/ep.tower.v1.WorkService/NoSuchMethod", {
+      method: "POST",
+      headers: { authorization: `Bearer ${t.adminToken}`, "content-type": "application/grpc", te: "trailers" },
+    });
     expect(r.status).toBe(200);
     expect(r.headers["grpc-status"]).toBe("12");
     const headers = new Headers(Object.entries(r.headers).filter(([k]) => !k.startsWith(":")) as [string, string][]);
-    expect(epErrorOfGrpc(headers)).toMatchObject({ code: "procedure_not_found", message: "no procedure ep.tower.v1.WorkService/NoSuchMethod" });
+    expect(epErrorOfGrpc(headers)).toMatchObject({
+      code: "procedure_not_found",
+      message: "no procedure ep.tower.v1.WorkService/NoSuchMethod",
+    });
   });
 });
 
@@ -78,41 +96,105 @@ describe("buf curl over native gRPC, schema by reflection", () => {
   it("lists the services and methods from reflection v1 and v1alpha", async () => {
     const services = await bufCurl(["--protocol", "grpc", "--http2-prior-knowledge", "--list-services", t.url]);
     expect(services.stderr).toBe("");
-    expect(services.stdout.trim().split("\n")).toEqual(expect.arrayContaining(["ep.tower.v1.WorkService", "ep.tower.v1.EventService", "grpc.reflection.v1.ServerReflection"]));
-    const methods = await bufCurl(["--protocol", "grpc", "--http2-prior-knowledge", "--reflect-protocol", "grpc-v1alpha", "--list-methods", t.url]);
+    expect(services.stdout.trim().split("\n")).toEqual(
+      expect.arrayContaining([
+        "ep.tower.v1.WorkService",
+        "ep.tower.v1.EventService",
+        "grpc.reflection.v1.ServerReflection",
+      ]),
+    );
+    const methods = await bufCurl([
+      "--protocol",
+      "grpc",
+      "--http2-prior-knowledge",
+      "--reflect-protocol",
+      "grpc-v1alpha",
+      "--list-methods",
+      t.url,
+    ]);
     expect(methods.stdout).toContain("ep.tower.v1.WorkService/CreateTask");
   }, 90_000);
 
   it("calls a unary RPC and refuses a missing credential with UNAUTHENTICATED", async () => {
-    const created = await bufCurl([...grpcArgs(), "-d", '{"name":"by-buf-curl"}', `${t.url}/ep.tower.v1.WorkService/CreateDomain`]);
+    const created = await bufCurl([
+      ...grpcArgs(),
+      "-d",
+      '{"name":"by-buf-curl"}',
+      `${t.url}/ep.tower.v1.WorkService/CreateDomain`,
+    ]);
     expect(created.stderr).toBe("");
     expect(JSON.parse(created.stdout).domain.name).toBe("by-buf-curl");
-    const refused = await bufCurl(["--protocol", "grpc", "--http2-prior-knowledge", "-d", "{}", `${t.url}/ep.tower.v1.WorkService/ListDomains`]);
+    const refused = await bufCurl([
+      "--protocol",
+      "grpc",
+      "--http2-prior-knowledge",
+      "-d",
+      "{}",
+      `${t.url}/ep.tower.v1.WorkService/ListDomains`,
+    ]);
     expect(refused.code).not.toBe(0);
-    expect(JSON.parse(refused.stderr.slice(refused.stderr.indexOf("{")))).toMatchObject({ code: "unauthenticated", message: expect.stringContaining("no credentials") });
+    expect(JSON.parse(refused.stderr.slice(refused.stderr.indexOf("{")))).toMatchObject({
+      code: "unauthenticated",
+      message: expect.stringContaining("no credentials"),
+    });
   }, 90_000);
 
-  it("serves ep.errors.v1.ErrorDetail by reflection, and buf curl prints the detail decoded with its fields", async () => {
+  it("serves ep.errors.v1.ErrorDetail by reflection, and " +
+    "buf curl prints the detail decoded with its fields", async () => {
     // the symbol a client meets only inside google.rpc.Status.details: reflection answers its file
-    const asked = await bufCurl(["--protocol", "grpc", "--http2-prior-knowledge", "-d", '{"file_containing_symbol":"ep.errors.v1.ErrorDetail"}', `${t.url}/grpc.reflection.v1.ServerReflection/ServerReflectionInfo`]);
+    const asked = await bufCurl([
+      "--protocol",
+      "grpc",
+      "--http2-prior-knowledge",
+      "-d",
+      '{"file_containing_symbol":"ep.errors.v1.ErrorDetail"}',
+      `${t.url}/grpc.reflection.v1.ServerReflection/ServerReflectionInfo`,
+    ]);
     expect(asked.stderr).toBe("");
-    const answer = JSON.parse(asked.stdout) as { fileDescriptorResponse?: { fileDescriptorProto: string[] }; errorResponse?: unknown };
+    const answer = JSON.parse(asked.stdout) as {
+      fileDescriptorResponse?: { fileDescriptorProto: string[] };
+      errorResponse?: unknown;
+    };
     expect(answer.errorResponse).toBeUndefined();
-    const files = answer.fileDescriptorResponse!.fileDescriptorProto.map((b) => Buffer.from(b, "base64").toString("latin1"));
+    const files = answer.fileDescriptorResponse!.fileDescriptorProto.map((b) =>
+      Buffer.from(b, "base64").toString("latin1"),
+    );
     expect(files[0]).toContain("ep/errors/v1/errors.proto");
     expect(files[0]).toContain("ErrorDetail");
     expect(files.some((f) => f.includes("google/protobuf/struct.proto"))).toBe(true);
 
     // buf curl's own protocol (Connect) prints the detail decoded: its type, code and details
-    const missing = await bufCurl(["-H", `authorization: Bearer ${t.adminToken}`, "-d", '{"domain_id":"dom_nope"}', `${t.url}/ep.tower.v1.WorkService/GetDomain`]);
+    const missing = await bufCurl([
+      "-H",
+      `authorization: Bearer ${t.adminToken}`,
+      "-d",
+      '{"domain_id":"dom_nope"}',
+      `${t.url}/ep.tower.v1.WorkService/GetDomain`,
+    ]);
     expect(missing.code).not.toBe(0);
-    const err = JSON.parse(missing.stderr.slice(missing.stderr.indexOf("{"))) as { code: string; details: { type: string; debug?: unknown }[] };
+    const err = JSON.parse(missing.stderr.slice(missing.stderr.indexOf("{"))) as {
+      code: string;
+      details: { type: string; debug?: unknown }[];
+    };
     expect(err).toMatchObject({ code: "not_found", message: "domain dom_nope does not exist" });
-    expect(err.details).toEqual([expect.objectContaining({ type: "ep.errors.v1.ErrorDetail", debug: { code: "domain_not_found", details: {} } })]);
+    expect(err.details).toEqual([
+      expect.objectContaining({ type: "ep.errors.v1.ErrorDetail", debug: { code: "domain_not_found", details: {} } }),
+    ]);
   }, 90_000);
 
   it("follows a server-streaming RPC (the event stream) as events happen", async () => {
-    const child = spawn(process.execPath, [join(ROOT, "scripts", "buf.mjs"), "curl", ...grpcArgs(), "-d", "{}", `${t.url}/ep.tower.v1.EventService/StreamEvents`], { cwd: ROOT });
+    const child = spawn(
+      process.execPath,
+      [
+        join(ROOT, "scripts", "buf.mjs"),
+        "curl",
+        ...grpcArgs(),
+        "-d",
+        "{}",
+        `${t.url}/ep.tower.v1.EventService/StreamEvents`,
+      ],
+      { cwd: ROOT },
+    );
     let out = "";
     child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
     const work = t.client(WorkService);
@@ -130,14 +212,25 @@ describe("buf curl over native gRPC, schema by reflection", () => {
 });
 
 describe("@grpc/grpc-js as a stock gRPC client", () => {
-  const def = protoLoader.loadSync(["ep/tower/v1/work.proto", "ep/tower/v1/events.proto"], { includeDirs: [join(ROOT, "proto")], keepCase: false, defaults: true });
-  const pkg = grpc.loadPackageDefinition(def) as unknown as { ep: { tower: { v1: Record<string, grpc.ServiceClientConstructor> } } };
+  const def = protoLoader.loadSync(["ep/tower/v1/work.proto", "ep/tower/v1/events.proto"], {
+    includeDirs: [join(ROOT, "proto")],
+    keepCase: false,
+    defaults: true,
+  });
+  const pkg = grpc.loadPackageDefinition(def) as unknown as {
+    ep: { tower: { v1: Record<string, grpc.ServiceClientConstructor> } };
+  };
   const clientOf = (name: string) => new pkg.ep.tower.v1[name](new URL(t.url).host, grpc.credentials.createInsecure());
   const unary = (c: grpc.Client, method: string, req: object, token?: string) =>
     new Promise<{ err: grpc.ServiceError | null; res: unknown }>((resolve) => {
       const md = new grpc.Metadata();
       if (token) md.set("authorization", `Bearer ${token}`);
-      (c as unknown as Record<string, (r: object, m: grpc.Metadata, cb: (e: grpc.ServiceError | null, r: unknown) => void) => void>)[method](req, md, (err, res) => resolve({ err, res }));
+      (
+        c as unknown as Record<
+          string,
+          (r: object, m: grpc.Metadata, cb: (e: grpc.ServiceError | null, r: unknown) => void) => void
+        >
+      )[method](req, md, (err, res) => resolve({ err, res }));
     });
 
   it("calls unary RPCs with a bearer token and reads EP's error detail from grpc-status-details-bin", async () => {
@@ -149,7 +242,10 @@ describe("@grpc/grpc-js as a stock gRPC client", () => {
     const missing = await unary(work, "getDomain", { domainId: "dom_nope" }, t.adminToken);
     expect(missing.err?.code).toBe(grpc.status.NOT_FOUND);
     const details = missing.err!.metadata.get("grpc-status-details-bin")[0] as Buffer;
-    const headers = new Headers({ "grpc-status": String(missing.err!.code), "grpc-status-details-bin": details.toString("base64") });
+    const headers = new Headers({
+      "grpc-status": String(missing.err!.code),
+      "grpc-status-details-bin": details.toString("base64"),
+    });
     expect(epErrorOfGrpc(headers)?.code).toBe("domain_not_found");
 
     const anonymous = await unary(work, "listDomains", {});
@@ -162,13 +258,20 @@ describe("@grpc/grpc-js as a stock gRPC client", () => {
     const events = clientOf("EventService");
     const md = new grpc.Metadata();
     md.set("authorization", `Bearer ${t.adminToken}`);
-    const call = (events as unknown as { streamEvents(r: object, m: grpc.Metadata): grpc.ClientReadableStream<{ event: { name: string } }> }).streamEvents({}, md);
+    const call = (
+      events as unknown as {
+        streamEvents(r: object, m: grpc.Metadata): grpc.ClientReadableStream<{ event: { name: string } }>;
+      }
+    ).streamEvents({}, md);
     const first = new Promise<string>((resolve, reject) => {
       call.on("data", (m: { event: { name: string } }) => m.event.name === "domain.created" && resolve(m.event.name));
       call.on("error", (e: grpc.ServiceError) => (e.code === grpc.status.CANCELLED ? undefined : reject(e)));
     });
     const work = clientOf("WorkService");
-    const poke = setInterval(() => void unary(work, "createDomain", { name: `grpc-js-${Date.now()}` }, t.adminToken), 100);
+    const poke = setInterval(
+      () => void unary(work, "createDomain", { name: `grpc-js-${Date.now()}` }, t.adminToken),
+      100,
+    );
     try {
       expect(await first).toBe("domain.created");
     } finally {
@@ -186,9 +289,17 @@ describe("shutdown with HTTP/2 clients connected", () => {
     const sessions = [http2.connect(own.url), http2.connect(own.url), http2.connect(own.url)];
     await new Promise((r) => sessions[0].request({ ":path": "/healthz" }).on("end", r).resume());
     sessions[1].request({ ":path": "/events/stream", authorization: `Bearer ${own.adminToken}` }).resume();
-    const stream = sessions[2].request({ ":method": "POST", ":path": "/ep.tower.v1.EventService/StreamEvents", "content-type": "application/grpc", te: "trailers", authorization: `Bearer ${own.adminToken}` });
+    const stream = sessions[2].request({
+      ":method": "POST",
+      ":path": "/ep.tower.v1.EventService/StreamEvents",
+      "content-type": "application/grpc",
+      te: "trailers",
+      authorization: `Bearer ${own.adminToken}`,
+    });
     stream.end(Buffer.alloc(5)); // one empty StreamEventsRequest
-    const ended = new Promise<string | undefined>((resolve) => stream.on("trailers", (h) => resolve(String(h["grpc-status"]))).on("close", () => resolve(undefined)));
+    const ended = new Promise<string | undefined>((resolve) =>
+      stream.on("trailers", (h) => resolve(String(h["grpc-status"]))).on("close", () => resolve(undefined)),
+    );
     stream.resume();
     await waitFor(async () => (await fetch(`${own.url}/healthz`)).ok, 5_000);
     // close returns although no client hung up (a hang fails the test by its timeout), and the
@@ -198,7 +309,8 @@ describe("shutdown with HTTP/2 clients connected", () => {
     for (const s of sessions) s.destroy();
   }, 30_000);
 
-  it("closes at once with connections open that have sent nothing yet (a browser's preconnect), on close() and on closeAllConnections", async () => {
+  it("closes at once with connections open that have sent nothing yet " +
+    "(a browser's preconnect), on close() and on closeAllConnections", async () => {
     const own = await startTower({ env: { EP_HEADERS_TIMEOUT_MS: "25000" } });
     const port = Number(new URL(own.url).port);
     const silent = () =>

@@ -31,7 +31,9 @@ describe("startTower({ env })", () => {
   it("without a key the secret store says how to configure one", async () => {
     t = await startTower();
     const domainId = (await t.api("POST", "/domains", { name: "unkeyed" })).body.domain.id;
-    await expect(t.client(SecretService).setSecret({ name: "API_TOKEN", domainId, value: "v" })).rejects.toThrow(/EP_SECRET_KEY/);
+    await expect(t.client(SecretService).setSecret({ name: "API_TOKEN", domainId, value: "v" })).rejects.toThrow(
+      /EP_SECRET_KEY/,
+    );
   });
 });
 
@@ -43,7 +45,11 @@ describe("spawnTowerChild", () => {
     const home = tempHome("ep-harness-port-");
     const picks = [taken];
     try {
-      const tower = await spawnTowerChild({ entry: join(ROOT, "bin", "ep-tower.js"), home: home.dir, pickPort: async () => picks.shift() ?? freePort() });
+      const tower = await spawnTowerChild({
+        entry: join(ROOT, "bin", "ep-tower.js"),
+        home: home.dir,
+        pickPort: async () => picks.shift() ?? freePort(),
+      });
       expect(tower.port).not.toBe(taken);
       expect((await fetch(tower.url + "/healthz")).ok).toBe(true);
       await tower.stop();
@@ -59,7 +65,11 @@ describe("spawnTowerChild", () => {
     const a = await spawnTower(first.dir);
     const picks = [a.port];
     try {
-      const b = await spawnTowerChild({ entry: join(ROOT, "bin", "ep-tower.js"), home: second.dir, pickPort: async () => picks.shift() ?? freePort() });
+      const b = await spawnTowerChild({
+        entry: join(ROOT, "bin", "ep-tower.js"),
+        home: second.dir,
+        pickPort: async () => picks.shift() ?? freePort(),
+      });
       expect(b.port).not.toBe(a.port);
       await b.stop();
     } finally {

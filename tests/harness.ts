@@ -29,14 +29,21 @@ export interface TestTower {
   home: string;
   adminToken: string;
   /** fetch against the tower with a token (admin by default); JSON in and out */
-  api(method: string, path: string, body?: unknown, token?: string | null): Promise<{ status: number; body: any; headers: Headers }>;
+  api(
+    method: string,
+    path: string,
+    body?: unknown,
+    token?: string | null,
+  ): Promise<{ status: number; body: any; headers: Headers }>;
   transport(token?: string): Transport;
   client<S extends DescService>(service: S, token?: string): Client<S>;
   close(): Promise<void>;
 }
 
 /** `port`: listen there (a free one by default), e.g. so EP_PUBLIC_URL can name it before the start. */
-export async function startTower(opts: { clock?: Clock; env?: Record<string, string>; home?: string; port?: number } = {}): Promise<TestTower> {
+export async function startTower(
+  opts: { clock?: Clock; env?: Record<string, string>; home?: string; port?: number } = {},
+): Promise<TestTower> {
   const home = opts.home ?? tempHome().dir;
   const env: Record<string, string> = { EP_HOME: home, ...opts.env };
   const config = loadConfig({ listen: `127.0.0.1:${opts.port ?? 0}` }, env);
@@ -68,7 +75,11 @@ function harness(tower: Tower, url: string, home: string, adminToken: string): T
       const headers: Record<string, string> = {};
       if (token) headers.authorization = `Bearer ${token}`;
       if (body !== undefined) headers["content-type"] = "application/json";
-      const res = await fetch(url + path, { method, headers, body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body) });
+      const res = await fetch(url + path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+      });
       const text = await res.text();
       let parsed: unknown = text;
       try {
@@ -140,14 +151,25 @@ async function spawnTowerOn(opts: Parameters<typeof spawnTowerChild>[0], port: n
   };
   await waitFor(async () => {
     if (child.exitCode !== null) throw exited();
-    const ok = (await fetch(url + (opts.ready ?? "/healthz"), { signal: AbortSignal.timeout(2000) }).catch(() => undefined))?.ok === true;
+    const ok =
+      (await fetch(url + (opts.ready ?? "/healthz"), { signal: AbortSignal.timeout(2000) }).catch(() => undefined))
+        ?.ok === true;
     // the answer came from this child, not from another process that holds the port
     return ok && listensOn(child.pid!, port);
   }, opts.timeoutMs ?? 15_000);
-  return { child, url, port, stderr: () => stderr, stop: () => stopChild(child, "SIGTERM"), kill9: () => stopChild(child, "SIGKILL") };
+  return {
+    child,
+    url,
+    port,
+    stderr: () => stderr,
+    stop: () => stopChild(child, "SIGTERM"),
+    kill9: () => stopChild(child, "SIGKILL"),
+  };
 }
 
-/** Whether process `pid` holds the listening TCP socket of `port` (Linux /proc; elsewhere it cannot tell and says yes). */
+/**
+ * Whether process `pid` holds the listening TCP socket of `port` (Linux /proc; elsewhere it cannot tell and says yes).
+ */
 function listensOn(pid: number, port: number): boolean {
   if (!existsSync("/proc/net/tcp")) return true;
   const hex = `:${port.toString(16).toUpperCase().padStart(4, "0")}`;
@@ -183,7 +205,11 @@ export function stopChild(child: ChildProcess, signal: NodeJS.Signals): Promise<
 }
 
 /** Runs the built ep-tower binary; `npm run build` must have run. */
-export async function spawnTower(home: string, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<TowerChild & { adminToken: string }> {
+export async function spawnTower(
+  home: string,
+  env: Record<string, string> = {},
+  nodeArgs: string[] = [],
+): Promise<TowerChild & { adminToken: string }> {
   const tower = await spawnTowerChild({ entry: join(ROOT, "bin", "ep-tower.js"), home, env, nodeArgs });
   return { ...tower, adminToken: readFileSync(join(home, "tower", "admin.token"), "utf8").trim() };
 }

@@ -7,7 +7,18 @@ import { dirname, join, normalize, relative } from "node:path";
 /** Relative imports of each source file (repo-relative paths), by file. */
 export type ImportGraph = Map<string, string[]>;
 
-const SOURCE_ROOTS = ["common", "tower", "daemon", "cli", "web/src", "test-support", "tests", "bench", "scripts", "gen"];
+const SOURCE_ROOTS = [
+  "common",
+  "tower",
+  "daemon",
+  "cli",
+  "web/src",
+  "test-support",
+  "tests",
+  "bench",
+  "scripts",
+  "gen",
+];
 const IMPORT_LINE = new RegExp(
   [
     /(?:^|[\s;])(?:import|export)\s[^"'`]*?\sfrom\s*["']([^"']+)["']/, // import … from "x", export … from "x"
@@ -64,7 +75,8 @@ export function importGraph(root: string): ImportGraph {
 }
 
 /** Test code: test files, tests/, test-support/ (what product code must never import). */
-export const isTestCode = (file: string) => /\.test\.tsx?$/.test(file) || file.startsWith("tests/") || file.startsWith("test-support/");
+export const isTestCode = (file: string) =>
+  /\.test\.tsx?$/.test(file) || file.startsWith("tests/") || file.startsWith("test-support/");
 
 /** Product code: what ships (common, tower, daemon, cli, web), without its tests. */
 export const isProduct = (file: string) => /^(common|tower|daemon|cli|web\/src)\//.test(file) && !isTestCode(file);
@@ -104,7 +116,11 @@ export function importCycles(graph: ImportGraph, keep: (file: string) => boolean
 }
 
 /** Every import from a file `from` matches to a file `to` matches, as "from -> to". */
-export function importsBetween(graph: ImportGraph, from: (file: string) => boolean, to: (file: string) => boolean): string[] {
+export function importsBetween(
+  graph: ImportGraph,
+  from: (file: string) => boolean,
+  to: (file: string) => boolean,
+): string[] {
   const out: string[] = [];
   for (const [file, targets] of graph) if (from(file)) for (const t of targets) if (to(t)) out.push(`${file} -> ${t}`);
   return out;
@@ -119,13 +135,16 @@ export const conceptFolderOf = (file: string) => /^tower\/domain\/([^/]+)\//.exe
  * an index.ts. Within a folder, files import each other freely.
  */
 export function faceBreaches(graph: ImportGraph, from: (file: string) => boolean): string[] {
-  const faced = new Set([...graph.keys()].map((f) => /^tower\/domain\/([^/]+)\/index\.ts$/.exec(f)?.[1]).filter((f) => f !== undefined));
+  const faced = new Set(
+    [...graph.keys()].map((f) => /^tower\/domain\/([^/]+)\/index\.ts$/.exec(f)?.[1]).filter((f) => f !== undefined),
+  );
   const out: string[] = [];
   for (const [file, targets] of graph) {
     if (!from(file)) continue;
     for (const t of targets) {
       const folder = conceptFolderOf(t);
-      if (folder && faced.has(folder) && conceptFolderOf(file) !== folder && !/\/(index|types)\.ts$/.test(t)) out.push(`${file} -> ${t}`);
+      if (folder && faced.has(folder) && conceptFolderOf(file) !== folder && !/\/(index|types)\.ts$/.test(t))
+        out.push(`${file} -> ${t}`);
     }
   }
   return out;

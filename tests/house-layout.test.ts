@@ -32,7 +32,10 @@ describe("the line-length check", () => {
     const root = mkdtempSync(join(tmpdir(), "ep-layout-"));
     mkdirSync(join(root, "gen"));
     mkdirSync(join(root, "common"));
-    writeFileSync(join(root, "common", "a.ts"), `const ok = 1;\n// ${"x".repeat(WIDTH - 3)}\n// ${"y".repeat(WIDTH)}\n`);
+    writeFileSync(
+      join(root, "common", "a.ts"),
+      `const ok = 1;\n// ${"x".repeat(WIDTH - 3)}\n// ${"y".repeat(WIDTH)}\n`,
+    );
     writeFileSync(join(root, "common", "b.ts"), `// ${"—".repeat(WIDTH - 3)}\n`); // 120 characters, more bytes
     writeFileSync(join(root, "gen", "c.ts"), `// ${"z".repeat(300)}\n`);
     writeFileSync(join(root, "common", "notes.md"), `${"m".repeat(300)}\n`);

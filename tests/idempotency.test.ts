@@ -28,7 +28,10 @@ afterAll(async () => {
 
 /** POST with an Idempotency-Key header. */
 async function post(path: string, body: unknown, key?: string) {
-  const headers: Record<string, string> = { authorization: `Bearer ${t.adminToken}`, "content-type": "application/json" };
+  const headers: Record<string, string> = {
+    authorization: `Bearer ${t.adminToken}`,
+    "content-type": "application/json",
+  };
   if (key !== undefined) headers["idempotency-key"] = key;
   const res = await fetch(t.url + path, { method: "POST", headers, body: JSON.stringify(body) });
   return { status: res.status, body: (await res.json()) as any };
@@ -83,7 +86,8 @@ describe("REST: the Idempotency-Key header", () => {
 
   it("/openapi.json lists the header on the create routes", async () => {
     const doc = (await t.api("GET", "/openapi.json")).body;
-    const names = (op: { parameters?: { name: string; in: string }[] }) => (op.parameters ?? []).filter((p) => p.in === "header").map((p) => p.name);
+    const names = (op: { parameters?: { name: string; in: string }[] }) =>
+      (op.parameters ?? []).filter((p) => p.in === "header").map((p) => p.name);
     expect(names(doc.paths["/work/missions/{mission_id}/tasks"].post)).toEqual(["Idempotency-Key"]);
     expect(names(doc.paths["/domains"].post)).toEqual(["Idempotency-Key"]);
     expect(names(doc.paths["/work/tasks/{task_id}/retry"].post)).toEqual([]);
@@ -94,14 +98,26 @@ describe("Connect: request_id", () => {
   it("the same create twice with one request_id makes one task; another request with it is refused", async () => {
     const work = t.client(WorkService);
     const before = await taskCount();
-    const req = { missionId, title: "connect", runtime: Runtime.SHELL, input: { command: "true" }, requestId: "connect-key" };
+    const req = {
+      missionId,
+      title: "connect",
+      runtime: Runtime.SHELL,
+      input: { command: "true" },
+      requestId: "connect-key",
+    };
     const first = await work.createTask(req);
     expect((await work.createTask(req)).task!.id).toBe(first.task!.id);
     expect(await taskCount()).toBe(before + 1);
-    const err = await work.createTask({ ...req, title: "other" }).then(() => undefined, (e: unknown) => ConnectError.from(e));
+    const err = await work.createTask({ ...req, title: "other" }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
     expect(err?.code).toBe(Code.Aborted);
     expect(err?.rawMessage).toMatch(/connect-key/);
-    const bad = await work.createTask({ ...req, requestId: "x".repeat(300) }).then(() => undefined, (e: unknown) => ConnectError.from(e));
+    const bad = await work.createTask({ ...req, requestId: "x".repeat(300) }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
     expect(bad?.code).toBe(Code.InvalidArgument);
     expect(bad?.rawMessage).toMatch(/^request_id: is 300 characters long/);
   });
@@ -109,7 +125,11 @@ describe("Connect: request_id", () => {
   it("an error answer names idempotency_key_reused in EP's detail", async () => {
     const body = { missionId, title: "one", requestId: "detail-key" };
     const call = (b: unknown) =>
-      fetch(`${t.url}/ep.tower.v1.WorkService/CreateTask`, { method: "POST", headers: { authorization: `Bearer ${t.adminToken}`, "content-type": "application/json" }, body: JSON.stringify(b) });
+      fetch(`${t.url}/ep.tower.v1.WorkService/CreateTask`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${t.adminToken}`, "content-type": "application/json" },
+        body: JSON.stringify(b),
+      });
     expect((await call(body)).status).toBe(200);
     const res = await call({ ...body, title: "two" });
     expect(res.status).toBe(409);
@@ -131,20 +151,24 @@ describe("the CLI's retry through a proxy that answers 502 after the tower commi
       req.on("end", () => {
         const body = Buffer.concat(chunks);
         const isCreate = req.url === "/ep.tower.v1.WorkService/CreateTask";
-        if (isCreate) seen.push({ method: "CreateTask", key: fromBinary(CreateTaskRequestSchema, body).requestId }); // the CLI speaks binary Connect
-        const up = httpRequest({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (upRes) => {
-          const out: Buffer[] = [];
-          upRes.on("data", (c: Buffer) => out.push(c));
-          upRes.on("end", () => {
-            // the tower answered (it committed): the first create's answer is lost on the way back
-            if (isCreate && !dropped && upRes.statusCode === 200) {
-              dropped = true;
-              res.writeHead(502, { "content-type": "text/plain" }).end("bad gateway");
-              return;
-            }
-            res.writeHead(upRes.statusCode ?? 502, upRes.headers).end(Buffer.concat(out));
-          });
-        });
+        // the CLI speaks binary Connect
+        if (isCreate) seen.push({ method: "CreateTask", key: fromBinary(CreateTaskRequestSchema, body).requestId });
+        const up = httpRequest(
+          { host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers },
+          (upRes) => {
+            const out: Buffer[] = [];
+            upRes.on("data", (c: Buffer) => out.push(c));
+            upRes.on("end", () => {
+              // the tower answered (it committed): the first create's answer is lost on the way back
+              if (isCreate && !dropped && upRes.statusCode === 200) {
+                dropped = true;
+                res.writeHead(502, { "content-type": "text/plain" }).end("bad gateway");
+                return;
+              }
+              res.writeHead(upRes.statusCode ?? 502, upRes.headers).end(Buffer.concat(out));
+            });
+          },
+        );
         up.on("error", () => res.writeHead(502).end());
         up.end(body);
       });
@@ -156,7 +180,9 @@ describe("the CLI's retry through a proxy that answers 502 after the tower commi
 
   it("ep task submit makes one task and prints it", async () => {
     const before = await taskCount();
-    const res = await ep(["task", "submit", "--mission", missionId, "--command", "true", "--json", "retried"], { env: { EP_BASE_URL: proxyUrl, EP_TOKEN: t.adminToken } });
+    const res = await ep(["task", "submit", "--mission", missionId, "--command", "true", "--json", "retried"], {
+      env: { EP_BASE_URL: proxyUrl, EP_TOKEN: t.adminToken },
+    });
     expect(res.stderr).toBe("");
     expect(res.code).toBe(0);
     const tasks = (await t.api("GET", `/work/missions/${missionId}/tasks`)).body.tasks;

@@ -2,7 +2,12 @@
 // that watch what the tower sends to nodes: task assignments (the one way work reaches a node)
 // and commands.
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { NodeService, type LinkAgentSchema, type LinkResponse, type TaskAssignment } from "../gen/ep/tower/v1/fleet_pb.js";
+import {
+  NodeService,
+  type LinkAgentSchema,
+  type LinkResponse,
+  type TaskAssignment,
+} from "../gen/ep/tower/v1/fleet_pb.js";
 import { afterAll, beforeAll } from "vitest";
 import { startTower, waitFor, type TestTower } from "./harness.js";
 
@@ -23,14 +28,29 @@ export interface LinkOptions {
   nodeId?: string;
 }
 
-/** Holds a node's link until `close` (also pushed on `closers`); registers the node unless given; resolves after hello. */
-export async function linkNode(t: TestTower, closers: (() => Promise<void>)[], hostname: string, opts: LinkOptions = {}): Promise<LinkedNode> {
-  const reg = opts.token ? { token: opts.token, nodeId: opts.nodeId! } : await t.client(NodeService).registerNode({ hostname }).then((r) => ({ token: r.token, nodeId: r.node!.id }));
+/**
+ * Holds a node's link until `close` (also pushed on `closers`); registers the node unless given; resolves after hello.
+ */
+export async function linkNode(
+  t: TestTower,
+  closers: (() => Promise<void>)[],
+  hostname: string,
+  opts: LinkOptions = {},
+): Promise<LinkedNode> {
+  const reg = opts.token
+    ? { token: opts.token, nodeId: opts.nodeId! }
+    : await t
+        .client(NodeService)
+        .registerNode({ hostname })
+        .then((r) => ({ token: r.token, nodeId: r.node!.id }));
   const ac = new AbortController();
   const got: LinkResponse[] = [];
   const done = (async () => {
     try {
-      for await (const m of t.client(NodeService, reg.token).link({ attachSecret: "s".repeat(32), version: "test", agents: opts.agents ?? [] }, { signal: ac.signal })) got.push(m);
+      for await (const m of t
+        .client(NodeService, reg.token)
+        .link({ attachSecret: "s".repeat(32), version: "test", agents: opts.agents ?? [] }, { signal: ac.signal }))
+        got.push(m);
     } catch {
       // aborted
     }
@@ -46,7 +66,10 @@ export async function linkNode(t: TestTower, closers: (() => Promise<void>)[], h
  * One tower for the test file (started before its tests, closed after them, the links first) and a
  * linkNode bound to it. Call at the top level of the file.
  */
-export function useLinkTower(): { tower(): TestTower; linkNode(hostname: string, opts?: LinkOptions): Promise<LinkedNode> } {
+export function useLinkTower(): {
+  tower(): TestTower;
+  linkNode(hostname: string, opts?: LinkOptions): Promise<LinkedNode>;
+} {
   let t: TestTower | undefined;
   const closers: (() => Promise<void>)[] = [];
   beforeAll(async () => {

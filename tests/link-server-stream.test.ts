@@ -12,7 +12,14 @@ import { startTower, type TestTower } from "./harness.js";
 import { createUnaryTransport } from "../daemon/link/unary-transport.js";
 
 const linkClient = (baseUrl: string, token: string) =>
-  createClient(NodeService, createUnaryTransport({ baseUrl, headers: { authorization: `Bearer ${token}` }, streams: createConnectTransport({ baseUrl, httpVersion: "1.1" }) }));
+  createClient(
+    NodeService,
+    createUnaryTransport({
+      baseUrl,
+      headers: { authorization: `Bearer ${token}` },
+      streams: createConnectTransport({ baseUrl, httpVersion: "1.1" }),
+    }),
+  );
 
 const envelope = (bytes: Uint8Array, flags = 0) => {
   const out = Buffer.alloc(5 + bytes.byteLength);
@@ -24,7 +31,11 @@ const envelope = (bytes: Uint8Array, flags = 0) => {
 /** A typed link command as the tower enveloped it: assign and cancel name a task. */
 const message = (kind: "hello" | "ping" | "assign" | "cancel", taskId = "") => {
   const command =
-    kind === "assign" ? { case: kind, value: { agentId: "agt_1", task: { id: taskId } } } : kind === "cancel" ? { case: kind, value: { taskId, agentId: "agt_1" } } : { case: kind, value: {} };
+    kind === "assign"
+      ? { case: kind, value: { agentId: "agt_1", task: { id: taskId } } }
+      : kind === "cancel"
+        ? { case: kind, value: { taskId, agentId: "agt_1" } }
+        : { case: kind, value: {} };
   return envelope(toBinary(LinkResponseSchema, create(LinkResponseSchema, { command } as never)));
 };
 /** A link command as the tests name it: its case, and the task it names. */
@@ -36,7 +47,10 @@ const label = (m: LinkResponse): string => {
 const endStream = (json: unknown) => envelope(Buffer.from(JSON.stringify(json)), 2);
 
 async function failure(p: Promise<unknown>): Promise<ConnectError> {
-  const err = await p.then(() => undefined, (e: unknown) => e);
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(ConnectError);
   return err as ConnectError;
 }
@@ -76,9 +90,15 @@ describe("epd's server stream (the link)", () => {
     const ac = new AbortController();
     const got: string[] = [];
     const reading = (async () => {
-      for await (const m of linkClient(t.url, reg.token).link({ attachSecret: "s".repeat(32), version: "test" }, { signal: ac.signal })) {
+      for await (const m of linkClient(t.url, reg.token).link(
+        { attachSecret: "s".repeat(32), version: "test" },
+        { signal: ac.signal },
+      )) {
         got.push(label(m));
-        if (m.command.case === "hello") t.tower.services.fleet.send(reg.node!.id, { command: { case: "cancel", value: { taskId: "tsk_x", agentId: "agt_x", reason: "test" } } });
+        if (m.command.case === "hello")
+          t.tower.services.fleet.send(reg.node!.id, {
+            command: { case: "cancel", value: { taskId: "tsk_x", agentId: "agt_x", reason: "test" } },
+          });
         if (m.command.case === "cancel") ac.abort();
       }
     })();
@@ -109,7 +129,12 @@ describe("epd's server stream (the link)", () => {
   it("throws the error an end-stream message carries", async () => {
     respond = (_req, res) => {
       res.writeHead(200, { "content-type": "application/connect+proto" });
-      res.end(Buffer.concat([message("hello"), endStream({ error: { code: "resource_exhausted", message: "too many links" } })]));
+      res.end(
+        Buffer.concat([
+          message("hello"),
+          endStream({ error: { code: "resource_exhausted", message: "too many links" } }),
+        ]),
+      );
     };
     const got: string[] = [];
     const err = await failure(
@@ -149,7 +174,12 @@ describe("epd's server stream (the link)", () => {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", () => {
-        seen = { path: req.url, type: req.headers["content-type"], auth: req.headers.authorization, body: Buffer.concat(chunks) };
+        seen = {
+          path: req.url,
+          type: req.headers["content-type"],
+          auth: req.headers.authorization,
+          body: Buffer.concat(chunks),
+        };
         res.writeHead(200, { "content-type": "application/connect+proto" });
         res.end(endStream({}));
       });

@@ -27,7 +27,11 @@ describe("agents launched by epd", () => {
     await registerNode(tower.url, tower.adminToken, nodeFile);
     const work = createClient(
       WorkService,
-      createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))] }),
+      createConnectTransport({
+        baseUrl: tower.url,
+        httpVersion: "1.1",
+        interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))],
+      }),
     );
     const domainId = (await work.createDomain({ name: "agents-mcp" })).domain!.id;
     const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
@@ -37,7 +41,15 @@ describe("agents launched by epd", () => {
 
     /** Runs a shell task on the agent; its id and output once it succeeded. */
     const runShell = async (command: string) => {
-      const t = (await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: "run", runtime: Runtime.SHELL, input: { command } })).task!;
+      const t = (
+        await work.createTask({
+          missionId,
+          kind: TaskKind.CLAIMABLE,
+          title: "run",
+          runtime: Runtime.SHELL,
+          input: { command },
+        })
+      ).task!;
       let out = "";
       await waitFor(async () => {
         const now = (await work.getTask({ taskId: t.id })).task!;
@@ -47,25 +59,45 @@ describe("agents launched by epd", () => {
       return { id: t.id, out };
     };
     // the run uses its door while it lasts: the shell task calls the endpoint itself
-    const call = `curl -s -X POST "$EP_MCP_URL" -H "Authorization: Bearer $EP_MCP_TOKEN" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -d '{"jsonrpc":"2.0","id":1,"method":"tools/list"}'`;
+    const call =
+      `curl -s -X POST "$EP_MCP_URL" -H "Authorization: Bearer $EP_MCP_TOKEN" ` +
+      `-H 'content-type: application/json' -H 'accept: application/json, ` +
+      `text/event-stream' -d '{"jsonrpc":"2.0","id":1,"method":"tools/list"}'`;
     const task = await runShell(`tr -d '\\n' < "$EP_MCP_CONFIG"; echo; echo "$EP_MCP_URL $EP_MCP_TOKEN"; ${call}`);
     const [configText, door, listed] = task.out.split("\n");
-    const config = JSON.parse(configText!) as { mcpServers: { ep: { type: string; url: string; headers: Record<string, string> } } };
+    const config = JSON.parse(configText!) as {
+      mcpServers: { ep: { type: string; url: string; headers: Record<string, string> } };
+    };
     const [url, token] = door!.split(" ");
     expect(config.mcpServers.ep).toEqual({ type: "http", url, headers: { Authorization: `Bearer ${token}` } });
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
-    expect((JSON.parse(listed!) as { result: { tools: { name: string }[] } }).result.tools.map((t) => t.name)).toContain("claim_mesh_task");
+    expect(
+      (JSON.parse(listed!) as { result: { tools: { name: string }[] } }).result.tools.map((t) => t.name),
+    ).toContain("claim_mesh_task");
 
     // the run is over: its token is refused, as is none at all and a malformed body
-    const post = (headers: Record<string, string>, body: string) => fetch(url!, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers }, body });
+    const post = (headers: Record<string, string>, body: string) =>
+      fetch(url!, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers },
+        body,
+      });
     const toolsList = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
     const ended = await post({ authorization: `Bearer ${token}` }, toolsList);
     expect(ended.status).toBe(401);
-    expect(((await ended.json()) as { error: { message: string } }).error.message).toContain("valid while the run lasts");
+    expect(((await ended.json()) as { error: { message: string } }).error.message).toContain(
+      "valid while the run lasts",
+    );
     expect((await post({}, toolsList)).status).toBe(401);
 
     // a run in progress: a real MCP client with its token lists the tools and submits work as the agent
-    const held = await work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title: "hold", runtime: Runtime.SHELL, input: { command: 'echo "$EP_MCP_TOKEN" > token.txt; sleep 30' } });
+    const held = await work.createTask({
+      missionId,
+      kind: TaskKind.CLAIMABLE,
+      title: "hold",
+      runtime: Runtime.SHELL,
+      input: { command: 'echo "$EP_MCP_TOKEN" > token.txt; sleep 30' },
+    });
     let live = "";
     await waitFor(async () => {
       const dir = join(h.dir, "epd", "work", held.task!.id, "token.txt");
@@ -76,12 +108,24 @@ describe("agents launched by epd", () => {
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { message: string } }).error.message).toContain("not JSON");
     const client = new Client({ name: "agent", version: "1.0.0" });
-    await client.connect(new StreamableHTTPClientTransport(new URL(url!), { requestInit: { headers: { authorization: `Bearer ${live}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(url!), {
+        requestInit: { headers: { authorization: `Bearer ${live}` } },
+      }),
+    );
     try {
       const tools = (await client.listTools()).tools.map((x) => x.name);
       expect(tools).toContain("claim_mesh_task");
       expect(tools).not.toContain("permission_prompt"); // only a run whose policy is "ask" is offered it
-      const res = await client.callTool({ name: "submit_mesh_task", arguments: { mission_id: missionId, title: "from an agent's MCP", runtime: "shell", input: { command: "true" } } });
+      const res = await client.callTool({
+        name: "submit_mesh_task",
+        arguments: {
+          mission_id: missionId,
+          title: "from an agent's MCP",
+          runtime: "shell",
+          input: { command: "true" },
+        },
+      });
       expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
       expect((res.structuredContent as any).task.title).toBe("from an agent's MCP");
     } finally {

@@ -86,7 +86,9 @@ function caller(b: Booster, c: Counting = countingFetch(), packPath?: string, lo
 }
 
 async function verdictEvents(): Promise<any[]> {
-  const events = (await t.api("POST", "/mcp/call", { tool: "list_events", arguments: { types: ["matrix"], limit: 1000 } })).body.result.events;
+  const events = (
+    await t.api("POST", "/mcp/call", { tool: "list_events", arguments: { types: ["matrix"], limit: 1000 } })
+  ).body.result.events;
   return events.filter((e: any) => e.name === "booster.verdict");
 }
 
@@ -98,7 +100,9 @@ beforeAll(async () => {
   nodeId = reg.node!.id;
   domainId = (await t.api("POST", "/domains", { name: "boosted" })).body.domain.id;
   missionId = (await t.api("POST", `/domains/${domainId}/m`, { title: "Boosted mission" })).body.mission.id;
-  agentId = (await t.client(AgentService).enrollAgent({ domainId, nodeId, runtime: Runtime.SHELL, name: "boosted-agent" })).agent!.id;
+  agentId = (
+    await t.client(AgentService).enrollAgent({ domainId, nodeId, runtime: Runtime.SHELL, name: "boosted-agent" })
+  ).agent!.id;
 });
 afterAll(async () => {
   for (const b of boosters) await b.close();
@@ -110,7 +114,11 @@ describe("validated tool calls", () => {
   it("allow: the call reaches the tower with the node token, acting for the domain", async () => {
     const c = countingFetch();
     const tools = caller(await loadBooster(undefined, { timeoutMs: 100 }).then((b) => (boosters.push(b), b)), c);
-    const out = await tools.call("submit_mesh_task", { mission_id: missionId, title: "boosted", runtime: "shell", input: { command: "true" } }, { domainId });
+    const out = await tools.call(
+      "submit_mesh_task",
+      { mission_id: missionId, title: "boosted", runtime: "shell", input: { command: "true" } },
+      { domainId },
+    );
     expect(out.shortCircuited).toBe(false);
     expect((out.result as any).task).toMatchObject({ title: "boosted", status: "queued" });
     expect(toCall(c)).toHaveLength(1);
@@ -137,7 +145,12 @@ describe("validated tool calls", () => {
     const err = await tools.call("create_domain", {}).catch((e) => e);
     expect(err).toMatchObject({
       code: "invalid_argument",
-      details: { field: "arguments", tool: "create_domain", booster: "embedded", reason: "payload is empty: the tool arguments must have at least one field" },
+      details: {
+        field: "arguments",
+        tool: "create_domain",
+        booster: "embedded",
+        reason: "payload is empty: the tool arguments must have at least one field",
+      },
     });
     expect(toCall(c)).toHaveLength(3);
   });
@@ -146,13 +159,32 @@ describe("validated tool calls", () => {
     const c = countingFetch();
     const tools = caller(await booster(wat({ verdict: 2, reason: "cached answer" }), "short.wasm"), c);
     const before = (await verdictEvents()).length;
-    const out = await tools.call("submit_mesh_task", { mission_id: missionId, title: "never sent" }, { domainId, agentId });
-    expect(out).toEqual({ shortCircuited: true, result: { short_circuited: true, tool: "submit_mesh_task", reason: "cached answer" } });
+    const out = await tools.call(
+      "submit_mesh_task",
+      { mission_id: missionId, title: "never sent" },
+      { domainId, agentId },
+    );
+    expect(out).toEqual({
+      shortCircuited: true,
+      result: { short_circuited: true, tool: "submit_mesh_task", reason: "cached answer" },
+    });
     expect(toCall(c)).toHaveLength(0);
     await waitFor(async () => (await verdictEvents()).length > before);
     const ev = (await verdictEvents()).at(-1);
-    expect(ev).toMatchObject({ type: "matrix", name: "booster.verdict", status: "short_circuit", domain_id: domainId, agent_id: agentId });
-    expect(ev.payload).toMatchObject({ tool: "submit_mesh_task", verdict: "short_circuit", reason: "cached answer", booster: "short.wasm", node_id: nodeId });
+    expect(ev).toMatchObject({
+      type: "matrix",
+      name: "booster.verdict",
+      status: "short_circuit",
+      domain_id: domainId,
+      agent_id: agentId,
+    });
+    expect(ev.payload).toMatchObject({
+      tool: "submit_mesh_task",
+      verdict: "short_circuit",
+      reason: "cached answer",
+      booster: "short.wasm",
+      node_id: nodeId,
+    });
     const tasks = (await t.api("GET", `/work/missions/${missionId}/tasks`)).body.tasks;
     expect(tasks.map((x: any) => x.title)).not.toContain("never sent");
   });
@@ -161,7 +193,10 @@ describe("validated tool calls", () => {
     const c = countingFetch();
     const tools = caller(await booster(wat({ verdict: 1, reason: "no tasks on fridays" }), "reject.wasm"), c);
     const err = await tools.call("submit_mesh_task", { mission_id: missionId, title: "x" }).catch((e) => e);
-    expect(err).toMatchObject({ code: "invalid_argument", details: { reason: "no tasks on fridays", booster: "reject.wasm" } });
+    expect(err).toMatchObject({
+      code: "invalid_argument",
+      details: { reason: "no tasks on fridays", booster: "reject.wasm" },
+    });
     expect(err.message).toContain("no tasks on fridays");
     expect(toCall(c)).toHaveLength(0);
   });
@@ -179,7 +214,10 @@ describe("validated tool calls", () => {
   it("an infinite loop is stopped after the timeout; the next call works", async () => {
     const c = countingFetch();
     // loops when the input is longer than 40 bytes, allows otherwise
-    const b = await booster(wat({ body: "(if (i32.gt_u (local.get $len) (i32.const 40)) (then (loop $l (br $l)))) (i32.const 0)" }), "loop.wasm");
+    const b = await booster(
+      wat({ body: "(if (i32.gt_u (local.get $len) (i32.const 40)) (then (loop $l (br $l)))) (i32.const 0)" }),
+      "loop.wasm",
+    );
     const tools = caller(b, c);
     const started = Date.now();
     const err = await tools.call("list_missions", { domain_id: domainId }).catch((e) => e);
@@ -192,16 +230,25 @@ describe("validated tool calls", () => {
 
   it("a payload violating the schema pack is refused naming the JSON path", async () => {
     const pack = join(dir, "pack.json");
-    writeFileSync(pack, JSON.stringify({ task: { type: "object", required: ["title"], properties: { priority: { type: "integer", maximum: 10 } } } }));
+    writeFileSync(
+      pack,
+      JSON.stringify({
+        task: { type: "object", required: ["title"], properties: { priority: { type: "integer", maximum: 10 } } },
+      }),
+    );
     const c = countingFetch();
     const tools = caller(await booster(wat({ verdict: 0 }), "allow.wasm"), c, pack);
-    const err = await tools.call("submit_mesh_task", { mission_id: missionId, title: "too urgent", priority: 50 }).catch((e) => e);
+    const err = await tools
+      .call("submit_mesh_task", { mission_id: missionId, title: "too urgent", priority: 50 })
+      .catch((e) => e);
     expect(err.code).toBe("invalid_argument");
     expect(err.message).toContain("/priority");
     expect(err.details).toMatchObject({ field: "/priority", kind: "task", schema_pack: pack });
     expect(toCall(c)).toHaveLength(0);
     // the tower still names the path for what the pack lets through
-    const towerErr = await tools.call("submit_mesh_task", { mission_id: missionId, title: "t", capabilities: [""] }).catch((e) => e);
+    const towerErr = await tools
+      .call("submit_mesh_task", { mission_id: missionId, title: "t", capabilities: [""] })
+      .catch((e) => e);
     expect(towerErr).toMatchObject({ code: "invalid_argument", details: { field: "arguments.capabilities[0]" } });
   });
 
@@ -224,18 +271,49 @@ describe("validated tool calls", () => {
 describe("epd mcp over stdio", () => {
   it("a real MCP client lists the catalog and calls tools through the validated path", async () => {
     const nodeFile = join(dir, "node.json");
-    writeFileSync(nodeFile, JSON.stringify({ node_id: nodeId, hostname: "mcp-daemon", token: nodeToken, tower_url: t.url }), { mode: 0o600 });
+    writeFileSync(
+      nodeFile,
+      JSON.stringify({ node_id: nodeId, hostname: "mcp-daemon", token: nodeToken, tower_url: t.url }),
+      { mode: 0o600 },
+    );
     // inside the repo so the bundle resolves node_modules (dist/ is build output, ignored by git)
     const entryDir = join(ROOT, "dist", `mcp-test-${process.pid}`);
     mkdirSync(entryDir, { recursive: true });
     const entry = join(entryDir, "epd-mcp-entry.ts");
-    writeFileSync(entry, `import { runMcpCommand } from ${JSON.stringify(join(ROOT, "daemon/mcp/mcp-command.ts"))};\n// like epd's main: "mcp" then its flags\nconst [cmd, ...rest] = process.argv.slice(2);\nif (cmd !== "mcp") throw new Error("expected the mcp command");\nawait runMcpCommand(rest);\n`);
+    writeFileSync(
+      entry,
+      `import { runMcpCommand } from ${JSON.stringify(join(ROOT, "daemon/mcp/mcp-command.ts"))};\n// ` +
+        `like epd's main: "mcp" then its flags\nconst [cmd, ...rest] = process.argv.slice(2);\nif ` +
+        `(cmd !== "mcp") throw new Error("expected the mcp command");\nawait runMcpCommand(rest);\n`,
+    );
     const shortWasm = join(dir, "short.wasm");
-    writeFileSync(shortWasm, await compileWat(wat({ body: "(if (result i32) (i32.gt_u (local.get $len) (i32.const 200)) (then (i32.const 2)) (else (i32.const 0)))", reason: "big payloads are answered locally" })));
-    const config = agentMcpConfig({ command: process.execPath, commandArgs: [join(ROOT, "scripts/run-ts.mjs"), entry], agentId, boosterWasm: shortWasm, env: { EP_NODE_FILE: nodeFile } });
+    writeFileSync(
+      shortWasm,
+      await compileWat(
+        wat({
+          body:
+            "(if (result i32) (i32.gt_u (local.get $len) (i32.const " +
+            "200)) (then (i32.const 2)) (else (i32.const 0)))",
+          reason: "big payloads are answered locally",
+        }),
+      ),
+    );
+    const config = agentMcpConfig({
+      command: process.execPath,
+      commandArgs: [join(ROOT, "scripts/run-ts.mjs"), entry],
+      agentId,
+      boosterWasm: shortWasm,
+      env: { EP_NODE_FILE: nodeFile },
+    });
     const server = config.mcpServers.ep;
     expect(server.args.slice(-3)).toEqual(["mcp", "--booster-wasm", shortWasm]);
-    const transport = new StdioClientTransport({ command: server.command, args: server.args, env: { ...(process.env as Record<string, string>), ...server.env }, stderr: "pipe", cwd: ROOT });
+    const transport = new StdioClientTransport({
+      command: server.command,
+      args: server.args,
+      env: { ...(process.env as Record<string, string>), ...server.env },
+      stderr: "pipe",
+      cwd: ROOT,
+    });
     let stderr = "";
     transport.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
     const client = new Client({ name: "agent", version: "1.0.0" });
@@ -244,12 +322,23 @@ describe("epd mcp over stdio", () => {
     });
     try {
       const { tools } = await client.listTools();
-      expect(tools.map((x) => x.name)).toEqual(expect.arrayContaining(["submit_mesh_task", "claim_mesh_task", "retry_mesh_task"]));
-      const sent = await client.callTool({ name: "submit_mesh_task", arguments: { mission_id: missionId, title: "from the agent" } });
+      expect(tools.map((x) => x.name)).toEqual(
+        expect.arrayContaining(["submit_mesh_task", "claim_mesh_task", "retry_mesh_task"]),
+      );
+      const sent = await client.callTool({
+        name: "submit_mesh_task",
+        arguments: { mission_id: missionId, title: "from the agent" },
+      });
       expect(sent.isError).toBeFalsy();
       expect((sent.structuredContent as any).task.title).toBe("from the agent");
-      const shorted = await client.callTool({ name: "put_doc", arguments: { mission_id: missionId, name: "big.md", content: "x".repeat(300) } });
-      expect(shorted.structuredContent).toMatchObject({ short_circuited: true, reason: "big payloads are answered locally" });
+      const shorted = await client.callTool({
+        name: "put_doc",
+        arguments: { mission_id: missionId, name: "big.md", content: "x".repeat(300) },
+      });
+      expect(shorted.structuredContent).toMatchObject({
+        short_circuited: true,
+        reason: "big payloads are answered locally",
+      });
       expect(shorted._meta).toMatchObject({ short_circuited: true });
       const refused = await client.callTool({ name: "create_mission", arguments: { domain_id: domainId, title: 5 } });
       expect(refused.isError).toBe(true);
@@ -261,7 +350,8 @@ describe("epd mcp over stdio", () => {
     const tasks = (await t.api("GET", `/work/missions/${missionId}/tasks`)).body.tasks;
     // created as the agent (the node acts for EP_AGENT_ID)
     expect(tasks.find((x: any) => x.title === "from the agent")).toBeDefined();
-    const docs = (await t.api("POST", "/mcp/call", { tool: "get_mission", arguments: { mission_id: missionId } })).body.result.docs;
+    const docs = (await t.api("POST", "/mcp/call", { tool: "get_mission", arguments: { mission_id: missionId } })).body
+      .result.docs;
     expect(docs.map((d: any) => d.name)).not.toContain("big.md");
   }, 60_000);
 });

@@ -21,25 +21,55 @@ afterAll(async () => {
 });
 
 describe("/.well-known/ on a tower that is no OAuth resource", () => {
-  it("answers the OAuth and OpenID discovery documents 404 without a credential, and still serves the JWKS", async () => {
-    for (const path of ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"]) {
-      const res = await t.api("GET", path, undefined, null);
-      expect({ path, status: res.status, code: res.body?.error?.code }).toEqual({ path, status: 404, code: "route_not_found" });
-      expect(res.headers.get("www-authenticate")).toBeNull();
-    }
-    expect((await t.api("GET", "/.well-known/jwks.json", undefined, null)).status).toBe(200);
-    // the door itself still wants the token
-    expect((await t.api("POST", "/mcp", { jsonrpc: "2.0", id: 1, method: "tools/list" }, "ept_bad")).status).toBe(401);
-  });
+  it(
+    "answers the OAuth and OpenID discovery documents " + "404 without a credential, and still serves the JWKS",
+    async () => {
+      for (const path of [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/openid-configuration",
+      ]) {
+        const res = await t.api("GET", path, undefined, null);
+        expect({ path, status: res.status, code: res.body?.error?.code }).toEqual({
+          path,
+          status: 404,
+          code: "route_not_found",
+        });
+        expect(res.headers.get("www-authenticate")).toBeNull();
+      }
+      expect((await t.api("GET", "/.well-known/jwks.json", undefined, null)).status).toBe(200);
+      // the door itself still wants the token
+      expect((await t.api("POST", "/mcp", { jsonrpc: "2.0", id: 1, method: "tools/list" }, "ept_bad")).status).toBe(
+        401,
+      );
+    },
+  );
 });
 
 /** The Inspector CLI against the tower's /mcp with `token`; its exit code and output. */
 function inspect(token: string, extra: string[] = []): Promise<{ code: number; out: string }> {
-  const args = [inspector.require(), "--cli", `${t.url}/mcp`, "--transport", "http", "--header", `Authorization: Bearer ${token}`, "--method", "tools/list", ...extra];
+  const args = [
+    inspector.require(),
+    "--cli",
+    `${t.url}/mcp`,
+    "--transport",
+    "http",
+    "--header",
+    `Authorization: Bearer ${token}`,
+    "--method",
+    "tools/list",
+    ...extra,
+  ];
   return new Promise((resolve) => {
-    execFile(process.execPath, args, { env: { ...process.env, HOME: home.dir, MCP_INSPECTOR_SECRET_STORE: "memory" }, timeout: 60_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr });
-    });
+    execFile(
+      process.execPath,
+      args,
+      { env: { ...process.env, HOME: home.dir, MCP_INSPECTOR_SECRET_STORE: "memory" }, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr });
+      },
+    );
   });
 }
 
@@ -54,9 +84,13 @@ describe.skipIf(inspector.skip)("the MCP Inspector CLI against /mcp", () => {
     // --stored-auth-only: the Inspector's mode for scripts and CI (no browser, no prompt)
     const refused = await inspect("ept_not_a_token", ["--stored-auth-only"]);
     expect(refused.code).toBe(3);
-    const { error } = JSON.parse(refused.out.slice(refused.out.indexOf('{"error"'))) as { error: { code: string; message: string } };
+    const { error } = JSON.parse(refused.out.slice(refused.out.indexOf('{"error"'))) as {
+      error: { code: string; message: string };
+    };
     // the body of the tower's 401, as the Inspector got it from POST /mcp
-    const body = JSON.parse(error.message.slice(error.message.indexOf("{"))) as { error: { code: string; message: string } };
+    const body = JSON.parse(error.message.slice(error.message.indexOf("{"))) as {
+      error: { code: string; message: string };
+    };
     expect(body.error).toMatchObject({ code: "unauthenticated", message: "the token is not known to this tower" });
     expect(refused.out).not.toMatch(/TTY|oauth-protected-resource|authorization server/i);
   }, 90_000);

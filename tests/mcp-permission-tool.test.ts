@@ -21,15 +21,30 @@ describe("permission_prompt", () => {
       const domainId = (await work.createDomain({ name: "prompt" })).domain!.id;
       const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
       const node = await t.client(NodeService).registerNode({ hostname: "n", domainIds: [domainId] });
-      const agentId = (await t.client(AgentService, node.token).enrollAgent({ domainId, runtime: Runtime.VENDORA_CODE, name: "claude" })).agent!.id;
+      const agentId = (
+        await t
+          .client(AgentService, node.token)
+          .enrollAgent({ domainId, runtime: Runtime.VENDORA_CODE, name: "claude" })
+      ).agent!.id;
       await work.createTask({ missionId, title: "t", runtime: Runtime.VENDORA_CODE, input: { prompt: "x" } });
       const taskId = (await t.client(WorkService, node.token).claimTask({ agentId })).task!.id;
-      const tool = createPermissionTool({ tower: createTowerClients(t.url, node.token), clock: systemClock, log: silentLogger, taskId, agentId, timeoutMs: 60_000 });
+      const tool = createPermissionTool({
+        tower: createTowerClients(t.url, node.token),
+        clock: systemClock,
+        log: silentLogger,
+        taskId,
+        agentId,
+        timeoutMs: 60_000,
+      });
       const approvals = t.client(ApprovalService);
       const signal = new AbortController().signal;
       const decideNext = async (how: "always" | "reject") => {
         let id = "";
-        await waitFor(async () => (id = (await approvals.listApprovals({ status: ApprovalStatus.PENDING })).approvals[0]?.id ?? "") !== "", 5000);
+        await waitFor(
+          async () =>
+            (id = (await approvals.listApprovals({ status: ApprovalStatus.PENDING })).approvals[0]?.id ?? "") !== "",
+          5000,
+        );
         if (how === "always") await approvals.approve({ approvalId: id, optionId: "allow_always" });
         else await approvals.reject({ approvalId: id, reason: "not here" });
         return id;
@@ -41,16 +56,26 @@ describe("permission_prompt", () => {
       expect(text(await first)).toEqual({ behavior: "allow", updatedInput: { command: "touch /repo/x" } });
       const a = (await approvals.getApproval({ approvalId: asked })).approval!;
       expect(a).toMatchObject({ tool: "Bash", title: "touch /repo/x", taskId, agentId, paths: ["/repo/x"] });
-      expect(a.options.map((o) => o.kind)).toEqual([PermissionOptionKind.ALLOW_ONCE, PermissionOptionKind.ALLOW_ALWAYS, PermissionOptionKind.REJECT_ONCE]);
+      expect(a.options.map((o) => o.kind)).toEqual([
+        PermissionOptionKind.ALLOW_ONCE,
+        PermissionOptionKind.ALLOW_ALWAYS,
+        PermissionOptionKind.REJECT_ONCE,
+      ]);
 
       // Bash again: remembered, no new approval
-      expect(text(await tool({ tool_name: "Bash", input: { command: "ls" } }, signal))).toEqual({ behavior: "allow", updatedInput: { command: "ls" } });
+      expect(text(await tool({ tool_name: "Bash", input: { command: "ls" } }, signal))).toEqual({
+        behavior: "allow",
+        updatedInput: { command: "ls" },
+      });
       expect((await approvals.listApprovals({})).approvals).toHaveLength(1);
 
       // another tool is asked again; a rejection is a deny with the reason
       const edit = tool({ tool_name: "Write", input: { file_path: "/repo/y", content: "z" } }, signal);
       await decideNext("reject");
-      expect(text(await edit)).toEqual({ behavior: "deny", message: "a person did not allow this (rejected by bootstrap-admin: not here)" });
+      expect(text(await edit)).toEqual({
+        behavior: "deny",
+        message: "a person did not allow this (rejected by bootstrap-admin: not here)",
+      });
     } finally {
       await t.close();
     }

@@ -29,24 +29,39 @@ describe("GET /mcp/tools and POST /mcp/call", () => {
     const res = await t.api("GET", "/mcp/tools");
     expect(res.status).toBe(200);
     const byName = new Map(res.body.tools.map((x: any) => [x.name, x]));
-    expect(byName.get("submit_mesh_task")).toMatchObject({ kind: "write", input_schema: { type: "object", required: ["mission_id", "title"] } });
+    expect(byName.get("submit_mesh_task")).toMatchObject({
+      kind: "write",
+      input_schema: { type: "object", required: ["mission_id", "title"] },
+    });
     expect(byName.get("list_domains")).toMatchObject({ kind: "read" });
     expect((await t.api("GET", "/mcp/tools", undefined, null)).status).toBe(401);
   });
 
   it("runs reads and writes at once (the direct path has no approval step)", async () => {
-    const submit = await t.api("POST", "/mcp/call", { tool: "submit_mesh_task", arguments: { mission_id: missionId, title: "direct", input: { command: "true" }, runtime: "shell" } });
+    const submit = await t.api("POST", "/mcp/call", {
+      tool: "submit_mesh_task",
+      arguments: { mission_id: missionId, title: "direct", input: { command: "true" }, runtime: "shell" },
+    });
     expect(submit.status).toBe(200);
     expect(submit.body.result.task).toMatchObject({ title: "direct", status: "queued", runtime: "shell" });
     const list = await t.api("POST", "/mcp/call", { tool: "list_tasks", arguments: { mission_id: missionId } });
     expect(list.body.result.tasks.map((x: any) => x.title)).toContain("direct");
-    const doc = await t.api("POST", "/mcp/call", { tool: "put_doc", arguments: { mission_id: missionId, name: "plan.md", content: "# plan" } });
+    const doc = await t.api("POST", "/mcp/call", {
+      tool: "put_doc",
+      arguments: { mission_id: missionId, name: "plan.md", content: "# plan" },
+    });
     expect(doc.body.result.doc).toMatchObject({ name: "plan.md", version: 1 });
-    const again = await t.api("POST", "/mcp/call", { tool: "put_doc", arguments: { mission_id: missionId, name: "plan.md", content: "# plan v2" } });
+    const again = await t.api("POST", "/mcp/call", {
+      tool: "put_doc",
+      arguments: { mission_id: missionId, name: "plan.md", content: "# plan v2" },
+    });
     expect(again.body.result.doc).toMatchObject({ id: doc.body.result.doc.id, version: 2 });
     const mission = await t.api("POST", "/mcp/call", { tool: "get_mission", arguments: { mission_id: missionId } });
     expect(mission.body.result.docs.map((d: any) => d.name)).toEqual(["plan.md"]);
-    const artifact = await t.api("POST", "/mcp/call", { tool: "put_artifact", arguments: { task_id: submit.body.result.task.id, name: "out.txt", content: "ok" } });
+    const artifact = await t.api("POST", "/mcp/call", {
+      tool: "put_artifact",
+      arguments: { task_id: submit.body.result.task.id, name: "out.txt", content: "ok" },
+    });
     expect(artifact.body.result.artifact).toMatchObject({ task_id: submit.body.result.task.id, version: 1 });
     const cron = await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: {} });
     expect(cron.status).toBe(200);
@@ -56,50 +71,136 @@ describe("GET /mcp/tools and POST /mcp/call", () => {
   it("list_cron_jobs and get_supervision answer the latest state each node reported", async () => {
     const reg = await t.client(NodeService).registerNode({ hostname: "state-node" });
     const nodeId = reg.node!.id;
-    const agent = (await t.client(AgentService).enrollAgent({ domainId, nodeId, runtime: Runtime.SHELL, name: "svc" })).agent!;
+    const agent = (await t.client(AgentService).enrollAgent({ domainId, nodeId, runtime: Runtime.SHELL, name: "svc" }))
+      .agent!;
     const asNode = t.client(NodeService, reg.token);
     // a node that never reported is listed only when asked for by id, with an empty report time
     const before = await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: { node_id: nodeId } });
-    expect(before.body.result).toEqual({ nodes: [{ node_id: nodeId, hostname: "state-node", node_status: "registered", reported_at: "", jobs: [], config_errors: [] }] });
-    expect((await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: {} })).body.result.nodes.map((n: any) => n.node_id)).not.toContain(nodeId);
+    expect(before.body.result).toEqual({
+      nodes: [
+        {
+          node_id: nodeId,
+          hostname: "state-node",
+          node_status: "registered",
+          reported_at: "",
+          jobs: [],
+          config_errors: [],
+        },
+      ],
+    });
+    expect(
+      (await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: {} })).body.result.nodes.map(
+        (n: any) => n.node_id,
+      ),
+    ).not.toContain(nodeId);
 
     const first = await asNode.reportNodeState({
-      cronJobs: [{ name: "old", kind: CronKind.CRON, schedule: "0 * * * *", dispatch: "bash", prompt: "true", nextFireAt: timestampOf("2030-01-01T01:00:00.000Z"), line: 1 }],
+      cronJobs: [
+        {
+          name: "old",
+          kind: CronKind.CRON,
+          schedule: "0 * * * *",
+          dispatch: "bash",
+          prompt: "true",
+          nextFireAt: timestampOf("2030-01-01T01:00:00.000Z"),
+          line: 1,
+        },
+      ],
     });
     const res = await asNode.reportNodeState({
       cronJobs: [
-        { name: "standup", kind: CronKind.CRON, schedule: "0 9 * * 1-5", dispatch: "signal", session: "pm", prompt: "/standup", missed: "skip", nextFireAt: timestampOf("2030-01-01T09:00:00.000Z"), line: 2, lastFire: { slot: "s", firedAt: timestampOf("2029-12-31T09:00:00.000Z"), status: CronFireStatus.FAILED, exitCode: 3, error: "boom" } },
+        {
+          name: "standup",
+          kind: CronKind.CRON,
+          schedule: "0 9 * * 1-5",
+          dispatch: "signal",
+          session: "pm",
+          prompt: "/standup",
+          missed: "skip",
+          nextFireAt: timestampOf("2030-01-01T09:00:00.000Z"),
+          line: 2,
+          lastFire: {
+            slot: "s",
+            firedAt: timestampOf("2029-12-31T09:00:00.000Z"),
+            status: CronFireStatus.FAILED,
+            exitCode: 3,
+            error: "boom",
+          },
+        },
       ],
       supervised: [
-        { profile: "svc", agentId: agent.id, domainId, name: "svc", runtime: Runtime.SHELL, backend: "process", state: "running", pid: 42, restarts: 2, lastRestartReason: "found dead by the watchdog poll" },
+        {
+          profile: "svc",
+          agentId: agent.id,
+          domainId,
+          name: "svc",
+          runtime: Runtime.SHELL,
+          backend: "process",
+          state: "running",
+          pid: 42,
+          restarts: 2,
+          lastRestartReason: "found dead by the watchdog poll",
+        },
         { profile: "other", name: "other", state: "dead", paused: true },
       ],
       configErrors: [{ file: "/x/agents.toml", line: 4, field: "runtime", item: "bad", message: "unknown runtime" }],
     });
     expect(msOf(res.reportedAt)).toBeGreaterThanOrEqual(msOf(first.reportedAt));
 
-    const cron = (await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: { node_id: nodeId } })).body.result;
+    const cron = (await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: { node_id: nodeId } })).body
+      .result;
     expect(cron.nodes).toHaveLength(1);
-    expect(cron.nodes[0]).toMatchObject({ node_id: nodeId, hostname: "state-node", reported_at: isoOf(res.reportedAt), config_errors: [{ file: "/x/agents.toml", line: 4, item: "bad" }] });
+    expect(cron.nodes[0]).toMatchObject({
+      node_id: nodeId,
+      hostname: "state-node",
+      reported_at: isoOf(res.reportedAt),
+      config_errors: [{ file: "/x/agents.toml", line: 4, item: "bad" }],
+    });
     expect(cron.nodes[0].jobs).toEqual([
       {
-        name: "standup", kind: "cron", schedule: "0 9 * * 1-5", interval: "", dispatch: "signal", session: "pm", prompt: "/standup", missed: "skip",
-        next_fire_at: "2030-01-01T09:00:00.000Z", running: false, line: 2,
+        name: "standup",
+        kind: "cron",
+        schedule: "0 9 * * 1-5",
+        interval: "",
+        dispatch: "signal",
+        session: "pm",
+        prompt: "/standup",
+        missed: "skip",
+        next_fire_at: "2030-01-01T09:00:00.000Z",
+        running: false,
+        line: 2,
         last_fire: { slot: "s", fired_at: "2029-12-31T09:00:00.000Z", status: "failed", exit_code: 3, error: "boom" },
       },
     ]);
     // every reporting node, without a node_id
-    expect((await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: {} })).body.result.nodes.map((n: any) => n.node_id)).toContain(nodeId);
+    expect(
+      (await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: {} })).body.result.nodes.map(
+        (n: any) => n.node_id,
+      ),
+    ).toContain(nodeId);
 
-    const sup = (await t.api("POST", "/mcp/call", { tool: "get_supervision", arguments: { node_id: nodeId } })).body.result;
+    const sup = (await t.api("POST", "/mcp/call", { tool: "get_supervision", arguments: { node_id: nodeId } })).body
+      .result;
     expect(sup.nodes[0].reported_at).toBe(isoOf(res.reportedAt));
     expect(sup.nodes[0].agents.map((a: any) => a.profile)).toEqual(["svc", "other"]);
-    expect(sup.nodes[0].agents[0]).toMatchObject({ agent_id: agent.id, restarts: 2, pid: 42, backend: "process", tower_state: "idle" });
-    const one = (await t.api("POST", "/mcp/call", { tool: "get_supervision", arguments: { agent_id: agent.id } })).body.result;
+    expect(sup.nodes[0].agents[0]).toMatchObject({
+      agent_id: agent.id,
+      restarts: 2,
+      pid: 42,
+      backend: "process",
+      tower_state: "idle",
+    });
+    const one = (await t.api("POST", "/mcp/call", { tool: "get_supervision", arguments: { agent_id: agent.id } })).body
+      .result;
     expect(one.nodes).toHaveLength(1);
     expect(one.nodes[0].agents.map((a: any) => a.profile)).toEqual(["svc"]);
-    expect((await t.api("POST", "/mcp/call", { tool: "get_supervision", arguments: { agent_id: "agt_none" } })).status).toBe(404);
-    expect((await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: { node_id: "nod_none" } })).body.error.code).toBe("node_not_found");
+    expect(
+      (await t.api("POST", "/mcp/call", { tool: "get_supervision", arguments: { agent_id: "agt_none" } })).status,
+    ).toBe(404);
+    expect(
+      (await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: { node_id: "nod_none" } })).body.error
+        .code,
+    ).toBe("node_not_found");
 
     // only nodes report, with bounded, named input
     await expect(t.client(NodeService).reportNodeState({})).rejects.toThrow(/node/i);
@@ -110,7 +211,10 @@ describe("GET /mcp/tools and POST /mcp/call", () => {
     const unknown = await t.api("POST", "/mcp/call", { tool: "drop_everything", arguments: {} });
     expect(unknown.status).toBe(404);
     expect(unknown.body.error.code).toBe("tool_not_found");
-    const bad = await t.api("POST", "/mcp/call", { tool: "submit_mesh_task", arguments: { mission_id: missionId, title: "x", input: { command: 5 } } });
+    const bad = await t.api("POST", "/mcp/call", {
+      tool: "submit_mesh_task",
+      arguments: { mission_id: missionId, title: "x", input: { command: 5 } },
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.error).toMatchObject({ code: "invalid_argument", details: { field: "arguments.input.command" } });
     const missing = await t.api("POST", "/mcp/call", { tool: "get_task", arguments: {} });
@@ -129,17 +233,33 @@ describe("GET /mcp/tools and POST /mcp/call", () => {
 
   it("lets a node act for its own agent, scoped to the agent's domain", async () => {
     const reg = await t.client(NodeService).registerNode({ hostname: "mcp-node" });
-    const agent = (await t.client(AgentService).enrollAgent({ domainId, nodeId: reg.node!.id, runtime: Runtime.SHELL, name: "mcp-agent" })).agent!;
+    const agent = (
+      await t
+        .client(AgentService)
+        .enrollAgent({ domainId, nodeId: reg.node!.id, runtime: Runtime.SHELL, name: "mcp-agent" })
+    ).agent!;
     const asNode = (body: unknown) => t.api("POST", "/mcp/call", body, reg.token);
-    const ok = await asNode({ tool: "submit_mesh_task", arguments: { mission_id: missionId, title: "from agent" }, agent_id: agent.id });
+    const ok = await asNode({
+      tool: "submit_mesh_task",
+      arguments: { mission_id: missionId, title: "from agent" },
+      agent_id: agent.id,
+    });
     expect(ok.status).toBe(200);
     const stranger = await asNode({ tool: "list_domains", arguments: {}, agent_id: "agt_not_here" });
     expect(stranger.status).toBe(404);
-    const byDomain = await asNode({ tool: "submit_mesh_task", arguments: { mission_id: missionId, title: "from domain" }, domain_id: domainId });
+    const byDomain = await asNode({
+      tool: "submit_mesh_task",
+      arguments: { mission_id: missionId, title: "from domain" },
+      domain_id: domainId,
+    });
     expect(byDomain.status).toBe(200);
     // a domain scope narrows: work in another domain is refused
     const other = (await t.api("POST", "/domains", { name: "elsewhere" })).body.domain.id;
-    const denied = await asNode({ tool: "submit_mesh_task", arguments: { mission_id: missionId, title: "wrong domain" }, domain_id: other });
+    const denied = await asNode({
+      tool: "submit_mesh_task",
+      arguments: { mission_id: missionId, title: "wrong domain" },
+      domain_id: other,
+    });
     expect(denied.status).toBe(403);
     const foreign = await asNode({ tool: "list_domains", arguments: {}, agent_id: agent.id, domain_id: other });
     expect(foreign.status).toBe(403);
@@ -155,30 +275,64 @@ describe("Connect ToolService", () => {
     expect(JSON.stringify(res.result)).toContain("mcp");
   });
 
-  it("takes a node's agent and domain scope like POST /mcp/call: the same tool behaves the same by either door", async () => {
-    const reg = await t.client(NodeService).registerNode({ hostname: "connect-node" });
-    const agent = (await t.client(AgentService).enrollAgent({ domainId, nodeId: reg.node!.id, runtime: Runtime.SHELL, name: "connect-agent" })).agent!;
-    const asNode = t.client(ToolService, reg.token);
-    const other = (await t.api("POST", "/domains", { name: "connect-elsewhere" })).body.domain.id;
-    // acting as its agent: the task is the agent's work, in the agent's domain
-    const viaConnect = await asNode.callTool({ tool: "submit_mesh_task", arguments: { mission_id: missionId, title: "from connect" }, agentId: agent.id });
-    const viaRest = await t.api("POST", "/mcp/call", { tool: "submit_mesh_task", arguments: { mission_id: missionId, title: "from rest" }, agent_id: agent.id }, reg.token);
-    expect(viaRest.status).toBe(200);
-    const a = (toJson(ValueSchema, viaConnect.result!) as any).task;
-    const b = viaRest.body.result.task;
-    expect(a.domain_id).toBe(b.domain_id);
-    // the same refusals at both doors: an agent that is not the node's, a domain it does not serve
-    await expect(asNode.callTool({ tool: "list_domains", arguments: {}, agentId: "agt_not_here" })).rejects.toThrow(/agt_not_here/);
-    expect((await t.api("POST", "/mcp/call", { tool: "list_domains", arguments: {}, agent_id: "agt_not_here" }, reg.token)).status).toBe(404);
-    await expect(asNode.callTool({ tool: "list_domains", arguments: {}, agentId: agent.id, domainId: other })).rejects.toThrow(/not .*dom_/);
-    expect((await t.api("POST", "/mcp/call", { tool: "list_domains", arguments: {}, agent_id: agent.id, domain_id: other }, reg.token)).status).toBe(403);
-  });
+  it(
+    "takes a node's agent and domain scope like POST " + "/mcp/call: the same tool behaves the same by either door",
+    async () => {
+      const reg = await t.client(NodeService).registerNode({ hostname: "connect-node" });
+      const agent = (
+        await t
+          .client(AgentService)
+          .enrollAgent({ domainId, nodeId: reg.node!.id, runtime: Runtime.SHELL, name: "connect-agent" })
+      ).agent!;
+      const asNode = t.client(ToolService, reg.token);
+      const other = (await t.api("POST", "/domains", { name: "connect-elsewhere" })).body.domain.id;
+      // acting as its agent: the task is the agent's work, in the agent's domain
+      const viaConnect = await asNode.callTool({
+        tool: "submit_mesh_task",
+        arguments: { mission_id: missionId, title: "from connect" },
+        agentId: agent.id,
+      });
+      const viaRest = await t.api(
+        "POST",
+        "/mcp/call",
+        { tool: "submit_mesh_task", arguments: { mission_id: missionId, title: "from rest" }, agent_id: agent.id },
+        reg.token,
+      );
+      expect(viaRest.status).toBe(200);
+      const a = (toJson(ValueSchema, viaConnect.result!) as any).task;
+      const b = viaRest.body.result.task;
+      expect(a.domain_id).toBe(b.domain_id);
+      // the same refusals at both doors: an agent that is not the node's, a domain it does not serve
+      await expect(asNode.callTool({ tool: "list_domains", arguments: {}, agentId: "agt_not_here" })).rejects.toThrow(
+        /agt_not_here/,
+      );
+      expect(
+        (await t.api("POST", "/mcp/call", { tool: "list_domains", arguments: {}, agent_id: "agt_not_here" }, reg.token))
+          .status,
+      ).toBe(404);
+      await expect(
+        asNode.callTool({ tool: "list_domains", arguments: {}, agentId: agent.id, domainId: other }),
+      ).rejects.toThrow(/not .*dom_/);
+      expect(
+        (
+          await t.api(
+            "POST",
+            "/mcp/call",
+            { tool: "list_domains", arguments: {}, agent_id: agent.id, domain_id: other },
+            reg.token,
+          )
+        ).status,
+      ).toBe(403);
+    },
+  );
 });
 
 describe("MCP Streamable HTTP at /mcp", () => {
   async function connect(token: string) {
     const client = new Client({ name: "ep-test", version: "1.0.0" });
-    const transport = new StreamableHTTPClientTransport(new URL(`${t.url}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${token}` } } });
+    const transport = new StreamableHTTPClientTransport(new URL(`${t.url}/mcp`), {
+      requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    });
     await client.connect(transport);
     return client;
   }
@@ -208,7 +362,11 @@ describe("MCP Streamable HTTP at /mcp", () => {
     const post = (body: string) =>
       fetch(`${t.url}/mcp`, {
         method: "POST",
-        headers: { authorization: `Bearer ${t.adminToken}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+        headers: {
+          authorization: `Bearer ${t.adminToken}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+        },
         body,
       });
     const parse = await post('{"jsonrpc":"2.0","id":1,');
@@ -222,7 +380,9 @@ describe("MCP Streamable HTTP at /mcp", () => {
       [{ name: "list_domains", arguments: [] }, "params.arguments must be an object"],
       [undefined, "params must be an object with name and arguments"],
     ] as const) {
-      const res = await post(JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/call", ...(params ? { params } : {}) }));
+      const res = await post(
+        JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/call", ...(params ? { params } : {}) }),
+      );
       expect(res.status).toBe(200);
       const body = (await res.json()) as { id: unknown; error: { code: number; message: string } };
       expect(body.id).toBe(7);

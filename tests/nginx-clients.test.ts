@@ -17,10 +17,24 @@ import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { commit } from "../tower/domain/event-hub.js";
 import { ROOT, tempHome, type TestTower, waitFor } from "./harness.js";
 import { expectDocClientRan, pythonClient } from "./python-client.js";
-import { type DeployNginx, followSse, freshSchema, gapsAndDuplicates, NGINX, requirePg, skipNginx, skipPg, startDeployNginx, startReplica } from "./replicas-harness.js";
+import {
+  type DeployNginx,
+  followSse,
+  freshSchema,
+  gapsAndDuplicates,
+  NGINX,
+  requirePg,
+  skipNginx,
+  skipPg,
+  startDeployNginx,
+  startReplica,
+} from "./replicas-harness.js";
 
 requirePg("nginx-clients");
-if (!NGINX) console.log(`nginx-clients: ${process.env.CI ? "FAILING" : "skipping"}: nginx is not installed (apt-get install nginx-light)`);
+if (!NGINX)
+  console.log(
+    `nginx-clients: ${process.env.CI ? "FAILING" : "skipping"}: nginx is not installed (apt-get install nginx-light)`,
+  );
 const python = pythonClient("nginx-clients (Python)");
 
 const cleanups: (() => unknown)[] = [];
@@ -53,18 +67,30 @@ afterAll(async () => {
 /** `buf curl` with the arguments; its exit code and output. */
 function bufCurl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [join(ROOT, "scripts", "buf.mjs"), "curl", ...args], { cwd: ROOT, timeout: 60_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [join(ROOT, "scripts", "buf.mjs"), "curl", ...args],
+      { cwd: ROOT, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
-const bearer = (): Interceptor => (next) => (req) => (req.header.set("authorization", `Bearer ${a.adminToken}`), next(req));
+const bearer = (): Interceptor => (next) => (req) => (
+  req.header.set("authorization", `Bearer ${a.adminToken}`), next(req)
+);
 
 describe.skipIf(skipPg || skipNginx)("docs/deploy.md's nginx: every client on its one TLS address", () => {
   it("carries native gRPC from @grpc/grpc-js: unary calls, EP's error detail and a server stream", async () => {
-    const def = protoLoader.loadSync(["ep/tower/v1/work.proto", "ep/tower/v1/events.proto"], { includeDirs: [join(ROOT, "proto")], defaults: true });
-    const pkg = grpc.loadPackageDefinition(def) as unknown as { ep: { tower: { v1: Record<string, grpc.ServiceClientConstructor> } } };
+    const def = protoLoader.loadSync(["ep/tower/v1/work.proto", "ep/tower/v1/events.proto"], {
+      includeDirs: [join(ROOT, "proto")],
+      defaults: true,
+    });
+    const pkg = grpc.loadPackageDefinition(def) as unknown as {
+      ep: { tower: { v1: Record<string, grpc.ServiceClientConstructor> } };
+    };
     const creds = grpc.credentials.createSsl(nginx.ca);
     const work = new pkg.ep.tower.v1.WorkService(host, creds);
     const events = new pkg.ep.tower.v1.EventService(host, creds);
@@ -72,7 +98,12 @@ describe.skipIf(skipPg || skipNginx)("docs/deploy.md's nginx: every client on it
     md.set("authorization", `Bearer ${a.adminToken}`);
     const unary = (method: string, req: object) =>
       new Promise<{ err: grpc.ServiceError | null; res: unknown }>((resolve) => {
-        (work as unknown as Record<string, (r: object, m: grpc.Metadata, cb: (e: grpc.ServiceError | null, r: unknown) => void) => void>)[method](req, md, (err, res) => resolve({ err, res }));
+        (
+          work as unknown as Record<
+            string,
+            (r: object, m: grpc.Metadata, cb: (e: grpc.ServiceError | null, r: unknown) => void) => void
+          >
+        )[method](req, md, (err, res) => resolve({ err, res }));
       });
     try {
       const created = await unary("createDomain", { name: "grpc-js-via-nginx" });
@@ -81,10 +112,16 @@ describe.skipIf(skipPg || skipNginx)("docs/deploy.md's nginx: every client on it
       const missing = await unary("getDomain", { domainId: "dom_nope" });
       expect(missing.err?.code).toBe(grpc.status.NOT_FOUND);
       const details = missing.err!.metadata.get("grpc-status-details-bin")[0] as Buffer;
-      expect(epErrorOfGrpc(new Headers({ "grpc-status": "5", "grpc-status-details-bin": details.toString("base64") }))?.code).toBe("domain_not_found");
+      expect(
+        epErrorOfGrpc(new Headers({ "grpc-status": "5", "grpc-status-details-bin": details.toString("base64") }))?.code,
+      ).toBe("domain_not_found");
 
       // a server stream: the events of domains created while it is open
-      const call = (events as unknown as { streamEvents(r: object, m: grpc.Metadata): grpc.ClientReadableStream<{ event: { name: string } }> }).streamEvents({}, md);
+      const call = (
+        events as unknown as {
+          streamEvents(r: object, m: grpc.Metadata): grpc.ClientReadableStream<{ event: { name: string } }>;
+        }
+      ).streamEvents({}, md);
       let streamed = 0;
       let failure: grpc.ServiceError | undefined;
       call.on("data", (m: { event: { name: string } }) => void (m.event.name === "domain.created" && streamed++));
@@ -107,30 +144,75 @@ describe.skipIf(skipPg || skipNginx)("docs/deploy.md's nginx: every client on it
     const tls = ["--protocol", "grpc", "--cacert", nginx.caFile];
     const services = await bufCurl([...tls, "--list-services", nginx.tlsUrl]);
     expect(services.stderr).toBe("");
-    expect(services.stdout.trim().split("\n")).toEqual(expect.arrayContaining(["ep.tower.v1.WorkService", "grpc.reflection.v1.ServerReflection"]));
+    expect(services.stdout.trim().split("\n")).toEqual(
+      expect.arrayContaining(["ep.tower.v1.WorkService", "grpc.reflection.v1.ServerReflection"]),
+    );
     const auth = ["-H", `authorization: Bearer ${a.adminToken}`];
-    const created = await bufCurl([...tls, ...auth, "-d", '{"name":"buf-curl-via-nginx"}', `${nginx.tlsUrl}/ep.tower.v1.WorkService/CreateDomain`]);
+    const created = await bufCurl([
+      ...tls,
+      ...auth,
+      "-d",
+      '{"name":"buf-curl-via-nginx"}',
+      `${nginx.tlsUrl}/ep.tower.v1.WorkService/CreateDomain`,
+    ]);
     expect(created.stderr).toBe("");
     expect(JSON.parse(created.stdout).domain.name).toBe("buf-curl-via-nginx");
-    const missing = await bufCurl([...tls, ...auth, "-d", '{"domain_id":"dom_nope"}', `${nginx.tlsUrl}/ep.tower.v1.WorkService/GetDomain`]);
+    const missing = await bufCurl([
+      ...tls,
+      ...auth,
+      "-d",
+      '{"domain_id":"dom_nope"}',
+      `${nginx.tlsUrl}/ep.tower.v1.WorkService/GetDomain`,
+    ]);
     expect(missing.code).not.toBe(0);
-    const err = JSON.parse(missing.stderr.slice(missing.stderr.indexOf("{"))) as { code: string; details: { type: string; value: string }[] };
+    const err = JSON.parse(missing.stderr.slice(missing.stderr.indexOf("{"))) as {
+      code: string;
+      details: { type: string; value: string }[];
+    };
     expect(err).toMatchObject({ code: "not_found", details: [{ type: "ep.errors.v1.ErrorDetail" }] });
     // the trailer came through nginx whole: EP's detail decodes to the code
     const value = err.details[0].value;
     expect(Buffer.from(value, "base64").toString("latin1")).toContain("domain_not_found");
   }, 90_000);
 
-  it.skipIf(python.skip)("carries docs/api.md's Python client (Debian's grpcio) over TLS", async () => {
-    const run = await python.run({ EP_TOWER: host, EP_CA: nginx.caFile, EP_TOKEN: a.adminToken });
-    await expectDocClientRan(run, a);
-  }, 120_000);
+  it.skipIf(python.skip)(
+    "carries docs/api.md's Python client (Debian's grpcio) over TLS",
+    async () => {
+      const run = await python.run({ EP_TOWER: host, EP_CA: nginx.caFile, EP_TOKEN: a.adminToken });
+      await expectDocClientRan(run, a);
+    },
+    120_000,
+  );
 
   it("carries Connect over HTTP/2 and HTTP/1.1, and gRPC-Web", async () => {
     const transports: [string, Transport][] = [
-      ["connect h2", createConnectTransport({ baseUrl: nginx.tlsUrl, httpVersion: "2", nodeOptions: { ca: nginx.ca }, interceptors: [bearer()] })],
-      ["connect http/1.1", createConnectTransport({ baseUrl: nginx.tlsUrl, httpVersion: "1.1", nodeOptions: { ca: nginx.ca }, interceptors: [bearer()] })],
-      ["grpc-web", createGrpcWebTransport({ baseUrl: nginx.tlsUrl, httpVersion: "1.1", nodeOptions: { ca: nginx.ca }, interceptors: [bearer()] })],
+      [
+        "connect h2",
+        createConnectTransport({
+          baseUrl: nginx.tlsUrl,
+          httpVersion: "2",
+          nodeOptions: { ca: nginx.ca },
+          interceptors: [bearer()],
+        }),
+      ],
+      [
+        "connect http/1.1",
+        createConnectTransport({
+          baseUrl: nginx.tlsUrl,
+          httpVersion: "1.1",
+          nodeOptions: { ca: nginx.ca },
+          interceptors: [bearer()],
+        }),
+      ],
+      [
+        "grpc-web",
+        createGrpcWebTransport({
+          baseUrl: nginx.tlsUrl,
+          httpVersion: "1.1",
+          nodeOptions: { ca: nginx.ca },
+          interceptors: [bearer()],
+        }),
+      ],
     ];
     for (const [name, transport] of transports) {
       const work = createClient(WorkService, transport);
@@ -145,7 +227,10 @@ describe.skipIf(skipPg || skipNginx)("docs/deploy.md's nginx: every client on it
     const sse = followSse([nginx.tlsUrl], a.adminToken, { afterId: start, retryMs: 50, ca: nginx.ca });
     cleanup(() => sse.close());
     const wsIds: number[] = [];
-    const ws = new WebSocket(`${nginx.tlsUrl.replace("https", "wss")}/events/ws?last_event_id=${start}`, { headers: { authorization: `Bearer ${a.adminToken}` }, ca: nginx.ca });
+    const ws = new WebSocket(`${nginx.tlsUrl.replace("https", "wss")}/events/ws?last_event_id=${start}`, {
+      headers: { authorization: `Bearer ${a.adminToken}` },
+      ca: nginx.ca,
+    });
     cleanup(() => ws.terminate());
     ws.on("message", (data) => {
       const m = JSON.parse(String(data)) as { id?: number };
@@ -153,7 +238,10 @@ describe.skipIf(skipPg || skipNginx)("docs/deploy.md's nginx: every client on it
     });
     await new Promise<void>((resolve, reject) => (ws.once("open", () => resolve()), ws.once("error", reject)));
 
-    const tick = async (t: TestTower, i: number) => commit(t.tower.deps, async (_tx, emit) => emit({ type: "matrix", name: "test.tick", status: "ok", payload: { i } }));
+    const tick = async (t: TestTower, i: number) =>
+      commit(t.tower.deps, async (_tx, emit) =>
+        emit({ type: "matrix", name: "test.tick", status: "ok", payload: { i } }),
+      );
     for (let i = 0; i < 6; i++) await tick(i % 2 ? b : a, i);
     let expected = (await a.tower.deps.store.listEvents({ afterId: start, limit: 100_000 })).map((e) => e.id);
     await waitFor(() => sse.ids.at(-1) === expected.at(-1) && wsIds.at(-1) === expected.at(-1), 10_000);

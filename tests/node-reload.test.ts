@@ -35,7 +35,8 @@ async function cronJobs(): Promise<{ reportedAt: string; names: string[]; errors
 const job = (name: string) => `[[job]]\nname = "${name}"\nschedule = "0 3 * * *"\ndispatch = "bash"\nprompt = "true"\n`;
 
 describe("ep node reload", () => {
-  it("reloads cron.toml and runtimes.toml on the node, reports errors with lines, keeps the running config", async () => {
+  it("reloads cron.toml and runtimes.toml on the node, " +
+    "reports errors with lines, keeps the running config", async () => {
     writeDaemonFile(s, "cron.toml", job("nightly"));
     epd = await startFleetEpd(s, { EP_NODE_STATE_MS: "3600000" });
     await waitFor(async () => (await cronJobs()).names.join() === "nightly", 15_000);
@@ -43,7 +44,15 @@ describe("ep node reload", () => {
     const missionId = (await s.work.createMission({ domainId, title: "m" })).mission!.id;
     await epd.call("agent.enroll", { domainId, runtime: "shell", name: "sh" });
     const runShell = async (title: string) => {
-      const task = (await s.work.createTask({ missionId, kind: TaskKind.CLAIMABLE, title, runtime: Runtime.SHELL, input: { command: 'echo "greeting=${EP_GREETING:-none}"' } })).task!;
+      const task = (
+        await s.work.createTask({
+          missionId,
+          kind: TaskKind.CLAIMABLE,
+          title,
+          runtime: Runtime.SHELL,
+          input: { command: 'echo "greeting=${EP_GREETING:-none}"' },
+        })
+      ).task!;
       let output = "";
       await waitFor(async () => {
         const t = (await s.work.getTask({ taskId: task.id })).task!;
@@ -60,14 +69,22 @@ describe("ep node reload", () => {
     const ok = await ep("node", "reload", s.nodeId, "--json");
     expect(ok.code, ok.stderr).toBe(0);
     expect(ok.json()).toMatchObject({ node_id: s.nodeId, status: "ok", errors: [] });
-    expect(ok.json().results).toEqual(["cron.toml: 2 jobs", "agents.toml: unchanged (0 profiles)", "runtimes.toml: reloaded"]);
+    expect(ok.json().results).toEqual([
+      "cron.toml: 2 jobs",
+      "agents.toml: unchanged (0 profiles)",
+      "runtimes.toml: reloaded",
+    ]);
     expect(ok.json().event_id).toBeGreaterThan(0);
     // the tower's copy follows without waiting for the periodic push, and new runs use the new runtimes.toml
     await waitFor(async () => (await cronJobs()).names.join() === "backup,nightly", 10_000);
     expect(await runShell("after")).toContain("greeting=hello");
 
     // broken files: every error with its file and line; the running jobs and runtimes are kept
-    writeDaemonFile(s, "cron.toml", `${job("nightly")}\n[[job]]\nname = "bad"\nschedule = "0 25 * * *"\nprompt = "x"\ndispatch = "bash"\n`);
+    writeDaemonFile(
+      s,
+      "cron.toml",
+      `${job("nightly")}\n[[job]]\nname = "bad"\nschedule = "0 25 * * *"\nprompt = "x"\ndispatch = "bash"\n`,
+    );
     writeFileSync(join(s.epdHome, "runtimes.toml"), `[shell]\nenv = { EP_GREETING = "bye" }\ntimeout_second = 5\n`);
     writeDaemonFile(s, "agents.toml", `[[agent]]\nid = "x"\nruntime = "nope"\n`);
     const bad = await ep("node", "reload", s.nodeId);
@@ -110,16 +127,23 @@ describe("ep node reload", () => {
     expect((await ep("node", "reload", "nod_nope")).code).toBe(4);
   }, 120_000);
 
-  it("applies a valid agents.toml live: a new profile starts, a changed one restarts, a removed one stops", async () => {
+  it("applies a valid agents.toml live: a new profile " +
+    "starts, a changed one restarts, a removed one stops", async () => {
     const alive = (pid: number) => !processGone(pid);
     const domainId = (await s.work.createDomain({ name: "live-profiles" })).domain!.id;
     const profile = (id: string, seconds: number) =>
-      `[[agent]]\nid = "${id}"\nname = "${id}"\nruntime = "shell"\ncommand = ["sleep", "${seconds}"]\nsupervise = true\ndomain = "${domainId}"\n`;
+      `[[agent]]\nid = "${id}"\nname = "${id}"\nruntime = "shell"\ncommand ` +
+      `= ["sleep", "${seconds}"]\nsupervise = true\ndomain = "${domainId}"\n`;
     const agents = createClient(
       AgentService,
-      createConnectTransport({ baseUrl: s.tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${s.tower.adminToken}`), next(req))] }),
+      createConnectTransport({
+        baseUrl: s.tower.url,
+        httpVersion: "1.1",
+        interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${s.tower.adminToken}`), next(req))],
+      }),
     );
-    const towerAgents = async () => new Map((await agents.listAgents({ domainId })).agents.map((a) => [a.name, a] as const));
+    const towerAgents = async () =>
+      new Map((await agents.listAgents({ domainId })).agents.map((a) => [a.name, a] as const));
     writeDaemonFile(s, "cron.toml", "");
     writeFileSync(join(s.epdHome, "runtimes.toml"), ""); // the first test left a broken one
     writeDaemonFile(s, "agents.toml", profile("keep", 3600) + profile("change", 3600) + profile("drop", 3600));
@@ -138,7 +162,11 @@ describe("ep node reload", () => {
     expect(res.json().results).toContain("agents.toml: applied (added add; restarted change; removed drop)");
     await waitFor(async () => ((await pids()).get("add") ?? 0) > 0, 15_000);
     const after = await pids();
-    expect([...after.keys()].filter((id) => ["add", "change", "keep", "drop"].includes(id)).sort()).toEqual(["add", "change", "keep"]);
+    expect([...after.keys()].filter((id) => ["add", "change", "keep", "drop"].includes(id)).sort()).toEqual([
+      "add",
+      "change",
+      "keep",
+    ]);
     expect(after.get("keep")).toBe(before.get("keep")); // untouched
     expect(after.get("change")).not.toBe(before.get("change"));
     expect(alive(after.get("change")!)).toBe(true);

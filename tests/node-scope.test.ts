@@ -33,7 +33,8 @@ afterAll(async () => {
   await t?.close();
 });
 
-const code = async (p: Promise<unknown>) => toEpError(await p.then(() => new Error("allowed")).catch((e: unknown) => e)).code;
+const code = async (p: Promise<unknown>) =>
+  toEpError(await p.then(() => new Error("allowed")).catch((e: unknown) => e)).code;
 
 async function node(hostname: string, domainIds: string[] = []) {
   const res = await t.client(NodeService).registerNode({ hostname, domainIds });
@@ -44,7 +45,9 @@ describe("a node serves the domains it was registered for", () => {
   it("records * without --domain, and the given set with it", async () => {
     expect((await node("wide")).domains).toEqual(["*"]);
     expect((await node("narrow", [a])).domains).toEqual([a]);
-    expect(await code(t.client(NodeService).registerNode({ hostname: "bad", domainIds: ["dom_nope"] }))).toBe("domain_not_found");
+    expect(await code(t.client(NodeService).registerNode({ hostname: "bad", domainIds: ["dom_nope"] }))).toBe(
+      "domain_not_found",
+    );
   });
 
   it("point 3: cannot enroll an agent outside its domains (it could before, then operate there)", async () => {
@@ -53,10 +56,17 @@ describe("a node serves the domains it was registered for", () => {
     expect((await agents.enrollAgent({ domainId: a, runtime: Runtime.SHELL, name: "ok" })).agent!.domainId).toBe(a);
     expect(await code(agents.enrollAgent({ domainId: b, runtime: Runtime.SHELL, name: "intruder" }))).toBe("forbidden");
     // nor can an admin place one there on its behalf
-    expect(await code(t.client(AgentService).enrollAgent({ nodeId: n.id, domainId: b, runtime: Runtime.SHELL, name: "placed" }))).toBe("forbidden");
+    expect(
+      await code(
+        t.client(AgentService).enrollAgent({ nodeId: n.id, domainId: b, runtime: Runtime.SHELL, name: "placed" }),
+      ),
+    ).toBe("forbidden");
     // a * node may, as it always could: the wide grant is explicit
     const wide = await node("enroll-wide");
-    expect((await t.client(AgentService, wide.token).enrollAgent({ domainId: b, runtime: Runtime.SHELL, name: "w" })).agent!.domainId).toBe(b);
+    expect(
+      (await t.client(AgentService, wide.token).enrollAgent({ domainId: b, runtime: Runtime.SHELL, name: "w" })).agent!
+        .domainId,
+    ).toBe(b);
   });
 
   it("point 4: reads only its domains (task by id, lists, events, MCP get_task)", async () => {
@@ -88,14 +98,20 @@ describe("a node serves the domains it was registered for", () => {
     expect(set.node!.domains).toEqual([a]);
     expect(await code(t.client(WorkService, n.token).claimTask({ agentId: inB.id }))).toBe("forbidden");
     expect(await code(t.client(WorkService, n.token).getTask({ taskId: taskB }))).toBe("forbidden");
-    const ev = (await t.client(EventService).listEvents({ afterId: 0n, limit: 10_000 })).events.filter((e) => e.name === "node.domains_set" && JSON.stringify(e.payload).includes(n.id));
+    const ev = (await t.client(EventService).listEvents({ afterId: 0n, limit: 10_000 })).events.filter(
+      (e) => e.name === "node.domains_set" && JSON.stringify(e.payload).includes(n.id),
+    );
     expect(ev).toHaveLength(1);
     expect((await t.client(NodeService).setNodeDomains({ nodeId: n.id, all: true })).node!.domains).toEqual(["*"]);
     expect((await t.client(WorkService, n.token).getTask({ taskId: taskB })).task!.id).toBe(taskB);
     // bad input names the field; only an admin may change it
     expect(await code(t.client(NodeService).setNodeDomains({ nodeId: n.id }))).toBe("invalid_argument");
-    expect(await code(t.client(NodeService).setNodeDomains({ nodeId: n.id, domainIds: [a], all: true }))).toBe("invalid_argument");
-    expect(await code(t.client(NodeService).setNodeDomains({ nodeId: "nod_missing", all: true }))).toBe("node_not_found");
+    expect(await code(t.client(NodeService).setNodeDomains({ nodeId: n.id, domainIds: [a], all: true }))).toBe(
+      "invalid_argument",
+    );
+    expect(await code(t.client(NodeService).setNodeDomains({ nodeId: "nod_missing", all: true }))).toBe(
+      "node_not_found",
+    );
     expect(await code(t.client(NodeService, n.token).setNodeDomains({ nodeId: n.id, all: true }))).toBe("forbidden");
   });
 });
@@ -106,8 +122,12 @@ describe("an agent token's fleet-wide reads stay in its domain", () => {
     const inB = await node("fleet-b", [b]);
     await t.client(AgentService, inA.token).enrollAgent({ domainId: a, runtime: Runtime.SHELL, name: "fa" });
     await t.client(AgentService, inB.token).enrollAgent({ domainId: b, runtime: Runtime.SHELL, name: "fb" });
-    for (const n of [inA, inB]) await t.client(NodeService, n.token).reportNodeState({ cronJobs: [{ name: `job-${n.id}`, schedule: "* * * * *" }] });
-    const agentToken = (await t.client(AuthService).createToken({ name: "agent-a", role: Role.AGENT, domainId: a })).secret;
+    for (const n of [inA, inB])
+      await t
+        .client(NodeService, n.token)
+        .reportNodeState({ cronJobs: [{ name: `job-${n.id}`, schedule: "* * * * *" }] });
+    const agentToken = (await t.client(AuthService).createToken({ name: "agent-a", role: Role.AGENT, domainId: a }))
+      .secret;
     const nodes = await t.api("POST", "/mcp/call", { tool: "list_nodes", arguments: {} }, agentToken);
     const ids = nodes.body.result.nodes.map((n: { id: string }) => n.id);
     expect(ids).toContain(inA.id);
@@ -116,7 +136,9 @@ describe("an agent token's fleet-wide reads stay in its domain", () => {
     const cronNodes = cron.body.result.nodes.map((n: { node_id: string }) => n.node_id);
     expect(cronNodes).toContain(inA.id);
     expect(cronNodes).not.toContain(inB.id);
-    expect((await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: { node_id: inB.id } }, agentToken)).status).toBe(404);
+    expect(
+      (await t.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: { node_id: inB.id } }, agentToken)).status,
+    ).toBe(404);
     expect(await code(t.client(NodeService, agentToken).getNode({ nodeId: inB.id }))).toBe("node_not_found");
   });
 });

@@ -63,7 +63,12 @@ domain = "${domainId}"
 `,
     );
     // the periodic push is an hour away: everything below arrives through the on-change pushes
-    epd = await startFleetEpd(s, { EP_NODE_STATE_MS: "3600000", EP_CRON_TICK_MS: "1000", EP_WATCHDOG_POLL_MS: "200", EP_WATCHDOG_GRACE_MS: "400" });
+    epd = await startFleetEpd(s, {
+      EP_NODE_STATE_MS: "3600000",
+      EP_CRON_TICK_MS: "1000",
+      EP_WATCHDOG_POLL_MS: "200",
+      EP_WATCHDOG_GRACE_MS: "400",
+    });
     const started = Date.now();
 
     // the cron jobs, with their next fire time and the report's time
@@ -75,7 +80,16 @@ domain = "${domainId}"
     expect(node).toMatchObject({ node_id: s.nodeId, hostname: "worker-1", node_status: "online", config_errors: [] });
     expect(Date.parse(node.reported_at)).toBeGreaterThanOrEqual(started - 1000);
     const tick = node.jobs.find((j: any) => j.name === "tick");
-    expect(tick).toMatchObject({ name: "tick", kind: "cron", schedule: "* * * * *", dispatch: "bash", prompt: "echo tick", missed: "skip", line: 2, running: false });
+    expect(tick).toMatchObject({
+      name: "tick",
+      kind: "cron",
+      schedule: "* * * * *",
+      dispatch: "bash",
+      prompt: "echo tick",
+      missed: "skip",
+      line: 2,
+      running: false,
+    });
     const next = Date.parse(tick.next_fire_at);
     expect(next).toBeGreaterThan(Date.now() - 2000);
     expect(next).toBeLessThanOrEqual(Date.now() + 62_000);
@@ -85,7 +99,10 @@ domain = "${domainId}"
     expect(firstFire).toMatchObject({ status: "ok" });
     await waitFor(async () => {
       const again = (await tool("list_cron_jobs", { node_id: s.nodeId })).nodes[0];
-      return again.jobs.find((j: any) => j.name === "pulse").last_fire.fired_at !== firstFire.fired_at && again.reported_at !== node.reported_at;
+      return (
+        again.jobs.find((j: any) => j.name === "pulse").last_fire.fired_at !== firstFire.fired_at &&
+        again.reported_at !== node.reported_at
+      );
     }, 10_000);
 
     // every reporting node without node_id
@@ -95,19 +112,39 @@ domain = "${domainId}"
     let sup: any;
     await waitFor(async () => {
       sup = (await tool("get_supervision", { node_id: s.nodeId })).nodes[0];
-      return sup.agents.length === 1 && sup.agents[0].state === "running" && sup.agents[0].pid > 0 && sup.agents[0].agent_id !== "";
+      return (
+        sup.agents.length === 1 &&
+        sup.agents[0].state === "running" &&
+        sup.agents[0].pid > 0 &&
+        sup.agents[0].agent_id !== ""
+      );
     }, 15_000);
     const agent = sup.agents[0];
     pids.add(agent.pid);
-    expect(agent).toMatchObject({ profile: "svc", name: "sleeper", runtime: "shell", backend: "process", paused: false, restarts: 0, domain_id: domainId });
+    expect(agent).toMatchObject({
+      profile: "svc",
+      name: "sleeper",
+      runtime: "shell",
+      backend: "process",
+      paused: false,
+      restarts: 0,
+      domain_id: domainId,
+    });
     const towerAgent = (
       await createClient(
         AgentService,
-        createConnectTransport({ baseUrl: s.tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${s.tower.adminToken}`), next(req))] }),
+        createConnectTransport({
+          baseUrl: s.tower.url,
+          httpVersion: "1.1",
+          interceptors: [
+            (next) => (req) => (req.header.set("authorization", `Bearer ${s.tower.adminToken}`), next(req)),
+          ],
+        }),
       ).getAgent({ agentId: agent.agent_id })
     ).agent!;
     expect(towerAgent.name).toBe("sleeper");
-    expect(agent.tower_state).toBe(enumWord(AgentStateSchema, towerAgent.state)); // the tool shows the word of the same state
+    // the tool shows the word of the same state
+    expect(agent.tower_state).toBe(enumWord(AgentStateSchema, towerAgent.state));
 
     // a restart by the watchdog reaches the tower without the periodic push
     await new Promise((r) => setTimeout(r, 600)); // past the start's grace

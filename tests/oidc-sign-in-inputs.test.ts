@@ -26,7 +26,12 @@ const ENV = (issuer: string, url: string) => ({
 beforeAll(async () => {
   const port = await freePort();
   publicUrl = `http://127.0.0.1:${port}`;
-  idp = await startTestProvider({ clientId: "ep-console", clientSecret: "client-secret-for-tests", redirectUri: `${publicUrl}/auth/oidc/callback`, accounts: {} });
+  idp = await startTestProvider({
+    clientId: "ep-console",
+    clientSecret: "client-secret-for-tests",
+    redirectUri: `${publicUrl}/auth/oidc/callback`,
+    accounts: {},
+  });
   t = await startTower({ clock, port, env: ENV(idp.issuer, publicUrl) });
 }, 30_000);
 
@@ -40,14 +45,27 @@ async function start(): Promise<{ location: URL; cookie: string; setCookie: stri
   const res = await fetch(`${publicUrl}/auth/oidc/start`, { redirect: "manual" });
   expect(res.status).toBe(302);
   const setCookie = res.headers.get("set-cookie") ?? "";
-  return { location: new URL(res.headers.get("location")!), cookie: /ep_oidc_flow=([^;]*)/.exec(setCookie)![1], setCookie };
+  return {
+    location: new URL(res.headers.get("location")!),
+    cookie: /ep_oidc_flow=([^;]*)/.exec(setCookie)![1],
+    setCookie,
+  };
 }
 
 /** GET /auth/oidc/callback?<query> with the flow cookie (if any): status, page, cookies set. */
 async function callback(query: string, cookie?: string) {
-  const res = await fetch(`${publicUrl}/auth/oidc/callback?${query}`, { redirect: "manual", headers: cookie === undefined ? {} : { cookie: `ep_oidc_flow=${cookie}` } });
+  const res = await fetch(`${publicUrl}/auth/oidc/callback?${query}`, {
+    redirect: "manual",
+    headers: cookie === undefined ? {} : { cookie: `ep_oidc_flow=${cookie}` },
+  });
   const html = await res.text();
-  return { status: res.status, html, type: res.headers.get("content-type"), setCookie: res.headers.getSetCookie(), reason: /<p id="reason"[^>]*>([^<]*)<\/p>/.exec(html)?.[1] ?? "" };
+  return {
+    status: res.status,
+    html,
+    type: res.headers.get("content-type"),
+    setCookie: res.headers.getSetCookie(),
+    reason: /<p id="reason"[^>]*>([^<]*)<\/p>/.exec(html)?.[1] ?? "",
+  };
 }
 
 describe("the sign-in's start", () => {
@@ -60,7 +78,11 @@ describe("the sign-in's start", () => {
     const { location, cookie, setCookie } = await start();
     expect(location.origin + location.pathname).toBe(`${idp.issuer}/auth`);
     const p = location.searchParams;
-    expect(Object.fromEntries(["client_id", "response_type", "redirect_uri", "code_challenge_method", "scope"].map((k) => [k, p.get(k)]))).toEqual({
+    expect(
+      Object.fromEntries(
+        ["client_id", "response_type", "redirect_uri", "code_challenge_method", "scope"].map((k) => [k, p.get(k)]),
+      ),
+    ).toEqual({
       client_id: "ep-console",
       response_type: "code",
       redirect_uri: `${publicUrl}/auth/oidc/callback`,
@@ -82,15 +104,24 @@ describe("beside it, the other ways in", () => {
   it("a token and a login link still open console sessions on a tower with sign-in configured", async () => {
     const byToken = await t.api("POST", "/auth/session", { token: t.adminToken }, null);
     expect(byToken.status).toBe(200);
-    const { ticket } = (await t.api("POST", "/ep.tower.v1.AuthService/CreateTicket", { purpose: "login" })).body as { ticket: string };
+    const { ticket } = (await t.api("POST", "/ep.tower.v1.AuthService/CreateTicket", { purpose: "login" })).body as {
+      ticket: string;
+    };
     const byLink = await t.api("POST", "/auth/session", { ticket }, null);
-    expect({ status: byLink.status, role: (byLink.body as { role: string }).role }).toEqual({ status: 200, role: "admin" });
+    expect({ status: byLink.status, role: (byLink.body as { role: string }).role }).toEqual({
+      status: 200,
+      role: "admin",
+    });
   });
 });
 
 describe("a malformed or foreign answer at the callback", () => {
   const refused = (r: Awaited<ReturnType<typeof callback>>, status: number, reason: RegExp) => {
-    expect({ status: r.status, type: r.type, reason: r.reason }).toEqual({ status, type: "text/html; charset=utf-8", reason: expect.stringMatching(reason) });
+    expect({ status: r.status, type: r.type, reason: r.reason }).toEqual({
+      status,
+      type: "text/html; charset=utf-8",
+      reason: expect.stringMatching(reason),
+    });
     expect(r.html).not.toMatch(/\n\s+at |Error:/);
     // no session comes of it, and the flow cookie is spent
     expect(r.setCookie.some((c) => c.startsWith("ep_session="))).toBe(false);
@@ -99,22 +130,38 @@ describe("a malformed or foreign answer at the callback", () => {
 
   it("without the flow cookie (another browser, or the cookie expired)", async () => {
     const { location } = await start();
-    refused(await callback(`code=abc&state=${location.searchParams.get("state")}`), 400, /^this browser has no sign-in under way/);
+    refused(
+      await callback(`code=abc&state=${location.searchParams.get("state")}`),
+      400,
+      /^this browser has no sign-in under way/,
+    );
   });
 
   it("with an altered or made-up flow cookie", async () => {
     const { location, cookie } = await start();
     const state = location.searchParams.get("state");
     const sealed = JSON.parse(Buffer.from(cookie, "base64url").toString("utf8"));
-    sealed.ciphertext = Buffer.from("{\"state\":\"mine\"}").toString("base64");
-    refused(await callback(`code=abc&state=${state}`, Buffer.from(JSON.stringify(sealed)).toString("base64url")), 400, /^the sign-in cookie could not be opened/);
-    refused(await callback(`code=abc&state=${state}`, "not-base64-json"), 400, /^the sign-in cookie could not be opened/);
+    sealed.ciphertext = Buffer.from('{"state":"mine"}').toString("base64");
+    refused(
+      await callback(`code=abc&state=${state}`, Buffer.from(JSON.stringify(sealed)).toString("base64url")),
+      400,
+      /^the sign-in cookie could not be opened/,
+    );
+    refused(
+      await callback(`code=abc&state=${state}`, "not-base64-json"),
+      400,
+      /^the sign-in cookie could not be opened/,
+    );
   });
 
   it("after the flow's ten minutes", async () => {
     const { location, cookie } = await start();
     clock.advance(10 * 60_000);
-    refused(await callback(`code=abc&state=${location.searchParams.get("state")}`, cookie), 400, /took longer than 10 minutes/);
+    refused(
+      await callback(`code=abc&state=${location.searchParams.get("state")}`, cookie),
+      400,
+      /took longer than 10 minutes/,
+    );
   });
 
   it("with no state, another state, or the state twice", async () => {
@@ -129,8 +176,16 @@ describe("a malformed or foreign answer at the callback", () => {
     const { location, cookie } = await start();
     const state = location.searchParams.get("state")!;
     refused(await callback(`state=${state}`, cookie), 400, /neither a code nor an error/);
-    refused(await callback(`state=${state}&code=${"x".repeat(5000)}`, cookie), 400, /code is longer than 4096 characters/);
-    refused(await callback(`state=${state}&code=never-issued&iss=${encodeURIComponent(idp.issuer)}`, cookie), 400, /refused to exchange the code: invalid_grant/);
+    refused(
+      await callback(`state=${state}&code=${"x".repeat(5000)}`, cookie),
+      400,
+      /code is longer than 4096 characters/,
+    );
+    refused(
+      await callback(`state=${state}&code=never-issued&iss=${encodeURIComponent(idp.issuer)}`, cookie),
+      400,
+      /refused to exchange the code: invalid_grant/,
+    );
   });
 
   it("the provider's error is shown for this browser's own sign-in only, and escaped", async () => {
@@ -163,7 +218,10 @@ describe("a tower without console sign-in configured", () => {
     for (const path of ["/auth/oidc/start", "/auth/oidc/callback?code=x&state=y"]) {
       const res = await fetch(plain.url + path, { redirect: "manual" });
       expect(res.status).toBe(404);
-      expect(await res.text()).toContain("this tower does not offer sign-in through an identity provider (EP_OIDC_ISSUER and EP_OIDC_CLIENT_ID are not set)");
+      expect(await res.text()).toContain(
+        "this tower does not offer sign-in through an identity " +
+          "provider (EP_OIDC_ISSUER and EP_OIDC_CLIENT_ID are not set)",
+      );
     }
   });
 });
@@ -181,35 +239,65 @@ describe("a misconfigured issuer stops the start with the reason", () => {
     const port = await closedPort();
     await expect(startTower({ env: ENV(`http://127.0.0.1:${port}`, "http://127.0.0.1:1") })).rejects.toMatchObject({
       code: "config_invalid",
-      message: expect.stringMatching(new RegExp(`^EP_OIDC_ISSUER http://127.0.0.1:${port}: OpenID discovery failed \\(.*ECONNREFUSED.*\\)`)),
+      message: expect.stringMatching(
+        new RegExp(`^EP_OIDC_ISSUER http://127.0.0.1:${port}: OpenID discovery failed \\(.*ECONNREFUSED.*\\)`),
+      ),
     });
     await expect(startTower({ env: ENV(`${idp.issuer}/wrong`, "http://127.0.0.1:1") })).rejects.toMatchObject({
       code: "config_invalid",
-      message: expect.stringMatching(/^EP_OIDC_ISSUER http:\/\/127\.0\.0\.1:\d+\/wrong: OpenID discovery failed \(.*404/),
+      message: expect.stringMatching(
+        /^EP_OIDC_ISSUER http:\/\/127\.0\.0\.1:\d+\/wrong: OpenID discovery failed \(.*404/,
+      ),
     });
-    await expect(startTower({ env: ENV("http://idp.example.test", "http://127.0.0.1:1") })).rejects.toMatchObject({ code: "config_invalid", message: expect.stringMatching(/is plain http: use the provider's https URL/) });
+    await expect(startTower({ env: ENV("http://idp.example.test", "http://127.0.0.1:1") })).rejects.toMatchObject({
+      code: "config_invalid",
+      message: expect.stringMatching(/is plain http: use the provider's https URL/),
+    });
   });
 
   it("the settings that make no sense together, before anything starts", async () => {
     const cases: [Record<string, string>, RegExp][] = [
       [{ EP_OIDC_CLIENT_ID: "ep" }, /^EP_OIDC_CLIENT_ID is set but EP_OIDC_ISSUER is not/],
-      [{ EP_OIDC_ISSUER: "not a url", EP_OIDC_CLIENT_ID: "ep" }, /^EP_OIDC_ISSUER must be the identity provider's issuer URL/],
-      [{ EP_OIDC_ISSUER: idp.issuer, EP_OIDC_CLIENT_SECRET: "s" }, /^EP_OIDC_CLIENT_SECRET is set but EP_OIDC_CLIENT_ID is not/],
-      [{ EP_OIDC_ISSUER: idp.issuer, EP_OIDC_CLIENT_ID: "ep", EP_OIDC_SCOPES: "profile email" }, /^EP_OIDC_SCOPES must include openid/],
-      [{ EP_OIDC_ISSUER: idp.issuer, EP_OIDC_CLIENT_ID: "ep", EP_OIDC_RECHECK_SECONDS: "0" }, /^EP_OIDC_RECHECK_SECONDS must be a positive integer/],
-      [{ EP_OIDC_ISSUER: idp.issuer, EP_OIDC_CLIENT_ID: "ep", EP_OIDC_DEFAULT_ROLE: "node" }, /^EP_OIDC_DEFAULT_ROLE must be admin, operator or viewer/],
+      [
+        { EP_OIDC_ISSUER: "not a url", EP_OIDC_CLIENT_ID: "ep" },
+        /^EP_OIDC_ISSUER must be the identity provider's issuer URL/,
+      ],
+      [
+        { EP_OIDC_ISSUER: idp.issuer, EP_OIDC_CLIENT_SECRET: "s" },
+        /^EP_OIDC_CLIENT_SECRET is set but EP_OIDC_CLIENT_ID is not/,
+      ],
+      [
+        { EP_OIDC_ISSUER: idp.issuer, EP_OIDC_CLIENT_ID: "ep", EP_OIDC_SCOPES: "profile email" },
+        /^EP_OIDC_SCOPES must include openid/,
+      ],
+      [
+        { EP_OIDC_ISSUER: idp.issuer, EP_OIDC_CLIENT_ID: "ep", EP_OIDC_RECHECK_SECONDS: "0" },
+        /^EP_OIDC_RECHECK_SECONDS must be a positive integer/,
+      ],
+      [
+        { EP_OIDC_ISSUER: idp.issuer, EP_OIDC_CLIENT_ID: "ep", EP_OIDC_DEFAULT_ROLE: "node" },
+        /^EP_OIDC_DEFAULT_ROLE must be admin, operator or viewer/,
+      ],
     ];
-    for (const [env, message] of cases) await expect(startTower({ env })).rejects.toMatchObject({ message: expect.stringMatching(message) });
+    for (const [env, message] of cases)
+      await expect(startTower({ env })).rejects.toMatchObject({ message: expect.stringMatching(message) });
   });
 
   it("ep-tower exits 2 and prints why", async () => {
     const port = await closedPort();
     const home = tempHome();
     try {
-      await spawnTowerChild({ entry: join(ROOT, "bin", "ep-tower.js"), home: home.dir, env: ENV(`http://127.0.0.1:${port}`, "http://127.0.0.1:1"), timeoutMs: 60_000 });
+      await spawnTowerChild({
+        entry: join(ROOT, "bin", "ep-tower.js"),
+        home: home.dir,
+        env: ENV(`http://127.0.0.1:${port}`, "http://127.0.0.1:1"),
+        timeoutMs: 60_000,
+      });
       expect.unreachable("the tower started with an issuer that does not answer");
     } catch (err) {
-      expect((err as Error).message).toMatch(new RegExp(`ep-tower exited 2: ep-tower: EP_OIDC_ISSUER http://127.0.0.1:${port}: OpenID discovery failed`));
+      expect((err as Error).message).toMatch(
+        new RegExp(`ep-tower exited 2: ep-tower: EP_OIDC_ISSUER http://127.0.0.1:${port}: OpenID discovery failed`),
+      );
     } finally {
       home.cleanup();
     }

@@ -17,7 +17,8 @@ beforeAll(async () => {
   const jwk = { ...(await jose.exportJWK(pair.publicKey)), kid: "k1", alg: "RS256", use: "sig" };
   issuer = createServer((req, res) => {
     res.setHeader("content-type", "application/json");
-    if (req.url === "/.well-known/openid-configuration") res.end(JSON.stringify({ issuer: issuerUrl, jwks_uri: `${issuerUrl}/jwks` }));
+    if (req.url === "/.well-known/openid-configuration")
+      res.end(JSON.stringify({ issuer: issuerUrl, jwks_uri: `${issuerUrl}/jwks` }));
     else if (req.url === "/jwks") res.end(JSON.stringify({ keys: [jwk] }));
     else res.writeHead(404).end("{}");
   });
@@ -63,7 +64,9 @@ describe("OIDC tokens", () => {
     expect(res.status).toBe(401);
     expect(res.body.error.code).toBe("token_expired");
     expect((await t.api("GET", "/domains", undefined, await token({}, { aud: "someone-else" }))).status).toBe(401);
-    expect((await t.api("GET", "/domains", undefined, await token({}, { iss: "https://evil.example" }))).status).toBe(401);
+    expect((await t.api("GET", "/domains", undefined, await token({}, { iss: "https://evil.example" }))).status).toBe(
+      401,
+    );
   });
 
   it("never lets an OIDC claim grant the node role", async () => {

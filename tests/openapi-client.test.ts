@@ -48,7 +48,15 @@ console.log(JSON.stringify(seen));
 
 const TSCONFIG = JSON.stringify({
   // no @types/node: the program uses fetch and console, which the DOM library declares
-  compilerOptions: { strict: true, target: "es2022", module: "nodenext", moduleResolution: "nodenext", outDir: "out", types: [], lib: ["es2022", "dom"] },
+  compilerOptions: {
+    strict: true,
+    target: "es2022",
+    module: "nodenext",
+    moduleResolution: "nodenext",
+    outDir: "out",
+    types: [],
+    lib: ["es2022", "dom"],
+  },
   include: ["*.ts"],
 });
 
@@ -83,9 +91,23 @@ describe.skipIf(generator.skip || tsc.skip)("a REST client generated from /opena
 
     const ran = await run([join(dir, "out", "client.js")]);
     expect(ran.code, ran.out).toBe(0);
-    const result = JSON.parse(ran.out) as { created: number; taskId: string; status: string; runtime: string; command: string };
-    expect(result).toEqual({ created: 201, taskId: expect.stringMatching(/^tsk_/), status: "queued", runtime: "shell", command: "echo hi from a generated client" });
-    expect((await t.api("GET", `/work/tasks/${result.taskId}`)).body.task.input).toEqual({ command: "echo hi from a generated client" });
+    const result = JSON.parse(ran.out) as {
+      created: number;
+      taskId: string;
+      status: string;
+      runtime: string;
+      command: string;
+    };
+    expect(result).toEqual({
+      created: 201,
+      taskId: expect.stringMatching(/^tsk_/),
+      status: "queued",
+      runtime: "shell",
+      command: "echo hi from a generated client",
+    });
+    expect((await t.api("GET", `/work/tasks/${result.taskId}`)).body.task.input).toEqual({
+      command: "echo hi from a generated client",
+    });
   }, 120_000);
 
   it("is strict for real: a runtime word the contract does not have fails the type-check", async () => {

@@ -6,7 +6,20 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTower, type TestTower } from "./harness.js";
 
 let t: TestTower;
-let doc: { openapi: string; paths: Record<string, Record<string, { security?: unknown[]; requestBody?: { content: Record<string, { schema: { properties?: Record<string, unknown> } }> } }>>; components: { schemas: Record<string, { properties?: Record<string, unknown> }> } };
+let doc: {
+  openapi: string;
+  paths: Record<
+    string,
+    Record<
+      string,
+      {
+        security?: unknown[];
+        requestBody?: { content: Record<string, { schema: { properties?: Record<string, unknown> } }> };
+      }
+    >
+  >;
+  components: { schemas: Record<string, { properties?: Record<string, unknown> }> };
+};
 beforeAll(async () => {
   t = await startTower();
   // served without a credential, like the schema reflection serves
@@ -33,10 +46,13 @@ describe("/openapi.json", () => {
   it("lists every REST route the tower serves, and no route it does not", () => {
     const served = new Set(
       t.tower.routes
-        .filter((r) => r.method !== "OPTIONS" && !/^\/[a-z][\w.]*\.[A-Z]\w*\/\w+$/.test(r.url)) // RPC procedures are in proto/, not here
+        // RPC procedures are in proto/, not here
+        .filter((r) => r.method !== "OPTIONS" && !/^\/[a-z][\w.]*\.[A-Z]\w*\/\w+$/.test(r.url))
         .map((r) => `${r.method} ${r.url.replace(/:(\w+)/g, "{$1}").replace(/\*$/, "{path}")}`),
     );
-    const described = new Set(Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`)));
+    const described = new Set(
+      Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`)),
+    );
     expect([...served].filter((r) => !described.has(r)).sort()).toEqual([]);
     expect([...described].filter((r) => !served.has(r)).sort()).toEqual([]);
   });
@@ -44,13 +60,20 @@ describe("/openapi.json", () => {
   it("describes bodies and results with the contract's snake_case fields", () => {
     const create = doc.paths["/work/missions/{mission_id}/tasks"].post;
     const body = create.requestBody!.content["application/json"].schema.properties!;
-    expect(Object.keys(body)).toEqual(expect.arrayContaining(["title", "claim_policy", "capabilities", "max_attempts", "input"]));
+    expect(Object.keys(body)).toEqual(
+      expect.arrayContaining(["title", "claim_policy", "capabilities", "max_attempts", "input"]),
+    );
     // the path parameter and the route's fixed kind are not body fields
     expect(body).not.toHaveProperty("mission_id");
     expect(body).not.toHaveProperty("kind");
-    expect(Object.keys(doc.components.schemas["ep.tower.v1.Task"].properties!)).toEqual(expect.arrayContaining(["id", "status", "lease_expires_at", "created_at"]));
+    expect(Object.keys(doc.components.schemas["ep.tower.v1.Task"].properties!)).toEqual(
+      expect.arrayContaining(["id", "status", "lease_expires_at", "created_at"]),
+    );
     // Struct fields (a task's input, its usage) are open JSON objects, not objects without properties
-    expect(doc.components.schemas["ep.tower.v1.Task"].properties!.input).toEqual({ type: "object", additionalProperties: true });
+    expect(doc.components.schemas["ep.tower.v1.Task"].properties!.input).toEqual({
+      type: "object",
+      additionalProperties: true,
+    });
     expect(doc.paths["/healthz"].get.security).toEqual([]);
     expect(doc.paths["/domains"].get.security).toBeUndefined();
   });

@@ -10,7 +10,9 @@ export interface OptionalTool {
   path: string | undefined;
   /** true only outside CI with the tool missing: `describe.skipIf(tool.skip)` */
   skip: boolean;
-  /** the path; throws (naming the Debian package) when the tool is missing. Call it first in the test or its beforeAll. */
+  /**
+   * the path; throws (naming the Debian package) when the tool is missing. Call it first in the test or its beforeAll.
+   */
   require(): string;
 }
 
@@ -26,7 +28,10 @@ function executable(path: string): boolean {
 }
 
 /** Looks `name` up on PATH and in the sbin directories (nginx lives there and non-root PATHs lack them). */
-export function findExecutable(name: string, env: Record<string, string | undefined> = process.env): string | undefined {
+export function findExecutable(
+  name: string,
+  env: Record<string, string | undefined> = process.env,
+): string | undefined {
   if (isAbsolute(name)) return executable(name) ? name : undefined;
   const dirs = [...(env.PATH ?? "").split(delimiter).filter(Boolean), "/usr/local/sbin", "/usr/sbin", "/sbin"];
   for (const dir of dirs) {

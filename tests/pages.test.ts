@@ -58,7 +58,10 @@ describe("pages", () => {
     // unpaged, the body is what it always was
     expect(Object.keys((await t.api("GET", "/domains")).body)).toEqual(["domains"]);
     const tasks = await t.api("GET", `/work/missions/${missionId}/tasks?limit=3`);
-    const more = await t.api("GET", `/work/missions/${missionId}/tasks?limit=3&page_token=${tasks.body.next_page_token}`);
+    const more = await t.api(
+      "GET",
+      `/work/missions/${missionId}/tasks?limit=3&page_token=${tasks.body.next_page_token}`,
+    );
     expect(more.body.tasks.map((x: { title: string }) => x.title)).toEqual(["t3", "t4"]);
   });
 

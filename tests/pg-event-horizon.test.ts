@@ -29,7 +29,8 @@ async function setup(): Promise<{ schema: Schema; store: PostgresStore; client: 
   return { schema, store, client };
 }
 
-const insert = async (c: pg.Client) => Number((await c.query("INSERT INTO events (type, created_at) VALUES ('matrix', 'now') RETURNING id")).rows[0].id);
+const insert = async (c: pg.Client) =>
+  Number((await c.query("INSERT INTO events (type, created_at) VALUES ('matrix', 'now') RETURNING id")).rows[0].id);
 const ids = async (store: PostgresStore, afterId: number) => (await store.listEvents({ afterId })).map((e) => e.id);
 
 describe.skipIf(skipPg)("event horizon on PostgreSQL", () => {

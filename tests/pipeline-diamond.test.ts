@@ -39,7 +39,8 @@ describe("a diamond pipeline of shell steps through a real epd", () => {
         'depends_on = ["A"]',
         "max_attempts = 1",
         // fails until the test leaves the flag; reads A's output from its run directory
-        `command = "test -f ${flags}/b-may-pass || exit 3; while [ ! -f ${flags}/b-go ]; do sleep 0.05; done; echo from-B after $(cat \\"$EP_PARENTS_DIR/A.out\\")"`,
+        `command = "test -f ${flags}/b-may-pass || exit 3; while [ ! -f ${flags}/b-go ` +
+          `]; do sleep 0.05; done; echo from-B after $(cat \\"$EP_PARENTS_DIR/A.out\\")"`,
         "",
         "[[step]]",
         'name = "C"',
@@ -57,7 +58,10 @@ describe("a diamond pipeline of shell steps through a real epd", () => {
     const run = await ep(["pipeline", "run", file, "--domain", s.domainId, "--json"], { env });
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
-    const { mission, steps } = run.json() as { mission: { id: string; title: string }; steps: { id: string; step: string; status: string; depends_on?: string[] }[] };
+    const { mission, steps } = run.json() as {
+      mission: { id: string; title: string };
+      steps: { id: string; step: string; status: string; depends_on?: string[] }[];
+    };
     expect(mission.title).toBe("diamond");
     const id = Object.fromEntries(steps.map((x) => [x.step, x.id]));
     expect(steps.map((x) => [x.step, x.status])).toEqual([
@@ -101,8 +105,11 @@ describe("a diamond pipeline of shell steps through a real epd", () => {
     expect(out).toBe(`from-B after from-A\nfrom-C\nids=${id.B},${id.C}\n`);
 
     // D's run started only after both parents' success was committed
-    const events = (await adminClient(s.tower, EventService).listEvents({ limit: 1000, filter: { missionId: mission.id } })).events;
-    const at = (name: string, task: string) => events.filter((e) => e.name === name && e.taskId === task).map((e) => Number(e.id));
+    const events = (
+      await adminClient(s.tower, EventService).listEvents({ limit: 1000, filter: { missionId: mission.id } })
+    ).events;
+    const at = (name: string, task: string) =>
+      events.filter((e) => e.name === name && e.taskId === task).map((e) => Number(e.id));
     const dClaims = at("task.claimed", id.D!);
     expect(dClaims).toHaveLength(1);
     expect(Math.max(...at("task.succeeded", id.B!), ...at("task.succeeded", id.C!))).toBeLessThan(dClaims[0]!);

@@ -41,17 +41,37 @@ describe("a malformed pipeline file", () => {
     const d = domain!.id;
     const cases: [string, string][] = [
       // a cycle through names: reported at the depends_on line of a step in it
-      [step("a", 'command = "x"\ndepends_on = ["c"]') + step("b", 'command = "x"\ndepends_on = ["a"]') + step("c", 'command = "x"\ndepends_on = ["b"]'), 'p.toml:4: step "a": depends_on makes a cycle: a → c → b → a'],
-      [step("a", 'command = "x"') + step("b", 'command = "x"\ndepends_on = ["aa"]'), 'p.toml:7: step "b": depends_on names unknown step "aa" (the steps are a, b;'],
+      [
+        step("a", 'command = "x"\ndepends_on = ["c"]') +
+          step("b", 'command = "x"\ndepends_on = ["a"]') +
+          step("c", 'command = "x"\ndepends_on = ["b"]'),
+        'p.toml:4: step "a": depends_on makes a cycle: a → c → b → a',
+      ],
+      [
+        step("a", 'command = "x"') + step("b", 'command = "x"\ndepends_on = ["aa"]'),
+        'p.toml:7: step "b": depends_on names unknown step "aa" (the steps are a, b;',
+      ],
       [step("a", 'runtime = "shell"'), 'p.toml:3: step "a": missing field command (a shell step runs a command)'],
-      ["[[step]]\ncommand = \"x\"\n", "p.toml:1: missing field name"],
+      ['[[step]]\ncommand = "x"\n', "p.toml:1: missing field name"],
       [step("a", ""), 'p.toml:1: step "a": missing field prompt or command'],
-      [step("a", 'command = "x"\nmax_attempts = 0'), 'p.toml:4: step "a": max_attempts must be between 1 and 100 (got 0)'],
+      [
+        step("a", 'command = "x"\nmax_attempts = 0'),
+        'p.toml:4: step "a": max_attempts must be between 1 and 100 (got 0)',
+      ],
       [step("a", 'command = "x"\ncolour = "red"'), 'p.toml:4: step "a": unknown field "colour"'],
-      [step("a", 'command = "x"') + step("a", 'command = "y"'), 'p.toml:5: step "a": a second step named "a" (the first is on line 1)'],
+      [
+        step("a", 'command = "x"') + step("a", 'command = "y"'),
+        'p.toml:5: step "a": a second step named "a" (the first is on line 1)',
+      ],
       [step("a", 'command = "x"\ndepends_on = "b"'), 'p.toml:4: step "a": depends_on must be a list of names'],
-      [step("a", 'prompt = "x"\nworkspace = { repo = "/r", ref = "task:b" }') + step("b", 'command = "x"'), 'p.toml:4: step "a": workspace.ref "task:b": the step must depend on "b"'],
-      [step("a", 'command = "x"\nclaim_policy = "everyone"'), 'p.toml:4: step "a": claim_policy "everyone" is not one of first_claim, assigned, broadcast'],
+      [
+        step("a", 'prompt = "x"\nworkspace = { repo = "/r", ref = "task:b" }') + step("b", 'command = "x"'),
+        'p.toml:4: step "a": workspace.ref "task:b": the step must depend on "b"',
+      ],
+      [
+        step("a", 'command = "x"\nclaim_policy = "everyone"'),
+        'p.toml:4: step "a": claim_policy "everyone" is not one of first_claim, assigned, broadcast',
+      ],
       ['name = "x"\n[[step]]\nname = "a"\ncommand = "unterminated\n', "p.toml:4: TOML syntax error"],
       ['title = "x"\n' + step("a", 'command = "x"'), 'p.toml:1: unknown key "title"'],
       ['name = "x"\n', "p.toml:1: no steps"],
@@ -72,13 +92,25 @@ describe("a malformed pipeline file", () => {
     const { domain: theirs } = await work().createDomain({ name: "pipe-theirs" });
     const { mission } = await work().createMission({ domainId: theirs!.id, title: "m" });
     const foreign = (await work().createTask({ missionId: mission!.id, title: "x" })).task!;
-    const message = await refused(mine!.id, step("a", 'command = "x"') + step("b", `command = "x"\ndepends_on = ["a", "${foreign.id}"]`));
-    expect(message).toBe(`p.toml:7: step "b": depends_on[1]: task ${foreign.id} is in domain ${theirs!.id}, not ${mine!.id}; a task depends only on tasks of its own domain`);
+    const message = await refused(
+      mine!.id,
+      step("a", 'command = "x"') + step("b", `command = "x"\ndepends_on = ["a", "${foreign.id}"]`),
+    );
+    expect(message).toBe(
+      `p.toml:7: step "b": depends_on[1]: task ${foreign.id} is in domain ` +
+        `${theirs!.id}, not ${mine!.id}; a task depends only on tasks of its own domain`,
+    );
     expect((await work().listMissions({ domainId: mine!.id })).missions).toEqual([]);
     // over REST: 400, the errors listed with their lines
-    const rest = await t.api("POST", `/domains/${mine!.id}/pipelines`, { source: step("a", 'command = "x"\ndepends_on = ["nope"]'), file_name: "p.toml" });
+    const rest = await t.api("POST", `/domains/${mine!.id}/pipelines`, {
+      source: step("a", 'command = "x"\ndepends_on = ["nope"]'),
+      file_name: "p.toml",
+    });
     expect(rest.status).toBe(400);
-    expect(rest.body.error).toMatchObject({ code: "pipeline_invalid", details: { file: "p.toml", errors: [{ line: 4, step: "a", field: "depends_on" }] } });
+    expect(rest.body.error).toMatchObject({
+      code: "pipeline_invalid",
+      details: { file: "p.toml", errors: [{ line: 4, step: "a", field: "depends_on" }] },
+    });
     const wrongType = await t.api("POST", `/domains/${mine!.id}/pipelines`, { source: 7 });
     expect(wrongType.status).toBe(400);
     expect((await work().listMissions({ domainId: mine!.id })).missions).toEqual([]);
@@ -87,12 +119,22 @@ describe("a malformed pipeline file", () => {
   it("added to a mission that has a step of the same name is refused; a good file into it is taken", async () => {
     const { domain } = await work().createDomain({ name: "pipe-again" });
     await t.client(AgentService).enrollAgent({ domainId: domain!.id, runtime: runtimeOf("shell"), name: "runner" });
-    const first = await work().runPipeline({ domainId: domain!.id, source: step("build", 'command = "make"\nagent = "runner"'), title: "release" });
+    const first = await work().runPipeline({
+      domainId: domain!.id,
+      source: step("build", 'command = "make"\nagent = "runner"'),
+      title: "release",
+    });
     expect(first.mission!.title).toBe("release");
     expect(first.steps[0]!.assigneeAgentId).not.toBe("");
     const missionId = first.mission!.id;
-    expect(await refused(domain!.id, step("build", 'command = "make again"'), { missionId })).toContain(`p.toml:2: step "build": mission ${missionId} has a step "build" already`);
-    const second = await work().runPipeline({ domainId: domain!.id, missionId, source: step("test", `command = "make test"\ndepends_on = ["${first.steps[0]!.id}"]`) });
+    expect(await refused(domain!.id, step("build", 'command = "make again"'), { missionId })).toContain(
+      `p.toml:2: step "build": mission ${missionId} has a step "build" already`,
+    );
+    const second = await work().runPipeline({
+      domainId: domain!.id,
+      missionId,
+      source: step("test", `command = "make test"\ndepends_on = ["${first.steps[0]!.id}"]`),
+    });
     expect(second.steps.map((s) => [s.step, s.dependsOn])).toEqual([["test", [first.steps[0]!.id]]]);
     expect((await work().getPipeline({ missionId })).steps.map((s) => s.step)).toEqual(["build", "test"]);
   });

@@ -26,7 +26,9 @@ beforeAll(async () => {
   domainA = (await work.createDomain({ name: "scope-a" })).domain!.id;
   domainB = (await work.createDomain({ name: "scope-b" })).domain!.id;
   const missionB = (await work.createMission({ domainId: domainB, title: "b" })).mission!.id;
-  taskB = (await work.createTask({ missionId: missionB, title: "b", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id;
+  taskB = (
+    await work.createTask({ missionId: missionB, title: "b", runtime: Runtime.SHELL, input: { command: "true" } })
+  ).task!.id;
   nodeToken = (await t.client(NodeService).registerNode({ hostname: "scope-a", domainIds: [domainA] })).token;
   await t.client(AgentService, nodeToken).enrollAgent({ domainId: domainA, runtime: Runtime.SHELL, name: "a0" });
 });
@@ -35,14 +37,25 @@ afterAll(async () => {
   await t?.close();
 });
 
-const publish = (events: Record<string, unknown>[]) => t.client(NodeService, nodeToken).publishEvents({ events: events as never });
-const refusal = (p: Promise<unknown>) => p.then(() => undefined, (err: unknown) => toEpError(err));
+const publish = (events: Record<string, unknown>[]) =>
+  t.client(NodeService, nodeToken).publishEvents({ events: events as never });
+const refusal = (p: Promise<unknown>) =>
+  p.then(
+    () => undefined,
+    (err: unknown) => toEpError(err),
+  );
 /** The names of the events stored in a domain (as the admin sees them). */
-const namesIn = async (domainId: string) => (await t.client(EventService).listEvents({ filter: { domainId } })).events.map((e) => e.name);
+const namesIn = async (domainId: string) =>
+  (await t.client(EventService).listEvents({ filter: { domainId } })).events.map((e) => e.name);
 
 describe("PublishEvents by a node registered for domain A", () => {
   it("refuses an event stamped with a domain the node does not serve, and stores nothing of the call", async () => {
-    const err = await refusal(publish([{ type: "matrix", name: "ok.first", domainId: domainA }, { type: "matrix", name: "task.succeeded", domainId: domainB, taskId: taskB }]));
+    const err = await refusal(
+      publish([
+        { type: "matrix", name: "ok.first", domainId: domainA },
+        { type: "matrix", name: "task.succeeded", domainId: domainB, taskId: taskB },
+      ]),
+    );
     expect(err?.code).toBe("forbidden");
     expect(err?.message).toContain(`this node serves only ${domainA}, not ${domainB}`);
     expect(await namesIn(domainB)).not.toContain("task.succeeded");
@@ -58,7 +71,9 @@ describe("PublishEvents by a node registered for domain A", () => {
   it("takes its own fleet events without a domain, and refuses other names or named work without one", async () => {
     const ok = await publish([{ type: "matrix", name: "cron.fired", status: "ok", payload: { job: "nightly" } }]);
     expect(ok.ids).toHaveLength(1);
-    const [stored] = (await t.client(EventService).listEvents({ filter: { types: ["matrix"] } })).events.filter((e) => e.id === ok.ids[0]);
+    const [stored] = (await t.client(EventService).listEvents({ filter: { types: ["matrix"] } })).events.filter(
+      (e) => e.id === ok.ids[0],
+    );
     expect(stored.payload?.node_id).toBeTruthy();
 
     const named = await refusal(publish([{ type: "matrix", name: "task.succeeded", status: "succeeded" }]));

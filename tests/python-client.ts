@@ -18,7 +18,8 @@ function problem(): string | undefined {
   if (!findExecutable("protoc")) return "protoc is not installed";
   if (!findExecutable("/usr/bin/grpc_python_plugin")) return "grpc_python_plugin is not installed";
   const py = spawnSync(PYTHON, ["-c", "import grpc, google.protobuf"], { encoding: "utf8" });
-  if (py.status !== 0) return `${PYTHON} cannot import grpc (${(py.stderr || py.error?.message || "").trim().split("\n").at(-1)})`;
+  if (py.status !== 0)
+    return `${PYTHON} cannot import grpc (${(py.stderr || py.error?.message || "").trim().split("\n").at(-1)})`;
   return undefined;
 }
 
@@ -49,7 +50,8 @@ function docStatusProto(): string {
 export function pythonClient(suite: string): PythonClient {
   const why = problem();
   if (why) {
-    if (process.env.CI) console.log(`${suite}: FAILING under CI: ${why} (apt-get install ${PACKAGES}); .ci/run installs them`);
+    if (process.env.CI)
+      console.log(`${suite}: FAILING under CI: ${why} (apt-get install ${PACKAGES}); .ci/run installs them`);
     else console.log(`${suite}: skipping: ${why} (apt-get install ${PACKAGES}); under CI these tests fail instead`);
   }
   let dir: string | undefined;
@@ -61,10 +63,24 @@ export function pythonClient(suite: string): PythonClient {
     mkdirSync(join(dir, "gen"));
     writeFileSync(join(dir, "google", "rpc", "status.proto"), docStatusProto());
     const protoDir = join(ROOT, "proto");
-    const files = ["tower", "errors"].flatMap((area) => readdirSync(join(protoDir, "ep", area, "v1")).filter((f) => f.endsWith(".proto")).map((f) => `ep/${area}/v1/${f}`));
+    const files = ["tower", "errors"].flatMap((area) =>
+      readdirSync(join(protoDir, "ep", area, "v1"))
+        .filter((f) => f.endsWith(".proto"))
+        .map((f) => `ep/${area}/v1/${f}`),
+    );
     const gen = spawnSync(
       "protoc",
-      ["-I", protoDir, "-I", dir, `--python_out=${join(dir, "gen")}`, `--grpc_out=${join(dir, "gen")}`, "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin", "google/rpc/status.proto", ...files],
+      [
+        "-I",
+        protoDir,
+        "-I",
+        dir,
+        `--python_out=${join(dir, "gen")}`,
+        `--grpc_out=${join(dir, "gen")}`,
+        "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin",
+        "google/rpc/status.proto",
+        ...files,
+      ],
       { encoding: "utf8", cwd: dir },
     );
     if (gen.status !== 0) throw new Error(`protoc failed: ${gen.stderr}`);
@@ -76,9 +92,14 @@ export function pythonClient(suite: string): PythonClient {
     run(env) {
       const cwd = prepare();
       return new Promise((resolve) => {
-        execFile(PYTHON, ["client.py"], { cwd, env: { ...process.env, PYTHONPATH: join(cwd, "gen"), ...env }, timeout: 60_000 }, (err, stdout, stderr) => {
-          resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr });
-        });
+        execFile(
+          PYTHON,
+          ["client.py"],
+          { cwd, env: { ...process.env, PYTHONPATH: join(cwd, "gen"), ...env }, timeout: 60_000 },
+          (err, stdout, stderr) => {
+            resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr });
+          },
+        );
       });
     },
     close() {
@@ -88,7 +109,10 @@ export function pythonClient(suite: string): PythonClient {
 }
 
 /** What the doc's client printed, checked against the tower it talked to. */
-export async function expectDocClientRan(run: { code: number; out: string }, tower: Pick<TestTower, "api">): Promise<void> {
+export async function expectDocClientRan(
+  run: { code: number; out: string },
+  tower: Pick<TestTower, "api">,
+): Promise<void> {
   expect(run.code, run.out).toBe(0);
   const created = /^created from-python first (tsk_\S+)$/m.exec(run.out);
   expect(created, run.out).not.toBeNull();

@@ -24,7 +24,10 @@ function tourLines(): string[] {
   const readme = readFileSync(join(ROOT, "README.md"), "utf8");
   const block = /<!-- tour:[^>]*-->\s*```sh\n([\s\S]*?)```/.exec(readme);
   if (!block) throw new Error("README.md has no tour block");
-  return block[1].split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+  return block[1]
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith("#"));
 }
 
 describe("the README tour", () => {
@@ -34,10 +37,24 @@ describe("the README tour", () => {
     const bin = join(home.dir, "bin");
     mkdirSync(bin);
     // `npx ep …` in the clone is bin/ep.js
-    writeFileSync(join(bin, "npx"), `#!/bin/sh\n[ "$1" = ep ] && shift && exec ${process.execPath} ${EP_BIN} "$@"\nexec npx "$@"\n`);
+    writeFileSync(
+      join(bin, "npx"),
+      `#!/bin/sh\n[ "$1" = ep ] && shift && exec ${process.execPath} ${EP_BIN} "$@"\nexec npx "$@"\n`,
+    );
     chmodSync(join(bin, "npx"), 0o755);
-    const env = { ...process.env, HOME: home.dir, EP_HOME: join(home.dir, ".ep"), EP_NODE_FILE: join(home.dir, ".ep", "node.json"), EP_BASE_URL: "", EP_TOKEN: "", PATH: `${bin}:${process.env.PATH}` };
-    up = spawn(process.execPath, [EP_BIN, "up", "--listen", `127.0.0.1:${port}`], { env, stdio: ["ignore", "pipe", "pipe"] });
+    const env = {
+      ...process.env,
+      HOME: home.dir,
+      EP_HOME: join(home.dir, ".ep"),
+      EP_NODE_FILE: join(home.dir, ".ep", "node.json"),
+      EP_BASE_URL: "",
+      EP_TOKEN: "",
+      PATH: `${bin}:${process.env.PATH}`,
+    };
+    up = spawn(process.execPath, [EP_BIN, "up", "--listen", `127.0.0.1:${port}`], {
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let out = "";
     up.stdout!.on("data", (d: Buffer) => (out += d.toString()));
     up.stderr!.resume();

@@ -18,7 +18,10 @@ describe.skipIf(skip)("the real agent CLIs when the model API fails (issue 34)",
     // environment variable, codex's provider settings, gemini's settings.json
     if (skip) return;
     cli = await startRealCli("ep-real-fail-");
-    writeFileSync(join(cli.userHome, ".codex", "config.toml"), codexConfig(cli.llmUrl, "request_max_retries = 1\nstream_max_retries = 1\n"));
+    writeFileSync(
+      join(cli.userHome, ".codex", "config.toml"),
+      codexConfig(cli.llmUrl, "request_max_retries = 1\nstream_max_retries = 1\n"),
+    );
     writeFileSync(join(cli.userHome, ".gemini", "settings.json"), geminiSettings({ maxAttempts: 2 }));
     await cli.setRuntimes("claude-code-acp", { claudeEnv: 'CLAUDE_CODE_MAX_RETRIES = "3"\n' });
   }, 120_000);
@@ -32,11 +35,26 @@ describe.skipIf(skip)("the real agent CLIs when the model API fails (issue 34)",
   const runTask = (runtime: string, prompt: string) => cli.runTask(runtime, prompt);
   const cliEnv = () => cli.cliEnv();
   const submit = async (runtime: string, prompt: string) =>
-    (await cli.work.createTask({ missionId: cli.missionId, title: prompt.slice(0, 40), runtime: runtimeOf(runtime), input: { prompt }, maxAttempts: 1 })).task!.id;
+    (
+      await cli.work.createTask({
+        missionId: cli.missionId,
+        title: prompt.slice(0, 40),
+        runtime: runtimeOf(runtime),
+        input: { prompt },
+        maxAttempts: 1,
+      })
+    ).task!.id;
 
   const ended = async (id: string) => {
     let task = (await cli.work.getTask({ taskId: id })).task!;
-    await waitFor(async () => ["succeeded", "failed", "cancelled"].includes(statusWord((task = (await cli.work.getTask({ taskId: id })).task!).status)), 90_000, 100);
+    await waitFor(
+      async () =>
+        ["succeeded", "failed", "cancelled"].includes(
+          statusWord((task = (await cli.work.getTask({ taskId: id })).task!).status),
+        ),
+      90_000,
+      100,
+    );
     return task;
   };
 
@@ -44,11 +62,15 @@ describe.skipIf(skip)("the real agent CLIs when the model API fails (issue 34)",
   async function retryWhileRunning(id: string): Promise<{ frame: Frame; status: string }> {
     let frame: Frame | undefined;
     let status = "";
-    await waitFor(async () => {
-      frame = (await framesOf(id)).find((f) => f.kind === "status" && f.data?.retry === true);
-      if (frame) status = statusWord((await cli.work.getTask({ taskId: id })).task!.status);
-      return frame !== undefined;
-    }, 60_000, 100);
+    await waitFor(
+      async () => {
+        frame = (await framesOf(id)).find((f) => f.kind === "status" && f.data?.retry === true);
+        if (frame) status = statusWord((await cli.work.getTask({ taskId: id })).task!.status);
+        return frame !== undefined;
+      },
+      60_000,
+      100,
+    );
     return { frame: frame!, status };
   }
 
@@ -64,12 +86,16 @@ describe.skipIf(skip)("the real agent CLIs when the model API fails (issue 34)",
     expect(task.result?.error).toContain("the fixture rate-limits you (429)");
   }, 120_000);
 
-  it("gemini: its stderr 'Attempt 1 failed' is a status frame while the task runs; the error is the upstream's; stderr is its own kind", async () => {
+  it("gemini: its stderr 'Attempt 1 failed' is a status frame while " +
+    "the task runs; the error is the upstream's; stderr is its own kind", async () => {
     const id = await submit("vendorC", "ep-frames: upstream 500");
     // gemini waits about 5 s before its second (and last, maxAttempts = 2) attempt
     const { frame, status } = await retryWhileRunning(id);
     expect(status).toBe("running");
-    expect(frame).toMatchObject({ text: "model API error 500, retry 1: the fixture is overloaded (500)", data: { attempt: 1, error_status: 500 } });
+    expect(frame).toMatchObject({
+      text: "model API error 500, retry 1: the fixture is overloaded (500)",
+      data: { attempt: 1, error_status: 500 },
+    });
     const task = await ended(id);
     expect(statusWord(task.status)).toBe("failed");
     expect(task.result?.error).toBe("vendorC: HTTP 500: the fixture is overloaded (500)");
@@ -88,10 +114,16 @@ describe.skipIf(skip)("the real agent CLIs when the model API fails (issue 34)",
   }, 120_000);
 
   it("gemini's streamed pieces arrive as whole lines; usage names the model for codex and gemini", async () => {
-    const [gemini, codex] = await Promise.all([runTask("vendorC", "ep-frames: stream words"), runTask("vendorB", "ep-real-cli: reply hello")]);
+    const [gemini, codex] = await Promise.all([
+      runTask("vendorC", "ep-frames: stream words"),
+      runTask("vendorB", "ep-real-cli: reply hello"),
+    ]);
     expect(gemini.status, gemini.error).toBe("succeeded");
     // the fixture streams four characters at a time
-    expect((await framesOf(gemini.id)).filter((f) => f.kind === "text").map((f) => f.text)).toEqual(["codeword pelican-773", "second line here"]);
+    expect((await framesOf(gemini.id)).filter((f) => f.kind === "text").map((f) => f.text)).toEqual([
+      "codeword pelican-773",
+      "second line here",
+    ]);
     expect(codex.status, codex.error).toBe("succeeded");
     for (const [r, model] of [
       [gemini, "gemini-2.5-flash"],

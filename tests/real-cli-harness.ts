@@ -16,14 +16,25 @@ import { EventService } from "../gen/ep/tower/v1/events_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { runtimeOf, statusWord } from "../test-support/words.js";
 import { assertBuilt, ep } from "./cli-helpers.js";
-import { buildBinaries, registerNode, ROOT, spawnEpd, spawnTowerProcess, stopChild, type EpdProcess, type TowerProcess } from "./epd-harness.js";
+import {
+  buildBinaries,
+  registerNode,
+  ROOT,
+  spawnEpd,
+  spawnTowerProcess,
+  stopChild,
+  type EpdProcess,
+  type TowerProcess,
+} from "./epd-harness.js";
 import { freePort, waitFor } from "./harness.js";
 
 const CLI_DIR = join(ROOT, "tests", "real-cli");
 const BIN = join(CLI_DIR, "node_modules", ".bin");
 const NEEDED = ["claude", "codex", "gemini", "claude-code-acp", "llmock"];
 const missing = NEEDED.filter((name) => !existsSync(join(BIN, name)));
-export const REAL_CLI_MISSING = `the real agent CLIs are not installed (missing ${missing.join(", ")} in tests/real-cli/node_modules; run: npm ci --prefix tests/real-cli)`;
+export const REAL_CLI_MISSING =
+  `the real agent CLIs are not installed (missing ${missing.join(", ")} ` +
+  `in tests/real-cli/node_modules; run: npm ci --prefix tests/real-cli)`;
 if (missing.length > 0) {
   if (process.env.CI) console.log(`real agent CLIs: FAILING under CI: ${REAL_CLI_MISSING}`);
   else console.log(`real agent CLIs: skipping: ${REAL_CLI_MISSING}; under CI these tests fail instead`);
@@ -48,19 +59,27 @@ export interface RealCli {
   cliEnv(): Record<string, string>;
   /** runtimes.toml with nothing but each vendor's own settings, `extra` appended (tables of its own) */
   setRuntimes(acp: AcpAgent, opts?: { acpSettings?: string; claudeEnv?: string; extra?: string }): Promise<void>;
-  runTask(runtime: string, prompt: string, opts?: { onCreated?: (id: string) => Promise<void>; input?: Record<string, unknown> }): Promise<{ id: string; status: string; output: string; error: string }>;
+  runTask(
+    runtime: string,
+    prompt: string,
+    opts?: { onCreated?: (id: string) => Promise<void>; input?: Record<string, unknown> },
+  ): Promise<{ id: string; status: string; output: string; error: string }>;
   /** a git repository with one commit, in a folder of the user's own */
   repo(): string;
   /** the progress frames the task's run reported, as text */
   frames(taskId: string): Promise<string[]>;
-  /** every request the CLIs made of the fake API, as sent (aimock's own journal drops the tool kinds it does not speak, e.g. codex's namespaces) */
+  /**
+   * every request the CLIs made of the fake API, as sent (aimock's own journal drops the tool kinds it does not speak,
+   * e.g. codex's namespaces)
+   */
   journal(): Promise<{ path: string; body: Record<string, unknown> }[]>;
   close(): Promise<void>;
 }
 
 export function runtimesToml(llmUrl: string, acp: AcpAgent, acpSettings = "", claudeEnv = ""): string {
   const anthropic = `ANTHROPIC_BASE_URL = "${llmUrl}"\nANTHROPIC_API_KEY = "test-key"\n`;
-  const gemini = `GEMINI_API_KEY = "test-key"\nGOOGLE_GEMINI_BASE_URL = "${llmUrl}"\nGEMINI_MODEL = "gemini-2.5-flash"\n`;
+  const gemini =
+    `GEMINI_API_KEY = "test-key"\nGOOGLE_GEMINI_BASE_URL ` + `= "${llmUrl}"\nGEMINI_MODEL = "gemini-2.5-flash"\n`;
   return [
     `[vendorA_code.env]\n${anthropic}${claudeEnv}`,
     `[vendorB.env]\nOPENAI_API_KEY = "test-key"\n`,
@@ -73,9 +92,11 @@ export function runtimesToml(llmUrl: string, acp: AcpAgent, acpSettings = "", cl
 
 /** codex's own config: the fake API as its provider, `provider` lines added to that table (its retry limits). */
 export const codexConfig = (llmUrl: string, provider = "") =>
-  `model = "gpt-5.1"\nmodel_provider = "fake"\n[model_providers.fake]\nname = "fake"\nbase_url = "${llmUrl}/v1"\nenv_key = "OPENAI_API_KEY"\nwire_api = "responses"\nsupports_websockets = false\n${provider}`;
+  `model = "gpt-5.1"\nmodel_provider = "fake"\n[model_providers.fake]\nname = "fake"\nbase_url = ` +
+  `"${llmUrl}/v1"\nenv_key = "OPENAI_API_KEY"\nwire_api = "responses"\nsupports_websockets = false\n${provider}`;
 /** gemini's own settings: the API key auth, and `general` settings (its retry limit). */
-export const geminiSettings = (general?: Record<string, unknown>) => JSON.stringify({ ...(general ? { general } : {}), security: { auth: { selectedType: "gemini-api-key" } } });
+export const geminiSettings = (general?: Record<string, unknown>) =>
+  JSON.stringify({ ...(general ? { general } : {}), security: { auth: { selectedType: "gemini-api-key" } } });
 
 /** Starts the fake API, a tower and an epd with the four agent runtimes enrolled in one domain. */
 export async function startRealCli(prefix: string): Promise<RealCli> {
@@ -86,11 +107,18 @@ export async function startRealCli(prefix: string): Promise<RealCli> {
   // read a settings file, under a world-writable directory such as /tmp
   const base = join(homedir(), ".ep-test");
   mkdirSync(base, { recursive: true, mode: 0o700 });
-  const home = { dir: mkdtempSync(join(base, prefix)), cleanup: () => rmSync(home.dir, { recursive: true, force: true }) };
+  const home = {
+    dir: mkdtempSync(join(base, prefix)),
+    cleanup: () => rmSync(home.dir, { recursive: true, force: true }),
+  };
   const userHome = mkdtempSync(join(base, `${prefix}user-`));
   const port = await freePort();
   const mockUrl = `http://127.0.0.1:${port}`;
-  const llm: ChildProcess = spawn(join(BIN, "llmock"), ["-p", String(port), "-h", "127.0.0.1", "-f", join(CLI_DIR, "fixtures")], { stdio: ["ignore", "pipe", "pipe"] });
+  const llm: ChildProcess = spawn(
+    join(BIN, "llmock"),
+    ["-p", String(port), "-h", "127.0.0.1", "-f", join(CLI_DIR, "fixtures")],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
   let llmLog = "";
   llm.stdout!.on("data", (d: Buffer) => (llmLog += d.toString()));
   llm.stderr!.on("data", (d: Buffer) => (llmLog += d.toString()));
@@ -114,14 +142,24 @@ export async function startRealCli(prefix: string): Promise<RealCli> {
   const nodeId = (await registerNode(tower.url, tower.adminToken, nodeFile)).nodeId;
   mkdirSync(join(home.dir, "epd"), { recursive: true, mode: 0o700 });
   writeFileSync(join(home.dir, "epd", "runtimes.toml"), runtimesToml(llmUrl, "claude-code-acp"));
-  const epd = await spawnEpd({ home: home.dir, nodeFile, backendUrl: tower.url, env: { HOME: userHome, PATH: `${BIN}:${process.env.PATH}` } });
+  const epd = await spawnEpd({
+    home: home.dir,
+    nodeFile,
+    backendUrl: tower.url,
+    env: { HOME: userHome, PATH: `${BIN}:${process.env.PATH}` },
+  });
 
-  const transport = createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))] });
+  const transport = createConnectTransport({
+    baseUrl: tower.url,
+    httpVersion: "1.1",
+    interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${tower.adminToken}`), next(req))],
+  });
   const work = createClient(WorkService, transport);
   const events = createClient(EventService, transport);
   const domainId = (await work.createDomain({ name: "real-cli-domain" })).domain!.id;
   const missionId = (await work.createMission({ domainId, title: "real clis" })).mission!.id;
-  for (const runtime of ["vendorA_code", "vendorB", "vendorC", "vendorA_agent_acp"]) await epd.call("agent.enroll", { domainId, runtime, name: `real-${runtime}` });
+  for (const runtime of ["vendorA_code", "vendorB", "vendorC", "vendorA_agent_acp"])
+    await epd.call("agent.enroll", { domainId, runtime, name: `real-${runtime}` });
   const cliEnv = () => ({ EP_HOME: home.dir, EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken });
   const repos: string[] = [];
 
@@ -138,18 +176,33 @@ export async function startRealCli(prefix: string): Promise<RealCli> {
     nodeId,
     cliEnv,
     async setRuntimes(acp, opts = {}) {
-      writeFileSync(join(home.dir, "epd", "runtimes.toml"), runtimesToml(llmUrl, acp, opts.acpSettings, opts.claudeEnv) + (opts.extra ? `\n${opts.extra}` : ""));
+      writeFileSync(
+        join(home.dir, "epd", "runtimes.toml"),
+        runtimesToml(llmUrl, acp, opts.acpSettings, opts.claudeEnv) + (opts.extra ? `\n${opts.extra}` : ""),
+      );
       const reload = await ep(["node", "reload", nodeId, "--json"], { env: cliEnv() });
       if (reload.code !== 0) throw new Error(`ep node reload: ${reload.stderr}${reload.stdout}`);
     },
     async runTask(runtime, prompt, opts = {}) {
-      const id = (await work.createTask({ missionId, title: prompt.slice(0, 40), runtime: runtimeOf(runtime), input: { prompt, ...opts.input }, maxAttempts: 1 })).task!.id;
+      const id = (
+        await work.createTask({
+          missionId,
+          title: prompt.slice(0, 40),
+          runtime: runtimeOf(runtime),
+          input: { prompt, ...opts.input },
+          maxAttempts: 1,
+        })
+      ).task!.id;
       await opts.onCreated?.(id);
       let task = (await work.getTask({ taskId: id })).task!;
-      await waitFor(async () => {
-        task = (await work.getTask({ taskId: id })).task!;
-        return ["succeeded", "failed", "cancelled"].includes(statusWord(task.status));
-      }, 90_000, 100);
+      await waitFor(
+        async () => {
+          task = (await work.getTask({ taskId: id })).task!;
+          return ["succeeded", "failed", "cancelled"].includes(statusWord(task.status));
+        },
+        90_000,
+        100,
+      );
       const result = task.result;
       return { id, status: statusWord(task.status), output: result?.output ?? "", error: result?.error ?? "" };
     },
@@ -234,7 +287,9 @@ function namespacedCalls(): Transform {
 }
 
 /** A pass-through in front of the fake API that keeps each request's path and JSON body. */
-async function startRecorder(target: string): Promise<{ url: string; requests: { path: string; body: Record<string, unknown> }[]; close(): void }> {
+async function startRecorder(
+  target: string,
+): Promise<{ url: string; requests: { path: string; body: Record<string, unknown> }[]; close(): void }> {
   const requests: { path: string; body: Record<string, unknown> }[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -242,7 +297,10 @@ async function startRecorder(target: string): Promise<{ url: string; requests: {
     req.on("end", () => {
       const raw = Buffer.concat(chunks);
       try {
-        requests.push({ path: req.url ?? "", body: raw.length ? (JSON.parse(raw.toString("utf8")) as Record<string, unknown>) : {} });
+        requests.push({
+          path: req.url ?? "",
+          body: raw.length ? (JSON.parse(raw.toString("utf8")) as Record<string, unknown>) : {},
+        });
       } catch {
         requests.push({ path: req.url ?? "", body: {} });
       }

@@ -39,13 +39,25 @@ describe.skipIf(skipRealCli)("a pipeline of claude steps and a shell step", () =
       "[[step]]",
       'name = "test"',
       'depends_on = ["review"]',
-      `command = "test -f impl.txt && echo tested $(cat impl.txt) on $(git rev-parse --abbrev-ref HEAD) after: $(cat \\"$EP_PARENTS_DIR/review.out\\")"`,
+      `command = "test -f impl.txt && echo tested $(cat impl.txt) on $(git ` +
+        `rev-parse --abbrev-ref HEAD) after: $(cat \\"$EP_PARENTS_DIR/review.out\\")"`,
       `workspace = { repo = ${JSON.stringify(repo)}, ref = "task:implement" }`,
       "max_attempts = 1",
     ].join("\n");
-    const { mission, steps } = await cli.work.runPipeline({ domainId: cli.domainId, source, fileName: "pipeline.toml" });
+    const { mission, steps } = await cli.work.runPipeline({
+      domainId: cli.domainId,
+      source,
+      fileName: "pipeline.toml",
+    });
     const id = Object.fromEntries(steps.map((s) => [s.step, s.id]));
-    await waitFor(async () => ["succeeded", "failed", "cancelled"].includes(statusWord((await cli.work.getPipeline({ missionId: mission!.id })).state)), 240_000, 200);
+    await waitFor(
+      async () =>
+        ["succeeded", "failed", "cancelled"].includes(
+          statusWord((await cli.work.getPipeline({ missionId: mission!.id })).state),
+        ),
+      240_000,
+      200,
+    );
     const task = async (step: string) => (await cli.work.getTask({ taskId: id[step]! })).task!;
     const [impl, review, test] = [await task("implement"), await task("review"), await task("test")];
     const frames = async (step: string) => (await cli.frames(id[step]!)).join("\n").slice(-3000);
@@ -58,8 +70,15 @@ describe.skipIf(skipRealCli)("a pipeline of claude steps and a shell step", () =
     expect(review.result!.workspace!.baseBranch).toBe(impl.result!.workspace!.branch);
     expect(review.result!.output).toContain("the reviewer saw impl.txt");
     // the prompt it was given carried the parent's context
-    const asked = (await cli.journal()).map((e) => JSON.stringify(e.body)).filter((b) => b.includes("ep-real-cli: pipeline reviewer"));
-    expect(asked.some((b) => b.includes(`Context from EP: this task (${id.review})`) && b.includes(`${id.implement} (step implement)`))).toBe(true);
+    const asked = (await cli.journal())
+      .map((e) => JSON.stringify(e.body))
+      .filter((b) => b.includes("ep-real-cli: pipeline reviewer"));
+    expect(
+      asked.some(
+        (b) =>
+          b.includes(`Context from EP: this task (${id.review})`) && b.includes(`${id.implement} (step implement)`),
+      ),
+    ).toBe(true);
 
     expect(statusWord(test.status), `${test.result?.error}\n${await frames("test")}`).toBe("succeeded");
     expect(test.result!.output.trim()).toBe(`tested implemented on ep/${id.test} after: the reviewer saw impl.txt`);

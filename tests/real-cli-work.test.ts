@@ -13,7 +13,9 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => cli?.close());
 
-/** Each agent: its runtime, the ACP agent behind vendorA_agent_acp, and the name its CLI gives EP's list_domains tool. */
+/**
+ * Each agent: its runtime, the ACP agent behind vendorA_agent_acp, and the name its CLI gives EP's list_domains tool.
+ */
 const AGENTS: { who: string; runtime: string; acp: AcpAgent; listDomains: string }[] = [
   { who: "claude", runtime: "vendorA_code", acp: "claude-code-acp", listDomains: "mcp__ep__list_domains" },
   { who: "codex", runtime: "vendorB", acp: "claude-code-acp", listDomains: "mcp__ep.list_domains" },
@@ -26,7 +28,8 @@ const AGENTS: { who: string; runtime: string; acp: AcpAgent; listDomains: string
 const REFUSED = /Read-only file system|needs approval|denied|not allowed|refused|not found/i;
 
 describe.skipIf(skipRealCli).each(AGENTS)("$who with EP's defaults", ({ who, runtime, acp, listDomains }) => {
-  it("its own shell tool writes a file in a git worktree, which the task's diff shows; a write to the user's home does not land and the task says so", async () => {
+  it("its own shell tool writes a file in a git worktree, which the task's " +
+    "diff shows; a write to the user's home does not land and the task says so", async () => {
     await cli.setRuntimes(acp);
     const repo = cli.repo();
     const r = await cli.runTask(runtime, `ep-real-cli: ${who} writes hello.txt`, { input: { workspace: { repo } } });
@@ -40,7 +43,9 @@ describe.skipIf(skipRealCli).each(AGENTS)("$who with EP's defaults", ({ who, run
     expect(frames).toMatch(REFUSED);
     // and the result says what the agent could not do: the write the confinement refused
     const denials = (await cli.work.getTask({ taskId: r.id })).task!.result!.denials;
-    expect(denials, frames.slice(-3000)).toContainEqual(expect.objectContaining({ source: DenialSource.SANDBOX, tried: expect.stringContaining(`outside-${who}.txt`) }));
+    expect(denials, frames.slice(-3000)).toContainEqual(
+      expect.objectContaining({ source: DenialSource.SANDBOX, tried: expect.stringContaining(`outside-${who}.txt`) }),
+    );
   }, 120_000);
 
   it("is offered EP's tools (the fake API's journal) and one call works in the task's domain", async () => {
@@ -52,12 +57,17 @@ describe.skipIf(skipRealCli).each(AGENTS)("$who with EP's defaults", ({ who, run
     expect(r.output).toContain("the tool saw real-cli-domain");
     // offered: in a request's tools, or named among the tools claude defers (its ToolSearch)
     const requests = (await cli.journal()).slice(before);
-    const offered = requests.some((e) => toolNames(e.body).includes(listDomains) || JSON.stringify(e.body).includes(`\\n${listDomains}\\n`));
+    const offered = requests.some(
+      (e) => toolNames(e.body).includes(listDomains) || JSON.stringify(e.body).includes(`\\n${listDomains}\\n`),
+    );
     expect(offered, requests.map((e) => toolNames(e.body).join(",")).join("\n")).toBe(true);
   }, 120_000);
 
   it('permission = "read-only" makes the write fail', async () => {
-    const table = runtime === "vendorA_agent_acp" ? { acpSettings: 'permission = "read-only"\n' } : { extra: `[${runtime}]\npermission = "read-only"\n` };
+    const table =
+      runtime === "vendorA_agent_acp"
+        ? { acpSettings: 'permission = "read-only"\n' }
+        : { extra: `[${runtime}]\npermission = "read-only"\n` };
     await cli.setRuntimes(acp, table);
     const repo = cli.repo();
     const r = await cli.runTask(runtime, `ep-real-cli: ${who} writes hello.txt`, { input: { workspace: { repo } } });

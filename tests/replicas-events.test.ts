@@ -17,7 +17,15 @@ import { attachProof } from "../tower/edges/attach/attach-ws.js";
 import { openStore } from "../tower/store/open-store.js";
 import { WatchedClock } from "../test-support/watched-clock.js";
 import { tempHome, type TestTower, useCleanups, waitFor } from "./harness.js";
-import { followSse, freshSchema, gapsAndDuplicates, requirePg, skipPg, startReplica, type Schema } from "./replicas-harness.js";
+import {
+  followSse,
+  freshSchema,
+  gapsAndDuplicates,
+  requirePg,
+  skipPg,
+  startReplica,
+  type Schema,
+} from "./replicas-harness.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 
@@ -25,7 +33,11 @@ requirePg("replicas-events");
 
 const cleanup = useCleanups();
 
-async function replicas(n: number, env: Record<string, string> = {}, clock?: WatchedClock): Promise<{ schema: Schema; towers: TestTower[] }> {
+async function replicas(
+  n: number,
+  env: Record<string, string> = {},
+  clock?: WatchedClock,
+): Promise<{ schema: Schema; towers: TestTower[] }> {
   const schema = await freshSchema();
   cleanup(() => schema.drop());
   const home = tempHome("ep-rep-");
@@ -62,7 +74,8 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     for (let i = 0; i < 11; i++) {
       const waiting = clock.pendingFor(9_000, 10_000);
       const claim = b.client(WorkService).claimTask({ agentId, wait: durationFromMs(10_000) });
-      await waitFor(() => clock.pendingFor(9_000, 10_000) > waiting, 10_000, 5); // the claim is waiting on B (its timer is set)
+      // the claim is waiting on B (its timer is set)
+      await waitFor(() => clock.pendingFor(9_000, 10_000) > waiting, 10_000, 5);
       const t0 = performance.now();
       const created = (await workA.createTask({ missionId, title: `t${i}` })).task!;
       const claimed = await claim;
@@ -70,7 +83,10 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
       expect(claimed.task?.id).toBe(created.id);
     }
     const sorted = [...figures].sort((x, y) => x - y);
-    console.log(`replicas-events: create on A -> claim answered on B (long poll): p50 ${sorted[5].toFixed(1)} ms, max ${sorted.at(-1)!.toFixed(1)} ms (${figures.map((f) => f.toFixed(0)).join(", ")})`);
+    console.log(
+      `replicas-events: create on A -> claim answered on B (long poll): p50 ${sorted[5].toFixed(1)} ` +
+        `ms, max ${sorted.at(-1)!.toFixed(1)} ms (${figures.map((f) => f.toFixed(0)).join(", ")})`,
+    );
     expect(sorted[5]).toBeLessThan(250);
     expect(sorted.at(-1)!).toBeLessThan(1000);
 
@@ -80,7 +96,8 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     expect(sse.rows.filter((r) => r.name === "task.claimed")).toHaveLength(11);
   }, 30_000);
 
-  it("concurrent writers on two replicas: every hub and SSE client sees every id once, SSE in id order, across resumes", async () => {
+  it("concurrent writers on two replicas: every hub and SSE " +
+    "client sees every id once, SSE in id order, across resumes", async () => {
     const { towers } = await replicas(2);
     const [a, b] = towers;
     const start = await a.tower.deps.store.lastEventId();
@@ -101,7 +118,8 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     const writer = (t: TestTower, w: number) => async () => {
       for (let i = 0; i < COMMITS; i++) {
         await commit(t.tower.deps, async (_tx, emit) => {
-          for (let j = 0; j <= (i % 3); j++) emit({ type: "matrix", name: "test.tick", status: "ok", payload: { w, i, j } });
+          for (let j = 0; j <= i % 3; j++)
+            emit({ type: "matrix", name: "test.tick", status: "ok", payload: { w, i, j } });
         });
         // the hopping client is cut off while the writers run (on a count, not a timer: the
         // writers commit in parallel and may finish within a few milliseconds)
@@ -118,20 +136,27 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     // commits of 1, 2, 3 events in turn
     const perWriter = Array.from({ length: COMMITS }, (_, i) => (i % 3) + 1).reduce((x, y) => x + y, 0);
     expect(expected.length).toBe(2 * WRITERS * perWriter);
-    for (const f of [onA, onB, hopping]) await waitFor(() => f.ids.length >= expected.length || f.ids.at(-1) === expected.at(-1), 10_000);
-    for (const [name, f] of [["A", onA], ["B", onB], ["hopping", hopping]] as const) {
+    for (const f of [onA, onB, hopping])
+      await waitFor(() => f.ids.length >= expected.length || f.ids.at(-1) === expected.at(-1), 10_000);
+    for (const [name, f] of [
+      ["A", onA],
+      ["B", onB],
+      ["hopping", hopping],
+    ] as const) {
       const check = gapsAndDuplicates(f.ids, expected);
       expect(check, `SSE ${name}`).toEqual({ missing: [], duplicates: [], outOfOrder: 0 });
     }
     expect(hopping.connections.length).toBeGreaterThan(3);
-    await waitFor(() => hubIds.every((ids) => ids.length >= expected.length), 15_000); // relayed across replicas: slower while other suites load the same PostgreSQL
+    // relayed across replicas: slower while other suites load the same PostgreSQL
+    await waitFor(() => hubIds.every((ids) => ids.length >= expected.length), 15_000);
     for (const ids of hubIds) {
       expect(new Set(ids).size).toBe(ids.length); // exactly once per replica
       expect([...ids].sort((x, y) => x - y)).toEqual(expected);
     }
   }, 60_000);
 
-  it("writers commit in parallel, yet no reader sees an id above one still being written; a rolled-back id is crossed", async () => {
+  it("writers commit in parallel, yet no reader sees an id " +
+    "above one still being written; a rolled-back id is crossed", async () => {
     const { towers } = await replicas(2);
     const [a, b] = towers;
     const base = await b.tower.deps.store.lastEventId();
@@ -140,7 +165,9 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     let release!: () => void;
     let firstIds: number[] = [];
     const first = a.tower.deps.store.transaction(async (tx) => {
-      firstIds = (await tx.appendEvents([{ type: "matrix", name: "test.slow" }], new Date().toISOString())).map((e) => e.id);
+      firstIds = (await tx.appendEvents([{ type: "matrix", name: "test.slow" }], new Date().toISOString())).map(
+        (e) => e.id,
+      );
       await new Promise<void>((r) => (release = r)); // holds its id uncommitted
     });
     await waitFor(() => firstIds.length > 0);
@@ -149,7 +176,9 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
       (await tx.appendEvents([{ type: "matrix", name: "test.fast" }], new Date().toISOString())).map((e) => e.id),
     );
     expect(secondIds[0]).toBeGreaterThan(firstIds[0]);
-    const raw = await b.tower.deps.store.transaction(async (tx) => (await tx.listEvents({ afterId: base })).map((e) => e.id));
+    const raw = await b.tower.deps.store.transaction(async (tx) =>
+      (await tx.listEvents({ afterId: base })).map((e) => e.id),
+    );
     expect(raw).toContain(secondIds[0]); // committed and visible in the table…
     // …but held back by every reader: the store, its newest final id, the filtered reads, the hubs
     expect((await b.tower.deps.store.listEvents({ afterId: base })).map((e) => e.id)).toEqual([]);
@@ -159,7 +188,10 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     expect(hubIds.filter((id) => id > base)).toEqual([]);
     release();
     await first;
-    expect((await b.tower.deps.store.listEvents({ afterId: base })).map((e) => e.id)).toEqual([firstIds[0], secondIds[0]]);
+    expect((await b.tower.deps.store.listEvents({ afterId: base })).map((e) => e.id)).toEqual([
+      firstIds[0],
+      secondIds[0],
+    ]);
     await waitFor(() => hubIds.includes(secondIds[0]), 5000);
     expect(hubIds.filter((id) => id > base)).toEqual([firstIds[0], secondIds[0]]);
 
@@ -169,7 +201,9 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     let doomed: number[] = [];
     const third = a.tower.deps.store
       .transaction(async (tx) => {
-        doomed = (await tx.appendEvents([{ type: "matrix", name: "test.doomed" }], new Date().toISOString())).map((e) => e.id);
+        doomed = (await tx.appendEvents([{ type: "matrix", name: "test.doomed" }], new Date().toISOString())).map(
+          (e) => e.id,
+        );
         await new Promise<void>((r) => (abort = r));
         throw new Error("roll back");
       })
@@ -190,13 +224,16 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     expect(hubIds.filter((id) => id > lastBefore)).toEqual([after[0]]);
   }, 30_000);
 
-  it("a node linked to A gets signal and supervise commands sent through B; B asks A for the attach proof", async () => {
+  it("a node linked to A gets signal and supervise commands " +
+    "sent through B; B asks A for the attach proof", async () => {
     const { towers } = await replicas(2);
     const [a, b] = towers;
     const domainId = (await a.client(WorkService).createDomain({ name: "links" })).domain!.id;
     const reg = await a.client(NodeService).registerNode({ hostname: "worker-1" });
     const nodeId = reg.node!.id;
-    const agentId = (await a.client(AgentService).enrollAgent({ domainId, runtime: Runtime.SHELL, nodeId, supervised: true })).agent!.id;
+    const agentId = (
+      await a.client(AgentService).enrollAgent({ domainId, runtime: Runtime.SHELL, nodeId, supervised: true })
+    ).agent!.id;
 
     const nodeTransport = createConnectTransport({
       baseUrl: a.url,
@@ -207,13 +244,20 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     const got: LinkResponse[] = [];
     const stream = (async () => {
       try {
-        for await (const m of createClient(NodeService, nodeTransport).link({ attachSecret: "s3cret" }, { signal: ac.signal })) got.push(m);
+        for await (const m of createClient(NodeService, nodeTransport).link(
+          { attachSecret: "s3cret" },
+          { signal: ac.signal },
+        ))
+          got.push(m);
       } catch {
         // aborted below
       }
     })();
     await waitFor(() => got.some((m) => m.command.case === "hello"));
-    await waitFor(async () => (await b.tower.deps.store.getMeta(`link:${nodeId}`))?.startsWith(a.tower.replication!.replicaId) === true);
+    await waitFor(
+      async () =>
+        (await b.tower.deps.store.getMeta(`link:${nodeId}`))?.startsWith(a.tower.replication!.replicaId) === true,
+    );
 
     expect(b.tower.services.fleet.isLinked(nodeId)).toBe(false);
     expect(await b.tower.services.fleet.linkedAnywhere(nodeId)).toBe(true);
@@ -221,7 +265,9 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     const prompt = "é".repeat(30_000) + " done"; // larger than one NOTIFY: sent in frames
     await b.client(AgentService).signalAgent({ agentId, prompt });
     const command = <C extends NonNullable<LinkResponse["command"]["case"]>>(c: C) =>
-      got.flatMap((m) => (m.command.case === c ? [m.command.value as Extract<LinkResponse["command"], { case: C }>["value"]] : []));
+      got.flatMap((m) =>
+        m.command.case === c ? [m.command.value as Extract<LinkResponse["command"], { case: C }>["value"]] : [],
+      );
     await waitFor(() => command("signal").length > 0);
     expect(command("supervise")[0]).toMatchObject({ agentId, op: "pause" });
     expect(command("signal")[0]).toMatchObject({ agentId, prompt });
@@ -229,7 +275,11 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     // an unassigned task created on B reaches the link on A once, assigned to its idle agent
     // (through the event relay, not the command relay)
     const missionId = (await b.client(WorkService).createMission({ domainId, title: "m" })).mission!.id;
-    const task = (await b.client(WorkService).createTask({ missionId, title: "x", runtime: Runtime.SHELL, input: { command: "true" } })).task!;
+    const task = (
+      await b
+        .client(WorkService)
+        .createTask({ missionId, title: "x", runtime: Runtime.SHELL, input: { command: "true" } })
+    ).task!;
     await waitFor(() => command("assign").some((a) => a.task?.id === task.id));
     expect(command("assign").filter((a) => a.task?.id === task.id)).toHaveLength(1);
 
@@ -246,13 +296,23 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     const [a, b] = towers;
     const domainId = (await a.client(WorkService).createDomain({ name: "push" })).domain!.id;
     const reg = await a.client(NodeService).registerNode({ hostname: "pushed-1" });
-    const agentId = (await a.client(AgentService).enrollAgent({ domainId, runtime: Runtime.SHELL, nodeId: reg.node!.id })).agent!.id;
-    const nodeTransport = createConnectTransport({ baseUrl: a.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${reg.token}`), next(req))] });
+    const agentId = (
+      await a.client(AgentService).enrollAgent({ domainId, runtime: Runtime.SHELL, nodeId: reg.node!.id })
+    ).agent!.id;
+    const nodeTransport = createConnectTransport({
+      baseUrl: a.url,
+      httpVersion: "1.1",
+      interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${reg.token}`), next(req))],
+    });
     const ac = new AbortController();
     const got: LinkResponse[] = [];
     const stream = (async () => {
       try {
-        for await (const m of createClient(NodeService, nodeTransport).link({ attachSecret: "s" }, { signal: ac.signal })) got.push(m);
+        for await (const m of createClient(NodeService, nodeTransport).link(
+          { attachSecret: "s" },
+          { signal: ac.signal },
+        ))
+          got.push(m);
       } catch {
         // aborted below
       }
@@ -260,7 +320,11 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
     await waitFor(() => got.some((m) => m.command.case === "hello"));
     await waitFor(() => a.tower.services.fleet.wakeTargets(domainId).length === 1);
     const missionId = (await b.client(WorkService).createMission({ domainId, title: "m" })).mission!.id;
-    const task = (await b.client(WorkService).createTask({ missionId, title: "x", runtime: Runtime.SHELL, input: { command: "true" } })).task!;
+    const task = (
+      await b
+        .client(WorkService)
+        .createTask({ missionId, title: "x", runtime: Runtime.SHELL, input: { command: "true" } })
+    ).task!;
     const assigned = () => got.flatMap((m) => (m.command.case === "assign" ? [m.command.value] : []));
     await waitFor(() => assigned().some((x) => x.task?.id === task.id));
     expect(assigned()).toHaveLength(1);
@@ -289,7 +353,9 @@ describe.skipIf(skipPg)("replicas: events across towers", () => {
       }),
     );
     expect(started.filter((s) => s.boot.adminTokenFile)).toHaveLength(1);
-    expect((await started[0].tower.deps.store.listTokens()).filter((t) => t.name === "bootstrap-admin")).toHaveLength(1);
+    expect((await started[0].tower.deps.store.listTokens()).filter((t) => t.name === "bootstrap-admin")).toHaveLength(
+      1,
+    );
 
     const [r1, r2] = started.map((s) => s.tower.replication!);
     let release!: () => void;

@@ -13,7 +13,16 @@ import type { Clock } from "../common/clock.js";
 import { withDefaultUser } from "../tower/store/postgres/postgres-store.js";
 import { buildBinaries } from "./epd-harness.js";
 import { sseParser } from "./events-helpers.js";
-import { freePort, ROOT, spawnTowerChild, startTower, tempHome, waitFor, type TestTower, type TowerChild } from "./harness.js";
+import {
+  freePort,
+  ROOT,
+  spawnTowerChild,
+  startTower,
+  tempHome,
+  waitFor,
+  type TestTower,
+  type TowerChild,
+} from "./harness.js";
 
 export const PG_URL = process.env.EP_TEST_PG_URL ?? "postgres://127.0.0.1:5432/test";
 
@@ -31,12 +40,15 @@ async function probe(): Promise<string | undefined> {
   }
 }
 
-/** Why PostgreSQL tests cannot run here (undefined when they can). Under CI an absent server is a failure, not a skip. */
+/**
+ * Why PostgreSQL tests cannot run here (undefined when they can). Under CI an absent server is a failure, not a skip.
+ */
 export const pgProblem = await probe();
 export const skipPg = Boolean(pgProblem) && !process.env.CI;
 
 export function requirePg(suite: string): void {
-  if (skipPg) console.log(`${suite}: skipping (PostgreSQL at ${PG_URL} unreachable: ${pgProblem}); set EP_TEST_PG_URL to run it`);
+  if (skipPg)
+    console.log(`${suite}: skipping (PostgreSQL at ${PG_URL} unreachable: ${pgProblem}); set EP_TEST_PG_URL to run it`);
 }
 
 export interface Schema {
@@ -68,14 +80,24 @@ export async function freshSchema(): Promise<Schema> {
 }
 
 /** An in-process tower on the schema. Replicas share `home` so they find the one admin.token. */
-export function startReplica(schema: Schema, home: string, env: Record<string, string> = {}, clock?: Clock): Promise<TestTower> {
+export function startReplica(
+  schema: Schema,
+  home: string,
+  env: Record<string, string> = {},
+  clock?: Clock,
+): Promise<TestTower> {
   return startTower({ home, clock, env: { EP_DATABASE_URL: schema.url, EP_PUBLIC_URL: "http://ep.test", ...env } });
 }
 
 export type ReplicaProcess = TowerChild;
 
 /** The built ep-tower (tests/epd-harness.ts bundle) on the schema, as a child process. */
-export async function spawnReplica(schema: Schema, home: string, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<ReplicaProcess> {
+export async function spawnReplica(
+  schema: Schema,
+  home: string,
+  env: Record<string, string> = {},
+  nodeArgs: string[] = [],
+): Promise<ReplicaProcess> {
   const { tower: entry } = await buildBinaries();
   return spawnTowerChild({
     entry,
@@ -170,8 +192,20 @@ export interface SseFollower {
  * reconnects (to the next base URL in `bases`, round robin) with Last-Event-ID. An https base is
  * trusted with `ca`.
  */
-export function followSse(bases: string[] | (() => string), token: string, opts: { afterId?: number; retryMs?: number; ca?: Buffer } = {}): SseFollower {
-  const out: SseFollower = { ids: [], rows: [], connections: [], opened: 0, arrivals: new Map(), drop: () => {}, close: () => {} };
+export function followSse(
+  bases: string[] | (() => string),
+  token: string,
+  opts: { afterId?: number; retryMs?: number; ca?: Buffer } = {},
+): SseFollower {
+  const out: SseFollower = {
+    ids: [],
+    rows: [],
+    connections: [],
+    opened: 0,
+    arrivals: new Map(),
+    drop: () => {},
+    close: () => {},
+  };
   let closed = false;
   let current: ReturnType<typeof request> | undefined;
   let n = 0;
@@ -226,7 +260,10 @@ export function followSse(bases: string[] | (() => string), token: string, opts:
 }
 
 /** Checks that `ids` is exactly `expected` (same ids, same order): no gap, no duplicate. */
-export function gapsAndDuplicates(ids: readonly number[], expected: readonly number[]): { missing: number[]; duplicates: number[]; outOfOrder: number } {
+export function gapsAndDuplicates(
+  ids: readonly number[],
+  expected: readonly number[],
+): { missing: number[]; duplicates: number[]; outOfOrder: number } {
   const seen = new Set<number>();
   const duplicates: number[] = [];
   let outOfOrder = 0;
@@ -239,7 +276,10 @@ export function gapsAndDuplicates(ids: readonly number[], expected: readonly num
 }
 
 /** The nginx binary (docs/deploy.md's proxy), if installed; outside CI its tests skip without it. */
-export const NGINX = ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"].find((p) => spawnSync(p, ["-v"]).status === 0) ?? (spawnSync("nginx", ["-v"]).status === 0 ? "nginx" : undefined);
+export const NGINX =
+  ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"].find(
+    (p) => spawnSync(p, ["-v"]).status === 0,
+  ) ?? (spawnSync("nginx", ["-v"]).status === 0 ? "nginx" : undefined);
 export const skipNginx = !NGINX && !process.env.CI;
 
 /** The ```nginx block of docs/deploy.md, as the doc has it. */
@@ -255,14 +295,21 @@ export function deployBlock(): string {
  * the test's replicas, `listen 80` and `listen 443 ssl http2` by loopback ports, the certificate
  * and key by the test's. Every other line is the doc's.
  */
-function deployConfig(upstreams: number[], ports: { http: number; tls: number }, cert: { crt: string; key: string }): string {
+function deployConfig(
+  upstreams: number[],
+  ports: { http: number; tls: number },
+  cert: { crt: string; key: string },
+): string {
   let out = deployBlock();
   const pools = [...out.matchAll(/^upstream \w+ \{\n([\s\S]*?)^\}/gm)];
   if (pools.length === 0) throw new Error("the nginx block has no upstream");
   for (const pool of pools) {
     const servers = pool[1].match(/^\s*server\s+[\d.]+:\d+[^;]*;$/gm);
     if (!servers || servers.length < 2) throw new Error(`the nginx block's upstream has no server lines: ${pool[0]}`);
-    let body = pool[1].replace(servers[0], upstreams.map((p) => servers[0].replace(/[\d.]+:\d+/, `127.0.0.1:${p}`)).join("\n"));
+    let body = pool[1].replace(
+      servers[0],
+      upstreams.map((p) => servers[0].replace(/[\d.]+:\d+/, `127.0.0.1:${p}`)).join("\n"),
+    );
     for (const line of servers.slice(1)) body = body.replace(line + "\n", "");
     out = out.replace(pool[1], body);
   }
@@ -290,7 +337,10 @@ export interface DeployNginx {
 }
 
 /** nginx with docs/deploy.md's configuration (a non-daemon child with a temp prefix) in front of `upstreams`. */
-export async function startDeployNginx(upstreams: number[], cleanup: (fn: () => unknown) => void): Promise<DeployNginx> {
+export async function startDeployNginx(
+  upstreams: number[],
+  cleanup: (fn: () => unknown) => void,
+): Promise<DeployNginx> {
   if (!NGINX) throw new Error("nginx is not installed (apt-get install nginx-light)");
   const dir = tempHome("ep-nginx-");
   cleanup(() => dir.cleanup());
@@ -300,7 +350,25 @@ export async function startDeployNginx(upstreams: number[], cleanup: (fn: () => 
   const cert = { crt: join(dir.dir, "ep.crt"), key: join(dir.dir, "ep.key") };
   const made = spawnSync(
     "openssl",
-    ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", cert.key, "-out", cert.crt],
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-days",
+      "1",
+      "-subj",
+      "/CN=localhost",
+      "-addext",
+      "subjectAltName=DNS:localhost,IP:127.0.0.1",
+      "-keyout",
+      cert.key,
+      "-out",
+      cert.crt,
+    ],
     { encoding: "utf8" },
   );
   if (made.status !== 0) throw new Error(`openssl could not make the test certificate: ${made.stderr}`);

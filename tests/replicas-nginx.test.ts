@@ -8,12 +8,25 @@ import WebSocket from "ws";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { commit } from "../tower/domain/event-hub.js";
 import { tempHome, type TestTower, useCleanups, waitFor } from "./harness.js";
-import { followSse, freshSchema, gapsAndDuplicates, NGINX, requirePg, skipNginx, skipPg, startDeployNginx, startReplica } from "./replicas-harness.js";
+import {
+  followSse,
+  freshSchema,
+  gapsAndDuplicates,
+  NGINX,
+  requirePg,
+  skipNginx,
+  skipPg,
+  startDeployNginx,
+  startReplica,
+} from "./replicas-harness.js";
 
 requirePg("replicas-nginx");
 
 const cleanup = useCleanups();
-if (!NGINX) console.log(`replicas-nginx: ${process.env.CI ? "FAILING" : "skipping"}: nginx is not installed (apt-get install nginx-light)`);
+if (!NGINX)
+  console.log(
+    `replicas-nginx: ${process.env.CI ? "FAILING" : "skipping"}: nginx is not installed (apt-get install nginx-light)`,
+  );
 const startNginx = (upstreams: number[]) => startDeployNginx(upstreams, cleanup);
 
 describe.skipIf(skipPg || skipNginx)("replicas: nginx in front (docs/deploy.md)", () => {
@@ -36,7 +49,9 @@ describe.skipIf(skipPg || skipNginx)("replicas: nginx in front (docs/deploy.md)"
     const sse = followSse([nginx.url], token, { afterId: start, retryMs: 100 });
     cleanup(() => sse.close());
     const wsIds: number[] = [];
-    const ws = new WebSocket(`${nginx.url.replace("http", "ws")}/events/ws?last_event_id=${start}`, { headers: { authorization: `Bearer ${token}` } });
+    const ws = new WebSocket(`${nginx.url.replace("http", "ws")}/events/ws?last_event_id=${start}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
     cleanup(() => ws.terminate());
     ws.on("message", (data) => {
       const m = JSON.parse(String(data)) as { id?: number };
@@ -45,11 +60,22 @@ describe.skipIf(skipPg || skipNginx)("replicas: nginx in front (docs/deploy.md)"
     await new Promise<void>((resolve, reject) => (ws.once("open", () => resolve()), ws.once("error", reject)));
 
     // REST and Connect through nginx as well
-    const rest = await fetch(`${nginx.url}/domains`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify({ name: "via-nginx" }) });
+    const rest = await fetch(`${nginx.url}/domains`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "via-nginx" }),
+    });
     expect(rest.status).toBe(201);
     const { createClient } = await import("@connectrpc/connect");
     const { createConnectTransport } = await import("@connectrpc/connect-node");
-    const viaNginx = createClient(WorkService, createConnectTransport({ baseUrl: nginx.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] }));
+    const viaNginx = createClient(
+      WorkService,
+      createConnectTransport({
+        baseUrl: nginx.url,
+        httpVersion: "1.1",
+        interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))],
+      }),
+    );
     expect((await viaNginx.listDomains({})).domains.map((d) => d.name)).toContain("via-nginx");
 
     // events committed on both replicas, one at a time, each timed to its arrival through nginx
@@ -57,12 +83,17 @@ describe.skipIf(skipPg || skipNginx)("replicas: nginx in front (docs/deploy.md)"
     for (let i = 0; i < 20; i++) {
       const t = i % 2 ? b : a;
       const t0 = performance.now();
-      const [row] = await commit(t.tower.deps, async (_tx, emit) => emit({ type: "matrix", name: "test.tick", status: "ok", payload: { i } })).then(async () => [await t.tower.deps.store.lastEventId()]);
+      const [row] = await commit(t.tower.deps, async (_tx, emit) =>
+        emit({ type: "matrix", name: "test.tick", status: "ok", payload: { i } }),
+      ).then(async () => [await t.tower.deps.store.lastEventId()]);
       await waitFor(() => sse.arrivals.has(row) && wsIds.includes(row), 5000, 1);
       latencies.push(sse.arrivals.get(row)! - t0);
     }
     latencies.sort((x, y) => x - y);
-    console.log(`replicas-nginx: commit on a replica -> SSE event through nginx: p50 ${latencies[10].toFixed(1)} ms, max ${latencies.at(-1)!.toFixed(1)} ms`);
+    console.log(
+      `replicas-nginx: commit on a replica -> SSE event through nginx: p50 ` +
+        `${latencies[10].toFixed(1)} ms, max ${latencies.at(-1)!.toFixed(1)} ms`,
+    );
 
     let expected = (await a.tower.deps.store.listEvents({ afterId: start, limit: 100_000 })).map((e) => e.id);
     await waitFor(() => sse.ids.at(-1) === expected.at(-1) && wsIds.at(-1) === expected.at(-1), 5000);
@@ -76,7 +107,10 @@ describe.skipIf(skipPg || skipNginx)("replicas: nginx in front (docs/deploy.md)"
     await waitFor(() => more.every((f) => f.ids.at(-1) === expected.at(-1)), 5000);
     bClosed = true;
     await b.close();
-    for (let i = 0; i < 5; i++) await commit(a.tower.deps, async (_tx, emit) => emit({ type: "matrix", name: "test.after", status: "ok", payload: { i } }));
+    for (let i = 0; i < 5; i++)
+      await commit(a.tower.deps, async (_tx, emit) =>
+        emit({ type: "matrix", name: "test.after", status: "ok", payload: { i } }),
+      );
     expected = (await a.tower.deps.store.listEvents({ afterId: start, limit: 100_000 })).map((e) => e.id);
     for (const f of [sse, ...more]) {
       await waitFor(() => f.ids.at(-1) === expected.at(-1), 10_000);

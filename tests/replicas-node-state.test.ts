@@ -36,7 +36,11 @@ describe.skipIf(skipPg)("node state and config_reload across replicas", () => {
     const nodeId = reg.node!.id;
     const asNode = createClient(
       NodeService,
-      createConnectTransport({ baseUrl: a.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${reg.token}`), next(req))] }),
+      createConnectTransport({
+        baseUrl: a.url,
+        httpVersion: "1.1",
+        interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${reg.token}`), next(req))],
+      }),
     );
 
     // the node: answers config_reload with a config.reload event naming the request, like epd does
@@ -70,15 +74,39 @@ describe.skipIf(skipPg)("node state and config_reload across replicas", () => {
       }
     })();
     await waitFor(() => got.some((m) => m.command.case === "hello"));
-    await waitFor(async () => (await b.tower.deps.store.getMeta(`link:${nodeId}`))?.startsWith(a.tower.replication!.replicaId) === true);
+    await waitFor(
+      async () =>
+        (await b.tower.deps.store.getMeta(`link:${nodeId}`))?.startsWith(a.tower.replication!.replicaId) === true,
+    );
 
-    const reported = await asNode.reportNodeState({ cronJobs: [{ name: "nightly", kind: CronKind.CRON, schedule: "0 3 * * *", dispatch: "bash", prompt: "true", nextFireAt: timestampOf("2030-01-01T03:00:00.000Z") }] });
+    const reported = await asNode.reportNodeState({
+      cronJobs: [
+        {
+          name: "nightly",
+          kind: CronKind.CRON,
+          schedule: "0 3 * * *",
+          dispatch: "bash",
+          prompt: "true",
+          nextFireAt: timestampOf("2030-01-01T03:00:00.000Z"),
+        },
+      ],
+    });
     const onB = await b.api("POST", "/mcp/call", { tool: "list_cron_jobs", arguments: {} });
-    expect(onB.body.result.nodes).toMatchObject([{ node_id: nodeId, reported_at: isoOf(reported.reportedAt), jobs: [{ name: "nightly", next_fire_at: "2030-01-01T03:00:00.000Z" }] }]);
+    expect(onB.body.result.nodes).toMatchObject([
+      {
+        node_id: nodeId,
+        reported_at: isoOf(reported.reportedAt),
+        jobs: [{ name: "nightly", next_fire_at: "2030-01-01T03:00:00.000Z" }],
+      },
+    ]);
 
     expect(b.tower.services.fleet.isLinked(nodeId)).toBe(false);
     const res = await b.client(NodeService).reloadNodeConfig({ nodeId, wait: durationFromMs(10_000) });
-    expect(res).toMatchObject({ status: ReloadStatus.FAILED, results: ["cron.toml: 1 error; the running jobs were kept"], errors: [{ file: "/h/cron.toml", line: 4, field: "schedule", item: "x", message: "bad" }] });
+    expect(res).toMatchObject({
+      status: ReloadStatus.FAILED,
+      results: ["cron.toml: 1 error; the running jobs were kept"],
+      errors: [{ file: "/h/cron.toml", line: 4, field: "schedule", item: "x", message: "bad" }],
+    });
     expect(res.requestId).toMatch(/^rld_/);
     expect(res.eventId).toBeGreaterThan(0n);
     expect(got.filter((m) => m.command.case === "configReload")).toHaveLength(1);

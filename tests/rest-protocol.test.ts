@@ -18,7 +18,10 @@ afterAll(() => t?.close());
 const raw = (method: string, path: string, init: { body?: string; type?: string; token?: string | null } = {}) =>
   fetch(t.url + path, {
     method,
-    headers: { ...(init.token === null ? {} : { authorization: `Bearer ${init.token ?? t.adminToken}` }), ...(init.type ? { "content-type": init.type } : {}) },
+    headers: {
+      ...(init.token === null ? {} : { authorization: `Bearer ${init.token ?? t.adminToken}` }),
+      ...(init.type ? { "content-type": init.type } : {}),
+    },
     body: init.body,
   });
 
@@ -54,7 +57,11 @@ describe("REST protocol", () => {
     expect(bad.status).toBe(401);
     expect(bad.headers.get("www-authenticate")).toBe('Bearer realm="ep", error="invalid_token"');
     // the Connect face too
-    const connect = await fetch(`${t.url}/ep.tower.v1.WorkService/ListDomains`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    const connect = await fetch(`${t.url}/ep.tower.v1.WorkService/ListDomains`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
     expect(connect.status).toBe(401);
     expect(connect.headers.get("www-authenticate")).toBe('Bearer realm="ep"');
   });
@@ -74,7 +81,9 @@ describe("REST protocol", () => {
     }
     expect((await t.api("GET", `/domains/${domainId}/m`)).body.missions.length).toBe(before);
     // an object still works, and an empty body on a route without required fields is no body
-    expect((await raw("POST", `/domains/${domainId}/m`, { body: '{"title":"ok"}', type: "application/json" })).status).toBe(201);
+    expect(
+      (await raw("POST", `/domains/${domainId}/m`, { body: '{"title":"ok"}', type: "application/json" })).status,
+    ).toBe(201);
   });
 
   it("names an unknown or malformed query parameter instead of ignoring it", async () => {
@@ -87,7 +96,9 @@ describe("REST protocol", () => {
 
     const nan = await raw("GET", `/work/missions/${missionId}/tasks?limit=abc`);
     expect(nan.status).toBe(400);
-    expect(((await nan.json()) as { error: { message: string } }).error.message).toBe('query parameter "limit" must be an integer (got "abc")');
+    expect(((await nan.json()) as { error: { message: string } }).error.message).toBe(
+      'query parameter "limit" must be an integer (got "abc")',
+    );
 
     const twice = await raw("GET", `/work/missions/${missionId}/tasks?status=queued&status=failed`);
     expect(twice.status).toBe(400);

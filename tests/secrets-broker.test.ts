@@ -54,7 +54,11 @@ function rawLine(socketPath: string, line: string | Buffer): Promise<{ reply: an
       }
     });
     s.on("end", () => resolve({ reply: buf ? JSON.parse(buf.split("\n")[0]) : undefined, closed: true }));
-    s.on("error", (err: NodeJS.ErrnoException) => (err.code === "EPIPE" || err.code === "ECONNRESET" ? resolve({ reply: buf ? JSON.parse(buf.split("\n")[0]) : undefined, closed: true }) : reject(err)));
+    s.on("error", (err: NodeJS.ErrnoException) =>
+      err.code === "EPIPE" || err.code === "ECONNRESET"
+        ? resolve({ reply: buf ? JSON.parse(buf.split("\n")[0]) : undefined, closed: true })
+        : reject(err),
+    );
   });
 }
 
@@ -91,13 +95,21 @@ describe("secrets broker (real ep-tower + epd + shell agent)", () => {
     const port = await freePort();
     url = `http://127.0.0.1:${port}`;
     // no EP_SECRET_KEY: the tower creates its key file at first start
-    tower = run(process.execPath, [bins.tower, "--listen", `127.0.0.1:${port}`], { EP_HOME: home, EP_LOG_LEVEL: "debug", EP_SECRET_KEY: "" });
+    tower = run(process.execPath, [bins.tower, "--listen", `127.0.0.1:${port}`], {
+      EP_HOME: home,
+      EP_LOG_LEVEL: "debug",
+      EP_SECRET_KEY: "",
+    });
     await waitFor(async () => {
       if (tower.child.exitCode !== null) throw new Error(`ep-tower exited: ${tower.out()}`);
       return (await fetch(url + "/healthz").catch(() => undefined))?.ok === true;
     }, 20_000);
     admin = readFileSync(join(home, "tower", "admin.token"), "utf8").trim();
-    const transport = createConnectTransport({ baseUrl: url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${admin}`), next(req))] });
+    const transport = createConnectTransport({
+      baseUrl: url,
+      httpVersion: "1.1",
+      interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${admin}`), next(req))],
+    });
     work = createClient(WorkService, transport);
     secrets = createClient(SecretService, transport);
     events = createClient(EventService, transport);
@@ -105,16 +117,25 @@ describe("secrets broker (real ep-tower + epd + shell agent)", () => {
     domainId = (await work.createDomain({ name: "sec" })).domain!.id;
     missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
 
-    epd = run(process.execPath, [bins.epd, "run", "--backend-url", url], { EP_HOME: home, EP_NODE_FILE: nodeFile, EP_LOG_LEVEL: "debug", PATH: `${FIXTURES}:${process.env.PATH}` });
+    epd = run(process.execPath, [bins.epd, "run", "--backend-url", url], {
+      EP_HOME: home,
+      EP_NODE_FILE: nodeFile,
+      EP_LOG_LEVEL: "debug",
+      PATH: `${FIXTURES}:${process.env.PATH}`,
+    });
     const mgmt = join(home, "epd", "mgmt.sock");
     socketPath = join(home, "epd", "secrets.sock");
     await waitFor(async () => {
       if (epd.child.exitCode !== null) throw new Error(`epd exited: ${epd.out()}`);
       if (!existsSync(mgmt)) return false;
-      const s = await jsonRpcCall<{ link: string }>(mgmt, "daemon.status", {}, { timeoutMs: 5000 }).catch(() => undefined);
+      const s = await jsonRpcCall<{ link: string }>(mgmt, "daemon.status", {}, { timeoutMs: 5000 }).catch(
+        () => undefined,
+      );
       return s?.link === "connected";
     }, 20_000);
-    agentId = (await jsonRpcCall<{ agent: { id: string } }>(mgmt, "agent.enroll", { domainId, runtime: "shell", name: "sh" })).agent.id;
+    agentId = (
+      await jsonRpcCall<{ agent: { id: string } }>(mgmt, "agent.enroll", { domainId, runtime: "shell", name: "sh" })
+    ).agent.id;
   }, 90_000);
 
   afterAll(async () => {
@@ -137,22 +158,33 @@ describe("secrets broker (real ep-tower + epd + shell agent)", () => {
       .filter((e) => e.type === "progress" && e.taskId === taskId)
       .map((e) => String((e.payload as { text?: string } | undefined)?.text ?? JSON.stringify(e.payload)));
 
-  it("the key file is created 0600 at first start; the store refuses nothing once it exists; values never come back from listings", async () => {
-    const keyFile = join(home, "tower", "secret.key");
-    expect(statSync(keyFile).mode & 0o777).toBe(0o600);
-    await secrets.setSecret({ name: "DB_PASSWORD", value: VALUE });
-    await secrets.setSecret({ name: "OTHER", value: OTHER_VALUE });
-    await secrets.grantSecret({ name: "DB_PASSWORD", agentId });
-    const list = await secrets.listSecrets({});
-    expect(list.secrets.map((s) => s.name)).toEqual(["DB_PASSWORD", "OTHER"]);
-    expect(list.secrets[0].grantedAgents).toEqual([agentId]);
-    expect(JSON.stringify(list.secrets, (_k, v) => (typeof v === "bigint" ? String(v) : v))).not.toContain(VALUE);
-    // REST-free admin cannot resolve: that is the node's call only
-    await expect(secrets.resolveSecret({ name: "DB_PASSWORD", agentId })).rejects.toThrow(/role admin may not call SecretService\/ResolveSecret \(node may\)/);
-  });
+  it(
+    "the key file is created 0600 at first start; the store refuses " +
+      "nothing once it exists; values never come back from listings",
+    async () => {
+      const keyFile = join(home, "tower", "secret.key");
+      expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+      await secrets.setSecret({ name: "DB_PASSWORD", value: VALUE });
+      await secrets.setSecret({ name: "OTHER", value: OTHER_VALUE });
+      await secrets.grantSecret({ name: "DB_PASSWORD", agentId });
+      const list = await secrets.listSecrets({});
+      expect(list.secrets.map((s) => s.name)).toEqual(["DB_PASSWORD", "OTHER"]);
+      expect(list.secrets[0].grantedAgents).toEqual([agentId]);
+      expect(JSON.stringify(list.secrets, (_k, v) => (typeof v === "bigint" ? String(v) : v))).not.toContain(VALUE);
+      // REST-free admin cannot resolve: that is the node's call only
+      await expect(secrets.resolveSecret({ name: "DB_PASSWORD", agentId })).rejects.toThrow(
+        /role admin may not call SecretService\/ResolveSecret \(node may\)/,
+      );
+    },
+  );
 
-  it("an agent reads its secret with epd get-secret and a raw line; every refusal has its code; revoke and session end fail the next get; output is redacted", async () => {
-    const raw = `node -e 'const s=require("net").connect(process.env.EP_SECRETS_SOCKET);s.on("connect",()=>s.write(JSON.stringify({op:"get",session:process.env.EP_SECRETS_SESSION,name:process.argv[1]})+"\\n"));let b="";s.on("data",d=>{b+=d;if(b.includes("\\n")){process.stdout.write("raw "+b);s.end()}})' DB_PASSWORD`;
+  it("an agent reads its secret with epd get-secret and a raw line; every refusal " +
+    "has its code; revoke and session end fail the next get; output is redacted", async () => {
+    const raw =
+      `node -e 'const s=require("net").connect(process.env.EP_SECRETS_SOCKET);` +
+      `s.on("connect",()=>s.write(JSON.stringify({op:"get",session:process.env.EP_SECRETS_SESSION,` +
+      `name:process.argv[1]})+"\\n"));let b="";s.on("data",d=>{b+=d;` +
+      `if(b.includes("\\n")){process.stdout.write("raw "+b);s.end()}})' DB_PASSWORD`;
     const command = [
       'echo "session=$EP_SECRETS_SESSION"',
       'echo "epd=$(command -v epd)"',
@@ -168,7 +200,9 @@ describe("secrets broker (real ep-tower + epd + shell agent)", () => {
       'epd get-secret DB_PASSWORD >/dev/null; echo "rc_after_revoke=$?"',
       'echo "final value $v"',
     ].join("\n");
-    const task = (await work.createTask({ missionId, title: "uses a secret", runtime: Runtime.SHELL, input: { command } })).task!;
+    const task = (
+      await work.createTask({ missionId, title: "uses a secret", runtime: Runtime.SHELL, input: { command } })
+    ).task!;
     let frames: string[] = [];
     await waitFor(async () => (frames = await framesOf(task.id)).includes("ready"), 20_000);
     const session = frames.find((f) => f.startsWith("session="))!.slice("session=".length);
@@ -192,14 +226,19 @@ describe("secrets broker (real ep-tower + epd + shell agent)", () => {
     // from outside the run, on its live session: each bad request gets its error and the broker keeps serving
     const get = (name: string, s = session) => rawLine(socketPath, JSON.stringify({ op: "get", session: s, name }));
     expect((await get("DB_PASSWORD")).reply).toEqual({ ok: true, value: VALUE });
-    expect((await get("DB_PASSWORD", `ses_${randomBytes(18).toString("base64url")}`)).reply.error.code).toBe("forbidden");
+    expect((await get("DB_PASSWORD", `ses_${randomBytes(18).toString("base64url")}`)).reply.error.code).toBe(
+      "forbidden",
+    );
     expect((await get("OTHER")).reply.error.code).toBe("forbidden");
     expect((await get("NOPE")).reply.error.code).toBe("secret_not_found");
     expect((await rawLine(socketPath, "{not json")).reply.error.code).toBe("invalid_json");
     const unknownOp = await rawLine(socketPath, JSON.stringify({ op: "put", session, name: "DB_PASSWORD" }));
     expect(unknownOp.reply).toMatchObject({ ok: false, error: { code: "invalid_argument" } });
     expect(unknownOp.reply.error.message).toContain("op");
-    const huge = await rawLine(socketPath, Buffer.from(`{"op":"get","session":"${session}","name":"${"A".repeat(1024 * 1024)}"}\n`));
+    const huge = await rawLine(
+      socketPath,
+      Buffer.from(`{"op":"get","session":"${session}","name":"${"A".repeat(1024 * 1024)}"}\n`),
+    );
     expect(huge.reply.error.code).toBe("payload_too_large");
     expect((await get("DB_PASSWORD")).reply).toEqual({ ok: true, value: VALUE });
     // Connect on the same socket decides the same way
@@ -211,7 +250,10 @@ describe("secrets broker (real ep-tower + epd + shell agent)", () => {
     await secrets.revokeSecret({ name: "DB_PASSWORD", agentId });
     expect((await get("DB_PASSWORD")).reply.error.code).toBe("forbidden");
     writeFileSync(stopFile, "");
-    const done = await waitFor(async () => ["succeeded", "failed"].includes(statusWord((await work.getTask({ taskId: task.id })).task!.status)), 20_000).then(() => work.getTask({ taskId: task.id }));
+    const done = await waitFor(
+      async () => ["succeeded", "failed"].includes(statusWord((await work.getTask({ taskId: task.id })).task!.status)),
+      20_000,
+    ).then(() => work.getTask({ taskId: task.id }));
     const finished = done.task!;
     expect(statusWord(finished.status)).toBe("succeeded");
     expect(finished.result!.output).toContain("rc_after_revoke=3");
@@ -226,14 +268,17 @@ describe("secrets broker (real ep-tower + epd + shell agent)", () => {
 
   it("a failing run's error and output are redacted too", async () => {
     const command = 'v=$(epd get-secret DB_PASSWORD); echo "out $v"; echo "boom $v" >&2; exit 3';
-    const task = (await work.createTask({ missionId, title: "fails with a secret", runtime: Runtime.SHELL, input: { command } })).task!;
+    const task = (
+      await work.createTask({ missionId, title: "fails with a secret", runtime: Runtime.SHELL, input: { command } })
+    ).task!;
     await waitFor(async () => (await work.getTask({ taskId: task.id })).task!.status === TaskStatus.FAILED, 20_000);
     const t = (await work.getTask({ taskId: task.id })).task!;
     expect(JSON.stringify(t.result)).toContain("[redacted:DB_PASSWORD]");
     expect(JSON.stringify(t.result)).not.toContain(VALUE);
   }, 30_000);
 
-  it("after the runs, the secret's bytes are nowhere: tower database (with WAL), homes, logs, events, task results", async () => {
+  it("after the runs, the secret's bytes are nowhere: tower " +
+    "database (with WAL), homes, logs, events, task results", async () => {
     const needle = Buffer.from(VALUE);
     const evs = await allEvents();
     const evText = JSON.stringify(evs, (_k, v) => (typeof v === "bigint" ? String(v) : v));
@@ -262,7 +307,10 @@ describe("secrets broker (real ep-tower + epd + shell agent)", () => {
     // the encrypted column is there and holds no plaintext
     const db = new Database(join(home, "tower", "ep.db"), { readonly: true });
     try {
-      const rows = db.prepare("SELECT name, ciphertext, iv, tag, key_id FROM secrets ORDER BY name").all() as Record<string, string>[];
+      const rows = db.prepare("SELECT name, ciphertext, iv, tag, key_id FROM secrets ORDER BY name").all() as Record<
+        string,
+        string
+      >[];
       expect(rows.map((r) => r.name)).toEqual(["DB_PASSWORD", "OTHER"]);
       for (const r of rows) {
         expect(r.ciphertext.length).toBeGreaterThan(0);

@@ -11,9 +11,16 @@ import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 const VALUE = `cli-value-${randomBytes(10).toString("hex")}`;
 const OUT = join(ROOT, "dist", "secrets-cli-test");
 
-function ep(args: string[], env: Record<string, string>, stdin = ""): Promise<{ code: number; stdout: string; stderr: string }> {
+function ep(
+  args: string[],
+  env: Record<string, string>,
+  stdin = "",
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [join(OUT, "main.js"), ...args], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [join(OUT, "main.js"), ...args], {
+      env: { ...process.env, ...env },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -38,9 +45,15 @@ describe("ep secret (built CLI, real ep-tower)", () => {
     const { createConnectTransport } = await import("@connectrpc/connect-node");
     const { AgentService } = await import("../gen/ep/tower/v1/fleet_pb.js");
     const { WorkService } = await import("../gen/ep/tower/v1/work_pb.js");
-    const t = (token: string) => createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] });
+    const t = (token: string) =>
+      createConnectTransport({
+        baseUrl: tower.url,
+        httpVersion: "1.1",
+        interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))],
+      });
     const domainId = (await createClient(WorkService, t(tower.adminToken)).createDomain({ name: "cli" })).domain!.id;
-    agentId = (await createClient(AgentService, t(node.token)).enrollAgent({ domainId, runtime: Runtime.SHELL })).agent!.id;
+    agentId = (await createClient(AgentService, t(node.token)).enrollAgent({ domainId, runtime: Runtime.SHELL })).agent!
+      .id;
   }, 60_000);
 
   afterAll(async () => {
@@ -62,7 +75,9 @@ describe("ep secret (built CLI, real ep-tower)", () => {
     expect(grant.code, grant.stderr).toBe(0);
     const ls = await run(["secret", "ls", "--json"]);
     expect(ls.code, ls.stderr).toBe(0);
-    const listed = JSON.parse(ls.stdout) as { secrets: { name: string; granted_agents?: string[]; grantedAgents?: string[] }[] };
+    const listed = JSON.parse(ls.stdout) as {
+      secrets: { name: string; granted_agents?: string[]; grantedAgents?: string[] }[];
+    };
     expect(listed.secrets.map((s) => s.name)).toEqual(["API_KEY"]);
     expect(JSON.stringify(listed)).toContain(agentId);
     const human = await run(["secret", "ls"]);

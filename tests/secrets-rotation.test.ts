@@ -23,7 +23,11 @@ beforeAll(async () => {
   await buildBinaries();
 }, 60_000);
 
-async function startTower(home: string, port: number, env: Record<string, string>): Promise<{ child: ChildProcess; out(): string; url: string; stop(): Promise<void> }> {
+async function startTower(
+  home: string,
+  port: number,
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; out(): string; url: string; stop(): Promise<void> }> {
   const { tower } = await buildBinaries();
   const child = spawn(process.execPath, [tower, "--listen", `127.0.0.1:${port}`], {
     env: { ...process.env, EP_HOME: home, EP_LOG_LEVEL: "info", EP_SECRET_KEY: "", EP_SECRET_KEY_PREVIOUS: "", ...env },
@@ -43,8 +47,16 @@ async function startTower(home: string, port: number, env: Record<string, string
 }
 
 const clientsOf = (url: string, token: string) => {
-  const transport = createConnectTransport({ baseUrl: url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] });
-  return { secrets: createClient(SecretService, transport), work: createClient(WorkService, transport), agents: createClient(AgentService, transport) };
+  const transport = createConnectTransport({
+    baseUrl: url,
+    httpVersion: "1.1",
+    interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))],
+  });
+  return {
+    secrets: createClient(SecretService, transport),
+    work: createClient(WorkService, transport),
+    agents: createClient(AgentService, transport),
+  };
 };
 
 const keyIds = (home: string) => {
@@ -57,7 +69,8 @@ const keyIds = (home: string) => {
 };
 
 describe("secret-store keys (real ep-tower)", () => {
-  it("rotation by restart: old key in EP_SECRET_KEY_PREVIOUS → re-encrypted at start, readable with the new key alone", async () => {
+  it("rotation by restart: old key in EP_SECRET_KEY_PREVIOUS " +
+    "→ re-encrypted at start, readable with the new key alone", async () => {
     const h = tempHome("ep-secrot-");
     cleanup(() => h.cleanup());
     const port = await freePort();
@@ -108,7 +121,8 @@ describe("secret-store keys (real ep-tower)", () => {
     await t.stop();
   }, 60_000);
 
-  it("the key file: created 0600 at first start and used; refused (with the fix in the message) once others can read it", async () => {
+  it("the key file: created 0600 at first start and used; refused " +
+    "(with the fix in the message) once others can read it", async () => {
     const h = tempHome("ep-seckey-");
     cleanup(() => h.cleanup());
     const port = await freePort();
@@ -121,7 +135,11 @@ describe("secret-store keys (real ep-tower)", () => {
     await t.stop();
     chmodSync(keyFile, 0o644);
     t = await startTower(h.dir, port, {});
-    const err = toEpError(await clientsOf(t.url, admin).secrets.setSecret({ name: "B", value: VALUE }).catch((e: unknown) => e));
+    const err = toEpError(
+      await clientsOf(t.url, admin)
+        .secrets.setSecret({ name: "B", value: VALUE })
+        .catch((e: unknown) => e),
+    );
     expect(err.code).toBe("config_invalid");
     expect(err.message).toContain(`chmod 600 ${keyFile}`);
     await t.stop();

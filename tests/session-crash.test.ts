@@ -37,7 +37,12 @@ describe("batched outcomes across a tower kill -9", () => {
     const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
     const nodeFile = join(h.dir, "node.json");
     await registerNode(tower.url, tower.adminToken, nodeFile);
-    const epd = await spawnEpd({ home: join(h.dir, "node"), nodeFile, backendUrl: tower.url, env: { EP_POLL_MS: "50" } });
+    const epd = await spawnEpd({
+      home: join(h.dir, "node"),
+      nodeFile,
+      backendUrl: tower.url,
+      env: { EP_POLL_MS: "50" },
+    });
     cleanup(() => epd.stop());
     for (let i = 0; i < AGENTS; i++) await epd.call("agent.enroll", { domainId, runtime: "shell", name: `sh${i}` });
     await waitFor(() => epd.logs.some((l) => l.msg === "link connected"), 15_000);
@@ -47,13 +52,18 @@ describe("batched outcomes across a tower kill -9", () => {
     const ids: string[] = [];
     await Promise.all(
       Array.from({ length: 8 }, async () => {
-        while (ids.length < TASKS) ids.push((await work.createTask({ missionId, title: `b${ids.length}`, runtime: Runtime.SHELL, input: { command } })).task!.id);
+        while (ids.length < TASKS)
+          ids.push(
+            (await work.createTask({ missionId, title: `b${ids.length}`, runtime: Runtime.SHELL, input: { command } }))
+              .task!.id,
+          );
       }),
     );
     // the kill: once a quarter of the tasks ran, while the agents are still draining; again at
     // the next quarters if no outcome happened to be on the wire (up to three kills)
     const ran = () => readFileSync(marker, "utf8").split("\n").filter(Boolean);
-    const retried = () => epd.logs.filter((l) => l.msg === "outcome not acknowledged; retrying").map((l) => l.task_id as string);
+    const retried = () =>
+      epd.logs.filter((l) => l.msg === "outcome not acknowledged; retrying").map((l) => l.task_id as string);
     let atKill = 0;
     for (let k = 1; k <= 3 && retried().length === 0; k++) {
       await waitFor(() => ran().length >= (k * TASKS) / 4, 60_000, 2);
@@ -61,7 +71,10 @@ describe("batched outcomes across a tower kill -9", () => {
       atKill = ran().length;
       tower = await spawnTowerProcess(towerHome, {}, port);
       work = adminClient(tower, WorkService);
-      await waitFor(() => epd.logs.filter((l) => l.msg === "link connected").length > k || retried().length > 0, 30_000);
+      await waitFor(
+        () => epd.logs.filter((l) => l.msg === "link connected").length > k || retried().length > 0,
+        30_000,
+      );
     }
 
     const all = async (): Promise<Task[]> => (await work.listTasks({ missionId, limit: 1000 })).tasks;
@@ -71,9 +84,18 @@ describe("batched outcomes across a tower kill -9", () => {
     for (const id of ran()) runs.set(id, (runs.get(id) ?? 0) + 1);
     expect(atKill, "the kill came while tasks were still being drained").toBeLessThan(TASKS);
     expect(tasks.map((t) => t.id).sort(), "every task created is listed").toEqual([...ids].sort());
-    expect([...runs].filter(([, n]) => n > 1).map(([id, n]) => `${id}: ${n} runs`), "tasks whose command ran more than once").toEqual([]);
-    expect(tasks.filter((t) => !runs.has(t.id)).map((t) => t.id), "succeeded tasks whose command never ran").toEqual([]);
-    expect(tasks.filter((t) => t.attempts !== 1).map((t) => `${t.id}: attempts ${t.attempts}`), "tasks claimed more than once").toEqual([]);
+    expect(
+      [...runs].filter(([, n]) => n > 1).map(([id, n]) => `${id}: ${n} runs`),
+      "tasks whose command ran more than once",
+    ).toEqual([]);
+    expect(
+      tasks.filter((t) => !runs.has(t.id)).map((t) => t.id),
+      "succeeded tasks whose command never ran",
+    ).toEqual([]);
+    expect(
+      tasks.filter((t) => t.attempts !== 1).map((t) => `${t.id}: attempts ${t.attempts}`),
+      "tasks claimed more than once",
+    ).toEqual([]);
     // outcomes were on the session, unanswered, when the tower died: they went up again after it
     expect(retried().length, "outcomes unacknowledged at a kill").toBeGreaterThan(0);
     // each of them is counted once, whether its first commit made it or not

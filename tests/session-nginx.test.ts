@@ -14,37 +14,75 @@ import { freshSchema, join, requirePg, skipNginx, skipPg, spawnReplica, startDep
 
 requirePg("session through nginx");
 const cleanup = useCleanups();
-const FALLBACK = "the tower does not take a session here (NodeService.Session over HTTP/2); linking over HTTP/1.1, one request per outcome";
+const FALLBACK =
+  "the tower does not take a session here (NodeService.Session " +
+  "over HTTP/2); linking over HTTP/1.1, one request per outcome";
 
 beforeAll(async () => {
   await buildBinaries();
 }, 120_000);
 
 describe.skipIf(skipPg || skipNginx)("the session through the documented nginx", () => {
-  it("over TLS the session is had (no fallback) and runs the work; over plain HTTP/1.1 epd falls back to the HTTP/1.1 link once, and both run the work", async () => {
+  it("over TLS the session is had (no fallback) and runs the work; over plain " +
+    "HTTP/1.1 epd falls back to the HTTP/1.1 link once, and both run the work", async () => {
     const schema = await freshSchema();
     cleanup(() => schema.drop());
     const h = tempHome("ep-session-nginx-");
     cleanup(() => h.cleanup());
     const towerHome = join(h.dir, "towers");
-    const replicas = [await spawnReplica(schema, towerHome, { EP_REPLICA_ID: "rep_0" }), await spawnReplica(schema, towerHome, { EP_REPLICA_ID: "rep_1" })];
+    const replicas = [
+      await spawnReplica(schema, towerHome, { EP_REPLICA_ID: "rep_0" }),
+      await spawnReplica(schema, towerHome, { EP_REPLICA_ID: "rep_1" }),
+    ];
     cleanup(() => Promise.all(replicas.map((r) => r.kill9())));
-    const nginx = await startDeployNginx(replicas.map((r) => r.port), cleanup);
+    const nginx = await startDeployNginx(
+      replicas.map((r) => r.port),
+      cleanup,
+    );
     const adminToken = readFileSync(join(towerHome, "tower", "admin.token"), "utf8").trim();
-    const work = createClient(WorkService, createConnectTransport({ baseUrl: nginx.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${adminToken}`), next(req))] }));
+    const work = createClient(
+      WorkService,
+      createConnectTransport({
+        baseUrl: nginx.url,
+        httpVersion: "1.1",
+        interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${adminToken}`), next(req))],
+      }),
+    );
 
-    for (const [name, url] of [["tls", nginx.tlsUrl], ["plain", nginx.url]] as const) {
+    for (const [name, url] of [
+      ["tls", nginx.tlsUrl],
+      ["plain", nginx.url],
+    ] as const) {
       const domainId = (await work.createDomain({ name: `session-${name}` })).domain!.id;
       const missionId = (await work.createMission({ domainId, title: name })).mission!.id;
       const nodeFile = join(h.dir, `node-${name}.json`);
       await registerNode(nginx.url, adminToken, nodeFile, `w-${name}`);
-      const epd = await spawnEpd({ home: join(h.dir, `node-${name}`), nodeFile, backendUrl: url, env: { NODE_EXTRA_CA_CERTS: nginx.caFile } });
+      const epd = await spawnEpd({
+        home: join(h.dir, `node-${name}`),
+        nodeFile,
+        backendUrl: url,
+        env: { NODE_EXTRA_CA_CERTS: nginx.caFile },
+      });
       cleanup(() => epd.stop());
       await epd.call("agent.enroll", { domainId, runtime: "shell", name: `sh-${name}` });
       await waitFor(() => epd.logs.some((l) => l.msg === "link connected"), 20_000);
       const ids: string[] = [];
-      for (let i = 0; i < 10; i++) ids.push((await work.createTask({ missionId, title: `t${i}`, runtime: Runtime.SHELL, input: { command: `echo ${name}-${i}` } })).task!.id);
-      await waitFor(async () => (await work.listTasks({ missionId, limit: 100 })).tasks.every((t) => t.status === TaskStatus.SUCCEEDED), 30_000);
+      for (let i = 0; i < 10; i++)
+        ids.push(
+          (
+            await work.createTask({
+              missionId,
+              title: `t${i}`,
+              runtime: Runtime.SHELL,
+              input: { command: `echo ${name}-${i}` },
+            })
+          ).task!.id,
+        );
+      await waitFor(
+        async () =>
+          (await work.listTasks({ missionId, limit: 100 })).tasks.every((t) => t.status === TaskStatus.SUCCEEDED),
+        30_000,
+      );
       const fallbacks = epd.logs.filter((l) => l.msg === FALLBACK);
       if (name === "tls") expect(fallbacks, "the session over TLS").toEqual([]);
       else expect(fallbacks.length, "one fallback over plain HTTP/1.1").toBe(1);

@@ -11,13 +11,22 @@ describe("graceful shutdown", () => {
   it("answers the request in flight, exits 0 and leaves a clean database", async () => {
     const tower = await spawnTower(home.dir);
     const headers = { authorization: `Bearer ${tower.adminToken}`, "content-type": "application/json" };
-    const post = async (path: string, body: unknown) => (await fetch(tower.url + path, { method: "POST", headers, body: JSON.stringify(body) })).json() as Promise<any>;
+    const post = async (path: string, body: unknown) =>
+      (await fetch(tower.url + path, { method: "POST", headers, body: JSON.stringify(body) })).json() as Promise<any>;
     const { domain } = await post("/domains", { name: "bye" });
-    const reg = await fetch(`${tower.url}/ep.tower.v1.AgentService/EnrollAgent`, { method: "POST", headers, body: JSON.stringify({ domainId: domain.id, runtime: "RUNTIME_SHELL" }) });
+    const reg = await fetch(`${tower.url}/ep.tower.v1.AgentService/EnrollAgent`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ domainId: domain.id, runtime: "RUNTIME_SHELL" }),
+    });
     const { agent } = (await reg.json()) as { agent: { id: string } };
 
     // a long-polling claim is in flight when SIGTERM arrives
-    const inflight = fetch(`${tower.url}/work/agents/${agent.id}/claim`, { method: "POST", headers, body: JSON.stringify({ wait_ms: 20_000 }) });
+    const inflight = fetch(`${tower.url}/work/agents/${agent.id}/claim`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ wait_ms: 20_000 }),
+    });
     await new Promise((r) => setTimeout(r, 200));
     const exited = new Promise<number | null>((r) => tower.child.once("exit", (code) => r(code)));
     const t0 = Date.now();

@@ -29,8 +29,12 @@ export async function tcpProxy(targetPort: number, handle: (c: ProxiedConnection
   };
 }
 
-/** Counts the requests a tower's HTTP server receives, by RPC method (`/ep.tower.v1.WorkService/FailTask` → `FailTask`). */
-export function countCalls(server: { on(event: "request", listener: (req: { url?: string }) => void): unknown }): Map<string, number> {
+/**
+ * Counts the requests a tower's HTTP server receives, by RPC method (`/ep.tower.v1.WorkService/FailTask` → `FailTask`).
+ */
+export function countCalls(server: {
+  on(event: "request", listener: (req: { url?: string }) => void): unknown;
+}): Map<string, number> {
   const calls = new Map<string, number>();
   server.on("request", (req) => {
     const method = req.url!.replace(/^\/ep\.tower\.v1\.\w+\//, "");

@@ -9,7 +9,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toEpError } from "../common/errors.js";
 import { AgentService } from "../gen/ep/tower/v1/fleet_pb.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
-import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { startTower, type TestTower } from "./harness.js";
 import { refusedByTower } from "../daemon/worker/report.js";
 import { createTowerClients } from "../daemon/link/tower-client.js";
@@ -17,7 +16,10 @@ import { createTowerClients } from "../daemon/link/tower-client.js";
 const clientAt = (baseUrl: string, token: string) => createTowerClients(baseUrl, token).work;
 
 async function failure(p: Promise<unknown>): Promise<ConnectError> {
-  const err = await p.then(() => undefined, (e: unknown) => e);
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(ConnectError);
   return err as ConnectError;
 }
@@ -29,7 +31,9 @@ describe("epd's tower clients", () => {
   beforeAll(async () => {
     t = await startTower();
     // what a reverse proxy answers when the tower behind it is down
-    proxy = createServer((_req, res) => res.writeHead(502, { "content-type": "text/html" }).end("<html>Bad Gateway</html>"));
+    proxy = createServer((_req, res) =>
+      res.writeHead(502, { "content-type": "text/html" }).end("<html>Bad Gateway</html>"),
+    );
     await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
     proxyUrl = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
   });
@@ -74,7 +78,9 @@ describe("epd's tower clients", () => {
     const resets = createServer((req) => req.socket.resetAndDestroy());
     await new Promise<void>((r) => resets.listen(0, "127.0.0.1", r));
     try {
-      const err = await failure(clientAt(`http://127.0.0.1:${(resets.address() as { port: number }).port}`, "x").listDomains({}));
+      const err = await failure(
+        clientAt(`http://127.0.0.1:${(resets.address() as { port: number }).port}`, "x").listDomains({}),
+      );
       expect(refusedByTower(err)).toBeUndefined();
     } finally {
       await new Promise((r) => resets.close(r));
@@ -122,7 +128,8 @@ describe("epd's tower clients", () => {
   it("a call past its deadline, or cancelled, ends as such", async () => {
     const work = clientAt(t.url, t.adminToken);
     const domainId = (await work.createDomain({ name: "waits" })).domain!.id;
-    const agentId = (await t.client(AgentService).enrollAgent({ domainId, runtime: Runtime.SHELL, name: "a" })).agent!.id;
+    const agentId = (await t.client(AgentService).enrollAgent({ domainId, runtime: Runtime.SHELL, name: "a" })).agent!
+      .id;
     // a claim that waits for work (nothing is queued) outlives a short deadline
     const late = await failure(work.claimTask({ agentId, wait: { seconds: 5n } }, { timeoutMs: 100 }));
     expect(late.code).toBe(Code.DeadlineExceeded);

@@ -16,10 +16,16 @@ afterAll(async () => {
 function get(path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const u = new URL(path, t.url);
-    const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: body ? "POST" : "GET", headers }, (res) => {
-      let text = "";
-      res.setEncoding("utf8").on("data", (d: string) => (text += d)).on("end", () => resolve({ status: res.statusCode ?? 0, body: text }));
-    });
+    const req = request(
+      { host: u.hostname, port: u.port, path: u.pathname, method: body ? "POST" : "GET", headers },
+      (res) => {
+        let text = "";
+        res
+          .setEncoding("utf8")
+          .on("data", (d: string) => (text += d))
+          .on("end", () => resolve({ status: res.statusCode ?? 0, body: text }));
+      },
+    );
     req.on("upgrade", (res, socket) => {
       socket.destroy();
       resolve({ status: res.statusCode ?? 0, body: "(upgraded)" });
@@ -41,12 +47,24 @@ describe("upgrade offers", () => {
     expect(anonymous.status).toBe(401);
   });
 
-  it("refuses a body sent with an upgrade offer with a clear 400, and an unknown WebSocket path with a 404", async () => {
-    const withBody = await get("/domains", { ...h2c, authorization: `Bearer ${t.adminToken}`, "content-type": "application/json", "content-length": "2" }, "{}");
-    expect(withBody.status).toBe(400);
-    expect(JSON.parse(withBody.body).error.message).toContain("without 'Upgrade: h2c'");
-    const ws = await get("/nope", { connection: "Upgrade", upgrade: "websocket", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "sec-websocket-version": "13" });
-    expect(ws.status).toBe(404);
-    expect(JSON.parse(ws.body).error.code).toBe("route_not_found");
-  });
+  it(
+    "refuses a body sent with an upgrade offer with a " + "clear 400, and an unknown WebSocket path with a 404",
+    async () => {
+      const withBody = await get(
+        "/domains",
+        { ...h2c, authorization: `Bearer ${t.adminToken}`, "content-type": "application/json", "content-length": "2" },
+        "{}",
+      );
+      expect(withBody.status).toBe(400);
+      expect(JSON.parse(withBody.body).error.message).toContain("without 'Upgrade: h2c'");
+      const ws = await get("/nope", {
+        connection: "Upgrade",
+        upgrade: "websocket",
+        "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "sec-websocket-version": "13",
+      });
+      expect(ws.status).toBe(404);
+      expect(JSON.parse(ws.body).error.code).toBe("route_not_found");
+    },
+  );
 });

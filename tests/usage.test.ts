@@ -32,20 +32,42 @@ describe("usage and cost", () => {
     const work = adminClient(tower, WorkService);
     const domainId = (await work.createDomain({ name: "usage" })).domain!.id;
     const missionId = (await work.createMission({ domainId, title: "costed" })).mission!.id;
-    for (const runtime of ["vendorA_code", "vendorB"]) await epd.call("agent.enroll", { domainId, runtime, name: runtime });
+    for (const runtime of ["vendorA_code", "vendorB"])
+      await epd.call("agent.enroll", { domainId, runtime, name: runtime });
     const ids: string[] = [];
-    for (const [runtime, prompt] of [["vendorA_code", "first"], ["vendorA_code", "second"], ["vendorB", "third"]]) {
-      ids.push((await work.createTask({ missionId, title: prompt, runtime: runtimeOf(runtime), input: { prompt } })).task!.id);
+    for (const [runtime, prompt] of [
+      ["vendorA_code", "first"],
+      ["vendorA_code", "second"],
+      ["vendorB", "third"],
+    ]) {
+      ids.push(
+        (await work.createTask({ missionId, title: prompt, runtime: runtimeOf(runtime), input: { prompt } })).task!.id,
+      );
     }
-    await waitFor(async () => (await Promise.all(ids.map(async (id) => (await work.getTask({ taskId: id })).task!.status))).every((s) => s === TaskStatus.SUCCEEDED), 30_000, 100);
+    await waitFor(
+      async () =>
+        (await Promise.all(ids.map(async (id) => (await work.getTask({ taskId: id })).task!.status))).every(
+          (s) => s === TaskStatus.SUCCEEDED,
+        ),
+      30_000,
+      100,
+    );
 
     const env = { EP_HOME: home.dir, EP_BASE_URL: tower.url, EP_TOKEN: tower.adminToken };
     const claude = (await ep(["task", "get", ids[0], "--json"], { env })).json().task.result;
-    expect(claude.usage).toEqual({ input_tokens: "10", output_tokens: "20", cached_input_tokens: "0", cost_usd: 0.0012, model: "fake-vendor-a-model" });
+    expect(claude.usage).toEqual({
+      input_tokens: "10",
+      output_tokens: "20",
+      cached_input_tokens: "0",
+      cost_usd: 0.0012,
+      model: "fake-vendor-a-model",
+    });
     const codex = (await ep(["task", "get", ids[2], "--json"], { env })).json().task.result;
     expect(codex.usage).toMatchObject({ input_tokens: "120", output_tokens: "30", cached_input_tokens: "0" });
     const human = await ep(["task", "get", ids[0]], { env });
-    expect(human.stdout).toMatch(/usage:\n\s+tokens\s+10 in \(0 cached\), 20 out\n\s+cost\s+\$0\.0012\n\s+model\s+fake-vendor-a-model/);
+    expect(human.stdout).toMatch(
+      /usage:\n\s+tokens\s+10 in \(0 cached\), 20 out\n\s+cost\s+\$0\.0012\n\s+model\s+fake-vendor-a-model/,
+    );
 
     const mission = await ep(["mission", "get", "costed", "--json"], { env });
     expect(mission.code, mission.stderr).toBe(0);
@@ -53,7 +75,9 @@ describe("usage and cost", () => {
     const human2 = (await ep(["mission", "get", missionId], { env })).stdout;
     expect(human2).toContain("140 in (0 cached), 70 out");
     // split by the agent that ran each task, most expensive first, by name in the human output
-    expect(mission.json().usage_by_agent.map((a: { usage: { input_tokens: string } }) => a.usage.input_tokens)).toEqual(["20", "120"]);
+    expect(mission.json().usage_by_agent.map((a: { usage: { input_tokens: string } }) => a.usage.input_tokens)).toEqual(
+      ["20", "120"],
+    );
     expect(human2).toMatch(/by agent:\n\s+vendorA_code\s+20 in, 40 out, \$0\.0024\n\s+vendorB\s+120 in, 30 out/);
     // and per agent
     const agentView = await ep(["agent", "get", "vendorA_code", "--json"], { env });

@@ -17,7 +17,10 @@ beforeAll(() => void (t = linked.tower()));
 const linkNode = (hostname: string) => linked.linkNode(hostname);
 
 const enroll = (nodeId: string, domainId: string, runtime = "shell", capabilities: string[] = []) =>
-  t.client(AgentService).enrollAgent({ nodeId, domainId, runtime: runtimeOf(runtime), name: `${runtime}-${nodeId}`, capabilities }).then((r) => r.agent!);
+  t
+    .client(AgentService)
+    .enrollAgent({ nodeId, domainId, runtime: runtimeOf(runtime), name: `${runtime}-${nodeId}`, capabilities })
+    .then((r) => r.agent!);
 
 describe("work handed to linked nodes", () => {
   it("a task goes only to a node with an idle agent of its domain, runtime and capabilities", async () => {
@@ -34,20 +37,37 @@ describe("work handed to linked nodes", () => {
     await enroll(gpu.nodeId, a, "shell", ["gpu"]);
     const codex = await linkNode("node-codex");
     await enroll(codex.nodeId, a, "vendorB");
-    await waitFor(() => t.tower.services.fleet.wakeTargets(a).length === 3 && t.tower.services.fleet.wakeTargets(b).length === 1);
+    await waitFor(
+      () => t.tower.services.fleet.wakeTargets(a).length === 3 && t.tower.services.fleet.wakeTargets(b).length === 1,
+    );
     const ids = (n: { assigned(): { task?: { id: string } }[] }) => n.assigned().map((x) => x.task!.id);
 
     // one at a time, each waited for: the gpu task can only go to the gpu node, which is then busy
-    const gpuTask = (await work.createTask({ missionId: ma, title: "needs gpu", runtime: Runtime.SHELL, capabilities: ["gpu"], input: { command: "true" } })).task!.id;
+    const gpuTask = (
+      await work.createTask({
+        missionId: ma,
+        title: "needs gpu",
+        runtime: Runtime.SHELL,
+        capabilities: ["gpu"],
+        input: { command: "true" },
+      })
+    ).task!.id;
     await waitFor(() => ids(gpu).includes(gpuTask));
-    const inA = (await work.createTask({ missionId: ma, title: "in A", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id;
+    const inA = (
+      await work.createTask({ missionId: ma, title: "in A", runtime: Runtime.SHELL, input: { command: "true" } })
+    ).task!.id;
     await waitFor(() => ids(nA).includes(inA));
-    const forCodex = (await work.createTask({ missionId: ma, title: "vendorB", runtime: Runtime.VENDORB, input: {} })).task!.id;
+    const forCodex = (await work.createTask({ missionId: ma, title: "vendorB", runtime: Runtime.VENDORB, input: {} }))
+      .task!.id;
     await waitFor(() => ids(codex).includes(forCodex));
-    const inB = (await work.createTask({ missionId: mb, title: "in B", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id;
+    const inB = (
+      await work.createTask({ missionId: mb, title: "in B", runtime: Runtime.SHELL, input: { command: "true" } })
+    ).task!.id;
     await waitFor(() => ids(regB).includes(inB));
     // every agent is busy now: a further task in A stays queued, handed to nobody
-    const waiting = (await work.createTask({ missionId: ma, title: "waits", runtime: Runtime.SHELL, input: { command: "true" } })).task!.id;
+    const waiting = (
+      await work.createTask({ missionId: ma, title: "waits", runtime: Runtime.SHELL, input: { command: "true" } })
+    ).task!.id;
     // a barrier: a task in B's domain (B's agent is busy too), then the links are quiet
     expect(ids(regB)).toEqual([inB]);
     expect(ids(nA)).toEqual([inA]);
@@ -67,9 +87,22 @@ describe("work handed to linked nodes", () => {
     const a2 = await enroll(n2.nodeId, d);
     await waitFor(() => t.tower.services.fleet.wakeTargets(d).length === 2);
     const ids = (n: { assigned(): { task?: { id: string } }[] }) => n.assigned().map((x) => x.task!.id);
-    const assigned = (await work.createTask({ missionId: m, title: "for a2", claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: a2.id, input: { command: "true" } })).task!.id;
+    const assigned = (
+      await work.createTask({
+        missionId: m,
+        title: "for a2",
+        claimPolicy: ClaimPolicy.ASSIGNED,
+        assigneeAgentId: a2.id,
+        input: { command: "true" },
+      })
+    ).task!.id;
     await waitFor(() => ids(n2).includes(assigned));
-    const bc = await work.createTask({ missionId: m, title: "everyone", claimPolicy: ClaimPolicy.BROADCAST, input: { command: "true" } });
+    const bc = await work.createTask({
+      missionId: m,
+      title: "everyone",
+      claimPolicy: ClaimPolicy.BROADCAST,
+      input: { command: "true" },
+    });
     const runs = Object.fromEntries(bc.runs.map((r) => [r.assigneeAgentId, r.id]));
     await waitFor(() => ids(n1).includes(runs[a1.id]));
     expect(ids(n1)).toEqual([runs[a1.id]]);
@@ -111,7 +144,12 @@ describe("wake index", () => {
 
   it("pushes to the agent idle the longest, so work spreads over agents and nodes", () => {
     const ix = createWakeIndex();
-    for (const [id, nodeId] of [["a1", "n1"], ["a2", "n1"], ["a3", "n2"]]) ix.add({ id, domainId: "d1", nodeId, runtime: "shell", capabilities: [], state: "idle" });
+    for (const [id, nodeId] of [
+      ["a1", "n1"],
+      ["a2", "n1"],
+      ["a3", "n2"],
+    ])
+      ix.add({ id, domainId: "d1", nodeId, runtime: "shell", capabilities: [], state: "idle" });
     const pick = () => ix.claimable("d1", "shell", [])?.id;
     expect(pick()).toBe("a1");
     ix.setState("a1", "busy");

@@ -51,7 +51,10 @@ async function signInAtProvider(login: string, consent: "continue" | "cancel" = 
 /** GET /auth/session with the browser's cookies (through the context: the failure page's CSP allows no fetch). */
 async function session() {
   const res = await ctx.request.get(`${publicUrl}/auth/session`);
-  return { status: res.status(), body: (await res.json()) as { role?: string; subject?: string; name?: string; error?: { message: string } } };
+  return {
+    status: res.status(),
+    body: (await res.json()) as { role?: string; subject?: string; name?: string; error?: { message: string } },
+  };
 }
 
 describe.skipIf(chromiumTool.skip)("console sign-in through OIDC in chromium", () => {
@@ -117,16 +120,38 @@ describe.skipIf(chromiumTool.skip)("console sign-in through OIDC in chromium", (
     expect(sessionCookie!.expires * 1000 - Date.now()).toBeLessThanOrEqual(TOKEN_TTL_S * 1000);
     expect(cookies.find((c) => c.name === "ep_oidc_flow")).toBeUndefined();
     // an operator may operate: the tower agrees with the claim, not only the header
-    const created = await page.evaluate(async () => (await fetch("/domains", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: "oidc-signed-in" }) })).status);
+    const created = await page.evaluate(
+      async () =>
+        (
+          await fetch("/domains", {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ name: "oidc-signed-in" }),
+          })
+        ).status,
+    );
     expect(created).toBe(201);
-    const tokens = await page.evaluate(async () => (await fetch("/ep.tower.v1.AuthService/ListTokens", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status);
+    const tokens = await page.evaluate(
+      async () =>
+        (
+          await fetch("/ep.tower.v1.AuthService/ListTokens", {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: "{}",
+          })
+        ).status,
+    );
     expect(tokens).toBe(403);
   }, 60_000);
 
   it("loses the session once the provider's session ends (at the next re-check)", async () => {
     // a login link made from this session: derived, it must not outlive the provider's word either
     const ticket = await page.evaluate(async () => {
-      const res = await fetch("/ep.tower.v1.AuthService/CreateTicket", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ purpose: "login" }) });
+      const res = await fetch("/ep.tower.v1.AuthService/CreateTicket", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ purpose: "login" }),
+      });
       return ((await res.json()) as { ticket: string }).ticket;
     });
     expect(ticket).toMatch(/^tkt_/);
@@ -146,7 +171,9 @@ describe.skipIf(chromiumTool.skip)("console sign-in through OIDC in chromium", (
     await page.getByRole("link", { name: "Sign in with Test IdP" }).waitFor();
     const byTicket = await ctx.request.post(`${publicUrl}/auth/session`, { data: { ticket } });
     expect(byTicket.status()).toBe(401);
-    expect(((await byTicket.json()) as { error: { message: string } }).error.message).toMatch(/^the identity provider no longer stands behind this sign-in/);
+    expect(((await byTicket.json()) as { error: { message: string } }).error.message).toMatch(
+      /^the identity provider no longer stands behind this sign-in/,
+    );
   }, 60_000);
 
   it("a role changed at the provider ends the session at the next re-check", async () => {

@@ -25,7 +25,8 @@ let page: Page;
 let profile: string;
 const pageErrors: string[] = [];
 
-const gated = (gate: string, code = 0) => `while [ ! -e ${join(gates, gate)} ]; do sleep 0.05; done; echo ${gate}; exit ${code}`;
+const gated = (gate: string, code = 0) =>
+  `while [ ! -e ${join(gates, gate)} ]; do sleep 0.05; done; echo ${gate}; exit ${code}`;
 
 describe.skipIf(chromiumTool.skip)("the console's pipeline graph", () => {
   beforeAll(async () => {
@@ -78,14 +79,21 @@ describe.skipIf(chromiumTool.skip)("the console's pipeline graph", () => {
     const { steps } = await work.runPipeline({ domainId, source });
     const id = Object.fromEntries(steps.map((s) => [s.step, s.id]));
 
-    await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: /^Missions/ }).click();
+    await page
+      .getByRole("navigation", { name: "Views" })
+      .getByRole("link", { name: /^Missions/ })
+      .click();
     await page.evaluate(() => ((window as unknown as { __noReload: boolean }).__noReload = true));
     const graph = page.getByRole("figure", { name: "Steps of release train" });
     await graph.waitFor({ timeout: 15_000 });
     const node = (step: string) => graph.locator(`.pipeline-node[data-task-id="${id[step]}"]`);
     const state = (step: string) => node(step).getAttribute("data-status");
     const until = async (step: string, want: string) => {
-      await page.waitForFunction(([sel, w]) => document.querySelector(sel!)?.getAttribute("data-status") === w, [`.pipeline-node[data-task-id="${id[step]}"]`, want] as const, { timeout: 20_000 });
+      await page.waitForFunction(
+        ([sel, w]) => document.querySelector(sel!)?.getAttribute("data-status") === w,
+        [`.pipeline-node[data-task-id="${id[step]}"]`, want] as const,
+        { timeout: 20_000 },
+      );
     };
     expect(await graph.locator(".pipeline-node").count()).toBe(4);
     expect(await graph.locator(".pipeline-edge").count()).toBe(4);

@@ -30,11 +30,14 @@ let work: Client<typeof WorkService>;
 let missionId = "";
 let pageErrors: string[] = [];
 
-const git = (...args: string[]) => execFileSync("git", ["-c", "user.email=t@ep", "-c", "user.name=t", ...args], { cwd: repo, encoding: "utf8" }).trim();
+const git = (...args: string[]) =>
+  execFileSync("git", ["-c", "user.email=t@ep", "-c", "user.name=t", ...args], { cwd: repo, encoding: "utf8" }).trim();
 
 /** A shell task editing the repository in its worktree; its id once it succeeded. */
 async function edit(title: string, command: string): Promise<string> {
-  const id = (await work.createTask({ missionId, title, runtime: Runtime.SHELL, input: { command, workspace: { repo } } })).task!.id;
+  const id = (
+    await work.createTask({ missionId, title, runtime: Runtime.SHELL, input: { command, workspace: { repo } } })
+  ).task!.id;
   await waitFor(async () => statusWord((await work.getTask({ taskId: id })).task!.status) === "succeeded", 20_000);
   return id;
 }
@@ -54,7 +57,11 @@ describe.skipIf(chromiumTool.skip)("the console's Merge action", () => {
     missionId = (await work.createMission({ domainId, title: "merge tour" })).mission!.id;
     await epd.call("agent.enroll", { domainId, runtime: "shell", name: "editor" });
     profile = mkdtempSync(join(tmpdir(), "ep-chromium-"));
-    ({ ctx, page, pageErrors } = await openConsole(tower.url, (await adminClient(tower, AuthService).createTicket({ purpose: "login" })).ticket, profile));
+    ({ ctx, page, pageErrors } = await openConsole(
+      tower.url,
+      (await adminClient(tower, AuthService).createTicket({ purpose: "login" })).ticket,
+      profile,
+    ));
   }, 90_000);
 
   afterAll(async () => {
@@ -71,11 +78,16 @@ describe.skipIf(chromiumTool.skip)("the console's Merge action", () => {
     await page.goto(`${tower.url}/ui/tasks/${id}`);
     const changes = page.locator(".workspace-change");
     await changes.waitFor({ timeout: 10_000 });
-    expect(await page.getByRole("list", { name: "Commits" }).innerText()).toContain(`ep: greet in french (task ${id}, agent editor)`);
+    expect(await page.getByRole("list", { name: "Commits" }).innerText()).toContain(
+      `ep: greet in french (task ${id}, agent editor)`,
+    );
     await changes.getByRole("button", { name: "Merge into main" }).click();
     const done = changes.getByRole("status");
     await done.waitFor({ timeout: 35_000 });
-    expect(await done.innerText()).toBe(`Merged into main (fast-forward): main is now ${head.slice(0, 12)} (main was ${git("rev-parse", `${head}~1`).slice(0, 12)}; files updated in ${repo}).`);
+    expect(await done.innerText()).toBe(
+      `Merged into main (fast-forward): main is now ${head.slice(0, 12)} (main was ` +
+        `${git("rev-parse", `${head}~1`).slice(0, 12)}; files updated in ${repo}).`,
+    );
     expect(git("rev-parse", "main")).toBe(head);
     expect(readFileSync(join(repo, "greeting.txt"), "utf8")).toBe("bonjour\n");
     expect(pageErrors).toEqual([]);
@@ -91,7 +103,9 @@ describe.skipIf(chromiumTool.skip)("the console's Merge action", () => {
     await changes.getByRole("button", { name: "Merge into main" }).click();
     const alert = changes.getByRole("alert");
     await alert.waitFor({ timeout: 35_000 });
-    expect(await alert.innerText()).toContain(`Not merged: ep/${id} does not merge cleanly into main: 1 conflicting file(s): greeting.txt; nothing changed`);
+    expect(await alert.innerText()).toContain(
+      `Not merged: ep/${id} does not merge cleanly into main: 1 conflicting file(s): greeting.txt; nothing changed`,
+    );
     expect(await changes.getByRole("list", { name: "Conflicting files" }).innerText()).toBe("greeting.txt");
     expect(git("rev-parse", "main")).toBe(before);
     expect(git("status", "--porcelain")).toBe("");

@@ -33,11 +33,15 @@ const pageErrors: string[] = [];
 
 /** A shell task that prints, waits for `gate` to exist, prints again and ends with `code`. */
 function gated(gate: string, code = 0): string {
-  return `echo "warming up"; echo "step one of two"; while [ ! -e ${join(gates, gate)} ]; do sleep 0.05; done; echo "step two of two"; echo "all done"; exit ${code}`;
+  return (
+    `echo "warming up"; echo "step one of two"; while [ ! -e ${join(gates, gate)} ` +
+    `]; do sleep 0.05; done; echo "step two of two"; echo "all done"; exit ${code}`
+  );
 }
 
 async function submit(title: string, command: string, maxAttempts = 3): Promise<string> {
-  return (await work.createTask({ missionId, title, runtime: Runtime.SHELL, input: { command }, maxAttempts })).task!.id;
+  return (await work.createTask({ missionId, title, runtime: Runtime.SHELL, input: { command }, maxAttempts })).task!
+    .id;
 }
 
 async function status(id: string): Promise<string> {
@@ -50,9 +54,17 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     // an ACP agent (the SDK-built stand-in for claude-code-acp) whose tool requests go before a person
     const askingAgent = () => {
       mkdirSync(join(home.dir, "epd"), { recursive: true, mode: 0o700 });
-      writeFileSync(join(home.dir, "epd", "runtimes.toml"), `[vendorA_agent_acp]\ncommand = ${JSON.stringify(join(ROOT, "daemon", "runtimes", "fixtures", "claude-code-acp"))}\npermission = "ask"\n`);
+      writeFileSync(
+        join(home.dir, "epd", "runtimes.toml"),
+        `[vendorA_agent_acp]\ncommand = ` +
+          `${JSON.stringify(join(ROOT, "daemon", "runtimes", "fixtures", "claude-code-acp"))}\npermission ` +
+          `= "ask"\n`,
+      );
     };
-    const [, started] = await Promise.all([ensureConsoleBuilt(), startTowerAndEpd(home.dir, { beforeEpd: askingAgent })]);
+    const [, started] = await Promise.all([
+      ensureConsoleBuilt(),
+      startTowerAndEpd(home.dir, { beforeEpd: askingAgent }),
+    ]);
     ({ tower, epd } = started);
     work = adminClient(tower, WorkService);
     const domainId = (await work.createDomain({ name: "pages" })).domain!.id;
@@ -81,7 +93,10 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
   it("opens from the Missions table and shows progress live, then the output", async () => {
     const id = await submit("live log", gated("live"));
     await waitFor(async () => (await status(id)) === "running", 15_000);
-    await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: /^Missions/ }).click();
+    await page
+      .getByRole("navigation", { name: "Views" })
+      .getByRole("link", { name: /^Missions/ })
+      .click();
     await page.getByRole("link", { name: "live log" }).click();
     expect(new URL(page.url()).pathname).toBe(`/ui/tasks/${id}`);
     await page.getByRole("heading", { name: "live log" }).waitFor();
@@ -107,7 +122,10 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
 
   it("folds the runtime's stderr lines into a closed disclosure that opens on a click (issue 34)", async () => {
     // the pauses keep the two pipes in order: before, the two stderr lines, after
-    const id = await submit("noisy", `echo "before"; sleep 0.3; echo "warn one" >&2; echo "warn two" >&2; sleep 0.3; echo "after"`);
+    const id = await submit(
+      "noisy",
+      `echo "before"; sleep 0.3; echo "warn one" >&2; echo "warn two" >&2; sleep 0.3; echo "after"`,
+    );
     await waitFor(async () => (await status(id)) === "succeeded", 15_000);
     await page.goto(`${tower.url}/ui/tasks/${id}`);
     const frames = page.getByRole("list", { name: "Progress frames" });
@@ -161,7 +179,9 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     await expect.poll(() => page.locator(".task-head .badge").innerText(), { timeout: 10_000 }).toBe("cancelled");
     // its progress shows what it printed, so the output section does not say "No output." (issue 38)
     const outputSection = page.getByRole("region", { name: "Output" });
-    await outputSection.getByText("No final output: it was cancelled before it reported one. What it printed is in the progress above.").waitFor({ timeout: 10_000 });
+    await outputSection
+      .getByText("No final output: it was cancelled before it reported one. What it printed is in the progress above.")
+      .waitFor({ timeout: 10_000 });
     expect(await outputSection.innerText()).not.toContain("No output.");
     // a cancelled task offers Retry, no longer Cancel
     expect(await page.getByRole("button", { name: "Cancel" }).count()).toBe(0);
@@ -181,12 +201,33 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     await page.getByRole("button", { name: "Retry" }).click();
     await page.getByText("Queued again.").waitFor();
     // it runs again (and fails again): a second "trying" frame arrives live
-    await expect.poll(async () => (await page.getByRole("list", { name: "Progress frames" }).getByText("trying").count()), { timeout: 15_000 }).toBe(2);
+    await expect
+      .poll(async () => await page.getByRole("list", { name: "Progress frames" }).getByText("trying").count(), {
+        timeout: 15_000,
+      })
+      .toBe(2);
     await waitFor(async () => (await status(id)) === "failed", 15_000);
     // each attempt under its own divider, with how it ended and how long it ran (issue 38)
     const frames = page.getByRole("list", { name: "Progress frames" });
-    await expect.poll(() => frames.getByRole("separator").allInnerTexts(), { timeout: 10_000 }).toEqual([expect.stringMatching(/^Attempt 1 · failed · ran \d+ ms$/), expect.stringMatching(/^Attempt 2 · failed · ran \d+ ms$/)]);
-    const order = await frames.locator("li").evaluateAll((lis) => lis.map((li) => (li.getAttribute("role") === "separator" ? li.textContent!.slice(0, 9) : li.textContent!.includes("trying") ? "trying" : "")).filter(Boolean));
+    await expect
+      .poll(() => frames.getByRole("separator").allInnerTexts(), { timeout: 10_000 })
+      .toEqual([
+        expect.stringMatching(/^Attempt 1 · failed · ran \d+ ms$/),
+        expect.stringMatching(/^Attempt 2 · failed · ran \d+ ms$/),
+      ]);
+    const order = await frames
+      .locator("li")
+      .evaluateAll((lis) =>
+        lis
+          .map((li) =>
+            li.getAttribute("role") === "separator"
+              ? li.textContent!.slice(0, 9)
+              : li.textContent!.includes("trying")
+                ? "trying"
+                : "",
+          )
+          .filter(Boolean),
+      );
     expect(order).toEqual(["Attempt 1", "trying", "Attempt 2", "trying"]);
     // the final state, not the button's note: "Queued again." is gone once the retry failed
     await expect.poll(() => page.locator(".task-head .badge").innerText(), { timeout: 10_000 }).toBe("failed");
@@ -195,14 +236,29 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
   }, 60_000);
 
   it("approving an agent's tool request in the Approvals tab lets its run go on (issue 20)", async () => {
-    const id = (await work.createTask({ missionId, title: "asks first", runtime: Runtime.VENDORA_AGENT_ACP, input: { prompt: "write the notes [real]" } })).task!.id;
-    await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: /^Approvals/ }).click();
+    const id = (
+      await work.createTask({
+        missionId,
+        title: "asks first",
+        runtime: Runtime.VENDORA_AGENT_ACP,
+        input: { prompt: "write the notes [real]" },
+      })
+    ).task!.id;
+    await page
+      .getByRole("navigation", { name: "Views" })
+      .getByRole("link", { name: /^Approvals/ })
+      .click();
     const card = page.getByRole("article", { name: /^Permission edit: Write .*notes\.txt/ });
     await card.waitFor({ timeout: 20_000 });
     expect(await card.innerText()).toContain(id);
     expect(await card.innerText()).toMatch(/Paths: .*notes\.txt/);
     // the tab's badge counts it
-    expect(await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: /^Approvals/ }).innerText()).toMatch(/1/);
+    expect(
+      await page
+        .getByRole("navigation", { name: "Views" })
+        .getByRole("link", { name: /^Approvals/ })
+        .innerText(),
+    ).toMatch(/1/);
     // the agent waits: still running while nobody decides
     expect(await status(id)).toBe("running");
     await card.getByRole("button", { name: "Allow once" }).click();
@@ -215,8 +271,16 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     await frames.getByText(/permission allow: Write/).waitFor({ timeout: 10_000 });
   }, 60_000);
 
-  it("a run whose agent was refused a tool: an amber 'succeeded with 1 refusal', the refusal as a frame and in Denials (issue 34)", async () => {
-    const id = (await work.createTask({ missionId, title: "refused by a person", runtime: Runtime.VENDORA_AGENT_ACP, input: { prompt: "write the refused notes [real]" } })).task!.id;
+  it("a run whose agent was refused a tool: an amber 'succeeded with " +
+    "1 refusal', the refusal as a frame and in Denials (issue 34)", async () => {
+    const id = (
+      await work.createTask({
+        missionId,
+        title: "refused by a person",
+        runtime: Runtime.VENDORA_AGENT_ACP,
+        input: { prompt: "write the refused notes [real]" },
+      })
+    ).task!.id;
     await page.goto(`${tower.url}/ui/approvals`);
     const card = page.getByRole("article", { name: /^Permission edit: Write .*notes\.txt/ });
     await card.waitFor({ timeout: 20_000 });
@@ -236,21 +300,30 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     await frame.waitFor();
     expect(await frame.innerText()).toMatch(/^REFUSED\s*refused \(person\): edit /i);
     // the Missions table says it too
-    await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: /^Missions/ }).click();
+    await page
+      .getByRole("navigation", { name: "Views" })
+      .getByRole("link", { name: /^Missions/ })
+      .click();
     const row = page.locator("tr", { has: page.getByRole("link", { name: "refused by a person" }) });
     await expect.poll(() => row.locator(".badge").innerText(), { timeout: 10_000 }).toBe("succeeded with 1 refusal");
   }, 60_000);
 
   it("shows a workspace task's changed files and patch (issue 20)", async () => {
     const repo = join(gates, "repo");
-    const git = (...args: string[]) => execFileSync("git", ["-c", "user.email=t@ep", "-c", "user.name=t", ...args], { cwd: repo, encoding: "utf8" });
+    const git = (...args: string[]) =>
+      execFileSync("git", ["-c", "user.email=t@ep", "-c", "user.name=t", ...args], { cwd: repo, encoding: "utf8" });
     mkdirSync(repo);
     git("init", "-q", "-b", "main");
     writeFileSync(join(repo, "app.txt"), "one\ntwo\n");
     git("add", ".");
     git("commit", "-q", "-m", "first");
     const id = (
-      await work.createTask({ missionId, title: "edit the app", runtime: Runtime.SHELL, input: { command: "printf 'one\\n2\\n' > app.txt; echo new > added.txt", workspace: { repo } } })
+      await work.createTask({
+        missionId,
+        title: "edit the app",
+        runtime: Runtime.SHELL,
+        input: { command: "printf 'one\\n2\\n' > app.txt; echo new > added.txt", workspace: { repo } },
+      })
     ).task!.id;
     await waitFor(async () => (await status(id)) === "succeeded", 20_000);
     await page.goto(`${tower.url}/ui/tasks/${id}`);
@@ -266,7 +339,8 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     expect(await page.locator(".diff-add", { hasText: "+new" }).count()).toBe(1);
   }, 60_000);
 
-  it("creates a domain, a mission and a task from forms, with the API's messages on the fields; the task runs", async () => {
+  it("creates a domain, a mission and a task from forms, " +
+    "with the API's messages on the fields; the task runs", async () => {
     await page.goto(`${tower.url}/ui/missions`);
     await page.getByRole("button", { name: "New domain" }).click();
     const domainForm = page.getByRole("form", { name: "New domain" });
@@ -287,7 +361,9 @@ describe.skipIf(chromiumTool.skip)("the console's task page", () => {
     await missionForm.getByLabel("Title").fill("made in forms");
     await missionForm.getByRole("button", { name: "Create mission" }).click();
     await missionForm.waitFor({ state: "detached" });
-    const card = page.locator("article.mission", { has: page.getByRole("heading", { name: "made in forms", exact: true }) });
+    const card = page.locator("article.mission", {
+      has: page.getByRole("heading", { name: "made in forms", exact: true }),
+    });
     await card.waitFor();
 
     await card.getByRole("button", { name: "New task in made in forms" }).click();

@@ -12,7 +12,14 @@ import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { localHostname } from "../tower/domain/work/task-wait.js";
 import { CHROMIUM, ensureConsoleBuilt, launchChromium } from "./browser.js";
-import { adminClient, registerNode, spawnEpd, spawnTowerProcess, type EpdProcess, type TowerProcess } from "./epd-harness.js";
+import {
+  adminClient,
+  registerNode,
+  spawnEpd,
+  spawnTowerProcess,
+  type EpdProcess,
+  type TowerProcess,
+} from "./epd-harness.js";
 import { tempHome } from "./harness.js";
 import { optionalTool } from "./optional-tools.js";
 
@@ -55,7 +62,14 @@ describe.skipIf(chromiumTool.skip)("the console's task page says why a task wait
     const work = adminClient(tower, WorkService);
     const domainId = (await work.createDomain({ name: "fresh" })).domain!.id;
     const missionId = (await work.createMission({ domainId, title: "from the forms" })).mission!.id;
-    const taskId = (await work.createTask({ missionId, title: "hello", runtime: Runtime.SHELL, input: { command: "echo hello from the enrolled agent" } })).task!.id;
+    const taskId = (
+      await work.createTask({
+        missionId,
+        title: "hello",
+        runtime: Runtime.SHELL,
+        input: { command: "echo hello from the enrolled agent" },
+      })
+    ).task!.id;
 
     await page.goto(`${tower.url}/ui/tasks/${taskId}`);
     const why = page.locator(".task-wait");

@@ -55,7 +55,9 @@ describe.skipIf(chromiumTool.skip)("the console's Webhooks tab", () => {
       await form.getByLabel("URL").fill("ftp://nowhere.test/x");
       await form.getByRole("button", { name: "Add webhook" }).click();
       await form.locator('[data-field="url"] .field-error').waitFor();
-      expect(await form.locator('[data-field="url"] .field-error').innerText()).toContain("must use http or https (got ftp)");
+      expect(await form.locator('[data-field="url"] .field-error').innerText()).toContain(
+        "must use http or https (got ftp)",
+      );
 
       await form.getByLabel("URL").fill(r.url);
       await form.getByRole("button", { name: "Add webhook" }).click();
@@ -73,8 +75,15 @@ describe.skipIf(chromiumTool.skip)("the console's Webhooks tab", () => {
       await card.locator("table.deliveries tbody tr").first().waitFor();
       // once the tower has recorded the answer, the log's refresh shows it
       const hookId = (await card.getAttribute("data-webhook-id"))!;
-      await waitFor(async () => (await t.client(WebhookService).listWebhookDeliveries({ domainId, webhookId: hookId })).deliveries[0]?.status === WebhookDeliveryStatus.SUCCEEDED);
-      await Promise.all([page.waitForResponse((res) => res.url().includes("ListWebhookDeliveries")), card.getByRole("button", { name: "Refresh log" }).click()]);
+      await waitFor(
+        async () =>
+          (await t.client(WebhookService).listWebhookDeliveries({ domainId, webhookId: hookId })).deliveries[0]
+            ?.status === WebhookDeliveryStatus.SUCCEEDED,
+      );
+      await Promise.all([
+        page.waitForResponse((res) => res.url().includes("ListWebhookDeliveries")),
+        card.getByRole("button", { name: "Refresh log" }).click(),
+      ]);
       await card.locator("table.deliveries").getByText("succeeded").waitFor();
       expect(await card.locator("table.deliveries").innerText()).toMatch(/webhook\.test\s+succeeded\s+1\s+200/);
       expect(r.received).toHaveLength(1);
@@ -91,7 +100,11 @@ describe.skipIf(chromiumTool.skip)("the console's Webhooks tab", () => {
   }, 90_000);
 
   it("a viewer sees the webhooks with each URL cut to its origin, and nothing to change them", async () => {
-    await t.client(WebhookService).createWebhook({ domainId, url: "https://hooks.example.test/services/T1/B2/SECRETPATH", events: ["task.failed"] });
+    await t.client(WebhookService).createWebhook({
+      domainId,
+      url: "https://hooks.example.test/services/T1/B2/SECRETPATH",
+      events: ["task.failed"],
+    });
     const viewer = (await t.client(AuthService).createToken({ name: "web-viewer", role: Role.VIEWER })).secret;
     const { ctx, page, pageErrors } = await open(viewer);
     try {

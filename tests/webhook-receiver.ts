@@ -47,7 +47,13 @@ export async function startReceiver(answer: (n: number) => number = () => 200): 
  * tower's code: HMAC-SHA256 of "<t>.<raw body>" under the secret, compared in constant time, and
  * the timestamp no older than `toleranceS`.
  */
-export function verifySignature(secret: string, header: string | undefined, body: string, nowMs = Date.now(), toleranceS = 300): boolean {
+export function verifySignature(
+  secret: string,
+  header: string | undefined,
+  body: string,
+  nowMs = Date.now(),
+  toleranceS = 300,
+): boolean {
   const parts = Object.fromEntries((header ?? "").split(",").map((kv) => kv.split("=", 2) as [string, string]));
   const t = Number(parts.t);
   if (!Number.isInteger(t) || !parts.v1) return false;

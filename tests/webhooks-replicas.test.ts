@@ -14,7 +14,13 @@ import { startReceiver, verifySignature } from "./webhook-receiver.js";
 requirePg("webhooks-replicas");
 
 const cleanup = useCleanups();
-const ENV = { EP_SECRET_KEY: "replicas share it", EP_WEBHOOK_BACKOFF_MS: "20", EP_WEBHOOK_BACKOFF_MAX_MS: "40", EP_WEBHOOK_POLL_MS: "20", EP_WEBHOOK_MAX_ATTEMPTS: "10" };
+const ENV = {
+  EP_SECRET_KEY: "replicas share it",
+  EP_WEBHOOK_BACKOFF_MS: "20",
+  EP_WEBHOOK_BACKOFF_MAX_MS: "40",
+  EP_WEBHOOK_POLL_MS: "20",
+  EP_WEBHOOK_MAX_ATTEMPTS: "10",
+};
 
 async function twoReplicas(): Promise<TestTower[]> {
   const schema = await freshSchema();
@@ -40,18 +46,23 @@ describe.skipIf(skipPg)("webhooks on two replicas", () => {
     const domainId = (await work.createDomain({ name: "rep-hooks" })).domain!.id;
     const missionId = (await work.createMission({ domainId, title: "m" })).mission!.id;
     const node = await a.client(NodeService).registerNode({ hostname: "rep-node", domainIds: [domainId] });
-    const agentId = (await a.client(AgentService, node.token).enrollAgent({ domainId, runtime: Runtime.SHELL, name: "rep-agent" })).agent!.id;
+    const agentId = (
+      await a.client(AgentService, node.token).enrollAgent({ domainId, runtime: Runtime.SHELL, name: "rep-agent" })
+    ).agent!.id;
     const made = await b.client(WebhookService).createWebhook({ domainId, url: r.url, events: ["task.failed"] });
     const TASKS = 20;
     const failed: string[] = [];
     for (let i = 0; i < TASKS; i++) {
       const t = i % 2 ? a : b;
-      await t.client(WorkService).createTask({ missionId, title: `t${i}`, runtime: Runtime.SHELL, input: { command: "false" } });
+      await t
+        .client(WorkService)
+        .createTask({ missionId, title: `t${i}`, runtime: Runtime.SHELL, input: { command: "false" } });
       const held = (await t.client(WorkService, node.token).claimTask({ agentId })).task!;
       await t.client(WorkService, node.token).failTask({ taskId: held.id, agentId, result: { error: "exit 1" } });
       failed.push(held.id);
     }
-    const list = () => a.client(WebhookService).listWebhookDeliveries({ domainId, webhookId: made.webhook!.id, pageSize: 100 });
+    const list = () =>
+      a.client(WebhookService).listWebhookDeliveries({ domainId, webhookId: made.webhook!.id, pageSize: 100 });
     await waitFor(async () => {
       const { deliveries } = await list();
       return deliveries.length === TASKS && deliveries.every((d) => d.status === WebhookDeliveryStatus.SUCCEEDED);

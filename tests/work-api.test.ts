@@ -31,17 +31,31 @@ async function setup(name: string) {
 }
 
 async function enroll(domainId: string, capabilities: string[] = [], runtime = "shell") {
-  const res = await t.client(AgentService).enrollAgent({ domainId, runtime: runtimeOf(runtime), capabilities, name: "a" });
+  const res = await t
+    .client(AgentService)
+    .enrollAgent({ domainId, runtime: runtimeOf(runtime), capabilities, name: "a" });
   return res.agent!.id;
 }
 
 describe("REST work paths", () => {
   it("creates, reads and retries claimable tasks at the seed's paths", async () => {
     const { domainId, missionId } = await setup("rest-basic");
-    const created = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "build", description: "make it", claim_policy: "first_claim", priority: 5 });
+    const created = await t.api("POST", `/work/missions/${missionId}/tasks`, {
+      title: "build",
+      description: "make it",
+      claim_policy: "first_claim",
+      priority: 5,
+    });
     expect(created.status).toBe(201);
     const task = created.body.task;
-    expect(task).toMatchObject({ kind: "claimable", status: "queued", claim_policy: "first_claim", priority: 5, domain_id: domainId, mission_id: missionId });
+    expect(task).toMatchObject({
+      kind: "claimable",
+      status: "queued",
+      claim_policy: "first_claim",
+      priority: 5,
+      domain_id: domainId,
+      mission_id: missionId,
+    });
     expect(task.id).toMatch(/^tsk_/);
 
     const got = await t.api("GET", `/work/tasks/${task.id}`);
@@ -102,7 +116,9 @@ describe("REST work paths", () => {
     const badPolicy = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "x", claim_policy: "lottery" });
     expect(badPolicy.body.error.message).toContain("first_claim, assigned, broadcast");
 
-    expect((await t.api("POST", `/work/missions/msn_nope/tasks`, { title: "x" })).body.error.code).toBe("mission_not_found");
+    expect((await t.api("POST", `/work/missions/msn_nope/tasks`, { title: "x" })).body.error.code).toBe(
+      "mission_not_found",
+    );
     expect((await t.api("POST", `/work/tasks/tsk_nope/retry`)).status).toBe(404);
     expect((await t.api("GET", `/nowhere`)).status).toBe(404);
 
@@ -113,7 +129,10 @@ describe("REST work paths", () => {
     const array = await t.api("POST", `/work/missions/${missionId}/tasks`, [1, 2]);
     expect(array.status).toBe(400);
 
-    const huge = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "x", description: "y".repeat(1024 * 1024 + 10) });
+    const huge = await t.api("POST", `/work/missions/${missionId}/tasks`, {
+      title: "x",
+      description: "y".repeat(1024 * 1024 + 10),
+    });
     expect(huge.status).toBe(413);
     expect(huge.body.error.code).toBe("payload_too_large");
 
@@ -147,11 +166,15 @@ describe("roles", () => {
     const denied = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "x" }, viewer);
     expect(denied.status).toBe(403);
     expect(denied.body.error.code).toBe("forbidden");
-    await expect(t.client(AuthService, viewer).createToken({ name: "x", role: Role.ADMIN })).rejects.toMatchObject({ code: Code.PermissionDenied });
+    await expect(t.client(AuthService, viewer).createToken({ name: "x", role: Role.ADMIN })).rejects.toMatchObject({
+      code: Code.PermissionDenied,
+    });
 
     const agent = (await auth.createToken({ name: "ag", role: Role.AGENT, domainId })).secret;
     expect((await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "mine" }, agent)).status).toBe(201);
-    expect((await t.api("POST", `/work/missions/${other.missionId}/tasks`, { title: "theirs" }, agent)).status).toBe(403);
+    expect((await t.api("POST", `/work/missions/${other.missionId}/tasks`, { title: "theirs" }, agent)).status).toBe(
+      403,
+    );
     const domains = await t.api("GET", "/domains", undefined, agent);
     expect(domains.body.domains.map((d: { id: string }) => d.id)).toEqual([domainId]);
   });
@@ -192,7 +215,12 @@ describe("Connect routes", () => {
     await expect(work.getMission({ missionId: "msn_x" })).rejects.toMatchObject({ code: Code.NotFound });
 
     const agentId = await enroll(domain!.id, ["gpu"]);
-    const { task } = await work.createTask({ missionId: mission!.id, title: "t", capabilities: ["gpu"], input: { command: "echo hi" } });
+    const { task } = await work.createTask({
+      missionId: mission!.id,
+      title: "t",
+      capabilities: ["gpu"],
+      input: { command: "echo hi" },
+    });
     expect(task!.input).toEqual({ command: "echo hi" });
     const claimed = await work.claimTask({ agentId });
     expect(claimed.task!.id).toBe(task!.id);
@@ -207,7 +235,9 @@ describe("Connect routes", () => {
     expect((await work.listTasks({ missionId: mission!.id })).tasks).toHaveLength(1);
 
     const k = await work.createTask({ missionId: mission!.id, kind: TaskKind.ASSIGNED, title: "kanban" });
-    expect(statusWord((await work.updateTask({ taskId: k.task!.id, status: TaskStatus.REVIEW })).task!.status)).toBe("review");
+    expect(statusWord((await work.updateTask({ taskId: k.task!.id, status: TaskStatus.REVIEW })).task!.status)).toBe(
+      "review",
+    );
     await work.deleteTask({ taskId: k.task!.id });
     await expect(work.getTask({ taskId: k.task!.id })).rejects.toMatchObject({ code: Code.NotFound });
 
@@ -241,7 +271,10 @@ describe("Connect routes", () => {
     });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { code: string }).code).toBe("invalid_argument");
-    const err = await t.client(WorkService, "").listDomains({}).catch((e: unknown) => e);
+    const err = await t
+      .client(WorkService, "")
+      .listDomains({})
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConnectError);
     expect((err as ConnectError).code).toBe(Code.Unauthenticated);
   });
@@ -286,7 +319,8 @@ describe("the claimable task state machine", () => {
   it("complete says why it cannot: lease expired, held by another agent, finished, Kanban, missing", async () => {
     const { domainId, missionId } = await setup("complete-errors");
     const [a, b] = [await enroll(domainId), await enroll(domainId)];
-    const complete = (id: string, agentId: string) => t.api("POST", `/work/tasks/${id}/complete`, { agent_id: agentId, result: { output: "ok" } });
+    const complete = (id: string, agentId: string) =>
+      t.api("POST", `/work/tasks/${id}/complete`, { agent_id: agentId, result: { output: "ok" } });
     const { task } = (await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "x" })).body;
     expect((await t.api("POST", `/work/agents/${a}/claim`, {})).body.task.id).toBe(task.id);
 
@@ -325,8 +359,19 @@ describe("the claimable task state machine", () => {
     const plain = await enroll(domainId, []);
     const acp = await enroll(domainId, ["gpu", "linux"], "vendorA_agent_acp");
     const work = t.client(WorkService);
-    const needsGpu = await work.createTask({ missionId, title: "gpu job", capabilities: ["gpu"], runtime: Runtime.SHELL, input: { command: "true" } });
-    const forPlain = await work.createTask({ missionId, title: "for plain", claimPolicy: ClaimPolicy.ASSIGNED, assigneeAgentId: plain });
+    const needsGpu = await work.createTask({
+      missionId,
+      title: "gpu job",
+      capabilities: ["gpu"],
+      runtime: Runtime.SHELL,
+      input: { command: "true" },
+    });
+    const forPlain = await work.createTask({
+      missionId,
+      title: "for plain",
+      claimPolicy: ClaimPolicy.ASSIGNED,
+      assigneeAgentId: plain,
+    });
     expect((await work.claimTask({ agentId: acp })).task).toBeUndefined(); // wrong runtime, not assigned
     expect((await work.claimTask({ agentId: plain })).task!.id).toBe(forPlain.task!.id);
     expect((await work.claimTask({ agentId: plain })).task).toBeUndefined(); // lacks gpu
@@ -338,9 +383,15 @@ describe("the claimable task state machine", () => {
     const a = await enroll(domainId, ["x"]);
     const b = await enroll(domainId, ["x", "y"]);
     await enroll(domainId, []); // does not match
-    const created = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "everyone", claim_policy: "broadcast", capabilities: ["x"] });
+    const created = await t.api("POST", `/work/missions/${missionId}/tasks`, {
+      title: "everyone",
+      claim_policy: "broadcast",
+      capabilities: ["x"],
+    });
     expect(created.status).toBe(201);
-    expect(created.body.runs.map((r: { assignee_agent_id: string }) => r.assignee_agent_id).sort()).toEqual([a, b].sort());
+    expect(created.body.runs.map((r: { assignee_agent_id: string }) => r.assignee_agent_id).sort()).toEqual(
+      [a, b].sort(),
+    );
     const parent = created.body.task.id;
     const work = t.client(WorkService);
     const ra = (await work.claimTask({ agentId: a })).task!;
@@ -360,9 +411,18 @@ describe("the claimable task state machine", () => {
 
     // each run is an assignment: a message in that agent's inbox
     const inbox = await t.tower.deps.store.listEvents({ types: ["inbox"], domainId, limit: 100 });
-    expect(inbox.filter((e) => e.name === "task.assigned").map((e) => e.agentId).sort()).toEqual([a, b].sort());
+    expect(
+      inbox
+        .filter((e) => e.name === "task.assigned")
+        .map((e) => e.agentId)
+        .sort(),
+    ).toEqual([a, b].sort());
 
-    const none = await t.api("POST", `/work/missions/${missionId}/tasks`, { title: "nobody", claim_policy: "broadcast", capabilities: ["z"] });
+    const none = await t.api("POST", `/work/missions/${missionId}/tasks`, {
+      title: "nobody",
+      claim_policy: "broadcast",
+      capabilities: ["z"],
+    });
     expect(none.status).toBe(409);
     expect(none.body.error.code).toBe("no_matching_agents");
   });
@@ -371,7 +431,11 @@ describe("the claimable task state machine", () => {
     const { domainId, missionId } = await setup("concurrency");
     const agents = await Promise.all(Array.from({ length: 50 }, () => enroll(domainId)));
     for (let i = 0; i < 500; i += 50) {
-      await Promise.all(Array.from({ length: 50 }, (_, j) => t.api("POST", `/work/missions/${missionId}/tasks`, { title: `t${i + j}` })));
+      await Promise.all(
+        Array.from({ length: 50 }, (_, j) =>
+          t.api("POST", `/work/missions/${missionId}/tasks`, { title: `t${i + j}` }),
+        ),
+      );
     }
     const claims = new Map<string, string>();
     let duplicates = 0;
@@ -390,7 +454,9 @@ describe("the claimable task state machine", () => {
     expect(duplicates).toBe(0);
     expect(claims.size).toBe(500);
     const listed = (await t.api("GET", `/work/missions/${missionId}/tasks?limit=1000`)).body.tasks;
-    expect(listed.every((x: { status: string; attempts: number }) => x.status === "claimed" && x.attempts === 1)).toBe(true);
+    expect(listed.every((x: { status: string; attempts: number }) => x.status === "claimed" && x.attempts === 1)).toBe(
+      true,
+    );
   });
 
   it("wakes a long-polling claimer as soon as work arrives", async () => {
@@ -457,20 +523,28 @@ describe("nodes", () => {
 
     // a node cannot act for another node's agent, nor do admin things
     const other = t.client(WorkService, reg2.token);
-    await expect(other.claimTask({ agentId: enrolled.agent!.id })).rejects.toMatchObject({ code: Code.PermissionDenied });
-    await expect(t.client(NodeService, reg.token).registerNode({ hostname: "evil" })).rejects.toMatchObject({ code: Code.PermissionDenied });
+    await expect(other.claimTask({ agentId: enrolled.agent!.id })).rejects.toMatchObject({
+      code: Code.PermissionDenied,
+    });
+    await expect(t.client(NodeService, reg.token).registerNode({ hostname: "evil" })).rejects.toMatchObject({
+      code: Code.PermissionDenied,
+    });
 
     // a node operates only where its agents are enrolled
     const mine = await t.api("POST", `/domains/${domainId}/m`, { title: "from node" }, reg.token);
     expect(mine.status).toBe(201);
     const foreign = await setup("nodes-foreign");
-    expect((await t.api("POST", `/work/missions/${foreign.missionId}/tasks`, { title: "x" }, reg.token)).status).toBe(403);
+    expect((await t.api("POST", `/work/missions/${foreign.missionId}/tasks`, { title: "x" }, reg.token)).status).toBe(
+      403,
+    );
     expect((await t.api("POST", "/domains", { name: "node-made" }, reg.token)).status).toBe(403);
 
     // a forged token (right shape, wrong signature) is refused
     const [h, p] = reg.token.split(".");
     const forged = `${h}.${p}.${Buffer.from("nope").toString("base64url")}`;
     expect((await t.api("GET", "/domains", undefined, forged)).status).toBe(401);
-    await expect(t.client(NodeService).registerNode({ hostname: "bad host!" })).rejects.toMatchObject({ code: Code.InvalidArgument });
+    await expect(t.client(NodeService).registerNode({ hostname: "bad host!" })).rejects.toMatchObject({
+      code: Code.InvalidArgument,
+    });
   });
 });

@@ -43,7 +43,9 @@ describe("claims and outcomes in fewer calls", () => {
     expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.BUSY);
     await work.completeTask({ taskId: task!.id, agentId, result: { output: "ok" }, agentIdle: true });
     expect((await agents.getAgent({ agentId })).agent!.state).toBe(AgentState.IDLE);
-    const states = (await t.client(EventService).listEvents({ limit: 1000, filter: { agentId, types: ["matrix"] } })).events.filter((e) => e.name === "agent.state");
+    const states = (
+      await t.client(EventService).listEvents({ limit: 1000, filter: { agentId, types: ["matrix"] } })
+    ).events.filter((e) => e.name === "agent.state");
     expect(states.map((e) => [e.payload?.from, e.payload?.to])).toEqual([
       ["idle", "busy"],
       ["busy", "idle"],
@@ -59,35 +61,65 @@ describe("claims and outcomes in fewer calls", () => {
 });
 
 describe("denials in an outcome", () => {
-  it("are kept in the result (at most 50, fields clipped), counted in the outcome's event, and shown over REST as result.denials with source words", async () => {
-    const work = t.client(WorkService);
-    const { domain } = await work.createDomain({ name: "denials" });
-    const { mission } = await work.createMission({ domainId: domain!.id, title: "m" });
-    const agentId = await enroll(domain!.id);
-    const { task } = await work.createTask({ missionId: mission!.id, title: "t" });
-    await work.claimTask({ agentId, start: true });
-    const long = "y".repeat(5000);
-    const denials = [
-      { tool: "Bash", tried: "echo hi > /root/x", reason: "needs approval", source: DenialSource.POLICY, callId: "toolu_1" },
-      ...Array.from({ length: 70 }, (_, i) => ({ tool: "exec_command", tried: long, reason: long, source: DenialSource.SANDBOX, callId: `c${i}` })),
-    ];
-    await work.completeTask({ taskId: task!.id, agentId, result: { output: "ok", denials } });
-    const got = (await work.getTask({ taskId: task!.id })).task!;
-    expect(statusWord(got.status)).toBe("succeeded");
-    expect(got.result!.denials).toHaveLength(50);
-    expect(got.result!.denials[0]).toMatchObject({ tool: "Bash", tried: "echo hi > /root/x", reason: "needs approval", source: DenialSource.POLICY, callId: "toolu_1" });
-    expect(got.result!.denials[1]!.tried).toHaveLength(501);
-    const rest = await t.api("GET", `/work/tasks/${task!.id}`);
-    expect(rest.body.task.result.denials[0]).toEqual({ tool: "Bash", tried: "echo hi > /root/x", reason: "needs approval", source: "policy", call_id: "toolu_1" });
-    expect(rest.body.task.result.denials[1].source).toBe("sandbox");
-    const events = (await t.client(EventService).listEvents({ limit: 1000, filter: { taskId: task!.id } })).events;
-    expect(events.find((e) => e.name === "task.succeeded")!.payload).toMatchObject({ denials: 50 });
-    // an outcome without denials has none, and its event no count
-    const { task: plain } = await work.createTask({ missionId: mission!.id, title: "plain" });
-    await work.claimTask({ agentId, start: true });
-    await work.failTask({ taskId: plain!.id, agentId, result: { error: "no" } });
-    expect((await t.api("GET", `/work/tasks/${plain!.id}`)).body.task.result.denials).toEqual([]);
-    const failed = (await t.client(EventService).listEvents({ limit: 1000, filter: { taskId: plain!.id } })).events.find((e) => e.name === "task.failed")!;
-    expect(failed.payload).not.toHaveProperty("denials");
-  });
+  it(
+    "are kept in the result (at most 50, fields clipped), counted in the " +
+      "outcome's event, and shown over REST as result.denials with source words",
+    async () => {
+      const work = t.client(WorkService);
+      const { domain } = await work.createDomain({ name: "denials" });
+      const { mission } = await work.createMission({ domainId: domain!.id, title: "m" });
+      const agentId = await enroll(domain!.id);
+      const { task } = await work.createTask({ missionId: mission!.id, title: "t" });
+      await work.claimTask({ agentId, start: true });
+      const long = "y".repeat(5000);
+      const denials = [
+        {
+          tool: "Bash",
+          tried: "echo hi > /root/x",
+          reason: "needs approval",
+          source: DenialSource.POLICY,
+          callId: "toolu_1",
+        },
+        ...Array.from({ length: 70 }, (_, i) => ({
+          tool: "exec_command",
+          tried: long,
+          reason: long,
+          source: DenialSource.SANDBOX,
+          callId: `c${i}`,
+        })),
+      ];
+      await work.completeTask({ taskId: task!.id, agentId, result: { output: "ok", denials } });
+      const got = (await work.getTask({ taskId: task!.id })).task!;
+      expect(statusWord(got.status)).toBe("succeeded");
+      expect(got.result!.denials).toHaveLength(50);
+      expect(got.result!.denials[0]).toMatchObject({
+        tool: "Bash",
+        tried: "echo hi > /root/x",
+        reason: "needs approval",
+        source: DenialSource.POLICY,
+        callId: "toolu_1",
+      });
+      expect(got.result!.denials[1]!.tried).toHaveLength(501);
+      const rest = await t.api("GET", `/work/tasks/${task!.id}`);
+      expect(rest.body.task.result.denials[0]).toEqual({
+        tool: "Bash",
+        tried: "echo hi > /root/x",
+        reason: "needs approval",
+        source: "policy",
+        call_id: "toolu_1",
+      });
+      expect(rest.body.task.result.denials[1].source).toBe("sandbox");
+      const events = (await t.client(EventService).listEvents({ limit: 1000, filter: { taskId: task!.id } })).events;
+      expect(events.find((e) => e.name === "task.succeeded")!.payload).toMatchObject({ denials: 50 });
+      // an outcome without denials has none, and its event no count
+      const { task: plain } = await work.createTask({ missionId: mission!.id, title: "plain" });
+      await work.claimTask({ agentId, start: true });
+      await work.failTask({ taskId: plain!.id, agentId, result: { error: "no" } });
+      expect((await t.api("GET", `/work/tasks/${plain!.id}`)).body.task.result.denials).toEqual([]);
+      const failed = (
+        await t.client(EventService).listEvents({ limit: 1000, filter: { taskId: plain!.id } })
+      ).events.find((e) => e.name === "task.failed")!;
+      expect(failed.payload).not.toHaveProperty("denials");
+    },
+  );
 });

@@ -20,7 +20,8 @@ beforeAll(async () => {
   await Promise.all([buildBinaries(), buildCli()]);
 }, 120_000);
 
-const git = (cwd: string, ...args: string[]) => execFileSync("git", ["-c", "user.email=t@ep", "-c", "user.name=t", ...args], { cwd, encoding: "utf8" });
+const git = (cwd: string, ...args: string[]) =>
+  execFileSync("git", ["-c", "user.email=t@ep", "-c", "user.name=t", ...args], { cwd, encoding: "utf8" });
 
 /** A repository with one commit: greeting.txt and a package script the setup can run. */
 function makeRepo(dir: string): string {
@@ -34,7 +35,13 @@ function makeRepo(dir: string): string {
 
 async function waitTask(s: TowerSetup, taskId: string) {
   let status = "";
-  await waitFor(async () => ["succeeded", "failed", "cancelled"].includes((status = statusWord((await s.work.getTask({ taskId })).task!.status))), 30_000).catch(() => {
+  await waitFor(
+    async () =>
+      ["succeeded", "failed", "cancelled"].includes(
+        (status = statusWord((await s.work.getTask({ taskId })).task!.status)),
+      ),
+    30_000,
+  ).catch(() => {
     throw new Error(`task ${taskId} stayed ${status}`);
   });
   return (await s.work.getTask({ taskId })).task!;
@@ -48,7 +55,8 @@ async function shellAgents(s: TowerSetup, n: number) {
 }
 
 describe("workspaces", () => {
-  it("two concurrent tasks edit the same file of one repository in separate worktrees; each result has its own diff", async () => {
+  it("two concurrent tasks edit the same file of one repository " +
+    "in separate worktrees; each result has its own diff", async () => {
     const s = await towerWithMission("ep-ws-", cleanup);
     const repo = makeRepo(join(s.home, "repo"));
     await shellAgents(s, 2);
@@ -56,13 +64,31 @@ describe("workspaces", () => {
     const sync = join(s.home, "sync");
     mkdirSync(sync);
     const edit = (word: string) =>
-      `touch ${sync}/${word}; for i in $(seq 200); do [ -e ${sync}/bonjour ] && [ -e ${sync}/hola ] && { echo together; break; }; sleep 0.05; done; ` +
+      `touch ${sync}/${word}; for i in $(seq 200); do [ -e ${sync}/bonjour ] ` +
+      `&& [ -e ${sync}/hola ] && { echo together; break; }; sleep 0.05; done; ` +
       `echo "${word}" > greeting.txt; git -c user.email=a@ep -c user.name=a commit -qam "${word}"; pwd`;
-    const ta = (await s.work.createTask({ missionId: s.missionId, title: "a", runtime: Runtime.SHELL, input: { command: edit("bonjour"), workspace: { repo } } })).task!;
-    const tb = (await s.work.createTask({ missionId: s.missionId, title: "b", runtime: Runtime.SHELL, input: { command: edit("hola"), workspace: { repo } } })).task!;
+    const ta = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "a",
+        runtime: Runtime.SHELL,
+        input: { command: edit("bonjour"), workspace: { repo } },
+      })
+    ).task!;
+    const tb = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "b",
+        runtime: Runtime.SHELL,
+        input: { command: edit("hola"), workspace: { repo } },
+      })
+    ).task!;
     const [ra, rb] = await Promise.all([waitTask(s, ta.id), waitTask(s, tb.id)]);
     expect([ra.status, rb.status].map(statusWord)).toEqual(["succeeded", "succeeded"]);
-    expect([ra.result!.output, rb.result!.output]).toEqual([expect.stringContaining("together"), expect.stringContaining("together")]);
+    expect([ra.result!.output, rb.result!.output]).toEqual([
+      expect.stringContaining("together"),
+      expect.stringContaining("together"),
+    ]);
     const wa = ra.result!.workspace!;
     const wb = rb.result!.workspace!;
     expect(wa.branch).toBe(`ep/${ta.id}`);
@@ -90,17 +116,31 @@ describe("workspaces", () => {
     expect(diff.stdout).toContain("+bonjour");
     expect(diff.stdout).not.toContain("\x1b[");
     // the events
-    const names = (await s.events.listEvents({ limit: 1000 } as never)).events.filter((e) => e.taskId === ta.id).map((e) => e.name);
+    const names = (await s.events.listEvents({ limit: 1000 } as never)).events
+      .filter((e) => e.taskId === ta.id)
+      .map((e) => e.name);
     expect(names).toEqual(expect.arrayContaining(["workspace.created", "workspace.removed"]));
   }, 90_000);
 
-  it("keeps a failed run's worktree (ep workspace ls) until gc collects it; a named workspace's setup output is progress", async () => {
+  it("keeps a failed run's worktree (ep workspace ls) until gc " +
+    "collects it; a named workspace's setup output is progress", async () => {
     const s = await towerWithMission("ep-ws-", cleanup);
     const repo = makeRepo(join(s.home, "repo"));
     mkdirSync(join(s.home, "epd"), { recursive: true, mode: 0o700 });
-    writeFileSync(join(s.home, "epd", "workspaces.toml"), `[app]\npath = "${repo}"\nref = "main"\nsetup = "echo preparing the worktree; echo ready > .setup-done"\nkeep_failed = "1h"\n`);
+    writeFileSync(
+      join(s.home, "epd", "workspaces.toml"),
+      `[app]\npath = "${repo}"\nref = "main"\nsetup = "echo preparing ` +
+        `the worktree; echo ready > .setup-done"\nkeep_failed = "1h"\n`,
+    );
     await shellAgents(s, 1);
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "fails", runtime: Runtime.SHELL, input: { command: "cat .setup-done; echo broken >> greeting.txt; exit 3", workspace: { repo: "app" } } })).task!;
+    const t = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "fails",
+        runtime: Runtime.SHELL,
+        input: { command: "cat .setup-done; echo broken >> greeting.txt; exit 3", workspace: { repo: "app" } },
+      })
+    ).task!;
     const r = await waitTask(s, t.id);
     expect(statusWord(r.status)).toBe("failed");
     const w = r.result!.workspace!;
@@ -112,11 +152,15 @@ describe("workspaces", () => {
     expect(existsSync(w.worktree)).toBe(true);
     expect(r.result!.output).toContain("ready");
 
-    const progress = (await s.events.listEvents({ types: ["progress"], limit: 1000 } as never)).events.filter((e) => e.taskId === t.id).map((e) => String(e.payload?.text ?? ""));
+    const progress = (await s.events.listEvents({ types: ["progress"], limit: 1000 } as never)).events
+      .filter((e) => e.taskId === t.id)
+      .map((e) => String(e.payload?.text ?? ""));
     expect(progress).toContain("preparing the worktree");
 
     const ep = (...args: string[]) => runEp(s.home, [...args, "--json"]);
-    const listed = JSON.parse((await ep("workspace", "ls")).stdout) as { worktrees: { task_id: string; state: string }[] };
+    const listed = JSON.parse((await ep("workspace", "ls")).stdout) as {
+      worktrees: { task_id: string; state: string }[];
+    };
     expect(listed.worktrees).toEqual([expect.objectContaining({ task_id: t.id, state: "kept" })]);
     // younger than keep_failed: gc leaves it; --all takes it
     expect(JSON.parse((await ep("workspace", "gc")).stdout)).toEqual({ removed: [] });
@@ -133,10 +177,26 @@ describe("workspaces", () => {
     const domain = (await s.work.getMission({ missionId: s.missionId })).mission!.domainId;
     mkdirSync(join(s.home, "epd"), { recursive: true, mode: 0o700 });
     writeFileSync(join(s.home, "epd", "workspaces.toml"), `[app]\npath = "${repo}"\n`);
-    writeFileSync(join(s.home, "epd", "agents.toml"), `[[agent]]\nid = "fixer"\nruntime = "shell"\ndomain = "${domain}"\nworkspace = "app"\n`);
+    writeFileSync(
+      join(s.home, "epd", "agents.toml"),
+      `[[agent]]\nid = "fixer"\nruntime = "shell"\ndomain = "${domain}"\nworkspace = "app"\n`,
+    );
     await epdFor(s, cleanup);
-    await waitFor(async () => (await adminClient(s.tower, AgentService).listAgents({ domainId: domain })).agents.some((a) => a.name === "fixer"), 15_000);
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "profile", runtime: Runtime.SHELL, input: { command: "echo fixed > greeting.txt" } })).task!;
+    await waitFor(
+      async () =>
+        (await adminClient(s.tower, AgentService).listAgents({ domainId: domain })).agents.some(
+          (a) => a.name === "fixer",
+        ),
+      15_000,
+    );
+    const t = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "profile",
+        runtime: Runtime.SHELL,
+        input: { command: "echo fixed > greeting.txt" },
+      })
+    ).task!;
     const r = await waitTask(s, t.id);
     expect(statusWord(r.status)).toBe("succeeded");
     expect(r.result!.workspace).toMatchObject({ name: "app", branch: `ep/${t.id}`, filesChanged: 1 });
@@ -154,12 +214,28 @@ describe("workspaces", () => {
   it("fails a task whose workspace is not a repository, naming the field, and runs nothing", async () => {
     const s = await towerWithMission("ep-ws-", cleanup);
     await shellAgents(s, 1);
-    const t = (await s.work.createTask({ missionId: s.missionId, title: "bad", runtime: Runtime.SHELL, input: { command: "touch ran", workspace: { repo: join(s.home, "nowhere") } } })).task!;
+    const t = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "bad",
+        runtime: Runtime.SHELL,
+        input: { command: "touch ran", workspace: { repo: join(s.home, "nowhere") } },
+      })
+    ).task!;
     const r = await waitTask(s, t.id);
     expect(statusWord(r.status)).toBe("failed");
     expect(r.result!.error).toMatch(/input\.workspace\.repo: .*nowhere does not exist on this node/);
     expect(existsSync(join(s.home, "epd", "work", t.id, "ran"))).toBe(false);
-    const named = (await s.work.createTask({ missionId: s.missionId, title: "bad", runtime: Runtime.SHELL, input: { command: "true", workspace: { repo: "unknown-name" } } })).task!;
-    expect((await waitTask(s, named.id)).result!.error).toMatch(/neither an absolute path nor a workspace named in workspaces\.toml/);
+    const named = (
+      await s.work.createTask({
+        missionId: s.missionId,
+        title: "bad",
+        runtime: Runtime.SHELL,
+        input: { command: "true", workspace: { repo: "unknown-name" } },
+      })
+    ).task!;
+    expect((await waitTask(s, named.id)).result!.error).toMatch(
+      /neither an absolute path nor a workspace named in workspaces\.toml/,
+    );
   }, 60_000);
 });

@@ -15,24 +15,55 @@ import { ApprovalService } from "../gen/ep/tower/v1/approvals_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { WebhookService } from "../gen/ep/tower/v1/webhooks_pb.js";
 import type { TowerConfig } from "./config.js";
-import { createAuth, type Auth, createAuthService, type OidcConfig, type OidcLoginConfig } from "./domain/auth/index.js";
+import {
+  createAuth,
+  type Auth,
+  createAuthService,
+  type OidcConfig,
+  type OidcLoginConfig,
+} from "./domain/auth/index.js";
 import { credentialOf as credentialFrom, SESSION_COOKIE } from "./edges/credential.js";
-import { type Caller } from "./domain/caller.js";
+import type { Caller } from "./domain/caller.js";
 import type { Deps } from "./domain/deps.js";
 import { createEventHub, type EventHub } from "./domain/event-hub.js";
 import { createEventService, createEventStream } from "./domain/events/index.js";
-import { createFleetService, type FleetService, createAttachAdmission, localAttachRelay, type AttachRelay } from "./domain/fleet/index.js";
+import {
+  createFleetService,
+  type FleetService,
+  createAttachAdmission,
+  localAttachRelay,
+  type AttachRelay,
+} from "./domain/fleet/index.js";
 import { replicatedStore, startReplication } from "./domain/replication/index.js";
 import type { Replication } from "./domain/replication/types.js";
-import { createSecretService, envKeySource, type SecretServiceImpl, type SecretKeyring } from "./domain/secrets/index.js";
+import {
+  createSecretService,
+  envKeySource,
+  type SecretServiceImpl,
+  type SecretKeyring,
+} from "./domain/secrets/index.js";
 import { createApprovalService, type ApprovalServiceImpl } from "./domain/approvals/index.js";
 import { createWorkService, type WorkService as Work, createTaskMerge } from "./domain/work/index.js";
-import { createWebhookDispatcher, type WebhookDispatcher, createWebhookService, resealWebhookSecrets, type WebhookServiceImpl, readWebhookSettings } from "./domain/webhooks/index.js";
+import {
+  createWebhookDispatcher,
+  type WebhookDispatcher,
+  createWebhookService,
+  resealWebhookSecrets,
+  type WebhookServiceImpl,
+  readWebhookSettings,
+} from "./domain/webhooks/index.js";
 import { AiService } from "../gen/ep/tower/v1/ai_pb.js";
 import { ToolService } from "../gen/ep/tower/v1/tools_pb.js";
 import { createToolExecutor, createToolService } from "./domain/tools/index.js";
 import { aiRoutes, registerAiRoutes } from "./edges/ai/ai-routes.js";
-import { collectRoutes, createHttpApp, handleErrors, isPublic, registerHealthRoutes, registerSessionRoutes } from "./edges/http.js";
+import {
+  collectRoutes,
+  createHttpApp,
+  handleErrors,
+  isPublic,
+  registerHealthRoutes,
+  registerSessionRoutes,
+} from "./edges/http.js";
 import { registerMcpRoutes } from "./edges/mcp/mcp-routes.js";
 import { kCaller } from "./edges/caller-key.js";
 import { createDoorGate } from "./edges/door-gate.js";
@@ -53,7 +84,18 @@ import { registerMetricsRoutes } from "./edges/metrics-routes.js";
 import { createTowerMetrics, type TowerMetrics } from "./metrics/tower-metrics.js";
 
 /** The tower's services, as Connect, gRPC and gRPC-Web serve them and reflection lists them. */
-const TOWER_SERVICES = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService, WebhookService];
+const TOWER_SERVICES = [
+  WorkService,
+  NodeService,
+  AgentService,
+  AuthService,
+  EventService,
+  AiService,
+  ToolService,
+  SecretService,
+  ApprovalService,
+  WebhookService,
+];
 
 export { SESSION_COOKIE };
 
@@ -107,7 +149,15 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const { config, store } = opts;
   const clock = opts.clock ?? systemClock;
   const log = opts.log ?? createLogger("tower");
-  const hub = opts.hub ?? createEventHub({ onListenerError: (err) => log.error("event listener failed", { error: (err as Error)?.message ?? String(err), stack: (err as Error)?.stack }) });
+  const hub =
+    opts.hub ??
+    createEventHub({
+      onListenerError: (err) =>
+        log.error("event listener failed", {
+          error: (err as Error)?.message ?? String(err),
+          stack: (err as Error)?.stack,
+        }),
+    });
   const metrics = createTowerMetrics({ now: () => clock.now() });
   const deps: Deps = { store, clock, hub, log, limits: config.limits, meter: metrics.work };
   const closers: (() => Promise<void> | void)[] = [];
@@ -115,11 +165,20 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
 
   // several replicas on one PostgreSQL database: events and link commands cross between them
   const shared = replicatedStore(store);
-  const replication = shared ? await startReplication({ store: shared, hub, log, clock }, { replicaId: env.EP_REPLICA_ID || undefined }) : undefined;
+  const replication = shared
+    ? await startReplication({ store: shared, hub, log, clock }, { replicaId: env.EP_REPLICA_ID || undefined })
+    : undefined;
 
   const secretKeys = envKeySource(config.home, env);
   // the console's sign-in through the identity provider: discovered now, so a wrong issuer stops the start
-  const oidcLogin = config.oidc?.login ? await startOidcLogin({ ...config.oidc, login: config.oidc.login }, deps, () => secretKeys.keyring(), config.allowInsecure) : undefined;
+  const oidcLogin = config.oidc?.login
+    ? await startOidcLogin(
+        { ...config.oidc, login: config.oidc.login },
+        deps,
+        () => secretKeys.keyring(),
+        config.allowInsecure,
+      )
+    : undefined;
   const auth = createAuth(deps, {
     oidcSessions: oidcLogin?.sessions,
     oidc: config.oidc,
@@ -147,9 +206,16 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   const webhooks = createWebhookService(deps, secretKeys, () => webhookDispatcher.kick());
   // rotation: values under EP_SECRET_KEY_PREVIOUS are re-encrypted under the current key (docs/secrets.md)
   await secrets.reencrypt().catch((err: Error) => log.error("secret re-encryption failed", { error: err.message }));
-  await resealWebhookSecrets(store, secretKeys, log).catch((err: Error) => log.error("webhook secret re-sealing failed", { error: err.message }));
-  await auth.resealSigningKeys().catch((err: Error) => log.error("signing key re-sealing failed", { error: err.message }));
-  const eventStream = createEventStream({ ...deps, oidcSessions: oidcLogin?.sessions }, { ...config.stream, retention: config.eventRetention });
+  await resealWebhookSecrets(store, secretKeys, log).catch((err: Error) =>
+    log.error("webhook secret re-sealing failed", { error: err.message }),
+  );
+  await auth
+    .resealSigningKeys()
+    .catch((err: Error) => log.error("signing key re-sealing failed", { error: err.message }));
+  const eventStream = createEventStream(
+    { ...deps, oidcSessions: oidcLogin?.sessions },
+    { ...config.stream, retention: config.eventRetention },
+  );
   const events = createEventService(deps, eventStream);
   const { ai, tools } = createAiConsole(deps, env, work, fleet);
   metrics.serve({
@@ -177,7 +243,11 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   registerMetricsRoutes(app, metrics);
   app.get("/.well-known/jwks.json", async () => auth.jwks());
   registerSessionRoutes(app, auth, clock, Boolean(config.tls));
-  registerOidcRoutes(app, oidcLogin?.login(auth), { secure: Boolean(config.tls) || config.publicUrl.startsWith("https:"), log, clock });
+  registerOidcRoutes(app, oidcLogin?.login(auth), {
+    secure: Boolean(config.tls) || config.publicUrl.startsWith("https:"),
+    log,
+    clock,
+  });
 
   registerRestRoutes(app, workRoutes(workApi));
   registerRestRoutes(app, webhookRoutes(webhooks));
@@ -190,7 +260,11 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   registerEventStreamRoute(app, eventStream, clock);
   const eventsWs = attachEventsWebSocket(app, { stream: eventStream, auth, clock, log });
   const attachRelay: AttachRelay = replication
-    ? { isLinked: (n) => replication.linked(n), send: (n, m) => replication.send(n, m), proof: (n, id) => replication.proof(n, id) }
+    ? {
+        isLinked: (n) => replication.linked(n),
+        send: (n, m) => replication.send(n, m),
+        proof: (n, id) => replication.proof(n, id),
+      }
     : localAttachRelay(fleet);
   const attachWs = attachAttachWebSocket(app, {
     admission: createAttachAdmission({ auth, store, relay: attachRelay, log }),
@@ -231,7 +305,15 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
 
   // the sweeper: expired leases go back to the queue (or fail past max_attempts); approved AI
   // actions that never got an outcome (the tower stopped mid-run) are marked interrupted
-  const stopSweeper = startSweeper({ clock, log, everyMs: config.sweepMs, firstAfterMs: config.limits.leaseMs, work, ai, replication });
+  const stopSweeper = startSweeper({
+    clock,
+    log,
+    everyMs: config.sweepMs,
+    firstAfterMs: config.limits.leaseMs,
+    work,
+    ai,
+    replication,
+  });
 
   let closing: Promise<void> | undefined;
   return {
@@ -273,7 +355,15 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
  * their outcomes once it answers again. With several replicas one sweeps at a time (the others
  * skip the round).
  */
-function startSweeper(o: { clock: Clock; log: Logger; everyMs: number; firstAfterMs: number; work: Work; ai: AiServiceImpl; replication?: Replication }): () => void {
+function startSweeper(o: {
+  clock: Clock;
+  log: Logger;
+  everyMs: number;
+  firstAfterMs: number;
+  work: Work;
+  ai: AiServiceImpl;
+  replication?: Replication;
+}): () => void {
   const { clock, log, work, ai, replication } = o;
   let sweeping = false;
   const sweepAll = async () => {
@@ -281,15 +371,18 @@ function startSweeper(o: { clock: Clock; log: Logger; everyMs: number; firstAfte
     const interrupted = await ai.sweepInterruptedActions();
     if (interrupted) log.warn("approved AI actions without an outcome marked interrupted", { count: interrupted });
   };
-  let timer = clock.setTimeout(function sweep() {
-    if (!sweeping) {
-      sweeping = true;
-      (replication ? replication.tryExclusive("sweep", sweepAll) : sweepAll())
-        .catch((err: Error) => log.warn("sweep failed", { error: err.message }))
-        .finally(() => (sweeping = false));
-    }
-    timer = clock.setTimeout(sweep, o.everyMs);
-  }, Math.max(o.everyMs, o.firstAfterMs));
+  let timer = clock.setTimeout(
+    function sweep() {
+      if (!sweeping) {
+        sweeping = true;
+        (replication ? replication.tryExclusive("sweep", sweepAll) : sweepAll())
+          .catch((err: Error) => log.warn("sweep failed", { error: err.message }))
+          .finally(() => (sweeping = false));
+      }
+      timer = clock.setTimeout(sweep, o.everyMs);
+    },
+    Math.max(o.everyMs, o.firstAfterMs),
+  );
   return () => clock.clearTimeout(timer);
 }
 
@@ -297,11 +390,38 @@ function startSweeper(o: { clock: Clock; log: Logger; everyMs: number; firstAfte
  * The console's sign-in through the identity provider: the relying party (discovery now), the
  * session re-check auth needs, and the sign-in itself once auth exists.
  */
-async function startOidcLogin(cfg: OidcConfig & { login: OidcLoginConfig }, deps: Deps, keyring: () => SecretKeyring | undefined, allowInsecure: boolean) {
+async function startOidcLogin(
+  cfg: OidcConfig & { login: OidcLoginConfig },
+  deps: Deps,
+  keyring: () => SecretKeyring | undefined,
+  allowInsecure: boolean,
+) {
   const rp = await discoverRelyingParty(cfg, { allowInsecure });
-  const sessions = createOidcSessionCheck({ rp, clock: deps.clock, log: deps.log, keyring, recheckMs: cfg.login.recheckMs, roleClaim: cfg.roleClaim });
-  deps.log.info("console sign-in through the identity provider", { issuer: cfg.issuer, client_id: cfg.login.clientId, redirect_uri: cfg.login.redirectUri });
-  return { sessions, login: (auth: Auth) => createOidcLogin(cfg, { clock: deps.clock, log: deps.log, keyring, rp, sessions, createSession: (caller, oidc) => auth.createSession(caller, oidc) }) };
+  const sessions = createOidcSessionCheck({
+    rp,
+    clock: deps.clock,
+    log: deps.log,
+    keyring,
+    recheckMs: cfg.login.recheckMs,
+    roleClaim: cfg.roleClaim,
+  });
+  deps.log.info("console sign-in through the identity provider", {
+    issuer: cfg.issuer,
+    client_id: cfg.login.clientId,
+    redirect_uri: cfg.login.redirectUri,
+  });
+  return {
+    sessions,
+    login: (auth: Auth) =>
+      createOidcLogin(cfg, {
+        clock: deps.clock,
+        log: deps.log,
+        keyring,
+        rp,
+        sessions,
+        createSession: (caller, oidc) => auth.createSession(caller, oidc),
+      }),
+  };
 }
 
 /**
@@ -312,7 +432,10 @@ function createAiConsole(deps: Deps, env: Record<string, string | undefined>, wo
   const planner = createPlanner(env);
   const settings = readAiSettings(env);
   const executor = createToolExecutor({ deps, work, fleet });
-  deps.log.info("AI console ready", { planner: planner.name, model: planner.model ?? "", runtime_default: settings.centralRuntimeDefault ?? "" });
+  deps.log.info("AI console ready", {
+    planner: planner.name,
+    model: planner.model ?? "",
+    runtime_default: settings.centralRuntimeDefault ?? "",
+  });
   return { ai: createAiService(deps, { planner, settings, executor }), tools: createToolService(deps, executor) };
 }
-

@@ -16,7 +16,12 @@ function writeSecretFile(path: string, content: string): void {
   writeFileSync(path, content, { mode: 0o600, flag: "wx" });
 }
 
-export async function bootstrap(tower: Tower, home: string, publicUrl: string, env: NodeJS.ProcessEnv = process.env): Promise<BootstrapResult> {
+export async function bootstrap(
+  tower: Tower,
+  home: string,
+  publicUrl: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<BootstrapResult> {
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const out: BootstrapResult = {};
   const secret = await tower.services.auth.bootstrapAdmin();
@@ -24,7 +29,10 @@ export async function bootstrap(tower: Tower, home: string, publicUrl: string, e
     out.adminTokenFile = join(home, "admin.token");
     if (existsSync(out.adminTokenFile)) writeFileSync(out.adminTokenFile, secret + "\n", { mode: 0o600 });
     else writeSecretFile(out.adminTokenFile, secret + "\n");
-    const { ticket } = await tower.services.auth.createTicket({ subject: "bootstrap-admin", role: "admin", via: "internal" }, { purpose: "login", ttlMs: 24 * 3_600_000 });
+    const { ticket } = await tower.services.auth.createTicket(
+      { subject: "bootstrap-admin", role: "admin", via: "internal" },
+      { purpose: "login", ttlMs: 24 * 3_600_000 },
+    );
     out.loginUrl = `${publicUrl}/ui/login#ticket=${ticket}`;
   }
   if (!env.EP_SECRET_KEY) {

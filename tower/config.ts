@@ -34,7 +34,8 @@ export interface TowerConfig {
 function positiveInt(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined || raw === "") return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0) throw new EpError("invalid_argument", `${name} must be a positive integer (got ${JSON.stringify(raw)})`);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new EpError("invalid_argument", `${name} must be a positive integer (got ${JSON.stringify(raw)})`);
   return n;
 }
 
@@ -61,7 +62,12 @@ function oidcConfig(env: NodeJS.ProcessEnv, publicUrl: string): OidcConfig | und
   const issuer = env.EP_OIDC_ISSUER;
   if (!issuer) {
     for (const name of ["EP_OIDC_CLIENT_ID", "EP_OIDC_CLIENT_SECRET", "EP_OIDC_AUDIENCE"]) {
-      if (env[name]) throw new EpError("config_invalid", `${name} is set but EP_OIDC_ISSUER is not; set the issuer URL of your identity provider`, { setting: "EP_OIDC_ISSUER" });
+      if (env[name])
+        throw new EpError(
+          "config_invalid",
+          `${name} is set but EP_OIDC_ISSUER is not; set the issuer URL of your identity provider`,
+          { setting: "EP_OIDC_ISSUER" },
+        );
     }
     return undefined;
   }
@@ -69,16 +75,36 @@ function oidcConfig(env: NodeJS.ProcessEnv, publicUrl: string): OidcConfig | und
   try {
     url = new URL(issuer);
   } catch {
-    throw new EpError("config_invalid", `EP_OIDC_ISSUER must be the identity provider's issuer URL (got ${JSON.stringify(issuer)})`, { setting: "EP_OIDC_ISSUER" });
+    throw new EpError(
+      "config_invalid",
+      `EP_OIDC_ISSUER must be the identity provider's issuer URL (got ${JSON.stringify(issuer)})`,
+      { setting: "EP_OIDC_ISSUER" },
+    );
   }
-  if (url.protocol !== "https:" && url.protocol !== "http:") throw new EpError("config_invalid", `EP_OIDC_ISSUER must be an https URL (got ${JSON.stringify(issuer)})`, { setting: "EP_OIDC_ISSUER" });
+  if (url.protocol !== "https:" && url.protocol !== "http:")
+    throw new EpError("config_invalid", `EP_OIDC_ISSUER must be an https URL (got ${JSON.stringify(issuer)})`, {
+      setting: "EP_OIDC_ISSUER",
+    });
   const clientId = env.EP_OIDC_CLIENT_ID?.trim() || undefined;
-  if (env.EP_OIDC_CLIENT_SECRET && !clientId) throw new EpError("config_invalid", "EP_OIDC_CLIENT_SECRET is set but EP_OIDC_CLIENT_ID is not", { setting: "EP_OIDC_CLIENT_ID" });
+  if (env.EP_OIDC_CLIENT_SECRET && !clientId)
+    throw new EpError("config_invalid", "EP_OIDC_CLIENT_SECRET is set but EP_OIDC_CLIENT_ID is not", {
+      setting: "EP_OIDC_CLIENT_ID",
+    });
   const audience = env.EP_OIDC_AUDIENCE || clientId;
-  if (!audience) throw new EpError("invalid_argument", "EP_OIDC_AUDIENCE is required when EP_OIDC_ISSUER is set (or EP_OIDC_CLIENT_ID, for the console's sign-in)");
+  if (!audience)
+    throw new EpError(
+      "invalid_argument",
+      "EP_OIDC_AUDIENCE is required when EP_OIDC_ISSUER is set (or EP_OIDC_CLIENT_ID, for the console's sign-in)",
+    );
   const explicitRole = env.EP_OIDC_DEFAULT_ROLE as Role | undefined;
-  if (explicitRole !== undefined && !PEOPLE_ROLES.includes(explicitRole)) throw new EpError("invalid_argument", "EP_OIDC_DEFAULT_ROLE must be admin, operator or viewer");
-  const cfg: OidcConfig = { issuer, audience, roleClaim: env.EP_OIDC_ROLE_CLAIM || "ep_role", defaultRole: explicitRole ?? "viewer" };
+  if (explicitRole !== undefined && !PEOPLE_ROLES.includes(explicitRole))
+    throw new EpError("invalid_argument", "EP_OIDC_DEFAULT_ROLE must be admin, operator or viewer");
+  const cfg: OidcConfig = {
+    issuer,
+    audience,
+    roleClaim: env.EP_OIDC_ROLE_CLAIM || "ep_role",
+    defaultRole: explicitRole ?? "viewer",
+  };
   if (clientId) {
     cfg.login = {
       clientId,
@@ -89,7 +115,12 @@ function oidcConfig(env: NodeJS.ProcessEnv, publicUrl: string): OidcConfig | und
       recheckMs: positiveInt("EP_OIDC_RECHECK_SECONDS", env.EP_OIDC_RECHECK_SECONDS, 300) * 1000,
       defaultRole: explicitRole,
     };
-    if (!cfg.login.scopes.split(/\s+/).includes("openid")) throw new EpError("config_invalid", `EP_OIDC_SCOPES must include openid (got ${JSON.stringify(cfg.login.scopes)})`, { setting: "EP_OIDC_SCOPES" });
+    if (!cfg.login.scopes.split(/\s+/).includes("openid"))
+      throw new EpError(
+        "config_invalid",
+        `EP_OIDC_SCOPES must include openid (got ${JSON.stringify(cfg.login.scopes)})`,
+        { setting: "EP_OIDC_SCOPES" },
+      );
   }
   return cfg;
 }
@@ -98,16 +129,20 @@ export function loadConfig(flags: { listen?: string }, env: NodeJS.ProcessEnv = 
   const { host, port } = parseListen(flags.listen ?? env.EP_LISTEN ?? "127.0.0.1:8008");
   const home = towerHome(env);
   const tls = env.EP_TLS_CERT && env.EP_TLS_KEY ? { cert: env.EP_TLS_CERT, key: env.EP_TLS_KEY } : undefined;
-  if (Boolean(env.EP_TLS_CERT) !== Boolean(env.EP_TLS_KEY)) throw new EpError("invalid_argument", "EP_TLS_CERT and EP_TLS_KEY must be set together");
+  if (Boolean(env.EP_TLS_CERT) !== Boolean(env.EP_TLS_KEY))
+    throw new EpError("invalid_argument", "EP_TLS_CERT and EP_TLS_KEY must be set together");
   const allowInsecure = ["1", "true", "yes"].includes((env.EP_ALLOW_INSECURE ?? "").toLowerCase());
   if (!tls && !allowInsecure && !isLoopback(host)) {
     throw new EpError(
       "invalid_argument",
-      `refusing plain HTTP on non-loopback address ${host}: set EP_TLS_CERT and EP_TLS_KEY, or EP_ALLOW_INSECURE=1 behind a TLS proxy`,
+      `refusing plain HTTP on non-loopback address ${host}: set ` +
+        `EP_TLS_CERT and EP_TLS_KEY, or EP_ALLOW_INSECURE=1 behind a TLS proxy`,
     );
   }
   const shownHost = host === "0.0.0.0" || host === "::" ? "localhost" : host.includes(":") ? `[${host}]` : host;
-  const publicUrl = (env.EP_PUBLIC_URL ?? `${tls ? "https" : "http"}://${shownHost === "127.0.0.1" ? "localhost" : shownHost}:${port}`).replace(/\/+$/, "");
+  const publicUrl = (
+    env.EP_PUBLIC_URL ?? `${tls ? "https" : "http"}://${shownHost === "127.0.0.1" ? "localhost" : shownHost}:${port}`
+  ).replace(/\/+$/, "");
   const oidc = oidcConfig(env, publicUrl);
   return {
     host,

@@ -34,7 +34,11 @@ Example:
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { listen: { type: "string" }, help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" } },
+    options: {
+      listen: { type: "string" },
+      help: { type: "boolean", short: "h" },
+      version: { type: "boolean", short: "v" },
+    },
     strict: true,
   });
   if (values.help) return void process.stdout.write(HELP);
@@ -82,7 +86,8 @@ async function main(): Promise<void> {
 main().catch((err: unknown) => {
   const ep = err instanceof EpError ? err : toEpError(err);
   const raw = err as { code?: string; message?: string };
-  const message = raw.code === "EADDRINUSE" ? `the address is in use (${raw.message}); pick another with --listen` : ep.message;
+  const message =
+    raw.code === "EADDRINUSE" ? `the address is in use (${raw.message}); pick another with --listen` : ep.message;
   process.stderr.write(`ep-tower: ${message}\n`);
   process.exit(raw.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" || ep.errorClass === "invalid" ? 2 : 1);
 });

@@ -23,9 +23,10 @@ export async function startChild(file: "peer-worker.ts" | "submitter.ts", config
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const next = <T,>(): Promise<T> =>
+  const next = <T>(): Promise<T> =>
     new Promise<T>((resolve, reject) => {
-      const onExit = (code: number | null) => reject(new Error(`${file} (${config.system}) exited ${code} before answering`));
+      const onExit = (code: number | null) =>
+        reject(new Error(`${file} (${config.system}) exited ${code} before answering`));
       child.once("exit", onExit);
       child.once("message", (m) => {
         child.off("exit", onExit);

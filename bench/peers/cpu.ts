@@ -88,7 +88,12 @@ export interface CpuTargets {
 
 /** Starts measuring the CPU of every process of a run; stop() gives each role's total. */
 export async function startCpuWindow(t: CpuTargets): Promise<CpuWindow> {
-  const roles: Record<Role, Tracked> = { server: new Tracked(), worker: new Tracked(), submitter: new Tracked(), database: new Tracked() };
+  const roles: Record<Role, Tracked> = {
+    server: new Tracked(),
+    worker: new Tracked(),
+    submitter: new Tracked(),
+    database: new Tracked(),
+  };
   for (const pid of t.server ?? []) roles.server.add(pid, false);
   for (const pid of t.worker) roles.worker.add(pid, false);
   for (const pid of t.submitter) roles.submitter.add(pid, false);
@@ -100,7 +105,9 @@ export async function startCpuWindow(t: CpuTargets): Promise<CpuWindow> {
       for (const pid of pidsNamed("redis-server")) roles.database.add(pid, fromZero);
       return;
     }
-    const res = await monitor!.query<{ pid: number; backend_type: string; application_name: string }>("SELECT pid, backend_type, application_name FROM pg_stat_activity");
+    const res = await monitor!.query<{ pid: number; backend_type: string; application_name: string }>(
+      "SELECT pid, backend_type, application_name FROM pg_stat_activity",
+    );
     const known = new Map(res.rows.map((r) => [r.pid, r]));
     for (const pid of pidsNamed("postgres")) {
       if (roles.database.has(pid) || ignored.has(pid)) continue;
@@ -112,7 +119,8 @@ export async function startCpuWindow(t: CpuTargets): Promise<CpuWindow> {
       }
       const ours = row.backend_type !== "client backend" || row.application_name.startsWith(t.pgAppPrefix!);
       if (ours) roles.database.add(pid, fromZero);
-      else if (row.application_name) ignored.add(pid); // another client's backend (an unnamed one may be ours, still starting)
+      // another client's backend (an unnamed one may be ours, still starting)
+      else if (row.application_name) ignored.add(pid);
     }
   };
   if (t.database === "postgres") {
@@ -134,7 +142,13 @@ export async function startCpuWindow(t: CpuTargets): Promise<CpuWindow> {
       for (const r of Object.values(roles)) r.sample();
       await monitor?.end();
       const database = roles.database.totalMs();
-      return { server: roles.server.totalMs(), worker: roles.worker.totalMs(), submitter: roles.submitter.totalMs(), database, databaseProcesses: roles.database.size };
+      return {
+        server: roles.server.totalMs(),
+        worker: roles.worker.totalMs(),
+        submitter: roles.submitter.totalMs(),
+        database,
+        databaseProcesses: roles.database.size,
+      };
     },
   };
 }

@@ -48,7 +48,9 @@ export async function setupEp(store: "sqlite" | "pg", o: SetupOptions): Promise<
   try {
     if (store === "pg") {
       schema = await freshSchema();
-      tower = await spawnReplica({ ...schema, url: withAppName(schema.url, appPrefix) }, home.dir, { EP_LOG_LEVEL: "error" });
+      tower = await spawnReplica({ ...schema, url: withAppName(schema.url, appPrefix) }, home.dir, {
+        EP_LOG_LEVEL: "error",
+      });
     } else {
       const { tower: entry } = await buildBinaries();
       tower = await spawnTowerChild({ entry, home: home.dir, env: { EP_SECRET_KEY: "test", EP_LOG_LEVEL: "error" } });
@@ -56,7 +58,11 @@ export async function setupEp(store: "sqlite" | "pg", o: SetupOptions): Promise<
     const adminToken = readFileSync(join(home.dir, "tower", "admin.token"), "utf8").trim();
     const work = createClient(
       WorkService,
-      createConnectTransport({ baseUrl: tower.url, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${adminToken}`), next(req))] }),
+      createConnectTransport({
+        baseUrl: tower.url,
+        httpVersion: "1.1",
+        interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${adminToken}`), next(req))],
+      }),
     );
     const domainId = (await work.createDomain({ name: "bench" })).domain!.id;
     const missionId = (await work.createMission({ domainId, title: "peers" })).mission!.id;
@@ -66,8 +72,18 @@ export async function setupEp(store: "sqlite" | "pg", o: SetupOptions): Promise<
     runNothing(home.dir);
     // the poll is a minute: every claim comes from the link, as in production; in the latency
     // scenario epd logs each run's end at info, the observable of its start (see startTimes)
-    epd = await spawnEpd({ home: home.dir, nodeFile, backendUrl: tower.url, env: { EP_LOG_LEVEL: o.latency ? "info" : "warn", EP_POLL_MS: "60000", ...(o.epLink ? { EP_LINK: o.epLink } : {}) } });
-    for (let i = 0; i < o.concurrency; i++) await epd.call("agent.enroll", { domainId, runtime: "shell", name: `bench-${i}` });
+    epd = await spawnEpd({
+      home: home.dir,
+      nodeFile,
+      backendUrl: tower.url,
+      env: {
+        EP_LOG_LEVEL: o.latency ? "info" : "warn",
+        EP_POLL_MS: "60000",
+        ...(o.epLink ? { EP_LINK: o.epLink } : {}),
+      },
+    });
+    for (let i = 0; i < o.concurrency; i++)
+      await epd.call("agent.enroll", { domainId, runtime: "shell", name: `bench-${i}` });
 
     // a bench stopped on the way (an error, Ctrl-C) must not leave a tower or an epd behind
     process.on("exit", killOnExit);
@@ -82,8 +98,15 @@ export async function setupEp(store: "sqlite" | "pg", o: SetupOptions): Promise<
   return {
     system: store === "pg" ? "ep-pg" : "ep-sqlite",
     submitter,
-    cpu: { server: [tower.child.pid!], worker: [epd.child.pid!], database: store === "pg" ? "postgres" : "none", pgAppPrefix: appPrefix, pgUrl: o.pgUrl },
-    committed: async () => Number((await reader.count(`SELECT count(*) AS n FROM tasks WHERE status IN ${TERMINAL}`))[0].n),
+    cpu: {
+      server: [tower.child.pid!],
+      worker: [epd.child.pid!],
+      database: store === "pg" ? "postgres" : "none",
+      pgAppPrefix: appPrefix,
+      pgUrl: o.pgUrl,
+    },
+    committed: async () =>
+      Number((await reader.count(`SELECT count(*) AS n FROM tasks WHERE status IN ${TERMINAL}`))[0].n),
     async startTimes(label, count, started): Promise<StartTimes> {
       const ids = new Map(started);
       // epd logs "run finished" right after the runtime's start returned, here at once (no
@@ -91,23 +114,37 @@ export async function setupEp(store: "sqlite" | "pg", o: SetupOptions): Promise<
       const runs = new Map<string, number>();
       // the outcome is committed after the line is written; its pipe may still be on the way
       await waitFor(() => {
-        for (const l of e.logs) if (l.msg === "run finished" && typeof l.task_id === "string" && ids.has(l.task_id)) runs.set(l.task_id, Date.parse(l.ts as string));
+        for (const l of e.logs)
+          if (l.msg === "run finished" && typeof l.task_id === "string" && ids.has(l.task_id))
+            runs.set(l.task_id, Date.parse(l.ts as string));
         return runs.size === ids.size;
       }, 10_000).catch(() => undefined);
       const rows = await reader.count("SELECT task_id, created_at FROM events WHERE name = 'task.running'");
       const running = new Map(rows.map((r) => [r.task_id as string, Date.parse(r.created_at as string)]));
       const missing = [...ids.keys()].filter((id) => !runs.has(id) || !running.has(id));
-      if (missing.length) throw new Error(`${label}: ${missing.length} of ${count} tasks have no run start (epd log) or no task.running event, e.g. ${missing[0]}`);
+      if (missing.length)
+        throw new Error(
+          `${label}: ${missing.length} of ${count} tasks have no run ` +
+            `start (epd log) or no task.running event, e.g. ${missing[0]}`,
+        );
       return {
         start: [...ids].map(([id, t0]) => runs.get(id)! - t0),
-        alt: { what: "the tower's commit of task.running (its event's created_at)", values: [...ids].map(([id, t0]) => running.get(id)! - t0) },
+        alt: {
+          what: "the tower's commit of task.running (its event's created_at)",
+          values: [...ids].map(([id, t0]) => running.get(id)! - t0),
+        },
       };
     },
     async outcomes() {
       const rows = await reader.count("SELECT status, count(*) AS n FROM tasks GROUP BY status");
-      const counts: Record<string, number> = Object.fromEntries(rows.map((r) => [`tasks ${r.status as string}`, Number(r.n)]));
+      const counts: Record<string, number> = Object.fromEntries(
+        rows.map((r) => [`tasks ${r.status as string}`, Number(r.n)]),
+      );
       // what epd complained of (a warning per task would be a cost of its own)
-      for (const l of e.logs) if (l.level === "warn" || l.level === "error" || l.raw) counts[`epd ${l.level ?? "raw"}: ${String(l.msg ?? l.raw).slice(0, 80)}`] = (counts[`epd ${l.level ?? "raw"}: ${String(l.msg ?? l.raw).slice(0, 80)}`] ?? 0) + 1;
+      for (const l of e.logs)
+        if (l.level === "warn" || l.level === "error" || l.raw)
+          counts[`epd ${l.level ?? "raw"}: ${String(l.msg ?? l.raw).slice(0, 80)}`] =
+            (counts[`epd ${l.level ?? "raw"}: ${String(l.msg ?? l.raw).slice(0, 80)}`] ?? 0) + 1;
       return counts;
     },
     close,
@@ -124,7 +161,11 @@ function sqliteReader(file: string) {
 }
 
 async function pgReader(url: string, schema: string) {
-  const c = new pg.Client({ connectionString: url, application_name: "ep-bench-peers-monitor", options: `-c search_path=${schema}` });
+  const c = new pg.Client({
+    connectionString: url,
+    application_name: "ep-bench-peers-monitor",
+    options: `-c search_path=${schema}`,
+  });
   await c.connect();
   return {
     count: async (sql: string) => (await c.query(sql)).rows as Record<string, unknown>[],

@@ -38,7 +38,12 @@ export async function setupPeer(system: PeerSystem, o: SetupOptions): Promise<Sy
   return {
     system,
     submitter,
-    cpu: { worker: [w.pid], database: system === "bullmq" ? "redis" : "postgres", pgAppPrefix: appPrefix, pgUrl: o.pgUrl },
+    cpu: {
+      worker: [w.pid],
+      database: system === "bullmq" ? "redis" : "postgres",
+      pgAppPrefix: appPrefix,
+      pgUrl: o.pgUrl,
+    },
     committed: store.committed,
     async startTimes(label, count): Promise<StartTimes> {
       const { latencies } = await w.request<{ latencies: number[] }>({ cmd: "latencies", label, count });
@@ -94,7 +99,9 @@ async function pgStore(c: PeerConfig, adminUrl: string): Promise<Store> {
   return {
     committed: async (submitted) =>
       c.system === "pg-boss"
-        ? ((await count(`SELECT count(*)::int AS n FROM ${c.schema}.job WHERE name = $1 AND state = 'completed'`, [c.queue])) ?? 0)
+        ? ((await count(`SELECT count(*)::int AS n FROM ${c.schema}.job WHERE name = $1 AND state = 'completed'`, [
+            c.queue,
+          ])) ?? 0)
         : submitted - ((await count(`SELECT count(*)::int AS n FROM ${c.schema}._private_jobs`)) ?? submitted),
     async drop() {
       await db.query(`DROP SCHEMA IF EXISTS ${c.schema} CASCADE`);

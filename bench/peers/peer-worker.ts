@@ -23,7 +23,11 @@ async function startBullmq(c: PeerConfig): Promise<() => Promise<void>> {
   const { Worker } = await import("bullmq");
   const { Redis } = await import("ioredis");
   const connection = new Redis(c.redisUrl, { maxRetriesPerRequest: null });
-  const worker = new Worker(c.queue, async (job) => onStart(job.data), { connection, prefix: c.redisPrefix, concurrency: c.concurrency });
+  const worker = new Worker(c.queue, async (job) => onStart(job.data), {
+    connection,
+    prefix: c.redisPrefix,
+    concurrency: c.concurrency,
+  });
   await worker.waitUntilReady();
   return async () => {
     await worker.close();
@@ -77,7 +81,11 @@ setInterval(() => {
 
 process.on("message", async (m: { cmd: "latencies"; label: string; count: number } | { cmd: "stop" }) => {
   if (m.cmd === "latencies") {
-    waiting.push({ label: m.label, count: m.count, reply: () => process.send!({ label: m.label, latencies: started.get(m.label) ?? [] }) });
+    waiting.push({
+      label: m.label,
+      count: m.count,
+      reply: () => process.send!({ label: m.label, latencies: started.get(m.label) ?? [] }),
+    });
   } else {
     await stop();
     process.exit(0);

@@ -60,15 +60,21 @@ function count(name: keyof typeof values): number {
 }
 const rounds = count("rounds");
 const systems = values.systems!.split(",").map((s) => s.trim()) as System[];
-for (const s of systems) if (!ALL.includes(s)) throw new Error(`--systems: unknown system '${s}' (known: ${ALL.join(", ")})`);
+for (const s of systems)
+  if (!ALL.includes(s)) throw new Error(`--systems: unknown system '${s}' (known: ${ALL.join(", ")})`);
 const scenarios = values.scenarios!.split(",").map((s) => s.trim());
-for (const s of scenarios) if (s !== "throughput" && s !== "latency") throw new Error(`--scenarios: unknown scenario '${s}' (known: throughput, latency)`);
+for (const s of scenarios)
+  if (s !== "throughput" && s !== "latency")
+    throw new Error(`--scenarios: unknown scenario '${s}' (known: throughput, latency)`);
 if (systems.some((s) => !s.startsWith("ep-")) && !existsSync(join(HERE, "node_modules", "bullmq"))) {
-  throw new Error(`the peer libraries are not installed: run \`npm ci --prefix bench/peers\` first (or --systems ep-sqlite,ep-pg)`);
+  throw new Error(
+    `the peer libraries are not installed: run \`npm ci --prefix bench/peers\` first (or --systems ep-sqlite,ep-pg)`,
+  );
 }
 
 const epLink = values["ep-link"];
-if (epLink !== undefined && epLink !== "session" && epLink !== "http1") throw new Error(`--ep-link must be session or http1, got '${epLink}'`);
+if (epLink !== undefined && epLink !== "session" && epLink !== "http1")
+  throw new Error(`--ep-link must be session or http1, got '${epLink}'`);
 
 const base = {
   concurrency: count("workers"),
@@ -78,7 +84,8 @@ const base = {
   runId: randomBytes(3).toString("hex"),
   ...(epLink ? { epLink: epLink as "session" | "http1" } : {}),
 };
-const setup: Setup = (system, o) => (system === "ep-sqlite" ? setupEp("sqlite", o) : system === "ep-pg" ? setupEp("pg", o) : setupPeer(system, o));
+const setup: Setup = (system, o) =>
+  system === "ep-sqlite" ? setupEp("sqlite", o) : system === "ep-pg" ? setupEp("pg", o) : setupPeer(system, o);
 /** A whole-number option (0 allowed), or a clear error naming it. */
 function whole(name: "warmup" | "latency-warmup"): number {
   const n = Number(values[name]);
@@ -95,12 +102,25 @@ for (let r = 0; r < rounds; r++) {
   const round: Round = { index: r + 1, order, loadBefore: loadavg()[0], loadAfter: 0, throughput: [], latency: [] };
   for (const system of order) {
     if (scenarios.includes("throughput")) {
-      const t: Throughput = await throughput(setup, system, { ...base, latency: false, jobs: count("jobs"), warmup, submitConcurrency: count("submit-concurrency") });
+      const t: Throughput = await throughput(setup, system, {
+        ...base,
+        latency: false,
+        jobs: count("jobs"),
+        warmup,
+        submitConcurrency: count("submit-concurrency"),
+      });
       round.throughput.push(t);
       if (values.json) console.log(JSON.stringify({ round: r + 1, scenario: "throughput", ...t }));
     }
     if (scenarios.includes("latency")) {
-      const l: Latency = await latency(setup, system, { ...base, latency: true, jobs: count("latency-jobs"), warmup: latencyWarmup, rate: count("rate"), inFlight: count("submit-in-flight") });
+      const l: Latency = await latency(setup, system, {
+        ...base,
+        latency: true,
+        jobs: count("latency-jobs"),
+        warmup: latencyWarmup,
+        rate: count("rate"),
+        inFlight: count("submit-in-flight"),
+      });
       round.latency.push(l);
       if (values.json) console.log(JSON.stringify({ round: r + 1, scenario: "latency", ...l }));
     }
@@ -109,5 +129,12 @@ for (let r = 0; r < rounds; r++) {
   done.push(round);
   printRound(round);
 }
-printSummary(done, { cores: cpus().length, jobs: count("jobs"), workers: count("workers"), rate: count("rate"), latencyJobs: count("latency-jobs"), submitConcurrency: count("submit-concurrency") });
+printSummary(done, {
+  cores: cpus().length,
+  jobs: count("jobs"),
+  workers: count("workers"),
+  rate: count("rate"),
+  latencyJobs: count("latency-jobs"),
+  submitConcurrency: count("submit-concurrency"),
+});
 process.exit(0);

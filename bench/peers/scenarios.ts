@@ -50,20 +50,39 @@ async function submitAndWait<T>(run: SystemRun, command: object, before: number,
   for (;;) {
     if (failed) throw failed;
     if (answer !== undefined && (await run.committed(before + count)) >= before + count) break;
-    if (Date.now() > deadline) throw new Error(`${run.system}: ${before + count} outcomes not committed within ${TIMEOUT_MS / 1000} s (${await run.committed(before + count)} are)`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `${run.system}: ${before + count} outcomes not committed within ` +
+          `${TIMEOUT_MS / 1000} s (${await run.committed(before + count)} are)`,
+      );
     await new Promise((r) => setTimeout(r, POLL_MS));
   }
   await asked;
   return answer!;
 }
 
-export async function throughput(setup: Setup, system: System, o: SetupOptions & { jobs: number; warmup: number; submitConcurrency: number }): Promise<Throughput> {
+export async function throughput(
+  setup: Setup,
+  system: System,
+  o: SetupOptions & { jobs: number; warmup: number; submitConcurrency: number },
+): Promise<Throughput> {
   const run = await setup(system, { ...o, latency: false });
   try {
-    if (o.warmup) await submitAndWait(run, { cmd: "burst", count: o.warmup, concurrency: o.submitConcurrency, label: "warm" }, 0, o.warmup);
+    if (o.warmup)
+      await submitAndWait(
+        run,
+        { cmd: "burst", count: o.warmup, concurrency: o.submitConcurrency, label: "warm" },
+        0,
+        o.warmup,
+      );
     const cpu = await startCpuWindow({ ...run.cpu, submitter: [run.submitter.pid] });
     const t0 = performance.now();
-    await submitAndWait(run, { cmd: "burst", count: o.jobs, concurrency: o.submitConcurrency, label: "go" }, o.warmup, o.jobs);
+    await submitAndWait(
+      run,
+      { cmd: "burst", count: o.jobs, concurrency: o.submitConcurrency, label: "go" },
+      o.warmup,
+      o.jobs,
+    );
     const seconds = (performance.now() - t0) / 1000;
     const ms = await cpu.stop();
     const per = (x: number) => +(x / o.jobs).toFixed(3);
@@ -73,7 +92,13 @@ export async function throughput(setup: Setup, system: System, o: SetupOptions &
       jobs: o.jobs,
       seconds: +seconds.toFixed(2),
       jobsPerS: Math.round(o.jobs / seconds),
-      cpuMsPerJob: { server: per(ms.server), worker: per(ms.worker), submitter: per(ms.submitter), database: per(ms.database), all: per(all) },
+      cpuMsPerJob: {
+        server: per(ms.server),
+        worker: per(ms.worker),
+        submitter: per(ms.submitter),
+        database: per(ms.database),
+        all: per(all),
+      },
       databaseProcesses: ms.databaseProcesses,
       outcomes: await run.outcomes?.(),
     };
@@ -82,7 +107,11 @@ export async function throughput(setup: Setup, system: System, o: SetupOptions &
   }
 }
 
-export async function latency(setup: Setup, system: System, o: SetupOptions & { jobs: number; warmup: number; rate: number; inFlight: number }): Promise<Latency> {
+export async function latency(
+  setup: Setup,
+  system: System,
+  o: SetupOptions & { jobs: number; warmup: number; rate: number; inFlight: number },
+): Promise<Latency> {
   const run = await setup(system, { ...o, latency: true });
   let committed = 0;
   let failedSubmits = 0;
@@ -117,7 +146,11 @@ export async function latency(setup: Setup, system: System, o: SetupOptions & { 
 async function waitCommitted(run: SystemRun, target: number): Promise<void> {
   const deadline = Date.now() + TIMEOUT_MS;
   while ((await run.committed(target)) < target) {
-    if (Date.now() > deadline) throw new Error(`${run.system}: ${target} outcomes not committed within ${TIMEOUT_MS / 1000} s (${await run.committed(target)} are)`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `${run.system}: ${target} outcomes not committed within ` +
+          `${TIMEOUT_MS / 1000} s (${await run.committed(target)} are)`,
+      );
     await new Promise((r) => setTimeout(r, POLL_MS));
   }
 }

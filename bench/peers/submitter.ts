@@ -10,7 +10,8 @@
 //   {cmd:"burst", count, concurrency, label}: `count` jobs with `concurrency` calls in flight, as
 //     fast as the system takes them; answers {seconds}.
 //   {cmd:"rate", count, rate, inFlight, label}: open loop, one call every 1/rate s (timers, no
-//     busy wait), at most inFlight outstanding; answers {started: [[jobId, t0]], failed}. Every job carries {l: label, t0}: t0 is the wall time
+//     busy wait), at most inFlight outstanding; answers {started: [[jobId, t0]], failed}. Every job carries {l: label,
+//       t0}: t0 is the wall time
 //     (ms, sub-millisecond) at which its submit call started.
 import { performance } from "node:perf_hooks";
 import { configFromEnv, type SubmitConfig } from "./peer-config.js";
@@ -29,7 +30,15 @@ async function submitterFor(c: SubmitConfig): Promise<{ submit: Submit; close():
     const streams = createConnectTransport({ baseUrl: c.url, httpVersion: "1.1" });
     const work = createClient(WorkService, createUnaryTransport({ baseUrl: c.url, headers, streams }));
     return {
-      submit: async (d, i) => (await work.createTask({ missionId: c.missionId, title: `${d.l} ${i}`, runtime: Runtime.SHELL, input: { command: "true" } })).task!.id,
+      submit: async (d, i) =>
+        (
+          await work.createTask({
+            missionId: c.missionId,
+            title: `${d.l} ${i}`,
+            runtime: Runtime.SHELL,
+            input: { command: "true" },
+          })
+        ).task!.id,
       close: async () => {},
     };
   }
@@ -49,7 +58,14 @@ async function submitterFor(c: SubmitConfig): Promise<{ submit: Submit; close():
   if (c.system === "pg-boss") {
     const { default: PgBoss } = await import("pg-boss");
     // a client only: no maintenance, no cron, the schema is the worker's
-    const boss = new PgBoss({ connectionString: c.pgUrl, schema: c.schema, supervise: false, schedule: false, migrate: false, max: 16 });
+    const boss = new PgBoss({
+      connectionString: c.pgUrl,
+      schema: c.schema,
+      supervise: false,
+      schedule: false,
+      migrate: false,
+      max: 16,
+    });
     boss.on("error", (err: Error) => console.error(`pg-boss: ${err.message}`));
     await boss.start();
     return {
@@ -87,7 +103,12 @@ async function burst(count: number, concurrency: number, label: string): Promise
  * busy waits for one, and its latency still starts when it was due. A call that fails is counted,
  * not retried (an overloaded system shows as failures beside its latencies).
  */
-async function atRate(count: number, rate: number, inFlight: number, label: string): Promise<{ started: [string, number][]; failed: number; error?: string }> {
+async function atRate(
+  count: number,
+  rate: number,
+  inFlight: number,
+  label: string,
+): Promise<{ started: [string, number][]; failed: number; error?: string }> {
   const started: [string, number][] = [];
   let failed = 0;
   let error: string | undefined;
@@ -112,7 +133,10 @@ async function atRate(count: number, rate: number, inFlight: number, label: stri
   return { started, failed, ...(error ? { error } : {}) };
 }
 
-type Command = { cmd: "burst"; count: number; concurrency: number; label: string } | { cmd: "rate"; count: number; rate: number; inFlight: number; label: string } | { cmd: "stop" };
+type Command =
+  | { cmd: "burst"; count: number; concurrency: number; label: string }
+  | { cmd: "rate"; count: number; rate: number; inFlight: number; label: string }
+  | { cmd: "stop" };
 process.on("message", async (m: Command) => {
   try {
     if (m.cmd === "burst") process.send!(await burst(m.count, m.concurrency, m.label));

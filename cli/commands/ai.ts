@@ -16,7 +16,10 @@ function describeReply(res: Row): string {
   }
   if (reply.error) lines.push(`error: ${reply.error}`);
   for (const a of (res.actions as Row[] | undefined) ?? []) {
-    lines.push(`pending action ${a.id}: ${a.summary || a.tool} — approve with 'ep approvals approve ${a.id}' or reject with 'ep approvals reject ${a.id}'`);
+    lines.push(
+      `pending action ${a.id}: ${a.summary || a.tool} — approve with 'ep ` +
+        `approvals approve ${a.id}' or reject with 'ep approvals reject ${a.id}'`,
+    );
   }
   return lines.join("\n") || "(no reply)";
 }
@@ -28,7 +31,8 @@ export async function run(ctx: Context): Promise<number> {
     if (!sessionId) sessionId = (await ai.createSession({ title: "" })).session!.id;
     return sessionId;
   };
-  const turn = async (content: string) => protoJson(SubmitTurnResponseSchema, await ai.submitTurn({ sessionId: await ensureSession(), content }));
+  const turn = async (content: string) =>
+    protoJson(SubmitTurnResponseSchema, await ai.submitTurn({ sessionId: await ensureSession(), content }));
   if (ctx.args.length) {
     const res = await turn(ctx.args[0]);
     ctx.out(ctx.json ? json({ session_id: sessionId, ...res }) : describeReply(res));

@@ -1,6 +1,12 @@
 // ep approvals ls|approve|reject: what waits for a person — agents' tool-permission requests
 // (ApprovalService, ids apr_…) and pending actions of AI console sessions (<session> <action>).
-import { AiService, ApproveActionResponseSchema, PendingActionSchema, RejectActionResponseSchema, ActionStatus } from "../../gen/ep/tower/v1/ai_pb.js";
+import {
+  AiService,
+  ApproveActionResponseSchema,
+  PendingActionSchema,
+  RejectActionResponseSchema,
+  ActionStatus,
+} from "../../gen/ep/tower/v1/ai_pb.js";
 import { ApprovalSchema, ApprovalService, ApprovalStatus, type Approval } from "../../gen/ep/tower/v1/approvals_pb.js";
 import { EpError } from "../../common/errors.js";
 import type { Context } from "../context.js";
@@ -22,7 +28,9 @@ export async function pendingActions(ctx: Context): Promise<Row[]> {
 export const approvalJson = (a: Approval): Row => protoJson(ApprovalSchema, a) as Row;
 
 async function pendingApprovals(ctx: Context): Promise<Row[]> {
-  return (await tower(ctx, ApprovalService).listApprovals({ status: ApprovalStatus.PENDING })).approvals.map(approvalJson);
+  return (await tower(ctx, ApprovalService).listApprovals({ status: ApprovalStatus.PENDING })).approvals.map(
+    approvalJson,
+  );
 }
 
 export async function run(ctx: Context): Promise<number> {
@@ -37,10 +45,35 @@ export async function run(ctx: Context): Promise<number> {
       if (actions.length) await book.load("session");
       const wide = ctx.opts.wide === true;
       const rows: Row[] = [
-        ...approvals.map((a) => ({ id: a.id, kind: "permission", what: `${a.tool}${a.title ? `: ${a.title}` : ""}`, for: `task ${a.task_id}`, created: a.create_time, expires: a.expire_time })),
-        ...actions.map((a) => ({ id: a.id, kind: "action", what: a.summary || a.tool, for: book.lookup(a.session_id) ? `session "${book.lookup(a.session_id)}"` : "an AI session", session_id: a.session_id, created: a.created_at, expires: "" })),
+        ...approvals.map((a) => ({
+          id: a.id,
+          kind: "permission",
+          what: `${a.tool}${a.title ? `: ${a.title}` : ""}`,
+          for: `task ${a.task_id}`,
+          created: a.create_time,
+          expires: a.expire_time,
+        })),
+        ...actions.map((a) => ({
+          id: a.id,
+          kind: "action",
+          what: a.summary || a.tool,
+          for: book.lookup(a.session_id) ? `session "${book.lookup(a.session_id)}"` : "an AI session",
+          session_id: a.session_id,
+          created: a.created_at,
+          expires: "",
+        })),
       ];
-      ctx.out(table(rows, { id: "id", kind: "kind", what: "what", for: "for", ...(wide ? { session: "session_id" } : {}), created: "created", expires: "expires" }));
+      ctx.out(
+        table(rows, {
+          id: "id",
+          kind: "kind",
+          what: "what",
+          for: "for",
+          ...(wide ? { session: "session_id" } : {}),
+          created: "created",
+          expires: "expires",
+        }),
+      );
     }
     return 0;
   }
@@ -63,7 +96,12 @@ export async function run(ctx: Context): Promise<number> {
 /** The session of a pending action, found by the action's id among what waits. */
 async function sessionOf(ctx: Context, actionId: string): Promise<string> {
   const hit = (await pendingActions(ctx)).find((a) => a.id === actionId);
-  if (!hit) throw new EpError("action_not_found", `no pending action ${actionId} ('ep approvals ls' lists them; a decided one needs its session: ep approvals ${ctx.spec.path[1]} <session> ${actionId})`);
+  if (!hit)
+    throw new EpError(
+      "action_not_found",
+      `no pending action ${actionId} ('ep approvals ls' lists them; a decided one ` +
+        `needs its session: ep approvals ${ctx.spec.path[1]} <session> ${actionId})`,
+    );
   return String(hit.session_id);
 }
 
@@ -71,9 +109,16 @@ async function decideApproval(ctx: Context, op: string, approvalId: string): Pro
   const approvals = tower(ctx, ApprovalService);
   const option = typeof ctx.opts.option === "string" ? ctx.opts.option : "";
   const reason = typeof ctx.opts.reason === "string" ? ctx.opts.reason : "";
-  const decided = op === "approve" ? (await approvals.approve({ approvalId, optionId: option })).approval! : (await approvals.reject({ approvalId, reason })).approval!;
+  const decided =
+    op === "approve"
+      ? (await approvals.approve({ approvalId, optionId: option })).approval!
+      : (await approvals.reject({ approvalId, reason })).approval!;
   const row = approvalJson(decided);
   if (ctx.json) ctx.out(json({ approval: row }));
-  else ctx.out(`approval ${decided.id} ${row.status}${decided.optionId ? ` (${decided.optionId})` : ""}: ${decided.tool} for task ${decided.taskId}`);
+  else
+    ctx.out(
+      `approval ${decided.id} ${row.status}${decided.optionId ? ` (${decided.optionId})` : ""}: ` +
+        `${decided.tool} for task ${decided.taskId}`,
+    );
   return 0;
 }

@@ -44,7 +44,10 @@ export async function run(ctx: Context): Promise<number> {
     q.set("agent_id", agent);
     const token = ctx.token();
     if (!token) throw new EpError("unauthenticated", "no token for the tower; set EP_TOKEN or run 'ep login'");
-    return { url: `${ctx.url().replace(/^http/, "ws")}${ATTACH_WS_PATH}?${q}`, headers: { authorization: `Bearer ${token}` } };
+    return {
+      url: `${ctx.url().replace(/^http/, "ws")}${ATTACH_WS_PATH}?${q}`,
+      headers: { authorization: `Bearer ${token}` },
+    };
   };
 
   const raw = stdin.isTTY === true;
@@ -78,8 +81,17 @@ export async function run(ctx: Context): Promise<number> {
         if (ws.readyState === ws.OPEN) ws.send(d, { binary: true });
       };
       const onResize = () => ws.readyState === ws.OPEN && ws.send(JSON.stringify({ type: "resize", ...size() }));
-      ws.on("unexpected-response", (_req, res) => void refusalOf(res).then((error) => finish({ outcome: "error", offset, error })));
-      ws.on("error", (err) => finish({ outcome: since === undefined ? "error" : "dropped", offset, error: new EpError("unavailable", `attach connection failed: ${err.message}`) }));
+      ws.on(
+        "unexpected-response",
+        (_req, res) => void refusalOf(res).then((error) => finish({ outcome: "error", offset, error })),
+      );
+      ws.on("error", (err) =>
+        finish({
+          outcome: since === undefined ? "error" : "dropped",
+          offset,
+          error: new EpError("unavailable", `attach connection failed: ${err.message}`),
+        }),
+      );
       ws.on("open", () => {
         stdin.on("data", onInput);
         stdout.on("resize", onResize);
@@ -94,16 +106,29 @@ export async function run(ctx: Context): Promise<number> {
         if (f.type === "hello") {
           offset = Number(f.offset);
           if (f.reset && since !== undefined) stdout.write("\x1bc");
-          if (f.mode === "ro" && mode === "rw") process.stderr.write("[ep] read-only: your keystrokes are not sent\r\n");
+          if (f.mode === "ro" && mode === "rw")
+            process.stderr.write("[ep] read-only: your keystrokes are not sent\r\n");
         } else if (f.type === "exit" && f.task_id === undefined) {
-          process.stderr.write(`\r\n[ep] ${String(f.reason)}${f.exit_code !== undefined ? `, exit status ${String(f.exit_code)}` : ""}${f.signal ? `, signal ${String(f.signal)}` : ""}\r\n`);
+          process.stderr.write(
+            `\r\n[ep] ${String(f.reason)}` +
+              `${f.exit_code !== undefined ? `, exit status ${String(f.exit_code)}` : ""}` +
+              `${f.signal ? `, signal ${String(f.signal)}` : ""}\r\n`,
+          );
           finish({ outcome: "exited", offset });
         } else if (f.type === "exit") {
-          process.stderr.write(`\r\n[ep] run ${String(f.task_id)}: ${String(f.reason)}${f.exit_code !== undefined ? `, exit status ${String(f.exit_code)}` : ""}\r\n`);
+          process.stderr.write(
+            `\r\n[ep] run ${String(f.task_id)}: ` +
+              `${String(f.reason)}${f.exit_code !== undefined ? `, exit status ${String(f.exit_code)}` : ""}\r\n`,
+          );
         } else if (f.type === "error") {
           const code = String(f.code);
           if (local && code === "agent_not_found") finish({ outcome: "not_local", offset });
-          else finish({ outcome: "error", offset, error: new EpError(isErrorCode(code) ? code : ("unavailable" as ErrorCode), String(f.message)) });
+          else
+            finish({
+              outcome: "error",
+              offset,
+              error: new EpError(isErrorCode(code) ? code : ("unavailable" as ErrorCode), String(f.message)),
+            });
         }
       });
       ws.on("close", () => finish({ outcome: "dropped", offset }));

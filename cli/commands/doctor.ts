@@ -32,7 +32,14 @@ function runtimeChecks(env: NodeJS.ProcessEnv): CheckResult[] {
   try {
     text = readFileSync(file, "utf8");
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ENOENT") out.push({ check: "runtimes_config", ok: false, level: "error", detail: `${file}: cannot read: ${(err as Error).message}`, hint: "make it readable by the daemon's user" });
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT")
+      out.push({
+        check: "runtimes_config",
+        ok: false,
+        level: "error",
+        detail: `${file}: cannot read: ${(err as Error).message}`,
+        hint: "make it readable by the daemon's user",
+      });
   }
   let commands = runtimeCommands(undefined);
   if (text !== undefined) {
@@ -40,17 +47,28 @@ function runtimeChecks(env: NodeJS.ProcessEnv): CheckResult[] {
       commands = runtimeCommands(text, file);
       out.push({ check: "runtimes_config", ok: true, level: "error", detail: `${file} read` });
     } catch (err) {
-      out.push({ check: "runtimes_config", ok: false, level: "error", detail: (err as Error).message, hint: "fix the file (docs/runtimes.md): epd refuses to start with it; the defaults are checked below" });
+      out.push({
+        check: "runtimes_config",
+        ok: false,
+        level: "error",
+        detail: (err as Error).message,
+        hint: "fix the file (docs/runtimes.md): epd refuses to start with it; the defaults are checked below",
+      });
     }
   }
   const byCommand = new Map<string, RuntimeCommandKind[]>();
-  for (const [kind, command] of Object.entries(commands) as [RuntimeCommandKind, string][]) byCommand.set(command, [...(byCommand.get(command) ?? []), kind]);
-  const binaries: { command: string; uses: string; level: "error" | "warn"; kinds: string[] }[] = [...byCommand].map(([command, kinds]) => ({
-    command,
-    kinds,
-    uses: `${kinds.join(" / ")} runtime${kinds.length > 1 ? "s" : ""}${kinds.includes("shell") ? ", cron bash dispatch" : ""}`,
-    level: kinds.includes("shell") ? "error" : "warn",
-  }));
+  for (const [kind, command] of Object.entries(commands) as [RuntimeCommandKind, string][])
+    byCommand.set(command, [...(byCommand.get(command) ?? []), kind]);
+  const binaries: { command: string; uses: string; level: "error" | "warn"; kinds: string[] }[] = [...byCommand].map(
+    ([command, kinds]) => ({
+      command,
+      kinds,
+      uses:
+        `${kinds.join(" / ")} ` +
+        `runtime${kinds.length > 1 ? "s" : ""}${kinds.includes("shell") ? ", cron bash dispatch" : ""}`,
+      level: kinds.includes("shell") ? "error" : "warn",
+    }),
+  );
   binaries.push({ command: "tmux", kinds: [], uses: "muxhost_hosted runtime", level: "warn" });
   const bwrap = onPath("bwrap", env);
   out.push(confinementCheck(bwrap, bwrap ?? `bwrap is not on PATH (${env.PATH ?? ""})`));
@@ -62,22 +80,35 @@ function runtimeChecks(env: NodeJS.ProcessEnv): CheckResult[] {
       ok: Boolean(found),
       level: b.level,
       detail: found ? `${found} (${b.uses})` : `${where} (${b.uses} unavailable)`,
-      hint: found ? undefined : b.kinds.length ? `install ${basename(b.command)} or set [${b.kinds[0]}] command in ${file}` : `install ${b.command}`,
+      hint: found
+        ? undefined
+        : b.kinds.length
+          ? `install ${basename(b.command)} or set [${b.kinds[0]}] command in ${file}`
+          : `install ${b.command}`,
     });
   }
   return out;
 }
 
-/** bubblewrap: every agent run is confined with it (docs/runtimes.md "Permissions"); without it they refuse to start. */
+/**
+ * bubblewrap: every agent run is confined with it (docs/runtimes.md "Permissions"); without it they refuse to start.
+ */
 function confinementCheck(found: string | undefined, detail: string): CheckResult {
   return found
-    ? { check: "confinement", ok: true, level: "warn", detail: `${detail} (bubblewrap: agent runs are confined to their workspace)` }
+    ? {
+        check: "confinement",
+        ok: true,
+        level: "warn",
+        detail: `${detail} (bubblewrap: agent runs are confined to their workspace)`,
+      }
     : {
         check: "confinement",
         ok: false,
         level: "warn",
         detail: `${detail}: agent runs (permission workspace, ask, read-only) refuse to start without it`,
-        hint: 'install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), or set permission = "unconfined" for a runtime in runtimes.toml',
+        hint:
+          "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), " +
+          'or set permission = "unconfined" for a runtime in runtimes.toml',
       };
 }
 
@@ -117,7 +148,12 @@ export function probeSocket(path: string, timeoutMs = 2000): Promise<"live" | "s
     const s = net.connect(path);
     const t = setTimeout(() => (s.destroy(), resolve("live")), timeoutMs);
     s.once("connect", () => (clearTimeout(t), s.destroy(), resolve("live")));
-    s.once("error", (err: NodeJS.ErrnoException) => (clearTimeout(t), resolve(err.code === "ECONNREFUSED" || err.code === "ENOTSOCK" ? "stale" : "live")));
+    s.once(
+      "error",
+      (err: NodeJS.ErrnoException) => (
+        clearTimeout(t), resolve(err.code === "ECONNREFUSED" || err.code === "ENOTSOCK" ? "stale" : "live")
+      ),
+    );
   });
 }
 
@@ -169,13 +205,28 @@ export async function runChecks(ctx: Context): Promise<CheckResult[]> {
 function localSetup(env: NodeJS.ProcessEnv): CheckResult[] {
   const results: CheckResult[] = [];
   const add = (r: CheckResult) => results.push(r);
-  for (const [check, dir] of [["ep_home", epHome(env)], ["skills_home", skillsHome(env)]] as const) {
+  for (const [check, dir] of [
+    ["ep_home", epHome(env)],
+    ["skills_home", skillsHome(env)],
+  ] as const) {
     const ok = existsSync(dir);
-    add({ check, ok, level: "error", detail: ok ? dir : `${dir} does not exist`, hint: ok ? undefined : "run 'ep system doctor --fix'" });
+    add({
+      check,
+      ok,
+      level: "error",
+      detail: ok ? dir : `${dir} does not exist`,
+      hint: ok ? undefined : "run 'ep system doctor --fix'",
+    });
   }
   const idFile = join(epHome(env), "agent_id");
   const agentId = existsSync(idFile) ? readFileSync(idFile, "utf8").trim() : "";
-  add({ check: "agent_id", ok: Boolean(agentId), level: "error", detail: agentId ? `${agentId} (${idFile})` : `${idFile} is missing`, hint: agentId ? undefined : "run 'ep system doctor --fix' to seed a stable agent id for local swarms" });
+  add({
+    check: "agent_id",
+    ok: Boolean(agentId),
+    level: "error",
+    detail: agentId ? `${agentId} (${idFile})` : `${idFile} is missing`,
+    hint: agentId ? undefined : "run 'ep system doctor --fix' to seed a stable agent id for local swarms",
+  });
   return results;
 }
 
@@ -189,18 +240,37 @@ async function towerChecks(url: string, auth: Record<string, string>): Promise<C
     const res = await timedFetch(`${url}/healthz`);
     const rtt = Date.now() - started;
     towerUp = res.ok;
-    add({ check: "tower_health", ok: res.ok, level: "error", detail: `${url}/healthz → ${res.status} in ${rtt} ms`, hint: res.ok ? undefined : "the tower answers but is not healthy; see its log" });
+    add({
+      check: "tower_health",
+      ok: res.ok,
+      level: "error",
+      detail: `${url}/healthz → ${res.status} in ${rtt} ms`,
+      hint: res.ok ? undefined : "the tower answers but is not healthy; see its log",
+    });
     const date = res.headers.get("date");
     if (date) {
       // the Date header is truncated to the second: its middle is the best estimate
       const skew = Date.parse(date) + 500 + rtt / 2 - Date.now();
       const ok = Math.abs(skew) <= MAX_SKEW_MS;
-      add({ check: "clock_skew", ok, level: "error", detail: `local clock is ${Math.round(-skew)} ms ${skew > 0 ? "behind" : "ahead of"} the tower (±1 s resolution)`, hint: ok ? undefined : "sync the clock (timedatectl set-ntp true / chrony); leases and tokens depend on it" });
+      add({
+        check: "clock_skew",
+        ok,
+        level: "error",
+        detail:
+          `local clock is ${Math.round(-skew)} ms ` + `${skew > 0 ? "behind" : "ahead of"} the tower (±1 s resolution)`,
+        hint: ok ? undefined : "sync the clock (timedatectl set-ntp true / chrony); leases and tokens depend on it",
+      });
     }
   } catch (err) {
     const e = err as Error;
     const why = e.cause ? String((e.cause as Error).message ?? e.cause) : e.message;
-    add({ check: "tower_health", ok: false, level: "error", detail: `cannot reach ${url}/healthz: ${why}`, hint: "start the tower ('ep up' or 'ep-tower') or point --url / EP_BASE_URL at it" });
+    add({
+      check: "tower_health",
+      ok: false,
+      level: "error",
+      detail: `cannot reach ${url}/healthz: ${why}`,
+      hint: "start the tower ('ep up' or 'ep-tower') or point --url / EP_BASE_URL at it",
+    });
   }
   if (towerUp) {
     try {
@@ -210,24 +280,66 @@ async function towerChecks(url: string, auth: Record<string, string>): Promise<C
         const body = (await res.json()) as { tools?: unknown[] };
         detail += `, ${body.tools?.length ?? 0} tools`;
       }
-      add({ check: "tools", ok: res.ok, level: "error", detail, hint: res.ok ? undefined : res.status === 401 || res.status === 403 ? "log in with 'ep login --url <url> --token <token>' or set EP_TOKEN" : "the tower does not serve the tool catalog; upgrade it" });
+      add({
+        check: "tools",
+        ok: res.ok,
+        level: "error",
+        detail,
+        hint: res.ok
+          ? undefined
+          : res.status === 401 || res.status === 403
+            ? "log in with 'ep login --url <url> --token <token>' or set EP_TOKEN"
+            : "the tower does not serve the tool catalog; upgrade it",
+      });
     } catch (err) {
-      add({ check: "tools", ok: false, level: "error", detail: `GET /mcp/tools failed: ${(err as Error).message}`, hint: "see the tower log" });
+      add({
+        check: "tools",
+        ok: false,
+        level: "error",
+        detail: `GET /mcp/tools failed: ${(err as Error).message}`,
+        hint: "see the tower log",
+      });
     }
     try {
       const ctl = new AbortController();
       const t = setTimeout(() => ctl.abort(), 5000);
-      const res = await fetch(`${url}/events/stream`, { headers: { ...auth, accept: "text/event-stream" }, signal: ctl.signal });
+      const res = await fetch(`${url}/events/stream`, {
+        headers: { ...auth, accept: "text/event-stream" },
+        signal: ctl.signal,
+      });
       clearTimeout(t);
       const type = res.headers.get("content-type") ?? "";
       const ok = res.ok && type.startsWith("text/event-stream");
       ctl.abort();
-      add({ check: "matrix", ok, level: "error", detail: `GET /events/stream → ${res.status} ${type}`, hint: ok ? undefined : res.status === 401 || res.status === 403 ? "log in with 'ep login' or set EP_TOKEN" : "the tower's event stream is not available; upgrade it or see its log" });
+      add({
+        check: "matrix",
+        ok,
+        level: "error",
+        detail: `GET /events/stream → ${res.status} ${type}`,
+        hint: ok
+          ? undefined
+          : res.status === 401 || res.status === 403
+            ? "log in with 'ep login' or set EP_TOKEN"
+            : "the tower's event stream is not available; upgrade it or see its log",
+      });
     } catch (err) {
-      add({ check: "matrix", ok: false, level: "error", detail: `GET /events/stream failed: ${(err as Error).message}`, hint: "see the tower log" });
+      add({
+        check: "matrix",
+        ok: false,
+        level: "error",
+        detail: `GET /events/stream failed: ${(err as Error).message}`,
+        hint: "see the tower log",
+      });
     }
   } else {
-    for (const check of ["tools", "matrix"]) add({ check, ok: false, level: "error", detail: "not checked: the tower is unreachable", hint: "fix tower_health first" });
+    for (const check of ["tools", "matrix"])
+      add({
+        check,
+        ok: false,
+        level: "error",
+        detail: "not checked: the tower is unreachable",
+        hint: "fix tower_health first",
+      });
   }
   return results;
 }
@@ -239,7 +351,12 @@ async function nodeChecks(env: NodeJS.ProcessEnv, url: string): Promise<CheckRes
   const idPath = nodeFile(env);
   try {
     const id = await readNodeIdentity(idPath);
-    add({ check: "node_identity", ok: true, level: "error", detail: `${idPath}: node ${id.node_id} (${id.hostname}) at ${id.tower_url}` });
+    add({
+      check: "node_identity",
+      ok: true,
+      level: "error",
+      detail: `${idPath}: node ${id.node_id} (${id.hostname}) at ${id.tower_url}`,
+    });
     // the domains it serves, as the tower has them (its own token may read its own node)
     try {
       const res = await fetch(`${url}/ep.tower.v1.NodeService/GetNode`, {
@@ -250,13 +367,40 @@ async function nodeChecks(env: NodeJS.ProcessEnv, url: string): Promise<CheckRes
       });
       const body = (await res.json()) as { node?: { domains?: string[] }; message?: string };
       const domains = body.node?.domains ?? [];
-      if (res.ok) add({ check: "node_domains", ok: true, level: "warn", detail: domains.length && !domains.includes("*") ? `serves ${domains.join(", ")}` : "serves * (all domains) — narrow it with 'ep node domains set'" });
-      else add({ check: "node_domains", ok: false, level: "warn", detail: `GetNode → ${res.status}: ${body.message ?? ""}`, hint: "register the node again if the tower no longer knows it" });
+      if (res.ok)
+        add({
+          check: "node_domains",
+          ok: true,
+          level: "warn",
+          detail:
+            domains.length && !domains.includes("*")
+              ? `serves ${domains.join(", ")}`
+              : "serves * (all domains) — narrow it with 'ep node domains set'",
+        });
+      else
+        add({
+          check: "node_domains",
+          ok: false,
+          level: "warn",
+          detail: `GetNode → ${res.status}: ${body.message ?? ""}`,
+          hint: "register the node again if the tower no longer knows it",
+        });
     } catch (err) {
-      add({ check: "node_domains", ok: false, level: "warn", detail: `could not ask the tower: ${(err as Error).message}` });
+      add({
+        check: "node_domains",
+        ok: false,
+        level: "warn",
+        detail: `could not ask the tower: ${(err as Error).message}`,
+      });
     }
   } catch (err) {
-    add({ check: "node_identity", ok: false, level: "error", detail: (err as Error).message, hint: "register this machine: 'ep agent node register --hostname <h>' (EP_NODE_FILE picks the path)" });
+    add({
+      check: "node_identity",
+      ok: false,
+      level: "error",
+      detail: (err as Error).message,
+      hint: "register this machine: 'ep agent node register --hostname <h>' (EP_NODE_FILE picks the path)",
+    });
   }
   return results;
 }
@@ -267,12 +411,18 @@ const SOCKET_STATES = {
   missing: "no socket (the daemon is not running)",
 } as const;
 
-/** The daemon: its sockets, and cron.toml as it loaded it (errors mean no cron job runs; warnings are ignored fields). */
+/**
+ * The daemon: its sockets, and cron.toml as it loaded it (errors mean no cron job runs; warnings are ignored fields).
+ */
 async function daemonChecks(env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
   const add = (r: CheckResult) => results.push(r);
   const sockets = daemonSockets(env);
-  for (const [name, path, required] of [["mgmt", sockets.mgmt, true], ["secrets", sockets.secrets, false], ["attach", sockets.attach, false]] as const) {
+  for (const [name, path, required] of [
+    ["mgmt", sockets.mgmt, true],
+    ["secrets", sockets.secrets, false],
+    ["attach", sockets.attach, false],
+  ] as const) {
     const state = await probeSocket(path);
     if (state === "missing" && !required) continue;
     const ok = state === "live";
@@ -281,28 +431,56 @@ async function daemonChecks(env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
       ok,
       level: "error",
       detail: `${path}: ${SOCKET_STATES[state]}`,
-      hint: ok ? undefined : state === "stale" ? `start the daemon ('ep daemon up'), which removes it, or delete ${path}` : "start the daemon with 'ep daemon up'",
+      hint: ok
+        ? undefined
+        : state === "stale"
+          ? `start the daemon ('ep daemon up'), which removes it, or delete ${path}`
+          : "start the daemon with 'ep daemon up'",
     });
   }
 
   // cron.toml as the daemon loaded it: errors mean no cron job runs; warnings are ignored fields
   if ((await probeSocket(sockets.mgmt)) === "live") {
     try {
-      const res = await mgmtCall<{ problems?: { level: string; line: number; job?: string; field?: string; message: string }[] }>("cron.list", {}, { env, timeoutMs: 3000 });
+      const res = await mgmtCall<{
+        problems?: { level: string; line: number; job?: string; field?: string; message: string }[];
+      }>("cron.list", {}, { env, timeoutMs: 3000 });
       const problems = res.problems ?? [];
       const errors = problems.filter((p) => p.level === "error");
       const say = (p: (typeof problems)[number]) => `line ${p.line}${p.job ? ` (job ${p.job})` : ""}: ${p.message}`;
-      if (errors.length) add({ check: "cron_file", ok: false, level: "error", detail: `cron.toml has ${errors.length} error(s), so no cron job runs; ${say(errors[0])}`, hint: "fix it, then 'ep agent cron reload' ('ep agent cron list' shows every problem)" });
-      else if (problems.length) add({ check: "cron_file", ok: false, level: "warn", detail: `cron.toml: ${problems.length} field(s) ignored; ${say(problems[0])}`, hint: "remove the fields that do not apply ('ep agent cron list' shows them)" });
+      if (errors.length)
+        add({
+          check: "cron_file",
+          ok: false,
+          level: "error",
+          detail: `cron.toml has ${errors.length} error(s), so no cron job runs; ${say(errors[0])}`,
+          hint: "fix it, then 'ep agent cron reload' ('ep agent cron list' shows every problem)",
+        });
+      else if (problems.length)
+        add({
+          check: "cron_file",
+          ok: false,
+          level: "warn",
+          detail: `cron.toml: ${problems.length} field(s) ignored; ${say(problems[0])}`,
+          hint: "remove the fields that do not apply ('ep agent cron list' shows them)",
+        });
       else add({ check: "cron_file", ok: true, level: "ok", detail: "cron.toml loaded (or none)" });
     } catch (err) {
-      add({ check: "cron_file", ok: false, level: "warn", detail: `could not ask the daemon: ${(err as Error).message}` });
+      add({
+        check: "cron_file",
+        ok: false,
+        level: "warn",
+        detail: `could not ask the daemon: ${(err as Error).message}`,
+      });
     }
   }
   return results;
 }
 
-/** The runtimes: the commands epd would run, as the running daemon sees them (its PATH, --version), else as this shell sees them. */
+/**
+ * The runtimes: the commands epd would run, as the running daemon sees them (its PATH, --version), else as this shell
+ * sees them.
+ */
 async function runtimeResults(env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
   const add = (r: CheckResult) => results.push(r);
@@ -310,7 +488,16 @@ async function runtimeResults(env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
   let fromDaemon: CheckResult[] | undefined;
   if ((await probeSocket(daemonSockets(env).mgmt)) === "live") {
     try {
-      const res = await mgmtCall<{ runtimes?: { kind: string; command: string; path?: string; version?: string; usable?: boolean; detail?: string }[] }>("daemon.runtimes", {}, { env, timeoutMs: 15_000 });
+      const res = await mgmtCall<{
+        runtimes?: {
+          kind: string;
+          command: string;
+          path?: string;
+          version?: string;
+          usable?: boolean;
+          detail?: string;
+        }[];
+      }>("daemon.runtimes", {}, { env, timeoutMs: 15_000 });
       if (res.runtimes?.length) {
         const byCommand = new Map<string, { kinds: string[]; r: NonNullable<typeof res.runtimes>[number] }>();
         for (const r of res.runtimes) {
@@ -320,12 +507,24 @@ async function runtimeResults(env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
           else byCommand.set(key, { kinds: [r.kind], r });
         }
         fromDaemon = [...byCommand].map(([name, { kinds, r }]) => {
-          if (kinds.includes("confinement")) return confinementCheck(r.usable ? r.path : undefined, `${r.detail ?? "bwrap"}, as epd sees it`);
+          if (kinds.includes("confinement"))
+            return confinementCheck(r.usable ? r.path : undefined, `${r.detail ?? "bwrap"}, as epd sees it`);
           const level: "error" | "warn" = kinds.includes("shell") ? "error" : "warn";
           const uses = `${kinds.join(" / ")} runtime${kinds.length > 1 ? "s" : ""}`;
           return r.usable
-            ? { check: `runtime_${name}`, ok: true, level, detail: `${r.path}${r.version ? ` — ${r.version}` : ""} (${uses}, as epd sees it)` }
-            : { check: `runtime_${name}`, ok: false, level, detail: `${r.detail ?? `${r.command} not found`} (${uses} unavailable to epd)`, hint: `install ${name} where epd's PATH finds it, or set [${kinds[0]}] command in runtimes.toml` };
+            ? {
+                check: `runtime_${name}`,
+                ok: true,
+                level,
+                detail: `${r.path}${r.version ? ` — ${r.version}` : ""} (${uses}, as epd sees it)`,
+              }
+            : {
+                check: `runtime_${name}`,
+                ok: false,
+                level,
+                detail: `${r.detail ?? `${r.command} not found`} (${uses} unavailable to epd)`,
+                hint: `install ${name} where epd's PATH finds it, or set [${kinds[0]}] command in runtimes.toml`,
+              };
         });
       }
     } catch {
@@ -368,20 +567,35 @@ async function fanoutCheck(listen: string): Promise<CheckResult> {
         ok: false,
         level: "error",
         detail: `${base}/stats → ${res.status}`,
-        hint: res.status === 404 ? "this epd's fan-out does not serve /stats; upgrade epd" : "is epd running with the local fan-out (EP_FANOUT_LISTEN)?",
+        hint:
+          res.status === 404
+            ? "this epd's fan-out does not serve /stats; upgrade epd"
+            : "is epd running with the local fan-out (EP_FANOUT_LISTEN)?",
       };
     }
     stats = (await res.json()) as FanoutStatsView;
   } catch (err) {
-    return { check, ok: false, level: "error", detail: `cannot reach the local fan-out at ${base}: ${(err as Error).message}`, hint: "start epd with EP_FANOUT_LISTEN set to this address, or unset EP_FANOUT_LISTEN here" };
+    return {
+      check,
+      ok: false,
+      level: "error",
+      detail: `cannot reach the local fan-out at ${base}: ${(err as Error).message}`,
+      hint: "start epd with EP_FANOUT_LISTEN set to this address, or unset EP_FANOUT_LISTEN here",
+    };
   }
   if (stats.throttledUntil) {
     return {
       check,
       ok: false,
       level: "warn",
-      detail: `the tower is throttling the daemon's event stream (rate_limit.remaining 0 since ${stats.throttledSince ?? "?"}); the fan-out holds retransmission until ${stats.throttledUntil} (${stats.throttleEpisodes ?? 1} pause(s) so far)`,
-      hint: "nothing is lost: events go out when the pause ends. The tower allows EP_STREAM_RATE_LIMIT new stream connections per minute per token: raise it on the tower, or find what reconnects so often ('ep daemon logs')",
+      detail:
+        `the tower is throttling the daemon's event stream (rate_limit.remaining 0 ` +
+        `since ${stats.throttledSince ?? "?"}); the fan-out holds retransmission ` +
+        `until ${stats.throttledUntil} (${stats.throttleEpisodes ?? 1} pause(s) so far)`,
+      hint:
+        "nothing is lost: events go out when the pause ends. The tower allows " +
+        "EP_STREAM_RATE_LIMIT new stream connections per minute per token: raise " +
+        "it on the tower, or find what reconnects so often ('ep daemon logs')",
     };
   }
   if (stats.upstream === "down") {
@@ -394,7 +608,14 @@ async function fanoutCheck(listen: string): Promise<CheckResult> {
     };
   }
   const earlier = stats.throttleEpisodes ? `; ${stats.throttleEpisodes} earlier rate-limit pause(s)` : "";
-  return { check, ok: true, level: "warn", detail: `${base}/events: upstream ${stats.upstream ?? "?"}, last event ${stats.lastEventId ?? 0}, ${stats.clients ?? 0} local client(s), not throttled${earlier}` };
+  return {
+    check,
+    ok: true,
+    level: "warn",
+    detail:
+      `${base}/events: upstream ${stats.upstream ?? "?"}, last event ${stats.lastEventId ?? 0}, ` +
+      `${stats.clients ?? 0} local client(s), not throttled${earlier}`,
+  };
 }
 
 /**

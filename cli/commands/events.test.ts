@@ -10,7 +10,9 @@ describe("events tail pieces", () => {
   });
 
   it("puts the filters in the query", () => {
-    expect(streamUrl("http://t", { types: ["approval", "matrix"], domain: "dom_1" })).toBe("http://t/events/stream?type=approval%2Cmatrix&domain_id=dom_1");
+    expect(streamUrl("http://t", { types: ["approval", "matrix"], domain: "dom_1" })).toBe(
+      "http://t/events/stream?type=approval%2Cmatrix&domain_id=dom_1",
+    );
     expect(streamUrl("http://t", { types: [] })).toBe("http://t/events/stream");
   });
 });

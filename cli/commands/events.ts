@@ -30,13 +30,20 @@ export function streamUrl(base: string, f: { types: string[]; domain?: string; m
 const FINAL_STATUSES = new Set([400, 401, 403, 404]);
 
 export async function run(ctx: Context): Promise<number> {
-  const types = ctx.list("type").flatMap((t) => t.split(",")).filter(Boolean);
-  for (const t of types) if (!["approval", "inbox", "matrix", "progress"].includes(t)) throw new UsageError(`--type must be approval, inbox, matrix or progress (got ${JSON.stringify(t)})`);
+  const types = ctx
+    .list("type")
+    .flatMap((t) => t.split(","))
+    .filter(Boolean);
+  for (const t of types)
+    if (!["approval", "inbox", "matrix", "progress"].includes(t))
+      throw new UsageError(`--type must be approval, inbox, matrix or progress (got ${JSON.stringify(t)})`);
   const since = ctx.str("since");
-  if (since !== undefined && !/^\d+$/.test(since)) throw new UsageError(`--since must be an event id (a number; got ${JSON.stringify(since)})`);
+  if (since !== undefined && !/^\d+$/.test(since))
+    throw new UsageError(`--since must be an event id (a number; got ${JSON.stringify(since)})`);
   const limitRaw = ctx.str("limit");
   const limit = limitRaw === undefined ? Infinity : Number(limitRaw);
-  if (limitRaw !== undefined && (!Number.isInteger(limit) || limit <= 0)) throw new UsageError(`--limit must be a positive integer (got ${JSON.stringify(limitRaw)})`);
+  if (limitRaw !== undefined && (!Number.isInteger(limit) || limit <= 0))
+    throw new UsageError(`--limit must be a positive integer (got ${JSON.stringify(limitRaw)})`);
 
   const url = streamUrl(ctx.url(), { types, domain: ctx.str("domain"), mission: ctx.str("mission") });
   const token = ctx.token();
@@ -69,8 +76,13 @@ export async function run(ctx: Context): Promise<number> {
         if (FINAL_STATUSES.has(res.status)) {
           const body = (await res.json().catch(() => ({}))) as { error?: { code?: string; message?: string } };
           const code = body.error?.code;
-          const err = new EpError(code && isErrorCode(code) ? code : res.status === 404 ? "route_not_found" : "invalid_argument", `${url}: ${res.status} ${body.error?.message ?? res.statusText}`);
-          throw res.status === 404 && code === "route_not_found" ? withHint(err, "this tower has no event stream yet; upgrade it") : err;
+          const err = new EpError(
+            code && isErrorCode(code) ? code : res.status === 404 ? "route_not_found" : "invalid_argument",
+            `${url}: ${res.status} ${body.error?.message ?? res.statusText}`,
+          );
+          throw res.status === 404 && code === "route_not_found"
+            ? withHint(err, "this tower has no event stream yet; upgrade it")
+            : err;
         }
         if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
         backoff.reset();
@@ -99,7 +111,10 @@ export async function run(ctx: Context): Promise<number> {
         if (err instanceof EpError) throw err;
         if (stop.signal.aborted) break;
         const wait = backoff.next();
-        ctx.err(`ep: ${new Date().toISOString()} event stream lost (${(err as Error).message}); reconnecting in ${wait / 1000} s${lastId ? ` after id ${lastId}` : ""}`);
+        ctx.err(
+          `ep: ${new Date().toISOString()} event stream lost (${(err as Error).message}); ` +
+            `reconnecting in ${wait / 1000} s${lastId ? ` after id ${lastId}` : ""}`,
+        );
         await new Promise<void>((resolve) => {
           const t = setTimeout(resolve, wait);
           stop.signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });

@@ -4,7 +4,18 @@ import { mgmtCall } from "../mgmt-client.js";
 import { mgmtJson } from "../mgmt-json.js";
 import { json, kv, table, type Row } from "../output.js";
 
-const agentColumns = (wide: boolean) => ({ ...(wide ? { id: "id" } : {}), name: "name", domain: "domain", ...(wide ? { domain_id: "domainId" } : {}), runtime: "runtime", state: "state", supervised: "supervised", paused: "paused", restarts: "restarts", pid: "pid" });
+const agentColumns = (wide: boolean) => ({
+  ...(wide ? { id: "id" } : {}),
+  name: "name",
+  domain: "domain",
+  ...(wide ? { domain_id: "domainId" } : {}),
+  runtime: "runtime",
+  state: "state",
+  supervised: "supervised",
+  paused: "paused",
+  restarts: "restarts",
+  pid: "pid",
+});
 
 /** Prints a daemon answer with --json (snake_case proto JSON of the method's response); false otherwise. */
 async function printJson(ctx: Context, method: string, res: unknown): Promise<boolean> {
@@ -21,8 +32,28 @@ async function printAgent(ctx: Context, method: string, res: { agent?: Row }): P
     [agent] = await withNames(ctx, [agent], { domainId: ["domain", "domain"] });
   }
   // a process that is not running has no pid: leave the row out rather than print "pid 0"
-  const keys = ["id", "name", "domain", ...(ctx.opts.wide === true ? ["domainId"] : []), "runtime", "capabilities", "state", "supervised", "paused", "pid", "session", "restarts", "lastRestartAt", "detail"];
-  ctx.out(kv(agent, keys.filter((k) => k !== "pid" || Number(agent.pid ?? 0) > 0)));
+  const keys = [
+    "id",
+    "name",
+    "domain",
+    ...(ctx.opts.wide === true ? ["domainId"] : []),
+    "runtime",
+    "capabilities",
+    "state",
+    "supervised",
+    "paused",
+    "pid",
+    "session",
+    "restarts",
+    "lastRestartAt",
+    "detail",
+  ];
+  ctx.out(
+    kv(
+      agent,
+      keys.filter((k) => k !== "pid" || Number(agent.pid ?? 0) > 0),
+    ),
+  );
 }
 
 /** `--arg k=v` values: JSON when they parse as JSON (numbers, true, objects), strings otherwise. */
@@ -35,7 +66,8 @@ export function toolArguments(pairs: string[], argsJson: string | undefined): Re
     } catch (err) {
       throw new UsageError(`--args-json is not valid JSON: ${(err as Error).message}`);
     }
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new UsageError("--args-json must be a JSON object");
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+      throw new UsageError("--args-json must be a JSON object");
     out = parsed as Record<string, unknown>;
   }
   for (const pair of pairs) {
@@ -54,10 +86,10 @@ export function toolArguments(pairs: string[], argsJson: string | undefined): Re
   return out;
 }
 
-
 export async function run(ctx: Context): Promise<number> {
   const cmd = ctx.spec.path.join(" ");
-  const call = <T = Row>(method: string, params: Record<string, unknown> = {}) => mgmtCall<T>(method, params, { env: ctx.env });
+  const call = <T = Row>(method: string, params: Record<string, unknown> = {}) =>
+    mgmtCall<T>(method, params, { env: ctx.env });
   switch (cmd) {
     case "daemon agent enroll": {
       const res = await call<{ agent?: Row }>("agent.enroll", {
@@ -75,12 +107,22 @@ export async function run(ctx: Context): Promise<number> {
         domainId: ctx.required("domain"),
         arguments: toolArguments(ctx.list("arg"), ctx.str("args-json")),
       });
-      if (!(await printJson(ctx, "tool.run", res))) ctx.out(typeof res.result === "string" ? res.result : json(res.result ?? null) + (res.shortCircuited ? "(answered by the booster; the tower was not called)\n" : ""));
+      if (!(await printJson(ctx, "tool.run", res)))
+        ctx.out(
+          typeof res.result === "string"
+            ? res.result
+            : json(res.result ?? null) +
+                (res.shortCircuited ? "(answered by the booster; the tower was not called)\n" : ""),
+        );
       return 0;
     }
     case "agent signal": {
-      const res = await call<{ deliveredVia?: string }>("agent.signal", { target: ctx.args[0], prompt: ctx.args.slice(1).join(" ") });
-      if (!(await printJson(ctx, "agent.signal", res))) ctx.out(`delivered to ${ctx.args[0]} via ${res.deliveredVia || "the daemon"}`);
+      const res = await call<{ deliveredVia?: string }>("agent.signal", {
+        target: ctx.args[0],
+        prompt: ctx.args.slice(1).join(" "),
+      });
+      if (!(await printJson(ctx, "agent.signal", res)))
+        ctx.out(`delivered to ${ctx.args[0]} via ${res.deliveredVia || "the daemon"}`);
       return 0;
     }
     case "agent cron list": {
@@ -88,9 +130,29 @@ export async function run(ctx: Context): Promise<number> {
       if (!(await printJson(ctx, "cron.list", res))) {
         const problems = res.problems ?? [];
         const errors = problems.filter((p) => p.level === "error");
-        if (errors.length) ctx.out(`cron.toml has errors, so no cron jobs run until it is fixed ('ep agent cron reload' after the fix):`);
-        for (const p of problems) ctx.out(`  ${p.level === "error" ? "error" : "warning"}: line ${p.line}${p.job ? `, job "${p.job}"` : ""}${p.field ? `, field ${p.field}` : ""}: ${p.message}`);
-        if (!errors.length || (res.jobs ?? []).length) ctx.out(table((res.jobs ?? []).map((j) => ({ ...j, last: (j.lastFire as Row | undefined)?.status })), { name: "name", schedule: "schedule", dispatch: "dispatch", session: "session", next: "nextFireAt", last: "last" }));
+        if (errors.length)
+          ctx.out(
+            `cron.toml has errors, so no cron jobs run until it is fixed ('ep agent cron reload' after the fix):`,
+          );
+        for (const p of problems)
+          ctx.out(
+            `  ${p.level === "error" ? "error" : "warning"}: line ` +
+              `${p.line}${p.job ? `, job "${p.job}"` : ""}${p.field ? `, field ${p.field}` : ""}: ${p.message}`,
+          );
+        if (!errors.length || (res.jobs ?? []).length)
+          ctx.out(
+            table(
+              (res.jobs ?? []).map((j) => ({ ...j, last: (j.lastFire as Row | undefined)?.status })),
+              {
+                name: "name",
+                schedule: "schedule",
+                dispatch: "dispatch",
+                session: "session",
+                next: "nextFireAt",
+                last: "last",
+              },
+            ),
+          );
       }
       return 0;
     }
@@ -98,18 +160,34 @@ export async function run(ctx: Context): Promise<number> {
       const res = await call<{ job?: Row }>("cron.describe", { name: ctx.args[0] });
       if (!(await printJson(ctx, "cron.describe", res))) {
         const job = res.job ?? {};
-        ctx.out(kv(job, ["name", "schedule", "kind", "interval", "dispatch", "session", "prompt", "missed", "nextFireAt"]));
+        ctx.out(
+          kv(job, ["name", "schedule", "kind", "interval", "dispatch", "session", "prompt", "missed", "nextFireAt"]),
+        );
         const last = job.lastFire as Row | undefined;
-        ctx.out(last && last.firedAt ? `last fire:\n${kv(last, ["slot", "firedAt", "status", "exitCode", "error", "output"])}` : "last fire: never");
+        ctx.out(
+          last && last.firedAt
+            ? `last fire:\n${kv(last, ["slot", "firedAt", "status", "exitCode", "error", "output"])}`
+            : "last fire: never",
+        );
       }
       return 0;
     }
     case "agent cron history": {
       const limitRaw = ctx.str("limit");
       const limit = limitRaw === undefined ? 0 : Number(limitRaw);
-      if (!Number.isInteger(limit) || limit < 0) throw new UsageError(`--limit must be a non-negative integer (got ${JSON.stringify(limitRaw)})`);
+      if (!Number.isInteger(limit) || limit < 0)
+        throw new UsageError(`--limit must be a non-negative integer (got ${JSON.stringify(limitRaw)})`);
       const res = await call<{ fires?: Row[] }>("cron.history", { name: ctx.args[0], limit });
-      if (!(await printJson(ctx, "cron.history", res))) ctx.out(table(res.fires ?? [], { slot: "slot", fired: "firedAt", status: "status", exit: "exitCode", error: "error" }));
+      if (!(await printJson(ctx, "cron.history", res)))
+        ctx.out(
+          table(res.fires ?? [], {
+            slot: "slot",
+            fired: "firedAt",
+            status: "status",
+            exit: "exitCode",
+            error: "error",
+          }),
+        );
       return 0;
     }
     case "agent cron reload": {
@@ -119,7 +197,8 @@ export async function run(ctx: Context): Promise<number> {
     }
     case "agent cron gc-now": {
       const res = await call<{ removed?: number }>("cron.gcNow");
-      if (!(await printJson(ctx, "cron.gcNow", res))) ctx.out(`removed ${res.removed ?? 0} stale dedup entr${res.removed === 1 ? "y" : "ies"}`);
+      if (!(await printJson(ctx, "cron.gcNow", res)))
+        ctx.out(`removed ${res.removed ?? 0} stale dedup entr${res.removed === 1 ? "y" : "ies"}`);
       return 0;
     }
     case "agent supervise list": {
@@ -128,8 +207,15 @@ export async function run(ctx: Context): Promise<number> {
         // the daemon knows domain ids; their names come from the tower when it answers
         const agents = res.agents ?? [];
         const { withNames } = await import("../name-book.js");
-        const rows = agents.some((a) => a.domainId) ? await withNames(ctx, agents, { domainId: ["domain", "domain"] }) : agents;
-        ctx.out(table(rows.map((a) => ({ ...a, name: a.name || a.id })), agentColumns(ctx.opts.wide === true)));
+        const rows = agents.some((a) => a.domainId)
+          ? await withNames(ctx, agents, { domainId: ["domain", "domain"] })
+          : agents;
+        ctx.out(
+          table(
+            rows.map((a) => ({ ...a, name: a.name || a.id })),
+            agentColumns(ctx.opts.wide === true),
+          ),
+        );
       }
       return 0;
     }

@@ -30,7 +30,9 @@ export async function checkWritable(path: string): Promise<void> {
         const parent = dirname(p);
         return parent === p ? `${p} does not exist` : probe(parent, false);
       }
-      return code === "EACCES" || code === "EPERM" || code === "EROFS" ? `${p} is not writable by this user` : (err as Error).message;
+      return code === "EACCES" || code === "EPERM" || code === "EROFS"
+        ? `${p} is not writable by this user`
+        : (err as Error).message;
     }
   };
   const why = await probe(path, true);
@@ -53,41 +55,95 @@ export async function resolveDomains(ctx: Context, refs: readonly string[]): Pro
     if (all.some((d) => d.id === ref)) return ref;
     const named = all.filter((d) => d.name === ref);
     if (named.length === 1) return named[0].id;
-    if (named.length > 1) throw new UsageError(`--domain ${ref} is ambiguous: ${named.map((d) => d.id).join(", ")} are all named ${JSON.stringify(ref)}; give the id`);
-    throw new EpError("domain_not_found", `domain ${ref} does not exist (no domain has this id or name; 'ep domain ls' lists them)`, { field: "domain" });
+    if (named.length > 1)
+      throw new UsageError(
+        `--domain ${ref} is ambiguous: ${named.map((d) => d.id).join(", ")} ` +
+          `are all named ${JSON.stringify(ref)}; give the id`,
+      );
+    throw new EpError(
+      "domain_not_found",
+      `domain ${ref} does not exist (no domain has this id or name; 'ep domain ls' lists them)`,
+      { field: "domain" },
+    );
   });
 }
 
-export const domainsText = (domains: readonly string[]): string => (domains.includes("*") || !domains.length ? "* (all domains)" : domains.join(", "));
+export const domainsText = (domains: readonly string[]): string =>
+  domains.includes("*") || !domains.length ? "* (all domains)" : domains.join(", ");
 
-export async function registerNode(ctx: Context, hostname: string, path: string, domainIds: string[] = []): Promise<NodeIdentity> {
+export async function registerNode(
+  ctx: Context,
+  hostname: string,
+  path: string,
+  domainIds: string[] = [],
+): Promise<NodeIdentity> {
   await checkWritable(path);
   const res = await tower(ctx, NodeService).registerNode({ hostname, domainIds: domainIds.filter((d) => d !== "*") });
-  const identity: NodeIdentity = { node_id: res.node!.id, hostname: res.node!.hostname, token: res.token, tower_url: res.towerUrl || ctx.url() };
+  const identity: NodeIdentity = {
+    node_id: res.node!.id,
+    hostname: res.node!.hostname,
+    token: res.token,
+    tower_url: res.towerUrl || ctx.url(),
+  };
   try {
     await writeNodeIdentity(identity, path);
   } catch (err) {
     if (err instanceof EpError) throw err;
-    throw withHint(new EpError("forbidden", `cannot write ${path}: ${(err as Error).message}`, { file: path }), "use sudo or EP_NODE_FILE=<writable path>");
+    throw withHint(
+      new EpError("forbidden", `cannot write ${path}: ${(err as Error).message}`, { file: path }),
+      "use sudo or EP_NODE_FILE=<writable path>",
+    );
   }
   return identity;
 }
 
-/** ep node reload <node_id>: ok → 0; the node found errors → 2 (like `ep agent cron reload`); no answer in time → 0 with a note. */
+/**
+ * ep node reload <node_id>: ok → 0; the node found errors → 2 (like `ep agent cron reload`); no answer in time → 0 with
+ * a note.
+ */
 async function reload(ctx: Context): Promise<number> {
   const raw = ctx.str("wait");
   const waitMs = raw === undefined ? undefined : Number(raw);
-  if (waitMs !== undefined && (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > 60_000)) throw new UsageError(`--wait must be milliseconds between 0 and 60000 (got ${JSON.stringify(raw)})`);
+  if (waitMs !== undefined && (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > 60_000))
+    throw new UsageError(`--wait must be milliseconds between 0 and 60000 (got ${JSON.stringify(raw)})`);
   const nodeId = ctx.args[0]!;
-  const res = await tower(ctx, NodeService).reloadNodeConfig({ nodeId, wait: waitMs === undefined ? undefined : durationFromMs(waitMs) });
-  const errors = res.errors.map((e) => ({ file: e.file, line: e.line, field: e.field, item: e.item, message: e.message }));
+  const res = await tower(ctx, NodeService).reloadNodeConfig({
+    nodeId,
+    wait: waitMs === undefined ? undefined : durationFromMs(waitMs),
+  });
+  const errors = res.errors.map((e) => ({
+    file: e.file,
+    line: e.line,
+    field: e.field,
+    item: e.item,
+    message: e.message,
+  }));
   if (ctx.json) {
-    ctx.out(json({ node_id: nodeId, request_id: res.requestId, status: enumWord(ReloadStatusSchema, res.status), results: res.results, errors, event_id: Number(res.eventId) }));
+    ctx.out(
+      json({
+        node_id: nodeId,
+        request_id: res.requestId,
+        status: enumWord(ReloadStatusSchema, res.status),
+        results: res.results,
+        errors,
+        event_id: Number(res.eventId),
+      }),
+    );
   } else if (res.status === ReloadStatus.SENT) {
-    ctx.out(`config_reload sent to ${nodeId} (request ${res.requestId}); no answer yet — its config.reload event will say how it went (ep events tail --type matrix)`);
+    ctx.out(
+      `config_reload sent to ${nodeId} (request ${res.requestId}); no answer yet — ` +
+        `its config.reload event will say how it went (ep events tail --type matrix)`,
+    );
   } else {
-    const lines = [`${nodeId}: configuration reload ${res.status === ReloadStatus.OK ? "ok" : "failed"}`, ...res.results.map((r) => `  ${r}`)];
-    for (const e of errors) lines.push(`  ${e.file}${e.line ? `, line ${e.line}` : ""}${e.item ? `, ${e.item}` : ""}${e.field ? `, field ${e.field}` : ""}: ${e.message}`);
+    const lines = [
+      `${nodeId}: configuration reload ${res.status === ReloadStatus.OK ? "ok" : "failed"}`,
+      ...res.results.map((r) => `  ${r}`),
+    ];
+    for (const e of errors)
+      lines.push(
+        `  ${e.file}${e.line ? `, line ${e.line}` : ""}${e.item ? `, ${e.item}` : ""}` +
+          `${e.field ? `, field ${e.field}` : ""}: ${e.message}`,
+      );
     ctx.out(lines.join("\n"));
   }
   return res.status === ReloadStatus.FAILED ? 2 : 0;
@@ -99,9 +155,17 @@ async function setDomains(ctx: Context): Promise<number> {
   const all = ctx.opts.all === true;
   if (all === refs.length > 0) throw new UsageError("give --domain <id|name> (repeatable) or --all");
   const domainIds = all ? [] : await resolveDomains(ctx, refs);
-  const res = await tower(ctx, NodeService).setNodeDomains({ nodeId: ctx.args[0]!, domainIds: domainIds.filter((d) => d !== "*"), all: all || domainIds.includes("*") });
+  const res = await tower(ctx, NodeService).setNodeDomains({
+    nodeId: ctx.args[0]!,
+    domainIds: domainIds.filter((d) => d !== "*"),
+    all: all || domainIds.includes("*"),
+  });
   const node = res.node!;
-  ctx.out(ctx.json ? json({ node_id: node.id, hostname: node.hostname, domains: node.domains }) : `node ${node.id} (${node.hostname}) now serves ${domainsText(node.domains)}`);
+  ctx.out(
+    ctx.json
+      ? json({ node_id: node.id, hostname: node.hostname, domains: node.domains })
+      : `node ${node.id} (${node.hostname}) now serves ${domainsText(node.domains)}`,
+  );
   return 0;
 }
 
@@ -110,7 +174,10 @@ export async function run(ctx: Context): Promise<number> {
   if (ctx.spec.path.join(" ") === "node domains set") return setDomains(ctx);
   const hostname = ctx.str("hostname");
   if (!hostname) throw new UsageError("ep agent node register needs --hostname <hostname>");
-  if (!/^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$/.test(hostname)) throw new UsageError(`--hostname must be a host name (letters, digits, dots, dashes; got ${JSON.stringify(hostname)})`);
+  if (!/^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$/.test(hostname))
+    throw new UsageError(
+      `--hostname must be a host name (letters, digits, dots, dashes; got ${JSON.stringify(hostname)})`,
+    );
   const path = nodeFile(ctx.env);
   const domains = await resolveDomains(ctx, ctx.list("domain"));
   const id = await registerNode(ctx, hostname, path, domains);
@@ -118,7 +185,9 @@ export async function run(ctx: Context): Promise<number> {
   ctx.out(
     ctx.json
       ? json({ node_id: id.node_id, hostname: id.hostname, tower_url: id.tower_url, file: path, domains: serves })
-      : `registered node ${id.node_id} (${id.hostname}) with ${id.tower_url}; identity written to ${path} (0600)\nserves ${domainsText(serves)}${serves.includes("*") ? " — narrow it with --domain, or later with 'ep node domains set'" : ""}`,
+      : `registered node ${id.node_id} (${id.hostname}) with ${id.tower_url}; identity ` +
+          `written to ${path} (0600)\nserves ${domainsText(serves)}` +
+          `${serves.includes("*") ? " — narrow it with --domain, or later with 'ep node domains set'" : ""}`,
   );
   return 0;
 }

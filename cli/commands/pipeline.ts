@@ -16,9 +16,25 @@ export function stepsTable(steps: readonly Row[]): string {
     const waiting = ((s.waiting_on as string[] | undefined) ?? []).map((id) => byId.get(id) ?? id);
     const after = ((s.depends_on as string[] | undefined) ?? []).map((id) => byId.get(id) ?? id);
     const error = String((s.result as Row | undefined)?.error ?? "");
-    return { step: s.step || s.title, status: s.status, after: after.join(", "), waiting_on: waiting.join(", "), task: s.id, attempts: s.attempts, note: s.status === "cancelled" || s.status === "failed" ? error : "" };
+    return {
+      step: s.step || s.title,
+      status: s.status,
+      after: after.join(", "),
+      waiting_on: waiting.join(", "),
+      task: s.id,
+      attempts: s.attempts,
+      note: s.status === "cancelled" || s.status === "failed" ? error : "",
+    };
   });
-  return table(rows, { step: "step", status: "status", after: "after", waiting_on: "waiting_on", task: "task", attempts: "attempts", note: "note" });
+  return table(rows, {
+    step: "step",
+    status: "status",
+    after: "after",
+    waiting_on: "waiting_on",
+    task: "task",
+    attempts: "attempts",
+    note: "note",
+  });
 }
 
 async function pipelineRun(ctx: Context): Promise<number> {
@@ -31,18 +47,34 @@ async function pipelineRun(ctx: Context): Promise<number> {
   }
   const missionId = ctx.str("mission") ?? "";
   const domainId = ctx.str("domain") ?? "";
-  if (!missionId && !domainId) throw new UsageError("ep pipeline run needs --domain <id|name> (or --mission to add the steps to one)");
+  if (!missionId && !domainId)
+    throw new UsageError("ep pipeline run needs --domain <id|name> (or --mission to add the steps to one)");
   const res = protoJson(
     RunPipelineResponseSchema,
-    await tower(ctx, WorkService).runPipeline({ domainId, missionId, source, fileName: file === "-" ? "pipeline.toml" : basename(file), title: ctx.str("title") ?? "" }),
+    await tower(ctx, WorkService).runPipeline({
+      domainId,
+      missionId,
+      source,
+      fileName: file === "-" ? "pipeline.toml" : basename(file),
+      title: ctx.str("title") ?? "",
+    }),
   );
   const mission = res.mission as Row;
   const steps = (res.steps as Row[]) ?? [];
   if (ctx.opts.wait !== true) {
-    ctx.out(ctx.json ? json(res) : `pipeline ${mission.title}: mission ${mission.id}, ${steps.length} step(s)\n${stepsTable(steps)}\nfollow it: ep pipeline get ${mission.id}`);
+    ctx.out(
+      ctx.json
+        ? json(res)
+        : `pipeline ${mission.title}: mission ${mission.id}, ${steps.length} ` +
+            `step(s)\n${stepsTable(steps)}\nfollow it: ep pipeline get ${mission.id}`,
+    );
     return 0;
   }
-  if (!ctx.json) ctx.out(`pipeline ${mission.title}: mission ${mission.id}, ${steps.length} step(s); waiting for it to end (Ctrl-C stops waiting, not the pipeline)`);
+  if (!ctx.json)
+    ctx.out(
+      `pipeline ${mission.title}: mission ${mission.id}, ${steps.length} ` +
+        `step(s); waiting for it to end (Ctrl-C stops waiting, not the pipeline)`,
+    );
   const done = await waitForEnd(ctx, String(mission.id));
   ctx.out(ctx.json ? json(done) : `pipeline ${done.state}\n${stepsTable((done.steps as Row[]) ?? [])}`);
   return done.state === "succeeded" ? 0 : 1;
@@ -64,7 +96,12 @@ async function pipelineGet(ctx: Context): Promise<number> {
   const res = protoJson(GetPipelineResponseSchema, await tower(ctx, WorkService).getPipeline({ missionId }));
   const steps = (res.steps as Row[]) ?? [];
   if (ctx.json) ctx.out(json(res));
-  else if (!steps.length) throw new EpError("not_found", `mission ${missionId} has no pipeline steps (its tasks were not made by ep pipeline run); see them with 'ep task ls --mission ${missionId}'`);
+  else if (!steps.length)
+    throw new EpError(
+      "not_found",
+      `mission ${missionId} has no pipeline steps (its tasks were not made ` +
+        `by ep pipeline run); see them with 'ep task ls --mission ${missionId}'`,
+    );
   else ctx.out(`pipeline ${(res.mission as Row).title} (${missionId}): ${res.state}\n${stepsTable(steps)}`);
   return 0;
 }

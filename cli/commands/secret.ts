@@ -1,6 +1,12 @@
 // ep secret set|ls|rm|grant|revoke. A value is read from stdin or a hidden prompt, never from
 // an argument (arguments end up in shell history and in `ps`).
-import { GrantSecretResponseSchema, ListSecretsResponseSchema, RevokeSecretResponseSchema, SecretService, SetSecretResponseSchema } from "../../gen/ep/tower/v1/secrets_pb.js";
+import {
+  GrantSecretResponseSchema,
+  ListSecretsResponseSchema,
+  RevokeSecretResponseSchema,
+  SecretService,
+  SetSecretResponseSchema,
+} from "../../gen/ep/tower/v1/secrets_pb.js";
 import { UsageError, type Context } from "../context.js";
 import { json, table, type Row } from "../output.js";
 import { protoJson, tower } from "../tower.js";
@@ -48,11 +54,20 @@ async function readValue(name: string): Promise<string> {
 function grantTarget(ctx: Context): { agentId: string; domainId: string } {
   const agentId = ctx.str("agent") ?? "";
   const domainId = ctx.str("domain") ?? "";
-  if (!agentId === !domainId) throw new UsageError(`ep secret ${ctx.spec.path[1]} needs exactly one of --agent <id> or --domain <id>`);
+  if (!agentId === !domainId)
+    throw new UsageError(`ep secret ${ctx.spec.path[1]} needs exactly one of --agent <id> or --domain <id>`);
   return { agentId, domainId };
 }
 
-const secretCols = (wide: boolean) => ({ name: "name", domain: "domain", ...(wide ? { domain_id: "domain_id" } : {}), version: "version", agents: "agents", domains: "domains", updated: "updated_at" });
+const secretCols = (wide: boolean) => ({
+  name: "name",
+  domain: "domain",
+  ...(wide ? { domain_id: "domain_id" } : {}),
+  version: "version",
+  agents: "agents",
+  domains: "domains",
+  updated: "updated_at",
+});
 
 export async function run(ctx: Context): Promise<number> {
   const secrets = tower(ctx, SecretService);
@@ -61,7 +76,10 @@ export async function run(ctx: Context): Promise<number> {
     case "set": {
       const value = await readValue(name);
       if (!value) throw new UsageError("the secret value is empty; pipe it on stdin or type it at the prompt");
-      const res = protoJson(SetSecretResponseSchema, await secrets.setSecret({ name, domainId: ctx.str("domain") ?? "", value }));
+      const res = protoJson(
+        SetSecretResponseSchema,
+        await secrets.setSecret({ name, domainId: ctx.str("domain") ?? "", value }),
+      );
       ctx.out(ctx.json ? json(res) : `stored ${name} (version ${(res.secret as Row).version})`);
       return 0;
     }
@@ -70,7 +88,11 @@ export async function run(ctx: Context): Promise<number> {
       if (ctx.json) ctx.out(json(res));
       else {
         const { withNames } = await import("../name-book.js");
-        const rows = await withNames(ctx, res.secrets as Row[], { domain_id: ["domain", "domain"], granted_agents: ["agent", "agents"], granted_domains: ["domain", "domains"] });
+        const rows = await withNames(ctx, res.secrets as Row[], {
+          domain_id: ["domain", "domain"],
+          granted_agents: ["agent", "agents"],
+          granted_domains: ["domain", "domains"],
+        });
         ctx.out(table(rows, secretCols(ctx.opts.wide === true)));
       }
       return 0;

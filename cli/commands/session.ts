@@ -15,20 +15,38 @@ export async function run(ctx: Context): Promise<number> {
       const token = ctx.str("token");
       if (!rawUrl || !token) throw new UsageError("ep login needs --url <url> and --token <token>");
       const url = normalizeUrl(rawUrl);
-      if (!/^https?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be an http(s) URL (got ${JSON.stringify(rawUrl)})`);
-      const who = protoJson(WhoAmIResponseSchema, await createClient(AuthService, towerTransport(url, token)).whoAmI({}));
+      if (!/^https?:\/\/[^/]/.test(url))
+        throw new UsageError(`--url must be an http(s) URL (got ${JSON.stringify(rawUrl)})`);
+      const who = protoJson(
+        WhoAmIResponseSchema,
+        await createClient(AuthService, towerTransport(url, token)).whoAmI({}),
+      );
       await writeCredentials({ url, token }, file);
-      ctx.out(ctx.json ? json({ url, ...who, credentials: file }) : `logged in to ${url} as ${who.subject} (${who.role}); saved to ${file}`);
+      ctx.out(
+        ctx.json
+          ? json({ url, ...who, credentials: file })
+          : `logged in to ${url} as ${who.subject} (${who.role}); saved to ${file}`,
+      );
       return 0;
     }
     case "logout": {
       const had = await removeCredentials(file);
-      ctx.out(ctx.json ? json({ removed: had, credentials: file }) : had ? `removed ${file}` : "not logged in (no saved credentials)");
+      ctx.out(
+        ctx.json
+          ? json({ removed: had, credentials: file })
+          : had
+            ? `removed ${file}`
+            : "not logged in (no saved credentials)",
+      );
       return 0;
     }
     default: {
       const who = protoJson(WhoAmIResponseSchema, await tower(ctx, AuthService).whoAmI({}));
-      ctx.out(ctx.json ? json({ url: ctx.url(), ...who }) : kv({ url: ctx.url(), ...who }, ["url", "subject", "role", "domain_id", "token_id"]));
+      ctx.out(
+        ctx.json
+          ? json({ url: ctx.url(), ...who })
+          : kv({ url: ctx.url(), ...who }, ["url", "subject", "role", "domain_id", "token_id"]),
+      );
       return 0;
     }
   }

@@ -24,7 +24,9 @@ export async function waitForTaskEnd(ctx: Context, taskId: string): Promise<Row>
     try {
       body = await openTaskStream(ctx, taskId, stop.signal);
     } catch (err) {
-      ctx.err(`ep: cannot follow the task's events (${(err as Error).message}); reading the task every ${POLL_MS} ms instead`);
+      ctx.err(
+        `ep: cannot follow the task's events (${(err as Error).message}); reading the task every ${POLL_MS} ms instead`,
+      );
       return await poll(read);
     }
     const now = await read();
@@ -33,7 +35,9 @@ export async function waitForTaskEnd(ctx: Context, taskId: string): Promise<Row>
       if (await endSeen(body, taskId)) return await read();
       throw new Error("the stream ended");
     } catch (err) {
-      ctx.err(`ep: the event stream was lost (${(err as Error).message}); reading the task every ${POLL_MS} ms instead`);
+      ctx.err(
+        `ep: the event stream was lost (${(err as Error).message}); reading the task every ${POLL_MS} ms instead`,
+      );
       return await poll(read);
     }
   } finally {
@@ -78,7 +82,10 @@ async function endSeen(body: AsyncIterable<Uint8Array>, taskId: string): Promise
   const decoder = new TextDecoder();
   for await (const chunk of body) {
     for (const msg of parser.push(decoder.decode(chunk, { stream: true }))) {
-      if (msg.event === "error") throw new Error((JSON.parse(msg.data) as { error?: { message?: string } }).error?.message ?? "the tower ended the stream");
+      if (msg.event === "error")
+        throw new Error(
+          (JSON.parse(msg.data) as { error?: { message?: string } }).error?.message ?? "the tower ended the stream",
+        );
       if (!msg.id || !msg.data) continue;
       const e = JSON.parse(msg.data) as { name?: string; task_id?: string; status?: string };
       if (e.task_id === taskId && String(e.name).startsWith("task.") && FINAL.has(String(e.status))) return true;

@@ -1,7 +1,12 @@
 // ep token create|ls|revoke: service-account tokens.
 import { RoleSchema, type Role } from "../../gen/ep/tower/v1/resources_pb.js";
 import { enumOf } from "../../common/vocab.js";
-import { AuthService, CreateTokenResponseSchema, ListTokensResponseSchema, RevokeTokenResponseSchema } from "../../gen/ep/tower/v1/auth_pb.js";
+import {
+  AuthService,
+  CreateTokenResponseSchema,
+  ListTokensResponseSchema,
+  RevokeTokenResponseSchema,
+} from "../../gen/ep/tower/v1/auth_pb.js";
 import { UsageError, type Context } from "../context.js";
 import { json, table, type Row } from "../output.js";
 import { protoJson, tower } from "../tower.js";
@@ -20,7 +25,8 @@ export function parseTtl(raw: string): number {
     total += Number(m[1]) * UNIT_SECONDS[m[2]];
     consumed = re.lastIndex;
   }
-  if (consumed !== text.length || total <= 0) throw new UsageError(`--ttl must be a duration like 3600s, 90m, 12h, 30d (got ${JSON.stringify(raw)})`);
+  if (consumed !== text.length || total <= 0)
+    throw new UsageError(`--ttl must be a duration like 3600s, 90m, 12h, 30d (got ${JSON.stringify(raw)})`);
   return total;
 }
 
@@ -31,7 +37,12 @@ export async function run(ctx: Context): Promise<number> {
       const ttl = ctx.str("ttl");
       const res = protoJson(
         CreateTokenResponseSchema,
-        await auth.createToken({ name: ctx.required("name"), role: enumOf<Role>(RoleSchema, ctx.required("role"), "--role"), domainId: ctx.str("domain") ?? "", ttlSeconds: BigInt(ttl ? parseTtl(ttl) : 0) }),
+        await auth.createToken({
+          name: ctx.required("name"),
+          role: enumOf<Role>(RoleSchema, ctx.required("role"), "--role"),
+          domainId: ctx.str("domain") ?? "",
+          ttlSeconds: BigInt(ttl ? parseTtl(ttl) : 0),
+        }),
       );
       if (ctx.json) ctx.out(json(res));
       else {
@@ -47,7 +58,18 @@ export async function run(ctx: Context): Promise<number> {
       else {
         const { withNames } = await import("../name-book.js");
         const rows = await withNames(ctx, res.tokens as Row[], { domain_id: ["domain", "domain"] });
-        ctx.out(table(rows, { id: "id", name: "name", role: "role", domain: "domain", ...(ctx.opts.wide === true ? { domain_id: "domain_id" } : {}), expires: "expires_at", revoked: "revoked_at", last_used: "last_used_at" }));
+        ctx.out(
+          table(rows, {
+            id: "id",
+            name: "name",
+            role: "role",
+            domain: "domain",
+            ...(ctx.opts.wide === true ? { domain_id: "domain_id" } : {}),
+            expires: "expires_at",
+            revoked: "revoked_at",
+            last_used: "last_used_at",
+          }),
+        );
       }
       return 0;
     }

@@ -41,7 +41,10 @@ export async function loginLink(ctx: Context, url: string): Promise<string> {
   const until = new Date(msOf(t.expiresAt));
   const hours = Math.round((until.getTime() - Date.now()) / 3_600_000);
   const when = until.toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" });
-  return `${url}/ui/login#ticket=${t.ticket}\n                  (one use, valid until ${when}${hours > 0 ? `, ${hours} h` : ""}; 'ep ui' prints a fresh link)`;
+  return (
+    `${url}/ui/login#ticket=${t.ticket}\n                  (one use, valid until ` +
+    `${when}${hours > 0 ? `, ${hours} h` : ""}; 'ep ui' prints a fresh link)`
+  );
 }
 
 const LEVELS: Record<string, number> = { debug: 10, info: 20, warn: 30, error: 40 };
@@ -55,7 +58,9 @@ export function humanLog(line: string, minLevel = "debug"): string | undefined {
   try {
     const { ts: _ts, level, msg, ...fields } = JSON.parse(line) as Record<string, unknown>;
     if ((LEVELS[String(level)] ?? LEVELS.error) < (LEVELS[minLevel] ?? LEVELS.warn)) return undefined;
-    const rest = Object.entries(fields).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(" ");
+    const rest = Object.entries(fields)
+      .map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
+      .join(" ");
     return `epd ${String(level).padEnd(5)} ${msg}${rest ? `  ${rest}` : ""}`;
   } catch {
     return line;
@@ -75,7 +80,12 @@ async function ui(ctx: Context): Promise<number> {
   const url = ctx.url();
   const t = await tower(ctx, AuthService).createTicket({ purpose: "login" });
   const link = `${url}/ui/login#ticket=${t.ticket}`;
-  ctx.out(ctx.json ? JSON.stringify({ console: `${url}/ui/`, login_link: link, expires_at: isoOf(t.expiresAt) }) : `console:        ${url}/ui/\none-time login: ${link}\n                (one use, valid until ${new Date(msOf(t.expiresAt)).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" })})`);
+  ctx.out(
+    ctx.json
+      ? JSON.stringify({ console: `${url}/ui/`, login_link: link, expires_at: isoOf(t.expiresAt) })
+      : `console:        ${url}/ui/\none-time login: ${link}\n                (one use, valid until ` +
+          `${new Date(msOf(t.expiresAt)).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" })})`,
+  );
   return 0;
 }
 
@@ -84,10 +94,17 @@ export async function run(ctx: Context): Promise<number> {
   const env = ctx.env;
   const listen = ctx.str("listen") ?? "127.0.0.1:8008";
   const m = /^(.*):(\d+)$/.exec(listen);
-  if (!m) throw new EpError("invalid_argument", `--listen must be host:port (got ${JSON.stringify(listen)})`, { field: "listen" });
+  if (!m)
+    throw new EpError("invalid_argument", `--listen must be host:port (got ${JSON.stringify(listen)})`, {
+      field: "listen",
+    });
   const host = m[1] === "127.0.0.1" || m[1] === "0.0.0.0" || m[1] === "" ? "localhost" : m[1];
   const url = `http://${host}:${m[2]}`;
-  if (await healthy(url)) throw withHint(new EpError("already_exists", `a tower already answers at ${url}`), "stop it first, or use 'ep up --listen 127.0.0.1:<port>'");
+  if (await healthy(url))
+    throw withHint(
+      new EpError("already_exists", `a tower already answers at ${url}`),
+      "stop it first, or use 'ep up --listen 127.0.0.1:<port>'",
+    );
 
   // The terminal shows warnings (or EP_LOG_LEVEL); epd.log gets info and up, as under systemd, so
   // 'ep daemon logs' has something to show when all is well (at "warn" a healthy epd wrote nothing).
@@ -96,14 +113,23 @@ export async function run(ctx: Context): Promise<number> {
   mkdirSync(epHome(env), { recursive: true, mode: 0o700 });
   fix(env); // what 'ep system doctor' expects of a home: skills folder, local agent id
   const children: ChildProcess[] = [];
-  const towerChild = spawn(process.execPath, [siblingBin("ep-tower", env), "--listen", listen], { env: childEnv, stdio: ["ignore", "ignore", "pipe"], detached: true });
+  const towerChild = spawn(process.execPath, [siblingBin("ep-tower", env), "--listen", listen], {
+    env: childEnv,
+    stdio: ["ignore", "ignore", "pipe"],
+    detached: true,
+  });
   children.push(towerChild);
   let towerErr = "";
   towerChild.stderr!.on("data", (d: Buffer) => {
     towerErr = (towerErr + d.toString()).slice(-4000);
     process.stderr.write(d);
   });
-  const exited = (c: ChildProcess) => new Promise<number>((res) => (c.exitCode !== null || c.signalCode !== null ? res(c.exitCode ?? 128) : c.once("exit", (code, sig) => res(code ?? (sig ? 128 : 1)))));
+  const exited = (c: ChildProcess) =>
+    new Promise<number>((res) =>
+      c.exitCode !== null || c.signalCode !== null
+        ? res(c.exitCode ?? 128)
+        : c.once("exit", (code, sig) => res(code ?? (sig ? 128 : 1))),
+    );
   const alive = (c: ChildProcess) => c.exitCode === null && c.signalCode === null;
   /** Stops one child: SIGTERM, then SIGKILL after `graceMs`. */
   const stopChild = async (c: ChildProcess, graceMs: number) => {
@@ -135,7 +161,12 @@ export async function run(ctx: Context): Promise<number> {
   try {
     const deadline = Date.now() + 30_000;
     while (!(await healthy(url))) {
-      if (towerChild.exitCode !== null) throw new EpError("unavailable", `ep-tower exited (${towerChild.exitCode}) before it was healthy: ${towerErr.trim().split("\n").slice(-3).join(" | ")}`);
+      if (towerChild.exitCode !== null)
+        throw new EpError(
+          "unavailable",
+          `ep-tower exited (${towerChild.exitCode}) before it was ` +
+            `healthy: ${towerErr.trim().split("\n").slice(-3).join(" | ")}`,
+        );
       if (Date.now() > deadline) throw new EpError("unavailable", `ep-tower did not answer ${url}/healthz within 30 s`);
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -164,13 +195,22 @@ export async function run(ctx: Context): Promise<number> {
     } catch (err) {
       lines.push(`  (no login link: ${(err as Error).message})`);
     }
-    lines.push(`  node identity:  ${nodePath}${registered ? " (registered now)" : ""}`, `  CLI logged in:  ${cliCredentialsFile(env)}`);
+    lines.push(
+      `  node identity:  ${nodePath}${registered ? " (registered now)" : ""}`,
+      `  CLI logged in:  ${cliCredentialsFile(env)}`,
+    );
 
     if (!ctx.opts["no-daemon"]) {
       const epd = siblingBin("epd", env);
       const daemonChild = spawn(process.execPath, [epd, "run", "--backend-url", url], {
         // Ctrl-C should not wait 30 s for a running task: runs get 2 s, then end retryably
-        env: { ...childEnv, EP_LOG_LEVEL: env.EP_LOG_LEVEL ?? "info", EP_NODE_FILE: nodePath, EP_BASE_URL: url, EP_SHUTDOWN_GRACE_MS: env.EP_SHUTDOWN_GRACE_MS ?? "2000" },
+        env: {
+          ...childEnv,
+          EP_LOG_LEVEL: env.EP_LOG_LEVEL ?? "info",
+          EP_NODE_FILE: nodePath,
+          EP_BASE_URL: url,
+          EP_SHUTDOWN_GRACE_MS: env.EP_SHUTDOWN_GRACE_MS ?? "2000",
+        },
         stdio: ["ignore", "pipe", "pipe"],
         detached: true,
       });
@@ -189,9 +229,13 @@ export async function run(ctx: Context): Promise<number> {
       children.push(daemonChild);
       // the tour's next command talks to epd: say "up" once its management socket answers
       const ready = await daemonReady(daemonSockets(env).mgmt, daemonChild, 20_000);
-      lines.push(`  daemon:         epd (pid ${daemonChild.pid}), sockets in ${join(epHome(env), "epd")}${ready ? "" : " (not answering yet; 'ep daemon status' tells when it does)"}`);
+      lines.push(
+        `  daemon:         epd (pid ${daemonChild.pid}), sockets in ${join(epHome(env), "epd")}` +
+          `${ready ? "" : " (not answering yet; 'ep daemon status' tells when it does)"}`,
+      );
       void exited(daemonChild).then((code) => {
-        if (code !== 0 && towerChild.exitCode === null) process.stderr.write(`ep: epd exited with ${code}; the tower keeps running (restart epd with 'epd run')\n`);
+        if (code !== 0 && towerChild.exitCode === null)
+          process.stderr.write(`ep: epd exited with ${code}; the tower keeps running (restart epd with 'epd run')\n`);
       });
     }
     lines.push("", "Ctrl-C stops everything.");

@@ -37,7 +37,11 @@ export function outputShown(stdoutText: string, output: string): boolean {
 function header(t: Task, agentName: (id: string) => string): string {
   const agent = t.claimedBy || t.assigneeAgentId;
   const who = agent ? agentName(agent) : "not claimed yet";
-  return [`${t.title}  [${statusWord(t.status)}]`, `  task ${t.id} · agent ${who}${t.runtime ? ` · ${enumWord(RuntimeSchema, t.runtime)}` : ""} · attempt ${t.attempts} of ${t.maxAttempts}`].join("\n");
+  return [
+    `${t.title}  [${statusWord(t.status)}]`,
+    `  task ${t.id} · agent ${who}${t.runtime ? ` · ${enumWord(RuntimeSchema, t.runtime)}` : ""} ` +
+      `· attempt ${t.attempts} of ${t.maxAttempts}`,
+  ].join("\n");
 }
 
 export async function watchTask(ctx: Context, taskId: string): Promise<number> {
@@ -127,7 +131,12 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
       const page = await events.listEvents({ afterId: after, limit: PAGE, filter: { taskId, types: ["progress"] } });
       for (const e of page.events) {
         const p = (e.payload ?? {}) as JsonObject;
-        emit({ id: Number(e.id), kind: String(p.kind ?? "text"), text: String(p.text ?? ""), data: p.data as Record<string, unknown> | undefined });
+        emit({
+          id: Number(e.id),
+          kind: String(p.kind ?? "text"),
+          text: String(p.text ?? ""),
+          data: p.data as Record<string, unknown> | undefined,
+        });
       }
       if (page.events.length < PAGE) break;
       after = page.events[page.events.length - 1].id;
@@ -143,14 +152,25 @@ export async function watchTask(ctx: Context, taskId: string): Promise<number> {
         const e = queue.shift()!;
         if (e.type === "progress") {
           const p = (e.payload ?? {}) as Record<string, unknown>;
-          emit({ id: Number(e.id), kind: String(p.kind ?? "text"), text: String(p.text ?? ""), data: p.data as Record<string, unknown> | undefined });
+          emit({
+            id: Number(e.id),
+            kind: String(p.kind ?? "text"),
+            text: String(p.text ?? ""),
+            data: p.data as Record<string, unknown> | undefined,
+          });
         } else if (typeof e.status === "string" && FINAL.has(e.status) && String(e.name ?? "").startsWith("task.")) {
           ended = true;
           return await finish();
         } else if (String(e.name ?? "").startsWith("task.")) sayWait((await work.getTask({ taskId })).wait);
       }
       if (stop.signal.aborted) return 130;
-      const failed = await Promise.race([new Promise<false>((r) => (wake = () => r(false))), pump.then(() => false, (err: unknown) => err)]);
+      const failed = await Promise.race([
+        new Promise<false>((r) => (wake = () => r(false))),
+        pump.then(
+          () => false,
+          (err: unknown) => err,
+        ),
+      ]);
       wake = undefined;
       if (failed && !stop.signal.aborted) throw failed;
     }
@@ -186,7 +206,11 @@ function createFramePrinter(ctx: Context, color: boolean): { emit(f: WatchFrame)
       }
       showHeld();
       if (f.kind === "text" && !isStderr(f)) stdoutText += f.text.endsWith("\n") ? f.text : `${f.text}\n`;
-      ctx.out(ctx.json ? JSON.stringify({ id: f.id, kind: f.kind, text: f.text, ...(f.data ? { data: f.data } : {}) }) : frameLine(f, color));
+      ctx.out(
+        ctx.json
+          ? JSON.stringify({ id: f.id, kind: f.kind, text: f.text, ...(f.data ? { data: f.data } : {}) })
+          : frameLine(f, color),
+      );
     },
     end() {
       showHeld();
@@ -196,14 +220,22 @@ function createFramePrinter(ctx: Context, color: boolean): { emit(f: WatchFrame)
 }
 
 /** The task as it ended: its output (unless the stream showed it), its error, status and usage; the exit code. */
-async function finalReport(ctx: Context, work: ReturnType<typeof tower<typeof WorkService>>, taskId: string, stdoutText: string): Promise<number> {
+async function finalReport(
+  ctx: Context,
+  work: ReturnType<typeof tower<typeof WorkService>>,
+  taskId: string,
+  stdoutText: string,
+): Promise<number> {
   const t = (await work.getTask({ taskId })).task!;
   if (ctx.json) ctx.out(JSON.stringify({ task: restJson(TaskSchema, t) }));
   else {
-    if (t.result?.output && !outputShown(stdoutText, t.result.output)) ctx.out(`\n${t.result.output.replace(/\n+$/, "")}`);
+    if (t.result?.output && !outputShown(stdoutText, t.result.output))
+      ctx.out(`\n${t.result.output.replace(/\n+$/, "")}`);
     if (t.result?.error) ctx.err(`\n${t.title}: ${statusWord(t.status)}: ${t.result.error}`);
     const u = t.result?.usage;
-    const usage = u ? ` · ${u.inputTokens} tokens in, ${u.outputTokens} out${u.costUsd ? `, $${u.costUsd.toFixed(4)}` : ""}` : "";
+    const usage = u
+      ? ` · ${u.inputTokens} tokens in, ${u.outputTokens} out${u.costUsd ? `, $${u.costUsd.toFixed(4)}` : ""}`
+      : "";
     // a run with refusals is never a plain green: the last line says how many (each was printed as it happened)
     ctx.err(`\n${statusWithDenials(statusWord(t.status), t.result?.denials.length ?? 0)}${usage}`);
   }

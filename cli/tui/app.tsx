@@ -6,7 +6,16 @@
 // chunks before React renders again, and every one of them must land (see app.test.tsx).
 import { Box, Text, useApp, useInput, useStdout, type Key } from "ink";
 import { useCallback, useEffect, useRef, useState } from "react";
-import type { AgentItem, ApprovalItem, EventItem, FrameItem, MissionItem, TaskDetail, TaskItem, TuiDataSource } from "./data-source.js";
+import type {
+  AgentItem,
+  ApprovalItem,
+  EventItem,
+  FrameItem,
+  MissionItem,
+  TaskDetail,
+  TaskItem,
+  TuiDataSource,
+} from "./data-source.js";
 import { viewSpecLines } from "./view-spec-text.js";
 import { ChatScreen, eventLine, List, TaskScreen, type ChatBlock } from "./views.js";
 
@@ -23,9 +32,19 @@ export interface AppProps {
 }
 
 /** Where the missions tab is: the list, one mission's tasks, or one task. */
-type Drill = { level: "missions" } | { level: "tasks"; mission: MissionItem } | { level: "task"; mission?: MissionItem; taskId: string };
+type Drill =
+  | { level: "missions" }
+  | { level: "tasks"; mission: MissionItem }
+  | { level: "task"; mission?: MissionItem; taskId: string };
 
-const RUNTIME_LABELS: Record<string, string> = { vendorA_code: "Claude Code", vendorA_agent_acp: "ACP agent", vendorB: "Codex", vendorC: "Gemini", shell: "Shell", muxhost: "tmux" };
+const RUNTIME_LABELS: Record<string, string> = {
+  vendorA_code: "Claude Code",
+  vendorA_agent_acp: "ACP agent",
+  vendorB: "Codex",
+  vendorC: "Gemini",
+  shell: "Shell",
+  muxhost: "tmux",
+};
 const runtimeLabel = (r: string) => RUNTIME_LABELS[r] ?? r;
 
 export function footerKeys(tab: Tab, drill: Drill["level"]): string {
@@ -54,9 +73,37 @@ export function App({ source, initialTab = "missions", onFirstFrame }: AppProps)
   // so a refresh that events trigger does not wipe it
   const [notice, setNotice] = useState("");
   // what the key handler reads: updated as keys arrive, not only when React renders
-  const st = useRef({ tab, drill, selected, draft, busy, confirmCancel: false, missions: [] as MissionItem[], tasks: [] as TaskItem[], approvals: [] as ApprovalItem[], agents: [] as AgentItem[], events: [] as EventItem[] });
+  const st = useRef({
+    tab,
+    drill,
+    selected,
+    draft,
+    busy,
+    confirmCancel: false,
+    missions: [] as MissionItem[],
+    tasks: [] as TaskItem[],
+    approvals: [] as ApprovalItem[],
+    agents: [] as AgentItem[],
+    events: [] as EventItem[],
+  });
   const data = useTowerData(source, () => st.current.drill);
-  const { missions, agents, approvals, events, tasks, setTasks, task, setTask, frames, setFrames, taskError, status, setStatus, refresh, loadTask } = data;
+  const {
+    missions,
+    agents,
+    approvals,
+    events,
+    tasks,
+    setTasks,
+    task,
+    setTask,
+    frames,
+    setFrames,
+    taskError,
+    status,
+    setStatus,
+    refresh,
+    loadTask,
+  } = data;
   st.current = { ...st.current, missions, tasks, approvals, agents, events, busy };
 
   useEffect(() => {
@@ -94,7 +141,9 @@ export function App({ source, initialTab = "missions", onFirstFrame }: AppProps)
     const action = st.current.approvals[st.current.selected];
     if (!action) return;
     try {
-      const res = approve ? await source.approve(action.sessionId, action.id) : await source.reject(action.sessionId, action.id);
+      const res = approve
+        ? await source.approve(action.sessionId, action.id)
+        : await source.reject(action.sessionId, action.id);
       await refresh();
       setNotice(decisionNotice(action, res));
       go({ selected: Math.max(0, Math.min(st.current.selected, st.current.approvals.length - 1)) });
@@ -117,7 +166,12 @@ export function App({ source, initialTab = "missions", onFirstFrame }: AppProps)
     try {
       const t = await (op === "cancel" ? source.cancelTask(d.taskId) : source.retryTask(d.taskId));
       setTask(t);
-      setNotice(op === "cancel" ? `cancelled "${t.title}" (${t.status})` : `"${t.title}" is ${t.status} again: attempt ${t.attempts + 1} of ${t.maxAttempts} starts when an agent takes it`);
+      setNotice(
+        op === "cancel"
+          ? `cancelled "${t.title}" (${t.status})`
+          : `"${t.title}" is ${t.status} again: attempt ${t.attempts + 1} ` +
+              `of ${t.maxAttempts} starts when an agent takes it`,
+      );
     } catch (err) {
       setNotice(`${op} refused: ${(err as Error).message}`);
     }
@@ -131,8 +185,13 @@ export function App({ source, initialTab = "missions", onFirstFrame }: AppProps)
       const reply = await source.chat(text);
       const out: ChatBlock[] = [{ who: "ai", lines: (reply.text || "(no reply)").split("\n") }];
       const pending = new Set(reply.actions.map((a) => a.id));
-      for (const spec of reply.viewSpecs ?? []) out.push({ who: "ai", lines: viewSpecLines(spec, width - 2, (id) => (pending.has(id) ? "pending" : undefined)) });
-      for (const a of reply.actions) out.push({ who: "info", lines: [`waiting for approval: ${a.summary || a.tool} (tab 3: a approve, r reject)`] });
+      for (const spec of reply.viewSpecs ?? [])
+        out.push({
+          who: "ai",
+          lines: viewSpecLines(spec, width - 2, (id) => (pending.has(id) ? "pending" : undefined)),
+        });
+      for (const a of reply.actions)
+        out.push({ who: "info", lines: [`waiting for approval: ${a.summary || a.tool} (tab 3: a approve, r reject)`] });
       setBlocks((b) => [...b, ...out]);
       if (reply.actions.length) await refresh();
     } catch (err) {
@@ -146,7 +205,21 @@ export function App({ source, initialTab = "missions", onFirstFrame }: AppProps)
   const switchTab = (to: Tab) => go({ tab: to, selected: 0 });
 
   useInput((input, key) =>
-    onKey(input, key, st.current, { exit, go, switchTab, send, setStatus, setNotice, loadTask, refresh, actOnTask, askCancel, openMission, openTask, decide }),
+    onKey(input, key, st.current, {
+      exit,
+      go,
+      switchTab,
+      send,
+      setStatus,
+      setNotice,
+      loadTask,
+      refresh,
+      actOnTask,
+      askCancel,
+      openMission,
+      openTask,
+      decide,
+    }),
   );
 
   return (
@@ -177,29 +250,67 @@ interface ScreenData {
 }
 
 /** What the console shows: the tab bar, the current tab, and the footer with the keys that work there. */
-function Screen({ label, tab, drill, width, selected, status, data }: { label: string; tab: Tab; drill: Drill; width: number; selected: number; status: string; data: ScreenData }) {
+function Screen({
+  label,
+  tab,
+  drill,
+  width,
+  selected,
+  status,
+  data,
+}: {
+  label: string;
+  tab: Tab;
+  drill: Drill;
+  width: number;
+  selected: number;
+  status: string;
+  data: ScreenData;
+}) {
   const { missions, agents, approvals, events, tasks, task, frames, taskError, blocks, draft, busy } = data;
   const sortedFrames = [...frames.values()].sort((a, b) => a.id - b.id);
   return (
     <Box flexDirection="column">
       <Box>
         <Text bold>ep </Text>
-        <Text dimColor>{label}  </Text>
+        <Text dimColor>{label} </Text>
         {TABS.map((t, i) => (
-          <Text key={t} inverse={t === tab}>{` ${i + 1} ${t}${t === "approvals" && approvals.length ? ` (${approvals.length})` : ""} `}</Text>
+          <Text
+            key={t}
+            inverse={t === tab}
+          >{` ${i + 1} ${t}${t === "approvals" && approvals.length ? ` (${approvals.length})` : ""} `}</Text>
         ))}
       </Box>
       <Box flexDirection="column" marginTop={1}>
         {tab === "missions" && drill.level === "missions" && (
-          <List columns={["Mission", "Domain", "Status"]} rows={missions.map((m) => [m.title, m.domainName, m.status])} selected={selected} empty="(no missions)" width={width} />
+          <List
+            columns={["Mission", "Domain", "Status"]}
+            rows={missions.map((m) => [m.title, m.domainName, m.status])}
+            selected={selected}
+            empty="(no missions)"
+            width={width}
+          />
         )}
         {tab === "missions" && drill.level === "tasks" && (
           <>
             <Text bold>{`${drill.mission.title} · tasks`}</Text>
-            <List columns={["Task", "Status", "Runtime", "Agent"]} rows={tasks.map((t) => [t.title, t.waitingOn?.length ? `waiting on ${t.waitingOn.join(", ")}` : t.status, runtimeLabel(t.runtime), t.agent])} selected={selected} empty="(no tasks in this mission)" width={width} />
+            <List
+              columns={["Task", "Status", "Runtime", "Agent"]}
+              rows={tasks.map((t) => [
+                t.title,
+                t.waitingOn?.length ? `waiting on ${t.waitingOn.join(", ")}` : t.status,
+                runtimeLabel(t.runtime),
+                t.agent,
+              ])}
+              selected={selected}
+              empty="(no tasks in this mission)"
+              width={width}
+            />
           </>
         )}
-        {tab === "missions" && drill.level === "task" && <TaskScreen task={task} frames={sortedFrames} width={width} error={taskError} />}
+        {tab === "missions" && drill.level === "task" && (
+          <TaskScreen task={task} frames={sortedFrames} width={width} error={taskError} />
+        )}
         {tab === "agents" && (
           <List
             columns={["Agent", "Runtime", "State", "Running"]}
@@ -210,9 +321,20 @@ function Screen({ label, tab, drill, width, selected, status, data }: { label: s
           />
         )}
         {tab === "approvals" && (
-          <List columns={["Waiting for approval", "For"]} rows={approvals.map((a) => [a.summary || a.tool, approvalFor(a)])} selected={selected} empty="(nothing waits for approval)" width={width} />
+          <List
+            columns={["Waiting for approval", "For"]}
+            rows={approvals.map((a) => [a.summary || a.tool, approvalFor(a)])}
+            selected={selected}
+            empty="(nothing waits for approval)"
+            width={width}
+          />
         )}
-        {tab === "events" && (events.length === 0 ? <Text dimColor>(waiting for events)</Text> : events.slice(-20).map((e) => <Text key={e.id}>{eventLine(e, width)}</Text>))}
+        {tab === "events" &&
+          (events.length === 0 ? (
+            <Text dimColor>(waiting for events)</Text>
+          ) : (
+            events.slice(-20).map((e) => <Text key={e.id}>{eventLine(e, width)}</Text>)
+          ))}
         {tab === "console" && <ChatScreen blocks={blocks} draft={draft} busy={busy} width={width} />}
       </Box>
       <Box marginTop={1}>
@@ -232,7 +354,9 @@ function approvalFor(a: ApprovalItem): string {
 export function decisionNotice(asked: ApprovalItem, res: ApprovalItem): string {
   const what = asked.summary || asked.tool;
   if (!asked.sessionId) {
-    return res.status === "approved" ? `allowed: ${what}; the agent goes on with it` : `refused: ${what}; the agent goes on without it`;
+    return res.status === "approved"
+      ? `allowed: ${what}; the agent goes on with it`
+      : `refused: ${what}; the agent goes on without it`;
   }
   if (res.status === "rejected") return `rejected: ${what}; nothing was changed`;
   if (res.error) return `approved: ${what}, but it failed: ${res.error}`;
@@ -256,7 +380,19 @@ type KeyActions = {
   decide(approve: boolean): Promise<void>;
 };
 
-type KeyState = { tab: Tab; drill: Drill; selected: number; draft: string; busy: boolean; confirmCancel: boolean; missions: MissionItem[]; tasks: TaskItem[]; approvals: ApprovalItem[]; agents: AgentItem[]; events: EventItem[] };
+type KeyState = {
+  tab: Tab;
+  drill: Drill;
+  selected: number;
+  draft: string;
+  busy: boolean;
+  confirmCancel: boolean;
+  missions: MissionItem[];
+  tasks: TaskItem[];
+  approvals: ApprovalItem[];
+  agents: AgentItem[];
+  events: EventItem[];
+};
 
 function onKey(input: string, key: Key, s: KeyState, act: KeyActions): void {
   if (key.ctrl && input === "c") return act.exit();
@@ -293,7 +429,8 @@ function onKey(input: string, key: Key, s: KeyState, act: KeyActions): void {
   }
   if (s.tab === "missions") {
     if (key.escape || key.backspace) {
-      if (s.drill.level === "task" && s.drill.mission) return act.go({ drill: { level: "tasks", mission: s.drill.mission }, selected: 0 });
+      if (s.drill.level === "task" && s.drill.mission)
+        return act.go({ drill: { level: "tasks", mission: s.drill.mission }, selected: 0 });
       return act.go({ drill: { level: "missions" }, selected: 0 });
     }
     if (s.drill.level === "task") {
@@ -303,11 +440,21 @@ function onKey(input: string, key: Key, s: KeyState, act: KeyActions): void {
     }
     if (key.return) {
       if (s.drill.level === "missions" && s.missions[s.selected]) return void act.openMission(s.missions[s.selected]);
-      if (s.drill.level === "tasks" && s.tasks[s.selected]) return act.openTask(s.tasks[s.selected].id, s.drill.mission);
+      if (s.drill.level === "tasks" && s.tasks[s.selected])
+        return act.openTask(s.tasks[s.selected].id, s.drill.mission);
       return;
     }
   }
-  const count = s.tab === "missions" ? (s.drill.level === "tasks" ? s.tasks.length : s.missions.length) : s.tab === "agents" ? s.agents.length : s.tab === "approvals" ? s.approvals.length : s.events.length;
+  const count =
+    s.tab === "missions"
+      ? s.drill.level === "tasks"
+        ? s.tasks.length
+        : s.missions.length
+      : s.tab === "agents"
+        ? s.agents.length
+        : s.tab === "approvals"
+          ? s.approvals.length
+          : s.events.length;
   if (key.downArrow || input === "j") return act.go({ selected: Math.min(s.selected + 1, Math.max(0, count - 1)) });
   if (key.upArrow || input === "k") return act.go({ selected: Math.max(0, s.selected - 1) });
   if (s.tab === "approvals" && input === "a") return void act.decide(true);
@@ -327,12 +474,16 @@ function useTowerData(source: TuiDataSource, drillOf: () => Drill) {
   const [status, setStatus] = useState("loading…");
   const refreshTimer = useRef<NodeJS.Timeout | undefined>(undefined);
 
-
   // biome-ignore lint/correctness/useExhaustiveDependencies: drillOf reads the current drill when called
   const refresh = useCallback(async () => {
     try {
       const d = drillOf();
-      const [m, a, p, t] = await Promise.all([source.missions(), source.agents(), source.approvals(), d.level === "tasks" ? source.tasks(d.mission.id) : undefined]);
+      const [m, a, p, t] = await Promise.all([
+        source.missions(),
+        source.agents(),
+        source.approvals(),
+        d.level === "tasks" ? source.tasks(d.mission.id) : undefined,
+      ]);
       setMissions(m);
       setAgents(a);
       setApprovals(p);
@@ -391,5 +542,21 @@ function useTowerData(source: TuiDataSource, drillOf: () => Drill) {
       if (refreshTimer.current) clearTimeout(refreshTimer.current);
     };
   }, [source, refresh, loadTask]);
-  return { missions, agents, approvals, events, tasks, setTasks, task, setTask, frames, setFrames, taskError, status, setStatus, refresh, loadTask };
+  return {
+    missions,
+    agents,
+    approvals,
+    events,
+    tasks,
+    setTasks,
+    task,
+    setTask,
+    frames,
+    setFrames,
+    taskError,
+    status,
+    setStatus,
+    refresh,
+    loadTask,
+  };
 }

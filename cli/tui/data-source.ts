@@ -28,7 +28,9 @@ export interface TaskItem {
   runtime: string;
   /** who runs (or ran) it, by name; "" when nobody claimed it yet */
   agent: string;
-  /** a waiting task's parents that have not succeeded, by step name or title where the list has them (docs/pipelines.md) */
+  /**
+   * a waiting task's parents that have not succeeded, by step name or title where the list has them (docs/pipelines.md)
+   */
   waitingOn?: string[];
 }
 

@@ -10,7 +10,9 @@ import type { TuiDataSource } from "./data-source.js";
 function lazyTowerSource(url: string, token: string | undefined): TuiDataSource {
   let real: Promise<TuiDataSource> | undefined;
   const get = () =>
-    (real ??= Promise.all([import("../tower.js"), import("./tower-source.js")]).then(([{ towerTransport }, { createTowerSource }]) => createTowerSource(towerTransport(url, token), url)));
+    (real ??= Promise.all([import("../tower.js"), import("./tower-source.js")]).then(
+      ([{ towerTransport }, { createTowerSource }]) => createTowerSource(towerTransport(url, token), url),
+    ));
   let closed = false;
   return {
     label: url,

@@ -1,6 +1,13 @@
 // The TUI's data from a real tower: generated Connect clients; live events from
 // EventService.StreamEvents, resumed after the last id with the 1 s → 30 s backoff.
-import { AgentStateSchema, DenialSourceSchema, RuntimeSchema, TaskStatus, TaskStatusSchema, MissionStatusSchema } from "../../gen/ep/tower/v1/resources_pb.js";
+import {
+  AgentStateSchema,
+  DenialSourceSchema,
+  RuntimeSchema,
+  TaskStatus,
+  TaskStatusSchema,
+  MissionStatusSchema,
+} from "../../gen/ep/tower/v1/resources_pb.js";
 import { denialLines } from "../denials.js";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { createBackoff } from "../../common/backoff.js";
@@ -11,18 +18,35 @@ import { EventService } from "../../gen/ep/tower/v1/events_pb.js";
 import { AgentService } from "../../gen/ep/tower/v1/fleet_pb.js";
 import { TaskWaitReasonSchema, WorkService } from "../../gen/ep/tower/v1/work_pb.js";
 import type { Event, Task } from "../../gen/ep/tower/v1/resources_pb.js";
-import { ApprovalService, ApprovalStatus, ApprovalStatusSchema, type Approval } from "../../gen/ep/tower/v1/approvals_pb.js";
+import {
+  ApprovalService,
+  ApprovalStatus,
+  ApprovalStatusSchema,
+  type Approval,
+} from "../../gen/ep/tower/v1/approvals_pb.js";
 import { enumWord, isoOf } from "../../common/vocab.js";
 import type { ApprovalItem, EventItem, FrameItem, TaskDetail, TaskItem, TuiDataSource } from "./data-source.js";
 
-
 export function frameOf(id: number, payload: JsonObject | undefined): FrameItem {
   const p = payload ?? {};
-  return { id, kind: String(p.kind ?? "text"), text: String(p.text ?? ""), data: p.data && typeof p.data === "object" && !Array.isArray(p.data) ? (p.data as Record<string, unknown>) : undefined };
+  return {
+    id,
+    kind: String(p.kind ?? "text"),
+    text: String(p.text ?? ""),
+    data:
+      p.data && typeof p.data === "object" && !Array.isArray(p.data) ? (p.data as Record<string, unknown>) : undefined,
+  };
 }
 
 type EventFields = Pick<Event, "type" | "name" | "status" | "payload" | "taskId" | "agentId">;
-const eventFields = (e: EventFields) => ({ type: e.type, name: e.name, status: e.status, payload: e.payload ?? {}, task_id: e.taskId, agent_id: e.agentId });
+const eventFields = (e: EventFields) => ({
+  type: e.type,
+  name: e.name,
+  status: e.status,
+  payload: e.payload ?? {},
+  task_id: e.taskId,
+  agent_id: e.agentId,
+});
 
 /** An event in words, as `ep events tail` prints it (cli/event-line.ts), agents by name. */
 export function eventDetail(e: EventFields, nameOf?: (id: string) => string | undefined): string {
@@ -49,7 +73,15 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
   const events = createClient(EventService, transport);
   let sessionId: string | undefined;
   const stops = new Set<() => void>();
-  const toItem = (a: PendingAction, session = ""): ApprovalItem => ({ sessionId: a.sessionId, id: a.id, tool: a.tool, summary: a.summary, status: enumWord(ActionStatusSchema, a.status), session, error: a.error });
+  const toItem = (a: PendingAction, session = ""): ApprovalItem => ({
+    sessionId: a.sessionId,
+    id: a.id,
+    tool: a.tool,
+    summary: a.summary,
+    status: enumWord(ActionStatusSchema, a.status),
+    session,
+    error: a.error,
+  });
   // agent names, refreshed with each agents() call (tasks show who runs them)
   let agentNames = new Map<string, string>();
   const askedFor = new Set<string>();
@@ -60,13 +92,36 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
   };
   const taskItem = (t: Task): TaskItem => {
     const who = t.claimedBy || t.assigneeAgentId;
-    return { id: t.id, missionId: t.missionId, title: t.title, status: enumWord(TaskStatusSchema, t.status), runtime: enumWord(RuntimeSchema, t.runtime), agent: who ? (agentNames.get(who) ?? who) : "" };
+    return {
+      id: t.id,
+      missionId: t.missionId,
+      title: t.title,
+      status: enumWord(TaskStatusSchema, t.status),
+      runtime: enumWord(RuntimeSchema, t.runtime),
+      agent: who ? (agentNames.get(who) ?? who) : "",
+    };
   };
   const taskDetail = (t: Task): TaskDetail => {
     const u = t.result?.usage;
-    const usage = u && (u.inputTokens || u.outputTokens || u.costUsd) ? `${u.inputTokens} tokens in, ${u.outputTokens} out${u.costUsd ? `, $${u.costUsd.toFixed(4)}` : ""}${u.model ? ` (${u.model})` : ""}` : "";
-    const denials = t.result?.denials.length ? denialLines(t.result.denials.map((d) => ({ ...d, source: enumWord(DenialSourceSchema, d.source) }))) : undefined;
-    return { ...taskItem(t), attempts: t.attempts, maxAttempts: t.maxAttempts, createdAt: isoOf(t.createdAt), output: t.result?.output ?? "", error: t.result?.error ?? "", usage, workspace: workspaceOf(t.result?.workspace), ...(denials ? { denials } : {}) };
+    const usage =
+      u && (u.inputTokens || u.outputTokens || u.costUsd)
+        ? `${u.inputTokens} tokens in, ${u.outputTokens} ` +
+          `out${u.costUsd ? `, $${u.costUsd.toFixed(4)}` : ""}${u.model ? ` (${u.model})` : ""}`
+        : "";
+    const denials = t.result?.denials.length
+      ? denialLines(t.result.denials.map((d) => ({ ...d, source: enumWord(DenialSourceSchema, d.source) })))
+      : undefined;
+    return {
+      ...taskItem(t),
+      attempts: t.attempts,
+      maxAttempts: t.maxAttempts,
+      createdAt: isoOf(t.createdAt),
+      output: t.result?.output ?? "",
+      error: t.result?.error ?? "",
+      usage,
+      workspace: workspaceOf(t.result?.workspace),
+      ...(denials ? { denials } : {}),
+    };
   };
 
   return {
@@ -74,27 +129,47 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
     async missions() {
       const out = [];
       for (const d of (await work.listDomains({})).domains) {
-        for (const m of (await work.listMissions({ domainId: d.id })).missions) out.push({ id: m.id, domainId: m.domainId, domainName: d.name || d.id, title: m.title, status: enumWord(MissionStatusSchema, m.status) });
+        for (const m of (await work.listMissions({ domainId: d.id })).missions)
+          out.push({
+            id: m.id,
+            domainId: m.domainId,
+            domainName: d.name || d.id,
+            title: m.title,
+            status: enumWord(MissionStatusSchema, m.status),
+          });
       }
       return out;
     },
     async agents() {
       const list = await loadAgents();
       const running = new Map<string, string>();
-      for (const t of (await work.listTasks({ status: TaskStatus.RUNNING, limit: 500 })).tasks) if (t.claimedBy) running.set(t.claimedBy, t.title);
-      return list.map((a) => ({ id: a.id, name: a.name, domainId: a.domainId, runtime: enumWord(RuntimeSchema, a.runtime), state: enumWord(AgentStateSchema, a.state), taskTitle: running.get(a.id) }));
+      for (const t of (await work.listTasks({ status: TaskStatus.RUNNING, limit: 500 })).tasks)
+        if (t.claimedBy) running.set(t.claimedBy, t.title);
+      return list.map((a) => ({
+        id: a.id,
+        name: a.name,
+        domainId: a.domainId,
+        runtime: enumWord(RuntimeSchema, a.runtime),
+        state: enumWord(AgentStateSchema, a.state),
+        taskTitle: running.get(a.id),
+      }));
     },
     ...approvalsPart(transport, toItem),
     async tasks(missionId) {
       if (!agentNames.size) await loadAgents().catch(() => undefined); // names are a nicety: ids show instead
       const tasks = (await work.listTasks({ missionId, limit: 500 })).tasks.filter((t) => !t.parentTaskId);
       const names = new Map(tasks.map((t) => [t.id, t.step || t.title]));
-      return tasks.map((t) => ({ ...taskItem(t), ...(t.waitingOn.length ? { waitingOn: t.waitingOn.map((id) => names.get(id) ?? id) } : {}) }));
+      return tasks.map((t) => ({
+        ...taskItem(t),
+        ...(t.waitingOn.length ? { waitingOn: t.waitingOn.map((id) => names.get(id) ?? id) } : {}),
+      }));
     },
     async task(taskId) {
       const got = await work.getTask({ taskId });
       const detail = taskDetail(got.task!);
-      return got.wait ? { ...detail, wait: `${enumWord(TaskWaitReasonSchema, got.wait.reason)}: ${got.wait.message}` } : detail;
+      return got.wait
+        ? { ...detail, wait: `${enumWord(TaskWaitReasonSchema, got.wait.reason)}: ${got.wait.message}` }
+        : detail;
     },
     async frames(taskId) {
       const out: FrameItem[] = [];
@@ -150,7 +225,12 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
       const reply = res.reply;
       const parts = [reply?.content ?? ""];
       if (reply?.error) parts.push(`error: ${reply.error}`);
-      return { sessionId, text: parts.filter(Boolean).join("\n"), actions: res.actions.map((a) => toItem(a)), viewSpecs: reply?.viewSpecs ?? [] };
+      return {
+        sessionId,
+        text: parts.filter(Boolean).join("\n"),
+        actions: res.actions.map((a) => toItem(a)),
+        viewSpecs: reply?.viewSpecs ?? [],
+      };
     },
 
     close() {
@@ -160,22 +240,41 @@ export function createTowerSource(transport: Transport, label: string): TuiDataS
 }
 
 /** The workspace change as the TUI shows it: the branch line and the stat. */
-function workspaceOf(w: { branch: string; base: string; head: string; stat: string; worktree: string; commits: { byEpd: boolean }[] } | undefined): TaskDetail["workspace"] {
+function workspaceOf(
+  w:
+    | { branch: string; base: string; head: string; stat: string; worktree: string; commits: { byEpd: boolean }[] }
+    | undefined,
+): TaskDetail["workspace"] {
   if (!w) return undefined;
   const byEpd = w.commits.filter((c) => c.byEpd).length;
   const made = w.commits.length ? `: ${w.commits.length - byEpd} by the agent${byEpd ? `, ${byEpd} by epd` : ""}` : "";
-  const commits = w.head && w.head !== w.base ? `${w.base.slice(0, 8)}..${w.head.slice(0, 8)}${made}` : `from ${w.base.slice(0, 8)}, no commits`;
-  return { branch: `branch ${w.branch} (${commits})${w.worktree ? ` · kept at ${w.worktree}` : ""}`, stat: w.stat || "no changes" };
+  const commits =
+    w.head && w.head !== w.base
+      ? `${w.base.slice(0, 8)}..${w.head.slice(0, 8)}${made}`
+      : `from ${w.base.slice(0, 8)}, no commits`;
+  return {
+    branch: `branch ${w.branch} (${commits})${w.worktree ? ` · kept at ${w.worktree}` : ""}`,
+    stat: w.stat || "no changes",
+  };
 }
 
 /**
  * What waits for a person: agents' tool-permission requests (ApprovalService; no session, ids
  * apr_…) first, then the pending actions of AI sessions; decided by whichever service owns them.
  */
-function approvalsPart(transport: Transport, toItem: (a: PendingAction, session?: string) => ApprovalItem): Pick<TuiDataSource, "approvals" | "approve" | "reject"> {
+function approvalsPart(
+  transport: Transport,
+  toItem: (a: PendingAction, session?: string) => ApprovalItem,
+): Pick<TuiDataSource, "approvals" | "approve" | "reject"> {
   const ai = createClient(AiService, transport);
   const asks = createClient(ApprovalService, transport);
-  const askItem = (a: Approval): ApprovalItem => ({ sessionId: "", id: a.id, tool: a.tool, summary: `${a.title || a.tool} (task ${a.taskId})`, status: enumWord(ApprovalStatusSchema, a.status) });
+  const askItem = (a: Approval): ApprovalItem => ({
+    sessionId: "",
+    id: a.id,
+    tool: a.tool,
+    summary: `${a.title || a.tool} (task ${a.taskId})`,
+    status: enumWord(ApprovalStatusSchema, a.status),
+  });
   return {
     async approvals() {
       const out: ApprovalItem[] = (await asks.listApprovals({ status: ApprovalStatus.PENDING })).approvals.map(askItem);
@@ -185,7 +284,9 @@ function approvalsPart(transport: Transport, toItem: (a: PendingAction, session?
       } catch {
         return out; // a tower without the AI console has no actions to approve
       }
-      for (const s of sessions) for (const a of (await ai.getSession({ sessionId: s.id })).actions) if (a.status === ActionStatus.PENDING) out.push(toItem(a, s.title));
+      for (const s of sessions)
+        for (const a of (await ai.getSession({ sessionId: s.id })).actions)
+          if (a.status === ActionStatus.PENDING) out.push(toItem(a, s.title));
       return out;
     },
     async approve(s, a) {

@@ -11,7 +11,8 @@ const obj = (v: unknown): Obj => (v && typeof v === "object" && !Array.isArray(v
 /** One cell as one line of text: control characters (escapes, newlines) become spaces. */
 export function cellText(v: unknown): string {
   if (v === null || v === undefined || v === "") return "—";
-  const s = typeof v === "string" ? v : typeof v === "number" || typeof v === "boolean" ? String(v) : (JSON.stringify(v) ?? "");
+  const s =
+    typeof v === "string" ? v : typeof v === "number" || typeof v === "boolean" ? String(v) : (JSON.stringify(v) ?? "");
   return s.replace(/[\u0000-\u001f\u007f-\u009f]+/g, " ");
 }
 
@@ -31,7 +32,11 @@ export function tableLines(columns: Cell[], rows: Cell[][], width: number): stri
     if (widths[widest] <= 6) break;
     widths[widest]--;
   }
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? fit(c, widths[i]) : fit(c, widths[i]).padEnd(widths[i]))).join("  ").trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? fit(c, widths[i]) : fit(c, widths[i]).padEnd(widths[i])))
+      .join("  ")
+      .trimEnd();
   return [line(head), ...body.map(line)];
 }
 
@@ -45,7 +50,11 @@ function kvLines(items: unknown[], width: number, indent = ""): string[] {
  * A view_spec as lines. `statusOf` gives a pending action's state (the bar shows what waits for a
  * decision and where to make it).
  */
-export function viewSpecLines(spec: unknown, width: number, statusOf: (actionId: string) => string | undefined = () => undefined): string[] {
+export function viewSpecLines(
+  spec: unknown,
+  width: number,
+  statusOf: (actionId: string) => string | undefined = () => undefined,
+): string[] {
   const s = obj(spec);
   const title = typeof s.title === "string" && s.title ? [fit(s.title, width)] : [];
   switch (s.type) {
@@ -60,23 +69,41 @@ export function viewSpecLines(spec: unknown, width: number, statusOf: (actionId:
         ...title,
         ...arr(s.cards).flatMap((c) => {
           const card = obj(c);
-          const head = [cellText(card.title), card.status ? `[${cellText(card.status)}]` : "", card.subtitle ? cellText(card.subtitle) : ""].filter(Boolean).join("  ");
+          const head = [
+            cellText(card.title),
+            card.status ? `[${cellText(card.status)}]` : "",
+            card.subtitle ? cellText(card.subtitle) : "",
+          ]
+            .filter(Boolean)
+            .join("  ");
           return [fit(`• ${head}`, width), ...kvLines(arr(card.fields), width, "    ")];
         }),
       ];
     case "timeline":
-      return [...title, ...arr(s.items).map((x) => {
-        const i = obj(x);
-        const at = typeof i.at === "string" ? i.at.replace("T", " ").slice(0, 19) : "";
-        return fit(`${at}  ${cellText(i.title)}${i.detail ? ` · ${cellText(i.detail)}` : ""}`, width);
-      })];
+      return [
+        ...title,
+        ...arr(s.items).map((x) => {
+          const i = obj(x);
+          const at = typeof i.at === "string" ? i.at.replace("T", " ").slice(0, 19) : "";
+          return fit(`${at}  ${cellText(i.title)}${i.detail ? ` · ${cellText(i.detail)}` : ""}`, width);
+        }),
+      ];
     case "log_stream":
       return [...title, ...arr(s.lines).map((l) => fit(cellText(l), width))];
     case "action_bar": {
-      const ids = [...new Set(arr(s.actions).map((a) => obj(a).action_id).filter((x): x is string => typeof x === "string"))];
+      const ids = [
+        ...new Set(
+          arr(s.actions)
+            .map((a) => obj(a).action_id)
+            .filter((x): x is string => typeof x === "string"),
+        ),
+      ];
       return ids.map((id) => {
         const status = statusOf(id) ?? "pending";
-        return fit(status === "pending" ? `waiting for approval (tab 3: a approve, r reject)` : `action ${status}`, width);
+        return fit(
+          status === "pending" ? `waiting for approval (tab 3: a approve, r reject)` : `action ${status}`,
+          width,
+        );
       });
     }
     default:

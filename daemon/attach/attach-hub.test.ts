@@ -87,7 +87,10 @@ describe.skipIf(tmuxTool.skip)("attach hub", () => {
     ro.ws.send("{nope");
     ro.ws.send(JSON.stringify({ type: "resize", cols: 0, rows: 5 }));
     await until(() => ro.frames.filter((f) => f.type === "error").length === 2);
-    expect(ro.frames.filter((f) => f.type === "error").map((f) => f.code)).toEqual(["invalid_json", "invalid_argument"]);
+    expect(ro.frames.filter((f) => f.type === "error").map((f) => f.code)).toEqual([
+      "invalid_json",
+      "invalid_argument",
+    ]);
     ro.ws.send(Buffer.from("echo ro-typed\r"));
     const rw = await viewer(hub, pane, { mode: "rw", cols: 80, rows: 24 });
     rw.ws.send(Buffer.from("echo rw-typed-$((1+1))\r"));

@@ -129,13 +129,20 @@ export class AttachSessions {
   }
 
   armIdle(s: Session, v: Viewer) {
-    v.idleTimer = this.o.clock.setTimeout(() => {
-      const quiet = this.o.clock.now() - v.lastActive;
-      if (quiet >= this.idleMs) {
-        this.control(v.ws, { type: "error", code: "idle_timeout", message: `no input or output for ${Math.round(this.idleMs / 1000)} s; attach again to continue` });
-        this.endViewer(s, v, CLOSE.idle, "idle");
-      } else this.armIdle(s, v);
-    }, Math.max(1, this.idleMs - (this.o.clock.now() - v.lastActive)));
+    v.idleTimer = this.o.clock.setTimeout(
+      () => {
+        const quiet = this.o.clock.now() - v.lastActive;
+        if (quiet >= this.idleMs) {
+          this.control(v.ws, {
+            type: "error",
+            code: "idle_timeout",
+            message: `no input or output for ${Math.round(this.idleMs / 1000)} s; attach again to continue`,
+          });
+          this.endViewer(s, v, CLOSE.idle, "idle");
+        } else this.armIdle(s, v);
+      },
+      Math.max(1, this.idleMs - (this.o.clock.now() - v.lastActive)),
+    );
   }
 
   /** Output to every viewer; a viewer far behind pauses the PTY (tmux) or is dropped (runs). */
@@ -149,7 +156,11 @@ export class AttachSessions {
       if (v.ws.bufferedAmount > this.highWater) {
         if (s.source?.kind === "tmux") this.pauseUntilDrained(s);
         else if (v.ws.bufferedAmount > 8 * this.highWater) {
-          this.control(v.ws, { type: "error", code: "slow_consumer", message: "the viewer fell too far behind the run's output; attach again to resume" });
+          this.control(v.ws, {
+            type: "error",
+            code: "slow_consumer",
+            message: "the viewer fell too far behind the run's output; attach again to resume",
+          });
           this.endViewer(s, v, CLOSE.slow_consumer, "slow consumer");
         }
       }
@@ -162,7 +173,9 @@ export class AttachSessions {
     s.source.pause();
     const check = () => {
       s.drainTimer = undefined;
-      const behind = [...s.viewers].some((v) => v.ws.readyState === v.ws.OPEN && v.ws.bufferedAmount > this.highWater / 2);
+      const behind = [...s.viewers].some(
+        (v) => v.ws.readyState === v.ws.OPEN && v.ws.bufferedAmount > this.highWater / 2,
+      );
       if (behind) s.drainTimer = this.o.clock.setTimeout(check, 5);
       else {
         s.paused = false;
@@ -173,8 +186,18 @@ export class AttachSessions {
   }
 
   exitAll(s: Session, info: SourceExit) {
-    this.o.log.info("attach source ended", { key: s.key, reason: info.reason, exit_code: info.exitCode, viewers: s.viewers.size });
-    const frame: ControlFrame = { type: "exit", reason: info.reason, ...(info.exitCode !== undefined ? { exit_code: info.exitCode } : {}), ...(info.signal ? { signal: info.signal } : {}) };
+    this.o.log.info("attach source ended", {
+      key: s.key,
+      reason: info.reason,
+      exit_code: info.exitCode,
+      viewers: s.viewers.size,
+    });
+    const frame: ControlFrame = {
+      type: "exit",
+      reason: info.reason,
+      ...(info.exitCode !== undefined ? { exit_code: info.exitCode } : {}),
+      ...(info.signal ? { signal: info.signal } : {}),
+    };
     for (const v of [...s.viewers]) {
       this.control(v.ws, frame);
       this.endViewer(s, v, CLOSE.normal, "exited");
@@ -186,7 +209,13 @@ export class AttachSessions {
     const key = keyOf(target);
     let s = this.map.get(key);
     if (!s) {
-      s = { key, target, ring: createRingBuffer(target.kind === "tmux" ? this.ringBytes : this.runRingBytes), viewers: new Set(), paused: false };
+      s = {
+        key,
+        target,
+        ring: createRingBuffer(target.kind === "tmux" ? this.ringBytes : this.runRingBytes),
+        viewers: new Set(),
+        paused: false,
+      };
       this.map.set(key, s);
       if (target.kind === "tmux") {
         const session = s;
@@ -288,12 +317,19 @@ export function createAttachHub(o: AttachHubOptions): AttachHub {
         const key = `run:${agentId}`;
         let s = sessions.get(key);
         if (!s) {
-          s = { key, target: { kind: "run", agentId }, ring: createRingBuffer(ss.runRingBytes), viewers: new Set(), paused: false };
+          s = {
+            key,
+            target: { kind: "run", agentId },
+            ring: createRingBuffer(ss.runRingBytes),
+            viewers: new Set(),
+            paused: false,
+          };
           sessions.set(key, s);
         }
         return s;
       };
-      const text = (f: ProgressFrame) => Buffer.from(`${f.kind === "text" ? "" : `[${f.kind}] `}${f.text.replace(CRLF, "\r\n")}\r\n`);
+      const text = (f: ProgressFrame) =>
+        Buffer.from(`${f.kind === "text" ? "" : `[${f.kind}] `}${f.text.replace(CRLF, "\r\n")}\r\n`);
       return {
         ...registry,
         // a getter: the registry's config changes on config_reload
@@ -331,7 +367,8 @@ export function createAttachHub(o: AttachHubOptions): AttachHub {
 
     async close() {
       ss.closed = true;
-      const opening = [...sessions.values()].map((s) => s.opening?.catch(() => undefined)); // closing: wait for opens, their errors went to their callers
+      // closing: wait for opens, their errors went to their callers
+      const opening = [...sessions.values()].map((s) => s.opening?.catch(() => undefined));
       for (const s of [...sessions.values()]) {
         for (const v of [...s.viewers]) {
           control(v.ws, { type: "error", code: "unavailable", message: "the daemon is shutting down" });
@@ -348,8 +385,11 @@ export function createAttachHub(o: AttachHubOptions): AttachHub {
 
 /** The line a follower sees when a run ends. */
 function runEndLine(taskId: string, r: RunResult): Buffer {
-  const status = r.exitCode !== undefined ? `exit ${r.exitCode}` : r.signal ? `signal ${r.signal}` : r.ok ? "ok" : "failed";
-  return Buffer.from(`\x1b[2m── run ${taskId} ended: ${status}${r.error ? ` (${r.error.replace(CRLF, " ")})` : ""} ──\x1b[0m\r\n`);
+  const status =
+    r.exitCode !== undefined ? `exit ${r.exitCode}` : r.signal ? `signal ${r.signal}` : r.ok ? "ok" : "failed";
+  return Buffer.from(
+    `\x1b[2m── run ${taskId} ended: ${status}${r.error ? ` (${r.error.replace(CRLF, " ")})` : ""} ──\x1b[0m\r\n`,
+  );
 }
 
 /** The exit frame of a run (followers stay attached for the agent's next run). */
@@ -357,7 +397,7 @@ function runExitFrame(taskId: string, r: RunResult): ControlFrame {
   return {
     type: "exit",
     task_id: taskId,
-    reason: r.cancelled ? "cancelled" : r.timedOut ? "timed out" : r.ok ? "succeeded" : r.error ?? "failed",
+    reason: r.cancelled ? "cancelled" : r.timedOut ? "timed out" : r.ok ? "succeeded" : (r.error ?? "failed"),
     ...(r.exitCode !== undefined ? { exit_code: r.exitCode } : {}),
     ...(r.signal ? { signal: r.signal } : {}),
   };

@@ -9,7 +9,18 @@ export type AttachMode = "rw" | "ro";
 
 export type ControlFrame =
   /** First frame on every attach: what is attached and where the replay starts. */
-  | { type: "hello"; agent_id: string; target: "tmux" | "run"; session?: string; mode: AttachMode; cols: number; rows: number; offset: number; replay: number; reset: boolean }
+  | {
+      type: "hello";
+      agent_id: string;
+      target: "tmux" | "run";
+      session?: string;
+      mode: AttachMode;
+      cols: number;
+      rows: number;
+      offset: number;
+      replay: number;
+      reset: boolean;
+    }
   /** Client → server: the viewer's terminal size (rw viewers only reach the PTY). */
   | { type: "resize"; cols: number; rows: number }
   /** Tower → browser while the node dials back. */
@@ -33,7 +44,10 @@ export function parseSize(name: string, raw: unknown, fallback?: number): number
     return fallback;
   }
   const n = typeof raw === "number" ? raw : Number(raw);
-  if (!Number.isInteger(n) || n < MIN_SIZE || n > MAX_SIZE) throw new EpError("invalid_argument", `${name} must be an integer from ${MIN_SIZE} to ${MAX_SIZE}`, { field: name });
+  if (!Number.isInteger(n) || n < MIN_SIZE || n > MAX_SIZE)
+    throw new EpError("invalid_argument", `${name} must be an integer from ${MIN_SIZE} to ${MAX_SIZE}`, {
+      field: name,
+    });
   return n;
 }
 
@@ -51,10 +65,15 @@ export function parseClientFrame(text: string): ControlFrame {
   } catch {
     throw new EpError("invalid_json", "a text message must be one JSON control frame");
   }
-  if (!doc || typeof doc !== "object") throw new EpError("invalid_argument", "a control frame is a JSON object", { field: "type" });
+  if (!doc || typeof doc !== "object")
+    throw new EpError("invalid_argument", "a control frame is a JSON object", { field: "type" });
   const f = doc as Record<string, unknown>;
   if (f.type === "resize") return { type: "resize", cols: parseSize("cols", f.cols), rows: parseSize("rows", f.rows) };
-  throw new EpError("invalid_argument", `unknown control frame type ${JSON.stringify(f.type)} (clients send binary input and {"type":"resize"})`, { field: "type" });
+  throw new EpError(
+    "invalid_argument",
+    `unknown control frame type ${JSON.stringify(f.type)} (clients send binary input and {"type":"resize"})`,
+    { field: "type" },
+  );
 }
 
 export const frameText = (f: ControlFrame): string => JSON.stringify(f);

@@ -60,7 +60,8 @@ function paramsOf(get: (k: string) => unknown): AttachParams {
   let sinceN: number | undefined;
   if (since !== undefined && since !== null && since !== "") {
     sinceN = Number(since);
-    if (!Number.isSafeInteger(sinceN) || sinceN < 0) throw new EpError("invalid_argument", "since must be a byte offset (a non-negative integer)", { field: "since" });
+    if (!Number.isSafeInteger(sinceN) || sinceN < 0)
+      throw new EpError("invalid_argument", "since must be a byte offset (a non-negative integer)", { field: "since" });
   }
   const agent = get("agent") ?? get("agent_id");
   return {
@@ -75,12 +76,18 @@ function paramsOf(get: (k: string) => unknown): AttachParams {
 function refuse(socket: Duplex, err: EpError): void {
   const body = JSON.stringify(err.toJSON());
   socket.once("finish", () => socket.destroy());
-  socket.end(`HTTP/1.1 ${err.httpStatus} Refused\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${err.httpStatus} Refused\r\ncontent-type: application/json\r\ncontent-length: ` +
+      `${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }
 
 async function removeStaleSocket(path: string): Promise<void> {
   try {
-    if (!(await lstat(path)).isSocket()) throw new EpError("invalid_argument", `${path} exists and is not a socket; refusing to replace it`, { field: "path" });
+    if (!(await lstat(path)).isSocket())
+      throw new EpError("invalid_argument", `${path} exists and is not a socket; refusing to replace it`, {
+        field: "path",
+      });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
     throw err;
@@ -90,7 +97,8 @@ async function removeStaleSocket(path: string): Promise<void> {
     probe.once("connect", () => (probe.destroy(), resolve(true)));
     probe.once("error", () => resolve(false));
   });
-  if (alive) throw new EpError("already_exists", `another process is serving ${path}; stop it (ep daemon down) first`, { path });
+  if (alive)
+    throw new EpError("already_exists", `another process is serving ${path}; stop it (ep daemon down) first`, { path });
   await unlink(path).catch(() => undefined); // a stale socket may not exist: listen() reports a real problem
 }
 
@@ -100,7 +108,10 @@ export function createAttachGateway(o: AttachGatewayOptions): AttachGateway {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
   const dials = new Set<WebSocket>();
   const server = http.createServer((_req, res) => {
-    const err = new EpError("invalid_argument", `epd.sock speaks WebSocket: GET ${ATTACH_PATH}?agent=<id> with 'Upgrade: websocket' (ep agent attach <id>)`);
+    const err = new EpError(
+      "invalid_argument",
+      `epd.sock speaks WebSocket: GET ${ATTACH_PATH}?agent=<id> with 'Upgrade: websocket' (ep agent attach <id>)`,
+    );
     res.writeHead(426, { "content-type": "application/json", upgrade: "websocket" }).end(JSON.stringify(err.toJSON()));
   });
   let listening = false;
@@ -124,7 +135,8 @@ export function createAttachGateway(o: AttachGatewayOptions): AttachGateway {
     const url = new URL(req.url ?? "/", "http://epd");
     let p: AttachParams;
     try {
-      if (url.pathname !== ATTACH_PATH) throw new EpError("route_not_found", `no route ${url.pathname} on epd.sock (use ${ATTACH_PATH}?agent=<id>)`);
+      if (url.pathname !== ATTACH_PATH)
+        throw new EpError("route_not_found", `no route ${url.pathname} on epd.sock (use ${ATTACH_PATH}?agent=<id>)`);
       p = paramsOf((k) => url.searchParams.get(k) ?? undefined);
     } catch (err) {
       refuse(socket, toEpError(err));
@@ -137,19 +149,30 @@ export function createAttachGateway(o: AttachGatewayOptions): AttachGateway {
     const attachId = msg.attachId;
     if (!attachId) return log.warn("attach command without attach_id; ignored");
     // the parameters as a viewer's query names them
-    const data: Record<string, unknown> = { mode: msg.mode, cols: msg.cols, rows: msg.rows, ...(msg.hasSince ? { since: Number(msg.since) } : {}) };
+    const data: Record<string, unknown> = {
+      mode: msg.mode,
+      cols: msg.cols,
+      rows: msg.rows,
+      ...(msg.hasSince ? { since: Number(msg.since) } : {}),
+    };
     let p: AttachParams;
     try {
       p = paramsOf((k) => (k === "agent" ? msg.agentId : data[k]));
     } catch (err) {
-      return log.warn("attach command with bad parameters; ignored", { attach_id: attachId, error: (err as Error).message });
+      return log.warn("attach command with bad parameters; ignored", {
+        attach_id: attachId,
+        error: (err as Error).message,
+      });
     }
     // the replica that holds the browser's socket may name itself; otherwise the tower we link to
     const base = /^https?:\/\//.test(msg.dialUrl) ? msg.dialUrl : o.tower.baseUrl;
     const url = new URL(DIAL_PATH, base.replace(/^http/, "ws"));
     url.searchParams.set("attach_id", attachId);
     const ws = new WebSocket(url, {
-      headers: { authorization: `Bearer ${o.tower.token}`, [PROOF_HEADER]: attachProof(o.tower.attachSecret, attachId) },
+      headers: {
+        authorization: `Bearer ${o.tower.token}`,
+        [PROOF_HEADER]: attachProof(o.tower.attachSecret, attachId),
+      },
       handshakeTimeout: dialTimeoutMs,
       maxPayload: 1024 * 1024,
       perMessageDeflate: false,
@@ -160,7 +183,13 @@ export function createAttachGateway(o: AttachGatewayOptions): AttachGateway {
     ws.on("unexpected-response", (_req, res) => {
       let body = "";
       res.on("data", (d: Buffer) => (body += d.toString()));
-      res.on("end", () => log.warn("the tower refused the attach dial-back", { attach_id: attachId, status: res.statusCode, body: body.slice(0, 500) }));
+      res.on("end", () =>
+        log.warn("the tower refused the attach dial-back", {
+          attach_id: attachId,
+          status: res.statusCode,
+          body: body.slice(0, 500),
+        }),
+      );
       ws.terminate();
     });
     ws.on("open", () => serve(ws, p, "tower"));

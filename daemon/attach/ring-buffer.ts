@@ -39,7 +39,10 @@ export function createRingBuffer(capacity: number): RingBuffer {
       const len = written - offset;
       if (len === 0) return { data: Buffer.alloc(0), offset, lost };
       const at = offset % capacity;
-      const data = at + len <= capacity ? Buffer.from(buf.subarray(at, at + len)) : Buffer.concat([buf.subarray(at), buf.subarray(0, len - (capacity - at))]);
+      const data =
+        at + len <= capacity
+          ? Buffer.from(buf.subarray(at, at + len))
+          : Buffer.concat([buf.subarray(at), buf.subarray(0, len - (capacity - at))]);
       return { data, offset, lost };
     },
   };

@@ -22,12 +22,18 @@ export function createTargetResolver(d: TargetDeps): ResolveTarget {
     if (!target) throw invalidField("agent", "is required (an agent id, or a profile's id, name or tmux session)");
     const profile = d.fleet.findProfile(target);
     if (profile?.runtime === "muxhost_hosted") {
-      return { kind: "tmux", agentId: d.fleet.towerAgentId(profile.id) ?? profile.id, session: profile.session, socketName: d.fleet.settings.tmuxSocket };
+      return {
+        kind: "tmux",
+        agentId: d.fleet.towerAgentId(profile.id) ?? profile.id,
+        session: profile.session,
+        socketName: d.fleet.settings.tmuxSocket,
+      };
     }
     // the id the runs of this agent carry (profiles without a tower id run under their own id)
-    const agentId = profile ? d.fleet.towerAgentId(profile.id) ?? profile.id : d.agents.find(target)?.id ?? target;
+    const agentId = profile ? (d.fleet.towerAgentId(profile.id) ?? profile.id) : (d.agents.find(target)?.id ?? target);
     const run = d.hub.currentRun(agentId);
-    if (run?.runtime === "muxhost_hosted") return { kind: "tmux", agentId, session: taskSessionName(run.taskId), socketName: d.runSocketName };
+    if (run?.runtime === "muxhost_hosted")
+      return { kind: "tmux", agentId, session: taskSessionName(run.taskId), socketName: d.runSocketName };
     if (profile || d.agents.find(target) || d.hub.hasRuns(agentId)) return { kind: "run", agentId };
     throw new EpError("agent_not_found", `no agent or profile named ${target} on this node`, { agent: target });
   };

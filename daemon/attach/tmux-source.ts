@@ -44,24 +44,41 @@ export interface TmuxSourceOptions extends TmuxOptions {
 export async function openTmuxSource(o: TmuxSourceOptions, on: SourceEvents): Promise<TerminalSource> {
   const tmux: TmuxOptions = { socketName: o.socketName, tmuxPath: o.tmuxPath };
   if (!(await tmuxSessionExists(o.session, tmux))) {
-    throw new EpError("not_found", `the tmux session '${o.session}' is not running on this node`, { session: o.session });
+    throw new EpError("not_found", `the tmux session '${o.session}' is not running on this node`, {
+      session: o.session,
+    });
   }
   const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(o.env ?? process.env)) if (v !== undefined && k !== "TMUX" && k !== "TMUX_PANE") env[k] = v;
+  for (const [k, v] of Object.entries(o.env ?? process.env))
+    if (v !== undefined && k !== "TMUX" && k !== "TMUX_PANE") env[k] = v;
   env.TERM = "xterm-256color";
   const args = [...(o.socketName ? ["-L", o.socketName] : []), "-u", "attach-session", "-t", `=${o.session}`];
-  const term: IPty = pty.spawn(o.tmuxPath ?? "tmux", args, { name: "xterm-256color", cols: o.cols, rows: o.rows, cwd: process.cwd(), env, encoding: null });
+  const term: IPty = pty.spawn(o.tmuxPath ?? "tmux", args, {
+    name: "xterm-256color",
+    cols: o.cols,
+    rows: o.rows,
+    cwd: process.cwd(),
+    env,
+    encoding: null,
+  });
   let closed = false;
   // node-pty hands Buffers when encoding is null; the typings only say string
   term.onData((d: string | Buffer) => on.data(typeof d === "string" ? Buffer.from(d) : d));
   term.onExit(({ exitCode, signal }) => {
     void (async () => {
       // a pane kept by remain-on-exit still knows how its program ended
-      const state = await tmuxPaneState(o.session, tmux).catch(() => undefined); // a pane that is gone ends the source (below)
+      // a pane that is gone ends the source (below)
+      const state = await tmuxPaneState(o.session, tmux).catch(() => undefined);
       if (state?.dead) {
-        on.exit({ exitCode: state.exitStatus, ...(state.exitSignal ? { signal: String(state.exitSignal) } : {}), reason: "the pane's program exited" });
+        on.exit({
+          exitCode: state.exitStatus,
+          ...(state.exitSignal ? { signal: String(state.exitSignal) } : {}),
+          reason: "the pane's program exited",
+        });
       } else if (state) {
-        on.exit({ reason: closed ? "detached" : `the tmux client ended (exit ${exitCode}${signal ? `, signal ${signal}` : ""})` });
+        on.exit({
+          reason: closed ? "detached" : `the tmux client ended (exit ${exitCode}${signal ? `, signal ${signal}` : ""})`,
+        });
       } else {
         on.exit({ reason: "the tmux session ended" });
       }

@@ -129,7 +129,10 @@ describe("planner booster", () => {
   });
 
   it("reports an alloc that points outside memory as a broken ABI", async () => {
-    const wat = boosterWat("(i32.const 0)").replace("(result i32) (i32.const 1024))", "(result i32) (i32.const 70000))");
+    const wat = boosterWat("(i32.const 0)").replace(
+      "(result i32) (i32.const 1024))",
+      "(result i32) (i32.const 70000))",
+    );
     const booster = await load(wat);
     const v = booster.validate("create_domain", { name: "a" });
     expect(v.verdict).toBe("error");
@@ -182,14 +185,20 @@ describe("loading a booster", () => {
   });
 
   it("fails clearly when validate or memory is missing", async () => {
-    const path = await boosterFile("noexports.wasm", `(module (func (export "alloc") (param i32) (result i32) (i32.const 0)))`);
+    const path = await boosterFile(
+      "noexports.wasm",
+      `(module (func (export "alloc") (param i32) (result i32) (i32.const 0)))`,
+    );
     const err = await loadFails(path);
     expect(err.message).toContain("memory (memory)");
     expect(err.message).toContain("validate(ptr, len)");
   });
 
   it("fails clearly when the module imports something", async () => {
-    const path = await boosterFile("imports.wasm", `(module (import "env" "log" (func (param i32))) (memory (export "memory") 1))`);
+    const path = await boosterFile(
+      "imports.wasm",
+      `(module (import "env" "log" (func (param i32))) (memory (export "memory") 1))`,
+    );
     expect((await loadFails(path)).message).toContain("may not import anything, but it imports env.log");
   });
 

@@ -173,7 +173,9 @@ function errorMessage(err: unknown): string {
 function abiProblem(module: WebAssembly.Module): string | undefined {
   const imports = WebAssembly.Module.imports(module);
   if (imports.length > 0) {
-    return `a booster may not import anything, but it imports ${imports.map((i) => `${i.module}.${i.name}`).join(", ")}`;
+    return (
+      `a booster may not import anything, but it imports ` + `${imports.map((i) => `${i.module}.${i.name}`).join(", ")}`
+    );
   }
   const exports = new Map(WebAssembly.Module.exports(module).map((e) => [e.name, e.kind]));
   const missing: string[] = [];
@@ -182,7 +184,12 @@ function abiProblem(module: WebAssembly.Module): string | undefined {
   if (exports.get("validate") !== "function") missing.push("validate(ptr, len) -> verdict (function)");
   const hasPtr = exports.get("reason_ptr") === "function";
   const hasLen = exports.get("reason_len") === "function";
-  if (hasPtr !== hasLen) missing.push(hasPtr ? "reason_len() (function, exported with reason_ptr)" : "reason_ptr() (function, exported with reason_len)");
+  if (hasPtr !== hasLen)
+    missing.push(
+      hasPtr
+        ? "reason_len() (function, exported with reason_ptr)"
+        : "reason_ptr() (function, exported with reason_len)",
+    );
   return missing.length > 0 ? `the module does not export ${missing.join(", ")}` : undefined;
 }
 
@@ -192,7 +199,8 @@ function abiProblem(module: WebAssembly.Module): string | undefined {
  * instantiate is a `config_invalid` EpError naming the flag and the path (a startup error).
  */
 export async function loadBooster(path: string | undefined, opts: BoosterOptions = {}): Promise<Booster> {
-  if (path === undefined) return loadBoosterFromBytes(Buffer.from(DEFAULT_BOOSTER_WASM_BASE64, "base64"), "embedded", opts);
+  if (path === undefined)
+    return loadBoosterFromBytes(Buffer.from(DEFAULT_BOOSTER_WASM_BASE64, "base64"), "embedded", opts);
   let bytes: Uint8Array;
   try {
     bytes = await readFile(path);
@@ -203,7 +211,11 @@ export async function loadBooster(path: string | undefined, opts: BoosterOptions
 }
 
 /** Like loadBooster, for module bytes already in memory; `source` names them in errors and telemetry. */
-export async function loadBoosterFromBytes(bytes: Uint8Array, source: string, opts: BoosterOptions = {}): Promise<Booster> {
+export async function loadBoosterFromBytes(
+  bytes: Uint8Array,
+  source: string,
+  opts: BoosterOptions = {},
+): Promise<Booster> {
   let module: WebAssembly.Module;
   try {
     module = await WebAssembly.compile(new Uint8Array(bytes));
@@ -221,7 +233,11 @@ export async function loadBoosterFromBytes(bytes: Uint8Array, source: string, op
   return booster;
 }
 
-function createBoosterRunner(module: WebAssembly.Module, source: string, opts: BoosterOptions): Booster & { start(): string | undefined } {
+function createBoosterRunner(
+  module: WebAssembly.Module,
+  source: string,
+  opts: BoosterOptions,
+): Booster & { start(): string | undefined } {
   const timeoutMs = opts.timeoutMs ?? 100;
   const startTimeoutMs = opts.startTimeoutMs ?? 5000;
   const maxInputBytes = opts.maxInputBytes ?? 2 * 1024 * 1024;
@@ -241,7 +257,13 @@ function createBoosterRunner(module: WebAssembly.Module, source: string, opts: B
     });
     // Never let the booster's thread keep the daemon alive or crash it.
     worker.unref();
-    const handle: WorkerHandle = { worker, ctl, input: new Uint8Array(inputSab), out: new Uint8Array(outSab), ready: false };
+    const handle: WorkerHandle = {
+      worker,
+      ctl,
+      input: new Uint8Array(inputSab),
+      out: new Uint8Array(outSab),
+      ready: false,
+    };
     worker.on("error", (err) => log.error("booster worker failed", { error: errorMessage(err) }));
     // A worker that died on its own (e.g. out of heap) is replaced on the next call.
     worker.on("exit", () => {
@@ -256,7 +278,6 @@ function createBoosterRunner(module: WebAssembly.Module, source: string, opts: B
     dying.add(done);
     void done.then(() => dying.delete(done));
   }
-
 
   /** Returns a started worker, or the reason none could be started. */
   function ensureWorker(): WorkerHandle | string {
@@ -275,7 +296,8 @@ function createBoosterRunner(module: WebAssembly.Module, source: string, opts: B
     return handle;
   }
 
-  const failed = (t0: number, message: string, details: Record<string, unknown>, code?: FailCode) => failure(source, t0, message, details, code);
+  const failed = (t0: number, message: string, details: Record<string, unknown>, code?: FailCode) =>
+    failure(source, t0, message, details, code);
 
   function validate(tool: string, args: unknown): BoosterVerdict {
     const t0 = performance.now();
@@ -284,7 +306,12 @@ function createBoosterRunner(module: WebAssembly.Module, source: string, opts: B
     try {
       json = JSON.stringify({ tool, arguments: args ?? null });
     } catch (err) {
-      return failed(t0, `arguments: cannot be serialized as JSON (${errorMessage(err)})`, { field: "arguments" }, "invalid_argument");
+      return failed(
+        t0,
+        `arguments: cannot be serialized as JSON (${errorMessage(err)})`,
+        { field: "arguments" },
+        "invalid_argument",
+      );
     }
     const handle = ensureWorker();
     if (typeof handle === "string") {
@@ -293,7 +320,12 @@ function createBoosterRunner(module: WebAssembly.Module, source: string, opts: B
     const { ctl } = handle;
     const { read, written } = encoder.encodeInto(json, handle.input);
     if (read < json.length) {
-      return failed(t0, `arguments: the call is larger than the booster's ${maxInputBytes}-byte input limit`, { field: "arguments" }, "payload_too_large");
+      return failed(
+        t0,
+        `arguments: the call is larger than the booster's ${maxInputBytes}-byte input limit`,
+        { field: "arguments" },
+        "payload_too_large",
+      );
     }
     ctl[INPUT_LEN] = written;
     Atomics.store(ctl, STATE, REQUEST);
@@ -308,11 +340,15 @@ function createBoosterRunner(module: WebAssembly.Module, source: string, opts: B
         log.warn("booster timed out; restarting it", { tool, timeout_ms: timeoutMs });
         // Start the replacement now so it is ready by the next call.
         if (!closed) current = spawn();
-        return failed(t0, `Booster ${source} did not answer within ${timeoutMs} ms for tool ${tool}; it was stopped and restarted.`, {
-          cause: "timeout",
-          tool,
-          timeout_ms: timeoutMs,
-        });
+        return failed(
+          t0,
+          `Booster ${source} did not answer within ${timeoutMs} ms for tool ${tool}; it was stopped and restarted.`,
+          {
+            cause: "timeout",
+            tool,
+            timeout_ms: timeoutMs,
+          },
+        );
       }
       Atomics.wait(ctl, STATE, REQUEST, left);
     }
@@ -347,8 +383,18 @@ function readOut(handle: WorkerHandle): string {
 
 type FailCode = "internal" | "invalid_argument" | "payload_too_large";
 
-function failure(source: string, t0: number, message: string, details: Record<string, unknown>, code: FailCode = "internal"): BoosterVerdict {
-  return { verdict: "error", error: new EpError(code, message, { booster: source, ...details }), durationMs: performance.now() - t0 };
+function failure(
+  source: string,
+  t0: number,
+  message: string,
+  details: Record<string, unknown>,
+  code: FailCode = "internal",
+): BoosterVerdict {
+  return {
+    verdict: "error",
+    error: new EpError(code, message, { booster: source, ...details }),
+    durationMs: performance.now() - t0,
+  };
 }
 
 /** The verdict a finished call left in the control block (or why the module failed). */
@@ -356,10 +402,16 @@ function verdictOf(handle: WorkerHandle, source: string, tool: string, t0: numbe
   const { ctl } = handle;
   const status = ctl[STATUS];
   if (status === STATUS_TRAP) {
-    return failure(source, t0, `Booster ${source} trapped on tool ${tool}: ${readOut(handle)}.`, { cause: "trap", tool });
+    return failure(source, t0, `Booster ${source} trapped on tool ${tool}: ${readOut(handle)}.`, {
+      cause: "trap",
+      tool,
+    });
   }
   if (status === STATUS_ABI) {
-    return failure(source, t0, `Booster ${source} broke the ABI on tool ${tool}: ${readOut(handle)}.`, { cause: "abi", tool });
+    return failure(source, t0, `Booster ${source} broke the ABI on tool ${tool}: ${readOut(handle)}.`, {
+      cause: "abi",
+      tool,
+    });
   }
   const code = ctl[VERDICT];
   const durationMs = performance.now() - t0;
@@ -371,11 +423,16 @@ function verdictOf(handle: WorkerHandle, source: string, tool: string, t0: numbe
     case VERDICT_SHORT_CIRCUIT:
       return { verdict: "short_circuit", reason: readOut(handle), durationMs };
     default:
-      return failure(source, t0, `Booster ${source} returned unknown verdict ${code} for tool ${tool} (expected 0, 1 or 2).`, {
-        cause: "abi",
-        tool,
-        verdict_code: code,
-      });
+      return failure(
+        source,
+        t0,
+        `Booster ${source} returned unknown verdict ${code} for tool ${tool} (expected 0, 1 or 2).`,
+        {
+          cause: "abi",
+          tool,
+          verdict_code: code,
+        },
+      );
   }
 }
 

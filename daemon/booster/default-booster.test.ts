@@ -11,7 +11,9 @@ describe("embedded default booster", () => {
     const fresh = await compileWat(await readFile(new URL("default-booster.wat", here), "utf8"), "default-booster.wat");
     const committed = new Uint8Array(await readFile(new URL("default-booster.wasm", here)));
     expect(Buffer.from(committed).equals(Buffer.from(fresh)), "run: node scripts/build-booster.mjs").toBe(true);
-    expect(DEFAULT_BOOSTER_WASM_BASE64, "run: node scripts/build-booster.mjs").toBe(Buffer.from(fresh).toString("base64"));
+    expect(DEFAULT_BOOSTER_WASM_BASE64, "run: node scripts/build-booster.mjs").toBe(
+      Buffer.from(fresh).toString("base64"),
+    );
   });
 
   describe("verdicts", () => {
@@ -33,7 +35,10 @@ describe("embedded default booster", () => {
       ["an empty string", ""],
     ])("rejects %s as arguments", (_name, args) => {
       const v = booster.validate("create_mission", args);
-      expect(v).toMatchObject({ verdict: "reject", reason: "payload is empty: the tool arguments must have at least one field" });
+      expect(v).toMatchObject({
+        verdict: "reject",
+        reason: "payload is empty: the tool arguments must have at least one field",
+      });
     });
 
     it.each([
@@ -48,13 +53,20 @@ describe("embedded default booster", () => {
       expect(booster.validate(tool, args).verdict).toBe("allow");
     });
 
-    it.each(["list_domains", "list_nodes", "list_pending_actions", "get_supervision"])("allows the read tool %s with no arguments", (tool) => {
-      for (const args of [{}, null, undefined]) expect(booster.validate(tool, args).verdict, JSON.stringify(args)).toBe("allow");
-    });
+    it.each(["list_domains", "list_nodes", "list_pending_actions", "get_supervision"])(
+      "allows the read tool %s with no arguments",
+      (tool) => {
+        for (const args of [{}, null, undefined])
+          expect(booster.validate(tool, args).verdict, JSON.stringify(args)).toBe("allow");
+      },
+    );
 
-    it.each(["create_domain", "signal_agent", "relist_things", "list", "get"])("still rejects %s with no arguments (not a list_*/get_* read tool)", (tool) => {
-      expect(booster.validate(tool, {})).toMatchObject({ verdict: "reject" });
-    });
+    it.each(["create_domain", "signal_agent", "relist_things", "list", "get"])(
+      "still rejects %s with no arguments (not a list_*/get_* read tool)",
+      (tool) => {
+        expect(booster.validate(tool, {})).toMatchObject({ verdict: "reject" });
+      },
+    );
 
     it("allows a large payload (memory grows to fit)", () => {
       expect(booster.validate("put_doc", { body: "x".repeat(300_000) }).verdict).toBe("allow");

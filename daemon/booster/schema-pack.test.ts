@@ -15,7 +15,10 @@ afterAll(async () => {
 
 function capturingLogger() {
   const lines: Array<Record<string, unknown>> = [];
-  const log = createLogger("test", { level: "debug", write: (line) => lines.push(JSON.parse(line) as Record<string, unknown>) });
+  const log = createLogger("test", {
+    level: "debug",
+    write: (line) => lines.push(JSON.parse(line) as Record<string, unknown>),
+  });
   return { log, warnings: () => lines.filter((l) => l.level === "warn") };
 }
 
@@ -72,13 +75,19 @@ describe("schema pack", () => {
       "strict.json",
       JSON.stringify({
         $comment: "our team's rules",
-        mission: { type: "object", required: ["title", "owner"], properties: { owner: { type: "string", pattern: "^@" } } },
+        mission: {
+          type: "object",
+          required: ["title", "owner"],
+          properties: { owner: { type: "string", pattern: "^@" } },
+        },
       }),
     );
     const pack = loadSchemaPack(path, log);
     expect(pack.source).toBe(path);
     expect(warnings()).toHaveLength(0);
-    expect(validatePayload(pack, "create_mission", { title: "a", owner: "bob" })?.message).toContain('/owner: must match pattern "^@"');
+    expect(validatePayload(pack, "create_mission", { title: "a", owner: "bob" })?.message).toContain(
+      '/owner: must match pattern "^@"',
+    );
     expect(validatePayload(pack, "create_mission", { title: "a", owner: "@bob" })).toBeUndefined();
     expect(validatePayload(pack, "create_domain", {})?.details).toMatchObject({ schema_pack: path, field: "/name" });
   });

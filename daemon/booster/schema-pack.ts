@@ -69,12 +69,26 @@ export const DEFAULT_SCHEMAS: Readonly<Record<PayloadKind, object>> = {
   doc: {
     type: "object",
     minProperties: 1,
-    properties: { mission_id: id, doc_id: id, name: { type: "string", minLength: 1 }, title: text, content: text, content_type: text },
+    properties: {
+      mission_id: id,
+      doc_id: id,
+      name: { type: "string", minLength: 1 },
+      title: text,
+      content: text,
+      content_type: text,
+    },
   },
   artifact: {
     type: "object",
     minProperties: 1,
-    properties: { task_id: id, mission_id: id, name: { type: "string", minLength: 1 }, content: text, content_type: text, uri: text },
+    properties: {
+      task_id: id,
+      mission_id: id,
+      name: { type: "string", minLength: 1 },
+      content: text,
+      content_type: text,
+      uri: text,
+    },
   },
 };
 
@@ -98,7 +112,11 @@ function newAjv(log: Logger) {
     // A pack written for another validator may use keywords or formats Ajv does not know:
     // ignore them rather than refuse the pack.
     strict: false,
-    logger: { log: () => {}, warn: (...args: unknown[]) => log.warn("schema pack", { detail: args.join(" ") }), error: () => {} },
+    logger: {
+      log: () => {},
+      warn: (...args: unknown[]) => log.warn("schema pack", { detail: args.join(" ") }),
+      error: () => {},
+    },
   });
 }
 
@@ -138,7 +156,8 @@ function readPack(path: string, log: Logger): Record<PayloadKind, ValidateFuncti
     if (!(PAYLOAD_KINDS as readonly string[]).includes(key)) {
       throw new Error(`unknown payload kind "${key}" (expected ${PAYLOAD_KINDS.join(", ")})`);
     }
-    if (typeof schema !== "object" && typeof schema !== "boolean") throw new Error(`${key}: a schema must be an object or a boolean`);
+    if (typeof schema !== "object" && typeof schema !== "boolean")
+      throw new Error(`${key}: a schema must be an object or a boolean`);
     if (schema === null || Array.isArray(schema)) throw new Error(`${key}: a schema must be an object or a boolean`);
     schemas[key as PayloadKind] = schema as object;
   }
@@ -157,7 +176,9 @@ export function loadSchemaPack(path: string | undefined, log: Logger): SchemaPac
       log.info("schema pack loaded", { path });
       return { source: path, validators };
     } catch (err) {
-      const warning = `schema pack ${path} is invalid, using the embedded defaults: ${err instanceof Error ? err.message : String(err)}`;
+      const warning =
+        `schema pack ${path} is invalid, using the embedded ` +
+        `defaults: ${err instanceof Error ? err.message : String(err)}`;
       log.warn(warning, { path });
       return { source: "embedded", warning, validators: compileAll({ ...DEFAULT_SCHEMAS }, log) };
     }
@@ -171,7 +192,10 @@ function toPayloadError(err: ErrorObject): PayloadError {
     return { path: `${at}/${(err.params as { missingProperty: string }).missingProperty}`, message: "is required" };
   }
   if (err.keyword === "additionalProperties") {
-    return { path: `${at}/${(err.params as { additionalProperty: string }).additionalProperty}`, message: "is not allowed" };
+    return {
+      path: `${at}/${(err.params as { additionalProperty: string }).additionalProperty}`,
+      message: "is not allowed",
+    };
   }
   return { path: at || "/", message: err.message ?? `fails ${err.keyword}` };
 }

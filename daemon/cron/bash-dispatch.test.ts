@@ -14,7 +14,9 @@ function isRunning(pid: number): boolean {
 
 describe("bash dispatch", () => {
   it("captures interleaved output and the exit code, with no session in the environment", async () => {
-    const r = await runBash('echo one; echo two >&2; echo "${EP_SESSION:-none}"; exit 7', { env: { PATH: process.env.PATH } });
+    const r = await runBash('echo one; echo two >&2; echo "${EP_SESSION:-none}"; exit 7', {
+      env: { PATH: process.env.PATH },
+    });
     expect(r).toEqual({ status: "failed", exitCode: 7, output: "one\ntwo\nnone\n", error: "exited with code 7" });
     expect(await runBash("true")).toEqual({ status: "ok", exitCode: 0, output: "" });
   });

@@ -71,7 +71,9 @@ function harness(toml: string, start: string): Harness {
 
 const slotsOf = (h: Harness, job: string) => h.calls.filter((c) => c.job === job).map((c) => c.slot);
 const nyHour = (isoTime: string) =>
-  new Intl.DateTimeFormat("en-US", { timeZone: NY, hour: "numeric", minute: "2-digit", hourCycle: "h23" }).format(new Date(isoTime));
+  new Intl.DateTimeFormat("en-US", { timeZone: NY, hour: "numeric", minute: "2-digit", hourCycle: "h23" }).format(
+    new Date(isoTime),
+  );
 
 describe("cron dispatcher schedules", () => {
   it("fires the jobs around midnight on the right local day", async () => {
@@ -110,7 +112,9 @@ describe("cron dispatcher schedules", () => {
     // 23 hours in that local day: 02:00 does not exist.
     expect(hourly).toHaveLength(24);
     expect(hourly.slice(0, 23).map(nyHour)).toEqual(
-      [0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23].map((n) => `${String(n).padStart(2, "0")}:00`),
+      [0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23].map(
+        (n) => `${String(n).padStart(2, "0")}:00`,
+      ),
     );
     expect(hourly[23]).toBe("2026-03-09T04:00:00.000Z"); // midnight EDT on March 9
     // The skipped wall time fires once that day (croner moves it past the gap), never twice.
@@ -120,7 +124,10 @@ describe("cron dispatcher schedules", () => {
   });
 
   it("fires a time inside the repeated hour of the fall-back change once (November 1 2026)", async () => {
-    const h = harness(`[[job]]\nname = "one-thirty"\nschedule = "30 1 * * *"\nsession = "s"\nprompt = "p"\n`, "2026-11-01T04:00:00Z");
+    const h = harness(
+      `[[job]]\nname = "one-thirty"\nschedule = "30 1 * * *"\nsession = "s"\nprompt = "p"\n`,
+      "2026-11-01T04:00:00Z",
+    );
     const d = h.make();
     await d.start();
     await h.run(4 * 3_600_000);
@@ -164,7 +171,10 @@ describe("cron dispatcher schedules", () => {
 
 describe("cron dispatcher restarts", () => {
   it("a dispatcher recreated within the same minute does not fire the slot again", async () => {
-    const h = harness(`[[job]]\nname = "m"\nschedule = "* * * * *"\nsession = "s"\nprompt = "p"\n`, "2026-02-02T10:00:00Z");
+    const h = harness(
+      `[[job]]\nname = "m"\nschedule = "* * * * *"\nsession = "s"\nprompt = "p"\n`,
+      "2026-02-02T10:00:00Z",
+    );
     const a = h.make();
     await a.start();
     expect(slotsOf(h, "m")).toEqual(["2026-02-02T10:00:00.000Z"]);
@@ -181,7 +191,10 @@ describe("cron dispatcher restarts", () => {
   });
 
   it("a slot claimed just before a crash (tick not recorded) is not fired again by the next process", async () => {
-    const h = harness(`[[job]]\nname = "m"\nschedule = "* * * * *"\nsession = "s"\nprompt = "p"\n`, "2026-02-02T10:00:20Z");
+    const h = harness(
+      `[[job]]\nname = "m"\nschedule = "* * * * *"\nsession = "s"\nprompt = "p"\n`,
+      "2026-02-02T10:00:20Z",
+    );
     const crashed = createFileCronStore(h.statePath);
     crashed.setLastTick(Date.parse("2026-02-02T09:59:00Z"));
     crashed.claim("m", Date.parse("2026-02-02T10:00:00Z"), Date.parse("2026-02-02T10:00:00Z"));
@@ -195,7 +208,8 @@ describe("cron dispatcher restarts", () => {
       `[[job]]\nname = "skipper"\nschedule = "0 * * * *"\nsession = "s"\nprompt = "p"\n` +
       `[[job]]\nname = "catchup"\nschedule = "0 * * * *"\nsession = "s"\nprompt = "p"\nmissed = "run_once"\n` +
       `[[job]]\nname = "hb"\nkind = "heartbeat"\ninterval = "1h"\nsession = "s"\nprompt = "p"\n` +
-      `[[job]]\nname = "hb-once"\nkind = "heartbeat"\ninterval = "1h"\nsession = "s"\nprompt = "p"\nmissed = "run_once"\n`;
+      (`[[job]]\nname = "hb-once"\nkind = "heartbeat"\ninterval ` +
+        `= "1h"\nsession = "s"\nprompt = "p"\nmissed = "run_once"\n`);
     const h = harness(toml, "2026-02-02T10:00:00Z");
     const a = h.make();
     await a.start();
@@ -227,7 +241,10 @@ describe("cron dispatcher restarts", () => {
   });
 
   it("the state file is plain JSON written by rename", async () => {
-    const h = harness(`[[job]]\nname = "m"\nschedule = "* * * * *"\nsession = "s"\nprompt = "p"\n`, "2026-02-02T10:00:00Z");
+    const h = harness(
+      `[[job]]\nname = "m"\nschedule = "* * * * *"\nsession = "s"\nprompt = "p"\n`,
+      "2026-02-02T10:00:00Z",
+    );
     await h.make().start();
     const state = JSON.parse(readFileSync(h.statePath, "utf8"));
     expect(state.version).toBe(1);
@@ -238,10 +255,16 @@ describe("cron dispatcher restarts", () => {
 
 describe("cron dispatcher management", () => {
   it("reload with a broken cron.toml keeps the running jobs and reports every error with its line", async () => {
-    const h = harness(`[[job]]\nname = "keep"\nschedule = "* * * * *"\nsession = "s"\nprompt = "p"\n`, "2026-02-02T10:00:30Z");
+    const h = harness(
+      `[[job]]\nname = "keep"\nschedule = "* * * * *"\nsession = "s"\nprompt = "p"\n`,
+      "2026-02-02T10:00:30Z",
+    );
     const d = h.make();
     await d.start();
-    writeFileSync(h.file, `[[job]]\nname = "keep"\nschedule = "nope"\nsession = "s"\nprompt = "p"\n\n[[job]]\nname = "x"\nprompt = "p"\n`);
+    writeFileSync(
+      h.file,
+      `[[job]]\nname = "keep"\nschedule = "nope"\nsession = "s"\nprompt = "p"\n\n[[job]]\nname = "x"\nprompt = "p"\n`,
+    );
     let caught: unknown;
     try {
       d.reload();
@@ -281,7 +304,8 @@ describe("cron dispatcher management", () => {
 
   it("bash dispatch keeps output and exit code in the history", async () => {
     const h = harness(
-      `[[job]]\nname = "fails"\nschedule = "* * * * *"\ndispatch = "bash"\nprompt = "echo out; echo err >&2; exit 3"\n` +
+      `[[job]]\nname = "fails"\nschedule = "* * * * *"\ndispatch ` +
+        `= "bash"\nprompt = "echo out; echo err >&2; exit 3"\n` +
         `[[job]]\nname = "works"\nschedule = "* * * * *"\ndispatch = "bash"\nprompt = "printf '%s' \\"$((6*7))\\""\n` +
         `[[job]]\nname = "signals"\nschedule = "* * * * *"\nsession = "pm"\nprompt = "/standup"\n`,
       "2026-02-02T10:00:00Z",
@@ -309,7 +333,10 @@ describe("cron dispatcher management", () => {
   });
 
   it("a job still running when its next slot comes is skipped for that slot", async () => {
-    const h = harness(`[[job]]\nname = "slow"\nschedule = "* * * * *"\nsession = "s"\nprompt = "p"\n`, "2026-02-02T10:00:00Z");
+    const h = harness(
+      `[[job]]\nname = "slow"\nschedule = "* * * * *"\nsession = "s"\nprompt = "p"\n`,
+      "2026-02-02T10:00:00Z",
+    );
     let release!: () => void;
     const d = h.make({
       dispatch: () => new Promise<CronDispatchResult>((r) => (release = () => r({ status: "ok" }))),
@@ -317,14 +344,19 @@ describe("cron dispatcher management", () => {
     const first = d.tick();
     h.clock.advance(60_000);
     const second = await d.tick();
-    expect(second).toEqual([expect.objectContaining({ status: "skipped", error: expect.stringMatching(/still running/) })]);
+    expect(second).toEqual([
+      expect.objectContaining({ status: "skipped", error: expect.stringMatching(/still running/) }),
+    ]);
     expect(d.describe("slow").running).toBe(true);
     release();
     expect((await first).map((f) => f.status)).toEqual(["ok"]);
   });
 
   it("gcNow removes stale dedup entries", async () => {
-    const h = harness(`[[job]]\nname = "m"\nschedule = "* * * * *"\ndispatch = "bash"\nprompt = "true"\n`, "2026-02-02T10:00:00Z");
+    const h = harness(
+      `[[job]]\nname = "m"\nschedule = "* * * * *"\ndispatch = "bash"\nprompt = "true"\n`,
+      "2026-02-02T10:00:00Z",
+    );
     const store = createFileCronStore(join(h.dir, "gc.json"));
     const d = h.make({ store, dedupRetentionMs: 10 * 60_000, dispatch: async () => ({ status: "ok" }) });
     for (let i = 0; i < 5; i++) {
@@ -341,7 +373,10 @@ describe("cron dispatcher management", () => {
   });
 
   it("close aborts a running bash job and records it", async () => {
-    const h = harness(`[[job]]\nname = "long"\nschedule = "* * * * *"\ndispatch = "bash"\nprompt = "sleep 30"\n`, "2026-02-02T10:00:00Z");
+    const h = harness(
+      `[[job]]\nname = "long"\nschedule = "* * * * *"\ndispatch = "bash"\nprompt = "sleep 30"\n`,
+      "2026-02-02T10:00:00Z",
+    );
     const d = h.make({ dispatch: createJobDispatch({ signal: async () => ({ status: "ok" }) }) });
     const ticking = d.tick();
     await waitFor(() => d.describe("long").running);

@@ -14,7 +14,6 @@ import { SlotCursors } from "./cron-slots.js";
 import { createFirer } from "./cron-fire.js";
 import type { CronFire, CronStore } from "./cron-store.js";
 
-
 export interface CronDispatcherDeps {
   clock: Clock;
   /** Path of cron.toml (normally `$EP_HOME/epd/cron.toml`); a missing file means no jobs. */
@@ -51,9 +50,15 @@ export interface CronJobView {
 }
 
 export interface CronDispatcher {
-  /** Runs a catch-up tick, then ticks on the tick grid. (cron.toml is read when the dispatcher is created; an invalid file is logged and leaves no jobs, see loadErrors.) */
+  /**
+   * Runs a catch-up tick, then ticks on the tick grid. (cron.toml is read when the dispatcher is created; an invalid
+   * file is logged and leaves no jobs, see loadErrors.)
+   */
   start(): Promise<void>;
-  /** Stops ticking, aborts running dispatches and waits for them to be recorded. The store stays open (its owner closes it). */
+  /**
+   * Stops ticking, aborts running dispatches and waits for them to be recorded. The store stays open (its owner closes
+   * it).
+   */
   close(): Promise<void>;
   /** One tick now: fires every due job and resolves when those fires are recorded. */
   tick(): Promise<CronFire[]>;
@@ -62,7 +67,9 @@ export interface CronDispatcher {
   describe(name: string): CronJobView;
   /** Most recent fires first; works for removed jobs that still have history. */
   history(name: string, limit?: number): CronFire[];
-  /** Re-reads cron.toml. On any error keeps the running jobs and throws an EpError listing every error with its line. */
+  /**
+   * Re-reads cron.toml. On any error keeps the running jobs and throws an EpError listing every error with its line.
+   */
   reload(): { jobs: number };
   /** Removes stale dedup entries now; returns how many. */
   gcNow(): number;
@@ -101,10 +108,22 @@ export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
   const initial = load();
   if (!initial.ok) {
     errors = initial.errors;
-    log.error("cron.toml is invalid; no cron jobs run until it is fixed and reloaded", { file, errors: initial.errors });
+    log.error("cron.toml is invalid; no cron jobs run until it is fixed and reloaded", {
+      file,
+      errors: initial.errors,
+    });
   } else log.info("cron jobs loaded", { file, jobs: jobs.size });
 
-  const { fire, skip } = createFirer({ clock, store, log, dispatch: deps.dispatch, onFire: deps.onFire, signal: abort.signal, running, maxOutputChars });
+  const { fire, skip } = createFirer({
+    clock,
+    store,
+    log,
+    dispatch: deps.dispatch,
+    onFire: deps.onFire,
+    signal: abort.signal,
+    running,
+    maxOutputChars,
+  });
 
   /**
    * Slots in (lastTick, now] are due. A due slot no older than two ticks is current: the latest
@@ -140,15 +159,21 @@ export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
   }
 
   function scheduleNext() {
-    if (!closed) timer = onNextTick(clock, tickMs, (at) => {
-      timer = undefined;
-      scheduleNext();
-      void tick(at).catch((err) => log.error("cron tick failed", { error: String(err) }));
-    });
+    if (!closed)
+      timer = onNextTick(clock, tickMs, (at) => {
+        timer = undefined;
+        scheduleNext();
+        void tick(at).catch((err) => log.error("cron tick failed", { error: String(err) }));
+      });
   }
 
   const view = (job: CronJob): CronJobView =>
-    jobView(job, store.history(job.name, 1)[0], slots.nextFireAt(job, clock.now(), store.lastTick(), store.lastSlot(job.name)), running.has(job.name));
+    jobView(
+      job,
+      store.history(job.name, 1)[0],
+      slots.nextFireAt(job, clock.now(), store.lastTick(), store.lastSlot(job.name)),
+      running.has(job.name),
+    );
 
   return {
     async start() {
@@ -172,7 +197,8 @@ export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
       return view(job);
     },
     history(name, limit = 20) {
-      if (!Number.isInteger(limit) || limit < 0) throw new EpError("invalid_argument", "limit must be a non-negative integer", { field: "limit" });
+      if (!Number.isInteger(limit) || limit < 0)
+        throw new EpError("invalid_argument", "limit must be a non-negative integer", { field: "limit" });
       const fires = store.history(name, limit || 20);
       if (!fires.length && !jobs.has(name)) throw notFound(name);
       return fires;
@@ -193,14 +219,21 @@ export function createCronDispatcher(deps: CronDispatcherDeps): CronDispatcher {
   };
 }
 
-/** Calls `fn` at the next instant of the tick grid (a timer may wake a hair early or late; the tick belongs to its grid instant). */
+/**
+ * Calls `fn` at the next instant of the tick grid (a timer may wake a hair early or late; the tick belongs to its grid
+ * instant).
+ */
 function onNextTick(clock: Clock, tickMs: number, fn: (at: number) => void): ClockTimer {
   const now = clock.now();
   const target = ceilToTick(now + 1, tickMs);
   return clock.setTimeout(() => fn(Math.max(clock.now(), target)), target - now);
 }
 
-const notFound = (name: string) => new EpError("not_found", `No cron job named "${name}"; list them with 'ep agent cron list'.`, { field: "name", name });
+const notFound = (name: string) =>
+  new EpError("not_found", `No cron job named "${name}"; list them with 'ep agent cron list'.`, {
+    field: "name",
+    name,
+  });
 
 function jobView(job: CronJob, lastFire: CronFire | undefined, next: number | null, running: boolean): CronJobView {
   return {
@@ -244,7 +277,12 @@ type TickStep = { job: CronJob; slot: number } & ({ action: "fire" } | { action:
  * What one tick does with each job (see tick): fire its latest current slot, or for slots missed
  * while the daemon was not ticking, follow `missed` (skip records the latest, run_once fires it).
  */
-function planTick(jobs: Iterable<CronJob>, ctx: { store: CronStore; slots: SlotCursors; log: Logger; tickMs: number }, windowStart: number, now: number): TickStep[] {
+function planTick(
+  jobs: Iterable<CronJob>,
+  ctx: { store: CronStore; slots: SlotCursors; log: Logger; tickMs: number },
+  windowStart: number,
+  now: number,
+): TickStep[] {
   const { store, slots, log, tickMs } = ctx;
   const missedBefore = now - 2 * tickMs;
   const steps: TickStep[] = [];
@@ -255,13 +293,18 @@ function planTick(jobs: Iterable<CronJob>, ctx: { store: CronStore; slots: SlotC
         steps.push({ job, slot: floorToTick(now, tickMs), action: "fire" });
         continue;
       }
-      const due = job.kind === "heartbeat" ? slots.dueHeartbeat(job, anchorMs!, windowStart, now) : slots.dueCron(job, windowStart, now);
+      const due =
+        job.kind === "heartbeat"
+          ? slots.dueHeartbeat(job, anchorMs!, windowStart, now)
+          : slots.dueCron(job, windowStart, now);
       if (due.latest === null) continue;
       if (due.latest > missedBefore || job.missed === "run_once") {
         steps.push({ job, slot: due.latest, action: "fire" });
         continue;
       }
-      const what = `${due.count === 1 ? "1 slot" : `${due.count} slots`} missed since ${iso(windowStart)} while the daemon was not ticking`;
+      const what =
+        `${due.count === 1 ? "1 slot" : `${due.count} slots`} missed ` +
+        `since ${iso(windowStart)} while the daemon was not ticking`;
       steps.push({ job, slot: due.latest, action: "skip", reason: `${what} (missed = "skip")` });
     } catch (err) {
       log.error("cron job evaluation failed", { job: job.name, error: String(err) });

@@ -31,8 +31,25 @@ prompt = "check in"
     expect(result.ok).toBe(true);
     if (!result.ok) return;
     expect(result.jobs).toEqual([
-      { name: "standup", kind: "cron", schedule: "0 9 * * 1-5", session: "pm", prompt: "/standup", dispatch: "signal", missed: "skip", line: 2 },
-      { name: "disk", kind: "cron", schedule: "*/15 * * * *", prompt: "df -h /", dispatch: "bash", missed: "run_once", line: 8 },
+      {
+        name: "standup",
+        kind: "cron",
+        schedule: "0 9 * * 1-5",
+        session: "pm",
+        prompt: "/standup",
+        dispatch: "signal",
+        missed: "skip",
+        line: 2,
+      },
+      {
+        name: "disk",
+        kind: "cron",
+        schedule: "*/15 * * * *",
+        prompt: "df -h /",
+        dispatch: "bash",
+        missed: "run_once",
+        line: 8,
+      },
       {
         name: "pulse",
         kind: "heartbeat",
@@ -101,12 +118,15 @@ prompt = "check in"
       "20 #4 name",
       "21 #4 schedule",
     ]);
-    expect(result.errors.find((e) => e.line === 15)!.message).toMatch(/duplicate job name "ok" \(first defined on line 1\)/);
-    expect(result.warnings?.map((e) => `${e.line} ${e.field}`)).toEqual(["24 session"]); // does not apply to bash: a warning
+    expect(result.errors.find((e) => e.line === 15)!.message).toMatch(
+      /duplicate job name "ok" \(first defined on line 1\)/,
+    );
+    // does not apply to bash: a warning
+    expect(result.warnings?.map((e) => `${e.line} ${e.field}`)).toEqual(["24 session"]);
     expect(result.errors.find((e) => e.line === 10)!.message).toMatch(/"signal", "bash"/);
     const err = cronFileError("/x/cron.toml", result.errors);
     expect(err.code).toBe("invalid_argument");
-    expect(err.message).toContain("line 9, job \"bad\", field schedule");
+    expect(err.message).toContain('line 9, job "bad", field schedule');
     expect(err.details?.errors).toHaveLength(7);
   });
 
@@ -149,11 +169,27 @@ kind = 3
   });
 
   it("a bash job written with a session (as in the seed's table) loads, with a warning", () => {
-    const result = parseCronFile(['[[job]]', 'name = "backup"', 'schedule = "0 3 * * *"', 'dispatch = "bash"', 'session = "ops"', 'prompt = "tar czf /tmp/b.tgz /srv"'].join("\n"));
+    const result = parseCronFile(
+      [
+        "[[job]]",
+        'name = "backup"',
+        'schedule = "0 3 * * *"',
+        'dispatch = "bash"',
+        'session = "ops"',
+        'prompt = "tar czf /tmp/b.tgz /srv"',
+      ].join("\n"),
+    );
     expect(result.ok).toBe(true);
     if (!result.ok) return;
     expect(result.jobs.map((j) => j.name)).toEqual(["backup"]);
-    expect(result.warnings).toEqual([{ line: 5, field: "session", job: "backup", message: 'session is not used by dispatch = "bash" (bash jobs run with no session); it is ignored' }]);
+    expect(result.warnings).toEqual([
+      {
+        line: 5,
+        field: "session",
+        job: "backup",
+        message: 'session is not used by dispatch = "bash" (bash jobs run with no session); it is ignored',
+      },
+    ]);
   });
 
   it("keys outside [[job]] and a non-table job are errors", () => {
@@ -165,14 +201,31 @@ kind = 3
 
   it("a multi-line prompt containing a [[job]] line does not shift line numbers", () => {
     const result = parseCronFile(
-      ['[[job]]', 'name = "a"', 'dispatch = "bash"', 'schedule = "* * * * *"', 'prompt = """', "[[job]]", 'echo hi"""', "", "[[job]]", 'name = "b"', 'schedule = "bad"', 'dispatch = "bash"', 'prompt = "x"'].join("\n"),
+      [
+        "[[job]]",
+        'name = "a"',
+        'dispatch = "bash"',
+        'schedule = "* * * * *"',
+        'prompt = """',
+        "[[job]]",
+        'echo hi"""',
+        "",
+        "[[job]]",
+        'name = "b"',
+        'schedule = "bad"',
+        'dispatch = "bash"',
+        'prompt = "x"',
+      ].join("\n"),
     );
     expect(result.ok ? [] : result.errors.map((e) => [e.line, e.job, e.field])).toEqual([[11, "b", "schedule"]]);
   });
 
   it("readCronFile reads from disk", () => {
     const dir = mkdtempSync(join(tmpdir(), "ep-cronfile-"));
-    writeFileSync(join(dir, "cron.toml"), `[[job]]\nname = "x"\nschedule = "@hourly"\ndispatch = "bash"\nprompt = "true"\n`);
+    writeFileSync(
+      join(dir, "cron.toml"),
+      `[[job]]\nname = "x"\nschedule = "@hourly"\ndispatch = "bash"\nprompt = "true"\n`,
+    );
     const result = readCronFile(join(dir, "cron.toml"));
     expect(result.ok && result.jobs.map((j) => j.name)).toEqual(["x"]);
   });

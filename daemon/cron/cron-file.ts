@@ -3,7 +3,7 @@
 import { readFileSync } from "node:fs";
 import { parse, TomlError } from "smol-toml";
 import { EpError } from "../../common/errors.js";
-import { keyLine, scanTableArray, type TomlBlock } from "../../common/toml-lines.js";
+import { keyLine, scanTableArray } from "../../common/toml-lines.js";
 import { parseInterval, validateSchedule } from "./cron-schedule.js";
 import type { CronDispatchMode, CronJob, CronKind, MissedPolicy } from "./cron-types.js";
 
@@ -20,9 +20,20 @@ export interface CronFileError {
 }
 
 /** ok: the jobs, and warnings for fields that do not apply (the job still loads). */
-export type CronFileResult = { ok: true; jobs: CronJob[]; warnings?: CronFileError[] } | { ok: false; errors: CronFileError[]; warnings?: CronFileError[] };
+export type CronFileResult =
+  | { ok: true; jobs: CronJob[]; warnings?: CronFileError[] }
+  | { ok: false; errors: CronFileError[]; warnings?: CronFileError[] };
 
-export const CRON_JOB_FIELDS = ["name", "schedule", "session", "prompt", "dispatch", "kind", "interval", "missed"] as const;
+export const CRON_JOB_FIELDS = [
+  "name",
+  "schedule",
+  "session",
+  "prompt",
+  "dispatch",
+  "kind",
+  "interval",
+  "missed",
+] as const;
 const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 /** Parses and validates cron.toml text. Never throws: a bad file gives every error found. */
@@ -66,10 +77,17 @@ export function parseCronFile(text: string): CronFileResult {
   const jobs: CronJob[] = [];
   const seen = new Map<string, number>();
   rawJobs.forEach((raw, index) => {
-    const job = parseJob(raw as Record<string, unknown>, index, { lines, block: aligned ? blocks[index] : undefined, seen, errors, warnings });
+    const job = parseJob(raw as Record<string, unknown>, index, {
+      lines,
+      block: aligned ? blocks[index] : undefined,
+      seen,
+      errors,
+      warnings,
+    });
     if (job) jobs.push(job);
   });
-  const byLine = (a: CronFileError, b: CronFileError) => a.line - b.line || (a.field ?? "").localeCompare(b.field ?? "");
+  const byLine = (a: CronFileError, b: CronFileError) =>
+    a.line - b.line || (a.field ?? "").localeCompare(b.field ?? "");
   errors.sort(byLine);
   warnings.sort(byLine);
   return errors.length ? { ok: false, errors, warnings } : { ok: true, jobs, warnings };
@@ -112,7 +130,11 @@ interface JobContext {
 }
 
 /** Checks one [[job]] table, adding its errors and warnings (with lines); the job when it has no errors. */
-function parseJob(table: Record<string, unknown>, index: number, { lines, block, seen, errors, warnings }: JobContext): CronJob | undefined {
+function parseJob(
+  table: Record<string, unknown>,
+  index: number,
+  { lines, block, seen, errors, warnings }: JobContext,
+): CronJob | undefined {
   const header = block?.header ?? keyLine(lines, "job", 1, lines.length) ?? 1;
   const lineOf = (field: string) => (block && keyLine(lines, field, block.start, block.end)) || header;
   const name = typeof table.name === "string" && table.name ? table.name : undefined;
@@ -184,9 +206,11 @@ function parseJob(table: Record<string, unknown>, index: number, { lines, block,
       const problem = validateSchedule(schedule);
       if (problem) fail("schedule", problem);
     }
-    if (table.interval !== undefined) warn("interval", 'interval is only used by kind = "heartbeat"; it is ignored (schedule applies)');
+    if (table.interval !== undefined)
+      warn("interval", 'interval is only used by kind = "heartbeat"; it is ignored (schedule applies)');
   } else {
-    if (table.interval === undefined) fail("interval", 'interval is required for kind = "heartbeat" (e.g. "30m", "2h30m")');
+    if (table.interval === undefined)
+      fail("interval", 'interval is required for kind = "heartbeat" (e.g. "30m", "2h30m")');
     else if (interval !== undefined) {
       try {
         intervalMs = parseInterval(interval);
@@ -194,7 +218,8 @@ function parseJob(table: Record<string, unknown>, index: number, { lines, block,
         fail("interval", (err as Error).message);
       }
     }
-    if (table.schedule !== undefined) warn("schedule", 'schedule is not used by kind = "heartbeat"; it is ignored (interval applies)');
+    if (table.schedule !== undefined)
+      warn("schedule", 'schedule is not used by kind = "heartbeat"; it is ignored (interval applies)');
   }
 
   if (errors.length > before || !name || prompt === undefined || !kind || !dispatch) return undefined;

@@ -13,10 +13,13 @@ const MAX_INTERVAL_MS = 366 * UNIT_MS.d;
 export function parseInterval(text: string): number {
   const m = /^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/.exec(text.trim());
   if (!text.trim() || !m) {
-    throw new Error(`interval "${text}" is not like "30s", "15m", "2h", "1d" or "2h30m" (units d, h, m, s, largest first)`);
+    throw new Error(
+      `interval "${text}" is not like "30s", "15m", "2h", "1d" or "2h30m" (units d, h, m, s, largest first)`,
+    );
   }
   const [, d, h, min, s] = m;
-  const ms = Number(d ?? 0) * UNIT_MS.d + Number(h ?? 0) * UNIT_MS.h + Number(min ?? 0) * UNIT_MS.m + Number(s ?? 0) * UNIT_MS.s;
+  const ms =
+    Number(d ?? 0) * UNIT_MS.d + Number(h ?? 0) * UNIT_MS.h + Number(min ?? 0) * UNIT_MS.m + Number(s ?? 0) * UNIT_MS.s;
   if (ms <= 0) throw new Error(`interval "${text}" must be longer than zero`);
   if (ms > MAX_INTERVAL_MS) throw new Error(`interval "${text}" is longer than 366 days`);
   return ms;
@@ -29,7 +32,8 @@ export function validateSchedule(schedule: string): string | undefined {
   const expr = schedule.trim();
   if (!expr) return "schedule must not be empty";
   if (expr.startsWith("@")) {
-    if (!NICKNAMES.has(expr.toLowerCase())) return `unknown schedule nickname "${expr}"; use ${[...NICKNAMES].join(", ")}`;
+    if (!NICKNAMES.has(expr.toLowerCase()))
+      return `unknown schedule nickname "${expr}"; use ${[...NICKNAMES].join(", ")}`;
   } else {
     const fields = expr.split(/\s+/).length;
     if (fields !== 5 && fields !== 6) {
@@ -118,13 +122,18 @@ export function latestSlotIn(
     const from = Math.max(fromExclusive, toInclusive - width);
     let latest: number | null = null;
     let n = 0;
-    for (let s = nextSlot(job, from, timeZone, opts); s !== null && s <= toInclusive; s = nextSlot(job, s, timeZone, opts)) {
+    for (
+      let s = nextSlot(job, from, timeZone, opts);
+      s !== null && s <= toInclusive;
+      s = nextSlot(job, s, timeZone, opts)
+    ) {
       latest = s;
       if (++n >= cap) break;
     }
     if (latest !== null || from === fromExclusive) {
       count = n;
-      if (latest !== null && from > fromExclusive) count = n + (nextSlot(job, fromExclusive, timeZone, opts)! <= from ? 1 : 0);
+      if (latest !== null && from > fromExclusive)
+        count = n + (nextSlot(job, fromExclusive, timeZone, opts)! <= from ? 1 : 0);
       return { latest, count };
     }
   }

@@ -46,7 +46,12 @@ export class SlotCursors {
   }
 
   /** Due slots of a heartbeat in (max(windowStart, anchor), now]. */
-  dueHeartbeat(job: CronJob, anchorMs: number, windowStart: number, now: number): { latest: number | null; count: number } {
+  dueHeartbeat(
+    job: CronJob,
+    anchorMs: number,
+    windowStart: number,
+    now: number,
+  ): { latest: number | null; count: number } {
     const r = latestSlotIn(job, Math.max(windowStart, anchorMs), now, this.timeZone, { anchorMs, tickMs: this.tickMs });
     return { latest: r.latest, count: r.count };
   }
@@ -58,7 +63,8 @@ export class SlotCursors {
       const after = Math.max(now, lastTick ?? now);
       const cursor = this.cursors.get(job.name);
       if (job.kind === "heartbeat" && anchorMs === undefined) return ceilToTick(now + 1, tickMs);
-      if (job.kind === "cron" && cursor?.key === scheduleKey(job) && cursor.next !== null && cursor.next > after) return ceilToTick(cursor.next, tickMs);
+      if (job.kind === "cron" && cursor?.key === scheduleKey(job) && cursor.next !== null && cursor.next > after)
+        return ceilToTick(cursor.next, tickMs);
       return nextFire(job, after, timeZone, { anchorMs, tickMs });
     } catch {
       return null;

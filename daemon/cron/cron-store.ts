@@ -123,7 +123,11 @@ export function createFileCronStore(path: string, opts: CronStoreOptions = {}): 
       } catch {
         // nothing to move aside
       }
-      log.warn("cron state file unreadable; starting with empty dedup and history", { path, movedTo: aside, error: String(err) });
+      log.warn("cron state file unreadable; starting with empty dedup and history", {
+        path,
+        movedTo: aside,
+        error: String(err),
+      });
     }
   }
   let closed = false;

@@ -5,7 +5,13 @@ export type { SlotOptions } from "./cron-schedule.js";
 export { DEFAULT_TICK_MS, nextFire, nextSlot, parseInterval, validateSchedule } from "./cron-schedule.js";
 export type { CronFire, CronFireStatus, CronStore, CronStoreOptions } from "./cron-store.js";
 export { createFileCronStore, createMemoryCronStore } from "./cron-store.js";
-export type { BashOptions, CronDispatch, CronDispatchContext, CronDispatchResult, JobDispatchDeps } from "./bash-dispatch.js";
+export type {
+  BashOptions,
+  CronDispatch,
+  CronDispatchContext,
+  CronDispatchResult,
+  JobDispatchDeps,
+} from "./bash-dispatch.js";
 export { createJobDispatch, runBash } from "./bash-dispatch.js";
 export type { CronDispatcher, CronDispatcherDeps, CronJobView } from "./cron-dispatcher.js";
 export { createCronDispatcher } from "./cron-dispatcher.js";

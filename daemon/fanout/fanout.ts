@@ -56,7 +56,6 @@ export interface Fanout {
   close(): Promise<void>;
 }
 
-
 function streamUrlOf(base: string): URL {
   const u = new URL(base);
   if (u.pathname === "/" || u.pathname === "") u.pathname = "/events/stream";
@@ -65,22 +64,42 @@ function streamUrlOf(base: string): URL {
 
 export function parseLoopbackListen(listen: string): { host: string; port: number } {
   const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(listen.trim());
-  if (!m) throw new EpError("config_invalid", `EP_FANOUT_LISTEN must be host:port on loopback (got ${JSON.stringify(listen)})`, { field: "EP_FANOUT_LISTEN" });
+  if (!m)
+    throw new EpError(
+      "config_invalid",
+      `EP_FANOUT_LISTEN must be host:port on loopback (got ${JSON.stringify(listen)})`,
+      { field: "EP_FANOUT_LISTEN" },
+    );
   const host = m[1] ?? m[2];
   const port = Number(m[3]);
-  if (port > 65535) throw new EpError("config_invalid", `EP_FANOUT_LISTEN port must be at most 65535 (got ${port})`, { field: "EP_FANOUT_LISTEN" });
+  if (port > 65535)
+    throw new EpError("config_invalid", `EP_FANOUT_LISTEN port must be at most 65535 (got ${port})`, {
+      field: "EP_FANOUT_LISTEN",
+    });
   if (!(host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host))) {
-    throw new EpError("config_invalid", `EP_FANOUT_LISTEN must be a loopback address (got ${host}); the fan-out has no authentication of its own`, { field: "EP_FANOUT_LISTEN" });
+    throw new EpError(
+      "config_invalid",
+      `EP_FANOUT_LISTEN must be a loopback address (got ${host}); the fan-out has no authentication of its own`,
+      { field: "EP_FANOUT_LISTEN" },
+    );
   }
   return { host, port };
 }
 
 /** Reads the fan-out settings from the daemon's environment; undefined when EP_FANOUT_LISTEN is unset (off). */
-export function fanoutEnv(env: NodeJS.ProcessEnv): { listen: string; mqtt?: { url: string; topics: string[] } } | undefined {
+export function fanoutEnv(
+  env: NodeJS.ProcessEnv,
+): { listen: string; mqtt?: { url: string; topics: string[] } } | undefined {
   if (!env.EP_FANOUT_LISTEN) return undefined;
   parseLoopbackListen(env.EP_FANOUT_LISTEN);
-  const topics = (env.EP_MQTT_TOPICS ?? "").split(",").map((t) => t.trim()).filter(Boolean);
-  if (env.EP_MQTT_URL && !topics.length) throw new EpError("config_invalid", "EP_MQTT_TOPICS must list at least one topic when EP_MQTT_URL is set", { field: "EP_MQTT_TOPICS" });
+  const topics = (env.EP_MQTT_TOPICS ?? "")
+    .split(",")
+    .map((t) => t.trim())
+    .filter(Boolean);
+  if (env.EP_MQTT_URL && !topics.length)
+    throw new EpError("config_invalid", "EP_MQTT_TOPICS must list at least one topic when EP_MQTT_URL is set", {
+      field: "EP_MQTT_TOPICS",
+    });
   return { listen: env.EP_FANOUT_LISTEN, mqtt: env.EP_MQTT_URL ? { url: env.EP_MQTT_URL, topics } : undefined };
 }
 
@@ -102,7 +121,14 @@ export function createFanout(opts: FanoutOptions): Fanout {
     resumeBufferMs: opts.resumeBufferMs ?? 250,
     upstreamId: () => upstream.lastId,
   });
-  const upstream = new Upstream({ streamUrl, token: opts.token, clock, log, backoff: opts.backoff ?? { initialMs: 1000, maxMs: 30_000 }, feed });
+  const upstream = new Upstream({
+    streamUrl,
+    token: opts.token,
+    clock,
+    log,
+    backoff: opts.backoff ?? { initialMs: 1000, maxMs: 30_000 },
+    feed,
+  });
   // MQTT (mqtt.ts): broker messages join the local feed
   const mqtt = opts.mqtt ? createMqttSource(opts.mqtt, log, (body) => feed.emitLocal("mqtt", body)) : undefined;
   const server = createLocalServer(feed, () => api.stats());
@@ -123,7 +149,11 @@ export function createFanout(opts: FanoutOptions): Fanout {
       keepAliveTimer = clock.setTimeout(keepAliveTick, keepAliveMs);
       upstream.connect();
       await mqtt?.start();
-      log.info("local event fan-out listening", { url: `${url}/events`, upstream: streamUrl.href, mqtt: opts.mqtt?.url ?? "" });
+      log.info("local event fan-out listening", {
+        url: `${url}/events`,
+        upstream: streamUrl.href,
+        mqtt: opts.mqtt?.url ?? "",
+      });
       return { url };
     },
     stats() {

@@ -44,7 +44,6 @@ export function createLocalFeed(o: FeedOptions) {
   let throttleEpisodes = 0;
   let resumeTimer: ClockTimer | undefined;
 
-
   function pushEntry(id: string, upstreamId: number, event: string | undefined, json: string): void {
     const e: Entry = {
       seq: ++seq,
@@ -77,7 +76,10 @@ export function createLocalFeed(o: FeedOptions) {
     }
     if (c.buffered() > maxBuffered) {
       clients.delete(c);
-      c.end({ code: "slow_consumer", message: `the client fell more than ${maxBuffered} bytes behind; reconnect with Last-Event-ID to resume` });
+      c.end({
+        code: "slow_consumer",
+        message: `the client fell more than ${maxBuffered} bytes behind; reconnect with Last-Event-ID to resume`,
+      });
     }
   }
 
@@ -99,7 +101,6 @@ export function createLocalFeed(o: FeedOptions) {
     return seq;
   }
 
-
   function applyRateLimit(rl: unknown): void {
     const r = rl as { remaining?: unknown; reset_at?: unknown } | undefined;
     if (!r || r.remaining !== 0 || typeof r.reset_at !== "string") return;
@@ -110,18 +111,24 @@ export function createLocalFeed(o: FeedOptions) {
     if (!paused()) {
       throttledSince = clock.now();
       throttleEpisodes++;
-      log.warn("upstream is throttling this token: holding retransmission", { reset_at: r.reset_at, resume_at: iso(until) });
+      log.warn("upstream is throttling this token: holding retransmission", {
+        reset_at: r.reset_at,
+        resume_at: iso(until),
+      });
     }
     pausedUntil = until;
     if (resumeTimer) clock.clearTimeout(resumeTimer);
-    resumeTimer = clock.setTimeout(() => {
-      resumeTimer = undefined;
-      if (clock.now() < pausedUntil) return;
-      pausedUntil = 0;
-      throttledSince = null;
-      log.info("rate-limit pause over: retransmitting", {});
-      flush();
-    }, Math.max(0, until - clock.now()));
+    resumeTimer = clock.setTimeout(
+      () => {
+        resumeTimer = undefined;
+        if (clock.now() < pausedUntil) return;
+        pausedUntil = 0;
+        throttledSince = null;
+        log.info("rate-limit pause over: retransmitting", {});
+        flush();
+      },
+      Math.max(0, until - clock.now()),
+    );
   }
 
   return {
@@ -133,7 +140,11 @@ export function createLocalFeed(o: FeedOptions) {
     flush,
     cursorFor,
     applyRateLimit,
-    pauseStats: () => ({ throttledSince: throttledSince === null ? null : iso(throttledSince), throttledUntil: paused() ? iso(pausedUntil) : null, throttleEpisodes }),
+    pauseStats: () => ({
+      throttledSince: throttledSince === null ? null : iso(throttledSince),
+      throttledUntil: paused() ? iso(pausedUntil) : null,
+      throttleEpisodes,
+    }),
     close() {
       if (resumeTimer) clock.clearTimeout(resumeTimer);
     },

@@ -48,7 +48,8 @@ function wsClient(ws: WebSocket, cursor: number): LocalClient {
   };
 }
 
-const lastIdOf = (req: IncomingMessage, u: URL) => (req.headers["last-event-id"] as string | undefined) || u.searchParams.get("last_event_id") || undefined;
+const lastIdOf = (req: IncomingMessage, u: URL) =>
+  (req.headers["last-event-id"] as string | undefined) || u.searchParams.get("last_event_id") || undefined;
 
 export function createLocalServer(feed: LocalFeed, stats: () => unknown) {
   const { clients } = feed;
@@ -64,10 +65,20 @@ export function createLocalServer(feed: LocalFeed, stats: () => unknown) {
       return;
     }
     if (req.method !== "GET" || u.pathname !== "/events") {
-      res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify(new EpError("route_not_found", `no route ${req.method} ${u.pathname}; use GET /events`).toJSON()));
+      res
+        .writeHead(404, { "content-type": "application/json" })
+        .end(
+          JSON.stringify(
+            new EpError("route_not_found", `no route ${req.method} ${u.pathname}; use GET /events`).toJSON(),
+          ),
+        );
       return;
     }
-    res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "close" });
+    res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      connection: "close",
+    });
     res.write("retry: 1000\n: ep local fan-out\n\n");
     const c = sseClient(res, feed.cursorFor(lastIdOf(req, u)));
     res.on("close", () => clients.delete(c));

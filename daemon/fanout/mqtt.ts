@@ -2,13 +2,21 @@
 // `mqtt` event (JSON payloads as objects, anything else as text). Loaded only when configured.
 import type { Logger } from "../../common/log.js";
 
-export function createMqttSource(cfg: { url: string; topics: readonly string[] }, log: Logger, emit: (body: Record<string, unknown>) => void) {
+export function createMqttSource(
+  cfg: { url: string; topics: readonly string[] },
+  log: Logger,
+  emit: (body: Record<string, unknown>) => void,
+) {
   let client: { end(force?: boolean, cb?: () => void): unknown; connected: boolean } | undefined;
   let messages = 0;
   return {
     async start(): Promise<void> {
       const { connect } = await import("mqtt");
-      const c = connect(cfg.url, { reconnectPeriod: 1000, connectTimeout: 10_000, clientId: `epd-fanout-${process.pid}-${Math.random().toString(36).slice(2, 8)}` });
+      const c = connect(cfg.url, {
+        reconnectPeriod: 1000,
+        connectTimeout: 10_000,
+        clientId: `epd-fanout-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
+      });
       client = c;
       const topics = [...cfg.topics];
       c.on("connect", () => {
@@ -27,7 +35,12 @@ export function createMqttSource(cfg: { url: string; topics: readonly string[] }
         } catch {
           body = { text };
         }
-        emit({ type: "mqtt", name: "mqtt.message", topic, payload: body !== null && typeof body === "object" && !Array.isArray(body) ? body : { value: body } });
+        emit({
+          type: "mqtt",
+          name: "mqtt.message",
+          topic,
+          payload: body !== null && typeof body === "object" && !Array.isArray(body) ? body : { value: body },
+        });
       });
       await new Promise<void>((resolve) => {
         // do not block start on a broker that is down; MQTT.js keeps reconnecting

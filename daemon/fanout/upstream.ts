@@ -93,9 +93,13 @@ export class Upstream {
    */
   private resumeFromTowerHead(body: string): void {
     try {
-      const last = (JSON.parse(body) as { error?: { details?: { last_event_id?: unknown } } }).error?.details?.last_event_id;
+      const last = (JSON.parse(body) as { error?: { details?: { last_event_id?: unknown } } }).error?.details
+        ?.last_event_id;
       if (typeof last === "number" && Number.isSafeInteger(last) && last < this.lastId) {
-        this.deps.log.warn("the tower's event log ends before our resume point; resuming from its newest event", { ours: this.lastId, tower: last });
+        this.deps.log.warn("the tower's event log ends before our resume point; resuming from its newest event", {
+          ours: this.lastId,
+          tower: last,
+        });
         this.lastId = last;
       }
     } catch {
@@ -109,7 +113,12 @@ export class Upstream {
     this.down = true;
     this.downSince = this.deps.clock.now();
     this.deps.log.warn("upstream event stream is down", { status, detail });
-    this.deps.feed.emitLocal("matrix-down", { type: "matrix", name: "matrix-down", status: "down", payload: { http_status: status, detail, upstream: this.deps.streamUrl.origin } });
+    this.deps.feed.emitLocal("matrix-down", {
+      type: "matrix",
+      name: "matrix-down",
+      status: "down",
+      payload: { http_status: status, detail, upstream: this.deps.streamUrl.origin },
+    });
   }
 
   private markUp(): void {
@@ -120,7 +129,12 @@ export class Upstream {
     const since = this.downSince;
     this.downSince = null;
     this.deps.log.info("upstream event stream is back", {});
-    this.deps.feed.emitLocal("matrix-up", { type: "matrix", name: "matrix-up", status: "up", payload: { upstream: this.deps.streamUrl.origin, down_since: since === null ? "" : iso(since) } });
+    this.deps.feed.emitLocal("matrix-up", {
+      type: "matrix",
+      name: "matrix-up",
+      status: "up",
+      payload: { upstream: this.deps.streamUrl.origin, down_since: since === null ? "" : iso(since) },
+    });
   }
 
   private scheduleReconnect(): void {

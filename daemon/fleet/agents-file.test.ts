@@ -20,8 +20,28 @@ runtime = "vendorB"
     expect(r).toEqual({
       ok: true,
       profiles: [
-        { id: "pm", name: "pm", runtime: "muxhost_hosted", session: "pm", cwd: "/srv/pm", env: { FOO: "bar" }, capabilities: ["plan"], command: ["claude", "--resume"], supervise: true, line: 1 },
-        { id: "oneshot", name: "oneshot", runtime: "vendorB", session: "oneshot", env: {}, capabilities: [], supervise: false, line: 11 },
+        {
+          id: "pm",
+          name: "pm",
+          runtime: "muxhost_hosted",
+          session: "pm",
+          cwd: "/srv/pm",
+          env: { FOO: "bar" },
+          capabilities: ["plan"],
+          command: ["claude", "--resume"],
+          supervise: true,
+          line: 1,
+        },
+        {
+          id: "oneshot",
+          name: "oneshot",
+          runtime: "vendorB",
+          session: "oneshot",
+          env: {},
+          capabilities: [],
+          supervise: false,
+          line: 11,
+        },
       ],
     });
   });
@@ -65,12 +85,28 @@ session = "x.y"
   });
 
   it("takes a profile's own permission for its runtime, and refuses one that does not apply", () => {
-    const ok = parseAgentsFile(`[[agent]]\nid = "a"\nruntime = "vendorA_agent_acp"\npermission = "ask"\n[[agent]]\nid = "b"\nruntime = "vendorA_code"\npermission = "ask"\n[[agent]]\nid = "c"\nruntime = "shell"\npermission = "workspace"\n`);
+    const ok = parseAgentsFile(
+      `[[agent]]\nid = "a"\nruntime = "vendorA_agent_acp"\npermission = "ask"\n[[agent]]\nid = "b"\nruntime = ` +
+        `"vendorA_code"\npermission = "ask"\n[[agent]]\nid = "c"\nruntime = "shell"\npermission = "workspace"\n`,
+    );
     expect(ok.ok && ok.profiles.map((p) => p.permission)).toEqual(["ask", "ask", "workspace"]);
-    const bad = parseAgentsFile(`[[agent]]\nid = "a"\nruntime = "vendorA_code"\npermission = "allow_once"\n[[agent]]\nid = "b"\nruntime = "shell"\npermission = "ask"\n`);
+    const bad = parseAgentsFile(
+      `[[agent]]\nid = "a"\nruntime = "vendorA_code"\npermission = ` +
+        `"allow_once"\n[[agent]]\nid = "b"\nruntime = "shell"\npermission = "ask"\n`,
+    );
     expect(bad.ok ? [] : bad.errors.map((e) => [e.line, e.field, e.message])).toEqual([
-      [4, "permission", `permission "allow_once": 'allow_once' was renamed: use "workspace" (must be one of workspace, ask, read-only, unconfined)`],
-      [8, "permission", 'permission "ask": "ask" works for vendorA_code and vendorA_agent_acp (their CLIs ask EP); shell has no way to ask a person'],
+      [
+        4,
+        "permission",
+        `permission "allow_once": 'allow_once' was renamed: use ` +
+          `"workspace" (must be one of workspace, ask, read-only, unconfined)`,
+      ],
+      [
+        8,
+        "permission",
+        'permission "ask": "ask" works for vendorA_code and vendorA_agent_acp ' +
+          "(their CLIs ask EP); shell has no way to ask a person",
+      ],
     ]);
   });
 

@@ -44,7 +44,20 @@ export interface AgentsFileError {
 
 export type AgentsFileResult = { ok: true; profiles: FleetProfile[] } | { ok: false; errors: AgentsFileError[] };
 
-export const AGENT_FIELDS = ["id", "name", "runtime", "session", "cwd", "env", "capabilities", "command", "supervise", "domain", "workspace", "permission"] as const;
+export const AGENT_FIELDS = [
+  "id",
+  "name",
+  "runtime",
+  "session",
+  "cwd",
+  "env",
+  "capabilities",
+  "command",
+  "supervise",
+  "domain",
+  "workspace",
+  "permission",
+] as const;
 const PROFILE_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Runtimes whose profile agent is a long-running process of its own when supervised. */
@@ -93,19 +106,36 @@ export function parseAgentsFile(text: string): AgentsFileResult {
     doc = parse(text) as Record<string, unknown>;
   } catch (err) {
     if (err instanceof TomlError) {
-      return { ok: false, errors: [{ line: err.line, message: `TOML syntax error: ${err.message.split("\n")[0].replace(/^Invalid TOML document:\s*/i, "")}` }] };
+      return {
+        ok: false,
+        errors: [
+          {
+            line: err.line,
+            message: `TOML syntax error: ${err.message.split("\n")[0].replace(/^Invalid TOML document:\s*/i, "")}`,
+          },
+        ],
+      };
     }
     return { ok: false, errors: [{ line: 1, message: `cannot parse: ${String(err)}` }] };
   }
   const lines = text.split(/\r?\n/);
   const errors: AgentsFileError[] = [];
   for (const key of Object.keys(doc)) {
-    if (key !== "agent") errors.push({ line: findKeyLine(lines, 1, lines.length, key) ?? 1, field: key, message: `unknown top-level key "${key}"; agents.toml holds only [[agent]] tables` });
+    if (key !== "agent")
+      errors.push({
+        line: findKeyLine(lines, 1, lines.length, key) ?? 1,
+        field: key,
+        message: `unknown top-level key "${key}"; agents.toml holds only [[agent]] tables`,
+      });
   }
   const raw = doc.agent;
   if (raw === undefined) return errors.length ? { ok: false, errors } : { ok: true, profiles: [] };
   if (!Array.isArray(raw) || raw.some((a) => typeof a !== "object" || a === null || Array.isArray(a))) {
-    errors.push({ line: findKeyLine(lines, 1, lines.length, "agent") ?? 1, field: "agent", message: "agent must be an array of tables written as [[agent]]" });
+    errors.push({
+      line: findKeyLine(lines, 1, lines.length, "agent") ?? 1,
+      field: "agent",
+      message: "agent must be an array of tables written as [[agent]]",
+    });
     return { ok: false, errors };
   }
   const blocks = scanBlocks(lines);
@@ -121,10 +151,12 @@ export function parseAgentsFile(text: string): AgentsFileResult {
     const lineOf = (field: string) => (block && findKeyLine(lines, block.start, block.end, field)) || header;
     const id = typeof t.id === "string" && t.id ? t.id : undefined;
     const before = errors.length;
-    const fail = (field: string, message: string) => errors.push({ line: lineOf(field), field, agent: id ?? `#${index + 1}`, message });
+    const fail = (field: string, message: string) =>
+      errors.push({ line: lineOf(field), field, agent: id ?? `#${index + 1}`, message });
 
     for (const key of Object.keys(t)) {
-      if (!(AGENT_FIELDS as readonly string[]).includes(key)) fail(key, `unknown field "${key}"; known fields: ${AGENT_FIELDS.join(", ")}`);
+      if (!(AGENT_FIELDS as readonly string[]).includes(key))
+        fail(key, `unknown field "${key}"; known fields: ${AGENT_FIELDS.join(", ")}`);
     }
     const str = (field: string): string | undefined => {
       const v = t[field];
@@ -136,12 +168,14 @@ export function parseAgentsFile(text: string): AgentsFileResult {
     const strList = (field: string): string[] | undefined => {
       const v = t[field];
       if (v === undefined) return undefined;
-      if (!Array.isArray(v) || v.some((x) => typeof x !== "string")) return void fail(field, `${field} must be a list of strings, e.g. ${field} = ["a", "b"]`);
+      if (!Array.isArray(v) || v.some((x) => typeof x !== "string"))
+        return void fail(field, `${field} must be a list of strings, e.g. ${field} = ["a", "b"]`);
       return v as string[];
     };
 
     if (t.id === undefined) fail("id", "id is required");
-    else if (typeof t.id !== "string" || !PROFILE_ID.test(t.id)) fail("id", "id must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit");
+    else if (typeof t.id !== "string" || !PROFILE_ID.test(t.id))
+      fail("id", "id must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit");
     else if (seenIds.has(t.id)) fail("id", `duplicate agent id "${t.id}" (first defined on line ${seenIds.get(t.id)})`);
     else seenIds.set(t.id, header);
 
@@ -149,7 +183,8 @@ export function parseAgentsFile(text: string): AgentsFileResult {
     if (t.runtime === undefined) fail("runtime", `runtime is required (one of ${RUNTIME_KINDS.join(", ")})`);
     else {
       const r = str("runtime");
-      if (r !== undefined && !isRuntimeKind(r)) fail("runtime", `runtime must be one of ${RUNTIME_KINDS.join(", ")}, not "${r}"`);
+      if (r !== undefined && !isRuntimeKind(r))
+        fail("runtime", `runtime must be one of ${RUNTIME_KINDS.join(", ")}, not "${r}"`);
       else runtime = r as RuntimeKind | undefined;
     }
     const name = str("name");
@@ -164,16 +199,21 @@ export function parseAgentsFile(text: string): AgentsFileResult {
     if (cwd !== undefined && !isAbsolute(cwd)) fail("cwd", `cwd must be an absolute path, not "${cwd}"`);
     const domain = str("domain");
     const workspace = str("workspace")?.trim();
-    if (workspace === "") fail("workspace", "workspace must name a workspace of workspaces.toml or be an absolute repository path");
+    if (workspace === "")
+      fail("workspace", "workspace must name a workspace of workspaces.toml or be an absolute repository path");
     const permission = str("permission");
     if (permission !== undefined && runtime && isRuntimeKind(runtime)) {
       const refused = permissionRefusal(runtime, permission);
       if (refused) fail("permission", `permission "${permission}": ${refused}`);
     }
     const env = envTable(t.env, fail);
-    const capabilities = strList("capabilities")?.map((c) => c.trim()).filter(Boolean) ?? [];
+    const capabilities =
+      strList("capabilities")
+        ?.map((c) => c.trim())
+        .filter(Boolean) ?? [];
     const command = strList("command");
-    if (command !== undefined && (command.length === 0 || !command[0].trim())) fail("command", "command must be a non-empty list whose first item names an executable");
+    if (command !== undefined && (command.length === 0 || !command[0].trim()))
+      fail("command", "command must be a non-empty list whose first item names an executable");
 
     let supervise = false;
     if (t.supervise !== undefined) {
@@ -181,7 +221,11 @@ export function parseAgentsFile(text: string): AgentsFileResult {
       else supervise = t.supervise;
     }
     if (supervise && runtime && ONE_SHOT.includes(runtime) && command === undefined) {
-      fail("command", `a supervised ${runtime} agent needs command (the long-running process to keep alive, e.g. command = ["claude", "--resume"]); ${runtime} signals are one-shot runs otherwise`);
+      fail(
+        "command",
+        `a supervised ${runtime} agent needs command (the long-running process to keep alive, ` +
+          `e.g. command = ["claude", "--resume"]); ${runtime} signals are one-shot runs otherwise`,
+      );
     }
 
     if (errors.length > before || !id || !runtime) return;
@@ -218,13 +262,19 @@ export function readAgentsFile(path: string): AgentsFileResult {
 }
 
 export function formatAgentsFileError(e: AgentsFileError): string {
-  const where = [`line ${e.line}`, e.agent && `agent "${e.agent}"`, e.field && `field ${e.field}`].filter(Boolean).join(", ");
+  const where = [`line ${e.line}`, e.agent && `agent "${e.agent}"`, e.field && `field ${e.field}`]
+    .filter(Boolean)
+    .join(", ");
   return `${where}: ${e.message}`;
 }
 
 export function agentsFileError(path: string, errors: AgentsFileError[]): EpError {
   const n = errors.length;
-  return new EpError("config_invalid", `${path} has ${n} error${n === 1 ? "" : "s"}:\n${errors.map((e) => "  " + formatAgentsFileError(e)).join("\n")}`, { file: path, errors });
+  return new EpError(
+    "config_invalid",
+    `${path} has ${n} error${n === 1 ? "" : "s"}:\n${errors.map((e) => "  " + formatAgentsFileError(e)).join("\n")}`,
+    { file: path, errors },
+  );
 }
 
 /** A profile's `env` table: every key a variable name, every value a string (errors through `fail`). */

@@ -51,12 +51,22 @@ export function createEventPublisher(opts: EventPublisherOptions): EventPublishe
       const batch = queue.slice(0, alone > 0 ? 1 : 200);
       try {
         await opts.tower.nodes.publishEvents({
-          events: batch.map((e) => ({ type: e.type, name: e.name, domainId: e.domainId ?? "", agentId: e.agentId ?? "", status: e.status ?? "", payload: e.payload })),
+          events: batch.map((e) => ({
+            type: e.type,
+            name: e.name,
+            domainId: e.domainId ?? "",
+            agentId: e.agentId ?? "",
+            status: e.status ?? "",
+            payload: e.payload,
+          })),
         });
       } catch (err) {
         const refused = refusedByTower(err);
         if (!refused) {
-          opts.log.debug("fleet events not published yet; will retry", { queued: queue.length, error: (err as Error).message });
+          opts.log.debug("fleet events not published yet; will retry", {
+            queued: queue.length,
+            error: (err as Error).message,
+          });
           if (!closed && !retry) {
             retry = opts.clock.setTimeout(() => {
               retry = undefined;
@@ -70,7 +80,11 @@ export function createEventPublisher(opts: EventPublisherOptions): EventPublishe
           continue;
         }
         // an answer, not a transport failure: sending it again would be refused again
-        opts.log.warn("fleet event refused by the tower; dropped", { name: batch[0].name, domain_id: batch[0].domainId ?? "", error: refused.message });
+        opts.log.warn("fleet event refused by the tower; dropped", {
+          name: batch[0].name,
+          domain_id: batch[0].domainId ?? "",
+          error: refused.message,
+        });
       }
       queue = queue.slice(batch.length);
       alone = Math.max(0, alone - batch.length);

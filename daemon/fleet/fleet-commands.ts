@@ -1,8 +1,3 @@
-// The commands the fleet takes: a signal (from `ep agent signal`, a cron `signal` job or the
-// tower), and the tower's link commands (signal, supervise, config_reload). A signal to a profile
-// is delivered by fleet-signals.ts; to an agent enrolled with `ep daemon agent enroll`, by the
-// worker's one-shot runner. Every signal is an `inbox` event.
-import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError, invalidField } from "../../common/errors.js";
 import type { FleetProfile } from "./agents-file.js";
 import type { FleetCore } from "./fleet-core.js";
@@ -22,8 +17,16 @@ export function createFleetCommands(core: FleetCore, { deliver, watchdog, reload
 
   function supervised(target: string): FleetProfile {
     const p = core.findProfile(target);
-    if (!p) throw new EpError("agent_not_found", `No supervised agent "${target}"; list them with 'ep agent supervise list'.`, { id: target });
-    if (!p.supervise) throw new EpError("agent_not_found", `Agent "${p.id}" is not supervised; set supervise = true in agents.toml.`, { id: target });
+    if (!p)
+      throw new EpError(
+        "agent_not_found",
+        `No supervised agent "${target}"; list them with 'ep agent supervise list'.`,
+        { id: target },
+      );
+    if (!p.supervise)
+      throw new EpError("agent_not_found", `Agent "${p.id}" is not supervised; set supervise = true in agents.toml.`, {
+        id: target,
+      });
     return p;
   }
 
@@ -37,16 +40,31 @@ export function createFleetCommands(core: FleetCore, { deliver, watchdog, reload
       const via = await deliver(p, prompt);
       log.info("signal delivered", { profile: p.id, via, source });
       if (opts.inbox !== false) {
-        publish(profileEvent(p, { type: "inbox", name: "agent.signal", status: "delivered", payload: { agent_id: towerAgentId(p.id) ?? p.id, prompt, via, source } }));
+        publish(
+          profileEvent(p, {
+            type: "inbox",
+            name: "agent.signal",
+            status: "delivered",
+            payload: { agent_id: towerAgentId(p.id) ?? p.id, prompt, via, source },
+          }),
+        );
       }
       return via;
     }
     const enrolled = core.deps.enrolled;
     const agent = enrolled?.find(target.trim());
-    if (!enrolled || !agent) throw new EpError("agent_not_found", `no agent or profile named ${target} on this node`, { target });
+    if (!enrolled || !agent)
+      throw new EpError("agent_not_found", `no agent or profile named ${target} on this node`, { target });
     const via = enrolled.deliver(agent, prompt);
     if (opts.inbox !== false) {
-      publish({ type: "inbox", name: "agent.signal", domainId: agent.domainId, agentId: agent.id, status: "delivered", payload: { agent_id: agent.id, prompt, via, source } });
+      publish({
+        type: "inbox",
+        name: "agent.signal",
+        domainId: agent.domainId,
+        agentId: agent.id,
+        status: "delivered",
+        payload: { agent_id: agent.id, prompt, via, source },
+      });
     }
     return via;
   };
@@ -62,14 +80,23 @@ export function createFleetCommands(core: FleetCore, { deliver, watchdog, reload
     };
     act().catch((err: Error) => {
       log.warn("supervise command from the tower failed", { profile: p.id, op, error: err.message });
-      publish(profileEvent(p, { type: "matrix", name: "supervise.failed", status: "failed", payload: { op, error: err.message, source: "tower" } }));
+      publish(
+        profileEvent(p, {
+          type: "matrix",
+          name: "supervise.failed",
+          status: "failed",
+          payload: { op, error: err.message, source: "tower" },
+        }),
+      );
     });
   }
 
   const handleLink: Fleet["handleLink"] = (msg) => {
     const c = msg.command;
     if (c.case === "configReload") {
-      reloadConfig({ requestId: c.value.requestId || undefined, source: "tower" }).catch((err: Error) => log.error("config reload failed", { error: err.message }));
+      reloadConfig({ requestId: c.value.requestId || undefined, source: "tower" }).catch((err: Error) =>
+        log.error("config reload failed", { error: err.message }),
+      );
       return true;
     }
     if (c.case !== "signal" && c.case !== "supervise") return false;
@@ -83,7 +110,14 @@ export function createFleetCommands(core: FleetCore, { deliver, watchdog, reload
     // the tower recorded the inbox event when it accepted the signal
     signal(p.id, prompt, { source: "tower", inbox: false }).catch((err: Error) => {
       log.warn("signal from the tower not delivered", { profile: p.id, error: err.message });
-      publish(profileEvent(p, { type: "matrix", name: "agent.signal.failed", status: "failed", payload: { error: err.message, source: "tower" } }));
+      publish(
+        profileEvent(p, {
+          type: "matrix",
+          name: "agent.signal.failed",
+          status: "failed",
+          payload: { error: err.message, source: "tower" },
+        }),
+      );
     });
     return true;
   };

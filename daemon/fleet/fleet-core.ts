@@ -51,15 +51,23 @@ export async function openFleetCore(deps: FleetDeps, settings: FleetSettings): P
   const agentsFile = join(home, "agents.toml");
   const loaded = readAgentsFile(agentsFile);
   if (!loaded.ok) {
-    log.error(`${agentsFile} is invalid; no profile agents run until it is fixed (then ep node reload, or restart epd)`, {
-      file: agentsFile,
-      errors: loaded.errors.map(formatAgentsFileError),
-    });
+    log.error(
+      `${agentsFile} is invalid; no profile agents run until it is fixed (then ep node reload, or restart epd)`,
+      {
+        file: agentsFile,
+        errors: loaded.errors.map(formatAgentsFileError),
+      },
+    );
   }
 
   const statePath = join(home, "fleet-state.json");
-  const state = await readJsonFile<{ version?: number; enrolled?: Record<string, EnrolledState>; sessions?: Record<string, string> }>(statePath, {});
-  const enrolled: Record<string, EnrolledState> = state.enrolled && typeof state.enrolled === "object" ? state.enrolled : {};
+  const state = await readJsonFile<{
+    version?: number;
+    enrolled?: Record<string, EnrolledState>;
+    sessions?: Record<string, string>;
+  }>(statePath, {});
+  const enrolled: Record<string, EnrolledState> =
+    state.enrolled && typeof state.enrolled === "object" ? state.enrolled : {};
   const profileSessions: Record<string, string> = {};
   for (const [id, ses] of Object.entries(state.sessions && typeof state.sessions === "object" ? state.sessions : {})) {
     if (typeof ses === "string" && SESSION_ID.test(ses)) profileSessions[id] = ses;
@@ -88,14 +96,17 @@ export async function openFleetCore(deps: FleetDeps, settings: FleetSettings): P
     enrolled,
     profileSessions,
     saveState: () => stateWriter.save(),
-    saveStateQuietly: () => stateWriter.save().catch((err: Error) => log.warn("could not save the fleet state", { file: statePath, error: err.message })),
+    saveStateQuietly: () =>
+      stateWriter
+        .save()
+        .catch((err: Error) => log.warn("could not save the fleet state", { file: statePath, error: err.message })),
     redaction,
     events,
     publish: (e) => events.publish(redaction ? { ...e, payload: redaction.deep(e.payload) } : e),
     profileEvent: (p, e) => ({
       ...e,
-      agentId: p ? towerAgentId(p.id) ?? "" : "",
-      domainId: p ? enrolled[p.id]?.domainId ?? "" : "",
+      agentId: p ? (towerAgentId(p.id) ?? "") : "",
+      domainId: p ? (enrolled[p.id]?.domainId ?? "") : "",
       payload: { ...(p ? { profile: p.id } : {}), ...e.payload },
     }),
     towerAgentId,

@@ -2,15 +2,26 @@
 // path, `bash` jobs run in the daemon home; every fire is a `matrix` event, and the fire history
 // on disk is redacted first.
 import { join } from "node:path";
-import { createCronDispatcher, createFileCronStore, createJobDispatch, type CronFire, type CronStore } from "../cron/index.js";
+import {
+  createCronDispatcher,
+  createFileCronStore,
+  createJobDispatch,
+  type CronFire,
+  type CronStore,
+} from "../cron/index.js";
 import type { FleetCore } from "./fleet-core.js";
 import type { ConfigReloadError } from "./fleet-types.js";
 
-export function createFleetCron(core: FleetCore, hooks: { signal(session: string, prompt: string): Promise<string>; changed(): void }) {
+export function createFleetCron(
+  core: FleetCore,
+  hooks: { signal(session: string, prompt: string): Promise<string>; changed(): void },
+) {
   const { clock, log, home, redaction } = core;
   const file = join(home, "cron.toml");
   const fileStore: CronStore = createFileCronStore(join(home, "cron-state.json"), { log });
-  const store: CronStore = redaction ? { ...fileStore, record: (fire) => fileStore.record(redaction.deep(fire)) } : fileStore;
+  const store: CronStore = redaction
+    ? { ...fileStore, record: (fire) => fileStore.record(redaction.deep(fire)) }
+    : fileStore;
   const cron = createCronDispatcher({
     clock,
     log: log.child({ part: "cron" }),
@@ -29,7 +40,8 @@ export function createFleetCron(core: FleetCore, hooks: { signal(session: string
       core.publish({ type: "matrix", name: "cron.fired", status: fire.status, payload: firePayload(fire) });
     },
   });
-  const errors = (): ConfigReloadError[] => cron.loadErrors().map((e) => ({ file, line: e.line, field: e.field ?? "", item: e.job ?? "", message: e.message }));
+  const errors = (): ConfigReloadError[] =>
+    cron.loadErrors().map((e) => ({ file, line: e.line, field: e.field ?? "", item: e.job ?? "", message: e.message }));
   return { cron, store, file, errors };
 }
 

@@ -49,27 +49,52 @@ export function createEnrollment(core: FleetCore): Enrollment {
   async function reportSupervision(p: FleetProfile, have: EnrolledState): Promise<void> {
     if (reported.has(have.agentId)) return;
     await tower.agents
-      .updateAgentState({ agentId: have.agentId, state: AgentState.UNSPECIFIED, reason: "epd", supervised: p.supervise })
+      .updateAgentState({
+        agentId: have.agentId,
+        state: AgentState.UNSPECIFIED,
+        reason: "epd",
+        supervised: p.supervise,
+      })
       .then(() => reported.add(have.agentId))
-      .catch((err: unknown) => log.debug("could not report supervision to the tower; next start tries again", { profile: p.id, error: toEpError(err).message }));
+      .catch((err: unknown) =>
+        log.debug("could not report supervision to the tower; next start tries again", {
+          profile: p.id,
+          error: toEpError(err).message,
+        }),
+      );
   }
 
   /** Enrols one profile; false when the tower could not be reached (retried later). */
   async function enroll(p: FleetProfile & { domain: string }): Promise<boolean> {
     const have = enrolled[p.id];
     try {
-      const res = await tower.agents.enrollAgent({ domainId: p.domain, runtime: enumOf<Runtime>(RuntimeSchema, p.runtime, "runtime"), capabilities: p.capabilities, name: p.name, supervised: p.supervise });
+      const res = await tower.agents.enrollAgent({
+        domainId: p.domain,
+        runtime: enumOf<Runtime>(RuntimeSchema, p.runtime, "runtime"),
+        capabilities: p.capabilities,
+        name: p.name,
+        supervised: p.supervise,
+      });
       if (!res.agent) throw new Error("the tower answered without the agent");
       reported.add(res.agent.id);
       enrolled[p.id] = { agentId: res.agent.id, domainId: res.agent.domainId, runtime: p.runtime };
       await core.saveState();
       log.info("profile enrolled at the tower", { profile: p.id, agent_id: res.agent.id, domain_id: p.domain });
       core.deps.onEnrolled?.(res.agent.id);
-      if (have) await retire(have.agentId, `replaced by ${res.agent.id}: profile ${p.id} now runs ${p.runtime} in domain ${p.domain}`);
+      if (have)
+        await retire(
+          have.agentId,
+          `replaced by ${res.agent.id}: profile ${p.id} now runs ${p.runtime} in domain ${p.domain}`,
+        );
       return true;
     } catch (err) {
       const e = toEpError(err);
-      log.warn("profile not enrolled at the tower yet; retrying in 30 s", { profile: p.id, domain_id: p.domain, error: e.message, code: e.code });
+      log.warn("profile not enrolled at the tower yet; retrying in 30 s", {
+        profile: p.id,
+        domain_id: p.domain,
+        error: e.message,
+        code: e.code,
+      });
       return false;
     }
   }
@@ -103,7 +128,16 @@ export function createEnrollment(core: FleetCore): Enrollment {
       const out: LocalAgentRecord[] = [];
       for (const p of core.profiles) {
         const e = current(p);
-        if (e) out.push({ id: e.agentId, domainId: e.domainId, name: p.name, runtime: p.runtime, capabilities: [...p.capabilities], enrolledAt: "", profile: p.id });
+        if (e)
+          out.push({
+            id: e.agentId,
+            domainId: e.domainId,
+            name: p.name,
+            runtime: p.runtime,
+            capabilities: [...p.capabilities],
+            enrolledAt: "",
+            profile: p.id,
+          });
       }
       return out;
     },

@@ -31,14 +31,21 @@ export function createProfileEnv(x: ProfileEnvDeps) {
   function agentEnv(p: FleetProfile, full: boolean): Record<string, string> {
     let session = secretsSessions.get(p.id);
     if (!session) {
-      const info = { taskId: `profile:${p.id}`, agentId: towerAgentId(p.id) ?? p.id, domainId: enrolled[p.id]?.domainId ?? "" };
+      const info = {
+        taskId: `profile:${p.id}`,
+        agentId: towerAgentId(p.id) ?? p.id,
+        domainId: enrolled[p.id]?.domainId ?? "",
+      };
       const saved = profileSessions[p.id];
       let opened: string | undefined;
       if (saved) {
         try {
           opened = deps.sessions.open(info, { id: saved }).id;
         } catch (err) {
-          log.warn("could not re-open a profile's secrets session; it gets a new one", { profile: p.id, error: (err as Error).message });
+          log.warn("could not re-open a profile's secrets session; it gets a new one", {
+            profile: p.id,
+            error: (err as Error).message,
+          });
         }
       }
       session = opened ?? deps.sessions.open(info).id;
@@ -53,7 +60,8 @@ export function createProfileEnv(x: ProfileEnvDeps) {
 
   /** A profile's environment without a secrets session (task runs open their own). */
   function profileEnv(p: FleetProfile, full: boolean): Record<string, string> {
-    const runtimeEnv = (deps.runtimes.config as unknown as Record<string, { env?: Record<string, string> }>)[p.runtime]?.env ?? {};
+    const runtimeEnv =
+      (deps.runtimes.config as unknown as Record<string, { env?: Record<string, string> }>)[p.runtime]?.env ?? {};
     const base = full ? { ...deps.baseEnv, ...runtimeEnv } : {};
     return {
       ...base,
@@ -66,7 +74,6 @@ export function createProfileEnv(x: ProfileEnvDeps) {
       ...(enrolled[p.id] ? { EP_DOMAIN_ID: enrolled[p.id].domainId } : {}),
     };
   }
-
 
   function hosted(p: FleetProfile): HostedAgent {
     if (p.runtime === "muxhost_hosted") {
@@ -82,9 +89,19 @@ export function createProfileEnv(x: ProfileEnvDeps) {
       };
     }
     if (p.runtime === "vendorA_agent_acp") {
-      return { id: p.id, name: p.name, mode: "acp", command: p.command ?? [rc.vendorA_agent_acp.command, ...rc.vendorA_agent_acp.args], cwd: cwdOf(p), env: agentEnv(p, true) };
+      return {
+        id: p.id,
+        name: p.name,
+        mode: "acp",
+        command: p.command ?? [rc.vendorA_agent_acp.command, ...rc.vendorA_agent_acp.args],
+        cwd: cwdOf(p),
+        env: agentEnv(p, true),
+      };
     }
-    if (!p.command) throw new EpError("invalid_argument", `profile ${p.id} (${p.runtime}) has no command to keep running`, { field: "command" });
+    if (!p.command)
+      throw new EpError("invalid_argument", `profile ${p.id} (${p.runtime}) has no command to keep running`, {
+        field: "command",
+      });
     return { id: p.id, name: p.name, mode: "service", command: p.command, cwd: cwdOf(p), env: agentEnv(p, false) };
   }
 

@@ -30,11 +30,25 @@ export function createProfileLifecycle(core: FleetCore, { hosts, env, enrollment
         await watchdog.add(agent);
       } else if (p.runtime === "muxhost_hosted") {
         const how = await tmux.ensure(env.hosted(p));
-        publish(profileEvent(p, { type: "matrix", name: `agent.${how}`, status: "running", payload: { session: p.session, socket: core.settings.tmuxSocket } }));
+        publish(
+          profileEvent(p, {
+            type: "matrix",
+            name: `agent.${how}`,
+            status: "running",
+            payload: { session: p.session, socket: core.settings.tmuxSocket },
+          }),
+        );
       }
     } catch (err) {
       log.error("profile agent did not start", { profile: p.id, error: (err as Error).message });
-      publish(profileEvent(p, { type: "matrix", name: "agent.start_failed", status: "error", payload: { error: (err as Error).message } }));
+      publish(
+        profileEvent(p, {
+          type: "matrix",
+          name: "agent.start_failed",
+          status: "error",
+          payload: { error: (err as Error).message },
+        }),
+      );
     }
   }
 
@@ -61,9 +75,11 @@ export function createProfileLifecycle(core: FleetCore, { hosts, env, enrollment
     async startAll(): Promise<void> {
       await enrollment.enrollProfiles();
       if (core.loadedOk) {
-        for (const id of Object.keys(core.profileSessions)) if (!core.profiles.some((p) => p.id === id)) delete core.profileSessions[id];
+        for (const id of Object.keys(core.profileSessions))
+          if (!core.profiles.some((p) => p.id === id)) delete core.profileSessions[id];
         for (const id of Object.keys(core.enrolled)) {
-          if (!core.profiles.some((p) => p.id === id)) await enrollment.forget(id, `profile ${id} was removed from agents.toml`);
+          if (!core.profiles.some((p) => p.id === id))
+            await enrollment.forget(id, `profile ${id} was removed from agents.toml`);
         }
       }
       for (const p of core.profiles) await startProfile(p);
@@ -75,9 +91,12 @@ export function createProfileLifecycle(core: FleetCore, { hosts, env, enrollment
       const before = new Map(profiles.map((p) => [p.id, p]));
       const ids = new Set(next.map((p) => p.id));
       const removed = profiles.filter((p) => !ids.has(p.id));
-      const changedOnes = next.filter((p) => before.has(p.id) && JSON.stringify(before.get(p.id)) !== JSON.stringify(p));
+      const changedOnes = next.filter(
+        (p) => before.has(p.id) && JSON.stringify(before.get(p.id)) !== JSON.stringify(p),
+      );
       const added = next.filter((p) => !before.has(p.id));
-      if (!removed.length && !changedOnes.length && !added.length) return `agents.toml: unchanged (${profiles.length} profiles)`;
+      if (!removed.length && !changedOnes.length && !added.length)
+        return `agents.toml: unchanged (${profiles.length} profiles)`;
       for (const p of removed) {
         await stopProfile(p, "removed from agents.toml");
         await enrollment.forget(p.id, `profile ${p.id} was removed from agents.toml`);
@@ -87,8 +106,13 @@ export function createProfileLifecycle(core: FleetCore, { hosts, env, enrollment
       await enrollment.enrollProfiles();
       for (const p of [...changedOnes, ...added]) await startProfile(p);
       changed();
-      log.info("agents.toml applied", { added: added.map((p) => p.id), changed: changedOnes.map((p) => p.id), removed: removed.map((p) => p.id) });
-      const list = (what: string, ps: FleetProfile[]) => (ps.length ? [`${what} ${ps.map((p) => p.id).join(", ")}`] : []);
+      log.info("agents.toml applied", {
+        added: added.map((p) => p.id),
+        changed: changedOnes.map((p) => p.id),
+        removed: removed.map((p) => p.id),
+      });
+      const list = (what: string, ps: FleetProfile[]) =>
+        ps.length ? [`${what} ${ps.map((p) => p.id).join(", ")}`] : [];
       const what = [...list("added", added), ...list("restarted", changedOnes), ...list("removed", removed)];
       return `agents.toml: applied (${what.join("; ")})`;
     },

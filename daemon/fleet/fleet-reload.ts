@@ -24,7 +24,15 @@ export function fileErrors(file: string, err: unknown): ConfigReloadError[] {
       message: String(x.message ?? ""),
     }));
   }
-  return [{ file, line: typeof d.line === "number" ? d.line : 0, field: typeof d.field === "string" ? d.field : "", item: "", message: e.message }];
+  return [
+    {
+      file,
+      line: typeof d.line === "number" ? d.line : 0,
+      field: typeof d.field === "string" ? d.field : "",
+      item: "",
+      message: e.message,
+    },
+  ];
 }
 
 export interface ConfigReloadDeps {
@@ -85,7 +93,11 @@ export function createConfigReload(d: ConfigReloadDeps) {
     }
     results[agentsAt] = typeof agentsResult === "string" ? agentsResult : await agentsResult();
     const status = problems.length ? "failed" : "ok";
-    (status === "ok" ? d.log.info : d.log.warn).call(d.log, "configuration reloaded", { status, results, errors: problems });
+    (status === "ok" ? d.log.info : d.log.warn).call(d.log, "configuration reloaded", {
+      status,
+      results,
+      errors: problems,
+    });
     d.publish({
       type: "matrix",
       name: "config.reload",

@@ -59,7 +59,13 @@ export function createSignalDelivery(d: SignalDeliveryDeps) {
           type: "matrix",
           name: "agent.signal.finished",
           status: result.ok ? "succeeded" : "failed",
-          payload: { run_id: runId, ok: result.ok, output: result.output.slice(-8192), error: result.error ?? "", ...(result.exitCode !== undefined ? { exit_code: result.exitCode } : {}) },
+          payload: {
+            run_id: runId,
+            ok: result.ok,
+            output: result.output.slice(-8192),
+            error: result.error ?? "",
+            ...(result.exitCode !== undefined ? { exit_code: result.exitCode } : {}),
+          },
         }),
       );
     });
@@ -70,7 +76,10 @@ export function createSignalDelivery(d: SignalDeliveryDeps) {
       const agent = hosted(p);
       if (!(await tmux.isAlive(p.session))) {
         if (p.supervise && watchdog.list().some((s) => s.id === p.id && s.paused)) {
-          throw new EpError("unavailable", `agent ${p.id}'s tmux pane is not running and its supervision is paused; resume or restart it first`);
+          throw new EpError(
+            "unavailable",
+            `agent ${p.id}'s tmux pane is not running and its supervision is paused; resume or restart it first`,
+          );
         }
         await tmux.ensure(agent);
       }
@@ -88,11 +97,23 @@ export function createSignalDelivery(d: SignalDeliveryDeps) {
               type: "matrix",
               name: "agent.signal.finished",
               status: turn.stopReason === "end_turn" ? "succeeded" : "failed",
-              payload: { run_id: runId, ok: turn.stopReason === "end_turn", stop_reason: turn.stopReason, output: turn.text.slice(-8192) },
+              payload: {
+                run_id: runId,
+                ok: turn.stopReason === "end_turn",
+                stop_reason: turn.stopReason,
+                output: turn.text.slice(-8192),
+              },
             }),
           ),
         (err: Error) =>
-          publish(profileEvent(p, { type: "matrix", name: "agent.signal.finished", status: "failed", payload: { run_id: runId, ok: false, error: err.message } })),
+          publish(
+            profileEvent(p, {
+              type: "matrix",
+              name: "agent.signal.finished",
+              status: "failed",
+              payload: { run_id: runId, ok: false, error: err.message },
+            }),
+          ),
       );
       return "acp_prompt";
     }

@@ -1,7 +1,13 @@
 // The node state the tower shows (list_cron_jobs, get_supervision): each cron job and each
 // supervised agent in the report's shape.
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { CronFireStatusSchema, CronKindSchema, type CronFireStatus, type CronKind as CronKindValue, type ReportNodeStateRequestSchema } from "../../gen/ep/tower/v1/fleet_pb.js";
+import {
+  CronFireStatusSchema,
+  CronKindSchema,
+  type CronFireStatus,
+  type CronKind as CronKindValue,
+  type ReportNodeStateRequestSchema,
+} from "../../gen/ep/tower/v1/fleet_pb.js";
 import type { CronDispatcher } from "../cron/index.js";
 import type { SupervisedStatus } from "../supervise/index.js";
 import type { FleetProfile } from "./agents-file.js";
@@ -40,7 +46,12 @@ export function cronJobState(j: CronJob): NonNullable<NodeState["cronJobs"]>[num
   };
 }
 
-export function supervisedState(st: SupervisedStatus, p: FleetProfile | undefined, agentId: string, domainId: string): NonNullable<NodeState["supervised"]>[number] {
+export function supervisedState(
+  st: SupervisedStatus,
+  p: FleetProfile | undefined,
+  agentId: string,
+  domainId: string,
+): NonNullable<NodeState["supervised"]>[number] {
   return {
     profile: st.id,
     agentId,
@@ -64,7 +75,13 @@ export function supervisedState(st: SupervisedStatus, p: FleetProfile | undefine
 export async function profileView(
   p: FleetProfile,
   status: SupervisedStatus | undefined,
-  x: { tmux: TmuxHost; acp: AcpHost; tmuxSocket: string; towerAgentId(id: string): string | undefined; enrolled: Record<string, EnrolledState> },
+  x: {
+    tmux: TmuxHost;
+    acp: AcpHost;
+    tmuxSocket: string;
+    towerAgentId(id: string): string | undefined;
+    enrolled: Record<string, EnrolledState>;
+  },
 ): Promise<ProfileView> {
   const { tmux, acp, towerAgentId, enrolled } = x;
   let state = "idle";
@@ -75,12 +92,17 @@ export async function profileView(
   } else if (p.runtime === "muxhost_hosted") {
     const alive = await tmux.isAlive(p.session).catch(() => false);
     state = alive ? "running" : "dead";
-    pid = alive ? (await tmux.pid(p.session).catch(() => undefined)) ?? 0 : 0; // 0: unknown (the pane is going away)
+    pid = alive ? ((await tmux.pid(p.session).catch(() => undefined)) ?? 0) : 0; // 0: unknown (the pane is going away)
   } else if (p.runtime === "vendorA_agent_acp" && acp.isAlive(p.id)) {
     state = "running";
     pid = acp.pid(p.id) ?? 0;
   }
-  const backend = p.runtime === "muxhost_hosted" ? `tmux (-L ${x.tmuxSocket})` : p.runtime === "vendorA_agent_acp" ? "acp session" : status?.backend;
+  const backend =
+    p.runtime === "muxhost_hosted"
+      ? `tmux (-L ${x.tmuxSocket})`
+      : p.runtime === "vendorA_agent_acp"
+        ? "acp session"
+        : status?.backend;
   const detail = [
     status?.detail,
     status?.lastRestartReason && `last restart: ${status.lastRestartReason}`,

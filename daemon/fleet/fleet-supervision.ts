@@ -18,7 +18,12 @@ export interface SupervisionHooks {
 export async function createFleetSupervision(core: FleetCore, hooks: SupervisionHooks) {
   const { clock, log, settings, deps, redaction } = core;
   const rc = deps.runtimes.config;
-  const tmux = createTmuxHost({ socketName: settings.tmuxSocket, log, clock, redact: redaction && ((t) => redaction.text(t)) });
+  const tmux = createTmuxHost({
+    socketName: settings.tmuxSocket,
+    log,
+    clock,
+    redact: redaction && ((t) => redaction.text(t)),
+  });
   const acp = createAcpHost({
     clock,
     log,
@@ -53,7 +58,14 @@ export async function createFleetSupervision(core: FleetCore, hooks: Supervision
             type: "matrix",
             name: `supervise.${e.action}`,
             status: e.action,
-            payload: { agent: e.agentId, name: e.name, action: e.action, reason: e.reason, at: e.at, ...(e.error ? { error: e.error } : {}) },
+            payload: {
+              agent: e.agentId,
+              name: e.name,
+              action: e.action,
+              reason: e.reason,
+              at: e.at,
+              ...(e.error ? { error: e.error } : {}),
+            },
           },
         ),
       );

@@ -5,16 +5,16 @@ import type { Logger } from "../../common/log.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { LocalAgent } from "../../gen/ep/daemon/v1/mgmt_pb.js";
 import type { LinkResponse, ReportNodeStateRequestSchema } from "../../gen/ep/tower/v1/fleet_pb.js";
-import { type CronDispatcher } from "../cron/index.js";
+import type { CronDispatcher } from "../cron/index.js";
 import type { TowerClients } from "../link/tower-client.js";
 import type { RuntimeRegistry } from "../runtimes/registry.js";
 import type { RunRedactor } from "../secrets/broker.js";
-import { type ServiceBackend, type SupervisedStatus, type Watchdog } from "../supervise/index.js";
+import type { ServiceBackend, SupervisedStatus, Watchdog } from "../supervise/index.js";
 import type { LocalAgentRecord } from "../worker/agent-store.js";
-import { type SessionTable } from "../worker/sessions.js";
-import { type AgentsFileError, type FleetProfile } from "./agents-file.js";
-import { type TmuxHost } from "./hosts.js";
-import { type FleetSettings } from "./settings.js";
+import type { SessionTable } from "../worker/sessions.js";
+import type { AgentsFileError, FleetProfile } from "./agents-file.js";
+import type { TmuxHost } from "./hosts.js";
+import type { FleetSettings } from "./settings.js";
 
 export type Delivery = "tmux_send_keys" | "acp_prompt" | "one_shot_run" | string;
 export type SignalSource = "cli" | "cron" | "tower";
@@ -36,7 +36,10 @@ export interface FleetDeps {
   /** The secrets broker's redaction: fetched values become [redacted:NAME] in what the fleet publishes. */
   redactor?: (sessionId: string) => RunRedactor;
   /** Agents enrolled with `ep daemon agent enroll` (not profiles): signalled through the worker's one-shot runner. */
-  enrolled?: { find(target: string): LocalAgentRecord | undefined; deliver(agent: LocalAgentRecord, prompt: string): string };
+  enrolled?: {
+    find(target: string): LocalAgentRecord | undefined;
+    deliver(agent: LocalAgentRecord, prompt: string): string;
+  };
   /** Overrides of the env settings (tests). */
   settings?: Partial<FleetSettings>;
   /** A ready backend instead of chooseServiceBackend (tests). */

@@ -25,7 +25,10 @@ export type * from "./fleet-types.js";
 
 export async function createFleet(deps: FleetDeps): Promise<Fleet> {
   const { clock, log, home, tower } = deps;
-  const settings: FleetSettings = { ...fleetSettings(deps.env, deps.runtimes.config.muxhost_hosted.socketName), ...deps.settings };
+  const settings: FleetSettings = {
+    ...fleetSettings(deps.env, deps.runtimes.config.muxhost_hosted.socketName),
+    ...deps.settings,
+  };
   const logDir = join(home, "logs");
   await mkdir(logDir, { recursive: true, mode: 0o700 });
 
@@ -33,21 +36,49 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
   const { publish, profileEvent, towerAgentId, enrolled } = core;
   const changed = () => reporter.changed();
   const progress = (p: FleetProfile | undefined, runId: string, f: { kind: string; text: string }) =>
-    publish(profileEvent(p, { type: "progress", name: "agent.signal.progress", payload: { run_id: runId, kind: f.kind, text: f.text.slice(0, 8192) } }));
+    publish(
+      profileEvent(p, {
+        type: "progress",
+        name: "agent.signal.progress",
+        payload: { run_id: runId, kind: f.kind, text: f.text.slice(0, 8192) },
+      }),
+    );
 
-  const hosts = await createFleetSupervision(core, { logDir, changed, progress: (id, runId, f) => progress(core.profiles.find((p) => p.id === id), runId, f) });
+  const hosts = await createFleetSupervision(core, {
+    logDir,
+    changed,
+    progress: (id, runId, f) =>
+      progress(
+        core.profiles.find((p) => p.id === id),
+        runId,
+        f,
+      ),
+  });
   const { tmux, acp, service, backend, watchdog } = hosts;
-  const cron = createFleetCron(core, { changed, signal: (session, prompt) => commands.signal(session, prompt, { source: "cron" }) });
+  const cron = createFleetCron(core, {
+    changed,
+    signal: (session, prompt) => commands.signal(session, prompt, { source: "cron" }),
+  });
 
   // the state the tower shows (list_cron_jobs, get_supervision)
   const agentsErrors = (): ConfigReloadError[] =>
-    core.errors.map((e) => ({ file: core.agentsFile, line: e.line, field: e.field ?? "", item: e.agent ?? "", message: e.message }));
+    core.errors.map((e) => ({
+      file: core.agentsFile,
+      line: e.line,
+      field: e.field ?? "",
+      item: e.agent ?? "",
+      message: e.message,
+    }));
   async function stateSnapshot(): Promise<NodeState> {
     const supervised = watchdog.list().map((st) => {
       const p = core.profiles.find((x) => x.id === st.id);
       return supervisedState(st, p, towerAgentId(st.id) ?? "", enrolled[st.id]?.domainId ?? p?.domain ?? "");
     });
-    return { cronJobs: cron.cron.list().map(cronJobState), supervised, configErrors: [...cron.errors(), ...agentsErrors()] };
+    return {
+      cronJobs: cron.cron.list().map(cronJobState),
+      supervised,
+      configErrors: [...cron.errors(), ...agentsErrors()],
+    };
   }
   const reporter = createStateReporter({
     clock,
@@ -69,7 +100,20 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     saveState: core.saveStateQuietly,
     towerAgentId,
   });
-  const signals = createSignalDelivery({ clock, runtimes: deps.runtimes, tmux, acp, watchdog, hosted: env.hosted, cwdOf: env.cwdOf, agentEnv: env.agentEnv, towerAgentId, progress, publish, profileEvent });
+  const signals = createSignalDelivery({
+    clock,
+    runtimes: deps.runtimes,
+    tmux,
+    acp,
+    watchdog,
+    hosted: env.hosted,
+    cwdOf: env.cwdOf,
+    agentEnv: env.agentEnv,
+    towerAgentId,
+    progress,
+    publish,
+    profileEvent,
+  });
   const enrollment = createEnrollment(core);
   const lifecycle = createProfileLifecycle(core, { hosts, env, enrollment, changed });
   const reloadConfig = createConfigReload({
@@ -86,7 +130,8 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     changed,
   });
   const commands = createFleetCommands(core, { deliver: signals.deliver, watchdog, reloadConfig });
-  const view = (p: FleetProfile, status?: SupervisedStatus) => profileView(p, status, { tmux, acp, tmuxSocket: settings.tmuxSocket, towerAgentId, enrolled });
+  const view = (p: FleetProfile, status?: SupervisedStatus) =>
+    profileView(p, status, { tmux, acp, tmuxSocket: settings.tmuxSocket, towerAgentId, enrolled });
 
   return {
     settings,
@@ -99,7 +144,13 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
       await cron.cron.start();
       changed();
       const profiles = core.profiles;
-      log.info("fleet started", { profiles: profiles.length, supervised: profiles.filter((p) => p.supervise).length, cron_jobs: cron.cron.list().length, tmux_socket: settings.tmuxSocket, backend: service.kind });
+      log.info("fleet started", {
+        profiles: profiles.length,
+        supervised: profiles.filter((p) => p.supervise).length,
+        cron_jobs: cron.cron.list().length,
+        tmux_socket: settings.tmuxSocket,
+        backend: service.kind,
+      });
     },
     async close() {
       enrollment.close();
@@ -130,7 +181,14 @@ export async function createFleet(deps: FleetDeps): Promise<Fleet> {
     claimers: enrollment.claimers,
     taskPlace(profileId) {
       const p = core.profiles.find((x) => x.id === profileId);
-      return p ? { cwd: env.cwdOf(p), env: env.profileEnv(p, true), ...(p.workspace ? { workspace: p.workspace } : {}), ...(p.permission ? { permission: p.permission } : {}) } : undefined;
+      return p
+        ? {
+            cwd: env.cwdOf(p),
+            env: env.profileEnv(p, true),
+            ...(p.workspace ? { workspace: p.workspace } : {}),
+            ...(p.permission ? { permission: p.permission } : {}),
+          }
+        : undefined;
     },
     reloadConfig,
     stateSnapshot,

@@ -11,7 +11,15 @@ import { resolveExecutable } from "../runtimes/process-group.js";
 import type { ProgressFrame } from "../runtimes/runtime.js";
 import type { Permission } from "../runtimes/confine.js";
 import { createLineWriter, openPanePipe, type LineWriter, type PanePipe } from "../runtimes/pane-pipe.js";
-import { tmuxKillSession, tmuxNewSession, tmuxPaneState, tmuxPipePane, tmuxSendKeys, tmuxSessionExists, type TmuxOptions } from "../runtimes/tmux.js";
+import {
+  tmuxKillSession,
+  tmuxNewSession,
+  tmuxPaneState,
+  tmuxPipePane,
+  tmuxSendKeys,
+  tmuxSessionExists,
+  type TmuxOptions,
+} from "../runtimes/tmux.js";
 import type { ServiceBackend, SupervisedAgent } from "../supervise/index.js";
 
 export type HostMode = "tmux" | "acp" | "service";
@@ -60,8 +68,14 @@ export function createTmuxHost(opts: {
     if (logs.get(agent.id)?.pipe.path === fifo) return fifo;
     closeLog(agent.id);
     const out = createWriteStream(agent.logFile, { flags: "a", mode: 0o600 });
-    out.on("error", (err) => opts.log.warn("cannot write a pane log", { agent: agent.id, file: agent.logFile, error: err.message }));
-    const lines = createLineWriter({ write: (t) => out.write(t), redact: opts.redact ?? ((t) => t), clock: opts.clock });
+    out.on("error", (err) =>
+      opts.log.warn("cannot write a pane log", { agent: agent.id, file: agent.logFile, error: err.message }),
+    );
+    const lines = createLineWriter({
+      write: (t) => out.write(t),
+      redact: opts.redact ?? ((t) => t),
+      clock: opts.clock,
+    });
     logs.set(agent.id, { pipe: openPanePipe(fifo, (t) => lines.push(t)), lines, out });
     return fifo;
   }
@@ -87,8 +101,16 @@ export function createTmuxHost(opts: {
         if (state && !state.dead) {
           const fifo = readLog(agent);
           // the previous daemon's pipe may have died with it (EPIPE): a new one only when none is live
-          if (fifo) await tmuxPipePane(session, fifo, tmux).catch((err: Error) => opts.log.warn("cannot pipe the pane's output", { agent: agent.id, error: err.message }));
-          opts.log.info("re-adopted the tmux pane of a profile agent", { agent: agent.id, session, pid: state.pid, socket: opts.socketName });
+          if (fifo)
+            await tmuxPipePane(session, fifo, tmux).catch((err: Error) =>
+              opts.log.warn("cannot pipe the pane's output", { agent: agent.id, error: err.message }),
+            );
+          opts.log.info("re-adopted the tmux pane of a profile agent", {
+            agent: agent.id,
+            session,
+            pid: state.pid,
+            socket: opts.socketName,
+          });
           return "adopted";
         }
         await tmuxKillSession(session, tmux); // a dead pane kept by remain-on-exit
@@ -96,9 +118,21 @@ export function createTmuxHost(opts: {
       const env = agent.env ?? {};
       const executable = resolveExecutable(agent.command[0], env, agent.cwd);
       if (!executable) {
-        throw new EpError("runtime_missing", `agent ${agent.id}: executable '${agent.command[0]}' was not found on PATH; set command in agents.toml`, { field: "command" });
+        throw new EpError(
+          "runtime_missing",
+          `agent ${agent.id}: executable '${agent.command[0]}' was not found on PATH; set command in agents.toml`,
+          { field: "command" },
+        );
       }
-      await tmuxNewSession({ ...tmux, session, executable, args: agent.command.slice(1), cwd: agent.cwd ?? process.cwd(), env, logFile: readLog(agent) });
+      await tmuxNewSession({
+        ...tmux,
+        session,
+        executable,
+        args: agent.command.slice(1),
+        cwd: agent.cwd ?? process.cwd(),
+        env,
+        logFile: readLog(agent),
+      });
       opts.log.info("started a profile agent in a tmux pane", { agent: agent.id, session, socket: opts.socketName });
       return "started";
     },
@@ -142,7 +176,13 @@ export function createAcpHost(opts: {
   /** `turnId`: the id of the turn in progress (or of the delivery opening the session); undefined outside any. */
   onFrame(agentId: string, frame: ProgressFrame, turnId?: string): void;
 }): AcpHost {
-  type Entry = { session: Promise<AcpSession>; resolved?: AcpSession; dead: boolean; queue: Promise<unknown>; turnId?: string };
+  type Entry = {
+    session: Promise<AcpSession>;
+    resolved?: AcpSession;
+    dead: boolean;
+    queue: Promise<unknown>;
+    turnId?: string;
+  };
   const live = new Map<string, Entry>();
 
   function open(agent: HostedAgent, turnId?: string) {
@@ -194,22 +234,25 @@ export function createAcpHost(opts: {
       live.delete(id);
       if (!e) return;
       e.dead = true;
-      const s = await e.session.catch(() => undefined); // a session that failed to open was reported to whoever opened it
+      // a session that failed to open was reported to whoever opened it
+      const s = await e.session.catch(() => undefined);
       await s?.close();
     },
     prompt(agent, text, turnId) {
       const e = current(agent.id) ?? open(agent, turnId);
       // the previous turn's caller got its error; this turn runs regardless
-      const turn = e.queue.catch(() => undefined).then(async () => {
-        const session = await e.session;
-        e.turnId = turnId;
-        try {
-          return await session.prompt(text);
-        } finally {
-          // the turn's updates all come before its answer: later frames belong to no turn
-          if (e.turnId === turnId) e.turnId = undefined;
-        }
-      });
+      const turn = e.queue
+        .catch(() => undefined)
+        .then(async () => {
+          const session = await e.session;
+          e.turnId = turnId;
+          try {
+            return await session.prompt(text);
+          } finally {
+            // the turn's updates all come before its answer: later frames belong to no turn
+            if (e.turnId === turnId) e.turnId = undefined;
+          }
+        });
       e.queue = turn.catch(() => undefined); // the turn's caller got its error; the queue only orders turns
       return turn;
     },
@@ -220,7 +263,11 @@ export function createAcpHost(opts: {
 }
 
 /** The watchdog's backend: routes each agent to its host by `mode`. */
-export function createFleetBackend(opts: { service: ServiceBackend; tmux: TmuxHost; acp: AcpHost }): ServiceBackend & { register(agent: HostedAgent): void } {
+export function createFleetBackend(opts: {
+  service: ServiceBackend;
+  tmux: TmuxHost;
+  acp: AcpHost;
+}): ServiceBackend & { register(agent: HostedAgent): void } {
   const agents = new Map<string, HostedAgent>();
   const known = (id: string) => {
     const a = agents.get(id);

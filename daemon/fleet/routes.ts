@@ -54,18 +54,34 @@ export function fleetRoutes(fleet: Fleet): (router: ConnectRouter) => void {
         create(mgmt.CronServiceListResponseSchema, {
           jobs: fleet.cron.list().map(cronJobMsg),
           problems: [
-            ...fleet.cron.loadErrors().map((e) => ({ level: "error", line: e.line, field: e.field ?? "", job: e.job ?? "", message: e.message })),
-            ...fleet.cron.loadWarnings().map((e) => ({ level: "warning", line: e.line, field: e.field ?? "", job: e.job ?? "", message: e.message })),
+            ...fleet.cron.loadErrors().map((e) => ({
+              level: "error",
+              line: e.line,
+              field: e.field ?? "",
+              job: e.job ?? "",
+              message: e.message,
+            })),
+            ...fleet.cron.loadWarnings().map((e) => ({
+              level: "warning",
+              line: e.line,
+              field: e.field ?? "",
+              job: e.job ?? "",
+              message: e.message,
+            })),
           ],
         }),
       describe(req) {
         if (!req.name.trim()) throw invalidField("name", "is required");
-        return create(mgmt.CronServiceDescribeResponseSchema, { job: cronJobMsg(fleet.cron.describe(req.name.trim())) });
+        return create(mgmt.CronServiceDescribeResponseSchema, {
+          job: cronJobMsg(fleet.cron.describe(req.name.trim())),
+        });
       },
       history(req) {
         if (!req.name.trim()) throw invalidField("name", "is required");
         if (req.limit < 0) throw invalidField("limit", "must not be negative");
-        return create(mgmt.CronServiceHistoryResponseSchema, { fires: fleet.cron.history(req.name.trim(), Math.min(req.limit || 20, 100)).map(cronFireMsg) });
+        return create(mgmt.CronServiceHistoryResponseSchema, {
+          fires: fleet.cron.history(req.name.trim(), Math.min(req.limit || 20, 100)).map(cronFireMsg),
+        });
       },
       reload: () => {
         const res = create(mgmt.CronServiceReloadResponseSchema, { jobs: fleet.cron.reload().jobs });

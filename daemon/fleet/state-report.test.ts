@@ -51,7 +51,9 @@ describe("createStateReporter", () => {
 
   it("never overlaps pushes: a change during a push is sent right after it", async () => {
     let release: (() => void) | undefined;
-    const { reporter, sent, bump } = setup((n) => (n === 0 ? new Promise<void>((r) => (release = r)) : Promise.resolve()));
+    const { reporter, sent, bump } = setup((n) =>
+      n === 0 ? new Promise<void>((r) => (release = r)) : Promise.resolve(),
+    );
     const first = reporter.flush();
     await settle();
     bump();

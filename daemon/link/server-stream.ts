@@ -4,7 +4,15 @@
 // through a chain of async iterables; at the link's pace (a message per task, each waking epd)
 // that cost ~150 µs of CPU per message on this VM against ~0 here (docs/perf-history.md, "Pushed
 // work"). Errors are connect's own (errorFromJsonBytes, endStreamFromJson), as in unary-transport.ts.
-import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethodStreaming, type MessageShape } from "@bufbuild/protobuf";
+import {
+  create,
+  fromBinary,
+  isMessage,
+  toBinary,
+  type DescMessage,
+  type DescMethodStreaming,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import { Code, ConnectError, type StreamResponse } from "@connectrpc/connect";
 import { codeFromHttpStatus, endStreamFromJson, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
 import type http from "node:http";
@@ -45,33 +53,66 @@ export async function serverStream<I extends DescMessage, O extends DescMessage>
   if (signal?.aborted) throw new ConnectError("the call was cancelled", Code.Canceled);
 
   const reader = new EnvelopeReader<MessageShape<O>>((bytes) => fromBinary(method.output, bytes));
-  const req = to.request({ protocol: to.base.protocol, hostname: to.hostname, port: to.base.port, path, method: "POST", agent: to.agent, headers });
+  const req = to.request({
+    protocol: to.base.protocol,
+    hostname: to.hostname,
+    port: to.base.port,
+    path,
+    method: "POST",
+    agent: to.agent,
+    headers,
+  });
   const onAbort = () => req.destroy(new ConnectError("the call was cancelled", Code.Canceled));
   signal?.addEventListener("abort", onAbort, { once: true });
   const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
     req.on("response", resolve);
-    req.on("error", (err: Error) => reject(err instanceof ConnectError ? err : new ConnectError(`${path}: ${err.message}`, Code.Unavailable, undefined, undefined, err)));
+    req.on("error", (err: Error) =>
+      reject(
+        err instanceof ConnectError
+          ? err
+          : new ConnectError(`${path}: ${err.message}`, Code.Unavailable, undefined, undefined, err),
+      ),
+    );
     req.end(body);
   }).catch((err: unknown) => {
     signal?.removeEventListener("abort", onAbort);
     throw err;
   });
   const resHeaders = new Headers();
-  for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) resHeaders.set(k, Array.isArray(v) ? v.join(", ") : v);
+  for (const [k, v] of Object.entries(res.headers))
+    if (v !== undefined) resHeaders.set(k, Array.isArray(v) ? v.join(", ") : v);
   const type = resHeaders.get("content-type") ?? "";
   if (res.statusCode !== 200 || !/^application\/connect\+proto\b/.test(type)) {
     const chunks: Buffer[] = [];
     for await (const c of res) chunks.push(c as Buffer);
     signal?.removeEventListener("abort", onAbort);
     const status = res.statusCode ?? 0;
-    const fallback = new ConnectError(`HTTP ${status}`, status === 200 ? Code.Internal : codeFromHttpStatus(status), resHeaders);
-    throw /^application\/json\b/.test(type) ? errorFromJsonBytes(Buffer.concat(chunks), resHeaders, fallback) : fallback;
+    const fallback = new ConnectError(
+      `HTTP ${status}`,
+      status === 200 ? Code.Internal : codeFromHttpStatus(status),
+      resHeaders,
+    );
+    throw /^application\/json\b/.test(type)
+      ? errorFromJsonBytes(Buffer.concat(chunks), resHeaders, fallback)
+      : fallback;
   }
   const trailer = new Headers();
   res.on("data", (chunk: Buffer) => reader.push(chunk));
   res.on("end", () => reader.end());
-  res.on("error", (err: Error) => reader.fail(err instanceof ConnectError ? err : new ConnectError(`${path}: ${err.message}`, Code.Unavailable, undefined, undefined, err)));
-  req.on("error", (err: Error) => reader.fail(err instanceof ConnectError ? err : new ConnectError(`${path}: ${err.message}`, Code.Unavailable, undefined, undefined, err)));
+  res.on("error", (err: Error) =>
+    reader.fail(
+      err instanceof ConnectError
+        ? err
+        : new ConnectError(`${path}: ${err.message}`, Code.Unavailable, undefined, undefined, err),
+    ),
+  );
+  req.on("error", (err: Error) =>
+    reader.fail(
+      err instanceof ConnectError
+        ? err
+        : new ConnectError(`${path}: ${err.message}`, Code.Unavailable, undefined, undefined, err),
+    ),
+  );
 
   async function* messages(): AsyncGenerator<MessageShape<O>> {
     try {
@@ -89,12 +130,30 @@ export async function serverStream<I extends DescMessage, O extends DescMessage>
       if (!res.complete) req.destroy();
     }
   }
-  return { stream: true, service: method.parent, method, header: resHeaders, message: messages(), trailer } as StreamResponse<I, O>;
+  return {
+    stream: true,
+    service: method.parent,
+    method,
+    header: resHeaders,
+    message: messages(),
+    trailer,
+  } as StreamResponse<I, O>;
 }
 
 /** A Connect call's request headers: the node's own, the protocol's, the caller's, a deadline. */
-export function callHeaders(own: Record<string, string>, contentType: string, length: number, header: HeadersInit | undefined, timeoutMs: number | undefined): Record<string, string | number> {
-  const headers: Record<string, string | number> = { ...own, "content-type": contentType, "connect-protocol-version": "1", "content-length": length };
+export function callHeaders(
+  own: Record<string, string>,
+  contentType: string,
+  length: number,
+  header: HeadersInit | undefined,
+  timeoutMs: number | undefined,
+): Record<string, string | number> {
+  const headers: Record<string, string | number> = {
+    ...own,
+    "content-type": contentType,
+    "connect-protocol-version": "1",
+    "content-length": length,
+  };
   if (header) new Headers(header).forEach((v, k) => (headers[k] = v));
   if (timeoutMs !== undefined) headers["connect-timeout-ms"] = Math.max(1, Math.ceil(timeoutMs));
   return headers;
@@ -121,11 +180,16 @@ class EnvelopeReader<T> {
         const flags = this.buf[0];
         const bytes = this.buf.subarray(5, 5 + len);
         this.buf = this.buf.subarray(5 + len);
-        if (flags & COMPRESSED) throw new ConnectError("the tower sent a compressed message, which was not asked for", Code.Internal);
+        if (flags & COMPRESSED)
+          throw new ConnectError("the tower sent a compressed message, which was not asked for", Code.Internal);
         this.items.push(flags & END_STREAM ? { end: endStreamFromJson(bytes) } : { message: this.decode(bytes) });
       }
     } catch (err) {
-      this.fail(err instanceof ConnectError ? err : new ConnectError(`a message from the tower cannot be read: ${(err as Error).message}`, Code.Internal));
+      this.fail(
+        err instanceof ConnectError
+          ? err
+          : new ConnectError(`a message from the tower cannot be read: ${(err as Error).message}`, Code.Internal),
+      );
     }
     this.wake?.();
   }

@@ -7,7 +7,12 @@ import { create } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { silentLogger } from "../../common/log.js";
-import { LinkResponseSchema, type LinkResponse, type NodeService, type SessionRequest } from "../../gen/ep/tower/v1/fleet_pb.js";
+import {
+  LinkResponseSchema,
+  type LinkResponse,
+  type NodeService,
+  type SessionRequest,
+} from "../../gen/ep/tower/v1/fleet_pb.js";
 import { FakeClock } from "../../test-support/fake-clock.js";
 import { waitFor } from "../../test-support/wait.js";
 import { createTowerLink } from "./tower-link.js";
@@ -35,32 +40,47 @@ function standInSessions() {
 }
 
 describe("the link and work done without it", () => {
-  it("an open waits for a claim in flight and names the lease it brought; no claim starts while the link opens or is up", async () => {
-    const { opens, client } = standInSessions();
-    let leases: string[] = [];
-    const link = createTowerLink({
-      nodes: client,
-      sessions: client,
-      clock: new FakeClock(),
-      log: silentLogger,
-      attachSecret: "s",
-      version: "test",
-      agents: () => [{ agentId: "agt_1", leaseIds: leases, idle: leases.length === 0 }],
-      onMessage: () => {},
-    });
-    const claim = deferred();
-    expect(link.offLink(() => claim.promise.then(() => void (leases = ["ls_claimed"]))), "a claim while no link is up").toBe(true);
-    link.start();
-    // the link waits: an open sent now would not name the lease the claim is about to bring
-    await new Promise((r) => setImmediate(r));
-    expect(opens, "opens sent while the claim is in flight").toHaveLength(0);
-    expect(link.offLink(async () => {}), "a second claim while the link opens").toBe(false);
-    claim.resolve();
-    await waitFor(() => link.state() === "connected", 2_000, 1);
-    expect(opens.map((o) => (o.message.case === "open" ? o.message.value.agents.map((a) => a.leaseIds) : "not an open"))).toEqual([[["ls_claimed"]]]);
-    expect(link.offLink(async () => {}), "a claim while the link is up").toBe(false);
-    await link.close();
-  });
+  it(
+    "an open waits for a claim in flight and names the lease " +
+      "it brought; no claim starts while the link opens or is up",
+    async () => {
+      const { opens, client } = standInSessions();
+      let leases: string[] = [];
+      const link = createTowerLink({
+        nodes: client,
+        sessions: client,
+        clock: new FakeClock(),
+        log: silentLogger,
+        attachSecret: "s",
+        version: "test",
+        agents: () => [{ agentId: "agt_1", leaseIds: leases, idle: leases.length === 0 }],
+        onMessage: () => {},
+      });
+      const claim = deferred();
+      expect(
+        link.offLink(() => claim.promise.then(() => void (leases = ["ls_claimed"]))),
+        "a claim while no link is up",
+      ).toBe(true);
+      link.start();
+      // the link waits: an open sent now would not name the lease the claim is about to bring
+      await new Promise((r) => setImmediate(r));
+      expect(opens, "opens sent while the claim is in flight").toHaveLength(0);
+      expect(
+        link.offLink(async () => {}),
+        "a second claim while the link opens",
+      ).toBe(false);
+      claim.resolve();
+      await waitFor(() => link.state() === "connected", 2_000, 1);
+      expect(
+        opens.map((o) => (o.message.case === "open" ? o.message.value.agents.map((a) => a.leaseIds) : "not an open")),
+      ).toEqual([[["ls_claimed"]]]);
+      expect(
+        link.offLink(async () => {}),
+        "a claim while the link is up",
+      ).toBe(false);
+      await link.close();
+    },
+  );
 
   it("work done without the link that fails is logged and does not hold the next open", async () => {
     const { opens, client } = standInSessions();

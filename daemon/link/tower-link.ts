@@ -1,8 +1,8 @@
 // The daemon's one outbound link: NodeService.Session, a gRPC bidi stream over HTTP/2, over which
 // work and commands arrive and the runs' outcomes go up (each answered by an ack with its seq);
 // against a tower or a proxy that cannot take it (no such method, no HTTP/2 end to end), NodeService.Link,
-// a Connect server stream over HTTP/1.1 (outcomes then go up as unary calls, report.ts). Reconnects fast while the tower is coming back
-// (250 ms doubling to 1 s for the first 30 s of an outage, so a restarted tower or replica has its
+// a Connect server stream over HTTP/1.1 (outcomes then go up as unary calls, report.ts). Reconnects fast while the
+// tower is coming back (250 ms doubling to 1 s for the first 30 s of an outage, so a restarted tower or replica has its
 // nodes back within a second of answering), then 1 s doubling to 30 s; treats a silent stream (no
 // message, not even the tower's 15 s ping) as dead.
 import type { Client } from "@connectrpc/connect";
@@ -69,7 +69,10 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
   const { clock, log } = opts;
   // fast while an outage is young (a tower restarting answers again within seconds), then the
   // usual 1 s doubling to 30 s
-  const fast = createBackoff({ initialMs: Math.min(250, opts.backoff?.initialMs ?? 250), maxMs: Math.min(1000, opts.backoff?.maxMs ?? 1000) });
+  const fast = createBackoff({
+    initialMs: Math.min(250, opts.backoff?.initialMs ?? 250),
+    maxMs: Math.min(1000, opts.backoff?.maxMs ?? 1000),
+  });
   const slow = createBackoff(opts.backoff);
   const FAST_FOR_MS = 30_000;
   let downSince: number | undefined;
@@ -134,7 +137,9 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
     const box = linkOnly ? undefined : new Outbox({ message: { case: "open", value: open } });
     try {
       arm();
-      const stream = box ? opts.sessions!.session(box.messages(), { signal: ac.signal }) : opts.nodes.link(open, { signal: ac.signal });
+      const stream = box
+        ? opts.sessions!.session(box.messages(), { signal: ac.signal })
+        : opts.nodes.link(open, { signal: ac.signal });
       for await (const msg of stream) {
         arm();
         if (msg.command.case === "ack") {
@@ -166,7 +171,11 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
     } catch (err) {
       if (box && !hello && !closed && cannotHaveSession(err)) {
         linkOnly = true;
-        log.warn("the tower does not take a session here (NodeService.Session over HTTP/2); linking over HTTP/1.1, one request per outcome", { error: (err as Error).message });
+        log.warn(
+          "the tower does not take a session here (NodeService.Session " +
+            "over HTTP/2); linking over HTTP/1.1, one request per outcome",
+          { error: (err as Error).message },
+        );
       } else if (!closed) log.warn("link failed", { error: toEpError(err).message });
     } finally {
       if (idle) clock.clearTimeout(idle);
@@ -199,7 +208,10 @@ export function createTowerLink(opts: TowerLinkOptions): TowerLink {
     acks.delete(ack.seq);
     if (!ack.error) return waiting.resolve();
     const code = isErrorCode(ack.error.code) ? ack.error.code : "internal";
-    const details = ack.error.details && Object.keys(ack.error.details).length ? (ack.error.details as Record<string, unknown>) : undefined;
+    const details =
+      ack.error.details && Object.keys(ack.error.details).length
+        ? (ack.error.details as Record<string, unknown>)
+        : undefined;
     waiting.reject(new EpError(code, ack.message || ack.error.code, details));
   }
 
@@ -288,5 +300,8 @@ function cannotHaveSession(err: unknown): boolean {
   if (!(err instanceof ConnectError)) return false;
   if (err.code === Code.Unimplemented) return true;
   const cause = err.cause as { code?: string } | undefined;
-  return /^ERR_HTTP2_(?!STREAM_CANCEL)/.test(cause?.code ?? "") || /HTTP\/1|http2|protocol error|unsupported content type/i.test(err.rawMessage);
+  return (
+    /^ERR_HTTP2_(?!STREAM_CANCEL)/.test(cause?.code ?? "") ||
+    /HTTP\/1|http2|protocol error|unsupported content type/i.test(err.rawMessage)
+  );
 }

@@ -21,7 +21,11 @@ describe("a run's MCP config file", () => {
     const path = writeRunMcpConfig(dir, { url: "http://127.0.0.1:4100/mcp", token: "epr_one" });
     expect(path).toBe(join(dir, MCP_CONFIG_FILE));
     expect(statSync(path).mode & 0o777).toBe(0o600);
-    expect(read(path)).toEqual({ type: "http", url: "http://127.0.0.1:4100/mcp", headers: { Authorization: "Bearer epr_one" } });
+    expect(read(path)).toEqual({
+      type: "http",
+      url: "http://127.0.0.1:4100/mcp",
+      headers: { Authorization: "Bearer epr_one" },
+    });
   });
 
   it("replaces a previous run's config in place, longer or shorter, leaving nothing of it", () => {
@@ -33,7 +37,11 @@ describe("a run's MCP config file", () => {
     expect(statSync(path).ino).toBe(ino);
     expect(read(path).headers.Authorization).toBe(`Bearer ${"epr_".padEnd(300, "x")}`);
     writeRunMcpConfig(dir, { url: "http://127.0.0.1:4100/mcp", token: "epr_two" });
-    expect(JSON.parse(readFileSync(path, "utf8"))).toEqual({ mcpServers: { ep: { type: "http", url: "http://127.0.0.1:4100/mcp", headers: { Authorization: "Bearer epr_two" } } } });
+    expect(JSON.parse(readFileSync(path, "utf8"))).toEqual({
+      mcpServers: {
+        ep: { type: "http", url: "http://127.0.0.1:4100/mcp", headers: { Authorization: "Bearer epr_two" } },
+      },
+    });
   });
 
   it("is never written through a symlink left in its place", () => {

@@ -25,7 +25,9 @@ export interface AgentMcpOptions {
 }
 
 /** The `mcpServers` config that starts `epd mcp` for one agent. */
-export function agentMcpConfig(o: AgentMcpOptions): { mcpServers: Record<string, { type: "stdio"; command: string; args: string[]; env: Record<string, string> }> } {
+export function agentMcpConfig(o: AgentMcpOptions): {
+  mcpServers: Record<string, { type: "stdio"; command: string; args: string[]; env: Record<string, string> }>;
+} {
   const args = [...(o.commandArgs ?? []), "mcp", ...(o.boosterWasm ? ["--booster-wasm", o.boosterWasm] : [])];
   const env: Record<string, string> = { ...(o.env ?? {}) };
   if (o.agentId) env.EP_AGENT_ID = o.agentId;
@@ -34,8 +36,13 @@ export function agentMcpConfig(o: AgentMcpOptions): { mcpServers: Record<string,
   return { mcpServers: { ep: { type: "stdio", command: o.command, args, env } } };
 }
 
-/** The `mcpServers` config for a run's own HTTP door (its bearer token included: the file is 0600, in the run's directory). */
-export function runMcpConfig(grant: { url: string; token: string }): { mcpServers: Record<string, { type: "http"; url: string; headers: Record<string, string> }> } {
+/**
+ * The `mcpServers` config for a run's own HTTP door (its bearer token included: the file is 0600, in the run's
+ * directory).
+ */
+export function runMcpConfig(grant: { url: string; token: string }): {
+  mcpServers: Record<string, { type: "http"; url: string; headers: Record<string, string> }>;
+} {
   return { mcpServers: { ep: { type: "http", url: grant.url, headers: { Authorization: `Bearer ${grant.token}` } } } };
 }
 

@@ -46,7 +46,10 @@ export async function runMcpCommand(argv: string[], env: NodeJS.ProcessEnv = pro
   const log = createLogger("epd-mcp");
   const identity = await readNodeIdentity(nodeFile(env));
   const towerUrl = (values["backend-url"] || env.EP_BASE_URL || identity.tower_url).replace(/\/+$/, "");
-  if (!/^https?:\/\/[^/]+/.test(towerUrl)) throw new EpError("invalid_argument", `--backend-url must be an http(s) URL (got ${JSON.stringify(towerUrl)})`, { field: "backend-url" });
+  if (!/^https?:\/\/[^/]+/.test(towerUrl))
+    throw new EpError("invalid_argument", `--backend-url must be an http(s) URL (got ${JSON.stringify(towerUrl)})`, {
+      field: "backend-url",
+    });
   const tower = createTowerClients(towerUrl, identity.token);
   const caller = await openToolCaller({
     towerUrl,
@@ -64,11 +67,23 @@ export async function runMcpCommand(argv: string[], env: NodeJS.ProcessEnv = pro
       ? [
           {
             spec: PERMISSION_TOOL_SPEC,
-            call: createPermissionTool({ tower, clock: systemClock, log, taskId: env.EP_TASK_ID, agentId, timeoutMs: Number(env.EP_PERMISSION_TIMEOUT_MS) || DEFAULT_PERMISSION_TIMEOUT_MS }),
+            call: createPermissionTool({
+              tower,
+              clock: systemClock,
+              log,
+              taskId: env.EP_TASK_ID,
+              agentId,
+              timeoutMs: Number(env.EP_PERMISSION_TIMEOUT_MS) || DEFAULT_PERMISSION_TIMEOUT_MS,
+            }),
           },
         ]
       : [];
-  const server = createAgentMcpServer(caller, catalog, { agentId, domainId: values.domain || env.EP_DOMAIN_ID || undefined }, local);
+  const server = createAgentMcpServer(
+    caller,
+    catalog,
+    { agentId, domainId: values.domain || env.EP_DOMAIN_ID || undefined },
+    local,
+  );
   const transport = new StdioServerTransport();
   await new Promise<void>((resolve, reject) => {
     transport.onclose = () => resolve();

@@ -75,8 +75,14 @@ export function createMcpEndpoint(o: McpEndpointOptions): McpEndpoint {
     const url = req.url ?? "/";
     if (!url.startsWith("/mcp")) return reply(res, 404, "not found: EP's MCP endpoint is /mcp");
     const grant = grantOf(req.headers.authorization, grants);
-    if (!grant) return reply(res, 401, "unauthorized: this endpoint takes the run's own bearer token (EP_MCP_TOKEN), valid while the run lasts");
-    if (req.method !== "POST") return reply(res, 405, "method not allowed: this endpoint answers POST (stateless streamable HTTP)");
+    if (!grant)
+      return reply(
+        res,
+        401,
+        "unauthorized: this endpoint takes the run's own bearer token (EP_MCP_TOKEN), valid while the run lasts",
+      );
+    if (req.method !== "POST")
+      return reply(res, 405, "method not allowed: this endpoint answers POST (stateless streamable HTTP)");
     let body: unknown;
     try {
       body = await readJson(req);
@@ -89,7 +95,12 @@ export function createMcpEndpoint(o: McpEndpointOptions): McpEndpoint {
     } catch (err) {
       return reply(res, 503, `EP's tool catalog is not available: ${toEpError(err).message}`);
     }
-    const mcp = createAgentMcpServer(o.caller, tools, { agentId: grant.scope.agentId, domainId: grant.scope.domainId }, grant.local);
+    const mcp = createAgentMcpServer(
+      o.caller,
+      tools,
+      { agentId: grant.scope.agentId, domainId: grant.scope.domainId },
+      grant.local,
+    );
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.on("close", () => {
       void transport.close();
@@ -120,7 +131,19 @@ export function createMcpEndpoint(o: McpEndpointOptions): McpEndpoint {
       const token = `epr_${randomBytes(24).toString("base64url")}`;
       // the tool claude's --permission-prompt-tool names, offered only to a run that asks people
       const local = scope.ask
-        ? [{ spec: PERMISSION_TOOL_SPEC, call: createPermissionTool({ tower: o.tower, clock: o.clock, log, taskId: scope.taskId, agentId: scope.agentId, timeoutMs: scope.ask.timeoutMs }) }]
+        ? [
+            {
+              spec: PERMISSION_TOOL_SPEC,
+              call: createPermissionTool({
+                tower: o.tower,
+                clock: o.clock,
+                log,
+                taskId: scope.taskId,
+                agentId: scope.agentId,
+                timeoutMs: scope.ask.timeoutMs,
+              }),
+            },
+          ]
         : [];
       grants.set(token, { scope, local });
       return { url: base, token, revoke: () => void grants.delete(token) };

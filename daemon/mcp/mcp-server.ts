@@ -2,7 +2,12 @@
 // The catalog comes from the tower's GET /mcp/tools (so it always matches the tower); every
 // call goes through the validated path in tool-call.ts.
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolRequestSchema,
+  ListToolsRequestSchema,
+  type CallToolResult,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
 import { EpError, toEpError } from "../../common/errors.js";
 import type { ToolCaller, ToolCallScope } from "./tool-call.js";
 
@@ -14,24 +19,40 @@ export interface CatalogTool {
 }
 
 /** Reads the catalog from the tower (GET /mcp/tools with the node token). */
-export async function fetchCatalog(towerUrl: string, token: string, doFetch: typeof fetch = fetch): Promise<CatalogTool[]> {
+export async function fetchCatalog(
+  towerUrl: string,
+  token: string,
+  doFetch: typeof fetch = fetch,
+): Promise<CatalogTool[]> {
   let res: Response;
   try {
-    res = await doFetch(`${towerUrl.replace(/\/+$/, "")}/mcp/tools`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(15_000) });
+    res = await doFetch(`${towerUrl.replace(/\/+$/, "")}/mcp/tools`, {
+      headers: { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(15_000),
+    });
   } catch (err) {
-    throw new EpError("unavailable", `cannot read the tool catalog from ${towerUrl}/mcp/tools: ${(err as Error).message}`);
+    throw new EpError(
+      "unavailable",
+      `cannot read the tool catalog from ${towerUrl}/mcp/tools: ${(err as Error).message}`,
+    );
   }
   // a body that is not JSON: the HTTP status below says what went wrong
-  const body = (await res.json().catch(() => undefined)) as { tools?: CatalogTool[]; error?: { message?: string } } | undefined;
+  const body = (await res.json().catch(() => undefined)) as
+    | { tools?: CatalogTool[]; error?: { message?: string } }
+    | undefined;
   if (!res.ok || !Array.isArray(body?.tools)) {
-    throw new EpError("unavailable", `the tower answered HTTP ${res.status} for /mcp/tools${body?.error?.message ? `: ${body.error.message}` : ""}`);
+    throw new EpError(
+      "unavailable",
+      `the tower answered HTTP ${res.status} for /mcp/tools${body?.error?.message ? `: ${body.error.message}` : ""}`,
+    );
   }
   return body.tools;
 }
 
 function result(value: unknown, shortCircuited: boolean): CallToolResult {
   const out: CallToolResult = { content: [{ type: "text", text: JSON.stringify(value ?? null) }] };
-  if (value !== null && typeof value === "object" && !Array.isArray(value)) out.structuredContent = value as Record<string, unknown>;
+  if (value !== null && typeof value === "object" && !Array.isArray(value))
+    out.structuredContent = value as Record<string, unknown>;
   if (shortCircuited) out._meta = { short_circuited: true };
   return out;
 }
@@ -43,11 +64,21 @@ export interface LocalTool {
 }
 
 /** The MCP server for one agent: tools/list is the catalog (and any local tools), tools/call the validated path. */
-export function createAgentMcpServer(caller: ToolCaller, catalog: CatalogTool[], scope: ToolCallScope = {}, local: LocalTool[] = []): Server {
+export function createAgentMcpServer(
+  caller: ToolCaller,
+  catalog: CatalogTool[],
+  scope: ToolCallScope = {},
+  local: LocalTool[] = [],
+): Server {
   const server = new Server({ name: "epd", version: "0.1.0" }, { capabilities: { tools: {} } });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: [
-      ...catalog.map((t) => ({ name: t.name, description: t.description, inputSchema: t.input_schema, annotations: { readOnlyHint: t.kind === "read" } })),
+      ...catalog.map((t) => ({
+        name: t.name,
+        description: t.description,
+        inputSchema: t.input_schema,
+        annotations: { readOnlyHint: t.kind === "read" },
+      })),
       ...local.map((t) => t.spec),
     ],
   }));

@@ -56,14 +56,26 @@ export interface ToolCaller {
 }
 
 function telemetry(tool: string, v: BoosterVerdict, booster: Booster, scope: ToolCallScope): TelemetryEvent {
-  const payload: JsonObject = { tool, verdict: v.verdict, booster: booster.source, duration_ms: Math.round(v.durationMs * 1000) / 1000 };
+  const payload: JsonObject = {
+    tool,
+    verdict: v.verdict,
+    booster: booster.source,
+    duration_ms: Math.round(v.durationMs * 1000) / 1000,
+  };
   if (v.verdict === "reject" || v.verdict === "short_circuit") payload.reason = v.reason;
   if (v.verdict === "error") {
     payload.error = v.error.message;
     const cause = v.error.details?.cause;
     if (typeof cause === "string") payload.cause = cause;
   }
-  return { type: "matrix", name: "booster.verdict", domainId: scope.domainId, agentId: scope.agentId, status: v.verdict, payload };
+  return {
+    type: "matrix",
+    name: "booster.verdict",
+    domainId: scope.domainId,
+    agentId: scope.agentId,
+    status: v.verdict,
+    payload,
+  };
 }
 
 export function createToolCaller(opts: ToolCallerOptions): ToolCaller {
@@ -76,8 +88,13 @@ export function createToolCaller(opts: ToolCallerOptions): ToolCaller {
   // before the pack and the booster see it. If the catalog cannot be read, the tower decides.
   let known: Promise<Set<string> | undefined> | undefined;
   function knownTools(): Promise<Set<string> | undefined> {
-    known ??= doFetch(`${base}/mcp/tools`, { headers: { authorization: `Bearer ${opts.token}` }, signal: AbortSignal.timeout(15_000) })
-      .then(async (res) => (res.ok ? new Set(((await res.json()) as { tools: { name: string }[] }).tools.map((t) => t.name)) : undefined))
+    known ??= doFetch(`${base}/mcp/tools`, {
+      headers: { authorization: `Bearer ${opts.token}` },
+      signal: AbortSignal.timeout(15_000),
+    })
+      .then(async (res) =>
+        res.ok ? new Set(((await res.json()) as { tools: { name: string }[] }).tools.map((t) => t.name)) : undefined,
+      )
       .catch(() => undefined) // unknown: the call goes through and the tower answers with its own error
       .then((names) => {
         if (!names) known = undefined; // try again next call
@@ -87,7 +104,12 @@ export function createToolCaller(opts: ToolCallerOptions): ToolCaller {
   }
 
   function emit(event: TelemetryEvent): void {
-    opts.publish([event]).catch((err: unknown) => log.warn("booster telemetry not published", { tool: event.payload.tool as string, error: toEpError(err).message }));
+    opts.publish([event]).catch((err: unknown) =>
+      log.warn("booster telemetry not published", {
+        tool: event.payload.tool as string,
+        error: toEpError(err).message,
+      }),
+    );
   }
 
   async function forward(tool: string, args: unknown, scope: ToolCallScope): Promise<JsonValue> {
@@ -104,11 +126,14 @@ export function createToolCaller(opts: ToolCallerOptions): ToolCaller {
       });
     } catch (err) {
       const e = err as Error;
-      if (e.name === "TimeoutError") throw new EpError("unavailable", `the tower did not answer ${tool} within ${Math.round(timeoutMs / 1000)}s`);
+      if (e.name === "TimeoutError")
+        throw new EpError("unavailable", `the tower did not answer ${tool} within ${Math.round(timeoutMs / 1000)}s`);
       throw new EpError("unavailable", `cannot reach the tower at ${base}: ${e.message}`);
     }
     const text = await res.text();
-    let parsed: { result?: JsonValue; error?: { code?: string; message?: string; details?: Record<string, unknown> } } | undefined;
+    let parsed:
+      | { result?: JsonValue; error?: { code?: string; message?: string; details?: Record<string, unknown> } }
+      | undefined;
     try {
       parsed = text ? JSON.parse(text) : undefined;
     } catch {
@@ -116,19 +141,25 @@ export function createToolCaller(opts: ToolCallerOptions): ToolCaller {
     }
     if (!res.ok) {
       const code = parsed?.error?.code;
-      throw new EpError(code && isErrorCode(code) ? code : res.status >= 500 ? "unavailable" : "internal", parsed?.error?.message ?? `the tower answered HTTP ${res.status} to ${tool}`, parsed?.error?.details);
+      throw new EpError(
+        code && isErrorCode(code) ? code : res.status >= 500 ? "unavailable" : "internal",
+        parsed?.error?.message ?? `the tower answered HTTP ${res.status} to ${tool}`,
+        parsed?.error?.details,
+      );
     }
     if (!parsed || !("result" in parsed)) throw new EpError("internal", `the tower's answer to ${tool} has no result`);
     return parsed.result ?? null;
   }
 
   async function call(tool: string, args: unknown, scope: ToolCallScope = {}): Promise<ToolCallResult> {
-    if (typeof tool !== "string" || !tool.trim()) throw invalidField("tool", "is required (a tool name from GET /mcp/tools)");
+    if (typeof tool !== "string" || !tool.trim())
+      throw invalidField("tool", "is required (a tool name from GET /mcp/tools)");
     if (args !== undefined && args !== null && (typeof args !== "object" || Array.isArray(args))) {
       throw new EpError("invalid_argument", `${tool}: arguments must be a JSON object`, { field: "arguments", tool });
     }
     const names = await knownTools();
-    if (names && !names.has(tool)) throw new EpError("tool_not_found", `No tool named '${tool}'; list them with GET /mcp/tools.`, { tool });
+    if (names && !names.has(tool))
+      throw new EpError("tool_not_found", `No tool named '${tool}'; list them with GET /mcp/tools.`, { tool });
     const payloadError = validatePayload(opts.pack, tool, args ?? {});
     if (payloadError) throw payloadError;
     const verdict = opts.booster.validate(tool, args ?? null);
@@ -152,7 +183,13 @@ export function createToolCaller(opts: ToolCallerOptions): ToolCaller {
  * booster (--booster-wasm; a module that fails to load is a `config_invalid` startup error),
  * then builds the caller. close() stops the booster's worker.
  */
-export async function openToolCaller(opts: Omit<ToolCallerOptions, "pack" | "booster"> & { schemaPackFile?: string; boosterWasm?: string; boosterTimeoutMs?: number }): Promise<ToolCaller> {
+export async function openToolCaller(
+  opts: Omit<ToolCallerOptions, "pack" | "booster"> & {
+    schemaPackFile?: string;
+    boosterWasm?: string;
+    boosterTimeoutMs?: number;
+  },
+): Promise<ToolCaller> {
   const log = opts.log ?? silentLogger;
   const { loadSchemaPack } = await import("../booster/schema-pack.js");
   const { loadBooster } = await import("../booster/booster.js");

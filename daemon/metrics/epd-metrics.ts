@@ -33,15 +33,33 @@ export interface EpdMetrics {
 export function createEpdMetrics(): EpdMetrics {
   const registry = new Registry();
   registerProcessMetrics(registry);
-  const runs = new HotCounter({ name: "ep_node_runs_total", help: "Runs that ended on this node, by runtime and outcome.", labelNames: ["runtime", "outcome"], registry });
-  const duration = new HotHistogram({ name: "ep_node_run_duration_seconds", help: "How long runs on this node took, by runtime and outcome.", labelNames: ["runtime", "outcome"], buckets: RUN_BUCKETS, registry });
-  const children = new Map<string, { runs: ReturnType<HotCounter["child"]>; duration: ReturnType<HotHistogram["child"]> }>();
+  const runs = new HotCounter({
+    name: "ep_node_runs_total",
+    help: "Runs that ended on this node, by runtime and outcome.",
+    labelNames: ["runtime", "outcome"],
+    registry,
+  });
+  const duration = new HotHistogram({
+    name: "ep_node_run_duration_seconds",
+    help: "How long runs on this node took, by runtime and outcome.",
+    labelNames: ["runtime", "outcome"],
+    buckets: RUN_BUCKETS,
+    registry,
+  });
+  const children = new Map<
+    string,
+    { runs: ReturnType<HotCounter["child"]>; duration: ReturnType<HotHistogram["child"]> }
+  >();
   return {
     registry,
     runEnded(run) {
       const key = `${run.runtime} ${run.outcome}`;
       let c = children.get(key);
-      if (!c) children.set(key, (c = { runs: runs.child(run.runtime, run.outcome), duration: duration.child(run.runtime, run.outcome) }));
+      if (!c)
+        children.set(
+          key,
+          (c = { runs: runs.child(run.runtime, run.outcome), duration: duration.child(run.runtime, run.outcome) }),
+        );
       c.runs.inc();
       c.duration.observe(Math.max(0, run.seconds));
     },

@@ -39,7 +39,8 @@ export async function jsonRpcCall<T = unknown>(
     throw new EpError("internal", `the daemon on ${socketPath} answered with something that is not JSON`);
   }
   if (response.error) throw fromJsonRpcError(response.error);
-  if (response.id !== id) throw new EpError("internal", `the daemon answered request ${String(response.id)}, not ${id}`);
+  if (response.id !== id)
+    throw new EpError("internal", `the daemon answered request ${String(response.id)}, not ${id}`);
   return response.result as T;
 }
 
@@ -90,7 +91,8 @@ function requestLine(socketPath: string, line: string, opts: LineCallOptions): P
       else resolve(value ?? "");
     };
     const timer = setTimeout(
-      () => settle(new EpError("unavailable", `no answer from ${socketPath} within ${timeoutMs} ms`, { path: socketPath })),
+      () =>
+        settle(new EpError("unavailable", `no answer from ${socketPath} within ${timeoutMs} ms`, { path: socketPath })),
       timeoutMs,
     );
     socket.on("connect", () => socket.write(line + "\n"));

@@ -51,12 +51,23 @@ class FakeAgents {
 function fakeRoutes(agents: FakeAgents) {
   return (router: ConnectRouter) => {
     router.service(DaemonService, {
-      status: () => ({ nodeId: "nod_1", hostname: "worker-1", link: "connected", runningTasks: 2, agents: agents.agents }),
+      status: () => ({
+        nodeId: "nod_1",
+        hostname: "worker-1",
+        link: "connected",
+        runningTasks: 2,
+        agents: agents.agents,
+      }),
     });
     router.service(AgentService, agents);
     router.service(CronService, {
       history: (req) => ({
-        fires: Array.from({ length: req.limit }, (_, i) => ({ job: req.name, slot: `slot-${i}`, status: "ok", exitCode: 0 })),
+        fires: Array.from({ length: req.limit }, (_, i) => ({
+          job: req.name,
+          slot: `slot-${i}`,
+          status: "ok",
+          exitCode: 0,
+        })),
       }),
       gcNow: async () => ({ removed: 3 }),
     });
@@ -66,7 +77,10 @@ function fakeRoutes(agents: FakeAgents) {
       },
     });
     router.service(ToolService, {
-      run: (req) => ({ result: { kind: { case: "stringValue", value: `${req.tool}:${req.domainId}` } }, shortCircuited: true }),
+      run: (req) => ({
+        result: { kind: { case: "stringValue", value: `${req.tool}:${req.domainId}` } },
+        shortCircuited: true,
+      }),
     });
   };
 }
@@ -113,8 +127,12 @@ describe("the same implementation over JSON-RPC and Connect", () => {
   it("answers agent.enroll and daemon.status on a raw socket and through the generated client", async () => {
     const raw = await openRawClient(path);
     raw.send(
-      JSON.stringify({ jsonrpc: "2.0", id: 1, method: "agent.enroll", params: { domainId: "dom_1", runtime: "shell", capabilities: ["gpu"] } }) +
-        "\n",
+      JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "agent.enroll",
+        params: { domainId: "dom_1", runtime: "shell", capabilities: ["gpu"] },
+      }) + "\n",
     );
     expect(await raw.next()).toMatchObject({
       jsonrpc: "2.0",
@@ -122,7 +140,9 @@ describe("the same implementation over JSON-RPC and Connect", () => {
       result: { agent: { id: "agt_1", domainId: "dom_1", runtime: "shell", capabilities: ["gpu"], state: "idle" } },
     });
     // Proto field names are accepted too, as in any proto JSON parser.
-    raw.send(JSON.stringify({ jsonrpc: "2.0", id: "two", method: "agent.enroll", params: { domain_id: "dom_2" } }) + "\n");
+    raw.send(
+      JSON.stringify({ jsonrpc: "2.0", id: "two", method: "agent.enroll", params: { domain_id: "dom_2" } }) + "\n",
+    );
     expect(await raw.next()).toMatchObject({ id: "two", result: { agent: { id: "agt_2", domainId: "dom_2" } } });
     raw.send(JSON.stringify({ jsonrpc: "2.0", id: 3, method: "daemon.status" }) + "\n");
     const viaJsonRpc = (await raw.next()) as { result: Record<string, unknown> };
@@ -133,7 +153,12 @@ describe("the same implementation over JSON-RPC and Connect", () => {
     const viaConnect = await client.status({});
     expect(viaConnect.nodeId).toBe("nod_1");
     expect(viaConnect.agents.map((a) => a.id)).toEqual(["agt_1", "agt_2"]);
-    expect(viaJsonRpc.result).toMatchObject({ nodeId: "nod_1", hostname: "worker-1", link: "connected", runningTasks: 2 });
+    expect(viaJsonRpc.result).toMatchObject({
+      nodeId: "nod_1",
+      hostname: "worker-1",
+      link: "connected",
+      runningTasks: 2,
+    });
     expect((viaJsonRpc.result.agents as { id: string }[]).map((a) => a.id)).toEqual(["agt_1", "agt_2"]);
     // Implicit (default) fields are spelled out, so scripts need not guess them.
     expect(viaJsonRpc.result.booster).toBe("");
@@ -147,7 +172,9 @@ describe("the same implementation over JSON-RPC and Connect", () => {
       ],
     });
     expect(await jsonRpcCall(path, "cron.gcNow")).toEqual({ removed: 3 });
-    expect(await jsonRpcCall(path, "tool.run", { tool: "submit_mesh_task", domainId: "dom_1", arguments: { title: "x" } })).toEqual({
+    expect(
+      await jsonRpcCall(path, "tool.run", { tool: "submit_mesh_task", domainId: "dom_1", arguments: { title: "x" } }),
+    ).toEqual({
       result: "submit_mesh_task:dom_1",
       shortCircuited: true,
     });
@@ -157,7 +184,10 @@ describe("the same implementation over JSON-RPC and Connect", () => {
 
   it("maps an EpError to its JSON-RPC code and data, and to the Connect code", async () => {
     const raw = await openRawClient(path);
-    raw.send(JSON.stringify({ jsonrpc: "2.0", id: 7, method: "agent.signal", params: { target: "ghost", prompt: "hi" } }) + "\n");
+    raw.send(
+      JSON.stringify({ jsonrpc: "2.0", id: 7, method: "agent.signal", params: { target: "ghost", prompt: "hi" } }) +
+        "\n",
+    );
     expect(await raw.next()).toEqual({
       jsonrpc: "2.0",
       id: 7,
@@ -207,12 +237,16 @@ describe("the same implementation over JSON-RPC and Connect", () => {
 describe("JSON-RPC errors", () => {
   it("100 malformed lines in a row get parse errors and the connection and server keep serving", async () => {
     const raw = await openRawClient(path);
-    const junk = ["{", "not json", "{\"jsonrpc\":", "}}}", "GARBAGE IN", "\u0000\u0001", "[1,2", "{'single':'quotes'}"];
+    const junk = ["{", "not json", '{"jsonrpc":', "}}}", "GARBAGE IN", "\u0000\u0001", "[1,2", "{'single':'quotes'}"];
     let batch = "";
     for (let i = 0; i < 100; i++) batch += junk[i % junk.length] + "\n";
     raw.send(batch);
     for (let i = 0; i < 100; i++) {
-      expect(await raw.next()).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32700, data: { code: "invalid_json" } } });
+      expect(await raw.next()).toMatchObject({
+        jsonrpc: "2.0",
+        id: null,
+        error: { code: -32700, data: { code: "invalid_json" } },
+      });
     }
     raw.send(JSON.stringify({ jsonrpc: "2.0", id: 101, method: "cron.gcNow" }) + "\n");
     expect(await raw.next()).toEqual({ jsonrpc: "2.0", id: 101, result: { removed: 3 } });
@@ -245,7 +279,9 @@ describe("JSON-RPC errors", () => {
     const raw = await openRawClient(path);
     const ask = async (params: unknown) => {
       raw.send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "cron.history", params }) + "\n");
-      return (await raw.next()) as { error: { code: number; message: string; data: { code: string; details: { field?: string } } } };
+      return (await raw.next()) as {
+        error: { code: number; message: string; data: { code: string; details: { field?: string } } };
+      };
     };
     const wrongType = await ask({ name: "nightly", limit: "lots" });
     expect(wrongType.error.code).toBe(-32602);
@@ -261,10 +297,18 @@ describe("JSON-RPC errors", () => {
     expect(positional.error).toMatchObject({ code: -32602, data: { details: { field: "params" } } });
 
     raw.send(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tool.run", params: { tool: "x", arguments: 5 } }) + "\n");
-    expect(await raw.next()).toMatchObject({ id: 2, error: { code: -32602, data: { details: { field: "arguments" } } } });
+    expect(await raw.next()).toMatchObject({
+      id: 2,
+      error: { code: -32602, data: { details: { field: "arguments" } } },
+    });
 
-    raw.send(JSON.stringify({ jsonrpc: "2.0", id: 3, method: "daemon.status", params: { lastFire: { status: 1 } } }) + "\n");
-    expect(await raw.next()).toMatchObject({ id: 3, error: { code: -32602, data: { code: "unknown_field", details: { field: "lastFire" } } } });
+    raw.send(
+      JSON.stringify({ jsonrpc: "2.0", id: 3, method: "daemon.status", params: { lastFire: { status: 1 } } }) + "\n",
+    );
+    expect(await raw.next()).toMatchObject({
+      id: 3,
+      error: { code: -32602, data: { code: "unknown_field", details: { field: "lastFire" } } },
+    });
     raw.end();
     await expect(jsonRpcCall(path, "cron.history", { limit: 1.5 })).rejects.toMatchObject({
       code: "invalid_argument",
@@ -295,7 +339,11 @@ describe("JSON-RPC errors", () => {
         "junk",
       ]) + "\n",
     );
-    const batch = (await raw.next()) as { id: unknown; result?: { agents: { domainId: string }[] }; error?: { code: number } }[];
+    const batch = (await raw.next()) as {
+      id: unknown;
+      result?: { agents: { domainId: string }[] };
+      error?: { code: number };
+    }[];
     expect(batch).toHaveLength(3);
     expect(batch[0].id).toBe(3);
     expect(batch[0].result?.agents.map((a) => a.domainId)).toEqual(["dom_n"]);
@@ -306,7 +354,9 @@ describe("JSON-RPC errors", () => {
 
   it("a line over 1 MiB gets an error and its connection is closed; the server keeps serving", async () => {
     const raw = await openRawClient(path);
-    raw.send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tool.run", params: { tool: "x".repeat(1024 * 1024) } }) + "\n");
+    raw.send(
+      JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tool.run", params: { tool: "x".repeat(1024 * 1024) } }) + "\n",
+    );
     expect(await raw.next()).toMatchObject({ id: null, error: { code: -32013, data: { code: "payload_too_large" } } });
     await raw.closed;
     expect(await jsonRpcCall(path, "cron.gcNow")).toEqual({ removed: 3 });

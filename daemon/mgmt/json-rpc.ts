@@ -160,9 +160,13 @@ export function createJsonRpcHandler(opts: JsonRpcHandlerOptions): JsonRpcHandle
       return responses.length ? JSON.stringify(responses) : undefined;
     },
     lineTooLong(maxLineBytes) {
-      const err = new EpError("payload_too_large", `a line is limited to ${maxLineBytes} bytes; closing the connection`, {
-        limit: maxLineBytes,
-      });
+      const err = new EpError(
+        "payload_too_large",
+        `a line is limited to ${maxLineBytes} bytes; closing the connection`,
+        {
+          limit: maxLineBytes,
+        },
+      );
       return JSON.stringify({ jsonrpc: "2.0", id: null, error: errorObject(err) });
     },
   };
@@ -199,7 +203,10 @@ function checkRequest(request: unknown): CheckedRequest {
 function decodeParams(schema: DescMessage, params: unknown): unknown {
   if (params === undefined || params === null) params = {};
   if (typeof params !== "object" || Array.isArray(params)) {
-    throw invalidField("params", `must be a JSON object with the fields of ${schema.typeName} (positional params are not supported)`);
+    throw invalidField(
+      "params",
+      `must be a JSON object with the fields of ${schema.typeName} (positional params are not supported)`,
+    );
   }
   try {
     return fromJson(schema, params as JsonValue, { ignoreUnknownFields: false });
@@ -228,7 +235,10 @@ function paramsError(schema: DescMessage, params: Record<string, JsonValue>, err
 }
 
 function fieldPath(schema: DescMessage, key: string, err: unknown): string {
-  const cause = err instanceof Error ? (err.cause as { field?: () => { parent?: unknown; name: string; jsonName?: string } }) : undefined;
+  const cause =
+    err instanceof Error
+      ? (err.cause as { field?: () => { parent?: unknown; name: string; jsonName?: string } })
+      : undefined;
   const inner = typeof cause?.field === "function" ? cause.field() : undefined;
   if (!inner || inner.parent === schema) return key;
   return `${key}.${inner.jsonName ?? inner.name}`;

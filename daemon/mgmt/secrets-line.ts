@@ -82,7 +82,8 @@ function parseRequest(line: string): { session: string; name: string } {
   if (extra !== undefined) {
     throw new EpError("unknown_field", `${extra}: unknown field; a request has op, session and name`, { field: extra });
   }
-  if (typeof r.session !== "string") throw invalidField("session", "is required and must be a string (EP_SECRETS_SESSION)");
+  if (typeof r.session !== "string")
+    throw invalidField("session", "is required and must be a string (EP_SECRETS_SESSION)");
   if (typeof r.name !== "string") throw invalidField("name", "is required and must be a string");
   return { session: r.session, name: r.name };
 }

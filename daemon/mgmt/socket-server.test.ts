@@ -55,18 +55,29 @@ describe("serveUnixSocket", () => {
     await serve();
     const post = (body: Buffer) =>
       new Promise<{ status: number; text: string }>((resolve, reject) => {
-        const req = http.request({ socketPath: path, method: "POST", path: "/ep.daemon.v1.DaemonService/Status", headers: { "content-type": "application/proto", "content-length": body.length } }, (res) => {
-          let text = "";
-          res.on("data", (d) => (text += d));
-          res.on("end", () => resolve({ status: res.statusCode!, text }));
-        });
+        const req = http.request(
+          {
+            socketPath: path,
+            method: "POST",
+            path: "/ep.daemon.v1.DaemonService/Status",
+            headers: { "content-type": "application/proto", "content-length": body.length },
+          },
+          (res) => {
+            let text = "";
+            res.on("data", (d) => (text += d));
+            res.on("end", () => resolve({ status: res.statusCode!, text }));
+          },
+        );
         req.on("error", reject);
         req.end(body);
       });
     const bad = await post(Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f]));
     expect(bad.status).toBe(400);
     const json = JSON.parse(bad.text);
-    expect(json).toMatchObject({ code: "invalid_argument", message: "the request body is not a valid binary ep.daemon.v1.DaemonServiceStatusRequest message" });
+    expect(json).toMatchObject({
+      code: "invalid_argument",
+      message: "the request body is not a valid binary ep.daemon.v1.DaemonServiceStatusRequest message",
+    });
     expect(epErrorOfConnectJson(json)?.code).toBe("invalid_argument");
     expect((await post(Buffer.alloc(0))).status).toBe(200);
   });
@@ -75,11 +86,19 @@ describe("serveUnixSocket", () => {
     await serve();
     const post = (body: string) =>
       new Promise<{ status: number; text: string }>((resolve, reject) => {
-        const req = http.request({ socketPath: path, method: "POST", path: "/ep.daemon.v1.DaemonService/Status", headers: { "content-type": "application/json" } }, (res) => {
-          let text = "";
-          res.on("data", (d) => (text += d));
-          res.on("end", () => resolve({ status: res.statusCode!, text }));
-        });
+        const req = http.request(
+          {
+            socketPath: path,
+            method: "POST",
+            path: "/ep.daemon.v1.DaemonService/Status",
+            headers: { "content-type": "application/json" },
+          },
+          (res) => {
+            let text = "";
+            res.on("data", (d) => (text += d));
+            res.on("end", () => resolve({ status: res.statusCode!, text }));
+          },
+        );
         req.on("error", reject);
         req.end(body);
       });
@@ -110,7 +129,9 @@ describe("serveUnixSocket", () => {
     child.kill("SIGKILL");
     await exited;
     expect(statSync(path).isSocket()).toBe(true);
-    await expect(new Promise((resolve, reject) => net.connect(path).on("connect", resolve).on("error", reject))).rejects.toThrow();
+    await expect(
+      new Promise((resolve, reject) => net.connect(path).on("connect", resolve).on("error", reject)),
+    ).rejects.toThrow();
 
     await serve();
     expect(await jsonRpcCall(path, "cron.gcNow")).toEqual({ removed: 1 });

@@ -52,7 +52,10 @@ export async function serveUnixSocket(opts: UnixSocketServerOptions): Promise<Un
   const mode = opts.mode ?? 0o600;
   const maxLineBytes = opts.maxLineBytes ?? MAX_LINE_BYTES;
   if (opts.jsonRpc && opts.lineProtocol) {
-    throw invalidField("lineProtocol", "give either jsonRpc or lineProtocol, not both: one socket speaks one line protocol");
+    throw invalidField(
+      "lineProtocol",
+      "give either jsonRpc or lineProtocol, not both: one socket speaks one line protocol",
+    );
   }
   const lines = opts.jsonRpc ?? opts.lineProtocol;
   if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) {

@@ -28,7 +28,10 @@ export async function answerPermission(
   emit: (frame: ProgressFrame) => void,
   denials: DenialList,
 ): Promise<RequestPermissionResponse> {
-  const answer = o.permission === "ask" ? await askPerson(params, o, signal, toolNames) : decidePermission(params, o.permission, o.cwd);
+  const answer =
+    o.permission === "ask"
+      ? await askPerson(params, o, signal, toolNames)
+      : decidePermission(params, o.permission, o.cwd);
   const chosen = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled";
   emit({
     kind: "status",
@@ -41,8 +44,16 @@ export async function answerPermission(
   return answer;
 }
 
-/** A permission request answered with one of its reject options, as a denial (a person's under "ask", else the policy's). */
-export function rejectionOf(req: RequestPermissionRequest, answer: RequestPermissionResponse, policy: Permission, known?: ReadonlyMap<string, string>): Denial | undefined {
+/**
+ * A permission request answered with one of its reject options, as a denial (a person's under "ask", else the
+ * policy's).
+ */
+export function rejectionOf(
+  req: RequestPermissionRequest,
+  answer: RequestPermissionResponse,
+  policy: Permission,
+  known?: ReadonlyMap<string, string>,
+): Denial | undefined {
   const picked = answer.outcome.outcome === "selected" ? (answer.outcome as { optionId: string }).optionId : undefined;
   const kind = req.options.find((x) => x.optionId === picked)?.kind;
   if (!kind?.startsWith("reject")) return undefined;
@@ -50,13 +61,18 @@ export function rejectionOf(req: RequestPermissionRequest, answer: RequestPermis
   return {
     tool: toolOf(req, known),
     tried: triedOf(req.toolCall.rawInput) || (req.toolCall.title ?? ""),
-    reason: person ? "not allowed under permission = \"ask\" (a person said no, or no one answered in time)" : `refused by permission = "${policy}"${policy === "workspace" ? " (it changes a path outside the run's workspace)" : ""}`,
+    reason: person
+      ? 'not allowed under permission = "ask" (a person said no, or no one answered in time)'
+      : `refused by permission = ` +
+        `"${policy}"${policy === "workspace" ? " (it changes a path outside the run's workspace)" : ""}`,
     source: person ? "person" : "policy",
     callId: req.toolCall.toolCallId,
   };
 }
 
-/** The agent's own name for a tool call, when it gives one (claude-code-acp: _meta.claudeCode.toolName), else its kind. */
+/**
+ * The agent's own name for a tool call, when it gives one (claude-code-acp: _meta.claudeCode.toolName), else its kind.
+ */
 export function toolNameOf(call: { _meta?: unknown; kind?: string | null }): string | undefined {
   const named = (call._meta as { claudeCode?: { toolName?: unknown } } | null | undefined)?.claudeCode?.toolName;
   return typeof named === "string" && named ? named : (call.kind ?? undefined);
@@ -82,10 +98,11 @@ export async function askPerson(
   known?: ReadonlyMap<string, string>,
 ): Promise<RequestPermissionResponse> {
   const option = (kinds: string[]) => kinds.map((k) => req.options.find((x) => x.kind === k)).find(Boolean);
-  const selected = (id: string | undefined): RequestPermissionResponse => (id ? { outcome: { outcome: "selected", optionId: id } } : { outcome: { outcome: "cancelled" } });
+  const selected = (id: string | undefined): RequestPermissionResponse =>
+    id ? { outcome: { outcome: "selected", optionId: id } } : { outcome: { outcome: "cancelled" } };
   const rejectOption = () => selected(option(["reject_once", "reject_always"])?.optionId);
   if (!o.askPermission) {
-    o.logger.warn("permission = \"ask\" but this run has no tower to ask; rejecting", { tool: toolOf(req, known) });
+    o.logger.warn('permission = "ask" but this run has no tower to ask; rejecting', { tool: toolOf(req, known) });
     return rejectOption();
   }
   const raw = req.toolCall.rawInput;
@@ -126,7 +143,11 @@ const CHANGING_KINDS = ["edit", "delete", "move"];
  * - "unconfined": everything (the "always" option when offered).
  * - "ask": decided by askPerson; here (no person to ask) it is a no.
  */
-export function decidePermission(req: RequestPermissionRequest, policy: Permission, cwd: string): RequestPermissionResponse {
+export function decidePermission(
+  req: RequestPermissionRequest,
+  policy: Permission,
+  cwd: string,
+): RequestPermissionResponse {
   const pick = (kinds: string[]) => kinds.map((k) => req.options.find((o) => o.kind === k)).find(Boolean);
   const kind = req.toolCall.kind ?? "other";
   let allow: boolean;
@@ -149,7 +170,9 @@ export function decidePermission(req: RequestPermissionRequest, policy: Permissi
       break;
     }
   }
-  const option = allow ? pick(policy === "unconfined" ? ["allow_always", "allow_once"] : ["allow_once", "allow_always"]) : pick(["reject_once", "reject_always"]);
+  const option = allow
+    ? pick(policy === "unconfined" ? ["allow_always", "allow_once"] : ["allow_once", "allow_always"])
+    : pick(["reject_once", "reject_always"]);
   return { outcome: option ? { outcome: "selected", optionId: option.optionId } : { outcome: "cancelled" } };
 }
 
@@ -172,7 +195,15 @@ export function pathsOf(req: RequestPermissionRequest): string[] | undefined {
     if (typeof r.command === "string" && r.command.trim()) {
       command = true;
       for (const word of r.command.split(/[\s;|&<>()'"`=]+/)) {
-        if (word.startsWith("/") || word.startsWith("~") || word === ".." || word.startsWith("../") || word.includes("/../") || word.endsWith("/..")) out.push(word);
+        if (
+          word.startsWith("/") ||
+          word.startsWith("~") ||
+          word === ".." ||
+          word.startsWith("../") ||
+          word.includes("/../") ||
+          word.endsWith("/..")
+        )
+          out.push(word);
       }
     }
   }

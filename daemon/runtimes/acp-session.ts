@@ -81,10 +81,15 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
   child.stderr!.setEncoding("utf8").on("data", (c: string) => stderrLines.push(c));
   child.stdin!.on("error", () => {}); // EPIPE after the agent died; the exit handler reports it
   let closing = false;
-  const exited = exitReason(child, executable, () => closing, () => {
-    stderrLines.end();
-    return stderrTail.text().trim();
-  });
+  const exited = exitReason(
+    child,
+    executable,
+    () => closing,
+    () => {
+      stderrLines.end();
+      return stderrTail.text().trim();
+    },
+  );
 
   let turnText = "";
   let turnDenials = createDenialList();
@@ -111,7 +116,8 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
       const added = refused && turnDenials.add(refused);
       if (added) emit(denialFrame(added));
       if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") turnText += u.content.text;
-      if (u.sessionUpdate === "usage_update" && u.cost && u.cost.currency.toUpperCase() === "USD") costUsd = u.cost.amount;
+      if (u.sessionUpdate === "usage_update" && u.cost && u.cost.currency.toUpperCase() === "USD")
+        costUsd = u.cost.amount;
       if (frame) emit(frame);
     });
 
@@ -142,9 +148,19 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
       }),
       "initialize",
     );
-    emit({ kind: "status", text: "agent initialized", data: { protocolVersion: init.protocolVersion, agentInfo: init.agentInfo ?? null } });
+    emit({
+      kind: "status",
+      text: "agent initialized",
+      data: { protocolVersion: init.protocolVersion, agentInfo: init.agentInfo ?? null },
+    });
     phase = "session/new";
-    const session = await orExit(connection.agent.request(methods.agent.session.new, { cwd: o.cwd, mcpServers: mcpServersFor(init.agentCapabilities?.mcpCapabilities?.http === true, o.mcp, emit) }), "session/new");
+    const session = await orExit(
+      connection.agent.request(methods.agent.session.new, {
+        cwd: o.cwd,
+        mcpServers: mcpServersFor(init.agentCapabilities?.mcpCapabilities?.http === true, o.mcp, emit),
+      }),
+      "session/new",
+    );
     emit({ kind: "status", text: "session started", data: { sessionId: session.sessionId } });
     log.debug("acp session open", { pid, session_id: session.sessionId });
 
@@ -158,11 +174,19 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
         turnText = "";
         turnDenials = createDenialList();
         const response = await orExit(
-          connection.agent.request(methods.agent.session.prompt, { sessionId: session.sessionId, prompt: [{ type: "text", text }] }),
+          connection.agent.request(methods.agent.session.prompt, {
+            sessionId: session.sessionId,
+            prompt: [{ type: "text", text }],
+          }),
           "session/prompt",
         );
         const usage = promptUsage(response, costUsd);
-        return { stopReason: response.stopReason, text: turnText, denials: turnDenials.list(), ...(usage ? { usage } : {}) };
+        return {
+          stopReason: response.stopReason,
+          text: turnText,
+          denials: turnDenials.list(),
+          ...(usage ? { usage } : {}),
+        };
       },
       async cancelTurn() {
         asking.abort(); // a permission request still before a person is answered "cancelled"
@@ -184,7 +208,12 @@ export async function openAcpSession(o: AcpSessionOptions): Promise<AcpSession> 
  * A request to a dead agent would wait forever, and one the closing connection rejects says only
  * "connection closed": races the call against the agent's exit and prefers its reason.
  */
-async function raceExit<T>(call: Promise<T>, what: string, exited: Promise<string | undefined>, clock: Clock): Promise<T> {
+async function raceExit<T>(
+  call: Promise<T>,
+  what: string,
+  exited: Promise<string | undefined>,
+  clock: Clock,
+): Promise<T> {
   const died = exited.then((reason) => {
     throw new Error(`${what}: ${reason ?? "ACP agent exited"}`);
   });
@@ -192,18 +221,30 @@ async function raceExit<T>(call: Promise<T>, what: string, exited: Promise<strin
   try {
     return await Promise.race([call, died]);
   } catch (err) {
-    const reason = await Promise.race([exited, new Promise<undefined>((r) => clock.setTimeout(() => r(undefined), 1000))]);
+    const reason = await Promise.race([
+      exited,
+      new Promise<undefined>((r) => clock.setTimeout(() => r(undefined), 1000)),
+    ]);
     throw reason ? new Error(`${what}: ${reason}`) : err;
   }
 }
 
 /** Settles when the agent exits: why, unless we were closing it (then undefined). */
-function exitReason(child: ChildProcess, executable: string, closing: () => boolean, stderr: () => string): Promise<string | undefined> {
+function exitReason(
+  child: ChildProcess,
+  executable: string,
+  closing: () => boolean,
+  stderr: () => string,
+): Promise<string | undefined> {
   return new Promise((resolve) => {
     child.on("error", (err) => resolve(`could not start '${executable}': ${err.message}`));
     child.on("exit", (code, signal) => {
       const tail = stderr();
-      resolve(closing() ? undefined : `ACP agent ${signal ? `was killed by ${signal}` : `exited with code ${code}`}${tail ? `: ${tail}` : ""}`);
+      resolve(
+        closing()
+          ? undefined
+          : `ACP agent ${signal ? `was killed by ${signal}` : `exited with code ${code}`}${tail ? `: ${tail}` : ""}`,
+      );
     });
   });
 }
@@ -216,16 +257,31 @@ function exitReason(child: ChildProcess, executable: string, closing: () => bool
 function mcpServersFor(takesHttp: boolean, mcp: RunMcp | undefined, emit: (f: ProgressFrame) => void): McpServer[] {
   if (!mcp) return [];
   if (!takesHttp) {
-    emit({ kind: "status", text: "EP's tools not offered: this ACP agent does not take MCP servers over HTTP", data: { mcp: "unsupported" } });
+    emit({
+      kind: "status",
+      text: "EP's tools not offered: this ACP agent does not take MCP servers over HTTP",
+      data: { mcp: "unsupported" },
+    });
     return [];
   }
-  return [{ type: "http", name: "ep", url: mcp.url, headers: [{ name: "Authorization", value: `Bearer ${mcp.token}` }] }];
+  return [
+    { type: "http", name: "ep", url: mcp.url, headers: [{ name: "Authorization", value: `Bearer ${mcp.token}` }] },
+  ];
 }
 
 /** A turn's usage: the prompt response's tokens and the session's last reported cost. */
 function promptUsage(response: unknown, costUsd: number | undefined) {
-  const tokens = (response as { usage?: { inputTokens?: number; outputTokens?: number; cachedReadTokens?: number | null } | null }).usage;
-  return tokens || costUsd !== undefined ? usageOf({ input: tokens?.inputTokens, output: tokens?.outputTokens, cached: tokens?.cachedReadTokens, cost: costUsd }) : undefined;
+  const tokens = (
+    response as { usage?: { inputTokens?: number; outputTokens?: number; cachedReadTokens?: number | null } | null }
+  ).usage;
+  return tokens || costUsd !== undefined
+    ? usageOf({
+        input: tokens?.inputTokens,
+        output: tokens?.outputTokens,
+        cached: tokens?.cachedReadTokens,
+        cost: costUsd,
+      })
+    : undefined;
 }
 
 /** The agent's process: its executable found on the run's PATH, confined when the run is a task's. */
@@ -234,14 +290,26 @@ function spawnAgent(o: AcpSessionOptions): { child: ChildProcess; executable: st
   if (!executable) {
     throw new EpError(
       "runtime_missing",
-      `runtime vendorA_agent_acp: executable '${o.command}' was not found on this node's PATH; install it or set [vendorA_agent_acp].command in runtimes.toml`,
+      `runtime vendorA_agent_acp: executable '${o.command}' was not found on this ` +
+        `node's PATH; install it or set [vendorA_agent_acp].command in runtimes.toml`,
     );
   }
   // a task's run is confined by its policy; a hosted session keeps its process as it is
   const c = o.confinement;
-  const line = c ? confineCommand({ permission: c.permission, cwd: o.cwd, ...(c.places ? { places: c.places } : {}), env: o.env, command: [executable, ...o.args] }) : [executable, ...o.args];
+  const line = c
+    ? confineCommand({
+        permission: c.permission,
+        cwd: o.cwd,
+        ...(c.places ? { places: c.places } : {}),
+        env: o.env,
+        command: [executable, ...o.args],
+      })
+    : [executable, ...o.args];
   if (line instanceof EpError) throw new EpError(line.code, `runtime vendorA_agent_acp: ${line.message}`);
-  return { child: spawn(line[0]!, line.slice(1), { cwd: o.cwd, env: o.env, detached: true, stdio: ["pipe", "pipe", "pipe"] }), executable };
+  return {
+    child: spawn(line[0]!, line.slice(1), { cwd: o.cwd, env: o.env, detached: true, stdio: ["pipe", "pipe", "pipe"] }),
+    executable,
+  };
 }
 
 /** The session's tool calls as the agent announced them (name, input, title), for its denials. */
@@ -266,15 +334,24 @@ function createCallLog() {
         calls.set(u.toolCallId, { input: u.rawInput, title: u.title });
         return undefined;
       }
-      if (u.sessionUpdate !== "tool_call_update" || (u.status !== "failed" && u.status !== "completed")) return undefined;
+      if (u.sessionUpdate !== "tool_call_update" || (u.status !== "failed" && u.status !== "completed"))
+        return undefined;
       const call = calls.get(u.toolCallId);
-      return sandboxRefusal(u, names.get(u.toolCallId) ?? u.kind ?? "tool", triedOf(call?.input) || (call?.title ?? u.title ?? ""));
+      return sandboxRefusal(
+        u,
+        names.get(u.toolCallId) ?? u.kind ?? "tool",
+        triedOf(call?.input) || (call?.title ?? u.title ?? ""),
+      );
     },
   };
 }
 
 /** A failed tool call whose output says the sandbox stopped it, as a denial. */
-function sandboxRefusal(u: { toolCallId: string; rawOutput?: unknown; content?: unknown }, tool: string, tried: string): Denial | undefined {
+function sandboxRefusal(
+  u: { toolCallId: string; rawOutput?: unknown; content?: unknown },
+  tool: string,
+  tried: string,
+): Denial | undefined {
   const text = outputText(u);
   if (refusalIn(text) !== "sandbox") return undefined;
   return { tool, tried, reason: refusalLine(text), source: "sandbox", callId: u.toolCallId };
@@ -285,16 +362,22 @@ function outputText(u: { rawOutput?: unknown; content?: unknown }): string {
   if (typeof u.rawOutput === "string") return u.rawOutput;
   if (u.rawOutput !== undefined && u.rawOutput !== null) return JSON.stringify(u.rawOutput);
   const blocks = Array.isArray(u.content) ? (u.content as { content?: { type?: string; text?: unknown } }[]) : [];
-  return blocks.map((b) => (b.content?.type === "text" && typeof b.content.text === "string" ? b.content.text : "")).join("\n");
+  return blocks
+    .map((b) => (b.content?.type === "text" && typeof b.content.text === "string" ? b.content.text : ""))
+    .join("\n");
 }
 
 function frameOfUpdate(n: SessionNotification): ProgressFrame | undefined {
   const u = n.update;
   switch (u.sessionUpdate) {
     case "agent_message_chunk":
-      return u.content.type === "text" ? { kind: "text", text: u.content.text, data: { delta: true } } : { kind: "json", text: `agent sent ${u.content.type}`, data: { update: u } };
+      return u.content.type === "text"
+        ? { kind: "text", text: u.content.text, data: { delta: true } }
+        : { kind: "json", text: `agent sent ${u.content.type}`, data: { update: u } };
     case "agent_thought_chunk":
-      return u.content.type === "text" ? { kind: "text", text: u.content.text, data: { thought: true, delta: true } } : undefined;
+      return u.content.type === "text"
+        ? { kind: "text", text: u.content.text, data: { thought: true, delta: true } }
+        : undefined;
     case "user_message_chunk":
       return undefined;
     case "tool_call":
@@ -316,7 +399,11 @@ function frameOfUpdate(n: SessionNotification): ProgressFrame | undefined {
         },
       };
     case "plan":
-      return { kind: "status", text: `plan: ${u.entries.map((e) => e.content).join("; ")}`, data: { entries: u.entries } };
+      return {
+        kind: "status",
+        text: `plan: ${u.entries.map((e) => e.content).join("; ")}`,
+        data: { entries: u.entries },
+      };
     case "usage_update":
       return {
         kind: "status",

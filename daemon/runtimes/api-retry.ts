@@ -1,7 +1,7 @@
 // Model API trouble as the vendor CLIs report it while it happens: each retry of a failed request
 // becomes a `status` frame at once (data.retry = true, with the attempt and the HTTP status where
-// the CLI says them; data.retry = false when the CLI gave up), and an upstream error body ({"error":{"message":…}}) quoted inside a CLI's
-// message is reduced to the upstream's own words.
+// the CLI says them; data.retry = false when the CLI gave up), and an upstream error body ({"error":{"message":…}})
+// quoted inside a CLI's message is reduced to the upstream's own words.
 import type { ProgressFrame } from "./runtime.js";
 
 export interface RetryInfo {
@@ -60,7 +60,14 @@ function errorBody(text: string): { message: string; status?: number } | undefin
     return undefined;
   }
   const err = body.error;
-  const message = typeof err === "string" ? err : typeof err?.message === "string" ? err.message : typeof body.message === "string" ? body.message : undefined;
+  const message =
+    typeof err === "string"
+      ? err
+      : typeof err?.message === "string"
+        ? err.message
+        : typeof body.message === "string"
+          ? body.message
+          : undefined;
   if (message === undefined) return undefined;
   const code = typeof err === "object" ? err.code : undefined;
   return typeof code === "number" && code >= 100 && code < 600 ? { message, status: code } : { message };
@@ -78,7 +85,12 @@ export function geminiRetryLine(line: string): RetryInfo | undefined {
   const body = errorBody(m[3]);
   const status = m[2] ? Number(m[2]) : body?.status;
   const last = /Max attempts reached/.test(m[3]);
-  return { attempt: Number(m[1]), ...(status ? { status } : {}), message: body?.message ?? m[3], ...(last ? { last } : {}) };
+  return {
+    attempt: Number(m[1]),
+    ...(status ? { status } : {}),
+    message: body?.message ?? m[3],
+    ...(last ? { last } : {}),
+  };
 }
 
 const CODEX_RECONNECT = /^Reconnecting\.\.\. (\d+)\/(\d+) \((.*)\)$/s;
@@ -89,7 +101,12 @@ export function codexReconnect(message: string): RetryInfo | undefined {
   if (!m) return undefined;
   const reason = upstreamMessage(m[3]);
   const status = /last status: (\d{3})/.exec(reason);
-  return { attempt: Number(m[1]), max: Number(m[2]), ...(status ? { status: Number(status[1]) } : {}), message: reason };
+  return {
+    attempt: Number(m[1]),
+    max: Number(m[2]),
+    ...(status ? { status: Number(status[1]) } : {}),
+    message: reason,
+  };
 }
 
 const CODEX_REQUEST = /codex_http_client::client: Request completed .*?\bstatus=(\d{3})([^=]*?) headers=(.*)$/;

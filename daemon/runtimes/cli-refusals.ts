@@ -9,9 +9,17 @@ type Event = Record<string, unknown>;
 /** Reads one event; returns the refusals it reports (possibly ones seen before: the list drops repeats). */
 export type RefusalDetector = (event: Event) => Denial[];
 
-const rec = (v: unknown): Event | undefined => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Event) : undefined);
+const rec = (v: unknown): Event | undefined =>
+  typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Event) : undefined;
 const str = (v: unknown): string => (typeof v === "string" ? v : "");
-const textOf = (v: unknown): string => (typeof v === "string" ? v : Array.isArray(v) ? v.map((x) => str(rec(x)?.text) || str(x)).join("\n") : v == null ? "" : JSON.stringify(v));
+const textOf = (v: unknown): string =>
+  typeof v === "string"
+    ? v
+    : Array.isArray(v)
+      ? v.map((x) => str(rec(x)?.text) || str(x)).join("\n")
+      : v == null
+        ? ""
+        : JSON.stringify(v);
 
 export interface RefusalWatch {
   /** The denials `event` reports that are new, as status frames (`data.denial`). */
@@ -24,7 +32,10 @@ export function createRefusalWatch(detect: RefusalDetector): RefusalWatch {
   return {
     see(event) {
       const found = detect(event);
-      return found.map((d) => denials.add(d)).filter((d): d is Denial => !!d).map(denialFrame);
+      return found
+        .map((d) => denials.add(d))
+        .filter((d): d is Denial => !!d)
+        .map(denialFrame);
     },
     list: () => denials.list(),
   };
@@ -34,7 +45,10 @@ export function createRefusalWatch(detect: RefusalDetector): RefusalWatch {
  * A vendor's parser with its refusal detector beside it: the parser's frames, then a status frame
  * per new refusal; the outcome carries the denials. The parsers stay about frames and answers.
  */
-export function refusing(parser: (env: Record<string, string>) => StreamParser, detector: (env: Record<string, string>) => RefusalDetector): (env?: Record<string, string>) => StreamParser {
+export function refusing(
+  parser: (env: Record<string, string>) => StreamParser,
+  detector: (env: Record<string, string>) => RefusalDetector,
+): (env?: Record<string, string>) => StreamParser {
   return (env = {}) => {
     const inner = parser(env);
     const watch = createRefusalWatch(detector(env));
@@ -64,14 +78,21 @@ export function claudeRefusals(): RefusalDetector {
   const calls = new Map<string, { name: string; input: unknown }>();
   const call = (id: string, tool: string, reason: string, source: Denial["source"], input?: unknown): Denial => {
     const known = calls.get(id);
-    return { tool: tool || known?.name || "tool", tried: triedOf(input ?? known?.input), reason, source, ...(id ? { callId: id } : {}) };
+    return {
+      tool: tool || known?.name || "tool",
+      tried: triedOf(input ?? known?.input),
+      reason,
+      source,
+      ...(id ? { callId: id } : {}),
+    };
   };
   return (event) => {
     const content = rec(event.message)?.content;
     const blocks = Array.isArray(content) ? content.map(rec).filter((b): b is Event => !!b) : [];
     switch (event.type) {
       case "assistant":
-        for (const b of blocks) if (b.type === "tool_use" && typeof b.id === "string") calls.set(b.id, { name: str(b.name), input: b.input });
+        for (const b of blocks)
+          if (b.type === "tool_use" && typeof b.id === "string") calls.set(b.id, { name: str(b.name), input: b.input });
         return [];
       case "system": {
         if (event.subtype !== "permission_denied") return [];
@@ -89,7 +110,9 @@ export function claudeRefusals(): RefusalDetector {
         return out;
       }
       case "result": {
-        const listed = Array.isArray(event.permission_denials) ? event.permission_denials.map(rec).filter((d): d is Event => !!d) : [];
+        const listed = Array.isArray(event.permission_denials)
+          ? event.permission_denials.map(rec).filter((d): d is Event => !!d)
+          : [];
         return listed.map((d) => call(str(d.tool_use_id), str(d.tool_name), "", "policy", d.tool_input));
       }
       default:
@@ -111,7 +134,8 @@ export function codexRefusals(env: Record<string, string | undefined> = {}): Ref
   const items = itemRefusals();
   return (event) => {
     if (event.type === "thread.started") threadId = str(event.thread_id);
-    if (event.type === "turn.completed" || event.type === "turn.failed") return threadRefusals(env, threadId).filter((d) => !said.has(d.reason));
+    if (event.type === "turn.completed" || event.type === "turn.failed")
+      return threadRefusals(env, threadId).filter((d) => !said.has(d.reason));
     const found = items(event);
     for (const d of found) said.add(d.reason);
     return found;
@@ -130,14 +154,38 @@ function itemRefusals(): RefusalDetector {
     };
     switch (item.type) {
       case "command_execution": {
-        const failed = (typeof item.exit_code === "number" && item.exit_code !== 0) || item.status === "failed" || item.status === "declined";
-        if (item.status === "declined") return [{ tool: "command", tried: str(item.command), reason: "declined", source: "policy", ...(id ? { callId: id } : {}) }];
+        const failed =
+          (typeof item.exit_code === "number" && item.exit_code !== 0) ||
+          item.status === "failed" ||
+          item.status === "declined";
+        if (item.status === "declined")
+          return [
+            {
+              tool: "command",
+              tried: str(item.command),
+              reason: "declined",
+              source: "policy",
+              ...(id ? { callId: id } : {}),
+            },
+          ];
         return failed ? found("command", str(item.command), str(item.aggregated_output)) : [];
       }
       case "mcp_tool_call":
-        return item.status === "failed" ? found(`${str(item.server) || "mcp"}.${str(item.tool) || "tool"}`, triedOf(item.arguments), textOf(rec(item.error)?.message ?? item.result)) : [];
+        return item.status === "failed"
+          ? found(
+              `${str(item.server) || "mcp"}.${str(item.tool) || "tool"}`,
+              triedOf(item.arguments),
+              textOf(rec(item.error)?.message ?? item.result),
+            )
+          : [];
       case "file_change":
-        return item.status === "failed" ? found("apply_patch", (Array.isArray(item.changes) ? item.changes : []).map((c) => str(rec(c)?.path)).join(" "), textOf(item.error ?? "")) : [];
+        return item.status === "failed"
+          ? found(
+              "apply_patch",
+              (Array.isArray(item.changes) ? item.changes : []).map((c) => str(rec(c)?.path)).join(" "),
+              textOf(item.error ?? ""),
+            )
+          : [];
       default:
         return [];
     }
@@ -161,10 +209,23 @@ export function geminiRefusals(): RefusalDetector {
     const error = rec(event.error);
     const text = str(error?.message) || str(event.output);
     // a shell command "succeeds" with its output saying the confinement stopped it
-    const source = event.status === "error" ? (GEMINI_REFUSALS[str(error?.type)] ?? refusalIn(text)) : refusalIn(text) === "sandbox" ? "sandbox" : undefined;
+    const source =
+      event.status === "error"
+        ? (GEMINI_REFUSALS[str(error?.type)] ?? refusalIn(text))
+        : refusalIn(text) === "sandbox"
+          ? "sandbox"
+          : undefined;
     if (!source) return [];
     const known = calls.get(id);
-    return [{ tool: known?.name || id.split("__")[0] || "tool", tried: triedOf(known?.input), reason: refusalLine(text), source, ...(id ? { callId: id } : {}) }];
+    return [
+      {
+        tool: known?.name || id.split("__")[0] || "tool",
+        tried: triedOf(known?.input),
+        reason: refusalLine(text),
+        source,
+        ...(id ? { callId: id } : {}),
+      },
+    ];
   };
 }
 

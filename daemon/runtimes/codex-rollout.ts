@@ -23,12 +23,7 @@ export function rolloutFile(home: string, threadId: string): string | undefined 
     readdirSafe(dir)
       .filter((n) => /^\d+$/.test(n))
       .map((n) => join(dir, n));
-  const days = newest(join(home, "sessions"))
-    .flatMap(newest)
-    .flatMap(newest)
-    .sort()
-    .reverse()
-    .slice(0, DAYS_SEARCHED);
+  const days = newest(join(home, "sessions")).flatMap(newest).flatMap(newest).sort().reverse().slice(0, DAYS_SEARCHED);
   for (const day of days) {
     const name = readdirSafe(day).find((n) => n.startsWith("rollout-") && n.endsWith(`-${threadId}.jsonl`));
     if (name) return join(day, name);
@@ -44,7 +39,10 @@ function readdirSafe(dir: string): string[] {
   }
 }
 
-/** The refused calls a rollout records: a tool call whose output reads as a refusal (a command's only when it exited non-zero). */
+/**
+ * The refused calls a rollout records: a tool call whose output reads as a refusal (a command's only when it exited
+ * non-zero).
+ */
 export function rolloutRefusals(text: string): Denial[] {
   const calls = new Map<string, { name: string; args: unknown }>();
   const out: Denial[] = [];
@@ -69,7 +67,13 @@ export function rolloutRefusals(text: string): Denial[] {
     const source = refusalIn(said);
     if (!source) continue;
     const call = calls.get(item.call_id);
-    out.push({ tool: call?.name ?? "tool", tried: triedOf(call?.args), reason: refusalLine(said), source, callId: item.call_id });
+    out.push({
+      tool: call?.name ?? "tool",
+      tried: triedOf(call?.args),
+      reason: refusalLine(said),
+      source,
+      callId: item.call_id,
+    });
   }
   return out;
 }
@@ -111,7 +115,9 @@ export function threadRefusals(env: Record<string, string | undefined>, threadId
   return text ? rolloutRefusals(text) : [];
 }
 
-/** The model a thread ran with: `codex exec --json` names none in its events, the rollout's `turn_context` line does. */
+/**
+ * The model a thread ran with: `codex exec --json` names none in its events, the rollout's `turn_context` line does.
+ */
 export function rolloutModel(env: Record<string, string | undefined>, threadId: string): string | undefined {
   for (const line of (rolloutText(env, threadId) ?? "").split("\n")) {
     if (!line.includes('"turn_context"')) continue;

@@ -20,7 +20,8 @@ export const RENAMED_PERMISSIONS: Record<string, Permission> = {
   claude: "workspace",
 };
 
-export const isPermission = (value: unknown): value is Permission => typeof value === "string" && (PERMISSIONS as readonly string[]).includes(value);
+export const isPermission = (value: unknown): value is Permission =>
+  typeof value === "string" && (PERMISSIONS as readonly string[]).includes(value);
 
 /** Why a permission value is not one: the renamed ones say their new name. */
 export function permissionProblem(value: unknown): string {
@@ -50,12 +51,16 @@ const CLI_STATE = [".claude", ".codex", ".gemini", ".cache"];
 const CLI_STATE_FILES = [".claude.json"];
 
 export const BWRAP_MISSING =
-  "bubblewrap is not installed on this node: a confined agent run needs `bwrap` (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap). " +
+  "bubblewrap is not installed on this node: a confined agent run needs `bwrap` " +
+  "(Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap). " +
   'To run this agent without confinement, set permission = "unconfined" for its runtime or profile (docs/runtimes.md)';
 
 /** The bwrap executable on the run's PATH, or an EpError naming the package. */
 export function findBwrap(env: Record<string, string | undefined>): string | EpError {
-  return resolveExecutable("bwrap", { PATH: env.PATH ?? "/usr/bin:/bin" }) ?? new EpError("runtime_missing", BWRAP_MISSING, { field: "permission" });
+  return (
+    resolveExecutable("bwrap", { PATH: env.PATH ?? "/usr/bin:/bin" }) ??
+    new EpError("runtime_missing", BWRAP_MISSING, { field: "permission" })
+  );
 }
 
 /**
@@ -71,7 +76,24 @@ export function bwrapArgs(cwd: string, permission: Permission, places: RunPlaces
   // a user namespace of its own with the same ids inside: the mounts made here are locked for
   // whatever runs inside (no capability there either; a CLI's own bwrap cannot nest: vendor-b.ts)
   const ids = ["--unshare-user", "--uid", String(process.getuid?.() ?? 0), "--gid", String(process.getgid?.() ?? 0)];
-  const args = ["--die-with-parent", ...ids, "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", "/tmp", "/tmp"];
+  const args = [
+    "--die-with-parent",
+    ...ids,
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--cap-drop",
+    "ALL",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--bind",
+    "/tmp",
+    "/tmp",
+  ];
   for (const path of places.hidden) {
     if (!existsSync(path)) continue;
     if (statSync(path).isDirectory()) args.push("--tmpfs", path);
@@ -120,10 +142,23 @@ const unique = (paths: string[]) => [...new Set(paths.filter(Boolean))];
  * policy applies, the shell runtime's default), else inside bwrap. bwrap missing is an error
  * naming the package: a confined run never starts unconfined.
  */
-export function confineCommand(o: { permission: Permission | undefined; cwd: string; places?: RunPlaces; env: Record<string, string | undefined>; command: string[] }): string[] | EpError {
+export function confineCommand(o: {
+  permission: Permission | undefined;
+  cwd: string;
+  places?: RunPlaces;
+  env: Record<string, string | undefined>;
+  command: string[];
+}): string[] | EpError {
   if (o.permission === undefined || o.permission === "unconfined") return o.command;
   const bwrap = findBwrap(o.env);
   if (bwrap instanceof EpError) return bwrap;
-  const places = o.places ?? { runDir: o.cwd, writable: [], hidden: [], sockets: [], readable: [], home: o.env.HOME ?? "/nonexistent" };
+  const places = o.places ?? {
+    runDir: o.cwd,
+    writable: [],
+    hidden: [],
+    sockets: [],
+    readable: [],
+    home: o.env.HOME ?? "/nonexistent",
+  };
   return [bwrap, ...bwrapArgs(o.cwd, o.permission, places), "--", ...o.command];
 }

@@ -41,7 +41,10 @@ const REFUSAL_MARKERS: readonly { pattern: RegExp; source: DenialSource }[] = [
   { pattern: /haven't granted|not been granted|is not allowed|not permitted by/i, source: "policy" },
   { pattern: /denied by (?:the )?(?:policy|permission)|execution (?:denied|blocked)/i, source: "policy" },
   // the agent called a tool its CLI does not have
-  { pattern: /tool "[^"]*" not found|no such tool|unknown tool|tool not (?:found|registered)/i, source: "unknown_tool" },
+  {
+    pattern: /tool "[^"]*" not found|no such tool|unknown tool|tool not (?:found|registered)/i,
+    source: "unknown_tool",
+  },
 ];
 
 /** Where a failed tool call's output says it was refused, or undefined when it reads as an ordinary failure. */
@@ -51,7 +54,10 @@ export function refusalIn(text: string): DenialSource | undefined {
 
 /** The line of `text` that names the refusal (the reason a person reads), else its start. */
 export function refusalLine(text: string): string {
-  const lines = text.split("\n").map((l) => l.trim()).filter(Boolean);
+  const lines = text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
   return lines.find((l) => refusalIn(l) !== undefined) ?? lines[0] ?? "";
 }
 
@@ -92,7 +98,12 @@ export function createDenialList(): DenialList {
   const items: Denial[] = [];
   return {
     add(raw) {
-      const d: Denial = { tool: clipField(raw.tool || "tool"), tried: clipField(raw.tried), reason: clipField(raw.reason), source: raw.source };
+      const d: Denial = {
+        tool: clipField(raw.tool || "tool"),
+        tried: clipField(raw.tried),
+        reason: clipField(raw.reason),
+        source: raw.source,
+      };
       if (raw.callId) d.callId = clipField(raw.callId);
       const seen = d.callId ? items.find((x) => x.callId === d.callId) : undefined;
       if (seen) {

@@ -28,7 +28,13 @@ const tmux = { socketName };
 
 function registryWithSocket(): RuntimeRegistry {
   const config = testConfig();
-  config.muxhost_hosted = { ...config.muxhost_hosted, command: "bash", taskArgs: ["-c", "{command}"], socketName, pollIntervalMs: 50 };
+  config.muxhost_hosted = {
+    ...config.muxhost_hosted,
+    command: "bash",
+    taskArgs: ["-c", "{command}"],
+    socketName,
+    pollIntervalMs: 50,
+  };
   return createRuntimeRegistry(config);
 }
 
@@ -41,7 +47,9 @@ describe.skipIf(tmuxTool.skip)("muxhost_hosted", () => {
   it("runs the task in a detached tmux session and ends with the pane's exit", async () => {
     const registry = registryWithSocket();
     const { spec, frames } = await makeSpec({
-      input: { command: 'printf "\\033[1mbold\\033[0m line\\n"; echo "session=$EP_SECRETS_SESSION"; pwd; sleep 0.3; exit 0' },
+      input: {
+        command: 'printf "\\033[1mbold\\033[0m line\\n"; echo "session=$EP_SECRETS_SESSION"; pwd; sleep 0.3; exit 0',
+      },
     });
     const handle = registry.start("muxhost_hosted", spec);
     const session = taskSessionName(spec.taskId);
@@ -51,33 +59,48 @@ describe.skipIf(tmuxTool.skip)("muxhost_hosted", () => {
     const result = await handle.result;
     expect(result).toMatchObject({ ok: true, exitCode: 0 });
     expect(result.output).toBe(`bold line\nsession=ses_test_1\n${spec.cwd}`);
-    expect(frames.filter((f) => f.kind === "text").map((f) => f.text)).toEqual(["bold line", "session=ses_test_1", spec.cwd]);
+    expect(frames.filter((f) => f.kind === "text").map((f) => f.text)).toEqual([
+      "bold line",
+      "session=ses_test_1",
+      spec.cwd,
+    ]);
     expect(await tmuxSessionExists(session, tmux)).toBe(false);
     await registry.close();
   });
 
-  it('with permission = "workspace" the process in the pane is confined: its cwd writable, the rest read-only', async () => {
-    const registry = registryWithSocket();
-    const outside = mkdtempSync(join(homedir(), ".ep-pane-outside-"));
-    try {
-      const { spec } = await makeSpec({ permission: "workspace", input: { command: `echo in > in.txt && cat in.txt; echo out > ${outside}/out.txt || echo outside-refused` } });
-      const result = await registry.start("muxhost_hosted", spec).result;
-      expect(result.ok, result.error).toBe(true);
-      expect(result.output).toContain("in");
-      expect(result.output).toContain("Read-only file system");
-      expect(result.output).toContain("outside-refused");
-      expect(existsSync(join(outside, "out.txt"))).toBe(false);
-    } finally {
-      rmSync(outside, { recursive: true, force: true });
-      await registry.close();
-    }
-  });
+  it(
+    'with permission = "workspace" the process in the pane ' + "is confined: its cwd writable, the rest read-only",
+    async () => {
+      const registry = registryWithSocket();
+      const outside = mkdtempSync(join(homedir(), ".ep-pane-outside-"));
+      try {
+        const { spec } = await makeSpec({
+          permission: "workspace",
+          input: { command: `echo in > in.txt && cat in.txt; echo out > ${outside}/out.txt || echo outside-refused` },
+        });
+        const result = await registry.start("muxhost_hosted", spec).result;
+        expect(result.ok, result.error).toBe(true);
+        expect(result.output).toContain("in");
+        expect(result.output).toContain("Read-only file system");
+        expect(result.output).toContain("outside-refused");
+        expect(existsSync(join(outside, "out.txt"))).toBe(false);
+      } finally {
+        rmSync(outside, { recursive: true, force: true });
+        await registry.close();
+      }
+    },
+  );
 
   it("a non-zero exit fails the run with the pane's status", async () => {
     const registry = registryWithSocket();
     const { spec } = await makeSpec({ input: { command: "echo failing; exit 3" } });
     const result = await registry.start("muxhost_hosted", spec).result;
-    expect(result).toMatchObject({ ok: false, exitCode: 3, output: "failing", error: "runtime muxhost_hosted: 'bash' exited with code 3" });
+    expect(result).toMatchObject({
+      ok: false,
+      exitCode: 3,
+      output: "failing",
+      error: "runtime muxhost_hosted: 'bash' exited with code 3",
+    });
     await registry.close();
   });
 
@@ -117,7 +140,14 @@ describe.skipIf(tmuxTool.skip)("tmux helpers", () => {
     const race = { socketName: `${socketBase}-race` };
     try {
       for (let i = 0; i < 20; i++) {
-        await tmuxNewSession({ ...race, session: `race${i}`, executable: "/bin/cat", args: [], cwd: spec.cwd, env: { PATH: "/usr/bin:/bin" } });
+        await tmuxNewSession({
+          ...race,
+          session: `race${i}`,
+          executable: "/bin/cat",
+          args: [],
+          cwd: spec.cwd,
+          env: { PATH: "/usr/bin:/bin" },
+        });
         expect(await tmuxSessionExists(`race${i}`, race)).toBe(true);
         await runTmux(["kill-server"], race); // returns before the server has exited
       }
@@ -128,7 +158,14 @@ describe.skipIf(tmuxTool.skip)("tmux helpers", () => {
 
   it("tmuxSendKeys types into a hosted session and tmuxSessionExists matches names exactly", async () => {
     const { spec } = await makeSpec();
-    await tmuxNewSession({ ...tmux, session: "ep-agent-dev", executable: "/bin/cat", args: [], cwd: spec.cwd, env: { PATH: "/usr/bin:/bin" } });
+    await tmuxNewSession({
+      ...tmux,
+      session: "ep-agent-dev",
+      executable: "/bin/cat",
+      args: [],
+      cwd: spec.cwd,
+      env: { PATH: "/usr/bin:/bin" },
+    });
     expect(await tmuxSessionExists("ep-agent-dev", tmux)).toBe(true);
     expect(await tmuxSessionExists("ep-agent", tmux)).toBe(false); // no prefix match
     await tmuxSendKeys("ep-agent-dev", "hello from a signal; $HOME stays literal", tmux);

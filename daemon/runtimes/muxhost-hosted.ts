@@ -30,28 +30,49 @@ export function taskSessionName(taskId: string): string {
   return tmuxSessionName(`ep-task-${taskId}`);
 }
 
-export function createMuxhostHostedRuntime(config: MuxhostRuntimeConfig, deps: { clock: Clock; logger: Logger }): RuntimeAdapter {
+export function createMuxhostHostedRuntime(
+  config: MuxhostRuntimeConfig,
+  deps: { clock: Clock; logger: Logger },
+): RuntimeAdapter {
   const tmux: TmuxOptions = { socketName: config.socketName };
   return {
     kind: "muxhost_hosted",
     async check(env = process.env) {
-      if (!tmuxInstalled(env)) return { ok: false, detail: "tmux was not found on this node's PATH; install tmux to use muxhost_hosted" };
+      if (!tmuxInstalled(env))
+        return { ok: false, detail: "tmux was not found on this node's PATH; install tmux to use muxhost_hosted" };
       const path = resolveExecutable(config.command, env);
-      return path ? { ok: true, detail: path } : { ok: false, detail: missingRuntime("muxhost_hosted", config.command).error! };
+      return path
+        ? { ok: true, detail: path }
+        : { ok: false, detail: missingRuntime("muxhost_hosted", config.command).error! };
     },
     start(spec) {
       const invalid = checkCwd(spec);
       if (invalid) return settledHandle({ ok: false, output: "", error: invalid.message, errorCode: invalid.code });
       const env = runEnv(config.env, spec.env);
       if (!tmuxInstalled(env)) {
-        const err = new EpError("runtime_missing", "runtime muxhost_hosted: tmux was not found on this node's PATH; install tmux");
+        const err = new EpError(
+          "runtime_missing",
+          "runtime muxhost_hosted: tmux was not found on this node's PATH; install tmux",
+        );
         return settledHandle({ ok: false, output: "", error: err.message, errorCode: err.code });
       }
       const executable = resolveExecutable(config.command, env, spec.cwd);
       if (!executable) return settledHandle(missingRuntime("muxhost_hosted", config.command));
       // the process in the pane is confined like any agent's (confine.ts); tmux and the status wrapper are not
-      const line = confineCommand({ permission: spec.permission ?? config.permission, cwd: spec.cwd, places: spec.places, env, command: [executable, ...fillArgs(config.taskArgs, templateValues(spec))] });
-      if (line instanceof EpError) return settledHandle({ ok: false, output: "", error: `runtime muxhost_hosted: ${line.message}`, errorCode: line.code });
+      const line = confineCommand({
+        permission: spec.permission ?? config.permission,
+        cwd: spec.cwd,
+        places: spec.places,
+        env,
+        command: [executable, ...fillArgs(config.taskArgs, templateValues(spec))],
+      });
+      if (line instanceof EpError)
+        return settledHandle({
+          ok: false,
+          output: "",
+          error: `runtime muxhost_hosted: ${line.message}`,
+          errorCode: line.code,
+        });
       return runInPane(spec, config, env, line, tmux, deps);
     },
   };
@@ -142,12 +163,22 @@ function runInPane(
       });
       const first = await tmuxPaneState(session, tmux);
       panePid = first?.pid;
-      emit({ kind: "status", text: `running in tmux session ${session}`, data: { session, pid: panePid, socket: tmux.socketName ?? null } });
+      emit({
+        kind: "status",
+        text: `running in tmux session ${session}`,
+        data: { session, pid: panePid, socket: tmux.socketName ?? null },
+      });
       for (const text of early) lines.push(text);
       early = undefined;
       if (stop && panePid !== undefined) stopping = terminateGroup(panePid, graceMs, clock);
 
-      const { exitStatus, exitSignal, vanished } = await paneEnd(session, tmux, statusFile, config.pollIntervalMs, sleep);
+      const { exitStatus, exitSignal, vanished } = await paneEnd(
+        session,
+        tmux,
+        statusFile,
+        config.pollIntervalMs,
+        sleep,
+      );
       await drained(pipe, config.pollIntervalMs, sleep);
       lines.end();
       if (stopping) await stopping;
@@ -156,7 +187,11 @@ function runInPane(
       if (exitStatus !== undefined) base.exitCode = exitStatus;
       if (exitSignal !== undefined) base.signal = signalName(exitSignal);
       if (stop) return { ...base, ...stop };
-      if (vanished) return { ...base, error: `runtime muxhost_hosted: tmux session ${session} disappeared before its program ended` };
+      if (vanished)
+        return {
+          ...base,
+          error: `runtime muxhost_hosted: tmux session ${session} disappeared before its program ended`,
+        };
       if (exitStatus === 0) return { ...base, ok: true };
       const how = exitSignal !== undefined ? `was killed by ${base.signal}` : `exited with code ${String(exitStatus)}`;
       return { ...base, error: `runtime muxhost_hosted: '${config.command}' ${how}` };
@@ -173,7 +208,11 @@ function runInPane(
 
   if (timeoutMs > 0) {
     timer = clock.setTimeout(
-      () => halt({ timedOut: true, error: `runtime muxhost_hosted: timed out after ${formatSeconds(timeoutMs)}; the process group was killed` }),
+      () =>
+        halt({
+          timedOut: true,
+          error: `runtime muxhost_hosted: timed out after ${formatSeconds(timeoutMs)}; the process group was killed`,
+        }),
       timeoutMs,
     );
   }
@@ -193,14 +232,24 @@ function runInPane(
 }
 
 /** Polls the pane until its program ends (or the session vanishes): its exit status and signal. */
-async function paneEnd(session: string, tmux: TmuxOptions, statusFile: string, pollMs: number, sleep: (ms: number) => Promise<void>) {
+async function paneEnd(
+  session: string,
+  tmux: TmuxOptions,
+  statusFile: string,
+  pollMs: number,
+  sleep: (ms: number) => Promise<void>,
+) {
   for (;;) {
     const state = await tmuxPaneState(session, tmux);
     if (!state) return { exitStatus: undefined, exitSignal: undefined, vanished: true };
     if (state.dead) {
       // tmux sometimes marks a pane dead without ever learning its exit status; the wrapper's
       // status file is the reliable record, tmux's own status the fallback.
-      return { exitStatus: (await readStatusFile(statusFile)) ?? state.exitStatus, exitSignal: state.exitSignal, vanished: false };
+      return {
+        exitStatus: (await readStatusFile(statusFile)) ?? state.exitStatus,
+        exitSignal: state.exitSignal,
+        vanished: false,
+      };
     }
     await sleep(pollMs);
   }

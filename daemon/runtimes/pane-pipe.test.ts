@@ -51,7 +51,9 @@ describe("openPanePipe", () => {
   });
 
   it("says which FIFO it cannot create", () => {
-    expect(() => openPanePipe(join(tempDir(), "missing", "c.fifo"), () => {})).toThrow(/cannot create the pane pipe .*c\.fifo/);
+    expect(() => openPanePipe(join(tempDir(), "missing", "c.fifo"), () => {})).toThrow(
+      /cannot create the pane pipe .*c\.fifo/,
+    );
   });
 });
 
@@ -59,7 +61,12 @@ describe("createLineWriter", () => {
   const setup = () => {
     const clock = new FakeClock();
     const written: string[] = [];
-    const w = createLineWriter({ write: (t) => written.push(t), redact: (t) => t.replaceAll("s3cret-value", "[redacted:X]"), clock, idleMs: 500 });
+    const w = createLineWriter({
+      write: (t) => written.push(t),
+      redact: (t) => t.replaceAll("s3cret-value", "[redacted:X]"),
+      clock,
+      idleMs: 500,
+    });
     return { clock, written, w };
   };
 

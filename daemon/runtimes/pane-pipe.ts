@@ -39,7 +39,10 @@ export function openPanePipe(path: string, onText: (text: string) => void): Pane
   if (!stat) {
     const made = spawnSync("mkfifo", ["-m", "600", path], { encoding: "utf8" });
     if (made.status !== 0) {
-      throw new EpError("internal", `cannot create the pane pipe ${path}: ${made.error?.message ?? made.stderr.trim()}`);
+      throw new EpError(
+        "internal",
+        `cannot create the pane pipe ${path}: ${made.error?.message ?? made.stderr.trim()}`,
+      );
     }
   }
   const fd = openSync(path, constants.O_RDWR | constants.O_NONBLOCK);
@@ -79,7 +82,12 @@ const HOLD_MAX = 64 * 1024;
  * (docs/secrets.md), so text is held until its line ends, or until the pane has been quiet
  * for `idleMs` (a prompt waiting for input), or HOLD_MAX characters are held.
  */
-export function createLineWriter(opts: { write(text: string): void; redact(text: string): string; clock: Clock; idleMs?: number }): LineWriter {
+export function createLineWriter(opts: {
+  write(text: string): void;
+  redact(text: string): string;
+  clock: Clock;
+  idleMs?: number;
+}): LineWriter {
   const idleMs = opts.idleMs ?? 500;
   let held = "";
   let timer: ClockTimer | undefined;

@@ -5,7 +5,11 @@ import { delimiter, isAbsolute, join, resolve } from "node:path";
 import type { Clock } from "../../common/clock.js";
 
 /** Absolute path of `command` as `PATH` would find it, or undefined when there is none. */
-export function resolveExecutable(command: string, env: Record<string, string | undefined>, cwd?: string): string | undefined {
+export function resolveExecutable(
+  command: string,
+  env: Record<string, string | undefined>,
+  cwd?: string,
+): string | undefined {
   if (command.includes("/")) {
     const path = isAbsolute(command) ? command : resolve(cwd ?? process.cwd(), command);
     return isExecutableFile(path) ? path : undefined;
@@ -32,7 +36,9 @@ function isExecutableFile(path: string): boolean {
 
 /** Replaces `{name}` placeholders in each argument; unknown names are left as written. */
 export function fillArgs(args: readonly string[], values: Record<string, string>): string[] {
-  return args.map((arg) => arg.replace(/\{([a-z_]+)\}/g, (whole, name: string) => (Object.hasOwn(values, name) ? values[name]! : whole)));
+  return args.map((arg) =>
+    arg.replace(/\{([a-z_]+)\}/g, (whole, name: string) => (Object.hasOwn(values, name) ? values[name]! : whole)),
+  );
 }
 
 const hasProc = (() => {
@@ -136,7 +142,10 @@ export function terminateGroup(pgid: number, graceMs: number, clock: Clock): Pro
  * line longer than `maxLine` is let out in pieces of `maxLine` (`whole` false for all but its last),
  * so a stream without newlines never piles up in memory.
  */
-export function createLineSplitter(onLine: (line: string, whole: boolean) => void, maxLine = Infinity): { push(chunk: Buffer | string): void; end(): void } {
+export function createLineSplitter(
+  onLine: (line: string, whole: boolean) => void,
+  maxLine = Infinity,
+): { push(chunk: Buffer | string): void; end(): void } {
   let pending = "";
   return {
     push(chunk) {

@@ -8,8 +8,25 @@ import { isAbsolute } from "node:path";
 import type { Clock, ClockTimer } from "../../common/clock.js";
 import { EpError, invalidField, type ErrorCode } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
-import { createLineSplitter, createTailBuffer, fillArgs, liveGroupMembers, resolveExecutable, terminateGroup } from "./process-group.js";
-import type { CommandLine, ProgressFrame, RunHandle, RunResult, RunSpec, RunUsage, RuntimeAdapter, RuntimeCheck, RuntimeKind } from "./runtime.js";
+import {
+  createLineSplitter,
+  createTailBuffer,
+  fillArgs,
+  liveGroupMembers,
+  resolveExecutable,
+  terminateGroup,
+} from "./process-group.js";
+import type {
+  CommandLine,
+  ProgressFrame,
+  RunHandle,
+  RunResult,
+  RunSpec,
+  RunUsage,
+  RuntimeAdapter,
+  RuntimeCheck,
+  RuntimeKind,
+} from "./runtime.js";
 import type { CommandRuntimeConfig } from "./runtimes-config.js";
 import { confineCommand, type Permission } from "./confine.js";
 import type { Denial } from "./denials.js";
@@ -39,11 +56,16 @@ export interface ProcessRuntimeOptions {
   config: CommandRuntimeConfig;
   clock: Clock;
   logger: Logger;
-  /** Without a parser every stdout line is a text frame and the output is stdout itself. Gets the child's environment. */
+  /**
+   * Without a parser every stdout line is a text frame and the output is stdout itself. Gets the child's environment.
+   */
   parser?: (env: Record<string, string>) => StreamParser;
   /** Returns an EpError when the spec cannot run on this runtime. */
   validate?: (spec: RunSpec) => EpError | undefined;
-  /** What this run adds to the configured command: the CLI's permission flags, EP's MCP tools, the task's settings (vendorA_code's `input.claude`). */
+  /**
+   * What this run adds to the configured command: the CLI's permission flags, EP's MCP tools, the task's settings
+   * (vendorA_code's `input.claude`).
+   */
   extend?: (spec: RunSpec, permission: Permission | undefined) => RunAdditions | EpError;
 }
 
@@ -77,12 +99,25 @@ export function templateValues(spec: RunSpec): Record<string, string> {
 export function missingRuntime(kind: RuntimeKind, command: string): RunResult {
   // the code and message an EpError would carry, without an Error (and its stack) per failed run
   const code: ErrorCode = "runtime_missing";
-  return { ok: false, output: "", error: `runtime ${kind}: executable '${command}' was not found on this node's PATH; install it or set [${kind}].command in runtimes.toml`, errorCode: code };
+  return {
+    ok: false,
+    output: "",
+    error:
+      `runtime ${kind}: executable '${command}' was not found on this ` +
+      `node's PATH; install it or set [${kind}].command in runtimes.toml`,
+    errorCode: code,
+  };
 }
 
-export function checkCommand(kind: RuntimeKind, command: string, env: Record<string, string | undefined>): Promise<RuntimeCheck> {
+export function checkCommand(
+  kind: RuntimeKind,
+  command: string,
+  env: Record<string, string | undefined>,
+): Promise<RuntimeCheck> {
   const path = resolveExecutable(command, env);
-  return Promise.resolve(path ? { ok: true, detail: path } : { ok: false, detail: missingRuntime(kind, command).error! });
+  return Promise.resolve(
+    path ? { ok: true, detail: path } : { ok: false, detail: missingRuntime(kind, command).error! },
+  );
 }
 
 /** The run's cwd must be an existing absolute directory (a spawn there would fail as ENOENT). */
@@ -112,15 +147,38 @@ export function createProcessRuntime(opts: ProcessRuntimeOptions): RuntimeAdapte
       const cli = commandLine(opts, spec);
       if ("failed" in cli) return settledHandle(cli.failed);
       const { permission } = cli;
-      const line = confineCommand({ permission, cwd: spec.cwd, places: spec.places, env: cli.env, command: [cli.executable, ...cli.args] });
-      if (line instanceof EpError) return settledHandle({ ok: false, output: "", error: `runtime ${kind}: ${line.message}`, errorCode: line.code });
+      const line = confineCommand({
+        permission,
+        cwd: spec.cwd,
+        places: spec.places,
+        env: cli.env,
+        command: [cli.executable, ...cli.args],
+      });
+      if (line instanceof EpError)
+        return settledHandle({
+          ok: false,
+          output: "",
+          error: `runtime ${kind}: ${line.message}`,
+          errorCode: line.code,
+        });
       if (permission === "unconfined") {
-        opts.logger.info("run unconfined: permission = \"unconfined\"", { runtime: kind, task_id: spec.taskId });
-        spec.onFrame({ kind: "status", text: 'permission "unconfined": the agent\'s process is not confined to its workspace', data: { permission } });
+        opts.logger.info('run unconfined: permission = "unconfined"', { runtime: kind, task_id: spec.taskId });
+        spec.onFrame({
+          kind: "status",
+          text: 'permission "unconfined": the agent\'s process is not confined to its workspace',
+          data: { permission },
+        });
       }
       // the run's own wrapper, outside its confinement, writes its exit status where a restarted epd finds it
       const command = spec.record?.exit ? wrapCommand(spec.record.exit, line) : line;
-      return runProcess({ ...opts, spec, env: cli.env, executable: command[0]!, args: command.slice(1), timeoutMs: cli.timeoutMs });
+      return runProcess({
+        ...opts,
+        spec,
+        env: cli.env,
+        executable: command[0]!,
+        args: command.slice(1),
+        timeoutMs: cli.timeoutMs,
+      });
     },
   };
 }
@@ -136,7 +194,8 @@ export function commandLine(opts: ProcessRuntimeOptions, spec: RunSpec): Command
   if (invalid) return { failed: { ok: false, output: "", error: invalid.message, errorCode: invalid.code } };
   const permission = spec.permission ?? config.permission;
   const extra = opts.extend?.(spec, permission) ?? {};
-  if (extra instanceof EpError) return { failed: { ok: false, output: "", error: extra.message, errorCode: extra.code } };
+  if (extra instanceof EpError)
+    return { failed: { ok: false, output: "", error: extra.message, errorCode: extra.code } };
   const env = { ...runEnv(config.env, spec.env), ...extra.env };
   const executable = resolveExecutable(config.command, env, spec.cwd);
   if (!executable) return { failed: missingRuntime(kind, config.command) };
@@ -192,7 +251,11 @@ function runProcess(o: RunProcessOptions): RunHandle {
   // is spooled, kept or sent: nothing unredacted leaves the run's pipes
   const stdoutRedactor = spec.redactStream?.();
   const stderrRedactor = spec.redactStream?.();
-  const spool = spec.record && openSpool(spec.record.output, (err) => log.warn("output spool not written; the run goes on without it", { error: err.message }));
+  const spool =
+    spec.record &&
+    openSpool(spec.record.output, (err) =>
+      log.warn("output spool not written; the run goes on without it", { error: err.message }),
+    );
   const stdoutLines = createLineSplitter((line, whole) => {
     if (parser && whole) {
       const event = parseJsonObject(line);
@@ -218,7 +281,9 @@ function runProcess(o: RunProcessOptions): RunHandle {
     stdoutLines.push(text);
   };
   child.stdout!.setEncoding("utf8").on("data", (c: string) => stdout(stdoutRedactor ? stdoutRedactor.push(c) : c));
-  child.stderr!.setEncoding("utf8").on("data", (c: string) => stderrLines.push(stderrRedactor ? stderrRedactor.push(c) : c));
+  child
+    .stderr!.setEncoding("utf8")
+    .on("data", (c: string) => stderrLines.push(stderrRedactor ? stderrRedactor.push(c) : c));
 
   let settled = false;
   const finish = async () => {
@@ -240,8 +305,15 @@ function runProcess(o: RunProcessOptions): RunHandle {
     resolveResult(r);
   };
 
-  const buildResult = () => resultOf(o, { outcome: parser?.outcome(), rawOutput: rawOutput.text(), stderr: stderrTail.text(), exit, spawnError, stopReason });
-
+  const buildResult = () =>
+    resultOf(o, {
+      outcome: parser?.outcome(),
+      rawOutput: rawOutput.text(),
+      stderr: stderrTail.text(),
+      exit,
+      spawnError,
+      stopReason,
+    });
 
   child.on("error", (err: NodeJS.ErrnoException) => {
     spawnError = err;
@@ -262,7 +334,10 @@ function runProcess(o: RunProcessOptions): RunHandle {
   if (timeoutMs > 0) {
     timeoutTimer = clock.setTimeout(() => {
       if (settled || stopReason) return;
-      stopReason = { kind: "timeout", message: `runtime ${o.kind}: timed out after ${formatSeconds(timeoutMs)}; the process group was killed` };
+      stopReason = {
+        kind: "timeout",
+        message: `runtime ${o.kind}: timed out after ${formatSeconds(timeoutMs)}; the process group was killed`,
+      };
       log.info("run timed out", { pid });
       void terminate();
     }, timeoutMs);
@@ -295,7 +370,12 @@ function resultOf(
   },
 ): RunResult {
   const output = x.outcome && (x.outcome.final || x.outcome.output) ? x.outcome.output : x.rawOutput;
-  const base: RunResult = { ok: false, output, ...(x.outcome?.usage ? { usage: x.outcome.usage } : {}), ...(x.outcome?.denials?.length ? { denials: x.outcome.denials } : {}) };
+  const base: RunResult = {
+    ok: false,
+    output,
+    ...(x.outcome?.usage ? { usage: x.outcome.usage } : {}),
+    ...(x.outcome?.denials?.length ? { denials: x.outcome.denials } : {}),
+  };
   if (x.exit?.code !== null && x.exit?.code !== undefined) base.exitCode = x.exit.code;
   if (x.exit?.signal) base.signal = x.exit.signal;
   if (x.spawnError) {
@@ -321,7 +401,9 @@ export function parseJsonObject(line: string): Record<string, unknown> | undefin
   if (!trimmed.startsWith("{")) return undefined;
   try {
     const value: unknown = JSON.parse(trimmed);
-    return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+    return typeof value === "object" && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
   } catch {
     return undefined;
   }
@@ -341,5 +423,7 @@ export function asString(value: unknown): string | undefined {
 }
 
 export function asRecord(value: unknown): Record<string, unknown> | undefined {
-  return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  return typeof value === "object" && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined;
 }

@@ -4,7 +4,14 @@ import { EpError, invalidField } from "../../common/errors.js";
 import { silentLogger, type Logger } from "../../common/log.js";
 import { createMuxhostHostedRuntime } from "./muxhost-hosted.js";
 import { createProcessRuntime, type ProcessRuntimeOptions, type StreamParser } from "./process-runtime.js";
-import { RUNTIME_KINDS, isRuntimeKind, type RunHandle, type RunSpec, type RuntimeAdapter, type RuntimeKind } from "./runtime.js";
+import {
+  RUNTIME_KINDS,
+  isRuntimeKind,
+  type RunHandle,
+  type RunSpec,
+  type RuntimeAdapter,
+  type RuntimeKind,
+} from "./runtime.js";
 import type { CommandRuntimeConfig, RuntimesConfig } from "./runtimes-config.js";
 import { createShellRuntime } from "./shell.js";
 import { createVendorAAgentAcpRuntime } from "./vendor-a-agent-acp.js";
@@ -36,17 +43,28 @@ export interface RuntimeRegistry {
 
 export function createRuntimeRegistry(config: RuntimesConfig, deps: RuntimeRegistryDeps = {}): RuntimeRegistry {
   const d = { clock: deps.clock ?? systemClock, logger: (deps.logger ?? silentLogger).child({ part: "runtimes" }) };
-  const agentCli = (kind: RuntimeKind, cfg: CommandRuntimeConfig, parser: (env: Record<string, string>) => StreamParser, extend?: ProcessRuntimeOptions["extend"]) =>
+  const agentCli = (
+    kind: RuntimeKind,
+    cfg: CommandRuntimeConfig,
+    parser: (env: Record<string, string>) => StreamParser,
+    extend?: ProcessRuntimeOptions["extend"],
+  ) =>
     createProcessRuntime({
       kind,
       config: cfg,
       ...d,
       parser,
-      validate: (spec) => (spec.prompt.trim() === "" ? invalidField("prompt", `must not be empty for runtime ${kind}`) : undefined),
+      validate: (spec) =>
+        spec.prompt.trim() === "" ? invalidField("prompt", `must not be empty for runtime ${kind}`) : undefined,
       extend,
     });
   const build = (config: RuntimesConfig): Record<RuntimeKind, RuntimeAdapter> => ({
-    vendorA_code: agentCli("vendorA_code", config.vendorA_code, refusing(createVendorACodeParser, claudeRefusals), vendorACodeRun),
+    vendorA_code: agentCli(
+      "vendorA_code",
+      config.vendorA_code,
+      refusing(createVendorACodeParser, claudeRefusals),
+      vendorACodeRun,
+    ),
     vendorA_agent_acp: createVendorAAgentAcpRuntime(config.vendorA_agent_acp, d),
     vendorB: agentCli("vendorB", config.vendorB, refusing(createVendorBParser, codexRefusals), vendorBRun),
     vendorC: agentCli("vendorC", config.vendorC, refusing(createVendorCParser, geminiRefusals), vendorCRun),
@@ -59,7 +77,8 @@ export function createRuntimeRegistry(config: RuntimesConfig, deps: RuntimeRegis
   let closed = false;
 
   const get = (kind: string): RuntimeAdapter => {
-    if (!isRuntimeKind(kind)) throw invalidField("runtime", `unknown runtime '${kind}' (known: ${RUNTIME_KINDS.join(", ")})`);
+    if (!isRuntimeKind(kind))
+      throw invalidField("runtime", `unknown runtime '${kind}' (known: ${RUNTIME_KINDS.join(", ")})`);
     return adapters[kind];
   };
 

@@ -5,13 +5,26 @@
 // working directory stays as it was (and a confined run cannot reach them: EP_HOME is hidden from
 // it). A restarted epd reads them to report a run that ended while it was down (docs/daemon.md,
 // "Restart safety").
-import { closeSync, mkdirSync, openSync, readFileSync, readSync, fstatSync, lstatSync, unlinkSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readSync,
+  fstatSync,
+  lstatSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
 import { dirname, join } from "node:path";
 
 export interface RunRecord {
   /** the spool: the run's stdout, redacted */
   output: string;
-  /** the exit status, written by the wrapper once the command exited; absent when the run is not one epd may report after a restart */
+  /**
+   * the exit status, written by the wrapper once the command exited; absent when the run is not one epd may report
+   * after a restart
+   */
   exit?: string;
 }
 
@@ -116,7 +129,10 @@ export function spoolTail(path: string, chars: number): string {
  * A run whose wrapper wrote its exit status: the status and the spool's tail; undefined while the
  * run has not ended (or was never wrapped).
  */
-export function finishedRun(record: RunRecord, tailChars: number): { exitCode: number; outputTail: string } | undefined {
+export function finishedRun(
+  record: RunRecord,
+  tailChars: number,
+): { exitCode: number; outputTail: string } | undefined {
   if (!record.exit) return undefined;
   let status: string;
   try {

@@ -43,7 +43,10 @@ export interface RunSpec {
   env: Record<string, string>;
   /** Overrides the runtime's configured timeout; 0 means none. */
   timeoutMs?: number;
-  /** Overrides the runtime's `permission` (an agents.toml profile's own; checked against the runtime when the file was read). */
+  /**
+   * Overrides the runtime's `permission` (an agents.toml profile's own; checked against the runtime when the file was
+   * read).
+   */
   permission?: Permission;
   /** Where the run lives, for its confinement (confine.ts); without it the run's cwd is its only place. */
   places?: RunPlaces;
@@ -55,7 +58,10 @@ export interface RunSpec {
    * (run-record.ts); the other runtimes ignore it. Without it the output lives only as its tail in memory.
    */
   record?: RunRecord;
-  /** A fresh redactor for one stream of the run's output (the run's secrets), applied before the output is spooled, kept or sent. */
+  /**
+   * A fresh redactor for one stream of the run's output (the run's secrets), applied before the output is spooled, kept
+   * or sent.
+   */
   redactStream?(): { push(text: string): string; end(): string };
   /**
    * With permission = "ask": puts a tool-permission request before a person (a tower approval)
@@ -117,9 +123,21 @@ export interface RunUsage {
 }
 
 /** A RunUsage from loosely typed numbers (missing = 0). */
-export function usageOf(u: { input?: unknown; output?: unknown; cached?: unknown; cost?: unknown; model?: unknown }): RunUsage {
+export function usageOf(u: {
+  input?: unknown;
+  output?: unknown;
+  cached?: unknown;
+  cost?: unknown;
+  model?: unknown;
+}): RunUsage {
   const n = (v: unknown) => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : 0);
-  return { input_tokens: n(u.input), output_tokens: n(u.output), cached_input_tokens: n(u.cached), cost_usd: n(u.cost), model: typeof u.model === "string" ? u.model : "" };
+  return {
+    input_tokens: n(u.input),
+    output_tokens: n(u.output),
+    cached_input_tokens: n(u.cached),
+    cost_usd: n(u.cost),
+    model: typeof u.model === "string" ? u.model : "",
+  };
 }
 
 export interface RunHandle {
@@ -137,7 +155,10 @@ export interface RuntimeCheck {
   detail: string;
 }
 
-/** The CLI a run starts, before its confinement: the executable (resolved on PATH), its argv after it, its complete environment. */
+/**
+ * The CLI a run starts, before its confinement: the executable (resolved on PATH), its argv after it, its complete
+ * environment.
+ */
 export interface CommandLine {
   executable: string;
   args: string[];
@@ -157,7 +178,6 @@ export interface RuntimeAdapter {
   /** Whether the runtime's executable is present, for `ep system doctor`. */
   check(env?: Record<string, string | undefined>): Promise<RuntimeCheck>;
 }
-
 
 /**
  * The child's environment: the daemon's (inherited) environment, then runtimes.toml's `env`

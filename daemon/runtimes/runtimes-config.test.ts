@@ -3,7 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { EpError } from "../../common/errors.js";
-import { defaultRuntimesConfig, lineOf, loadRuntimesConfig, parseRuntimesConfig, runtimesConfigPath } from "./runtimes-config.js";
+import {
+  defaultRuntimesConfig,
+  lineOf,
+  loadRuntimesConfig,
+  parseRuntimesConfig,
+  runtimesConfigPath,
+} from "./runtimes-config.js";
 
 function parseError(text: string): EpError {
   try {
@@ -24,11 +30,18 @@ describe("runtimes.toml", () => {
     expect(config.vendorA_code.args).toEqual(["-p", "{prompt}", "--output-format", "stream-json", "--verbose"]);
     expect(config.vendorA_agent_acp.command).toBe("claude-code-acp");
     // agents work in their workspace, confined; the shell runtime runs as it always did
-    for (const kind of ["vendorA_code", "vendorA_agent_acp", "vendorB", "vendorC", "muxhost_hosted"] as const) expect(config[kind].permission).toBe("workspace");
+    for (const kind of ["vendorA_code", "vendorA_agent_acp", "vendorB", "vendorC", "muxhost_hosted"] as const)
+      expect(config[kind].permission).toBe("workspace");
     expect(config.shell.permission).toBeUndefined();
     // the defaults work in epd's scratch work directory (issue 15): codex outside a git repository,
     // gemini in a folder it was not told to trust
-    expect([config.vendorB.command, ...config.vendorB.args]).toEqual(["codex", "exec", "--json", "--skip-git-repo-check", "{prompt}"]);
+    expect([config.vendorB.command, ...config.vendorB.args]).toEqual([
+      "codex",
+      "exec",
+      "--json",
+      "--skip-git-repo-check",
+      "{prompt}",
+    ]);
     expect([config.vendorC.command, ...config.vendorC.args]).toEqual(["gemini", "-p", "{prompt}", "-o", "stream-json"]);
     expect(config.vendorC.env).toEqual({ GEMINI_CLI_TRUST_WORKSPACE: "true" });
     expect([config.shell.command, ...config.shell.args]).toEqual(["bash", "-c", "{command}"]);
@@ -64,13 +77,23 @@ describe("runtimes.toml", () => {
     expect(config.vendorA_code.command).toBe("claude");
     expect(config.vendorA_agent_acp).toMatchObject({ command: "/opt/acp/agent", permission: "read-only" });
     // a file's env adds to the defaults' env (IS_SANDBOX cleared for claude-code-acp as root)
-    expect(config.vendorA_agent_acp.env).toEqual({ IS_SANDBOX: "", GEMINI_CLI_TRUST_WORKSPACE: "true", ACP_LOG: "debug" });
-    expect(config.muxhost_hosted).toMatchObject({ socketName: "ep", pollIntervalMs: 100, taskArgs: ["-c", "{command}"] });
+    expect(config.vendorA_agent_acp.env).toEqual({
+      IS_SANDBOX: "",
+      GEMINI_CLI_TRUST_WORKSPACE: "true",
+      ACP_LOG: "debug",
+    });
+    expect(config.muxhost_hosted).toMatchObject({
+      socketName: "ep",
+      pollIntervalMs: 100,
+      taskArgs: ["-c", "{command}"],
+    });
     expect(config.vendorB).toEqual(defaultRuntimesConfig().vendorB);
   });
 
   it("an env table keeps the defaults' variables unless it sets them", () => {
-    const config = parseRuntimesConfig('[vendorC.env]\nGEMINI_API_KEY = "k"\n[vendorA_agent_acp.env]\nIS_SANDBOX = "1"\n');
+    const config = parseRuntimesConfig(
+      '[vendorC.env]\nGEMINI_API_KEY = "k"\n[vendorA_agent_acp.env]\nIS_SANDBOX = "1"\n',
+    );
     expect(config.vendorC.env).toEqual({ GEMINI_CLI_TRUST_WORKSPACE: "true", GEMINI_API_KEY: "k" });
     expect(config.vendorA_agent_acp.env).toEqual({ IS_SANDBOX: "1", GEMINI_CLI_TRUST_WORKSPACE: "true" });
   });
@@ -88,13 +111,21 @@ describe("runtimes.toml", () => {
   });
 
   it("keys that belong to another runtime are unknown here", () => {
-    const err = parseError('[vendorB]\npermission_timeout_seconds = 5\n');
+    const err = parseError("[vendorB]\npermission_timeout_seconds = 5\n");
     expect(err.message).toContain("runtimes.toml:2: vendorB.permission_timeout_seconds: unknown key");
   });
 
   it("wrong types are refused naming the key, and every problem is listed", () => {
     const err = parseError(
-      ['[shell]', 'args = "bash -c"', 'timeout_seconds = -1', '[vendorA_agent_acp]', 'permission = "yes"', '[muxhost_hosted]', 'socket_name = "a b"'].join("\n"),
+      [
+        "[shell]",
+        'args = "bash -c"',
+        "timeout_seconds = -1",
+        "[vendorA_agent_acp]",
+        'permission = "yes"',
+        "[muxhost_hosted]",
+        'socket_name = "a b"',
+      ].join("\n"),
     );
     expect(err.message).toContain("runtimes.toml:2: shell.args: must be an array of strings");
     expect(err.message).toContain("runtimes.toml:3: shell.timeout_seconds: must be a number >= 0");
@@ -104,17 +135,33 @@ describe("runtimes.toml", () => {
   });
 
   it('permission = "ask" with its timeout, for ACP agents and for claude -p; other values refused by runtime', () => {
-    const config = parseRuntimesConfig('[vendorA_agent_acp]\npermission = "ask"\npermission_timeout_seconds = 30\n[vendorA_code]\npermission = "ask"\n[vendorB]\npermission = "read-only"\n[shell]\npermission = "workspace"\n', "runtimes.toml");
+    const config = parseRuntimesConfig(
+      '[vendorA_agent_acp]\npermission = "ask"\npermission_timeout_seconds = 30\n[vendorA_code]\npermission ' +
+        '= "ask"\n[vendorB]\npermission = "read-only"\n[shell]\npermission = "workspace"\n',
+      "runtimes.toml",
+    );
     expect(config.vendorA_agent_acp).toMatchObject({ permission: "ask", permissionTimeoutSeconds: 30 });
     expect(config.vendorA_code).toMatchObject({ permission: "ask", permissionTimeoutSeconds: 600 });
     expect(config.vendorB.permission).toBe("read-only");
     expect(config.shell.permission).toBe("workspace");
-    const err = parseError('[vendorA_code]\npermission = "allow_once"\npermission_timeout_seconds = 0\n[vendorA_agent_acp]\npermission_timeout_seconds = 90000\n[vendorC]\npermission = "ask"\n');
+    const err = parseError(
+      '[vendorA_code]\npermission = "allow_once"\npermission_timeout_seconds = ' +
+        '0\n[vendorA_agent_acp]\npermission_timeout_seconds = 90000\n[vendorC]\npermission = "ask"\n',
+    );
     // a policy of the old vocabulary says its new name
-    expect(err.message).toContain('runtimes.toml:2: vendorA_code.permission: \'allow_once\' was renamed: use "workspace" (must be one of workspace, ask, read-only, unconfined)');
-    expect(err.message).toContain('runtimes.toml:7: vendorC.permission: "ask" works for vendorA_code and vendorA_agent_acp');
-    expect(err.message).toContain("runtimes.toml:3: vendorA_code.permission_timeout_seconds: must be a number of seconds in (0, 86400]");
-    expect(err.message).toContain("runtimes.toml:5: vendorA_agent_acp.permission_timeout_seconds: must be a number of seconds in (0, 86400]");
+    expect(err.message).toContain(
+      "runtimes.toml:2: vendorA_code.permission: 'allow_once' was renamed: " +
+        'use "workspace" (must be one of workspace, ask, read-only, unconfined)',
+    );
+    expect(err.message).toContain(
+      'runtimes.toml:7: vendorC.permission: "ask" works for vendorA_code and vendorA_agent_acp',
+    );
+    expect(err.message).toContain(
+      "runtimes.toml:3: vendorA_code.permission_timeout_seconds: must be a number of seconds in (0, 86400]",
+    );
+    expect(err.message).toContain(
+      "runtimes.toml:5: vendorA_agent_acp.permission_timeout_seconds: must be a number of seconds in (0, 86400]",
+    );
   });
 
   it("bad TOML syntax is refused with line and column", () => {

@@ -70,7 +70,13 @@ export interface RuntimesConfig {
 
 export const PLACEHOLDERS = ["prompt", "command", "task_id", "agent_id", "cwd"] as const;
 
-const COMMON = { env: {}, timeoutSeconds: 3600, killGraceSeconds: 5, permission: "workspace" as Permission | undefined, permissionTimeoutSeconds: 600 };
+const COMMON = {
+  env: {},
+  timeoutSeconds: 3600,
+  killGraceSeconds: 5,
+  permission: "workspace" as Permission | undefined,
+  permissionTimeoutSeconds: 600,
+};
 /** codex's log filter: errors, and one line per HTTP request (status and request id, no bodies). */
 export const CODEX_RUST_LOG = "error,codex_http_client::client=debug";
 
@@ -80,21 +86,41 @@ export function defaultRuntimesConfig(): RuntimesConfig {
     // can send its first model request while `ep` is still pending; this makes it connect first.
     // CLAUDE_CODE_MAX_RETRIES=6: a failing model API is retried for about 40 s, not claude's 10 (about 4 min).
     // The permission flags (--permission-mode, --allowedTools) come from `permission` (vendor-a-code.ts)
-    vendorA_code: { ...COMMON, env: { MCP_CONNECTION_NONBLOCKING: "false", CLAUDE_CODE_MAX_RETRIES: "6" }, command: CMD.vendorA_code, args: ["-p", "{prompt}", "--output-format", "stream-json", "--verbose"] },
+    vendorA_code: {
+      ...COMMON,
+      env: { MCP_CONNECTION_NONBLOCKING: "false", CLAUDE_CODE_MAX_RETRIES: "6" },
+      command: CMD.vendorA_code,
+      args: ["-p", "{prompt}", "--output-format", "stream-json", "--verbose"],
+    },
     // IS_SANDBOX="": claude-code-acp offers claude's bypass-permissions mode whenever IS_SANDBOX is
     // set, and claude refuses that mode as root unless it is exactly "1", so an ambient value
     // (e.g. IS_SANDBOX=yes) breaks every session as root. EP answers permission requests itself
     // (`permission`); set IS_SANDBOX = "1" here only on a sandboxed root node that wants bypass.
     // GEMINI_CLI_TRUST_WORKSPACE: when the ACP agent is `gemini --acp`, an untrusted folder turns its
     // MCP servers (EP's tools) off; the run's folder is EP's own, and confined
-    vendorA_agent_acp: { ...COMMON, env: { IS_SANDBOX: "", GEMINI_CLI_TRUST_WORKSPACE: "true" }, command: CMD.vendorA_agent_acp, args: [] },
+    vendorA_agent_acp: {
+      ...COMMON,
+      env: { IS_SANDBOX: "", GEMINI_CLI_TRUST_WORKSPACE: "true" },
+      command: CMD.vendorA_agent_acp,
+      args: [],
+    },
     // --skip-git-repo-check: codex exec refuses to run outside a trusted git repository, and a
     // task's work directory is a fresh scratch folder
     // RUST_LOG: codex logs each HTTP request's status (it keeps only "high demand" of a 5xx), which
     // EP turns into retry status frames and the task's error
-    vendorB: { ...COMMON, env: { RUST_LOG: CODEX_RUST_LOG }, command: CMD.vendorB, args: ["exec", "--json", "--skip-git-repo-check", "{prompt}"] },
+    vendorB: {
+      ...COMMON,
+      env: { RUST_LOG: CODEX_RUST_LOG },
+      command: CMD.vendorB,
+      args: ["exec", "--json", "--skip-git-repo-check", "{prompt}"],
+    },
     // GEMINI_CLI_TRUST_WORKSPACE: gemini exits 55 in a folder it has not been told to trust
-    vendorC: { ...COMMON, env: { GEMINI_CLI_TRUST_WORKSPACE: "true" }, command: CMD.vendorC, args: ["-p", "{prompt}", "-o", "stream-json"] },
+    vendorC: {
+      ...COMMON,
+      env: { GEMINI_CLI_TRUST_WORKSPACE: "true" },
+      command: CMD.vendorC,
+      args: ["-p", "{prompt}", "-o", "stream-json"],
+    },
     muxhost_hosted: {
       ...COMMON,
       command: CMD.muxhost_hosted,
@@ -113,9 +139,7 @@ export function runtimesConfigPath(env: NodeJS.ProcessEnv = process.env): string
 }
 
 /** Reads `$EP_HOME/epd/runtimes.toml` (or `path`); a missing file gives the defaults. */
-export async function loadRuntimesConfig(
-  path: string = runtimesConfigPath(),
-): Promise<RuntimesConfig> {
+export async function loadRuntimesConfig(path: string = runtimesConfigPath()): Promise<RuntimesConfig> {
   let text: string;
   try {
     text = await readFile(path, "utf8");
@@ -192,7 +216,8 @@ const EXTRA_KEYS: Partial<Record<RuntimeKind, string[]>> = {
 /** Why `value` is not a permission `kind` can take, or undefined when it is one. */
 export function permissionRefusal(kind: RuntimeKind, value: unknown): string | undefined {
   if (!isPermission(value)) return permissionProblem(value);
-  if (value === "ask" && !ASKING_RUNTIMES.includes(kind)) return `"ask" works for ${ASKING_RUNTIMES.join(" and ")} (their CLIs ask EP); ${kind} has no way to ask a person`;
+  if (value === "ask" && !ASKING_RUNTIMES.includes(kind))
+    return `"ask" works for ${ASKING_RUNTIMES.join(" and ")} (their CLIs ask EP); ${kind} has no way to ask a person`;
   return undefined;
 }
 
@@ -211,14 +236,16 @@ function applyTable(config: RuntimesConfig, kind: RuntimeKind, table: Record<str
         break;
       case "args":
       case "task_args":
-        if (!Array.isArray(value) || !value.every((a) => typeof a === "string")) problem(key, "must be an array of strings");
+        if (!Array.isArray(value) || !value.every((a) => typeof a === "string"))
+          problem(key, "must be an array of strings");
         else if (key === "args") target.args = value as string[];
         else target.taskArgs = value as string[];
         break;
       case "env":
         if (!isPlainObject(value) || !Object.values(value).every((v) => typeof v === "string")) {
           problem(key, "must be a table of strings");
-        } else target.env = { ...target.env, ...(value as Record<string, string>) }; // over the defaults' env, key by key
+          // over the defaults' env, key by key
+        } else target.env = { ...target.env, ...(value as Record<string, string>) };
         break;
       case "timeout_seconds":
       case "kill_grace_seconds":
@@ -227,7 +254,8 @@ function applyTable(config: RuntimesConfig, kind: RuntimeKind, table: Record<str
         else target.killGraceSeconds = value;
         break;
       case "permission_timeout_seconds":
-        if (typeof value !== "number" || !Number.isFinite(value) || value <= 0 || value > 86_400) problem(key, "must be a number of seconds in (0, 86400]");
+        if (typeof value !== "number" || !Number.isFinite(value) || value <= 0 || value > 86_400)
+          problem(key, "must be a number of seconds in (0, 86400]");
         else target.permissionTimeoutSeconds = value;
         break;
       case "permission": {
@@ -290,7 +318,10 @@ export function lineOf(text: string, table: string, key?: string): number | unde
  * to --version (3 s at most), and whether it is usable. `ep system doctor` asks this over
  * mgmt.sock, so it reports epd's view, not the PATH of the shell running `ep`.
  */
-export async function runtimeReport(config: RuntimesConfig, env: Record<string, string>): Promise<{ kind: string; command: string; path: string; version: string; usable: boolean; detail: string }[]> {
+export async function runtimeReport(
+  config: RuntimesConfig,
+  env: Record<string, string>,
+): Promise<{ kind: string; command: string; path: string; version: string; usable: boolean; detail: string }[]> {
   const out = [];
   for (const kind of RUNTIME_KINDS) {
     const c = config[kind];
@@ -310,6 +341,17 @@ export async function runtimeReport(config: RuntimesConfig, env: Record<string, 
   }
   // the confinement of agent runs (confine.ts): found on the runs' PATH, as a run would find it
   const bwrap = findBwrap(env);
-  out.push(bwrap instanceof EpError ? { kind: "confinement", command: "bwrap", path: "", version: "", usable: false, detail: `bwrap is not on the runs' PATH (${env.PATH ?? ""})` } : { kind: "confinement", command: "bwrap", path: bwrap, version: "", usable: true, detail: bwrap });
+  out.push(
+    bwrap instanceof EpError
+      ? {
+          kind: "confinement",
+          command: "bwrap",
+          path: "",
+          version: "",
+          usable: false,
+          detail: `bwrap is not on the runs' PATH (${env.PATH ?? ""})`,
+        }
+      : { kind: "confinement", command: "bwrap", path: bwrap, version: "", usable: true, detail: bwrap },
+  );
   return out;
 }

@@ -26,7 +26,12 @@ describe("shell runtime", () => {
     registry = createRuntimeRegistry(testConfig());
     const { spec, frames } = await makeSpec({ input: { command: "echo partial; echo 'disk full' >&2; exit 7" } });
     const result = await registry.start("shell", spec).result;
-    expect(result).toMatchObject({ ok: false, exitCode: 7, output: "partial\n", error: "shell exited with code 7: disk full" });
+    expect(result).toMatchObject({
+      ok: false,
+      exitCode: 7,
+      output: "partial\n",
+      error: "shell exited with code 7: disk full",
+    });
     expect(frames).toContainEqual({ kind: "stderr", text: "disk full" });
   });
 
@@ -70,7 +75,11 @@ describe("run directory", () => {
       const registry = createRuntimeRegistry(testConfig());
       const { spec } = await makeSpec({ cwd: "/nonexistent/ep-run", input: { command: "true" } });
       const result = await registry.start(kind, spec).result;
-      expect(result).toMatchObject({ ok: false, errorCode: "invalid_argument", error: expect.stringContaining("cwd: '/nonexistent/ep-run'") });
+      expect(result).toMatchObject({
+        ok: false,
+        errorCode: "invalid_argument",
+        error: expect.stringContaining("cwd: '/nonexistent/ep-run'"),
+      });
       await registry.close();
     },
   );

@@ -7,7 +7,10 @@ import { createProcessRuntime } from "./process-runtime.js";
 import type { RuntimeAdapter } from "./runtime.js";
 import type { CommandRuntimeConfig } from "./runtimes-config.js";
 
-export function createShellRuntime(config: CommandRuntimeConfig, deps: { clock: Clock; logger: Logger }): RuntimeAdapter {
+export function createShellRuntime(
+  config: CommandRuntimeConfig,
+  deps: { clock: Clock; logger: Logger },
+): RuntimeAdapter {
   return createProcessRuntime({
     kind: "shell",
     config,
@@ -15,7 +18,8 @@ export function createShellRuntime(config: CommandRuntimeConfig, deps: { clock: 
     validate(spec) {
       const command = spec.input.command;
       if (command === undefined) return invalidField("input.command", "is required for the shell runtime");
-      if (typeof command !== "string" || command.trim() === "") return invalidField("input.command", "must be a non-empty string");
+      if (typeof command !== "string" || command.trim() === "")
+        return invalidField("input.command", "must be a non-empty string");
       return undefined;
     },
   });

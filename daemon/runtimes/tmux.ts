@@ -25,7 +25,9 @@ export function runTmux(args: string[], opts: TmuxOptions = {}): Promise<TmuxRes
   return new Promise((resolveRun, reject) => {
     execFile(tmux, full, { encoding: "utf8", maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
       if (err && (err as NodeJS.ErrnoException).code === "ENOENT") {
-        reject(new EpError("runtime_missing", "tmux was not found on this node's PATH; install tmux to use muxhost_hosted"));
+        reject(
+          new EpError("runtime_missing", "tmux was not found on this node's PATH; install tmux to use muxhost_hosted"),
+        );
         return;
       }
       const code = err ? (typeof err.code === "number" ? err.code : 1) : 0;
@@ -60,7 +62,11 @@ export async function tmuxSessionExists(session: string, opts: TmuxOptions = {})
 }
 
 /** Types `text` literally into the session's active pane, then presses Enter (unless `enter: false`). */
-export async function tmuxSendKeys(session: string, text: string, opts: TmuxOptions & { enter?: boolean } = {}): Promise<void> {
+export async function tmuxSendKeys(
+  session: string,
+  text: string,
+  opts: TmuxOptions & { enter?: boolean } = {},
+): Promise<void> {
   if (!(await tmuxSessionExists(session, opts))) {
     throw new EpError("not_found", `tmux session '${session}' does not exist`, { session });
   }
@@ -93,10 +99,22 @@ export async function tmuxNewSession(o: TmuxNewSessionOptions): Promise<void> {
   const envPath = resolveExecutable("env", process.env) ?? "/usr/bin/env";
   const env = { TERM: "xterm-256color", ...o.env };
   const args = [
-    "new-session", "-d", "-s", o.session,
-    "-x", String(o.width ?? 200), "-y", String(o.height ?? 50),
-    "-c", o.cwd,
-    "--", envPath, "-i", ...Object.entries(env).map(([k, v]) => `${k}=${v}`), o.executable, ...o.args,
+    "new-session",
+    "-d",
+    "-s",
+    o.session,
+    "-x",
+    String(o.width ?? 200),
+    "-y",
+    String(o.height ?? 50),
+    "-c",
+    o.cwd,
+    "--",
+    envPath,
+    "-i",
+    ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
+    o.executable,
+    ...o.args,
   ];
   if (o.remainOnExit) args.push(";", "set-option", "-w", "-t", paneTarget(o.session), "remain-on-exit", "on");
   if (o.logFile) args.push(";", "pipe-pane", "-t", paneTarget(o.session), "-o", `cat >> ${shellQuote(o.logFile)}`);
@@ -109,7 +127,8 @@ export async function tmuxNewSession(o: TmuxNewSessionOptions): Promise<void> {
     await tmuxOk(args, o, "new-session");
     return;
   }
-  if (r.code !== 0) throw new EpError("internal", `tmux new-session failed: ${r.stderr.trim() || `exit code ${r.code}`}`);
+  if (r.code !== 0)
+    throw new EpError("internal", `tmux new-session failed: ${r.stderr.trim() || `exit code ${r.code}`}`);
 }
 
 export interface TmuxPaneState {
@@ -128,14 +147,22 @@ export interface TmuxPaneState {
  * (`pipe-pane -o` would not do: it toggles, closing a live pipe).
  */
 export async function tmuxPipePane(session: string, path: string, opts: TmuxOptions = {}): Promise<void> {
-  const piped = (await tmuxOk(["display-message", "-p", "-t", paneTarget(session), "#{pane_pipe}"], opts, "display-message")).trim();
+  const piped = (
+    await tmuxOk(["display-message", "-p", "-t", paneTarget(session), "#{pane_pipe}"], opts, "display-message")
+  ).trim();
   if (piped === "1") return;
   await tmuxOk(["pipe-pane", "-t", paneTarget(session), `cat >> ${shellQuote(path)}`], opts, "pipe-pane");
 }
 
 export async function tmuxPaneState(session: string, opts: TmuxOptions = {}): Promise<TmuxPaneState | undefined> {
   const r = await runTmux(
-    ["display-message", "-p", "-t", paneTarget(session), "#{pane_pid} #{pane_dead} #{pane_dead_status} #{pane_dead_signal}"],
+    [
+      "display-message",
+      "-p",
+      "-t",
+      paneTarget(session),
+      "#{pane_pid} #{pane_dead} #{pane_dead_status} #{pane_dead_signal}",
+    ],
     opts,
   );
   if (r.code !== 0) return undefined;
@@ -159,12 +186,14 @@ function shellQuote(s: string): string {
 
 /** Removes terminal control sequences (CSI, OSC, charset switches) and carriage returns. */
 export function stripAnsi(text: string): string {
-  return text
-    // eslint-disable-next-line no-control-regex
-    .replace(/\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)/g, "")
-    // eslint-disable-next-line no-control-regex
-    .replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, "")
-    // eslint-disable-next-line no-control-regex
-    .replace(/\x1b[()][A-Za-z0-9]|\x1b[=>78NOcDEHM]/g, "")
-    .replace(/\r/g, "");
+  return (
+    text
+      // eslint-disable-next-line no-control-regex
+      .replace(/\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)/g, "")
+      // eslint-disable-next-line no-control-regex
+      .replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, "")
+      // eslint-disable-next-line no-control-regex
+      .replace(/\x1b[()][A-Za-z0-9]|\x1b[=>78NOcDEHM]/g, "")
+      .replace(/\r/g, "")
+  );
 }

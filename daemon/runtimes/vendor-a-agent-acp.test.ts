@@ -42,29 +42,47 @@ describe("vendorA_agent_acp", () => {
     const { spec, frames } = await makeSpec({ prompt: "[outside] write" });
     const result = await registry.start("vendorA_agent_acp", spec).result;
     expect(result.ok).toBe(true);
-    expect(frames).toContainEqual(expect.objectContaining({ kind: "status", text: expect.stringMatching(/^permission reject:/) }));
+    expect(frames).toContainEqual(
+      expect.objectContaining({ kind: "status", text: expect.stringMatching(/^permission reject:/) }),
+    );
     expect(frames).toContainEqual(expect.objectContaining({ kind: "tool", text: "call_1 failed" }));
     expect(existsSync("/etc/ep-fake-acp-outside.txt")).toBe(false);
     // the rejection is the run's denial, and a status frame as it happens
-    const denial = { tool: "edit", tried: "/etc/ep-fake-acp-outside.txt", reason: expect.stringContaining('permission = "workspace"'), source: "policy", callId: "call_1" };
+    const denial = {
+      tool: "edit",
+      tried: "/etc/ep-fake-acp-outside.txt",
+      reason: expect.stringContaining('permission = "workspace"'),
+      source: "policy",
+      callId: "call_1",
+    };
     expect(result.denials).toEqual([denial]);
-    expect(frames).toContainEqual({ kind: "status", text: expect.stringMatching(/^refused \(policy\): edit \/etc\/ep-fake-acp-outside.txt/), data: { denial } });
+    expect(frames).toContainEqual({
+      kind: "status",
+      text: expect.stringMatching(/^refused \(policy\): edit \/etc\/ep-fake-acp-outside.txt/),
+      data: { denial },
+    });
   });
 
-  it("the default policy reads a real agent's rawInput: an edit outside is rejected, inside allowed; another tool naming no path allowed", async () => {
-    registry = createRuntimeRegistry(testConfig());
-    const outside = await makeSpec({ prompt: "[real] [outside] write" });
-    await registry.start("vendorA_agent_acp", outside.spec).result;
-    expect(outside.frames).toContainEqual(expect.objectContaining({ kind: "tool", text: "call_1 failed" }));
-    expect(existsSync("/etc/ep-fake-acp-outside.txt")).toBe(false);
-    const inside = await makeSpec({ prompt: "[real] write" });
-    await registry.start("vendorA_agent_acp", inside.spec).result;
-    expect(readFileSync(join(inside.spec.cwd, "notes.txt"), "utf8")).toBe("notes for [real] write\n");
-    const nopath = await makeSpec({ prompt: "[nopath] write" });
-    await registry.start("vendorA_agent_acp", nopath.spec).result;
-    // a tool of kind "other" (an MCP tool, say) changes no file the policy could check: the confinement holds it
-    expect(nopath.frames).toContainEqual(expect.objectContaining({ kind: "status", text: expect.stringMatching(/^permission (?!reject)/) }));
-  });
+  it(
+    "the default policy reads a real agent's rawInput: an edit outside " +
+      "is rejected, inside allowed; another tool naming no path allowed",
+    async () => {
+      registry = createRuntimeRegistry(testConfig());
+      const outside = await makeSpec({ prompt: "[real] [outside] write" });
+      await registry.start("vendorA_agent_acp", outside.spec).result;
+      expect(outside.frames).toContainEqual(expect.objectContaining({ kind: "tool", text: "call_1 failed" }));
+      expect(existsSync("/etc/ep-fake-acp-outside.txt")).toBe(false);
+      const inside = await makeSpec({ prompt: "[real] write" });
+      await registry.start("vendorA_agent_acp", inside.spec).result;
+      expect(readFileSync(join(inside.spec.cwd, "notes.txt"), "utf8")).toBe("notes for [real] write\n");
+      const nopath = await makeSpec({ prompt: "[nopath] write" });
+      await registry.start("vendorA_agent_acp", nopath.spec).result;
+      // a tool of kind "other" (an MCP tool, say) changes no file the policy could check: the confinement holds it
+      expect(nopath.frames).toContainEqual(
+        expect.objectContaining({ kind: "status", text: expect.stringMatching(/^permission (?!reject)/) }),
+      );
+    },
+  );
 
   it("an agent's failure carries its own message and stderr, not only 'Internal error'", async () => {
     registry = createRuntimeRegistry(testConfig());
@@ -80,8 +98,16 @@ describe("vendorA_agent_acp", () => {
     const { spec, frames } = await makeSpec({ prompt: "[usage] count" });
     const result = await registry.start("vendorA_agent_acp", spec).result;
     expect(result.ok, result.error).toBe(true);
-    expect(result.usage).toEqual({ input_tokens: 1200, output_tokens: 140, cached_input_tokens: 300, cost_usd: 0.0031, model: "" });
-    expect(frames).toContainEqual(expect.objectContaining({ kind: "status", text: "context 900/200000 tokens, cost 0.0031 USD" }));
+    expect(result.usage).toEqual({
+      input_tokens: 1200,
+      output_tokens: 140,
+      cached_input_tokens: 300,
+      cost_usd: 0.0031,
+      model: "",
+    });
+    expect(frames).toContainEqual(
+      expect.objectContaining({ kind: "status", text: "context 900/200000 tokens, cost 0.0031 USD" }),
+    );
   });
 
   it("a session that cannot start says which step failed, the agent's message and its stderr", async () => {
@@ -103,7 +129,13 @@ describe("vendorA_agent_acp", () => {
     const { spec } = await makeSpec({ prompt: "write" });
     const result = await registry.start("vendorA_agent_acp", spec).result;
     expect(existsSync(join(spec.cwd, "notes.txt"))).toBe(false);
-    expect(result.denials).toEqual([expect.objectContaining({ tried: join(spec.cwd, "notes.txt"), reason: 'refused by permission = "read-only"', source: "policy" })]);
+    expect(result.denials).toEqual([
+      expect.objectContaining({
+        tried: join(spec.cwd, "notes.txt"),
+        reason: 'refused by permission = "read-only"',
+        source: "policy",
+      }),
+    ]);
   });
 
   it("a turn that stops for another reason than end_turn fails the run", async () => {
@@ -178,7 +210,8 @@ describe("permission policy", () => {
       { optionId: "no", name: "Reject", kind: "reject_once" },
     ],
   });
-  const chosen = (r: ReturnType<typeof decidePermission>) => (r.outcome.outcome === "selected" ? r.outcome.optionId : "cancelled");
+  const chosen = (r: ReturnType<typeof decidePermission>) =>
+    r.outcome.outcome === "selected" ? r.outcome.optionId : "cancelled";
 
   it("workspace allows inside the cwd and rejects outside or via ..", () => {
     expect(chosen(decidePermission(request(["/w/run/a.txt", "b/c.txt"]), "workspace", "/w/run"))).toBe("once");
@@ -189,8 +222,12 @@ describe("permission policy", () => {
   });
 
   it("workspace reads the paths from rawInput, as real agents send them", () => {
-    const raw = (rawInput: Record<string, unknown>): RequestPermissionRequest => ({ ...request([]), toolCall: { toolCallId: "t", kind: "edit", rawInput } });
-    const decide = (rawInput: Record<string, unknown>) => chosen(decidePermission(raw(rawInput), "workspace", "/w/run"));
+    const raw = (rawInput: Record<string, unknown>): RequestPermissionRequest => ({
+      ...request([]),
+      toolCall: { toolCallId: "t", kind: "edit", rawInput },
+    });
+    const decide = (rawInput: Record<string, unknown>) =>
+      chosen(decidePermission(raw(rawInput), "workspace", "/w/run"));
     expect(decide({ file_path: "/w/run/a.txt" })).toBe("once");
     expect(decide({ file_path: "/etc/passwd" })).toBe("no");
     expect(decide({ notebook_path: "/w/other/n.ipynb" })).toBe("no");
@@ -209,26 +246,49 @@ describe("permission policy", () => {
     try {
       mkdirSync(join(dir, "run"));
       symlinkSync("/etc", join(dir, "run", "etc-link"));
-      const req = { ...request([]), toolCall: { toolCallId: "t", kind: "edit" as const, rawInput: { file_path: join(dir, "run", "etc-link", "passwd") } } };
+      const req = {
+        ...request([]),
+        toolCall: {
+          toolCallId: "t",
+          kind: "edit" as const,
+          rawInput: { file_path: join(dir, "run", "etc-link", "passwd") },
+        },
+      };
       expect(chosen(decidePermission(req, "workspace", join(dir, "run")))).toBe("no");
-      const inside = { ...request([]), toolCall: { toolCallId: "t", kind: "edit" as const, rawInput: { file_path: join(dir, "run", "new", "file.txt") } } };
+      const inside = {
+        ...request([]),
+        toolCall: {
+          toolCallId: "t",
+          kind: "edit" as const,
+          rawInput: { file_path: join(dir, "run", "new", "file.txt") },
+        },
+      };
       expect(chosen(decidePermission(inside, "workspace", join(dir, "run")))).toBe("once");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
 
-  it("workspace allows commands, reads and other tools anywhere (the confinement holds them), edits only inside", () => {
-    const kind = (k: "execute" | "read" | "edit" | "delete" | "other", paths: string[]) => ({ ...request(paths), toolCall: { ...request(paths).toolCall, kind: k } });
-    expect(chosen(decidePermission(kind("other", []), "workspace", "/w/run"))).toBe("once");
-    expect(chosen(decidePermission(kind("execute", ["/etc"]), "workspace", "/w/run"))).toBe("once");
-    expect(chosen(decidePermission(kind("read", ["/etc/hosts"]), "workspace", "/w/run"))).toBe("once");
-    expect(chosen(decidePermission(kind("edit", ["/etc/hosts"]), "workspace", "/w/run"))).toBe("no");
-    expect(chosen(decidePermission(kind("delete", ["/w/run/a"]), "workspace", "/w/run"))).toBe("once");
-  });
+  it(
+    "workspace allows commands, reads and other tools " + "anywhere (the confinement holds them), edits only inside",
+    () => {
+      const kind = (k: "execute" | "read" | "edit" | "delete" | "other", paths: string[]) => ({
+        ...request(paths),
+        toolCall: { ...request(paths).toolCall, kind: k },
+      });
+      expect(chosen(decidePermission(kind("other", []), "workspace", "/w/run"))).toBe("once");
+      expect(chosen(decidePermission(kind("execute", ["/etc"]), "workspace", "/w/run"))).toBe("once");
+      expect(chosen(decidePermission(kind("read", ["/etc/hosts"]), "workspace", "/w/run"))).toBe("once");
+      expect(chosen(decidePermission(kind("edit", ["/etc/hosts"]), "workspace", "/w/run"))).toBe("no");
+      expect(chosen(decidePermission(kind("delete", ["/w/run/a"]), "workspace", "/w/run"))).toBe("once");
+    },
+  );
 
   it("read-only allows reads only; unconfined prefers the always option; no matching option cancels", () => {
-    const kind = (k: "execute" | "read" | "search" | "edit") => ({ ...request(["/w/run/a"]), toolCall: { toolCallId: "t", kind: k, locations: [{ path: "/w/run/a" }] } });
+    const kind = (k: "execute" | "read" | "search" | "edit") => ({
+      ...request(["/w/run/a"]),
+      toolCall: { toolCallId: "t", kind: k, locations: [{ path: "/w/run/a" }] },
+    });
     expect(chosen(decidePermission(kind("read"), "read-only", "/w/run"))).toBe("once");
     expect(chosen(decidePermission(kind("search"), "read-only", "/w/run"))).toBe("once");
     expect(chosen(decidePermission(kind("edit"), "read-only", "/w/run"))).toBe("no");

@@ -14,12 +14,19 @@ import { basename } from "node:path";
 import type { ProgressFrame, RunHandle, RunResult, RunSpec, RuntimeAdapter } from "./runtime.js";
 import type { AcpRuntimeConfig } from "./runtimes-config.js";
 
-export function createVendorAAgentAcpRuntime(config: AcpRuntimeConfig, deps: { clock: Clock; logger: Logger }): RuntimeAdapter {
+export function createVendorAAgentAcpRuntime(
+  config: AcpRuntimeConfig,
+  deps: { clock: Clock; logger: Logger },
+): RuntimeAdapter {
   return {
     kind: "vendorA_agent_acp",
     check: (env = process.env) => checkCommand("vendorA_agent_acp", config.command, env),
     start(spec) {
-      const err = checkCwd(spec) ?? (spec.prompt.trim() === "" ? invalidField("prompt", "must not be empty for runtime vendorA_agent_acp") : undefined);
+      const err =
+        checkCwd(spec) ??
+        (spec.prompt.trim() === ""
+          ? invalidField("prompt", "must not be empty for runtime vendorA_agent_acp")
+          : undefined);
       if (err) return settledHandle({ ok: false, output: "", error: err.message, errorCode: err.code });
       return runAcp(spec, config, deps);
     },
@@ -76,7 +83,10 @@ function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; l
         cwd: spec.cwd,
         env: acpEnv(config, spec),
         permission: spec.permission ?? config.permission ?? "workspace",
-        confinement: { permission: spec.permission ?? config.permission, ...(spec.places ? { places: spec.places } : {}) },
+        confinement: {
+          permission: spec.permission ?? config.permission,
+          ...(spec.places ? { places: spec.places } : {}),
+        },
         ...(spec.mcp ? { mcp: spec.mcp } : {}),
         askPermission: spec.askPermission,
         permissionTimeoutMs: config.permissionTimeoutSeconds * 1000,
@@ -86,7 +96,8 @@ function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; l
         onFrame,
       });
     } catch (err) {
-      const e = err instanceof EpError ? err : new EpError("internal", `runtime vendorA_agent_acp: ${acpErrorText(err, "")}`);
+      const e =
+        err instanceof EpError ? err : new EpError("internal", `runtime vendorA_agent_acp: ${acpErrorText(err, "")}`);
       return { ok: false, output: "", error: e.message, errorCode: e.code };
     }
     if (stop) {
@@ -97,10 +108,18 @@ function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; l
       const turn = await session.prompt(spec.prompt);
       const output = turn.text || text;
       const stopped = stopState();
-      const usage = { ...(turn.usage ? { usage: turn.usage } : {}), ...(turn.denials.length ? { denials: turn.denials } : {}) };
+      const usage = {
+        ...(turn.usage ? { usage: turn.usage } : {}),
+        ...(turn.denials.length ? { denials: turn.denials } : {}),
+      };
       if (stopped) return { ok: false, output, ...usage, ...stopped };
       if (turn.stopReason === "end_turn") return { ok: true, output, ...usage };
-      return { ok: false, output, ...usage, error: `vendorA_agent_acp: the agent stopped the turn: ${turn.stopReason}` };
+      return {
+        ok: false,
+        output,
+        ...usage,
+        error: `vendorA_agent_acp: the agent stopped the turn: ${turn.stopReason}`,
+      };
     } catch (err) {
       const stopped = stopState();
       if (stopped) return { ok: false, output: text, ...stopped };
@@ -112,7 +131,11 @@ function runAcp(spec: RunSpec, config: AcpRuntimeConfig, deps: { clock: Clock; l
 
   if (timeoutMs > 0) {
     timer = clock.setTimeout(
-      () => halt({ timedOut: true, error: `runtime vendorA_agent_acp: timed out after ${formatSeconds(timeoutMs)}; the process group was killed` }),
+      () =>
+        halt({
+          timedOut: true,
+          error: `runtime vendorA_agent_acp: timed out after ${formatSeconds(timeoutMs)}; the process group was killed`,
+        }),
       timeoutMs,
     );
   }

@@ -7,7 +7,14 @@ import { PERMISSION_TOOL } from "../mcp/agent-config.js";
 import type { Permission } from "./confine.js";
 import { usageOf, type ProgressFrame, type RunSpec } from "./runtime.js";
 import { retryFrame } from "./api-retry.js";
-import { asRecord, asString, clip, type RunAdditions, type StreamOutcome, type StreamParser } from "./process-runtime.js";
+import {
+  asRecord,
+  asString,
+  clip,
+  type RunAdditions,
+  type StreamOutcome,
+  type StreamParser,
+} from "./process-runtime.js";
 
 /** The environment variable the claude CLI reads its output-token limit from. */
 export const MAX_OUTPUT_TOKENS_ENV = "CLAUDE_CODE_MAX_OUTPUT_TOKENS";
@@ -53,15 +60,18 @@ export function vendorACodeRun(spec: RunSpec, permission: Permission | undefined
     const claude = asRecord(raw);
     if (!claude) return invalidField("input.claude", "must be an object with model, max_tokens or timeout_seconds");
     for (const key of Object.keys(claude)) {
-      if (!CLAUDE_SETTINGS.includes(key)) return invalidField(`input.claude.${key}`, `unknown field (expected ${CLAUDE_SETTINGS.join(", ")})`);
+      if (!CLAUDE_SETTINGS.includes(key))
+        return invalidField(`input.claude.${key}`, `unknown field (expected ${CLAUDE_SETTINGS.join(", ")})`);
     }
     const { model, max_tokens: maxTokens, timeout_seconds: timeoutSeconds } = claude;
     if (model !== undefined) {
-      if (typeof model !== "string" || model.trim() === "" || model.startsWith("-")) return invalidField("input.claude.model", "must be a model name");
+      if (typeof model !== "string" || model.trim() === "" || model.startsWith("-"))
+        return invalidField("input.claude.model", "must be a model name");
       args.push("--model", model.trim());
     }
     if (maxTokens !== undefined) {
-      if (typeof maxTokens !== "number" || !Number.isInteger(maxTokens) || maxTokens <= 0) return invalidField("input.claude.max_tokens", "must be a positive integer");
+      if (typeof maxTokens !== "number" || !Number.isInteger(maxTokens) || maxTokens <= 0)
+        return invalidField("input.claude.max_tokens", "must be a positive integer");
       env[MAX_OUTPUT_TOKENS_ENV] = String(maxTokens);
     }
     if (timeoutSeconds !== undefined) {
@@ -72,7 +82,11 @@ export function vendorACodeRun(spec: RunSpec, permission: Permission | undefined
     }
   }
   // claude asks epd's permission_prompt tool (a tower approval) wherever its rules would ask a person
-  if (permission === "ask" && !spec.mcp) return new EpError("invalid_argument", 'runtime vendorA_code: permission = "ask" needs EP\'s MCP tools for the run, which this run has not got');
+  if (permission === "ask" && !spec.mcp)
+    return new EpError(
+      "invalid_argument",
+      'runtime vendorA_code: permission = "ask" needs EP\'s MCP tools for the run, which this run has not got',
+    );
   args.push(...claudePermissionArgs(permission));
   if (spec.mcp) args.push("--mcp-config", spec.mcp.configFile);
   return timeoutMs === undefined ? { args, env } : { args, env, timeoutMs };
@@ -94,7 +108,8 @@ export function createVendorACodeParser(): StreamParser {
       const frames: ProgressFrame[] = [];
       switch (event.type) {
         case "system":
-          if (event.subtype === "permission_denied") break; // a refusal: its frame is the refusal watch's (cli-refusals.ts)
+          // a refusal: its frame is the refusal watch's (cli-refusals.ts)
+          if (event.subtype === "permission_denied") break;
           if (event.subtype === "init" && typeof event.model === "string") model = event.model;
           if (event.subtype === "api_retry") {
             frames.push(claudeRetry(event));
@@ -128,7 +143,12 @@ export function createVendorACodeParser(): StreamParser {
             frames.push({
               kind: "tool",
               text: `${block.is_error ? "tool failed" : "tool result"}: ${clip(content, 200)}`,
-              data: { phase: "result", id: block.tool_use_id, is_error: block.is_error === true, content: clip(content) },
+              data: {
+                phase: "result",
+                id: block.tool_use_id,
+                is_error: block.is_error === true,
+                content: clip(content),
+              },
             });
           }
           break;
@@ -136,7 +156,13 @@ export function createVendorACodeParser(): StreamParser {
           outcome.final = true;
           const u = asRecord(event.usage);
           if (u || typeof event.total_cost_usd === "number") {
-            outcome.usage = usageOf({ input: u?.input_tokens, output: u?.output_tokens, cached: u?.cache_read_input_tokens, cost: event.total_cost_usd, model });
+            outcome.usage = usageOf({
+              input: u?.input_tokens,
+              output: u?.output_tokens,
+              cached: u?.cache_read_input_tokens,
+              cost: event.total_cost_usd,
+              model,
+            });
           }
           outcome.ok = event.subtype === "success" && event.is_error !== true;
           outcome.output = asString(event.result) ?? texts.join("\n");
@@ -145,13 +171,25 @@ export function createVendorACodeParser(): StreamParser {
             // claude reports an API error as subtype "success" with is_error: the result text is
             // the error ("API Error: 400 …"), not a success
             const why = event.subtype === "success" ? "" : String(event.subtype ?? "error");
-            outcome.error = `vendorA_code: ${[why, asString(event.result), errors].filter(Boolean).join(": ") || "failed"}`;
+            outcome.error =
+              `vendorA_code: ` + `${[why, asString(event.result), errors].filter(Boolean).join(": ") || "failed"}`;
           }
-          const failure = event.subtype === "success" ? (asString(event.result)?.slice(0, 200) ?? "error") : String(event.subtype ?? "error");
+          const failure =
+            event.subtype === "success"
+              ? (asString(event.result)?.slice(0, 200) ?? "error")
+              : String(event.subtype ?? "error");
           frames.push({
             kind: "status",
             text: outcome.ok ? "finished" : `failed: ${failure}`,
-            data: pick(event, ["subtype", "is_error", "duration_ms", "num_turns", "total_cost_usd", "usage", "session_id"]),
+            data: pick(event, [
+              "subtype",
+              "is_error",
+              "duration_ms",
+              "num_turns",
+              "total_cost_usd",
+              "usage",
+              "session_id",
+            ]),
           });
           break;
         }
@@ -167,10 +205,18 @@ export function createVendorACodeParser(): StreamParser {
   };
 }
 
-/** claude's `system` event `api_retry` (attempt, max_retries, retry_delay_ms, error_status, error) as a status frame. */
+/**
+ * claude's `system` event `api_retry` (attempt, max_retries, retry_delay_ms, error_status, error) as a status frame.
+ */
 function claudeRetry(event: Record<string, unknown>): ProgressFrame {
   const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
-  return retryFrame({ attempt: num(event.attempt), max: num(event.max_retries), status: num(event.error_status), delayMs: num(event.retry_delay_ms), message: asString(event.error) });
+  return retryFrame({
+    attempt: num(event.attempt),
+    max: num(event.max_retries),
+    status: num(event.error_status),
+    delayMs: num(event.retry_delay_ms),
+    message: asString(event.error),
+  });
 }
 
 export function pick(event: Record<string, unknown>, keys: string[]): Record<string, unknown> {

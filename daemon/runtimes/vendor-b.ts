@@ -7,7 +7,14 @@
 import { codexReconnect, codexRequestLine, retryFrame, upstreamMessage } from "./api-retry.js";
 import { rolloutModel } from "./codex-rollout.js";
 import { usageOf, type ProgressFrame, type RunSpec } from "./runtime.js";
-import { asRecord, asString, clip, type RunAdditions, type StreamOutcome, type StreamParser } from "./process-runtime.js";
+import {
+  asRecord,
+  asString,
+  clip,
+  type RunAdditions,
+  type StreamOutcome,
+  type StreamParser,
+} from "./process-runtime.js";
 import { pick } from "./vendor-a-code.js";
 
 /**
@@ -22,7 +29,12 @@ export function vendorBRun(spec: RunSpec): RunAdditions {
   const args = ["--sandbox", "danger-full-access", "-c", 'approval_policy="never"'];
   const env: Record<string, string> = {};
   if (spec.mcp) {
-    args.push("-c", `mcp_servers.ep.url=${JSON.stringify(spec.mcp.url)}`, "-c", 'mcp_servers.ep.bearer_token_env_var="EP_MCP_TOKEN"');
+    args.push(
+      "-c",
+      `mcp_servers.ep.url=${JSON.stringify(spec.mcp.url)}`,
+      "-c",
+      'mcp_servers.ep.bearer_token_env_var="EP_MCP_TOKEN"',
+    );
     env.EP_MCP_TOKEN = spec.mcp.token;
   }
   return { args, env };
@@ -52,7 +64,9 @@ export function createVendorBParser(env: Record<string, string> = {}): StreamPar
         outcome.output = asString(item.text) ?? "";
         return { kind: "text", text: outcome.output };
       case "reasoning":
-        return phase === "completed" ? { kind: "text", text: asString(item.text) ?? "", data: { reasoning: true } } : undefined;
+        return phase === "completed"
+          ? { kind: "text", text: asString(item.text) ?? "", data: { reasoning: true } }
+          : undefined;
       case "command_execution": {
         const command = asString(item.command) ?? "";
         if (phase === "started") return { kind: "tool", text: `$ ${command}`, data };
@@ -69,7 +83,11 @@ export function createVendorBParser(env: Record<string, string> = {}): StreamPar
         return phase === "completed" ? { kind: "tool", text: `files: ${paths.join(", ")}`, data } : undefined;
       }
       case "mcp_tool_call":
-        return { kind: "tool", text: `${asString(item.server) ?? "mcp"}.${asString(item.tool) ?? "tool"} ${phase}`, data };
+        return {
+          kind: "tool",
+          text: `${asString(item.server) ?? "mcp"}.${asString(item.tool) ?? "tool"} ${phase}`,
+          data,
+        };
       case "web_search":
         return { kind: "tool", text: `search: ${asString(item.query) ?? ""}`, data };
       case "todo_list":
@@ -102,7 +120,8 @@ export function createVendorBParser(env: Record<string, string> = {}): StreamPar
           outcome.final = true;
           outcome.ok = true;
           const u = asRecord(event.usage);
-          if (u) outcome.usage = usageOf({ input: u.input_tokens, output: u.output_tokens, cached: u.cached_input_tokens });
+          if (u)
+            outcome.usage = usageOf({ input: u.input_tokens, output: u.output_tokens, cached: u.cached_input_tokens });
           return [{ kind: "status", text: "finished", data: pick(event, ["usage"]) }];
         }
         case "turn.failed": {
@@ -127,7 +146,9 @@ export function createVendorBParser(env: Record<string, string> = {}): StreamPar
       const request = codexRequestLine(line);
       if (!request || request.status < 400) return [];
       failedRequests += 1;
-      const text = `HTTP ${request.status}${request.reason ? ` ${request.reason}` : ""}${request.requestId ? `, request id ${request.requestId}` : ""}`;
+      const text =
+        `HTTP ${request.status}${request.reason ? ` ${request.reason}` : ""}` +
+        `${request.requestId ? `, request id ${request.requestId}` : ""}`;
       lastHttp = { status: request.status, text };
       return [retryFrame({ attempt: failedRequests, status: request.status, message: text })];
     },

@@ -7,7 +7,14 @@ import { EpError } from "../../common/errors.js";
 import { writeOwnFile } from "../mcp/agent-config.js";
 import { geminiRetryLine, retryFrame, upstreamMessage } from "./api-retry.js";
 import { usageOf, type RunSpec } from "./runtime.js";
-import { asRecord, asString, clip, type RunAdditions, type StreamOutcome, type StreamParser } from "./process-runtime.js";
+import {
+  asRecord,
+  asString,
+  clip,
+  type RunAdditions,
+  type StreamOutcome,
+  type StreamParser,
+} from "./process-runtime.js";
 import { pick } from "./vendor-a-code.js";
 import type { Permission } from "./confine.js";
 
@@ -26,7 +33,10 @@ export function vendorCRun(spec: RunSpec, permission: Permission | undefined): R
   if (!spec.mcp || !spec.places) return { args };
   const mcp = spec.mcp;
   const file = geminiSettingsFile(spec.env, spec.places.runDir, (settings) => {
-    settings.mcpServers = { ...asRecord(settings.mcpServers), ep: { httpUrl: mcp.url, headers: { Authorization: `Bearer ${mcp.token}` }, trust: true } };
+    settings.mcpServers = {
+      ...asRecord(settings.mcpServers),
+      ep: { httpUrl: mcp.url, headers: { Authorization: `Bearer ${mcp.token}` }, trust: true },
+    };
   });
   return file instanceof EpError ? file : { args, env: { GEMINI_CLI_SYSTEM_SETTINGS_PATH: file } };
 }
@@ -36,13 +46,21 @@ export function vendorCRun(spec: RunSpec, permission: Permission | undefined): R
  * of the run's environment, else /etc/gemini-cli/settings.json, if any) changed by `change`.
  * Its path is what GEMINI_CLI_SYSTEM_SETTINGS_PATH should name for the run.
  */
-export function geminiSettingsFile(env: Record<string, string>, runDir: string, change: (settings: Record<string, unknown>) => void): string | EpError {
+export function geminiSettingsFile(
+  env: Record<string, string>,
+  runDir: string,
+  change: (settings: Record<string, unknown>) => void,
+): string | EpError {
   const inherited = env.GEMINI_CLI_SYSTEM_SETTINGS_PATH || SYSTEM_SETTINGS;
   let settings: Record<string, unknown> = {};
   try {
     settings = asRecord(JSON.parse(readFileSync(inherited, "utf8"))) ?? {};
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ENOENT") return new EpError("config_invalid", `gemini's system settings ${inherited} cannot be read: ${(err as Error).message}`);
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT")
+      return new EpError(
+        "config_invalid",
+        `gemini's system settings ${inherited} cannot be read: ${(err as Error).message}`,
+      );
   }
   change(settings);
   return writeOwnFile(join(runDir, GEMINI_SETTINGS_FILE), JSON.stringify(settings, null, 2) + "\n");
@@ -94,13 +112,24 @@ export function createVendorCParser(): StreamParser {
           outcome.ok = event.status === "success";
           const st = asRecord(event.stats);
           if (st && (typeof st.input_tokens === "number" || typeof st.output_tokens === "number")) {
-            outcome.usage = usageOf({ input: st.input_tokens, output: st.output_tokens, cached: st.cached ?? st.cached_input_tokens, model });
+            outcome.usage = usageOf({
+              input: st.input_tokens,
+              output: st.output_tokens,
+              cached: st.cached ?? st.cached_input_tokens,
+              model,
+            });
           }
           outcome.output = answer;
           const why = asString(asRecord(event.error)?.message) ?? lastError;
           // gemini quotes the upstream body: "[API Error: {"error":{"code":500,"message":"…"}}]"
           if (!outcome.ok) outcome.error = `vendorC: ${why ? upstreamMessage(why) : `status ${String(event.status)}`}`;
-          return [{ kind: "status", text: outcome.ok ? "finished" : `failed: ${outcome.error}`, data: pick(event, ["status", "error", "stats"]) }];
+          return [
+            {
+              kind: "status",
+              text: outcome.ok ? "finished" : `failed: ${outcome.error}`,
+              data: pick(event, ["status", "error", "stats"]),
+            },
+          ];
         }
         default:
           return [{ kind: "json", text: String(event.type ?? "event"), data: event }];

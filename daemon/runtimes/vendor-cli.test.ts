@@ -19,8 +19,15 @@ describe("vendorA_code (claude stream-json)", () => {
     expect(handle.pid).toBeGreaterThan(0);
     const result = await handle.result;
     expect(result).toMatchObject({ ok: true, output: "Done: add a greeting", exitCode: 0 });
-    expect(frames[0]).toMatchObject({ kind: "status", text: "session started", data: { cwd: spec.cwd, model: "fake-vendor-a-model" } });
-    expect(frames.filter((f) => f.kind === "text").map((f) => f.text)).toEqual(["Working on: add a greeting", "Done: add a greeting"]);
+    expect(frames[0]).toMatchObject({
+      kind: "status",
+      text: "session started",
+      data: { cwd: spec.cwd, model: "fake-vendor-a-model" },
+    });
+    expect(frames.filter((f) => f.kind === "text").map((f) => f.text)).toEqual([
+      "Working on: add a greeting",
+      "Done: add a greeting",
+    ]);
     const tools = frames.filter((f) => f.kind === "tool");
     expect(tools[0]).toMatchObject({ data: { phase: "call", name: "Bash", id: "toolu_01" } });
     // The fake echoes EP_SECRETS_SESSION from its environment: the run's env reached the child.
@@ -59,11 +66,27 @@ describe("vendorA_code (claude stream-json)", () => {
 
   it("passes input.claude on as --model, CLAUDE_CODE_MAX_OUTPUT_TOKENS and the run's timeout", async () => {
     registry = createRuntimeRegistry(testConfig());
-    const { spec, frames } = await makeSpec({ prompt: "[argv]", input: { claude: { model: "claude-opus-test", max_tokens: 2048, timeout_seconds: 600 } } });
+    const { spec, frames } = await makeSpec({
+      prompt: "[argv]",
+      input: { claude: { model: "claude-opus-test", max_tokens: 2048, timeout_seconds: 600 } },
+    });
     const result = await registry.start("vendorA_code", spec).result;
     expect(result.ok, result.error).toBe(true);
     expect(JSON.parse(result.output)).toEqual({
-      argv: ["-p", "[argv]", "--output-format", "stream-json", "--verbose", "--model", "claude-opus-test", "--permission-mode", "acceptEdits", "--allowedTools", "mcp__ep", "Bash"],
+      argv: [
+        "-p",
+        "[argv]",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--model",
+        "claude-opus-test",
+        "--permission-mode",
+        "acceptEdits",
+        "--allowedTools",
+        "mcp__ep",
+        "Bash",
+      ],
       max_output_tokens: "2048",
     });
     expect(frames[0]).toMatchObject({ kind: "status", data: { model: "claude-opus-test", mcp_servers: [] } });
@@ -74,22 +97,39 @@ describe("vendorA_code (claude stream-json)", () => {
     const { spec } = await makeSpec({ prompt: "[hang]", input: { claude: { timeout_seconds: 0.3 } } });
     const started = Date.now();
     const result = await registry.start("vendorA_code", spec).result;
-    expect(result).toMatchObject({ ok: false, timedOut: true, error: expect.stringContaining("timed out after 0.3 s") });
+    expect(result).toMatchObject({
+      ok: false,
+      timedOut: true,
+      error: expect.stringContaining("timed out after 0.3 s"),
+    });
     expect(Date.now() - started).toBeLessThan(5_000);
   });
 
-  it('permission = "ask" names epd\'s permission prompt tool and refuses a run without EP\'s tools', async () => {
+  it("permission = \"ask\" names epd's permission prompt tool and refuses a run without EP's tools", async () => {
     const config = testConfig();
     config.vendorA_code = { ...config.vendorA_code, permission: "ask" };
     registry = createRuntimeRegistry(config);
     const { spec } = await makeSpec({ prompt: "[argv]" });
     const bare = await registry.start("vendorA_code", spec).result;
-    expect(bare).toMatchObject({ ok: false, error: expect.stringContaining('permission = "ask" needs EP\'s MCP tools') });
+    expect(bare).toMatchObject({
+      ok: false,
+      error: expect.stringContaining('permission = "ask" needs EP\'s MCP tools'),
+    });
     const file = join(spec.cwd, ".ep-mcp.json");
     await writeFile(file, JSON.stringify({ mcpServers: {} }));
-    const result = await registry.start("vendorA_code", { ...spec, mcp: { url: "http://127.0.0.1:9/mcp", token: "epr_t", configFile: file } }).result;
+    const result = await registry.start("vendorA_code", {
+      ...spec,
+      mcp: { url: "http://127.0.0.1:9/mcp", token: "epr_t", configFile: file },
+    }).result;
     expect(result.ok, result.error).toBe(true);
-    expect(JSON.parse(result.output).argv.slice(5)).toEqual(["--allowedTools", "mcp__ep", "--permission-prompt-tool", "mcp__ep__permission_prompt", "--mcp-config", file]);
+    expect(JSON.parse(result.output).argv.slice(5)).toEqual([
+      "--allowedTools",
+      "mcp__ep",
+      "--permission-prompt-tool",
+      "mcp__ep__permission_prompt",
+      "--mcp-config",
+      file,
+    ]);
   });
 
   it("adds --mcp-config when the run has EP's tools", async () => {
@@ -97,9 +137,28 @@ describe("vendorA_code (claude stream-json)", () => {
     const { spec, frames } = await makeSpec({ prompt: "[argv]" });
     const file = join(spec.cwd, ".ep-mcp.json");
     await writeFile(file, JSON.stringify({ mcpServers: { ep: { type: "http", url: "http://127.0.0.1:9/mcp" } } }));
-    const result = await registry.start("vendorA_code", { ...spec, mcp: { url: "http://127.0.0.1:9/mcp", token: "epr_t", configFile: file } }).result;
+    const result = await registry.start("vendorA_code", {
+      ...spec,
+      mcp: { url: "http://127.0.0.1:9/mcp", token: "epr_t", configFile: file },
+    }).result;
     expect(result.ok, result.error).toBe(true);
-    expect(JSON.parse(result.output)).toEqual({ argv: ["-p", "[argv]", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--allowedTools", "mcp__ep", "Bash", "--mcp-config", file], max_output_tokens: null });
+    expect(JSON.parse(result.output)).toEqual({
+      argv: [
+        "-p",
+        "[argv]",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-mode",
+        "acceptEdits",
+        "--allowedTools",
+        "mcp__ep",
+        "Bash",
+        "--mcp-config",
+        file,
+      ],
+      max_output_tokens: null,
+    });
     expect(frames[0]).toMatchObject({ data: { mcp_servers: [{ name: "ep", status: "connected" }] } });
   });
 
@@ -128,7 +187,11 @@ describe("vendorA_code (claude stream-json)", () => {
     const { spec } = await makeSpec({ input });
     const handle = registry.start("vendorA_code", spec);
     expect(handle.pid).toBeUndefined();
-    expect(await handle.result).toMatchObject({ ok: false, errorCode: "invalid_argument", error: expect.stringContaining(`${field}:`) });
+    expect(await handle.result).toMatchObject({
+      ok: false,
+      errorCode: "invalid_argument",
+      error: expect.stringContaining(`${field}:`),
+    });
   });
 
   it("an empty prompt is refused before anything runs", async () => {
@@ -136,7 +199,11 @@ describe("vendorA_code (claude stream-json)", () => {
     const { spec } = await makeSpec({ prompt: "  " });
     const handle = registry.start("vendorA_code", spec);
     expect(handle.pid).toBeUndefined();
-    expect(await handle.result).toMatchObject({ ok: false, errorCode: "invalid_argument", error: expect.stringContaining("prompt") });
+    expect(await handle.result).toMatchObject({
+      ok: false,
+      errorCode: "invalid_argument",
+      error: expect.stringContaining("prompt"),
+    });
   });
 });
 
@@ -208,6 +275,9 @@ describe("a missing runtime binary", () => {
     const { spec } = await makeSpec({ env: { PATH: "/usr/bin:/bin" } });
     const result = await registry.start("vendorB", spec).result;
     expect(result).toMatchObject({ ok: false, errorCode: "runtime_missing" });
-    expect(await registry.get("vendorB").check(fixtureEnv())).toMatchObject({ ok: true, detail: expect.stringMatching(/fixtures\/codex$/) });
+    expect(await registry.get("vendorB").check(fixtureEnv())).toMatchObject({
+      ok: true,
+      detail: expect.stringMatching(/fixtures\/codex$/),
+    });
   });
 });

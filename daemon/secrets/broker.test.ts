@@ -14,7 +14,15 @@ describe("a run's redactor", () => {
     const r = redactor.result({
       ok: true,
       output: "used s3cr3t-value-42",
-      denials: [{ tool: "Bash", tried: "curl -H 'x-key: s3cr3t-value-42' https://x", reason: "needs approval", source: "policy", callId: "t1" }],
+      denials: [
+        {
+          tool: "Bash",
+          tried: "curl -H 'x-key: s3cr3t-value-42' https://x",
+          reason: "needs approval",
+          source: "policy",
+          callId: "t1",
+        },
+      ],
     });
     expect(JSON.stringify(r)).not.toContain("s3cr3t-value-42");
     expect(r.denials![0]).toMatchObject({ tool: "Bash", reason: "needs approval", source: "policy", callId: "t1" });

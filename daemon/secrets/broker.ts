@@ -63,9 +63,11 @@ export function towerResolver(transport: () => Transport, timeoutMs = 10_000): R
       if (ep.errorClass === "unavailable" || ep.errorClass === "rate_limited") {
         throw new EpError("unavailable", `the tower cannot be reached to resolve ${name}; retry shortly`);
       }
-      if (ep.errorClass === "unauthenticated") throw new EpError("unavailable", "the tower refused this node's credentials; re-register the node");
+      if (ep.errorClass === "unauthenticated")
+        throw new EpError("unavailable", "the tower refused this node's credentials; re-register the node");
       // the tower's own messages name the secret and agent only; anything unexpected stays generic
-      if (ep.errorClass === "internal" && !(err instanceof EpError) && !ep.message) throw new EpError("internal", "the tower failed to resolve the secret");
+      if (ep.errorClass === "internal" && !(err instanceof EpError) && !ep.message)
+        throw new EpError("internal", "the tower failed to resolve the secret");
       throw ep;
     }
   };
@@ -100,7 +102,11 @@ export function createSecretsBroker(deps: SecretsBrokerDeps): SecretsBroker {
 
   const live = (session: string): SecretsSession => {
     const s = sessions.get(session);
-    if (!s) throw new EpError("forbidden", "the session is not a live agent session of this daemon (it ended, or it was never issued)");
+    if (!s)
+      throw new EpError(
+        "forbidden",
+        "the session is not a live agent session of this daemon (it ended, or it was never issued)",
+      );
     return s;
   };
 

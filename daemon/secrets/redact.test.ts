@@ -11,7 +11,9 @@ describe("redaction", () => {
 
   it("replaces every occurrence, longest value first, and ignores empty values", () => {
     expect(values.map(([n]) => n)).toEqual(["LONG", "SHORT"]);
-    expect(redactText("a xx-abc123-yy b abc123 c abc123", values)).toBe("a [redacted:LONG] b [redacted:SHORT] c [redacted:SHORT]");
+    expect(redactText("a xx-abc123-yy b abc123 c abc123", values)).toBe(
+      "a [redacted:LONG] b [redacted:SHORT] c [redacted:SHORT]",
+    );
     expect(redactText("nothing here", values)).toBe("nothing here");
     expect(redactText("anything", [])).toBe("anything");
   });
@@ -19,7 +21,11 @@ describe("redaction", () => {
   it("walks plain objects and arrays (keys too) and leaves the input untouched", () => {
     const input = { text: "v=abc123", nested: [{ deep: "xx-abc123-yy" }, 7, null], abc123: true };
     const out = redactDeep(input, values);
-    expect(out).toEqual({ text: "v=[redacted:SHORT]", nested: [{ deep: "[redacted:LONG]" }, 7, null], "[redacted:SHORT]": true });
+    expect(out).toEqual({
+      text: "v=[redacted:SHORT]",
+      nested: [{ deep: "[redacted:LONG]" }, 7, null],
+      "[redacted:SHORT]": true,
+    });
     expect(input.text).toBe("v=abc123");
   });
 
@@ -39,20 +45,23 @@ describe("redaction", () => {
     expect(lines[2]).toContain("later t0p-s3cret");
   });
 
-  it("a stream cut anywhere comes out as the whole text redacted at once, holding back only what could start a value", () => {
-    const text = "a xx-abc123-yy b abc12 abc123abc123 c xx-abc123-y abc123";
-    const whole = redactText(text, values);
-    for (let i = 0; i <= text.length; i++) {
-      for (let j = i; j <= text.length; j += 3) {
-        const s = createStreamRedactor(() => values);
-        const out = s.push(text.slice(0, i)) + s.push(text.slice(i, j)) + s.push(text.slice(j)) + s.end();
-        expect(out, `cut at ${i} and ${j}`).toBe(whole);
+  it(
+    "a stream cut anywhere comes out as the whole text redacted " +
+      "at once, holding back only what could start a value",
+    () => {
+      const text = "a xx-abc123-yy b abc12 abc123abc123 c xx-abc123-y abc123";
+      const whole = redactText(text, values);
+      for (let i = 0; i <= text.length; i++) {
+        for (let j = i; j <= text.length; j += 3) {
+          const s = createStreamRedactor(() => values);
+          const out = s.push(text.slice(0, i)) + s.push(text.slice(i, j)) + s.push(text.slice(j)) + s.end();
+          expect(out, `cut at ${i} and ${j}`).toBe(whole);
+        }
       }
-    }
-    const s = createStreamRedactor(() => values);
-    expect(s.push("plain text ending in ab")).toBe("plain text ending in ");
-    expect(s.push("z" + "y".repeat(100_000)).length).toBe(100_003);
-    expect(createStreamRedactor(() => []).push("abc1")).toBe("abc1");
-  });
+      const s = createStreamRedactor(() => values);
+      expect(s.push("plain text ending in ab")).toBe("plain text ending in ");
+      expect(s.push("z" + "y".repeat(100_000)).length).toBe(100_003);
+      expect(createStreamRedactor(() => []).push("abc1")).toBe("abc1");
+    },
+  );
 });
-

@@ -41,11 +41,13 @@ export function redactDeep<T>(v: T, values: readonly (readonly [string, string])
 
 /** A logger whose messages and fields are redacted against the source at each line. */
 export function redactingLogger(log: Logger, source: ValueSource): Logger {
-  const wrap = (fn: (msg: string, fields?: Record<string, unknown>) => void) => (msg: string, fields?: Record<string, unknown>) => {
-    const values = snapshot(source);
-    if (!values.length) return fn(msg, fields);
-    fn(redactText(msg, values), fields ? redactDeep(fields, values) : fields);
-  };
+  const wrap =
+    (fn: (msg: string, fields?: Record<string, unknown>) => void) =>
+    (msg: string, fields?: Record<string, unknown>) => {
+      const values = snapshot(source);
+      if (!values.length) return fn(msg, fields);
+      fn(redactText(msg, values), fields ? redactDeep(fields, values) : fields);
+    };
   return {
     debug: wrap((m, f) => log.debug(m, f)),
     info: wrap((m, f) => log.info(m, f)),
@@ -96,7 +98,11 @@ export function createStreamRedactor(values: () => readonly (readonly [string, s
 /** Length of the longest end of `text` that is a proper start of `value` (a value cut by the piece's end). */
 function partialAtEnd(text: string, value: string): number {
   if (value.length < 2) return 0;
-  for (let i = text.indexOf(value[0]!, Math.max(0, text.length - value.length + 1)); i !== -1; i = text.indexOf(value[0]!, i + 1)) {
+  for (
+    let i = text.indexOf(value[0]!, Math.max(0, text.length - value.length + 1));
+    i !== -1;
+    i = text.indexOf(value[0]!, i + 1)
+  ) {
     if (value.startsWith(text.slice(i))) return text.length - i;
   }
   return 0;
@@ -108,7 +114,11 @@ function cutOutside(text: string, values: readonly (readonly [string, string])[]
     moved = false;
     for (const [, value] of values) {
       if (!value) continue;
-      for (let i = text.indexOf(value, Math.max(0, cut - value.length + 1)); i !== -1 && i < cut; i = text.indexOf(value, i + 1)) {
+      for (
+        let i = text.indexOf(value, Math.max(0, cut - value.length + 1));
+        i !== -1 && i < cut;
+        i = text.indexOf(value, i + 1)
+      ) {
         if (i + value.length > cut) {
           cut = i;
           moved = true;

@@ -32,7 +32,9 @@ export interface MgmtServicesDeps {
   startedAt: number;
   booster: string;
   /** each runtime's executable, version and usability on the runs' PATH (DaemonService.Runtimes) */
-  runtimes?: () => Promise<{ kind: string; command: string; path: string; version: string; usable: boolean; detail: string }[]>;
+  runtimes?: () => Promise<
+    { kind: string; command: string; path: string; version: string; usable: boolean; detail: string }[]
+  >;
 }
 
 export function localAgentMsg(a: LocalAgentRecord, worker: TaskWorker): mgmt.LocalAgent {
@@ -55,7 +57,14 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
   async function enrollHere(req: mgmt.AgentServiceEnrollRequest): Promise<mgmt.AgentServiceEnrollResponse> {
     let agent;
     try {
-      agent = (await d.tower.agents.enrollAgent({ domainId: req.domainId.trim(), runtime: enumOf<Runtime>(RuntimeSchema, req.runtime, "runtime"), capabilities: req.capabilities, name: req.name })).agent;
+      agent = (
+        await d.tower.agents.enrollAgent({
+          domainId: req.domainId.trim(),
+          runtime: enumOf<Runtime>(RuntimeSchema, req.runtime, "runtime"),
+          capabilities: req.capabilities,
+          name: req.name,
+        })
+      ).agent;
     } catch (err) {
       throw toEpError(err);
     }
@@ -96,7 +105,11 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
     router.service(mgmt.AgentService, {
       async enroll(req) {
         if (!req.domainId.trim()) throw invalidField("domain_id", "is required");
-        if (!isRuntimeKind(req.runtime)) throw invalidField("runtime", `must be one of ${RUNTIME_KINDS.join(", ")} (got ${JSON.stringify(req.runtime)})`);
+        if (!isRuntimeKind(req.runtime))
+          throw invalidField(
+            "runtime",
+            `must be one of ${RUNTIME_KINDS.join(", ")} (got ${JSON.stringify(req.runtime)})`,
+          );
         // a task the tower hands the agent before its answer is read here waits for this (AgentStore.enrolled)
         return d.agents.enrolling(enrollHere(req));
       },
@@ -107,21 +120,42 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
           ? (await d.fleet.views()).map((v) => {
               const towerId = d.fleet!.towerAgentId(v.id);
               const run = towerId ? runs.find((r) => r.agentId === towerId) : undefined;
-              return create(mgmt.LocalAgentSchema, run ? { ...v, detail: [v.detail, `running task ${run.taskId}`].filter(Boolean).join("; ") } : v);
+              return create(
+                mgmt.LocalAgentSchema,
+                run ? { ...v, detail: [v.detail, `running task ${run.taskId}`].filter(Boolean).join("; ") } : v,
+              );
             })
           : [];
-        return create(mgmt.AgentServiceListResponseSchema, { agents: [...d.agents.list().map((a) => localAgentMsg(a, d.worker)), ...profiles] });
+        return create(mgmt.AgentServiceListResponseSchema, {
+          agents: [...d.agents.list().map((a) => localAgentMsg(a, d.worker)), ...profiles],
+        });
       },
       async signal(req) {
         if (!req.target.trim()) throw invalidField("target", "is required");
         if (!req.prompt.trim()) throw invalidField("prompt", "is required");
-        if (d.fleet) return create(mgmt.AgentServiceSignalResponseSchema, { deliveredVia: await d.fleet.signal(req.target.trim(), req.prompt) });
+        if (d.fleet)
+          return create(mgmt.AgentServiceSignalResponseSchema, {
+            deliveredVia: await d.fleet.signal(req.target.trim(), req.prompt),
+          });
         const agent = d.agents.find(req.target.trim());
-        if (!agent) throw new EpError("agent_not_found", `no agent or profile named ${req.target} on this node`, { target: req.target });
+        if (!agent)
+          throw new EpError("agent_not_found", `no agent or profile named ${req.target} on this node`, {
+            target: req.target,
+          });
         const deliveredVia = d.signals.deliver(agent, req.prompt);
         // the inbox event records the delivery (best effort: the run happens either way)
         await d.tower.nodes
-          .publishEvents({ events: [{ type: "inbox", name: "agent.signal", domainId: agent.domainId, agentId: agent.id, payload: { agent_id: agent.id, prompt: req.prompt, via: deliveredVia } }] })
+          .publishEvents({
+            events: [
+              {
+                type: "inbox",
+                name: "agent.signal",
+                domainId: agent.domainId,
+                agentId: agent.id,
+                payload: { agent_id: agent.id, prompt: req.prompt, via: deliveredVia },
+              },
+            ],
+          })
           .catch(() => undefined);
         return create(mgmt.AgentServiceSignalResponseSchema, { deliveredVia });
       },
@@ -129,8 +163,13 @@ export function mgmtRoutes(d: MgmtServicesDeps): (router: ConnectRouter) => void
 
     router.service(mgmt.ToolService, {
       async run(req) {
-        const out = await d.tools.call(req.tool.trim(), (req.arguments ?? {}) as JsonObject, { domainId: req.domainId.trim() || undefined });
-        return create(mgmt.ToolServiceRunResponseSchema, { result: fromJson(ValueSchema, out.result), shortCircuited: out.shortCircuited });
+        const out = await d.tools.call(req.tool.trim(), (req.arguments ?? {}) as JsonObject, {
+          domainId: req.domainId.trim() || undefined,
+        });
+        return create(mgmt.ToolServiceRunResponseSchema, {
+          result: fromJson(ValueSchema, out.result),
+          shortCircuited: out.shortCircuited,
+        });
       },
     } satisfies ServiceImpl<typeof mgmt.ToolService>);
   };

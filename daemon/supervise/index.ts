@@ -7,5 +7,12 @@ export type { SystemdBackendOptions, UnitOptions } from "./systemd-backend.js";
 export { createSystemdBackend, renderSystemdUnit, unitName } from "./systemd-backend.js";
 export type { ChooseBackendOptions } from "./choose-backend.js";
 export { chooseServiceBackend } from "./choose-backend.js";
-export type { SupervisedState, SupervisedStatus, Watchdog, WatchdogAction, WatchdogEvent, WatchdogOptions } from "./watchdog.js";
+export type {
+  SupervisedState,
+  SupervisedStatus,
+  Watchdog,
+  WatchdogAction,
+  WatchdogEvent,
+  WatchdogOptions,
+} from "./watchdog.js";
 export { createWatchdog } from "./watchdog.js";

@@ -14,7 +14,6 @@ function pidRunning(pid: number): boolean {
   }
 }
 
-
 const backends: ServiceBackend[] = [];
 afterEach(async () => {
   await Promise.all(backends.splice(0).map((b) => b.close()));
@@ -25,7 +24,12 @@ describe("process backend", () => {
     const dir = mkdtempSync(join(tmpdir(), "ep-proc-"));
     const backend = createProcessBackend({ stateDir: join(dir, "state"), logDir: join(dir, "logs") });
     backends.push(backend);
-    const agent = { id: "worker-1", name: "worker", command: ["bash", "-c", "echo hello $EP_AGENT_ID $GREETING; sleep 1000 & wait"], env: { GREETING: "hi" } };
+    const agent = {
+      id: "worker-1",
+      name: "worker",
+      command: ["bash", "-c", "echo hello $EP_AGENT_ID $GREETING; sleep 1000 & wait"],
+      env: { GREETING: "hi" },
+    };
     await backend.start(agent);
     const pid = (await backend.pid("worker-1"))!;
     expect(pid).toBeGreaterThan(1);
@@ -83,7 +87,11 @@ describe("process backend", () => {
   it("escalates to SIGKILL when the agent ignores SIGTERM", async () => {
     const backend = createProcessBackend({ stopTimeoutMs: 200 });
     backends.push(backend);
-    await backend.start({ id: "stubborn", name: "stubborn", command: ["bash", "-c", "trap '' TERM; sleep 1000 & wait; sleep 1000"] });
+    await backend.start({
+      id: "stubborn",
+      name: "stubborn",
+      command: ["bash", "-c", "trap '' TERM; sleep 1000 & wait; sleep 1000"],
+    });
     const pid = (await backend.pid("stubborn"))!;
     // the trap is set once bash has started its first sleep (a child of its own)
     await waitFor(() => readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim() !== "", 5000, 10);
@@ -94,12 +102,18 @@ describe("process backend", () => {
   it("a missing executable and a bad definition are clear errors", async () => {
     const backend = createProcessBackend();
     backends.push(backend);
-    await expect(backend.start({ id: "x", name: "x", command: ["no-such-agent-binary"] })).rejects.toMatchObject({ code: "runtime_missing" });
+    await expect(backend.start({ id: "x", name: "x", command: ["no-such-agent-binary"] })).rejects.toMatchObject({
+      code: "runtime_missing",
+    });
     await expect(backend.start({ id: "bad id", name: "x", command: ["sleep"] })).rejects.toMatchObject({
       code: "invalid_argument",
       details: { field: "id" },
     });
-    await expect(backend.start({ id: "x", name: "x", command: [] })).rejects.toMatchObject({ details: { field: "command" } });
-    await expect(backend.start({ id: "x", name: "x", command: ["sleep"], cwd: "rel" })).rejects.toMatchObject({ details: { field: "cwd" } });
+    await expect(backend.start({ id: "x", name: "x", command: [] })).rejects.toMatchObject({
+      details: { field: "command" },
+    });
+    await expect(backend.start({ id: "x", name: "x", command: ["sleep"], cwd: "rel" })).rejects.toMatchObject({
+      details: { field: "cwd" },
+    });
   });
 });

@@ -47,7 +47,8 @@ function procStat(pid: number): { state: string; startTime: string } | undefined
 
 function processRunning(pid: number, startTime?: string): boolean {
   const stat = procStat(pid);
-  if (stat) return stat.state !== "Z" && stat.state !== "X" && (startTime === undefined || stat.startTime === startTime);
+  if (stat)
+    return stat.state !== "Z" && stat.state !== "X" && (startTime === undefined || stat.startTime === startTime);
   if (process.platform === "linux") return false;
   try {
     process.kill(pid, 0);
@@ -57,7 +58,9 @@ function processRunning(pid: number, startTime?: string): boolean {
   }
 }
 
-export function createProcessBackend(opts: ProcessBackendOptions = {}): ServiceBackend & { logFile(id: string): string | undefined } {
+export function createProcessBackend(
+  opts: ProcessBackendOptions = {},
+): ServiceBackend & { logFile(id: string): string | undefined } {
   const clock = opts.clock ?? systemClock;
   const log = opts.log ?? silentLogger;
   const stopTimeoutMs = opts.stopTimeoutMs ?? 5_000;
@@ -129,7 +132,9 @@ export function createProcessBackend(opts: ProcessBackendOptions = {}): ServiceB
       const file = pidFile(agent.id);
       const pid = entry.pid;
       if (file) {
-        writeFileSync(`${file}.tmp`, JSON.stringify({ pid, startTime: entry.startTime, command: agent.command }), { mode: 0o600 });
+        writeFileSync(`${file}.tmp`, JSON.stringify({ pid, startTime: entry.startTime, command: agent.command }), {
+          mode: 0o600,
+        });
         renameSync(`${file}.tmp`, file);
       }
       log.info("agent process started", { agentId: agent.id, pid });
@@ -152,10 +157,12 @@ export function createProcessBackend(opts: ProcessBackendOptions = {}): ServiceB
         entries.clear();
         return;
       }
-      await Promise.all([...entries.entries()].map(async ([id, entry]) => {
-        await stopEntry(id, entry);
-        forget(id);
-      }));
+      await Promise.all(
+        [...entries.entries()].map(async ([id, entry]) => {
+          await stopEntry(id, entry);
+          forget(id);
+        }),
+      );
     },
   };
 }

@@ -35,23 +35,32 @@ const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Rejects what no backend can represent safely (unit names, pid file names, env keys). */
 export function validateAgent(agent: SupervisedAgent): void {
   if (typeof agent.id !== "string" || !AGENT_ID.test(agent.id)) {
-    throw new EpError("invalid_argument", "agent id must be 1-128 letters, digits, '_', '.', ':' or '-'", { field: "id" });
+    throw new EpError("invalid_argument", "agent id must be 1-128 letters, digits, '_', '.', ':' or '-'", {
+      field: "id",
+    });
   }
   if (!Array.isArray(agent.command) || agent.command.length === 0 || agent.command.some((a) => typeof a !== "string")) {
     throw new EpError("invalid_argument", "command must be a non-empty list of strings", { field: "command" });
   }
-  if (!agent.command[0]) throw new EpError("invalid_argument", "command[0] must name an executable", { field: "command" });
+  if (!agent.command[0])
+    throw new EpError("invalid_argument", "command[0] must name an executable", { field: "command" });
   if (agent.cwd !== undefined && !isAbsolute(agent.cwd)) {
     throw new EpError("invalid_argument", `cwd must be an absolute path, not "${agent.cwd}"`, { field: "cwd" });
   }
   for (const key of Object.keys(agent.env ?? {})) {
-    if (!ENV_KEY.test(key)) throw new EpError("invalid_argument", `env key "${key}" is not a valid variable name`, { field: `env.${key}` });
+    if (!ENV_KEY.test(key))
+      throw new EpError("invalid_argument", `env key "${key}" is not a valid variable name`, { field: `env.${key}` });
   }
 }
 
 /** Absolute path of an executable, looked up on PATH when it has no slash. */
 export function resolveExecutable(command: string, path: string = process.env.PATH ?? ""): string {
-  const candidates = command.includes("/") ? [command] : path.split(delimiter).filter(Boolean).map((dir) => join(dir, command));
+  const candidates = command.includes("/")
+    ? [command]
+    : path
+        .split(delimiter)
+        .filter(Boolean)
+        .map((dir) => join(dir, command));
   for (const candidate of candidates) {
     try {
       accessSync(candidate, constants.X_OK);
@@ -60,10 +69,14 @@ export function resolveExecutable(command: string, path: string = process.env.PA
       // try the next one
     }
   }
-  throw new EpError("runtime_missing", `The agent's executable "${command}" was not found${command.includes("/") ? "" : " on PATH"}.`, {
-    field: "command",
-    command,
-  });
+  throw new EpError(
+    "runtime_missing",
+    `The agent's executable "${command}" was not found${command.includes("/") ? "" : " on PATH"}.`,
+    {
+      field: "command",
+      command,
+    },
+  );
 }
 
 /** True when `systemctl --user` can reach a user manager (a session bus exists). */

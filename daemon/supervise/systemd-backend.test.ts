@@ -13,7 +13,7 @@ const agent = {
   name: "pm",
   command: ["sleep", "1000"],
   cwd: "/tmp",
-  env: { MODE: "100% \"quoted\" $HOME" },
+  env: { MODE: '100% "quoted" $HOME' },
 };
 
 describe("systemd unit", () => {
@@ -39,28 +39,34 @@ describe("systemd unit", () => {
   });
 
   it("rejects a newline in a setting", () => {
-    expect(() => renderSystemdUnit({ ...agent, name: "a\nExecStartPre=/bin/evil" }, { epHome: "/e", executable: sleepPath })).toThrow(
-      expect.objectContaining({ code: "invalid_argument" }),
-    );
+    expect(() =>
+      renderSystemdUnit({ ...agent, name: "a\nExecStartPre=/bin/evil" }, { epHome: "/e", executable: sleepPath }),
+    ).toThrow(expect.objectContaining({ code: "invalid_argument" }));
   });
 
   const systemdAnalyze = optionalTool("systemd-analyze", { pkg: "systemd", suite: "systemd unit verify" });
-  it.skipIf(systemdAnalyze.skip)("a generated unit passes systemd-analyze verify --user with empty stderr", async () => {
-    const analyze = systemdAnalyze.require();
-    const dir = mkdtempSync(join(tmpdir(), "ep-unit-"));
-    const runtime = join(dir, "runtime");
-    mkdirSync(runtime, { mode: 0o700 });
-    const path = join(dir, "ep-agent-pm-1.service");
-    writeFileSync(path, renderSystemdUnit(agent, { epHome: join(dir, "ep"), executable: sleepPath }));
-    const result = await new Promise<{ code: number; stderr: string }>((resolve) => {
-      // verify needs a user runtime dir even without a running user manager
-      execFile(analyze, ["verify", "--user", path], { env: { ...process.env, XDG_RUNTIME_DIR: runtime, HOME: dir } }, (err, _out, stderr) =>
-        resolve({ code: err ? Number(err.code) : 0, stderr: String(stderr) }),
-      );
-    });
-    expect(result.stderr).toBe("");
-    expect(result.code).toBe(0);
-  });
+  it.skipIf(systemdAnalyze.skip)(
+    "a generated unit passes systemd-analyze verify --user with empty stderr",
+    async () => {
+      const analyze = systemdAnalyze.require();
+      const dir = mkdtempSync(join(tmpdir(), "ep-unit-"));
+      const runtime = join(dir, "runtime");
+      mkdirSync(runtime, { mode: 0o700 });
+      const path = join(dir, "ep-agent-pm-1.service");
+      writeFileSync(path, renderSystemdUnit(agent, { epHome: join(dir, "ep"), executable: sleepPath }));
+      const result = await new Promise<{ code: number; stderr: string }>((resolve) => {
+        // verify needs a user runtime dir even without a running user manager
+        execFile(
+          analyze,
+          ["verify", "--user", path],
+          { env: { ...process.env, XDG_RUNTIME_DIR: runtime, HOME: dir } },
+          (err, _out, stderr) => resolve({ code: err ? Number(err.code) : 0, stderr: String(stderr) }),
+        );
+      });
+      expect(result.stderr).toBe("");
+      expect(result.code).toBe(0);
+    },
+  );
 });
 
 /** A fake `systemctl` (vendor CLI) keeping unit state in files: enough to drive the backend's calls. */
@@ -86,14 +92,21 @@ esac
 `,
   );
   chmodSync(path, 0o755);
-  return { path, calls: () => (existsSync(join(dir, "calls")) ? readFileSync(join(dir, "calls"), "utf8").trim().split("\n") : []) };
+  return {
+    path,
+    calls: () => (existsSync(join(dir, "calls")) ? readFileSync(join(dir, "calls"), "utf8").trim().split("\n") : []),
+  };
 }
 
 describe("systemd backend", () => {
   it("writes the unit, reloads, starts, checks and stops through systemctl --user", async () => {
     const dir = mkdtempSync(join(tmpdir(), "ep-sd-"));
     const fake = fakeSystemctl(dir);
-    const backend = createSystemdBackend({ unitDir: join(dir, "units"), epHome: join(dir, "ep"), systemctl: fake.path });
+    const backend = createSystemdBackend({
+      unitDir: join(dir, "units"),
+      epHome: join(dir, "ep"),
+      systemctl: fake.path,
+    });
     expect(await backend.isAlive("pm-1")).toBe(false);
     await backend.start(agent);
     const unit = readFileSync(backend.unitPath("pm-1"), "utf8");
@@ -129,7 +142,9 @@ describe("systemd backend", () => {
     const dir = mkdtempSync(join(tmpdir(), "ep-sd-"));
     const fake = fakeSystemctl(dir);
     const backend = createSystemdBackend({ unitDir: join(dir, "units"), systemctl: fake.path });
-    await expect(backend.start({ id: "x", name: "x", command: ["no-such-agent-binary"] })).rejects.toMatchObject({ code: "runtime_missing" });
+    await expect(backend.start({ id: "x", name: "x", command: ["no-such-agent-binary"] })).rejects.toMatchObject({
+      code: "runtime_missing",
+    });
     expect(fake.calls()).toEqual([]);
   });
 });

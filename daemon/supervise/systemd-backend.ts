@@ -50,10 +50,7 @@ function quoteArg(arg: string): string {
 }
 
 function quoteEnv(key: string, value: string): string {
-  const escaped = escapeSpecifiers(`${key}=${value}`)
-    .replace(/\\/g, "\\\\")
-    .replace(/"/g, '\\"')
-    .replace(/\n/g, "\\n");
+  const escaped = escapeSpecifiers(`${key}=${value}`).replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
   return `"${escaped}"`;
 }
 
@@ -104,20 +101,28 @@ export function createSystemdBackend(opts: SystemdBackendOptions = {}): ServiceB
 
   function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
     return new Promise((resolve, reject) => {
-      execFile(systemctl, ["--user", ...args], { env: opts.env ?? process.env, timeout: 30_000 }, (err, stdout, stderr) => {
-        if (err && typeof err.code !== "number") {
-          reject(new EpError("unavailable", `cannot run ${systemctl} --user ${args.join(" ")}: ${err.message}`));
-          return;
-        }
-        resolve({ code: err ? (err.code as number) : 0, stdout: String(stdout), stderr: String(stderr) });
-      });
+      execFile(
+        systemctl,
+        ["--user", ...args],
+        { env: opts.env ?? process.env, timeout: 30_000 },
+        (err, stdout, stderr) => {
+          if (err && typeof err.code !== "number") {
+            reject(new EpError("unavailable", `cannot run ${systemctl} --user ${args.join(" ")}: ${err.message}`));
+            return;
+          }
+          resolve({ code: err ? (err.code as number) : 0, stdout: String(stdout), stderr: String(stderr) });
+        },
+      );
     });
   }
 
   async function must(args: string[]) {
     const r = await run(args);
     if (r.code !== 0) {
-      throw new EpError("unavailable", `systemctl --user ${args.join(" ")} failed (exit ${r.code}): ${r.stderr.trim()}`);
+      throw new EpError(
+        "unavailable",
+        `systemctl --user ${args.join(" ")} failed (exit ${r.code}): ${r.stderr.trim()}`,
+      );
     }
     return r;
   }
@@ -151,7 +156,8 @@ export function createSystemdBackend(opts: SystemdBackendOptions = {}): ServiceB
     async stop(id) {
       const r = await run(["stop", unitName(id, prefix)]);
       // 5 = unit not loaded: nothing to stop
-      if (r.code !== 0 && r.code !== 5) throw new EpError("unavailable", `systemctl --user stop failed: ${r.stderr.trim()}`);
+      if (r.code !== 0 && r.code !== 5)
+        throw new EpError("unavailable", `systemctl --user stop failed: ${r.stderr.trim()}`);
     },
     isAlive: isActive,
     async pid(id) {

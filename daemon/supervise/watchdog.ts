@@ -60,7 +60,10 @@ export interface WatchdogOptions {
 }
 
 export interface Watchdog {
-  /** Supervises an agent (replacing an earlier definition with the same id); starts it when it is not running and not paused. */
+  /**
+   * Supervises an agent (replacing an earlier definition with the same id); starts it when it is not running and not
+   * paused.
+   */
   add(agent: SupervisedAgent, opts?: { paused?: boolean }): Promise<SupervisedStatus>;
   /** Stops supervising; the agent itself is left as it is. False when unknown. */
   remove(id: string): boolean;
@@ -110,11 +113,19 @@ interface Ctx {
 
 function parseNightly(nightly: string, timeZone?: string): Cron {
   const m = /^([01]\d|2[0-3]):([0-5]\d)$/.exec(nightly);
-  if (!m) throw new EpError("invalid_argument", `nightly must be a local time "HH:MM", not "${nightly}"`, { field: "nightly" });
+  if (!m)
+    throw new EpError("invalid_argument", `nightly must be a local time "HH:MM", not "${nightly}"`, {
+      field: "nightly",
+    });
   try {
-    return new Cron(`${Number(m[2])} ${Number(m[1])} * * *`, { paused: true, ...(timeZone ? { timezone: timeZone } : {}) });
+    return new Cron(`${Number(m[2])} ${Number(m[1])} * * *`, {
+      paused: true,
+      ...(timeZone ? { timezone: timeZone } : {}),
+    });
   } catch (err) {
-    throw new EpError("invalid_argument", `cannot use time zone "${timeZone}": ${(err as Error).message}`, { field: "timeZone" });
+    throw new EpError("invalid_argument", `cannot use time zone "${timeZone}": ${(err as Error).message}`, {
+      field: "timeZone",
+    });
   }
 }
 
@@ -126,13 +137,27 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
   let nextNightlyAt = nightly?.nextRun(new Date(clock.now()))?.getTime();
 
   const agents = new Map<string, Supervised>();
-  const ctx: Ctx = { clock, backend, log, graceMs, throttleMs, emit: (s, action, reason, error) => emit(s, action, reason, error) };
+  const ctx: Ctx = {
+    clock,
+    backend,
+    log,
+    graceMs,
+    throttleMs,
+    emit: (s, action, reason, error) => emit(s, action, reason, error),
+  };
   let closed = false;
   let timer: ClockTimer | undefined;
   let chain: Promise<unknown> = Promise.resolve();
 
   function emit(s: Supervised, action: WatchdogAction, reason: string, error?: string): WatchdogEvent {
-    const event: WatchdogEvent = { agentId: s.agent.id, name: s.agent.name, action, reason, at: iso(clock.now()), ...(error ? { error } : {}) };
+    const event: WatchdogEvent = {
+      agentId: s.agent.id,
+      name: s.agent.name,
+      action,
+      reason,
+      at: iso(clock.now()),
+      ...(error ? { error } : {}),
+    };
     log.info("watchdog", { ...event });
     try {
       opts.onEvent?.(event);
@@ -144,7 +169,10 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
 
   function get(id: string): Supervised {
     const s = agents.get(id);
-    if (!s) throw new EpError("agent_not_found", `No supervised agent "${id}"; list them with 'ep agent supervise list'.`, { id });
+    if (!s)
+      throw new EpError("agent_not_found", `No supervised agent "${id}"; list them with 'ep agent supervise list'.`, {
+        id,
+      });
     return s;
   }
 
@@ -156,7 +184,8 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
     if (nightly && nextNightlyAt !== undefined && now >= nextNightlyAt) {
       nextNightlyAt = nightly.nextRun(new Date(now))?.getTime();
       for (const s of agents.values()) {
-        if (s.paused) events.push(emit(s, "skip", `nightly restart at ${opts.nightly} skipped: auto-restart is paused`));
+        if (s.paused)
+          events.push(emit(s, "skip", `nightly restart at ${opts.nightly} skipped: auto-restart is paused`));
         else {
           s.failing = false;
           await restartNow(ctx, s, "restart", `nightly restart at ${opts.nightly}`, events);
@@ -189,7 +218,14 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
     async add(agent, addOpts = {}) {
       validateAgent(agent);
       const existing = agents.get(agent.id);
-      const s: Supervised = existing ?? { agent, paused: !!addOpts.paused, state: "unknown", restarts: 0, verifying: false, failing: false };
+      const s: Supervised = existing ?? {
+        agent,
+        paused: !!addOpts.paused,
+        state: "unknown",
+        restarts: 0,
+        verifying: false,
+        failing: false,
+      };
       s.agent = agent;
       if (addOpts.paused !== undefined) s.paused = addOpts.paused;
       agents.set(agent.id, s);
@@ -235,14 +271,24 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
 }
 
 function timings(opts: WatchdogOptions) {
-  const t = { pollMs: opts.pollMs ?? 60_000, graceMs: opts.graceMs ?? 90_000, throttleMs: opts.throttleMs ?? 30 * 60_000 };
+  const t = {
+    pollMs: opts.pollMs ?? 60_000,
+    graceMs: opts.graceMs ?? 90_000,
+    throttleMs: opts.throttleMs ?? 30 * 60_000,
+  };
   for (const [field, v] of Object.entries(t)) {
-    if (!(v >= 0) || !Number.isFinite(v)) throw new EpError("invalid_argument", `${field} must be a non-negative number`, { field });
+    if (!(v >= 0) || !Number.isFinite(v))
+      throw new EpError("invalid_argument", `${field} must be a non-negative number`, { field });
   }
   return t;
 }
 
-function statusOf(s: Supervised, backendKind: SupervisedStatus["backend"], throttleMs: number, now: number): SupervisedStatus {
+function statusOf(
+  s: Supervised,
+  backendKind: SupervisedStatus["backend"],
+  throttleMs: number,
+  now: number,
+): SupervisedStatus {
   const nextRetry = s.failing && s.lastRestartAt !== undefined ? s.lastRestartAt + throttleMs : undefined;
   return {
     id: s.agent.id,
@@ -265,9 +311,17 @@ function statusOf(s: Supervised, backendKind: SupervisedStatus["backend"], throt
  * throttled after a restart that did not bring it back) or restart it, with why. A first look
  * after the grace that finds it dead again marks it failing.
  */
-function afterDeath(s: Supervised, sinceRestart: number, t: { graceMs: number; throttleMs: number }): { skip: string; reason: string } | { restart: string } {
+function afterDeath(
+  s: Supervised,
+  sinceRestart: number,
+  t: { graceMs: number; throttleMs: number },
+): { skip: string; reason: string } | { restart: string } {
   if (s.paused) return { skip: "paused", reason: "not restarting a dead agent: auto-restart is paused" };
-  if (sinceRestart < t.graceMs) return { skip: "grace", reason: `not restarting: within the ${seconds(t.graceMs)} grace after the restart at ${iso(s.lastRestartAt!)}` };
+  if (sinceRestart < t.graceMs)
+    return {
+      skip: "grace",
+      reason: `not restarting: within the ${seconds(t.graceMs)} grace after the restart at ${iso(s.lastRestartAt!)}`,
+    };
   if (s.verifying) {
     // First look after the grace: the restart did not bring it back.
     s.verifying = false;
@@ -275,14 +329,29 @@ function afterDeath(s: Supervised, sinceRestart: number, t: { graceMs: number; t
   }
   if (s.failing && sinceRestart < t.throttleMs) {
     const last = s.lastRestartAt!;
-    return { skip: "throttle", reason: `not restarting: the restart at ${iso(last)} did not bring it back; at most one retry per ${minutes(t.throttleMs)}, next at ${iso(last + t.throttleMs)}` };
+    return {
+      skip: "throttle",
+      reason:
+        `not restarting: the restart at ${iso(last)} did not bring it back; at most ` +
+        `one retry per ${minutes(t.throttleMs)}, next at ${iso(last + t.throttleMs)}`,
+    };
   }
-  return { restart: s.failing ? `still dead after the restart at ${iso(s.lastRestartAt!)}; throttled retry` : "found dead by the watchdog poll" };
+  return {
+    restart: s.failing
+      ? `still dead after the restart at ${iso(s.lastRestartAt!)}; throttled retry`
+      : "found dead by the watchdog poll",
+  };
 }
 
 /** Stops whatever is left and starts it again; counts as a restart either way. */
-async function restartNow(ctx: Ctx, s: Supervised, action: "start" | "restart", reason: string, events: WatchdogEvent[]) {
-const { clock, backend, log } = ctx;
+async function restartNow(
+  ctx: Ctx,
+  s: Supervised,
+  action: "start" | "restart",
+  reason: string,
+  events: WatchdogEvent[],
+) {
+  const { clock, backend, log } = ctx;
   const at = clock.now();
   s.lastRestartAt = at;
   s.lastRestartReason = reason;
@@ -291,7 +360,10 @@ const { clock, backend, log } = ctx;
   if (action === "restart") s.restarts++;
   let error: string | undefined;
   try {
-    if (action === "restart") await backend.stop(s.agent.id).catch((err) => log.warn("stop before restart failed", { agentId: s.agent.id, error: String(err) }));
+    if (action === "restart")
+      await backend
+        .stop(s.agent.id)
+        .catch((err) => log.warn("stop before restart failed", { agentId: s.agent.id, error: String(err) }));
     await backend.start(s.agent);
     s.pid = await backend.pid(s.agent.id);
     s.state = "running";
@@ -307,7 +379,7 @@ const { clock, backend, log } = ctx;
 
 /** One look at an agent: alive (settles a restart past its grace), or dead and restarted unless it must wait. */
 async function check(ctx: Ctx, s: Supervised, events: WatchdogEvent[]) {
-const { clock, backend, graceMs, throttleMs } = ctx;
+  const { clock, backend, graceMs, throttleMs } = ctx;
   let alive: boolean;
   try {
     alive = await backend.isAlive(s.agent.id);

@@ -21,10 +21,12 @@ export function createAgentStates(deps: { tower: TowerClients; log: Logger; clos
       for (const [agentId, state] of waiting) {
         if (deps.closed()) return;
         waiting.delete(agentId);
-        await tower.agents.updateAgentState({ agentId, state: enumOf<AgentState>(AgentStateSchema, state, "state"), reason: "epd" }).catch((err: unknown) => {
-          // not sent (the tower is away): the next link carries the agent's state anyway
-          log.debug("agent state not sent", { agent_id: agentId, error: toEpError(err).message });
-        });
+        await tower.agents
+          .updateAgentState({ agentId, state: enumOf<AgentState>(AgentStateSchema, state, "state"), reason: "epd" })
+          .catch((err: unknown) => {
+            // not sent (the tower is away): the next link carries the agent's state anyway
+            log.debug("agent state not sent", { agent_id: agentId, error: toEpError(err).message });
+          });
       }
     } finally {
       sending = false;

@@ -11,7 +11,14 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-const record = (id: string) => ({ id, domainId: "dom_1", name: id, runtime: "shell", capabilities: [], enrolledAt: "2026-12-02T00:00:00.000Z" });
+const record = (id: string) => ({
+  id,
+  domainId: "dom_1",
+  name: id,
+  runtime: "shell",
+  capabilities: [],
+  enrolledAt: "2026-12-02T00:00:00.000Z",
+});
 
 describe("enrollments under way", () => {
   it("enrolled() settles once each enrollment under way is recorded or failed, and not before", async () => {

@@ -40,10 +40,13 @@ export function createAgentStore(daemonHome: string): AgentStore {
     path,
     async load() {
       const doc = await readJsonFile<{ agents?: LocalAgentRecord[] }>(path, {});
-      agents = Array.isArray(doc.agents) ? doc.agents.filter((a) => a && typeof a.id === "string" && typeof a.domainId === "string") : [];
+      agents = Array.isArray(doc.agents)
+        ? doc.agents.filter((a) => a && typeof a.id === "string" && typeof a.domainId === "string")
+        : [];
     },
     list: () => [...agents],
-    find: (idOrName) => agents.find((a) => a.id === idOrName) ?? agents.find((a) => a.name !== "" && a.name === idOrName),
+    find: (idOrName) =>
+      agents.find((a) => a.id === idOrName) ?? agents.find((a) => a.name !== "" && a.name === idOrName),
     async add(agent) {
       agents = [...agents.filter((a) => a.id !== agent.id), agent];
       await writer.save();

@@ -6,7 +6,12 @@ import type { Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { LocalAgentRecord } from "./agent-store.js";
 import type { Slot, WorkerDeps, WorkerState } from "./worker-types.js";
 
-export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent: LocalAgentRecord, slot: Slot, task: Task) => void, giveBack: (agent: { id: string }, task: Task, why: string) => Promise<void>) {
+export function createClaimLoop(
+  deps: WorkerDeps,
+  st: WorkerState,
+  start: (agent: LocalAgentRecord, slot: Slot, task: Task) => void,
+  giveBack: (agent: { id: string }, task: Task, why: string) => Promise<void>,
+) {
   const { tower, agents, log } = deps;
 
   /** Everyone who claims here: agents.json, then the enrolled profiles. */
@@ -15,7 +20,8 @@ export function createClaimLoop(deps: WorkerDeps, st: WorkerState, start: (agent
     const ids = new Set(own.map((a) => a.id));
     return [...own, ...(deps.profiles?.list() ?? []).filter((p) => !ids.has(p.id))];
   };
-  const findAgent = (id: string): LocalAgentRecord | undefined => agents.find(id) ?? deps.profiles?.list().find((p) => p.id === id);
+  const findAgent = (id: string): LocalAgentRecord | undefined =>
+    agents.find(id) ?? deps.profiles?.list().find((p) => p.id === id);
 
   const slotOf = (agentId: string): Slot => {
     let s = st.slots.get(agentId);

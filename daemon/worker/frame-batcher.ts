@@ -24,7 +24,10 @@ export const MAX_QUEUED_CHARS = 256 * 1024;
 /** What one ReportProgress carries at most, well under the tower's 1 MiB request body. */
 export const MAX_BATCH_CHARS = 128 * 1024;
 
-/** A frame's size as counted against the limits: its text, and a flat allowance for its kind and data (clipped by the runtimes). */
+/**
+ * A frame's size as counted against the limits: its text, and a flat allowance for its kind and data (clipped by the
+ * runtimes).
+ */
 const sizeOf = (f: ProgressFrame) => f.text.length + 256;
 
 export function createFrameBatcher(opts: {
@@ -50,7 +53,8 @@ export function createFrameBatcher(opts: {
   const nextBatch = (): ProgressFrame[] => {
     let n = 0;
     let chars = 0;
-    while (n < buffer.length && n < max && (n === 0 || chars + sizeOf(buffer[n]!) <= maxBatchChars)) chars += sizeOf(buffer[n++]!);
+    while (n < buffer.length && n < max && (n === 0 || chars + sizeOf(buffer[n]!) <= maxBatchChars))
+      chars += sizeOf(buffer[n++]!);
     const batch = buffer.slice(0, n);
     buffer = buffer.slice(n);
     return batch;
@@ -80,7 +84,13 @@ export function createFrameBatcher(opts: {
   };
   const noteDropped = () => {
     if (!dropped) return;
-    enqueue({ kind: "status", text: `${dropped} progress frames dropped: the run wrote faster than the tower took them (its output is whole in the result's tail and the run's spool)`, data: { dropped } });
+    enqueue({
+      kind: "status",
+      text:
+        `${dropped} progress frames dropped: the run wrote faster than the tower ` +
+        `took them (its output is whole in the result's tail and the run's spool)`,
+      data: { dropped },
+    });
     dropped = 0;
   };
   const lines = createLineJoiner({

@@ -1,13 +1,27 @@
 // The journal: what one daemon wrote, the next one loads (snapshot + log), whatever point the
 // first one stopped at — after a torn last line, between a snapshot and the log's truncation, or
 // from an inflight.json written before the log existed.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, appendFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  appendFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createJournal, readJournal, type InflightEntry } from "./journal.js";
 
-const entry = (taskId: string, state: InflightEntry["state"] = "running"): InflightEntry => ({ taskId, agentId: "a_1", state, startedAt: "2026-11-26T00:00:00.000Z" });
+const entry = (taskId: string, state: InflightEntry["state"] = "running"): InflightEntry => ({
+  taskId,
+  agentId: "a_1",
+  state,
+  startedAt: "2026-11-26T00:00:00.000Z",
+});
 
 describe("the journal", () => {
   let dir: string;
@@ -36,11 +50,19 @@ describe("the journal", () => {
     await j.load();
     for (let i = 0; i < 300; i++) await j.put(entry(`t_${i % 3}`));
     expect(readFileSync(join(dir, "inflight.log"), "utf8").trim().split("\n")).toHaveLength(300 - 256);
-    expect(JSON.parse(readFileSync(join(dir, "inflight.json"), "utf8")).tasks.map((e: InflightEntry) => e.taskId).sort()).toEqual(["t_0", "t_1", "t_2"]);
+    expect(
+      JSON.parse(readFileSync(join(dir, "inflight.json"), "utf8"))
+        .tasks.map((e: InflightEntry) => e.taskId)
+        .sort(),
+    ).toEqual(["t_0", "t_1", "t_2"]);
     await j.remove("t_0");
     j.compact();
     expect(statSync(join(dir, "inflight.log")).size).toBe(0);
-    expect(readJournal(dir).map((e) => e.taskId).sort()).toEqual(["t_1", "t_2"]);
+    expect(
+      readJournal(dir)
+        .map((e) => e.taskId)
+        .sort(),
+    ).toEqual(["t_1", "t_2"]);
   });
 
   it("skips a torn last line (epd killed mid-write)", async () => {

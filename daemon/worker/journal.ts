@@ -85,7 +85,11 @@ export function createJournal(daemonHome: string): Journal {
       if (++lines >= COMPACT_EVERY) compact();
       return Promise.resolve();
     } catch (err) {
-      return Promise.reject(new EpError("internal", `${logPath}: cannot write the journal: ${(err as Error).message}`, undefined, { cause: err }));
+      return Promise.reject(
+        new EpError("internal", `${logPath}: cannot write the journal: ${(err as Error).message}`, undefined, {
+          cause: err,
+        }),
+      );
     }
   }
 
@@ -129,13 +133,20 @@ function replay(entries: Map<string, InflightEntry>, text: string): void {
 export function readJournal(daemonHome: string): InflightEntry[] {
   const entries = new Map<string, InflightEntry>();
   const doc = readJsonFileSync<{ tasks?: InflightEntry[] }>(join(daemonHome, "inflight.json"), {});
-  for (const e of Array.isArray(doc.tasks) ? doc.tasks : []) if (e && typeof e.taskId === "string") entries.set(e.taskId, e);
+  for (const e of Array.isArray(doc.tasks) ? doc.tasks : [])
+    if (e && typeof e.taskId === "string") entries.set(e.taskId, e);
   let log = "";
   try {
     log = readFileSync(join(daemonHome, "inflight.log"), "utf8");
   } catch (err) {
     // no log yet: the snapshot is everything; a log that cannot be read must not pass for an empty one
-    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw new EpError("internal", `${join(daemonHome, "inflight.log")}: cannot read the journal: ${(err as Error).message}`, undefined, { cause: err });
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT")
+      throw new EpError(
+        "internal",
+        `${join(daemonHome, "inflight.log")}: cannot read the journal: ${(err as Error).message}`,
+        undefined,
+        { cause: err },
+      );
   }
   replay(entries, log);
   return [...entries.values()];

@@ -28,18 +28,24 @@ export function readJsonFileSync<T>(path: string, fallback: T): T {
   return parseJsonFile<T>(path, text);
 }
 
-const unreadable = (path: string, err: unknown) => new EpError("config_invalid", `${path}: cannot read: ${(err as Error).message}`, { file: path });
+const unreadable = (path: string, err: unknown) =>
+  new EpError("config_invalid", `${path}: cannot read: ${(err as Error).message}`, { file: path });
 
 function parseJsonFile<T>(path: string, text: string): T {
   try {
     return JSON.parse(text) as T;
   } catch (err) {
-    throw new EpError("config_invalid", `${path} is not valid JSON (${(err as Error).message}); fix or remove it`, { file: path });
+    throw new EpError("config_invalid", `${path} is not valid JSON (${(err as Error).message}); fix or remove it`, {
+      file: path,
+    });
   }
 }
 
 export interface JsonFileWriter {
-  /** Persists the value `snapshot()` returns at write time; resolves once a write that includes this call's state is on disk. */
+  /**
+   * Persists the value `snapshot()` returns at write time; resolves once a write that includes this call's state is on
+   * disk.
+   */
   save(): Promise<void>;
 }
 
@@ -61,11 +67,13 @@ export function createJsonFileWriter(path: string, snapshot: () => unknown): Jso
       }
       if (!queued) {
         // the failed write's caller got its error; the next write runs regardless
-        queued = writing.catch(() => undefined).then(() => {
-          queued = undefined;
-          writing = writeOnce().finally(() => (writing = undefined));
-          return writing;
-        });
+        queued = writing
+          .catch(() => undefined)
+          .then(() => {
+            queued = undefined;
+            writing = writeOnce().finally(() => (writing = undefined));
+            return writing;
+          });
       }
       return queued;
     },

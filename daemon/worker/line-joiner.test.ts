@@ -4,7 +4,11 @@ import type { ProgressFrame } from "../runtimes/runtime.js";
 import { createFrameBatcher } from "./frame-batcher.js";
 import { createLineJoiner } from "./line-joiner.js";
 
-const delta = (text: string, extra: Record<string, unknown> = {}): ProgressFrame => ({ kind: "text", text, data: { delta: true, ...extra } });
+const delta = (text: string, extra: Record<string, unknown> = {}): ProgressFrame => ({
+  kind: "text",
+  text,
+  data: { delta: true, ...extra },
+});
 
 function joiner() {
   const clock = new FakeClock();

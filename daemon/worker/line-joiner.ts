@@ -12,7 +12,12 @@ export interface LineJoiner {
   flush(): void;
 }
 
-export function createLineJoiner(opts: { clock: Clock; idleMs: number; maxChars?: number; emit(frame: ProgressFrame): void }): LineJoiner {
+export function createLineJoiner(opts: {
+  clock: Clock;
+  idleMs: number;
+  maxChars?: number;
+  emit(frame: ProgressFrame): void;
+}): LineJoiner {
   const maxChars = opts.maxChars ?? 4000;
   let held = "";
   /** The held text's frame data without `delta` (a thought and a reply are joined apart). */

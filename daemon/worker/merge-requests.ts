@@ -24,24 +24,66 @@ export function createMergeRequests(deps: MergeRequestDeps) {
     let name = "workspace.merged";
     let payload: JsonObject;
     try {
-      if (!d.repo || !d.branch || !d.into) throw new EpError("invalid_argument", "the merge command names no repo, branch or into");
+      if (!d.repo || !d.branch || !d.into)
+        throw new EpError("invalid_argument", "the merge command names no repo, branch or into");
       // the merge commit is by the run's author (the workspace's `author`, EP_GIT_AUTHOR, or the agent)
       const setting = (d.workspace && loadWorkspaces(deps.home).get(d.workspace)?.author) || deps.baseEnv.EP_GIT_AUTHOR;
       const who = commitAuthor(setting, d.agentName || d.agentId);
-      const done = await mergeBranch({ repo: d.repo, branch: d.branch, head: d.head, into: d.into, taskId: d.taskId, taskTitle: d.title, by: d.by, who });
-      payload = { outcome: done.outcome, into: done.into, branch: done.branch, merged: done.merged, previous: done.previous, tip: done.tip, checkout: done.checkout };
+      const done = await mergeBranch({
+        repo: d.repo,
+        branch: d.branch,
+        head: d.head,
+        into: d.into,
+        taskId: d.taskId,
+        taskTitle: d.title,
+        by: d.by,
+        who,
+      });
+      payload = {
+        outcome: done.outcome,
+        into: done.into,
+        branch: done.branch,
+        merged: done.merged,
+        previous: done.previous,
+        tip: done.tip,
+        checkout: done.checkout,
+      };
     } catch (err) {
       const e = toEpError(err);
       name = "workspace.merge_refused";
       const details = (e.details ?? {}) as { reason?: string; files?: string[] };
-      payload = { reason: e.code === "merge_refused" ? (details.reason ?? "") : e.code, files: details.files ?? [], message: e.message, into: d.into, branch: d.branch };
+      payload = {
+        reason: e.code === "merge_refused" ? (details.reason ?? "") : e.code,
+        files: details.files ?? [],
+        message: e.message,
+        into: d.into,
+        branch: d.branch,
+      };
     }
-    deps.log.info(name === "workspace.merged" ? "task branch merged" : "task branch not merged", { task_id: d.taskId, repo: d.repo, ...payload });
-    const event = { type: "matrix", name, status: name === "workspace.merged" ? "merged" : "refused", domainId: d.domainId, missionId: d.missionId, agentId: d.agentId, taskId: d.taskId };
+    deps.log.info(name === "workspace.merged" ? "task branch merged" : "task branch not merged", {
+      task_id: d.taskId,
+      repo: d.repo,
+      ...payload,
+    });
+    const event = {
+      type: "matrix",
+      name,
+      status: name === "workspace.merged" ? "merged" : "refused",
+      domainId: d.domainId,
+      missionId: d.missionId,
+      agentId: d.agentId,
+      taskId: d.taskId,
+    };
     await deps.tower.nodes
-      .publishEvents({ events: [{ ...event, payload: { ...payload, request_id: d.requestId, task_id: d.taskId, repo: d.repo, by: d.by } }] })
+      .publishEvents({
+        events: [
+          { ...event, payload: { ...payload, request_id: d.requestId, task_id: d.taskId, repo: d.repo, by: d.by } },
+        ],
+      })
       // the tower's caller then hears no answer and is told to look for the event or ask again (already merged)
-      .catch((err: unknown) => deps.log.warn("merge outcome not delivered to the tower", { task_id: d.taskId, error: toEpError(err).message }));
+      .catch((err: unknown) =>
+        deps.log.warn("merge outcome not delivered to the tower", { task_id: d.taskId, error: toEpError(err).message }),
+      );
   }
 
   return {

@@ -7,7 +7,8 @@ import { describe, expect, it } from "vitest";
 import { TaskSchema, TaskStatus, type Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import { loadParents } from "./parent-results.js";
 
-const task = (id: string, dependsOn: string[] = [], output = "") => create(TaskSchema, { id, dependsOn, status: TaskStatus.SUCCEEDED, result: { output } });
+const task = (id: string, dependsOn: string[] = [], output = "") =>
+  create(TaskSchema, { id, dependsOn, status: TaskStatus.SUCCEEDED, result: { output } });
 
 /** The tower's work client as loadParents uses it: GetTask of the tasks it has, counted. */
 function towerWith(tasks: Task[]) {
@@ -41,12 +42,17 @@ describe("a run's parents", () => {
     expect((await loadParents(tower, child)).map((p) => p.result?.output)).toEqual(["read-a", "read-b"]);
     expect(asked).toEqual(["tsk_a", "tsk_b"]);
     asked.length = 0;
-    expect((await loadParents(tower, child, [task("tsk_b", [], "sent-b")])).map((p) => p.result?.output)).toEqual(["read-a", "sent-b"]);
+    expect((await loadParents(tower, child, [task("tsk_b", [], "sent-b")])).map((p) => p.result?.output)).toEqual([
+      "read-a",
+      "sent-b",
+    ]);
     expect(asked).toEqual(["tsk_a"]);
   });
 
   it("fail the run naming a parent the tower cannot give", async () => {
     const { tower } = towerWith([]);
-    await expect(loadParents(tower, task("tsk_c", ["tsk_gone"]))).rejects.toThrow(/parent tsk_gone of task tsk_c could not be read/);
+    await expect(loadParents(tower, task("tsk_c", ["tsk_gone"]))).rejects.toThrow(
+      /parent tsk_gone of task tsk_c could not be read/,
+    );
   });
 });

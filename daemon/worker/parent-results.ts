@@ -21,7 +21,11 @@ const CONTEXT_OUTPUT = 2000;
  * The task's parents as the tower has them, in depends_on order: those `given` with the
  * assignment, the others read now; a parent that cannot be read fails the run, naming it.
  */
-export async function loadParents(tower: Pick<TowerClients, "work">, task: Task, given: readonly Task[] = []): Promise<Task[]> {
+export async function loadParents(
+  tower: Pick<TowerClients, "work">,
+  task: Task,
+  given: readonly Task[] = [],
+): Promise<Task[]> {
   const out: Task[] = [];
   for (const id of task.dependsOn) {
     const sent = given.find((p) => p.id === id);
@@ -34,7 +38,11 @@ export async function loadParents(tower: Pick<TowerClients, "work">, task: Task,
       if (p) out.push(p);
     } catch (err) {
       const e = toEpError(err);
-      throw new EpError(e.errorClass === "unavailable" ? "unavailable" : "invalid_argument", `parent ${id} of task ${task.id} could not be read: ${e.message}`, { task_id: id });
+      throw new EpError(
+        e.errorClass === "unavailable" ? "unavailable" : "invalid_argument",
+        `parent ${id} of task ${task.id} could not be read: ${e.message}`,
+        { task_id: id },
+      );
     }
   }
   return out;
@@ -57,14 +65,28 @@ export function writeParentFiles(workDir: string, parents: readonly Task[]): str
       writeFileSync(join(dir, `${n}.json`), `${JSON.stringify(parentJson(p), null, 2)}\n`, { mode: 0o600 });
     }
   }
-  writeFileSync(join(dir, "index.json"), `${JSON.stringify(parents.map((p) => ({ id: p.id, step: p.step, title: p.title })), null, 2)}\n`, { mode: 0o600 });
+  writeFileSync(
+    join(dir, "index.json"),
+    `${JSON.stringify(
+      parents.map((p) => ({ id: p.id, step: p.step, title: p.title })),
+      null,
+      2,
+    )}\n`,
+    { mode: 0o600 },
+  );
   return dir;
 }
 
 /** The block under an agent's prompt: which tasks came before, what they produced, where their branches are. */
 export function parentContext(taskId: string, parents: readonly Task[]): string {
   if (!parents.length) return "";
-  const lines = ["", "", "---", `Context from EP: this task (${taskId}) comes after ${parents.length} task(s) that succeeded. Their full results: the EP tool get_parent_results with task_id ${taskId}.`];
+  const lines = [
+    "",
+    "",
+    "---",
+    `Context from EP: this task (${taskId}) comes after ${parents.length} task(s) that ` +
+      `succeeded. Their full results: the EP tool get_parent_results with task_id ${taskId}.`,
+  ];
   for (const p of parents) {
     const ws = p.result?.workspace;
     const head = `- ${p.id}${p.step ? ` (step ${p.step})` : ""}: ${p.title}`;
@@ -88,8 +110,16 @@ export function withParentRef(input: JsonObject | undefined, parents: readonly T
   if (typeof ref !== "string" || !ref.startsWith("task:")) return input;
   const id = ref.slice("task:".length);
   const parent = parents.find((p) => p.id === id || (p.step !== "" && p.step === id));
-  if (!parent) throw invalidField("input.workspace.ref", `${ref} names no parent of this task (depends_on: ${parents.map((p) => p.id).join(", ") || "none"})`);
+  if (!parent)
+    throw invalidField(
+      "input.workspace.ref",
+      `${ref} names no parent of this task (depends_on: ${parents.map((p) => p.id).join(", ") || "none"})`,
+    );
   const pw = parent.result?.workspace;
-  if (!pw?.head) throw invalidField("input.workspace.ref", `${ref}: task ${parent.id} ran without a workspace, so it has no branch to start from`);
+  if (!pw?.head)
+    throw invalidField(
+      "input.workspace.ref",
+      `${ref}: task ${parent.id} ran without a workspace, so it has no branch to start from`,
+    );
   return { ...input, workspace: { ...(ws as JsonObject), ref: pw.branch || pw.head } };
 }

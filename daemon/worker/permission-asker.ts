@@ -10,7 +10,13 @@ import { backoffDelay } from "../../common/backoff.js";
 import type { Clock } from "../../common/clock.js";
 import { toEpError } from "../../common/errors.js";
 import type { Logger } from "../../common/log.js";
-import { ApprovalStatus, PermissionOptionKindSchema, type ApprovalService, type Approval, type PermissionOptionKind } from "../../gen/ep/tower/v1/approvals_pb.js";
+import {
+  ApprovalStatus,
+  PermissionOptionKindSchema,
+  type ApprovalService,
+  type Approval,
+  type PermissionOptionKind,
+} from "../../gen/ep/tower/v1/approvals_pb.js";
 import { enumOf } from "../../common/vocab.js";
 import type { PermissionAnswer, PermissionAsk, ProgressFrame } from "../runtimes/runtime.js";
 import { refusedByTower } from "./report.js";
@@ -26,7 +32,9 @@ export interface AskerDeps {
   onFrame(frame: ProgressFrame): void;
 }
 
-export function createPermissionAsker(d: AskerDeps): (ask: PermissionAsk, signal: AbortSignal) => Promise<PermissionAnswer> {
+export function createPermissionAsker(
+  d: AskerDeps,
+): (ask: PermissionAsk, signal: AbortSignal) => Promise<PermissionAnswer> {
   const sleep = (ms: number, signal: AbortSignal) =>
     new Promise<void>((resolve) => {
       const timer = d.clock.setTimeout(done, ms);
@@ -64,7 +72,10 @@ export function createPermissionAsker(d: AskerDeps): (ask: PermissionAsk, signal
             title: ask.title,
             arguments: ask.arguments as JsonObject,
             paths: ask.paths,
-            options: ask.options.map((o) => ({ ...o, kind: enumOf<PermissionOptionKind>(PermissionOptionKindSchema, o.kind, "kind") })),
+            options: ask.options.map((o) => ({
+              ...o,
+              kind: enumOf<PermissionOptionKind>(PermissionOptionKindSchema, o.kind, "kind"),
+            })),
             timeout: durationFromMs(ask.timeoutMs),
           },
           { signal },
@@ -75,18 +86,34 @@ export function createPermissionAsker(d: AskerDeps): (ask: PermissionAsk, signal
     let approval: Approval = asked.approval!;
     d.onFrame({
       kind: "status",
-      text: `waiting for approval ${approval.id}: ${ask.tool}${ask.title ? ` (${ask.title})` : ""}; decide with 'ep approvals approve ${approval.id}' or 'ep approvals reject ${approval.id}'`,
+      text:
+        `waiting for approval ${approval.id}: ${ask.tool}${ask.title ? ` (${ask.title})` : ""}; ` +
+        `decide with 'ep approvals approve ${approval.id}' or 'ep approvals reject ${approval.id}'`,
       data: { approval_id: approval.id, tool: ask.tool, paths: ask.paths },
     });
     // the tower expires the request at its deadline; a little longer here lets it say so
     while (approval.status === ApprovalStatus.PENDING && !signal.aborted) {
       const id = approval.id;
-      approval = (await retrying(() => d.approvals.waitApproval({ approvalId: id, wait: durationFromMs(WAIT_MS) }, { signal }), deadline + WAIT_MS, signal)).approval!;
+      approval = (
+        await retrying(
+          () => d.approvals.waitApproval({ approvalId: id, wait: durationFromMs(WAIT_MS) }, { signal }),
+          deadline + WAIT_MS,
+          signal,
+        )
+      ).approval!;
     }
     if (signal.aborted) throw new Error("the run stopped while the approval was pending");
     const approved = approval.status === ApprovalStatus.APPROVED;
-    const note = approved ? `approved by ${approval.decidedBy}` : approval.status === ApprovalStatus.EXPIRED ? "expired: nobody decided in time" : `rejected by ${approval.decidedBy}${approval.reason ? `: ${approval.reason}` : ""}`;
-    d.onFrame({ kind: "status", text: `permission for ${ask.tool} ${note}`, data: { approval_id: approval.id, approved, option_id: approval.optionId } });
+    const note = approved
+      ? `approved by ${approval.decidedBy}`
+      : approval.status === ApprovalStatus.EXPIRED
+        ? "expired: nobody decided in time"
+        : `rejected by ${approval.decidedBy}${approval.reason ? `: ${approval.reason}` : ""}`;
+    d.onFrame({
+      kind: "status",
+      text: `permission for ${ask.tool} ${note}`,
+      data: { approval_id: approval.id, approved, option_id: approval.optionId },
+    });
     return { approved, optionId: approval.optionId || undefined, approvalId: approval.id, note };
   };
 }

@@ -30,9 +30,16 @@ export function createSessionTable(now: () => number = Date.now): SessionTable {
   return {
     open(info, opts = {}) {
       if (opts.id !== undefined && (!SESSION_ID.test(opts.id) || sessions.has(opts.id))) {
-        throw new Error(`cannot re-open secrets session ${JSON.stringify(opts.id)}: ${SESSION_ID.test(opts.id) ? "it is open already" : "not a session id"}`);
+        throw new Error(
+          `cannot re-open secrets session ${JSON.stringify(opts.id)}: ` +
+            `${SESSION_ID.test(opts.id) ? "it is open already" : "not a session id"}`,
+        );
       }
-      const s: SecretsSession = { ...info, id: opts.id ?? `ses_${randomBytesPooled(18).toString("base64url")}`, startedAt: now() };
+      const s: SecretsSession = {
+        ...info,
+        id: opts.id ?? `ses_${randomBytesPooled(18).toString("base64url")}`,
+        startedAt: now(),
+      };
       sessions.set(s.id, s);
       return s;
     },

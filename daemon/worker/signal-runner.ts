@@ -13,7 +13,10 @@ import { OUTPUT_LIMIT } from "./task-run.js";
 import type { WorkerDeps } from "./worker-types.js";
 
 /** What the one-shot signal runs need: the worker's runtime, session, secrets and environment settings. */
-export type SignalRunnerDeps = Pick<WorkerDeps, "tower" | "runtimes" | "sessions" | "clock" | "log" | "home" | "secretsSocket" | "binDir" | "baseEnv" | "redactor">;
+export type SignalRunnerDeps = Pick<
+  WorkerDeps,
+  "tower" | "runtimes" | "sessions" | "clock" | "log" | "home" | "secretsSocket" | "binDir" | "baseEnv" | "redactor"
+>;
 
 export type SignalDelivery = "one_shot_run";
 
@@ -24,11 +27,19 @@ export function createSignalRunner(deps: SignalRunnerDeps) {
     deliver(agent: LocalAgentRecord, prompt: string): SignalDelivery {
       if (!prompt.trim()) throw new EpError("invalid_argument", "prompt: is required", { field: "prompt" });
       if (agent.runtime === "muxhost_hosted") {
-        deps.log.warn("signal to a muxhost_hosted agent not delivered: pane delivery belongs to fleet supervision", { agent_id: agent.id });
-        throw new EpError("unavailable", `agent ${agent.id} runs in a tmux pane; signals to hosted agents need fleet supervision (agents.toml profiles)`);
+        deps.log.warn("signal to a muxhost_hosted agent not delivered: pane delivery belongs to fleet supervision", {
+          agent_id: agent.id,
+        });
+        throw new EpError(
+          "unavailable",
+          `agent ${agent.id} runs in a tmux pane; signals to hosted ` +
+            `agents need fleet supervision (agents.toml profiles)`,
+        );
       }
       const runId = `sig_${randomBytes(6).toString("hex")}`;
-      const p = run(agent, prompt, runId).catch((err: Error) => deps.log.error("signal run failed", { agent_id: agent.id, error: err.message }));
+      const p = run(agent, prompt, runId).catch((err: Error) =>
+        deps.log.error("signal run failed", { agent_id: agent.id, error: err.message }),
+      );
       live.add(p);
       void p.finally(() => live.delete(p));
       return "one_shot_run";
@@ -38,9 +49,14 @@ export function createSignalRunner(deps: SignalRunnerDeps) {
     },
   };
 
-  async function publish(events: { type: string; name: string; status?: string; payload: JsonObject }[], agent: LocalAgentRecord) {
+  async function publish(
+    events: { type: string; name: string; status?: string; payload: JsonObject }[],
+    agent: LocalAgentRecord,
+  ) {
     await deps.tower.nodes
-      .publishEvents({ events: events.map((e) => ({ ...e, domainId: agent.domainId, agentId: agent.id, status: e.status ?? "" })) })
+      .publishEvents({
+        events: events.map((e) => ({ ...e, domainId: agent.domainId, agentId: agent.id, status: e.status ?? "" })),
+      })
       .catch((err: Error) => deps.log.debug("signal events not published", { error: err.message }));
   }
 
@@ -53,7 +69,15 @@ export function createSignalRunner(deps: SignalRunnerDeps) {
       clock: deps.clock,
       windowMs: 100,
       ...(redactor ? { redact: (f: ProgressFrame) => redactor.frame(f) } : {}),
-      send: (frames) => publish(frames.map((f) => ({ type: "progress", name: "agent.signal.progress", payload: { run_id: runId, kind: f.kind, text: f.text } })), agent),
+      send: (frames) =>
+        publish(
+          frames.map((f) => ({
+            type: "progress",
+            name: "agent.signal.progress",
+            payload: { run_id: runId, kind: f.kind, text: f.text },
+          })),
+          agent,
+        ),
     });
     try {
       const handle = deps.runtimes.start(agent.runtime, {
@@ -82,7 +106,13 @@ export function createSignalRunner(deps: SignalRunnerDeps) {
             type: "matrix",
             name: "agent.signal.finished",
             status: result.ok ? "succeeded" : "failed",
-            payload: { run_id: runId, ok: result.ok, output: result.output.slice(-OUTPUT_LIMIT), error: result.error ?? "", exit_code: result.exitCode ?? null },
+            payload: {
+              run_id: runId,
+              ok: result.ok,
+              output: result.output.slice(-OUTPUT_LIMIT),
+              error: result.error ?? "",
+              exit_code: result.exitCode ?? null,
+            },
           },
         ],
         agent,

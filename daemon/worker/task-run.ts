@@ -48,10 +48,24 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
   const dirs = createRunDirs(() => clock.now());
 
   function startRun(agent: LocalAgentRecord, slot: Slot, task: Task, parents?: readonly Task[]): void {
-    const entry: InflightEntry = { taskId: task.id, agentId: agent.id, leaseId: task.leaseId, state: "running", startedAt: iso(clock.now()) };
+    const entry: InflightEntry = {
+      taskId: task.id,
+      agentId: agent.id,
+      leaseId: task.leaseId,
+      state: "running",
+      startedAt: iso(clock.now()),
+    };
     let markEnded!: () => void;
     const ended = new Promise<void>((resolve) => (markEnded = resolve));
-    const run: Run = { task, agent, entry, ended, markEnded, done: Promise.resolve(), ...(parents?.length ? { parents } : {}) };
+    const run: Run = {
+      task,
+      agent,
+      entry,
+      ended,
+      markEnded,
+      done: Promise.resolve(),
+      ...(parents?.length ? { parents } : {}),
+    };
     st.runs.set(task.id, run);
     run.done = execute(run, () => {
       // the subprocess is over: the agent is free (its outcome goes out in the background)
@@ -61,7 +75,9 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
         slot.taskId = undefined;
       }
     })
-      .catch((err: Error) => log.error("task run failed unexpectedly", { task_id: task.id, error: err.message, stack: err.stack }))
+      .catch((err: Error) =>
+        log.error("task run failed unexpectedly", { task_id: task.id, error: err.message, stack: err.stack }),
+      )
       .finally(() => {
         run.markEnded();
         if (st.runs.get(task.id) === run) st.runs.delete(task.id);
@@ -76,7 +92,11 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     const { task, agent, entry } = run;
     const tlog = log.child({ task_id: task.id, agent_id: agent.id });
     const record = freshRecord(deps, task.id, tlog);
-    journal.put(entry).catch((err: Error) => tlog.warn("journal not written; a restart would not know this run", { error: err.message }));
+    journal
+      .put(entry)
+      .catch((err: Error) =>
+        tlog.warn("journal not written; a restart would not know this run", { error: err.message }),
+      );
     if (!(await announceStart(deps, run, tlog))) {
       free();
       hooks.idleWithoutOutcome(agent.id);
@@ -110,7 +130,10 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
       // a task with parents: their results in the run directory, their branch as its base
       const parents = task.dependsOn.length ? await loadParents(tower, task, run.parents) : [];
       if (parents.length) {
-        Object.assign(env, { EP_PARENT_IDS: parents.map((p) => p.id).join(","), EP_PARENTS_DIR: writeParentFiles(workDir, parents) });
+        Object.assign(env, {
+          EP_PARENT_IDS: parents.map((p) => p.id).join(","),
+          EP_PARENTS_DIR: writeParentFiles(workDir, parents),
+        });
         task.input = withParentRef(task.input, parents);
       }
       workspace = await openWorkspace(deps, run, report, env);
@@ -124,12 +147,20 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
         env,
         places: runPlaces(deps, workDir, env, workspace),
         ...(mcp ? { mcp } : {}),
-        // a workspace run's change is committed by epd after it (closeWorkspace): a restart retries it rather than report it
+        // a workspace run's change is committed by epd after it (closeWorkspace): a restart retries it rather than
+        // report it
         ...(record ? { record: workspace ? { output: record.output } : record } : {}),
         ...(redactor ? { redactStream: () => redactor.stream() } : {}),
         onFrame: report,
         ...(permission ? { permission } : {}),
-        askPermission: createPermissionAsker({ approvals: tower.approvals, clock, log: tlog, taskId: task.id, agentId: agent.id, onFrame: report }),
+        askPermission: createPermissionAsker({
+          approvals: tower.approvals,
+          clock,
+          log: tlog,
+          taskId: task.id,
+          agentId: agent.id,
+          onFrame: report,
+        }),
       });
       if (run.stop) void run.handle.cancel(run.stop);
       const pid = run.handle.pid;
@@ -137,7 +168,11 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
         session.pid = pid;
         entry.pid = pid;
         entry.pidStart = processStartTime(pid);
-        journal.put(entry).catch((err: Error) => tlog.warn("journal not written; a restart would not know this run", { error: err.message }));
+        journal
+          .put(entry)
+          .catch((err: Error) =>
+            tlog.warn("journal not written; a restart would not know this run", { error: err.message }),
+          );
       }
       stopBeating = keepLease(deps, st, run, tlog);
       result = await run.handle.result;
@@ -156,7 +191,11 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     const changes = workspace && (await closeWorkspace(deps, run, workspace, result.ok && !run.stop, tlog));
     const seconds = (clock.now() - Date.parse(entry.startedAt)) / 1000;
     if (run.stop === "tower_cancel" || run.stop === "lease_lost") {
-      deps.onRunEnded?.({ runtime: agent.runtime, outcome: run.stop === "tower_cancel" ? "cancelled" : "lease_lost", seconds });
+      deps.onRunEnded?.({
+        runtime: agent.runtime,
+        outcome: run.stop === "tower_cancel" ? "cancelled" : "lease_lost",
+        seconds,
+      });
       tlog.info("run stopped", { why: run.stop });
       await journal.remove(task.id);
       free();
@@ -165,8 +204,14 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
     }
     const outcome = { ...outcomeOf(result, run.stop), ...(changes ? { workspace: changes } : {}) };
     deps.onRunEnded?.({ runtime: agent.runtime, outcome: outcome.ok ? "succeeded" : "failed", seconds });
-    tlog.info("run finished", { ok: outcome.ok, exit_code: outcome.exitCode, error: outcome.error, ...(outcome.denials ? { denials: outcome.denials.length } : {}) });
-    dirs.release(workDir); // the run's process group is gone (RunHandle.result): an empty directory can serve the next run
+    tlog.info("run finished", {
+      ok: outcome.ok,
+      exit_code: outcome.exitCode,
+      error: outcome.error,
+      ...(outcome.denials ? { denials: outcome.denials.length } : {}),
+    });
+    // the run's process group is gone (RunHandle.result): an empty directory can serve the next run
+    dirs.release(workDir);
     free();
     hooks.deliver({ ...entry, state: "reporting", outcome });
   }
@@ -201,7 +246,8 @@ async function preparePlace(deps: WorkerDeps, dirs: RunDirs, run: Run, tlog: Log
   const workDir = join(deps.home, "work", task.id);
   const { recycled } = await dirs.fresh(workDir);
   const place = agent.profile ? deps.profiles?.place(agent.profile) : undefined;
-  if (agent.profile && !place) tlog.warn("profile gone from agents.toml; the task runs in a fresh directory", { profile: agent.profile });
+  if (agent.profile && !place)
+    tlog.warn("profile gone from agents.toml; the task runs in a fresh directory", { profile: agent.profile });
   const cwd = place?.cwd ?? workDir;
   if (place) await mkdir(cwd, { recursive: true, mode: 0o700 });
   const mcp = grantMcp(deps, run, workDir, place?.permission, tlog);
@@ -209,13 +255,30 @@ async function preparePlace(deps: WorkerDeps, dirs: RunDirs, run: Run, tlog: Log
   return { workDir, cwd, placeEnv: place?.env, mcp, permission: place?.permission };
 }
 
-/** The run's own door to EP's tools (URL, token, and claude's config file in its directory), or none when epd serves none. */
-function grantMcp(deps: WorkerDeps, run: Run, workDir: string, profilePermission: Permission | undefined, tlog: Logger): (RunMcp & { revoke(): void }) | undefined {
+/**
+ * The run's own door to EP's tools (URL, token, and claude's config file in its directory), or none when epd serves
+ * none.
+ */
+function grantMcp(
+  deps: WorkerDeps,
+  run: Run,
+  workDir: string,
+  profilePermission: Permission | undefined,
+  tlog: Logger,
+): (RunMcp & { revoke(): void }) | undefined {
   if (!deps.mcp) return undefined;
   const { task, agent } = run;
   const runtime = isRuntimeKind(agent.runtime) ? deps.runtimes.config[agent.runtime] : undefined;
-  const ask = (profilePermission ?? runtime?.permission) === "ask" ? { timeoutMs: (runtime?.permissionTimeoutSeconds ?? 600) * 1000 } : undefined;
-  const grant = deps.mcp.grant({ taskId: task.id, agentId: agent.id, domainId: agent.domainId, ...(ask ? { ask } : {}) });
+  const ask =
+    (profilePermission ?? runtime?.permission) === "ask"
+      ? { timeoutMs: (runtime?.permissionTimeoutSeconds ?? 600) * 1000 }
+      : undefined;
+  const grant = deps.mcp.grant({
+    taskId: task.id,
+    agentId: agent.id,
+    domainId: agent.domainId,
+    ...(ask ? { ask } : {}),
+  });
   try {
     return { url: grant.url, token: grant.token, configFile: writeRunMcpConfig(workDir, grant), revoke: grant.revoke };
   } catch (err) {
@@ -226,8 +289,20 @@ function grantMcp(deps: WorkerDeps, run: Run, workDir: string, profilePermission
 }
 
 /** Where a run lives, for its confinement: its directory, its repository's metadata, what it must not see. */
-function runPlaces(deps: WorkerDeps, workDir: string, env: Record<string, string>, workspace: Workspace | undefined): RunPlaces {
-  return { runDir: workDir, writable: workspace ? commitPlaces(workspace.record) : [], hidden: deps.hidden ?? [], sockets: [deps.secretsSocket], readable: [deps.binDir], home: env.HOME ?? deps.baseEnv.HOME ?? "/nonexistent" };
+function runPlaces(
+  deps: WorkerDeps,
+  workDir: string,
+  env: Record<string, string>,
+  workspace: Workspace | undefined,
+): RunPlaces {
+  return {
+    runDir: workDir,
+    writable: workspace ? commitPlaces(workspace.record) : [],
+    hidden: deps.hidden ?? [],
+    sockets: [deps.secretsSocket],
+    readable: [deps.binDir],
+    home: env.HOME ?? deps.baseEnv.HOME ?? "/nonexistent",
+  };
 }
 
 /**
@@ -253,7 +328,13 @@ function commitPlaces(record: { repo: string; path: string; branch: string }): s
   return [join(common, "objects"), ...(own ? [own] : []), refs, logs];
 }
 
-function runEnv(deps: WorkerDeps, run: Run, sessionId: string, placeEnv: Record<string, string> | undefined, mcp: RunMcp | undefined): Record<string, string> {
+function runEnv(
+  deps: WorkerDeps,
+  run: Run,
+  sessionId: string,
+  placeEnv: Record<string, string> | undefined,
+  mcp: RunMcp | undefined,
+): Record<string, string> {
   const { task, agent } = run;
   return {
     ...(placeEnv ?? deps.baseEnv),
@@ -271,7 +352,7 @@ function runEnv(deps: WorkerDeps, run: Run, sessionId: string, placeEnv: Record<
 
 /** Heartbeats the lease every third of its length; a refusal (conflict, not found) stops the run. Returns the stop. */
 function keepLease(deps: WorkerDeps, st: WorkerState, run: Run, tlog: Logger): () => void {
-const { tower, clock } = deps;
+  const { tower, clock } = deps;
   const { task, agent } = run;
   let timer: ClockTimer | undefined;
   const leaseMs = Math.max(300, msOf(task.leaseExpiresAt) - msOf(task.updatedAt) || 60_000);
@@ -287,11 +368,14 @@ const { tower, clock } = deps;
     if (st.runs.has(task.id)) beat();
   };
   const beat = () => {
-    timer = clock.setTimeout(() => {
-      tower.work.heartbeatTask({ taskId: task.id, agentId: agent.id, leaseId: task.leaseId }).then(() => {
-        if (st.runs.has(task.id) && !run.stop) beat();
-      }, lost);
-    }, Math.floor(leaseMs / 3));
+    timer = clock.setTimeout(
+      () => {
+        tower.work.heartbeatTask({ taskId: task.id, agentId: agent.id, leaseId: task.leaseId }).then(() => {
+          if (st.runs.has(task.id) && !run.stop) beat();
+        }, lost);
+      },
+      Math.floor(leaseMs / 3),
+    );
   };
   beat();
   return () => {
@@ -309,7 +393,9 @@ function freshRecord(deps: WorkerDeps, taskId: string, tlog: Logger): Required<R
     clearRunRecord(record);
     return record;
   } catch (err) {
-    tlog.warn("run record not cleared; the run keeps no spool and no exit status on disk", { error: (err as Error).message });
+    tlog.warn("run record not cleared; the run keeps no spool and no exit status on disk", {
+      error: (err as Error).message,
+    });
     return undefined;
   }
 }
@@ -326,13 +412,20 @@ export function outcomeOfExit(finished: { exitCode: number; outputTail: string }
 
 function outcomeOf(result: RunResult, stop?: Run["stop"]): TaskOutcome {
   // what the runtime reported beside the answer: usage, and the tool calls it was refused
-  const reported = { ...(result.usage ? { usage: result.usage } : {}), ...(result.denials?.length ? { denials: result.denials } : {}) };
-  if (result.ok) return { ok: true, output: tail(result.output), exitCode: result.exitCode, retryable: false, ...reported };
+  const reported = {
+    ...(result.usage ? { usage: result.usage } : {}),
+    ...(result.denials?.length ? { denials: result.denials } : {}),
+  };
+  if (result.ok)
+    return { ok: true, output: tail(result.output), exitCode: result.exitCode, retryable: false, ...reported };
   return {
     ok: false,
     output: tail(result.output),
     exitCode: result.exitCode,
-    error: stop === "shutdown" ? "epd shut down before the task finished" : result.error || (result.timedOut ? "timed out" : "failed"),
+    error:
+      stop === "shutdown"
+        ? "epd shut down before the task finished"
+        : result.error || (result.timedOut ? "timed out" : "failed"),
     // a run that failed on its own is final (the operator retries it); one we interrupted may run elsewhere
     retryable: stop === "shutdown",
     ...reported,

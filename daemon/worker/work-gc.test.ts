@@ -25,7 +25,8 @@ describe("run directory collection", () => {
     utimesSync(join(home, "work", "stray-file"), new Date(0), new Date(0));
     expect(await gcWorkDirs(home, now, new Set(["tsk_held"]))).toEqual(["tsk_old"]);
     expect(existsSync(join(home, "work", "tsk_old"))).toBe(false);
-    for (const kept of ["tsk_held", "tsk_recent", "stray-file"]) expect(existsSync(join(home, "work", kept))).toBe(true);
+    for (const kept of ["tsk_held", "tsk_recent", "stray-file"])
+      expect(existsSync(join(home, "work", kept))).toBe(true);
   });
 
   it("collects run records (output spool, exit status) the same way", async () => {
@@ -40,7 +41,8 @@ describe("run directory collection", () => {
     fileAt("tsk_recent.out", now - 60_000);
     fileAt("other", 0);
     expect((await gcWorkDirs(home, now, new Set(["tsk_held"]))).sort()).toEqual(["tsk_old.exit", "tsk_old.out"]);
-    for (const kept of ["tsk_held.exit", "tsk_recent.out", "other"]) expect(existsSync(join(home, "runs", kept))).toBe(true);
+    for (const kept of ["tsk_held.exit", "tsk_recent.out", "other"])
+      expect(existsSync(join(home, "runs", kept))).toBe(true);
   });
 
   it("a node that never ran a task has nothing to collect", async () => {

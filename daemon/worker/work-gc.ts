@@ -9,8 +9,16 @@ import { join } from "node:path";
 /** How long a run's directory is kept after it was last changed (the default keep_failed of worktrees). */
 export const WORK_KEEP_MS = 7 * 86_400_000;
 
-/** Removes run directories under `home`/work and run records under `home`/runs untouched for `keepMs`; returns the names removed. */
-export async function gcWorkDirs(home: string, nowMs: number, held: ReadonlySet<string>, keepMs = WORK_KEEP_MS): Promise<string[]> {
+/**
+ * Removes run directories under `home`/work and run records under `home`/runs untouched for `keepMs`; returns the names
+ * removed.
+ */
+export async function gcWorkDirs(
+  home: string,
+  nowMs: number,
+  held: ReadonlySet<string>,
+  keepMs = WORK_KEEP_MS,
+): Promise<string[]> {
   const removed = await gcRunDirs(home, nowMs, held, keepMs);
   for (const name of await names(join(home, "runs"))) {
     const task = name.replace(/\.(out|exit)$/, "");

@@ -42,7 +42,9 @@ export interface WorkerDeps {
   /** the secrets broker's redaction: fetched values become [redacted:NAME] in frames and results */
   redactor?: (sessionId: string) => RunRedactor;
   progressWindowMs?: number;
-  /** EP's tools for the runs, served by this epd (daemon/mcp/mcp-endpoint.ts): a grant per run, revoked when it ends. */
+  /**
+   * EP's tools for the runs, served by this epd (daemon/mcp/mcp-endpoint.ts): a grant per run, revoked when it ends.
+   */
   mcp?: Pick<McpEndpoint, "grant">;
   /** What no confined run may see (EP_HOME, the node identity file): confine.ts covers them */
   hidden?: string[];
@@ -64,7 +66,9 @@ export interface ProfileClaimers {
   /** Enrolled profiles as claimers: `id` is the tower agent id, `profile` the agents.toml id. */
   list(): LocalAgentRecord[];
   /** Where a task of this profile runs: its cwd and its environment (without the per-run EP_* variables). */
-  place(profileId: string): { cwd: string; env: Record<string, string>; workspace?: string; permission?: Permission } | undefined;
+  place(
+    profileId: string,
+  ): { cwd: string; env: Record<string, string>; workspace?: string; permission?: Permission } | undefined;
 }
 
 export type AgentActivity = "idle" | "claiming" | "busy";
@@ -105,13 +109,19 @@ export interface TaskWorker {
   reachable(): void;
   /** The recovery path while the link is down: each idle agent claims once. */
   pollAll(): Promise<void>;
-  /** Every agent as the tower should know it when a link opens: the leases it holds (runs, unacknowledged outcomes), and whether it is idle. */
+  /**
+   * Every agent as the tower should know it when a link opens: the leases it holds (runs, unacknowledged outcomes), and
+   * whether it is idle.
+   */
   held(): HeldAgent[];
   /** Stops a running task (the tower cancelled it); false when it is not running here. */
   cancel(taskId: string, reason: string): boolean;
   activity(agentId: string): AgentActivity;
   running(): { taskId: string; agentId: string; pid?: number }[];
-  /** Stops taking work; waits up to graceMs for runs, then cancels the rest (failed retryably); waits for reports up to reportWaitMs. */
+  /**
+   * Stops taking work; waits up to graceMs for runs, then cancels the rest (failed retryably); waits for reports up to
+   * reportWaitMs.
+   */
   shutdown(graceMs: number, reportWaitMs?: number): Promise<void>;
 }
 

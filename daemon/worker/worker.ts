@@ -25,12 +25,33 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
   // an outcome says the agent is idle when it runs nothing else and epd is not stopping (the
   // tower then hands it its next task)
   const idleNow = (agentId: string) => !st.stopping && claims.slotOf(agentId).state === "idle";
-  const reporter = createOutcomeReporter({ tower, journal, clock, log, backoff: deps.reportBackoff, closed: () => st.closed, idleNow, uplink: deps.uplink });
+  const reporter = createOutcomeReporter({
+    tower,
+    journal,
+    clock,
+    log,
+    backoff: deps.reportBackoff,
+    closed: () => st.closed,
+    idleNow,
+    uplink: deps.uplink,
+  });
 
-  /** A task this daemon holds but will not run goes straight back: queued again, uncounted; the agent stays busy at the tower. */
+  /**
+   * A task this daemon holds but will not run goes straight back: queued again, uncounted; the agent stays busy at the
+   * tower.
+   */
   async function giveBack(agent: { id: string }, task: Task, why: string): Promise<void> {
     log.info("giving a task back", { agent_id: agent.id, task_id: task.id, why });
-    await tower.work.failTask({ taskId: task.id, agentId: agent.id, leaseId: task.leaseId, release: true, retryable: true, result: { output: "", error: why } }).catch(() => undefined);
+    await tower.work
+      .failTask({
+        taskId: task.id,
+        agentId: agent.id,
+        leaseId: task.leaseId,
+        release: true,
+        retryable: true,
+        result: { output: "", error: why },
+      })
+      .catch(() => undefined);
   }
 
   const runner = createRunner(deps, st, {
@@ -75,7 +96,11 @@ export function createTaskWorker(deps: WorkerDeps): TaskWorker {
       };
       for (const r of st.runs.values()) add(r.agent.id, r.task.leaseId);
       for (const e of journal.entries()) if (!st.runs.has(e.taskId)) add(e.agentId, e.leaseId);
-      return allAgents().map((a) => ({ agentId: a.id, leaseIds: [...new Set(leases.get(a.id) ?? [])], idle: idleNow(a.id) }));
+      return allAgents().map((a) => ({
+        agentId: a.id,
+        leaseIds: [...new Set(leases.get(a.id) ?? [])],
+        idle: idleNow(a.id),
+      }));
     },
 
     cancel(taskId, reason) {
@@ -138,12 +163,23 @@ async function recoverJournal(deps: WorkerDeps, deliver: (e: InflightEntry) => v
       const finished = finishedRun(runRecordOf(deps.home, e.taskId), OUTPUT_LIMIT);
       // 141 = SIGPIPE: the run wrote to the pipe of the epd that died, and died of it: interrupted, not ended
       if (finished && finished.exitCode !== 141) {
-        log.info("a run that ended while epd was down is reported", { task_id: e.taskId, exit_code: finished.exitCode, orphans_killed: killed });
+        log.info("a run that ended while epd was down is reported", {
+          task_id: e.taskId,
+          exit_code: finished.exitCode,
+          orphans_killed: killed,
+        });
         deliver({ ...e, state: "reporting", outcome: outcomeOfExit(finished) });
         continue;
       }
-      log.warn("task held by a previous daemon; failing it so it can run again", { task_id: e.taskId, orphans_killed: killed });
-      deliver({ ...e, state: "reporting", outcome: { ok: false, output: "", error: "epd restarted while the task was running", retryable: true } });
+      log.warn("task held by a previous daemon; failing it so it can run again", {
+        task_id: e.taskId,
+        orphans_killed: killed,
+      });
+      deliver({
+        ...e,
+        state: "reporting",
+        outcome: { ok: false, output: "", error: "epd restarted while the task was running", retryable: true },
+      });
     } else if (e.outcome) {
       log.info("resending an outcome the tower did not acknowledge", { task_id: e.taskId });
       deliver(e);

@@ -13,7 +13,8 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-const git = (cwd: string, ...args: string[]) => execFileSync("git", ["-c", "user.email=t@ep", "-c", "user.name=t", ...args], { cwd, encoding: "utf8" }).trim();
+const git = (cwd: string, ...args: string[]) =>
+  execFileSync("git", ["-c", "user.email=t@ep", "-c", "user.name=t", ...args], { cwd, encoding: "utf8" }).trim();
 
 /** A repository on main with a.txt and b.txt, and a task branch ep/t1 changing a.txt. */
 function repoWithBranch(): string {
@@ -44,7 +45,10 @@ const request = (repo: string, over: Partial<MergeRequest> = {}): MergeRequest =
 });
 
 async function refusal(p: Promise<unknown>): Promise<EpError> {
-  const err = await p.then(() => undefined, (e: unknown) => e);
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(EpError);
   return err as EpError;
 }
@@ -72,7 +76,9 @@ describe("mergeBranch", () => {
     expect(done).toMatchObject({ outcome: "merge_commit", previous, checkout: "" });
     expect(git(repo, "rev-parse", "main")).toBe(done.tip);
     expect(git(repo, "log", "-1", "--format=%P", "main")).toBe(`${previous} ${git(repo, "rev-parse", "ep/t1")}`);
-    expect(git(repo, "log", "-1", "--format=%an <%ae>%n%B", "main")).toBe("EP agent sh0 <ep@localhost>\nMerge ep/t1 into main: fix a (task tsk_1)\n\nEP-Task: tsk_1\nEP-Merged-By: admin");
+    expect(git(repo, "log", "-1", "--format=%an <%ae>%n%B", "main")).toBe(
+      "EP agent sh0 <ep@localhost>\nMerge ep/t1 into main: fix a (task tsk_1)\n\nEP-Task: tsk_1\nEP-Merged-By: admin",
+    );
     expect(git(repo, "show", "main:a.txt")).toBe("a from the agent");
     expect(git(repo, "show", "main:b.txt")).toBe("b changed on main");
   });
@@ -111,7 +117,9 @@ describe("mergeBranch", () => {
     const err = await refusal(mergeBranch(request(repo)));
     expect(err.code).toBe("merge_refused");
     expect(err.details).toEqual({ reason: "conflict", files: ["a.txt"] });
-    expect(err.message).toMatch(/ep\/t1 does not merge cleanly into main: 1 conflicting file\(s\): a\.txt; nothing changed/);
+    expect(err.message).toMatch(
+      /ep\/t1 does not merge cleanly into main: 1 conflicting file\(s\): a\.txt; nothing changed/,
+    );
     expect(git(repo, "rev-parse", "main")).toBe(before);
     expect(git(repo, "status", "--porcelain")).toBe("");
     expect(readFileSync(join(repo, "a.txt"), "utf8")).toBe("a from a person\n");

@@ -31,7 +31,11 @@ describe("input.workspace", () => {
   it("takes a repo string or {repo, ref?, branch?}, and names the field it refuses", () => {
     expect(workspaceSpecOf({})).toBeUndefined();
     expect(workspaceSpecOf({ workspace: " web " })).toEqual({ repo: "web" });
-    expect(workspaceSpecOf({ workspace: { repo: " web ", ref: "main", branch: "fix/x" } })).toEqual({ repo: "web", ref: "main", branch: "fix/x" });
+    expect(workspaceSpecOf({ workspace: { repo: " web ", ref: "main", branch: "fix/x" } })).toEqual({
+      repo: "web",
+      ref: "main",
+      branch: "fix/x",
+    });
     for (const [input, field] of [
       [{ workspace: 5 }, "input.workspace"],
       [{ workspace: " " }, "input.workspace.repo"],
@@ -42,16 +46,27 @@ describe("input.workspace", () => {
       [{ workspace: { repo: "web", branch: "-rf" } }, "input.workspace.branch"],
       [{ workspace: { repo: "web", branch: "a b" } }, "input.workspace.branch"],
     ] as const) {
-      expect(errorOf(() => workspaceSpecOf(input as Record<string, unknown>))).toMatchObject({ code: "invalid_argument", details: { field } });
+      expect(errorOf(() => workspaceSpecOf(input as Record<string, unknown>))).toMatchObject({
+        code: "invalid_argument",
+        details: { field },
+      });
     }
   });
 });
 
 describe("workspaces.toml", () => {
   it("reads names, refs, setup commands and keep_failed", () => {
-    const home = withToml(`[web]\npath = "/srv/web"\nref = "main"\nsetup = "npm ci"\nkeep_failed = "12h"\n[api]\npath = "/srv/api"\n`);
+    const home = withToml(
+      `[web]\npath = "/srv/web"\nref = "main"\nsetup = "npm ci"\nkeep_failed = "12h"\n[api]\npath = "/srv/api"\n`,
+    );
     const ws = loadWorkspaces(home);
-    expect(ws.get("web")).toEqual({ name: "web", path: "/srv/web", ref: "main", setup: "npm ci", keepFailedMs: 12 * 3_600_000 });
+    expect(ws.get("web")).toEqual({
+      name: "web",
+      path: "/srv/web",
+      ref: "main",
+      setup: "npm ci",
+      keepFailedMs: 12 * 3_600_000,
+    });
     expect(ws.get("api")?.keepFailedMs).toBe(7 * 86_400_000);
   });
 
@@ -75,14 +90,27 @@ describe("workspaces.toml", () => {
 
 describe("commit authors", () => {
   it("is the setting with {agent} filled in, else EP agent <name>; a malformed EP_GIT_AUTHOR is refused", () => {
-    expect(commitAuthor("{agent} via EP <bots@example.com>", "coder")).toEqual({ name: "coder via EP", email: "bots@example.com" });
+    expect(commitAuthor("{agent} via EP <bots@example.com>", "coder")).toEqual({
+      name: "coder via EP",
+      email: "bots@example.com",
+    });
     expect(commitAuthor(undefined, "coder")).toEqual({ name: "EP agent coder", email: "ep@localhost" });
-    expect(errorOf(() => commitAuthor("nobody", "coder"))).toMatchObject({ code: "config_invalid", message: expect.stringContaining('must be "Name <email>"') });
-    expect(loadWorkspaces(withToml(`[web]\npath = "/srv"\nauthor = "Bots <b@x>"\n`)).get("web")?.author).toBe("Bots <b@x>");
+    expect(errorOf(() => commitAuthor("nobody", "coder"))).toMatchObject({
+      code: "config_invalid",
+      message: expect.stringContaining('must be "Name <email>"'),
+    });
+    expect(loadWorkspaces(withToml(`[web]\npath = "/srv"\nauthor = "Bots <b@x>"\n`)).get("web")?.author).toBe(
+      "Bots <b@x>",
+    );
   });
 
   it("epd's commit of leftovers names the task and agent, its title cut to one short line", () => {
-    const id = { taskTitle: `${"x".repeat(80)}\nmore`, agentId: "agt_1", agentName: "coder", who: { name: "n", email: "e" } };
+    const id = {
+      taskTitle: `${"x".repeat(80)}\nmore`,
+      agentId: "agt_1",
+      agentName: "coder",
+      who: { name: "n", email: "e" },
+    };
     const [subject, , trailers] = leftoverMessage("tsk_1", id);
     expect(subject).toBe(`ep: ${"x".repeat(59)}… (task tsk_1, agent coder)`);
     expect(trailers).toBe("EP-Task: tsk_1\nEP-Agent: agt_1");

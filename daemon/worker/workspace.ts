@@ -12,7 +12,8 @@
 //   ref = "main"            # the default base
 //   setup = "npm ci"        # run in the worktree before the agent; its output is progress
 //   keep_failed = "7d"      # how long gc keeps a failed run's worktree (default 7d)
-//   author = "{agent} <bots@example.com>"   # who the run's commits are by (default: EP_GIT_AUTHOR, else "EP agent {agent} <ep@localhost>")
+//   author = "{agent} <bots@example.com>"   # who the run's commits are by (default: EP_GIT_AUTHOR, else "EP agent
+//     {agent} <ep@localhost>")
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
@@ -21,11 +22,25 @@ import { parse, TomlError } from "smol-toml";
 import { EpError, invalidField } from "../../common/errors.js";
 import { create } from "@bufbuild/protobuf";
 import { WorkspaceCommitSchema, type WorkspaceResult } from "../../gen/ep/tower/v1/resources_pb.js";
-import { git, gitResult, recordFile, removeWorktreeDir, saveRecord, worktreesDir, type WorktreeRecord } from "../../common/worktrees.js";
+import {
+  git,
+  gitResult,
+  recordFile,
+  removeWorktreeDir,
+  saveRecord,
+  worktreesDir,
+  type WorktreeRecord,
+} from "../../common/worktrees.js";
 
 // the records and their housekeeping are shared with `ep workspace` (common/worktrees.ts)
-export { gcWorktrees, git, gitResult, listWorktrees, removeWorktree, type WorktreeRecord } from "../../common/worktrees.js";
-
+export {
+  gcWorktrees,
+  git,
+  gitResult,
+  listWorktrees,
+  removeWorktree,
+  type WorktreeRecord,
+} from "../../common/worktrees.js";
 
 /** The patch kept in the task's result; the whole patch is the task's artifact. */
 export const PATCH_LIMIT = 64 * 1024;
@@ -54,12 +69,21 @@ export function workspaceSpecOf(input: Record<string, unknown> | undefined): Wor
   const w = input?.workspace;
   if (w === undefined || w === null) return undefined;
   if (typeof w === "string") return workspaceSpecOf({ workspace: { repo: w } });
-  if (typeof w !== "object" || Array.isArray(w)) throw invalidField("input.workspace", 'must be {"repo": "<path or name>", "ref"?: "...", "branch"?: "..."}');
+  if (typeof w !== "object" || Array.isArray(w))
+    throw invalidField("input.workspace", 'must be {"repo": "<path or name>", "ref"?: "...", "branch"?: "..."}');
   const o = w as Record<string, unknown>;
-  for (const k of Object.keys(o)) if (!["repo", "ref", "branch"].includes(k)) throw invalidField(`input.workspace.${k}`, "no such field (repo, ref, branch)");
-  if (typeof o.repo !== "string" || !o.repo.trim()) throw invalidField("input.workspace.repo", "is required: a repository path on the node or a name from workspaces.toml");
-  for (const k of ["ref", "branch"] as const) if (o[k] !== undefined && typeof o[k] !== "string") throw invalidField(`input.workspace.${k}`, "must be a string");
-  if (typeof o.branch === "string" && !/^[A-Za-z0-9][A-Za-z0-9._/-]{0,200}$/.test(o.branch)) throw invalidField("input.workspace.branch", "is not a branch name this daemon creates (letters, digits, . _ / -)");
+  for (const k of Object.keys(o))
+    if (!["repo", "ref", "branch"].includes(k))
+      throw invalidField(`input.workspace.${k}`, "no such field (repo, ref, branch)");
+  if (typeof o.repo !== "string" || !o.repo.trim())
+    throw invalidField(
+      "input.workspace.repo",
+      "is required: a repository path on the node or a name from workspaces.toml",
+    );
+  for (const k of ["ref", "branch"] as const)
+    if (o[k] !== undefined && typeof o[k] !== "string") throw invalidField(`input.workspace.${k}`, "must be a string");
+  if (typeof o.branch === "string" && !/^[A-Za-z0-9][A-Za-z0-9._/-]{0,200}$/.test(o.branch))
+    throw invalidField("input.workspace.branch", "is not a branch name this daemon creates (letters, digits, . _ / -)");
   return { repo: o.repo.trim(), ref: o.ref as string | undefined, branch: o.branch as string | undefined };
 }
 
@@ -67,7 +91,9 @@ export function workspaceSpecOf(input: Record<string, unknown> | undefined): Wor
 function parseAge(v: unknown, where: string): number {
   const m = typeof v === "string" ? /^(\d+)\s*([dhm]?)$/.exec(v.trim()) : null;
   if (!m) throw new EpError("config_invalid", `${where}: must be a duration like "7d", "12h" or "30m"`);
-  return Number(m[1]) * ({ d: 86_400_000, h: 3_600_000, m: 60_000, "": 3_600_000 } as const)[m[2] as "d" | "h" | "m" | ""];
+  return (
+    Number(m[1]) * ({ d: 86_400_000, h: 3_600_000, m: 60_000, "": 3_600_000 } as const)[m[2] as "d" | "h" | "m" | ""]
+  );
 }
 
 /** workspaces.toml in the daemon home: name → repository (absent file: no names). */
@@ -83,19 +109,38 @@ export function loadWorkspaces(home: string): Map<string, WorkspaceConfig> {
     throw new EpError("config_invalid", `workspaces.toml${line}: ${(err as Error).message.split("\n")[0]}`);
   }
   for (const [name, raw] of Object.entries(doc)) {
-    if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw new EpError("config_invalid", `workspaces.toml [${name}]: must be a table with path = "..."`);
+    if (!raw || typeof raw !== "object" || Array.isArray(raw))
+      throw new EpError("config_invalid", `workspaces.toml [${name}]: must be a table with path = "..."`);
     const t = raw as Record<string, unknown>;
-    for (const k of Object.keys(t)) if (!["path", "ref", "setup", "keep_failed", "author"].includes(k)) throw new EpError("config_invalid", `workspaces.toml [${name}].${k}: no such key (path, ref, setup, keep_failed, author)`);
-    if (typeof t.path !== "string" || !isAbsolute(t.path)) throw new EpError("config_invalid", `workspaces.toml [${name}].path: must be an absolute path of a git repository`);
-    for (const k of ["ref", "setup"] as const) if (t[k] !== undefined && typeof t[k] !== "string") throw new EpError("config_invalid", `workspaces.toml [${name}].${k}: must be a string`);
-    if (t.author !== undefined && (typeof t.author !== "string" || !AUTHOR.test(t.author))) throw new EpError("config_invalid", `workspaces.toml [${name}].author: must be "Name <email>" ({agent} stands for the agent's name)`);
+    for (const k of Object.keys(t))
+      if (!["path", "ref", "setup", "keep_failed", "author"].includes(k))
+        throw new EpError(
+          "config_invalid",
+          `workspaces.toml [${name}].${k}: no such key (path, ref, setup, keep_failed, author)`,
+        );
+    if (typeof t.path !== "string" || !isAbsolute(t.path))
+      throw new EpError(
+        "config_invalid",
+        `workspaces.toml [${name}].path: must be an absolute path of a git repository`,
+      );
+    for (const k of ["ref", "setup"] as const)
+      if (t[k] !== undefined && typeof t[k] !== "string")
+        throw new EpError("config_invalid", `workspaces.toml [${name}].${k}: must be a string`);
+    if (t.author !== undefined && (typeof t.author !== "string" || !AUTHOR.test(t.author)))
+      throw new EpError(
+        "config_invalid",
+        `workspaces.toml [${name}].author: must be "Name <email>" ({agent} stands for the agent's name)`,
+      );
     out.set(name, {
       name,
       path: t.path,
       ref: t.ref as string | undefined,
       setup: t.setup as string | undefined,
       author: t.author as string | undefined,
-      keepFailedMs: t.keep_failed === undefined ? DEFAULT_KEEP_FAILED_MS : parseAge(t.keep_failed, `workspaces.toml [${name}].keep_failed`),
+      keepFailedMs:
+        t.keep_failed === undefined
+          ? DEFAULT_KEEP_FAILED_MS
+          : parseAge(t.keep_failed, `workspaces.toml [${name}].keep_failed`),
     });
   }
   return out;
@@ -104,10 +149,17 @@ export function loadWorkspaces(home: string): Map<string, WorkspaceConfig> {
 /** "Name <email>", the form of `author` settings. */
 const AUTHOR = /^([^<>\n]+?)\s*<([^<>\s]+)>$/;
 
-/** Who a run's commits are by: the workspace's `author`, else EP_GIT_AUTHOR, else "EP agent <name>"; `{agent}` is the agent's name. */
+/**
+ * Who a run's commits are by: the workspace's `author`, else EP_GIT_AUTHOR, else "EP agent <name>"; `{agent}` is the
+ * agent's name.
+ */
 export function commitAuthor(setting: string | undefined, agentName: string): { name: string; email: string } {
   const m = setting ? AUTHOR.exec(setting.replaceAll("{agent}", agentName).trim()) : null;
-  if (setting && !m) throw new EpError("config_invalid", `EP_GIT_AUTHOR: must be "Name <email>" ({agent} stands for the agent's name), not ${JSON.stringify(setting)}`);
+  if (setting && !m)
+    throw new EpError(
+      "config_invalid",
+      `EP_GIT_AUTHOR: must be "Name <email>" ({agent} stands for the agent's name), not ${JSON.stringify(setting)}`,
+    );
   return m ? { name: m[1]!, email: m[2]! } : { name: `EP agent ${agentName}`, email: "ep@localhost" };
 }
 
@@ -120,20 +172,32 @@ export const authorEnv = (who: { name: string; email: string }): Record<string, 
 });
 
 /** Creates the run's worktree on a new branch from the base; the record says where it is. */
-export async function createWorktree(home: string, taskId: string, spec: WorkspaceSpec, now: Date): Promise<{ record: WorktreeRecord; setup?: string }> {
+export async function createWorktree(
+  home: string,
+  taskId: string,
+  spec: WorkspaceSpec,
+  now: Date,
+): Promise<{ record: WorktreeRecord; setup?: string }> {
   const named = loadWorkspaces(home).get(spec.repo);
   if (!named && !isAbsolute(spec.repo)) {
-    throw invalidField("input.workspace.repo", `"${spec.repo}" is neither an absolute path nor a workspace named in workspaces.toml`);
+    throw invalidField(
+      "input.workspace.repo",
+      `"${spec.repo}" is neither an absolute path nor a workspace named in workspaces.toml`,
+    );
   }
   const repo = named?.path ?? spec.repo;
   if (!existsSync(repo)) throw invalidField("input.workspace.repo", `${repo} does not exist on this node`);
-  const top = (await git(repo, ["rev-parse", "--show-toplevel"]).catch(() => {
-    throw invalidField("input.workspace.repo", `${repo} is not a git repository`);
-  })).trim();
+  const top = (
+    await git(repo, ["rev-parse", "--show-toplevel"]).catch(() => {
+      throw invalidField("input.workspace.repo", `${repo} is not a git repository`);
+    })
+  ).trim();
   const ref = spec.ref ?? named?.ref ?? "HEAD";
-  const base = (await git(top, ["rev-parse", "--verify", "--quiet", `${ref}^{commit}`]).catch(() => {
-    throw invalidField("input.workspace.ref", `${ref} is not a commit in ${top}`);
-  })).trim();
+  const base = (
+    await git(top, ["rev-parse", "--verify", "--quiet", `${ref}^{commit}`]).catch(() => {
+      throw invalidField("input.workspace.ref", `${ref} is not a commit in ${top}`);
+    })
+  ).trim();
   // the branch the base came from is where `ep task merge` merges into
   // a ref git cannot name as a full ref (a commit, an ambiguous name) has no branch to merge into
   const full = (await gitResult(top, ["rev-parse", "--symbolic-full-name", ref])).stdout.trim();
@@ -146,13 +210,31 @@ export async function createWorktree(home: string, taskId: string, spec: Workspa
   await mkdir(worktreesDir(home), { recursive: true, mode: 0o700 });
   if (existsSync(path)) await removeWorktreeDir(top, path);
   await git(top, ["worktree", "add", "--quiet", "-b", branch, path, base]);
-  const record: WorktreeRecord = { taskId, repo: top, name: named?.name ?? "", path, branch, base, baseBranch, author: named?.author, createdAt: now.toISOString(), state: "active", keepFailedMs: named?.keepFailedMs ?? DEFAULT_KEEP_FAILED_MS };
+  const record: WorktreeRecord = {
+    taskId,
+    repo: top,
+    name: named?.name ?? "",
+    path,
+    branch,
+    base,
+    baseBranch,
+    author: named?.author,
+    createdAt: now.toISOString(),
+    state: "active",
+    keepFailedMs: named?.keepFailedMs ?? DEFAULT_KEEP_FAILED_MS,
+  };
   await saveRecord(home, record);
   return { record, setup: named?.setup };
 }
 
 /** Runs the workspace's setup command in the worktree, each output line to `onLine`; its exit code. */
-export function runSetup(command: string, cwd: string, env: Record<string, string>, onLine: (line: string) => void, signal?: AbortSignal): Promise<number> {
+export function runSetup(
+  command: string,
+  cwd: string,
+  env: Record<string, string>,
+  onLine: (line: string) => void,
+  signal?: AbortSignal,
+): Promise<number> {
   return new Promise((resolve) => {
     const child = spawn("sh", ["-c", command], { cwd, env, stdio: ["ignore", "pipe", "pipe"], signal });
     let rest = "";
@@ -176,7 +258,13 @@ const COMMITS_LIMIT = 200;
 
 /** The branch's commits from base to head, oldest first; `byEpd` marks epd's commit of what the run left. */
 async function commitsOf(record: WorktreeRecord, epdCommit: string | undefined): Promise<WorkspaceOutcome["commits"]> {
-  const log = await git(record.path, ["log", "--reverse", `--max-count=${COMMITS_LIMIT}`, "--format=%H%x00%s%x00%an <%ae>", `${record.base}..HEAD`]);
+  const log = await git(record.path, [
+    "log",
+    "--reverse",
+    `--max-count=${COMMITS_LIMIT}`,
+    "--format=%H%x00%s%x00%an <%ae>",
+    `${record.base}..HEAD`,
+  ]);
   return log
     .split("\n")
     .filter(Boolean)
@@ -190,7 +278,10 @@ async function commitsOf(record: WorktreeRecord, epdCommit: string | undefined):
  * What the run did in its worktree: head, its commits (the agent's, and `epdCommit`, epd's own of
  * what the run left), the stat and the patch from base (uncommitted changes included).
  */
-export async function summarize(record: WorktreeRecord, epdCommit?: string): Promise<WorkspaceOutcome & { fullPatch: string }> {
+export async function summarize(
+  record: WorktreeRecord,
+  epdCommit?: string,
+): Promise<WorkspaceOutcome & { fullPatch: string }> {
   const wt = record.path;
   // new files count as changes: marked intent-to-add, they show in the diff
   await git(wt, ["add", "--all", "--intent-to-add"]);
@@ -231,7 +322,11 @@ export interface RunIdentity {
 export function leftoverMessage(taskId: string, id: RunIdentity): string[] {
   const title = id.taskTitle.split("\n")[0]!.trim();
   const short = title.length > 60 ? `${title.slice(0, 59)}…` : title || "(untitled)";
-  return [`ep: ${short} (task ${taskId}, agent ${id.agentName || id.agentId})`, "What the run left uncommitted when it ended, committed by epd.", `EP-Task: ${taskId}\nEP-Agent: ${id.agentId}`];
+  return [
+    `ep: ${short} (task ${taskId}, agent ${id.agentName || id.agentId})`,
+    "What the run left uncommitted when it ended, committed by epd.",
+    `EP-Task: ${taskId}\nEP-Agent: ${id.agentId}`,
+  ];
 }
 
 /**
@@ -242,12 +337,20 @@ export async function saveUncommitted(record: WorktreeRecord, id: RunIdentity): 
   if (!(await git(record.path, ["status", "--porcelain"])).trim()) return undefined;
   await git(record.path, ["add", "--all"]);
   const message = leftoverMessage(record.taskId, id).flatMap((m) => ["-m", m]);
-  await git(record.path, ["-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", ...message], { env: authorEnv(id.who) });
+  await git(record.path, ["-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", ...message], {
+    env: authorEnv(id.who),
+  });
   return (await git(record.path, ["rev-parse", "HEAD"])).trim();
 }
 
 /** The run is over: a success removes the worktree (the branch stays); otherwise it is kept. */
-export async function finishWorktree(home: string, record: WorktreeRecord, ok: boolean, outcome: string, now: Date): Promise<"removed" | "kept"> {
+export async function finishWorktree(
+  home: string,
+  record: WorktreeRecord,
+  ok: boolean,
+  outcome: string,
+  now: Date,
+): Promise<"removed" | "kept"> {
   if (ok) {
     await removeWorktreeDir(record.repo, record.path);
     await rm(recordFile(home, record.taskId), { force: true });

@@ -61,10 +61,19 @@ export function scopeDomains(caller: Caller): readonly string[] | undefined {
 export function can(caller: Caller, permission: Permission, scope: { domainId?: string } = {}): boolean {
   if (!GRANTS[caller.role].includes(permission)) return false;
   // a node reads, claims and enrolls only in the domains it serves ("" = across domains: lists narrow instead)
-  if (caller.role === "node" && scope.domainId && caller.nodeServes && !caller.nodeServes.includes("*") && !caller.nodeServes.includes(scope.domainId)) return false;
-  if (caller.role === "agent" && caller.domainId && scope.domainId !== undefined && scope.domainId !== caller.domainId) return false;
+  if (
+    caller.role === "node" &&
+    scope.domainId &&
+    caller.nodeServes &&
+    !caller.nodeServes.includes("*") &&
+    !caller.nodeServes.includes(scope.domainId)
+  )
+    return false;
+  if (caller.role === "agent" && caller.domainId && scope.domainId !== undefined && scope.domainId !== caller.domainId)
+    return false;
   // a node operates (submits and retries work for its agents) only in its agents' domains
-  if (caller.role === "node" && permission === "operate") return scope.domainId !== undefined && (caller.nodeDomains ?? []).includes(scope.domainId);
+  if (caller.role === "node" && permission === "operate")
+    return scope.domainId !== undefined && (caller.nodeDomains ?? []).includes(scope.domainId);
   return true;
 }
 
@@ -74,11 +83,17 @@ export function authorize(caller: Caller, permission: Permission, scope: { domai
       "forbidden",
       scope.domainId && caller.role === "agent"
         ? `role agent is scoped to domain ${caller.domainId ?? "(none)"}; this is ${scope.domainId}`
-        : caller.role === "node" && scope.domainId && caller.nodeServes && !caller.nodeServes.includes("*") && !caller.nodeServes.includes(scope.domainId)
-          ? `this node serves only ${caller.nodeServes.join(", ")}, not ${scope.domainId} (an admin changes it with 'ep node domains set')`
-        : caller.role === "node" && permission === "operate"
-          ? `a node may operate only in domains where its agents are enrolled${scope.domainId ? ` (not ${scope.domainId})` : ""}`
-        : `role ${caller.role} may not ${permission}`,
+        : caller.role === "node" &&
+            scope.domainId &&
+            caller.nodeServes &&
+            !caller.nodeServes.includes("*") &&
+            !caller.nodeServes.includes(scope.domainId)
+          ? `this node serves only ${caller.nodeServes.join(", ")}, not ` +
+            `${scope.domainId} (an admin changes it with 'ep node domains set')`
+          : caller.role === "node" && permission === "operate"
+            ? `a node may operate only in domains where its agents are ` +
+              `enrolled${scope.domainId ? ` (not ${scope.domainId})` : ""}`
+            : `role ${caller.role} may not ${permission}`,
       { role: caller.role, needs: permission },
     );
   }

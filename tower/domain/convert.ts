@@ -42,7 +42,17 @@ import {
   type TaskKind,
   type TaskStatus,
 } from "../../gen/ep/tower/v1/resources_pb.js";
-import type { AgentRow, DenialRow, DomainRow, EventRow, MissionRow, NodeRow, TaskRow, TokenRow, UsageRow } from "../store/store.js";
+import type {
+  AgentRow,
+  DenialRow,
+  DomainRow,
+  EventRow,
+  MissionRow,
+  NodeRow,
+  TaskRow,
+  TokenRow,
+  UsageRow,
+} from "../store/store.js";
 
 /**
  * A request's enum as the word the domain works with ("" when unset); a number the enum does
@@ -50,7 +60,8 @@ import type { AgentRow, DenialRow, DomainRow, EventRow, MissionRow, NodeRow, Tas
  */
 export function wordOf(e: DescEnum, v: number, field: string): string {
   const word = enumWord(e, v);
-  if (!word && v !== 0) throw invalidField(field, `is not ${/^[AEIOU]/.test(e.name) ? "an" : "a"} ${e.name} (got ${v})`);
+  if (!word && v !== 0)
+    throw invalidField(field, `is not ${/^[AEIOU]/.test(e.name) ? "an" : "a"} ${e.name} (got ${v})`);
   return word;
 }
 
@@ -66,11 +77,27 @@ export const runtimeOf = (word: string) => valueOf<Runtime>(RuntimeSchema, word)
 
 export const domainMsg = (r: DomainRow): Domain => create(DomainSchema, { ...r, createdAt: timestampOf(r.createdAt) });
 export const missionMsg = (r: MissionRow): Mission =>
-  create(MissionSchema, { ...r, status: valueOf<MissionStatus>(MissionStatusSchema, r.status), createdAt: timestampOf(r.createdAt), updatedAt: timestampOf(r.updatedAt) });
+  create(MissionSchema, {
+    ...r,
+    status: valueOf<MissionStatus>(MissionStatusSchema, r.status),
+    createdAt: timestampOf(r.createdAt),
+    updatedAt: timestampOf(r.updatedAt),
+  });
 export const nodeMsg = (r: NodeRow): Node =>
-  create(NodeSchema, { ...r, status: nodeStatusOf(r.status), lastSeenAt: timestampOf(r.lastSeenAt), createdAt: timestampOf(r.createdAt) });
+  create(NodeSchema, {
+    ...r,
+    status: nodeStatusOf(r.status),
+    lastSeenAt: timestampOf(r.lastSeenAt),
+    createdAt: timestampOf(r.createdAt),
+  });
 export const agentMsg = (r: AgentRow): Agent =>
-  create(AgentSchema, { ...r, state: agentStateOf(r.state), runtime: runtimeOf(r.runtime), lastSeenAt: timestampOf(r.lastSeenAt), createdAt: timestampOf(r.createdAt) });
+  create(AgentSchema, {
+    ...r,
+    state: agentStateOf(r.state),
+    runtime: runtimeOf(r.runtime),
+    lastSeenAt: timestampOf(r.lastSeenAt),
+    createdAt: timestampOf(r.createdAt),
+  });
 
 export function taskMsg(r: TaskRow): Task {
   return create(TaskSchema, {
@@ -89,7 +116,9 @@ export function taskMsg(r: TaskRow): Task {
     maxAttempts: r.maxAttempts,
     runtime: runtimeOf(r.runtime),
     input: (r.input ?? undefined) as JsonObject | undefined,
-    result: r.result ? { ...r.result, usage: r.result.usage && usageMsg(r.result.usage), denials: r.result.denials?.map(denialMsg) } : undefined,
+    result: r.result
+      ? { ...r.result, usage: r.result.usage && usageMsg(r.result.usage), denials: r.result.denials?.map(denialMsg) }
+      : undefined,
     claimedBy: r.claimedBy,
     leaseId: r.leaseId,
     leaseExpiresAt: r.leaseExpiresMs == null ? undefined : timestampFromMs(r.leaseExpiresMs),
@@ -131,9 +160,18 @@ export function eventMsg(r: EventRow): Event {
 }
 
 /** A stored denial as the proto message (its source word as DenialSource). */
-export const denialMsg = (d: DenialRow): MessageInitShape<typeof DenialSchema> => ({ ...d, source: valueOf<DenialSource>(DenialSourceSchema, d.source) });
+export const denialMsg = (d: DenialRow): MessageInitShape<typeof DenialSchema> => ({
+  ...d,
+  source: valueOf<DenialSource>(DenialSourceSchema, d.source),
+});
 
 /** A stored usage (numbers) as the proto message (int64 token counts). */
 export function usageMsg(u: UsageRow): MessageInitShape<typeof UsageSchema> {
-  return { inputTokens: BigInt(Math.trunc(u.inputTokens)), outputTokens: BigInt(Math.trunc(u.outputTokens)), cachedInputTokens: BigInt(Math.trunc(u.cachedInputTokens)), costUsd: u.costUsd, model: u.model };
+  return {
+    inputTokens: BigInt(Math.trunc(u.inputTokens)),
+    outputTokens: BigInt(Math.trunc(u.outputTokens)),
+    cachedInputTokens: BigInt(Math.trunc(u.cachedInputTokens)),
+    costUsd: u.costUsd,
+    model: u.model,
+  };
 }

@@ -23,7 +23,10 @@ export const DEFAULT_LIMITS: TowerLimits = { leaseMs: 60_000, maxAttempts: 3, ma
 export interface WorkMeter {
   /** A task was claimed (its row after the claim), at `atMs`. */
   claimed(t: TaskRow, atMs: number): void;
-  /** An agent reported the outcome of a task it held: succeeded, failed, requeued (a retryable failure) or released (given back). */
+  /**
+   * An agent reported the outcome of a task it held: succeeded, failed, requeued (a retryable failure) or released
+   * (given back).
+   */
   reported(t: TaskRow, outcome: "succeeded" | "failed" | "requeued" | "released", atMs: number): void;
 }
 

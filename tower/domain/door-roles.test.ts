@@ -13,7 +13,18 @@ import type { Caller } from "./caller.js";
 import { authorizeRpc, authorizeTool, RPC_ROLES, TOOL_ROLES } from "./door-roles.js";
 import { TOOLS } from "./tools/catalog.js";
 
-const SERVICES = [WorkService, NodeService, AgentService, AuthService, EventService, AiService, ToolService, SecretService, ApprovalService, WebhookService];
+const SERVICES = [
+  WorkService,
+  NodeService,
+  AgentService,
+  AuthService,
+  EventService,
+  AiService,
+  ToolService,
+  SecretService,
+  ApprovalService,
+  WebhookService,
+];
 const viewer: Caller = { subject: "tok_v", role: "viewer", via: "token" };
 
 describe("door roles", () => {
@@ -33,8 +44,13 @@ describe("door roles", () => {
       }
     })();
     expect(err).toBeInstanceOf(EpError);
-    expect(err).toMatchObject({ code: "forbidden", message: "role viewer may not call WorkService/CreateTask (admin, operator, node, agent may)" });
-    expect(() => authorizeTool(viewer, "submit_mesh_task")).toThrow(/role viewer may not call the tool submit_mesh_task/);
+    expect(err).toMatchObject({
+      code: "forbidden",
+      message: "role viewer may not call WorkService/CreateTask (admin, operator, node, agent may)",
+    });
+    expect(() => authorizeTool(viewer, "submit_mesh_task")).toThrow(
+      /role viewer may not call the tool submit_mesh_task/,
+    );
     expect(() => authorizeTool(viewer, "list_tasks")).not.toThrow();
     // what is not a door of the table is left to its handler (procedure_not_found, tool_not_found)
     expect(() => authorizeRpc(viewer, "WorkService/NoSuchMethod")).not.toThrow();

@@ -18,7 +18,10 @@ const NODE: readonly Role[] = ["node"];
 /** AI sessions: the roles that may open one, and so own one */
 const SESSION: readonly Role[] = ["admin", "operator", "agent"];
 
-/** Every RPC of the tower's services, as `<Service>/<Method>` (tower/domain/door-roles.test.ts checks the list is whole). */
+/**
+ * Every RPC of the tower's services, as `<Service>/<Method>` (tower/domain/door-roles.test.ts checks the list is
+ * whole).
+ */
 export const RPC_ROLES: Readonly<Record<string, readonly Role[]>> = {
   "WorkService/CreateDomain": PEOPLE,
   "WorkService/ListDomains": READ,
@@ -130,10 +133,16 @@ export const TOOL_ROLES: Readonly<Record<string, readonly Role[]>> = {
 };
 
 function refuse(caller: Caller, roles: readonly Role[], what: string): never {
-  throw new EpError("forbidden", `role ${caller.role} may not call ${what} (${roles.join(", ")} may)`, { role: caller.role, door: what });
+  throw new EpError("forbidden", `role ${caller.role} may not call ${what} (${roles.join(", ")} may)`, {
+    role: caller.role,
+    door: what,
+  });
 }
 
-/** Refuses a caller whose role may never call the RPC `door` (`<Service>/<Method>`); a door not listed is left to its handler. */
+/**
+ * Refuses a caller whose role may never call the RPC `door` (`<Service>/<Method>`); a door not listed is left to its
+ * handler.
+ */
 export function authorizeRpc(caller: Caller, door: string): void {
   const roles = RPC_ROLES[door];
   if (roles && !roles.includes(caller.role)) refuse(caller, roles, door);

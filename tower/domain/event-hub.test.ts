@@ -2,7 +2,19 @@ import { describe, expect, it } from "vitest";
 import type { EventRow } from "../store/store.js";
 import { createEventHub } from "./event-hub.js";
 
-const row = (id: number): EventRow => ({ id, type: "matrix", name: "x", domainId: "", missionId: "", agentId: "", taskId: "", sessionId: "", status: "", payload: {}, createdAt: "2026-11-26T00:00:00Z" });
+const row = (id: number): EventRow => ({
+  id,
+  type: "matrix",
+  name: "x",
+  domainId: "",
+  missionId: "",
+  agentId: "",
+  taskId: "",
+  sessionId: "",
+  status: "",
+  payload: {},
+  createdAt: "2026-11-26T00:00:00Z",
+});
 
 describe("the event hub", () => {
   it("a listener that throws is reported, and the others still get every event once", () => {

@@ -93,7 +93,8 @@ export async function commit<T>(
     const result = await fn(tx, (e) => pending.push(e));
     // the last statement: PostgreSQL sends the COMMIT in the same round trip, so the event-order
     // lock the insert takes is held for the commit alone, not for a round trip to this process
-    if (pending.length) written = await (tx.appendFinalEvents ?? tx.appendEvents).call(tx, pending, iso(deps.clock.now()));
+    if (pending.length)
+      written = await (tx.appendFinalEvents ?? tx.appendEvents).call(tx, pending, iso(deps.clock.now()));
     return result;
   });
   deps.hub.publish(written);

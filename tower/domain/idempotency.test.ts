@@ -4,7 +4,7 @@
 import { randomBytes } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { EpError } from "../../common/errors.js";
+import type { EpError } from "../../common/errors.js";
 import { silentLogger } from "../../common/log.js";
 import * as authpb from "../../gen/ep/tower/v1/auth_pb.js";
 import { Role } from "../../gen/ep/tower/v1/resources_pb.js";
@@ -29,8 +29,18 @@ storeSuite((s) => {
     const deps: Deps = { store, clock, hub: createEventHub(), log: silentLogger, limits: DEFAULT_LIMITS };
     return { deps, clock, work: createWorkService(deps) };
   };
-  const newTask = (missionId: string, over: { title?: string; input?: Record<string, string>; requestId?: string } = {}) =>
-    create(pb.CreateTaskRequestSchema, { missionId, title: "build", runtime: 1, input: { command: "true" }, requestId: "key-1", ...over });
+  const newTask = (
+    missionId: string,
+    over: { title?: string; input?: Record<string, string>; requestId?: string } = {},
+  ) =>
+    create(pb.CreateTaskRequestSchema, {
+      missionId,
+      title: "build",
+      runtime: 1,
+      input: { command: "true" },
+      requestId: "key-1",
+      ...over,
+    });
 
   describe("idempotency keys", () => {
     s.test("the store keeps a key until it expires, and a live key is not replaced", async () => {
@@ -42,7 +52,9 @@ storeSuite((s) => {
       expect((await s.store.findIdempotencyKey("m p", "k", T0))!.requestHash).toBe("h1");
       // expired: gone for readers, replaced by the next use of the key, swept
       expect(await s.store.findIdempotencyKey("m p", "k", T0 + 1000)).toBeUndefined();
-      expect(await s.store.putIdempotencyKey({ ...row, requestHash: "h3", createdMs: T0 + 1000, expiresMs: T0 + 2000 })).toBe(true);
+      expect(
+        await s.store.putIdempotencyKey({ ...row, requestHash: "h3", createdMs: T0 + 1000, expiresMs: T0 + 2000 }),
+      ).toBe(true);
       expect((await s.store.findIdempotencyKey("m p", "k", T0 + 1500))!.requestHash).toBe("h3");
       await s.store.putIdempotencyKey({ ...row, key: "old", expiresMs: T0 + 10 });
       expect(await s.store.sweepIdempotencyKeys(T0 + 1500)).toBe(1);
@@ -70,9 +82,18 @@ storeSuite((s) => {
       const { work } = setup();
       const m = await s.mission(await s.domain());
       await work.createTask(operator, newTask(m));
-      await expect(work.createTask(operator, newTask(m, { title: "deploy" }))).rejects.toSatisfy(expectEpError("idempotency_key_reused"));
+      await expect(work.createTask(operator, newTask(m, { title: "deploy" }))).rejects.toSatisfy(
+        expectEpError("idempotency_key_reused"),
+      );
       // the key belongs to its method and principal: elsewhere it is a fresh key
-      await work.createMission(operator, create(pb.CreateMissionRequestSchema, { domainId: (await s.store.getMission(m))!.domainId, title: "x", requestId: "key-1" }));
+      await work.createMission(
+        operator,
+        create(pb.CreateMissionRequestSchema, {
+          domainId: (await s.store.getMission(m))!.domainId,
+          title: "x",
+          requestId: "key-1",
+        }),
+      );
       await work.createTask({ ...operator, principal: "other" }, newTask(m, { title: "deploy" }));
       expect(await s.store.listTasks({ missionId: m })).toHaveLength(2);
     });
@@ -90,10 +111,17 @@ storeSuite((s) => {
     s.test("a create that fails records no key: the retry runs it again", async () => {
       const { work } = setup();
       await s.domain("taken");
-      await expect(work.createDomain(admin, create(pb.CreateDomainRequestSchema, { name: "taken", requestId: "k" }))).rejects.toSatisfy(expectEpError("already_exists"));
+      await expect(
+        work.createDomain(admin, create(pb.CreateDomainRequestSchema, { name: "taken", requestId: "k" })),
+      ).rejects.toSatisfy(expectEpError("already_exists"));
       expect(await s.store.findIdempotencyKey("WorkService.CreateDomain admin root", "k", T0)).toBeUndefined();
-      const made = await work.createDomain(admin, create(pb.CreateDomainRequestSchema, { name: "fresh", requestId: "k" }));
-      expect(await work.createDomain(admin, create(pb.CreateDomainRequestSchema, { name: "fresh", requestId: "k" }))).toEqual(made);
+      const made = await work.createDomain(
+        admin,
+        create(pb.CreateDomainRequestSchema, { name: "fresh", requestId: "k" }),
+      );
+      expect(
+        await work.createDomain(admin, create(pb.CreateDomainRequestSchema, { name: "fresh", requestId: "k" })),
+      ).toEqual(made);
     });
 
     s.test("two replicas racing on one key make one task and give both callers its answer", async () => {
@@ -101,7 +129,9 @@ storeSuite((s) => {
       const a = setup(s.store);
       const b = setup(other);
       const m = await s.mission(await s.domain());
-      const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => (i % 2 ? a : b).work.createTask(operator, newTask(m))));
+      const answers = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => (i % 2 ? a : b).work.createTask(operator, newTask(m))),
+      );
       expect(new Set(answers.map((r) => r.task!.id)).size).toBe(1);
       expect(await s.store.listTasks({ missionId: m })).toHaveLength(1);
     });
@@ -145,9 +175,21 @@ describe("idempotency key shape", () => {
     expect(refusal("é")).toMatch(/printable ASCII/);
   });
   it("the request hash ignores the key and the order of an object's keys", () => {
-    const a = create(pb.CreateTaskRequestSchema, { missionId: "m", title: "t", input: { a: 1, b: 2 }, requestId: "k1" });
-    const b = create(pb.CreateTaskRequestSchema, { missionId: "m", title: "t", input: { b: 2, a: 1 }, requestId: "k2" });
+    const a = create(pb.CreateTaskRequestSchema, {
+      missionId: "m",
+      title: "t",
+      input: { a: 1, b: 2 },
+      requestId: "k1",
+    });
+    const b = create(pb.CreateTaskRequestSchema, {
+      missionId: "m",
+      title: "t",
+      input: { b: 2, a: 1 },
+      requestId: "k2",
+    });
     expect(requestHash(pb.CreateTaskRequestSchema, a)).toBe(requestHash(pb.CreateTaskRequestSchema, b));
-    expect(requestHash(pb.CreateTaskRequestSchema, a)).not.toBe(requestHash(pb.CreateTaskRequestSchema, { ...a, title: "u" } as typeof a));
+    expect(requestHash(pb.CreateTaskRequestSchema, a)).not.toBe(
+      requestHash(pb.CreateTaskRequestSchema, { ...a, title: "u" } as typeof a),
+    );
   });
 });

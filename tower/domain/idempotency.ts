@@ -27,7 +27,8 @@ const SWEEP_EVERY_MS = 10 * 60_000;
 export function checkIdempotencyKey(key: string, field: string, what = field): void {
   const refuse = (why: string) => new EpError("invalid_argument", `${what}: ${why}`, { field });
   if (key === "") throw refuse("is empty; send a fresh unique value (a UUID) or leave it out");
-  if (key.length > MAX_IDEMPOTENCY_KEY) throw refuse(`is ${key.length} characters long; at most ${MAX_IDEMPOTENCY_KEY}`);
+  if (key.length > MAX_IDEMPOTENCY_KEY)
+    throw refuse(`is ${key.length} characters long; at most ${MAX_IDEMPOTENCY_KEY}`);
   if (!/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(key)) {
     throw refuse("must be printable ASCII (no control characters, no leading or trailing spaces)");
   }
@@ -75,7 +76,9 @@ export function createIdempotency(deps: Deps): Idempotent {
     checkIdempotencyKey(key, "request_id");
     const sealer = call.sealer ? call.sealer() : undefined;
     if (call.sealer && !sealer) {
-      deps.log.warn("no secret-store key: a create whose answer holds a secret runs without its idempotency key", { method: call.method });
+      deps.log.warn("no secret-store key: a create whose answer holds a secret runs without its idempotency key", {
+        method: call.method,
+      });
       return commit(deps, run);
     }
     const scope = `${call.method} ${call.caller.role} ${call.caller.principal ?? call.caller.subject}`;
@@ -85,7 +88,8 @@ export function createIdempotency(deps: Deps): Idempotent {
       if (row.requestHash !== hash) {
         throw new EpError(
           "idempotency_key_reused",
-          `idempotency key ${JSON.stringify(key)} was used at ${iso(row.createdMs)} with another ${call.method} request; send a fresh key for a new request`,
+          `idempotency key ${JSON.stringify(key)} was used at ${iso(row.createdMs)} ` +
+            `with another ${call.method} request; send a fresh key for a new request`,
           { field: "request_id" },
         );
       }
@@ -109,14 +113,19 @@ export function createIdempotency(deps: Deps): Idempotent {
           expiresMs: nowMs + IDEMPOTENCY_TTL_MS,
         });
         // a concurrent request with this key committed first (another replica): undo this create
-        if (!stored) throw new EpError("conflict", `a concurrent ${call.method} request with idempotency key ${JSON.stringify(key)} won`);
+        if (!stored)
+          throw new EpError(
+            "conflict",
+            `a concurrent ${call.method} request with idempotency key ${JSON.stringify(key)} won`,
+          );
         sweepNow(nowMs);
         return res;
       });
     } catch (err) {
       // the create failed; if it lost to a concurrent request with the same key (its insert hit
       // the row that request made: a name taken, the key taken), that request's answer is ours
-      if (!(err instanceof EpError) || err.errorClass !== "conflict" || err.code === "idempotency_key_reused") throw err;
+      if (!(err instanceof EpError) || err.errorClass !== "conflict" || err.code === "idempotency_key_reused")
+        throw err;
       const winner = await deps.store.findIdempotencyKey(scope, key, deps.clock.now());
       if (!winner) throw err;
       return answer(winner);
@@ -125,10 +134,15 @@ export function createIdempotency(deps: Deps): Idempotent {
 }
 
 /** SHA-256 of the request's canonical JSON without its key: the same request hashes the same. */
-export function requestHash<I extends DescMessage>(schema: I, request: MessageShape<I> & { requestId: string }): string {
+export function requestHash<I extends DescMessage>(
+  schema: I,
+  request: MessageShape<I> & { requestId: string },
+): string {
   const bare = clone(schema, request) as MessageShape<I> & { requestId: string };
   bare.requestId = "";
-  return createHash("sha256").update(canonical(toJson(schema, bare))).digest("hex");
+  return createHash("sha256")
+    .update(canonical(toJson(schema, bare)))
+    .digest("hex");
 }
 
 /** JSON with object keys sorted, so a body's key order does not change its hash. */

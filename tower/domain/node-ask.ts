@@ -2,7 +2,6 @@
 // (config.reload), merge (workspace.merged | workspace.merge_refused). The answer names the
 // request; the tower listens before sending, since it can come back before the send returns.
 import type { LinkCommand } from "./fleet/types.js";
-import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError } from "../../common/errors.js";
 import type { EventRow } from "../store/store.js";
 import type { Deps } from "./deps.js";
@@ -32,7 +31,8 @@ export async function askNode(deps: Deps, deliver: Deliver, q: NodeQuestion): Pr
   });
   const timer = q.waitMs > 0 ? clock.setTimeout(() => settle?.(undefined), q.waitMs) : undefined;
   try {
-    if (!(await deliver(q.nodeId, q.msg))) throw new EpError("node_offline", `node ${q.nodeId} is not connected; ${q.undone}`, { node_id: q.nodeId });
+    if (!(await deliver(q.nodeId, q.msg)))
+      throw new EpError("node_offline", `node ${q.nodeId} is not connected; ${q.undone}`, { node_id: q.nodeId });
     await q.sent?.();
     return q.waitMs > 0 ? await answered : undefined;
   } finally {

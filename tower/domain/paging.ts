@@ -25,7 +25,10 @@ export function decodePageToken(token: string): Cursor | undefined {
   } catch {
     // falls through to the error
   }
-  throw invalidField("page_token", "is not a token this server gave (pass next_page_token from the previous page as it came)");
+  throw invalidField(
+    "page_token",
+    "is not a token this server gave (pass next_page_token from the previous page as it came)",
+  );
 }
 
 export function checkPageSize(size: number, field = "page_size"): number {
@@ -35,7 +38,11 @@ export function checkPageSize(size: number, field = "page_size"): number {
 }
 
 /** One page of an ordered list, and the token of the next (empty when this is the last). */
-export function paginate<T>(items: readonly T[], idOf: (item: T) => string, req: { pageSize?: number; pageToken?: string }): { page: T[]; nextPageToken: string } {
+export function paginate<T>(
+  items: readonly T[],
+  idOf: (item: T) => string,
+  req: { pageSize?: number; pageToken?: string },
+): { page: T[]; nextPageToken: string } {
   const size = checkPageSize(req.pageSize ?? 0);
   const cursor = decodePageToken(req.pageToken ?? "");
   let start = 0;
@@ -46,5 +53,9 @@ export function paginate<T>(items: readonly T[], idOf: (item: T) => string, req:
   if (size === 0) return { page: items.slice(start), nextPageToken: "" };
   const page = items.slice(start, start + size);
   const more = start + size < items.length;
-  return { page, nextPageToken: more && page.length ? encodePageToken({ id: idOf(page[page.length - 1]), at: start + page.length }) : "" };
+  return {
+    page,
+    nextPageToken:
+      more && page.length ? encodePageToken({ id: idOf(page[page.length - 1]), at: start + page.length }) : "",
+  };
 }

@@ -9,7 +9,10 @@ import { authorizeRpc } from "../domain/door-roles.js";
 export type DoorGate = (req: FastifyRequest, caller: Caller) => void;
 
 /** The gate for `services` and the REST routes that decode into their request messages. */
-export function createDoorGate(services: readonly DescService[], restRoutes: readonly { method: string; url: string; input: DescMessage }[]): DoorGate {
+export function createDoorGate(
+  services: readonly DescService[],
+  restRoutes: readonly { method: string; url: string; input: DescMessage }[],
+): DoorGate {
   // the procedure path (/ep.tower.v1.WorkService/CreateTask) and the request message, each to its door
   const rpc = new Map<string, string>();
   const byInput = new Map<string, string>();
@@ -25,7 +28,9 @@ export function createDoorGate(services: readonly DescService[], restRoutes: rea
     if (door) rest.set(`${r.method} ${r.url}`, door);
   }
   return (req, caller) => {
-    const door = rpc.get(req.url.split("?", 1)[0]) ?? (req.routeOptions.url ? rest.get(`${req.method} ${req.routeOptions.url}`) : undefined);
+    const door =
+      rpc.get(req.url.split("?", 1)[0]) ??
+      (req.routeOptions.url ? rest.get(`${req.method} ${req.routeOptions.url}`) : undefined);
     if (door) authorizeRpc(caller, door);
   };
 }

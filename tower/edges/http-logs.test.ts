@@ -29,28 +29,39 @@ describe("tower log lines", () => {
     log.debug("not shown");
     log.child({ node_id: "nod_1" }).warn("link down", { attempt: 3 });
     expect(lines).toHaveLength(1);
-    expect(JSON.parse(lines[0])).toEqual({ level: "warn", ts: expect.stringMatching(/^\d{4}-\d\d-\d\dT/), component: "epd", node_id: "nod_1", attempt: 3, msg: "link down" });
+    expect(JSON.parse(lines[0])).toEqual({
+      level: "warn",
+      ts: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      component: "epd",
+      node_id: "nod_1",
+      attempt: 3,
+      msg: "link down",
+    });
   });
 
-  it("carry the request's id on every line logged while serving it, after the body and across awaits, and none outside", async () => {
-    const { a, log, lines } = app();
-    a.post("/t", async (req) => {
-      log.info("handler start");
-      await new Promise<void>((r) => setImmediate(r));
-      log.child({ part: "domain" }).warn("deeper", { body: req.body });
-      return { id: req.id };
-    });
-    await a.ready();
-    const res = await a.inject({ method: "POST", url: "/t?ticket=secret-ticket", payload: { x: 1 } });
-    const other = await a.inject({ method: "POST", url: "/t", payload: { x: 2 } });
-    log.info("outside");
-    const ids = [res.json().id, other.json().id];
-    expect(ids[0]).not.toBe(ids[1]);
-    const mine = lines.filter((l) => l.msg === "handler start" || l.msg === "deeper");
-    expect(mine.map((l) => l.req_id)).toEqual([ids[0], ids[0], ids[1], ids[1]]);
-    expect(lines.find((l) => l.msg === "outside")).not.toHaveProperty("req_id");
-    expect(JSON.stringify(lines)).not.toContain("secret-ticket"); // no line per request with its URL
-  });
+  it(
+    "carry the request's id on every line logged while serving " +
+      "it, after the body and across awaits, and none outside",
+    async () => {
+      const { a, log, lines } = app();
+      a.post("/t", async (req) => {
+        log.info("handler start");
+        await new Promise<void>((r) => setImmediate(r));
+        log.child({ part: "domain" }).warn("deeper", { body: req.body });
+        return { id: req.id };
+      });
+      await a.ready();
+      const res = await a.inject({ method: "POST", url: "/t?ticket=secret-ticket", payload: { x: 1 } });
+      const other = await a.inject({ method: "POST", url: "/t", payload: { x: 2 } });
+      log.info("outside");
+      const ids = [res.json().id, other.json().id];
+      expect(ids[0]).not.toBe(ids[1]);
+      const mine = lines.filter((l) => l.msg === "handler start" || l.msg === "deeper");
+      expect(mine.map((l) => l.req_id)).toEqual([ids[0], ids[0], ids[1], ids[1]]);
+      expect(lines.find((l) => l.msg === "outside")).not.toHaveProperty("req_id");
+      expect(JSON.stringify(lines)).not.toContain("secret-ticket"); // no line per request with its URL
+    },
+  );
 
   it("fastify's own lines about a request name it by req_id, without its credentials or query", async () => {
     const { a, lines } = app();
@@ -59,7 +70,11 @@ describe("tower log lines", () => {
       return {};
     });
     await a.ready();
-    await a.inject({ method: "GET", url: "/boom?ticket=secret-ticket", headers: { authorization: "Bearer ept_secret", cookie: "ep_session=secret" } });
+    await a.inject({
+      method: "GET",
+      url: "/boom?ticket=secret-ticket",
+      headers: { authorization: "Bearer ept_secret", cookie: "ep_session=secret" },
+    });
     const line = lines.find((l) => l.msg === "handler failed")!;
     expect(line.req_id).toMatch(/^req-/);
     expect(line.req).toMatchObject({ method: "GET", url: "/boom" });

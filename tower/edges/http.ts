@@ -80,7 +80,12 @@ export function createHttpApp(config: TowerConfig, log: Logger): FastifyInstance
   };
   const pinoLog = pinoOf(log);
   const app = Fastify({
-    ...(pinoLog ? { loggerInstance: pinoLog, logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: REQUEST_ID_KEY }) } : { logger: false }),
+    ...(pinoLog
+      ? {
+          loggerInstance: pinoLog,
+          logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: REQUEST_ID_KEY }),
+        }
+      : { logger: false }),
     bodyLimit: config.bodyLimit,
     // HTTP/1.1 and HTTP/2 on the one port (h2c by prior knowledge; under TLS, ALPN)
     serverFactory: (handler: RequestListener) => {
@@ -89,7 +94,11 @@ export function createHttpApp(config: TowerConfig, log: Logger): FastifyInstance
         serveHttp2Too(server, handler, "connection", config.headersTimeoutMs);
         return server;
       }
-      const tls = { cert: readFileSync(config.tls.cert), key: readFileSync(config.tls.key), ALPNProtocols: ["h2", "http/1.1"] };
+      const tls = {
+        cert: readFileSync(config.tls.cert),
+        key: readFileSync(config.tls.key),
+        ALPNProtocols: ["h2", "http/1.1"],
+      };
       const server = createHttpsServer({ ...serverOptions, ...tls }, handler);
       serveHttp2Too(server, handler, "secureConnection", config.headersTimeoutMs);
       return server;
@@ -104,7 +113,11 @@ export function createHttpApp(config: TowerConfig, log: Logger): FastifyInstance
   // an empty body sent as JSON (curl -X POST -H 'content-type: application/json' …/retry) is no
   // body, not invalid JSON: REST routes whose request has no required field accept it
   app.addHook("onRequest", async (req) => {
-    if (req.headers["content-length"] === "0" && String(req.headers["content-type"] ?? "").startsWith("application/json") && !RPC_PATH.test(req.url.split("?", 1)[0])) {
+    if (
+      req.headers["content-length"] === "0" &&
+      String(req.headers["content-type"] ?? "").startsWith("application/json") &&
+      !RPC_PATH.test(req.url.split("?", 1)[0])
+    ) {
       delete req.headers["content-type"];
     }
   });
@@ -121,19 +134,42 @@ export function collectRoutes(app: FastifyInstance): { method: string; url: stri
 }
 
 /** Errors in the caller's protocol; unknown routes as route_not_found. */
-export function handleErrors(app: FastifyInstance, bodyLimit: number, log: Logger, routes: readonly { method: string; url: string }[]): void {
+export function handleErrors(
+  app: FastifyInstance,
+  bodyLimit: number,
+  log: Logger,
+  routes: readonly { method: string; url: string }[],
+): void {
   app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
     let ep: EpError;
     if (err instanceof EpError) {
       ep = err;
-      if (ep.code === "internal" && ep.cause instanceof Error) log.error("request failed", { method: req.method, url: req.url.split("?")[0], error: ep.cause.message, stack: ep.cause.stack });
-    } else if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") ep = new EpError("payload_too_large", `the body is larger than ${bodyLimit} bytes`);
-    else if (err.code === "FST_ERR_CTP_INVALID_JSON_BODY" || err instanceof SyntaxError || err.code === "FST_ERR_CTP_EMPTY_JSON_BODY") {
+      if (ep.code === "internal" && ep.cause instanceof Error)
+        log.error("request failed", {
+          method: req.method,
+          url: req.url.split("?")[0],
+          error: ep.cause.message,
+          stack: ep.cause.stack,
+        });
+    } else if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE")
+      ep = new EpError("payload_too_large", `the body is larger than ${bodyLimit} bytes`);
+    else if (
+      err.code === "FST_ERR_CTP_INVALID_JSON_BODY" ||
+      err instanceof SyntaxError ||
+      err.code === "FST_ERR_CTP_EMPTY_JSON_BODY"
+    ) {
       ep = new EpError("invalid_json", `the body is not valid JSON: ${err.message}`);
-    } else if (err.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") ep = new EpError("invalid_argument", "send the body as Content-Type: application/json");
-    else if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) ep = new EpError("invalid_argument", err.message);
+    } else if (err.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE")
+      ep = new EpError("invalid_argument", "send the body as Content-Type: application/json");
+    else if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)
+      ep = new EpError("invalid_argument", err.message);
     else {
-      log.error("request failed", { method: req.method, url: req.url.split("?")[0], error: err.message, stack: err.stack });
+      log.error("request failed", {
+        method: req.method,
+        url: req.url.split("?")[0],
+        error: err.message,
+        stack: err.stack,
+      });
       ep = new EpError("internal");
     }
     // RFC 6750: a refused credential names the scheme (and, when one was sent, that it was not valid)
@@ -151,11 +187,23 @@ export function handleErrors(app: FastifyInstance, bodyLimit: number, log: Logge
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split("?", 1)[0];
     // a procedure this server does not serve: unimplemented, in the caller's protocol
-    if (RPC_PATH.test(path)) return void sendRpcError(reply, req.headers["content-type"], new EpError("procedure_not_found", `no procedure ${path.slice(1)}`));
+    if (RPC_PATH.test(path))
+      return void sendRpcError(
+        reply,
+        req.headers["content-type"],
+        new EpError("procedure_not_found", `no procedure ${path.slice(1)}`),
+      );
     const allow = allowedMethods(routes, path);
-    if (allow.length && req.method === "OPTIONS") return void reply.code(204).header("allow", [...allow, "OPTIONS"].join(", ")).send();
+    if (allow.length && req.method === "OPTIONS")
+      return void reply
+        .code(204)
+        .header("allow", [...allow, "OPTIONS"].join(", "))
+        .send();
     if (allow.length) {
-      const ep = new EpError("method_not_allowed", `${path} does not serve ${req.method}; it serves ${allow.join(", ")}`);
+      const ep = new EpError(
+        "method_not_allowed",
+        `${path} does not serve ${req.method}; it serves ${allow.join(", ")}`,
+      );
       return void reply.code(405).header("allow", allow.join(", ")).send(ep.toJSON());
     }
     const ep = new EpError("route_not_found", `no route ${req.method} ${path}`);
@@ -193,7 +241,9 @@ export function registerHealthRoutes(app: FastifyInstance, ready: () => Promise<
       await ready();
       return { status: "ready" };
     } catch (err) {
-      return reply.code(503).send(new EpError("unavailable", `the store is not answering: ${(err as Error).message}`).toJSON());
+      return reply
+        .code(503)
+        .send(new EpError("unavailable", `the store is not answering: ${(err as Error).message}`).toJSON());
     }
   });
 }
@@ -205,15 +255,23 @@ export function registerSessionRoutes(app: FastifyInstance, auth: Auth, clock: C
     let source: Caller;
     if (typeof body.ticket === "string") source = await auth.redeemTicket(body.ticket, "login");
     else if (typeof body.token === "string") source = await auth.authenticate(body.token);
-    else throw new EpError("invalid_argument", "send {\"ticket\": …} or {\"token\": …}", { field: "ticket" });
+    else throw new EpError("invalid_argument", 'send {"ticket": …} or {"token": …}', { field: "ticket" });
     // the session is bound to the credential it came from: it ends with it, never outlives it
     const session = await auth.createSession(source);
     const secure = tls ? "; Secure" : "";
     const maxAge = Math.max(1, Math.floor((session.expiresMs - clock.now()) / 1000));
-    void reply.header("set-cookie", `${SESSION_COOKIE}=${encodeURIComponent(session.secret)}; HttpOnly; SameSite=Strict; Path=/${secure}; Max-Age=${maxAge}`);
+    void reply.header(
+      "set-cookie",
+      `${SESSION_COOKIE}=${encodeURIComponent(session.secret)}; ` +
+        `HttpOnly; SameSite=Strict; Path=/${secure}; Max-Age=${maxAge}`,
+    );
     return { role: source.role, subject: principalOf(source), expires_at: iso(session.expiresMs) };
   });
-  app.get("/auth/session", async (req) => ({ role: req.caller!.role, subject: req.caller!.principal ?? req.caller!.subject, ...(req.caller!.name ? { name: req.caller!.name } : {}) }));
+  app.get("/auth/session", async (req) => ({
+    role: req.caller!.role,
+    subject: req.caller!.principal ?? req.caller!.subject,
+    ...(req.caller!.name ? { name: req.caller!.name } : {}),
+  }));
   app.delete("/auth/session", async (req, reply) => {
     const cookie = readCookie(req.headers.cookie, SESSION_COOKIE);
     if (cookie) await auth.endSession(cookie);
@@ -235,7 +293,10 @@ const patterns = new Map<string, RegExp>();
 function patternOf(url: string): RegExp {
   let re = patterns.get(url);
   if (!re) {
-    const body = url.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z_][A-Za-z0-9_]*/g, "[^/]+").replace(/\*/g, ".*");
+    const body = url
+      .replace(/[.+?^${}()|[\]\\]/g, "\\$&")
+      .replace(/:[A-Za-z_][A-Za-z0-9_]*/g, "[^/]+")
+      .replace(/\*/g, ".*");
     patterns.set(url, (re = new RegExp(`^${body}$`)));
   }
   return re;

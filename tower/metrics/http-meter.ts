@@ -28,7 +28,10 @@ export function createHttpMeter(registry: Registry): HttpMeter {
     registry,
   });
   // route → method → status: strings Fastify keeps (their hashes cached) and a number, never a key built per request
-  const byRoute = new Map<string, Map<string, Map<number, { count: ReturnType<HotCounter["child"]>; time: ReturnType<HotHistogram["child"]> }>>>();
+  const byRoute = new Map<
+    string,
+    Map<string, Map<number, { count: ReturnType<HotCounter["child"]>; time: ReturnType<HotHistogram["child"]> }>>
+  >();
   return (rawMethod, rawRoute, status, seconds) => {
     const route = rawRoute ?? UNMATCHED_ROUTE;
     let methods = byRoute.get(route);
@@ -38,7 +41,10 @@ export function createHttpMeter(registry: Registry): HttpMeter {
     let series = codes.get(status);
     if (!series) {
       const method = METHODS.has(rawMethod) ? rawMethod : "other";
-      codes.set(status, (series = { count: requests.child(method, route, String(status)), time: duration.child(method, route) }));
+      codes.set(
+        status,
+        (series = { count: requests.child(method, route, String(status)), time: duration.child(method, route) }),
+      );
     }
     series.count.inc();
     series.time.observe(seconds);

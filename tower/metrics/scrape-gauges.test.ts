@@ -10,21 +10,44 @@ const empty: MetricCounts = { tasks: [], agents: [], nodes: [], domains: [], app
 function gauges(counts: MetricCounts, now = () => 0) {
   const registry = new Registry();
   let reads = 0;
-  registerScrapeGauges(registry, { counts: async () => (reads++, counts), lastEventId: async () => 42, linkedNodes: () => 2, streamSubscribers: () => 3 }, 1000, now);
+  registerScrapeGauges(
+    registry,
+    {
+      counts: async () => (reads++, counts),
+      lastEventId: async () => 42,
+      linkedNodes: () => 2,
+      streamSubscribers: () => 3,
+    },
+    1000,
+    now,
+  );
   return { registry, reads: () => reads };
 }
 
-const lines = async (r: Registry, name: string) => (await r.metrics()).split("\n").filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `));
+const lines = async (r: Registry, name: string) =>
+  (await r.metrics()).split("\n").filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `));
 
 describe("scrape-time gauges", () => {
   it("label tasks by domain name, every domain's queue present (0 when empty)", async () => {
     const { registry } = gauges({
       ...empty,
-      domains: [{ id: "dom_1", name: "alpha" }, { id: "dom_2", name: "beta" }],
-      tasks: [{ domainId: "dom_1", status: "queued", count: 5 }, { domainId: "dom_1", status: "running", count: 1 }],
+      domains: [
+        { id: "dom_1", name: "alpha" },
+        { id: "dom_2", name: "beta" },
+      ],
+      tasks: [
+        { domainId: "dom_1", status: "queued", count: 5 },
+        { domainId: "dom_1", status: "running", count: 1 },
+      ],
     });
-    expect(await lines(registry, "ep_queue_depth")).toEqual(['ep_queue_depth{domain="alpha"} 5', 'ep_queue_depth{domain="beta"} 0']);
-    expect(await lines(registry, "ep_tasks")).toEqual(['ep_tasks{domain="alpha",state="queued"} 5', 'ep_tasks{domain="alpha",state="running"} 1']);
+    expect(await lines(registry, "ep_queue_depth")).toEqual([
+      'ep_queue_depth{domain="alpha"} 5',
+      'ep_queue_depth{domain="beta"} 0',
+    ]);
+    expect(await lines(registry, "ep_tasks")).toEqual([
+      'ep_tasks{domain="alpha",state="queued"} 5',
+      'ep_tasks{domain="alpha",state="running"} 1',
+    ]);
     expect(await lines(registry, "ep_event_log_head")).toEqual(["ep_event_log_head 42"]);
     expect(await lines(registry, "ep_node_links")).toEqual(["ep_node_links 2"]);
     expect(await lines(registry, "ep_stream_subscribers")).toEqual(["ep_stream_subscribers 3"]);
@@ -34,12 +57,26 @@ describe("scrape-time gauges", () => {
 
   it("say how far this replica's relay trails the log, with replication", async () => {
     const registry = new Registry();
-    registerScrapeGauges(registry, { counts: async () => empty, lastEventId: async () => 120, linkedNodes: () => 0, streamSubscribers: () => 0, replicationCursor: () => 100 }, 1000, () => 0);
+    registerScrapeGauges(
+      registry,
+      {
+        counts: async () => empty,
+        lastEventId: async () => 120,
+        linkedNodes: () => 0,
+        streamSubscribers: () => 0,
+        replicationCursor: () => 100,
+      },
+      1000,
+      () => 0,
+    );
     expect(await lines(registry, "ep_event_replication_lag")).toEqual(["ep_event_replication_lag 20"]);
   });
 
   it(`name at most ${MAX_DOMAIN_LABELS} domains; the rest are summed under ${OTHER_DOMAINS}`, async () => {
-    const domains = Array.from({ length: MAX_DOMAIN_LABELS + 5 }, (_, i) => ({ id: `dom_${i}`, name: `d${String(i).padStart(4, "0")}` }));
+    const domains = Array.from({ length: MAX_DOMAIN_LABELS + 5 }, (_, i) => ({
+      id: `dom_${i}`,
+      name: `d${String(i).padStart(4, "0")}`,
+    }));
     const tasks = domains.map((d) => ({ domainId: d.id, status: "queued", count: 1 }));
     const { registry } = gauges({ ...empty, domains, tasks });
     const queue = await lines(registry, "ep_queue_depth");
@@ -64,11 +101,15 @@ describe("scrape-time gauges", () => {
 
   it("do not keep a failed read: the next call asks again", async () => {
     let calls = 0;
-    const read = cachedFor(1000, () => 0, async () => {
-      calls++;
-      if (calls === 1) throw new Error("database away");
-      return calls;
-    });
+    const read = cachedFor(
+      1000,
+      () => 0,
+      async () => {
+        calls++;
+        if (calls === 1) throw new Error("database away");
+        return calls;
+      },
+    );
     await expect(read()).rejects.toThrow("database away");
     await expect(read()).resolves.toBe(2);
     await expect(read()).resolves.toBe(2);

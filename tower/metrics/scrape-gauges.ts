@@ -47,7 +47,9 @@ export function registerScrapeGauges(registry: Registry, src: ScrapeSources, cac
 
   new Gauge({
     name: "ep_tasks",
-    help: "Claimable tasks queued, and tasks claimed or running, by domain name and state (finished tasks: ep_task_outcomes_total).",
+    help:
+      "Claimable tasks queued, and tasks claimed or running, by " +
+      "domain name and state (finished tasks: ep_task_outcomes_total).",
     labelNames: ["domain", "state"],
     registers: [registry],
     async collect() {
@@ -66,7 +68,8 @@ export function registerScrapeGauges(registry: Registry, src: ScrapeSources, cac
       const c = await counts();
       // every domain has a series (0 when its queue is empty), so a query sees a drained queue as 0, not as no data
       for (const name of domainLabels(c).values()) this.set({ domain: name }, 0);
-      for (const [key, n] of byDomain(c, (t) => (t.status === "queued" ? "q" : undefined))) this.set({ domain: key[0] }, n);
+      for (const [key, n] of byDomain(c, (t) => (t.status === "queued" ? "q" : undefined)))
+        this.set({ domain: key[0] }, n);
     },
   });
   new Gauge({
@@ -134,14 +137,19 @@ export function registerScrapeGauges(registry: Registry, src: ScrapeSources, cac
   }
 }
 
-/** Domain id → the label it is counted under: its name, for the first MAX_DOMAIN_LABELS by name; the rest OTHER_DOMAINS. */
+/**
+ * Domain id → the label it is counted under: its name, for the first MAX_DOMAIN_LABELS by name; the rest OTHER_DOMAINS.
+ */
 function domainLabels(c: MetricCounts): Map<string, string> {
   const sorted = [...c.domains].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   return new Map(sorted.map((d, i) => [d.id, i < MAX_DOMAIN_LABELS ? d.name : OTHER_DOMAINS]));
 }
 
 /** Task counts summed by [domain label, key(t)]; rows whose key is undefined are left out. */
-function byDomain(c: MetricCounts, key: (t: MetricCounts["tasks"][number]) => string | undefined): Map<[string, string], number> {
+function byDomain(
+  c: MetricCounts,
+  key: (t: MetricCounts["tasks"][number]) => string | undefined,
+): Map<[string, string], number> {
   const labels = domainLabels(c);
   const sums = new Map<string, { key: [string, string]; n: number }>();
   for (const t of c.tasks) {

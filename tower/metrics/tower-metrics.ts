@@ -20,7 +20,10 @@ export interface TowerMetrics {
 /** How long the scrape-time database counts are reused (several scrapers cost one query round). */
 export const SCRAPE_CACHE_MS = 1000;
 
-export function createTowerMetrics(opts: { now: () => number; cacheMs?: number }): TowerMetrics & { serve(src: ScrapeSources): void } {
+export function createTowerMetrics(opts: {
+  now: () => number;
+  cacheMs?: number;
+}): TowerMetrics & { serve(src: ScrapeSources): void } {
   const registry = new Registry();
   registerProcessMetrics(registry);
   return {

@@ -8,7 +8,9 @@ import type { WorkMeter } from "../domain/deps.js";
 import type { TaskRow } from "../store/store.js";
 
 /** From a millisecond claim to an hour-long wait in a queue nobody serves. */
-export const CLAIM_LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
+export const CLAIM_LATENCY_BUCKETS = [
+  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600,
+];
 /** From a shell command's milliseconds to a coding agent's hours. */
 export const RUN_DURATION_BUCKETS = [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600];
 
@@ -35,8 +37,17 @@ export function createWorkMeter(registry: Registry): WorkMeter {
     buckets: RUN_DURATION_BUCKETS,
     registry,
   });
-  const claims = new HotCounter({ name: "ep_task_claims_total", help: "Tasks claimed (every attempt), on this replica.", registry }).child();
-  const outcomes = new HotCounter({ name: "ep_task_outcomes_total", help: "Outcomes agents reported, on this replica.", labelNames: ["outcome"], registry });
+  const claims = new HotCounter({
+    name: "ep_task_claims_total",
+    help: "Tasks claimed (every attempt), on this replica.",
+    registry,
+  }).child();
+  const outcomes = new HotCounter({
+    name: "ep_task_outcomes_total",
+    help: "Outcomes agents reported, on this replica.",
+    labelNames: ["outcome"],
+    registry,
+  });
   // every outcome's series bound (and exported as 0) from the start
   const durationOf = Object.fromEntries(OUTCOMES.map((o) => [o, runDuration.child(o)]));
   const outcomeOf = Object.fromEntries(OUTCOMES.map((o) => [o, outcomes.child(o)]));

@@ -78,7 +78,10 @@ export interface AiStore {
   getAiSession(id: string): Promise<AiSessionRow | undefined>;
   /** The owner's sessions, newest first. */
   listAiSessions(owner: string): Promise<AiSessionRow[]>;
-  updateAiSession(id: string, patch: Partial<Pick<AiSessionRow, "title" | "status" | "updatedAt">>): Promise<AiSessionRow | undefined>;
+  updateAiSession(
+    id: string,
+    patch: Partial<Pick<AiSessionRow, "title" | "status" | "updatedAt">>,
+  ): Promise<AiSessionRow | undefined>;
 
   insertAiTurn(row: AiTurnRow): Promise<void>;
   /** The session's turns in order (seq). */
@@ -93,9 +96,15 @@ export interface AiStore {
    * conditional UPDATE and returns it; undefined when it was not pending any more
    * (someone else decided first).
    */
-  decideAiAction(id: string, decision: { status: "approved" | "rejected"; decidedBy: string; decidedAt: string }): Promise<AiActionRow | undefined>;
+  decideAiAction(
+    id: string,
+    decision: { status: "approved" | "rejected"; decidedBy: string; decidedAt: string },
+  ): Promise<AiActionRow | undefined>;
   /** Records an approved action's outcome once; undefined when one was recorded already. */
-  recordAiActionOutcome(id: string, outcome: { result: unknown; error: string; executedAt: string }): Promise<AiActionRow | undefined>;
+  recordAiActionOutcome(
+    id: string,
+    outcome: { result: unknown; error: string; executedAt: string },
+  ): Promise<AiActionRow | undefined>;
 
   /** Inserts or replaces (same mission and name: content replaced, version + 1, id kept). */
   putDoc(row: DocRow): Promise<DocRow>;
@@ -110,7 +119,6 @@ type Row = Record<string, unknown>;
 
 /** Runs one statement with `?` placeholders and returns its rows (none for plain writes). */
 export type AiQuery = (sql: string, args: readonly unknown[]) => Promise<Row[]>;
-
 
 const json = (v: unknown): string => JSON.stringify(v);
 const parse = <T>(v: unknown, fallback: T): T => (v == null ? fallback : (JSON.parse(v as string) as T));
@@ -185,18 +193,25 @@ export function createAiStore(q: AiQuery): AiStore {
     },
     getAiSession: (id) => one("SELECT * FROM ai_sessions WHERE id = ?", [id], toSession),
     async listAiSessions(owner) {
-      return (await q("SELECT * FROM ai_sessions WHERE owner = ? ORDER BY created_at DESC, id DESC", [owner])).map(toSession);
+      return (await q("SELECT * FROM ai_sessions WHERE owner = ? ORDER BY created_at DESC, id DESC", [owner])).map(
+        toSession,
+      );
     },
     async updateAiSession(id, patch) {
       const cols: Record<string, string> = { title: "title", status: "status", updatedAt: "updated_at" };
       const sets = Object.entries(patch).filter(([, v]) => v !== undefined);
       if (!sets.length) return one("SELECT * FROM ai_sessions WHERE id = ?", [id], toSession);
-      return one(`UPDATE ai_sessions SET ${sets.map(([k]) => `${cols[k]} = ?`).join(", ")} WHERE id = ? RETURNING *`, [...sets.map(([, v]) => v), id], toSession);
+      return one(
+        `UPDATE ai_sessions SET ${sets.map(([k]) => `${cols[k]} = ?`).join(", ")} WHERE id = ? RETURNING *`,
+        [...sets.map(([, v]) => v), id],
+        toSession,
+      );
     },
 
     async insertAiTurn(t) {
       await q(
-        "INSERT INTO ai_turns (id, session_id, seq, role, content, tool_calls, view_specs, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO ai_turns (id, session_id, seq, role, content, tool_calls, " +
+          "view_specs, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [t.id, t.sessionId, t.seq, t.role, t.content, json(t.toolCalls), json(t.viewSpecs), t.error, t.createdAt],
       );
     },
@@ -253,13 +268,15 @@ export function createAiStore(q: AiQuery): AiStore {
     },
     decideAiAction: (id, d) =>
       one(
-        "UPDATE ai_actions SET status = ?, decided_by = ?, decided_at = ? WHERE id = ? AND status = 'pending' RETURNING *",
+        "UPDATE ai_actions SET status = ?, decided_by = ?, decided_at " +
+          "= ? WHERE id = ? AND status = 'pending' RETURNING *",
         [d.status, d.decidedBy, d.decidedAt, id],
         toAction,
       ),
     recordAiActionOutcome: (id, o) =>
       one(
-        "UPDATE ai_actions SET result = ?, error = ?, executed_at = ? WHERE id = ? AND status = 'approved' AND executed_at = '' RETURNING *",
+        "UPDATE ai_actions SET result = ?, error = ?, executed_at = ? WHERE " +
+          "id = ? AND status = 'approved' AND executed_at = '' RETURNING *",
         [o.result == null ? null : json(o.result), o.error, o.executedAt, id],
         toAction,
       ),
@@ -270,7 +287,10 @@ export function createAiStore(q: AiQuery): AiStore {
 type One = <T>(sql: string, args: readonly unknown[], map: (r: Row) => T) => Promise<T | undefined>;
 
 /** Mission documents and task artifacts: versioned by name, replaced in place. */
-function createDocStore(q: AiQuery, one: One): Pick<AiStore, "putDoc" | "getDoc" | "listDocs" | "putArtifact" | "listArtifacts"> {
+function createDocStore(
+  q: AiQuery,
+  one: One,
+): Pick<AiStore, "putDoc" | "getDoc" | "listDocs" | "putArtifact" | "listArtifacts"> {
   return {
     async putDoc(d) {
       const rows = await q(

@@ -98,7 +98,23 @@ export function createApprovalStore(q: Query): ApprovalStore {
         `INSERT INTO approvals (id, kind, domain_id, mission_id, task_id, agent_id, node_id, tool, title,
            arguments, paths, options, status, created_at, expires_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        [a.id, a.kind, a.domainId, a.missionId, a.taskId, a.agentId, a.nodeId, a.tool, a.title, JSON.stringify(a.arguments), JSON.stringify(a.paths), JSON.stringify(a.options), a.status, a.createdAt, a.expiresAt],
+        [
+          a.id,
+          a.kind,
+          a.domainId,
+          a.missionId,
+          a.taskId,
+          a.agentId,
+          a.nodeId,
+          a.tool,
+          a.title,
+          JSON.stringify(a.arguments),
+          JSON.stringify(a.paths),
+          JSON.stringify(a.options),
+          a.status,
+          a.createdAt,
+          a.expiresAt,
+        ],
       );
     },
     async getApproval(id) {
@@ -108,21 +124,25 @@ export function createApprovalStore(q: Query): ApprovalStore {
     async listApprovals(query) {
       const where: string[] = [];
       const args: unknown[] = [];
-      if (query.status) (where.push("status = ?"), args.push(query.status));
-      if (query.taskId) (where.push("task_id = ?"), args.push(query.taskId));
-      if (query.afterId) (where.push("id > ?"), args.push(query.afterId));
+      if (query.status) where.push("status = ?"), args.push(query.status);
+      if (query.taskId) where.push("task_id = ?"), args.push(query.taskId);
+      if (query.afterId) where.push("id > ?"), args.push(query.afterId);
       if (query.domainIds) {
         if (!query.domainIds.length) return [];
         where.push(`domain_id IN (${query.domainIds.map(() => "?").join(", ")})`);
         args.push(...query.domainIds);
       }
       args.push(query.limit ?? 1000);
-      const rows = await q(`SELECT * FROM approvals${where.length ? ` WHERE ${where.join(" AND ")}` : ""} ORDER BY id LIMIT ?`, args);
+      const rows = await q(
+        `SELECT * FROM approvals${where.length ? ` WHERE ${where.join(" AND ")}` : ""} ORDER BY id LIMIT ?`,
+        args,
+      );
       return rows.map(toRow);
     },
     async decideApproval(id, d) {
       const [r] = await q(
-        "UPDATE approvals SET status = ?, option_id = ?, decided_by = ?, decided_at = ?, reason = ? WHERE id = ? AND status = 'pending' RETURNING *",
+        "UPDATE approvals SET status = ?, option_id = ?, decided_by = ?, " +
+          "decided_at = ?, reason = ? WHERE id = ? AND status = 'pending' RETURNING *",
         [d.status, d.optionId, d.decidedBy, d.decidedAt, d.reason, id],
       );
       return r && toRow(r);

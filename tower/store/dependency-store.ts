@@ -15,7 +15,8 @@ type InList = (col: string, values: readonly string[]) => { sql: string; args: u
 export function createDependencyStore(q: Query, inList: InList): DependencyStore {
   return {
     async insertTaskDeps(childId, parentIds) {
-      for (const p of new Set(parentIds)) await q("INSERT INTO task_deps (parent_id, child_id) VALUES (?, ?)", [p, childId]);
+      for (const p of new Set(parentIds))
+        await q("INSERT INTO task_deps (parent_id, child_id) VALUES (?, ?)", [p, childId]);
     },
 
     async queueReadyChildren(parentId, at) {
@@ -31,7 +32,10 @@ export function createDependencyStore(q: Query, inList: InList): DependencyStore
     },
 
     async listChildren(parentId) {
-      const rows = await q("SELECT t.* FROM task_deps d JOIN tasks t ON t.id = d.child_id WHERE d.parent_id = ? ORDER BY t.seq", [parentId]);
+      const rows = await q(
+        "SELECT t.* FROM task_deps d JOIN tasks t ON t.id = d.child_id WHERE d.parent_id = ? ORDER BY t.seq",
+        [parentId],
+      );
       return rows.map(toTask);
     },
 
@@ -40,8 +44,13 @@ export function createDependencyStore(q: Query, inList: InList): DependencyStore
       // in slices: SQLite binds each value of an IN list as its own parameter
       for (let i = 0; i < childIds.length; i += 500) {
         const where = inList("d.child_id", childIds.slice(i, i + 500));
-        const rows = await q(`SELECT d.child_id, d.parent_id, p.status FROM task_deps d JOIN tasks p ON p.id = d.parent_id WHERE ${where.sql}`, where.args);
-        for (const r of rows) out.push({ childId: r.child_id as string, parentId: r.parent_id as string, status: r.status as string });
+        const rows = await q(
+          `SELECT d.child_id, d.parent_id, p.status FROM task_deps ` +
+            `d JOIN tasks p ON p.id = d.parent_id WHERE ${where.sql}`,
+          where.args,
+        );
+        for (const r of rows)
+          out.push({ childId: r.child_id as string, parentId: r.parent_id as string, status: r.status as string });
       }
       return out;
     },

@@ -41,7 +41,11 @@ const toRow = (r: Row): IdempotencyRow => ({
 export function createIdempotencyStore(query: Query): IdempotencyStore {
   return {
     async findIdempotencyKey(scope, key, nowMs) {
-      const [r] = await query("SELECT * FROM idempotency_keys WHERE scope = ? AND key = ? AND expires_ms > ?", [scope, key, nowMs]);
+      const [r] = await query("SELECT * FROM idempotency_keys WHERE scope = ? AND key = ? AND expires_ms > ?", [
+        scope,
+        key,
+        nowMs,
+      ]);
       return r && toRow(r);
     },
     async putIdempotencyKey(row) {

@@ -21,8 +21,12 @@ type Row = Record<string, unknown>;
 type Query = (sql: string, args: readonly unknown[]) => Promise<Row[]>;
 
 // the WHERE clauses repeat the partial indexes' predicates word for word, so both planners use them
-const QUEUED = "SELECT domain_id, 'queued' AS status, COUNT(*) AS n FROM tasks WHERE status = 'queued' AND kind = 'claimable' GROUP BY domain_id";
-const HELD = "SELECT domain_id, status, COUNT(*) AS n FROM tasks WHERE status IN ('claimed', 'running') GROUP BY domain_id, status";
+const QUEUED =
+  "SELECT domain_id, 'queued' AS status, COUNT(*) AS n FROM tasks " +
+  "WHERE status = 'queued' AND kind = 'claimable' GROUP BY domain_id";
+const HELD =
+  "SELECT domain_id, status, COUNT(*) AS n FROM tasks WHERE " +
+  "status IN ('claimed', 'running') GROUP BY domain_id, status";
 
 export function createMetricsStore(query: Query): MetricsStore {
   return {
@@ -36,7 +40,11 @@ export function createMetricsStore(query: Query): MetricsStore {
         query("SELECT COUNT(*) AS n FROM approvals WHERE status = 'pending'", []),
       ]);
       return {
-        tasks: [...queued, ...held].map((r) => ({ domainId: String(r.domain_id), status: String(r.status), count: Number(r.n) })),
+        tasks: [...queued, ...held].map((r) => ({
+          domainId: String(r.domain_id),
+          status: String(r.status),
+          count: Number(r.n),
+        })),
         agents: agents.map((r) => ({ state: String(r.state), count: Number(r.n) })),
         nodes: nodes.map((r) => ({ status: String(r.status), count: Number(r.n) })),
         domains: domains.map((r) => ({ id: String(r.id), name: String(r.name) })),

@@ -38,9 +38,16 @@ export function loadMigrations(dialect: "sqlite" | "postgres"): Migration[] {
     const version = Number(num);
     const existing = byVersion.get(version);
     if (existing?.specific) continue;
-    byVersion.set(version, { version, name, sql: forDialect(readFileSync(join(dir, file), "utf8"), dialect), specific: Boolean(only) });
+    byVersion.set(version, {
+      version,
+      name,
+      sql: forDialect(readFileSync(join(dir, file), "utf8"), dialect),
+      specific: Boolean(only),
+    });
   }
-  return [...byVersion.values()].sort((a, b) => a.version - b.version).map(({ version, name, sql }) => ({ version, name, sql }));
+  return [...byVersion.values()]
+    .sort((a, b) => a.version - b.version)
+    .map(({ version, name, sql }) => ({ version, name, sql }));
 }
 
 /** Uncomments the `-- <dialect>: ` lines of a migration; other dialects' lines stay comments. */

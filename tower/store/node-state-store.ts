@@ -47,7 +47,13 @@ export function createNodeStateStore(q: Query): NodeStateStore {
         `INSERT INTO node_state (node_id, cron_jobs, supervised, config_errors, reported_at) VALUES (?, ?, ?, ?, ?)
          ON CONFLICT (node_id) DO UPDATE SET cron_jobs = excluded.cron_jobs, supervised = excluded.supervised,
            config_errors = excluded.config_errors, reported_at = excluded.reported_at`,
-        [s.nodeId, JSON.stringify(s.cronJobs), JSON.stringify(s.supervised), JSON.stringify(s.configErrors), s.reportedAt],
+        [
+          s.nodeId,
+          JSON.stringify(s.cronJobs),
+          JSON.stringify(s.supervised),
+          JSON.stringify(s.configErrors),
+          s.reportedAt,
+        ],
       );
     },
     async listNodeStates(nodeId) {

@@ -10,9 +10,16 @@ export async function openStore(url: string): Promise<Store> {
     store = await PostgresStore.connect(url);
   } else if (url.startsWith("sqlite:") || url.startsWith("file:") || url.startsWith("/") || url === ":memory:") {
     const path = url.replace(/^(sqlite|file):(\/\/)?/, "");
-    store = SqliteStore.open({ path: path || ":memory:", synchronous: sqliteSynchronous(process.env.EP_SQLITE_SYNCHRONOUS) });
+    store = SqliteStore.open({
+      path: path || ":memory:",
+      synchronous: sqliteSynchronous(process.env.EP_SQLITE_SYNCHRONOUS),
+    });
   } else {
-    throw new EpError("invalid_argument", `EP_DATABASE_URL must start with sqlite: or postgres:// (got ${JSON.stringify(url.replace(/\/\/[^@]*@/, "//…@"))})`);
+    throw new EpError(
+      "invalid_argument",
+      `EP_DATABASE_URL must start with sqlite: or postgres:// ` +
+        `(got ${JSON.stringify(url.replace(/\/\/[^@]*@/, "//…@"))})`,
+    );
   }
   try {
     await store.migrate();

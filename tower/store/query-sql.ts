@@ -12,7 +12,13 @@ export interface SqlDialect {
 }
 
 /** Appends `col IN (…values)` to a WHERE list being built; nothing when values is undefined. */
-function whereIn(d: SqlDialect, where: string[], args: unknown[], col: string, values: readonly string[] | undefined): void {
+function whereIn(
+  d: SqlDialect,
+  where: string[],
+  args: unknown[],
+  col: string,
+  values: readonly string[] | undefined,
+): void {
   if (!values) return;
   const list = d.listIn(col, values);
   where.push(list.sql);
@@ -20,7 +26,12 @@ function whereIn(d: SqlDialect, where: string[], args: unknown[], col: string, v
 }
 
 /** Appends `col = ?` for each value that is given (not undefined; `skipEmpty`: not "" either). */
-function whereEq(where: string[], args: unknown[], pairs: readonly (readonly [string, unknown])[], skipEmpty = false): void {
+function whereEq(
+  where: string[],
+  args: unknown[],
+  pairs: readonly (readonly [string, unknown])[],
+  skipEmpty = false,
+): void {
   for (const [col, v] of pairs) {
     if (v === undefined || (skipEmpty && (v === "" || v === null))) continue;
     where.push(`${col} = ?`);
@@ -31,20 +42,52 @@ function whereEq(where: string[], args: unknown[], pairs: readonly (readonly [st
 export function taskListSql(d: SqlDialect, q: TaskQuery): { sql: string; args: unknown[] } {
   const where: string[] = [];
   const args: unknown[] = [];
-  whereEq(where, args, [["mission_id", q.missionId], ["domain_id", q.domainId]], true);
+  whereEq(
+    where,
+    args,
+    [
+      ["mission_id", q.missionId],
+      ["domain_id", q.domainId],
+    ],
+    true,
+  );
   whereIn(d, where, args, "domain_id", q.domainIds);
-  whereEq(where, args, [["kind", q.kind], ["status", q.status]], true);
+  whereEq(
+    where,
+    args,
+    [
+      ["kind", q.kind],
+      ["status", q.status],
+    ],
+    true,
+  );
   if (q.held) where.push("status IN ('claimed', 'running')");
-  whereEq(where, args, [["claimed_by", q.claimedBy], ["parent_task_id", q.parentTaskId]], true);
+  whereEq(
+    where,
+    args,
+    [
+      ["claimed_by", q.claimedBy],
+      ["parent_task_id", q.parentTaskId],
+    ],
+    true,
+  );
   if (q.afterTaskId) {
     where.push("seq > (SELECT seq FROM tasks WHERE id = ?)");
     args.push(q.afterTaskId);
   }
   args.push(q.limit && q.limit > 0 ? q.limit : d.unlimited);
-  return { sql: `SELECT * FROM tasks ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY seq LIMIT ?`, args };
+  return {
+    sql: `SELECT * FROM tasks ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY seq LIMIT ?`,
+    args,
+  };
 }
 
-export function taskUpdateSql(d: SqlDialect, id: string, patch: TaskPatch, expect?: TaskExpectation): { sql: string; args: unknown[] } {
+export function taskUpdateSql(
+  d: SqlDialect,
+  id: string,
+  patch: TaskPatch,
+  expect?: TaskExpectation,
+): { sql: string; args: unknown[] } {
   const sets: string[] = [];
   const args: unknown[] = [];
   for (const [k, v] of Object.entries(patch) as [keyof TaskPatch, unknown][]) {
@@ -55,7 +98,11 @@ export function taskUpdateSql(d: SqlDialect, id: string, patch: TaskPatch, expec
   const where = ["id = ?"];
   args.push(id);
   whereIn(d, where, args, "status", expect?.status);
-  whereEq(where, args, [["claimed_by", expect?.claimedBy], ["attempts", expect?.attempts], ["lease_id", expect?.leaseId]]);
+  whereEq(where, args, [
+    ["claimed_by", expect?.claimedBy],
+    ["attempts", expect?.attempts],
+    ["lease_id", expect?.leaseId],
+  ]);
   if (expect?.leaseAfterMs !== undefined) {
     where.push("(lease_expires_ms IS NULL OR lease_expires_ms > ?)");
     args.push(expect.leaseAfterMs);
@@ -70,7 +117,18 @@ export function eventFilterSql(d: SqlDialect, q: EventQuery): { where: string[];
   // one task's progress: the literal lets the planner use the partial index events_task_progress
   if (q.taskId && q.types?.length === 1 && q.types[0] === "progress") where.push("type = 'progress'");
   else if (q.types?.length) whereIn(d, where, args, "type", q.types);
-  whereEq(where, args, [["domain_id", q.domainId], ["mission_id", q.missionId], ["agent_id", q.agentId], ["session_id", q.sessionId], ["task_id", q.taskId]], true);
+  whereEq(
+    where,
+    args,
+    [
+      ["domain_id", q.domainId],
+      ["mission_id", q.missionId],
+      ["agent_id", q.agentId],
+      ["session_id", q.sessionId],
+      ["task_id", q.taskId],
+    ],
+    true,
+  );
   whereIn(d, where, args, "domain_id", q.domainIds);
   return { where, args };
 }

@@ -1,6 +1,18 @@
 // Row <-> record mapping shared by both dialects: column names, JSON columns
 // (stored as text in both) and BIGINT columns read back as numbers.
-import type { AgentRow, DomainRow, EventRow, MissionRow, NewEvent, NodeRow, SigningKeyRow, TaskPatch, TaskRow, TicketRow, TokenRow } from "./store.js";
+import type {
+  AgentRow,
+  DomainRow,
+  EventRow,
+  MissionRow,
+  NewEvent,
+  NodeRow,
+  SigningKeyRow,
+  TaskPatch,
+  TaskRow,
+  TicketRow,
+  TokenRow,
+} from "./store.js";
 
 export type Row = Record<string, unknown>;
 
@@ -29,7 +41,8 @@ export const JSON_TASK_FIELDS = new Set(["capabilities", "input", "result"]);
 /** The columns a new task row is written with, in the order of taskInsertValues(). */
 export const TASK_INSERT_COLUMNS =
   "id, domain_id, mission_id, kind, title, description, status, claim_policy, priority, capabilities, " +
-  "assignee_agent_id, attempts, max_attempts, runtime, input, result, claimed_by, lease_expires_ms, parent_task_id, created_at, updated_at, lease_id, depends_on, step";
+  ("assignee_agent_id, attempts, max_attempts, runtime, input, result, claimed_by, " +
+    "lease_expires_ms, parent_task_id, created_at, updated_at, lease_id, depends_on, step");
 
 export function taskInsertValues(row: TaskRow): unknown[] {
   return [
@@ -90,7 +103,11 @@ export function toTask(r: Row): TaskRow {
   };
 }
 
-export const toDomain = (r: Row): DomainRow => ({ id: r.id as string, name: r.name as string, createdAt: r.created_at as string });
+export const toDomain = (r: Row): DomainRow => ({
+  id: r.id as string,
+  name: r.name as string,
+  createdAt: r.created_at as string,
+});
 
 export const toMission = (r: Row): MissionRow => ({
   id: r.id as string,
@@ -112,7 +129,8 @@ export const toNode = (r: Row): NodeRow => ({
 });
 
 /** nodes.domains: '*' or ids joined by commas. */
-export const nodeDomains = (v: string | undefined): string[] => (!v || v === "*" ? ["*"] : v.split(",").filter(Boolean));
+export const nodeDomains = (v: string | undefined): string[] =>
+  !v || v === "*" ? ["*"] : v.split(",").filter(Boolean);
 export const nodeDomainsText = (d: readonly string[]): string => (d.includes("*") ? "*" : d.join(","));
 
 export const toAgent = (r: Row): AgentRow => ({

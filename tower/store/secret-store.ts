@@ -106,23 +106,24 @@ export function createSecretStore(q: SecretQuery): SecretStore {
     },
     async updateSecretCipher(name, expect, c) {
       const rows = await q(
-        "UPDATE secrets SET ciphertext = ?, iv = ?, tag = ?, key_id = ? WHERE name = ? AND key_id = ? AND version = ? RETURNING name",
+        "UPDATE secrets SET ciphertext = ?, iv = ?, tag = ?, key_id = " +
+          "? WHERE name = ? AND key_id = ? AND version = ? RETURNING name",
         [c.ciphertext, c.iv, c.tag, c.keyId, name, expect.keyId, expect.version],
       );
       return rows.length > 0;
     },
     async insertSecretGrant(g) {
       await q(
-        "INSERT INTO secret_grants (secret_name, agent_id, domain_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (secret_name, agent_id, domain_id) DO NOTHING",
+        "INSERT INTO secret_grants (secret_name, agent_id, domain_id, created_at) " +
+          "VALUES (?, ?, ?, ?) ON CONFLICT (secret_name, agent_id, domain_id) DO NOTHING",
         [g.secretName, g.agentId, g.domainId, g.createdAt],
       );
     },
     async deleteSecretGrant(secretName, t) {
-      const rows = await q("DELETE FROM secret_grants WHERE secret_name = ? AND agent_id = ? AND domain_id = ? RETURNING secret_name", [
-        secretName,
-        t.agentId,
-        t.domainId,
-      ]);
+      const rows = await q(
+        "DELETE FROM secret_grants WHERE secret_name = ? AND agent_id = ? AND domain_id = ? RETURNING secret_name",
+        [secretName, t.agentId, t.domainId],
+      );
       return rows.length > 0;
     },
     async listSecretGrants(secretName) {

@@ -8,8 +8,23 @@
 // A base class rather than mix-ins: the compiler checks that every Store method exists, the
 // methods live on one prototype (a transaction's store costs one object), and each dialect
 // file holds only what is its own.
-import { createAiStore, type AiActionQuery, type AiActionRow, type AiSessionRow, type AiStore, type AiTurnRow, type ArtifactRow, type DocRow } from "./ai-store.js";
-import { createApprovalStore, type ApprovalDecision, type ApprovalQuery, type ApprovalRow, type ApprovalStore } from "./approval-store.js";
+import {
+  createAiStore,
+  type AiActionQuery,
+  type AiActionRow,
+  type AiSessionRow,
+  type AiStore,
+  type AiTurnRow,
+  type ArtifactRow,
+  type DocRow,
+} from "./ai-store.js";
+import {
+  createApprovalStore,
+  type ApprovalDecision,
+  type ApprovalQuery,
+  type ApprovalRow,
+  type ApprovalStore,
+} from "./approval-store.js";
 import { createDependencyStore, type DependencyStore } from "./dependency-store.js";
 import { createIdempotencyStore, type IdempotencyRow, type IdempotencyStore } from "./idempotency-store.js";
 import { createMetricsStore, type MetricsStore } from "./metrics-store.js";
@@ -17,9 +32,34 @@ import { createNodeStateStore, type NodeStateRow, type NodeStateStore } from "./
 import { createCredentialStore, type CredentialStore } from "./credential-store.js";
 import { nodeDomainsText, toAgent, toDomain, toMission, toNode, type Row } from "./rows.js";
 import { eventFilterSql, taskListSql, taskUpdateSql, type SqlDialect } from "./query-sql.js";
-import { createSecretStore, type SecretCipher, type SecretGrantRow, type SecretRow, type SecretStore } from "./secret-store.js";
-import { createWebhookStore, type DeliveryOutcome, type DeliveryQuery, type DeliveryRow, type WebhookRow, type WebhookStore } from "./webhook-store.js";
-import type { AgentRow, DomainRow, EventQuery, MissionRow, NodeRow, SigningKeyRow, TaskExpectation, TaskPatch, TaskQuery, TicketRow, TokenRow } from "./store.js";
+import {
+  createSecretStore,
+  type SecretCipher,
+  type SecretGrantRow,
+  type SecretRow,
+  type SecretStore,
+} from "./secret-store.js";
+import {
+  createWebhookStore,
+  type DeliveryOutcome,
+  type DeliveryQuery,
+  type DeliveryRow,
+  type WebhookRow,
+  type WebhookStore,
+} from "./webhook-store.js";
+import type {
+  AgentRow,
+  DomainRow,
+  EventQuery,
+  MissionRow,
+  NodeRow,
+  SigningKeyRow,
+  TaskExpectation,
+  TaskPatch,
+  TaskQuery,
+  TicketRow,
+  TokenRow,
+} from "./store.js";
 
 type Query = (sql: string, args: readonly unknown[]) => Promise<Row[]>;
 
@@ -30,16 +70,47 @@ export function dollarPlaceholders(sql: string): string {
 }
 
 /** SET clauses for the defined keys of a patch: `a = ?, b = ?` and their values, in order. */
-function setClause(patch: object, columns: Record<string, string>, value: (key: string, v: unknown) => unknown = (_k, v) => v): { sql: string; args: unknown[] } {
+function setClause(
+  patch: object,
+  columns: Record<string, string>,
+  value: (key: string, v: unknown) => unknown = (_k, v) => v,
+): { sql: string; args: unknown[] } {
   const sets = Object.entries(patch).filter(([k, v]) => v !== undefined && columns[k]);
   return { sql: sets.map(([k]) => `${columns[k]} = ?`).join(", "), args: sets.map(([k, v]) => value(k, v)) };
 }
 
-const MISSION_COLUMNS: Record<string, string> = { title: "title", description: "description", status: "status", updatedAt: "updated_at" };
-const NODE_COLUMNS: Record<string, string> = { hostname: "hostname", status: "status", lastSeenAt: "last_seen_at", domains: "domains" };
-const AGENT_COLUMNS: Record<string, string> = { state: "state", lastSeenAt: "last_seen_at", name: "name", capabilities: "capabilities", runtime: "runtime", supervised: "supervised" };
+const MISSION_COLUMNS: Record<string, string> = {
+  title: "title",
+  description: "description",
+  status: "status",
+  updatedAt: "updated_at",
+};
+const NODE_COLUMNS: Record<string, string> = {
+  hostname: "hostname",
+  status: "status",
+  lastSeenAt: "last_seen_at",
+  domains: "domains",
+};
+const AGENT_COLUMNS: Record<string, string> = {
+  state: "state",
+  lastSeenAt: "last_seen_at",
+  name: "name",
+  capabilities: "capabilities",
+  runtime: "runtime",
+  supervised: "supervised",
+};
 
-export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore, WebhookStore, DependencyStore, MetricsStore {
+export abstract class SqlStore
+  implements
+    AiStore,
+    SecretStore,
+    NodeStateStore,
+    ApprovalStore,
+    IdempotencyStore,
+    WebhookStore,
+    DependencyStore,
+    MetricsStore
+{
   abstract readonly dialect: "sqlite" | "postgres";
 
   /**
@@ -89,13 +160,29 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   }
 
   // `declare`: no per-instance field (a transaction's store is made per transaction)
-  declare private parts?: { credentials: CredentialStore; ai: AiStore; secrets: SecretStore; nodeState: NodeStateStore; approvals: ApprovalStore; idempotency: IdempotencyStore; webhooks: WebhookStore; deps: DependencyStore; metrics: MetricsStore };
+  declare private parts?: {
+    credentials: CredentialStore;
+    ai: AiStore;
+    secrets: SecretStore;
+    nodeState: NodeStateStore;
+    approvals: ApprovalStore;
+    idempotency: IdempotencyStore;
+    webhooks: WebhookStore;
+    deps: DependencyStore;
+    metrics: MetricsStore;
+  };
 
   /** The AI, secret and node-state tables' SQL (their own modules), bound to this store's connection. */
   private get modules() {
     if (!this.parts) {
       const q: Query = (sql, args) => this.tableQuery(sql, args);
-      this.parts = { credentials: createCredentialStore(q, (...cols) => this.orderBy(...cols)), ai: createAiStore(q), secrets: createSecretStore(q), nodeState: createNodeStateStore(q), approvals: createApprovalStore(q), idempotency: createIdempotencyStore(q),
+      this.parts = {
+        credentials: createCredentialStore(q, (...cols) => this.orderBy(...cols)),
+        ai: createAiStore(q),
+        secrets: createSecretStore(q),
+        nodeState: createNodeStateStore(q),
+        approvals: createApprovalStore(q),
+        idempotency: createIdempotencyStore(q),
         // PostgreSQL: replicas taking due deliveries at once skip each other's rows; SQLite has one writer
         webhooks: createWebhookStore(q, this.dialect === "postgres" ? " FOR UPDATE SKIP LOCKED" : ""),
         deps: createDependencyStore(q, (col, values) => this.inList(col, values)),
@@ -134,7 +221,11 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   // ---- domains
 
   async insertDomain(row: DomainRow): Promise<void> {
-    await this.insert("domains", "INSERT INTO domains (id, name, created_at) VALUES (?, ?, ?)", [row.id, row.name, row.createdAt]);
+    await this.insert("domains", "INSERT INTO domains (id, name, created_at) VALUES (?, ?, ?)", [
+      row.id,
+      row.name,
+      row.createdAt,
+    ]);
   }
 
   getDomain(id: string): Promise<DomainRow | undefined> {
@@ -152,15 +243,12 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   // ---- missions
 
   async insertMission(row: MissionRow): Promise<void> {
-    await this.insert("missions", "INSERT INTO missions (id, domain_id, title, description, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)", [
-      row.id,
-      row.domainId,
-      row.title,
-      row.description,
-      row.status,
-      row.createdAt,
-      row.updatedAt,
-    ]);
+    await this.insert(
+      "missions",
+      "INSERT INTO missions (id, domain_id, title, description, " +
+        "status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      [row.id, row.domainId, row.title, row.description, row.status, row.createdAt, row.updatedAt],
+    );
   }
 
   getMission(id: string): Promise<MissionRow | undefined> {
@@ -174,7 +262,10 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
     return rows.map(toMission);
   }
 
-  async updateMission(id: string, patch: Partial<Pick<MissionRow, "title" | "description" | "status" | "updatedAt">>): Promise<MissionRow | undefined> {
+  async updateMission(
+    id: string,
+    patch: Partial<Pick<MissionRow, "title" | "description" | "status" | "updatedAt">>,
+  ): Promise<MissionRow | undefined> {
     const set = setClause(patch, MISSION_COLUMNS);
     if (!set.args.length) return this.getMission(id);
     return this.first(`UPDATE missions SET ${set.sql} WHERE id = ? RETURNING *`, [...set.args, id], toMission);
@@ -183,14 +274,11 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   // ---- nodes
 
   async insertNode(row: NodeRow): Promise<void> {
-    await this.insert("nodes", "INSERT INTO nodes (id, hostname, status, last_seen_at, created_at, domains) VALUES (?, ?, ?, ?, ?, ?)", [
-      row.id,
-      row.hostname,
-      row.status,
-      row.lastSeenAt,
-      row.createdAt,
-      nodeDomainsText(row.domains),
-    ]);
+    await this.insert(
+      "nodes",
+      "INSERT INTO nodes (id, hostname, status, last_seen_at, created_at, domains) VALUES (?, ?, ?, ?, ?, ?)",
+      [row.id, row.hostname, row.status, row.lastSeenAt, row.createdAt, nodeDomainsText(row.domains)],
+    );
   }
 
   getNode(id: string): Promise<NodeRow | undefined> {
@@ -201,7 +289,10 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
     return (await this.query(`SELECT * FROM nodes ${this.orderBy("created_at", "id")}`)).map(toNode);
   }
 
-  async updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt" | "domains">>): Promise<NodeRow | undefined> {
+  async updateNode(
+    id: string,
+    patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt" | "domains">>,
+  ): Promise<NodeRow | undefined> {
     const set = setClause(patch, NODE_COLUMNS, (k, v) => (k === "domains" ? nodeDomainsText(v as string[]) : v));
     if (!set.args.length) return this.getNode(id);
     return this.first(`UPDATE nodes SET ${set.sql} WHERE id = ? RETURNING *`, [...set.args, id], toNode);
@@ -212,8 +303,20 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   async insertAgent(row: AgentRow): Promise<void> {
     await this.insert(
       "agents",
-      "INSERT INTO agents (id, domain_id, node_id, name, runtime, capabilities, state, last_seen_at, created_at, supervised) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      [row.id, row.domainId, row.nodeId, row.name, row.runtime, JSON.stringify(row.capabilities), row.state, row.lastSeenAt, row.createdAt, row.supervised],
+      "INSERT INTO agents (id, domain_id, node_id, name, runtime, capabilities, state, " +
+        "last_seen_at, created_at, supervised) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      [
+        row.id,
+        row.domainId,
+        row.nodeId,
+        row.name,
+        row.runtime,
+        JSON.stringify(row.capabilities),
+        row.state,
+        row.lastSeenAt,
+        row.createdAt,
+        row.supervised,
+      ],
     );
   }
 
@@ -232,21 +335,36 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
       where.push("node_id = ?");
       args.push(q.nodeId);
     }
-    return (await this.query(`SELECT * FROM agents ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ${this.orderBy("created_at", "id")}`, args)).map(toAgent);
+    return (
+      await this.query(
+        `SELECT * FROM agents ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ` +
+          `${this.orderBy("created_at", "id")}`,
+        args,
+      )
+    ).map(toAgent);
   }
 
   async nodeAgentDomains(nodeId: string): Promise<string[]> {
-    return (await this.query("SELECT DISTINCT domain_id FROM agents WHERE node_id = ? ORDER BY domain_id", [nodeId])).map((r) => String(r.domain_id));
+    return (
+      await this.query("SELECT DISTINCT domain_id FROM agents WHERE node_id = ? ORDER BY domain_id", [nodeId])
+    ).map((r) => String(r.domain_id));
   }
 
-  async updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>): Promise<AgentRow | undefined> {
+  async updateAgent(
+    id: string,
+    patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>,
+  ): Promise<AgentRow | undefined> {
     const set = setClause(patch, AGENT_COLUMNS, (k, v) => (k === "capabilities" ? JSON.stringify(v) : v));
     if (!set.args.length) return this.getAgent(id);
     return this.first(`UPDATE agents SET ${set.sql} WHERE id = ? RETURNING *`, [...set.args, id], toAgent);
   }
 
   moveAgentState(id: string, from: string, to: string, at: string): Promise<AgentRow | undefined> {
-    return this.first("UPDATE agents SET state = ?, last_seen_at = ? WHERE id = ? AND state = ? RETURNING *", [to, at, id, from], toAgent);
+    return this.first(
+      "UPDATE agents SET state = ?, last_seen_at = ? WHERE id = ? AND state = ? RETURNING *",
+      [to, at, id, from],
+      toAgent,
+    );
   }
 
   // ---- tokens, signing keys, tickets (SQL in credential-store.ts)
@@ -307,7 +425,10 @@ export abstract class SqlStore implements AiStore, SecretStore, NodeStateStore, 
   }
 
   async setMeta(key: string, value: string): Promise<void> {
-    await this.query("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", [key, value]);
+    await this.query(
+      "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+      [key, value],
+    );
   }
 
   // ---- AI sessions, turns, actions, docs, artifacts (SQL in ai-store.ts)

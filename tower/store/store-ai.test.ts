@@ -1,4 +1,5 @@
-// The store suite (AI sessions, actions, docs and artifacts, secrets, migrations), on both dialects: see test-support/store-suite.ts.
+// The store suite (AI sessions, actions, docs and artifacts, secrets, migrations), on both dialects: see
+// test-support/store-suite.ts.
 import { describe, expect } from "vitest";
 import { expectEpError, iso, storeSuite, T0 } from "../../test-support/store-suite.js";
 
@@ -7,24 +8,52 @@ storeSuite((s) => {
 
   describe("AI sessions, actions, docs and artifacts", () => {
     test("sessions and turns round-trip; sessions list newest first per owner", async () => {
-      const session = { id: "ses_1", owner: "tok_a", title: "t", status: "active", createdAt: iso(T0), updatedAt: iso(T0) };
+      const session = {
+        id: "ses_1",
+        owner: "tok_a",
+        title: "t",
+        status: "active",
+        createdAt: iso(T0),
+        updatedAt: iso(T0),
+      };
       await s.store.insertAiSession(session);
       await s.store.insertAiSession({ ...session, id: "ses_2", createdAt: iso(T0 + 1) });
       await s.store.insertAiSession({ ...session, id: "ses_3", owner: "tok_b" });
       expect(await s.store.getAiSession("ses_1")).toEqual(session);
       expect(await s.store.getAiSession("ses_x")).toBeUndefined();
       expect((await s.store.listAiSessions("tok_a")).map((x) => x.id)).toEqual(["ses_2", "ses_1"]);
-      expect(await s.store.updateAiSession("ses_1", { status: "closed", updatedAt: iso(T0 + 5) })).toEqual({ ...session, status: "closed", updatedAt: iso(T0 + 5) });
+      expect(await s.store.updateAiSession("ses_1", { status: "closed", updatedAt: iso(T0 + 5) })).toEqual({
+        ...session,
+        status: "closed",
+        updatedAt: iso(T0 + 5),
+      });
       expect(await s.store.updateAiSession("ses_x", { status: "closed" })).toBeUndefined();
       await expect(s.store.insertAiSession(session)).rejects.toSatisfy(expectEpError("already_exists"));
-      const turn = { id: "trn_1", sessionId: "ses_1", seq: 1, role: "user" as const, content: "hi", toolCalls: [{ name: "x" }], viewSpecs: [], error: "", createdAt: iso(T0) };
+      const turn = {
+        id: "trn_1",
+        sessionId: "ses_1",
+        seq: 1,
+        role: "user" as const,
+        content: "hi",
+        toolCalls: [{ name: "x" }],
+        viewSpecs: [],
+        error: "",
+        createdAt: iso(T0),
+      };
       await s.store.insertAiTurn({ ...turn, id: "trn_2", seq: 2, role: "assistant" });
       await s.store.insertAiTurn(turn);
       expect(await s.store.listAiTurns("ses_1")).toEqual([turn, { ...turn, id: "trn_2", seq: 2, role: "assistant" }]);
     });
 
     test("a pending action is decided once and its outcome recorded once", async () => {
-      await s.store.insertAiSession({ id: "ses_1", owner: "tok_a", title: "", status: "active", createdAt: iso(T0), updatedAt: iso(T0) });
+      await s.store.insertAiSession({
+        id: "ses_1",
+        owner: "tok_a",
+        title: "",
+        status: "active",
+        createdAt: iso(T0),
+        updatedAt: iso(T0),
+      });
       const action = {
         id: "act_1",
         sessionId: "ses_1",
@@ -43,20 +72,32 @@ storeSuite((s) => {
       await s.store.insertAiAction(action);
       await s.store.insertAiAction({ ...action, id: "act_2", createdAt: iso(T0 + 1) });
       expect(await s.store.getAiAction("act_1")).toEqual(action);
-      expect((await s.store.listAiActions({ owner: "tok_a", status: "pending" })).map((a) => a.id)).toEqual(["act_1", "act_2"]);
+      expect((await s.store.listAiActions({ owner: "tok_a", status: "pending" })).map((a) => a.id)).toEqual([
+        "act_1",
+        "act_2",
+      ]);
       expect(await s.store.listAiActions({ owner: "tok_b" })).toEqual([]);
       const decisions = await Promise.all(
-        (["approved", "rejected", "approved"] as const).map((status, i) => s.store.decideAiAction("act_1", { status, decidedBy: `u${i}`, decidedAt: iso(T0 + 2) })),
+        (["approved", "rejected", "approved"] as const).map((status, i) =>
+          s.store.decideAiAction("act_1", { status, decidedBy: `u${i}`, decidedAt: iso(T0 + 2) }),
+        ),
       );
       expect(decisions.filter(Boolean)).toHaveLength(1);
       const decided = decisions.find(Boolean)!;
       if (decided.status === "approved") {
-        expect(await s.store.recordAiActionOutcome("act_1", { result: { ok: true }, error: "", executedAt: iso(T0 + 3) })).toMatchObject({ result: { ok: true } });
+        expect(
+          await s.store.recordAiActionOutcome("act_1", { result: { ok: true }, error: "", executedAt: iso(T0 + 3) }),
+        ).toMatchObject({ result: { ok: true } });
       }
-      expect(await s.store.recordAiActionOutcome("act_1", { result: { ok: false }, error: "", executedAt: iso(T0 + 4) })).toBeUndefined();
-      expect((await s.store.listAiActions({ sessionId: "ses_1", status: "pending" })).map((a) => a.id)).toEqual(["act_2"]);
+      expect(
+        await s.store.recordAiActionOutcome("act_1", { result: { ok: false }, error: "", executedAt: iso(T0 + 4) }),
+      ).toBeUndefined();
+      expect((await s.store.listAiActions({ sessionId: "ses_1", status: "pending" })).map((a) => a.id)).toEqual([
+        "act_2",
+      ]);
       // approved with no outcome, decided before a time: what the interrupted-action sweep takes
-      expect(await s.store.listAiActions({ unexecutedBefore: iso(T0 + 10) })).toEqual([]); // act_1 has its outcome (or was rejected)
+      // act_1 has its outcome (or was rejected)
+      expect(await s.store.listAiActions({ unexecutedBefore: iso(T0 + 10) })).toEqual([]);
       await s.store.decideAiAction("act_2", { status: "approved", decidedBy: "u", decidedAt: iso(T0 + 5) });
       expect((await s.store.listAiActions({ unexecutedBefore: iso(T0 + 10) })).map((a) => a.id)).toEqual(["act_2"]);
       expect(await s.store.listAiActions({ unexecutedBefore: iso(T0 + 5) })).toEqual([]);
@@ -65,9 +106,24 @@ storeSuite((s) => {
     test("docs and artifacts are upserted with a version and listed by name", async () => {
       const { d, m, add } = await setup();
       const t = await add();
-      const doc = { id: "doc_1", domainId: d, missionId: m, name: "plan.md", content: "v1", contentType: "text/markdown", version: 1, createdAt: iso(T0), updatedAt: iso(T0) };
+      const doc = {
+        id: "doc_1",
+        domainId: d,
+        missionId: m,
+        name: "plan.md",
+        content: "v1",
+        contentType: "text/markdown",
+        version: 1,
+        createdAt: iso(T0),
+        updatedAt: iso(T0),
+      };
       expect(await s.store.putDoc(doc)).toEqual(doc);
-      expect(await s.store.putDoc({ ...doc, id: "doc_ignored", content: "v2", updatedAt: iso(T0 + 1) })).toEqual({ ...doc, content: "v2", version: 2, updatedAt: iso(T0 + 1) });
+      expect(await s.store.putDoc({ ...doc, id: "doc_ignored", content: "v2", updatedAt: iso(T0 + 1) })).toEqual({
+        ...doc,
+        content: "v2",
+        version: 2,
+        updatedAt: iso(T0 + 1),
+      });
       await s.store.putDoc({ ...doc, id: "doc_2", name: "a.md" });
       expect((await s.store.listDocs(m)).map((x) => x.name)).toEqual(["a.md", "plan.md"]);
       expect((await s.store.getDoc(m, "plan.md"))?.content).toBe("v2");
@@ -80,11 +136,23 @@ storeSuite((s) => {
   });
 
   describe("secrets", () => {
-    const secret = { name: "GH_TOKEN", domainId: "", ciphertext: "c1", iv: "i1", tag: "t1", keyId: "k1", version: 1, createdAt: iso(T0), updatedAt: iso(T0) };
+    const secret = {
+      name: "GH_TOKEN",
+      domainId: "",
+      ciphertext: "c1",
+      iv: "i1",
+      tag: "t1",
+      keyId: "k1",
+      version: 1,
+      createdAt: iso(T0),
+      updatedAt: iso(T0),
+    };
 
     test("secrets are upserted with a version, listed by name and deleted with their grants", async () => {
       expect(await s.store.putSecret(secret)).toEqual(secret);
-      expect(await s.store.putSecret({ ...secret, ciphertext: "c2", updatedAt: iso(T0 + 1), createdAt: iso(T0 + 1) })).toEqual({
+      expect(
+        await s.store.putSecret({ ...secret, ciphertext: "c2", updatedAt: iso(T0 + 1), createdAt: iso(T0 + 1) }),
+      ).toEqual({
         ...secret,
         ciphertext: "c2",
         version: 2,
@@ -132,7 +200,11 @@ storeSuite((s) => {
     test("several instances migrating one fresh database at once all succeed", async () => {
       const fresh = await fixture();
       try {
-        const more = await Promise.all([fresh.openAnother({ migrate: false }), fresh.openAnother({ migrate: false }), fresh.openAnother({ migrate: false })]);
+        const more = await Promise.all([
+          fresh.openAnother({ migrate: false }),
+          fresh.openAnother({ migrate: false }),
+          fresh.openAnother({ migrate: false }),
+        ]);
         await Promise.all(more.map((s) => s.migrate()));
         await more[0].insertDomain({ id: "dom_1", name: "n", createdAt: iso(T0) });
         expect((await more[2].listDomains()).map((x) => x.id)).toEqual(["dom_1"]);

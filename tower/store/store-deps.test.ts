@@ -7,28 +7,31 @@ storeSuite((s) => {
   const { test, setup } = s;
 
   describe("task dependencies", () => {
-    test("queueReadyChildren queues the waiting children whose parents all succeeded, only those, and returns them", async () => {
-      const { add } = await setup();
-      const a = await add({ status: "running" });
-      const b = await add({ status: "succeeded" });
-      const onlyA = await add({ status: "waiting", dependsOn: [a.id] });
-      const both = await add({ status: "waiting", dependsOn: [a.id, b.id] });
-      const other = await add({ status: "waiting", dependsOn: [b.id, onlyA.id] });
-      const cancelled = await add({ status: "cancelled", dependsOn: [a.id] });
-      for (const c of [onlyA, both, other, cancelled]) await s.store.insertTaskDeps(c.id, c.dependsOn);
-      expect(await s.store.queueReadyChildren(a.id, iso(T0 + 5))).toEqual([]);
-      await s.store.updateTask(a.id, { status: "succeeded" });
-      const queued = await s.store.queueReadyChildren(a.id, iso(T0 + 9));
-      expect(queued.map((t) => [t.id, t.status, t.updatedAt])).toEqual([
-        [onlyA.id, "queued", iso(T0 + 9)],
-        [both.id, "queued", iso(T0 + 9)],
-      ]);
-      expect(queued[1]!.dependsOn).toEqual([a.id, b.id]);
-      expect((await s.store.getTask(other.id))!.status).toBe("waiting");
-      expect((await s.store.getTask(cancelled.id))!.status).toBe("cancelled");
-      // asked again, nothing more
-      expect(await s.store.queueReadyChildren(a.id, iso(T0 + 10))).toEqual([]);
-    });
+    test(
+      "queueReadyChildren queues the waiting children whose " + "parents all succeeded, only those, and returns them",
+      async () => {
+        const { add } = await setup();
+        const a = await add({ status: "running" });
+        const b = await add({ status: "succeeded" });
+        const onlyA = await add({ status: "waiting", dependsOn: [a.id] });
+        const both = await add({ status: "waiting", dependsOn: [a.id, b.id] });
+        const other = await add({ status: "waiting", dependsOn: [b.id, onlyA.id] });
+        const cancelled = await add({ status: "cancelled", dependsOn: [a.id] });
+        for (const c of [onlyA, both, other, cancelled]) await s.store.insertTaskDeps(c.id, c.dependsOn);
+        expect(await s.store.queueReadyChildren(a.id, iso(T0 + 5))).toEqual([]);
+        await s.store.updateTask(a.id, { status: "succeeded" });
+        const queued = await s.store.queueReadyChildren(a.id, iso(T0 + 9));
+        expect(queued.map((t) => [t.id, t.status, t.updatedAt])).toEqual([
+          [onlyA.id, "queued", iso(T0 + 9)],
+          [both.id, "queued", iso(T0 + 9)],
+        ]);
+        expect(queued[1]!.dependsOn).toEqual([a.id, b.id]);
+        expect((await s.store.getTask(other.id))!.status).toBe("waiting");
+        expect((await s.store.getTask(cancelled.id))!.status).toBe("cancelled");
+        // asked again, nothing more
+        expect(await s.store.queueReadyChildren(a.id, iso(T0 + 10))).toEqual([]);
+      },
+    );
 
     test("listChildren and listParentStates read the edges both ways; a parent named twice is one edge", async () => {
       const { add } = await setup();

@@ -1,4 +1,5 @@
-// The store suite (events, meta values are set, read and overwritten, transactions), on both dialects: see test-support/store-suite.ts.
+// The store suite (events, meta values are set, read and overwritten, transactions), on both dialects: see
+// test-support/store-suite.ts.
 import { describe, expect } from "vitest";
 import type { EventRow, NewEvent, Store } from "./store.js";
 import { expectEpError, iso, storeSuite, T0 } from "../../test-support/store-suite.js";
@@ -11,8 +12,14 @@ storeSuite((s) => {
 
     test("appended events get strictly increasing ids and read back identically", async () => {
       expect(await s.store.lastEventId()).toBe(0);
-      const first = await s.store.appendEvents([ev({ taskId: "tsk_1", payload: { line: "a" } }), ev({ type: "inbox", name: "x", agentId: "agt_1" })], iso(T0));
-      const second = await s.store.appendEvents([ev({ status: "running", sessionId: "ses_1", domainId: "dom_1", missionId: "msn_1" })], iso(T0 + 1));
+      const first = await s.store.appendEvents(
+        [ev({ taskId: "tsk_1", payload: { line: "a" } }), ev({ type: "inbox", name: "x", agentId: "agt_1" })],
+        iso(T0),
+      );
+      const second = await s.store.appendEvents(
+        [ev({ status: "running", sessionId: "ses_1", domainId: "dom_1", missionId: "msn_1" })],
+        iso(T0 + 1),
+      );
       const ids = [...first, ...second].map((e) => e.id);
       expect(ids.every((x, i) => i === 0 || x > ids[i - 1])).toBe(true);
       expect(first[0]).toEqual({
@@ -36,7 +43,9 @@ storeSuite((s) => {
     test("concurrent appends never share or reorder ids", async () => {
       const other = await s.fx.openAnother({ max: 5 });
       const batches = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => (i % 2 ? other : s.store).appendEvents([ev({ taskId: `t${i}` }), ev({ taskId: `t${i}` })], iso(T0))),
+        Array.from({ length: 20 }, (_, i) =>
+          (i % 2 ? other : s.store).appendEvents([ev({ taskId: `t${i}` }), ev({ taskId: `t${i}` })], iso(T0)),
+        ),
       );
       for (const b of batches) expect(b[1].id).toBeGreaterThan(b[0].id);
       const all = batches.flat().map((e) => e.id);
@@ -113,7 +122,15 @@ storeSuite((s) => {
       const boom = new Error("boom");
       await expect(
         s.store.transaction(async (tx) => {
-          await tx.insertMission({ id: "msn_tx", domainId: d, title: "x", description: "", status: "open", createdAt: iso(T0), updatedAt: iso(T0) });
+          await tx.insertMission({
+            id: "msn_tx",
+            domainId: d,
+            title: "x",
+            description: "",
+            status: "open",
+            createdAt: iso(T0),
+            updatedAt: iso(T0),
+          });
           await tx.insertTask(task(d, "msn_tx", { id: "tsk_tx" }));
           await tx.appendEvents([{ type: "inbox", name: "x" }], iso(T0));
           await tx.setMeta("tx", "1");
@@ -132,7 +149,15 @@ storeSuite((s) => {
     test("a committed transaction keeps everything and returns fn's value; nested calls join it", async () => {
       const d = await domain();
       const out = await s.store.transaction(async (tx) => {
-        await tx.insertMission({ id: "msn_tx", domainId: d, title: "x", description: "", status: "open", createdAt: iso(T0), updatedAt: iso(T0) });
+        await tx.insertMission({
+          id: "msn_tx",
+          domainId: d,
+          title: "x",
+          description: "",
+          status: "open",
+          createdAt: iso(T0),
+          updatedAt: iso(T0),
+        });
         await tx.transaction(async (inner) => inner.setMeta("tx", "1"));
         return "ok";
       });
@@ -160,42 +185,64 @@ storeSuite((s) => {
       ]);
       expect(results.map((r) => r.status)).toEqual(["fulfilled", "fulfilled", "rejected", "fulfilled"]);
       expect((results[2] as PromiseRejectedResult).reason).toBe(boom);
-      expect([await s.store.getMeta("plain"), await s.store.getMeta("ok1"), await s.store.getMeta("bad"), await s.store.getMeta("ok2")]).toEqual(["1", "1", undefined, "1"]);
+      expect([
+        await s.store.getMeta("plain"),
+        await s.store.getMeta("ok1"),
+        await s.store.getMeta("bad"),
+        await s.store.getMeta("ok2"),
+      ]).toEqual(["1", "1", undefined, "1"]);
     });
 
-    test("a statement error fails only its own transaction among those started together; final events keep their order", async () => {
-      const d = await domain();
-      const mission = (id: string) => ({ id, domainId: d, title: "x", description: "", status: "open", createdAt: iso(T0), updatedAt: iso(T0) });
-      await s.store.insertMission(mission("msn_dup"));
-      const before = await s.store.lastEventId();
-      const final = (tx: Store, name: string) => (tx.appendFinalEvents ?? tx.appendEvents).call(tx, [{ type: "matrix", name }], iso(T0));
-      const results = await Promise.allSettled([
-        s.store.transaction(async (tx) => tx.insertMission(mission("msn_dup"))),
-        s.store.transaction(async (tx) => {
-          await tx.setMeta("b2", "1");
-          return final(tx, "e2");
-        }),
-        s.store.transaction(async (tx) => {
-          await tx.setMeta("b3", "1");
-          await tx.insertMission(mission("msn_dup"));
-        }),
-        s.store.transaction(async (tx) => {
-          await tx.setMeta("b4", "1");
-          return final(tx, "e4");
-        }),
-      ]);
-      expect(results.map((r) => r.status)).toEqual(["rejected", "fulfilled", "rejected", "fulfilled"]);
-      expect((results[0] as PromiseRejectedResult).reason).toSatisfy(expectEpError("already_exists"));
-      expect((results[2] as PromiseRejectedResult).reason).toSatisfy(expectEpError("already_exists"));
-      expect([await s.store.getMeta("b2"), await s.store.getMeta("b3"), await s.store.getMeta("b4")]).toEqual(["1", undefined, "1"]);
-      const [e2] = (results[1] as PromiseFulfilledResult<EventRow[]>).value;
-      const [e4] = (results[3] as PromiseFulfilledResult<EventRow[]>).value;
-      expect(e2.id).toBeLessThan(e4.id);
-      expect((await s.store.listEvents({ afterId: before })).map((e) => [e.id, e.name])).toEqual([
-        [e2.id, "e2"],
-        [e4.id, "e4"],
-      ]);
-    });
+    test(
+      "a statement error fails only its own transaction among " +
+        "those started together; final events keep their order",
+      async () => {
+        const d = await domain();
+        const mission = (id: string) => ({
+          id,
+          domainId: d,
+          title: "x",
+          description: "",
+          status: "open",
+          createdAt: iso(T0),
+          updatedAt: iso(T0),
+        });
+        await s.store.insertMission(mission("msn_dup"));
+        const before = await s.store.lastEventId();
+        const final = (tx: Store, name: string) =>
+          (tx.appendFinalEvents ?? tx.appendEvents).call(tx, [{ type: "matrix", name }], iso(T0));
+        const results = await Promise.allSettled([
+          s.store.transaction(async (tx) => tx.insertMission(mission("msn_dup"))),
+          s.store.transaction(async (tx) => {
+            await tx.setMeta("b2", "1");
+            return final(tx, "e2");
+          }),
+          s.store.transaction(async (tx) => {
+            await tx.setMeta("b3", "1");
+            await tx.insertMission(mission("msn_dup"));
+          }),
+          s.store.transaction(async (tx) => {
+            await tx.setMeta("b4", "1");
+            return final(tx, "e4");
+          }),
+        ]);
+        expect(results.map((r) => r.status)).toEqual(["rejected", "fulfilled", "rejected", "fulfilled"]);
+        expect((results[0] as PromiseRejectedResult).reason).toSatisfy(expectEpError("already_exists"));
+        expect((results[2] as PromiseRejectedResult).reason).toSatisfy(expectEpError("already_exists"));
+        expect([await s.store.getMeta("b2"), await s.store.getMeta("b3"), await s.store.getMeta("b4")]).toEqual([
+          "1",
+          undefined,
+          "1",
+        ]);
+        const [e2] = (results[1] as PromiseFulfilledResult<EventRow[]>).value;
+        const [e4] = (results[3] as PromiseFulfilledResult<EventRow[]>).value;
+        expect(e2.id).toBeLessThan(e4.id);
+        expect((await s.store.listEvents({ afterId: before })).map((e) => [e.id, e.name])).toEqual([
+          [e2.id, "e2"],
+          [e4.id, "e4"],
+        ]);
+      },
+    );
 
     test("work outside a transaction waits for it or sees its result whole", async () => {
       let release!: () => void;

@@ -3,7 +3,14 @@ import { randomBytes } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { waitFor } from "../../test-support/wait.js";
 import { PostgresStore } from "./postgres/postgres-store.js";
-import { expectEpError, pgAdmin, PG_URL, postgresFixture, skipPostgres, type Fixture } from "../../test-support/store-suite.js";
+import {
+  expectEpError,
+  pgAdmin,
+  PG_URL,
+  postgresFixture,
+  skipPostgres,
+  type Fixture,
+} from "../../test-support/store-suite.js";
 
 describe.skipIf(skipPostgres)("PostgresStore LISTEN/NOTIFY", () => {
   const test = it;
@@ -78,7 +85,10 @@ describe.skipIf(skipPostgres)("PostgresStore LISTEN/NOTIFY", () => {
       await replica.listen(ch, c.push, { onReconnect: () => reconnects++ });
       const admin = pgAdmin();
       await admin.connect();
-      const killed = await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [`${app}-listen`]);
+      const killed = await admin.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+        [`${app}-listen`],
+      );
       await admin.end();
       expect(killed.rowCount).toBeGreaterThan(0);
       await waitFor(() => reconnects > 0, 5000);

@@ -63,7 +63,9 @@ storeSuite((s) => {
       expect(await s.store.insertWebhookDelivery({ ...delivery(h, 7), id: "whd_0000000000000000000077" })).toBe(false);
       expect(await s.store.insertWebhookDelivery({ ...delivery(h, 0), id: "whd_0000000000000000000001" })).toBe(true);
       expect(await s.store.insertWebhookDelivery({ ...delivery(h, 0), id: "whd_0000000000000000000002" })).toBe(true);
-      expect((await s.store.listWebhookDeliveries({ webhookId: h.id, limit: 10 })).map((x) => x.eventId)).toEqual([7, 0, 0]);
+      expect((await s.store.listWebhookDeliveries({ webhookId: h.id, limit: 10 })).map((x) => x.eventId)).toEqual([
+        7, 0, 0,
+      ]);
     });
 
     test("two stores taking due deliveries at once never get the same one; an expired lease frees it", async () => {
@@ -74,7 +76,9 @@ storeSuite((s) => {
       const now = iso(T0 + 1000);
       const until = iso(T0 + 60_000);
       const takes = await Promise.all(
-        Array.from({ length: 8 }, (_, i) => (i % 2 ? other : s.store).claimWebhookDeliveries(now, `lease-${i}`, until, 5)),
+        Array.from({ length: 8 }, (_, i) =>
+          (i % 2 ? other : s.store).claimWebhookDeliveries(now, `lease-${i}`, until, 5),
+        ),
       );
       const ids = takes.flat().map((d) => d.id);
       expect(ids).toHaveLength(40);
@@ -90,7 +94,15 @@ storeSuite((s) => {
       await s.store.insertWebhook(h);
       await s.store.insertWebhookDelivery(delivery(h, 1));
       const [taken] = await s.store.claimWebhookDeliveries(iso(T0), "mine", iso(T0 + 1000), 1);
-      const outcome = { status: "succeeded" as const, attempts: 1, statusCode: 204, error: "", attemptLog: [{ at: iso(T0 + 5), statusCode: 204, error: "", durationMs: 5 }], nextAttemptAt: iso(T0 + 5), finishedAt: iso(T0 + 5) };
+      const outcome = {
+        status: "succeeded" as const,
+        attempts: 1,
+        statusCode: 204,
+        error: "",
+        attemptLog: [{ at: iso(T0 + 5), statusCode: 204, error: "", durationMs: 5 }],
+        nextAttemptAt: iso(T0 + 5),
+        finishedAt: iso(T0 + 5),
+      };
       expect(await s.store.finishWebhookAttempt(taken.id, "not mine", outcome)).toBe(false);
       expect(await s.store.finishWebhookAttempt(taken.id, "mine", outcome)).toBe(true);
       const [done] = await s.store.listWebhookDeliveries({ webhookId: h.id, limit: 1 });

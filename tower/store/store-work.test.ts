@@ -1,4 +1,5 @@
-// The store suite (reports its dialect, domains and missions, tasks, claiming), on both dialects: see test-support/store-suite.ts.
+// The store suite (reports its dialect, domains and missions, tasks, claiming), on both dialects: see
+// test-support/store-suite.ts.
 import { describe, expect } from "vitest";
 import type { TaskRow } from "./store.js";
 import { expectEpError, iso, storeSuite, T0 } from "../../test-support/store-suite.js";
@@ -23,14 +24,26 @@ storeSuite((s) => {
 
     test("a duplicate domain id or name is already_exists", async () => {
       await s.store.insertDomain({ id: "dom_a", name: "alpha", createdAt: iso(T0) });
-      await expect(s.store.insertDomain({ id: "dom_a", name: "other", createdAt: iso(T0) })).rejects.toSatisfy(expectEpError("already_exists"));
-      await expect(s.store.insertDomain({ id: "dom_b", name: "alpha", createdAt: iso(T0) })).rejects.toSatisfy(expectEpError("already_exists"));
+      await expect(s.store.insertDomain({ id: "dom_a", name: "other", createdAt: iso(T0) })).rejects.toSatisfy(
+        expectEpError("already_exists"),
+      );
+      await expect(s.store.insertDomain({ id: "dom_b", name: "alpha", createdAt: iso(T0) })).rejects.toSatisfy(
+        expectEpError("already_exists"),
+      );
     });
 
     test("missions round-trip, list per domain and update", async () => {
       const d1 = await domain();
       const d2 = await domain();
-      const row = { id: "msn_1", domainId: d1, title: "Ship", description: "the thing", status: "open", createdAt: iso(T0), updatedAt: iso(T0) };
+      const row = {
+        id: "msn_1",
+        domainId: d1,
+        title: "Ship",
+        description: "the thing",
+        status: "open",
+        createdAt: iso(T0),
+        updatedAt: iso(T0),
+      };
       await s.store.insertMission(row);
       await s.store.insertMission({ ...row, id: "msn_2", domainId: d2, createdAt: iso(T0 + 1) });
       await s.store.insertMission({ ...row, id: "msn_0", createdAt: iso(T0 + 2) });
@@ -38,7 +51,11 @@ storeSuite((s) => {
       expect(await s.store.getMission("msn_x")).toBeUndefined();
       expect((await s.store.listMissions(d1)).map((m) => m.id)).toEqual(["msn_1", "msn_0"]);
       expect((await s.store.listMissions()).map((m) => m.id)).toEqual(["msn_1", "msn_2", "msn_0"]);
-      const updated = await s.store.updateMission("msn_1", { status: "closed", title: "Shipped", updatedAt: iso(T0 + 9) });
+      const updated = await s.store.updateMission("msn_1", {
+        status: "closed",
+        title: "Shipped",
+        updatedAt: iso(T0 + 9),
+      });
       expect(updated).toEqual({ ...row, status: "closed", title: "Shipped", updatedAt: iso(T0 + 9) });
       expect(await s.store.updateMission("msn_1", {})).toEqual(updated);
       expect(await s.store.updateMission("msn_x", { status: "closed" })).toBeUndefined();
@@ -46,7 +63,15 @@ storeSuite((s) => {
 
     test("a mission in a missing domain is not_found", async () => {
       await expect(
-        s.store.insertMission({ id: "msn_1", domainId: "dom_missing", title: "x", description: "", status: "open", createdAt: iso(T0), updatedAt: iso(T0) }),
+        s.store.insertMission({
+          id: "msn_1",
+          domainId: "dom_missing",
+          title: "x",
+          description: "",
+          status: "open",
+          createdAt: iso(T0),
+          updatedAt: iso(T0),
+        }),
       ).rejects.toSatisfy(expectEpError("not_found"));
     });
   });
@@ -78,7 +103,9 @@ storeSuite((s) => {
       expect(await s.store.getTask(row.id)).toEqual(row);
       expect(await s.store.getTask("tsk_missing")).toBeUndefined();
       await expect(s.store.insertTask(row)).rejects.toSatisfy(expectEpError("already_exists"));
-      await expect(s.store.insertTask({ ...row, id: "tsk_orphan", missionId: "msn_missing" })).rejects.toSatisfy(expectEpError("not_found"));
+      await expect(s.store.insertTask({ ...row, id: "tsk_orphan", missionId: "msn_missing" })).rejects.toSatisfy(
+        expectEpError("not_found"),
+      );
     });
 
     test("listTasks filters and keeps insertion order", async () => {
@@ -98,7 +125,13 @@ storeSuite((s) => {
       expect(ids(await s.store.listTasks({ missionId: m, status: "queued" }))).toEqual([b.id]);
       expect(ids(await s.store.listTasks({ parentTaskId: b.id }))).toEqual([c.id]);
       expect(ids(await s.store.listTasks({ domainId: d, limit: 2 }))).toEqual([a.id, b.id]);
-      expect(ids(await s.store.listTasks({ missionId: m, status: "" }))).toEqual([a.id, b.id, c.id, held.id, claimed.id]);
+      expect(ids(await s.store.listTasks({ missionId: m, status: "" }))).toEqual([
+        a.id,
+        b.id,
+        c.id,
+        held.id,
+        claimed.id,
+      ]);
       // what an agent holds: its lease's states, by the agent it names
       expect(ids(await s.store.listTasks({ claimedBy: "agt_1", held: true }))).toEqual([held.id, claimed.id]);
       expect(ids(await s.store.listTasks({ claimedBy: "agt_1" }))).toEqual([c.id, held.id, claimed.id]);
@@ -126,10 +159,22 @@ storeSuite((s) => {
         leaseExpiresMs: null,
         updatedAt: iso(T0 + 7),
       });
-      expect(u).toEqual({ ...t, status: "succeeded", result: { output: "ok", error: "" }, capabilities: ["x"], input: { a: 1 }, leaseExpiresMs: null, updatedAt: iso(T0 + 7) });
+      expect(u).toEqual({
+        ...t,
+        status: "succeeded",
+        result: { output: "ok", error: "" },
+        capabilities: ["x"],
+        input: { a: 1 },
+        leaseExpiresMs: null,
+        updatedAt: iso(T0 + 7),
+      });
       expect(await s.store.getTask(t.id)).toEqual(u);
       expect(await s.store.updateTask(t.id, {})).toEqual(u);
-      expect(await s.store.updateTask(t.id, { result: null, input: null })).toEqual({ ...u, result: null, input: null });
+      expect(await s.store.updateTask(t.id, { result: null, input: null })).toEqual({
+        ...u,
+        result: null,
+        input: null,
+      });
       expect(await s.store.updateTask("tsk_missing", { status: "queued" })).toBeUndefined();
     });
 
@@ -137,11 +182,25 @@ storeSuite((s) => {
       const { add } = await setup();
       const t = await add({ claimedBy: "agt_1", status: "running" });
       const denials = [
-        { tool: "Bash", tried: "echo 'hi' > \"/root/x\"; printf '\\n\u00e9\u2603'", reason: "Output redirection to '/root/x' needs approval.", source: "policy", callId: "toolu_1" },
-        { tool: "run_shell_command", tried: "", reason: 'Tool "run_shell_command" not found', source: "unknown_tool", callId: "" },
+        {
+          tool: "Bash",
+          tried: "echo 'hi' > \"/root/x\"; printf '\\n\u00e9\u2603'",
+          reason: "Output redirection to '/root/x' needs approval.",
+          source: "policy",
+          callId: "toolu_1",
+        },
+        {
+          tool: "run_shell_command",
+          tried: "",
+          reason: 'Tool "run_shell_command" not found',
+          source: "unknown_tool",
+          callId: "",
+        },
       ];
       const result = { output: "done", error: "", denials };
-      expect(await s.store.updateTask(t.id, { status: "succeeded", result, updatedAt: iso(T0 + 3) })).toMatchObject({ result });
+      expect(await s.store.updateTask(t.id, { status: "succeeded", result, updatedAt: iso(T0 + 3) })).toMatchObject({
+        result,
+      });
       expect((await s.store.getTask(t.id))!.result).toEqual(result);
     });
 
@@ -149,9 +208,14 @@ storeSuite((s) => {
       const { add } = await setup();
       const t = await add({ status: "claimed", claimedBy: "agt_1" });
       expect(await s.store.updateTask(t.id, { status: "running" }, { status: ["queued"] })).toBeUndefined();
-      expect(await s.store.updateTask(t.id, { status: "running" }, { status: ["claimed"], claimedBy: "agt_2" })).toBeUndefined();
+      expect(
+        await s.store.updateTask(t.id, { status: "running" }, { status: ["claimed"], claimedBy: "agt_2" }),
+      ).toBeUndefined();
       expect((await s.store.getTask(t.id))?.status).toBe("claimed");
-      expect((await s.store.updateTask(t.id, { status: "running" }, { status: ["claimed", "running"], claimedBy: "agt_1" }))?.status).toBe("running");
+      expect(
+        (await s.store.updateTask(t.id, { status: "running" }, { status: ["claimed", "running"], claimedBy: "agt_1" }))
+          ?.status,
+      ).toBe("running");
       expect((await s.store.updateTask(t.id, { claimedBy: "" }, { claimedBy: "agt_1" }))?.claimedBy).toBe("");
       expect(await s.store.updateTask(t.id, { status: "queued" }, { status: [] })).toBeUndefined();
       // the claim it is about: a newer claim (more attempts) is not touched
@@ -163,7 +227,11 @@ storeSuite((s) => {
       expect(await s.store.updateTask(t.id, { priority: 5 }, { leaseAfterMs: T0 + 10 })).toBeUndefined();
       expect((await s.store.updateTask(t.id, { priority: 5 }, { leaseAfterMs: T0 + 9 }))?.priority).toBe(5);
       // Concurrent compare-and-set: exactly one of many identical transitions wins.
-      const wins = await Promise.all(Array.from({ length: 20 }, (_, i) => s.store.updateTask(t.id, { status: "succeeded", claimedBy: `agt_${i}` }, { status: ["running"] })));
+      const wins = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          s.store.updateTask(t.id, { status: "succeeded", claimedBy: `agt_${i}` }, { status: ["running"] }),
+        ),
+      );
       expect(wins.filter(Boolean)).toHaveLength(1);
     });
   });
@@ -183,7 +251,15 @@ storeSuite((s) => {
       expect(order).toEqual([highOld.id, highNew.id, mid.id, low.id]);
       expect(await s.store.claimTask(claimant(d), T0 + 1000, 30_000)).toBeUndefined();
       const claimed = await s.store.getTask(highOld.id);
-      expect(claimed).toEqual({ ...highOld, status: "claimed", claimedBy: "agt_1", attempts: 1, leaseExpiresMs: T0 + 31_000, updatedAt: iso(T0 + 1000), leaseId: "ls_test" });
+      expect(claimed).toEqual({
+        ...highOld,
+        status: "claimed",
+        claimedBy: "agt_1",
+        attempts: 1,
+        leaseExpiresMs: T0 + 31_000,
+        updatedAt: iso(T0 + 1000),
+        leaseId: "ls_test",
+      });
     });
 
     test("the task's capabilities must be a subset of the agent's", async () => {
@@ -194,7 +270,9 @@ storeSuite((s) => {
       expect((await s.store.claimTask(c, T0, 1000))?.id).toBe(needsNone.id);
       expect(await s.store.claimTask(c, T0, 1000)).toBeUndefined();
       expect(await s.store.claimTask(claimant(d, { capabilities: [] }), T0, 1000)).toBeUndefined();
-      expect((await s.store.claimTask(claimant(d, { capabilities: ["linux", "arm", "gpu"] }), T0, 1000))?.id).toBe(needsTwo.id);
+      expect((await s.store.claimTask(claimant(d, { capabilities: ["linux", "arm", "gpu"] }), T0, 1000))?.id).toBe(
+        needsTwo.id,
+      );
     });
 
     test("a runtime-bound task goes only to an agent of that runtime", async () => {
@@ -230,7 +308,11 @@ storeSuite((s) => {
       const { d, add } = await setup();
       const t = await add();
       await s.store.claimTask(claimant(d), T0, 1000);
-      await s.store.updateTask(t.id, { status: "queued", claimedBy: "", leaseExpiresMs: null }, { status: ["claimed"] });
+      await s.store.updateTask(
+        t.id,
+        { status: "queued", claimedBy: "", leaseExpiresMs: null },
+        { status: ["claimed"] },
+      );
       const again = await s.store.claimTask(claimant(d, { agentId: "agt_2" }), T0 + 5, 1000);
       expect(again).toMatchObject({ id: t.id, attempts: 2, claimedBy: "agt_2", leaseExpiresMs: T0 + 1005 });
     });
@@ -257,14 +339,18 @@ storeSuite((s) => {
             if (!t) return;
             expect(claims.has(t.id)).toBe(false);
             claims.set(t.id, agentId);
-            expect(await s.updateTask(t.id, { status: "succeeded" }, { status: ["claimed"], claimedBy: agentId })).toBeDefined();
+            expect(
+              await s.updateTask(t.id, { status: "succeeded" }, { status: ["claimed"], claimedBy: agentId }),
+            ).toBeDefined();
           }
         }),
       );
       expect(claims.size).toBe(500);
       expect(new Set(claims.keys())).toEqual(ids);
       const done = await s.store.listTasks({ domainId: d });
-      expect(done.every((t) => t.status === "succeeded" && t.attempts === 1 && t.claimedBy === claims.get(t.id))).toBe(true);
+      expect(done.every((t) => t.status === "succeeded" && t.attempts === 1 && t.claimedBy === claims.get(t.id))).toBe(
+        true,
+      );
     });
 
     test("listExpiredLeases lists held tasks whose lease is due, soonest first", async () => {

@@ -104,7 +104,9 @@ export interface TaskRow {
   updatedAt: string;
 }
 
-export type TaskPatch = Partial<Omit<TaskRow, "id" | "domainId" | "missionId" | "kind" | "createdAt" | "dependsOn" | "step">>;
+export type TaskPatch = Partial<
+  Omit<TaskRow, "id" | "domainId" | "missionId" | "kind" | "createdAt" | "dependsOn" | "step">
+>;
 
 export interface TaskQuery {
   missionId?: string;
@@ -249,8 +251,24 @@ export interface EventQuery {
  * referenced row (domain, mission) is missing, in both dialects. On PostgreSQL such an
  * error also aborts the surrounding transaction: let it propagate, do not catch and go on.
  */
-/** AiStore (tower/store/ai-store.ts): AI sessions, turns, pending actions, docs and artifacts; SecretStore (tower/store/secret-store.ts): encrypted secrets and grants; NodeStateStore (tower/store/node-state-store.ts): the latest state report of each node; ApprovalStore (tower/store/approval-store.ts): what agents ask a person to allow; IdempotencyStore (tower/store/idempotency-store.ts): the keys of idempotent creates; WebhookStore (tower/store/webhook-store.ts): outgoing webhooks and their deliveries; DependencyStore (tower/store/dependency-store.ts): task dependencies. MetricsStore (tower/store/metrics-store.ts): the counts /metrics reads at scrape time. */
-export interface Store extends AiStore, SecretStore, NodeStateStore, ApprovalStore, IdempotencyStore, WebhookStore, DependencyStore, MetricsStore {
+/**
+ * AiStore (tower/store/ai-store.ts): AI sessions, turns, pending actions, docs and artifacts; SecretStore
+ * (tower/store/secret-store.ts): encrypted secrets and grants; NodeStateStore (tower/store/node-state-store.ts): the
+ * latest state report of each node; ApprovalStore (tower/store/approval-store.ts): what agents ask a person to allow;
+ * IdempotencyStore (tower/store/idempotency-store.ts): the keys of idempotent creates; WebhookStore
+ * (tower/store/webhook-store.ts): outgoing webhooks and their deliveries; DependencyStore
+ * (tower/store/dependency-store.ts): task dependencies. MetricsStore (tower/store/metrics-store.ts): the counts
+ * /metrics reads at scrape time.
+ */
+export interface Store
+  extends AiStore,
+    SecretStore,
+    NodeStateStore,
+    ApprovalStore,
+    IdempotencyStore,
+    WebhookStore,
+    DependencyStore,
+    MetricsStore {
   readonly dialect: "sqlite" | "postgres";
   /** Applies pending numbered migrations. */
   migrate(): Promise<void>;
@@ -273,7 +291,10 @@ export interface Store extends AiStore, SecretStore, NodeStateStore, ApprovalSto
   insertMission(row: MissionRow): Promise<void>;
   getMission(id: string): Promise<MissionRow | undefined>;
   listMissions(domainId?: string): Promise<MissionRow[]>;
-  updateMission(id: string, patch: Partial<Pick<MissionRow, "title" | "description" | "status" | "updatedAt">>): Promise<MissionRow | undefined>;
+  updateMission(
+    id: string,
+    patch: Partial<Pick<MissionRow, "title" | "description" | "status" | "updatedAt">>,
+  ): Promise<MissionRow | undefined>;
 
   insertTask(row: TaskRow): Promise<void>;
   getTask(id: string): Promise<TaskRow | undefined>;
@@ -292,15 +313,24 @@ export interface Store extends AiStore, SecretStore, NodeStateStore, ApprovalSto
   insertNode(row: NodeRow): Promise<void>;
   getNode(id: string): Promise<NodeRow | undefined>;
   listNodes(): Promise<NodeRow[]>;
-  updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt" | "domains">>): Promise<NodeRow | undefined>;
+  updateNode(
+    id: string,
+    patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt" | "domains">>,
+  ): Promise<NodeRow | undefined>;
 
   insertAgent(row: AgentRow): Promise<void>;
   getAgent(id: string): Promise<AgentRow | undefined>;
   listAgents(query: { domainId?: string; nodeId?: string }): Promise<AgentRow[]>;
   /** The domains of the agents enrolled on a node, each once, sorted (a node's credential: on every call it makes). */
   nodeAgentDomains(nodeId: string): Promise<string[]>;
-  updateAgent(id: string, patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>): Promise<AgentRow | undefined>;
-  /** The agent moved from state `from` to `to` (last seen `at`) in one statement; undefined when it is not in `from` (or not there). */
+  updateAgent(
+    id: string,
+    patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>,
+  ): Promise<AgentRow | undefined>;
+  /**
+   * The agent moved from state `from` to `to` (last seen `at`) in one statement; undefined when it is not in `from` (or
+   * not there).
+   */
   moveAgentState(id: string, from: string, to: string, at: string): Promise<AgentRow | undefined>;
 
   insertToken(row: TokenRow): Promise<void>;

@@ -73,7 +73,9 @@ export interface WebhookStore {
   listWebhooks(domainId?: string): Promise<WebhookRow[]>;
   /** Deletes the webhook and its deliveries; false when there was none. */
   deleteWebhook(id: string): Promise<boolean>;
-  /** Re-seals the secret, only while it is still under `expectKeyId` (a rotation elsewhere wins); true when it applied. */
+  /**
+   * Re-seals the secret, only while it is still under `expectKeyId` (a rotation elsewhere wins); true when it applied.
+   */
   updateWebhookCipher(id: string, expectKeyId: string, cipher: SecretCipher): Promise<boolean>;
   /** Queues a delivery; one already queued for the same webhook and event is kept (false). */
   insertWebhookDelivery(row: DeliveryRow): Promise<boolean>;
@@ -145,7 +147,21 @@ export function createWebhookStore(q: Query, skipLocked: string): WebhookStore {
         `INSERT INTO webhooks (id, domain_id, url, events, format, description, ciphertext, iv, tag, key_id,
            created_by, created_at, after_event_id)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        [w.id, w.domainId, w.url, JSON.stringify(w.events), w.format, w.description, w.ciphertext, w.iv, w.tag, w.keyId, w.createdBy, w.createdAt, w.afterEventId],
+        [
+          w.id,
+          w.domainId,
+          w.url,
+          JSON.stringify(w.events),
+          w.format,
+          w.description,
+          w.ciphertext,
+          w.iv,
+          w.tag,
+          w.keyId,
+          w.createdBy,
+          w.createdAt,
+          w.afterEventId,
+        ],
       );
     },
     async getWebhook(id) {
@@ -153,7 +169,10 @@ export function createWebhookStore(q: Query, skipLocked: string): WebhookStore {
       return r && toWebhook(r);
     },
     async listWebhooks(domainId) {
-      const rows = domainId === undefined ? await q("SELECT * FROM webhooks ORDER BY id", []) : await q("SELECT * FROM webhooks WHERE domain_id = ? ORDER BY id", [domainId]);
+      const rows =
+        domainId === undefined
+          ? await q("SELECT * FROM webhooks ORDER BY id", [])
+          : await q("SELECT * FROM webhooks WHERE domain_id = ? ORDER BY id", [domainId]);
       return rows.map(toWebhook);
     },
     async deleteWebhook(id) {
@@ -161,7 +180,10 @@ export function createWebhookStore(q: Query, skipLocked: string): WebhookStore {
       return (await q("DELETE FROM webhooks WHERE id = ? RETURNING id", [id])).length > 0;
     },
     async updateWebhookCipher(id, expectKeyId, c) {
-      const rows = await q("UPDATE webhooks SET ciphertext = ?, iv = ?, tag = ?, key_id = ? WHERE id = ? AND key_id = ? RETURNING id", [c.ciphertext, c.iv, c.tag, c.keyId, id, expectKeyId]);
+      const rows = await q(
+        "UPDATE webhooks SET ciphertext = ?, iv = ?, tag = ?, key_id = ? WHERE id = ? AND key_id = ? RETURNING id",
+        [c.ciphertext, c.iv, c.tag, c.keyId, id, expectKeyId],
+      );
       return rows.length > 0;
     },
     async insertWebhookDelivery(d) {
@@ -170,18 +192,35 @@ export function createWebhookStore(q: Query, skipLocked: string): WebhookStore {
            attempts, status_code, error, attempt_log, next_attempt_at, created_at, finished_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (webhook_id, event_id) WHERE event_id > 0 DO NOTHING RETURNING id`,
-        [d.id, d.webhookId, d.domainId, d.eventId, d.eventName, d.body, d.status, d.attempts, d.statusCode, d.error, JSON.stringify(d.attemptLog), d.nextAttemptAt, d.createdAt, d.finishedAt],
+        [
+          d.id,
+          d.webhookId,
+          d.domainId,
+          d.eventId,
+          d.eventName,
+          d.body,
+          d.status,
+          d.attempts,
+          d.statusCode,
+          d.error,
+          JSON.stringify(d.attemptLog),
+          d.nextAttemptAt,
+          d.createdAt,
+          d.finishedAt,
+        ],
       );
       return rows.length > 0;
     },
     async listWebhookDeliveries(query) {
       const where = ["webhook_id = ?"];
       const args: unknown[] = [query.webhookId];
-      if (query.status) (where.push("status = ?"), args.push(query.status));
-      if (query.deliveryId) (where.push("id = ?"), args.push(query.deliveryId));
-      if (query.beforeId) (where.push("id < ?"), args.push(query.beforeId));
+      if (query.status) where.push("status = ?"), args.push(query.status);
+      if (query.deliveryId) where.push("id = ?"), args.push(query.deliveryId);
+      if (query.beforeId) where.push("id < ?"), args.push(query.beforeId);
       args.push(query.limit);
-      return (await q(`SELECT * FROM webhook_deliveries WHERE ${where.join(" AND ")} ORDER BY id DESC LIMIT ?`, args)).map(toDelivery);
+      return (
+        await q(`SELECT * FROM webhook_deliveries WHERE ${where.join(" AND ")} ORDER BY id DESC LIMIT ?`, args)
+      ).map(toDelivery);
     },
     async claimWebhookDeliveries(now, leaseId, leaseUntil, limit) {
       const rows = await q(
@@ -199,19 +238,38 @@ export function createWebhookStore(q: Query, skipLocked: string): WebhookStore {
         `UPDATE webhook_deliveries SET status = ?, attempts = ?, status_code = ?, error = ?, attempt_log = ?,
            next_attempt_at = ?, finished_at = ?, lease_id = '', lease_until = ''
          WHERE id = ? AND lease_id = ? RETURNING id`,
-        [o.status, o.attempts, o.statusCode, o.error, JSON.stringify(o.attemptLog), o.nextAttemptAt, o.finishedAt, id, leaseId],
+        [
+          o.status,
+          o.attempts,
+          o.statusCode,
+          o.error,
+          JSON.stringify(o.attemptLog),
+          o.nextAttemptAt,
+          o.finishedAt,
+          id,
+          leaseId,
+        ],
       );
       return rows.length > 0;
     },
     async pruneWebhookDeliveries(before) {
-      return (await q("DELETE FROM webhook_deliveries WHERE status <> 'pending' AND finished_at < ? RETURNING id", [before])).length;
+      return (
+        await q("DELETE FROM webhook_deliveries WHERE status <> 'pending' AND finished_at < ? RETURNING id", [before])
+      ).length;
     },
     async webhookCursor() {
       const [r] = await q("SELECT last_event_id FROM webhook_cursor WHERE name = 'events'", []);
       return r ? Number(r.last_event_id) : 0;
     },
     async moveWebhookCursor(from, to) {
-      return (await q("UPDATE webhook_cursor SET last_event_id = ? WHERE name = 'events' AND last_event_id = ? RETURNING name", [to, from])).length > 0;
+      return (
+        (
+          await q(
+            "UPDATE webhook_cursor SET last_event_id = ? WHERE name = 'events' AND last_event_id = ? RETURNING name",
+            [to, from],
+          )
+        ).length > 0
+      );
     },
   };
 }

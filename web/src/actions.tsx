@@ -50,20 +50,35 @@ const obj = (v: unknown): Obj | undefined => (v && typeof v === "object" && !Arr
 const text = (v: unknown): string => (typeof v === "string" ? v : "");
 
 /** What a decided action did, for people: the resource it made or changed (with a link), or why not. */
-export function outcomeOf(action: Pick<PendingAction, "status" | "error" | "result" | "tool">): { text: string; href?: string; linkText?: string; tone: "ok" | "bad" | "muted" } | undefined {
+export function outcomeOf(
+  action: Pick<PendingAction, "status" | "error" | "result" | "tool">,
+): { text: string; href?: string; linkText?: string; tone: "ok" | "bad" | "muted" } | undefined {
   if (action.status === ActionStatus.PENDING) return undefined;
   if (action.status === ActionStatus.REJECTED) return { text: "Rejected: nothing was done.", tone: "muted" };
   if (action.error) return { text: `Failed: ${action.error}`, tone: "bad" };
   const r = obj(action.result) ?? {};
   const task = obj(r.task);
   if (task) {
-    const verb = action.tool === "cancel_task" ? "Cancelled" : action.tool === "retry_mesh_task" ? "Queued again" : "Submitted";
-    return { text: `${verb} task`, linkText: text(task.title) || text(task.id), href: `/ui/tasks/${text(task.id)}`, tone: "ok" };
+    const verb =
+      action.tool === "cancel_task" ? "Cancelled" : action.tool === "retry_mesh_task" ? "Queued again" : "Submitted";
+    return {
+      text: `${verb} task`,
+      linkText: text(task.title) || text(task.id),
+      href: `/ui/tasks/${text(task.id)}`,
+      tone: "ok",
+    };
   }
   const mission = obj(r.mission);
-  if (mission) return { text: "Created mission", linkText: text(mission.title) || text(mission.id), href: `/ui/missions#${text(mission.id)}`, tone: "ok" };
+  if (mission)
+    return {
+      text: "Created mission",
+      linkText: text(mission.title) || text(mission.id),
+      href: `/ui/missions#${text(mission.id)}`,
+      tone: "ok",
+    };
   const domain = obj(r.domain);
-  if (domain) return { text: "Created domain", linkText: text(domain.name) || text(domain.id), href: "/ui/missions", tone: "ok" };
+  if (domain)
+    return { text: "Created domain", linkText: text(domain.name) || text(domain.id), href: "/ui/missions", tone: "ok" };
   const doc = obj(r.doc) ?? obj(r.artifact);
   if (doc) return { text: `Wrote ${text(doc.name) || "the document"}`, tone: "ok" };
   if (r.delivered === true) return { text: "Signal delivered", tone: "ok" };
@@ -91,12 +106,23 @@ function argumentItems(args: unknown) {
   if (!args || typeof args !== "object") return [];
   return Object.entries(args as Record<string, unknown>).map(([key, value]) => ({
     key,
-    value: typeof value === "string" || typeof value === "number" || typeof value === "boolean" || value === null ? value : JSON.stringify(value),
+    value:
+      typeof value === "string" || typeof value === "number" || typeof value === "boolean" || value === null
+        ? value
+        : JSON.stringify(value),
   }));
 }
 
 /** One pending (or decided) action with its arguments and, while pending, approve/reject buttons. */
-export function ActionCard({ action, decisions, context }: { action: PendingAction; decisions: Decisions; context?: string }) {
+export function ActionCard({
+  action,
+  decisions,
+  context,
+}: {
+  action: PendingAction;
+  decisions: Decisions;
+  context?: string;
+}) {
   const pending = action.status === ActionStatus.PENDING;
   const busy = decisions.busy(action.id);
   const label = action.summary || action.tool;
@@ -119,10 +145,20 @@ export function ActionCard({ action, decisions, context }: { action: PendingActi
       )}
       {pending && (
         <div className="action-bar" role="group" aria-label={`Decide ${label}`}>
-          <button type="button" className="btn btn-approve" disabled={busy} onClick={() => void decisions.decide(action.sessionId, action.id, "approve")}>
+          <button
+            type="button"
+            className="btn btn-approve"
+            disabled={busy}
+            onClick={() => void decisions.decide(action.sessionId, action.id, "approve")}
+          >
             Approve
           </button>
-          <button type="button" className="btn btn-reject" disabled={busy} onClick={() => void decisions.decide(action.sessionId, action.id, "reject")}>
+          <button
+            type="button"
+            className="btn btn-reject"
+            disabled={busy}
+            onClick={() => void decisions.decide(action.sessionId, action.id, "reject")}
+          >
             Reject
           </button>
         </div>

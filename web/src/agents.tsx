@@ -17,7 +17,15 @@ const OPS = [
   { op: "resume", label: "Resume" },
 ] as const;
 
-export function AgentsView({ dashboard, canOperate, navigate }: { dashboard: Dashboard; canOperate: boolean; navigate(to: string): void }) {
+export function AgentsView({
+  dashboard,
+  canOperate,
+  navigate,
+}: {
+  dashboard: Dashboard;
+  canOperate: boolean;
+  navigate(to: string): void;
+}) {
   const { agents, nodes, domains, errors, loaded } = dashboard.data;
   const now = useNow();
   const [busy, setBusy] = useState<string>();
@@ -42,7 +50,9 @@ export function AgentsView({ dashboard, canOperate, navigate }: { dashboard: Das
   // the task each agent is running, from the dashboard's tasks
   const runningOf = useMemo(() => {
     const m = new Map<string, { id: string; title: string }>();
-    for (const t of dashboard.data.tasks) if (t.claimedBy && (statusOf(t) === "claimed" || statusOf(t) === "running")) m.set(t.claimedBy, { id: t.id, title: t.title });
+    for (const t of dashboard.data.tasks)
+      if (t.claimedBy && (statusOf(t) === "claimed" || statusOf(t) === "running"))
+        m.set(t.claimedBy, { id: t.id, title: t.title });
     return m;
   }, [dashboard.data.tasks]);
 
@@ -55,7 +65,11 @@ export function AgentsView({ dashboard, canOperate, navigate }: { dashboard: Das
         </span>
       </div>
       <ErrorNote error={errors.fleet} />
-      {loaded.fleet && agents.length === 0 && <Empty>No agents enrolled. On a node: `ep daemon agent enroll --domain &lt;id&gt; --runtime &lt;runtime&gt;`.</Empty>}
+      {loaded.fleet && agents.length === 0 && (
+        <Empty>
+          No agents enrolled. On a node: `ep daemon agent enroll --domain &lt;id&gt; --runtime &lt;runtime&gt;`.
+        </Empty>
+      )}
       {agents.length > 0 && (
         <div className="table-scroll" tabIndex={0} role="region" aria-label="Agents">
           <table className="agents">
@@ -63,10 +77,16 @@ export function AgentsView({ dashboard, canOperate, navigate }: { dashboard: Das
               <tr>
                 <th scope="col">Agent</th>
                 <th scope="col">Node</th>
-                <th scope="col" className="col-opt">Runtime</th>
+                <th scope="col" className="col-opt">
+                  Runtime
+                </th>
                 <th scope="col">State</th>
-                <th scope="col" className="col-opt">Running</th>
-                <th scope="col" className="col-opt">Last seen</th>
+                <th scope="col" className="col-opt">
+                  Running
+                </th>
+                <th scope="col" className="col-opt">
+                  Last seen
+                </th>
                 {canOperate && <th scope="col">Actions</th>}
               </tr>
             </thead>
@@ -95,20 +115,37 @@ export function AgentsView({ dashboard, canOperate, navigate }: { dashboard: Das
                     </td>
                     <td className="col-opt">
                       {running ? (
-                        <a href={`/ui/tasks/${running.id}`} onClick={(e) => {
-                          if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey) return;
-                          e.preventDefault();
-                          navigate(`/ui/tasks/${running.id}`);
-                        }}>
+                        <a
+                          href={`/ui/tasks/${running.id}`}
+                          onClick={(e) => {
+                            if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey) return;
+                            e.preventDefault();
+                            navigate(`/ui/tasks/${running.id}`);
+                          }}
+                        >
                           {running.title}
                         </a>
                       ) : (
                         <span className="muted">—</span>
                       )}
                     </td>
-                    <td className="col-opt">{linked && state !== "dead" ? <span title="its node is connected now">connected</span> : <Ago iso={isoOf(a.lastSeenAt)} now={now} />}</td>
+                    <td className="col-opt">
+                      {linked && state !== "dead" ? (
+                        <span title="its node is connected now">connected</span>
+                      ) : (
+                        <Ago iso={isoOf(a.lastSeenAt)} now={now} />
+                      )}
+                    </td>
                     {canOperate && (
-                      <AgentActions agent={a} linked={linked} state={state} busy={busy !== undefined} note={note} onTerminal={() => setTerminal({ id: a.id, label: a.name || a.id })} onSupervise={(op) => void supervise(a.id, op)} />
+                      <AgentActions
+                        agent={a}
+                        linked={linked}
+                        state={state}
+                        busy={busy !== undefined}
+                        note={note}
+                        onTerminal={() => setTerminal({ id: a.id, label: a.name || a.id })}
+                        onSupervise={(op) => void supervise(a.id, op)}
+                      />
                     )}
                   </tr>
                 );
@@ -117,13 +154,31 @@ export function AgentsView({ dashboard, canOperate, navigate }: { dashboard: Das
           </table>
         </div>
       )}
-      {terminal && <TerminalPanel key={terminal.id} agentId={terminal.id} label={terminal.label} onClose={() => setTerminal(undefined)} />}
+      {terminal && (
+        <TerminalPanel
+          key={terminal.id}
+          agentId={terminal.id}
+          label={terminal.label}
+          onClose={() => setTerminal(undefined)}
+        />
+      )}
     </section>
   );
 }
 
-/** What an operator can do with an agent: a terminal while its node is linked; restart, pause and resume when supervised. */
-function AgentActions(props: { agent: Agent; linked: boolean; state: string; busy: boolean; note: { ok: boolean; text: string } | undefined; onTerminal(): void; onSupervise(op: string): void }) {
+/**
+ * What an operator can do with an agent: a terminal while its node is linked; restart, pause and resume when
+ * supervised.
+ */
+function AgentActions(props: {
+  agent: Agent;
+  linked: boolean;
+  state: string;
+  busy: boolean;
+  note: { ok: boolean; text: string } | undefined;
+  onTerminal(): void;
+  onSupervise(op: string): void;
+}) {
   const { agent, linked, state, busy, note, onTerminal, onSupervise } = props;
   return (
     <td>
@@ -134,7 +189,13 @@ function AgentActions(props: { agent: Agent; linked: boolean; state: string; bus
           </button>
         )}
         {agent.supervised &&
-          OPS.filter(({ op }) => (op === "pause" ? agentStateOf(agent) !== "paused" : op === "resume" ? agentStateOf(agent) === "paused" : true)).map(({ op, label }) => (
+          OPS.filter(({ op }) =>
+            op === "pause"
+              ? agentStateOf(agent) !== "paused"
+              : op === "resume"
+                ? agentStateOf(agent) === "paused"
+                : true,
+          ).map(({ op, label }) => (
             <button
               key={op}
               type="button"

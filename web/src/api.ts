@@ -64,8 +64,18 @@ async function sessionCall(method: "GET" | "POST" | "DELETE", body?: unknown): P
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   if (method === "GET" && res.status === 401) return null;
-  const data = (await res.json().catch(() => ({}))) as { role?: string; subject?: string; name?: string; error?: { code?: string; message?: string } };
-  if (!res.ok) throw new TowerError(data.error?.code ?? "unknown", data.error?.message ?? `the tower answered ${res.status}`, res.status);
+  const data = (await res.json().catch(() => ({}))) as {
+    role?: string;
+    subject?: string;
+    name?: string;
+    error?: { code?: string; message?: string };
+  };
+  if (!res.ok)
+    throw new TowerError(
+      data.error?.code ?? "unknown",
+      data.error?.message ?? `the tower answered ${res.status}`,
+      res.status,
+    );
   return method === "DELETE" ? null : { role: data.role ?? "", subject: data.subject ?? "", name: data.name };
 }
 
@@ -74,7 +84,9 @@ export async function oidcProvider(): Promise<{ name: string; startUrl: string }
   const res = await fetch("/auth/oidc", { credentials: "same-origin" });
   if (!res.ok) return undefined;
   const data = (await res.json().catch(() => ({}))) as { enabled?: boolean; provider?: string; start_url?: string };
-  return data.enabled && data.provider && data.start_url ? { name: data.provider, startUrl: data.start_url } : undefined;
+  return data.enabled && data.provider && data.start_url
+    ? { name: data.provider, startUrl: data.start_url }
+    : undefined;
 }
 
 /** Who the session cookie belongs to, or null when nobody is logged in. */
@@ -96,5 +108,8 @@ export function describeError(err: unknown): string {
 }
 
 export function isUnauthenticated(err: unknown): boolean {
-  return (err instanceof ConnectError && err.code === Code.Unauthenticated) || (err instanceof TowerError && err.status === 401);
+  return (
+    (err instanceof ConnectError && err.code === Code.Unauthenticated) ||
+    (err instanceof TowerError && err.status === 401)
+  );
 }

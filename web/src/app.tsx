@@ -98,7 +98,15 @@ export function App() {
     );
   }
   if (identity === null) return <LoginView onLogin={onLogin} ticket={ticket} notice={notice} />;
-  return <Shell identity={identity} path={path} navigate={navigate} onLoggedOut={() => setIdentity(null)} onUnauthenticated={onUnauthenticated} />;
+  return (
+    <Shell
+      identity={identity}
+      path={path}
+      navigate={navigate}
+      onLoggedOut={() => setIdentity(null)}
+      onUnauthenticated={onUnauthenticated}
+    />
+  );
 }
 
 interface ShellProps {
@@ -150,9 +158,7 @@ function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: She
         Skip to content
       </a>
       <header className="topbar">
-        <span className="brand">
-          EP
-        </span>
+        <span className="brand">EP</span>
         <nav className="tabs" aria-label="Views">
           {TABS.map((t) => (
             <a
@@ -177,7 +183,10 @@ function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: She
           ))}
         </nav>
         <div className="topbar-right">
-          <span className="who muted small" title={`${identity.name ? `${identity.name}, ` : ""}${identity.subject} (${identity.role})`}>
+          <span
+            className="who muted small"
+            title={`${identity.name ? `${identity.name}, ` : ""}${identity.subject} (${identity.role})`}
+          >
             {identity.name ?? identity.subject} · {identity.role}
           </span>
           <button type="button" className="btn btn-small" onClick={() => void doLogout()}>
@@ -197,15 +206,36 @@ function Shell({ identity, path, navigate, onLoggedOut, onUnauthenticated }: She
       </header>
       <StreamBanner dashboard={dashboard} />
       <NamesContext.Provider value={nameOf}>
-      <main id="main" className={`main main-${tab}`} tabIndex={-1}>
-        {!knownPath(path) && <NotFound path={path} navigate={navigate} />}
-        {knownPath(path) && tab === "console" && <ChatView dashboard={dashboard} sessionId={sessionId} selectSession={setSessionId} onUnauthenticated={onUnauthenticated} composerRef={composerRef} />}
-        {taskOf(path) && <TaskView key={taskOf(path)} taskId={taskOf(path)!} dashboard={dashboard} canOperate={canOperate} canAdmin={identity.role === "admin"} navigate={navigate} />}
-        {knownPath(path) && !taskOf(path) && tab === "missions" && <MissionsView dashboard={dashboard} navigate={navigate} canOperate={canOperate} />}
-        {knownPath(path) && tab === "agents" && <AgentsView dashboard={dashboard} canOperate={canOperate} navigate={navigate} />}
-        {knownPath(path) && tab === "approvals" && <ApprovalsView dashboard={dashboard} />}
-        {knownPath(path) && tab === "webhooks" && <WebhooksView dashboard={dashboard} canOperate={canOperate} />}
-      </main>
+        <main id="main" className={`main main-${tab}`} tabIndex={-1}>
+          {!knownPath(path) && <NotFound path={path} navigate={navigate} />}
+          {knownPath(path) && tab === "console" && (
+            <ChatView
+              dashboard={dashboard}
+              sessionId={sessionId}
+              selectSession={setSessionId}
+              onUnauthenticated={onUnauthenticated}
+              composerRef={composerRef}
+            />
+          )}
+          {taskOf(path) && (
+            <TaskView
+              key={taskOf(path)}
+              taskId={taskOf(path)!}
+              dashboard={dashboard}
+              canOperate={canOperate}
+              canAdmin={identity.role === "admin"}
+              navigate={navigate}
+            />
+          )}
+          {knownPath(path) && !taskOf(path) && tab === "missions" && (
+            <MissionsView dashboard={dashboard} navigate={navigate} canOperate={canOperate} />
+          )}
+          {knownPath(path) && tab === "agents" && (
+            <AgentsView dashboard={dashboard} canOperate={canOperate} navigate={navigate} />
+          )}
+          {knownPath(path) && tab === "approvals" && <ApprovalsView dashboard={dashboard} />}
+          {knownPath(path) && tab === "webhooks" && <WebhooksView dashboard={dashboard} canOperate={canOperate} />}
+        </main>
       </NamesContext.Provider>
     </div>
   );
@@ -253,7 +283,8 @@ function StreamBanner({ dashboard }: { dashboard: Dashboard }) {
   const secs = Math.round((stream.retryInMs ?? 0) / 1000);
   return (
     <div className="banner" role="status" id="stream-banner">
-      Live updates are disconnected — reconnecting{secs > 0 ? ` (next try in ${secs} s)` : ""}. What you see may be out of date.
+      Live updates are disconnected — reconnecting{secs > 0 ? ` (next try in ${secs} s)` : ""}. What you see may be out
+      of date.
     </div>
   );
 }

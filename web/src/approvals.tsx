@@ -51,7 +51,15 @@ export function ApprovalsView({ dashboard }: { dashboard: Dashboard }) {
       {pending.length > 0 && permissions.length > 0 && <h3 className="section-title">AI session actions</h3>}
       <div className="approval-list">
         {pending.map(({ action, session }) => (
-          <ActionCard key={action.id} action={action} decisions={decisions} context={`Session: ${session.title || session.id} · proposed ${isoOf(action.createdAt).replace("T", " ").slice(0, 19)}`} />
+          <ActionCard
+            key={action.id}
+            action={action}
+            decisions={decisions}
+            context={
+              `Session: ${session.title || session.id} · proposed ` +
+              `${isoOf(action.createdAt).replace("T", " ").slice(0, 19)}`
+            }
+          />
         ))}
       </div>
     </section>
@@ -70,7 +78,8 @@ function PermissionCard({ approval: a, onDecided }: { approval: Approval; onDeci
     setError(undefined);
     try {
       if (how === "reject") await api.approvals.reject({ approvalId: a.id });
-      else await api.approvals.approve({ approvalId: a.id, optionId: how === "always" ? (always?.optionId ?? "") : "" });
+      else
+        await api.approvals.approve({ approvalId: a.id, optionId: how === "always" ? (always?.optionId ?? "") : "" });
       onDecided();
     } catch (err) {
       setError(describeError(err));
@@ -79,7 +88,13 @@ function PermissionCard({ approval: a, onDecided }: { approval: Approval; onDeci
     }
   };
   const label = `${a.tool}${a.title ? `: ${a.title}` : ""}`;
-  const args = Object.entries(a.arguments ?? {}).map(([key, value]) => ({ key, value: typeof value === "string" || typeof value === "number" || typeof value === "boolean" || value === null ? value : JSON.stringify(value) }));
+  const args = Object.entries(a.arguments ?? {}).map(([key, value]) => ({
+    key,
+    value:
+      typeof value === "string" || typeof value === "number" || typeof value === "boolean" || value === null
+        ? value
+        : JSON.stringify(value),
+  }));
   return (
     <article className="action-card" aria-label={`Permission ${label}`} data-approval-id={a.id}>
       <header className="card-head">
@@ -89,7 +104,8 @@ function PermissionCard({ approval: a, onDecided }: { approval: Approval; onDeci
         <span className="muted small">expires {when(a.expireTime)}</span>
       </header>
       <p className="muted small">
-        Task <AppLink href={`/ui/tasks/${a.taskId}`}>{a.taskId}</AppLink> · agent {a.agentId} · asked {when(a.createTime)}
+        Task <AppLink href={`/ui/tasks/${a.taskId}`}>{a.taskId}</AppLink> · agent {a.agentId} · asked{" "}
+        {when(a.createTime)}
       </p>
       {a.paths.length > 0 && <p className="small">Paths: {a.paths.join(", ")}</p>}
       <KvList items={args} />
@@ -98,7 +114,13 @@ function PermissionCard({ approval: a, onDecided }: { approval: Approval; onDeci
           Allow once
         </button>
         {always && (
-          <button type="button" className="btn" disabled={busy} onClick={() => void decide("always")} title={always.name}>
+          <button
+            type="button"
+            className="btn"
+            disabled={busy}
+            onClick={() => void decide("always")}
+            title={always.name}
+          >
             Always allow {a.tool}
           </button>
         )}

@@ -67,7 +67,12 @@ export function ChatView({ dashboard, sessionId, selectSession, onUnauthenticate
           <ul>
             {sessions.map((s) => (
               <li key={s.id}>
-                <button type="button" className={s.id === current ? "session-item current" : "session-item"} aria-current={s.id === current ? "true" : undefined} onClick={() => selectSession(s.id)}>
+                <button
+                  type="button"
+                  className={s.id === current ? "session-item current" : "session-item"}
+                  aria-current={s.id === current ? "true" : undefined}
+                  onClick={() => selectSession(s.id)}
+                >
                   <span className="session-title">{s.title || "Untitled session"}</span>
                   <span className="muted small">{isoOf(s.createdAt).replace("T", " ").slice(0, 16)}</span>
                 </button>
@@ -78,7 +83,14 @@ export function ChatView({ dashboard, sessionId, selectSession, onUnauthenticate
         {!dashboard.data.aiAvailable && <ErrorNote error="AI sessions are not available on this tower." />}
         <ErrorNote error={error} />
       </aside>
-      <SessionPane key={current ?? "none"} sessionId={current} dashboard={dashboard} newSession={newSession} onUnauthenticated={onUnauthenticated} composerRef={composerRef} />
+      <SessionPane
+        key={current ?? "none"}
+        sessionId={current}
+        dashboard={dashboard}
+        newSession={newSession}
+        onUnauthenticated={onUnauthenticated}
+        composerRef={composerRef}
+      />
     </div>
   );
 }
@@ -119,7 +131,11 @@ function SessionPane({ sessionId, dashboard, newSession, onUnauthenticated, comp
   useEffect(() => {
     if (!sessionId) return;
     void reload();
-    const live = createLiveStream({ url: `/ai/sessions/${encodeURIComponent(sessionId)}/stream`, onEvent: scheduleReload, onRecover: scheduleReload });
+    const live = createLiveStream({
+      url: `/ai/sessions/${encodeURIComponent(sessionId)}/stream`,
+      onEvent: scheduleReload,
+      onRecover: scheduleReload,
+    });
     // approvals decided elsewhere (the Approvals tab, another operator) also reach the main feed
     const unsubscribe = dashboard.subscribe((ev) => {
       if (ev.session_id === sessionId || ev.type === "approval") scheduleReload();
@@ -133,7 +149,9 @@ function SessionPane({ sessionId, dashboard, newSession, onUnauthenticated, comp
 
   const onDecided = useCallback(
     (action: PendingAction) => {
-      setSession((s) => (s ? ({ ...s, actions: s.actions.map((a) => (a.id === action.id ? action : a)) } as GetSessionResponse) : s));
+      setSession((s) =>
+        s ? ({ ...s, actions: s.actions.map((a) => (a.id === action.id ? action : a)) } as GetSessionResponse) : s,
+      );
       dashboard.refresh("approvals");
       dashboard.refresh("work");
       scheduleReload();
@@ -169,7 +187,11 @@ function SessionPane({ sessionId, dashboard, newSession, onUnauthenticated, comp
           const known = new Set(s.turns.map((t) => t.id));
           const turns = [...s.turns, ...[res.turn, res.reply].filter((t): t is Turn => !!t && !known.has(t.id))];
           const knownActions = new Set(s.actions.map((a) => a.id));
-          return { ...s, turns, actions: [...s.actions, ...res.actions.filter((a) => !knownActions.has(a.id))] } as GetSessionResponse;
+          return {
+            ...s,
+            turns,
+            actions: [...s.actions, ...res.actions.filter((a) => !knownActions.has(a.id))],
+          } as GetSessionResponse;
         });
         if (res.actions.length > 0) dashboard.refresh("approvals");
         scheduleReload();
@@ -188,9 +210,13 @@ function SessionPane({ sessionId, dashboard, newSession, onUnauthenticated, comp
   return (
     <section className="session-pane" aria-label="Transcript and composer">
       <div className="transcript" role="log" aria-live="polite" aria-label="Transcript">
-        {!sessionId && <Empty>Ask the tower anything: “list missions”, “create a mission called release in domain …”.</Empty>}
+        {!sessionId && (
+          <Empty>Ask the tower anything: “list missions”, “create a mission called release in domain …”.</Empty>
+        )}
         {session && session.turns.length === 0 && <Empty>This session is empty. Ask something below.</Empty>}
-        {session?.turns.map((turn) => <TurnView key={turn.id} turn={turn} actions={knownActions} decisions={decisions} />)}
+        {session?.turns.map((turn) => (
+          <TurnView key={turn.id} turn={turn} actions={knownActions} decisions={decisions} />
+        ))}
         {sending && (
           <>
             {!session?.turns.some((t) => t.role === TurnRole.USER && t.content === sending) && (
@@ -211,9 +237,20 @@ function SessionPane({ sessionId, dashboard, newSession, onUnauthenticated, comp
   );
 }
 
-function TurnView({ turn, actions: byId, decisions }: { turn: Turn; actions: Map<string, PendingAction>; decisions: Decisions }) {
+function TurnView({
+  turn,
+  actions: byId,
+  decisions,
+}: {
+  turn: Turn;
+  actions: Map<string, PendingAction>;
+  decisions: Decisions;
+}) {
   const ctx: ActionContext = {
-    statusOf: (id) => { const a = byId.get(id); return a && actionStatusOf(a); },
+    statusOf: (id) => {
+      const a = byId.get(id);
+      return a && actionStatusOf(a);
+    },
     summaryOf: (id) => {
       const a = byId.get(id);
       return a ? a.summary || a.tool : undefined;
@@ -236,7 +273,8 @@ function TurnView({ turn, actions: byId, decisions }: { turn: Turn; actions: Map
   const barred = new Set<string>();
   for (const spec of turn.viewSpecs) {
     if (spec && spec.type === "action_bar" && Array.isArray(spec.actions)) {
-      for (const a of spec.actions) if (a && typeof a === "object" && !Array.isArray(a) && typeof a.action_id === "string") barred.add(a.action_id);
+      for (const a of spec.actions)
+        if (a && typeof a === "object" && !Array.isArray(a) && typeof a.action_id === "string") barred.add(a.action_id);
     }
   }
   const loose = turn.toolCalls.filter((c) => c.actionId && !barred.has(c.actionId)).map((c) => byId.get(c.actionId));
@@ -247,7 +285,10 @@ function TurnView({ turn, actions: byId, decisions }: { turn: Turn; actions: Map
         <ul className="tool-calls" aria-label="Tools used">
           {turn.toolCalls.map((c, i) => (
             <li key={i}>
-              <span title={c.tool}>{toolLabel(c.tool)}</span> <span className="muted small">{c.kind === ToolKind.WRITE ? "proposed, needs approval" : c.error ? `failed: ${c.error}` : ""}</span>
+              <span title={c.tool}>{toolLabel(c.tool)}</span>{" "}
+              <span className="muted small">
+                {c.kind === ToolKind.WRITE ? "proposed, needs approval" : c.error ? `failed: ${c.error}` : ""}
+              </span>
             </li>
           ))}
         </ul>
@@ -262,7 +303,15 @@ function TurnView({ turn, actions: byId, decisions }: { turn: Turn; actions: Map
   );
 }
 
-function Composer({ onSubmit, disabled, composerRef }: { onSubmit(content: string): Promise<boolean>; disabled: boolean; composerRef: React.RefObject<HTMLTextAreaElement | null> }) {
+function Composer({
+  onSubmit,
+  disabled,
+  composerRef,
+}: {
+  onSubmit(content: string): Promise<boolean>;
+  disabled: boolean;
+  composerRef: React.RefObject<HTMLTextAreaElement | null>;
+}) {
   const [text, setText] = useState("");
   const send = async () => {
     const content = text.trim();

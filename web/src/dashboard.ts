@@ -34,7 +34,18 @@ export interface DashboardData {
   loaded: Partial<Record<Area, boolean>>;
 }
 
-const EMPTY: DashboardData = { domains: [], missions: [], tasks: [], agents: [], nodes: [], sessions: [], permissions: [], aiAvailable: true, errors: {}, loaded: {} };
+const EMPTY: DashboardData = {
+  domains: [],
+  missions: [],
+  tasks: [],
+  agents: [],
+  nodes: [],
+  sessions: [],
+  permissions: [],
+  aiAvailable: true,
+  errors: {},
+  loaded: {},
+};
 
 /** Which areas an event makes stale. */
 export function areasFor(ev: Pick<StreamEvent, "type" | "name">): Area[] {
@@ -77,11 +88,28 @@ export function useDashboard(onUnauthenticated: () => void): Dashboard {
   const load = useCallback(async (area: Area): Promise<void> => {
     try {
       if (area === "work") {
-        const [d, m, t] = await Promise.all([api.work.listDomains({}), api.work.listMissions({}), api.work.listTasks({ limit: 1000 })]);
-        setData((s) => ({ ...s, domains: d.domains, missions: m.missions, tasks: t.tasks, errors: { ...s.errors, work: undefined }, loaded: { ...s.loaded, work: true } }));
+        const [d, m, t] = await Promise.all([
+          api.work.listDomains({}),
+          api.work.listMissions({}),
+          api.work.listTasks({ limit: 1000 }),
+        ]);
+        setData((s) => ({
+          ...s,
+          domains: d.domains,
+          missions: m.missions,
+          tasks: t.tasks,
+          errors: { ...s.errors, work: undefined },
+          loaded: { ...s.loaded, work: true },
+        }));
       } else if (area === "fleet") {
         const [a, n] = await Promise.all([api.agents.listAgents({}), api.nodes.listNodes({})]);
-        setData((s) => ({ ...s, agents: a.agents, nodes: n.nodes, errors: { ...s.errors, fleet: undefined }, loaded: { ...s.loaded, fleet: true } }));
+        setData((s) => ({
+          ...s,
+          agents: a.agents,
+          nodes: n.nodes,
+          errors: { ...s.errors, fleet: undefined },
+          loaded: { ...s.loaded, fleet: true },
+        }));
       } else {
         // agents' requests first: a tower without AI sessions still has them
         const asked = await api.approvals.listApprovals({ status: ApprovalStatus.PENDING });
@@ -93,7 +121,13 @@ export function useDashboard(onUnauthenticated: () => void): Dashboard {
             return { session: full.session ?? session, actions: full.actions };
           }),
         );
-        setData((s) => ({ ...s, sessions, aiAvailable: true, errors: { ...s.errors, approvals: undefined }, loaded: { ...s.loaded, approvals: true } }));
+        setData((s) => ({
+          ...s,
+          sessions,
+          aiAvailable: true,
+          errors: { ...s.errors, approvals: undefined },
+          loaded: { ...s.loaded, approvals: true },
+        }));
       }
     } catch (err) {
       if (isUnauthenticated(err)) return onUnauth.current();

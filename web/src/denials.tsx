@@ -44,14 +44,18 @@ export function DenialsSection({ denials }: { denials: readonly Denial[] }) {
   return (
     <section aria-labelledby="denials-heading" className="denials">
       <h3 id="denials-heading">
-        Denials <span className="muted small">{denials.length} tool call{denials.length === 1 ? "" : "s"} the agent could not make</span>
+        Denials{" "}
+        <span className="muted small">
+          {denials.length} tool call{denials.length === 1 ? "" : "s"} the agent could not make
+        </span>
       </h3>
       <ol className="denial-list">
         {denials.map((d, i) => {
           const source = enumWord(DenialSourceSchema, d.source);
           return (
             <li key={`${d.callId}-${i}`} className="denial" data-source={source}>
-              <span className="badge badge-warn">{SOURCE_LABEL[source] ?? (source || "refused")}</span> <strong>{d.tool}</strong>
+              <span className="badge badge-warn">{SOURCE_LABEL[source] ?? (source || "refused")}</span>{" "}
+              <strong>{d.tool}</strong>
               {d.tried && <code className="denial-tried">{d.tried}</code>}
               {d.reason && <p className="denial-reason">{d.reason}</p>}
             </li>

@@ -41,8 +41,10 @@ function lineClass(line: string): string | undefined {
 /** The merge's outcome in one sentence. */
 function mergedText(r: MergeTaskResponse): string {
   const was = `${r.into} was ${r.previous.slice(0, 12)}${r.checkout ? `; files updated in ${r.checkout}` : ""}`;
-  if (r.outcome === MergeOutcome.FAST_FORWARD) return `Merged into ${r.into} (fast-forward): ${r.into} is now ${r.tip.slice(0, 12)} (${was}).`;
-  if (r.outcome === MergeOutcome.MERGE_COMMIT) return `Merged into ${r.into} with merge commit ${r.tip.slice(0, 12)} (${was}).`;
+  if (r.outcome === MergeOutcome.FAST_FORWARD)
+    return `Merged into ${r.into} (fast-forward): ${r.into} is now ${r.tip.slice(0, 12)} (${was}).`;
+  if (r.outcome === MergeOutcome.MERGE_COMMIT)
+    return `Merged into ${r.into} with merge commit ${r.tip.slice(0, 12)} (${was}).`;
   return `${r.into} already contains ${r.branch}; nothing changed.`;
 }
 
@@ -57,7 +59,11 @@ function MergeAction({ taskId, ws }: { taskId: string; ws: WorkspaceResult }) {
       setNote({ ok: true, text: mergedText(await api.work.mergeTask({ taskId })) });
     } catch (err) {
       const files = err instanceof ConnectError ? err.findDetails(ErrorDetailSchema)[0]?.details?.files : undefined;
-      setNote({ ok: false, text: `Not merged: ${describeError(err)}`, files: Array.isArray(files) ? files.map(String) : undefined });
+      setNote({
+        ok: false,
+        text: `Not merged: ${describeError(err)}`,
+        files: Array.isArray(files) ? files.map(String) : undefined,
+      });
     } finally {
       setBusy(false);
     }
@@ -112,8 +118,9 @@ export function WorkspaceChange({ ws, mergeable }: { ws: WorkspaceResult; mergea
         Changes <span className="muted small">{files.length === 1 ? "1 file" : `${files.length} files`}</span>
       </h3>
       <p className="small">
-        Branch <code>{ws.branch}</code> from {ws.baseBranch && <code>{ws.baseBranch}</code>} at <code>{ws.base.slice(0, 12)}</code>, head{" "}
-        <code>{ws.head.slice(0, 12)}</code>, in <code>{ws.name || ws.repo}</code>
+        Branch <code>{ws.branch}</code> from {ws.baseBranch && <code>{ws.baseBranch}</code>} at{" "}
+        <code>{ws.base.slice(0, 12)}</code>, head <code>{ws.head.slice(0, 12)}</code>, in{" "}
+        <code>{ws.name || ws.repo}</code>
         {ws.worktree && (
           <>
             ; worktree kept at <code>{ws.worktree}</code> (the patch includes what is uncommitted there)
@@ -121,7 +128,15 @@ export function WorkspaceChange({ ws, mergeable }: { ws: WorkspaceResult; mergea
         )}
       </p>
       <Commits ws={ws} />
-      {mergeable && ws.head !== ws.base && (ws.baseBranch ? <MergeAction taskId={mergeable} ws={ws} /> : <p className="muted small">The base was not a branch: merge with <code>ep task merge {mergeable} --into &lt;branch&gt;</code>.</p>)}
+      {mergeable &&
+        ws.head !== ws.base &&
+        (ws.baseBranch ? (
+          <MergeAction taskId={mergeable} ws={ws} />
+        ) : (
+          <p className="muted small">
+            The base was not a branch: merge with <code>ep task merge {mergeable} --into &lt;branch&gt;</code>.
+          </p>
+        ))}
       {files.length > 0 ? (
         <table className="changed-files" aria-label="Changed files">
           <thead>
@@ -157,7 +172,11 @@ export function WorkspaceChange({ ws, mergeable }: { ws: WorkspaceResult; mergea
           ))}
         </pre>
       )}
-      {ws.patchTruncated && <p className="muted small">The patch is cut at 64 KiB; the whole one is the task's artifact {ws.patchArtifact || "(not stored)"}.</p>}
+      {ws.patchTruncated && (
+        <p className="muted small">
+          The patch is cut at 64 KiB; the whole one is the task's artifact {ws.patchArtifact || "(not stored)"}.
+        </p>
+      )}
     </section>
   );
 }

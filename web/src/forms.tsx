@@ -49,7 +49,19 @@ export function useSubmit(fields: readonly string[]) {
   return { errors, formError, busy, run };
 }
 
-export function Field({ label, name, errors, children, hint }: { label: string; name: string; errors: FieldErrors; children: (id: string, describedBy: string | undefined) => ReactNode; hint?: string }) {
+export function Field({
+  label,
+  name,
+  errors,
+  children,
+  hint,
+}: {
+  label: string;
+  name: string;
+  errors: FieldErrors;
+  children: (id: string, describedBy: string | undefined) => ReactNode;
+  hint?: string;
+}) {
   const id = useId();
   const err = errors[name];
   const describedBy = err ? `${id}-error` : hint ? `${id}-hint` : undefined;
@@ -73,7 +85,23 @@ export function Field({ label, name, errors, children, hint }: { label: string; 
 
 export type FieldErrorMap = FieldErrors;
 
-export function FormShell({ title, onCancel, busy, formError, submitLabel, onSubmit, children }: { title: string; onCancel(): void; busy: boolean; formError?: string; submitLabel: string; onSubmit(e: FormEvent): void; children: ReactNode }) {
+export function FormShell({
+  title,
+  onCancel,
+  busy,
+  formError,
+  submitLabel,
+  onSubmit,
+  children,
+}: {
+  title: string;
+  onCancel(): void;
+  busy: boolean;
+  formError?: string;
+  submitLabel: string;
+  onSubmit(e: FormEvent): void;
+  children: ReactNode;
+}) {
   return (
     <form className="create-form card" aria-label={title} onSubmit={onSubmit} noValidate>
       <h3>{title}</h3>
@@ -103,9 +131,25 @@ export function NewDomainForm({ onDone, onCancel }: { onDone(domain: Domain): vo
     void run(async () => onDone((await api.work.createDomain({ name })).domain!));
   };
   return (
-    <FormShell title="New domain" onCancel={onCancel} busy={busy} formError={formError} submitLabel="Create domain" onSubmit={submit}>
+    <FormShell
+      title="New domain"
+      onCancel={onCancel}
+      busy={busy}
+      formError={formError}
+      submitLabel="Create domain"
+      onSubmit={submit}
+    >
       <Field label="Name" name="name" errors={errors} hint="e.g. payments; agents and nodes serve domains">
-        {(id, d) => <input id={id} aria-describedby={d} aria-invalid={!!errors.name} value={name} onChange={(e) => setName(e.target.value)} autoFocus />}
+        {(id, d) => (
+          <input
+            id={id}
+            aria-describedby={d}
+            aria-invalid={!!errors.name}
+            value={name}
+            onChange={(e) => setName(e.target.value)}
+            autoFocus
+          />
+        )}
       </Field>
     </FormShell>
   );
@@ -124,7 +168,14 @@ export function NewMissionForm({ domains, onDone, onCancel }: { domains: Domain[
     });
   };
   return (
-    <FormShell title="New mission" onCancel={onCancel} busy={busy} formError={formError} submitLabel="Create mission" onSubmit={submit}>
+    <FormShell
+      title="New mission"
+      onCancel={onCancel}
+      busy={busy}
+      formError={formError}
+      submitLabel="Create mission"
+      onSubmit={submit}
+    >
       <Field label="Domain" name="domain_id" errors={errors}>
         {(id, d) => (
           <select id={id} aria-describedby={d} value={domainId} onChange={(e) => setDomainId(e.target.value)}>
@@ -138,10 +189,27 @@ export function NewMissionForm({ domains, onDone, onCancel }: { domains: Domain[
         )}
       </Field>
       <Field label="Title" name="title" errors={errors}>
-        {(id, d) => <input id={id} aria-describedby={d} aria-invalid={!!errors.title} value={title} onChange={(e) => setTitle(e.target.value)} autoFocus />}
+        {(id, d) => (
+          <input
+            id={id}
+            aria-describedby={d}
+            aria-invalid={!!errors.title}
+            value={title}
+            onChange={(e) => setTitle(e.target.value)}
+            autoFocus
+          />
+        )}
       </Field>
       <Field label="Description" name="description" errors={errors}>
-        {(id, d) => <textarea id={id} aria-describedby={d} rows={2} value={description} onChange={(e) => setDescription(e.target.value)} />}
+        {(id, d) => (
+          <textarea
+            id={id}
+            aria-describedby={d}
+            rows={2}
+            value={description}
+            onChange={(e) => setDescription(e.target.value)}
+          />
+        )}
       </Field>
     </FormShell>
   );
@@ -153,7 +221,17 @@ const POLICIES = [
   { value: "broadcast", label: "Every matching agent" },
 ];
 
-export function NewTaskForm({ missionId, agents, onDone, onCancel }: { missionId: string; agents: Agent[]; onDone(taskId: string): void; onCancel(): void }) {
+export function NewTaskForm({
+  missionId,
+  agents,
+  onDone,
+  onCancel,
+}: {
+  missionId: string;
+  agents: Agent[];
+  onDone(taskId: string): void;
+  onCancel(): void;
+}) {
   const [title, setTitle] = useState("");
   const [runtime, setRuntime] = useState("");
   const [prompt, setPrompt] = useState("");
@@ -162,12 +240,26 @@ export function NewTaskForm({ missionId, agents, onDone, onCancel }: { missionId
   const [priority, setPriority] = useState("0");
   const [capabilities, setCapabilities] = useState("");
   const [assignee, setAssignee] = useState("");
-  const { errors, formError, busy, run } = useSubmit(["title", "runtime", "input", "claim_policy", "priority", "capabilities", "assignee_agent_id"]);
+  const { errors, formError, busy, run } = useSubmit([
+    "title",
+    "runtime",
+    "input",
+    "claim_policy",
+    "priority",
+    "capabilities",
+    "assignee_agent_id",
+  ]);
   const shell = runtime === "shell";
   const submit = (e: FormEvent) => {
     e.preventDefault();
     void run(async () => {
-      const input: Record<string, string> | undefined = shell ? (command ? { command } : undefined) : prompt ? { prompt } : undefined;
+      const input: Record<string, string> | undefined = shell
+        ? command
+          ? { command }
+          : undefined
+        : prompt
+          ? { prompt }
+          : undefined;
       const res = await api.work.createTask({
         missionId,
         title,
@@ -175,16 +267,35 @@ export function NewTaskForm({ missionId, agents, onDone, onCancel }: { missionId
         input,
         claimPolicy: enumOf<ClaimPolicy>(ClaimPolicySchema, claimPolicy, "claim_policy"),
         priority: Number.parseInt(priority || "0", 10) || 0,
-        capabilities: capabilities.split(",").map((c) => c.trim()).filter(Boolean),
+        capabilities: capabilities
+          .split(",")
+          .map((c) => c.trim())
+          .filter(Boolean),
         assigneeAgentId: claimPolicy === "assigned" ? assignee : "",
       });
       onDone(res.task!.id);
     });
   };
   return (
-    <FormShell title="New task" onCancel={onCancel} busy={busy} formError={formError} submitLabel="Submit task" onSubmit={submit}>
+    <FormShell
+      title="New task"
+      onCancel={onCancel}
+      busy={busy}
+      formError={formError}
+      submitLabel="Submit task"
+      onSubmit={submit}
+    >
       <Field label="Title" name="title" errors={errors}>
-        {(id, d) => <input id={id} aria-describedby={d} aria-invalid={!!errors.title} value={title} onChange={(e) => setTitle(e.target.value)} autoFocus />}
+        {(id, d) => (
+          <input
+            id={id}
+            aria-describedby={d}
+            aria-invalid={!!errors.title}
+            value={title}
+            onChange={(e) => setTitle(e.target.value)}
+            autoFocus
+          />
+        )}
       </Field>
       <Field label="Runtime" name="runtime" errors={errors}>
         {(id, d) => (
@@ -200,11 +311,28 @@ export function NewTaskForm({ missionId, agents, onDone, onCancel }: { missionId
       </Field>
       {shell ? (
         <Field label="Command" name="input" errors={errors} hint="run with bash -c on the agent's node">
-          {(id, d) => <input id={id} className="mono" aria-describedby={d} aria-invalid={!!errors.input} value={command} onChange={(e) => setCommand(e.target.value)} />}
+          {(id, d) => (
+            <input
+              id={id}
+              className="mono"
+              aria-describedby={d}
+              aria-invalid={!!errors.input}
+              value={command}
+              onChange={(e) => setCommand(e.target.value)}
+            />
+          )}
         </Field>
       ) : (
         <Field label="Prompt" name="input" errors={errors} hint="what the agent is asked to do; empty uses the title">
-          {(id, d) => <textarea id={id} aria-describedby={d} rows={3} value={prompt} onChange={(e) => setPrompt(e.target.value)} />}
+          {(id, d) => (
+            <textarea
+              id={id}
+              aria-describedby={d}
+              rows={3}
+              value={prompt}
+              onChange={(e) => setPrompt(e.target.value)}
+            />
+          )}
         </Field>
       )}
       <div className="form-row">
@@ -220,13 +348,27 @@ export function NewTaskForm({ missionId, agents, onDone, onCancel }: { missionId
           )}
         </Field>
         <Field label="Priority" name="priority" errors={errors}>
-          {(id, d) => <input id={id} type="number" aria-describedby={d} value={priority} onChange={(e) => setPriority(e.target.value)} />}
+          {(id, d) => (
+            <input
+              id={id}
+              type="number"
+              aria-describedby={d}
+              value={priority}
+              onChange={(e) => setPriority(e.target.value)}
+            />
+          )}
         </Field>
       </div>
       {claimPolicy === "assigned" && (
         <Field label="Assignee" name="assignee_agent_id" errors={errors}>
           {(id, d) => (
-            <select id={id} aria-describedby={d} aria-invalid={!!errors.assignee_agent_id} value={assignee} onChange={(e) => setAssignee(e.target.value)}>
+            <select
+              id={id}
+              aria-describedby={d}
+              aria-invalid={!!errors.assignee_agent_id}
+              value={assignee}
+              onChange={(e) => setAssignee(e.target.value)}
+            >
               <option value="">choose an agent</option>
               {agents.map((a) => (
                 <option key={a.id} value={a.id}>
@@ -237,8 +379,15 @@ export function NewTaskForm({ missionId, agents, onDone, onCancel }: { missionId
           )}
         </Field>
       )}
-      <Field label="Capabilities" name="capabilities" errors={errors} hint="comma-separated; only agents with all of them claim it">
-        {(id, d) => <input id={id} aria-describedby={d} value={capabilities} onChange={(e) => setCapabilities(e.target.value)} />}
+      <Field
+        label="Capabilities"
+        name="capabilities"
+        errors={errors}
+        hint="comma-separated; only agents with all of them claim it"
+      >
+        {(id, d) => (
+          <input id={id} aria-describedby={d} value={capabilities} onChange={(e) => setCapabilities(e.target.value)} />
+        )}
       </Field>
     </FormShell>
   );

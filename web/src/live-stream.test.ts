@@ -53,7 +53,15 @@ function setup() {
     if (!t.cancelled) t.fn();
     return t.ms;
   };
-  return { live, timers, events, states, fire, recovered: () => recovered, current: () => FakeEventSource.all[FakeEventSource.all.length - 1] };
+  return {
+    live,
+    timers,
+    events,
+    states,
+    fire,
+    recovered: () => recovered,
+    current: () => FakeEventSource.all[FakeEventSource.all.length - 1],
+  };
 }
 
 describe("live stream", () => {

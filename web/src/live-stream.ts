@@ -33,9 +33,15 @@ export interface StreamState {
 export const BACKOFF_START_MS = 1_000;
 export const BACKOFF_MAX_MS = 30_000;
 
-/** The delay before reconnect attempt `failures` (1-based): 1 s, 2 s, 4 s, … capped at 30 s (common/backoff.ts, exact). */
+/**
+ * The delay before reconnect attempt `failures` (1-based): 1 s, 2 s, 4 s, … capped at 30 s (common/backoff.ts, exact).
+ */
 export function backoffDelay(failures: number): number {
-  return commonBackoffDelay(Math.max(0, failures - 1), { initialMs: BACKOFF_START_MS, maxMs: BACKOFF_MAX_MS, jitter: 0 });
+  return commonBackoffDelay(Math.max(0, failures - 1), {
+    initialMs: BACKOFF_START_MS,
+    maxMs: BACKOFF_MAX_MS,
+    jitter: 0,
+  });
 }
 
 interface EventSourceLike {
@@ -53,7 +59,10 @@ export interface LiveStreamOptions {
   onRecover?(): void;
   lastEventId?: string;
   /** seams for tests */
-  EventSource?: new (url: string, init?: EventSourceInit) => EventSourceLike;
+  EventSource?: new (
+    url: string,
+    init?: EventSourceInit,
+  ) => EventSourceLike;
   setTimeout?: (fn: () => void, ms: number) => unknown;
   clearTimeout?: (handle: unknown) => void;
 }
@@ -71,7 +80,12 @@ export function withLastEventId(url: string, lastEventId: string | undefined): s
 }
 
 export function createLiveStream(opts: LiveStreamOptions): LiveStream {
-  const ES = opts.EventSource ?? (globalThis.EventSource as unknown as new (url: string, init?: EventSourceInit) => EventSourceLike);
+  const ES =
+    opts.EventSource ??
+    (globalThis.EventSource as unknown as new (
+      url: string,
+      init?: EventSourceInit,
+    ) => EventSourceLike);
   const later = opts.setTimeout ?? ((fn: () => void, ms: number) => globalThis.setTimeout(fn, ms));
   const cancel = opts.clearTimeout ?? ((h: unknown) => globalThis.clearTimeout(h as number));
   let lastEventId = opts.lastEventId;

@@ -15,7 +15,15 @@ export function takeTicketFromUrl(): string | undefined {
   return decodeURIComponent(m[1]);
 }
 
-export function LoginView({ onLogin, ticket, notice }: { onLogin(id: Identity): void; ticket?: string; notice?: string }) {
+export function LoginView({
+  onLogin,
+  ticket,
+  notice,
+}: {
+  onLogin(id: Identity): void;
+  ticket?: string;
+  notice?: string;
+}) {
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(ticket !== undefined);
   const [token, setToken] = useState("");
@@ -33,7 +41,12 @@ export function LoginView({ onLogin, ticket, notice }: { onLogin(id: Identity): 
     redeemed.current = true;
     loginWithTicket(ticket)
       .then((id) => id && onLogin(id))
-      .catch((err) => setError(`The login link did not work (${describeError(err)}). It is valid once, for 24 hours; run 'ep ui' for a new one or use a token.`))
+      .catch((err) =>
+        setError(
+          `The login link did not work (${describeError(err)}). It is valid ` +
+            `once, for 24 hours; run 'ep ui' for a new one or use a token.`,
+        ),
+      )
       .finally(() => setBusy(false));
   }, [ticket, onLogin]);
 
@@ -55,13 +68,25 @@ export function LoginView({ onLogin, ticket, notice }: { onLogin(id: Identity): 
 
   return (
     <main className="login" id="main">
-      <button type="button" className="btn btn-small theme-toggle login-theme" onClick={toggleTheme} aria-label={theme === "dark" ? "Switch to light theme" : "Switch to dark theme"}>
+      <button
+        type="button"
+        className="btn btn-small theme-toggle login-theme"
+        onClick={toggleTheme}
+        aria-label={theme === "dark" ? "Switch to light theme" : "Switch to dark theme"}
+      >
         <span aria-hidden="true">{theme === "dark" ? "☀" : "☾"}</span>
         <span className="toggle-label">{theme === "dark" ? "Light" : "Dark"}</span>
       </button>
       <div className="login-box">
         <h1>EP console</h1>
-        {busy && ticket ? <p aria-live="polite">Signing in…</p> : <p className="muted">Open the login link <code>ep up</code> printed (run <code>ep ui</code> for a fresh one), or sign in with an API token: the admin token is in <code>~/.ep/tower/admin.token</code> on the tower's machine.</p>}
+        {busy && ticket ? (
+          <p aria-live="polite">Signing in…</p>
+        ) : (
+          <p className="muted">
+            Open the login link <code>ep up</code> printed (run <code>ep ui</code> for a fresh one), or sign in with an
+            API token: the admin token is in <code>~/.ep/tower/admin.token</code> on the tower's machine.
+          </p>
+        )}
         {notice && <p className="muted">{notice}</p>}
         <ErrorNote error={error} />
         {provider && (
@@ -76,13 +101,23 @@ export function LoginView({ onLogin, ticket, notice }: { onLogin(id: Identity): 
         )}
         <form onSubmit={submit} className="login-form">
           <label htmlFor="token-input">API token</label>
-          <input id="token-input" type="password" autoComplete="off" spellCheck={false} value={token} onChange={(e) => setToken(e.target.value)} placeholder="ept_…" autoFocus={!ticket} />
+          <input
+            id="token-input"
+            type="password"
+            autoComplete="off"
+            spellCheck={false}
+            value={token}
+            onChange={(e) => setToken(e.target.value)}
+            placeholder="ept_…"
+            autoFocus={!ticket}
+          />
           <button type="submit" className={provider ? "btn" : "btn btn-primary"} disabled={busy || !token.trim()}>
             Sign in
           </button>
         </form>
         <p className="muted small">
-          The session is kept in an HttpOnly cookie for at most 7 days and ends with the token it came from; the token is not stored by this page.
+          The session is kept in an HttpOnly cookie for at most 7 days and ends with the token it came from; the token
+          is not stored by this page.
           {provider && ` Signed in with ${provider.name}, it ends when your sign-in there does.`}
         </p>
       </div>

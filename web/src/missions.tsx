@@ -25,7 +25,15 @@ function usageSum(list: readonly Task[]): { input: number; output: number; cost:
 
 const tokens = new Intl.NumberFormat("en-US");
 
-export function MissionsView({ dashboard, navigate, canOperate }: { dashboard: Dashboard; navigate(to: string): void; canOperate: boolean }) {
+export function MissionsView({
+  dashboard,
+  navigate,
+  canOperate,
+}: {
+  dashboard: Dashboard;
+  navigate(to: string): void;
+  canOperate: boolean;
+}) {
   const [creating, setCreating] = useState<"domain" | "mission" | { taskIn: string }>();
   const { domains, missions, tasks, errors, loaded, agents } = dashboard.data;
   // agents by id, so the table shows a name (the id stays in the tooltip)
@@ -43,14 +51,17 @@ export function MissionsView({ dashboard, navigate, canOperate }: { dashboard: D
     }
     return m;
   }, [tasks]);
-  const shown = missions.filter((m) => !domainId || m.domainId === domainId).sort((a, b) => msOf(b.createdAt) - msOf(a.createdAt));
+  const shown = missions
+    .filter((m) => !domainId || m.domainId === domainId)
+    .sort((a, b) => msOf(b.createdAt) - msOf(a.createdAt));
 
   return (
     <section className="tab-panel" aria-labelledby="missions-heading">
       <div className="panel-head">
         <h2 id="missions-heading">Missions</h2>
         <span className="muted">
-          {shown.length} mission{shown.length === 1 ? "" : "s"} · {tasks.filter((t) => !t.parentTaskId && (!domainId || t.domainId === domainId)).length} tasks
+          {shown.length} mission{shown.length === 1 ? "" : "s"} ·{" "}
+          {tasks.filter((t) => !t.parentTaskId && (!domainId || t.domainId === domainId)).length} tasks
         </span>
         <label className="inline-field">
           <span>Domain</span>
@@ -94,7 +105,9 @@ export function MissionsView({ dashboard, navigate, canOperate }: { dashboard: D
         />
       )}
       <ErrorNote error={errors.work} />
-      {loaded.work && shown.length === 0 && <Empty>No missions yet. Create one with New mission, ask the console, or run `ep mission create`.</Empty>}
+      {loaded.work && shown.length === 0 && (
+        <Empty>No missions yet. Create one with New mission, ask the console, or run `ep mission create`.</Empty>
+      )}
       {shown.map((m) => {
         const list = tasksByMission.get(m.id) ?? [];
         // broadcast runs carry the usage; the parent has none of its own
@@ -105,7 +118,12 @@ export function MissionsView({ dashboard, navigate, canOperate }: { dashboard: D
               <h3>{m.title}</h3>
               <StatusBadge status={missionStatusOf(m)} />
               {canOperate && (
-                <button type="button" className="btn btn-small card-action" onClick={() => setCreating({ taskIn: m.id })} aria-label={`New task in ${m.title}`}>
+                <button
+                  type="button"
+                  className="btn btn-small card-action"
+                  onClick={() => setCreating({ taskIn: m.id })}
+                  aria-label={`New task in ${m.title}`}
+                >
                   New task
                 </button>
               )}
@@ -122,11 +140,13 @@ export function MissionsView({ dashboard, navigate, canOperate }: { dashboard: D
               />
             )}
             <p className="muted small">
-              {domainName.get(m.domainId) ?? m.domainId} · <code>{m.id}</code> · created <Ago iso={isoOf(m.createdAt)} now={now} />
+              {domainName.get(m.domainId) ?? m.domainId} · <code>{m.id}</code> · created{" "}
+              <Ago iso={isoOf(m.createdAt)} now={now} />
               {usage && (
                 <span className="mission-usage" title="the sum of what its tasks' runtimes reported">
                   {" "}
-                  · {tokens.format(usage.input)} tokens in, {tokens.format(usage.output)} out{usage.cost > 0 ? ` · ${usd(usage.cost)}` : ""}
+                  · {tokens.format(usage.input)} tokens in, {tokens.format(usage.output)} out
+                  {usage.cost > 0 ? ` · ${usd(usage.cost)}` : ""}
                 </span>
               )}
             </p>
@@ -147,7 +167,19 @@ export function MissionsView({ dashboard, navigate, canOperate }: { dashboard: D
 }
 
 /** One mission's tasks: state, kind, attempts, agent, cost; the title opens the task page. */
-function MissionTasks({ title, list, agentNames, now, navigate }: { title: string; list: Task[]; agentNames: Map<string, string>; now: number; navigate(to: string): void }) {
+function MissionTasks({
+  title,
+  list,
+  agentNames,
+  now,
+  navigate,
+}: {
+  title: string;
+  list: Task[];
+  agentNames: Map<string, string>;
+  now: number;
+  navigate(to: string): void;
+}) {
   return (
     <div className="table-scroll" tabIndex={0} role="region" aria-label={`Tasks of ${title}`}>
       <table className="tasks">
@@ -155,11 +187,21 @@ function MissionTasks({ title, list, agentNames, now, navigate }: { title: strin
           <tr>
             <th scope="col">Task</th>
             <th scope="col">State</th>
-            <th scope="col" className="col-opt">Kind</th>
-            <th scope="col" className="col-opt">Priority</th>
-            <th scope="col" className="col-opt">Attempts</th>
-            <th scope="col" className="col-opt">Agent</th>
-            <th scope="col" className="col-opt">Cost</th>
+            <th scope="col" className="col-opt">
+              Kind
+            </th>
+            <th scope="col" className="col-opt">
+              Priority
+            </th>
+            <th scope="col" className="col-opt">
+              Attempts
+            </th>
+            <th scope="col" className="col-opt">
+              Agent
+            </th>
+            <th scope="col" className="col-opt">
+              Cost
+            </th>
             <th scope="col">Updated</th>
           </tr>
         </thead>
@@ -183,7 +225,10 @@ function MissionTasks({ title, list, agentNames, now, navigate }: { title: strin
               <td>
                 <TaskStatusBadge status={statusOf(t)} denials={t.result?.denials ?? []} />
               </td>
-              <td className="col-opt" title={kindOf(t) === "claimable" ? `claim policy: ${claimPolicyOf(t) || "first_claim"}` : undefined}>
+              <td
+                className="col-opt"
+                title={kindOf(t) === "claimable" ? `claim policy: ${claimPolicyOf(t) || "first_claim"}` : undefined}
+              >
                 {kindOf(t) === "claimable" ? "claimable" : "kanban"}
               </td>
               <td className="col-opt">{t.priority}</td>
@@ -191,7 +236,16 @@ function MissionTasks({ title, list, agentNames, now, navigate }: { title: strin
               <td className="col-opt" title={t.claimedBy || t.assigneeAgentId || undefined}>
                 {agentNames.get(t.claimedBy || t.assigneeAgentId) ?? (t.claimedBy || t.assigneeAgentId || "—")}
               </td>
-              <td className="col-opt" title={t.result?.usage ? `${tokens.format(Number(t.result.usage.inputTokens))} tokens in, ${tokens.format(Number(t.result.usage.outputTokens))} out${t.result.usage.model ? ` · ${t.result.usage.model}` : ""}` : undefined}>
+              <td
+                className="col-opt"
+                title={
+                  t.result?.usage
+                    ? `${tokens.format(Number(t.result.usage.inputTokens))} tokens ` +
+                      `in, ${tokens.format(Number(t.result.usage.outputTokens))} ` +
+                      `out${t.result.usage.model ? ` · ${t.result.usage.model}` : ""}`
+                    : undefined
+                }
+              >
                 {t.result?.usage?.costUsd ? usd(t.result.usage.costUsd) : "—"}
               </td>
               <td>

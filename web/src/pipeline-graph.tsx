@@ -50,14 +50,35 @@ export function PipelineGraph({ title, list, navigate }: { title: string; list: 
   const current = new Map(list.map((t) => [t.id, t]));
   return (
     <figure className="pipeline-graph" aria-label={`Steps of ${title}`}>
-      <svg width={laid.width} height={laid.height} viewBox={`0 0 ${laid.width} ${laid.height}`} role="img" aria-label={`Graph of the steps of ${title}`}>
+      <svg
+        width={laid.width}
+        height={laid.height}
+        viewBox={`0 0 ${laid.width} ${laid.height}`}
+        role="img"
+        aria-label={`Graph of the steps of ${title}`}
+      >
         <defs>
-          <marker id="pipeline-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
+          <marker
+            id="pipeline-arrow"
+            viewBox="0 0 10 10"
+            refX="9"
+            refY="5"
+            markerWidth="7"
+            markerHeight="7"
+            orient="auto-start-reverse"
+          >
             <path d="M 0 0 L 10 5 L 0 10 z" className="pipeline-arrow" />
           </marker>
         </defs>
         {laid.edges.map((e) => (
-          <polyline key={`${e.from}-${e.to}`} className="pipeline-edge" data-from={e.from} data-to={e.to} points={e.points.map((p) => `${p.x},${p.y}`).join(" ")} markerEnd="url(#pipeline-arrow)" />
+          <polyline
+            key={`${e.from}-${e.to}`}
+            className="pipeline-edge"
+            data-from={e.from}
+            data-to={e.to}
+            points={e.points.map((p) => `${p.x},${p.y}`).join(" ")}
+            markerEnd="url(#pipeline-arrow)"
+          />
         ))}
         {laid.nodes.map(({ task: laidTask, x, y }) => {
           const t = current.get(laidTask.id) ?? laidTask;

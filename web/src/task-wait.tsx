@@ -20,7 +20,19 @@ const HEADLINE: Record<TaskWaitReason, string> = {
   [TaskWaitReason.PARENTS]: "Waiting for the tasks before it",
 };
 
-export function TaskWaitNote({ wait, domainId, nodeName, canAdmin, onEnrolled }: { wait: TaskWait; domainId: string; nodeName: Map<string, string>; canAdmin: boolean; onEnrolled(): void }) {
+export function TaskWaitNote({
+  wait,
+  domainId,
+  nodeName,
+  canAdmin,
+  onEnrolled,
+}: {
+  wait: TaskWait;
+  domainId: string;
+  nodeName: Map<string, string>;
+  canAdmin: boolean;
+  onEnrolled(): void;
+}) {
   const [busy, setBusy] = useState(false);
   const [note, setNote] = useState<{ ok: boolean; text: string }>();
   const node = wait.enrollNodeId;
@@ -29,7 +41,12 @@ export function TaskWaitNote({ wait, domainId, nodeName, canAdmin, onEnrolled }:
     setNote(undefined);
     try {
       const res = await api.agents.enrollAgent({ domainId, runtime: Runtime.SHELL, nodeId: node, name: "shell" });
-      setNote({ ok: true, text: `Enrolled ${res.agent?.name || res.agent?.id} on ${nodeName.get(node) ?? node}; the task is handed to it.` });
+      setNote({
+        ok: true,
+        text:
+          `Enrolled ${res.agent?.name || res.agent?.id} on ` +
+          `${nodeName.get(node) ?? node}; the task is handed to it.`,
+      });
       onEnrolled();
     } catch (err) {
       setNote({ ok: false, text: `Enroll failed: ${describeError(err)}` });

@@ -32,7 +32,13 @@ const PAGE = 500;
 
 function frameOf(id: number, payload: Record<string, unknown> | undefined, at?: string): Frame {
   const p = payload ?? {};
-  return { id, kind: String(p.kind ?? "text"), text: String(p.text ?? ""), data: (p.data as Record<string, unknown> | undefined) ?? undefined, at };
+  return {
+    id,
+    kind: String(p.kind ?? "text"),
+    text: String(p.text ?? ""),
+    data: (p.data as Record<string, unknown> | undefined) ?? undefined,
+    at,
+  };
 }
 
 /**
@@ -42,7 +48,11 @@ function frameOf(id: number, payload: Record<string, unknown> | undefined, at?: 
  * committed between the two would be in neither, so every time the feed opens the replay runs
  * again from the last frame it saw (frames are kept by id: nothing shows twice).
  */
-function useTranscript(taskId: string, subscribe: Dashboard["subscribe"], streamOpen: boolean): { frames: Frame[]; attempts: Attempt[]; error?: string } {
+function useTranscript(
+  taskId: string,
+  subscribe: Dashboard["subscribe"],
+  streamOpen: boolean,
+): { frames: Frame[]; attempts: Attempt[]; error?: string } {
   const [frames, setFrames] = useState<Map<number, Frame>>(new Map());
   const [changes, setChanges] = useState<Map<number, TaskEventLite>>(new Map());
   const [error, setError] = useState<string>();
@@ -70,10 +80,24 @@ function useTranscript(taskId: string, subscribe: Dashboard["subscribe"], stream
       void (async () => {
         try {
           for (;;) {
-            const res = await api.events.listEvents({ afterId: replayed.current.after, limit: PAGE, filter: { taskId, types: ["progress", "matrix"] } });
+            const res = await api.events.listEvents({
+              afterId: replayed.current.after,
+              limit: PAGE,
+              filter: { taskId, types: ["progress", "matrix"] },
+            });
             if (stop()) return;
-            add(res.events.filter((e) => e.type === "progress").map((e) => frameOf(Number(e.id), e.payload as Record<string, unknown> | undefined, isoOf(e.createdAt))));
-            addChanges(res.events.filter((e) => e.type === "matrix").map((e) => ({ id: Number(e.id), name: e.name, at: isoOf(e.createdAt) })));
+            add(
+              res.events
+                .filter((e) => e.type === "progress")
+                .map((e) =>
+                  frameOf(Number(e.id), e.payload as Record<string, unknown> | undefined, isoOf(e.createdAt)),
+                ),
+            );
+            addChanges(
+              res.events
+                .filter((e) => e.type === "matrix")
+                .map((e) => ({ id: Number(e.id), name: e.name, at: isoOf(e.createdAt) })),
+            );
             if (res.events.length) replayed.current.after = res.events[res.events.length - 1].id;
             if (res.events.length < PAGE) return;
           }
@@ -101,7 +125,8 @@ function useTranscript(taskId: string, subscribe: Dashboard["subscribe"], stream
       stopped = true;
       off();
     };
-  }, [taskId, subscribe, add, addChanges, replay]); // subscribe is stable; the dashboard object changes with every event
+    // subscribe is stable; the dashboard object changes with every event
+  }, [taskId, subscribe, add, addChanges, replay]);
 
   // the feed opened after the first replay (or again after an outage): what was committed before
   // it started is read once more; a feed already open at mount needs only the first replay
@@ -164,7 +189,19 @@ function useTask(taskId: string, subscribe: Dashboard["subscribe"], streamOpen: 
   return { task, setTask, runs, wait, reload: load, error };
 }
 
-export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: { taskId: string; dashboard: Dashboard; canOperate: boolean; canAdmin: boolean; navigate(to: string): void }) {
+export function TaskView({
+  taskId,
+  dashboard,
+  canOperate,
+  canAdmin,
+  navigate,
+}: {
+  taskId: string;
+  dashboard: Dashboard;
+  canOperate: boolean;
+  canAdmin: boolean;
+  navigate(to: string): void;
+}) {
   const { subscribe } = dashboard;
   const { task, setTask, runs, wait, reload, error } = useTask(taskId, subscribe, dashboard.stream.status === "open");
   const [busy, setBusy] = useState<string>();
@@ -173,7 +210,11 @@ export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: 
   const [note, setNote] = useState<{ ok: boolean; text: string; status?: string }>();
   const [terminal, setTerminal] = useState(false);
   const now = useNow(5_000);
-  const { frames, attempts, error: transcriptError } = useTranscript(taskId, subscribe, dashboard.stream.status === "open");
+  const {
+    frames,
+    attempts,
+    error: transcriptError,
+  } = useTranscript(taskId, subscribe, dashboard.stream.status === "open");
   const { agents, nodes, missions, domains } = dashboard.data;
   const agentOf = useMemo(() => new Map(agents.map((a) => [a.id, a])), [agents]);
   const nodeName = useMemo(() => new Map(nodes.map((n) => [n.id, n.hostname])), [nodes]);
@@ -182,9 +223,16 @@ export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: 
     setBusy(op);
     setNote(undefined);
     try {
-      const res = op === "cancel" ? await api.work.cancelTask({ taskId, reason: "cancelled from the console" }) : await api.work.retryTask({ taskId });
+      const res =
+        op === "cancel"
+          ? await api.work.cancelTask({ taskId, reason: "cancelled from the console" })
+          : await api.work.retryTask({ taskId });
       if (res.task) setTask(res.task);
-      setNote({ ok: true, text: op === "cancel" ? "Cancelled." : "Queued again.", status: res.task ? statusOf(res.task) : undefined });
+      setNote({
+        ok: true,
+        text: op === "cancel" ? "Cancelled." : "Queued again.",
+        status: res.task ? statusOf(res.task) : undefined,
+      });
     } catch (err) {
       setNote({ ok: false, text: `${op === "cancel" ? "Cancel" : "Retry"} failed: ${describeError(err)}` });
     } finally {
@@ -236,7 +284,12 @@ export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: 
             </button>
           )}
           {canOperate && RETRYABLE.has(statusOf(task)) && (
-            <button type="button" className="btn btn-primary" disabled={busy !== undefined} onClick={() => void act("retry")}>
+            <button
+              type="button"
+              className="btn btn-primary"
+              disabled={busy !== undefined}
+              onClick={() => void act("retry")}
+            >
               Retry
             </button>
           )}
@@ -253,9 +306,32 @@ export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: 
         </p>
       )}
       <ErrorNote error={error} />
-      <TaskFacts task={task} agent={agent} agentId={agentId} nodeName={nodeName} now={now} final={final} ranMs={lastRan} />
-      {wait && !final && <TaskWaitNote wait={wait} domainId={task.domainId} nodeName={nodeName} canAdmin={canAdmin} onEnrolled={() => void reload()} />}
-      {terminal && agent && <TerminalPanel key={agent.id} agentId={agent.id} label={agent.name || agent.id} onClose={() => setTerminal(false)} />}
+      <TaskFacts
+        task={task}
+        agent={agent}
+        agentId={agentId}
+        nodeName={nodeName}
+        now={now}
+        final={final}
+        ranMs={lastRan}
+      />
+      {wait && !final && (
+        <TaskWaitNote
+          wait={wait}
+          domainId={task.domainId}
+          nodeName={nodeName}
+          canAdmin={canAdmin}
+          onEnrolled={() => void reload()}
+        />
+      )}
+      {terminal && agent && (
+        <TerminalPanel
+          key={agent.id}
+          agentId={agent.id}
+          label={agent.name || agent.id}
+          onClose={() => setTerminal(false)}
+        />
+      )}
       {runs.length > 0 && <RunsTable runs={runs} agentOf={agentOf} now={now} link={link} />}
       <section aria-labelledby="progress-heading">
         <h3 id="progress-heading">
@@ -265,7 +341,12 @@ export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: 
         <Transcript frames={frames} live={!final} attempts={attempts} />
       </section>
       <DenialsSection denials={task.result?.denials ?? []} />
-      {task.result?.workspace && <WorkspaceChange ws={task.result.workspace} mergeable={canOperate && statusOf(task) === "succeeded" ? task.id : undefined} />}
+      {task.result?.workspace && (
+        <WorkspaceChange
+          ws={task.result.workspace}
+          mergeable={canOperate && statusOf(task) === "succeeded" ? task.id : undefined}
+        />
+      )}
       {task.result?.error && (
         <section aria-labelledby="error-heading">
           <h3 id="error-heading">Error</h3>
@@ -278,7 +359,13 @@ export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: 
           {task.result.output ? (
             <pre className="task-output">{task.result.output}</pre>
           ) : (
-            <p className="muted small">{frames.length ? `No final output${statusOf(task) === "cancelled" ? ": it was cancelled before it reported one" : ""}. What it printed is in the progress above.` : "No output."}</p>
+            <p className="muted small">
+              {frames.length
+                ? `No final ` +
+                  `output${statusOf(task) === "cancelled" ? ": it was cancelled before it reported one" : ""}. ` +
+                  `What it printed is in the progress above.`
+                : "No output."}
+            </p>
           )}
         </section>
       )}
@@ -287,7 +374,15 @@ export function TaskView({ taskId, dashboard, canOperate, canAdmin, navigate }: 
 }
 
 /** The page while the task loads, or when it cannot be read. */
-function TaskMissing({ taskId, error, link }: { taskId: string; error: string | undefined; link(to: string): (e: React.MouseEvent) => void }) {
+function TaskMissing({
+  taskId,
+  error,
+  link,
+}: {
+  taskId: string;
+  error: string | undefined;
+  link(to: string): (e: React.MouseEvent) => void;
+}) {
   return (
     <section className="tab-panel task-page" aria-label="Task">
       {error ? <ErrorNote error={`Task ${taskId}: ${error}`} /> : <p className="muted">Loading task…</p>}
@@ -301,93 +396,131 @@ function TaskMissing({ taskId, error, link }: { taskId: string; error: string | 
 }
 
 /** Who runs the task, where, with what, how long, and what it cost. */
-function TaskFacts({ task, agent, agentId, nodeName, now, final, ranMs }: { task: Task; agent: Agent | undefined; agentId: string; nodeName: Map<string, string>; now: number; final: boolean; ranMs: number | undefined }) {
+function TaskFacts({
+  task,
+  agent,
+  agentId,
+  nodeName,
+  now,
+  final,
+  ranMs,
+}: {
+  task: Task;
+  agent: Agent | undefined;
+  agentId: string;
+  nodeName: Map<string, string>;
+  now: number;
+  final: boolean;
+  ranMs: number | undefined;
+}) {
   const usage = task.result?.usage;
   return (
-  <dl className="facts">
-    <div>
-      <dt>Agent</dt>
-      <dd title={agentId || undefined}>{agent ? agent.name || agent.id : agentId || (kindOf(task) === "claimable" ? "not claimed yet" : "unassigned")}</dd>
-    </div>
-    <div>
-      <dt>Node</dt>
-      <dd>{agent ? nodeName.get(agent.nodeId) ?? agent.nodeId : "—"}</dd>
-    </div>
-    <div>
-      <dt>Runtime</dt>
-      <dd title={runtimeWord(task.runtime) || undefined}>{task.runtime ? runtimeLabel(runtimeWord(task.runtime)) : agent ? runtimeLabel(runtimeWord(agent.runtime)) : "any"}</dd>
-    </div>
-    <div>
-      <dt>Attempts</dt>
-      <dd>{kindOf(task) === "claimable" ? `${task.attempts} of ${task.maxAttempts}` : "—"}</dd>
-    </div>
-    <div>
-      <dt>Created</dt>
-      <dd>
-        <Ago iso={isoOf(task.createdAt)} now={now} />
-      </dd>
-    </div>
-    <div>
-      <dt>{final ? "Ended" : "Updated"}</dt>
-      <dd>
-        <Ago iso={isoOf(task.updatedAt)} now={now} />
-        {final && ranMs !== undefined && <span className="muted task-ran"> · ran {duration(ranMs)}</span>}
-      </dd>
-    </div>
-    {usage && (
-      <div className="fact-wide">
-        <dt>Usage</dt>
-        <dd className="task-usage">
-          {Number(usage.inputTokens).toLocaleString("en-US")} tokens in ({Number(usage.cachedInputTokens).toLocaleString("en-US")} cached), {Number(usage.outputTokens).toLocaleString("en-US")} out
-          {usage.costUsd > 0 && ` · ${usd(usage.costUsd)}`}
-          {usage.model && <span className="muted"> · {usage.model}</span>}
+    <dl className="facts">
+      <div>
+        <dt>Agent</dt>
+        <dd title={agentId || undefined}>
+          {agent
+            ? agent.name || agent.id
+            : agentId || (kindOf(task) === "claimable" ? "not claimed yet" : "unassigned")}
         </dd>
       </div>
-    )}
-    <div className="fact-wide">
-      <dt>Id</dt>
-      <dd>
-        <code>{task.id}</code> <CopyId id={task.id} />
-      </dd>
-    </div>
-  </dl>
+      <div>
+        <dt>Node</dt>
+        <dd>{agent ? (nodeName.get(agent.nodeId) ?? agent.nodeId) : "—"}</dd>
+      </div>
+      <div>
+        <dt>Runtime</dt>
+        <dd title={runtimeWord(task.runtime) || undefined}>
+          {task.runtime
+            ? runtimeLabel(runtimeWord(task.runtime))
+            : agent
+              ? runtimeLabel(runtimeWord(agent.runtime))
+              : "any"}
+        </dd>
+      </div>
+      <div>
+        <dt>Attempts</dt>
+        <dd>{kindOf(task) === "claimable" ? `${task.attempts} of ${task.maxAttempts}` : "—"}</dd>
+      </div>
+      <div>
+        <dt>Created</dt>
+        <dd>
+          <Ago iso={isoOf(task.createdAt)} now={now} />
+        </dd>
+      </div>
+      <div>
+        <dt>{final ? "Ended" : "Updated"}</dt>
+        <dd>
+          <Ago iso={isoOf(task.updatedAt)} now={now} />
+          {final && ranMs !== undefined && <span className="muted task-ran"> · ran {duration(ranMs)}</span>}
+        </dd>
+      </div>
+      {usage && (
+        <div className="fact-wide">
+          <dt>Usage</dt>
+          <dd className="task-usage">
+            {Number(usage.inputTokens).toLocaleString("en-US")} tokens in (
+            {Number(usage.cachedInputTokens).toLocaleString("en-US")} cached),{" "}
+            {Number(usage.outputTokens).toLocaleString("en-US")} out
+            {usage.costUsd > 0 && ` · ${usd(usage.costUsd)}`}
+            {usage.model && <span className="muted"> · {usage.model}</span>}
+          </dd>
+        </div>
+      )}
+      <div className="fact-wide">
+        <dt>Id</dt>
+        <dd>
+          <code>{task.id}</code> <CopyId id={task.id} />
+        </dd>
+      </div>
+    </dl>
   );
 }
 
 /** A broadcast task's runs, one per agent. */
-function RunsTable({ runs, agentOf, now, link }: { runs: Task[]; agentOf: Map<string, Agent>; now: number; link(to: string): (e: React.MouseEvent) => void }) {
+function RunsTable({
+  runs,
+  agentOf,
+  now,
+  link,
+}: {
+  runs: Task[];
+  agentOf: Map<string, Agent>;
+  now: number;
+  link(to: string): (e: React.MouseEvent) => void;
+}) {
   return (
-  <section aria-labelledby="runs-heading">
-    <h3 id="runs-heading">Runs ({runs.length})</h3>
-    <div className="table-scroll" tabIndex={0} role="region" aria-label="Runs">
-      <table className="tasks">
-        <thead>
-          <tr>
-            <th scope="col">Agent</th>
-            <th scope="col">State</th>
-            <th scope="col">Updated</th>
-          </tr>
-        </thead>
-        <tbody>
-          {runs.map((r) => (
-            <tr key={r.id} data-task-id={r.id}>
-              <td>
-                <a href={`/ui/tasks/${r.id}`} onClick={link(`/ui/tasks/${r.id}`)} title={r.id}>
-                  {agentOf.get(r.assigneeAgentId)?.name || r.assigneeAgentId}
-                </a>
-              </td>
-              <td>
-                <StatusBadge status={statusOf(r)} />
-              </td>
-              <td>
-                <Ago iso={isoOf(r.updatedAt)} now={now} />
-              </td>
+    <section aria-labelledby="runs-heading">
+      <h3 id="runs-heading">Runs ({runs.length})</h3>
+      <div className="table-scroll" tabIndex={0} role="region" aria-label="Runs">
+        <table className="tasks">
+          <thead>
+            <tr>
+              <th scope="col">Agent</th>
+              <th scope="col">State</th>
+              <th scope="col">Updated</th>
             </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
-  </section>
+          </thead>
+          <tbody>
+            {runs.map((r) => (
+              <tr key={r.id} data-task-id={r.id}>
+                <td>
+                  <a href={`/ui/tasks/${r.id}`} onClick={link(`/ui/tasks/${r.id}`)} title={r.id}>
+                    {agentOf.get(r.assigneeAgentId)?.name || r.assigneeAgentId}
+                  </a>
+                </td>
+                <td>
+                  <StatusBadge status={statusOf(r)} />
+                </td>
+                <td>
+                  <Ago iso={isoOf(r.updatedAt)} now={now} />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </section>
   );
 }
 
@@ -410,7 +543,7 @@ function transcriptRows(frames: Frame[]): TranscriptRow[] {
 /** What a divider says about an attempt: its number, how it ended, how long it ran. */
 function attemptLabel(a: Attempt): string {
   const ran = ranMs(a);
-  const outcome = a.outcome === "requeued" ? "lease expired, queued again" : a.outcome ?? "running";
+  const outcome = a.outcome === "requeued" ? "lease expired, queued again" : (a.outcome ?? "running");
   return `Attempt ${a.n} · ${outcome}${ran !== undefined ? ` · ran ${duration(ran)}` : ""}`;
 }
 
@@ -428,9 +561,14 @@ export function Transcript({ frames, live, attempts = [] }: { frames: Frame[]; l
     if (!el || !live) return;
     if (el.scrollHeight - el.scrollTop - el.clientHeight < 80) el.scrollTop = el.scrollHeight;
   }, [frames.length, live]);
-  if (!frames.length && attempts.length < 2) return <p className="muted small">{live ? "Waiting for the agent's first output…" : "No progress was reported."}</p>;
+  if (!frames.length && attempts.length < 2)
+    return (
+      <p className="muted small">{live ? "Waiting for the agent's first output…" : "No progress was reported."}</p>
+    );
   const divided = attempts.length > 1;
-  const groups: { attempt?: Attempt; frames: Frame[] }[] = divided ? [{ frames: [] }, ...attempts.map((a) => ({ attempt: a, frames: [] as Frame[] }))] : [{ frames }];
+  const groups: { attempt?: Attempt; frames: Frame[] }[] = divided
+    ? [{ frames: [] }, ...attempts.map((a) => ({ attempt: a, frames: [] as Frame[] }))]
+    : [{ frames }];
   if (divided) for (const f of frames) groups[attemptOfFrame(attempts, f.id)?.n ?? 0].frames.push(f);
   return (
     <>
@@ -471,7 +609,11 @@ function TranscriptLine({ row: r }: { row: TranscriptRow }) {
   const f = r.frame;
   return (
     <li className={`frame frame-${f.kind}${f.data?.denial ? " frame-denial" : ""}`} data-frame-id={f.id}>
-      {f.kind === "tool" && <span className="frame-tag">{f.data?.phase === "result" || f.data?.phase === "update" ? "result" : "tool"}</span>}
+      {f.kind === "tool" && (
+        <span className="frame-tag">
+          {f.data?.phase === "result" || f.data?.phase === "update" ? "result" : "tool"}
+        </span>
+      )}
       {f.kind === "status" && <span className="frame-tag">{f.data?.denial ? "refused" : "status"}</span>}
       {f.kind === "json" ? (
         <details>

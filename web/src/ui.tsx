@@ -99,7 +99,15 @@ export function runtimeLabel(kind: string): string {
 }
 
 /** A link inside the console: follows without a page load (the router listens to popstate). */
-export function AppLink({ href, children, className }: { href: string; children: React.ReactNode; className?: string }) {
+export function AppLink({
+  href,
+  children,
+  className,
+}: {
+  href: string;
+  children: React.ReactNode;
+  className?: string;
+}) {
   return (
     <a
       href={href}
@@ -120,12 +128,28 @@ export function AppLink({ href, children, className }: { href: string; children:
   );
 }
 
-const TOOL_VERBS: Record<string, string> = { list: "Listed", get: "Looked up", create: "Create", submit: "Submit", retry: "Retry", cancel: "Cancel", put: "Write", claim: "Claim", signal: "Signal", restart: "Restart", pause: "Pause", resume: "Resume" };
+const TOOL_VERBS: Record<string, string> = {
+  list: "Listed",
+  get: "Looked up",
+  create: "Create",
+  submit: "Submit",
+  retry: "Retry",
+  cancel: "Cancel",
+  put: "Write",
+  claim: "Claim",
+  signal: "Signal",
+  restart: "Restart",
+  pause: "Pause",
+  resume: "Resume",
+};
 
 /** A tool as people read it: list_missions → "Listed missions", submit_mesh_task → "Submit task". */
 export function toolLabel(tool: string): string {
   const [verb, ...rest] = tool.split("_");
-  const noun = rest.filter((w) => w !== "mesh").join(" ").replace(/\bdoc\b/, "document");
+  const noun = rest
+    .filter((w) => w !== "mesh")
+    .join(" ")
+    .replace(/\bdoc\b/, "document");
   return `${TOOL_VERBS[verb] ?? verb.charAt(0).toUpperCase() + verb.slice(1)} ${noun}`.trim();
 }
 
@@ -148,7 +172,15 @@ export function CopyId({ id }: { id: string }) {
       {copied ? (
         "✓"
       ) : (
-        <svg width="12" height="12" viewBox="0 0 16 16" aria-hidden="true" fill="none" stroke="currentColor" strokeWidth="1.5">
+        <svg
+          width="12"
+          height="12"
+          viewBox="0 0 16 16"
+          aria-hidden="true"
+          fill="none"
+          stroke="currentColor"
+          strokeWidth="1.5"
+        >
           <rect x="5" y="5" width="9" height="9" rx="1.5" />
           <path d="M11 5V3.5A1.5 1.5 0 0 0 9.5 2h-6A1.5 1.5 0 0 0 2 3.5v6A1.5 1.5 0 0 0 3.5 11H5" />
         </svg>

@@ -8,7 +8,19 @@ import { AppLink, StatusBadge } from "./ui.js";
 export const NamesContext = createContext<(id: string) => string | undefined>(() => undefined);
 
 const ID_RE = /^(dom|msn|tsk|agt|nod)_[0-9a-z]{4,}$/;
-const HEADERS: Record<string, string> = { claimed_by: "agent", assignee_agent_id: "assignee", agent_id: "agent", mission_id: "mission", domain_id: "domain", node_id: "node", claim_policy: "claim policy", created_at: "created", updated_at: "updated", last_seen_at: "last seen", max_attempts: "max attempts" };
+const HEADERS: Record<string, string> = {
+  claimed_by: "agent",
+  assignee_agent_id: "assignee",
+  agent_id: "agent",
+  mission_id: "mission",
+  domain_id: "domain",
+  node_id: "node",
+  claim_policy: "claim policy",
+  created_at: "created",
+  updated_at: "updated",
+  last_seen_at: "last seen",
+  max_attempts: "max attempts",
+};
 
 /** A cell: a known id reads as its name (id in the tooltip; a task links to its page), else text. */
 function CellValue({ value }: { value: unknown }) {
@@ -93,7 +105,15 @@ export function TableView({ spec }: { spec: Extract<ViewSpec, { type: "table" }>
               rows.map((row, r) => (
                 <tr key={r}>
                   {arr<Cell>(row).map((cell, c) => (
-                    <td key={c}>{columns[c] === "status" || columns[c] === "state" ? <StatusBadge status={cellText(cell)} /> : columns[c] === "id" ? <code className="muted">{cellText(cell)}</code> : <CellValue value={cell} />}</td>
+                    <td key={c}>
+                      {columns[c] === "status" || columns[c] === "state" ? (
+                        <StatusBadge status={cellText(cell)} />
+                      ) : columns[c] === "id" ? (
+                        <code className="muted">{cellText(cell)}</code>
+                      ) : (
+                        <CellValue value={cell} />
+                      )}
+                    </td>
                   ))}
                 </tr>
               ))

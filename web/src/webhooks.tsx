@@ -3,7 +3,12 @@
 // test and remove them. The API's own checks speak on the form's fields.
 import { useCallback, useEffect, useState, type FormEvent } from "react";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { WebhookDeliveryStatus, WebhookFormat, type Webhook, type WebhookDelivery } from "@gen/ep/tower/v1/webhooks_pb.js";
+import {
+  WebhookDeliveryStatus,
+  WebhookFormat,
+  type Webhook,
+  type WebhookDelivery,
+} from "@gen/ep/tower/v1/webhooks_pb.js";
 import { WEBHOOK_EVENTS } from "@common/webhook-events.js";
 import { api, describeError } from "./api.js";
 import type { Dashboard } from "./dashboard.js";
@@ -15,7 +20,8 @@ const STATUS_WORD: Record<number, string> = {
   [WebhookDeliveryStatus.SUCCEEDED]: "succeeded",
   [WebhookDeliveryStatus.FAILED]: "failed",
 };
-const when = (t: WebhookDelivery["createTime"]) => (t ? timestampDate(t).toISOString().replace("T", " ").slice(0, 19) : "");
+const when = (t: WebhookDelivery["createTime"]) =>
+  t ? timestampDate(t).toISOString().replace("T", " ").slice(0, 19) : "";
 
 export function WebhooksView({ dashboard, canOperate }: { dashboard: Dashboard; canOperate: boolean }) {
   const { domains } = dashboard.data;
@@ -61,7 +67,10 @@ export function WebhooksView({ dashboard, canOperate }: { dashboard: Dashboard; 
           </button>
         )}
       </div>
-      <p className="muted small">Each delivery is a signed POST (EP-Signature: HMAC-SHA256 of "timestamp.body"), retried with backoff until the receiver answers 2xx.</p>
+      <p className="muted small">
+        Each delivery is a signed POST (EP-Signature: HMAC-SHA256 of "timestamp.body"), retried with backoff until the
+        receiver answers 2xx.
+      </p>
       <ErrorNote error={error} />
       {secret && (
         <div className="card secret-once" role="status" aria-label="Signing secret">
@@ -87,7 +96,11 @@ export function WebhooksView({ dashboard, canOperate }: { dashboard: Dashboard; 
           }}
         />
       )}
-      {hooks && hooks.length === 0 && <Empty>No webhooks in this domain.{canOperate ? " Add one to hear about failed tasks and approvals." : ""}</Empty>}
+      {hooks && hooks.length === 0 && (
+        <Empty>
+          No webhooks in this domain.{canOperate ? " Add one to hear about failed tasks and approvals." : ""}
+        </Empty>
+      )}
       <div className="webhook-list">
         {hooks?.map((h) => (
           <WebhookCard key={h.id} hook={h} canOperate={canOperate} onRemoved={() => void load()} />
@@ -97,7 +110,15 @@ export function WebhooksView({ dashboard, canOperate }: { dashboard: Dashboard; 
   );
 }
 
-function NewWebhookForm({ domainId, onDone, onCancel }: { domainId: string; onDone(webhookId: string, secret: string): void; onCancel(): void }) {
+function NewWebhookForm({
+  domainId,
+  onDone,
+  onCancel,
+}: {
+  domainId: string;
+  onDone(webhookId: string, secret: string): void;
+  onCancel(): void;
+}) {
   const [url, setUrl] = useState("");
   const [events, setEvents] = useState<string[]>(["task.failed", "permission.requested"]);
   const [slack, setSlack] = useState(false);
@@ -106,15 +127,39 @@ function NewWebhookForm({ domainId, onDone, onCancel }: { domainId: string; onDo
   const submit = (e: FormEvent) => {
     e.preventDefault();
     void run(async () => {
-      const res = await api.webhooks.createWebhook({ domainId, url, events, format: slack ? WebhookFormat.SLACK : WebhookFormat.EP, description });
+      const res = await api.webhooks.createWebhook({
+        domainId,
+        url,
+        events,
+        format: slack ? WebhookFormat.SLACK : WebhookFormat.EP,
+        description,
+      });
       onDone(res.webhook!.id, res.secret);
     });
   };
-  const toggle = (name: string) => setEvents((xs) => (xs.includes(name) ? xs.filter((x) => x !== name) : [...xs, name]));
+  const toggle = (name: string) =>
+    setEvents((xs) => (xs.includes(name) ? xs.filter((x) => x !== name) : [...xs, name]));
   return (
-    <FormShell title="New webhook" onCancel={onCancel} busy={busy} formError={formError} submitLabel="Add webhook" onSubmit={submit}>
+    <FormShell
+      title="New webhook"
+      onCancel={onCancel}
+      busy={busy}
+      formError={formError}
+      submitLabel="Add webhook"
+      onSubmit={submit}
+    >
       <Field label="URL" name="url" errors={errors} hint="http:// or https://; the tower POSTs each chosen event here">
-        {(id, d) => <input id={id} aria-describedby={d} aria-invalid={!!errors.url} value={url} onChange={(e) => setUrl(e.target.value)} placeholder="https://hooks.example.com/ep" autoFocus />}
+        {(id, d) => (
+          <input
+            id={id}
+            aria-describedby={d}
+            aria-invalid={!!errors.url}
+            value={url}
+            onChange={(e) => setUrl(e.target.value)}
+            placeholder="https://hooks.example.com/ep"
+            autoFocus
+          />
+        )}
       </Field>
       <Field label="Events" name="events" errors={errors}>
         {(id, d) => (
@@ -130,12 +175,27 @@ function NewWebhookForm({ domainId, onDone, onCancel }: { domainId: string; onDo
       <Field label="Slack" name="format" errors={errors}>
         {(id, d) => (
           <label className="checkbox">
-            <input id={id} aria-describedby={d} type="checkbox" checked={slack} onChange={(e) => setSlack(e.target.checked)} /> send a Slack message (text + blocks) instead of the event JSON
+            <input
+              id={id}
+              aria-describedby={d}
+              type="checkbox"
+              checked={slack}
+              onChange={(e) => setSlack(e.target.checked)}
+            />{" "}
+            send a Slack message (text + blocks) instead of the event JSON
           </label>
         )}
       </Field>
       <Field label="Description" name="description" errors={errors}>
-        {(id, d) => <input id={id} aria-describedby={d} value={description} onChange={(e) => setDescription(e.target.value)} placeholder="what it is for" />}
+        {(id, d) => (
+          <input
+            id={id}
+            aria-describedby={d}
+            value={description}
+            onChange={(e) => setDescription(e.target.value)}
+            placeholder="what it is for"
+          />
+        )}
       </Field>
     </FormShell>
   );
@@ -147,7 +207,9 @@ function WebhookCard({ hook: h, canOperate, onRemoved }: { hook: Webhook; canOpe
   const [busy, setBusy] = useState(false);
   const loadLog = useCallback(async () => {
     try {
-      setDeliveries((await api.webhooks.listWebhookDeliveries({ domainId: h.domainId, webhookId: h.id, pageSize: 20 })).deliveries);
+      setDeliveries(
+        (await api.webhooks.listWebhookDeliveries({ domainId: h.domainId, webhookId: h.id, pageSize: 20 })).deliveries,
+      );
     } catch (err) {
       setError(describeError(err));
     }

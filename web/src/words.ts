@@ -2,7 +2,18 @@
 // "claimable"): the one mapping of common/vocab.ts.
 import { enumWord } from "@common/vocab.js";
 import { ActionStatusSchema, type PendingAction } from "@gen/ep/tower/v1/ai_pb.js";
-import { AgentStateSchema, ClaimPolicySchema, MissionStatusSchema, RuntimeSchema, TaskKindSchema, TaskStatusSchema, type Agent, type Mission, type Runtime, type Task } from "@gen/ep/tower/v1/resources_pb.js";
+import {
+  AgentStateSchema,
+  ClaimPolicySchema,
+  MissionStatusSchema,
+  RuntimeSchema,
+  TaskKindSchema,
+  TaskStatusSchema,
+  type Agent,
+  type Mission,
+  type Runtime,
+  type Task,
+} from "@gen/ep/tower/v1/resources_pb.js";
 
 export const statusOf = (t: Pick<Task, "status">): string => enumWord(TaskStatusSchema, t.status);
 export const kindOf = (t: Pick<Task, "kind">): string => enumWord(TaskKindSchema, t.kind);

@@ -38,14 +38,18 @@ export function createPlanner(env: Env = process.env, overrides: Partial<Provide
   if (provider === "providerA") {
     const apiKey = env.PROVIDERA_API_KEY?.trim();
     if (!apiKey) {
-      throw new EpError("config_invalid", "EP_AI_PROVIDER=providerA requires PROVIDERA_API_KEY to be set", { field: "PROVIDERA_API_KEY" });
+      throw new EpError("config_invalid", "EP_AI_PROVIDER=providerA requires PROVIDERA_API_KEY to be set", {
+        field: "PROVIDERA_API_KEY",
+      });
     }
     return createProviderAPlanner({ ...common, apiKey });
   }
   if (provider === "providerB") {
     const apiKey = env.PROVIDERB_API_KEY?.trim();
     if (!apiKey) {
-      throw new EpError("config_invalid", "EP_AI_PROVIDER=providerB requires PROVIDERB_API_KEY to be set", { field: "PROVIDERB_API_KEY" });
+      throw new EpError("config_invalid", "EP_AI_PROVIDER=providerB requires PROVIDERB_API_KEY to be set", {
+        field: "PROVIDERB_API_KEY",
+      });
     }
     return createProviderBPlanner({ ...common, apiKey });
   }

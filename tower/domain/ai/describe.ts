@@ -41,14 +41,18 @@ export async function describeAction(tool: string, args: Args, names: NameLookup
     case "submit_mesh_task": {
       const input = (args.input ?? {}) as Args;
       const extra = [
-        s("runtime") && (typeof input.command === "string" ? `${s("runtime")}: ${clip(input.command, 60)}` : s("runtime")),
+        s("runtime") &&
+          (typeof input.command === "string" ? `${s("runtime")}: ${clip(input.command, 60)}` : s("runtime")),
         typeof input.prompt === "string" && `prompt ${q(clip(input.prompt, 60))}`,
         typeof args.priority === "number" && args.priority !== 0 && `priority ${args.priority}`,
         s("claim_policy") === "broadcast" && "to every matching agent",
         s("assignee_agent_id") && `assigned to ${await names.agent(s("assignee_agent_id"))}`,
         Array.isArray(args.capabilities) && args.capabilities.length > 0 && `needs ${args.capabilities.join(", ")}`,
       ].filter(Boolean);
-      return `Submit task ${q(s("title"))} to mission ${await names.mission(s("mission_id"))}${extra.length ? ` · ${extra.join(" · ")}` : ""}`;
+      return (
+        `Submit task ${q(s("title"))} to mission ` +
+        `${await names.mission(s("mission_id"))}${extra.length ? ` · ${extra.join(" · ")}` : ""}`
+      );
     }
     case "retry_mesh_task":
       return `Retry task ${await names.task(s("task_id"))}`;
@@ -62,7 +66,10 @@ export async function describeAction(tool: string, args: Args, names: NameLookup
       const named = /^\s*name\s*=/m.exec(s("source"));
       const firstStep = s("source").indexOf("[[step]]");
       const title = s("title") || (named && (firstStep < 0 || named.index < firstStep) ? steps.shift() : "");
-      return `Run pipeline ${q(title || "pipeline")} in domain ${await names.domain(s("domain_id"))}: ${steps.length} step(s)${steps.length ? ` (${clip(steps.join(" → "), 120)})` : ""}`;
+      return (
+        `Run pipeline ${q(title || "pipeline")} in domain ${await names.domain(s("domain_id"))}: ` +
+        `${steps.length} step(s)${steps.length ? ` (${clip(steps.join(" → "), 120)})` : ""}`
+      );
     }
     case "put_doc":
       return `Write document ${q(s("name"))} in mission ${await names.mission(s("mission_id"))}`;

@@ -48,7 +48,8 @@ function context(extra: Partial<PlannerContext> = {}): PlannerContext {
 }
 
 const planner = createHeuristicPlanner();
-const plan = (content: string, ctx: PlannerContext = context()) => planner.plan({ content, history: [], tools: [...TOOLS], context: ctx });
+const plan = (content: string, ctx: PlannerContext = context()) =>
+  planner.plan({ content, history: [], tools: [...TOOLS], context: ctx });
 
 type Row = [input: string, tool: string | null, args?: Record<string, unknown>];
 
@@ -96,12 +97,24 @@ const TABLE: Row[] = [
   ["create a domain called payments", "create_domain", { name: "payments" }],
   ['new domain "Data Platform"', "create_domain", { name: "Data Platform" }],
   ["create domain ops", "create_domain", { name: "ops" }],
-  ['create mission "Release 2.0" in domain acme', "create_mission", { domain_id: "dom_acme0001", title: "Release 2.0" }],
+  [
+    'create mission "Release 2.0" in domain acme',
+    "create_mission",
+    { domain_id: "dom_acme0001", title: "Release 2.0" },
+  ],
   ["add a mission named Q4 planning to acme", "create_mission", { domain_id: "dom_acme0001", title: "Q4 planning" }],
-  ['create a new mission titled "Onboarding" in the Research Lab domain', "create_mission", { domain_id: "dom_research01", title: "Onboarding" }],
+  [
+    'create a new mission titled "Onboarding" in the Research Lab domain',
+    "create_mission",
+    { domain_id: "dom_research01", title: "Onboarding" },
+  ],
   // submit
   ['submit a task "Lint" to mission Launch prep', "submit_mesh_task", { mission_id: "msn_launch0001", title: "Lint" }],
-  ['submit task "ui hello" to mission first mission', "submit_mesh_task", { mission_id: "msn_first00001", title: "ui hello" }],
+  [
+    'submit task "ui hello" to mission first mission',
+    "submit_mesh_task",
+    { mission_id: "msn_first00001", title: "ui hello" },
+  ],
   ["show mission first mission", "get_mission", { mission_id: "msn_first00001" }],
   [
     'queue task "Build site" in mission msn_launch0001 with priority 5',
@@ -116,7 +129,13 @@ const TABLE: Row[] = [
   [
     'create task "Review PR" in mission Launch prep using vendorB, assigned to agent reviewer',
     "submit_mesh_task",
-    { mission_id: "msn_launch0001", title: "Review PR", runtime: "vendorB", claim_policy: "assigned", assignee_agent_id: "agt_review0001" },
+    {
+      mission_id: "msn_launch0001",
+      title: "Review PR",
+      runtime: "vendorB",
+      claim_policy: "assigned",
+      assignee_agent_id: "agt_review0001",
+    },
   ],
   [
     'submit task "Update deps" to mission Q3 audit as broadcast needing node, linux',
@@ -129,13 +148,25 @@ const TABLE: Row[] = [
   ["try again with task Run tests", "retry_mesh_task", { task_id: "tsk_tests00001" }],
   ["cancel task tsk_docs000001", "cancel_task", { task_id: "tsk_docs000001" }],
   ["kill tsk_docs000001", "cancel_task", { task_id: "tsk_docs000001" }],
-  ["abort the Build docs task because it is stuck", "cancel_task", { task_id: "tsk_docs000001", reason: "it is stuck" }],
+  [
+    "abort the Build docs task because it is stuck",
+    "cancel_task",
+    { task_id: "tsk_docs000001", reason: "it is stuck" },
+  ],
   ['stop the task "Build docs"', "cancel_task", { task_id: "tsk_docs000001" }],
   ["claim a task for agent builder-1", "claim_mesh_task", { agent_id: "agt_builder001" }],
   // agents
-  ["signal agent builder-1: rebase onto main", "signal_agent", { agent_id: "agt_builder001", prompt: "rebase onto main" }],
+  [
+    "signal agent builder-1: rebase onto main",
+    "signal_agent",
+    { agent_id: "agt_builder001", prompt: "rebase onto main" },
+  ],
   ["tell builder-1 to run the linter", "signal_agent", { agent_id: "agt_builder001", prompt: "run the linter" }],
-  ['send "check CI please" to agent reviewer', "signal_agent", { agent_id: "agt_review0001", prompt: "check CI please" }],
+  [
+    'send "check CI please" to agent reviewer',
+    "signal_agent",
+    { agent_id: "agt_review0001", prompt: "check CI please" },
+  ],
   ["restart agent builder-1", "restart_agent", { agent_id: "agt_builder001" }],
   ["reboot reviewer", "restart_agent", { agent_id: "agt_review0001" }],
   ["pause agent builder-1", "pause_agent", { agent_id: "agt_builder001" }],
@@ -143,19 +174,35 @@ const TABLE: Row[] = [
   ["resume agt_builder001", "resume_agent", { agent_id: "agt_builder001" }],
   ["unpause reviewer", "resume_agent", { agent_id: "agt_review0001" }],
   ["please restart the reviewer agent", "restart_agent", { agent_id: "agt_review0001" }],
-  ["ping builder-1 with \"status report\"", "signal_agent", { agent_id: "agt_builder001", prompt: "status report" }],
+  ['ping builder-1 with "status report"', "signal_agent", { agent_id: "agt_builder001", prompt: "status report" }],
   // docs
-  ['put doc "plan.md" in mission Launch prep saying "ship on Friday"', "put_doc", { mission_id: "msn_launch0001", name: "plan.md", content: "ship on Friday" }],
+  [
+    'put doc "plan.md" in mission Launch prep saying "ship on Friday"',
+    "put_doc",
+    { mission_id: "msn_launch0001", name: "plan.md", content: "ship on Friday" },
+  ],
   // command words inside names, ids and quotes are not commands
   ['create mission "X" in domain ai-approve', "create_mission", { domain_id: "dom_aiapprove1", title: "X" }],
-  ["create a mission called Budget in domain ai-approve", "create_mission", { domain_id: "dom_aiapprove1", title: "Budget" }],
-  ['create mission "Approve the budget" in domain acme', "create_mission", { domain_id: "dom_acme0001", title: "Approve the budget" }],
+  [
+    "create a mission called Budget in domain ai-approve",
+    "create_mission",
+    { domain_id: "dom_aiapprove1", title: "Budget" },
+  ],
+  [
+    'create mission "Approve the budget" in domain acme',
+    "create_mission",
+    { domain_id: "dom_acme0001", title: "Approve the budget" },
+  ],
   ["show missions in domain ai-approve", "list_missions", { domain_id: "dom_aiapprove1" }],
   ["list tasks in mission retry-logic", "list_tasks", { mission_id: "msn_retrylogic" }],
   ["show mission retry-logic", "get_mission", { mission_id: "msn_retrylogic" }],
   ["what is agent stop-watch doing?", "get_agent", { agent_id: "agt_stopwatch1" }],
   ["pause agent stop-watch", "pause_agent", { agent_id: "agt_stopwatch1" }],
-  ['submit task "Cancel the old jobs" to mission retry-logic', "submit_mesh_task", { mission_id: "msn_retrylogic", title: "Cancel the old jobs" }],
+  [
+    'submit task "Cancel the old jobs" to mission retry-logic',
+    "submit_mesh_task",
+    { mission_id: "msn_retrylogic", title: "Cancel the old jobs" },
+  ],
   ["re-run task tsk_tests00001", "retry_mesh_task", { task_id: "tsk_tests00001" }],
   ["list in-progress tasks", "list_tasks", { status: "in_progress" }],
   // never approves
@@ -214,24 +261,43 @@ describe("heuristic planner", () => {
     expect((await plan("help")).reply).toMatch(/I can:/);
   });
 
-  it("says what it cannot read in a task request, with the phrasing it understands, instead of proposing a task without its command (issue 38)", async () => {
-    const out = await plan("create a task in first mission that runs echo hello from chat");
-    expect(out.toolCalls).toEqual([]);
-    expect(out.reply).toContain("I could not read all of that: the command (echo hello from chat) is not in quotes");
-    expect(out.reply).toContain("I found no title for the task");
-    expect(out.reply).toContain('The phrasing I understand: submit task "Run tests" to mission Release with command "npm test"');
-    expect(out.reply).toContain('For yours: submit task "echo hello from chat" to mission "first mission" with command "echo hello from chat"');
-    // with a title, the suggestion keeps it
-    const titled = await plan('submit task "Greet" to mission Launch prep that runs echo hi');
-    expect(titled.toolCalls).toEqual([]);
-    expect(titled.reply).toContain('For yours: submit task "Greet" to mission "Launch prep" with command "echo hi"');
-    // the suggested phrasing is read as a whole
-    const again = await plan('submit task "echo hello from chat" to mission "first mission" with command "echo hello from chat"');
-    expect(again.toolCalls).toEqual([{ tool: "submit_mesh_task", arguments: expect.objectContaining({ mission_id: "msn_first00001", title: "echo hello from chat", input: { command: "echo hello from chat" } }) }]);
-    // a quoted command after "running" is read, not refused
-    const quoted = await plan('submit task "Smoke" to mission Launch prep running "npm run smoke"');
-    expect(quoted.toolCalls[0]?.arguments).toMatchObject({ input: { command: "npm run smoke" } });
-  });
+  it(
+    "says what it cannot read in a task request, with the phrasing it " +
+      "understands, instead of proposing a task without its command (issue 38)",
+    async () => {
+      const out = await plan("create a task in first mission that runs echo hello from chat");
+      expect(out.toolCalls).toEqual([]);
+      expect(out.reply).toContain("I could not read all of that: the command (echo hello from chat) is not in quotes");
+      expect(out.reply).toContain("I found no title for the task");
+      expect(out.reply).toContain(
+        'The phrasing I understand: submit task "Run tests" to mission Release with command "npm test"',
+      );
+      expect(out.reply).toContain(
+        'For yours: submit task "echo hello from chat" to mission "first mission" with command "echo hello from chat"',
+      );
+      // with a title, the suggestion keeps it
+      const titled = await plan('submit task "Greet" to mission Launch prep that runs echo hi');
+      expect(titled.toolCalls).toEqual([]);
+      expect(titled.reply).toContain('For yours: submit task "Greet" to mission "Launch prep" with command "echo hi"');
+      // the suggested phrasing is read as a whole
+      const again = await plan(
+        'submit task "echo hello from chat" to mission "first mission" with command "echo hello from chat"',
+      );
+      expect(again.toolCalls).toEqual([
+        {
+          tool: "submit_mesh_task",
+          arguments: expect.objectContaining({
+            mission_id: "msn_first00001",
+            title: "echo hello from chat",
+            input: { command: "echo hello from chat" },
+          }),
+        },
+      ]);
+      // a quoted command after "running" is read, not refused
+      const quoted = await plan('submit task "Smoke" to mission Launch prep running "npm run smoke"');
+      expect(quoted.toolCalls[0]?.arguments).toMatchObject({ input: { command: "npm run smoke" } });
+    },
+  );
 
   it("names an unknown mission and lists the known ones instead of guessing", async () => {
     const out = await plan('submit task "Lint" to mission Nowhere');
@@ -241,7 +307,9 @@ describe("heuristic planner", () => {
 
   it("uses the default domain when a mission creation names none", async () => {
     const out = await plan('create mission "Hotfix"', context({ defaultDomain: () => domains[1] }));
-    expect(out.toolCalls).toEqual([{ tool: "create_mission", arguments: { domain_id: "dom_research01", title: "Hotfix" } }]);
+    expect(out.toolCalls).toEqual([
+      { tool: "create_mission", arguments: { domain_id: "dom_research01", title: "Hotfix" } },
+    ]);
   });
 
   it("asks for a domain when a mission creation names none and there is no default", async () => {
@@ -271,7 +339,9 @@ describe("heuristic planner", () => {
 
   it("keeps quoted text verbatim, even when it looks like a command", async () => {
     const out = await plan('signal agent reviewer with "approve all <b>now</b>"');
-    expect(out.toolCalls).toEqual([{ tool: "signal_agent", arguments: { agent_id: "agt_review0001", prompt: "approve all <b>now</b>" } }]);
+    expect(out.toolCalls).toEqual([
+      { tool: "signal_agent", arguments: { agent_id: "agt_review0001", prompt: "approve all <b>now</b>" } },
+    ]);
   });
 
   it("explains out-of-range values instead of failing the turn", async () => {

@@ -6,14 +6,29 @@ import { EpError } from "../../../common/errors.js";
 import { EVENT_TYPES, RUNTIMES, TASK_STATUSES, validateToolArgs } from "../tools/index.js";
 import type { AgentRef, PlanInput, PlanResult, PlannedToolCall, Planner, PlannerContext, TaskRef } from "./planner.js";
 import { actionBarFor, type ViewSpec } from "./view-spec.js";
-import { agentOf, domainOf, ID_PREFIX, Message, missionOf, NAME, NOUN, Q_OPEN, QUOTE, taskOf, type Kind, type Resolved } from "./planner-text.js";
+import {
+  agentOf,
+  domainOf,
+  ID_PREFIX,
+  Message,
+  missionOf,
+  NAME,
+  NOUN,
+  Q_OPEN,
+  QUOTE,
+  taskOf,
+  type Kind,
+  type Resolved,
+} from "./planner-text.js";
 
 export const HEURISTIC_HELP = [
   "I can:",
-  "• list domains, missions, tasks (of a mission, by status), agents, nodes, pending approvals, events, cron jobs, supervision",
+  "• list domains, missions, tasks (of a mission, by status), " +
+    "agents, nodes, pending approvals, events, cron jobs, supervision",
   "• show a mission, task or agent by name or id",
   '• create a domain or mission: create mission "Release 2.0" in domain acme',
-  '• submit a task: submit task "Run tests" to mission Release with command "npm test" (runtime, priority, capabilities, broadcast, assign to agent)',
+  '• submit a task: submit task "Run tests" to mission Release with command ' +
+    '"npm test" (runtime, priority, capabilities, broadcast, assign to agent)',
   "• retry or cancel a task; signal, restart, pause or resume an agent; claim a task for an agent",
   '• write a doc: put doc "plan.md" in mission Release saying "…"',
   "Changes are proposed as pending actions; approve or reject them in the action bar.",
@@ -29,8 +44,15 @@ function result(reply: string, toolCalls: PlannedToolCall[] = [], viewSpecs?: Vi
   return out;
 }
 
-function notFound(kind: Kind, name: string | undefined, listTool: string, args: Record<string, unknown> = {}): PlanResult {
-  const what = name ? `I could not find a ${kind} called "${name}".` : `Which ${kind}? Name it or give its id (${ID_PREFIX[kind]}_…).`;
+function notFound(
+  kind: Kind,
+  name: string | undefined,
+  listTool: string,
+  args: Record<string, unknown> = {},
+): PlanResult {
+  const what = name
+    ? `I could not find a ${kind} called "${name}".`
+    : `Which ${kind}? Name it or give its id (${ID_PREFIX[kind]}_…).`;
   return result(`${what} Here are the ${kind}s I know.`, [call(listTool, args)]);
 }
 
@@ -45,14 +67,20 @@ const approvals: Intent = async (msg, ctx) => {
   const verb = msg.has(/\b(approve|approving|accept|reject|rejecting|deny|decline|confirm)\b/);
   const bare = msg.has(/^\s*(yes|yep|yeah|ok|okay|sure|go ahead|do it|proceed|lgtm)\b[\s.!]*(please)?[\s.!]*$/);
   if (!verb && !bare) return undefined;
-  if (msg.has(/\b(list|show|what|which|any)\b/) && !msg.has(/\b(approve|reject)\s+(all|everything|them|what|it|those|these|the)\b/) && !msg.idOf("act")) return undefined;
+  if (
+    msg.has(/\b(list|show|what|which|any)\b/) &&
+    !msg.has(/\b(approve|reject)\s+(all|everything|them|what|it|those|these|the)\b/) &&
+    !msg.idOf("act")
+  )
+    return undefined;
   const ids = await ctx.listPendingActionIds();
   const bar = actionBarFor(ids);
   const head = "A message never approves or rejects anything.";
   if (ids.length === 0) return result(`${head} There is nothing pending right now.`);
   const listed = ids.slice(0, 10).join(", ") + (ids.length > 10 ? ", …" : "");
   return result(
-    `${head} ${ids.length} action${ids.length === 1 ? " is" : "s are"} pending (${listed}); use the Approve or Reject buttons in the action bar.`,
+    `${head} ${ids.length} action${ids.length === 1 ? " is" : "s are"} ` +
+      `pending (${listed}); use the Approve or Reject buttons in the action bar.`,
     [],
     bar ? [bar] : undefined,
   );
@@ -74,33 +102,45 @@ function titleFor(msg: Message, noun: string, others: string[]): string | undefi
 const CREATE_VERB = /\b(create|new|add|make|set\s*up|open|start|register)\b/;
 
 const createDomain: Intent = async (msg) => {
-  if (!msg.has(CREATE_VERB) || !msg.has(/\b(?:create|new|add|make|set\s*up|open|start|register)\s+(?:a\s+|an\s+|the\s+)?(?:new\s+)?domain\b/)) return undefined;
+  if (
+    !msg.has(CREATE_VERB) ||
+    !msg.has(/\b(?:create|new|add|make|set\s*up|open|start|register)\s+(?:a\s+|an\s+|the\s+)?(?:new\s+)?domain\b/)
+  )
+    return undefined;
   const name = titleFor(msg, "domain", ["mission", "task", "agent"]);
   if (!name) return result('What should the domain be called? For example: create domain "acme".');
   return result(`Proposed: create domain "${name}". ${PROPOSED}`, [call("create_domain", { name })]);
 };
 
 const createMission: Intent = async (msg, ctx) => {
-  if (!msg.has(/\b(?:create|new|add|make|set\s*up|open|start)\s+(?:a\s+|an\s+|the\s+)?(?:new\s+)?mission\b/)) return undefined;
+  if (!msg.has(/\b(?:create|new|add|make|set\s*up|open|start)\s+(?:a\s+|an\s+|the\s+)?(?:new\s+)?mission\b/))
+    return undefined;
   const title = titleFor(msg, "mission", ["domain", "task", "agent"]);
-  if (!title) return result('What should the mission be called? For example: create mission "Release 2.0" in domain acme.');
+  if (!title)
+    return result('What should the mission be called? For example: create mission "Release 2.0" in domain acme.');
   let domain = await domainOf(msg, ctx, [`\\b(?:in|to|under|within|into|for)\\s+${NAME}`]);
   if (!domain.ref && !domain.missing && ctx.defaultDomain) domain = { ref: await ctx.defaultDomain() };
   if (!domain.ref) return notFound("domain", domain.missing, "list_domains");
   const args: Record<string, unknown> = { domain_id: domain.ref.id, title };
   const description = msg.capture(`\\bdescription\\s*:?\\s*(${QUOTE})`);
   if (description) args.description = description;
-  return result(`Proposed: create mission "${title}" in domain ${domain.ref.name ?? domain.ref.id}. ${PROPOSED}`, [call("create_mission", args)]);
+  return result(`Proposed: create mission "${title}" in domain ${domain.ref.name ?? domain.ref.id}. ${PROPOSED}`, [
+    call("create_mission", args),
+  ]);
 };
 
 const putDoc: Intent = async (msg, ctx) => {
   if (!msg.has(/\b(write|put|add|save|create|store|attach)\b.*\b(doc|docs|document)\b/)) return undefined;
-  const name = msg.capture(`\\b(?:doc|document)\\s+(?:called\\s+|named\\s+)?${NAME}`) ?? msg.freeQuote(["mission", "saying", "content", "with"]);
+  const name =
+    msg.capture(`\\b(?:doc|document)\\s+(?:called\\s+|named\\s+)?${NAME}`) ??
+    msg.freeQuote(["mission", "saying", "content", "with"]);
   const content = msg.capture(`\\b(?:saying|content|containing|with\\s+content|with\\s+text|text)\\s*:?\\s*(${QUOTE})`);
   const mission = await missionOf(msg, ctx, [`\\b(?:to|in|into|on|for|under)\\s+(?:the\\s+)?${NAME}`]);
   if (!mission.ref) return notFound("mission", mission.missing, "list_missions");
   if (!name || content === undefined) {
-    return result('Give the document a name and content, for example: put doc "plan.md" in mission Release saying "…".');
+    return result(
+      'Give the document a name and content, for example: put doc "plan.md" in mission Release saying "…".',
+    );
   }
   return result(`Proposed: write doc "${name}" to mission ${mission.ref.title ?? mission.ref.id}. ${PROPOSED}`, [
     call("put_doc", { mission_id: mission.ref.id, name, content }),
@@ -109,13 +149,19 @@ const putDoc: Intent = async (msg, ctx) => {
 
 const RUNTIME_BY_LOWER = new Map(RUNTIMES.map((r) => [r.toLowerCase(), r]));
 
-/** A title read from the words after "task" that starts with a preposition ("in ui") is the mission's place, not a title. */
+/**
+ * A title read from the words after "task" that starts with a preposition ("in ui") is the mission's place, not a
+ * title.
+ */
 function readableTitle(title: string | undefined): string | undefined {
   return title && /^(?:in|into|to|for|on|under|with|that|which|from|of|at|by)\b/i.test(title) ? undefined : title;
 }
 
 /** "that runs echo hi", "running make": a command without quotes (a quoted one is read as the command). */
-const UNQUOTED_RUN = new RegExp(`\\b(?:(?:that|which|to)\\s+(?:runs?|executes?|calls?)|running|executing)\\s+(?!${Q_OPEN})`, "i");
+const UNQUOTED_RUN = new RegExp(
+  `\\b(?:(?:that|which|to)\\s+(?:runs?|executes?|calls?)|running|executing)\\s+(?!${Q_OPEN})`,
+  "i",
+);
 const TASK_PHRASING = 'submit task "Run tests" to mission Release with command "npm test"';
 
 /**
@@ -132,11 +178,18 @@ function unreadTask(msg: Message, title: string | undefined): { reasons: string[
   return { reasons, command };
 }
 
-function cannotReadTask(unread: { reasons: string[]; command?: string }, title: string | undefined, mission: string): PlanResult {
+function cannotReadTask(
+  unread: { reasons: string[]; command?: string },
+  title: string | undefined,
+  mission: string,
+): PlanResult {
   const cmd = unread.command ?? "…";
-  const yours = `submit task "${title ?? (unread.command ? unread.command.slice(0, 60) : "a title")}" to mission ${/\s/.test(mission) ? `"${mission}"` : mission} with command "${cmd}"`;
+  const yours =
+    `submit task "${title ?? (unread.command ? unread.command.slice(0, 60) : "a title")}" ` +
+    `to mission ${/\s/.test(mission) ? `"${mission}"` : mission} with command "${cmd}"`;
   return result(
-    `I could not read all of that: ${unread.reasons.join("; ")}. Nothing was proposed. The phrasing I understand: ${TASK_PHRASING}. For yours: ${yours}`,
+    `I could not read all of that: ${unread.reasons.join("; ")}. Nothing was ` +
+      `proposed. The phrasing I understand: ${TASK_PHRASING}. For yours: ${yours}`,
   );
 }
 
@@ -163,14 +216,19 @@ const submitTask: Intent = async (msg, ctx) => {
   if (priority !== undefined) args.priority = Number(priority);
   else if (msg.has(/\b(urgent|high[- ]priority|asap)\b/)) args.priority = 10;
   else if (msg.has(/\blow[- ]priority\b/)) args.priority = -10;
-  const runtimeWord = /\b(vendorA_code|vendorA_agent_acp|vendorB|vendorC|muxhost_hosted|shell)\b/i.exec(msg.masked)?.[1];
+  const runtimeWord = /\b(vendorA_code|vendorA_agent_acp|vendorB|vendorC|muxhost_hosted|shell)\b/i.exec(
+    msg.masked,
+  )?.[1];
   const command = msg.capture(`\\b(?:command|cmd|running|execute|exec)\\s*:?\\s*(${QUOTE})`);
   const prompt = msg.capture(`\\bprompt\\s*:?\\s*(${QUOTE})`);
   if (runtimeWord) args.runtime = RUNTIME_BY_LOWER.get(runtimeWord.toLowerCase());
   else if (command) args.runtime = "shell";
   else if (ctx.defaultRuntime) args.runtime = ctx.defaultRuntime;
   if (command || prompt) args.input = { ...(command ? { command } : {}), ...(prompt ? { prompt } : {}) };
-  const caps = /\b(?:capabilit(?:y|ies)|needing|requiring|requires|needs)\s+([a-z0-9_-]+(?:\s*(?:,|and)\s*[a-z0-9_-]+)*)/i.exec(msg.masked)?.[1];
+  const caps =
+    /\b(?:capabilit(?:y|ies)|needing|requiring|requires|needs)\s+([a-z0-9_-]+(?:\s*(?:,|and)\s*[a-z0-9_-]+)*)/i.exec(
+      msg.masked,
+    )?.[1];
   if (caps) args.capabilities = caps.split(/\s*(?:,|\band\b)\s*/i).filter(Boolean);
   const attempts = /\b(?:max(?:imum)?[_ ]attempts|attempts)\s*(?:of|=|:)?\s*(\d+)\b/i.exec(msg.masked)?.[1];
   if (attempts) args.max_attempts = Number(attempts);
@@ -181,25 +239,33 @@ const submitTask: Intent = async (msg, ctx) => {
     args.claim_policy = "assigned";
     args.assignee_agent_id = agent.ref.id;
   }
-  return result(`Proposed: submit task "${title}" to mission ${mission.ref.title ?? mission.ref.id}. ${PROPOSED}`, [call("submit_mesh_task", args)]);
+  return result(`Proposed: submit task "${title}" to mission ${mission.ref.title ?? mission.ref.id}. ${PROPOSED}`, [
+    call("submit_mesh_task", args),
+  ]);
 };
 
 async function taskTarget(msg: Message, ctx: PlannerContext, verbs: string): Promise<Resolved<TaskRef>> {
   const mission = msg.has(/\bmission\b/) || msg.idOf("msn") ? await missionOf(msg, ctx) : {};
-  return taskOf(msg, ctx, mission.ref?.id, [`\\b(?:${verbs})\\s+(?:the\\s+)?(?:failed\\s+|running\\s+|queued\\s+|last\\s+)?${NAME}`]);
+  return taskOf(msg, ctx, mission.ref?.id, [
+    `\\b(?:${verbs})\\s+(?:the\\s+)?(?:failed\\s+|running\\s+|queued\\s+|last\\s+)?${NAME}`,
+  ]);
 }
 
 const retryTask: Intent = async (msg, ctx) => {
   const verbs = "retry|re-?run|requeue|re-?queue|restart|re-?try";
-  if (!msg.has(/\b(retry|re-?run|requeue|re-?queue|re-?try|try again)\b/) && !(msg.has(/\brestart\b/) && (msg.has(/\btasks?\b/) || msg.idOf("tsk")))) {
+  if (
+    !msg.has(/\b(retry|re-?run|requeue|re-?queue|re-?try|try again)\b/) &&
+    !(msg.has(/\brestart\b/) && (msg.has(/\btasks?\b/) || msg.idOf("tsk")))
+  ) {
     return undefined;
   }
   if (msg.has(/\bagent\b/) && !msg.has(/\btask\b/) && !msg.idOf("tsk")) return undefined;
   const task = await taskTarget(msg, ctx, verbs);
   if (!task.ref) return notFound("task", task.missing, "list_tasks", { status: "failed" });
-  return result(`Proposed: retry task ${task.ref.title ? `"${task.ref.title}" (${task.ref.id})` : task.ref.id}. ${PROPOSED}`, [
-    call("retry_mesh_task", { task_id: task.ref.id }),
-  ]);
+  return result(
+    `Proposed: retry task ${task.ref.title ? `"${task.ref.title}" (${task.ref.id})` : task.ref.id}. ${PROPOSED}`,
+    [call("retry_mesh_task", { task_id: task.ref.id })],
+  );
 };
 
 const cancelTask: Intent = async (msg, ctx) => {
@@ -210,14 +276,19 @@ const cancelTask: Intent = async (msg, ctx) => {
   const args: Record<string, unknown> = { task_id: task.ref.id };
   const reason = msg.capture(`\\b(?:because|reason\\s*:?)\\s+(.+)$`);
   if (reason) args.reason = reason;
-  return result(`Proposed: cancel task ${task.ref.title ? `"${task.ref.title}" (${task.ref.id})` : task.ref.id}. ${PROPOSED}`, [call("cancel_task", args)]);
+  return result(
+    `Proposed: cancel task ${task.ref.title ? `"${task.ref.title}" (${task.ref.id})` : task.ref.id}. ${PROPOSED}`,
+    [call("cancel_task", args)],
+  );
 };
 
 const claimTask: Intent = async (msg, ctx) => {
   if (!msg.has(/\bclaim\b/)) return undefined;
   const agent = await agentOf(msg, ctx, [`\\b(?:for|by|as|with)\\s+(?:agent\\s+)?${NAME}`]);
   if (!agent.ref) return notFound("agent", agent.missing, "list_agents");
-  return result(`Proposed: claim the next task for agent ${agent.ref.name ?? agent.ref.id}. ${PROPOSED}`, [call("claim_mesh_task", { agent_id: agent.ref.id })]);
+  return result(`Proposed: claim the next task for agent ${agent.ref.name ?? agent.ref.id}. ${PROPOSED}`, [
+    call("claim_mesh_task", { agent_id: agent.ref.id }),
+  ]);
 };
 
 const signalAgent: Intent = async (msg, ctx) => {
@@ -232,25 +303,36 @@ const signalAgent: Intent = async (msg, ctx) => {
     agent = await resolveOne(msg.unmask(m[2]), ctx);
   }
   // tell/ask agent X to …
-  m ??= new RegExp(`\\b(?:tell|ask|instruct|nudge)\\s+(?!me\\b|us\\b)${AGENT}\\s+(?:to\\s+)?(.+)$`, "i").exec(msg.masked);
+  m ??= new RegExp(`\\b(?:tell|ask|instruct|nudge)\\s+(?!me\\b|us\\b)${AGENT}\\s+(?:to\\s+)?(.+)$`, "i").exec(
+    msg.masked,
+  );
   if (m && !prompt) {
     agent = await resolveOne(msg.unmask(m[1]), ctx);
     prompt = msg.unmask(m[2]);
   }
   // signal|message|ping agent X: … / with "…" / saying …
-  m ??= new RegExp(`\\b(?:signal|message|ping|notify)\\s+${AGENT}\\s*(?::|with|saying|that|to)?\\s*(.*)$`, "i").exec(msg.masked);
+  m ??= new RegExp(`\\b(?:signal|message|ping|notify)\\s+${AGENT}\\s*(?::|with|saying|that|to)?\\s*(.*)$`, "i").exec(
+    msg.masked,
+  );
   if (m && !prompt) {
     agent = await resolveOne(msg.unmask(m[1]), ctx);
     prompt = msg.unmask(m[2]);
   }
   if (!m) return undefined;
   if (!agent.ref) return notFound("agent", agent.missing, "list_agents");
-  if (!prompt) return result(`What should I tell ${agent.ref.name ?? agent.ref.id}? For example: signal agent ${agent.ref.name ?? agent.ref.id}: "rebase on main".`);
-  return result(`Proposed: signal ${agent.ref.name ?? agent.ref.id} with "${prompt}". ${PROPOSED}`, [call("signal_agent", { agent_id: agent.ref.id, prompt })]);
+  if (!prompt)
+    return result(
+      `What should I tell ${agent.ref.name ?? agent.ref.id}? For example: ` +
+        `signal agent ${agent.ref.name ?? agent.ref.id}: "rebase on main".`,
+    );
+  return result(`Proposed: signal ${agent.ref.name ?? agent.ref.id} with "${prompt}". ${PROPOSED}`, [
+    call("signal_agent", { agent_id: agent.ref.id, prompt }),
+  ]);
 };
 
 async function resolveOne(nameOrId: string, ctx: PlannerContext): Promise<Resolved<AgentRef>> {
-  if (/^agt_[0-9a-z]{4,}$/i.test(nameOrId)) return { ref: (await ctx.findAgent(nameOrId.toLowerCase())) ?? { id: nameOrId.toLowerCase(), name: nameOrId } };
+  if (/^agt_[0-9a-z]{4,}$/i.test(nameOrId))
+    return { ref: (await ctx.findAgent(nameOrId.toLowerCase())) ?? { id: nameOrId.toLowerCase(), name: nameOrId } };
   const ref = await ctx.findAgent(nameOrId);
   return ref ? { ref } : { missing: nameOrId };
 }
@@ -271,7 +353,12 @@ const SUPERVISE: { tool: string; verb: string; test: RegExp; verbs: string }[] =
     ),
     verbs: "pause|suspend|freeze|hold|stop",
   },
-  { tool: "restart_agent", verb: "restart", test: /\b(restart|reboot|bounce|reload|relaunch|respawn)\b/, verbs: "restart|reboot|bounce|reload|relaunch|respawn" },
+  {
+    tool: "restart_agent",
+    verb: "restart",
+    test: /\b(restart|reboot|bounce|reload|relaunch|respawn)\b/,
+    verbs: "restart|reboot|bounce|reload|relaunch|respawn",
+  },
 ];
 
 const superviseAgent: Intent = async (msg, ctx) => {
@@ -283,7 +370,9 @@ const superviseAgent: Intent = async (msg, ctx) => {
     `\\bauto-?restart\\s+(?:for|of|on)\\s+(?:agent\\s+)?${NAME}`,
   ]);
   if (!agent.ref) return notFound("agent", agent.missing, "list_agents");
-  return result(`Proposed: ${op.verb} agent ${agent.ref.name ?? agent.ref.id}. ${PROPOSED}`, [call(op.tool, { agent_id: agent.ref.id })]);
+  return result(`Proposed: ${op.verb} agent ${agent.ref.name ?? agent.ref.id}. ${PROPOSED}`, [
+    call(op.tool, { agent_id: agent.ref.id }),
+  ]);
 };
 
 // ---- reads ----
@@ -332,7 +421,8 @@ const readSupervision: Intent = async (msg, ctx) => {
 
 const readPending: Intent = async (msg) => {
   if (msg.has(/\btasks?\b/)) return undefined;
-  if (!msg.has(/\b(pending|approvals?|awaiting|waiting|needs?\s+(?:my\s+)?approval|to\s+approve|actions?)\b/)) return undefined;
+  if (!msg.has(/\b(pending|approvals?|awaiting|waiting|needs?\s+(?:my\s+)?approval|to\s+approve|actions?)\b/))
+    return undefined;
   return result("Here are the pending actions.", [call("list_pending_actions", { status: "pending" })]);
 };
 
@@ -364,12 +454,14 @@ function primaryNoun(msg: Message): { kind: Kind; plural: boolean } | undefined 
     const re = new RegExp(`\\b${NOUN[kind]}(s)?\\b`, "g");
     for (const m of msg.lower.matchAll(re)) {
       const plural = m[1] === "s";
-      if (!best || (plural && !best.plural) || (plural === best.plural && m.index! < best.at)) best = { kind, plural, at: m.index! };
+      if (!best || (plural && !best.plural) || (plural === best.plural && m.index! < best.at))
+        best = { kind, plural, at: m.index! };
       break;
     }
   }
   if (best) return best;
-  for (const kind of ["task", "mission", "agent", "domain"] as Kind[]) if (msg.idOf(ID_PREFIX[kind])) return { kind, plural: false };
+  for (const kind of ["task", "mission", "agent", "domain"] as Kind[])
+    if (msg.idOf(ID_PREFIX[kind])) return { kind, plural: false };
   if (msg.has(/\b(who\s+is\s+(online|working|busy|idle)|workers?|fleet)\b/)) return { kind: "agent", plural: true };
   if (msg.has(/\bjobs?\b/)) return { kind: "task", plural: true };
   return undefined;
@@ -386,7 +478,10 @@ const readEntities: Intent = async (msg, ctx) => {
     case "domain": {
       if (!noun.plural) {
         const domain = await domainOf(msg, ctx);
-        if (domain.ref) return result(`Here are the missions of domain ${domain.ref.name ?? domain.ref.id}.`, [call("list_missions", { domain_id: domain.ref.id })]);
+        if (domain.ref)
+          return result(`Here are the missions of domain ${domain.ref.name ?? domain.ref.id}.`, [
+            call("list_missions", { domain_id: domain.ref.id }),
+          ]);
         if (domain.missing) return notFound("domain", domain.missing, "list_domains");
       }
       return result("Here are the domains.", [call("list_domains", {})]);
@@ -394,7 +489,10 @@ const readEntities: Intent = async (msg, ctx) => {
     case "mission": {
       if (!noun.plural) {
         const mission = await missionOf(msg, ctx);
-        if (mission.ref) return result(`Here is mission ${mission.ref.title ?? mission.ref.id}.`, [call("get_mission", { mission_id: mission.ref.id })]);
+        if (mission.ref)
+          return result(`Here is mission ${mission.ref.title ?? mission.ref.id}.`, [
+            call("get_mission", { mission_id: mission.ref.id }),
+          ]);
         if (mission.missing) return notFound("mission", mission.missing, "list_missions");
       }
       const args: Record<string, unknown> = {};
@@ -408,7 +506,10 @@ const readEntities: Intent = async (msg, ctx) => {
     case "task": {
       if (!noun.plural) {
         const task = await taskTarget(msg, ctx, "show|get|describe|display|check");
-        if (task.ref) return result(`Here is task ${task.ref.title ? `"${task.ref.title}"` : task.ref.id}.`, [call("get_task", { task_id: task.ref.id })]);
+        if (task.ref)
+          return result(`Here is task ${task.ref.title ? `"${task.ref.title}"` : task.ref.id}.`, [
+            call("get_task", { task_id: task.ref.id }),
+          ]);
         if (task.missing && !taskStatusOf(msg)) return notFound("task", task.missing, "list_tasks");
       }
       const args: Record<string, unknown> = {};
@@ -417,7 +518,8 @@ const readEntities: Intent = async (msg, ctx) => {
       if (msg.has(/\bmission\b/) || msg.idOf("msn") || msg.has(/\b(in|of|for|under)\s+\S/)) {
         const mission = await missionOf(msg, ctx, [`\\b(?:in|of|for|under|within)\\s+(?:the\\s+)?${NAME}`]);
         if (mission.ref) args.mission_id = mission.ref.id;
-        else if (mission.missing && msg.has(/\bmission\b/)) return notFound("mission", mission.missing, "list_missions");
+        else if (mission.missing && msg.has(/\bmission\b/))
+          return notFound("mission", mission.missing, "list_missions");
       }
       if (!args.mission_id && (msg.has(/\bdomain\b/) || msg.idOf("dom"))) {
         const domain = await domainOf(msg, ctx);
@@ -428,7 +530,10 @@ const readEntities: Intent = async (msg, ctx) => {
     case "agent": {
       if (!noun.plural) {
         const agent = await agentOf(msg, ctx, [`\\b(?:is|how's|how\\s+is|about)\\s+(?:the\\s+)?${NAME}`]);
-        if (agent.ref) return result(`Here is agent ${agent.ref.name ?? agent.ref.id}.`, [call("get_agent", { agent_id: agent.ref.id })]);
+        if (agent.ref)
+          return result(`Here is agent ${agent.ref.name ?? agent.ref.id}.`, [
+            call("get_agent", { agent_id: agent.ref.id }),
+          ]);
         if (agent.missing) return notFound("agent", agent.missing, "list_agents");
       }
       const args: Record<string, unknown> = {};
@@ -474,7 +579,8 @@ export function createHeuristicPlanner(): Planner {
         out = await intent(msg, input.context);
       } catch (err) {
         // e.g. "priority 99999999999": the request was understood but its values are out of range
-        if (err instanceof EpError && err.code === "invalid_argument") return result(`I cannot propose that: ${err.message}.`);
+        if (err instanceof EpError && err.code === "invalid_argument")
+          return result(`I cannot propose that: ${err.message}.`);
         throw err;
       }
       if (!out) continue;

@@ -4,7 +4,11 @@
 import type { Store } from "../../store/store.js";
 import type { PlannerContext } from "./planner.js";
 
-export function storePlannerContext(store: Store, sessionId: string, defaultRuntime: string | undefined): PlannerContext {
+export function storePlannerContext(
+  store: Store,
+  sessionId: string,
+  defaultRuntime: string | undefined,
+): PlannerContext {
   const same = (a: string, b: string) => a.trim().toLowerCase() === b.trim().toLowerCase();
   const unique = <T>(rows: T[]): T | undefined => (rows.length === 1 ? rows[0] : undefined);
   return {
@@ -23,7 +27,9 @@ export function storePlannerContext(store: Store, sessionId: string, defaultRunt
     async findTask(ref, missionId) {
       const byId = await store.getTask(ref);
       if (byId) return { id: byId.id, title: byId.title, mission_id: byId.missionId, status: byId.status };
-      const t = unique((await store.listTasks({ missionId, limit: 5000 })).filter((x) => same(x.title, ref) && !x.parentTaskId));
+      const t = unique(
+        (await store.listTasks({ missionId, limit: 5000 })).filter((x) => same(x.title, ref) && !x.parentTaskId),
+      );
       return t && { id: t.id, title: t.title, mission_id: t.missionId, status: t.status };
     },
     async findAgent(ref) {
@@ -40,11 +46,30 @@ export function storePlannerContext(store: Store, sessionId: string, defaultRunt
       return all.length === 1 ? { id: all[0].id, name: all[0].name } : undefined;
     },
     async snapshot() {
-      const [domains, missions, agents] = await Promise.all([store.listDomains(), store.listMissions(), store.listAgents({})]);
+      const [domains, missions, agents] = await Promise.all([
+        store.listDomains(),
+        store.listMissions(),
+        store.listAgents({}),
+      ]);
       const lines = [
-        `domains: ${domains.slice(0, 50).map((d) => `${d.name} (${d.id})`).join(", ") || "none"}`,
-        `missions: ${missions.slice(0, 50).map((m) => `${m.title} (${m.id}, domain ${m.domainId})`).join(", ") || "none"}`,
-        `agents: ${agents.slice(0, 50).map((a) => `${a.name || a.id} (${a.id}, ${a.runtime}, ${a.state})`).join(", ") || "none"}`,
+        `domains: ${
+          domains
+            .slice(0, 50)
+            .map((d) => `${d.name} (${d.id})`)
+            .join(", ") || "none"
+        }`,
+        `missions: ${
+          missions
+            .slice(0, 50)
+            .map((m) => `${m.title} (${m.id}, domain ${m.domainId})`)
+            .join(", ") || "none"
+        }`,
+        `agents: ${
+          agents
+            .slice(0, 50)
+            .map((a) => `${a.name || a.id} (${a.id}, ${a.runtime}, ${a.state})`)
+            .join(", ") || "none"
+        }`,
       ];
       return lines.join("\n");
     },

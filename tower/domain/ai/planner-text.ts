@@ -7,7 +7,8 @@ export const Q_OPEN = "\uE000";
 export const Q_CLOSE = "\uE001";
 export const QUOTE = `${Q_OPEN}\\d+${Q_CLOSE}`;
 const STOP_WORDS =
-  "in|into|to|for|from|on|with|using|under|within|at|and|please|now|saying|priority|runtime|that|which|as|assigned|assign|needing|requiring|requires|by|via|of|command|prompt|description|capabilities|capability";
+  "in|into|to|for|from|on|with|using|under|within|at|and|please|now|saying|priority|runtime|that|which|as|" +
+  "assigned|assign|needing|requiring|requires|by|via|of|command|prompt|description|capabilities|capability";
 const BOUNDARY = `(?=\\s+(?:${STOP_WORDS})\\b|\\s*[,;:!?]|\\s*\\.(?:\\s|$)|\\s*$)`;
 /** A reference: a quoted span, or a few words up to the next stop word or punctuation. */
 export const NAME = `(${QUOTE}|[^\\s,;:!?]+?(?:\\s+[^\\s,;:!?]+?)*?)${BOUNDARY}`;
@@ -22,7 +23,8 @@ export const NOUN: Record<Kind, string> = { domain: "domain", mission: "mission"
  */
 const COMPOUND = /[\p{L}\p{N}]+(?:[-_./][\p{L}\p{N}]+)+/gu;
 /** The compounds that are the planner's own vocabulary rather than names. */
-const VOCABULARY = /^(?:re-(?:run|try|queue|enable)|un-pause|auto-restarts?|high-priority|low-priority|in[-_]progress)$/i;
+const VOCABULARY =
+  /^(?:re-(?:run|try|queue|enable)|un-pause|auto-restarts?|high-priority|low-priority|in[-_]progress)$/i;
 /** Stands in for a masked compound in `lower`: not a word character, so `\b` and `\S` see a token. */
 const NAME_MARK = "\uE002";
 
@@ -53,7 +55,9 @@ export class Message {
   /** Puts quoted spans back and trims articles and filler (`keepFiller`: only the spans). */
   unmask(s: string, keepFiller = false): string {
     const quoted = new RegExp(`^${QUOTE}$`).test(s.trim());
-    const out = s.replace(new RegExp(`${Q_OPEN}(\\d+)${Q_CLOSE}`, "g"), (_m, i: string) => this.quotes[Number(i)] ?? "").trim();
+    const out = s
+      .replace(new RegExp(`${Q_OPEN}(\\d+)${Q_CLOSE}`, "g"), (_m, i: string) => this.quotes[Number(i)] ?? "")
+      .trim();
     if (quoted || keepFiller) return out;
     return out
       .replace(/^(?:the|a|an|my|our|this|that)\s+/i, "")
@@ -135,5 +139,9 @@ export const missionOf = (msg: Message, ctx: PlannerContext, extra: string[] = [
   resolveRef(msg, "mission", (v) => ctx.findMission(v), extra);
 export const agentOf = (msg: Message, ctx: PlannerContext, extra: string[] = []): Promise<Resolved<AgentRef>> =>
   resolveRef(msg, "agent", (v) => ctx.findAgent(v), extra);
-export const taskOf = (msg: Message, ctx: PlannerContext, missionId?: string, extra: string[] = []): Promise<Resolved<TaskRef>> =>
-  resolveRef(msg, "task", (v) => ctx.findTask(v, missionId), extra);
+export const taskOf = (
+  msg: Message,
+  ctx: PlannerContext,
+  missionId?: string,
+  extra: string[] = [],
+): Promise<Resolved<TaskRef>> => resolveRef(msg, "task", (v) => ctx.findTask(v, missionId), extra);

@@ -53,7 +53,13 @@ export function createProviderAPlanner(opts: ProviderOptions): Planner {
     }
     const message = outcome.value;
     if (!Array.isArray(message.content)) {
-      throw providerFailure("providerA", "PROVIDERA_API_KEY", new Error("the response has no content blocks"), timeoutMs, false);
+      throw providerFailure(
+        "providerA",
+        "PROVIDERA_API_KEY",
+        new Error("the response has no content blocks"),
+        timeoutMs,
+        false,
+      );
     }
     const texts: string[] = [];
     const raw: { tool: string; arguments: unknown }[] = [];

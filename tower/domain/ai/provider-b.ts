@@ -55,14 +55,23 @@ export function createProviderBPlanner(opts: ProviderOptions): Planner {
     }
     const choice = outcome.value.choices?.[0];
     if (!choice?.message) {
-      throw providerFailure("providerB", "PROVIDERB_API_KEY", new Error("the response has no choices"), timeoutMs, false);
+      throw providerFailure(
+        "providerB",
+        "PROVIDERB_API_KEY",
+        new Error("the response has no choices"),
+        timeoutMs,
+        false,
+      );
     }
     const raw: { tool: string; arguments: unknown }[] = [];
     const notes: string[] = [];
     for (const call of choice.message.tool_calls ?? []) {
       if (call.type !== "function") continue;
       try {
-        raw.push({ tool: call.function.name, arguments: call.function.arguments ? JSON.parse(call.function.arguments) : {} });
+        raw.push({
+          tool: call.function.name,
+          arguments: call.function.arguments ? JSON.parse(call.function.arguments) : {},
+        });
       } catch {
         notes.push(`Ignored a call to '${call.function.name}' whose arguments were not valid JSON.`);
       }

@@ -10,9 +10,12 @@ export const SHOW_VIEW_TOOL = {
   name: "show_view",
   description:
     "Show structured output in the console. view_specs is a list of objects with `type` one of: " +
-    "table {type,title?,columns:string[],rows:(string|number|boolean|null)[][]}; kv {type,title?,items:{key,value}[]}; " +
-    "cards {type,title?,cards:{title,subtitle?,status?,fields?:{key,value}[]}[]}; timeline {type,title?,items:{at,title,detail?}[]}; " +
-    "log_stream {type,title?,lines:string[]}. Plain text only: no HTML, no links, no scripts. Read-tool results are shown automatically.",
+    ("table {type,title?,columns:string[],rows:(string|number|boolean|null)[][]}; " +
+      "kv {type,title?,items:{key,value}[]}; ") +
+    ("cards {type,title?,cards:{title,subtitle?,status?,fields?:{key,value}[]}[]}; " +
+      "timeline {type,title?,items:{at,title,detail?}[]}; ") +
+    ("log_stream {type,title?,lines:string[]}. Plain text only: no HTML, " +
+      "no links, no scripts. Read-tool results are shown automatically."),
   inputSchema: {
     type: "object",
     properties: { view_specs: { type: "array", items: { type: "object" } } },
@@ -25,11 +28,14 @@ export function systemPrompt(tools: Tool[], snapshot: string | undefined, defaul
   const reads = tools.filter((t) => t.kind === "read").map((t) => t.name);
   const writes = tools.filter((t) => t.kind === "write").map((t) => t.name);
   return [
-    "You are the planner of EP's AI console, an agent work-execution platform (domain → mission → task; agents on nodes).",
+    "You are the planner of EP's AI console, an agent work-execution " +
+      "platform (domain → mission → task; agents on nodes).",
     "Map the operator's request to tool calls. Read tools run at once and their results are shown to the operator.",
-    "Write tools do not run now: each becomes a pending action that a human approves or rejects in the console's action bar.",
+    "Write tools do not run now: each becomes a pending action " +
+      "that a human approves or rejects in the console's action bar.",
     "Never claim that something was changed; say what you proposed. A message never approves anything.",
-    "Arguments ending in _id take ids (dom_…, msn_…, tsk_…, agt_…, nod_…); use a read tool first if you only know a name.",
+    "Arguments ending in _id take ids (dom_…, msn_…, tsk_…, " +
+      "agt_…, nod_…); use a read tool first if you only know a name.",
     `Read tools: ${reads.join(", ")}. Write tools: ${writes.join(", ")}.`,
     defaultRuntime ? `Work you create uses runtime ${defaultRuntime} unless the operator names another.` : "",
     "Reply briefly in plain text.",
@@ -43,7 +49,8 @@ export function systemPrompt(tools: Tool[], snapshot: string | undefined, defaul
 export function normalizeHistory(history: ChatMessage[], content: string): ChatMessage[] {
   const out: ChatMessage[] = [];
   for (const m of [...history, { role: "user" as const, content }]) {
-    if ((m.role !== "user" && m.role !== "assistant") || typeof m.content !== "string" || m.content.trim() === "") continue;
+    if ((m.role !== "user" && m.role !== "assistant") || typeof m.content !== "string" || m.content.trim() === "")
+      continue;
     const last = out[out.length - 1];
     if (last && last.role === m.role) last.content += `\n\n${m.content}`;
     else out.push({ role: m.role, content: m.content });
@@ -91,7 +98,10 @@ export async function settleToolCalls(
       notes.push(`Ignored a call to unknown tool '${call.tool}'.`);
       continue;
     }
-    let args: Record<string, unknown> = call.arguments && typeof call.arguments === "object" && !Array.isArray(call.arguments) ? { ...(call.arguments as Record<string, unknown>) } : {};
+    let args: Record<string, unknown> =
+      call.arguments && typeof call.arguments === "object" && !Array.isArray(call.arguments)
+        ? { ...(call.arguments as Record<string, unknown>) }
+        : {};
     try {
       for (const [key, resolve] of Object.entries(ID_RESOLVERS)) {
         const v = args[key];
@@ -118,7 +128,8 @@ export function composeReply(text: string, toolCalls: PlannedToolCall[], notes: 
   if (parts[0] === "") {
     const writes = toolCalls.filter((c) => findTool(c.tool)?.kind === "write").length;
     if (toolCalls.length === 0) parts[0] = "I have nothing to do for that.";
-    else if (writes > 0) parts[0] = `Proposed ${toolCalls.map((c) => c.tool).join(", ")}; approve or reject in the action bar.`;
+    else if (writes > 0)
+      parts[0] = `Proposed ${toolCalls.map((c) => c.tool).join(", ")}; approve or reject in the action bar.`;
     else parts[0] = `Looking that up with ${toolCalls.map((c) => c.tool).join(", ")}.`;
   }
   return [...parts, ...notes].join("\n");
@@ -177,16 +188,26 @@ interface SdkErrorShape {
 }
 
 /** Any provider failure as EpError `unavailable`, with a message an operator can act on. */
-export function providerFailure(provider: string, keyVar: string, err: unknown, timeoutMs: number, timedOut: boolean): EpError {
+export function providerFailure(
+  provider: string,
+  keyVar: string,
+  err: unknown,
+  timeoutMs: number,
+  timedOut: boolean,
+): EpError {
   if (err instanceof EpError) return err;
   const e = (err ?? {}) as SdkErrorShape;
   const name = e.name ?? "";
   const seconds = Math.round(timeoutMs / 100) / 10;
   if (timedOut || name === "APIConnectionTimeoutError" || name === "APIUserAbortError") {
-    return new EpError("unavailable", `${provider} did not answer within ${seconds}s (EP_AI_TIMEOUT_SECONDS); try again`, {
-      provider,
-      reason: "timeout",
-    });
+    return new EpError(
+      "unavailable",
+      `${provider} did not answer within ${seconds}s (EP_AI_TIMEOUT_SECONDS); try again`,
+      {
+        provider,
+        reason: "timeout",
+      },
+    );
   }
   if (typeof e.status === "number") {
     const detail = (e.message ?? "").slice(0, 300);
@@ -216,7 +237,10 @@ export function providerFailure(provider: string, keyVar: string, err: unknown, 
  * Runs one provider request under a hard deadline: the SDK's own timeout covers the HTTP
  * request, and this abort covers everything else, so a turn never hangs.
  */
-export async function withDeadline<T>(timeoutMs: number, run: (signal: AbortSignal) => Promise<T>): Promise<{ value?: T; error?: unknown; timedOut: boolean }> {
+export async function withDeadline<T>(
+  timeoutMs: number,
+  run: (signal: AbortSignal) => Promise<T>,
+): Promise<{ value?: T; error?: unknown; timedOut: boolean }> {
   const controller = new AbortController();
   let timedOut = false;
   let timer: NodeJS.Timeout | undefined;

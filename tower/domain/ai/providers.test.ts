@@ -3,7 +3,14 @@ import { dirname, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { EpError } from "../../../common/errors.js";
 import { TOOLS } from "../tools/catalog.js";
-import { anthropicMessage, openAiCompletion, startFakeLlmServer, type FakeLlmServer, type FakeReply, type RecordedRequest } from "../../../test-support/fake-llm-server.js";
+import {
+  anthropicMessage,
+  openAiCompletion,
+  startFakeLlmServer,
+  type FakeLlmServer,
+  type FakeReply,
+  type RecordedRequest,
+} from "../../../test-support/fake-llm-server.js";
 import { createPlanner } from "./create-planner.js";
 import type { Env, Planner, PlannerContext } from "./planner.js";
 import { anthropicBaseUrl, openAiBaseUrl } from "./provider-common.js";
@@ -11,8 +18,10 @@ import { PROVIDER_A_DEFAULT_MODEL } from "./provider-a.js";
 
 const ctx: PlannerContext = {
   findDomain: (v) => (v === "acme" || v === "dom_acme0001" ? { id: "dom_acme0001", name: "acme" } : undefined),
-  findMission: (v) => (v === "Launch prep" ? { id: "msn_launch0001", title: "Launch prep", domain_id: "dom_acme0001" } : undefined),
-  findTask: (v) => (v === "Run tests" ? { id: "tsk_tests00001", title: "Run tests", mission_id: "msn_launch0001" } : undefined),
+  findMission: (v) =>
+    v === "Launch prep" ? { id: "msn_launch0001", title: "Launch prep", domain_id: "dom_acme0001" } : undefined,
+  findTask: (v) =>
+    v === "Run tests" ? { id: "tsk_tests00001", title: "Run tests", mission_id: "msn_launch0001" } : undefined,
   findAgent: (v) => (v === "builder-1" ? { id: "agt_builder001", name: "builder-1" } : undefined),
   listPendingActionIds: () => [],
   snapshot: () => "domains: acme (dom_acme0001)",
@@ -63,14 +72,24 @@ describe("createPlanner", () => {
   });
 
   it("refuses unknown providers and bad settings, naming the variable", () => {
-    expect(() => createPlanner({ EP_AI_PROVIDER: "providerC" })).toThrow(/EP_AI_PROVIDER must be providerA, providerB or unset/);
-    expect(() => createPlanner({ EP_AI_PROVIDER: "providerA", PROVIDERA_API_KEY: "k", EP_AI_TIMEOUT_SECONDS: "soon" })).toThrow(/EP_AI_TIMEOUT_SECONDS/);
-    expect(() => createPlanner({ EP_AI_PROVIDER: "providerB", PROVIDERB_API_KEY: "k", EP_AI_BASE_URL: "not a url" })).toThrow(/EP_AI_BASE_URL/);
-    expect(() => createPlanner({ EP_AI_PROVIDER: "providerB", PROVIDERB_API_KEY: "k", EP_AI_BASE_URL: "ftp://x/v1" })).toThrow(/EP_AI_BASE_URL/);
+    expect(() => createPlanner({ EP_AI_PROVIDER: "providerC" })).toThrow(
+      /EP_AI_PROVIDER must be providerA, providerB or unset/,
+    );
+    expect(() =>
+      createPlanner({ EP_AI_PROVIDER: "providerA", PROVIDERA_API_KEY: "k", EP_AI_TIMEOUT_SECONDS: "soon" }),
+    ).toThrow(/EP_AI_TIMEOUT_SECONDS/);
+    expect(() =>
+      createPlanner({ EP_AI_PROVIDER: "providerB", PROVIDERB_API_KEY: "k", EP_AI_BASE_URL: "not a url" }),
+    ).toThrow(/EP_AI_BASE_URL/);
+    expect(() =>
+      createPlanner({ EP_AI_PROVIDER: "providerB", PROVIDERB_API_KEY: "k", EP_AI_BASE_URL: "ftp://x/v1" }),
+    ).toThrow(/EP_AI_BASE_URL/);
   });
 
   it("takes the model from EP_AI_MODEL", () => {
-    expect(createPlanner({ EP_AI_PROVIDER: "providerA", PROVIDERA_API_KEY: "k", EP_AI_MODEL: "m-1" }).model).toBe("m-1");
+    expect(createPlanner({ EP_AI_PROVIDER: "providerA", PROVIDERA_API_KEY: "k", EP_AI_MODEL: "m-1" }).model).toBe(
+      "m-1",
+    );
     expect(createPlanner({ EP_AI_PROVIDER: "providerB", PROVIDERB_API_KEY: "k" }).model).toBe("gpt-4o-mini");
   });
 });
@@ -78,10 +97,18 @@ describe("createPlanner", () => {
 describe("default models", () => {
   it("providerA's default is not on the Anthropic SDK's list of deprecated models", async () => {
     // not exported by the package: read the SDK's own table from its installed files
-    const file = join(dirname(createRequire(import.meta.url).resolve("@anthropic-ai/sdk")), "internal", "data", "deprecated-models.js");
+    const file = join(
+      dirname(createRequire(import.meta.url).resolve("@anthropic-ai/sdk")),
+      "internal",
+      "data",
+      "deprecated-models.js",
+    );
     const { DEPRECATED_MODELS } = createRequire(import.meta.url)(file) as { DEPRECATED_MODELS: Record<string, string> };
     expect(Object.keys(DEPRECATED_MODELS).length).toBeGreaterThan(0);
-    expect(DEPRECATED_MODELS[PROVIDER_A_DEFAULT_MODEL], `${PROVIDER_A_DEFAULT_MODEL} reaches end-of-life`).toBeUndefined();
+    expect(
+      DEPRECATED_MODELS[PROVIDER_A_DEFAULT_MODEL],
+      `${PROVIDER_A_DEFAULT_MODEL} reaches end-of-life`,
+    ).toBeUndefined();
   });
 });
 
@@ -153,7 +180,13 @@ describe("providerA (Anthropic Messages wire format)", () => {
     expect(req.headers["x-api-key"]).toBe("sk-a-test");
     expect(req.headers.authorization).toBe("Bearer sk-a-test");
     expect(req.headers["anthropic-version"]).toBeDefined();
-    const body = req.body as { model: string; max_tokens: number; system: string; messages: unknown[]; tools: Record<string, unknown>[] };
+    const body = req.body as {
+      model: string;
+      max_tokens: number;
+      system: string;
+      messages: unknown[];
+      tools: Record<string, unknown>[];
+    };
     expect(body.model).toBe("claude-test");
     expect(body.max_tokens).toBeGreaterThan(0);
     expect(body.system).toMatch(/pending action/);
@@ -170,46 +203,59 @@ describe("providerA (Anthropic Messages wire format)", () => {
     expect(body.tools.map((t) => t.name)).toEqual([...TOOLS.map((t) => t.name), "show_view"]);
   });
 
-  it("drops unknown tools and invalid arguments with a note, fills the session runtime, and keeps valid view_specs only", async () => {
-    const server = await fake(() => ({
-      body: anthropicMessage([
-        { type: "tool_use", id: "t1", name: "drop_database", input: {} },
-        { type: "tool_use", id: "t2", name: "get_task", input: { task_id: 42 } },
-        { type: "tool_use", id: "t3", name: "submit_mesh_task", input: { mission_id: "Launch prep", title: "Lint" } },
-        {
-          type: "tool_use",
-          id: "t4",
-          name: "show_view",
-          input: {
-            view_specs: [
-              { type: "kv", items: [{ key: "a", value: 1 }] },
-              { type: "kv", items: [{ key: "x", value: "<script>alert(1)</script>" }] },
-              { type: "iframe", src: "javascript:alert(1)" },
-            ],
+  it(
+    "drops unknown tools and invalid arguments with a note, " +
+      "fills the session runtime, and keeps valid view_specs only",
+    async () => {
+      const server = await fake(() => ({
+        body: anthropicMessage([
+          { type: "tool_use", id: "t1", name: "drop_database", input: {} },
+          { type: "tool_use", id: "t2", name: "get_task", input: { task_id: 42 } },
+          { type: "tool_use", id: "t3", name: "submit_mesh_task", input: { mission_id: "Launch prep", title: "Lint" } },
+          {
+            type: "tool_use",
+            id: "t4",
+            name: "show_view",
+            input: {
+              view_specs: [
+                { type: "kv", items: [{ key: "a", value: 1 }] },
+                { type: "kv", items: [{ key: "x", value: "<script>alert(1)</script>" }] },
+                { type: "iframe", src: "javascript:alert(1)" },
+              ],
+            },
           },
+        ]),
+      }));
+      const out = await planWith(createPlanner(aEnv(server.origin, "")), "do things");
+      expect(out.toolCalls).toEqual([
+        {
+          tool: "submit_mesh_task",
+          arguments: { mission_id: "msn_launch0001", title: "Lint", runtime: "vendorA_code" },
         },
-      ]),
-    }));
-    const out = await planWith(createPlanner(aEnv(server.origin, "")), "do things");
-    expect(out.toolCalls).toEqual([
-      { tool: "submit_mesh_task", arguments: { mission_id: "msn_launch0001", title: "Lint", runtime: "vendorA_code" } },
-    ]);
-    expect(out.viewSpecs).toEqual([{ type: "kv", items: [{ key: "a", value: 1 }] }]);
-    expect(out.reply).toMatch(/Proposed submit_mesh_task/);
-    expect(out.reply).toMatch(/unknown tool 'drop_database'/);
-    expect(out.reply).toMatch(/arguments\.task_id must be string/);
-    expect(out.reply).toMatch(/must not contain HTML tags/);
-    expect(out.reply).toMatch(/must not contain a script URL|type must be one of/);
-  });
+      ]);
+      expect(out.viewSpecs).toEqual([{ type: "kv", items: [{ key: "a", value: 1 }] }]);
+      expect(out.reply).toMatch(/Proposed submit_mesh_task/);
+      expect(out.reply).toMatch(/unknown tool 'drop_database'/);
+      expect(out.reply).toMatch(/arguments\.task_id must be string/);
+      expect(out.reply).toMatch(/must not contain HTML tags/);
+      expect(out.reply).toMatch(/must not contain a script URL|type must be one of/);
+    },
+  );
 
   it("turns an HTTP error into EpError unavailable naming the key, without retrying", async () => {
-    const server = await fake(() => ({ status: 401, body: { type: "error", error: { type: "authentication_error", message: "invalid x-api-key" } } }));
+    const server = await fake(() => ({
+      status: 401,
+      body: { type: "error", error: { type: "authentication_error", message: "invalid x-api-key" } },
+    }));
     const err = await failure(planWith(createPlanner(aEnv(server.origin, "")), "hi"));
     expect(err.code).toBe("unavailable");
     expect(err.message).toMatch(/providerA request failed with HTTP 401; check PROVIDERA_API_KEY/);
     expect(server.requests).toHaveLength(1);
 
-    const busy = await fake(() => ({ status: 529, body: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } } }));
+    const busy = await fake(() => ({
+      status: 529,
+      body: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } },
+    }));
     const err2 = await failure(planWith(createPlanner(aEnv(busy.origin, "")), "hi"));
     expect(err2.message).toMatch(/HTTP 529/);
     expect(busy.requests).toHaveLength(1);
@@ -254,7 +300,9 @@ describe("providerB (OpenAI Chat Completions wire format)", () => {
         { name: "restart_agent", arguments: { agent_id: "builder-1" } },
       ]),
     }));
-    const out = await planWith(createPlanner(bEnv(server.origin, suffix)), "restart builder-1", [{ role: "user", content: "hi" }]);
+    const out = await planWith(createPlanner(bEnv(server.origin, suffix)), "restart builder-1", [
+      { role: "user", content: "hi" },
+    ]);
     expect(out.toolCalls).toEqual([
       { tool: "list_agents", arguments: { domain_id: "dom_acme0001" } },
       { tool: "restart_agent", arguments: { agent_id: "agt_builder001" } },
@@ -266,7 +314,12 @@ describe("providerB (OpenAI Chat Completions wire format)", () => {
     expect(req.method).toBe("POST");
     expect(req.path).toBe(expectedPath);
     expect(req.headers.authorization).toBe("Bearer sk-b-test");
-    const body = req.body as { model: string; messages: { role: string; content: string }[]; tools: Record<string, unknown>[]; tool_choice: string };
+    const body = req.body as {
+      model: string;
+      messages: { role: string; content: string }[];
+      tools: Record<string, unknown>[];
+      tool_choice: string;
+    };
     expect(body.model).toBe("gpt-test");
     expect(body.tool_choice).toBe("auto");
     expect(body.messages[0].role).toBe("system");
@@ -274,7 +327,11 @@ describe("providerB (OpenAI Chat Completions wire format)", () => {
     const tool = body.tools.find((t) => (t.function as { name: string }).name === "signal_agent")!;
     expect(tool).toEqual({
       type: "function",
-      function: { name: "signal_agent", description: expect.any(String), parameters: expect.objectContaining({ type: "object", required: ["agent_id", "prompt"] }) },
+      function: {
+        name: "signal_agent",
+        description: expect.any(String),
+        parameters: expect.objectContaining({ type: "object", required: ["agent_id", "prompt"] }),
+      },
     });
   });
 
@@ -304,7 +361,9 @@ describe("providerB (OpenAI Chat Completions wire format)", () => {
     expect(err2.message).toMatch(/HTTP 404; check EP_AI_BASE_URL and EP_AI_MODEL/);
 
     const denied = await fake(() => ({ status: 401, body: { error: { message: "bad key" } } }));
-    expect((await failure(planWith(createPlanner(bEnv(denied.origin, "/v1")), "hi"))).message).toMatch(/check PROVIDERB_API_KEY/);
+    expect((await failure(planWith(createPlanner(bEnv(denied.origin, "/v1")), "hi"))).message).toMatch(
+      /check PROVIDERB_API_KEY/,
+    );
   });
 
   it("times out instead of hanging", async () => {

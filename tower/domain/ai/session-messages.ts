@@ -20,7 +20,12 @@ export const UNTITLED = new Set([NEW_SESSION, "ep ai chat", ""]);
 
 /** A session title from a first question: its first line, whitespace folded, cut at a word near 60 characters. */
 export function titleFromTurn(content: string): string {
-  const line = content.split("\n").find((l) => l.trim())?.replace(/\s+/g, " ").trim() ?? NEW_SESSION;
+  const line =
+    content
+      .split("\n")
+      .find((l) => l.trim())
+      ?.replace(/\s+/g, " ")
+      .trim() ?? NEW_SESSION;
   if (line.length <= 60) return line;
   const cut = line.slice(0, 60);
   const space = cut.lastIndexOf(" ");
@@ -30,7 +35,14 @@ export function titleFromTurn(content: string): string {
 // ---- contract messages
 
 export function sessionMsg(s: AiSessionRow): pb.Session {
-  return create(pb.SessionSchema, { id: s.id, title: s.title, owner: s.owner, status: valueOf<pb.SessionStatus>(pb.SessionStatusSchema, s.status), createdAt: timestampOf(s.createdAt), updatedAt: timestampOf(s.updatedAt) });
+  return create(pb.SessionSchema, {
+    id: s.id,
+    title: s.title,
+    owner: s.owner,
+    status: valueOf<pb.SessionStatus>(pb.SessionStatusSchema, s.status),
+    createdAt: timestampOf(s.createdAt),
+    updatedAt: timestampOf(s.updatedAt),
+  });
 }
 
 /** Struct fields hold objects; anything else is wrapped as {value}. */
@@ -101,7 +113,14 @@ export function turnEvent(t: AiTurnRow): NewEvent {
       content: clip(t.content),
       ...(t.error ? { error: t.error } : {}),
       ...(t.toolCalls.length
-        ? { tool_calls: t.toolCalls.map((c) => ({ tool: c.tool, kind: c.kind, ...(c.action_id ? { action_id: c.action_id } : {}), ...(c.error ? { error: c.error } : {}) })) }
+        ? {
+            tool_calls: t.toolCalls.map((c) => ({
+              tool: c.tool,
+              kind: c.kind,
+              ...(c.action_id ? { action_id: c.action_id } : {}),
+              ...(c.error ? { error: c.error } : {}),
+            })),
+          }
         : {}),
       ...(t.viewSpecs.length ? { view_specs: small(t.viewSpecs) } : {}),
     },
@@ -130,7 +149,10 @@ export function actionEvent(a: AiActionRow, name: string, extra: Record<string, 
 /** Rejects after ms (on the injected clock) unless the promise settles first. */
 export function withDeadline<T>(deps: Deps, p: Promise<T>, ms: number, what: string): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = deps.clock.setTimeout(() => reject(new EpError("unavailable", `${what} did not answer within ${Math.round(ms / 1000)}s`)), ms);
+    const timer = deps.clock.setTimeout(
+      () => reject(new EpError("unavailable", `${what} did not answer within ${Math.round(ms / 1000)}s`)),
+      ms,
+    );
     p.then(
       (v) => {
         deps.clock.clearTimeout(timer);

@@ -8,7 +8,12 @@ import type { Deps } from "../deps.js";
 const STREAM_BUFFER = 10_000;
 
 /** A session's events after afterId: stored ones, then live, each once. */
-export async function* sessionEvents(deps: Deps, sessionId: string, afterId: number, signal: AbortSignal): AsyncGenerator<EventRow> {
+export async function* sessionEvents(
+  deps: Deps,
+  sessionId: string,
+  afterId: number,
+  signal: AbortSignal,
+): AsyncGenerator<EventRow> {
   const queue: EventRow[] = [];
   let overflow = false;
   let wake: (() => void) | undefined;
@@ -32,7 +37,11 @@ export async function* sessionEvents(deps: Deps, sessionId: string, afterId: num
       if (page.length < 500) break;
     }
     while (!signal.aborted) {
-      if (overflow) throw new EpError("unavailable", `the session stream fell more than ${STREAM_BUFFER} events behind; reconnect with Last-Event-ID ${last}`);
+      if (overflow)
+        throw new EpError(
+          "unavailable",
+          `the session stream fell more than ${STREAM_BUFFER} events behind; reconnect with Last-Event-ID ${last}`,
+        );
       const e = queue.shift();
       if (e) {
         if (e.id <= last) continue;

@@ -22,7 +22,17 @@ import type { ChatMessage, Planner } from "./planner.js";
 import type { AiSettings } from "./types.js";
 import { storePlannerContext } from "./planner-context.js";
 import { settlePlan } from "./settle.js";
-import { actionEvent, actionMsg, NEW_SESSION, sessionMsg, titleFromTurn, turnEvent, turnMsg, UNTITLED, withDeadline } from "./session-messages.js";
+import {
+  actionEvent,
+  actionMsg,
+  NEW_SESSION,
+  sessionMsg,
+  titleFromTurn,
+  turnEvent,
+  turnMsg,
+  UNTITLED,
+  withDeadline,
+} from "./session-messages.js";
 import { paginate } from "../paging.js";
 
 export { actionMsg, sessionMsg, titleFromTurn, turnMsg };
@@ -49,22 +59,33 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
   const planTimeoutMs = opts.planTimeoutMs ?? 120_000;
   const historyTurns = opts.historyTurns ?? 20;
 
-
-
-
   const ownSession = (caller: Caller, sessionId: string) => ownSessionIn(store, caller, sessionId);
   const sessionAction = (session: AiSessionRow, actionId: string) => sessionActionIn(store, session, actionId);
-  const plannerContext = (session: AiSessionRow) => storePlannerContext(store, session.id, opts.settings.centralRuntimeDefault);
+  const plannerContext = (session: AiSessionRow) =>
+    storePlannerContext(store, session.id, opts.settings.centralRuntimeDefault);
 
   /** Checks the caller may follow the session, then streams its events after afterId: stored ones, then live. */
-  async function openSessionEvents(caller: Caller, sessionId: string, afterId: number, signal: AbortSignal): Promise<AsyncGenerator<EventRow>> {
+  async function openSessionEvents(
+    caller: Caller,
+    sessionId: string,
+    afterId: number,
+    signal: AbortSignal,
+  ): Promise<AsyncGenerator<EventRow>> {
     authorize(caller, "read");
     await ownSession(caller, sessionId);
     return sessionEvents(deps, sessionId, afterId, signal);
   }
 
-  /** The planner's answer to a turn, its read tools run and its writes as pending actions; a failure is the answer's error. */
-  async function answerTurn(caller: Caller, session: AiSessionRow, content: string, history: ChatMessage[]): Promise<{ reply: Omit<AiTurnRow, "seq">; actions: AiActionRow[] }> {
+  /**
+   * The planner's answer to a turn, its read tools run and its writes as pending actions; a failure is the answer's
+   * error.
+   */
+  async function answerTurn(
+    caller: Caller,
+    session: AiSessionRow,
+    content: string,
+    history: ChatMessage[],
+  ): Promise<{ reply: Omit<AiTurnRow, "seq">; actions: AiActionRow[] }> {
     const replyId = newId("trn", clock.now());
     try {
       const plan = await withDeadline(
@@ -74,16 +95,51 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
         `the ${opts.planner.name} planner`,
       );
       // reads run now; writes become pending actions (returned, not yet stored)
-      const settled = await settlePlan({ store, clock, executor: opts.executor, settings: opts.settings }, caller, session.id, plan, replyId);
+      const settled = await settlePlan(
+        { store, clock, executor: opts.executor, settings: opts.settings },
+        caller,
+        session.id,
+        plan,
+        replyId,
+      );
       const text = [plan.reply, ...settled.notes].filter(Boolean).join("\n\n");
       const viewSpecs = settled.viewSpecs as unknown as JsonObject[];
-      return { actions: settled.actions, reply: { id: replyId, sessionId: session.id, role: "assistant", content: text, toolCalls: settled.toolCalls, viewSpecs, error: "", createdAt: now() } };
+      return {
+        actions: settled.actions,
+        reply: {
+          id: replyId,
+          sessionId: session.id,
+          role: "assistant",
+          content: text,
+          toolCalls: settled.toolCalls,
+          viewSpecs,
+          error: "",
+          createdAt: now(),
+        },
+      };
     } catch (err) {
       // a planner failure (provider down, timeout, bad key) is the turn's visible error, never a hung turn
       const ep = toEpError(err);
-      deps.log.warn("AI turn failed", { session_id: session.id, planner: opts.planner.name, code: ep.code, error: ep.message });
+      deps.log.warn("AI turn failed", {
+        session_id: session.id,
+        planner: opts.planner.name,
+        code: ep.code,
+        error: ep.message,
+      });
       const content = `The ${opts.planner.name} planner failed: ${ep.message}`;
-      return { actions: [], reply: { id: replyId, sessionId: session.id, role: "assistant", content, toolCalls: [], viewSpecs: [], error: ep.message, createdAt: now() } };
+      return {
+        actions: [],
+        reply: {
+          id: replyId,
+          sessionId: session.id,
+          role: "assistant",
+          content,
+          toolCalls: [],
+          viewSpecs: [],
+          error: ep.message,
+          createdAt: now(),
+        },
+      };
     }
   }
 
@@ -98,10 +154,23 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
       const title = req.title.trim();
       if (title.length > MAX_TITLE) throw invalidField("title", `is longer than ${MAX_TITLE} characters`);
       const ts = now();
-      const row: AiSessionRow = { id: newId("ses", clock.now()), owner: principalOf(caller), title: title || NEW_SESSION, status: "active", createdAt: ts, updatedAt: ts };
+      const row: AiSessionRow = {
+        id: newId("ses", clock.now()),
+        owner: principalOf(caller),
+        title: title || NEW_SESSION,
+        status: "active",
+        createdAt: ts,
+        updatedAt: ts,
+      };
       await commit(deps, async (tx, emit) => {
         await tx.insertAiSession(row);
-        emit({ type: "matrix", name: "ai.session.created", sessionId: row.id, status: row.status, payload: { session_id: row.id, title: row.title, owner: row.owner } });
+        emit({
+          type: "matrix",
+          name: "ai.session.created",
+          sessionId: row.id,
+          status: row.status,
+          payload: { session_id: row.id, title: row.title, owner: row.owner },
+        });
       });
       return create(pb.CreateSessionResponseSchema, { session: sessionMsg(row) });
     },
@@ -145,7 +214,11 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
         }
         return row;
       });
-      return create(pb.SubmitTurnResponseSchema, { turn: turnMsg(userTurn), reply: turnMsg(replyTurn), actions: actions.map(actionMsg) });
+      return create(pb.SubmitTurnResponseSchema, {
+        turn: turnMsg(userTurn),
+        reply: turnMsg(replyTurn),
+        actions: actions.map(actionMsg),
+      });
     },
 
     async approveAction(caller: Caller, req: pb.ApproveActionRequest): Promise<pb.ApproveActionResponse> {
@@ -156,7 +229,11 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
       return create(pb.RejectActionResponseSchema, { action: actionMsg(await decide(caller, req, "rejected")) });
     },
 
-    async *streamSession(caller: Caller, req: pb.StreamSessionRequest, signal: AbortSignal): AsyncGenerator<pb.StreamSessionResponse> {
+    async *streamSession(
+      caller: Caller,
+      req: pb.StreamSessionRequest,
+      signal: AbortSignal,
+    ): AsyncGenerator<pb.StreamSessionResponse> {
       for await (const e of await openSessionEvents(caller, req.sessionId, Number(req.afterId), signal)) {
         yield create(pb.StreamSessionResponseSchema, { event: eventMsg(e) });
       }
@@ -168,14 +245,16 @@ export function createAiService(deps: Deps, opts: AiServiceOptions) {
 async function ownSessionIn(store: Store, caller: Caller, sessionId: string): Promise<AiSessionRow> {
   if (!sessionId) throw invalidField("session_id", "is required");
   const s = await store.getAiSession(sessionId);
-  if (!s || s.owner !== principalOf(caller)) throw new EpError("session_not_found", `AI session ${sessionId} does not exist`);
+  if (!s || s.owner !== principalOf(caller))
+    throw new EpError("session_not_found", `AI session ${sessionId} does not exist`);
   return s;
 }
 
 async function sessionActionIn(store: Store, session: AiSessionRow, actionId: string): Promise<AiActionRow> {
   if (!actionId) throw invalidField("action_id", "is required");
   const a = await store.getAiAction(actionId);
-  if (!a || a.sessionId !== session.id) throw new EpError("action_not_found", `action ${actionId} does not exist in session ${session.id}`);
+  if (!a || a.sessionId !== session.id)
+    throw new EpError("action_not_found", `action ${actionId} does not exist in session ${session.id}`);
   return a;
 }
 
@@ -204,11 +283,26 @@ async function storedSessionEvents(store: Store, sessionId: string): Promise<Eve
 async function recordQuestion(deps: Deps, session: AiSessionRow, content: string, first: boolean): Promise<AiTurnRow> {
   const now = iso(deps.clock.now());
   return commit(deps, async (tx, emit) => {
-    const row = await appendTurn(tx, emit, { id: newId("trn", deps.clock.now()), sessionId: session.id, role: "user", content, toolCalls: [], viewSpecs: [], error: "", createdAt: now });
+    const row = await appendTurn(tx, emit, {
+      id: newId("trn", deps.clock.now()),
+      sessionId: session.id,
+      role: "user",
+      content,
+      toolCalls: [],
+      viewSpecs: [],
+      error: "",
+      createdAt: now,
+    });
     if (first && UNTITLED.has(session.title)) {
       const title = titleFromTurn(content);
       await tx.updateAiSession(session.id, { title });
-      emit({ type: "matrix", name: "ai.session.updated", sessionId: session.id, status: session.status, payload: { session_id: session.id, title } });
+      emit({
+        type: "matrix",
+        name: "ai.session.updated",
+        sessionId: session.id,
+        status: session.status,
+        payload: { session_id: session.id, title },
+      });
     }
     return row;
   });

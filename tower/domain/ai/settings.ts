@@ -10,7 +10,8 @@ function positiveInt(env: Env, name: string): number | undefined {
   const raw = env[name]?.trim();
   if (!raw) return undefined;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0) throw new EpError("config_invalid", `${name} must be a positive integer, got '${raw}'`, { field: name });
+  if (!Number.isInteger(n) || n <= 0)
+    throw new EpError("config_invalid", `${name} must be a positive integer, got '${raw}'`, { field: name });
   return n;
 }
 
@@ -18,7 +19,8 @@ function positiveNumber(env: Env, name: string): number | undefined {
   const raw = env[name]?.trim();
   if (!raw) return undefined;
   const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0) throw new EpError("config_invalid", `${name} must be a positive number, got '${raw}'`, { field: name });
+  if (!Number.isFinite(n) || n <= 0)
+    throw new EpError("config_invalid", `${name} must be a positive number, got '${raw}'`, { field: name });
   return n;
 }
 
@@ -26,9 +28,13 @@ function positiveNumber(env: Env, name: string): number | undefined {
 export function readAiSettings(env: Env = process.env): AiSettings {
   const runtime = env.EP_CENTRAL_RUNTIME_DEFAULT?.trim();
   if (runtime && !(RUNTIMES as readonly string[]).includes(runtime)) {
-    throw new EpError("config_invalid", `EP_CENTRAL_RUNTIME_DEFAULT must be one of ${RUNTIMES.join(", ")}, got '${runtime}'`, {
-      field: "EP_CENTRAL_RUNTIME_DEFAULT",
-    });
+    throw new EpError(
+      "config_invalid",
+      `EP_CENTRAL_RUNTIME_DEFAULT must be one of ${RUNTIMES.join(", ")}, got '${runtime}'`,
+      {
+        field: "EP_CENTRAL_RUNTIME_DEFAULT",
+      },
+    );
   }
   const claude: ClaudeRuntimeSettings = {};
   const model = env.EP_CLAUDE_MODEL?.trim();

@@ -34,15 +34,29 @@ export async function settlePlan(d: SettleDeps, caller: Caller, sessionId: strin
     const tool = findTool(call.tool);
     if (!tool) continue;
     if (tool.kind === "read") {
-      const args = call.tool === "list_pending_actions" && !call.arguments.session_id ? { ...call.arguments, session_id: sessionId } : call.arguments;
+      const args =
+        call.tool === "list_pending_actions" && !call.arguments.session_id
+          ? { ...call.arguments, session_id: sessionId }
+          : call.arguments;
       try {
         const result = await executor.run(caller, call.tool, args);
         viewSpecs.push(...toViewSpecs(call.tool, result));
-        toolCalls.push({ tool: call.tool, kind: "read", arguments: args as JsonObject, result: small(result) as JsonObject });
+        toolCalls.push({
+          tool: call.tool,
+          kind: "read",
+          arguments: args as JsonObject,
+          result: small(result) as JsonObject,
+        });
       } catch (err) {
         const ep = toEpError(err);
         notes.push(`Could not ${call.tool.replace(/_/g, " ").replace(/ mesh /, " ")}: ${ep.message}`);
-        toolCalls.push({ tool: call.tool, kind: "read", arguments: args as JsonObject, error: ep.message, code: ep.code });
+        toolCalls.push({
+          tool: call.tool,
+          kind: "read",
+          arguments: args as JsonObject,
+          error: ep.message,
+          code: ep.code,
+        });
       }
       continue;
     }

@@ -1,6 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { EpError } from "../../../common/errors.js";
-import { actionBarFor, isViewSpec, scriptHazard, toViewSpec, toViewSpecs, validateViewSpec, validateViewSpecs } from "./view-spec.js";
+import {
+  actionBarFor,
+  isViewSpec,
+  scriptHazard,
+  toViewSpec,
+  toViewSpecs,
+  validateViewSpec,
+  validateViewSpecs,
+} from "./view-spec.js";
 
 function rejection(x: unknown): EpError {
   try {
@@ -14,15 +22,42 @@ function rejection(x: unknown): EpError {
 }
 
 const VALID = {
-  table: { type: "table", title: "Tasks", columns: ["id", "status", "priority", "ok"], rows: [["tsk_1", "queued", 5, true], ["tsk_2", null, -1, false]] },
-  kv: { type: "kv", title: "Task", items: [{ key: "id", value: "tsk_1" }, { key: "attempts", value: 2 }] },
+  table: {
+    type: "table",
+    title: "Tasks",
+    columns: ["id", "status", "priority", "ok"],
+    rows: [
+      ["tsk_1", "queued", 5, true],
+      ["tsk_2", null, -1, false],
+    ],
+  },
+  kv: {
+    type: "kv",
+    title: "Task",
+    items: [
+      { key: "id", value: "tsk_1" },
+      { key: "attempts", value: 2 },
+    ],
+  },
   cards: {
     type: "cards",
-    cards: [{ title: "builder-1", subtitle: "vendorA_code", status: "idle", fields: [{ key: "node", value: "nod_1" }] }, { title: "reviewer" }],
+    cards: [
+      { title: "builder-1", subtitle: "vendorA_code", status: "idle", fields: [{ key: "node", value: "nod_1" }] },
+      { title: "reviewer" },
+    ],
   },
-  timeline: { type: "timeline", items: [{ at: "2025-01-01T00:00:00Z", title: "task.created", detail: "tsk_1 in msn_1" }] },
+  timeline: {
+    type: "timeline",
+    items: [{ at: "2025-01-01T00:00:00Z", title: "task.created", detail: "tsk_1 in msn_1" }],
+  },
   log_stream: { type: "log_stream", title: "Output", lines: ["$ npm test", "ok 1 - a < b holds", "done"] },
-  action_bar: { type: "action_bar", actions: [{ action_id: "act_01abc", label: "Approve", kind: "approve" }, { action_id: "act_01abc", label: "Reject", kind: "reject" }] },
+  action_bar: {
+    type: "action_bar",
+    actions: [
+      { action_id: "act_01abc", label: "Approve", kind: "approve" },
+      { action_id: "act_01abc", label: "Reject", kind: "reject" },
+    ],
+  },
 };
 
 describe("validateViewSpec", () => {
@@ -42,16 +77,22 @@ describe("validateViewSpec", () => {
 
   it("rejects unknown fields at every level, naming the JSON path", () => {
     expect(rejection({ ...VALID.table, style: "color:red" }).details).toMatchObject({ field: "view_spec.style" });
-    expect(rejection({ ...VALID.kv, items: [{ key: "a", value: "b", href: "https://x" }] }).details).toMatchObject({ field: "view_spec.items[0].href" });
-    expect(rejection({ type: "cards", cards: [{ title: "x", fields: [{ key: "k", value: 1, html: "" }] }] }).message).toMatch(
-      /view_spec\.cards\[0\]\.fields\[0\]\.html is not a known field/,
-    );
+    expect(rejection({ ...VALID.kv, items: [{ key: "a", value: "b", href: "https://x" }] }).details).toMatchObject({
+      field: "view_spec.items[0].href",
+    });
+    expect(
+      rejection({ type: "cards", cards: [{ title: "x", fields: [{ key: "k", value: 1, html: "" }] }] }).message,
+    ).toMatch(/view_spec\.cards\[0\]\.fields\[0\]\.html is not a known field/);
     rejection({ ...VALID.action_bar, actions: [{ action_id: "act_1", label: "Go", kind: "approve", url: "/x" }] });
   });
 
   it("rejects event-handler keys anywhere", () => {
-    expect(rejection({ ...VALID.kv, onclick: "alert(1)" }).message).toMatch(/view_spec\.onclick is an event-handler field/);
-    expect(rejection({ type: "kv", items: [{ key: "a", value: "b", onMouseOver: "x" }] }).message).toMatch(/onMouseOver/);
+    expect(rejection({ ...VALID.kv, onclick: "alert(1)" }).message).toMatch(
+      /view_spec\.onclick is an event-handler field/,
+    );
+    expect(rejection({ type: "kv", items: [{ key: "a", value: "b", onMouseOver: "x" }] }).message).toMatch(
+      /onMouseOver/,
+    );
     rejection({ type: "cards", cards: [{ title: "x", onerror: "x" }] });
   });
 
@@ -69,10 +110,16 @@ describe("validateViewSpec", () => {
     ];
     for (const s of attempts) {
       expect(scriptHazard(s), s).toBeDefined();
-      expect(rejection({ type: "log_stream", lines: ["fine", s] }).details).toMatchObject({ field: "view_spec.lines[1]" });
+      expect(rejection({ type: "log_stream", lines: ["fine", s] }).details).toMatchObject({
+        field: "view_spec.lines[1]",
+      });
     }
-    expect(rejection({ type: "table", columns: ["<i>x</i>"], rows: [] }).details).toMatchObject({ field: "view_spec.columns[0]" });
-    expect(rejection({ type: "table", columns: ["a"], rows: [["<b>"]] }).details).toMatchObject({ field: "view_spec.rows[0][0]" });
+    expect(rejection({ type: "table", columns: ["<i>x</i>"], rows: [] }).details).toMatchObject({
+      field: "view_spec.columns[0]",
+    });
+    expect(rejection({ type: "table", columns: ["a"], rows: [["<b>"]] }).details).toMatchObject({
+      field: "view_spec.rows[0][0]",
+    });
     rejection({ type: "kv", title: "<h1>t</h1>", items: [] });
     rejection({ type: "action_bar", actions: [{ action_id: "act_1", label: "<b>Go</b>", kind: "approve" }] });
   });
@@ -99,13 +146,22 @@ describe("validateViewSpec", () => {
   });
 
   it("keeps ordinary text that merely resembles the patterns", () => {
-    for (const s of ["metadata: 5 rows", "data: 5 rows", "x<3", "javascript is fun", "https://example.com/a?b=1", "5 > 3"]) {
+    for (const s of [
+      "metadata: 5 rows",
+      "data: 5 rows",
+      "x<3",
+      "javascript is fun",
+      "https://example.com/a?b=1",
+      "5 > 3",
+    ]) {
       expect(scriptHazard(s), s).toBeUndefined();
     }
   });
 
   it("rejects wrong shapes: bad cells, ragged rows, bad action ids and kinds", () => {
-    expect(rejection({ type: "table", columns: ["a", "b"], rows: [["1"]] }).message).toMatch(/rows\[0\] must have 2 cells/);
+    expect(rejection({ type: "table", columns: ["a", "b"], rows: [["1"]] }).message).toMatch(
+      /rows\[0\] must have 2 cells/,
+    );
     rejection({ type: "table", columns: ["a"], rows: [[{ nested: true }]] });
     rejection({ type: "table", columns: [], rows: [] });
     rejection({ type: "kv", items: [{ key: "a", value: [1, 2] }] });
@@ -129,7 +185,9 @@ describe("validateViewSpec", () => {
 
   it("validates lists of view_specs with the index in the path", () => {
     expect(validateViewSpecs([VALID.kv, VALID.table])).toHaveLength(2);
-    expect(() => validateViewSpecs([VALID.kv, { type: "kv", items: [{ key: "k", value: "<script>" }] }])).toThrow(/view_specs\[1\]\.items\[0\]\.value/);
+    expect(() => validateViewSpecs([VALID.kv, { type: "kv", items: [{ key: "k", value: "<script>" }] }])).toThrow(
+      /view_specs\[1\]\.items\[0\]\.value/,
+    );
     expect(() => validateViewSpecs({})).toThrow(EpError);
   });
 });
@@ -138,7 +196,15 @@ describe("toViewSpecs", () => {
   it("turns list results into tables with the useful columns", () => {
     const spec = toViewSpec("list_tasks", {
       tasks: [
-        { id: "tsk_1", title: "Run tests", status: "failed", kind: "claimable", priority: 1, attempts: 3, capabilities: ["node"] },
+        {
+          id: "tsk_1",
+          title: "Run tests",
+          status: "failed",
+          kind: "claimable",
+          priority: 1,
+          attempts: 3,
+          capabilities: ["node"],
+        },
         { id: "tsk_2", title: "Lint", status: "queued", kind: "claimable", priority: 0, attempts: 0 },
       ],
     });
@@ -154,14 +220,32 @@ describe("toViewSpecs", () => {
   });
 
   it("accepts bare arrays and unknown list tools", () => {
-    expect(toViewSpec("list_domains", [{ id: "dom_1", name: "acme", created_at: "t" }])).toMatchObject({ type: "table", columns: ["name", "created_at", "id"] });
-    expect(toViewSpec("list_nodes", { nodes: [] })).toEqual({ type: "table", title: "Nodes", columns: ["hostname", "status", "last_seen_at", "id"], rows: [] });
-    expect(toViewSpec("something_else", [{ a: 1, b: { c: 2 } }])).toMatchObject({ type: "table", columns: ["a", "b"], rows: [[1, '{"c":2}']] });
+    expect(toViewSpec("list_domains", [{ id: "dom_1", name: "acme", created_at: "t" }])).toMatchObject({
+      type: "table",
+      columns: ["name", "created_at", "id"],
+    });
+    expect(toViewSpec("list_nodes", { nodes: [] })).toEqual({
+      type: "table",
+      title: "Nodes",
+      columns: ["hostname", "status", "last_seen_at", "id"],
+      rows: [],
+    });
+    expect(toViewSpec("something_else", [{ a: 1, b: { c: 2 } }])).toMatchObject({
+      type: "table",
+      columns: ["a", "b"],
+      rows: [[1, '{"c":2}']],
+    });
   });
 
   it("turns single objects into kv, and a task's output into a log_stream", () => {
-    const specs = toViewSpecs("get_task", { task: { id: "tsk_1", status: "failed", result: { output: "line 1\nline 2", exit_code: 1 } } });
-    expect(specs[0]).toMatchObject({ type: "kv", title: "Task", items: [{ key: "id", value: "tsk_1" }, { key: "status", value: "failed" }, { key: "result" }] });
+    const specs = toViewSpecs("get_task", {
+      task: { id: "tsk_1", status: "failed", result: { output: "line 1\nline 2", exit_code: 1 } },
+    });
+    expect(specs[0]).toMatchObject({
+      type: "kv",
+      title: "Task",
+      items: [{ key: "id", value: "tsk_1" }, { key: "status", value: "failed" }, { key: "result" }],
+    });
     expect(specs[1]).toEqual({ type: "log_stream", title: "Output", lines: ["line 1", "line 2"] });
     expect(toViewSpec("get_agent", { id: "agt_1", name: "builder-1", capabilities: ["a", "b"] })).toEqual({
       type: "kv",
@@ -176,12 +260,28 @@ describe("toViewSpecs", () => {
 
   it("turns events into a timeline", () => {
     const spec = toViewSpec("list_events", {
-      events: [{ id: 1, type: "approval", name: "action.created", status: "pending", session_id: "ses_1", created_at: "2025-01-01T00:00:00Z", payload: { tool: "x" } }],
+      events: [
+        {
+          id: 1,
+          type: "approval",
+          name: "action.created",
+          status: "pending",
+          session_id: "ses_1",
+          created_at: "2025-01-01T00:00:00Z",
+          payload: { tool: "x" },
+        },
+      ],
     });
     expect(spec).toEqual({
       type: "timeline",
       title: "Events",
-      items: [{ at: "2025-01-01T00:00:00Z", title: "approval · action.created · pending", detail: 'session_id=ses_1 {"tool":"x"}' }],
+      items: [
+        {
+          at: "2025-01-01T00:00:00Z",
+          title: "approval · action.created · pending",
+          detail: 'session_id=ses_1 {"tool":"x"}',
+        },
+      ],
     });
   });
 
@@ -221,25 +321,85 @@ describe("toViewSpecs", () => {
           node_status: "online",
           reported_at: "2026-01-01T00:00:00.000Z",
           jobs: [
-            { name: "standup", kind: "cron", schedule: "0 9 * * 1-5", dispatch: "signal", session: "pm", next_fire_at: "2026-01-01T09:00:00.000Z", running: false, last_fire: { status: "failed", fired_at: "2025-12-31T09:00:00.000Z", error: "<b>boom</b>" } },
+            {
+              name: "standup",
+              kind: "cron",
+              schedule: "0 9 * * 1-5",
+              dispatch: "signal",
+              session: "pm",
+              next_fire_at: "2026-01-01T09:00:00.000Z",
+              running: false,
+              last_fire: { status: "failed", fired_at: "2025-12-31T09:00:00.000Z", error: "<b>boom</b>" },
+            },
           ],
-          config_errors: [{ file: "/h/cron.toml", line: 7, field: "schedule", item: "x", message: "schedule is required" }],
+          config_errors: [
+            { file: "/h/cron.toml", line: 7, field: "schedule", item: "x", message: "schedule is required" },
+          ],
         },
-        { node_id: "nod_2", reported_at: "2026-01-01T00:00:01.000Z", jobs: [{ name: "disk", kind: "heartbeat", interval: "15m", dispatch: "bash" }], config_errors: [] },
+        {
+          node_id: "nod_2",
+          reported_at: "2026-01-01T00:00:01.000Z",
+          jobs: [{ name: "disk", kind: "heartbeat", interval: "15m", dispatch: "bash" }],
+          config_errors: [],
+        },
       ],
     });
     expect(cron).toHaveLength(2);
     const [table, errs] = cron;
-    expect(table).toMatchObject({ type: "table", title: "Cron jobs", columns: ["node_id", "name", "kind", "schedule", "interval", "dispatch", "session", "next_fire_at", "last_fire", "running", "reported_at"] });
+    expect(table).toMatchObject({
+      type: "table",
+      title: "Cron jobs",
+      columns: [
+        "node_id",
+        "name",
+        "kind",
+        "schedule",
+        "interval",
+        "dispatch",
+        "session",
+        "next_fire_at",
+        "last_fire",
+        "running",
+        "reported_at",
+      ],
+    });
     expect(table.type === "table" && table.rows).toEqual([
-      ["nod_1", "standup", "cron", "0 9 * * 1-5", null, "signal", "pm", "2026-01-01T09:00:00.000Z", "failed 2025-12-31T09:00:00.000Z ‹b›boom‹/b›", false, "2026-01-01T00:00:00.000Z"],
+      [
+        "nod_1",
+        "standup",
+        "cron",
+        "0 9 * * 1-5",
+        null,
+        "signal",
+        "pm",
+        "2026-01-01T09:00:00.000Z",
+        "failed 2025-12-31T09:00:00.000Z ‹b›boom‹/b›",
+        false,
+        "2026-01-01T00:00:00.000Z",
+      ],
       ["nod_2", "disk", "heartbeat", null, "15m", "bash", null, null, "", null, "2026-01-01T00:00:01.000Z"],
     ]);
-    expect(errs).toMatchObject({ type: "table", title: "Configuration errors", rows: [["nod_1", "/h/cron.toml", 7, "schedule", "x", "schedule is required"]] });
+    expect(errs).toMatchObject({
+      type: "table",
+      title: "Configuration errors",
+      rows: [["nod_1", "/h/cron.toml", 7, "schedule", "x", "schedule is required"]],
+    });
 
-    const sup = toViewSpecs("get_supervision", { nodes: [{ node_id: "nod_1", reported_at: "t", agents: [{ profile: "pm", agent_id: "agt_1", name: "pm", state: "running", paused: true, restarts: 3 }] }] });
+    const sup = toViewSpecs("get_supervision", {
+      nodes: [
+        {
+          node_id: "nod_1",
+          reported_at: "t",
+          agents: [{ profile: "pm", agent_id: "agt_1", name: "pm", state: "running", paused: true, restarts: 3 }],
+        },
+      ],
+    });
     expect(sup).toHaveLength(1);
-    expect(sup[0]).toMatchObject({ title: "Supervision", columns: ["node_id", "profile", "agent_id", "name", "state", "paused", "restarts", "reported_at"], rows: [["nod_1", "pm", "agt_1", "pm", "running", true, 3, "t"]] });
+    expect(sup[0]).toMatchObject({
+      title: "Supervision",
+      columns: ["node_id", "profile", "agent_id", "name", "state", "paused", "restarts", "reported_at"],
+      rows: [["nod_1", "pm", "agt_1", "pm", "running", true, 3, "t"]],
+    });
     // no reports yet: an empty table with the columns
     expect(toViewSpecs("list_cron_jobs", { nodes: [] })[0]).toMatchObject({ type: "table", rows: [] });
   });

@@ -61,7 +61,14 @@ export interface ActionBarView {
 }
 export type ViewSpec = TableView | KvView | CardsView | TimelineView | LogStreamView | ActionBarView;
 export type ViewSpecType = ViewSpec["type"];
-export const VIEW_SPEC_TYPES: readonly ViewSpecType[] = ["cards", "kv", "table", "timeline", "log_stream", "action_bar"];
+export const VIEW_SPEC_TYPES: readonly ViewSpecType[] = [
+  "cards",
+  "kv",
+  "table",
+  "timeline",
+  "log_stream",
+  "action_bar",
+];
 
 export const VIEW_SPEC_LIMITS = {
   stringLength: 10_000,
@@ -205,7 +212,8 @@ function scan(value: unknown, parts: (string | number)[]): void {
   } else if (value !== null && typeof value === "object") {
     for (const [k, v] of Object.entries(value)) {
       if (EVENT_HANDLER_KEY.test(k)) reject(pathOf([...parts, k]), "is an event-handler field and is not allowed");
-      if (k === "__proto__" || k === "constructor" || k === "prototype") reject(pathOf([...parts, k]), "is not allowed");
+      if (k === "__proto__" || k === "constructor" || k === "prototype")
+        reject(pathOf([...parts, k]), "is not allowed");
       scan(v, [...parts, k]);
     }
   }
@@ -230,7 +238,8 @@ export function validateViewSpec(x: unknown): ViewSpec {
   const spec = x as ViewSpec;
   if (spec.type === "table") {
     spec.rows.forEach((row, i) => {
-      if (row.length !== spec.columns.length) reject(`rows[${i}]`, `must have ${spec.columns.length} cells, one per column`);
+      if (row.length !== spec.columns.length)
+        reject(`rows[${i}]`, `must have ${spec.columns.length} cells, one per column`);
     });
   }
   return spec;
@@ -284,7 +293,8 @@ function toCell(v: unknown): Cell {
   if (typeof v === "boolean") return v;
   if (typeof v === "string") return neutralize(v, 500);
   if (typeof v === "bigint") return v.toString();
-  if (Array.isArray(v) && v.every((x) => typeof x === "string" || typeof x === "number")) return neutralize(v.join(", "), 500);
+  if (Array.isArray(v) && v.every((x) => typeof x === "string" || typeof x === "number"))
+    return neutralize(v.join(", "), 500);
   return neutralize(JSON.stringify(v) ?? "", 500);
 }
 
@@ -303,23 +313,62 @@ const LIST_COLUMNS: Record<string, { key: string; columns: string[]; title: stri
   },
   list_agents: { key: "agents", columns: ["name", "runtime", "state", "node_id", "domain_id", "id"], title: "Agents" },
   list_nodes: { key: "nodes", columns: ["hostname", "status", "last_seen_at", "id"], title: "Nodes" },
-  list_pending_actions: { key: "actions", columns: ["summary", "status", "created_at", "tool", "id"], title: "Pending actions" },
+  list_pending_actions: {
+    key: "actions",
+    columns: ["summary", "status", "created_at", "tool", "id"],
+    title: "Pending actions",
+  },
 };
 
 /** Tools answering `{nodes: [{node_id, reported_at, <key>: [...]}]}`: one table, a row per item with its node. */
-const PER_NODE: Record<string, { key: string; columns: string[]; title: string; flatten?: (item: Record<string, unknown>) => Record<string, unknown> }> = {
+const PER_NODE: Record<
+  string,
+  {
+    key: string;
+    columns: string[];
+    title: string;
+    flatten?: (item: Record<string, unknown>) => Record<string, unknown>;
+  }
+> = {
   list_cron_jobs: {
     key: "jobs",
-    columns: ["node_id", "name", "kind", "schedule", "interval", "dispatch", "session", "next_fire_at", "last_fire", "running", "reported_at"],
+    columns: [
+      "node_id",
+      "name",
+      "kind",
+      "schedule",
+      "interval",
+      "dispatch",
+      "session",
+      "next_fire_at",
+      "last_fire",
+      "running",
+      "reported_at",
+    ],
     title: "Cron jobs",
     flatten: (j) => {
       const f = isRecord(j.last_fire) ? j.last_fire : undefined;
-      return { ...j, last_fire: f ? [f.status, f.fired_at, f.error].filter((x) => typeof x === "string" && x !== "").join(" ") : "" };
+      return {
+        ...j,
+        last_fire: f ? [f.status, f.fired_at, f.error].filter((x) => typeof x === "string" && x !== "").join(" ") : "",
+      };
     },
   },
   get_supervision: {
     key: "agents",
-    columns: ["node_id", "profile", "agent_id", "name", "state", "paused", "restarts", "last_restart_at", "last_restart_reason", "next_retry_at", "reported_at"],
+    columns: [
+      "node_id",
+      "profile",
+      "agent_id",
+      "name",
+      "state",
+      "paused",
+      "restarts",
+      "last_restart_at",
+      "last_restart_reason",
+      "next_retry_at",
+      "reported_at",
+    ],
     title: "Supervision",
   },
 };
@@ -333,10 +382,12 @@ function perNodeViews(toolName: string, nodes: unknown[]): ViewSpec[] {
     const head = { node_id: n.node_id, reported_at: n.reported_at };
     const items = Array.isArray(n[meta.key]) ? (n[meta.key] as unknown[]) : [];
     for (const item of items) if (isRecord(item)) rows.push({ ...(meta.flatten ? meta.flatten(item) : item), ...head });
-    if (Array.isArray(n.config_errors)) for (const e of n.config_errors) if (isRecord(e)) errors.push({ ...head, ...e });
+    if (Array.isArray(n.config_errors))
+      for (const e of n.config_errors) if (isRecord(e)) errors.push({ ...head, ...e });
   }
   const out: ViewSpec[] = [tableOf(meta.title, rows, meta.columns)];
-  if (errors.length) out.push(tableOf("Configuration errors", errors, ["node_id", "file", "line", "field", "item", "message"]));
+  if (errors.length)
+    out.push(tableOf("Configuration errors", errors, ["node_id", "file", "line", "field", "item", "message"]));
   return out;
 }
 
@@ -374,7 +425,9 @@ export function tableOf(title: string, items: unknown[], preferred?: string[]): 
   const columns = columnsFor(items, preferred);
   const rows = items
     .slice(0, VIEW_SPEC_LIMITS.items)
-    .map((item) => (isRecord(item) ? columns.map((c) => toCell(item[c])) : columns.map((_, i) => (i === 0 ? toCell(item) : null))));
+    .map((item) =>
+      isRecord(item) ? columns.map((c) => toCell(item[c])) : columns.map((_, i) => (i === 0 ? toCell(item) : null)),
+    );
   return { type: "table", title: neutralize(title, 500), columns: columns.map(toLabel), rows };
 }
 
@@ -393,7 +446,10 @@ function eventsTimeline(events: unknown[]): TimelineView {
     const ids = ["domain_id", "mission_id", "task_id", "agent_id", "session_id"]
       .filter((k) => typeof ev[k] === "string" && ev[k] !== "")
       .map((k) => `${k}=${String(ev[k])}`);
-    const item: TimelineItem = { at: neutralize(at, 64), title: neutralize(head || `event ${String(ev.id ?? "")}`, 500) };
+    const item: TimelineItem = {
+      at: neutralize(at, 64),
+      title: neutralize(head || `event ${String(ev.id ?? "")}`, 500),
+    };
     const detail = [...ids, ev.payload !== undefined ? JSON.stringify(ev.payload) : ""].filter(Boolean).join(" ");
     if (detail) item.detail = neutralize(detail);
     return item;
@@ -433,7 +489,14 @@ export function toViewSpecs(toolName: string, result: unknown): ViewSpec[] {
     out.push(kvOf(single?.title ?? toolName.replace(/_/g, " "), obj));
     const output = isRecord(obj.result) ? obj.result.output : undefined;
     if (toolName === "get_task" && typeof output === "string" && output !== "") {
-      out.push({ type: "log_stream", title: "Output", lines: output.split("\n").slice(-VIEW_SPEC_LIMITS.logLines).map((l) => neutralize(l)) });
+      out.push({
+        type: "log_stream",
+        title: "Output",
+        lines: output
+          .split("\n")
+          .slice(-VIEW_SPEC_LIMITS.logLines)
+          .map((l) => neutralize(l)),
+      });
     }
   } else if (Array.isArray(result)) {
     out.push(tableOf(toolName.replace(/_/g, " "), result));
@@ -454,7 +517,10 @@ export function actionBarFor(actionIds: string[]): ActionBarView | undefined {
   for (const id of actionIds) {
     if (!/^act_[0-9a-z]{1,64}$/.test(id)) continue;
     if (actions.length + 2 > VIEW_SPEC_LIMITS.actions) break;
-    actions.push({ action_id: id, label: "Approve", kind: "approve" }, { action_id: id, label: "Reject", kind: "reject" });
+    actions.push(
+      { action_id: id, label: "Approve", kind: "approve" },
+      { action_id: id, label: "Reject", kind: "reject" },
+    );
   }
   return actions.length > 0 ? { type: "action_bar", title: "Pending actions", actions } : undefined;
 }

@@ -46,7 +46,12 @@ export function approvalToPb(a: ApprovalRow): pb.Approval {
     title: a.title,
     arguments: a.arguments as JsonObject,
     paths: a.paths,
-    options: a.options.map((o) => create(pb.PermissionOptionSchema, { ...o, kind: valueOf<pb.PermissionOptionKind>(pb.PermissionOptionKindSchema, o.kind) })),
+    options: a.options.map((o) =>
+      create(pb.PermissionOptionSchema, {
+        ...o,
+        kind: valueOf<pb.PermissionOptionKind>(pb.PermissionOptionKindSchema, o.kind),
+      }),
+    ),
     status: valueOf<pb.ApprovalStatus>(pb.ApprovalStatusSchema, a.status),
     optionId: a.optionId,
     decidedBy: a.decidedBy,
@@ -73,7 +78,11 @@ function checkOptions(options: readonly pb.PermissionOption[]): ApprovalRow["opt
     const optionId = text(`options[${i}].option_id`, o.optionId, { required: true, max: 200 });
     if (seen.has(optionId)) throw invalidField(`options[${i}].option_id`, `repeats ${JSON.stringify(optionId)}`);
     seen.add(optionId);
-    return { optionId, name: text(`options[${i}].name`, o.name, { max: 200 }), kind: optionKind(o.kind, `options[${i}].kind`) };
+    return {
+      optionId,
+      name: text(`options[${i}].name`, o.name, { max: 200 }),
+      kind: optionKind(o.kind, `options[${i}].kind`),
+    };
   });
 }
 
@@ -85,7 +94,8 @@ function approvalRecords(deps: Deps) {
   async function load(caller: Caller, id: string): Promise<ApprovalRow> {
     const a = id ? await store.getApproval(id) : undefined;
     const scope = scopeDomains(caller);
-    if (!a || (scope && !scope.includes(a.domainId))) throw new EpError("approval_not_found", `approval ${id || "(none)"} does not exist`, { field: "approval_id" });
+    if (!a || (scope && !scope.includes(a.domainId)))
+      throw new EpError("approval_not_found", `approval ${id || "(none)"} does not exist`, { field: "approval_id" });
     authorize(caller, "read", { domainId: a.domainId });
     return a;
   }
@@ -97,14 +107,21 @@ function approvalRecords(deps: Deps) {
    */
   async function expireIfDue(a: ApprovalRow): Promise<ApprovalRow> {
     if (a.status !== "pending") return a;
-    if (Date.parse(a.expiresAt) <= now()) return decide(a, { status: "expired", optionId: "", decidedBy: "", reason: "nobody decided before the timeout" });
+    if (Date.parse(a.expiresAt) <= now())
+      return decide(a, { status: "expired", optionId: "", decidedBy: "", reason: "nobody decided before the timeout" });
     const t = await store.getTask(a.taskId);
     if (t && (t.status === "claimed" || t.status === "running") && t.claimedBy === a.agentId) return a;
-    const reason = t ? `the run that asked is over: the task is ${t.status}${t.claimedBy && t.claimedBy !== a.agentId ? ` and held by ${t.claimedBy}` : ""}` : "the task is gone";
+    const reason = t
+      ? `the run that asked is over: the task is ` +
+        `${t.status}${t.claimedBy && t.claimedBy !== a.agentId ? ` and held by ${t.claimedBy}` : ""}`
+      : "the task is gone";
     return decide(a, { status: "expired", optionId: "", decidedBy: "", reason });
   }
 
-  async function decide(a: ApprovalRow, d: { status: Exclude<ApprovalState, "pending">; optionId: string; decidedBy: string; reason: string }): Promise<ApprovalRow> {
+  async function decide(
+    a: ApprovalRow,
+    d: { status: Exclude<ApprovalState, "pending">; optionId: string; decidedBy: string; reason: string },
+  ): Promise<ApprovalRow> {
     const decided = await commit(deps, async (tx, emit) => {
       const row = await tx.decideApproval(a.id, { ...d, decidedAt: new Date(now()).toISOString() });
       if (!row) return undefined;
@@ -116,7 +133,14 @@ function approvalRecords(deps: Deps) {
         agentId: row.agentId,
         taskId: row.taskId,
         status: row.status,
-        payload: { approval_id: row.id, tool: row.tool, status: row.status, option_id: row.optionId, decided_by: row.decidedBy, reason: row.reason },
+        payload: {
+          approval_id: row.id,
+          tool: row.tool,
+          status: row.status,
+          option_id: row.optionId,
+          decided_by: row.decidedBy,
+          reason: row.reason,
+        },
       });
       return row;
     });
@@ -135,7 +159,14 @@ function approvalRecords(deps: Deps) {
         resolve();
       };
       const unsubscribe = hub.subscribe((rows) => {
-        if (rows.some((r) => r.name === "permission.decided" && (r.payload as { approval_id?: string } | undefined)?.approval_id === id)) done();
+        if (
+          rows.some(
+            (r) =>
+              r.name === "permission.decided" &&
+              (r.payload as { approval_id?: string } | undefined)?.approval_id === id,
+          )
+        )
+          done();
       });
       const timer = clock.setTimeout(done, ms);
       signal?.addEventListener("abort", done);
@@ -146,16 +177,25 @@ function approvalRecords(deps: Deps) {
   async function decidable(caller: Caller, id: string): Promise<ApprovalRow> {
     const a = await expireIfDue(await load(caller, id));
     if (caller.role === "node" || caller.role === "agent") {
-      throw new EpError("forbidden", `role ${caller.role} may not decide approvals: a person (operator or admin) decides what an agent may do`, { role: caller.role, needs: "operate" });
+      throw new EpError(
+        "forbidden",
+        `role ${caller.role} may not decide approvals: a person (operator or admin) decides what an agent may do`,
+        { role: caller.role, needs: "operate" },
+      );
     }
     authorize(caller, "operate", { domainId: a.domainId });
-    if (a.status !== "pending") throw new EpError("approval_decided", `approval ${a.id} is already ${a.status}`, { status: a.status });
+    if (a.status !== "pending")
+      throw new EpError("approval_decided", `approval ${a.id} is already ${a.status}`, { status: a.status });
     return a;
   }
 
-  async function settle(a: ApprovalRow, d: { status: "approved" | "rejected"; optionId: string; decidedBy: string; reason: string }): Promise<ApprovalRow> {
+  async function settle(
+    a: ApprovalRow,
+    d: { status: "approved" | "rejected"; optionId: string; decidedBy: string; reason: string },
+  ): Promise<ApprovalRow> {
     const row = await decide(a, d);
-    if (row.status !== d.status) throw new EpError("approval_decided", `approval ${a.id} is already ${row.status}`, { status: row.status });
+    if (row.status !== d.status)
+      throw new EpError("approval_decided", `approval ${a.id} is already ${row.status}`, { status: row.status });
     return row;
   }
 
@@ -172,12 +212,18 @@ export function createApprovalService(deps: Deps) {
       const taskId = text("task_id", req.taskId, { required: true, max: 200 });
       const task = await store.getTask(taskId);
       const scope = scopeDomains(caller);
-      if (!task || (scope && !scope.includes(task.domainId))) throw new EpError("task_not_found", `task ${taskId} does not exist`, { field: "task_id" });
+      if (!task || (scope && !scope.includes(task.domainId)))
+        throw new EpError("task_not_found", `task ${taskId} does not exist`, { field: "task_id" });
       authorize(caller, "work", { domainId: task.domainId });
-      if (task.status !== "claimed" && task.status !== "running") throw new EpError("task_finished", `task ${taskId} is ${task.status}: only a claimed or running task's agent asks for permissions`);
+      if (task.status !== "claimed" && task.status !== "running")
+        throw new EpError(
+          "task_finished",
+          `task ${taskId} is ${task.status}: only a claimed or running task's agent asks for permissions`,
+        );
       const agentId = text("agent_id", req.agentId, { max: 200 }) || task.claimedBy || task.assigneeAgentId || "";
       const args = req.arguments ?? {};
-      if (JSON.stringify(args).length > MAX_ARGUMENTS_BYTES) throw invalidField("arguments", `is larger than ${MAX_ARGUMENTS_BYTES} bytes`);
+      if (JSON.stringify(args).length > MAX_ARGUMENTS_BYTES)
+        throw invalidField("arguments", `is larger than ${MAX_ARGUMENTS_BYTES} bytes`);
       if (req.paths.length > MAX_PATHS) throw invalidField("paths", `has more than ${MAX_PATHS} entries`);
       const timeoutMs = durationField(req.timeout, "timeout", DEFAULT_PERMISSION_TIMEOUT_MS, MAX_PERMISSION_TIMEOUT_MS);
       const t = now();
@@ -212,13 +258,23 @@ export function createApprovalService(deps: Deps) {
           agentId: row.agentId,
           taskId: row.taskId,
           status: "pending",
-          payload: { approval_id: row.id, tool: row.tool, title: row.title, paths: row.paths, expires_at: row.expiresAt },
+          payload: {
+            approval_id: row.id,
+            tool: row.tool,
+            title: row.title,
+            paths: row.paths,
+            expires_at: row.expiresAt,
+          },
         });
       });
       return create(pb.RequestPermissionResponseSchema, { approval: approvalToPb(row) });
     },
 
-    async waitApproval(caller: Caller, req: pb.WaitApprovalRequest, signal?: AbortSignal): Promise<pb.WaitApprovalResponse> {
+    async waitApproval(
+      caller: Caller,
+      req: pb.WaitApprovalRequest,
+      signal?: AbortSignal,
+    ): Promise<pb.WaitApprovalResponse> {
       let a = await load(caller, req.approvalId);
       authorize(caller, "work", { domainId: a.domainId });
       const waitMs = durationField(req.wait, "wait", DEFAULT_WAIT_MS, MAX_WAIT_MS);
@@ -238,14 +294,22 @@ export function createApprovalService(deps: Deps) {
       const status = (wordOf(pb.ApprovalStatusSchema, req.status, "status") || undefined) as ApprovalState | undefined;
       const scope = scopeDomains(caller);
       const domainIds = req.domainId ? (scope && !scope.includes(req.domainId) ? [] : [req.domainId]) : scope;
-      const rows = await store.listApprovals({ status, domainIds, taskId: req.taskId || undefined, afterId: cursor?.id, limit: size + 1 });
+      const rows = await store.listApprovals({
+        status,
+        domainIds,
+        taskId: req.taskId || undefined,
+        afterId: cursor?.id,
+        limit: size + 1,
+      });
       // a pending approval past its time is shown as what it is
       const page = await Promise.all(rows.slice(0, size).map(expireIfDue));
       const shown = status ? page.filter((a) => a.status === status) : page;
       const more = rows.length > size;
       return create(pb.ListApprovalsResponseSchema, {
         approvals: shown.map(approvalToPb),
-        nextPageToken: more ? encodePageToken({ id: page[page.length - 1].id, at: (cursor?.at ?? 0) + page.length }) : "",
+        nextPageToken: more
+          ? encodePageToken({ id: page[page.length - 1].id, at: (cursor?.at ?? 0) + page.length })
+          : "",
       });
     },
 
@@ -260,17 +324,30 @@ export function createApprovalService(deps: Deps) {
       let optionId = req.optionId.trim();
       if (optionId) {
         if (!allows.some((o) => o.optionId === optionId)) {
-          throw invalidField("option_id", `is not one of the request's allow options (${allows.map((o) => o.optionId).join(", ") || "none"})`);
+          throw invalidField(
+            "option_id",
+            `is not one of the request's allow options (${allows.map((o) => o.optionId).join(", ") || "none"})`,
+          );
         }
       } else optionId = (allows.find((o) => o.kind === "allow_once") ?? allows[0])?.optionId ?? "";
-      return create(pb.ApproveResponseSchema, { approval: approvalToPb(await settle(a, { status: "approved", optionId, decidedBy: principalOf(caller), reason: "" })) });
+      return create(pb.ApproveResponseSchema, {
+        approval: approvalToPb(
+          await settle(a, { status: "approved", optionId, decidedBy: principalOf(caller), reason: "" }),
+        ),
+      });
     },
 
     async reject(caller: Caller, req: pb.RejectRequest): Promise<pb.RejectResponse> {
       const a = await decidable(caller, req.approvalId);
-      const optionId = (a.options.find((o) => o.kind === "reject_once") ?? a.options.find((o) => o.kind.startsWith("reject")))?.optionId ?? "";
+      const optionId =
+        (a.options.find((o) => o.kind === "reject_once") ?? a.options.find((o) => o.kind.startsWith("reject")))
+          ?.optionId ?? "";
       const reason = text("reason", req.reason, { max: 2000 });
-      return create(pb.RejectResponseSchema, { approval: approvalToPb(await settle(a, { status: "rejected", optionId, decidedBy: principalOf(caller), reason })) });
+      return create(pb.RejectResponseSchema, {
+        approval: approvalToPb(
+          await settle(a, { status: "rejected", optionId, decidedBy: principalOf(caller), reason }),
+        ),
+      });
     },
   };
 }

@@ -19,16 +19,37 @@ let hub: ReturnType<typeof createEventHub>;
 let eventId = 0;
 /** What the hub carries after a commit (here or on another replica): one matrix event. */
 const announce = (name: string, payload: Record<string, unknown>) =>
-  hub.publish([{ id: ++eventId, type: "matrix", name, domainId: "", missionId: "", agentId: "", taskId: "", sessionId: "", status: "", payload, createdAt: new Date(T0).toISOString() }]);
+  hub.publish([
+    {
+      id: ++eventId,
+      type: "matrix",
+      name,
+      domainId: "",
+      missionId: "",
+      agentId: "",
+      taskId: "",
+      sessionId: "",
+      status: "",
+      payload,
+      createdAt: new Date(T0).toISOString(),
+    },
+  ]);
 
-const code = (p: Promise<unknown>) => p.then(() => "ok", (err: unknown) => (err instanceof EpError ? err.code : String(err)));
+const code = (p: Promise<unknown>) =>
+  p.then(
+    () => "ok",
+    (err: unknown) => (err instanceof EpError ? err.code : String(err)),
+  );
 
 beforeEach(async () => {
   store = SqliteStore.open({ path: ":memory:" });
   await store.migrate();
   clock = new FakeClock(T0);
   hub = createEventHub();
-  auth = createAuth({ store, clock, hub, log: silentLogger, limits: DEFAULT_LIMITS }, { issuer: "http://tower.test", keyRotationMs: 86_400_000 });
+  auth = createAuth(
+    { store, clock, hub, log: silentLogger, limits: DEFAULT_LIMITS },
+    { issuer: "http://tower.test", keyRotationMs: 86_400_000 },
+  );
 });
 afterEach(() => store.close());
 
@@ -59,32 +80,54 @@ describe("verified-credential cache", () => {
     expect(await code(auth.authenticate(secret))).toBe("token_expired");
   });
 
-  it("a node token reuses its signature check and its node's domains; an enrolment or a domains change counts as its event arrives", async () => {
-    const ts = new Date(T0).toISOString();
-    await store.insertNode({ id: "nod_1", hostname: "h", status: "offline", lastSeenAt: ts, createdAt: ts, domains: ["*"] });
-    await store.insertDomain({ id: "dom_1", name: "d", createdAt: ts });
-    await store.insertDomain({ id: "dom_2", name: "e", createdAt: ts });
-    const jwt = await auth.signNodeToken("nod_1", "h");
-    expect((await auth.authenticate(jwt)).nodeDomains).toEqual([]);
-    const agent = { id: "agt_1", domainId: "dom_1", nodeId: "nod_1", name: "", runtime: "shell", capabilities: [], state: "idle", lastSeenAt: ts, createdAt: ts, supervised: false };
-    // written behind this replica's back with no event yet: seen within AUTH_CACHE_MS
-    await store.insertAgent(agent);
-    expect((await auth.authenticate(jwt)).nodeDomains).toEqual([]);
-    clock.advance(AUTH_CACHE_MS);
-    expect((await auth.authenticate(jwt)).nodeDomains).toEqual(["dom_1"]);
-    // the enrolment's event (this replica's commit, or another's relayed) drops the entry at once
-    await store.insertAgent({ ...agent, id: "agt_2", domainId: "dom_2" });
-    announce("agent.enrolled", { agent_id: "agt_2", node_id: "nod_1" });
-    expect((await auth.authenticate(jwt)).nodeDomains).toEqual(["dom_1", "dom_2"]);
-    // so does `ep node domains set`
-    await store.updateNode("nod_1", { domains: ["dom_2"] });
-    expect((await auth.authenticate(jwt)).nodeServes).toEqual(["*"]);
-    announce("node.domains_set", { node_id: "nod_1", from: ["*"], to: ["dom_2"] });
-    expect((await auth.authenticate(jwt)).nodeServes).toEqual(["dom_2"]);
-    // another node's event leaves this one's entry alone; a forged signature is never "cached"
-    await store.updateNode("nod_1", { domains: ["*"] });
-    announce("node.domains_set", { node_id: "nod_2", from: [], to: [] });
-    expect((await auth.authenticate(jwt)).nodeServes).toEqual(["dom_2"]);
-    expect(await code(auth.authenticate(jwt.slice(0, -4) + "AAAA"))).toBe("unauthenticated");
-  });
+  it(
+    "a node token reuses its signature check and its node's domains; " +
+      "an enrolment or a domains change counts as its event arrives",
+    async () => {
+      const ts = new Date(T0).toISOString();
+      await store.insertNode({
+        id: "nod_1",
+        hostname: "h",
+        status: "offline",
+        lastSeenAt: ts,
+        createdAt: ts,
+        domains: ["*"],
+      });
+      await store.insertDomain({ id: "dom_1", name: "d", createdAt: ts });
+      await store.insertDomain({ id: "dom_2", name: "e", createdAt: ts });
+      const jwt = await auth.signNodeToken("nod_1", "h");
+      expect((await auth.authenticate(jwt)).nodeDomains).toEqual([]);
+      const agent = {
+        id: "agt_1",
+        domainId: "dom_1",
+        nodeId: "nod_1",
+        name: "",
+        runtime: "shell",
+        capabilities: [],
+        state: "idle",
+        lastSeenAt: ts,
+        createdAt: ts,
+        supervised: false,
+      };
+      // written behind this replica's back with no event yet: seen within AUTH_CACHE_MS
+      await store.insertAgent(agent);
+      expect((await auth.authenticate(jwt)).nodeDomains).toEqual([]);
+      clock.advance(AUTH_CACHE_MS);
+      expect((await auth.authenticate(jwt)).nodeDomains).toEqual(["dom_1"]);
+      // the enrolment's event (this replica's commit, or another's relayed) drops the entry at once
+      await store.insertAgent({ ...agent, id: "agt_2", domainId: "dom_2" });
+      announce("agent.enrolled", { agent_id: "agt_2", node_id: "nod_1" });
+      expect((await auth.authenticate(jwt)).nodeDomains).toEqual(["dom_1", "dom_2"]);
+      // so does `ep node domains set`
+      await store.updateNode("nod_1", { domains: ["dom_2"] });
+      expect((await auth.authenticate(jwt)).nodeServes).toEqual(["*"]);
+      announce("node.domains_set", { node_id: "nod_1", from: ["*"], to: ["dom_2"] });
+      expect((await auth.authenticate(jwt)).nodeServes).toEqual(["dom_2"]);
+      // another node's event leaves this one's entry alone; a forged signature is never "cached"
+      await store.updateNode("nod_1", { domains: ["*"] });
+      announce("node.domains_set", { node_id: "nod_2", from: [], to: [] });
+      expect((await auth.authenticate(jwt)).nodeServes).toEqual(["dom_2"]);
+      expect(await code(auth.authenticate(jwt.slice(0, -4) + "AAAA"))).toBe("unauthenticated");
+    },
+  );
 });

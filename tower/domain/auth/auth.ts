@@ -40,7 +40,11 @@ export interface AuthOptions {
 export interface Auth {
   authenticate(bearer: string | undefined): Promise<Caller>;
   /** `tx`: the transaction to write it in (an idempotent create records its key there too) */
-  createToken(caller: Caller, input: { name: string; role: string; domainId?: string; ttlSeconds?: number }, tx?: Store): Promise<{ token: TokenRow; secret: string }>;
+  createToken(
+    caller: Caller,
+    input: { name: string; role: string; domainId?: string; ttlSeconds?: number },
+    tx?: Store,
+  ): Promise<{ token: TokenRow; secret: string }>;
   listTokens(caller: Caller): Promise<TokenRow[]>;
   revokeToken(caller: Caller, tokenId: string): Promise<TokenRow>;
   /** Signs a node identity JWT. */
@@ -51,7 +55,10 @@ export interface Auth {
   rotateSigningKey(): Promise<string>;
   /** The public key set, for anyone verifying node tokens. */
   jwks(): Promise<jose.JSONWebKeySet>;
-  createTicket(caller: Caller, input: { purpose: string; agentId?: string; ttlMs?: number }): Promise<{ ticket: string; expiresMs: number }>;
+  createTicket(
+    caller: Caller,
+    input: { purpose: string; agentId?: string; ttlMs?: number },
+  ): Promise<{ ticket: string; expiresMs: number }>;
   /**
    * Redeems a single-use ticket into the caller that created it: the same role, domain, node,
    * token and expiry, checked again against the source credential (revoked or expired: refused).
@@ -92,7 +99,14 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     const node = await store.getNode(nodeId);
     if (!node) throw new EpError("unauthenticated", `node ${nodeId} is not registered with this tower`);
     const nodeDomains = await store.nodeAgentDomains(nodeId);
-    const caller: Caller = { subject: nodeId, role: "node", via: "node", nodeId, nodeDomains, nodeServes: node.domains };
+    const caller: Caller = {
+      subject: nodeId,
+      role: "node",
+      via: "node",
+      nodeId,
+      nodeDomains,
+      nodeServes: node.domains,
+    };
     nodes.set(nodeId, caller, gen);
     return caller;
   }
@@ -118,7 +132,8 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
       throw new EpError("unauthenticated", "the token is not known to this tower");
     }
     if (row.revokedAt) throw new EpError("token_revoked", `token ${row.id} was revoked at ${row.revokedAt}`);
-    if (row.expiresAt && Date.parse(row.expiresAt) <= clock.now()) throw new EpError("token_expired", `token ${row.id} expired at ${row.expiresAt}`);
+    if (row.expiresAt && Date.parse(row.expiresAt) <= clock.now())
+      throw new EpError("token_expired", `token ${row.id} expired at ${row.expiresAt}`);
     await noteUse(row.id);
     const caller = tokenCallerOf(row);
     cache.set(hash, caller);
@@ -136,7 +151,8 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     return (await keys.owns(header?.kid)) ? verifyNodeToken(bearer) : verifyOidc(bearer);
   }
 
-  const createToken = (caller: Caller, input: TokenInput, tx?: Store) => createServiceToken(tx ?? store, clock.now(), caller, input);
+  const createToken = (caller: Caller, input: TokenInput, tx?: Store) =>
+    createServiceToken(tx ?? store, clock.now(), caller, input);
 
   return {
     async authenticate(bearer) {
@@ -181,7 +197,10 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
     bootstrapAdmin() {
       const make = async () => {
         if ((await store.getMeta("bootstrap_admin")) || (await store.listTokens()).length) return undefined;
-        const { token, secret } = await createToken({ subject: "tower", role: "admin", via: "internal" }, { name: "bootstrap-admin", role: "admin" });
+        const { token, secret } = await createToken(
+          { subject: "tower", role: "admin", via: "internal" },
+          { name: "bootstrap-admin", role: "admin" },
+        );
         await store.setMeta("bootstrap_admin", token.id);
         return secret;
       };
@@ -223,14 +242,20 @@ function createNodeCallers(deps: Deps) {
 type TokenInput = { name: string; role: string; domainId?: string; ttlSeconds?: number };
 
 /** A new service token (admin only): its row, and its secret, shown once. */
-async function createServiceToken(store: Store, now: number, caller: Caller, input: TokenInput): Promise<{ token: TokenRow; secret: string }> {
+async function createServiceToken(
+  store: Store,
+  now: number,
+  caller: Caller,
+  input: TokenInput,
+): Promise<{ token: TokenRow; secret: string }> {
   authorize(caller, "admin");
   if (!input.name?.trim()) throw invalidField("name", "is required");
   if (!ROLES.includes(input.role as Role) || input.role === "node") {
     throw invalidField("role", `must be one of admin, operator, viewer, agent (got ${JSON.stringify(input.role)})`);
   }
   if (input.role === "agent" && !input.domainId) throw invalidField("domain_id", "is required for agent tokens");
-  if (input.domainId && !(await store.getDomain(input.domainId))) throw new EpError("domain_not_found", `domain ${input.domainId} does not exist`);
+  if (input.domainId && !(await store.getDomain(input.domainId)))
+    throw new EpError("domain_not_found", `domain ${input.domainId} does not exist`);
   const ttl = input.ttlSeconds ?? 0;
   if (ttl < 0) throw invalidField("ttl_seconds", "must be zero (no expiry) or positive");
   const secret = TOKEN_PREFIX + randomBytes(24).toString("base64url");

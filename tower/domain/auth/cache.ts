@@ -1,6 +1,6 @@
 // Credentials verified lately, keyed by their hash (or, for nodes, by node id): reused for
-// AUTH_CACHE_MS without going back to the store (docs/api.md, "Authentication and roles"). A revoke or logout on this replica drops
-// the entry at once; expiry is checked on every hit.
+// AUTH_CACHE_MS without going back to the store (docs/api.md, "Authentication and roles"). A revoke or logout on this
+// replica drops the entry at once; expiry is checked on every hit.
 import type { Clock } from "../../../common/clock.js";
 import type { Caller } from "../caller.js";
 

@@ -39,7 +39,10 @@ export interface SigningKeys {
   owns(kid: string | undefined): Promise<boolean>;
 }
 
-export function createSigningKeys(deps: Deps, opts: { issuer: string; keyRotationMs: number; keyring?: () => SecretKeyring | undefined }): SigningKeys {
+export function createSigningKeys(
+  deps: Deps,
+  opts: { issuer: string; keyRotationMs: number; keyring?: () => SecretKeyring | undefined },
+): SigningKeys {
   const { store, clock } = deps;
   let keys: KeyEntry[] | undefined;
   // node JWTs whose signature was verified lately
@@ -107,9 +110,13 @@ export function createSigningKeys(deps: Deps, opts: { issuer: string; keyRotatio
     if (!key) throw new EpError("unauthenticated", "the node token was signed by a key this tower does not know");
     let payload: jose.JWTPayload;
     try {
-      ({ payload } = await jose.jwtVerify(jwt, key.publicKey, { issuer: opts.issuer, currentDate: new Date(clock.now()) }));
+      ({ payload } = await jose.jwtVerify(jwt, key.publicKey, {
+        issuer: opts.issuer,
+        currentDate: new Date(clock.now()),
+      }));
     } catch (err) {
-      if (err instanceof jose.errors.JWTExpired) throw new EpError("token_expired", "the node token has expired; register the node again");
+      if (err instanceof jose.errors.JWTExpired)
+        throw new EpError("token_expired", "the node token has expired; register the node again");
       throw new EpError("unauthenticated", "the node token failed verification");
     }
     const nodeId = payload.sub ?? "";
@@ -161,41 +168,53 @@ export function createSigningKeys(deps: Deps, opts: { issuer: string; keyRotatio
  */
 function createKeySealer(deps: Deps, keyring: (() => SecretKeyring | undefined) | undefined) {
   const { store } = deps;
-const unsealFailures = new Set<string>();
+  const unsealFailures = new Set<string>();
 
-/** The private JWK as stored: sealed under the secret-store key when there is one. */
-function seal(kid: string, jwk: string): string {
-  const ring = keyring?.();
-  if (!ring) {
-    deps.log.warn("no secret-store key: the node-token signing key is stored unencrypted until one is configured", { kid });
+  /** The private JWK as stored: sealed under the secret-store key when there is one. */
+  function seal(kid: string, jwk: string): string {
+    const ring = keyring?.();
+    if (!ring) {
+      deps.log.warn("no secret-store key: the node-token signing key is stored unencrypted until one is configured", {
+        kid,
+      });
+      return jwk;
+    }
+    return SEALED + JSON.stringify(encryptSecret(ring.current, sealName(kid), jwk));
+  }
+
+  async function unseal(kid: string, stored: string): Promise<string> {
+    const ring = keyring?.();
+    if (!stored.startsWith(SEALED)) {
+      // written before keys were sealed, or while no key was configured: seal it now
+      if (ring) await store.updateSigningKeyPrivate(kid, seal(kid, stored));
+      return stored;
+    }
+    if (!ring)
+      throw new EpError(
+        "config_invalid",
+        `signing key ${kid} is encrypted under the secret-store key, which ` +
+          `this tower does not have; set EP_SECRET_KEY or restore the key file`,
+      );
+    const cipher = JSON.parse(stored.slice(SEALED.length));
+    let jwk: string;
+    try {
+      jwk = decryptSecret(ring, sealName(kid), cipher);
+    } catch (err) {
+      const e = new EpError(
+        "config_invalid",
+        `node-token signing key ${kid} is sealed under secret-store key ${cipher.keyId}, which this tower ` +
+          `does not have (current ${ring.current.id}); start with the old key in EP_SECRET_KEY_PREVIOUS`,
+        { setting: "EP_SECRET_KEY_PREVIOUS" },
+      );
+      if (!unsealFailures.has(kid)) {
+        unsealFailures.add(kid);
+        deps.log.error(e.message, { kid, error: (err as Error).message });
+      }
+      throw e;
+    }
+    // sealed under EP_SECRET_KEY_PREVIOUS: re-seal under the current key (rotation)
+    if (cipher.keyId !== ring.current.id) await store.updateSigningKeyPrivate(kid, seal(kid, jwk));
     return jwk;
   }
-  return SEALED + JSON.stringify(encryptSecret(ring.current, sealName(kid), jwk));
-}
-
-async function unseal(kid: string, stored: string): Promise<string> {
-  const ring = keyring?.();
-  if (!stored.startsWith(SEALED)) {
-    // written before keys were sealed, or while no key was configured: seal it now
-    if (ring) await store.updateSigningKeyPrivate(kid, seal(kid, stored));
-    return stored;
-  }
-  if (!ring) throw new EpError("config_invalid", `signing key ${kid} is encrypted under the secret-store key, which this tower does not have; set EP_SECRET_KEY or restore the key file`);
-  const cipher = JSON.parse(stored.slice(SEALED.length));
-  let jwk: string;
-  try {
-    jwk = decryptSecret(ring, sealName(kid), cipher);
-  } catch (err) {
-    const e = new EpError("config_invalid", `node-token signing key ${kid} is sealed under secret-store key ${cipher.keyId}, which this tower does not have (current ${ring.current.id}); start with the old key in EP_SECRET_KEY_PREVIOUS`, { setting: "EP_SECRET_KEY_PREVIOUS" });
-    if (!unsealFailures.has(kid)) {
-      unsealFailures.add(kid);
-      deps.log.error(e.message, { kid, error: (err as Error).message });
-    }
-    throw e;
-  }
-  // sealed under EP_SECRET_KEY_PREVIOUS: re-seal under the current key (rotation)
-  if (cipher.keyId !== ring.current.id) await store.updateSigningKeyPrivate(kid, seal(kid, jwk));
-  return jwk;
-}
   return { seal, unseal };
 }

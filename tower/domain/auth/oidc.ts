@@ -36,14 +36,22 @@ export interface OidcLoginConfig {
   defaultRole?: Role;
 }
 
-/** The roles a claim may give: never node; agent only to bearer tokens (people sign in as admin, operator or viewer). */
+/**
+ * The roles a claim may give: never node; agent only to bearer tokens (people sign in as admin, operator or viewer).
+ */
 const BEARER_ROLES = ROLES.filter((r) => r !== "node");
 export const PERSON_ROLES: readonly Role[] = ["admin", "operator", "viewer"];
 
 /** The first of `allowed` the claim names (a string or a list of strings), else undefined. */
-export function claimedRole(claims: Record<string, unknown>, claimName: string, allowed: readonly Role[] = BEARER_ROLES): Role | undefined {
+export function claimedRole(
+  claims: Record<string, unknown>,
+  claimName: string,
+  allowed: readonly Role[] = BEARER_ROLES,
+): Role | undefined {
   const claim = claims[claimName];
-  return (Array.isArray(claim) ? claim : [claim]).find((r): r is Role => typeof r === "string" && allowed.includes(r as Role));
+  return (Array.isArray(claim) ? claim : [claim]).find(
+    (r): r is Role => typeof r === "string" && allowed.includes(r as Role),
+  );
 }
 
 export function createOidcVerifier(cfg: OidcConfig | undefined, clock: Clock): (jwt: string) => Promise<Caller> {
@@ -67,10 +75,15 @@ export function createOidcVerifier(cfg: OidcConfig | undefined, clock: Clock): (
     if (!cfg) throw new EpError("unauthenticated", "the token is not known to this tower (OIDC is not configured)");
     let payload: jose.JWTPayload;
     try {
-      ({ payload } = await jose.jwtVerify(jwt, await keySet(cfg), { issuer: cfg.issuer, audience: cfg.audience, currentDate: new Date(clock.now()) }));
+      ({ payload } = await jose.jwtVerify(jwt, await keySet(cfg), {
+        issuer: cfg.issuer,
+        audience: cfg.audience,
+        currentDate: new Date(clock.now()),
+      }));
     } catch (err) {
       if (err instanceof EpError) throw err;
-      if (err instanceof jose.errors.JWTExpired) throw new EpError("token_expired", "the OIDC token has expired; sign in again");
+      if (err instanceof jose.errors.JWTExpired)
+        throw new EpError("token_expired", "the OIDC token has expired; sign in again");
       throw new EpError("unauthenticated", `the OIDC token failed verification: ${(err as Error).message}`);
     }
     const claimed = claimedRole(payload, cfg.roleClaim);

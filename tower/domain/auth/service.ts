@@ -18,9 +18,25 @@ export function createAuthService(auth: Auth, deps: Deps, keyring: () => SecretK
   return {
     async createToken(caller: Caller, req: pb.CreateTokenRequest): Promise<pb.CreateTokenResponse> {
       if (req.ttlSeconds < 0n) throw invalidField("ttl_seconds", "must be zero (no expiry) or positive");
-      const call = { caller, method: "AuthService.CreateToken", input: pb.CreateTokenRequestSchema, request: req, output: pb.CreateTokenResponseSchema, sealer: () => tokenSealer(keyring()) };
+      const call = {
+        caller,
+        method: "AuthService.CreateToken",
+        input: pb.CreateTokenRequestSchema,
+        request: req,
+        output: pb.CreateTokenResponseSchema,
+        sealer: () => tokenSealer(keyring()),
+      };
       return idempotent(call, async (tx) => {
-        const { token, secret } = await auth.createToken(caller, { name: req.name, role: wordOf(RoleSchema, req.role, "role"), domainId: req.domainId, ttlSeconds: Number(req.ttlSeconds) }, tx);
+        const { token, secret } = await auth.createToken(
+          caller,
+          {
+            name: req.name,
+            role: wordOf(RoleSchema, req.role, "role"),
+            domainId: req.domainId,
+            ttlSeconds: Number(req.ttlSeconds),
+          },
+          tx,
+        );
         return create(pb.CreateTokenResponseSchema, { token: tokenMsg(token), secret });
       });
     },
@@ -34,7 +50,12 @@ export function createAuthService(auth: Auth, deps: Deps, keyring: () => SecretK
     },
     async whoAmI(caller: Caller, _req: pb.WhoAmIRequest): Promise<pb.WhoAmIResponse> {
       authorize(caller, "read");
-      return create(pb.WhoAmIResponseSchema, { subject: caller.subject, role: roleOf(caller.role), domainId: caller.domainId ?? "", tokenId: caller.tokenId ?? "" });
+      return create(pb.WhoAmIResponseSchema, {
+        subject: caller.subject,
+        role: roleOf(caller.role),
+        domainId: caller.domainId ?? "",
+        tokenId: caller.tokenId ?? "",
+      });
     },
     async createTicket(caller: Caller, req: pb.CreateTicketRequest): Promise<pb.CreateTicketResponse> {
       authorize(caller, "read");
@@ -46,7 +67,9 @@ export function createAuthService(auth: Auth, deps: Deps, keyring: () => SecretK
 
 const SEALED_ANSWER = "ep-idempotent-answer/AuthService.CreateToken";
 
-/** A new token's answer holds its secret: stored for a replay only sealed under the secret-store key (none without one). */
+/**
+ * A new token's answer holds its secret: stored for a replay only sealed under the secret-store key (none without one).
+ */
 function tokenSealer(ring: SecretKeyring | undefined): AnswerSealer | undefined {
   if (!ring) return undefined;
   return {

@@ -81,9 +81,18 @@ export function createTicketAuth({ store, clock, cache, nodeCaller, oidcSessions
   /** The caller of a token, by id: the source of a ticket or session, checked on every use. */
   async function tokenCaller(tokenId: string): Promise<Caller> {
     const row = await store.getToken(tokenId);
-    if (!row) throw new EpError("unauthenticated", `token ${tokenId}, which this credential came from, no longer exists`);
-    if (row.revokedAt) throw new EpError("token_revoked", `token ${row.id}, which this credential came from, was revoked at ${row.revokedAt}`);
-    if (row.expiresAt && Date.parse(row.expiresAt) <= clock.now()) throw new EpError("token_expired", `token ${row.id}, which this credential came from, expired at ${row.expiresAt}`);
+    if (!row)
+      throw new EpError("unauthenticated", `token ${tokenId}, which this credential came from, no longer exists`);
+    if (row.revokedAt)
+      throw new EpError(
+        "token_revoked",
+        `token ${row.id}, which this credential came from, was revoked at ${row.revokedAt}`,
+      );
+    if (row.expiresAt && Date.parse(row.expiresAt) <= clock.now())
+      throw new EpError(
+        "token_expired",
+        `token ${row.id}, which this credential came from, expired at ${row.expiresAt}`,
+      );
     return tokenCallerOf(row);
   }
 
@@ -94,22 +103,55 @@ export function createTicketAuth({ store, clock, cache, nodeCaller, oidcSessions
     else if (scope.nodeId) source = await nodeCaller(scope.nodeId);
     else {
       // OIDC (or a ticket from before scopes were kept): what was stored, until it expires
-      if (scope.expiresMs !== undefined && scope.expiresMs <= clock.now()) throw new EpError("token_expired", "the credential this came from has expired; sign in again");
-      source = { subject: row.subject, principal: scope.principal ?? row.subject, name: scope.name, role: row.role as Role, via: scope.via, domainId: scope.domainId, expiresMs: scope.expiresMs };
+      if (scope.expiresMs !== undefined && scope.expiresMs <= clock.now())
+        throw new EpError("token_expired", "the credential this came from has expired; sign in again");
+      source = {
+        subject: row.subject,
+        principal: scope.principal ?? row.subject,
+        name: scope.name,
+        role: row.role as Role,
+        via: scope.via,
+        domainId: scope.domainId,
+        expiresMs: scope.expiresMs,
+      };
     }
     const expiresMs = Math.min(source.expiresMs ?? Infinity, row.purpose === "console" ? row.expiresMs : Infinity);
-    const caller: Caller = { ...source, principal: source.principal ?? row.subject, expiresMs: Number.isFinite(expiresMs) ? expiresMs : undefined, oidc: scope.oidc };
+    const caller: Caller = {
+      ...source,
+      principal: source.principal ?? row.subject,
+      expiresMs: Number.isFinite(expiresMs) ? expiresMs : undefined,
+      oidc: scope.oidc,
+    };
     if (scope.oidc) {
-      // made from an identity provider's sign-in (a session, or a ticket a session asked for): it stands while the provider does
-      if (!oidcSessions) throw new EpError("unauthenticated", "this credential came from an identity provider this tower no longer signs in with; sign in again");
+      // made from an identity provider's sign-in (a session, or a ticket a session asked for): it stands while the
+      // provider does
+      if (!oidcSessions)
+        throw new EpError(
+          "unauthenticated",
+          "this credential came from an identity provider this tower no longer signs in with; sign in again",
+        );
       await oidcSessions.check(scope.oidc, caller);
     }
     return caller;
   }
 
   /** Stores a derived credential (its hash) for `caller` with the caller's scope. */
-  async function store_(secret: string, purpose: string, caller: Caller, expiresMs: number, agentId = ""): Promise<void> {
-    await store.insertTicket({ hash: hashSecret(secret), purpose, subject: principalOf(caller), role: caller.role, agentId, expiresMs, scope: JSON.stringify(scopeOf(caller)) });
+  async function store_(
+    secret: string,
+    purpose: string,
+    caller: Caller,
+    expiresMs: number,
+    agentId = "",
+  ): Promise<void> {
+    await store.insertTicket({
+      hash: hashSecret(secret),
+      purpose,
+      subject: principalOf(caller),
+      role: caller.role,
+      agentId,
+      expiresMs,
+      scope: JSON.stringify(scopeOf(caller)),
+    });
   }
 
   async function endByHash(hash: string): Promise<void> {
@@ -123,7 +165,11 @@ export function createTicketAuth({ store, clock, cache, nodeCaller, oidcSessions
       const hit = cache.get(hash);
       if (hit) return hit;
       const row = await store.findTicket(hash, clock.now());
-      if (!row || row.purpose !== "console") throw new EpError("unauthenticated", "the console session has ended (logged out, expired or unknown); sign in again");
+      if (!row || row.purpose !== "console")
+        throw new EpError(
+          "unauthenticated",
+          "the console session has ended (logged out, expired or unknown); sign in again",
+        );
       let source: Caller;
       try {
         source = await callerOf(row);
@@ -139,10 +185,15 @@ export function createTicketAuth({ store, clock, cache, nodeCaller, oidcSessions
 
     async createTicket(caller: Caller, input: { purpose: string; agentId?: string; ttlMs?: number }) {
       if (!TICKET_PURPOSES.includes(input.purpose)) throw invalidField("purpose", "must be attach, login or events");
-      if (input.purpose === "login" && caller.role === "node") throw new EpError("forbidden", "a node token cannot open a console session");
+      if (input.purpose === "login" && caller.role === "node")
+        throw new EpError("forbidden", "a node token cannot open a console session");
       const now = clock.now();
       // a ticket never outlives the credential that made it
-      const ttlMs = Math.min(input.ttlMs ?? (input.purpose === "login" ? LOGIN_TTL_MS : SOCKET_TTL_MS), LOGIN_TTL_MS, (caller.expiresMs ?? Infinity) - now);
+      const ttlMs = Math.min(
+        input.ttlMs ?? (input.purpose === "login" ? LOGIN_TTL_MS : SOCKET_TTL_MS),
+        LOGIN_TTL_MS,
+        (caller.expiresMs ?? Infinity) - now,
+      );
       if (ttlMs <= 0) throw new EpError("token_expired", "the credential has expired; a ticket cannot outlive it");
       const ticket = "tkt_" + randomBytes(24).toString("base64url");
       const expiresMs = now + ttlMs;
@@ -152,7 +203,8 @@ export function createTicketAuth({ store, clock, cache, nodeCaller, oidcSessions
 
     async redeemTicket(ticket: string, purpose: string) {
       const row = await store.consumeTicket(hashSecret(ticket), clock.now());
-      if (!row || row.purpose !== purpose) throw new EpError("unauthenticated", "the ticket is unknown, used or expired; ask for a new one");
+      if (!row || row.purpose !== purpose)
+        throw new EpError("unauthenticated", "the ticket is unknown, used or expired; ask for a new one");
       return { ...(await callerOf(row)), via: "ticket" as const, agentId: row.agentId };
     },
 

@@ -24,7 +24,7 @@ export interface DeliveryContext {
 }
 
 export function deliverLive(ctx: DeliveryContext, frames: readonly StreamFrame[]): void {
-const { live, limiter, opts } = ctx;
+  const { live, limiter, opts } = ctx;
   const first = frames[0].id;
   const last = frames[frames.length - 1].id;
   // several events for the usual unfiltered subscriber: one buffer, one write per socket
@@ -47,7 +47,9 @@ const { live, limiter, opts } = ctx;
       ctx.cutOff();
       ctx.finish(sub, {
         code: "slow_consumer",
-        message: `the client fell more than ${opts.maxBufferedBytes} bytes behind; reconnect with Last-Event-ID to resume`,
+        message:
+          `the client fell more than ${opts.maxBufferedBytes} ` +
+          `bytes behind; reconnect with Last-Event-ID to resume`,
         last_event_id: sub.cursor,
       });
     }
@@ -56,7 +58,7 @@ const { live, limiter, opts } = ctx;
 
 /** Replays from the store, then from the ring, then joins the live set. */
 export async function replay(ctx: DeliveryContext, sub: Sub): Promise<void> {
-const { feed, limiter, opts, store, live } = ctx;
+  const { feed, limiter, opts, store, live } = ctx;
   const q = sub.admission.query;
   try {
     await feed.ready;
@@ -91,6 +93,10 @@ const { feed, limiter, opts, store, live } = ctx;
     }
   } catch (err) {
     ctx.log.warn("event stream replay failed", { error: (err as Error).message });
-    ctx.finish(sub, { code: "internal", message: "the tower could not read the event log; reconnect to resume", last_event_id: sub.cursor });
+    ctx.finish(sub, {
+      code: "internal",
+      message: "the tower could not read the event log; reconnect to resume",
+      last_event_id: sub.cursor,
+    });
   }
 }

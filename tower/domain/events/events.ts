@@ -13,10 +13,16 @@ import { EVENT_TYPES } from "./params.js";
 import type { EventStream, StreamEnd, StreamSink } from "./types.js";
 import { timestampOf } from "../../../common/vocab.js";
 
-export function eventQuery(caller: Caller, afterId: bigint | number, filter: pb.EventFilter | undefined, limit?: number): EventQuery {
+export function eventQuery(
+  caller: Caller,
+  afterId: bigint | number,
+  filter: pb.EventFilter | undefined,
+  limit?: number,
+): EventQuery {
   const types = filter?.types ?? [];
   types.forEach((t, i) => {
-    if (!EVENT_TYPES.includes(t as (typeof EVENT_TYPES)[number])) throw invalidField(`filter.types[${i}]`, `must be one of ${EVENT_TYPES.join(", ")}`);
+    if (!EVENT_TYPES.includes(t as (typeof EVENT_TYPES)[number]))
+      throw invalidField(`filter.types[${i}]`, `must be one of ${EVENT_TYPES.join(", ")}`);
   });
   const domainId = filter?.domainId || undefined;
   if (domainId) authorize(caller, "read", { domainId });
@@ -39,19 +45,34 @@ export function eventQuery(caller: Caller, afterId: bigint | number, filter: pb.
 const CONNECT_QUEUE_BYTES = 1024 * 1024;
 
 function endError(why: StreamEnd): EpError {
-  if (why.code === "token_revoked" || why.code === "token_expired" || why.code === "unauthenticated") return new EpError(why.code, why.message);
-  return new EpError("unavailable", `${why.message} (${why.code}; resume with after_id=${why.last_event_id})`, { reason: why.code, last_event_id: why.last_event_id });
+  if (why.code === "token_revoked" || why.code === "token_expired" || why.code === "unauthenticated")
+    return new EpError(why.code, why.message);
+  return new EpError("unavailable", `${why.message} (${why.code}; resume with after_id=${why.last_event_id})`, {
+    reason: why.code,
+    last_event_id: why.last_event_id,
+  });
 }
 
 export function createEventService(deps: Deps, stream?: EventStream) {
   return {
     /** The feed as a Connect server-stream; after_id 0 starts at the newest event. */
-    async *streamEvents(caller: Caller, req: pb.StreamEventsRequest, signal: AbortSignal): AsyncGenerator<pb.StreamEventsResponse> {
+    async *streamEvents(
+      caller: Caller,
+      req: pb.StreamEventsRequest,
+      signal: AbortSignal,
+    ): AsyncGenerator<pb.StreamEventsResponse> {
       if (!stream) throw new EpError("unavailable", "the event stream is not running on this tower");
       const filter = req.filter;
       const admission = await stream.admit(caller, {
         afterId: req.afterId > 0n ? Number(req.afterId) : undefined,
-        filter: { types: filter?.types, domainId: filter?.domainId, missionId: filter?.missionId, agentId: filter?.agentId, sessionId: filter?.sessionId, taskId: filter?.taskId },
+        filter: {
+          types: filter?.types,
+          domainId: filter?.domainId,
+          missionId: filter?.missionId,
+          agentId: filter?.agentId,
+          sessionId: filter?.sessionId,
+          taskId: filter?.taskId,
+        },
       });
       const queue: { frame: StreamFrame; rateLimit: RateLimitInfo | undefined }[] = [];
       let bytes = 0;
@@ -94,7 +115,11 @@ export function createEventService(deps: Deps, stream?: EventStream) {
             }
             const event = eventMsg(item.frame.row);
             if (item.rateLimit) {
-              event.rateLimit = create(RateLimitSchema, { limit: item.rateLimit.limit, remaining: item.rateLimit.remaining, resetAt: timestampOf(item.rateLimit.reset_at) });
+              event.rateLimit = create(RateLimitSchema, {
+                limit: item.rateLimit.limit,
+                remaining: item.rateLimit.remaining,
+                resetAt: timestampOf(item.rateLimit.reset_at),
+              });
             }
             yield create(pb.StreamEventsResponseSchema, { event });
             continue;
@@ -110,7 +135,6 @@ export function createEventService(deps: Deps, stream?: EventStream) {
         sub.close();
       }
     },
-
 
     async listEvents(caller: Caller, req: pb.ListEventsRequest): Promise<pb.ListEventsResponse> {
       if (req.limit < 0 || req.limit > 10_000) throw invalidField("limit", "must be between 0 and 10000");

@@ -59,12 +59,16 @@ export function createStreamRateLimiter(opts: { limit: number; windowMs?: number
       if (b.tokens < 1) {
         const waitMs = Math.ceil((1 - b.tokens) * perTokenMs);
         const resetAt = iso(now + waitMs);
-        throw new EpError("rate_limited", `too many stream connections for this token: at most ${limit} per minute; retry after ${resetAt}`, {
-          limit,
-          remaining: 0,
-          reset_at: resetAt,
-          retry_after_s: Math.max(1, Math.ceil(waitMs / 1000)),
-        });
+        throw new EpError(
+          "rate_limited",
+          `too many stream connections for this token: at most ${limit} per minute; retry after ${resetAt}`,
+          {
+            limit,
+            remaining: 0,
+            reset_at: resetAt,
+            retry_after_s: Math.max(1, Math.ceil(waitMs / 1000)),
+          },
+        );
       }
       b.tokens -= 1;
       const remaining = Math.floor(b.tokens);

@@ -25,12 +25,25 @@ const ID_RE = /^\d{1,16}$/;
 /** Parses an event id sent by a client (Last-Event-ID header or last_event_id parameter). */
 export function parseEventId(raw: string, field: string): number {
   const s = raw.trim();
-  if (!ID_RE.test(s)) throw invalidField(field, `must be a non-negative integer event id (got ${JSON.stringify(raw.slice(0, 40))})`);
-  if (!Number.isSafeInteger(Number(s))) throw invalidField(field, `is larger than any event id this tower can hold (at most ${Number.MAX_SAFE_INTEGER}; got ${s.slice(0, 40)})`);
+  if (!ID_RE.test(s))
+    throw invalidField(field, `must be a non-negative integer event id (got ${JSON.stringify(raw.slice(0, 40))})`);
+  if (!Number.isSafeInteger(Number(s)))
+    throw invalidField(
+      field,
+      `is larger than any event id this tower can hold (at most ${Number.MAX_SAFE_INTEGER}; got ${s.slice(0, 40)})`,
+    );
   return Number(s);
 }
 
-const FILTER_PARAMS = new Set(["type", "domain_id", "mission_id", "agent_id", "session_id", "task_id", "last_event_id"]);
+const FILTER_PARAMS = new Set([
+  "type",
+  "domain_id",
+  "mission_id",
+  "agent_id",
+  "session_id",
+  "task_id",
+  "last_event_id",
+]);
 
 /**
  * Reads the stream's query parameters and Last-Event-ID header, naming the field at fault.
@@ -44,7 +57,11 @@ export function parseStreamParams(
 ): StreamRequest {
   for (const key of Object.keys(query)) {
     if (!FILTER_PARAMS.has(key) && !extraParams.includes(key)) {
-      throw new EpError("invalid_argument", `${key}: unknown parameter; use type, domain_id, mission_id, agent_id, session_id, task_id or last_event_id`, { field: key });
+      throw new EpError(
+        "invalid_argument",
+        `${key}: unknown parameter; use type, domain_id, mission_id, agent_id, session_id, task_id or last_event_id`,
+        { field: key },
+      );
     }
   }
   const one = (key: string): string | undefined => {
@@ -56,12 +73,14 @@ export function parseStreamParams(
     }
     return String(v);
   };
-  const rawTypes = query.type === undefined ? [] : Array.isArray(query.type) ? query.type.map(String) : [String(query.type)];
+  const rawTypes =
+    query.type === undefined ? [] : Array.isArray(query.type) ? query.type.map(String) : [String(query.type)];
   const types: string[] = [];
   for (const part of rawTypes.flatMap((t) => t.split(","))) {
     const t = part.trim();
     if (!t) continue;
-    if (!EVENT_TYPES.includes(t as (typeof EVENT_TYPES)[number])) throw invalidField("type", `must be one of ${EVENT_TYPES.join(", ")} (got ${JSON.stringify(t.slice(0, 40))})`);
+    if (!EVENT_TYPES.includes(t as (typeof EVENT_TYPES)[number]))
+      throw invalidField("type", `must be one of ${EVENT_TYPES.join(", ")} (got ${JSON.stringify(t.slice(0, 40))})`);
     if (!types.includes(t)) types.push(t);
   }
   if (rawTypes.length && !types.length) throw invalidField("type", "is empty");
@@ -75,7 +94,8 @@ export function parseStreamParams(
   ] as const) {
     const v = one(key);
     if (v === undefined) continue;
-    if (!/^[\w.:-]{1,128}$/.test(v)) throw invalidField(key, `is not a valid id (got ${JSON.stringify(v.slice(0, 40))})`);
+    if (!/^[\w.:-]{1,128}$/.test(v))
+      throw invalidField(key, `is not a valid id (got ${JSON.stringify(v.slice(0, 40))})`);
     filter[prop] = v;
   }
   let afterId: number | undefined;

@@ -107,53 +107,59 @@ describe("event stream live delivery", () => {
     }
   });
 
-  it("on PostgreSQL, holds events that committed before a lower id until it arrives, or until the store settles the gap", async () => {
-    const inner = await openStore(":memory:");
-    // a PostgreSQL-like store: ids above `final` are still being written as far as readers go
-    let final = 0;
-    let answers = 0; // how many times the stream asked the store for events (and had its answer)
-    store = new Proxy(inner, {
-      get(target, key) {
-        if (key === "dialect") return "postgres";
-        if (key === "listEvents") return async (q: Parameters<Store["listEvents"]>[0]) => ((answers++, await target.listEvents(q)).filter((e) => e.id <= final));
-        if (key === "lastEventId") return async () => Math.min(final, await target.lastEventId());
-        const v = Reflect.get(target, key) as unknown;
-        return typeof v === "function" ? v.bind(target) : v;
-      },
-    });
-    const clock = new FakeClock();
-    const hub = createEventHub();
-    stream = createEventStream({ store, hub, clock, log: silentLogger }, { rateLimit: 1000, gapWaitMs: 20 });
-    await stream.ready;
-    const sub = recorder(true);
-    stream.attach(await stream.admit(admin, { filter: {} }), sub.sink);
-    await waitFor(() => stream.stats().live === 1);
-    const ids = () => [...sub.bytes().matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
-    const rows = await inner.appendEvents(
-      Array.from({ length: 5 }, (_, i) => ({ type: "matrix" as const, name: "t.tick", payload: { i } })),
-      new Date(clock.now()).toISOString(),
-    );
+  it(
+    "on PostgreSQL, holds events that committed before a lower " +
+      "id until it arrives, or until the store settles the gap",
+    async () => {
+      const inner = await openStore(":memory:");
+      // a PostgreSQL-like store: ids above `final` are still being written as far as readers go
+      let final = 0;
+      let answers = 0; // how many times the stream asked the store for events (and had its answer)
+      store = new Proxy(inner, {
+        get(target, key) {
+          if (key === "dialect") return "postgres";
+          if (key === "listEvents")
+            return async (q: Parameters<Store["listEvents"]>[0]) =>
+              (answers++, await target.listEvents(q)).filter((e) => e.id <= final);
+          if (key === "lastEventId") return async () => Math.min(final, await target.lastEventId());
+          const v = Reflect.get(target, key) as unknown;
+          return typeof v === "function" ? v.bind(target) : v;
+        },
+      });
+      const clock = new FakeClock();
+      const hub = createEventHub();
+      stream = createEventStream({ store, hub, clock, log: silentLogger }, { rateLimit: 1000, gapWaitMs: 20 });
+      await stream.ready;
+      const sub = recorder(true);
+      stream.attach(await stream.admit(admin, { filter: {} }), sub.sink);
+      await waitFor(() => stream.stats().live === 1);
+      const ids = () => [...sub.bytes().matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+      const rows = await inner.appendEvents(
+        Array.from({ length: 5 }, (_, i) => ({ type: "matrix" as const, name: "t.tick", payload: { i } })),
+        new Date(clock.now()).toISOString(),
+      );
 
-    // 2 and 3 commit before 1: they wait for it, then all three go out in order
-    hub.publish([rows[1]]);
-    hub.publish([rows[2]]);
-    expect(ids()).toEqual([]);
-    hub.publish([rows[0]]);
-    expect(ids()).toEqual([1, 2, 3]);
+      // 2 and 3 commit before 1: they wait for it, then all three go out in order
+      hub.publish([rows[1]]);
+      hub.publish([rows[2]]);
+      expect(ids()).toEqual([]);
+      hub.publish([rows[0]]);
+      expect(ids()).toEqual([1, 2, 3]);
 
-    // 5 commits here, 4 is still being written (elsewhere): nothing, even after the store is asked
-    final = 3;
-    hub.publish([rows[4]]);
-    const asked = answers;
-    clock.advance(20);
-    await waitFor(() => answers > asked);
-    await new Promise((r) => setImmediate(r)); // the stream has handled the answer
-    expect(ids()).toEqual([1, 2, 3]);
-    // 4 committed on another replica (never published here): the next look at the store settles it
-    final = 5;
-    clock.advance(40);
-    await waitFor(() => ids().length === 5);
-    expect(ids()).toEqual([1, 2, 3, 4, 5]);
-    expect(stream.head).toBe(5);
-  });
+      // 5 commits here, 4 is still being written (elsewhere): nothing, even after the store is asked
+      final = 3;
+      hub.publish([rows[4]]);
+      const asked = answers;
+      clock.advance(20);
+      await waitFor(() => answers > asked);
+      await new Promise((r) => setImmediate(r)); // the stream has handled the answer
+      expect(ids()).toEqual([1, 2, 3]);
+      // 4 committed on another replica (never published here): the next look at the store settles it
+      final = 5;
+      clock.advance(40);
+      await waitFor(() => ids().length === 5);
+      expect(ids()).toEqual([1, 2, 3, 4, 5]);
+      expect(stream.head).toBe(5);
+    },
+  );
 });

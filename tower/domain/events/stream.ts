@@ -8,7 +8,7 @@ import type { Clock } from "../../../common/clock.js";
 import { EpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
 import type { EventQuery, Store } from "../../store/store.js";
-import { type Caller } from "../caller.js";
+import type { Caller } from "../caller.js";
 import type { EventHub } from "../event-hub.js";
 import type { OidcSessionCheck } from "../oidc-login/types.js";
 import { createStreamRateLimiter, type StreamRateLimiter } from "./limiter.js";
@@ -17,13 +17,21 @@ import { eventQuery } from "./events.js";
 export type { RateLimitInfo } from "./limiter.js";
 export { chunkOf, frameOf, withRateLimit, type FrameBatch, type StreamFrame } from "./frames.js";
 export { parseEventId, parseStreamParams, type StreamFilterInput, type StreamRequest } from "./params.js";
-import { type StreamFrame } from "./frames.js";
+import type { StreamFrame } from "./frames.js";
 import { EventFeed } from "./feed.js";
 import { deliverLive, replay, type DeliveryContext } from "./delivery.js";
 import { matchesAll, type StreamRequest } from "./params.js";
 
 export * from "./types.js";
-import { DEFAULT_STREAM_OPTIONS, type Admission, type EventStream, type EventStreamOptions, type StreamEnd, type StreamSink, type Sub } from "./types.js";
+import {
+  DEFAULT_STREAM_OPTIONS,
+  type Admission,
+  type EventStream,
+  type EventStreamOptions,
+  type StreamEnd,
+  type StreamSink,
+  type Sub,
+} from "./types.js";
 
 /** Keys a caller for rate limiting and credential checks: the token when there is one. */
 export function callerKey(caller: Caller): string {
@@ -106,7 +114,13 @@ export function createEventStream(
       // refuse it, saying where the log ends (the store decides: another replica may be ahead)
       if (req.afterId !== undefined && req.afterId > feed.head) {
         const last = await store.lastEventId();
-        if (req.afterId > last) throw new EpError("invalid_argument", `last event id ${req.afterId} is past the newest event (${last}); resume from ${last} or omit it to start at the head`, { field: "last_event_id", last_event_id: last });
+        if (req.afterId > last)
+          throw new EpError(
+            "invalid_argument",
+            `last event id ${req.afterId} is past the newest event ` +
+              `(${last}); resume from ${last} or omit it to start at the head`,
+            { field: "last_event_id", last_event_id: last },
+          );
       }
       const { bucket, info } = limiter.take(callerKey(caller));
       return { caller, query, afterId: req.afterId ?? feed.head, bucket, rateLimit: info };
@@ -152,15 +166,22 @@ export function createEventStream(
 }
 
 /** Why a caller's credential no longer admits a stream (undefined while it does). */
-export async function credentialProblemOf(store: Store, now: number, caller: Caller, oidcSessions?: OidcSessionCheck): Promise<StreamEnd | undefined> {
+export async function credentialProblemOf(
+  store: Store,
+  now: number,
+  caller: Caller,
+  oidcSessions?: OidcSessionCheck,
+): Promise<StreamEnd | undefined> {
   if (caller.expiresMs !== undefined && caller.expiresMs <= now) {
     return { code: "token_expired", message: "the credential expired; reconnect with a current one", last_event_id: 0 };
   }
   if (caller.tokenId) {
     const row = await store.getToken(caller.tokenId);
     if (!row) return { code: "unauthenticated", message: "the token no longer exists", last_event_id: 0 };
-    if (row.revokedAt) return { code: "token_revoked", message: `token ${row.id} was revoked at ${row.revokedAt}`, last_event_id: 0 };
-    if (row.expiresAt && Date.parse(row.expiresAt) <= now) return { code: "token_expired", message: `token ${row.id} expired at ${row.expiresAt}`, last_event_id: 0 };
+    if (row.revokedAt)
+      return { code: "token_revoked", message: `token ${row.id} was revoked at ${row.revokedAt}`, last_event_id: 0 };
+    if (row.expiresAt && Date.parse(row.expiresAt) <= now)
+      return { code: "token_expired", message: `token ${row.id} expired at ${row.expiresAt}`, last_event_id: 0 };
   }
   if (caller.sessionHash && !(await store.findTicket(caller.sessionHash, now))) {
     return { code: "unauthenticated", message: "the console session has ended; sign in again", last_event_id: 0 };
@@ -170,7 +191,8 @@ export async function credentialProblemOf(store: Store, now: number, caller: Cal
     try {
       await oidcSessions.check(caller.oidc, caller);
     } catch (err) {
-      if (err instanceof EpError && err.code === "unauthenticated") return { code: "unauthenticated", message: err.message, last_event_id: 0 };
+      if (err instanceof EpError && err.code === "unauthenticated")
+        return { code: "unauthenticated", message: err.message, last_event_id: 0 };
       throw err;
     }
   }
@@ -187,7 +209,11 @@ function every(clock: Clock, ms: number, fn: () => void): () => void {
 }
 
 /** Checks each caller's credential once for all its streams; ends the streams of a caller it no longer admits. */
-async function recheckCredentials(subs: Iterable<Sub>, problemOf: (caller: Caller) => Promise<StreamEnd | undefined>, finish: (sub: Sub, why: StreamEnd) => void): Promise<void> {
+async function recheckCredentials(
+  subs: Iterable<Sub>,
+  problemOf: (caller: Caller) => Promise<StreamEnd | undefined>,
+  finish: (sub: Sub, why: StreamEnd) => void,
+): Promise<void> {
   const byKey = new Map<string, Sub[]>();
   for (const s of subs) {
     const k = callerKey(s.admission.caller);
@@ -202,7 +228,12 @@ async function recheckCredentials(subs: Iterable<Sub>, problemOf: (caller: Calle
 }
 
 /** A subscriber at its admission's resume point, ended by `finish` when its credential expires. */
-function newSub(admission: Admission, sink: StreamSink, clock: Clock, finish: (sub: Sub, why: StreamEnd | undefined) => void): Sub {
+function newSub(
+  admission: Admission,
+  sink: StreamSink,
+  clock: Clock,
+  finish: (sub: Sub, why: StreamEnd | undefined) => void,
+): Sub {
   const sub: Sub = {
     cursor: admission.afterId,
     live: false,
@@ -215,7 +246,12 @@ function newSub(admission: Admission, sink: StreamSink, clock: Clock, finish: (s
   const exp = admission.caller.expiresMs;
   if (exp !== undefined && exp - clock.now() < MAX_TIMER_MS) {
     sub.expiryTimer = clock.setTimeout(
-      () => finish(sub, { code: "token_expired", message: "the credential expired; reconnect with a current one", last_event_id: sub.cursor }),
+      () =>
+        finish(sub, {
+          code: "token_expired",
+          message: "the credential expired; reconnect with a current one",
+          last_event_id: sub.cursor,
+        }),
       Math.max(0, exp - clock.now()),
     );
   }
@@ -236,7 +272,14 @@ function streamQuery(caller: Caller, req: StreamRequest): EventQuery {
 
 /** The error that refuses a stream to a caller whose credential has a problem. */
 function refusal(problem: StreamEnd): EpError {
-  return new EpError(problem.code === "token_revoked" ? "token_revoked" : problem.code === "token_expired" ? "token_expired" : "unauthenticated", problem.message);
+  return new EpError(
+    problem.code === "token_revoked"
+      ? "token_revoked"
+      : problem.code === "token_expired"
+        ? "token_expired"
+        : "unauthenticated",
+    problem.message,
+  );
 }
 
 /** Retention: drops every event but the newest `retention` (0 keeps all); answers how many went. */

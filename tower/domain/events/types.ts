@@ -7,7 +7,13 @@ import type { Bucket, RateLimitInfo } from "./limiter.js";
 import type { FrameBatch, StreamFrame } from "./frames.js";
 import type { StreamRequest } from "./params.js";
 
-export type StreamEndCode = "slow_consumer" | "token_revoked" | "token_expired" | "unauthenticated" | "shutting_down" | "internal";
+export type StreamEndCode =
+  | "slow_consumer"
+  | "token_revoked"
+  | "token_expired"
+  | "unauthenticated"
+  | "shutting_down"
+  | "internal";
 
 /** Why a stream ended, sent to the client as the last message. */
 export interface StreamEnd {

@@ -4,7 +4,6 @@
 // current link's attach secret. The WebSocket edge (edges/attach/attach-ws.ts) only moves bytes.
 import type { LinkCommand } from "./types.js";
 import { createHmac, timingSafeEqual } from "node:crypto";
-import type { JsonObject } from "@bufbuild/protobuf";
 import { EpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
 import type { AgentRow, Store } from "../../store/store.js";
@@ -70,36 +69,62 @@ export function createAttachAdmission(deps: { auth: Auth; store: Store; relay: A
       let agentId = r.agentId;
       if (r.ticket) {
         const redeemed = await auth.redeemTicket(r.ticket, "attach");
-        if (redeemed.agentId && agentId && redeemed.agentId !== agentId) throw new EpError("forbidden", `the ticket was issued for agent ${redeemed.agentId}, not ${agentId}`);
+        if (redeemed.agentId && agentId && redeemed.agentId !== agentId)
+          throw new EpError("forbidden", `the ticket was issued for agent ${redeemed.agentId}, not ${agentId}`);
         agentId = redeemed.agentId || agentId;
         caller = redeemed;
       } else {
         caller = await auth.authenticate(r.credential());
       }
-      if (!agentId) throw new EpError("invalid_argument", "say which agent: a ticket created with agent_id, or ?agent_id=", { field: "agent_id" });
-      if (caller.role === "node" || caller.role === "agent") throw new EpError("forbidden", `role ${caller.role} may not attach to terminals; use an operator or viewer token`);
+      if (!agentId)
+        throw new EpError("invalid_argument", "say which agent: a ticket created with agent_id, or ?agent_id=", {
+          field: "agent_id",
+        });
+      if (caller.role === "node" || caller.role === "agent")
+        throw new EpError(
+          "forbidden",
+          `role ${caller.role} may not attach to terminals; use an operator or viewer token`,
+        );
       const agent = await store.getAgent(agentId);
       if (!agent) throw new EpError("agent_not_found", `agent ${agentId} does not exist`);
       authorize(caller, "read", { domainId: agent.domainId });
-      if (r.mode !== null && r.mode !== "rw" && r.mode !== "ro") throw new EpError("invalid_argument", "mode must be rw or ro", { field: "mode" });
+      if (r.mode !== null && r.mode !== "rw" && r.mode !== "ro")
+        throw new EpError("invalid_argument", "mode must be rw or ro", { field: "mode" });
       const mode: "rw" | "ro" = r.mode !== "ro" && can(caller, "operate", { domainId: agent.domainId }) ? "rw" : "ro";
       if (!agent.nodeId || !(await relay.isLinked(agent.nodeId))) {
-        throw new EpError("node_offline", `agent ${agent.id}'s node is not connected to the tower; attach again once it is`);
+        throw new EpError(
+          "node_offline",
+          `agent ${agent.id}'s node is not connected to the tower; attach again once it is`,
+        );
       }
       return { caller, agent, mode };
     },
 
     async admitDial(r: DialRequest): Promise<void> {
-      if (!r.credential) throw new EpError("unauthenticated", "a dial-back carries the node token as 'Authorization: Bearer <node JWT>'");
+      if (!r.credential)
+        throw new EpError(
+          "unauthenticated",
+          "a dial-back carries the node token as 'Authorization: Bearer <node JWT>'",
+        );
       const caller = await auth.authenticate(r.credential);
       if (caller.role !== "node") throw new EpError("forbidden", "only a node dials back an attach");
       if (!r.askedOf) throw new EpError("not_found", `attach ${r.attachId} is unknown, already connected or timed out`);
       if (r.askedOf !== caller.nodeId) throw new EpError("forbidden", `attach ${r.attachId} was asked of another node`);
       const expected = await relay.proof(r.askedOf, r.attachId);
-      const ok = expected !== undefined && r.proof.length === expected.length && timingSafeEqual(Buffer.from(r.proof), Buffer.from(expected));
+      const ok =
+        expected !== undefined &&
+        r.proof.length === expected.length &&
+        timingSafeEqual(Buffer.from(r.proof), Buffer.from(expected));
       if (!ok) {
-        log.warn("attach dial-back refused: stale or wrong attach secret", { attach_id: r.attachId, node_id: r.askedOf });
-        throw new EpError("unauthenticated", "the attach proof does not match the attach secret of this node's current link (a daemon that restarted has a new secret)");
+        log.warn("attach dial-back refused: stale or wrong attach secret", {
+          attach_id: r.attachId,
+          node_id: r.askedOf,
+        });
+        throw new EpError(
+          "unauthenticated",
+          "the attach proof does not match the attach secret of this " +
+            "node's current link (a daemon that restarted has a new secret)",
+        );
       }
     },
   };

@@ -1,6 +1,7 @@
 // Nodes, agents and the node link: the one outbound stream from each epd over which the tower
 // hands work and sends commands (cancel, signal, supervise, attach). The parts: fleet/nodes.ts,
-// fleet/agents.ts, fleet/links.ts (links, routing, relays), fleet/wake.ts (who can take work), fleet/push.ts (handing it over).
+// fleet/agents.ts, fleet/links.ts (links, routing, relays), fleet/wake.ts (who can take work), fleet/push.ts (handing
+// it over).
 import type { Auth } from "../auth/index.js";
 import type { Deps } from "../deps.js";
 import { createWakeIndex } from "./wake.js";

@@ -33,17 +33,53 @@ storeSuite((s) => {
 
   /** A tower's work and link hub over the suite's store; `work` may be wrapped (a pause) before the fleet sees it. */
   async function tower(wrap: (w: ReturnType<typeof createWorkService>) => FleetOptions["work"] = (w) => w) {
-    const deps: Deps = { store: s.store, clock: new FakeClock(T0), hub: createEventHub(), log: silentLogger, limits: DEFAULT_LIMITS };
+    const deps: Deps = {
+      store: s.store,
+      clock: new FakeClock(T0),
+      hub: createEventHub(),
+      log: silentLogger,
+      limits: DEFAULT_LIMITS,
+    };
     const work = createWorkService(deps);
     const links = createLinkHub(deps, { towerUrl: "http://tower", work: wrap(work) });
-    closers.push(() => links.close(), () => work.close());
-    const domainId = (await work.createDomain(admin, create(pb.CreateDomainRequestSchema, { name: s.id("d") }))).domain!.id;
-    const missionId = (await work.createMission(admin, create(pb.CreateMissionRequestSchema, { domainId, title: "m" }))).mission!.id;
+    closers.push(
+      () => links.close(),
+      () => work.close(),
+    );
+    const domainId = (await work.createDomain(admin, create(pb.CreateDomainRequestSchema, { name: s.id("d") }))).domain!
+      .id;
+    const missionId = (await work.createMission(admin, create(pb.CreateMissionRequestSchema, { domainId, title: "m" })))
+      .mission!.id;
     const nodeId = s.id("nod");
-    await s.store.insertNode({ id: nodeId, hostname: "n", status: "offline", lastSeenAt: iso(T0), createdAt: iso(T0), domains: [domainId] });
+    await s.store.insertNode({
+      id: nodeId,
+      hostname: "n",
+      status: "offline",
+      lastSeenAt: iso(T0),
+      createdAt: iso(T0),
+      domains: [domainId],
+    });
     const agentId = s.id("agt");
-    await s.store.insertAgent({ id: agentId, domainId, nodeId, name: "a", runtime: "shell", capabilities: [], state: "idle", lastSeenAt: iso(T0), createdAt: iso(T0), supervised: false });
-    const node: Caller = { subject: nodeId, principal: nodeId, role: "node", via: "node", nodeId, nodeDomains: [domainId] };
+    await s.store.insertAgent({
+      id: agentId,
+      domainId,
+      nodeId,
+      name: "a",
+      runtime: "shell",
+      capabilities: [],
+      state: "idle",
+      lastSeenAt: iso(T0),
+      createdAt: iso(T0),
+      supervised: false,
+    });
+    const node: Caller = {
+      subject: nodeId,
+      principal: nodeId,
+      role: "node",
+      via: "node",
+      nodeId,
+      nodeDomains: [domainId],
+    };
     // the node's link, held open; what it is sent is collected (a later link replaces it)
     let got: LinkResponse[] = [];
     let failed: unknown;
@@ -52,7 +88,12 @@ storeSuite((s) => {
       const ac = new AbortController();
       closers.push(() => ac.abort());
       void (async () => {
-        for await (const m of links.link(node, create(fleetpb.LinkRequestSchema, { attachSecret: "s".repeat(32), version: "test", agents }), ac.signal)) mine.push(m);
+        for await (const m of links.link(
+          node,
+          create(fleetpb.LinkRequestSchema, { attachSecret: "s".repeat(32), version: "test", agents }),
+          ac.signal,
+        ))
+          mine.push(m);
       })().catch((err: unknown) => (failed = err));
       return () => failed !== undefined || mine.some((m) => m.command.case === "hello");
     };
@@ -61,169 +102,272 @@ storeSuite((s) => {
     const assignments = () => got.flatMap((m) => (m.command.case === "assign" ? [m.command.value] : []));
     const assigned = () => assignments().map((a) => a.task!);
     const submit = async (title: string, dependsOn: string[] = []) =>
-      (await work.createTask(admin, create(pb.CreateTaskRequestSchema, { missionId, title, runtime: Runtime.SHELL, input: { command: "true" }, dependsOn }))).task!.id;
+      (
+        await work.createTask(
+          admin,
+          create(pb.CreateTaskRequestSchema, {
+            missionId,
+            title,
+            runtime: Runtime.SHELL,
+            input: { command: "true" },
+            dependsOn,
+          }),
+        )
+      ).task!.id;
     const agentState = async () => (await s.store.getAgent(agentId))!.state;
     return { deps, work, node, agentId, domainId, assigned, assignments, submit, agentState, openLink };
   }
 
   describe("handing work to a linked node's idle agent", () => {
-    s.test("an outcome that says its agent is idle takes the agent's next task in its own commit; with nothing queued the agent is idle and nothing claims again", async () => {
-      const { work, node, agentId, assigned, submit, agentState } = await tower();
-      const first = await submit("first");
-      await waitFor(() => assigned().length === 1);
-      const second = await submit("second"); // the agent is busy: it waits
-      expect((await s.store.getTask(second))!.status).toBe("queued");
+    s.test(
+      "an outcome that says its agent is idle takes the agent's next task in its " +
+        "own commit; with nothing queued the agent is idle and nothing claims again",
+      async () => {
+        const { work, node, agentId, assigned, submit, agentState } = await tower();
+        const first = await submit("first");
+        await waitFor(() => assigned().length === 1);
+        const second = await submit("second"); // the agent is busy: it waits
+        expect((await s.store.getTask(second))!.status).toBe("queued");
 
-      const lease1 = assigned()[0].leaseId;
-      await work.completeTask(node, create(pb.CompleteTaskRequestSchema, { taskId: first, agentId, leaseId: lease1, agentIdle: true, result: { output: "ok" } }));
-      // the next task went out on the link, claimed and started in the outcome's commit: the
-      // agent was never idle in between
-      await waitFor(() => assigned().length === 2);
-      expect(assigned()[1]).toMatchObject({ id: second, status: TaskStatus.RUNNING, claimedBy: agentId, attempts: 1 });
-      const events = (await s.store.listEvents({ afterId: 0, limit: 1000 })).filter((e) => e.agentId === agentId);
-      const afterFirst = events.slice(events.findIndex((e) => e.taskId === first && e.name === "task.succeeded"));
-      expect(afterFirst.map((e) => [e.name, e.taskId === second ? "second" : e.taskId === first ? "first" : e.status])).toEqual([
-        ["task.succeeded", "first"],
-        ["task.claimed", "second"],
-        ["task.running", "second"],
-      ]);
-      expect(await agentState()).toBe("busy");
+        const lease1 = assigned()[0].leaseId;
+        await work.completeTask(
+          node,
+          create(pb.CompleteTaskRequestSchema, {
+            taskId: first,
+            agentId,
+            leaseId: lease1,
+            agentIdle: true,
+            result: { output: "ok" },
+          }),
+        );
+        // the next task went out on the link, claimed and started in the outcome's commit: the
+        // agent was never idle in between
+        await waitFor(() => assigned().length === 2);
+        expect(assigned()[1]).toMatchObject({
+          id: second,
+          status: TaskStatus.RUNNING,
+          claimedBy: agentId,
+          attempts: 1,
+        });
+        const events = (await s.store.listEvents({ afterId: 0, limit: 1000 })).filter((e) => e.agentId === agentId);
+        const afterFirst = events.slice(events.findIndex((e) => e.taskId === first && e.name === "task.succeeded"));
+        expect(
+          afterFirst.map((e) => [e.name, e.taskId === second ? "second" : e.taskId === first ? "first" : e.status]),
+        ).toEqual([
+          ["task.succeeded", "first"],
+          ["task.claimed", "second"],
+          ["task.running", "second"],
+        ]);
+        expect(await agentState()).toBe("busy");
 
-      // nothing queued now: the outcome's own claim finds nothing, the agent goes idle, and no
-      // second claim follows its idle event
-      const claims = vi.spyOn(Object.getPrototypeOf(s.store), "claimTask");
-      await work.completeTask(node, create(pb.CompleteTaskRequestSchema, { taskId: second, agentId, leaseId: assigned()[1].leaseId, agentIdle: true, result: { output: "ok" } }));
-      expect(await agentState()).toBe("idle");
-      await new Promise((r) => setImmediate(r)); // the idle event has been routed
-      expect(claims).toHaveBeenCalledTimes(1);
-      // and it is idle where it counts: the next task goes straight to it
-      const third = await submit("third");
-      await waitFor(() => assigned().length === 3);
-      expect(assigned()[2].id).toBe(third);
-    });
+        // nothing queued now: the outcome's own claim finds nothing, the agent goes idle, and no
+        // second claim follows its idle event
+        const claims = vi.spyOn(Object.getPrototypeOf(s.store), "claimTask");
+        await work.completeTask(
+          node,
+          create(pb.CompleteTaskRequestSchema, {
+            taskId: second,
+            agentId,
+            leaseId: assigned()[1].leaseId,
+            agentIdle: true,
+            result: { output: "ok" },
+          }),
+        );
+        expect(await agentState()).toBe("idle");
+        await new Promise((r) => setImmediate(r)); // the idle event has been routed
+        expect(claims).toHaveBeenCalledTimes(1);
+        // and it is idle where it counts: the next task goes straight to it
+        const third = await submit("third");
+        await waitFor(() => assigned().length === 3);
+        expect(assigned()[2].id).toBe(third);
+      },
+    );
 
-    s.test("the agent that finished a parent takes the child in the outcome's commit; an assignment carries the task's parents as the tower has them", async () => {
-      const { work, node, agentId, assignments, submit, agentState } = await tower();
-      const parent = await submit("parent");
-      await waitFor(() => assignments().length === 1);
-      expect(assignments()[0].parents).toEqual([]);
-      const child = await submit("child", [parent]); // waits for its parent
-      expect((await s.store.getTask(child))!.status).toBe("waiting");
+    s.test(
+      "the agent that finished a parent takes the child in the outcome's " +
+        "commit; an assignment carries the task's parents as the tower has them",
+      async () => {
+        const { work, node, agentId, assignments, submit, agentState } = await tower();
+        const parent = await submit("parent");
+        await waitFor(() => assignments().length === 1);
+        expect(assignments()[0].parents).toEqual([]);
+        const child = await submit("child", [parent]); // waits for its parent
+        expect((await s.store.getTask(child))!.status).toBe("waiting");
 
-      await work.completeTask(node, create(pb.CompleteTaskRequestSchema, { taskId: parent, agentId, leaseId: assignments()[0].task!.leaseId, agentIdle: true, result: { output: "built" } }));
-      await waitFor(() => assignments().length === 2);
-      const next = assignments()[1];
-      expect(next.task).toMatchObject({ id: child, status: TaskStatus.RUNNING, claimedBy: agentId });
-      expect(next.parents.map((p) => [p.id, p.status, p.result?.output])).toEqual([[parent, TaskStatus.SUCCEEDED, "built"]]);
-      // one commit: the parent's success queued the child and the same outcome claimed it
-      const events = (await s.store.listEvents({ afterId: 0, limit: 1000 })).filter((e) => e.taskId === parent || e.taskId === child || e.agentId === agentId);
-      const from = events.findIndex((e) => e.name === "task.succeeded");
-      expect(events.slice(from).map((e) => [e.name, e.taskId === child ? "child" : "parent", e.id - events[from].id])).toEqual([
-        ["task.succeeded", "parent", 0],
-        ["task.queued", "child", 1],
-        ["task.claimed", "child", 2],
-        ["task.running", "child", 3],
-      ]);
-      expect(await agentState()).toBe("busy");
+        await work.completeTask(
+          node,
+          create(pb.CompleteTaskRequestSchema, {
+            taskId: parent,
+            agentId,
+            leaseId: assignments()[0].task!.leaseId,
+            agentIdle: true,
+            result: { output: "built" },
+          }),
+        );
+        await waitFor(() => assignments().length === 2);
+        const next = assignments()[1];
+        expect(next.task).toMatchObject({ id: child, status: TaskStatus.RUNNING, claimedBy: agentId });
+        expect(next.parents.map((p) => [p.id, p.status, p.result?.output])).toEqual([
+          [parent, TaskStatus.SUCCEEDED, "built"],
+        ]);
+        // one commit: the parent's success queued the child and the same outcome claimed it
+        const events = (await s.store.listEvents({ afterId: 0, limit: 1000 })).filter(
+          (e) => e.taskId === parent || e.taskId === child || e.agentId === agentId,
+        );
+        const from = events.findIndex((e) => e.name === "task.succeeded");
+        expect(
+          events.slice(from).map((e) => [e.name, e.taskId === child ? "child" : "parent", e.id - events[from].id]),
+        ).toEqual([
+          ["task.succeeded", "parent", 0],
+          ["task.queued", "child", 1],
+          ["task.claimed", "child", 2],
+          ["task.running", "child", 3],
+        ]);
+        expect(await agentState()).toBe("busy");
 
-      // the child done, nothing queued: the agent is idle; a task whose parents both succeeded is
-      // queued at once and offered to it (a claim of the fleet's own), its parents in depends_on order
-      await work.completeTask(node, create(pb.CompleteTaskRequestSchema, { taskId: child, agentId, leaseId: next.task!.leaseId, agentIdle: true, result: { output: "tested" } }));
-      expect(await agentState()).toBe("idle");
-      const join = await submit("join", [child, parent]);
-      await waitFor(() => assignments().length === 3);
-      expect(assignments()[2].task!.id).toBe(join);
-      expect(assignments()[2].parents.map((p) => [p.id, p.result?.output])).toEqual([
-        [child, "tested"],
-        [parent, "built"],
-      ]);
-    });
+        // the child done, nothing queued: the agent is idle; a task whose parents both succeeded is
+        // queued at once and offered to it (a claim of the fleet's own), its parents in depends_on order
+        await work.completeTask(
+          node,
+          create(pb.CompleteTaskRequestSchema, {
+            taskId: child,
+            agentId,
+            leaseId: next.task!.leaseId,
+            agentIdle: true,
+            result: { output: "tested" },
+          }),
+        );
+        expect(await agentState()).toBe("idle");
+        const join = await submit("join", [child, parent]);
+        await waitFor(() => assignments().length === 3);
+        expect(assignments()[2].task!.id).toBe(join);
+        expect(assignments()[2].parents.map((p) => [p.id, p.result?.output])).toEqual([
+          [child, "tested"],
+          [parent, "built"],
+        ]);
+      },
+    );
 
     s.test("an outcome sent without agent_idle claims nothing for the agent", async () => {
       const { work, node, agentId, assigned, submit, agentState } = await tower();
       const first = await submit("first");
       await waitFor(() => assigned().length === 1);
       await submit("second");
-      await work.completeTask(node, create(pb.CompleteTaskRequestSchema, { taskId: first, agentId, leaseId: assigned()[0].leaseId, result: { output: "ok" } }));
+      await work.completeTask(
+        node,
+        create(pb.CompleteTaskRequestSchema, {
+          taskId: first,
+          agentId,
+          leaseId: assigned()[0].leaseId,
+          result: { output: "ok" },
+        }),
+      );
       await new Promise((r) => setImmediate(r));
       expect(assigned()).toHaveLength(1);
       expect(await agentState()).toBe("busy");
     });
 
-    s.test("a task queued while a claim for the idle agent is looking is handed to it once that claim comes back empty", async () => {
-      // the fleet's next empty claim, once armed, waits after it looked until released
-      let armed = false;
-      let looked!: () => void;
-      const lookedOnce = new Promise<void>((r) => (looked = r));
-      let release!: () => void;
-      const released = new Promise<void>((r) => (release = r));
-      const { deps, submit, assigned, agentId } = await tower((w) => ({
-        ...w,
-        claimStarted: async (a) => {
-          const t = await w.claimStarted(a);
-          if (armed && !t) {
-            armed = false;
-            looked();
-            await released;
-          }
-          return t;
-        },
-      }));
-      // the idle agent is offered work (its state said again, as UpdateAgentState does) while
-      // nothing is queued: that claim looks, finds nothing, and waits
-      armed = true;
-      await commit(deps, async (tx, emit) => {
-        await tx.moveAgentState(agentId, "idle", "busy", iso(T0));
-        await tx.moveAgentState(agentId, "busy", "idle", iso(T0));
-        emit({ type: "matrix", name: "agent.state", domainId: (await tx.getAgent(agentId))!.domainId, agentId, status: "idle", payload: { agent_id: agentId, from: "busy", to: "idle", reason: "epd" } });
-      });
-      await lookedOnce;
-      // a task queued now: its own offer finds the agent claiming, and the claim has already looked
-      const late = await submit("late");
-      release();
-      await waitFor(() => assigned().length === 1);
-      expect(assigned()[0]).toMatchObject({ id: late, claimedBy: agentId, attempts: 1 });
-    });
+    s.test(
+      "a task queued while a claim for the idle agent is looking is handed to it once that claim comes back empty",
+      async () => {
+        // the fleet's next empty claim, once armed, waits after it looked until released
+        let armed = false;
+        let looked!: () => void;
+        const lookedOnce = new Promise<void>((r) => (looked = r));
+        let release!: () => void;
+        const released = new Promise<void>((r) => (release = r));
+        const { deps, submit, assigned, agentId } = await tower((w) => ({
+          ...w,
+          claimStarted: async (a) => {
+            const t = await w.claimStarted(a);
+            if (armed && !t) {
+              armed = false;
+              looked();
+              await released;
+            }
+            return t;
+          },
+        }));
+        // the idle agent is offered work (its state said again, as UpdateAgentState does) while
+        // nothing is queued: that claim looks, finds nothing, and waits
+        armed = true;
+        await commit(deps, async (tx, emit) => {
+          await tx.moveAgentState(agentId, "idle", "busy", iso(T0));
+          await tx.moveAgentState(agentId, "busy", "idle", iso(T0));
+          emit({
+            type: "matrix",
+            name: "agent.state",
+            domainId: (await tx.getAgent(agentId))!.domainId,
+            agentId,
+            status: "idle",
+            payload: { agent_id: agentId, from: "busy", to: "idle", reason: "epd" },
+          });
+        });
+        await lookedOnce;
+        // a task queued now: its own offer finds the agent claiming, and the claim has already looked
+        const late = await submit("late");
+        release();
+        await waitFor(() => assigned().length === 1);
+        expect(assigned()[0]).toMatchObject({ id: late, claimedBy: agentId, attempts: 1 });
+      },
+    );
 
-
-    s.test("an outcome committed while a new link is being squared claims nothing for it: every task sent on the link is still held under its lease", async () => {
-      // the next link's reconcile, once armed, waits until released
-      let armed = false;
-      let reconciling!: () => void;
-      const inReconcile = new Promise<void>((r) => (reconciling = r));
-      let release!: () => void;
-      const released = new Promise<void>((r) => (release = r));
-      const { work, node, agentId, assigned, submit, openLink } = await tower((w) => ({
-        ...w,
-        reconcile: async (nodeId, agents) => {
-          if (armed) {
-            reconciling();
-            await released;
-          }
-          return w.reconcile(nodeId, agents);
-        },
-      }));
-      const first = await submit("first");
-      await waitFor(() => assigned().length === 1);
-      const lease = assigned()[0].leaseId;
-      const second = await submit("second"); // the agent is busy: it waits
-      // the link drops and comes back; its open says the agent holds the first task's lease
-      // (its outcome not yet acknowledged) and is idle
-      armed = true;
-      const hello = openLink([{ agentId, leaseIds: [lease], idle: true }]);
-      await inReconcile;
-      // the outcome arrives (retried as a unary call) while the tower squares its view
-      await work.completeTask(node, create(pb.CompleteTaskRequestSchema, { taskId: first, agentId, leaseId: lease, agentIdle: true, result: { output: "ok" } }));
-      release();
-      await waitFor(hello);
-      await waitFor(() => assigned().length >= 1);
-      // the second task went out once, on this link, and is held under the lease it was sent with
-      // (before the fix the outcome claimed it for the link at once and the reconcile, not
-      // finding that lease in the open, gave it back while the daemon ran it)
-      const sent = assigned()[0];
-      expect(sent).toMatchObject({ id: second, claimedBy: agentId });
-      const row = (await s.store.getTask(second))!;
-      expect({ status: row.status, claimedBy: row.claimedBy, leaseId: row.leaseId, attempts: row.attempts }).toEqual({ status: "running", claimedBy: agentId, leaseId: sent.leaseId, attempts: 1 });
-    });
+    s.test(
+      "an outcome committed while a new link is being squared claims nothing " +
+        "for it: every task sent on the link is still held under its lease",
+      async () => {
+        // the next link's reconcile, once armed, waits until released
+        let armed = false;
+        let reconciling!: () => void;
+        const inReconcile = new Promise<void>((r) => (reconciling = r));
+        let release!: () => void;
+        const released = new Promise<void>((r) => (release = r));
+        const { work, node, agentId, assigned, submit, openLink } = await tower((w) => ({
+          ...w,
+          reconcile: async (nodeId, agents) => {
+            if (armed) {
+              reconciling();
+              await released;
+            }
+            return w.reconcile(nodeId, agents);
+          },
+        }));
+        const first = await submit("first");
+        await waitFor(() => assigned().length === 1);
+        const lease = assigned()[0].leaseId;
+        const second = await submit("second"); // the agent is busy: it waits
+        // the link drops and comes back; its open says the agent holds the first task's lease
+        // (its outcome not yet acknowledged) and is idle
+        armed = true;
+        const hello = openLink([{ agentId, leaseIds: [lease], idle: true }]);
+        await inReconcile;
+        // the outcome arrives (retried as a unary call) while the tower squares its view
+        await work.completeTask(
+          node,
+          create(pb.CompleteTaskRequestSchema, {
+            taskId: first,
+            agentId,
+            leaseId: lease,
+            agentIdle: true,
+            result: { output: "ok" },
+          }),
+        );
+        release();
+        await waitFor(hello);
+        await waitFor(() => assigned().length >= 1);
+        // the second task went out once, on this link, and is held under the lease it was sent with
+        // (before the fix the outcome claimed it for the link at once and the reconcile, not
+        // finding that lease in the open, gave it back while the daemon ran it)
+        const sent = assigned()[0];
+        expect(sent).toMatchObject({ id: second, claimedBy: agentId });
+        const row = (await s.store.getTask(second))!;
+        expect({ status: row.status, claimedBy: row.claimedBy, leaseId: row.leaseId, attempts: row.attempts }).toEqual({
+          status: "running",
+          claimedBy: agentId,
+          leaseId: sent.leaseId,
+          attempts: 1,
+        });
+      },
+    );
   });
 });

@@ -33,7 +33,9 @@ interface LinkConnection {
    */
   ready: boolean;
   push(msg: LinkMessage): void;
-  /** ends the stream (a newer link replaced it, the tower closes, or — with an error — a session's message was refused) */
+  /**
+   * ends the stream (a newer link replaced it, the tower closes, or — with an error — a session's message was refused)
+   */
   close(err?: EpError): void;
 }
 
@@ -62,8 +64,10 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
   };
   const send: Send = (nodeId, msg) => push(nodeId, create(fleet.LinkResponseSchema, msg));
   /** send(), or through the replica holding the node's link. */
-  const deliver = async (nodeId: string, msg: LinkCommand) => send(nodeId, msg) || ((await opts.replication?.send(nodeId, msg)) ?? false);
-  const linkedAnywhere = async (nodeId: string) => links.has(nodeId) || ((await opts.replication?.linked(nodeId)) ?? false);
+  const deliver = async (nodeId: string, msg: LinkCommand) =>
+    send(nodeId, msg) || ((await opts.replication?.send(nodeId, msg)) ?? false);
+  const linkedAnywhere = async (nodeId: string) =>
+    links.has(nodeId) || ((await opts.replication?.linked(nodeId)) ?? false);
 
   // Targeted wake-ups (docs/perf-history.md, "Scale"): for the nodes linked to this replica, the
   // agents they carry, by domain. A queued task wakes only the nodes with an agent that could
@@ -95,7 +99,8 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
   opts.work?.setHandoff?.({
     mark: (a) => (ready(a.nodeId) ? reach.queuedMark(a.domainId) : undefined),
     lookedEmpty: (agentId, mark) => reach.lookedEmpty(agentId, mark),
-    send: (a, task) => push(a.nodeId, create(fleet.LinkResponseSchema, { command: { case: "assign", value: assignment(a.id, task) } })),
+    send: (a, task) =>
+      push(a.nodeId, create(fleet.LinkResponseSchema, { command: { case: "assign", value: assignment(a.id, task) } })),
   });
 
   // Route committed events to the links that care: work for idle agents, cancels.
@@ -118,21 +123,42 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
    * (its group commit, both dialects), each in its own savepoint: one refused outcome (a lease
    * gone elsewhere) leaves the others committed. The session ends when the daemon closes its side.
    */
-  async function* session(caller: Caller, requests: AsyncIterable<fleet.SessionRequest>, signal: AbortSignal): AsyncGenerator<LinkMessage> {
+  async function* session(
+    caller: Caller,
+    requests: AsyncIterable<fleet.SessionRequest>,
+    signal: AbortSignal,
+  ): AsyncGenerator<LinkMessage> {
     authorize(caller, "node");
     const up = requests[Symbol.asyncIterator]();
     const first = await up.next();
-    if (first.done || first.value.message.case !== "open") throw invalidField("message", "a session's first message is open (what Link's request says)");
+    if (first.done || first.value.message.case !== "open")
+      throw invalidField("message", "a session's first message is open (what Link's request says)");
     yield* serve(caller, first.value.message.value, signal, (conn) => readOutcomes(caller, up, conn));
   }
 
-  /** The rest of a session's messages: outcomes and progress, each acknowledged on the link once settled; the session ends with the daemon's side. */
-  async function readOutcomes(caller: Caller, up: AsyncIterator<fleet.SessionRequest>, conn: LinkConnection): Promise<void> {
+  /**
+   * The rest of a session's messages: outcomes and progress, each acknowledged on the link once settled; the session
+   * ends with the daemon's side.
+   */
+  async function readOutcomes(
+    caller: Caller,
+    up: AsyncIterator<fleet.SessionRequest>,
+    conn: LinkConnection,
+  ): Promise<void> {
     const ack = (seq: bigint, err?: unknown) => {
       const e = err === undefined ? undefined : toEpError(err);
-      if (e?.code === "internal") deps.log.error("an outcome on a session failed", { node_id: conn.nodeId, error: e.message, stack: (e.cause as Error | undefined)?.stack ?? e.stack });
+      if (e?.code === "internal")
+        deps.log.error("an outcome on a session failed", {
+          node_id: conn.nodeId,
+          error: e.message,
+          stack: (e.cause as Error | undefined)?.stack ?? e.stack,
+        });
       const error = e && { code: e.code, details: (e.details ? JSON.parse(JSON.stringify(e.details)) : {}) as never };
-      conn.push(create(fleet.LinkResponseSchema, { command: { case: "ack", value: { seq, ...(e ? { error, message: e.message } : {}) } } }));
+      conn.push(
+        create(fleet.LinkResponseSchema, {
+          command: { case: "ack", value: { seq, ...(e ? { error, message: e.message } : {}) } },
+        }),
+      );
     };
     try {
       for (;;) {
@@ -148,14 +174,21 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
           const o = m.value;
           seq = o.seq;
           done =
-            o.outcome.case === "complete" ? work.completeTask(caller, o.outcome.value)
-            : o.outcome.case === "fail" ? work.failTask(caller, o.outcome.value)
-            : Promise.reject(invalidField("outcome", "an outcome is complete or fail"));
+            o.outcome.case === "complete"
+              ? work.completeTask(caller, o.outcome.value)
+              : o.outcome.case === "fail"
+                ? work.failTask(caller, o.outcome.value)
+                : Promise.reject(invalidField("outcome", "an outcome is complete or fail"));
         } else if (m.case === "progress") {
           seq = m.value.seq;
-          done = m.value.report ? work.reportProgress(caller, m.value.report) : Promise.reject(invalidField("report", "progress carries its report"));
+          done = m.value.report
+            ? work.reportProgress(caller, m.value.report)
+            : Promise.reject(invalidField("report", "progress carries its report"));
         } else throw invalidField("message", "a session message is open, outcome or progress");
-        done.then(() => ack(seq), (err: unknown) => ack(seq, err));
+        done.then(
+          () => ack(seq),
+          (err: unknown) => ack(seq, err),
+        );
       }
     } catch (err) {
       // a daemon gone mid-stream reads as an error here too (the link's end says nothing either);
@@ -166,7 +199,12 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     conn.close();
   }
 
-  async function* serve(caller: Caller, req: fleet.LinkRequest, signal: AbortSignal, upstream?: (conn: LinkConnection) => Promise<void>): AsyncGenerator<LinkMessage> {
+  async function* serve(
+    caller: Caller,
+    req: fleet.LinkRequest,
+    signal: AbortSignal,
+    upstream?: (conn: LinkConnection) => Promise<void>,
+  ): AsyncGenerator<LinkMessage> {
     const nodeId = caller.nodeId!;
     const queue: LinkMessage[] = [];
     let wake: (() => void) | undefined;
@@ -193,7 +231,10 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     const ownerToken = opts.replication?.linkToken(randomBytes(9).toString("base64url"));
     const onAbort = () => wake?.();
     signal.addEventListener("abort", onAbort);
-    const ping = setInterval(() => conn.push(create(fleet.LinkResponseSchema, { command: { case: "ping", value: {} } })), opts.pingMs ?? 15_000);
+    const ping = setInterval(
+      () => conn.push(create(fleet.LinkResponseSchema, { command: { case: "ping", value: {} } })),
+      opts.pingMs ?? 15_000,
+    );
     ping.unref();
     await markOnline(deps, nodeId, ownerToken);
     try {
@@ -206,7 +247,9 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
       if (!closed) void upstream?.(conn);
       // indexed before hello, so every later task finds this node's agents
       await indexNode(nodeId);
-      yield create(fleet.LinkResponseSchema, { command: { case: "hello", value: { nodeId, towerTime: timestampFromMs(clock.now()) } } });
+      yield create(fleet.LinkResponseSchema, {
+        command: { case: "hello", value: { nodeId, towerTime: timestampFromMs(clock.now()) } },
+      });
       // then the idle ones get what is queued for them
       if (offers && links.get(nodeId) === conn) for (const id of reach.idleOn(nodeId)) offers.offerAgent(id);
       while (!signal.aborted && !closed) {
@@ -226,7 +269,10 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
         links.delete(nodeId);
         reach.dropNode(nodeId);
         await markOffline(deps, nodeId, ownerToken).catch((err: Error) =>
-          deps.log.warn("could not mark a node offline after its link closed (the next link or the lease sweep corrects it)", { node_id: nodeId, error: err.message }),
+          deps.log.warn(
+            "could not mark a node offline after its link closed (the next link or the lease sweep corrects it)",
+            { node_id: nodeId, error: err.message },
+          ),
         );
       }
     }
@@ -236,7 +282,14 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     link,
     session,
     /** A new agent: routed to its node, and woken for work when its node is linked here. */
-    enrolled(a: { id: string; domainId: string; nodeId: string; runtime: string; capabilities: string[]; state?: string }): void {
+    enrolled(a: {
+      id: string;
+      domainId: string;
+      nodeId: string;
+      runtime: string;
+      capabilities: string[];
+      state?: string;
+    }): void {
       agentNodes.set(a.id, a.nodeId);
       if (!ready(a.nodeId)) return;
       reach.add(a);
@@ -248,7 +301,9 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
     isLinked: (nodeId: string) => links.has(nodeId),
     /** How many node links this replica holds (/metrics). */
     linkedCount: () => links.size,
-    wakeTargets: (domainId: string, runtime = "", capabilities: string[] = []) => [...reach.nodesFor(domainId, runtime, capabilities)],
+    wakeTargets: (domainId: string, runtime = "", capabilities: string[] = []) => [
+      ...reach.nodesFor(domainId, runtime, capabilities),
+    ],
     attachSecretOf: (nodeId: string) => links.get(nodeId)?.attachSecret,
     close() {
       unsubscribe();
@@ -286,12 +341,21 @@ async function markOffline(deps: Deps, nodeId: string, ownerToken: string | unde
     for (const a of await tx.listAgents({ nodeId })) {
       if (a.state === "offline") continue;
       await tx.updateAgent(a.id, { state: "offline" });
-      emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId: a.id, status: "offline", payload: { agent_id: a.id, from: a.state, to: "offline", reason: "node link closed" } });
+      emit({
+        type: "matrix",
+        name: "agent.state",
+        domainId: a.domainId,
+        agentId: a.id,
+        status: "offline",
+        payload: { agent_id: a.id, from: a.state, to: "offline", reason: "node link closed" },
+      });
     }
   });
 }
 
-/** Committed events → the links: the wake index kept current, work offered to idle agents, cancels to the holder's node. */
+/**
+ * Committed events → the links: the wake index kept current, work offered to idle agents, cancels to the holder's node.
+ */
 function route(
   events: readonly EventRow[],
   {
@@ -324,13 +388,17 @@ function route(
       // queued and claimed in the same commit (a child its parent's agent took at once): nothing to offer
       if ((claimedLater.get(e.taskId) ?? -1) > i) continue;
       const runtime = typeof e.payload.runtime === "string" ? e.payload.runtime : "";
-      const capabilities = Array.isArray(e.payload.capabilities) ? e.payload.capabilities.filter((c): c is string => typeof c === "string") : [];
+      const capabilities = Array.isArray(e.payload.capabilities)
+        ? e.payload.capabilities.filter((c): c is string => typeof c === "string")
+        : [];
       offers?.offerTask(e.taskId, e.domainId, runtime, capabilities);
     } else if (e.taskId && e.name === "task.cancelled" && e.agentId) {
       const agentId = e.agentId;
       const taskId = e.taskId;
       const reason = typeof e.payload.reason === "string" ? e.payload.reason : "cancelled on the tower";
-      void nodeOf(agentId).then((n) => n && send(n, { command: { case: "cancel", value: { taskId, agentId, reason } } }));
+      void nodeOf(agentId).then(
+        (n) => n && send(n, { command: { case: "cancel", value: { taskId, agentId, reason } } }),
+      );
     }
   }
 }

@@ -16,12 +16,15 @@ export function createNodeStateReads(deps: Deps, fleet: Pick<FleetService, "visi
     const visible = await fleet.visibleNodeIds(caller);
     if (nodeId) {
       const node = await deps.store.getNode(nodeId);
-      if (!node || (visible && !visible.has(node.id))) throw new EpError("node_not_found", `node ${nodeId} does not exist`, { field: "node_id" });
+      if (!node || (visible && !visible.has(node.id)))
+        throw new EpError("node_not_found", `node ${nodeId} does not exist`, { field: "node_id" });
       const [state] = await deps.store.listNodeStates(nodeId);
       return [{ node, state }];
     }
     const states = new Map((await deps.store.listNodeStates()).map((s) => [s.nodeId, s]));
-    return (await deps.store.listNodes()).filter((n) => states.has(n.id) && (!visible || visible.has(n.id))).map((node) => ({ node, state: states.get(node.id) }));
+    return (await deps.store.listNodes())
+      .filter((n) => states.has(n.id) && (!visible || visible.has(n.id)))
+      .map((node) => ({ node, state: states.get(node.id) }));
   }
   const nodeHead = (node: { id: string; hostname: string; status: string }, reportedAt: string | undefined) => ({
     node_id: node.id,
@@ -52,7 +55,10 @@ export function createNodeStateReads(deps: Deps, fleet: Pick<FleetService, "visi
         const agent = await deps.store.getAgent(agentId);
         if (!agent) throw new EpError("agent_not_found", `agent ${agentId} does not exist`, { field: "agent_id" });
         authorize(c, "read", { domainId: agent.domainId });
-        if (nodeId && agent.nodeId !== nodeId) throw new EpError("agent_not_found", `agent ${agentId} does not run on node ${nodeId}`, { field: "agent_id" });
+        if (nodeId && agent.nodeId !== nodeId)
+          throw new EpError("agent_not_found", `agent ${agentId} does not run on node ${nodeId}`, {
+            field: "agent_id",
+          });
         nodeId = agent.nodeId;
         if (!nodeId) return { nodes: [] };
       }

@@ -29,7 +29,8 @@ const RELOAD_WAIT_MS = 10_000;
 /** A reported message as the tools show it: snake_case JSON, long strings cut. */
 function reportedJson<D extends DescMessage>(schema: D, msg: MessageShape<D>): Record<string, unknown> {
   const j = restJson(schema, msg);
-  for (const [k, v] of Object.entries(j)) if (typeof v === "string" && v.length > MAX_REPORTED_TEXT) j[k] = `${v.slice(0, MAX_REPORTED_TEXT)}…`;
+  for (const [k, v] of Object.entries(j))
+    if (typeof v === "string" && v.length > MAX_REPORTED_TEXT) j[k] = `${v.slice(0, MAX_REPORTED_TEXT)}…`;
   return j;
 }
 
@@ -54,20 +55,32 @@ export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
   const { deliver } = linkHub;
   const visibleNodeIds = (caller: Caller) => visibleNodeIdsIn(store, caller);
 
-
   return {
     visibleNodeIds,
 
     async registerNode(caller: Caller, req: fleet.RegisterNodeRequest): Promise<fleet.RegisterNodeResponse> {
       authorize(caller, "admin");
       const hostname = req.hostname.trim();
-      if (!HOSTNAME.test(hostname)) throw invalidField("hostname", "must be a host name (letters, digits, dots, dashes)");
+      if (!HOSTNAME.test(hostname))
+        throw invalidField("hostname", "must be a host name (letters, digits, dots, dashes)");
       const ts = iso(clock.now());
       const domains = await servedDomains(store, req.domainIds, "domain_ids");
-      const row = { id: newId("nod", clock.now()), hostname, status: "registered", lastSeenAt: "", createdAt: ts, domains };
+      const row = {
+        id: newId("nod", clock.now()),
+        hostname,
+        status: "registered",
+        lastSeenAt: "",
+        createdAt: ts,
+        domains,
+      };
       await commit(deps, async (tx, emit) => {
         await tx.insertNode(row);
-        emit({ type: "matrix", name: "node.registered", status: "registered", payload: { node_id: row.id, hostname, domains } });
+        emit({
+          type: "matrix",
+          name: "node.registered",
+          status: "registered",
+          payload: { node_id: row.id, hostname, domains },
+        });
       });
       const token = await auth.signNodeToken(row.id, hostname);
       return create(fleet.RegisterNodeResponseSchema, { node: nodeMsg(row), token, towerUrl: opts.towerUrl });
@@ -85,7 +98,8 @@ export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
       authorize(caller, "read");
       const n = await store.getNode(req.nodeId);
       const visible = await visibleNodeIds(caller);
-      if (!n || (visible && !visible.has(n.id))) throw new EpError("node_not_found", `node ${req.nodeId} does not exist`);
+      if (!n || (visible && !visible.has(n.id)))
+        throw new EpError("node_not_found", `node ${req.nodeId} does not exist`);
       return create(fleet.GetNodeResponseSchema, { node: nodeMsg(n) });
     },
 
@@ -93,13 +107,18 @@ export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
       authorize(caller, "admin");
       if (!req.nodeId) throw invalidField("node_id", "is required");
       if (req.all && req.domainIds.length) throw invalidField("domain_ids", "give the domains or all = true, not both");
-      if (!req.all && !req.domainIds.length) throw invalidField("domain_ids", "name at least one domain, or give all = true");
+      if (!req.all && !req.domainIds.length)
+        throw invalidField("domain_ids", "name at least one domain, or give all = true");
       const domains = req.all ? ["*"] : await servedDomains(store, req.domainIds, "domain_ids");
       return commit(deps, async (tx, emit) => {
         const before = await tx.getNode(req.nodeId);
         if (!before) throw new EpError("node_not_found", `node ${req.nodeId} does not exist`, { field: "node_id" });
         const node = (await tx.updateNode(req.nodeId, { domains }))!;
-        emit({ type: "matrix", name: "node.domains_set", payload: { node_id: node.id, from: before.domains, to: domains, by: caller.subject } });
+        emit({
+          type: "matrix",
+          name: "node.domains_set",
+          payload: { node_id: node.id, from: before.domains, to: domains, by: caller.subject },
+        });
         return create(fleet.SetNodeDomainsResponseSchema, { node: nodeMsg(node) });
       });
     },
@@ -108,7 +127,8 @@ export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
       authorize(caller, "node");
       if (req.events.length > 500) throw invalidField("events", "at most 500 events per call");
       req.events.forEach((e, i) => {
-        if (!["inbox", "matrix", "progress"].includes(e.type)) throw invalidField(`events[${i}].type`, "must be inbox, matrix or progress");
+        if (!["inbox", "matrix", "progress"].includes(e.type))
+          throw invalidField(`events[${i}].type`, "must be inbox, matrix or progress");
         if (!e.name) throw invalidField(`events[${i}].name`, "is required");
       });
       await checkEventScope(store, caller, req.events);
@@ -146,12 +166,16 @@ export function createNodeOps({ deps, auth, opts, linkHub }: FleetContext) {
      * Sends `config_reload` to the node (through the replica holding its link) and waits up to
      * `wait` for the node's `config.reload` event naming this request.
      */
-    async reloadNodeConfig(caller: Caller, req: fleet.ReloadNodeConfigRequest): Promise<fleet.ReloadNodeConfigResponse> {
+    async reloadNodeConfig(
+      caller: Caller,
+      req: fleet.ReloadNodeConfigRequest,
+    ): Promise<fleet.ReloadNodeConfigResponse> {
       authorize(caller, "admin");
       if (!req.nodeId) throw invalidField("node_id", "is required");
       const waitMs = req.wait ? durationMs(req.wait) : RELOAD_WAIT_MS;
       if (!(waitMs >= 0 && waitMs <= 60_000)) throw invalidField("wait", "must be between 0 and 60 s");
-      if (!(await store.getNode(req.nodeId))) throw new EpError("node_not_found", `node ${req.nodeId} does not exist`, { field: "node_id" });
+      if (!(await store.getNode(req.nodeId)))
+        throw new EpError("node_not_found", `node ${req.nodeId} does not exist`, { field: "node_id" });
       return reloadAndWait(deps, deliver, caller, req.nodeId, waitMs);
     },
   };
@@ -167,7 +191,11 @@ const NODE_EVENT_PREFIXES = ["agent.", "supervise.", "cron.", "config.", "booste
  * agent. Anything else is refused whole (`forbidden`), so a node cannot write into the feed of a
  * domain it does not serve (docs/security.md, "Node scope").
  */
-async function checkEventScope(store: Store, caller: Caller, events: fleet.PublishEventsRequest["events"]): Promise<void> {
+async function checkEventScope(
+  store: Store,
+  caller: Caller,
+  events: fleet.PublishEventsRequest["events"],
+): Promise<void> {
   const domainOf = new Map<string, Promise<string | undefined>>();
   const lookup = (kind: "mission" | "task" | "agent", id: string) => {
     const key = `${kind}:${id}`;
@@ -183,23 +211,43 @@ async function checkEventScope(store: Store, caller: Caller, events: fleet.Publi
     const named = { mission: e.missionId, task: e.taskId, agent: e.agentId };
     if (!e.domainId) {
       if (!NODE_EVENT_PREFIXES.some((p) => e.name.startsWith(p))) {
-        throw new EpError("forbidden", `events[${i}] (${e.name}) has no domain: a node publishes without one only its own events (${NODE_EVENT_PREFIXES.map((p) => `${p}*`).join(", ")}); give the domain it is about`, { field: `events[${i}].domain_id` });
+        throw new EpError(
+          "forbidden",
+          `events[${i}] (${e.name}) has no domain: a node publishes without one only its own events ` +
+            `(${NODE_EVENT_PREFIXES.map((p) => `${p}*`).join(", ")}); give the domain it is about`,
+          { field: `events[${i}].domain_id` },
+        );
       }
       const which = Object.entries(named).find(([, id]) => id)?.[0];
-      if (which) throw new EpError("forbidden", `events[${i}] (${e.name}) names a ${which} but no domain; give the ${which}'s domain`, { field: `events[${i}].domain_id` });
+      if (which)
+        throw new EpError(
+          "forbidden",
+          `events[${i}] (${e.name}) names a ${which} but no domain; give the ${which}'s domain`,
+          { field: `events[${i}].domain_id` },
+        );
       continue;
     }
     authorize(caller, "node", { domainId: e.domainId });
     for (const [kind, id] of Object.entries(named) as ["mission" | "task" | "agent", string][]) {
       if (id && (await lookup(kind, id)) !== e.domainId) {
-        throw new EpError("forbidden", `events[${i}] (${e.name}) names ${kind} ${id}, which is not in domain ${e.domainId}`, { field: `events[${i}].${kind}_id` });
+        throw new EpError(
+          "forbidden",
+          `events[${i}] (${e.name}) names ${kind} ${id}, which is not in domain ${e.domainId}`,
+          { field: `events[${i}].${kind}_id` },
+        );
       }
     }
   }
 }
 
 /** Sends config_reload to the node and waits up to waitMs for its config.reload event naming this request. */
-async function reloadAndWait(deps: Deps, deliver: Deliver, caller: Caller, nodeId: string, waitMs: number): Promise<fleet.ReloadNodeConfigResponse> {
+async function reloadAndWait(
+  deps: Deps,
+  deliver: Deliver,
+  caller: Caller,
+  nodeId: string,
+  waitMs: number,
+): Promise<fleet.ReloadNodeConfigResponse> {
   const requestId = `rld_${randomBytes(8).toString("hex")}`;
   const e = await askNode(deps, deliver, {
     nodeId,
@@ -207,7 +255,14 @@ async function reloadAndWait(deps: Deps, deliver: Deliver, caller: Caller, nodeI
     answers: (x) => x.type === "matrix" && x.name === "config.reload" && x.payload.request_id === requestId,
     waitMs,
     undone: "its configuration was not reloaded",
-    sent: () => commit(deps, async (_tx, emit) => emit({ type: "matrix", name: "node.config_reload_requested", payload: { node_id: nodeId, request_id: requestId, by: caller.subject } })),
+    sent: () =>
+      commit(deps, async (_tx, emit) =>
+        emit({
+          type: "matrix",
+          name: "node.config_reload_requested",
+          payload: { node_id: nodeId, request_id: requestId, by: caller.subject },
+        }),
+      ),
   });
   if (!e) return create(fleet.ReloadNodeConfigResponseSchema, { requestId, status: fleet.ReloadStatus.SENT });
   return create(fleet.ReloadNodeConfigResponseSchema, {
@@ -221,7 +276,11 @@ async function reloadAndWait(deps: Deps, deliver: Deliver, caller: Caller, nodeI
 
 /** The bounds of one node state report: counts, and the names its entries need. */
 function checkNodeReport(req: fleet.ReportNodeStateRequest): void {
-  for (const [field, n] of [["cron_jobs", req.cronJobs.length], ["supervised", req.supervised.length], ["config_errors", req.configErrors.length]] as const) {
+  for (const [field, n] of [
+    ["cron_jobs", req.cronJobs.length],
+    ["supervised", req.supervised.length],
+    ["config_errors", req.configErrors.length],
+  ] as const) {
     if (n > MAX_REPORTED) throw invalidField(field, `at most ${MAX_REPORTED} per report`);
   }
   req.cronJobs.forEach((j, i) => {
@@ -238,7 +297,8 @@ async function servedDomains(store: Store, ids: readonly string[], field: string
   const out: string[] = [];
   for (const [i, id] of ids.entries()) {
     if (id === "*") return ["*"];
-    if (!(await store.getDomain(id))) throw new EpError("domain_not_found", `domain ${id} does not exist`, { field: `${field}[${i}]` });
+    if (!(await store.getDomain(id)))
+      throw new EpError("domain_not_found", `domain ${id} does not exist`, { field: `${field}[${i}]` });
     if (!out.includes(id)) out.push(id);
   }
   return out;

@@ -10,11 +10,17 @@ export interface FleetOptions {
   pingMs?: number;
   /** Several replicas (PostgreSQL): link ownership in the store, commands relayed to the owner. */
   replication?: Pick<Replication, "linked" | "send" | "linkToken">;
-  /** Claims for an idle agent, gives back what could not be handed over, squares a new link with its daemon (work/push.ts). */
+  /**
+   * Claims for an idle agent, gives back what could not be handed over, squares a new link with its daemon
+   * (work/push.ts).
+   */
   work?: {
     claimStarted(a: PushTarget): Promise<ClaimedTask | undefined>;
     releaseClaimed(a: PushTarget, taskId: string): Promise<void>;
-    reconcile(nodeId: string, agents: readonly { agentId: string; leaseIds: readonly string[]; idle: boolean }[]): Promise<void>;
+    reconcile(
+      nodeId: string,
+      agents: readonly { agentId: string; leaseIds: readonly string[]; idle: boolean }[],
+    ): Promise<void>;
     /** Outcomes that arrive on a node's session (NodeService.Session), as the unary calls commit them. */
     completeTask(caller: Caller, req: CompleteTaskRequest): Promise<unknown>;
     failTask(caller: Caller, req: FailTaskRequest): Promise<unknown>;

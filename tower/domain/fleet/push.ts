@@ -20,9 +20,19 @@ export type Offers = ReturnType<typeof createOffers>;
 export function createOffers(
   deps: Deps,
   work: NonNullable<FleetOptions["work"]>,
-  { reach, push, nodeCaller }: { reach: WakeIndex; push: (nodeId: string, msg: fleet.LinkResponse) => boolean; nodeCaller?: (nodeId: string) => Promise<Caller> },
+  {
+    reach,
+    push,
+    nodeCaller,
+  }: {
+    reach: WakeIndex;
+    push: (nodeId: string, msg: fleet.LinkResponse) => boolean;
+    nodeCaller?: (nodeId: string) => Promise<Caller>;
+  },
 ) {
-  /** Claims the agent's next task and sends it; the task sent, or undefined when there was none (or it could not go). */
+  /**
+   * Claims the agent's next task and sends it; the task sent, or undefined when there was none (or it could not go).
+   */
   async function handTo(a: PushTarget): Promise<ClaimedTask | undefined> {
     let t: ClaimedTask | undefined;
     const mark = reach.queuedMark(a.domainId);
@@ -31,11 +41,13 @@ export function createOffers(
       if (nodeCaller) authorize(await nodeCaller(a.nodeId), "work", { domainId: a.domainId });
       t = await work.claimStarted(a);
     } catch (err) {
-      if (err instanceof AgentNotIdle) reach.setState(a.id, "busy"); // as its event will say
+      if (err instanceof AgentNotIdle)
+        reach.setState(a.id, "busy"); // as its event will say
       else {
         reach.unclaim(a.id);
         // forbidden: the node no longer serves the domain
-        if ((err as EpError).code !== "forbidden") deps.log.warn("claiming for a node's idle agent failed", { agent_id: a.id, error: (err as Error).message });
+        if ((err as EpError).code !== "forbidden")
+          deps.log.warn("claiming for a node's idle agent failed", { agent_id: a.id, error: (err as Error).message });
       }
       return undefined;
     }
@@ -46,10 +58,14 @@ export function createOffers(
       if (reach.queuedMark(a.domainId) !== mark) offerAgent(a.id);
       return undefined;
     }
-    if (push(a.nodeId, create(fleet.LinkResponseSchema, { command: { case: "assign", value: assignment(a.id, t) } }))) return t;
+    if (push(a.nodeId, create(fleet.LinkResponseSchema, { command: { case: "assign", value: assignment(a.id, t) } })))
+      return t;
     const id = t.id;
     await work.releaseClaimed(a, id).catch((err: Error) =>
-      deps.log.warn("a task claimed for a node that went away could not be given back (its lease expires)", { task_id: id, error: err.message }),
+      deps.log.warn("a task claimed for a node that went away could not be given back (its lease expires)", {
+        task_id: id,
+        error: err.message,
+      }),
     );
     return undefined;
   }
@@ -59,7 +75,12 @@ export function createOffers(
    * older or higher-priority task instead; this one may then still be queued, so the next idle
    * agent tries.
    */
-  async function offerTask(taskId: string, domainId: string, runtime: string, capabilities: readonly string[]): Promise<void> {
+  async function offerTask(
+    taskId: string,
+    domainId: string,
+    runtime: string,
+    capabilities: readonly string[],
+  ): Promise<void> {
     for (;;) {
       const a = reach.claimable(domainId, runtime, capabilities);
       if (!a) return;
@@ -74,5 +95,9 @@ export function createOffers(
     if (a) void handTo(a);
   }
 
-  return { offerTask: (taskId: string, domainId: string, runtime: string, capabilities: readonly string[]) => void offerTask(taskId, domainId, runtime, capabilities), offerAgent };
+  return {
+    offerTask: (taskId: string, domainId: string, runtime: string, capabilities: readonly string[]) =>
+      void offerTask(taskId, domainId, runtime, capabilities),
+    offerAgent,
+  };
 }

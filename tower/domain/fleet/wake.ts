@@ -45,7 +45,14 @@ export function createWakeIndex() {
   }
 
   return {
-    add(a: { id: string; domainId: string; nodeId: string; runtime: string; capabilities: string[]; state?: string }): void {
+    add(a: {
+      id: string;
+      domainId: string;
+      nodeId: string;
+      runtime: string;
+      capabilities: string[];
+      state?: string;
+    }): void {
       if (!a.nodeId) return;
       remove(a.id);
       let inDomain = byDomain.get(a.domainId);
@@ -63,12 +70,18 @@ export function createWakeIndex() {
     },
     /** What has been queued in the domain so far, to compare after a claim. */
     queuedMark: (domainId: string): number => queued.get(domainId) ?? 0,
-    /** The agent's outcome claimed nothing at `mark`: its idle event that follows needs no second claim unless work was queued since. */
+    /**
+     * The agent's outcome claimed nothing at `mark`: its idle event that follows needs no second claim unless work was
+     * queued since.
+     */
     lookedEmpty(agentId: string, mark: number): void {
       const domainId = agentDomain.get(agentId);
       if (domainId !== undefined) lookedEmpty.set(agentId, { domainId, mark });
     },
-    /** At the agent's next state event: whether work may be queued for it that its outcome's claim did not see (true when it did not look). */
+    /**
+     * At the agent's next state event: whether work may be queued for it that its outcome's claim did not see (true
+     * when it did not look).
+     */
     mayHaveWork(agentId: string): boolean {
       const seen = lookedEmpty.get(agentId);
       if (!seen) return true;
@@ -102,14 +115,19 @@ export function createWakeIndex() {
       if (a?.state === "claiming") a.state = "idle";
     },
     /**
-     * The idle agent that could take a task needing runtime and capabilities that has been idle the longest; marked "claiming" so the next task
-     * picks another. O(agents of the domain).
+     * The idle agent that could take a task needing runtime and capabilities that has been idle the longest; marked
+     * "claiming" so the next task picks another. O(agents of the domain).
      */
     claimable(domainId: string, runtime: string, capabilities: readonly string[]): PushTarget | undefined {
       const inDomain = byDomain.get(domainId);
       if (!inDomain) return undefined;
       for (const [id, a] of inDomain) {
-        if (a.state !== "idle" || (runtime && a.runtime !== runtime) || !capabilities.every((c) => a.capabilities.includes(c))) continue;
+        if (
+          a.state !== "idle" ||
+          (runtime && a.runtime !== runtime) ||
+          !capabilities.every((c) => a.capabilities.includes(c))
+        )
+          continue;
         a.state = "claiming";
         return { id, domainId, nodeId: a.nodeId, runtime: a.runtime, capabilities: a.capabilities };
       }
@@ -125,7 +143,9 @@ export function createWakeIndex() {
     },
     /** The idle agents of a node. */
     idleOn(nodeId: string): string[] {
-      return [...(nodeAgents.get(nodeId) ?? [])].filter((id) => byDomain.get(agentDomain.get(id)!)?.get(id)?.state === "idle");
+      return [...(nodeAgents.get(nodeId) ?? [])].filter(
+        (id) => byDomain.get(agentDomain.get(id)!)?.get(id)?.state === "idle",
+      );
     },
     /** Nodes with an agent in the domain that runs the runtime (any when empty) and has every capability. */
     nodesFor(domainId: string, runtime: string, capabilities: readonly string[]): Set<string> {

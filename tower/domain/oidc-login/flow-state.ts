@@ -27,18 +27,34 @@ const restart = "start the sign-in again from the console's sign-in page";
 /** The flow the cookie holds; a missing, altered, foreign or expired one is refused with why. */
 export function openFlow(ring: SecretKeyring, cookie: string | undefined, nowMs: number): FlowState {
   if (!cookie) {
-    throw new EpError("oidc_callback_invalid", `this browser has no sign-in under way (it was started in another browser, its cookie was refused, or it ended); ${restart}`);
+    throw new EpError(
+      "oidc_callback_invalid",
+      `this browser has no sign-in under way (it was started in ` +
+        `another browser, its cookie was refused, or it ended); ${restart}`,
+    );
   }
   let flow: FlowState;
   try {
     const cipher = JSON.parse(Buffer.from(cookie, "base64url").toString("utf8"));
     flow = JSON.parse(decryptSecret(ring, AAD_NAME, cipher)) as FlowState;
   } catch {
-    throw new EpError("oidc_callback_invalid", `the sign-in cookie could not be opened (altered, or sealed under another secret-store key); ${restart}`);
+    throw new EpError(
+      "oidc_callback_invalid",
+      `the sign-in cookie could not be opened (altered, or sealed under another secret-store key); ${restart}`,
+    );
   }
-  if (typeof flow.state !== "string" || typeof flow.nonce !== "string" || typeof flow.verifier !== "string" || typeof flow.expiresMs !== "number") {
+  if (
+    typeof flow.state !== "string" ||
+    typeof flow.nonce !== "string" ||
+    typeof flow.verifier !== "string" ||
+    typeof flow.expiresMs !== "number"
+  ) {
     throw new EpError("oidc_callback_invalid", `the sign-in cookie is malformed; ${restart}`);
   }
-  if (flow.expiresMs <= nowMs) throw new EpError("oidc_callback_invalid", `the sign-in took longer than ${FLOW_TTL_MS / 60_000} minutes; ${restart}`);
+  if (flow.expiresMs <= nowMs)
+    throw new EpError(
+      "oidc_callback_invalid",
+      `the sign-in took longer than ${FLOW_TTL_MS / 60_000} minutes; ${restart}`,
+    );
   return flow;
 }

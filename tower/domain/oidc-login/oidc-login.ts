@@ -25,7 +25,10 @@ export interface OidcLogin {
    * session, or an EpError saying why not (oidc_callback_invalid, oidc_sign_in_refused,
    * oidc_provider_unavailable).
    */
-  complete(query: URLSearchParams, flowCookie: string | undefined): Promise<{ secret: string; expiresMs: number; role: Role; subject: string }>;
+  complete(
+    query: URLSearchParams,
+    flowCookie: string | undefined,
+  ): Promise<{ secret: string; expiresMs: number; role: Role; subject: string }>;
 }
 
 export interface OidcLoginDeps {
@@ -46,7 +49,12 @@ export function createOidcLogin(cfg: OidcConfig & { login: OidcLoginConfig }, de
 
   function ring(): SecretKeyring {
     const r = deps.keyring();
-    if (!r) throw new EpError("unavailable", "console sign-in through OIDC needs the secret-store key (EP_SECRET_KEY or the key file the tower writes at first start)");
+    if (!r)
+      throw new EpError(
+        "unavailable",
+        "console sign-in through OIDC needs the secret-store key " +
+          "(EP_SECRET_KEY or the key file the tower writes at first start)",
+      );
     return r;
   }
 
@@ -67,8 +75,11 @@ export function createOidcLogin(cfg: OidcConfig & { login: OidcLoginConfig }, de
     throw new EpError(
       "oidc_sign_in_refused",
       got === undefined
-        ? `your identity (${who}) carries no ${claim} claim, so EP cannot tell your role; ask your identity provider's admin to add the ${claim} claim (admin, operator or viewer), or set EP_OIDC_DEFAULT_ROLE on the tower`
-        : `your identity's ${claim} claim is ${JSON.stringify(got)}, which names none of EP's roles (admin, operator, viewer); ask your identity provider's admin to fix it`,
+        ? `your identity (${who}) carries no ${claim} claim, so EP cannot tell ` +
+            `your role; ask your identity provider's admin to add the ${claim} claim ` +
+            `(admin, operator or viewer), or set EP_OIDC_DEFAULT_ROLE on the tower`
+        : `your identity's ${claim} claim is ${JSON.stringify(got)}, which names none of ` +
+            `EP's roles (admin, operator, viewer); ask your identity provider's admin to fix it`,
       { claim },
     );
   }
@@ -80,29 +91,64 @@ export function createOidcLogin(cfg: OidcConfig & { login: OidcLoginConfig }, de
       const keys = ring();
       const { state, nonce, verifier, codeChallenge } = await newFlowChecks();
       const flowCookie = sealFlow(keys, { state, nonce, verifier, expiresMs: clock.now() + FLOW_TTL_MS });
-      return { url: rp.authorizationUrl({ state, nonce, codeChallenge }).href, flowCookie, maxAgeSeconds: FLOW_TTL_MS / 1000 };
+      return {
+        url: rp.authorizationUrl({ state, nonce, codeChallenge }).href,
+        flowCookie,
+        maxAgeSeconds: FLOW_TTL_MS / 1000,
+      };
     },
 
     async complete(query, flowCookie) {
       for (const name of ANSWER_PARAMS) {
         const values = query.getAll(name);
-        if (values.length > 1) throw new EpError("oidc_callback_invalid", `the sign-in response has ${name} ${values.length} times; it may have it once`, { field: name });
-        if (values[0] !== undefined && values[0].length > MAX_PARAM_LENGTH) throw new EpError("oidc_callback_invalid", `the sign-in response's ${name} is longer than ${MAX_PARAM_LENGTH} characters`, { field: name });
+        if (values.length > 1)
+          throw new EpError(
+            "oidc_callback_invalid",
+            `the sign-in response has ${name} ${values.length} times; it may have it once`,
+            { field: name },
+          );
+        if (values[0] !== undefined && values[0].length > MAX_PARAM_LENGTH)
+          throw new EpError(
+            "oidc_callback_invalid",
+            `the sign-in response's ${name} is longer than ${MAX_PARAM_LENGTH} characters`,
+            { field: name },
+          );
       }
       const flow = openFlow(ring(), flowCookie, clock.now());
       const state = query.get("state");
-      if (!state) throw new EpError("oidc_callback_invalid", "the sign-in response has no state, so it cannot be matched to the sign-in this browser started; start the sign-in again", { field: "state" });
+      if (!state)
+        throw new EpError(
+          "oidc_callback_invalid",
+          "the sign-in response has no state, so it cannot be matched " +
+            "to the sign-in this browser started; start the sign-in again",
+          { field: "state" },
+        );
       if (!sameText(state, flow.state)) {
-        throw new EpError("oidc_callback_invalid", "state mismatch: the sign-in response is not for the sign-in this browser started (an old tab, a second sign-in since, or a forged link); start the sign-in again", { field: "state" });
+        throw new EpError(
+          "oidc_callback_invalid",
+          "state mismatch: the sign-in response is not for the sign-in this browser started " +
+            "(an old tab, a second sign-in since, or a forged link); start the sign-in again",
+          { field: "state" },
+        );
       }
       // only now, for a response that is this browser's own, is the provider's error shown
       const error = query.get("error");
       if (error) {
         const description = query.get("error_description");
-        const denied = error === "access_denied" ? "you (or the provider's policy) declined the sign-in" : "the identity provider did not sign you in";
-        throw new EpError("oidc_sign_in_refused", `${denied}: ${error}${description ? ` (${description})` : ""}`, { error });
+        const denied =
+          error === "access_denied"
+            ? "you (or the provider's policy) declined the sign-in"
+            : "the identity provider did not sign you in";
+        throw new EpError("oidc_sign_in_refused", `${denied}: ${error}${description ? ` (${description})` : ""}`, {
+          error,
+        });
       }
-      if (!query.get("code")) throw new EpError("oidc_callback_invalid", "the sign-in response has neither a code nor an error; start the sign-in again", { field: "code" });
+      if (!query.get("code"))
+        throw new EpError(
+          "oidc_callback_invalid",
+          "the sign-in response has neither a code nor an error; start the sign-in again",
+          { field: "code" },
+        );
 
       const callback = new URL(cfg.login.redirectUri);
       callback.search = query.toString();
@@ -119,7 +165,11 @@ export function createOidcLogin(cfg: OidcConfig & { login: OidcLoginConfig }, de
         expiresMs: Math.min(signedIn.idTokenExpiresMs, signedIn.accessTokenExpiresMs ?? Infinity),
       };
       const session = await deps.createSession(caller, deps.sessions.scopeOf(signedIn.sub, signedIn.accessToken));
-      log.info("console sign-in through the identity provider", { subject: caller.subject, role, expires_in_s: Math.round((session.expiresMs - now) / 1000) });
+      log.info("console sign-in through the identity provider", {
+        subject: caller.subject,
+        role,
+        expires_in_s: Math.round((session.expiresMs - now) / 1000),
+      });
       return { ...session, role, subject: caller.subject };
     },
   };
@@ -131,6 +181,8 @@ function sameText(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-const text = (v: unknown): string | undefined => (typeof v === "string" && v.trim() ? v.trim().slice(0, 200) : undefined);
-const nameOf = (claims: Record<string, unknown>) => text(claims.email) ?? text(claims.preferred_username) ?? text(claims.name);
+const text = (v: unknown): string | undefined =>
+  typeof v === "string" && v.trim() ? v.trim().slice(0, 200) : undefined;
+const nameOf = (claims: Record<string, unknown>) =>
+  text(claims.email) ?? text(claims.preferred_username) ?? text(claims.name);
 const whoOf = (claims: Record<string, unknown>) => nameOf(claims) ?? `subject ${String(claims.sub)}`;

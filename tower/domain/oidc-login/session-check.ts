@@ -19,14 +19,20 @@ import type { OidcSessionCheck } from "./types.js";
 
 /** What a console session keeps of its sign-in (in the session's scope; the token sealed). */
 
-
 /** After a provider that did not answer, the next try is this much later at most. */
 const RETRY_UNANSWERED_MS = 30_000;
 /** bound on the sessions remembered; past it the memory starts again from each sign-in time */
 const MAX_REMEMBERED = 10_000;
 const aadOf = (sub: string) => `oidc-access-token/${sub}`;
 
-export function createOidcSessionCheck(o: { rp: RelyingParty; clock: Clock; log: Logger; keyring: () => SecretKeyring | undefined; recheckMs: number; roleClaim: string }): OidcSessionCheck {
+export function createOidcSessionCheck(o: {
+  rp: RelyingParty;
+  clock: Clock;
+  log: Logger;
+  keyring: () => SecretKeyring | undefined;
+  recheckMs: number;
+  roleClaim: string;
+}): OidcSessionCheck {
   const { clock, recheckMs } = o;
   // when each sign-in was last confirmed, on this replica, by its sealed token (one sign-in, one
   // entry, whatever was derived from it); another replica, or this one after a restart, starts
@@ -36,7 +42,12 @@ export function createOidcSessionCheck(o: { rp: RelyingParty; clock: Clock; log:
 
   function ring(): SecretKeyring {
     const r = o.keyring();
-    if (!r) throw new EpError("unavailable", "console sign-in through OIDC needs the secret-store key (EP_SECRET_KEY or the key file the tower writes at first start)");
+    if (!r)
+      throw new EpError(
+        "unavailable",
+        "console sign-in through OIDC needs the secret-store key " +
+          "(EP_SECRET_KEY or the key file the tower writes at first start)",
+      );
     return r;
   }
 
@@ -45,7 +56,10 @@ export function createOidcSessionCheck(o: { rp: RelyingParty; clock: Clock; log:
     try {
       token = decryptSecret(ring(), aadOf(scope.sub), JSON.parse(scope.accessToken));
     } catch {
-      throw new EpError("unauthenticated", "this console session's sign-in cannot be checked (sealed under another secret-store key); sign in again");
+      throw new EpError(
+        "unauthenticated",
+        "this console session's sign-in cannot be checked (sealed under another secret-store key); sign in again",
+      );
     }
     const now = clock.now();
     const answer = await o.rp.userinfo(token, scope.sub);
@@ -53,13 +67,23 @@ export function createOidcSessionCheck(o: { rp: RelyingParty; clock: Clock; log:
       const raw = answer.claims[o.roleClaim];
       const role = claimedRole(answer.claims, o.roleClaim, PERSON_ROLES);
       if (raw !== undefined && role !== caller.role) {
-        throw new EpError("unauthenticated", `your role at the identity provider is now ${role ?? JSON.stringify(raw)}, not ${caller.role}; sign in again`);
+        throw new EpError(
+          "unauthenticated",
+          `your role at the identity provider is now ${role ?? JSON.stringify(raw)}, not ${caller.role}; sign in again`,
+        );
       }
       remember(hash, now);
       return;
     }
-    if (answer.ended) throw new EpError("unauthenticated", `the identity provider no longer stands behind this sign-in (${answer.reason}); sign in again`);
-    o.log.warn("the identity provider did not answer a console session's re-check; asking again shortly", { subject: caller.principal ?? caller.subject, error: answer.reason });
+    if (answer.ended)
+      throw new EpError(
+        "unauthenticated",
+        `the identity provider no longer stands behind this sign-in (${answer.reason}); sign in again`,
+      );
+    o.log.warn("the identity provider did not answer a console session's re-check; asking again shortly", {
+      subject: caller.principal ?? caller.subject,
+      error: answer.reason,
+    });
     remember(hash, now - recheckMs + Math.min(recheckMs, RETRY_UNANSWERED_MS));
   }
 
@@ -70,7 +94,11 @@ export function createOidcSessionCheck(o: { rp: RelyingParty; clock: Clock; log:
 
   return {
     scopeOf(sub, accessToken) {
-      return { sub, accessToken: JSON.stringify(encryptSecret(ring().current, aadOf(sub), accessToken)), signedInMs: clock.now() };
+      return {
+        sub,
+        accessToken: JSON.stringify(encryptSecret(ring().current, aadOf(sub), accessToken)),
+        signedInMs: clock.now(),
+      };
     },
 
     async check(scope, caller) {

@@ -46,7 +46,9 @@ export class EventRelay {
 
   static async start(deps: EventRelayDeps): Promise<EventRelay> {
     const relay = new EventRelay(deps, await deps.store.lastEventId());
-    relay.unlisten = await deps.store.listen(deps.channel, (payload) => relay.signalled(payload), { onReconnect: () => void relay.read() });
+    relay.unlisten = await deps.store.listen(deps.channel, (payload) => relay.signalled(payload), {
+      onReconnect: () => void relay.read(),
+    });
     relay.poll();
     return relay;
   }
@@ -145,10 +147,12 @@ export class EventRelay {
       this.notifyQueued = false;
       if (this.closed) return;
       this.deps.stats.notified++;
-      this.deps.store.notify(this.deps.channel, JSON.stringify({ id: this.notifyMax, from: this.deps.replicaId })).catch((err: Error) => {
-        // the others still find the events on their next poll
-        if (!this.closed) this.deps.log.warn("replication could not NOTIFY", { error: err.message });
-      });
+      this.deps.store
+        .notify(this.deps.channel, JSON.stringify({ id: this.notifyMax, from: this.deps.replicaId }))
+        .catch((err: Error) => {
+          // the others still find the events on their next poll
+          if (!this.closed) this.deps.log.warn("replication could not NOTIFY", { error: err.message });
+        });
     });
   }
 

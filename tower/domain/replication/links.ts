@@ -136,7 +136,9 @@ export class LinkRelay {
     const { replicaId, log, clock } = this.deps;
     if (msg.t === "req") {
       if (msg.to !== replicaId) return;
-      this.serve(msg).catch((err: Error) => log.warn("replication could not answer a link command", { error: err.message, node_id: msg.node }));
+      this.serve(msg).catch((err: Error) =>
+        log.warn("replication could not answer a link command", { error: err.message, node_id: msg.node }),
+      );
     } else if (msg.t === "res" && msg.to === replicaId) {
       const p = this.pending.get(msg.id);
       if (!p) return;
@@ -167,7 +169,11 @@ export class LinkRelay {
     return owner && owner !== this.deps.replicaId ? owner : undefined;
   }
 
-  private async ask(nodeId: string, op: LinkRequest["op"], extra: Partial<LinkRequest> = {}): Promise<LinkReply | undefined> {
+  private async ask(
+    nodeId: string,
+    op: LinkRequest["op"],
+    extra: Partial<LinkRequest> = {},
+  ): Promise<LinkReply | undefined> {
     if (this.closed) return undefined;
     const owner = await this.ownerOf(nodeId);
     if (!owner) return undefined;
@@ -189,7 +195,10 @@ export class LinkRelay {
         clock.clearTimeout(p.timer);
         p.resolve(undefined);
       }
-      throw new EpError("unavailable", `cannot reach the replica holding node ${nodeId}'s link: ${(err as Error).message}`);
+      throw new EpError(
+        "unavailable",
+        `cannot reach the replica holding node ${nodeId}'s link: ${(err as Error).message}`,
+      );
     }
     return answer;
   }

@@ -11,8 +11,8 @@
 // every replica LISTENs and reads what it has not seen. Relayed events are published to
 // the local hub, which drops ids it already published (events this replica committed
 // itself), and are never NOTIFYed again. With PostgresStore the NOTIFY is part of the event
-// INSERT itself (announceEvents: delivered at commit, no extra round trip). A poll every `pollMs` and a re-read after the
-// LISTEN connection comes back cover a NOTIFY lost in a crash between COMMIT and NOTIFY.
+// INSERT itself (announceEvents: delivered at commit, no extra round trip). A poll every `pollMs` and a re-read after
+// the LISTEN connection comes back cover a NOTIFY lost in a crash between COMMIT and NOTIFY.
 //
 // Node links. A link belongs to the replica the daemon is connected to; fleet.ts records
 // the owner in the store (meta `link:<node id>` = "<replica id> <link id>"). A command for
@@ -20,7 +20,6 @@
 // owner, which delivers it and answers; no answer within `requestTimeoutMs` means the
 // node is not linked anywhere (the owner died; the daemon relinks to a live replica).
 import { randomBytes } from "node:crypto";
-import type { JsonObject } from "@bufbuild/protobuf";
 import type { Clock } from "../../../common/clock.js";
 import type { Logger } from "../../../common/log.js";
 import type { Store } from "../../store/store.js";
@@ -32,7 +31,12 @@ import type { ReplicaSignals, ReplicatedStore, ReplicationOptions, ReplicationSt
 /** The store when it can carry several replicas (PostgreSQL), else undefined. */
 export function replicatedStore(store: Store): ReplicatedStore | undefined {
   const s = store as Partial<ReplicaSignals> & Store;
-  return store.dialect === "postgres" && typeof s.listen === "function" && typeof s.notify === "function" && typeof s.withClusterLock === "function" ? (s as ReplicatedStore) : undefined;
+  return store.dialect === "postgres" &&
+    typeof s.listen === "function" &&
+    typeof s.notify === "function" &&
+    typeof s.withClusterLock === "function"
+    ? (s as ReplicatedStore)
+    : undefined;
 }
 
 /** Channel names carry the schema, so deployments sharing a database do not hear each other. */
@@ -58,8 +62,17 @@ export async function startReplication(
   let closed = false;
 
   const events = await EventRelay.start({ store, hub, log, clock, replicaId, channel: channels.events, pollMs, stats });
-  const links = await LinkRelay.start({ store, log, clock, replicaId, channel: channels.link, requestTimeoutMs, stats });
-  const locked = <T>(name: string, wait: boolean, fn: () => Promise<T>): Promise<T | undefined> => store.withClusterLock(name, wait, fn);
+  const links = await LinkRelay.start({
+    store,
+    log,
+    clock,
+    replicaId,
+    channel: channels.link,
+    requestTimeoutMs,
+    stats,
+  });
+  const locked = <T>(name: string, wait: boolean, fn: () => Promise<T>): Promise<T | undefined> =>
+    store.withClusterLock(name, wait, fn);
 
   return {
     replicaId,

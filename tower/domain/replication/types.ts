@@ -4,7 +4,11 @@ import type { LinkCommand } from "../fleet/types.js";
 
 /** What a store offers for replication (PostgresStore). */
 export interface ReplicaSignals {
-  listen(channel: string, onPayload: (payload: string) => void, opts?: { onReconnect?: () => void }): Promise<() => Promise<void>>;
+  listen(
+    channel: string,
+    onPayload: (payload: string) => void,
+    opts?: { onReconnect?: () => void },
+  ): Promise<() => Promise<void>>;
   notify(channel: string, payload: string): Promise<void>;
   /** Makes every event insert NOTIFY the channel inside its own transaction (PostgresStore). */
   announceEvents?(channel: string | undefined, from?: string): void;

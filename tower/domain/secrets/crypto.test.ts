@@ -82,15 +82,18 @@ describe("secret-store crypto", () => {
     expect(codeOf(() => decryptSecret(ring, "OTHER", c)).code).toBe("internal");
   });
 
-  it("the wrong key is an error: an unknown key id names the setting, a wrong key under a known id fails the check", () => {
-    const c = encryptSecret(k1, "API", VALUE);
-    const missing = codeOf(() => decryptSecret(createKeyring(k2), "API", c));
-    expect(missing.code).toBe("config_invalid");
-    expect(missing.message).toContain("EP_SECRET_KEY_PREVIOUS");
-    expect(missing.message).toContain(k1.id);
-    const impostor = { ...k2, id: k1.id };
-    expect(codeOf(() => decryptSecret(createKeyring(impostor), "API", c)).code).toBe("internal");
-  });
+  it(
+    "the wrong key is an error: an unknown key id names the " + "setting, a wrong key under a known id fails the check",
+    () => {
+      const c = encryptSecret(k1, "API", VALUE);
+      const missing = codeOf(() => decryptSecret(createKeyring(k2), "API", c));
+      expect(missing.code).toBe("config_invalid");
+      expect(missing.message).toContain("EP_SECRET_KEY_PREVIOUS");
+      expect(missing.message).toContain(k1.id);
+      const impostor = { ...k2, id: k1.id };
+      expect(codeOf(() => decryptSecret(createKeyring(impostor), "API", c)).code).toBe("internal");
+    },
+  );
 
   it("rotation: a ring with the old key as previous reads old values and encrypts new ones under the new key", () => {
     const old = encryptSecret(k1, "API", VALUE);
@@ -103,28 +106,32 @@ describe("secret-store crypto", () => {
     expect(codeOf(() => decryptSecret(createKeyring(k1), "API", renewed)).code).toBe("config_invalid");
   });
 
-  it("loadKeyring: EP_SECRET_KEY wins over the file, the file is read when 0600 and refused when wider, none → undefined", () => {
-    const home = tmp();
-    expect(loadKeyring(home, {})).toBeUndefined();
-    const fileKey = randomBytes(32).toString("base64");
-    const file = join(home, "secret.key");
-    writeFileSync(file, fileKey + "\n", { mode: 0o600 });
-    expect(loadKeyring(home, {})!.current.key.equals(Buffer.from(fileKey, "base64"))).toBe(true);
-    expect(loadKeyring(home, {})!.current.source).toBe(file);
-    expect(loadKeyring(home, { EP_SECRET_KEY: k2.key.toString("base64") })!.current.id).toBe(k2.id);
-    chmodSync(file, 0o644);
-    const wide = codeOf(() => loadKeyring(home, {}));
-    expect(wide.code).toBe("config_invalid");
-    expect(wide.message).toContain("chmod 600");
-    expect(wide.message).not.toContain(fileKey);
-    const other = join(tmp(), "k");
-    writeFileSync(other, k1.key.toString("base64"), { mode: 0o600 });
-    const ring = loadKeyring(home, { EP_SECRET_KEY_FILE: other, EP_SECRET_KEY_PREVIOUS: k2.key.toString("base64") })!;
-    expect(ring.current.id).toBe(k1.id);
-    expect(ring.previous.map((k) => k.id)).toEqual([k2.id]);
-    expect(ring.find(k2.id)).toBeDefined();
-    // a passphrase with commas is one key
-    const pass = loadKeyring(home, { EP_SECRET_KEY_FILE: other, EP_SECRET_KEY_PREVIOUS: "old, passphrase" })!;
-    expect(pass.previous.map((k) => k.id)).toEqual([parseSecretKey("old, passphrase", "x").id]);
-  });
+  it(
+    "loadKeyring: EP_SECRET_KEY wins over the file, the file " +
+      "is read when 0600 and refused when wider, none → undefined",
+    () => {
+      const home = tmp();
+      expect(loadKeyring(home, {})).toBeUndefined();
+      const fileKey = randomBytes(32).toString("base64");
+      const file = join(home, "secret.key");
+      writeFileSync(file, fileKey + "\n", { mode: 0o600 });
+      expect(loadKeyring(home, {})!.current.key.equals(Buffer.from(fileKey, "base64"))).toBe(true);
+      expect(loadKeyring(home, {})!.current.source).toBe(file);
+      expect(loadKeyring(home, { EP_SECRET_KEY: k2.key.toString("base64") })!.current.id).toBe(k2.id);
+      chmodSync(file, 0o644);
+      const wide = codeOf(() => loadKeyring(home, {}));
+      expect(wide.code).toBe("config_invalid");
+      expect(wide.message).toContain("chmod 600");
+      expect(wide.message).not.toContain(fileKey);
+      const other = join(tmp(), "k");
+      writeFileSync(other, k1.key.toString("base64"), { mode: 0o600 });
+      const ring = loadKeyring(home, { EP_SECRET_KEY_FILE: other, EP_SECRET_KEY_PREVIOUS: k2.key.toString("base64") })!;
+      expect(ring.current.id).toBe(k1.id);
+      expect(ring.previous.map((k) => k.id)).toEqual([k2.id]);
+      expect(ring.find(k2.id)).toBeDefined();
+      // a passphrase with commas is one key
+      const pass = loadKeyring(home, { EP_SECRET_KEY_FILE: other, EP_SECRET_KEY_PREVIOUS: "old, passphrase" })!;
+      expect(pass.previous.map((k) => k.id)).toEqual([parseSecretKey("old, passphrase", "x").id]);
+    },
+  );
 });

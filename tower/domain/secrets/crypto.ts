@@ -37,7 +37,12 @@ const derived = new Map<string, Buffer>();
  */
 export function parseSecretKey(raw: string, source: string): SecretKey {
   const text = raw.trim();
-  if (!text) throw new EpError("config_invalid", `${source} is empty; give 32 random bytes in base64 (openssl rand -base64 32) or a passphrase`, { setting: source });
+  if (!text)
+    throw new EpError(
+      "config_invalid",
+      `${source} is empty; give 32 random bytes in base64 (openssl rand -base64 32) or a passphrase`,
+      { setting: source },
+    );
   let key: Buffer | undefined;
   if (/^[A-Za-z0-9+/_-]{43}=?$/.test(text)) {
     const bytes = Buffer.from(text.replace(/-/g, "+").replace(/_/g, "/"), "base64");
@@ -82,14 +87,20 @@ export function loadKeyring(towerHome: string, env: NodeJS.ProcessEnv = process.
     if (existsSync(file)) {
       const mode = statSync(file).mode & 0o777;
       if (mode & 0o077) {
-        throw new EpError("config_invalid", `the secret-store key file ${file} is readable by others (mode ${mode.toString(8)}); run chmod 600 ${file}`, { setting: "EP_SECRET_KEY_FILE" });
+        throw new EpError(
+          "config_invalid",
+          `the secret-store key file ${file} is readable by others (mode ${mode.toString(8)}); run chmod 600 ${file}`,
+          { setting: "EP_SECRET_KEY_FILE" },
+        );
       }
       current = parseSecretKey(readFileSync(file, "utf8"), file);
     }
   }
   if (!current) return undefined;
   // one previous key (any text, commas included): every start re-encrypts under the current key, so one is enough
-  const previous = env.EP_SECRET_KEY_PREVIOUS?.trim() ? [parseSecretKey(env.EP_SECRET_KEY_PREVIOUS, "EP_SECRET_KEY_PREVIOUS")] : [];
+  const previous = env.EP_SECRET_KEY_PREVIOUS?.trim()
+    ? [parseSecretKey(env.EP_SECRET_KEY_PREVIOUS, "EP_SECRET_KEY_PREVIOUS")]
+    : [];
   return createKeyring(current, previous);
 }
 
@@ -100,7 +111,12 @@ export function encryptSecret(key: SecretKey, name: string, value: string): Secr
   const cipher = createCipheriv("aes-256-gcm", key.key, iv);
   cipher.setAAD(aad(name));
   const ciphertext = Buffer.concat([cipher.update(value, "utf8"), cipher.final()]);
-  return { ciphertext: ciphertext.toString("base64"), iv: iv.toString("base64"), tag: cipher.getAuthTag().toString("base64"), keyId: key.id };
+  return {
+    ciphertext: ciphertext.toString("base64"),
+    iv: iv.toString("base64"),
+    tag: cipher.getAuthTag().toString("base64"),
+    keyId: key.id,
+  };
 }
 
 export function decryptSecret(ring: SecretKeyring, name: string, c: SecretCipher): string {
@@ -108,7 +124,8 @@ export function decryptSecret(ring: SecretKeyring, name: string, c: SecretCipher
   if (!key) {
     throw new EpError(
       "config_invalid",
-      `secret ${name} is encrypted under key ${c.keyId}, which this tower does not have (current key ${ring.current.id}); put the old key in EP_SECRET_KEY_PREVIOUS`,
+      `secret ${name} is encrypted under key ${c.keyId}, which this tower does not ` +
+        `have (current key ${ring.current.id}); put the old key in EP_SECRET_KEY_PREVIOUS`,
       { setting: "EP_SECRET_KEY_PREVIOUS", key_id: c.keyId },
     );
   }
@@ -121,6 +138,11 @@ export function decryptSecret(ring: SecretKeyring, name: string, c: SecretCipher
     decipher.setAuthTag(tag);
     return Buffer.concat([decipher.update(Buffer.from(c.ciphertext, "base64")), decipher.final()]).toString("utf8");
   } catch {
-    throw new EpError("internal", `secret ${name} failed its integrity check under key ${key.id}: the stored ciphertext was altered or the key is wrong`, { key_id: key.id });
+    throw new EpError(
+      "internal",
+      `secret ${name} failed its integrity check under key ${key.id}: ` +
+        `the stored ciphertext was altered or the key is wrong`,
+      { key_id: key.id },
+    );
   }
 }

@@ -105,14 +105,45 @@ describe.each([
     if (skip) return;
     fx = await makeFx();
     ring = createKeyring(k1);
-    deps = { store: fx.store, clock: new FakeClock(Date.parse("2025-01-01T00:00:00Z")), hub: createEventHub(), log: silentLogger, limits: DEFAULT_LIMITS };
+    deps = {
+      store: fx.store,
+      clock: new FakeClock(Date.parse("2025-01-01T00:00:00Z")),
+      hub: createEventHub(),
+      log: silentLogger,
+      limits: DEFAULT_LIMITS,
+    };
     const at = "2025-01-01T00:00:00.000Z";
     await fx.store.insertDomain({ id: "dom_a", name: "a", createdAt: at });
     await fx.store.insertDomain({ id: "dom_b", name: "b", createdAt: at });
-    await fx.store.insertNode({ id: "nod_1", hostname: "h1", status: "online", lastSeenAt: at, createdAt: at , domains: ["*"] });
-    await fx.store.insertNode({ id: "nod_2", hostname: "h2", status: "online", lastSeenAt: at, createdAt: at , domains: ["*"] });
+    await fx.store.insertNode({
+      id: "nod_1",
+      hostname: "h1",
+      status: "online",
+      lastSeenAt: at,
+      createdAt: at,
+      domains: ["*"],
+    });
+    await fx.store.insertNode({
+      id: "nod_2",
+      hostname: "h2",
+      status: "online",
+      lastSeenAt: at,
+      createdAt: at,
+      domains: ["*"],
+    });
     const agent = (id: string, domainId: string, nodeId: string) =>
-      fx.store.insertAgent({ id, domainId, nodeId, name: id, runtime: "shell", capabilities: [], state: "idle", lastSeenAt: at, createdAt: at, supervised: false });
+      fx.store.insertAgent({
+        id,
+        domainId,
+        nodeId,
+        name: id,
+        runtime: "shell",
+        capabilities: [],
+        state: "idle",
+        lastSeenAt: at,
+        createdAt: at,
+        supervised: false,
+      });
     await agent("agt_a1", "dom_a", "nod_1");
     await agent("agt_a2", "dom_a", "nod_1");
     await agent("agt_b1", "dom_b", "nod_1");
@@ -140,7 +171,13 @@ describe.each([
     expect(row!.keyId).toBe(k1.id);
     expect(JSON.stringify(row)).not.toContain(VALUE);
     const events = await fx.store.listEvents({ limit: 100 });
-    expect(events.map((e) => e.name)).toEqual(["secret.created", "secret.updated", "secret.updated", "secret.granted", "secret.resolved"]);
+    expect(events.map((e) => e.name)).toEqual([
+      "secret.created",
+      "secret.updated",
+      "secret.updated",
+      "secret.granted",
+      "secret.resolved",
+    ]);
     expect(JSON.stringify(events)).not.toContain(VALUE);
     expect(fx.dbBytes().includes(Buffer.from(VALUE))).toBe(false);
   });
@@ -160,7 +197,9 @@ describe.each([
     // revoke: the next resolve fails
     await svc.revokeSecret(ADMIN, { name: "API", agentId: "", domainId: "dom_a" } as never);
     expect(await code(svc.resolveSecret(NODE1, { name: "API", agentId: "agt_a2" } as never))).toBe("forbidden");
-    expect(await code(svc.revokeSecret(ADMIN, { name: "API", agentId: "", domainId: "dom_a" } as never))).toBe("not_found");
+    expect(await code(svc.revokeSecret(ADMIN, { name: "API", agentId: "", domainId: "dom_a" } as never))).toBe(
+      "not_found",
+    );
     // delete takes the grants with it
     await svc.grantSecret(ADMIN, { name: "API", agentId: "agt_a1", domainId: "" } as never);
     await svc.deleteSecret(ADMIN, { name: "API" } as never);
@@ -174,17 +213,35 @@ describe.each([
     expect(await code(svc.setSecret(OPERATOR, { name: "X", domainId: "", value: VALUE } as never))).toBe("forbidden");
     expect(await code(svc.listSecrets(OPERATOR, {} as never))).toBe("forbidden");
     expect(await code(svc.resolveSecret(ADMIN, { name: "X", agentId: "agt_a1" } as never))).toBe("forbidden");
-    expect(await code(svc.setSecret(ADMIN, { name: "bad name!", domainId: "", value: VALUE } as never))).toBe("invalid_argument");
+    expect(await code(svc.setSecret(ADMIN, { name: "bad name!", domainId: "", value: VALUE } as never))).toBe(
+      "invalid_argument",
+    );
     expect(await code(svc.setSecret(ADMIN, { name: "X", domainId: "", value: "" } as never))).toBe("invalid_argument");
-    expect(await code(svc.setSecret(ADMIN, { name: "X", domainId: "", value: "v".repeat(70_000) } as never))).toBe("invalid_argument");
-    expect(await code(svc.setSecret(ADMIN, { name: "X", domainId: "dom_zz", value: VALUE } as never))).toBe("domain_not_found");
+    expect(await code(svc.setSecret(ADMIN, { name: "X", domainId: "", value: "v".repeat(70_000) } as never))).toBe(
+      "invalid_argument",
+    );
+    expect(await code(svc.setSecret(ADMIN, { name: "X", domainId: "dom_zz", value: VALUE } as never))).toBe(
+      "domain_not_found",
+    );
     await svc.setSecret(ADMIN, { name: "SCOPED", domainId: "dom_a", value: VALUE } as never);
-    expect(await code(svc.setSecret(ADMIN, { name: "SCOPED", domainId: "dom_b", value: VALUE } as never))).toBe("conflict");
-    expect(await code(svc.grantSecret(ADMIN, { name: "SCOPED", agentId: "agt_b1", domainId: "" } as never))).toBe("conflict");
-    expect(await code(svc.grantSecret(ADMIN, { name: "SCOPED", agentId: "", domainId: "dom_b" } as never))).toBe("conflict");
-    expect(await code(svc.grantSecret(ADMIN, { name: "SCOPED", agentId: "agt_a1", domainId: "dom_a" } as never))).toBe("invalid_argument");
-    expect(await code(svc.grantSecret(ADMIN, { name: "SCOPED", agentId: "", domainId: "" } as never))).toBe("invalid_argument");
-    expect(await code(svc.grantSecret(ADMIN, { name: "SCOPED", agentId: "agt_zz", domainId: "" } as never))).toBe("agent_not_found");
+    expect(await code(svc.setSecret(ADMIN, { name: "SCOPED", domainId: "dom_b", value: VALUE } as never))).toBe(
+      "conflict",
+    );
+    expect(await code(svc.grantSecret(ADMIN, { name: "SCOPED", agentId: "agt_b1", domainId: "" } as never))).toBe(
+      "conflict",
+    );
+    expect(await code(svc.grantSecret(ADMIN, { name: "SCOPED", agentId: "", domainId: "dom_b" } as never))).toBe(
+      "conflict",
+    );
+    expect(await code(svc.grantSecret(ADMIN, { name: "SCOPED", agentId: "agt_a1", domainId: "dom_a" } as never))).toBe(
+      "invalid_argument",
+    );
+    expect(await code(svc.grantSecret(ADMIN, { name: "SCOPED", agentId: "", domainId: "" } as never))).toBe(
+      "invalid_argument",
+    );
+    expect(await code(svc.grantSecret(ADMIN, { name: "SCOPED", agentId: "agt_zz", domainId: "" } as never))).toBe(
+      "agent_not_found",
+    );
     // granting twice is fine
     await svc.grantSecret(ADMIN, { name: "SCOPED", agentId: "agt_a1", domainId: "" } as never);
     const g = await svc.grantSecret(ADMIN, { name: "SCOPED", agentId: "agt_a1", domainId: "" } as never);
@@ -192,37 +249,46 @@ describe.each([
     expect(g.secret?.domainId).toBe("dom_a");
   });
 
-  test("without a key: storing is refused with a clear error; stored values are unreadable until a key comes", async () => {
-    ring = undefined;
-    const svc = createSecretService(deps, keys);
-    const err = await svc.setSecret(ADMIN, { name: "X", domainId: "", value: VALUE } as never).catch((e: EpError) => e);
-    expect((err as EpError).code).toBe("config_invalid");
-    expect((err as EpError).message).toContain("EP_SECRET_KEY");
-    expect(await fx.store.listSecrets()).toEqual([]);
-  });
+  test(
+    "without a key: storing is refused with a clear " + "error; stored values are unreadable until a key comes",
+    async () => {
+      ring = undefined;
+      const svc = createSecretService(deps, keys);
+      const err = await svc
+        .setSecret(ADMIN, { name: "X", domainId: "", value: VALUE } as never)
+        .catch((e: EpError) => e);
+      expect((err as EpError).code).toBe("config_invalid");
+      expect((err as EpError).message).toContain("EP_SECRET_KEY");
+      expect(await fx.store.listSecrets()).toEqual([]);
+    },
+  );
 
-  test("rotation: start with the new key and the old one as previous → every value re-encrypted, still readable, old key no longer needed", async () => {
-    const svc = createSecretService(deps, keys);
-    for (const n of ["A", "B", "C"]) {
-      await svc.setSecret(ADMIN, { name: n, domainId: "", value: `${VALUE}-${n}` } as never);
-      await svc.grantSecret(ADMIN, { name: n, agentId: "agt_a1", domainId: "" } as never);
-    }
-    // new key only: the old values cannot be read, and a restart says so without touching them
-    ring = createKeyring(k2);
-    expect(await code(svc.resolveSecret(NODE1, { name: "A", agentId: "agt_a1" } as never))).toBe("config_invalid");
-    expect(await svc.reencrypt()).toEqual({ reencrypted: 0, unreadable: ["A", "B", "C"] });
-    // new key + previous: re-encrypted at start
-    ring = createKeyring(k2, [k1]);
-    expect(await svc.reencrypt()).toEqual({ reencrypted: 3, unreadable: [] });
-    expect((await fx.store.listSecrets()).map((r) => [r.keyId, r.version])).toEqual([
-      [k2.id, 1],
-      [k2.id, 1],
-      [k2.id, 1],
-    ]);
-    expect(await svc.reencrypt()).toEqual({ reencrypted: 0, unreadable: [] });
-    ring = createKeyring(k2);
-    expect((await svc.resolveSecret(NODE1, { name: "B", agentId: "agt_a1" } as never)).value).toBe(`${VALUE}-B`);
-  });
+  test(
+    "rotation: start with the new key and the old one as previous → " +
+      "every value re-encrypted, still readable, old key no longer needed",
+    async () => {
+      const svc = createSecretService(deps, keys);
+      for (const n of ["A", "B", "C"]) {
+        await svc.setSecret(ADMIN, { name: n, domainId: "", value: `${VALUE}-${n}` } as never);
+        await svc.grantSecret(ADMIN, { name: n, agentId: "agt_a1", domainId: "" } as never);
+      }
+      // new key only: the old values cannot be read, and a restart says so without touching them
+      ring = createKeyring(k2);
+      expect(await code(svc.resolveSecret(NODE1, { name: "A", agentId: "agt_a1" } as never))).toBe("config_invalid");
+      expect(await svc.reencrypt()).toEqual({ reencrypted: 0, unreadable: ["A", "B", "C"] });
+      // new key + previous: re-encrypted at start
+      ring = createKeyring(k2, [k1]);
+      expect(await svc.reencrypt()).toEqual({ reencrypted: 3, unreadable: [] });
+      expect((await fx.store.listSecrets()).map((r) => [r.keyId, r.version])).toEqual([
+        [k2.id, 1],
+        [k2.id, 1],
+        [k2.id, 1],
+      ]);
+      expect(await svc.reencrypt()).toEqual({ reencrypted: 0, unreadable: [] });
+      ring = createKeyring(k2);
+      expect((await svc.resolveSecret(NODE1, { name: "B", agentId: "agt_a1" } as never)).value).toBe(`${VALUE}-B`);
+    },
+  );
 
   test("a tampered ciphertext in the database is an integrity error, never a wrong value", async () => {
     const svc = createSecretService(deps, keys);
@@ -231,7 +297,13 @@ describe.each([
     const row = (await fx.store.getSecret("T"))!;
     const b = Buffer.from(row.ciphertext, "base64");
     b[3] ^= 0x20;
-    expect(await fx.store.updateSecretCipher("T", { keyId: row.keyId, version: row.version }, { ...row, ciphertext: b.toString("base64") })).toBe(true);
+    expect(
+      await fx.store.updateSecretCipher(
+        "T",
+        { keyId: row.keyId, version: row.version },
+        { ...row, ciphertext: b.toString("base64") },
+      ),
+    ).toBe(true);
     expect(await code(svc.resolveSecret(NODE1, { name: "T", agentId: "agt_a1" } as never))).toBe("internal");
     // the conditional update only applies to the expected key and version
     expect(await fx.store.updateSecretCipher("T", { keyId: "k0", version: row.version }, row)).toBe(false);

@@ -21,7 +21,10 @@ export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
 /** Largest value accepted, in UTF-8 bytes. */
 export const MAX_SECRET_BYTES = 64 * 1024;
 
-/** Where the keyring comes from; asked on every use until a key shows up (bootstrap writes the key file after the tower is assembled). */
+/**
+ * Where the keyring comes from; asked on every use until a key shows up (bootstrap writes the key file after the tower
+ * is assembled).
+ */
 export interface KeySource {
   keyring(): SecretKeyring | undefined;
   /** how to configure a key, for the "no key" error */
@@ -33,7 +36,9 @@ export function envKeySource(towerHome: string, env: NodeJS.ProcessEnv = process
   let ring: SecretKeyring | undefined;
   return {
     keyring: () => (ring ??= loadKeyring(towerHome, env)),
-    hint: `set EP_SECRET_KEY or create the key file ${secretKeyFile(towerHome, env)} (ep-tower writes it at first start)`,
+    hint:
+      `set EP_SECRET_KEY or create the key file ` +
+      `${secretKeyFile(towerHome, env)} (ep-tower writes it at first start)`,
   };
 }
 
@@ -69,7 +74,8 @@ function secretMsg(row: SecretRow, grants: SecretGrantRow[]): pb.Secret {
 
 function checkName(name: string): void {
   if (name === "") throw invalidField("name", "is required");
-  if (!SECRET_NAME.test(name)) throw invalidField("name", "must start with a letter or _ and hold only letters, digits, _, . and - (at most 128)");
+  if (!SECRET_NAME.test(name))
+    throw invalidField("name", "must start with a letter or _ and hold only letters, digits, _, . and - (at most 128)");
 }
 
 export function createSecretService(deps: Deps, keys: KeySource): SecretServiceImpl {
@@ -77,7 +83,10 @@ export function createSecretService(deps: Deps, keys: KeySource): SecretServiceI
 
   const keyring = (action: string): SecretKeyring => {
     const ring = keys.keyring();
-    if (!ring) throw new EpError("config_invalid", `no secret-store key, refusing to ${action}: ${keys.hint}`, { setting: "EP_SECRET_KEY" });
+    if (!ring)
+      throw new EpError("config_invalid", `no secret-store key, refusing to ${action}: ${keys.hint}`, {
+        setting: "EP_SECRET_KEY",
+      });
     return ring;
   };
 
@@ -88,25 +97,46 @@ export function createSecretService(deps: Deps, keys: KeySource): SecretServiceI
     return row;
   };
 
-  const granted = (grants: SecretGrantRow[], agent: AgentRow) => grants.some((g) => (g.agentId && g.agentId === agent.id) || (g.domainId && g.domainId === agent.domainId));
+  const granted = (grants: SecretGrantRow[], agent: AgentRow) =>
+    grants.some((g) => (g.agentId && g.agentId === agent.id) || (g.domainId && g.domainId === agent.domainId));
 
   return {
     async setSecret(caller, req) {
       authorize(caller, "admin");
       checkName(req.name);
-      if (typeof req.value !== "string" || req.value === "") throw invalidField("value", "is required (read it from stdin or a prompt, never from an argument)");
-      if (Buffer.byteLength(req.value, "utf8") > MAX_SECRET_BYTES) throw invalidField("value", `is larger than ${MAX_SECRET_BYTES} bytes`);
-      if (req.domainId && !(await store.getDomain(req.domainId))) throw new EpError("domain_not_found", `no domain ${req.domainId}`, { domain_id: req.domainId });
+      if (typeof req.value !== "string" || req.value === "")
+        throw invalidField("value", "is required (read it from stdin or a prompt, never from an argument)");
+      if (Buffer.byteLength(req.value, "utf8") > MAX_SECRET_BYTES)
+        throw invalidField("value", `is larger than ${MAX_SECRET_BYTES} bytes`);
+      if (req.domainId && !(await store.getDomain(req.domainId)))
+        throw new EpError("domain_not_found", `no domain ${req.domainId}`, { domain_id: req.domainId });
       const ring = keyring("store secrets");
       const now = iso(clock.now());
       return commit(deps, async (tx, emit) => {
         const existing = await tx.getSecret(req.name);
         if (existing && req.domainId && existing.domainId !== req.domainId) {
-          throw new EpError("conflict", `secret ${req.name} exists in ${existing.domainId ? `domain ${existing.domainId}` : "no domain"}; delete it first to move it`, { field: "domain_id" });
+          throw new EpError(
+            "conflict",
+            `secret ${req.name} exists in ` +
+              `${existing.domainId ? `domain ${existing.domainId}` : "no domain"}; delete it first to move it`,
+            { field: "domain_id" },
+          );
         }
         const cipher = encryptSecret(ring.current, req.name, req.value);
-        const row = await tx.putSecret({ name: req.name, domainId: existing?.domainId ?? req.domainId, ...cipher, version: 1, createdAt: now, updatedAt: now });
-        emit({ type: "matrix", name: existing ? "secret.updated" : "secret.created", domainId: row.domainId || undefined, payload: { name: row.name, version: row.version } });
+        const row = await tx.putSecret({
+          name: req.name,
+          domainId: existing?.domainId ?? req.domainId,
+          ...cipher,
+          version: 1,
+          createdAt: now,
+          updatedAt: now,
+        });
+        emit({
+          type: "matrix",
+          name: existing ? "secret.updated" : "secret.created",
+          domainId: row.domainId || undefined,
+          payload: { name: row.name, version: row.version },
+        });
         return create(pb.SetSecretResponseSchema, { secret: secretMsg(row, await tx.listSecretGrants(row.name)) });
       });
     },
@@ -115,15 +145,29 @@ export function createSecretService(deps: Deps, keys: KeySource): SecretServiceI
       authorize(caller, "admin");
       const [rows, grants] = await Promise.all([store.listSecrets(), store.listSecretGrants()]);
       const { page, nextPageToken } = paginate(rows, (r) => r.name, req);
-      return create(pb.ListSecretsResponseSchema, { secrets: page.map((r) => secretMsg(r, grants.filter((g) => g.secretName === r.name))), nextPageToken });
+      return create(pb.ListSecretsResponseSchema, {
+        secrets: page.map((r) =>
+          secretMsg(
+            r,
+            grants.filter((g) => g.secretName === r.name),
+          ),
+        ),
+        nextPageToken,
+      });
     },
 
     async deleteSecret(caller, req) {
       authorize(caller, "admin");
       const row = await mustSecret(req.name);
       await commit(deps, async (tx, emit) => {
-        if (!(await tx.deleteSecret(row.name))) throw new EpError("secret_not_found", `no secret named ${row.name}`, { name: row.name });
-        emit({ type: "matrix", name: "secret.deleted", domainId: row.domainId || undefined, payload: { name: row.name } });
+        if (!(await tx.deleteSecret(row.name)))
+          throw new EpError("secret_not_found", `no secret named ${row.name}`, { name: row.name });
+        emit({
+          type: "matrix",
+          name: "secret.deleted",
+          domainId: row.domainId || undefined,
+          payload: { name: row.name },
+        });
       });
       return create(pb.DeleteSecretResponseSchema, {});
     },
@@ -134,7 +178,13 @@ export function createSecretService(deps: Deps, keys: KeySource): SecretServiceI
       const t = await grantTarget(store, row, req);
       return commit(deps, async (tx, emit) => {
         await tx.insertSecretGrant({ secretName: row.name, ...t, createdAt: iso(clock.now()) });
-        emit({ type: "matrix", name: "secret.granted", domainId: row.domainId || undefined, agentId: t.agentId || undefined, payload: { name: row.name, agent_id: t.agentId, domain_id: t.domainId } });
+        emit({
+          type: "matrix",
+          name: "secret.granted",
+          domainId: row.domainId || undefined,
+          agentId: t.agentId || undefined,
+          payload: { name: row.name, agent_id: t.agentId, domain_id: t.domainId },
+        });
         return create(pb.GrantSecretResponseSchema, { secret: secretMsg(row, await tx.listSecretGrants(row.name)) });
       });
     },
@@ -142,13 +192,24 @@ export function createSecretService(deps: Deps, keys: KeySource): SecretServiceI
     async revokeSecret(caller, req) {
       authorize(caller, "admin");
       const row = await mustSecret(req.name);
-      if (Boolean(req.agentId) === Boolean(req.domainId)) throw invalidField(req.agentId ? "domain_id" : "agent_id", "give exactly one of agent_id or domain_id");
+      if (Boolean(req.agentId) === Boolean(req.domainId))
+        throw invalidField(req.agentId ? "domain_id" : "agent_id", "give exactly one of agent_id or domain_id");
       const t = { agentId: req.agentId, domainId: req.domainId };
       return commit(deps, async (tx, emit) => {
         if (!(await tx.deleteSecretGrant(row.name, t))) {
-          throw new EpError("not_found", `secret ${row.name} is not granted to ${t.agentId ? `agent ${t.agentId}` : `domain ${t.domainId}`}`, { name: row.name });
+          throw new EpError(
+            "not_found",
+            `secret ${row.name} is not granted to ${t.agentId ? `agent ${t.agentId}` : `domain ${t.domainId}`}`,
+            { name: row.name },
+          );
         }
-        emit({ type: "matrix", name: "secret.revoked", domainId: row.domainId || undefined, agentId: t.agentId || undefined, payload: { name: row.name, agent_id: t.agentId, domain_id: t.domainId } });
+        emit({
+          type: "matrix",
+          name: "secret.revoked",
+          domainId: row.domainId || undefined,
+          agentId: t.agentId || undefined,
+          payload: { name: row.name, agent_id: t.agentId, domain_id: t.domainId },
+        });
         return create(pb.RevokeSecretResponseSchema, { secret: secretMsg(row, await tx.listSecretGrants(row.name)) });
       });
     },
@@ -164,16 +225,30 @@ export function createSecretService(deps: Deps, keys: KeySource): SecretServiceI
       }
       const audit = (status: "ok" | "denied", code?: string) =>
         commit(deps, async (_tx, emit) => {
-          emit({ type: "matrix", name: "secret.resolved", status, domainId: agent.domainId, agentId: agent.id, payload: { name: req.name, node_id: agent.nodeId, ...(code ? { code } : {}) } });
+          emit({
+            type: "matrix",
+            name: "secret.resolved",
+            status,
+            domainId: agent.domainId,
+            agentId: agent.id,
+            payload: { name: req.name, node_id: agent.nodeId, ...(code ? { code } : {}) },
+          });
         }).catch((err: Error) => log.warn("secret audit event not written", { name: req.name, error: err.message }));
       const row = await store.getSecret(req.name);
       if (!row) {
         await audit("denied", "secret_not_found");
         throw new EpError("secret_not_found", `no secret named ${req.name}`, { name: req.name });
       }
-      if ((row.domainId && row.domainId !== agent.domainId) || !granted(await store.listSecretGrants(row.name), agent)) {
+      if (
+        (row.domainId && row.domainId !== agent.domainId) ||
+        !granted(await store.listSecretGrants(row.name), agent)
+      ) {
         await audit("denied", "forbidden");
-        throw new EpError("forbidden", `secret ${req.name} is not granted to agent ${agent.id} or its domain ${agent.domainId}`, { name: req.name, agent_id: agent.id });
+        throw new EpError(
+          "forbidden",
+          `secret ${req.name} is not granted to agent ${agent.id} or its domain ${agent.domainId}`,
+          { name: req.name, agent_id: agent.id },
+        );
       }
       const value = decryptSecret(keyring("read secrets"), row.name, row);
       await audit("ok");
@@ -185,19 +260,33 @@ export function createSecretService(deps: Deps, keys: KeySource): SecretServiceI
 }
 
 /** Checks a grant target: exactly one of agent / domain, existing, inside the secret's domain if it has one. */
-async function grantTarget(store: Store, secret: SecretRow, req: { agentId: string; domainId: string }): Promise<{ agentId: string; domainId: string }> {
-  if (Boolean(req.agentId) === Boolean(req.domainId)) throw invalidField(req.agentId ? "domain_id" : "agent_id", "give exactly one of agent_id or domain_id");
+async function grantTarget(
+  store: Store,
+  secret: SecretRow,
+  req: { agentId: string; domainId: string },
+): Promise<{ agentId: string; domainId: string }> {
+  if (Boolean(req.agentId) === Boolean(req.domainId))
+    throw invalidField(req.agentId ? "domain_id" : "agent_id", "give exactly one of agent_id or domain_id");
   if (req.agentId) {
     const agent = await store.getAgent(req.agentId);
     if (!agent) throw new EpError("agent_not_found", `no agent ${req.agentId}`, { agent_id: req.agentId });
     if (secret.domainId && agent.domainId !== secret.domainId) {
-      throw new EpError("conflict", `secret ${secret.name} belongs to domain ${secret.domainId}; agent ${agent.id} is in ${agent.domainId}`, { field: "agent_id" });
+      throw new EpError(
+        "conflict",
+        `secret ${secret.name} belongs to domain ${secret.domainId}; agent ${agent.id} is in ${agent.domainId}`,
+        { field: "agent_id" },
+      );
     }
     return { agentId: agent.id, domainId: "" };
   }
-  if (!(await store.getDomain(req.domainId))) throw new EpError("domain_not_found", `no domain ${req.domainId}`, { domain_id: req.domainId });
+  if (!(await store.getDomain(req.domainId)))
+    throw new EpError("domain_not_found", `no domain ${req.domainId}`, { domain_id: req.domainId });
   if (secret.domainId && req.domainId !== secret.domainId) {
-    throw new EpError("conflict", `secret ${secret.name} belongs to domain ${secret.domainId}; it cannot be granted to domain ${req.domainId}`, { field: "domain_id" });
+    throw new EpError(
+      "conflict",
+      `secret ${secret.name} belongs to domain ${secret.domainId}; it cannot be granted to domain ${req.domainId}`,
+      { field: "domain_id" },
+    );
   }
   return { agentId: "", domainId: req.domainId };
 }
@@ -209,7 +298,10 @@ async function reencryptAll(store: Store, keys: KeySource, log: Logger): Promise
   if (!rows.length) return report;
   const ring = keys.keyring();
   if (!ring) {
-    log.warn("secrets are stored but no secret-store key is configured; they cannot be read", { count: rows.length, hint: keys.hint });
+    log.warn("secrets are stored but no secret-store key is configured; they cannot be read", {
+      count: rows.length,
+      hint: keys.hint,
+    });
     report.unreadable = rows.map((r) => r.name);
     return report;
   }
@@ -220,11 +312,21 @@ async function reencryptAll(store: Store, keys: KeySource, log: Logger): Promise
       continue;
     }
     const value = decryptSecret(ring, row.name, row);
-    if (await store.updateSecretCipher(row.name, { keyId: row.keyId, version: row.version }, encryptSecret(ring.current, row.name, value))) report.reencrypted++;
+    if (
+      await store.updateSecretCipher(
+        row.name,
+        { keyId: row.keyId, version: row.version },
+        encryptSecret(ring.current, row.name, value),
+      )
+    )
+      report.reencrypted++;
   }
-  if (report.reencrypted) log.info("secrets re-encrypted under the current key", { count: report.reencrypted, key_id: ring.current.id });
+  if (report.reencrypted)
+    log.info("secrets re-encrypted under the current key", { count: report.reencrypted, key_id: ring.current.id });
   if (report.unreadable.length) {
-    log.warn("secrets under a key this tower does not have; put the old key in EP_SECRET_KEY_PREVIOUS and restart", { names: report.unreadable });
+    log.warn("secrets under a key this tower does not have; put the old key in EP_SECRET_KEY_PREVIOUS and restart", {
+      names: report.unreadable,
+    });
   }
   return report;
 }

@@ -5,11 +5,16 @@ import type { AiActionRow, AiActionStatus } from "../../store/ai-store.js";
 import { authorize, type Caller } from "../caller.js";
 import type { Deps } from "../deps.js";
 
-export async function listOwnActions(deps: Pick<Deps, "store">, caller: Caller, q: { sessionId?: string; status: AiActionStatus }): Promise<AiActionRow[]> {
+export async function listOwnActions(
+  deps: Pick<Deps, "store">,
+  caller: Caller,
+  q: { sessionId?: string; status: AiActionStatus },
+): Promise<AiActionRow[]> {
   authorize(caller, "read");
   if (q.sessionId) {
     const s = await deps.store.getAiSession(q.sessionId);
-    if (!s || s.owner !== caller.subject) throw new EpError("session_not_found", `AI session ${q.sessionId} does not exist`, { field: "session_id" });
+    if (!s || s.owner !== caller.subject)
+      throw new EpError("session_not_found", `AI session ${q.sessionId} does not exist`, { field: "session_id" });
   }
   return deps.store.listAiActions({ owner: caller.subject, sessionId: q.sessionId || undefined, status: q.status });
 }

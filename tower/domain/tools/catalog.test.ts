@@ -103,11 +103,13 @@ describe("tool catalog", () => {
       input: { command: "npm test", env_hint: "extra keys are the runtime's business" },
     };
     expect(validateToolArgs("submit_mesh_task", args)).toBe(args);
-    expect(validateToolArgs(getTool("list_events"), { after_id: 10, limit: 5, types: ["approval", "matrix"] })).toEqual({
-      after_id: 10,
-      limit: 5,
-      types: ["approval", "matrix"],
-    });
+    expect(validateToolArgs(getTool("list_events"), { after_id: 10, limit: 5, types: ["approval", "matrix"] })).toEqual(
+      {
+        after_id: 10,
+        limit: 5,
+        types: ["approval", "matrix"],
+      },
+    );
   });
 
   it("names the JSON path of what is wrong", () => {
@@ -116,13 +118,48 @@ describe("tool catalog", () => {
       ["get_task", { task_id: 5 }, /arguments\.task_id must be string/, "arguments.task_id"],
       ["get_task", { task_id: "" }, /arguments\.task_id must NOT have fewer than 1 characters/, "arguments.task_id"],
       ["get_task", { task_id: "tsk_1", extra: 1 }, /arguments\.extra is not a known field/, "arguments.extra"],
-      ["submit_mesh_task", { mission_id: "m", title: "t", priority: 1.5 }, /arguments\.priority must be integer/, "arguments.priority"],
-      ["submit_mesh_task", { mission_id: "m", title: "t", priority: 2 ** 31 }, /arguments\.priority must be <= 2147483647/, "arguments.priority"],
-      ["submit_mesh_task", { mission_id: "m", title: "t", claim_policy: "whoever" }, /claim_policy must be one of "first_claim", "assigned", "broadcast"/, "arguments.claim_policy"],
-      ["submit_mesh_task", { mission_id: "m", title: "t", claim_policy: "assigned" }, /arguments\.assignee_agent_id is required/, "arguments.assignee_agent_id"],
-      ["submit_mesh_task", { mission_id: "m", title: "t", capabilities: ["ok", 3] }, /arguments\.capabilities\[1\] must be string/, "arguments.capabilities[1]"],
-      ["submit_mesh_task", { mission_id: "m", title: "t", input: { command: 7 } }, /arguments\.input\.command must be string/, "arguments.input.command"],
-      ["submit_mesh_task", { mission_id: "m", title: "t", runtime: "bash" }, /arguments\.runtime must be one of/, "arguments.runtime"],
+      [
+        "submit_mesh_task",
+        { mission_id: "m", title: "t", priority: 1.5 },
+        /arguments\.priority must be integer/,
+        "arguments.priority",
+      ],
+      [
+        "submit_mesh_task",
+        { mission_id: "m", title: "t", priority: 2 ** 31 },
+        /arguments\.priority must be <= 2147483647/,
+        "arguments.priority",
+      ],
+      [
+        "submit_mesh_task",
+        { mission_id: "m", title: "t", claim_policy: "whoever" },
+        /claim_policy must be one of "first_claim", "assigned", "broadcast"/,
+        "arguments.claim_policy",
+      ],
+      [
+        "submit_mesh_task",
+        { mission_id: "m", title: "t", claim_policy: "assigned" },
+        /arguments\.assignee_agent_id is required/,
+        "arguments.assignee_agent_id",
+      ],
+      [
+        "submit_mesh_task",
+        { mission_id: "m", title: "t", capabilities: ["ok", 3] },
+        /arguments\.capabilities\[1\] must be string/,
+        "arguments.capabilities[1]",
+      ],
+      [
+        "submit_mesh_task",
+        { mission_id: "m", title: "t", input: { command: 7 } },
+        /arguments\.input\.command must be string/,
+        "arguments.input.command",
+      ],
+      [
+        "submit_mesh_task",
+        { mission_id: "m", title: "t", runtime: "bash" },
+        /arguments\.runtime must be one of/,
+        "arguments.runtime",
+      ],
       ["list_events", { types: ["gossip"] }, /arguments\.types\[0\] must be one of/, "arguments.types[0]"],
       ["signal_agent", { agent_id: "agt_1" }, /arguments\.prompt is required/, "arguments.prompt"],
       ["create_domain", [], /arguments must be a JSON object/, "arguments"],
@@ -140,6 +177,8 @@ describe("tool catalog", () => {
   it("summarises a call in one line for approval cards", () => {
     expect(summarizeToolCall("retry_mesh_task", { task_id: "tsk_1" })).toBe("retry_mesh_task task_id=tsk_1");
     expect(summarizeToolCall("list_nodes", {})).toBe("list_nodes");
-    expect(summarizeToolCall("signal_agent", { agent_id: "a", prompt: "x".repeat(200) })).toMatch(/prompt=x{77}\.\.\.$/);
+    expect(summarizeToolCall("signal_agent", { agent_id: "a", prompt: "x".repeat(200) })).toMatch(
+      /prompt=x{77}\.\.\.$/,
+    );
   });
 });

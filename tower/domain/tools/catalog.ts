@@ -42,7 +42,11 @@ const int32 = (description: string, minimum = -2147483648): Record<string, unkno
   description,
 });
 
-function schema(properties: Record<string, unknown>, required: string[] = [], extra: Record<string, unknown> = {}): JsonSchemaObject {
+function schema(
+  properties: Record<string, unknown>,
+  required: string[] = [],
+  extra: Record<string, unknown> = {},
+): JsonSchemaObject {
   const out: JsonSchemaObject = { type: "object", properties, additionalProperties: false, ...extra };
   if (required.length > 0) out.required = required;
   return out;
@@ -107,7 +111,8 @@ const TOOL_LIST: Tool[] = [
     name: "get_parent_results",
     kind: "read",
     description:
-      "The tasks a task depends on (depends_on) with their state and result: output, exit status, error, and the branch and commits of their workspace. " +
+      "The tasks a task depends on (depends_on) with their state and result: " +
+      "output, exit status, error, and the branch and commits of their workspace. " +
       "A task started after its parents succeeded reads what they produced here.",
     inputSchema: schema({ task_id: id("Task") }, ["task_id"]),
   },
@@ -176,7 +181,11 @@ const TOOL_LIST: Tool[] = [
     kind: "write",
     description: "Create a mission in a domain.",
     inputSchema: schema(
-      { domain_id: id("Domain"), title: text("Mission title", 500), description: { type: "string", maxLength: 10_000 } },
+      {
+        domain_id: id("Domain"),
+        title: text("Mission title", 500),
+        description: { type: "string", maxLength: 10_000 },
+      },
       ["domain_id", "title"],
     ),
   },
@@ -184,11 +193,18 @@ const TOOL_LIST: Tool[] = [
     name: "run_pipeline",
     kind: "write",
     description:
-      "Create a mission's tasks from a pipeline file (TOML: name = \"…\", then [[step]] tables with name, runtime or agent, prompt or command, " +
-      "workspace {repo, ref?}, depends_on (step names), max_attempts, claim_policy): each step waits until the steps it depends on succeeded. " +
+      'Create a mission\'s tasks from a pipeline file (TOML: name = "…", ' +
+      "then [[step]] tables with name, runtime or agent, prompt or command, " +
+      ("workspace {repo, ref?}, depends_on (step names), max_attempts, " +
+        "claim_policy): each step waits until the steps it depends on succeeded. ") +
       "A malformed file is refused naming its line; nothing is created then.",
     inputSchema: schema(
-      { domain_id: id("Domain"), source: text("The pipeline file's TOML text", 512 * 1024), title: { type: "string", maxLength: 500 }, mission_id: id("Mission (add the steps to it)") },
+      {
+        domain_id: id("Domain"),
+        source: text("The pipeline file's TOML text", 512 * 1024),
+        title: { type: "string", maxLength: 500 },
+        mission_id: id("Mission (add the steps to it)"),
+      },
       ["domain_id", "source"],
     ),
   },
@@ -212,8 +228,9 @@ const TOOL_LIST: Tool[] = [
     description:
       "Create a claimable task in a mission; an agent with matching capabilities claims and runs it. " +
       "The shell runtime runs input.command; agent runtimes take input.prompt, else the title and description. " +
-      "With depends_on (task ids of the same domain) it waits until every one of them succeeded, and its run gets their results (get_parent_results); " +
-      "input.workspace.ref \"task:<id>\" starts its worktree from that parent's branch.",
+      ("With depends_on (task ids of the same domain) it waits until every one " +
+        "of them succeeded, and its run gets their results (get_parent_results); ") +
+      'input.workspace.ref "task:<id>" starts its worktree from that parent\'s branch.',
     inputSchema: schema(
       {
         mission_id: id("Mission"),
@@ -225,7 +242,13 @@ const TOOL_LIST: Tool[] = [
         assignee_agent_id: id("Agent (required when claim_policy is assigned)"),
         max_attempts: int32("Attempts before the task fails", 1),
         runtime: { type: "string", enum: [...RUNTIMES] },
-        depends_on: { type: "array", items: { type: "string", minLength: 1, maxLength: 100 }, maxItems: 100, uniqueItems: true, description: "Tasks (ids, same domain) that must succeed first" },
+        depends_on: {
+          type: "array",
+          items: { type: "string", minLength: 1, maxLength: 100 },
+          maxItems: 100,
+          uniqueItems: true,
+          description: "Tasks (ids, same domain) that must succeed first",
+        },
         input: {
           type: "object",
           description: "Runtime input, e.g. {command} for shell or {prompt} for agent runtimes",
@@ -246,7 +269,9 @@ const TOOL_LIST: Tool[] = [
     name: "claim_mesh_task",
     kind: "write",
     description: "Claim the next matching claimable task for an agent (takes a lease).",
-    inputSchema: schema({ agent_id: id("Agent"), wait_ms: { type: "integer", minimum: 0, maximum: 60_000 } }, ["agent_id"]),
+    inputSchema: schema({ agent_id: id("Agent"), wait_ms: { type: "integer", minimum: 0, maximum: 60_000 } }, [
+      "agent_id",
+    ]),
   },
   {
     name: "retry_mesh_task",
@@ -278,7 +303,10 @@ const TOOL_LIST: Tool[] = [
     name: "signal_agent",
     kind: "write",
     description: "Deliver a prompt to an agent's inbox.",
-    inputSchema: schema({ agent_id: id("Agent"), prompt: text("What to tell the agent", 100_000) }, ["agent_id", "prompt"]),
+    inputSchema: schema({ agent_id: id("Agent"), prompt: text("What to tell the agent", 100_000) }, [
+      "agent_id",
+      "prompt",
+    ]),
   },
   {
     name: "restart_agent",
@@ -320,7 +348,10 @@ export function findTool(name: string): Tool | undefined {
 /** The named tool, or EpError `tool_not_found`. */
 export function getTool(name: string): Tool {
   const tool = typeof name === "string" ? byName.get(name) : undefined;
-  if (!tool) throw new EpError("tool_not_found", `No tool named '${String(name)}'; list them with GET /mcp/tools.`, { tool: name });
+  if (!tool)
+    throw new EpError("tool_not_found", `No tool named '${String(name)}'; list them with GET /mcp/tools.`, {
+      tool: name,
+    });
   return tool;
 }
 
@@ -342,7 +373,10 @@ function validatorFor(tool: Tool): ValidateFunction {
 
 /** Turns an Ajv instance path (`/input/command`, `/capabilities/0`) into `input.command`, `capabilities[0]`. */
 export function jsonPathOf(instancePath: string, child?: string): string {
-  const parts = instancePath.split("/").slice(1).map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"));
+  const parts = instancePath
+    .split("/")
+    .slice(1)
+    .map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"));
   if (child !== undefined) parts.push(child);
   let out = "";
   for (const p of parts) {
@@ -379,7 +413,10 @@ export function validateToolArgs(tool: string | Tool, args: unknown): Record<str
   const t = typeof tool === "string" ? getTool(tool) : tool;
   const value = args === undefined || args === null ? {} : args;
   if (typeof value !== "object" || Array.isArray(value)) {
-    throw new EpError("invalid_argument", `${t.name}: arguments must be a JSON object`, { tool: t.name, field: "arguments" });
+    throw new EpError("invalid_argument", `${t.name}: arguments must be a JSON object`, {
+      tool: t.name,
+      field: "arguments",
+    });
   }
   const validate = validatorFor(t);
   if (!validate(value)) {

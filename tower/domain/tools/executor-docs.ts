@@ -67,7 +67,8 @@ export function createDocsService(deps: Deps) {
       const content = checkContent(input.content);
       return commit(deps, async (tx, emit) => {
         const m = input.mission_id ? await tx.getMission(input.mission_id) : undefined;
-        if (!m) throw new EpError("mission_not_found", `mission ${input.mission_id} does not exist`, { field: "mission_id" });
+        if (!m)
+          throw new EpError("mission_not_found", `mission ${input.mission_id} does not exist`, { field: "mission_id" });
         authorize(caller, "operate", { domainId: m.domainId });
         const ts = iso(clock.now());
         const doc = await tx.putDoc({

@@ -21,7 +21,9 @@ export interface ToolScope {
 
 /** The catalog as GET /mcp/tools shows it: snake_case, each tool with its JSON Schema and kind. */
 export function catalogJson(): { tools: { name: string; description: string; kind: string; input_schema: unknown }[] } {
-  return { tools: TOOLS.map((t) => ({ name: t.name, description: t.description, kind: t.kind, input_schema: t.inputSchema })) };
+  return {
+    tools: TOOLS.map((t) => ({ name: t.name, description: t.description, kind: t.kind, input_schema: t.inputSchema })),
+  };
 }
 
 export type ToolService = ReturnType<typeof createToolService>;
@@ -30,7 +32,8 @@ export function createToolService(deps: Deps, executor: ToolExecutor) {
   /** Runs one tool as the caller (or as the agent or domain a node names). */
   async function call(caller: Caller, tool: unknown, args: unknown, scope: ToolScope = {}): Promise<unknown> {
     authorize(caller, "read");
-    if (typeof tool !== "string" || tool === "") throw new EpError("invalid_argument", "tool: is required (a tool name from GET /mcp/tools)", { field: "tool" });
+    if (typeof tool !== "string" || tool === "")
+      throw new EpError("invalid_argument", "tool: is required (a tool name from GET /mcp/tools)", { field: "tool" });
     return executor.run(await actingCaller(deps, caller, scope), tool, args);
   }
 
@@ -45,12 +48,22 @@ export function createToolService(deps: Deps, executor: ToolExecutor) {
     async listTools(caller: Caller, _req: pb.ListToolsRequest): Promise<pb.ListToolsResponse> {
       authorize(caller, "read");
       return create(pb.ListToolsResponseSchema, {
-        tools: TOOLS.map((t) => create(pb.ToolSchema, { name: t.name, description: t.description, kind: valueOf<ToolKind>(ToolKindSchema, t.kind), inputSchema: t.inputSchema as unknown as JsonObject })),
+        tools: TOOLS.map((t) =>
+          create(pb.ToolSchema, {
+            name: t.name,
+            description: t.description,
+            kind: valueOf<ToolKind>(ToolKindSchema, t.kind),
+            inputSchema: t.inputSchema as unknown as JsonObject,
+          }),
+        ),
       });
     },
 
     async callTool(caller: Caller, req: pb.CallToolRequest): Promise<pb.CallToolResponse> {
-      const result = await call(caller, req.tool, req.arguments ?? {}, { agentId: req.agentId || undefined, domainId: req.domainId || undefined });
+      const result = await call(caller, req.tool, req.arguments ?? {}, {
+        agentId: req.agentId || undefined,
+        domainId: req.domainId || undefined,
+      });
       return create(pb.CallToolResponseSchema, { result: fromJson(ValueSchema, (result ?? null) as JsonValue) });
     },
   };

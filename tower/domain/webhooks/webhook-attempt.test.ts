@@ -28,7 +28,13 @@ const noJitter = () => 0;
 describe("what an attempt makes of a delivery", () => {
   it("a 2xx finishes it; the attempt is logged", () => {
     const o = outcomeOf(row(), { at: at(5), statusCode: 204, error: "", durationMs: 5 }, settings, noJitter);
-    expect(o).toMatchObject({ status: "succeeded", attempts: 1, statusCode: 204, finishedAt: at(5), attemptLog: [{ statusCode: 204, durationMs: 5 }] });
+    expect(o).toMatchObject({
+      status: "succeeded",
+      attempts: 1,
+      statusCode: 204,
+      finishedAt: at(5),
+      attemptLog: [{ statusCode: 204, durationMs: 5 }],
+    });
   });
 
   it("failures are retried 1 s, 2 s, then capped at 3 s, until the attempts run out", () => {
@@ -54,8 +60,13 @@ describe("what an attempt makes of a delivery", () => {
 describe("settings", () => {
   it("defaults, and each variable read and checked", () => {
     expect(readWebhookSettings({})).toEqual(DEFAULT_WEBHOOK_SETTINGS);
-    expect(readWebhookSettings({ EP_WEBHOOK_MAX_ATTEMPTS: "3", EP_WEBHOOK_RETENTION_HOURS: "2" })).toMatchObject({ maxAttempts: 3, retentionMs: 7_200_000 });
-    expect(() => readWebhookSettings({ EP_WEBHOOK_TIMEOUT_MS: "1.5" })).toThrow(/EP_WEBHOOK_TIMEOUT_MS must be a whole number from 1 to 300000 \(got "1.5"\)/);
+    expect(readWebhookSettings({ EP_WEBHOOK_MAX_ATTEMPTS: "3", EP_WEBHOOK_RETENTION_HOURS: "2" })).toMatchObject({
+      maxAttempts: 3,
+      retentionMs: 7_200_000,
+    });
+    expect(() => readWebhookSettings({ EP_WEBHOOK_TIMEOUT_MS: "1.5" })).toThrow(
+      /EP_WEBHOOK_TIMEOUT_MS must be a whole number from 1 to 300000 \(got "1.5"\)/,
+    );
     expect(() => readWebhookSettings({ EP_WEBHOOK_CONCURRENCY: "-1" })).toThrow(/EP_WEBHOOK_CONCURRENCY/);
   });
 });

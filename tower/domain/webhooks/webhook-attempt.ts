@@ -16,7 +16,13 @@ export const USER_AGENT = "EP-Webhook/1";
 const MAX_ERROR = 300;
 
 /** The request headers of one attempt. */
-export function attemptHeaders(hook: WebhookRow, d: DeliveryRow, secret: string, nowMs: number, attempt: number): Record<string, string> {
+export function attemptHeaders(
+  hook: WebhookRow,
+  d: DeliveryRow,
+  secret: string,
+  nowMs: number,
+  attempt: number,
+): Record<string, string> {
   return {
     "content-type": "application/json",
     "user-agent": USER_AGENT,
@@ -42,23 +48,44 @@ export function createReceiverAgents(maxSockets: number): ReceiverAgents {
 }
 
 /** POSTs the delivery; the answer's status (0 when none came) and why it failed. */
-export function postDelivery(agents: ReceiverAgents, url: string, headers: Record<string, string>, body: string, timeoutMs: number, stop: AbortSignal): Promise<{ statusCode: number; error: string }> {
+export function postDelivery(
+  agents: ReceiverAgents,
+  url: string,
+  headers: Record<string, string>,
+  body: string,
+  timeoutMs: number,
+  stop: AbortSignal,
+): Promise<{ statusCode: number; error: string }> {
   const payload = Buffer.from(body, "utf8");
   const secure = url.startsWith("https:");
   const send = secure ? httpsRequest : httpRequest;
   return new Promise((resolve) => {
     const timeout = AbortSignal.timeout(timeoutMs);
     const signal = AbortSignal.any([timeout, stop]);
-    const req = send(url, { method: "POST", headers: { ...headers, "content-length": String(payload.length) }, agent: secure ? agents.https : agents.http, signal }, (res) => {
-      // the answer's body is not needed: read it off so the connection can be reused
-      res.resume();
-      res.on("error", () => undefined);
-      const status = res.statusCode ?? 0;
-      if (status >= 200 && status < 300) return resolve({ statusCode: status, error: "" });
-      const where = status >= 300 && status < 400 ? ` (a redirect to ${res.headers.location ?? "nowhere"}; redirects are not followed)` : "";
-      resolve({ statusCode: status, error: `HTTP ${status}${where}`.slice(0, MAX_ERROR) });
-    });
-    req.on("error", (err) => resolve({ statusCode: 0, error: describeFailure(err, timeout.aborted, timeoutMs).slice(0, MAX_ERROR) }));
+    const req = send(
+      url,
+      {
+        method: "POST",
+        headers: { ...headers, "content-length": String(payload.length) },
+        agent: secure ? agents.https : agents.http,
+        signal,
+      },
+      (res) => {
+        // the answer's body is not needed: read it off so the connection can be reused
+        res.resume();
+        res.on("error", () => undefined);
+        const status = res.statusCode ?? 0;
+        if (status >= 200 && status < 300) return resolve({ statusCode: status, error: "" });
+        const where =
+          status >= 300 && status < 400
+            ? ` (a redirect to ${res.headers.location ?? "nowhere"}; redirects are not followed)`
+            : "";
+        resolve({ statusCode: status, error: `HTTP ${status}${where}`.slice(0, MAX_ERROR) });
+      },
+    );
+    req.on("error", (err) =>
+      resolve({ statusCode: 0, error: describeFailure(err, timeout.aborted, timeoutMs).slice(0, MAX_ERROR) }),
+    );
     req.end(payload);
   });
 }
@@ -69,13 +96,19 @@ function describeFailure(err: Error & { code?: string }, timedOut: boolean, time
 }
 
 /** What one attempt makes of the delivery: done, failed for good, or due again after the backoff. */
-export function outcomeOf(d: DeliveryRow, attempt: AttemptRow, settings: WebhookSettings, random: () => number = Math.random): DeliveryOutcome {
+export function outcomeOf(
+  d: DeliveryRow,
+  attempt: AttemptRow,
+  settings: WebhookSettings,
+  random: () => number = Math.random,
+): DeliveryOutcome {
   const attempts = d.attempts + 1;
   const attemptLog = [...d.attemptLog, attempt].slice(-settings.maxAttempts);
   const base = { attempts, statusCode: attempt.statusCode, error: attempt.error, attemptLog };
   const atMs = Date.parse(attempt.at);
   if (!attempt.error) return { ...base, status: "succeeded", nextAttemptAt: attempt.at, finishedAt: attempt.at };
-  if (attempts >= settings.maxAttempts) return { ...base, status: "failed", nextAttemptAt: attempt.at, finishedAt: attempt.at };
+  if (attempts >= settings.maxAttempts)
+    return { ...base, status: "failed", nextAttemptAt: attempt.at, finishedAt: attempt.at };
   const delay = backoffDelay(attempts - 1, { initialMs: settings.backoffMs, maxMs: settings.backoffMaxMs, random });
   return { ...base, status: "pending", nextAttemptAt: iso(atMs + delay), finishedAt: "" };
 }

@@ -38,7 +38,9 @@ export interface WebhookDispatcher {
 export function createWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDispatcher {
   const { store, clock, log, settings } = deps;
   const sender = createWebhookSender(deps);
-  const reader = createWebhookReader({ ...deps, exclusive: deps.exclusive ?? ((_name, fn) => fn()) }, () => sender.pump());
+  const reader = createWebhookReader({ ...deps, exclusive: deps.exclusive ?? ((_name, fn) => fn()) }, () =>
+    sender.pump(),
+  );
   let closed = false;
   let nextPruneAt = 0;
   let timer: ClockTimer | undefined;

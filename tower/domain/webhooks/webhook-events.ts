@@ -19,7 +19,11 @@ const KNOWN = new Set<string>(WEBHOOK_EVENTS);
 export const isWebhookEvent = (name: string): boolean => KNOWN.has(name);
 
 /** The body of one delivery, as signed and sent. */
-export function deliveryBody(format: WebhookFormatName, ids: { webhookId: string; deliveryId: string }, chunk: Record<string, unknown>): string {
+export function deliveryBody(
+  format: WebhookFormatName,
+  ids: { webhookId: string; deliveryId: string },
+  chunk: Record<string, unknown>,
+): string {
   if (format === "slack") return JSON.stringify(slackMessage(chunk));
   return JSON.stringify({ webhook_id: ids.webhookId, delivery_id: ids.deliveryId, event: chunk });
 }
@@ -29,11 +33,24 @@ export const eventChunk = (row: EventRow): Record<string, unknown> => chunkOf(ro
 
 /** A test event: the shape of a real one, named webhook.test. */
 export function testChunk(domainId: string, webhookId: string, at: string): Record<string, unknown> {
-  return { id: 0, type: "matrix", name: TEST_EVENT, domain_id: domainId, mission_id: "", agent_id: "", task_id: "", session_id: "", status: "", payload: { webhook_id: webhookId, message: "a test delivery from ep webhook test" }, created_at: at };
+  return {
+    id: 0,
+    type: "matrix",
+    name: TEST_EVENT,
+    domain_id: domainId,
+    mission_id: "",
+    agent_id: "",
+    task_id: "",
+    session_id: "",
+    status: "",
+    payload: { webhook_id: webhookId, message: "a test delivery from ep webhook test" },
+    created_at: at,
+  };
 }
 
 type Chunk = Record<string, unknown>;
-const str = (v: unknown): string => (typeof v === "string" ? v : v === undefined || v === null ? "" : JSON.stringify(v));
+const str = (v: unknown): string =>
+  typeof v === "string" ? v : v === undefined || v === null ? "" : JSON.stringify(v);
 
 /** One line saying what happened, for people (Slack's `text`, its notification and fallback). */
 export function summaryOf(chunk: Chunk): string {
@@ -51,9 +68,15 @@ export function summaryOf(chunk: Chunk): string {
     case "task.created":
       return `Task ${task} was created`;
     case "permission.requested":
-      return `An agent asks to run ${str(p.tool)}${str(p.title) ? `: ${str(p.title)}` : ""} (approve or reject with 'ep approvals')`;
+      return (
+        `An agent asks to run ${str(p.tool)}${str(p.title) ? `: ${str(p.title)}` : ""} ` +
+        `(approve or reject with 'ep approvals')`
+      );
     case "permission.decided":
-      return `The request to run ${str(p.tool)} was ${str(p.status)}${str(p.decided_by) ? ` by ${str(p.decided_by)}` : ""}`;
+      return (
+        `The request to run ${str(p.tool)} was ` +
+        `${str(p.status)}${str(p.decided_by) ? ` by ${str(p.decided_by)}` : ""}`
+      );
     case "node.online":
       return `Node ${str(p.node_id)} is online`;
     case "node.offline":
@@ -79,7 +102,10 @@ export function slackMessage(chunk: Chunk): { text: string; blocks: unknown[] } 
     text,
     blocks: [
       { type: "section", text: { type: "mrkdwn", text: escapeMrkdwn(text) } },
-      { type: "context", elements: facts.map(([k, v]) => ({ type: "mrkdwn", text: `*${k}* \`${escapeMrkdwn(String(v))}\`` })) },
+      {
+        type: "context",
+        elements: facts.map(([k, v]) => ({ type: "mrkdwn", text: `*${k}* \`${escapeMrkdwn(String(v))}\`` })),
+      },
     ],
   };
 }

@@ -107,7 +107,11 @@ export function createWebhookReader(deps: WebhookReaderDeps, onQueued: () => voi
     for (const e of events) {
       if (!wanted.has(e.name)) continue;
       // a node's events carry no domain: they concern every domain it serves
-      const domains = e.domainId ? [e.domainId] : e.name.startsWith("node.") ? await nodeDomains(served, String(e.payload.node_id ?? "")) : [];
+      const domains = e.domainId
+        ? [e.domainId]
+        : e.name.startsWith("node.")
+          ? await nodeDomains(served, String(e.payload.node_id ?? ""))
+          : [];
       for (const h of hooks) {
         if (e.id <= h.afterEventId || !h.events.includes(e.name)) continue;
         if (!domains.includes(h.domainId) && !domains.includes("*")) continue;

@@ -47,7 +47,12 @@ export function createWebhookSender(deps: WebhookSenderDeps): WebhookSender {
       while (!closed && sending.size < settings.concurrency) {
         const now = clock.now();
         const leaseId = `${replica}:${newId("whd", now)}`;
-        const due = await store.claimWebhookDeliveries(iso(now), leaseId, iso(now + leaseMs), settings.concurrency - sending.size);
+        const due = await store.claimWebhookDeliveries(
+          iso(now),
+          leaseId,
+          iso(now + leaseMs),
+          settings.concurrency - sending.size,
+        );
         if (!due.length) break;
         // one read per webhook of the batch, not one per delivery
         const hooks = new Map<string, WebhookRow | undefined>();
@@ -61,7 +66,12 @@ export function createWebhookSender(deps: WebhookSenderDeps): WebhookSender {
 
   function start(d: DeliveryRow, leaseId: string, hook: WebhookRow | undefined): void {
     const p: Promise<void> = attempt(d, leaseId, hook)
-      .catch((err: Error) => log.warn("webhook attempt not recorded (its lease runs out and it is tried again)", { delivery_id: d.id, error: err.message }))
+      .catch((err: Error) =>
+        log.warn("webhook attempt not recorded (its lease runs out and it is tried again)", {
+          delivery_id: d.id,
+          error: err.message,
+        }),
+      )
       .finally(() => {
         sending.delete(p);
         runner.run();
@@ -75,16 +85,39 @@ export function createWebhookSender(deps: WebhookSenderDeps): WebhookSender {
     const secret = openSecret(hook);
     const result =
       typeof secret === "string"
-        ? await postDelivery(agents, hook.url, attemptHeaders(hook, d, secret, startedAt, d.attempts + 1), d.body, settings.timeoutMs, stopping.signal)
+        ? await postDelivery(
+            agents,
+            hook.url,
+            attemptHeaders(hook, d, secret, startedAt, d.attempts + 1),
+            d.body,
+            settings.timeoutMs,
+            stopping.signal,
+          )
         : { statusCode: 0, error: secret.error };
     if (closed) {
       // cut off by the tower stopping: not an attempt; released so the next start sends it at once
       await store.finishWebhookAttempt(d.id, leaseId, { ...d, nextAttemptAt: iso(clock.now()) });
       return;
     }
-    const outcome = outcomeOf(d, { at: iso(clock.now()), statusCode: result.statusCode, error: result.error, durationMs: Math.max(0, clock.now() - startedAt) }, settings);
-    if (!(await store.finishWebhookAttempt(d.id, leaseId, outcome))) log.warn("webhook attempt outlived its lease; another replica may send it again", { delivery_id: d.id });
-    if (outcome.status === "failed") log.warn("webhook delivery failed for good", { delivery_id: d.id, webhook_id: hook.id, attempts: outcome.attempts, error: outcome.error });
+    const outcome = outcomeOf(
+      d,
+      {
+        at: iso(clock.now()),
+        statusCode: result.statusCode,
+        error: result.error,
+        durationMs: Math.max(0, clock.now() - startedAt),
+      },
+      settings,
+    );
+    if (!(await store.finishWebhookAttempt(d.id, leaseId, outcome)))
+      log.warn("webhook attempt outlived its lease; another replica may send it again", { delivery_id: d.id });
+    if (outcome.status === "failed")
+      log.warn("webhook delivery failed for good", {
+        delivery_id: d.id,
+        webhook_id: hook.id,
+        attempts: outcome.attempts,
+        error: outcome.error,
+      });
   }
 
   function openSecret(hook: WebhookRow): string | { error: string } {

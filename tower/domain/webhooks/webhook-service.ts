@@ -31,7 +31,10 @@ export interface WebhookServiceImpl {
   listWebhooks(caller: Caller, req: pb.ListWebhooksRequest): Promise<pb.ListWebhooksResponse>;
   deleteWebhook(caller: Caller, req: pb.DeleteWebhookRequest): Promise<pb.DeleteWebhookResponse>;
   testWebhook(caller: Caller, req: pb.TestWebhookRequest): Promise<pb.TestWebhookResponse>;
-  listWebhookDeliveries(caller: Caller, req: pb.ListWebhookDeliveriesRequest): Promise<pb.ListWebhookDeliveriesResponse>;
+  listWebhookDeliveries(
+    caller: Caller,
+    req: pb.ListWebhookDeliveriesRequest,
+  ): Promise<pb.ListWebhookDeliveriesResponse>;
 }
 
 /** Checks a receiver URL: absolute http(s), no credentials in it, not too long (docs/webhooks.md, SSRF). */
@@ -42,11 +45,16 @@ export function checkWebhookUrl(raw: string): string {
   try {
     u = new URL(raw);
   } catch {
-    throw invalidField("url", `is not an absolute URL (got ${JSON.stringify(raw.slice(0, 100))}); give http://host/path or https://host/path`);
+    throw invalidField(
+      "url",
+      `is not an absolute URL (got ${JSON.stringify(raw.slice(0, 100))}); give http://host/path or https://host/path`,
+    );
   }
-  if (u.protocol !== "http:" && u.protocol !== "https:") throw invalidField("url", `must use http or https (got ${u.protocol.replace(/:$/, "")})`);
+  if (u.protocol !== "http:" && u.protocol !== "https:")
+    throw invalidField("url", `must use http or https (got ${u.protocol.replace(/:$/, "")})`);
   if (!u.hostname) throw invalidField("url", "has no host");
-  if (u.username || u.password) throw invalidField("url", "must not carry a user or password; the receiver checks the EP-Signature header instead");
+  if (u.username || u.password)
+    throw invalidField("url", "must not carry a user or password; the receiver checks the EP-Signature header instead");
   if (u.hash) throw invalidField("url", "must not have a #fragment (it is never sent)");
   return u.toString();
 }
@@ -55,13 +63,21 @@ function checkEvents(events: readonly string[]): string[] {
   if (!events.length) throw invalidField("events", `choose at least one of ${WEBHOOK_EVENTS.join(", ")}`);
   const out = new Set<string>();
   events.forEach((e, i) => {
-    if (!isWebhookEvent(e)) throw invalidField(`events[${i}]`, `${JSON.stringify(e)} is not an event a webhook can receive; choose from ${WEBHOOK_EVENTS.join(", ")}`);
+    if (!isWebhookEvent(e))
+      throw invalidField(
+        `events[${i}]`,
+        `${JSON.stringify(e)} is not an event a webhook can receive; choose from ${WEBHOOK_EVENTS.join(", ")}`,
+      );
     out.add(e);
   });
   return [...out];
 }
 
-const FORMAT_NAMES: Record<number, WebhookFormatName> = { [pb.WebhookFormat.UNSPECIFIED]: "ep", [pb.WebhookFormat.EP]: "ep", [pb.WebhookFormat.SLACK]: "slack" };
+const FORMAT_NAMES: Record<number, WebhookFormatName> = {
+  [pb.WebhookFormat.UNSPECIFIED]: "ep",
+  [pb.WebhookFormat.EP]: "ep",
+  [pb.WebhookFormat.SLACK]: "slack",
+};
 const STATUS_OF: Record<DeliveryState, pb.WebhookDeliveryStatus> = {
   pending: pb.WebhookDeliveryStatus.PENDING,
   succeeded: pb.WebhookDeliveryStatus.SUCCEEDED,
@@ -105,7 +121,14 @@ export function deliveryMsg(d: DeliveryRow): pb.WebhookDelivery {
     attempts: d.attempts,
     statusCode: d.statusCode,
     error: d.error,
-    attemptLog: d.attemptLog.map((a) => create(pb.WebhookAttemptSchema, { time: timestampOf(a.at), statusCode: a.statusCode, error: a.error, durationMs: a.durationMs })),
+    attemptLog: d.attemptLog.map((a) =>
+      create(pb.WebhookAttemptSchema, {
+        time: timestampOf(a.at),
+        statusCode: a.statusCode,
+        error: a.error,
+        durationMs: a.durationMs,
+      }),
+    ),
     createTime: timestampOf(d.createdAt),
     nextAttemptTime: d.status === "pending" ? timestampOf(d.nextAttemptAt) : undefined,
   });
@@ -118,14 +141,22 @@ export function createWebhookService(deps: Deps, keys: KeySource, kick: () => vo
   const mustDomain = async (caller: Caller, domainId: string, permission: "read" | "operate") => {
     if (!domainId) throw invalidField("domain_id", "is required");
     authorize(caller, permission, { domainId });
-    if (!(await store.getDomain(domainId))) throw new EpError("domain_not_found", `no domain ${domainId}; list them with 'ep domain ls'`, { domain_id: domainId });
+    if (!(await store.getDomain(domainId)))
+      throw new EpError("domain_not_found", `no domain ${domainId}; list them with 'ep domain ls'`, {
+        domain_id: domainId,
+      });
   };
 
   const mustWebhook = async (domainId: string, webhookId: string): Promise<WebhookRow> => {
     if (!webhookId) throw invalidField("webhook_id", "is required");
     const w = await store.getWebhook(webhookId);
     // one answer for "none" and "in another domain": a caller learns nothing about other domains
-    if (!w || w.domainId !== domainId) throw new EpError("webhook_not_found", `no webhook ${webhookId} in domain ${domainId}; list them with 'ep webhook ls --domain ${domainId}'`, { webhook_id: webhookId });
+    if (!w || w.domainId !== domainId)
+      throw new EpError(
+        "webhook_not_found",
+        `no webhook ${webhookId} in domain ${domainId}; list them with 'ep webhook ls --domain ${domainId}'`,
+        { webhook_id: webhookId },
+      );
     return w;
   };
 
@@ -136,9 +167,13 @@ export function createWebhookService(deps: Deps, keys: KeySource, kick: () => vo
       const events = checkEvents(req.events);
       const format = FORMAT_NAMES[req.format];
       if (!format) throw invalidField("format", "must be ep or slack");
-      if (req.description.length > MAX_DESCRIPTION) throw invalidField("description", `is longer than ${MAX_DESCRIPTION} characters`);
+      if (req.description.length > MAX_DESCRIPTION)
+        throw invalidField("description", `is longer than ${MAX_DESCRIPTION} characters`);
       const ring = keys.keyring();
-      if (!ring) throw new EpError("config_invalid", `no secret-store key, refusing to store a webhook secret: ${keys.hint}`, { setting: "EP_SECRET_KEY" });
+      if (!ring)
+        throw new EpError("config_invalid", `no secret-store key, refusing to store a webhook secret: ${keys.hint}`, {
+          setting: "EP_SECRET_KEY",
+        });
       const secret = newWebhookSecret();
       const now = clock.now();
       const id = newId("whk", now);
@@ -157,7 +192,12 @@ export function createWebhookService(deps: Deps, keys: KeySource, kick: () => vo
       };
       await commit(deps, async (tx, emit) => {
         await tx.insertWebhook(row);
-        emit({ type: "matrix", name: "webhook.created", domainId: row.domainId, payload: { webhook_id: id, events, format, by: row.createdBy } });
+        emit({
+          type: "matrix",
+          name: "webhook.created",
+          domainId: row.domainId,
+          payload: { webhook_id: id, events, format, by: row.createdBy },
+        });
       });
       return create(pb.CreateWebhookResponseSchema, { webhook: webhookMsg(row, caller), secret });
     },
@@ -173,8 +213,14 @@ export function createWebhookService(deps: Deps, keys: KeySource, kick: () => vo
       await mustDomain(caller, req.domainId, "operate");
       const w = await mustWebhook(req.domainId, req.webhookId);
       await commit(deps, async (tx, emit) => {
-        if (!(await tx.deleteWebhook(w.id))) throw new EpError("webhook_not_found", `no webhook ${w.id} in domain ${w.domainId}`, { webhook_id: w.id });
-        emit({ type: "matrix", name: "webhook.deleted", domainId: w.domainId, payload: { webhook_id: w.id, by: principalOf(caller) } });
+        if (!(await tx.deleteWebhook(w.id)))
+          throw new EpError("webhook_not_found", `no webhook ${w.id} in domain ${w.domainId}`, { webhook_id: w.id });
+        emit({
+          type: "matrix",
+          name: "webhook.deleted",
+          domainId: w.domainId,
+          payload: { webhook_id: w.id, by: principalOf(caller) },
+        });
       });
       return create(pb.DeleteWebhookResponseSchema, {});
     },
@@ -214,12 +260,25 @@ export function createWebhookService(deps: Deps, keys: KeySource, kick: () => vo
       let beforeId: string | undefined;
       if (req.pageToken) {
         const at = /^whd_[0-9a-z]{22}$/.test(req.pageToken) ? req.pageToken : undefined;
-        if (!at) throw invalidField("page_token", "is not a token this server gave (pass next_page_token from the previous page as it came)");
+        if (!at)
+          throw invalidField(
+            "page_token",
+            "is not a token this server gave (pass next_page_token from the previous page as it came)",
+          );
         beforeId = at;
       }
-      const rows = await store.listWebhookDeliveries({ webhookId: w.id, status, deliveryId: req.deliveryId || undefined, beforeId, limit: size + 1 });
+      const rows = await store.listWebhookDeliveries({
+        webhookId: w.id,
+        status,
+        deliveryId: req.deliveryId || undefined,
+        beforeId,
+        limit: size + 1,
+      });
       const page = rows.slice(0, size);
-      return create(pb.ListWebhookDeliveriesResponseSchema, { deliveries: page.map(deliveryMsg), nextPageToken: rows.length > size ? page[page.length - 1].id : "" });
+      return create(pb.ListWebhookDeliveriesResponseSchema, {
+        deliveries: page.map(deliveryMsg),
+        nextPageToken: rows.length > size ? page[page.length - 1].id : "",
+      });
     },
   };
 }
@@ -244,7 +303,13 @@ export async function resealWebhookSecrets(store: Store, keys: KeySource, log: L
     const secret = decryptSecret(ring, sealName(w.id), w);
     if (await store.updateWebhookCipher(w.id, w.keyId, encryptSecret(ring.current, sealName(w.id), secret))) resealed++;
   }
-  if (resealed) log.info("webhook secrets re-sealed under the current key", { count: resealed, key_id: ring.current.id });
-  if (unreadable.length) log.warn("webhook secrets under a key this tower does not have: their deliveries fail until EP_SECRET_KEY_PREVIOUS holds it", { webhook_ids: unreadable });
+  if (resealed)
+    log.info("webhook secrets re-sealed under the current key", { count: resealed, key_id: ring.current.id });
+  if (unreadable.length)
+    log.warn(
+      "webhook secrets under a key this tower does not have: " +
+        "their deliveries fail until EP_SECRET_KEY_PREVIOUS holds it",
+      { webhook_ids: unreadable },
+    );
   return resealed;
 }

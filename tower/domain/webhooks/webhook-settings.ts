@@ -33,7 +33,12 @@ function count(env: Record<string, string | undefined>, name: string, fallback: 
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0 || n > max) throw new EpError("config_invalid", `${name} must be a whole number from 1 to ${max} (got ${JSON.stringify(raw)})`, { setting: name });
+  if (!Number.isInteger(n) || n <= 0 || n > max)
+    throw new EpError(
+      "config_invalid",
+      `${name} must be a whole number from 1 to ${max} (got ${JSON.stringify(raw)})`,
+      { setting: name },
+    );
   return n;
 }
 
@@ -48,6 +53,11 @@ export function readWebhookSettings(env: Record<string, string | undefined>): We
     concurrency: count(env, "EP_WEBHOOK_CONCURRENCY", d.concurrency, 256),
     retentionMs: count(env, "EP_WEBHOOK_RETENTION_HOURS", d.retentionMs / 3_600_000, 24 * 366) * 3_600_000,
   };
-  if (s.backoffMaxMs < s.backoffMs) throw new EpError("config_invalid", `EP_WEBHOOK_BACKOFF_MAX_MS (${s.backoffMaxMs}) must not be below EP_WEBHOOK_BACKOFF_MS (${s.backoffMs})`, { setting: "EP_WEBHOOK_BACKOFF_MAX_MS" });
+  if (s.backoffMaxMs < s.backoffMs)
+    throw new EpError(
+      "config_invalid",
+      `EP_WEBHOOK_BACKOFF_MAX_MS (${s.backoffMaxMs}) must not be below EP_WEBHOOK_BACKOFF_MS (${s.backoffMs})`,
+      { setting: "EP_WEBHOOK_BACKOFF_MAX_MS" },
+    );
   return s;
 }

@@ -21,9 +21,16 @@ export function createWorkCatalog(ctx: WorkContext) {
       authorize(caller, "operate");
       if (caller.role === "agent") throw new EpError("forbidden", "agents cannot create domains");
       const name = text("name", req.name, { required: true, max: 200 });
-      const call = { caller, method: "WorkService.CreateDomain", input: pb.CreateDomainRequestSchema, request: req, output: pb.CreateDomainResponseSchema };
+      const call = {
+        caller,
+        method: "WorkService.CreateDomain",
+        input: pb.CreateDomainRequestSchema,
+        request: req,
+        output: pb.CreateDomainResponseSchema,
+      };
       return idempotent(call, async (tx, emit) => {
-        if (await tx.getDomainByName(name)) throw new EpError("already_exists", `a domain named ${JSON.stringify(name)} exists already`);
+        if (await tx.getDomainByName(name))
+          throw new EpError("already_exists", `a domain named ${JSON.stringify(name)} exists already`);
         const row = { id: newId("dom", clock.now()), name, createdAt: now() };
         await tx.insertDomain(row);
         emit({ type: "matrix", name: "domain.created", domainId: row.id, payload: { domain_id: row.id, name } });
@@ -35,7 +42,11 @@ export function createWorkCatalog(ctx: WorkContext) {
       authorize(caller, "read");
       const rows = await store.listDomains();
       const scope = scopeDomains(caller);
-      const { page, nextPageToken } = paginate(scope ? rows.filter((d) => scope.includes(d.id)) : rows, (d) => d.id, req);
+      const { page, nextPageToken } = paginate(
+        scope ? rows.filter((d) => scope.includes(d.id)) : rows,
+        (d) => d.id,
+        req,
+      );
       return create(pb.ListDomainsResponseSchema, { domains: page.map(domainMsg), nextPageToken });
     },
 
@@ -50,14 +61,35 @@ export function createWorkCatalog(ctx: WorkContext) {
     async createMission(caller: Caller, req: pb.CreateMissionRequest): Promise<pb.CreateMissionResponse> {
       const title = text("title", req.title, { required: true });
       const description = text("description", req.description, { max: MAX_TEXT });
-      const call = { caller, method: "WorkService.CreateMission", input: pb.CreateMissionRequestSchema, request: req, output: pb.CreateMissionResponseSchema };
+      const call = {
+        caller,
+        method: "WorkService.CreateMission",
+        input: pb.CreateMissionRequestSchema,
+        request: req,
+        output: pb.CreateMissionResponseSchema,
+      };
       return idempotent(call, async (tx, emit) => {
         const d = await mustDomain(tx, req.domainId);
         authorize(caller, "operate", { domainId: d.id });
         const ts = now();
-        const row = { id: newId("msn", clock.now()), domainId: d.id, title, description, status: "open", createdAt: ts, updatedAt: ts };
+        const row = {
+          id: newId("msn", clock.now()),
+          domainId: d.id,
+          title,
+          description,
+          status: "open",
+          createdAt: ts,
+          updatedAt: ts,
+        };
         await tx.insertMission(row);
-        emit({ type: "matrix", name: "mission.created", domainId: d.id, missionId: row.id, status: "open", payload: { mission_id: row.id, title } });
+        emit({
+          type: "matrix",
+          name: "mission.created",
+          domainId: d.id,
+          missionId: row.id,
+          status: "open",
+          payload: { mission_id: row.id, title },
+        });
         return create(pb.CreateMissionResponseSchema, { mission: missionMsg(row) });
       });
     },
@@ -68,7 +100,11 @@ export function createWorkCatalog(ctx: WorkContext) {
       if (req.domainId) authorize(caller, "read", { domainId: req.domainId });
       else authorize(caller, "read");
       const rows = await store.listMissions(req.domainId || (scope?.length === 1 ? scope[0] : undefined));
-      const { page, nextPageToken } = paginate(rows.filter((m) => !scope || scope.includes(m.domainId)), (m) => m.id, req);
+      const { page, nextPageToken } = paginate(
+        rows.filter((m) => !scope || scope.includes(m.domainId)),
+        (m) => m.id,
+        req,
+      );
       return create(pb.ListMissionsResponseSchema, { missions: page.map(missionMsg), nextPageToken });
     },
 
@@ -79,7 +115,11 @@ export function createWorkCatalog(ctx: WorkContext) {
       const tasks = await store.listTasks({ missionId: m.id, limit: 100_000 });
       const usage = sumUsage(tasks);
       const usageByAgentMsg = usageByAgent(tasks).map((a) => ({ agentId: a.agentId, usage: usageMsg(a.usage) }));
-      return create(pb.GetMissionResponseSchema, { mission: missionMsg(m), usage: usage && usageMsg(usage), usageByAgent: usageByAgentMsg });
+      return create(pb.GetMissionResponseSchema, {
+        mission: missionMsg(m),
+        usage: usage && usageMsg(usage),
+        usageByAgent: usageByAgentMsg,
+      });
     },
   };
 }

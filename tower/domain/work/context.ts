@@ -38,7 +38,13 @@ export function createWorkContext(deps: Deps) {
     if (!agent) {
       const row = await store.getAgent(agentId);
       if (!row) throw new EpError("agent_not_found", `agent ${agentId} does not exist`);
-      agent = { id: row.id, domainId: row.domainId, nodeId: row.nodeId, runtime: row.runtime, capabilities: row.capabilities };
+      agent = {
+        id: row.id,
+        domainId: row.domainId,
+        nodeId: row.nodeId,
+        runtime: row.runtime,
+        capabilities: row.capabilities,
+      };
       agents.set(agentId, agent);
     }
     authorize(caller, "work", { domainId: agent.domainId });
@@ -65,7 +71,13 @@ export function createWorkContext(deps: Deps) {
       status === "failed" || status === "succeeded"
         ? {
             output: "",
-            error: status === "failed" ? `runs failed: ${runs.filter((r) => r.status === "failed").map((r) => r.id).join(", ")}` : "",
+            error:
+              status === "failed"
+                ? `runs failed: ${runs
+                    .filter((r) => r.status === "failed")
+                    .map((r) => r.id)
+                    .join(", ")}`
+                : "",
           }
         : null;
     const updated = await tx.updateTask(parentId, { status, result, updatedAt: now() });
@@ -79,7 +91,13 @@ export function createWorkContext(deps: Deps) {
     const updated = await tx.updateTask(
       t.id,
       exhausted
-        ? { status: "failed", claimedBy: "", leaseExpiresMs: null, result: { output: t.result?.output ?? "", error: `${reason} (attempt ${t.attempts} of ${t.maxAttempts})` }, updatedAt: now() }
+        ? {
+            status: "failed",
+            claimedBy: "",
+            leaseExpiresMs: null,
+            result: { output: t.result?.output ?? "", error: `${reason} (attempt ${t.attempts} of ${t.maxAttempts})` },
+            updatedAt: now(),
+          }
         : { status: "queued", claimedBy: "", leaseExpiresMs: null, updatedAt: now() },
       { status: HELD, claimedBy: t.claimedBy, attempts: t.attempts },
     );
@@ -102,9 +120,22 @@ export function createWorkContext(deps: Deps) {
    * `onlyIfIdle` (and `start`) an agent that is not idle any more claims nothing: AgentNotIdle is
    * thrown, which rolls the commit back.
    */
-  async function claimIn(tx: Store, emit: Emit, agent: ActingAgent, start: boolean, onlyIfIdle = false): Promise<TaskRow | undefined> {
+  async function claimIn(
+    tx: Store,
+    emit: Emit,
+    agent: ActingAgent,
+    start: boolean,
+    onlyIfIdle = false,
+  ): Promise<TaskRow | undefined> {
     const t = await tx.claimTask(
-      { agentId: agent.id, domainId: agent.domainId, runtime: agent.runtime, capabilities: agent.capabilities, start, leaseId: newLeaseId() },
+      {
+        agentId: agent.id,
+        domainId: agent.domainId,
+        runtime: agent.runtime,
+        capabilities: agent.capabilities,
+        start,
+        leaseId: newLeaseId(),
+      },
       clock.now(),
       limits.leaseMs,
     );
@@ -114,7 +145,8 @@ export function createWorkContext(deps: Deps) {
       taskEvent(emit, start ? { ...t, status: "claimed" } : t, "task.claimed");
       if (start) {
         taskEvent(emit, t, "task.running");
-        if (!(await markAgent(tx, emit, agent.id, "idle", "busy", now())) && onlyIfIdle) throw new AgentNotIdle(agent.id);
+        if (!(await markAgent(tx, emit, agent.id, "idle", "busy", now())) && onlyIfIdle)
+          throw new AgentNotIdle(agent.id);
       }
       if (t.parentTaskId) await settleBroadcast(tx, emit, t.parentTaskId);
     }
@@ -127,13 +159,23 @@ export function createWorkContext(deps: Deps) {
    */
   async function mustHeld(tx: Store, taskId: string, agentId: string, leaseId = ""): Promise<TaskRow> {
     const t = await mustTask(tx, taskId);
-    if (t.kind !== "claimable") throw new EpError("task_wrong_kind", `task ${taskId} is a Kanban task; the claim loop does not apply`);
+    if (t.kind !== "claimable")
+      throw new EpError("task_wrong_kind", `task ${taskId} is a Kanban task; the claim loop does not apply`);
     if (leaseId && t.leaseId !== leaseId) {
-      throw new EpError("lease_not_held", `lease ${leaseId} is not task ${taskId}'s current claim (the task was claimed again, or never under it)`, { status: t.status });
+      throw new EpError(
+        "lease_not_held",
+        `lease ${leaseId} is not task ${taskId}'s current claim (the task was claimed again, or never under it)`,
+        { status: t.status },
+      );
     }
-    if (FINAL.includes(t.status)) throw new EpError("task_finished", `task ${taskId} is already ${t.status}`, { status: t.status });
+    if (FINAL.includes(t.status))
+      throw new EpError("task_finished", `task ${taskId} is already ${t.status}`, { status: t.status });
     if (!HELD.includes(t.status) || t.claimedBy !== agentId) {
-      throw new EpError("lease_not_held", `agent ${agentId} does not hold the lease on task ${taskId} (status ${t.status})`, { status: t.status });
+      throw new EpError(
+        "lease_not_held",
+        `agent ${agentId} does not hold the lease on task ${taskId} (status ${t.status})`,
+        { status: t.status },
+      );
     }
     // a call naming the current lease holds it until the sweep has requeued the task: past its
     // time, nobody else can have it yet (the fencing token says whose it is)
@@ -143,7 +185,28 @@ export function createWorkContext(deps: Deps) {
     return t;
   }
 
-  const ctx = { deps, store, clock, limits, now, agents, missions, mustDomain, mustMission, mustTask, missionDomain, mustActingAgent, settleBroadcast, requeueOrFail, claimOnce, claimIn, mustHeld, markAgent: (tx: Store, emit: Emit, agentId: string, from: string, to: string) => markAgent(tx, emit, agentId, from, to, now()), handoff: undefined as Handoff | undefined };
+  const ctx = {
+    deps,
+    store,
+    clock,
+    limits,
+    now,
+    agents,
+    missions,
+    mustDomain,
+    mustMission,
+    mustTask,
+    missionDomain,
+    mustActingAgent,
+    settleBroadcast,
+    requeueOrFail,
+    claimOnce,
+    claimIn,
+    mustHeld,
+    markAgent: (tx: Store, emit: Emit, agentId: string, from: string, to: string) =>
+      markAgent(tx, emit, agentId, from, to, now()),
+    handoff: undefined as Handoff | undefined,
+  };
   return ctx;
 }
 
@@ -187,7 +250,8 @@ let leasePoolAt = LEASE_POOL.length;
 
 /** The lease id a call names, checked for shape (empty: the call names none). */
 export function leaseOf(leaseId: string): string {
-  if (leaseId.length > 64 || /[^A-Za-z0-9_-]/.test(leaseId)) throw invalidField("lease_id", "is not a lease id (at most 64 letters, digits, _ or -)");
+  if (leaseId.length > 64 || /[^A-Za-z0-9_-]/.test(leaseId))
+    throw invalidField("lease_id", "is not a lease id (at most 64 letters, digits, _ or -)");
   return leaseId;
 }
 
@@ -205,9 +269,23 @@ export class AgentNotIdle extends Error {
  * UpdateAgentState emits. An agent in any other state (paused, restarting, …) is left as it is:
  * false then.
  */
-async function markAgent(tx: Store, emit: Emit, agentId: string, from: string, to: string, at: string): Promise<boolean> {
+async function markAgent(
+  tx: Store,
+  emit: Emit,
+  agentId: string,
+  from: string,
+  to: string,
+  at: string,
+): Promise<boolean> {
   const a = await tx.moveAgentState(agentId, from, to, at);
   if (!a) return false;
-  emit({ type: "matrix", name: "agent.state", domainId: a.domainId, agentId, status: to, payload: { agent_id: agentId, from, to, reason: "epd" } });
+  emit({
+    type: "matrix",
+    name: "agent.state",
+    domainId: a.domainId,
+    agentId,
+    status: to,
+    payload: { agent_id: agentId, from, to, reason: "epd" },
+  });
   return true;
 }

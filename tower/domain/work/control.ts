@@ -17,17 +17,28 @@ export function createTaskControls(ctx: WorkContext) {
       return commit(deps, async (tx, emit) => {
         const t = await mustTask(tx, req.taskId);
         authorize(caller, "operate", { domainId: t.domainId });
-        if (t.kind !== "claimable") throw new EpError("task_wrong_kind", "Kanban tasks are moved with update, not cancelled");
-        if (FINAL.includes(t.status)) throw new EpError("task_finished", `task ${t.id} is already ${t.status}`, { status: t.status });
+        if (t.kind !== "claimable")
+          throw new EpError("task_wrong_kind", "Kanban tasks are moved with update, not cancelled");
+        if (FINAL.includes(t.status))
+          throw new EpError("task_finished", `task ${t.id} is already ${t.status}`, { status: t.status });
         const reason = text("reason", req.reason, { max: 1000 }) || "cancelled by operator";
-        const updated = await tx.updateTask(t.id, { status: "cancelled", leaseExpiresMs: null, result: { output: "", error: reason }, updatedAt: now() }, { status: ["waiting", "queued", ...HELD] });
+        const updated = await tx.updateTask(
+          t.id,
+          { status: "cancelled", leaseExpiresMs: null, result: { output: "", error: reason }, updatedAt: now() },
+          { status: ["waiting", "queued", ...HELD] },
+        );
         if (!updated) throw new EpError("conflict", `task ${t.id} changed while cancelling; try again`);
         // the holder's node is told through the link (it listens for task.cancelled)
         taskEvent(emit, { ...updated, claimedBy: t.claimedBy }, "task.cancelled", { reason });
         if (t.claimPolicy === "broadcast") {
           for (const r of await tx.listTasks({ parentTaskId: t.id })) {
             if (FINAL.includes(r.status)) continue;
-            const u = await tx.updateTask(r.id, { status: "cancelled", leaseExpiresMs: null, result: { output: "", error: reason }, updatedAt: now() });
+            const u = await tx.updateTask(r.id, {
+              status: "cancelled",
+              leaseExpiresMs: null,
+              result: { output: "", error: reason },
+              updatedAt: now(),
+            });
             if (u) taskEvent(emit, { ...u, claimedBy: r.claimedBy }, "task.cancelled", { reason });
           }
         }
@@ -43,9 +54,20 @@ export function createTaskControls(ctx: WorkContext) {
         authorize(caller, "operate", { domainId: t.domainId });
         if (t.kind !== "claimable") throw new EpError("task_wrong_kind", "only claimable tasks are retried");
         if (t.status !== "failed" && t.status !== "cancelled") {
-          throw new EpError("task_not_retryable", `task ${t.id} is ${t.status}; only failed or cancelled tasks can be retried`, { status: t.status });
+          throw new EpError(
+            "task_not_retryable",
+            `task ${t.id} is ${t.status}; only failed or cancelled tasks can be retried`,
+            { status: t.status },
+          );
         }
-        const reset = { status: await retryStatus(tx, t), attempts: 0, claimedBy: "", leaseExpiresMs: null, result: null, updatedAt: now() };
+        const reset = {
+          status: await retryStatus(tx, t),
+          attempts: 0,
+          claimedBy: "",
+          leaseExpiresMs: null,
+          result: null,
+          updatedAt: now(),
+        };
         const updated = await tx.updateTask(t.id, reset, { status: ["failed", "cancelled"] });
         if (!updated) throw new EpError("conflict", `task ${t.id} changed while retrying; try again`);
         taskEvent(emit, updated, "task.retried");

@@ -13,27 +13,59 @@ import { taskEvent } from "./support.js";
 export const MAX_PARENTS = 100;
 
 /** Why a dependent was cancelled: the parent's id and what became of it. */
-export const parentReason = (parent: Pick<TaskRow, "id" | "status">) => `parent ${parent.id} ${parent.status === "cancelled" ? "was cancelled" : "failed"}`;
+export const parentReason = (parent: Pick<TaskRow, "id" | "status">) =>
+  `parent ${parent.id} ${parent.status === "cancelled" ? "was cancelled" : "failed"}`;
 
 /**
  * The parents a new task names, read and checked in the creating transaction: each exists, is
  * claimable and is in `domainId`; none failed or was cancelled. Returns the status the child
  * starts in: queued when every parent succeeded already (or it has none), else waiting.
  */
-export async function checkParents(tx: Store, domainId: string, parentIds: readonly string[], field = "depends_on"): Promise<"queued" | "waiting"> {
-  if (parentIds.length > MAX_PARENTS) throw new EpError("parent_invalid", `${field}: at most ${MAX_PARENTS} parents (got ${parentIds.length})`, { field });
+export async function checkParents(
+  tx: Store,
+  domainId: string,
+  parentIds: readonly string[],
+  field = "depends_on",
+): Promise<"queued" | "waiting"> {
+  if (parentIds.length > MAX_PARENTS)
+    throw new EpError("parent_invalid", `${field}: at most ${MAX_PARENTS} parents (got ${parentIds.length})`, {
+      field,
+    });
   let waiting = false;
   for (const [i, id] of parentIds.entries()) {
     const at = `${field}[${i}]`;
     const p = id ? await tx.getTask(id) : undefined;
-    if (!p) throw new EpError("parent_invalid", `${at}: task ${JSON.stringify(id)} does not exist; a task depends only on tasks that exist already`, { field: at, task_id: id });
+    if (!p)
+      throw new EpError(
+        "parent_invalid",
+        `${at}: task ${JSON.stringify(id)} does not exist; a task depends only on tasks that exist already`,
+        { field: at, task_id: id },
+      );
     if (p.domainId !== domainId) {
-      throw new EpError("parent_invalid", `${at}: task ${id} is in domain ${p.domainId}, not ${domainId}; a task depends only on tasks of its own domain`, { field: at, task_id: id, domain_id: p.domainId });
+      throw new EpError(
+        "parent_invalid",
+        `${at}: task ${id} is in domain ${p.domainId}, not ${domainId}; a task depends only on tasks of its own domain`,
+        { field: at, task_id: id, domain_id: p.domainId },
+      );
     }
-    if (p.kind !== "claimable") throw new EpError("parent_invalid", `${at}: task ${id} is a Kanban task; only claimable tasks have an outcome to wait for`, { field: at, task_id: id });
-    if (p.parentTaskId) throw new EpError("parent_invalid", `${at}: task ${id} is one run of broadcast ${p.parentTaskId}; depend on the broadcast`, { field: at, task_id: id });
+    if (p.kind !== "claimable")
+      throw new EpError(
+        "parent_invalid",
+        `${at}: task ${id} is a Kanban task; only claimable tasks have an outcome to wait for`,
+        { field: at, task_id: id },
+      );
+    if (p.parentTaskId)
+      throw new EpError(
+        "parent_invalid",
+        `${at}: task ${id} is one run of broadcast ${p.parentTaskId}; depend on the broadcast`,
+        { field: at, task_id: id },
+      );
     if (p.status === "failed" || p.status === "cancelled") {
-      throw new EpError("parent_failed", `${at}: task ${id} is ${p.status}; retry it first ('ep task retry ${id}') or depend on another task`, { field: at, task_id: id, status: p.status });
+      throw new EpError(
+        "parent_failed",
+        `${at}: task ${id} is ${p.status}; retry it first ('ep task retry ${id}') or depend on another task`,
+        { field: at, task_id: id, status: p.status },
+      );
     }
     if (p.status !== "succeeded") waiting = true;
   }
@@ -56,7 +88,11 @@ export async function settleDependents(tx: Store, emit: Emit, t: TaskRow, at: st
 async function cancelDependents(tx: Store, emit: Emit, t: TaskRow, reason: string, at: string): Promise<void> {
   for (const child of await tx.listChildren(t.id)) {
     if (child.status !== "waiting") continue;
-    const u = await tx.updateTask(child.id, { status: "cancelled", result: { output: "", error: reason }, updatedAt: at }, { status: ["waiting"] });
+    const u = await tx.updateTask(
+      child.id,
+      { status: "cancelled", result: { output: "", error: reason }, updatedAt: at },
+      { status: ["waiting"] },
+    );
     if (!u) continue;
     taskEvent(emit, u, "task.cancelled", { reason, cancelled_by: t.id });
     await cancelDependents(tx, emit, u, reason, at);
@@ -69,27 +105,39 @@ async function cancelDependents(tx: Store, emit: Emit, t: TaskRow, reason: strin
  * `root` is the task whose failure the cascade named (the reason its dependents carry).
  */
 export async function restoreDependents(tx: Store, emit: Emit, t: TaskRow, at: string, root = t.id): Promise<void> {
-  const children = (await tx.listChildren(t.id)).filter((c) => c.status === "cancelled" && c.result?.error.startsWith(`parent ${root} `));
+  const children = (await tx.listChildren(t.id)).filter(
+    (c) => c.status === "cancelled" && c.result?.error.startsWith(`parent ${root} `),
+  );
   if (!children.length) return;
   const parents = await tx.listParentStates(children.map((c) => c.id));
   for (const child of children) {
-    const failed = parents.find((p) => p.childId === child.id && p.parentId !== t.id && (p.status === "failed" || p.status === "cancelled"));
+    const failed = parents.find(
+      (p) => p.childId === child.id && p.parentId !== t.id && (p.status === "failed" || p.status === "cancelled"),
+    );
     if (failed) {
       await renameReason(tx, child, root, parentReason({ id: failed.parentId, status: failed.status }), at);
       continue;
     }
-    const u = await tx.updateTask(child.id, { status: "waiting", attempts: 0, claimedBy: "", leaseExpiresMs: null, result: null, updatedAt: at }, { status: ["cancelled"] });
+    const u = await tx.updateTask(
+      child.id,
+      { status: "waiting", attempts: 0, claimedBy: "", leaseExpiresMs: null, result: null, updatedAt: at },
+      { status: ["cancelled"] },
+    );
     if (!u) continue;
     taskEvent(emit, u, "task.waiting", { after: t.id });
     await restoreDependents(tx, emit, u, at, root);
   }
 }
 
-/** A cancelled task and the dependents cancelled with it, now naming another failed parent (so that parent's retry brings them back). */
+/**
+ * A cancelled task and the dependents cancelled with it, now naming another failed parent (so that parent's retry
+ * brings them back).
+ */
 async function renameReason(tx: Store, t: TaskRow, root: string, reason: string, at: string): Promise<void> {
   await tx.updateTask(t.id, { result: { output: "", error: reason }, updatedAt: at }, { status: ["cancelled"] });
   for (const child of await tx.listChildren(t.id)) {
-    if (child.status === "cancelled" && child.result?.error.startsWith(`parent ${root} `)) await renameReason(tx, child, root, reason, at);
+    if (child.status === "cancelled" && child.result?.error.startsWith(`parent ${root} `))
+      await renameReason(tx, child, root, reason, at);
   }
 }
 
@@ -102,10 +150,15 @@ export async function retryStatus(tx: Store, t: TaskRow): Promise<"queued" | "wa
   const parents = await tx.listParentStates([t.id]);
   const failed = parents.find((p) => p.status === "failed" || p.status === "cancelled");
   if (failed) {
-    throw new EpError("parent_failed", `task ${t.id}'s parent ${failed.parentId} is ${failed.status}; retry the parent ('ep task retry ${failed.parentId}'), which brings this task back`, {
-      task_id: failed.parentId,
-      status: failed.status,
-    });
+    throw new EpError(
+      "parent_failed",
+      `task ${t.id}'s parent ${failed.parentId} is ${failed.status}; retry the ` +
+        `parent ('ep task retry ${failed.parentId}'), which brings this task back`,
+      {
+        task_id: failed.parentId,
+        status: failed.status,
+      },
+    );
   }
   return parents.every((p) => p.status === "succeeded") ? "queued" : "waiting";
 }

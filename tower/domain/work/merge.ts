@@ -33,16 +33,42 @@ export function createTaskMerge(deps: Deps, deliver: Deliver, opts: { waitMs?: n
       if (!t) throw new EpError("task_not_found", `task ${req.taskId} does not exist`);
       authorize(caller, "operate", { domainId: t.domainId });
       // like deciding an approval, merging into a base branch is a person's call, not an agent's
-      if (caller.role === "agent" || caller.role === "node") throw new EpError("forbidden", `role ${caller.role} may not merge a task's branch; an operator or admin does`, { role: caller.role });
+      if (caller.role === "agent" || caller.role === "node")
+        throw new EpError("forbidden", `role ${caller.role} may not merge a task's branch; an operator or admin does`, {
+          role: caller.role,
+        });
       const ws = t.result?.workspace;
-      if (t.status !== "succeeded") throw new EpError("task_not_mergeable", `task ${t.id} is ${t.status}; only a succeeded task's branch is merged`, { status: t.status });
-      if (!ws?.branch && t.claimPolicy === "broadcast" && !t.parentTaskId) throw new EpError("task_not_mergeable", `task ${t.id} is a broadcast: each of its runs has its own branch; merge a run ('ep task get ${t.id}' lists them)`);
-      if (!ws?.branch) throw new EpError("task_not_mergeable", `task ${t.id} ran without a workspace (no input.workspace): there is no branch to merge`);
+      if (t.status !== "succeeded")
+        throw new EpError(
+          "task_not_mergeable",
+          `task ${t.id} is ${t.status}; only a succeeded task's branch is merged`,
+          { status: t.status },
+        );
+      if (!ws?.branch && t.claimPolicy === "broadcast" && !t.parentTaskId)
+        throw new EpError(
+          "task_not_mergeable",
+          `task ${t.id} is a broadcast: each of its runs has its ` +
+            `own branch; merge a run ('ep task get ${t.id}' lists them)`,
+        );
+      if (!ws?.branch)
+        throw new EpError(
+          "task_not_mergeable",
+          `task ${t.id} ran without a workspace (no input.workspace): there is no branch to merge`,
+        );
       const into = req.into || ws.baseBranch || "";
-      if (!into) throw invalidField("into", `task ${t.id}'s base ${ws.base.slice(0, 12)} was not taken from a branch; name the branch to merge into`);
+      if (!into)
+        throw invalidField(
+          "into",
+          `task ${t.id}'s base ${ws.base.slice(0, 12)} was not taken from a branch; name the branch to merge into`,
+        );
       if (!BRANCH.test(into)) throw invalidField("into", `"${into}" is not a branch name`);
       const agent = t.claimedBy ? await store.getAgent(t.claimedBy) : undefined;
-      if (!agent?.nodeId) throw new EpError("task_not_mergeable", `task ${t.id}'s agent ${t.claimedBy || "(none)"} is not on a node any more; merge ${ws.branch} with git in ${ws.repo}`);
+      if (!agent?.nodeId)
+        throw new EpError(
+          "task_not_mergeable",
+          `task ${t.id}'s agent ${t.claimedBy || "(none)"} is not on ` +
+            `a node any more; merge ${ws.branch} with git in ${ws.repo}`,
+        );
 
       const requestId = `mrg_${randomBytes(8).toString("hex")}`;
       const e = await askNode(deps, deliver, {
@@ -68,18 +94,29 @@ export function createTaskMerge(deps: Deps, deliver: Deliver, opts: { waitMs?: n
           },
         },
         // the answer comes from that node only (PublishEvents stamps node_id)
-        answers: (x) => x.payload.request_id === requestId && x.payload.node_id === agent.nodeId && (x.name === "workspace.merged" || x.name === "workspace.merge_refused"),
+        answers: (x) =>
+          x.payload.request_id === requestId &&
+          x.payload.node_id === agent.nodeId &&
+          (x.name === "workspace.merged" || x.name === "workspace.merge_refused"),
         waitMs,
         undone: `task ${t.id}'s branch was not merged`,
       });
       if (!e) {
-        const why = `node ${agent.nodeId} did not answer within ${Math.round(waitMs / 1000)} s; the merge may still happen: look for workspace.merged (ep events tail --type matrix), or ask again`;
+        const why =
+          `node ${agent.nodeId} did not answer within ${Math.round(waitMs / 1000)} s; the merge ` +
+          `may still happen: look for workspace.merged (ep events tail --type matrix), or ask again`;
         throw new EpError("unavailable", why, { node_id: agent.nodeId });
       }
       const p = e.payload;
       if (e.name === "workspace.merge_refused") {
         const files = Array.isArray(p.files) ? p.files.map(String) : [];
-        throw new EpError("merge_refused", String(p.message ?? "refused"), { reason: String(p.reason ?? ""), files, into, branch: ws.branch, event_id: e.id });
+        throw new EpError("merge_refused", String(p.message ?? "refused"), {
+          reason: String(p.reason ?? ""),
+          files,
+          into,
+          branch: ws.branch,
+          event_id: e.id,
+        });
       }
       const str = (k: string) => (typeof p[k] === "string" ? (p[k] as string) : "");
       return create(pb.MergeTaskResponseSchema, {

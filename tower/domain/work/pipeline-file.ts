@@ -42,7 +42,21 @@ export interface PipelineFileError {
   message: string;
 }
 
-export const STEP_FIELDS = ["name", "title", "description", "runtime", "agent", "claim_policy", "capabilities", "priority", "max_attempts", "prompt", "command", "workspace", "depends_on"] as const;
+export const STEP_FIELDS = [
+  "name",
+  "title",
+  "description",
+  "runtime",
+  "agent",
+  "claim_policy",
+  "capabilities",
+  "priority",
+  "max_attempts",
+  "prompt",
+  "command",
+  "workspace",
+  "depends_on",
+] as const;
 const TOP_FIELDS = ["name", "description", "step"];
 const STEP_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const MAX_STEPS = 1000;
@@ -50,7 +64,9 @@ const MAX_STEPS = 1000;
 /** The refusal of a file: every error, each as `file:line: …`, in one pipeline_invalid. */
 export function pipelineRefused(fileName: string, errors: PipelineFileError[]): EpError {
   const sorted = [...errors].sort((a, b) => a.line - b.line);
-  const message = sorted.map((e) => `${fileName}:${e.line}: ${e.step ? `step "${e.step}": ` : ""}${e.message}`).join("\n");
+  const message = sorted
+    .map((e) => `${fileName}:${e.line}: ${e.step ? `step "${e.step}": ` : ""}${e.message}`)
+    .join("\n");
   return new EpError("pipeline_invalid", message, { file: fileName, errors: sorted.map((e) => ({ ...e })) });
 }
 
@@ -60,34 +76,58 @@ export function parsePipelineFile(text: string, fileName: string): PipelineFile 
   try {
     doc = parse(text) as Record<string, unknown>;
   } catch (err) {
-    if (!(err instanceof TomlError)) throw pipelineRefused(fileName, [{ line: 1, message: `cannot parse: ${String(err)}` }]);
-    throw pipelineRefused(fileName, [{ line: err.line, message: `TOML syntax error: ${err.message.split("\n")[0].replace(/^Invalid TOML document:\s*/i, "")}` }]);
+    if (!(err instanceof TomlError))
+      throw pipelineRefused(fileName, [{ line: 1, message: `cannot parse: ${String(err)}` }]);
+    throw pipelineRefused(fileName, [
+      {
+        line: err.line,
+        message: `TOML syntax error: ${err.message.split("\n")[0].replace(/^Invalid TOML document:\s*/i, "")}`,
+      },
+    ]);
   }
   const errors: PipelineFileError[] = [];
   for (const key of Object.keys(doc)) {
-    if (!TOP_FIELDS.includes(key)) errors.push({ line: keyLine(text, key) ?? 1, field: key, message: `unknown key "${key}"; a pipeline file has name, description and [[step]] tables` });
+    if (!TOP_FIELDS.includes(key))
+      errors.push({
+        line: keyLine(text, key) ?? 1,
+        field: key,
+        message: `unknown key "${key}"; a pipeline file has name, description and [[step]] tables`,
+      });
   }
   const str = (v: unknown) => (typeof v === "string" ? v.trim() : "");
-  if (doc.name !== undefined && typeof doc.name !== "string") errors.push({ line: keyLine(text, "name") ?? 1, field: "name", message: "name must be a string" });
+  if (doc.name !== undefined && typeof doc.name !== "string")
+    errors.push({ line: keyLine(text, "name") ?? 1, field: "name", message: "name must be a string" });
   const raw = doc.step;
-  if (raw === undefined || (Array.isArray(raw) && !raw.length)) errors.push({ line: 1, message: "no steps: add [[step]] tables (name, and prompt or command)" });
-  else if (!Array.isArray(raw) || raw.some((s) => typeof s !== "object" || s === null || Array.isArray(s))) errors.push({ line: keyLine(text, "step") ?? 1, field: "step", message: "step must be [[step]] tables" });
+  if (raw === undefined || (Array.isArray(raw) && !raw.length))
+    errors.push({ line: 1, message: "no steps: add [[step]] tables (name, and prompt or command)" });
+  else if (!Array.isArray(raw) || raw.some((s) => typeof s !== "object" || s === null || Array.isArray(s)))
+    errors.push({ line: keyLine(text, "step") ?? 1, field: "step", message: "step must be [[step]] tables" });
   else if (raw.length > MAX_STEPS) errors.push({ line: 1, message: `at most ${MAX_STEPS} steps (got ${raw.length})` });
   if (errors.length) throw pipelineRefused(fileName, errors);
 
   const blocks = scanTableArray(text, "step");
-  const steps = (raw as Record<string, unknown>[]).map((table, i) => readStep(text, table, blocks[i] ?? { header: 1, start: 1, end: Number.MAX_SAFE_INTEGER }, errors));
+  const steps = (raw as Record<string, unknown>[]).map((table, i) =>
+    readStep(text, table, blocks[i] ?? { header: 1, start: 1, end: Number.MAX_SAFE_INTEGER }, errors),
+  );
   checkGraph(steps, errors);
   if (errors.length) throw pipelineRefused(fileName, errors);
   return { name: str(doc.name), description: str(doc.description), steps: topoOrder(steps) };
 }
 
-function readStep(text: string, t: Record<string, unknown>, block: { header: number; start: number; end: number }, errors: PipelineFileError[]): PipelineStep {
+function readStep(
+  text: string,
+  t: Record<string, unknown>,
+  block: { header: number; start: number; end: number },
+  errors: PipelineFileError[],
+): PipelineStep {
   const lines: Partial<Record<string, number>> = {};
   for (const k of Object.keys(t)) lines[k] = keyLine(text, k, block.start, block.end) ?? block.header;
   const name = typeof t.name === "string" ? t.name.trim() : "";
-  const err = (field: string | undefined, message: string) => errors.push({ line: (field && lines[field]) || block.header, step: name || undefined, field, message });
-  for (const k of Object.keys(t)) if (!(STEP_FIELDS as readonly string[]).includes(k)) err(k, `unknown field "${k}" (a step takes ${STEP_FIELDS.join(", ")})`);
+  const err = (field: string | undefined, message: string) =>
+    errors.push({ line: (field && lines[field]) || block.header, step: name || undefined, field, message });
+  for (const k of Object.keys(t))
+    if (!(STEP_FIELDS as readonly string[]).includes(k))
+      err(k, `unknown field "${k}" (a step takes ${STEP_FIELDS.join(", ")})`);
   const string = (k: string): string => {
     const v = t[k];
     if (v === undefined) return "";
@@ -98,33 +138,45 @@ function readStep(text: string, t: Record<string, unknown>, block: { header: num
     return v.trim();
   };
   if (t.name === undefined) err(undefined, "missing field name (a step's name, unique in the file)");
-  else if (!STEP_NAME.test(name)) err("name", `name ${JSON.stringify(t.name)} must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit`);
+  else if (!STEP_NAME.test(name))
+    err(
+      "name",
+      `name ${JSON.stringify(t.name)} must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit`,
+    );
   let runtime = string("runtime");
   const prompt = string("prompt");
   const command = string("command");
-  if (runtime && !(RUNTIMES as readonly string[]).includes(runtime) && runtime !== "shell") err("runtime", `runtime "${runtime}" is not one of ${[...RUNTIMES].join(", ")}`);
+  if (runtime && !(RUNTIMES as readonly string[]).includes(runtime) && runtime !== "shell")
+    err("runtime", `runtime "${runtime}" is not one of ${[...RUNTIMES].join(", ")}`);
   if (command && !runtime) runtime = "shell";
-  if (runtime === "shell" && !command) err(lines.runtime ? "runtime" : undefined, "missing field command (a shell step runs a command)");
+  if (runtime === "shell" && !command)
+    err(lines.runtime ? "runtime" : undefined, "missing field command (a shell step runs a command)");
   if (runtime === "shell" && prompt) err("prompt", "a shell step takes command, not prompt");
   if (runtime !== "shell" && command) err("command", `command is for shell steps; runtime ${runtime} takes a prompt`);
-  if (!prompt && !command && runtime !== "shell") err(undefined, "missing field prompt or command (what the step does: an agent's prompt, or a shell command)");
+  if (!prompt && !command && runtime !== "shell")
+    err(undefined, "missing field prompt or command (what the step does: an agent's prompt, or a shell command)");
   const claimPolicy = string("claim_policy");
-  if (claimPolicy && !(CLAIM_POLICIES as readonly string[]).includes(claimPolicy)) err("claim_policy", `claim_policy "${claimPolicy}" is not one of ${CLAIM_POLICIES.join(", ")}`);
+  if (claimPolicy && !(CLAIM_POLICIES as readonly string[]).includes(claimPolicy))
+    err("claim_policy", `claim_policy "${claimPolicy}" is not one of ${CLAIM_POLICIES.join(", ")}`);
   const agent = string("agent");
-  if (claimPolicy === "assigned" && !agent) err("claim_policy", "claim_policy assigned needs agent (the agent's name or id)");
-  if (agent && claimPolicy && claimPolicy !== "assigned") err("agent", `agent assigns the step; it cannot be ${claimPolicy} as well`);
+  if (claimPolicy === "assigned" && !agent)
+    err("claim_policy", "claim_policy assigned needs agent (the agent's name or id)");
+  if (agent && claimPolicy && claimPolicy !== "assigned")
+    err("agent", `agent assigns the step; it cannot be ${claimPolicy} as well`);
   const intIn = (k: string, min: number, max: number, dflt: number): number => {
     const v = t[k];
     if (v === undefined) return dflt;
-    if (typeof v !== "bigint" && typeof v !== "number") return err(k, `${k} must be a whole number`), dflt;
+    if (typeof v !== "bigint" && typeof v !== "number") return (err(k, `${k} must be a whole number`), dflt);
     const n = Number(v);
-    if (!Number.isInteger(n) || n < min || n > max) return err(k, `${k} must be between ${min} and ${max} (got ${n})`), dflt;
+    if (!Number.isInteger(n) || n < min || n > max)
+      return (err(k, `${k} must be between ${min} and ${max} (got ${n})`), dflt);
     return n;
   };
   const list = (k: string): string[] => {
     const v = t[k];
     if (v === undefined) return [];
-    if (!Array.isArray(v) || v.some((x) => typeof x !== "string" || !x.trim())) return err(k, `${k} must be a list of names, like ["plan"]`), [];
+    if (!Array.isArray(v) || v.some((x) => typeof x !== "string" || !x.trim()))
+      return (err(k, `${k} must be a list of names, like ["plan"]`), []);
     return v.map((x: string) => x.trim());
   };
   const input: JsonObject = runtime === "shell" ? { command } : { prompt };
@@ -163,32 +215,71 @@ export function stepRef(s: PipelineStep): string | undefined {
   return typeof ref === "string" && ref.startsWith("task:") ? ref.slice("task:".length) : undefined;
 }
 
-/** Names unique, depends_on naming steps of the file (or tsk_ ids), no cycle, a task: ref among the step's ancestors. */
+/**
+ * Names unique, depends_on naming steps of the file (or tsk_ ids), no cycle, a task: ref among the step's ancestors.
+ */
 function checkGraph(steps: PipelineStep[], errors: PipelineFileError[]): void {
   const byName = new Map<string, PipelineStep>();
   for (const s of steps) {
     if (!s.name) continue;
     const first = byName.get(s.name);
-    if (first) errors.push({ line: s.lines.name ?? s.line, step: s.name, field: "name", message: `a second step named "${s.name}" (the first is on line ${first.line})` });
+    if (first)
+      errors.push({
+        line: s.lines.name ?? s.line,
+        step: s.name,
+        field: "name",
+        message: `a second step named "${s.name}" (the first is on line ${first.line})`,
+      });
     else byName.set(s.name, s);
   }
   const names = [...byName.keys()].join(", ");
   for (const s of steps) {
     for (const d of s.dependsOn) {
-      if (!byName.has(d) && !d.startsWith("tsk_")) errors.push({ line: s.lines.depends_on ?? s.line, step: s.name, field: "depends_on", message: `depends_on names unknown step "${d}" (the steps are ${names}; a task outside the file is named by its tsk_ id)` });
-      if (d === s.name) errors.push({ line: s.lines.depends_on ?? s.line, step: s.name, field: "depends_on", message: "a step cannot depend on itself" });
+      if (!byName.has(d) && !d.startsWith("tsk_"))
+        errors.push({
+          line: s.lines.depends_on ?? s.line,
+          step: s.name,
+          field: "depends_on",
+          message:
+            `depends_on names unknown step "${d}" (the steps are ` +
+            `${names}; a task outside the file is named by its tsk_ id)`,
+        });
+      if (d === s.name)
+        errors.push({
+          line: s.lines.depends_on ?? s.line,
+          step: s.name,
+          field: "depends_on",
+          message: "a step cannot depend on itself",
+        });
     }
   }
   const cycle = findCycle(steps, byName);
   if (cycle) {
     const s = byName.get(cycle[0])!;
-    errors.push({ line: s.lines.depends_on ?? s.line, step: s.name, field: "depends_on", message: `depends_on makes a cycle: ${cycle.join(" → ")}` });
+    errors.push({
+      line: s.lines.depends_on ?? s.line,
+      step: s.name,
+      field: "depends_on",
+      message: `depends_on makes a cycle: ${cycle.join(" → ")}`,
+    });
   }
   for (const s of steps) {
     const ref = stepRef(s);
     if (ref === undefined || ref.startsWith("tsk_")) continue;
-    if (!byName.has(ref)) errors.push({ line: s.lines.workspace ?? s.line, step: s.name, field: "workspace", message: `workspace.ref "task:${ref}" names unknown step "${ref}"` });
-    else if (!cycle && !ancestors(s, byName).has(ref)) errors.push({ line: s.lines.workspace ?? s.line, step: s.name, field: "workspace", message: `workspace.ref "task:${ref}": the step must depend on "${ref}" (its branch exists once it succeeded)` });
+    if (!byName.has(ref))
+      errors.push({
+        line: s.lines.workspace ?? s.line,
+        step: s.name,
+        field: "workspace",
+        message: `workspace.ref "task:${ref}" names unknown step "${ref}"`,
+      });
+    else if (!cycle && !ancestors(s, byName).has(ref))
+      errors.push({
+        line: s.lines.workspace ?? s.line,
+        step: s.name,
+        field: "workspace",
+        message: `workspace.ref "task:${ref}": the step must depend on "${ref}" (its branch exists once it succeeded)`,
+      });
   }
 }
 
@@ -212,10 +303,11 @@ function findCycle(steps: PipelineStep[], byName: Map<string, PipelineStep>): st
     state.set(s.name, "done");
     return undefined;
   };
-  for (const s of steps) if (s.name && !state.has(s.name)) {
-    const found = visit(s);
-    if (found) return found;
-  }
+  for (const s of steps)
+    if (s.name && !state.has(s.name)) {
+      const found = visit(s);
+      if (found) return found;
+    }
   return undefined;
 }
 

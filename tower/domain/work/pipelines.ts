@@ -26,32 +26,65 @@ export function createWorkPipelines(ctx: WorkContext) {
   const idempotent = createIdempotency(deps);
   return {
     async runPipeline(caller: Caller, req: pb.RunPipelineRequest): Promise<pb.RunPipelineResponse> {
-      const domainId = req.missionId ? (await mustMission(store, req.missionId)).domainId : (await mustDomain(store, req.domainId)).id;
+      const domainId = req.missionId
+        ? (await mustMission(store, req.missionId)).domainId
+        : (await mustDomain(store, req.domainId)).id;
       authorize(caller, "operate", { domainId });
-      if (req.domainId && req.domainId !== domainId) throw new EpError("invalid_argument", `mission ${req.missionId} is in domain ${domainId}, not ${req.domainId}`, { field: "domain_id" });
+      if (req.domainId && req.domainId !== domainId)
+        throw new EpError(
+          "invalid_argument",
+          `mission ${req.missionId} is in domain ${domainId}, not ${req.domainId}`,
+          { field: "domain_id" },
+        );
       const fileName = text("file_name", req.fileName, { max: 200 }) || "pipeline.toml";
-      if (!req.source.trim()) throw new EpError("pipeline_invalid", `${fileName}: the file is empty; a pipeline has [[step]] tables`, { field: "source" });
-      if (req.source.length > MAX_SOURCE) throw new EpError("pipeline_invalid", `${fileName}: larger than ${MAX_SOURCE / 1024} KiB`, { field: "source" });
+      if (!req.source.trim())
+        throw new EpError("pipeline_invalid", `${fileName}: the file is empty; a pipeline has [[step]] tables`, {
+          field: "source",
+        });
+      if (req.source.length > MAX_SOURCE)
+        throw new EpError("pipeline_invalid", `${fileName}: larger than ${MAX_SOURCE / 1024} KiB`, { field: "source" });
       const file = parsePipelineFile(req.source, fileName);
       const title = text("title", req.title) || file.name || fileName;
-      const call = { caller, method: "WorkService.RunPipeline", input: pb.RunPipelineRequestSchema, request: req, output: pb.RunPipelineResponseSchema };
+      const call = {
+        caller,
+        method: "WorkService.RunPipeline",
+        input: pb.RunPipelineRequestSchema,
+        request: req,
+        output: pb.RunPipelineResponseSchema,
+      };
       return idempotent(call, async (tx, emit) => {
-        const mission = req.missionId ? (await mustMission(tx, req.missionId)) : await newMission(tx, emit, domainId, title, file.description);
+        const mission = req.missionId
+          ? await mustMission(tx, req.missionId)
+          : await newMission(tx, emit, domainId, title, file.description);
         if (req.missionId) await refuseTakenNames(tx, mission.id, file.steps, fileName);
         const agents = await tx.listAgents({ domainId });
         const ids = new Map<string, string>();
         const made: TaskRow[] = [];
         for (const s of file.steps) {
           const assignee = s.agent ? agents.find((a) => a.id === s.agent || a.name === s.agent) : undefined;
-          if (s.agent && !assignee) throw pipelineRefused(fileName, [{ line: s.lines.agent ?? s.line, step: s.name, field: "agent", message: `no agent "${s.agent}" is enrolled in domain ${domainId} (ep agent ls)` }]);
+          if (s.agent && !assignee)
+            throw pipelineRefused(fileName, [
+              {
+                line: s.lines.agent ?? s.line,
+                step: s.name,
+                field: "agent",
+                message: `no agent "${s.agent}" is enrolled in domain ${domainId} (ep agent ls)`,
+              },
+            ]);
           const request = stepRequest(s, mission.id, ids, assignee?.id ?? "");
           try {
-            const { task } = await insertNewTask(ctx, tx, emit, mission, request, checkNewTask(request), { step: s.name });
+            const { task } = await insertNewTask(ctx, tx, emit, mission, request, checkNewTask(request), {
+              step: s.name,
+            });
             ids.set(s.name, task.id);
             made.push(task);
           } catch (err) {
-            if (!(err instanceof EpError) || err.errorClass === "internal" || err.errorClass === "unavailable") throw err;
-            const field = String(err.details?.field ?? "").replace(/\[\d+\]$/, "").replace(/^input\./, "") || undefined;
+            if (!(err instanceof EpError) || err.errorClass === "internal" || err.errorClass === "unavailable")
+              throw err;
+            const field =
+              String(err.details?.field ?? "")
+                .replace(/\[\d+\]$/, "")
+                .replace(/^input\./, "") || undefined;
             const line = (field && s.lines[field]) || s.line;
             throw pipelineRefused(fileName, [{ line, step: s.name, field, message: err.message }]);
           }
@@ -64,9 +97,24 @@ export function createWorkPipelines(ctx: WorkContext) {
 
       async function newMission(tx: Store, emit: Emit, d: string, t: string, description: string): Promise<MissionRow> {
         const ts = now();
-        const row = { id: newId("msn", clock.now()), domainId: d, title: t, description, status: "open", createdAt: ts, updatedAt: ts };
+        const row = {
+          id: newId("msn", clock.now()),
+          domainId: d,
+          title: t,
+          description,
+          status: "open",
+          createdAt: ts,
+          updatedAt: ts,
+        };
         await tx.insertMission(row);
-        emit({ type: "matrix", name: "mission.created", domainId: d, missionId: row.id, status: "open", payload: { mission_id: row.id, title: t, pipeline: true } });
+        emit({
+          type: "matrix",
+          name: "mission.created",
+          domainId: d,
+          missionId: row.id,
+          status: "open",
+          payload: { mission_id: row.id, title: t, pipeline: true },
+        });
         return row;
       }
     },
@@ -76,7 +124,11 @@ export function createWorkPipelines(ctx: WorkContext) {
       authorize(caller, "read", { domainId: mission.domainId });
       const steps = (await store.listTasks({ missionId: mission.id })).filter((t) => t.step);
       const waits = await waitingOn(store, steps);
-      return create(pb.GetPipelineResponseSchema, { mission: missionMsg(mission), steps: steps.map((t) => withWaitingOn(taskMsg(t), waits)), state: taskStatusOf(pipelineState(steps)) });
+      return create(pb.GetPipelineResponseSchema, {
+        mission: missionMsg(mission),
+        steps: steps.map((t) => withWaitingOn(taskMsg(t), waits)),
+        state: taskStatusOf(pipelineState(steps)),
+      });
     },
   };
 }
@@ -94,7 +146,12 @@ export function pipelineState(steps: readonly Pick<TaskRow, "status">[]): string
 }
 
 /** The CreateTask request a step stands for, its depends_on and `task:<step>` ref as task ids. */
-function stepRequest(s: PipelineStep, missionId: string, ids: ReadonlyMap<string, string>, assignee: string): pb.CreateTaskRequest {
+function stepRequest(
+  s: PipelineStep,
+  missionId: string,
+  ids: ReadonlyMap<string, string>,
+  assignee: string,
+): pb.CreateTaskRequest {
   const input: JsonObject = { ...s.input };
   const ref = stepRef(s);
   const dependsOn = s.dependsOn.map((d) => ids.get(d) ?? d);
@@ -126,7 +183,14 @@ async function refuseTakenNames(tx: Store, missionId: string, steps: PipelineSte
   if (clash.length) {
     throw pipelineRefused(
       fileName,
-      clash.map((s) => ({ line: s.lines.name ?? s.line, step: s.name, field: "name", message: `mission ${missionId} has a step "${s.name}" already; rename the step or run the pipeline as a new mission` })),
+      clash.map((s) => ({
+        line: s.lines.name ?? s.line,
+        step: s.name,
+        field: "name",
+        message:
+          `mission ${missionId} has a step "${s.name}" already; ` +
+          `rename the step or run the pipeline as a new mission`,
+      })),
     );
   }
 }

@@ -28,13 +28,23 @@ async function withParents(tx: Store, t: TaskRow | undefined): Promise<ClaimedTa
 }
 
 /** The link's assignment of a claimed task to its agent: the task and its parents. */
-export const assignment = (agentId: string, t: ClaimedTask) => ({ agentId, task: taskMsg(t), parents: (t.parents ?? []).map((p) => taskMsg(p)) });
+export const assignment = (agentId: string, t: ClaimedTask) => ({
+  agentId,
+  task: taskMsg(t),
+  parents: (t.parents ?? []).map((p) => taskMsg(p)),
+});
 
 /** A held task back to the queue as if never claimed: the attempt is not counted. */
 export async function releaseIn(ctx: WorkContext, tx: Store, emit: Emit, t: TaskRow, reason: string): Promise<TaskRow> {
   const updated = await tx.updateTask(
     t.id,
-    { status: "queued", claimedBy: "", leaseExpiresMs: null, attempts: Math.max(0, t.attempts - 1), updatedAt: ctx.now() },
+    {
+      status: "queued",
+      claimedBy: "",
+      leaseExpiresMs: null,
+      attempts: Math.max(0, t.attempts - 1),
+      updatedAt: ctx.now(),
+    },
     { status: HELD, claimedBy: t.claimedBy, leaseId: t.leaseId },
   );
   if (!updated) throw new EpError("lease_not_held", `task ${t.id} changed while being given back`);
@@ -43,7 +53,9 @@ export async function releaseIn(ctx: WorkContext, tx: Store, emit: Emit, t: Task
   return updated;
 }
 
-/** A task claimed for an agent but not handed over (its link went away): queued again, uncounted, the agent idle again. */
+/**
+ * A task claimed for an agent but not handed over (its link went away): queued again, uncounted, the agent idle again.
+ */
 async function releaseClaimed(ctx: WorkContext, agent: ActingAgent, taskId: string): Promise<void> {
   await commit(ctx.deps, async (tx, emit) => {
     const t = await tx.getTask(taskId);
@@ -58,7 +70,13 @@ async function releaseClaimed(ctx: WorkContext, agent: ActingAgent, taskId: stri
  * claimed and started for it when its node is linked here (Handoff), else the agent idle. The
  * task comes back to be sent with sendNext() once the commit is done.
  */
-export async function nextAfterOutcome(ctx: WorkContext, tx: Store, emit: Emit, caller: Caller, agent: ActingAgent): Promise<ClaimedTask | undefined> {
+export async function nextAfterOutcome(
+  ctx: WorkContext,
+  tx: Store,
+  emit: Emit,
+  caller: Caller,
+  agent: ActingAgent,
+): Promise<ClaimedTask | undefined> {
   // only the node's own outcome: a script completing for an agent does not claim for its node
   const mark = caller.role === "node" ? ctx.handoff?.mark(agent) : undefined;
   const next = mark === undefined ? undefined : await ctx.claimIn(tx, emit, agent, true);
@@ -74,7 +92,10 @@ export function sendNext(ctx: WorkContext, agent: ActingAgent, next: ClaimedTask
   // counted once on its way: one not delivered goes back to the queue uncounted
   if (ctx.handoff?.send(agent, next)) return void ctx.deps.meter?.claimed(next, ctx.clock.now());
   void releaseClaimed(ctx, agent, next.id).catch((err: Error) =>
-    ctx.deps.log.warn("a task claimed for a node that went away could not be given back (its lease expires)", { task_id: next.id, error: err.message }),
+    ctx.deps.log.warn("a task claimed for a node that went away could not be given back (its lease expires)", {
+      task_id: next.id,
+      error: err.message,
+    }),
   );
 }
 
@@ -90,12 +111,17 @@ export function createWorkPush(ctx: WorkContext) {
      * (an outcome or a claim of its own made it busy meanwhile) claims nothing and throws AgentNotIdle.
      */
     async claimStarted(agent: ActingAgent): Promise<ClaimedTask | undefined> {
-      const t = await commit(ctx.deps, async (tx, emit) => withParents(tx, await ctx.claimIn(tx, emit, agent, true, true)));
+      const t = await commit(ctx.deps, async (tx, emit) =>
+        withParents(tx, await ctx.claimIn(tx, emit, agent, true, true)),
+      );
       if (t) ctx.deps.meter?.claimed(t, ctx.clock.now());
       return t;
     },
 
-    /** Gives back a task claimed for an agent but not handed over (its link went away): queued again, uncounted, the agent idle again. */
+    /**
+     * Gives back a task claimed for an agent but not handed over (its link went away): queued again, uncounted, the
+     * agent idle again.
+     */
     releaseClaimed: (agent: ActingAgent, taskId: string): Promise<void> => releaseClaimed(ctx, agent, taskId),
 
     /**
@@ -104,7 +130,10 @@ export function createWorkPush(ctx: WorkContext) {
      * it): back to the queue, uncounted. Each agent is then idle or busy as the daemon says (an
      * agent in another state — paused, restarting — is left as it is).
      */
-    async reconcile(nodeId: string, agents: readonly { agentId: string; leaseIds: readonly string[]; idle: boolean }[]): Promise<void> {
+    async reconcile(
+      nodeId: string,
+      agents: readonly { agentId: string; leaseIds: readonly string[]; idle: boolean }[],
+    ): Promise<void> {
       if (!agents.length) return;
       await commit(ctx.deps, async (tx, emit) => {
         for (const a of agents) {

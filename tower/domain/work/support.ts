@@ -7,10 +7,18 @@ import type { AgentRow, DenialRow, TaskRow, UsageRow, WorkspaceRow } from "../..
 import { DenialSourceSchema, type TaskResult } from "../../../gen/ep/tower/v1/resources_pb.js";
 import { enumWord } from "../../../common/vocab.js";
 import { DENIAL_FIELD_LIMIT, DENIAL_LIMIT } from "../../../common/denials.js";
-import { type Emit } from "../event-hub.js";
+import type { Emit } from "../event-hub.js";
 
 export const CLAIM_POLICIES = ["first_claim", "assigned", "broadcast"] as const;
-export const CLAIMABLE_STATES = ["waiting", "queued", "claimed", "running", "succeeded", "failed", "cancelled"] as const;
+export const CLAIMABLE_STATES = [
+  "waiting",
+  "queued",
+  "claimed",
+  "running",
+  "succeeded",
+  "failed",
+  "cancelled",
+] as const;
 export const KANBAN_STATES = ["todo", "in_progress", "blocked", "review", "done"] as const;
 export const RUNTIMES = RUNTIME_KINDS;
 export const FINAL = ["succeeded", "failed", "cancelled"];
@@ -53,7 +61,8 @@ export function text(field: string, value: string, { required = false, max = 500
 }
 
 export function oneOf<T extends string>(field: string, value: string, allowed: readonly T[]): T {
-  if (!allowed.includes(value as T)) throw invalidField(field, `must be one of ${allowed.join(", ")} (got ${JSON.stringify(value)})`);
+  if (!allowed.includes(value as T))
+    throw invalidField(field, `must be one of ${allowed.join(", ")} (got ${JSON.stringify(value)})`);
   return value as T;
 }
 
@@ -75,7 +84,9 @@ export function taskEvent(emit: Emit, t: TaskRow, name: string, extra: JsonObjec
       claimed_by: t.claimedBy,
       ...(t.parentTaskId ? { parent_task_id: t.parentTaskId } : {}),
       // what handing it over needs: an idle agent that can take it (fleet/push.ts)
-      ...(t.status === "queued" ? { runtime: t.runtime, capabilities: t.capabilities, claim_policy: t.claimPolicy } : {}),
+      ...(t.status === "queued"
+        ? { runtime: t.runtime, capabilities: t.capabilities, claim_policy: t.claimPolicy }
+        : {}),
       ...extra,
     },
   });
@@ -92,7 +103,13 @@ export function assignmentEvent(emit: Emit, t: TaskRow): void {
     agentId: t.assigneeAgentId,
     taskId: t.id,
     status: t.status,
-    payload: { task_id: t.id, kind: t.kind, title: t.title, agent_id: t.assigneeAgentId, ...(t.parentTaskId ? { parent_task_id: t.parentTaskId } : {}) },
+    payload: {
+      task_id: t.id,
+      kind: t.kind,
+      title: t.title,
+      agent_id: t.assigneeAgentId,
+      ...(t.parentTaskId ? { parent_task_id: t.parentTaskId } : {}),
+    },
   });
 }
 
@@ -100,7 +117,15 @@ export function assignmentEvent(emit: Emit, t: TaskRow): void {
 export function usageOf(u: TaskResult["usage"] | undefined): { usage?: UsageRow } {
   if (!u) return {};
   const n = (v: bigint | number) => Math.max(0, Number(v));
-  return { usage: { inputTokens: n(u.inputTokens), outputTokens: n(u.outputTokens), cachedInputTokens: n(u.cachedInputTokens), costUsd: Math.max(0, u.costUsd || 0), model: u.model.slice(0, 200) } };
+  return {
+    usage: {
+      inputTokens: n(u.inputTokens),
+      outputTokens: n(u.outputTokens),
+      cachedInputTokens: n(u.cachedInputTokens),
+      costUsd: Math.max(0, u.costUsd || 0),
+      model: u.model.slice(0, 200),
+    },
+  };
 }
 
 /** The largest patch kept in a task's result (the node sends at most 64 KiB; the rest is an artifact). */
@@ -125,7 +150,9 @@ export function workspaceOf(w: TaskResult["workspace"] | undefined): { workspace
       worktree: cut(w.worktree, 4096),
       filesChanged: Math.max(0, w.filesChanged),
       baseBranch: cut(w.baseBranch),
-      commits: w.commits.slice(0, 200).map((c) => ({ sha: cut(c.sha, 64), subject: cut(c.subject), author: cut(c.author), byEpd: c.byEpd })),
+      commits: w.commits
+        .slice(0, 200)
+        .map((c) => ({ sha: cut(c.sha, 64), subject: cut(c.subject), author: cut(c.author), byEpd: c.byEpd })),
     },
   };
 }
@@ -136,7 +163,13 @@ export function denialsOf(list: TaskResult["denials"] | undefined): { denials?: 
   // a little slack over the limit for the node's own "…" after a clipped field
   const cut = (v: string) => (v.length > DENIAL_FIELD_LIMIT + 1 ? `${v.slice(0, DENIAL_FIELD_LIMIT)}…` : v);
   return {
-    denials: list.slice(0, DENIAL_LIMIT).map((d) => ({ tool: cut(d.tool), tried: cut(d.tried), reason: cut(d.reason), source: enumWord(DenialSourceSchema, d.source), callId: cut(d.callId) })),
+    denials: list.slice(0, DENIAL_LIMIT).map((d) => ({
+      tool: cut(d.tool),
+      tried: cut(d.tried),
+      reason: cut(d.reason),
+      source: enumWord(DenialSourceSchema, d.source),
+      callId: cut(d.callId),
+    })),
   };
 }
 
@@ -147,7 +180,17 @@ export function denialsEvent(d: readonly DenialRow[] | undefined): JsonObject {
 
 /** The usage in a task event's payload (snake_case, as events are). */
 export function usageEvent(u: UsageRow | undefined): JsonObject {
-  return u ? { usage: { input_tokens: u.inputTokens, output_tokens: u.outputTokens, cached_input_tokens: u.cachedInputTokens, cost_usd: u.costUsd, model: u.model } } : {};
+  return u
+    ? {
+        usage: {
+          input_tokens: u.inputTokens,
+          output_tokens: u.outputTokens,
+          cached_input_tokens: u.cachedInputTokens,
+          cost_usd: u.costUsd,
+          model: u.model,
+        },
+      }
+    : {};
 }
 
 /** The sum of the usage of tasks (a mission's total). */
@@ -166,7 +209,9 @@ export function sumUsage(rows: readonly { result: { usage?: UsageRow } | null }[
 }
 
 /** The same sum split by the agent that ran each task (its last claimant), most expensive first. */
-export function usageByAgent(rows: readonly { claimedBy: string; result: { usage?: UsageRow } | null }[]): { agentId: string; usage: UsageRow }[] {
+export function usageByAgent(
+  rows: readonly { claimedBy: string; result: { usage?: UsageRow } | null }[],
+): { agentId: string; usage: UsageRow }[] {
   const byAgent = new Map<string, { claimedBy: string; result: { usage?: UsageRow } | null }[]>();
   for (const r of rows) {
     if (!r.result?.usage || !r.claimedBy) continue;
@@ -176,7 +221,12 @@ export function usageByAgent(rows: readonly { claimedBy: string; result: { usage
   }
   return [...byAgent]
     .map(([agentId, list]) => ({ agentId, usage: sumUsage(list)! }))
-    .sort((a, b) => b.usage.costUsd - a.usage.costUsd || b.usage.outputTokens - a.usage.outputTokens || a.agentId.localeCompare(b.agentId));
+    .sort(
+      (a, b) =>
+        b.usage.costUsd - a.usage.costUsd ||
+        b.usage.outputTokens - a.usage.outputTokens ||
+        a.agentId.localeCompare(b.agentId),
+    );
 }
 
 export function covers(agent: AgentRow, t: { capabilities: string[]; runtime: string }): boolean {

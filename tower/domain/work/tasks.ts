@@ -8,7 +8,13 @@ import * as pb from "../../../gen/ep/tower/v1/work_pb.js";
 import type { Store, TaskQuery, TaskRow } from "../../store/store.js";
 import { authorize, scopeDomains, type Caller } from "../caller.js";
 import { taskMsg, wordOf } from "../convert.js";
-import { ClaimPolicySchema, RuntimeSchema, TaskKindSchema, TaskStatusSchema, type Task } from "../../../gen/ep/tower/v1/resources_pb.js";
+import {
+  ClaimPolicySchema,
+  RuntimeSchema,
+  TaskKindSchema,
+  TaskStatusSchema,
+  type Task,
+} from "../../../gen/ep/tower/v1/resources_pb.js";
 import { commit } from "../event-hub.js";
 import { createIdempotency } from "../idempotency.js";
 import { assignmentEvent, covers, MAX_TEXT, oneOf, taskEvent, text, CLAIM_POLICIES, KANBAN_STATES } from "./support.js";
@@ -26,7 +32,13 @@ export function createTaskCatalog(ctx: WorkContext) {
 
     async createTask(caller: Caller, req: pb.CreateTaskRequest): Promise<pb.CreateTaskResponse> {
       const checked = checkNewTask(req);
-      const call = { caller, method: "WorkService.CreateTask", input: pb.CreateTaskRequestSchema, request: req, output: pb.CreateTaskResponseSchema };
+      const call = {
+        caller,
+        method: "WorkService.CreateTask",
+        input: pb.CreateTaskRequestSchema,
+        request: req,
+        output: pb.CreateTaskResponseSchema,
+      };
       return idempotent(call, async (tx, emit) => {
         const mission = await missionDomain(tx, req.missionId);
         authorize(caller, "operate", { domainId: mission.domainId });
@@ -41,7 +53,11 @@ export function createTaskCatalog(ctx: WorkContext) {
       const runs = t.claimPolicy === "broadcast" ? await store.listTasks({ parentTaskId: t.id }) : [];
       const waits = await waitingOn(store, [t, ...runs]);
       const msg = (r: TaskRow) => withWaitingOn(taskMsg(r), waits);
-      return create(pb.GetTaskResponseSchema, { task: msg(t), runs: runs.map(msg), wait: await taskWait(store, t, { waitingOn: waits.get(t.id) }) });
+      return create(pb.GetTaskResponseSchema, {
+        task: msg(t),
+        runs: runs.map(msg),
+        wait: await taskWait(store, t, { waitingOn: waits.get(t.id) }),
+      });
     },
 
     async listTasks(caller: Caller, req: pb.ListTasksRequest): Promise<pb.ListTasksResponse> {
@@ -55,9 +71,17 @@ export function createTaskCatalog(ctx: WorkContext) {
       const scope = domainId ? undefined : scopeDomains(caller);
       if (domainId) authorize(caller, "read", { domainId });
       else authorize(caller, "read");
-      const { page, nextPageToken } = await taskPage(store, { missionId: req.missionId, domainId, domainIds: scope, kind, status }, req.limit || 1000, req.pageToken);
+      const { page, nextPageToken } = await taskPage(
+        store,
+        { missionId: req.missionId, domainId, domainIds: scope, kind, status },
+        req.limit || 1000,
+        req.pageToken,
+      );
       const waits = await waitingOn(store, page);
-      return create(pb.ListTasksResponseSchema, { tasks: page.map((r) => withWaitingOn(taskMsg(r), waits)), nextPageToken });
+      return create(pb.ListTasksResponseSchema, {
+        tasks: page.map((r) => withWaitingOn(taskMsg(r), waits)),
+        nextPageToken,
+      });
     },
 
     async updateTask(caller: Caller, req: pb.UpdateTaskRequest): Promise<pb.UpdateTaskResponse> {
@@ -67,12 +91,20 @@ export function createTaskCatalog(ctx: WorkContext) {
         checkUpdateFits(t, req);
         if (req.assigneeAgentId) {
           const a = await tx.getAgent(req.assigneeAgentId);
-          if (!a || a.domainId !== t.domainId) throw new EpError("agent_not_found", `agent ${req.assigneeAgentId} is not enrolled in domain ${t.domainId}`);
+          if (!a || a.domainId !== t.domainId)
+            throw new EpError(
+              "agent_not_found",
+              `agent ${req.assigneeAgentId} is not enrolled in domain ${t.domainId}`,
+            );
         }
         const updated = await tx.updateTask(t.id, {
           title: req.title === undefined ? undefined : text("title", req.title, { required: true }),
-          description: req.description === undefined ? undefined : text("description", req.description, { max: MAX_TEXT }),
-          status: req.status === undefined ? undefined : oneOf("status", wordOf(TaskStatusSchema, req.status, "status"), KANBAN_STATES),
+          description:
+            req.description === undefined ? undefined : text("description", req.description, { max: MAX_TEXT }),
+          status:
+            req.status === undefined
+              ? undefined
+              : oneOf("status", wordOf(TaskStatusSchema, req.status, "status"), KANBAN_STATES),
           priority: req.priority,
           assigneeAgentId: req.assigneeAgentId,
           updatedAt: now(),
@@ -87,16 +119,27 @@ export function createTaskCatalog(ctx: WorkContext) {
       return commit(deps, async (tx, emit) => {
         const t = await mustTask(tx, req.taskId);
         authorize(caller, "operate", { domainId: t.domainId });
-        if (t.kind !== "assigned") throw new EpError("task_wrong_kind", "claimable tasks are cancelled, not deleted; use cancel");
+        if (t.kind !== "assigned")
+          throw new EpError("task_wrong_kind", "claimable tasks are cancelled, not deleted; use cancel");
         await tx.deleteTask(t.id);
-        emit({ type: "matrix", name: "task.deleted", domainId: t.domainId, missionId: t.missionId, taskId: t.id, payload: { task_id: t.id } });
+        emit({
+          type: "matrix",
+          name: "task.deleted",
+          domainId: t.domainId,
+          missionId: t.missionId,
+          taskId: t.id,
+          payload: { task_id: t.id },
+        });
         return create(pb.DeleteTaskResponseSchema, {});
       });
     },
   };
 }
 
-/** A checked new task (checkNewTask) written in the caller's transaction: a broadcast with one run per matching agent, a task with parents waiting for them. */
+/**
+ * A checked new task (checkNewTask) written in the caller's transaction: a broadcast with one run per matching agent, a
+ * task with parents waiting for them.
+ */
 export async function insertNewTask(
   ctx: WorkContext,
   tx: Store,
@@ -112,7 +155,11 @@ export async function insertNewTask(
   if (req.assigneeAgentId) {
     const a = await tx.getAgent(req.assigneeAgentId);
     if (!a || a.domainId !== mission.domainId) {
-      throw new EpError("agent_not_found", `agent ${req.assigneeAgentId} is not enrolled in domain ${mission.domainId}`, { field: "assignee_agent_id" });
+      throw new EpError(
+        "agent_not_found",
+        `agent ${req.assigneeAgentId} is not enrolled in domain ${mission.domainId}`,
+        { field: "assignee_agent_id" },
+      );
     }
   }
   const ts = now();
@@ -145,9 +192,16 @@ export async function insertNewTask(
   const runs: TaskRow[] = [];
   if (claimPolicy === "broadcast") {
     const agents = (await tx.listAgents({ domainId: mission.domainId })).filter((a) => covers(a, base));
-    if (!agents.length) throw new EpError("no_matching_agents", `no agent in domain ${mission.domainId} matches this task`);
+    if (!agents.length)
+      throw new EpError("no_matching_agents", `no agent in domain ${mission.domainId} matches this task`);
     for (const a of agents) {
-      runs.push({ ...base, id: newId("tsk", clock.now()), claimPolicy: "assigned", assigneeAgentId: a.id, parentTaskId: base.id });
+      runs.push({
+        ...base,
+        id: newId("tsk", clock.now()),
+        claimPolicy: "assigned",
+        assigneeAgentId: a.id,
+        parentTaskId: base.id,
+      });
     }
   }
   await tx.insertTask(base);
@@ -168,7 +222,10 @@ export type NewTask = ReturnType<typeof checkNewTask>;
 
 /** A new task's fields, checked: the first field that is wrong is the error. */
 export function checkNewTask(req: pb.CreateTaskRequest) {
-  const kind = oneOf("kind", wordOf(TaskKindSchema, req.kind, "kind") || "claimable", ["assigned", "claimable"] as const);
+  const kind = oneOf("kind", wordOf(TaskKindSchema, req.kind, "kind") || "claimable", [
+    "assigned",
+    "claimable",
+  ] as const);
   const askedPolicy = wordOf(ClaimPolicySchema, req.claimPolicy, "claim_policy");
   const askedStatus = wordOf(TaskStatusSchema, req.status, "status");
   const title = text("title", req.title, { required: true });
@@ -177,8 +234,13 @@ export function checkNewTask(req: pb.CreateTaskRequest) {
   // a shell task runs input.command: without one it could only fail when it runs
   if (runtime === "shell") {
     const command = (req.input as JsonObject | undefined)?.command;
-    if (command === undefined) throw invalidField("input.command", "is required for runtime shell (the command to run; ep task submit --command '…')");
-    if (typeof command !== "string" || !command.trim()) throw invalidField("input.command", "must be a non-empty string");
+    if (command === undefined)
+      throw invalidField(
+        "input.command",
+        "is required for runtime shell (the command to run; ep task submit --command '…')",
+      );
+    if (typeof command !== "string" || !command.trim())
+      throw invalidField("input.command", "must be a non-empty string");
   }
   const capabilities = req.capabilities.map((c, i) => text(`capabilities[${i}]`, c, { required: true, max: 100 }));
   if (req.maxAttempts < 0 || req.maxAttempts > 100) throw invalidField("max_attempts", "must be between 1 and 100");
@@ -189,18 +251,23 @@ export function checkNewTask(req: pb.CreateTaskRequest) {
   const ws = (req.input as JsonObject | undefined)?.workspace;
   const ref = ws && typeof ws === "object" && !Array.isArray(ws) ? (ws as JsonObject).ref : undefined;
   if (typeof ref === "string" && ref.startsWith("task:") && !dependsOn.includes(ref.slice(5))) {
-    throw invalidField("input.workspace.ref", `${ref} must name one of the task's depends_on (its branch exists once it succeeded)`);
+    throw invalidField(
+      "input.workspace.ref",
+      `${ref} must name one of the task's depends_on (its branch exists once it succeeded)`,
+    );
   }
   let claimPolicy = "";
   let status: string;
   if (kind === "claimable") {
     claimPolicy = oneOf("claim_policy", askedPolicy || "first_claim", CLAIM_POLICIES);
     if (askedStatus && askedStatus !== "queued") throw invalidField("status", "a new claimable task is always queued");
-    if (claimPolicy === "assigned" && !req.assigneeAgentId) throw invalidField("assignee_agent_id", "is required when claim_policy is assigned");
+    if (claimPolicy === "assigned" && !req.assigneeAgentId)
+      throw invalidField("assignee_agent_id", "is required when claim_policy is assigned");
     status = "queued";
   } else {
     if (askedPolicy) throw invalidField("claim_policy", "applies only to claimable tasks");
-    if (dependsOn.length) throw invalidField("depends_on", "applies only to claimable tasks (a Kanban task is moved by people)");
+    if (dependsOn.length)
+      throw invalidField("depends_on", "applies only to claimable tasks (a Kanban task is moved by people)");
     status = oneOf("status", askedStatus || "todo", KANBAN_STATES);
   }
   return { kind, title, description, runtime, capabilities, claimPolicy, status, dependsOn };
@@ -209,12 +276,25 @@ export function checkNewTask(req: pb.CreateTaskRequest) {
 /** A claimable task's status and assignee are the claim loop's: an update may not set them. */
 function checkUpdateFits(t: TaskRow, req: pb.UpdateTaskRequest): void {
   if (t.kind !== "claimable") return;
-  if (req.status !== undefined) throw new EpError("task_wrong_kind", "a claimable task's status moves through claim, complete, fail, cancel and retry", { field: "status" });
-  if (req.assigneeAgentId !== undefined) throw new EpError("task_wrong_kind", "a claimable task's assignee is fixed at creation", { field: "assignee_agent_id" });
+  if (req.status !== undefined)
+    throw new EpError(
+      "task_wrong_kind",
+      "a claimable task's status moves through claim, complete, fail, cancel and retry",
+      { field: "status" },
+    );
+  if (req.assigneeAgentId !== undefined)
+    throw new EpError("task_wrong_kind", "a claimable task's assignee is fixed at creation", {
+      field: "assignee_agent_id",
+    });
 }
 
 /** One page of tasks in insertion order; one row past the page says whether there is a next one. */
-async function taskPage(store: Store, query: TaskQuery, size: number, pageToken: string): Promise<{ page: TaskRow[]; nextPageToken: string }> {
+async function taskPage(
+  store: Store,
+  query: TaskQuery,
+  size: number,
+  pageToken: string,
+): Promise<{ page: TaskRow[]; nextPageToken: string }> {
   const rows = await store.listTasks({ ...query, afterTaskId: decodePageToken(pageToken)?.id, limit: size + 1 });
   const page = rows.slice(0, size);
   return { page, nextPageToken: rows.length > size ? encodePageToken({ id: page[page.length - 1].id, at: 0 }) : "" };

@@ -9,13 +9,22 @@ import type { ActingAgent } from "./support.js";
  * commit per task where a second claim would follow the agent.state idle event.
  */
 export interface Handoff {
-  /** A mark of what this replica has seen queued in the agent's domain, when the agent's node is linked here; undefined otherwise (nothing is claimed for it then). */
+  /**
+   * A mark of what this replica has seen queued in the agent's domain, when the agent's node is linked here; undefined
+   * otherwise (nothing is claimed for it then).
+   */
   mark(agent: ActingAgent): number | undefined;
-  /** The claim in the outcome's commit found nothing: the agent.state idle event that follows needs no second claim unless work was queued in its domain since `mark`. */
+  /**
+   * The claim in the outcome's commit found nothing: the agent.state idle event that follows needs no second claim
+   * unless work was queued in its domain since `mark`.
+   */
   lookedEmpty(agentId: string, mark: number): void;
   /** After the commit: sends the claimed task (and its parents) on the agent's link; false when the link went away. */
   send(agent: ActingAgent, task: ClaimedTask): boolean;
 }
 
-/** A task claimed to be handed over, with its parents (depends_on) read in the claim's commit: they go in its assignment (push.ts). */
+/**
+ * A task claimed to be handed over, with its parents (depends_on) read in the claim's commit: they go in its assignment
+ * (push.ts).
+ */
 export type ClaimedTask = TaskRow & { parents?: readonly TaskRow[] };

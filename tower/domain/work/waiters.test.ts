@@ -7,9 +7,27 @@ import { WorkWaiters, type Need } from "./waiters.js";
 
 let nextId = 1;
 function queued(taskId: string, payload: Record<string, unknown>, agentId = ""): EventRow {
-  return { id: nextId++, type: "matrix", name: "task.created", domainId: "dom_a", missionId: "mis_a", agentId, taskId, sessionId: "", status: "queued", payload: payload as EventRow["payload"], createdAt: "2026-03-01T12:00:00.000Z" };
+  return {
+    id: nextId++,
+    type: "matrix",
+    name: "task.created",
+    domainId: "dom_a",
+    missionId: "mis_a",
+    agentId,
+    taskId,
+    sessionId: "",
+    status: "queued",
+    payload: payload as EventRow["payload"],
+    createdAt: "2026-03-01T12:00:00.000Z",
+  };
 }
-const agent = (id: string, capabilities: string[] = [], runtime = "shell") => ({ id, domainId: "dom_a", nodeId: "", runtime, capabilities });
+const agent = (id: string, capabilities: string[] = [], runtime = "shell") => ({
+  id,
+  domainId: "dom_a",
+  nodeId: "",
+  runtime,
+  capabilities,
+});
 const firstClaim = { kind: "claimable", claim_policy: "first_claim", runtime: "", capabilities: [] };
 
 function setup() {
@@ -49,7 +67,10 @@ describe("WorkWaiters", () => {
     hub.publish([queued("tsk_cc", { ...firstClaim, runtime: "claude_code" })]);
     hub.publish([queued("tsk_for_plain", { ...firstClaim, claim_policy: "assigned" }, "agt_plain")]);
     await settle();
-    expect(woke).toMatchObject({ agt_plain: { taskId: "tsk_for_plain", assignee: "agt_plain" }, agt_claude: { taskId: "tsk_cc" } });
+    expect(woke).toMatchObject({
+      agt_plain: { taskId: "tsk_for_plain", assignee: "agt_plain" },
+      agt_claude: { taskId: "tsk_cc" },
+    });
   });
 
   it("wakes nobody for a task no waiter can take, a Kanban task or a broadcast parent", async () => {
@@ -94,36 +115,51 @@ describe("WorkWaiters", () => {
     hub.publish([queued("tsk_2", firstClaim)]); // unsubscribed: nothing throws, nobody waits
   });
 
-  it("claimUntil: a claimer woken for one task that gets another passes the first on; an empty claim does not", async () => {
-    const { hub, clock, waiters, woke, wait, settle } = setup();
-    const results = ["tsk_older", undefined];
-    let calls = 0;
-    const got: unknown[] = [];
-    // nothing at first, then woken for tsk_new but the claim returns tsk_older
-    const claimOnce = async () => (calls++ === 0 ? undefined : results.shift());
-    void waiters.claimUntil(agent("agt_1"), clock.now() + 30_000, async () => {
-      const r = await claimOnce();
-      return r ? { id: r } : undefined;
-    }, () => false).then((t) => got.push(t));
-    await settle();
-    wait(agent("agt_2"));
-    hub.publish([queued("tsk_new", firstClaim)]);
-    await settle();
-    await settle();
-    expect(got).toEqual([{ id: "tsk_older" }]);
-    expect(woke.agt_2).toMatchObject({ taskId: "tsk_new" }); // tsk_new may still be queued
-    // a claimer that finds nothing after its wake-up passes nothing on
-    wait(agent("agt_3"));
-    const none = waiters.claimUntil(agent("agt_4"), clock.now() + 30_000, async () => undefined, () => false);
-    await settle();
-    hub.publish([queued("tsk_gone", firstClaim)]); // agt_3 waited longer: it is woken
-    await settle();
-    expect(woke.agt_3).toMatchObject({ taskId: "tsk_gone" });
-    wait(agent("agt_5"));
-    hub.publish([queued("tsk_gone2", firstClaim)]); // agt_4 (waiting in claimUntil) is now the longest
-    await settle();
-    await settle();
-    expect(woke.agt_5).toBe("waiting");
-    void none;
-  });
+  it(
+    "claimUntil: a claimer woken for one task that gets " + "another passes the first on; an empty claim does not",
+    async () => {
+      const { hub, clock, waiters, woke, wait, settle } = setup();
+      const results = ["tsk_older", undefined];
+      let calls = 0;
+      const got: unknown[] = [];
+      // nothing at first, then woken for tsk_new but the claim returns tsk_older
+      const claimOnce = async () => (calls++ === 0 ? undefined : results.shift());
+      void waiters
+        .claimUntil(
+          agent("agt_1"),
+          clock.now() + 30_000,
+          async () => {
+            const r = await claimOnce();
+            return r ? { id: r } : undefined;
+          },
+          () => false,
+        )
+        .then((t) => got.push(t));
+      await settle();
+      wait(agent("agt_2"));
+      hub.publish([queued("tsk_new", firstClaim)]);
+      await settle();
+      await settle();
+      expect(got).toEqual([{ id: "tsk_older" }]);
+      expect(woke.agt_2).toMatchObject({ taskId: "tsk_new" }); // tsk_new may still be queued
+      // a claimer that finds nothing after its wake-up passes nothing on
+      wait(agent("agt_3"));
+      const none = waiters.claimUntil(
+        agent("agt_4"),
+        clock.now() + 30_000,
+        async () => undefined,
+        () => false,
+      );
+      await settle();
+      hub.publish([queued("tsk_gone", firstClaim)]); // agt_3 waited longer: it is woken
+      await settle();
+      expect(woke.agt_3).toMatchObject({ taskId: "tsk_gone" });
+      wait(agent("agt_5"));
+      hub.publish([queued("tsk_gone2", firstClaim)]); // agt_4 (waiting in claimUntil) is now the longest
+      await settle();
+      await settle();
+      expect(woke.agt_5).toBe("waiting");
+      void none;
+    },
+  );
 });

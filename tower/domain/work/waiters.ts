@@ -27,7 +27,8 @@ export function needOf(e: EventRow): Need | "unknown" | undefined {
   const p = e.payload;
   if (p.kind !== undefined && p.kind !== "claimable") return undefined;
   if (p.claim_policy === "broadcast") return undefined; // its runs are assigned tasks of their own
-  if (typeof p.runtime !== "string" || !Array.isArray(p.capabilities) || typeof p.claim_policy !== "string") return "unknown";
+  if (typeof p.runtime !== "string" || !Array.isArray(p.capabilities) || typeof p.claim_policy !== "string")
+    return "unknown";
   return {
     taskId: e.taskId,
     domainId: e.domainId,
@@ -90,7 +91,12 @@ export class WorkWaiters {
    * higher-priority task) or with an error passes it on: that task may still be queued. Nothing
    * at all means someone else took it (the claimer was one that could).
    */
-  async claimUntil<T extends { id: string }>(agent: ActingAgent, deadline: number, claimOnce: () => Promise<T | undefined>, stop: () => boolean): Promise<T | undefined> {
+  async claimUntil<T extends { id: string }>(
+    agent: ActingAgent,
+    deadline: number,
+    claimOnce: () => Promise<T | undefined>,
+    stop: () => boolean,
+  ): Promise<T | undefined> {
     let woken: Need | undefined;
     for (;;) {
       let t: T | undefined;

@@ -10,11 +10,26 @@ import { createWorkContext } from "./context.js";
 import { createWorkPush } from "./push.js";
 import { createWorkPipelines } from "./pipelines.js";
 
-export { CLAIM_POLICIES, CLAIMABLE_STATES, KANBAN_STATES, RUNTIMES, sumUsage, usageByAgent, WORK_CACHE_MS } from "./support.js";
+export {
+  CLAIM_POLICIES,
+  CLAIMABLE_STATES,
+  KANBAN_STATES,
+  RUNTIMES,
+  sumUsage,
+  usageByAgent,
+  WORK_CACHE_MS,
+} from "./support.js";
 
 export type WorkService = ReturnType<typeof createWorkService>;
 
 export function createWorkService(deps: Deps) {
   const ctx = createWorkContext(deps);
-  return { ...createWorkCatalog(ctx), ...createTaskCatalog(ctx), ...createWorkClaims(ctx), ...createTaskControls(ctx), ...createWorkPush(ctx), ...createWorkPipelines(ctx) };
+  return {
+    ...createWorkCatalog(ctx),
+    ...createTaskCatalog(ctx),
+    ...createWorkClaims(ctx),
+    ...createTaskControls(ctx),
+    ...createWorkPush(ctx),
+    ...createWorkPipelines(ctx),
+  };
 }

@@ -8,9 +8,29 @@ import { PAGE, registerRestRoutes, route } from "../rest/work-routes.js";
 
 export function aiRoutes(ai: AiService): Parameters<typeof registerRestRoutes>[1] {
   return [
-    route({ method: "POST", url: "/ai/sessions", input: pb.CreateSessionRequestSchema, output: pb.CreateSessionResponseSchema, status: 201, call: ai.createSession }),
-    route({ method: "GET", url: "/ai/sessions", input: pb.ListSessionsRequestSchema, output: pb.ListSessionsResponseSchema, query: PAGE, call: ai.listSessions }),
-    route({ method: "GET", url: "/ai/sessions/:session_id", input: pb.GetSessionRequestSchema, output: pb.GetSessionResponseSchema, call: ai.getSession }),
+    route({
+      method: "POST",
+      url: "/ai/sessions",
+      input: pb.CreateSessionRequestSchema,
+      output: pb.CreateSessionResponseSchema,
+      status: 201,
+      call: ai.createSession,
+    }),
+    route({
+      method: "GET",
+      url: "/ai/sessions",
+      input: pb.ListSessionsRequestSchema,
+      output: pb.ListSessionsResponseSchema,
+      query: PAGE,
+      call: ai.listSessions,
+    }),
+    route({
+      method: "GET",
+      url: "/ai/sessions/:session_id",
+      input: pb.GetSessionRequestSchema,
+      output: pb.GetSessionResponseSchema,
+      call: ai.getSession,
+    }),
     route({
       method: "POST",
       url: "/ai/sessions/:session_id/turns",
@@ -59,8 +79,10 @@ export function sseChunk(e: SessionEvent): string {
 
 /** Last-Event-ID header, else ?last_event_id=; 0 replays the whole session. */
 export function resumeId(header: string | string[] | undefined, query: unknown): number {
-  const raw = (Array.isArray(header) ? header[0] : header) ?? (query as Record<string, string> | undefined)?.last_event_id ?? "0";
-  if (!/^\d{1,15}$/.test(raw.trim())) throw new EpError("invalid_argument", "Last-Event-ID must be a non-negative event id", { field: "last_event_id" });
+  const raw =
+    (Array.isArray(header) ? header[0] : header) ?? (query as Record<string, string> | undefined)?.last_event_id ?? "0";
+  if (!/^\d{1,15}$/.test(raw.trim()))
+    throw new EpError("invalid_argument", "Last-Event-ID must be a non-negative event id", { field: "last_event_id" });
   return Number(raw.trim());
 }
 
@@ -75,7 +97,12 @@ export function registerAiRoutes(app: FastifyInstance, ai: AiService, opts: { ke
     const events = await ai.openSessionEvents(req.caller!, sessionId, after, abort.signal);
     reply.hijack();
     const res = reply.raw;
-    res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-store", connection: "keep-alive", "x-accel-buffering": "no" });
+    res.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-store",
+      connection: "keep-alive",
+      "x-accel-buffering": "no",
+    });
     res.write(": session stream\n\n");
     const keepAlive = setInterval(() => res.write(": keep-alive\n\n"), opts.keepAliveMs ?? 15_000);
     keepAlive.unref();

@@ -20,7 +20,6 @@ import { ServerResponse, type IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { WebSocketServer, type RawData, type WebSocket } from "ws";
-import type { JsonObject } from "@bufbuild/protobuf";
 import type { Clock, ClockTimer } from "../../../common/clock.js";
 import { EpError, toEpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
@@ -75,16 +74,22 @@ const HIGH_WATER = 4 * 1024 * 1024;
 function refuse(socket: Duplex, err: EpError): void {
   const body = JSON.stringify(err.toJSON());
   const status = err.httpStatus;
-  const text = { 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 503: "Service Unavailable" }[status] ?? "Error";
+  const text =
+    { 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 503: "Service Unavailable" }[
+      status
+    ] ?? "Error";
   socket.once("finish", () => socket.destroy());
-  socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ` +
+      `${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }
-
 
 function sinceParam(url: URL): number | undefined {
   const raw = url.searchParams.get("since");
   const since = raw === null || raw === "" ? undefined : Number(raw);
-  if (since !== undefined && (!Number.isSafeInteger(since) || since < 0)) throw new EpError("invalid_argument", "since must be a byte offset", { field: "since" });
+  if (since !== undefined && (!Number.isSafeInteger(since) || since < 0))
+    throw new EpError("invalid_argument", "since must be a byte offset", { field: "since" });
   return since;
 }
 
@@ -92,7 +97,8 @@ function sizeParam(url: URL, name: string, fallback: number): number {
   const raw = url.searchParams.get(name);
   if (raw === null || raw === "") return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1 || n > 1000) throw new EpError("invalid_argument", `${name} must be an integer from 1 to 1000`, { field: name });
+  if (!Number.isInteger(n) || n < 1 || n > 1000)
+    throw new EpError("invalid_argument", `${name} must be an integer from 1 to 1000`, { field: name });
   return n;
 }
 
@@ -126,7 +132,14 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
         queuedBytes: 0,
         timer: clock.setTimeout(() => {
           if (!pendings.delete(p.id)) return;
-          fail(browser, new EpError("node_offline", `the node of agent ${p.agentId} did not dial back within ${Math.round(dialTimeoutMs / 1000)} s; attach again`));
+          fail(
+            browser,
+            new EpError(
+              "node_offline",
+              `the node of agent ${p.agentId} did not dial back within ` +
+                `${Math.round(dialTimeoutMs / 1000)} s; attach again`,
+            ),
+          );
         }, dialTimeoutMs),
       };
       pendings.set(p.id, p);
@@ -136,8 +149,23 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
       });
       browser.on("error", () => undefined);
       browser.send(JSON.stringify({ type: "status", state: "dialing" }));
-      const dial = { agentId: p.agentId, attachId: p.id, mode: a.mode, cols: a.cols, rows: a.rows, hasSince: a.since !== undefined, since: BigInt(a.since ?? 0), dialUrl: deps.replicaUrl ?? "" };
-      log.info("attach requested", { attach_id: p.id, agent_id: p.agentId, node_id: p.nodeId, mode: a.mode, by: a.caller.subject });
+      const dial = {
+        agentId: p.agentId,
+        attachId: p.id,
+        mode: a.mode,
+        cols: a.cols,
+        rows: a.rows,
+        hasSince: a.since !== undefined,
+        since: BigInt(a.since ?? 0),
+        dialUrl: deps.replicaUrl ?? "",
+      };
+      log.info("attach requested", {
+        attach_id: p.id,
+        agent_id: p.agentId,
+        node_id: p.nodeId,
+        mode: a.mode,
+        by: a.caller.subject,
+      });
       // not sent (the node is not linked anywhere) or failed: the viewer hears why, unless it left
       const giveUp = (err: EpError) => {
         if (!pendings.delete(p.id)) return;
@@ -145,7 +173,8 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
         fail(browser, err);
       };
       relay.send(p.nodeId, { command: { case: "attach", value: dial } }).then(
-        (sent) => sent || giveUp(new EpError("node_offline", `agent ${p.agentId}'s node is not connected to the tower`)),
+        (sent) =>
+          sent || giveUp(new EpError("node_offline", `agent ${p.agentId}'s node is not connected to the tower`)),
         (err: Error) => giveUp(toEpError(err)),
       );
     });
@@ -176,13 +205,17 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
       refuse(socket, toEpError(err));
       return;
     }
-    if (p.browser.readyState !== p.browser.OPEN) return refuse(socket, new EpError("not_found", "the viewer left before the dial-back arrived"));
-    wss.handleUpgrade(req, socket, head, (node) => splice(p, node, { clock, log, opened: () => spliced++, closed: () => spliced-- }));
+    if (p.browser.readyState !== p.browser.OPEN)
+      return refuse(socket, new EpError("not_found", "the viewer left before the dial-back arrived"));
+    wss.handleUpgrade(req, socket, head, (node) =>
+      splice(p, node, { clock, log, opened: () => spliced++, closed: () => spliced-- }),
+    );
   }
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = new URL(req.url ?? "/", "http://tower");
-    const handler = url.pathname === ATTACH_WS_PATH ? viewerUpgrade : url.pathname === ATTACH_DIAL_PATH ? dialUpgrade : undefined;
+    const handler =
+      url.pathname === ATTACH_WS_PATH ? viewerUpgrade : url.pathname === ATTACH_DIAL_PATH ? dialUpgrade : undefined;
     if (!handler) return;
     socket.on("error", () => undefined);
     handler(req, socket, head, url).catch((err: Error) => {
@@ -194,7 +227,10 @@ export function attachAttachWebSocket(app: FastifyInstance, deps: AttachEdgeDeps
 
   for (const path of ATTACH_PATHS) {
     app.get(path, async (_req, reply) => {
-      const err = new EpError("invalid_argument", `GET ${path} needs 'Connection: Upgrade' and 'Upgrade: websocket' (docs/attach.md)`);
+      const err = new EpError(
+        "invalid_argument",
+        `GET ${path} needs 'Connection: Upgrade' and 'Upgrade: websocket' (docs/attach.md)`,
+      );
       return reply.code(426).header("upgrade", "websocket").send(err.toJSON());
     });
   }
@@ -240,7 +276,13 @@ function serveWithoutUpgrade(app: FastifyInstance, req: IncomingMessage, socket:
   // only bodiless requests are served this way; a body with an upgrade offer gets a clear 400
   const hasBody = Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
   if (hasBody || head.length > 0) {
-    return refuse(socket, new EpError("invalid_argument", `send this request without 'Upgrade: ${req.headers.upgrade}': the tower answers it over HTTP/1.1 only`));
+    return refuse(
+      socket,
+      new EpError(
+        "invalid_argument",
+        `send this request without 'Upgrade: ${req.headers.upgrade}': the tower answers it over HTTP/1.1 only`,
+      ),
+    );
   }
   delete req.headers.upgrade;
   req.headers.connection = "close";
@@ -267,7 +309,7 @@ function fail(ws: WebSocket, err: EpError) {
  * tower), a slow viewer pausing the node, either side's close closing the other.
  */
 function splice(p: Pending, node: WebSocket, o: { clock: Clock; log: Logger; opened(): void; closed(): void }) {
-const { clock, log } = o;
+  const { clock, log } = o;
   const { browser } = p;
   o.opened();
   log.info("attach connected", { attach_id: p.id, agent_id: p.agentId, node_id: p.nodeId, mode: p.mode });
@@ -284,7 +326,8 @@ const { clock, log } = o;
   let resumeTimer: ClockTimer | undefined;
   const resumeWhenDrained = () => {
     resumeTimer = undefined;
-    if (browser.bufferedAmount > HIGH_WATER / 2 && browser.readyState === browser.OPEN) resumeTimer = clock.setTimeout(resumeWhenDrained, 5);
+    if (browser.bufferedAmount > HIGH_WATER / 2 && browser.readyState === browser.OPEN)
+      resumeTimer = clock.setTimeout(resumeWhenDrained, 5);
     else {
       paused = false;
       node.resume();
@@ -306,8 +349,14 @@ const { clock, log } = o;
     ended = true;
     o.closed();
     if (resumeTimer) clock.clearTimeout(resumeTimer);
-    if (to.readyState === to.OPEN || to.readyState === to.CONNECTING) to.close(validClose(code) ? code : CLOSE.normal, reason.toString().slice(0, 120));
-    log.info("attach ended", { attach_id: p.id, agent_id: p.agentId, closed_by: from === browser ? "viewer" : "node", code });
+    if (to.readyState === to.OPEN || to.readyState === to.CONNECTING)
+      to.close(validClose(code) ? code : CLOSE.normal, reason.toString().slice(0, 120));
+    log.info("attach ended", {
+      attach_id: p.id,
+      agent_id: p.agentId,
+      closed_by: from === browser ? "viewer" : "node",
+      code,
+    });
   };
   browser.on("close", end(browser, node));
   node.on("close", end(node, browser));
@@ -319,7 +368,9 @@ const { clock, log } = o;
 function queueUntilSpliced(p: Pending): void {
   p.browser.on("message", (data, isBinary) => {
     if (p.forward) return p.forward(data, isBinary);
-    const size = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : (data as Buffer | ArrayBuffer).byteLength;
+    const size = Array.isArray(data)
+      ? data.reduce((n, b) => n + b.length, 0)
+      : (data as Buffer | ArrayBuffer).byteLength;
     if (p.queuedBytes + size <= MAX_QUEUED) {
       p.queued.push({ data, isBinary });
       p.queuedBytes += size;
@@ -330,7 +381,7 @@ function queueUntilSpliced(p: Pending): void {
 /** The viewer's parameters from the URL; who may attach, and how, is the domain's (attach.ts). */
 async function admitViewer(admission: AttachAdmission, req: IncomingMessage, url: URL) {
   const admitted = await admission.admitViewer({
-    ticket: req.headers.authorization ? undefined : url.searchParams.get("ticket") ?? undefined,
+    ticket: req.headers.authorization ? undefined : (url.searchParams.get("ticket") ?? undefined),
     credential: () => credentialOf(req.headers),
     agentId: url.searchParams.get("agent_id") ?? "",
     mode: url.searchParams.get("mode"),

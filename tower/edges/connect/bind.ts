@@ -2,21 +2,34 @@
 // are named like the RPCs and take (caller, request, signal). The compiler checks the domain
 // object against the service: a missing method, or one with the wrong request or response
 // message, is a type error. The edge only finds the caller, calls and maps errors.
-import type { DescMethodBiDiStreaming, DescMethodServerStreaming, DescMethodUnary, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
+import type {
+  DescMethodBiDiStreaming,
+  DescMethodServerStreaming,
+  DescMethodUnary,
+  DescService,
+  MessageInitShape,
+  MessageShape,
+} from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { EpError, toEpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
 import type { Caller } from "../../domain/caller.js";
 import { callerOf } from "../caller-key.js";
 
-/** The domain method behind one RPC (the tower serves unary, server-streaming and bidi RPCs; no client-streaming one). */
+/**
+ * The domain method behind one RPC (the tower serves unary, server-streaming and bidi RPCs; no client-streaming one).
+ */
 type DomainMethod<M> =
   M extends DescMethodUnary<infer I, infer O>
     ? (caller: Caller, req: MessageShape<I>, signal: AbortSignal) => Promise<MessageInitShape<O>>
     : M extends DescMethodServerStreaming<infer I, infer O>
       ? (caller: Caller, req: MessageShape<I>, signal: AbortSignal) => AsyncIterable<MessageInitShape<O>>
       : M extends DescMethodBiDiStreaming<infer I, infer O>
-        ? (caller: Caller, reqs: AsyncIterable<MessageShape<I>>, signal: AbortSignal) => AsyncIterable<MessageInitShape<O>>
+        ? (
+            caller: Caller,
+            reqs: AsyncIterable<MessageShape<I>>,
+            signal: AbortSignal,
+          ) => AsyncIterable<MessageInitShape<O>>
         : never;
 
 /** What a domain object must have to serve `S`: one method per RPC, by connect-es's local name. */

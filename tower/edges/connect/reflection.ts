@@ -27,7 +27,11 @@ type Answer =
  * files of messages a client meets outside any method's signature (EP's error detail, packed in
  * an Any in google.rpc.Status.details), so a generic client can decode them by type URL.
  */
-export function bindReflection(router: ConnectRouter, services: readonly DescService[], detailFiles: readonly DescFile[] = []): void {
+export function bindReflection(
+  router: ConnectRouter,
+  services: readonly DescService[],
+  detailFiles: readonly DescFile[] = [],
+): void {
   const served = [...services, v1.ServerReflection, v1alpha.ServerReflection];
   const files = new Map<string, DescFile>();
   const collect = (f: DescFile) => {
@@ -61,7 +65,10 @@ export function bindReflection(router: ConnectRouter, services: readonly DescSer
   }
 
   function notFound(what: string): Answer {
-    return { case: "errorResponse", value: { errorCode: Code.NotFound, errorMessage: `${what} is not known to this server` } };
+    return {
+      case: "errorResponse",
+      value: { errorCode: Code.NotFound, errorMessage: `${what} is not known to this server` },
+    };
   }
 
   function fileOfSymbol(name: string): DescFile | undefined {
@@ -94,20 +101,32 @@ export function bindReflection(router: ConnectRouter, services: readonly DescSer
         return { case: "allExtensionNumbersResponse", value: { baseTypeName: m.value, extensionNumber: [] } };
       }
       default:
-        return { case: "errorResponse", value: { errorCode: Code.InvalidArgument, errorMessage: "the request names no reflection question" } };
+        return {
+          case: "errorResponse",
+          value: { errorCode: Code.InvalidArgument, errorMessage: "the request names no reflection question" },
+        };
     }
   }
 
   // v1 and v1alpha have the same messages under two package names: one answer serves both
   router.service(v1.ServerReflection, {
     async *serverReflectionInfo(requests) {
-      for await (const req of requests) yield create(v1.ServerReflectionResponseSchema, { validHost: req.host, originalRequest: req, messageResponse: answer(req) });
+      for await (const req of requests)
+        yield create(v1.ServerReflectionResponseSchema, {
+          validHost: req.host,
+          originalRequest: req,
+          messageResponse: answer(req),
+        });
     },
   });
   router.service(v1alpha.ServerReflection, {
     async *serverReflectionInfo(requests) {
       for await (const req of requests) {
-        yield create(v1alpha.ServerReflectionResponseSchema, { validHost: req.host, originalRequest: req, messageResponse: answer(req) });
+        yield create(v1alpha.ServerReflectionResponseSchema, {
+          validHost: req.host,
+          originalRequest: req,
+          messageResponse: answer(req),
+        });
       }
     },
   });

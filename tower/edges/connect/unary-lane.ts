@@ -13,7 +13,17 @@
 // calls the same domain method and encodes with the same protobuf-es functions, and answers errors
 // with connect-es's own JSON error writer; tests/connect-lane.test.ts sends every case through both
 // paths and compares the answers byte for byte.
-import { create, fromBinary, fromJsonString, isMessage, toBinary, toJsonString, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import {
+  create,
+  fromBinary,
+  fromJsonString,
+  isMessage,
+  toBinary,
+  toJsonString,
+  type DescMessage,
+  type DescMethod,
+  type DescService,
+} from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type ConnectRouter, type HandlerContext } from "@connectrpc/connect";
 import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
@@ -45,7 +55,10 @@ const strategy = {
   name: STRATEGY,
   storage() {
     const handlers = new Map<string, unknown>();
-    return { get: (v: string) => handlers.get(v) ?? null, set: (v: string, store: unknown) => void handlers.set(v, store) };
+    return {
+      get: (v: string) => handlers.get(v) ?? null,
+      set: (v: string, store: unknown) => void handlers.set(v, store),
+    };
   },
   deriveConstraint: (req: IncomingMessage) => laneOf(req),
   // a request the lane does not take falls through to the unconstrained route (connect-es)
@@ -53,15 +66,19 @@ const strategy = {
 };
 
 /** The unary methods `routes` registers, each with its implementation (the Connect registration replayed). */
-function unaryCalls(routes: (router: ConnectRouter) => void): { service: DescService; method: DescMethod; call: UnaryCall }[] {
+function unaryCalls(
+  routes: (router: ConnectRouter) => void,
+): { service: DescService; method: DescMethod; call: UnaryCall }[] {
   const calls: { service: DescService; method: DescMethod; call: UnaryCall }[] = [];
   const add = (method: DescMethod, fn: unknown, self?: object) => {
-    if (method.methodKind === "unary" && typeof fn === "function") calls.push({ service: method.parent, method, call: fn.bind(self) as UnaryCall });
+    if (method.methodKind === "unary" && typeof fn === "function")
+      calls.push({ service: method.parent, method, call: fn.bind(self) as UnaryCall });
   };
   const router: ConnectRouter = {
     handlers: [],
     service(service, implementation) {
-      for (const method of service.methods) add(method, (implementation as Record<string, unknown>)[method.localName], implementation);
+      for (const method of service.methods)
+        add(method, (implementation as Record<string, unknown>)[method.localName], implementation);
       return router;
     },
     rpc(method, impl) {
@@ -74,7 +91,11 @@ function unaryCalls(routes: (router: ConnectRouter) => void): { service: DescSer
 }
 
 /** Registers the lane's routes for every unary method `routes` registers; call before connect-es's plugin. */
-export async function registerUnaryLane(app: FastifyInstance, routes: (router: ConnectRouter) => void, bodyLimit: number): Promise<void> {
+export async function registerUnaryLane(
+  app: FastifyInstance,
+  routes: (router: ConnectRouter) => void,
+  bodyLimit: number,
+): Promise<void> {
   if (!app.hasConstraintStrategy(STRATEGY)) app.addConstraintStrategy(strategy as never);
   const calls = unaryCalls(routes);
   await app.register(async (lane) => {
@@ -83,7 +104,12 @@ export async function registerUnaryLane(app: FastifyInstance, routes: (router: C
     lane.addContentTypeParser("*", { parseAs: "buffer", bodyLimit }, (_req, body, done) => done(null, body));
     for (const { service, method, call } of calls) {
       for (const kind of ["proto", "json"] as const) {
-        lane.route({ method: "POST", url: `/${service.typeName}/${method.name}`, constraints: { [STRATEGY]: kind }, handler: handlerFor(method, call, kind === "proto") });
+        lane.route({
+          method: "POST",
+          url: `/${service.typeName}/${method.name}`,
+          constraints: { [STRATEGY]: kind },
+          handler: handlerFor(method, call, kind === "proto"),
+        });
       }
     }
   });
@@ -110,7 +136,8 @@ function laneContext(method: DescMethod, req: FastifyRequest, signal: AbortSigna
     get requestHeader() {
       if (!requestHeader) {
         requestHeader = new Headers();
-        for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) requestHeader.set(k, Array.isArray(v) ? v.join(", ") : v);
+        for (const [k, v] of Object.entries(req.headers))
+          if (v !== undefined) requestHeader.set(k, Array.isArray(v) ? v.join(", ") : v);
       }
       return requestHeader;
     },
@@ -132,7 +159,8 @@ function handlerFor(method: DescMethod, call: UnaryCall, binary: boolean) {
       const msg = decode(input, input.typeName, body, binary);
       const ac = new AbortController();
       // the client went away before the answer: the call's signal says so (a waiting claim ends)
-      const onClose = () => void (reply.raw.writableFinished || ac.abort(new ConnectError("the client closed the call", Code.Canceled)));
+      const onClose = () =>
+        void (reply.raw.writableFinished || ac.abort(new ConnectError("the client closed the call", Code.Canceled)));
       reply.raw.once("close", onClose);
       let out: unknown;
       try {
@@ -143,7 +171,12 @@ function handlerFor(method: DescMethod, call: UnaryCall, binary: boolean) {
       const res = isMessage(out, output) ? out : create(output, out as never);
       bytes = binary ? toBinary(output, res) : Buffer.from(toJsonString(output, res));
     } catch (err) {
-      const ce = err instanceof ConnectError ? err : err instanceof EpError ? err.toConnectError() : new ConnectError("internal error", Code.Internal, undefined, undefined, err);
+      const ce =
+        err instanceof ConnectError
+          ? err
+          : err instanceof EpError
+            ? err.toConnectError()
+            : new ConnectError("internal error", Code.Internal, undefined, undefined, err);
       void reply.code(codeToHttpStatus(ce.code)).header("content-type", "application/json");
       ce.metadata.forEach((v, k) => void reply.header(k, v));
       return reply.send(Buffer.from(errorToJsonBytes(ce, {})));

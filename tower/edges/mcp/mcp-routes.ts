@@ -17,7 +17,8 @@ const CALL_FIELDS = new Set(["tool", "arguments", "agent_id", "domain_id"]);
 function optionalId(body: Record<string, unknown>, field: string): string | undefined {
   const v = body[field];
   if (v === undefined || v === null || v === "") return undefined;
-  if (typeof v !== "string" || v.length > 200) throw new EpError("invalid_argument", `${field}: must be an id string`, { field });
+  if (typeof v !== "string" || v.length > 200)
+    throw new EpError("invalid_argument", `${field}: must be an id string`, { field });
   return v;
 }
 
@@ -29,7 +30,8 @@ function header(req: FastifyRequest, name: string): string | undefined {
 /** MCP result for a tool's JSON result: the JSON as text, and as structured content when it is an object. */
 function toolResult(result: unknown): CallToolResult {
   const out: CallToolResult = { content: [{ type: "text", text: JSON.stringify(result ?? null) }] };
-  if (result !== null && typeof result === "object" && !Array.isArray(result)) out.structuredContent = result as Record<string, unknown>;
+  if (result !== null && typeof result === "object" && !Array.isArray(result))
+    out.structuredContent = result as Record<string, unknown>;
   return out;
 }
 
@@ -39,13 +41,23 @@ export function registerMcpRoutes(app: FastifyInstance, tools: ToolService): voi
   app.post("/mcp/call", async (req) => {
     const body = req.body;
     if (body === null || typeof body !== "object" || Array.isArray(body)) {
-      throw new EpError("invalid_argument", 'send {"tool": "<name>", "arguments": {…}} as a JSON object', { field: "tool" });
+      throw new EpError("invalid_argument", 'send {"tool": "<name>", "arguments": {…}} as a JSON object', {
+        field: "tool",
+      });
     }
     const b = body as Record<string, unknown>;
     for (const k of Object.keys(b)) {
-      if (!CALL_FIELDS.has(k)) throw new EpError("unknown_field", `${k}: no such field in a tool call (tool, arguments, agent_id, domain_id)`, { field: k });
+      if (!CALL_FIELDS.has(k))
+        throw new EpError(
+          "unknown_field",
+          `${k}: no such field in a tool call (tool, arguments, agent_id, domain_id)`,
+          { field: k },
+        );
     }
-    const result = await call(req.caller!, b.tool, b.arguments, { agentId: optionalId(b, "agent_id"), domainId: optionalId(b, "domain_id") });
+    const result = await call(req.caller!, b.tool, b.arguments, {
+      agentId: optionalId(b, "agent_id"),
+      domainId: optionalId(b, "domain_id"),
+    });
     return { result: result ?? null };
   });
 
@@ -79,7 +91,10 @@ export function registerMcpRoutes(app: FastifyInstance, tools: ToolService): voi
     // not the SDK's schema failure reported as an internal error
     const bad = badToolCall(req.body);
     if (bad) return reply.code(200).type("application/json").send(bad);
-    const server = mcpServer(req.caller!, { agentId: header(req, "ep-agent-id"), domainId: header(req, "ep-domain-id") });
+    const server = mcpServer(req.caller!, {
+      agentId: header(req, "ep-agent-id"),
+      domainId: header(req, "ep-domain-id"),
+    });
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     reply.hijack();
     reply.raw.on("close", () => {
@@ -104,8 +119,19 @@ export function registerMcpRoutes(app: FastifyInstance, tools: ToolService): voi
 
 /** JSON-RPC's answer to a body that does not parse; any other error goes to the tower's handler. */
 function mcpParseError(err: Error & { code?: string }, _req: FastifyRequest, reply: FastifyReply): void {
-  if (err.code === "FST_ERR_CTP_INVALID_JSON_BODY" || err instanceof SyntaxError || err.code === "FST_ERR_CTP_EMPTY_JSON_BODY") {
-    void reply.code(400).type("application/json").send({ jsonrpc: "2.0", id: null, error: { code: -32700, message: `Parse error: the body is not valid JSON (${err.message})` } });
+  if (
+    err.code === "FST_ERR_CTP_INVALID_JSON_BODY" ||
+    err instanceof SyntaxError ||
+    err.code === "FST_ERR_CTP_EMPTY_JSON_BODY"
+  ) {
+    void reply
+      .code(400)
+      .type("application/json")
+      .send({
+        jsonrpc: "2.0",
+        id: null,
+        error: { code: -32700, message: `Parse error: the body is not valid JSON (${err.message})` },
+      });
     return;
   }
   throw err;
@@ -122,7 +148,8 @@ export function badToolCall(body: unknown): object | undefined {
       ? "params must be an object with name and arguments"
       : typeof params.name !== "string" || !params.name
         ? `params.name must be a tool name (a string), not ${JSON.stringify(params.name ?? null)}`
-        : params.arguments !== undefined && (params.arguments === null || typeof params.arguments !== "object" || Array.isArray(params.arguments))
+        : params.arguments !== undefined &&
+            (params.arguments === null || typeof params.arguments !== "object" || Array.isArray(params.arguments))
           ? "params.arguments must be an object"
           : undefined;
   if (!problem) return undefined;

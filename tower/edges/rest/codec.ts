@@ -6,13 +6,18 @@ import { EpError } from "../../../common/errors.js";
 import { enumsFromWords } from "../../../common/vocab.js";
 import { restJson } from "../../../common/rest-json.js";
 
-export function decodeRequest<D extends DescMessage>(schema: D, body: unknown, pathParams: Record<string, string> = {}): MessageShape<D> {
+export function decodeRequest<D extends DescMessage>(
+  schema: D,
+  body: unknown,
+  pathParams: Record<string, string> = {},
+): MessageShape<D> {
   if (body !== undefined && body !== null && (typeof body !== "object" || Array.isArray(body))) {
     throw new EpError("invalid_argument", "the body must be a JSON object");
   }
   const json = { ...((body as Record<string, JsonValue>) ?? {}) };
   for (const [k, v] of Object.entries(pathParams)) {
-    if (k in json && json[k] !== v) throw new EpError("invalid_argument", `${k}: the body disagrees with the path`, { field: k });
+    if (k in json && json[k] !== v)
+      throw new EpError("invalid_argument", `${k}: the body disagrees with the path`, { field: k });
     json[k] = v;
   }
   // words of a closed set ("first_claim") to the enum's names; an unknown word is named here
@@ -22,9 +27,15 @@ export function decodeRequest<D extends DescMessage>(schema: D, body: unknown, p
   } catch (err) {
     const message = (err as Error).message;
     const unknown = /key "([^"]+)" is unknown/.exec(message);
-    if (unknown) throw new EpError("unknown_field", `${unknown[1]}: no such field in this request`, { field: unknown[1] });
-    const field = /field [\w.]*\.(\w+) from JSON/.exec(message)?.[1] ?? /decode field [\w.]*?\.?(\w+)/.exec(message)?.[1];
-    throw new EpError("invalid_argument", field ? `${field}: ${message.replace(/^cannot decode [^:]+: /, "wrong type or value: ")}` : message, field ? { field } : undefined);
+    if (unknown)
+      throw new EpError("unknown_field", `${unknown[1]}: no such field in this request`, { field: unknown[1] });
+    const field =
+      /field [\w.]*\.(\w+) from JSON/.exec(message)?.[1] ?? /decode field [\w.]*?\.?(\w+)/.exec(message)?.[1];
+    throw new EpError(
+      "invalid_argument",
+      field ? `${field}: ${message.replace(/^cannot decode [^:]+: /, "wrong type or value: ")}` : message,
+      field ? { field } : undefined,
+    );
   }
 }
 

@@ -23,7 +23,12 @@ interface OtherRoute {
   query?: Record<string, string>;
 }
 
-const json = (properties: Record<string, Schema>, required: string[] = []): Schema => ({ type: "object", properties, ...(required.length ? { required } : {}), additionalProperties: false });
+const json = (properties: Record<string, Schema>, required: string[] = []): Schema => ({
+  type: "object",
+  properties,
+  ...(required.length ? { required } : {}),
+  additionalProperties: false,
+});
 const str: Schema = { type: "string" };
 const anyJson: Schema = {};
 // any JSON object, said explicitly: generators read a bare {"type": "object"} as an object with no
@@ -36,31 +41,101 @@ export const OTHER_ROUTES: OtherRoute[] = [
   { method: "GET", url: "/readyz", summary: "Readiness: the store answers (503 when it does not).", public: true },
   { method: "GET", url: "/.well-known/jwks.json", summary: "The public keys node JWTs are signed with.", public: true },
   { method: "GET", url: "/openapi.json", summary: "This document.", public: true },
-  { method: "GET", url: "/metrics", summary: "Prometheus metrics (text format 0.0.4); a viewer, operator or admin token (docs/metrics.md).", produces: "text/plain" },
+  {
+    method: "GET",
+    url: "/metrics",
+    summary: "Prometheus metrics (text format 0.0.4); a viewer, operator or admin token (docs/metrics.md).",
+    produces: "text/plain",
+  },
   { method: "GET", url: "/ui", summary: "The web console (HTML).", public: true, produces: "text/html" },
   { method: "GET", url: "/ui/*", summary: "The web console's files.", public: true, produces: "*/*" },
-  { method: "POST", url: "/auth/session", summary: "Console login: a one-time ticket or a token becomes an HttpOnly session cookie bound to it.", public: true, body: json({ ticket: str, token: str }) },
+  {
+    method: "POST",
+    url: "/auth/session",
+    summary: "Console login: a one-time ticket or a token becomes an HttpOnly session cookie bound to it.",
+    public: true,
+    body: json({ ticket: str, token: str }),
+  },
   { method: "GET", url: "/auth/session", summary: "Who the session (or token) is: role and subject." },
   { method: "DELETE", url: "/auth/session", summary: "Logout: ends the session and clears the cookie." },
-  { method: "GET", url: "/auth/oidc", summary: "Whether console sign-in through the identity provider is on, and the provider's name.", public: true },
-  { method: "GET", url: "/auth/oidc/start", summary: "Console sign-in: redirects to the identity provider (authorization code flow with PKCE).", public: true, status: 302, produces: "text/html" },
-  { method: "GET", url: "/auth/oidc/callback", summary: "The identity provider's redirect back: a console session, then the console (or a page that says why not).", public: true, status: 302, produces: "text/html" },
+  {
+    method: "GET",
+    url: "/auth/oidc",
+    summary: "Whether console sign-in through the identity provider is on, and the provider's name.",
+    public: true,
+  },
+  {
+    method: "GET",
+    url: "/auth/oidc/start",
+    summary: "Console sign-in: redirects to the identity provider (authorization code flow with PKCE).",
+    public: true,
+    status: 302,
+    produces: "text/html",
+  },
+  {
+    method: "GET",
+    url: "/auth/oidc/callback",
+    summary:
+      "The identity provider's redirect back: a console session, then the console (or a page that says why not).",
+    public: true,
+    status: 302,
+    produces: "text/html",
+  },
   {
     method: "GET",
     url: "/events/stream",
     summary: "The event stream (SSE): `id:`/`data:` lines, resume with Last-Event-ID.",
     produces: "text/event-stream",
-    query: { type: "event types, comma-separated", domain_id: "one domain", mission_id: "one mission", agent_id: "one agent", session_id: "one AI session", task_id: "one task", last_event_id: "resume after this id" },
+    query: {
+      type: "event types, comma-separated",
+      domain_id: "one domain",
+      mission_id: "one mission",
+      agent_id: "one agent",
+      session_id: "one AI session",
+      task_id: "one task",
+      last_event_id: "resume after this id",
+    },
   },
   { method: "GET", url: "/events/ws", summary: "The event stream over a WebSocket (HTTP/1.1 Upgrade).", status: 101 },
-  { method: "GET", url: "/api/attach-ws", summary: "Attach to an agent's terminal over a WebSocket (HTTP/1.1 Upgrade).", status: 101 },
-  { method: "GET", url: "/api/attach-dial", summary: "A node's side of an attach relay (WebSocket; node credential).", status: 101 },
-  { method: "GET", url: "/ai/sessions/{session_id}/stream", summary: "An AI session's events (SSE), resume with Last-Event-ID.", produces: "text/event-stream", query: { last_event_id: "resume after this id" } },
+  {
+    method: "GET",
+    url: "/api/attach-ws",
+    summary: "Attach to an agent's terminal over a WebSocket (HTTP/1.1 Upgrade).",
+    status: 101,
+  },
+  {
+    method: "GET",
+    url: "/api/attach-dial",
+    summary: "A node's side of an attach relay (WebSocket; node credential).",
+    status: 101,
+  },
+  {
+    method: "GET",
+    url: "/ai/sessions/{session_id}/stream",
+    summary: "An AI session's events (SSE), resume with Last-Event-ID.",
+    produces: "text/event-stream",
+    query: { last_event_id: "resume after this id" },
+  },
   { method: "GET", url: "/mcp/tools", summary: "The MCP tool catalog the caller may use." },
-  { method: "POST", url: "/mcp/call", summary: "Call one MCP tool.", body: json({ tool: str, arguments: openObject, agent_id: str, domain_id: str }, ["tool"]) },
+  {
+    method: "POST",
+    url: "/mcp/call",
+    summary: "Call one MCP tool.",
+    body: json({ tool: str, arguments: openObject, agent_id: str, domain_id: str }, ["tool"]),
+  },
   { method: "POST", url: "/mcp", summary: "MCP over Streamable HTTP (JSON-RPC 2.0 messages).", body: openObject },
-  { method: "GET", url: "/mcp", summary: "MCP Streamable HTTP: the server-to-client stream (not offered: 405 in JSON-RPC).", produces: "application/json" },
-  { method: "DELETE", url: "/mcp", summary: "MCP Streamable HTTP: end a session (stateless: nothing to end).", produces: "application/json" },
+  {
+    method: "GET",
+    url: "/mcp",
+    summary: "MCP Streamable HTTP: the server-to-client stream (not offered: 405 in JSON-RPC).",
+    produces: "application/json",
+  },
+  {
+    method: "DELETE",
+    url: "/mcp",
+    summary: "MCP Streamable HTTP: end a session (stateless: nothing to end).",
+    produces: "application/json",
+  },
 ];
 
 function scalarSchema(t: ScalarType): Schema {
@@ -103,7 +178,12 @@ class Schemas {
         return { type: "array" };
       case "google.protobuf.Timestamp":
         // ISO 8601 in UTC with milliseconds; "" when not set
-        return { anyOf: [{ type: "string", format: "date-time" }, { type: "string", const: "" }] };
+        return {
+          anyOf: [
+            { type: "string", format: "date-time" },
+            { type: "string", const: "" },
+          ],
+        };
     }
     if (!this.byName[m.typeName]) {
       this.byName[m.typeName] = {}; // a placeholder first: messages may refer to themselves
@@ -126,8 +206,26 @@ class Schemas {
 
   field(f: DescField): Schema {
     const one = (): Schema => {
-      if (f.fieldKind === "list") return { type: "array", items: f.listKind === "message" ? this.ref(f.message) : f.listKind === "enum" ? wordsOf(f.enum) : scalarSchema(f.scalar) };
-      if (f.fieldKind === "map") return { type: "object", additionalProperties: f.mapKind === "message" ? this.ref(f.message) : f.mapKind === "enum" ? wordsOf(f.enum) : scalarSchema(f.scalar) };
+      if (f.fieldKind === "list")
+        return {
+          type: "array",
+          items:
+            f.listKind === "message"
+              ? this.ref(f.message)
+              : f.listKind === "enum"
+                ? wordsOf(f.enum)
+                : scalarSchema(f.scalar),
+        };
+      if (f.fieldKind === "map")
+        return {
+          type: "object",
+          additionalProperties:
+            f.mapKind === "message"
+              ? this.ref(f.message)
+              : f.mapKind === "enum"
+                ? wordsOf(f.enum)
+                : scalarSchema(f.scalar),
+        };
       if (f.fieldKind === "message") return this.ref(f.message);
       if (f.fieldKind === "enum") return wordsOf(f.enum);
       return scalarSchema(f.scalar);
@@ -141,7 +239,9 @@ const IDEMPOTENCY_KEY_PARAMETER = {
   in: "header",
   required: false,
   description:
-    "A unique value (a UUID) per create: a retry within 24 h with the same key returns the first answer; the same key with another body is refused (409 idempotency_key_reused). The body's request_id is the same key. docs/api.md",
+    "A unique value (a UUID) per create: a retry within 24 h with the same key " +
+    "returns the first answer; the same key with another body is refused (409 " +
+    "idempotency_key_reused). The body's request_id is the same key. docs/api.md",
   schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x21-\\x7e]([\\x20-\\x7e]*[\\x21-\\x7e])?$" },
 };
 
@@ -154,7 +254,7 @@ const ERROR_SCHEMA: Schema = json(
       {
         code: { type: "string", enum: Object.keys(ERROR_CATALOG), description: "EP's stable error code (docs/api.md)" },
         message: str,
-        details: { ...openObject, description: "what the error carries for a program, e.g. {\"field\": \"name\"}" },
+        details: { ...openObject, description: 'what the error carries for a program, e.g. {"field": "name"}' },
       },
       ["code", "message", "details"],
     ),
@@ -185,14 +285,29 @@ export function buildOpenApi(tables: readonly RestRoute[], version: string): Rec
       ...(r.idempotent ? [IDEMPOTENCY_KEY_PARAMETER] : []),
     ];
     const hasBody = r.method !== "GET" && r.method !== "DELETE";
-    const camelPath = pathOf(r.url).replace(/[^A-Za-z0-9]+(\w)?/g, (_, c: string | undefined) => (c ? c.toUpperCase() : ""));
+    const camelPath = pathOf(r.url).replace(/[^A-Za-z0-9]+(\w)?/g, (_, c: string | undefined) =>
+      c ? c.toUpperCase() : "",
+    );
     at(r.url)[r.method.toLowerCase()] = {
       operationId: `${r.method.toLowerCase()}${camelPath}`,
-      summary: `${r.input.typeName.replace(/Request$/, "").split(".").pop()} (the REST face of ${r.input.typeName.replace(/Request$/, "")})`,
+      summary: `${r.input.typeName
+        .replace(/Request$/, "")
+        .split(".")
+        .pop()} (the REST face of ${r.input.typeName.replace(/Request$/, "")})`,
       ...(parameters.length ? { parameters } : {}),
-      ...(hasBody ? { requestBody: { required: false, content: { "application/json": { schema: schemas.object(r.input, omit) } } } } : {}),
+      ...(hasBody
+        ? {
+            requestBody: {
+              required: false,
+              content: { "application/json": { schema: schemas.object(r.input, omit) } },
+            },
+          }
+        : {}),
       responses: {
-        [String(r.status ?? 200)]: { description: r.output.typeName, content: { "application/json": { schema: schemas.ref(r.output) } } },
+        [String(r.status ?? 200)]: {
+          description: r.output.typeName,
+          content: { "application/json": { schema: schemas.ref(r.output) } },
+        },
         ...errorResponses(false),
       },
     };
@@ -201,7 +316,13 @@ export function buildOpenApi(tables: readonly RestRoute[], version: string): Rec
   for (const r of OTHER_ROUTES) {
     const parameters = [
       ...paramsOf(r.url).map((name) => ({ name, in: "path", required: true, schema: str })),
-      ...Object.entries(r.query ?? {}).map(([name, description]) => ({ name, in: "query", required: false, description, schema: str })),
+      ...Object.entries(r.query ?? {}).map(([name, description]) => ({
+        name,
+        in: "query",
+        required: false,
+        description,
+        schema: str,
+      })),
     ];
     const url = r.url.replace(/\*$/, "{path}");
     if (r.url.endsWith("*")) parameters.push({ name: "path", in: "path", required: true, schema: str });
@@ -211,7 +332,18 @@ export function buildOpenApi(tables: readonly RestRoute[], version: string): Rec
       ...(parameters.length ? { parameters } : {}),
       ...(r.body ? { requestBody: { required: true, content: { "application/json": { schema: r.body } } } } : {}),
       responses: {
-        [String(r.status ?? 200)]: { description: r.summary, ...(r.status === 101 ? {} : { content: { [r.produces ?? "application/json"]: { schema: r.produces && r.produces !== "application/json" ? str : openObject } } }) },
+        [String(r.status ?? 200)]: {
+          description: r.summary,
+          ...(r.status === 101
+            ? {}
+            : {
+                content: {
+                  [r.produces ?? "application/json"]: {
+                    schema: r.produces && r.produces !== "application/json" ? str : openObject,
+                  },
+                },
+              }),
+        },
         ...errorResponses(Boolean(r.public)),
       },
     };
@@ -222,16 +354,29 @@ export function buildOpenApi(tables: readonly RestRoute[], version: string): Rec
     info: {
       title: "EP tower REST API",
       version,
-      description: "The REST face of the tower. The same operations are served as Connect, gRPC and gRPC-Web RPCs (proto/ep/tower/v1); docs/api.md.",
+      description:
+        "The REST face of the tower. The same operations are served as " +
+        "Connect, gRPC and gRPC-Web RPCs (proto/ep/tower/v1); docs/api.md.",
     },
     servers: [{ url: "/" }],
     security: [{ bearer: [] }],
     paths,
     components: {
-      securitySchemes: { bearer: { type: "http", scheme: "bearer", description: "a service-account token (ept_…), an OIDC JWT or a node JWT; the console sends its ep_session cookie instead" } },
+      securitySchemes: {
+        bearer: {
+          type: "http",
+          scheme: "bearer",
+          description:
+            "a service-account token (ept_…), an OIDC JWT or a node " +
+            "JWT; the console sends its ep_session cookie instead",
+        },
+      },
       schemas: { Error: ERROR_SCHEMA, ...schemas.byName },
       responses: {
-        Error: { description: "EP's error (docs/api.md: the code's class decides the status)", content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } },
+        Error: {
+          description: "EP's error (docs/api.md: the code's class decides the status)",
+          content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+        },
         Unauthenticated: {
           description: "No valid credential",
           headers: { "WWW-Authenticate": { schema: str, description: 'Bearer realm="ep"' } },

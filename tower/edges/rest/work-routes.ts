@@ -47,7 +47,8 @@ export function registerRestRoutes(app: FastifyInstance, routes: RestRoute<DescM
         const fromQuery = queryFields(r, request.query as Record<string, string | string[]>);
         const body = r.method === "GET" || r.method === "DELETE" ? fromQuery : { ...fromQuery, ...bodyObject(request) };
         const req = decodeRequest(r.input, { ...r.fixed, ...body }, pathFields);
-        if (r.idempotent) withIdempotencyKey(req as unknown as { requestId: string }, request.headers[IDEMPOTENCY_HEADER]);
+        if (r.idempotent)
+          withIdempotencyKey(req as unknown as { requestId: string }, request.headers[IDEMPOTENCY_HEADER]);
         await r.guard?.(request.caller!, params);
         const res = await r.call(request.caller!, req);
         reply.code(r.status ?? 200);
@@ -62,10 +63,17 @@ export const IDEMPOTENCY_HEADER = "idempotency-key";
 /** The Idempotency-Key header into request_id: checked here so the error names the header. */
 function withIdempotencyKey(req: { requestId: string }, header: string | string[] | undefined): void {
   if (header === undefined) return;
-  if (Array.isArray(header)) throw new EpError("invalid_argument", "Idempotency-Key header: is given more than once; give it once", { field: "Idempotency-Key" });
+  if (Array.isArray(header))
+    throw new EpError("invalid_argument", "Idempotency-Key header: is given more than once; give it once", {
+      field: "Idempotency-Key",
+    });
   checkIdempotencyKey(header, "Idempotency-Key", "Idempotency-Key header");
   if (req.requestId && req.requestId !== header) {
-    throw new EpError("invalid_argument", "Idempotency-Key header: disagrees with the body's request_id; send one of them", { field: "Idempotency-Key" });
+    throw new EpError(
+      "invalid_argument",
+      "Idempotency-Key header: disagrees with the body's request_id; send one of them",
+      { field: "Idempotency-Key" },
+    );
   }
   req.requestId = header;
 }
@@ -74,37 +82,68 @@ function withIdempotencyKey(req: { requestId: string }, header: string | string[
  * The route's query parameters as request fields: an unknown one is an error naming it (a typo
  * must not widen a list), a number must be an integer, a parameter given twice is refused.
  */
-function queryFields(r: RestRoute<DescMessage, DescMessage>, query: Record<string, string | string[]>): Record<string, unknown> {
+function queryFields(
+  r: RestRoute<DescMessage, DescMessage>,
+  query: Record<string, string | string[]>,
+): Record<string, unknown> {
   const allowed = r.query ?? [];
   const out: Record<string, unknown> = {};
   for (const [name, raw] of Object.entries(query)) {
     if (!allowed.includes(name)) {
-      throw new EpError("invalid_argument", `unknown query parameter "${name}"; ${r.method} ${r.url} takes ${allowed.length ? allowed.join(", ") : "none"}`, { field: name });
+      throw new EpError(
+        "invalid_argument",
+        `unknown query parameter "${name}"; ${r.method} ${r.url} takes ${allowed.length ? allowed.join(", ") : "none"}`,
+        { field: name },
+      );
     }
-    if (Array.isArray(raw)) throw new EpError("invalid_argument", `query parameter "${name}" is given ${raw.length} times; give it once`, { field: name });
+    if (Array.isArray(raw))
+      throw new EpError("invalid_argument", `query parameter "${name}" is given ${raw.length} times; give it once`, {
+        field: name,
+      });
     const field = r.input.fields.find((f) => f.name === name);
     if (field?.fieldKind === "scalar" && field.scalar !== 9 /* string */) {
-      if (!/^-?\d+$/.test(raw)) throw new EpError("invalid_argument", `query parameter "${name}" must be an integer (got ${JSON.stringify(raw)})`, { field: name });
+      if (!/^-?\d+$/.test(raw))
+        throw new EpError(
+          "invalid_argument",
+          `query parameter "${name}" must be an integer (got ${JSON.stringify(raw)})`,
+          { field: name },
+        );
       out[name] = Number(raw);
     } else out[name] = raw;
   }
   return out;
 }
 
-/** The JSON body of a POST/PATCH/PUT: absent, or an object; an array, null, a string or another media type is an error. */
+/**
+ * The JSON body of a POST/PATCH/PUT: absent, or an object; an array, null, a string or another media type is an error.
+ */
 function bodyObject(request: FastifyRequest): object | undefined {
   const body = request.body;
   if (body === undefined) return undefined;
   if (body !== null && typeof body === "object" && !Array.isArray(body)) return body;
-  const type = String(request.headers["content-type"] ?? "").split(";")[0].trim();
-  const got = typeof body === "string" ? `a ${type || "text"} body` : body === null ? "null" : Array.isArray(body) ? "an array" : `a JSON ${typeof body}`;
-  throw new EpError("invalid_argument", `the body must be a JSON object sent as Content-Type: application/json (got ${got})`, { field: "body" });
+  const type = String(request.headers["content-type"] ?? "")
+    .split(";")[0]
+    .trim();
+  const got =
+    typeof body === "string"
+      ? `a ${type || "text"} body`
+      : body === null
+        ? "null"
+        : Array.isArray(body)
+          ? "an array"
+          : `a JSON ${typeof body}`;
+  throw new EpError(
+    "invalid_argument",
+    `the body must be a JSON object sent as Content-Type: application/json (got ${got})`,
+    { field: "body" },
+  );
 }
 
 export function workRoutes(work: WorkService & TaskMerge): RestRoute<DescMessage, DescMessage>[] {
   const missionIn = async (caller: Caller, p: Params) => {
     const { mission } = await work.getMission(caller, create(pb.GetMissionRequestSchema, { missionId: p.mission_id }));
-    if (mission?.domainId !== p.domain_id) throw new EpError("mission_not_found", `mission ${p.mission_id} is not in domain ${p.domain_id}`);
+    if (mission?.domainId !== p.domain_id)
+      throw new EpError("mission_not_found", `mission ${p.mission_id} is not in domain ${p.domain_id}`);
   };
   /** Kanban routes live under /domains/{domain_id}/m/{mission_id}/t and touch only kind=assigned tasks. */
   const kanbanTask = async (caller: Caller, p: Params) => {
@@ -115,11 +154,47 @@ export function workRoutes(work: WorkService & TaskMerge): RestRoute<DescMessage
     }
   };
   const routes = [
-    route({ method: "GET", url: "/domains", input: pb.ListDomainsRequestSchema, output: pb.ListDomainsResponseSchema, query: PAGE, call: work.listDomains }),
-    route({ method: "POST", url: "/domains", status: 201, idempotent: true, input: pb.CreateDomainRequestSchema, output: pb.CreateDomainResponseSchema, call: work.createDomain }),
-    route({ method: "GET", url: "/domains/:domain_id", input: pb.GetDomainRequestSchema, output: pb.GetDomainResponseSchema, call: work.getDomain }),
-    route({ method: "GET", url: "/domains/:domain_id/m", input: pb.ListMissionsRequestSchema, output: pb.ListMissionsResponseSchema, query: PAGE, call: work.listMissions }),
-    route({ method: "POST", url: "/domains/:domain_id/m", status: 201, idempotent: true, input: pb.CreateMissionRequestSchema, output: pb.CreateMissionResponseSchema, call: work.createMission }),
+    route({
+      method: "GET",
+      url: "/domains",
+      input: pb.ListDomainsRequestSchema,
+      output: pb.ListDomainsResponseSchema,
+      query: PAGE,
+      call: work.listDomains,
+    }),
+    route({
+      method: "POST",
+      url: "/domains",
+      status: 201,
+      idempotent: true,
+      input: pb.CreateDomainRequestSchema,
+      output: pb.CreateDomainResponseSchema,
+      call: work.createDomain,
+    }),
+    route({
+      method: "GET",
+      url: "/domains/:domain_id",
+      input: pb.GetDomainRequestSchema,
+      output: pb.GetDomainResponseSchema,
+      call: work.getDomain,
+    }),
+    route({
+      method: "GET",
+      url: "/domains/:domain_id/m",
+      input: pb.ListMissionsRequestSchema,
+      output: pb.ListMissionsResponseSchema,
+      query: PAGE,
+      call: work.listMissions,
+    }),
+    route({
+      method: "POST",
+      url: "/domains/:domain_id/m",
+      status: 201,
+      idempotent: true,
+      input: pb.CreateMissionRequestSchema,
+      output: pb.CreateMissionResponseSchema,
+      call: work.createMission,
+    }),
     route({
       method: "GET",
       url: "/domains/:domain_id/m/:mission_id",
@@ -173,19 +248,103 @@ export function workRoutes(work: WorkService & TaskMerge): RestRoute<DescMessage
       guard: kanbanTask,
       call: work.deleteTask,
     }),
-    route({ method: "POST", url: "/work/missions/:mission_id/tasks", status: 201, idempotent: true, input: pb.CreateTaskRequestSchema, output: pb.CreateTaskResponseSchema, fixed: { kind: "claimable" }, call: work.createTask }),
-    route({ method: "GET", url: "/work/missions/:mission_id/tasks", input: pb.ListTasksRequestSchema, output: pb.ListTasksResponseSchema, query: ["kind", "status", "limit", "page_token"], call: work.listTasks }),
-    route({ method: "GET", url: "/work/tasks/:task_id", input: pb.GetTaskRequestSchema, output: pb.GetTaskResponseSchema, call: work.getTask }),
-    route({ method: "POST", url: "/work/tasks/:task_id/retry", input: pb.RetryTaskRequestSchema, output: pb.RetryTaskResponseSchema, call: work.retryTask }),
-    route({ method: "POST", url: "/work/tasks/:task_id/cancel", input: pb.CancelTaskRequestSchema, output: pb.CancelTaskResponseSchema, call: work.cancelTask }),
-    route({ method: "POST", url: "/domains/:domain_id/pipelines", status: 201, idempotent: true, input: pb.RunPipelineRequestSchema, output: pb.RunPipelineResponseSchema, call: work.runPipeline }),
-    route({ method: "GET", url: "/work/missions/:mission_id/pipeline", input: pb.GetPipelineRequestSchema, output: pb.GetPipelineResponseSchema, call: work.getPipeline }),
-    route({ method: "POST", url: "/work/tasks/:task_id/merge", input: pb.MergeTaskRequestSchema, output: pb.MergeTaskResponseSchema, call: work.mergeTask }),
-    route({ method: "POST", url: "/work/agents/:agent_id/claim", input: pb.ClaimTaskRequestSchema, output: pb.ClaimTaskResponseSchema, call: work.claimTask }),
-    route({ method: "POST", url: "/work/tasks/:task_id/start", input: pb.StartTaskRequestSchema, output: pb.StartTaskResponseSchema, call: work.startTask }),
-    route({ method: "POST", url: "/work/tasks/:task_id/heartbeat", input: pb.HeartbeatTaskRequestSchema, output: pb.HeartbeatTaskResponseSchema, call: work.heartbeatTask }),
-    route({ method: "POST", url: "/work/tasks/:task_id/complete", input: pb.CompleteTaskRequestSchema, output: pb.CompleteTaskResponseSchema, call: work.completeTask }),
-    route({ method: "POST", url: "/work/tasks/:task_id/fail", input: pb.FailTaskRequestSchema, output: pb.FailTaskResponseSchema, call: work.failTask }),
+    route({
+      method: "POST",
+      url: "/work/missions/:mission_id/tasks",
+      status: 201,
+      idempotent: true,
+      input: pb.CreateTaskRequestSchema,
+      output: pb.CreateTaskResponseSchema,
+      fixed: { kind: "claimable" },
+      call: work.createTask,
+    }),
+    route({
+      method: "GET",
+      url: "/work/missions/:mission_id/tasks",
+      input: pb.ListTasksRequestSchema,
+      output: pb.ListTasksResponseSchema,
+      query: ["kind", "status", "limit", "page_token"],
+      call: work.listTasks,
+    }),
+    route({
+      method: "GET",
+      url: "/work/tasks/:task_id",
+      input: pb.GetTaskRequestSchema,
+      output: pb.GetTaskResponseSchema,
+      call: work.getTask,
+    }),
+    route({
+      method: "POST",
+      url: "/work/tasks/:task_id/retry",
+      input: pb.RetryTaskRequestSchema,
+      output: pb.RetryTaskResponseSchema,
+      call: work.retryTask,
+    }),
+    route({
+      method: "POST",
+      url: "/work/tasks/:task_id/cancel",
+      input: pb.CancelTaskRequestSchema,
+      output: pb.CancelTaskResponseSchema,
+      call: work.cancelTask,
+    }),
+    route({
+      method: "POST",
+      url: "/domains/:domain_id/pipelines",
+      status: 201,
+      idempotent: true,
+      input: pb.RunPipelineRequestSchema,
+      output: pb.RunPipelineResponseSchema,
+      call: work.runPipeline,
+    }),
+    route({
+      method: "GET",
+      url: "/work/missions/:mission_id/pipeline",
+      input: pb.GetPipelineRequestSchema,
+      output: pb.GetPipelineResponseSchema,
+      call: work.getPipeline,
+    }),
+    route({
+      method: "POST",
+      url: "/work/tasks/:task_id/merge",
+      input: pb.MergeTaskRequestSchema,
+      output: pb.MergeTaskResponseSchema,
+      call: work.mergeTask,
+    }),
+    route({
+      method: "POST",
+      url: "/work/agents/:agent_id/claim",
+      input: pb.ClaimTaskRequestSchema,
+      output: pb.ClaimTaskResponseSchema,
+      call: work.claimTask,
+    }),
+    route({
+      method: "POST",
+      url: "/work/tasks/:task_id/start",
+      input: pb.StartTaskRequestSchema,
+      output: pb.StartTaskResponseSchema,
+      call: work.startTask,
+    }),
+    route({
+      method: "POST",
+      url: "/work/tasks/:task_id/heartbeat",
+      input: pb.HeartbeatTaskRequestSchema,
+      output: pb.HeartbeatTaskResponseSchema,
+      call: work.heartbeatTask,
+    }),
+    route({
+      method: "POST",
+      url: "/work/tasks/:task_id/complete",
+      input: pb.CompleteTaskRequestSchema,
+      output: pb.CompleteTaskResponseSchema,
+      call: work.completeTask,
+    }),
+    route({
+      method: "POST",
+      url: "/work/tasks/:task_id/fail",
+      input: pb.FailTaskRequestSchema,
+      output: pb.FailTaskResponseSchema,
+      call: work.failTask,
+    }),
   ];
   return routes as unknown as RestRoute<DescMessage, DescMessage>[];
 }

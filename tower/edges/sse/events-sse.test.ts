@@ -29,7 +29,7 @@ afterEach(async () => {
 
 describe("SSE sink", () => {
   it("frames a chunk as res.write would", () => {
-    const data = Buffer.from("id: 1\ndata: {\"a\":\"é\"}\n\n");
+    const data = Buffer.from('id: 1\ndata: {"a":"é"}\n\n');
     expect(httpChunk(data).toString()).toBe(`${data.length.toString(16)}\r\n${data.toString()}\r\n`);
   });
 
@@ -65,7 +65,8 @@ describe("SSE sink", () => {
         ": keep-alive\n\n" +
         sse(1) +
         sse(2) +
-        `id: 4\ndata: ${frames[3].json.slice(0, -1)},"rate_limit":{"limit":1,"remaining":0,"reset_at":"2026-01-01T00:01:00.000Z"}}\n\n` +
+        (`id: 4\ndata: ${frames[3].json.slice(0, -1)},"rate_limit":{"limit":1,` +
+          `"remaining":0,"reset_at":"2026-01-01T00:01:00.000Z"}}\n\n`) +
         sse(4) +
         `event: error\ndata: {"error":{"code":"internal","message":"bye","last_event_id":5}}\n\n`,
     );

@@ -4,7 +4,13 @@ import type { FastifyInstance, FastifyReply } from "fastify";
 import type { ServerResponse } from "node:http";
 import type { Clock, ClockTimer } from "../../../common/clock.js";
 import { EpError } from "../../../common/errors.js";
-import { parseStreamParams, withRateLimit, type EventStream, type StreamEnd, type StreamSink } from "../../domain/events/index.js";
+import {
+  parseStreamParams,
+  withRateLimit,
+  type EventStream,
+  type StreamEnd,
+  type StreamSink,
+} from "../../domain/events/index.js";
 import { resetSocket, SLOW_CONSUMER_GRACE_MS } from "../ws/events-ws.js";
 
 /** How long a stream that ended with data still queued may take to flush before it is torn down. */
@@ -108,7 +114,10 @@ export function createSseSink(res: ServerResponse, clock: Clock): StreamSink {
       if (res.writableLength > 0 || why?.code === "slow_consumer") {
         const slow = why?.code === "slow_consumer";
         const socket = res.socket;
-        let timer: ClockTimer | undefined = clock.setTimeout(() => (slow ? resetSocket(socket) : res.destroy()), slow ? SLOW_CONSUMER_GRACE_MS : FLUSH_GRACE_MS);
+        let timer: ClockTimer | undefined = clock.setTimeout(
+          () => (slow ? resetSocket(socket) : res.destroy()),
+          slow ? SLOW_CONSUMER_GRACE_MS : FLUSH_GRACE_MS,
+        );
         res.once("close", () => {
           if (timer) clock.clearTimeout(timer);
           timer = undefined;

@@ -14,7 +14,9 @@ const dist = join(tmp, "dist", "web");
 const bigJs = `console.log(${JSON.stringify("x".repeat(5000))});`;
 
 function makeApp(dir: string): FastifyInstance {
-  const app = Fastify({ routerOptions: { ignoreTrailingSlash: true } } as Parameters<typeof Fastify>[0]) as unknown as FastifyInstance;
+  const app = Fastify({ routerOptions: { ignoreTrailingSlash: true } } as Parameters<
+    typeof Fastify
+  >[0]) as unknown as FastifyInstance;
   app.setErrorHandler((err, _req, reply) => {
     const ep = err instanceof EpError ? err : new EpError("internal");
     void reply.code(ep.httpStatus).send(ep.toJSON());
@@ -92,11 +94,14 @@ describe("console static files", () => {
   it("gzips text assets for clients that accept it and answers 304 to a matching ETag", async () => {
     const { hostname, port } = new URL(base);
     const gz = await new Promise<{ headers: Record<string, unknown>; body: Buffer }>((resolve, reject) => {
-      const req = request({ hostname, port, path: "/ui/assets/index-AbCd1234.js", headers: { "accept-encoding": "gzip" } }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (d: Buffer) => chunks.push(d));
-        res.on("end", () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
-      });
+      const req = request(
+        { hostname, port, path: "/ui/assets/index-AbCd1234.js", headers: { "accept-encoding": "gzip" } },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (d: Buffer) => chunks.push(d));
+          res.on("end", () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
+        },
+      );
       req.on("error", reject);
       req.end();
     });
@@ -122,7 +127,15 @@ describe("console static files", () => {
   });
 
   it("never reads outside dist/web", async () => {
-    for (const path of ["/ui/../secret.txt", "/ui/..%2fsecret.txt", "/ui/%2e%2e/secret.txt", "/ui/assets/..%2f..%2fsecret.txt", "/ui/..%5csecret.txt", "/ui/%00index.html", "/ui/%zz"]) {
+    for (const path of [
+      "/ui/../secret.txt",
+      "/ui/..%2fsecret.txt",
+      "/ui/%2e%2e/secret.txt",
+      "/ui/assets/..%2f..%2fsecret.txt",
+      "/ui/..%5csecret.txt",
+      "/ui/%00index.html",
+      "/ui/%zz",
+    ]) {
       const res = await rawGet(path);
       expect(res.body, path).not.toContain("outside");
       expect([400, 404], path).toContain(res.status);

@@ -113,7 +113,12 @@ export function registerConsoleRoutes(app: FastifyInstance, opts: ConsoleRoutesO
     const hit = cache.get(file);
     if (hit && hit.mtimeMs === st.mtimeMs && hit.size === st.size) return hit;
     const body = await fs.readFile(file);
-    const entry: Cached = { mtimeMs: st.mtimeMs, size: st.size, body, etag: `W/"${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"` };
+    const entry: Cached = {
+      mtimeMs: st.mtimeMs,
+      size: st.size,
+      body,
+      etag: `W/"${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`,
+    };
     if (COMPRESSIBLE.has(extname(file)) && body.length > 1024) entry.gzip = gzipSync(body, { level: 9 });
     cache.set(file, entry);
     return entry;
@@ -128,7 +133,10 @@ export function registerConsoleRoutes(app: FastifyInstance, opts: ConsoleRoutesO
       .header("etag", entry.etag)
       .header("x-content-type-options", "nosniff");
     if (isIndex || ext === ".html") {
-      void reply.header("content-security-policy", CONSOLE_CSP).header("referrer-policy", "no-referrer").header("x-frame-options", "DENY");
+      void reply
+        .header("content-security-policy", CONSOLE_CSP)
+        .header("referrer-policy", "no-referrer")
+        .header("x-frame-options", "DENY");
     }
     if (entry.gzip) void reply.header("vary", "accept-encoding");
     if (req.headers["if-none-match"] === entry.etag) return reply.code(304).send();
@@ -143,14 +151,28 @@ export function registerConsoleRoutes(app: FastifyInstance, opts: ConsoleRoutesO
     const indexFile = join(root, "index.html");
     const index = await load(indexFile);
     if (!index) {
-      throw new EpError("unavailable", "the web console is not built: run `npm run build` (it writes dist/web), then reload", { dir: root });
+      throw new EpError(
+        "unavailable",
+        "the web console is not built: run `npm run build` (it writes dist/web), then reload",
+        { dir: root },
+      );
     }
     const rel = path.slice(CONSOLE_PREFIX.length);
     if (rel === "" || rel === "index.html") return send(req, reply, indexFile, index, "index.html");
     const file = resolveInside(root, rel);
     if (!file) throw new EpError("not_found", `no console file ${path}`);
     const entry = await load(file);
-    if (entry) return send(req, reply, file, entry, file.slice(root.length + 1).split(sep).join("/"));
+    if (entry)
+      return send(
+        req,
+        reply,
+        file,
+        entry,
+        file
+          .slice(root.length + 1)
+          .split(sep)
+          .join("/"),
+      );
     // a client-side route (/ui/missions, /ui/login) gets the app; a missing file stays missing
     const last = rel.split("/").pop() ?? "";
     if (rel.startsWith("assets/") || last.includes(".")) throw new EpError("not_found", `no console file ${path}`);

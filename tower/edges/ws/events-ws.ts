@@ -13,7 +13,13 @@ import { EpError, toEpError } from "../../../common/errors.js";
 import type { Logger } from "../../../common/log.js";
 import type { Auth } from "../../domain/auth/index.js";
 import type { Caller } from "../../domain/caller.js";
-import { parseStreamParams, withRateLimit, type EventStream, type StreamEnd, type StreamSink } from "../../domain/events/index.js";
+import {
+  parseStreamParams,
+  withRateLimit,
+  type EventStream,
+  type StreamEnd,
+  type StreamSink,
+} from "../../domain/events/index.js";
 
 export const EVENTS_WS_PATH = "/events/ws";
 const FLUSH_GRACE_MS = 30_000;
@@ -25,7 +31,14 @@ const FLUSH_GRACE_MS = 30_000;
 export const SLOW_CONSUMER_GRACE_MS = 2_000;
 
 /** Close codes: 1013 "try again later" for a client too far behind; 4000–4999 are the application's. */
-export const WS_CLOSE = { slow_consumer: 1013, token_revoked: 4001, token_expired: 4001, unauthenticated: 4001, shutting_down: 1001, internal: 1011 } as const;
+export const WS_CLOSE = {
+  slow_consumer: 1013,
+  token_revoked: 4001,
+  token_expired: 4001,
+  unauthenticated: 4001,
+  shutting_down: 1001,
+  internal: 1011,
+} as const;
 
 function createWsSink(ws: WebSocket, socket: Duplex, clock: Clock): StreamSink {
   let ended = false;
@@ -36,7 +49,8 @@ function createWsSink(ws: WebSocket, socket: Duplex, clock: Clock): StreamSink {
     buffered: () => ws.bufferedAmount,
     drained: () =>
       new Promise<void>((resolve) => {
-        if (ended || ws.readyState !== ws.OPEN || !(socket as { writableNeedDrain?: boolean }).writableNeedDrain) return resolve();
+        if (ended || ws.readyState !== ws.OPEN || !(socket as { writableNeedDrain?: boolean }).writableNeedDrain)
+          return resolve();
         const done = () => {
           socket.off("drain", done);
           socket.off("close", done);
@@ -57,10 +71,14 @@ function createWsSink(ws: WebSocket, socket: Duplex, clock: Clock): StreamSink {
       if (ws.readyState !== ws.OPEN) return;
       if (why) ws.send(JSON.stringify({ error: why }));
       // the reason text says what happened (a close reason is at most 123 bytes)
-      const said = why?.code === "slow_consumer" ? "the client fell too far behind; reconnect with Last-Event-ID" : why?.message;
+      const said =
+        why?.code === "slow_consumer" ? "the client fell too far behind; reconnect with Last-Event-ID" : why?.message;
       ws.close(why ? WS_CLOSE[why.code] : 1001, why ? `${why.code}: ${said}`.slice(0, 123) : "going away");
       const slow = why?.code === "slow_consumer";
-      const timer = clock.setTimeout(() => (slow ? resetSocket(socket) : ws.terminate()), slow ? SLOW_CONSUMER_GRACE_MS : FLUSH_GRACE_MS);
+      const timer = clock.setTimeout(
+        () => (slow ? resetSocket(socket) : ws.terminate()),
+        slow ? SLOW_CONSUMER_GRACE_MS : FLUSH_GRACE_MS,
+      );
       ws.once("close", () => clock.clearTimeout(timer));
     },
   };
@@ -74,7 +92,12 @@ export function resetSocket(socket: Duplex | null | undefined): void {
   else socket.destroy();
 }
 
-const STATUS_TEXT: Record<number, string> = { 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 429: "Too Many Requests" };
+const STATUS_TEXT: Record<number, string> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  403: "Forbidden",
+  429: "Too Many Requests",
+};
 
 function refuse(socket: Duplex, err: EpError, headers: Record<string, string> = {}): void {
   const body = JSON.stringify(err.toJSON());
@@ -89,7 +112,6 @@ function refuse(socket: Duplex, err: EpError, headers: Record<string, string> = 
   socket.once("finish", () => socket.destroy());
   socket.end(`${lines.join("\r\n")}\r\n\r\n${body}`);
 }
-
 
 export interface EventsWsDeps {
   stream: EventStream;
@@ -150,7 +172,10 @@ export function attachEventsWebSocket(app: FastifyInstance, deps: EventsWsDeps):
 
   // a plain GET (no Upgrade header) gets a clear answer instead of a hang
   app.get(EVENTS_WS_PATH, async (_req, reply) => {
-    const err = new EpError("invalid_argument", "GET /events/ws needs 'Connection: Upgrade' and 'Upgrade: websocket'; use /events/stream for SSE");
+    const err = new EpError(
+      "invalid_argument",
+      "GET /events/ws needs 'Connection: Upgrade' and 'Upgrade: websocket'; use /events/stream for SSE",
+    );
     return reply.code(426).header("upgrade", "websocket").send(err.toJSON());
   });
 

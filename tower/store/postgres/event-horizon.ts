@@ -58,7 +58,11 @@ export function fullXid(xid: bigint, ref: bigint): bigint {
  * `backendXids` the top-level xids the server's backends held after it (32-bit, as
  * pg_stat_get_activity shows them).
  */
-export function withRunning(s: Snapshot, later: Snapshot, backendXids: readonly (string | number | bigint)[]): Snapshot {
+export function withRunning(
+  s: Snapshot,
+  later: Snapshot,
+  backendXids: readonly (string | number | bigint)[],
+): Snapshot {
   // biome-ignore lint/complexity/useMathMinMax: xids are bigints, which Math.max refuses
   let to = later.xmax > s.xmax ? later.xmax : s.xmax;
   for (const x of backendXids) {
@@ -160,7 +164,8 @@ export class EventHorizon {
       // a gap below `top`: with nothing running, whatever is missing is gone for good
       const running = runningAt(snap);
       if (nothingRunning(running)) f = top;
-      else if (this.pending.length < MAX_PENDING && !this.pending.some((p) => p.upTo >= top)) this.pending.push({ upTo: top, running, seenAt: now });
+      else if (this.pending.length < MAX_PENDING && !this.pending.some((p) => p.upTo >= top))
+        this.pending.push({ upTo: top, running, seenAt: now });
     }
     this.final = Math.max(this.final, f);
     this.pending = this.pending.filter((p) => p.upTo > this.final);

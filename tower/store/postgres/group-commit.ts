@@ -84,7 +84,10 @@ export const BATCH_MAX = 32;
  */
 export const BATCH_LANES = 1;
 
-/** What goes out before a transaction's first statement: the batch's BEGIN, the previous SAVEPOINT's RELEASE, its SAVEPOINT. */
+/**
+ * What goes out before a transaction's first statement: the batch's BEGIN, the previous SAVEPOINT's RELEASE, its
+ * SAVEPOINT.
+ */
 export function openingText(tx: TxState): string {
   const batch = tx.batch;
   let text = batch.begun ? "" : "BEGIN;";
@@ -103,7 +106,8 @@ export function openingText(tx: TxState): string {
  * driver's work for a statement.
  */
 export function withPrefix<T>(client: pg.PoolClient, prefix: string, send: () => Promise<T>): Promise<T> {
-  const stream = (client as unknown as { connection?: { stream?: { cork?(): void; uncork?(): void } } }).connection?.stream;
+  const stream = (client as unknown as { connection?: { stream?: { cork?(): void; uncork?(): void } } }).connection
+    ?.stream;
   stream?.cork?.();
   try {
     // pipelined: a failed prefix (BEGIN, SAVEPOINT) makes the statement after it fail, which is awaited
@@ -119,7 +123,13 @@ export function errorText(err: unknown): string {
 }
 
 /** One statement on a connection, prepared by name (see PostgresStore.q). */
-export async function queryRows(client: pg.PoolClient, names: Map<string, string>, sql: string, args: readonly unknown[], prepare: boolean): Promise<Row[]> {
+export async function queryRows(
+  client: pg.PoolClient,
+  names: Map<string, string>,
+  sql: string,
+  args: readonly unknown[],
+  prepare: boolean,
+): Promise<Row[]> {
   let name: string | undefined;
   if (prepare) {
     name = names.get(sql);
@@ -128,7 +138,11 @@ export async function queryRows(client: pg.PoolClient, names: Map<string, string
       names.set(sql, name);
     }
   }
-  return (await client.query<Row>(name ? { text: sql, values: args as unknown[], name } : { text: sql, values: args as unknown[] })).rows;
+  return (
+    await client.query<Row>(
+      name ? { text: sql, values: args as unknown[], name } : { text: sql, values: args as unknown[] },
+    )
+  ).rows;
 }
 
 /**
@@ -151,7 +165,16 @@ export async function insertEvents(
     const isLast = start + EVENTS_PER_INSERT >= items.length;
     const args: unknown[] = [];
     const values = chunk.map(({ e, createdAt }) => {
-      args.push(e.type, e.name, e.domainId ?? "", e.missionId ?? "", e.agentId ?? "", e.taskId ?? "", e.sessionId ?? "", e.status ?? "");
+      args.push(
+        e.type,
+        e.name,
+        e.domainId ?? "",
+        e.missionId ?? "",
+        e.agentId ?? "",
+        e.taskId ?? "",
+        e.sessionId ?? "",
+        e.status ?? "",
+      );
       args.push(JSON.stringify(e.payload ?? {}), createdAt);
       const n = args.length - 10;
       return `(${Array.from({ length: 10 }, (_, i) => `$${n + i + 1}`).join(", ")})`;
@@ -166,7 +189,10 @@ export async function insertEvents(
     ];
     if (isLast && announce) {
       args.push(announce.channel, announce.from);
-      ctes.push(`nt AS MATERIALIZED (SELECT pg_notify($${args.length - 1}, json_build_object('id', (SELECT max(id) FROM ins), 'from', $${args.length}::text)::text) AS n)`);
+      ctes.push(
+        `nt AS MATERIALIZED (SELECT pg_notify($${args.length - 1}, json_build_object('id', ` +
+          `(SELECT max(id) FROM ins), 'from', $${args.length}::text)::text) AS n)`,
+      );
     }
     const send = () =>
       run(
@@ -179,7 +205,6 @@ export async function insertEvents(
   }
   return out;
 }
-
 
 /** The open batches of one store (all its transactions), and how they commit. */
 export class GroupCommit {
@@ -203,7 +228,18 @@ export class GroupCommit {
     if (!batch) {
       const client = this.pool.connect();
       client.catch(() => {}); // awaited by the batch (failBatch reports it); this only keeps it from being "unhandled"
-      batch = { client, busy: false, queue: [], begun: false, members: 0, savepoints: 0, events: [], closed: false, commitQueued: false, done: deferred() };
+      batch = {
+        client,
+        busy: false,
+        queue: [],
+        begun: false,
+        members: 0,
+        savepoints: 0,
+        events: [],
+        closed: false,
+        commitQueued: false,
+        done: deferred(),
+      };
       open.push(batch);
     }
     batch.members++;
@@ -248,7 +284,8 @@ export class GroupCommit {
     try {
       if (!state.sent) {
         // no statement went out: nothing to undo
-      } else if (state.savepoint) await client.query(`ROLLBACK TO SAVEPOINT ${state.savepoint}; RELEASE SAVEPOINT ${state.savepoint}`);
+      } else if (state.savepoint)
+        await client.query(`ROLLBACK TO SAVEPOINT ${state.savepoint}; RELEASE SAVEPOINT ${state.savepoint}`);
       else {
         // the batch's first transaction: nothing of anyone else's is in it yet
         await client.query("ROLLBACK");
@@ -270,7 +307,10 @@ export class GroupCommit {
     for (const e of batch.events) e.done.reject(err);
     batch.done.reject(err);
     for (const next of batch.queue.splice(0)) next(false); // they see batch.failed and fail
-    void batch.client.then((c) => c.release(broken), () => {});
+    void batch.client.then(
+      (c) => c.release(broken),
+      () => {},
+    );
   }
 
   private async commit(batch: Batch): Promise<void> {
@@ -292,12 +332,14 @@ export class GroupCommit {
           withPrefix(client, items.length <= EVENTS_PER_INSERT ? begin : "", () => {
             const out = send();
             commit = client.query("COMMIT");
-            commit.catch(() => {}); // awaited below (`await commit!`), which throws; this only keeps it from being "unhandled"
+            // awaited below (`await commit!`), which throws; this only keeps it from being "unhandled"
+            commit.catch(() => {});
             return out;
           });
         // a failed BEGIN fails the inserts and the COMMIT after it on this connection, which are awaited
         if (begin && items.length > EVENTS_PER_INSERT) client.query(begin).catch(() => {});
-        const run = (sql: string, args: unknown[], prepare: boolean) => queryRows(client, this.names, sql, args, prepare);
+        const run = (sql: string, args: unknown[], prepare: boolean) =>
+          queryRows(client, this.names, sql, args, prepare);
         rows = items.length ? await insertEvents(run, items, this.announce(), last) : (await last(async () => []), []);
         const done = await commit!;
         // a COMMIT in a failed transaction answers ROLLBACK

@@ -22,7 +22,11 @@ export class Listener {
     this.delayMs = firstDelayMs;
   }
 
-  async subscribe(channel: string, onPayload: (payload: string) => void, onReconnect?: () => void): Promise<() => Promise<void>> {
+  async subscribe(
+    channel: string,
+    onPayload: (payload: string) => void,
+    onReconnect?: () => void,
+  ): Promise<() => Promise<void>> {
     if (this.closed) throw new EpError("unavailable", "the store is closed");
     let set = this.handlers.get(channel);
     const fresh = !set;
@@ -44,7 +48,10 @@ export class Listener {
     } catch (err) {
       await unsubscribe();
       if (err instanceof EpError) throw err;
-      throw new EpError("unavailable", `cannot listen on PostgreSQL: ${err instanceof Error ? err.message : String(err)}`);
+      throw new EpError(
+        "unavailable",
+        `cannot listen on PostgreSQL: ${err instanceof Error ? err.message : String(err)}`,
+      );
     }
     return unsubscribe;
   }

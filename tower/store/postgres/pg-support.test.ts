@@ -22,7 +22,9 @@ describe("withDefaultUser", () => {
     expect(url.searchParams.get("user")).toBe("ep_ops");
     expect(url.searchParams.get("host")).toBe("/var/run/postgresql");
     expect(url.pathname).toBe("/ep");
-    expect(withDefaultUser("postgres:///ep?host=/var/run/postgresql&user=alice")).toBe("postgres:///ep?host=/var/run/postgresql&user=alice");
+    expect(withDefaultUser("postgres:///ep?host=/var/run/postgresql&user=alice")).toBe(
+      "postgres:///ep?host=/var/run/postgresql&user=alice",
+    );
   });
 
   it("leaves what is not a URL to pg (which names the problem)", () => {

@@ -13,7 +13,9 @@ export const CHANNEL = /^[A-Za-z_][A-Za-z0-9_.:-]{0,62}$/;
 /** BIGINT columns (seq, lease deadlines, event ids) come back as numbers, not strings. */
 export const types: pg.CustomTypesConfig = {
   getTypeParser: ((oid: number, format?: "text" | "binary") =>
-    oid === INT8_OID && format !== "binary" ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig["getTypeParser"],
+    oid === INT8_OID && format !== "binary"
+      ? (v: string) => Number(v)
+      : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig["getTypeParser"],
 };
 
 export function quoteIdent(name: string): string {
@@ -62,8 +64,10 @@ export function pgCode(err: unknown): string | undefined {
 export function constraintError(err: unknown, table: string): unknown {
   const code = pgCode(err);
   const detail = err instanceof Error ? err.message : String(err);
-  if (code === "23505") return new EpError("already_exists", `a row with that key exists already in ${table}`, { table, detail });
-  if (code === "23503") return new EpError("not_found", `a row referenced by this ${table} row does not exist`, { table, detail });
+  if (code === "23505")
+    return new EpError("already_exists", `a row with that key exists already in ${table}`, { table, detail });
+  if (code === "23503")
+    return new EpError("not_found", `a row referenced by this ${table} row does not exist`, { table, detail });
   return err;
 }
 
@@ -78,23 +82,37 @@ export async function migrate(pool: pg.Pool): Promise<void> {
     // Replicas starting together: the first applies the migrations, the others wait and find them applied.
     await client.query("SELECT pg_advisory_lock($1, hashtext(COALESCE(current_schema(), '')))", [MIGRATE_LOCK]);
     try {
-      await client.query("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)");
-      const applied = new Set((await client.query<Row>("SELECT version FROM schema_migrations")).rows.map((r) => Number(r.version)));
+      await client.query(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER " +
+          "PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+      );
+      const applied = new Set(
+        (await client.query<Row>("SELECT version FROM schema_migrations")).rows.map((r) => Number(r.version)),
+      );
       for (const m of loadMigrations("postgres")) {
         if (applied.has(m.version)) continue;
         try {
           await client.query("BEGIN");
           await client.query(m.sql);
-          await client.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)", [m.version, m.name, new Date().toISOString()]);
+          await client.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)", [
+            m.version,
+            m.name,
+            new Date().toISOString(),
+          ]);
           await client.query("COMMIT");
         } catch (err) {
           await client.query("ROLLBACK").catch(() => (broken = true));
           const num = String(m.version).padStart(4, "0");
-          throw new EpError("internal", `migration ${num}_${m.name} failed on PostgreSQL: ${err instanceof Error ? err.message : String(err)}`);
+          throw new EpError(
+            "internal",
+            `migration ${num}_${m.name} failed on PostgreSQL: ${err instanceof Error ? err.message : String(err)}`,
+          );
         }
       }
     } finally {
-      await client.query("SELECT pg_advisory_unlock($1, hashtext(COALESCE(current_schema(), '')))", [MIGRATE_LOCK]).catch(() => (broken = true));
+      await client
+        .query("SELECT pg_advisory_unlock($1, hashtext(COALESCE(current_schema(), '')))", [MIGRATE_LOCK])
+        .catch(() => (broken = true));
     }
   } finally {
     client.release(broken);

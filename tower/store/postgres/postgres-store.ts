@@ -6,9 +6,27 @@
 import pg from "pg";
 import { EpError } from "../../../common/errors.js";
 import { dollarPlaceholders, SqlStore } from "../sql-store.js";
-import { deferred, errorText, GroupCommit, insertEvents, openingText, withPrefix, type TxState } from "./group-commit.js";
+import {
+  deferred,
+  errorText,
+  GroupCommit,
+  insertEvents,
+  openingText,
+  withPrefix,
+  type TxState,
+} from "./group-commit.js";
 import { Listener } from "./listener.js";
-import { CHANNEL, constraintError, migrate, IDENT, pgCode, quoteIdent, redact, types, withDefaultUser } from "./pg-support.js";
+import {
+  CHANNEL,
+  constraintError,
+  migrate,
+  IDENT,
+  pgCode,
+  quoteIdent,
+  redact,
+  types,
+  withDefaultUser,
+} from "./pg-support.js";
 
 export { withDefaultUser };
 import { EventHorizon, endedSince, parseSnapshot, quietAt, withRunning, type Snapshot } from "./event-horizon.js";
@@ -25,7 +43,9 @@ import type {
   TaskRow,
 } from "../store.js";
 
-const TASK_INSERT_PLACEHOLDERS = TASK_INSERT_COLUMNS.split(",").map((_, i) => `$${i + 1}`).join(", ");
+const TASK_INSERT_PLACEHOLDERS = TASK_INSERT_COLUMNS.split(",")
+  .map((_, i) => `$${i + 1}`)
+  .join(", ");
 
 export interface PostgresStoreOptions {
   /** Connections in the pool (default 10). The listener uses one more of its own. */
@@ -86,7 +106,10 @@ export class PostgresStore extends SqlStore implements Store {
   /** Opens a pool on `url` (postgres://…) and checks that the server answers. Call migrate() next. */
   static async connect(url: string, opts: PostgresStoreOptions = {}): Promise<PostgresStore> {
     if (opts.schema !== undefined && !IDENT.test(opts.schema)) {
-      throw new EpError("invalid_argument", `schema must be a plain identifier (letters, digits, _), got ${JSON.stringify(opts.schema)}`);
+      throw new EpError(
+        "invalid_argument",
+        `schema must be a plain identifier (letters, digits, _), got ${JSON.stringify(opts.schema)}`,
+      );
     }
     const config: pg.PoolConfig = {
       connectionString: withDefaultUser(url),
@@ -102,7 +125,9 @@ export class PostgresStore extends SqlStore implements Store {
     const pool = new pg.Pool(config);
     // An idle pooled connection that dies (server restart) must not crash the tower; the pool
     // replaces it. Said once per connection on stderr (the store has no logger of its own).
-    pool.on("error", (err) => console.error(`ep-tower: an idle PostgreSQL connection failed (the pool replaces it): ${err.message}`));
+    pool.on("error", (err) =>
+      console.error(`ep-tower: an idle PostgreSQL connection failed (the pool replaces it): ${err.message}`),
+    );
     try {
       if (opts.schema) {
         try {
@@ -116,10 +141,23 @@ export class PostgresStore extends SqlStore implements Store {
       }
     } catch (err) {
       await pool.end().catch(() => {}); // the connect error is the one to report; closing is best effort
-      throw new EpError("unavailable", `cannot use PostgreSQL at ${redact(url)}: ${err instanceof Error ? err.message : String(err)}`);
+      throw new EpError(
+        "unavailable",
+        `cannot use PostgreSQL at ${redact(url)}: ${err instanceof Error ? err.message : String(err)}`,
+      );
     }
     const names = new Map<string, string>();
-    const shared: Shared = { pool, config, opts, names, dollar: new Map(), listener: undefined, commits: undefined as unknown as GroupCommit, horizon: new EventHorizon(), horizonTail: Promise.resolve() };
+    const shared: Shared = {
+      pool,
+      config,
+      opts,
+      names,
+      dollar: new Map(),
+      listener: undefined,
+      commits: undefined as unknown as GroupCommit,
+      horizon: new EventHorizon(),
+      horizonTail: Promise.resolve(),
+    };
     shared.commits = new GroupCommit(pool, names, () => shared.announce);
     return new PostgresStore(shared, undefined);
   }
@@ -195,7 +233,8 @@ export class PostgresStore extends SqlStore implements Store {
     try {
       out = await fn(new PostgresStore(this.shared, client, state));
       // A statement failed and fn carried on: PostgreSQL would roll the work back at COMMIT.
-      if (state.error && !state.finalized) throw new EpError("internal", `a statement of the transaction failed: ${errorText(state.error)}`);
+      if (state.error && !state.finalized)
+        throw new EpError("internal", `a statement of the transaction failed: ${errorText(state.error)}`);
     } catch (err) {
       if (state.finalized) throw err; // the batch's COMMIT failed; appendFinalEvents has said so
       await this.shared.commits.undo(state);
@@ -225,16 +264,22 @@ export class PostgresStore extends SqlStore implements Store {
     let broken = false;
     const key = [NAMED_LOCK, name];
     try {
-      if (wait) await client.query("SELECT pg_advisory_lock($1, hashtext(COALESCE(current_schema(), '') || ':' || $2))", key);
+      if (wait)
+        await client.query("SELECT pg_advisory_lock($1, hashtext(COALESCE(current_schema(), '') || ':' || $2))", key);
       else {
-        const got = await client.query("SELECT pg_try_advisory_lock($1, hashtext(COALESCE(current_schema(), '') || ':' || $2)) AS ok", key);
+        const got = await client.query(
+          "SELECT pg_try_advisory_lock($1, hashtext(COALESCE(current_schema(), '') || ':' || $2)) AS ok",
+          key,
+        );
         if (!got.rows[0]?.ok) return undefined;
       }
       try {
         return await fn();
       } finally {
         // a failed unlock leaves the lock held by this session: the connection is closed, which releases it
-        await client.query("SELECT pg_advisory_unlock($1, hashtext(COALESCE(current_schema(), '') || ':' || $2))", key).catch(() => (broken = true));
+        await client
+          .query("SELECT pg_advisory_unlock($1, hashtext(COALESCE(current_schema(), '') || ':' || $2))", key)
+          .catch(() => (broken = true));
       }
     } finally {
       client.release(broken);
@@ -246,8 +291,16 @@ export class PostgresStore extends SqlStore implements Store {
    * subscriptions of this store, re-established with backoff when it drops). Resolves
    * once the LISTEN is active; returns the unsubscribe function.
    */
-  async listen(channel: string, onPayload: (payload: string) => void, opts: ListenOptions = {}): Promise<() => Promise<void>> {
-    if (!CHANNEL.test(channel)) throw new EpError("invalid_argument", `channel must be 1-63 characters of letters, digits, _ . : -, got ${JSON.stringify(channel)}`);
+  async listen(
+    channel: string,
+    onPayload: (payload: string) => void,
+    opts: ListenOptions = {},
+  ): Promise<() => Promise<void>> {
+    if (!CHANNEL.test(channel))
+      throw new EpError(
+        "invalid_argument",
+        `channel must be 1-63 characters of letters, digits, _ . : -, got ${JSON.stringify(channel)}`,
+      );
     if (this.client) throw new EpError("invalid_argument", "listen() is not available on a transaction's store");
     this.shared.listener ??= new Listener(
       { ...this.shared.config, pipeline: false, application_name: `${this.shared.config.application_name}-listen` },
@@ -263,7 +316,11 @@ export class PostgresStore extends SqlStore implements Store {
    * Cross-replica delivery (tower/domain/replication/replication.ts) listens to it. Pass undefined to stop.
    */
   announceEvents(channel: string | undefined, from = ""): void {
-    if (channel !== undefined && !CHANNEL.test(channel)) throw new EpError("invalid_argument", `channel must be 1-63 characters of letters, digits, _ . : -, got ${JSON.stringify(channel)}`);
+    if (channel !== undefined && !CHANNEL.test(channel))
+      throw new EpError(
+        "invalid_argument",
+        `channel must be 1-63 characters of letters, digits, _ . : -, got ${JSON.stringify(channel)}`,
+      );
     this.shared.announce = channel === undefined ? undefined : { channel, from };
   }
 
@@ -272,9 +329,16 @@ export class PostgresStore extends SqlStore implements Store {
    * transaction's store, it is delivered only when (and if) that transaction commits.
    */
   async notify(channel: string, payload: string): Promise<void> {
-    if (!CHANNEL.test(channel)) throw new EpError("invalid_argument", `channel must be 1-63 characters of letters, digits, _ . : -, got ${JSON.stringify(channel)}`);
+    if (!CHANNEL.test(channel))
+      throw new EpError(
+        "invalid_argument",
+        `channel must be 1-63 characters of letters, digits, _ . : -, got ${JSON.stringify(channel)}`,
+      );
     if (Buffer.byteLength(payload) > MAX_NOTIFY_BYTES) {
-      throw new EpError("invalid_argument", `payload must be at most ${MAX_NOTIFY_BYTES} bytes (send an id and read the rest from the tables)`);
+      throw new EpError(
+        "invalid_argument",
+        `payload must be at most ${MAX_NOTIFY_BYTES} bytes (send an id and read the rest from the tables)`,
+      );
     }
     await this.q("SELECT pg_notify($1, $2)", [channel, payload]);
   }
@@ -325,14 +389,27 @@ export class PostgresStore extends SqlStore implements Store {
          LIMIT 1
          FOR UPDATE SKIP LOCKED)
        RETURNING *`,
-      [c.agentId, nowMs + leaseMs, new Date(nowMs).toISOString(), c.domainId, c.runtime, JSON.stringify(c.capabilities), c.start ? "running" : "claimed", c.leaseId],
+      [
+        c.agentId,
+        nowMs + leaseMs,
+        new Date(nowMs).toISOString(),
+        c.domainId,
+        c.runtime,
+        JSON.stringify(c.capabilities),
+        c.start ? "running" : "claimed",
+        c.leaseId,
+      ],
     );
     return r && toTask(r);
   }
 
   async listExpiredLeases(nowMs: number, limit: number): Promise<TaskRow[]> {
     return (
-      await this.q("SELECT * FROM tasks WHERE status IN ('claimed', 'running') AND lease_expires_ms <= $1 ORDER BY lease_expires_ms LIMIT $2", [nowMs, limit])
+      await this.q(
+        "SELECT * FROM tasks WHERE status IN ('claimed', 'running') " +
+          "AND lease_expires_ms <= $1 ORDER BY lease_expires_ms LIMIT $2",
+        [nowMs, limit],
+      )
     ).map(toTask);
   }
 
@@ -362,7 +439,11 @@ export class PostgresStore extends SqlStore implements Store {
       return done.promise;
     }
     // In the middle of a transaction: inserted now.
-    return insertEvents((sql, args, prepare) => this.q(sql, args, prepare), events.map((e) => ({ e, createdAt })), this.shared.announce);
+    return insertEvents(
+      (sql, args, prepare) => this.q(sql, args, prepare),
+      events.map((e) => ({ e, createdAt })),
+      this.shared.announce,
+    );
   }
 
   /**
@@ -372,24 +453,39 @@ export class PostgresStore extends SqlStore implements Store {
   async listEvents(query: EventQuery): Promise<EventRow[]> {
     const afterId = query.afterId ?? 0;
     const limit = query.limit && query.limit > 0 ? query.limit : 1000;
-    const filtered = Boolean(query.types?.length || query.domainId || query.domainIds || query.missionId || query.agentId || query.sessionId || query.taskId);
+    const filtered = Boolean(
+      query.types?.length ||
+        query.domainId ||
+        query.domainIds ||
+        query.missionId ||
+        query.agentId ||
+        query.sessionId ||
+        query.taskId,
+    );
     if (!filtered && !this.tx) {
       // one statement: the snapshot and the rows, from which the horizon moves
       return this.horizonRead(async (h) => {
         if (!h.started) await this.startHorizon(h);
         const from = Math.min(afterId, h.final);
         const rows = await this.q(
-          "SELECT s.snap, e.* FROM (SELECT pg_current_snapshot()::text AS snap) s LEFT JOIN LATERAL (SELECT * FROM events WHERE id > $1 ORDER BY id LIMIT $2) e ON true",
+          "SELECT s.snap, e.* FROM (SELECT pg_current_snapshot()::text AS snap) s LEFT " +
+            "JOIN LATERAL (SELECT * FROM events WHERE id > $1 ORDER BY id LIMIT $2) e ON true",
           [from, limit + (afterId - from)],
         );
         const ids = rows[0].id === null ? [] : rows.map((r) => Number(r.id));
         const final = h.advance(from, ids, await this.snapshotFor(h, ids, String(rows[0].snap)));
-        return ids.length ? rows.filter((r) => Number(r.id) > afterId && Number(r.id) <= final).slice(0, limit).map(toEvent) : [];
+        return ids.length
+          ? rows
+              .filter((r) => Number(r.id) > afterId && Number(r.id) <= final)
+              .slice(0, limit)
+              .map(toEvent)
+          : [];
       });
     }
     const final = this.tx ? Number.MAX_SAFE_INTEGER : await this.advanceHorizon();
     const filter = this.eventFilterSql(query);
-    const sql = `SELECT * FROM events WHERE ${["id > ?", "id <= ?", ...filter.where].join(" AND ")} ORDER BY id LIMIT ?`;
+    const sql =
+      `SELECT * FROM events WHERE ` + `${["id > ?", "id <= ?", ...filter.where].join(" AND ")} ORDER BY id LIMIT ?`;
     return (await this.query(sql, [afterId, final, ...filter.args, limit])).map(toEvent);
   }
 
@@ -409,7 +505,8 @@ export class PostgresStore extends SqlStore implements Store {
       for (;;) {
         const before = h.final;
         const [r] = await this.q(
-          "SELECT pg_current_snapshot()::text AS snap, ARRAY(SELECT id FROM events WHERE id > $1 ORDER BY id LIMIT 10000) AS ids",
+          "SELECT pg_current_snapshot()::text AS snap, ARRAY(SELECT id " +
+            "FROM events WHERE id > $1 ORDER BY id LIMIT 10000) AS ids",
           [before],
         );
         const ids = (r.ids as (string | number)[]).map(Number);
@@ -425,7 +522,8 @@ export class PostgresStore extends SqlStore implements Store {
    * have ended (usually at once), instead of reading every id from the first one.
    */
   private async startHorizon(h: EventHorizon): Promise<void> {
-    const snapNow = async () => parseSnapshot(String((await this.q("SELECT pg_current_snapshot()::text AS snap"))[0].snap));
+    const snapNow = async () =>
+      parseSnapshot(String((await this.q("SELECT pg_current_snapshot()::text AS snap"))[0].snap));
     const [r] = await this.q("SELECT pg_current_snapshot()::text AS snap, COALESCE(MAX(id), 0) AS top FROM events");
     const first = await this.withRunning(parseSnapshot(String(r.snap)));
     let later: Snapshot | undefined;
@@ -446,7 +544,8 @@ export class PostgresStore extends SqlStore implements Store {
   /** `snap` with the writers it does not list bounded by a second look (event-horizon.ts says why). */
   private async withRunning(snap: Snapshot): Promise<Snapshot> {
     const [r] = await this.q(
-      "SELECT pg_current_snapshot()::text AS snap, ARRAY(SELECT backend_xid::text FROM pg_stat_get_activity(NULL) WHERE backend_xid IS NOT NULL) AS x",
+      "SELECT pg_current_snapshot()::text AS snap, ARRAY(SELECT backend_xid::text " +
+        "FROM pg_stat_get_activity(NULL) WHERE backend_xid IS NOT NULL) AS x",
     );
     return withRunning(snap, parseSnapshot(String(r.snap)), r.x as string[]);
   }
@@ -457,12 +556,15 @@ export class PostgresStore extends SqlStore implements Store {
    */
   private horizonRead<T>(fn: (h: EventHorizon) => Promise<T>): Promise<T> {
     const run = this.shared.horizonTail.then(() => fn(this.shared.horizon));
-    this.shared.horizonTail = run.catch(() => {}); // the caller awaits `run` and sees its error; the tail only orders reads
+    // the caller awaits `run` and sees its error; the tail only orders reads
+    this.shared.horizonTail = run.catch(() => {});
     return run;
   }
 
   async pruneEvents(beforeId: number): Promise<number> {
-    return (await this.q("DELETE FROM events WHERE id < $1 AND id < (SELECT MAX(id) FROM events) RETURNING id", [beforeId])).length;
+    return (
+      await this.q("DELETE FROM events WHERE id < $1 AND id < (SELECT MAX(id) FROM events) RETURNING id", [beforeId])
+    ).length;
   }
 
   // ---- the shared SQL (../sql-store.ts) runs here
@@ -492,5 +594,3 @@ export class PostgresStore extends SqlStore implements Store {
     return constraintError(err, table);
   }
 }
-
-

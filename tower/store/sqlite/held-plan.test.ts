@@ -14,7 +14,9 @@ describe("held tasks of an agent", () => {
   it("are found through the tasks_leases index", async () => {
     store = SqliteStore.open({ path: ":memory:" });
     await store.migrate();
-    const { sql, args } = (store as unknown as { taskListSql(q: object): { sql: string; args: unknown[] } }).taskListSql({ claimedBy: "agt_1", domainId: "dom_1", held: true, kind: "claimable" });
+    const { sql, args } = (
+      store as unknown as { taskListSql(q: object): { sql: string; args: unknown[] } }
+    ).taskListSql({ claimedBy: "agt_1", domainId: "dom_1", held: true, kind: "claimable" });
     const plan = store.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args) as { detail: string }[];
     expect(plan.map((p) => p.detail).join("; ")).toMatch(/USING INDEX tasks_leases/);
   });

@@ -28,7 +28,9 @@ import type {
   TaskRow,
 } from "../store.js";
 
-const INSERT_TASK_SQL = `INSERT INTO tasks (${TASK_INSERT_COLUMNS}, seq) VALUES (${TASK_INSERT_COLUMNS.split(",").map(() => "?").join(", ")}, ?)`;
+const INSERT_TASK_SQL = `INSERT INTO tasks (${TASK_INSERT_COLUMNS}, seq) VALUES (${TASK_INSERT_COLUMNS.split(",")
+  .map(() => "?")
+  .join(", ")}, ?)`;
 
 export interface SqliteStoreOptions {
   /** File path, or ":memory:". */
@@ -92,7 +94,10 @@ export class SqliteStore extends SqlStore implements Store {
     db.pragma("secure_delete = FAST");
     // 32 MiB of page cache (default 2 MiB): the queue's pages and indexes stay in memory.
     db.pragma("cache_size = -32768");
-    return new SqliteStore({ db, gate: new Gate(), batch: undefined, nextSeq: 1, stmts: new Map(), taskStmts: new Map() }, false);
+    return new SqliteStore(
+      { db, gate: new Gate(), batch: undefined, nextSeq: 1, stmts: new Map(), taskStmts: new Map() },
+      false,
+    );
   }
 
   get db(): Database.Database {
@@ -169,7 +174,8 @@ export class SqliteStore extends SqlStore implements Store {
         throw err;
       }
       if (batch) {
-        if (!this.shared.db.inTransaction) this.abortBatch(batch, new Error("SQLite rolled back the group-commit transaction"));
+        if (!this.shared.db.inTransaction)
+          this.abortBatch(batch, new Error("SQLite rolled back the group-commit transaction"));
         await batch.done;
       }
       return await out;
@@ -179,7 +185,8 @@ export class SqliteStore extends SqlStore implements Store {
   private liveBatch(): Batch | undefined {
     const batch = this.shared.batch;
     // SQLite rolls a transaction back by itself on some errors (disk full, I/O): fail its writers.
-    if (batch && !this.shared.db.inTransaction) this.abortBatch(batch, new Error("SQLite rolled back the group-commit transaction"));
+    if (batch && !this.shared.db.inTransaction)
+      this.abortBatch(batch, new Error("SQLite rolled back the group-commit transaction"));
     return this.shared.batch;
   }
 
@@ -246,12 +253,21 @@ export class SqliteStore extends SqlStore implements Store {
     const started = Date.now();
     for (let attempt = 0; !this.tryBegin(); attempt++) await lockBackoff(attempt, started);
     try {
-      db.exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)");
-      const applied = new Set((db.prepare("SELECT version FROM schema_migrations").all() as Row[]).map((r) => r.version as number));
+      db.exec(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER " +
+          "PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+      );
+      const applied = new Set(
+        (db.prepare("SELECT version FROM schema_migrations").all() as Row[]).map((r) => r.version as number),
+      );
       for (const m of loadMigrations("sqlite")) {
         if (applied.has(m.version)) continue;
         db.exec(m.sql);
-        db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(m.version, m.name, new Date().toISOString());
+        db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(
+          m.version,
+          m.name,
+          new Date().toISOString(),
+        );
       }
       db.exec("COMMIT");
     } catch (err) {
@@ -376,10 +392,11 @@ export class SqliteStore extends SqlStore implements Store {
 
   async listExpiredLeases(nowMs: number, limit: number): Promise<TaskRow[]> {
     return this.run(false, () => {
-      return this.taskRows("SELECT * FROM tasks WHERE status IN ('claimed', 'running') AND lease_expires_ms <= ? ORDER BY lease_expires_ms LIMIT ?", [
-        nowMs,
-        limit,
-      ]);
+      return this.taskRows(
+        "SELECT * FROM tasks WHERE status IN ('claimed', 'running') " +
+          "AND lease_expires_ms <= ? ORDER BY lease_expires_ms LIMIT ?",
+        [nowMs, limit],
+      );
     });
   }
 
@@ -452,7 +469,9 @@ export class SqliteStore extends SqlStore implements Store {
   }
 
   protected inList(col: string, values: readonly string[]): { sql: string; args: unknown[] } {
-    return values.length ? { sql: `${col} IN (${values.map(() => "?").join(", ")})`, args: [...values] } : { sql: "0", args: [] };
+    return values.length
+      ? { sql: `${col} IN (${values.map(() => "?").join(", ")})`, args: [...values] }
+      : { sql: "0", args: [] };
   }
 
   protected query(sql: string, args: readonly unknown[] = []): Promise<Row[]> {

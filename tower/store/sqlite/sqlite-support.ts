@@ -45,20 +45,29 @@ export function constraintError(err: unknown, table: string): unknown {
   if (code === "SQLITE_CONSTRAINT_PRIMARYKEY" || code === "SQLITE_CONSTRAINT_UNIQUE") {
     return new EpError("already_exists", `a row with that key exists already in ${table}`, { table, detail });
   }
-  if (code === "SQLITE_CONSTRAINT_FOREIGNKEY") return new EpError("not_found", `a row referenced by this ${table} row does not exist`, { table, detail });
+  if (code === "SQLITE_CONSTRAINT_FOREIGNKEY")
+    return new EpError("not_found", `a row referenced by this ${table} row does not exist`, { table, detail });
   return err;
 }
 
 const LOCK_WAIT_MS = 5000;
 
 export function isBusy(err: unknown): boolean {
-  return typeof err === "object" && err !== null && "code" in err && String((err as { code: unknown }).code).startsWith("SQLITE_BUSY");
+  return (
+    typeof err === "object" &&
+    err !== null &&
+    "code" in err &&
+    String((err as { code: unknown }).code).startsWith("SQLITE_BUSY")
+  );
 }
 
 /** Waits a little for another connection to release the write lock, up to LOCK_WAIT_MS in all. */
 export async function lockBackoff(attempt: number, started: number): Promise<void> {
   if (Date.now() - started > LOCK_WAIT_MS) {
-    throw new EpError("unavailable", `the SQLite database stayed locked by another connection for ${LOCK_WAIT_MS / 1000} s`);
+    throw new EpError(
+      "unavailable",
+      `the SQLite database stayed locked by another connection for ${LOCK_WAIT_MS / 1000} s`,
+    );
   }
   if (attempt < 3) await new Promise((r) => setImmediate(r));
   else await new Promise((r) => setTimeout(r, Math.min(20, attempt - 2)));
@@ -66,9 +75,30 @@ export async function lockBackoff(attempt: number, started: number): Promise<voi
 
 export type TaskColumnIndex = Record<(typeof TASK_ROW_COLUMNS)[number], number>;
 const TASK_ROW_COLUMNS = [
-  "id", "domain_id", "mission_id", "kind", "title", "description", "status", "claim_policy", "priority", "capabilities",
-  "assignee_agent_id", "attempts", "max_attempts", "runtime", "input", "result", "claimed_by", "lease_expires_ms",
-  "parent_task_id", "created_at", "updated_at", "lease_id", "depends_on", "step",
+  "id",
+  "domain_id",
+  "mission_id",
+  "kind",
+  "title",
+  "description",
+  "status",
+  "claim_policy",
+  "priority",
+  "capabilities",
+  "assignee_agent_id",
+  "attempts",
+  "max_attempts",
+  "runtime",
+  "input",
+  "result",
+  "claimed_by",
+  "lease_expires_ms",
+  "parent_task_id",
+  "created_at",
+  "updated_at",
+  "lease_id",
+  "depends_on",
+  "step",
 ] as const;
 
 export function taskFromValues(v: unknown[], ix: TaskColumnIndex): TaskRow {

@@ -15,7 +15,13 @@ export default function AgentTerminal({ agentId }: { agentId: string }) {
 
   useEffect(() => {
     const el = box.current!;
-    const term = new Terminal({ cursorBlink: true, fontSize: 13, scrollback: 5000, convertEol: false, theme: { background: "#0b0e14" } });
+    const term = new Terminal({
+      cursorBlink: true,
+      fontSize: 13,
+      scrollback: 5000,
+      convertEol: false,
+      theme: { background: "#0b0e14" },
+    });
     const fit = new FitAddon();
     term.loadAddon(fit);
     term.open(el);
@@ -59,7 +65,9 @@ export default function AgentTerminal({ agentId }: { agentId: string }) {
         } else if (f.type === "run") {
           setStatus(`following run ${String(f.task_id)}`);
         } else if (f.type === "exit") {
-          const how = `${String(f.reason)}${f.exit_code !== undefined ? `, exit status ${String(f.exit_code)}` : ""}${f.signal ? `, signal ${String(f.signal)}` : ""}`;
+          const how =
+            `${String(f.reason)}${f.exit_code !== undefined ? `, exit status ${String(f.exit_code)}` : ""}` +
+            `${f.signal ? `, signal ${String(f.signal)}` : ""}`;
           term.write(`\r\n\x1b[2m[${f.task_id ? `run ${String(f.task_id)}: ` : ""}${how}]\x1b[0m\r\n`);
           if (!f.task_id) {
             ended = true;
@@ -80,8 +88,12 @@ export default function AgentTerminal({ agentId }: { agentId: string }) {
     };
 
     const input = term.onData((d) => ws?.readyState === WebSocket.OPEN && ws.send(encoder.encode(d)));
-    const binary = term.onBinary((d) => ws?.readyState === WebSocket.OPEN && ws.send(Uint8Array.from(d, (c) => c.charCodeAt(0))));
-    const resized = term.onResize(({ cols, rows }) => ws?.readyState === WebSocket.OPEN && ws.send(JSON.stringify({ type: "resize", cols, rows })));
+    const binary = term.onBinary(
+      (d) => ws?.readyState === WebSocket.OPEN && ws.send(Uint8Array.from(d, (c) => c.charCodeAt(0))),
+    );
+    const resized = term.onResize(
+      ({ cols, rows }) => ws?.readyState === WebSocket.OPEN && ws.send(JSON.stringify({ type: "resize", cols, rows })),
+    );
     const observer = new ResizeObserver(() => fit.fit());
     observer.observe(el);
     void connect(undefined);
@@ -103,7 +115,12 @@ export default function AgentTerminal({ agentId }: { agentId: string }) {
       <div className="muted small" role="status" data-terminal-status>
         {status}
       </div>
-      <div ref={box} className="agent-terminal-screen" data-agent-terminal={agentId} style={{ height: "24rem", padding: "4px", background: "#0b0e14", borderRadius: "6px" }} />
+      <div
+        ref={box}
+        className="agent-terminal-screen"
+        data-agent-terminal={agentId}
+        style={{ height: "24rem", padding: "4px", background: "#0b0e14", borderRadius: "6px" }}
+      />
     </div>
   );
 }
