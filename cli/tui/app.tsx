@@ -273,7 +273,10 @@ function Screen({
     <Box flexDirection="column">
       <Box>
         <Text bold>ep </Text>
-        <Text dimColor>{label} </Text>
+        <Text dimColor>
+          {label}
+          {"  "}
+        </Text>
         {TABS.map((t, i) => (
           <Text
             key={t}
