@@ -109,9 +109,8 @@ export function createAgentOps({ deps, linkHub }: FleetContext) {
       const a = await mustAgent(req.agentId);
       authorize(caller, "read", { domainId: a.domainId });
       // what the tasks this agent ran cost, as their runtimes reported it
-      const usage = sumUsage(
-        (await store.listTasks({ domainId: a.domainId, limit: 100_000 })).filter((t) => t.claimedBy === a.id),
-      );
+      // (its tasks only, read by claimant in SQL: not the domain's first 100,000 filtered here)
+      const usage = sumUsage(await store.listTasks({ domainId: a.domainId, claimedBy: a.id }));
       return create(fleet.GetAgentResponseSchema, { agent: agentMsg(a), usage: usage && usageMsg(usage) });
     },
 
