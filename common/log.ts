@@ -1,7 +1,8 @@
 // Structured log lines through pino (fastify's own logger): one JSON object per line on stderr,
 // {"level":"info","ts":"…","component":"tower","msg":"…",…fields}, at EP_LOG_LEVEL (default
 // info). A line written while the tower serves a request carries that request's id (`req_id`),
-// whoever logs it: the edge, the domain or the store (requestScope, set by the HTTP app).
+// whoever logs it: the edge, the domain or the store (requestScope, set by the HTTP app where it
+// is cheap, asyncContextIsCheap(), or at debug level); fastify's own lines about a request always do.
 import { AsyncLocalStorage } from "node:async_hooks";
 import { pino, type Logger as PinoLogger } from "pino";
 
@@ -18,6 +19,19 @@ export interface Logger {
 
 /** The id of the request being served, for every line logged while serving it. */
 export const requestScope = new AsyncLocalStorage<string>();
+
+/**
+ * Whether AsyncLocalStorage costs nothing per promise here: built on AsyncContextFrame (the
+ * default from Node 24, a flag on 22), not on promise hooks, which tax every promise of the
+ * process once a scope is entered (the tower's REST path by 4–12 %: docs/perf-history.md).
+ */
+export function asyncContextIsCheap(
+  version = process.versions.node,
+  flags: readonly string[] = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? "").split(/\s+/)],
+): boolean {
+  if (flags.includes("--no-async-context-frame")) return false;
+  return flags.includes("--experimental-async-context-frame") || Number(version.split(".")[0]) >= 24;
+}
 
 /** The key a request's id is logged under (fastify's own request lines use it too). */
 export const REQUEST_ID_KEY = "req_id";

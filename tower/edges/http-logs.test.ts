@@ -4,18 +4,18 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createLogger } from "../../common/log.js";
+import { asyncContextIsCheap, createLogger } from "../../common/log.js";
 import { loadConfig } from "../config.js";
-import { createHttpApp } from "./http.js";
+import { createHttpApp, handleErrors } from "./http.js";
 
 const apps: { close(): Promise<unknown> }[] = [];
 afterEach(async () => {
   for (const a of apps.splice(0)) await a.close();
 });
 
-function app() {
+function app(level: "debug" | "info" = "debug") {
   const lines: Record<string, unknown>[] = [];
-  const log = createLogger("tower", { level: "debug", write: (l) => lines.push(JSON.parse(l)) });
+  const log = createLogger("tower", { level, write: (l) => lines.push(JSON.parse(l)) });
   const config = loadConfig({ listen: "127.0.0.1:0" }, { EP_HOME: mkdtempSync(join(tmpdir(), "ep-logs-")) });
   const a = createHttpApp(config, log);
   apps.push(a);
@@ -79,5 +79,34 @@ describe("tower log lines", () => {
     expect(line.req_id).toMatch(/^req-/);
     expect(line.req).toMatchObject({ method: "GET", url: "/boom" });
     expect(JSON.stringify(lines)).not.toMatch(/secret/);
+  });
+
+  it(
+    "at info level the scope is entered only where it is " + "cheap; a failed request's line names it either way",
+    async () => {
+      const { a, log, lines } = app("info");
+      handleErrors(a, 1024, log, []);
+      a.post("/t", async (req) => {
+        log.child({ part: "domain" }).info("deeper");
+        if ((req.body as { fail?: boolean }).fail) throw new Error("broken");
+        return { id: req.id };
+      });
+      await a.ready();
+      const ok = (await a.inject({ method: "POST", url: "/t", payload: {} })).json().id as string;
+      await a.inject({ method: "POST", url: "/t", payload: { fail: true } });
+      const deeper = lines.filter((l) => l.msg === "deeper");
+      expect(deeper[0].req_id).toBe(asyncContextIsCheap() ? ok : undefined);
+      const failed = lines.find((l) => l.msg === "request failed")!;
+      expect(failed).toMatchObject({ level: "error", req_id: expect.stringMatching(/^req-/), error: "broken" });
+      expect(failed.req_id).not.toBe(ok);
+    },
+  );
+
+  it("AsyncLocalStorage is cheap on AsyncContextFrame: Node 24 unless turned off, Node 22 with the flag", () => {
+    expect(asyncContextIsCheap("20.20.2", [])).toBe(false);
+    expect(asyncContextIsCheap("22.12.0", [])).toBe(false);
+    expect(asyncContextIsCheap("22.12.0", ["--experimental-async-context-frame"])).toBe(true);
+    expect(asyncContextIsCheap("24.22.3", [])).toBe(true);
+    expect(asyncContextIsCheap("24.22.3", ["--no-async-context-frame"])).toBe(false);
   });
 });

@@ -10,7 +10,7 @@ import { iso, type Clock } from "../../common/clock.js";
 import { rpcErrorResponse } from "../../common/connect-errors.js";
 import { EpError } from "../../common/errors.js";
 import { AsyncResource } from "node:async_hooks";
-import { pinoOf, REQUEST_ID_KEY, requestScope, type Logger } from "../../common/log.js";
+import { asyncContextIsCheap, pinoOf, REQUEST_ID_KEY, requestScope, type Logger } from "../../common/log.js";
 import type { TowerConfig } from "../config.js";
 import type { Auth } from "../domain/auth/index.js";
 import { principalOf, type Caller } from "../domain/caller.js";
@@ -108,7 +108,10 @@ export function createHttpApp(config: TowerConfig, log: Logger): FastifyInstance
     routerOptions: { ignoreTrailingSlash: true },
   } as Parameters<typeof Fastify>[0]) as unknown as FastifyInstance;
 
-  serveInRequestScope(app);
+  // the request scope costs every promise a hook where AsyncLocalStorage is not built on
+  // AsyncContextFrame (Node 20 and 22): there it is entered only at debug level, and a request's
+  // own lines (fastify's, the failed-request line) name it by req_id either way
+  if (asyncContextIsCheap() || pinoOf(log)?.isLevelEnabled("debug")) serveInRequestScope(app);
 
   // an empty body sent as JSON (curl -X POST -H 'content-type: application/json' …/retry) is no
   // body, not invalid JSON: REST routes whose request has no required field accept it
@@ -146,6 +149,7 @@ export function handleErrors(
       ep = err;
       if (ep.code === "internal" && ep.cause instanceof Error)
         log.error("request failed", {
+          [REQUEST_ID_KEY]: req.id,
           method: req.method,
           url: req.url.split("?")[0],
           error: ep.cause.message,
@@ -165,6 +169,7 @@ export function handleErrors(
       ep = new EpError("invalid_argument", err.message);
     else {
       log.error("request failed", {
+        [REQUEST_ID_KEY]: req.id,
         method: req.method,
         url: req.url.split("?")[0],
         error: err.message,
