@@ -1,7 +1,6 @@
 // Assembles epd: identity, daemon home, runtimes, the task worker, the link to the tower, the
 // periodic poll, and the local sockets. `epd run` is createDaemon() + start() + signal handling.
 import type { ConnectRouter } from "@connectrpc/connect";
-import { randomBytes } from "node:crypto";
 import { chmod, mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { systemClock, type Clock } from "../common/clock.js";
@@ -10,13 +9,7 @@ import type { Logger } from "../common/log.js";
 import type { NodeIdentity } from "../common/node-identity.js";
 import { daemonHome, daemonSockets, epHome, nodeFile } from "../common/paths.js";
 import type { LinkResponse } from "../gen/ep/tower/v1/fleet_pb.js";
-import {
-  createAttachGateway,
-  createAttachHub,
-  createTargetResolver,
-  type AttachGateway,
-  type AttachGatewayOptions,
-} from "./attach/index.js";
+import { createAttachHub, createTargetResolver } from "./attach/index.js";
 import { createFanout, fanoutEnv, type Fanout } from "./fanout/fanout.js";
 import { metricsListenOf, serveMetricsAddress } from "../common/metrics-server.js";
 import { serveMgmtSocket } from "./mgmt/mgmt-socket.js";
@@ -24,7 +17,8 @@ import { serveSecretsSocket, type GetSecret } from "./mgmt/secrets-line.js";
 import type { UnixSocketServer } from "./mgmt/socket-server.js";
 import { createFleet, fleetRoutes, type Fleet } from "./fleet/index.js";
 import { createTowerClients, type TowerClients } from "./link/tower-client.js";
-import { createTowerLink, type TowerLink, type TowerLinkOptions } from "./link/tower-link.js";
+import type { TowerLink } from "./link/tower-link.js";
+import { linkKind, linkToTower } from "./link/link-to-tower.js";
 import { createSecretsBroker, towerResolver } from "./secrets/broker.js";
 import { redactingLogger } from "./secrets/redact.js";
 import { createRuntimeRegistry, type RuntimeRegistry } from "./runtimes/registry.js";
@@ -178,7 +172,12 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     uplink: () => link,
   });
 
-  const { attach, link } = linkToTower(opts, {
+  const { attach, link } = linkToTower({
+    backendUrl: opts.backendUrl,
+    token: opts.identity.token,
+    version: EPD_VERSION,
+    backoff: opts.linkBackoff,
+    dropLinkMessage: opts.dropLinkMessage,
     tower,
     linkOverHttp1,
     clock,
@@ -379,53 +378,6 @@ function runBaseEnv(env: NodeJS.ProcessEnv): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) if (v !== undefined && !SCRUBBED_ENV.includes(k)) out[k] = v;
   return out;
-}
-
-/**
- * The link to the tower and the attach gateway it dials back through. A fresh attach secret per
- * daemon start: the tower refuses dial-backs proven with an older one.
- */
-/** EP_LINK: "session" (default) or "http1"; anything else is refused naming the variable. */
-function linkKind(v: string | undefined): "session" | "http1" {
-  if (v === undefined || v === "" || v === "session" || v === "http1") return v === "http1" ? "http1" : "session";
-  throw new Error(`EP_LINK must be session or http1, not ${JSON.stringify(v)}`);
-}
-
-function linkToTower(
-  opts: DaemonOptions,
-  o: {
-    tower: TowerClients;
-    clock: Clock;
-    log: Logger;
-    attach: Pick<AttachGatewayOptions, "hub" | "resolve" | "path">;
-    agents: TowerLinkOptions["agents"];
-    linkOverHttp1: boolean;
-    onConnected(): void;
-    onMessage(msg: LinkResponse, attach: AttachGateway): void;
-  },
-) {
-  const attachSecret = randomBytes(32).toString("base64url");
-  const attach = createAttachGateway({
-    ...o.attach,
-    log: o.log.child({ part: "attach" }),
-    tower: { baseUrl: opts.backendUrl, token: opts.identity.token, attachSecret },
-  });
-  const link = createTowerLink({
-    nodes: o.tower.nodes,
-    sessions: o.linkOverHttp1 ? undefined : o.tower.sessions,
-    clock: o.clock,
-    log: o.log.child({ part: "link" }),
-    attachSecret,
-    version: EPD_VERSION,
-    agents: o.agents,
-    backoff: opts.linkBackoff,
-    onConnected: o.onConnected,
-    onState: (state) => o.log.info("link state", { state }),
-    onMessage: (msg) => {
-      if (!opts.dropLinkMessage?.(msg)) o.onMessage(msg, attach);
-    },
-  });
-  return { attach, link };
 }
 
 /**
