@@ -1,7 +1,7 @@
 // What both dialects share: one SQL text (the common subset: `?` placeholders, RETURNING,
-// ON CONFLICT) for every table whose statements are the same on SQLite and PostgreSQL —
-// domains, missions, nodes, agents, tokens, signing keys, tickets, meta, and through their
-// own modules the AI, secret and node-state tables. A dialect supplies `query` (one statement
+// ON CONFLICT) for every table whose statements are the same on SQLite and PostgreSQL — meta
+// here, and through their own modules the catalog (domains, missions, nodes, agents), the
+// credentials, the AI, secret, node-state, approval, idempotency, webhook and dependency tables. A dialect supplies `query` (one statement
 // on its connection, or on the transaction's) and the few things that really differ: task
 // order and claims, event ids, group commit, listen/notify (sqlite/, postgres/).
 //
@@ -29,8 +29,9 @@ import { createDependencyStore, type DependencyStore } from "./dependency-store.
 import { createIdempotencyStore, type IdempotencyRow, type IdempotencyStore } from "./idempotency-store.js";
 import { createMetricsStore, type MetricsStore } from "./metrics-store.js";
 import { createNodeStateStore, type NodeStateRow, type NodeStateStore } from "./node-state-store.js";
+import { createCatalogStore, type CatalogStore } from "./catalog-store.js";
 import { createCredentialStore, type CredentialStore } from "./credential-store.js";
-import { nodeDomainsText, toAgent, toDomain, toMission, toNode, type Row } from "./rows.js";
+import type { Row } from "./rows.js";
 import { eventFilterSql, taskListSql, taskUpdateSql, type SqlDialect } from "./query-sql.js";
 import {
   createSecretStore,
@@ -68,37 +69,6 @@ export function dollarPlaceholders(sql: string): string {
   let n = 0;
   return sql.replace(/\?/g, () => `$${++n}`);
 }
-
-/** SET clauses for the defined keys of a patch: `a = ?, b = ?` and their values, in order. */
-function setClause(
-  patch: object,
-  columns: Record<string, string>,
-  value: (key: string, v: unknown) => unknown = (_k, v) => v,
-): { sql: string; args: unknown[] } {
-  const sets = Object.entries(patch).filter(([k, v]) => v !== undefined && columns[k]);
-  return { sql: sets.map(([k]) => `${columns[k]} = ?`).join(", "), args: sets.map(([k, v]) => value(k, v)) };
-}
-
-const MISSION_COLUMNS: Record<string, string> = {
-  title: "title",
-  description: "description",
-  status: "status",
-  updatedAt: "updated_at",
-};
-const NODE_COLUMNS: Record<string, string> = {
-  hostname: "hostname",
-  status: "status",
-  lastSeenAt: "last_seen_at",
-  domains: "domains",
-};
-const AGENT_COLUMNS: Record<string, string> = {
-  state: "state",
-  lastSeenAt: "last_seen_at",
-  name: "name",
-  capabilities: "capabilities",
-  runtime: "runtime",
-  supervised: "supervised",
-};
 
 export abstract class SqlStore
   implements
@@ -161,6 +131,7 @@ export abstract class SqlStore
 
   // `declare`: no per-instance field (a transaction's store is made per transaction)
   declare private parts?: {
+    catalog: CatalogStore;
     credentials: CredentialStore;
     ai: AiStore;
     secrets: SecretStore;
@@ -177,6 +148,7 @@ export abstract class SqlStore
     if (!this.parts) {
       const q: Query = (sql, args) => this.tableQuery(sql, args);
       this.parts = {
+        catalog: createCatalogStore(q, (...cols) => this.orderBy(...cols)),
         credentials: createCredentialStore(q, (...cols) => this.orderBy(...cols)),
         ai: createAiStore(q),
         secrets: createSecretStore(q),
@@ -201,170 +173,68 @@ export abstract class SqlStore
     }
   }
 
-  private async insert(table: string, sql: string, args: readonly unknown[]): Promise<void> {
-    try {
-      await this.query(sql, args);
-    } catch (err) {
-      throw this.constraintError(err, table);
-    }
-  }
-
-  private async first<T>(sql: string, args: readonly unknown[], map: (r: Row) => T): Promise<T | undefined> {
-    const [r] = await this.query(sql, args);
-    return r && map(r);
-  }
-
   private orderBy(...cols: string[]): string {
     return `ORDER BY ${cols.map((c) => `${c}${this.byteOrder}`).join(", ")}`;
   }
 
-  // ---- domains
+  // ---- domains, missions, nodes, agents (SQL in catalog-store.ts)
 
-  async insertDomain(row: DomainRow): Promise<void> {
-    await this.insert("domains", "INSERT INTO domains (id, name, created_at) VALUES (?, ?, ?)", [
-      row.id,
-      row.name,
-      row.createdAt,
-    ]);
+  insertDomain(row: DomainRow) {
+    return this.modules.catalog.insertDomain(row);
   }
-
-  getDomain(id: string): Promise<DomainRow | undefined> {
-    return this.first("SELECT * FROM domains WHERE id = ?", [id], toDomain);
+  getDomain(id: string) {
+    return this.modules.catalog.getDomain(id);
   }
-
-  getDomainByName(name: string): Promise<DomainRow | undefined> {
-    return this.first("SELECT * FROM domains WHERE name = ?", [name], toDomain);
+  getDomainByName(name: string) {
+    return this.modules.catalog.getDomainByName(name);
   }
-
-  async listDomains(): Promise<DomainRow[]> {
-    return (await this.query(`SELECT * FROM domains ${this.orderBy("created_at", "id")}`)).map(toDomain);
+  listDomains() {
+    return this.modules.catalog.listDomains();
   }
-
-  // ---- missions
-
-  async insertMission(row: MissionRow): Promise<void> {
-    await this.insert(
-      "missions",
-      "INSERT INTO missions (id, domain_id, title, description, " +
-        "status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-      [row.id, row.domainId, row.title, row.description, row.status, row.createdAt, row.updatedAt],
-    );
+  insertMission(row: MissionRow) {
+    return this.modules.catalog.insertMission(row);
   }
-
-  getMission(id: string): Promise<MissionRow | undefined> {
-    return this.first("SELECT * FROM missions WHERE id = ?", [id], toMission);
+  getMission(id: string) {
+    return this.modules.catalog.getMission(id);
   }
-
-  async listMissions(domainId?: string): Promise<MissionRow[]> {
-    const rows = domainId
-      ? await this.query(`SELECT * FROM missions WHERE domain_id = ? ${this.orderBy("created_at", "id")}`, [domainId])
-      : await this.query(`SELECT * FROM missions ${this.orderBy("created_at", "id")}`);
-    return rows.map(toMission);
+  listMissions(domainId?: string) {
+    return this.modules.catalog.listMissions(domainId);
   }
-
-  async updateMission(
-    id: string,
-    patch: Partial<Pick<MissionRow, "title" | "description" | "status" | "updatedAt">>,
-  ): Promise<MissionRow | undefined> {
-    const set = setClause(patch, MISSION_COLUMNS);
-    if (!set.args.length) return this.getMission(id);
-    return this.first(`UPDATE missions SET ${set.sql} WHERE id = ? RETURNING *`, [...set.args, id], toMission);
+  updateMission(id: string, patch: Partial<Pick<MissionRow, "title" | "description" | "status" | "updatedAt">>) {
+    return this.modules.catalog.updateMission(id, patch);
   }
-
-  // ---- nodes
-
-  async insertNode(row: NodeRow): Promise<void> {
-    await this.insert(
-      "nodes",
-      "INSERT INTO nodes (id, hostname, status, last_seen_at, created_at, domains) VALUES (?, ?, ?, ?, ?, ?)",
-      [row.id, row.hostname, row.status, row.lastSeenAt, row.createdAt, nodeDomainsText(row.domains)],
-    );
+  insertNode(row: NodeRow) {
+    return this.modules.catalog.insertNode(row);
   }
-
-  getNode(id: string): Promise<NodeRow | undefined> {
-    return this.first("SELECT * FROM nodes WHERE id = ?", [id], toNode);
+  getNode(id: string) {
+    return this.modules.catalog.getNode(id);
   }
-
-  async listNodes(): Promise<NodeRow[]> {
-    return (await this.query(`SELECT * FROM nodes ${this.orderBy("created_at", "id")}`)).map(toNode);
+  listNodes() {
+    return this.modules.catalog.listNodes();
   }
-
-  async updateNode(
-    id: string,
-    patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt" | "domains">>,
-  ): Promise<NodeRow | undefined> {
-    const set = setClause(patch, NODE_COLUMNS, (k, v) => (k === "domains" ? nodeDomainsText(v as string[]) : v));
-    if (!set.args.length) return this.getNode(id);
-    return this.first(`UPDATE nodes SET ${set.sql} WHERE id = ? RETURNING *`, [...set.args, id], toNode);
+  updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt" | "domains">>) {
+    return this.modules.catalog.updateNode(id, patch);
   }
-
-  // ---- agents
-
-  async insertAgent(row: AgentRow): Promise<void> {
-    await this.insert(
-      "agents",
-      "INSERT INTO agents (id, domain_id, node_id, name, runtime, capabilities, state, " +
-        "last_seen_at, created_at, supervised) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      [
-        row.id,
-        row.domainId,
-        row.nodeId,
-        row.name,
-        row.runtime,
-        JSON.stringify(row.capabilities),
-        row.state,
-        row.lastSeenAt,
-        row.createdAt,
-        row.supervised,
-      ],
-    );
+  insertAgent(row: AgentRow) {
+    return this.modules.catalog.insertAgent(row);
   }
-
-  getAgent(id: string): Promise<AgentRow | undefined> {
-    return this.first("SELECT * FROM agents WHERE id = ?", [id], toAgent);
+  getAgent(id: string) {
+    return this.modules.catalog.getAgent(id);
   }
-
-  async listAgents(q: { domainId?: string; nodeId?: string }): Promise<AgentRow[]> {
-    const where: string[] = [];
-    const args: unknown[] = [];
-    if (q.domainId) {
-      where.push("domain_id = ?");
-      args.push(q.domainId);
-    }
-    if (q.nodeId) {
-      where.push("node_id = ?");
-      args.push(q.nodeId);
-    }
-    return (
-      await this.query(
-        `SELECT * FROM agents ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ` +
-          `${this.orderBy("created_at", "id")}`,
-        args,
-      )
-    ).map(toAgent);
+  listAgents(q: { domainId?: string; nodeId?: string }) {
+    return this.modules.catalog.listAgents(q);
   }
-
-  async nodeAgentDomains(nodeId: string): Promise<string[]> {
-    return (
-      await this.query("SELECT DISTINCT domain_id FROM agents WHERE node_id = ? ORDER BY domain_id", [nodeId])
-    ).map((r) => String(r.domain_id));
+  nodeAgentDomains(nodeId: string) {
+    return this.modules.catalog.nodeAgentDomains(nodeId);
   }
-
-  async updateAgent(
+  updateAgent(
     id: string,
     patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>,
-  ): Promise<AgentRow | undefined> {
-    const set = setClause(patch, AGENT_COLUMNS, (k, v) => (k === "capabilities" ? JSON.stringify(v) : v));
-    if (!set.args.length) return this.getAgent(id);
-    return this.first(`UPDATE agents SET ${set.sql} WHERE id = ? RETURNING *`, [...set.args, id], toAgent);
+  ) {
+    return this.modules.catalog.updateAgent(id, patch);
   }
-
-  moveAgentState(id: string, from: string, to: string, at: string): Promise<AgentRow | undefined> {
-    return this.first(
-      "UPDATE agents SET state = ?, last_seen_at = ? WHERE id = ? AND state = ? RETURNING *",
-      [to, at, id, from],
-      toAgent,
-    );
+  moveAgentState(id: string, from: string, to: string, at: string) {
+    return this.modules.catalog.moveAgentState(id, from, to, at);
   }
 
   // ---- tokens, signing keys, tickets (SQL in credential-store.ts)
