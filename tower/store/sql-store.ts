@@ -1,8 +1,8 @@
 // What both dialects share: one SQL text (the common subset: `?` placeholders, RETURNING,
 // ON CONFLICT) for every table whose statements are the same on SQLite and PostgreSQL — meta
 // here, and through their own modules the catalog (domains, missions, nodes, agents), the
-// credentials, the AI, secret, node-state, approval, idempotency, webhook and dependency tables. A dialect supplies `query` (one statement
-// on its connection, or on the transaction's) and the few things that really differ: task
+// credentials, the AI, secret, node-state, approval, idempotency, webhook and dependency tables. A dialect supplies
+// `query` (one statement on its connection, or on the transaction's) and the few things that really differ: task
 // order and claims, event ids, group commit, listen/notify (sqlite/, postgres/).
 //
 // A base class rather than mix-ins: the compiler checks that every Store method exists, the
