@@ -6,22 +6,22 @@ import {
   EventSchema,
   MissionSchema,
   NodeSchema,
-  TaskSchema,
   TokenSchema,
-  type UsageSchema,
-  type DenialSchema,
+  DenialSchema,
+  UsageSchema,
+  WorkspaceResultSchema,
   type Agent,
   type Domain,
   type Event,
   type Mission,
   type Node,
   type Task,
+  type TaskResult,
   type Token,
 } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { DescEnum, JsonObject } from "@bufbuild/protobuf";
 import { invalidField } from "../../common/errors.js";
-import { enumValue, enumWord, timestampOf } from "../../common/vocab.js";
-import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { enumValue, enumWord, timestampAt, timestampOf } from "../../common/vocab.js";
 import {
   AgentStateSchema,
   ClaimPolicySchema,
@@ -49,6 +49,7 @@ import type {
   EventRow,
   MissionRow,
   NodeRow,
+  TaskResultRow,
   TaskRow,
   TokenRow,
   UsageRow,
@@ -99,8 +100,14 @@ export const agentMsg = (r: AgentRow): Agent =>
     createdAt: timestampOf(r.createdAt),
   });
 
+/**
+ * A task row as the contract's Task, the message written out: every answer on the work path carries
+ * one, and create() walks the descriptor field by field (and again for the result). The compiler
+ * checks that every field is here; convert.test.ts that it is the message create() makes.
+ */
 export function taskMsg(r: TaskRow): Task {
-  return create(TaskSchema, {
+  return {
+    $typeName: "ep.tower.v1.Task",
     id: r.id,
     domainId: r.domainId,
     missionId: r.missionId,
@@ -116,18 +123,30 @@ export function taskMsg(r: TaskRow): Task {
     maxAttempts: r.maxAttempts,
     runtime: runtimeOf(r.runtime),
     input: (r.input ?? undefined) as JsonObject | undefined,
-    result: r.result
-      ? { ...r.result, usage: r.result.usage && usageMsg(r.result.usage), denials: r.result.denials?.map(denialMsg) }
-      : undefined,
+    result: r.result ? taskResultMsg(r.result) : undefined,
     claimedBy: r.claimedBy,
-    leaseId: r.leaseId,
-    leaseExpiresAt: r.leaseExpiresMs == null ? undefined : timestampFromMs(r.leaseExpiresMs),
+    leaseExpiresAt: r.leaseExpiresMs == null ? undefined : timestampAt(r.leaseExpiresMs),
     parentTaskId: r.parentTaskId,
-    dependsOn: r.dependsOn,
-    step: r.step,
     createdAt: timestampOf(r.createdAt),
     updatedAt: timestampOf(r.updatedAt),
-  });
+    leaseId: r.leaseId,
+    dependsOn: r.dependsOn,
+    step: r.step,
+    waitingOn: [],
+  };
+}
+
+/** A stored result as the contract's TaskResult (read from JSON: an absent part is unset). */
+function taskResultMsg(r: TaskResultRow): TaskResult {
+  return {
+    $typeName: "ep.tower.v1.TaskResult",
+    output: r.output ?? "",
+    exitCode: r.exitCode ?? undefined,
+    error: r.error ?? "",
+    usage: r.usage ? create(UsageSchema, usageMsg(r.usage)) : undefined,
+    workspace: r.workspace ? create(WorkspaceResultSchema, r.workspace) : undefined,
+    denials: r.denials ? r.denials.map((d) => create(DenialSchema, denialMsg(d))) : [],
+  };
 }
 
 export function tokenMsg(r: TokenRow): Token {
