@@ -1,6 +1,6 @@
 // taskMsg writes the Task message out instead of calling create(): it must be the message create()
 // makes from the same row, field for field, so Connect's binary and JSON and REST's JSON read the same.
-import { create, equals, toBinary, toJson } from "@bufbuild/protobuf";
+import { create, equals, toBinary, toJson, type JsonObject } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
 import { TaskSchema, TaskStatus } from "../../gen/ep/tower/v1/resources_pb.js";
@@ -50,7 +50,7 @@ function created(r: TaskRow) {
     status: taskStatusOf(r.status),
     claimPolicy: claimPolicyOf(r.claimPolicy),
     runtime: runtimeOf(r.runtime),
-    input: r.input ?? undefined,
+    input: (r.input ?? undefined) as JsonObject | undefined,
     result: r.result
       ? { ...r.result, usage: r.result.usage && usageMsg(r.result.usage), denials: r.result.denials?.map(denialMsg) }
       : undefined,

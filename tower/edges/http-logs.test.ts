@@ -81,6 +81,27 @@ describe("tower log lines", () => {
     expect(JSON.stringify(lines)).not.toMatch(/secret/);
   });
 
+  it("a request's logger, bound when it first writes, names the request in its lines and its children's", async () => {
+    const { a, lines } = app("info");
+    a.get("/quiet", async (req) => ({ id: req.id, level: req.log.level }));
+    a.get("/talks", async (req) => {
+      req.log.debug("not shown");
+      req.log.info({ step: 1 }, "first");
+      req.log.child({ part: "edge" }).warn("second");
+      return { id: req.id };
+    });
+    await a.ready();
+    const quiet = (await a.inject({ method: "GET", url: "/quiet" })).json();
+    const talks = (await a.inject({ method: "GET", url: "/talks" })).json().id as string;
+    expect(quiet.level).toBe("info");
+    expect(lines.filter((l) => l.req_id === quiet.id)).toEqual([]);
+    expect(lines.filter((l) => l.req_id === talks).map((l) => [l.msg, l.step, l.part])).toEqual([
+      ["first", 1, undefined],
+      ["second", undefined, "edge"],
+    ]);
+    expect(lines.find((l) => l.msg === "not shown")).toBeUndefined();
+  });
+
   it(
     "at info level the scope is entered only where it is " + "cheap; a failed request's line names it either way",
     async () => {

@@ -17,6 +17,7 @@ import { principalOf, type Caller } from "../domain/caller.js";
 import { readCookie, SESSION_COOKIE } from "./credential.js";
 import { REFLECTION_PATHS } from "./connect/reflection.js";
 import { serveHttp2Too } from "./http2.js";
+import { lazyRequestLogger } from "./request-logger.js";
 
 /** A Connect, gRPC or gRPC-Web procedure path: /<package>.<Service>/<Method>. */
 const RPC_PATH = /^\/[a-z][a-z0-9_]*(\.[a-z0-9_]+)*\.[A-Z][A-Za-z0-9]*\/[A-Z][A-Za-z0-9]*$/;
@@ -84,6 +85,7 @@ export function createHttpApp(config: TowerConfig, log: Logger): FastifyInstance
       ? {
           loggerInstance: pinoLog,
           logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: REQUEST_ID_KEY }),
+          childLoggerFactory: lazyRequestLogger,
         }
       : { logger: false }),
     bodyLimit: config.bodyLimit,
