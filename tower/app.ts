@@ -66,7 +66,7 @@ import {
 } from "./edges/http.js";
 import { registerMcpRoutes } from "./edges/mcp/mcp-routes.js";
 import { kCaller } from "./edges/caller-key.js";
-import { createDoorGate } from "./edges/door-gate.js";
+import { gateDoors } from "./edges/door-gate.js";
 import { registerUnaryLane } from "./edges/connect/unary-lane.js";
 import { mendProtocolErrors } from "../common/connect-errors.js";
 import { serviceImpl } from "./edges/connect/bind.js";
@@ -230,13 +230,12 @@ export async function createTower(opts: TowerOptions): Promise<Tower> {
   // every route the tower serves, for the authorization matrix (tests/authz-matrix.test.ts)
   const routes = collectRoutes(app);
   const restRoutes = [...workRoutes(workApi), ...webhookRoutes(webhooks), ...aiRoutes(ai)];
-  const gate = createDoorGate(TOWER_SERVICES, restRoutes);
+  // a role that may never call a door is refused before its body is read (door-roles.ts)
+  gateDoors(app, TOWER_SERVICES, restRoutes);
   app.addHook("onRequest", async (req) => {
     if (isPublic(req.url, req.method)) return;
     // a WebSocket that cannot send headers may carry a ticket instead (attach, console)
     req.caller = await auth.authenticate(credentialOf(req));
-    // a role that may never call this door is refused before its body is read (door-roles.ts)
-    gate(req, req.caller as Caller);
   });
   handleErrors(app, config.bodyLimit, log, routes);
   registerHealthRoutes(app, () => store.lastEventId());
