@@ -14,6 +14,11 @@ type InList = (col: string, values: readonly string[]) => { sql: string; args: u
 /** A parent of a child and the parent's status. */
 export function createDependencyStore(q: Query, inList: InList): DependencyStore {
   return {
+    async markParent(id) {
+      const rows = await q("UPDATE tasks SET has_dependents = 1 WHERE id = ? RETURNING *", [id]);
+      return rows[0] ? toTask(rows[0]) : undefined;
+    },
+
     async insertTaskDeps(childId, parentIds) {
       for (const p of new Set(parentIds))
         await q("INSERT INTO task_deps (parent_id, child_id) VALUES (?, ?)", [p, childId]);

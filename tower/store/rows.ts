@@ -100,6 +100,8 @@ export function toTask(r: Row): TaskRow {
     // most tasks have no parents: "[]" is not parsed on the claim path
     dependsOn: r.depends_on && r.depends_on !== "[]" ? (JSON.parse(r.depends_on as string) as string[]) : [],
     step: (r.step as string | undefined) ?? "",
+    // undefined rather than false: a row nobody depends on reads as one written without it
+    hasDependents: r.has_dependents ? true : undefined,
   };
 }
 

@@ -462,6 +462,10 @@ export abstract class SqlStore
 
   // ---- task dependencies (SQL in dependency-store.ts)
 
+  markParent(id: string) {
+    return this.modules.deps.markParent(id);
+  }
+
   insertTaskDeps(childId: string, parentIds: readonly string[]) {
     return this.modules.deps.insertTaskDeps(childId, parentIds);
   }

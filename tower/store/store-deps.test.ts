@@ -1,5 +1,6 @@
 // The store suite's task dependencies (dependency-store.ts), on both dialects: the edges, the one
-// statement that queues a parent's ready children, a child's parents and their states.
+// statement that queues a parent's ready children, a child's parents and their states, and the
+// mark a parent carries (has_dependents, migration 0015).
 import { describe, expect } from "vitest";
 import { iso, storeSuite, T0 } from "../../test-support/store-suite.js";
 
@@ -60,6 +61,33 @@ storeSuite((s) => {
       const c = await add({ status: "waiting", dependsOn: [a.id], step: "review" });
       expect(await s.store.getTask(c.id)).toMatchObject({ dependsOn: [a.id], step: "review" });
       expect(await s.store.getTask(a.id)).toMatchObject({ dependsOn: [], step: "" });
+    });
+
+    test("markParent reads the task and marks it as having dependents; the mark is on every read after", async () => {
+      const { add } = await setup();
+      const a = await add({ status: "running" });
+      expect((await s.store.getTask(a.id))!.hasDependents).toBeUndefined();
+      expect(await s.store.markParent(a.id)).toMatchObject({ id: a.id, status: "running", hasDependents: true });
+      expect((await s.store.getTask(a.id))!.hasDependents).toBe(true);
+      const done = await s.store.updateTask(a.id, { status: "succeeded" });
+      expect(done!.hasDependents).toBe(true);
+      expect(await s.store.markParent("tsk_none")).toBeUndefined();
+    });
+
+    test("migration 0015 marks the parents of the edges a database had before it", async () => {
+      const { add } = await setup();
+      const a = await add({ status: "running" });
+      const b = await add({ status: "waiting", dependsOn: [a.id] });
+      const lone = await add();
+      await s.store.insertTaskDeps(b.id, [a.id]);
+      // the database as it was before 0015: no column, the migration not applied
+      const query = (sql: string) => (s.store as unknown as { query(sql: string): Promise<unknown> }).query(sql);
+      await query("ALTER TABLE tasks DROP COLUMN has_dependents");
+      await query("DELETE FROM schema_migrations WHERE version = 15");
+      const again = await s.fx.openAnother();
+      expect((await again.getTask(a.id))!.hasDependents).toBe(true);
+      expect((await again.getTask(b.id))!.hasDependents).toBeUndefined();
+      expect((await again.getTask(lone.id))!.hasDependents).toBeUndefined();
     });
   });
 });

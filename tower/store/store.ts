@@ -100,12 +100,14 @@ export interface TaskRow {
   dependsOn: string[];
   /** the pipeline step's name, '' for a task made one by one */
   step: string;
+  /** another task depends on this one (set by markParent, never cleared); absent: false */
+  hasDependents?: boolean;
   createdAt: string;
   updatedAt: string;
 }
 
 export type TaskPatch = Partial<
-  Omit<TaskRow, "id" | "domainId" | "missionId" | "kind" | "createdAt" | "dependsOn" | "step">
+  Omit<TaskRow, "id" | "domainId" | "missionId" | "kind" | "createdAt" | "dependsOn" | "step" | "hasDependents">
 >;
 
 export interface TaskQuery {
@@ -378,6 +380,12 @@ export interface ParentState {
 }
 
 export interface DependencyStore {
+  /**
+   * The task `id` as it is now, marked as having dependents (undefined: no such task). One
+   * UPDATE: it waits for a transaction that holds the row (the parent's outcome) and reads what
+   * that one committed, so a child's creation and its parent's outcome see each other.
+   */
+  markParent(id: string): Promise<TaskRow | undefined>;
   /** Records that `childId` waits for each of `parentIds` (each once). */
   insertTaskDeps(childId: string, parentIds: readonly string[]): Promise<void>;
   /**

@@ -51,8 +51,9 @@ export function createWorkClaims(ctx: WorkContext) {
     caller: Caller,
     agent: ActingAgent,
     req: { agentIdle: boolean },
+    settled?: TaskRow,
   ): Promise<TaskRow | undefined> =>
-    req.agentIdle ? nextAfterOutcome(ctx, tx, emit, caller, agent) : Promise.resolve(undefined);
+    req.agentIdle ? nextAfterOutcome(ctx, tx, emit, caller, agent, settled) : Promise.resolve(undefined);
   // wake-ups for long-polling claimers: any task becoming queued in their domain
   const waiters = new WorkWaiters(deps.hub, clock);
   let closed = false;
@@ -134,7 +135,8 @@ export function createWorkClaims(ctx: WorkContext) {
         taskEvent(emit, updated, "task.succeeded", { ...usageEvent(result.usage), ...denialsEvent(result.denials) });
         await settleDependents(tx, emit, updated, updated.updatedAt);
         await settleBroadcast(tx, emit, updated.parentTaskId);
-        return { updated, next: await afterOutcome(tx, emit, caller, agent, req) };
+        // the succeeded row: a child it queued and the agent takes next has it as its parent
+        return { updated, next: await afterOutcome(tx, emit, caller, agent, req, updated) };
       });
       deps.meter?.reported(updated, "succeeded", clock.now());
       sendNext(ctx, agent, next);

@@ -34,7 +34,9 @@ export async function checkParents(
   let waiting = false;
   for (const [i, id] of parentIds.entries()) {
     const at = `${field}[${i}]`;
-    const p = id ? await tx.getTask(id) : undefined;
+    // read through the row's lock (markParent): an outcome of this parent committing meanwhile
+    // on another connection is seen here, or sees this child (docs/pipelines.md, "Races")
+    const p = id ? await tx.markParent(id) : undefined;
     if (!p)
       throw new EpError(
         "parent_invalid",
@@ -74,9 +76,11 @@ export async function checkParents(
 
 /**
  * What a task's final outcome does to the tasks that wait for it, in the commit that made it
- * final: every caller that commits a terminal state calls this, once, with the updated row.
+ * final: every caller that commits a terminal state calls this, once, with the updated row (the
+ * row as the commit wrote it: its has_dependents is what tells a task nobody waits for).
  */
 export async function settleDependents(tx: Store, emit: Emit, t: TaskRow, at: string): Promise<void> {
+  if (!t.hasDependents) return; // nearly every task: no edges to read
   if (t.status === "succeeded") {
     for (const child of await tx.queueReadyChildren(t.id, at)) taskEvent(emit, child, "task.queued", { after: t.id });
   } else if (t.status === "failed" || t.status === "cancelled") {
@@ -105,6 +109,7 @@ async function cancelDependents(tx: Store, emit: Emit, t: TaskRow, reason: strin
  * `root` is the task whose failure the cascade named (the reason its dependents carry).
  */
 export async function restoreDependents(tx: Store, emit: Emit, t: TaskRow, at: string, root = t.id): Promise<void> {
+  if (!t.hasDependents) return;
   const children = (await tx.listChildren(t.id)).filter(
     (c) => c.status === "cancelled" && c.result?.error.startsWith(`parent ${root} `),
   );

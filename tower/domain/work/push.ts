@@ -17,11 +17,12 @@ import type { ClaimedTask, Handoff } from "./types.js";
  * was most of what a chained task cost the tower more than an independent one: docs/perf-history.md,
  * "Pipelines").
  */
-async function withParents(tx: Store, t: TaskRow | undefined): Promise<ClaimedTask | undefined> {
+async function withParents(tx: Store, t: TaskRow | undefined, known?: TaskRow): Promise<ClaimedTask | undefined> {
   if (!t?.dependsOn.length) return t;
   const parents: TaskRow[] = [];
   for (const id of t.dependsOn) {
-    const p = await tx.getTask(id);
+    // `known`: a row this commit wrote (the outcome that queued the child), not read again
+    const p = known?.id === id ? known : await tx.getTask(id);
     if (p) parents.push(p);
   }
   return { ...t, parents };
@@ -68,7 +69,8 @@ async function releaseClaimed(ctx: WorkContext, agent: ActingAgent, taskId: stri
 /**
  * After an outcome that says its agent is idle, in the outcome's commit: the agent's next task,
  * claimed and started for it when its node is linked here (Handoff), else the agent idle. The
- * task comes back to be sent with sendNext() once the commit is done.
+ * task comes back to be sent with sendNext() once the commit is done. `settled`: the task whose
+ * outcome this is, as the commit wrote it.
  */
 export async function nextAfterOutcome(
   ctx: WorkContext,
@@ -76,11 +78,12 @@ export async function nextAfterOutcome(
   emit: Emit,
   caller: Caller,
   agent: ActingAgent,
+  settled?: TaskRow,
 ): Promise<ClaimedTask | undefined> {
   // only the node's own outcome: a script completing for an agent does not claim for its node
   const mark = caller.role === "node" ? ctx.handoff?.mark(agent) : undefined;
   const next = mark === undefined ? undefined : await ctx.claimIn(tx, emit, agent, true);
-  if (next) return withParents(tx, next);
+  if (next) return withParents(tx, next, settled);
   if (mark !== undefined) ctx.handoff!.lookedEmpty(agent.id, mark);
   await ctx.markAgent(tx, emit, agent.id, "busy", "idle");
   return undefined;

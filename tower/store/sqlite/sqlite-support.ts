@@ -99,6 +99,7 @@ const TASK_ROW_COLUMNS = [
   "lease_id",
   "depends_on",
   "step",
+  "has_dependents",
 ] as const;
 
 export function taskFromValues(v: unknown[], ix: TaskColumnIndex): TaskRow {
@@ -127,5 +128,6 @@ export function taskFromValues(v: unknown[], ix: TaskColumnIndex): TaskRow {
     lease_id: v[ix.lease_id],
     depends_on: v[ix.depends_on],
     step: v[ix.step],
+    has_dependents: v[ix.has_dependents],
   });
 }
