@@ -70,6 +70,20 @@ export function dollarPlaceholders(sql: string): string {
   return sql.replace(/\?/g, () => `$${++n}`);
 }
 
+/** The store parts SqlStore binds, by name. */
+interface Parts {
+  catalog: CatalogStore;
+  credentials: CredentialStore;
+  ai: AiStore;
+  secrets: SecretStore;
+  nodeState: NodeStateStore;
+  approvals: ApprovalStore;
+  idempotency: IdempotencyStore;
+  webhooks: WebhookStore;
+  deps: DependencyStore;
+  metrics: MetricsStore;
+}
+
 export abstract class SqlStore
   implements
     AiStore,
@@ -130,38 +144,34 @@ export abstract class SqlStore
   }
 
   // `declare`: no per-instance field (a transaction's store is made per transaction)
-  declare private parts?: {
-    catalog: CatalogStore;
-    credentials: CredentialStore;
-    ai: AiStore;
-    secrets: SecretStore;
-    nodeState: NodeStateStore;
-    approvals: ApprovalStore;
-    idempotency: IdempotencyStore;
-    webhooks: WebhookStore;
-    deps: DependencyStore;
-    metrics: MetricsStore;
-  };
+  declare private parts?: Partial<Parts>;
 
-  /** The AI, secret and node-state tables' SQL (their own modules), bound to this store's connection. */
-  private get modules() {
-    if (!this.parts) {
-      const q: Query = (sql, args) => this.tableQuery(sql, args);
-      this.parts = {
-        catalog: createCatalogStore(q, (...cols) => this.orderBy(...cols)),
-        credentials: createCredentialStore(q, (...cols) => this.orderBy(...cols)),
-        ai: createAiStore(q),
-        secrets: createSecretStore(q),
-        nodeState: createNodeStateStore(q),
-        approvals: createApprovalStore(q),
-        idempotency: createIdempotencyStore(q),
-        // PostgreSQL: replicas taking due deliveries at once skip each other's rows; SQLite has one writer
-        webhooks: createWebhookStore(q, this.dialect === "postgres" ? " FOR UPDATE SKIP LOCKED" : ""),
-        deps: createDependencyStore(q, (col, values) => this.inList(col, values)),
-        metrics: createMetricsStore(q),
-      };
-    }
-    return this.parts;
+  /**
+   * The store part `k` (the AI, secret, node-state… tables' SQL, each its own module), bound to this store's
+   * connection, made on its first use: a transaction's store makes only the parts its work touches.
+   */
+  private part<K extends keyof Parts>(k: K): Parts[K] {
+    const parts = (this.parts ??= {});
+    return (parts[k] ??= this.makePart(k));
+  }
+
+  private makePart<K extends keyof Parts>(k: K): Parts[K] {
+    const q: Query = (sql, args) => this.tableQuery(sql, args);
+    const orderBy = (...cols: string[]) => this.orderBy(...cols);
+    const make: { [P in keyof Parts]: () => Parts[P] } = {
+      catalog: () => createCatalogStore(q, orderBy),
+      credentials: () => createCredentialStore(q, orderBy),
+      ai: () => createAiStore(q),
+      secrets: () => createSecretStore(q),
+      nodeState: () => createNodeStateStore(q),
+      approvals: () => createApprovalStore(q),
+      idempotency: () => createIdempotencyStore(q),
+      // PostgreSQL: replicas taking due deliveries at once skip each other's rows; SQLite has one writer
+      webhooks: () => createWebhookStore(q, this.dialect === "postgres" ? " FOR UPDATE SKIP LOCKED" : ""),
+      deps: () => createDependencyStore(q, (col, values) => this.inList(col, values)),
+      metrics: () => createMetricsStore(q),
+    };
+    return make[k]();
   }
 
   /** query() with the constraint error named after the statement's table. */
@@ -180,111 +190,111 @@ export abstract class SqlStore
   // ---- domains, missions, nodes, agents (SQL in catalog-store.ts)
 
   insertDomain(row: DomainRow) {
-    return this.modules.catalog.insertDomain(row);
+    return this.part("catalog").insertDomain(row);
   }
   getDomain(id: string) {
-    return this.modules.catalog.getDomain(id);
+    return this.part("catalog").getDomain(id);
   }
   getDomainByName(name: string) {
-    return this.modules.catalog.getDomainByName(name);
+    return this.part("catalog").getDomainByName(name);
   }
   listDomains() {
-    return this.modules.catalog.listDomains();
+    return this.part("catalog").listDomains();
   }
   insertMission(row: MissionRow) {
-    return this.modules.catalog.insertMission(row);
+    return this.part("catalog").insertMission(row);
   }
   getMission(id: string) {
-    return this.modules.catalog.getMission(id);
+    return this.part("catalog").getMission(id);
   }
   listMissions(domainId?: string) {
-    return this.modules.catalog.listMissions(domainId);
+    return this.part("catalog").listMissions(domainId);
   }
   updateMission(id: string, patch: Partial<Pick<MissionRow, "title" | "description" | "status" | "updatedAt">>) {
-    return this.modules.catalog.updateMission(id, patch);
+    return this.part("catalog").updateMission(id, patch);
   }
   insertNode(row: NodeRow) {
-    return this.modules.catalog.insertNode(row);
+    return this.part("catalog").insertNode(row);
   }
   getNode(id: string) {
-    return this.modules.catalog.getNode(id);
+    return this.part("catalog").getNode(id);
   }
   listNodes() {
-    return this.modules.catalog.listNodes();
+    return this.part("catalog").listNodes();
   }
   updateNode(id: string, patch: Partial<Pick<NodeRow, "hostname" | "status" | "lastSeenAt" | "domains">>) {
-    return this.modules.catalog.updateNode(id, patch);
+    return this.part("catalog").updateNode(id, patch);
   }
   insertAgent(row: AgentRow) {
-    return this.modules.catalog.insertAgent(row);
+    return this.part("catalog").insertAgent(row);
   }
   getAgent(id: string) {
-    return this.modules.catalog.getAgent(id);
+    return this.part("catalog").getAgent(id);
   }
   listAgents(q: { domainId?: string; nodeId?: string }) {
-    return this.modules.catalog.listAgents(q);
+    return this.part("catalog").listAgents(q);
   }
   nodeAgentDomains(nodeId: string) {
-    return this.modules.catalog.nodeAgentDomains(nodeId);
+    return this.part("catalog").nodeAgentDomains(nodeId);
   }
   updateAgent(
     id: string,
     patch: Partial<Pick<AgentRow, "state" | "lastSeenAt" | "name" | "capabilities" | "runtime" | "supervised">>,
   ) {
-    return this.modules.catalog.updateAgent(id, patch);
+    return this.part("catalog").updateAgent(id, patch);
   }
   moveAgentState(id: string, from: string, to: string, at: string) {
-    return this.modules.catalog.moveAgentState(id, from, to, at);
+    return this.part("catalog").moveAgentState(id, from, to, at);
   }
 
   // ---- tokens, signing keys, tickets (SQL in credential-store.ts)
 
   insertToken(row: TokenRow) {
-    return this.modules.credentials.insertToken(row);
+    return this.part("credentials").insertToken(row);
   }
 
   getToken(id: string) {
-    return this.modules.credentials.getToken(id);
+    return this.part("credentials").getToken(id);
   }
 
   getTokenByHash(hash: string) {
-    return this.modules.credentials.getTokenByHash(hash);
+    return this.part("credentials").getTokenByHash(hash);
   }
 
   listTokens() {
-    return this.modules.credentials.listTokens();
+    return this.part("credentials").listTokens();
   }
 
   updateToken(id: string, patch: Partial<Pick<TokenRow, "revokedAt" | "lastUsedAt">>) {
-    return this.modules.credentials.updateToken(id, patch);
+    return this.part("credentials").updateToken(id, patch);
   }
 
   insertSigningKey(row: SigningKeyRow) {
-    return this.modules.credentials.insertSigningKey(row);
+    return this.part("credentials").insertSigningKey(row);
   }
 
   listSigningKeys() {
-    return this.modules.credentials.listSigningKeys();
+    return this.part("credentials").listSigningKeys();
   }
 
   updateSigningKeyPrivate(kid: string, privateJwk: string) {
-    return this.modules.credentials.updateSigningKeyPrivate(kid, privateJwk);
+    return this.part("credentials").updateSigningKeyPrivate(kid, privateJwk);
   }
 
   retireSigningKey(kid: string, at: string) {
-    return this.modules.credentials.retireSigningKey(kid, at);
+    return this.part("credentials").retireSigningKey(kid, at);
   }
 
   insertTicket(row: TicketRow) {
-    return this.modules.credentials.insertTicket(row);
+    return this.part("credentials").insertTicket(row);
   }
 
   consumeTicket(hash: string, nowMs: number) {
-    return this.modules.credentials.consumeTicket(hash, nowMs);
+    return this.part("credentials").consumeTicket(hash, nowMs);
   }
 
   findTicket(hash: string, nowMs: number) {
-    return this.modules.credentials.findTicket(hash, nowMs);
+    return this.part("credentials").findTicket(hash, nowMs);
   }
 
   // ---- meta
@@ -304,178 +314,178 @@ export abstract class SqlStore
   // ---- AI sessions, turns, actions, docs, artifacts (SQL in ai-store.ts)
 
   insertAiSession(row: AiSessionRow) {
-    return this.modules.ai.insertAiSession(row);
+    return this.part("ai").insertAiSession(row);
   }
   getAiSession(id: string) {
-    return this.modules.ai.getAiSession(id);
+    return this.part("ai").getAiSession(id);
   }
   listAiSessions(owner: string) {
-    return this.modules.ai.listAiSessions(owner);
+    return this.part("ai").listAiSessions(owner);
   }
   updateAiSession(id: string, patch: Partial<Pick<AiSessionRow, "title" | "status" | "updatedAt">>) {
-    return this.modules.ai.updateAiSession(id, patch);
+    return this.part("ai").updateAiSession(id, patch);
   }
   insertAiTurn(row: AiTurnRow) {
-    return this.modules.ai.insertAiTurn(row);
+    return this.part("ai").insertAiTurn(row);
   }
   listAiTurns(sessionId: string) {
-    return this.modules.ai.listAiTurns(sessionId);
+    return this.part("ai").listAiTurns(sessionId);
   }
   insertAiAction(row: AiActionRow) {
-    return this.modules.ai.insertAiAction(row);
+    return this.part("ai").insertAiAction(row);
   }
   getAiAction(id: string) {
-    return this.modules.ai.getAiAction(id);
+    return this.part("ai").getAiAction(id);
   }
   listAiActions(query: AiActionQuery) {
-    return this.modules.ai.listAiActions(query);
+    return this.part("ai").listAiActions(query);
   }
   decideAiAction(id: string, decision: { status: "approved" | "rejected"; decidedBy: string; decidedAt: string }) {
-    return this.modules.ai.decideAiAction(id, decision);
+    return this.part("ai").decideAiAction(id, decision);
   }
   recordAiActionOutcome(id: string, outcome: { result: unknown; error: string; executedAt: string }) {
-    return this.modules.ai.recordAiActionOutcome(id, outcome);
+    return this.part("ai").recordAiActionOutcome(id, outcome);
   }
   putDoc(row: DocRow) {
-    return this.modules.ai.putDoc(row);
+    return this.part("ai").putDoc(row);
   }
   getDoc(missionId: string, name: string) {
-    return this.modules.ai.getDoc(missionId, name);
+    return this.part("ai").getDoc(missionId, name);
   }
   listDocs(missionId: string) {
-    return this.modules.ai.listDocs(missionId);
+    return this.part("ai").listDocs(missionId);
   }
   putArtifact(row: ArtifactRow) {
-    return this.modules.ai.putArtifact(row);
+    return this.part("ai").putArtifact(row);
   }
   listArtifacts(taskId: string) {
-    return this.modules.ai.listArtifacts(taskId);
+    return this.part("ai").listArtifacts(taskId);
   }
 
   // ---- secrets (SQL in secret-store.ts)
 
   putSecret(row: SecretRow) {
-    return this.modules.secrets.putSecret(row);
+    return this.part("secrets").putSecret(row);
   }
   getSecret(name: string) {
-    return this.modules.secrets.getSecret(name);
+    return this.part("secrets").getSecret(name);
   }
   listSecrets() {
-    return this.modules.secrets.listSecrets();
+    return this.part("secrets").listSecrets();
   }
   deleteSecret(name: string) {
-    return this.modules.secrets.deleteSecret(name);
+    return this.part("secrets").deleteSecret(name);
   }
   updateSecretCipher(name: string, expect: { keyId: string; version: number }, c: SecretCipher) {
-    return this.modules.secrets.updateSecretCipher(name, expect, c);
+    return this.part("secrets").updateSecretCipher(name, expect, c);
   }
   insertSecretGrant(row: SecretGrantRow) {
-    return this.modules.secrets.insertSecretGrant(row);
+    return this.part("secrets").insertSecretGrant(row);
   }
   deleteSecretGrant(secretName: string, target: { agentId: string; domainId: string }) {
-    return this.modules.secrets.deleteSecretGrant(secretName, target);
+    return this.part("secrets").deleteSecretGrant(secretName, target);
   }
   listSecretGrants(secretName?: string) {
-    return this.modules.secrets.listSecretGrants(secretName);
+    return this.part("secrets").listSecretGrants(secretName);
   }
 
   // ---- node state (SQL in node-state-store.ts)
 
   putNodeState(row: NodeStateRow) {
-    return this.modules.nodeState.putNodeState(row);
+    return this.part("nodeState").putNodeState(row);
   }
   listNodeStates(nodeId?: string) {
-    return this.modules.nodeState.listNodeStates(nodeId);
+    return this.part("nodeState").listNodeStates(nodeId);
   }
 
   // ---- approvals (SQL in approval-store.ts)
 
   insertApproval(row: ApprovalRow) {
-    return this.modules.approvals.insertApproval(row);
+    return this.part("approvals").insertApproval(row);
   }
   getApproval(id: string) {
-    return this.modules.approvals.getApproval(id);
+    return this.part("approvals").getApproval(id);
   }
   listApprovals(q: ApprovalQuery) {
-    return this.modules.approvals.listApprovals(q);
+    return this.part("approvals").listApprovals(q);
   }
   decideApproval(id: string, d: ApprovalDecision) {
-    return this.modules.approvals.decideApproval(id, d);
+    return this.part("approvals").decideApproval(id, d);
   }
 
   // ---- scrape-time counts for /metrics (SQL in metrics-store.ts)
 
   metricCounts() {
-    return this.modules.metrics.metricCounts();
+    return this.part("metrics").metricCounts();
   }
 
   // ---- idempotency keys (SQL in idempotency-store.ts)
 
   findIdempotencyKey(scope: string, key: string, nowMs: number) {
-    return this.modules.idempotency.findIdempotencyKey(scope, key, nowMs);
+    return this.part("idempotency").findIdempotencyKey(scope, key, nowMs);
   }
   putIdempotencyKey(row: IdempotencyRow) {
-    return this.modules.idempotency.putIdempotencyKey(row);
+    return this.part("idempotency").putIdempotencyKey(row);
   }
   sweepIdempotencyKeys(nowMs: number) {
-    return this.modules.idempotency.sweepIdempotencyKeys(nowMs);
+    return this.part("idempotency").sweepIdempotencyKeys(nowMs);
   }
 
   // ---- webhooks (SQL in webhook-store.ts)
 
   insertWebhook(row: WebhookRow) {
-    return this.modules.webhooks.insertWebhook(row);
+    return this.part("webhooks").insertWebhook(row);
   }
   getWebhook(id: string) {
-    return this.modules.webhooks.getWebhook(id);
+    return this.part("webhooks").getWebhook(id);
   }
   listWebhooks(domainId?: string) {
-    return this.modules.webhooks.listWebhooks(domainId);
+    return this.part("webhooks").listWebhooks(domainId);
   }
   deleteWebhook(id: string) {
-    return this.modules.webhooks.deleteWebhook(id);
+    return this.part("webhooks").deleteWebhook(id);
   }
   updateWebhookCipher(id: string, expectKeyId: string, cipher: SecretCipher) {
-    return this.modules.webhooks.updateWebhookCipher(id, expectKeyId, cipher);
+    return this.part("webhooks").updateWebhookCipher(id, expectKeyId, cipher);
   }
   insertWebhookDelivery(row: DeliveryRow) {
-    return this.modules.webhooks.insertWebhookDelivery(row);
+    return this.part("webhooks").insertWebhookDelivery(row);
   }
   listWebhookDeliveries(q: DeliveryQuery) {
-    return this.modules.webhooks.listWebhookDeliveries(q);
+    return this.part("webhooks").listWebhookDeliveries(q);
   }
   claimWebhookDeliveries(now: string, leaseId: string, leaseUntil: string, limit: number) {
-    return this.modules.webhooks.claimWebhookDeliveries(now, leaseId, leaseUntil, limit);
+    return this.part("webhooks").claimWebhookDeliveries(now, leaseId, leaseUntil, limit);
   }
   finishWebhookAttempt(id: string, leaseId: string, outcome: DeliveryOutcome) {
-    return this.modules.webhooks.finishWebhookAttempt(id, leaseId, outcome);
+    return this.part("webhooks").finishWebhookAttempt(id, leaseId, outcome);
   }
   pruneWebhookDeliveries(before: string) {
-    return this.modules.webhooks.pruneWebhookDeliveries(before);
+    return this.part("webhooks").pruneWebhookDeliveries(before);
   }
   webhookCursor() {
-    return this.modules.webhooks.webhookCursor();
+    return this.part("webhooks").webhookCursor();
   }
   moveWebhookCursor(from: number, to: number) {
-    return this.modules.webhooks.moveWebhookCursor(from, to);
+    return this.part("webhooks").moveWebhookCursor(from, to);
   }
 
   // ---- task dependencies (SQL in dependency-store.ts)
 
   markParent(id: string) {
-    return this.modules.deps.markParent(id);
+    return this.part("deps").markParent(id);
   }
 
   insertTaskDeps(childId: string, parentIds: readonly string[]) {
-    return this.modules.deps.insertTaskDeps(childId, parentIds);
+    return this.part("deps").insertTaskDeps(childId, parentIds);
   }
   queueReadyChildren(parentId: string, at: string) {
-    return this.modules.deps.queueReadyChildren(parentId, at);
+    return this.part("deps").queueReadyChildren(parentId, at);
   }
   listChildren(parentId: string) {
-    return this.modules.deps.listChildren(parentId);
+    return this.part("deps").listChildren(parentId);
   }
   listParentStates(childIds: readonly string[]) {
-    return this.modules.deps.listParentStates(childIds);
+    return this.part("deps").listParentStates(childIds);
   }
 }

@@ -120,34 +120,43 @@ export async function registerUnaryLane(
  * signal aborted when the client goes away; headers only when asked for. No deadline: a call
  * with `connect-timeout-ms` goes to connect-es.
  */
-function laneContext(method: DescMethod, req: FastifyRequest, signal: AbortSignal): HandlerContext {
-  let requestHeader: Headers | undefined;
-  let responseHeader: Headers | undefined;
-  let responseTrailer: Headers | undefined;
-  return {
-    method,
-    service: method.parent,
-    signal,
-    timeoutMs: () => undefined,
-    requestMethod: "POST",
-    protocolName: "connect",
-    url: req.url,
-    values: createContextValues().set(kCaller, req.caller),
-    get requestHeader() {
-      if (!requestHeader) {
-        requestHeader = new Headers();
-        for (const [k, v] of Object.entries(req.headers))
-          if (v !== undefined) requestHeader.set(k, Array.isArray(v) ? v.join(", ") : v);
-      }
-      return requestHeader;
-    },
-    get responseHeader() {
-      return (responseHeader ??= new Headers());
-    },
-    get responseTrailer() {
-      return (responseTrailer ??= new Headers());
-    },
-  };
+class LaneContext implements HandlerContext {
+  readonly service: DescMethod["parent"];
+  readonly requestMethod = "POST";
+  readonly protocolName = "connect";
+  readonly url: string;
+  readonly values: HandlerContext["values"];
+  #requestHeader: Headers | undefined;
+  #responseHeader: Headers | undefined;
+  #responseTrailer: Headers | undefined;
+
+  // a class, not an object literal with getters: one is made per call
+  constructor(
+    readonly method: DescMethod,
+    private readonly req: FastifyRequest,
+    readonly signal: AbortSignal,
+  ) {
+    this.service = method.parent;
+    this.url = req.url;
+    this.values = createContextValues().set(kCaller, req.caller);
+  }
+  timeoutMs(): number | undefined {
+    return undefined;
+  }
+  get requestHeader(): Headers {
+    if (!this.#requestHeader) {
+      this.#requestHeader = new Headers();
+      for (const [k, v] of Object.entries(this.req.headers))
+        if (v !== undefined) this.#requestHeader.set(k, Array.isArray(v) ? v.join(", ") : v);
+    }
+    return this.#requestHeader;
+  }
+  get responseHeader(): Headers {
+    return (this.#responseHeader ??= new Headers());
+  }
+  get responseTrailer(): Headers {
+    return (this.#responseTrailer ??= new Headers());
+  }
 }
 
 function handlerFor(method: DescMethod, call: UnaryCall, binary: boolean) {
@@ -164,7 +173,7 @@ function handlerFor(method: DescMethod, call: UnaryCall, binary: boolean) {
       reply.raw.once("close", onClose);
       let out: unknown;
       try {
-        out = await call(msg, laneContext(method, req, ac.signal));
+        out = await call(msg, new LaneContext(method, req, ac.signal));
       } finally {
         reply.raw.off("close", onClose);
       }
