@@ -11,6 +11,13 @@ type Row = Record<string, unknown>;
 type Query = (sql: string, args: readonly unknown[]) => Promise<Row[]>;
 type InList = (col: string, values: readonly string[]) => { sql: string; args: unknown[] };
 
+/** The waiting children of a parent (?2) none of whose parents is unfinished, queued at ?1; returned whole. */
+export const QUEUE_READY_CHILDREN_SQL = `UPDATE tasks SET status = 'queued', updated_at = ?
+  WHERE status = 'waiting' AND id IN (SELECT child_id FROM task_deps WHERE parent_id = ?)
+    AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks p ON p.id = d.parent_id
+    WHERE d.child_id = tasks.id AND p.status <> 'succeeded')
+  RETURNING *`;
+
 /** A parent of a child and the parent's status. */
 export function createDependencyStore(q: Query, inList: InList): DependencyStore {
   return {
@@ -25,14 +32,7 @@ export function createDependencyStore(q: Query, inList: InList): DependencyStore
     },
 
     async queueReadyChildren(parentId, at) {
-      const rows = await q(
-        `UPDATE tasks SET status = 'queued', updated_at = ?
-         WHERE status = 'waiting' AND id IN (SELECT child_id FROM task_deps WHERE parent_id = ?)
-           AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks p ON p.id = d.parent_id
-           WHERE d.child_id = tasks.id AND p.status <> 'succeeded')
-         RETURNING *`,
-        [at, parentId],
-      );
+      const rows = await q(QUEUE_READY_CHILDREN_SQL, [at, parentId]);
       return rows.map(toTask).sort(bySeqOfId);
     },
 

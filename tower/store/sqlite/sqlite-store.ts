@@ -15,6 +15,7 @@ import { dirname } from "node:path";
 import { SqlStore } from "../sql-store.js";
 import { constraintError, Gate, isBusy, lockBackoff, taskFromValues, type TaskColumnIndex } from "./sqlite-support.js";
 import { loadMigrations } from "../migrations.js";
+import { QUEUE_READY_CHILDREN_SQL } from "../dependency-store.js";
 import { eventRowOf, TASK_INSERT_COLUMNS, taskInsertValues, toEvent, type Row } from "../rows.js";
 import type {
   Claimant,
@@ -335,6 +336,12 @@ export class SqliteStore extends SqlStore implements Store {
         throw constraintError(err, "tasks");
       }
     });
+  }
+
+  async queueReadyChildren(parentId: string, at: string): Promise<TaskRow[]> {
+    return this.run(true, () =>
+      this.taskRows(QUEUE_READY_CHILDREN_SQL, [at, parentId]).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
+    );
   }
 
   async getTask(id: string): Promise<TaskRow | undefined> {
