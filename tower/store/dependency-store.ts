@@ -19,7 +19,7 @@ export const QUEUE_READY_CHILDREN_SQL = `UPDATE tasks SET status = 'queued', upd
   RETURNING *`;
 
 /** A parent of a child and the parent's status. */
-export function createDependencyStore(q: Query, inList: InList): DependencyStore {
+export function createDependencyStore(q: Query, inList: InList, lockRows = ""): DependencyStore {
   return {
     async markParent(id) {
       const rows = await q("UPDATE tasks SET has_dependents = 1 WHERE id = ? RETURNING *", [id]);
@@ -32,6 +32,16 @@ export function createDependencyStore(q: Query, inList: InList): DependencyStore
     },
 
     async queueReadyChildren(parentId, at) {
+      // PostgreSQL: the waiting children's rows locked first (in id order), so the UPDATE below, a
+      // statement of its own, sees what another parent's outcome holding them committed: two
+      // parents succeeding at once on two connections would each read the other as unfinished
+      // and leave their child waiting for good (test: store-deps "two parents… at once")
+      if (lockRows)
+        await q(
+          `SELECT id FROM tasks WHERE id IN (SELECT child_id FROM task_deps WHERE parent_id = ?) ` +
+            `AND status = 'waiting' ORDER BY id${lockRows}`,
+          [parentId],
+        );
       const rows = await q(QUEUE_READY_CHILDREN_SQL, [at, parentId]);
       return rows.map(toTask).sort(bySeqOfId);
     },

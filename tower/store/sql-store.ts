@@ -168,7 +168,13 @@ export abstract class SqlStore
       idempotency: () => createIdempotencyStore(q),
       // PostgreSQL: replicas taking due deliveries at once skip each other's rows; SQLite has one writer
       webhooks: () => createWebhookStore(q, this.dialect === "postgres" ? " FOR UPDATE SKIP LOCKED" : ""),
-      deps: () => createDependencyStore(q, (col, values) => this.inList(col, values)),
+      // PostgreSQL: a child's row is locked before its parents are read (dependency-store.ts); SQLite has one writer
+      deps: () =>
+        createDependencyStore(
+          q,
+          (col, values) => this.inList(col, values),
+          this.dialect === "postgres" ? " FOR UPDATE" : "",
+        ),
       metrics: () => createMetricsStore(q),
     };
     return make[k]();

@@ -63,6 +63,26 @@ storeSuite((s) => {
       expect(await s.store.getTask(a.id)).toMatchObject({ dependsOn: [], step: "" });
     });
 
+    test("two parents of one child succeeding at once on two connections: the child is queued (30 joins)", async () => {
+      const { add } = await setup();
+      const other = await s.fx.openAnother();
+      for (let i = 0; i < 30; i++) {
+        const a = await add({ status: "running" });
+        const b = await add({ status: "running" });
+        const c = await add({ status: "waiting", dependsOn: [a.id, b.id] });
+        await s.store.insertTaskDeps(c.id, [a.id, b.id]);
+        const succeed = (store: typeof s.store, id: string) =>
+          store.transaction(async (tx) => {
+            await tx.updateTask(id, { status: "succeeded" });
+            return tx.queueReadyChildren(id, iso(T0 + 9));
+          });
+        const [byA, byB] = await Promise.all([succeed(s.store, a.id), succeed(other, b.id)]);
+        // exactly one of the two commits queued it, and it is queued
+        expect({ join: i, queued: byA.length + byB.length }).toEqual({ join: i, queued: 1 });
+        expect((await s.store.getTask(c.id))!.status).toBe("queued");
+      }
+    });
+
     test("markParent reads the task and marks it as having dependents; the mark is on every read after", async () => {
       const { add } = await setup();
       const a = await add({ status: "running" });
