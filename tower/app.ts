@@ -1,4 +1,5 @@
 // Assembles the tower: store, domain services, and the edges over them.
+import "../common/protobuf-text.js"; // how binary messages write strings (before any is written)
 import { type AiService as AiServiceImpl, createPlanner, createAiService, readAiSettings } from "./domain/ai/index.js";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { bindReflection } from "./edges/connect/reflection.js";

@@ -3,6 +3,7 @@
 // session (the link both ways) is gRPC over HTTP/2; the HTTP/1.1 link stream goes through connect-node's transport;
 // unary calls (outcomes, heartbeats, progress) through the lean one of unary-transport.ts, which halves epd's CPU per
 // short task (docs/perf-history.md, "epd's unary calls").
+import "../../common/protobuf-text.js"; // how binary messages write strings (before any is written)
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { AgentService, NodeService } from "../../gen/ep/tower/v1/fleet_pb.js";
