@@ -9,6 +9,6 @@ import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire"
 const library = getTextEncoding();
 
 /** A string's UTF-8 bytes as TextEncoder writes them (a lone surrogate as U+FFFD). */
-export const encodeUtf8 = (text: string): Uint8Array => Buffer.from(text, "utf8");
+export const encodeUtf8 = (text: string): Uint8Array<ArrayBuffer> => Buffer.from(text, "utf8");
 
 configureTextEncoding({ ...library, encodeUtf8 });

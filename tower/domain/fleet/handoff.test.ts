@@ -223,6 +223,10 @@ storeSuite((s) => {
           ["task.claimed", "child", 2],
           ["task.running", "child", 3],
         ]);
+        // the child as it was between the two, though its row was written once (SQLite): queued, no attempt yet
+        const queued = events[from + 1];
+        expect([queued.status, queued.payload]).toMatchObject(["queued", { status: "queued", attempts: 0 }]);
+        expect(queued.payload).toMatchObject({ claimed_by: "", runtime: "shell", after: parent });
         expect(await agentState()).toBe("busy");
 
         // the child done, nothing queued: the agent is idle; a task whose parents both succeeded is
