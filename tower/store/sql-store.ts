@@ -32,7 +32,6 @@ import { createNodeStateStore, type NodeStateRow, type NodeStateStore } from "./
 import { createCatalogStore, type CatalogStore } from "./catalog-store.js";
 import { createCredentialStore, type CredentialStore } from "./credential-store.js";
 import type { Row } from "./rows.js";
-import type { Claimant, TaskRow } from "./store.js";
 import { eventFilterSql, taskListSql, taskUpdateSql, type SqlDialect } from "./query-sql.js";
 import {
   createSecretStore,
@@ -97,7 +96,6 @@ export abstract class SqlStore
     MetricsStore
 {
   abstract readonly dialect: "sqlite" | "postgres";
-  abstract claimTask(claimant: Claimant, nowMs: number, leaseMs: number): Promise<TaskRow | undefined>;
 
   /**
    * Runs one statement (`?` placeholders) on this store's connection — the transaction's when
@@ -489,17 +487,6 @@ export abstract class SqlStore
   }
   queueReadyChildren(parentId: string, at: string) {
     return this.part("deps").queueReadyChildren(parentId, at);
-  }
-  /** Two writes of a claimed child (queued, then claimed); SQLite writes it once (sqlite-store.ts). */
-  async queueChildrenAndClaim(
-    parentId: string,
-    at: string,
-    claimant: Claimant,
-    nowMs: number,
-    leaseMs: number,
-  ): Promise<{ queued: TaskRow[]; claimed: TaskRow | undefined }> {
-    const queued = await this.queueReadyChildren(parentId, at);
-    return { queued, claimed: await this.claimTask(claimant, nowMs, leaseMs) };
   }
   listChildren(parentId: string) {
     return this.part("deps").listChildren(parentId);

@@ -3,10 +3,9 @@
 // mark a parent carries (has_dependents, migration 0015).
 import { describe, expect } from "vitest";
 import { iso, storeSuite, T0 } from "../../test-support/store-suite.js";
-import type { TaskRow } from "./store.js";
 
 storeSuite((s) => {
-  const { test, setup, claimant } = s;
+  const { test, setup } = s;
 
   describe("task dependencies", () => {
     test(
@@ -109,110 +108,6 @@ storeSuite((s) => {
       expect((await again.getTask(a.id))!.hasDependents).toBe(true);
       expect((await again.getTask(b.id))!.hasDependents).toBeUndefined();
       expect((await again.getTask(lone.id))!.hasDependents).toBeUndefined();
-    });
-
-    describe("queueChildrenAndClaim (a parent's success, its agent taking its next task)", () => {
-      /** A parent that succeeded, a ready child of it, one that waits for another parent too, and edges. */
-      async function family(over: { child?: Partial<TaskRow>; queuedBefore?: boolean } = {}) {
-        const { d, add } = await setup();
-        // queued before the children were made: the claim's order (priority, then oldest) puts it first
-        const older = over.queuedBefore ? await add({ status: "queued", runtime: "shell" }) : undefined;
-        const other = await add({ status: "running", runtime: "shell" });
-        const parent = await add({ status: "succeeded", runtime: "shell", hasDependents: true });
-        const child = await add({ status: "waiting", runtime: "shell", dependsOn: [parent.id], ...over.child });
-        const second = await add({ status: "waiting", runtime: "shell", dependsOn: [parent.id] });
-        const blocked = await add({ status: "waiting", runtime: "shell", dependsOn: [parent.id, other.id] });
-        for (const c of [child, second, blocked]) await s.store.insertTaskDeps(c.id, c.dependsOn);
-        return { d, add, parent, child, second, blocked, older };
-      }
-      /** Rows written so far on SQLite (total_changes), to tell one write of a row from two. */
-      const writes = () =>
-        s.dialect === "sqlite"
-          ? Number(
-              (s.store as unknown as { db: { prepare(q: string): { pluck(): { get(): unknown } } } }).db
-                .prepare("SELECT total_changes()")
-                .pluck()
-                .get(),
-            )
-          : 0;
-
-      test("with nothing queued the agent takes the oldest ready child; the other ready one is queued", async () => {
-        const { d, parent, child, second, blocked } = await family();
-        const before = writes();
-        const { queued, claimed } = await s.store.queueChildrenAndClaim(
-          parent.id,
-          iso(T0 + 9),
-          claimant(d, { start: true }),
-          T0 + 10,
-          30_000,
-        );
-        expect(claimed).toMatchObject({ id: child.id, status: "running", claimedBy: "agt_1", attempts: 1 });
-        expect(claimed).toMatchObject({ leaseId: "ls_test", leaseExpiresMs: T0 + 30_010 });
-        // both ready children, as queued (the claimed one before its claim), in creation order
-        expect(queued.map((t) => [t.id, t.status, t.attempts, t.claimedBy, t.updatedAt])).toEqual([
-          [child.id, "queued", 0, "", iso(T0 + 9)],
-          [second.id, "queued", 0, "", iso(T0 + 9)],
-        ]);
-        expect((await s.store.getTask(child.id))!).toEqual(claimed);
-        expect((await s.store.getTask(second.id))!.status).toBe("queued");
-        expect((await s.store.getTask(blocked.id))!.status).toBe("waiting");
-        // SQLite writes the claimed child once (not queued, then claimed): two rows in all
-        if (s.dialect === "sqlite") expect(writes() - before).toBe(2);
-      });
-
-      test("an older queued task goes first; the ready children are only queued", async () => {
-        const { d, parent, child, second, older } = await family({ queuedBefore: true });
-        const { queued, claimed } = await s.store.queueChildrenAndClaim(
-          parent.id,
-          iso(T0 + 9),
-          claimant(d, { start: true }),
-          T0 + 10,
-          30_000,
-        );
-        expect(claimed?.id).toBe(older!.id);
-        expect(queued.map((t) => [t.id, t.status])).toEqual([
-          [child.id, "queued"],
-          [second.id, "queued"],
-        ]);
-        expect((await s.store.getTask(child.id))!.status).toBe("queued");
-      });
-
-      test(
-        "a ready child of higher priority goes before the " + "queue; one the agent may not run is only queued",
-        async () => {
-          const { d, add, parent, child, second } = await family({ child: { runtime: "claude" } });
-          await s.store.updateTask(second.id, { priority: 5 });
-          const low = await add({ status: "queued", runtime: "shell", priority: 1 });
-          const { queued, claimed } = await s.store.queueChildrenAndClaim(
-            parent.id,
-            iso(T0 + 9),
-            claimant(d),
-            T0 + 10,
-            30_000,
-          );
-          expect(claimed).toMatchObject({ id: second.id, status: "claimed", attempts: 1 });
-          expect(queued.map((t) => [t.id, t.status])).toEqual([
-            [child.id, "queued"],
-            [second.id, "queued"],
-          ]);
-          expect((await s.store.getTask(child.id))!.status).toBe("queued"); // a claude task: not this agent's
-          expect((await s.store.getTask(low.id))!.status).toBe("queued");
-        },
-      );
-
-      test("nothing the agent may run: the ready children are queued, nothing is claimed", async () => {
-        const { d, parent, child, second } = await family();
-        const { queued, claimed } = await s.store.queueChildrenAndClaim(
-          parent.id,
-          iso(T0 + 9),
-          claimant(d, { runtime: "codex" }),
-          T0 + 10,
-          30_000,
-        );
-        expect(claimed).toBeUndefined();
-        expect(queued.map((t) => t.id)).toEqual([child.id, second.id]);
-        expect((await s.store.getTask(child.id))!.status).toBe("queued");
-      });
     });
   });
 });

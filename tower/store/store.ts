@@ -309,19 +309,6 @@ export interface Store
    * desc, then oldest): status claimed, claimed_by, attempts + 1, lease deadline.
    */
   claimTask(claimant: Claimant, nowMs: number, leaseMs: number): Promise<TaskRow | undefined>;
-  /**
-   * What a parent's success does when its agent takes its next task in the same commit:
-   * queueReadyChildren(parentId, at), then claimTask(claimant) (each ready child as queued, in
-   * `queued`, the claimed one included when it is one of them). A dialect may claim a ready child
-   * straight from waiting when it is the agent's best task, so the row is written once, not twice.
-   */
-  queueChildrenAndClaim(
-    parentId: string,
-    at: string,
-    claimant: Claimant,
-    nowMs: number,
-    leaseMs: number,
-  ): Promise<{ queued: TaskRow[]; claimed: TaskRow | undefined }>;
   /** Claimed or running tasks whose lease deadline is at or before nowMs. */
   listExpiredLeases(nowMs: number, limit: number): Promise<TaskRow[]>;
 

@@ -52,9 +52,8 @@ export function createWorkClaims(ctx: WorkContext) {
     agent: ActingAgent,
     req: { agentIdle: boolean },
     settled?: TaskRow,
-    queueChildren = false,
   ): Promise<TaskRow | undefined> =>
-    req.agentIdle ? nextAfterOutcome(ctx, tx, emit, caller, agent, settled, queueChildren) : Promise.resolve(undefined);
+    req.agentIdle ? nextAfterOutcome(ctx, tx, emit, caller, agent, settled) : Promise.resolve(undefined);
   // wake-ups for long-polling claimers: any task becoming queued in their domain
   const waiters = new WorkWaiters(deps.hub, clock);
   let closed = false;
@@ -134,13 +133,10 @@ export function createWorkClaims(ctx: WorkContext) {
           throw new EpError("lease_not_held", `task ${req.taskId} changed while completing`);
         }
         taskEvent(emit, updated, "task.succeeded", { ...usageEvent(result.usage), ...denialsEvent(result.denials) });
-        // its dependents: queued here, or with the agent's next claim (which may take one of them
-        // straight from waiting: one write of the child, not two)
-        const withClaim = req.agentIdle && !!updated.hasDependents;
-        if (!withClaim) await settleDependents(tx, emit, updated, updated.updatedAt);
+        await settleDependents(tx, emit, updated, updated.updatedAt);
         await settleBroadcast(tx, emit, updated.parentTaskId);
         // the succeeded row: a child it queued and the agent takes next has it as its parent
-        return { updated, next: await afterOutcome(tx, emit, caller, agent, req, updated, withClaim) };
+        return { updated, next: await afterOutcome(tx, emit, caller, agent, req, updated) };
       });
       deps.meter?.reported(updated, "succeeded", clock.now());
       sendNext(ctx, agent, next);

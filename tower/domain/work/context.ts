@@ -118,9 +118,7 @@ export function createWorkContext(deps: Deps) {
   /**
    * The agent's next task claimed in the caller's commit (with its events), or undefined. With
    * `onlyIfIdle` (and `start`) an agent that is not idle any more claims nothing: AgentNotIdle is
-   * thrown, which rolls the commit back. `succeeded`: a parent whose success this commit wrote
-   * and whose dependents are not queued yet: its ready children are queued with the claim, which
-   * may take one of them (queueChildrenAndClaim; their task.queued events come first).
+   * thrown, which rolls the commit back.
    */
   async function claimIn(
     tx: Store,
@@ -128,28 +126,19 @@ export function createWorkContext(deps: Deps) {
     agent: ActingAgent,
     start: boolean,
     onlyIfIdle = false,
-    succeeded?: TaskRow,
   ): Promise<TaskRow | undefined> {
-    const claimant = {
-      agentId: agent.id,
-      domainId: agent.domainId,
-      runtime: agent.runtime,
-      capabilities: agent.capabilities,
-      start,
-      leaseId: newLeaseId(),
-    };
-    let t: TaskRow | undefined;
-    if (succeeded) {
-      const out = await tx.queueChildrenAndClaim(
-        succeeded.id,
-        succeeded.updatedAt,
-        claimant,
-        clock.now(),
-        limits.leaseMs,
-      );
-      for (const child of out.queued) taskEvent(emit, child, "task.queued", { after: succeeded.id });
-      t = out.claimed;
-    } else t = await tx.claimTask(claimant, clock.now(), limits.leaseMs);
+    const t = await tx.claimTask(
+      {
+        agentId: agent.id,
+        domainId: agent.domainId,
+        runtime: agent.runtime,
+        capabilities: agent.capabilities,
+        start,
+        leaseId: newLeaseId(),
+      },
+      clock.now(),
+      limits.leaseMs,
+    );
     if (t) {
       // a claim that is also the start says both, in order, as the two calls would have, and
       // the agent is busy from now on

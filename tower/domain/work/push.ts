@@ -8,7 +8,6 @@ import type { Caller } from "../caller.js";
 import { taskMsg } from "../convert.js";
 import { commit, type Emit } from "../event-hub.js";
 import type { WorkContext } from "./context.js";
-import { settleDependents } from "./dependencies.js";
 import { HELD, taskEvent, type ActingAgent } from "./support.js";
 import type { ClaimedTask, Handoff } from "./types.js";
 
@@ -71,8 +70,7 @@ async function releaseClaimed(ctx: WorkContext, agent: ActingAgent, taskId: stri
  * After an outcome that says its agent is idle, in the outcome's commit: the agent's next task,
  * claimed and started for it when its node is linked here (Handoff), else the agent idle. The
  * task comes back to be sent with sendNext() once the commit is done. `settled`: the task whose
- * outcome this is, as the commit wrote it; `queueChildren`: it succeeded and its dependents are
- * queued here, with the claim (one of them may be what the agent takes: claimIn).
+ * outcome this is, as the commit wrote it.
  */
 export async function nextAfterOutcome(
   ctx: WorkContext,
@@ -81,13 +79,10 @@ export async function nextAfterOutcome(
   caller: Caller,
   agent: ActingAgent,
   settled?: TaskRow,
-  queueChildren = false,
 ): Promise<ClaimedTask | undefined> {
   // only the node's own outcome: a script completing for an agent does not claim for its node
   const mark = caller.role === "node" ? ctx.handoff?.mark(agent) : undefined;
-  const succeeded = queueChildren ? settled : undefined;
-  if (succeeded && mark === undefined) await settleDependents(tx, emit, succeeded, succeeded.updatedAt);
-  const next = mark === undefined ? undefined : await ctx.claimIn(tx, emit, agent, true, false, succeeded);
+  const next = mark === undefined ? undefined : await ctx.claimIn(tx, emit, agent, true);
   if (next) return withParents(tx, next, settled);
   if (mark !== undefined) ctx.handoff!.lookedEmpty(agent.id, mark);
   await ctx.markAgent(tx, emit, agent.id, "busy", "idle");

@@ -33,52 +33,6 @@ const INSERT_TASK_SQL = `INSERT INTO tasks (${TASK_INSERT_COLUMNS}, seq) VALUES 
   .map(() => "?")
   .join(", ")}, ?)`;
 
-/** A claimable task `t` the claimant may run (its domain, runtime, policy and capabilities). */
-const CLAIM_MATCH = `t.domain_id = @domain AND t.kind = 'claimable'
-  AND (t.runtime = '' OR t.runtime = @runtime)
-  AND ((t.claim_policy = 'assigned' AND t.assignee_agent_id = @agent)
-    OR (t.claim_policy = 'first_claim' AND (t.capabilities = '[]' OR NOT EXISTS (
-          SELECT 1 FROM json_each(t.capabilities) c
-          WHERE c.value NOT IN (SELECT value FROM json_each(@caps))))))`;
-
-const CLAIM_SET = `UPDATE tasks SET status = @status, claimed_by = @agent, attempts = attempts + 1,
-  lease_expires_ms = @lease, updated_at = @now, lease_id = @leaseId`;
-
-/** The claimant's best queued task (priority desc, then oldest), claimed. */
-const CLAIM_SQL = `${CLAIM_SET}
-  WHERE rowid = (SELECT t.rowid FROM tasks t WHERE t.status = 'queued' AND ${CLAIM_MATCH}
-    ORDER BY t.priority DESC, t.seq ASC LIMIT 1)
-  RETURNING *`;
-
-/**
- * The same among the queue and the waiting children of @parent none of whose parents is
- * unfinished (they are about to be queued): the queue's best through its index, then the ready
- * children, the better of the two claimed.
- */
-const CLAIM_WITH_CHILDREN_SQL = `${CLAIM_SET}
-  WHERE rowid = (SELECT id FROM (
-      SELECT * FROM (SELECT t.rowid AS id, t.priority AS priority, t.seq AS seq FROM tasks t
-        WHERE t.status = 'queued' AND ${CLAIM_MATCH} ORDER BY t.priority DESC, t.seq ASC LIMIT 1)
-      UNION ALL
-      SELECT t.rowid, t.priority, t.seq FROM tasks t
-        WHERE t.status = 'waiting' AND t.id IN (SELECT child_id FROM task_deps WHERE parent_id = @parent)
-          AND ${CLAIM_MATCH}
-          AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks p ON p.id = d.parent_id
-            WHERE d.child_id = t.id AND p.status <> 'succeeded'))
-    ORDER BY priority DESC, seq ASC LIMIT 1)
-  RETURNING *`;
-
-const claimArgs = (c: Claimant, nowMs: number, leaseMs: number) => ({
-  agent: c.agentId,
-  status: c.start ? "running" : "claimed",
-  domain: c.domainId,
-  runtime: c.runtime,
-  caps: JSON.stringify(c.capabilities),
-  lease: nowMs + leaseMs,
-  now: new Date(nowMs).toISOString(),
-  leaseId: c.leaseId,
-});
-
 export interface SqliteStoreOptions {
   /** File path, or ":memory:". */
   path: string;
@@ -413,37 +367,33 @@ export class SqliteStore extends SqlStore implements Store {
   }
 
   async claimTask(c: Claimant, nowMs: number, leaseMs: number): Promise<TaskRow | undefined> {
-    return this.run(true, () => this.taskRows(CLAIM_SQL, [claimArgs(c, nowMs, leaseMs)])[0]);
-  }
-
-  /**
-   * One write of a claimed child: the claim takes the agent's best task among the queue and the
-   * parent's ready children (still waiting), then the other ready children are queued. The
-   * claimed child is in `queued` as it was between the two (status queued, attempt not counted).
-   */
-  override async queueChildrenAndClaim(
-    parentId: string,
-    at: string,
-    c: Claimant,
-    nowMs: number,
-    leaseMs: number,
-  ): Promise<{ queued: TaskRow[]; claimed: TaskRow | undefined }> {
     return this.run(true, () => {
-      const claimed = this.taskRows(CLAIM_WITH_CHILDREN_SQL, [
-        { ...claimArgs(c, nowMs, leaseMs), parent: parentId },
-      ])[0];
-      const queued = this.taskRows(QUEUE_READY_CHILDREN_SQL, [at, parentId]);
-      if (claimed?.dependsOn.includes(parentId))
-        queued.push({
-          ...claimed,
-          status: "queued",
-          claimedBy: "",
-          attempts: claimed.attempts - 1,
-          leaseExpiresMs: null,
-          leaseId: "",
-          updatedAt: at,
-        });
-      return { queued: queued.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)), claimed };
+      return this.taskRows(
+        `UPDATE tasks SET status = @status, claimed_by = @agent, attempts = attempts + 1,
+           lease_expires_ms = @lease, updated_at = @now, lease_id = @leaseId
+         WHERE rowid = (
+           SELECT t.rowid FROM tasks t
+           WHERE t.domain_id = @domain AND t.status = 'queued' AND t.kind = 'claimable'
+             AND (t.runtime = '' OR t.runtime = @runtime)
+             AND ((t.claim_policy = 'assigned' AND t.assignee_agent_id = @agent)
+               OR (t.claim_policy = 'first_claim' AND (t.capabilities = '[]' OR NOT EXISTS (
+                     SELECT 1 FROM json_each(t.capabilities) c
+                     WHERE c.value NOT IN (SELECT value FROM json_each(@caps))))))
+           ORDER BY t.priority DESC, t.seq ASC LIMIT 1)
+         RETURNING *`,
+        [
+          {
+            agent: c.agentId,
+            status: c.start ? "running" : "claimed",
+            domain: c.domainId,
+            runtime: c.runtime,
+            caps: JSON.stringify(c.capabilities),
+            lease: nowMs + leaseMs,
+            now: new Date(nowMs).toISOString(),
+            leaseId: c.leaseId,
+          },
+        ],
+      )[0];
     });
   }
 
