@@ -17,8 +17,9 @@
 //   event subscription) for chained vs independent tasks, and their ratio; epd's likewise;
 // - the tower's commits (hub publishes) and events per task, which tell an extra round trip.
 // With --rounds n, n rounds of both sets, alternating which runs first (round 1 chained first),
-// each set in fresh domains; the figures are per round. Before them, untimed, WIDTH × 5 tasks of
-// each set warm the JIT of both processes (--warmup 0: none), which the first timed set paid
+// each set in fresh domains; the figures are per round, and pooled over the rounds (the ratio of
+// the summed CPU: with an even n, the machine's drift between a round's two sets cancels out). Before them, untimed,
+// WIDTH × 5 tasks of each set warm the JIT of both processes (--warmup 0: none), which the first timed set paid
 // alone; each set starts after a WAL checkpoint and a full GC of the tower (runPhase). The idle
 // cost of both processes (5 s, every agent idle) is reported beside. --prof <dir>: a CPU profile of the tower (this
 // process) per set, <dir>/<set>-<round>.cpuprofile.
@@ -202,7 +203,8 @@ if (Number(values.warmup) > 0) {
       `warm-${chained ? "chain" : "indep"}`,
     );
 }
-const rounds = [];
+type Set = { tower_cpu_ms_per_task: number };
+const rounds: { chained: Set; independent: Set; [figure: string]: unknown }[] = [];
 for (let r = 1; r <= ROUNDS; r++) {
   const chains = await createPhase(`chains-${r}`, true);
   const independent = await createPhase(`independent-${r}`, false);
@@ -234,7 +236,15 @@ const idle = {
   tower_cpu_ms_per_s: +((procCpuMs("self") - idle0.tower) / idleS).toFixed(2),
   epd_cpu_ms_per_s: +((procCpuMs(epd.pid!) - idle0.epd) / idleS).toFixed(2),
 };
-const result = { tasks: N, width: WIDTH, depth: DEPTH, agents: AGENTS, idle, rounds };
+// over every round: the sets' CPU summed (each round alternates which set runs first, so a drift
+// of the machine's speed between the two sets of a round cancels out over an even number of them)
+const total = (set: "chained" | "independent") => rounds.reduce((sum, r) => sum + r[set].tower_cpu_ms_per_task, 0);
+const pooled = {
+  tower_cpu_ms_per_task_chained: +(total("chained") / ROUNDS).toFixed(3),
+  tower_cpu_ms_per_task_independent: +(total("independent") / ROUNDS).toFixed(3),
+  tower_cpu_ratio_chained_vs_independent: +(total("chained") / total("independent")).toFixed(3),
+};
+const result = { tasks: N, width: WIDTH, depth: DEPTH, agents: AGENTS, idle, rounds, pooled };
 console.log(values.json ? JSON.stringify(result) : JSON.stringify(result, null, 2));
 epd.kill("SIGTERM");
 await t.close();
