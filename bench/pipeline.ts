@@ -203,8 +203,8 @@ if (Number(values.warmup) > 0) {
       `warm-${chained ? "chain" : "indep"}`,
     );
 }
-type Set = { tower_cpu_ms_per_task: number };
-const rounds: { chained: Set; independent: Set; [figure: string]: unknown }[] = [];
+type SetFigures = { tower_cpu_ms_per_task: number };
+const rounds: { chained: SetFigures; independent: SetFigures; [figure: string]: unknown }[] = [];
 for (let r = 1; r <= ROUNDS; r++) {
   const chains = await createPhase(`chains-${r}`, true);
   const independent = await createPhase(`independent-${r}`, false);

@@ -2,7 +2,7 @@
 // (the tower, epd): Node's own UTF-8 writer (Buffer.from, which slices small strings out of a
 // shared pool) instead of TextEncoder.encode, which allocates a new ArrayBuffer per string. A Task
 // has about fifteen strings; toBinary of one went from 46 to 32 µs on the bench machine, and every
-// assignment on a link carries one or more (docs/perf-history.md, "Pipelines"). The bytes are the
+// assignment on a link carries one or more (docs/perf-history.md, "Protobuf strings…"). The bytes are the
 // same (common/protobuf-text.test.ts); decoding is left to the library's TextDecoder.
 import { configureTextEncoding, getTextEncoding } from "@bufbuild/protobuf/wire";
 

@@ -223,7 +223,7 @@ storeSuite((s) => {
           ["task.claimed", "child", 2],
           ["task.running", "child", 3],
         ]);
-        // the child as it was between the two, though its row was written once (SQLite): queued, no attempt yet
+        // the queued event shows the child as queued (no attempt yet, no claimant), before its claim
         const queued = events[from + 1];
         expect([queued.status, queued.payload]).toMatchObject(["queued", { status: "queued", attempts: 0 }]);
         expect(queued.payload).toMatchObject({ claimed_by: "", runtime: "shell", after: parent });
