@@ -41,7 +41,10 @@ function sendRpcError(reply: FastifyReply, contentType: string | undefined, ep: 
 
 /** Paths served without a bearer token. */
 export function isPublic(url: string, method: string): boolean {
-  const path = url.split("?", 1)[0];
+  // the API's own paths first: every call asks, and none of them is public
+  if (url.startsWith("/v1/") || url.startsWith("/ep.")) return false;
+  const q = url.indexOf("?");
+  const path = q < 0 ? url : url.slice(0, q);
   return (
     path === "/healthz" ||
     path === "/readyz" ||
