@@ -22,7 +22,8 @@
 // WIDTH × 5 tasks of each set warm the JIT of both processes (--warmup 0: none), which the first timed set paid
 // alone; each set starts after a WAL checkpoint and a full GC of the tower (runPhase). The idle
 // cost of both processes (5 s, every agent idle) is reported beside. --prof <dir>: a CPU profile of the tower (this
-// process) per set, <dir>/<set>-<round>.cpuprofile.
+// process) per set, <dir>/<set>-<round>.cpuprofile. EP_BENCH_PROF=<dir>: a CPU profile of epd there, written as it
+// exits; EP_BENCH_EPD_FLAGS="--trace-gc …": Node flags for epd, its stdout shown.
 import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -83,7 +84,12 @@ const nodeFile = join(home.dir, "node.json");
 await registerNode(t.url, t.adminToken, nodeFile);
 mkdirSync(join(home.dir, "epd"), { recursive: true, mode: 0o700 });
 const { epd: epdMain } = await buildBinaries();
-const epd = spawn(process.execPath, [epdMain, "run", "--backend-url", t.url], {
+// epd's Node flags: its CPU profile (EP_BENCH_PROF), any others (EP_BENCH_EPD_FLAGS)
+const epdFlags = [
+  ...(process.env.EP_BENCH_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.EP_BENCH_PROF}`] : []),
+  ...(process.env.EP_BENCH_EPD_FLAGS?.split(" ").filter(Boolean) ?? []),
+];
+const epd = spawn(process.execPath, [...epdFlags, epdMain, "run", "--backend-url", t.url], {
   env: {
     ...process.env,
     EP_HOME: home.dir,
@@ -92,7 +98,7 @@ const epd = spawn(process.execPath, [epdMain, "run", "--backend-url", t.url], {
     EP_POLL_MS: "60000",
     PATH: `${FIXTURES}:${process.env.PATH}`,
   },
-  stdio: ["ignore", "ignore", "inherit"],
+  stdio: ["ignore", process.env.EP_BENCH_EPD_FLAGS ? "inherit" : "ignore", "inherit"],
 });
 process.on("exit", () => epd.exitCode === null && epd.kill("SIGKILL"));
 // stopped from outside (timeout, Ctrl-C): epd goes with it
@@ -247,6 +253,11 @@ const pooled = {
 const result = { tasks: N, width: WIDTH, depth: DEPTH, agents: AGENTS, idle, rounds, pooled };
 console.log(values.json ? JSON.stringify(result) : JSON.stringify(result, null, 2));
 epd.kill("SIGTERM");
+// its profile (EP_BENCH_PROF) is written as it exits
+await new Promise((r) => {
+  epd.once("exit", r);
+  setTimeout(r, 10_000).unref();
+});
 await t.close();
 home.cleanup();
 process.exit(0);
