@@ -12,3 +12,25 @@ export function procCpuMs(pid: number | "self"): number {
   const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
   return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
 }
+
+/**
+ * epd's CPU with its spawn helper's (daemon/runtimes/spawner.ts), which forks the runs: the work
+ * epd did itself before the helper, so the figures stay comparable.
+ */
+export function epdCpuMs(pid: number): number {
+  let ms = procCpuMs(pid);
+  let children: string[] = [];
+  try {
+    children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").split(" ").filter(Boolean);
+  } catch {
+    // epd gone
+  }
+  for (const child of children) {
+    try {
+      if (readFileSync(`/proc/${child}/cmdline`, "utf8").includes("spawn.sock")) ms += procCpuMs(Number(child));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return ms;
+}

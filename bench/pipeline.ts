@@ -23,7 +23,10 @@
 // alone; each set starts after a WAL checkpoint and a full GC of the tower (runPhase). The idle
 // cost of both processes (5 s, every agent idle) is reported beside. --prof <dir>: a CPU profile of the tower (this
 // process) per set, <dir>/<set>-<round>.cpuprofile. EP_BENCH_PROF=<dir>: a CPU profile of epd there, written as it
-// exits; EP_BENCH_EPD_FLAGS="--trace-gc …": Node flags for epd, its stdout shown.
+// exits (each set's window in it on stderr, as "window <set> <from µs> <to µs>" of the monotonic clock the profile's
+// times are on); EP_BENCH_EPD_FLAGS="--trace-gc …": Node flags for epd, its stdout shown. epd's CPU includes its spawn
+// helper's (the process that forks the runs); epd_without_spawner_ms_per_task is epd's own. The agents of a set
+// enroll at once (one after the other took ~0.2 s each while epd ran the first ones' tasks).
 import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -37,7 +40,7 @@ import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, FIXTURES, registerNode } from "../tests/epd-harness.js";
 import { startTower, tempHome, waitFor } from "../tests/harness.js";
-import { pct, procCpuMs } from "./figures.js";
+import { epdCpuMs, pct, procCpuMs } from "./figures.js";
 
 const { values } = parseArgs({
   options: {
@@ -178,19 +181,28 @@ async function runPhase(phase: { domainId: string; ids: string[] }, label: strin
   fullGc();
   await profiler?.post("Profiler.start");
   const tower0 = procCpuMs("self");
-  const epd0 = procCpuMs(epd.pid!);
+  const epd0 = epdCpuMs(epd.pid!);
+  const epdAlone0 = procCpuMs(epd.pid!);
   const [succeeded0, publishes0, events0] = [succeeded, publishes, events];
   const t0 = performance.now();
-  for (let i = 0; i < AGENTS; i++)
-    await call("agent.enroll", { domainId: phase.domainId, runtime: "shell", name: `${label}-${i}` });
+  await Promise.all(
+    Array.from({ length: AGENTS }, (_, i) =>
+      call("agent.enroll", { domainId: phase.domainId, runtime: "shell", name: `${label}-${i}` }),
+    ),
+  );
+  const enrolledS = (performance.now() - t0) / 1000;
+  const h0 = process.hrtime.bigint() / 1000n;
   await waitFor(() => succeeded - succeeded0 >= phase.ids.length, 1_800_000, 50);
+  if (process.env.EP_BENCH_PROF) console.error("window", label, h0, process.hrtime.bigint() / 1000n);
   const seconds = (performance.now() - t0) / 1000;
   const n = phase.ids.length;
   const out = {
     seconds: +seconds.toFixed(1),
+    enrolled_s: +enrolledS.toFixed(2),
     tasks_per_s: Math.round(n / seconds),
     tower_cpu_ms_per_task: +((procCpuMs("self") - tower0) / n).toFixed(3),
-    epd_cpu_ms_per_task: +((procCpuMs(epd.pid!) - epd0) / n).toFixed(3),
+    epd_cpu_ms_per_task: +((epdCpuMs(epd.pid!) - epd0) / n).toFixed(3),
+    epd_without_spawner_ms_per_task: +((procCpuMs(epd.pid!) - epdAlone0) / n).toFixed(3),
     commits_per_task: +((publishes - publishes0) / n).toFixed(3),
     events_per_task: +((events - events0) / n).toFixed(3),
   };
@@ -235,12 +247,15 @@ for (let r = 1; r <= ROUNDS; r++) {
 }
 // what each process costs doing nothing for 5 s with every agent enrolled and idle: a set that
 // takes longer pays more of it per task (timers, the link's pings), which is not the set's work
-const idle0 = { tower: procCpuMs("self"), epd: procCpuMs(epd.pid!), at: performance.now() };
+await profiler?.post("Profiler.start");
+const idle0 = { tower: procCpuMs("self"), epd: epdCpuMs(epd.pid!), at: performance.now() };
 await new Promise((r) => setTimeout(r, 5000));
+if (profiler)
+  writeFileSync(join(values.prof!, "idle.cpuprofile"), JSON.stringify((await profiler.post("Profiler.stop")).profile));
 const idleS = (performance.now() - idle0.at) / 1000;
 const idle = {
   tower_cpu_ms_per_s: +((procCpuMs("self") - idle0.tower) / idleS).toFixed(2),
-  epd_cpu_ms_per_s: +((procCpuMs(epd.pid!) - idle0.epd) / idleS).toFixed(2),
+  epd_cpu_ms_per_s: +((epdCpuMs(epd.pid!) - idle0.epd) / idleS).toFixed(2),
 };
 // over every round: the sets' CPU summed (each round alternates which set runs first, so a drift
 // of the machine's speed between the two sets of a round cancels out over an even number of them)

@@ -35,7 +35,7 @@ import { createUnaryTransport } from "../daemon/link/unary-transport.js";
 import { WorkService } from "../gen/ep/tower/v1/work_pb.js";
 import { buildBinaries, FIXTURES, registerNode, stopChild } from "../tests/epd-harness.js";
 import { startTower, tempHome, waitFor } from "../tests/harness.js";
-import { pct, procCpuMs } from "./figures.js";
+import { epdCpuMs, pct, procCpuMs } from "./figures.js";
 import { Runtime } from "../gen/ep/tower/v1/resources_pb.js";
 
 const { values } = parseArgs({
@@ -213,7 +213,7 @@ async function runSubmitter(): Promise<void> {
 // warm-up at the same rate: JIT, connections, the SQLite page cache
 await offer(WARMUP, "warm");
 const load0 = loadavg()[0];
-const epdCpu0 = procCpuMs(epd.pid!);
+const epdCpu0 = epdCpuMs(epd.pid!);
 const selfCpu0 = procCpuMs("self");
 const subCpu0 = procCpuMs(submitter.pid!);
 // stalls of the tower's event loop (it shares this process with the submitter): a slow commit or
@@ -226,7 +226,7 @@ const startedAt = await offer(N, "task");
 const elapsed = (performance.now() - t0) / 1000;
 measuring = false;
 loopDelay.disable();
-const epdCpu = procCpuMs(epd.pid!) - epdCpu0;
+const epdCpu = epdCpuMs(epd.pid!) - epdCpu0;
 const selfCpu = procCpuMs("self") - selfCpu0;
 const subCpu = procCpuMs(submitter.pid!) - subCpu0;
 

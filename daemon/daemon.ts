@@ -22,6 +22,7 @@ import { linkKind, linkToTower } from "./link/link-to-tower.js";
 import { createSecretsBroker, towerResolver } from "./secrets/broker.js";
 import { redactingLogger } from "./secrets/redact.js";
 import { createRuntimeRegistry, type RuntimeRegistry } from "./runtimes/registry.js";
+import { createSpawner } from "./runtimes/spawner.js";
 import { loadRuntimesConfig, runtimeReport, runtimesConfigPath } from "./runtimes/runtimes-config.js";
 import { createMcpEndpoint } from "./mcp/mcp-endpoint.js";
 import { openToolCaller } from "./mcp/tool-call.js";
@@ -118,6 +119,8 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
   const binDir = await prepareHome(home, opts.epdEntry);
   const baseEnv = runBaseEnv(env);
   const runtimesConfig = await loadRuntimesConfig(runtimesConfigPath(env));
+  // runs are forked by a small helper, whose fork stays cheap whatever epd holds (runtimes/spawner.ts)
+  const spawner = createSpawner(join(home, "spawn.sock"), log.child({ part: "spawner" }));
   // every run's output is also followed by the attach gateway (docs/attach.md)
   const attachHub = createAttachHub({
     clock,
@@ -126,7 +129,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
     idleMs: positiveInt("EP_ATTACH_IDLE_MS", env.EP_ATTACH_IDLE_MS, 30 * 60_000),
   });
   const runtimes: RuntimeRegistry = attachHub.wrapRuntimes(
-    createRuntimeRegistry(runtimesConfig, { clock, logger: log }),
+    createRuntimeRegistry(runtimesConfig, { clock, logger: log, spawn: spawner.spawn }),
   );
   const agents = createAgentStore(home);
   await agents.load();
@@ -347,6 +350,7 @@ export async function createDaemon(opts: DaemonOptions): Promise<Daemon> {
         () => attach.close(),
         () => attachHub.close(),
         () => runtimes.close(),
+        () => spawner.close(),
         () => signals.close(),
         () => Promise.all([mgmtServer?.close(), secretsServer?.close(), mcp.close(), metricsServer?.close()]),
         () => broker.close(),

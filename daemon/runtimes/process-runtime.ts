@@ -2,7 +2,6 @@
 // own process group, no TTY, stdout read as JSON lines by the vendor's stream parser.
 import { runEnv } from "./runtime.js";
 import { stripAnsi } from "./tmux.js";
-import { spawn, type ChildProcess } from "node:child_process";
 import { statSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import type { Clock, ClockTimer } from "../../common/clock.js";
@@ -31,6 +30,7 @@ import type { CommandRuntimeConfig } from "./runtimes-config.js";
 import { confineCommand, type Permission } from "./confine.js";
 import type { Denial } from "./denials.js";
 import { openSpool, wrapCommand } from "./run-record.js";
+import { spawnHere, type SpawnFn } from "./spawner.js";
 
 /** What a vendor's JSON-lines stream said; `final` is set once its closing event was seen. */
 export interface StreamOutcome {
@@ -67,6 +67,8 @@ export interface ProcessRuntimeOptions {
    * (vendorA_code's `input.claude`).
    */
   extend?: (spec: RunSpec, permission: Permission | undefined) => RunAdditions | EpError;
+  /** Starts the process: epd's spawn helper (spawner.ts); Node's spawn from this process by default. */
+  spawn?: SpawnFn;
 }
 
 /** Per-run additions to a runtime's configured command. */
@@ -232,17 +234,28 @@ function runProcess(o: RunProcessOptions): RunHandle {
   let resolveResult!: (r: RunResult) => void;
   const result = new Promise<RunResult>((r) => (resolveResult = r));
 
-  const child: ChildProcess = spawn(o.executable, o.args, {
-    cwd: spec.cwd,
-    env: o.env,
-    detached: true,
-    stdio: ["ignore", "pipe", "pipe"],
+  const child = (o.spawn ?? spawnHere)(o.executable, o.args, { cwd: spec.cwd, env: o.env });
+  // the leader's pid, once the process is there (at once from Node's spawn, a message later from the helper's)
+  let pid = child.pid;
+  let stopWhenStarted = false;
+  const spawned = new Promise<number | undefined>((resolve) => {
+    if (pid !== undefined) return resolve(pid);
+    child.on("spawn", () => {
+      pid = child.pid;
+      log.debug("run started", { pid, command: o.executable });
+      resolve(pid);
+      if (stopWhenStarted) void terminate();
+    });
+    child.on("error", () => resolve(undefined));
   });
-  const pid = child.pid;
-  log.debug("run started", { pid, command: o.executable });
+  if (pid !== undefined) log.debug("run started", { pid, command: o.executable });
 
   const terminate = () => {
-    if (pid === undefined) return Promise.resolve();
+    if (pid === undefined) {
+      // not started yet: stopped as soon as it is
+      stopWhenStarted = true;
+      return result.then(() => undefined);
+    }
     terminating ??= terminateGroup(pid, graceMs, clock);
     return terminating;
   };
@@ -344,7 +357,10 @@ function runProcess(o: RunProcessOptions): RunHandle {
   }
 
   return {
-    pid,
+    get pid() {
+      return pid;
+    },
+    spawned,
     result,
     cancel(reason) {
       if (!settled && !stopReason) {

@@ -13,6 +13,7 @@ import {
   type RuntimeKind,
 } from "./runtime.js";
 import type { CommandRuntimeConfig, RuntimesConfig } from "./runtimes-config.js";
+import type { SpawnFn } from "./spawner.js";
 import { createShellRuntime } from "./shell.js";
 import { createVendorAAgentAcpRuntime } from "./vendor-a-agent-acp.js";
 import { createVendorACodeParser, vendorACodeRun } from "./vendor-a-code.js";
@@ -23,6 +24,8 @@ import { claudeRefusals, codexRefusals, geminiRefusals, refusing } from "./cli-r
 export interface RuntimeRegistryDeps {
   clock?: Clock;
   logger?: Logger;
+  /** How command runtimes start their process (epd: its spawn helper) */
+  spawn?: SpawnFn;
 }
 
 export interface RuntimeRegistry {
@@ -43,6 +46,7 @@ export interface RuntimeRegistry {
 
 export function createRuntimeRegistry(config: RuntimesConfig, deps: RuntimeRegistryDeps = {}): RuntimeRegistry {
   const d = { clock: deps.clock ?? systemClock, logger: (deps.logger ?? silentLogger).child({ part: "runtimes" }) };
+  const spawn = deps.spawn ? { spawn: deps.spawn } : {};
   const agentCli = (
     kind: RuntimeKind,
     cfg: CommandRuntimeConfig,
@@ -53,6 +57,7 @@ export function createRuntimeRegistry(config: RuntimesConfig, deps: RuntimeRegis
       kind,
       config: cfg,
       ...d,
+      ...spawn,
       parser,
       validate: (spec) =>
         spec.prompt.trim() === "" ? invalidField("prompt", `must not be empty for runtime ${kind}`) : undefined,
@@ -69,7 +74,7 @@ export function createRuntimeRegistry(config: RuntimesConfig, deps: RuntimeRegis
     vendorB: agentCli("vendorB", config.vendorB, refusing(createVendorBParser, codexRefusals), vendorBRun),
     vendorC: agentCli("vendorC", config.vendorC, refusing(createVendorCParser, geminiRefusals), vendorCRun),
     muxhost_hosted: createMuxhostHostedRuntime(config.muxhost_hosted, d),
-    shell: createShellRuntime(config.shell, d),
+    shell: createShellRuntime(config.shell, { ...d, ...spawn }),
   });
   let current = config;
   let adapters = build(config);

@@ -143,6 +143,8 @@ export function usageOf(u: {
 export interface RunHandle {
   /** Leader of the run's process group, once known. */
   readonly pid: number | undefined;
+  /** Settles with the leader's pid once it is known (undefined: the run did not start); absent where pid is at once. */
+  readonly spawned?: Promise<number | undefined>;
   /** Settles once the run ended and its process group is gone; never rejects. */
   readonly result: Promise<RunResult>;
   /** Stops the run: the whole process group gets SIGTERM, then SIGKILL after the grace. Resolves with the result. */

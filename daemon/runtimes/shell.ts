@@ -6,10 +6,11 @@ import type { Logger } from "../../common/log.js";
 import { createProcessRuntime } from "./process-runtime.js";
 import type { RuntimeAdapter } from "./runtime.js";
 import type { CommandRuntimeConfig } from "./runtimes-config.js";
+import type { SpawnFn } from "./spawner.js";
 
 export function createShellRuntime(
   config: CommandRuntimeConfig,
-  deps: { clock: Clock; logger: Logger },
+  deps: { clock: Clock; logger: Logger; spawn?: SpawnFn },
 ): RuntimeAdapter {
   return createProcessRuntime({
     kind: "shell",

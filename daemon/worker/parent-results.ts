@@ -6,14 +6,14 @@
 // assignment (TaskAssignment.parents, read in the claim's commit); a parent it did not send (a
 // task claimed by epd itself, an older tower) is read with GetTask.
 import { toJson, type JsonObject } from "@bufbuild/protobuf";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { EpError, invalidField, toEpError } from "../../common/errors.js";
 import { TaskSchema, type Task } from "../../gen/ep/tower/v1/resources_pb.js";
 import type { TowerClients } from "../link/tower-client.js";
+import { PARENTS_DIR } from "./run-dirs.js";
 
-/** The folder of the run directory the parents' files are in (EP_PARENTS_DIR). */
-export const PARENTS_DIR = "parents";
+export { PARENTS_DIR } from "./run-dirs.js";
 /** How much of each parent's output the prompt's context block quotes (the rest: get_parent_results). */
 const CONTEXT_OUTPUT = 2000;
 
@@ -54,26 +54,36 @@ const parentJson = (p: Task) => toJson(TaskSchema, p, { useProtoFieldName: true 
 /**
  * parents/<id>.out (the output), parents/<id>.json (the whole task, result included) and the
  * same under the step's name when it has one, plus parents/index.json (the list). Returns the folder.
+ * `leftovers`: the files a recycled run directory's parents/ holds (run-dirs.ts); they are renamed
+ * and overwritten into these (a new file costs an inode, dearer than the rest), the rest removed.
  */
-export function writeParentFiles(workDir: string, parents: readonly Task[]): string {
+export function writeParentFiles(workDir: string, parents: readonly Task[], leftovers?: readonly string[]): string {
   const dir = join(workDir, PARENTS_DIR);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if (!leftovers) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const files: [string, string][] = [];
   for (const p of parents) {
     const names = [p.id, ...(p.step && /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(p.step) ? [p.step] : [])];
-    for (const n of names) {
-      writeFileSync(join(dir, `${n}.out`), p.result?.output ?? "", { mode: 0o600 });
-      writeFileSync(join(dir, `${n}.json`), `${JSON.stringify(parentJson(p), null, 2)}\n`, { mode: 0o600 });
-    }
+    for (const n of names)
+      files.push([`${n}.out`, p.result?.output ?? ""], [`${n}.json`, `${JSON.stringify(parentJson(p), null, 2)}\n`]);
   }
-  writeFileSync(
-    join(dir, "index.json"),
+  files.push([
+    "index.json",
     `${JSON.stringify(
       parents.map((p) => ({ id: p.id, step: p.step, title: p.title })),
       null,
       2,
     )}\n`,
-    { mode: 0o600 },
-  );
+  ]);
+  const wanted = new Set(files.map(([name]) => name));
+  const there = new Set(leftovers);
+  const spare = (leftovers ?? []).filter((name) => !wanted.has(name));
+  for (const [name, text] of files) {
+    const path = join(dir, name);
+    const old = there.has(name) ? undefined : spare.pop();
+    if (old !== undefined) renameSync(join(dir, old), path);
+    writeFileSync(path, text, { mode: 0o600 });
+  }
+  for (const old of spare) unlinkSync(join(dir, old));
   return dir;
 }
 

@@ -121,4 +121,40 @@ describe("run directories", () => {
     expect(readdirSync(join(root, "tsk_b"))).toEqual([]);
     dropStaleConfig(join(root, "tsk_b")); // nothing there: fine
   });
+
+  it(
+    "keep epd's parents/ folder in a spare for the next " + "task with parents; one without parents gets none",
+    async () => {
+      const root = workRoot();
+      const dirs = createRunDirs();
+      ranIn(join(root, "tsk_a"), { [MCP_CONFIG_FILE]: "{}" });
+      ranIn(join(root, "tsk_a", "parents"), { "tsk_p.out": "x", "tsk_p.json": "{}", "index.json": "[]" });
+      ranIn(join(root, "tsk_b"), { [MCP_CONFIG_FILE]: "{}" });
+      dirs.release(join(root, "tsk_a"));
+      dirs.release(join(root, "tsk_b"));
+      expect(dirs.spares()).toBe(2);
+      // the one with parents/ goes to the task with parents, though it is not the last kept
+      const withParents = await dirs.fresh(join(root, "tsk_c"), true);
+      expect(withParents.recycled).toBe(true);
+      expect(withParents.parentFiles?.sort()).toEqual(["index.json", "tsk_p.json", "tsk_p.out"]);
+      expect(existsSync(join(root, "tsk_a"))).toBe(false);
+      expect(await dirs.fresh(join(root, "tsk_d"), true)).toEqual({ recycled: true }); // the plain one: no parentFiles
+      expect(readdirSync(join(root, "tsk_d"))).toEqual([MCP_CONFIG_FILE]);
+      // a spare with parents/ for a task without parents: the folder goes
+      dirs.release(join(root, "tsk_c"));
+      expect(await dirs.fresh(join(root, "tsk_e"))).toEqual({ recycled: true });
+      expect(readdirSync(join(root, "tsk_e"))).toEqual([MCP_CONFIG_FILE]);
+    },
+  );
+
+  it("leave a directory whose parents/ holds anything epd did not write there for the operator", async () => {
+    const root = workRoot();
+    const dirs = createRunDirs();
+    ranIn(join(root, "tsk_a", "parents"), { "tsk_p.out": "x", "notes.txt": "the run's" });
+    ranIn(join(root, "tsk_b", "parents", "sub"), {});
+    ranIn(join(root, "tsk_c", "parents"), { "index.json": "[]" });
+    writeFileSync(join(root, "tsk_c", "out.txt"), "the run's");
+    for (const t of ["tsk_a", "tsk_b", "tsk_c"]) dirs.release(join(root, t));
+    expect(dirs.spares()).toBe(0);
+  });
 });

@@ -5,11 +5,19 @@
 // (docs/perf-history.md, "Run directories recycled"). So the directory a finished run left with
 // nothing in it but its MCP config is kept as a spare, and the next run's directory is that spare
 // renamed (its config then overwritten in place). A directory the run wrote anything into is left
-// where it is for the operator, as before (collected after a week, work-gc.ts).
-import { type Dirent, mkdirSync, readdirSync, renameSync, unlinkSync, utimesSync } from "node:fs";
+// where it is for the operator, as before (collected after a week, work-gc.ts). The same holds for
+// the parents' files epd writes for a task with depends_on (parents/, parent-results.ts): a spare
+// may keep that folder, and the next task with parents renames and overwrites its files instead of
+// making four new inodes (a chained shell task's epd CPU, docs/perf-history.md, 2026-12-03).
+import { type Dirent, mkdirSync, readdirSync, renameSync, rmSync, unlinkSync, utimesSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { MCP_CONFIG_FILE } from "../mcp/agent-config.js";
+
+/** The folder of the run directory the parents' files are in (EP_PARENTS_DIR). */
+export const PARENTS_DIR = "parents";
+/** The names epd gives the parents' files (parent-results.ts): a folder with anything else is the run's. */
+const PARENT_FILE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\.(out|json)$/;
 
 /** Spares kept at most (one per agent that ran is enough; more is only disk entries). */
 export const MAX_SPARES = 64;
@@ -19,7 +27,7 @@ export interface RunDirs {
    * Makes `dir` an empty directory, or one holding only a previous run's MCP config (`recycled`),
    * which the caller overwrites or removes (dropStaleConfig).
    */
-  fresh(dir: string): Promise<{ recycled: boolean }>;
+  fresh(dir: string, withParents?: boolean): Promise<{ recycled: boolean; parentFiles?: string[] }>;
   /** After a run is over (its process gone): keeps `dir` as a spare when the run left nothing in it. */
   release(dir: string): void;
   /** Spares held now (for tests and the daemon's status). */
@@ -27,16 +35,26 @@ export interface RunDirs {
 }
 
 export function createRunDirs(nowMs: () => number = Date.now): RunDirs {
-  const spares: string[] = [];
+  /** `parentFiles`: the spare holds parents/ with these files (none: no such folder) */
+  const spares: { dir: string; parentFiles?: string[] }[] = [];
+  /** The last spare of the kind wanted (with parents/ or without), else the last one. */
+  const pick = (withParents: boolean) => {
+    for (let i = spares.length - 1; i >= 0; i--)
+      if ((spares[i]!.parentFiles !== undefined) === withParents) return spares.splice(i, 1)[0]!;
+    return spares.pop()!;
+  };
 
-  async function fresh(dir: string): Promise<{ recycled: boolean }> {
+  async function fresh(dir: string, withParents = false): Promise<{ recycled: boolean; parentFiles?: string[] }> {
     let cleared = false;
     while (spares.length) {
-      const spare = spares.pop()!;
+      const spare = pick(withParents);
       try {
-        renameSync(spare, dir);
+        renameSync(spare.dir, dir);
         const now = new Date(nowMs());
         utimesSync(dir, now, now); // its age is the new run's (work-gc.ts keeps it a week from now)
+        if (spare.parentFiles === undefined) return { recycled: true };
+        if (withParents) return { recycled: true, parentFiles: spare.parentFiles };
+        rmSync(join(dir, PARENTS_DIR), { recursive: true, force: true }); // no parents this time
         return { recycled: true };
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
@@ -56,15 +74,26 @@ export function createRunDirs(nowMs: () => number = Date.now): RunDirs {
   }
 
   function release(dir: string): void {
-    if (spares.length >= MAX_SPARES || spares.includes(dir)) return;
+    if (spares.length >= MAX_SPARES || spares.some((s) => s.dir === dir)) return;
     let entries: Dirent[];
+    let parentFiles: string[] | undefined;
     try {
       entries = readdirSync(dir, { withFileTypes: true });
+      if (entries.some((e) => e.name === PARENTS_DIR && e.isDirectory())) {
+        const files = readdirSync(join(dir, PARENTS_DIR), { withFileTypes: true });
+        if (!files.every((e) => e.isFile() && PARENT_FILE.test(e.name))) return;
+        parentFiles = files.map((e) => e.name);
+      }
     } catch {
       return;
     }
-    // only the config, as a regular file (a symlink in its place would be written through)
-    if (entries.every((e) => e.name === MCP_CONFIG_FILE && e.isFile())) spares.push(dir);
+    // only the config, as a regular file (a symlink in its place would be written through), and epd's parents/
+    if (
+      entries.every(
+        (e) => (e.name === MCP_CONFIG_FILE && e.isFile()) || (e.name === PARENTS_DIR && parentFiles !== undefined),
+      )
+    )
+      spares.push({ dir, ...(parentFiles ? { parentFiles } : {}) });
   }
 
   return { fresh, release, spares: () => spares.length };

@@ -1,7 +1,7 @@
 // One task's run: a fresh work/<task_id>/ directory (or the profile's cwd), a secrets session, the
 // runtime started with the run's environment, progress batched to the tower, the lease
 // heartbeated (a refused heartbeat stops the run), and the outcome delivered until acknowledged.
-import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { ClockTimer } from "../../common/clock.js";
@@ -19,7 +19,7 @@ import { createFrameBatcher } from "./frame-batcher.js";
 import { closeWorkspace, openWorkspace, type Workspace } from "./task-workspace.js";
 import type { InflightEntry, TaskOutcome } from "./journal.js";
 import { processStartTime } from "./orphans.js";
-import { createRunDirs, dropStaleConfig, type RunDirs } from "./run-dirs.js";
+import { createRunDirs, dropStaleConfig, PARENTS_DIR, type RunDirs } from "./run-dirs.js";
 import { loadParents, parentContext, withParentRef, writeParentFiles } from "./parent-results.js";
 import { refusedByTower } from "./report.js";
 import type { Run, Slot, WorkerDeps, WorkerState } from "./worker-types.js";
@@ -103,7 +103,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
       return;
     }
 
-    const { workDir, cwd, placeEnv, mcp, permission } = await preparePlace(deps, dirs, run, tlog);
+    const { workDir, cwd, placeEnv, mcp, permission, parentFiles } = await preparePlace(deps, dirs, run, tlog);
     const session = sessions.open({ taskId: task.id, agentId: agent.id, domainId: agent.domainId });
     const redactor = deps.redactor?.(session.id);
     const batcher = createFrameBatcher({
@@ -132,10 +132,11 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
       if (parents.length) {
         Object.assign(env, {
           EP_PARENT_IDS: parents.map((p) => p.id).join(","),
-          EP_PARENTS_DIR: writeParentFiles(workDir, parents),
+          EP_PARENTS_DIR: writeParentFiles(workDir, parents, parentFiles),
         });
         task.input = withParentRef(task.input, parents);
-      }
+        // a recycled folder's
+      } else if (parentFiles) rmSync(join(workDir, PARENTS_DIR), { recursive: true, force: true });
       workspace = await openWorkspace(deps, run, report, env);
       if (workspace?.setupFailed) throw workspace.setupFailed;
       run.handle = deps.runtimes.start(agent.runtime, {
@@ -163,7 +164,7 @@ export function createRunner(deps: WorkerDeps, st: WorkerState, hooks: RunHooks)
         }),
       });
       if (run.stop) void run.handle.cancel(run.stop);
-      const pid = run.handle.pid;
+      const pid = run.handle.pid ?? (await run.handle.spawned);
       if (pid) {
         session.pid = pid;
         entry.pid = pid;
@@ -244,7 +245,7 @@ async function announceStart(deps: WorkerDeps, run: Run, tlog: Logger): Promise<
 async function preparePlace(deps: WorkerDeps, dirs: RunDirs, run: Run, tlog: Logger) {
   const { task, agent } = run;
   const workDir = join(deps.home, "work", task.id);
-  const { recycled } = await dirs.fresh(workDir);
+  const { recycled, parentFiles } = await dirs.fresh(workDir, task.dependsOn.length > 0);
   const place = agent.profile ? deps.profiles?.place(agent.profile) : undefined;
   if (agent.profile && !place)
     tlog.warn("profile gone from agents.toml; the task runs in a fresh directory", { profile: agent.profile });
@@ -252,7 +253,7 @@ async function preparePlace(deps: WorkerDeps, dirs: RunDirs, run: Run, tlog: Log
   if (place) await mkdir(cwd, { recursive: true, mode: 0o700 });
   const mcp = grantMcp(deps, run, workDir, place?.permission, tlog);
   if (recycled && !mcp) dropStaleConfig(workDir);
-  return { workDir, cwd, placeEnv: place?.env, mcp, permission: place?.permission };
+  return { workDir, cwd, placeEnv: place?.env, mcp, permission: place?.permission, parentFiles };
 }
 
 /**
