@@ -26,7 +26,9 @@
 // exits (each set's window in it on stderr, as "window <set> <from µs> <to µs>" of the monotonic clock the profile's
 // times are on); EP_BENCH_EPD_FLAGS="--trace-gc …": Node flags for epd, its stdout shown. epd's CPU includes its spawn
 // helper's (the process that forks the runs); epd_without_spawner_ms_per_task is epd's own. The agents of a set
-// enroll at once (one after the other took ~0.2 s each while epd ran the first ones' tasks).
+// enroll at once (one after the other took ~0.2 s each while epd ran the first ones' tasks). With
+// `node -r ./bench/sql-cost.cjs scripts/run-ts.mjs bench/pipeline.ts …`, each set's SQL statements and their CPU per
+// task.
 import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -168,6 +170,9 @@ setFlagsFromString("--expose-gc");
 const fullGc = runInNewContext("gc") as () => void;
 const sqlite = (t.tower.deps.store as unknown as { db?: { pragma(p: string): unknown } }).db;
 
+/** bench/sql-cost.cjs, when preloaded: each set's statements and their CPU, on stderr. */
+const sqlCost = (globalThis as { __epSqlCost?: { start(): void; stop(n: number): string } }).__epSqlCost;
+
 async function runPhase(phase: { domainId: string; ids: string[] }, label: string) {
   // a transaction of the tower's may be open (SQLITE_LOCKED): again once it is done
   for (let i = 0; sqlite && i < 100; i++) {
@@ -179,6 +184,7 @@ async function runPhase(phase: { domainId: string; ids: string[] }, label: strin
     }
   }
   fullGc();
+  sqlCost?.start();
   await profiler?.post("Profiler.start");
   const tower0 = procCpuMs("self");
   const epd0 = epdCpuMs(epd.pid!);
@@ -206,6 +212,7 @@ async function runPhase(phase: { domainId: string; ids: string[] }, label: strin
     commits_per_task: +((publishes - publishes0) / n).toFixed(3),
     events_per_task: +((events - events0) / n).toFixed(3),
   };
+  if (sqlCost) console.error(`sql cost, ${label}:\n${sqlCost.stop(n)}`);
   if (profiler)
     writeFileSync(
       join(values.prof!, `${label}.cpuprofile`),
