@@ -51,6 +51,8 @@ export interface Auth {
   signNodeToken(nodeId: string, hostname: string): Promise<string>;
   /** Who a node's requests act as now (its served domains, its agents' domains); cached as for its calls. */
   nodeCaller(nodeId: string): Promise<Caller>;
+  /** The node's caller when this replica has it at hand (no read): for a decision made inside a commit. */
+  cachedNodeCaller(nodeId: string): Caller | undefined;
   /** Adds a new signing key; older keys still verify tokens they signed. */
   rotateSigningKey(): Promise<string>;
   /** The public key set, for anyone verifying node tokens. */
@@ -184,6 +186,7 @@ export function createAuth(deps: Deps, opts: AuthOptions): Auth {
 
     signNodeToken: (nodeId, hostname) => keys.sign(nodeId, hostname),
     nodeCaller,
+    cachedNodeCaller: (nodeId) => nodes.get(nodeId),
     rotateSigningKey: () => keys.rotate(),
     jwks: () => keys.jwks(),
 

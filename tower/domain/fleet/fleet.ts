@@ -19,7 +19,10 @@ export type FleetService = ReturnType<typeof createFleetService>;
 
 export function createFleetService(deps: Deps, auth: Auth, opts: FleetOptions) {
   // the node links this replica holds, routing and targeted wake-ups (fleet/links.ts)
-  const linkHub = createLinkHub(deps, opts, (nodeId) => auth.nodeCaller(nodeId));
+  const linkHub = createLinkHub(deps, opts, {
+    nodeCaller: (nodeId) => auth.nodeCaller(nodeId),
+    cachedNodeCaller: (nodeId) => auth.cachedNodeCaller(nodeId),
+  });
   const ctx: FleetContext = { deps, auth, opts, linkHub };
   return {
     close: linkHub.close,

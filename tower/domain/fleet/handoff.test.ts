@@ -373,5 +373,58 @@ storeSuite((s) => {
         });
       },
     );
+
+    s.test(
+      "a task created while an agent that can take it is idle on a node linked here is claimed and " +
+        "started in the create's commit; the answer is the task as created",
+      async () => {
+        const { work, agentId, domainId, assignments, agentState } = await tower();
+        const claims = vi.spyOn(Object.getPrototypeOf(s.store), "claimTask");
+        const missionId = (
+          await work.createMission(admin, create(pb.CreateMissionRequestSchema, { domainId, title: "m2" }))
+        ).mission!.id;
+        const answer = await work.createTask(
+          admin,
+          create(pb.CreateTaskRequestSchema, {
+            missionId,
+            title: "now",
+            runtime: Runtime.SHELL,
+            input: { command: "true" },
+          }),
+        );
+        expect(answer.task).toMatchObject({ status: TaskStatus.QUEUED, attempts: 0, claimedBy: "" });
+        const id = answer.task!.id;
+        await waitFor(() => assignments().length === 1);
+        expect(assignments()[0].task).toMatchObject({
+          id,
+          status: TaskStatus.RUNNING,
+          claimedBy: agentId,
+          attempts: 1,
+        });
+        expect(claims).toHaveBeenCalledTimes(1);
+        // one commit, in the order the two would have said it
+        const events = (await s.store.listEvents({ afterId: 0, limit: 1000 })).filter(
+          (e) => e.taskId === id || e.agentId === agentId,
+        );
+        const from = events.findIndex((e) => e.name === "task.created");
+        expect(events.slice(from).map((e) => [e.name, e.status, e.id - events[from].id])).toEqual([
+          ["task.created", "queued", 0],
+          ["task.claimed", "claimed", 1],
+          ["task.running", "running", 2],
+          ["agent.state", "busy", 3],
+        ]);
+        expect(await agentState()).toBe("busy");
+      },
+    );
+
+    s.test("a create whose commit fails leaves the agent it picked free for the next task", async () => {
+      const { assigned, submit, agentId } = await tower();
+      vi.spyOn(Object.getPrototypeOf(s.store), "claimTask").mockRejectedValueOnce(new Error("disk I/O error"));
+      await expect(submit("lost")).rejects.toThrow(/disk I\/O error/);
+      expect((await s.store.getAgent(agentId))!.state).toBe("idle");
+      const next = await submit("next");
+      await waitFor(() => assigned().length === 1);
+      expect(assigned()[0]).toMatchObject({ id: next, claimedBy: agentId });
+    });
   });
 });

@@ -43,7 +43,14 @@ export interface LinkStream {
   messages: AsyncIterable<LinkMessage>;
 }
 
-export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (nodeId: string) => Promise<Caller>) {
+export function createLinkHub(
+  deps: Deps,
+  opts: FleetOptions,
+  callers: {
+    nodeCaller?: (nodeId: string) => Promise<Caller>;
+    cachedNodeCaller?: (nodeId: string) => Caller | undefined;
+  } = {},
+) {
   const { store, clock } = deps;
   const links = new Map<string, LinkConnection>();
   /** agent id -> node id, for routing events to links without a query per event */
@@ -91,7 +98,7 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
   }
 
   // work handed to idle agents (fleet/push.ts)
-  const offers = opts.work ? createOffers(deps, opts.work, { reach, push, nodeCaller }) : undefined;
+  const offers = opts.work ? createOffers(deps, opts.work, { reach, push, ...callers }) : undefined;
 
   // An outcome's commit claims its agent's next task itself (work/push.ts, Handoff); when it
   // found nothing, the agent.state idle it emits needs no second claim unless a task was queued in
@@ -99,6 +106,8 @@ export function createLinkHub(deps: Deps, opts: FleetOptions, nodeCaller?: (node
   opts.work?.setHandoff?.({
     mark: (a) => (ready(a.nodeId) ? reach.queuedMark(a.domainId) : undefined),
     lookedEmpty: (agentId, mark) => reach.lookedEmpty(agentId, mark),
+    pick: (domainId, runtime, capabilities) => offers?.pick(domainId, runtime, capabilities),
+    unpick: (agentId) => reach.unclaim(agentId),
     send: (a, task) =>
       push(a.nodeId, create(fleet.LinkResponseSchema, { command: { case: "assign", value: assignment(a.id, task) } })),
   });

@@ -24,10 +24,12 @@ export function createOffers(
     reach,
     push,
     nodeCaller,
+    cachedNodeCaller,
   }: {
     reach: WakeIndex;
     push: (nodeId: string, msg: fleet.LinkResponse) => boolean;
     nodeCaller?: (nodeId: string) => Promise<Caller>;
+    cachedNodeCaller?: (nodeId: string) => Caller | undefined;
   },
 ) {
   /**
@@ -89,6 +91,27 @@ export function createOffers(
     }
   }
 
+  /**
+   * For a task being created (work/push.ts, claimForNew), inside its commit: the idle agent that would be offered it,
+   * marked as being claimed for, when its node may take work in the domain now; undefined when there is none. Nothing
+   * is read (a read outside the commit would wait for it): a node whose caller is not at hand is left to the offer.
+   */
+  function pick(domainId: string, runtime: string, capabilities: readonly string[]): PushTarget | undefined {
+    const a = reach.claimable(domainId, runtime, capabilities);
+    if (!a) return undefined;
+    try {
+      if (nodeCaller) {
+        const caller = cachedNodeCaller?.(a.nodeId);
+        if (!caller) throw new Error("not at hand");
+        authorize(caller, "work", { domainId: a.domainId });
+      }
+    } catch {
+      reach.unclaim(a.id); // the offer reads the caller, or says the node no longer serves the domain
+      return undefined;
+    }
+    return a;
+  }
+
   /** The agent may take work (idle again, or its link opened): its next task, if one is queued. */
   function offerAgent(agentId: string): void {
     const a = reach.take(agentId);
@@ -99,5 +122,6 @@ export function createOffers(
     offerTask: (taskId: string, domainId: string, runtime: string, capabilities: readonly string[]) =>
       void offerTask(taskId, domainId, runtime, capabilities),
     offerAgent,
+    pick,
   };
 }

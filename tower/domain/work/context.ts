@@ -126,6 +126,8 @@ export function createWorkContext(deps: Deps) {
     agent: ActingAgent,
     start: boolean,
     onlyIfIdle = false,
+    /** the caller moved the agent idle → busy itself (claimForNew) */
+    marked = false,
   ): Promise<TaskRow | undefined> {
     const t = await tx.claimTask(
       {
@@ -145,7 +147,7 @@ export function createWorkContext(deps: Deps) {
       taskEvent(emit, start ? { ...t, status: "claimed" } : t, "task.claimed");
       if (start) {
         taskEvent(emit, t, "task.running");
-        if (!(await markAgent(tx, emit, agent.id, "idle", "busy", now())) && onlyIfIdle)
+        if (!marked && !(await markAgent(tx, emit, agent.id, "idle", "busy", now())) && onlyIfIdle)
           throw new AgentNotIdle(agent.id);
       }
       if (t.parentTaskId) await settleBroadcast(tx, emit, t.parentTaskId);
@@ -279,13 +281,18 @@ async function markAgent(
 ): Promise<boolean> {
   const a = await tx.moveAgentState(agentId, from, to, at);
   if (!a) return false;
+  agentStateEvent(emit, a.domainId, agentId, from, to);
+  return true;
+}
+
+/** The agent.state event of a move markAgent() made (or a caller made with tx.moveAgentState). */
+export function agentStateEvent(emit: Emit, domainId: string, agentId: string, from: string, to: string): void {
   emit({
     type: "matrix",
     name: "agent.state",
-    domainId: a.domainId,
+    domainId,
     agentId,
     status: to,
     payload: { agent_id: agentId, from, to, reason: "epd" },
   });
-  return true;
 }

@@ -7,7 +7,7 @@ import type { Store, TaskRow } from "../../store/store.js";
 import type { Caller } from "../caller.js";
 import { taskMsg } from "../convert.js";
 import { commit, type Emit } from "../event-hub.js";
-import type { WorkContext } from "./context.js";
+import { agentStateEvent, type WorkContext } from "./context.js";
 import { HELD, taskEvent, type ActingAgent } from "./support.js";
 import type { ClaimedTask, Handoff } from "./types.js";
 
@@ -87,6 +87,39 @@ export async function nextAfterOutcome(
   if (mark !== undefined) ctx.handoff!.lookedEmpty(agent.id, mark);
   await ctx.markAgent(tx, emit, agent.id, "busy", "idle");
   return undefined;
+}
+
+/**
+ * A task the caller's commit creates, claimed and started in that commit for an idle agent of a node linked here that
+ * can take it (Handoff.pick): the agent and the task to send with sendNext() once committed, or undefined (no such
+ * agent, or the task is not for the first claimer: its offer is then made from its event, fleet/push.ts). One commit
+ * where the offer would have taken a second; the claim is the one the offer makes (the domain's order, the agent idle
+ * the longest), so it may take an older or higher-priority task than this one.
+ */
+export async function claimForNew(
+  ctx: WorkContext,
+  tx: Store,
+  emit: Emit,
+  t: TaskRow,
+): Promise<{ agent: ActingAgent; next: ClaimedTask } | undefined> {
+  if (t.status !== "queued" || t.kind !== "claimable" || t.claimPolicy !== "first_claim" || !ctx.handoff) return;
+  const agent = ctx.handoff.pick(t.domainId, t.runtime, t.capabilities);
+  if (!agent) return;
+  // the agent busy first: one that is not idle any more (its own claim, elsewhere) is left alone, and the create
+  // commits without a claim; its agent.state event is said after the task's, as claimIn() orders them
+  try {
+    if (!(await tx.moveAgentState(agent.id, "idle", "busy", ctx.now()))) return void ctx.handoff.unpick(agent.id);
+    const next = await ctx.claimIn(tx, emit, agent, true, false, true);
+    if (!next) {
+      await tx.moveAgentState(agent.id, "busy", "idle", ctx.now());
+      return void ctx.handoff.unpick(agent.id);
+    }
+    agentStateEvent(emit, agent.domainId, agent.id, "idle", "busy");
+    return { agent, next: (await withParents(tx, next)) ?? next };
+  } catch (err) {
+    ctx.handoff.unpick(agent.id); // the commit rolls back: the agent is as it was
+    throw err;
+  }
 }
 
 /** The task nextAfterOutcome() claimed, on the agent's link; back to the queue when the link went away meanwhile. */

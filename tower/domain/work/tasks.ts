@@ -22,6 +22,7 @@ import type { WorkContext } from "./context.js";
 import { decodePageToken, encodePageToken } from "../paging.js";
 import { taskWait } from "./task-wait.js";
 import { checkParents, waitingOn } from "./dependencies.js";
+import { claimForNew, sendNext } from "./push.js";
 import type { Emit } from "../event-hub.js";
 
 export function createTaskCatalog(ctx: WorkContext) {
@@ -39,12 +40,21 @@ export function createTaskCatalog(ctx: WorkContext) {
         request: req,
         output: pb.CreateTaskResponseSchema,
       };
-      return idempotent(call, async (tx, emit) => {
+      let handed: Awaited<ReturnType<typeof claimForNew>>;
+      const out = await idempotent(call, async (tx, emit) => {
         const mission = await missionDomain(tx, req.missionId);
         authorize(caller, "operate", { domainId: mission.domainId });
         const { task, runs } = await insertNewTask(ctx, tx, emit, mission, req, checked);
+        // an idle agent linked here takes it in this commit (work/push.ts); the answer is the task as created
+        handed = await claimForNew(ctx, tx, emit, task);
         return create(pb.CreateTaskResponseSchema, { task: taskMsg(task), runs: runs.map(taskMsg) });
+      }).catch((err: unknown) => {
+        // rolled back: the agent it picked was not claimed for
+        if (handed) ctx.handoff?.unpick(handed.agent.id);
+        throw err;
       });
+      if (handed) sendNext(ctx, handed.agent, handed.next);
+      return out;
     },
 
     async getTask(caller: Caller, req: pb.GetTaskRequest): Promise<pb.GetTaskResponse> {

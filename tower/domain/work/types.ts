@@ -19,6 +19,13 @@ export interface Handoff {
    * unless work was queued in its domain since `mark`.
    */
   lookedEmpty(agentId: string, mark: number): void;
+  /**
+   * An idle agent of a node linked here that can take a task of this domain, runtime and capabilities (idle the longest
+   * first, authorized as its node's own claim would be), marked as being claimed for; undefined when there is none.
+   */
+  pick(domainId: string, runtime: string, capabilities: readonly string[]): ActingAgent | undefined;
+  /** The agent pick() gave was not claimed for after all: idle again, as far as this replica knows. */
+  unpick(agentId: string): void;
   /** After the commit: sends the claimed task (and its parents) on the agent's link; false when the link went away. */
   send(agent: ActingAgent, task: ClaimedTask): boolean;
 }
