@@ -426,5 +426,32 @@ storeSuite((s) => {
       await waitFor(() => assigned().length === 1);
       expect(assigned()[0]).toMatchObject({ id: next, claimedBy: agentId });
     });
+
+    s.test(
+      "a create whose picked agent is busy in the store claims nothing; the task waits for the agent's idle",
+      async () => {
+        const { deps, assigned, submit, agentId } = await tower();
+        await s.store.moveAgentState(agentId, "idle", "busy", iso(T0)); // busy where it counts, its event not out yet
+        const id = await submit("later");
+        await new Promise((r) => setImmediate(r));
+        expect(assigned()).toHaveLength(0);
+        expect((await s.store.getTask(id))!).toMatchObject({ status: "queued", attempts: 0, claimedBy: "" });
+        expect((await s.store.getAgent(agentId))!.state).toBe("busy");
+        // idle again, as UpdateAgentState says it: the task goes to it
+        await commit(deps, async (tx, emit) => {
+          await tx.moveAgentState(agentId, "busy", "idle", iso(T0));
+          emit({
+            type: "matrix",
+            name: "agent.state",
+            domainId: (await tx.getAgent(agentId))!.domainId,
+            agentId,
+            status: "idle",
+            payload: { agent_id: agentId, from: "busy", to: "idle", reason: "epd" },
+          });
+        });
+        await waitFor(() => assigned().length === 1);
+        expect(assigned()[0]).toMatchObject({ id, claimedBy: agentId, attempts: 1 });
+      },
+    );
   });
 });

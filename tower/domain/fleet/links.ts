@@ -107,7 +107,7 @@ export function createLinkHub(
     mark: (a) => (ready(a.nodeId) ? reach.queuedMark(a.domainId) : undefined),
     lookedEmpty: (agentId, mark) => reach.lookedEmpty(agentId, mark),
     pick: (domainId, runtime, capabilities) => offers?.pick(domainId, runtime, capabilities),
-    unpick: (agentId) => reach.unclaim(agentId),
+    unpick: (agentId, notIdle) => (notIdle ? reach.setState(agentId, "busy") : reach.unclaim(agentId)),
     send: (a, task) =>
       push(a.nodeId, create(fleet.LinkResponseSchema, { command: { case: "assign", value: assignment(a.id, task) } })),
   });

@@ -108,7 +108,7 @@ export async function claimForNew(
   // the agent busy first: one that is not idle any more (its own claim, elsewhere) is left alone, and the create
   // commits without a claim; its agent.state event is said after the task's, as claimIn() orders them
   try {
-    if (!(await tx.moveAgentState(agent.id, "idle", "busy", ctx.now()))) return void ctx.handoff.unpick(agent.id);
+    if (!(await tx.moveAgentState(agent.id, "idle", "busy", ctx.now()))) return void ctx.handoff.unpick(agent.id, true);
     const next = await ctx.claimIn(tx, emit, agent, true, false, true);
     if (!next) {
       await tx.moveAgentState(agent.id, "busy", "idle", ctx.now());

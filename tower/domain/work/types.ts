@@ -24,8 +24,11 @@ export interface Handoff {
    * first, authorized as its node's own claim would be), marked as being claimed for; undefined when there is none.
    */
   pick(domainId: string, runtime: string, capabilities: readonly string[]): ActingAgent | undefined;
-  /** The agent pick() gave was not claimed for after all: idle again, as far as this replica knows. */
-  unpick(agentId: string): void;
+  /**
+   * The agent pick() gave was not claimed for after all: idle again as far as this replica knows, or busy when the
+   * store said it was not idle (as its event will say).
+   */
+  unpick(agentId: string, notIdle?: boolean): void;
   /** After the commit: sends the claimed task (and its parents) on the agent's link; false when the link went away. */
   send(agent: ActingAgent, task: ClaimedTask): boolean;
 }
