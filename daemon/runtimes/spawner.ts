@@ -138,9 +138,10 @@ export function createSpawner(socketPath: string, log: Logger): Spawner {
       }
       sock.off("data", onData);
       sock.pause();
-      const target = streams.get(head.subarray(0, nl).toString("latin1"));
+      const token = head.subarray(0, nl).toString("latin1");
+      const target = streams.get(token);
       if (!target) return void sock.destroy();
-      streams.delete(head.subarray(0, nl).toString("latin1"));
+      streams.delete(token); // one connection per token
       if (nl + 1 < head.length) sock.unshift(head.subarray(nl + 1));
       sock.on("error", () => undefined);
       // destroying the run's stream (a straggler holding it open) lets go of the socket too
