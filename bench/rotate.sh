@@ -4,6 +4,8 @@
 # to 25 % and every process of a run moves together (docs/perf-history.md, "The claim in the
 # create's commit"); read only sums over whole rotations. Build each tree first (see bench/ab.sh):
 #   ROUNDS=6 bash bench/rotate.sh wakeup /tmp/rot-out /tmp/ep-a /tmp/ep-p "$PWD"
+# TASKS=<n> sets the run's length (default 4,000 wake-up, 1,200 fleet, 12,000 claim tasks): the
+# short runs still hold the JIT's warm-up (TurboFan compiling 10 s in), so steady state needs 3× that.
 # Raw output per run: <out>/<tree index>-<bench>-<round>.txt (loadavg before/after, the bench's JSON).
 set -u
 BENCH=$1; OUT=$2; shift 2; TREES=("$@"); N=${#TREES[@]}; mkdir -p "$OUT"
@@ -18,9 +20,9 @@ for i in $(seq 1 "${ROUNDS:-6}"); do
     ( cd "$wt"
       echo "# $(date -Is) $wt loadavg before: $(cat /proc/loadavg)"
       case $BENCH in
-        wakeup) timeout 300 node scripts/run-ts.mjs bench/wakeup.ts --runs none --tasks 4000 ;;
-        fleet)  timeout 300 node --expose-gc dist/bench/fleet.mjs --nodes 200 --tasks 1200 ;;
-        claim)  timeout 300 node scripts/run-ts.mjs bench/claim.ts --tasks 12000 ;;
+        wakeup) timeout 300 node scripts/run-ts.mjs bench/wakeup.ts --runs none --tasks "${TASKS:-4000}" ;;
+        fleet)  timeout 300 node --expose-gc dist/bench/fleet.mjs --nodes 200 --tasks "${TASKS:-1200}" ;;
+        claim)  timeout 300 node scripts/run-ts.mjs bench/claim.ts --tasks "${TASKS:-12000}" ;;
       esac
       echo "# exit $? loadavg after: $(cat /proc/loadavg)" ) > "$OUT/$t-$BENCH-$i.txt" 2>&1
   done
