@@ -20,6 +20,7 @@ import { DEFAULT_LIMITS, type Deps } from "../deps.js";
 import { commit, createEventHub } from "../event-hub.js";
 import { createLinkHub } from "./links.js";
 import type { FleetOptions } from "./options.js";
+import { agentStateEvent } from "../work/context.js";
 import { createWorkService } from "../work/work.js";
 
 const admin: Caller = { subject: "tok_0", principal: "root", role: "admin", via: "token" };
@@ -298,14 +299,7 @@ storeSuite((s) => {
         await commit(deps, async (tx, emit) => {
           await tx.moveAgentState(agentId, "idle", "busy", iso(T0));
           await tx.moveAgentState(agentId, "busy", "idle", iso(T0));
-          emit({
-            type: "matrix",
-            name: "agent.state",
-            domainId: (await tx.getAgent(agentId))!.domainId,
-            agentId,
-            status: "idle",
-            payload: { agent_id: agentId, from: "busy", to: "idle", reason: "epd" },
-          });
+          agentStateEvent(emit, (await tx.getAgent(agentId))!.domainId, agentId, "busy", "idle");
         });
         await lookedOnce;
         // a task queued now: its own offer finds the agent claiming, and the claim has already looked
@@ -440,14 +434,7 @@ storeSuite((s) => {
         // idle again, as UpdateAgentState says it: the task goes to it
         await commit(deps, async (tx, emit) => {
           await tx.moveAgentState(agentId, "busy", "idle", iso(T0));
-          emit({
-            type: "matrix",
-            name: "agent.state",
-            domainId: (await tx.getAgent(agentId))!.domainId,
-            agentId,
-            status: "idle",
-            payload: { agent_id: agentId, from: "busy", to: "idle", reason: "epd" },
-          });
+          agentStateEvent(emit, (await tx.getAgent(agentId))!.domainId, agentId, "busy", "idle");
         });
         await waitFor(() => assigned().length === 1);
         expect(assigned()[0]).toMatchObject({ id, claimedBy: agentId, attempts: 1 });
